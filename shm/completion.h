@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Identity-stamped completion flags and the eager completion watermark.
+ *
+ * The protocol, its invariants and why each memory order suffices are stated
+ * once, in docs/RUNTIME_LOGIC.md; the § numbers below point there.
+ *
+ * Roles:
+ *   struct hbg_flag_window  one ring's flags + watermark, with the geometry the
+ *                           caller trusts (never re-read from shared memory);
+ *   struct hbg_completer    one thread's private view of one ring: its cached
+ *                           watermark, its failsafe heap and its counters.
+ *                           Never shared between threads.
+ */
+#pragma once
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "shm/failsafe_heap.h"
+#include "shm/geometry.h"
+#include "shm/layout.h"
+
+/*
+ * The frontier store->load pair (§4.3). Correct builds make the four
+ * accesses of the Dekker pattern seq_cst. HBG_UNSAFE_UNORDERED_FRONTIER
+ * weakens them to release/acquire: that build exists only so the stress test
+ * can show it catches the resulting watermark freeze. Never ship it.
+ */
+#if defined(HBG_UNSAFE_UNORDERED_FRONTIER) && HBG_UNSAFE_UNORDERED_FRONTIER
+#  define HBG_FRONTIER_STORE memory_order_release
+#  define HBG_FRONTIER_LOAD memory_order_acquire
+#  define HBG_FRONTIER_RMW memory_order_acq_rel
+#else
+#  define HBG_FRONTIER_STORE memory_order_seq_cst
+#  define HBG_FRONTIER_LOAD memory_order_seq_cst
+#  define HBG_FRONTIER_RMW memory_order_seq_cst
+#endif
+
+struct hbg_flag_window {
+        hbg_stamp_t *flags;               /* F stamps, in the completion region */
+        _Atomic uint64_t *watermark;      /* completion region header */
+        uint64_t flag_window;             /* F */
+        uint64_t flag_mask;               /* F - 1 */
+        uint64_t task_window;             /* D: bound on ids in flight */
+        uint32_t hi_bits;                 /* log2(F) - S - 4, >= 0 by geometry */
+        uint64_t hi_mask;                 /* (1 << hi_bits) - 1 */
+};
+
+/* Bind a window to a mapped, initialised completion region. */
+void hbg_flag_window_init(struct hbg_flag_window *w, const struct hbg_geometry *g,
+                          void *cpl_base);
+
+/* Counters of one completer. Single writer (the owning thread, relaxed
+ * load+store, no lock prefix); any thread may read them (relaxed). */
+struct hbg_completer_stats {
+        _Atomic uint64_t published;        /* stamps stored */
+        _Atomic uint64_t deferred;         /* failsafe heap pushes */
+        _Atomic uint64_t heap_full;        /* pushes refused: heap at capacity */
+        _Atomic uint64_t retries;          /* heap-minimum publish attempts */
+        _Atomic uint64_t retry_published;  /* ... that succeeded */
+        _Atomic uint64_t walks;            /* frontier walks started */
+        _Atomic uint64_t advances;         /* successful watermark CAS */
+        _Atomic uint64_t ids_advanced;     /* sum of watermark steps */
+        _Atomic uint64_t cas_failures;     /* lost the frontier to another walker */
+        _Atomic uint64_t heap_max;         /* deepest the heap has been */
+};
+
+struct hbg_completer {
+        /* Private copy of the watermark, always <= the real one (§5). */
+        alignas(HBG_CACHE_LINE) uint64_t cached_watermark;
+        const struct hbg_flag_window *window;
+        struct hbg_failsafe_heap heap;
+        struct hbg_completer_stats stats;
+};
+
+/* Heap capacity that makes -ENOSPC unreachable while the window invariant
+ * holds (ids in flight lie in [WM, WM + D)): D - F (§6.2). */
+uint32_t hbg_failsafe_capacity(const struct hbg_geometry *g);
+
+/* Returns 0 or -ENOMEM. */
+int hbg_completer_init(struct hbg_completer *c, const struct hbg_flag_window *w,
+                       uint32_t heap_capacity);
+void hbg_completer_destroy(struct hbg_completer *c);
+
+static inline void hbg_stat_inc(_Atomic uint64_t *counter, uint64_t n) {
+        atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + n,
+                              memory_order_relaxed);
+}
+
+static inline uint64_t hbg_stat_get(const _Atomic uint64_t *counter) {
+        return atomic_load_explicit(counter, memory_order_relaxed);
+}
+
+static inline uint32_t hbg_stamp_of(uint64_t id) {
+        return (uint32_t)id;
+}
+
+/*
+ * flag_index (§3.1): r = id mod F, split as [hi | in-line position | lo]
+ * with lo the S low bits. The flag's line number is lo on top, hi below
+ * XOR-ed with lo, so 2^S consecutive ids use 2^S different lines and those
+ * lines fall in different L1 sets; the position within the line is the
+ * next 4 bits of r. A bijection on [0, F).
+ */
+static inline uint64_t hbg_flag_index(const struct hbg_flag_window *w, uint64_t id) {
+        uint64_t r = id & w->flag_mask;
+        uint64_t lo = r & ((UINT64_C(1) << HBG_FLAG_SHUFFLE_BITS) - 1);
+        uint64_t pos = (r >> HBG_FLAG_SHUFFLE_BITS) & ((UINT64_C(1) << HBG_STAMPS_PER_LINE_LOG2) - 1);
+        uint64_t hi = r >> (HBG_FLAG_SHUFFLE_BITS + HBG_STAMPS_PER_LINE_LOG2);
+        uint64_t line = (lo << w->hi_bits) | ((hi ^ lo) & w->hi_mask);
+        return (line << HBG_STAMPS_PER_LINE_LOG2) | pos;
+}
+
+static inline hbg_stamp_t *hbg_flag_slot(const struct hbg_flag_window *w, uint64_t id) {
+        return &w->flags[hbg_flag_index(w, id)];
+}
+
+/*
+ * Is task `id` known complete (§5)? Cheapest first: below the cached
+ * watermark; its own stamp in the slot (acquire: the task's effects are
+ * visible once this returns true); a fresh watermark, which also refreshes
+ * the cache. Precondition: id < (watermark + D), i.e. id has been claimed or
+ * is about to be.
+ */
+static inline bool hbg_is_completion_flag_set(struct hbg_completer *c, uint64_t id) {
+        if (id < c->cached_watermark)
+                return true;
+        const struct hbg_flag_window *w = c->window;
+        if (atomic_load_explicit(hbg_flag_slot(w, id), memory_order_acquire) == hbg_stamp_of(id))
+                return true;
+        c->cached_watermark = atomic_load_explicit(w->watermark, memory_order_acquire);
+        return id < c->cached_watermark;
+}
+
+/* The slot of `id` may take its stamp once its previous occupant id - F is
+ * below the watermark, i.e. id < WM + F (§3.4). */
+static inline bool hbg_flag_slot_free(const struct hbg_completer *c, uint64_t id) {
+        return id - c->cached_watermark < c->window->flag_window;
+}
+
+/*
+ * Publish the stamp of `id` if its slot is free; false (nothing written) if
+ * the previous occupant is not certified yet. Never waits. An id already
+ * below the watermark publishes nothing and returns true.
+ * Callers then drain the task's wake list and call
+ * hbg_update_completed_watermark(c, id) exactly once (§4.1).
+ */
+static inline bool hbg_try_set_completion_flag(struct hbg_completer *c, uint64_t id) {
+        if (id < c->cached_watermark)
+                return true;
+        if (!hbg_flag_slot_free(c, id)) {
+                c->cached_watermark = atomic_load_explicit(c->window->watermark, memory_order_acquire);
+                if (id < c->cached_watermark)
+                        return true;
+                if (!hbg_flag_slot_free(c, id))
+                        return false;
+        }
+        /* seq_cst: first half of the frontier Dekker pair (§4.3). Also a
+         * release: the task's effects happen-before any acquire reader that
+         * sees this stamp. */
+        atomic_store_explicit(hbg_flag_slot(c->window, id), hbg_stamp_of(id), HBG_FRONTIER_STORE);
+        hbg_stat_inc(&c->stats.published, 1);
+        return true;
+}
+
+/*
+ * Blocking variant for callers with no loop to retry from: waits (spin, then
+ * yield) until the slot is free, then publishes. timeout_ns < 0 waits for
+ * ever. Returns 0 or -ETIMEDOUT. Only safe if the caller does not itself
+ * hold work that the previous occupant is waiting for (§6.3).
+ */
+int hbg_set_completion_flag(struct hbg_completer *c, uint64_t id, int64_t timeout_ns);
+
+/*
+ * The eager watermark (§4): a no-op unless id is the current frontier; the
+ * frontier completer CAS-advances the watermark over the whole contiguous
+ * completed prefix. Call exactly once per id, after its stamp is published.
+ */
+void hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id);
+
+/*
+ * Completion with the failsafe (§6): publish the stamp, or defer the id to
+ * this thread's heap. Returns
+ *   1        published: drain the wake list, then update the watermark;
+ *   0        deferred: do nothing more now, hbg_retry_deferred() returns it;
+ *  -ENOSPC   the heap is full: the id stays with the caller, who must offer
+ *            it again later (never spin on it: §6.2).
+ */
+int hbg_publish_or_defer(struct hbg_completer *c, uint64_t id);
+
+/*
+ * Try to publish the smallest deferred id. Returns 1 and the id (popped)
+ * when published: the caller drains its wake list and updates the
+ * watermark, as after hbg_publish_or_defer() == 1. Returns 0 when the heap
+ * is empty or its minimum is still blocked (larger ids then are too).
+ */
+int hbg_retry_deferred(struct hbg_completer *c, uint64_t *ret_id);
+
+static inline uint64_t hbg_watermark_read(const struct hbg_flag_window *w) {
+        return atomic_load_explicit(w->watermark, memory_order_acquire);
+}

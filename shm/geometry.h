@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Ring geometry: the sizes both sides of a session agree on.
+ *
+ * The daemon validates a geometry once, keeps it in private memory and never
+ * re-reads it from shared memory (docs/RUNTIME_LOGIC.md §2). Every derived
+ * size is computed with overflow checks.
+ */
+#pragma once
+
+#include <stdint.h>
+
+/* Low bits of an id moved to the top by flag_index(): 2^S consecutive ids
+ * land on 2^S different cache lines (docs/RUNTIME_LOGIC.md §3). */
+#define HBG_FLAG_SHUFFLE_BITS 4u
+/* Stamps are 32 bits, so one 64-byte line holds 2^4 of them. */
+#define HBG_STAMPS_PER_LINE_LOG2 4u
+
+/* The smallest flag window that leaves the shuffle its S bits of headroom
+ * above the in-line position bits: 2^(S + 4) = 256 flags. */
+#define HBG_FLAG_WINDOW_MIN_LOG2 (HBG_FLAG_SHUFFLE_BITS + HBG_STAMPS_PER_LINE_LOG2)
+/* The largest task window. 32-bit stamps compare exactly while
+ * D + F < 2^32 (docs/RUNTIME_LOGIC.md §3.2); 2^24 also keeps the
+ * descriptor array of one session within 1 GiB. */
+#define HBG_TASK_WINDOW_MAX_LOG2 24u
+
+#define HBG_MAILBOX_MIN_LOG2 4u
+#define HBG_MAILBOX_MAX_LOG2 20u
+#define HBG_GRAPH_TABLE_MIN_LOG2 2u
+#define HBG_GRAPH_TABLE_MAX_LOG2 20u
+
+#define HBG_HEAP_ALIGN 64u
+#define HBG_HEAP_MAX (UINT64_C(1) << 40) /* 1 TiB */
+
+/* What a caller asks for; every field is validated by hbg_geometry_init(). */
+struct hbg_geometry_request {
+        uint64_t task_window;      /* D: descriptor slots, power of two */
+        uint64_t flag_window;      /* F: completion flags, power of two, F <= D */
+        uint64_t heap_size;        /* data heap bytes, multiple of 64 */
+        uint64_t mailbox_entries;  /* async completion mailbox, power of two */
+        uint64_t graph_table_entries; /* graphs in flight, power of two */
+};
+
+/* A validated geometry with every derived size. Daemon-private. */
+struct hbg_geometry {
+        uint32_t task_window_log2;
+        uint32_t flag_window_log2;
+        uint32_t mailbox_log2;
+        uint32_t graph_table_log2;
+        uint64_t task_window;
+        uint64_t flag_window;
+        uint64_t heap_size;
+        uint64_t mailbox_entries;
+        uint64_t graph_table_entries;
+
+        /* Submission region: header | descriptors | payloads | mailbox | heap */
+        uint64_t sub_descs_offset;
+        uint64_t sub_payloads_offset;
+        uint64_t sub_mailbox_offset;
+        uint64_t sub_heap_offset;
+        uint64_t sub_region_size;
+
+        /* Completion region: header | graph table | flags */
+        uint64_t cpl_graphs_offset;
+        uint64_t cpl_flags_offset;
+        uint64_t cpl_region_size;
+};
+
+/*
+ * Validate a request and compute the layout. Returns 0, or:
+ *   -EINVAL    a window is zero or not a power of two, or F > D, or the heap
+ *              size is not a multiple of 64;
+ *   -ERANGE    a value is below its minimum or above its maximum;
+ *   -EOVERFLOW a derived region size does not fit in 64 bits.
+ * On failure *ret_error (if not NULL) points to a static message that starts
+ * with the name of the offending field. Never undefined behaviour.
+ */
+int hbg_geometry_init(struct hbg_geometry *ret, const struct hbg_geometry_request *req,
+                      const char **ret_error);
+
+/* Defaults used by tests and, later, by hbgd's configuration. */
+void hbg_geometry_request_default(struct hbg_geometry_request *ret);

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+#include "shm/layout.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "shm/completion.h"
+
+void hbg_sub_region_init(void *base, const struct hbg_geometry *g) {
+        struct hbg_sub_header *h = base;
+
+        h->magic = HBG_SUB_MAGIC;
+        h->layout_version = HBG_LAYOUT_VERSION;
+        h->region_size = g->sub_region_size;
+        h->task_window_log2 = g->task_window_log2;
+        h->mailbox_log2 = g->mailbox_log2;
+        h->heap_size = g->heap_size;
+        h->descs_offset = g->sub_descs_offset;
+        h->payloads_offset = g->sub_payloads_offset;
+        h->mailbox_offset = g->sub_mailbox_offset;
+        h->heap_offset = g->sub_heap_offset;
+        atomic_store_explicit(&h->submitted, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->mailbox_tail, 0, memory_order_relaxed);
+}
+
+void hbg_cpl_region_init(void *base, const struct hbg_geometry *g, uint64_t first_id) {
+        struct hbg_cpl_header *h = base;
+        struct hbg_flag_window w;
+
+        h->magic = HBG_CPL_MAGIC;
+        h->layout_version = HBG_LAYOUT_VERSION;
+        h->region_size = g->cpl_region_size;
+        h->task_window_log2 = g->task_window_log2;
+        h->flag_window_log2 = g->flag_window_log2;
+        h->graph_table_log2 = g->graph_table_log2;
+        h->graphs_offset = g->cpl_graphs_offset;
+        h->flags_offset = g->cpl_flags_offset;
+        h->first_id = first_id;
+        atomic_store_explicit(&h->completed_watermark, first_id, memory_order_relaxed);
+        atomic_store_explicit(&h->classified, first_id, memory_order_relaxed);
+        atomic_store_explicit(&h->need_wakeup, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->error_code, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->error_task, 0, memory_order_relaxed);
+
+        /* Each slot starts out holding the stamp of the id one lap before
+         * its first occupant: "complete" for an id below first_id, which the
+         * watermark already certifies, and never equal to a pending id
+         * (RUNTIME_LOGIC.md §3.3). A constant such as 0xffffffff would be a
+         * real stamp for ids 2^32 - 1 + k 2^32. */
+        hbg_flag_window_init(&w, g, base);
+        for (uint64_t i = 0; i < g->flag_window; i++) {
+                uint64_t id = first_id + i;
+                atomic_store_explicit(hbg_flag_slot(&w, id), hbg_stamp_of(id - g->flag_window),
+                                      memory_order_relaxed);
+        }
+        /* Publication to other threads/processes happens through whatever
+         * hands them the region (fd passing, thread start): a full barrier. */
+        atomic_thread_fence(memory_order_release);
+}
+
+static int fail(const char **ret_error, const char *msg) {
+        if (ret_error)
+                *ret_error = msg;
+        return -EPROTO;
+}
+
+static bool all_zero(const void *p, size_t n) {
+        const unsigned char *b = p;
+        for (size_t i = 0; i < n; i++)
+                if (b[i])
+                        return false;
+        return true;
+}
+
+int hbg_cpl_region_check(const void *base, uint64_t size, const char **ret_error) {
+        const struct hbg_cpl_header *h = base;
+        struct hbg_geometry_request req;
+        struct hbg_geometry g;
+
+        if (size < sizeof(*h))
+                return fail(ret_error, "completion region: smaller than its header");
+        if (h->magic != HBG_CPL_MAGIC)
+                return fail(ret_error, "completion region: bad magic");
+        if (h->layout_version != HBG_LAYOUT_VERSION)
+                return fail(ret_error, "completion region: unsupported layout version");
+        if (h->reserved0 || h->reserved1 || h->reserved4 ||
+            !all_zero(h->pad1, sizeof(h->pad1)) || !all_zero(h->pad2, sizeof(h->pad2)) ||
+            !all_zero(h->pad3, sizeof(h->pad3)) || !all_zero(h->pad4, sizeof(h->pad4)))
+                return fail(ret_error, "completion region: non-zero padding");
+        if (h->task_window_log2 > HBG_TASK_WINDOW_MAX_LOG2 ||
+            h->flag_window_log2 > HBG_TASK_WINDOW_MAX_LOG2 ||
+            h->graph_table_log2 > HBG_GRAPH_TABLE_MAX_LOG2)
+                return fail(ret_error, "completion region: geometry out of range");
+
+        hbg_geometry_request_default(&req);
+        req.task_window = UINT64_C(1) << h->task_window_log2;
+        req.flag_window = UINT64_C(1) << h->flag_window_log2;
+        req.graph_table_entries = UINT64_C(1) << h->graph_table_log2;
+        if (hbg_geometry_init(&g, &req, NULL) < 0)
+                return fail(ret_error, "completion region: invalid geometry");
+        if (h->region_size != g.cpl_region_size || h->region_size > size ||
+            h->flags_offset != g.cpl_flags_offset || h->graphs_offset != g.cpl_graphs_offset)
+                return fail(ret_error, "completion region: sizes do not match its geometry");
+        return 0;
+}

@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shared-memory layout, as both hbgd and libhbgclient map it.
+ *
+ * Two regions per session (DESIGN.md §3):
+ *   submission region  client writes, daemon reads as hostile input
+ *   completion region  daemon writes, client maps read-only
+ *
+ * Rules for every struct in this file:
+ *   - fixed-width fields only, explicit padding named `reserved*`/`pad*` that
+ *     the writer keeps zero and the reader rejects when non-zero;
+ *   - a word written by one side and polled by the other owns a cache line;
+ *   - every offset the other side depends on is pinned by _Static_assert, so
+ *     an accidental change breaks the build instead of the protocol; a
+ *     deliberate change bumps HBG_LAYOUT_VERSION.
+ * The protocol that moves data through these structs is docs/RUNTIME_LOGIC.md.
+ */
+#pragma once
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shm/geometry.h"
+
+#define HBG_CACHE_LINE 64u
+#define HBG_LAYOUT_VERSION 1u
+#define HBG_SUB_MAGIC UINT32_C(0x42534248) /* "HBSB" little endian */
+#define HBG_CPL_MAGIC UINT32_C(0x43504248) /* "HBPC" */
+
+/* ---------------------------------------------------------------- limits */
+#define HBG_MAX_FANINS 16u
+#define HBG_MAX_TENSOR_ARGS 8u
+#define HBG_MAX_SCALAR_ARGS 8u
+#define HBG_MAX_BLOCKS 4096u
+
+/* Lanes of a cluster: one AIC (cube) core and two AIV (vector) cores. */
+enum hbg_lane {
+        HBG_LANE_AIC = 0,
+        HBG_LANE_AIV0 = 1,
+        HBG_LANE_AIV1 = 2,
+        HBG_LANES = 3,
+};
+#define HBG_LANE_MASK_ALL 0x7u
+
+/* hbg_task_desc.flags */
+enum {
+        HBG_TASK_HOST_INLINE = 1u << 0,   /* completed at classification, never runs */
+        HBG_TASK_EXTERNAL = 1u << 1,      /* completed through the async mailbox */
+        HBG_TASK_HAS_PREDICATE = 1u << 2, /* runs only if the predicate f32 != 0 */
+        HBG_TASK_GRAPH_END = 1u << 3,     /* last task of its graph */
+        HBG_TASK_FLAGS_ALL = 0xfu,
+};
+
+/* hbg_tensor_arg.direction */
+enum hbg_direction {
+        HBG_DIR_IN = 1,
+        HBG_DIR_OUT = 2,
+        HBG_DIR_INOUT = 3,
+};
+
+/* ------------------------------------------------------ submission region */
+
+struct hbg_sub_header {
+        /* line 0: identity and geometry, written once by hbgd at creation.
+         * The daemon never reads these back; the client learns the geometry
+         * from them. */
+        uint32_t magic;
+        uint32_t layout_version;
+        uint64_t region_size;
+        uint32_t task_window_log2;
+        uint32_t mailbox_log2;
+        uint64_t heap_size;
+        uint64_t descs_offset;
+        uint64_t payloads_offset;
+        uint64_t mailbox_offset;
+        uint64_t heap_offset;
+
+        /* line 1: producer cursor. ids < submitted are fully written
+         * (release by the client, acquire by hbgd; still validated). */
+        alignas(HBG_CACHE_LINE) _Atomic uint64_t submitted;
+        uint8_t pad1[HBG_CACHE_LINE - sizeof(uint64_t)];
+
+        /* line 2: mailbox producer cursor (client side of the async
+         * completion mailbox). */
+        alignas(HBG_CACHE_LINE) _Atomic uint64_t mailbox_tail;
+        uint8_t pad2[HBG_CACHE_LINE - sizeof(uint64_t)];
+
+        /* line 3: reserved, must be zero. */
+        alignas(HBG_CACHE_LINE) uint8_t reserved3[HBG_CACHE_LINE];
+};
+_Static_assert(sizeof(struct hbg_sub_header) == 4 * HBG_CACHE_LINE, "sub header size");
+_Static_assert(offsetof(struct hbg_sub_header, magic) == 0, "magic");
+_Static_assert(offsetof(struct hbg_sub_header, layout_version) == 4, "layout_version");
+_Static_assert(offsetof(struct hbg_sub_header, region_size) == 8, "region_size");
+_Static_assert(offsetof(struct hbg_sub_header, task_window_log2) == 16, "task_window_log2");
+_Static_assert(offsetof(struct hbg_sub_header, mailbox_log2) == 20, "mailbox_log2");
+_Static_assert(offsetof(struct hbg_sub_header, heap_size) == 24, "heap_size");
+_Static_assert(offsetof(struct hbg_sub_header, descs_offset) == 32, "descs_offset");
+_Static_assert(offsetof(struct hbg_sub_header, payloads_offset) == 40, "payloads_offset");
+_Static_assert(offsetof(struct hbg_sub_header, mailbox_offset) == 48, "mailbox_offset");
+_Static_assert(offsetof(struct hbg_sub_header, heap_offset) == 56, "heap_offset");
+_Static_assert(offsetof(struct hbg_sub_header, submitted) == 64, "submitted");
+_Static_assert(offsetof(struct hbg_sub_header, mailbox_tail) == 128, "mailbox_tail");
+_Static_assert(offsetof(struct hbg_sub_header, reserved3) == 192, "reserved3");
+
+/* One task, slot id & (D-1). The client writes it before publishing
+ * `submitted`; hbgd copies it once, then validates the copy. */
+struct hbg_task_desc {
+        uint64_t id;                       /* must equal the id of this lap */
+        uint64_t graph_id;                 /* client-chosen graph handle */
+        uint16_t kernel[HBG_LANES];        /* kernel per lane (unused lanes 0) */
+        uint8_t lane_mask;                 /* bit per enum hbg_lane; 0 = dummy */
+        uint8_t flags;                     /* HBG_TASK_* */
+        uint16_t block_num;                /* logical blocks, 1..HBG_MAX_BLOCKS */
+        uint8_t n_fanins;
+        uint8_t n_tensors;
+        uint8_t n_scalars;
+        uint8_t reserved0[3];              /* must be zero */
+        uint64_t predicate_offset;         /* heap byte offset of an f32 */
+        uint64_t reserved1[3];             /* must be zero */
+};
+_Static_assert(sizeof(struct hbg_task_desc) == HBG_CACHE_LINE, "desc size");
+_Static_assert(offsetof(struct hbg_task_desc, id) == 0, "desc id");
+_Static_assert(offsetof(struct hbg_task_desc, graph_id) == 8, "desc graph_id");
+_Static_assert(offsetof(struct hbg_task_desc, kernel) == 16, "desc kernel");
+_Static_assert(offsetof(struct hbg_task_desc, lane_mask) == 22, "desc lane_mask");
+_Static_assert(offsetof(struct hbg_task_desc, flags) == 23, "desc flags");
+_Static_assert(offsetof(struct hbg_task_desc, block_num) == 24, "desc block_num");
+_Static_assert(offsetof(struct hbg_task_desc, n_fanins) == 26, "desc n_fanins");
+_Static_assert(offsetof(struct hbg_task_desc, n_tensors) == 27, "desc n_tensors");
+_Static_assert(offsetof(struct hbg_task_desc, n_scalars) == 28, "desc n_scalars");
+_Static_assert(offsetof(struct hbg_task_desc, predicate_offset) == 32, "desc predicate");
+_Static_assert(offsetof(struct hbg_task_desc, reserved1) == 40, "desc reserved1");
+
+struct hbg_tensor_arg {
+        uint64_t offset;                   /* heap byte offset */
+        uint64_t length;                   /* bytes */
+        uint32_t direction;                /* enum hbg_direction */
+        uint32_t reserved;                 /* must be zero */
+};
+_Static_assert(sizeof(struct hbg_tensor_arg) == 24, "tensor arg size");
+
+/* Arguments of the task in the same slot. */
+struct hbg_task_payload {
+        uint64_t fanins[HBG_MAX_FANINS];   /* producer ids, each < own id */
+        struct hbg_tensor_arg tensors[HBG_MAX_TENSOR_ARGS];
+        uint64_t scalars[HBG_MAX_SCALAR_ARGS]; /* raw bits; a kernel's signature
+                                                  says how each is read */
+};
+_Static_assert(sizeof(struct hbg_task_payload) == 384, "payload size");
+_Static_assert(sizeof(struct hbg_task_payload) % HBG_CACHE_LINE == 0, "payload lines");
+_Static_assert(offsetof(struct hbg_task_payload, tensors) == 128, "payload tensors");
+_Static_assert(offsetof(struct hbg_task_payload, scalars) == 320, "payload scalars");
+
+/* Async completion mailbox entry: the client posts "task id finished with
+ * status"; hbgd consumes entries in order. `seq` == lap-stamped position
+ * marks the entry as written (release by the client, acquire by hbgd). */
+struct hbg_mailbox_entry {
+        _Atomic uint64_t seq;
+        uint64_t task_id;
+        int32_t status;                    /* 0 or a negative errno */
+        uint32_t reserved0;                /* must be zero */
+        uint64_t reserved1;                /* must be zero */
+};
+_Static_assert(sizeof(struct hbg_mailbox_entry) == 32, "mailbox entry size");
+
+/* ------------------------------------------------------ completion region */
+
+struct hbg_cpl_header {
+        /* line 0: identity and geometry, written once at creation. */
+        uint32_t magic;
+        uint32_t layout_version;
+        uint64_t region_size;
+        uint32_t task_window_log2;
+        uint32_t flag_window_log2;
+        uint32_t graph_table_log2;
+        uint32_t reserved0;                /* must be zero */
+        uint64_t graphs_offset;
+        uint64_t flags_offset;
+        uint64_t first_id;                 /* the ring's first task id */
+        uint64_t reserved1;                /* must be zero */
+
+        /* line 1: lowest id not yet known complete (exclusive frontier). */
+        alignas(HBG_CACHE_LINE) _Atomic uint64_t completed_watermark;
+        uint8_t pad1[HBG_CACHE_LINE - sizeof(uint64_t)];
+
+        /* line 2: classification cursor: ids below it have been claimed by
+         * a scheduler thread. */
+        alignas(HBG_CACHE_LINE) _Atomic uint64_t classified;
+        uint8_t pad2[HBG_CACHE_LINE - sizeof(uint64_t)];
+
+        /* line 3: non-zero while the schedulers are parked; the client rings
+         * the doorbell eventfd only then (io_uring SQPOLL's NEED_WAKEUP). */
+        alignas(HBG_CACHE_LINE) _Atomic uint32_t need_wakeup;
+        uint8_t pad3[HBG_CACHE_LINE - sizeof(uint32_t)];
+
+        /* line 4: the session's error latch: first error wins. */
+        alignas(HBG_CACHE_LINE) _Atomic int32_t error_code;
+        uint32_t reserved4;
+        _Atomic uint64_t error_task;
+        uint8_t pad4[HBG_CACHE_LINE - 16];
+};
+_Static_assert(sizeof(struct hbg_cpl_header) == 5 * HBG_CACHE_LINE, "cpl header size");
+_Static_assert(offsetof(struct hbg_cpl_header, task_window_log2) == 16, "cpl D");
+_Static_assert(offsetof(struct hbg_cpl_header, flag_window_log2) == 20, "cpl F");
+_Static_assert(offsetof(struct hbg_cpl_header, graph_table_log2) == 24, "cpl graphs");
+_Static_assert(offsetof(struct hbg_cpl_header, graphs_offset) == 32, "cpl graphs_offset");
+_Static_assert(offsetof(struct hbg_cpl_header, flags_offset) == 40, "cpl flags_offset");
+_Static_assert(offsetof(struct hbg_cpl_header, first_id) == 48, "cpl first_id");
+_Static_assert(offsetof(struct hbg_cpl_header, completed_watermark) == 64, "cpl watermark");
+_Static_assert(offsetof(struct hbg_cpl_header, classified) == 128, "cpl classified");
+_Static_assert(offsetof(struct hbg_cpl_header, need_wakeup) == 192, "cpl need_wakeup");
+_Static_assert(offsetof(struct hbg_cpl_header, error_code) == 256, "cpl error_code");
+_Static_assert(offsetof(struct hbg_cpl_header, error_task) == 264, "cpl error_task");
+
+/* Graph table entry, slot graph_seq & (G-1). hbgd writes last_id and status
+ * fields first and `seq` last (release); a reader checks `seq` (acquire). */
+struct hbg_graph_entry {
+        _Atomic uint64_t seq;              /* graph sequence number + 1, 0 = empty */
+        uint64_t last_id;
+        _Atomic int32_t status;            /* 0 running/ok, negative errno failed */
+        uint32_t reserved0;
+        uint64_t first_error_task;
+};
+_Static_assert(sizeof(struct hbg_graph_entry) == 32, "graph entry size");
+
+/* One completion flag: the low 32 bits of the id that owns the slot. */
+typedef _Atomic uint32_t hbg_stamp_t;
+_Static_assert(sizeof(hbg_stamp_t) == 4, "stamp size");
+_Static_assert((HBG_CACHE_LINE / sizeof(hbg_stamp_t)) == (1u << HBG_STAMPS_PER_LINE_LOG2),
+               "stamps per line");
+
+/* ------------------------------------------------------ region set-up */
+
+/* Write a fresh submission region header (region zeroed by the caller). */
+void hbg_sub_region_init(void *base, const struct hbg_geometry *g);
+
+/* Write a fresh completion region: header, empty graph table, and every flag
+ * holding the stamp of the id one lap before its first occupant, so no
+ * initial value can be mistaken for a real id (RUNTIME_LOGIC.md §3.3).
+ * `first_id` is the ring's first task id (0 for a new ring). */
+void hbg_cpl_region_init(void *base, const struct hbg_geometry *g, uint64_t first_id);
+
+/* Check a mapped completion region against the geometry the caller expects
+ * (used by the client after mmap). Returns 0 or -EPROTO. */
+int hbg_cpl_region_check(const void *base, uint64_t size, const char **ret_error);
