@@ -87,7 +87,7 @@ $(SHM_LIB): $(SHM_OBJS)
 $(BENCH_BIN): $(BENCH_SRCS:%.c=$(B)/obj/%.o) $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
-	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) -lm
 
 $(B)/obj/tests/%.o: tests/%.c
 	$(say) CC $@
@@ -97,7 +97,7 @@ $(B)/obj/tests/%.o: tests/%.c
 $(B)/tests/%: $(B)/obj/tests/%.o $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
-	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) -lm
 
 # The unordered variant recompiles the protocol with HBG_UNSAFE_UNORDERED_FRONTIER.
 $(B)/obj-unordered/%.o: %.c

@@ -25,7 +25,7 @@ void hbg_flag_window_init(struct hbg_flag_window *w, const struct hbg_geometry *
 
 uint32_t hbg_failsafe_capacity(const struct hbg_geometry *g) {
         /* D <= 2^24 by geometry validation, so this fits. */
-        return (uint32_t)(g->task_window - g->flag_window);
+        return (uint32_t)g->task_window;
 }
 
 int hbg_completer_init(struct hbg_completer *c, const struct hbg_flag_window *w,
@@ -58,7 +58,10 @@ static int64_t now_ns(void) {
 }
 
 int hbg_set_completion_flag(struct hbg_completer *c, uint64_t id, int64_t timeout_ns) {
-        int64_t deadline = timeout_ns < 0 ? INT64_MAX : now_ns() + timeout_ns;
+        int64_t start = now_ns(), deadline;
+        /* Saturate: a huge timeout must mean "for ever", not overflow. */
+        if (timeout_ns < 0 || __builtin_add_overflow(start, timeout_ns, &deadline))
+                deadline = INT64_MAX;
 
         for (uint64_t spins = 0;; spins++) {
                 if (hbg_try_set_completion_flag(c, id))
@@ -78,7 +81,7 @@ static inline uint32_t stamp_load(const struct hbg_flag_window *w, uint64_t id,
         return atomic_load_explicit(hbg_flag_slot(w, id), order);
 }
 
-void hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id) {
+bool hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id) {
         const struct hbg_flag_window *w = c->window;
 
         /* Second half of the completer's Dekker pair (§4.3): this seq_cst
@@ -91,10 +94,11 @@ void hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id) {
                  * (cur < id), or someone already has (cur > id). */
                 if (cur > c->cached_watermark)
                         c->cached_watermark = cur;
-                return;
+                return false;
         }
 
         hbg_stat_inc(&c->stats.walks, 1);
+        bool advanced = false;
         uint64_t next = id + 1;
         for (;;) {
                 /* At most D ids are in flight past the frontier (§2, window
@@ -115,8 +119,9 @@ void hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id) {
                         hbg_stat_inc(&c->stats.cas_failures, 1);
                         if (cur > c->cached_watermark)
                                 c->cached_watermark = cur;
-                        return;
+                        return advanced;
                 }
+                advanced = true;
                 hbg_stat_inc(&c->stats.advances, 1);
                 hbg_stat_inc(&c->stats.ids_advanced, next - cur);
                 c->cached_watermark = next;
@@ -129,7 +134,7 @@ void hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id) {
                  * With weaker orders both can miss and the watermark
                  * freezes for ever (digest §2.3). */
                 if (stamp_load(w, next, HBG_FRONTIER_LOAD) != hbg_stamp_of(next))
-                        return;
+                        return true;
                 cur = next;
                 next = cur + 1;
         }
@@ -150,7 +155,7 @@ int hbg_publish_or_defer(struct hbg_completer *c, uint64_t id) {
         return 0;
 }
 
-int hbg_retry_deferred(struct hbg_completer *c, uint64_t *ret_id) {
+int hbg_retry_deferred_slow(struct hbg_completer *c, uint64_t *ret_id) {
         uint64_t id;
 
         /* Only the minimum is tried: the slot gate id < WM + F is monotone

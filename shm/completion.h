@@ -77,7 +77,8 @@ struct hbg_completer {
 };
 
 /* Heap capacity that makes -ENOSPC unreachable while the window invariant
- * holds (ids in flight lie in [WM, WM + D)): D - F (§6.2). */
+ * holds: every id a completer holds unpublished lies in [WM, WM + D), so D
+ * (§6.2). */
 uint32_t hbg_failsafe_capacity(const struct hbg_geometry *g);
 
 /* Returns 0 or -ENOMEM. */
@@ -101,9 +102,10 @@ static inline uint32_t hbg_stamp_of(uint64_t id) {
 /*
  * flag_index (§3.1): r = id mod F, split as [hi | in-line position | lo]
  * with lo the S low bits. The flag's line number is lo on top, hi below
- * XOR-ed with lo, so 2^S consecutive ids use 2^S different lines and those
- * lines fall in different L1 sets; the position within the line is the
- * next 4 bits of r. A bijection on [0, F).
+ * XOR-ed with lo, so 2^S consecutive ids use 2^S different lines, and (for
+ * F >= 2^12) the 16 lines of an aligned block of 256 ids fall in 16
+ * different L1 sets; the position within the line is the next 4 bits of r.
+ * A bijection on [0, F).
  */
 static inline uint64_t hbg_flag_index(const struct hbg_flag_window *w, uint64_t id) {
         uint64_t r = id & w->flag_mask;
@@ -178,8 +180,10 @@ int hbg_set_completion_flag(struct hbg_completer *c, uint64_t id, int64_t timeou
  * The eager watermark (§4): a no-op unless id is the current frontier; the
  * frontier completer CAS-advances the watermark over the whole contiguous
  * completed prefix. Call exactly once per id, after its stamp is published.
+ * Returns true if this call moved the watermark (the caller may then have
+ * finished graphs to retire).
  */
-void hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id);
+bool hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id);
 
 /*
  * Completion with the failsafe (§6): publish the stamp, or defer the id to
@@ -197,7 +201,13 @@ int hbg_publish_or_defer(struct hbg_completer *c, uint64_t id);
  * watermark, as after hbg_publish_or_defer() == 1. Returns 0 when the heap
  * is empty or its minimum is still blocked (larger ids then are too).
  */
-int hbg_retry_deferred(struct hbg_completer *c, uint64_t *ret_id);
+int hbg_retry_deferred_slow(struct hbg_completer *c, uint64_t *ret_id);
+static inline int hbg_retry_deferred(struct hbg_completer *c, uint64_t *ret_id) {
+        /* The heap is empty almost always: keep that check inline. */
+        if (hbg_failsafe_heap_len(&c->heap) == 0)
+                return 0;
+        return hbg_retry_deferred_slow(c, ret_id);
+}
 
 static inline uint64_t hbg_watermark_read(const struct hbg_flag_window *w) {
         return atomic_load_explicit(w->watermark, memory_order_acquire);

@@ -9,7 +9,7 @@
 void hbg_geometry_request_default(struct hbg_geometry_request *ret) {
         *ret = (struct hbg_geometry_request){
                 .task_window = 16384,
-                .flag_window = 4096,
+                .flag_window = 16384,
                 .heap_size = UINT64_C(64) << 20,
                 .mailbox_entries = 1024,
                 .graph_table_entries = 256,
@@ -76,7 +76,7 @@ int hbg_geometry_init(struct hbg_geometry *ret, const struct hbg_geometry_reques
         r = check_pow2(req->flag_window, HBG_FLAG_WINDOW_MIN_LOG2, HBG_TASK_WINDOW_MAX_LOG2,
                        "flag_window: must not be zero",
                        "flag_window: must be a power of two",
-                       "flag_window: must be at least 256 (2^(S+4): the shuffle needs S=4 bits of headroom above 16 stamps per line)",
+                       "flag_window: must be between 256 (2^(S+4): the shuffle needs S=4 bits of headroom above 16 stamps per line) and 2^24",
                        ret_error);
         if (r < 0)
                 return r;
@@ -118,6 +118,7 @@ int hbg_geometry_init(struct hbg_geometry *ret, const struct hbg_geometry_reques
         uint64_t off = sizeof(struct hbg_sub_header);
         if (!place(&off, &g.sub_descs_offset, g.task_window, sizeof(struct hbg_task_desc)) ||
             !place(&off, &g.sub_payloads_offset, g.task_window, sizeof(struct hbg_task_payload)) ||
+            !place(&off, &g.sub_graphs_offset, g.graph_table_entries, sizeof(struct hbg_graph_record)) ||
             !place(&off, &g.sub_mailbox_offset, g.mailbox_entries, sizeof(struct hbg_mailbox_entry)) ||
             !place(&off, &g.sub_heap_offset, g.heap_size, 1) ||
             !place(&off, &(uint64_t){ 0 }, 0, 1)) {
@@ -128,6 +129,7 @@ int hbg_geometry_init(struct hbg_geometry *ret, const struct hbg_geometry_reques
 
         off = sizeof(struct hbg_cpl_header);
         if (!place(&off, &g.cpl_graphs_offset, g.graph_table_entries, sizeof(struct hbg_graph_entry)) ||
+            !place(&off, &g.cpl_ext_ready_offset, g.task_window, sizeof(uint64_t)) ||
             !place(&off, &g.cpl_flags_offset, g.flag_window, sizeof(hbg_stamp_t)) ||
             !place(&off, &(uint64_t){ 0 }, 0, 1)) {
                 *ret_error = "flag_window: completion region size overflows";

@@ -38,7 +38,9 @@ struct hbg_geometry_request {
         uint64_t flag_window;      /* F: completion flags, power of two, F <= D */
         uint64_t heap_size;        /* data heap bytes, multiple of 64 */
         uint64_t mailbox_entries;  /* async completion mailbox, power of two */
-        uint64_t graph_table_entries; /* graphs in flight, power of two */
+        uint64_t graph_table_entries; /* graphs in flight, power of two: the
+                                         size of both the record ring and the
+                                         status table */
 };
 
 /* A validated geometry with every derived size. Daemon-private. */
@@ -53,15 +55,18 @@ struct hbg_geometry {
         uint64_t mailbox_entries;
         uint64_t graph_table_entries;
 
-        /* Submission region: header | descriptors | payloads | mailbox | heap */
+        /* Submission region:
+         *   header | descriptors | payloads | graph records | mailbox | heap */
         uint64_t sub_descs_offset;
         uint64_t sub_payloads_offset;
+        uint64_t sub_graphs_offset;
         uint64_t sub_mailbox_offset;
         uint64_t sub_heap_offset;
         uint64_t sub_region_size;
 
-        /* Completion region: header | graph table | flags */
+        /* Completion region: header | graph table | external-ready | flags */
         uint64_t cpl_graphs_offset;
+        uint64_t cpl_ext_ready_offset;
         uint64_t cpl_flags_offset;
         uint64_t cpl_region_size;
 };

@@ -19,8 +19,11 @@ void hbg_sub_region_init(void *base, const struct hbg_geometry *g) {
         h->payloads_offset = g->sub_payloads_offset;
         h->mailbox_offset = g->sub_mailbox_offset;
         h->heap_offset = g->sub_heap_offset;
+        h->graphs_offset = g->sub_graphs_offset;
+        h->graph_ring_log2 = g->graph_table_log2;
         atomic_store_explicit(&h->submitted, 0, memory_order_relaxed);
         atomic_store_explicit(&h->mailbox_tail, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->graphs_submitted, 0, memory_order_relaxed);
 }
 
 void hbg_cpl_region_init(void *base, const struct hbg_geometry *g, uint64_t first_id) {
@@ -36,11 +39,15 @@ void hbg_cpl_region_init(void *base, const struct hbg_geometry *g, uint64_t firs
         h->graphs_offset = g->cpl_graphs_offset;
         h->flags_offset = g->cpl_flags_offset;
         h->first_id = first_id;
+        h->ext_ready_offset = g->cpl_ext_ready_offset;
         atomic_store_explicit(&h->completed_watermark, first_id, memory_order_relaxed);
         atomic_store_explicit(&h->classified, first_id, memory_order_relaxed);
         atomic_store_explicit(&h->need_wakeup, 0, memory_order_relaxed);
         atomic_store_explicit(&h->error_code, 0, memory_order_relaxed);
         atomic_store_explicit(&h->error_task, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->graphs_retired, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->ext_ready_tail, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->mailbox_consumed, 0, memory_order_relaxed);
 
         /* Each slot starts out holding the stamp of the id one lap before
          * its first occupant: "complete" for an id below first_id, which the
@@ -83,9 +90,11 @@ int hbg_cpl_region_check(const void *base, uint64_t size, const char **ret_error
                 return fail(ret_error, "completion region: bad magic");
         if (h->layout_version != HBG_LAYOUT_VERSION)
                 return fail(ret_error, "completion region: unsupported layout version");
-        if (h->reserved0 || h->reserved1 || h->reserved4 ||
+        if (h->reserved0 || h->reserved4 ||
             !all_zero(h->pad1, sizeof(h->pad1)) || !all_zero(h->pad2, sizeof(h->pad2)) ||
-            !all_zero(h->pad3, sizeof(h->pad3)) || !all_zero(h->pad4, sizeof(h->pad4)))
+            !all_zero(h->pad3, sizeof(h->pad3)) || !all_zero(h->pad4, sizeof(h->pad4)) ||
+            !all_zero(h->pad5, sizeof(h->pad5)) || !all_zero(h->pad6, sizeof(h->pad6)) ||
+            !all_zero(h->pad7, sizeof(h->pad7)))
                 return fail(ret_error, "completion region: non-zero padding");
         if (h->task_window_log2 > HBG_TASK_WINDOW_MAX_LOG2 ||
             h->flag_window_log2 > HBG_TASK_WINDOW_MAX_LOG2 ||
@@ -99,7 +108,8 @@ int hbg_cpl_region_check(const void *base, uint64_t size, const char **ret_error
         if (hbg_geometry_init(&g, &req, NULL) < 0)
                 return fail(ret_error, "completion region: invalid geometry");
         if (h->region_size != g.cpl_region_size || h->region_size > size ||
-            h->flags_offset != g.cpl_flags_offset || h->graphs_offset != g.cpl_graphs_offset)
+            h->flags_offset != g.cpl_flags_offset || h->graphs_offset != g.cpl_graphs_offset ||
+            h->ext_ready_offset != g.cpl_ext_ready_offset)
                 return fail(ret_error, "completion region: sizes do not match its geometry");
         return 0;
 }

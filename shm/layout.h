@@ -49,8 +49,7 @@ enum {
         HBG_TASK_HOST_INLINE = 1u << 0,   /* completed at classification, never runs */
         HBG_TASK_EXTERNAL = 1u << 1,      /* completed through the async mailbox */
         HBG_TASK_HAS_PREDICATE = 1u << 2, /* runs only if the predicate f32 != 0 */
-        HBG_TASK_GRAPH_END = 1u << 3,     /* last task of its graph */
-        HBG_TASK_FLAGS_ALL = 0xfu,
+        HBG_TASK_FLAGS_ALL = 0x7u,
 };
 
 /* hbg_tensor_arg.direction */
@@ -76,21 +75,27 @@ struct hbg_sub_header {
         uint64_t payloads_offset;
         uint64_t mailbox_offset;
         uint64_t heap_offset;
+        uint64_t graphs_offset;            /* graph record ring */
+        uint32_t graph_ring_log2;
+        uint32_t reserved0;                /* must be zero */
+        uint64_t reserved1[6];             /* must be zero */
 
-        /* line 1: producer cursor. ids < submitted are fully written
+        /* line 2: producer cursor. ids < submitted are fully written
          * (release by the client, acquire by hbgd; still validated). */
         alignas(HBG_CACHE_LINE) _Atomic uint64_t submitted;
         uint8_t pad1[HBG_CACHE_LINE - sizeof(uint64_t)];
 
-        /* line 2: mailbox producer cursor (client side of the async
+        /* line 3: mailbox producer cursor (client side of the async
          * completion mailbox). */
         alignas(HBG_CACHE_LINE) _Atomic uint64_t mailbox_tail;
-        uint8_t pad2[HBG_CACHE_LINE - sizeof(uint64_t)];
+        uint8_t pad3[HBG_CACHE_LINE - sizeof(uint64_t)];
 
-        /* line 3: reserved, must be zero. */
-        alignas(HBG_CACHE_LINE) uint8_t reserved3[HBG_CACHE_LINE];
+        /* line 4: graph record producer cursor: records < graphs_submitted
+         * are written (release by the client, acquire by hbgd). */
+        alignas(HBG_CACHE_LINE) _Atomic uint64_t graphs_submitted;
+        uint8_t pad4[HBG_CACHE_LINE - sizeof(uint64_t)];
 };
-_Static_assert(sizeof(struct hbg_sub_header) == 4 * HBG_CACHE_LINE, "sub header size");
+_Static_assert(sizeof(struct hbg_sub_header) == 5 * HBG_CACHE_LINE, "sub header size");
 _Static_assert(offsetof(struct hbg_sub_header, magic) == 0, "magic");
 _Static_assert(offsetof(struct hbg_sub_header, layout_version) == 4, "layout_version");
 _Static_assert(offsetof(struct hbg_sub_header, region_size) == 8, "region_size");
@@ -101,15 +106,17 @@ _Static_assert(offsetof(struct hbg_sub_header, descs_offset) == 32, "descs_offse
 _Static_assert(offsetof(struct hbg_sub_header, payloads_offset) == 40, "payloads_offset");
 _Static_assert(offsetof(struct hbg_sub_header, mailbox_offset) == 48, "mailbox_offset");
 _Static_assert(offsetof(struct hbg_sub_header, heap_offset) == 56, "heap_offset");
-_Static_assert(offsetof(struct hbg_sub_header, submitted) == 64, "submitted");
-_Static_assert(offsetof(struct hbg_sub_header, mailbox_tail) == 128, "mailbox_tail");
-_Static_assert(offsetof(struct hbg_sub_header, reserved3) == 192, "reserved3");
+_Static_assert(offsetof(struct hbg_sub_header, graphs_offset) == 64, "graphs_offset");
+_Static_assert(offsetof(struct hbg_sub_header, graph_ring_log2) == 72, "graph_ring_log2");
+_Static_assert(offsetof(struct hbg_sub_header, submitted) == 128, "submitted");
+_Static_assert(offsetof(struct hbg_sub_header, mailbox_tail) == 192, "mailbox_tail");
+_Static_assert(offsetof(struct hbg_sub_header, graphs_submitted) == 256, "graphs_submitted");
 
 /* One task, slot id & (D-1). The client writes it before publishing
  * `submitted`; hbgd copies it once, then validates the copy. */
 struct hbg_task_desc {
         uint64_t id;                       /* must equal the id of this lap */
-        uint64_t graph_id;                 /* client-chosen graph handle */
+        uint64_t reserved2;                /* must be zero */
         uint16_t kernel[HBG_LANES];        /* kernel per lane (unused lanes 0) */
         uint8_t lane_mask;                 /* bit per enum hbg_lane; 0 = dummy */
         uint8_t flags;                     /* HBG_TASK_* */
@@ -123,7 +130,7 @@ struct hbg_task_desc {
 };
 _Static_assert(sizeof(struct hbg_task_desc) == HBG_CACHE_LINE, "desc size");
 _Static_assert(offsetof(struct hbg_task_desc, id) == 0, "desc id");
-_Static_assert(offsetof(struct hbg_task_desc, graph_id) == 8, "desc graph_id");
+_Static_assert(offsetof(struct hbg_task_desc, reserved2) == 8, "desc reserved2");
 _Static_assert(offsetof(struct hbg_task_desc, kernel) == 16, "desc kernel");
 _Static_assert(offsetof(struct hbg_task_desc, lane_mask) == 22, "desc lane_mask");
 _Static_assert(offsetof(struct hbg_task_desc, flags) == 23, "desc flags");
@@ -166,6 +173,17 @@ struct hbg_mailbox_entry {
 };
 _Static_assert(sizeof(struct hbg_mailbox_entry) == 32, "mailbox entry size");
 
+/* A graph: the contiguous id range [first_id, last_id]. The client writes
+ * record number k at slot k & (G-1) after publishing the graph's tasks,
+ * then advances graphs_submitted. Graph k+1 starts at last_id + 1 of k. */
+struct hbg_graph_record {
+        uint64_t graph_id;                 /* client-chosen handle, echoed back */
+        uint64_t first_id;
+        uint64_t last_id;
+        uint64_t reserved;                 /* must be zero */
+};
+_Static_assert(sizeof(struct hbg_graph_record) == 32, "graph record size");
+
 /* ------------------------------------------------------ completion region */
 
 struct hbg_cpl_header {
@@ -180,7 +198,7 @@ struct hbg_cpl_header {
         uint64_t graphs_offset;
         uint64_t flags_offset;
         uint64_t first_id;                 /* the ring's first task id */
-        uint64_t reserved1;                /* must be zero */
+        uint64_t ext_ready_offset;         /* D external-ready ids */
 
         /* line 1: lowest id not yet known complete (exclusive frontier). */
         alignas(HBG_CACHE_LINE) _Atomic uint64_t completed_watermark;
@@ -201,28 +219,48 @@ struct hbg_cpl_header {
         uint32_t reserved4;
         _Atomic uint64_t error_task;
         uint8_t pad4[HBG_CACHE_LINE - 16];
+
+        /* line 5: graphs retired so far (graph records below this count
+         * have their final status in the graph table). */
+        alignas(HBG_CACHE_LINE) _Atomic uint64_t graphs_retired;
+        uint8_t pad5[HBG_CACHE_LINE - sizeof(uint64_t)];
+
+        /* line 6: external tasks made ready so far; entry k of the
+         * external-ready ring (slot k & (D-1)) holds the k-th id. */
+        alignas(HBG_CACHE_LINE) _Atomic uint64_t ext_ready_tail;
+        uint8_t pad6[HBG_CACHE_LINE - sizeof(uint64_t)];
+
+        /* line 7: mailbox entries consumed by hbgd; the client may write
+         * entry k only while k < mailbox_consumed + M. */
+        alignas(HBG_CACHE_LINE) _Atomic uint64_t mailbox_consumed;
+        uint8_t pad7[HBG_CACHE_LINE - sizeof(uint64_t)];
 };
-_Static_assert(sizeof(struct hbg_cpl_header) == 5 * HBG_CACHE_LINE, "cpl header size");
+_Static_assert(sizeof(struct hbg_cpl_header) == 8 * HBG_CACHE_LINE, "cpl header size");
 _Static_assert(offsetof(struct hbg_cpl_header, task_window_log2) == 16, "cpl D");
 _Static_assert(offsetof(struct hbg_cpl_header, flag_window_log2) == 20, "cpl F");
 _Static_assert(offsetof(struct hbg_cpl_header, graph_table_log2) == 24, "cpl graphs");
 _Static_assert(offsetof(struct hbg_cpl_header, graphs_offset) == 32, "cpl graphs_offset");
 _Static_assert(offsetof(struct hbg_cpl_header, flags_offset) == 40, "cpl flags_offset");
 _Static_assert(offsetof(struct hbg_cpl_header, first_id) == 48, "cpl first_id");
+_Static_assert(offsetof(struct hbg_cpl_header, ext_ready_offset) == 56, "cpl ext_ready_offset");
 _Static_assert(offsetof(struct hbg_cpl_header, completed_watermark) == 64, "cpl watermark");
 _Static_assert(offsetof(struct hbg_cpl_header, classified) == 128, "cpl classified");
 _Static_assert(offsetof(struct hbg_cpl_header, need_wakeup) == 192, "cpl need_wakeup");
 _Static_assert(offsetof(struct hbg_cpl_header, error_code) == 256, "cpl error_code");
 _Static_assert(offsetof(struct hbg_cpl_header, error_task) == 264, "cpl error_task");
+_Static_assert(offsetof(struct hbg_cpl_header, graphs_retired) == 320, "cpl graphs_retired");
+_Static_assert(offsetof(struct hbg_cpl_header, ext_ready_tail) == 384, "cpl ext_ready_tail");
+_Static_assert(offsetof(struct hbg_cpl_header, mailbox_consumed) == 448, "cpl mailbox_consumed");
 
-/* Graph table entry, slot graph_seq & (G-1). hbgd writes last_id and status
- * fields first and `seq` last (release); a reader checks `seq` (acquire). */
+/* Graph table entry k & (G-1): the final status of graph record k. hbgd
+ * writes the fields, then `seq` = k + 1 (release); a reader checks `seq`
+ * (acquire) before trusting the rest. */
 struct hbg_graph_entry {
-        _Atomic uint64_t seq;              /* graph sequence number + 1, 0 = empty */
-        uint64_t last_id;
-        _Atomic int32_t status;            /* 0 running/ok, negative errno failed */
+        _Atomic uint64_t seq;              /* record number + 1; 0 = never retired */
+        uint64_t graph_id;
+        int32_t status;                    /* 0 ok, negative errno failed */
         uint32_t reserved0;
-        uint64_t first_error_task;
+        uint64_t first_error_task;         /* valid when status != 0 */
 };
 _Static_assert(sizeof(struct hbg_graph_entry) == 32, "graph entry size");
 

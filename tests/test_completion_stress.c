@@ -450,9 +450,9 @@ START_TEST(stress_one_completer) {
 END_TEST
 
 START_TEST(stress_flags_equal_window) {
-        /* F == D: the slot gate always holds, the heap needs no capacity. */
+        /* F == D: the slot gate always holds, nothing is ever deferred. */
         struct stress_cfg cfg = tiny_window;
-        cfg.name = "F == D, heap capacity 0";
+        cfg.name = "F == D, never deferred";
         cfg.first_id = 7;
         cfg.n = 500000;
         cfg.task_window = 256;

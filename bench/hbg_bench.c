@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hbg-bench: micro-benchmarks of the hbg runtime, one suite per subcommand.
+ *
+ *   hbg-bench SUITE [options]     run one suite
+ *   hbg-bench SUITE --help        that suite's options
+ *   hbg-bench --help              every suite and its options
+ *
+ * New suites add one row to `suites` below and their declarations to
+ * bench/bench.h; nothing else here changes.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench/bench.h"
+
+struct bench_suite {
+        const char *name;
+        const char *summary;
+        int (*main)(int argc, char **argv);
+        void (*usage)(FILE *out);
+};
+
+static const struct bench_suite suites[] = {
+        { "completion", "completion protocol: publish, defer, watermark walk (shm/completion.h)",
+          bench_completion_main, bench_completion_usage },
+};
+
+#define N_SUITES (sizeof(suites) / sizeof(suites[0]))
+
+static void usage(FILE *out, bool with_options) {
+        fputs("usage: hbg-bench SUITE [options]\n"
+              "       hbg-bench SUITE --help\n"
+              "       hbg-bench --help\n"
+              "\n"
+              "suites:\n",
+              out);
+        for (size_t i = 0; i < N_SUITES; i++)
+                fprintf(out, "  %-12s %s\n", suites[i].name, suites[i].summary);
+        if (!with_options)
+                return;
+        for (size_t i = 0; i < N_SUITES; i++) {
+                fputc('\n', out);
+                suites[i].usage(out);
+        }
+}
+
+int main(int argc, char **argv) {
+        if (argc < 2) {
+                usage(stderr, false);
+                return BENCH_EXIT_USAGE;
+        }
+        if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+            strcmp(argv[1], "help") == 0) {
+                usage(stdout, true);
+                return BENCH_EXIT_OK;
+        }
+        for (size_t i = 0; i < N_SUITES; i++)
+                if (strcmp(argv[1], suites[i].name) == 0)
+                        return suites[i].main(argc - 1, argv + 1);
+
+        fprintf(stderr, "hbg-bench: unknown suite '%s'\n\n", argv[1]);
+        usage(stderr, false);
+        return BENCH_EXIT_USAGE;
+}
