@@ -21,3 +21,7 @@ enum {
 /* "completion": the shared-memory completion protocol (shm/completion.h). */
 int bench_completion_main(int argc, char **argv);
 void bench_completion_usage(FILE *out);
+
+/* "engine": the scheduler engine end to end with noop tasks (daemon/engine.h). */
+int bench_engine_main(int argc, char **argv);
+void bench_engine_usage(FILE *out);

@@ -26,6 +26,8 @@ struct bench_suite {
 static const struct bench_suite suites[] = {
         { "completion", "completion protocol: publish, defer, watermark walk (shm/completion.h)",
           bench_completion_main, bench_completion_usage },
+        { "engine", "scheduler engine: per-task cost of noop task graphs (daemon/engine.h)",
+          bench_engine_main, bench_engine_usage },
 };
 
 #define N_SUITES (sizeof(suites) / sizeof(suites[0]))

@@ -4,7 +4,7 @@
 # Environment: B (build dir, for the label), STRESS (passed through),
 # HBG_TEST_TIMEOUT (seconds per binary, default 900).
 set -u
-label=${B:-build}
+label=$(basename "${B:-build}")
 timeout_s=${HBG_TEST_TIMEOUT:-900}
 pass=0 fail=0 skip=0 failed=""
 for t in "$@"; do

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Dispatch and execution (RUNTIME_LOGIC.md §10.4): a scheduler thread fills
+ * the cores of the clusters it owns from the ring's ready queues, MIX tasks
+ * first (they need a whole cluster), then AIC and AIV blocks, and runs the
+ * kernels itself. SPMD tasks are claimed a range of blocks at a time; the
+ * queue entry goes back before the blocks run, so peers take the rest.
+ */
+#include <errno.h>
+
+#include "daemon/engine_private.h"
+
+/* Run up to `max_blocks` blocks of task `id`; returns the blocks taken. The
+ * caller holds the task's only queue entry, so it alone may claim. */
+static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t id,
+                           unsigned max_blocks) {
+        struct task_slot *s = ring_slot(r, id);
+        uint32_t first = s->next_block;
+        uint32_t n = s->block_num - first;
+
+        if (n > max_blocks)
+                n = max_blocks;
+        s->next_block = first + n;
+        if (first + n < s->block_num) {
+                /* Hand the rest on before running ours. Cannot fail: one
+                 * entry per task, capacity D (§10.4). */
+                if (!mpmc_push(&r->ready[s->shape], id)) {
+                        ring_fail(r, -EOVERFLOW, id, "ready queue full (engine bug)");
+                        return 0;
+                }
+                engine_wake_one(r->engine);
+        }
+
+        /* Subtask (block b, j-th active lane) is part b * lanes + j of
+         * block_num * lanes: the kernels split their work by part. */
+        uint32_t parts = (uint32_t)s->block_num * s->lanes;
+        int err = 0;
+        for (uint32_t b = first; b < first + n; b++) {
+                /* A ring being removed starts no new block; the blocks not
+                 * run still count as done so the task completes. */
+                if (atomic_load_explicit(&r->removing, memory_order_relaxed)) {
+                        if (err == 0)
+                                err = -ESHUTDOWN;
+                        break;
+                }
+                uint32_t j = 0;
+                for (unsigned lane = 0; lane < HBG_LANES; lane++) {
+                        if (!(s->lane_mask & (1u << lane)))
+                                continue;
+                        int rc = s->kernel[lane]->run(r->heap, &s->args, b * s->lanes + j, parts);
+                        if (rc < 0 && err == 0)
+                                err = rc;
+                        j++;
+                }
+        }
+        stat_add(&t->stats.dispatched, n);
+        if (err < 0) {
+                int32_t zero = 0;
+                atomic_compare_exchange_strong(&s->status, &zero, err);
+        }
+        /* acq_rel: the last finisher sees every block's effects and status.
+         * block_num is read before: once the count is in, a peer may finish
+         * the task and the slot may be re-classified for id + D. */
+        uint32_t total = s->block_num;
+        if (atomic_fetch_add_explicit(&s->done_blocks, n, memory_order_acq_rel) + n == total) {
+                int st = atomic_load_explicit(&s->status, memory_order_relaxed);
+                stat_add(&t->stats.executed_tasks, 1);
+                ring_task_done(t, r, id, st, st ? "kernel failed" : NULL);
+        }
+        return n;
+}
+
+bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r) {
+        if (t->clusters == 0 || atomic_load_explicit(&r->broken, memory_order_relaxed) ||
+            atomic_load_explicit(&r->removing, memory_order_relaxed))
+                return false;
+
+        unsigned clusters = t->clusters;
+        bool did = false;
+        uint64_t id;
+
+        /* MIX: one block per whole cluster. Each loop re-checks `removing`
+         * so that removal waits for at most the kernel running now. */
+        while (clusters > 0 && !atomic_load_explicit(&r->removing, memory_order_relaxed) &&
+               mpmc_pop(&r->ready[SHAPE_MIX], &id)) {
+                clusters -= run_blocks(t, r, id, clusters);
+                did = true;
+        }
+        /* The clusters left give one AIC and two AIV cores each. */
+        unsigned aic = clusters, aiv = 2 * clusters;
+        while (aic > 0 && !atomic_load_explicit(&r->removing, memory_order_relaxed) &&
+               mpmc_pop(&r->ready[SHAPE_AIC], &id)) {
+                aic -= run_blocks(t, r, id, aic);
+                did = true;
+        }
+        while (aiv > 0 && !atomic_load_explicit(&r->removing, memory_order_relaxed) &&
+               mpmc_pop(&r->ready[SHAPE_AIV], &id)) {
+                aiv -= run_blocks(t, r, id, aiv);
+                did = true;
+        }
+        return did;
+}

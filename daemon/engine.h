@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The scheduler engine: uniform scheduler threads that classify, dispatch,
+ * execute and complete the tasks of any number of rings (one ring per
+ * client session), and signal finished graphs. The protocol is
+ * docs/RUNTIME_LOGIC.md §9-§13; this header is the engine's whole surface.
+ *
+ * The engine owns no shared memory: a ring is bound to regions the caller
+ * mapped (memfds in hbgd, plain memory in tests) and to an eventfd.
+ */
+#pragma once
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "shm/geometry.h"
+
+#define HBG_ENGINE_MAX_THREADS 64u
+#define HBG_ENGINE_MAX_CLUSTERS 1024u
+#define HBG_ENGINE_MAX_RINGS 1024u
+
+/* How the completion step is done (RUNTIME_LOGIC.md §11). Only the eager
+ * watermark exists today; the seam is where the alternatives go. */
+enum hbg_completion_mode {
+        HBG_COMPLETION_EAGER = 0,
+};
+
+typedef void (*hbg_log_fn)(void *userdata, int priority, const char *fmt, va_list ap);
+
+struct hbg_engine_config {
+        unsigned threads;             /* scheduler threads, 1..64 (default 4) */
+        unsigned clusters;            /* AIC+2xAIV clusters, 1..1024 (default 8) */
+        uint64_t spin_before_park_ns; /* idle spinning before parking (default 50 us) */
+        uint64_t stall_timeout_ms;    /* no-progress limit per ring, 0 = off (default 10 s) */
+        unsigned classify_batch;      /* ids claimed at once, 1..4096 (default 64) */
+        unsigned max_rings;           /* 1..1024 (default 256) */
+        enum hbg_completion_mode completion_mode;
+        hbg_log_fn log;               /* NULL: stderr with <N> prefixes */
+        void *log_userdata;
+};
+
+void hbg_engine_config_default(struct hbg_engine_config *ret);
+/* 0 or -EINVAL/-ERANGE with a static message naming the field. */
+int hbg_engine_config_validate(const struct hbg_engine_config *cfg, const char **ret_error);
+
+struct hbg_engine;
+struct hbg_ring;
+
+struct hbg_ring_params {
+        struct hbg_geometry geometry;  /* validated by hbg_geometry_init() */
+        void *sub_region;              /* initialised by hbg_sub_region_init() */
+        void *cpl_region;              /* initialised by hbg_cpl_region_init() */
+        uint64_t first_id;             /* as given to hbg_cpl_region_init() */
+        int completion_fd;             /* eventfd written (non-blocking) when graphs
+                                          finish or external tasks become ready; -1: none */
+        const char *name;              /* for logs; copied */
+};
+
+int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg);
+/* Stops the threads (running kernels finish) and frees every ring. */
+struct hbg_engine *hbg_engine_free(struct hbg_engine *e);
+
+/* Start serving a ring. Returns 0, -ENOSPC (max_rings reached) or -ENOMEM. */
+int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
+                        struct hbg_ring **ret);
+/*
+ * Stop serving a ring: no new task starts, running kernels finish, every
+ * unfinished graph is failed with `reason` (a negative errno) in the graph
+ * table, and on return no scheduler thread touches the ring or its regions.
+ * The caller may then unmap them.
+ */
+void hbg_engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason);
+
+/* The doorbell: wake parked scheduler threads (after the client saw
+ * need_wakeup set). Async-signal-unsafe; cheap when nobody is parked. */
+void hbg_engine_kick(struct hbg_engine *e);
+/* The doorbell of one ring: also clears its need_wakeup at once, so the
+ * client's next publishes do not ring again while the woken threads wait
+ * for a CPU (RUNTIME_LOGIC.md §9.4). */
+void hbg_ring_kick(struct hbg_ring *r);
+
+/* ------------------------------------------------------------ counters */
+
+struct hbg_thread_stats {
+        uint64_t classified;       /* tasks copied and validated */
+        uint64_t dispatched;       /* blocks started on a core */
+        uint64_t executed_tasks;   /* tasks whose last block ran here */
+        uint64_t retired_inline;   /* dummies, host-inline, false predicates, skipped */
+        uint64_t failed;           /* tasks failed (validation, kernel, or the
+                                      client's report), not counting skipped ones */
+        uint64_t published;        /* completion stamps stored */
+        uint64_t failsafe_pushes;
+        uint64_t failsafe_retries;
+        uint64_t watermark_advances;
+        uint64_t watermark_cas_failures;
+        uint64_t parks;
+        uint64_t wakeups;
+        uint32_t clusters;         /* clusters this thread owns */
+};
+
+struct hbg_ring_stats {
+        uint64_t submitted;        /* producer cursor as last seen */
+        uint64_t classified;       /* claim cursor */
+        uint64_t watermark;
+        uint64_t completed;        /* tasks completed (any status) */
+        uint64_t failed;           /* tasks failed or skipped */
+        uint64_t graphs_retired;
+        uint64_t graphs_failed;
+        int32_t error;             /* ring error latch, 0 if none */
+        bool broken;               /* stopped because of a protocol error */
+};
+
+unsigned hbg_engine_threads(const struct hbg_engine *e);
+void hbg_engine_thread_stats(const struct hbg_engine *e, unsigned thread,
+                             struct hbg_thread_stats *ret);
+void hbg_ring_stats(const struct hbg_ring *r, struct hbg_ring_stats *ret);

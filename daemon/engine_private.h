@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: MIT */
+/* Engine internals shared by the engine's modules; not a public surface. */
+#pragma once
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "daemon/engine.h"
+#include "daemon/kernels.h"
+#include "daemon/mpmc.h"
+#include "shm/completion.h"
+#include "shm/layout.h"
+
+/* Shapes (RUNTIME_LOGIC.md §9.1). */
+enum task_shape {
+        SHAPE_AIC = 0,
+        SHAPE_AIV = 1,
+        SHAPE_MIX = 2,
+        SHAPE_EXEC_COUNT = 3, /* shapes that run on cores */
+        SHAPE_DUMMY = 3,
+};
+
+enum task_kind {
+        KIND_KERNEL = 0,   /* runs on cores */
+        KIND_DUMMY = 1,    /* orders only */
+        KIND_INLINE = 2,   /* host-inline: completes at classification */
+        KIND_EXTERNAL = 3, /* completed through the async mailbox */
+};
+
+/* Wake-list head: the producer's lap in the high 32 bits, the link (slot
+ * index + 1 of the first waiter, 0 = empty) in the low 32 (§10.2). */
+#define WAKE_LINK_EMPTY 0u
+
+/* Daemon-private state of one task slot, index id & (D-1) (§10.1). */
+struct task_slot {
+        /* Written by several threads: wake list, block claims, status. */
+        alignas(64) _Atomic uint64_t wake_head;
+        _Atomic uint64_t owner;           /* id owning the slot; see slot_owner_* */
+        _Atomic uint32_t done_blocks;
+        _Atomic int32_t status;           /* 0, or the task's first error */
+        _Atomic uint32_t state;           /* enum slot_state */
+        uint32_t next_link;               /* next waiter in a wake list */
+        uint32_t next_block;              /* claim cursor, owned by the queue entry holder */
+
+        /* The validated copy, written once at classification. */
+        uint64_t id;
+        uint8_t kind;
+        uint8_t shape;
+        uint8_t lane_mask;
+        uint8_t lanes;                    /* popcount(lane_mask) */
+        uint8_t flags;
+        uint8_t n_fanins;
+        uint16_t block_num;
+        uint64_t predicate_offset;
+        const struct kernel_info *kernel[HBG_LANES];
+        uint64_t fanins[HBG_MAX_FANINS];
+        struct kernel_args args;
+};
+
+enum slot_state {
+        SLOT_FREE = 0,       /* previous occupant finished with the slot */
+        SLOT_WAITING = 1,    /* classified, on a wake list or being evaluated */
+        SLOT_QUEUED = 2,     /* in a ready or retire queue, or running */
+        SLOT_EXTERNAL = 3,   /* handed to the client, waiting for the mailbox */
+        SLOT_COMPLETING = 4, /* completed, stamp not yet published/drained */
+};
+
+/* Owner value while a slot is being re-initialised. */
+#define SLOT_OWNER_INVALID UINT64_MAX
+
+/* Failure record (§12.2). */
+struct failure {
+        uint64_t id;
+        int32_t code;
+        const char *why;
+};
+
+/* One scheduler thread's private state for one ring. */
+struct ring_thread {
+        struct hbg_completer completer;
+        alignas(64) _Atomic uint64_t completed;
+        _Atomic uint64_t failed;
+};
+
+struct hbg_ring {
+        struct hbg_engine *engine;
+        char name[64];
+        unsigned index;                   /* slot in engine->rings */
+
+        /* Private geometry: never re-read from shared memory. */
+        struct hbg_geometry g;
+        uint64_t first_id;
+        uint64_t task_mask;
+        uint8_t *heap;
+        struct hbg_sub_header *sub;
+        struct hbg_task_desc *descs;
+        struct hbg_task_payload *payloads;
+        struct hbg_graph_record *graph_records;
+        struct hbg_mailbox_entry *mailbox;
+        struct hbg_cpl_header *cpl;
+        struct hbg_graph_entry *graph_table;
+        _Atomic uint64_t *ext_ready;
+        struct hbg_flag_window window;
+        int completion_fd;
+
+        struct task_slot *slots;
+        struct ring_thread *per_thread;   /* one per scheduler thread */
+        struct mpmc ready[SHAPE_EXEC_COUNT];
+        struct mpmc retire;               /* ready kernel-less tasks */
+
+        /* Classification cursor: ids below it are claimed. */
+        alignas(64) _Atomic uint64_t claim;
+
+        /* Graph retirement, combining lock (§12.1). */
+        alignas(64) _Atomic uint32_t retire_pending;
+        _Atomic uint32_t retire_lock;
+        uint64_t graph_next;              /* next record number to retire */
+        uint64_t graph_expected_first;
+        bool graph_have;                  /* graph_cur holds a validated copy */
+        struct hbg_graph_record graph_cur;
+        _Atomic uint64_t graphs_seen;     /* graphs_submitted as last read by the retirer */
+        _Atomic uint64_t graphs_failed;
+
+        /* Mailbox consumer (try-lock, one thread at a time). */
+        alignas(64) _Atomic uint32_t mailbox_lock;
+        _Atomic uint64_t mailbox_head;
+
+        /* Cold paths. */
+        pthread_mutex_t cold_lock;        /* failures, ext-ready producer */
+        struct failure *failures;
+        /* Failed or skipped ids: entry id & (2D-1) holds id + 1 (§12.2). */
+        _Atomic uint64_t *fail_tags;
+        uint64_t fail_mask;
+        uint32_t n_failures;
+        uint32_t max_failures;
+        uint64_t ext_ready_count;
+
+        _Atomic bool broken;              /* protocol error: stop serving */
+        _Atomic bool removing;            /* being removed: start nothing new */
+        _Atomic uint64_t submitted_seen;
+        /* Stall detection (§12.3), by whichever thread checks. */
+        _Atomic uint32_t stall_lock;
+        uint64_t stall_wm;
+        int64_t stall_since_ms;
+};
+
+struct sched_thread {
+        struct hbg_engine *engine;
+        unsigned index;
+        pthread_t thread;
+        unsigned clusters;                /* owned clusters (may be 0) */
+        unsigned first_cluster;
+        /* Hazard pointer: the ring this thread is touching (§9.3). */
+        alignas(64) _Atomic(struct hbg_ring *) hazard;
+        alignas(64) struct {
+                _Atomic uint64_t classified, dispatched, executed_tasks, retired_inline, failed;
+                _Atomic uint64_t parks, wakeups;
+        } stats;
+        /* Completer counters of removed rings, folded in. */
+        struct hbg_completer_stats retired_completer;
+        unsigned ring_cursor;
+        int64_t last_stall_check_ms;
+};
+
+struct completion_ops {
+        /* A task is complete (its status is set): publish, wake, advance. */
+        void (*complete)(struct sched_thread *t, struct hbg_ring *r, uint64_t id);
+        /* Once per loop iteration per ring: deferred work. Returns work done. */
+        bool (*tick)(struct sched_thread *t, struct hbg_ring *r);
+};
+
+struct hbg_engine {
+        struct hbg_engine_config cfg;
+        const struct completion_ops *completion;
+        struct sched_thread *threads;
+        unsigned nthreads;
+
+        _Atomic(struct hbg_ring *) *rings;
+        _Atomic unsigned rings_high;      /* rings[] entries in use are below */
+        pthread_mutex_t rings_lock;       /* add/remove only */
+
+        alignas(64) _Atomic uint32_t wake_seq;   /* futex word */
+        _Atomic unsigned idle;
+        _Atomic bool stop;
+};
+
+/* engine.c */
+void engine_log(struct hbg_engine *e, int priority, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+void engine_wake_one(struct hbg_engine *e);
+int64_t engine_now_ms(void);
+
+/* ring.c */
+bool ring_classify(struct sched_thread *t, struct hbg_ring *r);
+bool ring_poll_mailbox(struct sched_thread *t, struct hbg_ring *r);
+bool ring_retire_ready(struct sched_thread *t, struct hbg_ring *r, unsigned max);
+void ring_drain_wake_list(struct sched_thread *t, struct hbg_ring *r, uint64_t id);
+void ring_task_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int status,
+                    const char *why);
+void ring_slot_release(struct hbg_ring *r, uint64_t id);
+void ring_retire_graphs(struct hbg_ring *r);
+bool ring_has_external_work(struct hbg_ring *r);
+bool ring_unfinished(struct hbg_ring *r);
+bool ring_graphs_arrived(struct hbg_ring *r);
+void ring_check_stall(struct sched_thread *t, struct hbg_ring *r);
+void ring_fail(struct hbg_ring *r, int code, uint64_t task, const char *why);
+void ring_stop(struct hbg_ring *r, int code);
+int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_ring **ret);
+void ring_free(struct hbg_ring *r);
+
+/* dispatch.c */
+bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r);
+
+/* completion_eager.c */
+extern const struct completion_ops completion_eager_ops;
+
+static inline struct task_slot *ring_slot(struct hbg_ring *r, uint64_t id) {
+        return &r->slots[id & r->task_mask];
+}
+
+static inline uint32_t ring_lap(const struct hbg_ring *r, uint64_t id) {
+        return (uint32_t)(id >> r->g.task_window_log2);
+}
+
+static inline void stat_add(_Atomic uint64_t *c, uint64_t n) {
+        hbg_stat_inc(c, n);
+}

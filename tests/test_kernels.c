@@ -1,0 +1,1379 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The built-in kernel table (daemon/kernels.c).
+ *
+ *   lookup      ids and names round-trip, unknown ids are NULL, every
+ *               signature is the one the protocol fixes;
+ *   results     every kernel against a reference computed here by the
+ *               plainest possible loop, on small and odd-sized inputs at
+ *               4-byte (not 64-byte) aligned offsets; the whole heap is
+ *               compared, so a write outside the outputs fails too;
+ *   split       the same tasks run as 2, 3, 7 and 16 parts in shuffled
+ *               order are bit-identical to 1 part;
+ *   validation  every generic rule for every kernel and every kernel's
+ *               own rules, with the errno and the message checked; a
+ *               canary heap stays untouched throughout.
+ *
+ * Error convention under test: -EINVAL wrong signature or shape, -ERANGE a
+ * value out of range (a tensor past the end of the heap included),
+ * -EOVERFLOW offset + length or a shape product overflowing 64 bits.
+ */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "daemon/kernels.h"
+#include "shm/layout.h"
+
+#define HEAP_SIZE (64u * 1024u)
+#define CANARY 0xa5u
+
+#define IN HBG_DIR_IN
+#define OUT HBG_DIR_OUT
+#define INOUT HBG_DIR_INOUT
+
+static const uint32_t split_parts[] = { 2, 3, 7, 16 };
+
+/* ------------------------------------------------------------ helpers */
+
+static uint64_t splitmix(uint64_t *s) {
+        uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
+
+        z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+        return z ^ (z >> 31);
+}
+
+/* A float in [-2, 2) with 22 fraction bits: exact, never NaN. */
+static float rnd_f32(uint64_t *s) {
+        int32_t v = (int32_t)(splitmix(s) >> 40) - (1 << 23);
+
+        return (float)v / (float)(1 << 22);
+}
+
+static uint8_t *heap_alloc(void) {
+        uint8_t *h = aligned_alloc(64, HEAP_SIZE);
+
+        ck_assert_ptr_nonnull(h);
+        return h;
+}
+
+static uint8_t *heap_random(uint64_t seed) {
+        uint8_t *h = heap_alloc();
+
+        for (size_t i = 0; i < HEAP_SIZE / sizeof(float); i++) {
+                float v = rnd_f32(&seed);
+                memcpy(h + i * sizeof(float), &v, sizeof(v));
+        }
+        return h;
+}
+
+static uint8_t *heap_dup(const uint8_t *src) {
+        uint8_t *h = heap_alloc();
+
+        memcpy(h, src, HEAP_SIZE);
+        return h;
+}
+
+static float *F(uint8_t *heap, uint64_t off) {
+        return (float *)(void *)(heap + off);
+}
+
+static float get_f32(const uint8_t *heap, uint64_t off) {
+        float v;
+
+        memcpy(&v, heap + off, sizeof(v));
+        return v;
+}
+
+static void put_f32(uint8_t *heap, uint64_t off, float v) {
+        memcpy(heap + off, &v, sizeof(v));
+}
+
+static uint64_t f32_bits(float v) {
+        uint32_t b;
+
+        memcpy(&b, &v, sizeof(b));
+        return b;
+}
+
+static float bits_f32(uint64_t raw) {
+        uint32_t b = (uint32_t)raw;
+        float v;
+
+        memcpy(&v, &b, sizeof(v));
+        return v;
+}
+
+static struct hbg_tensor_arg T(uint64_t off, uint64_t len, uint32_t dir) {
+        return (struct hbg_tensor_arg){ .offset = off, .length = len, .direction = dir };
+}
+
+static const struct kernel_info *K(uint16_t id) {
+        const struct kernel_info *k = kernel_lookup(id);
+
+        ck_assert_msg(k != NULL, "kernel %u missing", id);
+        return k;
+}
+
+/* Run every part 0..parts-1 once, in an order shuffled by `seed`, each
+ * returning `expect`. */
+static void run_parts(const struct kernel_info *k, uint8_t *heap, const struct kernel_args *a,
+                      uint32_t parts, uint64_t seed, int expect) {
+        uint32_t order[64];
+
+        ck_assert_uint_le(parts, 64);
+        for (uint32_t i = 0; i < parts; i++)
+                order[i] = i;
+        for (uint32_t i = parts; i > 1; i--) {
+                uint32_t j = (uint32_t)(splitmix(&seed) % i);
+                uint32_t t = order[i - 1];
+                order[i - 1] = order[j];
+                order[j] = t;
+        }
+        for (uint32_t i = 0; i < parts; i++) {
+                int r = k->run(heap, a, order[i], parts);
+                ck_assert_msg(r == expect, "%s: part %u of %u returned %d, expected %d", k->name,
+                              order[i], parts, r, expect);
+        }
+}
+
+/* First differing float index of two heaps, or -1. */
+static long first_diff(const uint8_t *x, const uint8_t *y) {
+        for (size_t i = 0; i < HEAP_SIZE; i += sizeof(float))
+                if (memcmp(x + i, y + i, sizeof(float)) != 0)
+                        return (long)(i / sizeof(float));
+        return -1;
+}
+
+typedef void (*ref_fn)(uint8_t *heap, const struct kernel_args *a);
+
+/*
+ * One task: validates; 1 part equals the reference `ref` applied to the same
+ * initial heap, bit for bit over the whole heap; 2, 3, 7, 16 parts in
+ * shuffled order equal 1 part bit for bit. Returns the 1-part heap (caller
+ * frees).
+ */
+static uint8_t *check_task(uint16_t id, const struct kernel_args *a, ref_fn ref, uint64_t seed,
+                           const char *label) {
+        const struct kernel_info *k = K(id);
+        const char *why = NULL;
+        uint8_t *init, *want, *one;
+        long d;
+        int r;
+
+        r = kernel_validate(k, a, HEAP_SIZE, &why);
+        ck_assert_msg(r == 0, "%s (%s): valid task rejected: %d %s", k->name, label, r,
+                      why ? why : "");
+
+        init = heap_random(seed);
+        want = heap_dup(init);
+        ref(want, a);
+        one = heap_dup(init);
+        run_parts(k, one, a, 1, seed, 0);
+
+        d = first_diff(one, want);
+        ck_assert_msg(d < 0, "%s (%s): float %ld differs from the reference", k->name, label, d);
+
+        for (size_t p = 0; p < sizeof(split_parts) / sizeof(split_parts[0]); p++) {
+                uint8_t *h = heap_dup(init);
+
+                run_parts(k, h, a, split_parts[p], seed + p, 0);
+                d = first_diff(h, one);
+                ck_assert_msg(d < 0, "%s (%s): %u parts differ from 1 part at float %ld", k->name,
+                              label, split_parts[p], d);
+                free(h);
+        }
+        free(init);
+        free(want);
+        return one;
+}
+
+/* Tensors of `elems[i]` floats placed one after another from byte 4 with
+ * 12-byte gaps (4-aligned, never 64-aligned); with at_end, the last one
+ * instead ends exactly at the end of the heap. */
+static void place(struct kernel_args *a, const uint64_t *elems, const uint32_t *dirs, uint8_t n,
+                  bool at_end) {
+        uint64_t off = 4;
+
+        a->n_tensors = n;
+        for (uint8_t i = 0; i < n; i++) {
+                a->tensors[i] = T(off, elems[i] * 4, dirs[i]);
+                off += elems[i] * 4 + 12;
+        }
+        ck_assert_uint_le(off, HEAP_SIZE);
+        if (at_end)
+                a->tensors[n - 1].offset = HEAP_SIZE - a->tensors[n - 1].length;
+}
+
+/* ------------------------------------------------------------ references */
+
+static void ref_fill(uint8_t *h, const struct kernel_args *a) {
+        uint32_t b = (uint32_t)a->scalars[0];
+
+        for (uint64_t i = 0; i < a->tensors[0].length; i += 4)
+                memcpy(h + a->tensors[0].offset + i, &b, 4);
+}
+
+static void ref_copy(uint8_t *h, const struct kernel_args *a) {
+        for (uint64_t i = 0; i < a->tensors[1].length; i += 4)
+                put_f32(h, a->tensors[1].offset + i, get_f32(h, a->tensors[0].offset + i));
+}
+
+static void ref_add(uint8_t *h, const struct kernel_args *a) {
+        for (uint64_t i = 0; i < a->tensors[2].length; i += 4) {
+                float x = get_f32(h, a->tensors[0].offset + i);
+                float y = get_f32(h, a->tensors[1].offset + i);
+                put_f32(h, a->tensors[2].offset + i, x + y);
+        }
+}
+
+static void ref_mul(uint8_t *h, const struct kernel_args *a) {
+        for (uint64_t i = 0; i < a->tensors[2].length; i += 4) {
+                float x = get_f32(h, a->tensors[0].offset + i);
+                float y = get_f32(h, a->tensors[1].offset + i);
+                put_f32(h, a->tensors[2].offset + i, x * y);
+        }
+}
+
+static void ref_axpy(uint8_t *h, const struct kernel_args *a) {
+        float alpha = bits_f32(a->scalars[0]);
+
+        for (uint64_t i = 0; i < a->tensors[1].length; i += 4) {
+                float x = get_f32(h, a->tensors[0].offset + i);
+                float y = get_f32(h, a->tensors[1].offset + i);
+                put_f32(h, a->tensors[1].offset + i, alpha * x + y);
+        }
+}
+
+static void ref_scale(uint8_t *h, const struct kernel_args *a) {
+        float alpha = bits_f32(a->scalars[0]);
+
+        for (uint64_t i = 0; i < a->tensors[0].length; i += 4)
+                put_f32(h, a->tensors[0].offset + i, alpha * get_f32(h, a->tensors[0].offset + i));
+}
+
+static void ref_reduce(uint8_t *h, const struct kernel_args *a) {
+        double s = 0;
+
+        for (uint64_t i = 0; i < a->tensors[0].length; i += 4)
+                s += get_f32(h, a->tensors[0].offset + i);
+        put_f32(h, a->tensors[1].offset, (float)s);
+}
+
+/* Textbook i-j-p order, one float accumulator per element. */
+static void ref_gemm(uint8_t *h, const struct kernel_args *a) {
+        uint64_t m = a->scalars[0], n = a->scalars[1], k = a->scalars[2];
+        uint64_t A = a->tensors[0].offset, B = a->tensors[1].offset, C = a->tensors[2].offset;
+
+        for (uint64_t i = 0; i < m; i++) {
+                for (uint64_t j = 0; j < n; j++) {
+                        float c = get_f32(h, C + (i * n + j) * 4);
+                        for (uint64_t p = 0; p < k; p++)
+                                c += get_f32(h, A + (i * k + p) * 4) * get_f32(h, B + (p * n + j) * 4);
+                        put_f32(h, C + (i * n + j) * 4, c);
+                }
+        }
+}
+
+/* The formula kernels.c documents: subtract the row max, expf in float, sum
+ * in double, divide in double. */
+static void ref_softmax(uint8_t *h, const struct kernel_args *a) {
+        uint64_t rows = a->scalars[0], cols = a->scalars[1], X = a->tensors[0].offset;
+
+        for (uint64_t r = 0; r < rows; r++) {
+                uint64_t row = X + r * cols * 4;
+                float mx = -INFINITY;
+                double sum = 0;
+
+                for (uint64_t j = 0; j < cols; j++)
+                        mx = fmaxf(mx, get_f32(h, row + j * 4));
+                for (uint64_t j = 0; j < cols; j++)
+                        sum += (double)expf(get_f32(h, row + j * 4) - mx);
+                for (uint64_t j = 0; j < cols; j++)
+                        put_f32(h, row + j * 4,
+                                (float)((double)expf(get_f32(h, row + j * 4) - mx) / sum));
+        }
+}
+
+/* ------------------------------------------------------------ lookup */
+
+struct sig {
+        const char *name;
+        uint8_t n_tensors;
+        uint8_t dirs[3];
+        uint8_t n_scalars;
+        uint8_t kinds[3];
+        bool splittable;
+};
+
+/* The protocol's signatures, indexed by id. */
+static const struct sig sigs[HBG_KERNEL_COUNT] = {
+        [HBG_KERNEL_NOOP] = { "noop", 0, { 0 }, 0, { 0 }, true },
+        [HBG_KERNEL_SPIN_NS] = { "spin_ns", 0, { 0 }, 1, { KERNEL_SCALAR_U64 }, true },
+        [HBG_KERNEL_FILL_F32] = { "fill_f32", 1, { OUT }, 1, { KERNEL_SCALAR_F32 }, true },
+        [HBG_KERNEL_COPY_F32] = { "copy_f32", 2, { IN, OUT }, 0, { 0 }, true },
+        [HBG_KERNEL_ADD_F32] = { "add_f32", 3, { IN, IN, OUT }, 0, { 0 }, true },
+        [HBG_KERNEL_MUL_F32] = { "mul_f32", 3, { IN, IN, OUT }, 0, { 0 }, true },
+        [HBG_KERNEL_AXPY_F32] = { "axpy_f32", 2, { IN, INOUT }, 1, { KERNEL_SCALAR_F32 }, true },
+        [HBG_KERNEL_SCALE_F32] = { "scale_f32", 1, { INOUT }, 1, { KERNEL_SCALAR_F32 }, true },
+        [HBG_KERNEL_REDUCE_SUM_F32] = { "reduce_sum_f32", 2, { IN, OUT }, 0, { 0 }, false },
+        [HBG_KERNEL_GEMM_F32] = { "gemm_f32", 3, { IN, IN, INOUT }, 3,
+                                  { KERNEL_SCALAR_U64, KERNEL_SCALAR_U64, KERNEL_SCALAR_U64 }, true },
+        [HBG_KERNEL_SOFTMAX_ROWS_F32] = { "softmax_rows_f32", 1, { INOUT }, 2,
+                                          { KERNEL_SCALAR_U64, KERNEL_SCALAR_U64 }, true },
+        [HBG_KERNEL_FAIL] = { "fail", 0, { 0 }, 1, { KERNEL_SCALAR_I64 }, true },
+};
+
+START_TEST(test_ids_and_names) {
+        ck_assert_uint_eq(HBG_KERNEL_COUNT, 13);
+        ck_assert_uint_eq(kernel_count(), HBG_KERNEL_COUNT - 1);
+        for (uint16_t id = 1; id < HBG_KERNEL_COUNT; id++) {
+                const struct kernel_info *k = kernel_lookup(id);
+
+                ck_assert_ptr_nonnull(k);
+                ck_assert_uint_eq(k->id, id);
+                ck_assert_str_eq(k->name, sigs[id].name);
+                ck_assert_ptr_eq(kernel_lookup_name(sigs[id].name), k);
+                ck_assert_ptr_eq(kernel_at(id - 1u), k);
+        }
+        ck_assert_ptr_null(kernel_at(kernel_count()));
+        ck_assert_ptr_null(kernel_at(SIZE_MAX));
+}
+END_TEST
+
+START_TEST(test_unknown) {
+        static const uint16_t bad_ids[] = { 0, 13, 14, 255, 256, 4096, 65535 };
+        static const char *const bad_names[] = { "", "nop", "ADD_F32", "add_f32 ", "add_f3",
+                                                 "add_f32\n", "gemm", "unknown" };
+
+        for (size_t i = 0; i < sizeof(bad_ids) / sizeof(bad_ids[0]); i++)
+                ck_assert_msg(kernel_lookup(bad_ids[i]) == NULL, "id %u found", bad_ids[i]);
+        ck_assert_ptr_null(kernel_lookup(HBG_KERNEL_NONE));
+        ck_assert_ptr_null(kernel_lookup(HBG_KERNEL_COUNT));
+        for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++)
+                ck_assert_msg(kernel_lookup_name(bad_names[i]) == NULL, "name '%s' found",
+                              bad_names[i]);
+        ck_assert_ptr_null(kernel_lookup_name(NULL));
+}
+END_TEST
+
+START_TEST(test_signatures) {
+        for (size_t i = 0; i < kernel_count(); i++) {
+                const struct kernel_info *k = kernel_at(i);
+                const struct sig *s = &sigs[k->id];
+
+                ck_assert_ptr_nonnull(k->check);
+                ck_assert_ptr_nonnull(k->run);
+                ck_assert_msg(k->n_tensors == s->n_tensors, "%s: n_tensors", k->name);
+                ck_assert_msg(k->n_scalars == s->n_scalars, "%s: n_scalars", k->name);
+                ck_assert_msg(k->splittable == s->splittable, "%s: splittable", k->name);
+                for (unsigned t = 0; t < k->n_tensors; t++) {
+                        ck_assert_msg(k->dirs[t] == s->dirs[t], "%s: dir %u", k->name, t);
+                        ck_assert_msg(k->tensor_names[t] && k->tensor_names[t][0], "%s: tensor %u name",
+                                      k->name, t);
+                }
+                for (unsigned t = 0; t < k->n_scalars; t++) {
+                        ck_assert_msg(k->scalar_kinds[t] == s->kinds[t], "%s: kind %u", k->name, t);
+                        ck_assert_msg(k->scalar_names[t] && k->scalar_names[t][0], "%s: scalar %u name",
+                                      k->name, t);
+                }
+        }
+}
+END_TEST
+
+/* ------------------------------------------------------------ results */
+
+START_TEST(test_noop_spin_fail_run) {
+        uint8_t *canary = heap_alloc(), *h = heap_alloc();
+        struct kernel_args a = { 0 };
+        struct timespec t0, t1;
+        const uint64_t ns = 2000000; /* 2 ms */
+
+        memset(canary, CANARY, HEAP_SIZE);
+        memcpy(h, canary, HEAP_SIZE);
+
+        run_parts(K(HBG_KERNEL_NOOP), h, &a, 1, 1, 0);
+        run_parts(K(HBG_KERNEL_NOOP), h, &a, 16, 2, 0);
+
+        a.n_scalars = 1;
+        a.scalars[0] = ns;
+        ck_assert_int_eq(kernel_validate(K(HBG_KERNEL_SPIN_NS), &a, HEAP_SIZE, NULL), 0);
+        /* Every part spins the full time: each part alone takes >= ns. */
+        for (uint32_t p = 0; p < 3; p++) {
+                uint64_t dt;
+
+                clock_gettime(CLOCK_MONOTONIC, &t0);
+                ck_assert_int_eq(K(HBG_KERNEL_SPIN_NS)->run(h, &a, p, 3), 0);
+                clock_gettime(CLOCK_MONOTONIC, &t1);
+                dt = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec -
+                     (uint64_t)t0.tv_nsec;
+                ck_assert_msg(dt >= ns, "spin_ns part %u took %llu ns < %llu", p,
+                              (unsigned long long)dt, (unsigned long long)ns);
+        }
+        a.scalars[0] = 0;
+        run_parts(K(HBG_KERNEL_SPIN_NS), h, &a, 7, 3, 0);
+
+        static const int64_t codes[] = { -1, -EIO, -ENOMEM, -4095 };
+        for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+                a.scalars[0] = (uint64_t)codes[i];
+                ck_assert_int_eq(kernel_validate(K(HBG_KERNEL_FAIL), &a, HEAP_SIZE, NULL), 0);
+                run_parts(K(HBG_KERNEL_FAIL), h, &a, 1, 4, (int)codes[i]);
+                run_parts(K(HBG_KERNEL_FAIL), h, &a, 7, 5, (int)codes[i]);
+        }
+
+        ck_assert_msg(memcmp(h, canary, HEAP_SIZE) == 0, "noop/spin_ns/fail touched the heap");
+        free(h);
+        free(canary);
+}
+END_TEST
+
+static const uint64_t odd_sizes[] = { 1, 2, 5, 13, 37, 1001 };
+#define N_ODD (sizeof(odd_sizes) / sizeof(odd_sizes[0]))
+
+START_TEST(test_fill) {
+        static const float vals[] = { 1.5f, -0.0f, 3.0e38f, -7.25f };
+        uint64_t seed = 100;
+
+        for (size_t v = 0; v < 5; v++) {
+                for (size_t i = 0; i < N_ODD; i++) {
+                        struct kernel_args a = { .n_scalars = 1 };
+                        uint64_t elems[] = { odd_sizes[i] };
+                        uint32_t dirs[] = { OUT };
+
+                        place(&a, elems, dirs, 1, i % 2 == 1);
+                        /* v == 4: a quiet NaN with a payload must be stored bit for bit. */
+                        a.scalars[0] = v < 4 ? f32_bits(vals[v]) : UINT64_C(0x7fc01234);
+                        free(check_task(HBG_KERNEL_FILL_F32, &a, ref_fill, seed++, "fill"));
+                }
+        }
+}
+END_TEST
+
+START_TEST(test_copy) {
+        uint64_t seed = 200;
+
+        for (size_t i = 0; i < N_ODD; i++) {
+                for (uint64_t extra = 0; extra < 2; extra++) {
+                        struct kernel_args a = { 0 };
+                        uint64_t elems[] = { odd_sizes[i] + extra * 3, odd_sizes[i] };
+                        uint32_t dirs[] = { IN, OUT };
+
+                        place(&a, elems, dirs, 2, extra == 1);
+                        free(check_task(HBG_KERNEL_COPY_F32, &a, ref_copy, seed++, "copy"));
+                }
+        }
+}
+END_TEST
+
+START_TEST(test_add_mul) {
+        uint64_t seed = 300;
+
+        for (size_t i = 0; i < N_ODD; i++) {
+                for (uint64_t extra = 0; extra < 3; extra++) {
+                        struct kernel_args a = { 0 };
+                        uint64_t n = odd_sizes[i];
+                        uint64_t elems[] = { n + (extra == 1 ? 4 : 0), n + (extra == 2 ? 1 : 0), n };
+                        uint32_t dirs[] = { IN, IN, OUT };
+
+                        place(&a, elems, dirs, 3, extra == 2);
+                        free(check_task(HBG_KERNEL_ADD_F32, &a, ref_add, seed++, "add"));
+                        free(check_task(HBG_KERNEL_MUL_F32, &a, ref_mul, seed++, "mul"));
+                }
+                /* Inputs may overlap each other: a == b. */
+                struct kernel_args a = { 0 };
+                uint64_t elems[] = { odd_sizes[i], 1, odd_sizes[i] };
+                uint32_t dirs[] = { IN, IN, OUT };
+
+                place(&a, elems, dirs, 3, false);
+                a.tensors[1] = a.tensors[0];
+                free(check_task(HBG_KERNEL_ADD_F32, &a, ref_add, seed++, "add a==b"));
+                free(check_task(HBG_KERNEL_MUL_F32, &a, ref_mul, seed++, "mul a==b"));
+        }
+}
+END_TEST
+
+START_TEST(test_axpy_scale) {
+        static const float alphas[] = { 0.75f, -3.25f, 0.0f, 1.0e-3f };
+        uint64_t seed = 400;
+
+        for (size_t v = 0; v < sizeof(alphas) / sizeof(alphas[0]); v++) {
+                for (size_t i = 0; i < N_ODD; i++) {
+                        struct kernel_args a = { .n_scalars = 1 };
+                        uint64_t elems[] = { odd_sizes[i] + v, odd_sizes[i] };
+                        uint32_t dirs[] = { IN, INOUT };
+
+                        a.scalars[0] = f32_bits(alphas[v]);
+                        place(&a, elems, dirs, 2, v % 2 == 1);
+                        free(check_task(HBG_KERNEL_AXPY_F32, &a, ref_axpy, seed++, "axpy"));
+
+                        uint32_t sdirs[] = { INOUT };
+                        place(&a, elems + 1, sdirs, 1, v % 2 == 0);
+                        free(check_task(HBG_KERNEL_SCALE_F32, &a, ref_scale, seed++, "scale"));
+                }
+        }
+}
+END_TEST
+
+START_TEST(test_reduce_sum) {
+        uint64_t seed = 500;
+
+        for (size_t i = 0; i < N_ODD; i++) {
+                for (uint64_t slen = 1; slen <= 3; slen += 2) {
+                        struct kernel_args a = { 0 };
+                        uint64_t elems[] = { odd_sizes[i], slen };
+                        uint32_t dirs[] = { IN, OUT };
+
+                        place(&a, elems, dirs, 2, slen == 3);
+                        free(check_task(HBG_KERNEL_REDUCE_SUM_F32, &a, ref_reduce, seed++,
+                                        "reduce_sum"));
+                }
+        }
+}
+END_TEST
+
+/* 1e8 followed by 1000 ones: a float accumulator never moves off 1e8 (the
+ * spacing of floats there is 8), a double one reaches 100001000, which is
+ * exactly representable as a float. */
+START_TEST(test_reduce_sum_double) {
+        const struct kernel_info *k = K(HBG_KERNEL_REDUCE_SUM_F32);
+        struct kernel_args a = { .n_tensors = 2 };
+        uint8_t *h = heap_alloc();
+        float fsum = 0.0f;
+        const uint64_t n = 1001;
+
+        memset(h, 0, HEAP_SIZE);
+        a.tensors[0] = T(64, n * 4, IN);
+        a.tensors[1] = T(64 + n * 4, 4, OUT);
+        ck_assert_int_eq(kernel_validate(k, &a, HEAP_SIZE, NULL), 0);
+        put_f32(h, 64, 1.0e8f);
+        for (uint64_t i = 1; i < n; i++)
+                put_f32(h, 64 + i * 4, 1.0f);
+        for (uint64_t i = 0; i < n; i++)
+                fsum += get_f32(h, 64 + i * 4);
+        ck_assert(fsum == 1.0e8f); /* the case discriminates */
+
+        for (size_t p = 0; p < 5; p++) {
+                uint32_t parts = p == 0 ? 1 : split_parts[p - 1];
+
+                put_f32(h, 64 + n * 4, -1.0f);
+                run_parts(k, h, &a, parts, p, 0);
+                ck_assert_msg(get_f32(h, 64 + n * 4) == 100001000.0f, "parts %u: sum %.1f", parts,
+                              (double)get_f32(h, 64 + n * 4));
+        }
+        /* Parts other than 0 do nothing. */
+        put_f32(h, 64 + n * 4, -1.0f);
+        for (uint32_t p = 1; p < 7; p++)
+                ck_assert_int_eq(k->run(h, &a, p, 7), 0);
+        ck_assert(get_f32(h, 64 + n * 4) == -1.0f);
+        free(h);
+}
+END_TEST
+
+START_TEST(test_gemm) {
+        static const uint64_t shapes[][3] = {
+                /* m, n, k */
+                { 1, 1, 1 }, { 3, 5, 7 }, { 17, 4, 9 }, { 2, 3, 1 }, { 33, 7, 5 }, { 5, 1, 13 },
+                { 16, 16, 16 }, { 40, 3, 2 },
+        };
+        uint64_t seed = 600;
+
+        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+                for (uint64_t extra = 0; extra < 2; extra++) {
+                        uint64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+                        struct kernel_args a = { .n_scalars = 3, .scalars = { m, n, k } };
+                        uint64_t elems[] = { m * k + extra, k * n + 2 * extra, m * n + 3 * extra };
+                        uint32_t dirs[] = { IN, IN, INOUT };
+                        char label[64];
+
+                        snprintf(label, sizeof(label), "gemm %llux%llux%llu",
+                                 (unsigned long long)m, (unsigned long long)n,
+                                 (unsigned long long)k);
+                        place(&a, elems, dirs, 3, extra == 1);
+                        free(check_task(HBG_KERNEL_GEMM_F32, &a, ref_gemm, seed++, label));
+                }
+        }
+}
+END_TEST
+
+/* A small worked example, so the reference itself is checked too:
+ * C = [1 2; 3 4] + [1 2 3; 4 5 6] * [1 0; 0 1; 1 1] = [5 7; 13 15]. */
+START_TEST(test_gemm_known) {
+        static const float A[] = { 1, 2, 3, 4, 5, 6 }, B[] = { 1, 0, 0, 1, 1, 1 },
+                           C[] = { 1, 2, 3, 4 }, want[] = { 5, 7, 13, 15 };
+        struct kernel_args a = { .n_tensors = 3, .n_scalars = 3, .scalars = { 2, 2, 3 } };
+        uint8_t *h = heap_alloc();
+
+        memset(h, 0, HEAP_SIZE);
+        a.tensors[0] = T(0, sizeof(A), IN);
+        a.tensors[1] = T(64, sizeof(B), IN);
+        a.tensors[2] = T(128, sizeof(C), INOUT);
+        memcpy(h, A, sizeof(A));
+        memcpy(h + 64, B, sizeof(B));
+        memcpy(h + 128, C, sizeof(C));
+        ck_assert_int_eq(kernel_validate(K(HBG_KERNEL_GEMM_F32), &a, HEAP_SIZE, NULL), 0);
+        run_parts(K(HBG_KERNEL_GEMM_F32), h, &a, 3, 9, 0);
+        for (int i = 0; i < 4; i++)
+                ck_assert_msg(F(h, 128)[i] == want[i], "C[%d] = %g", i, (double)F(h, 128)[i]);
+        free(h);
+}
+END_TEST
+
+static void check_rows_sum_to_one(const uint8_t *h, const struct kernel_args *a) {
+        uint64_t rows = a->scalars[0], cols = a->scalars[1], X = a->tensors[0].offset;
+
+        for (uint64_t r = 0; r < rows; r++) {
+                double s = 0;
+                for (uint64_t j = 0; j < cols; j++) {
+                        float v = get_f32(h, X + (r * cols + j) * 4);
+                        ck_assert_msg(v >= 0.0f && v <= 1.0f, "softmax value %g", (double)v);
+                        s += v;
+                }
+                ck_assert_msg(fabs(s - 1.0) <= 1e-5, "row %llu sums to %.9f",
+                              (unsigned long long)r, s);
+        }
+}
+
+START_TEST(test_softmax) {
+        static const uint64_t shapes[][2] = {
+                { 1, 1 }, { 3, 5 }, { 5, 1 }, { 1, 37 }, { 17, 33 }, { 40, 3 }, { 7, 100 },
+        };
+        uint64_t seed = 700;
+
+        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+                for (uint64_t extra = 0; extra < 2; extra++) {
+                        uint64_t rows = shapes[s][0], cols = shapes[s][1];
+                        struct kernel_args a = { .n_scalars = 2, .scalars = { rows, cols } };
+                        uint64_t elems[] = { rows * cols + 5 * extra };
+                        uint32_t dirs[] = { INOUT };
+                        uint8_t *one;
+
+                        place(&a, elems, dirs, 1, extra == 1);
+                        one = check_task(HBG_KERNEL_SOFTMAX_ROWS_F32, &a, ref_softmax, seed++,
+                                         "softmax");
+                        check_rows_sum_to_one(one, &a);
+                        free(one);
+                }
+        }
+}
+END_TEST
+
+/* Large inputs: without subtracting the row max expf would overflow. */
+START_TEST(test_softmax_large) {
+        struct kernel_args a = { .n_tensors = 1, .n_scalars = 2, .scalars = { 2, 3 } };
+        static const float X[] = { 100.0f, 100.0f, 100.0f, 1000.0f, 999.0f, -1000.0f };
+        uint8_t *h = heap_alloc();
+
+        memset(h, 0, HEAP_SIZE);
+        a.tensors[0] = T(4, sizeof(X), INOUT);
+        memcpy(h + 4, X, sizeof(X));
+        ck_assert_int_eq(kernel_validate(K(HBG_KERNEL_SOFTMAX_ROWS_F32), &a, HEAP_SIZE, NULL), 0);
+        run_parts(K(HBG_KERNEL_SOFTMAX_ROWS_F32), h, &a, 2, 1, 0);
+        check_rows_sum_to_one(h, &a);
+        for (int j = 0; j < 3; j++)
+                ck_assert(fabsf(get_f32(h, 4 + (uint64_t)j * 4) - 1.0f / 3.0f) <= 1e-7f);
+        ck_assert(fabsf(get_f32(h, 16) - (float)(1.0 / (1.0 + exp(-1.0)))) <= 1e-6f);
+        ck_assert(get_f32(h, 24) == 0.0f);
+        free(h);
+}
+END_TEST
+
+/* Bad part numbers are refused before any memory is touched. */
+START_TEST(test_bad_part) {
+        uint8_t *canary = heap_alloc(), *h = heap_alloc();
+
+        memset(canary, CANARY, HEAP_SIZE);
+        memcpy(h, canary, HEAP_SIZE);
+        for (size_t i = 0; i < kernel_count(); i++) {
+                const struct kernel_info *k = kernel_at(i);
+                struct kernel_args a = { .n_tensors = k->n_tensors, .n_scalars = k->n_scalars };
+
+                for (unsigned t = 0; t < k->n_tensors; t++)
+                        a.tensors[t] = T(256 * t, 64, k->dirs[t]);
+                a.scalars[0] = k->id == HBG_KERNEL_FAIL ? (uint64_t)-EIO : 2;
+                a.scalars[1] = 2;
+                a.scalars[2] = 2;
+                ck_assert_int_eq(kernel_validate(k, &a, HEAP_SIZE, NULL), 0);
+                ck_assert_int_eq(k->run(h, &a, 0, 0), -EINVAL);
+                ck_assert_int_eq(k->run(h, &a, 1, 1), -EINVAL);
+                ck_assert_int_eq(k->run(h, &a, 7, 3), -EINVAL);
+                ck_assert_int_eq(k->run(h, &a, UINT32_MAX, UINT32_MAX), -EINVAL);
+        }
+        ck_assert(memcmp(h, canary, HEAP_SIZE) == 0);
+        free(h);
+        free(canary);
+}
+END_TEST
+
+/* The part formula with large part counts: the parts of n tile [0, n),
+ * each element in exactly one part, up to UINT32_MAX parts (where
+ * n * parts does not fit in 32 bits and most parts are empty). */
+START_TEST(test_many_parts) {
+        const struct kernel_info *k = K(HBG_KERNEL_FILL_F32);
+        struct kernel_args a = { .n_tensors = 1, .n_scalars = 1 };
+        uint8_t *h = heap_alloc(), *before = heap_alloc();
+        const uint64_t n = 1001;
+
+        memset(h, 0, HEAP_SIZE);
+        a.tensors[0] = T(8, n * 4, OUT);
+        for (uint32_t parts = 999; parts < 1003; parts++) {
+                a.scalars[0] = f32_bits((float)parts);
+                for (uint32_t p = 0; p < parts; p++)
+                        ck_assert_int_eq(k->run(h, &a, p, parts), 0);
+                for (uint64_t i = 0; i < n; i++)
+                        ck_assert(F(h, 8)[i] == (float)parts);
+        }
+
+        const uint32_t parts = UINT32_MAX;
+        a.scalars[0] = f32_bits(-1.0f);
+        for (uint64_t e = 0; e < n; e++) {
+                /* The one part whose range holds e: the p with
+                 * n*p/parts <= e < n*(p+1)/parts. */
+                uint64_t p = ((e + 1) * parts + n - 1) / n - 1;
+
+                memcpy(before, h, HEAP_SIZE);
+                ck_assert_int_eq(k->run(h, &a, (uint32_t)p, parts), 0);
+                ck_assert_msg(F(h, 8)[e] == -1.0f, "element %llu not written by part %llu",
+                              (unsigned long long)e, (unsigned long long)p);
+                F(before, 8)[e] = -1.0f;
+                ck_assert_msg(memcmp(before, h, HEAP_SIZE) == 0, "part %llu wrote more than %llu",
+                              (unsigned long long)p, (unsigned long long)e);
+                /* its neighbours are empty */
+                if (p > 0 && (p - 1) * n / parts == p * n / parts) {
+                        ck_assert_int_eq(k->run(h, &a, (uint32_t)(p - 1), parts), 0);
+                        ck_assert(memcmp(before, h, HEAP_SIZE) == 0);
+                }
+        }
+        ck_assert(get_f32(h, 4) == 0.0f && get_f32(h, 8 + n * 4) == 0.0f);
+        free(before);
+        free(h);
+}
+END_TEST
+
+/* n * part overflows 64 bits for large tensors and part counts: a 2^33
+ * element tensor (32 GiB of reserved, untouched address space) split into
+ * up to UINT32_MAX parts. Each part run writes exactly its range, computed
+ * here in 128 bits. Skipped when the address space cannot be reserved. */
+START_TEST(test_huge_split) {
+        const uint64_t bytes = UINT64_C(1) << 35, n = bytes / 4;
+        static const uint32_t parts_list[] = { 65536, 3000000001u, UINT32_MAX };
+        const struct kernel_info *k = K(HBG_KERNEL_FILL_F32);
+        struct kernel_args a = { .n_tensors = 1, .n_scalars = 1 };
+        uint8_t *h;
+
+        h = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+        if (h == MAP_FAILED) {
+                fprintf(stderr, "test_huge_split: cannot reserve 32 GiB, skipped\n");
+                return;
+        }
+        a.tensors[0] = T(0, bytes, OUT);
+        a.scalars[0] = f32_bits(5.0f);
+        ck_assert_int_eq(kernel_validate(k, &a, bytes, NULL), 0);
+        for (size_t i = 0; i < sizeof(parts_list) / sizeof(parts_list[0]); i++) {
+                uint32_t parts = parts_list[i];
+                uint32_t ps[] = { 1, parts / 3, parts / 2 + 7, parts - 2, parts - 1 };
+
+                for (size_t j = 0; j < sizeof(ps) / sizeof(ps[0]); j++) {
+                        uint64_t lo = (uint64_t)((unsigned __int128)n * ps[j] / parts);
+                        uint64_t hi = (uint64_t)((unsigned __int128)n * (ps[j] + 1u) / parts);
+                        float *x = F(h, 0);
+
+                        ck_assert_uint_lt(lo, hi); /* never empty: n > parts */
+                        ck_assert_int_eq(k->run(h, &a, ps[j], parts), 0);
+                        for (uint64_t e = lo; e < hi; e++)
+                                ck_assert_msg(x[e] == 5.0f, "parts %u part %u: element %llu",
+                                              parts, ps[j], (unsigned long long)e);
+                        ck_assert_msg(x[lo - 1] == 0.0f && (hi == n || x[hi] == 0.0f),
+                                      "parts %u part %u wrote past [%llu, %llu)", parts, ps[j],
+                                      (unsigned long long)lo, (unsigned long long)hi);
+                        memset(x + lo, 0, (hi - lo) * 4);
+                }
+        }
+        munmap(h, bytes);
+}
+END_TEST
+
+/* ------------------------------------------------------------ validation */
+
+/* Validation never touches a heap; it gets only heap_size. Still, the
+ * validation tests keep a canary heap and check it after every rejection. */
+static uint8_t *canary_heap, *canary_ref;
+
+static void canary_setup(void) {
+        canary_heap = heap_alloc();
+        canary_ref = heap_alloc();
+        memset(canary_heap, CANARY, HEAP_SIZE);
+        memset(canary_ref, CANARY, HEAP_SIZE);
+}
+
+static void canary_teardown(void) {
+        free(canary_heap);
+        free(canary_ref);
+        canary_heap = canary_ref = NULL;
+}
+
+static void canary_check(void) {
+        ck_assert_msg(memcmp(canary_heap, canary_ref, HEAP_SIZE) == 0, "canary heap changed");
+}
+
+/* A valid task for every kernel: tensors of 64 bytes at 0, 128, 256. */
+static struct kernel_args good_args(const struct kernel_info *k) {
+        struct kernel_args a = { .n_tensors = k->n_tensors, .n_scalars = k->n_scalars };
+
+        for (unsigned t = 0; t < k->n_tensors; t++)
+                a.tensors[t] = T(128 * t, 64, k->dirs[t]);
+        switch (k->id) {
+        case HBG_KERNEL_SPIN_NS:
+                a.scalars[0] = 1000;
+                break;
+        case HBG_KERNEL_FILL_F32:
+        case HBG_KERNEL_AXPY_F32:
+        case HBG_KERNEL_SCALE_F32:
+                a.scalars[0] = f32_bits(-1.5f);
+                break;
+        case HBG_KERNEL_GEMM_F32:
+                a.scalars[0] = 4; /* 4x4x4: every tensor exactly 64 bytes */
+                a.scalars[1] = 4;
+                a.scalars[2] = 4;
+                break;
+        case HBG_KERNEL_SOFTMAX_ROWS_F32:
+                a.scalars[0] = 2;
+                a.scalars[1] = 8;
+                break;
+        case HBG_KERNEL_FAIL:
+                a.scalars[0] = (uint64_t)-EIO;
+                break;
+        default:
+                break;
+        }
+        return a;
+}
+
+/* Copy `what` to dst (size > 0), "%s" replaced by `arg` (without printf:
+ * the format would not be a literal). */
+static void expand(char *dst, size_t size, const char *what, const char *arg) {
+        size_t o = 0;
+
+        for (const char *c = what; *c && o + 1 < size; c++) {
+                if (c[0] == '%' && c[1] == 's' && arg) {
+                        for (const char *x = arg; *x && o + 1 < size; x++)
+                                dst[o++] = *x;
+                        c++;
+                } else {
+                        dst[o++] = *c;
+                }
+        }
+        dst[o] = '\0';
+}
+
+/* Expect rejection with `err` and a message starting with "<kernel>: " and
+ * then `what` (if not NULL; "%s" in it stands for `arg`). */
+static void expect_reject_at(const struct kernel_info *k, const struct kernel_args *a,
+                             uint64_t heap_size, int err, const char *what, const char *arg,
+                             int line) {
+        const char *why = NULL;
+        char prefix[256];
+        int r;
+
+        r = kernel_validate(k, a, heap_size, &why);
+        ck_assert_msg(r == err, "line %d: %s: validate returned %d, expected %d (%s)", line,
+                      k->name, r, err, why ? why : "no message");
+        ck_assert_msg(why != NULL, "line %d: %s: no message", line, k->name);
+        snprintf(prefix, sizeof(prefix), "%s: ", k->name);
+        if (what)
+                expand(prefix + strlen(prefix), sizeof(prefix) - strlen(prefix), what, arg);
+        ck_assert_msg(strncmp(why, prefix, strlen(prefix)) == 0,
+                      "line %d: message '%s' does not start with '%s'", line, why, prefix);
+        /* Same answer without a message pointer. */
+        ck_assert_int_eq(kernel_validate(k, a, heap_size, NULL), err);
+        canary_check();
+}
+
+#define expect_reject(k, a, err, what, arg)                                     \
+        expect_reject_at(k, a, HEAP_SIZE, err, what, arg, __LINE__)
+
+static void expect_ok_at(const struct kernel_info *k, const struct kernel_args *a, int line) {
+        const char *why = NULL;
+        int r = kernel_validate(k, a, HEAP_SIZE, &why);
+
+        ck_assert_msg(r == 0, "line %d: %s: validate returned %d (%s)", line, k->name, r,
+                      why ? why : "no message");
+        canary_check();
+}
+
+#define expect_ok(k, a) expect_ok_at(k, a, __LINE__)
+
+START_TEST(test_validate_counts) {
+        for (size_t i = 0; i < kernel_count(); i++) {
+                const struct kernel_info *k = kernel_at(i);
+                struct kernel_args good = good_args(k), a;
+
+                expect_ok(k, &good);
+                for (int d = -2; d <= 2; d++) {
+                        if (d == 0 || (int)k->n_tensors + d < 0 ||
+                            (int)k->n_tensors + d > (int)HBG_MAX_TENSOR_ARGS)
+                                continue;
+                        a = good;
+                        a.n_tensors = (uint8_t)(k->n_tensors + d);
+                        if (d > 0) /* the extra tensors are otherwise fine */
+                                for (unsigned t = k->n_tensors; t < a.n_tensors; t++)
+                                        a.tensors[t] = T(2048 + 128 * t, 64, IN);
+                        expect_reject(k, &a, -EINVAL, "wrong number of tensor", NULL);
+                }
+                a = good;
+                a.n_tensors = 255;
+                expect_reject(k, &a, -EINVAL, "wrong number of tensor", NULL);
+                for (int d = -2; d <= 2; d++) {
+                        if (d == 0 || (int)k->n_scalars + d < 0 ||
+                            (int)k->n_scalars + d > (int)HBG_MAX_SCALAR_ARGS)
+                                continue;
+                        a = good;
+                        a.n_scalars = (uint8_t)(k->n_scalars + d);
+                        expect_reject(k, &a, -EINVAL, "wrong number of scalar", NULL);
+                }
+                a = good;
+                a.n_scalars = 255;
+                expect_reject(k, &a, -EINVAL, "wrong number of scalar", NULL);
+        }
+}
+END_TEST
+
+START_TEST(test_validate_tensor_fields) {
+        static const uint32_t all_dirs[] = { 0, IN, OUT, INOUT, 4, 0x80000001u, UINT32_MAX };
+
+        for (size_t i = 0; i < kernel_count(); i++) {
+                const struct kernel_info *k = kernel_at(i);
+                struct kernel_args good = good_args(k), a;
+
+                for (unsigned t = 0; t < k->n_tensors; t++) {
+                        const char *tn = k->tensor_names[t];
+                        struct hbg_tensor_arg *x = &a.tensors[t];
+
+                        for (size_t d = 0; d < sizeof(all_dirs) / sizeof(all_dirs[0]); d++) {
+                                if (all_dirs[d] == k->dirs[t])
+                                        continue;
+                                a = good;
+                                x->direction = all_dirs[d];
+                                expect_reject(k, &a, -EINVAL, "tensor %s has the wrong direction", tn);
+                        }
+                        a = good;
+                        x->reserved = 1;
+                        expect_reject(k, &a, -EINVAL, "tensor %s reserved", tn);
+                        a = good;
+                        x->reserved = 0x80000000u;
+                        expect_reject(k, &a, -EINVAL, "tensor %s reserved", tn);
+
+                        /* Misaligned offset or length. */
+                        for (uint64_t d = 1; d < 4; d++) {
+                                a = good;
+                                x->offset += d;
+                                expect_reject(k, &a, -EINVAL, "tensor %s offset or length", tn);
+                                a = good;
+                                x->length -= d;
+                                expect_reject(k, &a, -EINVAL, "tensor %s offset or length", tn);
+                        }
+                        a = good;
+                        x->offset = UINT64_MAX;
+                        expect_reject(k, &a, -EINVAL, "tensor %s offset or length", tn);
+
+                        a = good;
+                        x->length = 0;
+                        expect_reject(k, &a, -EINVAL, "tensor %s is empty", tn);
+
+                        /* offset + length overflows 2^64: -EOVERFLOW. */
+                        a = good;
+                        x->offset = UINT64_MAX - 3;
+                        x->length = 8;
+                        expect_reject(k, &a, -EOVERFLOW, "tensor %s offset + length overflows", tn);
+                        a = good;
+                        x->offset = 4;
+                        x->length = UINT64_MAX - 3;
+                        expect_reject(k, &a, -EOVERFLOW, "tensor %s offset + length overflows", tn);
+                        a = good;
+                        x->offset = UINT64_MAX - 3;
+                        x->length = UINT64_MAX - 3;
+                        expect_reject(k, &a, -EOVERFLOW, "tensor %s offset + length overflows", tn);
+
+                        /* Past the end of the heap: -ERANGE. An end of
+                         * 2^64 - 4 does not overflow, so it is a range error. */
+                        a = good;
+                        x->offset = UINT64_MAX - 7;
+                        x->length = 4;
+                        expect_reject(k, &a, -ERANGE, "tensor %s extends past", tn);
+                        a = good;
+                        x->offset = HEAP_SIZE - x->length + 4;
+                        expect_reject(k, &a, -ERANGE, "tensor %s extends past", tn);
+                        a = good;
+                        x->offset = HEAP_SIZE;
+                        x->length = 4;
+                        expect_reject(k, &a, -ERANGE, "tensor %s extends past", tn);
+                        a = good;
+                        x->length = HEAP_SIZE + 4;
+                        x->offset = 0;
+                        expect_reject(k, &a, -ERANGE, "tensor %s extends past", tn);
+                        /* ... against a smaller heap_size, with the same args. */
+                        expect_reject_at(k, &good, 128 * t + 60, -ERANGE, "tensor %s extends past",
+                                         tn, __LINE__);
+                        expect_reject_at(k, &good, 0, -ERANGE, "tensor %s extends past",
+                                         k->tensor_names[0], __LINE__);
+
+                        /* Ending exactly at the end of the heap is fine. */
+                        a = good;
+                        x->offset = HEAP_SIZE - x->length;
+                        expect_ok(k, &a);
+                }
+                /* Argument slots past n_tensors / n_scalars are not looked at. */
+                a = good;
+                for (unsigned t = k->n_tensors; t < HBG_MAX_TENSOR_ARGS; t++)
+                        a.tensors[t] = T(UINT64_MAX, 3, 77);
+                expect_ok(k, &a);
+        }
+}
+END_TEST
+
+START_TEST(test_validate_overlap) {
+        for (size_t i = 0; i < kernel_count(); i++) {
+                const struct kernel_info *k = kernel_at(i);
+                struct kernel_args good = good_args(k), a;
+
+                for (unsigned o = 0; o < k->n_tensors; o++) {
+                        if (k->dirs[o] == IN)
+                                continue;
+                        const char *on = k->tensor_names[o];
+                        uint64_t base = good.tensors[o].offset;
+
+                        for (unsigned t = 0; t < k->n_tensors; t++) {
+                                if (t == o)
+                                        continue;
+                                struct hbg_tensor_arg *x = &a.tensors[t];
+
+                                /* exact */
+                                a = good;
+                                x->offset = base;
+                                expect_reject(k, &a, -EINVAL, "output %s overlaps", on);
+                                /* partial: the last element of the output */
+                                a = good;
+                                x->offset = base + 60;
+                                expect_reject(k, &a, -EINVAL, "output %s overlaps", on);
+                                /* partial: the first element of the output */
+                                if (base >= 60) {
+                                        a = good;
+                                        x->offset = base - 60;
+                                        expect_reject(k, &a, -EINVAL, "output %s overlaps", on);
+                                }
+                                /* the other inside the output */
+                                a = good;
+                                x->offset = base + 4;
+                                x->length = 4;
+                                expect_reject(k, &a, -EINVAL, "output %s overlaps", on);
+                                /* the output inside the other */
+                                a = good;
+                                x->offset = base - (base >= 4 ? 4 : 0);
+                                x->length = 128;
+                                expect_reject(k, &a, -EINVAL, "output %s overlaps", on);
+                                /* adjacent, either side: fine (unless it
+                                 * lands on a third tensor) */
+                                a = good;
+                                x->offset = base + 64;
+                                expect_ok(k, &a);
+                                if (base >= 64) {
+                                        a = good;
+                                        x->offset = base - 64;
+                                        expect_ok(k, &a);
+                                }
+                        }
+                }
+        }
+}
+END_TEST
+
+/* Inputs may overlap each other. */
+START_TEST(test_validate_inputs_may_overlap) {
+        static const uint16_t ids[] = { HBG_KERNEL_ADD_F32, HBG_KERNEL_MUL_F32, HBG_KERNEL_GEMM_F32 };
+
+        for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+                const struct kernel_info *k = K(ids[i]);
+                struct kernel_args a = good_args(k);
+
+                a.tensors[1].offset = a.tensors[0].offset;
+                expect_ok(k, &a);
+                a.tensors[1].offset = a.tensors[0].offset + 8;
+                expect_ok(k, &a);
+        }
+}
+END_TEST
+
+START_TEST(test_validate_f32_scalars) {
+        static const uint64_t high[] = { UINT64_C(1) << 32, UINT64_C(1) << 63,
+                                         UINT64_C(0xffffffff00000000) };
+
+        for (size_t i = 0; i < kernel_count(); i++) {
+                const struct kernel_info *k = kernel_at(i);
+                struct kernel_args good = good_args(k), a;
+
+                for (unsigned s = 0; s < k->n_scalars; s++) {
+                        if (k->scalar_kinds[s] != KERNEL_SCALAR_F32)
+                                continue;
+                        for (size_t h = 0; h < sizeof(high) / sizeof(high[0]); h++) {
+                                a = good;
+                                a.scalars[s] |= high[h];
+                                expect_reject(k, &a, -EINVAL, "f32 scalar %s has its upper",
+                                              k->scalar_names[s]);
+                        }
+                        /* Any low 32 bits are a float, NaN included. */
+                        a = good;
+                        a.scalars[s] = UINT64_C(0xffffffff);
+                        expect_ok(k, &a);
+                }
+        }
+}
+END_TEST
+
+START_TEST(test_validate_short_inputs) {
+        const struct kernel_info *k;
+        struct kernel_args a;
+
+        k = K(HBG_KERNEL_COPY_F32);
+        a = good_args(k);
+        a.tensors[0].length = 60;
+        expect_reject(k, &a, -EINVAL, "input in shorter than output", NULL);
+        a.tensors[0].length = 68;
+        expect_ok(k, &a);
+
+        static const uint16_t binary[] = { HBG_KERNEL_ADD_F32, HBG_KERNEL_MUL_F32 };
+        for (size_t i = 0; i < 2; i++) {
+                k = K(binary[i]);
+                a = good_args(k);
+                a.tensors[0].length = 60;
+                expect_reject(k, &a, -EINVAL, "input a shorter than output", NULL);
+                a = good_args(k);
+                a.tensors[1].length = 4;
+                expect_reject(k, &a, -EINVAL, "input b shorter than output", NULL);
+                a = good_args(k);
+                a.tensors[0].length = 124;
+                a.tensors[1].length = 68;
+                expect_ok(k, &a);
+                a.tensors[2].length = 4;
+                expect_ok(k, &a);
+        }
+
+        k = K(HBG_KERNEL_AXPY_F32);
+        a = good_args(k);
+        a.tensors[0].length = 60;
+        expect_reject(k, &a, -EINVAL, "input x shorter than y", NULL);
+        a.tensors[0].length = 124;
+        expect_ok(k, &a);
+}
+END_TEST
+
+START_TEST(test_validate_gemm) {
+        const struct kernel_info *k = K(HBG_KERNEL_GEMM_F32);
+        const uint64_t lim = UINT64_C(1) << 20;
+        struct kernel_args good = good_args(k), a; /* 4x4x4, 64-byte tensors */
+
+        for (unsigned s = 0; s < 3; s++) {
+                a = good;
+                a.scalars[s] = 0;
+                expect_reject(k, &a, -EINVAL, "m, n and k must be at least 1", NULL);
+                a = good;
+                a.scalars[s] = lim + 1;
+                expect_reject(k, &a, -ERANGE, "m, n and k must not exceed", NULL);
+                a = good;
+                a.scalars[s] = UINT64_MAX;
+                expect_reject(k, &a, -ERANGE, "m, n and k must not exceed", NULL);
+                /* At the limit the dimension is legal; the shape does not fit. */
+                a = good;
+                a.scalars[s] = lim;
+                expect_reject(k, &a, -EINVAL, "shape does not fit", NULL);
+        }
+        /* m*k would overflow 64 bits: caught by the per-dimension limit. */
+        a = good;
+        a.scalars[0] = UINT64_C(1) << 33;
+        a.scalars[2] = UINT64_C(1) << 33;
+        expect_reject(k, &a, -ERANGE, "m, n and k must not exceed", NULL);
+
+        /* Which tensor the shape does not fit. m=2, n=2, k=8: A 64, B 64, C 16. */
+        a = good;
+        a.scalars[0] = 2;
+        a.scalars[1] = 2;
+        a.scalars[2] = 8;
+        expect_ok(k, &a);
+        a.scalars[2] = 9; /* A needs 72, B 72 */
+        expect_reject(k, &a, -EINVAL, "shape does not fit A", NULL);
+        a.tensors[0].length = 72;
+        expect_reject(k, &a, -EINVAL, "shape does not fit B", NULL);
+        a.tensors[1].length = 72;
+        expect_ok(k, &a);
+        a = good;
+        a.tensors[2].length = 60; /* C needs 64 */
+        expect_reject(k, &a, -EINVAL, "shape does not fit C", NULL);
+        a.scalars[0] = 3; /* 3x4x4: A 48, B 64, C 48 */
+        expect_ok(k, &a);
+        /* Shape checks come after the generic ones. */
+        a = good;
+        a.scalars[0] = 0;
+        a.tensors[2].reserved = 1;
+        expect_reject(k, &a, -EINVAL, "tensor C reserved", NULL);
+}
+END_TEST
+
+START_TEST(test_validate_softmax) {
+        const struct kernel_info *k = K(HBG_KERNEL_SOFTMAX_ROWS_F32);
+        struct kernel_args good = good_args(k), a; /* 2x8, X 64 bytes */
+
+        a = good;
+        a.scalars[0] = 0;
+        expect_reject(k, &a, -EINVAL, "rows and cols must be at least 1", NULL);
+        a = good;
+        a.scalars[1] = 0;
+        expect_reject(k, &a, -EINVAL, "rows and cols must be at least 1", NULL);
+        a = good;
+        a.scalars[0] = 3;
+        expect_reject(k, &a, -EINVAL, "shape does not fit X", NULL);
+        a = good;
+        a.scalars[0] = 1;
+        a.scalars[1] = 17;
+        expect_reject(k, &a, -EINVAL, "shape does not fit X", NULL);
+        a.scalars[1] = 16;
+        expect_ok(k, &a);
+        a.scalars[0] = 16;
+        a.scalars[1] = 1;
+        expect_ok(k, &a);
+        a.scalars[0] = 4;
+        a.scalars[1] = 3;
+        expect_ok(k, &a); /* 48 of 64 bytes */
+
+        /* rows*cols overflows 64 bits. */
+        a = good;
+        a.scalars[0] = UINT64_C(1) << 33;
+        a.scalars[1] = UINT64_C(1) << 33;
+        expect_reject(k, &a, -EOVERFLOW, "size of X", NULL);
+        a.scalars[0] = UINT64_MAX;
+        a.scalars[1] = UINT64_MAX;
+        expect_reject(k, &a, -EOVERFLOW, "size of X", NULL);
+        /* rows*cols fits, *4 does not. */
+        a.scalars[0] = UINT64_C(1) << 61;
+        a.scalars[1] = 2;
+        expect_reject(k, &a, -EOVERFLOW, "size of X", NULL);
+        a.scalars[0] = UINT64_C(1) << 62;
+        a.scalars[1] = 1;
+        expect_reject(k, &a, -EOVERFLOW, "size of X", NULL);
+        /* *4 fits, the heap does not. */
+        a.scalars[0] = UINT64_C(1) << 30;
+        a.scalars[1] = UINT64_C(1) << 30;
+        expect_reject(k, &a, -EINVAL, "shape does not fit X", NULL);
+}
+END_TEST
+
+START_TEST(test_validate_spin_fail) {
+        const struct kernel_info *k = K(HBG_KERNEL_SPIN_NS);
+        struct kernel_args a = good_args(k);
+        static const uint64_t ok_ns[] = { 0, 1, 999999999, 1000000000 };
+        static const uint64_t bad_ns[] = { 1000000001, UINT64_C(1) << 32, UINT64_MAX };
+        static const int64_t ok_codes[] = { -1, -EIO, -EPROTO, -4095 };
+        static const int64_t bad_codes[] = { 0, 1, 4095, -4096, INT64_MIN, INT64_MAX,
+                                             (int64_t)UINT32_C(0xfffffffb) /* -5 as u32 */ };
+
+        for (size_t i = 0; i < sizeof(ok_ns) / sizeof(ok_ns[0]); i++) {
+                a.scalars[0] = ok_ns[i];
+                expect_ok(k, &a);
+        }
+        for (size_t i = 0; i < sizeof(bad_ns) / sizeof(bad_ns[0]); i++) {
+                a.scalars[0] = bad_ns[i];
+                expect_reject(k, &a, -ERANGE, "ns must not exceed", NULL);
+        }
+
+        k = K(HBG_KERNEL_FAIL);
+        a = good_args(k);
+        for (size_t i = 0; i < sizeof(ok_codes) / sizeof(ok_codes[0]); i++) {
+                a.scalars[0] = (uint64_t)ok_codes[i];
+                expect_ok(k, &a);
+        }
+        for (size_t i = 0; i < sizeof(bad_codes) / sizeof(bad_codes[0]); i++) {
+                a.scalars[0] = (uint64_t)bad_codes[i];
+                expect_reject(k, &a, -ERANGE, "code must be", NULL);
+        }
+}
+END_TEST
+
+START_TEST(test_validate_no_kernel) {
+        struct kernel_args a = { 0 };
+        struct kernel_info copy = *K(HBG_KERNEL_NOOP);
+        const char *why = NULL;
+
+        ck_assert_int_eq(kernel_validate(NULL, &a, HEAP_SIZE, &why), -EINVAL);
+        ck_assert_ptr_nonnull(why);
+        ck_assert_int_eq(kernel_validate(NULL, &a, HEAP_SIZE, NULL), -EINVAL);
+        /* Only entries of the table are trusted. */
+        ck_assert_int_eq(kernel_validate(&copy, &a, HEAP_SIZE, NULL), -EINVAL);
+        /* why is reset on success */
+        why = "stale";
+        ck_assert_int_eq(kernel_validate(K(HBG_KERNEL_NOOP), &a, HEAP_SIZE, &why), 0);
+        ck_assert_ptr_null(why);
+        canary_check();
+}
+END_TEST
+
+/* ------------------------------------------------------------ main */
+
+static Suite *kernels_suite(void) {
+        Suite *s = suite_create("kernels");
+        TCase *tc;
+
+        tc = tcase_create("lookup");
+        tcase_add_test(tc, test_ids_and_names);
+        tcase_add_test(tc, test_unknown);
+        tcase_add_test(tc, test_signatures);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("results");
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_noop_spin_fail_run);
+        tcase_add_test(tc, test_fill);
+        tcase_add_test(tc, test_copy);
+        tcase_add_test(tc, test_add_mul);
+        tcase_add_test(tc, test_axpy_scale);
+        tcase_add_test(tc, test_reduce_sum);
+        tcase_add_test(tc, test_reduce_sum_double);
+        tcase_add_test(tc, test_gemm);
+        tcase_add_test(tc, test_gemm_known);
+        tcase_add_test(tc, test_softmax);
+        tcase_add_test(tc, test_softmax_large);
+        tcase_add_test(tc, test_bad_part);
+        tcase_add_test(tc, test_many_parts);
+        tcase_add_test(tc, test_huge_split);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("validation");
+        tcase_add_checked_fixture(tc, canary_setup, canary_teardown);
+        tcase_add_test(tc, test_validate_counts);
+        tcase_add_test(tc, test_validate_tensor_fields);
+        tcase_add_test(tc, test_validate_overlap);
+        tcase_add_test(tc, test_validate_inputs_may_overlap);
+        tcase_add_test(tc, test_validate_f32_scalars);
+        tcase_add_test(tc, test_validate_short_inputs);
+        tcase_add_test(tc, test_validate_gemm);
+        tcase_add_test(tc, test_validate_softmax);
+        tcase_add_test(tc, test_validate_spin_fail);
+        tcase_add_test(tc, test_validate_no_kernel);
+        suite_add_tcase(s, tc);
+
+        return s;
+}
+
+int main(void) {
+        SRunner *sr = srunner_create(kernels_suite());
+        int failed;
+
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
