@@ -13,6 +13,8 @@
 VERSION := 0.1.0
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
 DOCDIR  ?= $(PREFIX)/share/doc/hbg
 
 CC      ?= cc
@@ -31,13 +33,17 @@ endif
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
         -Wpointer-arith -Wformat=2 -Wundef -Wvla -Wcast-align -Wwrite-strings \
         -Wnull-dereference -Wimplicit-fallthrough -Wno-missing-field-initializers
-HBG_CFLAGS  := -std=gnu11 -D_GNU_SOURCE $(WARN) -fvisibility=hidden -pthread \
-               -MMD -MP -I. $(SAN_CFLAGS) $(EXTRA_CFLAGS)
+HBG_CFLAGS  := -std=gnu11 -D_GNU_SOURCE $(WARN) -fvisibility=hidden -pthread -ffp-contract=off \
+               -MMD -MP -I. -I$(B)/gen -DHBG_VERSION='"$(VERSION)"' $(SAN_CFLAGS) $(EXTRA_CFLAGS)
+# -ffp-contract=off: no fused multiply-add, so kernel results are the same
+# on every machine and for every block split (tests compare bit for bit).
 HBG_LDFLAGS := -pthread $(SAN_CFLAGS)
 
 # Evaluated only when a rule needs them, i.e. after `make deps` has run.
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
+SYS_CFLAGS   = $(shell pkg-config --cflags liburing libprotobuf-c libsystemd inih 2>/dev/null)
+SYS_LIBS     = $(shell pkg-config --libs liburing libprotobuf-c libsystemd inih 2>/dev/null || echo -luring -lprotobuf-c -lsystemd -linih)
 
 ifeq ($(V),1)
   Q :=
@@ -52,11 +58,41 @@ SHM_SRCS := shm/geometry.c shm/layout.c shm/completion.c shm/failsafe_heap.c
 SHM_OBJS := $(SHM_SRCS:%.c=$(B)/obj/%.o)
 SHM_LIB  := $(B)/lib/libhbgshm.a
 
-BENCH_SRCS := bench/hbg_bench.c bench/bench_completion.c
+# Everything of hbgd except its main(): the daemon and the tests link it.
+CORE_SRCS := daemon/kernels.c daemon/ring.c daemon/dispatch.c \
+             daemon/completion_eager.c daemon/engine.c
+CORE_OBJS := $(CORE_SRCS:%.c=$(B)/obj/%.o)
+CORE_LIB  := $(B)/lib/libhbgcore.a
+
+# The control protocol: C generated from proto/hbg.proto by protoc-c.
+PROTO_GEN  := $(B)/gen/hbg.pb-c.c $(B)/gen/hbg.pb-c.h
+PROTO_OBJS := $(B)/obj/gen/hbg.pb-c.o $(B)/obj/proto/wire.o
+PROTO_LIB  := $(B)/lib/libhbgproto.a
+
+# hbgd's io side (io_uring/epoll loop, sessions, control protocol).
+HBGD_SRCS := daemon/io_loop.c daemon/session.c daemon/daemon.c daemon/config.c
+HBGD_LIB  := $(B)/lib/libhbgd.a
+HBGD_BIN  := $(B)/bin/hbgd
+
+# libhbgclient: its own code plus shm/ and proto/ compiled in (PIC); the
+# daemon's code is never linked into it.
+SOVERSION  := 0
+CLIENT_SRCS := libclient/client.c libclient/graph.c libclient/deps.c libclient/host.c \
+               libclient/errors.c
+CLIENT_PIC  := $(CLIENT_SRCS:%.c=$(B)/pic/%.o) $(SHM_SRCS:%.c=$(B)/pic/%.o) \
+               $(B)/pic/proto/wire.o $(B)/pic/gen/hbg.pb-c.o
+CLIENT_SO   := $(B)/lib/libhbgclient.so.$(VERSION)
+CLIENT_LINKS := $(B)/lib/libhbgclient.so.$(SOVERSION) $(B)/lib/libhbgclient.so
+CLIENT_PC   := $(B)/lib/pkgconfig/hbgclient.pc
+
+BENCH_SRCS := bench/hbg_bench.c bench/bench_completion.c bench/bench_engine.c \
+              tests/harness.c
 BENCH_BIN  := $(B)/bin/hbg-bench
 
 TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap \
-              test_completion_stress
+              test_completion_stress test_kernels test_engine_basic \
+              test_engine_differential test_engine_rings \
+              test_engine_validation test_engine_behaviour test_e2e_daemon
 TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
 # The same stress test built with the store->load ordering removed: it must
 # be able to catch the watermark freeze (docs/RUNTIME_LOGIC.md §4).
@@ -69,22 +105,103 @@ else
   TEST_RUN := $(TEST_BINS)
 endif
 
-PROGRAMS := $(BENCH_BIN)
+# A newcomer's first client program, linked against the shared library
+# like any user program (rpath: it finds build/lib/ from build/bin/).
+EXAMPLE_BIN := $(B)/bin/hbg-example-gemm-softmax
 
-all: $(SHM_LIB) $(PROGRAMS)
+HBGCTL_BIN := $(B)/bin/hbgctl
+
+PROGRAMS := $(HBGD_BIN) $(HBGCTL_BIN) $(BENCH_BIN) $(EXAMPLE_BIN)
+
+all: $(SHM_LIB) $(CORE_LIB) $(PROGRAMS) $(CLIENT_SO) $(CLIENT_LINKS) $(CLIENT_PC)
+
+$(B)/pic/%.o: %.c
+	$(say) CC $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(SYS_CFLAGS) -fPIC -Ilibclient/include -c -o $@ $<
+
+$(B)/pic/gen/%.o: $(B)/gen/%.c
+	$(say) CC $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(SYS_CFLAGS) -fPIC -Wno-missing-prototypes -c -o $@ $<
+
+$(CLIENT_SRCS:%.c=$(B)/pic/%.o) $(B)/pic/proto/wire.o: $(B)/gen/hbg.pb-c.h
+
+$(CLIENT_SO): $(CLIENT_PIC) libclient/libhbgclient.map
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -shared -o $@ $(CLIENT_PIC) -Wl,-soname,libhbgclient.so.$(SOVERSION) \
+		-Wl,--version-script=libclient/libhbgclient.map -Wl,--no-undefined \
+		$(LDFLAGS) $(HBG_LDFLAGS) $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
+
+$(CLIENT_LINKS): $(CLIENT_SO)
+	$(Q)ln -sf $(notdir $(CLIENT_SO)) $@
+
+$(CLIENT_PC): libclient/hbgclient.pc.in
+	@mkdir -p $(@D)
+	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+$(PROTO_GEN) &: proto/hbg.proto
+	$(say) PROTOC $@
+	@mkdir -p $(B)/gen
+	$(Q)protoc-c --proto_path=proto --c_out=$(B)/gen proto/hbg.proto
+
+$(B)/obj/gen/%.o: $(B)/gen/%.c
+	$(say) CC $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(SYS_CFLAGS) -Wno-missing-prototypes -c -o $@ $<
+
+# Everything that includes the generated header waits for it.
+$(B)/obj/proto/wire.o $(HBGD_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/daemon/hbgd.o $(B)/obj/ctl/hbgctl.o: $(B)/gen/hbg.pb-c.h
+
+$(HBGCTL_BIN): $(B)/obj/ctl/hbgctl.o $(PROTO_LIB)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
+
+$(PROTO_LIB): $(PROTO_OBJS)
+	$(say) AR $@
+	@mkdir -p $(@D)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(HBGD_LIB): $(HBGD_SRCS:%.c=$(B)/obj/%.o)
+	$(say) AR $@
+	@mkdir -p $(@D)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(HBGD_BIN): $(B)/obj/daemon/hbgd.o $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(SYS_LIBS) -lm
+
+$(B)/obj/examples/%.o: examples/%.c
+	$(say) CC $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) -Ilibclient/include -c -o $@ $<
+
+$(EXAMPLE_BIN): $(B)/obj/examples/gemm_softmax.o $(CLIENT_SO) $(CLIENT_LINKS)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $< -L$(B)/lib -lhbgclient -Wl,-rpath,'$$ORIGIN/../lib' $(LDFLAGS) $(HBG_LDFLAGS) -lm
 
 # ---------------------------------------------------------------- rules
 $(B)/obj/%.o: %.c
 	$(say) CC $@
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) -c -o $@ $<
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(SYS_CFLAGS) -c -o $@ $<
 
 $(SHM_LIB): $(SHM_OBJS)
 	$(say) AR $@
 	@mkdir -p $(@D)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(BENCH_BIN): $(BENCH_SRCS:%.c=$(B)/obj/%.o) $(SHM_LIB)
+$(CORE_LIB): $(CORE_OBJS)
+	$(say) AR $@
+	@mkdir -p $(@D)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(BENCH_BIN): $(BENCH_SRCS:%.c=$(B)/obj/%.o) $(CORE_LIB) $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) -lm
@@ -94,7 +211,33 @@ $(B)/obj/tests/%.o: tests/%.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(CHECK_CFLAGS) -c -o $@ $<
 
-$(B)/tests/%: $(B)/obj/tests/%.o $(SHM_LIB)
+# Engine tests also link the in-process client harness.
+$(B)/tests/test_engine_%: $(B)/obj/tests/test_engine_%.o $(B)/obj/tests/harness.o $(CORE_LIB) $(SHM_LIB)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) -lm
+
+# End-to-end tests: the real hbgd (started by tests/daemon_util.c) and the
+# shared client library; raw protocol records through libhbgproto.
+$(B)/obj/tests/test_e2e_%.o: tests/test_e2e_%.c $(B)/gen/hbg.pb-c.h
+	$(say) CC $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(CHECK_CFLAGS) $(SYS_CFLAGS) -Ilibclient/include -c -o $@ $<
+
+$(B)/obj/tests/daemon_util.o: tests/daemon_util.c
+	$(say) CC $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) -DHBG_TEST_HBGD='"$(abspath $(HBGD_BIN))"' -c -o $@ $<
+
+$(B)/tests/test_e2e_%: $(B)/obj/tests/test_e2e_%.o $(B)/obj/tests/daemon_util.o $(PROTO_LIB) \
+                       $(CLIENT_LINKS) | $(HBGD_BIN)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) -L$(B)/lib -lhbgclient -Wl,-rpath,$(abspath $(B)/lib) \
+		$(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) \
+		$(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c) -lm
+
+$(B)/tests/%: $(B)/obj/tests/%.o $(CORE_LIB) $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) -lm
@@ -114,7 +257,8 @@ $(UNSAFE_BIN): $(B)/obj-unordered/tests/test_completion_stress.o \
 # ---------------------------------------------------------------- deps
 # Debian packages needed to build and test. As root they are installed; as
 # anyone else the exact apt-get line is printed and make stops.
-BUILD_DEPS := gcc make pkgconf check
+BUILD_DEPS := gcc make pkgconf check liburing-dev libprotobuf-c-dev protobuf-c-compiler \
+              libsystemd-dev libinih-dev
 BENCH_DEPS := valgrind
 
 define install_missing
@@ -141,8 +285,10 @@ bench-deps:
 	$(call install_missing,$(BENCH_DEPS))
 
 # ---------------------------------------------------------------- test
-test: $(SHM_LIB) $(TEST_RUN)
-	$(Q)B=$(B) STRESS=$(STRESS) tests/run-tests.sh $(TEST_RUN)
+# tests/check-abi.sh: the exported symbols of libhbgclient.so are exactly
+# the globals of libclient/libhbgclient.map.
+test: $(SHM_LIB) $(TEST_RUN) $(CLIENT_LINKS)
+	$(Q)B=$(B) STRESS=$(STRESS) tests/run-tests.sh $(TEST_RUN) tests/check-abi.sh
 
 check: deps
 	$(Q)$(MAKE) --no-print-directory all
@@ -150,26 +296,67 @@ check: deps
 	$(Q)$(MAKE) --no-print-directory SANITIZE=address,undefined test
 	$(Q)$(MAKE) --no-print-directory SANITIZE=thread test
 
+# ---------------------------------------------------------------- demo
+# Start a private hbgd, run the example against it, stop hbgd. hbgd is
+# stopped (SIGTERM, then waited for) and the directory removed on every
+# exit path, the example's failure included (trap); make fails if the
+# example failed. hbgd's log is shown at the end.
+demo: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)dir=$$(mktemp -d "$${TMPDIR:-/tmp}/hbg-demo.XXXXXX") || exit 1; \
+	pid=; \
+	stop() { \
+	  if [ -n "$$pid" ]; then kill -TERM "$$pid" 2>/dev/null; wait "$$pid"; pid=; fi; \
+	  if [ -s "$$dir/hbgd.log" ]; then echo "--- hbgd log"; cat "$$dir/hbgd.log"; fi; \
+	  rm -rf "$$dir"; \
+	}; \
+	trap stop EXIT; trap 'exit 130' INT TERM; \
+	$(B)/bin/hbgd --socket "$$dir/hbgd.sock" 2>"$$dir/hbgd.log" & pid=$$!; \
+	i=0; \
+	until [ -S "$$dir/hbgd.sock" ] && grep -q 'ready:' "$$dir/hbgd.log"; do \
+	  kill -0 "$$pid" 2>/dev/null || { echo "demo: hbgd exited before it was ready" >&2; exit 1; }; \
+	  i=$$((i + 1)); \
+	  [ $$i -le 500 ] || { echo "demo: hbgd not ready after 5 s" >&2; exit 1; }; \
+	  sleep 0.01; \
+	done; \
+	echo "demo: hbgd (pid $$pid) on $$dir/hbgd.sock"; \
+	HBG_SOCKET="$$dir/hbgd.sock" $(EXAMPLE_BIN); rc=$$?; \
+	echo "--- hbgctl status"; \
+	$(HBGCTL_BIN) --socket "$$dir/hbgd.sock" status || rc=1; \
+	[ $$rc -eq 0 ] || echo "demo: the example failed (exit $$rc)" >&2; \
+	exit $$rc
+
 # ---------------------------------------------------------------- bench
 bench: bench-deps
 	$(Q)$(MAKE) --no-print-directory $(BENCH_BIN)
 	$(Q)B=$(B) bench/run-bench.sh
 
 # ---------------------------------------------------------------- install
+INSTALL_DOCS := README.md LICENSE docs/RUNTIME_LOGIC.md docs/PROTOCOL.md
+
 install: all
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR)
-	install -m 0755 $(PROGRAMS) $(DESTDIR)$(BINDIR)/
-	install -m 0644 README.md LICENSE docs/RUNTIME_LOGIC.md $(DESTDIR)$(DOCDIR)/
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
+		$(DESTDIR)$(INCLUDEDIR)/hbg
+	install -m 0755 $(HBGD_BIN) $(HBGCTL_BIN) $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(CLIENT_SO) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(notdir $(CLIENT_SO)) $(DESTDIR)$(LIBDIR)/libhbgclient.so.$(SOVERSION)
+	ln -sf $(notdir $(CLIENT_SO)) $(DESTDIR)$(LIBDIR)/libhbgclient.so
+	install -m 0644 $(CLIENT_PC) $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -m 0644 libclient/include/hbg/hbg.h $(DESTDIR)$(INCLUDEDIR)/hbg/
+	install -m 0644 $(INSTALL_DOCS) $(DESTDIR)$(DOCDIR)/
 
 uninstall:
-	rm -f $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(PROGRAMS)))
-	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/,README.md LICENSE RUNTIME_LOGIC.md)
-	-rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null
+	rm -f $(DESTDIR)$(BINDIR)/hbgd $(DESTDIR)$(BINDIR)/hbgctl
+	rm -f $(DESTDIR)$(LIBDIR)/$(notdir $(CLIENT_SO)) $(DESTDIR)$(LIBDIR)/libhbgclient.so.$(SOVERSION) \
+		$(DESTDIR)$(LIBDIR)/libhbgclient.so $(DESTDIR)$(LIBDIR)/pkgconfig/hbgclient.pc
+	rm -f $(DESTDIR)$(INCLUDEDIR)/hbg/hbg.h
+	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(INSTALL_DOCS)))
+	-rmdir $(DESTDIR)$(DOCDIR) $(DESTDIR)$(INCLUDEDIR)/hbg 2>/dev/null
 
 clean:
 	rm -rf build
 
-.PHONY: all deps bench-deps test check bench install uninstall clean
+.PHONY: all deps bench-deps test check bench demo install uninstall clean
 .SECONDARY:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

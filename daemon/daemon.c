@@ -1,0 +1,822 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hbgd's io thread: accept, the control protocol, sessions, doorbells,
+ * signals, shutdown. docs/PROTOCOL.md describes what a client sees.
+ */
+#include "daemon/daemon.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <syslog.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon/io_loop.h"
+#include "daemon/kernels.h"
+#include "daemon/session.h"
+#include "proto/wire.h"
+#include "shm/layout.h"
+
+#ifndef HBG_VERSION
+#define HBG_VERSION "0.0.0"
+#endif
+
+struct conn {
+        struct hbgd *d;
+        struct conn *next;
+        int sock;
+        struct io_source *src;
+        struct ucred cred;
+        uint64_t id;
+        bool hello;
+        bool has_session;
+        struct session_regions regions;
+        struct hbg_ring *ring;
+        struct io_source *doorbell_src;
+        char name[64];
+};
+
+struct hbgd {
+        struct hbgd_config cfg;
+        struct hbg_engine *engine;
+        struct io_loop *loop;
+        int listen_fd;
+        bool listen_owned;            /* we bound it: unlink at exit */
+        struct io_source *listen_src;
+        int signal_fd;
+        struct io_source *signal_src;
+        int timer_fd;
+        struct io_source *timer_src;
+        struct conn *conns;
+        unsigned n_conns;
+        unsigned n_sessions;
+        uint64_t next_id;
+        uint64_t done_tasks, done_graphs, done_graphs_failed; /* of closed sessions */
+        int64_t started_ms;
+        bool stopping;
+        int64_t stop_deadline_ms;
+        bool done;
+};
+
+/* ------------------------------------------------------------ logging */
+
+void hbgd_log(int priority, const char *fmt, ...) {
+        char buf[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "<%d>hbgd: %s\n", priority, buf);
+}
+
+static void engine_log_cb(void *userdata, int priority, const char *fmt, va_list ap) {
+        (void)userdata;
+        char buf[1024];
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        fprintf(stderr, "<%d>hbgd: %s\n", priority, buf);
+}
+
+static int64_t now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------ config */
+
+void hbgd_config_default(struct hbgd_config *ret) {
+        memset(ret, 0, sizeof(*ret));
+        snprintf(ret->socket_path, sizeof(ret->socket_path), "%s", HBGD_DEFAULT_SOCKET);
+        hbg_engine_config_default(&ret->engine);
+        hbg_geometry_request_default(&ret->session_default);
+        ret->max_task_window = UINT64_C(1) << 20;
+        ret->max_heap_size = UINT64_C(1) << 30;
+        ret->max_sessions = 64;
+        ret->max_sessions_per_uid = 16;
+        ret->max_message = HBG_WIRE_MAX_MSG_DEFAULT;
+        ret->shutdown_grace_ms = 5000;
+}
+
+/* ------------------------------------------------------------ connections */
+
+static void conn_close(struct conn *c, const char *why) {
+        struct hbgd *d = c->d;
+        for (struct conn **p = &d->conns; *p; p = &(*p)->next)
+                if (*p == c) {
+                        *p = c->next;
+                        break;
+                }
+        d->n_conns--;
+        if (c->has_session) {
+                struct hbg_ring_stats st;
+                hbg_ring_stats(c->ring, &st);
+                d->done_tasks += st.completed;
+                d->done_graphs += st.graphs_retired;
+                d->done_graphs_failed += st.graphs_failed;
+                d->n_sessions--;
+                if (c->doorbell_src)
+                        io_source_del(d->loop, c->doorbell_src);
+                if (c->ring)
+                        hbg_engine_ring_remove(d->engine, c->ring,
+                                               d->stopping ? -ESHUTDOWN : -ECONNRESET);
+                session_regions_destroy(&c->regions);
+        }
+        if (why && c->has_session)
+                hbgd_log(LOG_INFO, "session %" PRIu64 " (pid %d uid %u): closed: %s", c->id,
+                         (int)c->cred.pid, (unsigned)c->cred.uid, why);
+        io_source_del(d->loop, c->src);
+        close(c->sock);
+        free(c);
+}
+
+static unsigned sessions_of_uid(struct hbgd *d, uid_t uid) {
+        unsigned n = 0;
+        for (struct conn *c = d->conns; c; c = c->next)
+                n += c->has_session && c->cred.uid == uid;
+        return n;
+}
+
+static int send_env(struct conn *c, Hbg__Envelope *env, const int *fds, unsigned nfds) {
+        return wire_send(c->sock, env, fds, nfds, c->d->cfg.max_message);
+}
+
+/* Returns false when it closed (and freed) the connection. */
+static bool handle_hello(struct conn *c, const Hbg__Hello *h) {
+        if (h->version_major != HBG_PROTO_MAJOR) {
+                char msg[128];
+                snprintf(msg, sizeof(msg), "protocol version %u not supported (hbgd speaks %u.%u)",
+                         h->version_major, HBG_PROTO_MAJOR, HBG_PROTO_MINOR);
+                wire_send_error(c->sock, -EPROTONOSUPPORT, msg);
+                conn_close(c, "protocol version mismatch");
+                return false;
+        }
+        snprintf(c->name, sizeof(c->name), "%s", h->name ? h->name : "");
+        c->hello = true;
+        Hbg__Hello reply = HBG__HELLO__INIT;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        reply.version_major = HBG_PROTO_MAJOR;
+        reply.version_minor = HBG_PROTO_MINOR;
+        reply.name = (char *)"hbgd " HBG_VERSION;
+        env.msg_case = HBG__ENVELOPE__MSG_HELLO;
+        env.hello = &reply;
+        if (send_env(c, &env, NULL, 0) < 0) {
+                conn_close(c, "send failed");
+                return false;
+        }
+        return true;
+}
+
+static uint64_t pick(uint64_t asked, uint64_t dflt) {
+        return asked ? asked : dflt;
+}
+
+static void on_doorbell(struct io_source *src, uint32_t events, void *userdata) {
+        struct conn *c = userdata;
+        (void)src;
+        (void)events;
+        uint64_t v;
+        ssize_t n = read(c->regions.doorbell_fd, &v, sizeof(v));
+        (void)n;
+        hbg_ring_kick(c->ring);
+}
+
+static void handle_session(struct conn *c, const Hbg__SessionRequest *rq) {
+        struct hbgd *d = c->d;
+        const struct hbgd_config *cfg = &d->cfg;
+        struct hbg_geometry_request req = {
+                .task_window = pick(rq->task_window, cfg->session_default.task_window),
+                .flag_window = pick(rq->flag_window, cfg->session_default.flag_window),
+                .heap_size = pick(rq->heap_size, cfg->session_default.heap_size),
+                .mailbox_entries = pick(rq->mailbox_entries, cfg->session_default.mailbox_entries),
+                .graph_table_entries = pick(rq->graph_table_entries, cfg->session_default.graph_table_entries),
+        };
+        /* A default flag window follows the task window when only that
+         * was asked for. */
+        if (!rq->flag_window && rq->task_window)
+                req.flag_window = req.task_window;
+        struct hbg_geometry g;
+        const char *why = NULL;
+        char msg[256];
+        int err;
+
+        if (c->has_session) {
+                wire_send_error(c->sock, -EBUSY, "this connection already has a session");
+                return;
+        }
+        if (d->stopping) {
+                wire_send_error(c->sock, -ESHUTDOWN, "hbgd is shutting down");
+                return;
+        }
+        if (d->n_sessions >= cfg->max_sessions) {
+                wire_send_error(c->sock, -EUSERS, "too many sessions (max_sessions)");
+                return;
+        }
+        if (sessions_of_uid(d, c->cred.uid) >= cfg->max_sessions_per_uid) {
+                wire_send_error(c->sock, -EUSERS, "too many sessions for this user (max_sessions_per_uid)");
+                return;
+        }
+        if (req.task_window > cfg->max_task_window || req.heap_size > cfg->max_heap_size) {
+                wire_send_error(c->sock, -E2BIG, "task_window or heap_size above the configured maximum");
+                return;
+        }
+        err = hbg_geometry_init(&g, &req, &why);
+        if (err < 0) {
+                snprintf(msg, sizeof(msg), "invalid session geometry: %s", why);
+                wire_send_error(c->sock, err, msg);
+                return;
+        }
+        char label[32];
+        snprintf(label, sizeof(label), "%" PRIu64, c->id);
+        err = session_regions_create(&c->regions, &g, label);
+        if (err < 0) {
+                snprintf(msg, sizeof(msg), "cannot create session regions: %s", strerror(-err));
+                wire_send_error(c->sock, err, msg);
+                return;
+        }
+        char ring_name[96];
+        snprintf(ring_name, sizeof(ring_name), "session-%" PRIu64 "-pid-%d", c->id, (int)c->cred.pid);
+        struct hbg_ring_params p = {
+                .geometry = g,
+                .sub_region = c->regions.sub,
+                .cpl_region = c->regions.cpl,
+                .first_id = c->regions.first_id,
+                .completion_fd = c->regions.completion_fd,
+                .name = ring_name,
+        };
+        err = hbg_engine_ring_add(d->engine, &p, &c->ring);
+        if (err == 0)
+                err = io_loop_add(d->loop, c->regions.doorbell_fd, on_doorbell, c, &c->doorbell_src);
+        if (err < 0) {
+                if (c->ring)
+                        hbg_engine_ring_remove(d->engine, c->ring, -ECONNRESET);
+                c->ring = NULL;
+                session_regions_destroy(&c->regions);
+                wire_send_error(c->sock, err, "cannot start the session");
+                return;
+        }
+        c->has_session = true;
+        d->n_sessions++;
+
+        Hbg__SessionReply r = HBG__SESSION_REPLY__INIT;
+        r.session_id = c->id;
+        r.task_window = g.task_window;
+        r.flag_window = g.flag_window;
+        r.heap_size = g.heap_size;
+        r.mailbox_entries = g.mailbox_entries;
+        r.graph_table_entries = g.graph_table_entries;
+        r.sub_region_size = g.sub_region_size;
+        r.cpl_region_size = g.cpl_region_size;
+        r.first_id = c->regions.first_id;
+        r.fds = 4;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_SESSION_REPLY;
+        env.session_reply = &r;
+        int fds[4] = { c->regions.sub_fd, c->regions.cpl_fd, c->regions.doorbell_fd,
+                       c->regions.completion_fd };
+        if (send_env(c, &env, fds, 4) < 0) {
+                conn_close(c, "send failed");
+                return;
+        }
+        /* The client has its own copies now; ours are not needed (the
+         * mappings and the two eventfds we use stay). */
+        close(c->regions.sub_fd);
+        close(c->regions.cpl_fd);
+        c->regions.sub_fd = c->regions.cpl_fd = -1;
+        hbgd_log(LOG_INFO, "session %" PRIu64 " (pid %d uid %u, %s): D=%" PRIu64 " F=%" PRIu64
+                 " heap=%" PRIu64, c->id, (int)c->cred.pid, (unsigned)c->cred.uid, c->name,
+                 g.task_window, g.flag_window, g.heap_size);
+}
+
+/* ------------------------------------------------------------ status */
+
+static const char *kind_name(uint8_t kind, uint8_t dir) {
+        if (dir == HBG_DIR_IN)
+                return "in";
+        if (dir == HBG_DIR_OUT)
+                return "out";
+        if (dir == HBG_DIR_INOUT)
+                return "inout";
+        return kind == KERNEL_SCALAR_F32 ? "f32" : kind == KERNEL_SCALAR_U64 ? "u64" : "i64";
+}
+
+static void handle_status(struct conn *c, const Hbg__StatusRequest *rq) {
+        struct hbgd *d = c->d;
+        unsigned nthreads = hbg_engine_threads(d->engine);
+        Hbg__StatusReply reply = HBG__STATUS_REPLY__INIT;
+        Hbg__DaemonStatus ds = HBG__DAEMON_STATUS__INIT;
+        Hbg__ThreadStatus *ts = calloc(nthreads, sizeof(*ts));
+        Hbg__ThreadStatus **tsp = calloc(nthreads, sizeof(*tsp));
+        Hbg__SessionStatus *ss = calloc(d->n_conns + 1, sizeof(*ss));
+        Hbg__SessionStatus **ssp = calloc(d->n_conns + 1, sizeof(*ssp));
+        Hbg__GraphStatus *gs = calloc(d->n_conns + 1, sizeof(*gs));
+        Hbg__GraphStatus **gsp = calloc(d->n_conns + 1, sizeof(*gsp));
+        size_t nk = kernel_count();
+        Hbg__KernelInfo *ks = calloc(nk, sizeof(*ks));
+        Hbg__KernelInfo **ksp = calloc(nk, sizeof(*ksp));
+        Hbg__KernelArg *ka = calloc(nk * (HBG_MAX_TENSOR_ARGS + HBG_MAX_SCALAR_ARGS), sizeof(*ka));
+        Hbg__KernelArg **kap = calloc(nk * (HBG_MAX_TENSOR_ARGS + HBG_MAX_SCALAR_ARGS), sizeof(*kap));
+        if (!ts || !tsp || !ss || !ssp || !gs || !gsp || !ks || !ksp || !ka || !kap) {
+                wire_send_error(c->sock, -ENOMEM, "out of memory");
+                goto out;
+        }
+
+        uint64_t completed = d->done_tasks, retired = d->done_graphs, gfailed = d->done_graphs_failed;
+        unsigned ns = 0;
+        for (struct conn *x = d->conns; x; x = x->next) {
+                if (!x->has_session)
+                        continue;
+                struct hbg_ring_stats st;
+                hbg_ring_stats(x->ring, &st);
+                completed += st.completed;
+                retired += st.graphs_retired;
+                gfailed += st.graphs_failed;
+                hbg__session_status__init(&ss[ns]);
+                ss[ns].session_id = x->id;
+                ss[ns].pid = (uint32_t)x->cred.pid;
+                ss[ns].uid = x->cred.uid;
+                ss[ns].name = x->name;
+                ss[ns].submitted = st.submitted;
+                ss[ns].watermark = st.watermark;
+                ss[ns].completed = st.completed;
+                ss[ns].failed = st.failed;
+                ss[ns].graphs_retired = st.graphs_retired;
+                ss[ns].graphs_failed = st.graphs_failed;
+                ss[ns].error = st.error;
+                ssp[ns] = &ss[ns];
+                hbg__graph_status__init(&gs[ns]);
+                struct hbg_sub_header *sh = x->regions.sub;
+                gs[ns].session_id = x->id;
+                gs[ns].graphs_submitted = atomic_load_explicit(&sh->graphs_submitted, memory_order_relaxed);
+                gs[ns].graphs_retired = st.graphs_retired;
+                gs[ns].graphs_failed = st.graphs_failed;
+                gs[ns].watermark = st.watermark;
+                gsp[ns] = &gs[ns];
+                ns++;
+        }
+        ds.version = (char *)HBG_VERSION;
+        ds.pid = (uint32_t)getpid();
+        ds.uptime_ms = (uint64_t)(now_ms() - d->started_ms);
+        ds.threads = nthreads;
+        ds.clusters = d->cfg.engine.clusters;
+        ds.sessions = d->n_sessions;
+        ds.tasks_completed = completed;
+        ds.graphs_retired = retired;
+        ds.graphs_failed = gfailed;
+        ds.io_backend = (char *)io_loop_backend(d->loop);
+        reply.daemon = &ds;
+
+        if (rq->kind == HBG__STATUS_KIND__STATUS_THREADS || rq->kind == HBG__STATUS_KIND__STATUS_DAEMON) {
+                for (unsigned i = 0; i < nthreads; i++) {
+                        struct hbg_thread_stats t;
+                        hbg_engine_thread_stats(d->engine, i, &t);
+                        hbg__thread_status__init(&ts[i]);
+                        ts[i].index = i;
+                        ts[i].clusters = t.clusters;
+                        ts[i].classified = t.classified;
+                        ts[i].dispatched = t.dispatched;
+                        ts[i].executed_tasks = t.executed_tasks;
+                        ts[i].retired_inline = t.retired_inline;
+                        ts[i].failed = t.failed;
+                        ts[i].published = t.published;
+                        ts[i].failsafe_pushes = t.failsafe_pushes;
+                        ts[i].failsafe_retries = t.failsafe_retries;
+                        ts[i].watermark_advances = t.watermark_advances;
+                        ts[i].watermark_cas_failures = t.watermark_cas_failures;
+                        ts[i].parks = t.parks;
+                        ts[i].wakeups = t.wakeups;
+                        tsp[i] = &ts[i];
+                }
+                reply.n_threads = nthreads;
+                reply.threads = tsp;
+        }
+        if (rq->kind == HBG__STATUS_KIND__STATUS_SESSIONS || rq->kind == HBG__STATUS_KIND__STATUS_DAEMON) {
+                reply.n_sessions = ns;
+                reply.sessions = ssp;
+        }
+        if (rq->kind == HBG__STATUS_KIND__STATUS_GRAPHS) {
+                reply.n_graphs = ns;
+                reply.graphs = gsp;
+        }
+        if (rq->kind == HBG__STATUS_KIND__STATUS_KERNELS) {
+                size_t na = 0;
+                for (size_t i = 0; i < nk; i++) {
+                        const struct kernel_info *k = kernel_at(i);
+                        hbg__kernel_info__init(&ks[i]);
+                        ks[i].id = k->id;
+                        ks[i].name = (char *)k->name;
+                        ks[i].splittable = k->splittable;
+                        ks[i].args = &kap[na];
+                        for (unsigned j = 0; j < k->n_tensors; j++, na++) {
+                                hbg__kernel_arg__init(&ka[na]);
+                                ka[na].name = (char *)k->tensor_names[j];
+                                ka[na].kind = (char *)kind_name(0, k->dirs[j]);
+                                kap[na] = &ka[na];
+                                ks[i].n_args++;
+                        }
+                        for (unsigned j = 0; j < k->n_scalars; j++, na++) {
+                                hbg__kernel_arg__init(&ka[na]);
+                                ka[na].name = (char *)k->scalar_names[j];
+                                ka[na].kind = (char *)kind_name(k->scalar_kinds[j], 0);
+                                kap[na] = &ka[na];
+                                ks[i].n_args++;
+                        }
+                        ksp[i] = &ks[i];
+                }
+                reply.n_kernels = nk;
+                reply.kernels = ksp;
+        }
+
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_STATUS_REPLY;
+        env.status_reply = &reply;
+        if (send_env(c, &env, NULL, 0) < 0)
+                wire_send_error(c->sock, -EMSGSIZE, "status reply larger than max_message");
+out:
+        free(ts), free(tsp), free(ss), free(ssp), free(gs), free(gsp);
+        free(ks), free(ksp), free(ka), free(kap);
+}
+
+/* ------------------------------------------------------------ dispatch */
+
+static void on_conn(struct io_source *src, uint32_t events, void *userdata) {
+        struct conn *c = userdata;
+        struct hbgd *d = c->d;
+        (void)src;
+
+        /* Bounded: at most 16 records per readiness event, then back to the
+         * loop, so one client cannot monopolise the io thread. */
+        for (unsigned i = 0; i < 16; i++) {
+                Hbg__Envelope *env = NULL;
+                int fds[HBG_WIRE_MAX_FDS];
+                unsigned nfds = 0;
+                int err = wire_recv(c->sock, d->cfg.max_message, &env, fds, 0, &nfds);
+                if (err == -EAGAIN)
+                        break;
+                if (err < 0) {
+                        const char *why = err == -ECONNRESET ? "disconnected"
+                                          : err == -EMSGSIZE ? "record larger than max_message"
+                                                             : "malformed record or unexpected fds";
+                        if (err != -ECONNRESET)
+                                wire_send_error(c->sock, err, why);
+                        conn_close(c, why);
+                        return;
+                }
+                bool first = !c->hello;
+                switch (env->msg_case) {
+                case HBG__ENVELOPE__MSG_HELLO:
+                        if (!first) {
+                                wire_send_error(c->sock, -EPROTO, "hello sent twice");
+                                wire_free(env);
+                                conn_close(c, "hello sent twice");
+                                return;
+                        }
+                        bool open = handle_hello(c, env->hello);
+                        wire_free(env);
+                        if (!open)
+                                return; /* c is gone */
+                        continue;
+                case HBG__ENVELOPE__MSG_SESSION_REQUEST:
+                        if (!first) {
+                                handle_session(c, env->session_request);
+                                wire_free(env);
+                                continue;
+                        }
+                        break;
+                case HBG__ENVELOPE__MSG_STATUS_REQUEST:
+                        if (!first) {
+                                handle_status(c, env->status_request);
+                                wire_free(env);
+                                continue;
+                        }
+                        break;
+                default:
+                        break;
+                }
+                wire_free(env);
+                wire_send_error(c->sock, -EPROTO,
+                                first ? "the first message must be a hello" : "unexpected message");
+                conn_close(c, "protocol error");
+                return;
+        }
+        if (events & (POLLHUP | POLLERR | POLLRDHUP)) {
+                /* Drain what is left first: a client may send and close. */
+                char b;
+                if (recv(c->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0)
+                        conn_close(c, "disconnected");
+        }
+}
+
+static bool uid_allowed(const struct hbgd_config *cfg, const struct ucred *cr) {
+        if (cfg->n_allowed_uids == 0 && cfg->n_allowed_gids == 0)
+                return true;
+        if (cr->uid == 0)
+                return true;
+        for (unsigned i = 0; i < cfg->n_allowed_uids; i++)
+                if (cfg->allowed_uids[i] == cr->uid)
+                        return true;
+        for (unsigned i = 0; i < cfg->n_allowed_gids; i++)
+                if (cfg->allowed_gids[i] == cr->gid)
+                        return true;
+        return false;
+}
+
+static void on_listen(struct io_source *src, uint32_t events, void *userdata) {
+        struct hbgd *d = userdata;
+        (void)src;
+        (void)events;
+        for (unsigned i = 0; i < 16; i++) {
+                int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                if (fd < 0)
+                        return;
+                struct ucred cr;
+                socklen_t len = sizeof(cr);
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
+                        close(fd);
+                        continue;
+                }
+                if (!uid_allowed(&d->cfg, &cr)) {
+                        wire_send_error(fd, -EACCES, "this user is not allowed to use hbgd");
+                        hbgd_log(LOG_NOTICE, "refused pid %d uid %u: not in allowed users/groups",
+                                 (int)cr.pid, (unsigned)cr.uid);
+                        close(fd);
+                        continue;
+                }
+                struct conn *c = calloc(1, sizeof(*c));
+                if (!c) {
+                        close(fd);
+                        continue;
+                }
+                c->d = d;
+                c->sock = fd;
+                c->cred = cr;
+                c->id = ++d->next_id;
+                c->regions.sub_fd = c->regions.cpl_fd = -1;
+                c->regions.doorbell_fd = c->regions.completion_fd = -1;
+                if (io_loop_add(d->loop, fd, on_conn, c, &c->src) < 0) {
+                        close(fd);
+                        free(c);
+                        continue;
+                }
+                c->next = d->conns;
+                d->conns = c;
+                d->n_conns++;
+        }
+}
+
+/* ------------------------------------------------------------ shutdown */
+
+static bool sessions_idle(struct hbgd *d) {
+        for (struct conn *c = d->conns; c; c = c->next) {
+                if (!c->has_session)
+                        continue;
+                struct hbg_sub_header *sh = c->regions.sub;
+                struct hbg_cpl_header *ch = c->regions.cpl;
+                if (atomic_load(&sh->graphs_submitted) != atomic_load(&ch->graphs_retired))
+                        return false;
+        }
+        return true;
+}
+
+static void finish_shutdown(struct hbgd *d) {
+        while (d->conns)
+                conn_close(d->conns, "hbgd stopped");
+        d->done = true;
+}
+
+static void begin_shutdown(struct hbgd *d, const char *why) {
+        if (d->stopping)
+                return;
+        d->stopping = true;
+        d->stop_deadline_ms = now_ms() + d->cfg.shutdown_grace_ms;
+        sd_notify(0, "STOPPING=1");
+        hbgd_log(LOG_NOTICE, "%s: not accepting sessions; %u graphs' sessions get %u ms to finish",
+                 why, d->n_sessions, d->cfg.shutdown_grace_ms);
+        if (d->listen_src) {
+                io_source_del(d->loop, d->listen_src);
+                d->listen_src = NULL;
+        }
+        if (sessions_idle(d))
+                finish_shutdown(d);
+}
+
+static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
+        struct hbgd *d = userdata;
+        (void)src;
+        (void)events;
+        uint64_t v;
+        ssize_t n = read(d->timer_fd, &v, sizeof(v));
+        (void)n;
+        /* A ring stopped for a protocol error cannot be used any more:
+         * close its session, so the client sees a hang-up, not silence. */
+        for (struct conn *c = d->conns, *next; c; c = next) {
+                next = c->next;
+                if (!c->has_session)
+                        continue;
+                struct hbg_ring_stats st;
+                hbg_ring_stats(c->ring, &st);
+                if (st.broken) {
+                        char why[96];
+                        snprintf(why, sizeof(why), "session stopped: %s", strerror(-st.error));
+                        conn_close(c, why);
+                }
+        }
+        if (d->stopping && !d->done) {
+                if (sessions_idle(d)) {
+                        finish_shutdown(d);
+                } else if (now_ms() >= d->stop_deadline_ms) {
+                        hbgd_log(LOG_WARNING, "grace period over: failing pending graphs");
+                        finish_shutdown(d);
+                }
+        }
+}
+
+static void on_signal(struct io_source *src, uint32_t events, void *userdata) {
+        struct hbgd *d = userdata;
+        (void)src;
+        (void)events;
+        struct signalfd_siginfo si;
+        while (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
+                if (si.ssi_signo == SIGHUP)
+                        hbgd_log(LOG_NOTICE, "SIGHUP: nothing to reload in this version");
+                else
+                        begin_shutdown(d, si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+        }
+}
+
+/* ------------------------------------------------------------ socket */
+
+static int bind_socket(struct hbgd *d) {
+        const char *path = d->cfg.socket_path;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return -errno;
+        if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                if (errno != EADDRINUSE) {
+                        int err = -errno;
+                        close(fd);
+                        return err;
+                }
+                /* A socket file is there: take it over only if nobody answers. */
+                int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+                bool alive = probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+                if (probe >= 0)
+                        close(probe);
+                if (alive) {
+                        close(fd);
+                        return -EADDRINUSE;
+                }
+                unlink(path);
+                if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                        int err = -errno;
+                        close(fd);
+                        return err;
+                }
+        }
+        if (listen(fd, 128) < 0) {
+                int err = -errno;
+                close(fd);
+                return err;
+        }
+        d->listen_fd = fd;
+        d->listen_owned = true;
+        return 0;
+}
+
+/* Socket activation: one SOCK_SEQPACKET listening AF_UNIX socket. */
+static int activated_socket(struct hbgd *d) {
+        int n = sd_listen_fds(1);
+        if (n <= 0)
+                return n;
+        int found = -1;
+        for (int fd = SD_LISTEN_FDS_START; fd < SD_LISTEN_FDS_START + n; fd++) {
+                if (found < 0 && sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0) > 0) {
+                        found = fd;
+                        continue;
+                }
+                hbgd_log(LOG_WARNING, "ignoring activated fd %d: not a listening SEQPACKET unix socket", fd);
+                close(fd);
+        }
+        if (found < 0)
+                return -EBADF;
+        fcntl(found, F_SETFL, fcntl(found, F_GETFL) | O_NONBLOCK);
+        d->listen_fd = found;
+        return 1;
+}
+
+/* ------------------------------------------------------------ life cycle */
+
+int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
+        struct hbgd *d = calloc(1, sizeof(*d));
+        const char *note = NULL;
+        int err;
+
+        if (!d)
+                return -ENOMEM;
+        d->cfg = *cfg;
+        d->listen_fd = d->signal_fd = d->timer_fd = -1;
+        d->started_ms = now_ms();
+        d->cfg.engine.log = engine_log_cb;
+
+        err = io_loop_new(&d->loop, cfg->force_epoll, &note);
+        if (err < 0) {
+                hbgd_log(LOG_ERR, "cannot set up the event loop: %s", strerror(-err));
+                goto fail;
+        }
+        if (note)
+                hbgd_log(LOG_NOTICE, "%s", note);
+
+        err = activated_socket(d);
+        if (err == 0)
+                err = bind_socket(d);
+        if (err < 0) {
+                hbgd_log(LOG_ERR, "cannot listen on %s: %s", cfg->socket_path, strerror(-err));
+                goto fail;
+        }
+
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (d->signal_fd < 0 || d->timer_fd < 0) {
+                err = -errno;
+                goto fail;
+        }
+        struct itimerspec its = { .it_interval = { .tv_nsec = 100000000 }, .it_value = { .tv_nsec = 100000000 } };
+        timerfd_settime(d->timer_fd, 0, &its, NULL);
+
+        err = hbg_engine_new(&d->engine, &d->cfg.engine);
+        if (err < 0) {
+                hbgd_log(LOG_ERR, "cannot start the scheduler threads: %s", strerror(-err));
+                goto fail;
+        }
+        if ((err = io_loop_add(d->loop, d->listen_fd, on_listen, d, &d->listen_src)) < 0 ||
+            (err = io_loop_add(d->loop, d->signal_fd, on_signal, d, &d->signal_src)) < 0 ||
+            (err = io_loop_add(d->loop, d->timer_fd, on_timer, d, &d->timer_src)) < 0)
+                goto fail;
+        *ret = d;
+        return 0;
+fail:
+        hbgd_free(d);
+        return err;
+}
+
+int hbgd_run(struct hbgd *d) {
+        hbgd_log(LOG_INFO, "ready: %u scheduler threads, %u clusters, %s, socket %s",
+                 d->cfg.engine.threads, d->cfg.engine.clusters, io_loop_backend(d->loop),
+                 d->listen_owned ? d->cfg.socket_path : "(activated)");
+        sd_notifyf(0, "READY=1\nSTATUS=serving, %u threads, %s", d->cfg.engine.threads,
+                   io_loop_backend(d->loop));
+        while (!d->done) {
+                int n = io_loop_run_once(d->loop, 1000);
+                if (n < 0 && n != -EINTR) {
+                        hbgd_log(LOG_ERR, "event loop failed: %s", strerror(-n));
+                        return n;
+                }
+        }
+        return 0;
+}
+
+struct hbgd *hbgd_free(struct hbgd *d) {
+        if (!d)
+                return NULL;
+        while (d->conns)
+                conn_close(d->conns, NULL);
+        if (d->listen_src)
+                io_source_del(d->loop, d->listen_src);
+        if (d->signal_src)
+                io_source_del(d->loop, d->signal_src);
+        if (d->timer_src)
+                io_source_del(d->loop, d->timer_src);
+        hbg_engine_free(d->engine);
+        if (d->listen_fd >= 0)
+                close(d->listen_fd);
+        if (d->listen_owned)
+                unlink(d->cfg.socket_path);
+        if (d->signal_fd >= 0)
+                close(d->signal_fd);
+        if (d->timer_fd >= 0)
+                close(d->timer_fd);
+        io_loop_free(d->loop);
+        free(d);
+        return NULL;
+}

@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: MIT */
+#include "daemon/io_loop.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+struct io_source {
+        int fd;
+        io_callback cb;
+        void *userdata;
+        bool dead;          /* deleted: free once the kernel is done with it */
+        bool armed;         /* io_uring: a multishot poll is outstanding */
+        struct io_source *next_dead;
+        struct io_source *next_all;
+};
+
+struct io_loop {
+        bool uring;
+        struct io_uring ring;
+        int epfd;
+        struct io_source *dead; /* freed after the current dispatch */
+        struct io_source *all;  /* every source not freed yet, for io_loop_free */
+};
+
+#define POLL_MASK (POLLIN | POLLERR | POLLHUP | POLLRDHUP)
+
+static void free_source(struct io_loop *l, struct io_source *s) {
+        for (struct io_source **p = &l->all; *p; p = &(*p)->next_all)
+                if (*p == s) {
+                        *p = s->next_all;
+                        break;
+                }
+        free(s);
+}
+
+static void free_dead(struct io_loop *l) {
+        while (l->dead) {
+                struct io_source *s = l->dead;
+                l->dead = s->next_dead;
+                free_source(l, s);
+        }
+}
+
+int io_loop_new(struct io_loop **ret, bool force_epoll, const char **ret_note) {
+        struct io_loop *l = calloc(1, sizeof(*l));
+        if (!l)
+                return -ENOMEM;
+        l->epfd = -1;
+        *ret_note = NULL;
+        if (!force_epoll) {
+                int err = io_uring_queue_init(256, &l->ring, 0);
+                if (err == 0) {
+                        /* Multishot poll needs 5.13+; probe for it. */
+                        struct io_uring_probe *p = io_uring_get_probe_ring(&l->ring);
+                        bool ok = p && io_uring_opcode_supported(p, IORING_OP_POLL_ADD) &&
+                                  io_uring_opcode_supported(p, IORING_OP_POLL_REMOVE);
+                        if (p)
+                                io_uring_free_probe(p);
+                        if (ok) {
+                                l->uring = true;
+                                *ret = l;
+                                return 0;
+                        }
+                        io_uring_queue_exit(&l->ring);
+                        *ret_note = "io_uring lacks poll support; using epoll";
+                } else {
+                        *ret_note = err == -ENOSYS || err == -EPERM
+                                            ? "io_uring is disabled on this host; using epoll"
+                                            : "io_uring setup failed; using epoll";
+                }
+        } else {
+                *ret_note = "HBGD_IO=epoll: using epoll";
+        }
+        l->epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (l->epfd < 0) {
+                int err = -errno;
+                free(l);
+                return err;
+        }
+        *ret = l;
+        return 0;
+}
+
+struct io_loop *io_loop_free(struct io_loop *l) {
+        if (!l)
+                return NULL;
+        if (l->uring)
+                io_uring_queue_exit(&l->ring);
+        if (l->epfd >= 0)
+                close(l->epfd);
+        /* Sources whose io_uring cancellation never came back (the ring is
+         * gone now) are freed here with the rest. */
+        while (l->all) {
+                struct io_source *s = l->all;
+                l->all = s->next_all;
+                free(s);
+        }
+        free(l);
+        return NULL;
+}
+
+const char *io_loop_backend(const struct io_loop *l) {
+        return l->uring ? "io_uring" : "epoll";
+}
+
+static int uring_arm(struct io_loop *l, struct io_source *s) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&l->ring);
+        if (!sqe) {
+                io_uring_submit(&l->ring);
+                sqe = io_uring_get_sqe(&l->ring);
+                if (!sqe)
+                        return -EBUSY;
+        }
+        io_uring_prep_poll_multishot(sqe, s->fd, POLL_MASK);
+        io_uring_sqe_set_data(sqe, s);
+        s->armed = true;
+        return 0;
+}
+
+int io_loop_add(struct io_loop *l, int fd, io_callback cb, void *userdata, struct io_source **ret) {
+        struct io_source *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        s->fd = fd;
+        s->cb = cb;
+        s->userdata = userdata;
+        int err;
+        if (l->uring) {
+                err = uring_arm(l, s);
+                if (err == 0)
+                        err = io_uring_submit(&l->ring) < 0 ? -EIO : 0;
+        } else {
+                struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = s };
+                err = epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+        }
+        if (err < 0) {
+                free(s);
+                return err;
+        }
+        s->next_all = l->all;
+        l->all = s;
+        if (ret)
+                *ret = s;
+        return 0;
+}
+
+void io_source_del(struct io_loop *l, struct io_source *s) {
+        if (!s || s->dead)
+                return;
+        s->dead = true;
+        if (l->uring) {
+                if (s->armed) {
+                        /* The poll ends with -ECANCELED (no F_MORE); the
+                         * source is freed when that completion arrives. */
+                        struct io_uring_sqe *sqe = io_uring_get_sqe(&l->ring);
+                        if (!sqe) {
+                                io_uring_submit(&l->ring);
+                                sqe = io_uring_get_sqe(&l->ring);
+                        }
+                        if (sqe) {
+                                io_uring_prep_poll_remove(sqe, (__u64)(uintptr_t)s);
+                                io_uring_sqe_set_data(sqe, NULL);
+                                io_uring_submit(&l->ring);
+                        }
+                } else {
+                        s->next_dead = l->dead;
+                        l->dead = s;
+                }
+                return;
+        }
+        epoll_ctl(l->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+        s->next_dead = l->dead;
+        l->dead = s;
+}
+
+static int run_uring(struct io_loop *l, int timeout_ms) {
+        struct io_uring_cqe *cqe;
+        int err;
+
+        io_uring_submit(&l->ring);
+        if (timeout_ms < 0) {
+                err = io_uring_wait_cqe(&l->ring, &cqe);
+        } else {
+                struct __kernel_timespec ts = { .tv_sec = timeout_ms / 1000,
+                                                .tv_nsec = (long long)(timeout_ms % 1000) * 1000000 };
+                err = io_uring_wait_cqe_timeout(&l->ring, &cqe, &ts);
+        }
+        if (err == -ETIME || err == -EINTR)
+                return 0;
+        if (err < 0)
+                return err;
+
+        int n = 0;
+        unsigned head;
+        unsigned seen = 0;
+        struct io_uring_cqe *c;
+        io_uring_for_each_cqe(&l->ring, head, c) {
+                seen++;
+                struct io_source *s = io_uring_cqe_get_data(c);
+                if (!s)
+                        continue; /* a poll_remove's own completion */
+                bool more = c->flags & IORING_CQE_F_MORE;
+                if (!more)
+                        s->armed = false;
+                if (s->dead) {
+                        if (!more) {
+                                s->next_dead = l->dead;
+                                l->dead = s;
+                        }
+                        continue;
+                }
+                if (c->res < 0) {
+                        /* cqe->res carries a negative errno: report it as an
+                         * error event so the owner closes the fd. */
+                        if (c->res != -ECANCELED)
+                                s->cb(s, POLLERR, s->userdata);
+                } else {
+                        s->cb(s, (uint32_t)c->res, s->userdata);
+                        n++;
+                }
+                /* Multishot ended (overflow, error): re-arm if still wanted. */
+                if (!more && !s->dead && !s->armed)
+                        uring_arm(l, s);
+        }
+        io_uring_cq_advance(&l->ring, seen);
+        free_dead(l);
+        return n;
+}
+
+static int run_epoll(struct io_loop *l, int timeout_ms) {
+        struct epoll_event evs[64];
+        int k = epoll_wait(l->epfd, evs, 64, timeout_ms);
+        if (k < 0)
+                return errno == EINTR ? 0 : -errno;
+        for (int i = 0; i < k; i++) {
+                struct io_source *s = evs[i].data.ptr;
+                if (s->dead)
+                        continue;
+                uint32_t ev = 0;
+                if (evs[i].events & EPOLLIN)
+                        ev |= POLLIN;
+                if (evs[i].events & EPOLLERR)
+                        ev |= POLLERR;
+                if (evs[i].events & EPOLLHUP)
+                        ev |= POLLHUP;
+                if (evs[i].events & EPOLLRDHUP)
+                        ev |= POLLRDHUP;
+                s->cb(s, ev, s->userdata);
+        }
+        free_dead(l);
+        return k;
+}
+
+int io_loop_run_once(struct io_loop *l, int timeout_ms) {
+        return l->uring ? run_uring(l, timeout_ms) : run_epoll(l, timeout_ms);
+}

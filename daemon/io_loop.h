@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hbgd's io thread event loop: readiness of file descriptors (the listening
+ * socket, client sockets, doorbell eventfds, the signalfd, a timerfd), on
+ * io_uring multishot polls, or on epoll where io_uring is unavailable or
+ * HBGD_IO=epoll. Single-threaded: only the io thread calls these.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct io_loop;
+struct io_source;
+
+/* Called with the poll events that fired (POLLIN, POLLHUP, ...). */
+typedef void (*io_callback)(struct io_source *src, uint32_t events, void *userdata);
+
+/* Prefers io_uring; falls back to epoll (and says why in *ret_note) when
+ * it cannot be set up, or when force_epoll. */
+int io_loop_new(struct io_loop **ret, bool force_epoll, const char **ret_note);
+struct io_loop *io_loop_free(struct io_loop *l);
+const char *io_loop_backend(const struct io_loop *l);
+
+/* Watch fd for POLLIN (and errors/hang-ups). The fd stays owned by the
+ * caller; io_source_del() before closing it. */
+int io_loop_add(struct io_loop *l, int fd, io_callback cb, void *userdata, struct io_source **ret);
+/* Stop watching; the callback will not run again. Safe inside a callback. */
+void io_source_del(struct io_loop *l, struct io_source *src);
+
+/* Wait for events (timeout_ms < 0: for ever) and dispatch them. Returns the
+ * number dispatched or a negative errno. */
+int io_loop_run_once(struct io_loop *l, int timeout_ms);

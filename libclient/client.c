@@ -1,0 +1,503 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The connection: handshake, session regions, publishing and waiting; the
+ * heap allocator and tensor helpers.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "libclient/client_private.h"
+#include "proto/wire.h"
+
+/* ---------------------------------------------------------------- time */
+
+int64_t hbgc_now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* ---------------------------------------------------------------- handshake */
+
+/* Receive one envelope, waiting up to timeout_ms. */
+static int recv_env(int sock, int timeout_ms, Hbg__Envelope **env, int *fds, unsigned max_fds,
+                    unsigned *nfds) {
+        int64_t deadline = hbgc_now_ns() + (int64_t)timeout_ms * 1000000;
+        for (;;) {
+                int err = wire_recv(sock, HBG_WIRE_MAX_MSG_DEFAULT, env, fds, max_fds, nfds);
+                if (err != -EAGAIN)
+                        return err;
+                int64_t left = (deadline - hbgc_now_ns()) / 1000000;
+                if (left <= 0)
+                        return -ETIMEDOUT;
+                struct pollfd p = { .fd = sock, .events = POLLIN };
+                if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
+                        return -errno;
+        }
+}
+
+static int send_env(int sock, Hbg__Envelope *env) {
+        return wire_send(sock, env, NULL, 0, HBG_WIRE_MAX_MSG_DEFAULT);
+}
+
+/* An Error envelope from hbgd: its code (negative, else -EPROTO) and text. */
+static int daemon_error(hbg_client *c, const Hbg__Error *e, const char *when) {
+        int code = e->code < 0 && e->code >= -4095 ? e->code : -EPROTO;
+        return hbgc_fail(c, code, "hbgd refused the %s: %s", when,
+                         e->message && e->message[0] ? e->message : hbg_strerror(code));
+}
+
+static void close_fds(int *fds, unsigned n) {
+        for (unsigned i = 0; i < n; i++)
+                if (fds[i] >= 0) {
+                        close(fds[i]);
+                        fds[i] = -1;
+                }
+}
+
+static bool fd_size_at_least(int fd, uint64_t size) {
+        struct stat st;
+        return fstat(fd, &st) == 0 && st.st_size >= 0 && (uint64_t)st.st_size >= size;
+}
+
+/* Map the regions of a session reply and check them. fds: sub, cpl,
+ * doorbell, completion; the memfds are closed here, the eventfds kept. */
+static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
+        struct hbg_geometry_request req = {
+                .task_window = r->task_window,
+                .flag_window = r->flag_window,
+                .heap_size = r->heap_size,
+                .mailbox_entries = r->mailbox_entries,
+                .graph_table_entries = r->graph_table_entries,
+        };
+        const char *why = NULL;
+        int err = hbg_geometry_init(&c->g, &req, &why);
+        if (err < 0)
+                return hbgc_fail(NULL, -EPROTO, "hbgd sent an invalid session geometry: %s", why);
+        if (r->sub_region_size != c->g.sub_region_size || r->cpl_region_size != c->g.cpl_region_size)
+                return hbgc_fail(NULL, -EPROTO, "hbgd's region sizes do not match its geometry");
+        if (!fd_size_at_least(fds[0], c->g.sub_region_size) ||
+            !fd_size_at_least(fds[1], c->g.cpl_region_size))
+                return hbgc_fail(NULL, -EPROTO, "a session memfd is smaller than its region");
+
+        void *sub = mmap(NULL, c->g.sub_region_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+        if (sub == MAP_FAILED) {
+                err = -errno;
+                return hbgc_fail(NULL, err, "cannot map the submission region: %s", strerror(-err));
+        }
+        c->sub = sub;
+        /* Read-only: the memfd is sealed F_SEAL_FUTURE_WRITE. */
+        void *cpl = mmap(NULL, c->g.cpl_region_size, PROT_READ, MAP_SHARED, fds[1], 0);
+        if (cpl == MAP_FAILED) {
+                err = -errno;
+                return hbgc_fail(NULL, err, "cannot map the completion region: %s", strerror(-err));
+        }
+        c->cpl = cpl;
+        close_fds(fds, 2);
+
+        err = hbg_cpl_region_check(c->cpl, c->g.cpl_region_size, &why);
+        if (err < 0)
+                return hbgc_fail(NULL, err, "%s", why);
+        const struct hbg_cpl_header *ch = c->cpl;
+        if (ch->task_window_log2 != c->g.task_window_log2 ||
+            ch->flag_window_log2 != c->g.flag_window_log2 ||
+            ch->graph_table_log2 != c->g.graph_table_log2 || ch->first_id != r->first_id)
+                return hbgc_fail(NULL, -EPROTO, "completion region: geometry differs from the session reply");
+        const struct hbg_sub_header *sh = c->sub;
+        if (sh->magic != HBG_SUB_MAGIC || sh->layout_version != HBG_LAYOUT_VERSION ||
+            sh->region_size != c->g.sub_region_size || sh->heap_size != c->g.heap_size ||
+            sh->descs_offset != c->g.sub_descs_offset ||
+            sh->payloads_offset != c->g.sub_payloads_offset ||
+            sh->mailbox_offset != c->g.sub_mailbox_offset || sh->heap_offset != c->g.sub_heap_offset ||
+            sh->graphs_offset != c->g.sub_graphs_offset)
+                return hbgc_fail(NULL, -EPROTO, "submission region: header differs from the session reply");
+
+        c->sh = c->sub;
+        c->ch = ch;
+        c->descs = (struct hbg_task_desc *)((char *)c->sub + c->g.sub_descs_offset);
+        c->payloads = (struct hbg_task_payload *)((char *)c->sub + c->g.sub_payloads_offset);
+        c->records = (struct hbg_graph_record *)((char *)c->sub + c->g.sub_graphs_offset);
+        c->mailbox = (struct hbg_mailbox_entry *)((char *)c->sub + c->g.sub_mailbox_offset);
+        c->heap = (uint8_t *)c->sub + c->g.sub_heap_offset;
+        c->graph_table = (const struct hbg_graph_entry *)((const char *)c->cpl + c->g.cpl_graphs_offset);
+        c->ext_ready = (const _Atomic uint64_t *)((const char *)c->cpl + c->g.cpl_ext_ready_offset);
+
+        /* Only reads through the window: the cast drops const for the
+         * shared type, nothing is ever stored through it. */
+        hbg_flag_window_init(&c->window, &c->g, (void *)(uintptr_t)c->cpl);
+        err = hbg_completer_init(&c->completer, &c->window, 0);
+        if (err < 0)
+                return hbgc_fail(NULL, err, "out of memory");
+
+        c->session_id = r->session_id;
+        c->first_id = r->first_id;
+        c->next_id = c->published = c->graph_first = r->first_id;
+        /* Where the daemon stands (a fresh session: nothing). */
+        c->mailbox_tail = atomic_load_explicit(&c->sh->mailbox_tail, memory_order_relaxed);
+        c->ext_head = 0;
+        c->graphs = c->harvested = 0;
+        /* hbgd creates both eventfds non-blocking; make sure, so that no
+         * read or write of ours can ever block. */
+        for (unsigned i = 2; i < 4; i++) {
+                int fl = fcntl(fds[i], F_GETFL);
+                if (fl < 0 || fcntl(fds[i], F_SETFL, fl | O_NONBLOCK) < 0)
+                        return hbgc_fail(NULL, -EPROTO, "hbgd's eventfds are not usable: %s", strerror(errno));
+        }
+        c->doorbell_fd = fds[2];
+        c->completion_fd = fds[3];
+        fds[2] = fds[3] = -1;
+        c->sweep_at = 4096;
+        return 0;
+}
+
+static void client_free(hbg_client *c) {
+        if (!c)
+                return;
+        if (c->sub)
+                munmap(c->sub, c->g.sub_region_size);
+        if (c->cpl)
+                munmap((void *)(uintptr_t)c->cpl, c->g.cpl_region_size);
+        if (c->sock >= 0)
+                close(c->sock);
+        if (c->doorbell_fd >= 0)
+                close(c->doorbell_fd);
+        if (c->completion_fd >= 0)
+                close(c->completion_fd);
+        hbg_completer_destroy(&c->completer);
+        hbgc_deps_free(c);
+        hbgc_host_free(c);
+        free(c->failures);
+        free(c);
+}
+
+static int handshake(hbg_client *c) {
+        Hbg__Envelope *env = NULL;
+        int fds[HBG_WIRE_MAX_FDS] = { -1, -1, -1, -1 };
+        unsigned nfds = 0;
+        int err;
+
+        Hbg__Hello hello = HBG__HELLO__INIT;
+        hello.version_major = HBG_PROTO_MAJOR;
+        hello.version_minor = HBG_PROTO_MINOR;
+        hello.name = program_invocation_short_name ? program_invocation_short_name : (char *)"";
+        Hbg__Envelope out = HBG__ENVELOPE__INIT;
+        out.msg_case = HBG__ENVELOPE__MSG_HELLO;
+        out.hello = &hello;
+        if ((err = send_env(c->sock, &out)) < 0)
+                return hbgc_fail(NULL, err, "cannot send hello to hbgd: %s", hbg_strerror(err));
+        err = recv_env(c->sock, HBGC_HANDSHAKE_TIMEOUT_MS, &env, fds, 0, &nfds);
+        if (err < 0)
+                return hbgc_fail(NULL, err, "no hello from hbgd: %s", hbg_strerror(err));
+        if (env->msg_case == HBG__ENVELOPE__MSG_ERROR) {
+                err = daemon_error(NULL, env->error, "connection");
+                wire_free(env);
+                return err;
+        }
+        if (env->msg_case != HBG__ENVELOPE__MSG_HELLO || env->hello->version_major != HBG_PROTO_MAJOR) {
+                wire_free(env);
+                return hbgc_fail(NULL, -EPROTO, "hbgd did not answer with a hello of protocol %u",
+                                 HBG_PROTO_MAJOR);
+        }
+        wire_free(env);
+
+        /* Zeros: the daemon's defaults. */
+        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
+        out.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
+        out.session_request = &sr;
+        if ((err = send_env(c->sock, &out)) < 0)
+                return hbgc_fail(NULL, err, "cannot send the session request: %s", hbg_strerror(err));
+        err = recv_env(c->sock, HBGC_HANDSHAKE_TIMEOUT_MS, &env, fds, HBG_WIRE_MAX_FDS, &nfds);
+        if (err < 0)
+                return hbgc_fail(NULL, err, "no session reply from hbgd: %s", hbg_strerror(err));
+        if (env->msg_case == HBG__ENVELOPE__MSG_ERROR) {
+                close_fds(fds, nfds);
+                err = daemon_error(NULL, env->error, "session");
+                wire_free(env);
+                return err;
+        }
+        if (env->msg_case != HBG__ENVELOPE__MSG_SESSION_REPLY || nfds != 4 ||
+            env->session_reply->fds != 4) {
+                close_fds(fds, nfds);
+                wire_free(env);
+                return hbgc_fail(NULL, -EPROTO, "hbgd's session reply is not a reply with 4 fds");
+        }
+        err = map_session(c, env->session_reply, fds);
+        close_fds(fds, 4);
+        wire_free(env);
+        return err;
+}
+
+HBG_EXPORT int hbg_connect(hbg_client **ret, const char *path) {
+        if (!ret)
+                return hbgc_fail(NULL, -EINVAL, "hbg_connect: ret is NULL");
+        *ret = NULL;
+        if (!path || !path[0])
+                path = getenv("HBG_SOCKET");
+        if (!path || !path[0])
+                path = HBGC_DEFAULT_SOCKET;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return hbgc_fail(NULL, -ENAMETOOLONG, "socket path longer than %zu bytes: %s",
+                                 sizeof(sa.sun_path) - 1, path);
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+
+        hbg_client *c = NULL;
+        /* The completer inside is cache-line aligned. */
+        size_t size = (sizeof(*c) + HBG_CACHE_LINE - 1) & ~(size_t)(HBG_CACHE_LINE - 1);
+        void *mem = NULL;
+        if (posix_memalign(&mem, HBG_CACHE_LINE, size) != 0)
+                return hbgc_fail(NULL, -ENOMEM, "out of memory");
+        c = mem;
+        memset(c, 0, size);
+        c->sock = c->doorbell_fd = c->completion_fd = -1;
+
+        c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (c->sock < 0) {
+                int err = -errno;
+                client_free(c);
+                return hbgc_fail(NULL, err, "socket: %s", strerror(-err));
+        }
+        int r;
+        do
+                r = connect(c->sock, (struct sockaddr *)&sa, sizeof(sa));
+        while (r < 0 && errno == EINTR);
+        if (r < 0) {
+                int err = -errno;
+                client_free(c);
+                return hbgc_fail(NULL, err, "cannot connect to hbgd at %s: %s%s", path, strerror(-err),
+                                 err == -ENOENT || err == -ECONNREFUSED
+                                         ? " (is hbgd running? the path comes from the argument, $HBG_SOCKET or " HBGC_DEFAULT_SOCKET ")"
+                                         : "");
+        }
+        int err = handshake(c);
+        if (err < 0) {
+                client_free(c);
+                return err;
+        }
+        hbgc_set_error(NULL, "");
+        *ret = c;
+        return 0;
+}
+
+HBG_EXPORT void hbg_disconnect(hbg_client *c) {
+        client_free(c);
+}
+
+HBG_EXPORT int hbg_client_fd(const hbg_client *c) {
+        return c ? c->completion_fd : -EINVAL;
+}
+
+/* ---------------------------------------------------------------- checks */
+
+int hbgc_usable(hbg_client *c, const char *fn) {
+        if (!c)
+                return -EINVAL;
+        if (c->in_host)
+                return hbgc_fail(c, -EDEADLK, "%s: called from a host function of this client", fn);
+        if (c->dead)
+                return hbgc_fail(c, -ECONNRESET, "%s: hbgd went away", fn);
+        return 0;
+}
+
+bool hbgc_in_heap(const hbg_client *c, uint64_t offset, uint64_t bytes) {
+        uint64_t end;
+        return bytes > 0 && !__builtin_add_overflow(offset, bytes, &end) && end <= c->g.heap_size;
+}
+
+/* ---------------------------------------------------------------- publish */
+
+void hbgc_doorbell(hbg_client *c) {
+        /* seq_cst: the load after our seq_cst store of the cursor, against
+         * the engine's "store need_wakeup; re-read the cursors" (§9.4). */
+        if (atomic_load_explicit(&c->ch->need_wakeup, memory_order_seq_cst)) {
+                uint64_t one = 1;
+                ssize_t n = write(c->doorbell_fd, &one, sizeof(one));
+                (void)n; /* EAGAIN: the counter is full, hbgd will wake anyway */
+        }
+}
+
+void hbgc_publish(hbg_client *c) {
+        if (c->published == c->next_id)
+                return;
+        c->published = c->next_id;
+        atomic_store_explicit(&c->sh->submitted, c->published, memory_order_seq_cst);
+        hbgc_doorbell(c);
+}
+
+/* ---------------------------------------------------------------- socket */
+
+int hbgc_check_socket(hbg_client *c) {
+        if (c->dead)
+                return -ECONNRESET;
+        for (;;) {
+                struct pollfd p = { .fd = c->sock, .events = POLLIN | POLLRDHUP };
+                int n = poll(&p, 1, 0);
+                if (n <= 0)
+                        return 0;
+                if (p.revents & POLLIN) {
+                        /* Read what hbgd said before it went away. */
+                        Hbg__Envelope *env = NULL;
+                        int fds[HBG_WIRE_MAX_FDS];
+                        unsigned nfds = 0;
+                        int err = wire_recv(c->sock, HBG_WIRE_MAX_MSG_DEFAULT, &env, fds, 0, &nfds);
+                        if (err == 0) {
+                                if (env->msg_case == HBG__ENVELOPE__MSG_ERROR)
+                                        daemon_error(c, env->error, "session");
+                                wire_free(env);
+                                continue;
+                        }
+                        /* -EAGAIN, or a record we cannot use (dropped) */
+                        if (err != -ECONNRESET && !(p.revents & (POLLHUP | POLLRDHUP | POLLERR)))
+                                return 0;
+                } else if (!(p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL))) {
+                        return 0;
+                }
+                c->dead = true;
+                return -ECONNRESET;
+        }
+}
+
+/* ---------------------------------------------------------------- waiting */
+
+#define SPIN_NS 20000          /* pure spinning first */
+#define YIELD_NS 2000000       /* then sched_yield() (watermark waits) */
+#define POLL_CAP_MS_WATERMARK 1
+#define POLL_CAP_MS_EVENTFUL 100
+
+void hbgc_wait_begin(struct hbgc_wait *w, int timeout_ms, bool eventful) {
+        w->start_ns = hbgc_now_ns();
+        w->deadline_ns = timeout_ms < 0 ? -1 : w->start_ns + (int64_t)timeout_ms * 1000000;
+        w->iter = 0;
+        w->eventful = eventful;
+}
+
+int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
+        hbgc_publish(c);
+        hbgc_process(c);
+        w->iter++;
+        int64_t now = hbgc_now_ns();
+        if (w->deadline_ns >= 0 && now >= w->deadline_ns)
+                return hbgc_check_socket(c) < 0 ? -ECONNRESET : -ETIMEDOUT;
+        int64_t elapsed = now - w->start_ns;
+        if (elapsed < SPIN_NS) {
+                for (unsigned i = 0; i < 64; i++)
+                        cpu_relax();
+                return 0;
+        }
+        if (!w->eventful && elapsed < YIELD_NS) {
+                sched_yield();
+                if (w->iter % 256 == 0)
+                        return hbgc_check_socket(c);
+                return 0;
+        }
+        int cap = w->eventful ? POLL_CAP_MS_EVENTFUL : POLL_CAP_MS_WATERMARK;
+        int timeout = cap;
+        if (w->deadline_ns >= 0) {
+                int64_t left_ms = (w->deadline_ns - now + 999999) / 1000000;
+                if (left_ms < timeout)
+                        timeout = (int)left_ms;
+        }
+        struct pollfd p[2] = {
+                { .fd = c->completion_fd, .events = POLLIN },
+                { .fd = c->sock, .events = POLLIN | POLLRDHUP },
+        };
+        int n = poll(p, 2, timeout);
+        if (n < 0)
+                return 0; /* EINTR: just look again */
+        if (p[0].revents & POLLIN) {
+                uint64_t v;
+                ssize_t r = read(c->completion_fd, &v, sizeof(v));
+                (void)r;
+        }
+        if (p[1].revents)
+                return hbgc_check_socket(c);
+        return 0;
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+static int allocs_reserve(hbg_client *c) {
+        if (c->n_allocs < c->cap_allocs)
+                return 0;
+        size_t cap = c->cap_allocs ? 2 * c->cap_allocs : 64;
+        struct heap_alloc *v = realloc(c->allocs, cap * sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        c->allocs = v;
+        c->cap_allocs = cap;
+        return 0;
+}
+
+/* First fit over the gaps between allocations (sorted by offset). Nothing
+ * is ever freed before hbg_disconnect(), so today this is a bump
+ * allocator; the gaps matter once tensors can be freed. */
+HBG_EXPORT int hbg_tensor_alloc(hbg_client *c, size_t bytes, hbg_tensor *ret) {
+        if (!c)
+                return -EINVAL;
+        if (!ret || bytes == 0)
+                return hbgc_fail(c, -EINVAL, "hbg_tensor_alloc: %s", !ret ? "ret is NULL" : "zero bytes");
+        if ((uint64_t)bytes > c->g.heap_size)
+                return hbgc_fail(c, -ENOMEM, "hbg_tensor_alloc: %zu bytes is more than the heap (%" PRIu64 " bytes)",
+                                 bytes, c->g.heap_size);
+        /* heap_size <= 1 TiB: no overflow. */
+        uint64_t size = ((uint64_t)bytes + HBG_HEAP_ALIGN - 1) & ~(uint64_t)(HBG_HEAP_ALIGN - 1);
+
+        uint64_t at = 0;
+        size_t i = 0;
+        for (; i < c->n_allocs; i++) {
+                if (c->allocs[i].offset - at >= size)
+                        break;
+                at = c->allocs[i].offset + c->allocs[i].size;
+        }
+        if (i == c->n_allocs && c->g.heap_size - at < size)
+                return hbgc_fail(c, -ENOMEM, "hbg_tensor_alloc: no room for %zu bytes in the session heap (%" PRIu64
+                                 " bytes); tensors live until hbg_disconnect()", bytes, c->g.heap_size);
+        if (allocs_reserve(c) < 0)
+                return hbgc_fail(c, -ENOMEM, "hbg_tensor_alloc: out of memory");
+        memmove(&c->allocs[i + 1], &c->allocs[i], (c->n_allocs - i) * sizeof(c->allocs[0]));
+        c->allocs[i] = (struct heap_alloc){ .offset = at, .size = size };
+        c->n_allocs++;
+        *ret = (hbg_tensor){ .offset = at, .bytes = bytes };
+        return 0;
+}
+
+HBG_EXPORT void *hbg_tensor_data(hbg_client *c, hbg_tensor t) {
+        if (!c || !hbgc_in_heap(c, t.offset, t.bytes))
+                return NULL;
+        return c->heap + t.offset;
+}
+
+HBG_EXPORT int hbg_tensor_slice_f32(hbg_tensor t, uint64_t lo, uint64_t hi, hbg_tensor *ret) {
+        uint64_t bytes_lo, bytes_hi, off;
+        if (!ret || lo >= hi || __builtin_mul_overflow(lo, 4, &bytes_lo) ||
+            __builtin_mul_overflow(hi, 4, &bytes_hi) || bytes_hi > t.bytes ||
+            __builtin_add_overflow(t.offset, bytes_lo, &off))
+                return -EINVAL;
+        *ret = (hbg_tensor){ .offset = off, .bytes = bytes_hi - bytes_lo };
+        return 0;
+}
+
+HBG_EXPORT uint64_t hbg_f32(float v) {
+        uint32_t bits;
+        memcpy(&bits, &v, sizeof(bits));
+        return bits;
+}

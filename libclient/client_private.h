@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libhbgclient internals, shared by the five source files:
+ *   client.c  connection, session regions, waiting, the heap allocator
+ *   graph.c   building tasks and graphs, graph status, waits
+ *   deps.c    dependencies derived from tensor regions
+ *   host.c    host (external) tasks and the completion mailbox
+ *   errors.c  messages
+ * Nothing here is exported (-fvisibility=hidden; libhbgclient.map).
+ * The protocol is docs/RUNTIME_LOGIC.md §2, §8-§12; the byte layout is
+ * shm/layout.h. The library never prints.
+ */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hbg/hbg.h"
+#include "shm/completion.h"
+#include "shm/geometry.h"
+#include "shm/layout.h"
+
+#define HBGC_ERROR_MAX 256
+#define HBGC_PUBLISH_BATCH 64        /* publish `submitted` at least this often */
+#define HBGC_HANDSHAKE_TIMEOUT_MS 10000
+#define HBGC_DEFAULT_SOCKET "/run/hbgd/hbgd.sock"
+
+/* One dependency record: task `id` read or wrote heap bytes [lo, hi). */
+struct dep_rec {
+        uint64_t lo, hi, id;
+        bool write;
+};
+
+struct dep_list {
+        struct dep_rec *v;
+        size_t n, cap;
+};
+
+/* An allocation of the session heap; records of the tasks touching it. */
+struct heap_alloc {
+        uint64_t offset, size;     /* size rounded up to 64 */
+        struct dep_list recs;
+};
+
+/* One heap access of a task being added (for dependency derivation). */
+struct access {
+        uint64_t lo, hi;
+        bool write;
+};
+
+/* A host function waiting for its task to become ready; slot id & (D-1). */
+struct host_slot {
+        uint64_t id;
+        hbg_host_fn fn;
+        void *userdata;
+        bool used;
+};
+
+/* A retired graph that failed (retired graphs not listed here succeeded). */
+struct graph_failure {
+        uint64_t graph;
+        uint64_t task;
+        int32_t status;
+};
+
+struct hbg_client {
+        /* First: struct hbg_completer is cache-line aligned. A private,
+         * read-only view of the completion flags (no stamps are ever
+         * published from here: only hbg_is_completion_flag_set()). */
+        struct hbg_completer completer;
+        struct hbg_flag_window window;
+
+        int sock;                  /* control connection (SEQPACKET) */
+        int doorbell_fd;           /* eventfd: we write, hbgd reads */
+        int completion_fd;         /* eventfd: hbgd writes, we read */
+        bool dead;                 /* hbgd hung up */
+        bool in_host;              /* inside a host function */
+
+        struct hbg_geometry g;
+        uint64_t session_id;
+        uint64_t first_id;
+        void *sub;                 /* read-write mapping */
+        const void *cpl;           /* read-only mapping */
+        struct hbg_sub_header *sh;
+        const struct hbg_cpl_header *ch;
+        struct hbg_task_desc *descs;
+        struct hbg_task_payload *payloads;
+        struct hbg_graph_record *records;
+        struct hbg_mailbox_entry *mailbox;
+        uint8_t *heap;
+        const struct hbg_graph_entry *graph_table;
+        const _Atomic uint64_t *ext_ready;
+
+        /* Producer side. */
+        uint64_t next_id;          /* next task id to write */
+        uint64_t published;        /* `submitted` as we last stored it */
+        uint64_t graph_first;      /* first id of the graph being built */
+        uint64_t graphs;           /* graph records written */
+
+        /* Graph statuses: records < harvested have been read back. */
+        uint64_t harvested;
+        struct graph_failure *failures;
+        size_t n_failures, cap_failures;
+
+        /* Host tasks. */
+        uint64_t ext_head;         /* external-ready entries consumed */
+        uint64_t mailbox_tail;     /* mailbox entries written */
+        struct host_slot *host;    /* D slots, allocated on first use */
+
+        /* Heap allocations, sorted by offset, never overlapping. */
+        struct heap_alloc *allocs;
+        size_t n_allocs, cap_allocs;
+        struct dep_list unallocated; /* accesses outside every allocation */
+        size_t n_recs;             /* records in all lists */
+        size_t sweep_at;           /* sweep completed records at this count */
+        uint64_t *scratch;         /* dependency ids of the task being added */
+        size_t scratch_cap;
+
+        char last_error[HBGC_ERROR_MAX];
+};
+
+/* ---------------------------------------------------------------- errors.c */
+
+/* Record a message for hbg_last_error(c) (c may be NULL: the calling
+ * thread's connect message) and return err. */
+int hbgc_fail(hbg_client *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void hbgc_set_error(hbg_client *c, const char *msg);
+
+/* ---------------------------------------------------------------- client.c */
+
+static inline uint64_t hbgc_watermark(const hbg_client *c) {
+        return atomic_load_explicit(&c->ch->completed_watermark, memory_order_acquire);
+}
+
+static inline bool hbgc_task_done(hbg_client *c, uint64_t id) {
+        return hbg_is_completion_flag_set(&c->completer, id);
+}
+
+/* Store `submitted` (seq_cst) and ring the doorbell if hbgd sleeps. */
+void hbgc_publish(hbg_client *c);
+/* Write 1 to the doorbell if need_wakeup is set (seq_cst load). */
+void hbgc_doorbell(hbg_client *c);
+/* Non-blocking look at the socket: 0, or -ECONNRESET when hbgd hung up
+ * (sets c->dead). An Error message from hbgd becomes last_error. */
+int hbgc_check_socket(hbg_client *c);
+
+/* Waiting: a loop of "check the condition; hbgc_wait_step()". Each step
+ * publishes pending tasks and runs ready host tasks, then spins (first
+ * ~20 us), then either yields (watermark waits: hbgd does not signal
+ * watermark moves) or poll()s the completion eventfd and the socket. */
+struct hbgc_wait {
+        int64_t start_ns;
+        int64_t deadline_ns;       /* < 0: none */
+        unsigned iter;
+        bool eventful;             /* the condition comes with an eventfd signal */
+};
+int64_t hbgc_now_ns(void);
+void hbgc_wait_begin(struct hbgc_wait *w, int timeout_ms, bool eventful);
+/* 0: check again; -ETIMEDOUT; -ECONNRESET. */
+int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w);
+/* The checks every entry point makes: c not NULL, not inside a host
+ * function, connection alive. 0 or a negative errno (message set). */
+int hbgc_usable(hbg_client *c, const char *fn);
+/* Is [offset, offset + bytes) a non-empty range inside the heap? */
+bool hbgc_in_heap(const hbg_client *c, uint64_t offset, uint64_t bytes);
+
+/* ---------------------------------------------------------------- graph.c */
+
+/* Read back graph entries retired since the last call. */
+void hbgc_harvest(hbg_client *c);
+
+/* ---------------------------------------------------------------- deps.c */
+
+/* Dependencies of a task with these accesses on earlier tasks: appended to
+ * c->scratch from index *n on. 0 or -ENOMEM. */
+int hbgc_deps_collect(hbg_client *c, const struct access *a, size_t na, size_t *n);
+/* Record the accesses of task id (after it was written). 0 or -ENOMEM
+ * (then the records are incomplete: the caller reports the error, and the
+ * dependencies of later tasks on this one may be missed). */
+int hbgc_deps_commit(hbg_client *c, const struct access *a, size_t na, uint64_t id);
+/* A writer of [lo, hi) that is not complete yet: true and its id. */
+bool hbgc_deps_pending_writer(hbg_client *c, uint64_t lo, uint64_t hi, uint64_t *ret_id);
+/* Make sure c->scratch holds n ids. 0 or -ENOMEM. */
+int hbgc_scratch_reserve(hbg_client *c, size_t n);
+void hbgc_deps_free(hbg_client *c);
+
+/* ---------------------------------------------------------------- host.c */
+
+/* Allocate the host function table (D slots). 0 or -ENOMEM. */
+int hbgc_host_reserve(hbg_client *c);
+/* Remember the host function of external task id (table reserved). */
+void hbgc_host_register(hbg_client *c, uint64_t id, hbg_host_fn fn, void *userdata);
+/* Run ready host tasks and post their completions (never blocks for
+ * long); returns how many ran. Also harvests retired graphs. */
+int hbgc_process(hbg_client *c);
+void hbgc_host_free(hbg_client *c);

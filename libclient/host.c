@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Host (external) tasks: hbgd appends the id of each ready external task to
+ * the completion region's external-ready ring; we run its host function
+ * and post {task_id, status} into the async completion mailbox
+ * (RUNTIME_LOGIC.md §10.5).
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "libclient/client_private.h"
+
+int hbgc_host_reserve(hbg_client *c) {
+        if (!c->host) {
+                c->host = calloc(c->g.task_window, sizeof(*c->host));
+                if (!c->host)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+void hbgc_host_register(hbg_client *c, uint64_t id, hbg_host_fn fn, void *userdata) {
+        /* The slot's previous user, id - D or older, is complete (id is
+         * written only once id < WM + D): it either ran or never will
+         * (skipped, predicate false). */
+        c->host[id & (c->g.task_window - 1)] =
+                (struct host_slot){ .id = id, .fn = fn, .userdata = userdata, .used = true };
+}
+
+void hbgc_host_free(hbg_client *c) {
+        free(c->host);
+        c->host = NULL;
+}
+
+static bool mailbox_full(const hbg_client *c) {
+        return c->mailbox_tail >=
+               atomic_load_explicit(&c->ch->mailbox_consumed, memory_order_acquire) + c->g.mailbox_entries;
+}
+
+/* Wait a little for room in the mailbox (hbgd consumes it continuously
+ * while it is awake). false if there is still none. */
+static bool mailbox_room(hbg_client *c) {
+        if (!mailbox_full(c))
+                return true;
+        hbgc_doorbell(c);
+        int64_t until = hbgc_now_ns() + 200000;
+        while (mailbox_full(c)) {
+                if (hbgc_now_ns() >= until)
+                        return false;
+                sched_yield();
+        }
+        return true;
+}
+
+static void post(hbg_client *c, uint64_t id, int status) {
+        struct hbg_mailbox_entry *e = &c->mailbox[c->mailbox_tail & (c->g.mailbox_entries - 1)];
+        e->task_id = id;
+        e->status = status;
+        e->reserved0 = 0;
+        e->reserved1 = 0;
+        atomic_store_explicit(&e->seq, c->mailbox_tail + 1, memory_order_release);
+        c->mailbox_tail++;
+        /* seq_cst, then need_wakeup: the same pair as `submitted` (§9.4). */
+        atomic_store_explicit(&c->sh->mailbox_tail, c->mailbox_tail, memory_order_seq_cst);
+        hbgc_doorbell(c);
+}
+
+int hbgc_process(hbg_client *c) {
+        int ran = 0;
+        uint64_t tail = atomic_load_explicit(&c->ch->ext_ready_tail, memory_order_acquire);
+        /* hbgd never has more than D external tasks ready; a larger gap is
+         * not ours to trust: read at most D entries. */
+        if (tail - c->ext_head > c->g.task_window)
+                tail = c->ext_head + c->g.task_window;
+        while (c->ext_head < tail) {
+                if (!mailbox_room(c)) {
+                        /* Come back later: make the eventfd readable again so
+                         * an event loop calls hbg_client_process() again. */
+                        uint64_t one = 1;
+                        ssize_t n = write(c->completion_fd, &one, sizeof(one));
+                        (void)n;
+                        break;
+                }
+                uint64_t id = atomic_load_explicit(&c->ext_ready[c->ext_head & (c->g.task_window - 1)],
+                                                   memory_order_relaxed);
+                c->ext_head++;
+                /* hbgd's stall detector completes an external task that
+                 * takes longer than its stall timeout (-ETIMEDOUT). A
+                 * completion posted after that would be a protocol error
+                 * that stops the whole session: for a task no longer
+                 * waiting, run nothing and post nothing. (A narrow race with
+                 * the detector remains: only hbgd can close it.) */
+                if (hbgc_task_done(c, id))
+                        continue;
+                int status;
+                struct host_slot *s = c->host ? &c->host[id & (c->g.task_window - 1)] : NULL;
+                if (s && s->used && s->id == id) {
+                        hbg_host_fn fn = s->fn;
+                        void *ud = s->userdata;
+                        s->used = false;
+                        c->in_host = true;
+                        status = fn(ud);
+                        c->in_host = false;
+                        if (status > 0 || status < -4095)
+                                status = -EINVAL;
+                        ran++;
+                } else {
+                        status = -EINVAL; /* not a host task of ours */
+                }
+                if (hbgc_task_done(c, id))
+                        continue; /* timed out while it ran */
+                post(c, id, status);
+        }
+        hbgc_harvest(c);
+        return ran;
+}
+
+HBG_EXPORT int hbg_client_process(hbg_client *c) {
+        int err = hbgc_usable(c, "hbg_client_process");
+        if (err < 0 && err != -ECONNRESET)
+                return err;
+        /* Clear the eventfd first: a signal arriving from here on stays. */
+        uint64_t v;
+        ssize_t n = read(c->completion_fd, &v, sizeof(v));
+        (void)n;
+        if (hbgc_check_socket(c) < 0) {
+                /* Still note the graphs hbgd finished before it went. */
+                hbgc_harvest(c);
+                return hbgc_fail(c, -ECONNRESET, "hbg_client_process: hbgd went away");
+        }
+        return hbgc_process(c);
+}

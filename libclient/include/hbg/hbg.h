@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libhbgclient: build task graphs in hbgd's shared memory and run them.
+ *
+ *   hbg_client *c;
+ *   hbg_connect(&c, NULL);                       // $HBG_SOCKET or /run/hbgd/hbgd.sock
+ *   hbg_tensor a, b;
+ *   hbg_tensor_alloc(c, 4096 * sizeof(float), &a);
+ *   float *pa = hbg_tensor_data(c, a);           // fill it in place
+ *   ...
+ *   hbg_task t = HBG_TASK_INIT("add_f32");       // kernel by name (or id)
+ *   hbg_task_arg(&t, a, HBG_IN); ...
+ *   hbg_graph_add(c, &t, NULL);                  // dependencies derived from tensors
+ *   uint64_t g; hbg_graph_submit(c, &g);
+ *   hbg_graph_wait(c, g, 10000);                 // 0, or the graph's error
+ *   hbg_disconnect(c);
+ *
+ * Errors: every function returns 0 (or a documented non-negative value) or
+ * a negative errno; hbg_strerror() explains it, hbg_last_error() gives the
+ * daemon's or the library's message for the last failing call of this
+ * client. The library never prints.
+ *
+ * Thread safety: a hbg_client is used by one thread at a time (calls from
+ * several threads need the caller's lock), except hbg_client_fd(),
+ * hbg_strerror() and hbg_version(), which any thread may call at any time.
+ * Different clients are independent.
+ *
+ * Host functions (hbg_task.host_fn) run inside hbg_graph_wait(),
+ * hbg_tensor_wait_ready(), hbg_client_process() and the waits of
+ * hbg_graph_add()/hbg_graph_submit(), on the calling thread. They may use
+ * hbg_tensor_data() (and hbg_tensor_alloc()) but must not add, submit or
+ * wait on the same client: those calls fail with -EDEADLK there.
+ */
+#ifndef HBG_HBG_H
+#define HBG_HBG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#  define HBG_EXPORT __attribute__((visibility("default")))
+#else
+#  define HBG_EXPORT
+#endif
+
+typedef struct hbg_client hbg_client;
+
+/* A tensor: a byte range of the session heap. Plain value, copy freely. */
+typedef struct hbg_tensor {
+        uint64_t offset;
+        uint64_t bytes;
+} hbg_tensor;
+
+enum hbg_dir { HBG_IN = 1, HBG_OUT = 2, HBG_INOUT = 3 };
+
+enum hbg_lanes {
+        HBG_LANES_AIC = 1,      /* the cube core of a cluster */
+        HBG_LANES_AIV = 2,      /* one vector core */
+        HBG_LANES_MIX = 7,      /* a whole cluster, all three lanes */
+};
+
+#define HBG_MAX_TASK_TENSORS 8
+#define HBG_MAX_TASK_SCALARS 8
+#define HBG_MAX_TASK_DEPS 16
+
+/* A host function: runs in the producer process when its task's
+ * dependencies are complete. Returns 0 or a negative errno (fails the
+ * task's graph). hbgd fails a host task that is not done within its stall
+ * timeout (10 s by default) with -ETIMEDOUT. */
+typedef int (*hbg_host_fn)(void *userdata);
+
+/* Tasks without a kernel (dummies, host_inline, host_fn) take no args and
+ * no scalars; a host_fn declares what it touches in host_reads/host_writes
+ * instead. Lanes: 0 or HBG_LANES_AIV one vector core, HBG_LANES_AIC the
+ * cube core, HBG_LANES_MIX (or any mask of 2+ bits) the same kernel on
+ * every lane of the mask, a block using a whole cluster. */
+typedef struct hbg_task {
+        const char *kernel;     /* kernel name; NULL with kernel_id 0: dummy */
+        uint16_t kernel_id;     /* used when kernel is NULL */
+        uint8_t lanes;          /* enum hbg_lanes or a lane mask; 0 = AIV */
+        uint16_t blocks;        /* SPMD blocks, 0 = 1 */
+        uint8_t n_args, n_scalars, n_deps;
+        struct {
+                hbg_tensor tensor;
+                enum hbg_dir dir;
+        } args[HBG_MAX_TASK_TENSORS];
+        uint64_t scalars[HBG_MAX_TASK_SCALARS];   /* hbg_f32() for floats */
+        uint64_t deps[HBG_MAX_TASK_DEPS];         /* explicit: ids of earlier tasks */
+        int has_predicate;      /* run only if predicate (one f32) != 0 */
+        hbg_tensor predicate;   /* 4 bytes */
+        int host_inline;        /* completes at once, nothing runs */
+        hbg_host_fn host_fn;    /* run in this process (external task) */
+        void *host_userdata;
+        const hbg_tensor *host_writes; /* tensors host_fn writes (for deps) */
+        uint8_t n_host_writes;
+        const hbg_tensor *host_reads;
+        uint8_t n_host_reads;
+} hbg_task;
+
+#define HBG_TASK_INIT(name) ((hbg_task){ .kernel = (name) })
+
+HBG_EXPORT const char *hbg_version(void);
+/* Our message for the errors of this API, else strerror()'s. The string is
+ * constant, or (unknown codes) valid until this thread's next call. */
+HBG_EXPORT const char *hbg_strerror(int err);
+/* The message of the last failing call on c ("" if none). With c NULL:
+ * the calling thread's last failing hbg_connect(). */
+HBG_EXPORT const char *hbg_last_error(const hbg_client *c);
+
+/* Connect and open a session with hbgd's default sizes: path NULL means
+ * $HBG_SOCKET, else /run/hbgd/hbgd.sock. On failure *ret is NULL and
+ * hbg_last_error(NULL) says why (hbgd's own message when it refused). */
+HBG_EXPORT int hbg_connect(hbg_client **ret, const char *path);
+/* Pending graphs are abandoned (the daemon fails them). NULL is fine. */
+HBG_EXPORT void hbg_disconnect(hbg_client *c);
+
+/* Tensors in the session heap (64-byte aligned). -ENOMEM when full. There
+ * is no free: tensors live until hbg_disconnect(). */
+HBG_EXPORT int hbg_tensor_alloc(hbg_client *c, size_t bytes, hbg_tensor *ret);
+/* Where t is in this process (shared with hbgd); NULL if t is empty or
+ * not inside the heap. Read results after the writer completed
+ * (hbg_graph_wait(), hbg_tensor_wait_ready()). */
+HBG_EXPORT void *hbg_tensor_data(hbg_client *c, hbg_tensor t);
+/* Elements [lo, hi) of an f32 tensor, as a tensor (for slices). */
+HBG_EXPORT int hbg_tensor_slice_f32(hbg_tensor t, uint64_t lo, uint64_t hi, hbg_tensor *ret);
+HBG_EXPORT uint64_t hbg_f32(float v);
+
+/* Add a task to the graph being built; dependencies are the explicit ones
+ * plus those derived from its tensors (RAW, WAR, WAW; the predicate counts
+ * as a read). Waits (back-pressure) while the task window is full, running
+ * host tasks meanwhile. *ret_id (may be NULL) gets the task id. A bad task
+ * is refused here: -EINVAL, or -ENOENT for an unknown kernel name. Tasks
+ * are handed to hbgd in batches: hbg_graph_submit() or any wait sends the
+ * rest. More than 16 dependencies cost extra dummy tasks (ids in between). */
+HBG_EXPORT int hbg_graph_add(hbg_client *c, const hbg_task *t, uint64_t *ret_id);
+/* Close the graph of the tasks added since the last submit and hand it to
+ * hbgd. *ret_graph identifies it (graphs are numbered 0, 1, 2, ...).
+ * -EINVAL if it is empty. Waits while too many graphs are in flight. */
+HBG_EXPORT int hbg_graph_submit(hbg_client *c, uint64_t *ret_graph);
+/* Wait for a graph (timeout_ms < 0: for ever). Runs host tasks while
+ * waiting. 0 if it succeeded, its negative errno if it failed,
+ * -ETIMEDOUT, or -ECONNRESET if hbgd went away. */
+HBG_EXPORT int hbg_graph_wait(hbg_client *c, uint64_t graph, int timeout_ms);
+/* Status without waiting: 1 running, 0 ok, negative errno failed (also
+ * -ECONNRESET if it is running and hbgd went away, -EINVAL for a graph
+ * never submitted). *ret_task (may be NULL) gets the first failing task
+ * when it failed. Runs no host tasks: a graph with host tasks needs
+ * hbg_graph_wait() or hbg_client_process() to finish. */
+HBG_EXPORT int hbg_graph_status(hbg_client *c, uint64_t graph, uint64_t *ret_task);
+/* Wait until the tasks writing t (added so far) have completed
+ * (timeout_ms < 0: for ever). 0 even if they failed; -ETIMEDOUT,
+ * -ECONNRESET. */
+HBG_EXPORT int hbg_tensor_wait_ready(hbg_client *c, hbg_tensor t, int timeout_ms);
+
+/* For the caller's own event loop: readable when graphs finished or host
+ * tasks are ready; then call hbg_client_process(). */
+HBG_EXPORT int hbg_client_fd(const hbg_client *c);
+/* Run ready host tasks and note finished graphs; never waits (except
+ * ~0.2 ms when the completion mailbox is full). Returns the number of host
+ * tasks run, or -ECONNRESET once hbgd went away. */
+HBG_EXPORT int hbg_client_process(hbg_client *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

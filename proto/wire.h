@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Framing of the control protocol: one hbg.Envelope per AF_UNIX
+ * SOCK_SEQPACKET record, file descriptors by SCM_RIGHTS. Shared by hbgd,
+ * libhbgclient and hbgctl. docs/PROTOCOL.md.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hbg.pb-c.h"
+
+#define HBG_PROTO_MAJOR 1u
+#define HBG_PROTO_MINOR 0u
+#define HBG_WIRE_MAX_FDS 4u
+#define HBG_WIRE_MAX_MSG_DEFAULT 65536u
+
+/* Send one envelope with up to HBG_WIRE_MAX_FDS fds. 0 or -errno
+ * (-EMSGSIZE if it packs larger than max_msg). */
+int wire_send(int sock, const Hbg__Envelope *env, const int *fds, unsigned nfds, size_t max_msg);
+
+/*
+ * Receive one record. The size cap is enforced before unpacking; fds come
+ * with MSG_CMSG_CLOEXEC and every received fd is closed on every error
+ * path. Returns 0 with *ret_env (free with wire_free()) and *ret_nfds fds
+ * in fds[], or:
+ *   -ECONNRESET  orderly end of stream (or reset)
+ *   -EMSGSIZE    record longer than max_msg
+ *   -EPROTO      control data truncated, more than max_fds fds, a
+ *                non-SCM_RIGHTS control message, or bytes that do not
+ *                unpack as an Envelope
+ *   -EAGAIN      nothing to read (non-blocking socket)
+ */
+int wire_recv(int sock, size_t max_msg, Hbg__Envelope **ret_env, int *fds, unsigned max_fds,
+              unsigned *ret_nfds);
+void wire_free(Hbg__Envelope *env);
+
+/* Build and send an Error envelope. */
+int wire_send_error(int sock, int code, const char *message);

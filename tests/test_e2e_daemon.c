@@ -1,0 +1,1420 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hbgd end to end: the real daemon (tests/daemon_util.c starts one per test
+ * on a private socket) and real clients through libhbgclient, or raw
+ * protocol records for the abuse cases. Every test runs once per io
+ * backend: _i = MODE_URING (the default) and MODE_EPOLL (HBGD_IO=epoll).
+ *
+ * Run one group with CK_RUN_CASE=producers|killed|abuse|session|status|
+ * sigterm; HBG_TEST_SEED fixes the random numbers; STRESS=long kills more
+ * clients; HBG_TEST_VERBOSE=1 shows hbgd's log as it runs.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/io_uring.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hbg/hbg.h"
+#include "proto/wire.h"
+#include "tests/daemon_util.h"
+
+#ifndef HBG_VERSION
+#define HBG_VERSION "0.0.0"
+#endif
+
+enum { MODE_URING, MODE_EPOLL, N_MODES };
+
+#define WAIT_MS 60000           /* "never hangs": far beyond any real wait */
+#define IO_MS 20000             /* a reply or EOF from hbgd */
+#define FD_SETTLE_MS 20000      /* hbgd closing what hung-up clients held */
+
+static const char *mode_name(int mode) {
+        return mode == MODE_EPOLL ? "epoll" : "io_uring";
+}
+
+/* On failure: hbgd's log to stderr (it is removed afterwards), and
+ * whether hbgd still runs at the end of the message (a crash shows up as
+ * a refusal that never came, a connection closed early...). */
+static const char *d_state(struct hbgd_proc *d) {
+        static char buf[128];
+        daemon_dump_log(d);
+        if (daemon_wait_exit(d, 0) == -ETIMEDOUT)
+                return "";
+        if (WIFSIGNALED(d->wstatus))
+                snprintf(buf, sizeof(buf), " [hbgd died: signal %d]", WTERMSIG(d->wstatus));
+        else
+                snprintf(buf, sizeof(buf), " [hbgd exited with status %d]", WEXITSTATUS(d->wstatus));
+        return buf;
+}
+
+#define D_ASSERT(d, cond, ...)                                                  \
+        do {                                                                    \
+                if (!(cond)) {                                                  \
+                        char d_msg_[1024];                                      \
+                        snprintf(d_msg_, sizeof(d_msg_), __VA_ARGS__);          \
+                        ck_abort_msg("%s%s", d_msg_, d_state(d));               \
+                }                                                               \
+        } while (0)
+
+static struct hbgd_proc *start_hbgd(int mode, const char *const *args) {
+        static const char *const epoll_env[] = { "HBGD_IO=epoll", NULL };
+        struct hbgd_proc *d = NULL;
+        int err = daemon_start(&d, args, mode == MODE_EPOLL ? epoll_env : NULL);
+        ck_assert_msg(err == 0, "hbgd (%s) did not start: %s", mode_name(mode), strerror(-err));
+        return d;
+}
+
+/* SIGTERM; hbgd must exit 0. */
+static void stop_hbgd(struct hbgd_proc *d) {
+        int st = daemon_stop(d, 30000);
+        if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+                daemon_dump_log(d);
+        bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0, code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        daemon_destroy(d);
+        ck_assert_msg(ok, "hbgd did not exit 0 on SIGTERM: exit code %d, signal %d", code, sig);
+}
+
+static void assert_alive(struct hbgd_proc *d) {
+        D_ASSERT(d, daemon_wait_exit(d, 0) == -ETIMEDOUT, "hbgd died (wait status 0x%x)",
+                 (unsigned)d->wstatus);
+}
+
+static int fd_baseline(struct hbgd_proc *d);
+
+static bool uring_available(void) {
+        struct io_uring_params p;
+        memset(&p, 0, sizeof(p));
+        int fd = (int)syscall(__NR_io_uring_setup, 4, &p);
+        if (fd < 0)
+                return false;
+        close(fd);
+        return true;
+}
+
+static uint64_t seed_value(void) {
+        static uint64_t seed;
+        if (!seed) {
+                const char *s = getenv("HBG_TEST_SEED");
+                seed = s && s[0] ? strtoull(s, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
+                if (!seed)
+                        seed = 1;
+        }
+        return seed;
+}
+
+static uint64_t xorshift(uint64_t *s) {
+        uint64_t x = *s;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        return *s = x;
+}
+
+static void sleep_us(long us) {
+        struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000 };
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+}
+
+/* ------------------------------------------------------------ workload */
+
+/*
+ * Small graphs over one client's tensors, dependencies all derived:
+ *   fill a = k; fill b = (g % 7) + 1; s = a + b; s *= 2; res[g % R] = sum(s)
+ * so res[g % R] = 2 (k + g % 7 + 1) WL_N, exact in f32. Graphs are kept
+ * WL_DEPTH deep in flight (the fills of graph g+1 wait for the add of
+ * graph g: WAR), each one's result checked once it is waited for.
+ */
+#define WL_N 1024
+#define WL_SLOTS 256
+#define WL_DEPTH 8
+
+struct workload {
+        hbg_client *c;
+        hbg_tensor a, b, s, res;
+        unsigned k;
+        char msg[512];
+};
+
+static int wl_fail(struct workload *w, int err, const char *what, uint64_t g) {
+        snprintf(w->msg, sizeof(w->msg), "%s (graph %" PRIu64 "): %s [%s]", what, g, hbg_strerror(err),
+                 hbg_last_error(w->c));
+        return err;
+}
+
+static int wl_init(struct workload *w, hbg_client *c, unsigned k) {
+        memset(w, 0, sizeof(*w));
+        w->c = c;
+        w->k = k;
+        int err;
+        if ((err = hbg_tensor_alloc(c, WL_N * 4, &w->a)) < 0 || (err = hbg_tensor_alloc(c, WL_N * 4, &w->b)) < 0 ||
+            (err = hbg_tensor_alloc(c, WL_N * 4, &w->s)) < 0 ||
+            (err = hbg_tensor_alloc(c, WL_SLOTS * 4, &w->res)) < 0)
+                return wl_fail(w, err, "hbg_tensor_alloc", 0);
+        if (!hbg_tensor_data(c, w->a) || !hbg_tensor_data(c, w->res))
+                return wl_fail(w, -EFAULT, "hbg_tensor_data returned NULL", 0);
+        return 0;
+}
+
+static float wl_expect(const struct workload *w, uint64_t g) {
+        return 2.0f * (float)(w->k + g % 7 + 1) * WL_N;
+}
+
+static int wl_add(struct workload *w, hbg_task *t, uint64_t g, const char *what) {
+        int err = hbg_graph_add(w->c, t, NULL);
+        return err < 0 ? wl_fail(w, err, what, g) : 0;
+}
+
+static int wl_submit(struct workload *w, uint64_t g, uint64_t *ret_graph) {
+        float *res = hbg_tensor_data(w->c, w->res);
+        /* Sentinel: a graph that "succeeds" without writing is caught. The
+         * slot's previous writer (graph g - WL_SLOTS) was waited for. */
+        res[g % WL_SLOTS] = -1.0f;
+        hbg_tensor slot;
+        int err = hbg_tensor_slice_f32(w->res, g % WL_SLOTS, g % WL_SLOTS + 1, &slot);
+        if (err < 0)
+                return wl_fail(w, err, "hbg_tensor_slice_f32", g);
+
+        hbg_task t = HBG_TASK_INIT("fill_f32");
+        t.blocks = 2;
+        t.n_args = 1;
+        t.args[0].tensor = w->a;
+        t.args[0].dir = HBG_OUT;
+        t.n_scalars = 1;
+        t.scalars[0] = hbg_f32((float)w->k);
+        if ((err = wl_add(w, &t, g, "hbg_graph_add(fill a)")) < 0)
+                return err;
+        t.args[0].tensor = w->b;
+        t.scalars[0] = hbg_f32((float)(g % 7 + 1));
+        if ((err = wl_add(w, &t, g, "hbg_graph_add(fill b)")) < 0)
+                return err;
+
+        t = HBG_TASK_INIT("add_f32");
+        t.blocks = 3;
+        t.n_args = 3;
+        t.args[0].tensor = w->a;
+        t.args[0].dir = HBG_IN;
+        t.args[1].tensor = w->b;
+        t.args[1].dir = HBG_IN;
+        t.args[2].tensor = w->s;
+        t.args[2].dir = HBG_OUT;
+        if ((err = wl_add(w, &t, g, "hbg_graph_add(add)")) < 0)
+                return err;
+
+        t = HBG_TASK_INIT("scale_f32");
+        t.lanes = HBG_LANES_MIX;
+        t.n_args = 1;
+        t.args[0].tensor = w->s;
+        t.args[0].dir = HBG_INOUT;
+        t.n_scalars = 1;
+        t.scalars[0] = hbg_f32(2.0f);
+        if ((err = wl_add(w, &t, g, "hbg_graph_add(scale)")) < 0)
+                return err;
+
+        t = HBG_TASK_INIT("reduce_sum_f32");
+        t.n_args = 2;
+        t.args[0].tensor = w->s;
+        t.args[0].dir = HBG_IN;
+        t.args[1].tensor = slot;
+        t.args[1].dir = HBG_OUT;
+        if ((err = wl_add(w, &t, g, "hbg_graph_add(reduce)")) < 0)
+                return err;
+
+        if ((err = hbg_graph_submit(w->c, ret_graph)) < 0)
+                return wl_fail(w, err, "hbg_graph_submit", g);
+        return 0;
+}
+
+static int wl_check(struct workload *w, uint64_t g, uint64_t graph) {
+        int err = hbg_graph_wait(w->c, graph, WAIT_MS);
+        if (err != 0)
+                return wl_fail(w, err, "hbg_graph_wait", g);
+        const float *res = hbg_tensor_data(w->c, w->res);
+        float want = wl_expect(w, g);
+        if (res[g % WL_SLOTS] != want) {
+                snprintf(w->msg, sizeof(w->msg), "graph %" PRIu64 ": result %g, expected %g", g,
+                         (double)res[g % WL_SLOTS], (double)want);
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+static bool stop_requested(int stop_fd) {
+        if (stop_fd < 0)
+                return false;
+        struct pollfd p = { .fd = stop_fd, .events = POLLIN };
+        return poll(&p, 1, 0) > 0;
+}
+
+/* n graphs (n == 0: until stop_fd is readable or hangs up; for ever if
+ * stop_fd < 0). Returns the number of graphs verified, or -errno with
+ * w->msg set. */
+static long wl_run(struct workload *w, uint64_t n, int stop_fd) {
+        uint64_t ids[WL_DEPTH];
+        uint64_t g = 0, checked = 0;
+        int err;
+        for (;; g++) {
+                bool more = n ? g < n : !stop_requested(stop_fd);
+                if (!more)
+                        break;
+                if (g >= WL_DEPTH) {
+                        if ((err = wl_check(w, g - WL_DEPTH, ids[g % WL_DEPTH])) < 0)
+                                return err;
+                        checked++;
+                }
+                if ((err = wl_submit(w, g, &ids[g % WL_DEPTH])) < 0)
+                        return err;
+        }
+        for (uint64_t j = g > WL_DEPTH ? g - WL_DEPTH : 0; j < g; j++) {
+                if ((err = wl_check(w, j, ids[j % WL_DEPTH])) < 0)
+                        return err;
+                checked++;
+        }
+        if (g > 0) {
+                /* The last graph's sum tensor, element by element. */
+                const float *s = hbg_tensor_data(w->c, w->s);
+                float want = 2.0f * (float)(w->k + (g - 1) % 7 + 1);
+                for (unsigned i = 0; i < WL_N; i++)
+                        if (s[i] != want) {
+                                snprintf(w->msg, sizeof(w->msg), "s[%u] = %g after graph %" PRIu64 ", expected %g",
+                                         i, (double)s[i], g - 1, (double)want);
+                                return -EBADMSG;
+                        }
+        }
+        return (long)checked;
+}
+
+/* The daemon serves: a new client connects and runs a few graphs. */
+static void assert_serving(struct hbgd_proc *d) {
+        assert_alive(d);
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "hbgd no longer serves: hbg_connect: %s [%s]", hbg_strerror(err),
+                 hbg_last_error(NULL));
+        struct workload w;
+        err = wl_init(&w, c, 5);
+        long r = err < 0 ? err : wl_run(&w, 3, -1);
+        char msg[sizeof(w.msg)];
+        snprintf(msg, sizeof(msg), "%s", w.msg);
+        hbg_disconnect(c);
+        D_ASSERT(d, r == 3, "hbgd no longer serves: %s", msg);
+}
+
+/* Exit codes of the forked clients. */
+enum { KID_OK = 0, KID_CONNECT = 10, KID_INIT = 11, KID_RUN = 12, KID_PIPE = 13 };
+
+static const char *kid_code(int code) {
+        switch (code) {
+        case KID_OK: return "ok";
+        case KID_CONNECT: return "hbg_connect failed";
+        case KID_INIT: return "tensor setup failed";
+        case KID_RUN: return "a graph failed or computed a wrong result";
+        case KID_PIPE: return "pipe to the test failed";
+        }
+        return "unexpected exit code";
+}
+
+static void describe(int st, char *buf, size_t size) {
+        if (WIFEXITED(st))
+                snprintf(buf, size, "exit %d (%s)", WEXITSTATUS(st), kid_code(WEXITSTATUS(st)));
+        else if (WIFSIGNALED(st))
+                snprintf(buf, size, "signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+        else
+                snprintf(buf, size, "status 0x%x", (unsigned)st);
+}
+
+/* A client process: connect, tensors, then `ready_fd` gets 'R', then n
+ * graphs (see wl_run). Never returns. */
+static void __attribute__((noreturn)) client_main(const char *socket_path, unsigned k, uint64_t n,
+                                                  int ready_fd, int stop_fd, const char *who) {
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, socket_path);
+        if (err < 0) {
+                fprintf(stderr, "%s: hbg_connect: %s [%s]\n", who, hbg_strerror(err), hbg_last_error(NULL));
+                _exit(KID_CONNECT);
+        }
+        struct workload w;
+        if (wl_init(&w, c, k) < 0) {
+                fprintf(stderr, "%s: %s\n", who, w.msg);
+                _exit(KID_INIT);
+        }
+        if (ready_fd >= 0) {
+                if (write(ready_fd, "R", 1) != 1)
+                        _exit(KID_PIPE);
+                close(ready_fd);
+        }
+        long r = wl_run(&w, n, stop_fd);
+        if (r < 0) {
+                fprintf(stderr, "%s: %s\n", who, w.msg);
+                _exit(KID_RUN);
+        }
+        if (n == 0 && stop_fd >= 0)
+                fprintf(stderr, "%s: %ld graphs verified\n", who, r);
+        hbg_disconnect(c);
+        _exit(KID_OK);
+}
+
+/* Read one byte from fd within timeout_ms: 1, 0 on EOF, -ETIMEDOUT. */
+static int read_byte(int fd, int timeout_ms, char *ret) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        int n;
+        do
+                n = poll(&p, 1, timeout_ms);
+        while (n < 0 && errno == EINTR);
+        if (n == 0)
+                return -ETIMEDOUT;
+        ssize_t r = read(fd, ret, 1);
+        return r < 0 ? -errno : (int)r;
+}
+
+/* ------------------------------------------------------------ producers */
+
+#define N_PRODUCERS 8
+#define PRODUCER_GRAPHS 100
+
+START_TEST(producers_8x100) {
+        int mode = _i;
+        struct hbgd_proc *d = start_hbgd(mode, NULL);
+        int base = fd_baseline(d);
+        pid_t kids[N_PRODUCERS];
+
+        fflush(NULL);
+        for (unsigned p = 0; p < N_PRODUCERS; p++) {
+                kids[p] = fork();
+                ck_assert_int_ge(kids[p], 0);
+                if (kids[p] == 0) {
+                        char who[64];
+                        snprintf(who, sizeof(who), "producer %u (%s)", p, mode_name(mode));
+                        client_main(d->socket_path, p + 1, PRODUCER_GRAPHS, -1, -1, who);
+                }
+        }
+        /* Every child is reaped before any assertion. */
+        int st[N_PRODUCERS];
+        for (unsigned p = 0; p < N_PRODUCERS; p++)
+                while (waitpid(kids[p], &st[p], 0) < 0 && errno == EINTR)
+                        ;
+        for (unsigned p = 0; p < N_PRODUCERS; p++) {
+                char how[96];
+                describe(st[p], how, sizeof(how));
+                D_ASSERT(d, WIFEXITED(st[p]) && WEXITSTATUS(st[p]) == KID_OK, "%s: producer %u: %s",
+                         mode_name(mode), p, how);
+        }
+        int n = daemon_wait_fd_count(d->pid, base, FD_SETTLE_MS);
+        D_ASSERT(d, n == base, "%s: hbgd holds %d fds after the producers left, %d before", mode_name(mode),
+                 n, base);
+        assert_serving(d);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ killed clients */
+
+static void list_fds(pid_t pid) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+        DIR *dir = opendir(path);
+        if (!dir)
+                return;
+        struct dirent *e;
+        while ((e = readdir(dir))) {
+                if (e->d_name[0] == '.')
+                        continue;
+                char link[330], target[256];
+                snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
+                ssize_t n = readlink(link, target, sizeof(target) - 1);
+                target[n > 0 ? n : 0] = 0;
+                fprintf(stderr, "  hbgd fd %s -> %s\n", e->d_name, target);
+        }
+        closedir(dir);
+}
+
+START_TEST(killed_clients) {
+        int mode = _i;
+        const char *stress = getenv("STRESS");
+        unsigned kills = stress && strcmp(stress, "long") == 0 ? 400 : 100;
+        uint64_t rng = seed_value() + (uint64_t)mode;
+        fprintf(stderr, "killed_clients (%s): %u kills, HBG_TEST_SEED=%" PRIu64 "\n", mode_name(mode), kills,
+                seed_value());
+
+        struct hbgd_proc *d = start_hbgd(mode, NULL);
+        int base = fd_baseline(d);
+
+        /* The steady client: runs graphs until stop[1] is closed. */
+        int stop[2], ready[2];
+        ck_assert_int_eq(pipe2(stop, O_CLOEXEC), 0);
+        ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
+        fflush(NULL);
+        pid_t steady = fork();
+        ck_assert_int_ge(steady, 0);
+        if (steady == 0) {
+                close(stop[1]);
+                close(ready[0]);
+                client_main(d->socket_path, 3, 0, ready[1], stop[0], "steady client");
+        }
+        close(stop[0]);
+        close(ready[1]);
+        char b = 0;
+        int r = read_byte(ready[0], IO_MS, &b);
+        close(ready[0]);
+        if (r != 1) {
+                kill(steady, SIGKILL);
+                waitpid(steady, NULL, 0);
+        }
+        D_ASSERT(d, r == 1, "%s: the steady client did not start (%s)", mode_name(mode),
+                 r == 0 ? "it exited" : strerror(-r));
+
+        unsigned failures = 0;
+        char first_failure[256] = "";
+        long long t0 = daemon_now_ms();
+        for (unsigned i = 0; i < kills; i++) {
+                ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
+                fflush(NULL);
+                pid_t kid = fork();
+                ck_assert_int_ge(kid, 0);
+                if (kid == 0) {
+                        close(stop[1]);
+                        close(ready[0]);
+                        client_main(d->socket_path, 1 + i % 7, 0, ready[1], -1, "doomed client");
+                }
+                close(ready[1]);
+                r = read_byte(ready[0], IO_MS, &b);
+                close(ready[0]);
+                /* Killed 0-20 ms after it started submitting. */
+                if (r == 1)
+                        sleep_us((long)(xorshift(&rng) % 20001));
+                kill(kid, SIGKILL);
+                int st;
+                while (waitpid(kid, &st, 0) < 0 && errno == EINTR)
+                        ;
+                if (r != 1 || !WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) {
+                        char how[96];
+                        describe(st, how, sizeof(how));
+                        if (!failures++)
+                                snprintf(first_failure, sizeof(first_failure),
+                                         "doomed client %u: %s before the kill (%s)", i,
+                                         r == 1 ? "ended" : r == 0 ? "exited" : "did not start", how);
+                }
+        }
+        long long t_kills = daemon_now_ms() - t0;
+
+        close(stop[1]);
+        int st;
+        while (waitpid(steady, &st, 0) < 0 && errno == EINTR)
+                ;
+        char how[96];
+        describe(st, how, sizeof(how));
+        fprintf(stderr, "killed_clients (%s): %u kills in %lld ms; steady client: %s\n", mode_name(mode),
+                kills, t_kills, how);
+        D_ASSERT(d, failures == 0, "%s: %u of %u doomed clients misbehaved; first: %s", mode_name(mode),
+                 failures, kills, first_failure);
+        D_ASSERT(d, WIFEXITED(st) && WEXITSTATUS(st) == KID_OK,
+                 "%s: the steady client failed while others were killed: %s", mode_name(mode), how);
+
+        int n = daemon_wait_fd_count(d->pid, base, FD_SETTLE_MS);
+        if (n != base)
+                list_fds(d->pid);
+        D_ASSERT(d, n == base, "%s: hbgd holds %d fds %d ms after the last client left, %d before",
+                 mode_name(mode), n, FD_SETTLE_MS, base);
+        assert_serving(d);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ raw protocol */
+
+static int raw_connect(const char *path) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect %s: %s", path,
+                      strerror(errno));
+        return fd;
+}
+
+#define RAW_MAX_FDS 32
+
+/* One record of len bytes with nfds fds (SCM_RIGHTS). 0 or -errno. */
+static int raw_send(int fd, const void *buf, size_t len, const int *fds, unsigned nfds) {
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * RAW_MAX_FDS)];
+                struct cmsghdr align;
+        } control;
+        struct iovec iov = { .iov_base = (void *)(uintptr_t)buf, .iov_len = len };
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+        ck_assert_uint_le(nfds, RAW_MAX_FDS);
+        if (nfds) {
+                memset(&control, 0, sizeof(control));
+                msg.msg_control = control.buf;
+                msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+                struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+                memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+        }
+        ssize_t n;
+        do
+                n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return -errno;
+        return (size_t)n == len ? 0 : -EIO;
+}
+
+/* Pack env (into a malloc'd buffer the caller frees). */
+static uint8_t *pack(const Hbg__Envelope *env, size_t *len) {
+        *len = hbg__envelope__get_packed_size(env);
+        uint8_t *buf = malloc(*len ? *len : 1);
+        ck_assert_ptr_nonnull(buf);
+        hbg__envelope__pack(env, buf);
+        return buf;
+}
+
+static void send_env(int fd, const Hbg__Envelope *env, const int *fds, unsigned nfds) {
+        size_t len;
+        uint8_t *buf = pack(env, &len);
+        int err = raw_send(fd, buf, len, fds, nfds);
+        free(buf);
+        ck_assert_msg(err == 0, "sendmsg: %s", strerror(-err));
+}
+
+static void send_hello(int fd, uint32_t major, const int *fds, unsigned nfds) {
+        Hbg__Hello h = HBG__HELLO__INIT;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        h.version_major = major;
+        h.version_minor = HBG_PROTO_MINOR;
+        h.name = (char *)"e2e-raw";
+        env.msg_case = HBG__ENVELOPE__MSG_HELLO;
+        env.hello = &h;
+        send_env(fd, &env, fds, nfds);
+}
+
+static void send_status_request(int fd, Hbg__StatusKind kind, const int *fds, unsigned nfds) {
+        Hbg__StatusRequest rq = HBG__STATUS_REQUEST__INIT;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        rq.kind = kind;
+        env.msg_case = HBG__ENVELOPE__MSG_STATUS_REQUEST;
+        env.status_request = &rq;
+        send_env(fd, &env, fds, nfds);
+}
+
+enum rx_kind { RX_RECORD, RX_EOF, RX_TIMEOUT };
+
+struct rx {
+        enum rx_kind kind;
+        Hbg__Envelope *env;     /* RX_RECORD; NULL if it did not unpack */
+        size_t len;
+        int fds[RAW_MAX_FDS];
+        unsigned nfds;
+        bool reset;             /* ECONNRESET was reported on the way */
+};
+
+/*
+ * Next record, EOF or timeout. A peer closing with our data unread makes
+ * the kernel report ECONNRESET once before the records still queued:
+ * noted and read past, so an Error sent before the close is not lost.
+ */
+static void rx(int fd, int timeout_ms, struct rx *r) {
+        static uint8_t buf[256 * 1024];
+        long long deadline = daemon_now_ms() + timeout_ms;
+        memset(r, 0, sizeof(*r));
+        for (;;) {
+                union {
+                        char buf[CMSG_SPACE(sizeof(int) * RAW_MAX_FDS)];
+                        struct cmsghdr align;
+                } control;
+                struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+                struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                                      .msg_controllen = sizeof(control.buf) };
+                ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+                if (n < 0 && errno == ECONNRESET) {
+                        r->reset = true;
+                        continue;
+                }
+                if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+                        long long left = deadline - daemon_now_ms();
+                        if (left <= 0) {
+                                r->kind = RX_TIMEOUT;
+                                return;
+                        }
+                        struct pollfd p = { .fd = fd, .events = POLLIN };
+                        poll(&p, 1, (int)left);
+                        continue;
+                }
+                ck_assert_msg(n >= 0, "recvmsg: %s", strerror(errno));
+                for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+                        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                                continue;
+                        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                        for (size_t i = 0; i < k && r->nfds < RAW_MAX_FDS; i++)
+                                memcpy(&r->fds[r->nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                }
+                if (n == 0 && r->nfds == 0) {
+                        r->kind = RX_EOF;
+                        return;
+                }
+                ck_assert_msg(!(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)), "record from hbgd truncated");
+                r->kind = RX_RECORD;
+                r->len = (size_t)n;
+                r->env = hbg__envelope__unpack(NULL, (size_t)n, buf);
+                return;
+        }
+}
+
+static void rx_free(struct rx *r) {
+        if (r->env)
+                hbg__envelope__free_unpacked(r->env, NULL);
+        r->env = NULL;
+}
+
+/* The next record must be an envelope of this case (not an Error). */
+static Hbg__Envelope *expect_env(int fd, Hbg__Envelope__MsgCase want, int *fds, unsigned want_fds) {
+        struct rx r;
+        rx(fd, IO_MS, &r);
+        ck_assert_msg(r.kind == RX_RECORD, "no reply from hbgd (%s)", r.kind == RX_EOF ? "EOF" : "timeout");
+        ck_assert_msg(r.env, "hbgd's reply (%zu bytes) does not unpack", r.len);
+        if (r.env->msg_case == HBG__ENVELOPE__MSG_ERROR)
+                ck_abort_msg("hbgd answered Error %d: %s", r.env->error->code,
+                             r.env->error->message ? r.env->error->message : "");
+        ck_assert_int_eq(r.env->msg_case, want);
+        ck_assert_uint_eq(r.nfds, want_fds);
+        if (fds)
+                memcpy(fds, r.fds, want_fds * sizeof(int));
+        return r.env;
+}
+
+#define CLOSE_ERROR_REQUIRED 1   /* an Error record must come before EOF */
+#define CLOSE_EOF_ONLY_OK 0      /* or hbgd may just close */
+
+/* hbgd must answer Error{code} (or, with CLOSE_EOF_ONLY_OK, nothing) and
+ * close the connection. */
+static void expect_refusal(struct hbgd_proc *d, int fd, int code, int required, const char *what) {
+        struct rx r;
+        bool got_error = false;
+        rx(fd, IO_MS, &r);
+        if (r.kind == RX_RECORD) {
+                D_ASSERT(d, r.env, "%s: hbgd's reply does not unpack", what);
+                D_ASSERT(d, r.env->msg_case == HBG__ENVELOPE__MSG_ERROR, "%s: hbgd answered message %d, not Error",
+                         what, (int)r.env->msg_case);
+                int got = r.env->error->code;
+                char text[200];
+                snprintf(text, sizeof(text), "%s", r.env->error->message ? r.env->error->message : "");
+                rx_free(&r);
+                D_ASSERT(d, got == code, "%s: Error code %d (%s: \"%s\"), expected %d (%s)", what, got,
+                         strerror(-got), text, code, strerror(-code));
+                D_ASSERT(d, text[0], "%s: Error %d without a message", what, got);
+                D_ASSERT(d, r.nfds == 0, "%s: hbgd sent fds with its Error", what);
+                got_error = true;
+                rx(fd, IO_MS, &r);
+        }
+        D_ASSERT(d, r.kind == RX_EOF, "%s: hbgd did not close the connection (%s)", what,
+                 r.kind == RX_TIMEOUT ? "still open" : "another record came");
+        D_ASSERT(d, got_error || !required, "%s: hbgd closed without an Error{%d} reply", what, code);
+        if (!got_error)
+                fprintf(stderr, "%s: hbgd closed the connection without an Error\n", what);
+}
+
+/* Each abuse case: hbgd refuses, closes, leaks no fd and goes on serving. */
+static void abuse_epilogue(struct hbgd_proc *d, int base, const char *what) {
+        int n = daemon_wait_fd_count(d->pid, base, FD_SETTLE_MS);
+        if (n != base)
+                list_fds(d->pid);
+        D_ASSERT(d, n == base, "%s: hbgd holds %d fds after the connection ended, %d before", what, n, base);
+        assert_serving(d);
+        n = daemon_wait_fd_count(d->pid, base, FD_SETTLE_MS);
+        D_ASSERT(d, n == base, "%s: hbgd holds %d fds after a normal client left, %d before", what, n, base);
+        stop_hbgd(d);
+}
+
+START_TEST(abuse_wrong_major) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        int fd = raw_connect(d->socket_path);
+        send_hello(fd, 99, NULL, 0);
+        expect_refusal(d, fd, -EPROTONOSUPPORT, CLOSE_ERROR_REQUIRED, "Hello version_major 99");
+        close(fd);
+        /* Major 0 too: only an exact match is accepted. */
+        fd = raw_connect(d->socket_path);
+        send_hello(fd, 0, NULL, 0);
+        expect_refusal(d, fd, -EPROTONOSUPPORT, CLOSE_ERROR_REQUIRED, "Hello version_major 0");
+        close(fd);
+        abuse_epilogue(d, base, "wrong major version");
+}
+END_TEST
+
+START_TEST(abuse_oversized) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        int fd = raw_connect(d->socket_path);
+        /* A 1 MiB record needs a send buffer that large (SEQPACKET records
+         * are atomic); fall back to 256 KiB, still 4x max_message. */
+        size_t len = 1u << 20;
+        int sz = 4 << 20;
+        if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
+                setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+        uint8_t *buf = malloc(len);
+        ck_assert_ptr_nonnull(buf);
+        memset(buf, 0x0a, len); /* field 1 (hello), length-delimited... */
+        int err = raw_send(fd, buf, len, NULL, 0);
+        if (err == -EMSGSIZE || err == -ENOBUFS) {
+                len = 256u << 10;
+                fprintf(stderr, "abuse_oversized: 1 MiB record refused by the kernel; sending %zu bytes\n", len);
+                err = raw_send(fd, buf, len, NULL, 0);
+        }
+        free(buf);
+        ck_assert_msg(err == 0, "sendmsg %zu bytes: %s", len, strerror(-err));
+        expect_refusal(d, fd, -EMSGSIZE, CLOSE_EOF_ONLY_OK, "oversized record");
+        close(fd);
+        /* Just over the limit, as the first record after a valid hello. */
+        fd = raw_connect(d->socket_path);
+        send_hello(fd, HBG_PROTO_MAJOR, NULL, 0);
+        rx_free(&(struct rx){ .env = expect_env(fd, HBG__ENVELOPE__MSG_HELLO, NULL, 0) });
+        buf = calloc(1, HBG_WIRE_MAX_MSG_DEFAULT + 1);
+        ck_assert_ptr_nonnull(buf);
+        ck_assert_int_eq(raw_send(fd, buf, HBG_WIRE_MAX_MSG_DEFAULT + 1, NULL, 0), 0);
+        free(buf);
+        expect_refusal(d, fd, -EMSGSIZE, CLOSE_EOF_ONLY_OK, "record of max_message + 1 bytes");
+        close(fd);
+        abuse_epilogue(d, base, "oversized record");
+}
+END_TEST
+
+START_TEST(abuse_garbage) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        uint64_t rng = seed_value() ^ 0x9e3779b97f4a7c15u;
+        /* Several random records, each on a fresh connection; each one
+         * checked here not to unpack as an Envelope. */
+        for (unsigned round = 0; round < 8; round++) {
+                uint8_t buf[512];
+                size_t len;
+                for (;;) {
+                        len = 1 + xorshift(&rng) % sizeof(buf);
+                        for (size_t i = 0; i < len; i++)
+                                buf[i] = (uint8_t)xorshift(&rng);
+                        Hbg__Envelope *e = hbg__envelope__unpack(NULL, len, buf);
+                        if (!e)
+                                break;
+                        hbg__envelope__free_unpacked(e, NULL);
+                }
+                int fd = raw_connect(d->socket_path);
+                ck_assert_int_eq(raw_send(fd, buf, len, NULL, 0), 0);
+                char what[96];
+                snprintf(what, sizeof(what), "%zu random bytes (HBG_TEST_SEED=%" PRIu64 ", round %u)", len,
+                         seed_value(), round);
+                expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, what);
+                close(fd);
+        }
+        /* Garbage after a valid hello, too. */
+        int fd = raw_connect(d->socket_path);
+        send_hello(fd, HBG_PROTO_MAJOR, NULL, 0);
+        rx_free(&(struct rx){ .env = expect_env(fd, HBG__ENVELOPE__MSG_HELLO, NULL, 0) });
+        static const uint8_t junk[] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01 };
+        ck_assert_ptr_null(hbg__envelope__unpack(NULL, sizeof(junk), junk));
+        ck_assert_int_eq(raw_send(fd, junk, sizeof(junk), NULL, 0), 0);
+        expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, "garbage after hello");
+        close(fd);
+        abuse_epilogue(d, base, "garbage bytes");
+}
+END_TEST
+
+START_TEST(abuse_not_hello_first) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        int fd = raw_connect(d->socket_path);
+        send_status_request(fd, HBG__STATUS_KIND__STATUS_DAEMON, NULL, 0);
+        expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, "StatusRequest before Hello");
+        close(fd);
+
+        fd = raw_connect(d->socket_path);
+        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
+        env.session_request = &sr;
+        send_env(fd, &env, NULL, 0);
+        expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, "SessionRequest before Hello");
+        close(fd);
+
+        /* Messages only hbgd sends, and a second Hello. */
+        fd = raw_connect(d->socket_path);
+        Hbg__Error e = HBG__ERROR__INIT;
+        e.code = -EIO;
+        e.message = (char *)"from a client";
+        env.msg_case = HBG__ENVELOPE__MSG_ERROR;
+        env.error = &e;
+        send_env(fd, &env, NULL, 0);
+        expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, "Error as the first message");
+        close(fd);
+
+        fd = raw_connect(d->socket_path);
+        send_hello(fd, HBG_PROTO_MAJOR, NULL, 0);
+        rx_free(&(struct rx){ .env = expect_env(fd, HBG__ENVELOPE__MSG_HELLO, NULL, 0) });
+        Hbg__SessionReply srep = HBG__SESSION_REPLY__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_SESSION_REPLY;
+        env.session_reply = &srep;
+        send_env(fd, &env, NULL, 0);
+        expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, "SessionReply from a client");
+        close(fd);
+
+        fd = raw_connect(d->socket_path);
+        send_hello(fd, HBG_PROTO_MAJOR, NULL, 0);
+        rx_free(&(struct rx){ .env = expect_env(fd, HBG__ENVELOPE__MSG_HELLO, NULL, 0) });
+        send_hello(fd, HBG_PROTO_MAJOR, NULL, 0);
+        expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, "second Hello");
+        close(fd);
+
+        /* An Envelope with no message set (an empty oneof): one zero byte
+         * would be an empty record, so an unknown field instead. */
+        fd = raw_connect(d->socket_path);
+        static const uint8_t unknown_field[] = { 0x78, 0x01 }; /* field 15, varint 1 */
+        Hbg__Envelope *probe = hbg__envelope__unpack(NULL, sizeof(unknown_field), unknown_field);
+        ck_assert_ptr_nonnull(probe);
+        ck_assert_int_eq(probe->msg_case, HBG__ENVELOPE__MSG__NOT_SET);
+        hbg__envelope__free_unpacked(probe, NULL);
+        ck_assert_int_eq(raw_send(fd, unknown_field, sizeof(unknown_field), NULL, 0), 0);
+        expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, "Envelope without a message");
+        close(fd);
+        abuse_epilogue(d, base, "non-hello first message");
+}
+END_TEST
+
+START_TEST(abuse_truncated) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        Hbg__Hello h = HBG__HELLO__INIT;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        h.version_major = HBG_PROTO_MAJOR;
+        h.version_minor = HBG_PROTO_MINOR;
+        h.name = (char *)"a client whose hello is cut in half on the way";
+        env.msg_case = HBG__ENVELOPE__MSG_HELLO;
+        env.hello = &h;
+        size_t len;
+        uint8_t *buf = pack(&env, &len);
+        /* Every cut that does not unpack here must be refused there. */
+        unsigned tried = 0;
+        for (size_t cut = len / 2; cut >= 1 && tried < 3; cut = cut * 2 / 3) {
+                Hbg__Envelope *e = hbg__envelope__unpack(NULL, cut, buf);
+                if (e) {
+                        hbg__envelope__free_unpacked(e, NULL);
+                        continue;
+                }
+                int fd = raw_connect(d->socket_path);
+                ck_assert_int_eq(raw_send(fd, buf, cut, NULL, 0), 0);
+                char what[64];
+                snprintf(what, sizeof(what), "Hello of %zu bytes cut to %zu", len, cut);
+                expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, what);
+                close(fd);
+                tried++;
+        }
+        free(buf);
+        ck_assert_uint_gt(tried, 0);
+        abuse_epilogue(d, base, "truncated protobuf");
+}
+END_TEST
+
+static void send_hello_with_fds(struct hbgd_proc *d, unsigned nfds, bool memfds, const char *what) {
+        int fds[RAW_MAX_FDS];
+        for (unsigned i = 0; i < nfds; i++) {
+                fds[i] = memfds ? memfd_create("e2e-stray", MFD_CLOEXEC) : eventfd(0, EFD_CLOEXEC);
+                ck_assert_int_ge(fds[i], 0);
+        }
+        int fd = raw_connect(d->socket_path);
+        send_hello(fd, HBG_PROTO_MAJOR, fds, nfds);
+        for (unsigned i = 0; i < nfds; i++)
+                close(fds[i]);
+        expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, what);
+        close(fd);
+}
+
+START_TEST(abuse_fds) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        send_hello_with_fds(d, 6, false, "Hello with 6 eventfds");
+        int n = daemon_wait_fd_count(d->pid, base, FD_SETTLE_MS);
+        D_ASSERT(d, n == base, "6 eventfds: hbgd holds %d fds, %d before", n, base);
+        send_hello_with_fds(d, 1, true, "Hello with 1 memfd");
+        /* More than wire_recv's control buffer holds: MSG_CTRUNC; the
+         * kernel still installs the fds that fit, which must be closed. */
+        send_hello_with_fds(d, 20, false, "Hello with 20 eventfds");
+        n = daemon_wait_fd_count(d->pid, base, FD_SETTLE_MS);
+        D_ASSERT(d, n == base, "20 eventfds: hbgd holds %d fds, %d before", n, base);
+
+        /* An fd on a later message of a connection past its hello. */
+        int efd = eventfd(0, EFD_CLOEXEC);
+        ck_assert_int_ge(efd, 0);
+        int fd = raw_connect(d->socket_path);
+        send_hello(fd, HBG_PROTO_MAJOR, NULL, 0);
+        rx_free(&(struct rx){ .env = expect_env(fd, HBG__ENVELOPE__MSG_HELLO, NULL, 0) });
+        send_status_request(fd, HBG__STATUS_KIND__STATUS_DAEMON, &efd, 1);
+        close(efd);
+        expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, "StatusRequest with 1 eventfd");
+        close(fd);
+        abuse_epilogue(d, base, "fds from a client");
+}
+END_TEST
+
+START_TEST(abuse_empty_record) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        /* A zero-length SEQPACKET record reads like EOF: hbgd may take it
+         * for a hang-up (no Error) or refuse it; either way it closes. */
+        int fd = raw_connect(d->socket_path);
+        ck_assert_int_eq(raw_send(fd, "", 0, NULL, 0), 0);
+        expect_refusal(d, fd, -EPROTO, CLOSE_EOF_ONLY_OK, "empty first record");
+        close(fd);
+        fd = raw_connect(d->socket_path);
+        send_hello(fd, HBG_PROTO_MAJOR, NULL, 0);
+        rx_free(&(struct rx){ .env = expect_env(fd, HBG__ENVELOPE__MSG_HELLO, NULL, 0) });
+        ck_assert_int_eq(raw_send(fd, "", 0, NULL, 0), 0);
+        expect_refusal(d, fd, -EPROTO, CLOSE_EOF_ONLY_OK, "empty record after hello");
+        close(fd);
+        abuse_epilogue(d, base, "empty record");
+}
+END_TEST
+
+/* ------------------------------------------------------------ session by hand */
+
+static void raw_hello(int fd) {
+        send_hello(fd, HBG_PROTO_MAJOR, NULL, 0);
+        Hbg__Envelope *e = expect_env(fd, HBG__ENVELOPE__MSG_HELLO, NULL, 0);
+        ck_assert_uint_eq(e->hello->version_major, HBG_PROTO_MAJOR);
+        ck_assert_ptr_nonnull(e->hello->name);
+        ck_assert_msg(strncmp(e->hello->name, "hbgd ", 5) == 0, "hbgd's hello name is \"%s\"", e->hello->name);
+        hbg__envelope__free_unpacked(e, NULL);
+}
+
+/*
+ * hbgd's fds when idle. Not simply a count right after READY=1: sd_notify()
+ * closes its socket only after sending. A hello answered on a connection
+ * proves the io thread is past that, and the connection is exactly one fd.
+ */
+static int fd_baseline(struct hbgd_proc *d) {
+        int fd = raw_connect(d->socket_path);
+        raw_hello(fd);
+        int with = daemon_fd_count(d->pid);
+        close(fd);
+        D_ASSERT(d, with > 1, "cannot count hbgd's fds: %s", strerror(-with));
+        int n = daemon_wait_fd_count(d->pid, with - 1, FD_SETTLE_MS);
+        D_ASSERT(d, n == with - 1, "hbgd holds %d fds after an idle connection closed, %d with it", n, with);
+        return n;
+}
+
+static bool is_eventfd(int fd) {
+        char link[64], target[64];
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, target, sizeof(target) - 1);
+        if (n < 0)
+                return false;
+        target[n] = 0;
+        return strcmp(target, "anon_inode:[eventfd]") == 0;
+}
+
+START_TEST(session_regions_sealed) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        int sock = raw_connect(d->socket_path);
+        raw_hello(sock);
+        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
+        env.session_request = &sr;
+        send_env(sock, &env, NULL, 0);
+        int fds[4];
+        Hbg__Envelope *e = expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, 4);
+        const Hbg__SessionReply *r = e->session_reply;
+        ck_assert_uint_eq(r->fds, 4);
+        ck_assert_uint_gt(r->sub_region_size, 0);
+        ck_assert_uint_gt(r->cpl_region_size, 0);
+        size_t sub_size = r->sub_region_size, cpl_size = r->cpl_region_size;
+        hbg__envelope__free_unpacked(e, NULL);
+
+        /* What arrived: two memfds of the announced sizes, two eventfds,
+         * all close-on-exec here (MSG_CMSG_CLOEXEC). */
+        struct stat st;
+        ck_assert_int_eq(fstat(fds[0], &st), 0);
+        ck_assert_uint_eq((uint64_t)st.st_size, sub_size);
+        ck_assert_int_eq(fstat(fds[1], &st), 0);
+        ck_assert_uint_eq((uint64_t)st.st_size, cpl_size);
+        ck_assert_msg(is_eventfd(fds[2]) && is_eventfd(fds[3]), "fds 3 and 4 are not eventfds");
+        int seals0 = fcntl(fds[0], F_GET_SEALS), seals1 = fcntl(fds[1], F_GET_SEALS);
+        ck_assert_msg(seals0 >= 0 && seals1 >= 0, "F_GET_SEALS: %s (not memfds?)", strerror(errno));
+        int want0 = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+        ck_assert_msg((seals0 & want0) == want0, "submission memfd seals 0x%x lack 0x%x", seals0, want0);
+        ck_assert_msg((seals1 & (want0 | F_SEAL_FUTURE_WRITE)) == (want0 | F_SEAL_FUTURE_WRITE),
+                      "completion memfd seals 0x%x lack 0x%x", seals1, want0 | F_SEAL_FUTURE_WRITE);
+
+        /* The completion region: no writable shared mapping, ever. */
+        void *p = mmap(NULL, cpl_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
+        int mmap_errno = errno;
+        if (p != MAP_FAILED)
+                munmap(p, cpl_size);
+        ck_assert_msg(p == MAP_FAILED, "completion memfd mapped PROT_WRITE|MAP_SHARED");
+        ck_assert_msg(mmap_errno == EPERM, "mmap writable: %s, expected EPERM", strerror(mmap_errno));
+        void *ro = mmap(NULL, cpl_size, PROT_READ, MAP_SHARED, fds[1], 0);
+        ck_assert_msg(ro != MAP_FAILED, "completion memfd cannot be mapped read-only: %s", strerror(errno));
+        int mp = mprotect(ro, cpl_size, PROT_READ | PROT_WRITE);
+        int mp_errno = errno;
+        ck_assert_msg(mp < 0, "mprotect of the read-only completion mapping to PROT_WRITE succeeded");
+        fprintf(stderr, "session_regions_sealed: mprotect(PROT_WRITE) refused with %s\n", strerror(mp_errno));
+        volatile const uint8_t *bytes = ro;
+        (void)bytes[0]; /* readable */
+        munmap(ro, cpl_size);
+        uint8_t zero[8] = { 0 };
+        errno = 0;
+        ck_assert_msg(write(fds[1], zero, sizeof(zero)) < 0 && errno == EPERM,
+                      "write() to the completion memfd: %s, expected EPERM", errno ? strerror(errno) : "succeeded");
+        errno = 0;
+        ck_assert_msg(pwrite(fds[1], zero, sizeof(zero), 64) < 0 && errno == EPERM,
+                      "pwrite() to the completion memfd: %s, expected EPERM", errno ? strerror(errno) : "succeeded");
+
+        /* Sizes are fixed: neither memfd shrinks or grows. */
+        for (unsigned i = 0; i < 2; i++) {
+                off_t size = (off_t)(i == 0 ? sub_size : cpl_size);
+                errno = 0;
+                ck_assert_msg(ftruncate(fds[i], size / 2) < 0 && errno == EPERM,
+                              "ftruncate(memfd %u, shrink): %s, expected EPERM", i,
+                              errno ? strerror(errno) : "succeeded");
+                errno = 0;
+                ck_assert_msg(ftruncate(fds[i], size + 4096) < 0 && errno == EPERM,
+                              "ftruncate(memfd %u, grow): %s, expected EPERM", i,
+                              errno ? strerror(errno) : "succeeded");
+                errno = 0;
+                ck_assert_msg(ftruncate(fds[i], 0) < 0 && errno == EPERM,
+                              "ftruncate(memfd %u, 0): %s, expected EPERM", i, errno ? strerror(errno) : "succeeded");
+                ck_assert_int_eq(fstat(fds[i], &st), 0);
+                ck_assert_uint_eq((uint64_t)st.st_size, (uint64_t)size);
+                /* F_SEAL_SEAL: the seals themselves cannot be changed. */
+                errno = 0;
+                ck_assert_msg(fcntl(fds[i], F_ADD_SEALS, F_SEAL_WRITE) < 0 && errno == EPERM,
+                              "F_ADD_SEALS on memfd %u: %s, expected EPERM", i, errno ? strerror(errno) : "succeeded");
+        }
+        /* The submission region is the client's to write. */
+        void *sub = mmap(NULL, sub_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+        ck_assert_msg(sub != MAP_FAILED, "submission memfd cannot be mapped writable: %s", strerror(errno));
+        munmap(sub, sub_size);
+
+        /* hbgd's session holds the socket and the two eventfds; all gone
+         * once we hang up. */
+        for (unsigned i = 0; i < 4; i++)
+                close(fds[i]);
+        close(sock);
+        abuse_epilogue(d, base, "session by hand");
+}
+END_TEST
+
+/* ------------------------------------------------------------ status */
+
+static Hbg__StatusReply *status(int fd, Hbg__StatusKind kind, Hbg__Envelope **env) {
+        send_status_request(fd, kind, NULL, 0);
+        *env = expect_env(fd, HBG__ENVELOPE__MSG_STATUS_REPLY, NULL, 0);
+        ck_assert_ptr_nonnull((*env)->status_reply->daemon);
+        return (*env)->status_reply;
+}
+
+static const Hbg__SessionStatus *find_session(const Hbg__StatusReply *s, pid_t pid) {
+        for (size_t i = 0; i < s->n_sessions; i++)
+                if (s->sessions[i]->pid == (uint32_t)pid)
+                        return s->sessions[i];
+        return NULL;
+}
+
+START_TEST(status_over_socket) {
+        int mode = _i;
+        static const char *const args[] = { "--threads", "3", "--clusters", "2", NULL };
+        struct hbgd_proc *d = start_hbgd(mode, args);
+
+        /* Two sessions: ours (in this process) and a child's. */
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "hbg_connect: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        struct workload w;
+        ck_assert_msg(wl_init(&w, c, 2) == 0, "%s", w.msg);
+        long ran = wl_run(&w, 4, -1);
+        ck_assert_msg(ran == 4, "%s", w.msg);
+
+        int hold[2], ready[2];
+        ck_assert_int_eq(pipe2(hold, O_CLOEXEC), 0);
+        ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
+        fflush(NULL);
+        pid_t kid = fork();
+        ck_assert_int_ge(kid, 0);
+        if (kid == 0) {
+                close(hold[1]);
+                close(ready[0]);
+                hbg_client *kc = NULL;
+                if (hbg_connect(&kc, d->socket_path) < 0)
+                        _exit(KID_CONNECT);
+                if (write(ready[1], "R", 1) != 1)
+                        _exit(KID_PIPE);
+                char x;
+                while (read(hold[0], &x, 1) < 0 && errno == EINTR)
+                        ;
+                hbg_disconnect(kc);
+                _exit(KID_OK);
+        }
+        close(hold[0]);
+        close(ready[1]);
+        char b;
+        int r = read_byte(ready[0], IO_MS, &b);
+        close(ready[0]);
+        if (r != 1) {
+                kill(kid, SIGKILL);
+                waitpid(kid, NULL, 0);
+        }
+        ck_assert_msg(r == 1, "the second client did not connect");
+
+        int fd = raw_connect(d->socket_path);
+        raw_hello(fd);
+        Hbg__Envelope *env;
+
+        /* STATUS_DAEMON: daemon, threads and sessions. */
+        const Hbg__StatusReply *s = status(fd, HBG__STATUS_KIND__STATUS_DAEMON, &env);
+        const Hbg__DaemonStatus *ds = s->daemon;
+        ck_assert_str_eq(ds->version, HBG_VERSION);
+        ck_assert_str_eq(ds->version, hbg_version());
+        ck_assert_uint_eq(ds->pid, (uint32_t)d->pid);
+        ck_assert_uint_eq(ds->threads, 3);
+        ck_assert_uint_eq(ds->clusters, 2);
+        ck_assert_uint_eq(ds->sessions, 2);
+        ck_assert_ptr_nonnull(ds->io_backend);
+        const char *want_io = mode == MODE_EPOLL || !uring_available() ? "epoll" : "io_uring";
+        ck_assert_str_eq(ds->io_backend, want_io);
+        ck_assert_uint_ge(ds->graphs_retired, 4);
+        ck_assert_uint_eq(ds->graphs_failed, 0);
+        ck_assert_uint_ge(ds->tasks_completed, 4 * 5);
+        ck_assert_uint_lt(ds->uptime_ms, 24ull * 3600 * 1000);
+        ck_assert_uint_eq(s->n_threads, 3);
+        for (size_t i = 0; i < s->n_threads; i++)
+                ck_assert_uint_eq(s->threads[i]->index, i);
+        ck_assert_uint_eq(s->n_sessions, 2);
+        const Hbg__SessionStatus *mine = find_session(s, getpid()), *theirs = find_session(s, kid);
+        ck_assert_msg(mine, "our session (pid %d) is not listed", (int)getpid());
+        ck_assert_msg(theirs, "the child's session (pid %d) is not listed", (int)kid);
+        ck_assert_uint_eq(mine->uid, getuid());
+        ck_assert_str_eq(mine->name, program_invocation_short_name);
+        ck_assert_uint_ge(mine->submitted, 4 * 5);
+        ck_assert_uint_ge(mine->completed, 4 * 5);
+        ck_assert_uint_eq(mine->graphs_retired, 4);
+        ck_assert_uint_eq(mine->graphs_failed, 0);
+        ck_assert_int_eq(mine->error, 0);
+        ck_assert_uint_ne(mine->session_id, theirs->session_id);
+        ck_assert_uint_eq(theirs->submitted, 0);
+        ck_assert_uint_eq(s->n_kernels, 0);
+        uint64_t my_session = mine->session_id;
+        hbg__envelope__free_unpacked(env, NULL);
+
+        /* STATUS_THREADS: threads only. */
+        s = status(fd, HBG__STATUS_KIND__STATUS_THREADS, &env);
+        ck_assert_uint_eq(s->n_threads, 3);
+        ck_assert_uint_eq(s->n_sessions, 0);
+        uint64_t executed = 0;
+        for (size_t i = 0; i < s->n_threads; i++)
+                executed += s->threads[i]->executed_tasks;
+        ck_assert_uint_ge(executed, 4 * 5);
+        hbg__envelope__free_unpacked(env, NULL);
+
+        /* STATUS_SESSIONS */
+        s = status(fd, HBG__STATUS_KIND__STATUS_SESSIONS, &env);
+        ck_assert_uint_eq(s->n_sessions, 2);
+        ck_assert_uint_eq(s->n_threads, 0);
+        ck_assert_ptr_nonnull(find_session(s, getpid()));
+        ck_assert_ptr_nonnull(find_session(s, kid));
+        hbg__envelope__free_unpacked(env, NULL);
+
+        /* STATUS_GRAPHS */
+        s = status(fd, HBG__STATUS_KIND__STATUS_GRAPHS, &env);
+        ck_assert_uint_eq(s->n_graphs, 2);
+        bool found = false;
+        for (size_t i = 0; i < s->n_graphs; i++)
+                if (s->graphs[i]->session_id == my_session) {
+                        found = true;
+                        ck_assert_uint_eq(s->graphs[i]->graphs_submitted, 4);
+                        ck_assert_uint_eq(s->graphs[i]->graphs_retired, 4);
+                        ck_assert_uint_eq(s->graphs[i]->graphs_failed, 0);
+                }
+        ck_assert_msg(found, "our session is not in STATUS_GRAPHS");
+        hbg__envelope__free_unpacked(env, NULL);
+
+        /* STATUS_KERNELS: the built-in table. */
+        s = status(fd, HBG__STATUS_KIND__STATUS_KERNELS, &env);
+        ck_assert_uint_ge(s->n_kernels, 12);
+        const Hbg__KernelInfo *gemm = NULL;
+        static const char *const names[] = { "noop", "spin_ns", "fill_f32", "copy_f32", "add_f32", "mul_f32",
+                                             "axpy_f32", "scale_f32", "reduce_sum_f32", "gemm_f32",
+                                             "softmax_rows_f32", "fail" };
+        for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++) {
+                unsigned hits = 0;
+                for (size_t i = 0; i < s->n_kernels; i++)
+                        if (s->kernels[i]->name && strcmp(s->kernels[i]->name, names[n]) == 0) {
+                                hits++;
+                                if (n == 9)
+                                        gemm = s->kernels[i];
+                        }
+                ck_assert_msg(hits == 1, "kernel %s listed %u times", names[n], hits);
+        }
+        for (size_t i = 0; i < s->n_kernels; i++)
+                for (size_t j = i + 1; j < s->n_kernels; j++)
+                        ck_assert_uint_ne(s->kernels[i]->id, s->kernels[j]->id);
+        ck_assert_ptr_nonnull(gemm);
+        ck_assert_uint_eq(gemm->n_args, 6);
+        static const char *const gemm_kinds[] = { "in", "in", "inout", "u64", "u64", "u64" };
+        for (size_t i = 0; i < 6; i++)
+                ck_assert_str_eq(gemm->args[i]->kind, gemm_kinds[i]);
+        ck_assert(gemm->splittable);
+        hbg__envelope__free_unpacked(env, NULL);
+
+        /* The second client leaves: one session remains. */
+        close(hold[1]);
+        int st;
+        while (waitpid(kid, &st, 0) < 0 && errno == EINTR)
+                ;
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == KID_OK, "second client failed");
+        long long deadline = daemon_now_ms() + FD_SETTLE_MS;
+        unsigned sessions;
+        for (;;) {
+                s = status(fd, HBG__STATUS_KIND__STATUS_SESSIONS, &env);
+                sessions = s->daemon->sessions;
+                bool gone = !find_session(s, kid);
+                hbg__envelope__free_unpacked(env, NULL);
+                if ((sessions == 1 && gone) || daemon_now_ms() >= deadline)
+                        break;
+                sleep_us(5000);
+        }
+        ck_assert_uint_eq(sessions, 1);
+
+        close(fd);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ SIGTERM */
+
+#define CHAIN_TASKS 200
+#define CHAIN_TASK_NS 50000000ull /* 50 ms: 10 s in all, twice the grace period */
+
+START_TEST(sigterm_in_flight) {
+        int mode = _i;
+        struct hbgd_proc *d = start_hbgd(mode, NULL);
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "hbg_connect: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+
+        uint64_t prev = 0;
+        for (unsigned i = 0; i < CHAIN_TASKS; i++) {
+                hbg_task t = HBG_TASK_INIT("spin_ns");
+                t.n_scalars = 1;
+                t.scalars[0] = CHAIN_TASK_NS;
+                if (i > 0) {
+                        t.n_deps = 1;
+                        t.deps[0] = prev;
+                }
+                err = hbg_graph_add(c, &t, &prev);
+                ck_assert_msg(err == 0, "hbg_graph_add(spin_ns #%u): %s [%s]", i, hbg_strerror(err),
+                              hbg_last_error(c));
+        }
+        uint64_t graph;
+        err = hbg_graph_submit(c, &graph);
+        ck_assert_msg(err == 0, "hbg_graph_submit: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        /* 200 x 50 ms cannot be done yet. */
+        ck_assert_int_eq(hbg_graph_status(c, graph, NULL), 1);
+
+        long long t0 = daemon_now_ms();
+        ck_assert_int_eq(kill(d->pid, SIGTERM), 0);
+        err = hbg_graph_wait(c, graph, WAIT_MS);
+        long long t_wait = daemon_now_ms() - t0;
+        D_ASSERT(d, err == -ESHUTDOWN || err == -ECONNRESET,
+                 "%s: hbg_graph_wait after SIGTERM: %d (%s) [%s], expected -ESHUTDOWN or -ECONNRESET",
+                 mode_name(mode), err, hbg_strerror(err), hbg_last_error(c));
+        int st = hbg_graph_status(c, graph, NULL);
+        ck_assert_msg(st < 0, "graph status %d after hbgd stopped", st);
+
+        int w = daemon_wait_exit(d, WAIT_MS);
+        long long t_exit = daemon_now_ms() - t0;
+        D_ASSERT(d, w == 0, "%s: hbgd still runs %d ms after SIGTERM", mode_name(mode), WAIT_MS);
+        D_ASSERT(d, WIFEXITED(d->wstatus) && WEXITSTATUS(d->wstatus) == 0,
+                 "%s: hbgd did not exit 0 after the grace period (wait status 0x%x)", mode_name(mode),
+                 (unsigned)d->wstatus);
+        D_ASSERT(d, daemon_wait_notify(d, "STOPPING=1", 0) == 0, "%s: no STOPPING=1 from hbgd", mode_name(mode));
+        fprintf(stderr, "sigterm_in_flight (%s): wait returned %s after %lld ms, hbgd exited after %lld ms\n",
+                mode_name(mode), hbg_strerror(err), t_wait, t_exit);
+
+        /* Without hbgd, new work fails (-ECONNRESET) instead of hanging. */
+        hbg_task t = HBG_TASK_INIT("noop");
+        uint64_t g2 = 0;
+        err = hbg_graph_add(c, &t, NULL);
+        if (err == 0)
+                err = hbg_graph_submit(c, &g2);
+        if (err == 0)
+                err = hbg_graph_wait(c, g2, IO_MS);
+        ck_assert_msg(err == -ECONNRESET, "a graph after hbgd exited: %d (%s), expected -ECONNRESET", err,
+                      hbg_strerror(err));
+        hbg_disconnect(c);
+        daemon_destroy(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ suite */
+
+static Suite *suite(void) {
+        Suite *s = suite_create("e2e_daemon");
+        struct {
+                const char *name;
+                const TTest *tests[8];
+        } cases[] = {
+                { "producers", { producers_8x100 } },
+                { "killed", { killed_clients } },
+                { "abuse", { abuse_wrong_major, abuse_oversized, abuse_garbage, abuse_not_hello_first,
+                             abuse_truncated, abuse_fds, abuse_empty_record } },
+                { "session", { session_regions_sealed } },
+                { "status", { status_over_socket } },
+                { "sigterm", { sigterm_in_flight } },
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                TCase *tc = tcase_create(cases[i].name);
+                tcase_set_timeout(tc, 600);
+                for (size_t j = 0; j < 8 && cases[i].tests[j]; j++)
+                        tcase_add_loop_test(tc, cases[i].tests[j], MODE_URING, N_MODES);
+                suite_add_tcase(s, tc);
+        }
+        return s;
+}
+
+int main(void) {
+        /* Clients that lose hbgd must see errors, not die of SIGPIPE. */
+        signal(SIGPIPE, SIG_IGN);
+        if (access(daemon_binary(), X_OK) < 0) {
+                fprintf(stderr, "test_e2e_daemon: %s: %s; build it or set HBGD\n", daemon_binary(),
+                        strerror(errno));
+                return 1;
+        }
+        if (daemon_util_init() < 0)
+                return 1;
+        SRunner *sr = srunner_create(suite());
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        daemon_util_cleanup();
+        return failed ? 1 : 0;
+}
