@@ -16,6 +16,9 @@ BINDIR  ?= $(PREFIX)/bin
 LIBDIR  ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 DOCDIR  ?= $(PREFIX)/share/doc/hbg
+SYSCONFDIR  ?= /etc
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g
@@ -85,14 +88,15 @@ CLIENT_SO   := $(B)/lib/libhbgclient.so.$(VERSION)
 CLIENT_LINKS := $(B)/lib/libhbgclient.so.$(SOVERSION) $(B)/lib/libhbgclient.so
 CLIENT_PC   := $(B)/lib/pkgconfig/hbgclient.pc
 
-BENCH_SRCS := bench/hbg_bench.c bench/bench_completion.c bench/bench_engine.c \
+BENCH_SRCS := bench/hbg_bench.c bench/bench_completion.c bench/bench_engine.c bench/bench_util.c \
               tests/harness.c
 BENCH_BIN  := $(B)/bin/hbg-bench
 
 TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap \
               test_completion_stress test_kernels test_engine_basic \
               test_engine_differential test_engine_rings \
-              test_engine_validation test_engine_behaviour test_e2e_daemon
+              test_engine_validation test_engine_behaviour test_e2e_daemon \
+              test_e2e_systemd test_e2e_hbgctl
 TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
 # The same stress test built with the store->load ordering removed: it must
 # be able to catch the watermark freeze (docs/RUNTIME_LOGIC.md §4).
@@ -155,10 +159,22 @@ $(B)/obj/gen/%.o: $(B)/gen/%.c
 # Everything that includes the generated header waits for it.
 $(B)/obj/proto/wire.o $(HBGD_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/daemon/hbgd.o $(B)/obj/ctl/hbgctl.o: $(B)/gen/hbg.pb-c.h
 
-$(HBGCTL_BIN): $(B)/obj/ctl/hbgctl.o $(PROTO_LIB)
+# hbgctl: the control protocol (libhbgproto) for the status verbs,
+# libhbgclient for `run` (linked like any user program) and json-c.
+JSONC_CFLAGS = $(shell pkg-config --cflags json-c 2>/dev/null)
+JSONC_LIBS   = $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c)
+
+$(B)/obj/ctl/hbgctl.o: ctl/hbgctl.c
+	$(say) CC $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(SYS_CFLAGS) $(JSONC_CFLAGS) -Ilibclient/include -c -o $@ $<
+
+$(HBGCTL_BIN): $(B)/obj/ctl/hbgctl.o $(PROTO_LIB) $(CLIENT_SO) $(CLIENT_LINKS)
 	$(say) LD $@
 	@mkdir -p $(@D)
-	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
+	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) -L$(B)/lib -lhbgclient -Wl,-rpath,'$$ORIGIN/../lib' \
+		$(LDFLAGS) $(HBG_LDFLAGS) $(JSONC_LIBS) \
+		$(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c) -lm
 
 $(PROTO_LIB): $(PROTO_OBJS)
 	$(say) AR $@
@@ -222,7 +238,10 @@ $(B)/tests/test_engine_%: $(B)/obj/tests/test_engine_%.o $(B)/obj/tests/harness.
 $(B)/obj/tests/test_e2e_%.o: tests/test_e2e_%.c $(B)/gen/hbg.pb-c.h
 	$(say) CC $@
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(CHECK_CFLAGS) $(SYS_CFLAGS) -Ilibclient/include -c -o $@ $<
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(CHECK_CFLAGS) $(SYS_CFLAGS) $(TEST_EXTRA_CFLAGS) -Ilibclient/include -c -o $@ $<
+
+# The systemd test verifies the unit files of this source tree.
+$(B)/obj/tests/test_e2e_systemd.o: HBG_CFLAGS += -DHBG_SRCDIR='"$(abspath .)"'
 
 $(B)/obj/tests/daemon_util.o: tests/daemon_util.c
 	$(say) CC $@
@@ -234,8 +253,13 @@ $(B)/tests/test_e2e_%: $(B)/obj/tests/test_e2e_%.o $(B)/obj/tests/daemon_util.o 
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) -L$(B)/lib -lhbgclient -Wl,-rpath,$(abspath $(B)/lib) \
-		$(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) \
+		$(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) $(TEST_EXTRA_LIBS) \
 		$(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c) -lm
+
+# test_e2e_hbgctl runs hbgctl (a subprocess) and reads its JSON with json-c.
+$(B)/obj/tests/test_e2e_hbgctl.o: TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)
+$(B)/tests/test_e2e_hbgctl: TEST_EXTRA_LIBS = $(JSONC_LIBS)
+$(B)/tests/test_e2e_hbgctl: | $(HBGCTL_BIN)
 
 $(B)/tests/%: $(B)/obj/tests/%.o $(CORE_LIB) $(SHM_LIB)
 	$(say) LD $@
@@ -258,7 +282,7 @@ $(UNSAFE_BIN): $(B)/obj-unordered/tests/test_completion_stress.o \
 # Debian packages needed to build and test. As root they are installed; as
 # anyone else the exact apt-get line is printed and make stops.
 BUILD_DEPS := gcc make pkgconf check liburing-dev libprotobuf-c-dev protobuf-c-compiler \
-              libsystemd-dev libinih-dev
+              libsystemd-dev libinih-dev libjson-c-dev
 BENCH_DEPS := valgrind
 
 define install_missing
@@ -332,7 +356,10 @@ bench: bench-deps
 	$(Q)B=$(B) bench/run-bench.sh
 
 # ---------------------------------------------------------------- install
-INSTALL_DOCS := README.md LICENSE docs/RUNTIME_LOGIC.md docs/PROTOCOL.md
+INSTALL_DOCS := README.md LICENSE docs/RUNTIME_LOGIC.md docs/PROTOCOL.md docs/OPERATIONS.md docs/GRAPH_FILES.md \
+                systemd/hbgd.conf.example
+# hbgd.service names the installed paths: generated at install time.
+SERVICE_SED := -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g'
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
@@ -344,6 +371,13 @@ install: all
 	install -m 0644 $(CLIENT_PC) $(DESTDIR)$(LIBDIR)/pkgconfig/
 	install -m 0644 libclient/include/hbg/hbg.h $(DESTDIR)$(INCLUDEDIR)/hbg/
 	install -m 0644 $(INSTALL_DOCS) $(DESTDIR)$(DOCDIR)/
+	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(SYSCONFDIR)/hbg
+	sed $(SERVICE_SED) systemd/hbgd.service.in > $(DESTDIR)$(UNITDIR)/hbgd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/hbgd.service
+	install -m 0644 systemd/hbgd.socket $(DESTDIR)$(UNITDIR)/
+	install -m 0644 systemd/hbg.sysusers $(DESTDIR)$(SYSUSERSDIR)/hbg.conf
+	[ -e $(DESTDIR)$(SYSCONFDIR)/hbg/hbgd.conf ] || \
+		install -m 0644 systemd/hbgd.conf.example $(DESTDIR)$(SYSCONFDIR)/hbg/hbgd.conf
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/hbgd $(DESTDIR)$(BINDIR)/hbgctl
@@ -351,6 +385,11 @@ uninstall:
 		$(DESTDIR)$(LIBDIR)/libhbgclient.so $(DESTDIR)$(LIBDIR)/pkgconfig/hbgclient.pc
 	rm -f $(DESTDIR)$(INCLUDEDIR)/hbg/hbg.h
 	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(INSTALL_DOCS)))
+	rm -f $(DESTDIR)$(UNITDIR)/hbgd.service $(DESTDIR)$(UNITDIR)/hbgd.socket \
+		$(DESTDIR)$(SYSUSERSDIR)/hbg.conf
+	! cmp -s systemd/hbgd.conf.example $(DESTDIR)$(SYSCONFDIR)/hbg/hbgd.conf || \
+		rm -f $(DESTDIR)$(SYSCONFDIR)/hbg/hbgd.conf
+	-rmdir $(DESTDIR)$(SYSCONFDIR)/hbg 2>/dev/null
 	-rmdir $(DESTDIR)$(DOCDIR) $(DESTDIR)$(INCLUDEDIR)/hbg 2>/dev/null
 
 clean:

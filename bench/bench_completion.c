@@ -41,6 +41,7 @@
 #include <time.h>
 
 #include "bench/bench.h"
+#include "bench/bench_util.h"
 #include "shm/completion.h"
 #include "shm/failsafe_heap.h"
 #include "shm/geometry.h"
@@ -116,19 +117,12 @@ static inline uint64_t sequence_id(const struct sequence *s, uint64_t pos) {
         return base + s->tail[off];
 }
 
-static uint64_t splitmix64(uint64_t *state) {
-        uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
-        z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-        z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-        return z ^ (z >> 31);
-}
-
 /* Fisher-Yates; the modulo bias of a 64-bit draw over <= 1024 is nil here. */
 static void shuffle(uint16_t *a, uint32_t n, uint64_t *rng) {
         for (uint32_t i = 0; i < n; i++)
                 a[i] = (uint16_t)i;
         for (uint32_t i = n; i > 1; i--) {
-                uint32_t j = (uint32_t)(splitmix64(rng) % i);
+                uint32_t j = (uint32_t)(bench_splitmix64(rng) % i);
                 uint16_t t = a[i - 1];
                 a[i - 1] = a[j];
                 a[j] = t;
@@ -190,13 +184,6 @@ static inline void retry_deferred(struct hbg_completer *c) {
 
         while (hbg_retry_deferred(c, &d) == 1)
                 hbg_update_completed_watermark(c, d);
-}
-
-static int64_t now_ns(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /*
@@ -379,9 +366,9 @@ static int run_once(const struct hbg_geometry *g, void *region, const struct seq
                 }
         }
         pthread_barrier_wait(&run.start);
-        int64_t t0 = now_ns();
+        int64_t t0 = bench_now_ns();
         join_workers(workers, threads, &run.window, n, case_name);
-        int64_t t1 = now_ns();
+        int64_t t1 = bench_now_ns();
         pthread_barrier_destroy(&run.start);
 
         *ret = (struct sample){
@@ -433,15 +420,6 @@ struct case_result {
         uint64_t heap_max, heap_full;
 };
 
-static int cmp_double(const void *a, const void *b) {
-        double x = *(const double *)a, y = *(const double *)b;
-        return (x > y) - (x < y);
-}
-
-static uint64_t mean_u64(uint64_t sum, unsigned count) {
-        return (sum + count / 2) / count;
-}
-
 static int run_case(const struct options *o, const struct hbg_geometry *g, void *region,
                     struct sequence *seq, unsigned threads, enum order order,
                     struct case_result *res) {
@@ -474,16 +452,13 @@ static int run_case(const struct options *o, const struct hbg_geometry *g, void 
                         res->heap_full = s.heap_full;
         }
 
-        qsort(ns, o->repeat, sizeof(*ns), cmp_double);
-        res->ns_min = ns[0];
-        res->ns_median = o->repeat % 2 ? ns[o->repeat / 2]
-                                       : (ns[o->repeat / 2 - 1] + ns[o->repeat / 2]) / 2;
-        res->walks = mean_u64(sum.walks, o->repeat);
-        res->advances = mean_u64(sum.advances, o->repeat);
-        res->ids_advanced = mean_u64(sum.ids_advanced, o->repeat);
-        res->cas_failures = mean_u64(sum.cas_failures, o->repeat);
-        res->deferred = mean_u64(sum.deferred, o->repeat);
-        res->window_waits = mean_u64(sum.window_waits, o->repeat);
+        bench_min_median(ns, o->repeat, &res->ns_min, &res->ns_median);
+        res->walks = bench_mean_u64(sum.walks, o->repeat);
+        res->advances = bench_mean_u64(sum.advances, o->repeat);
+        res->ids_advanced = bench_mean_u64(sum.ids_advanced, o->repeat);
+        res->cas_failures = bench_mean_u64(sum.cas_failures, o->repeat);
+        res->deferred = bench_mean_u64(sum.deferred, o->repeat);
+        res->window_waits = bench_mean_u64(sum.window_waits, o->repeat);
         free(ns);
         return 0;
 }
@@ -519,19 +494,16 @@ static void print_table(const struct options *o, const struct hbg_geometry *g,
                "           that hbg_failsafe_capacity() = D claims.\n");
 }
 
-/* Append one row per case; the header only when the file is new or empty,
- * so several invocations can share one file. */
+/* Append one row per case; the header only when the file is new or empty
+ * (bench_csv_open), so several invocations can share one file. */
 static int write_csv(const struct options *o, const struct case_result *res, unsigned n_res) {
-        FILE *f = fopen(o->csv, "a");
+        FILE *f = bench_csv_open(SUITE, o->csv,
+                                 "suite,case,threads,order,completions,repeat,"
+                                 "ns_per_completion_median,ns_per_completion_min,walks,advances,"
+                                 "ids_advanced,cas_failures,deferred\n");
 
-        if (!f) {
-                fprintf(stderr, "hbg-bench " SUITE ": %s: %s\n", o->csv, strerror(errno));
+        if (!f)
                 return -1;
-        }
-        if (fseek(f, 0, SEEK_END) == 0 && ftell(f) == 0)
-                fputs("suite,case,threads,order,completions,repeat,ns_per_completion_median,"
-                      "ns_per_completion_min,walks,advances,ids_advanced,cas_failures,deferred\n",
-                      f);
         for (unsigned i = 0; i < n_res; i++) {
                 const struct case_result *r = &res[i];
                 fprintf(f, SUITE ",%s,%u,%s,%" PRIu64 ",%u,%.3f,%.3f,%" PRIu64 ",%" PRIu64
@@ -540,11 +512,7 @@ static int write_csv(const struct options *o, const struct case_result *res, uns
                         r->ns_median, r->ns_min, r->walks, r->advances, r->ids_advanced,
                         r->cas_failures, r->deferred);
         }
-        if (ferror(f) | (fclose(f) != 0)) {
-                fprintf(stderr, "hbg-bench " SUITE ": %s: write failed\n", o->csv);
-                return -1;
-        }
-        return 0;
+        return bench_csv_close(SUITE, f, o->csv);
 }
 
 /* ------------------------------------------------------------ options */
@@ -574,55 +542,10 @@ void bench_completion_usage(FILE *out) {
                 MAX_THREADS, CLAIM_BATCH, SHUFFLE_BLOCK, DEFAULT_COMPLETIONS, DEFAULT_REPEAT);
 }
 
-/* Decimal only: strtoull alone would accept "-1", " 7" and "0x10". */
-static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *ret) {
-        char *end;
-
-        if (*s < '0' || *s > '9')
-                return false;
-        errno = 0;
-        unsigned long long v = strtoull(s, &end, 10);
-        if (errno || *end || v < min || v > max)
-                return false;
-        *ret = v;
-        return true;
-}
-
-static bool parse_threads(const char *s, struct options *o) {
-        o->n_threads = 0;
-        for (const char *p = s;;) {
-                char *end;
-
-                if (*p < '0' || *p > '9' || o->n_threads == MAX_LIST)
-                        return false;
-                errno = 0;
-                unsigned long v = strtoul(p, &end, 10);
-                if (errno || v < 1 || v > MAX_THREADS || (*end != ',' && *end != '\0'))
-                        return false;
-                o->threads[o->n_threads++] = (unsigned)v;
-                if (*end == '\0')
-                        return true;
-                p = end + 1;
-        }
-}
-
-static bool parse_orders(const char *s, struct options *o) {
-        o->n_orders = 0;
-        for (const char *p = s;;) {
-                size_t len = strcspn(p, ",");
-                int found = -1;
-
-                for (int k = 0; k < N_ORDERS; k++)
-                        if (strlen(order_names[k]) == len && strncmp(p, order_names[k], len) == 0)
-                                found = k;
-                if (found < 0 || o->n_orders == MAX_LIST)
-                        return false;
-                o->orders[o->n_orders++] = (enum order)found;
-                if (p[len] == '\0')
-                        return true;
-                p += len + 1;
-        }
-}
+/* The options that take a value. */
+static const char *const option_names[] = {
+        "--threads", "--order", "--completions", "--repeat", "--csv", NULL,
+};
 
 /* Returns 0 to run, 1 after --help, -1 after printing a usage error. */
 static int parse_options(int argc, char **argv, struct options *o) {
@@ -637,74 +560,34 @@ static int parse_options(int argc, char **argv, struct options *o) {
 
         for (int i = 1; i < argc; i++) {
                 const char *arg = argv[i];
-                char name[32];
-                const char *value = NULL;
+                const char *name, *value;
 
                 if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
                         bench_completion_usage(stdout);
                         return 1;
                 }
-                /* --name VALUE or --name=VALUE */
-                size_t len = strcspn(arg, "=");
-                if (strncmp(arg, "--", 2) != 0 || len >= sizeof(name))
-                        goto unknown;
-                memcpy(name, arg, len);
-                name[len] = '\0';
-                if (arg[len] == '=')
-                        value = arg + len + 1;
-                if (strcmp(name, "--threads") != 0 && strcmp(name, "--order") != 0 &&
-                    strcmp(name, "--completions") != 0 && strcmp(name, "--repeat") != 0 &&
-                    strcmp(name, "--csv") != 0)
-                        goto unknown;
-                if (!value) {
-                        if (i + 1 >= argc) {
-                                fprintf(stderr, "hbg-bench " SUITE ": %s needs a value\n", name);
-                                return -1;
-                        }
-                        value = argv[++i];
-                }
-
-                uint64_t v;
+                if (bench_option(SUITE, argc, argv, &i, option_names, &name, &value) < 0)
+                        return -1;
                 if (strcmp(name, "--threads") == 0) {
-                        if (!parse_threads(value, o)) {
-                                fprintf(stderr, "hbg-bench " SUITE ": --threads: expected up to %u"
-                                        " comma-separated counts in 1..%u, got '%s'\n",
-                                        MAX_LIST, MAX_THREADS, value);
+                        if (!bench_option_uint_list(SUITE, name, value, MAX_THREADS, o->threads,
+                                                    &o->n_threads, MAX_LIST))
                                 return -1;
-                        }
                 } else if (strcmp(name, "--order") == 0) {
-                        if (!parse_orders(value, o)) {
-                                fprintf(stderr, "hbg-bench " SUITE ": --order: expected a"
-                                        " comma-separated list of inorder, shuffled; got '%s'\n",
-                                        value);
+                        unsigned k[MAX_LIST];
+
+                        if (!bench_option_name_list(SUITE, name, value, order_names, N_ORDERS, k,
+                                                    &o->n_orders, MAX_LIST))
                                 return -1;
-                        }
+                        for (unsigned j = 0; j < o->n_orders; j++)
+                                o->orders[j] = (enum order)k[j];
                 } else if (strcmp(name, "--completions") == 0) {
-                        if (!parse_u64(value, 0, MAX_COMPLETIONS, &o->completions)) {
-                                fprintf(stderr, "hbg-bench " SUITE ": --completions: expected an"
-                                        " integer in 0..%" PRIu64 ", got '%s'\n",
-                                        MAX_COMPLETIONS, value);
+                        if (!bench_option_u64(SUITE, name, value, 0, MAX_COMPLETIONS,
+                                              &o->completions))
                                 return -1;
-                        }
-                } else if (strcmp(name, "--repeat") == 0) {
-                        if (!parse_u64(value, 1, MAX_REPEAT, &v)) {
-                                fprintf(stderr, "hbg-bench " SUITE ": --repeat: expected an"
-                                        " integer in 1..%u, got '%s'\n", MAX_REPEAT, value);
-                                return -1;
-                        }
-                        o->repeat = (unsigned)v;
-                } else {
-                        if (*value == '\0') {
-                                fprintf(stderr, "hbg-bench " SUITE ": --csv: empty file name\n");
-                                return -1;
-                        }
-                        o->csv = value;
+                } else if (!bench_option_common(SUITE, name, value, MAX_REPEAT, &o->repeat,
+                                                &o->csv)) {
+                        return -1;
                 }
-                continue;
-unknown:
-                fprintf(stderr, "hbg-bench " SUITE ": unknown option '%s'"
-                        " (hbg-bench " SUITE " --help lists them)\n", arg);
-                return -1;
         }
         return 0;
 }

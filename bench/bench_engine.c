@@ -29,7 +29,6 @@
  * exits 1 at the end. A run that stops making progress ends the suite at
  * once (the engine's threads may be stuck).
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -38,9 +37,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bench/bench.h"
+#include "bench/bench_util.h"
 #include "daemon/engine.h"
 #include "daemon/kernels.h"
 #include "shm/completion.h"
@@ -97,18 +96,11 @@ struct fanin_table {
         uint16_t cycle[FANIN4_PERIOD][FANIN4_FANINS]; /* task i >= SPAN: cycle[i % PERIOD] */
 };
 
-static uint64_t splitmix64(uint64_t *state) {
-        uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
-        z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-        z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-        return z ^ (z >> 31);
-}
-
 /* k distinct offsets in 1..span (k <= span); the modulo bias of a 64-bit
  * draw over <= 256 is nil here. */
 static void draw_offsets(uint16_t *out, unsigned k, unsigned span, uint64_t *rng) {
         for (unsigned j = 0; j < k;) {
-                uint16_t v = (uint16_t)(1 + splitmix64(rng) % span);
+                uint16_t v = (uint16_t)(1 + bench_splitmix64(rng) % span);
                 bool dup = false;
                 for (unsigned i = 0; i < j; i++)
                         dup |= out[i] == v;
@@ -128,13 +120,6 @@ static void fanin_table_init(struct fanin_table *ft) {
 }
 
 /* ------------------------------------------------------------ one run */
-
-static int64_t now_ns(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* What one run measured: time, the threads' counters summed, the client's
  * doorbells. */
@@ -160,12 +145,12 @@ struct progress {
 
 static void progress_init(struct progress *p, const struct harness_ring *h) {
         p->wm = ring_watermark(h);
-        p->since_ns = now_ns();
+        p->since_ns = bench_now_ns();
 }
 
 static bool progress_ok(struct progress *p, const struct harness_ring *h) {
         uint64_t wm = ring_watermark(h);
-        int64_t now = now_ns();
+        int64_t now = bench_now_ns();
 
         if (wm != p->wm) {
                 p->wm = wm;
@@ -303,11 +288,11 @@ static int run_once(const struct options *o, unsigned threads, enum shape shape,
         }
 
         struct hbg_graph_entry ge = { .status = 0 };
-        int64_t t0 = now_ns();
+        int64_t t0 = bench_now_ns();
         uint64_t last_k = submit(&h, shape, n, ft, case_name);
         if (last_k != UINT64_MAX)
                 wait_last_graph(&h, last_k, case_name, &ge);
-        int64_t t1 = now_ns();
+        int64_t t1 = bench_now_ns();
         bool all_written = n == 0 || last_k != UINT64_MAX;
 
         /* Counters before the ring goes (the completer counters of a live
@@ -371,15 +356,6 @@ struct case_result {
         uint64_t parks, wakeups, failsafe_pushes, advances, cas_failures, doorbells;
 };
 
-static int cmp_double(const void *a, const void *b) {
-        double x = *(const double *)a, y = *(const double *)b;
-        return (x > y) - (x < y);
-}
-
-static uint64_t mean_u64(uint64_t sum, unsigned count) {
-        return (sum + count / 2) / count;
-}
-
 /* Runs until R good runs or R failed ones. Returns 0 if the case has R
  * good runs (res->failed_runs may still be non-zero), -1 otherwise. */
 static int run_case(const struct options *o, unsigned threads, enum shape shape,
@@ -415,16 +391,13 @@ static int run_case(const struct options *o, unsigned threads, enum shape shape,
                 free(ns);
                 return -1;
         }
-        qsort(ns, o->repeat, sizeof(*ns), cmp_double);
-        res->ns_min = ns[0];
-        res->ns_median = o->repeat % 2 ? ns[o->repeat / 2]
-                                       : (ns[o->repeat / 2 - 1] + ns[o->repeat / 2]) / 2;
-        res->parks = mean_u64(sum.parks, o->repeat);
-        res->wakeups = mean_u64(sum.wakeups, o->repeat);
-        res->failsafe_pushes = mean_u64(sum.failsafe_pushes, o->repeat);
-        res->advances = mean_u64(sum.advances, o->repeat);
-        res->cas_failures = mean_u64(sum.cas_failures, o->repeat);
-        res->doorbells = mean_u64(sum.doorbells, o->repeat);
+        bench_min_median(ns, o->repeat, &res->ns_min, &res->ns_median);
+        res->parks = bench_mean_u64(sum.parks, o->repeat);
+        res->wakeups = bench_mean_u64(sum.wakeups, o->repeat);
+        res->failsafe_pushes = bench_mean_u64(sum.failsafe_pushes, o->repeat);
+        res->advances = bench_mean_u64(sum.advances, o->repeat);
+        res->cas_failures = bench_mean_u64(sum.cas_failures, o->repeat);
+        res->doorbells = bench_mean_u64(sum.doorbells, o->repeat);
         free(ns);
         return 0;
 }
@@ -475,19 +448,16 @@ static void print_table(const struct options *o, uint64_t spin_ns, const struct 
                " Any makes the exit status 1.\n", o->repeat, o->repeat);
 }
 
-/* Append one row per case; the header only when the file is new or empty,
- * so several invocations can share one file. */
+/* Append one row per case; the header only when the file is new or empty
+ * (bench_csv_open), so several invocations can share one file. */
 static int write_csv(const struct options *o, const struct case_result *res, unsigned n_res) {
-        FILE *f = fopen(o->csv, "a");
+        FILE *f = bench_csv_open(SUITE, o->csv,
+                                 "suite,case,threads,shape,tasks,repeat,ns_per_task_median,"
+                                 "ns_per_task_min,parks,wakeups,doorbells,advances,cas_failures,"
+                                 "failsafe_pushes,failed_runs\n");
 
-        if (!f) {
-                fprintf(stderr, "hbg-bench " SUITE ": %s: %s\n", o->csv, strerror(errno));
+        if (!f)
                 return -1;
-        }
-        if (fseek(f, 0, SEEK_END) == 0 && ftell(f) == 0)
-                fputs("suite,case,threads,shape,tasks,repeat,ns_per_task_median,ns_per_task_min,"
-                      "parks,wakeups,doorbells,advances,cas_failures,failsafe_pushes,failed_runs\n",
-                      f);
         for (unsigned i = 0; i < n_res; i++) {
                 const struct case_result *r = &res[i];
                 if (r->good_runs < o->repeat)
@@ -498,11 +468,7 @@ static int write_csv(const struct options *o, const struct case_result *res, uns
                         r->ns_median, r->ns_min, r->parks, r->wakeups, r->doorbells, r->advances,
                         r->cas_failures, r->failsafe_pushes, r->failed_runs);
         }
-        if (ferror(f) | (fclose(f) != 0)) {
-                fprintf(stderr, "hbg-bench " SUITE ": %s: write failed\n", o->csv);
-                return -1;
-        }
-        return 0;
+        return bench_csv_close(SUITE, f, o->csv);
 }
 
 /* ------------------------------------------------------------ options */
@@ -544,55 +510,10 @@ void bench_engine_usage(FILE *out) {
                 DEFAULT_TASKS, DEFAULT_REPEAT, STALL_LIMIT_S);
 }
 
-/* Decimal only: strtoull alone would accept "-1", " 7" and "0x10". */
-static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *ret) {
-        char *end;
-
-        if (*s < '0' || *s > '9')
-                return false;
-        errno = 0;
-        unsigned long long v = strtoull(s, &end, 10);
-        if (errno || *end || v < min || v > max)
-                return false;
-        *ret = v;
-        return true;
-}
-
-static bool parse_threads(const char *s, struct options *o) {
-        o->n_threads = 0;
-        for (const char *p = s;;) {
-                char *end;
-
-                if (*p < '0' || *p > '9' || o->n_threads == MAX_LIST)
-                        return false;
-                errno = 0;
-                unsigned long v = strtoul(p, &end, 10);
-                if (errno || v < 1 || v > HBG_ENGINE_MAX_THREADS || (*end != ',' && *end != '\0'))
-                        return false;
-                o->threads[o->n_threads++] = (unsigned)v;
-                if (*end == '\0')
-                        return true;
-                p = end + 1;
-        }
-}
-
-static bool parse_shapes(const char *s, struct options *o) {
-        o->n_shapes = 0;
-        for (const char *p = s;;) {
-                size_t len = strcspn(p, ",");
-                int found = -1;
-
-                for (int k = 0; k < N_SHAPES; k++)
-                        if (strlen(shape_names[k]) == len && strncmp(p, shape_names[k], len) == 0)
-                                found = k;
-                if (found < 0 || o->n_shapes == MAX_LIST)
-                        return false;
-                o->shapes[o->n_shapes++] = (enum shape)found;
-                if (p[len] == '\0')
-                        return true;
-                p += len + 1;
-        }
-}
+/* The options that take a value. */
+static const char *const option_names[] = {
+        "--threads", "--shape", "--tasks", "--repeat", "--csv", NULL,
+};
 
 /* Returns 0 to run, 1 after --help, -1 after printing a usage error. */
 static int parse_options(int argc, char **argv, struct options *o) {
@@ -607,8 +528,7 @@ static int parse_options(int argc, char **argv, struct options *o) {
 
         for (int i = 1; i < argc; i++) {
                 const char *arg = argv[i];
-                char name[32];
-                const char *value = NULL;
+                const char *name, *value;
 
                 if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
                         bench_engine_usage(stdout);
@@ -618,66 +538,27 @@ static int parse_options(int argc, char **argv, struct options *o) {
                         o->no_spin = true;
                         continue;
                 }
-                /* --name VALUE or --name=VALUE */
-                size_t len = strcspn(arg, "=");
-                if (strncmp(arg, "--", 2) != 0 || len >= sizeof(name))
-                        goto unknown;
-                memcpy(name, arg, len);
-                name[len] = '\0';
-                if (arg[len] == '=')
-                        value = arg + len + 1;
-                if (strcmp(name, "--threads") != 0 && strcmp(name, "--shape") != 0 &&
-                    strcmp(name, "--tasks") != 0 && strcmp(name, "--repeat") != 0 &&
-                    strcmp(name, "--csv") != 0)
-                        goto unknown;
-                if (!value) {
-                        if (i + 1 >= argc) {
-                                fprintf(stderr, "hbg-bench " SUITE ": %s needs a value\n", name);
-                                return -1;
-                        }
-                        value = argv[++i];
-                }
-
-                uint64_t v;
+                if (bench_option(SUITE, argc, argv, &i, option_names, &name, &value) < 0)
+                        return -1;
                 if (strcmp(name, "--threads") == 0) {
-                        if (!parse_threads(value, o)) {
-                                fprintf(stderr, "hbg-bench " SUITE ": --threads: expected up to %u"
-                                        " comma-separated counts in 1..%u, got '%s'\n",
-                                        MAX_LIST, HBG_ENGINE_MAX_THREADS, value);
+                        if (!bench_option_uint_list(SUITE, name, value, HBG_ENGINE_MAX_THREADS,
+                                                    o->threads, &o->n_threads, MAX_LIST))
                                 return -1;
-                        }
                 } else if (strcmp(name, "--shape") == 0) {
-                        if (!parse_shapes(value, o)) {
-                                fprintf(stderr, "hbg-bench " SUITE ": --shape: expected a"
-                                        " comma-separated list of chain, independent, fanin4;"
-                                        " got '%s'\n", value);
+                        unsigned k[MAX_LIST];
+
+                        if (!bench_option_name_list(SUITE, name, value, shape_names, N_SHAPES, k,
+                                                    &o->n_shapes, MAX_LIST))
                                 return -1;
-                        }
+                        for (unsigned j = 0; j < o->n_shapes; j++)
+                                o->shapes[j] = (enum shape)k[j];
                 } else if (strcmp(name, "--tasks") == 0) {
-                        if (!parse_u64(value, 0, MAX_TASKS, &o->tasks)) {
-                                fprintf(stderr, "hbg-bench " SUITE ": --tasks: expected an"
-                                        " integer in 0..%" PRIu64 ", got '%s'\n", MAX_TASKS, value);
+                        if (!bench_option_u64(SUITE, name, value, 0, MAX_TASKS, &o->tasks))
                                 return -1;
-                        }
-                } else if (strcmp(name, "--repeat") == 0) {
-                        if (!parse_u64(value, 1, MAX_REPEAT, &v)) {
-                                fprintf(stderr, "hbg-bench " SUITE ": --repeat: expected an"
-                                        " integer in 1..%u, got '%s'\n", MAX_REPEAT, value);
-                                return -1;
-                        }
-                        o->repeat = (unsigned)v;
-                } else {
-                        if (*value == '\0') {
-                                fprintf(stderr, "hbg-bench " SUITE ": --csv: empty file name\n");
-                                return -1;
-                        }
-                        o->csv = value;
+                } else if (!bench_option_common(SUITE, name, value, MAX_REPEAT, &o->repeat,
+                                                &o->csv)) {
+                        return -1;
                 }
-                continue;
-unknown:
-                fprintf(stderr, "hbg-bench " SUITE ": unknown option '%s'"
-                        " (hbg-bench " SUITE " --help lists them)\n", arg);
-                return -1;
         }
         return 0;
 }

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,9 +22,12 @@
 #include <sys/un.h>
 #include <syslog.h>
 #include <systemd/sd-daemon.h>
+#define SD_JOURNAL_SUPPRESS_LOCATION 1 /* no CODE_FILE= etc.: not useful here */
+#include <systemd/sd-journal.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/config.h"
 #include "daemon/io_loop.h"
 #include "daemon/kernels.h"
 #include "daemon/session.h"
@@ -69,24 +73,188 @@ struct hbgd {
         bool stopping;
         int64_t stop_deadline_ms;
         bool done;
+        /* systemd: watchdog (0 = off) and STATUS= refresh. */
+        uint64_t watchdog_usec;
+        int64_t last_watchdog_ms;
+        uint64_t hb_last[HBG_ENGINE_MAX_THREADS];
+        bool watchdog_withheld;       /* logged once per stuck episode */
+        int64_t last_status_ms;
+        uint64_t last_status_completed;
 };
 
 /* ------------------------------------------------------------ logging */
 
-void hbgd_log(int priority, const char *fmt, ...) {
-        char buf[1024];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(buf, sizeof(buf), fmt, ap);
-        va_end(ap);
-        fprintf(stderr, "<%d>hbgd: %s\n", priority, buf);
+/*
+ * Log lines go to the journal with structured fields when stderr is the
+ * journal's stream (JOURNAL_STREAM names stderr's device:inode), else to
+ * stderr with <N> priority prefixes. Lines about one session are rate
+ * limited (LOG_BURST per LOG_INTERVAL_MS per session, then one
+ * "N messages suppressed" line), so a misbehaving client cannot flood
+ * the log. The engine logs from its threads: everything here is
+ * serialised by log_lock.
+ */
+#define LOG_BURST 10
+#define LOG_INTERVAL_MS 10000
+#define LOG_SLOTS 64
+
+struct log_fields {
+        uint64_t session;      /* 0: none */
+        int pid;
+        long uid;              /* -1: none */
+};
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static int log_to_journal = -1; /* -1: not checked yet */
+static struct log_slot {
+        uint64_t session;
+        int64_t window_start_ms;
+        unsigned count;
+        unsigned suppressed;
+} log_slots[LOG_SLOTS];
+
+static int64_t now_ms(void);
+
+static bool journal_stream(void) {
+        const char *e = getenv("JOURNAL_STREAM");
+        unsigned long long dev, ino;
+        struct stat st;
+        if (!e || sscanf(e, "%llu:%llu", &dev, &ino) != 2 || fstat(STDERR_FILENO, &st) < 0)
+                return false;
+        /* sd_journal_send() drops lines silently when journald is not there. */
+        if (access("/run/systemd/journal/socket", F_OK) < 0)
+                return false;
+        return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 
+static void log_emit(int priority, const struct log_fields *f, const char *msg) {
+        if (log_to_journal < 0)
+                log_to_journal = journal_stream();
+        if (log_to_journal) {
+                char session[40] = "", pid[32] = "", uid[32] = "";
+                if (f && f->session)
+                        snprintf(session, sizeof(session), "HBG_SESSION=%" PRIu64, f->session);
+                if (f && f->pid > 0)
+                        snprintf(pid, sizeof(pid), "HBG_PID=%d", f->pid);
+                if (f && f->uid >= 0)
+                        snprintf(uid, sizeof(uid), "HBG_UID=%ld", f->uid);
+                /* Empty strings end the list early: put present fields first. */
+                const char *extra[3];
+                unsigned n = 0;
+                if (session[0])
+                        extra[n++] = session;
+                if (pid[0])
+                        extra[n++] = pid;
+                if (uid[0])
+                        extra[n++] = uid;
+                for (unsigned i = n; i < 3; i++)
+                        extra[i] = NULL;
+                if (sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%d", priority,
+                                    "SYSLOG_IDENTIFIER=hbgd", extra[0] ? "%s" : NULL, extra[0],
+                                    extra[1] ? "%s" : NULL, extra[1], extra[2] ? "%s" : NULL,
+                                    extra[2], NULL) >= 0)
+                        return;
+        }
+        fprintf(stderr, "<%d>hbgd: %s\n", priority, msg);
+}
+
+/* Rate limit per session; returns false when the line is to be dropped. */
+static bool log_allow(const struct log_fields *f, int64_t now) {
+        if (!f || !f->session)
+                return true;
+        struct log_slot *s = &log_slots[f->session % LOG_SLOTS];
+        if (s->session != f->session) {
+                if (s->suppressed) {
+                        char msg[128];
+                        struct log_fields old = { .session = s->session, .uid = -1 };
+                        snprintf(msg, sizeof(msg), "session %" PRIu64 ": %u messages suppressed",
+                                 s->session, s->suppressed);
+                        log_emit(LOG_NOTICE, &old, msg);
+                }
+                *s = (struct log_slot){ .session = f->session, .window_start_ms = now };
+        } else if (now - s->window_start_ms >= LOG_INTERVAL_MS) {
+                if (s->suppressed) {
+                        char msg[128];
+                        snprintf(msg, sizeof(msg), "session %" PRIu64 ": %u messages suppressed",
+                                 f->session, s->suppressed);
+                        log_emit(LOG_NOTICE, f, msg);
+                }
+                s->window_start_ms = now;
+                s->count = 0;
+                s->suppressed = 0;
+        }
+        if (s->count >= LOG_BURST) {
+                s->suppressed++;
+                return false;
+        }
+        s->count++;
+        return true;
+}
+
+/* Report what a window that ended suppressed, also for sessions that went
+ * quiet (from the io thread's timer). */
+static void log_flush_suppressed(void) {
+        int64_t now = now_ms();
+        pthread_mutex_lock(&log_lock);
+        for (unsigned i = 0; i < LOG_SLOTS; i++) {
+                struct log_slot *s = &log_slots[i];
+                if (!s->suppressed || now - s->window_start_ms < LOG_INTERVAL_MS)
+                        continue;
+                char msg[128];
+                struct log_fields f = { .session = s->session, .uid = -1 };
+                snprintf(msg, sizeof(msg), "session %" PRIu64 ": %u messages suppressed", s->session,
+                         s->suppressed);
+                log_emit(LOG_NOTICE, &f, msg);
+                s->window_start_ms = now;
+                s->count = 0;
+                s->suppressed = 0;
+        }
+        pthread_mutex_unlock(&log_lock);
+}
+
+static void log_v(int priority, const struct log_fields *f, const char *fmt, va_list ap) {
+        char buf[1024];
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        pthread_mutex_lock(&log_lock);
+        if (log_allow(f, now_ms()))
+                log_emit(priority, f, buf);
+        pthread_mutex_unlock(&log_lock);
+}
+
+void hbgd_log(int priority, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        log_v(priority, NULL, fmt, ap);
+        va_end(ap);
+}
+
+static void hbgd_log_session(int priority, uint64_t session, int pid, uid_t uid, const char *fmt, ...)
+        __attribute__((format(printf, 5, 6)));
+static void hbgd_log_session(int priority, uint64_t session, int pid, uid_t uid, const char *fmt, ...) {
+        struct log_fields f = { .session = session, .pid = pid, .uid = (long)uid };
+        va_list ap;
+        va_start(ap, fmt);
+        log_v(priority, &f, fmt, ap);
+        va_end(ap);
+}
+
+/* Engine lines about a ring name it "ring session-N-pid-P": recover the
+ * session for the fields and the rate limit. */
 static void engine_log_cb(void *userdata, int priority, const char *fmt, va_list ap) {
         (void)userdata;
         char buf[1024];
         vsnprintf(buf, sizeof(buf), fmt, ap);
-        fprintf(stderr, "<%d>hbgd: %s\n", priority, buf);
+        struct log_fields f = { .uid = -1 };
+        const char *p = strstr(buf, "session-");
+        unsigned long long id;
+        int pid;
+        if (p && sscanf(p, "session-%llu-pid-%d", &id, &pid) == 2) {
+                f.session = id;
+                f.pid = pid;
+        }
+        pthread_mutex_lock(&log_lock);
+        if (log_allow(&f, now_ms()))
+                log_emit(priority, &f, buf);
+        pthread_mutex_unlock(&log_lock);
 }
 
 static int64_t now_ms(void) {
@@ -135,8 +303,9 @@ static void conn_close(struct conn *c, const char *why) {
                 session_regions_destroy(&c->regions);
         }
         if (why && c->has_session)
-                hbgd_log(LOG_INFO, "session %" PRIu64 " (pid %d uid %u): closed: %s", c->id,
-                         (int)c->cred.pid, (unsigned)c->cred.uid, why);
+                hbgd_log_session(LOG_INFO, c->id, (int)c->cred.pid, c->cred.uid,
+                                 "session %" PRIu64 " (pid %d uid %u): closed: %s", c->id,
+                                 (int)c->cred.pid, (unsigned)c->cred.uid, why);
         io_source_del(d->loop, c->src);
         close(c->sock);
         free(c);
@@ -193,6 +362,15 @@ static void on_doorbell(struct io_source *src, uint32_t events, void *userdata) 
         hbg_ring_kick(c->ring);
 }
 
+/* A session request refused for a limit: tell the client and log it (rate
+ * limited per connection: a client may keep asking). */
+static void refuse_session(struct conn *c, int err, const char *msg) {
+        wire_send_error(c->sock, err, msg);
+        hbgd_log_session(LOG_NOTICE, c->id, (int)c->cred.pid, c->cred.uid,
+                         "session %" PRIu64 " (pid %d uid %u): refused: %s", c->id, (int)c->cred.pid,
+                         (unsigned)c->cred.uid, msg);
+}
+
 static void handle_session(struct conn *c, const Hbg__SessionRequest *rq) {
         struct hbgd *d = c->d;
         const struct hbgd_config *cfg = &d->cfg;
@@ -221,15 +399,15 @@ static void handle_session(struct conn *c, const Hbg__SessionRequest *rq) {
                 return;
         }
         if (d->n_sessions >= cfg->max_sessions) {
-                wire_send_error(c->sock, -EUSERS, "too many sessions (max_sessions)");
+                refuse_session(c, -EUSERS, "too many sessions (max_sessions)");
                 return;
         }
         if (sessions_of_uid(d, c->cred.uid) >= cfg->max_sessions_per_uid) {
-                wire_send_error(c->sock, -EUSERS, "too many sessions for this user (max_sessions_per_uid)");
+                refuse_session(c, -EUSERS, "too many sessions for this user (max_sessions_per_uid)");
                 return;
         }
         if (req.task_window > cfg->max_task_window || req.heap_size > cfg->max_heap_size) {
-                wire_send_error(c->sock, -E2BIG, "task_window or heap_size above the configured maximum");
+                refuse_session(c, -E2BIG, "task_window or heap_size above the configured maximum");
                 return;
         }
         err = hbg_geometry_init(&g, &req, &why);
@@ -295,7 +473,8 @@ static void handle_session(struct conn *c, const Hbg__SessionRequest *rq) {
         close(c->regions.sub_fd);
         close(c->regions.cpl_fd);
         c->regions.sub_fd = c->regions.cpl_fd = -1;
-        hbgd_log(LOG_INFO, "session %" PRIu64 " (pid %d uid %u, %s): D=%" PRIu64 " F=%" PRIu64
+        hbgd_log_session(LOG_INFO, c->id, (int)c->cred.pid, c->cred.uid,
+                 "session %" PRIu64 " (pid %d uid %u, %s): D=%" PRIu64 " F=%" PRIu64
                  " heap=%" PRIu64, c->id, (int)c->cred.pid, (unsigned)c->cred.uid, c->name,
                  g.task_window, g.flag_window, g.heap_size);
 }
@@ -612,6 +791,106 @@ static void begin_shutdown(struct hbgd *d, const char *why) {
                 finish_shutdown(d);
 }
 
+/* ------------------------------------------------------------ systemd */
+
+static void notify_status(struct hbgd *d, int64_t now) {
+        uint64_t completed = d->done_tasks, in_flight = 0;
+        for (struct conn *c = d->conns; c; c = c->next) {
+                if (!c->has_session)
+                        continue;
+                struct hbg_ring_stats st;
+                hbg_ring_stats(c->ring, &st);
+                completed += st.completed;
+                struct hbg_sub_header *sh = c->regions.sub;
+                struct hbg_cpl_header *ch = c->regions.cpl;
+                uint64_t sub = atomic_load_explicit(&sh->graphs_submitted, memory_order_relaxed);
+                uint64_t ret = atomic_load_explicit(&ch->graphs_retired, memory_order_relaxed);
+                in_flight += sub > ret ? sub - ret : 0;
+        }
+        double secs = (double)(now - d->last_status_ms) / 1000.0;
+        double rate = secs > 0 ? (double)(completed - d->last_status_completed) / secs : 0;
+        d->last_status_ms = now;
+        d->last_status_completed = completed;
+        sd_notifyf(0, "STATUS=%s: %u sessions, %" PRIu64 " graphs in flight, %.0f tasks/s",
+                   d->stopping ? "stopping" : "serving", d->n_sessions, in_flight, rate);
+}
+
+/* Every scheduler thread moved since the last check, or is parked idle. */
+static bool engine_alive(struct hbgd *d, unsigned *ret_stuck) {
+        unsigned n = hbg_engine_threads(d->engine);
+        bool ok = true;
+        for (unsigned i = 0; i < n; i++) {
+                struct hbg_thread_alive a;
+                hbg_engine_thread_alive(d->engine, i, &a);
+                if (!a.parked && a.heartbeat == d->hb_last[i] && ok) {
+                        ok = false;
+                        *ret_stuck = i;
+                }
+                d->hb_last[i] = a.heartbeat;
+        }
+        return ok;
+}
+
+static void systemd_tick(struct hbgd *d) {
+        int64_t now = now_ms();
+        if (d->watchdog_usec && now - d->last_watchdog_ms >= (int64_t)(d->watchdog_usec / 2000)) {
+                d->last_watchdog_ms = now;
+                unsigned stuck = 0;
+                if (engine_alive(d, &stuck)) {
+                        sd_notify(0, "WATCHDOG=1");
+                        d->watchdog_withheld = false;
+                } else if (!d->watchdog_withheld) {
+                        d->watchdog_withheld = true;
+                        hbgd_log(LOG_CRIT, "scheduler thread %u made no progress for %" PRIu64
+                                 " ms: not pinging the watchdog", stuck, d->watchdog_usec / 2000);
+                }
+        }
+        if (now - d->last_status_ms >= 2000)
+                notify_status(d, now);
+}
+
+/* SIGHUP: re-read --config; apply what is safe for new sessions, log
+ * what needs a restart. An invalid file changes nothing. */
+static void reload_config(struct hbgd *d) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading %s",
+                   (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000,
+                   d->cfg.config_path[0] ? d->cfg.config_path : "(no config file)");
+        if (!d->cfg.config_path[0]) {
+                hbgd_log(LOG_NOTICE, "SIGHUP: started without --config, nothing to reload");
+                goto out;
+        }
+        struct hbgd_config n = d->cfg;
+        char err[512];
+        if (hbgd_config_load(&n, d->cfg.config_path, err, sizeof(err)) < 0) {
+                hbgd_log(LOG_ERR, "SIGHUP: %s; keeping the current configuration", err);
+                goto out;
+        }
+        const struct hbg_engine_config *o = &d->cfg.engine, *ne = &n.engine;
+        if (ne->threads != o->threads)
+                hbgd_log(LOG_WARNING, "SIGHUP: [scheduler] threads: %u in the file, running with %u "
+                         "(needs a restart)", ne->threads, o->threads);
+        if (ne->clusters != o->clusters)
+                hbgd_log(LOG_WARNING, "SIGHUP: [scheduler] clusters: %u in the file, running with %u "
+                         "(needs a restart)", ne->clusters, o->clusters);
+        if (ne->spin_before_park_ns != o->spin_before_park_ns || ne->stall_timeout_ms != o->stall_timeout_ms)
+                hbgd_log(LOG_WARNING, "SIGHUP: [scheduler] spin_before_park_us/stall_timeout_ms "
+                         "changed: ignored (needs a restart)");
+        /* The socket is not a config-file key; the engine keeps its settings. */
+        n.engine = d->cfg.engine;
+        snprintf(n.socket_path, sizeof(n.socket_path), "%s", d->cfg.socket_path);
+        n.force_epoll = d->cfg.force_epoll;
+        d->cfg = n;
+        hbgd_log(LOG_NOTICE, "SIGHUP: reloaded %s: max_sessions %u, max_sessions_per_uid %u, "
+                 "%u allowed users, %u allowed groups (for new sessions)", d->cfg.config_path,
+                 d->cfg.max_sessions, d->cfg.max_sessions_per_uid, d->cfg.n_allowed_uids,
+                 d->cfg.n_allowed_gids);
+out:
+        sd_notify(0, "READY=1");
+        notify_status(d, now_ms());
+}
+
 static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
         struct hbgd *d = userdata;
         (void)src;
@@ -633,6 +912,8 @@ static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
                         conn_close(c, why);
                 }
         }
+        systemd_tick(d);
+        log_flush_suppressed();
         if (d->stopping && !d->done) {
                 if (sessions_idle(d)) {
                         finish_shutdown(d);
@@ -650,7 +931,7 @@ static void on_signal(struct io_source *src, uint32_t events, void *userdata) {
         struct signalfd_siginfo si;
         while (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
                 if (si.ssi_signo == SIGHUP)
-                        hbgd_log(LOG_NOTICE, "SIGHUP: nothing to reload in this version");
+                        reload_config(d);
                 else
                         begin_shutdown(d, si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
         }
@@ -699,22 +980,47 @@ static int bind_socket(struct hbgd *d) {
         return 0;
 }
 
-/* Socket activation: one SOCK_SEQPACKET listening AF_UNIX socket. */
+/* Socket activation: the listening SOCK_SEQPACKET AF_UNIX socket named
+ * "hbgd" (FileDescriptorName=), or the only suitable one. Every other
+ * passed fd is closed. Returns 1 (activated), 0 (nothing passed), -errno. */
 static int activated_socket(struct hbgd *d) {
-        int n = sd_listen_fds(1);
+        char **names = NULL;
+        int n = sd_listen_fds_with_names(1, &names);
         if (n <= 0)
                 return n;
-        int found = -1;
-        for (int fd = SD_LISTEN_FDS_START; fd < SD_LISTEN_FDS_START + n; fd++) {
-                if (found < 0 && sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0) > 0) {
-                        found = fd;
+        int found = -1, suitable = 0, first_suitable = -1;
+        for (int i = 0; i < n; i++) {
+                int fd = SD_LISTEN_FDS_START + i;
+                if (sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0) <= 0)
                         continue;
-                }
-                hbgd_log(LOG_WARNING, "ignoring activated fd %d: not a listening SEQPACKET unix socket", fd);
+                suitable++;
+                if (first_suitable < 0)
+                        first_suitable = fd;
+                if (found < 0 && names && names[i] && strcmp(names[i], "hbgd") == 0)
+                        found = fd;
+        }
+        if (found < 0 && suitable == 1)
+                found = first_suitable;
+        for (int i = 0; i < n; i++) {
+                int fd = SD_LISTEN_FDS_START + i;
+                if (fd == found)
+                        continue;
+                const char *name = names && names[i] ? names[i] : "?";
+                bool ok = sd_is_socket_unix(fd, SOCK_SEQPACKET, 1, NULL, 0) > 0;
+                hbgd_log(LOG_WARNING, "closing activated fd %d (name '%s'): %s", fd, name,
+                         ok ? "another listening socket, not named 'hbgd'"
+                            : "not a listening SEQPACKET unix socket");
                 close(fd);
         }
-        if (found < 0)
+        if (names)
+                for (int i = 0; i < n; i++)
+                        free(names[i]);
+        free(names);
+        if (found < 0) {
+                hbgd_log(LOG_ERR, "socket activation: %s", suitable ? "several listening sockets and none named 'hbgd'"
+                                                          : "no listening SEQPACKET unix socket passed");
                 return -EBADF;
+        }
         fcntl(found, F_SETFL, fcntl(found, F_GETFL) | O_NONBLOCK);
         d->listen_fd = found;
         return 1;
@@ -769,6 +1075,9 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
                 hbgd_log(LOG_ERR, "cannot start the scheduler threads: %s", strerror(-err));
                 goto fail;
         }
+        if (sd_watchdog_enabled(0, &d->watchdog_usec) <= 0)
+                d->watchdog_usec = 0;
+        d->last_watchdog_ms = d->last_status_ms = now_ms();
         if ((err = io_loop_add(d->loop, d->listen_fd, on_listen, d, &d->listen_src)) < 0 ||
             (err = io_loop_add(d->loop, d->signal_fd, on_signal, d, &d->signal_src)) < 0 ||
             (err = io_loop_add(d->loop, d->timer_fd, on_timer, d, &d->timer_src)) < 0)
@@ -784,8 +1093,10 @@ int hbgd_run(struct hbgd *d) {
         hbgd_log(LOG_INFO, "ready: %u scheduler threads, %u clusters, %s, socket %s",
                  d->cfg.engine.threads, d->cfg.engine.clusters, io_loop_backend(d->loop),
                  d->listen_owned ? d->cfg.socket_path : "(activated)");
-        sd_notifyf(0, "READY=1\nSTATUS=serving, %u threads, %s", d->cfg.engine.threads,
+        sd_notifyf(0, "READY=1\nSTATUS=ready, %u threads, %s", d->cfg.engine.threads,
                    io_loop_backend(d->loop));
+        if (d->watchdog_usec)
+                sd_notify(0, "WATCHDOG=1");
         while (!d->done) {
                 int n = io_loop_run_once(d->loop, 1000);
                 if (n < 0 && n != -EINTR) {

@@ -19,6 +19,7 @@
 
 struct hbgd_config {
         char socket_path[108];
+        char config_path[4096];   /* --config FILE, re-read on SIGHUP; "" = none */
         struct hbg_engine_config engine;
         struct hbg_geometry_request session_default; /* used for zero request fields */
         uint64_t max_task_window;

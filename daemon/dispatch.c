@@ -28,7 +28,7 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                         ring_fail(r, -EOVERFLOW, id, "ready queue full (engine bug)");
                         return 0;
                 }
-                engine_wake_one(r->engine);
+                engine_wake_executor(r->engine);
         }
 
         /* Subtask (block b, j-th active lane) is part b * lanes + j of

@@ -184,12 +184,23 @@ void hbg_ring_kick(struct hbg_ring *r) {
         hbg_engine_kick(r->engine);
 }
 
-/* Surplus work appeared: wake one parked peer, if any (§9.4). */
+/* Surplus work any thread can do appeared: wake one parked peer (§9.4). */
 void engine_wake_one(struct hbg_engine *e) {
         if (atomic_load_explicit(&e->idle, memory_order_relaxed) == 0)
                 return;
         atomic_fetch_add(&e->wake_seq, 1);
         futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+/* Ready tasks appeared that need a core: make sure a parked thread that
+ * owns clusters wakes. When some threads own none, a single futex wake may
+ * land on one of those, which cannot run the task: wake them all then
+ * (such configurations are the unusual ones). */
+void engine_wake_executor(struct hbg_engine *e) {
+        if (atomic_load_explicit(&e->idle_executors, memory_order_relaxed) == 0)
+                return;
+        atomic_fetch_add(&e->wake_seq, 1);
+        futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, e->all_execute ? 1 : INT_MAX, NULL);
 }
 
 /*
@@ -203,7 +214,9 @@ static void park(struct sched_thread *t) {
         uint32_t seq = atomic_load(&e->wake_seq);
         unsigned idle = atomic_fetch_add(&e->idle, 1) + 1;
         bool last = idle == e->nthreads;
-        bool work = false, unfinished = false, deferred = false;
+        bool work = false, unfinished = false, deferred = false, ready = false;
+        if (t->clusters > 0)
+                atomic_fetch_add(&e->idle_executors, 1);
         unsigned high = atomic_load(&e->rings_high);
 
         for (unsigned i = 0; i < high && !work; i++) {
@@ -214,11 +227,16 @@ static void park(struct sched_thread *t) {
                         atomic_store(&r->cpl->need_wakeup, 1);
                 work = ring_has_external_work(r) || mpmc_maybe_nonempty(&r->retire);
                 for (unsigned s = 0; s < SHAPE_EXEC_COUNT; s++)
-                        work = work || (t->clusters > 0 && mpmc_maybe_nonempty(&r->ready[s]));
+                        ready = ready || mpmc_maybe_nonempty(&r->ready[s]);
+                work = work || (t->clusters > 0 && ready);
                 unfinished = unfinished || ring_unfinished(r);
                 deferred = deferred || hbg_failsafe_heap_len(&r->per_thread[t->index].completer.heap) > 0;
                 ring_leave(t);
         }
+        /* Ready tasks this thread cannot run (it owns no cluster) while an
+         * owner sleeps: wake the owners before sleeping. */
+        if (!work && ready && t->clusters == 0)
+                engine_wake_executor(e);
         if (!work && !atomic_load(&e->stop)) {
                 struct timespec ts, *timeout = NULL;
                 if (deferred) {
@@ -237,9 +255,13 @@ static void park(struct sched_thread *t) {
                         timeout = &ts;
                 }
                 stat_add(&t->stats.parks, 1);
+                atomic_store_explicit(&t->parked, true, memory_order_relaxed);
                 futex(&e->wake_seq, FUTEX_WAIT_PRIVATE, seq, timeout);
+                atomic_store_explicit(&t->parked, false, memory_order_relaxed);
                 stat_add(&t->stats.wakeups, 1);
         }
+        if (t->clusters > 0)
+                atomic_fetch_sub(&e->idle_executors, 1);
         atomic_fetch_sub(&e->idle, 1);
         /* Somebody is awake now: clients need not ring. */
         high = atomic_load(&e->rings_high);
@@ -271,15 +293,35 @@ static bool visit_ring(struct sched_thread *t, struct hbg_ring *r, bool check_st
         return work;
 }
 
+static void engine_sleep_ms(long ms) {
+        struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
+        while (nanosleep(&ts, &ts) < 0)
+                ;
+}
+
 static void *thread_main(void *arg) {
         struct sched_thread *t = arg;
         struct hbg_engine *e = t->engine;
         int64_t idle_since = 0;
 
+        bool test_stall = e->test_stall_thread == (int)t->index;
+
         while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
                 bool work = false;
                 unsigned high = atomic_load_explicit(&e->rings_high, memory_order_acquire);
                 int64_t now_ms = engine_now_ms();
+                atomic_store_explicit(&t->heartbeat,
+                                      atomic_load_explicit(&t->heartbeat, memory_order_relaxed) + 1,
+                                      memory_order_relaxed);
+                if (test_stall && now_ms >= e->test_stall_at_ms) {
+                        /* Test only: a wedged scheduler thread (no
+                         * heartbeat, not parked) until the engine stops. */
+                        engine_log(e, LOG_WARNING, "thread %u: stalled on purpose (HBGD_TEST_STALL_THREAD)",
+                                   t->index);
+                        while (!atomic_load_explicit(&e->stop, memory_order_relaxed))
+                                engine_sleep_ms(10);
+                        break;
+                }
                 bool check_stall = now_ms - t->last_stall_check_ms >= 100;
                 if (check_stall)
                         t->last_stall_check_ms = now_ms;
@@ -300,7 +342,7 @@ static void *thread_main(void *arg) {
                 int64_t now = now_ns();
                 if (idle_since == 0)
                         idle_since = now;
-                if ((uint64_t)(now - idle_since) < e->cfg.spin_before_park_ns) {
+                if ((uint64_t)(now - idle_since) < e->cfg.spin_before_park_ns || test_stall) {
 #if defined(__x86_64__) || defined(__i386__)
                         __builtin_ia32_pause();
 #endif
@@ -336,6 +378,18 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
                 return -ENOMEM;
         }
         memset(e->threads, 0, cfg->threads * sizeof(*e->threads));
+        e->test_stall_thread = -1;
+        const char *stall = getenv("HBGD_TEST_STALL_THREAD");
+        if (stall && *stall) {
+                /* Test only: "N" or "N:MS" (stall thread N after MS ms). */
+                char *end;
+                unsigned long n = strtoul(stall, &end, 10);
+                unsigned long ms = *end == ':' ? strtoul(end + 1, NULL, 10) : 0;
+                if (n < cfg->threads) {
+                        e->test_stall_thread = (int)n;
+                        e->test_stall_at_ms = engine_now_ms() + (int64_t)ms;
+                }
+        }
 
         /* Cluster i belongs to thread i mod n: every cluster has exactly one
          * owner; with more threads than clusters the extra threads own none
@@ -347,6 +401,7 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
                 t->clusters = cfg->clusters / e->nthreads + (i < cfg->clusters % e->nthreads ? 1 : 0);
                 t->ring_cursor = i;
         }
+        e->all_execute = cfg->clusters >= e->nthreads;
         for (unsigned i = 0; i < e->nthreads; i++) {
                 err = -pthread_create(&e->threads[i].thread, NULL, thread_main, &e->threads[i]);
                 if (err < 0) {
@@ -388,6 +443,13 @@ struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
 }
 
 /* ------------------------------------------------------------ counters */
+
+void hbg_engine_thread_alive(const struct hbg_engine *e, unsigned thread,
+                             struct hbg_thread_alive *ret) {
+        const struct sched_thread *t = &e->threads[thread];
+        ret->heartbeat = atomic_load_explicit(&t->heartbeat, memory_order_relaxed);
+        ret->parked = atomic_load_explicit(&t->parked, memory_order_relaxed);
+}
 
 unsigned hbg_engine_threads(const struct hbg_engine *e) {
         return e->nthreads;

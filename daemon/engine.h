@@ -115,3 +115,21 @@ unsigned hbg_engine_threads(const struct hbg_engine *e);
 void hbg_engine_thread_stats(const struct hbg_engine *e, unsigned thread,
                              struct hbg_thread_stats *ret);
 void hbg_ring_stats(const struct hbg_ring *r, struct hbg_ring_stats *ret);
+
+/* Liveness of one scheduler thread (cheap: two relaxed loads). heartbeat
+ * grows on every loop iteration; parked is true while the thread waits
+ * for work. A thread whose heartbeat has not moved and that is not parked
+ * is stuck (or running one long kernel). hbgd's watchdog uses it.
+ *
+ * Test only: HBGD_TEST_STALL_THREAD=N[:MS] in the environment of
+ * hbg_engine_new() makes thread N busy-poll (never park) and, MS ms after
+ * the engine started, stop its heartbeat and do nothing until the engine
+ * is freed: a wedged thread for tests/test_e2e_systemd.c. Never set it in
+ * production (work owned by that thread's clusters stops, and clients may
+ * stop ringing the doorbell). */
+struct hbg_thread_alive {
+        uint64_t heartbeat;
+        bool parked;
+};
+void hbg_engine_thread_alive(const struct hbg_engine *e, unsigned thread,
+                             struct hbg_thread_alive *ret);

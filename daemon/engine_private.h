@@ -159,6 +159,10 @@ struct sched_thread {
                 _Atomic uint64_t classified, dispatched, executed_tasks, retired_inline, failed;
                 _Atomic uint64_t parks, wakeups;
         } stats;
+        /* Liveness for the systemd watchdog: bumped every loop iteration;
+         * parked is set while waiting on the futex. */
+        alignas(64) _Atomic uint64_t heartbeat;
+        _Atomic bool parked;
         /* Completer counters of removed rings, folded in. */
         struct hbg_completer_stats retired_completer;
         unsigned ring_cursor;
@@ -184,13 +188,20 @@ struct hbg_engine {
 
         alignas(64) _Atomic uint32_t wake_seq;   /* futex word */
         _Atomic unsigned idle;
+        _Atomic unsigned idle_executors;  /* idle threads that own clusters */
+        bool all_execute;                 /* every thread owns a cluster */
         _Atomic bool stop;
+        /* Test only (HBGD_TEST_STALL_THREAD=N:MS): thread N stops its
+         * heartbeat MS ms after start. -1: off. */
+        int test_stall_thread;
+        int64_t test_stall_at_ms;
 };
 
 /* engine.c */
 void engine_log(struct hbg_engine *e, int priority, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 void engine_wake_one(struct hbg_engine *e);
+void engine_wake_executor(struct hbg_engine *e);
 int64_t engine_now_ms(void);
 
 /* ring.c */

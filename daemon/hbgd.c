@@ -21,7 +21,7 @@ static void usage(FILE *f) {
                 "  --socket PATH   listen on PATH (default %s, or the socket\n"
                 "                  passed by systemd socket activation)\n"
                 "  --config FILE   read settings from FILE (INI; options given on the\n"
-                "                  command line win over it)\n"
+                "                  command line win over it); SIGHUP re-reads it\n"
                 "  --threads N     scheduler threads (default 4)\n"
                 "  --clusters N    core clusters (default 8)\n"
                 "  --help          this text\n"
@@ -65,6 +65,11 @@ int main(int argc, char **argv) {
                         path = argv[i] + 9;
                 if (path) {
                         char err[512];
+                        if (strlen(path) >= sizeof(cfg.config_path)) {
+                                fprintf(stderr, "hbgd: --config: path too long\n");
+                                return 2;
+                        }
+                        snprintf(cfg.config_path, sizeof(cfg.config_path), "%s", path);
                         if (hbgd_config_load(&cfg, path, err, sizeof(err)) < 0) {
                                 fprintf(stderr, "hbgd: %s\n", err);
                                 return 2;

@@ -491,12 +491,15 @@ static void make_ready(struct sched_thread *t, struct hbg_ring *r, struct task_s
 }
 
 /* After making tasks ready: if more are queued than this thread will take
- * next, wake one parked peer (one futex wake per batch at most). */
-static void ring_wake_for_surplus(struct hbg_ring *r) {
-        uint64_t queued = 0;
+ * next, wake a parked peer (one futex wake per batch at most). A thread
+ * that owns no cluster takes no ready task itself: any is a surplus. */
+static void ring_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
+        uint64_t ready = 0;
         for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
-                queued += mpmc_size_hint(&r->ready[i]);
-        if (queued + mpmc_size_hint(&r->retire) > 1)
+                ready += mpmc_size_hint(&r->ready[i]);
+        if (ready > (t->clusters > 0 ? 1u : 0u))
+                engine_wake_executor(r->engine);
+        else if (mpmc_size_hint(&r->retire) > 1)
                 engine_wake_one(r->engine);
 }
 
@@ -516,7 +519,7 @@ void ring_drain_wake_list(struct sched_thread *t, struct hbg_ring *r, uint64_t i
                 link = w->next_link; /* before evaluate() reuses it */
                 evaluate(t, r, w, false);
         }
-        ring_wake_for_surplus(r);
+        ring_wake_for_surplus(t, r);
 }
 
 /* ------------------------------------------------------------ completion */
@@ -640,7 +643,7 @@ bool ring_classify(struct sched_thread *t, struct hbg_ring *r) {
                 engine_wake_one(r->engine);
         for (uint64_t id = claim; id < claim + n; id++)
                 classify_one(t, r, id);
-        ring_wake_for_surplus(r);
+        ring_wake_for_surplus(t, r);
         return true;
 }
 

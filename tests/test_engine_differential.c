@@ -946,6 +946,10 @@ static uint64_t failsafe_pushes(struct world *w, uint64_t *ret_classified) {
 
 START_TEST(differential) {
         const struct run_cfg *cfg = &runs[_i];
+        /* HBG_TEST_RUN=name runs only that configuration (debugging). */
+        const char *only = getenv("HBG_TEST_RUN");
+        if (only && strcmp(only, cfg->name) != 0)
+                return;
         unsigned scale = test_scale();
         uint64_t seed = test_seed((unsigned)_i);
         struct world w;
