@@ -19,6 +19,7 @@ DOCDIR  ?= $(PREFIX)/share/doc/hbg
 SYSCONFDIR  ?= /etc
 UNITDIR     ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+MANDIR      ?= $(PREFIX)/share/man
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g
@@ -92,7 +93,7 @@ BENCH_SRCS := bench/hbg_bench.c bench/bench_completion.c bench/bench_engine.c be
               tests/harness.c
 BENCH_BIN  := $(B)/bin/hbg-bench
 
-TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap \
+TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap test_config \
               test_completion_stress test_kernels test_engine_basic \
               test_engine_differential test_engine_rings \
               test_engine_validation test_engine_behaviour test_e2e_daemon \
@@ -261,6 +262,12 @@ $(B)/obj/tests/test_e2e_hbgctl.o: TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)
 $(B)/tests/test_e2e_hbgctl: TEST_EXTRA_LIBS = $(JSONC_LIBS)
 $(B)/tests/test_e2e_hbgctl: | $(HBGCTL_BIN)
 
+# The config parser is part of hbgd's io side.
+$(B)/tests/test_config: $(B)/obj/tests/test_config.o $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) $(SYS_LIBS) -lm
+
 $(B)/tests/%: $(B)/obj/tests/%.o $(CORE_LIB) $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
@@ -311,8 +318,16 @@ bench-deps:
 # ---------------------------------------------------------------- test
 # tests/check-abi.sh: the exported symbols of libhbgclient.so are exactly
 # the globals of libclient/libhbgclient.map.
+# tests/test-install.sh: make install/uninstall into a temporary DESTDIR
+# and build and run the example against the installed files (it installs
+# build/, so only without sanitizers).
+ifeq ($(SANITIZE),)
+  TEST_INSTALL := tests/test-install.sh
+else
+  TEST_INSTALL :=
+endif
 test: $(SHM_LIB) $(TEST_RUN) $(CLIENT_LINKS)
-	$(Q)B=$(B) STRESS=$(STRESS) tests/run-tests.sh $(TEST_RUN) tests/check-abi.sh
+	$(Q)B=$(B) STRESS=$(STRESS) tests/run-tests.sh $(TEST_RUN) tests/check-abi.sh $(TEST_INSTALL)
 
 check: deps
 	$(Q)$(MAKE) --no-print-directory all
@@ -360,6 +375,15 @@ INSTALL_DOCS := README.md LICENSE docs/RUNTIME_LOGIC.md docs/PROTOCOL.md docs/OP
                 systemd/hbgd.conf.example
 # hbgd.service names the installed paths: generated at install time.
 SERVICE_SED := -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g'
+# hbgclient.pc too: the one in $(B)/lib/pkgconfig keeps the PREFIX of the
+# build, which need not be the PREFIX given to `make install`.
+PC_SED := -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+          -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|'
+# Man pages (docs/man/), by section.
+MAN1 := docs/man/hbgctl.1
+MAN3 := docs/man/libhbgclient.3
+MAN5 := docs/man/hbgd.conf.5
+MAN8 := docs/man/hbgd.8
 
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
@@ -368,7 +392,8 @@ install: all
 	install -m 0755 $(CLIENT_SO) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(notdir $(CLIENT_SO)) $(DESTDIR)$(LIBDIR)/libhbgclient.so.$(SOVERSION)
 	ln -sf $(notdir $(CLIENT_SO)) $(DESTDIR)$(LIBDIR)/libhbgclient.so
-	install -m 0644 $(CLIENT_PC) $(DESTDIR)$(LIBDIR)/pkgconfig/
+	sed $(PC_SED) libclient/hbgclient.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/hbgclient.pc
+	chmod 0644 $(DESTDIR)$(LIBDIR)/pkgconfig/hbgclient.pc
 	install -m 0644 libclient/include/hbg/hbg.h $(DESTDIR)$(INCLUDEDIR)/hbg/
 	install -m 0644 $(INSTALL_DOCS) $(DESTDIR)$(DOCDIR)/
 	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(SYSCONFDIR)/hbg
@@ -378,6 +403,12 @@ install: all
 	install -m 0644 systemd/hbg.sysusers $(DESTDIR)$(SYSUSERSDIR)/hbg.conf
 	[ -e $(DESTDIR)$(SYSCONFDIR)/hbg/hbgd.conf ] || \
 		install -m 0644 systemd/hbgd.conf.example $(DESTDIR)$(SYSCONFDIR)/hbg/hbgd.conf
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 \
+		$(DESTDIR)$(MANDIR)/man8
+	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(MAN3) $(DESTDIR)$(MANDIR)/man3/
+	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
+	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/hbgd $(DESTDIR)$(BINDIR)/hbgctl
@@ -391,6 +422,10 @@ uninstall:
 		rm -f $(DESTDIR)$(SYSCONFDIR)/hbg/hbgd.conf
 	-rmdir $(DESTDIR)$(SYSCONFDIR)/hbg 2>/dev/null
 	-rmdir $(DESTDIR)$(DOCDIR) $(DESTDIR)$(INCLUDEDIR)/hbg 2>/dev/null
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN1))) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(MAN3))) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5))) \
+		$(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8)))
 
 clean:
 	rm -rf build

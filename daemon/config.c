@@ -139,6 +139,20 @@ static int handler(void *user, const char *section, const char *key, const char 
         } else if (KEY("access", "allowed_groups")) {
                 if (!parse_ids(l, value, true))
                         return 0;
+        } else if (KEY("log", "level")) {
+                static const char *const names[] = { "emerg", "alert", "crit", "err",
+                                                     "warning", "notice", "info", "debug" };
+                int level = -1;
+                for (int i = 0; i < 8; i++)
+                        if (strcasecmp(value, names[i]) == 0)
+                                level = i;
+                if (level < 0) {
+                        snprintf(l->msg, sizeof(l->msg),
+                                 "level: '%s' is not one of emerg alert crit err warning notice info debug",
+                                 value);
+                        return 0;
+                }
+                c->log_level = level;
         } else {
                 snprintf(l->msg, sizeof(l->msg), "unknown key '%s' in section [%s]", key, section);
                 return 0;

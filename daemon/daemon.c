@@ -211,7 +211,15 @@ static void log_flush_suppressed(void) {
         pthread_mutex_unlock(&log_lock);
 }
 
+static _Atomic int log_level = LOG_INFO;
+
+void hbgd_set_log_level(int priority) {
+        atomic_store(&log_level, priority);
+}
+
 static void log_v(int priority, const struct log_fields *f, const char *fmt, va_list ap) {
+        if (priority > atomic_load_explicit(&log_level, memory_order_relaxed))
+                return;
         char buf[1024];
         vsnprintf(buf, sizeof(buf), fmt, ap);
         pthread_mutex_lock(&log_lock);
@@ -241,6 +249,8 @@ static void hbgd_log_session(int priority, uint64_t session, int pid, uid_t uid,
  * session for the fields and the rate limit. */
 static void engine_log_cb(void *userdata, int priority, const char *fmt, va_list ap) {
         (void)userdata;
+        if (priority > atomic_load_explicit(&log_level, memory_order_relaxed))
+                return;
         char buf[1024];
         vsnprintf(buf, sizeof(buf), fmt, ap);
         struct log_fields f = { .uid = -1 };
@@ -276,6 +286,7 @@ void hbgd_config_default(struct hbgd_config *ret) {
         ret->max_sessions_per_uid = 16;
         ret->max_message = HBG_WIRE_MAX_MSG_DEFAULT;
         ret->shutdown_grace_ms = 5000;
+        ret->log_level = LOG_INFO;
 }
 
 /* ------------------------------------------------------------ connections */
@@ -882,6 +893,7 @@ static void reload_config(struct hbgd *d) {
         snprintf(n.socket_path, sizeof(n.socket_path), "%s", d->cfg.socket_path);
         n.force_epoll = d->cfg.force_epoll;
         d->cfg = n;
+        hbgd_set_log_level(n.log_level);
         hbgd_log(LOG_NOTICE, "SIGHUP: reloaded %s: max_sessions %u, max_sessions_per_uid %u, "
                  "%u allowed users, %u allowed groups (for new sessions)", d->cfg.config_path,
                  d->cfg.max_sessions, d->cfg.max_sessions_per_uid, d->cfg.n_allowed_uids,

@@ -32,6 +32,7 @@ struct hbgd_config {
         gid_t allowed_gids[HBGD_MAX_ALLOWED];
         unsigned n_allowed_gids;   /* no uid and no gid listed: everyone may connect */
         unsigned shutdown_grace_ms;
+        int log_level;             /* syslog priority: lines above it are dropped */
         bool force_epoll;
 };
 
@@ -48,3 +49,5 @@ int hbgd_run(struct hbgd *d);
 struct hbgd *hbgd_free(struct hbgd *d);
 
 void hbgd_log(int priority, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Drop log lines less important than `priority` (LOG_ERR .. LOG_DEBUG). */
+void hbgd_set_log_level(int priority);

@@ -130,6 +130,7 @@ int main(int argc, char **argv) {
         signal(SIGPIPE, SIG_IGN);
 
         struct hbgd *d;
+        hbgd_set_log_level(cfg.log_level);
         if (hbgd_new(&d, &cfg) < 0)
                 return 1;
         int err = hbgd_run(d);

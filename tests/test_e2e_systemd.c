@@ -89,7 +89,7 @@ struct sa {
 /* Move what the child wrote to its stderr into the log. */
 static void pump(struct sa *s) {
         char buf[4096];
-        ssize_t n;
+        ssize_t n = -1;
         while (s->err_fd >= 0 && (n = read(s->err_fd, buf, sizeof(buf))) > 0) {
                 if (write(s->log_fd, buf, (size_t)n) < 0) {
                 }

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/* hbgd.conf: every key with a valid and an invalid value, file:line in
+ * every error, and nothing applied from a file that fails. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "daemon/config.h"
+#include "daemon/daemon.h"
+
+static char path[64];
+
+static void write_file(const char *text) {
+        snprintf(path, sizeof(path), "/tmp/hbg-config-XXXXXX");
+        int fd = mkstemp(path);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+        close(fd);
+}
+
+static int load(const char *text, struct hbgd_config *cfg, char *err, size_t len) {
+        hbgd_config_default(cfg);
+        write_file(text);
+        int r = hbgd_config_load(cfg, path, err, len);
+        unlink(path);
+        return r;
+}
+
+struct key_case {
+        const char *section, *key, *good, *bad;
+};
+
+/* One valid and one invalid value per key. */
+static const struct key_case keys[] = {
+        { "scheduler", "threads", "2", "65" },
+        { "scheduler", "clusters", "16", "1025" },
+        { "scheduler", "spin_before_park_us", "10", "-1" },
+        { "scheduler", "stall_timeout_ms", "2000", "ten" },
+        { "session", "task_window", "32768", "4097x" },
+        { "session", "flag_window", "1024", "99999999999" },
+        { "session", "heap_size", "16M", "16Q" },
+        { "session", "mailbox_entries", "256", "" },
+        { "session", "graph_table_entries", "64", "2097152" },
+        { "limits", "max_sessions", "8", "x8" },
+        { "limits", "max_sessions_per_uid", "2", "65537" },
+        { "limits", "max_task_window", "65536", "33554432" },
+        { "limits", "max_heap_size", "2G", "2T" },
+        { "limits", "max_message_size", "128K", "32M" },
+        { "limits", "shutdown_grace_ms", "100", "3600001" },
+        { "access", "allowed_users", "0, 65534", "no-such-user-hbg" },
+        { "access", "allowed_groups", "0", "no-such-group-hbg" },
+        { "log", "level", "debug", "chatty" },
+};
+
+START_TEST(each_key) {
+        const struct key_case *k = &keys[_i];
+        struct hbgd_config cfg, dflt;
+        char text[256], err[512] = "";
+
+        hbgd_config_default(&dflt);
+        /* Two comment lines first, so the key is on line 4. */
+        snprintf(text, sizeof(text), "; hbgd.conf\n# test\n[%s]\n%s = %s\n", k->section, k->key, k->good);
+        ck_assert_msg(load(text, &cfg, err, sizeof(err)) == 0, "%s.%s = %s: %s", k->section, k->key,
+                      k->good, err);
+        ck_assert_msg(memcmp(&cfg, &dflt, sizeof(cfg)) != 0, "%s.%s = %s changed nothing", k->section,
+                      k->key, k->good);
+
+        snprintf(text, sizeof(text), "; hbgd.conf\n# test\n[%s]\n%s = %s\n", k->section, k->key, k->bad);
+        ck_assert_int_eq(load(text, &cfg, err, sizeof(err)), -EINVAL);
+        ck_assert_msg(strstr(err, path) == err, "error does not start with the file name: %s", err);
+        char where[80];
+        snprintf(where, sizeof(where), "%s:4:", path);
+        bool has_line = strstr(err, where) != NULL;
+        /* Values the parser accepts but the whole-config check refuses name
+         * the section instead of a line. */
+        char section[40];
+        snprintf(section, sizeof(section), "[%s]", k->section);
+        ck_assert_msg(has_line || strstr(err, section), "%s.%s = %s: no line or section in '%s'",
+                      k->section, k->key, k->bad, err);
+        /* Nothing applied. */
+        ck_assert_msg(memcmp(&cfg, &dflt, sizeof(cfg)) == 0, "a failing file changed the config");
+}
+END_TEST
+
+START_TEST(values_applied) {
+        struct hbgd_config cfg;
+        char err[512] = "";
+        ck_assert_int_eq(load("[scheduler]\nthreads = 3\nclusters = 5\nspin_before_park_us = 7\n"
+                              "[session]\nheap_size = 2M\ntask_window = 1024\nflag_window = 512\n"
+                              "[limits]\nmax_message_size = 4K\n[access]\nallowed_users = 0 7\n"
+                              "[log]\nlevel = warning\n",
+                              &cfg, err, sizeof(err)),
+                         0);
+        ck_assert_uint_eq(cfg.engine.threads, 3);
+        ck_assert_uint_eq(cfg.engine.clusters, 5);
+        ck_assert_uint_eq(cfg.engine.spin_before_park_ns, 7000);
+        ck_assert_uint_eq(cfg.session_default.heap_size, 2u << 20);
+        ck_assert_uint_eq(cfg.session_default.task_window, 1024);
+        ck_assert_uint_eq(cfg.session_default.flag_window, 512);
+        ck_assert_uint_eq(cfg.max_message, 4096);
+        ck_assert_uint_eq(cfg.n_allowed_uids, 2);
+        ck_assert_uint_eq(cfg.allowed_uids[1], 7);
+        ck_assert_int_eq(cfg.log_level, LOG_WARNING);
+}
+END_TEST
+
+START_TEST(whole_file_errors) {
+        struct hbgd_config cfg;
+        char err[512] = "";
+        /* Unknown key and section, with their line. */
+        ck_assert_int_eq(load("[scheduler]\nthreads = 2\nthreadz = 3\n", &cfg, err, sizeof(err)), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err, ":3: unknown key 'threadz'"));
+        ck_assert_int_eq(load("[nope]\nx = 1\n", &cfg, err, sizeof(err)), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err, ":2:"));
+        /* A line that is not key = value. */
+        ck_assert_int_eq(load("[scheduler]\nthreads\n", &cfg, err, sizeof(err)), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err, ":2:"));
+        /* Geometry checked as a whole: F > D. */
+        ck_assert_int_eq(load("[session]\ntask_window = 1024\nflag_window = 4096\n", &cfg, err, sizeof(err)),
+                         -EINVAL);
+        ck_assert_ptr_nonnull(strstr(err, "flag_window"));
+        /* Missing file. */
+        hbgd_config_default(&cfg);
+        ck_assert_int_eq(hbgd_config_load(&cfg, "/nonexistent/hbgd.conf", err, sizeof(err)), -ENOENT);
+        ck_assert_ptr_nonnull(strstr(err, "/nonexistent/hbgd.conf"));
+}
+END_TEST
+
+int main(void) {
+        Suite *s = suite_create("config");
+        TCase *tc = tcase_create("config");
+        tcase_add_loop_test(tc, each_key, 0, (int)(sizeof(keys) / sizeof(keys[0])));
+        tcase_add_test(tc, values_applied);
+        tcase_add_test(tc, whole_file_errors);
+        suite_add_tcase(s, tc);
+        SRunner *sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
