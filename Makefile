@@ -288,7 +288,7 @@ $(UNSAFE_BIN): $(B)/obj-unordered/tests/test_completion_stress.o \
 # ---------------------------------------------------------------- deps
 # Debian packages needed to build and test. As root they are installed; as
 # anyone else the exact apt-get line is printed and make stops.
-BUILD_DEPS := gcc make pkgconf check liburing-dev libprotobuf-c-dev protobuf-c-compiler \
+BUILD_DEPS := gcc make pkgconf check liburing-dev libprotobuf-c-dev protobuf-c-compiler systemd \
               libsystemd-dev libinih-dev libjson-c-dev
 BENCH_DEPS := valgrind
 

@@ -36,6 +36,7 @@
 #include "daemon/engine.h"
 #include "daemon/kernels.h"
 #include "tests/harness.h"
+#include "tests/test_rng.h"
 
 #if defined(__SANITIZE_THREAD__)
 #define DEFAULT_SCALE 2u
@@ -62,28 +63,7 @@
 
 /* ------------------------------------------------------------ PRNG */
 
-struct rng {
-        uint64_t s;
-};
-
-static uint64_t rng_u64(struct rng *r) {
-        uint64_t z = (r->s += UINT64_C(0x9e3779b97f4a7c15));
-        z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-        z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-        return z ^ (z >> 31);
-}
-
-static uint32_t rng_below(struct rng *r, uint32_t n) {
-        return (uint32_t)(rng_u64(r) % n);
-}
-
-static uint32_t rng_range(struct rng *r, uint32_t lo, uint32_t hi) {
-        return lo + rng_below(r, hi - lo + 1);
-}
-
-static bool rng_chance(struct rng *r, unsigned percent) {
-        return rng_below(r, 100) < percent;
-}
+/* struct rng and rng_*(): tests/test_rng.h */
 
 static unsigned test_scale(void) {
         const char *s = getenv("HBG_TEST_SCALE");

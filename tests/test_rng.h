@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/* A small seeded PRNG (splitmix64) shared by the randomized engine tests. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct rng {
+        uint64_t s;
+};
+
+static inline uint64_t rng_u64(struct rng *r) {
+        uint64_t z = (r->s += UINT64_C(0x9e3779b97f4a7c15));
+        z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+        return z ^ (z >> 31);
+}
+
+static inline uint32_t rng_below(struct rng *r, uint32_t n) {
+        return (uint32_t)(rng_u64(r) % n);
+}
+
+/* Inclusive range. */
+static inline uint32_t rng_range(struct rng *r, uint32_t lo, uint32_t hi) {
+        return lo + rng_below(r, hi - lo + 1);
+}
+
+static inline bool rng_chance(struct rng *r, unsigned percent) {
+        return rng_below(r, 100) < percent;
+}
+
+static inline float rng_f32(struct rng *r, float lo, float hi) {
+        return lo + (hi - lo) * (float)(rng_u64(r) >> 40) / (float)(UINT32_C(1) << 24);
+}
