@@ -101,6 +101,8 @@ struct log_fields {
         uint64_t session;      /* 0: none */
         int pid;
         long uid;              /* -1: none */
+        bool has_graph;
+        uint64_t graph;        /* the session's graph record number */
 };
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -130,15 +132,17 @@ static void log_emit(int priority, const struct log_fields *f, const char *msg) 
         if (log_to_journal < 0)
                 log_to_journal = journal_stream();
         if (log_to_journal) {
-                char session[40] = "", pid[32] = "", uid[32] = "";
+                char session[40] = "", pid[32] = "", uid[32] = "", graph[40] = "";
                 if (f && f->session)
                         snprintf(session, sizeof(session), "HBG_SESSION=%" PRIu64, f->session);
                 if (f && f->pid > 0)
                         snprintf(pid, sizeof(pid), "HBG_PID=%d", f->pid);
                 if (f && f->uid >= 0)
                         snprintf(uid, sizeof(uid), "HBG_UID=%ld", f->uid);
+                if (f && f->has_graph)
+                        snprintf(graph, sizeof(graph), "HBG_GRAPH=%" PRIu64, f->graph);
                 /* Empty strings end the list early: put present fields first. */
-                const char *extra[3];
+                const char *extra[4];
                 unsigned n = 0;
                 if (session[0])
                         extra[n++] = session;
@@ -146,12 +150,14 @@ static void log_emit(int priority, const struct log_fields *f, const char *msg) 
                         extra[n++] = pid;
                 if (uid[0])
                         extra[n++] = uid;
-                for (unsigned i = n; i < 3; i++)
+                if (graph[0])
+                        extra[n++] = graph;
+                for (unsigned i = n; i < 4; i++)
                         extra[i] = NULL;
                 if (sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%d", priority,
                                     "SYSLOG_IDENTIFIER=hbgd", extra[0] ? "%s" : NULL, extra[0],
                                     extra[1] ? "%s" : NULL, extra[1], extra[2] ? "%s" : NULL,
-                                    extra[2], NULL) >= 0)
+                                    extra[2], extra[3] ? "%s" : NULL, extra[3], NULL) >= 0)
                         return;
         }
         fprintf(stderr, "<%d>hbgd: %s\n", priority, msg);
@@ -260,6 +266,13 @@ static void engine_log_cb(void *userdata, int priority, const char *fmt, va_list
         if (p && sscanf(p, "session-%llu-pid-%d", &id, &pid) == 2) {
                 f.session = id;
                 f.pid = pid;
+        }
+        /* Lines about one graph say "graph N" (ring.c publish_graph). */
+        const char *g = strstr(buf, ": graph ");
+        unsigned long long graph;
+        if (g && sscanf(g, ": graph %llu", &graph) == 1) {
+                f.has_graph = true;
+                f.graph = graph;
         }
         pthread_mutex_lock(&log_lock);
         if (log_allow(&f, now_ms()))

@@ -104,8 +104,16 @@ static void graph_unlock(struct hbg_ring *r) {
         atomic_store(&r->retire_lock, 0);
 }
 
-static void publish_graph(struct hbg_ring *r, int code, uint64_t task) {
+static void publish_graph(struct hbg_ring *r, int code, uint64_t task, const char *why) {
         struct hbg_graph_entry *e = &r->graph_table[r->graph_next & (r->g.graph_table_entries - 1)];
+
+        /* Rate-limited per session by hbgd's log; ": graph N" becomes the
+         * journal field HBG_GRAPH. */
+        if (code)
+                engine_log(r->engine, LOG_NOTICE,
+                           "ring %s: graph %" PRIu64 " (client id %" PRIu64 ") failed: %s at task %" PRIu64
+                           " (%s)", r->name, r->graph_next, r->graph_cur.graph_id, strerror(-code), task,
+                           why ? why : "stopped");
 
         e->graph_id = r->graph_cur.graph_id;
         e->status = code;
@@ -159,7 +167,7 @@ static bool fail_graphs_locked(struct hbg_ring *r, int code) {
                                sizeof(r->graph_cur));
                         r->graph_have = true;
                 }
-                publish_graph(r, code, r->graph_cur.first_id);
+                publish_graph(r, code, r->graph_cur.first_id, "session stopped");
                 any = true;
         }
         return any;
@@ -186,7 +194,7 @@ static bool retire_graphs_locked(struct hbg_ring *r) {
                 uint64_t task = 0;
                 const char *why = NULL;
                 int code = graph_status(r, r->graph_cur.first_id, r->graph_cur.last_id, &task, &why);
-                publish_graph(r, code, task);
+                publish_graph(r, code, task, why);
                 any = true;
         }
         if (atomic_load(&r->broken))

@@ -27,14 +27,18 @@
 
 /* ------------------------------------------------------------ helpers */
 
-static _Atomic unsigned log_lines;
+static _Atomic unsigned log_lines;      /* stall reports */
+static _Atomic unsigned graph_fail_lines;
 
 static void quiet_log(void *ud, int priority, const char *fmt, va_list ap) {
         (void)ud;
         (void)priority;
-        (void)fmt;
-        (void)ap;
-        atomic_fetch_add(&log_lines, 1);
+        char buf[512];
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        if (strstr(buf, "no progress for"))
+                atomic_fetch_add(&log_lines, 1);
+        if (strstr(buf, ": graph ") && strstr(buf, "failed:"))
+                atomic_fetch_add(&graph_fail_lines, 1);
 }
 
 static unsigned test_scale(void) {
@@ -608,6 +612,7 @@ START_TEST(stall_times_out_external) {
         hbg_ring_stats(h.ring, &rs);
         ck_assert(!rs.broken);
         ck_assert_uint_gt(atomic_load(&log_lines), 0); /* the stall was logged */
+        ck_assert_uint_gt(atomic_load(&graph_fail_lines), 0); /* and the failed graph */
 
         /* The ring keeps working, external tasks included. */
         static struct ext_ctx x;
