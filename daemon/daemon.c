@@ -286,6 +286,48 @@ static int64_t now_ms(void) {
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+
+/* ------------------------------------------------------------ notify */
+
+/*
+ * sd_notify() sends on a blocking datagram socket: if the receiver does not
+ * read (a test harness that took READY=1 and moved on, or a busy manager),
+ * the eleventh queued message blocks the io thread, and with it SIGTERM.
+ * Ours never blocks: a message that does not fit is dropped (they are
+ * state updates; the next one says the same or more).
+ */
+static int notify_fd = -2; /* -2: not opened yet, -1: no NOTIFY_SOCKET */
+static struct sockaddr_un notify_addr;
+static socklen_t notify_len;
+
+static void hbgd_notify(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void hbgd_notify(const char *fmt, ...) {
+        if (notify_fd == -2) {
+                const char *path = getenv("NOTIFY_SOCKET");
+                notify_fd = -1;
+                if (path && (path[0] == '/' || path[0] == '@') && strlen(path) < sizeof(notify_addr.sun_path)) {
+                        notify_addr.sun_family = AF_UNIX;
+                        memcpy(notify_addr.sun_path, path, strlen(path));
+                        if (path[0] == '@')
+                                notify_addr.sun_path[0] = 0;
+                        notify_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path));
+                        notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                }
+        }
+        if (notify_fd < 0)
+                return;
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return;
+        ssize_t sent = sendto(notify_fd, msg, strlen(msg), MSG_DONTWAIT | MSG_NOSIGNAL,
+                              (struct sockaddr *)&notify_addr, notify_len);
+        (void)sent;
+}
+
 /* ------------------------------------------------------------ config */
 
 void hbgd_config_default(struct hbgd_config *ret) {
@@ -804,7 +846,7 @@ static void begin_shutdown(struct hbgd *d, const char *why) {
                 return;
         d->stopping = true;
         d->stop_deadline_ms = now_ms() + d->cfg.shutdown_grace_ms;
-        sd_notify(0, "STOPPING=1");
+        hbgd_notify("STOPPING=1");
         hbgd_log(LOG_NOTICE, "%s: not accepting sessions; %u graphs' sessions get %u ms to finish",
                  why, d->n_sessions, d->cfg.shutdown_grace_ms);
         if (d->listen_src) {
@@ -835,8 +877,15 @@ static void notify_status(struct hbgd *d, int64_t now) {
         double rate = secs > 0 ? (double)(completed - d->last_status_completed) / secs : 0;
         d->last_status_ms = now;
         d->last_status_completed = completed;
-        sd_notifyf(0, "STATUS=%s: %u sessions, %" PRIu64 " graphs in flight, %.0f tasks/s",
-                   d->stopping ? "stopping" : "serving", d->n_sessions, in_flight, rate);
+        /* Only when it changed: an idle daemon sends nothing. */
+        static char last[160];
+        char status[160];
+        snprintf(status, sizeof(status), "STATUS=%s: %u sessions, %" PRIu64 " graphs in flight, %.0f tasks/s",
+                 d->stopping ? "stopping" : "serving", d->n_sessions, in_flight, rate);
+        if (strcmp(status, last) == 0)
+                return;
+        snprintf(last, sizeof(last), "%s", status);
+        hbgd_notify("%s", status);
 }
 
 /* Every scheduler thread moved since the last check, or is parked idle. */
@@ -861,7 +910,7 @@ static void systemd_tick(struct hbgd *d) {
                 d->last_watchdog_ms = now;
                 unsigned stuck = 0;
                 if (engine_alive(d, &stuck)) {
-                        sd_notify(0, "WATCHDOG=1");
+                        hbgd_notify("WATCHDOG=1");
                         d->watchdog_withheld = false;
                 } else if (!d->watchdog_withheld) {
                         d->watchdog_withheld = true;
@@ -878,7 +927,7 @@ static void systemd_tick(struct hbgd *d) {
 static void reload_config(struct hbgd *d) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading %s",
+        hbgd_notify("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading %s",
                    (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000,
                    d->cfg.config_path[0] ? d->cfg.config_path : "(no config file)");
         if (!d->cfg.config_path[0]) {
@@ -912,7 +961,7 @@ static void reload_config(struct hbgd *d) {
                  d->cfg.max_sessions, d->cfg.max_sessions_per_uid, d->cfg.n_allowed_uids,
                  d->cfg.n_allowed_gids);
 out:
-        sd_notify(0, "READY=1");
+        hbgd_notify("READY=1");
         notify_status(d, now_ms());
 }
 
@@ -1118,10 +1167,10 @@ int hbgd_run(struct hbgd *d) {
         hbgd_log(LOG_INFO, "ready: %u scheduler threads, %u clusters, %s, socket %s",
                  d->cfg.engine.threads, d->cfg.engine.clusters, io_loop_backend(d->loop),
                  d->listen_owned ? d->cfg.socket_path : "(activated)");
-        sd_notifyf(0, "READY=1\nSTATUS=ready, %u threads, %s", d->cfg.engine.threads,
+        hbgd_notify("READY=1\nSTATUS=ready, %u threads, %s", d->cfg.engine.threads,
                    io_loop_backend(d->loop));
         if (d->watchdog_usec)
-                sd_notify(0, "WATCHDOG=1");
+                hbgd_notify("WATCHDOG=1");
         while (!d->done) {
                 int n = io_loop_run_once(d->loop, 1000);
                 if (n < 0 && n != -EINTR) {
