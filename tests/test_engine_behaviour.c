@@ -22,6 +22,7 @@
 #include "daemon/engine.h"
 #include "daemon/kernels.h"
 #include "tests/harness.h"
+#include "tests/test_util.h"
 
 #define WAIT_MS 20000
 
@@ -42,9 +43,7 @@ static void quiet_log(void *ud, int priority, const char *fmt, va_list ap) {
 }
 
 static unsigned test_scale(void) {
-        const char *s = getenv("HBG_TEST_SCALE");
-        long v = s ? strtol(s, NULL, 10) : 1;
-        return v >= 1 ? (unsigned)v : 1;
+        return test_scale_or(1);
 }
 
 static int64_t now_ms(void) {

@@ -36,18 +36,8 @@
 #include "daemon/engine.h"
 #include "daemon/kernels.h"
 #include "tests/harness.h"
-#include "tests/test_rng.h"
+#include "tests/test_util.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define DEFAULT_SCALE 2u
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define DEFAULT_SCALE 2u
-#endif
-#endif
-#ifndef DEFAULT_SCALE
-#define DEFAULT_SCALE 1u
-#endif
 
 #define NONE UINT64_MAX
 #define CHUNK_BYTES 64u     /* 16 f32 elements per tracked chunk */
@@ -62,7 +52,7 @@
 
 /* ------------------------------------------------------------ PRNG */
 
-/* struct rng and rng_*(): tests/test_rng.h */
+/* struct rng and rng_*(): tests/test_util.h */
 
 /* ------------------------------------------------------------ configuration */
 
@@ -96,9 +86,7 @@ static const struct run_cfg runs[] = {
 #define N_RUNS (sizeof(runs) / sizeof(runs[0]))
 
 static unsigned test_scale(void) {
-        const char *s = getenv("HBG_TEST_SCALE");
-        long v = s ? strtol(s, NULL, 10) : 0;
-        return v >= 1 ? (unsigned)v : DEFAULT_SCALE;
+        return test_scale_or(HBG_TEST_TSAN_SCALE);
 }
 
 static uint64_t test_seed(unsigned run) {

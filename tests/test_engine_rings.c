@@ -36,18 +36,8 @@
 #include "daemon/engine.h"
 #include "daemon/kernels.h"
 #include "tests/harness.h"
-#include "tests/test_rng.h"
+#include "tests/test_util.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define DEFAULT_SCALE 2u
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define DEFAULT_SCALE 2u
-#endif
-#endif
-#ifndef DEFAULT_SCALE
-#define DEFAULT_SCALE 1u
-#endif
 
 #define N_GOOD 8u
 #define N_RINGS (N_GOOD + 1u)
@@ -63,12 +53,10 @@
 
 /* ------------------------------------------------------------ PRNG */
 
-/* struct rng and rng_*(): tests/test_rng.h */
+/* struct rng and rng_*(): tests/test_util.h */
 
 static unsigned test_scale(void) {
-        const char *s = getenv("HBG_TEST_SCALE");
-        long v = s ? strtol(s, NULL, 10) : 0;
-        return v >= 1 ? (unsigned)v : DEFAULT_SCALE;
+        return test_scale_or(HBG_TEST_TSAN_SCALE);
 }
 
 /* ------------------------------------------------------------ per ring */

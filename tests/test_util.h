@@ -1,9 +1,30 @@
 /* SPDX-License-Identifier: MIT */
-/* A small seeded PRNG (splitmix64) shared by the randomized engine tests. */
+/* Helpers shared by the engine tests: a small seeded PRNG (splitmix64) and
+ * the HBG_TEST_SCALE divisor. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
+
+/* TSan runs the randomized tests at half size unless told otherwise. */
+#if defined(__SANITIZE_THREAD__)
+#define HBG_TEST_TSAN_SCALE 2u
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define HBG_TEST_TSAN_SCALE 2u
+#endif
+#endif
+#ifndef HBG_TEST_TSAN_SCALE
+#define HBG_TEST_TSAN_SCALE 1u
+#endif
+
+/* HBG_TEST_SCALE=N divides a test's work by N; `dflt` when unset or bad. */
+static inline unsigned test_scale_or(unsigned dflt) {
+        const char *s = getenv("HBG_TEST_SCALE");
+        long v = s ? strtol(s, NULL, 10) : 0;
+        return v >= 1 ? (unsigned)v : dflt;
+}
 
 struct rng {
         uint64_t s;
