@@ -74,7 +74,8 @@ PROTO_OBJS := $(B)/obj/gen/hbg.pb-c.o $(B)/obj/proto/wire.o
 PROTO_LIB  := $(B)/lib/libhbgproto.a
 
 # hbgd's io side (io_uring/epoll loop, sessions, control protocol).
-HBGD_SRCS := daemon/io_loop.c daemon/session.c daemon/daemon.c daemon/config.c
+HBGD_SRCS := daemon/io_loop.c daemon/log.c daemon/notify.c daemon/accounting.c daemon/session.c \
+             daemon/conn.c daemon/status.c daemon/listener.c daemon/daemon.c daemon/config.c
 HBGD_LIB  := $(B)/lib/libhbgd.a
 HBGD_BIN  := $(B)/bin/hbgd
 

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* hbgd's settings (daemon/config.h): one table of keys. */
 #include "daemon/config.h"
 
 #include <errno.h>
@@ -9,17 +10,99 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <syslog.h>
+
+#include "proto/wire.h"
+
+void hbgd_config_default(struct hbgd_config *ret) {
+        memset(ret, 0, sizeof(*ret));
+        snprintf(ret->socket_path, sizeof(ret->socket_path), "%s", HBGD_DEFAULT_SOCKET);
+        hbg_engine_config_default(&ret->engine);
+        hbg_geometry_request_default(&ret->session_default);
+        ret->max_task_window = UINT64_C(1) << 20;
+        ret->max_heap_size = UINT64_C(1) << 30;
+        ret->limits = (struct hbgd_limits){
+                .max_connections = 1024,
+                .max_connections_per_uid = 64,
+                .max_sessions = 64,
+                .max_sessions_per_uid = 16,
+                .max_memory = 0,          /* half of RAM */
+                .max_memory_per_uid = 0,  /* a quarter of RAM */
+        };
+        ret->handshake_timeout_ms = 10000;
+        ret->requests_per_turn = 16;
+        ret->max_message = HBG_WIRE_MAX_MSG_DEFAULT;
+        ret->shutdown_grace_ms = 5000;
+        ret->log_level = LOG_INFO;
+}
+
+/* ------------------------------------------------------------ the table */
+
+enum key_type {
+        KEY_NUMBER,      /* decimal, optional K/M/G suffix (powers of 1024) */
+        KEY_US_AS_NS,    /* microseconds in the file, nanoseconds in the field */
+        KEY_USERS,       /* names or uids */
+        KEY_GROUPS,      /* names or gids */
+        KEY_LOG_LEVEL,   /* emerg .. debug */
+};
+
+struct key {
+        struct hbgd_config_key name;
+        enum key_type type;
+        size_t offset;   /* in struct hbgd_config */
+        size_t width;    /* bytes of the field (numbers) */
+        uint64_t min, max;
+};
+
+#define NUM(sec, k, field, lo, hi)                                                            \
+        { { sec, k }, KEY_NUMBER, offsetof(struct hbgd_config, field),                        \
+          sizeof(((struct hbgd_config *)0)->field), lo, hi }
+
+static const struct key keys[] = {
+        NUM("scheduler", "threads", engine.threads, 0, 64),
+        NUM("scheduler", "clusters", engine.clusters, 0, 1024),
+        { { "scheduler", "spin_before_park_us" }, KEY_US_AS_NS,
+          offsetof(struct hbgd_config, engine.spin_before_park_ns), sizeof(uint64_t), 0, 1000000 },
+        NUM("scheduler", "stall_timeout_ms", engine.stall_timeout_ms, 0, UINT64_C(86400000)),
+        NUM("session", "task_window", session_default.task_window, 0, UINT64_C(1) << 24),
+        NUM("session", "flag_window", session_default.flag_window, 0, UINT64_C(1) << 24),
+        NUM("session", "heap_size", session_default.heap_size, 0, UINT64_C(1) << 40),
+        NUM("session", "mailbox_entries", session_default.mailbox_entries, 0, UINT64_C(1) << 20),
+        NUM("session", "graph_table_entries", session_default.graph_table_entries, 0, UINT64_C(1) << 20),
+        NUM("limits", "max_connections", limits.max_connections, 1, 1000000),
+        NUM("limits", "max_connections_per_uid", limits.max_connections_per_uid, 1, 1000000),
+        NUM("limits", "max_sessions", limits.max_sessions, 0, 65536),
+        NUM("limits", "max_sessions_per_uid", limits.max_sessions_per_uid, 0, 65536),
+        NUM("limits", "max_memory", limits.max_memory, 0, UINT64_C(1) << 50),
+        NUM("limits", "max_memory_per_uid", limits.max_memory_per_uid, 0, UINT64_C(1) << 50),
+        NUM("limits", "max_task_window", max_task_window, 0, UINT64_C(1) << 24),
+        NUM("limits", "max_heap_size", max_heap_size, 0, UINT64_C(1) << 40),
+        NUM("limits", "max_message_size", max_message, 0, UINT64_C(16) << 20),
+        NUM("limits", "handshake_timeout_ms", handshake_timeout_ms, 100, 3600000),
+        NUM("limits", "requests_per_turn", requests_per_turn, 1, 4096),
+        NUM("limits", "max_threads_per_session", engine.max_threads_per_ring, 0, 64),
+        NUM("limits", "max_task_cost", engine.max_task_cost, 0, UINT64_MAX),
+        NUM("limits", "shutdown_grace_ms", shutdown_grace_ms, 0, UINT64_C(3600000)),
+        { { "access", "allowed_users" }, KEY_USERS, 0, 0, 0, 0 },
+        { { "access", "allowed_groups" }, KEY_GROUPS, 0, 0, 0, 0 },
+        { { "log", "level" }, KEY_LOG_LEVEL, 0, 0, 0, 0 },
+};
+#define N_KEYS (sizeof(keys) / sizeof(keys[0]))
+
+const struct hbgd_config_key *hbgd_config_key_at(size_t i) {
+        return i < N_KEYS ? &keys[i].name : NULL;
+}
+
+/* ------------------------------------------------------------ values */
 
 struct load {
         struct hbgd_config cfg;
-        const char *path;
-        int line;                  /* lines seen, to name the failing one */
         char msg[200];
         bool failed;
 };
 
 /* A size with an optional K/M/G suffix (powers of 1024). */
-static bool parse_size(const char *s, uint64_t max, uint64_t *ret) {
+static bool parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *ret) {
         char *end;
         errno = 0;
         unsigned long long v = strtoull(s, &end, 10);
@@ -37,10 +120,20 @@ static bool parse_size(const char *s, uint64_t max, uint64_t *ret) {
         if (shift && v > (UINT64_MAX >> shift))
                 return false;
         v <<= shift;
-        if (v > max)
+        if (v < min || v > max)
                 return false;
         *ret = v;
         return true;
+}
+
+static void store(struct hbgd_config *c, const struct key *k, uint64_t v) {
+        char *field = (char *)c + k->offset;
+        if (k->width == sizeof(uint64_t)) {
+                memcpy(field, &v, sizeof(v));
+        } else {
+                unsigned u = (unsigned)v; /* max fits: the table says so */
+                memcpy(field, &u, sizeof(u));
+        }
 }
 
 static bool parse_ids(struct load *l, const char *value, bool groups) {
@@ -83,86 +176,54 @@ static bool parse_ids(struct load *l, const char *value, bool groups) {
         return true;
 }
 
-#define KEY(sec, name) (strcmp(section, sec) == 0 && strcmp(key, name) == 0)
+static bool parse_level(struct load *l, const char *value) {
+        static const char *const names[] = { "emerg", "alert", "crit", "err",
+                                             "warning", "notice", "info", "debug" };
+        for (int i = 0; i < 8; i++)
+                if (strcasecmp(value, names[i]) == 0) {
+                        l->cfg.log_level = i;
+                        return true;
+                }
+        snprintf(l->msg, sizeof(l->msg),
+                 "level: '%s' is not one of emerg alert crit err warning notice info debug", value);
+        return false;
+}
 
-static int handler(void *user, const char *section, const char *key, const char *value) {
+static int handler(void *user, const char *section, const char *name, const char *value) {
         struct load *l = user;
-        struct hbgd_config *c = &l->cfg;
-        uint64_t v;
-
         if (l->failed)
                 return 1;
         l->msg[0] = 0;
-#define NUM(max, field)                                                                   \
-        do {                                                                              \
-                if (!parse_size(value, (max), &v)) {                                      \
-                        snprintf(l->msg, sizeof(l->msg), "%s: '%s' is not a number up to %llu", \
-                                 key, value, (unsigned long long)(max));                  \
-                        return 0;                                                         \
-                }                                                                         \
-                field = v;                                                                \
-        } while (0)
-        if (KEY("scheduler", "threads"))
-                NUM(64, c->engine.threads);
-        else if (KEY("scheduler", "clusters"))
-                NUM(1024, c->engine.clusters);
-        else if (KEY("scheduler", "spin_before_park_us")) {
-                NUM(1000000, v);
-                c->engine.spin_before_park_ns = v * 1000;
-        } else if (KEY("scheduler", "stall_timeout_ms"))
-                NUM(UINT64_C(86400000), c->engine.stall_timeout_ms);
-        else if (KEY("session", "task_window"))
-                NUM(UINT64_C(1) << 24, c->session_default.task_window);
-        else if (KEY("session", "flag_window"))
-                NUM(UINT64_C(1) << 24, c->session_default.flag_window);
-        else if (KEY("session", "heap_size"))
-                NUM(UINT64_C(1) << 40, c->session_default.heap_size);
-        else if (KEY("session", "mailbox_entries"))
-                NUM(UINT64_C(1) << 20, c->session_default.mailbox_entries);
-        else if (KEY("session", "graph_table_entries"))
-                NUM(UINT64_C(1) << 20, c->session_default.graph_table_entries);
-        else if (KEY("limits", "max_sessions"))
-                NUM(65536, c->max_sessions);
-        else if (KEY("limits", "max_sessions_per_uid"))
-                NUM(65536, c->max_sessions_per_uid);
-        else if (KEY("limits", "max_task_window"))
-                NUM(UINT64_C(1) << 24, c->max_task_window);
-        else if (KEY("limits", "max_heap_size"))
-                NUM(UINT64_C(1) << 40, c->max_heap_size);
-        else if (KEY("limits", "max_message_size"))
-                NUM(UINT64_C(16) << 20, c->max_message);
-        else if (KEY("limits", "shutdown_grace_ms"))
-                NUM(UINT64_C(3600000), c->shutdown_grace_ms);
-        else if (KEY("access", "allowed_users")) {
-                if (!parse_ids(l, value, false))
-                        return 0;
-        } else if (KEY("access", "allowed_groups")) {
-                if (!parse_ids(l, value, true))
-                        return 0;
-        } else if (KEY("log", "level")) {
-                static const char *const names[] = { "emerg", "alert", "crit", "err",
-                                                     "warning", "notice", "info", "debug" };
-                int level = -1;
-                for (int i = 0; i < 8; i++)
-                        if (strcasecmp(value, names[i]) == 0)
-                                level = i;
-                if (level < 0) {
-                        snprintf(l->msg, sizeof(l->msg),
-                                 "level: '%s' is not one of emerg alert crit err warning notice info debug",
-                                 value);
-                        return 0;
-                }
-                c->log_level = level;
-        } else {
-                snprintf(l->msg, sizeof(l->msg), "unknown key '%s' in section [%s]", key, section);
+        const struct key *k = NULL;
+        for (size_t i = 0; i < N_KEYS && !k; i++)
+                if (strcmp(keys[i].name.section, section) == 0 && strcmp(keys[i].name.key, name) == 0)
+                        k = &keys[i];
+        if (!k) {
+                snprintf(l->msg, sizeof(l->msg), "unknown key '%s' in section [%s]", name, section);
                 return 0;
         }
-#undef NUM
-        return 1;
+        uint64_t v;
+        switch (k->type) {
+        case KEY_NUMBER:
+        case KEY_US_AS_NS:
+                if (!parse_size(value, k->min, k->max, &v)) {
+                        snprintf(l->msg, sizeof(l->msg), "%s: '%s' is not a number from %llu to %llu", name,
+                                 value, (unsigned long long)k->min, (unsigned long long)k->max);
+                        return 0;
+                }
+                store(&l->cfg, k, k->type == KEY_US_AS_NS ? v * 1000 : v);
+                return 1;
+        case KEY_USERS:
+        case KEY_GROUPS:
+                return parse_ids(l, value, k->type == KEY_GROUPS);
+        case KEY_LOG_LEVEL:
+                return parse_level(l, value);
+        }
+        return 0;
 }
 
 int hbgd_config_load(struct hbgd_config *cfg, const char *path, char *err, size_t errlen) {
-        struct load l = { .cfg = *cfg, .path = path };
+        struct load l = { .cfg = *cfg };
         FILE *f = fopen(path, "re");
         if (!f) {
                 int e = -errno;

@@ -1,12 +1,55 @@
 /* SPDX-License-Identifier: MIT */
-/* hbgd.conf: an INI file (parsed with inih). docs/OPERATIONS.md lists the keys. */
+/*
+ * hbgd's settings: defaults, and hbgd.conf, an INI file parsed with inih.
+ * Every key is one entry of one table (config.c); docs/OPERATIONS.md and
+ * hbgd.conf(5) describe them.
+ */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
-#include "daemon/daemon.h"
+#include "daemon/accounting.h"
+#include "daemon/engine.h"
+#include "shm/geometry.h"
+
+#define HBGD_DEFAULT_SOCKET "/run/hbgd/hbgd.sock"
+#define HBGD_MAX_ALLOWED 32
+
+struct hbgd_config {
+        char socket_path[108];
+        char config_path[4096];   /* --config FILE, re-read on SIGHUP; "" = none */
+        struct hbg_engine_config engine;
+        struct hbg_geometry_request session_default; /* used for zero request fields */
+        uint64_t max_task_window;
+        uint64_t max_heap_size;
+        struct hbgd_limits limits; /* connections, sessions, memory */
+        unsigned handshake_timeout_ms; /* a connection without a session must send a
+                                          complete request at least this often */
+        unsigned requests_per_turn;    /* records read from one connection before the
+                                          others get their turn */
+        uint64_t max_message;
+        uid_t allowed_uids[HBGD_MAX_ALLOWED];
+        unsigned n_allowed_uids;
+        gid_t allowed_gids[HBGD_MAX_ALLOWED];
+        unsigned n_allowed_gids;   /* no uid and no gid listed: everyone may connect */
+        unsigned shutdown_grace_ms;
+        int log_level;             /* syslog priority: lines above it are dropped */
+        bool force_epoll;
+};
+
+void hbgd_config_default(struct hbgd_config *ret);
 
 /* Apply the file at `path` on top of *cfg. Returns 0, or -EINVAL with
  * "FILE:LINE: message" in err (the first problem), or -errno when the file
  * cannot be read. Nothing is applied when it fails. */
 int hbgd_config_load(struct hbgd_config *cfg, const char *path, char *err, size_t errlen);
+
+/* The table of keys, for tests and documentation checks. */
+struct hbgd_config_key {
+        const char *section;
+        const char *key;
+};
+const struct hbgd_config_key *hbgd_config_key_at(size_t i); /* NULL past the end */

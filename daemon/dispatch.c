@@ -70,33 +70,52 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         return n;
 }
 
+/* May this visit start another task of r? Not once the ring is being
+ * removed (removal then waits for at most the kernel running now), and not
+ * when fair share sends the thread elsewhere (§9.5). */
+static bool may_start(struct sched_thread *t, struct hbg_ring *r, bool fair) {
+        if (atomic_load_explicit(&r->removing, memory_order_relaxed))
+                return false;
+        return !fair || !engine_should_yield_ring(t, r);
+}
+
 bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r) {
         if (t->clusters == 0 || atomic_load_explicit(&r->broken, memory_order_relaxed) ||
             atomic_load_explicit(&r->removing, memory_order_relaxed))
                 return false;
 
+        /* With several rings, threads running a ring's tasks are counted
+         * (§9.5), and a ring with long tasks checks fair share before each
+         * one. Decided once per visit, so the count goes up and down in
+         * pairs; a lone ring pays nothing. */
+        bool counted = atomic_load_explicit(&r->engine->ring_count, memory_order_relaxed) > 1 &&
+                       (mpmc_maybe_nonempty(&r->ready[SHAPE_MIX]) ||
+                        mpmc_maybe_nonempty(&r->ready[SHAPE_AIC]) ||
+                        mpmc_maybe_nonempty(&r->ready[SHAPE_AIV]));
+        bool fair = counted && atomic_load_explicit(&r->has_long_tasks, memory_order_relaxed);
+        if (counted)
+                atomic_fetch_add_explicit(&r->running, 1, memory_order_relaxed);
+
         unsigned clusters = t->clusters;
         bool did = false;
         uint64_t id;
 
-        /* MIX: one block per whole cluster. Each loop re-checks `removing`
-         * so that removal waits for at most the kernel running now. */
-        while (clusters > 0 && !atomic_load_explicit(&r->removing, memory_order_relaxed) &&
-               mpmc_pop(&r->ready[SHAPE_MIX], &id)) {
+        /* MIX: one block per whole cluster. */
+        while (clusters > 0 && may_start(t, r, fair) && mpmc_pop(&r->ready[SHAPE_MIX], &id)) {
                 clusters -= run_blocks(t, r, id, clusters);
                 did = true;
         }
         /* The clusters left give one AIC and two AIV cores each. */
         unsigned aic = clusters, aiv = 2 * clusters;
-        while (aic > 0 && !atomic_load_explicit(&r->removing, memory_order_relaxed) &&
-               mpmc_pop(&r->ready[SHAPE_AIC], &id)) {
+        while (aic > 0 && may_start(t, r, fair) && mpmc_pop(&r->ready[SHAPE_AIC], &id)) {
                 aic -= run_blocks(t, r, id, aic);
                 did = true;
         }
-        while (aiv > 0 && !atomic_load_explicit(&r->removing, memory_order_relaxed) &&
-               mpmc_pop(&r->ready[SHAPE_AIV], &id)) {
+        while (aiv > 0 && may_start(t, r, fair) && mpmc_pop(&r->ready[SHAPE_AIV], &id)) {
                 aiv -= run_blocks(t, r, id, aiv);
                 did = true;
         }
+        if (counted)
+                atomic_fetch_sub_explicit(&r->running, 1, memory_order_relaxed);
         return did;
 }

@@ -62,6 +62,8 @@ void hbg_engine_config_default(struct hbg_engine_config *ret) {
                 .stall_timeout_ms = 10000,
                 .classify_batch = 64,
                 .max_rings = 256,
+                .max_threads_per_ring = 0,
+                .max_task_cost = UINT64_C(1) << 31,
                 .completion_mode = HBG_COMPLETION_EAGER,
         };
 }
@@ -88,6 +90,10 @@ int hbg_engine_config_validate(const struct hbg_engine_config *cfg, const char *
         }
         if (cfg->spin_before_park_ns > UINT64_C(1000000000)) {
                 *ret_error = "spin_before_park_ns: must not exceed 1 s";
+                return -ERANGE;
+        }
+        if (cfg->max_threads_per_ring > cfg->threads) {
+                *ret_error = "max_threads_per_session: must not exceed threads";
                 return -ERANGE;
         }
         if (cfg->completion_mode != HBG_COMPLETION_EAGER) {
@@ -118,6 +124,24 @@ static void ring_leave(struct sched_thread *t) {
         atomic_store_explicit(&t->hazard, NULL, memory_order_release);
 }
 
+/* The second hazard slot, for a short look at another ring while the
+ * thread visits one (fair share). Same protocol as ring_enter(). */
+static struct hbg_ring *ring_peek_enter(struct sched_thread *t, unsigned idx) {
+        struct hbg_ring *r = atomic_load_explicit(&t->engine->rings[idx], memory_order_acquire);
+        if (!r)
+                return NULL;
+        atomic_store(&t->peek_hazard, r);
+        if (atomic_load(&t->engine->rings[idx]) != r) {
+                atomic_store_explicit(&t->peek_hazard, NULL, memory_order_release);
+                return NULL;
+        }
+        return r;
+}
+
+static void ring_peek_leave(struct sched_thread *t) {
+        atomic_store_explicit(&t->peek_hazard, NULL, memory_order_release);
+}
+
 int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
                         struct hbg_ring **ret) {
         struct hbg_ring *r;
@@ -132,17 +156,23 @@ int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
                         break;
         if (idx == e->cfg.max_rings) {
                 pthread_mutex_unlock(&e->rings_lock);
+                /* Never published: nobody else knows it; not released. */
                 ring_free(r);
                 return -ENOSPC;
         }
         r->index = idx;
         atomic_store(&e->rings[idx], r);
+        atomic_fetch_add(&e->ring_count, 1);
         if (atomic_load(&e->rings_high) <= idx)
                 atomic_store(&e->rings_high, idx + 1);
         pthread_mutex_unlock(&e->rings_lock);
         hbg_engine_kick(e);
         *ret = r;
         return 0;
+}
+
+uint64_t hbg_engine_ring_memory(const struct hbg_engine *e, const struct hbg_geometry *g) {
+        return ring_memory(e->nthreads, g);
 }
 
 static void fold_completer_stats(struct hbg_completer_stats *into, const struct hbg_completer_stats *s) {
@@ -153,21 +183,102 @@ static void fold_completer_stats(struct hbg_completer_stats *into, const struct 
         hbg_stat_inc(&into->cas_failures, hbg_stat_get(&s->cas_failures));
 }
 
+/*
+ * Removal (§9.3) never waits for a scheduler thread: the ring leaves
+ * rings[] (seq_cst, against ring_enter()'s re-check), its graphs are
+ * failed, and it waits on e->removed until no hazard pointer holds it. A
+ * thread inside a long kernel of this ring keeps its hazard until the
+ * kernel returns; hbg_engine_collect() frees the ring after that.
+ */
 void hbg_engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason) {
+        if (!r)
+                return;
         atomic_store(&r->removing, true);
+        r->removal_reason = reason < 0 ? reason : -ESHUTDOWN;
         pthread_mutex_lock(&e->rings_lock);
         atomic_store(&e->rings[r->index], NULL);
-        /* Wait until no thread still holds the ring: each hazard is dropped
-         * at the end of one ring visit, so this is short. */
+        atomic_fetch_sub(&e->ring_count, 1);
+        r->next_removed = e->removed;
+        e->removed = r;
+        pthread_mutex_unlock(&e->rings_lock);
+        /* Fail what is pending now, so the client (if still there) hears at
+         * once; safe while threads still run: the combining retire lock. */
+        ring_fail_quietly(r, r->removal_reason);
+}
+
+static bool ring_held(struct hbg_engine *e, struct hbg_ring *r) {
         for (unsigned i = 0; i < e->nthreads; i++)
-                while (atomic_load(&e->threads[i].hazard) == r)
-                        sched_yield();
+                if (atomic_load(&e->threads[i].hazard) == r ||
+                    atomic_load(&e->threads[i].peek_hazard) == r)
+                        return true;
+        return false;
+}
+
+/* Free one removed ring nobody holds: final graph failures, counters
+ * folded into the threads, the owner told. */
+static void ring_reclaim(struct hbg_engine *e, struct hbg_ring *r) {
         for (unsigned i = 0; i < e->nthreads; i++)
                 fold_completer_stats(&e->threads[i].retired_completer,
                                      &r->per_thread[i].completer.stats);
-        pthread_mutex_unlock(&e->rings_lock);
-        ring_stop(r, reason < 0 ? reason : -ESHUTDOWN);
+        ring_stop(r, r->removal_reason);
+        void (*released)(void *) = r->released;
+        void *userdata = r->released_userdata;
         ring_free(r);
+        if (released)
+                released(userdata);
+}
+
+unsigned hbg_engine_collect(struct hbg_engine *e) {
+        struct hbg_ring *free_list = NULL;
+        unsigned held = 0;
+
+        pthread_mutex_lock(&e->rings_lock);
+        for (struct hbg_ring **p = &e->removed; *p;) {
+                struct hbg_ring *r = *p;
+                if (ring_held(e, r)) {
+                        held++;
+                        p = &r->next_removed;
+                        continue;
+                }
+                *p = r->next_removed;
+                r->next_removed = free_list;
+                free_list = r;
+        }
+        pthread_mutex_unlock(&e->rings_lock);
+        /* Outside the lock: `released` may call back into the engine. */
+        while (free_list) {
+                struct hbg_ring *r = free_list;
+                free_list = r->next_removed;
+                ring_reclaim(e, r);
+        }
+        return held;
+}
+
+/*
+ * Fair share (§9.5). Thread t is about to start another task of r, which
+ * has long tasks, and r.running counts t. It leaves r when another ring
+ * has work and either fewer threads on it than r has, or r is over its cap
+ * (max_threads_per_ring). Only long tasks pay for this look (a scan of the
+ * rings through the second hazard slot); a lone ring never does.
+ */
+bool engine_should_yield_ring(struct sched_thread *t, struct hbg_ring *r) {
+        struct hbg_engine *e = t->engine;
+        if (atomic_load_explicit(&e->ring_count, memory_order_relaxed) < 2)
+                return false;
+        unsigned mine = atomic_load_explicit(&r->running, memory_order_relaxed);
+        bool over_cap = mine > e->cfg.max_threads_per_ring;
+        unsigned high = atomic_load_explicit(&e->rings_high, memory_order_acquire);
+        bool yield = false;
+        for (unsigned i = 0; i < high && !yield; i++) {
+                struct hbg_ring *x = ring_peek_enter(t, i);
+                if (!x)
+                        continue;
+                if (x != r && !atomic_load_explicit(&x->removing, memory_order_relaxed) &&
+                    (over_cap || atomic_load_explicit(&x->running, memory_order_relaxed) < mine))
+                        yield = ring_has_work(x);
+                ring_peek_leave(t);
+        }
+        return yield;
 }
 
 /* ------------------------------------------------------------ wake & park */
@@ -356,6 +467,8 @@ static void *thread_main(void *arg) {
 
 /* ------------------------------------------------------------ life cycle */
 
+/* One cleanup path: hbg_engine_free() takes the engine in any state this
+ * constructor can leave it in (threads_started counts the live threads). */
 int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg) {
         const char *why;
         int err = hbg_engine_config_validate(cfg, &why);
@@ -366,19 +479,21 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         if (!e)
                 return -ENOMEM;
         e->cfg = *cfg;
+        if (e->cfg.max_threads_per_ring == 0)
+                e->cfg.max_threads_per_ring = cfg->threads > 1 ? cfg->threads - 1 : 1;
         e->completion = &completion_eager_ops;
         e->nthreads = cfg->threads;
-        pthread_mutex_init(&e->rings_lock, NULL);
+        e->test_stall_thread = -1;
+        err = -pthread_mutex_init(&e->rings_lock, NULL);
+        if (err < 0)
+                goto fail;
+        e->rings_lock_ready = true;
+        err = -ENOMEM;
         e->rings = calloc(cfg->max_rings, sizeof(*e->rings));
         e->threads = aligned_alloc(64, cfg->threads * sizeof(*e->threads));
-        if (!e->rings || !e->threads) {
-                free(e->rings);
-                free(e->threads);
-                free(e);
-                return -ENOMEM;
-        }
+        if (!e->rings || !e->threads)
+                goto fail;
         memset(e->threads, 0, cfg->threads * sizeof(*e->threads));
-        e->test_stall_thread = -1;
         const char *stall = getenv("HBGD_TEST_STALL_THREAD");
         if (stall && *stall) {
                 /* Test only: "N" or "N:MS" (stall thread N after MS ms). */
@@ -404,38 +519,39 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         e->all_execute = cfg->clusters >= e->nthreads;
         for (unsigned i = 0; i < e->nthreads; i++) {
                 err = -pthread_create(&e->threads[i].thread, NULL, thread_main, &e->threads[i]);
-                if (err < 0) {
-                        atomic_store(&e->stop, true);
-                        hbg_engine_kick(e);
-                        for (unsigned j = 0; j < i; j++)
-                                pthread_join(e->threads[j].thread, NULL);
-                        free(e->rings);
-                        free(e->threads);
-                        free(e);
-                        return err;
-                }
+                if (err < 0)
+                        goto fail;
+                e->threads_started++;
         }
         *ret = e;
         return 0;
+fail:
+        hbg_engine_free(e);
+        return err;
 }
 
 struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
         if (!e)
                 return NULL;
         atomic_store(&e->stop, true);
-        hbg_engine_kick(e);
-        for (unsigned i = 0; i < e->nthreads; i++) {
+        for (unsigned i = 0; i < e->threads_started; i++) {
                 /* A thread may be parked with no timeout: keep kicking. */
                 hbg_engine_kick(e);
                 pthread_join(e->threads[i].thread, NULL);
         }
-        unsigned high = atomic_load(&e->rings_high);
-        for (unsigned i = 0; i < high; i++) {
-                struct hbg_ring *r = atomic_load(&e->rings[i]);
-                if (r)
-                        hbg_engine_ring_remove(e, r, -ESHUTDOWN);
+        if (e->rings) {
+                unsigned high = atomic_load(&e->rings_high);
+                for (unsigned i = 0; i < high; i++) {
+                        struct hbg_ring *r = atomic_load(&e->rings[i]);
+                        if (r)
+                                hbg_engine_ring_remove(e, r, -ESHUTDOWN);
+                }
         }
-        pthread_mutex_destroy(&e->rings_lock);
+        /* Every thread has exited: nothing holds a ring any more. */
+        if (e->threads)
+                hbg_engine_collect(e);
+        if (e->rings_lock_ready)
+                pthread_mutex_destroy(&e->rings_lock);
         free(e->rings);
         free(e->threads);
         free(e);

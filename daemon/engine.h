@@ -35,6 +35,14 @@ struct hbg_engine_config {
         uint64_t stall_timeout_ms;    /* no-progress limit per ring, 0 = off (default 10 s) */
         unsigned classify_batch;      /* ids claimed at once, 1..4096 (default 64) */
         unsigned max_rings;           /* 1..1024 (default 256) */
+        /* Fair share (RUNTIME_LOGIC.md §9.5): while another ring has work, one
+         * ring's kernels occupy at most this many threads. 0: threads - 1
+         * (at least 1). */
+        unsigned max_threads_per_ring;
+        /* A task whose kernel work (kernels.h, cost units) exceeds this fails
+         * validation with -E2BIG. 0: no limit. Default 2^31 (about a second
+         * of gemm_f32 on a 2020s core). */
+        uint64_t max_task_cost;
         enum hbg_completion_mode completion_mode;
         hbg_log_fn log;               /* NULL: stderr with <N> prefixes */
         void *log_userdata;
@@ -52,25 +60,47 @@ struct hbg_ring_params {
         void *sub_region;              /* initialised by hbg_sub_region_init() */
         void *cpl_region;              /* initialised by hbg_cpl_region_init() */
         uint64_t first_id;             /* as given to hbg_cpl_region_init() */
-        int completion_fd;             /* eventfd written (non-blocking) when graphs
-                                          finish or external tasks become ready; -1: none */
+        int completion_fd;             /* written one byte at a time when graphs finish
+                                          or external tasks become ready; -1: none.
+                                          Must be the non-blocking write end of a pipe
+                                          (or a socket) that only the engine's owner
+                                          holds: the client holds the read end, so
+                                          nothing it does can make a write block
+                                          (docs/SECURITY.md). SIGPIPE must be ignored. */
         const char *name;              /* for logs; copied */
+        /* Called once when no scheduler thread touches the ring any more,
+         * from hbg_engine_collect() or hbg_engine_free(): the caller may then
+         * unmap the regions. May be NULL. */
+        void (*released)(void *userdata);
+        void *released_userdata;
 };
 
 int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg);
 /* Stops the threads (running kernels finish) and frees every ring. */
 struct hbg_engine *hbg_engine_free(struct hbg_engine *e);
 
-/* Start serving a ring. Returns 0, -ENOSPC (max_rings reached) or -ENOMEM. */
+/* Start serving a ring. Returns 0, -ENOSPC (max_rings reached) or -ENOMEM.
+ * The ring's private memory is allocated lazily (zero pages until used),
+ * so this is cheap even for large windows. */
 int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
                         struct hbg_ring **ret);
 /*
- * Stop serving a ring: no new task starts, running kernels finish, every
- * unfinished graph is failed with `reason` (a negative errno) in the graph
- * table, and on return no scheduler thread touches the ring or its regions.
- * The caller may then unmap them.
+ * Stop serving a ring, without waiting: no new task starts, every unfinished
+ * graph is failed with `reason` (a negative errno) in the graph table. A
+ * kernel already running finishes on its thread; once no thread touches the
+ * ring, hbg_engine_collect() frees it and calls params.released. The caller
+ * must not use r after this call.
  */
 void hbg_engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason);
+/*
+ * Free the removed rings that no scheduler thread touches any more, calling
+ * their `released` callbacks. Never waits. Returns how many removed rings
+ * are still held by a thread. Call it from the thread that removes rings.
+ */
+unsigned hbg_engine_collect(struct hbg_engine *e);
+/* Bytes of engine-private memory a ring of geometry g costs when every page
+ * is in use (the regions are the caller's and not counted). */
+uint64_t hbg_engine_ring_memory(const struct hbg_engine *e, const struct hbg_geometry *g);
 
 /* The doorbell: wake parked scheduler threads (after the client saw
  * need_wakeup set). Async-signal-unsafe; cheap when nobody is parked. */

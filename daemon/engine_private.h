@@ -38,7 +38,8 @@ enum task_kind {
 struct task_slot {
         /* Written by several threads: wake list, block claims, status. */
         alignas(64) _Atomic uint64_t wake_head;
-        _Atomic uint64_t owner;           /* id owning the slot; see slot_owner_* */
+        _Atomic uint64_t owner_tag;       /* id + 1 of the task owning the slot, 0 none
+                                             (so that zeroed memory means "unowned") */
         _Atomic uint32_t done_blocks;
         _Atomic int32_t status;           /* 0, or the task's first error */
         _Atomic uint32_t state;           /* enum slot_state */
@@ -54,6 +55,7 @@ struct task_slot {
         uint8_t flags;
         uint8_t n_fanins;
         uint16_t block_num;
+        bool long_task;                   /* cost >= FAIR_SHARE_MIN_COST (§9.5) */
         uint64_t predicate_offset;
         const struct kernel_info *kernel[HBG_LANES];
         uint64_t fanins[HBG_MAX_FANINS];
@@ -68,8 +70,17 @@ enum slot_state {
         SLOT_COMPLETING = 4, /* completed, stamp not yet published/drained */
 };
 
-/* Owner value while a slot is being re-initialised. */
-#define SLOT_OWNER_INVALID UINT64_MAX
+/* owner_tag while a slot is being re-initialised, and before first use. */
+#define SLOT_OWNER_NONE UINT64_C(0)
+
+static inline bool slot_owned_by(struct task_slot *s, uint64_t id, memory_order order) {
+        return atomic_load_explicit(&s->owner_tag, order) == id + 1;
+}
+
+/* Tasks at least this costly (kernels.h cost units, about 100 us of work)
+ * take part in fair share between rings (§9.5); cheaper ones cannot hold a
+ * thread long enough to matter and skip its bookkeeping. */
+#define FAIR_SHARE_MIN_COST (UINT64_C(1) << 17)
 
 /* Failure record (§12.2). */
 struct failure {
@@ -89,6 +100,10 @@ struct hbg_ring {
         struct hbg_engine *engine;
         char name[64];
         unsigned index;                   /* slot in engine->rings */
+        void (*released)(void *userdata); /* hbg_ring_params.released */
+        void *released_userdata;
+        struct hbg_ring *next_removed;    /* engine->removed list (rings_lock) */
+        int removal_reason;
 
         /* Private geometry: never re-read from shared memory. */
         struct hbg_geometry g;
@@ -140,6 +155,11 @@ struct hbg_ring {
 
         _Atomic bool broken;              /* protocol error: stop serving */
         _Atomic bool removing;            /* being removed: start nothing new */
+        /* Fair share (§9.5): threads dispatching this ring's tasks now (kept
+         * only while there are several rings), and whether the ring ever had
+         * a long task (sticky hint). */
+        alignas(64) _Atomic unsigned running;
+        _Atomic bool has_long_tasks;
         _Atomic uint64_t submitted_seen;
         /* Stall detection (§12.3), by whichever thread checks. */
         _Atomic uint32_t stall_lock;
@@ -153,8 +173,10 @@ struct sched_thread {
         pthread_t thread;
         unsigned clusters;                /* owned clusters (may be 0) */
         unsigned first_cluster;
-        /* Hazard pointer: the ring this thread is touching (§9.3). */
+        /* Hazard pointers (§9.3): the ring this thread is visiting, and a
+         * second one for a brief look at another ring (fair share). */
         alignas(64) _Atomic(struct hbg_ring *) hazard;
+        _Atomic(struct hbg_ring *) peek_hazard;
         alignas(64) struct {
                 _Atomic uint64_t classified, dispatched, executed_tasks, retired_inline, failed;
                 _Atomic uint64_t parks, wakeups;
@@ -181,10 +203,14 @@ struct hbg_engine {
         const struct completion_ops *completion;
         struct sched_thread *threads;
         unsigned nthreads;
+        unsigned threads_started;         /* joined by hbg_engine_free() */
 
         _Atomic(struct hbg_ring *) *rings;
         _Atomic unsigned rings_high;      /* rings[] entries in use are below */
-        pthread_mutex_t rings_lock;       /* add/remove only */
+        _Atomic unsigned ring_count;      /* rings[] entries in use */
+        pthread_mutex_t rings_lock;       /* add/remove/collect only */
+        bool rings_lock_ready;
+        struct hbg_ring *removed;         /* removed, not freed yet (rings_lock) */
 
         alignas(64) _Atomic uint32_t wake_seq;   /* futex word */
         _Atomic unsigned idle;
@@ -200,6 +226,9 @@ struct hbg_engine {
 /* engine.c */
 void engine_log(struct hbg_engine *e, int priority, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+/* Fair share (§9.5): should thread t, about to start a long task of r,
+ * leave r for another ring instead? */
+bool engine_should_yield_ring(struct sched_thread *t, struct hbg_ring *r);
 void engine_wake_one(struct hbg_engine *e);
 void engine_wake_executor(struct hbg_engine *e);
 int64_t engine_now_ms(void);
@@ -215,12 +244,19 @@ void ring_slot_release(struct hbg_ring *r, uint64_t id);
 void ring_retire_graphs(struct hbg_ring *r);
 bool ring_has_external_work(struct hbg_ring *r);
 bool ring_unfinished(struct hbg_ring *r);
+/* Work a thread could take up in this ring now (a hint). */
+bool ring_has_work(struct hbg_ring *r);
 bool ring_graphs_arrived(struct hbg_ring *r);
 void ring_check_stall(struct sched_thread *t, struct hbg_ring *r);
 void ring_fail(struct hbg_ring *r, int code, uint64_t task, const char *why);
 void ring_stop(struct hbg_ring *r, int code);
+/* ring_fail() without the warning (a session that ended normally): mark
+ * the ring broken and fail its pending graphs. Any thread. */
+void ring_fail_quietly(struct hbg_ring *r, int code);
 int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_ring **ret);
 void ring_free(struct hbg_ring *r);
+/* Private bytes of a ring of geometry g with every page touched. */
+uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g);
 
 /* dispatch.c */
 bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r);
@@ -232,8 +268,12 @@ static inline struct task_slot *ring_slot(struct hbg_ring *r, uint64_t id) {
         return &r->slots[id & r->task_mask];
 }
 
+/* The lap of id counted from the ring's first id, so that every slot's
+ * first occupant has lap 0 and a zeroed wake-list word is "open for the
+ * first occupant" (§10.2). Ids sharing a slot differ by a multiple of D,
+ * hence their laps by exactly that many. */
 static inline uint32_t ring_lap(const struct hbg_ring *r, uint64_t id) {
-        return (uint32_t)(id >> r->g.task_window_log2);
+        return (uint32_t)((id - r->first_id) >> r->g.task_window_log2);
 }
 
 static inline void stat_add(_Atomic uint64_t *c, uint64_t n) {

@@ -9,6 +9,7 @@
 
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "daemon/log.h"
 
 #ifndef HBG_VERSION
 #define HBG_VERSION "0.0.0"

@@ -15,6 +15,8 @@ struct io_source {
         void *userdata;
         bool dead;          /* deleted: free once the kernel is done with it */
         bool armed;         /* io_uring: a multishot poll is outstanding */
+        bool again;         /* on the again list */
+        struct io_source *next_again;
         struct io_source *next_dead;
         struct io_source *next_all;
 };
@@ -24,6 +26,7 @@ struct io_loop {
         struct io_uring ring;
         int epfd;
         struct io_source *dead; /* freed after the current dispatch */
+        struct io_source *again_head, **again_tail; /* io_source_again(), FIFO */
         struct io_source *all;  /* every source not freed yet, for io_loop_free */
 };
 
@@ -51,6 +54,7 @@ int io_loop_new(struct io_loop **ret, bool force_epoll, const char **ret_note) {
         if (!l)
                 return -ENOMEM;
         l->epfd = -1;
+        l->again_tail = &l->again_head;
         *ret_note = NULL;
         if (!force_epoll) {
                 int err = io_uring_queue_init(256, &l->ring, 0);
@@ -149,6 +153,35 @@ int io_loop_add(struct io_loop *l, int fd, io_callback cb, void *userdata, struc
         return 0;
 }
 
+void io_source_again(struct io_loop *l, struct io_source *s) {
+        if (!s || s->dead || s->again)
+                return;
+        s->again = true;
+        s->next_again = NULL;
+        *l->again_tail = s;
+        l->again_tail = &s->next_again;
+}
+
+/* Run the sources that asked to be called again, as they stood when the
+ * round began (those that ask again now wait for the next round). A source
+ * deleted meanwhile is skipped; it is freed only after this (free_dead()). */
+static int run_again(struct io_loop *l) {
+        struct io_source *s = l->again_head;
+        int n = 0;
+        l->again_head = NULL;
+        l->again_tail = &l->again_head;
+        while (s) {
+                struct io_source *next = s->next_again;
+                s->again = false;
+                if (!s->dead) {
+                        s->cb(s, POLLIN, s->userdata);
+                        n++;
+                }
+                s = next;
+        }
+        return n;
+}
+
 void io_source_del(struct io_loop *l, struct io_source *s) {
         if (!s || s->dead)
                 return;
@@ -183,15 +216,23 @@ static int run_uring(struct io_loop *l, int timeout_ms) {
         int err;
 
         io_uring_submit(&l->ring);
-        if (timeout_ms < 0) {
+        if (l->again_head) {
+                /* Sources are waiting for their next turn: only look. */
+                err = io_uring_peek_cqe(&l->ring, &cqe);
+                if (err == -EAGAIN)
+                        err = -ETIME;
+        } else if (timeout_ms < 0) {
                 err = io_uring_wait_cqe(&l->ring, &cqe);
         } else {
                 struct __kernel_timespec ts = { .tv_sec = timeout_ms / 1000,
                                                 .tv_nsec = (long long)(timeout_ms % 1000) * 1000000 };
                 err = io_uring_wait_cqe_timeout(&l->ring, &cqe, &ts);
         }
-        if (err == -ETIME || err == -EINTR)
-                return 0;
+        if (err == -ETIME || err == -EINTR) {
+                int n = run_again(l);
+                free_dead(l);
+                return n;
+        }
         if (err < 0)
                 return err;
 
@@ -219,7 +260,9 @@ static int run_uring(struct io_loop *l, int timeout_ms) {
                          * error event so the owner closes the fd. */
                         if (c->res != -ECANCELED)
                                 s->cb(s, POLLERR, s->userdata);
-                } else {
+                } else if (!s->again || (c->res & (POLLHUP | POLLERR | POLLRDHUP))) {
+                        /* (A source waiting for its turn gets it in
+                         * run_again(): one call per round.) */
                         s->cb(s, (uint32_t)c->res, s->userdata);
                         n++;
                 }
@@ -228,18 +271,21 @@ static int run_uring(struct io_loop *l, int timeout_ms) {
                         uring_arm(l, s);
         }
         io_uring_cq_advance(&l->ring, seen);
+        n += run_again(l);
         free_dead(l);
         return n;
 }
 
 static int run_epoll(struct io_loop *l, int timeout_ms) {
         struct epoll_event evs[64];
-        int k = epoll_wait(l->epfd, evs, 64, timeout_ms);
+        int k = epoll_wait(l->epfd, evs, 64, l->again_head ? 0 : timeout_ms);
         if (k < 0)
                 return errno == EINTR ? 0 : -errno;
         for (int i = 0; i < k; i++) {
                 struct io_source *s = evs[i].data.ptr;
-                if (s->dead)
+                /* (A source waiting for its turn gets it in run_again():
+                 * level-triggered epoll reports it every round.) */
+                if (s->dead || s->again)
                         continue;
                 uint32_t ev = 0;
                 if (evs[i].events & EPOLLIN)
@@ -252,6 +298,7 @@ static int run_epoll(struct io_loop *l, int timeout_ms) {
                         ev |= POLLRDHUP;
                 s->cb(s, ev, s->userdata);
         }
+        k += run_again(l);
         free_dead(l);
         return k;
 }

@@ -27,6 +27,11 @@ const char *io_loop_backend(const struct io_loop *l);
 int io_loop_add(struct io_loop *l, int fd, io_callback cb, void *userdata, struct io_source **ret);
 /* Stop watching; the callback will not run again. Safe inside a callback. */
 void io_source_del(struct io_loop *l, struct io_source *src);
+/* Call src's callback again (with POLLIN) in the next round, without waiting
+ * for an event: for a source that stopped reading before it was drained so
+ * that others get their turn. Each such source gets one call per round, in
+ * the order they asked, and the round does not block while any is waiting. */
+void io_source_again(struct io_loop *l, struct io_source *src);
 
 /* Wait for events (timeout_ms < 0: for ever) and dispatch them. Returns the
  * number dispatched or a negative errno. */

@@ -16,14 +16,15 @@ struct tensor_msgs {
 };
 
 struct kernel_msgs {
-        const char *n_tensors, *n_scalars;
+        const char *n_tensors, *n_scalars, *cost;
         struct tensor_msgs t[HBG_MAX_TENSOR_ARGS];
         const char *f32_high[HBG_MAX_SCALAR_ARGS];
 };
 
 #define COUNT_MSGS(kn)                                                          \
         .n_tensors = kn ": wrong number of tensor arguments",                   \
-        .n_scalars = kn ": wrong number of scalar arguments"
+        .n_scalars = kn ": wrong number of scalar arguments",                   \
+        .cost = kn ": work above the per-task limit ([limits] max_task_cost)"
 
 #define TENSOR_MSGS(kn, tn)                                                     \
         {                                                                       \
@@ -278,6 +279,50 @@ static int check_fail(const struct kernel_args *a, const char **why) {
         return 0;
 }
 
+/* ------------------------------------------------------------ costs */
+
+static uint64_t sat_mul(uint64_t x, uint64_t y) {
+        uint64_t r;
+        return __builtin_mul_overflow(x, y, &r) ? UINT64_MAX : r;
+}
+
+/* A task that runs nothing still costs its dispatch. */
+static uint64_t cost_unit(const struct kernel_args *a, uint32_t parts) {
+        (void)a;
+        return parts;
+}
+
+static uint64_t cost_spin(const struct kernel_args *a, uint32_t parts) {
+        return sat_mul(a->scalars[0], parts);
+}
+
+/* Elements of tensor i. */
+static uint64_t cost_elems0(const struct kernel_args *a, uint32_t parts) {
+        (void)parts;
+        return n_f32(&a->tensors[0]) + 1;
+}
+
+static uint64_t cost_elems1(const struct kernel_args *a, uint32_t parts) {
+        (void)parts;
+        return n_f32(&a->tensors[1]) + 1;
+}
+
+static uint64_t cost_elems2(const struct kernel_args *a, uint32_t parts) {
+        (void)parts;
+        return n_f32(&a->tensors[2]) + 1;
+}
+
+static uint64_t cost_gemm(const struct kernel_args *a, uint32_t parts) {
+        (void)parts;
+        return sat_mul(sat_mul(a->scalars[0], a->scalars[1]), a->scalars[2]);
+}
+
+/* Max, exp, sum and divide per element. */
+static uint64_t cost_softmax(const struct kernel_args *a, uint32_t parts) {
+        (void)parts;
+        return sat_mul(sat_mul(a->scalars[0], a->scalars[1]), 4);
+}
+
 /* ------------------------------------------------------------ kernels */
 
 static int run_noop(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
@@ -483,67 +528,67 @@ static int run_fail(uint8_t *heap, const struct kernel_args *a, uint32_t part, u
 static const struct kernel_info kernels[HBG_KERNEL_COUNT - 1] = {
         [HBG_KERNEL_NOOP - 1] = {
                 .id = HBG_KERNEL_NOOP, .name = N_NOOP,
-                .splittable = true, .check = check_none, .run = run_noop,
+                .splittable = true, .check = check_none, .run = run_noop, .cost = cost_unit,
         },
         [HBG_KERNEL_SPIN_NS - 1] = {
                 .id = HBG_KERNEL_SPIN_NS, .name = N_SPIN,
                 .n_scalars = 1, .scalar_kinds = { U64 }, .scalar_names = { "ns" },
-                .splittable = true, .check = check_spin, .run = run_spin,
+                .splittable = true, .check = check_spin, .run = run_spin, .cost = cost_spin,
         },
         [HBG_KERNEL_FILL_F32 - 1] = {
                 .id = HBG_KERNEL_FILL_F32, .name = N_FILL,
                 .n_tensors = 1, .dirs = { OUT }, .tensor_names = { "out" },
                 .n_scalars = 1, .scalar_kinds = { F32 }, .scalar_names = { "v" },
-                .splittable = true, .check = check_none, .run = run_fill,
+                .splittable = true, .check = check_none, .run = run_fill, .cost = cost_elems0,
         },
         [HBG_KERNEL_COPY_F32 - 1] = {
                 .id = HBG_KERNEL_COPY_F32, .name = N_COPY,
                 .n_tensors = 2, .dirs = { IN, OUT }, .tensor_names = { "in", "out" },
-                .splittable = true, .check = check_copy, .run = run_copy,
+                .splittable = true, .check = check_copy, .run = run_copy, .cost = cost_elems1,
         },
         [HBG_KERNEL_ADD_F32 - 1] = {
                 .id = HBG_KERNEL_ADD_F32, .name = N_ADD,
                 .n_tensors = 3, .dirs = { IN, IN, OUT }, .tensor_names = { "a", "b", "out" },
-                .splittable = true, .check = check_add, .run = run_add,
+                .splittable = true, .check = check_add, .run = run_add, .cost = cost_elems2,
         },
         [HBG_KERNEL_MUL_F32 - 1] = {
                 .id = HBG_KERNEL_MUL_F32, .name = N_MUL,
                 .n_tensors = 3, .dirs = { IN, IN, OUT }, .tensor_names = { "a", "b", "out" },
-                .splittable = true, .check = check_mul, .run = run_mul,
+                .splittable = true, .check = check_mul, .run = run_mul, .cost = cost_elems2,
         },
         [HBG_KERNEL_AXPY_F32 - 1] = {
                 .id = HBG_KERNEL_AXPY_F32, .name = N_AXPY,
                 .n_tensors = 2, .dirs = { IN, INOUT }, .tensor_names = { "x", "y" },
                 .n_scalars = 1, .scalar_kinds = { F32 }, .scalar_names = { "alpha" },
-                .splittable = true, .check = check_axpy, .run = run_axpy,
+                .splittable = true, .check = check_axpy, .run = run_axpy, .cost = cost_elems1,
         },
         [HBG_KERNEL_SCALE_F32 - 1] = {
                 .id = HBG_KERNEL_SCALE_F32, .name = N_SCALE,
                 .n_tensors = 1, .dirs = { INOUT }, .tensor_names = { "x" },
                 .n_scalars = 1, .scalar_kinds = { F32 }, .scalar_names = { "alpha" },
-                .splittable = true, .check = check_none, .run = run_scale,
+                .splittable = true, .check = check_none, .run = run_scale, .cost = cost_elems0,
         },
         [HBG_KERNEL_REDUCE_SUM_F32 - 1] = {
                 .id = HBG_KERNEL_REDUCE_SUM_F32, .name = N_REDUCE,
                 .n_tensors = 2, .dirs = { IN, OUT }, .tensor_names = { "x", "s" },
-                .splittable = false, .check = check_none, .run = run_reduce,
+                .splittable = false, .check = check_none, .run = run_reduce, .cost = cost_elems0,
         },
         [HBG_KERNEL_GEMM_F32 - 1] = {
                 .id = HBG_KERNEL_GEMM_F32, .name = N_GEMM,
                 .n_tensors = 3, .dirs = { IN, IN, INOUT }, .tensor_names = { "A", "B", "C" },
                 .n_scalars = 3, .scalar_kinds = { U64, U64, U64 }, .scalar_names = { "m", "n", "k" },
-                .splittable = true, .check = check_gemm, .run = run_gemm,
+                .splittable = true, .check = check_gemm, .run = run_gemm, .cost = cost_gemm,
         },
         [HBG_KERNEL_SOFTMAX_ROWS_F32 - 1] = {
                 .id = HBG_KERNEL_SOFTMAX_ROWS_F32, .name = N_SOFTMAX,
                 .n_tensors = 1, .dirs = { INOUT }, .tensor_names = { "X" },
                 .n_scalars = 2, .scalar_kinds = { U64, U64 }, .scalar_names = { "rows", "cols" },
-                .splittable = true, .check = check_softmax, .run = run_softmax,
+                .splittable = true, .check = check_softmax, .run = run_softmax, .cost = cost_softmax,
         },
         [HBG_KERNEL_FAIL - 1] = {
                 .id = HBG_KERNEL_FAIL, .name = N_FAIL,
                 .n_scalars = 1, .scalar_kinds = { I64 }, .scalar_names = { "code" },
-                .splittable = true, .check = check_fail, .run = run_fail,
+                .splittable = true, .check = check_fail, .run = run_fail, .cost = cost_unit,
         },
 };
 
@@ -568,6 +613,14 @@ size_t kernel_count(void) {
 
 const struct kernel_info *kernel_at(size_t i) {
         return i < HBG_KERNEL_COUNT - 1 ? &kernels[i] : NULL;
+}
+
+uint64_t kernel_cost(const struct kernel_info *k, const struct kernel_args *a, uint32_t parts) {
+        return k->cost(a, parts ? parts : 1);
+}
+
+const char *kernel_cost_message(const struct kernel_info *k) {
+        return msgs[k->id - 1].cost;
 }
 
 /* ------------------------------------------------------------ validation */

@@ -68,6 +68,8 @@ struct kernel_info {
          * kernel_validate(), not this. 0, or -EINVAL/-ERANGE/-EOVERFLOW with
          * *why set. */
         int (*check)(const struct kernel_args *a, const char **why);
+        /* kernel_cost() for one full run of all parts (never NULL). */
+        uint64_t (*cost)(const struct kernel_args *a, uint32_t parts);
         /* Run part `part` of `parts` (1 <= parts, part < parts, else -EINVAL)
          * on the heap; arguments must have passed kernel_validate(). Returns
          * 0 or a negative errno. */
@@ -82,6 +84,19 @@ const struct kernel_info *kernel_lookup_name(const char *name);
  * order; NULL past the end. */
 size_t kernel_count(void);
 const struct kernel_info *kernel_at(size_t i);
+
+/*
+ * The work of a task running kernel k on arguments a (already validated)
+ * as `parts` parts, in cost units: one unit is about one element operation
+ * (a multiply-add of gemm_f32, one element of an elementwise kernel) or one
+ * nanosecond of spin_ns, so 2^30 units are roughly a second of one core.
+ * Split kernels cost the same whatever `parts` is; spin_ns spins in every
+ * part. Saturates at UINT64_MAX. hbgd refuses a task whose cost exceeds
+ * its per-task limit (docs/SECURITY.md).
+ */
+uint64_t kernel_cost(const struct kernel_info *k, const struct kernel_args *a, uint32_t parts);
+/* "KERNEL: work above the per-task limit ..." (static). */
+const char *kernel_cost_message(const struct kernel_info *k);
 
 /*
  * Full validation of one task's arguments for kernel k against a heap of

@@ -17,6 +17,11 @@
 #include <sched.h>
 #include <stdlib.h>
 
+#include "daemon/lazy_alloc.h"
+
+/* Vyukov's cell sequence, stored relative to the cell's index (seq - i),
+ * so that an all-zero cell array is an empty queue: no initialisation
+ * pass over the cells, which are allocated lazily. */
 struct mpmc_cell {
         _Atomic uint64_t seq;
         uint64_t value;
@@ -29,22 +34,32 @@ struct mpmc {
         alignas(64) _Atomic uint64_t dequeue_pos;
 };
 
-/* capacity must be a power of two. Returns 0 or -ENOMEM. */
+/* capacity must be a power of two. Returns 0 or -ENOMEM. Cheap: the cells
+ * are zero pages until used. */
 static inline int mpmc_init(struct mpmc *q, uint64_t capacity) {
-        q->cells = calloc(capacity, sizeof(*q->cells));
+        q->cells = lazy_zalloc(capacity * sizeof(*q->cells));
         if (!q->cells)
                 return -ENOMEM;
         q->mask = capacity - 1;
-        for (uint64_t i = 0; i < capacity; i++)
-                atomic_store_explicit(&q->cells[i].seq, i, memory_order_relaxed);
         atomic_store_explicit(&q->enqueue_pos, 0, memory_order_relaxed);
         atomic_store_explicit(&q->dequeue_pos, 0, memory_order_relaxed);
         return 0;
 }
 
+/* Accepts a queue that mpmc_init() never set up (cells NULL). */
 static inline void mpmc_destroy(struct mpmc *q) {
-        free(q->cells);
+        lazy_free(q->cells, (q->mask + 1) * sizeof(*q->cells));
         q->cells = NULL;
+}
+
+/* The absolute sequence of cell i (its relative encoding above). */
+static inline uint64_t mpmc_seq_load(struct mpmc *q, struct mpmc_cell *cell, memory_order order) {
+        return atomic_load_explicit(&cell->seq, order) + (uint64_t)(cell - q->cells);
+}
+
+static inline void mpmc_seq_store(struct mpmc *q, struct mpmc_cell *cell, uint64_t seq,
+                                  memory_order order) {
+        atomic_store_explicit(&cell->seq, seq - (uint64_t)(cell - q->cells), order);
 }
 
 /*
@@ -59,7 +74,7 @@ static inline bool mpmc_push(struct mpmc *q, uint64_t value) {
 
         for (;;) {
                 cell = &q->cells[pos & q->mask];
-                uint64_t seq = atomic_load_explicit(&cell->seq, memory_order_acquire);
+                uint64_t seq = mpmc_seq_load(q, cell, memory_order_acquire);
                 int64_t diff = (int64_t)(seq - pos);
                 if (diff == 0) {
                         if (atomic_compare_exchange_weak_explicit(&q->enqueue_pos, &pos, pos + 1,
@@ -82,7 +97,7 @@ static inline bool mpmc_push(struct mpmc *q, uint64_t value) {
                 }
         }
         cell->value = value;
-        atomic_store_explicit(&cell->seq, pos + 1, memory_order_release);
+        mpmc_seq_store(q, cell, pos + 1, memory_order_release);
         return true;
 }
 
@@ -92,7 +107,7 @@ static inline bool mpmc_pop(struct mpmc *q, uint64_t *ret_value) {
 
         for (;;) {
                 cell = &q->cells[pos & q->mask];
-                uint64_t seq = atomic_load_explicit(&cell->seq, memory_order_acquire);
+                uint64_t seq = mpmc_seq_load(q, cell, memory_order_acquire);
                 int64_t diff = (int64_t)(seq - (pos + 1));
                 if (diff == 0) {
                         if (atomic_compare_exchange_weak_explicit(&q->dequeue_pos, &pos, pos + 1,
@@ -106,7 +121,7 @@ static inline bool mpmc_pop(struct mpmc *q, uint64_t *ret_value) {
                 }
         }
         *ret_value = cell->value;
-        atomic_store_explicit(&cell->seq, pos + q->mask + 1, memory_order_release);
+        mpmc_seq_store(q, cell, pos + q->mask + 1, memory_order_release);
         return true;
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "daemon/engine_private.h"
+#include "daemon/lazy_alloc.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -31,13 +32,16 @@ static struct hbg_completer *completer_of(struct sched_thread *t, struct hbg_rin
         return &r->per_thread[t->index].completer;
 }
 
-/* Non-blocking: a client that never reads its eventfd cannot stall us; a
- * full counter (EAGAIN) already means "something happened". */
+/* One byte into the completion pipe. The write end is ours alone and
+ * non-blocking, so nothing the client does with its read end can make this
+ * block (docs/SECURITY.md); a full pipe (EAGAIN) already tells the client
+ * "something happened", and a closed one (EPIPE) means it is gone. Never
+ * retried. */
 static void ring_signal(struct hbg_ring *r) {
         if (r->completion_fd < 0)
                 return;
-        uint64_t one = 1;
-        ssize_t n = write(r->completion_fd, &one, sizeof(one));
+        char one = 1;
+        ssize_t n = write(r->completion_fd, &one, 1);
         (void)n;
 }
 
@@ -222,18 +226,28 @@ void ring_retire_graphs(struct hbg_ring *r) {
         }
 }
 
-void ring_fail(struct hbg_ring *r, int code, uint64_t task, const char *why) {
+/* Latch the error, mark the ring broken; true if this call broke it. */
+static bool ring_break(struct hbg_ring *r, int code, uint64_t task) {
         int32_t zero = 0;
         if (atomic_compare_exchange_strong(&r->cpl->error_code, &zero, code))
                 atomic_store_explicit(&r->cpl->error_task, task, memory_order_release);
         bool expected = false;
-        if (!atomic_compare_exchange_strong(&r->broken, &expected, true))
+        return atomic_compare_exchange_strong(&r->broken, &expected, true);
+}
+
+void ring_fail(struct hbg_ring *r, int code, uint64_t task, const char *why) {
+        if (!ring_break(r, code, task))
                 return;
         engine_log(r->engine, LOG_WARNING, "ring %s: stopped: %s (task %" PRIu64 ": %s)", r->name,
                    why, task, strerror(-code));
         /* From inside the retire lock this only leaves a request, which the
          * holder serves when it unlocks. */
         ring_retire_graphs(r);
+}
+
+void ring_fail_quietly(struct hbg_ring *r, int code) {
+        if (ring_break(r, code, 0))
+                ring_retire_graphs(r);
 }
 
 /* Called once no scheduler thread can touch the ring any more. */
@@ -353,6 +367,21 @@ static int validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_ta
                         return err;
                 s->kernel[lane] = k;
         }
+        /* The work this task makes a thread do, bounded per task so that no
+         * session can hold a thread for long (§9.5, docs/SECURITY.md). */
+        uint32_t parts = (uint32_t)s->block_num * s->lanes;
+        uint64_t cost = 0, limit = r->engine->cfg.max_task_cost;
+        for (unsigned lane = 0; lane < HBG_LANES; lane++) {
+                if (!s->kernel[lane])
+                        continue;
+                uint64_t c = kernel_cost(s->kernel[lane], &s->args, parts);
+                cost = __builtin_add_overflow(cost, c, &cost) ? UINT64_MAX : cost;
+                if (limit && cost > limit) {
+                        *why = kernel_cost_message(s->kernel[lane]);
+                        return -E2BIG;
+                }
+        }
+        s->long_task = cost >= FAIR_SHARE_MIN_COST;
         return 0;
 }
 
@@ -580,19 +609,22 @@ static void classify_one(struct sched_thread *t, struct hbg_ring *r, uint64_t id
         const char *why = NULL;
 
         /* Re-initialise; readers of `status` by owner check (§12.2). */
-        atomic_store_explicit(&s->owner, SLOT_OWNER_INVALID, memory_order_relaxed);
+        atomic_store_explicit(&s->owner_tag, SLOT_OWNER_NONE, memory_order_relaxed);
         atomic_store_explicit(&s->status, 0, memory_order_release);
         atomic_store_explicit(&s->done_blocks, 0, memory_order_relaxed);
         s->next_block = 0;
         s->id = id;
         s->n_fanins = 0;
+        s->long_task = false;
 
         /* Copy once from hostile memory; only the copies are used. */
         memcpy(&d, &r->descs[id & r->task_mask], sizeof(d));
         int err = validate(r, s, &d, &r->payloads[id & r->task_mask], id, &why);
 
-        atomic_store_explicit(&s->owner, id, memory_order_release);
+        atomic_store_explicit(&s->owner_tag, id + 1, memory_order_release);
         atomic_store_explicit(&s->state, SLOT_WAITING, memory_order_relaxed);
+        if (s->long_task && !atomic_load_explicit(&r->has_long_tasks, memory_order_relaxed))
+                atomic_store_explicit(&r->has_long_tasks, true, memory_order_relaxed);
         stat_add(&t->stats.classified, 1);
         if (err < 0) {
                 s->n_fanins = 0;
@@ -685,7 +717,7 @@ bool ring_poll_mailbox(struct sched_thread *t, struct hbg_ring *r) {
                         ring_fail(r, -EPROTO, id, "mailbox completion for a task never submitted");
                         break;
                 }
-                if (atomic_load_explicit(&s->owner, memory_order_acquire) != id)
+                if (!slot_owned_by(s, id, memory_order_acquire))
                         continue; /* so old its slot is reused: cannot tell, ignore */
                 if (s->kind != KIND_EXTERNAL) {
                         ring_fail(r, -EPROTO, id, "mailbox completion for a task that is not external");
@@ -716,6 +748,15 @@ bool ring_has_external_work(struct hbg_ring *r) {
         uint64_t head = atomic_load_explicit(&r->mailbox_head, memory_order_relaxed);
         struct hbg_mailbox_entry *e = &r->mailbox[head & (r->g.mailbox_entries - 1)];
         return atomic_load_explicit(&e->seq, memory_order_seq_cst) == head + 1;
+}
+
+bool ring_has_work(struct hbg_ring *r) {
+        if (ring_has_external_work(r) || mpmc_maybe_nonempty(&r->retire))
+                return true;
+        for (unsigned s = 0; s < SHAPE_EXEC_COUNT; s++)
+                if (mpmc_maybe_nonempty(&r->ready[s]))
+                        return true;
+        return false;
 }
 
 /* New graph records the retirer has not looked at yet. */
@@ -766,7 +807,7 @@ void ring_check_stall(struct sched_thread *t, struct hbg_ring *r) {
                 uint64_t claim = atomic_load(&r->claim);
                 struct task_slot *s = ring_slot(r, wm);
                 uint32_t st = atomic_load(&s->state);
-                bool owned = atomic_load(&s->owner) == wm;
+                bool owned = slot_owned_by(s, wm, memory_order_seq_cst);
                 engine_log(r->engine, LOG_WARNING,
                            "ring %s: no progress for %" PRIu64 " ms: watermark %" PRIu64
                            ", submitted %" PRIu64 ", classified %" PRIu64 ", graphs %" PRIu64
@@ -791,16 +832,45 @@ void ring_check_stall(struct sched_thread *t, struct hbg_ring *r) {
 
 /* ------------------------------------------------------------ life cycle */
 
+static size_t slots_bytes(const struct hbg_geometry *g) {
+        return g->task_window * sizeof(struct task_slot);
+}
+
+static size_t fail_tags_bytes(const struct hbg_geometry *g) {
+        return 2 * g->task_window * sizeof(_Atomic uint64_t);
+}
+
+static size_t failures_bytes(const struct hbg_geometry *g) {
+        return g->task_window * sizeof(struct failure);
+}
+
+uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g) {
+        uint64_t queues = (SHAPE_EXEC_COUNT + 1) * g->task_window * sizeof(struct mpmc_cell);
+        uint64_t per_thread = sizeof(struct ring_thread) + (uint64_t)hbg_failsafe_capacity(g) * sizeof(uint64_t);
+        return sizeof(struct hbg_ring) + slots_bytes(g) + fail_tags_bytes(g) + failures_bytes(g) +
+               queues + nthreads * per_thread;
+}
+
+/*
+ * Every large array is a lazy zero mapping (daemon/lazy_alloc.h) whose
+ * all-zero state is the initial one: slots FREE and unowned, wake lists
+ * open for the first lap (ring_lap() counts from first_id), queues empty,
+ * no failure tags. So creating a ring costs no more than its small header,
+ * whatever its window (docs/SECURITY.md).
+ */
 int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_ring **ret) {
         const struct hbg_geometry *g = &p->geometry;
-        struct hbg_ring *r = calloc(1, sizeof(*r));
+        struct hbg_ring *r = aligned_alloc(64, sizeof(*r));
         int err = -ENOMEM;
 
         if (!r)
                 return -ENOMEM;
+        memset(r, 0, sizeof(*r));
         r->engine = e;
         snprintf(r->name, sizeof(r->name), "%s", p->name ? p->name : "ring");
         r->g = *g;
+        r->released = p->released;
+        r->released_userdata = p->released_userdata;
         r->first_id = p->first_id;
         r->task_mask = g->task_window - 1;
         r->completion_fd = p->completion_fd;
@@ -820,22 +890,18 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         r->stall_since_ms = engine_now_ms();
         pthread_mutex_init(&r->cold_lock, NULL);
 
-        r->slots = aligned_alloc(64, g->task_window * sizeof(*r->slots));
+        r->slots = lazy_zalloc(slots_bytes(g));
         r->per_thread = aligned_alloc(64, e->nthreads * sizeof(*r->per_thread));
+        /* Zeroed before anything can fail: ring_free() destroys every
+         * completer, initialised or not (a zeroed one is empty). */
+        if (r->per_thread)
+                memset(r->per_thread, 0, e->nthreads * sizeof(*r->per_thread));
         r->max_failures = (uint32_t)g->task_window;
-        r->failures = calloc(r->max_failures, sizeof(*r->failures));
+        r->failures = lazy_zalloc(failures_bytes(g));
         r->fail_mask = 2 * g->task_window - 1;
-        r->fail_tags = calloc(2 * g->task_window, sizeof(*r->fail_tags));
+        r->fail_tags = lazy_zalloc(fail_tags_bytes(g));
         if (!r->slots || !r->per_thread || !r->failures || !r->fail_tags)
                 goto fail;
-        memset(r->slots, 0, g->task_window * sizeof(*r->slots));
-        memset(r->per_thread, 0, e->nthreads * sizeof(*r->per_thread));
-        for (uint64_t i = 0; i < g->task_window; i++) {
-                /* Each slot's list starts out open for its first occupant. */
-                uint64_t first = p->first_id + ((i - p->first_id) & r->task_mask);
-                atomic_store(&r->slots[i].wake_head, (uint64_t)ring_lap(r, first) << 32);
-                atomic_store(&r->slots[i].owner, SLOT_OWNER_INVALID);
-        }
         for (unsigned i = 0; i < e->nthreads; i++) {
                 err = hbg_completer_init(&r->per_thread[i].completer, &r->window,
                                          hbg_failsafe_capacity(g));
@@ -865,9 +931,9 @@ void ring_free(struct hbg_ring *r) {
                 mpmc_destroy(&r->ready[i]);
         mpmc_destroy(&r->retire);
         pthread_mutex_destroy(&r->cold_lock);
-        free(r->failures);
-        free((void *)r->fail_tags);
+        lazy_free(r->failures, failures_bytes(&r->g));
+        lazy_free((void *)r->fail_tags, fail_tags_bytes(&r->g));
         free(r->per_thread);
-        free(r->slots);
+        lazy_free(r->slots, slots_bytes(&r->g));
         free(r);
 }

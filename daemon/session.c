@@ -1,19 +1,26 @@
 /* SPDX-License-Identifier: MIT */
+/* A session's regions, channels and ring (daemon/session.h). */
 #include "daemon/session.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "shm/layout.h"
 
-static int make_memfd(const char *name, const char *what, uint64_t size, int *ret_fd) {
+uint64_t session_memory(const struct hbg_engine *e, const struct hbg_geometry *g) {
+        return hbg_engine_ring_memory(e, g) + g->sub_region_size + g->cpl_region_size;
+}
+
+static int make_memfd(uint64_t id, const char *what, uint64_t size, int *ret_fd) {
         char label[64];
-        snprintf(label, sizeof(label), "hbg-%s-%s", what, name);
+        snprintf(label, sizeof(label), "hbg-%s-%" PRIu64, what, id);
         int fd = memfd_create(label, MFD_CLOEXEC | MFD_ALLOW_SEALING);
         if (fd < 0)
                 return -errno;
@@ -34,16 +41,83 @@ static int map_shared(int fd, uint64_t size, void **ret) {
         return 0;
 }
 
-int session_regions_create(struct session_regions *s, const struct hbg_geometry *g, const char *name) {
+static void close_fd(int *fd) {
+        if (*fd >= 0) {
+                close(*fd);
+                *fd = -1;
+        }
+}
+
+/* Takes any half-built session; refunds its charge. */
+static void session_free(struct session *s) {
+        if (!s)
+                return;
+        if (s->sub)
+                munmap(s->sub, s->g.sub_region_size);
+        if (s->cpl)
+                munmap(s->cpl, s->g.cpl_region_size);
+        close_fd(&s->sub_fd);
+        close_fd(&s->cpl_fd);
+        close_fd(&s->doorbell_fd);
+        close_fd(&s->doorbell_peer_fd);
+        close_fd(&s->completion_fd);
+        close_fd(&s->completion_peer_fd);
+        acct_remove_session(s->acct, s->uid, s->memory);
+        free(s);
+}
+
+/* From hbg_engine_collect(): no scheduler thread touches the ring now. */
+static void session_released(void *userdata) {
+        session_free(userdata);
+}
+
+/* The doorbell: drain what the client wrote (never blocking: MSG_DONTWAIT
+ * on our own end), then wake the schedulers. A client that rings without
+ * end gets its own ring kicked, nothing more; the socket's queue is
+ * bounded, and after a few reads we let other sources run (fairness). */
+static void on_doorbell(struct io_source *src, uint32_t events, void *userdata) {
+        struct session *s = userdata;
+        char buf[64];
+        (void)events;
+        for (unsigned i = 0; i < 16; i++) {
+                ssize_t n = recv(s->doorbell_fd, buf, sizeof(buf), MSG_DONTWAIT);
+                if (n > 0)
+                        continue;
+                if (n < 0 && errno == EINTR)
+                        continue;
+                break; /* EAGAIN: drained; 0 or an error: the hang-up of the
+                          control socket closes the session */
+        }
+        hbg_ring_kick(s->ring);
+        (void)src;
+}
+
+int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop,
+                struct accounting *acct, const struct hbg_geometry *g, uint64_t memory,
+                uint64_t id, uid_t uid, pid_t pid, const char **why) {
+        struct session *s = calloc(1, sizeof(*s));
         int err;
 
-        memset(s, 0, sizeof(*s));
-        s->sub_fd = s->cpl_fd = s->doorbell_fd = s->completion_fd = -1;
+        if (!s) {
+                acct_remove_session(acct, uid, memory);
+                *why = "out of memory";
+                return -ENOMEM;
+        }
+        s->id = id;
+        s->uid = uid;
+        s->pid = pid;
         s->g = *g;
         s->first_id = 0;
+        s->memory = memory;
+        s->acct = acct;
+        s->engine = e;
+        s->loop = loop;
+        s->sub_fd = s->cpl_fd = s->doorbell_fd = s->doorbell_peer_fd = -1;
+        s->completion_fd = s->completion_peer_fd = -1;
 
-        if ((err = make_memfd(name, "sub", g->sub_region_size, &s->sub_fd)) < 0 ||
-            (err = make_memfd(name, "cpl", g->cpl_region_size, &s->cpl_fd)) < 0 ||
+        *why = "cannot create the session's shared memory";
+        if ((err = make_memfd(id, "sub", g->sub_region_size, &s->sub_fd)) < 0 ||
+            (err = make_memfd(id, "cpl", g->cpl_region_size, &s->cpl_fd)) < 0 ||
             (err = map_shared(s->sub_fd, g->sub_region_size, &s->sub)) < 0 ||
             (err = map_shared(s->cpl_fd, g->cpl_region_size, &s->cpl)) < 0)
                 goto fail;
@@ -62,28 +136,77 @@ int session_regions_create(struct session_regions *s, const struct hbg_geometry 
                 goto fail;
         }
 
-        s->doorbell_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        s->completion_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (s->doorbell_fd < 0 || s->completion_fd < 0) {
+        /* Channels: two file descriptions per channel, one for each side. */
+        *why = "cannot create the session's doorbell and completion channels";
+        int db[2], cp[2];
+        if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, db) < 0) {
                 err = -errno;
                 goto fail;
         }
+        s->doorbell_fd = db[0];
+        s->doorbell_peer_fd = db[1];
+        if (pipe2(cp, O_NONBLOCK | O_CLOEXEC) < 0) {
+                err = -errno;
+                goto fail;
+        }
+        s->completion_peer_fd = cp[0];
+        s->completion_fd = cp[1];
+
+        char ring_name[96];
+        snprintf(ring_name, sizeof(ring_name), "session-%" PRIu64 "-pid-%d", id, (int)pid);
+        struct hbg_ring_params p = {
+                .geometry = *g,
+                .sub_region = s->sub,
+                .cpl_region = s->cpl,
+                .first_id = s->first_id,
+                .completion_fd = s->completion_fd,
+                .name = ring_name,
+                .released = session_released,
+                .released_userdata = s,
+        };
+        *why = "cannot start the session";
+        err = hbg_engine_ring_add(e, &p, &s->ring);
+        if (err < 0)
+                goto fail;
+        err = io_loop_add(loop, s->doorbell_fd, on_doorbell, s, &s->doorbell_src);
+        if (err < 0) {
+                session_close(s, -ECONNRESET);
+                return err;
+        }
+        *why = NULL;
+        *ret = s;
         return 0;
 fail:
-        session_regions_destroy(s);
+        session_free(s);
         return err;
 }
 
-void session_regions_destroy(struct session_regions *s) {
-        if (s->sub)
-                munmap(s->sub, s->g.sub_region_size);
-        if (s->cpl)
-                munmap(s->cpl, s->g.cpl_region_size);
-        int *fds[] = { &s->sub_fd, &s->cpl_fd, &s->doorbell_fd, &s->completion_fd };
-        for (unsigned i = 0; i < 4; i++)
-                if (*fds[i] >= 0) {
-                        close(*fds[i]);
-                        *fds[i] = -1;
-                }
-        s->sub = s->cpl = NULL;
+void session_client_fds(const struct session *s, int ret_fds[4]) {
+        ret_fds[0] = s->sub_fd;
+        ret_fds[1] = s->cpl_fd;
+        ret_fds[2] = s->doorbell_peer_fd;
+        ret_fds[3] = s->completion_peer_fd;
+}
+
+void session_client_fds_sent(struct session *s) {
+        close_fd(&s->sub_fd);
+        close_fd(&s->cpl_fd);
+        close_fd(&s->doorbell_peer_fd);
+        close_fd(&s->completion_peer_fd);
+}
+
+void session_close(struct session *s, int reason) {
+        if (!s)
+                return;
+        if (s->doorbell_src) {
+                io_source_del(s->loop, s->doorbell_src);
+                s->doorbell_src = NULL;
+        }
+        /* The fds the client never got go now; the rest of the session
+         * lives until the engine releases the ring. */
+        session_client_fds_sent(s);
+        struct hbg_ring *r = s->ring;
+        s->ring = NULL;
+        hbg_engine_ring_remove(s->engine, r, reason);
+        hbg_engine_collect(s->engine);
 }

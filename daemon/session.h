@@ -1,34 +1,71 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A client session's shared resources: the two sealed memfd regions, the
- * doorbell and completion eventfds, and the engine ring bound to them
- * (DESIGN.md §3, docs/PROTOCOL.md).
+ * A client session's resources in hbgd (DESIGN.md §3, docs/PROTOCOL.md):
+ * the two sealed memfd regions, the doorbell socket, the completion pipe,
+ * and the engine ring bound to them, with their memory charged to the
+ * client's uid.
+ *
+ * The client gets its own ends of the doorbell and the completion channel:
+ * the doorbell is a socketpair (hbgd reads its end with MSG_DONTWAIT), the
+ * completion signal a pipe whose write end only hbgd holds (non-blocking).
+ * No file description is shared with the client, so nothing it does to its
+ * descriptors (clearing O_NONBLOCK, reading first, filling them) can make
+ * an hbgd thread block (docs/SECURITY.md).
+ *
+ * Closing is asynchronous: session_close() detaches the ring from the
+ * engine and returns at once; the memory is freed, and the charge
+ * refunded, when the engine releases the ring (hbg_engine_collect(), after
+ * a kernel still running on it returned). io thread only.
  */
 #pragma once
 
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "daemon/accounting.h"
 #include "daemon/engine.h"
+#include "daemon/io_loop.h"
 #include "shm/geometry.h"
 
-struct session_regions {
+struct session {
+        uint64_t id;
+        uid_t uid;
+        pid_t pid;
         struct hbg_geometry g;
         uint64_t first_id;
-        int sub_fd, cpl_fd;            /* memfds, sent to the client */
-        int doorbell_fd;               /* client writes, hbgd polls */
-        int completion_fd;             /* hbgd writes (non-blocking), client polls */
+        uint64_t memory;               /* bytes charged to uid */
+        struct accounting *acct;
+        struct hbg_engine *engine;
+        struct io_loop *loop;
+        int sub_fd, cpl_fd;            /* memfds, sent to the client, then closed */
+        int doorbell_fd;               /* our end of the doorbell socketpair */
+        int doorbell_peer_fd;          /* the client's end, closed once sent */
+        int completion_fd;             /* the completion pipe's write end (ours) */
+        int completion_peer_fd;        /* its read end, closed once sent */
         void *sub, *cpl;               /* hbgd's read-write mappings */
+        struct hbg_ring *ring;
+        struct io_source *doorbell_src;
 };
 
+/* The bytes a session of geometry g costs hbgd: the engine's private
+ * memory for it and both regions, every page counted. */
+uint64_t session_memory(const struct hbg_engine *e, const struct hbg_geometry *g);
+
 /*
- * Create the regions for geometry g: memfds sized and sealed against shrink
- * and grow (so the client can never make hbgd fault with SIGBUS); the
- * completion region is mapped here read-write first, then sealed with
- * F_SEAL_FUTURE_WRITE so the client can only map it read-only. Returns 0 or
- * a negative errno; on failure nothing is left open.
+ * Create the session's regions and channels, bind an engine ring to them
+ * and watch the doorbell. `memory` must already be charged to uid in acct:
+ * from here on the session owns the charge and refunds it when it is
+ * freed (also on failure). Returns 0, or a negative errno with *why.
  */
-int session_regions_create(struct session_regions *s, const struct hbg_geometry *g, const char *name);
-/* Unmap and close everything still open (fds already handed over stay
- * valid in the client). */
-void session_regions_destroy(struct session_regions *s);
+int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop,
+                struct accounting *acct, const struct hbg_geometry *g, uint64_t memory,
+                uint64_t id, uid_t uid, pid_t pid, const char **why);
+/* The fds to send with the session reply, in protocol order: submission
+ * memfd, completion memfd, doorbell socket, completion pipe (read end). */
+void session_client_fds(const struct session *s, int ret_fds[4]);
+/* The client has its copies: close ours of its fds. */
+void session_client_fds_sent(struct session *s);
+/* Stop serving: the ring is detached (its pending graphs fail with
+ * `reason`); the rest is freed when the engine releases it. s must not be
+ * used after this. */
+void session_close(struct session *s, int reason);

@@ -10,6 +10,8 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -80,7 +82,7 @@ static bool fd_size_at_least(int fd, uint64_t size) {
 }
 
 /* Map the regions of a session reply and check them. fds: sub, cpl,
- * doorbell, completion; the memfds are closed here, the eventfds kept. */
+ * doorbell, completion; the memfds are closed here, the channels kept. */
 static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
         struct hbg_geometry_request req = {
                 .task_window = r->task_window,
@@ -155,16 +157,35 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
         c->mailbox_tail = atomic_load_explicit(&c->sh->mailbox_tail, memory_order_relaxed);
         c->ext_head = 0;
         c->graphs = c->harvested = 0;
-        /* hbgd creates both eventfds non-blocking; make sure, so that no
-         * read or write of ours can ever block. */
+        /* The doorbell is our end of a socketpair, the completion channel
+         * the read end of a pipe (hbgd keeps the other ends to itself).
+         * Ours are made non-blocking, so that no read or write of ours can
+         * ever block either. */
+        struct stat st_db, st_cp;
+        if (fstat(fds[2], &st_db) < 0 || !S_ISSOCK(st_db.st_mode) || fstat(fds[3], &st_cp) < 0 ||
+            !S_ISFIFO(st_cp.st_mode))
+                return hbgc_fail(NULL, -EPROTO, "hbgd's doorbell is not a socket or its completion "
+                                 "channel not a pipe");
         for (unsigned i = 2; i < 4; i++) {
                 int fl = fcntl(fds[i], F_GETFL);
                 if (fl < 0 || fcntl(fds[i], F_SETFL, fl | O_NONBLOCK) < 0)
-                        return hbgc_fail(NULL, -EPROTO, "hbgd's eventfds are not usable: %s", strerror(errno));
+                        return hbgc_fail(NULL, -EPROTO, "hbgd's channels are not usable: %s", strerror(errno));
         }
         c->doorbell_fd = fds[2];
         c->completion_fd = fds[3];
         fds[2] = fds[3] = -1;
+        /* hbg_client_fd(): one descriptor for the caller's loop, readable
+         * when hbgd signalled or when we asked ourselves to be called
+         * again (rearm_fd). */
+        c->rearm_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        c->notify_fd = epoll_create1(EPOLL_CLOEXEC);
+        if (c->rearm_fd < 0 || c->notify_fd < 0)
+                return hbgc_fail(NULL, -errno, "cannot create the client's notification fd: %s",
+                                 strerror(errno));
+        struct epoll_event ev = { .events = EPOLLIN };
+        if (epoll_ctl(c->notify_fd, EPOLL_CTL_ADD, c->completion_fd, &ev) < 0 ||
+            epoll_ctl(c->notify_fd, EPOLL_CTL_ADD, c->rearm_fd, &ev) < 0)
+                return hbgc_fail(NULL, -errno, "cannot watch the completion channel: %s", strerror(errno));
         c->sweep_at = 4096;
         return 0;
 }
@@ -182,6 +203,10 @@ static void client_free(hbg_client *c) {
                 close(c->doorbell_fd);
         if (c->completion_fd >= 0)
                 close(c->completion_fd);
+        if (c->rearm_fd >= 0)
+                close(c->rearm_fd);
+        if (c->notify_fd >= 0)
+                close(c->notify_fd);
         hbg_completer_destroy(&c->completer);
         hbgc_deps_free(c);
         hbgc_host_free(c);
@@ -268,7 +293,7 @@ HBG_EXPORT int hbg_connect(hbg_client **ret, const char *path) {
                 return hbgc_fail(NULL, -ENOMEM, "out of memory");
         c = mem;
         memset(c, 0, size);
-        c->sock = c->doorbell_fd = c->completion_fd = -1;
+        c->sock = c->doorbell_fd = c->completion_fd = c->rearm_fd = c->notify_fd = -1;
 
         c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         if (c->sock < 0) {
@@ -303,7 +328,7 @@ HBG_EXPORT void hbg_disconnect(hbg_client *c) {
 }
 
 HBG_EXPORT int hbg_client_fd(const hbg_client *c) {
-        return c ? c->completion_fd : -EINVAL;
+        return c ? c->notify_fd : -EINVAL;
 }
 
 /* ---------------------------------------------------------------- checks */
@@ -329,10 +354,18 @@ void hbgc_doorbell(hbg_client *c) {
         /* seq_cst: the load after our seq_cst store of the cursor, against
          * the engine's "store need_wakeup; re-read the cursors" (§9.4). */
         if (atomic_load_explicit(&c->ch->need_wakeup, memory_order_seq_cst)) {
-                uint64_t one = 1;
-                ssize_t n = write(c->doorbell_fd, &one, sizeof(one));
-                (void)n; /* EAGAIN: the counter is full, hbgd will wake anyway */
+                char one = 1;
+                /* EAGAIN: rings are queued already, hbgd wakes anyway;
+                 * MSG_NOSIGNAL: hbgd gone is an error, not a SIGPIPE. */
+                ssize_t n = send(c->doorbell_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+                (void)n;
         }
+}
+
+void hbgc_drain_completion(hbg_client *c) {
+        char buf[64];
+        for (unsigned i = 0; i < 64 && read(c->completion_fd, buf, sizeof(buf)) > 0; i++)
+                ;
 }
 
 void hbgc_publish(hbg_client *c) {
@@ -423,11 +456,8 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
         int n = poll(p, 2, timeout);
         if (n < 0)
                 return 0; /* EINTR: just look again */
-        if (p[0].revents & POLLIN) {
-                uint64_t v;
-                ssize_t r = read(c->completion_fd, &v, sizeof(v));
-                (void)r;
-        }
+        if (p[0].revents & POLLIN)
+                hbgc_drain_completion(c);
         if (p[1].revents)
                 return hbgc_check_socket(c);
         return 0;

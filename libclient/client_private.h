@@ -73,8 +73,10 @@ struct hbg_client {
         struct hbg_flag_window window;
 
         int sock;                  /* control connection (SEQPACKET) */
-        int doorbell_fd;           /* eventfd: we write, hbgd reads */
-        int completion_fd;         /* eventfd: hbgd writes, we read */
+        int doorbell_fd;           /* our end of a socketpair: we send, hbgd reads */
+        int completion_fd;         /* read end of a pipe hbgd writes */
+        int rearm_fd;              /* eventfd: "call hbg_client_process() again" */
+        int notify_fd;             /* epoll of the two above: hbg_client_fd() */
         bool dead;                 /* hbgd hung up */
         bool in_host;              /* inside a host function */
 
@@ -140,8 +142,10 @@ static inline bool hbgc_task_done(hbg_client *c, uint64_t id) {
 
 /* Store `submitted` (seq_cst) and ring the doorbell if hbgd sleeps. */
 void hbgc_publish(hbg_client *c);
-/* Write 1 to the doorbell if need_wakeup is set (seq_cst load). */
+/* Ring the doorbell if need_wakeup is set (seq_cst load). */
 void hbgc_doorbell(hbg_client *c);
+/* Read what hbgd wrote into the completion pipe (never blocks). */
+void hbgc_drain_completion(hbg_client *c);
 /* Non-blocking look at the socket: 0, or -ECONNRESET when hbgd hung up
  * (sets c->dead). An Error message from hbgd becomes last_error. */
 int hbgc_check_socket(hbg_client *c);

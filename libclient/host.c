@@ -76,10 +76,10 @@ int hbgc_process(hbg_client *c) {
                 tail = c->ext_head + c->g.task_window;
         while (c->ext_head < tail) {
                 if (!mailbox_room(c)) {
-                        /* Come back later: make the eventfd readable again so
-                         * an event loop calls hbg_client_process() again. */
+                        /* Come back later: make hbg_client_fd() readable
+                         * again so an event loop calls hbg_client_process(). */
                         uint64_t one = 1;
-                        ssize_t n = write(c->completion_fd, &one, sizeof(one));
+                        ssize_t n = write(c->rearm_fd, &one, sizeof(one));
                         (void)n;
                         break;
                 }
@@ -121,10 +121,11 @@ HBG_EXPORT int hbg_client_process(hbg_client *c) {
         int err = hbgc_usable(c, "hbg_client_process");
         if (err < 0 && err != -ECONNRESET)
                 return err;
-        /* Clear the eventfd first: a signal arriving from here on stays. */
+        /* Clear the channels first: a signal arriving from here on stays. */
         uint64_t v;
-        ssize_t n = read(c->completion_fd, &v, sizeof(v));
+        ssize_t n = read(c->rearm_fd, &v, sizeof(v));
         (void)n;
+        hbgc_drain_completion(c);
         if (hbgc_check_socket(c) < 0) {
                 /* Still note the graphs hbgd finished before it went. */
                 hbgc_harvest(c);

@@ -7,13 +7,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
+#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
 static void die(const char *what) {
         fprintf(stderr, "harness: %s\n", what);
         abort();
+}
+
+static void harness_released(void *userdata) {
+        struct harness_ring *h = userdata;
+        h->released = true;
 }
 
 int harness_ring_init(struct harness_ring *h, struct hbg_engine *e,
@@ -37,29 +42,50 @@ int harness_ring_init(struct harness_ring *h, struct hbg_engine *e,
         h->heap = (uint8_t *)h->sub + h->g.sub_heap_offset;
         h->first_id = h->next_id = h->published = h->graph_first = first_id;
         atomic_store(&h->sh->submitted, first_id);
-        h->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (h->efd < 0)
-                die("eventfd");
+        /* The completion pipe, as hbgd has it: the engine writes one byte
+         * into the write end, we poll the read end. */
+        int pfd[2];
+        if (pipe2(pfd, O_NONBLOCK | O_CLOEXEC) < 0)
+                die("pipe2");
+        h->efd = pfd[0];
+        h->efd_write = pfd[1];
         struct hbg_ring_params p = {
                 .geometry = h->g,
                 .sub_region = h->sub,
                 .cpl_region = h->cpl,
                 .first_id = first_id,
-                .completion_fd = h->efd,
+                .completion_fd = h->efd_write,
                 .name = "harness",
+                .released = harness_released,
+                .released_userdata = h,
         };
         return hbg_engine_ring_add(e, &p, &h->ring);
 }
 
+void harness_ring_remove(struct harness_ring *h, int reason) {
+        if (!h->ring)
+                return;
+        hbg_engine_ring_remove(h->engine, h->ring, reason);
+        h->ring = NULL;
+        /* Removal does not wait for the scheduler threads: collect until
+         * the engine let go of the ring. */
+        while (!h->released) {
+                hbg_engine_collect(h->engine);
+                if (!h->released)
+                        sched_yield();
+        }
+}
+
 void harness_ring_destroy(struct harness_ring *h) {
-        if (h->ring)
-                hbg_engine_ring_remove(h->engine, h->ring, -ESHUTDOWN);
+        harness_ring_remove(h, -ESHUTDOWN);
         if (h->efd >= 0)
                 close(h->efd);
+        if (h->efd_write >= 0)
+                close(h->efd_write);
         free(h->sub);
         free(h->cpl);
         memset(h, 0, sizeof(*h));
-        h->efd = -1;
+        h->efd = h->efd_write = -1;
 }
 
 uint64_t harness_alloc(struct harness_ring *h, uint64_t bytes) {
@@ -209,9 +235,9 @@ int harness_wait_graph(struct harness_ring *h, uint64_t k, int timeout_ms,
                         return -ETIMEDOUT;
                 struct pollfd pfd = { .fd = h->efd, .events = POLLIN };
                 if (poll(&pfd, 1, left > 10 ? 10 : (int)left) > 0) {
-                        uint64_t v;
-                        ssize_t n = read(h->efd, &v, sizeof(v));
-                        (void)n;
+                        char buf[64];
+                        while (read(h->efd, buf, sizeof(buf)) > 0)
+                                ;
                 }
         }
 }

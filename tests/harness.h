@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Test harness playing the client of one ring, in-process: regions in
- * ordinary memory, the engine's ring bound to them, a real eventfd. It
+ * ordinary memory, the engine's ring bound to them, a real pipe for the
+ * completion signal. It
  * writes tasks and graph records exactly as the protocol says
  * (RUNTIME_LOGIC.md §8, §10) and waits for graphs.
  * Not thread-safe: one harness ring per thread.
@@ -40,7 +41,9 @@ struct harness_ring {
         struct hbg_sub_header *sh;
         struct hbg_cpl_header *ch;
         uint8_t *heap;
-        int efd;
+        int efd;                   /* completion pipe: read end */
+        int efd_write;             /* its write end, the engine's */
+        bool released;             /* the engine let go of the ring */
         uint64_t first_id;
         uint64_t next_id;          /* next task id to write */
         uint64_t published;        /* ids below are published */
@@ -57,6 +60,9 @@ struct harness_ring {
 int harness_ring_init(struct harness_ring *h, struct hbg_engine *e,
                       const struct hbg_geometry_request *req, uint64_t first_id);
 void harness_ring_destroy(struct harness_ring *h);
+/* Remove the ring from the engine and wait until it is released (its
+ * regions stay, for the caller to inspect). */
+void harness_ring_remove(struct harness_ring *h, int reason);
 
 /* Bump allocation in the heap, 64-byte aligned. Aborts when full. */
 uint64_t harness_alloc(struct harness_ring *h, uint64_t bytes);

@@ -1020,14 +1020,16 @@ static int fd_baseline(struct hbgd_proc *d) {
         return n;
 }
 
-static bool is_eventfd(int fd) {
-        char link[64], target[64];
-        snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-        ssize_t n = readlink(link, target, sizeof(target) - 1);
-        if (n < 0)
-                return false;
-        target[n] = 0;
-        return strcmp(target, "anon_inode:[eventfd]") == 0;
+static bool is_kind(int fd, mode_t kind) {
+        struct stat st;
+        return fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == kind;
+}
+
+/* Our end of a channel must be a file description of our own: hbgd's end
+ * is a different one, so nothing we do to ours reaches hbgd's. */
+static bool read_only_end(int fd) {
+        int fl = fcntl(fd, F_GETFL);
+        return fl >= 0 && (fl & O_ACCMODE) == O_RDONLY;
 }
 
 START_TEST(session_regions_sealed) {
@@ -1049,14 +1051,17 @@ START_TEST(session_regions_sealed) {
         size_t sub_size = r->sub_region_size, cpl_size = r->cpl_region_size;
         hbg__envelope__free_unpacked(e, NULL);
 
-        /* What arrived: two memfds of the announced sizes, two eventfds,
-         * all close-on-exec here (MSG_CMSG_CLOEXEC). */
+        /* What arrived: two memfds of the announced sizes, the doorbell
+         * (our end of a socketpair) and the completion channel (the read
+         * end of a pipe), all close-on-exec here (MSG_CMSG_CLOEXEC). */
         struct stat st;
         ck_assert_int_eq(fstat(fds[0], &st), 0);
         ck_assert_uint_eq((uint64_t)st.st_size, sub_size);
         ck_assert_int_eq(fstat(fds[1], &st), 0);
         ck_assert_uint_eq((uint64_t)st.st_size, cpl_size);
-        ck_assert_msg(is_eventfd(fds[2]) && is_eventfd(fds[3]), "fds 3 and 4 are not eventfds");
+        ck_assert_msg(is_kind(fds[2], S_IFSOCK), "fd 3 is not a socket");
+        ck_assert_msg(is_kind(fds[3], S_IFIFO) && read_only_end(fds[3]),
+                      "fd 4 is not the read end of a pipe");
         int seals0 = fcntl(fds[0], F_GET_SEALS), seals1 = fcntl(fds[1], F_GET_SEALS);
         ck_assert_msg(seals0 >= 0 && seals1 >= 0, "F_GET_SEALS: %s (not memfds?)", strerror(errno));
         int want0 = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
@@ -1114,8 +1119,8 @@ START_TEST(session_regions_sealed) {
         ck_assert_msg(sub != MAP_FAILED, "submission memfd cannot be mapped writable: %s", strerror(errno));
         munmap(sub, sub_size);
 
-        /* hbgd's session holds the socket and the two eventfds; all gone
-         * once we hang up. */
+        /* hbgd's session holds the socket and its ends of the two
+         * channels; all gone once we hang up. */
         for (unsigned i = 0; i < 4; i++)
                 close(fds[i]);
         close(sock);

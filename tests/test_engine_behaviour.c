@@ -1107,8 +1107,7 @@ START_TEST(ring_remove_with_graph_in_flight) {
                 ck_assert(now_ms() < deadline);
                 sleep_ms(1);
         }
-        hbg_engine_ring_remove(e, ha.ring, -ECONNRESET);
-        ha.ring = NULL;
+        harness_ring_remove(&ha, -ECONNRESET);
         struct hbg_graph_entry *ge =
                 (struct hbg_graph_entry *)(void *)((char *)ha.cpl + ha.g.cpl_graphs_offset) + ka;
         ck_assert_uint_eq(atomic_load(&ge->seq), ka + 1);

@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: MIT */
+/* Per-user and total resource accounting (daemon/accounting.h). */
+#include "daemon/accounting.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static uint64_t physical_memory(void) {
+        long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+        if (pages <= 0 || size <= 0)
+                return UINT64_C(4) << 30; /* unknown: assume a small machine */
+        return (uint64_t)pages * (uint64_t)size;
+}
+
+uint64_t acct_max_memory(const struct hbgd_limits *l) {
+        return l->max_memory ? l->max_memory : physical_memory() / 2;
+}
+
+uint64_t acct_max_memory_per_uid(const struct hbgd_limits *l) {
+        return l->max_memory_per_uid ? l->max_memory_per_uid : physical_memory() / 4;
+}
+
+static struct uid_usage *find(const struct accounting *a, uid_t uid) {
+        for (size_t i = 0; i < a->n_users; i++)
+                if (a->users[i].uid == uid)
+                        return &a->users[i];
+        return NULL;
+}
+
+const struct uid_usage *acct_user(const struct accounting *a, uid_t uid) {
+        return find(a, uid);
+}
+
+static struct uid_usage *find_or_add(struct accounting *a, uid_t uid) {
+        struct uid_usage *u = find(a, uid);
+        if (u)
+                return u;
+        if (a->n_users == a->cap_users) {
+                size_t cap = a->cap_users ? 2 * a->cap_users : 16;
+                struct uid_usage *v = realloc(a->users, cap * sizeof(*v));
+                if (!v)
+                        return NULL;
+                a->users = v;
+                a->cap_users = cap;
+        }
+        u = &a->users[a->n_users++];
+        *u = (struct uid_usage){ .uid = uid };
+        return u;
+}
+
+/* Forget a user with nothing charged, so the table stays as small as the
+ * set of users connected now. */
+static void maybe_drop(struct accounting *a, struct uid_usage *u) {
+        if (u->connections || u->sessions || u->memory)
+                return;
+        *u = a->users[--a->n_users];
+}
+
+int acct_add_connection(struct accounting *a, const struct hbgd_limits *l, uid_t uid,
+                        const char **why) {
+        if (a->connections >= l->max_connections) {
+                *why = "too many connections to hbgd ([limits] max_connections)";
+                return -EUSERS;
+        }
+        struct uid_usage *u = find_or_add(a, uid);
+        if (!u) {
+                *why = "out of memory";
+                return -ENOMEM;
+        }
+        if (uid != 0 && u->connections >= l->max_connections_per_uid) {
+                maybe_drop(a, u);
+                *why = "too many connections for this user ([limits] max_connections_per_uid)";
+                return -EUSERS;
+        }
+        u->connections++;
+        a->connections++;
+        return 0;
+}
+
+void acct_remove_connection(struct accounting *a, uid_t uid) {
+        struct uid_usage *u = find(a, uid);
+        if (!u || !u->connections)
+                return;
+        u->connections--;
+        a->connections--;
+        maybe_drop(a, u);
+}
+
+#define MIB (UINT64_C(1) << 20)
+
+int acct_add_session(struct accounting *a, const struct hbgd_limits *l, uid_t uid, uint64_t memory,
+                     char *why, size_t why_len) {
+        uint64_t total_max = acct_max_memory(l), user_max = acct_max_memory_per_uid(l);
+        if (a->sessions >= l->max_sessions) {
+                snprintf(why, why_len, "too many sessions (max_sessions = %u)", l->max_sessions);
+                return -EUSERS;
+        }
+        if (memory > total_max || a->memory > total_max - memory) {
+                snprintf(why, why_len,
+                         "hbgd's memory budget is used up: this session needs %" PRIu64 " MiB, %" PRIu64
+                         " of %" PRIu64 " MiB are left ([limits] max_memory)",
+                         (memory + MIB - 1) / MIB, (total_max - (a->memory < total_max ? a->memory : total_max)) / MIB,
+                         total_max / MIB);
+                return -EDQUOT;
+        }
+        struct uid_usage *u = find_or_add(a, uid);
+        if (!u) {
+                snprintf(why, why_len, "out of memory");
+                return -ENOMEM;
+        }
+        if (uid != 0 && u->sessions >= l->max_sessions_per_uid) {
+                maybe_drop(a, u);
+                snprintf(why, why_len, "too many sessions for this user (max_sessions_per_uid = %u)",
+                         l->max_sessions_per_uid);
+                return -EUSERS;
+        }
+        if (uid != 0 && (memory > user_max || u->memory > user_max - memory)) {
+                uint64_t left = u->memory < user_max ? user_max - u->memory : 0;
+                maybe_drop(a, u);
+                snprintf(why, why_len,
+                         "this user's hbgd memory budget is used up: this session needs %" PRIu64
+                         " MiB, %" PRIu64 " of %" PRIu64 " MiB are left ([limits] max_memory_per_uid)",
+                         (memory + MIB - 1) / MIB, left / MIB, user_max / MIB);
+                return -EDQUOT;
+        }
+        u->sessions++;
+        u->memory += memory;
+        a->sessions++;
+        a->memory += memory;
+        return 0;
+}
+
+void acct_remove_session(struct accounting *a, uid_t uid, uint64_t memory) {
+        struct uid_usage *u = find(a, uid);
+        if (!u || !u->sessions)
+                return;
+        u->sessions--;
+        u->memory -= memory < u->memory ? memory : u->memory;
+        a->sessions--;
+        a->memory -= memory < a->memory ? memory : a->memory;
+        maybe_drop(a, u);
+}
+
+void acct_free(struct accounting *a) {
+        free(a->users);
+        *a = (struct accounting){ 0 };
+}

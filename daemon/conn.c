@@ -1,0 +1,384 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Client connections: the control protocol (docs/PROTOCOL.md) on one
+ * SOCK_SEQPACKET socket each, with the limits that keep one client from
+ * hurting others (docs/SECURITY.md):
+ *   - a connection is charged to its uid (max_connections[_per_uid]);
+ *   - until it has a session it must complete a request at least every
+ *     handshake_timeout_ms, or it is closed;
+ *   - at most requests_per_turn records are read per turn, then the other
+ *     sources get theirs, and the loop comes back without a new event;
+ *   - a reply that does not fit the socket (the client stopped reading)
+ *     closes the connection: hbgd never waits for a client.
+ * Handlers never close the connection themselves: they return an error and
+ * the dispatcher closes it once, after which nothing touches it; the
+ * memory is freed after the io round (no use after free however a handler
+ * fails).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "daemon/daemon_private.h"
+#include "daemon/log.h"
+#include "proto/wire.h"
+#include "shm/util.h"
+
+#ifndef HBG_VERSION
+#define HBG_VERSION "0.0.0"
+#endif
+
+/* A handler's verdict when it cannot go on: close with this reason. */
+struct verdict {
+        int err;                       /* 0: carry on */
+        const char *why;
+};
+
+static const struct verdict carry_on = { 0, NULL };
+
+static struct verdict close_with(int err, const char *why) {
+        return (struct verdict){ err, why };
+}
+
+/* Send one reply; a failure means the connection must go. */
+static struct verdict send_reply(struct conn *c, Hbg__Envelope *env, const int *fds, unsigned nfds) {
+        int err = wire_send(c->sock, env, fds, nfds, c->d->cfg.max_message);
+        if (err == 0)
+                return carry_on;
+        if (err == -EAGAIN)
+                return close_with(err, "the client does not read its replies");
+        if (err == -EMSGSIZE)
+                return close_with(err, "reply larger than max_message_size");
+        return close_with(err, "disconnected");
+}
+
+static struct verdict send_error(struct conn *c, int code, const char *msg) {
+        int err = wire_send_error(c->sock, code, msg);
+        if (err == 0 || err == -EMSGSIZE)
+                return carry_on;
+        return close_with(err, err == -EAGAIN ? "the client does not read its replies" : "disconnected");
+}
+
+/* ------------------------------------------------------------ handlers */
+
+static struct verdict handle_hello(struct conn *c, const Hbg__Envelope *env) {
+        const Hbg__Hello *h = env->hello;
+        if (c->hello) {
+                send_error(c, -EPROTO, "hello sent twice");
+                return close_with(-EPROTO, "hello sent twice");
+        }
+        if (h->version_major != HBG_PROTO_MAJOR) {
+                char msg[128];
+                snprintf(msg, sizeof(msg), "protocol version %u not supported (hbgd speaks %u.%u)",
+                         h->version_major, HBG_PROTO_MAJOR, HBG_PROTO_MINOR);
+                send_error(c, -EPROTONOSUPPORT, msg);
+                return close_with(-EPROTONOSUPPORT, "protocol version mismatch");
+        }
+        snprintf(c->name, sizeof(c->name), "%s", h->name ? h->name : "");
+        c->hello = true;
+        Hbg__Hello reply = HBG__HELLO__INIT;
+        Hbg__Envelope out = HBG__ENVELOPE__INIT;
+        reply.version_major = HBG_PROTO_MAJOR;
+        reply.version_minor = HBG_PROTO_MINOR;
+        reply.name = (char *)"hbgd " HBG_VERSION;
+        out.msg_case = HBG__ENVELOPE__MSG_HELLO;
+        out.hello = &reply;
+        return send_reply(c, &out, NULL, 0);
+}
+
+static uint64_t pick(uint64_t asked, uint64_t dflt) {
+        return asked ? asked : dflt;
+}
+
+/* A request refused for a limit: tell the client, log it (rate limited per
+ * connection: a client may keep asking). The connection stays. */
+static struct verdict refuse(struct conn *c, int err, const char *msg) {
+        hbgd_log_session(LOG_NOTICE, c->id, (int)c->cred.pid, c->cred.uid,
+                         "session %" PRIu64 " (pid %d uid %u): refused: %s", c->id, (int)c->cred.pid,
+                         (unsigned)c->cred.uid, msg);
+        return send_error(c, err, msg);
+}
+
+static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env) {
+        const Hbg__SessionRequest *rq = env->session_request;
+        struct hbgd *d = c->d;
+        const struct hbgd_config *cfg = &d->cfg;
+        struct hbg_geometry_request req = {
+                .task_window = pick(rq->task_window, cfg->session_default.task_window),
+                .flag_window = pick(rq->flag_window, cfg->session_default.flag_window),
+                .heap_size = pick(rq->heap_size, cfg->session_default.heap_size),
+                .mailbox_entries = pick(rq->mailbox_entries, cfg->session_default.mailbox_entries),
+                .graph_table_entries = pick(rq->graph_table_entries, cfg->session_default.graph_table_entries),
+        };
+        /* A default flag window follows the task window when only that
+         * was asked for. */
+        if (!rq->flag_window && rq->task_window)
+                req.flag_window = req.task_window;
+        struct hbg_geometry g;
+        const char *why = NULL;
+        char msg[256];
+
+        if (c->session)
+                return send_error(c, -EBUSY, "this connection already has a session");
+        if (d->stopping)
+                return send_error(c, -ESHUTDOWN, "hbgd is shutting down");
+        if (req.task_window > cfg->max_task_window || req.heap_size > cfg->max_heap_size)
+                return refuse(c, -E2BIG, "task_window or heap_size above the configured maximum");
+        int err = hbg_geometry_init(&g, &req, &why);
+        if (err < 0) {
+                snprintf(msg, sizeof(msg), "invalid session geometry: %s", why);
+                return send_error(c, err, msg);
+        }
+        /* Charged before anything is allocated; the session refunds it. */
+        uint64_t memory = session_memory(d->engine, &g);
+        err = acct_add_session(&d->acct, &cfg->limits, c->cred.uid, memory, msg, sizeof(msg));
+        if (err < 0)
+                return refuse(c, err, msg);
+        struct session *s;
+        err = session_new(&s, d->engine, d->loop, &d->acct, &g, memory, c->id, c->cred.uid, c->cred.pid,
+                          &why);
+        if (err < 0) {
+                snprintf(msg, sizeof(msg), "%s: %s", why, strerror(-err));
+                return refuse(c, err, msg);
+        }
+        c->session = s;
+        c->deadline_ms = 0; /* a session may be idle as long as it likes */
+        d->n_sessions++;
+
+        Hbg__SessionReply r = HBG__SESSION_REPLY__INIT;
+        r.session_id = c->id;
+        r.task_window = g.task_window;
+        r.flag_window = g.flag_window;
+        r.heap_size = g.heap_size;
+        r.mailbox_entries = g.mailbox_entries;
+        r.graph_table_entries = g.graph_table_entries;
+        r.sub_region_size = g.sub_region_size;
+        r.cpl_region_size = g.cpl_region_size;
+        r.first_id = s->first_id;
+        r.fds = 4;
+        Hbg__Envelope out = HBG__ENVELOPE__INIT;
+        out.msg_case = HBG__ENVELOPE__MSG_SESSION_REPLY;
+        out.session_reply = &r;
+        int fds[4];
+        session_client_fds(s, fds);
+        struct verdict v = send_reply(c, &out, fds, 4);
+        if (v.err)
+                return v;
+        /* The client has its own copies now (the mappings and our ends of
+         * the channels stay). */
+        session_client_fds_sent(s);
+        hbgd_log_session(LOG_INFO, c->id, (int)c->cred.pid, c->cred.uid,
+                         "session %" PRIu64 " (pid %d uid %u, %s): D=%" PRIu64 " F=%" PRIu64
+                         " heap=%" PRIu64 ", %" PRIu64 " MiB charged",
+                         c->id, (int)c->cred.pid, (unsigned)c->cred.uid, c->name, g.task_window,
+                         g.flag_window, g.heap_size, (memory + (1u << 20) - 1) >> 20);
+        return carry_on;
+}
+
+static struct verdict handle_status(struct conn *c, const Hbg__Envelope *env) {
+        int err = status_reply(c, env->status_request);
+        if (err == 0)
+                return carry_on;
+        return close_with(err, err == -EAGAIN ? "the client does not read its replies" : "disconnected");
+}
+
+/* The verbs of the protocol: one entry per request a client may send. */
+struct request_handler {
+        Hbg__Envelope__MsgCase msg;
+        bool before_hello;             /* allowed as the first message */
+        struct verdict (*handle)(struct conn *c, const Hbg__Envelope *env);
+};
+
+static const struct request_handler handlers[] = {
+        { HBG__ENVELOPE__MSG_HELLO, true, handle_hello },
+        { HBG__ENVELOPE__MSG_SESSION_REQUEST, false, handle_session },
+        { HBG__ENVELOPE__MSG_STATUS_REQUEST, false, handle_status },
+};
+
+static struct verdict dispatch(struct conn *c, const Hbg__Envelope *env) {
+        for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++) {
+                const struct request_handler *h = &handlers[i];
+                if (h->msg != env->msg_case)
+                        continue;
+                if (!c->hello && !h->before_hello)
+                        break;
+                return h->handle(c, env);
+        }
+        const char *why = c->hello ? "unexpected message" : "the first message must be a hello";
+        send_error(c, -EPROTO, why);
+        return close_with(-EPROTO, "protocol error");
+}
+
+/* ------------------------------------------------------------ reading */
+
+static void on_readable(struct io_source *src, uint32_t events, void *userdata) {
+        struct conn *c = userdata;
+        struct hbgd *d = c->d;
+        unsigned turn = d->cfg.requests_per_turn;
+
+        for (unsigned i = 0; i < turn; i++) {
+                Hbg__Envelope *env = NULL;
+                int fds[HBG_WIRE_MAX_FDS];
+                unsigned nfds = 0;
+                int err = wire_recv(c->sock, d->cfg.max_message, &env, fds, 0, &nfds);
+                if (err == -EAGAIN)
+                        goto drained;
+                if (err < 0) {
+                        const char *why = err == -ECONNRESET ? "disconnected"
+                                          : err == -EMSGSIZE ? "record larger than max_message_size"
+                                                             : "malformed record or unexpected fds";
+                        if (err != -ECONNRESET)
+                                send_error(c, err, why);
+                        conn_close(c, why);
+                        return;
+                }
+                struct verdict v = dispatch(c, env);
+                wire_free(env);
+                if (v.err) {
+                        conn_close(c, v.why);
+                        return;
+                }
+                /* Without a session, a connection must keep asking. */
+                if (!c->session)
+                        c->deadline_ms = hbg_now_ms() + d->cfg.handshake_timeout_ms;
+        }
+        /* Turn used up: more may be queued. Come back after the others,
+         * without waiting for a new event (io_uring's poll would not fire
+         * again for data already there). */
+        io_source_again(d->loop, src);
+        return;
+drained:
+        if (events & (POLLHUP | POLLERR | POLLRDHUP))
+                conn_close(c, "disconnected");
+}
+
+/* ------------------------------------------------------------ life cycle */
+
+static bool peer_allowed(const struct hbgd_config *cfg, const struct ucred *cr) {
+        if (cfg->n_allowed_uids == 0 && cfg->n_allowed_gids == 0)
+                return true;
+        if (cr->uid == 0)
+                return true;
+        for (unsigned i = 0; i < cfg->n_allowed_uids; i++)
+                if (cfg->allowed_uids[i] == cr->uid)
+                        return true;
+        for (unsigned i = 0; i < cfg->n_allowed_gids; i++)
+                if (cfg->allowed_gids[i] == cr->gid)
+                        return true;
+        return false;
+}
+
+/* Refuse right after accept: an Error record, then close. */
+static void refuse_socket(int fd, int code, const char *msg) {
+        wire_send_error(fd, code, msg);
+        shutdown(fd, SHUT_WR);
+        close(fd);
+}
+
+void conn_accept(struct hbgd *d, int fd) {
+        struct ucred cr;
+        socklen_t len = sizeof(cr);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
+                close(fd);
+                return;
+        }
+        if (!peer_allowed(&d->cfg, &cr)) {
+                refuse_socket(fd, -EACCES, "this user is not allowed to use hbgd");
+                hbgd_log(LOG_NOTICE, "refused pid %d uid %u: not in allowed users/groups", (int)cr.pid,
+                         (unsigned)cr.uid);
+                return;
+        }
+        if (d->stopping) {
+                refuse_socket(fd, -ESHUTDOWN, "hbgd is shutting down");
+                return;
+        }
+        const char *why;
+        int err = acct_add_connection(&d->acct, &d->cfg.limits, cr.uid, &why);
+        if (err < 0) {
+                refuse_socket(fd, err, why);
+                hbgd_log_session(LOG_NOTICE, 0, (int)cr.pid, cr.uid, "refused pid %d uid %u: %s",
+                                 (int)cr.pid, (unsigned)cr.uid, why);
+                return;
+        }
+        struct conn *c = calloc(1, sizeof(*c));
+        if (!c) {
+                acct_remove_connection(&d->acct, cr.uid);
+                close(fd);
+                return;
+        }
+        c->d = d;
+        c->sock = fd;
+        c->cred = cr;
+        c->id = ++d->next_id;
+        c->deadline_ms = hbg_now_ms() + d->cfg.handshake_timeout_ms;
+        if (io_loop_add(d->loop, fd, on_readable, c, &c->src) < 0) {
+                acct_remove_connection(&d->acct, cr.uid);
+                close(fd);
+                free(c);
+                return;
+        }
+        c->next = d->conns;
+        d->conns = c;
+        d->n_conns++;
+}
+
+void conn_close(struct conn *c, const char *why) {
+        struct hbgd *d = c->d;
+        if (c->closed)
+                return;
+        c->closed = true;
+        for (struct conn **p = &d->conns; *p; p = &(*p)->next)
+                if (*p == c) {
+                        *p = c->next;
+                        break;
+                }
+        d->n_conns--;
+        if (c->session) {
+                struct hbg_ring_stats st;
+                hbg_ring_stats(c->session->ring, &st);
+                d->done_tasks += st.completed;
+                d->done_graphs += st.graphs_retired;
+                d->done_graphs_failed += st.graphs_failed;
+                d->n_sessions--;
+                session_close(c->session, d->stopping ? -ESHUTDOWN : -ECONNRESET);
+                c->session = NULL;
+                if (why)
+                        hbgd_log_session(LOG_INFO, c->id, (int)c->cred.pid, c->cred.uid,
+                                         "session %" PRIu64 " (pid %d uid %u): closed: %s", c->id,
+                                         (int)c->cred.pid, (unsigned)c->cred.uid, why);
+        }
+        acct_remove_connection(&d->acct, c->cred.uid);
+        io_source_del(d->loop, c->src);
+        close(c->sock);
+        c->sock = -1;
+        c->next_dead = d->dead_conns;
+        d->dead_conns = c;
+}
+
+void conn_free_dead(struct hbgd *d) {
+        while (d->dead_conns) {
+                struct conn *c = d->dead_conns;
+                d->dead_conns = c->next_dead;
+                free(c);
+        }
+}
+
+void conn_expire(struct hbgd *d, int64_t now_ms) {
+        for (struct conn *c = d->conns, *next; c; c = next) {
+                next = c->next;
+                if (c->deadline_ms && now_ms >= c->deadline_ms) {
+                        hbgd_log_session(LOG_NOTICE, c->id, (int)c->cred.pid, c->cred.uid,
+                                         "connection %" PRIu64 " (pid %d uid %u): closed: no request "
+                                         "within %u ms (handshake_timeout_ms)",
+                                         c->id, (int)c->cred.pid, (unsigned)c->cred.uid,
+                                         d->cfg.handshake_timeout_ms);
+                        send_error(c, -ETIMEDOUT, "no request within handshake_timeout_ms");
+                        conn_close(c, NULL);
+                }
+        }
+}

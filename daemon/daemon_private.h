@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The io side's shared state: struct hbgd and the connections. Used by the
+ * io side's modules only (daemon.c wires them; listener.c accepts; conn.c
+ * speaks the protocol; status.c answers status requests).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "daemon/accounting.h"
+#include "daemon/config.h"
+#include "daemon/engine.h"
+#include "daemon/io_loop.h"
+#include "daemon/session.h"
+
+struct conn {
+        struct hbgd *d;
+        struct conn *next;             /* d->conns */
+        struct conn *next_dead;        /* d->dead_conns, once closed */
+        int sock;
+        struct io_source *src;
+        struct ucred cred;
+        uint64_t id;
+        bool hello;
+        bool closed;                   /* freed after the current io round */
+        int64_t deadline_ms;           /* closed if no complete request by then; 0: none */
+        struct session *session;
+        char name[64];
+};
+
+struct hbgd {
+        struct hbgd_config cfg;
+        struct hbg_engine *engine;
+        struct io_loop *loop;
+        struct accounting acct;
+        int listen_fd;
+        bool listen_owned;            /* we bound it: unlink at exit */
+        struct io_source *listen_src;
+        int reserve_fd;               /* closed to shed a connection when out of fds */
+        int64_t last_shed_log_ms;
+        int signal_fd;
+        struct io_source *signal_src;
+        int timer_fd;
+        struct io_source *timer_src;
+        struct conn *conns;
+        struct conn *dead_conns;      /* closed, freed after the io round */
+        unsigned n_conns;
+        unsigned n_sessions;          /* connections with a live session */
+        uint64_t next_id;
+        uint64_t done_tasks, done_graphs, done_graphs_failed; /* of closed sessions */
+        int64_t started_ms;
+        bool stopping;
+        int64_t stop_deadline_ms;
+        bool done;
+        /* systemd: watchdog (0 = off) and STATUS= refresh. */
+        uint64_t watchdog_usec;
+        int64_t last_watchdog_ms;
+        uint64_t hb_last[HBG_ENGINE_MAX_THREADS];
+        bool watchdog_withheld;       /* logged once per stuck episode */
+        int64_t last_status_ms;
+        uint64_t last_status_completed;
+};
+
+/* conn.c */
+/* Take an accepted socket: check the peer, charge the connection, watch
+ * it. On refusal the peer gets an Error record and the socket is closed. */
+void conn_accept(struct hbgd *d, int fd);
+/* Close a connection (and its session, asynchronously), logging `why` if
+ * not NULL. Safe inside the connection's own callback: the memory is freed
+ * by conn_free_dead() after the io round. */
+void conn_close(struct conn *c, const char *why);
+void conn_free_dead(struct hbgd *d);
+/* Close connections past their deadline (handshake / idle). */
+void conn_expire(struct hbgd *d, int64_t now_ms);
+
+/* listener.c */
+/* The activated socket if systemd passed one, else bind cfg.socket_path. */
+int listener_open(struct hbgd *d);
+void listener_on_readable(struct io_source *src, uint32_t events, void *userdata);
+void listener_close(struct hbgd *d);
+
+/* status.c */
+/* Answer a status request on c. 0, or a negative errno if the reply could
+ * not be sent (the caller closes the connection). */
+struct Hbg__StatusRequest;
+int status_reply(struct conn *c, const struct Hbg__StatusRequest *rq);

@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: MIT */
+/* Status replies: daemon, threads, sessions, graphs, kernels
+ * (docs/PROTOCOL.md). Read-only views of the engine and the sessions. */
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "daemon/daemon_private.h"
+#include "daemon/kernels.h"
+#include "proto/wire.h"
+#include "shm/layout.h"
+#include "shm/util.h"
+
+#ifndef HBG_VERSION
+#define HBG_VERSION "0.0.0"
+#endif
+
+static const char *kind_name(uint8_t kind, uint8_t dir) {
+        if (dir == HBG_DIR_IN)
+                return "in";
+        if (dir == HBG_DIR_OUT)
+                return "out";
+        if (dir == HBG_DIR_INOUT)
+                return "inout";
+        return kind == KERNEL_SCALAR_F32 ? "f32" : kind == KERNEL_SCALAR_U64 ? "u64" : "i64";
+}
+
+int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
+        struct hbgd *d = c->d;
+        unsigned nthreads = hbg_engine_threads(d->engine);
+        Hbg__StatusReply reply = HBG__STATUS_REPLY__INIT;
+        Hbg__DaemonStatus ds = HBG__DAEMON_STATUS__INIT;
+        Hbg__ThreadStatus *ts = calloc(nthreads, sizeof(*ts));
+        Hbg__ThreadStatus **tsp = calloc(nthreads, sizeof(*tsp));
+        Hbg__SessionStatus *ss = calloc(d->n_conns + 1, sizeof(*ss));
+        Hbg__SessionStatus **ssp = calloc(d->n_conns + 1, sizeof(*ssp));
+        Hbg__GraphStatus *gs = calloc(d->n_conns + 1, sizeof(*gs));
+        Hbg__GraphStatus **gsp = calloc(d->n_conns + 1, sizeof(*gsp));
+        size_t nk = kernel_count();
+        Hbg__KernelInfo *ks = calloc(nk, sizeof(*ks));
+        Hbg__KernelInfo **ksp = calloc(nk, sizeof(*ksp));
+        Hbg__KernelArg *ka = calloc(nk * (HBG_MAX_TENSOR_ARGS + HBG_MAX_SCALAR_ARGS), sizeof(*ka));
+        Hbg__KernelArg **kap = calloc(nk * (HBG_MAX_TENSOR_ARGS + HBG_MAX_SCALAR_ARGS), sizeof(*kap));
+        int err = 0;
+        if (!ts || !tsp || !ss || !ssp || !gs || !gsp || !ks || !ksp || !ka || !kap) {
+                err = wire_send_error(c->sock, -ENOMEM, "out of memory");
+                goto out;
+        }
+
+        uint64_t completed = d->done_tasks, retired = d->done_graphs, gfailed = d->done_graphs_failed;
+        unsigned ns = 0;
+        for (struct conn *x = d->conns; x; x = x->next) {
+                if (!x->session)
+                        continue;
+                struct hbg_ring_stats st;
+                hbg_ring_stats(x->session->ring, &st);
+                completed += st.completed;
+                retired += st.graphs_retired;
+                gfailed += st.graphs_failed;
+                hbg__session_status__init(&ss[ns]);
+                ss[ns].session_id = x->id;
+                ss[ns].pid = (uint32_t)x->cred.pid;
+                ss[ns].uid = x->cred.uid;
+                ss[ns].name = x->name;
+                ss[ns].submitted = st.submitted;
+                ss[ns].watermark = st.watermark;
+                ss[ns].completed = st.completed;
+                ss[ns].failed = st.failed;
+                ss[ns].graphs_retired = st.graphs_retired;
+                ss[ns].graphs_failed = st.graphs_failed;
+                ss[ns].error = st.error;
+                ssp[ns] = &ss[ns];
+                hbg__graph_status__init(&gs[ns]);
+                struct hbg_sub_header *sh = x->session->sub;
+                gs[ns].session_id = x->id;
+                gs[ns].graphs_submitted = atomic_load_explicit(&sh->graphs_submitted, memory_order_relaxed);
+                gs[ns].graphs_retired = st.graphs_retired;
+                gs[ns].graphs_failed = st.graphs_failed;
+                gs[ns].watermark = st.watermark;
+                gsp[ns] = &gs[ns];
+                ns++;
+        }
+        ds.version = (char *)HBG_VERSION;
+        ds.pid = (uint32_t)getpid();
+        ds.uptime_ms = (uint64_t)(hbg_now_ms() - d->started_ms);
+        ds.threads = nthreads;
+        ds.clusters = d->cfg.engine.clusters;
+        ds.sessions = d->n_sessions;
+        ds.tasks_completed = completed;
+        ds.graphs_retired = retired;
+        ds.graphs_failed = gfailed;
+        ds.io_backend = (char *)io_loop_backend(d->loop);
+        reply.daemon = &ds;
+
+        if (rq->kind == HBG__STATUS_KIND__STATUS_THREADS || rq->kind == HBG__STATUS_KIND__STATUS_DAEMON) {
+                for (unsigned i = 0; i < nthreads; i++) {
+                        struct hbg_thread_stats t;
+                        hbg_engine_thread_stats(d->engine, i, &t);
+                        hbg__thread_status__init(&ts[i]);
+                        ts[i].index = i;
+                        ts[i].clusters = t.clusters;
+                        ts[i].classified = t.classified;
+                        ts[i].dispatched = t.dispatched;
+                        ts[i].executed_tasks = t.executed_tasks;
+                        ts[i].retired_inline = t.retired_inline;
+                        ts[i].failed = t.failed;
+                        ts[i].published = t.published;
+                        ts[i].failsafe_pushes = t.failsafe_pushes;
+                        ts[i].failsafe_retries = t.failsafe_retries;
+                        ts[i].watermark_advances = t.watermark_advances;
+                        ts[i].watermark_cas_failures = t.watermark_cas_failures;
+                        ts[i].parks = t.parks;
+                        ts[i].wakeups = t.wakeups;
+                        tsp[i] = &ts[i];
+                }
+                reply.n_threads = nthreads;
+                reply.threads = tsp;
+        }
+        if (rq->kind == HBG__STATUS_KIND__STATUS_SESSIONS || rq->kind == HBG__STATUS_KIND__STATUS_DAEMON) {
+                reply.n_sessions = ns;
+                reply.sessions = ssp;
+        }
+        if (rq->kind == HBG__STATUS_KIND__STATUS_GRAPHS) {
+                reply.n_graphs = ns;
+                reply.graphs = gsp;
+        }
+        if (rq->kind == HBG__STATUS_KIND__STATUS_KERNELS) {
+                size_t na = 0;
+                for (size_t i = 0; i < nk; i++) {
+                        const struct kernel_info *k = kernel_at(i);
+                        hbg__kernel_info__init(&ks[i]);
+                        ks[i].id = k->id;
+                        ks[i].name = (char *)k->name;
+                        ks[i].splittable = k->splittable;
+                        ks[i].args = &kap[na];
+                        for (unsigned j = 0; j < k->n_tensors; j++, na++) {
+                                hbg__kernel_arg__init(&ka[na]);
+                                ka[na].name = (char *)k->tensor_names[j];
+                                ka[na].kind = (char *)kind_name(0, k->dirs[j]);
+                                kap[na] = &ka[na];
+                                ks[i].n_args++;
+                        }
+                        for (unsigned j = 0; j < k->n_scalars; j++, na++) {
+                                hbg__kernel_arg__init(&ka[na]);
+                                ka[na].name = (char *)k->scalar_names[j];
+                                ka[na].kind = (char *)kind_name(k->scalar_kinds[j], 0);
+                                kap[na] = &ka[na];
+                                ks[i].n_args++;
+                        }
+                        ksp[i] = &ks[i];
+                }
+                reply.n_kernels = nk;
+                reply.kernels = ksp;
+        }
+
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_STATUS_REPLY;
+        env.status_reply = &reply;
+        err = wire_send(c->sock, &env, NULL, 0, d->cfg.max_message);
+        if (err == -EMSGSIZE)
+                err = wire_send_error(c->sock, -EMSGSIZE, "status reply larger than max_message_size");
+out:
+        free(ts), free(tsp), free(ss), free(ssp), free(gs), free(gsp);
+        free(ks), free(ksp), free(ka), free(kap);
+        return err;
+}
+
