@@ -40,8 +40,8 @@
 
 #include "bench/bench.h"
 #include "bench/bench_util.h"
-#include "daemon/engine.h"
-#include "daemon/kernels.h"
+#include "daemon/engine/engine.h"
+#include "daemon/engine/kernels.h"
 #include "shm/completion.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
@@ -171,8 +171,8 @@ static __attribute__((noreturn)) void die_stuck(const struct harness_ring *h, co
                 PRIu64 ", submitted %" PRIu64 ", classified %" PRIu64 ", completed %" PRIu64
                 ", graphs retired %" PRIu64 " of %" PRIu64 "\n",
                 case_name, where, ring_error(h), ring_error(h) ? strerror(-ring_error(h)) : "none",
-                rs.watermark, h->published, rs.classified, rs.completed, rs.graphs_retired,
-                h->graphs);
+                rs.watermark, h->prod.published, rs.classified, rs.completed, rs.graphs_retired,
+                h->prod.graphs);
         exit(BENCH_EXIT_FAIL);
 }
 
@@ -187,7 +187,7 @@ static __attribute__((noinline)) bool wait_for_window(struct harness_ring *h, co
         struct progress p;
 
         progress_init(&p, h);
-        for (unsigned spins = 0; h->next_id >= ring_watermark(h) + h->g.task_window; spins++) {
+        for (unsigned spins = 0; h->prod.next_id >= ring_watermark(h) + h->g.task_window; spins++) {
                 harness_publish(h);
                 if (ring_error(h))
                         return false;
@@ -223,7 +223,7 @@ static uint64_t submit(struct harness_ring *h, enum shape shape, uint64_t n,
         uint64_t last_k = UINT64_MAX;
 
         for (uint64_t i = 0; i < n; i++) {
-                uint64_t id = h->next_id;
+                uint64_t id = h->prod.next_id;
 
                 if (id >= ring_watermark(h) + h->g.task_window && !wait_for_window(h, case_name))
                         return UINT64_MAX;
@@ -250,7 +250,7 @@ static uint64_t submit(struct harness_ring *h, enum shape shape, uint64_t n,
                 if ((i + 1) % PUBLISH_EVERY == 0)
                         harness_publish(h);
                 if ((i + 1) % GRAPH_TASKS == 0 || i + 1 == n)
-                        last_k = harness_end_graph(h, h->graphs);
+                        last_k = harness_end_graph(h, h->prod.graphs);
         }
         return last_k;
 }
@@ -315,13 +315,13 @@ static int run_once(const struct options *o, unsigned threads, enum shape shape,
         }
         struct hbg_ring_stats rs;
         hbg_ring_stats(h.ring, &rs);
-        uint64_t graphs = h.graphs;
+        uint64_t graphs = h.prod.graphs;
 
         /* A run that computed a wrong result gives no numbers. */
         if (!all_written) {
                 fprintf(stderr, "hbg-bench " SUITE ": %s: the engine stopped the ring after %"
                         PRIu64 " of %" PRIu64 " tasks were written: %s (task %" PRIu64 ")\n",
-                        case_name, h.next_id - h.first_id, n, strerror(-rs.error),
+                        case_name, h.prod.next_id - h.first_id, n, strerror(-rs.error),
                         (uint64_t)atomic_load(&h.ch->error_task));
                 rc = -1;
         } else if (ge.status != 0) {

@@ -26,6 +26,7 @@
 
 #include "hbg/hbg.h"
 #include "proto/wire.h"
+#include "shm/kernel_sig.h"
 
 #ifndef HBG_VERSION
 #define HBG_VERSION "0.0.0"
@@ -87,10 +88,10 @@ static Hbg__Envelope *roundtrip(int fd, Hbg__Envelope *env) {
 static void print_daemon(const Hbg__DaemonStatus *d) {
         printf("hbgd %s, pid %u, up %" PRIu64 " s, %s\n", d->version, d->pid, d->uptime_ms / 1000,
                d->io_backend);
-        printf("threads   %u\nclusters  %u\nsessions  %u\ntasks     %" PRIu64
+        printf("threads   %u\nclusters  %u\ncompletion_mode %s\nsessions  %u\ntasks     %" PRIu64
                " completed\ngraphs    %" PRIu64 " retired, %" PRIu64 " failed\n",
-               d->threads, d->clusters, d->sessions, d->tasks_completed, d->graphs_retired,
-               d->graphs_failed);
+               d->threads, d->clusters, d->completion_mode && d->completion_mode[0] ? d->completion_mode : "?",
+               d->sessions, d->tasks_completed, d->graphs_retired, d->graphs_failed);
 }
 
 static void print_threads(const Hbg__StatusReply *r) {
@@ -295,31 +296,6 @@ static int cmd_status(const char *path, Hbg__StatusKind kind) {
 }
 
 /* ------------------------------------------------------------ graph files */
-
-/* The built-in kernels' signatures (daemon/kernels.c; hbgctl kernels). */
-enum { SK_F32 = 1, SK_U64, SK_I64 };
-struct sig {
-        const char *name;
-        uint8_t n_tensors;
-        enum hbg_dir dirs[3];
-        uint8_t n_scalars;
-        uint8_t kinds[3];
-};
-static const struct sig sigs[] = {
-        { "noop", 0, { 0 }, 0, { 0 } },
-        { "spin_ns", 0, { 0 }, 1, { SK_U64 } },
-        { "fill_f32", 1, { HBG_OUT }, 1, { SK_F32 } },
-        { "copy_f32", 2, { HBG_IN, HBG_OUT }, 0, { 0 } },
-        { "add_f32", 3, { HBG_IN, HBG_IN, HBG_OUT }, 0, { 0 } },
-        { "mul_f32", 3, { HBG_IN, HBG_IN, HBG_OUT }, 0, { 0 } },
-        { "axpy_f32", 2, { HBG_IN, HBG_INOUT }, 1, { SK_F32 } },
-        { "scale_f32", 1, { HBG_INOUT }, 1, { SK_F32 } },
-        { "reduce_sum_f32", 2, { HBG_IN, HBG_OUT }, 0, { 0 } },
-        { "gemm_f32", 3, { HBG_IN, HBG_IN, HBG_INOUT }, 3, { SK_U64, SK_U64, SK_U64 } },
-        { "softmax_rows_f32", 1, { HBG_INOUT }, 2, { SK_U64, SK_U64 } },
-        { "fail", 0, { 0 }, 1, { SK_I64 } },
-};
-#define N_SIGS (sizeof(sigs) / sizeof(sigs[0]))
 
 enum { INIT_ZERO, INIT_FILL, INIT_IOTA };
 
@@ -538,11 +514,9 @@ static int build_task(struct plan *p, size_t i, hbg_task *t) {
         if (!json_object_is_type(v, json_type_string))
                 return perr(p, sub, "expected a string, got %s", type_name(v));
         const char *kname = json_object_get_string(v);
-        const struct sig *sg = NULL;
+        const struct hbg_kernel_sig *sg = NULL;
         if (strcmp(kname, "dummy") != 0) {
-                for (size_t k = 0; k < N_SIGS && !sg; k++)
-                        if (strcmp(sigs[k].name, kname) == 0)
-                                sg = &sigs[k];
+                sg = hbg_kernel_sig_by_name(kname);
                 if (!sg)
                         return perr(p, sub, "unknown kernel \"%s\" (see hbgctl kernels; \"dummy\" only orders)",
                                     kname);
@@ -567,7 +541,7 @@ static int build_task(struct plan *p, size_t i, hbg_task *t) {
                         return perr(p, sub, "expected a string, got %s", type_name(e));
                 if (parse_ref(p, json_object_get_string(e), sub, false, &t->args[a].tensor) < 0)
                         return -1;
-                t->args[a].dir = sg->dirs[a];
+                t->args[a].dir = (enum hbg_dir)sg->tensors[a].dir;
         }
         t->n_args = (uint8_t)n;
         /* scalars */
@@ -585,12 +559,12 @@ static int build_task(struct plan *p, size_t i, hbg_task *t) {
         for (size_t s = 0; s < n; s++) {
                 json_object *e = json_object_array_get_idx(sc, s);
                 snprintf(sub, sizeof(sub), "%s.scalars[%zu]", path, s);
-                if (sg->kinds[s] == SK_F32) {
+                if (sg->scalars[s].kind == HBG_SCALAR_F32) {
                         double d;
                         if (get_number(p, e, sub, &d) < 0)
                                 return -1;
                         t->scalars[s] = hbg_f32((float)d);
-                } else if (sg->kinds[s] == SK_U64) {
+                } else if (sg->scalars[s].kind == HBG_SCALAR_U64) {
                         if (get_uint(p, e, sub, UINT64_MAX, &t->scalars[s]) < 0)
                                 return -1;
                 } else {

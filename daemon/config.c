@@ -44,6 +44,7 @@ enum key_type {
         KEY_USERS,       /* names or uids */
         KEY_GROUPS,      /* names or gids */
         KEY_LOG_LEVEL,   /* emerg .. debug */
+        KEY_COMPLETION,  /* eager, lazy, resolver */
 };
 
 struct key {
@@ -64,6 +65,7 @@ static const struct key keys[] = {
         { { "scheduler", "spin_before_park_us" }, KEY_US_AS_NS,
           offsetof(struct hbgd_config, engine.spin_before_park_ns), sizeof(uint64_t), 0, 1000000 },
         NUM("scheduler", "stall_timeout_ms", engine.stall_timeout_ms, 0, UINT64_C(86400000)),
+        { { "scheduler", "completion_mode" }, KEY_COMPLETION, 0, 0, 0, 0 },
         NUM("session", "task_window", session_default.task_window, 0, UINT64_C(1) << 24),
         NUM("session", "flag_window", session_default.flag_window, 0, UINT64_C(1) << 24),
         NUM("session", "heap_size", session_default.heap_size, 0, UINT64_C(1) << 40),
@@ -218,6 +220,13 @@ static int handler(void *user, const char *section, const char *name, const char
                 return parse_ids(l, value, k->type == KEY_GROUPS);
         case KEY_LOG_LEVEL:
                 return parse_level(l, value);
+        case KEY_COMPLETION:
+                if (hbg_completion_mode_parse(value, &l->cfg.engine.completion_mode) < 0) {
+                        snprintf(l->msg, sizeof(l->msg),
+                                 "completion_mode: '%s' is not one of eager, lazy, resolver", value);
+                        return 0;
+                }
+                return 1;
         }
         return 0;
 }

@@ -12,7 +12,7 @@
 #include <sys/types.h>
 
 #include "daemon/accounting.h"
-#include "daemon/engine.h"
+#include "daemon/engine/engine.h"
 #include "shm/geometry.h"
 
 #define HBGD_DEFAULT_SOCKET "/run/hbgd/hbgd.sock"

@@ -160,6 +160,10 @@ static void reload_config(struct hbgd *d) {
                 goto out;
         }
         const struct hbg_engine_config *o = &d->cfg.engine, *ne = &n.engine;
+        if (ne->completion_mode != o->completion_mode)
+                hbgd_log(LOG_WARNING, "SIGHUP: [scheduler] completion_mode: %s in the file, running with %s "
+                         "(needs a restart)", hbg_completion_mode_name(ne->completion_mode),
+                         hbg_completion_mode_name(o->completion_mode));
         if (ne->threads != o->threads)
                 hbgd_log(LOG_WARNING, "SIGHUP: [scheduler] threads: %u in the file, running with %u "
                          "(needs a restart)", ne->threads, o->threads);
@@ -301,8 +305,9 @@ fail:
 }
 
 int hbgd_run(struct hbgd *d) {
-        hbgd_log(LOG_INFO, "ready: %u scheduler threads, %u clusters, %s, socket %s",
-                 d->cfg.engine.threads, d->cfg.engine.clusters, io_loop_backend(d->loop),
+        hbgd_log(LOG_INFO, "ready: %u scheduler threads, %u clusters, %s completion, %s, socket %s",
+                 d->cfg.engine.threads, d->cfg.engine.clusters,
+                 hbg_completion_mode_name(d->cfg.engine.completion_mode), io_loop_backend(d->loop),
                  d->listen_owned ? d->cfg.socket_path : "(activated)");
         hbgd_notify("READY=1\nSTATUS=ready, %u threads, %s", d->cfg.engine.threads,
                    io_loop_backend(d->loop));

@@ -12,7 +12,7 @@
 
 #include "daemon/accounting.h"
 #include "daemon/config.h"
-#include "daemon/engine.h"
+#include "daemon/engine/engine.h"
 #include "daemon/io_loop.h"
 #include "daemon/session.h"
 

@@ -25,6 +25,8 @@ static void usage(FILE *f) {
                 "                  command line win over it); SIGHUP re-reads it\n"
                 "  --threads N     scheduler threads (default 4)\n"
                 "  --clusters N    core clusters (default 8)\n"
+                "  --completion=MODE  completion policy: eager (default), lazy or\n"
+                "                  resolver (needs 2 threads or more)\n"
                 "  --help          this text\n"
                 "  --version       print the version\n\n"
                 "Environment: HBGD_IO=epoll forces the epoll event loop.\n",
@@ -49,6 +51,7 @@ int main(int argc, char **argv) {
                 { "config", required_argument, NULL, 'c' },
                 { "threads", required_argument, NULL, 't' },
                 { "clusters", required_argument, NULL, 'C' },
+                { "completion", required_argument, NULL, 'm' },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
                 {},
@@ -96,6 +99,13 @@ int main(int argc, char **argv) {
                 case 'C':
                         if (parse_uint("--clusters", optarg, 1024, &cfg.engine.clusters) < 0)
                                 return 2;
+                        break;
+                case 'm':
+                        if (hbg_completion_mode_parse(optarg, &cfg.engine.completion_mode) < 0) {
+                                fprintf(stderr, "hbgd: --completion: '%s' is not one of eager, lazy, resolver\n",
+                                        optarg);
+                                return 2;
+                        }
                         break;
                 case 'h':
                         usage(stdout);

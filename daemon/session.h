@@ -23,7 +23,7 @@
 #include <sys/types.h>
 
 #include "daemon/accounting.h"
-#include "daemon/engine.h"
+#include "daemon/engine/engine.h"
 #include "daemon/io_loop.h"
 #include "shm/geometry.h"
 

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "daemon/daemon_private.h"
-#include "daemon/kernels.h"
+#include "shm/kernel_sig.h"
 #include "proto/wire.h"
 #include "shm/layout.h"
 #include "shm/util.h"
@@ -14,16 +14,6 @@
 #ifndef HBG_VERSION
 #define HBG_VERSION "0.0.0"
 #endif
-
-static const char *kind_name(uint8_t kind, uint8_t dir) {
-        if (dir == HBG_DIR_IN)
-                return "in";
-        if (dir == HBG_DIR_OUT)
-                return "out";
-        if (dir == HBG_DIR_INOUT)
-                return "inout";
-        return kind == KERNEL_SCALAR_F32 ? "f32" : kind == KERNEL_SCALAR_U64 ? "u64" : "i64";
-}
 
 int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
         struct hbgd *d = c->d;
@@ -36,7 +26,7 @@ int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
         Hbg__SessionStatus **ssp = calloc(d->n_conns + 1, sizeof(*ssp));
         Hbg__GraphStatus *gs = calloc(d->n_conns + 1, sizeof(*gs));
         Hbg__GraphStatus **gsp = calloc(d->n_conns + 1, sizeof(*gsp));
-        size_t nk = kernel_count();
+        size_t nk = hbg_kernel_sig_count();
         Hbg__KernelInfo *ks = calloc(nk, sizeof(*ks));
         Hbg__KernelInfo **ksp = calloc(nk, sizeof(*ksp));
         Hbg__KernelArg *ka = calloc(nk * (HBG_MAX_TENSOR_ARGS + HBG_MAX_SCALAR_ARGS), sizeof(*ka));
@@ -90,6 +80,7 @@ int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
         ds.graphs_retired = retired;
         ds.graphs_failed = gfailed;
         ds.io_backend = (char *)io_loop_backend(d->loop);
+        ds.completion_mode = (char *)hbg_completion_mode_name(d->cfg.engine.completion_mode);
         reply.daemon = &ds;
 
         if (rq->kind == HBG__STATUS_KIND__STATUS_THREADS || rq->kind == HBG__STATUS_KIND__STATUS_DAEMON) {
@@ -127,7 +118,7 @@ int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
         if (rq->kind == HBG__STATUS_KIND__STATUS_KERNELS) {
                 size_t na = 0;
                 for (size_t i = 0; i < nk; i++) {
-                        const struct kernel_info *k = kernel_at(i);
+                        const struct hbg_kernel_sig *k = hbg_kernel_sig_at(i);
                         hbg__kernel_info__init(&ks[i]);
                         ks[i].id = k->id;
                         ks[i].name = (char *)k->name;
@@ -135,15 +126,15 @@ int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
                         ks[i].args = &kap[na];
                         for (unsigned j = 0; j < k->n_tensors; j++, na++) {
                                 hbg__kernel_arg__init(&ka[na]);
-                                ka[na].name = (char *)k->tensor_names[j];
-                                ka[na].kind = (char *)kind_name(0, k->dirs[j]);
+                                ka[na].name = (char *)k->tensors[j].name;
+                                ka[na].kind = (char *)hbg_kernel_dir_name(k->tensors[j].dir);
                                 kap[na] = &ka[na];
                                 ks[i].n_args++;
                         }
                         for (unsigned j = 0; j < k->n_scalars; j++, na++) {
                                 hbg__kernel_arg__init(&ka[na]);
-                                ka[na].name = (char *)k->scalar_names[j];
-                                ka[na].kind = (char *)kind_name(k->scalar_kinds[j], 0);
+                                ka[na].name = (char *)k->scalars[j].name;
+                                ka[na].kind = (char *)hbg_kernel_scalar_kind_name(k->scalars[j].kind);
                                 kap[na] = &ka[na];
                                 ks[i].n_args++;
                         }

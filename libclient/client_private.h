@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libhbgclient internals, shared by the five source files:
- *   client.c  connection, session regions, waiting, the heap allocator
- *   graph.c   building tasks and graphs, graph status, waits
- *   deps.c    dependencies derived from tensor regions
- *   host.c    host (external) tasks and the completion mailbox
- *   errors.c  messages
+ * libhbgclient internals. The files, each calling only those below it:
+ *   connect.c       hbg_connect/hbg_disconnect: handshake, regions, channels
+ *   graph.c         building tasks and graphs, submitting, waiting for them
+ *   wait.c          the wait loop (spin, yield, poll) that runs host tasks
+ *   host.c          host (external) tasks and the completion mailbox
+ *   graph_status.c  reading retired graphs back, graph statuses
+ *   deps.c          dependencies derived from tensor regions
+ *   tensor.c        the session heap's allocator, tensor helpers
+ *   session.c       usable?, heap bounds, publish, doorbell, socket health
+ *   errors.c        messages
+ * and shm/producer.c, the code that writes into the submission region.
  * Nothing here is exported (-fvisibility=hidden; libhbgclient.map).
  * The protocol is docs/RUNTIME_LOGIC.md §2, §8-§12; the byte layout is
  * shm/layout.h. The library never prints.
@@ -21,6 +26,7 @@
 #include "shm/completion.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
+#include "shm/producer.h"
 
 #define HBGC_ERROR_MAX 256
 #define HBGC_PUBLISH_BATCH 64        /* publish `submitted` at least this often */
@@ -87,19 +93,11 @@ struct hbg_client {
         const void *cpl;           /* read-only mapping */
         struct hbg_sub_header *sh;
         const struct hbg_cpl_header *ch;
-        struct hbg_task_desc *descs;
-        struct hbg_task_payload *payloads;
-        struct hbg_graph_record *records;
-        struct hbg_mailbox_entry *mailbox;
         uint8_t *heap;
-        const struct hbg_graph_entry *graph_table;
-        const _Atomic uint64_t *ext_ready;
 
-        /* Producer side. */
-        uint64_t next_id;          /* next task id to write */
-        uint64_t published;        /* `submitted` as we last stored it */
-        uint64_t graph_first;      /* first id of the graph being built */
-        uint64_t graphs;           /* graph records written */
+        /* Producer side: the one code that writes into the submission
+         * region (shm/producer.h): next_id, graphs, the mailbox ... */
+        struct hbg_producer prod;
 
         /* Graph statuses: records < harvested have been read back. */
         uint64_t harvested;
@@ -107,8 +105,6 @@ struct hbg_client {
         size_t n_failures, cap_failures;
 
         /* Host tasks. */
-        uint64_t ext_head;         /* external-ready entries consumed */
-        uint64_t mailbox_tail;     /* mailbox entries written */
         struct host_slot *host;    /* D slots, allocated on first use */
 
         /* Heap allocations, sorted by offset, never overlapping. */
@@ -130,7 +126,7 @@ struct hbg_client {
 int hbgc_fail(hbg_client *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void hbgc_set_error(hbg_client *c, const char *msg);
 
-/* ---------------------------------------------------------------- client.c */
+/* ---------------------------------------------------------------- session.c */
 
 static inline uint64_t hbgc_watermark(const hbg_client *c) {
         return atomic_load_explicit(&c->ch->completed_watermark, memory_order_acquire);
@@ -140,8 +136,10 @@ static inline bool hbgc_task_done(hbg_client *c, uint64_t id) {
         return hbg_is_completion_flag_set(&c->completer, id);
 }
 
-/* Store `submitted` (seq_cst) and ring the doorbell if hbgd sleeps. */
+/* Publish written tasks and ring the doorbell if hbgd sleeps. */
 void hbgc_publish(hbg_client *c);
+/* Ring the doorbell when `ring` (the producer said hbgd sleeps). */
+void hbgc_ring(hbg_client *c, bool ring);
 /* Ring the doorbell if need_wakeup is set (seq_cst load). */
 void hbgc_doorbell(hbg_client *c);
 /* Read what hbgd wrote into the completion pipe (never blocks). */
@@ -149,6 +147,17 @@ void hbgc_drain_completion(hbg_client *c);
 /* Non-blocking look at the socket: 0, or -ECONNRESET when hbgd hung up
  * (sets c->dead). An Error message from hbgd becomes last_error. */
 int hbgc_check_socket(hbg_client *c);
+/* An Error envelope from hbgd: its code (negative, else -EPROTO), with
+ * "hbgd refused the WHEN: message" as the last error. */
+struct Hbg__Error;
+int hbgc_daemon_error(hbg_client *c, const struct Hbg__Error *e, const char *when);
+/* The checks every entry point makes: c not NULL, not inside a host
+ * function, connection alive. 0 or a negative errno (message set). */
+int hbgc_usable(hbg_client *c, const char *fn);
+/* Is [offset, offset + bytes) a non-empty range inside the heap? */
+bool hbgc_in_heap(const hbg_client *c, uint64_t offset, uint64_t bytes);
+
+/* ---------------------------------------------------------------- wait.c */
 
 /* Waiting: a loop of "check the condition; hbgc_wait_step()". Each step
  * publishes pending tasks and runs ready host tasks, then spins (first
@@ -160,20 +169,20 @@ struct hbgc_wait {
         unsigned iter;
         bool eventful;             /* the condition comes with an eventfd signal */
 };
-int64_t hbgc_now_ns(void);
 void hbgc_wait_begin(struct hbgc_wait *w, int timeout_ms, bool eventful);
 /* 0: check again; -ETIMEDOUT; -ECONNRESET. */
 int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w);
-/* The checks every entry point makes: c not NULL, not inside a host
- * function, connection alive. 0 or a negative errno (message set). */
-int hbgc_usable(hbg_client *c, const char *fn);
-/* Is [offset, offset + bytes) a non-empty range inside the heap? */
-bool hbgc_in_heap(const hbg_client *c, uint64_t offset, uint64_t bytes);
 
-/* ---------------------------------------------------------------- graph.c */
+/* ---------------------------------------------------------------- graph_status.c */
 
 /* Read back graph entries retired since the last call. */
 void hbgc_harvest(hbg_client *c);
+/* Graph k: 1 running, 0 ok, < 0 failed (*task: its first failing task). */
+int hbgc_graph_state(hbg_client *c, uint64_t k, uint64_t *task);
+/* Record st as c's last error when it is a failure; returns st. */
+int hbgc_graph_result(hbg_client *c, uint64_t k, int st, uint64_t task, uint64_t *ret_task, const char *fn);
+/* 0 if graph was submitted, else -EINVAL with a message. */
+int hbgc_graph_check(hbg_client *c, uint64_t graph, const char *fn);
 
 /* ---------------------------------------------------------------- deps.c */
 

@@ -9,78 +9,20 @@
 #include <string.h>
 
 #include "libclient/client_private.h"
-
-/* ---------------------------------------------------------------- kernels */
-
-/* The built-in kernels of hbgd (daemon/kernels.h): the ids are stable and
- * part of the protocol. The signatures let us refuse a malformed task here,
- * with a message, instead of having the daemon fail it. A kernel_id this
- * table does not know (a newer hbgd) is passed through unchecked. */
-enum { IN = HBG_DIR_IN, OUT = HBG_DIR_OUT, INOUT = HBG_DIR_INOUT };
-
-struct kernel_sig {
-        const char *name;
-        uint16_t id;
-        uint8_t n_tensors;
-        uint8_t dirs[3];
-        uint8_t n_scalars;
-        const char *usage;
-};
-
-static const struct kernel_sig kernels[] = {
-        { "noop", 1, 0, { 0 }, 0, "noop()" },
-        { "spin_ns", 2, 0, { 0 }, 1, "spin_ns(u64 ns)" },
-        { "fill_f32", 3, 1, { OUT }, 1, "fill_f32(out, f32 v)" },
-        { "copy_f32", 4, 2, { IN, OUT }, 0, "copy_f32(in, out)" },
-        { "add_f32", 5, 3, { IN, IN, OUT }, 0, "add_f32(in a, in b, out)" },
-        { "mul_f32", 6, 3, { IN, IN, OUT }, 0, "mul_f32(in a, in b, out)" },
-        { "axpy_f32", 7, 2, { IN, INOUT }, 1, "axpy_f32(in x, inout y, f32 alpha)" },
-        { "scale_f32", 8, 1, { INOUT }, 1, "scale_f32(inout x, f32 alpha)" },
-        { "reduce_sum_f32", 9, 2, { IN, OUT }, 0, "reduce_sum_f32(in x, out s)" },
-        { "gemm_f32", 10, 3, { IN, IN, INOUT }, 3, "gemm_f32(in A, in B, inout C, u64 m, u64 n, u64 k)" },
-        { "softmax_rows_f32", 11, 1, { INOUT }, 2, "softmax_rows_f32(inout X, u64 rows, u64 cols)" },
-        { "fail", 12, 0, { 0 }, 1, "fail(i64 code)" },
-};
-#define N_KERNELS (sizeof(kernels) / sizeof(kernels[0]))
-
-static const struct kernel_sig *kernel_by_name(const char *name) {
-        for (size_t i = 0; i < N_KERNELS; i++)
-                if (strcmp(kernels[i].name, name) == 0)
-                        return &kernels[i];
-        return NULL;
-}
-
-static const struct kernel_sig *kernel_by_id(uint16_t id) {
-        for (size_t i = 0; i < N_KERNELS; i++)
-                if (kernels[i].id == id)
-                        return &kernels[i];
-        return NULL;
-}
+#include "shm/kernel_sig.h"
 
 /* ---------------------------------------------------------------- tasks */
 
-/* A task as it goes into its descriptor slot, minus id and fanins. */
-struct task_tmpl {
-        uint16_t kernel[HBG_LANES];
-        uint8_t lane_mask;
-        uint8_t flags;
-        uint16_t block_num;
-        uint8_t n_tensors, n_scalars;
-        struct hbg_tensor_arg tensors[HBG_MAX_TENSOR_ARGS];
-        uint64_t scalars[HBG_MAX_SCALAR_ARGS];
-        uint64_t predicate_offset;
-};
-
 /* Wait until the next id fits the window: id < WM + D (§2). */
 static int wait_window(hbg_client *c) {
-        if (c->next_id < hbgc_watermark(c) + c->g.task_window)
+        if (hbg_producer_room(&c->prod) > 0)
                 return 0;
         struct hbgc_wait w;
         hbgc_wait_begin(&w, -1, false);
-        while (c->next_id >= hbgc_watermark(c) + c->g.task_window) {
+        while (hbg_producer_room(&c->prod) == 0) {
                 int err = hbgc_wait_step(c, &w);
                 if (err < 0) {
-                        if (c->next_id < hbgc_watermark(c) + c->g.task_window)
+                        if (hbg_producer_room(&c->prod) > 0)
                                 break;
                         return hbgc_fail(c, err, "hbg_graph_add: hbgd went away while the task window was full");
                 }
@@ -89,38 +31,17 @@ static int wait_window(hbg_client *c) {
 }
 
 /* Write the next task into its slot (not published yet). */
-static int write_task(hbg_client *c, const struct task_tmpl *t, const uint64_t *fanins, size_t n_fanins,
-                      uint64_t *ret_id) {
+static int write_task(hbg_client *c, const struct hbg_task_record *t, const uint64_t *fanins,
+                      size_t n_fanins, uint64_t *ret_id) {
         int err = wait_window(c);
         if (err < 0)
                 return err;
-        uint64_t id = c->next_id;
-        uint64_t slot = id & (c->g.task_window - 1);
-        struct hbg_task_desc *d = &c->descs[slot];
-        struct hbg_task_payload *p = &c->payloads[slot];
-
-        memset(d, 0, sizeof(*d)); /* reserved fields zero */
-        d->id = id;
-        memcpy(d->kernel, t->kernel, sizeof(d->kernel));
-        d->lane_mask = t->lane_mask;
-        d->flags = t->flags;
-        d->block_num = t->block_num;
-        d->n_fanins = (uint8_t)n_fanins;
-        d->n_tensors = t->n_tensors;
-        d->n_scalars = t->n_scalars;
-        d->predicate_offset = t->predicate_offset;
-        memset(p, 0, sizeof(*p));
-        if (n_fanins)
-                memcpy(p->fanins, fanins, n_fanins * sizeof(p->fanins[0]));
-        memcpy(p->tensors, t->tensors, t->n_tensors * sizeof(p->tensors[0]));
-        memcpy(p->scalars, t->scalars, t->n_scalars * sizeof(p->scalars[0]));
-        c->next_id++;
-        *ret_id = id;
+        *ret_id = hbg_producer_write(&c->prod, t, fanins, (unsigned)n_fanins);
         return 0;
 }
 
 static void maybe_publish(hbg_client *c) {
-        if (c->next_id - c->published >= HBGC_PUBLISH_BATCH)
+        if (c->prod.next_id - c->prod.published >= HBGC_PUBLISH_BATCH)
                 hbgc_publish(c);
 }
 
@@ -128,7 +49,7 @@ static void maybe_publish(hbg_client *c) {
  * to 16 of them, in as many levels as needed. deps[] is rewritten in
  * place; *n ends <= 16. */
 static int join_fanins(hbg_client *c, uint64_t *deps, size_t *n) {
-        static const struct task_tmpl dummy = { .block_num = 1 };
+        static const struct hbg_task_record dummy = { .block_num = 1 };
         while (*n > HBG_MAX_FANINS) {
                 size_t out = 0;
                 for (size_t i = 0; i < *n; i += HBG_MAX_FANINS) {
@@ -172,7 +93,7 @@ static bool overlap(const hbg_tensor *a, const hbg_tensor *b) {
 #define ADD_FAIL(code, ...) hbgc_fail(c, code, "hbg_graph_add: " __VA_ARGS__)
 
 /* Check the task and turn it into a template plus its heap accesses. */
-static int prepare(hbg_client *c, const hbg_task *t, struct task_tmpl *tm, struct access *acc, size_t *ret_na) {
+static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm, struct access *acc, size_t *ret_na) {
         bool host_fn = t->host_fn != NULL, inline_ = t->host_inline != 0;
         bool has_kernel = t->kernel != NULL || t->kernel_id != 0;
         size_t na = 0;
@@ -198,24 +119,28 @@ static int prepare(hbg_client *c, const hbg_task *t, struct task_tmpl *tm, struc
                 return ADD_FAIL(-EINVAL, "at most %u tensors, %u scalars and %u explicit deps",
                                 HBG_MAX_TASK_TENSORS, HBG_MAX_TASK_SCALARS, HBG_MAX_TASK_DEPS);
 
-        /* The kernel. */
+        /* The kernel: its signature from the table hbgd uses too
+         * (shm/kernel_sig.h). A kernel_id the table does not know (a newer
+         * hbgd) is passed through with the generic checks only. */
         uint16_t kid = 0;
-        const struct kernel_sig *sig = NULL;
+        const struct hbg_kernel_sig *sig = NULL;
+        char usage[160];
         if (t->kernel) {
-                sig = kernel_by_name(t->kernel);
+                sig = hbg_kernel_sig_by_name(t->kernel);
                 if (!sig)
                         return ADD_FAIL(-ENOENT, "unknown kernel '%.64s'", t->kernel);
                 kid = sig->id;
         } else if (t->kernel_id) {
                 kid = t->kernel_id;
-                sig = kernel_by_id(kid);
+                sig = hbg_kernel_sig_by_id(kid);
         }
         if (sig) {
                 bool ok = t->n_args == sig->n_tensors && t->n_scalars == sig->n_scalars;
                 for (unsigned i = 0; ok && i < sig->n_tensors; i++)
-                        ok = t->args[i].dir == (enum hbg_dir)sig->dirs[i];
+                        ok = t->args[i].dir == (enum hbg_dir)sig->tensors[i].dir;
                 if (!ok)
-                        return ADD_FAIL(-EINVAL, "kernel %s takes %s", sig->name, sig->usage);
+                        return ADD_FAIL(-EINVAL, "kernel %s takes %s", sig->name,
+                                        hbg_kernel_sig_usage(sig, usage, sizeof(usage)));
         }
 
         /* Lanes: 0 = one AIV core; one bit = that core; two or more bits:
@@ -240,7 +165,8 @@ static int prepare(hbg_client *c, const hbg_task *t, struct task_tmpl *tm, struc
                                         " bytes) is empty or not inside the session heap", i, x->offset, x->bytes);
                 if (x->offset % 4 || x->bytes % 4)
                         return ADD_FAIL(-EINVAL, "tensor argument %u: offset and size must be multiples of 4", i);
-                if (dir != HBG_IN)
+                /* Without a signature: no output may overlap anything. */
+                if (dir != HBG_IN && !sig)
                         for (unsigned j = 0; j < t->n_args; j++)
                                 if (j != i && overlap(x, &t->args[j].tensor))
                                         return ADD_FAIL(-EINVAL, "tensor argument %u is an output and overlaps argument %u", i, j);
@@ -248,6 +174,30 @@ static int prepare(hbg_client *c, const hbg_task *t, struct task_tmpl *tm, struc
                         .offset = x->offset, .length = x->bytes, .direction = (uint32_t)dir };
                 /* INOUT is a write: a writer depends on everything a reader does. */
                 acc[na++] = (struct access){ .lo = x->offset, .hi = x->offset + x->bytes, .write = dir != HBG_IN };
+        }
+        /* The kernel's rules between its tensors: in place (an output the
+         * very range of an input) where the kernel allows it, never a
+         * partial overlap; lengths as its table entry says. */
+        if (sig && sig->n_tensors) {
+                struct hbg_kernel_tensor kt[HBG_MAX_TENSOR_ARGS];
+                for (unsigned i = 0; i < sig->n_tensors; i++)
+                        kt[i] = (struct hbg_kernel_tensor){ t->args[i].tensor.offset, t->args[i].tensor.bytes };
+                unsigned i, j;
+                switch (hbg_kernel_check_tensors(sig, kt, &i, &j)) {
+                case HBG_TENSORS_OVERLAP:
+                        return ADD_FAIL(-EINVAL, "kernel %s: tensor argument %u (%s) overlaps argument %u (%s)%s",
+                                        sig->name, i, sig->tensors[i].name, j, sig->tensors[j].name,
+                                        sig->in_place ? ": an output may share only the very same range "
+                                                        "(offset and size) with an input"
+                                                      : ": outputs of this kernel may not overlap other tensors");
+                case HBG_TENSORS_LENGTH:
+                        return ADD_FAIL(-EINVAL, "kernel %s: tensor argument %u (%s) is %" PRIu64
+                                        " bytes, argument %u (%s) %" PRIu64 " bytes: %s",
+                                        sig->name, i, sig->tensors[i].name, kt[i].length, j,
+                                        sig->tensors[j].name, kt[j].length, sig->length_rule);
+                case HBG_TENSORS_OK:
+                        break;
+                }
         }
         tm->n_tensors = t->n_args;
         tm->n_scalars = t->n_scalars;
@@ -277,9 +227,9 @@ static int prepare(hbg_client *c, const hbg_task *t, struct task_tmpl *tm, struc
 
         /* Explicit dependencies: earlier tasks of this session. */
         for (unsigned i = 0; i < t->n_deps; i++)
-                if (t->deps[i] < c->first_id || t->deps[i] >= c->next_id)
+                if (t->deps[i] < c->first_id || t->deps[i] >= c->prod.next_id)
                         return ADD_FAIL(-EINVAL, "deps[%u] = %" PRIu64 " is not an earlier task (next id %" PRIu64 ")",
-                                        i, t->deps[i], c->next_id);
+                                        i, t->deps[i], c->prod.next_id);
         *ret_na = na;
         return 0;
 }
@@ -287,7 +237,7 @@ static int prepare(hbg_client *c, const hbg_task *t, struct task_tmpl *tm, struc
 HBG_EXPORT int hbg_graph_add(hbg_client *c, const hbg_task *t, uint64_t *ret_id) {
         /* Tensors, predicate, host reads and writes. */
         struct access acc[HBG_MAX_TASK_TENSORS + 1 + 2 * UINT8_MAX];
-        struct task_tmpl tm;
+        struct hbg_task_record tm;
         size_t na = 0, n = 0;
         int err = hbgc_usable(c, "hbg_graph_add");
         if (err < 0)
@@ -325,165 +275,58 @@ HBG_EXPORT int hbg_graph_add(hbg_client *c, const hbg_task *t, uint64_t *ret_id)
         return 0;
 }
 
-/* ---------------------------------------------------------------- graphs */
-
-static int failures_push(hbg_client *c, struct graph_failure f) {
-        if (c->n_failures == c->cap_failures) {
-                size_t cap = c->cap_failures ? 2 * c->cap_failures : 16;
-                struct graph_failure *v = realloc(c->failures, cap * sizeof(*v));
-                if (!v)
-                        return -ENOMEM;
-                c->failures = v;
-                c->cap_failures = cap;
-        }
-        c->failures[c->n_failures++] = f;
-        return 0;
-}
-
-static int32_t sane_status(int32_t st) {
-        return st > 0 || st < -4095 ? -EPROTO : st;
-}
-
-/* Graph entries are read back as they retire and only failures are kept
- * (graph numbers ascending), so the status of a graph the table has long
- * reused stays known, at a cost proportional to the failed graphs only. */
-void hbgc_harvest(hbg_client *c) {
-        uint64_t r = atomic_load_explicit(&c->ch->graphs_retired, memory_order_acquire);
-        if (r > c->graphs)
-                r = c->graphs; /* never more than we submitted */
-        while (c->harvested < r) {
-                uint64_t k = c->harvested;
-                const struct hbg_graph_entry *e = &c->graph_table[k & (c->g.graph_table_entries - 1)];
-                if (atomic_load_explicit(&e->seq, memory_order_acquire) != k + 1)
-                        break;
-                int32_t st = sane_status(e->status);
-                if (st != 0 && failures_push(c, (struct graph_failure){
-                                       .graph = k, .task = e->first_error_task, .status = st }) < 0)
-                        break; /* try again later */
-                c->harvested = k + 1;
-        }
-}
-
-/* 1 running, 0 ok, < 0 failed (*task: its first failing task). */
-static int graph_state(hbg_client *c, uint64_t k, uint64_t *task) {
-        hbgc_harvest(c);
-        if (k < c->harvested) {
-                size_t a = 0, b = c->n_failures;
-                while (a < b) {
-                        size_t m = a + (b - a) / 2;
-                        if (c->failures[m].graph < k)
-                                a = m + 1;
-                        else
-                                b = m;
-                }
-                if (a < c->n_failures && c->failures[a].graph == k) {
-                        *task = c->failures[a].task;
-                        return c->failures[a].status;
-                }
-                return 0;
-        }
-        /* Retired but graphs_retired not advanced yet: the entry says so. */
-        const struct hbg_graph_entry *e = &c->graph_table[k & (c->g.graph_table_entries - 1)];
-        if (atomic_load_explicit(&e->seq, memory_order_acquire) == k + 1) {
-                *task = e->first_error_task;
-                return sane_status(e->status);
-        }
-        return 1;
-}
-
-static int graph_result(hbg_client *c, uint64_t k, int st, uint64_t task, uint64_t *ret_task, const char *fn) {
-        if (st < 0) {
-                if (ret_task)
-                        *ret_task = task;
-                hbgc_fail(c, st, "%s: graph %" PRIu64 " failed: %s (first failing task %" PRIu64 ")", fn, k,
-                          hbg_strerror(st), task);
-        }
-        return st;
-}
-
 HBG_EXPORT int hbg_graph_submit(hbg_client *c, uint64_t *ret_graph) {
         int err = hbgc_usable(c, "hbg_graph_submit");
         if (err < 0)
                 return err;
         if (!ret_graph)
                 return hbgc_fail(c, -EINVAL, "hbg_graph_submit: ret_graph is NULL");
-        if (c->next_id == c->graph_first)
+        if (hbg_producer_pending_graph(&c->prod) == 0)
                 return hbgc_fail(c, -EINVAL, "hbg_graph_submit: the graph is empty (no task added since the last submit)");
         hbgc_publish(c);
 
-        /* Record k only while k < graphs_retired + G (§12.1). */
-        uint64_t k = c->graphs, G = c->g.graph_table_entries;
+        /* Record k only while k < graphs_retired + G (§12.1), and once the
+         * entry k - G it will overwrite has been read back. */
+        uint64_t k = c->prod.graphs, G = c->g.graph_table_entries;
         struct hbgc_wait w;
         hbgc_wait_begin(&w, -1, true);
         for (;;) {
                 hbgc_harvest(c);
-                /* Entry k - G, which record k will overwrite, read back. */
-                if (k < atomic_load_explicit(&c->ch->graphs_retired, memory_order_acquire) + G &&
-                    c->harvested + G > k)
+                if (hbg_producer_graph_room(&c->prod) && c->harvested + G > k)
                         break;
                 err = hbgc_wait_step(c, &w);
                 if (err < 0)
                         return hbgc_fail(c, err, "hbg_graph_submit: hbgd went away while %" PRIu64
                                          " graphs were in flight", G);
         }
-
-        struct hbg_graph_record *rec = &c->records[k & (G - 1)];
-        rec->graph_id = k;
-        rec->first_id = c->graph_first;
-        rec->last_id = c->next_id - 1;
-        rec->reserved = 0;
-        c->graphs = k + 1;
-        c->graph_first = c->next_id;
-        atomic_store_explicit(&c->sh->graphs_submitted, c->graphs, memory_order_seq_cst);
-        hbgc_doorbell(c);
-        *ret_graph = k;
+        bool ring;
+        int64_t rec = hbg_producer_end_graph(&c->prod, k, &ring);
+        hbgc_ring(c, ring);
+        if (rec < 0) /* cannot happen: room was checked above */
+                return hbgc_fail(c, -EPROTO, "hbg_graph_submit: no room for the graph record");
+        *ret_graph = (uint64_t)rec;
         return 0;
-}
-
-static int graph_check(hbg_client *c, uint64_t graph, const char *fn) {
-        if (!c)
-                return -EINVAL;
-        if (c->in_host)
-                return hbgc_fail(c, -EDEADLK, "%s: called from a host function of this client", fn);
-        if (graph >= c->graphs)
-                return hbgc_fail(c, -EINVAL, "%s: graph %" PRIu64 " has not been submitted", fn, graph);
-        return 0;
-}
-
-HBG_EXPORT int hbg_graph_status(hbg_client *c, uint64_t graph, uint64_t *ret_task) {
-        int err = graph_check(c, graph, "hbg_graph_status");
-        if (err < 0)
-                return err;
-        uint64_t task = 0;
-        int st = graph_state(c, graph, &task);
-        if (st == 1 && hbgc_check_socket(c) < 0) {
-                st = graph_state(c, graph, &task);
-                if (st == 1)
-                        return hbgc_fail(c, -ECONNRESET, "hbg_graph_status: hbgd went away before graph %" PRIu64
-                                         " finished", graph);
-        }
-        return graph_result(c, graph, st, task, ret_task, "hbg_graph_status");
 }
 
 HBG_EXPORT int hbg_graph_wait(hbg_client *c, uint64_t graph, int timeout_ms) {
-        int err = graph_check(c, graph, "hbg_graph_wait");
+        int err = hbgc_graph_check(c, graph, "hbg_graph_wait");
         if (err < 0)
                 return err;
         uint64_t task = 0;
         struct hbgc_wait w;
         hbgc_wait_begin(&w, timeout_ms, true);
         for (;;) {
-                int st = graph_state(c, graph, &task);
+                int st = hbgc_graph_state(c, graph, &task);
                 if (st != 1)
-                        return graph_result(c, graph, st, task, NULL, "hbg_graph_wait");
+                        return hbgc_graph_result(c, graph, st, task, NULL, "hbg_graph_wait");
                 if (c->dead)
                         err = -ECONNRESET;
                 else
                         err = hbgc_wait_step(c, &w);
                 if (err < 0) {
-                        st = graph_state(c, graph, &task); /* it may have made it */
+                        st = hbgc_graph_state(c, graph, &task); /* it may have made it */
                         if (st != 1)
-                                return graph_result(c, graph, st, task, NULL, "hbg_graph_wait");
+                                return hbgc_graph_result(c, graph, st, task, NULL, "hbg_graph_wait");
                         if (err == -ETIMEDOUT)
                                 return hbgc_fail(c, err, "hbg_graph_wait: graph %" PRIu64 " still running after %d ms",
                                                  graph, timeout_ms);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "libclient/client_private.h"
+#include "shm/util.h"
 
 int hbgc_host_reserve(hbg_client *c) {
         if (!c->host) {
@@ -34,47 +35,33 @@ void hbgc_host_free(hbg_client *c) {
         c->host = NULL;
 }
 
-static bool mailbox_full(const hbg_client *c) {
-        return c->mailbox_tail >=
-               atomic_load_explicit(&c->ch->mailbox_consumed, memory_order_acquire) + c->g.mailbox_entries;
-}
-
 /* Wait a little for room in the mailbox (hbgd consumes it continuously
  * while it is awake). false if there is still none. */
 static bool mailbox_room(hbg_client *c) {
-        if (!mailbox_full(c))
+        if (hbg_producer_mailbox_room(&c->prod))
                 return true;
         hbgc_doorbell(c);
-        int64_t until = hbgc_now_ns() + 200000;
-        while (mailbox_full(c)) {
-                if (hbgc_now_ns() >= until)
+        int64_t until = hbg_now_ns() + 200000;
+        while (!hbg_producer_mailbox_room(&c->prod)) {
+                if (hbg_now_ns() >= until)
                         return false;
                 sched_yield();
         }
         return true;
 }
 
+/* Room was made sure of (mailbox_room()). */
 static void post(hbg_client *c, uint64_t id, int status) {
-        struct hbg_mailbox_entry *e = &c->mailbox[c->mailbox_tail & (c->g.mailbox_entries - 1)];
-        e->task_id = id;
-        e->status = status;
-        e->reserved0 = 0;
-        e->reserved1 = 0;
-        atomic_store_explicit(&e->seq, c->mailbox_tail + 1, memory_order_release);
-        c->mailbox_tail++;
-        /* seq_cst, then need_wakeup: the same pair as `submitted` (§9.4). */
-        atomic_store_explicit(&c->sh->mailbox_tail, c->mailbox_tail, memory_order_seq_cst);
-        hbgc_doorbell(c);
+        bool ring;
+        if (hbg_producer_complete_external(&c->prod, id, status, &ring) == 0)
+                hbgc_ring(c, ring);
 }
 
 int hbgc_process(hbg_client *c) {
         int ran = 0;
         uint64_t tail = atomic_load_explicit(&c->ch->ext_ready_tail, memory_order_acquire);
-        /* hbgd never has more than D external tasks ready; a larger gap is
-         * not ours to trust: read at most D entries. */
-        if (tail - c->ext_head > c->g.task_window)
-                tail = c->ext_head + c->g.task_window;
-        while (c->ext_head < tail) {
+        /* At most D entries per call: hbgd never has more ready. */
+        for (uint64_t taken = 0; taken < c->g.task_window && c->prod.ext_head != tail; taken++) {
                 if (!mailbox_room(c)) {
                         /* Come back later: make hbg_client_fd() readable
                          * again so an event loop calls hbg_client_process(). */
@@ -83,9 +70,9 @@ int hbgc_process(hbg_client *c) {
                         (void)n;
                         break;
                 }
-                uint64_t id = atomic_load_explicit(&c->ext_ready[c->ext_head & (c->g.task_window - 1)],
-                                                   memory_order_relaxed);
-                c->ext_head++;
+                uint64_t id;
+                if (!hbg_producer_next_external(&c->prod, &id))
+                        break;
                 /* hbgd's stall detector completes an external task that
                  * takes longer than its stall timeout (-ETIMEDOUT). A
                  * completion posted after that would be a protocol error

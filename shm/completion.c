@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "shm/layout.h"
+#include "shm/util.h"
 
 void hbg_flag_window_init(struct hbg_flag_window *w, const struct hbg_geometry *g,
                           void *cpl_base) {
@@ -43,22 +44,8 @@ void hbg_completer_destroy(struct hbg_completer *c) {
         hbg_failsafe_heap_destroy(&c->heap);
 }
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#elif defined(__aarch64__)
-        __asm__ __volatile__("yield" ::: "memory");
-#endif
-}
-
-static int64_t now_ns(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int hbg_set_completion_flag(struct hbg_completer *c, uint64_t id, int64_t timeout_ns) {
-        int64_t start = now_ns(), deadline;
+        int64_t start = hbg_now_ns(), deadline;
         /* Saturate: a huge timeout must mean "for ever", not overflow. */
         if (timeout_ns < 0 || __builtin_add_overflow(start, timeout_ns, &deadline))
                 deadline = INT64_MAX;
@@ -67,10 +54,10 @@ int hbg_set_completion_flag(struct hbg_completer *c, uint64_t id, int64_t timeou
                 if (hbg_try_set_completion_flag(c, id))
                         return 0;
                 if (spins < 1024) {
-                        cpu_relax();
+                        hbg_cpu_relax();
                         continue;
                 }
-                if ((spins & 63) == 0 && now_ns() >= deadline)
+                if ((spins & 63) == 0 && hbg_now_ns() >= deadline)
                         return -ETIMEDOUT;
                 sched_yield();
         }
@@ -143,6 +130,11 @@ bool hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id) {
 int hbg_publish_or_defer(struct hbg_completer *c, uint64_t id) {
         if (hbg_try_set_completion_flag(c, id))
                 return 1;
+        int r = hbg_defer(c, id);
+        return r < 0 ? r : 0;
+}
+
+int hbg_defer(struct hbg_completer *c, uint64_t id) {
         int r = hbg_failsafe_heap_push(&c->heap, id);
         if (r < 0) {
                 hbg_stat_inc(&c->stats.heap_full, 1);

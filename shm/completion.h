@@ -146,11 +146,13 @@ static inline bool hbg_flag_slot_free(const struct hbg_completer *c, uint64_t id
 /*
  * Publish the stamp of `id` if its slot is free; false (nothing written) if
  * the previous occupant is not certified yet. Never waits. An id already
- * below the watermark publishes nothing and returns true.
- * Callers then drain the task's wake list and call
- * hbg_update_completed_watermark(c, id) exactly once (§4.1).
+ * below the watermark publishes nothing and returns true. The store's
+ * order is the completion policy's: seq_cst for the eager watermark (the
+ * first half of its frontier pair, §4.3), release for the others (§11); a
+ * release at least, so the task's effects happen-before any acquire reader
+ * that sees the stamp.
  */
-static inline bool hbg_try_set_completion_flag(struct hbg_completer *c, uint64_t id) {
+static inline bool hbg_try_publish(struct hbg_completer *c, uint64_t id, memory_order store_order) {
         if (id < c->cached_watermark)
                 return true;
         if (!hbg_flag_slot_free(c, id)) {
@@ -160,13 +162,21 @@ static inline bool hbg_try_set_completion_flag(struct hbg_completer *c, uint64_t
                 if (!hbg_flag_slot_free(c, id))
                         return false;
         }
-        /* seq_cst: first half of the frontier Dekker pair (§4.3). Also a
-         * release: the task's effects happen-before any acquire reader that
-         * sees this stamp. */
-        atomic_store_explicit(hbg_flag_slot(c->window, id), hbg_stamp_of(id), HBG_FRONTIER_STORE);
+        atomic_store_explicit(hbg_flag_slot(c->window, id), hbg_stamp_of(id), store_order);
         hbg_stat_inc(&c->stats.published, 1);
         return true;
 }
+
+/* The eager watermark's publish (seq_cst store). Callers then drain the
+ * task's wake list and call hbg_update_completed_watermark(c, id) exactly
+ * once (§4.1). */
+static inline bool hbg_try_set_completion_flag(struct hbg_completer *c, uint64_t id) {
+        return hbg_try_publish(c, id, HBG_FRONTIER_STORE);
+}
+
+/* Defer id to the completer's failsafe heap (§6): 0, or -ENOSPC (heap
+ * full: the caller keeps the id). */
+int hbg_defer(struct hbg_completer *c, uint64_t id);
 
 /*
  * Blocking variant for callers with no loop to retry from: waits (spin, then

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include "tests/harness.h"
 
+#include "shm/util.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
@@ -40,8 +42,9 @@ int harness_ring_init(struct harness_ring *h, struct hbg_engine *e,
         h->sh = h->sub;
         h->ch = h->cpl;
         h->heap = (uint8_t *)h->sub + h->g.sub_heap_offset;
-        h->first_id = h->next_id = h->published = h->graph_first = first_id;
+        h->first_id = first_id;
         atomic_store(&h->sh->submitted, first_id);
+        hbg_producer_init(&h->prod, &h->g, h->sub, h->cpl, first_id);
         /* The completion pipe, as hbgd has it: the engine writes one byte
          * into the write end, we poll the read end. */
         int pfd[2];
@@ -107,130 +110,74 @@ uint64_t harness_f32_scalar(float v) {
         return bits;
 }
 
-void harness_serve_external(struct harness_ring *h) {
-        uint64_t tail = atomic_load_explicit(&h->ch->ext_ready_tail, memory_order_acquire);
-        _Atomic uint64_t *ext = (_Atomic uint64_t *)((char *)h->cpl + h->g.cpl_ext_ready_offset);
-        struct hbg_mailbox_entry *mb = (struct hbg_mailbox_entry *)((char *)h->sub + h->g.sub_mailbox_offset);
+static void ring_doorbell(struct harness_ring *h, bool ring) {
+        if (ring) {
+                h->doorbells++;
+                hbg_ring_kick(h->ring);
+        }
+}
 
-        while (h->ext_head < tail) {
-                uint64_t id = atomic_load_explicit(&ext[h->ext_head & (h->g.task_window - 1)],
-                                                   memory_order_relaxed);
-                /* Mailbox back-pressure: entry k only once k < consumed + M. */
-                while (h->mailbox_tail >= atomic_load_explicit(&h->ch->mailbox_consumed, memory_order_acquire) +
-                                                  h->g.mailbox_entries)
-                        sched_yield();
+void harness_serve_external(struct harness_ring *h) {
+        uint64_t id;
+        while (hbg_producer_next_external(&h->prod, &id)) {
                 int status = h->external ? h->external(h->external_userdata, id) : 0;
-                struct hbg_mailbox_entry *e = &mb[h->mailbox_tail & (h->g.mailbox_entries - 1)];
-                e->task_id = id;
-                e->status = status;
-                atomic_store_explicit(&e->seq, h->mailbox_tail + 1, memory_order_release);
-                h->mailbox_tail++;
-                atomic_store_explicit(&h->sh->mailbox_tail, h->mailbox_tail, memory_order_seq_cst);
-                h->ext_head++;
-                if (atomic_load(&h->ch->need_wakeup)) {
-                        h->doorbells++;
-                        hbg_ring_kick(h->ring);
-                }
+                bool ring;
+                /* Mailbox back-pressure: hbgd consumes while awake. */
+                while (hbg_producer_complete_external(&h->prod, id, status, &ring) == -EAGAIN)
+                        sched_yield();
+                ring_doorbell(h, ring);
         }
 }
 
 void harness_publish(struct harness_ring *h) {
-        if (h->published == h->next_id)
-                return;
-        h->published = h->next_id;
-        /* seq_cst: against the engine's "set NEED_WAKEUP; re-read submitted"
-         * (RUNTIME_LOGIC.md §9.4). */
-        atomic_store(&h->sh->submitted, h->published);
-        if (atomic_load(&h->ch->need_wakeup)) {
-                h->doorbells++;
-                hbg_ring_kick(h->ring);
-        }
-}
-
-static uint64_t watermark(struct harness_ring *h) {
-        return atomic_load_explicit(&h->ch->completed_watermark, memory_order_acquire);
+        ring_doorbell(h, hbg_producer_publish(&h->prod));
 }
 
 uint64_t harness_add_task(struct harness_ring *h, const struct harness_task *t) {
-        uint64_t id = h->next_id;
         /* Window: id < WM + D. Publish what we have so it can progress. */
-        while (id >= watermark(h) + h->g.task_window) {
+        while (hbg_producer_room(&h->prod) == 0) {
                 harness_publish(h);
                 harness_serve_external(h);
                 sched_yield();
         }
-        uint64_t slot = id & (h->g.task_window - 1);
-        struct hbg_task_desc *d = (struct hbg_task_desc *)((char *)h->sub + h->g.sub_descs_offset) + slot;
-        struct hbg_task_payload *p =
-                (struct hbg_task_payload *)((char *)h->sub + h->g.sub_payloads_offset) + slot;
-        memset(d, 0, sizeof(*d));
-        d->id = id;
-        memcpy(d->kernel, t->kernel, sizeof(d->kernel));
-        d->lane_mask = t->lane_mask;
-        d->flags = t->flags;
-        d->block_num = t->block_num ? t->block_num : 1;
-        d->n_fanins = t->n_fanins;
-        d->n_tensors = t->n_tensors;
-        d->n_scalars = t->n_scalars;
-        d->predicate_offset = t->predicate_offset;
-        memset(p, 0, sizeof(*p));
-        memcpy(p->fanins, t->fanins, sizeof(p->fanins));
-        memcpy(p->tensors, t->tensors, sizeof(p->tensors));
-        memcpy(p->scalars, t->scalars, sizeof(p->scalars));
-        h->next_id++;
-        return id;
+        struct hbg_task_record rec = {
+                .lane_mask = t->lane_mask,
+                .flags = t->flags,
+                .block_num = t->block_num,
+                .n_tensors = t->n_tensors,
+                .n_scalars = t->n_scalars,
+                .predicate_offset = t->predicate_offset,
+        };
+        memcpy(rec.kernel, t->kernel, sizeof(rec.kernel));
+        memcpy(rec.tensors, t->tensors, sizeof(rec.tensors));
+        memcpy(rec.scalars, t->scalars, sizeof(rec.scalars));
+        /* Counts above the limits (validation tests) go in as given. */
+        return hbg_producer_write(&h->prod, &rec, t->fanins, t->n_fanins);
 }
 
 uint64_t harness_end_graph(struct harness_ring *h, uint64_t graph_id) {
-        if (h->next_id == h->graph_first)
-                return UINT64_MAX;
-        harness_publish(h);
-        uint64_t k = h->graphs;
-        while (k >= atomic_load_explicit(&h->ch->graphs_retired, memory_order_acquire) +
-                            h->g.graph_table_entries) {
+        for (;;) {
+                bool ring;
+                int64_t k = hbg_producer_end_graph(&h->prod, graph_id, &ring);
+                ring_doorbell(h, ring);
+                if (k >= 0)
+                        return (uint64_t)k;
+                if (k == -EINVAL)
+                        return UINT64_MAX;
                 harness_serve_external(h);
                 sched_yield();
         }
-        struct hbg_graph_record *rec =
-                (struct hbg_graph_record *)((char *)h->sub + h->g.sub_graphs_offset) +
-                (k & (h->g.graph_table_entries - 1));
-        rec->graph_id = graph_id;
-        rec->first_id = h->graph_first;
-        rec->last_id = h->next_id - 1;
-        rec->reserved = 0;
-        h->graphs = k + 1;
-        h->graph_first = h->next_id;
-        atomic_store(&h->sh->graphs_submitted, h->graphs);
-        if (atomic_load(&h->ch->need_wakeup)) {
-                h->doorbells++;
-                hbg_ring_kick(h->ring);
-        }
-        return k;
-}
-
-static int64_t now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 int harness_wait_graph(struct harness_ring *h, uint64_t k, int timeout_ms,
                        struct hbg_graph_entry *ret) {
-        struct hbg_graph_entry *e =
-                (struct hbg_graph_entry *)((char *)h->cpl + h->g.cpl_graphs_offset) +
-                (k & (h->g.graph_table_entries - 1));
-        int64_t deadline = now_ms() + timeout_ms;
+        int64_t deadline = hbg_now_ms() + timeout_ms;
 
         for (;;) {
-                if (atomic_load_explicit(&e->seq, memory_order_acquire) == k + 1) {
-                        ret->graph_id = e->graph_id;
-                        ret->status = e->status;
-                        ret->first_error_task = e->first_error_task;
-                        atomic_store_explicit(&ret->seq, k + 1, memory_order_relaxed);
+                if (hbg_producer_graph_entry(&h->prod, k, ret) == 0)
                         return 0;
-                }
                 harness_serve_external(h);
-                int64_t left = deadline - now_ms();
+                int64_t left = deadline - hbg_now_ms();
                 if (left <= 0)
                         return -ETIMEDOUT;
                 struct pollfd pfd = { .fd = h->efd, .events = POLLIN };

@@ -12,11 +12,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "daemon/engine.h"
+#include "daemon/engine/engine.h"
 #include "shm/completion.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
+#include "shm/producer.h"
 
+/* A task as the tests build it: the producer's record plus its fanins. */
 struct harness_task {
         uint16_t kernel[HBG_LANES];
         uint8_t lane_mask;
@@ -45,13 +47,9 @@ struct harness_ring {
         int efd_write;             /* its write end, the engine's */
         bool released;             /* the engine let go of the ring */
         uint64_t first_id;
-        uint64_t next_id;          /* next task id to write */
-        uint64_t published;        /* ids below are published */
-        uint64_t graph_first;      /* first id of the graph being built */
-        uint64_t graphs;           /* graph records written */
+        struct hbg_producer prod;  /* libhbgclient's producer code, shm/producer.h:
+                                      next_id, published, graphs, mailbox_tail ... */
         uint64_t heap_used;
-        uint64_t ext_head;         /* external-ready entries consumed */
-        uint64_t mailbox_tail;
         uint64_t doorbells;        /* kicks because NEED_WAKEUP was set */
         harness_external_fn external;
         void *external_userdata;

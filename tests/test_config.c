@@ -2,6 +2,7 @@
 /* hbgd.conf: every key with a valid and an invalid value, file:line in
  * every error, and nothing applied from a file that fails. */
 #include <check.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,16 +41,25 @@ static const struct key_case keys[] = {
         { "scheduler", "clusters", "16", "1025" },
         { "scheduler", "spin_before_park_us", "10", "-1" },
         { "scheduler", "stall_timeout_ms", "2000", "ten" },
+        { "scheduler", "completion_mode", "lazy", "fast" },
         { "session", "task_window", "32768", "4097x" },
         { "session", "flag_window", "1024", "99999999999" },
         { "session", "heap_size", "16M", "16Q" },
         { "session", "mailbox_entries", "256", "" },
         { "session", "graph_table_entries", "64", "2097152" },
+        { "limits", "max_connections", "100", "0" },
+        { "limits", "max_connections_per_uid", "4", "1000001" },
         { "limits", "max_sessions", "8", "x8" },
         { "limits", "max_sessions_per_uid", "2", "65537" },
+        { "limits", "max_memory", "8G", "9x" },
+        { "limits", "max_memory_per_uid", "512M", "-1" },
         { "limits", "max_task_window", "65536", "33554432" },
         { "limits", "max_heap_size", "2G", "2T" },
         { "limits", "max_message_size", "128K", "32M" },
+        { "limits", "handshake_timeout_ms", "500", "99" },
+        { "limits", "requests_per_turn", "4", "4097" },
+        { "limits", "max_threads_per_session", "2", "65" },
+        { "limits", "max_task_cost", "1000", "lots" },
         { "limits", "shutdown_grace_ms", "100", "3600001" },
         { "access", "allowed_users", "0, 65534", "no-such-user-hbg" },
         { "access", "allowed_groups", "0", "no-such-group-hbg" },
@@ -130,12 +140,48 @@ START_TEST(whole_file_errors) {
 }
 END_TEST
 
+/* Every key of hbgd's table has a case above, and is documented in the
+ * three places an operator looks: OPERATIONS.md, hbgd.conf(5) and the
+ * example file. */
+static bool file_has(const char *rel, const char *needle) {
+        char p[512];
+        snprintf(p, sizeof(p), "%s/%s", HBG_SRCDIR, rel);
+        FILE *f = fopen(p, "r");
+        ck_assert_msg(f, "cannot open %s", p);
+        static char buf[1 << 17];
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        return strstr(buf, needle) != NULL;
+}
+
+START_TEST(every_key_tested_and_documented) {
+        for (size_t i = 0; hbgd_config_key_at(i); i++) {
+                const struct hbgd_config_key *k = hbgd_config_key_at(i);
+                bool tested = false;
+                for (size_t j = 0; j < sizeof(keys) / sizeof(keys[0]); j++)
+                        tested |= strcmp(keys[j].section, k->section) == 0 && strcmp(keys[j].key, k->key) == 0;
+                ck_assert_msg(tested, "[%s] %s has no case in this test", k->section, k->key);
+                char md[96], man[96], ex[96];
+                snprintf(md, sizeof(md), "| %s | `%s` |", k->section, k->key);
+                snprintf(man, sizeof(man), ".BR %s \"", k->key);
+                snprintf(ex, sizeof(ex), ";%s = ", k->key);
+                ck_assert_msg(file_has("docs/OPERATIONS.md", md), "[%s] %s missing from OPERATIONS.md",
+                              k->section, k->key);
+                ck_assert_msg(file_has("docs/man/hbgd.conf.5", man), "%s missing from hbgd.conf.5", k->key);
+                ck_assert_msg(file_has("systemd/hbgd.conf.example", ex), "%s missing from hbgd.conf.example",
+                              k->key);
+        }
+}
+END_TEST
+
 int main(void) {
         Suite *s = suite_create("config");
         TCase *tc = tcase_create("config");
         tcase_add_loop_test(tc, each_key, 0, (int)(sizeof(keys) / sizeof(keys[0])));
         tcase_add_test(tc, values_applied);
         tcase_add_test(tc, whole_file_errors);
+        tcase_add_test(tc, every_key_tested_and_documented);
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/engine.h"
-#include "daemon/kernels.h"
+#include "daemon/engine/engine.h"
+#include "daemon/engine/kernels.h"
 #include "tests/harness.h"
 
 static struct hbg_engine *engine_start(unsigned threads, unsigned clusters) {
@@ -83,7 +83,7 @@ START_TEST(stream_many_graphs) {
         for (int g = 0; g < 100; g++) {
                 for (int i = 0; i < 300; i++) {
                         struct harness_task t = { .kernel = { HBG_KERNEL_NOOP }, .lane_mask = 1, .block_num = 1 };
-                        uint64_t id = h.next_id;
+                        uint64_t id = h.prod.next_id;
                         if (id > h.first_id) {
                                 t.n_fanins = 2;
                                 t.fanins[0] = id - 1;

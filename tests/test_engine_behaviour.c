@@ -19,8 +19,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "daemon/engine.h"
-#include "daemon/kernels.h"
+#include "daemon/engine/engine.h"
+#include "daemon/engine/kernels.h"
 #include "tests/harness.h"
 #include "tests/test_util.h"
 
@@ -180,14 +180,14 @@ static struct hbg_mailbox_entry *mailbox(struct harness_ring *h) {
 
 /* Post a mailbox completion by hand, as a (buggy) client would. */
 static void post_mailbox(struct harness_ring *h, uint64_t id, int status) {
-        struct hbg_mailbox_entry *e = &mailbox(h)[h->mailbox_tail & (h->g.mailbox_entries - 1)];
+        struct hbg_mailbox_entry *e = &mailbox(h)[h->prod.mailbox_tail & (h->g.mailbox_entries - 1)];
         e->task_id = id;
         e->status = status;
         e->reserved0 = 0;
         e->reserved1 = 0;
-        atomic_store_explicit(&e->seq, h->mailbox_tail + 1, memory_order_release);
-        h->mailbox_tail++;
-        atomic_store(&h->sh->mailbox_tail, h->mailbox_tail);
+        atomic_store_explicit(&e->seq, h->prod.mailbox_tail + 1, memory_order_release);
+        h->prod.mailbox_tail++;
+        atomic_store(&h->sh->mailbox_tail, h->prod.mailbox_tail);
         if (atomic_load(&h->ch->need_wakeup)) {
                 h->doorbells++;
                 hbg_ring_kick(h->ring);
@@ -414,7 +414,7 @@ static uint64_t add_external(struct harness_ring *h, struct ext_ctx *x, const ui
         struct harness_task t = { .flags = HBG_TASK_EXTERNAL };
         for (unsigned i = 0; i < nf; i++)
                 add_dep(&t, fanins[i]);
-        uint64_t id = h->next_id;
+        uint64_t id = h->prod.next_id;
         ck_assert_uint_lt(id - x->first, EXT_MAX);
         x->is_external[id - x->first] = true;
         x->status[id - x->first] = status;
@@ -497,7 +497,7 @@ START_TEST(external_tasks) {
                 ck_assert(all_eq(&h, ws[r], 16, v * 2));
         }
         /* Every external task handed over exactly once, nothing else. */
-        for (uint64_t id = first; id < h.next_id; id++)
+        for (uint64_t id = first; id < h.prod.next_id; id++)
                 ck_assert_msg(x.calls[id - first] == (x.is_external[id - first] ? 1u : 0u),
                               "task %llu handed over %u times", (unsigned long long)id, x.calls[id - first]);
         ck_assert_uint_eq(x.n, 4u * rounds);
@@ -606,7 +606,7 @@ START_TEST(stall_times_out_external) {
         ck_assert_uint_eq(atomic_load(&h.ch->ext_ready_tail), 1);
         h.external = NULL;
         harness_serve_external(&h);
-        ck_assert_uint_eq(h.mailbox_tail, 1);
+        ck_assert_uint_eq(h.prod.mailbox_tail, 1);
         struct hbg_ring_stats rs;
         hbg_ring_stats(h.ring, &rs);
         ck_assert(!rs.broken);
@@ -647,15 +647,15 @@ START_TEST(stall_graph_beyond_submitted) {
         harness_add_task(&h, &ta);
         harness_publish(&h);
 
-        uint64_t k = h.graphs;
+        uint64_t k = h.prod.graphs;
         struct hbg_graph_record *rec = (struct hbg_graph_record *)(void *)((char *)h.sub + h.g.sub_graphs_offset) +
                                        (k & (h.g.graph_table_entries - 1));
         rec->graph_id = 77;
-        rec->first_id = h.graph_first;
-        rec->last_id = h.next_id - 1 + 5; /* five tasks that never come */
+        rec->first_id = h.prod.graph_first;
+        rec->last_id = h.prod.next_id - 1 + 5; /* five tasks that never come */
         rec->reserved = 0;
-        h.graphs = k + 1;
-        atomic_store(&h.sh->graphs_submitted, h.graphs);
+        h.prod.graphs = k + 1;
+        atomic_store(&h.sh->graphs_submitted, h.prod.graphs);
         if (atomic_load(&h.ch->need_wakeup)) {
                 h.doorbells++;
                 hbg_ring_kick(h.ring);
@@ -805,7 +805,7 @@ START_TEST(idle_engine_parks) {
                 for (int i = 0; i < 50; i++) {
                         struct harness_task t = fill_task(o, 1024, (float)g, 1, 4);
                         if (i)
-                                add_dep(&t, h.next_id - 1);
+                                add_dep(&t, h.prod.next_id - 1);
                         harness_add_task(&h, &t);
                 }
                 wait_graph_ok(&h, harness_end_graph(&h, (uint64_t)g));
@@ -868,19 +868,19 @@ static uint64_t stream_tasks(struct harness_ring *h, uint64_t total, uint16_t bl
                                 t.scalars[0] = spin_ns;
                         }
                         if (i % 4 == 3)
-                                add_dep(&t, h->next_id - 1);
-                        uint64_t before = h->published;
+                                add_dep(&t, h->prod.next_id - 1);
+                        uint64_t before = h->prod.published;
                         harness_add_task(h, &t); /* publishes by itself when the window is full */
-                        publishes += h->published != before;
+                        publishes += h->prod.published != before;
                         if (i % per_publish == per_publish - 1) {
-                                before = h->published;
+                                before = h->prod.published;
                                 harness_publish(h);
-                                publishes += h->published != before;
+                                publishes += h->prod.published != before;
                         }
                 }
-                uint64_t before = h->published;
+                uint64_t before = h->prod.published;
                 uint64_t k = harness_end_graph(h, graphs);
-                publishes += 1 + (h->published != before); /* the record, and any tasks */
+                publishes += 1 + (h->prod.published != before); /* the record, and any tasks */
                 graphs++;
                 if (k >= 32)
                         wait_graph_ok(h, k - 32);
@@ -950,8 +950,23 @@ START_TEST(config_limits) {
         struct hbg_engine_config cfg;
         hbg_engine_config_default(&cfg);
         ck_assert_int_eq(hbg_engine_config_validate(&cfg, NULL), 0);
-        cfg.completion_mode = (enum hbg_completion_mode)1;
+        /* Every policy of the table is valid; anything else is not. */
+        for (unsigned m = 0; m < HBG_COMPLETION_COUNT; m++) {
+                cfg.completion_mode = (enum hbg_completion_mode)m;
+                ck_assert_int_eq(hbg_engine_config_validate(&cfg, NULL), 0);
+        }
+        cfg.completion_mode = HBG_COMPLETION_COUNT;
         ck_assert_int_eq(hbg_engine_config_validate(&cfg, NULL), -EINVAL);
+        cfg.completion_mode = (enum hbg_completion_mode)99;
+        ck_assert_int_eq(hbg_engine_config_validate(&cfg, NULL), -EINVAL);
+        /* The resolver needs a thread besides the schedulers. */
+        cfg.completion_mode = HBG_COMPLETION_RESOLVER;
+        cfg.threads = 1;
+        const char *why = NULL;
+        ck_assert_int_eq(hbg_engine_config_validate(&cfg, &why), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(why, "resolver"));
+        cfg.threads = 2;
+        ck_assert_int_eq(hbg_engine_config_validate(&cfg, NULL), 0);
 }
 END_TEST
 
@@ -1199,7 +1214,7 @@ START_TEST(counters_add_up) {
                                 t.kernel[0] = t.kernel[1] = t.kernel[2] = HBG_KERNEL_NOOP;
                         }
                         if (i > 0)
-                                add_dep(&t, h.next_id - 1 - (uint64_t)(i % 5 == 0 && i > 3 ? 3 : 0));
+                                add_dep(&t, h.prod.next_id - 1 - (uint64_t)(i % 5 == 0 && i > 3 ? 3 : 0));
                         harness_add_task(&h, &t);
                         tasks++;
                         bool pred_off = kind == 3 && (i & 1);

@@ -33,8 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/engine.h"
-#include "daemon/kernels.h"
+#include "daemon/engine/engine.h"
+#include "daemon/engine/kernels.h"
 #include "tests/harness.h"
 #include "tests/test_util.h"
 
@@ -136,6 +136,7 @@ struct gen {
 struct world {
         const struct run_cfg *cfg;
         const char *run_name;
+        char run_name_buf[48];
         uint64_t seed;
         struct rng rng;
         struct hbg_engine *e;
@@ -179,7 +180,7 @@ static const char *what_name(uint16_t what) {
         if (what == WHAT_EXTERNAL)
                 return "external +1";
         const struct kernel_info *k = kernel_lookup(what);
-        return k ? k->name : "?";
+        return k ? k->sig->name : "?";
 }
 
 /* ------------------------------------------------------------ dependencies */
@@ -281,7 +282,7 @@ static void tracker_reset(struct world *w) {
         }
         for (uint32_t e = 0; e < N_FLAGS; e++)
                 w->flag_writer[e] = NONE;
-        w->batch_first = w->h.next_id;
+        w->batch_first = w->h.prod.next_id;
 }
 
 /* ------------------------------------------------------------ slices */
@@ -344,22 +345,37 @@ static bool gen_args(struct world *w, struct gen *g, uint16_t k) {
                 g->t.n_scalars = 1;
                 g->t.scalars[0] = harness_f32_scalar(rng_f32(r, -2.0f, 2.0f));
                 return true;
+        /* Elementwise kernels: every tensor as long as the output; now and
+         * then in place (the output is the very range of an input). */
         case HBG_KERNEL_COPY_F32:
-                if (!pick_slice(w, 1, 128, 0, 0, 0, 0, &o2, &n2) ||
-                    !pick_slice(w, n2, n2 + rng_below(r, 8), o2, (uint64_t)n2 * 4, 0, 0, &o1, &n1))
+                if (!pick_slice(w, 1, 128, 0, 0, 0, 0, &o2, &n2))
                         return false;
+                if (rng_chance(r, 15)) {
+                        o1 = o2;
+                        n1 = n2;
+                } else if (!pick_slice(w, n2, n2, o2, (uint64_t)n2 * 4, 0, 0, &o1, &n1)) {
+                        return false;
+                }
                 add_tensor(g, o1, n1, HBG_DIR_IN);
                 add_tensor(g, o2, n2, HBG_DIR_OUT);
                 return true;
         case HBG_KERNEL_ADD_F32:
         case HBG_KERNEL_MUL_F32:
-                if (!pick_slice(w, 1, 128, 0, 0, 0, 0, &o3, &n3) ||
-                    !pick_slice(w, n3, n3 + rng_below(r, 4), o3, (uint64_t)n3 * 4, 0, 0, &o1, &n1))
+                if (!pick_slice(w, 1, 128, 0, 0, 0, 0, &o3, &n3))
                         return false;
+                if (rng_chance(r, 15)) {
+                        o1 = o3; /* out = a */
+                        n1 = n3;
+                } else if (!pick_slice(w, n3, n3, o3, (uint64_t)n3 * 4, 0, 0, &o1, &n1)) {
+                        return false;
+                }
                 if (rng_chance(r, 20)) {
                         o2 = o1; /* inputs may alias each other */
                         n2 = n1;
-                } else if (!pick_slice(w, n3, n3 + rng_below(r, 4), o3, (uint64_t)n3 * 4, 0, 0, &o2, &n2)) {
+                } else if (rng_chance(r, 15)) {
+                        o2 = o3; /* out = b */
+                        n2 = n3;
+                } else if (!pick_slice(w, n3, n3, o3, (uint64_t)n3 * 4, 0, 0, &o2, &n2)) {
                         return false;
                 }
                 add_tensor(g, o1, n1, HBG_DIR_IN);
@@ -367,9 +383,14 @@ static bool gen_args(struct world *w, struct gen *g, uint16_t k) {
                 add_tensor(g, o3, n3, HBG_DIR_OUT);
                 return true;
         case HBG_KERNEL_AXPY_F32:
-                if (!pick_slice(w, 1, 128, 0, 0, 0, 0, &o2, &n2) ||
-                    !pick_slice(w, n2, n2 + rng_below(r, 4), o2, (uint64_t)n2 * 4, 0, 0, &o1, &n1))
+                if (!pick_slice(w, 1, 128, 0, 0, 0, 0, &o2, &n2))
                         return false;
+                if (rng_chance(r, 15)) {
+                        o1 = o2; /* y = x */
+                        n1 = n2;
+                } else if (!pick_slice(w, n2, n2, o2, (uint64_t)n2 * 4, 0, 0, &o1, &n1)) {
+                        return false;
+                }
                 add_tensor(g, o1, n1, HBG_DIR_IN);
                 add_tensor(g, o2, n2, HBG_DIR_INOUT);
                 g->t.n_scalars = 1;
@@ -495,7 +516,7 @@ static void ref_kernel(struct world *w, const struct harness_task *t, uint64_t i
                 w->pred_false++;
                 return;
         }
-        if (ks[0]->id == HBG_KERNEL_SPIN_NS || ks[0]->id == HBG_KERNEL_NOOP)
+        if (ks[0]->sig->id == HBG_KERNEL_SPIN_NS || ks[0]->sig->id == HBG_KERNEL_NOOP)
                 return; /* nothing observable */
         if (same) {
                 ck_assert_int_eq(ks[0]->run(w->ref, &a, 0, 1), 0);
@@ -510,7 +531,7 @@ static void ref_kernel(struct world *w, const struct harness_task *t, uint64_t i
         for (unsigned i = 0; i < t->n_tensors; i++)
                 if (t->tensors[i].direction != HBG_DIR_IN)
                         ref_mark(w, t->tensors[i].offset,
-                                 ks[0]->id == HBG_KERNEL_REDUCE_SUM_F32 ? 4 : t->tensors[i].length, id,
+                                 ks[0]->sig->id == HBG_KERNEL_REDUCE_SUM_F32 ? 4 : t->tensors[i].length, id,
                                  t->kernel[__builtin_ctz(t->lane_mask)]);
 }
 
@@ -581,7 +602,7 @@ static int on_external(void *userdata, uint64_t id) {
  * added (harmless), sometimes far back. */
 static uint64_t submit(struct world *w, struct gen *g, unsigned extra_percent, unsigned max_extra) {
         unsigned n = collect_deps(w, g);
-        uint64_t next = w->h.next_id;
+        uint64_t next = w->h.prod.next_id;
         if (next > w->batch_first && rng_chance(&w->rng, extra_percent)) {
                 uint64_t span = next - w->batch_first;
                 uint64_t back = 2 * (uint64_t)w->h.g.task_window;
@@ -735,17 +756,21 @@ static void compare_heaps(struct world *w, uint64_t batch) {
 
 /* ------------------------------------------------------------ a run */
 
-static void world_init(struct world *w, const struct run_cfg *cfg, uint64_t seed) {
+static void world_init(struct world *w, const struct run_cfg *cfg, enum hbg_completion_mode mode,
+                       uint64_t seed) {
         memset(w, 0, sizeof(*w));
         w->cfg = cfg;
-        w->run_name = cfg->name;
+        snprintf(w->run_name_buf, sizeof(w->run_name_buf), "%s/%s", cfg->name, hbg_completion_mode_name(mode));
+        w->run_name = w->run_name_buf;
         w->seed = seed;
         w->rng.s = seed;
         w->gate_id = NONE;
 
         struct hbg_engine_config ec;
         hbg_engine_config_default(&ec);
-        ec.threads = cfg->threads;
+        ec.completion_mode = mode;
+        /* The resolver takes a thread of its own: at least two. */
+        ec.threads = mode == HBG_COMPLETION_RESOLVER && cfg->threads < 2 ? 2 : cfg->threads;
         ec.clusters = cfg->clusters;
         ec.classify_batch = cfg->classify_batch;
         ec.spin_before_park_ns = cfg->spin_before_park_ns;
@@ -834,7 +859,7 @@ static void wait_batch(struct world *w, const struct graph_rec *gr, unsigned n, 
 }
 
 static struct graph_rec end_graph(struct world *w, uint64_t first) {
-        struct graph_rec gr = { .first = first, .last = w->h.next_id - 1 };
+        struct graph_rec gr = { .first = first, .last = w->h.prod.next_id - 1 };
         gr.k = harness_end_graph(&w->h, w->graphs++);
         ck_assert_uint_ne(gr.k, UINT64_MAX);
         return gr;
@@ -846,9 +871,9 @@ static void run_small_batch(struct world *w, uint64_t batch, unsigned max_graphs
         unsigned n = rng_range(&w->rng, 1, max_graphs < 6 ? max_graphs : 6);
         tracker_reset(w);
         for (unsigned i = 0; i < n; i++) {
-                uint64_t first = w->h.next_id;
+                uint64_t first = w->h.prod.next_id;
                 uint32_t size = rng_chance(&w->rng, 30) ? rng_range(&w->rng, 5, 30) : rng_range(&w->rng, 5, 300);
-                while (w->h.next_id - first < size)
+                while (w->h.prod.next_id - first < size)
                         gen_one(w);
                 gr[i] = end_graph(w, first);
         }
@@ -858,8 +883,8 @@ static void run_small_batch(struct world *w, uint64_t batch, unsigned max_graphs
 /* One graph of `size` tasks streamed through the window. */
 static void run_big_graph(struct world *w, uint64_t batch, uint32_t size) {
         tracker_reset(w);
-        uint64_t first = w->h.next_id;
-        while (w->h.next_id - first < size)
+        uint64_t first = w->h.prod.next_id;
+        while (w->h.prod.next_id - first < size)
                 gen_one(w);
         struct graph_rec gr = end_graph(w, first);
         wait_batch(w, &gr, 1, batch);
@@ -870,7 +895,7 @@ static void run_big_graph(struct world *w, uint64_t batch, uint32_t size) {
  * WM + F can only complete through the failsafe heap. */
 static void run_gate_batch(struct world *w, uint64_t batch) {
         tracker_reset(w);
-        uint64_t first = w->h.next_id;
+        uint64_t first = w->h.prod.next_id;
         struct gen g;
         memset(&g, 0, sizeof(g));
         g.pred_writer = NONE;
@@ -907,18 +932,23 @@ static uint64_t failsafe_pushes(struct world *w, uint64_t *ret_classified) {
         return pushes;
 }
 
+/* One body, every completion policy: run i is configuration i % N_RUNS
+ * under policy i / N_RUNS. */
 START_TEST(differential) {
-        const struct run_cfg *cfg = &runs[_i];
-        /* HBG_TEST_RUN=name runs only that configuration (debugging). */
-        const char *only = getenv("HBG_TEST_RUN");
-        if (only && strcmp(only, cfg->name) != 0)
+        const struct run_cfg *cfg = &runs[(unsigned)_i % N_RUNS];
+        enum hbg_completion_mode mode = (enum hbg_completion_mode)((unsigned)_i / N_RUNS);
+        /* HBG_TEST_RUN=name runs only that configuration, HBG_TEST_MODE=name
+         * only that policy (debugging). */
+        const char *only = getenv("HBG_TEST_RUN"), *only_mode = getenv("HBG_TEST_MODE");
+        if ((only && strcmp(only, cfg->name) != 0) ||
+            (only_mode && strcmp(only_mode, hbg_completion_mode_name(mode)) != 0))
                 return;
         unsigned scale = test_scale();
         uint64_t seed = test_seed((unsigned)_i);
         struct world w;
         int64_t t0 = mono_ms();
 
-        world_init(&w, cfg, seed);
+        world_init(&w, cfg, mode, seed);
         uint64_t batch = 0;
         bool tiny_f = cfg->f < cfg->d;
         if (tiny_f)
@@ -945,11 +975,11 @@ START_TEST(differential) {
         uint64_t pushes = failsafe_pushes(&w, &classified);
         struct hbg_ring_stats rs;
         hbg_ring_stats(w.h.ring, &rs);
-        uint64_t tasks = w.h.next_id - cfg->first_id;
+        uint64_t tasks = w.h.prod.next_id - cfg->first_id;
         ck_assert_uint_eq(tasks, w.tasks);
         ck_assert_uint_eq(rs.completed, tasks);
         ck_assert_uint_eq(rs.failed, 0);
-        ck_assert_uint_eq(rs.watermark, w.h.next_id);
+        ck_assert_uint_eq(rs.watermark, w.h.prod.next_id);
         ck_assert_uint_eq(rs.graphs_retired, w.graphs);
         ck_assert_uint_eq(rs.graphs_failed, 0);
         ck_assert_int_eq(rs.error, 0);
@@ -957,15 +987,15 @@ START_TEST(differential) {
         ck_assert_uint_eq(classified, tasks);
         if (tiny_f)
                 ck_assert_msg(pushes > 0, "run %s: F = %u < D = %u but the failsafe heap was never used",
-                              cfg->name, cfg->f, cfg->d);
+                              w.run_name, cfg->f, cfg->d);
         else
-                ck_assert_msg(pushes == 0, "run %s: F = D but %" PRIu64 " failsafe pushes", cfg->name, pushes);
+                ck_assert_msg(pushes == 0, "run %s: F = D but %" PRIu64 " failsafe pushes", w.run_name, pushes);
 
-        printf("%-12s seed %#" PRIx64 ": %" PRIu64 " graphs, %" PRIu64 " tasks (%" PRIu64 " kernels, %" PRIu64
+        printf("%-21s seed %#" PRIx64 ": %" PRIu64 " graphs, %" PRIu64 " tasks (%" PRIu64 " kernels, %" PRIu64
                " mixed-lane, %" PRIu64 " joins, %" PRIu64 " dummies, %" PRIu64 " inline, %" PRIu64
                " external, %" PRIu64 " predicated / %" PRIu64 " false), failsafe pushes %" PRIu64
                ", %" PRId64 " ms\n",
-               cfg->name, seed, w.graphs, tasks, w.kernels, w.mixed, w.joins, w.dummies, w.inlines,
+               w.run_name, seed, w.graphs, tasks, w.kernels, w.mixed, w.joins, w.dummies, w.inlines,
                w.externals, w.predicated, w.pred_false, pushes, mono_ms() - t0);
         fflush(stdout);
         world_destroy(&w);
@@ -976,7 +1006,7 @@ static Suite *suite(void) {
         Suite *s = suite_create("engine_differential");
         TCase *tc = tcase_create("differential");
         tcase_set_timeout(tc, 900);
-        tcase_add_loop_test(tc, differential, 0, (int)N_RUNS);
+        tcase_add_loop_test(tc, differential, 0, (int)(N_RUNS * HBG_COMPLETION_COUNT));
         suite_add_tcase(s, tc);
         return s;
 }

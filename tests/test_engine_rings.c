@@ -33,8 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/engine.h"
-#include "daemon/kernels.h"
+#include "daemon/engine/engine.h"
+#include "daemon/engine/kernels.h"
 #include "tests/harness.h"
 #include "tests/test_util.h"
 
@@ -177,7 +177,7 @@ static void region_write(struct region *r, uint64_t id) {
 /* Random extra fanins, sometimes more than a window back, never before the
  * ring's first id. */
 static void extra_deps(struct ring_ctx *c, struct deps *d, unsigned percent, unsigned max) {
-        uint64_t next = c->h.next_id;
+        uint64_t next = c->h.prod.next_id;
         if (next == c->first_id || !rng_chance(&c->rng, percent))
                 return;
         uint64_t span = next - c->first_id;
@@ -376,10 +376,10 @@ static void gen_good_step(struct ring_ctx *c, unsigned parity) {
 
 static void gen_good_graph(struct ring_ctx *c, unsigned g) {
         unsigned p = g & 1;
-        uint64_t first = c->h.next_id;
+        uint64_t first = c->h.prod.next_id;
         uint32_t size = rng_range(&c->rng, 2000, 5000);
         c->n_red[p] = 0;
-        while (c->h.next_id - first < size - CHAINS)
+        while (c->h.prod.next_id - first < size - CHAINS)
                 gen_good_step(c, p);
         /* Snapshot every chain; the area was last used by graph g - 2,
          * already checked (complete). */
@@ -396,7 +396,7 @@ static void gen_good_graph(struct ring_ctx *c, unsigned g) {
                 c->snap_expect[p][ch] = c->v[ch];
         }
         c->graph_first[p] = first;
-        c->graph_last[p] = c->h.next_id - 1;
+        c->graph_last[p] = c->h.prod.next_id - 1;
         harness_end_graph(&c->h, g);
 }
 
@@ -485,7 +485,7 @@ static int32_t fail_code(struct rng *r) {
 static void gen_failing_graph(struct ring_ctx *c, unsigned g) {
         struct rng *r = &c->rng;
         unsigned p = g & 1;
-        uint64_t first = c->h.next_id;
+        uint64_t first = c->h.prod.next_id;
         uint32_t size = rng_range(r, 2000, 5000);
         bool failing = g % 2 == 0;
         uint64_t scratch = c->y; /* per-ring scratch written by fills */
@@ -494,9 +494,9 @@ static void gen_failing_graph(struct ring_ctx *c, unsigned g) {
 
         c->fail_code[p] = 0;
         c->fail_task[p] = NONE;
-        while (c->h.next_id - first < size) {
+        while (c->h.prod.next_id - first < size) {
                 struct harness_task t = { .block_num = 1 };
-                uint64_t pos = c->h.next_id - first;
+                uint64_t pos = c->h.prod.next_id - first;
                 /* Failing tasks only where their dependants stay inside
                  * this graph. */
                 if (failing && pos + 40 < size && rng_chance(r, 1)) {
@@ -582,7 +582,7 @@ static void gen_failing_graph(struct ring_ctx *c, unsigned g) {
         if (c->fail_task[p] != NONE)
                 c->graphs_failed_expected++;
         c->graph_first[p] = first;
-        c->graph_last[p] = c->h.next_id - 1;
+        c->graph_last[p] = c->h.prod.next_id - 1;
         harness_end_graph(&c->h, g);
 }
 

@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/engine.h"
-#include "daemon/kernels.h"
+#include "daemon/engine/engine.h"
+#include "daemon/engine/kernels.h"
 #include "tests/harness.h"
 
 #define HEAP_BYTES (64u * 1024u)
@@ -253,11 +253,12 @@ enum rule {
         R_OFFSET_PLUS_LENGTH_OVERFLOW,
         R_LENGTH_OVERFLOW,
         R_OUT_OVERLAPS_IN,
-        R_COPY_OUT_EQUALS_IN,
+        R_COPY_OUT_PARTIAL,
         R_GEMM_C_OVERLAPS_A,
         R_F32_SCALAR_HIGH_BITS,
         R_COPY_SHORT_INPUT,
         R_ADD_SHORT_B,
+        R_ADD_LONG_INPUTS,
         R_GEMM_SHAPE_A,
         R_GEMM_SHAPE_C,
         R_GEMM_DIM_ZERO,
@@ -334,11 +335,12 @@ static const struct {
         [R_OFFSET_PLUS_LENGTH_OVERFLOW] = { "offset + length overflows 2^64", -EOVERFLOW },
         [R_LENGTH_OVERFLOW] = { "huge length overflows 2^64", -EOVERFLOW },
         [R_OUT_OVERLAPS_IN] = { "output overlaps an input", -EINVAL },
-        [R_COPY_OUT_EQUALS_IN] = { "copy output equal to its input", -EINVAL },
+        [R_COPY_OUT_PARTIAL] = { "copy output partly over its input", -EINVAL },
         [R_GEMM_C_OVERLAPS_A] = { "gemm inout C overlaps A", -EINVAL },
         [R_F32_SCALAR_HIGH_BITS] = { "f32 scalar with upper bits", -EINVAL },
         [R_COPY_SHORT_INPUT] = { "copy input shorter than output", -EINVAL },
         [R_ADD_SHORT_B] = { "add input b shorter than output", -EINVAL },
+        [R_ADD_LONG_INPUTS] = { "add inputs longer than output", -EINVAL },
         [R_GEMM_SHAPE_A] = { "gemm shape does not fit A", -EINVAL },
         [R_GEMM_SHAPE_C] = { "gemm shape does not fit C", -EINVAL },
         [R_GEMM_DIM_ZERO] = { "gemm k = 0", -EINVAL },
@@ -351,9 +353,9 @@ static const struct {
         [R_KERNEL_FAILS] = { "kernel fail returns -EIO", -EIO },
 };
 
-/* Add the bad task of rule `r`; it gets id h->next_id. */
+/* Add the bad task of rule `r`; it gets id h->prod.next_id. */
 static uint64_t add_bad(struct vctx *c, enum rule r) {
-        uint64_t id = c->h.next_id;
+        uint64_t id = c->h.prod.next_id;
         uint64_t heap = c->heap_size;
         uint64_t g = id - 1; /* the good task G */
         struct harness_task t = fill_task(c->bad_out, BUF_BYTES, V_BAD, 2);
@@ -469,9 +471,11 @@ static uint64_t add_bad(struct vctx *c, enum rule r) {
                 t = add_task(c);
                 t.tensors[2].offset = c->bad_in2 + BUF_BYTES - 4; /* last element of b */
                 break;
-        case R_COPY_OUT_EQUALS_IN:
+        case R_COPY_OUT_PARTIAL:
+                /* The very range would be in place (allowed); shifted by
+                 * one element it is a partial overlap. */
                 t = copy_task(c);
-                t.tensors[1].offset = c->bad_in;
+                t.tensors[1].offset = c->bad_in + 4;
                 break;
         case R_GEMM_C_OVERLAPS_A:
                 t = gemm_task(c);
@@ -485,6 +489,11 @@ static uint64_t add_bad(struct vctx *c, enum rule r) {
         case R_ADD_SHORT_B:
                 t = add_task(c);
                 t.tensors[1].length = 4;
+                break;
+        case R_ADD_LONG_INPUTS:
+                /* No silent truncation: every tensor as long as the output. */
+                t = add_task(c);
+                t.tensors[2].length = BUF_BYTES - 4;
                 break;
         case R_GEMM_SHAPE_A:
                 t = gemm_task(c);
@@ -696,7 +705,7 @@ static const char *const control_names[C_COUNT] = {
 };
 
 static uint64_t add_control(struct vctx *c, unsigned which) {
-        uint64_t id = c->h.next_id, g = id - 1, heap = c->heap_size;
+        uint64_t id = c->h.prod.next_id, g = id - 1, heap = c->heap_size;
         struct harness_task t = fill_task(c->bad_out, BUF_BYTES, V_BAD, 2);
         uint64_t fx_off = c->bad_out, fx_len = BUF_BYTES;
         float fx = V_BAD;

@@ -28,7 +28,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "daemon/kernels.h"
+#include "daemon/engine/kernels.h"
+#include "shm/kernel_sig.h"
 #include "shm/layout.h"
 
 #define HEAP_SIZE (64u * 1024u)
@@ -139,7 +140,7 @@ static void run_parts(const struct kernel_info *k, uint8_t *heap, const struct k
         }
         for (uint32_t i = 0; i < parts; i++) {
                 int r = k->run(heap, a, order[i], parts);
-                ck_assert_msg(r == expect, "%s: part %u of %u returned %d, expected %d", k->name,
+                ck_assert_msg(r == expect, "%s: part %u of %u returned %d, expected %d", k->sig->name,
                               order[i], parts, r, expect);
         }
 }
@@ -169,7 +170,7 @@ static uint8_t *check_task(uint16_t id, const struct kernel_args *a, ref_fn ref,
         int r;
 
         r = kernel_validate(k, a, HEAP_SIZE, &why);
-        ck_assert_msg(r == 0, "%s (%s): valid task rejected: %d %s", k->name, label, r,
+        ck_assert_msg(r == 0, "%s (%s): valid task rejected: %d %s", k->sig->name, label, r,
                       why ? why : "");
 
         init = heap_random(seed);
@@ -179,14 +180,14 @@ static uint8_t *check_task(uint16_t id, const struct kernel_args *a, ref_fn ref,
         run_parts(k, one, a, 1, seed, 0);
 
         d = first_diff(one, want);
-        ck_assert_msg(d < 0, "%s (%s): float %ld differs from the reference", k->name, label, d);
+        ck_assert_msg(d < 0, "%s (%s): float %ld differs from the reference", k->sig->name, label, d);
 
         for (size_t p = 0; p < sizeof(split_parts) / sizeof(split_parts[0]); p++) {
                 uint8_t *h = heap_dup(init);
 
                 run_parts(k, h, a, split_parts[p], seed + p, 0);
                 d = first_diff(h, one);
-                ck_assert_msg(d < 0, "%s (%s): %u parts differ from 1 part at float %ld", k->name,
+                ck_assert_msg(d < 0, "%s (%s): %u parts differ from 1 part at float %ld", k->sig->name,
                               label, split_parts[p], d);
                 free(h);
         }
@@ -302,6 +303,86 @@ static void ref_softmax(uint8_t *h, const struct kernel_args *a) {
         }
 }
 
+/* ------------------------------------------------------------ docs */
+
+/* The kernel lists of docs/GRAPH_FILES.md and libhbgclient(3) are the
+ * signature table, rendered; they must match it line for line. On a
+ * mismatch the expected text is printed, to paste between the markers. */
+static char *read_source_file(const char *rel) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/%s", HBG_SRCDIR, rel);
+        FILE *f = fopen(path, "r");
+        ck_assert_msg(f, "cannot open %s", path);
+        static char buf[1 << 18];
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        return buf;
+}
+
+static void list_args(const struct hbg_kernel_sig *k, bool scalars, char *out, size_t len) {
+        size_t at = 0;
+        unsigned n = scalars ? k->n_scalars : k->n_tensors;
+        out[0] = 0;
+        for (unsigned i = 0; i < n && at < len; i++) {
+                int w = snprintf(out + at, len - at, "%s%s %s", i ? ", " : "",
+                                 scalars ? hbg_kernel_scalar_kind_name(k->scalars[i].kind)
+                                         : hbg_kernel_dir_name(k->tensors[i].dir),
+                                 scalars ? k->scalars[i].name : k->tensors[i].name);
+                at += w > 0 ? (size_t)w : 0;
+        }
+        if (n == 0)
+                snprintf(out, len, "\u2014"); /* an em dash: "none" */
+}
+
+static void render(bool man, char *out, size_t len) {
+        size_t at = 0;
+        for (size_t i = 0; i < hbg_kernel_sig_count(); i++) {
+                const struct hbg_kernel_sig *k = hbg_kernel_sig_at(i);
+                char a[200], sc[200], usage[200];
+                int w;
+                list_args(k, false, a, sizeof(a));
+                list_args(k, true, sc, sizeof(sc));
+                if (man)
+                        w = snprintf(out + at, len - at, ".TP\n.B %s\n%s.\nLengths: %s.%s\n",
+                                     hbg_kernel_sig_usage(k, usage, sizeof(usage)), k->summary,
+                                     k->length_rule,
+                                     k->in_place ? " May run in place: an output may be the very range of an input."
+                                                 : "");
+                else
+                        w = snprintf(out + at, len - at, "| `%s` | %s | %s | %s%s |\n", k->name, a, sc,
+                                     k->summary, k->in_place ? "; in place allowed" : "");
+                at += w > 0 ? (size_t)w : 0;
+        }
+}
+
+static void check_block(const char *rel, const char *begin, const char *end, bool man) {
+        char want[8192];
+        render(man, want, sizeof(want));
+        const char *doc = read_source_file(rel);
+        const char *b = strstr(doc, begin);
+        ck_assert_msg(b, "%s: marker '%s' missing", rel, begin);
+        b = strchr(b, '\n');
+        ck_assert_ptr_nonnull(b);
+        b++;
+        if (!man) /* the table's two header lines */
+                for (int i = 0; i < 2; i++)
+                        b = strchr(b, '\n') + 1;
+        const char *e = strstr(b, end);
+        ck_assert_msg(e, "%s: marker '%s' missing", rel, end);
+        bool same = (size_t)(e - b) == strlen(want) && memcmp(b, want, strlen(want)) == 0;
+        if (!same)
+                fprintf(stderr, "%s: the kernel list differs from shm/kernel_sig.c; it should read:\n%s", rel,
+                        want);
+        ck_assert_msg(same, "%s: kernel list out of date (expected text printed above)", rel);
+}
+
+START_TEST(test_docs_list_every_kernel) {
+        check_block("docs/GRAPH_FILES.md", "<!-- kernels: generated", "<!-- end of kernels -->", false);
+        check_block("docs/man/libhbgclient.3", ".\\\" kernels: generated", ".\\\" end of kernels", true);
+}
+END_TEST
+
 /* ------------------------------------------------------------ lookup */
 
 struct sig {
@@ -316,19 +397,19 @@ struct sig {
 /* The protocol's signatures, indexed by id. */
 static const struct sig sigs[HBG_KERNEL_COUNT] = {
         [HBG_KERNEL_NOOP] = { "noop", 0, { 0 }, 0, { 0 }, true },
-        [HBG_KERNEL_SPIN_NS] = { "spin_ns", 0, { 0 }, 1, { KERNEL_SCALAR_U64 }, true },
-        [HBG_KERNEL_FILL_F32] = { "fill_f32", 1, { OUT }, 1, { KERNEL_SCALAR_F32 }, true },
+        [HBG_KERNEL_SPIN_NS] = { "spin_ns", 0, { 0 }, 1, { HBG_SCALAR_U64 }, true },
+        [HBG_KERNEL_FILL_F32] = { "fill_f32", 1, { OUT }, 1, { HBG_SCALAR_F32 }, true },
         [HBG_KERNEL_COPY_F32] = { "copy_f32", 2, { IN, OUT }, 0, { 0 }, true },
         [HBG_KERNEL_ADD_F32] = { "add_f32", 3, { IN, IN, OUT }, 0, { 0 }, true },
         [HBG_KERNEL_MUL_F32] = { "mul_f32", 3, { IN, IN, OUT }, 0, { 0 }, true },
-        [HBG_KERNEL_AXPY_F32] = { "axpy_f32", 2, { IN, INOUT }, 1, { KERNEL_SCALAR_F32 }, true },
-        [HBG_KERNEL_SCALE_F32] = { "scale_f32", 1, { INOUT }, 1, { KERNEL_SCALAR_F32 }, true },
+        [HBG_KERNEL_AXPY_F32] = { "axpy_f32", 2, { IN, INOUT }, 1, { HBG_SCALAR_F32 }, true },
+        [HBG_KERNEL_SCALE_F32] = { "scale_f32", 1, { INOUT }, 1, { HBG_SCALAR_F32 }, true },
         [HBG_KERNEL_REDUCE_SUM_F32] = { "reduce_sum_f32", 2, { IN, OUT }, 0, { 0 }, false },
         [HBG_KERNEL_GEMM_F32] = { "gemm_f32", 3, { IN, IN, INOUT }, 3,
-                                  { KERNEL_SCALAR_U64, KERNEL_SCALAR_U64, KERNEL_SCALAR_U64 }, true },
+                                  { HBG_SCALAR_U64, HBG_SCALAR_U64, HBG_SCALAR_U64 }, true },
         [HBG_KERNEL_SOFTMAX_ROWS_F32] = { "softmax_rows_f32", 1, { INOUT }, 2,
-                                          { KERNEL_SCALAR_U64, KERNEL_SCALAR_U64 }, true },
-        [HBG_KERNEL_FAIL] = { "fail", 0, { 0 }, 1, { KERNEL_SCALAR_I64 }, true },
+                                          { HBG_SCALAR_U64, HBG_SCALAR_U64 }, true },
+        [HBG_KERNEL_FAIL] = { "fail", 0, { 0 }, 1, { HBG_SCALAR_I64 }, true },
 };
 
 START_TEST(test_ids_and_names) {
@@ -338,8 +419,8 @@ START_TEST(test_ids_and_names) {
                 const struct kernel_info *k = kernel_lookup(id);
 
                 ck_assert_ptr_nonnull(k);
-                ck_assert_uint_eq(k->id, id);
-                ck_assert_str_eq(k->name, sigs[id].name);
+                ck_assert_uint_eq(k->sig->id, id);
+                ck_assert_str_eq(k->sig->name, sigs[id].name);
                 ck_assert_ptr_eq(kernel_lookup_name(sigs[id].name), k);
                 ck_assert_ptr_eq(kernel_at(id - 1u), k);
         }
@@ -367,22 +448,22 @@ END_TEST
 START_TEST(test_signatures) {
         for (size_t i = 0; i < kernel_count(); i++) {
                 const struct kernel_info *k = kernel_at(i);
-                const struct sig *s = &sigs[k->id];
+                const struct sig *s = &sigs[k->sig->id];
 
                 ck_assert_ptr_nonnull(k->check);
                 ck_assert_ptr_nonnull(k->run);
-                ck_assert_msg(k->n_tensors == s->n_tensors, "%s: n_tensors", k->name);
-                ck_assert_msg(k->n_scalars == s->n_scalars, "%s: n_scalars", k->name);
-                ck_assert_msg(k->splittable == s->splittable, "%s: splittable", k->name);
-                for (unsigned t = 0; t < k->n_tensors; t++) {
-                        ck_assert_msg(k->dirs[t] == s->dirs[t], "%s: dir %u", k->name, t);
-                        ck_assert_msg(k->tensor_names[t] && k->tensor_names[t][0], "%s: tensor %u name",
-                                      k->name, t);
+                ck_assert_msg(k->sig->n_tensors == s->n_tensors, "%s: n_tensors", k->sig->name);
+                ck_assert_msg(k->sig->n_scalars == s->n_scalars, "%s: n_scalars", k->sig->name);
+                ck_assert_msg(k->sig->splittable == s->splittable, "%s: splittable", k->sig->name);
+                for (unsigned t = 0; t < k->sig->n_tensors; t++) {
+                        ck_assert_msg(k->sig->tensors[t].dir == s->dirs[t], "%s: dir %u", k->sig->name, t);
+                        ck_assert_msg(k->sig->tensors[t].name && k->sig->tensors[t].name[0], "%s: tensor %u name",
+                                      k->sig->name, t);
                 }
-                for (unsigned t = 0; t < k->n_scalars; t++) {
-                        ck_assert_msg(k->scalar_kinds[t] == s->kinds[t], "%s: kind %u", k->name, t);
-                        ck_assert_msg(k->scalar_names[t] && k->scalar_names[t][0], "%s: scalar %u name",
-                                      k->name, t);
+                for (unsigned t = 0; t < k->sig->n_scalars; t++) {
+                        ck_assert_msg(k->sig->scalars[t].kind == s->kinds[t], "%s: kind %u", k->sig->name, t);
+                        ck_assert_msg(k->sig->scalars[t].name && k->sig->scalars[t].name[0], "%s: scalar %u name",
+                                      k->sig->name, t);
                 }
         }
 }
@@ -460,13 +541,16 @@ START_TEST(test_copy) {
         uint64_t seed = 200;
 
         for (size_t i = 0; i < N_ODD; i++) {
-                for (uint64_t extra = 0; extra < 2; extra++) {
+                for (uint64_t at_end = 0; at_end < 2; at_end++) {
                         struct kernel_args a = { 0 };
-                        uint64_t elems[] = { odd_sizes[i] + extra * 3, odd_sizes[i] };
+                        uint64_t elems[] = { odd_sizes[i], odd_sizes[i] };
                         uint32_t dirs[] = { IN, OUT };
 
-                        place(&a, elems, dirs, 2, extra == 1);
+                        place(&a, elems, dirs, 2, at_end == 1);
                         free(check_task(HBG_KERNEL_COPY_F32, &a, ref_copy, seed++, "copy"));
+                        /* In place: out is the very range of in. */
+                        a.tensors[1].offset = a.tensors[0].offset;
+                        free(check_task(HBG_KERNEL_COPY_F32, &a, ref_copy, seed++, "copy x to x"));
                 }
         }
 }
@@ -476,15 +560,29 @@ START_TEST(test_add_mul) {
         uint64_t seed = 300;
 
         for (size_t i = 0; i < N_ODD; i++) {
-                for (uint64_t extra = 0; extra < 3; extra++) {
+                for (uint64_t at_end = 0; at_end < 2; at_end++) {
                         struct kernel_args a = { 0 };
                         uint64_t n = odd_sizes[i];
-                        uint64_t elems[] = { n + (extra == 1 ? 4 : 0), n + (extra == 2 ? 1 : 0), n };
+                        uint64_t elems[] = { n, n, n };
                         uint32_t dirs[] = { IN, IN, OUT };
 
-                        place(&a, elems, dirs, 3, extra == 2);
+                        place(&a, elems, dirs, 3, at_end == 1);
                         free(check_task(HBG_KERNEL_ADD_F32, &a, ref_add, seed++, "add"));
                         free(check_task(HBG_KERNEL_MUL_F32, &a, ref_mul, seed++, "mul"));
+                        /* In place, numpy's out= style: out is a, out is b,
+                         * everything is one range. */
+                        struct kernel_args x = a;
+                        x.tensors[2].offset = x.tensors[0].offset;
+                        free(check_task(HBG_KERNEL_ADD_F32, &x, ref_add, seed++, "add(x, y, x)"));
+                        free(check_task(HBG_KERNEL_MUL_F32, &x, ref_mul, seed++, "mul(x, y, x)"));
+                        x = a;
+                        x.tensors[2].offset = x.tensors[1].offset;
+                        free(check_task(HBG_KERNEL_ADD_F32, &x, ref_add, seed++, "add(x, y, y)"));
+                        free(check_task(HBG_KERNEL_MUL_F32, &x, ref_mul, seed++, "mul(x, y, y)"));
+                        x = a;
+                        x.tensors[1].offset = x.tensors[2].offset = x.tensors[0].offset;
+                        free(check_task(HBG_KERNEL_ADD_F32, &x, ref_add, seed++, "add(x, x, x)"));
+                        free(check_task(HBG_KERNEL_MUL_F32, &x, ref_mul, seed++, "mul(x, x, x)"));
                 }
                 /* Inputs may overlap each other: a == b. */
                 struct kernel_args a = { 0 };
@@ -506,12 +604,16 @@ START_TEST(test_axpy_scale) {
         for (size_t v = 0; v < sizeof(alphas) / sizeof(alphas[0]); v++) {
                 for (size_t i = 0; i < N_ODD; i++) {
                         struct kernel_args a = { .n_scalars = 1 };
-                        uint64_t elems[] = { odd_sizes[i] + v, odd_sizes[i] };
+                        uint64_t elems[] = { odd_sizes[i], odd_sizes[i] };
                         uint32_t dirs[] = { IN, INOUT };
 
                         a.scalars[0] = f32_bits(alphas[v]);
                         place(&a, elems, dirs, 2, v % 2 == 1);
                         free(check_task(HBG_KERNEL_AXPY_F32, &a, ref_axpy, seed++, "axpy"));
+                        /* In place: y is x. */
+                        struct kernel_args x = a;
+                        x.tensors[1].offset = x.tensors[0].offset;
+                        free(check_task(HBG_KERNEL_AXPY_F32, &x, ref_axpy, seed++, "axpy(x, x)"));
 
                         uint32_t sdirs[] = { INOUT };
                         place(&a, elems + 1, sdirs, 1, v % 2 == 0);
@@ -692,11 +794,11 @@ START_TEST(test_bad_part) {
         memcpy(h, canary, HEAP_SIZE);
         for (size_t i = 0; i < kernel_count(); i++) {
                 const struct kernel_info *k = kernel_at(i);
-                struct kernel_args a = { .n_tensors = k->n_tensors, .n_scalars = k->n_scalars };
+                struct kernel_args a = { .n_tensors = k->sig->n_tensors, .n_scalars = k->sig->n_scalars };
 
-                for (unsigned t = 0; t < k->n_tensors; t++)
-                        a.tensors[t] = T(256 * t, 64, k->dirs[t]);
-                a.scalars[0] = k->id == HBG_KERNEL_FAIL ? (uint64_t)-EIO : 2;
+                for (unsigned t = 0; t < k->sig->n_tensors; t++)
+                        a.tensors[t] = T(256 * t, 64, k->sig->tensors[t].dir);
+                a.scalars[0] = k->sig->id == HBG_KERNEL_FAIL ? (uint64_t)-EIO : 2;
                 a.scalars[1] = 2;
                 a.scalars[2] = 2;
                 ck_assert_int_eq(kernel_validate(k, &a, HEAP_SIZE, NULL), 0);
@@ -825,11 +927,11 @@ static void canary_check(void) {
 
 /* A valid task for every kernel: tensors of 64 bytes at 0, 128, 256. */
 static struct kernel_args good_args(const struct kernel_info *k) {
-        struct kernel_args a = { .n_tensors = k->n_tensors, .n_scalars = k->n_scalars };
+        struct kernel_args a = { .n_tensors = k->sig->n_tensors, .n_scalars = k->sig->n_scalars };
 
-        for (unsigned t = 0; t < k->n_tensors; t++)
-                a.tensors[t] = T(128 * t, 64, k->dirs[t]);
-        switch (k->id) {
+        for (unsigned t = 0; t < k->sig->n_tensors; t++)
+                a.tensors[t] = T(128 * t, 64, k->sig->tensors[t].dir);
+        switch (k->sig->id) {
         case HBG_KERNEL_SPIN_NS:
                 a.scalars[0] = 1000;
                 break;
@@ -884,9 +986,9 @@ static void expect_reject_at(const struct kernel_info *k, const struct kernel_ar
 
         r = kernel_validate(k, a, heap_size, &why);
         ck_assert_msg(r == err, "line %d: %s: validate returned %d, expected %d (%s)", line,
-                      k->name, r, err, why ? why : "no message");
-        ck_assert_msg(why != NULL, "line %d: %s: no message", line, k->name);
-        snprintf(prefix, sizeof(prefix), "%s: ", k->name);
+                      k->sig->name, r, err, why ? why : "no message");
+        ck_assert_msg(why != NULL, "line %d: %s: no message", line, k->sig->name);
+        snprintf(prefix, sizeof(prefix), "%s: ", k->sig->name);
         if (what)
                 expand(prefix + strlen(prefix), sizeof(prefix) - strlen(prefix), what, arg);
         ck_assert_msg(strncmp(why, prefix, strlen(prefix)) == 0,
@@ -903,7 +1005,7 @@ static void expect_ok_at(const struct kernel_info *k, const struct kernel_args *
         const char *why = NULL;
         int r = kernel_validate(k, a, HEAP_SIZE, &why);
 
-        ck_assert_msg(r == 0, "line %d: %s: validate returned %d (%s)", line, k->name, r,
+        ck_assert_msg(r == 0, "line %d: %s: validate returned %d (%s)", line, k->sig->name, r,
                       why ? why : "no message");
         canary_check();
 }
@@ -917,13 +1019,13 @@ START_TEST(test_validate_counts) {
 
                 expect_ok(k, &good);
                 for (int d = -2; d <= 2; d++) {
-                        if (d == 0 || (int)k->n_tensors + d < 0 ||
-                            (int)k->n_tensors + d > (int)HBG_MAX_TENSOR_ARGS)
+                        if (d == 0 || (int)k->sig->n_tensors + d < 0 ||
+                            (int)k->sig->n_tensors + d > (int)HBG_MAX_TENSOR_ARGS)
                                 continue;
                         a = good;
-                        a.n_tensors = (uint8_t)(k->n_tensors + d);
+                        a.n_tensors = (uint8_t)(k->sig->n_tensors + d);
                         if (d > 0) /* the extra tensors are otherwise fine */
-                                for (unsigned t = k->n_tensors; t < a.n_tensors; t++)
+                                for (unsigned t = k->sig->n_tensors; t < a.n_tensors; t++)
                                         a.tensors[t] = T(2048 + 128 * t, 64, IN);
                         expect_reject(k, &a, -EINVAL, "wrong number of tensor", NULL);
                 }
@@ -931,11 +1033,11 @@ START_TEST(test_validate_counts) {
                 a.n_tensors = 255;
                 expect_reject(k, &a, -EINVAL, "wrong number of tensor", NULL);
                 for (int d = -2; d <= 2; d++) {
-                        if (d == 0 || (int)k->n_scalars + d < 0 ||
-                            (int)k->n_scalars + d > (int)HBG_MAX_SCALAR_ARGS)
+                        if (d == 0 || (int)k->sig->n_scalars + d < 0 ||
+                            (int)k->sig->n_scalars + d > (int)HBG_MAX_SCALAR_ARGS)
                                 continue;
                         a = good;
-                        a.n_scalars = (uint8_t)(k->n_scalars + d);
+                        a.n_scalars = (uint8_t)(k->sig->n_scalars + d);
                         expect_reject(k, &a, -EINVAL, "wrong number of scalar", NULL);
                 }
                 a = good;
@@ -952,12 +1054,12 @@ START_TEST(test_validate_tensor_fields) {
                 const struct kernel_info *k = kernel_at(i);
                 struct kernel_args good = good_args(k), a;
 
-                for (unsigned t = 0; t < k->n_tensors; t++) {
-                        const char *tn = k->tensor_names[t];
+                for (unsigned t = 0; t < k->sig->n_tensors; t++) {
+                        const char *tn = k->sig->tensors[t].name;
                         struct hbg_tensor_arg *x = &a.tensors[t];
 
                         for (size_t d = 0; d < sizeof(all_dirs) / sizeof(all_dirs[0]); d++) {
-                                if (all_dirs[d] == k->dirs[t])
+                                if (all_dirs[d] == k->sig->tensors[t].dir)
                                         continue;
                                 a = good;
                                 x->direction = all_dirs[d];
@@ -1022,7 +1124,7 @@ START_TEST(test_validate_tensor_fields) {
                         expect_reject_at(k, &good, 128 * t + 60, -ERANGE, "tensor %s extends past",
                                          tn, __LINE__);
                         expect_reject_at(k, &good, 0, -ERANGE, "tensor %s extends past",
-                                         k->tensor_names[0], __LINE__);
+                                         k->sig->tensors[0].name, __LINE__);
 
                         /* Ending exactly at the end of the heap is fine. */
                         a = good;
@@ -1031,7 +1133,7 @@ START_TEST(test_validate_tensor_fields) {
                 }
                 /* Argument slots past n_tensors / n_scalars are not looked at. */
                 a = good;
-                for (unsigned t = k->n_tensors; t < HBG_MAX_TENSOR_ARGS; t++)
+                for (unsigned t = k->sig->n_tensors; t < HBG_MAX_TENSOR_ARGS; t++)
                         a.tensors[t] = T(UINT64_MAX, 3, 77);
                 expect_ok(k, &a);
         }
@@ -1043,21 +1145,26 @@ START_TEST(test_validate_overlap) {
                 const struct kernel_info *k = kernel_at(i);
                 struct kernel_args good = good_args(k), a;
 
-                for (unsigned o = 0; o < k->n_tensors; o++) {
-                        if (k->dirs[o] == IN)
+                for (unsigned o = 0; o < k->sig->n_tensors; o++) {
+                        if (k->sig->tensors[o].dir == IN)
                                 continue;
-                        const char *on = k->tensor_names[o];
+                        const char *on = k->sig->tensors[o].name;
                         uint64_t base = good.tensors[o].offset;
 
-                        for (unsigned t = 0; t < k->n_tensors; t++) {
+                        for (unsigned t = 0; t < k->sig->n_tensors; t++) {
                                 if (t == o)
                                         continue;
                                 struct hbg_tensor_arg *x = &a.tensors[t];
 
-                                /* exact */
+                                /* exact: in place where the kernel allows it
+                                 * and the other is an input; refused otherwise */
                                 a = good;
                                 x->offset = base;
-                                expect_reject(k, &a, -EINVAL, "output %s overlaps", on);
+                                x->length = good.tensors[o].length;
+                                if (k->sig->in_place && k->sig->tensors[t].dir == IN)
+                                        expect_ok(k, &a);
+                                else
+                                        expect_reject(k, &a, -EINVAL, "output %s overlaps", on);
                                 /* partial: the last element of the output */
                                 a = good;
                                 x->offset = base + 60;
@@ -1118,14 +1225,14 @@ START_TEST(test_validate_f32_scalars) {
                 const struct kernel_info *k = kernel_at(i);
                 struct kernel_args good = good_args(k), a;
 
-                for (unsigned s = 0; s < k->n_scalars; s++) {
-                        if (k->scalar_kinds[s] != KERNEL_SCALAR_F32)
+                for (unsigned s = 0; s < k->sig->n_scalars; s++) {
+                        if (k->sig->scalars[s].kind != HBG_SCALAR_F32)
                                 continue;
                         for (size_t h = 0; h < sizeof(high) / sizeof(high[0]); h++) {
                                 a = good;
                                 a.scalars[s] |= high[h];
                                 expect_reject(k, &a, -EINVAL, "f32 scalar %s has its upper",
-                                              k->scalar_names[s]);
+                                              k->sig->scalars[s].name);
                         }
                         /* Any low 32 bits are a float, NaN included. */
                         a = good;
@@ -1136,40 +1243,23 @@ START_TEST(test_validate_f32_scalars) {
 }
 END_TEST
 
-START_TEST(test_validate_short_inputs) {
-        const struct kernel_info *k;
-        struct kernel_args a;
-
-        k = K(HBG_KERNEL_COPY_F32);
-        a = good_args(k);
-        a.tensors[0].length = 60;
-        expect_reject(k, &a, -EINVAL, "input in shorter than output", NULL);
-        a.tensors[0].length = 68;
-        expect_ok(k, &a);
-
-        static const uint16_t binary[] = { HBG_KERNEL_ADD_F32, HBG_KERNEL_MUL_F32 };
-        for (size_t i = 0; i < 2; i++) {
-                k = K(binary[i]);
-                a = good_args(k);
-                a.tensors[0].length = 60;
-                expect_reject(k, &a, -EINVAL, "input a shorter than output", NULL);
-                a = good_args(k);
-                a.tensors[1].length = 4;
-                expect_reject(k, &a, -EINVAL, "input b shorter than output", NULL);
-                a = good_args(k);
-                a.tensors[0].length = 124;
-                a.tensors[1].length = 68;
-                expect_ok(k, &a);
-                a.tensors[2].length = 4;
-                expect_ok(k, &a);
+/* EQUAL kernels: every tensor exactly as long as the output, shorter or
+ * longer; the message names both tensors. */
+START_TEST(test_validate_lengths) {
+        for (size_t i = 0; i < kernel_count(); i++) {
+                const struct kernel_info *k = kernel_at(i);
+                if (k->sig->length != HBG_LENGTH_EQUAL)
+                        continue;
+                unsigned out = k->sig->n_tensors - 1u;
+                for (unsigned t = 0; t < out; t++) {
+                        struct kernel_args a = good_args(k);
+                        ck_assert_uint_eq(a.tensors[t].length, a.tensors[out].length);
+                        a.tensors[t].length -= 4;
+                        expect_reject(k, &a, -EINVAL, "tensor %s is not as long as", k->sig->tensors[t].name);
+                        a.tensors[t].length += 8;
+                        expect_reject(k, &a, -EINVAL, "tensor %s is not as long as", k->sig->tensors[t].name);
+                }
         }
-
-        k = K(HBG_KERNEL_AXPY_F32);
-        a = good_args(k);
-        a.tensors[0].length = 60;
-        expect_reject(k, &a, -EINVAL, "input x shorter than y", NULL);
-        a.tensors[0].length = 124;
-        expect_ok(k, &a);
 }
 END_TEST
 
@@ -1329,6 +1419,7 @@ static Suite *kernels_suite(void) {
 
         tc = tcase_create("lookup");
         tcase_add_test(tc, test_ids_and_names);
+        tcase_add_test(tc, test_docs_list_every_kernel);
         tcase_add_test(tc, test_unknown);
         tcase_add_test(tc, test_signatures);
         suite_add_tcase(s, tc);
@@ -1358,7 +1449,7 @@ static Suite *kernels_suite(void) {
         tcase_add_test(tc, test_validate_overlap);
         tcase_add_test(tc, test_validate_inputs_may_overlap);
         tcase_add_test(tc, test_validate_f32_scalars);
-        tcase_add_test(tc, test_validate_short_inputs);
+        tcase_add_test(tc, test_validate_lengths);
         tcase_add_test(tc, test_validate_gemm);
         tcase_add_test(tc, test_validate_softmax);
         tcase_add_test(tc, test_validate_spin_fail);

@@ -9,7 +9,10 @@
  *   float *pa = hbg_tensor_data(c, a);           // fill it in place
  *   ...
  *   hbg_task t = HBG_TASK_INIT("add_f32");       // kernel by name (or id)
- *   hbg_task_arg(&t, a, HBG_IN); ...
+ *   t.n_args = 3;                                // out = a + b
+ *   t.args[0].tensor = a; t.args[0].dir = HBG_IN;
+ *   t.args[1].tensor = b; t.args[1].dir = HBG_IN;
+ *   t.args[2].tensor = a; t.args[2].dir = HBG_OUT;  // in place: a += b
  *   hbg_graph_add(c, &t, NULL);                  // dependencies derived from tensors
  *   uint64_t g; hbg_graph_submit(c, &g);
  *   hbg_graph_wait(c, g, 10000);                 // 0, or the graph's error
@@ -73,7 +76,15 @@ enum hbg_lanes {
  * timeout (10 s by default) with -ETIMEDOUT. */
 typedef int (*hbg_host_fn)(void *userdata);
 
-/* Tasks without a kernel (dummies, host_inline, host_fn) take no args and
+/* Arguments follow the kernel's signature (libhbgclient(3), KERNELS):
+ * args[i].dir must be the kernel's direction for argument i. An output may
+ * be the very same range (offset and bytes) as an input for the kernels
+ * that run in place (copy_f32, add_f32, mul_f32, axpy_f32: numpy's out=);
+ * any other overlap of an output with another argument is refused
+ * (-EINVAL, naming both arguments), and elementwise kernels need every
+ * tensor exactly as long as the output.
+ *
+ * Tasks without a kernel (dummies, host_inline, host_fn) take no args and
  * no scalars; a host_fn declares what it touches in host_reads/host_writes
  * instead. Lanes: 0 or HBG_LANES_AIV one vector core, HBG_LANES_AIC the
  * cube core, HBG_LANES_MIX (or any mask of 2+ bits) the same kernel on

@@ -17,7 +17,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "daemon/lazy_alloc.h"
+#include "daemon/engine/lazy_alloc.h"
 
 /* Vyukov's cell sequence, stored relative to the cell's index (seq - i),
  * so that an all-zero cell array is an empty queue: no initialisation

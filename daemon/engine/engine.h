@@ -20,11 +20,19 @@
 #define HBG_ENGINE_MAX_CLUSTERS 1024u
 #define HBG_ENGINE_MAX_RINGS 1024u
 
-/* How the completion step is done (RUNTIME_LOGIC.md §11). Only the eager
- * watermark exists today; the seam is where the alternatives go. */
+/* How the completion step is done (RUNTIME_LOGIC.md §11): the seed's
+ * three designs, one table of policies (daemon/completion.h). */
 enum hbg_completion_mode {
-        HBG_COMPLETION_EAGER = 0,
+        HBG_COMPLETION_EAGER = 0,     /* the frontier completer walks (default) */
+        HBG_COMPLETION_LAZY = 1,      /* bounded advances, every thread walks */
+        HBG_COMPLETION_RESOLVER = 2,  /* one core-less resolver thread does it all */
+        HBG_COMPLETION_COUNT,
 };
+
+/* "eager", "lazy", "resolver"; NULL for anything else. */
+const char *hbg_completion_mode_name(enum hbg_completion_mode mode);
+/* 0 and *ret, or -EINVAL for an unknown name. */
+int hbg_completion_mode_parse(const char *name, enum hbg_completion_mode *ret);
 
 typedef void (*hbg_log_fn)(void *userdata, int priority, const char *fmt, va_list ap);
 
@@ -43,7 +51,7 @@ struct hbg_engine_config {
          * validation with -E2BIG. 0: no limit. Default 2^31 (about a second
          * of gemm_f32 on a 2020s core). */
         uint64_t max_task_cost;
-        enum hbg_completion_mode completion_mode;
+        enum hbg_completion_mode completion_mode; /* resolver: at least 2 threads */
         hbg_log_fn log;               /* NULL: stderr with <N> prefixes */
         void *log_userdata;
 };

@@ -3,16 +3,21 @@
 #pragma once
 
 #include <pthread.h>
+#include <sched.h>
+#include <time.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "daemon/engine.h"
-#include "daemon/kernels.h"
-#include "daemon/mpmc.h"
+#include "daemon/engine/completion.h"
+#include "daemon/engine/engine.h"
+#include "daemon/engine/kernels.h"
+#include "daemon/engine/mpmc.h"
+#include "daemon/engine/spsc.h"
 #include "shm/completion.h"
 #include "shm/layout.h"
+#include "shm/util.h"
 
 /* Shapes (RUNTIME_LOGIC.md §9.1). */
 enum task_shape {
@@ -94,6 +99,7 @@ struct ring_thread {
         struct hbg_completer completer;
         alignas(64) _Atomic uint64_t completed;
         _Atomic uint64_t failed;
+        struct spsc handoff;              /* resolver policy: ids to the resolver */
 };
 
 struct hbg_ring {
@@ -191,18 +197,13 @@ struct sched_thread {
         int64_t last_stall_check_ms;
 };
 
-struct completion_ops {
-        /* A task is complete (its status is set): publish, wake, advance. */
-        void (*complete)(struct sched_thread *t, struct hbg_ring *r, uint64_t id);
-        /* Once per loop iteration per ring: deferred work. Returns work done. */
-        bool (*tick)(struct sched_thread *t, struct hbg_ring *r);
-};
-
 struct hbg_engine {
         struct hbg_engine_config cfg;
-        const struct completion_ops *completion;
+        const struct completion_policy *completion;
         struct sched_thread *threads;
         unsigned nthreads;
+        unsigned nschedulers;             /* threads that schedule (all but a resolver) */
+        unsigned resolver_index;          /* the resolver thread, or UINT_MAX */
         unsigned threads_started;         /* joined by hbg_engine_free() */
 
         _Atomic(struct hbg_ring *) *rings;
@@ -213,6 +214,9 @@ struct hbg_engine {
         struct hbg_ring *removed;         /* removed, not freed yet (rings_lock) */
 
         alignas(64) _Atomic uint32_t wake_seq;   /* futex word */
+        /* The resolver's own futex word and "I sleep" flag (§11.3). */
+        alignas(64) _Atomic uint32_t resolver_seq;
+        _Atomic uint32_t resolver_sleeping;
         _Atomic unsigned idle;
         _Atomic unsigned idle_executors;  /* idle threads that own clusters */
         bool all_execute;                 /* every thread owns a cluster */
@@ -223,46 +227,112 @@ struct hbg_engine {
         int64_t test_stall_at_ms;
 };
 
-/* engine.c */
-void engine_log(struct hbg_engine *e, int priority, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-/* Fair share (§9.5): should thread t, about to start a long task of r,
+/*
+ * The modules, each calling only those listed after it (a module reached
+ * through a function pointer it was handed is not "called"):
+ *   engine.c      public life cycle and counters
+ *   sched.c       the threads' loops, parking
+ *   ring_table.c  ring membership, hazard pointers, removal, collection
+ *   dispatch.c    running kernels on the thread's cores
+ *   fair_share.c  whether a thread should leave a ring for another
+ *   completion*.c the completion policies (table in completion.c)
+ *   ingest.c      claiming, copying and validating, routing
+ *   mailbox.c     the client's reports for external tasks
+ *   stall.c       the stall detector
+ *   ready.c       wake lists, making tasks ready, the retire queue
+ *   ring.c        a ring's memory, a task's status becoming final
+ *   graphs.c      failures, graph retirement, stopping a ring
+ *   wakeup.c      waking parked threads
+ *   engine_log.c  logging
+ */
+
+/* sched.c: the bodies of the scheduler and resolver threads. */
+void *sched_thread_main(void *arg);
+void *sched_resolver_main(void *arg);
+
+/* ring_table.c */
+/* Visit ring idx (hazard pointer, §9.3); NULL if the slot is empty. */
+struct hbg_ring *ring_enter(struct sched_thread *t, unsigned idx);
+void ring_leave(struct sched_thread *t);
+/* The same with the second hazard slot, for a look at another ring. */
+struct hbg_ring *ring_peek_enter(struct sched_thread *t, unsigned idx);
+void ring_peek_leave(struct sched_thread *t);
+void fold_completer_stats(struct hbg_completer_stats *into, const struct hbg_completer_stats *s);
+
+/* dispatch.c */
+bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r);
+
+/* fair_share.c (§9.5): should thread t, about to start a long task of r,
  * leave r for another ring instead? */
 bool engine_should_yield_ring(struct sched_thread *t, struct hbg_ring *r);
-void engine_wake_one(struct hbg_engine *e);
-void engine_wake_executor(struct hbg_engine *e);
-int64_t engine_now_ms(void);
 
-/* ring.c */
+/* ingest.c */
 bool ring_classify(struct sched_thread *t, struct hbg_ring *r);
-bool ring_poll_mailbox(struct sched_thread *t, struct hbg_ring *r);
-bool ring_retire_ready(struct sched_thread *t, struct hbg_ring *r, unsigned max);
-void ring_drain_wake_list(struct sched_thread *t, struct hbg_ring *r, uint64_t id);
-void ring_task_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int status,
-                    const char *why);
-void ring_slot_release(struct hbg_ring *r, uint64_t id);
-void ring_retire_graphs(struct hbg_ring *r);
+/* Work the client made: claimable ids, graph records, mailbox entries. */
 bool ring_has_external_work(struct hbg_ring *r);
-bool ring_unfinished(struct hbg_ring *r);
 /* Work a thread could take up in this ring now (a hint). */
 bool ring_has_work(struct hbg_ring *r);
 bool ring_graphs_arrived(struct hbg_ring *r);
+
+/* mailbox.c */
+bool ring_poll_mailbox(struct sched_thread *t, struct hbg_ring *r);
+
+/* stall.c */
+bool ring_unfinished(struct hbg_ring *r);
 void ring_check_stall(struct sched_thread *t, struct hbg_ring *r);
-void ring_fail(struct hbg_ring *r, int code, uint64_t task, const char *why);
-void ring_stop(struct hbg_ring *r, int code);
-/* ring_fail() without the warning (a session that ended normally): mark
- * the ring broken and fail its pending graphs. Any thread. */
-void ring_fail_quietly(struct hbg_ring *r, int code);
+
+/* ready.c */
+/* Route a classified task: ready, or onto the wake list of its latest
+ * unmet fanin. inline_ok: kernel-less tasks may be retired right here. */
+void ring_route(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, bool inline_ok);
+/* Wake a parked peer if more ready work is queued than this thread takes. */
+void ring_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r);
+void ring_drain_wake_list(struct sched_thread *t, struct hbg_ring *r, uint64_t id);
+/* After id's stamp is visible: drain its wake list, release its slot. */
+void ring_task_released(struct sched_thread *t, struct hbg_ring *r, uint64_t id);
+bool ring_retire_ready(struct sched_thread *t, struct hbg_ring *r, unsigned max);
+
+/* ring.c */
+void ring_task_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int status,
+                    const char *why);
 int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_ring **ret);
 void ring_free(struct hbg_ring *r);
 /* Private bytes of a ring of geometry g with every page touched. */
 uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g);
 
-/* dispatch.c */
-bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r);
+/* graphs.c */
+void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, const char *why);
+void ring_retire_graphs(struct hbg_ring *r);
+void ring_fail(struct hbg_ring *r, int code, uint64_t task, const char *why);
+/* ring_fail() without the warning (a session that ended normally): mark
+ * the ring broken and fail its pending graphs. Any thread. */
+void ring_fail_quietly(struct hbg_ring *r, int code);
+/* Called once no scheduler thread can touch the ring any more. */
+void ring_stop(struct hbg_ring *r, int code);
+/* One byte into the completion pipe (never blocks, never retried). */
+void ring_signal(struct hbg_ring *r);
 
-/* completion_eager.c */
-extern const struct completion_ops completion_eager_ops;
+/* wakeup.c */
+void engine_wake_one(struct hbg_engine *e);
+/* Finished ids were handed to the resolver: wake it if it sleeps. */
+void engine_wake_resolver(struct hbg_engine *e);
+void engine_wake_executor(struct hbg_engine *e);
+/* Wake everyone: the resolver too (stopping). */
+void engine_wake_all(struct hbg_engine *e);
+/* Sleep on a futex word while it holds val (timeout NULL: no limit). */
+void engine_futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *timeout);
+
+/* engine_log.c */
+void engine_log(struct hbg_engine *e, int priority, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+/* A spin-then-yield step for waits that need nothing from anyone. */
+static inline void engine_relax(unsigned *spins) {
+        if (++*spins < 64)
+                hbg_cpu_relax();
+        else
+                sched_yield();
+}
 
 static inline struct task_slot *ring_slot(struct hbg_ring *r, uint64_t id) {
         return &r->slots[id & r->task_mask];
@@ -278,4 +348,15 @@ static inline uint32_t ring_lap(const struct hbg_ring *r, uint64_t id) {
 
 static inline void stat_add(_Atomic uint64_t *c, uint64_t n) {
         hbg_stat_inc(c, n);
+}
+
+/* Thread t's completer of ring r: its cached watermark, failsafe heap and
+ * counters (never shared). */
+static inline struct hbg_completer *ring_completer(struct sched_thread *t, struct hbg_ring *r) {
+        return &r->per_thread[t->index].completer;
+}
+
+/* The slot's occupant is done with it (its last access, release). */
+static inline void ring_slot_release(struct hbg_ring *r, uint64_t id) {
+        atomic_store_explicit(&ring_slot(r, id)->state, SLOT_FREE, memory_order_release);
 }

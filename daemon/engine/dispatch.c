@@ -8,7 +8,7 @@
  */
 #include <errno.h>
 
-#include "daemon/engine_private.h"
+#include "daemon/engine/engine_private.h"
 
 /* Run up to `max_blocks` blocks of task `id`; returns the blocks taken. The
  * caller holds the task's only queue entry, so it alone may claim. */

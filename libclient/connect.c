@@ -1,13 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The connection: handshake, session regions, publishing and waiting; the
- * heap allocator and tensor helpers.
+ * Connecting: the handshake with hbgd, mapping and checking the session's
+ * regions and channels, and disconnecting (docs/PROTOCOL.md).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -16,39 +15,23 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "libclient/client_private.h"
 #include "proto/wire.h"
-
-/* ---------------------------------------------------------------- time */
-
-int64_t hbgc_now_ns(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#elif defined(__aarch64__)
-        __asm__ __volatile__("yield" ::: "memory");
-#endif
-}
+#include "shm/util.h"
 
 /* ---------------------------------------------------------------- handshake */
 
 /* Receive one envelope, waiting up to timeout_ms. */
 static int recv_env(int sock, int timeout_ms, Hbg__Envelope **env, int *fds, unsigned max_fds,
                     unsigned *nfds) {
-        int64_t deadline = hbgc_now_ns() + (int64_t)timeout_ms * 1000000;
+        int64_t deadline = hbg_now_ns() + (int64_t)timeout_ms * 1000000;
         for (;;) {
                 int err = wire_recv(sock, HBG_WIRE_MAX_MSG_DEFAULT, env, fds, max_fds, nfds);
                 if (err != -EAGAIN)
                         return err;
-                int64_t left = (deadline - hbgc_now_ns()) / 1000000;
+                int64_t left = (deadline - hbg_now_ns()) / 1000000;
                 if (left <= 0)
                         return -ETIMEDOUT;
                 struct pollfd p = { .fd = sock, .events = POLLIN };
@@ -59,13 +42,6 @@ static int recv_env(int sock, int timeout_ms, Hbg__Envelope **env, int *fds, uns
 
 static int send_env(int sock, Hbg__Envelope *env) {
         return wire_send(sock, env, NULL, 0, HBG_WIRE_MAX_MSG_DEFAULT);
-}
-
-/* An Error envelope from hbgd: its code (negative, else -EPROTO) and text. */
-static int daemon_error(hbg_client *c, const Hbg__Error *e, const char *when) {
-        int code = e->code < 0 && e->code >= -4095 ? e->code : -EPROTO;
-        return hbgc_fail(c, code, "hbgd refused the %s: %s", when,
-                         e->message && e->message[0] ? e->message : hbg_strerror(code));
 }
 
 static void close_fds(int *fds, unsigned n) {
@@ -135,13 +111,7 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
 
         c->sh = c->sub;
         c->ch = ch;
-        c->descs = (struct hbg_task_desc *)((char *)c->sub + c->g.sub_descs_offset);
-        c->payloads = (struct hbg_task_payload *)((char *)c->sub + c->g.sub_payloads_offset);
-        c->records = (struct hbg_graph_record *)((char *)c->sub + c->g.sub_graphs_offset);
-        c->mailbox = (struct hbg_mailbox_entry *)((char *)c->sub + c->g.sub_mailbox_offset);
         c->heap = (uint8_t *)c->sub + c->g.sub_heap_offset;
-        c->graph_table = (const struct hbg_graph_entry *)((const char *)c->cpl + c->g.cpl_graphs_offset);
-        c->ext_ready = (const _Atomic uint64_t *)((const char *)c->cpl + c->g.cpl_ext_ready_offset);
 
         /* Only reads through the window: the cast drops const for the
          * shared type, nothing is ever stored through it. */
@@ -152,11 +122,8 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
 
         c->session_id = r->session_id;
         c->first_id = r->first_id;
-        c->next_id = c->published = c->graph_first = r->first_id;
-        /* Where the daemon stands (a fresh session: nothing). */
-        c->mailbox_tail = atomic_load_explicit(&c->sh->mailbox_tail, memory_order_relaxed);
-        c->ext_head = 0;
-        c->graphs = c->harvested = 0;
+        hbg_producer_init(&c->prod, &c->g, c->sub, c->cpl, r->first_id);
+        c->harvested = 0;
         /* The doorbell is our end of a socketpair, the completion channel
          * the read end of a pipe (hbgd keeps the other ends to itself).
          * Ours are made non-blocking, so that no read or write of ours can
@@ -233,7 +200,7 @@ static int handshake(hbg_client *c) {
         if (err < 0)
                 return hbgc_fail(NULL, err, "no hello from hbgd: %s", hbg_strerror(err));
         if (env->msg_case == HBG__ENVELOPE__MSG_ERROR) {
-                err = daemon_error(NULL, env->error, "connection");
+                err = hbgc_daemon_error(NULL, env->error, "connection");
                 wire_free(env);
                 return err;
         }
@@ -255,7 +222,7 @@ static int handshake(hbg_client *c) {
                 return hbgc_fail(NULL, err, "no session reply from hbgd: %s", hbg_strerror(err));
         if (env->msg_case == HBG__ENVELOPE__MSG_ERROR) {
                 close_fds(fds, nfds);
-                err = daemon_error(NULL, env->error, "session");
+                err = hbgc_daemon_error(NULL, env->error, "session");
                 wire_free(env);
                 return err;
         }
@@ -331,203 +298,3 @@ HBG_EXPORT int hbg_client_fd(const hbg_client *c) {
         return c ? c->notify_fd : -EINVAL;
 }
 
-/* ---------------------------------------------------------------- checks */
-
-int hbgc_usable(hbg_client *c, const char *fn) {
-        if (!c)
-                return -EINVAL;
-        if (c->in_host)
-                return hbgc_fail(c, -EDEADLK, "%s: called from a host function of this client", fn);
-        if (c->dead)
-                return hbgc_fail(c, -ECONNRESET, "%s: hbgd went away", fn);
-        return 0;
-}
-
-bool hbgc_in_heap(const hbg_client *c, uint64_t offset, uint64_t bytes) {
-        uint64_t end;
-        return bytes > 0 && !__builtin_add_overflow(offset, bytes, &end) && end <= c->g.heap_size;
-}
-
-/* ---------------------------------------------------------------- publish */
-
-void hbgc_doorbell(hbg_client *c) {
-        /* seq_cst: the load after our seq_cst store of the cursor, against
-         * the engine's "store need_wakeup; re-read the cursors" (§9.4). */
-        if (atomic_load_explicit(&c->ch->need_wakeup, memory_order_seq_cst)) {
-                char one = 1;
-                /* EAGAIN: rings are queued already, hbgd wakes anyway;
-                 * MSG_NOSIGNAL: hbgd gone is an error, not a SIGPIPE. */
-                ssize_t n = send(c->doorbell_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-                (void)n;
-        }
-}
-
-void hbgc_drain_completion(hbg_client *c) {
-        char buf[64];
-        for (unsigned i = 0; i < 64 && read(c->completion_fd, buf, sizeof(buf)) > 0; i++)
-                ;
-}
-
-void hbgc_publish(hbg_client *c) {
-        if (c->published == c->next_id)
-                return;
-        c->published = c->next_id;
-        atomic_store_explicit(&c->sh->submitted, c->published, memory_order_seq_cst);
-        hbgc_doorbell(c);
-}
-
-/* ---------------------------------------------------------------- socket */
-
-int hbgc_check_socket(hbg_client *c) {
-        if (c->dead)
-                return -ECONNRESET;
-        for (;;) {
-                struct pollfd p = { .fd = c->sock, .events = POLLIN | POLLRDHUP };
-                int n = poll(&p, 1, 0);
-                if (n <= 0)
-                        return 0;
-                if (p.revents & POLLIN) {
-                        /* Read what hbgd said before it went away. */
-                        Hbg__Envelope *env = NULL;
-                        int fds[HBG_WIRE_MAX_FDS];
-                        unsigned nfds = 0;
-                        int err = wire_recv(c->sock, HBG_WIRE_MAX_MSG_DEFAULT, &env, fds, 0, &nfds);
-                        if (err == 0) {
-                                if (env->msg_case == HBG__ENVELOPE__MSG_ERROR)
-                                        daemon_error(c, env->error, "session");
-                                wire_free(env);
-                                continue;
-                        }
-                        /* -EAGAIN, or a record we cannot use (dropped) */
-                        if (err != -ECONNRESET && !(p.revents & (POLLHUP | POLLRDHUP | POLLERR)))
-                                return 0;
-                } else if (!(p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL))) {
-                        return 0;
-                }
-                c->dead = true;
-                return -ECONNRESET;
-        }
-}
-
-/* ---------------------------------------------------------------- waiting */
-
-#define SPIN_NS 20000          /* pure spinning first */
-#define YIELD_NS 2000000       /* then sched_yield() (watermark waits) */
-#define POLL_CAP_MS_WATERMARK 1
-#define POLL_CAP_MS_EVENTFUL 100
-
-void hbgc_wait_begin(struct hbgc_wait *w, int timeout_ms, bool eventful) {
-        w->start_ns = hbgc_now_ns();
-        w->deadline_ns = timeout_ms < 0 ? -1 : w->start_ns + (int64_t)timeout_ms * 1000000;
-        w->iter = 0;
-        w->eventful = eventful;
-}
-
-int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
-        hbgc_publish(c);
-        hbgc_process(c);
-        w->iter++;
-        int64_t now = hbgc_now_ns();
-        if (w->deadline_ns >= 0 && now >= w->deadline_ns)
-                return hbgc_check_socket(c) < 0 ? -ECONNRESET : -ETIMEDOUT;
-        int64_t elapsed = now - w->start_ns;
-        if (elapsed < SPIN_NS) {
-                for (unsigned i = 0; i < 64; i++)
-                        cpu_relax();
-                return 0;
-        }
-        if (!w->eventful && elapsed < YIELD_NS) {
-                sched_yield();
-                if (w->iter % 256 == 0)
-                        return hbgc_check_socket(c);
-                return 0;
-        }
-        int cap = w->eventful ? POLL_CAP_MS_EVENTFUL : POLL_CAP_MS_WATERMARK;
-        int timeout = cap;
-        if (w->deadline_ns >= 0) {
-                int64_t left_ms = (w->deadline_ns - now + 999999) / 1000000;
-                if (left_ms < timeout)
-                        timeout = (int)left_ms;
-        }
-        struct pollfd p[2] = {
-                { .fd = c->completion_fd, .events = POLLIN },
-                { .fd = c->sock, .events = POLLIN | POLLRDHUP },
-        };
-        int n = poll(p, 2, timeout);
-        if (n < 0)
-                return 0; /* EINTR: just look again */
-        if (p[0].revents & POLLIN)
-                hbgc_drain_completion(c);
-        if (p[1].revents)
-                return hbgc_check_socket(c);
-        return 0;
-}
-
-/* ---------------------------------------------------------------- tensors */
-
-static int allocs_reserve(hbg_client *c) {
-        if (c->n_allocs < c->cap_allocs)
-                return 0;
-        size_t cap = c->cap_allocs ? 2 * c->cap_allocs : 64;
-        struct heap_alloc *v = realloc(c->allocs, cap * sizeof(*v));
-        if (!v)
-                return -ENOMEM;
-        c->allocs = v;
-        c->cap_allocs = cap;
-        return 0;
-}
-
-/* First fit over the gaps between allocations (sorted by offset). Nothing
- * is ever freed before hbg_disconnect(), so today this is a bump
- * allocator; the gaps matter once tensors can be freed. */
-HBG_EXPORT int hbg_tensor_alloc(hbg_client *c, size_t bytes, hbg_tensor *ret) {
-        if (!c)
-                return -EINVAL;
-        if (!ret || bytes == 0)
-                return hbgc_fail(c, -EINVAL, "hbg_tensor_alloc: %s", !ret ? "ret is NULL" : "zero bytes");
-        if ((uint64_t)bytes > c->g.heap_size)
-                return hbgc_fail(c, -ENOMEM, "hbg_tensor_alloc: %zu bytes is more than the heap (%" PRIu64 " bytes)",
-                                 bytes, c->g.heap_size);
-        /* heap_size <= 1 TiB: no overflow. */
-        uint64_t size = ((uint64_t)bytes + HBG_HEAP_ALIGN - 1) & ~(uint64_t)(HBG_HEAP_ALIGN - 1);
-
-        uint64_t at = 0;
-        size_t i = 0;
-        for (; i < c->n_allocs; i++) {
-                if (c->allocs[i].offset - at >= size)
-                        break;
-                at = c->allocs[i].offset + c->allocs[i].size;
-        }
-        if (i == c->n_allocs && c->g.heap_size - at < size)
-                return hbgc_fail(c, -ENOMEM, "hbg_tensor_alloc: no room for %zu bytes in the session heap (%" PRIu64
-                                 " bytes); tensors live until hbg_disconnect()", bytes, c->g.heap_size);
-        if (allocs_reserve(c) < 0)
-                return hbgc_fail(c, -ENOMEM, "hbg_tensor_alloc: out of memory");
-        memmove(&c->allocs[i + 1], &c->allocs[i], (c->n_allocs - i) * sizeof(c->allocs[0]));
-        c->allocs[i] = (struct heap_alloc){ .offset = at, .size = size };
-        c->n_allocs++;
-        *ret = (hbg_tensor){ .offset = at, .bytes = bytes };
-        return 0;
-}
-
-HBG_EXPORT void *hbg_tensor_data(hbg_client *c, hbg_tensor t) {
-        if (!c || !hbgc_in_heap(c, t.offset, t.bytes))
-                return NULL;
-        return c->heap + t.offset;
-}
-
-HBG_EXPORT int hbg_tensor_slice_f32(hbg_tensor t, uint64_t lo, uint64_t hi, hbg_tensor *ret) {
-        uint64_t bytes_lo, bytes_hi, off;
-        if (!ret || lo >= hi || __builtin_mul_overflow(lo, 4, &bytes_lo) ||
-            __builtin_mul_overflow(hi, 4, &bytes_hi) || bytes_hi > t.bytes ||
-            __builtin_add_overflow(t.offset, bytes_lo, &off))
-                return -EINVAL;
-        *ret = (hbg_tensor){ .offset = off, .bytes = bytes_hi - bytes_lo };
-        return 0;
-}
-
-HBG_EXPORT uint64_t hbg_f32(float v) {
-        uint32_t bits;
-        memcpy(&bits, &v, sizeof(bits));
-        return bits;
-}

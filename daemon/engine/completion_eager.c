@@ -1,19 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The completion step, eager watermark mode (RUNTIME_LOGIC.md §11): publish
- * the stamp (or defer it to the failsafe heap), drain the wake list, advance
- * the watermark if at the frontier, release the slot, retire graphs.
+ * The eager watermark (RUNTIME_LOGIC.md §4-§6, §11.1; the seed's #1618):
+ * publish the stamp (seq_cst) or defer it to the failsafe heap; drain the
+ * wake list; the completer at the frontier walks the watermark over the
+ * whole completed prefix; retire graphs when it moved.
  */
 #include <errno.h>
 
-#include "daemon/engine_private.h"
+#include "daemon/engine/completion.h"
+#include "daemon/engine/engine_private.h"
 
 static void finish_published(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
-        struct hbg_completer *c = &r->per_thread[t->index].completer;
+        struct hbg_completer *c = ring_completer(t, r);
 
-        /* Order matters: the list closes only after the stamp is visible
-         * (a waiter re-checking finds the producer set), and the watermark
-         * moves only after the stamp (§4.1). */
+        /* Order matters: the watermark moves only after the stamp (§4.1),
+         * exactly once per id. */
         ring_drain_wake_list(t, r, id);
         bool advanced = hbg_update_completed_watermark(c, id);
         ring_slot_release(r, id);
@@ -22,19 +23,18 @@ static void finish_published(struct sched_thread *t, struct hbg_ring *r, uint64_
 }
 
 static void eager_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
-        struct hbg_completer *c = &r->per_thread[t->index].completer;
-        int rc = hbg_publish_or_defer(c, id);
+        int rc = hbg_publish_or_defer(ring_completer(t, r), id);
 
         if (rc == 1)
                 finish_published(t, r, id);
         else if (rc < 0)
-                /* Unreachable with capacity D - F (§6.2); if it ever
-                 * happens the ring stops rather than losing the task. */
+                /* Unreachable with capacity D (§6.2); if it ever happens
+                 * the ring stops rather than losing the task. */
                 ring_fail(r, rc, id, "failsafe heap full");
 }
 
 static bool eager_tick(struct sched_thread *t, struct hbg_ring *r) {
-        struct hbg_completer *c = &r->per_thread[t->index].completer;
+        struct hbg_completer *c = ring_completer(t, r);
         uint64_t id;
         bool did = false;
 
@@ -45,7 +45,9 @@ static bool eager_tick(struct sched_thread *t, struct hbg_ring *r) {
         return did;
 }
 
-const struct completion_ops completion_eager_ops = {
+const struct completion_policy completion_eager = {
+        .mode = HBG_COMPLETION_EAGER,
+        .name = "eager",
         .complete = eager_complete,
         .tick = eager_tick,
 };

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The lazy watermark (RUNTIME_LOGIC.md §11.2; the seed's sibling design,
+ * #1619): no fences on the completion path. A completer publishes its stamp
+ * (release), drains its wake list and makes one bounded attempt to move the
+ * watermark up to its own id + 1. Liveness comes from elsewhere: every
+ * scheduler thread walks the whole completed prefix once per loop iteration
+ * (tick), and a thread about to park walks once more after counting itself
+ * idle, so the last thread to go idle sees every stamp.
+ */
+#include <errno.h>
+
+#include "daemon/engine/completion.h"
+#include "daemon/engine/engine_private.h"
+
+static uint32_t stamp_at(const struct hbg_flag_window *w, uint64_t id) {
+        /* acquire: the completed tasks' effects reach whoever reads the
+         * watermark after we move it (release CAS). */
+        return atomic_load_explicit(hbg_flag_slot(w, id), memory_order_acquire);
+}
+
+/*
+ * One attempt: scan the set stamps from the watermark up to `bound`
+ * (exclusive; never more than D ids: none beyond are in flight) and CAS the
+ * watermark there once. A lost CAS means another thread moved it. Returns
+ * true if this call moved it.
+ */
+static bool advance_once(struct hbg_completer *c, uint64_t bound) {
+        const struct hbg_flag_window *w = c->window;
+        uint64_t cur = atomic_load_explicit(w->watermark, memory_order_acquire);
+        uint64_t limit = cur + w->task_window < bound ? cur + w->task_window : bound;
+        uint64_t next = cur;
+
+        while (next < limit && stamp_at(w, next) == hbg_stamp_of(next))
+                next++;
+        if (cur > c->cached_watermark)
+                c->cached_watermark = cur;
+        if (next == cur)
+                return false;
+        hbg_stat_inc(&c->stats.walks, 1);
+        /* Success acq_rel: releases the walked prefix to WM readers. */
+        if (!atomic_compare_exchange_strong_explicit(w->watermark, &cur, next, memory_order_acq_rel,
+                                                     memory_order_acquire)) {
+                hbg_stat_inc(&c->stats.cas_failures, 1);
+                if (cur > c->cached_watermark)
+                        c->cached_watermark = cur;
+                return false;
+        }
+        hbg_stat_inc(&c->stats.advances, 1);
+        hbg_stat_inc(&c->stats.ids_advanced, next - cur);
+        c->cached_watermark = next;
+        return true;
+}
+
+/* The full walk: as far as the stamps go, retrying lost CASes (each retry
+ * starts from a higher watermark, so this ends). */
+static bool advance_all(struct hbg_completer *c) {
+        bool moved = false;
+        while (advance_once(c, UINT64_MAX))
+                moved = true;
+        return moved;
+}
+
+/* Publish, or try to certify the slot's previous occupant by moving the
+ * watermark up to it, then publish; false: still blocked (§3.4). */
+static bool publish(struct hbg_completer *c, uint64_t id) {
+        if (hbg_try_publish(c, id, memory_order_release))
+                return true;
+        /* The gate wants WM > id - F. */
+        advance_once(c, id - c->window->flag_window + 1);
+        return hbg_try_publish(c, id, memory_order_release);
+}
+
+static void finish_published(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
+        struct hbg_completer *c = ring_completer(t, r);
+        ring_task_released(t, r, id);
+        if (advance_once(c, id + 1))
+                ring_retire_graphs(r);
+}
+
+static void lazy_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
+        struct hbg_completer *c = ring_completer(t, r);
+        if (publish(c, id)) {
+                finish_published(t, r, id);
+                return;
+        }
+        int rc = hbg_defer(c, id);
+        if (rc < 0)
+                ring_fail(r, rc, id, "failsafe heap full");
+}
+
+static bool lazy_tick(struct sched_thread *t, struct hbg_ring *r) {
+        struct hbg_completer *c = ring_completer(t, r);
+        bool did = false;
+        uint64_t id;
+
+        /* Deferred ids, smallest first: the gate is monotone in id (§6.1). */
+        while (hbg_failsafe_heap_peek(&c->heap, &id)) {
+                hbg_stat_inc(&c->stats.retries, 1);
+                if (!publish(c, id))
+                        break;
+                hbg_failsafe_heap_pop(&c->heap, &id);
+                hbg_stat_inc(&c->stats.retry_published, 1);
+                finish_published(t, r, id);
+                did = true;
+        }
+        /* The walk that keeps the watermark live. */
+        if (advance_all(c)) {
+                ring_retire_graphs(r);
+                did = true;
+        }
+        return did;
+}
+
+/* After the parking thread's idle count went up (an acq_rel RMW on the
+ * engine's `idle`, which every parking thread makes): it sees every stamp
+ * stored before any earlier parker's increment, so the last to go idle
+ * cannot miss a completed prefix (§11.2). */
+static bool lazy_before_park(struct sched_thread *t, struct hbg_ring *r) {
+        if (advance_all(ring_completer(t, r))) {
+                ring_retire_graphs(r);
+                return true;
+        }
+        return false;
+}
+
+const struct completion_policy completion_lazy = {
+        .mode = HBG_COMPLETION_LAZY,
+        .name = "lazy",
+        .complete = lazy_complete,
+        .tick = lazy_tick,
+        .before_park = lazy_before_park,
+};

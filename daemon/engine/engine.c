@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The engine's public surface (daemon/engine.h): configuration, life
+ * cycle, the threads' roles and counters.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/engine/engine_private.h"
+#include "shm/util.h"
+
+void hbg_engine_config_default(struct hbg_engine_config *ret) {
+        *ret = (struct hbg_engine_config){
+                .threads = 4,
+                .clusters = 8,
+                .spin_before_park_ns = 50000,
+                .stall_timeout_ms = 10000,
+                .classify_batch = 64,
+                .max_rings = 256,
+                .max_threads_per_ring = 0,
+                .max_task_cost = UINT64_C(1) << 31,
+                .completion_mode = HBG_COMPLETION_EAGER,
+        };
+}
+
+int hbg_engine_config_validate(const struct hbg_engine_config *cfg, const char **ret_error) {
+        const char *dummy;
+        if (!ret_error)
+                ret_error = &dummy;
+        if (cfg->threads < 1 || cfg->threads > HBG_ENGINE_MAX_THREADS) {
+                *ret_error = "threads: must be between 1 and 64";
+                return -ERANGE;
+        }
+        if (cfg->clusters < 1 || cfg->clusters > HBG_ENGINE_MAX_CLUSTERS) {
+                *ret_error = "clusters: must be between 1 and 1024 (with no cores no task could run)";
+                return -ERANGE;
+        }
+        if (cfg->classify_batch < 1 || cfg->classify_batch > 4096) {
+                *ret_error = "classify_batch: must be between 1 and 4096";
+                return -ERANGE;
+        }
+        if (cfg->max_rings < 1 || cfg->max_rings > HBG_ENGINE_MAX_RINGS) {
+                *ret_error = "max_rings: must be between 1 and 1024";
+                return -ERANGE;
+        }
+        if (cfg->spin_before_park_ns > UINT64_C(1000000000)) {
+                *ret_error = "spin_before_park_ns: must not exceed 1 s";
+                return -ERANGE;
+        }
+        const struct completion_policy *policy = completion_policy(cfg->completion_mode);
+        if (!policy) {
+                *ret_error = "completion_mode: unknown mode (eager, lazy or resolver)";
+                return -EINVAL;
+        }
+        if (policy->dedicated_resolver && cfg->threads < 2) {
+                *ret_error = "completion_mode resolver: needs at least 2 threads "
+                             "(N-1 schedulers and one resolver)";
+                return -EINVAL;
+        }
+        if (cfg->max_threads_per_ring > cfg->threads - (policy->dedicated_resolver ? 1u : 0u)) {
+                *ret_error = "max_threads_per_session: must not exceed the scheduler threads";
+                return -ERANGE;
+        }
+        *ret_error = NULL;
+        return 0;
+}
+
+/* One cleanup path: hbg_engine_free() takes the engine in any state this
+ * constructor can leave it in (threads_started counts the live threads). */
+int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg) {
+        const char *why;
+        int err = hbg_engine_config_validate(cfg, &why);
+        if (err < 0)
+                return err;
+
+        struct hbg_engine *e = calloc(1, sizeof(*e));
+        if (!e)
+                return -ENOMEM;
+        e->cfg = *cfg;
+        e->completion = completion_policy(cfg->completion_mode);
+        e->nthreads = cfg->threads;
+        e->nschedulers = cfg->threads - (e->completion->dedicated_resolver ? 1u : 0u);
+        e->resolver_index = e->completion->dedicated_resolver ? cfg->threads - 1 : UINT_MAX;
+        if (e->cfg.max_threads_per_ring == 0)
+                e->cfg.max_threads_per_ring = e->nschedulers > 1 ? e->nschedulers - 1 : 1;
+        e->test_stall_thread = -1;
+        err = -pthread_mutex_init(&e->rings_lock, NULL);
+        if (err < 0)
+                goto fail;
+        e->rings_lock_ready = true;
+        err = -ENOMEM;
+        e->rings = calloc(cfg->max_rings, sizeof(*e->rings));
+        e->threads = aligned_alloc(64, cfg->threads * sizeof(*e->threads));
+        if (!e->rings || !e->threads)
+                goto fail;
+        memset(e->threads, 0, cfg->threads * sizeof(*e->threads));
+        const char *stall = getenv("HBGD_TEST_STALL_THREAD");
+        if (stall && *stall) {
+                /* Test only: "N" or "N:MS" (stall thread N after MS ms). */
+                char *end;
+                unsigned long n = strtoul(stall, &end, 10);
+                unsigned long ms = *end == ':' ? strtoul(end + 1, NULL, 10) : 0;
+                if (n < cfg->threads) {
+                        e->test_stall_thread = (int)n;
+                        e->test_stall_at_ms = hbg_now_ms() + (int64_t)ms;
+                }
+        }
+
+        /* Cluster i belongs to scheduler thread i mod n: every cluster has
+         * exactly one owner; with more schedulers than clusters the extra
+         * ones own none and classify, complete and retire only (§9.2). A
+         * resolver thread (§11.3) owns none. */
+        unsigned ns = e->nschedulers;
+        for (unsigned i = 0; i < e->nthreads; i++) {
+                struct sched_thread *t = &e->threads[i];
+                t->engine = e;
+                t->index = i;
+                t->clusters = i >= ns ? 0 : cfg->clusters / ns + (i < cfg->clusters % ns ? 1 : 0);
+                t->ring_cursor = i;
+        }
+        e->all_execute = cfg->clusters >= ns;
+        for (unsigned i = 0; i < e->nthreads; i++) {
+                void *(*body)(void *) = i == e->resolver_index ? sched_resolver_main : sched_thread_main;
+                err = -pthread_create(&e->threads[i].thread, NULL, body, &e->threads[i]);
+                if (err < 0)
+                        goto fail;
+                e->threads_started++;
+        }
+        *ret = e;
+        return 0;
+fail:
+        hbg_engine_free(e);
+        return err;
+}
+
+struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
+        if (!e)
+                return NULL;
+        atomic_store(&e->stop, true);
+        for (unsigned i = 0; i < e->threads_started; i++) {
+                /* A thread may be parked with no timeout: keep kicking. */
+                engine_wake_all(e);
+                pthread_join(e->threads[i].thread, NULL);
+        }
+        if (e->rings) {
+                unsigned high = atomic_load(&e->rings_high);
+                for (unsigned i = 0; i < high; i++) {
+                        struct hbg_ring *r = atomic_load(&e->rings[i]);
+                        if (r)
+                                hbg_engine_ring_remove(e, r, -ESHUTDOWN);
+                }
+        }
+        /* Every thread has exited: nothing holds a ring any more. */
+        if (e->threads)
+                hbg_engine_collect(e);
+        if (e->rings_lock_ready)
+                pthread_mutex_destroy(&e->rings_lock);
+        free(e->rings);
+        free(e->threads);
+        free(e);
+        return NULL;
+}
+
+void hbg_engine_thread_alive(const struct hbg_engine *e, unsigned thread,
+                             struct hbg_thread_alive *ret) {
+        const struct sched_thread *t = &e->threads[thread];
+        ret->heartbeat = atomic_load_explicit(&t->heartbeat, memory_order_relaxed);
+        ret->parked = atomic_load_explicit(&t->parked, memory_order_relaxed);
+}
+
+unsigned hbg_engine_threads(const struct hbg_engine *e) {
+        return e->nthreads;
+}
+
+void hbg_engine_thread_stats(const struct hbg_engine *e, unsigned thread,
+                             struct hbg_thread_stats *ret) {
+        struct hbg_engine *me = (struct hbg_engine *)e;
+        const struct sched_thread *t = &e->threads[thread];
+        struct hbg_completer_stats sum = { 0 };
+
+        fold_completer_stats(&sum, &t->retired_completer);
+        pthread_mutex_lock(&me->rings_lock);
+        unsigned high = atomic_load(&e->rings_high);
+        for (unsigned i = 0; i < high; i++) {
+                struct hbg_ring *r = atomic_load(&e->rings[i]);
+                if (r)
+                        fold_completer_stats(&sum, &r->per_thread[thread].completer.stats);
+        }
+        pthread_mutex_unlock(&me->rings_lock);
+
+        *ret = (struct hbg_thread_stats){
+                .classified = hbg_stat_get(&t->stats.classified),
+                .dispatched = hbg_stat_get(&t->stats.dispatched),
+                .executed_tasks = hbg_stat_get(&t->stats.executed_tasks),
+                .retired_inline = hbg_stat_get(&t->stats.retired_inline),
+                .failed = hbg_stat_get(&t->stats.failed),
+                .published = hbg_stat_get(&sum.published),
+                .failsafe_pushes = hbg_stat_get(&sum.deferred),
+                .failsafe_retries = hbg_stat_get(&sum.retries),
+                .watermark_advances = hbg_stat_get(&sum.advances),
+                .watermark_cas_failures = hbg_stat_get(&sum.cas_failures),
+                .parks = hbg_stat_get(&t->stats.parks),
+                .wakeups = hbg_stat_get(&t->stats.wakeups),
+                .clusters = t->clusters,
+        };
+}

@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Graphs and failures (RUNTIME_LOGIC.md §12.1-§12.2): the failure list and
+ * table, retiring graph records as the watermark passes them (a combining
+ * lock), stopping a ring, and the completion-pipe signal.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "daemon/engine/engine_private.h"
+
+/* One byte into the completion pipe. The write end is ours alone and
+ * non-blocking, so nothing the client does with its read end can make this
+ * block (docs/SECURITY.md); a full pipe (EAGAIN) already tells the client
+ * "something happened", and a closed one (EPIPE) means it is gone. Never
+ * retried. */
+void ring_signal(struct hbg_ring *r) {
+        if (r->completion_fd < 0)
+                return;
+        char one = 1;
+        ssize_t n = write(r->completion_fd, &one, 1);
+        (void)n;
+}
+
+void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, const char *why) {
+        pthread_mutex_lock(&r->cold_lock);
+        int32_t expected = 0;
+        if (atomic_compare_exchange_strong(&r->cpl->error_code, &expected, code))
+                atomic_store_explicit(&r->cpl->error_task, id, memory_order_release);
+        if (r->n_failures < r->max_failures) {
+                r->failures[r->n_failures++] = (struct failure){ .id = id, .code = code, .why = why };
+        } else {
+                /* Full (only if the client never sends graph records for
+                 * failing tasks): keep the lowest ids, they decide. */
+                uint32_t hi = 0;
+                for (uint32_t i = 1; i < r->n_failures; i++)
+                        if (r->failures[i].id > r->failures[hi].id)
+                                hi = i;
+                if (r->failures[hi].id > id)
+                        r->failures[hi] = (struct failure){ .id = id, .code = code, .why = why };
+        }
+        pthread_mutex_unlock(&r->cold_lock);
+}
+
+/* The status of a graph [first, last]: its lowest real failure, else its
+ * lowest skipped task (-ECANCELED). Entries of the graph are dropped. */
+static int graph_status(struct hbg_ring *r, uint64_t first, uint64_t last, uint64_t *ret_task,
+                        const char **ret_why) {
+        int code = 0;
+        uint64_t task = 0;
+        bool real = false;
+
+        pthread_mutex_lock(&r->cold_lock);
+        uint32_t keep = 0;
+        for (uint32_t i = 0; i < r->n_failures; i++) {
+                struct failure f = r->failures[i];
+                if (f.id < first || f.id > last) {
+                        r->failures[keep++] = f;
+                        continue;
+                }
+                bool is_real = f.code != -ECANCELED;
+                if (code == 0 || (is_real && !real) || (is_real == real && f.id < task)) {
+                        code = f.code;
+                        task = f.id;
+                        real = is_real;
+                        *ret_why = f.why;
+                }
+        }
+        r->n_failures = keep;
+        pthread_mutex_unlock(&r->cold_lock);
+        *ret_task = task;
+        return code;
+}
+
+static bool graph_lock(struct hbg_ring *r) {
+        uint32_t expected = 0;
+        return atomic_compare_exchange_strong(&r->retire_lock, &expected, 1);
+}
+
+static void graph_unlock(struct hbg_ring *r) {
+        atomic_store(&r->retire_lock, 0);
+}
+
+static void publish_graph(struct hbg_ring *r, int code, uint64_t task, const char *why) {
+        struct hbg_graph_entry *e = &r->graph_table[r->graph_next & (r->g.graph_table_entries - 1)];
+
+        /* Rate-limited per session by hbgd's log; ": graph N" becomes the
+         * journal field HBG_GRAPH. */
+        if (code)
+                engine_log(r->engine, LOG_NOTICE,
+                           "ring %s: graph %" PRIu64 " (client id %" PRIu64 ") failed: %s at task %" PRIu64
+                           " (%s)", r->name, r->graph_next, r->graph_cur.graph_id, strerror(-code), task,
+                           why ? why : "stopped");
+
+        e->graph_id = r->graph_cur.graph_id;
+        e->status = code;
+        e->reserved0 = 0;
+        e->first_error_task = code ? task : 0;
+        atomic_store_explicit(&e->seq, r->graph_next + 1, memory_order_release);
+        if (code)
+                atomic_fetch_add_explicit(&r->graphs_failed, 1, memory_order_relaxed);
+        r->graph_expected_first = r->graph_cur.last_id + 1;
+        r->graph_next++;
+        r->graph_have = false;
+}
+
+/* Copy the next graph record once and validate the copy. false: none
+ * available, or the ring broke. Under the retire lock. */
+static bool fetch_graph(struct hbg_ring *r, uint64_t submitted) {
+        if (r->graph_have)
+                return true;
+        if (submitted <= r->graph_next)
+                return false;
+        if (submitted - r->graph_next > r->g.graph_table_entries) {
+                ring_fail(r, -EPROTO, 0, "graphs_submitted is more than the graph ring ahead");
+                return false;
+        }
+        struct hbg_graph_record rec;
+        memcpy(&rec, &r->graph_records[r->graph_next & (r->g.graph_table_entries - 1)], sizeof(rec));
+        if (rec.reserved != 0 || rec.first_id != r->graph_expected_first || rec.last_id < rec.first_id) {
+                ring_fail(r, -EPROTO, rec.first_id,
+                          "graph record is not the contiguous continuation of the previous one");
+                return false;
+        }
+        r->graph_cur = rec;
+        r->graph_have = true;
+        return true;
+}
+
+/* Fail every graph record the client has submitted and that is not retired
+ * (the ring stopped). Under the retire lock. A stopped ring's records are
+ * taken as they are: contiguity no longer matters. */
+static bool fail_graphs_locked(struct hbg_ring *r, int code) {
+        bool any = false;
+        for (uint64_t n = 0; n < r->g.graph_table_entries; n++) {
+                if (!r->graph_have) {
+                        uint64_t submitted = atomic_load_explicit(&r->sub->graphs_submitted,
+                                                                  memory_order_acquire);
+                        if (submitted <= r->graph_next ||
+                            submitted - r->graph_next > r->g.graph_table_entries)
+                                break;
+                        memcpy(&r->graph_cur,
+                               &r->graph_records[r->graph_next & (r->g.graph_table_entries - 1)],
+                               sizeof(r->graph_cur));
+                        r->graph_have = true;
+                }
+                publish_graph(r, code, r->graph_cur.first_id, "session stopped");
+                any = true;
+        }
+        return any;
+}
+
+static int stop_code(struct hbg_ring *r) {
+        int code = atomic_load(&r->cpl->error_code);
+        return code ? code : -ESHUTDOWN;
+}
+
+static bool retire_graphs_locked(struct hbg_ring *r) {
+        uint64_t wm = hbg_watermark_read(&r->window);
+        /* Records up to here have been looked at: ring_graphs_arrived()
+         * compares against this, not against what is fetched. */
+        uint64_t submitted = atomic_load_explicit(&r->sub->graphs_submitted, memory_order_acquire);
+        atomic_store_explicit(&r->graphs_seen, submitted, memory_order_relaxed);
+        bool any = false;
+
+        for (uint64_t n = 0; n < r->g.graph_table_entries; n++) {
+                if (atomic_load(&r->broken) || !fetch_graph(r, submitted))
+                        break;
+                if (wm <= r->graph_cur.last_id)
+                        break;
+                uint64_t task = 0;
+                const char *why = NULL;
+                int code = graph_status(r, r->graph_cur.first_id, r->graph_cur.last_id, &task, &why);
+                publish_graph(r, code, task, why);
+                any = true;
+        }
+        if (atomic_load(&r->broken))
+                any |= fail_graphs_locked(r, stop_code(r));
+        if (any)
+                atomic_store_explicit(&r->cpl->graphs_retired, r->graph_next, memory_order_release);
+        return any;
+}
+
+/*
+ * Retire every graph the watermark has passed (or fail them all once the
+ * ring is broken). Combining: whoever holds the lock re-runs while somebody
+ * asked meanwhile, so a request is never lost and nobody waits. The flag
+ * and the lock are seq_cst: "store request; try lock" against "unlock;
+ * load request" is a store->load pair on both sides (§12.1).
+ */
+void ring_retire_graphs(struct hbg_ring *r) {
+        atomic_store(&r->retire_pending, 1);
+        while (atomic_load(&r->retire_pending) && graph_lock(r)) {
+                atomic_store(&r->retire_pending, 0);
+                bool any = retire_graphs_locked(r);
+                graph_unlock(r);
+                if (any)
+                        ring_signal(r);
+        }
+}
+
+/* Latch the error, mark the ring broken; true if this call broke it. */
+static bool ring_break(struct hbg_ring *r, int code, uint64_t task) {
+        int32_t zero = 0;
+        if (atomic_compare_exchange_strong(&r->cpl->error_code, &zero, code))
+                atomic_store_explicit(&r->cpl->error_task, task, memory_order_release);
+        bool expected = false;
+        return atomic_compare_exchange_strong(&r->broken, &expected, true);
+}
+
+void ring_fail(struct hbg_ring *r, int code, uint64_t task, const char *why) {
+        if (!ring_break(r, code, task))
+                return;
+        engine_log(r->engine, LOG_WARNING, "ring %s: stopped: %s (task %" PRIu64 ": %s)", r->name,
+                   why, task, strerror(-code));
+        /* From inside the retire lock this only leaves a request, which the
+         * holder serves when it unlocks. */
+        ring_retire_graphs(r);
+}
+
+void ring_fail_quietly(struct hbg_ring *r, int code) {
+        if (ring_break(r, code, 0))
+                ring_retire_graphs(r);
+}
+
+/* Called once no scheduler thread can touch the ring any more. */
+void ring_stop(struct hbg_ring *r, int code) {
+        int32_t zero = 0;
+        if (atomic_compare_exchange_strong(&r->cpl->error_code, &zero, code))
+                atomic_store_explicit(&r->cpl->error_task, 0, memory_order_release);
+        atomic_store(&r->broken, true);
+        unsigned spins = 0;
+        while (!graph_lock(r))
+                engine_relax(&spins);
+        bool any = fail_graphs_locked(r, code);
+        if (any)
+                atomic_store_explicit(&r->cpl->graphs_retired, r->graph_next, memory_order_release);
+        graph_unlock(r);
+        if (any)
+                ring_signal(r);
+}

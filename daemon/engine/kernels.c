@@ -1,0 +1,625 @@
+/* SPDX-License-Identifier: MIT */
+#include "daemon/engine/kernels.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "shm/util.h"
+
+/* ------------------------------------------------------------ helpers */
+
+static float *f32_at(uint8_t *heap, const struct hbg_tensor_arg *t) {
+        /* The heap base is 64-byte aligned and offsets are validated to be
+         * multiples of 4. */
+        return (float *)(void *)(heap + t->offset);
+}
+
+static uint64_t n_f32(const struct hbg_tensor_arg *t) {
+        return t->length / sizeof(float);
+}
+
+static float scalar_f32(uint64_t raw) {
+        uint32_t bits = (uint32_t)raw;
+        float v;
+
+        memcpy(&v, &bits, sizeof(v));
+        return v;
+}
+
+/* [*lo, *hi) = [n*part/parts, n*(part+1)/parts) without a 128-bit product:
+ * with n = q*parts + r, n*p/parts = q*p + r*p/parts exactly, and
+ * r*p < parts^2 < 2^64 for 32-bit parts. */
+static uint64_t split_point(uint64_t n, uint64_t p, uint64_t parts) {
+        uint64_t q = n / parts, r = n % parts;
+
+        return q * p + r * p / parts;
+}
+
+static bool bad_part(uint32_t part, uint32_t parts) {
+        return parts == 0 || part >= parts;
+}
+
+static int part_range(uint64_t n, uint32_t part, uint32_t parts, uint64_t *lo, uint64_t *hi) {
+        if (bad_part(part, parts))
+                return -EINVAL;
+        *lo = split_point(n, part, parts);
+        *hi = split_point(n, (uint64_t)part + 1, parts);
+        return 0;
+}
+
+/* ------------------------------------------------------------ checks */
+
+/* Each check returns the index of its reason in the kernel's message
+ * list; kernel_validate() puts the kernel's name in front. */
+
+static int check_none(const struct kernel_args *a, unsigned *ret_msg) {
+        (void)a;
+        (void)ret_msg;
+        return 0;
+}
+
+#define SPIN_NS_MAX UINT64_C(1000000000)
+
+static const char *const spin_msgs[] = { "ns must not exceed 1000000000 (1 s)" };
+
+static int check_spin(const struct kernel_args *a, unsigned *ret_msg) {
+        if (a->scalars[0] > SPIN_NS_MAX) {
+                *ret_msg = 0;
+                return -ERANGE;
+        }
+        return 0;
+}
+
+#define GEMM_DIM_MAX (UINT64_C(1) << 20)
+
+/* *ret = x * y * 4 or false on overflow. */
+static bool f32_bytes(uint64_t x, uint64_t y, uint64_t *ret) {
+        uint64_t n;
+
+        return !__builtin_mul_overflow(x, y, &n) && !__builtin_mul_overflow(n, sizeof(float), ret);
+}
+
+enum {
+        GEMM_ZERO, GEMM_BIG, GEMM_A_OVF, GEMM_A_FIT, GEMM_B_OVF, GEMM_B_FIT, GEMM_C_OVF, GEMM_C_FIT,
+};
+
+static const char *const gemm_msgs[] = {
+        [GEMM_ZERO] = "m, n and k must be at least 1",
+        [GEMM_BIG] = "m, n and k must not exceed 2^20",
+        [GEMM_A_OVF] = "size of A (m*k*4) overflows",
+        [GEMM_A_FIT] = "shape does not fit A",
+        [GEMM_B_OVF] = "size of B (k*n*4) overflows",
+        [GEMM_B_FIT] = "shape does not fit B",
+        [GEMM_C_OVF] = "size of C (m*n*4) overflows",
+        [GEMM_C_FIT] = "shape does not fit C",
+};
+
+static int check_gemm(const struct kernel_args *a, unsigned *ret_msg) {
+        uint64_t m = a->scalars[0], n = a->scalars[1], k = a->scalars[2], bytes;
+        const uint64_t dims[3][2] = { { m, k }, { k, n }, { m, n } };
+
+        if (m == 0 || n == 0 || k == 0) {
+                *ret_msg = GEMM_ZERO;
+                return -EINVAL;
+        }
+        if (m > GEMM_DIM_MAX || n > GEMM_DIM_MAX || k > GEMM_DIM_MAX) {
+                *ret_msg = GEMM_BIG;
+                return -ERANGE;
+        }
+        /* With every dimension <= 2^20 these products cannot overflow; the
+         * checks stay so a raised limit cannot silently break them. */
+        for (unsigned t = 0; t < 3; t++) {
+                if (!f32_bytes(dims[t][0], dims[t][1], &bytes)) {
+                        *ret_msg = GEMM_A_OVF + 2 * t;
+                        return -EOVERFLOW;
+                }
+                if (bytes > a->tensors[t].length) {
+                        *ret_msg = GEMM_A_FIT + 2 * t;
+                        return -EINVAL;
+                }
+        }
+        return 0;
+}
+
+enum { SOFTMAX_ZERO, SOFTMAX_OVF, SOFTMAX_FIT };
+
+static const char *const softmax_msgs[] = {
+        [SOFTMAX_ZERO] = "rows and cols must be at least 1",
+        [SOFTMAX_OVF] = "size of X (rows*cols*4) overflows",
+        [SOFTMAX_FIT] = "shape does not fit X",
+};
+
+static int check_softmax(const struct kernel_args *a, unsigned *ret_msg) {
+        uint64_t rows = a->scalars[0], cols = a->scalars[1], bytes;
+
+        if (rows == 0 || cols == 0) {
+                *ret_msg = SOFTMAX_ZERO;
+                return -EINVAL;
+        }
+        if (!f32_bytes(rows, cols, &bytes)) {
+                *ret_msg = SOFTMAX_OVF;
+                return -EOVERFLOW;
+        }
+        if (bytes > a->tensors[0].length) {
+                *ret_msg = SOFTMAX_FIT;
+                return -EINVAL;
+        }
+        return 0;
+}
+
+#define FAIL_CODE_MIN (-4095)
+
+static const char *const fail_msgs[] = { "code must be a negative errno in [-4095, -1]" };
+
+static int check_fail(const struct kernel_args *a, unsigned *ret_msg) {
+        int64_t code = (int64_t)a->scalars[0];
+
+        if (code < FAIL_CODE_MIN || code > -1) {
+                *ret_msg = 0;
+                return -ERANGE;
+        }
+        return 0;
+}
+
+/* ------------------------------------------------------------ costs */
+
+static uint64_t sat_mul(uint64_t x, uint64_t y) {
+        uint64_t r;
+        return __builtin_mul_overflow(x, y, &r) ? UINT64_MAX : r;
+}
+
+/* A task that runs nothing still costs its dispatch. */
+static uint64_t cost_unit(const struct kernel_args *a, uint32_t parts) {
+        (void)a;
+        return parts;
+}
+
+static uint64_t cost_spin(const struct kernel_args *a, uint32_t parts) {
+        return sat_mul(a->scalars[0], parts);
+}
+
+/* Elements of tensor i. */
+static uint64_t cost_elems0(const struct kernel_args *a, uint32_t parts) {
+        (void)parts;
+        return n_f32(&a->tensors[0]) + 1;
+}
+
+static uint64_t cost_elems1(const struct kernel_args *a, uint32_t parts) {
+        (void)parts;
+        return n_f32(&a->tensors[1]) + 1;
+}
+
+static uint64_t cost_elems2(const struct kernel_args *a, uint32_t parts) {
+        (void)parts;
+        return n_f32(&a->tensors[2]) + 1;
+}
+
+static uint64_t cost_gemm(const struct kernel_args *a, uint32_t parts) {
+        (void)parts;
+        return sat_mul(sat_mul(a->scalars[0], a->scalars[1]), a->scalars[2]);
+}
+
+/* Max, exp, sum and divide per element. */
+static uint64_t cost_softmax(const struct kernel_args *a, uint32_t parts) {
+        (void)parts;
+        return sat_mul(sat_mul(a->scalars[0], a->scalars[1]), 4);
+}
+
+/* ------------------------------------------------------------ kernels */
+
+static int run_noop(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+        (void)heap;
+        (void)a;
+        return bad_part(part, parts) ? -EINVAL : 0;
+}
+
+
+/* Every part spins the full time: it models per-block work. */
+static int run_spin(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+        uint64_t ns = a->scalars[0], start;
+
+        (void)heap;
+        if (bad_part(part, parts))
+                return -EINVAL;
+        if (ns == 0)
+                return 0;
+        start = (uint64_t)hbg_now_ns();
+        while ((uint64_t)hbg_now_ns() - start < ns)
+                hbg_cpu_relax();
+        return 0;
+}
+
+static int run_fill(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+        float *out = f32_at(heap, &a->tensors[0]);
+        float v = scalar_f32(a->scalars[0]);
+        uint64_t lo, hi;
+
+        if (part_range(n_f32(&a->tensors[0]), part, parts, &lo, &hi) < 0)
+                return -EINVAL;
+        for (uint64_t i = lo; i < hi; i++)
+                out[i] = v;
+        return 0;
+}
+
+/* In place allowed: in and out are the same range or disjoint
+ * (validated); memmove keeps every bit either way. */
+static int run_copy(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+        const float *in = f32_at(heap, &a->tensors[0]);
+        float *out = f32_at(heap, &a->tensors[1]);
+        uint64_t lo, hi;
+
+        if (part_range(n_f32(&a->tensors[1]), part, parts, &lo, &hi) < 0)
+                return -EINVAL;
+        if (hi > lo && in != out)
+                memmove(out + lo, in + lo, (size_t)(hi - lo) * sizeof(float));
+        return 0;
+}
+
+/* In place allowed (out may be a or b): element i is read, then written. */
+static int run_add(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+        const float *x = f32_at(heap, &a->tensors[0]);
+        const float *y = f32_at(heap, &a->tensors[1]);
+        float *out = f32_at(heap, &a->tensors[2]);
+        uint64_t lo, hi;
+
+        if (part_range(n_f32(&a->tensors[2]), part, parts, &lo, &hi) < 0)
+                return -EINVAL;
+        for (uint64_t i = lo; i < hi; i++)
+                out[i] = x[i] + y[i];
+        return 0;
+}
+
+/* In place allowed (out may be a or b): element i is read, then written. */
+static int run_mul(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+        const float *x = f32_at(heap, &a->tensors[0]);
+        const float *y = f32_at(heap, &a->tensors[1]);
+        float *out = f32_at(heap, &a->tensors[2]);
+        uint64_t lo, hi;
+
+        if (part_range(n_f32(&a->tensors[2]), part, parts, &lo, &hi) < 0)
+                return -EINVAL;
+        for (uint64_t i = lo; i < hi; i++)
+                out[i] = x[i] * y[i];
+        return 0;
+}
+
+/* In place allowed (y may be x): element i is read, then written. */
+static int run_axpy(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+        const float *x = f32_at(heap, &a->tensors[0]);
+        float *y = f32_at(heap, &a->tensors[1]);
+        float alpha = scalar_f32(a->scalars[0]);
+        uint64_t lo, hi;
+
+        if (part_range(n_f32(&a->tensors[1]), part, parts, &lo, &hi) < 0)
+                return -EINVAL;
+        for (uint64_t i = lo; i < hi; i++)
+                y[i] = alpha * x[i] + y[i];
+        return 0;
+}
+
+static int run_scale(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+        float *x = f32_at(heap, &a->tensors[0]);
+        float alpha = scalar_f32(a->scalars[0]);
+        uint64_t lo, hi;
+
+        if (part_range(n_f32(&a->tensors[0]), part, parts, &lo, &hi) < 0)
+                return -EINVAL;
+        for (uint64_t i = lo; i < hi; i++)
+                x[i] = alpha * x[i];
+        return 0;
+}
+
+/* Not splittable: part 0 sums everything in index order, in double. */
+static int run_reduce(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+        const float *x;
+        uint64_t n;
+        double sum = 0.0;
+
+        if (bad_part(part, parts))
+                return -EINVAL;
+        if (part != 0)
+                return 0;
+        x = f32_at(heap, &a->tensors[0]);
+        n = n_f32(&a->tensors[0]);
+        for (uint64_t i = 0; i < n; i++)
+                sum += (double)x[i];
+        f32_at(heap, &a->tensors[1])[0] = (float)sum;
+        return 0;
+}
+
+/* C[m x n] += A[m x k] * B[k x n], split by rows of C. Each C element is
+ * accumulated in float, starting from its old value, in p order: the i-p-j
+ * loop order adds the same terms in the same order as the textbook i-j-p
+ * loop, while the inner loop runs along rows of B and C. */
+static int run_gemm(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+        const float *restrict A = f32_at(heap, &a->tensors[0]);
+        const float *restrict B = f32_at(heap, &a->tensors[1]);
+        float *restrict C = f32_at(heap, &a->tensors[2]);
+        uint64_t m = a->scalars[0], n = a->scalars[1], k = a->scalars[2], lo, hi;
+
+        if (part_range(m, part, parts, &lo, &hi) < 0)
+                return -EINVAL;
+        for (uint64_t i = lo; i < hi; i++) {
+                float *restrict c = C + i * n;
+
+                for (uint64_t p = 0; p < k; p++) {
+                        const float *restrict b = B + p * n;
+                        float aip = A[i * k + p];
+
+                        for (uint64_t j = 0; j < n; j++)
+                                c[j] += aip * b[j];
+                }
+        }
+        return 0;
+}
+
+/* Each row: subtract the row max, e = expf(x - max) in float, sum the e in
+ * double in column order, then x = (float)(e / sum) in double. */
+static int run_softmax(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+        float *X = f32_at(heap, &a->tensors[0]);
+        uint64_t cols = a->scalars[1], lo, hi;
+
+        if (part_range(a->scalars[0], part, parts, &lo, &hi) < 0)
+                return -EINVAL;
+        for (uint64_t r = lo; r < hi; r++) {
+                float *x = X + r * cols;
+                float max = x[0];
+                double sum = 0.0;
+
+                for (uint64_t j = 1; j < cols; j++)
+                        if (x[j] > max)
+                                max = x[j];
+                for (uint64_t j = 0; j < cols; j++) {
+                        x[j] = expf(x[j] - max);
+                        sum += (double)x[j];
+                }
+                for (uint64_t j = 0; j < cols; j++)
+                        x[j] = (float)((double)x[j] / sum);
+        }
+        return 0;
+}
+
+/* Every part returns the code (validated to be in [-4095, -1]). */
+static int run_fail(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+        (void)heap;
+        if (bad_part(part, parts))
+                return -EINVAL;
+        return (int)(int64_t)a->scalars[0];
+}
+
+/* ------------------------------------------------------------ table */
+
+/* The code of each kernel, indexed by id - 1 like the signatures. */
+static const struct kernel_info kernels[HBG_KERNEL_COUNT - 1] = {
+#define K(ID, RUN, COST) [ID - 1] = { .sig = &hbg_kernel_sigs[ID - 1], .check = check_none, .run = RUN, .cost = COST }
+#define KC(ID, CHECK, MSGS, RUN, COST)                                                   \
+        [ID - 1] = { .sig = &hbg_kernel_sigs[ID - 1], .check = CHECK, .check_msgs = MSGS, \
+                     .n_check_msgs = sizeof(MSGS) / sizeof(MSGS[0]), .run = RUN, .cost = COST }
+        K(HBG_KERNEL_NOOP, run_noop, cost_unit),
+        KC(HBG_KERNEL_SPIN_NS, check_spin, spin_msgs, run_spin, cost_spin),
+        K(HBG_KERNEL_FILL_F32, run_fill, cost_elems0),
+        K(HBG_KERNEL_COPY_F32, run_copy, cost_elems1),
+        K(HBG_KERNEL_ADD_F32, run_add, cost_elems2),
+        K(HBG_KERNEL_MUL_F32, run_mul, cost_elems2),
+        K(HBG_KERNEL_AXPY_F32, run_axpy, cost_elems1),
+        K(HBG_KERNEL_SCALE_F32, run_scale, cost_elems0),
+        K(HBG_KERNEL_REDUCE_SUM_F32, run_reduce, cost_elems0),
+        KC(HBG_KERNEL_GEMM_F32, check_gemm, gemm_msgs, run_gemm, cost_gemm),
+        KC(HBG_KERNEL_SOFTMAX_ROWS_F32, check_softmax, softmax_msgs, run_softmax, cost_softmax),
+        KC(HBG_KERNEL_FAIL, check_fail, fail_msgs, run_fail, cost_unit),
+#undef K
+#undef KC
+};
+
+/* ------------------------------------------------------------ messages */
+
+/*
+ * Every message is static and names the kernel (and the tensors) from the
+ * signature table: built once, on first use, into one pool. Messages of
+ * the generic checks per kernel, per tensor, per scalar and per pair of
+ * tensors, and of each kernel's own checks.
+ */
+#define MAX_CHECK_MSGS 8
+
+enum { TM_DIR, TM_RESERVED, TM_ALIGN, TM_EMPTY, TM_OVERFLOW, TM_RANGE, TM_COUNT };
+
+struct kernel_msgs {
+        const char *n_tensors, *n_scalars, *cost;
+        const char *tensor[HBG_MAX_TENSOR_ARGS][TM_COUNT];
+        const char *f32_high[HBG_MAX_SCALAR_ARGS];
+        const char *overlap[HBG_MAX_TENSOR_ARGS][HBG_MAX_TENSOR_ARGS];
+        const char *length[HBG_MAX_TENSOR_ARGS];
+        const char *check[MAX_CHECK_MSGS];
+};
+
+static struct kernel_msgs msgs[HBG_KERNEL_COUNT - 1];
+static char pool[48 * 1024];
+static size_t pool_used;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static const char *msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static const char *msg(const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        char *at = pool + pool_used;
+        int n = vsnprintf(at, sizeof(pool) - pool_used, fmt, ap);
+        va_end(ap);
+        /* The pool is sized for the table (a test runs every message). */
+        if (n < 0 || (size_t)n >= sizeof(pool) - pool_used)
+                return "kernel: message pool too small";
+        pool_used += (size_t)n + 1;
+        return at;
+}
+
+static void build_table(void) {
+        static const char *const tm[TM_COUNT] = {
+                [TM_DIR] = "has the wrong direction",
+                [TM_RESERVED] = "reserved field is not zero",
+                [TM_ALIGN] = "offset or length is not a multiple of 4",
+                [TM_EMPTY] = "is empty",
+                [TM_OVERFLOW] = "offset + length overflows",
+                [TM_RANGE] = "extends past the end of the heap",
+        };
+        for (unsigned id = 1; id < HBG_KERNEL_COUNT; id++) {
+                const struct hbg_kernel_sig *s = hbg_kernel_sig_by_id((uint16_t)id);
+                struct kernel_msgs *m = &msgs[id - 1];
+                const char *kn = s->name;
+                m->n_tensors = msg("%s: wrong number of tensor arguments (takes %u)", kn, s->n_tensors);
+                m->n_scalars = msg("%s: wrong number of scalar arguments (takes %u)", kn, s->n_scalars);
+                m->cost = msg("%s: work above the per-task limit ([limits] max_task_cost)", kn);
+                for (unsigned t = 0; t < s->n_tensors; t++) {
+                        const char *tn = s->tensors[t].name;
+                        for (unsigned k = 0; k < TM_COUNT; k++)
+                                m->tensor[t][k] = msg("%s: tensor %s %s", kn, tn, tm[k]);
+                        for (unsigned j = 0; j < s->n_tensors; j++)
+                                if (j != t)
+                                        m->overlap[t][j] = msg(
+                                                s->in_place ? "%s: output %s overlaps tensor %s (only an "
+                                                              "input of the very same range may be shared)"
+                                                            : "%s: output %s overlaps tensor %s",
+                                                kn, tn, s->tensors[j].name);
+                        if (t + 1 < s->n_tensors)
+                                m->length[t] = msg("%s: tensor %s is not as long as %s (%s)", kn, tn,
+                                                   s->tensors[s->n_tensors - 1].name, s->length_rule);
+                }
+                for (unsigned i = 0; i < s->n_scalars; i++)
+                        if (s->scalars[i].kind == HBG_SCALAR_F32)
+                                m->f32_high[i] = msg("%s: f32 scalar %s has its upper 32 bits set", kn,
+                                                     s->scalars[i].name);
+                for (unsigned i = 0; i < kernels[id - 1].n_check_msgs && i < MAX_CHECK_MSGS; i++)
+                        m->check[i] = msg("%s: %s", kn, kernels[id - 1].check_msgs[i]);
+        }
+}
+
+/* A kernel's own reason, with the kernel's name. */
+static const char *check_message(const struct kernel_info *k, unsigned i) {
+        if (i >= k->n_check_msgs || i >= MAX_CHECK_MSGS)
+                return "kernel: bad check message index";
+        return msgs[k->sig->id - 1].check[i];
+}
+
+static void ensure_init(void) {
+        pthread_once(&once, build_table);
+}
+
+const struct kernel_info *kernel_lookup(uint16_t id) {
+        if (id == HBG_KERNEL_NONE || id >= HBG_KERNEL_COUNT)
+                return NULL;
+        return &kernels[id - 1];
+}
+
+const struct kernel_info *kernel_lookup_name(const char *name) {
+        const struct hbg_kernel_sig *s = hbg_kernel_sig_by_name(name);
+        return s ? kernel_lookup(s->id) : NULL;
+}
+
+size_t kernel_count(void) {
+        return HBG_KERNEL_COUNT - 1;
+}
+
+const struct kernel_info *kernel_at(size_t i) {
+        return i < HBG_KERNEL_COUNT - 1 ? kernel_lookup((uint16_t)(i + 1)) : NULL;
+}
+
+uint64_t kernel_cost(const struct kernel_info *k, const struct kernel_args *a, uint32_t parts) {
+        return k->cost(a, parts ? parts : 1);
+}
+
+const char *kernel_cost_message(const struct kernel_info *k) {
+        ensure_init();
+        return msgs[k->sig->id - 1].cost;
+}
+
+/* ------------------------------------------------------------ validation */
+
+static int check_tensor(const struct hbg_tensor_arg *t, uint8_t dir, uint64_t heap_size,
+                        const char *const *m, const char **why) {
+        uint64_t end;
+
+        if (t->direction != dir) {
+                *why = m[TM_DIR];
+                return -EINVAL;
+        }
+        if (t->reserved != 0) {
+                *why = m[TM_RESERVED];
+                return -EINVAL;
+        }
+        if (t->offset % sizeof(float) != 0 || t->length % sizeof(float) != 0) {
+                *why = m[TM_ALIGN];
+                return -EINVAL;
+        }
+        if (t->length == 0) {
+                *why = m[TM_EMPTY];
+                return -EINVAL;
+        }
+        if (__builtin_add_overflow(t->offset, t->length, &end)) {
+                *why = m[TM_OVERFLOW];
+                return -EOVERFLOW;
+        }
+        if (end > heap_size) {
+                *why = m[TM_RANGE];
+                return -ERANGE;
+        }
+        return 0;
+}
+
+int kernel_validate(const struct kernel_info *k, const struct kernel_args *a, uint64_t heap_size,
+                    const char **why) {
+        const char *dummy;
+        int r;
+
+        if (!why)
+                why = &dummy;
+        *why = NULL;
+        ensure_init();
+        if (!k || !k->sig || k->sig->id == HBG_KERNEL_NONE || k->sig->id >= HBG_KERNEL_COUNT ||
+            k != &kernels[k->sig->id - 1]) {
+                *why = "kernel: not an entry of the kernel table";
+                return -EINVAL;
+        }
+        const struct hbg_kernel_sig *s = k->sig;
+        const struct kernel_msgs *m = &msgs[s->id - 1];
+
+        if (a->n_tensors != s->n_tensors) {
+                *why = m->n_tensors;
+                return -EINVAL;
+        }
+        if (a->n_scalars != s->n_scalars) {
+                *why = m->n_scalars;
+                return -EINVAL;
+        }
+        struct hbg_kernel_tensor t[HBG_MAX_TENSOR_ARGS];
+        for (unsigned i = 0; i < s->n_tensors; i++) {
+                r = check_tensor(&a->tensors[i], s->tensors[i].dir, heap_size, m->tensor[i], why);
+                if (r < 0)
+                        return r;
+                t[i] = (struct hbg_kernel_tensor){ a->tensors[i].offset, a->tensors[i].length };
+        }
+        unsigned i, j;
+        switch (hbg_kernel_check_tensors(s, t, &i, &j)) {
+        case HBG_TENSORS_OVERLAP:
+                *why = m->overlap[i][j];
+                return -EINVAL;
+        case HBG_TENSORS_LENGTH:
+                *why = m->length[i];
+                return -EINVAL;
+        case HBG_TENSORS_OK:
+                break;
+        }
+        for (i = 0; i < s->n_scalars; i++) {
+                if (s->scalars[i].kind == HBG_SCALAR_F32 && (a->scalars[i] >> 32) != 0) {
+                        *why = m->f32_high[i];
+                        return -EINVAL;
+                }
+        }
+        unsigned cm = 0;
+        r = k->check(a, &cm);
+        if (r < 0)
+                *why = check_message(k, cm);
+        return r;
+}

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A ring's life cycle and its one completion entry point: creating and
+ * freeing its private memory (lazy zero mappings, §10.1), a task's status
+ * becoming final (handed to the completion policy), counters.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/engine/engine_private.h"
+#include "daemon/engine/lazy_alloc.h"
+#include "shm/util.h"
+
+void ring_task_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int status,
+                    const char *why) {
+        struct task_slot *s = ring_slot(r, id);
+        struct ring_thread *rt = &r->per_thread[t->index];
+
+        if (status < 0) {
+                atomic_store_explicit(&s->status, status, memory_order_relaxed);
+                /* Before the stamp (release there, acquire by whoever sees
+                 * the task complete): a dependant checks this entry. */
+                atomic_store_explicit(&r->fail_tags[id & r->fail_mask], id + 1, memory_order_relaxed);
+                ring_record_failure(r, id, status, why ? why : "task failed");
+                stat_add(&rt->failed, 1);
+                if (status != -ECANCELED) /* skipped ones count as retired */
+                        stat_add(&t->stats.failed, 1);
+        }
+        atomic_store_explicit(&s->state, SLOT_COMPLETING, memory_order_relaxed);
+        stat_add(&rt->completed, 1);
+        r->engine->completion->complete(t, r, id);
+}
+
+
+static size_t slots_bytes(const struct hbg_geometry *g) {
+        return g->task_window * sizeof(struct task_slot);
+}
+
+static size_t fail_tags_bytes(const struct hbg_geometry *g) {
+        return 2 * g->task_window * sizeof(_Atomic uint64_t);
+}
+
+static size_t failures_bytes(const struct hbg_geometry *g) {
+        return g->task_window * sizeof(struct failure);
+}
+
+uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g) {
+        uint64_t queues = (SHAPE_EXEC_COUNT + 1) * g->task_window * sizeof(struct mpmc_cell);
+        uint64_t per_thread = sizeof(struct ring_thread) + (uint64_t)hbg_failsafe_capacity(g) * sizeof(uint64_t);
+        return sizeof(struct hbg_ring) + slots_bytes(g) + fail_tags_bytes(g) + failures_bytes(g) +
+               queues + nthreads * per_thread;
+}
+
+/*
+ * Every large array is a lazy zero mapping (daemon/lazy_alloc.h) whose
+ * all-zero state is the initial one: slots FREE and unowned, wake lists
+ * open for the first lap (ring_lap() counts from first_id), queues empty,
+ * no failure tags. So creating a ring costs no more than its small header,
+ * whatever its window (docs/SECURITY.md).
+ */
+int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_ring **ret) {
+        const struct hbg_geometry *g = &p->geometry;
+        struct hbg_ring *r = aligned_alloc(64, sizeof(*r));
+        int err = -ENOMEM;
+
+        if (!r)
+                return -ENOMEM;
+        memset(r, 0, sizeof(*r));
+        r->engine = e;
+        snprintf(r->name, sizeof(r->name), "%s", p->name ? p->name : "ring");
+        r->g = *g;
+        r->released = p->released;
+        r->released_userdata = p->released_userdata;
+        r->first_id = p->first_id;
+        r->task_mask = g->task_window - 1;
+        r->completion_fd = p->completion_fd;
+        r->sub = p->sub_region;
+        r->heap = (uint8_t *)p->sub_region + g->sub_heap_offset;
+        r->descs = (struct hbg_task_desc *)((char *)p->sub_region + g->sub_descs_offset);
+        r->payloads = (struct hbg_task_payload *)((char *)p->sub_region + g->sub_payloads_offset);
+        r->graph_records = (struct hbg_graph_record *)((char *)p->sub_region + g->sub_graphs_offset);
+        r->mailbox = (struct hbg_mailbox_entry *)((char *)p->sub_region + g->sub_mailbox_offset);
+        r->cpl = p->cpl_region;
+        r->graph_table = (struct hbg_graph_entry *)((char *)p->cpl_region + g->cpl_graphs_offset);
+        r->ext_ready = (_Atomic uint64_t *)((char *)p->cpl_region + g->cpl_ext_ready_offset);
+        hbg_flag_window_init(&r->window, g, p->cpl_region);
+        atomic_store(&r->claim, p->first_id);
+        r->graph_expected_first = p->first_id;
+        r->stall_wm = p->first_id;
+        r->stall_since_ms = hbg_now_ms();
+        pthread_mutex_init(&r->cold_lock, NULL);
+
+        r->slots = lazy_zalloc(slots_bytes(g));
+        r->per_thread = aligned_alloc(64, e->nthreads * sizeof(*r->per_thread));
+        /* Zeroed before anything can fail: ring_free() destroys every
+         * completer, initialised or not (a zeroed one is empty). */
+        if (r->per_thread)
+                memset(r->per_thread, 0, e->nthreads * sizeof(*r->per_thread));
+        r->max_failures = (uint32_t)g->task_window;
+        r->failures = lazy_zalloc(failures_bytes(g));
+        r->fail_mask = 2 * g->task_window - 1;
+        r->fail_tags = lazy_zalloc(fail_tags_bytes(g));
+        if (!r->slots || !r->per_thread || !r->failures || !r->fail_tags)
+                goto fail;
+        for (unsigned i = 0; i < e->nthreads; i++) {
+                err = hbg_completer_init(&r->per_thread[i].completer, &r->window,
+                                         hbg_failsafe_capacity(g));
+                if (err < 0)
+                        goto fail;
+        }
+        err = -ENOMEM;
+        for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
+                if (mpmc_init(&r->ready[i], g->task_window) < 0)
+                        goto fail;
+        if (mpmc_init(&r->retire, g->task_window) < 0)
+                goto fail;
+        if (e->completion->ring_init && (err = e->completion->ring_init(r)) < 0)
+                goto fail;
+        *ret = r;
+        return 0;
+fail:
+        ring_free(r);
+        return err;
+}
+
+void ring_free(struct hbg_ring *r) {
+        if (!r)
+                return;
+        if (r->per_thread) {
+                if (r->engine->completion->ring_free)
+                        r->engine->completion->ring_free(r);
+                for (unsigned i = 0; i < r->engine->nthreads; i++)
+                        hbg_completer_destroy(&r->per_thread[i].completer);
+        }
+        for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
+                mpmc_destroy(&r->ready[i]);
+        mpmc_destroy(&r->retire);
+        pthread_mutex_destroy(&r->cold_lock);
+        lazy_free(r->failures, failures_bytes(&r->g));
+        lazy_free((void *)r->fail_tags, fail_tags_bytes(&r->g));
+        free(r->per_thread);
+        lazy_free(r->slots, slots_bytes(&r->g));
+        free(r);
+}
+
+void hbg_ring_stats(const struct hbg_ring *r, struct hbg_ring_stats *ret) {
+        uint64_t completed = 0, failed = 0;
+        for (unsigned i = 0; i < r->engine->nthreads; i++) {
+                completed += hbg_stat_get(&r->per_thread[i].completed);
+                failed += hbg_stat_get(&r->per_thread[i].failed);
+        }
+        *ret = (struct hbg_ring_stats){
+                .submitted = atomic_load_explicit(&r->submitted_seen, memory_order_relaxed),
+                .classified = atomic_load_explicit(&r->claim, memory_order_relaxed),
+                .watermark = hbg_watermark_read(&r->window),
+                .completed = completed,
+                .failed = failed,
+                .graphs_retired = atomic_load(&r->cpl->graphs_retired),
+                .graphs_failed = atomic_load(&r->graphs_failed),
+                .error = atomic_load(&r->cpl->error_code),
+                .broken = atomic_load(&r->broken),
+        };
+}

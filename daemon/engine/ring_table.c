@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Ring membership (RUNTIME_LOGIC.md §9.3): the table of rings, the hazard
+ * pointers threads hold while they visit one, adding, removing without
+ * waiting, and collecting removed rings once nobody holds them.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+
+#include "daemon/engine/engine_private.h"
+
+/* Hazard-pointer acquire (§9.3): publish, then re-check the slot. Both
+ * seq_cst: against the remover's "clear slot; read hazards". */
+struct hbg_ring *ring_enter(struct sched_thread *t, unsigned idx) {
+        struct hbg_ring *r = atomic_load_explicit(&t->engine->rings[idx], memory_order_acquire);
+        if (!r)
+                return NULL;
+        atomic_store(&t->hazard, r);
+        if (atomic_load(&t->engine->rings[idx]) != r) {
+                atomic_store_explicit(&t->hazard, NULL, memory_order_release);
+                return NULL;
+        }
+        return r;
+}
+
+void ring_leave(struct sched_thread *t) {
+        atomic_store_explicit(&t->hazard, NULL, memory_order_release);
+}
+
+/* The second hazard slot, for a short look at another ring while the
+ * thread visits one (fair share). Same protocol as ring_enter(). */
+struct hbg_ring *ring_peek_enter(struct sched_thread *t, unsigned idx) {
+        struct hbg_ring *r = atomic_load_explicit(&t->engine->rings[idx], memory_order_acquire);
+        if (!r)
+                return NULL;
+        atomic_store(&t->peek_hazard, r);
+        if (atomic_load(&t->engine->rings[idx]) != r) {
+                atomic_store_explicit(&t->peek_hazard, NULL, memory_order_release);
+                return NULL;
+        }
+        return r;
+}
+
+void ring_peek_leave(struct sched_thread *t) {
+        atomic_store_explicit(&t->peek_hazard, NULL, memory_order_release);
+}
+
+int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
+                        struct hbg_ring **ret) {
+        struct hbg_ring *r;
+        int err = ring_new(e, p, &r);
+        if (err < 0)
+                return err;
+
+        pthread_mutex_lock(&e->rings_lock);
+        unsigned idx;
+        for (idx = 0; idx < e->cfg.max_rings; idx++)
+                if (!atomic_load(&e->rings[idx]))
+                        break;
+        if (idx == e->cfg.max_rings) {
+                pthread_mutex_unlock(&e->rings_lock);
+                /* Never published: nobody else knows it; not released. */
+                ring_free(r);
+                return -ENOSPC;
+        }
+        r->index = idx;
+        atomic_store(&e->rings[idx], r);
+        atomic_fetch_add(&e->ring_count, 1);
+        if (atomic_load(&e->rings_high) <= idx)
+                atomic_store(&e->rings_high, idx + 1);
+        pthread_mutex_unlock(&e->rings_lock);
+        hbg_engine_kick(e);
+        *ret = r;
+        return 0;
+}
+
+uint64_t hbg_engine_ring_memory(const struct hbg_engine *e, const struct hbg_geometry *g) {
+        uint64_t policy = e->completion->ring_memory ? e->completion->ring_memory(g->task_window, e->nthreads) : 0;
+        return ring_memory(e->nthreads, g) + policy;
+}
+
+void fold_completer_stats(struct hbg_completer_stats *into, const struct hbg_completer_stats *s) {
+        hbg_stat_inc(&into->published, hbg_stat_get(&s->published));
+        hbg_stat_inc(&into->deferred, hbg_stat_get(&s->deferred));
+        hbg_stat_inc(&into->retries, hbg_stat_get(&s->retries));
+        hbg_stat_inc(&into->advances, hbg_stat_get(&s->advances));
+        hbg_stat_inc(&into->cas_failures, hbg_stat_get(&s->cas_failures));
+}
+
+/*
+ * Removal (§9.3) never waits for a scheduler thread: the ring leaves
+ * rings[] (seq_cst, against ring_enter()'s re-check), its graphs are
+ * failed, and it waits on e->removed until no hazard pointer holds it. A
+ * thread inside a long kernel of this ring keeps its hazard until the
+ * kernel returns; hbg_engine_collect() frees the ring after that.
+ */
+void hbg_engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason) {
+        if (!r)
+                return;
+        atomic_store(&r->removing, true);
+        r->removal_reason = reason < 0 ? reason : -ESHUTDOWN;
+        pthread_mutex_lock(&e->rings_lock);
+        atomic_store(&e->rings[r->index], NULL);
+        atomic_fetch_sub(&e->ring_count, 1);
+        r->next_removed = e->removed;
+        e->removed = r;
+        pthread_mutex_unlock(&e->rings_lock);
+        /* Fail what is pending now, so the client (if still there) hears at
+         * once; safe while threads still run: the combining retire lock. */
+        ring_fail_quietly(r, r->removal_reason);
+}
+
+static bool ring_held(struct hbg_engine *e, struct hbg_ring *r) {
+        for (unsigned i = 0; i < e->nthreads; i++)
+                if (atomic_load(&e->threads[i].hazard) == r ||
+                    atomic_load(&e->threads[i].peek_hazard) == r)
+                        return true;
+        return false;
+}
+
+/* Free one removed ring nobody holds: final graph failures, counters
+ * folded into the threads, the owner told. */
+static void ring_reclaim(struct hbg_engine *e, struct hbg_ring *r) {
+        for (unsigned i = 0; i < e->nthreads; i++)
+                fold_completer_stats(&e->threads[i].retired_completer,
+                                     &r->per_thread[i].completer.stats);
+        ring_stop(r, r->removal_reason);
+        void (*released)(void *) = r->released;
+        void *userdata = r->released_userdata;
+        ring_free(r);
+        if (released)
+                released(userdata);
+}
+
+unsigned hbg_engine_collect(struct hbg_engine *e) {
+        struct hbg_ring *free_list = NULL;
+        unsigned held = 0;
+
+        pthread_mutex_lock(&e->rings_lock);
+        for (struct hbg_ring **p = &e->removed; *p;) {
+                struct hbg_ring *r = *p;
+                if (ring_held(e, r)) {
+                        held++;
+                        p = &r->next_removed;
+                        continue;
+                }
+                *p = r->next_removed;
+                r->next_removed = free_list;
+                free_list = r;
+        }
+        pthread_mutex_unlock(&e->rings_lock);
+        /* Outside the lock: `released` may call back into the engine. */
+        while (free_list) {
+                struct hbg_ring *r = free_list;
+                free_list = r->next_removed;
+                ring_reclaim(e, r);
+        }
+        return held;
+}

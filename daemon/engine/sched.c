@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The scheduler threads' loops (RUNTIME_LOGIC.md §9.4, §11.3): visiting
+ * every ring in turn, spinning, parking without lost wake-ups; and the
+ * resolver thread's loop.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <syslog.h>
+#include <time.h>
+
+#include "daemon/engine/engine_private.h"
+#include "shm/util.h"
+
+/*
+ * Park (§9.4). The last thread to go idle sets NEED_WAKEUP in every ring,
+ * then re-checks every ring for client-made work; the client publishes
+ * `submitted` then reads NEED_WAKEUP. Both sides seq_cst (store->load
+ * pair), so either we see the work or the client rings the doorbell.
+ */
+static void park(struct sched_thread *t) {
+        struct hbg_engine *e = t->engine;
+        uint32_t seq = atomic_load(&e->wake_seq);
+        unsigned idle = atomic_fetch_add(&e->idle, 1) + 1;
+        bool last = idle == e->nschedulers;
+        bool work = false, unfinished = false, deferred = false, ready = false;
+        if (t->clusters > 0)
+                atomic_fetch_add(&e->idle_executors, 1);
+        unsigned high = atomic_load(&e->rings_high);
+
+        for (unsigned i = 0; i < high && !work; i++) {
+                struct hbg_ring *r = ring_enter(t, i);
+                if (!r)
+                        continue;
+                if (last)
+                        atomic_store(&r->cpl->need_wakeup, 1);
+                /* The policy's last look (lazy: the walk that keeps the
+                 * watermark live, after our idle count went up). */
+                if (e->completion->before_park && e->completion->before_park(t, r))
+                        work = true;
+                work = work || ring_has_external_work(r) || mpmc_maybe_nonempty(&r->retire);
+                for (unsigned s = 0; s < SHAPE_EXEC_COUNT; s++)
+                        ready = ready || mpmc_maybe_nonempty(&r->ready[s]);
+                work = work || (t->clusters > 0 && ready);
+                unfinished = unfinished || ring_unfinished(r);
+                deferred = deferred || hbg_failsafe_heap_len(&r->per_thread[t->index].completer.heap) > 0;
+                ring_leave(t);
+        }
+        /* Ready tasks this thread cannot run (it owns no cluster) while an
+         * owner sleeps: wake the owners before sleeping. */
+        if (!work && ready && t->clusters == 0)
+                engine_wake_executor(e);
+        if (!work && !atomic_load(&e->stop)) {
+                struct timespec ts, *timeout = NULL;
+                if (deferred) {
+                        /* Our deferred stamps wait for the watermark, which
+                         * others move without telling us: poll gently. */
+                        ts = (struct timespec){ .tv_nsec = 1000000 };
+                        timeout = &ts;
+                } else if (unfinished && e->cfg.stall_timeout_ms) {
+                        uint64_t ms = e->cfg.stall_timeout_ms / 4;
+                        if (ms > 1000)
+                                ms = 1000;
+                        if (ms == 0)
+                                ms = 1;
+                        ts = (struct timespec){ .tv_sec = (time_t)(ms / 1000),
+                                                .tv_nsec = (long)(ms % 1000) * 1000000 };
+                        timeout = &ts;
+                }
+                stat_add(&t->stats.parks, 1);
+                atomic_store_explicit(&t->parked, true, memory_order_relaxed);
+                engine_futex_wait(&e->wake_seq, seq, timeout);
+                atomic_store_explicit(&t->parked, false, memory_order_relaxed);
+                stat_add(&t->stats.wakeups, 1);
+        }
+        if (t->clusters > 0)
+                atomic_fetch_sub(&e->idle_executors, 1);
+        atomic_fetch_sub(&e->idle, 1);
+        /* Somebody is awake now: clients need not ring. */
+        high = atomic_load(&e->rings_high);
+        for (unsigned i = 0; i < high; i++) {
+                struct hbg_ring *r = ring_enter(t, i);
+                if (!r)
+                        continue;
+                if (atomic_load_explicit(&r->cpl->need_wakeup, memory_order_relaxed))
+                        atomic_store_explicit(&r->cpl->need_wakeup, 0, memory_order_relaxed);
+                ring_leave(t);
+        }
+}
+
+static bool visit_ring(struct sched_thread *t, struct hbg_ring *r, bool check_stall) {
+        const struct completion_policy *ops = t->engine->completion;
+        bool work = false;
+
+        work |= ops->tick(t, r);
+        work |= ring_poll_mailbox(t, r);
+        work |= ring_classify(t, r);
+        work |= ring_retire_ready(t, r, 16);
+        work |= dispatch_ring(t, r);
+        if (ring_graphs_arrived(r))
+                ring_retire_graphs(r);
+        if (check_stall)
+                ring_check_stall(t, r);
+        return work;
+}
+
+static void engine_sleep_ms(long ms) {
+        struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
+        while (nanosleep(&ts, &ts) < 0)
+                ;
+}
+
+/* The resolver's sleep (§11.3): sequence word first, then the flag, then
+ * the last look at every ring's queues. */
+static void resolver_park(struct sched_thread *t) {
+        struct hbg_engine *e = t->engine;
+        uint32_t seq = atomic_load(&e->resolver_seq);
+        atomic_store(&e->resolver_sleeping, 1);
+        bool work = false;
+        unsigned high = atomic_load(&e->rings_high);
+        for (unsigned i = 0; i < high && !work; i++) {
+                struct hbg_ring *r = ring_enter(t, i);
+                if (!r)
+                        continue;
+                work = e->completion->resolver_has_work(r);
+                ring_leave(t);
+        }
+        if (!work && !atomic_load(&e->stop)) {
+                stat_add(&t->stats.parks, 1);
+                atomic_store_explicit(&t->parked, true, memory_order_relaxed);
+                engine_futex_wait(&e->resolver_seq, seq, NULL);
+                atomic_store_explicit(&t->parked, false, memory_order_relaxed);
+                stat_add(&t->stats.wakeups, 1);
+        }
+        atomic_store(&e->resolver_sleeping, 0);
+}
+
+/* The resolver thread (completion policy "resolver"): owns no core, only
+ * resolves: every ring, in turn, until there is nothing left; then spins a
+ * little and sleeps until a scheduler hands it an id. */
+void *sched_resolver_main(void *arg) {
+        struct sched_thread *t = arg;
+        struct hbg_engine *e = t->engine;
+        int64_t idle_since = 0;
+
+        while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
+                bool work = false;
+                unsigned high = atomic_load_explicit(&e->rings_high, memory_order_acquire);
+                atomic_store_explicit(&t->heartbeat,
+                                      atomic_load_explicit(&t->heartbeat, memory_order_relaxed) + 1,
+                                      memory_order_relaxed);
+                for (unsigned n = 0; n < high; n++) {
+                        struct hbg_ring *r = ring_enter(t, n);
+                        if (!r)
+                                continue;
+                        work |= e->completion->resolve(t, r);
+                        ring_leave(t);
+                }
+                if (work) {
+                        idle_since = 0;
+                        continue;
+                }
+                int64_t now = hbg_now_ns();
+                if (idle_since == 0)
+                        idle_since = now;
+                if ((uint64_t)(now - idle_since) < e->cfg.spin_before_park_ns) {
+                        hbg_cpu_relax();
+                        continue;
+                }
+                resolver_park(t);
+                idle_since = 0;
+        }
+        return NULL;
+}
+
+void *sched_thread_main(void *arg) {
+        struct sched_thread *t = arg;
+        struct hbg_engine *e = t->engine;
+        int64_t idle_since = 0;
+
+        bool test_stall = e->test_stall_thread == (int)t->index;
+
+        while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
+                bool work = false;
+                unsigned high = atomic_load_explicit(&e->rings_high, memory_order_acquire);
+                int64_t now_ms = hbg_now_ms();
+                atomic_store_explicit(&t->heartbeat,
+                                      atomic_load_explicit(&t->heartbeat, memory_order_relaxed) + 1,
+                                      memory_order_relaxed);
+                if (test_stall && now_ms >= e->test_stall_at_ms) {
+                        /* Test only: a wedged scheduler thread (no
+                         * heartbeat, not parked) until the engine stops. */
+                        engine_log(e, LOG_WARNING, "thread %u: stalled on purpose (HBGD_TEST_STALL_THREAD)",
+                                   t->index);
+                        while (!atomic_load_explicit(&e->stop, memory_order_relaxed))
+                                engine_sleep_ms(10);
+                        break;
+                }
+                bool check_stall = now_ms - t->last_stall_check_ms >= 100;
+                if (check_stall)
+                        t->last_stall_check_ms = now_ms;
+
+                for (unsigned n = 0; n < high; n++) {
+                        struct hbg_ring *r = ring_enter(t, (t->ring_cursor + n) % high);
+                        if (!r)
+                                continue;
+                        work |= visit_ring(t, r, check_stall);
+                        ring_leave(t);
+                }
+                t->ring_cursor++;
+
+                if (work) {
+                        idle_since = 0;
+                        continue;
+                }
+                int64_t now = hbg_now_ns();
+                if (idle_since == 0)
+                        idle_since = now;
+                if ((uint64_t)(now - idle_since) < e->cfg.spin_before_park_ns || test_stall) {
+                        hbg_cpu_relax();
+                        continue;
+                }
+                park(t);
+                idle_since = 0;
+        }
+        return NULL;
+}

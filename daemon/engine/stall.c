@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The stall detector (RUNTIME_LOGIC.md §12.3) and "is this ring unfinished".
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <syslog.h>
+
+#include "daemon/engine/engine_private.h"
+#include "shm/util.h"
+
+/* Work the stall detector must watch: tasks or graph records pending. */
+bool ring_unfinished(struct hbg_ring *r) {
+        if (atomic_load(&r->broken))
+                return false;
+        uint64_t wm = hbg_watermark_read(&r->window);
+        return wm < atomic_load_explicit(&r->submitted_seen, memory_order_relaxed) ||
+               atomic_load_explicit(&r->sub->graphs_submitted, memory_order_relaxed) !=
+                       atomic_load_explicit(&r->cpl->graphs_retired, memory_order_relaxed) ||
+               mpmc_maybe_nonempty(&r->retire);
+}
+
+static const char *state_name(uint32_t st) {
+        switch (st) {
+        case SLOT_FREE: return "free";
+        case SLOT_WAITING: return "waiting for a dependency";
+        case SLOT_QUEUED: return "queued or running";
+        case SLOT_EXTERNAL: return "waiting for the client's mailbox completion";
+        case SLOT_COMPLETING: return "completing";
+        }
+        return "?";
+}
+
+void ring_check_stall(struct sched_thread *t, struct hbg_ring *r) {
+        uint64_t timeout = r->engine->cfg.stall_timeout_ms;
+        uint32_t expected = 0;
+
+        if (timeout == 0 || atomic_load(&r->broken) ||
+            !atomic_compare_exchange_strong(&r->stall_lock, &expected, 1))
+                return;
+        int64_t now = hbg_now_ms();
+        uint64_t wm = hbg_watermark_read(&r->window);
+        uint64_t submitted = atomic_load_explicit(&r->sub->submitted, memory_order_acquire);
+        uint64_t gsub = atomic_load_explicit(&r->sub->graphs_submitted, memory_order_acquire);
+        bool pending = wm < submitted || gsub != atomic_load(&r->cpl->graphs_retired);
+
+        if (wm != r->stall_wm || !pending) {
+                r->stall_wm = wm;
+                r->stall_since_ms = now;
+        } else if ((uint64_t)(now - r->stall_since_ms) > timeout) {
+                uint64_t claim = atomic_load(&r->claim);
+                struct task_slot *s = ring_slot(r, wm);
+                uint32_t st = atomic_load(&s->state);
+                bool owned = slot_owned_by(s, wm, memory_order_seq_cst);
+                engine_log(r->engine, LOG_WARNING,
+                           "ring %s: no progress for %" PRIu64 " ms: watermark %" PRIu64
+                           ", submitted %" PRIu64 ", classified %" PRIu64 ", graphs %" PRIu64
+                           " submitted / %" PRIu64 " retired; frontier task %s",
+                           r->name, timeout, wm, submitted, claim, gsub,
+                           atomic_load(&r->cpl->graphs_retired),
+                           wm >= submitted ? "not submitted" : !owned ? "not classified" : state_name(st));
+                uint32_t ext = SLOT_EXTERNAL;
+                if (wm >= submitted) {
+                        /* Nothing can ever move the watermark: stop. */
+                        ring_fail(r, -ETIMEDOUT, wm, "graph waits for a task that was never submitted");
+                } else if (owned && atomic_compare_exchange_strong(&s->state, &ext, SLOT_COMPLETING)) {
+                        ring_task_done(t, r, wm, -ETIMEDOUT,
+                                       "external task not completed within the stall timeout");
+                }
+                /* Otherwise the frontier is queued, running (a long kernel
+                 * is legitimate: seed P13) or completing: only logged. */
+                r->stall_since_ms = now;
+        }
+        atomic_store(&r->stall_lock, 0);
+}

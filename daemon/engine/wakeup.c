@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Waking parked scheduler threads (RUNTIME_LOGIC.md §9.4) and the resolver
+ * (§11.3): the futex words and the doorbell's kick.
+ */
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "daemon/engine/engine_private.h"
+
+static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *timeout) {
+        return syscall(SYS_futex, word, op, val, timeout, NULL, 0);
+}
+
+void hbg_engine_kick(struct hbg_engine *e) {
+        atomic_fetch_add(&e->wake_seq, 1);
+        if (atomic_load(&e->idle) > 0)
+                futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+}
+
+void hbg_ring_kick(struct hbg_ring *r) {
+        if (atomic_load_explicit(&r->cpl->need_wakeup, memory_order_relaxed))
+                atomic_store_explicit(&r->cpl->need_wakeup, 0, memory_order_relaxed);
+        hbg_engine_kick(r->engine);
+}
+
+/* Surplus work any thread can do appeared: wake one parked peer (§9.4). */
+void engine_wake_one(struct hbg_engine *e) {
+        if (atomic_load_explicit(&e->idle, memory_order_relaxed) == 0)
+                return;
+        atomic_fetch_add(&e->wake_seq, 1);
+        futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+/* The resolver reads its sequence word, then says it sleeps (seq_cst),
+ * then looks at its queues (seq_cst); a scheduler publishes a queue tail
+ * (seq_cst), then looks at the flag (seq_cst). Either the resolver sees the
+ * id or the scheduler sees it sleeping and bumps the word, which makes the
+ * resolver's futex wait return (§11.3). */
+void engine_wake_resolver(struct hbg_engine *e) {
+        if (!atomic_load_explicit(&e->resolver_sleeping, memory_order_seq_cst))
+                return;
+        atomic_fetch_add(&e->resolver_seq, 1);
+        futex(&e->resolver_seq, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+/* Ready tasks appeared that need a core: make sure a parked thread that
+ * owns clusters wakes. When some threads own none, a single futex wake may
+ * land on one of those, which cannot run the task: wake them all then
+ * (such configurations are the unusual ones). */
+void engine_wake_executor(struct hbg_engine *e) {
+        if (atomic_load_explicit(&e->idle_executors, memory_order_relaxed) == 0)
+                return;
+        atomic_fetch_add(&e->wake_seq, 1);
+        futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, e->all_execute ? 1 : INT_MAX, NULL);
+}
+
+void engine_futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *timeout) {
+        futex(word, FUTEX_WAIT_PRIVATE, val, timeout);
+}
+
+void engine_wake_all(struct hbg_engine *e) {
+        hbg_engine_kick(e);
+        atomic_fetch_add(&e->resolver_seq, 1);
+        futex(&e->resolver_seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+}

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The session's primitives, which everything else in the library builds
+ * on: whether a client is usable, the heap bounds, publishing and the
+ * doorbell, the completion channel, and the control socket's health.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "libclient/client_private.h"
+#include "proto/wire.h"
+
+/* An Error envelope from hbgd: its code (negative, else -EPROTO) and text. */
+int hbgc_daemon_error(hbg_client *c, const Hbg__Error *e, const char *when) {
+        int code = e->code < 0 && e->code >= -4095 ? e->code : -EPROTO;
+        return hbgc_fail(c, code, "hbgd refused the %s: %s", when,
+                         e->message && e->message[0] ? e->message : hbg_strerror(code));
+}
+
+/* ---------------------------------------------------------------- checks */
+
+int hbgc_usable(hbg_client *c, const char *fn) {
+        if (!c)
+                return -EINVAL;
+        if (c->in_host)
+                return hbgc_fail(c, -EDEADLK, "%s: called from a host function of this client", fn);
+        if (c->dead)
+                return hbgc_fail(c, -ECONNRESET, "%s: hbgd went away", fn);
+        return 0;
+}
+
+bool hbgc_in_heap(const hbg_client *c, uint64_t offset, uint64_t bytes) {
+        uint64_t end;
+        return bytes > 0 && !__builtin_add_overflow(offset, bytes, &end) && end <= c->g.heap_size;
+}
+
+/* ---------------------------------------------------------------- publish */
+
+void hbgc_doorbell(hbg_client *c) {
+        /* seq_cst: the load after our seq_cst stores of the cursors,
+         * against the engine's "store need_wakeup; re-read" (§9.4). */
+        hbgc_ring(c, atomic_load_explicit(&c->ch->need_wakeup, memory_order_seq_cst) != 0);
+}
+
+void hbgc_drain_completion(hbg_client *c) {
+        char buf[64];
+        for (unsigned i = 0; i < 64 && read(c->completion_fd, buf, sizeof(buf)) > 0; i++)
+                ;
+}
+
+void hbgc_ring(hbg_client *c, bool ring) {
+        if (ring) {
+                char one = 1;
+                /* EAGAIN: rings are queued already, hbgd wakes anyway;
+                 * MSG_NOSIGNAL: hbgd gone is an error, not a SIGPIPE. */
+                ssize_t n = send(c->doorbell_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+                (void)n;
+        }
+}
+
+void hbgc_publish(hbg_client *c) {
+        hbgc_ring(c, hbg_producer_publish(&c->prod));
+}
+
+/* ---------------------------------------------------------------- socket */
+
+int hbgc_check_socket(hbg_client *c) {
+        if (c->dead)
+                return -ECONNRESET;
+        for (;;) {
+                struct pollfd p = { .fd = c->sock, .events = POLLIN | POLLRDHUP };
+                int n = poll(&p, 1, 0);
+                if (n <= 0)
+                        return 0;
+                if (p.revents & POLLIN) {
+                        /* Read what hbgd said before it went away. */
+                        Hbg__Envelope *env = NULL;
+                        int fds[HBG_WIRE_MAX_FDS];
+                        unsigned nfds = 0;
+                        int err = wire_recv(c->sock, HBG_WIRE_MAX_MSG_DEFAULT, &env, fds, 0, &nfds);
+                        if (err == 0) {
+                                if (env->msg_case == HBG__ENVELOPE__MSG_ERROR)
+                                        hbgc_daemon_error(c, env->error, "session");
+                                wire_free(env);
+                                continue;
+                        }
+                        /* -EAGAIN, or a record we cannot use (dropped) */
+                        if (err != -ECONNRESET && !(p.revents & (POLLHUP | POLLRDHUP | POLLERR)))
+                                return 0;
+                } else if (!(p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL))) {
+                        return 0;
+                }
+                c->dead = true;
+                return -ECONNRESET;
+        }
+}
+

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Waiting: a loop of "check the condition; hbgc_wait_step()". Each step
+ * publishes pending tasks and runs ready host tasks, spins first, then
+ * yields (watermark waits) or polls the completion pipe and the socket.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+
+#include "libclient/client_private.h"
+#include "shm/util.h"
+
+/* ---------------------------------------------------------------- waiting */
+
+#define SPIN_NS 20000          /* pure spinning first */
+#define YIELD_NS 2000000       /* then sched_yield() (watermark waits) */
+#define POLL_CAP_MS_WATERMARK 1
+#define POLL_CAP_MS_EVENTFUL 100
+
+void hbgc_wait_begin(struct hbgc_wait *w, int timeout_ms, bool eventful) {
+        w->start_ns = hbg_now_ns();
+        w->deadline_ns = timeout_ms < 0 ? -1 : w->start_ns + (int64_t)timeout_ms * 1000000;
+        w->iter = 0;
+        w->eventful = eventful;
+}
+
+int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
+        hbgc_publish(c);
+        hbgc_process(c);
+        w->iter++;
+        int64_t now = hbg_now_ns();
+        if (w->deadline_ns >= 0 && now >= w->deadline_ns)
+                return hbgc_check_socket(c) < 0 ? -ECONNRESET : -ETIMEDOUT;
+        int64_t elapsed = now - w->start_ns;
+        if (elapsed < SPIN_NS) {
+                for (unsigned i = 0; i < 64; i++)
+                        hbg_cpu_relax();
+                return 0;
+        }
+        if (!w->eventful && elapsed < YIELD_NS) {
+                sched_yield();
+                if (w->iter % 256 == 0)
+                        return hbgc_check_socket(c);
+                return 0;
+        }
+        int cap = w->eventful ? POLL_CAP_MS_EVENTFUL : POLL_CAP_MS_WATERMARK;
+        int timeout = cap;
+        if (w->deadline_ns >= 0) {
+                int64_t left_ms = (w->deadline_ns - now + 999999) / 1000000;
+                if (left_ms < timeout)
+                        timeout = (int)left_ms;
+        }
+        struct pollfd p[2] = {
+                { .fd = c->completion_fd, .events = POLLIN },
+                { .fd = c->sock, .events = POLLIN | POLLRDHUP },
+        };
+        int n = poll(p, 2, timeout);
+        if (n < 0)
+                return 0; /* EINTR: just look again */
+        if (p[0].revents & POLLIN)
+                hbgc_drain_completion(c);
+        if (p[1].revents)
+                return hbgc_check_socket(c);
+        return 0;
+}
+

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The built-in kernels' signatures: the one table both sides read.
+ *
+ * Each entry says what a task naming the kernel must pass: its tensors (name
+ * and direction), its scalars (name and how the 64 raw bits are read), how
+ * tensor lengths relate, and whether an output may be the very same range
+ * as an input (in place). hbgd validates every task against it (and adds
+ * the kernels' code, daemon/kernels.c); libhbgclient resolves names and
+ * refuses malformed tasks early with it; the graph-file compiler and
+ * `hbgctl kernels` read it; the kernel list of libhbgclient(3) is checked
+ * against it by a test. Ids are stable: part of the protocol.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shm/layout.h"
+
+enum hbg_kernel_id {          /* stable ids: never renumber */
+        HBG_KERNEL_NONE = 0,  /* unused lane */
+        HBG_KERNEL_NOOP = 1,
+        HBG_KERNEL_SPIN_NS = 2,
+        HBG_KERNEL_FILL_F32 = 3,
+        HBG_KERNEL_COPY_F32 = 4,
+        HBG_KERNEL_ADD_F32 = 5,
+        HBG_KERNEL_MUL_F32 = 6,
+        HBG_KERNEL_AXPY_F32 = 7,
+        HBG_KERNEL_SCALE_F32 = 8,
+        HBG_KERNEL_REDUCE_SUM_F32 = 9,
+        HBG_KERNEL_GEMM_F32 = 10,
+        HBG_KERNEL_SOFTMAX_ROWS_F32 = 11,
+        HBG_KERNEL_FAIL = 12,
+        HBG_KERNEL_COUNT,
+};
+
+enum hbg_scalar_kind {
+        HBG_SCALAR_F32 = 1, /* low 32 bits hold an IEEE float; upper 32 zero */
+        HBG_SCALAR_U64 = 2,
+        HBG_SCALAR_I64 = 3,
+};
+
+/* How tensor lengths relate (each checked on top of "inside the heap,
+ * 4-byte aligned, not empty"). */
+enum hbg_length_rule {
+        HBG_LENGTH_ANY = 0,     /* no relation */
+        HBG_LENGTH_EQUAL = 1,   /* every tensor exactly as long as the last (the output) */
+        HBG_LENGTH_SHAPE = 2,   /* at least what the scalar shape needs (the kernel's check) */
+};
+
+struct hbg_kernel_sig {
+        uint16_t id;
+        const char *name;
+        const char *summary;          /* what it computes, one line */
+        bool splittable;              /* false: block 0 does all the work */
+        uint8_t n_tensors;
+        struct {
+                const char *name;
+                uint8_t dir;          /* enum hbg_direction */
+        } tensors[HBG_MAX_TENSOR_ARGS];
+        uint8_t n_scalars;
+        struct {
+                const char *name;
+                uint8_t kind;         /* enum hbg_scalar_kind */
+        } scalars[HBG_MAX_SCALAR_ARGS];
+        enum hbg_length_rule length;
+        /* true: an output may be the same range (offset and length) as an
+         * input: the kernel reads each element before writing it. Any other
+         * overlap of an output with another tensor is refused. */
+        bool in_place;
+        const char *length_rule;      /* the rule in words, for docs and errors */
+};
+
+/* The table, indexed by id - 1. */
+extern const struct hbg_kernel_sig hbg_kernel_sigs[HBG_KERNEL_COUNT - 1];
+
+/* NULL if unknown (HBG_KERNEL_NONE included) or name is NULL. */
+const struct hbg_kernel_sig *hbg_kernel_sig_by_id(uint16_t id);
+const struct hbg_kernel_sig *hbg_kernel_sig_by_name(const char *name);
+/* In id order: at(i) for i < hbg_kernel_sig_count(); NULL past the end. */
+size_t hbg_kernel_sig_count(void);
+const struct hbg_kernel_sig *hbg_kernel_sig_at(size_t i);
+/* "add_f32(in a, in b, out out)" into buf; returns buf. */
+const char *hbg_kernel_sig_usage(const struct hbg_kernel_sig *k, char *buf, size_t len);
+/* "in", "out", "inout", "f32", "u64", "i64". */
+const char *hbg_kernel_dir_name(uint8_t dir);
+const char *hbg_kernel_scalar_kind_name(uint8_t kind);
+
+/* One tensor argument as both sides see it: offset and length in bytes. */
+struct hbg_kernel_tensor {
+        uint64_t offset, length;
+};
+
+enum hbg_kernel_tensor_problem {
+        HBG_TENSORS_OK = 0,
+        HBG_TENSORS_OVERLAP,     /* output *i overlaps tensor *j, not identically
+                                    (or identically where in_place is false) */
+        HBG_TENSORS_LENGTH,      /* tensor *i's length breaks the length rule
+                                    (relative to tensor *j) */
+};
+
+/*
+ * The rules between a task's tensors, for kernel k (n == k->n_tensors,
+ * ranges already known to lie inside the heap): overlaps and the EQUAL
+ * length rule (SHAPE is the kernel's own check). Returns
+ * HBG_TENSORS_OK, or the problem with the two argument indexes.
+ */
+enum hbg_kernel_tensor_problem hbg_kernel_check_tensors(const struct hbg_kernel_sig *k,
+                                                        const struct hbg_kernel_tensor *t,
+                                                        unsigned *ret_i, unsigned *ret_j);

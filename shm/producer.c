@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/* The producer side of a session (shm/producer.h). */
+#include "shm/producer.h"
+
+#include <errno.h>
+#include <string.h>
+
+void hbg_producer_init(struct hbg_producer *p, const struct hbg_geometry *g, void *sub,
+                       const void *cpl, uint64_t first_id) {
+        *p = (struct hbg_producer){
+                .g = *g,
+                .sh = sub,
+                .ch = cpl,
+                .descs = (struct hbg_task_desc *)((char *)sub + g->sub_descs_offset),
+                .payloads = (struct hbg_task_payload *)((char *)sub + g->sub_payloads_offset),
+                .records = (struct hbg_graph_record *)((char *)sub + g->sub_graphs_offset),
+                .mailbox = (struct hbg_mailbox_entry *)((char *)sub + g->sub_mailbox_offset),
+                .graph_table = (const struct hbg_graph_entry *)((const char *)cpl + g->cpl_graphs_offset),
+                .ext_ready = (const _Atomic uint64_t *)((const char *)cpl + g->cpl_ext_ready_offset),
+                .first_id = first_id,
+                .next_id = first_id,
+                .published = first_id,
+                .graph_first = first_id,
+        };
+        /* Where hbgd stands (a fresh session: nothing). */
+        p->mailbox_tail = atomic_load_explicit(&p->sh->mailbox_tail, memory_order_relaxed);
+}
+
+uint64_t hbg_producer_write(struct hbg_producer *p, const struct hbg_task_record *t,
+                            const uint64_t *fanins, unsigned n_fanins) {
+        uint64_t id = p->next_id;
+        uint64_t slot = id & (p->g.task_window - 1);
+        struct hbg_task_desc *d = &p->descs[slot];
+        struct hbg_task_payload *pl = &p->payloads[slot];
+
+        memset(d, 0, sizeof(*d)); /* reserved fields zero */
+        d->id = id;
+        memcpy(d->kernel, t->kernel, sizeof(d->kernel));
+        d->lane_mask = t->lane_mask;
+        d->flags = t->flags;
+        d->block_num = t->block_num ? t->block_num : 1;
+        /* The counts go in as given (hbgd validates them); the arrays are
+         * copied only up to their size. */
+        d->n_fanins = (uint8_t)n_fanins;
+        d->n_tensors = t->n_tensors;
+        d->n_scalars = t->n_scalars;
+        d->predicate_offset = t->predicate_offset;
+        memset(pl, 0, sizeof(*pl));
+        unsigned nf = n_fanins < HBG_MAX_FANINS ? n_fanins : HBG_MAX_FANINS;
+        unsigned nt = t->n_tensors < HBG_MAX_TENSOR_ARGS ? t->n_tensors : HBG_MAX_TENSOR_ARGS;
+        unsigned ns = t->n_scalars < HBG_MAX_SCALAR_ARGS ? t->n_scalars : HBG_MAX_SCALAR_ARGS;
+        if (nf)
+                memcpy(pl->fanins, fanins, nf * sizeof(pl->fanins[0]));
+        memcpy(pl->tensors, t->tensors, nt * sizeof(pl->tensors[0]));
+        memcpy(pl->scalars, t->scalars, ns * sizeof(pl->scalars[0]));
+        p->next_id++;
+        return id;
+}
+
+/* seq_cst store, then seq_cst load of need_wakeup: against the engine's
+ * "set need_wakeup; re-read the cursors" (RUNTIME_LOGIC §9.4). */
+static bool doorbell_needed(const struct hbg_producer *p) {
+        return atomic_load_explicit(&p->ch->need_wakeup, memory_order_seq_cst) != 0;
+}
+
+bool hbg_producer_publish(struct hbg_producer *p) {
+        if (p->published == p->next_id)
+                return false;
+        p->published = p->next_id;
+        atomic_store_explicit(&p->sh->submitted, p->published, memory_order_seq_cst);
+        return doorbell_needed(p);
+}
+
+int64_t hbg_producer_end_graph(struct hbg_producer *p, uint64_t graph_id, bool *ret_ring) {
+        *ret_ring = false;
+        if (p->next_id == p->graph_first)
+                return -EINVAL;
+        *ret_ring = hbg_producer_publish(p);
+        if (!hbg_producer_graph_room(p))
+                return -EAGAIN;
+        uint64_t k = p->graphs;
+        struct hbg_graph_record *rec = &p->records[k & (p->g.graph_table_entries - 1)];
+        rec->graph_id = graph_id;
+        rec->first_id = p->graph_first;
+        rec->last_id = p->next_id - 1;
+        rec->reserved = 0;
+        p->graphs = k + 1;
+        p->graph_first = p->next_id;
+        atomic_store_explicit(&p->sh->graphs_submitted, p->graphs, memory_order_seq_cst);
+        *ret_ring = *ret_ring || doorbell_needed(p);
+        return (int64_t)k;
+}
+
+int hbg_producer_graph_entry(const struct hbg_producer *p, uint64_t k, struct hbg_graph_entry *ret) {
+        const struct hbg_graph_entry *e = &p->graph_table[k & (p->g.graph_table_entries - 1)];
+        if (atomic_load_explicit(&e->seq, memory_order_acquire) != k + 1)
+                return 1;
+        ret->graph_id = e->graph_id;
+        ret->status = e->status;
+        ret->reserved0 = 0;
+        ret->first_error_task = e->first_error_task;
+        atomic_store_explicit(&ret->seq, k + 1, memory_order_relaxed);
+        return 0;
+}
+
+bool hbg_producer_next_external(struct hbg_producer *p, uint64_t *ret_id) {
+        uint64_t tail = atomic_load_explicit(&p->ch->ext_ready_tail, memory_order_acquire);
+        /* hbgd never has more than D external tasks ready: a larger gap is
+         * not ours to trust. */
+        if (tail - p->ext_head > p->g.task_window)
+                tail = p->ext_head + p->g.task_window;
+        if (p->ext_head >= tail)
+                return false;
+        *ret_id = atomic_load_explicit(&p->ext_ready[p->ext_head & (p->g.task_window - 1)],
+                                       memory_order_relaxed);
+        p->ext_head++;
+        return true;
+}
+
+int hbg_producer_complete_external(struct hbg_producer *p, uint64_t id, int32_t status, bool *ret_ring) {
+        *ret_ring = false;
+        if (!hbg_producer_mailbox_room(p))
+                return -EAGAIN;
+        struct hbg_mailbox_entry *e = &p->mailbox[p->mailbox_tail & (p->g.mailbox_entries - 1)];
+        e->task_id = id;
+        e->status = status;
+        e->reserved0 = 0;
+        e->reserved1 = 0;
+        atomic_store_explicit(&e->seq, p->mailbox_tail + 1, memory_order_release);
+        p->mailbox_tail++;
+        /* seq_cst, then need_wakeup: the same pair as `submitted` (§9.4). */
+        atomic_store_explicit(&p->sh->mailbox_tail, p->mailbox_tail, memory_order_seq_cst);
+        *ret_ring = doorbell_needed(p);
+        return 0;
+}

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The producer side of a session (RUNTIME_LOGIC.md §2, §8, §10.5, §12.1):
+ * the one code that writes task records, graph records, mailbox entries
+ * and the cursors into a submission region. libhbgclient, the tests'
+ * in-process harness and the benchmarks all produce through it, so they
+ * test and measure what users run.
+ *
+ * It never waits and does no I/O: when the task window, the graph ring or
+ * the mailbox is full it says so and the caller waits its own way; after a
+ * publish it says whether the doorbell must be rung (need_wakeup), and the
+ * caller rings it. One producer per session, used by one thread at a time.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "shm/geometry.h"
+#include "shm/layout.h"
+
+/* A task as the producer writes it, minus its id and fanins. */
+struct hbg_task_record {
+        uint16_t kernel[HBG_LANES];       /* per lane, HBG_KERNEL_NONE unused */
+        uint8_t lane_mask;
+        uint8_t flags;                    /* HBG_TASK_* */
+        uint16_t block_num;               /* 0 is written as 1 */
+        uint8_t n_tensors, n_scalars;
+        struct hbg_tensor_arg tensors[HBG_MAX_TENSOR_ARGS];
+        uint64_t scalars[HBG_MAX_SCALAR_ARGS];
+        uint64_t predicate_offset;
+};
+
+struct hbg_producer {
+        struct hbg_geometry g;
+        struct hbg_sub_header *sh;
+        const struct hbg_cpl_header *ch;
+        struct hbg_task_desc *descs;
+        struct hbg_task_payload *payloads;
+        struct hbg_graph_record *records;
+        struct hbg_mailbox_entry *mailbox;
+        const struct hbg_graph_entry *graph_table;
+        const _Atomic uint64_t *ext_ready;
+        uint64_t first_id;
+        uint64_t next_id;                 /* next task id to write */
+        uint64_t published;               /* `submitted` as last stored */
+        uint64_t graph_first;             /* first id of the graph being built */
+        uint64_t graphs;                  /* graph records written */
+        uint64_t mailbox_tail;            /* mailbox entries written */
+        uint64_t ext_head;                /* external-ready entries taken */
+};
+
+/* Bind to a mapped submission region (written as the client may) and a
+ * completion region (only read). The regions' headers must match g. */
+void hbg_producer_init(struct hbg_producer *p, const struct hbg_geometry *g, void *sub,
+                       const void *cpl, uint64_t first_id);
+
+/* The completed watermark (acquire). */
+static inline uint64_t hbg_producer_watermark(const struct hbg_producer *p) {
+        return atomic_load_explicit(&p->ch->completed_watermark, memory_order_acquire);
+}
+
+/* How many tasks may be written now: id < WM + D (the window invariant). */
+static inline uint64_t hbg_producer_room(const struct hbg_producer *p) {
+        uint64_t limit = hbg_producer_watermark(p) + p->g.task_window;
+        return limit > p->next_id ? limit - p->next_id : 0;
+}
+
+/* Write the next task with its fanins (each an earlier id); not published
+ * yet. The caller made sure of room. Counts are written as given (hbgd
+ * refuses those above the limits), arrays copied up to their size. Returns
+ * its id. */
+uint64_t hbg_producer_write(struct hbg_producer *p, const struct hbg_task_record *t,
+                            const uint64_t *fanins, unsigned n_fanins);
+
+/* Publish the tasks written so far (seq_cst, RUNTIME_LOGIC §9.4). True when
+ * hbgd's threads sleep and the doorbell must be rung. */
+bool hbg_producer_publish(struct hbg_producer *p);
+
+/* Tasks written since the last graph record. */
+static inline uint64_t hbg_producer_pending_graph(const struct hbg_producer *p) {
+        return p->next_id - p->graph_first;
+}
+
+/* May graph record number `graphs` be written (k < graphs_retired + G)? */
+static inline bool hbg_producer_graph_room(const struct hbg_producer *p) {
+        return p->graphs < atomic_load_explicit(&p->ch->graphs_retired, memory_order_acquire) +
+                                   p->g.graph_table_entries;
+}
+
+/*
+ * Publish the tasks and close them into graph record number p->graphs with
+ * the caller's graph_id. Returns the record number, or -EINVAL when no task
+ * was written since the last record, -EAGAIN when the graph ring is full.
+ * *ret_ring: the doorbell must be rung.
+ */
+int64_t hbg_producer_end_graph(struct hbg_producer *p, uint64_t graph_id, bool *ret_ring);
+
+/* Graph record k's final state: 1 still running; 0 with *ret its entry
+ * (status 0 or a negative errno, first failing task). */
+int hbg_producer_graph_entry(const struct hbg_producer *p, uint64_t k, struct hbg_graph_entry *ret);
+
+/* Take the next external task hbgd made ready: true and its id. Entries
+ * beyond D ahead of ours are not trusted (at most D tasks are in flight). */
+bool hbg_producer_next_external(struct hbg_producer *p, uint64_t *ret_id);
+
+/* May a mailbox entry be written (k < mailbox_consumed + M)? */
+static inline bool hbg_producer_mailbox_room(const struct hbg_producer *p) {
+        return p->mailbox_tail < atomic_load_explicit(&p->ch->mailbox_consumed, memory_order_acquire) +
+                                         p->g.mailbox_entries;
+}
+
+/* Post external task id's status (0 or a negative errno) in the mailbox:
+ * 0, or -EAGAIN while it is full. *ret_ring: the doorbell must be rung. */
+int hbg_producer_complete_external(struct hbg_producer *p, uint64_t id, int32_t status, bool *ret_ring);
