@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <libgen.h>
 #include <linux/io_uring.h>
 #include <poll.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -532,6 +534,13 @@ void expect_refusal(struct hbgd_proc *d, int fd, int code, int required, const c
                 fprintf(stderr, "%s: hbgd closed the connection without an Error\n", what);
 }
 
+void assert_fd_baseline(struct hbgd_proc *d, int base, const char *what) {
+        int n = daemon_wait_fd_count(d->pid, base, FD_SETTLE_MS);
+        if (n != base)
+                list_fds(d->pid);
+        D_ASSERT(d, n == base, "%s: hbgd holds %d fds, %d before (waited %d ms)", what, n, base, FD_SETTLE_MS);
+}
+
 /* Each abuse case: hbgd refuses, closes, leaks no fd and goes on serving. */
 void abuse_epilogue(struct hbgd_proc *d, int base, const char *what) {
         int n = daemon_wait_fd_count(d->pid, base, FD_SETTLE_MS);
@@ -567,4 +576,329 @@ int fd_baseline(struct hbgd_proc *d) {
         int n = daemon_wait_fd_count(d->pid, with - 1, FD_SETTLE_MS);
         D_ASSERT(d, n == with - 1, "hbgd holds %d fds after an idle connection closed, %d with it", n, with);
         return n;
+}
+
+/* ------------------------------------------------------------ hbgd with a config file */
+
+/* hbgd with a config file (INI text), removed once hbgd has read it. */
+struct hbgd_proc *start_hbgd_conf(int mode, const char *conf) {
+        static const char *const epoll_env[] = { "HBGD_IO=epoll", NULL };
+        const char *tmp = getenv("TMPDIR");
+        char path[256];
+        snprintf(path, sizeof(path), "%s/hbg-e2e-XXXXXX.conf", tmp && tmp[0] ? tmp : "/tmp");
+        int fd = mkstemps(path, 5);
+        ck_assert_msg(fd >= 0, "mkstemps %s: %s", path, strerror(errno));
+        size_t len = strlen(conf);
+        ssize_t n = write(fd, conf, len);
+        close(fd);
+        ck_assert_msg(n == (ssize_t)len, "writing %s failed", path);
+        const char *const args[] = { "--config", path, NULL };
+        struct hbgd_proc *d = NULL;
+        int err = daemon_start(&d, args, mode == MODE_EPOLL ? epoll_env : NULL);
+        unlink(path);
+        ck_assert_msg(err == 0, "hbgd (%s) did not start with config:\n%s\n: %s", mode_name(mode), conf,
+                      strerror(-err));
+        return d;
+}
+
+/* SIGTERM; hbgd must exit 0 within the grace period (and some slack). */
+void stop_within_grace(struct hbgd_proc *d, const char *what) {
+        long long t0 = daemon_now_ms();
+        ck_assert_int_eq(kill(d->pid, SIGTERM), 0);
+        int w = daemon_wait_exit(d, GRACE_MS + 5000);
+        long long took = daemon_now_ms() - t0;
+        D_ASSERT(d, w == 0, "%s: hbgd still runs %lld ms after SIGTERM", what, took);
+        D_ASSERT(d, WIFEXITED(d->wstatus) && WEXITSTATUS(d->wstatus) == 0,
+                 "%s: hbgd did not exit 0 on SIGTERM (wait status 0x%x)", what, (unsigned)d->wstatus);
+        fprintf(stderr, "%s: hbgd exited 0 %lld ms after SIGTERM\n", what, took);
+        daemon_destroy(d);
+}
+
+/* Let uid 65534 reach the socket: daemon_util makes its directories 0700. */
+void open_to_all(struct hbgd_proc *d) {
+        char parent[sizeof(d->dir)];
+        snprintf(parent, sizeof(parent), "%s", d->dir);
+        ck_assert_int_eq(chmod(d->dir, 0755), 0);
+        ck_assert_int_eq(chmod(dirname(parent), 0755), 0);
+        ck_assert_int_eq(chmod(d->socket_path, 0777), 0);
+}
+
+/* ------------------------------------------------------------ raw records, no assertions */
+
+int cx_connect(const char *path, bool nonblock) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
+        if (fd < 0)
+                return -errno;
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                int err = -errno;
+                close(fd);
+                return err;
+        }
+        return fd;
+}
+
+/* Non-blocking connects, retried while the backlog is full. */
+int cx_connect_until(const char *path, long long deadline_ms) {
+        for (;;) {
+                int fd = cx_connect(path, true);
+                if (fd != -EAGAIN || daemon_now_ms() >= deadline_ms)
+                        return fd;
+                sleep_us(1000);
+        }
+}
+
+int cx_send(int fd, Hbg__Envelope__MsgCase what, uint64_t task_window, uint64_t heap_size) {
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        Hbg__Hello h = HBG__HELLO__INIT;
+        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
+        Hbg__StatusRequest st = HBG__STATUS_REQUEST__INIT;
+        env.msg_case = what;
+        if (what == HBG__ENVELOPE__MSG_HELLO) {
+                h.version_major = HBG_PROTO_MAJOR;
+                h.version_minor = HBG_PROTO_MINOR;
+                h.name = (char *)"e2e-hostile";
+                env.hello = &h;
+        } else if (what == HBG__ENVELOPE__MSG_SESSION_REQUEST) {
+                sr.task_window = task_window;
+                sr.heap_size = heap_size;
+                env.session_request = &sr;
+        } else {
+                st.kind = HBG__STATUS_KIND__STATUS_DAEMON;
+                env.status_request = &st;
+        }
+        return wire_send(fd, &env, NULL, 0, HBG_WIRE_MAX_MSG_DEFAULT);
+}
+
+/* The next record within timeout_ms (fds it carries are closed): 0 and
+ * *ret; -ECONNRESET at EOF; -ETIMEDOUT. A reset reported before records
+ * still queued is read past (see rx()). */
+int cx_recv(int fd, int timeout_ms, Hbg__Envelope **ret) {
+        long long deadline = daemon_now_ms() + timeout_ms;
+        bool reset = false;
+        for (;;) {
+                int fds[HBG_WIRE_MAX_FDS];
+                unsigned nfds = 0;
+                int err = wire_recv(fd, HBG_WIRE_MAX_MSG_DEFAULT, ret, fds, HBG_WIRE_MAX_FDS, &nfds);
+                if (err == 0) {
+                        for (unsigned i = 0; i < nfds; i++)
+                                close(fds[i]);
+                        return 0;
+                }
+                if (err == -ECONNRESET && !reset) {
+                        reset = true;
+                        continue;
+                }
+                if (err != -EAGAIN)
+                        return err;
+                long long left = deadline - daemon_now_ms();
+                if (left <= 0)
+                        return -ETIMEDOUT;
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+                poll(&p, 1, (int)left);
+        }
+}
+
+/* The next record must be `want`; 0, or -1 with why[] filled. */
+int cx_expect(int fd, Hbg__Envelope__MsgCase want, int timeout_ms, char *why, size_t size) {
+        Hbg__Envelope *env = NULL;
+        int err = cx_recv(fd, timeout_ms, &env);
+        if (err < 0) {
+                snprintf(why, size, "no reply: %s", err == -ECONNRESET ? "EOF" : strerror(-err));
+                return -1;
+        }
+        int r = 0;
+        if (env->msg_case == HBG__ENVELOPE__MSG_ERROR) {
+                snprintf(why, size, "Error %d (%s): %s", env->error->code, strerror(-env->error->code),
+                         env->error->message ? env->error->message : "");
+                r = -1;
+        } else if (env->msg_case != want) {
+                snprintf(why, size, "message %d instead of %d", (int)env->msg_case, (int)want);
+                r = -1;
+        }
+        wire_free(env);
+        return r;
+}
+
+/* Error{code} with a message containing `needle`, then EOF. 0 or -1. */
+int cx_expect_refusal(int fd, int code, const char *needle, int timeout_ms, char *why, size_t size) {
+        Hbg__Envelope *env = NULL;
+        int err = cx_recv(fd, timeout_ms, &env);
+        if (err < 0) {
+                snprintf(why, size, "no Error{%d} before %s", code, err == -ECONNRESET ? "EOF" : "the timeout");
+                return -1;
+        }
+        if (env->msg_case != HBG__ENVELOPE__MSG_ERROR) {
+                snprintf(why, size, "message %d instead of Error{%d}", (int)env->msg_case, code);
+                wire_free(env);
+                return -1;
+        }
+        const char *msg = env->error->message ? env->error->message : "";
+        int got = env->error->code, r = 0;
+        if (got != code || !strstr(msg, needle)) {
+                snprintf(why, size, "Error %d \"%s\", expected %d naming %s", got, msg, code, needle);
+                r = -1;
+        } else {
+                snprintf(why, size, "%s", msg);
+        }
+        wire_free(env);
+        if (r == 0 && (err = cx_recv(fd, timeout_ms, &env)) != -ECONNRESET) {
+                if (err == 0)
+                        wire_free(env);
+                snprintf(why, size, "the connection stayed open after Error{%d}", code);
+                r = -1;
+        }
+        return r;
+}
+
+/* n non-blocking connections (those refused are counted): how many are open. */
+int open_many(const char *path, int *fds, unsigned n, unsigned *ret_refused) {
+        unsigned opened = 0, refused = 0;
+        for (unsigned i = 0; i < n; i++) {
+                int fd = cx_connect(path, true);
+                if (fd >= 0)
+                        fds[opened++] = fd;
+                else
+                        refused++;
+        }
+        *ret_refused = refused;
+        return (int)opened;
+}
+
+/* ------------------------------------------------------------ liveness */
+
+/* A fresh connection gets hbgd's Hello and a status reply within bound_ms.
+ * Returns the milliseconds it took. With *ret_shed, a connection hbgd
+ * closes unanswered (shed while it is out of descriptors) is retried, and
+ * counted there. */
+long long fresh_status_shed(struct hbgd_proc *d, int bound_ms, const char *what, unsigned *ret_shed) {
+        long long t0 = daemon_now_ms(), deadline = t0 + bound_ms;
+        char why[256] = "";
+        int r;
+        for (;;) {
+                why[0] = 0;
+                int fd = cx_connect_until(d->socket_path, deadline);
+                D_ASSERT(d, fd >= 0, "%s: cannot connect to hbgd within %d ms: %s", what, bound_ms, strerror(-fd));
+                r = cx_send(fd, HBG__ENVELOPE__MSG_HELLO, 0, 0);
+                if (r == 0)
+                        r = cx_expect(fd, HBG__ENVELOPE__MSG_HELLO, (int)(deadline - daemon_now_ms()), why,
+                                      sizeof(why));
+                bool shed = r != 0 && (strcmp(why, "no reply: EOF") == 0 || r == -EPIPE || r == -ECONNRESET);
+                if (r == 0 && (r = cx_send(fd, HBG__ENVELOPE__MSG_STATUS_REQUEST, 0, 0)) == 0)
+                        r = cx_expect(fd, HBG__ENVELOPE__MSG_STATUS_REPLY, (int)(deadline - daemon_now_ms()), why,
+                                      sizeof(why));
+                close(fd);
+                if (!(shed && ret_shed && daemon_now_ms() < deadline))
+                        break;
+                ++*ret_shed;
+                sleep_us(1000);
+        }
+        long long took = daemon_now_ms() - t0;
+        D_ASSERT(d, r == 0, "%s: a fresh client got no hello and status reply within %d ms: %s", what, bound_ms,
+                 why[0] ? why : strerror(-r));
+        return took;
+}
+
+long long fresh_status(struct hbgd_proc *d, int bound_ms, const char *what) {
+        return fresh_status_shed(d, bound_ms, what, NULL);
+}
+
+/* One status request on fd (hello done): the reply (free it). */
+Hbg__Envelope *status_of(struct hbgd_proc *d, int fd, Hbg__StatusKind kind) {
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        Hbg__StatusRequest rq = HBG__STATUS_REQUEST__INIT;
+        rq.kind = kind;
+        env.msg_case = HBG__ENVELOPE__MSG_STATUS_REQUEST;
+        env.status_request = &rq;
+        int err = wire_send(fd, &env, NULL, 0, HBG_WIRE_MAX_MSG_DEFAULT);
+        D_ASSERT(d, err == 0, "status request: %s", strerror(-err));
+        Hbg__Envelope *r = NULL;
+        err = cx_recv(fd, IO_MS, &r);
+        D_ASSERT(d, err == 0, "no status reply: %s", strerror(-err));
+        D_ASSERT(d, r->msg_case == HBG__ENVELOPE__MSG_STATUS_REPLY, "status request answered with message %d",
+                 (int)r->msg_case);
+        return r;
+}
+
+/* Sums of the scheduler threads' counters. */
+void thread_counts(struct hbgd_proc *d, int fd, uint64_t *classified, uint64_t *dispatched) {
+        Hbg__Envelope *r = status_of(d, fd, HBG__STATUS_KIND__STATUS_THREADS);
+        *classified = *dispatched = 0;
+        for (size_t i = 0; i < r->status_reply->n_threads; i++) {
+                *classified += r->status_reply->threads[i]->classified;
+                *dispatched += r->status_reply->threads[i]->dispatched;
+        }
+        wire_free(r);
+}
+
+/* The kernels of pid's session are running: its tasks were classified,
+ * none completed (failed validation counts as completed) and none failed. */
+void assert_running(struct hbgd_proc *d, int fd, pid_t pid, const char *what) {
+        Hbg__Envelope *r = status_of(d, fd, HBG__STATUS_KIND__STATUS_SESSIONS);
+        const Hbg__SessionStatus *s = NULL;
+        for (size_t i = 0; i < r->status_reply->n_sessions; i++)
+                if (r->status_reply->sessions[i]->pid == (uint32_t)pid)
+                        s = r->status_reply->sessions[i];
+        bool found = s, idle = s && s->completed == 0 && s->failed == 0 && s->error == 0;
+        uint64_t completed = s ? s->completed : 0, failed = s ? s->failed : 0;
+        int error = s ? s->error : 0;
+        wire_free(r);
+        D_ASSERT(d, found, "%s: no session of pid %d", what, (int)pid);
+        D_ASSERT(d, idle, "%s: the long kernels are not running: %" PRIu64 " tasks completed, %" PRIu64
+                 " failed, error %d", what, completed, failed, error);
+}
+
+/* Poll until the scheduler threads classified at least n tasks. */
+void wait_classified(struct hbgd_proc *d, int fd, uint64_t n, const char *what) {
+        long long deadline = daemon_now_ms() + IO_MS;
+        uint64_t c = 0, disp;
+        while (thread_counts(d, fd, &c, &disp), c < n && daemon_now_ms() < deadline)
+                sleep_us(2000);
+        D_ASSERT(d, c >= n, "%s: hbgd classified %" PRIu64 " tasks, expected %" PRIu64, what, c, n);
+}
+
+void honest_graphs(struct hbgd_proc *d, unsigned n, const char *what) {
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "%s: honest client: hbg_connect: %s [%s]", what, hbg_strerror(err),
+                 hbg_last_error(NULL));
+        struct workload w;
+        long r = wl_init(&w, c, 4) < 0 ? -1 : wl_run(&w, n, -1);
+        char msg[sizeof(w.msg)];
+        snprintf(msg, sizeof(msg), "%s", w.msg);
+        hbg_disconnect(c);
+        D_ASSERT(d, r == (long)n, "%s: honest client: %s", what, msg);
+}
+
+bool session_listed(struct hbgd_proc *d, int fd, pid_t pid) {
+        Hbg__Envelope *r = status_of(d, fd, HBG__STATUS_KIND__STATUS_SESSIONS);
+        bool found = false;
+        for (size_t i = 0; i < r->status_reply->n_sessions; i++)
+                found = found || r->status_reply->sessions[i]->pid == (uint32_t)pid;
+        wire_free(r);
+        return found;
+}
+
+/* ------------------------------------------------------------ test conditions */
+
+bool skip_mode(int mode, const char *test) {
+        if (mode == MODE_URING && !uring_available()) {
+                fprintf(stderr, "%s (io_uring): skipped: io_uring is unavailable here\n", test);
+                return true;
+        }
+        return false;
+}
+
+void freeze(struct hbgd_proc *d) {
+        int st;
+        ck_assert_int_eq(kill(d->pid, SIGSTOP), 0);
+        ck_assert_int_eq(waitpid(d->pid, &st, WUNTRACED), d->pid);
+        ck_assert_msg(WIFSTOPPED(st), "hbgd did not stop (wait status 0x%x)", (unsigned)st);
+}
+
+void thaw(struct hbgd_proc *d) {
+        ck_assert_int_eq(kill(d->pid, SIGCONT), 0);
 }

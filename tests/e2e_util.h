@@ -1,14 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Helpers of the end-to-end tests against a real hbgd (test_e2e_daemon.c), on top of tests/daemon_util.h:
+ * Helpers of the end-to-end tests against a real hbgd (test_e2e_daemon.c,
+ * test_e2e_hostile.c), on top of tests/daemon_util.h:
  *   - starting and stopping hbgd per io backend, D_ASSERT with hbgd's log;
  *   - a small verified workload over libhbgclient (wl_*), a forked client
  *     running it (client_main), and assert_serving();
  *   - raw protocol records (raw_connect .. expect_refusal) for clients
  *     that do what libhbgclient never would;
- *   - hbgd's fd count: fd_baseline(), abuse_epilogue(), list_fds().
+ *   - hbgd's fd count: fd_baseline(), abuse_epilogue(), list_fds();
+ *   - hbgd with a config file, SIGTERM within the grace period;
+ *   - raw records without assertions (cx_*), liveness (fresh_status) and
+ *     the scheduler's counters from status replies.
  * Failures are Check assertions: call these from a test, never from a
- * forked child.
+ * forked child; only the cx_* functions (results, no assertions) are for
+ * children (tests/e2e_kid.h).
  */
 #pragma once
 
@@ -151,6 +156,9 @@ Hbg__Envelope *expect_env(int fd, Hbg__Envelope__MsgCase want, int *fds, unsigne
 /* hbgd must answer Error{code} (or, with CLOSE_EOF_ONLY_OK, nothing) and
  * close the connection. */
 void expect_refusal(struct hbgd_proc *d, int fd, int code, int required, const char *what);
+/* hbgd's fd count returns to base within FD_SETTLE_MS (else its fds are
+ * listed and the test fails). */
+void assert_fd_baseline(struct hbgd_proc *d, int base, const char *what);
 /* Each abuse case: hbgd refuses, closes, leaks no fd and goes on serving;
  * then SIGTERM and exit 0 (stop_hbgd). */
 void abuse_epilogue(struct hbgd_proc *d, int base, const char *what);
@@ -164,3 +172,79 @@ void raw_hello(int fd);
  * proves the io thread is past that, and the connection is exactly one fd.
  */
 int fd_baseline(struct hbgd_proc *d);
+
+/* ------------------------------------------------------------ hbgd with a config file */
+
+#define NOBODY ((uid_t)65534)   /* the uid per-user limits are tested as */
+#define LIVE_MS 5000            /* liveness bound: a fresh client is answered */
+#define GRACE_MS 5000           /* hbgd's default shutdown grace period */
+
+/* hbgd (like start_hbgd) with `conf` (INI text) as its --config file,
+ * removed once hbgd has read it. */
+struct hbgd_proc *start_hbgd_conf(int mode, const char *conf);
+/* SIGTERM; hbgd must exit 0 within the grace period (and some slack).
+ * Frees d. */
+void stop_within_grace(struct hbgd_proc *d, const char *what);
+/* Let any uid reach hbgd's socket (daemon_util makes its directories
+ * 0700): for tests acting as NOBODY. */
+void open_to_all(struct hbgd_proc *d);
+
+/* ------------------------------------------------------------ raw records, no assertions */
+
+/* For forked children (and the parent where it needs its own deadlines):
+ * results, never Check assertions. */
+
+/* A SEQPACKET connection to path: fd or -errno. */
+int cx_connect(const char *path, bool nonblock);
+/* Non-blocking connects, retried while the backlog is full. */
+int cx_connect_until(const char *path, long long deadline_ms);
+/* Send a Hello, a SessionRequest (task_window, heap_size; 0: defaults) or
+ * a StatusRequest (STATUS_DAEMON). 0 or -errno. */
+int cx_send(int fd, Hbg__Envelope__MsgCase what, uint64_t task_window, uint64_t heap_size);
+/* The next record within timeout_ms (fds it carries are closed): 0 and
+ * *ret (wire_free() it); -ECONNRESET at EOF; -ETIMEDOUT. A reset reported
+ * before records still queued is read past (see rx()). */
+int cx_recv(int fd, int timeout_ms, Hbg__Envelope **ret);
+/* The next record must be `want`: 0, or -1 with why[] filled. */
+int cx_expect(int fd, Hbg__Envelope__MsgCase want, int timeout_ms, char *why, size_t size);
+/* Error{code} with a message containing `needle` (copied to why[]), then
+ * EOF: 0, or -1 with why[] saying what came instead. */
+int cx_expect_refusal(int fd, int code, const char *needle, int timeout_ms, char *why, size_t size);
+
+/* n non-blocking connections to path (those refused are counted in
+ * *ret_refused) into fds: how many are open. */
+int open_many(const char *path, int *fds, unsigned n, unsigned *ret_refused);
+
+/* ------------------------------------------------------------ liveness */
+
+/* A fresh connection gets hbgd's Hello and a status reply within bound_ms
+ * (asserted); returns the milliseconds it took. */
+long long fresh_status(struct hbgd_proc *d, int bound_ms, const char *what);
+/* The same, retrying a connection hbgd closes unanswered (shed while it
+ * is out of descriptors); *ret_shed counts those. */
+long long fresh_status_shed(struct hbgd_proc *d, int bound_ms, const char *what, unsigned *ret_shed);
+/* One status request of `kind` on fd (hello done): the reply, asserted
+ * (wire_free() it). */
+Hbg__Envelope *status_of(struct hbgd_proc *d, int fd, Hbg__StatusKind kind);
+/* Sums of the scheduler threads' counters (STATUS_THREADS on fd). */
+void thread_counts(struct hbgd_proc *d, int fd, uint64_t *classified, uint64_t *dispatched);
+/* Poll until the scheduler threads classified at least n tasks. */
+void wait_classified(struct hbgd_proc *d, int fd, uint64_t n, const char *what);
+/* The kernels of pid's session are running: none of its tasks completed
+ * (a task failing validation completes at once) or failed. */
+void assert_running(struct hbgd_proc *d, int fd, pid_t pid, const char *what);
+/* Is there a session of pid (STATUS_SESSIONS on fd)? */
+bool session_listed(struct hbgd_proc *d, int fd, pid_t pid);
+/* An honest client in this process: n verified graphs (wl_run). */
+void honest_graphs(struct hbgd_proc *d, unsigned n, const char *what);
+
+/* ------------------------------------------------------------ test conditions */
+
+/* An io-backend test in io_uring mode where io_uring is missing: says so
+ * and returns true (the test then passes without running). */
+bool skip_mode(int mode, const char *test);
+/* hbgd stopped (SIGSTOP, confirmed) while a burst arrives, as on a loaded
+ * machine: the wakeups of its sockets pile up into few events. thaw():
+ * SIGCONT. */
+void freeze(struct hbgd_proc *d);
+void thaw(struct hbgd_proc *d);
