@@ -101,7 +101,7 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_completion_stress test_kernels test_engine_basic \
               test_engine_differential test_engine_rings test_engine_stress \
               test_engine_validation test_engine_behaviour test_e2e_daemon \
-              test_e2e_systemd test_e2e_hbgctl
+              test_e2e_hostile test_e2e_systemd test_e2e_hbgctl
 TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
 # The same stress test built with the store->load ordering removed: it must
 # be able to catch the watermark freeze (docs/RUNTIME_LOGIC.md §4).
@@ -258,8 +258,17 @@ $(B)/obj/tests/daemon_util.o: tests/daemon_util.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) -DHBG_TEST_HBGD='"$(abspath $(HBGD_BIN))"' -c -o $@ $<
 
-$(B)/tests/test_e2e_%: $(B)/obj/tests/test_e2e_%.o $(B)/obj/tests/daemon_util.o $(PROTO_LIB) \
-                       $(CLIENT_LINKS) | $(HBGD_BIN)
+# Helpers of the e2e tests (tests/e2e_util.h, tests/e2e_kid.h): raw
+# protocol records and libhbgclient, like the e2e tests themselves.
+E2E_HELPER_OBJS := $(B)/obj/tests/e2e_util.o $(B)/obj/tests/e2e_kid.o
+E2E_UTIL_OBJS := $(B)/obj/tests/daemon_util.o $(E2E_HELPER_OBJS)
+
+$(E2E_HELPER_OBJS): $(B)/obj/tests/%.o: tests/%.c $(B)/gen/hbg.pb-c.h
+	$(say) CC $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(CHECK_CFLAGS) $(SYS_CFLAGS) -Ilibclient/include -c -o $@ $<
+
+$(B)/tests/test_e2e_%: $(B)/obj/tests/test_e2e_%.o $(E2E_UTIL_OBJS) $(PROTO_LIB) $(CLIENT_LINKS) | $(HBGD_BIN)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) -L$(B)/lib -lhbgclient -Wl,-rpath,$(abspath $(B)/lib) \
