@@ -34,9 +34,10 @@ static const char *our_message(int err) {
         case -EPROTONOSUPPORT: return "hbgd does not speak this protocol version";
         case -ECANCELED: return "skipped: a task it depends on failed";
         case -ESHUTDOWN: return "hbgd is shutting down";
-        case -EUSERS: return "too many hbgd sessions";
+        case -EUSERS: return "too many hbgd sessions or connections";
+        case -EDQUOT: return "hbgd's memory budget (for this user, or in all) is used up";
         case -EACCES: return "this user may not use hbgd";
-        case -E2BIG: return "request above hbgd's configured limits";
+        case -E2BIG: return "above hbgd's configured limits (session size, or a task's work)";
         case -ERANGE: return "value out of range";
         case -EOVERFLOW: return "size or offset overflows";
         case -EDEADLK: return "called from a host function of the same client";

@@ -725,7 +725,11 @@ END_TEST
  * ring, so one that connects while a lone ring's visits run waits for a
  * whole visit (up to 4 kernels here). */
 
+/* _i == 0: the honest client connects first; _i == 1: it connects while
+ * the attacker's kernels already hold every thread (a lone session's
+ * visits must notice the newcomer, not finish their batch first). */
 START_TEST(one_session_all_threads) {
+        bool late = _i == 1;
         struct hbgd_proc *d =
                 start_hbgd_conf(MODE_URING, "[scheduler]\nthreads = 4\nclusters = 8\nstall_timeout_ms = 2000\n");
         int base = fd_baseline(d);
@@ -733,7 +737,8 @@ START_TEST(one_session_all_threads) {
         raw_hello(mon);
         struct kid attacker, honest;
         char buf[256];
-        honest_start(d, &honest);
+        if (!late)
+                honest_start(d, &honest);
         /* 3 graphs of 8 independent 1 s kernels (spin_ns caps a block at
          * 1 s): 8 ready at all times, and each thread (2 clusters, 4 vector
          * cores) could run 4 of them back to back in one visit. */
@@ -743,12 +748,15 @@ START_TEST(one_session_all_threads) {
         wait_classified(d, mon, 8, "one_session_all_threads");
         sleep_us(300000);
         assert_running(d, mon, attacker.pid, "one_session_all_threads");
+        if (late)
+                honest_start(d, &honest);
         /* Exactly one graph: 'Q' is there before it ends. */
         kid_tell(&honest, 'G');
         kid_tell(&honest, 'Q');
         long long ms = 0;
         honest_stop(d, &honest, &ms);
-        fprintf(stderr, "one_session_all_threads: the honest 1-task graph took %lld ms (bound 3000)\n", ms);
+        fprintf(stderr, "one_session_all_threads (honest client connects %s): the honest 1-task graph took "
+                "%lld ms (bound 3000)\n", late ? "late" : "first", ms);
         D_ASSERT(d, ms <= 3000,
                  "another session's 1-task graph took %lld ms with one session's 1 s kernels on every thread "
                  "(it may wait for one running kernel: bound 1.5 s plus 1.5 s margin)", ms);
@@ -1062,6 +1070,8 @@ static Suite *suite(bool root, unsigned *ret_skipped) {
                         }
                         if (cases[i].both_modes)
                                 tcase_add_loop_test(tc, t, MODE_URING, N_MODES);
+                        else if (t == one_session_all_threads)
+                                tcase_add_loop_test(tc, t, 0, 2); /* honest client first, late */
                         else
                                 tcase_add_test(tc, t);
                 }

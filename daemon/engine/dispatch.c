@@ -71,11 +71,15 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
 }
 
 /* May this visit start another task of r? Not once the ring is being
- * removed (removal then waits for at most the kernel running now), and not
- * when fair share sends the thread elsewhere (§9.5). */
-static bool may_start(struct sched_thread *t, struct hbg_ring *r, bool fair) {
+ * removed (removal then waits for at most the kernel running now), not when
+ * fair share sends the thread elsewhere (§9.5), and not when another ring
+ * appeared since the visit began uncounted: the next visit counts itself
+ * and looks at the newcomer. */
+static bool may_start(struct sched_thread *t, struct hbg_ring *r, bool counted, bool fair) {
         if (atomic_load_explicit(&r->removing, memory_order_relaxed))
                 return false;
+        if (!counted)
+                return atomic_load_explicit(&r->engine->ring_count, memory_order_relaxed) < 2;
         return !fair || !engine_should_yield_ring(t, r);
 }
 
@@ -86,8 +90,9 @@ bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r) {
 
         /* With several rings, threads running a ring's tasks are counted
          * (§9.5), and a ring with long tasks checks fair share before each
-         * one. Decided once per visit, so the count goes up and down in
-         * pairs; a lone ring pays nothing. */
+         * one. Decided at the start of the visit, so the count goes up and
+         * down in pairs (an uncounted visit ends as soon as a second ring
+         * exists); a lone ring pays nothing. */
         bool counted = atomic_load_explicit(&r->engine->ring_count, memory_order_relaxed) > 1 &&
                        (mpmc_maybe_nonempty(&r->ready[SHAPE_MIX]) ||
                         mpmc_maybe_nonempty(&r->ready[SHAPE_AIC]) ||
@@ -101,17 +106,17 @@ bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r) {
         uint64_t id;
 
         /* MIX: one block per whole cluster. */
-        while (clusters > 0 && may_start(t, r, fair) && mpmc_pop(&r->ready[SHAPE_MIX], &id)) {
+        while (clusters > 0 && may_start(t, r, counted, fair) && mpmc_pop(&r->ready[SHAPE_MIX], &id)) {
                 clusters -= run_blocks(t, r, id, clusters);
                 did = true;
         }
         /* The clusters left give one AIC and two AIV cores each. */
         unsigned aic = clusters, aiv = 2 * clusters;
-        while (aic > 0 && may_start(t, r, fair) && mpmc_pop(&r->ready[SHAPE_AIC], &id)) {
+        while (aic > 0 && may_start(t, r, counted, fair) && mpmc_pop(&r->ready[SHAPE_AIC], &id)) {
                 aic -= run_blocks(t, r, id, aic);
                 did = true;
         }
-        while (aiv > 0 && may_start(t, r, fair) && mpmc_pop(&r->ready[SHAPE_AIV], &id)) {
+        while (aiv > 0 && may_start(t, r, counted, fair) && mpmc_pop(&r->ready[SHAPE_AIV], &id)) {
                 aiv -= run_blocks(t, r, id, aiv);
                 did = true;
         }

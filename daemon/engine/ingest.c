@@ -114,7 +114,9 @@ static int validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_ta
         for (unsigned lane = 0; lane < HBG_LANES; lane++) {
                 if (!s->kernel[lane])
                         continue;
-                uint64_t c = kernel_cost(s->kernel[lane], &s->args, parts);
+                /* Each lane runs its kernel for its share of the parts:
+                 * block_num of block_num * lanes (§9.1). */
+                uint64_t c = kernel_cost(s->kernel[lane], &s->args, parts) / s->lanes;
                 cost = __builtin_add_overflow(cost, c, &cost) ? UINT64_MAX : cost;
                 if (limit && cost > limit) {
                         *why = kernel_cost_message(s->kernel[lane]);
