@@ -336,7 +336,7 @@ static int run_once(const struct hbg_geometry *g, void *region, const struct seq
         atomic_init(&run.next_pos, 0);
         run.seq = seq;
         run.n = n;
-        hbg_flag_window_init(&run.window, g, region);
+        hbg_flag_window_init(&run.window, g, region, 0);
 
         workers = aligned_alloc(HBG_CACHE_LINE, threads * sizeof(*workers));
         if (!workers) {

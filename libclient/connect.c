@@ -115,7 +115,7 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
 
         /* Only reads through the window: the cast drops const for the
          * shared type, nothing is ever stored through it. */
-        hbg_flag_window_init(&c->window, &c->g, (void *)(uintptr_t)c->cpl);
+        hbg_flag_window_init(&c->window, &c->g, (void *)(uintptr_t)c->cpl, r->first_id);
         err = hbg_completer_init(&c->completer, &c->window, 0);
         if (err < 0)
                 return hbgc_fail(NULL, err, "out of memory");

@@ -9,7 +9,7 @@
 #include "shm/util.h"
 
 void hbg_flag_window_init(struct hbg_flag_window *w, const struct hbg_geometry *g,
-                          void *cpl_base) {
+                          void *cpl_base, uint64_t first_id) {
         struct hbg_cpl_header *hdr = cpl_base;
         uint32_t hi_bits = g->flag_window_log2 - HBG_FLAG_WINDOW_MIN_LOG2;
 
@@ -21,6 +21,8 @@ void hbg_flag_window_init(struct hbg_flag_window *w, const struct hbg_geometry *
                 .task_window = g->task_window,
                 .hi_bits = hi_bits,
                 .hi_mask = (UINT64_C(1) << hi_bits) - 1,
+                .first_id = first_id,
+                .flag_window_log2 = g->flag_window_log2,
         };
 }
 
@@ -95,7 +97,7 @@ bool hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id) {
                  * our release CAS). */
                 uint64_t limit = cur + w->task_window;
                 while (next < limit &&
-                       stamp_load(w, next, memory_order_acquire) == hbg_stamp_of(next))
+                       stamp_load(w, next, memory_order_acquire) == hbg_stamp_of(w, next))
                         next++;
 
                 if (!atomic_compare_exchange_strong_explicit(w->watermark, &cur, next,
@@ -120,7 +122,7 @@ bool hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id) {
                  * completer's watermark load sees our CAS and it walks.
                  * With weaker orders both can miss and the watermark
                  * freezes for ever (digest §2.3). */
-                if (stamp_load(w, next, HBG_FRONTIER_LOAD) != hbg_stamp_of(next))
+                if (stamp_load(w, next, HBG_FRONTIER_LOAD) != hbg_stamp_of(w, next))
                         return true;
                 cur = next;
                 next = cur + 1;

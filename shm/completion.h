@@ -47,11 +47,14 @@ struct hbg_flag_window {
         uint64_t task_window;             /* D: bound on ids in flight */
         uint32_t hi_bits;                 /* log2(F) - S - 4, >= 0 by geometry */
         uint64_t hi_mask;                 /* (1 << hi_bits) - 1 */
+        uint64_t first_id;                /* the ring's first id: laps count from it */
+        uint32_t flag_window_log2;        /* log2(F) */
 };
 
-/* Bind a window to a mapped, initialised completion region. */
+/* Bind a window to a mapped, initialised completion region of the ring
+ * whose first id is first_id. */
 void hbg_flag_window_init(struct hbg_flag_window *w, const struct hbg_geometry *g,
-                          void *cpl_base);
+                          void *cpl_base, uint64_t first_id);
 
 /* Counters of one completer. Single writer (the owning thread, relaxed
  * load+store, no lock prefix); any thread may read them (relaxed). */
@@ -95,8 +98,15 @@ static inline uint64_t hbg_stat_get(const _Atomic uint64_t *counter) {
         return atomic_load_explicit(counter, memory_order_relaxed);
 }
 
-static inline uint32_t hbg_stamp_of(uint64_t id) {
-        return (uint32_t)id;
+/*
+ * The stamp of id (§3.2): its lap of the flag window, counted from the
+ * ring's first id, plus one. Ids sharing a slot (id, id + F, ...) have
+ * laps one apart, and zero is the stamp of lap -1, the "previous occupant"
+ * of every slot's first id: a zeroed flag array is the initial state
+ * (§3.3), and only an id's own publish makes its slot equal its stamp.
+ */
+static inline uint32_t hbg_stamp_of(const struct hbg_flag_window *w, uint64_t id) {
+        return (uint32_t)((id - w->first_id) >> w->flag_window_log2) + 1u;
 }
 
 /*
@@ -131,7 +141,7 @@ static inline bool hbg_is_completion_flag_set(struct hbg_completer *c, uint64_t 
         if (id < c->cached_watermark)
                 return true;
         const struct hbg_flag_window *w = c->window;
-        if (atomic_load_explicit(hbg_flag_slot(w, id), memory_order_acquire) == hbg_stamp_of(id))
+        if (atomic_load_explicit(hbg_flag_slot(w, id), memory_order_acquire) == hbg_stamp_of(w, id))
                 return true;
         c->cached_watermark = atomic_load_explicit(w->watermark, memory_order_acquire);
         return id < c->cached_watermark;
@@ -162,7 +172,7 @@ static inline bool hbg_try_publish(struct hbg_completer *c, uint64_t id, memory_
                 if (!hbg_flag_slot_free(c, id))
                         return false;
         }
-        atomic_store_explicit(hbg_flag_slot(c->window, id), hbg_stamp_of(id), store_order);
+        atomic_store_explicit(hbg_flag_slot(c->window, id), hbg_stamp_of(c->window, id), store_order);
         hbg_stat_inc(&c->stats.published, 1);
         return true;
 }

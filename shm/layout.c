@@ -28,7 +28,6 @@ void hbg_sub_region_init(void *base, const struct hbg_geometry *g) {
 
 void hbg_cpl_region_init(void *base, const struct hbg_geometry *g, uint64_t first_id) {
         struct hbg_cpl_header *h = base;
-        struct hbg_flag_window w;
 
         h->magic = HBG_CPL_MAGIC;
         h->layout_version = HBG_LAYOUT_VERSION;
@@ -49,17 +48,9 @@ void hbg_cpl_region_init(void *base, const struct hbg_geometry *g, uint64_t firs
         atomic_store_explicit(&h->ext_ready_tail, 0, memory_order_relaxed);
         atomic_store_explicit(&h->mailbox_consumed, 0, memory_order_relaxed);
 
-        /* Each slot starts out holding the stamp of the id one lap before
-         * its first occupant: "complete" for an id below first_id, which the
-         * watermark already certifies, and never equal to a pending id
-         * (RUNTIME_LOGIC.md §3.3). A constant such as 0xffffffff would be a
-         * real stamp for ids 2^32 - 1 + k 2^32. */
-        hbg_flag_window_init(&w, g, base);
-        for (uint64_t i = 0; i < g->flag_window; i++) {
-                uint64_t id = first_id + i;
-                atomic_store_explicit(hbg_flag_slot(&w, id), hbg_stamp_of(id - g->flag_window),
-                                      memory_order_relaxed);
-        }
+        /* The flags stay as the caller gave them, zero: the stamp of lap -1,
+         * every slot's previous occupant (RUNTIME_LOGIC.md §3.3). Nothing
+         * here is proportional to the window. */
         /* Publication to other threads/processes happens through whatever
          * hands them the region (fd passing, thread start): a full barrier. */
         atomic_thread_fence(memory_order_release);

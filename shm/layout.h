@@ -25,7 +25,7 @@
 #include "shm/geometry.h"
 
 #define HBG_CACHE_LINE 64u
-#define HBG_LAYOUT_VERSION 1u
+#define HBG_LAYOUT_VERSION 2u  /* 2: lap stamps (RUNTIME_LOGIC.md §3.2) */
 #define HBG_SUB_MAGIC UINT32_C(0x42534248) /* "HBSB" little endian */
 #define HBG_CPL_MAGIC UINT32_C(0x43504248) /* "HBPC" */
 
@@ -264,7 +264,7 @@ struct hbg_graph_entry {
 };
 _Static_assert(sizeof(struct hbg_graph_entry) == 32, "graph entry size");
 
-/* One completion flag: the low 32 bits of the id that owns the slot. */
+/* One completion flag: the lap (plus one) of the id that owns the slot. */
 typedef _Atomic uint32_t hbg_stamp_t;
 _Static_assert(sizeof(hbg_stamp_t) == 4, "stamp size");
 _Static_assert((HBG_CACHE_LINE / sizeof(hbg_stamp_t)) == (1u << HBG_STAMPS_PER_LINE_LOG2),
@@ -275,10 +275,11 @@ _Static_assert((HBG_CACHE_LINE / sizeof(hbg_stamp_t)) == (1u << HBG_STAMPS_PER_L
 /* Write a fresh submission region header (region zeroed by the caller). */
 void hbg_sub_region_init(void *base, const struct hbg_geometry *g);
 
-/* Write a fresh completion region: header, empty graph table, and every flag
- * holding the stamp of the id one lap before its first occupant, so no
- * initial value can be mistaken for a real id (RUNTIME_LOGIC.md §3.3).
- * `first_id` is the ring's first task id (0 for a new ring). */
+/* Write a fresh completion region's header. The caller hands it zeroed (a
+ * new memfd, calloc): zero flags hold the stamp of lap -1, so no initial
+ * value can be mistaken for a real id (RUNTIME_LOGIC.md §3.3), and an empty
+ * graph table. O(1): nothing depends on the window. `first_id` is the
+ * ring's first task id (0 for a new ring). */
 void hbg_cpl_region_init(void *base, const struct hbg_geometry *g, uint64_t first_id);
 
 /* Check a mapped completion region against the geometry the caller expects

@@ -242,7 +242,7 @@ static void stress_setup(struct stress *s, const struct stress_cfg *cfg) {
         REQUIRE(s->region);
         memset(s->region, 0, s->g.cpl_region_size);
         hbg_cpl_region_init(s->region, &s->g, cfg->first_id);
-        hbg_flag_window_init(&s->w, &s->g, s->region);
+        hbg_flag_window_init(&s->w, &s->g, s->region, cfg->first_id);
         s->end = cfg->first_id + cfg->n;
         atomic_store(&s->next_claim, cfg->first_id);
         s->exec = calloc(cfg->n, 1);
@@ -307,7 +307,7 @@ static enum verdict stress_run(struct stress *s) {
                         last_executed = executed;
                 } else if (t - last_progress > s->cfg.stall_ms) {
                         uint32_t stamp = atomic_load(hbg_flag_slot(&s->w, wm));
-                        if (stamp == hbg_stamp_of(wm)) {
+                        if (stamp == hbg_stamp_of(&s->w, wm)) {
                                 v = RUN_FROZEN;
                                 fail_run(s, "watermark frozen at %" PRIu64 ": its stamp is "
                                          "published but nobody advanced it (%" PRIu64

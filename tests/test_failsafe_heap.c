@@ -276,7 +276,7 @@ START_TEST(test_completer_heap_full) {
         ck_assert_ptr_nonnull(cpl);
         memset(cpl, 0, g.cpl_region_size);
         hbg_cpl_region_init(cpl, &g, first);
-        hbg_flag_window_init(&w, &g, cpl);
+        hbg_flag_window_init(&w, &g, cpl, first);
         ck_assert_int_eq(hbg_completer_init(&c, &w, 2), 0);
 
         uint32_t slot0 = atomic_load(hbg_flag_slot(&w, first + 256));
@@ -290,7 +290,7 @@ START_TEST(test_completer_heap_full) {
         ck_assert_uint_eq(hbg_failsafe_heap_len(&c.heap), 2);
         /* Nothing written for any of them. */
         ck_assert_uint_eq(atomic_load(hbg_flag_slot(&w, first + 256)), slot0);
-        ck_assert_uint_eq(atomic_load(hbg_flag_slot(&w, first + 258)), (uint32_t)(first + 2 - 256));
+        ck_assert_uint_eq(atomic_load(hbg_flag_slot(&w, first + 258)), hbg_stamp_of(&w, first + 2 - 256));
         /* Still blocked: the retry publishes nothing. */
         ck_assert_int_eq(hbg_retry_deferred(&c, &id), 0);
         ck_assert_uint_eq(hbg_failsafe_heap_len(&c.heap), 2);
@@ -304,7 +304,7 @@ START_TEST(test_completer_heap_full) {
 
         ck_assert_int_eq(hbg_retry_deferred(&c, &id), 1);
         ck_assert_uint_eq(id, first + 256);
-        ck_assert_uint_eq(atomic_load(hbg_flag_slot(&w, first + 256)), (uint32_t)(first + 256));
+        ck_assert_uint_eq(atomic_load(hbg_flag_slot(&w, first + 256)), hbg_stamp_of(&w, first + 256));
         ck_assert(hbg_update_completed_watermark(&c, id));
         ck_assert_uint_eq(hbg_watermark_read(&w), first + 257);
 
@@ -349,7 +349,7 @@ START_TEST(test_completer_retry_order) {
         ck_assert_ptr_nonnull(cpl);
         memset(cpl, 0, g.cpl_region_size);
         hbg_cpl_region_init(cpl, &g, first);
-        hbg_flag_window_init(&w, &g, cpl);
+        hbg_flag_window_init(&w, &g, cpl, first);
         ck_assert_int_eq(hbg_completer_init(&c, &w, hbg_failsafe_capacity(&g)), 0);
 
         for (size_t i = 0; i < sizeof(deferred) / sizeof(deferred[0]); i++)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * hbg_flag_index(): the map from a task id to its completion-flag slot, and
- * the initial stamps written by hbg_cpl_region_init().
+ * the initial stamps (zero: lap -1).
  *
  * Every flag window F = 2^8 .. 2^20 is covered (a Check loop test, the loop
  * index is log2(F)). Expectations are computed here from first principles
@@ -55,7 +55,7 @@ static void ring_init(struct ring *r, uint64_t flag_window, uint64_t first_id) {
         ck_assert_ptr_nonnull(r->cpl);
         memset(r->cpl, 0, r->g.cpl_region_size);
         hbg_cpl_region_init(r->cpl, &r->g, first_id);
-        hbg_flag_window_init(&r->w, &r->g, r->cpl);
+        hbg_flag_window_init(&r->w, &r->g, r->cpl, first_id);
         ck_assert_ptr_eq((void *)r->w.flags, (char *)r->cpl + r->g.cpl_flags_offset);
         ck_assert_uint_eq((uintptr_t)r->w.flags % 64, 0);
 }
@@ -317,12 +317,12 @@ START_TEST(test_initial_stamps) {
                 ck_assert_uint_eq(c.cached_watermark, first);
 
                 for (uint64_t id = first; id < first + f; id++) {
-                        uint32_t want = (uint32_t)((id - f) & 0xffffffffu);
+                        uint32_t want = 0; /* lap -1: the previous occupant (§3.3) */
                         uint32_t got = atomic_load(hbg_flag_slot(&r.w, id));
                         REQUIRE(got == want, "F=%llu first=%llu id=%llu: stamp %u, expected %u",
                                 (unsigned long long)f, (unsigned long long)first,
                                 (unsigned long long)id, got, want);
-                        REQUIRE(got != (uint32_t)id,
+                        REQUIRE(got != hbg_stamp_of(&r.w, id),
                                 "F=%llu first=%llu id=%llu: initial stamp looks complete",
                                 (unsigned long long)f, (unsigned long long)first,
                                 (unsigned long long)id);

@@ -66,7 +66,7 @@ static void ring_init(struct ring *r, uint64_t f, uint64_t d, uint64_t first, ui
         ck_assert_ptr_nonnull(r->cpl);
         memset(r->cpl, 0, r->g.cpl_region_size);
         hbg_cpl_region_init(r->cpl, &r->g, first);
-        hbg_flag_window_init(&r->w, &r->g, r->cpl);
+        hbg_flag_window_init(&r->w, &r->g, r->cpl, first);
 
         ck_assert_uint_eq(hbg_failsafe_capacity(&r->g), d);
         ck_assert_int_eq(hbg_completer_init(&r->c, &r->w, hbg_failsafe_capacity(&r->g)), 0);
@@ -181,7 +181,7 @@ static void ring_complete(struct ring *r, uint64_t id) {
         REQUIRE(rc == expect, "publish_or_defer(%llu) with WM %llu, F %llu: %d, expected %d",
                 LLU(id), LLU(r->ref_wm), LLU(r->f), rc, expect);
         if (rc == 1) {
-                REQUIRE(slot_value(r, id) == (uint32_t)id, "id %llu published, slot holds %u",
+                REQUIRE(slot_value(r, id) == hbg_stamp_of(&r->w, id), "id %llu published, slot holds %u",
                         LLU(id), slot_value(r, id));
                 mark_published_and_update(r, id);
         } else {
@@ -196,7 +196,7 @@ static void ring_complete(struct ring *r, uint64_t id) {
                         LLU(d_id), LLU(want));
                 REQUIRE(d_id < r->ref_wm + r->f, "retry published %llu with WM %llu",
                         LLU(d_id), LLU(r->ref_wm));
-                REQUIRE(slot_value(r, d_id) == (uint32_t)d_id, "retried id %llu: slot holds %u",
+                REQUIRE(slot_value(r, d_id) == hbg_stamp_of(&r->w, d_id), "retried id %llu: slot holds %u",
                         LLU(d_id), slot_value(r, d_id));
                 r->pending[d_id - r->first] = false;
                 r->n_pending--;
@@ -431,8 +431,8 @@ START_TEST(test_fallback_after_overwrite) {
 
         /* Same slot, and it now carries the later id's stamp. */
         ck_assert_ptr_eq(hbg_flag_slot(&r.w, first), hbg_flag_slot(&r.w, first + f));
-        ck_assert_uint_eq(slot_value(&r, first), (uint32_t)(first + f));
-        ck_assert_uint_ne(slot_value(&r, first), (uint32_t)first);
+        ck_assert_uint_eq(slot_value(&r, first), hbg_stamp_of(&r.w, first + f));
+        ck_assert_uint_ne(slot_value(&r, first), hbg_stamp_of(&r.w, first));
 
         ck_assert(hbg_is_completion_flag_set(&r.c, first));
         ck_assert_uint_eq(stale.cached_watermark, first);
@@ -475,11 +475,11 @@ START_TEST(test_slot_gate) {
 
         /* first + F would overwrite first's slot before first completed. */
         before = slot_value(&r, first + f);
-        ck_assert_uint_eq(before, (uint32_t)(first - f));
+        ck_assert_uint_eq(before, hbg_stamp_of(&r.w, first - f));
         ck_assert(!hbg_try_set_completion_flag(&r.c, first + f));
         ck_assert_uint_eq(slot_value(&r, first + f), before);
         ck_assert(!hbg_try_set_completion_flag(&r.c, first + 2 * f + 7));
-        ck_assert_uint_eq(slot_value(&r, first + 2 * f + 7), (uint32_t)(first + 7 - f));
+        ck_assert_uint_eq(slot_value(&r, first + 2 * f + 7), hbg_stamp_of(&r.w, first + 7 - f));
         ck_assert_uint_eq(hbg_stat_get(&r.c.stats.published), 0);
 
         before2 = slot_value(&r, first + f + 3);
@@ -492,7 +492,7 @@ START_TEST(test_slot_gate) {
 
         /* The last id the gate lets through. */
         ck_assert(hbg_try_set_completion_flag(&r.c, first + f - 1));
-        ck_assert_uint_eq(slot_value(&r, first + f - 1), (uint32_t)(first + f - 1));
+        ck_assert_uint_eq(slot_value(&r, first + f - 1), hbg_stamp_of(&r.w, first + f - 1));
         ck_assert_uint_eq(hbg_stat_get(&r.c.stats.published), 1);
         ck_assert(!hbg_update_completed_watermark(&r.c, first + f - 1));
         ck_assert_uint_eq(hbg_watermark_read(&r.w), first);
@@ -505,15 +505,15 @@ START_TEST(test_slot_gate) {
         ck_assert_uint_eq(other.cached_watermark, first);
         ck_assert(!hbg_try_set_completion_flag(&other, first + f + 1));
         ck_assert_uint_eq(other.cached_watermark, first + 1);
-        ck_assert_uint_eq(slot_value(&r, first + f + 1), (uint32_t)(first + 1 - f));
+        ck_assert_uint_eq(slot_value(&r, first + f + 1), hbg_stamp_of(&r.w, first + 1 - f));
         other.cached_watermark = first;
         ck_assert(hbg_try_set_completion_flag(&other, first + f));
         ck_assert_uint_eq(other.cached_watermark, first + 1);
-        ck_assert_uint_eq(slot_value(&r, first + f), (uint32_t)(first + f));
+        ck_assert_uint_eq(slot_value(&r, first + f), hbg_stamp_of(&r.w, first + f));
 
         /* An id below the watermark: true, and nothing is written. */
         before = slot_value(&r, first);
-        ck_assert_uint_eq(before, (uint32_t)(first + f));
+        ck_assert_uint_eq(before, hbg_stamp_of(&r.w, first + f));
         uint64_t pub = hbg_stat_get(&r.c.stats.published);
         ck_assert(hbg_try_set_completion_flag(&r.c, first));
         ck_assert_uint_eq(slot_value(&r, first), before);

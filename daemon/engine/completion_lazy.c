@@ -31,7 +31,7 @@ static bool advance_once(struct hbg_completer *c, uint64_t bound) {
         uint64_t limit = cur + w->task_window < bound ? cur + w->task_window : bound;
         uint64_t next = cur;
 
-        while (next < limit && stamp_at(w, next) == hbg_stamp_of(next))
+        while (next < limit && stamp_at(w, next) == hbg_stamp_of(w, next))
                 next++;
         if (cur > c->cached_watermark)
                 c->cached_watermark = cur;

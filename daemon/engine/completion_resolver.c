@@ -68,7 +68,7 @@ static bool walk(struct sched_thread *t, struct hbg_ring *r) {
         uint64_t limit = cur + w->task_window;
 
         while (next < limit &&
-               atomic_load_explicit(hbg_flag_slot(w, next), memory_order_relaxed) == hbg_stamp_of(next))
+               atomic_load_explicit(hbg_flag_slot(w, next), memory_order_relaxed) == hbg_stamp_of(w, next))
                 next++;
         if (next == cur)
                 return false;

@@ -85,7 +85,7 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         r->cpl = p->cpl_region;
         r->graph_table = (struct hbg_graph_entry *)((char *)p->cpl_region + g->cpl_graphs_offset);
         r->ext_ready = (_Atomic uint64_t *)((char *)p->cpl_region + g->cpl_ext_ready_offset);
-        hbg_flag_window_init(&r->window, g, p->cpl_region);
+        hbg_flag_window_init(&r->window, g, p->cpl_region, p->first_id);
         atomic_store(&r->claim, p->first_id);
         r->graph_expected_first = p->first_id;
         r->stall_wm = p->first_id;
