@@ -166,19 +166,22 @@ $(B)/obj/gen/%.o: $(B)/gen/%.c
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(SYS_CFLAGS) -Wno-missing-prototypes -c -o $@ $<
 
 # Everything that includes the generated header waits for it.
-$(B)/obj/proto/wire.o $(HBGD_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/daemon/hbgd.o $(B)/obj/ctl/hbgctl.o: $(B)/gen/hbg.pb-c.h
+$(B)/obj/proto/wire.o $(HBGD_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/daemon/hbgd.o: $(B)/gen/hbg.pb-c.h
 
 # hbgctl: the control protocol (libhbgproto) for the status verbs,
 # libhbgclient for `run` (linked like any user program) and json-c.
 JSONC_CFLAGS = $(shell pkg-config --cflags json-c 2>/dev/null)
 JSONC_LIBS   = $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c)
 
-$(B)/obj/ctl/hbgctl.o: ctl/hbgctl.c
+CTL_SRCS := ctl/hbgctl.c ctl/run.c ctl/status.c ctl/graph_file.c ctl/output.c ctl/daemon_conn.c
+CTL_OBJS := $(CTL_SRCS:%.c=$(B)/obj/%.o)
+
+$(CTL_OBJS): $(B)/obj/ctl/%.o: ctl/%.c $(B)/gen/hbg.pb-c.h
 	$(say) CC $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(SYS_CFLAGS) $(JSONC_CFLAGS) -Ilibclient/include -c -o $@ $<
 
-$(HBGCTL_BIN): $(B)/obj/ctl/hbgctl.o $(PROTO_LIB) $(SHM_LIB) $(CLIENT_SO) $(CLIENT_LINKS)
+$(HBGCTL_BIN): $(CTL_OBJS) $(PROTO_LIB) $(SHM_LIB) $(CLIENT_SO) $(CLIENT_LINKS)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) -L$(B)/lib -lhbgclient -Wl,-rpath,'$$ORIGIN/../lib' \

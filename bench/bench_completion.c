@@ -46,6 +46,7 @@
 #include "shm/failsafe_heap.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
+#include "shm/util.h"
 
 #define SUITE "completion"
 
@@ -162,17 +163,9 @@ struct worker {
         pthread_t tid;
 };
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#elif defined(__aarch64__)
-        __asm__ __volatile__("yield" ::: "memory");
-#endif
-}
-
 static void backoff(unsigned spins) {
         if (spins < SPINS_BEFORE_YIELD)
-                cpu_relax();
+                hbg_cpu_relax();
         else
                 sched_yield();
 }

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "bench/bench_util.h"
+#include "shm/util.h"
 
 /* ------------------------------------------------------------ options */
 
@@ -145,10 +146,7 @@ bool bench_option_common(const char *suite, const char *name, const char *value,
 /* ------------------------------------------------------------ measuring */
 
 int64_t bench_now_ns(void) {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        return hbg_now_ns();
 }
 
 uint64_t bench_splitmix64(uint64_t *state) {

@@ -16,7 +16,7 @@
 
 void hbgd_config_default(struct hbgd_config *ret) {
         memset(ret, 0, sizeof(*ret));
-        snprintf(ret->socket_path, sizeof(ret->socket_path), "%s", HBGD_DEFAULT_SOCKET);
+        snprintf(ret->socket_path, sizeof(ret->socket_path), "%s", HBG_DEFAULT_SOCKET);
         hbg_engine_config_default(&ret->engine);
         hbg_geometry_request_default(&ret->session_default);
         ret->max_task_window = UINT64_C(1) << 20;

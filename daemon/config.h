@@ -13,9 +13,9 @@
 
 #include "daemon/accounting.h"
 #include "daemon/engine/engine.h"
+#include "proto/wire.h"
 #include "shm/geometry.h"
 
-#define HBGD_DEFAULT_SOCKET "/run/hbgd/hbgd.sock"
 #define HBGD_MAX_ALLOWED 32
 
 struct hbgd_config {

@@ -29,10 +29,6 @@
 #include "proto/wire.h"
 #include "shm/util.h"
 
-#ifndef HBG_VERSION
-#define HBG_VERSION "0.0.0"
-#endif
-
 /* A handler's verdict when it cannot go on: close with this reason. */
 struct verdict {
         int err;                       /* 0: carry on */

@@ -144,10 +144,8 @@ static void systemd_tick(struct hbgd *d) {
 /* SIGHUP: re-read --config; apply what is safe for new sessions, log
  * what needs a restart. An invalid file changes nothing. */
 static void reload_config(struct hbgd *d) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
         hbgd_notify("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading %s",
-                   (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000,
+                   (unsigned long long)(hbg_now_ns() / 1000),
                    d->cfg.config_path[0] ? d->cfg.config_path : "(no config file)");
         if (!d->cfg.config_path[0]) {
                 hbgd_log(LOG_NOTICE, "SIGHUP: started without --config, nothing to reload");

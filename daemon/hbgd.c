@@ -10,10 +10,7 @@
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/log.h"
-
-#ifndef HBG_VERSION
-#define HBG_VERSION "0.0.0"
-#endif
+#include "proto/wire.h"
 
 static void usage(FILE *f) {
         fprintf(f,
@@ -30,7 +27,7 @@ static void usage(FILE *f) {
                 "  --help          this text\n"
                 "  --version       print the version\n\n"
                 "Environment: HBGD_IO=epoll forces the epoll event loop.\n",
-                HBGD_DEFAULT_SOCKET);
+                HBG_DEFAULT_SOCKET);
 }
 
 static int parse_uint(const char *opt, const char *s, unsigned max, unsigned *ret) {

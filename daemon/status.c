@@ -11,10 +11,6 @@
 #include "shm/layout.h"
 #include "shm/util.h"
 
-#ifndef HBG_VERSION
-#define HBG_VERSION "0.0.0"
-#endif
-
 int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
         struct hbgd *d = c->d;
         unsigned nthreads = hbg_engine_threads(d->engine);

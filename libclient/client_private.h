@@ -31,7 +31,6 @@
 #define HBGC_ERROR_MAX 256
 #define HBGC_PUBLISH_BATCH 64        /* publish `submitted` at least this often */
 #define HBGC_HANDSHAKE_TIMEOUT_MS 10000
-#define HBGC_DEFAULT_SOCKET "/run/hbgd/hbgd.sock"
 
 /* One dependency record: task `id` read or wrote heap bytes [lo, hi). */
 struct dep_rec {

@@ -242,10 +242,7 @@ HBG_EXPORT int hbg_connect(hbg_client **ret, const char *path) {
         if (!ret)
                 return hbgc_fail(NULL, -EINVAL, "hbg_connect: ret is NULL");
         *ret = NULL;
-        if (!path || !path[0])
-                path = getenv("HBG_SOCKET");
-        if (!path || !path[0])
-                path = HBGC_DEFAULT_SOCKET;
+        path = hbg_socket_path(path);
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         if (strlen(path) >= sizeof(sa.sun_path))
                 return hbgc_fail(NULL, -ENAMETOOLONG, "socket path longer than %zu bytes: %s",
@@ -277,7 +274,7 @@ HBG_EXPORT int hbg_connect(hbg_client **ret, const char *path) {
                 client_free(c);
                 return hbgc_fail(NULL, err, "cannot connect to hbgd at %s: %s%s", path, strerror(-err),
                                  err == -ENOENT || err == -ECONNREFUSED
-                                         ? " (is hbgd running? the path comes from the argument, $HBG_SOCKET or " HBGC_DEFAULT_SOCKET ")"
+                                         ? " (is hbgd running? the path comes from the argument, $HBG_SOCKET or " HBG_DEFAULT_SOCKET ")"
                                          : "");
         }
         int err = handshake(c);

@@ -7,10 +7,6 @@
 
 #include "libclient/client_private.h"
 
-#ifndef HBG_VERSION
-#define HBG_VERSION "0.0.0"
-#endif
-
 /* hbg_connect() has no client to keep its message in before it succeeds:
  * a failing connect leaves it here, per thread (hbg_last_error(NULL)). */
 static _Thread_local char connect_error[HBGC_ERROR_MAX];

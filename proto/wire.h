@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "hbg.pb-c.h"
 
@@ -15,6 +16,23 @@
 #define HBG_PROTO_MINOR 0u
 #define HBG_WIRE_MAX_FDS 4u
 #define HBG_WIRE_MAX_MSG_DEFAULT 65536u
+
+/* hbg's version: the build passes it (-DHBG_VERSION=...). */
+#ifndef HBG_VERSION
+#define HBG_VERSION "0.0.0"
+#endif
+
+/* Where hbgd listens unless told otherwise. */
+#define HBG_DEFAULT_SOCKET "/run/hbgd/hbgd.sock"
+
+/* The socket a client uses: `path` if given, else $HBG_SOCKET, else the
+ * default (hbg_connect(), hbgctl). */
+static inline const char *hbg_socket_path(const char *path) {
+        if (path && path[0])
+                return path;
+        const char *env = getenv("HBG_SOCKET");
+        return env && env[0] ? env : HBG_DEFAULT_SOCKET;
+}
 
 /* Send one envelope with up to HBG_WIRE_MAX_FDS fds. 0 or -errno
  * (-EMSGSIZE if it packs larger than max_msg). */

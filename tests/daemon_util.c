@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Run the real hbgd for end-to-end tests: tests/daemon_util.h. */
 #include "tests/daemon_util.h"
+#include "shm/util.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -40,9 +41,7 @@ static char base_dir[200];      /* daemon_util_init(): parent of every DIR */
 static pid_t base_owner;
 
 long long daemon_now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        return hbg_now_ms();
 }
 
 static void sleep_ms(long ms) {

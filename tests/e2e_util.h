@@ -26,11 +26,8 @@
 
 #include "hbg.pb-c.h"
 #include "hbg/hbg.h"
+#include "proto/wire.h"
 #include "tests/daemon_util.h"
-
-#ifndef HBG_VERSION
-#define HBG_VERSION "0.0.0"
-#endif
 
 enum { MODE_URING, MODE_EPOLL, N_MODES };
 

@@ -34,6 +34,7 @@
 #include "shm/completion.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
+#include "shm/util.h"
 
 struct stress_cfg {
         const char *name;
@@ -84,12 +85,6 @@ static uint64_t splitmix64(uint64_t x) {
         return x ^ (x >> 31);
 }
 
-static int64_t now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void fail_run(struct stress *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail_run(struct stress *s, const char *fmt, ...) {
         bool expected = false;
@@ -123,7 +118,7 @@ static unsigned fanins_of(const struct stress *s, uint64_t id, uint64_t *ret) {
 
 static void relax(unsigned *spins) {
         if (++*spins < 64)
-                __builtin_ia32_pause();
+                hbg_cpu_relax();
         else
                 sched_yield();
 }
@@ -276,7 +271,7 @@ static enum verdict stress_run(struct stress *s) {
 
         uint64_t checked = s->cfg.first_id, last_wm = s->cfg.first_id;
         uint64_t last_executed = 0;
-        int64_t last_progress = now_ms();
+        int64_t last_progress = hbg_now_ms();
         enum verdict v = RUN_OK;
 
         for (;;) {
@@ -300,7 +295,7 @@ static enum verdict stress_run(struct stress *s) {
                         break;
 
                 uint64_t executed = atomic_load_explicit(&s->executed, memory_order_relaxed);
-                int64_t t = now_ms();
+                int64_t t = hbg_now_ms();
                 if (wm != last_wm || executed != last_executed) {
                         last_progress = t;
                         last_wm = wm;
@@ -377,9 +372,9 @@ static void run_case(struct stress_cfg cfg) {
         ck_assert_ptr_nonnull(s);
         cfg.n = scaled(cfg.n);
         stress_setup(s, &cfg);
-        int64_t t0 = now_ms();
+        int64_t t0 = hbg_now_ms();
         enum verdict v = stress_run(s);
-        report(s, now_ms() - t0);
+        report(s, hbg_now_ms() - t0);
         ck_assert_msg(v == RUN_OK, "%s: %s", cfg.name, s->why);
         if (cfg.flag_window < cfg.task_window && cfg.completers > 0) {
                 /* The failsafe path must have been taken, and its sizing
@@ -479,11 +474,11 @@ static Suite *stress_suite(void) {
  * a frozen round is detected quickly (stall_ms) and a new one starts. */
 int main(void) {
         const int64_t budget_ms = 120000;
-        int64_t t0 = now_ms();
+        int64_t t0 = hbg_now_ms();
         uint64_t total = 0;
 
         (void)stress_suite; /* the regular cases are for the correct build */
-        for (unsigned round = 0; now_ms() - t0 < budget_ms; round++) {
+        for (unsigned round = 0; hbg_now_ms() - t0 < budget_ms; round++) {
                 struct stress *s = malloc(sizeof(*s));
                 struct stress_cfg cfg = tiny_window;
                 cfg.name = "unordered frontier";

@@ -29,11 +29,8 @@
 #include <json-c/json.h>
 
 #include "hbg/hbg.h"
+#include "proto/wire.h"
 #include "tests/daemon_util.h"
-
-#ifndef HBG_VERSION
-#define HBG_VERSION "0.0.0"
-#endif
 
 static char hbgctl_bin[PATH_MAX];
 static char graphs_dir[2048];

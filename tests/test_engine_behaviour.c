@@ -23,6 +23,7 @@
 #include "daemon/engine/kernels.h"
 #include "tests/harness.h"
 #include "tests/test_util.h"
+#include "shm/util.h"
 
 #define WAIT_MS 20000
 
@@ -44,12 +45,6 @@ static void quiet_log(void *ud, int priority, const char *fmt, va_list ap) {
 
 static unsigned test_scale(void) {
         return test_scale_or(1);
-}
-
-static int64_t now_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void sleep_ms(long ms) {
@@ -121,9 +116,9 @@ static void wait_graph_ok(struct harness_ring *h, uint64_t k) {
 static int poll_graph(struct harness_ring *h, uint64_t k, int timeout_ms, struct hbg_graph_entry *ret) {
         struct hbg_graph_entry *e = (struct hbg_graph_entry *)(void *)((char *)h->cpl + h->g.cpl_graphs_offset) +
                                     (k & (h->g.graph_table_entries - 1));
-        int64_t deadline = now_ms() + timeout_ms;
+        int64_t deadline = hbg_now_ms() + timeout_ms;
         while (atomic_load_explicit(&e->seq, memory_order_acquire) != k + 1) {
-                if (now_ms() > deadline)
+                if (hbg_now_ms() > deadline)
                         return -ETIMEDOUT;
                 sleep_ms(2);
         }
@@ -812,9 +807,9 @@ START_TEST(idle_engine_parks) {
         }
 
         /* Wait until every thread parked (need_wakeup set by the last). */
-        int64_t deadline = now_ms() + WAIT_MS;
+        int64_t deadline = hbg_now_ms() + WAIT_MS;
         while (!atomic_load(&h.ch->need_wakeup)) {
-                ck_assert_msg(now_ms() < deadline, "engine never set need_wakeup");
+                ck_assert_msg(hbg_now_ms() < deadline, "engine never set need_wakeup");
                 sleep_ms(5);
         }
         struct hbg_thread_stats s0, s1;
@@ -1117,9 +1112,9 @@ START_TEST(ring_remove_with_graph_in_flight) {
         uint64_t kb = harness_end_graph(&hb, 0xb);
 
         /* Wait until A's first task was claimed, then remove A. */
-        int64_t deadline = now_ms() + WAIT_MS;
+        int64_t deadline = hbg_now_ms() + WAIT_MS;
         while (atomic_load(&ha.ch->classified) == 0) {
-                ck_assert(now_ms() < deadline);
+                ck_assert(hbg_now_ms() < deadline);
                 sleep_ms(1);
         }
         harness_ring_remove(&ha, -ECONNRESET);

@@ -37,6 +37,7 @@
 #include "daemon/engine/kernels.h"
 #include "tests/harness.h"
 #include "tests/test_util.h"
+#include "shm/util.h"
 
 
 #define NONE UINT64_MAX
@@ -554,12 +555,6 @@ static uint64_t ring_completed(struct world *w) {
         return rs.completed;
 }
 
-static int64_t mono_ms(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int on_external(void *userdata, uint64_t id) {
         struct world *w = userdata;
         struct ext_entry *x = &w->ext[id & (w->h.g.task_window - 1)];
@@ -580,9 +575,9 @@ static int on_external(void *userdata, uint64_t id) {
         if (id == w->gate_id) {
                 /* Hold the frontier until the independent followers are
                  * complete: those past WM + F must have been deferred. */
-                int64_t deadline = mono_ms() + 60000;
+                int64_t deadline = hbg_now_ms() + 60000;
                 while (ring_completed(w) < w->gate_target) {
-                        if (mono_ms() > deadline) {
+                        if (hbg_now_ms() > deadline) {
                                 w->gate_timed_out = true;
                                 break;
                         }
@@ -946,7 +941,7 @@ START_TEST(differential) {
         unsigned scale = test_scale();
         uint64_t seed = test_seed((unsigned)_i);
         struct world w;
-        int64_t t0 = mono_ms();
+        int64_t t0 = hbg_now_ms();
 
         world_init(&w, cfg, mode, seed);
         uint64_t batch = 0;
@@ -996,7 +991,7 @@ START_TEST(differential) {
                " external, %" PRIu64 " predicated / %" PRIu64 " false), failsafe pushes %" PRIu64
                ", %" PRId64 " ms\n",
                w.run_name, seed, w.graphs, tasks, w.kernels, w.mixed, w.joins, w.dummies, w.inlines,
-               w.externals, w.predicated, w.pred_false, pushes, mono_ms() - t0);
+               w.externals, w.predicated, w.pred_false, pushes, hbg_now_ms() - t0);
         fflush(stdout);
         world_destroy(&w);
 }

@@ -23,6 +23,7 @@
 #include "shm/completion.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
+#include "shm/util.h"
 
 /* ck_assert_* records a mark point on every success: too slow for the
  * per-step sweeps below. */
@@ -457,12 +458,6 @@ END_TEST
 
 /* ---------------------------------------------------------- slot gate */
 
-static int64_t now_ns(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 START_TEST(test_slot_gate) {
         uint64_t first = firsts[_i];
         uint64_t f = 256;
@@ -483,9 +478,9 @@ START_TEST(test_slot_gate) {
         ck_assert_uint_eq(hbg_stat_get(&r.c.stats.published), 0);
 
         before2 = slot_value(&r, first + f + 3);
-        int64_t t0 = now_ns();
+        int64_t t0 = hbg_now_ns();
         ck_assert_int_eq(hbg_set_completion_flag(&r.c, first + f + 3, 1000000), -ETIMEDOUT);
-        ck_assert_int_ge(now_ns() - t0, 1000000);
+        ck_assert_int_ge(hbg_now_ns() - t0, 1000000);
         ck_assert_uint_eq(slot_value(&r, first + f + 3), before2);
         ck_assert_uint_eq(hbg_stat_get(&r.c.stats.published), 0);
         ck_assert_uint_eq(hbg_watermark_read(&r.w), first);

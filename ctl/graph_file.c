@@ -1,0 +1,453 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The graph-file compiler (docs/GRAPH_FILES.md): a JSON document, checked
+ * as a whole first (every error names its JSON path), then turned into
+ * hbg_tasks one at a time. Kernel signatures come from shm/kernel_sig.h.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl/ctl.h"
+#include "shm/kernel_sig.h"
+
+static int perr(struct plan *p, const char *path, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static int perr(struct plan *p, const char *path, const char *fmt, ...) {
+        int n = snprintf(p->err, sizeof(p->err), "%s: %s: ", p->file, path);
+        va_list ap;
+        va_start(ap, fmt);
+        if (n >= 0 && (size_t)n < sizeof(p->err))
+                vsnprintf(p->err + n, sizeof(p->err) - (size_t)n, fmt, ap);
+        va_end(ap);
+        return -1;
+}
+
+static const char *type_name(json_object *o) {
+        return o ? json_type_to_name(json_object_get_type(o)) : "null";
+}
+
+/* Keys of object o must be among the NULL-terminated list. */
+static int check_keys(struct plan *p, json_object *o, const char *path, const char *const *keys) {
+        json_object_object_foreach(o, k, v) {
+                (void)v;
+                bool ok = false;
+                for (size_t i = 0; keys[i]; i++)
+                        ok = ok || strcmp(keys[i], k) == 0;
+                if (!ok)
+                        return perr(p, path, "unknown key \"%s\"", k);
+        }
+        return 0;
+}
+
+static int get_number(struct plan *p, json_object *o, const char *path, double *ret) {
+        json_type t = json_object_get_type(o);
+        if (t != json_type_int && t != json_type_double)
+                return perr(p, path, "expected a number, got %s", type_name(o));
+        *ret = json_object_get_double(o);
+        return 0;
+}
+
+static int get_uint(struct plan *p, json_object *o, const char *path, uint64_t max, uint64_t *ret) {
+        if (json_object_get_type(o) != json_type_int)
+                return perr(p, path, "expected an integer, got %s", type_name(o));
+        const char *s = json_object_get_string(o);
+        if (s[0] == '-')
+                return perr(p, path, "expected a non-negative integer, got %s", s);
+        errno = 0;
+        uint64_t v = strtoull(s, NULL, 10);
+        if (errno || v > max)
+                return perr(p, path, "%s is out of range (at most %" PRIu64 ")", s, max);
+        *ret = v;
+        return 0;
+}
+
+/* "name" or "name[lo:hi]" (elements) or, with single, "name[i]". */
+int graph_file_ref(struct plan *p, const char *s, const char *path, bool single, hbg_tensor *ret) {
+        const char *br = strchr(s, '[');
+        size_t nl = br ? (size_t)(br - s) : strlen(s);
+        char name[256];
+        if (nl == 0 || nl >= sizeof(name))
+                return perr(p, path, "\"%s\" is not a tensor name", s);
+        memcpy(name, s, nl);
+        name[nl] = 0;
+        json_object *ix;
+        if (!json_object_object_get_ex(p->tensor_index, name, &ix))
+                return perr(p, path, "unknown tensor \"%s\" (not in \"tensors\")", name);
+        const struct gtensor *t = &p->tensors[json_object_get_int(ix)];
+        uint64_t lo = 0, hi = t->len;
+        if (br) {
+                char *end;
+                const char *q = br + 1;
+                if (*q < '0' || *q > '9')
+                        return perr(p, path, "bad range in \"%s\": expected name[lo:hi]", s);
+                errno = 0;
+                lo = strtoull(q, &end, 10);
+                if (*end == ']' && single) {
+                        hi = lo + 1;
+                } else {
+                        if (*end != ':' || end[1] < '0' || end[1] > '9')
+                                return perr(p, path, "bad range in \"%s\": expected %s", s,
+                                            single ? "name[i]" : "name[lo:hi]");
+                        hi = strtoull(end + 1, &end, 10);
+                }
+                if (errno || *end != ']' || end[1])
+                        return perr(p, path, "bad range in \"%s\": expected %s", s,
+                                    single ? "name[i]" : "name[lo:hi]");
+                if (lo >= hi || hi > t->len)
+                        return perr(p, path,
+                                    "bad range in \"%s\": need lo < hi <= %" PRIu64
+                                    " (the length of %s)",
+                                    s, t->len, name);
+        }
+        if (single && hi - lo != 1)
+                return perr(p, path, "\"%s\" must be one element, e.g. %s[0]", s, name);
+        return hbg_tensor_slice_f32(t->t, lo, hi, ret) < 0
+                       ? perr(p, path, "bad range in \"%s\"", s)
+                       : 0;
+}
+
+static int parse_tensors(struct plan *p) {
+        json_object *ts;
+        if (!json_object_object_get_ex(p->root, "tensors", &ts))
+                return perr(p, "$", "missing \"tensors\"");
+        if (!json_object_is_type(ts, json_type_object))
+                return perr(p, "$.tensors", "expected an object, got %s", type_name(ts));
+        size_t n = (size_t)json_object_object_length(ts), i = 0;
+        p->tensors = calloc(n ? n : 1, sizeof(*p->tensors));
+        p->tensor_index = json_object_new_object();
+        if (!p->tensors || !p->tensor_index)
+                return perr(p, "$.tensors", "out of memory");
+        static const char *const keys[] = { "len", "init", "value", "start", "step", NULL };
+        json_object_object_foreach(ts, name, spec) {
+                char path[320];
+                snprintf(path, sizeof(path), "$.tensors.%s", name);
+                if (!name[0] || strchr(name, '[') || strlen(name) >= 256)
+                        return perr(p, path, "bad tensor name");
+                if (!json_object_is_type(spec, json_type_object))
+                        return perr(p, path, "expected an object, got %s", type_name(spec));
+                if (check_keys(p, spec, path, keys) < 0)
+                        return -1;
+                struct gtensor *t = &p->tensors[i];
+                t->name = name;
+                t->step = 1.0;
+                json_object *v;
+                char sub[360];
+                snprintf(sub, sizeof(sub), "%s.len", path);
+                if (!json_object_object_get_ex(spec, "len", &v))
+                        return perr(p, path, "missing \"len\"");
+                if (get_uint(p, v, sub, UINT64_C(1) << 36, &t->len) < 0)
+                        return -1;
+                if (t->len == 0)
+                        return perr(p, sub, "must be at least 1");
+                t->init = INIT_ZERO;
+                if (json_object_object_get_ex(spec, "init", &v)) {
+                        snprintf(sub, sizeof(sub), "%s.init", path);
+                        const char *s = json_object_is_type(v, json_type_string)
+                                                ? json_object_get_string(v)
+                                                : NULL;
+                        if (!s)
+                                return perr(p, sub, "expected a string, got %s", type_name(v));
+                        if (strcmp(s, "zero") == 0)
+                                t->init = INIT_ZERO;
+                        else if (strcmp(s, "fill") == 0)
+                                t->init = INIT_FILL;
+                        else if (strcmp(s, "iota") == 0)
+                                t->init = INIT_IOTA;
+                        else
+                                return perr(p, sub, "unknown init \"%s\" (zero, fill, iota)", s);
+                }
+                if (json_object_object_get_ex(spec, "value", &v)) {
+                        snprintf(sub, sizeof(sub), "%s.value", path);
+                        if (t->init != INIT_FILL)
+                                return perr(p, sub, "\"value\" is only for \"init\": \"fill\"");
+                        if (get_number(p, v, sub, &t->value) < 0)
+                                return -1;
+                } else if (t->init == INIT_FILL) {
+                        return perr(p, path, "\"init\": \"fill\" needs \"value\"");
+                }
+                static const char *const iota_keys[] = { "start", "step" };
+                double *iota_dst[] = { &t->start, &t->step };
+                for (int k = 0; k < 2; k++)
+                        if (json_object_object_get_ex(spec, iota_keys[k], &v)) {
+                                snprintf(sub, sizeof(sub), "%s.%s", path, iota_keys[k]);
+                                if (t->init != INIT_IOTA)
+                                        return perr(p, sub, "\"%s\" is only for \"init\": \"iota\"",
+                                                    iota_keys[k]);
+                                if (get_number(p, v, sub, iota_dst[k]) < 0)
+                                        return -1;
+                        }
+                t->t = (hbg_tensor){ 0, t->len * 4 };
+                json_object_object_add(p->tensor_index, name, json_object_new_int((int)i));
+                i++;
+        }
+        p->n_tensors = n;
+        return 0;
+}
+
+/*
+ * Build task i of the file into *t. Pass 1 (ids == NULL) only checks;
+ * pass 2 uses the allocated tensors and the ids of earlier tasks.
+ */
+int graph_file_task(struct plan *p, size_t i, hbg_task *t) {
+        json_object *o = json_object_array_get_idx(p->tasks, i), *v;
+        char path[64], sub[96];
+        snprintf(path, sizeof(path), "$.tasks[%zu]", i);
+        if (!json_object_is_type(o, json_type_object))
+                return perr(p, path, "expected an object, got %s", type_name(o));
+        static const char *const keys[] = { "name", "kernel", "args", "scalars", "blocks",
+                                            "lanes", "after", "when", NULL };
+        if (check_keys(p, o, path, keys) < 0)
+                return -1;
+        *t = (hbg_task){ 0 };
+        if (!json_object_object_get_ex(o, "kernel", &v))
+                return perr(p, path, "missing \"kernel\"");
+        snprintf(sub, sizeof(sub), "%s.kernel", path);
+        if (!json_object_is_type(v, json_type_string))
+                return perr(p, sub, "expected a string, got %s", type_name(v));
+        const char *kname = json_object_get_string(v);
+        const struct hbg_kernel_sig *sg = NULL;
+        if (strcmp(kname, "dummy") != 0) {
+                sg = hbg_kernel_sig_by_name(kname);
+                if (!sg)
+                        return perr(p, sub, "unknown kernel \"%s\" (see hbgctl kernels; \"dummy\" only orders)",
+                                    kname);
+                t->kernel = sg->name;
+        }
+        /* args */
+        size_t want = sg ? sg->n_tensors : 0, n = 0;
+        json_object *args = NULL;
+        if (json_object_object_get_ex(o, "args", &args)) {
+                snprintf(sub, sizeof(sub), "%s.args", path);
+                if (!json_object_is_type(args, json_type_array))
+                        return perr(p, sub, "expected an array, got %s", type_name(args));
+                n = json_object_array_length(args);
+        }
+        if (n != want)
+                return perr(p, path, "kernel %s takes %zu tensor argument%s, got %zu", kname, want,
+                            want == 1 ? "" : "s", n);
+        for (size_t a = 0; a < n; a++) {
+                json_object *e = json_object_array_get_idx(args, a);
+                snprintf(sub, sizeof(sub), "%s.args[%zu]", path, a);
+                if (!json_object_is_type(e, json_type_string))
+                        return perr(p, sub, "expected a string, got %s", type_name(e));
+                if (graph_file_ref(p, json_object_get_string(e), sub, false, &t->args[a].tensor) < 0)
+                        return -1;
+                t->args[a].dir = (enum hbg_dir)sg->tensors[a].dir;
+        }
+        t->n_args = (uint8_t)n;
+        /* scalars */
+        want = sg ? sg->n_scalars : 0, n = 0;
+        json_object *sc = NULL;
+        if (json_object_object_get_ex(o, "scalars", &sc)) {
+                snprintf(sub, sizeof(sub), "%s.scalars", path);
+                if (!json_object_is_type(sc, json_type_array))
+                        return perr(p, sub, "expected an array, got %s", type_name(sc));
+                n = json_object_array_length(sc);
+        }
+        if (n != want)
+                return perr(p, path, "kernel %s takes %zu scalar%s, got %zu", kname, want,
+                            want == 1 ? "" : "s", n);
+        for (size_t s = 0; s < n; s++) {
+                json_object *e = json_object_array_get_idx(sc, s);
+                snprintf(sub, sizeof(sub), "%s.scalars[%zu]", path, s);
+                if (sg->scalars[s].kind == HBG_SCALAR_F32) {
+                        double d;
+                        if (get_number(p, e, sub, &d) < 0)
+                                return -1;
+                        t->scalars[s] = hbg_f32((float)d);
+                } else if (sg->scalars[s].kind == HBG_SCALAR_U64) {
+                        if (get_uint(p, e, sub, UINT64_MAX, &t->scalars[s]) < 0)
+                                return -1;
+                } else {
+                        if (json_object_get_type(e) != json_type_int)
+                                return perr(p, sub, "expected an integer, got %s", type_name(e));
+                        errno = 0;
+                        int64_t x = json_object_get_int64(e);
+                        if (errno)
+                                return perr(p, sub, "integer out of range");
+                        t->scalars[s] = (uint64_t)x;
+                }
+        }
+        t->n_scalars = (uint8_t)n;
+        if (json_object_object_get_ex(o, "blocks", &v)) {
+                uint64_t b;
+                snprintf(sub, sizeof(sub), "%s.blocks", path);
+                if (get_uint(p, v, sub, 4096, &b) < 0)
+                        return -1;
+                if (b == 0)
+                        return perr(p, sub, "must be 1..4096");
+                if (!sg && b != 1)
+                        return perr(p, sub, "a dummy task has no blocks");
+                t->blocks = (uint16_t)b;
+        }
+        if (json_object_object_get_ex(o, "lanes", &v)) {
+                snprintf(sub, sizeof(sub), "%s.lanes", path);
+                const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+                if (!s)
+                        return perr(p, sub, "expected a string, got %s", type_name(v));
+                if (!sg)
+                        return perr(p, sub, "a dummy task has no lanes");
+                if (strcmp(s, "aiv") == 0)
+                        t->lanes = HBG_LANES_AIV;
+                else if (strcmp(s, "aic") == 0)
+                        t->lanes = HBG_LANES_AIC;
+                else if (strcmp(s, "mix") == 0)
+                        t->lanes = HBG_LANES_MIX;
+                else
+                        return perr(p, sub, "unknown lanes \"%s\" (aiv, aic, mix)", s);
+        }
+        if (json_object_object_get_ex(o, "when", &v)) {
+                snprintf(sub, sizeof(sub), "%s.when", path);
+                if (!json_object_is_type(v, json_type_string))
+                        return perr(p, sub, "expected a string, got %s", type_name(v));
+                if (graph_file_ref(p, json_object_get_string(v), sub, true, &t->predicate) < 0)
+                        return -1;
+                t->has_predicate = 1;
+        }
+        if (json_object_object_get_ex(o, "after", &v)) {
+                snprintf(sub, sizeof(sub), "%s.after", path);
+                if (!json_object_is_type(v, json_type_array))
+                        return perr(p, sub, "expected an array, got %s", type_name(v));
+                n = json_object_array_length(v);
+                if (n > HBG_MAX_TASK_DEPS)
+                        return perr(p, sub, "at most %d tasks", HBG_MAX_TASK_DEPS);
+                for (size_t a = 0; a < n; a++) {
+                        json_object *e = json_object_array_get_idx(v, a), *ix;
+                        snprintf(sub, sizeof(sub), "%s.after[%zu]", path, a);
+                        if (!json_object_is_type(e, json_type_string))
+                                return perr(p, sub, "expected a string, got %s", type_name(e));
+                        const char *dn = json_object_get_string(e);
+                        if (!json_object_object_get_ex(p->task_index, dn, &ix) ||
+                            (size_t)json_object_get_int64(ix) >= i)
+                                return perr(p, sub, "\"%s\" is not the name of an earlier task", dn);
+                        if (p->ids)
+                                t->deps[a] = p->ids[json_object_get_int64(ix)];
+                }
+                t->n_deps = (uint8_t)n;
+        }
+        if (!p->ids && json_object_object_get_ex(o, "name", &v)) {
+                snprintf(sub, sizeof(sub), "%s.name", path);
+                if (!json_object_is_type(v, json_type_string))
+                        return perr(p, sub, "expected a string, got %s", type_name(v));
+                const char *nm = json_object_get_string(v);
+                if (json_object_object_get_ex(p->task_index, nm, NULL))
+                        return perr(p, sub, "task name \"%s\" is used twice", nm);
+                json_object_object_add(p->task_index, nm, json_object_new_int64((int64_t)i));
+        }
+        return 0;
+}
+
+int graph_file_parse(struct plan *p) {
+        if (!json_object_is_type(p->root, json_type_object))
+                return perr(p, "$", "expected an object, got %s", type_name(p->root));
+        static const char *const keys[] = { "tensors", "tasks", "outputs", NULL };
+        if (check_keys(p, p->root, "$", keys) < 0 || parse_tensors(p) < 0)
+                return -1;
+        if (!json_object_object_get_ex(p->root, "tasks", &p->tasks))
+                return perr(p, "$", "missing \"tasks\"");
+        if (!json_object_is_type(p->tasks, json_type_array))
+                return perr(p, "$.tasks", "expected an array, got %s", type_name(p->tasks));
+        p->n_tasks = json_object_array_length(p->tasks);
+        if (p->n_tasks == 0)
+                return perr(p, "$.tasks", "no tasks");
+        p->task_index = json_object_new_object();
+        for (size_t i = 0; i < p->n_tasks; i++) {
+                hbg_task t;
+                if (graph_file_task(p, i, &t) < 0)
+                        return -1;
+        }
+        if (json_object_object_get_ex(p->root, "outputs", &p->outputs)) {
+                if (!json_object_is_type(p->outputs, json_type_array))
+                        return perr(p, "$.outputs", "expected an array, got %s",
+                                    type_name(p->outputs));
+                for (size_t i = 0; i < json_object_array_length(p->outputs); i++) {
+                        json_object *e = json_object_array_get_idx(p->outputs, i);
+                        char sub[64];
+                        hbg_tensor dummy;
+                        snprintf(sub, sizeof(sub), "$.outputs[%zu]", i);
+                        if (!json_object_is_type(e, json_type_string))
+                                return perr(p, sub, "expected a string, got %s", type_name(e));
+                        if (graph_file_ref(p, json_object_get_string(e), sub, false, &dummy) < 0)
+                                return -1;
+                }
+        }
+        return 0;
+}
+
+int graph_file_load(struct plan *p) {
+        FILE *f = fopen(p->file, "r");
+        if (!f) {
+                snprintf(p->err, sizeof(p->err), "%s: %s", p->file, strerror(errno));
+                return -1;
+        }
+        json_tokener *tok = json_tokener_new();
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+        char buf[65536];
+        size_t n, line = 1, col = 1;
+        enum json_tokener_error jerr = json_tokener_continue;
+        while (!p->root && (n = fread(buf, 1, sizeof(buf), f)) > 0) {
+                p->root = json_tokener_parse_ex(tok, buf, (int)n);
+                jerr = json_tokener_get_error(tok);
+                size_t used = p->root || jerr != json_tokener_continue
+                                      ? json_tokener_get_parse_end(tok) : n;
+                for (size_t k = 0; k < used && k < n; k++) {
+                        if (buf[k] == '\n')
+                                line++, col = 1;
+                        else
+                                col++;
+                }
+                if (jerr != json_tokener_success && jerr != json_tokener_continue)
+                        break;
+                if (p->root) {
+                        /* only white space may follow */
+                        for (size_t k = used; k < n; k++)
+                                if (buf[k] != ' ' && buf[k] != '\n' && buf[k] != '\t' && buf[k] != '\r') {
+                                        snprintf(p->err, sizeof(p->err),
+                                                 "%s:%zu:%zu: invalid JSON: text after the document",
+                                                 p->file, line, col);
+                                        jerr = json_tokener_error_parse_unexpected;
+                                        break;
+                                }
+                }
+        }
+        bool rerr = ferror(f);
+        fclose(f);
+        json_tokener_free(tok);
+        if (rerr) {
+                snprintf(p->err, sizeof(p->err), "%s: read error", p->file);
+                return -1;
+        }
+        if (p->root && jerr == json_tokener_success)
+                return 0;
+        if (!p->err[0]) {
+                if (jerr == json_tokener_continue || jerr == json_tokener_success)
+                        snprintf(p->err, sizeof(p->err), "%s:%zu:%zu: invalid JSON: unexpected end of file",
+                                 p->file, line, col);
+                else
+                        snprintf(p->err, sizeof(p->err), "%s:%zu:%zu: invalid JSON: %s", p->file,
+                                 line, col, json_tokener_error_desc(jerr));
+        }
+        return -1;
+}
+
+const char *graph_file_task_name(struct plan *p, size_t i, char *buf, size_t sz) {
+        json_object *o = json_object_array_get_idx(p->tasks, i), *v;
+        if (json_object_object_get_ex(o, "name", &v))
+                return json_object_get_string(v);
+        snprintf(buf, sz, "tasks[%zu]", i);
+        return buf;
+}
+
+void graph_file_free(struct plan *p) {
+        free(p->ids);
+        free(p->tensors);
+        json_object_put(p->tensor_index);
+        json_object_put(p->task_index);
+        json_object_put(p->root);
+}
