@@ -99,7 +99,7 @@ BENCH_BIN  := $(B)/bin/hbg-bench
 
 TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap test_config \
               test_completion_stress test_kernels test_engine_basic \
-              test_engine_differential test_engine_rings test_engine_stress \
+              test_engine_differential test_engine_rings test_engine_stress test_engine_alloc \
               test_engine_validation test_engine_behaviour test_e2e_daemon \
               test_e2e_hostile test_e2e_systemd test_e2e_hbgctl
 TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
@@ -247,6 +247,14 @@ $(B)/tests/test_engine_%: $(B)/obj/tests/test_engine_%.o $(B)/obj/tests/harness.
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) -lm
+
+# The engine's constructors with allocations failing: the allocator is
+# injected at link time, the engine's code is as shipped.
+ALLOC_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=aligned_alloc,--wrap=posix_memalign,--wrap=mmap,--wrap=pthread_create
+$(B)/tests/test_engine_alloc: $(B)/obj/tests/test_engine_alloc.o $(CORE_LIB) $(SHM_LIB)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(ALLOC_WRAP) $(CHECK_LIBS) -lm
 
 # End-to-end tests: the real hbgd (started by tests/daemon_util.c) and the
 # shared client library; raw protocol records through libhbgproto.

@@ -49,6 +49,15 @@ struct hbgd_proc *start_hbgd(int mode, const char *const *args) {
         return d;
 }
 
+const char *const completion_names[N_COMPLETIONS] = { "eager", "lazy", "resolver" };
+
+struct hbgd_proc *start_hbgd_completion(int mode, const char *completion) {
+        char opt[64];
+        snprintf(opt, sizeof(opt), "--completion=%s", completion);
+        const char *const args[] = { opt, NULL };
+        return start_hbgd(mode, args);
+}
+
 /* SIGTERM; hbgd must exit 0. */
 void stop_hbgd(struct hbgd_proc *d) {
         int st = daemon_stop(d, 30000);

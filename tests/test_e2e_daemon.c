@@ -41,9 +41,10 @@
 #define N_PRODUCERS 8
 #define PRODUCER_GRAPHS 100
 
+/* Under every io mode and completion policy (one body, six runs). */
 START_TEST(producers_8x100) {
-        int mode = _i;
-        struct hbgd_proc *d = start_hbgd(mode, NULL);
+        int mode = IO_MODE_OF(_i);
+        struct hbgd_proc *d = start_hbgd_completion(mode, COMPLETION_OF(_i));
         int base = fd_baseline(d);
         pid_t kids[N_PRODUCERS];
 
@@ -53,7 +54,7 @@ START_TEST(producers_8x100) {
                 ck_assert_int_ge(kids[p], 0);
                 if (kids[p] == 0) {
                         char who[64];
-                        snprintf(who, sizeof(who), "producer %u (%s)", p, mode_name(mode));
+                        snprintf(who, sizeof(who), "producer %u (%s, %s)", p, mode_name(mode), COMPLETION_OF(_i));
                         client_main(d->socket_path, p + 1, PRODUCER_GRAPHS, -1, -1, who);
                 }
         }
@@ -78,15 +79,16 @@ END_TEST
 
 /* ------------------------------------------------------------ killed clients */
 
+/* Under every io mode and completion policy (one body, six runs). */
 START_TEST(killed_clients) {
-        int mode = _i;
+        int mode = IO_MODE_OF(_i);
         const char *stress = getenv("STRESS");
         unsigned kills = stress && strcmp(stress, "long") == 0 ? 400 : 100;
         uint64_t rng = seed_value() + (uint64_t)mode;
-        fprintf(stderr, "killed_clients (%s): %u kills, HBG_TEST_SEED=%" PRIu64 "\n", mode_name(mode), kills,
-                seed_value());
+        fprintf(stderr, "killed_clients (%s, %s): %u kills, HBG_TEST_SEED=%" PRIu64 "\n", mode_name(mode),
+                COMPLETION_OF(_i), kills, seed_value());
 
-        struct hbgd_proc *d = start_hbgd(mode, NULL);
+        struct hbgd_proc *d = start_hbgd_completion(mode, COMPLETION_OF(_i));
         int base = fd_baseline(d);
 
         /* The steady client: runs graphs until stop[1] is closed. */
@@ -165,6 +167,39 @@ START_TEST(killed_clients) {
                 list_fds(d->pid);
         D_ASSERT(d, n == base, "%s: hbgd holds %d fds %d ms after the last client left, %d before",
                  mode_name(mode), n, FD_SETTLE_MS, base);
+        assert_serving(d);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ io probe */
+
+/* hbgd needs io_uring's multishot poll (5.13): a kernel with io_uring but
+ * without it must get epoll, not a loop that fails every client. The probe
+ * is forced to say "no multishot" (HBGD_TEST_IO_PROBE). */
+START_TEST(io_probe_fallback) {
+        static const char *const env[] = { "HBGD_TEST_IO_PROBE=no-multishot", NULL };
+        struct hbgd_proc *d = NULL;
+        int err = daemon_start(&d, NULL, env);
+        ck_assert_msg(err == 0, "hbgd did not start: %s", strerror(-err));
+        int fd = raw_connect(d->socket_path);
+        raw_hello(fd);
+        send_status_request(fd, HBG__STATUS_KIND__STATUS_DAEMON, NULL, 0);
+        Hbg__Envelope *e = expect_env(fd, HBG__ENVELOPE__MSG_STATUS_REPLY, NULL, 0);
+        D_ASSERT(d, strcmp(e->status_reply->daemon->io_backend, "epoll") == 0,
+                 "io backend %s with multishot poll unavailable, expected epoll",
+                 e->status_reply->daemon->io_backend);
+        hbg__envelope__free_unpacked(e, NULL);
+        close(fd);
+        char log[8192] = "";
+        FILE *f = fopen(d->log_path, "r");
+        if (f) {
+                size_t n = fread(log, 1, sizeof(log) - 1, f);
+                log[n] = 0;
+                fclose(f);
+        }
+        D_ASSERT(d, strstr(log, "lacks multishot poll") && strstr(log, "using epoll"),
+                 "hbgd did not log why it uses epoll");
         assert_serving(d);
         stop_hbgd(d);
 }
@@ -790,6 +825,7 @@ static Suite *suite(void) {
         } cases[] = {
                 { "producers", { producers_8x100 } },
                 { "killed", { killed_clients } },
+                { "probe", { io_probe_fallback } },
                 { "abuse", { abuse_wrong_major, abuse_oversized, abuse_garbage, abuse_not_hello_first,
                              abuse_truncated, abuse_fds, abuse_empty_record } },
                 { "session", { session_regions_sealed } },
@@ -799,8 +835,15 @@ static Suite *suite(void) {
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 TCase *tc = tcase_create(cases[i].name);
                 tcase_set_timeout(tc, 600);
-                for (size_t j = 0; j < 8 && cases[i].tests[j]; j++)
-                        tcase_add_loop_test(tc, cases[i].tests[j], MODE_URING, N_MODES);
+                for (size_t j = 0; j < 8 && cases[i].tests[j]; j++) {
+                        const TTest *t = cases[i].tests[j];
+                        if (t == producers_8x100 || t == killed_clients)
+                                tcase_add_loop_test(tc, t, 0, N_MODES * N_COMPLETIONS);
+                        else if (t == io_probe_fallback)
+                                tcase_add_test(tc, t);
+                        else
+                                tcase_add_loop_test(tc, t, MODE_URING, N_MODES);
+                }
                 suite_add_tcase(s, tc);
         }
         return s;

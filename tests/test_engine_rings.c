@@ -56,7 +56,7 @@
 /* struct rng and rng_*(): tests/test_util.h */
 
 static unsigned test_scale(void) {
-        return test_scale_or(HBG_TEST_TSAN_SCALE);
+        return test_scale_or(HBG_TEST_SANITIZER_SCALE);
 }
 
 /* ------------------------------------------------------------ per ring */

@@ -5,15 +5,15 @@
  * window (F = 256, D = 1024), so every flag slot is reused thousands of
  * times and ids that complete more than F ahead of the frontier go through
  * the failsafe heap. Tasks are noops and dummies with fanins reaching up to
- * 3F back, in graphs of 20000, four threads on two clusters (threads
- * without cores, the resolver among them, only complete). A graph that
+ * 3F back, in graphs of 20000, three threads on two clusters (a thread
+ * without cores, or the resolver, only completes). A graph that
  * does not finish within WAIT_MS is a hang: the watermark froze or a
  * completion was lost.
  *
  * Checked: every graph succeeds; the watermark ends at the last id; every
  * task completed exactly once (ring counters); the failsafe heap was used.
- * 5M completions per policy at scale 1 (HBG_TEST_SCALE divides; TSan runs
- * at a tenth unless told otherwise).
+ * 5M completions per policy at scale 1 (HBG_TEST_SCALE divides; sanitizer
+ * builds run a twentieth unless told otherwise).
  */
 #include <check.h>
 #include <errno.h>
@@ -35,7 +35,7 @@
 #define TOTAL UINT64_C(5000000)
 
 static unsigned scale(void) {
-        return test_scale_or(HBG_TEST_TSAN_SCALE > 1 ? 10u : 1u);
+        return test_scale_or(HBG_TEST_SANITIZER_SCALE > 1 ? 20u : 1u);
 }
 
 START_TEST(stress) {
@@ -44,7 +44,7 @@ START_TEST(stress) {
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
         hbg_engine_config_default(&cfg);
-        cfg.threads = 4;
+        cfg.threads = 3;
         cfg.clusters = 2;
         cfg.completion_mode = mode;
         cfg.stall_timeout_ms = 0;

@@ -7,16 +7,18 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* TSan runs the randomized tests at half size unless told otherwise. */
-#if defined(__SANITIZE_THREAD__)
-#define HBG_TEST_TSAN_SCALE 2u
+/* Sanitizer builds (TSan, ASan) run the randomized tests at half size
+ * unless told otherwise: they are many times slower, and make check runs
+ * the whole suite under each. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define HBG_TEST_SANITIZER_SCALE 2u
 #elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define HBG_TEST_TSAN_SCALE 2u
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define HBG_TEST_SANITIZER_SCALE 2u
 #endif
 #endif
-#ifndef HBG_TEST_TSAN_SCALE
-#define HBG_TEST_TSAN_SCALE 1u
+#ifndef HBG_TEST_SANITIZER_SCALE
+#define HBG_TEST_SANITIZER_SCALE 1u
 #endif
 
 /* HBG_TEST_SCALE=N divides a test's work by N; `dflt` when unset or bad. */
