@@ -9,7 +9,7 @@
  *
  * One run: a fresh engine (T threads, 2T clusters) and one ring (default
  * geometry, D = F = 16384, heap 1 MiB) bound to it; the bench thread plays
- * the client through tests/harness.c, writing N tasks in graphs of
+ * the client through tests/harness.c (shm/producer.c), writing N tasks in graphs of
  * GRAPH_TASKS, publishing every PUBLISH_EVERY tasks, then waiting for the
  * last graph. The time is taken from the first submit to the last graph
  * retired. Shapes:

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* hbgd: argument parsing and wiring only; the work is in daemon/daemon.c. */
+/* hbgd: argument parsing and wiring only; daemon.c wires the io side. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>

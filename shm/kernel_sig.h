@@ -6,7 +6,7 @@
  * and direction), its scalars (name and how the 64 raw bits are read), how
  * tensor lengths relate, and whether an output may be the very same range
  * as an input (in place). hbgd validates every task against it (and adds
- * the kernels' code, daemon/kernels.c); libhbgclient resolves names and
+ * the kernels' code, daemon/engine/kernels.c); libhbgclient resolves names and
  * refuses malformed tasks early with it; the graph-file compiler and
  * `hbgctl kernels` read it; the kernel list of libhbgclient(3) is checked
  * against it by a test. Ids are stable: part of the protocol.

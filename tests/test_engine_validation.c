@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Hostile descriptors end to end: every validation rule of daemon/ring.c
- * validate() and of kernel_validate() (daemon/kernels.h), each on its own.
+ * Hostile descriptors end to end: every validation rule of
+ * daemon/engine/ingest.c validate() and of kernel_validate()
+ * (daemon/engine/kernels.h), each on its own.
  *
  * Each rule submits one graph [good G, bad B, dependant P(B), independent
  * I(G)] on a fresh ring and checks: the graph's status is the rule's error
@@ -193,7 +194,7 @@ static struct harness_task fail_task(int64_t code) {
 /* ------------------------------------------------------------ rules */
 
 enum rule {
-        /* daemon/ring.c validate() */
+        /* daemon/engine/ingest.c validate() */
         R_ID_NEXT_LAP,
         R_ID_PREV_LAP,
         R_ID_ZERO,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The built-in kernel table (daemon/kernels.c).
+ * The built-in kernels (daemon/engine/kernels.c, shm/kernel_sig.c).
  *
  *   lookup      ids and names round-trip, unknown ids are NULL, every
  *               signature is the one the protocol fixes;
@@ -1165,10 +1165,16 @@ START_TEST(test_validate_overlap) {
                                         expect_ok(k, &a);
                                 else
                                         expect_reject(k, &a, -EINVAL, "output %s overlaps", on);
-                                /* partial: the last element of the output */
+                                /* partial: the last element of the output;
+                                 * the message names both tensors */
                                 a = good;
                                 x->offset = base + 60;
                                 expect_reject(k, &a, -EINVAL, "output %s overlaps", on);
+                                const char *why = NULL;
+                                kernel_validate(k, &a, HEAP_SIZE, &why);
+                                ck_assert_msg(why && strstr(why, k->sig->tensors[t].name),
+                                              "%s: message '%s' does not name tensor %s", k->sig->name,
+                                              why ? why : "", k->sig->tensors[t].name);
                                 /* partial: the first element of the output */
                                 if (base >= 60) {
                                         a = good;
