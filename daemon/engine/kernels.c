@@ -332,18 +332,12 @@ static int run_reduce(uint8_t *heap, const struct kernel_args *a, uint32_t part,
         return 0;
 }
 
-/* C[m x n] += A[m x k] * B[k x n], split by rows of C. Each C element is
+/* C[m x n] += A[m x k] * B[k x n] for rows [lo, hi) of C. Each C element is
  * accumulated in float, starting from its old value, in p order: the i-p-j
  * loop order adds the same terms in the same order as the textbook i-j-p
  * loop, while the inner loop runs along rows of B and C. */
-static int run_gemm(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
-        const float *restrict A = f32_at(heap, &a->tensors[0]);
-        const float *restrict B = f32_at(heap, &a->tensors[1]);
-        float *restrict C = f32_at(heap, &a->tensors[2]);
-        uint64_t m = a->scalars[0], n = a->scalars[1], k = a->scalars[2], lo, hi;
-
-        if (part_range(m, part, parts, &lo, &hi) < 0)
-                return -EINVAL;
+void kernel_gemm_f32_rows(const float *restrict A, const float *restrict B, float *restrict C, uint64_t n,
+                          uint64_t k, uint64_t lo, uint64_t hi) {
         for (uint64_t i = lo; i < hi; i++) {
                 float *restrict c = C + i * n;
 
@@ -355,6 +349,16 @@ static int run_gemm(uint8_t *heap, const struct kernel_args *a, uint32_t part, u
                                 c[j] += aip * b[j];
                 }
         }
+}
+
+/* Split by rows of C. */
+static int run_gemm(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+        uint64_t m = a->scalars[0], n = a->scalars[1], k = a->scalars[2], lo, hi;
+
+        if (part_range(m, part, parts, &lo, &hi) < 0)
+                return -EINVAL;
+        kernel_gemm_f32_rows(f32_at(heap, &a->tensors[0]), f32_at(heap, &a->tensors[1]),
+                             f32_at(heap, &a->tensors[2]), n, k, lo, hi);
         return 0;
 }
 

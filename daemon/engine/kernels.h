@@ -59,6 +59,12 @@ const struct kernel_info *kernel_lookup_name(const char *name);
 size_t kernel_count(void);
 const struct kernel_info *kernel_at(size_t i);
 
+/* gemm_f32's arithmetic for rows [lo, hi) of C (C += A B, row-major, A m x
+ * k, B k x n): the benchmarks call it for the same tile work on every
+ * system. A, B and C must not overlap. */
+void kernel_gemm_f32_rows(const float *restrict A, const float *restrict B, float *restrict C, uint64_t n,
+                          uint64_t k, uint64_t lo, uint64_t hi);
+
 /*
  * The work of a task running kernel k on arguments a (already validated)
  * as `parts` parts, in cost units: one unit is about one element operation

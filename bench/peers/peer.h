@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A peer: another task runtime measured on the same graphs as hbg (bench/
+ * dag.h), building and running each graph in its own process, as a producer
+ * would. Each peer is its own program (hbg-bench-tbb, -openmp, -starpu,
+ * -floor), so that runtimes never share a process (their worker threads
+ * and spinning would disturb each other) and so that hbg-bench itself does
+ * not depend on them; all share peer_main.c, which parses the options,
+ * builds the graph and prints one line per repetition for hbg-bench to read.
+ */
+#pragma once
+
+#include <stdbool.h>
+
+#include "bench/dag.h"
+
+struct peer_ctx {
+        const struct dag *d;
+        unsigned threads;       /* worker threads (the floor uses one) */
+        float *tiles;           /* DAG_GEMM: d->n_tiles tiles of tile^2 floats */
+        bool check;             /* record and verify the order (slower) */
+        uint32_t *done;         /* check: per task, 1 once its body ran */
+        _Atomic unsigned long violations; /* check: a task ran before a fanin */
+};
+
+/* The task body every system runs: nothing, or the gemm tile. With
+ * ctx->check, also verifies that every fanin ran first and marks the task
+ * done. Defined in peer_main.c (one body for all peers). */
+void peer_body(struct peer_ctx *ctx, uint32_t task);
+
+/* Each peer program defines these two. */
+extern const char *const peer_name;      /* "tbb", "openmp", "starpu", "floor" */
+/* Build the graph (every task and edge) and run it to completion, once.
+ * Called once per repetition, the first ones as warm-up. 0 or -errno. */
+int peer_run(struct peer_ctx *ctx);
+/* Once before the first and after the last run (a runtime's start-up and
+ * shut-down are not measured). May be empty. */
+int peer_init(unsigned threads);
+void peer_fini(void);
