@@ -94,7 +94,9 @@ CLIENT_LINKS := $(B)/lib/libhbgclient.so.$(SOVERSION) $(B)/lib/libhbgclient.so
 CLIENT_PC   := $(B)/lib/pkgconfig/hbgclient.pc
 
 BENCH_SRCS := bench/hbg_bench.c bench/bench_completion.c bench/bench_engine.c bench/bench_util.c \
-              tests/harness.c
+              bench/compare.c bench/compare_hbg.c bench/compare_peers.c bench/compare_instr.c \
+              bench/report.c bench/regress.c bench/probes.c bench/child.c bench/hbgd_proc.c \
+              bench/producer.c bench/dag.c tests/harness.c
 BENCH_BIN  := $(B)/bin/hbg-bench
 
 TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap test_config \
@@ -229,10 +231,14 @@ $(CORE_LIB): $(CORE_OBJS)
 	@mkdir -p $(@D)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(BENCH_BIN): $(BENCH_SRCS:%.c=$(B)/obj/%.o) $(CORE_LIB) $(SHM_LIB)
+# The producers it starts (bench/producer.c) are user programs: the public
+# header and the shared library, like the example.
+$(B)/obj/bench/producer.o: HBG_CFLAGS += -Ilibclient/include
+$(BENCH_BIN): $(BENCH_SRCS:%.c=$(B)/obj/%.o) $(CORE_LIB) $(SHM_LIB) $(CLIENT_SO) $(CLIENT_LINKS)
 	$(say) LD $@
 	@mkdir -p $(@D)
-	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) -lm
+	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) -L$(B)/lib -lhbgclient -Wl,-rpath,'$$ORIGIN/../lib' \
+	  $(LDFLAGS) $(HBG_LDFLAGS) -lm
 
 # Tests may read files of this source tree (units, docs): HBG_SRCDIR.
 TEST_CFLAGS = $(CHECK_CFLAGS) -DHBG_SRCDIR='"$(abspath .)"'

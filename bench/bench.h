@@ -25,3 +25,15 @@ void bench_completion_usage(FILE *out);
 /* "engine": the scheduler engine end to end with noop tasks (daemon/engine.h). */
 int bench_engine_main(int argc, char **argv);
 void bench_engine_usage(FILE *out);
+
+/* The comparison (bench/compare.c): what `hbg-bench [options]` runs. */
+int bench_compare_main(int argc, char **argv);
+void bench_compare_usage(FILE *out);
+
+/* `hbg-bench --compare OLD NEW` (bench/regress.c). */
+int bench_regress_main(int argc, char **argv);
+void bench_regress_usage(FILE *out);
+
+/* "producer": one producer process of the comparison (bench/producer.c). */
+int bench_producer_main(int argc, char **argv);
+void bench_producer_usage(FILE *out);

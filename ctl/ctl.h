@@ -62,7 +62,9 @@ struct plan {
         json_object *tensor_index;   /* name -> index */
         json_object *task_index;     /* task name -> task index */
         size_t n_tasks;
-        uint64_t *ids;               /* task index -> id (pass 2) */
+        bool resolved;               /* pass 2: tensors allocated */
+        hbg_task *compiled;          /* pass 2: every task, deps as file indices */
+        uint64_t *ids;               /* task index -> id, as they are added */
         char err[512];
 };
 
@@ -70,8 +72,8 @@ struct plan {
 int graph_file_load(struct plan *p);
 /* Check the whole document and index tensors and tasks; -1 with p->err. */
 int graph_file_parse(struct plan *p);
-/* Task i as an hbg_task (tensors allocated, ids of earlier tasks known);
- * -1 with p->err. */
+/* Task i as an hbg_task (tensors allocated), its deps the file indices of
+ * earlier tasks; -1 with p->err. */
 int graph_file_task(struct plan *p, size_t i, hbg_task *t);
 /* A tensor reference ("x", "x[2:5]") as a tensor; -1 with p->err. */
 int graph_file_ref(struct plan *p, const char *s, const char *path, bool single, hbg_tensor *ret);

@@ -191,8 +191,10 @@ static int parse_tensors(struct plan *p) {
 }
 
 /*
- * Build task i of the file into *t. Pass 1 (ids == NULL) only checks;
- * pass 2 uses the allocated tensors and the ids of earlier tasks.
+ * Build task i of the file into *t. Pass 1 (graph_file_parse) checks and
+ * indexes the names; pass 2 (p->resolved: tensors allocated) builds. The
+ * deps are the file indices of earlier tasks: the caller turns them into
+ * task ids as it adds the tasks.
  */
 int graph_file_task(struct plan *p, size_t i, hbg_task *t) {
         json_object *o = json_object_array_get_idx(p->tasks, i), *v;
@@ -326,12 +328,11 @@ int graph_file_task(struct plan *p, size_t i, hbg_task *t) {
                         if (!json_object_object_get_ex(p->task_index, dn, &ix) ||
                             (size_t)json_object_get_int64(ix) >= i)
                                 return perr(p, sub, "\"%s\" is not the name of an earlier task", dn);
-                        if (p->ids)
-                                t->deps[a] = p->ids[json_object_get_int64(ix)];
+                        t->deps[a] = (uint64_t)json_object_get_int64(ix);
                 }
                 t->n_deps = (uint8_t)n;
         }
-        if (!p->ids && json_object_object_get_ex(o, "name", &v)) {
+        if (!p->resolved && json_object_object_get_ex(o, "name", &v)) {
                 snprintf(sub, sizeof(sub), "%s.name", path);
                 if (!json_object_is_type(v, json_type_string))
                         return perr(p, sub, "expected a string, got %s", type_name(v));
@@ -446,6 +447,7 @@ const char *graph_file_task_name(struct plan *p, size_t i, char *buf, size_t sz)
 
 void graph_file_free(struct plan *p) {
         free(p->ids);
+        free(p->compiled);
         free(p->tensors);
         json_object_put(p->tensor_index);
         json_object_put(p->task_index);

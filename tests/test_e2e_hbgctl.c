@@ -397,6 +397,7 @@ static void run_ok(const char *S, const char *file, int variant, long n_tasks,
         ck_assert_str_eq(json_object_get_string(get(o, "status")), "ok");
         ck_assert_int_eq(json_object_get_int64(get(o, "tasks")), n_tasks);
         ck_assert_int_ge(json_object_get_int64(get(o, "elapsed_us")), 0);
+        ck_assert_int_ge(json_object_get_int64(get(o, "compile_us")), 0);
         json_object *outs = get(o, "outputs");
         ck_assert_int_eq(json_object_object_length(outs), (int)n_ex);
         for (size_t i = 0; i < n_ex; i++) {

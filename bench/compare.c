@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `hbg-bench [options]`: the comparison. Every shape (bench/dag.h), built
+ * by 1..8 producer processes through libhbgclient against an hbgd of its
+ * own per completion mode and thread count, then by each peer in its own
+ * process; latencies, idle CPU, hbgctl's compile time and instruction
+ * counts beside. Output: bench/report.h; what it means: docs/PERFORMANCE.md.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+#include "bench/bench_util.h"
+#include "bench/compare.h"
+#include "bench/dag.h"
+#include "bench/hbgd_proc.h"
+#include "daemon/engine/engine.h"
+
+const char *cmp_shape(const struct cmp *c, unsigned k) {
+        return dag_shape_name(c->shapes[k]);
+}
+
+uint64_t cmp_size(const struct cmp *c, unsigned k) {
+        uint64_t s = c->sizes[c->shapes[k]];
+        return s ? s : dag_default_size(cmp_shape(c, k), c->quick);
+}
+
+void cmp_spread_metrics(struct cmp *c, const char *shape, const char *system, const char *mode,
+                        unsigned threads, unsigned clients, double *ns, unsigned n, uint64_t tasks) {
+        double v[64], min, median, max = 0;
+        memcpy(v, ns, n * sizeof(double));
+        bench_min_median(v, n, &min, &median);
+        for (unsigned i = 0; i < n; i++)
+                max = v[i] > max ? v[i] : max;
+        report_metric(&c->report, "ns_per_task_min", shape, system, mode, threads, clients, min / (double)tasks, "ns");
+        report_metric(&c->report, "ns_per_task_max", shape, system, mode, threads, clients, max / (double)tasks, "ns");
+        report_metric(&c->report, "spread", shape, system, mode, threads, clients,
+                      median > 0 ? 100.0 * (max - min) / median : 0, "percent_of_median");
+        report_metric(&c->report, "repetitions", shape, system, mode, threads, clients, n, "count");
+}
+
+void bench_compare_usage(FILE *out) {
+        fputs("comparison (the default): hbg through libhbgclient beside oneTBB, OpenMP, StarPU and a\n"
+              "one-thread floor, every shape under every completion mode (docs/PERFORMANCE.md)\n"
+              "  hbg-bench [--quick] [--shapes LIST] [--sizes N|SHAPE=N,...] [--threads LIST]\n"
+              "            [--clients LIST] [--repeat R] [--warmup W] [--modes LIST] [--peers LIST|none]\n"
+              "            [--out DIR] [--seed S] [--no-instructions] [--no-latency]\n"
+              "  --quick            smaller graphs and fewer samples: under 5 minutes on 2 cores\n"
+              "  --shapes LIST      of chain,independent,tree,wavefront,layered,gemm,attention (all)\n"
+              "  --sizes ...        tasks per graph, for every shape (N) or some (SHAPE=N)\n"
+              "  --threads LIST     hbgd and peer worker threads (4)\n"
+              "  --clients LIST     concurrent producer processes (1,2,4,8)\n"
+              "  --repeat R         measured repetitions, the median reported (5)\n"
+              "  --warmup W         repetitions run first and not measured (1)\n"
+              "  --modes LIST       completion modes: eager,lazy,resolver (all)\n"
+              "  --peers LIST       tbb,openmp,starpu,floor (all built), or none\n"
+              "  --out DIR          results.csv, metrics.csv, plots, profiles (build/bench)\n"
+              "  --no-instructions  skip the callgrind runs\n"
+              "  --no-latency       skip the 1- and 16-task latency runs\n"
+              "  hbg-bench --compare OLD.csv NEW.csv   per-row ratios of two results.csv\n",
+              out);
+}
+
+static bool parse_sizes(struct cmp *c, const char *value) {
+        for (const char *p = value; *p;) {
+                size_t len = strcspn(p, ",");
+                char item[64];
+                snprintf(item, sizeof(item), "%.*s", (int)(len < 63 ? len : 63), p);
+                char *eq = strchr(item, '=');
+                const char *num = eq ? eq + 1 : item;
+                uint64_t v;
+                if (!bench_option_u64("compare", "--sizes", num, 1, 1u << 24, &v))
+                        return false;
+                bool found = !eq;
+                for (unsigned s = 0; s < dag_shape_count(); s++)
+                        if (!eq || (strlen(dag_shape_name(s)) == (size_t)(eq - item) &&
+                                    strncmp(item, dag_shape_name(s), (size_t)(eq - item)) == 0)) {
+                                c->sizes[s] = v;
+                                found = true;
+                        }
+                if (!found) {
+                        fprintf(stderr, "hbg-bench: --sizes: unknown shape in '%s'\n", item);
+                        return false;
+                }
+                p += len + (p[len] == ',');
+        }
+        return true;
+}
+
+static int parse(struct cmp *c, int argc, char **argv) {
+        static const char *const names[] = { "--shapes", "--sizes", "--threads", "--clients", "--repeat",
+                                             "--warmup", "--modes", "--peers", "--out", "--seed", NULL };
+        const char *shape_names[CMP_MAX_SHAPES], *mode_names[HBG_COMPLETION_COUNT];
+        unsigned n_shapes = dag_shape_count();
+        for (unsigned s = 0; s < n_shapes; s++)
+                shape_names[s] = dag_shape_name(s);
+        for (unsigned m = 0; m < HBG_COMPLETION_COUNT; m++)
+                mode_names[m] = hbg_completion_mode_name((enum hbg_completion_mode)m);
+
+        for (int i = 1; i < argc; i++) {
+                const char *name, *value;
+                uint64_t v;
+                if (strcmp(argv[i], "--quick") == 0)
+                        c->quick = true;
+                else if (strcmp(argv[i], "--no-instructions") == 0)
+                        c->instructions = false;
+                else if (strcmp(argv[i], "--no-latency") == 0)
+                        c->latency = false;
+                else if (bench_option("compare", argc, argv, &i, names, &name, &value) < 0)
+                        return BENCH_EXIT_USAGE;
+                else if (strcmp(name, "--shapes") == 0) {
+                        if (!bench_option_name_list("compare", name, value, shape_names, n_shapes, c->shapes,
+                                                    &c->n_shapes, CMP_MAX_SHAPES))
+                                return BENCH_EXIT_USAGE;
+                } else if (strcmp(name, "--sizes") == 0) {
+                        if (!parse_sizes(c, value))
+                                return BENCH_EXIT_USAGE;
+                } else if (strcmp(name, "--threads") == 0) {
+                        if (!bench_option_uint_list("compare", name, value, 64, c->threads, &c->n_threads,
+                                                    CMP_MAX_LIST))
+                                return BENCH_EXIT_USAGE;
+                } else if (strcmp(name, "--clients") == 0) {
+                        if (!bench_option_uint_list("compare", name, value, 64, c->clients, &c->n_clients,
+                                                    CMP_MAX_LIST))
+                                return BENCH_EXIT_USAGE;
+                } else if (strcmp(name, "--modes") == 0) {
+                        if (!bench_option_name_list("compare", name, value, mode_names, HBG_COMPLETION_COUNT,
+                                                    c->modes, &c->n_modes, CMP_MAX_LIST))
+                                return BENCH_EXIT_USAGE;
+                } else if (strcmp(name, "--peers") == 0) {
+                        if (strcmp(value, "none") == 0)
+                                c->n_peers = 0;
+                        else if (!bench_option_name_list("compare", name, value, cmp_peer_names, CMP_N_PEERS,
+                                                         c->peers, &c->n_peers, CMP_MAX_LIST))
+                                return BENCH_EXIT_USAGE;
+                } else if (strcmp(name, "--repeat") == 0) {
+                        if (!bench_option_u64("compare", name, value, 1, 64, &v))
+                                return BENCH_EXIT_USAGE;
+                        c->repeat = (unsigned)v;
+                } else if (strcmp(name, "--warmup") == 0) {
+                        if (!bench_option_u64("compare", name, value, 0, 64, &v))
+                                return BENCH_EXIT_USAGE;
+                        c->warmup = (unsigned)v;
+                } else if (strcmp(name, "--seed") == 0) {
+                        if (!bench_option_u64("compare", name, value, 0, UINT64_MAX, &c->seed))
+                                return BENCH_EXIT_USAGE;
+                } else if (*value == '\0') {
+                        fprintf(stderr, "hbg-bench: --out: empty directory name\n");
+                        return BENCH_EXIT_USAGE;
+                } else
+                        c->out = value;
+        }
+        return BENCH_EXIT_OK;
+}
+
+static void defaults(struct cmp *c) {
+        memset(c, 0, sizeof(*c));
+        c->instructions = c->latency = true;
+        c->n_shapes = dag_shape_count();
+        for (unsigned s = 0; s < c->n_shapes; s++)
+                c->shapes[s] = s;
+        c->threads[0] = 4;
+        c->n_threads = 1;
+        static const unsigned clients[] = { 1, 2, 4, 8 };
+        c->n_clients = 4;
+        memcpy(c->clients, clients, sizeof(clients));
+        c->n_modes = HBG_COMPLETION_COUNT;
+        for (unsigned m = 0; m < c->n_modes; m++)
+                c->modes[m] = m;
+        c->n_peers = CMP_N_PEERS;
+        for (unsigned p = 0; p < CMP_N_PEERS; p++)
+                c->peers[p] = p;
+        c->repeat = 5;
+        c->warmup = 1;
+        c->seed = 1;
+        c->out = "build/bench";
+}
+
+static void machine(struct cmp *c) {
+        char model[256] = "unknown", line[512];
+        FILE *f = fopen("/proc/cpuinfo", "r");
+        while (f && fgets(line, sizeof(line), f))
+                if (strncmp(line, "model name", 10) == 0) {
+                        char *p = strchr(line, ':');
+                        if (p) {
+                                snprintf(model, sizeof(model), "%s", p + 2);
+                                model[strcspn(model, "\n")] = 0;
+                        }
+                        break;
+                }
+        if (f)
+                fclose(f);
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        printf("machine: %s, %ld cpus online; repetitions %u (median), warm-up %u%s\n", model, cpus,
+               c->repeat, c->warmup, c->quick ? "; --quick sizes" : "");
+        report_metric(&c->report, "cpus_online", "", "", "", 0, 0, (double)cpus, "count");
+}
+
+int bench_compare_main(int argc, char **argv) {
+        struct cmp c;
+        defaults(&c);
+        int rc = parse(&c, argc, argv);
+        if (rc != BENCH_EXIT_OK)
+                return rc;
+        bench_self_dir(c.dir, sizeof(c.dir));
+        ssize_t n = readlink("/proc/self/exe", c.self, sizeof(c.self) - 1);
+        if (n <= 0) {
+                fprintf(stderr, "hbg-bench: cannot find itself (/proc/self/exe)\n");
+                return BENCH_EXIT_FAIL;
+        }
+        c.self[n] = 0;
+        unsigned plot_threads = c.threads[c.n_threads - 1];
+        for (unsigned i = 0; i < c.n_threads; i++)
+                if (c.threads[i] == 4)
+                        plot_threads = 4;
+        if (report_open(&c.report, c.out, plot_threads) < 0)
+                return BENCH_EXIT_FAIL;
+        machine(&c);
+        cmp_pingpong(&c);
+        for (unsigned t = 0; t < c.n_threads; t++)
+                for (unsigned m = 0; m < c.n_modes; m++)
+                        cmp_hbg(&c, c.modes[m], c.threads[t]);
+        for (unsigned p = 0; p < c.n_peers; p++)
+                for (unsigned t = 0; t < c.n_threads; t++) {
+                        /* The floor is one thread: once is enough. */
+                        if (t > 0 && strcmp(cmp_peer_names[c.peers[p]], "floor") == 0)
+                                break;
+                        cmp_peer(&c, c.peers[p], c.threads[t]);
+                }
+        if (c.instructions)
+                cmp_instructions(&c);
+        if (report_close(&c.report) < 0)
+                c.failures++;
+        printf("\nresults: %s/results.csv, %s/metrics.csv, plots %s/overhead.png and %s/latency.png\n", c.out,
+               c.out, c.out, c.out);
+        if (c.failures) {
+                fprintf(stderr, "hbg-bench: %d part%s of the run failed (see above)\n", c.failures,
+                        c.failures == 1 ? "" : "s");
+                return BENCH_EXIT_FAIL;
+        }
+        return BENCH_EXIT_OK;
+}

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The comparison (bench/compare.c): what one run needs to know, shared by
+ * the parts that measure hbg (bench/compare_hbg.c), the peers (bench/
+ * compare_peers.c) and the instruction counts (bench/compare_instr.c).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bench/report.h"
+
+#define CMP_MAX_LIST 16
+#define CMP_MAX_SHAPES 16
+
+struct cmp {
+        /* options */
+        bool quick, instructions, latency;
+        unsigned shapes[CMP_MAX_SHAPES], n_shapes;      /* indices, dag_shape_name() */
+        uint64_t sizes[CMP_MAX_SHAPES];                 /* per shape index; 0: default */
+        unsigned threads[CMP_MAX_LIST], n_threads;
+        unsigned clients[CMP_MAX_LIST], n_clients;
+        unsigned modes[CMP_MAX_LIST], n_modes;          /* enum hbg_completion_mode */
+        unsigned peers[CMP_MAX_LIST], n_peers;          /* indices into cmp_peer_names */
+        unsigned repeat, warmup;
+        uint64_t seed;
+        const char *out;
+        /* where the programs are */
+        char dir[256];                  /* of hbg-bench: hbgd, hbgctl, the peers */
+        char self[300];                 /* hbg-bench itself (producers) */
+        struct report report;
+        int failures;                   /* rows that failed (the run goes on) */
+};
+
+extern const char *const cmp_peer_names[];
+#define CMP_N_PEERS 4
+
+const char *cmp_shape(const struct cmp *c, unsigned k);
+/* The size of shape k in this run (0: the shape's default). */
+uint64_t cmp_size(const struct cmp *c, unsigned k);
+/* Print the median, min and spread of ns[0..n) into the metrics. */
+void cmp_spread_metrics(struct cmp *c, const char *shape, const char *system, const char *mode,
+                        unsigned threads, unsigned clients, double *ns, unsigned n, uint64_t tasks);
+
+/* bench/compare_hbg.c: every shape x clients row, the latencies, the idle
+ * CPU and hbgctl's compile time, for one completion mode and thread
+ * count, on an hbgd of its own. */
+void cmp_hbg(struct cmp *c, unsigned mode, unsigned threads);
+/* bench/compare_peers.c: every shape for one peer and thread count (the
+ * floor runs one thread whatever the count). */
+void cmp_peer(struct cmp *c, unsigned peer, unsigned threads);
+/* Peer `name` on shape k (size 0: the run's size for it): fills ns[0..*n)
+ * with the measured repetitions' times, *tasks and its peak RSS. Under
+ * wrap: one repetition, no warm-up. 0, or -errno after printing why. */
+int cmp_peer_run(struct cmp *c, const char *name, unsigned threads, const char *shape, uint64_t size,
+                 const char *const *wrap, double *ns, unsigned *n, uint64_t *tasks, uint64_t *rss_kib);
+/* bench/compare_instr.c: instructions per task under callgrind. */
+void cmp_instructions(struct cmp *c);
+/* The eventfd ping-pong rows of the metrics (bench/compare_hbg.c). */
+void cmp_pingpong(struct cmp *c);
+
+/* One row's producers: `clients` processes of `hbg-bench producer` (under
+ * `wrap` if not NULL) on socket, building `shape` of `size` tasks (0: its
+ * default), all started on each repetition together. */
+struct cmp_run {
+        unsigned reps;                  /* measured repetitions */
+        double wall_ns[64];             /* per repetition: first start to last end */
+        double *graph_ns;               /* reps x clients: each graph's build + run */
+        double connect_ns[64];            /* per client */
+        uint64_t tasks;                 /* per repetition, all clients */
+        uint64_t rss_kib;               /* sum of the producers' peaks */
+};
+int cmp_run_producers(struct cmp *c, const char *socket, const char *shape, uint64_t size, unsigned clients,
+                      unsigned warmup, unsigned repeat, const char *const *wrap, struct cmp_run *ret);
+void cmp_run_free(struct cmp_run *r);

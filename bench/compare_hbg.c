@@ -1,0 +1,384 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The comparison's hbg part (bench/compare.h): producers through
+ * libhbgclient against an hbgd of the benchmark's own, one per completion
+ * mode and thread count.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench/bench_util.h"
+#include "bench/child.h"
+#include "bench/compare.h"
+#include "bench/dag.h"
+#include "bench/hbgd_proc.h"
+#include "bench/probes.h"
+#include "daemon/engine/engine.h"
+
+#define LINE_MS (10 * 60 * 1000)        /* a producer silent this long is wedged */
+
+void cmp_run_free(struct cmp_run *r) {
+        free(r->graph_ns);
+        r->graph_ns = NULL;
+}
+
+static void stop_all(struct bench_child *kids, unsigned n) {
+        for (unsigned i = 0; i < n; i++)
+                if (kids[i].pid > 0)
+                        bench_child_finish(&kids[i], 5000);
+}
+
+/* The value after `key` in line ("key V ..."), or -1. */
+static int64_t field(const char *line, const char *key) {
+        size_t n = strlen(key);
+        for (const char *p = line; (p = strstr(p, key)); p += n)
+                if ((p == line || p[-1] == ' ') && p[n] == ' ')
+                        return strtoll(p + n + 1, NULL, 10);
+        return -1;
+}
+
+/* The next line of kid i, expected to start with `want`; prints what it
+ * said instead (its "error ..." line) and returns -EPROTO. */
+static int expect(struct bench_child *kid, const char *want, char *line, size_t len, int timeout_ms) {
+        int r = bench_child_line(kid, line, len, timeout_ms);
+        if (r == 1 && strncmp(line, want, strlen(want)) == 0)
+                return 0;
+        fprintf(stderr, "hbg-bench: %s: expected '%s', got %s%s\n", kid->name, want,
+                r == 1 ? line : r == 0 ? "end of output" : strerror(-r), r == 1 ? "" : "");
+        return -EPROTO;
+}
+
+int cmp_run_producers(struct cmp *c, const char *socket, const char *shape, uint64_t size, unsigned clients,
+                      unsigned warmup, unsigned repeat, const char *const *wrap, struct cmp_run *ret) {
+        struct bench_child kids[64];
+        char size_s[24], seed_s[24], line[512];
+        int err = 0;
+
+        memset(ret, 0, sizeof(*ret));
+        if (clients > 64 || repeat > 64)
+                return -EINVAL;
+        ret->graph_ns = calloc((size_t)repeat * clients, sizeof(*ret->graph_ns));
+        if (!ret->graph_ns)
+                return -ENOMEM;
+        snprintf(size_s, sizeof(size_s), "%" PRIu64, size);
+        for (unsigned i = 0; i < clients; i++) {
+                const char *argv[40];
+                unsigned n = 0;
+                for (unsigned w = 0; wrap && wrap[w] && n < 24; w++)
+                        argv[n++] = wrap[w];
+                snprintf(seed_s, sizeof(seed_s), "%" PRIu64, c->seed + i);
+                argv[n++] = c->self;
+                argv[n++] = "producer";
+                argv[n++] = "--socket";
+                argv[n++] = socket;
+                argv[n++] = "--shape";
+                argv[n++] = shape;
+                argv[n++] = "--size";
+                argv[n++] = size_s;
+                argv[n++] = "--seed";
+                argv[n++] = seed_s;
+                if (c->quick)
+                        argv[n++] = "--quick";
+                argv[n] = NULL;
+                char name[64];
+                snprintf(name, sizeof(name), "producer %u (%s)", i, shape);
+                if ((err = bench_child_start(&kids[i], name, argv)) < 0) {
+                        stop_all(kids, i);
+                        return err;
+                }
+        }
+        /* Connected, one by one: the connection is reported apart. */
+        for (unsigned i = 0; i < clients && err == 0; i++)
+                if ((err = expect(&kids[i], "connect_ns ", line, sizeof(line), LINE_MS)) == 0)
+                        ret->connect_ns[i] = (double)field(line, "connect_ns");
+        for (unsigned r = 0; r < warmup + repeat && err == 0; r++) {
+                for (unsigned i = 0; i < clients && err == 0; i++)
+                        err = bench_child_send(&kids[i], "run");
+                int64_t first = INT64_MAX, last = 0;
+                uint64_t tasks = 0;
+                for (unsigned i = 0; i < clients && err == 0; i++) {
+                        if ((err = expect(&kids[i], "rep ", line, sizeof(line), LINE_MS)) < 0)
+                                break;
+                        int64_t s = field(line, "start_ns"), e = field(line, "end_ns");
+                        first = s < first ? s : first;
+                        last = e > last ? e : last;
+                        tasks += (uint64_t)field(line, "tasks");
+                        if (r >= warmup)
+                                ret->graph_ns[(r - warmup) * clients + i] = (double)(e - s);
+                }
+                if (err == 0 && r >= warmup) {
+                        ret->wall_ns[r - warmup] = (double)(last - first);
+                        ret->tasks = tasks;
+                        ret->reps = r - warmup + 1;
+                }
+        }
+        for (unsigned i = 0; i < clients; i++) {
+                if (err == 0 && bench_child_send(&kids[i], "quit") == 0 &&
+                    expect(&kids[i], "rss_kib ", line, sizeof(line), LINE_MS) == 0)
+                        ret->rss_kib += (uint64_t)field(line, "rss_kib");
+                int st = bench_child_finish(&kids[i], err ? 2000 : LINE_MS);
+                if (err == 0 && st != 0) {
+                        fprintf(stderr, "hbg-bench: %s exited with %d\n", kids[i].name, st);
+                        err = -EIO;
+                }
+        }
+        return err;
+}
+
+/* hbgd's peak RSS from now on: writing 5 to clear_refs resets VmHWM. */
+static void reset_peak_rss(pid_t pid) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/clear_refs", (int)pid);
+        FILE *f = fopen(path, "w");
+        if (f) {
+                fputs("5", f);
+                fclose(f);
+        }
+}
+
+static void hbg_row(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads, unsigned k,
+                    unsigned clients) {
+        const char *shape = cmp_shape(c, k);
+        struct cmp_run run;
+        reset_peak_rss(h->pid);
+        int err = cmp_run_producers(c, h->socket, shape, cmp_size(c, k), clients, c->warmup, c->repeat, NULL,
+                                    &run);
+        if (err < 0 || run.reps == 0) {
+                fprintf(stderr, "hbg-bench: %s, hbg %s, %u threads, %u clients: failed (%s)\n", shape, mode,
+                        threads, clients, strerror(-err));
+                c->failures++;
+                cmp_run_free(&run);
+                return;
+        }
+        double min, median;
+        double wall[64];
+        memcpy(wall, run.wall_ns, run.reps * sizeof(double));
+        bench_min_median(wall, run.reps, &min, &median);
+        struct report_row row = {
+                .shape = shape, .system = "hbg", .mode = mode, .threads = threads, .clients = clients,
+                .tasks = run.tasks, .ns_per_task = median / (double)run.tasks,
+                .tasks_per_s = (double)run.tasks / (median / 1e9),
+                .rss_kib = bench_proc_peak_rss_kib(h->pid) + run.rss_kib,
+        };
+        if (clients > 1) {
+                unsigned n = run.reps * clients;
+                row.has_latency = true;
+                row.p50_us = probe_quantile(run.graph_ns, n, 0.50) / 1e3;
+                row.p99_us = probe_quantile(run.graph_ns, n, 0.99) / 1e3;
+        }
+        report_row(&c->report, &row);
+        cmp_spread_metrics(c, shape, "hbg", mode, threads, clients, run.wall_ns, run.reps, run.tasks);
+        double conn[64];
+        memcpy(conn, run.connect_ns, clients * sizeof(double));
+        bench_min_median(conn, clients, &min, &median);
+        report_metric(&c->report, "connect_us_median", shape, "hbg", mode, threads, clients, median / 1e3, "us");
+        report_metric(&c->report, "rss_hbgd_kib", shape, "hbg", mode, threads, clients,
+                      (double)bench_proc_peak_rss_kib(h->pid), "KiB");
+        report_metric(&c->report, "rss_producers_kib", shape, "hbg", mode, threads, clients,
+                      (double)run.rss_kib, "KiB");
+        cmp_run_free(&run);
+}
+
+/* The latency of 1- and 16-task graphs from one producer: back to back
+ * (hbgd busy with them) and after 3 ms idle (its threads parked). */
+static void hbg_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads) {
+        static const struct {
+                unsigned tasks, idle_us;
+                const char *name;
+        } cases[] = { { 1, 0, "busy" }, { 16, 0, "busy" }, { 1, 3000, "parked" }, { 16, 3000, "parked" } };
+        const char *argv[] = { c->self, "producer", "--socket", h->socket, "--shape", "independent",
+                               "--size", "1", NULL };
+        struct bench_child kid;
+        char line[128];
+        unsigned busy = c->quick ? 1000 : 5000, parked = c->quick ? 200 : 1000;
+        double *ns = calloc(busy > parked ? busy : parked, sizeof(double));
+        if (!ns || bench_child_start(&kid, "latency producer", argv) < 0) {
+                free(ns);
+                c->failures++;
+                return;
+        }
+        int err = expect(&kid, "connect_ns ", line, sizeof(line), LINE_MS);
+        /* Warm-up: the first graphs map the rings' pages. */
+        if (err == 0 && (err = bench_child_send(&kid, "lat 16 200 0")) == 0)
+                while ((err = expect(&kid, "", line, sizeof(line), LINE_MS)) == 0 && strcmp(line, "end") != 0)
+                        ;
+        for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]) && err == 0; i++) {
+                unsigned count = cases[i].idle_us ? parked : busy, n = 0;
+                char cmd[64];
+                snprintf(cmd, sizeof(cmd), "lat %u %u %u", cases[i].tasks, count, cases[i].idle_us);
+                if ((err = bench_child_send(&kid, cmd)) < 0)
+                        break;
+                while ((err = expect(&kid, "", line, sizeof(line), LINE_MS)) == 0 && strcmp(line, "end") != 0)
+                        if (n < count && field(line, "lat") >= 0)
+                                ns[n++] = (double)field(line, "lat");
+                if (err < 0 || n == 0) {
+                        err = err < 0 ? err : -EPROTO;
+                        break;
+                }
+                double p50 = probe_quantile(ns, n, 0.50) / 1e3, p99 = probe_quantile(ns, n, 0.99) / 1e3;
+                char metric[64], label[64];
+                snprintf(metric, sizeof(metric), "latency_%u_task_%s_p50", cases[i].tasks, cases[i].name);
+                report_metric(&c->report, metric, "", "hbg", mode, threads, 1, p50, "us");
+                snprintf(metric, sizeof(metric), "latency_%u_task_%s_p99", cases[i].tasks, cases[i].name);
+                report_metric(&c->report, metric, "", "hbg", mode, threads, 1, p99, "us");
+                if (threads == c->report.plot_threads) {
+                        snprintf(label, sizeof(label), "%s %u-task %s", mode, cases[i].tasks, cases[i].name);
+                        report_latency(&c->report, label, p50, p99);
+                }
+                printf("  latency %2u-task graphs, %-6s p50 %8.1f us  p99 %8.1f us  (%u graphs)\n",
+                       cases[i].tasks, cases[i].name, p50, p99, n);
+        }
+        if (err == 0)
+                bench_child_send(&kid, "quit");
+        if (bench_child_finish(&kid, 10000) != 0 || err < 0) {
+                fprintf(stderr, "hbg-bench: latency (hbg %s, %u threads) failed\n", mode, threads);
+                c->failures++;
+        }
+        free(ns);
+}
+
+void cmp_pingpong(struct cmp *c) {
+        unsigned busy = c->quick ? 1000 : 5000, parked = c->quick ? 200 : 1000;
+        double *ns = calloc(busy, sizeof(double));
+        static const char *const names[] = { "busy", "parked" };
+        for (unsigned i = 0; ns && i < 2; i++) {
+                unsigned n = i ? parked : busy;
+                if (probe_eventfd_pingpong(n, i ? 3000 : 0, ns) < 0) {
+                        fprintf(stderr, "hbg-bench: eventfd ping-pong failed\n");
+                        c->failures++;
+                        break;
+                }
+                double p50 = probe_quantile(ns, n, 0.50) / 1e3, p99 = probe_quantile(ns, n, 0.99) / 1e3;
+                char metric[64], label[64];
+                snprintf(metric, sizeof(metric), "eventfd_pingpong_%s_p50", names[i]);
+                report_metric(&c->report, metric, "", "eventfd", "", 0, 0, p50, "us");
+                snprintf(metric, sizeof(metric), "eventfd_pingpong_%s_p99", names[i]);
+                report_metric(&c->report, metric, "", "eventfd", "", 0, 0, p99, "us");
+                snprintf(label, sizeof(label), "eventfd round trip %s", names[i]);
+                report_latency(&c->report, label, p50, p99);
+                printf("eventfd ping-pong between two processes, %-6s p50 %8.1f us  p99 %8.1f us\n", names[i],
+                       p50, p99);
+        }
+        free(ns);
+}
+
+/* hbgd's CPU while nothing is submitted: after the runs, once its threads
+ * had time to park. */
+static void hbg_idle_cpu(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads) {
+        usleep(300 * 1000);
+        int64_t cpu0 = bench_proc_cpu_ns(h->pid), t0 = bench_now_ns();
+        usleep(c->quick ? 1000 * 1000 : 3000 * 1000);
+        int64_t cpu1 = bench_proc_cpu_ns(h->pid), t1 = bench_now_ns();
+        if (cpu0 < 0 || cpu1 < 0)
+                return;
+        double pct = 100.0 * (double)(cpu1 - cpu0) / (double)(t1 - t0);
+        report_metric(&c->report, "idle_cpu", "", "hbg", mode, threads, 0, pct, "percent_of_one_core");
+        printf("  hbgd idle: %.3f%% of one core\n", pct);
+}
+
+/* A graph file of shape k (noop tasks, `after` edges), for hbgctl run. */
+static int write_graph_file(struct cmp *c, const char *path, const char *shape) {
+        struct dag d;
+        int err = dag_make(&d, shape, 0, true, c->seed);
+        if (err < 0)
+                return err;
+        FILE *f = fopen(path, "w");
+        if (!f) {
+                dag_free(&d);
+                return -errno;
+        }
+        fputs("{\"tensors\": {}, \"tasks\": [\n", f);
+        for (uint32_t i = 0; i < d.n; i++) {
+                fprintf(f, "%s{\"name\": \"t%u\", \"kernel\": \"noop\"", i ? ",\n" : "", i);
+                uint32_t lo = d.fanin_start[i], hi = d.fanin_start[i + 1];
+                if (hi > lo) {
+                        fputs(", \"after\": [", f);
+                        for (uint32_t e = lo; e < hi; e++)
+                                fprintf(f, "%s\"t%u\"", e > lo ? ", " : "", d.fanins[e]);
+                        fputc(']', f);
+                }
+                fputc('}', f);
+        }
+        fputs("]}\n", f);
+        dag_free(&d);
+        return fclose(f) == 0 ? 0 : -EIO;
+}
+
+/* hbgctl run of a graph file: the compile time (JSON to tasks) apart from
+ * the run (first add to wait returned). */
+static void hbgctl_compile(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads) {
+        static const char *const shapes[] = { "chain", "layered" };
+        for (unsigned s = 0; s < 2; s++) {
+                char file[300], hbgctl[300], line[4096];
+                snprintf(file, sizeof(file), "%s/graph-%s.json", c->out, shapes[s]);
+                snprintf(hbgctl, sizeof(hbgctl), "%s/hbgctl", c->dir);
+                if (write_graph_file(c, file, shapes[s]) < 0) {
+                        c->failures++;
+                        return;
+                }
+                const char *argv[] = { hbgctl, "--socket", h->socket, "--json", "run", file, NULL };
+                struct bench_child kid;
+                int64_t compile = -1, elapsed = -1, tasks = -1;
+                if (bench_child_start(&kid, "hbgctl run", argv) == 0) {
+                        /* One JSON object; read every line. */
+                        while (bench_child_line(&kid, line, sizeof(line), LINE_MS) == 1) {
+                                const char *p;
+                                if ((p = strstr(line, "\"compile_us\":")))
+                                        compile = strtoll(p + 13, NULL, 10);
+                                if ((p = strstr(line, "\"elapsed_us\":")))
+                                        elapsed = strtoll(p + 13, NULL, 10);
+                                if ((p = strstr(line, "\"tasks\":")))
+                                        tasks = strtoll(p + 8, NULL, 10);
+                        }
+                        if (bench_child_finish(&kid, 10000) != 0)
+                                compile = -1;
+                }
+                unlink(file);
+                if (compile < 0 || elapsed < 0 || tasks <= 0) {
+                        fprintf(stderr, "hbg-bench: hbgctl run %s failed or did not report compile_us\n",
+                                shapes[s]);
+                        c->failures++;
+                        continue;
+                }
+                report_metric(&c->report, "hbgctl_compile_ns_per_task", shapes[s], "hbg", mode, threads, 1,
+                              1e3 * (double)compile / (double)tasks, "ns");
+                report_metric(&c->report, "hbgctl_run_ns_per_task", shapes[s], "hbg", mode, threads, 1,
+                              1e3 * (double)elapsed / (double)tasks, "ns");
+                printf("  hbgctl run %s (%" PRId64 " tasks): compile %.0f ns/task, run %.0f ns/task\n", shapes[s],
+                       tasks, 1e3 * (double)compile / (double)tasks, 1e3 * (double)elapsed / (double)tasks);
+        }
+}
+
+void cmp_hbg(struct cmp *c, unsigned mode_index, unsigned threads) {
+        const char *mode = hbg_completion_mode_name((enum hbg_completion_mode)mode_index);
+        char hbgd[300];
+        struct bench_hbgd h;
+        if (mode_index == HBG_COMPLETION_RESOLVER && threads < 2) {
+                printf("(resolver needs 2 threads or more: skipped at %u)\n", threads);
+                return;
+        }
+        snprintf(hbgd, sizeof(hbgd), "%s/hbgd", c->dir);
+        printf("\n-- hbg, completion %s, %u threads\n", mode, threads);
+        if (bench_hbgd_start(&h, hbgd, mode, threads, NULL, 30000) < 0) {
+                c->failures++;
+                return;
+        }
+        report_table_header(&c->report);
+        for (unsigned s = 0; s < c->n_shapes; s++)
+                for (unsigned i = 0; i < c->n_clients; i++)
+                        hbg_row(c, &h, mode, threads, s, c->clients[i]);
+        if (c->latency)
+                hbg_latency(c, &h, mode, threads);
+        hbgctl_compile(c, &h, mode, threads);
+        hbg_idle_cpu(c, &h, mode, threads);
+        int st = bench_hbgd_stop(&h, 10000);
+        if (st != 0) {
+                fprintf(stderr, "hbg-bench: hbgd (%s, %u threads) did not exit cleanly (%d)\n", mode, threads, st);
+                c->failures++;
+        }
+}

@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The comparison's instruction counts (bench/compare.h): hbgd and one
+ * producer, each under callgrind for the whole of a fixed run (start-up,
+ * spinning and parking included), and the peers the same way. A second,
+ * one-task run of the same processes is subtracted, so that the figure is
+ * what the graph's tasks cost, not what starting a process costs:
+ *   Ir per task = (Ir(run of N tasks) - Ir(run of 1 task)) / (N - 1).
+ * Under valgrind the threads of a process run one at a time: the counts
+ * are of the path taken, with no real concurrency (docs/PERFORMANCE.md).
+ * The gemm shape is left out: its tiles' arithmetic would drown the rest.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench/bench_util.h"
+#include "bench/compare.h"
+#include "bench/hbgd_proc.h"
+#include "bench/probes.h"
+#include "daemon/engine/engine.h"
+
+struct instr {
+        uint64_t hbgd, producer;        /* Ir of each process; 0: failed */
+        uint64_t tasks;
+};
+
+static bool have_valgrind(void) {
+        return system("valgrind --version >/dev/null 2>&1") == 0;
+}
+
+/* hbgd and one producer of `size` tasks of shape, both under callgrind. */
+static int hbg_instr(struct cmp *c, const char *mode, unsigned threads, const char *shape, uint64_t size,
+                     struct instr *ret) {
+        char hbgd[300], hbgd_out[320], prod_out[320], hbgd_file[360], prod_file[360];
+        snprintf(hbgd, sizeof(hbgd), "%s/hbgd", c->dir);
+        snprintf(hbgd_out, sizeof(hbgd_out), "%s/callgrind.hbgd.%s.%s.out", c->out, mode, shape);
+        snprintf(prod_out, sizeof(prod_out), "%s/callgrind.producer.%s.%s.out", c->out, mode, shape);
+        snprintf(hbgd_file, sizeof(hbgd_file), "--callgrind-out-file=%s", hbgd_out);
+        snprintf(prod_file, sizeof(prod_file), "--callgrind-out-file=%s", prod_out);
+        /* --fair-sched=yes: with valgrind's default lock, a thread that
+         * spins without blocking can keep the others off for seconds. */
+        const char *hbgd_wrap[] = { "valgrind", "-q", "--tool=callgrind", "--fair-sched=yes", hbgd_file, NULL };
+        const char *prod_wrap[] = { "valgrind", "-q", "--tool=callgrind", "--fair-sched=yes", prod_file, NULL };
+        struct bench_hbgd h;
+        struct cmp_run run;
+        memset(ret, 0, sizeof(*ret));
+        unlink(hbgd_out);
+        unlink(prod_out);
+        if (bench_hbgd_start(&h, hbgd, mode, threads, hbgd_wrap, 120000) < 0)
+                return -EIO;
+        int err = cmp_run_producers(c, h.socket, shape, size, 1, 0, 1, prod_wrap, &run);
+        ret->tasks = run.tasks;
+        cmp_run_free(&run);
+        int st = bench_hbgd_stop(&h, 120000);
+        if (err < 0 || st != 0)
+                return err < 0 ? err : -EIO;
+        ret->hbgd = probe_callgrind_total(hbgd_out);
+        ret->producer = probe_callgrind_total(prod_out);
+        return ret->hbgd && ret->producer ? 0 : -EIO;
+}
+
+static int peer_instr(struct cmp *c, const char *name, unsigned threads, const char *shape, uint64_t size,
+                      struct instr *ret) {
+        char out[320], file[360];
+        snprintf(out, sizeof(out), "%s/callgrind.%s.%s.out", c->out, name, shape);
+        snprintf(file, sizeof(file), "--callgrind-out-file=%s", out);
+        const char *wrap[] = { "valgrind", "-q", "--tool=callgrind", "--fair-sched=yes", file, NULL };
+        double ns[64];
+        unsigned n;
+        uint64_t rss;
+        memset(ret, 0, sizeof(*ret));
+        unlink(out);
+        int err = cmp_peer_run(c, name, threads, shape, size, wrap, ns, &n, &ret->tasks, &rss);
+        if (err < 0)
+                return err;
+        ret->producer = probe_callgrind_total(out);
+        return ret->producer ? 0 : -EIO;
+}
+
+static double per_task(uint64_t run, uint64_t base, uint64_t tasks) {
+        return tasks > 1 && run > base ? (double)(run - base) / (double)(tasks - 1) : 0;
+}
+
+void cmp_instructions(struct cmp *c) {
+        if (!have_valgrind()) {
+                printf("\ninstruction counts skipped: valgrind is not installed (make bench-deps installs it)\n");
+                return;
+        }
+        uint64_t size = c->quick ? 5000 : 20000;
+        unsigned threads = c->report.plot_threads;
+        printf("\n-- instructions per task (callgrind, whole process, %" PRIu64 "-task graphs, %u threads,"
+               " a 1-task run subtracted)\n", size, threads);
+        printf("%-11s %-7s %-9s %12s %12s\n", "shape", "system", "mode", "Ir/task", "producer");
+        for (unsigned m = 0; m < c->n_modes; m++) {
+                const char *mode = hbg_completion_mode_name((enum hbg_completion_mode)c->modes[m]);
+                if (c->modes[m] == HBG_COMPLETION_RESOLVER && threads < 2)
+                        continue;
+                struct instr base;
+                if (hbg_instr(c, mode, threads, "independent", 1, &base) < 0) {
+                        fprintf(stderr, "hbg-bench: callgrind run of hbgd (%s) failed\n", mode);
+                        c->failures++;
+                        continue;
+                }
+                for (unsigned s = 0; s < c->n_shapes; s++) {
+                        const char *shape = cmp_shape(c, s);
+                        struct instr run;
+                        if (strcmp(shape, "gemm") == 0)
+                                continue;
+                        if (hbg_instr(c, mode, threads, shape, size, &run) < 0) {
+                                fprintf(stderr, "hbg-bench: callgrind run of hbgd (%s, %s) failed\n", mode, shape);
+                                c->failures++;
+                                continue;
+                        }
+                        double d = per_task(run.hbgd, base.hbgd, run.tasks);
+                        double p = per_task(run.producer, base.producer, run.tasks);
+                        report_metric(&c->report, "instructions_per_task_hbgd", shape, "hbg", mode, threads, 1,
+                                      d, "instructions");
+                        report_metric(&c->report, "instructions_per_task_producer", shape, "hbg", mode, threads,
+                                      1, p, "instructions");
+                        report_metric(&c->report, "instructions_per_task", shape, "hbg", mode, threads, 1, d + p,
+                                      "instructions");
+                        printf("%-11s %-7s %-9s %12.0f %12.0f   (hbgd %.0f)\n", shape, "hbg", mode, d + p, p, d);
+                }
+        }
+        for (unsigned i = 0; i < c->n_peers; i++) {
+                const char *name = cmp_peer_names[c->peers[i]];
+                unsigned t = strcmp(name, "floor") == 0 ? 1 : threads;
+                char path[320];
+                snprintf(path, sizeof(path), "%s/hbg-bench-%s", c->dir, name);
+                if (access(path, X_OK) != 0)
+                        continue;
+                struct instr base;
+                if (peer_instr(c, name, t, "independent", 1, &base) < 0) {
+                        c->failures++;
+                        continue;
+                }
+                for (unsigned s = 0; s < c->n_shapes; s++) {
+                        const char *shape = cmp_shape(c, s);
+                        struct instr run;
+                        if (strcmp(shape, "gemm") == 0)
+                                continue;
+                        if (peer_instr(c, name, t, shape, size, &run) < 0) {
+                                c->failures++;
+                                continue;
+                        }
+                        double p = per_task(run.producer, base.producer, run.tasks);
+                        report_metric(&c->report, "instructions_per_task", shape, name, "", t, 1, p,
+                                      "instructions");
+                        printf("%-11s %-7s %-9s %12.0f\n", shape, name, "-", p);
+                }
+        }
+}

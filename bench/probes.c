@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/* Measurements that are not graph runs (bench/probes.h). */
+#include "bench/probes.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench/bench_util.h"
+
+static int read_full(int fd, uint64_t *v) {
+        for (;;) {
+                ssize_t n = read(fd, v, sizeof(*v));
+                if (n == (ssize_t)sizeof(*v))
+                        return 0;
+                if (n < 0 && errno == EINTR)
+                        continue;
+                return n < 0 ? -errno : -EIO;
+        }
+}
+
+int probe_eventfd_pingpong(unsigned rounds, unsigned idle_us, double *ret_ns) {
+        int ping = eventfd(0, EFD_CLOEXEC), pong = eventfd(0, EFD_CLOEXEC);
+        if (ping < 0 || pong < 0) {
+                int err = -errno;
+                if (ping >= 0)
+                        close(ping);
+                return err;
+        }
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid < 0) {
+                int err = -errno;
+                close(ping), close(pong);
+                return err;
+        }
+        if (pid == 0) {
+                uint64_t v;
+                for (unsigned r = 0; r < rounds; r++)
+                        if (read_full(ping, &v) < 0 || write(pong, &v, sizeof(v)) != sizeof(v))
+                                _exit(1);
+                _exit(0);
+        }
+        int err = 0;
+        for (unsigned r = 0; r < rounds && err == 0; r++) {
+                if (idle_us) {
+                        struct timespec ts = { .tv_sec = idle_us / 1000000,
+                                               .tv_nsec = (long)(idle_us % 1000000) * 1000 };
+                        nanosleep(&ts, NULL);
+                }
+                uint64_t one = 1, v;
+                int64_t t0 = bench_now_ns();
+                if (write(ping, &one, sizeof(one)) != sizeof(one))
+                        err = -EIO;
+                else
+                        err = read_full(pong, &v);
+                ret_ns[r] = (double)(bench_now_ns() - t0);
+        }
+        if (err < 0)
+                kill(pid, SIGKILL);
+        int st;
+        waitpid(pid, &st, 0);
+        close(ping);
+        close(pong);
+        if (err == 0 && (!WIFEXITED(st) || WEXITSTATUS(st) != 0))
+                err = -EIO;
+        return err;
+}
+
+static int cmp_double(const void *a, const void *b) {
+        double x = *(const double *)a, y = *(const double *)b;
+        return (x > y) - (x < y);
+}
+
+double probe_quantile(double *v, unsigned n, double q) {
+        qsort(v, n, sizeof(*v), cmp_double);
+        /* Nearest rank: the smallest value with at least q of the samples
+         * at or below it. */
+        double rank = q * n;
+        unsigned k = (unsigned)rank;
+        if ((double)k < rank)
+                k++;
+        if (k == 0)
+                k = 1;
+        return v[k > n ? n - 1 : k - 1];
+}
+
+uint64_t probe_callgrind_total(const char *path) {
+        FILE *f = fopen(path, "r");
+        if (!f)
+                return 0;
+        char line[512];
+        uint64_t summary = 0, totals = 0, v;
+        while (fgets(line, sizeof(line), f)) {
+                if (sscanf(line, "summary: %" SCNu64, &v) == 1)
+                        summary = v;
+                else if (sscanf(line, "totals: %" SCNu64, &v) == 1)
+                        totals = v;
+        }
+        fclose(f);
+        return summary ? summary : totals;
+}

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The comparison's small measurements that are not a graph run: the
+ * eventfd ping-pong between two processes (the floor under any graph
+ * latency), percentiles, and reading a callgrind profile's total.
+ */
+#pragma once
+
+#include <stdint.h>
+
+/*
+ * `rounds` round trips between this process and a forked child over two
+ * eventfds (write one, block in read on the other), sleeping idle_us
+ * before each round (0: back to back). ret_ns[0..rounds) gets each round
+ * trip's time. 0 or -errno.
+ */
+int probe_eventfd_pingpong(unsigned rounds, unsigned idle_us, double *ret_ns);
+
+/* The q-quantile (0..1, nearest rank) of v[0..n), n >= 1; sorts v. */
+double probe_quantile(double *v, unsigned n, double q);
+
+/* The total instruction count (Ir) of a callgrind out file; 0 if none. */
+uint64_t probe_callgrind_total(const char *path);

@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `hbg-bench producer`: one producer process of the comparison (bench/
+ * compare.c starts 1 to 8 of them). It builds the benchmark's graphs
+ * (bench/dag.h) through libhbgclient's public API only, as any producer
+ * would, and is driven by lines on stdin so that several producers start
+ * each repetition together:
+ *
+ *   (on start)          prints "connect_ns NS" (hbg_connect, apart from runs)
+ *   run                 builds and runs the graph once; prints
+ *                       "rep start_ns S end_ns E tasks N", S before the
+ *                       first hbg_graph_add, E when hbg_graph_wait returned
+ *                       (CLOCK_MONOTONIC, comparable across processes)
+ *   lat T COUNT IDLE_US COUNT graphs of T independent noop tasks, one at a
+ *                       time, sleeping IDLE_US between them; prints each
+ *                       graph's latency (first add to wait returned) as
+ *                       "lat NS", then "end"
+ *   quit                prints "rss_kib K" (this process's peak) and exits
+ *
+ * Any failure prints "error WHY" and exits 1.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench/bench.h"
+#include "bench/bench_util.h"
+#include "bench/child.h"
+#include "bench/dag.h"
+#include <hbg/hbg.h>
+
+#define WAIT_MS (10 * 60 * 1000)        /* a run this long is wedged: an error */
+
+struct producer {
+        hbg_client *c;
+        struct dag d;
+        uint64_t *ids;                  /* task ids of the current run */
+        hbg_tensor *tiles;              /* DAG_GEMM: one tensor per tile */
+};
+
+static int fail(struct producer *p, const char *what, int err) {
+        printf("error %s: %s (%s)\n", what, hbg_strerror(err), p->c ? hbg_last_error(p->c) : "");
+        fflush(stdout);
+        return BENCH_EXIT_FAIL;
+}
+
+static int add_task(struct producer *p, uint32_t i) {
+        const struct dag *d = &p->d;
+        hbg_task t;
+        if (d->body == DAG_GEMM) {
+                const struct dag_gemm_task *g = &d->gemm[i];
+                t = HBG_TASK_INIT("gemm_f32");
+                t.n_args = 3;
+                t.args[0].tensor = p->tiles[g->a], t.args[0].dir = HBG_IN;
+                t.args[1].tensor = p->tiles[g->b], t.args[1].dir = HBG_IN;
+                t.args[2].tensor = p->tiles[g->c], t.args[2].dir = HBG_INOUT;
+                t.n_scalars = 3;
+                t.scalars[0] = t.scalars[1] = t.scalars[2] = d->tile;
+                /* The k-chain of each C tile is derived from the tensors;
+                 * the explicit edges below are the same ones. */
+        } else {
+                t = HBG_TASK_INIT("noop");
+        }
+        uint32_t lo = d->fanin_start[i], hi = d->fanin_start[i + 1];
+        t.n_deps = (uint8_t)(hi - lo);
+        for (uint32_t e = lo; e < hi; e++)
+                t.deps[e - lo] = p->ids[d->fanins[e]];
+        return hbg_graph_add(p->c, &t, &p->ids[i]);
+}
+
+static int run_once(struct producer *p) {
+        uint64_t g;
+        int64_t start = bench_now_ns();
+        for (uint32_t i = 0; i < p->d.n; i++) {
+                int err = add_task(p, i);
+                if (err < 0)
+                        return fail(p, "hbg_graph_add", err);
+        }
+        int err = hbg_graph_submit(p->c, &g);
+        if (err < 0)
+                return fail(p, "hbg_graph_submit", err);
+        err = hbg_graph_wait(p->c, g, WAIT_MS);
+        int64_t end = bench_now_ns();
+        if (err < 0)
+                return fail(p, "hbg_graph_wait", err);
+        printf("rep start_ns %" PRId64 " end_ns %" PRId64 " tasks %u\n", start, end, p->d.n);
+        fflush(stdout);
+        return 0;
+}
+
+static int run_latency(struct producer *p, unsigned tasks, unsigned count, unsigned idle_us) {
+        for (unsigned r = 0; r < count; r++) {
+                if (idle_us) {
+                        struct timespec ts = { .tv_sec = idle_us / 1000000,
+                                               .tv_nsec = (long)(idle_us % 1000000) * 1000 };
+                        nanosleep(&ts, NULL);
+                }
+                uint64_t g;
+                int64_t start = bench_now_ns();
+                for (unsigned i = 0; i < tasks; i++) {
+                        hbg_task t = HBG_TASK_INIT("noop");
+                        int err = hbg_graph_add(p->c, &t, NULL);
+                        if (err < 0)
+                                return fail(p, "hbg_graph_add", err);
+                }
+                int err = hbg_graph_submit(p->c, &g);
+                if (err == 0)
+                        err = hbg_graph_wait(p->c, g, WAIT_MS);
+                int64_t ns = bench_now_ns() - start;
+                if (err < 0)
+                        return fail(p, "latency graph", err);
+                printf("lat %" PRId64 "\n", ns);
+        }
+        printf("end\n");
+        fflush(stdout);
+        return 0;
+}
+
+static int make_tiles(struct producer *p) {
+        const struct dag *d = &p->d;
+        size_t floats = (size_t)d->tile * d->tile;
+        p->tiles = calloc(d->n_tiles, sizeof(*p->tiles));
+        if (!p->tiles)
+                return -ENOMEM;
+        for (uint32_t i = 0; i < d->n_tiles; i++) {
+                int err = hbg_tensor_alloc(p->c, floats * sizeof(float), &p->tiles[i]);
+                if (err < 0)
+                        return err;
+                float *f = hbg_tensor_data(p->c, p->tiles[i]);
+                for (size_t k = 0; k < floats; k++)
+                        f[k] = (float)((i * floats + k) % 7) * 0.125f;
+        }
+        return 0;
+}
+
+void bench_producer_usage(FILE *out) {
+        fputs("producer: one producer process, driven by hbg-bench itself\n"
+              "  hbg-bench producer --socket PATH --shape NAME [--size N] [--quick] [--seed S]\n"
+              "  stdin: run | lat TASKS COUNT IDLE_US | quit (bench/producer.c)\n",
+              out);
+}
+
+int bench_producer_main(int argc, char **argv) {
+        static const char *const names[] = { "--socket", "--shape", "--size", "--seed", "--quick", NULL };
+        const char *socket = NULL, *shape = NULL;
+        uint64_t size = 0, seed = 1;
+        bool quick = false;
+        for (int i = 1; i < argc; i++) {
+                const char *name, *value;
+                if (strcmp(argv[i], "--quick") == 0) {
+                        quick = true;
+                        continue;
+                }
+                if (bench_option("producer", argc, argv, &i, names, &name, &value) < 0)
+                        return BENCH_EXIT_USAGE;
+                if (strcmp(name, "--socket") == 0)
+                        socket = value;
+                else if (strcmp(name, "--shape") == 0)
+                        shape = value;
+                else if (strcmp(name, "--size") == 0) {
+                        if (!bench_option_u64("producer", name, value, 0, UINT32_MAX, &size))
+                                return BENCH_EXIT_USAGE;
+                } else if (!bench_option_u64("producer", name, value, 0, UINT64_MAX, &seed))
+                        return BENCH_EXIT_USAGE;
+        }
+        if (!socket || !shape) {
+                bench_producer_usage(stderr);
+                return BENCH_EXIT_USAGE;
+        }
+
+        struct producer p = { 0 };
+        int err = dag_make(&p.d, shape, size, quick, seed);
+        if (err < 0) {
+                printf("error shape %s: %s\n", shape, strerror(-err));
+                return err == -EINVAL ? BENCH_EXIT_USAGE : BENCH_EXIT_FAIL;
+        }
+        p.ids = calloc(p.d.n ? p.d.n : 1, sizeof(*p.ids));
+        if (!p.ids) {
+                printf("error out of memory\n");
+                return BENCH_EXIT_FAIL;
+        }
+        int64_t t0 = bench_now_ns();
+        err = hbg_connect(&p.c, socket);
+        int64_t connect_ns = bench_now_ns() - t0;
+        if (err < 0) {
+                printf("error hbg_connect: %s (%s)\n", hbg_strerror(err), hbg_last_error(NULL));
+                return BENCH_EXIT_FAIL;
+        }
+        if (p.d.body == DAG_GEMM && (err = make_tiles(&p)) < 0)
+                return fail(&p, "tiles", err);
+        printf("connect_ns %" PRId64 "\n", connect_ns);
+        fflush(stdout);
+
+        int rc = BENCH_EXIT_OK;
+        char line[256];
+        while (rc == BENCH_EXIT_OK && fgets(line, sizeof(line), stdin)) {
+                unsigned tasks, count, idle_us;
+                if (strcmp(line, "run\n") == 0)
+                        rc = run_once(&p);
+                else if (sscanf(line, "lat %u %u %u", &tasks, &count, &idle_us) == 3 && tasks >= 1 &&
+                         tasks <= 4096)
+                        rc = run_latency(&p, tasks, count, idle_us);
+                else if (strcmp(line, "quit\n") == 0)
+                        break;
+                else {
+                        printf("error unknown command: %s", line);
+                        rc = BENCH_EXIT_USAGE;
+                }
+        }
+        hbg_disconnect(p.c);
+        if (rc == BENCH_EXIT_OK)
+                printf("rss_kib %ld\n", bench_self_peak_rss_kib());
+        fflush(stdout);
+        free(p.ids);
+        free(p.tiles);
+        dag_free(&p.d);
+        return rc;
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The comparison's output (bench/compare.c): the table on stdout,
+ * results.csv (one row per shape x system x mode x threads x clients),
+ * metrics.csv (every other figure, long format) and the two plots.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define REPORT_RESULTS_HEADER \
+        "shape,system,mode,threads,clients,tasks,tasks_per_s,ns_per_task,p50_us,p99_us,rss_kib"
+#define REPORT_METRICS_HEADER "metric,shape,system,mode,threads,clients,value,unit"
+
+struct report_row {
+        const char *shape;
+        const char *system;             /* hbg, tbb, openmp, starpu, floor */
+        const char *mode;               /* completion policy; "" for peers */
+        unsigned threads, clients;
+        uint64_t tasks;                 /* per repetition, all clients */
+        double ns_per_task;             /* median over the repetitions */
+        double tasks_per_s;
+        bool has_latency;               /* the row has several graphs */
+        double p50_us, p99_us;
+        uint64_t rss_kib;
+};
+
+/* One bar pair of latency.png: p50 and p99 of a latency figure. */
+struct report_latency {
+        char label[48];
+        double p50_us, p99_us;
+};
+
+struct report {
+        char dir[256];
+        FILE *results, *metrics;
+        struct report_row *rows;        /* kept for the plots */
+        unsigned n_rows, cap_rows;
+        unsigned plot_threads;          /* the thread count the plots show */
+        struct report_latency latency[64];
+        unsigned n_latency;
+};
+
+/* Create dir and open (truncate) both CSVs in it. 0 or -errno. */
+int report_open(struct report *r, const char *dir, unsigned plot_threads);
+/* Print the table's header (once, before the first row). */
+void report_table_header(struct report *r);
+/* One row: a table line and a results.csv row. */
+void report_row(struct report *r, const struct report_row *row);
+/* One metrics.csv row (mode "" and threads/clients 0 print as empty). */
+void report_metric(struct report *r, const char *metric, const char *shape, const char *system,
+                   const char *mode, unsigned threads, unsigned clients, double value,
+                   const char *unit);
+/* A latency figure for latency.png (its metrics are written apart). */
+void report_latency(struct report *r, const char *label, double p50_us, double p99_us);
+/* Close the CSVs and draw the plots with gnuplot (skipped, with a message,
+ * if gnuplot is missing). 0, or -EIO if a file could not be written or
+ * gnuplot failed. */
+int report_close(struct report *r);
