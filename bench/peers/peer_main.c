@@ -22,7 +22,7 @@ void peer_body(struct peer_ctx *ctx, uint32_t task) {
                 for (uint32_t e = d->fanin_start[task]; e < d->fanin_start[task + 1]; e++)
                         if (!atomic_load_explicit((_Atomic uint32_t *)&ctx->done[d->fanins[e]],
                                                   memory_order_acquire))
-                                atomic_fetch_add(&ctx->violations, 1);
+                                __atomic_fetch_add(&ctx->violations, 1, __ATOMIC_RELAXED);
         }
         if (d->body == DAG_GEMM) {
                 size_t tt = (size_t)d->tile * d->tile;
@@ -116,7 +116,7 @@ int main(int argc, char **argv) {
                         break;
                 }
                 if (check) {
-                        unsigned long v = atomic_load(&ctx.violations);
+                        unsigned long v = __atomic_load_n(&ctx.violations, __ATOMIC_RELAXED);
                         for (uint32_t t = 0; t < d.n; t++)
                                 v += ctx.done[t] ? 0 : 1;
                         if (v) {
