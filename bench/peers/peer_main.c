@@ -8,6 +8,7 @@
  * failure (a check violation included), 2 on bad usage.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,20 @@ int main(int argc, char **argv) {
                 if (!ctx.done)
                         return 1;
         }
+        /*
+         * Keep freed memory in the process. By default glibc gives large
+         * blocks back to the kernel when they are freed (mmap'd blocks,
+         * and the heap's top above the trim threshold), so every run
+         * faults its graph's memory in again: the warm-up would not warm
+         * anything, and the measurement would be the machine's page-fault
+         * cost (on a VM, several microseconds a page: it multiplied
+         * StarPU's time per task by ten, its jobs being freed and
+         * re-allocated every run) rather than the runtime's. A producer
+         * building graph after graph has a warm heap; so do the peers.
+         * Before peer_init, so that the runtime's threads' arenas follow.
+         */
+        mallopt(M_MMAP_MAX, 0);
+        mallopt(M_TRIM_THRESHOLD, -1);
         if (peer_init((unsigned)threads) < 0) {
                 fprintf(stderr, "hbg-bench-%s: cannot start the runtime\n", peer_name);
                 return 1;
