@@ -5,6 +5,7 @@
 #                        then the same tests under ASan+UBSan and under TSan
 #   make test            run the tests of one build (honours SANITIZE=)
 #   make bench           micro-benchmarks: table + CSV in build/bench/
+#   make bench-peers     the peer runtimes (TBB, OpenMP, StarPU, floor) in build/bin/
 #   make SANITIZE=address,undefined test  |  make SANITIZE=thread test
 #   make V=1 ...         show the commands
 #   make install PREFIX=/usr DESTDIR=/tmp/stage ; make uninstall ; make clean
@@ -336,7 +337,9 @@ $(KERNELS_O3_BIN): $(B)/obj-O3/tests/test_kernels.o $(B)/obj-O3/daemon/engine/ke
 # anyone else the exact apt-get line is printed and make stops.
 BUILD_DEPS := gcc make libc6-dev pkgconf check liburing-dev libprotobuf-c-dev protobuf-c-compiler systemd \
               libsystemd-dev libinih-dev libjson-c-dev
-BENCH_DEPS := valgrind
+# valgrind: instruction counts; gnuplot-nox: the plots; g++, libtbb-dev,
+# libstarpu-dev: the peer runtimes (bench-peers).
+BENCH_DEPS := valgrind gnuplot-nox g++ pkgconf libtbb-dev libstarpu-dev
 
 define install_missing
 	@command -v dpkg-query >/dev/null 2>&1 || { echo "deps: not a Debian system, assuming $(1) are present"; exit 0; }; \
@@ -412,9 +415,62 @@ demo: deps
 	exit $$rc
 
 # ---------------------------------------------------------------- bench
-bench: bench-deps
+bench: bench-deps bench-peers
 	$(Q)$(MAKE) --no-print-directory $(BENCH_BIN)
 	$(Q)B=$(B) bench/run-bench.sh
+
+# The peers (bench/peers/peer.h): the same graphs (bench/dag.h) built and
+# run by other task runtimes, one program each. Not part of `all` or
+# `check`: only `make bench-peers` (and `make bench`) needs TBB, StarPU and
+# g++, which bench-deps installs. Each links peer_main.o, the graphs and
+# the core library (dag.c runs the daemon's gemm kernel).
+BENCH_PEERS := $(B)/bin/hbg-bench-tbb $(B)/bin/hbg-bench-openmp $(B)/bin/hbg-bench-starpu \
+               $(B)/bin/hbg-bench-floor
+PEER_COMMON := $(B)/obj/bench/peers/peer_main.o $(B)/obj/bench/dag.o $(B)/obj/bench/bench_util.o \
+               $(CORE_LIB) $(SHM_LIB)
+# CXX is make's default, g++ (bench-deps installs it).
+CXXFLAGS ?= -O2 -g
+# C++ has no -Wstrict-prototypes/-Wmissing-prototypes; the rest as WARN.
+CXX_WARN := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wformat=2 -Wundef -Wvla -Wcast-align \
+            -Wwrite-strings -Wnull-dereference -Wimplicit-fallthrough -Wno-missing-field-initializers
+# Evaluated only when a peer rule runs, i.e. after bench-deps.
+TBB_CFLAGS    = $(shell pkg-config --cflags tbb 2>/dev/null)
+TBB_LIBS      = $(shell pkg-config --libs tbb 2>/dev/null || echo -ltbb)
+# StarPU's headers declare some functions without prototypes: included as
+# system headers so that our -Wstrict-prototypes stays on for our code.
+STARPU_CFLAGS = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags starpu-1.3 2>/dev/null))
+STARPU_LIBS   = $(shell pkg-config --libs starpu-1.3 2>/dev/null || echo -lstarpu-1.3)
+
+bench-peers: bench-deps
+	$(Q)$(MAKE) --no-print-directory $(BENCH_PEERS)
+
+$(B)/obj/bench/peers/tbb.o: bench/peers/tbb.cpp
+	$(say) CXX $@
+	@mkdir -p $(@D)
+	$(Q)$(CXX) $(CXXFLAGS) -std=c++17 -D_GNU_SOURCE $(CXX_WARN) -pthread -MMD -MP -I. $(SAN_CFLAGS) \
+		$(TBB_CFLAGS) -c -o $@ $<
+
+$(B)/bin/hbg-bench-tbb: $(B)/obj/bench/peers/tbb.o $(PEER_COMMON)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CXX) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(TBB_LIBS) -lm
+
+$(B)/obj/bench/peers/openmp.o: HBG_CFLAGS += -fopenmp
+$(B)/bin/hbg-bench-openmp: $(B)/obj/bench/peers/openmp.o $(PEER_COMMON)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) -fopenmp -lm
+
+$(B)/obj/bench/peers/starpu.o: SYS_CFLAGS += $(STARPU_CFLAGS)
+$(B)/bin/hbg-bench-starpu: $(B)/obj/bench/peers/starpu.o $(PEER_COMMON)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(STARPU_LIBS) -lm
+
+$(B)/bin/hbg-bench-floor: $(B)/obj/bench/peers/floor.o $(PEER_COMMON)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) -lm
 
 # ---------------------------------------------------------------- install
 INSTALL_DOCS := README.md LICENSE docs/RUNTIME_LOGIC.md docs/PROTOCOL.md docs/OPERATIONS.md docs/GRAPH_FILES.md \
@@ -476,7 +532,7 @@ uninstall:
 clean:
 	rm -rf build
 
-.PHONY: all deps bench-deps test check bench demo install uninstall clean
+.PHONY: all deps bench-deps bench-peers test check bench demo install uninstall clean
 .SECONDARY:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -25,6 +25,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum dag_body {
         DAG_NOOP = 0,
         DAG_GEMM = 1,
@@ -72,3 +76,7 @@ static inline uint64_t dag_edges(const struct dag *d) {
 /* One gemm_f32 tile: C[t x t] += A[t x t] B[t x t], row-major, the same
  * code hbgd's gemm_f32 kernel runs (daemon/engine/kernels.c). */
 void bench_gemm_tile(const float *a, const float *b, float *c, uint32_t t);
+
+#ifdef __cplusplus
+}
+#endif

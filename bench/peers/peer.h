@@ -14,13 +14,20 @@
 
 #include "bench/dag.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct peer_ctx {
         const struct dag *d;
         unsigned threads;       /* worker threads (the floor uses one) */
         float *tiles;           /* DAG_GEMM: d->n_tiles tiles of tile^2 floats */
         bool check;             /* record and verify the order (slower) */
         uint32_t *done;         /* check: per task, 1 once its body ran */
-        _Atomic unsigned long violations; /* check: a task ran before a fanin */
+        /* check: tasks that ran before a fanin. Plain, updated with
+         * __atomic builtins (peer_main.c), so that this header is also
+         * C++ (tbb.cpp), where _Atomic does not exist. */
+        unsigned long violations;
 };
 
 /* The task body every system runs: nothing, or the gemm tile. With
@@ -37,3 +44,7 @@ int peer_run(struct peer_ctx *ctx);
  * shut-down are not measured). May be empty. */
 int peer_init(unsigned threads);
 void peer_fini(void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -8,6 +8,7 @@
  * failure (a check violation included), 2 on bad usage.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,7 @@ void peer_body(struct peer_ctx *ctx, uint32_t task) {
                 for (uint32_t e = d->fanin_start[task]; e < d->fanin_start[task + 1]; e++)
                         if (!atomic_load_explicit((_Atomic uint32_t *)&ctx->done[d->fanins[e]],
                                                   memory_order_acquire))
-                                atomic_fetch_add(&ctx->violations, 1);
+                                __atomic_fetch_add(&ctx->violations, 1, __ATOMIC_RELAXED);
         }
         if (d->body == DAG_GEMM) {
                 size_t tt = (size_t)d->tile * d->tile;
@@ -99,6 +100,20 @@ int main(int argc, char **argv) {
                 if (!ctx.done)
                         return 1;
         }
+        /*
+         * Keep freed memory in the process. By default glibc gives large
+         * blocks back to the kernel when they are freed (mmap'd blocks,
+         * and the heap's top above the trim threshold), so every run
+         * faults its graph's memory in again: the warm-up would not warm
+         * anything, and the measurement would be the machine's page-fault
+         * cost (on a VM, several microseconds a page: it multiplied
+         * StarPU's time per task by ten, its jobs being freed and
+         * re-allocated every run) rather than the runtime's. A producer
+         * building graph after graph has a warm heap; so do the peers.
+         * Before peer_init, so that the runtime's threads' arenas follow.
+         */
+        mallopt(M_MMAP_MAX, 0);
+        mallopt(M_TRIM_THRESHOLD, -1);
         if (peer_init((unsigned)threads) < 0) {
                 fprintf(stderr, "hbg-bench-%s: cannot start the runtime\n", peer_name);
                 return 1;
@@ -116,7 +131,7 @@ int main(int argc, char **argv) {
                         break;
                 }
                 if (check) {
-                        unsigned long v = atomic_load(&ctx.violations);
+                        unsigned long v = __atomic_load_n(&ctx.violations, __ATOMIC_RELAXED);
                         for (uint32_t t = 0; t < d.n; t++)
                                 v += ctx.done[t] ? 0 : 1;
                         if (v) {
