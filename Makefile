@@ -4,7 +4,8 @@
 #   make check           install missing Debian deps, build, run every test,
 #                        then the same tests under ASan+UBSan and under TSan
 #   make test            run the tests of one build (honours SANITIZE=)
-#   make bench           micro-benchmarks: table + CSV in build/bench/
+#   make bench           hbg beside oneTBB, OpenMP, StarPU: table, CSVs, plots in build/bench/
+#   make bench-micro     the protocol and engine micro-benchmarks
 #   make bench-peers     the peer runtimes (TBB, OpenMP, StarPU, floor) in build/bin/
 #   make SANITIZE=address,undefined test  |  make SANITIZE=thread test
 #   make V=1 ...         show the commands
@@ -415,7 +416,14 @@ demo: deps
 	exit $$rc
 
 # ---------------------------------------------------------------- bench
+# make bench: the comparison (hbg-bench, docs/PERFORMANCE.md); it starts
+# its own hbgd and producers. BENCH_ARGS=--quick for the short one.
+# make bench-micro: the protocol and engine micro-benchmarks.
 bench: bench-deps bench-peers
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(BENCH_BIN) --out $(B)/bench $(BENCH_ARGS)
+
+bench-micro: bench-deps
 	$(Q)$(MAKE) --no-print-directory $(BENCH_BIN)
 	$(Q)B=$(B) bench/run-bench.sh
 
@@ -532,7 +540,7 @@ uninstall:
 clean:
 	rm -rf build
 
-.PHONY: all deps bench-deps bench-peers test check bench demo install uninstall clean
+.PHONY: all deps bench-deps bench-peers bench-micro test check bench demo install uninstall clean
 .SECONDARY:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -173,6 +174,11 @@ int bench_producer_main(int argc, char **argv) {
                 return BENCH_EXIT_USAGE;
         }
 
+        /* A producer building graph after graph keeps a warm heap: glibc
+         * must not hand freed blocks back to the kernel between runs (the
+         * peers do the same, bench/peers/peer_main.c). */
+        mallopt(M_MMAP_MAX, 0);
+        mallopt(M_TRIM_THRESHOLD, -1);
         struct producer p = { 0 };
         int err = dag_make(&p.d, shape, size, quick, seed);
         if (err < 0) {

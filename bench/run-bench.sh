@@ -1,5 +1,5 @@
 #!/bin/sh
-# Run the micro-benchmarks (`make bench`):
+# Run the micro-benchmarks (`make bench-micro`):
 #   1. hbg-bench completion: ns per completion, table on stdout and
 #      $B/bench/completion.csv;
 #   2. the same four cases under callgrind: instructions per completion,

@@ -711,11 +711,87 @@ START_TEST(rings_concurrent) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ fair share */
+
+/*
+ * More rings than threads, every ring with long tasks (fair share looks at
+ * the other rings before each one, §9.5): each thread alone on its ring
+ * sees rings with no thread on them. Moving there would only swap the
+ * imbalance, so it must stay; a rule that yields to any ring with fewer
+ * threads sends every thread away from every ring for ever (hbgd was seen
+ * livelocked so with 8 producers of gemm tiles on 4 threads).
+ * _i: the completion policy.
+ */
+#define FAIR_RINGS 6u
+#define FAIR_TASKS 12u
+#define FAIR_SPIN_NS 200000u    /* >= 2^17 cost units: a long task */
+
+struct fair_ctx {
+        struct hbg_engine *e;
+        unsigned index;
+        int result;             /* of the graph's wait */
+};
+
+static void *fair_ring_main(void *arg) {
+        struct fair_ctx *c = arg;
+        struct harness_ring h;
+        struct hbg_geometry_request req;
+        hbg_geometry_request_default(&req);
+        req.task_window = 256;
+        req.flag_window = 256;
+        req.heap_size = 1u << 20;
+        req.graph_table_entries = 64;
+        req.mailbox_entries = 64;
+        c->result = harness_ring_init(&h, c->e, &req, (uint64_t)c->index * 1000u);
+        if (c->result < 0)
+                return NULL;
+        for (unsigned i = 0; i < FAIR_TASKS; i++) {
+                struct harness_task t = { .kernel = { HBG_KERNEL_SPIN_NS }, .lane_mask = 1, .block_num = 1,
+                                          .n_scalars = 1, .scalars = { FAIR_SPIN_NS } };
+                harness_add_task(&h, &t);
+        }
+        uint64_t k = harness_end_graph(&h, 0);
+        struct hbg_graph_entry ent;
+        /* 72 tasks of 0.2 ms on 2 threads take ~10 ms; 30 s means stuck. */
+        c->result = harness_wait_graph(&h, k, 30000, &ent);
+        if (c->result == 0)
+                c->result = ent.status;
+        harness_ring_destroy(&h);
+        return NULL;
+}
+
+START_TEST(rings_outnumber_threads_long_tasks) {
+        struct hbg_engine_config cfg;
+        struct hbg_engine *e = NULL;
+        hbg_engine_config_default(&cfg);
+        cfg.threads = 2;
+        cfg.clusters = 4;
+        cfg.completion_mode = (enum hbg_completion_mode)_i;
+        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        struct fair_ctx ctx[FAIR_RINGS];
+        pthread_t th[FAIR_RINGS];
+        for (unsigned i = 0; i < FAIR_RINGS; i++) {
+                ctx[i] = (struct fair_ctx){ .e = e, .index = i };
+                ck_assert_int_eq(pthread_create(&th[i], NULL, fair_ring_main, &ctx[i]), 0);
+        }
+        for (unsigned i = 0; i < FAIR_RINGS; i++)
+                pthread_join(th[i], NULL);
+        for (unsigned i = 0; i < FAIR_RINGS; i++)
+                ck_assert_msg(ctx[i].result == 0,
+                              "%s: ring %u of %u (2 threads, long tasks): graph wait returned %d%s",
+                              hbg_completion_mode_name((enum hbg_completion_mode)_i), i, FAIR_RINGS,
+                              ctx[i].result,
+                              ctx[i].result == -ETIMEDOUT ? " (no progress in 30 s: fair share livelock)" : "");
+        hbg_engine_free(e);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("engine_rings");
         TCase *tc = tcase_create("rings");
         tcase_set_timeout(tc, 900);
         tcase_add_test(tc, rings_concurrent);
+        tcase_add_loop_test(tc, rings_outnumber_threads_long_tasks, 0, HBG_COMPLETION_COUNT);
         suite_add_tcase(s, tc);
         return s;
 }

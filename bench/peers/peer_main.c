@@ -4,7 +4,8 @@
  *   hbg-bench-PEER --shape NAME [--size N] [--quick] [--threads T]
  *                  [--repeat R] [--warmup W] [--seed S] [--check]
  * prints, per measured repetition, one line "rep I ns TOTAL tasks N" (build
- * plus run of the whole graph, wall clock), then "ok". Exit 0, 1 on a
+ * plus run of the whole graph, wall clock), then "rss_kib K" (the
+ * process's peak resident memory) and "ok". Exit 0, 1 on a
  * failure (a check violation included), 2 on bad usage.
  */
 #include <errno.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "bench/peers/peer.h"
 #include "bench/bench_util.h"
@@ -145,8 +147,11 @@ int main(int argc, char **argv) {
                         printf("rep %llu ns %lld tasks %u\n", r - warmup, (long long)ns, d.n);
         }
         peer_fini();
-        if (rc == 0)
+        if (rc == 0) {
+                struct rusage ru;
+                printf("rss_kib %ld\n", getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : 0L);
                 printf("ok\n");
+        }
         free(ctx.tiles);
         free(ctx.done);
         dag_free(&d);
