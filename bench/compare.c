@@ -23,6 +23,12 @@ const char *cmp_shape(const struct cmp *c, unsigned k) {
         return dag_shape_name(c->shapes[k]);
 }
 
+const char *cmp_elapsed(struct cmp *c) {
+        int64_t s = (bench_now_ns() - c->start_ns) / 1000000000;
+        snprintf(c->elapsed, sizeof(c->elapsed), "%d:%02d since start", (int)(s / 60), (int)(s % 60));
+        return c->elapsed;
+}
+
 uint64_t cmp_size(const struct cmp *c, unsigned k) {
         uint64_t s = c->sizes[c->shapes[k]];
         return s ? s : dag_default_size(cmp_shape(c, k), c->quick);
@@ -205,6 +211,7 @@ int bench_compare_main(int argc, char **argv) {
         int rc = parse(&c, argc, argv);
         if (rc != BENCH_EXIT_OK)
                 return rc;
+        c.start_ns = bench_now_ns();
         bench_self_dir(c.dir, sizeof(c.dir));
         ssize_t n = readlink("/proc/self/exe", c.self, sizeof(c.self) - 1);
         if (n <= 0) {
@@ -234,7 +241,7 @@ int bench_compare_main(int argc, char **argv) {
                 cmp_instructions(&c);
         if (report_close(&c.report) < 0)
                 c.failures++;
-        printf("\nresults: %s/results.csv, %s/metrics.csv, plots %s/overhead.png and %s/latency.png\n", c.out,
+        printf("\n[%s] results: %s/results.csv, %s/metrics.csv, plots %s/overhead.png and %s/latency.png\n", cmp_elapsed(&c), c.out,
                c.out, c.out, c.out);
         if (c.failures) {
                 fprintf(stderr, "hbg-bench: %d part%s of the run failed (see above)\n", c.failures,

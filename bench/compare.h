@@ -31,12 +31,16 @@ struct cmp {
         char self[300];                 /* hbg-bench itself (producers) */
         struct report report;
         int failures;                   /* rows that failed (the run goes on) */
+        int64_t start_ns;               /* of the run, for the progress stamps */
+        char elapsed[32];
 };
 
 extern const char *const cmp_peer_names[];
 #define CMP_N_PEERS 4
 
 const char *cmp_shape(const struct cmp *c, unsigned k);
+/* "m:ss since start", for section headers. */
+const char *cmp_elapsed(struct cmp *c);
 /* The size of shape k in this run (0: the shape's default). */
 uint64_t cmp_size(const struct cmp *c, unsigned k);
 /* Print the median, min and spread of ns[0..n) into the metrics. */

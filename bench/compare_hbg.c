@@ -363,7 +363,7 @@ void cmp_hbg(struct cmp *c, unsigned mode_index, unsigned threads) {
                 return;
         }
         snprintf(hbgd, sizeof(hbgd), "%s/hbgd", c->dir);
-        printf("\n-- hbg, completion %s, %u threads\n", mode, threads);
+        printf("\n-- hbg, completion %s, %u threads [%s]\n", mode, threads, cmp_elapsed(c));
         if (bench_hbgd_start(&h, hbgd, mode, threads, NULL, 30000) < 0) {
                 c->failures++;
                 return;

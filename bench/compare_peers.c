@@ -76,7 +76,7 @@ void cmp_peer(struct cmp *c, unsigned peer, unsigned threads) {
                 printf("\n-- %s: %s is not built (make bench builds it): skipped\n", name, path);
                 return;
         }
-        printf("\n-- %s, %u thread%s\n", name, peer_threads, peer_threads == 1 ? "" : "s");
+        printf("\n-- %s, %u thread%s [%s]\n", name, peer_threads, peer_threads == 1 ? "" : "s", cmp_elapsed(c));
         report_table_header(&c->report);
         for (unsigned s = 0; s < c->n_shapes; s++) {
                 double ns[64], copy[64], min, median;
