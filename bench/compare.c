@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "bench/bench.h"
@@ -200,8 +201,11 @@ static void machine(struct cmp *c) {
         if (f)
                 fclose(f);
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        printf("machine: %s, %ld cpus online; repetitions %u (median), warm-up %u%s\n", model, cpus,
-               c->repeat, c->warmup, c->quick ? "; --quick sizes" : "");
+        struct utsname u;
+        if (uname(&u) < 0)
+                snprintf(u.release, sizeof(u.release), "?");
+        printf("machine: %s, %ld cpus online, Linux %s; repetitions %u (median), warm-up %u%s\n", model, cpus,
+               u.release, c->repeat, c->warmup, c->quick ? "; --quick sizes" : "");
         report_metric(&c->report, "cpus_online", "", "", "", 0, 0, (double)cpus, "count");
 }
 

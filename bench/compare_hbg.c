@@ -130,6 +130,31 @@ int cmp_run_producers(struct cmp *c, const char *socket, const char *shape, uint
         return err;
 }
 
+/* hbgd's per-thread counters, summed (hbgctl --json threads). */
+static const char *const counter_names[] = { "published", "failsafe_pushes", "watermark_advances",
+                                             "watermark_cas_failures", "parks", "wakeups" };
+#define N_COUNTERS (sizeof(counter_names) / sizeof(counter_names[0]))
+
+static int read_counters(struct cmp *c, const char *socket, uint64_t *ret) {
+        char hbgctl[300], line[512];
+        snprintf(hbgctl, sizeof(hbgctl), "%s/hbgctl", c->dir);
+        const char *argv[] = { hbgctl, "--socket", socket, "--json", "threads", NULL };
+        struct bench_child kid;
+        memset(ret, 0, N_COUNTERS * sizeof(*ret));
+        int err = bench_child_start(&kid, "hbgctl threads", argv);
+        if (err < 0)
+                return err;
+        while (bench_child_line(&kid, line, sizeof(line), 10000) == 1)
+                for (unsigned i = 0; i < N_COUNTERS; i++) {
+                        char key[64];
+                        snprintf(key, sizeof(key), "\"%s\":", counter_names[i]);
+                        const char *p = strstr(line, key);
+                        if (p)
+                                ret[i] += strtoull(p + strlen(key), NULL, 10);
+                }
+        return bench_child_finish(&kid, 10000) == 0 ? 0 : -EIO;
+}
+
 /* hbgd's peak RSS from now on: writing 5 to clear_refs resets VmHWM. */
 static void reset_peak_rss(pid_t pid) {
         char path[64];
@@ -145,6 +170,8 @@ static void hbg_row(struct cmp *c, struct bench_hbgd *h, const char *mode, unsig
                     unsigned clients) {
         const char *shape = cmp_shape(c, k);
         struct cmp_run run;
+        uint64_t before[N_COUNTERS], after[N_COUNTERS];
+        bool counters = read_counters(c, h->socket, before) == 0;
         reset_peak_rss(h->pid);
         int err = cmp_run_producers(c, h->socket, shape, cmp_size(c, k), clients, c->warmup, c->repeat, NULL,
                                     &run);
@@ -181,6 +208,18 @@ static void hbg_row(struct cmp *c, struct bench_hbgd *h, const char *mode, unsig
                       (double)bench_proc_peak_rss_kib(h->pid), "KiB");
         report_metric(&c->report, "rss_producers_kib", shape, "hbg", mode, threads, clients,
                       (double)run.rss_kib, "KiB");
+        /* What the completion policy did, per task of the row (warm-up
+         * included): how often a stamp waited in the failsafe heap for its
+         * flag slot's previous occupant (§3), how often the watermark moved. */
+        if (counters && read_counters(c, h->socket, after) == 0) {
+                uint64_t all = run.tasks * (c->warmup + run.reps) / run.reps;
+                for (unsigned i = 1; i < N_COUNTERS; i++) {
+                        char metric[64];
+                        snprintf(metric, sizeof(metric), "%s_per_task", counter_names[i]);
+                        report_metric(&c->report, metric, shape, "hbg", mode, threads, clients,
+                                      (double)(after[i] - before[i]) / (double)all, "count");
+                }
+        }
         cmp_run_free(&run);
 }
 
