@@ -24,6 +24,13 @@ const char *cmp_shape(const struct cmp *c, unsigned k) {
         return dag_shape_name(c->shapes[k]);
 }
 
+const char *cmp_hbgd_config(const struct cmp *c, char *buf, unsigned len) {
+        if (!c->flag_window)
+                return NULL;
+        snprintf(buf, len, "[session]\nflag_window = %u\n", c->flag_window);
+        return buf;
+}
+
 const char *cmp_elapsed(struct cmp *c) {
         int64_t s = (bench_now_ns() - c->start_ns) / 1000000000;
         snprintf(c->elapsed, sizeof(c->elapsed), "%d:%02d since start", (int)(s / 60), (int)(s % 60));
@@ -54,7 +61,8 @@ void bench_compare_usage(FILE *out) {
               "one-thread floor, every shape under every completion mode (docs/PERFORMANCE.md)\n"
               "  hbg-bench [--quick] [--shapes LIST] [--sizes N|SHAPE=N,...] [--threads LIST]\n"
               "            [--clients LIST] [--repeat R] [--warmup W] [--modes LIST] [--peers LIST|none]\n"
-              "            [--out DIR] [--seed S] [--no-instructions] [--no-latency]\n"
+              "            [--out DIR] [--seed S] [--flag-window N] [--no-instructions] [--no-latency]\n"
+              "            [--no-reuse]\n"
               "  --quick            smaller graphs and fewer samples: under 5 minutes on 2 cores\n"
               "  --shapes LIST      of chain,independent,tree,wavefront,layered,gemm,attention (all)\n"
               "  --sizes ...        tasks per graph, for every shape (N) or some (SHAPE=N)\n"
@@ -65,8 +73,11 @@ void bench_compare_usage(FILE *out) {
               "  --modes LIST       completion modes: eager,lazy,resolver (all)\n"
               "  --peers LIST       tbb,openmp,starpu,floor (all built), or none\n"
               "  --out DIR          results.csv, metrics.csv, plots, profiles (build/bench)\n"
+              "  --flag-window N    hbgd's sessions get N completion flags (default: hbgd's, as many\n"
+              "                     as task slots); fewer make slots wait for their reuse (§3)\n"
               "  --no-instructions  skip the callgrind runs\n"
               "  --no-latency       skip the 1- and 16-task latency runs\n"
+              "  --no-reuse         skip the pass with 256 flags per session (flag slots reused)\n"
               "  hbg-bench --compare OLD.csv NEW.csv   per-row ratios of two results.csv\n",
               out);
 }
@@ -99,7 +110,8 @@ static bool parse_sizes(struct cmp *c, const char *value) {
 
 static int parse(struct cmp *c, int argc, char **argv) {
         static const char *const names[] = { "--shapes", "--sizes", "--threads", "--clients", "--repeat",
-                                             "--warmup", "--modes", "--peers", "--out", "--seed", NULL };
+                                             "--warmup", "--modes", "--peers", "--out", "--seed",
+                                             "--flag-window", NULL };
         const char *shape_names[CMP_MAX_SHAPES], *mode_names[HBG_COMPLETION_COUNT];
         unsigned n_shapes = dag_shape_count();
         for (unsigned s = 0; s < n_shapes; s++)
@@ -116,6 +128,8 @@ static int parse(struct cmp *c, int argc, char **argv) {
                         c->instructions = false;
                 else if (strcmp(argv[i], "--no-latency") == 0)
                         c->latency = false;
+                else if (strcmp(argv[i], "--no-reuse") == 0)
+                        c->no_reuse = true;
                 else if (bench_option("compare", argc, argv, &i, names, &name, &value) < 0)
                         return BENCH_EXIT_USAGE;
                 else if (strcmp(name, "--shapes") == 0) {
@@ -151,6 +165,12 @@ static int parse(struct cmp *c, int argc, char **argv) {
                         if (!bench_option_u64("compare", name, value, 0, 64, &v))
                                 return BENCH_EXIT_USAGE;
                         c->warmup = (unsigned)v;
+                } else if (strcmp(name, "--flag-window") == 0) {
+                        if (!bench_option_u64("compare", name, value, 64, 1u << 20, &v) || (v & (v - 1))) {
+                                fprintf(stderr, "hbg-bench: --flag-window: a power of two from 64 to 2^20\n");
+                                return BENCH_EXIT_USAGE;
+                        }
+                        c->flag_window = (unsigned)v;
                 } else if (strcmp(name, "--seed") == 0) {
                         if (!bench_option_u64("compare", name, value, 0, UINT64_MAX, &c->seed))
                                 return BENCH_EXIT_USAGE;
@@ -206,6 +226,8 @@ static void machine(struct cmp *c) {
                 snprintf(u.release, sizeof(u.release), "?");
         printf("machine: %s, %ld cpus online, Linux %s; repetitions %u (median), warm-up %u%s\n", model, cpus,
                u.release, c->repeat, c->warmup, c->quick ? "; --quick sizes" : "");
+        if (c->flag_window)
+                printf("hbgd sessions: flag_window %u\n", c->flag_window);
         report_metric(&c->report, "cpus_online", "", "", "", 0, 0, (double)cpus, "count");
 }
 
@@ -234,6 +256,13 @@ int bench_compare_main(int argc, char **argv) {
         for (unsigned t = 0; t < c.n_threads; t++)
                 for (unsigned m = 0; m < c.n_modes; m++)
                         cmp_hbg(&c, c.modes[m], c.threads[t]);
+        /* With few flags per session, if no window was forced: the
+         * question the completion policies differ on. */
+        unsigned flag_window = c.flag_window;
+        if (!flag_window && !c.no_reuse)
+                for (unsigned m = 0; m < c.n_modes; m++)
+                        cmp_hbg_reuse(&c, c.modes[m], plot_threads, 256);
+        c.flag_window = flag_window;
         for (unsigned p = 0; p < c.n_peers; p++)
                 for (unsigned t = 0; t < c.n_threads; t++) {
                         /* The floor is one thread: once is enough. */

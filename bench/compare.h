@@ -24,6 +24,9 @@ struct cmp {
         unsigned modes[CMP_MAX_LIST], n_modes;          /* enum hbg_completion_mode */
         unsigned peers[CMP_MAX_LIST], n_peers;          /* indices into cmp_peer_names */
         unsigned repeat, warmup;
+        unsigned flag_window;           /* hbgd's session flag_window; 0: its default */
+        bool reuse_pass;                /* cmp_hbg_reuse running: rows to the metrics */
+        bool no_reuse;                  /* --no-reuse */
         uint64_t seed;
         const char *out;
         /* where the programs are */
@@ -51,6 +54,9 @@ void cmp_spread_metrics(struct cmp *c, const char *shape, const char *system, co
  * CPU and hbgctl's compile time, for one completion mode and thread
  * count, on an hbgd of its own. */
 void cmp_hbg(struct cmp *c, unsigned mode, unsigned threads);
+/* The same rows (one producer) on an hbgd whose sessions have only
+ * flag_window completion flags: to the metrics, "..._flag_window_N". */
+void cmp_hbg_reuse(struct cmp *c, unsigned mode, unsigned threads, unsigned flag_window);
 /* bench/compare_peers.c: every shape for one peer and thread count (the
  * floor runs one thread whatever the count). */
 void cmp_peer(struct cmp *c, unsigned peer, unsigned threads);
@@ -63,6 +69,9 @@ int cmp_peer_run(struct cmp *c, const char *name, unsigned threads, const char *
 void cmp_instructions(struct cmp *c);
 /* The eventfd ping-pong rows of the metrics (bench/compare_hbg.c). */
 void cmp_pingpong(struct cmp *c);
+
+/* The hbgd.conf of this run's hbgd (NULL: none) into buf. */
+const char *cmp_hbgd_config(const struct cmp *c, char *buf, unsigned len);
 
 /* One row's producers: `clients` processes of `hbg-bench producer` (under
  * `wrap` if not NULL) on socket, building `shape` of `size` tasks (0: its

@@ -135,24 +135,46 @@ static const char *const counter_names[] = { "published", "failsafe_pushes", "wa
                                              "watermark_cas_failures", "parks", "wakeups" };
 #define N_COUNTERS (sizeof(counter_names) / sizeof(counter_names[0]))
 
-static int read_counters(struct cmp *c, const char *socket, uint64_t *ret) {
+static int read_counters_once(struct cmp *c, const char *socket, uint64_t *ret, long *sessions) {
         char hbgctl[300], line[512];
         snprintf(hbgctl, sizeof(hbgctl), "%s/hbgctl", c->dir);
         const char *argv[] = { hbgctl, "--socket", socket, "--json", "threads", NULL };
         struct bench_child kid;
         memset(ret, 0, N_COUNTERS * sizeof(*ret));
+        *sessions = -1;
         int err = bench_child_start(&kid, "hbgctl threads", argv);
         if (err < 0)
                 return err;
-        while (bench_child_line(&kid, line, sizeof(line), 10000) == 1)
+        while (bench_child_line(&kid, line, sizeof(line), 10000) == 1) {
+                const char *p = strstr(line, "\"sessions\":");
+                if (p)
+                        *sessions = strtol(p + 11, NULL, 10);
                 for (unsigned i = 0; i < N_COUNTERS; i++) {
                         char key[64];
                         snprintf(key, sizeof(key), "\"%s\":", counter_names[i]);
-                        const char *p = strstr(line, key);
-                        if (p)
+                        if ((p = strstr(line, key)))
                                 ret[i] += strtoull(p + strlen(key), NULL, 10);
                 }
+        }
         return bench_child_finish(&kid, 10000) == 0 ? 0 : -EIO;
+}
+
+/* The counters once the row's sessions are gone and hbgd folded their
+ * rings' counters into its threads' (it collects removed rings every
+ * 100 ms): no session, and the same figures twice 150 ms apart. */
+static int read_counters(struct cmp *c, const char *socket, uint64_t *ret) {
+        uint64_t prev[N_COUNTERS];
+        long sessions;
+        int err = read_counters_once(c, socket, prev, &sessions);
+        for (int i = 0; err == 0 && i < 20; i++) {
+                usleep(150 * 1000);
+                if ((err = read_counters_once(c, socket, ret, &sessions)) < 0)
+                        break;
+                if (sessions == 0 && memcmp(prev, ret, sizeof(prev)) == 0)
+                        return 0;
+                memcpy(prev, ret, sizeof(prev));
+        }
+        return err < 0 ? err : -EAGAIN;
 }
 
 /* hbgd's peak RSS from now on: writing 5 to clear_refs resets VmHWM. */
@@ -198,8 +220,30 @@ static void hbg_row(struct cmp *c, struct bench_hbgd *h, const char *mode, unsig
                 row.p50_us = probe_quantile(run.graph_ns, n, 0.50) / 1e3;
                 row.p99_us = probe_quantile(run.graph_ns, n, 0.99) / 1e3;
         }
-        report_row(&c->report, &row);
-        cmp_spread_metrics(c, shape, "hbg", mode, threads, clients, run.wall_ns, run.reps, run.tasks);
+        if (c->reuse_pass) {
+                /* Not a results.csv row (its columns have no place for the
+                 * flag window): the figures go to the metrics, suffixed. */
+                char metric[64];
+                printf("%-11s %-7s %-9s %3u %3u %8" PRIu64 " %11.0f %10.1f   (flag_window %u)\n", shape, "hbg",
+                       mode, threads, clients, row.tasks, row.tasks_per_s, row.ns_per_task, c->flag_window);
+                snprintf(metric, sizeof(metric), "ns_per_task_flag_window_%u", c->flag_window);
+                report_metric(&c->report, metric, shape, "hbg", mode, threads, clients, row.ns_per_task, "ns");
+        } else {
+                report_row(&c->report, &row);
+                cmp_spread_metrics(c, shape, "hbg", mode, threads, clients, run.wall_ns, run.reps, run.tasks);
+        }
+        if (c->reuse_pass) {
+                /* after[]: declared above */
+                if (counters && read_counters(c, h->socket, after) == 0) {
+                        char metric[64];
+                        uint64_t all = run.tasks * (c->warmup + run.reps);
+                        snprintf(metric, sizeof(metric), "failsafe_pushes_per_task_flag_window_%u", c->flag_window);
+                        report_metric(&c->report, metric, shape, "hbg", mode, threads, clients,
+                                      (double)(after[1] - before[1]) / (double)all, "count");
+                }
+                cmp_run_free(&run);
+                return;
+        }
         double conn[64];
         memcpy(conn, run.connect_ns, clients * sizeof(double));
         bench_min_median(conn, clients, &min, &median);
@@ -212,7 +256,7 @@ static void hbg_row(struct cmp *c, struct bench_hbgd *h, const char *mode, unsig
          * included): how often a stamp waited in the failsafe heap for its
          * flag slot's previous occupant (§3), how often the watermark moved. */
         if (counters && read_counters(c, h->socket, after) == 0) {
-                uint64_t all = run.tasks * (c->warmup + run.reps) / run.reps;
+                uint64_t all = run.tasks * (c->warmup + run.reps);
                 for (unsigned i = 1; i < N_COUNTERS; i++) {
                         char metric[64];
                         snprintf(metric, sizeof(metric), "%s_per_task", counter_names[i]);
@@ -393,6 +437,35 @@ static void hbgctl_compile(struct cmp *c, struct bench_hbgd *h, const char *mode
         }
 }
 
+/* The comparison again with few flags per session (RUNTIME_LOGIC.md §3):
+ * every flag slot serves many tasks of a graph, and a completion may have
+ * to wait in the failsafe heap for the slot's previous occupant. The
+ * question the completion policies were designed around (docs/
+ * PERFORMANCE.md). One producer, each mode, each shape. */
+void cmp_hbg_reuse(struct cmp *c, unsigned mode_index, unsigned threads, unsigned flag_window) {
+        const char *mode = hbg_completion_mode_name((enum hbg_completion_mode)mode_index);
+        char hbgd[300], conf[128];
+        struct bench_hbgd h;
+        if (mode_index == HBG_COMPLETION_RESOLVER && threads < 2)
+                return;
+        c->flag_window = flag_window;
+        c->reuse_pass = true;
+        snprintf(hbgd, sizeof(hbgd), "%s/hbgd", c->dir);
+        printf("\n-- hbg, completion %s, %u threads, flag_window %u [%s]\n", mode, threads, flag_window,
+               cmp_elapsed(c));
+        if (bench_hbgd_start_config(&h, hbgd, mode, threads, cmp_hbgd_config(c, conf, sizeof(conf)), NULL,
+                                    30000) < 0)
+                c->failures++;
+        else {
+                for (unsigned s = 0; s < c->n_shapes; s++)
+                        hbg_row(c, &h, mode, threads, s, 1);
+                if (bench_hbgd_stop(&h, 10000) != 0)
+                        c->failures++;
+        }
+        c->flag_window = 0;
+        c->reuse_pass = false;
+}
+
 void cmp_hbg(struct cmp *c, unsigned mode_index, unsigned threads) {
         const char *mode = hbg_completion_mode_name((enum hbg_completion_mode)mode_index);
         char hbgd[300];
@@ -403,7 +476,9 @@ void cmp_hbg(struct cmp *c, unsigned mode_index, unsigned threads) {
         }
         snprintf(hbgd, sizeof(hbgd), "%s/hbgd", c->dir);
         printf("\n-- hbg, completion %s, %u threads [%s]\n", mode, threads, cmp_elapsed(c));
-        if (bench_hbgd_start(&h, hbgd, mode, threads, NULL, 30000) < 0) {
+        char conf[128];
+        if (bench_hbgd_start_config(&h, hbgd, mode, threads, cmp_hbgd_config(c, conf, sizeof(conf)), NULL,
+                                    30000) < 0) {
                 c->failures++;
                 return;
         }

@@ -53,7 +53,9 @@ static int hbg_instr(struct cmp *c, const char *mode, unsigned threads, const ch
         memset(ret, 0, sizeof(*ret));
         unlink(hbgd_out);
         unlink(prod_out);
-        if (bench_hbgd_start(&h, hbgd, mode, threads, hbgd_wrap, 120000) < 0)
+        char conf[128];
+        if (bench_hbgd_start_config(&h, hbgd, mode, threads, cmp_hbgd_config(c, conf, sizeof(conf)), hbgd_wrap,
+                                    120000) < 0)
                 return -EIO;
         int err = cmp_run_producers(c, h.socket, shape, size, 1, 0, 1, prod_wrap, &run);
         ret->tasks = run.tasks;

@@ -57,6 +57,11 @@ static int wait_ready(struct bench_hbgd *h, int timeout_ms) {
 
 int bench_hbgd_start(struct bench_hbgd *h, const char *hbgd, const char *mode, unsigned threads,
                      const char *const *wrap, int timeout_ms) {
+        return bench_hbgd_start_config(h, hbgd, mode, threads, NULL, wrap, timeout_ms);
+}
+
+int bench_hbgd_start_config(struct bench_hbgd *h, const char *hbgd, const char *mode, unsigned threads,
+                            const char *config, const char *const *wrap, int timeout_ms) {
         memset(h, 0, sizeof(*h));
         h->pid = -1;
         h->notify_fd = -1;
@@ -85,7 +90,17 @@ int bench_hbgd_start(struct bench_hbgd *h, const char *hbgd, const char *mode, u
                 bench_hbgd_stop(h, 0);
                 return err;
         }
-        char threads_s[16], mode_s[48], env_notify[160];
+        char threads_s[16], mode_s[48], env_notify[160], conf[160];
+        snprintf(conf, sizeof(conf), "%.120s/hbgd.conf", h->dir);
+        if (config) {
+                FILE *f = fopen(conf, "w");
+                if (!f || fputs(config, f) < 0 || fclose(f) != 0) {
+                        int err = -EIO;
+                        fprintf(stderr, "hbg-bench: cannot write %s\n", conf);
+                        bench_hbgd_stop(h, 0);
+                        return err;
+                }
+        }
         snprintf(threads_s, sizeof(threads_s), "%u", threads);
         snprintf(mode_s, sizeof(mode_s), "--completion=%s", mode);
         snprintf(env_notify, sizeof(env_notify), "NOTIFY_SOCKET=%s", sa.sun_path);
@@ -99,6 +114,10 @@ int bench_hbgd_start(struct bench_hbgd *h, const char *hbgd, const char *mode, u
         argv[n++] = "--threads";
         argv[n++] = threads_s;
         argv[n++] = mode_s;
+        if (config) {
+                argv[n++] = "--config";
+                argv[n++] = conf;
+        }
         argv[n] = NULL;
         fflush(NULL);
         h->pid = fork();
@@ -156,8 +175,8 @@ int bench_hbgd_stop(struct bench_hbgd *h, int timeout_ms) {
         h->notify_fd = -1;
         if (h->dir[0]) {
                 char path[256];
-                const char *names[] = { "hbgd.sock", "hbgd.log", "notify" };
-                for (unsigned i = 0; i < 3; i++) {
+                const char *names[] = { "hbgd.sock", "hbgd.log", "notify", "hbgd.conf" };
+                for (unsigned i = 0; i < 4; i++) {
                         snprintf(path, sizeof(path), "%s/%s", h->dir, names[i]);
                         unlink(path);
                 }

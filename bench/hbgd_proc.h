@@ -28,6 +28,10 @@ struct bench_hbgd {
  */
 int bench_hbgd_start(struct bench_hbgd *h, const char *hbgd, const char *mode, unsigned threads,
                      const char *const *wrap, int timeout_ms);
+/* The same with `config` (text of an hbgd.conf, or NULL) written next to
+ * the socket and passed as --config. */
+int bench_hbgd_start_config(struct bench_hbgd *h, const char *hbgd, const char *mode, unsigned threads,
+                            const char *config, const char *const *wrap, int timeout_ms);
 /* SIGTERM and wait (SIGKILL after timeout_ms); removes the directory.
  * Returns hbgd's exit status (as waitpid's), or -errno. */
 int bench_hbgd_stop(struct bench_hbgd *h, int timeout_ms);
