@@ -371,13 +371,17 @@ bench-deps:
 # tests/test-install.sh: make install/uninstall into a temporary DESTDIR
 # and build and run the example against the installed files (it installs
 # build/, so only without sanitizers).
+# tests/test-bench.sh: hbg-bench's comparison at toy sizes (no peers, no
+# valgrind): its CSVs and --compare.
 ifeq ($(SANITIZE),)
-  TEST_INSTALL := tests/test-install.sh
+  TEST_PLAIN_ONLY := tests/test-install.sh tests/test-bench.sh
+  TEST_PROGRAMS := $(BENCH_BIN) $(HBGD_BIN) $(HBGCTL_BIN)
 else
-  TEST_INSTALL :=
+  TEST_PLAIN_ONLY :=
+  TEST_PROGRAMS :=
 endif
-test: $(SHM_LIB) $(TEST_RUN) $(CLIENT_LINKS)
-	$(Q)B=$(B) STRESS=$(STRESS) tests/run-tests.sh $(TEST_RUN) tests/check-abi.sh $(TEST_INSTALL)
+test: $(SHM_LIB) $(TEST_RUN) $(CLIENT_LINKS) $(TEST_PROGRAMS)
+	$(Q)B=$(B) STRESS=$(STRESS) tests/run-tests.sh $(TEST_RUN) tests/check-abi.sh $(TEST_PLAIN_ONLY)
 
 check: deps
 	$(Q)$(MAKE) --no-print-directory all
@@ -482,6 +486,7 @@ $(B)/bin/hbg-bench-floor: $(B)/obj/bench/peers/floor.o $(PEER_COMMON)
 
 # ---------------------------------------------------------------- install
 INSTALL_DOCS := README.md LICENSE docs/RUNTIME_LOGIC.md docs/PROTOCOL.md docs/OPERATIONS.md docs/GRAPH_FILES.md \
+                docs/PERFORMANCE.md \
                 systemd/hbgd.conf.example
 # hbgd.service names the installed paths: generated at install time.
 SERVICE_SED := -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g'

@@ -1,0 +1,46 @@
+#!/bin/sh
+# hbg-bench's comparison end to end, at toy sizes, without the peers and
+# without valgrind: it starts its own hbgd per completion policy, runs 1
+# and 2 producer processes on every shape, writes results.csv with exactly
+# the documented columns and a row per shape x policy x clients, metrics.csv
+# in the long format, and --compare reads two results.csv. Timings are not
+# checked (the bench never fails on a slow figure). Exit 0 passed, 1
+# failed. Environment: B (build directory). Not for sanitizer builds: the
+# benchmark's numbers mean nothing there, and it is not a test of hbgd.
+set -u
+B=${B:-build}
+bench=$B/bin/hbg-bench
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/hbg-bench-test.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "test-bench: FAIL: $*"; exit 1; }
+
+"$bench" --quick --sizes 300 --clients 1,2 --repeat 2 --warmup 0 --peers none \
+        --no-instructions --no-latency --no-reuse --out "$tmp/a" >"$tmp/a.log" 2>&1 ||
+        { cat "$tmp/a.log"; fail "hbg-bench exited $?"; }
+
+header=$(head -n 1 "$tmp/a/results.csv")
+[ "$header" = "shape,system,mode,threads,clients,tasks,tasks_per_s,ns_per_task,p50_us,p99_us,rss_kib" ] ||
+        fail "results.csv header is '$header'"
+# 7 shapes x 3 policies x 2 client counts, every one with 11 fields, hbg,
+# a positive ns_per_task; p50/p99 empty with one client, set with two.
+rows=$(tail -n +2 "$tmp/a/results.csv" | awk -F, '
+        NF != 11 || $2 != "hbg" || $8 + 0 <= 0 { bad++ }
+        $5 == 1 && ($9 != "" || $10 != "") { bad++ }
+        $5 == 2 && ($9 == "" || $10 == "") { bad++ }
+        END { print NR + 0, bad + 0 }')
+[ "$rows" = "42 0" ] || fail "results.csv: rows, bad rows = $rows"
+for mode in eager lazy resolver; do
+        grep -q "^chain,hbg,$mode,4,2," "$tmp/a/results.csv" || fail "no chain row for $mode with 2 clients"
+done
+[ "$(head -n 1 "$tmp/a/metrics.csv")" = "metric,shape,system,mode,threads,clients,value,unit" ] ||
+        fail "metrics.csv header"
+for metric in spread connect_us_median idle_cpu hbgctl_compile_ns_per_task failsafe_pushes_per_task; do
+        grep -q "^$metric," "$tmp/a/metrics.csv" || fail "metrics.csv has no $metric"
+done
+awk -F, 'NR > 1 && NF != 8 { exit 1 }' "$tmp/a/metrics.csv" || fail "metrics.csv: a row without 8 fields"
+
+"$bench" --compare "$tmp/a/results.csv" "$tmp/a/results.csv" >"$tmp/cmp.log" 2>&1 ||
+        fail "--compare exited $?"
+grep -q "geometric mean of new/old over 42 rows: 1.000" "$tmp/cmp.log" || { cat "$tmp/cmp.log"; fail "--compare of a file with itself"; }
+"$bench" --compare "$tmp/a/metrics.csv" "$tmp/a/results.csv" >/dev/null 2>&1 && fail "--compare took a metrics.csv"
+echo "test-bench: ok (42 rows, metrics, --compare)"
