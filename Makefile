@@ -132,7 +132,7 @@ PROGRAMS := $(HBGD_BIN) $(HBGCTL_BIN) $(BENCH_BIN) $(EXAMPLE_BIN)
 
 all: $(SHM_LIB) $(CORE_LIB) $(PROGRAMS) $(CLIENT_SO) $(CLIENT_LINKS) $(CLIENT_PC)
 
-$(B)/pic/%.o: %.c
+$(B)/pic/%.o: %.c | $(B)/gen/hbg.pb-c.h
 	$(say) CC $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(SYS_CFLAGS) -fPIC -Ilibclient/include -c -o $@ $<
@@ -169,7 +169,9 @@ $(B)/obj/gen/%.o: $(B)/gen/%.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(SYS_CFLAGS) -Wno-missing-prototypes -c -o $@ $<
 
-# Everything that includes the generated header waits for it.
+# Everything that includes the generated header waits for it (the pattern
+# rules wait for it too, order-only: daemon/config.h, included by tests,
+# reaches it through proto/wire.h).
 $(B)/obj/proto/wire.o $(HBGD_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/daemon/hbgd.o: $(B)/gen/hbg.pb-c.h
 
 # hbgctl: the control protocol (libhbgproto) for the status verbs,
@@ -218,7 +220,7 @@ $(EXAMPLE_BIN): $(B)/obj/examples/gemm_softmax.o $(CLIENT_SO) $(CLIENT_LINKS)
 	$(Q)$(CC) -o $@ $< -L$(B)/lib -lhbgclient -Wl,-rpath,'$$ORIGIN/../lib' $(LDFLAGS) $(HBG_LDFLAGS) -lm
 
 # ---------------------------------------------------------------- rules
-$(B)/obj/%.o: %.c
+$(B)/obj/%.o: %.c | $(B)/gen/hbg.pb-c.h
 	$(say) CC $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(SYS_CFLAGS) -c -o $@ $<
@@ -245,7 +247,7 @@ $(BENCH_BIN): $(BENCH_SRCS:%.c=$(B)/obj/%.o) $(CORE_LIB) $(SHM_LIB) $(CLIENT_SO)
 # Tests may read files of this source tree (units, docs): HBG_SRCDIR.
 TEST_CFLAGS = $(CHECK_CFLAGS) -DHBG_SRCDIR='"$(abspath .)"'
 
-$(B)/obj/tests/%.o: tests/%.c
+$(B)/obj/tests/%.o: tests/%.c | $(B)/gen/hbg.pb-c.h
 	$(say) CC $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(TEST_CFLAGS) -c -o $@ $<
@@ -311,7 +313,7 @@ $(B)/tests/%: $(B)/obj/tests/%.o $(CORE_LIB) $(SHM_LIB)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) -lm
 
 # The unordered variant recompiles the protocol with HBG_UNSAFE_UNORDERED_FRONTIER.
-$(B)/obj-unordered/%.o: %.c
+$(B)/obj-unordered/%.o: %.c | $(B)/gen/hbg.pb-c.h
 	$(say) CC $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(CHECK_CFLAGS) -DHBG_UNSAFE_UNORDERED_FRONTIER=1 -c -o $@ $<
@@ -322,7 +324,7 @@ $(UNSAFE_BIN): $(B)/obj-unordered/tests/test_completion_stress.o \
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS)
 
-$(B)/obj-O3/%.o: %.c
+$(B)/obj-O3/%.o: %.c | $(B)/gen/hbg.pb-c.h
 	$(say) CC $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -O3 $(HBG_CFLAGS) $(TEST_CFLAGS) -c -o $@ $<
