@@ -28,6 +28,8 @@
 #include "shm/layout.h"
 #include "shm/producer.h"
 
+struct hbg_kernel_sig;
+
 #define HBGC_ERROR_MAX 256
 #define HBGC_PUBLISH_BATCH 64        /* publish `submitted` at least this often */
 #define HBGC_HANDSHAKE_TIMEOUT_MS 10000
@@ -112,6 +114,7 @@ struct hbg_client {
         struct dep_list unallocated; /* accesses outside every allocation */
         size_t n_recs;             /* records in all lists */
         size_t sweep_at;           /* sweep completed records at this count */
+        const struct hbg_kernel_sig *last_kernel; /* of the last task added by name */
         uint64_t *scratch;         /* dependency ids of the task being added */
         size_t scratch_cap;
 
@@ -160,15 +163,20 @@ bool hbgc_in_heap(const hbg_client *c, uint64_t offset, uint64_t bytes);
 
 /* Waiting: a loop of "check the condition; hbgc_wait_step()". Each step
  * publishes pending tasks and runs ready host tasks, then spins (first
- * ~20 us), then either yields (watermark waits: hbgd does not signal
- * watermark moves) or poll()s the completion eventfd and the socket. */
+ * ~20 us), then either yields (tensor waits: hbgd does not signal
+ * watermark moves) or poll()s the completion pipe and the socket (graph
+ * waits; window waits, which ask hbgd for the signal, §2.1). */
 struct hbgc_wait {
         int64_t start_ns;
         int64_t deadline_ns;       /* < 0: none */
         unsigned iter;
         bool eventful;             /* the condition comes with an eventfd signal */
+        bool spun;                 /* past the spinning */
 };
 void hbgc_wait_begin(struct hbgc_wait *w, int timeout_ms, bool eventful);
+/* Past the spinning: the next step may sleep, so a caller whose wake-up
+ * must be asked for (window space) asks now. */
+bool hbgc_wait_spun(const struct hbgc_wait *w);
 /* 0: check again; -ETIMEDOUT; -ECONNRESET. */
 int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w);
 

@@ -22,7 +22,12 @@ void hbgc_wait_begin(struct hbgc_wait *w, int timeout_ms, bool eventful) {
         w->start_ns = hbg_now_ns();
         w->deadline_ns = timeout_ms < 0 ? -1 : w->start_ns + (int64_t)timeout_ms * 1000000;
         w->iter = 0;
+        w->spun = false;
         w->eventful = eventful;
+}
+
+bool hbgc_wait_spun(const struct hbgc_wait *w) {
+        return w->spun;
 }
 
 int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
@@ -36,6 +41,12 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
         if (elapsed < SPIN_NS) {
                 for (unsigned i = 0; i < 64; i++)
                         hbg_cpu_relax();
+                return 0;
+        }
+        if (!w->spun) {
+                /* One more look before any sleep: the caller arms its
+                 * wake-up now (hbgc_wait_spun()). */
+                w->spun = true;
                 return 0;
         }
         if (!w->eventful && elapsed < YIELD_NS) {

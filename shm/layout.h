@@ -83,7 +83,11 @@ struct hbg_sub_header {
         /* line 2: producer cursor. ids < submitted are fully written
          * (release by the client, acquire by hbgd; still validated). */
         alignas(HBG_CACHE_LINE) _Atomic uint64_t submitted;
-        uint8_t pad1[HBG_CACHE_LINE - sizeof(uint64_t)];
+        /* Non-zero while the producer sleeps for window space: the
+         * watermark it waits for. hbgd signals the completion pipe once
+         * the watermark reaches it and clears it (RUNTIME_LOGIC §2.1). */
+        _Atomic uint64_t window_waiting;
+        uint8_t pad1[HBG_CACHE_LINE - 2 * sizeof(uint64_t)];
 
         /* line 3: mailbox producer cursor (client side of the async
          * completion mailbox). */
@@ -109,6 +113,7 @@ _Static_assert(offsetof(struct hbg_sub_header, heap_offset) == 56, "heap_offset"
 _Static_assert(offsetof(struct hbg_sub_header, graphs_offset) == 64, "graphs_offset");
 _Static_assert(offsetof(struct hbg_sub_header, graph_ring_log2) == 72, "graph_ring_log2");
 _Static_assert(offsetof(struct hbg_sub_header, submitted) == 128, "submitted");
+_Static_assert(offsetof(struct hbg_sub_header, window_waiting) == 136, "window_waiting");
 _Static_assert(offsetof(struct hbg_sub_header, mailbox_tail) == 192, "mailbox_tail");
 _Static_assert(offsetof(struct hbg_sub_header, graphs_submitted) == 256, "graphs_submitted");
 

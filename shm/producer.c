@@ -26,33 +26,46 @@ void hbg_producer_init(struct hbg_producer *p, const struct hbg_geometry *g, voi
         p->mailbox_tail = atomic_load_explicit(&p->sh->mailbox_tail, memory_order_relaxed);
 }
 
+uint64_t hbg_producer_arm_window_wait(struct hbg_producer *p) {
+        /* Room for next_id needs WM + D > next_id. */
+        uint64_t want = p->next_id - p->g.task_window + 1;
+        atomic_store_explicit(&p->sh->window_waiting, want, memory_order_seq_cst);
+        p->window_limit = atomic_load_explicit(&p->ch->completed_watermark, memory_order_seq_cst) +
+                          p->g.task_window;
+        return p->window_limit > p->next_id ? p->window_limit - p->next_id : 0;
+}
+
 uint64_t hbg_producer_write(struct hbg_producer *p, const struct hbg_task_record *t,
                             const uint64_t *fanins, unsigned n_fanins) {
         uint64_t id = p->next_id;
         uint64_t slot = id & (p->g.task_window - 1);
-        struct hbg_task_desc *d = &p->descs[slot];
         struct hbg_task_payload *pl = &p->payloads[slot];
 
-        memset(d, 0, sizeof(*d)); /* reserved fields zero */
-        d->id = id;
-        memcpy(d->kernel, t->kernel, sizeof(d->kernel));
-        d->lane_mask = t->lane_mask;
-        d->flags = t->flags;
-        d->block_num = t->block_num ? t->block_num : 1;
-        /* The counts go in as given (hbgd validates them); the arrays are
-         * copied only up to their size. */
-        d->n_fanins = (uint8_t)n_fanins;
-        d->n_tensors = t->n_tensors;
-        d->n_scalars = t->n_scalars;
-        d->predicate_offset = t->predicate_offset;
-        memset(pl, 0, sizeof(*pl));
+        /* The descriptor is one cache line, written whole (reserved fields
+         * zero); of the payload only what the counts cover is written: hbgd
+         * copies no more than that (RUNTIME_LOGIC §10.1). */
+        p->descs[slot] = (struct hbg_task_desc){
+                .id = id,
+                .kernel = { t->kernel[0], t->kernel[1], t->kernel[2] },
+                .lane_mask = t->lane_mask,
+                .flags = t->flags,
+                .block_num = t->block_num ? t->block_num : 1,
+                /* The counts go in as given (hbgd validates them); the
+                 * arrays are copied only up to their size. */
+                .n_fanins = (uint8_t)n_fanins,
+                .n_tensors = t->n_tensors,
+                .n_scalars = t->n_scalars,
+                .predicate_offset = t->predicate_offset,
+        };
         unsigned nf = n_fanins < HBG_MAX_FANINS ? n_fanins : HBG_MAX_FANINS;
         unsigned nt = t->n_tensors < HBG_MAX_TENSOR_ARGS ? t->n_tensors : HBG_MAX_TENSOR_ARGS;
         unsigned ns = t->n_scalars < HBG_MAX_SCALAR_ARGS ? t->n_scalars : HBG_MAX_SCALAR_ARGS;
-        if (nf)
-                memcpy(pl->fanins, fanins, nf * sizeof(pl->fanins[0]));
-        memcpy(pl->tensors, t->tensors, nt * sizeof(pl->tensors[0]));
-        memcpy(pl->scalars, t->scalars, ns * sizeof(pl->scalars[0]));
+        for (unsigned i = 0; i < nf; i++)
+                pl->fanins[i] = fanins[i];
+        for (unsigned i = 0; i < nt; i++)
+                pl->tensors[i] = t->tensors[i];
+        for (unsigned i = 0; i < ns; i++)
+                pl->scalars[i] = t->scalars[i];
         p->next_id++;
         return id;
 }

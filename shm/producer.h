@@ -48,6 +48,7 @@ struct hbg_producer {
         uint64_t graphs;                  /* graph records written */
         uint64_t mailbox_tail;            /* mailbox entries written */
         uint64_t ext_head;                /* external-ready entries taken */
+        uint64_t window_limit;            /* WM + D as last read: ids below it fit */
 };
 
 /* Bind to a mapped submission region (written as the client may) and a
@@ -60,11 +61,20 @@ static inline uint64_t hbg_producer_watermark(const struct hbg_producer *p) {
         return atomic_load_explicit(&p->ch->completed_watermark, memory_order_acquire);
 }
 
-/* How many tasks may be written now: id < WM + D (the window invariant). */
-static inline uint64_t hbg_producer_room(const struct hbg_producer *p) {
-        uint64_t limit = hbg_producer_watermark(p) + p->g.task_window;
-        return limit > p->next_id ? limit - p->next_id : 0;
+/* How many tasks may be written now: id < WM + D (the window invariant).
+ * The watermark only grows, so a limit read earlier is still safe; it is
+ * read again only once the ids reach it (not once per task). */
+static inline uint64_t hbg_producer_room(struct hbg_producer *p) {
+        if (p->next_id >= p->window_limit)
+                p->window_limit = hbg_producer_watermark(p) + p->g.task_window;
+        return p->window_limit > p->next_id ? p->window_limit - p->next_id : 0;
 }
+
+/* Before sleeping for window space: tell hbgd which watermark would make
+ * room (seq_cst store), then read the watermark again (seq_cst): either
+ * this read sees the room or hbgd sees the request and signals the
+ * completion pipe (RUNTIME_LOGIC §2.1). Returns the room now. */
+uint64_t hbg_producer_arm_window_wait(struct hbg_producer *p);
 
 /* Write the next task with its fanins (each an earlier id); not published
  * yet. The caller made sure of room. Counts are written as given (hbgd

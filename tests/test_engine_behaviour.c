@@ -12,12 +12,14 @@
 #include <check.h>
 #include <errno.h>
 #include <math.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "daemon/engine/engine.h"
 #include "daemon/engine/kernels.h"
@@ -909,6 +911,44 @@ START_TEST(need_wakeup_saves_doorbells) {
 }
 END_TEST
 
+/* A producer out of window space asks to be woken (RUNTIME_LOGIC §2.1):
+ * the engine writes the completion pipe once the watermark reaches what
+ * it asked for, and clears the request. No graph record is written, so
+ * nothing else can write the pipe. A request beyond anything reachable is
+ * left alone. */
+START_TEST(window_waiter_signalled) {
+        struct hbg_engine *e = engine_new_with(2, 2, 10000);
+        struct harness_ring h;
+        ring_open(&h, e, 256, 256, 0);
+        struct harness_task dummy = { .block_num = 1 };
+        for (unsigned i = 0; i < 256; i++) {
+                dummy.n_fanins = i ? 1 : 0;
+                dummy.fanins[0] = i - 1;
+                harness_add_task(&h, &dummy);
+        }
+        /* Nothing published: no room, and the request is for id 1. */
+        ck_assert_uint_eq(hbg_producer_arm_window_wait(&h.prod), 0);
+        ck_assert_uint_eq(atomic_load(&h.sh->window_waiting), 1);
+        harness_publish(&h);
+        struct pollfd p = { .fd = h.efd, .events = POLLIN };
+        ck_assert_msg(poll(&p, 1, WAIT_MS) == 1, "no signal for the window waiter within %d ms", WAIT_MS);
+        char byte;
+        ck_assert_int_eq(read(h.efd, &byte, 1), 1);
+        ck_assert_uint_eq(atomic_load(&h.sh->window_waiting), 0);
+        ck_assert_uint_gt(hbg_producer_room(&h.prod), 0);
+
+        /* A request the watermark never reaches stays as it is. */
+        atomic_store(&h.sh->window_waiting, UINT64_MAX);
+        for (unsigned i = 0; i < 256; i++)
+                harness_add_task(&h, &dummy);
+        uint64_t k = harness_end_graph(&h, 0);
+        wait_graph_ok(&h, k);
+        ck_assert_uint_eq(atomic_load(&h.sh->window_waiting), UINT64_MAX);
+        harness_ring_destroy(&h);
+        hbg_engine_free(e);
+}
+END_TEST
+
 /* ------------------------------------------------------------ config */
 
 START_TEST(config_limits) {
@@ -1353,6 +1393,7 @@ static Suite *suite(void) {
         tc = tcase(s, "idle");
         tcase_add_test(tc, idle_engine_parks);
         tcase_add_test(tc, need_wakeup_saves_doorbells);
+        tcase_add_test(tc, window_waiter_signalled);
         tc = tcase(s, "config");
         tcase_add_test(tc, config_limits);
         tcase_add_test(tc, config_small_and_uneven);

@@ -194,11 +194,31 @@ static bool retire_graphs_locked(struct hbg_ring *r) {
  * and the lock are seq_cst: "store request; try lock" against "unlock;
  * load request" is a store->load pair on both sides (§12.1).
  */
+/*
+ * Does a producer sleep for window space that the watermark now gives
+ * (RUNTIME_LOGIC §2.1)? The producer stores window_waiting, then loads the
+ * watermark; we load the watermark, then window_waiting; all seq_cst, so
+ * one of us sees the other's write whatever order moved the watermark
+ * (the watermark loads are coherence-ordered with its update). The value
+ * is client-written: it only decides whether its own pipe is written.
+ */
+static bool window_waiter_due(struct hbg_ring *r) {
+        uint64_t wm = atomic_load_explicit(&r->cpl->completed_watermark, memory_order_seq_cst);
+        uint64_t want = atomic_load_explicit(&r->sub->window_waiting, memory_order_seq_cst);
+        if (want == 0 || wm < want)
+                return false;
+        /* Once per request: a producer that asks again re-arms it. */
+        return atomic_compare_exchange_strong_explicit(&r->sub->window_waiting, &want, 0,
+                                                       memory_order_seq_cst, memory_order_relaxed);
+}
+
+/* Called after the watermark moved (and when a ring fails). */
 void ring_retire_graphs(struct hbg_ring *r) {
         atomic_store(&r->retire_pending, 1);
         while (atomic_load(&r->retire_pending) && graph_lock(r)) {
                 atomic_store(&r->retire_pending, 0);
                 bool any = retire_graphs_locked(r);
+                any = window_waiter_due(r) || any;
                 graph_unlock(r);
                 if (any)
                         ring_signal(r);
