@@ -12,7 +12,9 @@
 #   make install PREFIX=/usr DESTDIR=/tmp/stage ; make uninstall ; make clean
 #   STRESS=long make test  longer stress runs
 
-VERSION := 0.1.0
+# The version is the API's, from the public header (one place).
+VERSION := $(shell sed -n 's/^\#define HBG_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$$/\2/p' \
+             libclient/include/hbg/hbg.h | paste -sd.)
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 LIBDIR  ?= $(PREFIX)/lib
@@ -85,7 +87,7 @@ HBGD_BIN  := $(B)/bin/hbgd
 
 # libhbgclient: its own code plus shm/ and proto/ compiled in (PIC); the
 # daemon's code is never linked into it.
-SOVERSION  := 0
+SOVERSION  := $(firstword $(subst ., ,$(VERSION)))
 CLIENT_SRCS := libclient/connect.c libclient/graph.c libclient/wait.c libclient/host.c \
                libclient/graph_status.c libclient/deps.c libclient/tensor.c libclient/session.c \
                libclient/errors.c
@@ -105,7 +107,8 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_completion_stress test_kernels test_engine_basic \
               test_engine_differential test_engine_rings test_engine_stress test_engine_alloc \
               test_engine_validation test_engine_behaviour test_e2e_daemon \
-              test_e2e_hostile test_e2e_systemd test_e2e_hbgctl test_e2e_client
+              test_e2e_hostile test_e2e_systemd test_e2e_hbgctl test_e2e_client \
+              test_e2e_api
 TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
 # The same stress test built with the store->load ordering removed: it must
 # be able to catch the watermark freeze (docs/RUNTIME_LOGIC.md §4).

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -181,7 +182,7 @@ static void client_free(hbg_client *c) {
         free(c);
 }
 
-static int handshake(hbg_client *c) {
+static int handshake(hbg_client *c, const hbg_connect_options *o) {
         Hbg__Envelope *env = NULL;
         int fds[HBG_WIRE_MAX_FDS] = { -1, -1, -1, -1 };
         unsigned nfds = 0;
@@ -190,7 +191,9 @@ static int handshake(hbg_client *c) {
         Hbg__Hello hello = HBG__HELLO__INIT;
         hello.version_major = HBG_PROTO_MAJOR;
         hello.version_minor = HBG_PROTO_MINOR;
-        hello.name = program_invocation_short_name ? program_invocation_short_name : (char *)"";
+        hello.name = o->name                          ? (char *)o->name
+                     : program_invocation_short_name ? program_invocation_short_name
+                                                     : (char *)"";
         Hbg__Envelope out = HBG__ENVELOPE__INIT;
         out.msg_case = HBG__ENVELOPE__MSG_HELLO;
         out.hello = &hello;
@@ -213,6 +216,11 @@ static int handshake(hbg_client *c) {
 
         /* Zeros: the daemon's defaults. */
         Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
+        sr.task_window = o->task_window;
+        sr.flag_window = o->flag_window;
+        sr.heap_size = o->heap_bytes;
+        sr.graph_table_entries = o->graph_table;
+        sr.mailbox_entries = o->mailbox;
         out.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
         out.session_request = &sr;
         if ((err = send_env(c->sock, &out)) < 0)
@@ -238,11 +246,40 @@ static int handshake(hbg_client *c) {
         return err;
 }
 
+/* The caller's options as this version knows them: fields it does not
+ * know must be zero (the Linux extensible-struct rule). */
+static int take_options(const hbg_connect_options *opts, hbg_connect_options *o) {
+        *o = HBG_CONNECT_OPTIONS_INIT;
+        if (!opts)
+                return 0;
+        size_t v1 = offsetof(hbg_connect_options, mailbox) + sizeof(opts->mailbox);
+        if (opts->size < v1)
+                return hbgc_fail(NULL, -EINVAL, "hbg_connect_opts: opts->size %zu is smaller than version 1.0's "
+                                 "%zu (initialise with HBG_CONNECT_OPTIONS_INIT)", opts->size, v1);
+        for (size_t i = sizeof(*o); i < opts->size; i++)
+                if (((const unsigned char *)opts)[i])
+                        return hbgc_fail(NULL, -E2BIG, "hbg_connect_opts: the options have fields newer than "
+                                         "this libhbgclient %s (byte %zu is set)", HBG_VERSION, i);
+        memcpy(o, opts, sizeof(*o));
+        o->size = sizeof(*o);
+        return 0;
+}
+
 HBG_EXPORT int hbg_connect(hbg_client **ret, const char *path) {
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = path;
+        return hbg_connect_opts(ret, &o);
+}
+
+HBG_EXPORT int hbg_connect_opts(hbg_client **ret, const hbg_connect_options *opts) {
         if (!ret)
                 return hbgc_fail(NULL, -EINVAL, "hbg_connect: ret is NULL");
         *ret = NULL;
-        path = hbg_socket_path(path);
+        hbg_connect_options o;
+        int err = take_options(opts, &o);
+        if (err < 0)
+                return err;
+        const char *path = hbg_socket_path(o.socket_path);
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         if (strlen(path) >= sizeof(sa.sun_path))
                 return hbgc_fail(NULL, -ENAMETOOLONG, "socket path longer than %zu bytes: %s",
@@ -261,7 +298,7 @@ HBG_EXPORT int hbg_connect(hbg_client **ret, const char *path) {
 
         c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         if (c->sock < 0) {
-                int err = -errno;
+                err = -errno;
                 client_free(c);
                 return hbgc_fail(NULL, err, "socket: %s", strerror(-err));
         }
@@ -270,14 +307,14 @@ HBG_EXPORT int hbg_connect(hbg_client **ret, const char *path) {
                 r = connect(c->sock, (struct sockaddr *)&sa, sizeof(sa));
         while (r < 0 && errno == EINTR);
         if (r < 0) {
-                int err = -errno;
+                err = -errno;
                 client_free(c);
                 return hbgc_fail(NULL, err, "cannot connect to hbgd at %s: %s%s", path, strerror(-err),
                                  err == -ENOENT || err == -ECONNREFUSED
                                          ? " (is hbgd running? the path comes from the argument, $HBG_SOCKET or " HBG_DEFAULT_SOCKET ")"
                                          : "");
         }
-        int err = handshake(c);
+        err = handshake(c, &o);
         if (err < 0) {
                 client_free(c);
                 return err;

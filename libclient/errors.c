@@ -15,6 +15,10 @@ HBG_EXPORT const char *hbg_version(void) {
         return HBG_VERSION;
 }
 
+HBG_EXPORT int hbg_version_check(unsigned major, unsigned minor) {
+        return major == HBG_VERSION_MAJOR && minor <= HBG_VERSION_MINOR ? 0 : -ENOTSUP;
+}
+
 /* Our wording for the errors this library and hbgd return; strerror()'s
  * for everything else. */
 static const char *our_message(int err) {

@@ -5,6 +5,8 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,9 +19,13 @@
 static int wait_window(hbg_client *c) {
         if (hbg_producer_room(&c->prod) > 0)
                 return 0;
+        /* Spin briefly, then sleep on the completion pipe: hbgd signals it
+         * once the watermark makes room (§2.1). */
         struct hbgc_wait w;
-        hbgc_wait_begin(&w, -1, false);
+        hbgc_wait_begin(&w, -1, true);
         while (hbg_producer_room(&c->prod) == 0) {
+                if (hbgc_wait_spun(&w) && hbg_producer_arm_window_wait(&c->prod) > 0)
+                        break;
                 int err = hbgc_wait_step(c, &w);
                 if (err < 0) {
                         if (hbg_producer_room(&c->prod) > 0)
@@ -78,6 +84,12 @@ static int cmp_u64(const void *a, const void *b) {
 static size_t sort_unique(uint64_t *v, size_t n) {
         if (n < 2)
                 return n;
+        /* Callers mostly give dependencies in order: no sort then. */
+        size_t ordered = 1;
+        while (ordered < n && v[ordered - 1] < v[ordered])
+                ordered++;
+        if (ordered == n)
+                return n;
         qsort(v, n, sizeof(*v), cmp_u64);
         size_t out = 1;
         for (size_t i = 1; i < n; i++)
@@ -98,7 +110,17 @@ static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm,
         bool has_kernel = t->kernel != NULL || t->kernel_id != 0;
         size_t na = 0;
 
-        memset(tm, 0, sizeof(*tm));
+        /* The arrays are written up to their counts only. */
+        memset(tm, 0, offsetof(struct hbg_task_record, tensors));
+        tm->predicate_offset = 0;
+        if ((t->size && t->size < sizeof(*t)) || t->reserved)
+                return ADD_FAIL(-EINVAL, "task size %u (this library's is %zu; HBG_TASK_INIT sets it) "
+                                "or reserved field not zero", t->size, sizeof(*t));
+        if (t->size > sizeof(*t))
+                for (size_t i = sizeof(*t); i < t->size; i++)
+                        if (((const unsigned char *)t)[i])
+                                return ADD_FAIL(-E2BIG, "the task has fields newer than this libhbgclient %s "
+                                                "(byte %zu is set)", HBG_VERSION, i);
         if (host_fn && inline_)
                 return ADD_FAIL(-EINVAL, "a task cannot be both host_inline and host_fn");
         if ((host_fn || inline_) && has_kernel)
@@ -126,9 +148,14 @@ static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm,
         const struct hbg_kernel_sig *sig = NULL;
         char usage[160];
         if (t->kernel) {
-                sig = hbg_kernel_sig_by_name(t->kernel);
-                if (!sig)
-                        return ADD_FAIL(-ENOENT, "unknown kernel '%.64s'", t->kernel);
+                /* Producers mostly add runs of one kernel: try the last. */
+                sig = c->last_kernel;
+                if (!sig || strcmp(sig->name, t->kernel) != 0) {
+                        sig = hbg_kernel_sig_by_name(t->kernel);
+                        if (!sig)
+                                return ADD_FAIL(-ENOENT, "unknown kernel '%.64s'", t->kernel);
+                        c->last_kernel = sig;
+                }
                 kid = sig->id;
         } else if (t->kernel_id) {
                 kid = t->kernel_id;
@@ -234,14 +261,13 @@ static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm,
         return 0;
 }
 
-HBG_EXPORT int hbg_graph_add(hbg_client *c, const hbg_task *t, uint64_t *ret_id) {
+/* One task of hbg_graph_add() or hbg_graph_add_n(); c is usable. */
+static int add_one(hbg_client *c, const hbg_task *t, uint64_t *ret_id) {
         /* Tensors, predicate, host reads and writes. */
         struct access acc[HBG_MAX_TASK_TENSORS + 1 + 2 * UINT8_MAX];
         struct hbg_task_record tm;
         size_t na = 0, n = 0;
-        int err = hbgc_usable(c, "hbg_graph_add");
-        if (err < 0)
-                return err;
+        int err;
         if (!t)
                 return ADD_FAIL(-EINVAL, "task is NULL");
         if ((err = prepare(c, t, &tm, acc, &na)) < 0)
@@ -273,6 +299,47 @@ HBG_EXPORT int hbg_graph_add(hbg_client *c, const hbg_task *t, uint64_t *ret_id)
                 return ADD_FAIL(-ENOMEM, "task %" PRIu64 " was added, but out of memory recording its tensors: "
                                 "later tasks may miss dependencies on it", id);
         return 0;
+}
+
+HBG_EXPORT int hbg_graph_add(hbg_client *c, const hbg_task *t, uint64_t *ret_id) {
+        int err = hbgc_usable(c, "hbg_graph_add");
+        return err < 0 ? err : add_one(c, t, ret_id);
+}
+
+HBG_EXPORT int hbg_graph_add_n(hbg_client *c, const hbg_task *tasks, size_t n, uint64_t *ret_ids) {
+        int err = hbgc_usable(c, "hbg_graph_add_n");
+        if (err < 0)
+                return err;
+        if (n && !tasks)
+                return hbgc_fail(c, -EINVAL, "hbg_graph_add_n: tasks is NULL");
+        /* The caller's stride: its header's sizeof(hbg_task). */
+        size_t stride = n && tasks[0].size > sizeof(*tasks) ? tasks[0].size : sizeof(*tasks);
+        for (size_t i = 0; i < n; i++) {
+                uint64_t id;
+                const hbg_task *t = (const hbg_task *)((const char *)tasks + i * stride);
+                if (i && t->size != tasks[0].size && t->size > sizeof(*tasks))
+                        return hbgc_fail(c, -EINVAL, "hbg_graph_add_n: task %zu has size %u, task 0 %u", i,
+                                         t->size, tasks[0].size);
+                if ((err = add_one(c, t, &id)) < 0) {
+                        /* Keep add_one's message; say which task it was. */
+                        static const char prefix[] = "hbg_graph_add: ";
+                        char why[HBGC_ERROR_MAX];
+                        const char *msg = c->last_error;
+                        if (strncmp(msg, prefix, sizeof(prefix) - 1) == 0)
+                                msg += sizeof(prefix) - 1;
+                        snprintf(why, sizeof(why), "%s", msg);
+                        return hbgc_fail(c, err, "hbg_graph_add_n: task %zu of %zu (the %zu before it were added): %s",
+                                         i, n, i, why);
+                }
+                if (ret_ids)
+                        ret_ids[i] = id;
+        }
+        return 0;
+}
+
+HBG_EXPORT int hbg_kernel_id(const char *name) {
+        const struct hbg_kernel_sig *sig = hbg_kernel_sig_by_name(name);
+        return sig ? sig->id : -ENOENT;
 }
 
 HBG_EXPORT int hbg_graph_submit(hbg_client *c, uint64_t *ret_graph) {

@@ -28,6 +28,9 @@ if ! nm -D --defined-only "$lib" >"$tmp/nm"; then
         exit 1
 fi
 awk 'NF >= 3 && $(NF-1) ~ /^[TWi]$/ { sub(/@.*/, "", $NF); print $NF }' "$tmp/nm" | sort -u >"$tmp/lib"
+# The same with the version node each is bound to ("-" if none).
+awk 'NF >= 3 && $(NF-1) ~ /^[TWi]$/ { n = split($NF, p, /@+/); print p[1], (n > 1 ? p[n] : "-") }' \
+        "$tmp/nm" | sort -u >"$tmp/lib-nodes"
 
 # Globals of every version node: the names between "global:" and
 # "local:" (or the node's end), comments removed.
@@ -37,6 +40,10 @@ sed -e 's,/\*.*\*/,,g' -e 's,//.*,,' -e 's,#.*,,' "$map" | awk '
         {
                 line = $0
                 while (line != "") {
+                        if (!g && match(line, /^[ \t]*[A-Za-z_][A-Za-z0-9_.]*[ \t]*\{/)) {
+                                node = substr(line, RSTART, RLENGTH - 1); gsub(/[ \t]/, "", node)
+                                line = substr(line, RSTART + RLENGTH); continue
+                        }
                         if (match(line, /global:/)) {
                                 pre = substr(line, 1, RSTART - 1); rest = substr(line, RSTART + 7)
                                 if (g) emit(pre)
@@ -50,7 +57,7 @@ sed -e 's,/\*.*\*/,,g' -e 's,//.*,,' -e 's,#.*,,' "$map" | awk '
                         if (match(line, /}/)) {
                                 pre = substr(line, 1, RSTART - 1)
                                 if (g) emit(pre)
-                                g = 0; line = substr(line, RSTART + 1); continue
+                                g = 0; line = ""; continue
                         }
                         if (g) emit(line)
                         line = ""
@@ -60,8 +67,9 @@ sed -e 's,/\*.*\*/,,g' -e 's,//.*,,' -e 's,#.*,,' "$map" | awk '
                 n = split(s, parts, /[ \t;]+/)
                 for (i = 1; i <= n; i++)
                         if (parts[i] ~ /^[A-Za-z_][A-Za-z0-9_]*$/)
-                                print parts[i]
-        }' | sort -u >"$tmp/map"
+                                print parts[i], node
+        }' | sort -u >"$tmp/map-nodes"
+cut -d' ' -f1 "$tmp/map-nodes" | sort -u >"$tmp/map"
 
 if [ ! -s "$tmp/map" ]; then
         echo "check-abi: no global symbols found in $map" >&2
@@ -85,5 +93,35 @@ if [ -s "$tmp/extra" ] || [ -s "$tmp/missing" ]; then
         [ -s "$tmp/missing" ] && { echo "in the map but not exported:"; sed 's/^/  - /' "$tmp/missing"; }
         exit 1
 fi
-echo "check-abi: $(wc -l <"$tmp/lib") exported functions match $map"
+# Each function is bound to the node that lists it (symbol versioning).
+if ! cmp -s "$tmp/lib-nodes" "$tmp/map-nodes"; then
+        echo "check-abi: symbol versions of $lib differ from the nodes of $map:"
+        diff "$tmp/map-nodes" "$tmp/lib-nodes" | sed -n 's/^[<>]/  &/p'
+        exit 1
+fi
+
+# The version: the header's HBG_VERSION_MAJOR.MINOR names the newest node
+# (HBG_MAJOR.MINOR) and every node has that major; the SONAME carries the
+# major (an ABI break bumps both).
+header=$root/libclient/include/hbg/hbg.h
+major=$(sed -n 's/^#define HBG_VERSION_MAJOR \([0-9]*\)$/\1/p' "$header")
+minor=$(sed -n 's/^#define HBG_VERSION_MINOR \([0-9]*\)$/\1/p' "$header")
+if [ -z "$major" ] || [ -z "$minor" ]; then
+        echo "check-abi: no HBG_VERSION_MAJOR/MINOR in $header" >&2
+        exit 1
+fi
+if ! grep -q " HBG_$major\.$minor\$" "$tmp/map-nodes"; then
+        echo "check-abi: $map has no node HBG_$major.$minor for the header's version $major.$minor"
+        exit 1
+fi
+if cut -d' ' -f2 "$tmp/map-nodes" | grep -v "^HBG_$major\.[0-9]*\$" | sort -u | grep .; then
+        echo "check-abi: the nodes above do not belong to major version $major"
+        exit 1
+fi
+soname=$(objdump -p "$lib" 2>/dev/null | awk '$1 == "SONAME" { print $2 }')
+if [ "$soname" != "libhbgclient.so.$major" ]; then
+        echo "check-abi: SONAME of $lib is '$soname', not libhbgclient.so.$major"
+        exit 1
+fi
+echo "check-abi: $(wc -l <"$tmp/lib") exported functions match $map (versions HBG_$major.x, SONAME $soname)"
 exit 0

@@ -56,7 +56,11 @@ echo "test-install: make install DESTDIR=$dest PREFIX=/usr"
 mk install
 
 usr=$dest/usr
-so=libhbgclient.so.0.1.0
+# The version comes from the public header, as the Makefile takes it.
+ver=$(sed -n 's/^#define HBG_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
+        "$root/libclient/include/hbg/hbg.h" | paste -sd.)
+major=${ver%%.*}
+so=libhbgclient.so.$ver
 for f in usr/bin/hbgd usr/bin/hbgctl usr/lib/$so usr/include/hbg/hbg.h \
          usr/lib/pkgconfig/hbgclient.pc \
          usr/lib/systemd/system/hbgd.service usr/lib/systemd/system/hbgd.socket \
@@ -70,7 +74,7 @@ done
 for f in usr/bin/hbgd usr/bin/hbgctl; do
         [ -x "$dest/$f" ] && ok "executable $f" || bad "$f is not executable"
 done
-for l in libhbgclient.so.0 libhbgclient.so; do
+for l in libhbgclient.so.$major libhbgclient.so; do
         t=$(readlink "$usr/lib/$l" 2>/dev/null)
         if [ "$t" = "$so" ] && [ -f "$usr/lib/$l" ]; then ok "link usr/lib/$l -> $t"
         else bad "usr/lib/$l is not a link to $so (${t:-none})"; fi
@@ -124,8 +128,8 @@ done
 ok "installed hbgd (pid $pid) ready on $sock"
 
 if command -v ldd >/dev/null 2>&1; then
-        if LD_LIBRARY_PATH=$usr/lib ldd "$tmp/example" | grep -q "$usr/lib/libhbgclient.so.0"; then
-                ok "the example loads $usr/lib/libhbgclient.so.0"
+        if LD_LIBRARY_PATH=$usr/lib ldd "$tmp/example" | grep -q "$usr/lib/libhbgclient.so.$major"; then
+                ok "the example loads $usr/lib/libhbgclient.so.$major"
         else
                 bad "the example does not load the installed library:"
                 LD_LIBRARY_PATH=$usr/lib ldd "$tmp/example" | sed 's/^/    | /'

@@ -50,6 +50,14 @@ extern "C" {
 #  define HBG_EXPORT
 #endif
 
+/* The API version this header declares. Within a major version the
+ * library only grows (new functions in a new symbol version node, new
+ * fields at the end of size-carrying structs): a program built against
+ * MAJOR.MINOR runs with any library MAJOR.M, M >= MINOR. */
+#define HBG_VERSION_MAJOR 1
+#define HBG_VERSION_MINOR 0
+#define HBG_VERSION_PATCH 0
+
 typedef struct hbg_client hbg_client;
 
 /* A tensor: a byte range of the session heap. Plain value, copy freely. */
@@ -76,7 +84,12 @@ enum hbg_lanes {
  * timeout (10 s by default) with -ETIMEDOUT. */
 typedef int (*hbg_host_fn)(void *userdata);
 
-/* Arguments follow the kernel's signature (libhbgclient(3), KERNELS):
+/* Zero-initialised fields of hbg_task keep working across minor versions:
+ * `size` is sizeof(hbg_task) of the header the caller was built with
+ * (HBG_TASK_INIT sets it; 0 means this version's size), and a later minor
+ * version reads fields it added only when `size` covers them.
+ *
+ * Arguments follow the kernel's signature (libhbgclient(3), KERNELS):
  * args[i].dir must be the kernel's direction for argument i. An output may
  * be the very same range (offset and bytes) as an input for the kernels
  * that run in place (copy_f32, add_f32, mul_f32, axpy_f32: numpy's out=);
@@ -90,6 +103,8 @@ typedef int (*hbg_host_fn)(void *userdata);
  * cube core, HBG_LANES_MIX (or any mask of 2+ bits) the same kernel on
  * every lane of the mask, a block using a whole cluster. */
 typedef struct hbg_task {
+        uint32_t size;          /* sizeof(hbg_task), or 0: see above */
+        uint32_t reserved;      /* must be zero */
         const char *kernel;     /* kernel name; NULL with kernel_id 0: dummy */
         uint16_t kernel_id;     /* used when kernel is NULL */
         uint8_t lanes;          /* enum hbg_lanes or a lane mask; 0 = AIV */
@@ -112,9 +127,33 @@ typedef struct hbg_task {
         uint8_t n_host_reads;
 } hbg_task;
 
-#define HBG_TASK_INIT(name) ((hbg_task){ .kernel = (name) })
+#define HBG_TASK_INIT(name) ((hbg_task){ .size = sizeof(hbg_task), .kernel = (name) })
 
+/* Options of hbg_connect_opts(). Set `size` (HBG_CONNECT_OPTIONS_INIT
+ * does) so that later minor versions can add fields at the end: a
+ * library older than the caller's header refuses bytes it does not know
+ * unless they are zero (-E2BIG). Zeros mean hbgd's defaults; hbgd checks
+ * the sizes against its limits (hbgd.conf) and refuses what exceeds them. */
+typedef struct hbg_connect_options {
+        size_t size;             /* sizeof(hbg_connect_options) */
+        const char *socket_path; /* NULL: $HBG_SOCKET, else /run/hbgd/hbgd.sock */
+        const char *name;        /* session name in hbgctl; NULL: the program's */
+        uint64_t heap_bytes;     /* session heap */
+        uint64_t task_window;    /* tasks in flight (D), a power of two */
+        uint64_t flag_window;    /* completion flags (F), a power of two <= D */
+        uint64_t graph_table;    /* graphs in flight, a power of two */
+        uint64_t mailbox;        /* host-task completions in flight, a power of two */
+} hbg_connect_options;
+
+#define HBG_CONNECT_OPTIONS_INIT ((hbg_connect_options){ .size = sizeof(hbg_connect_options) })
+
+/* The library's version, "MAJOR.MINOR.PATCH". */
 HBG_EXPORT const char *hbg_version(void);
+/* 0 when this library serves a program built against major.minor (the
+ * same major, a minor at least as new), else -ENOTSUP. Call it as
+ * HBG_VERSION_CHECK() at start-up. */
+HBG_EXPORT int hbg_version_check(unsigned major, unsigned minor);
+#define HBG_VERSION_CHECK() hbg_version_check(HBG_VERSION_MAJOR, HBG_VERSION_MINOR)
 /* Our message for the errors of this API, else strerror()'s. The string is
  * constant, or (unknown codes) valid until this thread's next call. */
 HBG_EXPORT const char *hbg_strerror(int err);
@@ -126,6 +165,9 @@ HBG_EXPORT const char *hbg_last_error(const hbg_client *c);
  * $HBG_SOCKET, else /run/hbgd/hbgd.sock. On failure *ret is NULL and
  * hbg_last_error(NULL) says why (hbgd's own message when it refused). */
 HBG_EXPORT int hbg_connect(hbg_client **ret, const char *path);
+/* hbg_connect() with options (opts NULL: the defaults). -EINVAL for a
+ * size smaller than version 1.0's struct. */
+HBG_EXPORT int hbg_connect_opts(hbg_client **ret, const hbg_connect_options *opts);
 /* Pending graphs are abandoned (the daemon fails them). NULL is fine. */
 HBG_EXPORT void hbg_disconnect(hbg_client *c);
 
@@ -148,6 +190,14 @@ HBG_EXPORT uint64_t hbg_f32(float v);
  * are handed to hbgd in batches: hbg_graph_submit() or any wait sends the
  * rest. More than 16 dependencies cost extra dummy tasks (ids in between). */
 HBG_EXPORT int hbg_graph_add(hbg_client *c, const hbg_task *t, uint64_t *ret_id);
+/* hbg_graph_add() for tasks[0..n), in order; *ret_ids (may be NULL) gets
+ * their ids. 0 when all were added; else the error of the first task that
+ * was not (hbg_last_error() names its index): the ones before it were
+ * added, as with n calls of hbg_graph_add(). */
+HBG_EXPORT int hbg_graph_add_n(hbg_client *c, const hbg_task *tasks, size_t n, uint64_t *ret_ids);
+/* A kernel's id by name (for hbg_task.kernel_id: no name lookup per task),
+ * or -ENOENT. Ids are stable within a major version. */
+HBG_EXPORT int hbg_kernel_id(const char *name);
 /* Close the graph of the tasks added since the last submit and hand it to
  * hbgd. *ret_graph identifies it (graphs are numbered 0, 1, 2, ...).
  * -EINVAL if it is empty. Waits while too many graphs are in flight. */
