@@ -199,6 +199,19 @@ static int handshake(hbg_client *c, const hbg_connect_options *o) {
         out.hello = &hello;
         if ((err = send_env(c->sock, &out)) < 0)
                 return hbgc_fail(NULL, err, "cannot send hello to hbgd: %s", hbg_strerror(err));
+        /* The session request goes right behind the hello (hbgd reads them
+         * in order): one round trip less. Zeros: the daemon's defaults. */
+        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
+        sr.task_window = o->task_window;
+        sr.flag_window = o->flag_window;
+        sr.heap_size = o->heap_bytes;
+        sr.graph_table_entries = o->graph_table;
+        sr.mailbox_entries = o->mailbox;
+        Hbg__Envelope req = HBG__ENVELOPE__INIT;
+        req.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
+        req.session_request = &sr;
+        if ((err = send_env(c->sock, &req)) < 0)
+                return hbgc_fail(NULL, err, "cannot send the session request: %s", hbg_strerror(err));
         err = recv_env(c->sock, HBGC_HANDSHAKE_TIMEOUT_MS, &env, fds, 0, &nfds);
         if (err < 0)
                 return hbgc_fail(NULL, err, "no hello from hbgd: %s", hbg_strerror(err));
@@ -214,17 +227,6 @@ static int handshake(hbg_client *c, const hbg_connect_options *o) {
         }
         wire_free(env);
 
-        /* Zeros: the daemon's defaults. */
-        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
-        sr.task_window = o->task_window;
-        sr.flag_window = o->flag_window;
-        sr.heap_size = o->heap_bytes;
-        sr.graph_table_entries = o->graph_table;
-        sr.mailbox_entries = o->mailbox;
-        out.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
-        out.session_request = &sr;
-        if ((err = send_env(c->sock, &out)) < 0)
-                return hbgc_fail(NULL, err, "cannot send the session request: %s", hbg_strerror(err));
         err = recv_env(c->sock, HBGC_HANDSHAKE_TIMEOUT_MS, &env, fds, HBG_WIRE_MAX_FDS, &nfds);
         if (err < 0)
                 return hbgc_fail(NULL, err, "no session reply from hbgd: %s", hbg_strerror(err));

@@ -86,6 +86,11 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         r->graph_table = (struct hbg_graph_entry *)((char *)p->cpl_region + g->cpl_graphs_offset);
         r->ext_ready = (_Atomic uint64_t *)((char *)p->cpl_region + g->cpl_ext_ready_offset);
         hbg_flag_window_init(&r->window, g, p->cpl_region, p->first_id);
+        /* Parked threads set need_wakeup only on the rings they saw: a new
+         * ring starts with it set, so that its first publish rings the
+         * doorbell whatever the threads do (at worst one doorbell too
+         * many), and adding it wakes nobody (§9.4). */
+        atomic_store_explicit(&r->cpl->need_wakeup, 1, memory_order_relaxed);
         atomic_store(&r->claim, p->first_id);
         r->graph_expected_first = p->first_id;
         r->stall_wm = p->first_id;

@@ -70,7 +70,7 @@ int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
         if (atomic_load(&e->rings_high) <= idx)
                 atomic_store(&e->rings_high, idx + 1);
         pthread_mutex_unlock(&e->rings_lock);
-        hbg_engine_kick(e);
+        /* No kick: the ring has no work before its first doorbell. */
         *ret = r;
         return 0;
 }
