@@ -325,6 +325,72 @@ static void hbg_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, u
         free(ns);
 }
 
+/*
+ * Fair share between sessions (RUNTIME_LOGIC §9.5): one session submits a
+ * backlog of long spin_ns kernels, 4 per thread, then another session runs
+ * 1-task graphs one at a time (10 ms apart) while the backlog lasts. Its
+ * latency should stay within one kernel's duration: it waits for a running
+ * kernel to end, never behind the backlog.
+ */
+static void hbg_fairness(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads) {
+        const uint64_t kernel_ns = c->quick ? 20000000 : 50000000;
+        const unsigned graphs = c->quick ? 10 : 20;
+        /* Enough backlog for the measurement: (kernel + 10 ms) per graph. */
+        unsigned hog_tasks = (unsigned)((graphs * (kernel_ns + 10000000) / kernel_ns + 1) * threads * 2);
+        const char *argv[] = { c->self, "producer", "--socket", h->socket, "--shape", "independent",
+                               "--size", "1", NULL };
+        struct bench_child hog, kid;
+        char line[128], cmd[64];
+        double *ns = calloc(graphs, sizeof(double));
+        unsigned n = 0;
+        int err = -ENOMEM;
+        if (!ns || bench_child_start(&hog, "fairness backlog", argv) < 0) {
+                free(ns);
+                c->failures++;
+                return;
+        }
+        if (bench_child_start(&kid, "fairness producer", argv) < 0) {
+                bench_child_finish(&hog, 1000);
+                free(ns);
+                c->failures++;
+                return;
+        }
+        if ((err = expect(&hog, "connect_ns ", line, sizeof(line), LINE_MS)) == 0)
+                err = expect(&kid, "connect_ns ", line, sizeof(line), LINE_MS);
+        snprintf(cmd, sizeof(cmd), "hog %" PRIu64 " %u", kernel_ns, hog_tasks);
+        if (err == 0 && (err = bench_child_send(&hog, cmd)) == 0)
+                err = expect(&hog, "hog submitted", line, sizeof(line), LINE_MS);
+        snprintf(cmd, sizeof(cmd), "lat 1 %u 10000", graphs);
+        if (err == 0 && (err = bench_child_send(&kid, cmd)) == 0)
+                while ((err = expect(&kid, "", line, sizeof(line), LINE_MS)) == 0 && strcmp(line, "end") != 0)
+                        if (n < graphs && field(line, "lat") >= 0)
+                                ns[n++] = (double)field(line, "lat");
+        /* The backlog is twice what the measurement needs: it is still
+         * running now. Wait for it. */
+        if (err == 0)
+                err = expect(&hog, "hog done", line, sizeof(line), 10 * LINE_MS);
+        if (err == 0 && n > 0) {
+                double p50 = probe_quantile(ns, n, 0.50) / 1e6, p99 = probe_quantile(ns, n, 0.99) / 1e6;
+                double kernel_ms = (double)kernel_ns / 1e6;
+                report_metric(&c->report, "fairness_1_task_p50", "", "hbg", mode, threads, 2, p50, "ms");
+                report_metric(&c->report, "fairness_1_task_p99", "", "hbg", mode, threads, 2, p99, "ms");
+                report_metric(&c->report, "fairness_kernel", "", "hbg", mode, threads, 2, kernel_ms, "ms");
+                printf("  fairness: 1-task graphs beside a backlog of %u x %.0f ms kernels: p50 %.1f ms, "
+                       "p99 %.1f ms (one kernel %.0f ms; target p99 <= %.0f ms)\n",
+                       hog_tasks, kernel_ms, p50, p99, kernel_ms, kernel_ms + 5);
+        }
+        if (err == 0) {
+                bench_child_send(&kid, "quit");
+                bench_child_send(&hog, "quit");
+        }
+        int st1 = bench_child_finish(&kid, 10000), st2 = bench_child_finish(&hog, 60000);
+        if (st1 != 0 || st2 != 0 || err < 0 || n == 0) {
+                fprintf(stderr, "hbg-bench: fairness (hbg %s, %u threads) failed\n", mode, threads);
+                c->failures++;
+        }
+        free(ns);
+}
+
 void cmp_pingpong(struct cmp *c) {
         unsigned busy = c->quick ? 1000 : 5000, parked = c->quick ? 200 : 1000;
         double *ns = calloc(busy, sizeof(double));
@@ -486,8 +552,10 @@ void cmp_hbg(struct cmp *c, unsigned mode_index, unsigned threads) {
         for (unsigned s = 0; s < c->n_shapes; s++)
                 for (unsigned i = 0; i < c->n_clients; i++)
                         hbg_row(c, &h, mode, threads, s, c->clients[i]);
-        if (c->latency)
+        if (c->latency) {
                 hbg_latency(c, &h, mode, threads);
+                hbg_fairness(c, &h, mode, threads);
+        }
         hbgctl_compile(c, &h, mode, threads);
         hbg_idle_cpu(c, &h, mode, threads);
         int st = bench_hbgd_stop(&h, 10000);

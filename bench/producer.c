@@ -15,6 +15,9 @@
  *                       time, sleeping IDLE_US between them; prints each
  *                       graph's latency (first add to wait returned) as
  *                       "lat NS", then "end"
+ *   hog NS COUNT        one graph of COUNT independent spin_ns tasks of NS
+ *                       ns each: prints "hog submitted" once submitted,
+ *                       "hog done" when it finished (the fairness case)
  *   quit                prints "rss_kib K" (this process's peak) and exits
  *
  * Any failure prints "error WHY" and exits 1.
@@ -122,6 +125,31 @@ static int run_latency(struct producer *p, unsigned tasks, unsigned count, unsig
         return 0;
 }
 
+/* The other session of the fairness case: one graph of COUNT independent
+ * spin_ns tasks of NS each, submitted at once (a backlog on every
+ * thread); "hog submitted" once it is, "hog done" when it finished. */
+static int run_hog(struct producer *p, uint64_t ns, unsigned count) {
+        hbg_task t = HBG_TASK_INIT("spin_ns");
+        t.n_scalars = 1;
+        t.scalars[0] = ns;
+        for (unsigned i = 0; i < count; i++) {
+                int err = hbg_graph_add(p->c, &t, NULL);
+                if (err < 0)
+                        return fail(p, "hbg_graph_add (hog)", err);
+        }
+        uint64_t g;
+        int err = hbg_graph_submit(p->c, &g);
+        if (err < 0)
+                return fail(p, "hbg_graph_submit (hog)", err);
+        printf("hog submitted\n");
+        fflush(stdout);
+        if ((err = hbg_graph_wait(p->c, g, WAIT_MS)) < 0)
+                return fail(p, "hbg_graph_wait (hog)", err);
+        printf("hog done\n");
+        fflush(stdout);
+        return 0;
+}
+
 static int make_tiles(struct producer *p) {
         const struct dag *d = &p->d;
         size_t floats = (size_t)d->tile * d->tile;
@@ -142,7 +170,7 @@ static int make_tiles(struct producer *p) {
 void bench_producer_usage(FILE *out) {
         fputs("producer: one producer process, driven by hbg-bench itself\n"
               "  hbg-bench producer --socket PATH --shape NAME [--size N] [--quick] [--seed S]\n"
-              "  stdin: run | lat TASKS COUNT IDLE_US | quit (bench/producer.c)\n",
+              "  stdin: run | lat TASKS COUNT IDLE_US | hog NS COUNT | quit (bench/producer.c)\n",
               out);
 }
 
@@ -206,8 +234,12 @@ int bench_producer_main(int argc, char **argv) {
         char line[256];
         while (rc == BENCH_EXIT_OK && fgets(line, sizeof(line), stdin)) {
                 unsigned tasks, count, idle_us;
+                uint64_t ns;
                 if (strcmp(line, "run\n") == 0)
                         rc = run_once(&p);
+                else if (sscanf(line, "hog %" SCNu64 " %u", &ns, &count) == 2 && count >= 1 && count <= 100000 &&
+                         ns <= 1000000000)
+                        rc = run_hog(&p, ns, count);
                 else if (sscanf(line, "lat %u %u %u", &tasks, &count, &idle_us) == 3 && tasks >= 1 &&
                          tasks <= 4096)
                         rc = run_latency(&p, tasks, count, idle_us);
