@@ -62,6 +62,7 @@ static void begin_shutdown(struct hbgd *d, const char *why) {
         if (d->stopping)
                 return;
         d->stopping = true;
+        hbgd_tick_busy(d);
         d->stop_deadline_ms = hbg_now_ms() + d->cfg.shutdown_grace_ms;
         hbgd_notify("STOPPING=1");
         hbgd_log(LOG_NOTICE, "%s: not accepting sessions; %u graphs' sessions get %u ms to finish",
@@ -187,6 +188,26 @@ out:
         notify_status(d, hbg_now_ms());
 }
 
+/* The housekeeping tick: every 100 ms while there is anything to look
+ * after (connections, rings still to be freed, a shutdown), every second
+ * otherwise, so that an idle hbgd hardly wakes (the watchdog's period is
+ * far longer). */
+#define TICK_BUSY_MS 100
+#define TICK_IDLE_MS 1000
+
+static void set_tick(struct hbgd *d, int ms) {
+        if (d->tick_ms == ms || d->timer_fd < 0)
+                return;
+        d->tick_ms = ms;
+        struct timespec period = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+        struct itimerspec its = { .it_interval = period, .it_value = period };
+        timerfd_settime(d->timer_fd, 0, &its, NULL);
+}
+
+void hbgd_tick_busy(struct hbgd *d) {
+        set_tick(d, TICK_BUSY_MS);
+}
+
 static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
         struct hbgd *d = userdata;
         (void)src;
@@ -211,7 +232,7 @@ static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
         }
         conn_expire(d, now);
         /* Rings of closed sessions whose last kernel has returned. */
-        hbg_engine_collect(d->engine);
+        unsigned held = hbg_engine_collect(d->engine);
         /* Accepting may have stopped for want of descriptors. */
         if (d->listen_src)
                 io_source_again(d->loop, d->listen_src);
@@ -225,6 +246,7 @@ static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
                         finish_shutdown(d);
                 }
         }
+        set_tick(d, d->conns || held || d->stopping ? TICK_BUSY_MS : TICK_IDLE_MS);
 }
 
 static void on_signal(struct io_source *src, uint32_t events, void *userdata) {
@@ -280,8 +302,7 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
                 err = -errno;
                 goto fail;
         }
-        struct itimerspec its = { .it_interval = { .tv_nsec = 100000000 }, .it_value = { .tv_nsec = 100000000 } };
-        timerfd_settime(d->timer_fd, 0, &its, NULL);
+        set_tick(d, TICK_BUSY_MS);
 
         err = hbg_engine_new(&d->engine, &d->cfg.engine);
         if (err < 0) {

@@ -44,6 +44,7 @@ struct hbgd {
         int signal_fd;
         struct io_source *signal_src;
         int timer_fd;
+        int tick_ms;                  /* the timer's period now */
         struct io_source *timer_src;
         struct conn *conns;
         struct conn *dead_conns;      /* closed, freed after the io round */
@@ -68,6 +69,8 @@ struct hbgd {
 /* Take an accepted socket: check the peer, charge the connection, watch
  * it. On refusal the peer gets an Error record and the socket is closed. */
 void conn_accept(struct hbgd *d, int fd);
+/* Something to look after: the housekeeping timer ticks often again. */
+void hbgd_tick_busy(struct hbgd *d);
 /* Close a connection (and its session, asynchronously), logging `why` if
  * not NULL. Safe inside the connection's own callback: the memory is freed
  * by conn_free_dead() after the io round. */
