@@ -64,6 +64,7 @@ static const struct key keys[] = {
         NUM("scheduler", "clusters", engine.clusters, 0, 1024),
         { { "scheduler", "spin_before_park_us" }, KEY_US_AS_NS,
           offsetof(struct hbgd_config, engine.spin_before_park_ns), sizeof(uint64_t), 0, 1000000 },
+        NUM("scheduler", "max_spinning_threads", engine.max_spinning_threads, 0, 64),
         NUM("scheduler", "stall_timeout_ms", engine.stall_timeout_ms, 0, UINT64_C(86400000)),
         { { "scheduler", "completion_mode" }, KEY_COMPLETION, 0, 0, 0, 0 },
         NUM("session", "task_window", session_default.task_window, 0, UINT64_C(1) << 24),

@@ -40,6 +40,7 @@ static const struct key_case keys[] = {
         { "scheduler", "threads", "2", "65" },
         { "scheduler", "clusters", "16", "1025" },
         { "scheduler", "spin_before_park_us", "10", "-1" },
+        { "scheduler", "max_spinning_threads", "2", "65" },
         { "scheduler", "stall_timeout_ms", "2000", "ten" },
         { "scheduler", "completion_mode", "lazy", "fast" },
         { "session", "task_window", "32768", "4097x" },

@@ -911,6 +911,38 @@ START_TEST(need_wakeup_saves_doorbells) {
 }
 END_TEST
 
+/* At most max_spinning_threads threads spin idle (RUNTIME_LOGIC §9.4):
+ * with a spin of 1 s (the most allowed) and one spinning place, three of
+ * four threads park right after a graph; without the cap none would
+ * before 1 s. */
+START_TEST(spinning_threads_capped) {
+        struct hbg_engine_config cfg;
+        struct hbg_engine *e = NULL;
+        hbg_engine_config_default(&cfg);
+        cfg.threads = 4;
+        cfg.clusters = 4;
+        cfg.spin_before_park_ns = UINT64_C(1000000000); /* the most allowed */
+        cfg.max_spinning_threads = 1;
+        cfg.log = quiet_log;
+        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        struct harness_ring h;
+        ring_open(&h, e, 1024, 1024, 0);
+        struct harness_task t = { .block_num = 1 };
+        harness_add_task(&h, &t);
+        wait_graph_ok(&h, harness_end_graph(&h, 0));
+        struct hbg_thread_stats s;
+        int64_t deadline = hbg_now_ms() + 800;
+        do {
+                sleep_ms(5);
+                stats_sum(e, &s);
+        } while (s.parks < 3 && hbg_now_ms() < deadline);
+        ck_assert_msg(s.parks >= 3, "%llu parks within 800 ms of a 1 s spin: more than one thread spins",
+                      (unsigned long long)s.parks);
+        harness_ring_destroy(&h);
+        hbg_engine_free(e);
+}
+END_TEST
+
 /* A producer out of window space asks to be woken (RUNTIME_LOGIC §2.1):
  * the engine writes the completion pipe once the watermark reaches what
  * it asked for, and clears the request. No graph record is written, so
@@ -1394,6 +1426,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, idle_engine_parks);
         tcase_add_test(tc, need_wakeup_saves_doorbells);
         tcase_add_test(tc, window_waiter_signalled);
+        tcase_add_test(tc, spinning_threads_capped);
         tc = tcase(s, "config");
         tcase_add_test(tc, config_limits);
         tcase_add_test(tc, config_small_and_uneven);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon/engine/engine_private.h"
 #include "shm/util.h"
@@ -44,6 +45,10 @@ int hbg_engine_config_validate(const struct hbg_engine_config *cfg, const char *
         }
         if (cfg->max_rings < 1 || cfg->max_rings > HBG_ENGINE_MAX_RINGS) {
                 *ret_error = "max_rings: must be between 1 and 1024";
+                return -ERANGE;
+        }
+        if (cfg->max_spinning_threads > HBG_ENGINE_MAX_THREADS) {
+                *ret_error = "max_spinning_threads: must be between 0 (automatic) and 64";
                 return -ERANGE;
         }
         if (cfg->spin_before_park_ns > UINT64_C(1000000000)) {
@@ -83,6 +88,12 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         e->completion = completion_policy(cfg->completion_mode);
         e->nthreads = cfg->threads;
         e->nschedulers = cfg->threads - (e->completion->dedicated_resolver ? 1u : 0u);
+        if (cfg->max_spinning_threads) {
+                e->max_spinners = cfg->max_spinning_threads;
+        } else {
+                long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+                e->max_spinners = cpus > 2 ? (unsigned)(cpus - 1) : 1u;
+        }
         e->resolver_index = e->completion->dedicated_resolver ? cfg->threads - 1 : UINT_MAX;
         if (e->cfg.max_threads_per_ring == 0)
                 e->cfg.max_threads_per_ring = e->nschedulers > 1 ? e->nschedulers - 1 : 1;

@@ -40,6 +40,10 @@ struct hbg_engine_config {
         unsigned threads;             /* scheduler threads, 1..64 (default 4) */
         unsigned clusters;            /* AIC+2xAIV clusters, 1..1024 (default 8) */
         uint64_t spin_before_park_ns; /* idle spinning before parking (default 50 us) */
+        /* At most this many threads spin idle at once; the others park at
+         * once (RUNTIME_LOGIC §9.4). 0: the online CPUs - 1, at least 1, so
+         * that spinning never takes the core a producer runs on. */
+        unsigned max_spinning_threads;
         uint64_t stall_timeout_ms;    /* no-progress limit per ring, 0 = off (default 10 s) */
         unsigned classify_batch;      /* ids claimed at once, 1..4096 (default 64) */
         unsigned max_rings;           /* 1..1024 (default 256) */

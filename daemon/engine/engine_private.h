@@ -191,9 +191,12 @@ struct sched_thread {
          * parked is set while waiting on the futex. */
         alignas(64) _Atomic uint64_t heartbeat;
         _Atomic bool parked;
+        bool spinning;                    /* holds one of e->spinners */
         /* Completer counters of removed rings, folded in. */
         struct hbg_completer_stats retired_completer;
         unsigned ring_cursor;
+        unsigned loops;                   /* scheduler loop turns: clock reads */
+        int64_t now_ms;                   /* the clock as last read */
         int64_t last_stall_check_ms;
 };
 
@@ -218,6 +221,8 @@ struct hbg_engine {
         alignas(64) _Atomic uint32_t resolver_seq;
         _Atomic uint32_t resolver_sleeping;
         _Atomic unsigned idle;
+        _Atomic unsigned spinners;        /* threads spinning idle now (§9.4) */
+        unsigned max_spinners;            /* cfg.max_spinning_threads, resolved */
         _Atomic unsigned idle_executors;  /* idle threads that own clusters */
         bool all_execute;                 /* every thread owns a cluster */
         _Atomic bool stop;

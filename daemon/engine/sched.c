@@ -173,6 +173,33 @@ void *sched_resolver_main(void *arg) {
         return NULL;
 }
 
+/* The clock is read every CLOCK_EVERY turns of the loop, not every turn:
+ * it only paces the stall check (100 ms) and the idle spin (50 us), and a
+ * turn that did work took at least a task. */
+#define CLOCK_EVERY 8u
+
+/* Idle: may this thread spin, or must it park at once? At most
+ * max_spinners threads spin together (the count is a hint, relaxed: one
+ * thread too many for a moment only costs a little CPU). */
+static bool spin_slot_take(struct sched_thread *t) {
+        struct hbg_engine *e = t->engine;
+        if (t->spinning)
+                return true;
+        if (atomic_fetch_add_explicit(&e->spinners, 1, memory_order_relaxed) >= e->max_spinners) {
+                atomic_fetch_sub_explicit(&e->spinners, 1, memory_order_relaxed);
+                return false;
+        }
+        t->spinning = true;
+        return true;
+}
+
+static void spin_slot_drop(struct sched_thread *t) {
+        if (!t->spinning)
+                return;
+        t->spinning = false;
+        atomic_fetch_sub_explicit(&t->engine->spinners, 1, memory_order_relaxed);
+}
+
 void *sched_thread_main(void *arg) {
         struct sched_thread *t = arg;
         struct hbg_engine *e = t->engine;
@@ -180,10 +207,13 @@ void *sched_thread_main(void *arg) {
 
         bool test_stall = e->test_stall_thread == (int)t->index;
 
+        t->now_ms = hbg_now_ms();
         while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
                 bool work = false;
                 unsigned high = atomic_load_explicit(&e->rings_high, memory_order_acquire);
-                int64_t now_ms = hbg_now_ms();
+                if (++t->loops % CLOCK_EVERY == 0)
+                        t->now_ms = hbg_now_ms();
+                int64_t now_ms = t->now_ms;
                 atomic_store_explicit(&t->heartbeat,
                                       atomic_load_explicit(&t->heartbeat, memory_order_relaxed) + 1,
                                       memory_order_relaxed);
@@ -211,17 +241,32 @@ void *sched_thread_main(void *arg) {
 
                 if (work) {
                         idle_since = 0;
+                        spin_slot_drop(t);
                         continue;
                 }
-                int64_t now = hbg_now_ns();
-                if (idle_since == 0)
-                        idle_since = now;
-                if ((uint64_t)(now - idle_since) < e->cfg.spin_before_park_ns || test_stall) {
+                if (test_stall) {
                         hbg_cpu_relax();
                         continue;
                 }
+                if (idle_since == 0) {
+                        idle_since = hbg_now_ns();
+                        if (!spin_slot_take(t))
+                                idle_since = INT64_MIN; /* no spinning: park now */
+                }
+                if (idle_since != INT64_MIN && t->loops % CLOCK_EVERY != 0) {
+                        hbg_cpu_relax();
+                        continue;
+                }
+                if (idle_since != INT64_MIN &&
+                    (uint64_t)(hbg_now_ns() - idle_since) < e->cfg.spin_before_park_ns) {
+                        hbg_cpu_relax();
+                        continue;
+                }
+                spin_slot_drop(t);
                 park(t);
+                t->now_ms = hbg_now_ms();
                 idle_since = 0;
         }
+        spin_slot_drop(t);
         return NULL;
 }
