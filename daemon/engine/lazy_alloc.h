@@ -13,12 +13,21 @@
 #include <stddef.h>
 #include <sys/mman.h>
 
+#define LAZY_HUGE_MIN ((size_t)4 << 20)
+
 static inline void *lazy_zalloc(size_t size) {
         if (size == 0)
                 size = 1;
         void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                        -1, 0);
-        return p == MAP_FAILED ? NULL : p;
+        if (p == MAP_FAILED)
+                return NULL;
+        /* The first lap through a window touches every page of these
+         * arrays: huge pages make that a few faults, not thousands (where
+         * transparent huge pages are enabled for madvise; a hint). */
+        if (size >= LAZY_HUGE_MIN)
+                madvise(p, size, MADV_HUGEPAGE);
+        return p;
 }
 
 static inline void lazy_free(void *p, size_t size) {
