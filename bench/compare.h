@@ -79,6 +79,7 @@ const char *cmp_hbgd_config(const struct cmp *c, char *buf, unsigned len);
 struct cmp_run {
         unsigned reps;                  /* measured repetitions */
         double wall_ns[64];             /* per repetition: first start to last end */
+        double first_wall_ns;           /* the sessions' first graph (a warm-up) */
         double *graph_ns;               /* reps x clients: each graph's build + run */
         double connect_ns[64];            /* per client */
         uint64_t tasks;                 /* per repetition, all clients */

@@ -111,6 +111,8 @@ int cmp_run_producers(struct cmp *c, const char *socket, const char *shape, uint
                         if (r >= warmup)
                                 ret->graph_ns[(r - warmup) * clients + i] = (double)(e - s);
                 }
+                if (err == 0 && r == 0)
+                        ret->first_wall_ns = (double)(last - first);
                 if (err == 0 && r >= warmup) {
                         ret->wall_ns[r - warmup] = (double)(last - first);
                         ret->tasks = tasks;
@@ -244,6 +246,10 @@ static void hbg_row(struct cmp *c, struct bench_hbgd *h, const char *mode, unsig
                 cmp_run_free(&run);
                 return;
         }
+        /* A session's first graph runs on a window nobody touched yet. */
+        if (c->warmup > 0 && run.first_wall_ns > 0)
+                report_metric(&c->report, "first_graph_over_median", shape, "hbg", mode, threads, clients,
+                              run.first_wall_ns / median, "ratio");
         double conn[64];
         memcpy(conn, run.connect_ns, clients * sizeof(double));
         bench_min_median(conn, clients, &min, &median);
