@@ -350,7 +350,8 @@ HBG_EXPORT int hbg_graph_submit(hbg_client *c, uint64_t *ret_graph) {
                 return hbgc_fail(c, -EINVAL, "hbg_graph_submit: ret_graph is NULL");
         if (hbg_producer_pending_graph(&c->prod) == 0)
                 return hbgc_fail(c, -EINVAL, "hbg_graph_submit: the graph is empty (no task added since the last submit)");
-        hbgc_publish(c);
+        /* No publish of its own here: hbg_producer_end_graph() publishes the
+         * tasks with the record and rings once (a wait publishes first). */
 
         /* Record k only while k < graphs_retired + G (§12.1), and once the
          * entry k - G it will overwrite has been read back. */

@@ -20,10 +20,17 @@ void hbg_engine_kick(struct hbg_engine *e) {
                 futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
 }
 
+/* The doorbell: one thread is enough (it wakes a peer if it finds more
+ * work than it takes, §9.4); waking all of them on a 2-CPU machine only
+ * makes them fight the producer for the CPUs. All of them when some own
+ * no cluster (engine_wake_executor's reason). */
 void hbg_ring_kick(struct hbg_ring *r) {
+        struct hbg_engine *e = r->engine;
         if (atomic_load_explicit(&r->cpl->need_wakeup, memory_order_relaxed))
                 atomic_store_explicit(&r->cpl->need_wakeup, 0, memory_order_relaxed);
-        hbg_engine_kick(r->engine);
+        atomic_fetch_add(&e->wake_seq, 1);
+        if (atomic_load(&e->idle) > 0)
+                futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, e->all_execute ? 1 : INT_MAX, NULL);
 }
 
 /* Surplus work any thread can do appeared: wake one parked peer (§9.4). */
