@@ -25,7 +25,7 @@
 #include "shm/geometry.h"
 
 #define HBG_CACHE_LINE 64u
-#define HBG_LAYOUT_VERSION 2u  /* 2: lap stamps (RUNTIME_LOGIC.md §3.2) */
+#define HBG_LAYOUT_VERSION 3u  /* 2: lap stamps (RUNTIME_LOGIC.md §3.2); 3: inline fanins, window_waiting */
 #define HBG_SUB_MAGIC UINT32_C(0x42534248) /* "HBSB" little endian */
 #define HBG_CPL_MAGIC UINT32_C(0x43504248) /* "HBPC" */
 
@@ -131,8 +131,13 @@ struct hbg_task_desc {
         uint8_t n_scalars;
         uint8_t reserved0[3];              /* must be zero */
         uint64_t predicate_offset;         /* heap byte offset of an f32 */
-        uint64_t reserved1[3];             /* must be zero */
+        /* Up to HBG_INLINE_FANINS fanins live here, the rest of the array
+         * zero, and the payload's fanins are not read; with more, this is
+         * all zero and the payload holds them. Most tasks then never touch
+         * their payload line (RUNTIME_LOGIC §8). */
+        uint64_t fanins_inline[3];
 };
+#define HBG_INLINE_FANINS 3u
 _Static_assert(sizeof(struct hbg_task_desc) == HBG_CACHE_LINE, "desc size");
 _Static_assert(offsetof(struct hbg_task_desc, id) == 0, "desc id");
 _Static_assert(offsetof(struct hbg_task_desc, reserved2) == 8, "desc reserved2");
@@ -144,7 +149,7 @@ _Static_assert(offsetof(struct hbg_task_desc, n_fanins) == 26, "desc n_fanins");
 _Static_assert(offsetof(struct hbg_task_desc, n_tensors) == 27, "desc n_tensors");
 _Static_assert(offsetof(struct hbg_task_desc, n_scalars) == 28, "desc n_scalars");
 _Static_assert(offsetof(struct hbg_task_desc, predicate_offset) == 32, "desc predicate");
-_Static_assert(offsetof(struct hbg_task_desc, reserved1) == 40, "desc reserved1");
+_Static_assert(offsetof(struct hbg_task_desc, fanins_inline) == 40, "desc fanins_inline");
 
 struct hbg_tensor_arg {
         uint64_t offset;                   /* heap byte offset */

@@ -42,8 +42,9 @@ uint64_t hbg_producer_write(struct hbg_producer *p, const struct hbg_task_record
         struct hbg_task_payload *pl = &p->payloads[slot];
 
         /* The descriptor is one cache line, written whole (reserved fields
-         * zero); of the payload only what the counts cover is written: hbgd
-         * copies no more than that (RUNTIME_LOGIC §10.1). */
+         * zero), with up to 3 fanins inline; of the payload only what the
+         * counts cover is written: hbgd copies no more than that
+         * (RUNTIME_LOGIC §8, §10.1). */
         p->descs[slot] = (struct hbg_task_desc){
                 .id = id,
                 .kernel = { t->kernel[0], t->kernel[1], t->kernel[2] },
@@ -60,8 +61,14 @@ uint64_t hbg_producer_write(struct hbg_producer *p, const struct hbg_task_record
         unsigned nf = n_fanins < HBG_MAX_FANINS ? n_fanins : HBG_MAX_FANINS;
         unsigned nt = t->n_tensors < HBG_MAX_TENSOR_ARGS ? t->n_tensors : HBG_MAX_TENSOR_ARGS;
         unsigned ns = t->n_scalars < HBG_MAX_SCALAR_ARGS ? t->n_scalars : HBG_MAX_SCALAR_ARGS;
-        for (unsigned i = 0; i < nf; i++)
-                pl->fanins[i] = fanins[i];
+        if (n_fanins <= HBG_INLINE_FANINS) {
+                struct hbg_task_desc *d = &p->descs[slot];
+                for (unsigned i = 0; i < n_fanins; i++)
+                        d->fanins_inline[i] = fanins[i];
+        } else {
+                for (unsigned i = 0; i < nf; i++)
+                        pl->fanins[i] = fanins[i];
+        }
         for (unsigned i = 0; i < nt; i++)
                 pl->tensors[i] = t->tensors[i];
         for (unsigned i = 0; i < ns; i++)

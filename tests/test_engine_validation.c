@@ -205,6 +205,7 @@ enum rule {
         R_RESERVED1_0,
         R_RESERVED1_1,
         R_RESERVED1_2,
+        R_INLINE_BESIDE_PAYLOAD,
         R_FLAG_UNKNOWN_BIT3,
         R_FLAG_UNKNOWN_BIT7,
         R_LANE_BIT3,
@@ -285,9 +286,10 @@ static const struct {
         [R_RESERVED0_0] = { "reserved0[0] non-zero", -EPROTO },
         [R_RESERVED0_1] = { "reserved0[1] non-zero", -EPROTO },
         [R_RESERVED0_2] = { "reserved0[2] non-zero", -EPROTO },
-        [R_RESERVED1_0] = { "reserved1[0] non-zero", -EPROTO },
-        [R_RESERVED1_1] = { "reserved1[1] non-zero", -EPROTO },
-        [R_RESERVED1_2] = { "reserved1[2] non-zero", -EPROTO },
+        [R_RESERVED1_0] = { "fanins_inline[0] set, no fanins", -EPROTO },
+        [R_RESERVED1_1] = { "fanins_inline[1] set, no fanins", -EPROTO },
+        [R_RESERVED1_2] = { "fanins_inline[2] set, no fanins", -EPROTO },
+        [R_INLINE_BESIDE_PAYLOAD] = { "fanins_inline[0] set, 4 fanins in the payload", -EPROTO },
         [R_FLAG_UNKNOWN_BIT3] = { "unknown flag bit 3", -EINVAL },
         [R_FLAG_UNKNOWN_BIT7] = { "unknown flag bit 7", -EINVAL },
         [R_LANE_BIT3] = { "lane mask bit 3", -EINVAL },
@@ -371,6 +373,11 @@ static uint64_t add_bad(struct vctx *c, enum rule r) {
                 break;
         case R_BLOCKS_4097: t.block_num = 4097; break;
         case R_BLOCKS_65535: t.block_num = 65535; break;
+        case R_INLINE_BESIDE_PAYLOAD:
+                t.n_fanins = 4;
+                for (unsigned i = 0; i < 4; i++)
+                        t.fanins[i] = g;
+                break;
         case R_FANINS_17:
                 t.n_fanins = 17;
                 for (unsigned i = 0; i < HBG_MAX_FANINS; i++)
@@ -543,9 +550,10 @@ static uint64_t add_bad(struct vctx *c, enum rule r) {
         case R_RESERVED0_0: d->reserved0[0] = 1; break;
         case R_RESERVED0_1: d->reserved0[1] = 0x80; break;
         case R_RESERVED0_2: d->reserved0[2] = 1; break;
-        case R_RESERVED1_0: d->reserved1[0] = 1; break;
-        case R_RESERVED1_1: d->reserved1[1] = UINT64_C(1) << 63; break;
-        case R_RESERVED1_2: d->reserved1[2] = 1; break;
+        case R_RESERVED1_0: d->fanins_inline[0] = 1; break;
+        case R_RESERVED1_1: d->fanins_inline[1] = UINT64_C(1) << 63; break;
+        case R_RESERVED1_2: d->fanins_inline[2] = 1; break;
+        case R_INLINE_BESIDE_PAYLOAD: d->fanins_inline[0] = g; break;
         case R_BLOCKS_ZERO: d->block_num = 0; break;
         default: break;
         }

@@ -15,8 +15,7 @@ static int validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_ta
                 *why = "descriptor id does not match its slot's id";
                 return -EPROTO;
         }
-        if (d->reserved2 || d->reserved0[0] || d->reserved0[1] || d->reserved0[2] || d->reserved1[0] ||
-            d->reserved1[1] || d->reserved1[2]) {
+        if (d->reserved2 || d->reserved0[0] || d->reserved0[1] || d->reserved0[2]) {
                 *why = "descriptor reserved field not zero";
                 return -EPROTO;
         }
@@ -37,9 +36,20 @@ static int validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_ta
                 *why = "too many fanins, tensors or scalars";
                 return -E2BIG;
         }
+        /* Fanins: inline in the (copied) descriptor, the unused inline slots
+         * zero, or all in the payload with the inline ones zero (§8). */
+        unsigned inline_used = d->n_fanins <= HBG_INLINE_FANINS ? d->n_fanins : 0;
+        for (unsigned i = inline_used; i < HBG_INLINE_FANINS; i++)
+                if (d->fanins_inline[i]) {
+                        *why = "inline fanin slot beyond the task's fanins not zero";
+                        return -EPROTO;
+                }
         /* Copy only the payload parts the (validated) counts cover, once;
          * everything below reads the copies. */
-        memcpy(s->fanins, shared->fanins, d->n_fanins * sizeof(s->fanins[0]));
+        if (d->n_fanins <= HBG_INLINE_FANINS)
+                memcpy(s->fanins, d->fanins_inline, d->n_fanins * sizeof(s->fanins[0]));
+        else
+                memcpy(s->fanins, shared->fanins, d->n_fanins * sizeof(s->fanins[0]));
         memcpy(s->args.tensors, shared->tensors, d->n_tensors * sizeof(s->args.tensors[0]));
         memcpy(s->args.scalars, shared->scalars, d->n_scalars * sizeof(s->args.scalars[0]));
         for (unsigned i = 0; i < d->n_fanins; i++) {
