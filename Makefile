@@ -81,7 +81,7 @@ PROTO_LIB  := $(B)/lib/libhbgproto.a
 
 # hbgd's io side (io_uring/epoll loop, sessions, control protocol).
 HBGD_SRCS := daemon/io_loop.c daemon/log.c daemon/notify.c daemon/accounting.c daemon/session.c \
-             daemon/conn.c daemon/status.c daemon/listener.c daemon/daemon.c daemon/config.c
+             daemon/conn.c daemon/status.c daemon/listener.c daemon/tick.c daemon/daemon.c daemon/config.c
 HBGD_LIB  := $(B)/lib/libhbgd.a
 HBGD_BIN  := $(B)/bin/hbgd
 

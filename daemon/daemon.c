@@ -189,26 +189,6 @@ out:
         notify_status(d, hbg_now_ms());
 }
 
-/* The housekeeping tick: every 100 ms while there is anything to look
- * after (connections, rings still to be freed, a shutdown), every second
- * otherwise, so that an idle hbgd hardly wakes (the watchdog's period is
- * far longer). */
-#define TICK_BUSY_MS 100
-#define TICK_IDLE_MS 1000
-
-static void set_tick(struct hbgd *d, int ms) {
-        if (d->tick_ms == ms || d->timer_fd < 0)
-                return;
-        d->tick_ms = ms;
-        struct timespec period = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
-        struct itimerspec its = { .it_interval = period, .it_value = period };
-        timerfd_settime(d->timer_fd, 0, &its, NULL);
-}
-
-void hbgd_tick_busy(struct hbgd *d) {
-        set_tick(d, TICK_BUSY_MS);
-}
-
 static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
         struct hbgd *d = userdata;
         (void)src;
@@ -247,7 +227,7 @@ static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
                         finish_shutdown(d);
                 }
         }
-        set_tick(d, d->conns || held || d->stopping ? TICK_BUSY_MS : TICK_IDLE_MS);
+        hbgd_tick_set(d, d->conns || held || d->stopping);
 }
 
 static void on_signal(struct io_source *src, uint32_t events, void *userdata) {
@@ -303,7 +283,7 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
                 err = -errno;
                 goto fail;
         }
-        set_tick(d, TICK_BUSY_MS);
+        hbgd_tick_busy(d);
 
         err = hbg_engine_new(&d->engine, &d->cfg.engine);
         if (err < 0) {

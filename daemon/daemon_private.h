@@ -69,7 +69,9 @@ struct hbgd {
 /* Take an accepted socket: check the peer, charge the connection, watch
  * it. On refusal the peer gets an Error record and the socket is closed. */
 void conn_accept(struct hbgd *d, int fd);
-/* Something to look after: the housekeeping timer ticks often again. */
+/* tick.c: the housekeeping timer's period, often while busy (connections,
+ * rings to free, a shutdown), rarely while idle. */
+void hbgd_tick_set(struct hbgd *d, bool busy);
 void hbgd_tick_busy(struct hbgd *d);
 /* Close a connection (and its session, asynchronously), logging `why` if
  * not NULL. Safe inside the connection's own callback: the memory is freed
