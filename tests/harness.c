@@ -20,7 +20,7 @@ static void die(const char *what) {
 
 static void harness_released(void *userdata) {
         struct harness_ring *h = userdata;
-        h->released = true;
+        atomic_store_explicit(&h->released, true, memory_order_release);
 }
 
 int harness_ring_init(struct harness_ring *h, struct hbg_engine *e,
@@ -72,9 +72,9 @@ void harness_ring_remove(struct harness_ring *h, int reason) {
         h->ring = NULL;
         /* Removal does not wait for the scheduler threads: collect until
          * the engine let go of the ring. */
-        while (!h->released) {
+        while (!atomic_load_explicit(&h->released, memory_order_acquire)) {
                 hbg_engine_collect(h->engine);
-                if (!h->released)
+                if (!atomic_load_explicit(&h->released, memory_order_acquire))
                         sched_yield();
         }
 }

@@ -9,6 +9,7 @@
  */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -45,7 +46,10 @@ struct harness_ring {
         uint8_t *heap;
         int efd;                   /* completion pipe: read end */
         int efd_write;             /* its write end, the engine's */
-        bool released;             /* the engine let go of the ring */
+        /* The engine let go of the ring. Set by whichever thread's
+         * hbg_engine_collect() frees it (release), read by the owner
+         * (acquire) before it frees the regions. */
+        _Atomic bool released;
         uint64_t first_id;
         struct hbg_producer prod;  /* libhbgclient's producer code, shm/producer.h:
                                       next_id, published, graphs, mailbox_tail ... */
