@@ -277,7 +277,7 @@ static void refuse_socket(int fd, int code, const char *msg) {
 }
 
 void conn_accept(struct hbgd *d, int fd) {
-        hbgd_tick_busy(d);
+        hbgd_tick_set(d, true);
         struct ucred cr;
         socklen_t len = sizeof(cr);
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {

@@ -62,7 +62,7 @@ static void begin_shutdown(struct hbgd *d, const char *why) {
         if (d->stopping)
                 return;
         d->stopping = true;
-        hbgd_tick_busy(d);
+        hbgd_tick_set(d, true);
         d->stop_deadline_ms = hbg_now_ms() + d->cfg.shutdown_grace_ms;
         hbgd_notify("STOPPING=1");
         hbgd_log(LOG_NOTICE, "%s: not accepting sessions; %u graphs' sessions get %u ms to finish",
@@ -283,7 +283,7 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
                 err = -errno;
                 goto fail;
         }
-        hbgd_tick_busy(d);
+        hbgd_tick_set(d, true);
 
         err = hbg_engine_new(&d->engine, &d->cfg.engine);
         if (err < 0) {

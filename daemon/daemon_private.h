@@ -72,7 +72,6 @@ void conn_accept(struct hbgd *d, int fd);
 /* tick.c: the housekeeping timer's period, often while busy (connections,
  * rings to free, a shutdown), rarely while idle. */
 void hbgd_tick_set(struct hbgd *d, bool busy);
-void hbgd_tick_busy(struct hbgd *d);
 /* Close a connection (and its session, asynchronously), logging `why` if
  * not NULL. Safe inside the connection's own callback: the memory is freed
  * by conn_free_dead() after the io round. */

@@ -13,19 +13,12 @@
 #define TICK_BUSY_MS 100
 #define TICK_IDLE_MS 1000
 
-static void set_period(struct hbgd *d, int ms) {
+void hbgd_tick_set(struct hbgd *d, bool busy) {
+        int ms = busy ? TICK_BUSY_MS : TICK_IDLE_MS;
         if (d->tick_ms == ms || d->timer_fd < 0)
                 return;
         d->tick_ms = ms;
         struct timespec period = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
         struct itimerspec its = { .it_interval = period, .it_value = period };
         timerfd_settime(d->timer_fd, 0, &its, NULL);
-}
-
-void hbgd_tick_set(struct hbgd *d, bool busy) {
-        set_period(d, busy ? TICK_BUSY_MS : TICK_IDLE_MS);
-}
-
-void hbgd_tick_busy(struct hbgd *d) {
-        hbgd_tick_set(d, true);
 }

@@ -322,12 +322,8 @@ HBG_EXPORT int hbg_graph_add_n(hbg_client *c, const hbg_task *tasks, size_t n, u
                                          t->size, tasks[0].size);
                 if ((err = add_one(c, t, &id)) < 0) {
                         /* Keep add_one's message; say which task it was. */
-                        static const char prefix[] = "hbg_graph_add: ";
                         char why[HBGC_ERROR_MAX];
-                        const char *msg = c->last_error;
-                        if (strncmp(msg, prefix, sizeof(prefix) - 1) == 0)
-                                msg += sizeof(prefix) - 1;
-                        snprintf(why, sizeof(why), "%s", msg);
+                        snprintf(why, sizeof(why), "%s", c->last_error);
                         return hbgc_fail(c, err, "hbg_graph_add_n: task %zu of %zu (the %zu before it were added): %s",
                                          i, n, i, why);
                 }

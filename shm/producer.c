@@ -32,7 +32,7 @@ uint64_t hbg_producer_arm_window_wait(struct hbg_producer *p) {
         atomic_store_explicit(&p->sh->window_waiting, want, memory_order_seq_cst);
         p->window_limit = atomic_load_explicit(&p->ch->completed_watermark, memory_order_seq_cst) +
                           p->g.task_window;
-        return p->window_limit > p->next_id ? p->window_limit - p->next_id : 0;
+        return hbg_producer_room(p);
 }
 
 uint64_t hbg_producer_write(struct hbg_producer *p, const struct hbg_task_record *t,
@@ -45,7 +45,7 @@ uint64_t hbg_producer_write(struct hbg_producer *p, const struct hbg_task_record
          * zero), with up to 3 fanins inline; of the payload only what the
          * counts cover is written: hbgd copies no more than that
          * (RUNTIME_LOGIC §8, §10.1). */
-        p->descs[slot] = (struct hbg_task_desc){
+        struct hbg_task_desc d = {
                 .id = id,
                 .kernel = { t->kernel[0], t->kernel[1], t->kernel[2] },
                 .lane_mask = t->lane_mask,
@@ -62,13 +62,13 @@ uint64_t hbg_producer_write(struct hbg_producer *p, const struct hbg_task_record
         unsigned nt = t->n_tensors < HBG_MAX_TENSOR_ARGS ? t->n_tensors : HBG_MAX_TENSOR_ARGS;
         unsigned ns = t->n_scalars < HBG_MAX_SCALAR_ARGS ? t->n_scalars : HBG_MAX_SCALAR_ARGS;
         if (n_fanins <= HBG_INLINE_FANINS) {
-                struct hbg_task_desc *d = &p->descs[slot];
                 for (unsigned i = 0; i < n_fanins; i++)
-                        d->fanins_inline[i] = fanins[i];
+                        d.fanins_inline[i] = fanins[i];
         } else {
                 for (unsigned i = 0; i < nf; i++)
                         pl->fanins[i] = fanins[i];
         }
+        p->descs[slot] = d;
         for (unsigned i = 0; i < nt; i++)
                 pl->tensors[i] = t->tensors[i];
         for (unsigned i = 0; i < ns; i++)

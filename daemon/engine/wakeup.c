@@ -14,10 +14,17 @@ static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct tim
         return syscall(SYS_futex, word, op, val, timeout, NULL, 0);
 }
 
-void hbg_engine_kick(struct hbg_engine *e) {
+/* Bump the word (seq_cst) before looking for sleepers: a thread going to
+ * park counts itself idle and re-reads the rings first, so either it sees
+ * the work or we see it idle (§9.4). Wakes at most n. */
+static void kick(struct hbg_engine *e, int n) {
         atomic_fetch_add(&e->wake_seq, 1);
         if (atomic_load(&e->idle) > 0)
-                futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+                futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, (uint32_t)n, NULL);
+}
+
+void hbg_engine_kick(struct hbg_engine *e) {
+        kick(e, INT_MAX);
 }
 
 /* The doorbell: one thread is enough (it wakes a peer if it finds more
@@ -25,12 +32,9 @@ void hbg_engine_kick(struct hbg_engine *e) {
  * makes them fight the producer for the CPUs. All of them when some own
  * no cluster (engine_wake_executor's reason). */
 void hbg_ring_kick(struct hbg_ring *r) {
-        struct hbg_engine *e = r->engine;
         if (atomic_load_explicit(&r->cpl->need_wakeup, memory_order_relaxed))
                 atomic_store_explicit(&r->cpl->need_wakeup, 0, memory_order_relaxed);
-        atomic_fetch_add(&e->wake_seq, 1);
-        if (atomic_load(&e->idle) > 0)
-                futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, e->all_execute ? 1 : INT_MAX, NULL);
+        kick(r->engine, r->engine->all_execute ? 1 : INT_MAX);
 }
 
 /* Surplus work any thread can do appeared: wake one parked peer (§9.4). */
