@@ -794,7 +794,10 @@ static int64_t cpu_ns(void) {
 }
 
 START_TEST(idle_engine_parks) {
-        struct hbg_engine *e = engine_new_with(2, 2, 10000);
+        /* No stall timeout: a thread that parked while the ring still
+         * looked unfinished would otherwise wake on its 1 s timer, clear
+         * need_wakeup and take the new graph without a doorbell. */
+        struct hbg_engine *e = engine_new_with(2, 2, 0);
         struct harness_ring h;
         ring_open(&h, e, 1024, 1024, 0);
         uint64_t o = harness_alloc(&h, 1024 * 4);
