@@ -92,44 +92,69 @@ void acct_remove_connection(struct accounting *a, uid_t uid) {
 
 #define MIB (UINT64_C(1) << 20)
 
+/* May uid be charged `memory` more bytes (for `what`)? 0, or -EDQUOT with
+ * the limit and the figures in why[]. u: uid's usage, NULL if none yet. */
+static int memory_fits(const struct accounting *a, const struct hbgd_limits *l, const struct uid_usage *u,
+                       uid_t uid, uint64_t memory, const char *what, char *why, size_t why_len) {
+        uint64_t total_max = acct_max_memory(l), user_max = acct_max_memory_per_uid(l);
+        if (memory > total_max || a->memory > total_max - memory) {
+                snprintf(why, why_len,
+                         "hbgd's memory budget is used up: %s needs %" PRIu64 " MiB, %" PRIu64
+                         " of %" PRIu64 " MiB are left ([limits] max_memory)",
+                         what, (memory + MIB - 1) / MIB,
+                         (total_max - (a->memory < total_max ? a->memory : total_max)) / MIB, total_max / MIB);
+                return -EDQUOT;
+        }
+        uint64_t used = u ? u->memory : 0;
+        if (uid != 0 && (memory > user_max || used > user_max - memory)) {
+                uint64_t left = used < user_max ? user_max - used : 0;
+                snprintf(why, why_len,
+                         "this user's hbgd memory budget is used up: %s needs %" PRIu64
+                         " MiB, %" PRIu64 " of %" PRIu64 " MiB are left ([limits] max_memory_per_uid)",
+                         what, (memory + MIB - 1) / MIB, left / MIB, user_max / MIB);
+                return -EDQUOT;
+        }
+        return 0;
+}
+
 int acct_add_session(struct accounting *a, const struct hbgd_limits *l, uid_t uid, uint64_t memory,
                      char *why, size_t why_len) {
-        uint64_t total_max = acct_max_memory(l), user_max = acct_max_memory_per_uid(l);
         if (a->sessions >= l->max_sessions) {
                 snprintf(why, why_len, "too many sessions (max_sessions = %u)", l->max_sessions);
                 return -EUSERS;
         }
-        if (memory > total_max || a->memory > total_max - memory) {
-                snprintf(why, why_len,
-                         "hbgd's memory budget is used up: this session needs %" PRIu64 " MiB, %" PRIu64
-                         " of %" PRIu64 " MiB are left ([limits] max_memory)",
-                         (memory + MIB - 1) / MIB, (total_max - (a->memory < total_max ? a->memory : total_max)) / MIB,
-                         total_max / MIB);
-                return -EDQUOT;
+        const struct uid_usage *known = find(a, uid);
+        if (uid != 0 && (known ? known->sessions : 0) >= l->max_sessions_per_uid) {
+                snprintf(why, why_len, "too many sessions for this user (max_sessions_per_uid = %u)",
+                         l->max_sessions_per_uid);
+                return -EUSERS;
         }
+        int err = memory_fits(a, l, known, uid, memory, "this session", why, why_len);
+        if (err < 0)
+                return err;
         struct uid_usage *u = find_or_add(a, uid);
         if (!u) {
                 snprintf(why, why_len, "out of memory");
                 return -ENOMEM;
         }
-        if (uid != 0 && u->sessions >= l->max_sessions_per_uid) {
-                maybe_drop(a, u);
-                snprintf(why, why_len, "too many sessions for this user (max_sessions_per_uid = %u)",
-                         l->max_sessions_per_uid);
-                return -EUSERS;
-        }
-        if (uid != 0 && (memory > user_max || u->memory > user_max - memory)) {
-                uint64_t left = u->memory < user_max ? user_max - u->memory : 0;
-                maybe_drop(a, u);
-                snprintf(why, why_len,
-                         "this user's hbgd memory budget is used up: this session needs %" PRIu64
-                         " MiB, %" PRIu64 " of %" PRIu64 " MiB are left ([limits] max_memory_per_uid)",
-                         (memory + MIB - 1) / MIB, left / MIB, user_max / MIB);
-                return -EDQUOT;
-        }
         u->sessions++;
         u->memory += memory;
         a->sessions++;
+        a->memory += memory;
+        return 0;
+}
+
+int acct_add_memory(struct accounting *a, const struct hbgd_limits *l, uid_t uid, uint64_t memory,
+                    const char *what, char *why, size_t why_len) {
+        struct uid_usage *u = find(a, uid);
+        if (!u || !u->sessions) {
+                snprintf(why, why_len, "no session charged to this user");
+                return -EINVAL;
+        }
+        int err = memory_fits(a, l, u, uid, memory, what, why, why_len);
+        if (err < 0)
+                return err;
+        u->memory += memory;
         a->memory += memory;
         return 0;
 }
@@ -143,6 +168,14 @@ void acct_remove_session(struct accounting *a, uid_t uid, uint64_t memory) {
         a->sessions--;
         a->memory -= memory < a->memory ? memory : a->memory;
         maybe_drop(a, u);
+}
+
+void acct_remove_memory(struct accounting *a, uid_t uid, uint64_t memory) {
+        struct uid_usage *u = find(a, uid);
+        if (!u)
+                return;
+        u->memory -= memory < u->memory ? memory : u->memory;
+        a->memory -= memory < a->memory ? memory : a->memory;
 }
 
 void acct_free(struct accounting *a) {

@@ -53,6 +53,13 @@ void acct_remove_connection(struct accounting *a, uid_t uid);
 int acct_add_session(struct accounting *a, const struct hbgd_limits *l, uid_t uid, uint64_t memory,
                      char *why, size_t why_len);
 void acct_remove_session(struct accounting *a, uid_t uid, uint64_t memory);
+/* Charge `memory` more bytes to a session of uid (for `what`, named in the
+ * message); acct_remove_session() refunds them with the session's. 0, or
+ * -EDQUOT with why[]. */
+int acct_add_memory(struct accounting *a, const struct hbgd_limits *l, uid_t uid, uint64_t memory,
+                    const char *what, char *why, size_t why_len);
+/* Take back what acct_add_memory() charged, before the session ends. */
+void acct_remove_memory(struct accounting *a, uid_t uid, uint64_t memory);
 
 const struct uid_usage *acct_user(const struct accounting *a, uid_t uid);
 void acct_free(struct accounting *a);
