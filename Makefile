@@ -70,7 +70,7 @@ SHM_LIB  := $(B)/lib/libhbgshm.a
 # Everything of hbgd except its main(): the daemon and the tests link it.
 CORE_SRCS := $(addprefix daemon/engine/,engine.c sched.c ring_table.c fair_share.c dispatch.c \
                completion.c completion_eager.c completion_lazy.c completion_resolver.c \
-               ingest.c ready.c mailbox.c stall.c ring.c graphs.c wakeup.c engine_log.c kernels.c)
+               ingest.c replay.c ready.c mailbox.c stall.c ring.c graphs.c wakeup.c engine_log.c kernels.c)
 CORE_OBJS := $(CORE_SRCS:%.c=$(B)/obj/%.o)
 CORE_LIB  := $(B)/lib/libhbgcore.a
 
@@ -106,7 +106,7 @@ BENCH_BIN  := $(B)/bin/hbg-bench
 TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap test_config \
               test_completion_stress test_kernels test_engine_basic \
               test_engine_differential test_engine_rings test_engine_stress test_engine_alloc \
-              test_engine_validation test_engine_behaviour test_e2e_daemon \
+              test_engine_validation test_engine_behaviour test_engine_replay test_e2e_daemon \
               test_e2e_hostile test_e2e_systemd test_e2e_hbgctl test_e2e_client \
               test_e2e_api
 TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)

@@ -25,7 +25,8 @@
 #include "shm/geometry.h"
 
 #define HBG_CACHE_LINE 64u
-#define HBG_LAYOUT_VERSION 3u  /* 2: lap stamps (RUNTIME_LOGIC.md §3.2); 3: inline fanins, window_waiting */
+#define HBG_LAYOUT_VERSION 4u  /* 2: lap stamps (RUNTIME_LOGIC.md §3.2); 3: inline fanins, window_waiting;
+                                  4: launch records (§14) */
 #define HBG_SUB_MAGIC UINT32_C(0x42534248) /* "HBSB" little endian */
 #define HBG_CPL_MAGIC UINT32_C(0x43504248) /* "HBPC" */
 
@@ -50,6 +51,9 @@ enum {
         HBG_TASK_EXTERNAL = 1u << 1,      /* completed through the async mailbox */
         HBG_TASK_HAS_PREDICATE = 1u << 2, /* runs only if the predicate f32 != 0 */
         HBG_TASK_FLAGS_ALL = 0x7u,
+        /* Not a task's flag: the descriptor is a launch record (§14), the
+         * first of `launch.count` ids taken from a recorded graph. */
+        HBG_DESC_LAUNCH = 1u << 7,
 };
 
 /* hbg_tensor_arg.direction */
@@ -135,7 +139,17 @@ struct hbg_task_desc {
          * zero, and the payload's fanins are not read; with more, this is
          * all zero and the payload holds them. Most tasks then never touch
          * their payload line (RUNTIME_LOGIC §8). */
-        uint64_t fanins_inline[3];
+        union {
+                uint64_t fanins_inline[3];
+                /* flags == HBG_DESC_LAUNCH, every other field zero: ids
+                 * id .. id + count - 1 are tasks first .. first + count - 1
+                 * of the session's recorded graph `graph` (§14). */
+                struct {
+                        uint64_t graph;
+                        uint64_t first;
+                        uint64_t count;
+                } launch;
+        };
 };
 #define HBG_INLINE_FANINS 3u
 _Static_assert(sizeof(struct hbg_task_desc) == HBG_CACHE_LINE, "desc size");
@@ -150,6 +164,8 @@ _Static_assert(offsetof(struct hbg_task_desc, n_tensors) == 27, "desc n_tensors"
 _Static_assert(offsetof(struct hbg_task_desc, n_scalars) == 28, "desc n_scalars");
 _Static_assert(offsetof(struct hbg_task_desc, predicate_offset) == 32, "desc predicate");
 _Static_assert(offsetof(struct hbg_task_desc, fanins_inline) == 40, "desc fanins_inline");
+_Static_assert(offsetof(struct hbg_task_desc, launch.graph) == 40, "desc launch.graph");
+_Static_assert(offsetof(struct hbg_task_desc, launch.count) == 56, "desc launch.count");
 
 struct hbg_tensor_arg {
         uint64_t offset;                   /* heap byte offset */
@@ -170,6 +186,17 @@ _Static_assert(sizeof(struct hbg_task_payload) == 384, "payload size");
 _Static_assert(sizeof(struct hbg_task_payload) % HBG_CACHE_LINE == 0, "payload lines");
 _Static_assert(offsetof(struct hbg_task_payload, tensors) == 128, "payload tensors");
 _Static_assert(offsetof(struct hbg_task_payload, scalars) == 320, "payload scalars");
+
+/* One task of a recorded graph as the client hands it to hbgd (a memfd
+ * of n of these, §14): task i's descriptor has id i + 1, and its fanins
+ * are 0 (the launch's gate, which every launch puts before the graph's
+ * tasks) or j + 1 for an earlier task j. hbgd copies and validates each
+ * once, when it is recorded. */
+struct hbg_recorded_task {
+        struct hbg_task_desc desc;
+        struct hbg_task_payload payload;
+};
+_Static_assert(sizeof(struct hbg_recorded_task) == 448, "recorded task size");
 
 /* Async completion mailbox entry: the client posts "task id finished with
  * status"; hbgd consumes entries in order. `seq` == lap-stamped position

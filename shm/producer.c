@@ -35,12 +35,8 @@ uint64_t hbg_producer_arm_window_wait(struct hbg_producer *p) {
         return hbg_producer_room(p);
 }
 
-uint64_t hbg_producer_write(struct hbg_producer *p, const struct hbg_task_record *t,
-                            const uint64_t *fanins, unsigned n_fanins) {
-        uint64_t id = p->next_id;
-        uint64_t slot = id & (p->g.task_window - 1);
-        struct hbg_task_payload *pl = &p->payloads[slot];
-
+void hbg_task_encode(struct hbg_task_desc *desc, struct hbg_task_payload *pl, uint64_t id,
+                     const struct hbg_task_record *t, const uint64_t *fanins, unsigned n_fanins) {
         /* The descriptor is one cache line, written whole (reserved fields
          * zero), with up to 3 fanins inline; of the payload only what the
          * counts cover is written: hbgd copies no more than that
@@ -68,12 +64,30 @@ uint64_t hbg_producer_write(struct hbg_producer *p, const struct hbg_task_record
                 for (unsigned i = 0; i < nf; i++)
                         pl->fanins[i] = fanins[i];
         }
-        p->descs[slot] = d;
+        *desc = d;
         for (unsigned i = 0; i < nt; i++)
                 pl->tensors[i] = t->tensors[i];
         for (unsigned i = 0; i < ns; i++)
                 pl->scalars[i] = t->scalars[i];
+}
+
+uint64_t hbg_producer_write(struct hbg_producer *p, const struct hbg_task_record *t,
+                            const uint64_t *fanins, unsigned n_fanins) {
+        uint64_t id = p->next_id;
+        uint64_t slot = id & (p->g.task_window - 1);
+        hbg_task_encode(&p->descs[slot], &p->payloads[slot], id, t, fanins, n_fanins);
         p->next_id++;
+        return id;
+}
+
+uint64_t hbg_producer_write_launch(struct hbg_producer *p, uint64_t graph, uint64_t first, uint64_t count) {
+        uint64_t id = p->next_id;
+        p->descs[id & (p->g.task_window - 1)] = (struct hbg_task_desc){
+                .id = id,
+                .flags = HBG_DESC_LAUNCH,
+                .launch = { .graph = graph, .first = first, .count = count },
+        };
+        p->next_id += count;
         return id;
 }
 

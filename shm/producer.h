@@ -83,6 +83,17 @@ uint64_t hbg_producer_arm_window_wait(struct hbg_producer *p);
 uint64_t hbg_producer_write(struct hbg_producer *p, const struct hbg_task_record *t,
                             const uint64_t *fanins, unsigned n_fanins);
 
+/* Write a launch record (RUNTIME_LOGIC §14): the next `count` ids are
+ * tasks first .. first + count - 1 of recorded graph `graph`; only the
+ * first id's descriptor is written. The caller made sure of room for all
+ * of them (count <= hbg_producer_room()). Returns the first id. */
+uint64_t hbg_producer_write_launch(struct hbg_producer *p, uint64_t graph, uint64_t first, uint64_t count);
+
+/* Encode a task with its id and fanins into a descriptor and payload (the
+ * window's slot, or a recorded task), as hbg_producer_write() does. */
+void hbg_task_encode(struct hbg_task_desc *desc, struct hbg_task_payload *pl, uint64_t id,
+                     const struct hbg_task_record *t, const uint64_t *fanins, unsigned n_fanins);
+
 /* Publish the tasks written so far (seq_cst, RUNTIME_LOGIC §9.4). True when
  * hbgd's threads sleep and the doorbell must be rung. */
 bool hbg_producer_publish(struct hbg_producer *p);

@@ -23,6 +23,7 @@ void hbg_engine_config_default(struct hbg_engine_config *ret) {
                 .max_rings = 256,
                 .max_threads_per_ring = 0,
                 .max_task_cost = UINT64_C(1) << 31,
+                .max_recorded_graphs = 64,
                 .completion_mode = HBG_COMPLETION_EAGER,
         };
 }
@@ -49,6 +50,10 @@ int hbg_engine_config_validate(const struct hbg_engine_config *cfg, const char *
         }
         if (cfg->max_spinning_threads > HBG_ENGINE_MAX_THREADS) {
                 *ret_error = "max_spinning_threads: must be between 0 (automatic) and 64";
+                return -ERANGE;
+        }
+        if (cfg->max_recorded_graphs > HBG_ENGINE_MAX_RECORDED) {
+                *ret_error = "max_recorded_graphs: must be between 0 (none) and 65536";
                 return -ERANGE;
         }
         if (cfg->spin_before_park_ns > UINT64_C(1000000000)) {

@@ -3,7 +3,7 @@
  * The scheduler engine: uniform scheduler threads that classify, dispatch,
  * execute and complete the tasks of any number of rings (one ring per
  * client session), and signal finished graphs. The protocol is
- * docs/RUNTIME_LOGIC.md §9-§13; this header is the engine's whole surface.
+ * docs/RUNTIME_LOGIC.md §9-§14; this header is the engine's whole surface.
  *
  * The engine owns no shared memory: a ring is bound to regions the caller
  * mapped (memfds in hbgd, plain memory in tests) and to an eventfd.
@@ -19,6 +19,7 @@
 #define HBG_ENGINE_MAX_THREADS 64u
 #define HBG_ENGINE_MAX_CLUSTERS 1024u
 #define HBG_ENGINE_MAX_RINGS 1024u
+#define HBG_ENGINE_MAX_RECORDED 65536u
 
 /* How the completion step is done (RUNTIME_LOGIC.md §11): the seed's
  * three designs, one table of policies (daemon/completion.h). */
@@ -55,6 +56,9 @@ struct hbg_engine_config {
          * validation with -E2BIG. 0: no limit. Default 2^31 (about a second
          * of gemm_f32 on a 2020s core). */
         uint64_t max_task_cost;
+        /* Graphs each ring may record for replay (RUNTIME_LOGIC.md §14),
+         * 0..HBG_ENGINE_MAX_RECORDED; 0: none (default 64). */
+        unsigned max_recorded_graphs;
         enum hbg_completion_mode completion_mode; /* resolver: at least 2 threads */
         hbg_log_fn log;               /* NULL: stderr with <N> prefixes */
         void *log_userdata;
@@ -66,6 +70,7 @@ int hbg_engine_config_validate(const struct hbg_engine_config *cfg, const char *
 
 struct hbg_engine;
 struct hbg_ring;
+struct hbg_recorded_task;
 
 struct hbg_ring_params {
         struct hbg_geometry geometry;  /* validated by hbg_geometry_init() */
@@ -113,6 +118,20 @@ unsigned hbg_engine_collect(struct hbg_engine *e);
 /* Bytes of engine-private memory a ring of geometry g costs when every page
  * is in use (the regions are the caller's and not counted). */
 uint64_t hbg_engine_ring_memory(const struct hbg_engine *e, const struct hbg_geometry *g);
+
+/*
+ * Record a graph for replay (RUNTIME_LOGIC.md §14): validate each of the n
+ * tasks (the caller's private copy, never client-shared memory) once and
+ * keep them until the ring is freed. The ring's launch records then name
+ * it by the returned number (0, 1, ... in recording order). Returns it,
+ * or -ENOSPC (max_recorded_graphs recorded), -ENOMEM, -EINVAL for n == 0,
+ * or the error of task *ret_task, which is invalid (*ret_error says why).
+ * One thread per ring (the one that adds and removes rings).
+ */
+int hbg_ring_record(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint32_t n,
+                    uint32_t *ret_task, const char **ret_error);
+/* Bytes hbg_ring_record() keeps for n tasks (for accounting). */
+uint64_t hbg_engine_recorded_memory(uint32_t n);
 
 /* The doorbell: wake parked scheduler threads (after the client saw
  * need_wakeup set). Async-signal-unsafe; cheap when nobody is parked. */

@@ -87,6 +87,14 @@ static inline bool slot_owned_by(struct task_slot *s, uint64_t id, memory_order 
  * thread long enough to matter and skip its bookkeeping. */
 #define FAIR_SHARE_MIN_COST (UINT64_C(1) << 17)
 
+/* A recorded graph (§14), validated once: task i's fanins are relative,
+ * 0 for the launch's gate (the id before the launch's first task) and
+ * j + 1 for task j; a launch adds the gate's id. */
+struct recorded_graph {
+        uint32_t n;
+        struct task_slot *tasks;
+};
+
 /* Failure record (§12.2). */
 struct failure {
         uint64_t id;
@@ -158,6 +166,13 @@ struct hbg_ring {
         uint32_t n_failures;
         uint32_t max_failures;
         uint64_t ext_ready_count;
+
+        /* Recorded graphs (§14): entries below n_recorded are complete
+         * and immutable until ring_free(). One thread records (the
+         * engine's owner); it fills an entry, then stores n_recorded
+         * (release); classifiers load n_recorded (acquire) first. */
+        struct recorded_graph **recorded; /* engine cfg.max_recorded_graphs */
+        _Atomic uint32_t n_recorded;
 
         _Atomic bool broken;              /* protocol error: stop serving */
         _Atomic bool removing;            /* being removed: start nothing new */
@@ -273,6 +288,23 @@ bool engine_should_yield_ring(struct sched_thread *t, struct hbg_ring *r);
 
 /* ingest.c */
 bool ring_classify(struct sched_thread *t, struct hbg_ring *r);
+/* Validate a copied descriptor (and the payload parts its counts cover)
+ * into s; fanins must lie in [fanin_lo, id). 0 or a negative errno with
+ * *why (static). */
+int ingest_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
+                    const struct hbg_task_payload *payload, uint64_t id, uint64_t fanin_lo,
+                    const char **why);
+/* A claimed id's slot, re-initialised for it; then, once its validated
+ * copy is in (or err < 0), hand it on: failed, retired inline or routed. */
+struct task_slot *ingest_slot_begin(struct hbg_ring *r, uint64_t id);
+void ingest_slot_end(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, int err,
+                     const char *why);
+
+/* replay.c */
+/* Ids id .. id + n - 1, claimed together: the launch record at id and the
+ * tasks of the recorded graph it names (§14). */
+void classify_launch(struct sched_thread *t, struct hbg_ring *r, uint64_t id, uint64_t n);
+void ring_recorded_free(struct hbg_ring *r);
 /* Work the client made: claimable ids, graph records, mailbox entries. */
 bool ring_has_external_work(struct hbg_ring *r);
 /* Work a thread could take up in this ring now (a hint). */

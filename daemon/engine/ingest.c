@@ -9,8 +9,8 @@
 
 #include "daemon/engine/engine_private.h"
 
-static int validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
-                    const struct hbg_task_payload *shared, uint64_t id, const char **why) {
+int ingest_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
+                    const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
         if (d->id != id) {
                 *why = "descriptor id does not match its slot's id";
                 return -EPROTO;
@@ -54,7 +54,7 @@ static int validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_ta
         memcpy(s->args.scalars, shared->scalars, d->n_scalars * sizeof(s->args.scalars[0]));
         for (unsigned i = 0; i < d->n_fanins; i++) {
                 uint64_t f = s->fanins[i];
-                if (f >= id || f < r->first_id) {
+                if (f >= id || f < fanin_lo) {
                         *why = "fanin is not an earlier task of this ring";
                         return -EINVAL;
                 }
@@ -137,11 +137,8 @@ static int validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_ta
         return 0;
 }
 
-static void classify_one(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
+struct task_slot *ingest_slot_begin(struct hbg_ring *r, uint64_t id) {
         struct task_slot *s = ring_slot(r, id);
-        struct hbg_task_desc d;
-        const char *why = NULL;
-
         /* Re-initialise; readers of `status` by owner check (§12.2). */
         atomic_store_explicit(&s->owner_tag, SLOT_OWNER_NONE, memory_order_relaxed);
         atomic_store_explicit(&s->status, 0, memory_order_release);
@@ -150,11 +147,12 @@ static void classify_one(struct sched_thread *t, struct hbg_ring *r, uint64_t id
         s->id = id;
         s->n_fanins = 0;
         s->long_task = false;
+        return s;
+}
 
-        /* Copy once from hostile memory; only the copies are used. */
-        memcpy(&d, &r->descs[id & r->task_mask], sizeof(d));
-        int err = validate(r, s, &d, &r->payloads[id & r->task_mask], id, &why);
-
+void ingest_slot_end(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, int err,
+                     const char *why) {
+        uint64_t id = s->id;
         atomic_store_explicit(&s->owner_tag, id + 1, memory_order_release);
         atomic_store_explicit(&s->state, SLOT_WAITING, memory_order_relaxed);
         if (s->long_task && !atomic_load_explicit(&r->has_long_tasks, memory_order_relaxed))
@@ -172,6 +170,17 @@ static void classify_one(struct sched_thread *t, struct hbg_ring *r, uint64_t id
                 return;
         }
         ring_route(t, r, s, true);
+}
+
+static void classify_one(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
+        struct task_slot *s = ingest_slot_begin(r, id);
+        struct hbg_task_desc d;
+        const char *why = NULL;
+
+        /* Copy once from hostile memory; only the copies are used. */
+        memcpy(&d, &r->descs[id & r->task_mask], sizeof(d));
+        int err = ingest_validate(r, s, &d, &r->payloads[id & r->task_mask], id, r->first_id, &why);
+        ingest_slot_end(t, r, s, err, why);
 }
 
 /* How many ids from `claim` may be classified now: submitted, inside the
@@ -194,6 +203,39 @@ static uint64_t claimable(struct hbg_ring *r, uint64_t claim, uint64_t max) {
         return n;
 }
 
+/* Is the descriptor of id a launch record (§14)? A look at client memory
+ * only to cut batches: the claimer copies and validates it again. Ids a
+ * launch covers keep stale descriptors, whose id is never theirs. */
+static bool peek_launch(struct hbg_ring *r, uint64_t id, uint64_t *ret_count) {
+        const struct hbg_task_desc *d = &r->descs[id & r->task_mask];
+        uint64_t seen_id, count;
+        uint8_t flags;
+        memcpy(&seen_id, &d->id, sizeof(seen_id));
+        memcpy(&flags, &d->flags, sizeof(flags));
+        memcpy(&count, &d->launch.count, sizeof(count));
+        *ret_count = count;
+        return seen_id == id && flags == HBG_DESC_LAUNCH;
+}
+
+/* The ids from `claim` to take as one batch, n of them claimable: a launch
+ * record is claimed with all its ids at once, by one thread (*launch), and
+ * a batch of plain tasks stops before the next launch record. 0: wait. */
+static uint64_t batch_size(struct hbg_ring *r, uint64_t claim, uint64_t n, bool *launch) {
+        uint64_t count;
+        *launch = peek_launch(r, claim, &count);
+        if (*launch) {
+                /* A count no launch can have: claim the record alone, and
+                 * classify_launch() fails it. */
+                if (count == 0 || count > r->g.task_window)
+                        return 1;
+                return claimable(r, claim, count) == count ? count : 0;
+        }
+        for (uint64_t i = 1; i < n; i++)
+                if (peek_launch(r, claim + i, &count))
+                        return i;
+        return n;
+}
+
 bool ring_classify(struct sched_thread *t, struct hbg_ring *r) {
         if (atomic_load_explicit(&r->broken, memory_order_relaxed) ||
             atomic_load_explicit(&r->removing, memory_order_relaxed))
@@ -201,6 +243,15 @@ bool ring_classify(struct sched_thread *t, struct hbg_ring *r) {
         uint64_t claim = atomic_load_explicit(&r->claim, memory_order_acquire);
         uint64_t n = claimable(r, claim, r->engine->cfg.classify_batch);
         if (n == 0)
+                return false;
+        /* Only a ring with a recorded graph looks for launch records (in
+         * others a stray one fails validation as an unknown flag). The
+         * client launches only after hbgd's reply to the recording, which
+         * followed n_recorded's store; `submitted`, loaded seq_cst above,
+         * was stored after that reply, so this load sees it (§14). */
+        bool launch = false;
+        if (atomic_load_explicit(&r->n_recorded, memory_order_relaxed) > 0 &&
+            (n = batch_size(r, claim, n, &launch)) == 0)
                 return false;
         if (!atomic_compare_exchange_strong_explicit(&r->claim, &claim, claim + n,
                                                      memory_order_acq_rel, memory_order_acquire))
@@ -215,8 +266,11 @@ bool ring_classify(struct sched_thread *t, struct hbg_ring *r) {
         /* More waiting behind this batch: let a parked peer take it. */
         if (claimable(r, claim + n, 1))
                 engine_wake_one(r->engine);
-        for (uint64_t id = claim; id < claim + n; id++)
-                classify_one(t, r, id);
+        if (launch)
+                classify_launch(t, r, claim, n);
+        else
+                for (uint64_t id = claim; id < claim + n; id++)
+                        classify_one(t, r, id);
         ring_wake_for_surplus(t, r);
         return true;
 }

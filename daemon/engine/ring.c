@@ -142,6 +142,7 @@ void ring_free(struct hbg_ring *r) {
         for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
                 mpmc_destroy(&r->ready[i]);
         mpmc_destroy(&r->retire);
+        ring_recorded_free(r);
         pthread_mutex_destroy(&r->cold_lock);
         lazy_free(r->failures, failures_bytes(&r->g));
         lazy_free((void *)r->fail_tags, fail_tags_bytes(&r->g));

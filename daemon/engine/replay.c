@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Graph replay (RUNTIME_LOGIC.md §14): a ring's recorded graphs, validated
+ * once when recorded, and the launch records that expand into their tasks
+ * at classification, without reading the client's memory per task.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/engine/engine_private.h"
+
+uint64_t hbg_engine_recorded_memory(uint32_t n) {
+        return sizeof(struct recorded_graph) + (uint64_t)n * sizeof(struct task_slot);
+}
+
+static void recorded_graph_free(struct recorded_graph *g) {
+        if (g)
+                free(g->tasks);
+        free(g);
+}
+
+int hbg_ring_record(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint32_t n,
+                    uint32_t *ret_task, const char **ret_error) {
+        unsigned max = r->engine->cfg.max_recorded_graphs;
+        uint32_t k = atomic_load_explicit(&r->n_recorded, memory_order_relaxed);
+        *ret_task = 0;
+        *ret_error = NULL;
+        if (n == 0) {
+                *ret_error = "a recorded graph needs at least one task";
+                return -EINVAL;
+        }
+        if (k >= max) {
+                *ret_error = "max_recorded_graphs reached";
+                return -ENOSPC;
+        }
+        if (!r->recorded && !(r->recorded = calloc(max, sizeof(*r->recorded))))
+                return -ENOMEM;
+        struct recorded_graph *g = calloc(1, sizeof(*g));
+        if (!g || !(g->tasks = aligned_alloc(64, (size_t)n * sizeof(*g->tasks)))) {
+                recorded_graph_free(g);
+                return -ENOMEM;
+        }
+        g->n = n;
+        for (uint32_t i = 0; i < n; i++) {
+                /* Task i has id i + 1; its fanins lie in [0, i + 1): the
+                 * gate or earlier tasks. */
+                struct task_slot *s = &g->tasks[i];
+                memset(s, 0, sizeof(*s));
+                int err = ingest_validate(r, s, &tasks[i].desc, &tasks[i].payload, (uint64_t)i + 1, 0,
+                                          ret_error);
+                if (err < 0) {
+                        *ret_task = i;
+                        recorded_graph_free(g);
+                        return err;
+                }
+        }
+        r->recorded[k] = g;
+        /* The entry is complete before its number is (§14). */
+        atomic_store_explicit(&r->n_recorded, k + 1, memory_order_release);
+        return (int)k;
+}
+
+void ring_recorded_free(struct hbg_ring *r) {
+        if (!r->recorded)
+                return;
+        uint32_t k = atomic_load_explicit(&r->n_recorded, memory_order_relaxed);
+        for (uint32_t i = 0; i < k; i++)
+                recorded_graph_free(r->recorded[i]);
+        free(r->recorded);
+        r->recorded = NULL;
+}
+
+/* The launch record, copied once: 0 and the recorded graph, or an error. */
+static int launch_check(struct hbg_ring *r, const struct hbg_task_desc *d, uint64_t id, uint64_t n,
+                        const struct recorded_graph **ret, const char **why) {
+        static const struct hbg_task_desc zero;
+        struct hbg_task_desc rest = *d;
+        rest.id = 0;
+        rest.flags = 0;
+        rest.launch.graph = rest.launch.first = rest.launch.count = 0;
+        if (d->id != id || d->flags != HBG_DESC_LAUNCH) {
+                *why = "launch record changed while it was read";
+                return -EPROTO;
+        }
+        if (memcmp(&rest, &zero, sizeof(zero)) != 0) {
+                *why = "launch record: fields other than graph, first and count not zero";
+                return -EPROTO;
+        }
+        /* Acquire: the recorded graph's entry was written before. */
+        uint32_t recorded = atomic_load_explicit(&r->n_recorded, memory_order_acquire);
+        if (d->launch.graph >= recorded) {
+                *why = "launch record names a graph this session did not record";
+                return -EINVAL;
+        }
+        const struct recorded_graph *g = r->recorded[d->launch.graph];
+        uint64_t end;
+        if (d->launch.count != n || __builtin_add_overflow(d->launch.first, n, &end) || end > g->n) {
+                *why = "launch record's tasks are not inside the recorded graph";
+                return -EINVAL;
+        }
+        /* The gate, id - 1 - first, must be an id of this ring. */
+        if (id - r->first_id < d->launch.first + 1) {
+                *why = "launch record's gate would precede the ring's first id";
+                return -EINVAL;
+        }
+        *ret = g;
+        return 0;
+}
+
+/* The validated copy of a recorded task, its fanins made absolute: only
+ * the parts its counts cover, as validation copies them (§10.1). */
+static void copy_recorded(struct task_slot *s, const struct task_slot *src, uint64_t gate) {
+        s->kind = src->kind;
+        s->shape = src->shape;
+        s->lane_mask = src->lane_mask;
+        s->lanes = src->lanes;
+        s->flags = src->flags;
+        s->block_num = src->block_num;
+        s->long_task = src->long_task;
+        s->predicate_offset = src->predicate_offset;
+        memcpy(s->kernel, src->kernel, sizeof(s->kernel));
+        for (unsigned i = 0; i < src->n_fanins; i++)
+                s->fanins[i] = gate + src->fanins[i];
+        s->n_fanins = src->n_fanins;
+        s->args.n_tensors = src->args.n_tensors;
+        s->args.n_scalars = src->args.n_scalars;
+        memcpy(s->args.tensors, src->args.tensors, src->args.n_tensors * sizeof(s->args.tensors[0]));
+        memcpy(s->args.scalars, src->args.scalars, src->args.n_scalars * sizeof(s->args.scalars[0]));
+}
+
+void classify_launch(struct sched_thread *t, struct hbg_ring *r, uint64_t id, uint64_t n) {
+        struct hbg_task_desc d;
+        const struct recorded_graph *g = NULL;
+        const char *why = NULL;
+
+        /* Copy once from hostile memory; only the copy is used. */
+        memcpy(&d, &r->descs[id & r->task_mask], sizeof(d));
+        int err = launch_check(r, &d, id, n, &g, &why);
+        /* Relative fanin f of task first + j is id - 1 - first + f: below
+         * its own id, id + j, since f <= first + j (checked at recording). */
+        uint64_t gate = id - 1 - d.launch.first;
+        unsigned batch = r->engine->cfg.classify_batch;
+        for (uint64_t j = 0; j < n; j++) {
+                struct task_slot *s = ingest_slot_begin(r, id + j);
+                if (err == 0)
+                        copy_recorded(s, &g->tasks[d.launch.first + j], gate);
+                ingest_slot_end(t, r, s, err, why);
+                /* A long launch: let parked peers run what is ready. */
+                if ((j + 1) % batch == 0)
+                        ring_wake_for_surplus(t, r);
+        }
+}
