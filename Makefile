@@ -81,16 +81,17 @@ PROTO_LIB  := $(B)/lib/libhbgproto.a
 
 # hbgd's io side (io_uring/epoll loop, sessions, control protocol).
 HBGD_SRCS := daemon/io_loop.c daemon/log.c daemon/notify.c daemon/accounting.c daemon/session.c \
-             daemon/conn.c daemon/status.c daemon/listener.c daemon/tick.c daemon/daemon.c daemon/config.c
+             daemon/record.c daemon/conn.c daemon/status.c daemon/listener.c daemon/tick.c daemon/daemon.c \
+             daemon/config.c
 HBGD_LIB  := $(B)/lib/libhbgd.a
 HBGD_BIN  := $(B)/bin/hbgd
 
 # libhbgclient: its own code plus shm/ and proto/ compiled in (PIC); the
 # daemon's code is never linked into it.
 SOVERSION  := $(firstword $(subst ., ,$(VERSION)))
-CLIENT_SRCS := libclient/connect.c libclient/graph.c libclient/wait.c libclient/host.c \
-               libclient/graph_status.c libclient/deps.c libclient/tensor.c libclient/session.c \
-               libclient/errors.c
+CLIENT_SRCS := libclient/connect.c libclient/replay.c libclient/graph.c libclient/recording.c \
+               libclient/wait.c libclient/host.c libclient/graph_status.c libclient/deps.c \
+               libclient/tensor.c libclient/session.c libclient/errors.c
 CLIENT_PIC  := $(CLIENT_SRCS:%.c=$(B)/pic/%.o) $(SHM_SRCS:%.c=$(B)/pic/%.o) \
                $(B)/pic/proto/wire.o $(B)/pic/gen/hbg.pb-c.o
 CLIENT_SO   := $(B)/lib/libhbgclient.so.$(VERSION)
@@ -108,7 +109,7 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_engine_differential test_engine_rings test_engine_stress test_engine_alloc \
               test_engine_validation test_engine_behaviour test_engine_replay test_e2e_daemon \
               test_e2e_hostile test_e2e_systemd test_e2e_hbgctl test_e2e_client \
-              test_e2e_api
+              test_e2e_api test_e2e_replay
 TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
 # The same stress test built with the store->load ordering removed: it must
 # be able to catch the watermark freeze (docs/RUNTIME_LOGIC.md §4).

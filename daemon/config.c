@@ -20,6 +20,7 @@ void hbgd_config_default(struct hbgd_config *ret) {
         hbg_engine_config_default(&ret->engine);
         hbg_geometry_request_default(&ret->session_default);
         ret->max_task_window = UINT64_C(1) << 20;
+        ret->max_recorded_tasks = UINT64_C(1) << 16;
         ret->max_heap_size = UINT64_C(1) << 30;
         ret->limits = (struct hbgd_limits){
                 .max_connections = 1024,
@@ -85,6 +86,8 @@ static const struct key keys[] = {
         NUM("limits", "requests_per_turn", requests_per_turn, 1, 4096),
         NUM("limits", "max_threads_per_session", engine.max_threads_per_ring, 0, 64),
         NUM("limits", "max_task_cost", engine.max_task_cost, 0, UINT64_MAX),
+        NUM("limits", "max_recorded_graphs", engine.max_recorded_graphs, 0, 65536),
+        NUM("limits", "max_recorded_tasks", max_recorded_tasks, 0, UINT64_C(1) << 24),
         NUM("limits", "shutdown_grace_ms", shutdown_grace_ms, 0, UINT64_C(3600000)),
         { { "access", "allowed_users" }, KEY_USERS, 0, 0, 0, 0 },
         { { "access", "allowed_groups" }, KEY_GROUPS, 0, 0, 0, 0 },

@@ -25,6 +25,7 @@ struct hbgd_config {
         struct hbg_geometry_request session_default; /* used for zero request fields */
         uint64_t max_task_window;
         uint64_t max_heap_size;
+        uint64_t max_recorded_tasks; /* per session, all its recorded graphs */
         struct hbgd_limits limits; /* connections, sessions, memory */
         unsigned handshake_timeout_ms; /* a connection without a session must send a
                                           complete request at least this often */

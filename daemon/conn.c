@@ -26,6 +26,7 @@
 
 #include "daemon/daemon_private.h"
 #include "daemon/log.h"
+#include "daemon/record.h"
 #include "proto/wire.h"
 #include "shm/util.h"
 
@@ -62,7 +63,8 @@ static struct verdict send_error(struct conn *c, int code, const char *msg) {
 
 /* ------------------------------------------------------------ handlers */
 
-static struct verdict handle_hello(struct conn *c, const Hbg__Envelope *env) {
+static struct verdict handle_hello(struct conn *c, const Hbg__Envelope *env, const int *fds) {
+        (void)fds;
         const Hbg__Hello *h = env->hello;
         if (c->hello) {
                 send_error(c, -EPROTO, "hello sent twice");
@@ -100,7 +102,8 @@ static struct verdict refuse(struct conn *c, int err, const char *msg) {
         return send_error(c, err, msg);
 }
 
-static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env) {
+static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, const int *in_fds) {
+        (void)in_fds;
         const Hbg__SessionRequest *rq = env->session_request;
         struct hbgd *d = c->d;
         const struct hbgd_config *cfg = &d->cfg;
@@ -176,34 +179,63 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env) {
         return carry_on;
 }
 
-static struct verdict handle_status(struct conn *c, const Hbg__Envelope *env) {
+static struct verdict handle_status(struct conn *c, const Hbg__Envelope *env, const int *fds) {
+        (void)fds;
         int err = status_reply(c, env->status_request);
         if (err == 0)
                 return carry_on;
         return close_with(err, err == -EAGAIN ? "the client does not read its replies" : "disconnected");
 }
 
+/* Record a graph of this connection's session for replay (§14). A
+ * refusal is an Error; the connection stays. */
+static struct verdict handle_record(struct conn *c, const Hbg__Envelope *env, const int *fds) {
+        char msg[256];
+        uint32_t graph;
+        if (!c->session)
+                return send_error(c, -EINVAL, "record: this connection has no session");
+        int err = session_record(c->session, &c->d->cfg, fds[0], env->record_request->tasks, &graph, msg,
+                                 sizeof(msg));
+        if (err < 0) {
+                char full[300];
+                snprintf(full, sizeof(full), "record: %s", msg);
+                return send_error(c, err, full);
+        }
+        Hbg__RecordReply r = HBG__RECORD_REPLY__INIT;
+        r.graph = graph;
+        Hbg__Envelope out = HBG__ENVELOPE__INIT;
+        out.msg_case = HBG__ENVELOPE__MSG_RECORD_REPLY;
+        out.record_reply = &r;
+        return send_reply(c, &out, NULL, 0);
+}
+
 /* The verbs of the protocol: one entry per request a client may send. */
 struct request_handler {
         Hbg__Envelope__MsgCase msg;
         bool before_hello;             /* allowed as the first message */
-        struct verdict (*handle)(struct conn *c, const Hbg__Envelope *env);
+        unsigned fds;                  /* file descriptors it comes with */
+        struct verdict (*handle)(struct conn *c, const Hbg__Envelope *env, const int *fds);
 };
 
 static const struct request_handler handlers[] = {
-        { HBG__ENVELOPE__MSG_HELLO, true, handle_hello },
-        { HBG__ENVELOPE__MSG_SESSION_REQUEST, false, handle_session },
-        { HBG__ENVELOPE__MSG_STATUS_REQUEST, false, handle_status },
+        { HBG__ENVELOPE__MSG_HELLO, true, 0, handle_hello },
+        { HBG__ENVELOPE__MSG_SESSION_REQUEST, false, 0, handle_session },
+        { HBG__ENVELOPE__MSG_STATUS_REQUEST, false, 0, handle_status },
+        { HBG__ENVELOPE__MSG_RECORD_REQUEST, false, 1, handle_record },
 };
 
-static struct verdict dispatch(struct conn *c, const Hbg__Envelope *env) {
+static struct verdict dispatch(struct conn *c, const Hbg__Envelope *env, const int *fds, unsigned nfds) {
         for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++) {
                 const struct request_handler *h = &handlers[i];
                 if (h->msg != env->msg_case)
                         continue;
                 if (!c->hello && !h->before_hello)
                         break;
-                return h->handle(c, env);
+                if (nfds != h->fds) {
+                        send_error(c, -EPROTO, "wrong number of file descriptors for this request");
+                        return close_with(-EPROTO, "protocol error");
+                }
+                return h->handle(c, env, fds);
         }
         const char *why = c->hello ? "unexpected message" : "the first message must be a hello";
         send_error(c, -EPROTO, why);
@@ -221,7 +253,8 @@ static void on_readable(struct io_source *src, uint32_t events, void *userdata) 
                 Hbg__Envelope *env = NULL;
                 int fds[HBG_WIRE_MAX_FDS];
                 unsigned nfds = 0;
-                int err = wire_recv(c->sock, d->cfg.max_message, &env, fds, 0, &nfds);
+                /* At most one fd (a recording's memfd): more is an error. */
+                int err = wire_recv(c->sock, d->cfg.max_message, &env, fds, 1, &nfds);
                 if (err == -EAGAIN)
                         goto drained;
                 if (err < 0) {
@@ -233,8 +266,10 @@ static void on_readable(struct io_source *src, uint32_t events, void *userdata) 
                         conn_close(c, why);
                         return;
                 }
-                struct verdict v = dispatch(c, env);
+                struct verdict v = dispatch(c, env, fds, nfds);
                 wire_free(env);
+                for (unsigned k = 0; k < nfds; k++)
+                        close(fds[k]);
                 if (v.err) {
                         conn_close(c, v.why);
                         return;

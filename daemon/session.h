@@ -34,6 +34,7 @@ struct session {
         struct hbg_geometry g;
         uint64_t first_id;
         uint64_t memory;               /* bytes charged to uid */
+        uint64_t recorded_tasks;       /* in all its recorded graphs (§14) */
         struct accounting *acct;
         struct hbg_engine *engine;
         struct io_loop *loop;

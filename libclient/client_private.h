@@ -2,7 +2,9 @@
 /*
  * libhbgclient internals. The files, each calling only those below it:
  *   connect.c       hbg_connect/hbg_disconnect: handshake, regions, channels
+ *   replay.c        recording graphs in hbgd, launching them (§14)
  *   graph.c         building tasks and graphs, submitting, waiting for them
+ *   recording.c     the graph being recorded: its tasks, dependencies, host functions
  *   wait.c          the wait loop (spin, yield, poll) that runs host tasks
  *   host.c          host (external) tasks and the completion mailbox
  *   graph_status.c  reading retired graphs back, graph statuses
@@ -51,6 +53,19 @@ struct heap_alloc {
         struct dep_list recs;
 };
 
+/* Dependency records by heap region. The session's tracker holds the
+ * allocations (sorted by offset, never overlapping) with their records;
+ * a recording's starts with a copy of the allocations and keeps every
+ * record (its ids are not the session's: no watermark applies). */
+struct dep_tracker {
+        struct heap_alloc *allocs;
+        size_t n_allocs, cap_allocs;
+        struct dep_list unallocated; /* accesses outside every allocation */
+        size_t n_recs;             /* records in all lists */
+        size_t sweep_at;           /* sweep completed records at this count */
+        bool keep_all;             /* a recording's: never drop complete ones */
+};
+
 /* One heap access of a task being added (for dependency derivation). */
 struct access {
         uint64_t lo, hi;
@@ -63,6 +78,39 @@ struct host_slot {
         hbg_host_fn fn;
         void *userdata;
         bool used;
+};
+
+/* A host function of a recorded graph: for its task with recording id
+ * `id` (a launch's id: gate + id). */
+struct recorded_host {
+        uint64_t id;
+        hbg_host_fn fn;
+        void *userdata;
+};
+
+#define HBGC_MAX_RECORDED_TASKS (1u << 24)
+
+/* A graph being recorded (recording.c). */
+struct recording {
+        struct dep_tracker deps;   /* ids are recording ids */
+        struct hbg_recorded_task *tasks;
+        size_t n, cap;
+        struct recorded_host *host;
+        size_t n_host, cap_host;
+        struct access *footprint;  /* every access of every task */
+        size_t n_fp, cap_fp;
+};
+
+/* A recorded graph as launches need it (replay.c). */
+struct recorded {
+        uint32_t graph;            /* hbgd's number */
+        uint32_t n;                /* tasks */
+        struct access *footprint;  /* merged: what the gate waits for */
+        size_t n_fp;
+        struct dep_rec *last;      /* the recording's records at its end, by id */
+        size_t n_last;
+        struct recorded_host *host; /* by id */
+        size_t n_host;
 };
 
 /* A retired graph that failed (retired graphs not listed here succeeded). */
@@ -108,12 +156,13 @@ struct hbg_client {
         /* Host tasks. */
         struct host_slot *host;    /* D slots, allocated on first use */
 
-        /* Heap allocations, sorted by offset, never overlapping. */
-        struct heap_alloc *allocs;
-        size_t n_allocs, cap_allocs;
-        struct dep_list unallocated; /* accesses outside every allocation */
-        size_t n_recs;             /* records in all lists */
-        size_t sweep_at;           /* sweep completed records at this count */
+        /* The session's dependency records, and the set tasks are added
+         * to now: &deps, or a recording's own (record.c). */
+        struct dep_tracker deps;
+        struct dep_tracker *dt;
+        struct recording *rec;     /* recording (hbg_graph_record_begin) */
+        struct recorded **recorded; /* recorded graphs, by number */
+        size_t n_recorded, cap_recorded;
         const struct hbg_kernel_sig *last_kernel; /* of the last task added by name */
         uint64_t *scratch;         /* dependency ids of the task being added */
         size_t scratch_cap;
@@ -146,6 +195,11 @@ void hbgc_ring(hbg_client *c, bool ring);
 void hbgc_doorbell(hbg_client *c);
 /* Read what hbgd wrote into the completion pipe (never blocks). */
 void hbgc_drain_completion(hbg_client *c);
+/* Receive one envelope from the control socket, waiting up to
+ * timeout_ms: 0, -ETIMEDOUT or wire_recv()'s errors. */
+struct Hbg__Envelope;
+int hbgc_recv_env(int sock, int timeout_ms, struct Hbg__Envelope **env, int *fds, unsigned max_fds,
+                  unsigned *nfds);
 /* Non-blocking look at the socket: 0, or -ECONNRESET when hbgd hung up
  * (sets c->dead). An Error message from hbgd becomes last_error. */
 int hbgc_check_socket(hbg_client *c);
@@ -158,6 +212,21 @@ int hbgc_daemon_error(hbg_client *c, const struct Hbg__Error *e, const char *whe
 int hbgc_usable(hbg_client *c, const char *fn);
 /* Is [offset, offset + bytes) a non-empty range inside the heap? */
 bool hbgc_in_heap(const hbg_client *c, uint64_t offset, uint64_t bytes);
+
+/* ---------------------------------------------------------------- graph.c */
+
+/* Wait until the next id fits the task window (running host tasks). */
+int hbgc_wait_window(hbg_client *c);
+/* Write a task with these fanins: into the window (waiting for room), or
+ * into the recording while one is open. *ret_id: its id. */
+int hbgc_write_task(hbg_client *c, const struct hbg_task_record *t, const uint64_t *fanins,
+                    size_t n_fanins, uint64_t *ret_id);
+/* More than 16 fanins: join them with dummies until at most 16 are left. */
+int hbgc_join_fanins(hbg_client *c, uint64_t *deps, size_t *n);
+/* Sort and deduplicate ids (no sort when they come in order). */
+size_t hbgc_sort_unique(uint64_t *v, size_t n);
+/* Publish once enough tasks were written since the last publish. */
+void hbgc_maybe_publish(hbg_client *c);
 
 /* ---------------------------------------------------------------- wait.c */
 
@@ -204,7 +273,34 @@ int hbgc_deps_commit(hbg_client *c, const struct access *a, size_t na, uint64_t 
 bool hbgc_deps_pending_writer(hbg_client *c, uint64_t lo, uint64_t hi, uint64_t *ret_id);
 /* Make sure c->scratch holds n ids. 0 or -ENOMEM. */
 int hbgc_scratch_reserve(hbg_client *c, size_t n);
+/* Record the accesses of task id in tracker dt (a recording's, or the
+ * session's for a launched graph). */
+int hbgc_deps_commit_to(hbg_client *c, struct dep_tracker *dt, const struct access *a, size_t na, uint64_t id);
+void hbgc_deps_tracker_free(struct dep_tracker *dt);
 void hbgc_deps_free(hbg_client *c);
+
+/* ---------------------------------------------------------------- replay.c */
+
+/* Free the recorded graphs and any recording (hbg_disconnect). */
+void hbgc_recorded_free_all(hbg_client *c);
+
+/* ---------------------------------------------------------------- recording.c */
+
+/* Start recording: tasks added go to c->rec, dependencies to its
+ * tracker. 0 or -ENOMEM. */
+int hbgc_rec_begin(hbg_client *c);
+/* Append a task with its fanins (recording ids); *ret_id its recording
+ * id. 0 or a negative errno (message set). */
+int hbgc_rec_append(hbg_client *c, const struct hbg_task_record *t, const uint64_t *fanins, size_t n_fanins,
+                    uint64_t *ret_id);
+/* The host function of recorded task id; the accesses of a task. 0 or
+ * -ENOMEM. */
+int hbgc_rec_host(hbg_client *c, uint64_t id, hbg_host_fn fn, void *userdata);
+int hbgc_rec_accesses(hbg_client *c, const struct access *a, size_t na);
+/* Stop recording and drop what was recorded (replay.c took what it
+ * keeps). */
+void hbgc_rec_end(hbg_client *c);
+void hbgc_rec_free(struct recording *r);
 
 /* ---------------------------------------------------------------- host.c */
 

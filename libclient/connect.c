@@ -24,23 +24,6 @@
 
 /* ---------------------------------------------------------------- handshake */
 
-/* Receive one envelope, waiting up to timeout_ms. */
-static int recv_env(int sock, int timeout_ms, Hbg__Envelope **env, int *fds, unsigned max_fds,
-                    unsigned *nfds) {
-        int64_t deadline = hbg_now_ns() + (int64_t)timeout_ms * 1000000;
-        for (;;) {
-                int err = wire_recv(sock, HBG_WIRE_MAX_MSG_DEFAULT, env, fds, max_fds, nfds);
-                if (err != -EAGAIN)
-                        return err;
-                int64_t left = (deadline - hbg_now_ns()) / 1000000;
-                if (left <= 0)
-                        return -ETIMEDOUT;
-                struct pollfd p = { .fd = sock, .events = POLLIN };
-                if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
-                        return -errno;
-        }
-}
-
 static int send_env(int sock, Hbg__Envelope *env) {
         return wire_send(sock, env, NULL, 0, HBG_WIRE_MAX_MSG_DEFAULT);
 }
@@ -154,7 +137,8 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
         if (epoll_ctl(c->notify_fd, EPOLL_CTL_ADD, c->completion_fd, &ev) < 0 ||
             epoll_ctl(c->notify_fd, EPOLL_CTL_ADD, c->rearm_fd, &ev) < 0)
                 return hbgc_fail(NULL, -errno, "cannot watch the completion channel: %s", strerror(errno));
-        c->sweep_at = 4096;
+        c->deps.sweep_at = 4096;
+        c->dt = &c->deps;
         return 0;
 }
 
@@ -176,6 +160,7 @@ static void client_free(hbg_client *c) {
         if (c->notify_fd >= 0)
                 close(c->notify_fd);
         hbg_completer_destroy(&c->completer);
+        hbgc_recorded_free_all(c);
         hbgc_deps_free(c);
         hbgc_host_free(c);
         free(c->failures);
@@ -212,7 +197,7 @@ static int handshake(hbg_client *c, const hbg_connect_options *o) {
         req.session_request = &sr;
         if ((err = send_env(c->sock, &req)) < 0)
                 return hbgc_fail(NULL, err, "cannot send the session request: %s", hbg_strerror(err));
-        err = recv_env(c->sock, HBGC_HANDSHAKE_TIMEOUT_MS, &env, fds, 0, &nfds);
+        err = hbgc_recv_env(c->sock, HBGC_HANDSHAKE_TIMEOUT_MS, &env, fds, 0, &nfds);
         if (err < 0)
                 return hbgc_fail(NULL, err, "no hello from hbgd: %s", hbg_strerror(err));
         if (env->msg_case == HBG__ENVELOPE__MSG_ERROR) {
@@ -227,7 +212,7 @@ static int handshake(hbg_client *c, const hbg_connect_options *o) {
         }
         wire_free(env);
 
-        err = recv_env(c->sock, HBGC_HANDSHAKE_TIMEOUT_MS, &env, fds, HBG_WIRE_MAX_FDS, &nfds);
+        err = hbgc_recv_env(c->sock, HBGC_HANDSHAKE_TIMEOUT_MS, &env, fds, HBG_WIRE_MAX_FDS, &nfds);
         if (err < 0)
                 return hbgc_fail(NULL, err, "no session reply from hbgd: %s", hbg_strerror(err));
         if (env->msg_case == HBG__ENVELOPE__MSG_ERROR) {

@@ -36,7 +36,7 @@ int hbgc_scratch_reserve(hbg_client *c, size_t n) {
         return 0;
 }
 
-static int list_push(hbg_client *c, struct dep_list *l, struct dep_rec r) {
+static int list_push(struct dep_tracker *dt, struct dep_list *l, struct dep_rec r) {
         if (l->n == l->cap) {
                 size_t cap = l->cap ? 2 * l->cap : 8;
                 struct dep_rec *v = realloc(l->v, cap * sizeof(*v));
@@ -46,21 +46,21 @@ static int list_push(hbg_client *c, struct dep_list *l, struct dep_rec r) {
                 l->cap = cap;
         }
         l->v[l->n++] = r;
-        c->n_recs++;
+        dt->n_recs++;
         return 0;
 }
 
-static void list_remove(hbg_client *c, struct dep_list *l, size_t i) {
+static void list_remove(struct dep_tracker *dt, struct dep_list *l, size_t i) {
         l->v[i] = l->v[--l->n];
-        c->n_recs--;
+        dt->n_recs--;
 }
 
 /* Index of the first allocation ending after lo. */
-static size_t alloc_first(const hbg_client *c, uint64_t lo) {
-        size_t a = 0, b = c->n_allocs;
+static size_t alloc_first(const struct dep_tracker *dt, uint64_t lo) {
+        size_t a = 0, b = dt->n_allocs;
         while (a < b) {
                 size_t m = a + (b - a) / 2;
-                if (c->allocs[m].offset + c->allocs[m].size <= lo)
+                if (dt->allocs[m].offset + dt->allocs[m].size <= lo)
                         a = m + 1;
                 else
                         b = m;
@@ -70,40 +70,42 @@ static size_t alloc_first(const hbg_client *c, uint64_t lo) {
 
 /* Call fn for each list holding records of [lo, hi), with the part of the
  * range that falls in it. Stops at the first negative return. */
-typedef int (*visit_fn)(hbg_client *c, struct dep_list *l, uint64_t lo, uint64_t hi, void *arg);
+typedef int (*visit_fn)(struct dep_tracker *dt, struct dep_list *l, uint64_t lo, uint64_t hi, void *arg);
 
-static int visit(hbg_client *c, uint64_t lo, uint64_t hi, visit_fn fn, void *arg) {
+static int visit(struct dep_tracker *dt, uint64_t lo, uint64_t hi, visit_fn fn, void *arg) {
         uint64_t covered = lo;
         bool gap = false;
-        for (size_t i = alloc_first(c, lo); i < c->n_allocs && c->allocs[i].offset < hi; i++) {
-                struct heap_alloc *a = &c->allocs[i];
+        for (size_t i = alloc_first(dt, lo); i < dt->n_allocs && dt->allocs[i].offset < hi; i++) {
+                struct heap_alloc *a = &dt->allocs[i];
                 uint64_t end = a->offset + a->size;
                 if (a->offset > covered)
                         gap = true;
-                int r = fn(c, &a->recs, a->offset > lo ? a->offset : lo, end < hi ? end : hi, arg);
+                int r = fn(dt, &a->recs, a->offset > lo ? a->offset : lo, end < hi ? end : hi, arg);
                 if (r)
                         return r;
                 covered = end;
         }
         if (gap || covered < hi)
-                return fn(c, &c->unallocated, lo, hi, arg);
+                return fn(dt, &dt->unallocated, lo, hi, arg);
         return 0;
 }
 
 /* ---------------------------------------------------------------- collect */
 
 struct collect_arg {
+        hbg_client *c;
         bool write;
         uint64_t wm;
         size_t *n;
 };
 
-static int collect_one(hbg_client *c, struct dep_list *l, uint64_t lo, uint64_t hi, void *arg) {
+static int collect_one(struct dep_tracker *dt, struct dep_list *l, uint64_t lo, uint64_t hi, void *arg) {
         struct collect_arg *ca = arg;
+        hbg_client *c = ca->c;
         for (size_t i = 0; i < l->n;) {
                 struct dep_rec *r = &l->v[i];
                 if (r->id < ca->wm) {
-                        list_remove(c, l, i);
+                        list_remove(dt, l, i);
                         continue;
                 }
                 if (r->lo < hi && lo < r->hi && (ca->write || r->write)) {
@@ -117,10 +119,10 @@ static int collect_one(hbg_client *c, struct dep_list *l, uint64_t lo, uint64_t 
 }
 
 int hbgc_deps_collect(hbg_client *c, const struct access *a, size_t na, size_t *n) {
-        struct collect_arg ca = { .wm = hbgc_watermark(c), .n = n };
+        struct collect_arg ca = { .c = c, .wm = c->dt->keep_all ? 0 : hbgc_watermark(c), .n = n };
         for (size_t i = 0; i < na; i++) {
                 ca.write = a[i].write;
-                int err = visit(c, a[i].lo, a[i].hi, collect_one, &ca);
+                int err = visit(c->dt, a[i].lo, a[i].hi, collect_one, &ca);
                 if (err < 0)
                         return err;
         }
@@ -134,13 +136,13 @@ struct commit_arg {
         uint64_t id;
 };
 
-static int commit_one(hbg_client *c, struct dep_list *l, uint64_t lo, uint64_t hi, void *arg) {
+static int commit_one(struct dep_tracker *dt, struct dep_list *l, uint64_t lo, uint64_t hi, void *arg) {
         struct commit_arg *ca = arg;
         if (ca->write) {
                 /* Superseded: every record inside [lo, hi). */
                 for (size_t i = 0; i < l->n;) {
                         if (l->v[i].lo >= lo && l->v[i].hi <= hi)
-                                list_remove(c, l, i);
+                                list_remove(dt, l, i);
                         else
                                 i++;
                 }
@@ -150,13 +152,13 @@ static int commit_one(hbg_client *c, struct dep_list *l, uint64_t lo, uint64_t h
                 if (last->id == ca->id && last->lo == lo && last->hi == hi)
                         return 0;
         }
-        return list_push(c, l, (struct dep_rec){ .lo = lo, .hi = hi, .id = ca->id, .write = ca->write });
+        return list_push(dt, l, (struct dep_rec){ .lo = lo, .hi = hi, .id = ca->id, .write = ca->write });
 }
 
-static void sweep_list(hbg_client *c, struct dep_list *l, uint64_t wm) {
+static void sweep_list(struct dep_tracker *dt, struct dep_list *l, uint64_t wm) {
         for (size_t i = 0; i < l->n;) {
                 if (l->v[i].id < wm)
-                        list_remove(c, l, i);
+                        list_remove(dt, l, i);
                 else
                         i++;
         }
@@ -169,17 +171,17 @@ static void sweep_list(hbg_client *c, struct dep_list *l, uint64_t wm) {
 
 /* Drop the records of complete tasks everywhere, once the record count
  * doubled since the last sweep: amortised O(1) per record. */
-static void maybe_sweep(hbg_client *c) {
-        if (c->n_recs < c->sweep_at)
+static void maybe_sweep(hbg_client *c, struct dep_tracker *dt) {
+        if (dt->n_recs < dt->sweep_at || dt->keep_all)
                 return;
         uint64_t wm = hbgc_watermark(c);
-        for (size_t i = 0; i < c->n_allocs; i++)
-                sweep_list(c, &c->allocs[i].recs, wm);
-        sweep_list(c, &c->unallocated, wm);
-        c->sweep_at = 2 * c->n_recs > 4096 ? 2 * c->n_recs : 4096;
+        for (size_t i = 0; i < dt->n_allocs; i++)
+                sweep_list(dt, &dt->allocs[i].recs, wm);
+        sweep_list(dt, &dt->unallocated, wm);
+        dt->sweep_at = 2 * dt->n_recs > 4096 ? 2 * dt->n_recs : 4096;
 }
 
-int hbgc_deps_commit(hbg_client *c, const struct access *a, size_t na, uint64_t id) {
+int hbgc_deps_commit_to(hbg_client *c, struct dep_tracker *dt, const struct access *a, size_t na, uint64_t id) {
         int err = 0;
         /* Writes first: a task's own read of a range it also writes must
          * not be dropped by its own write (harmless either way, but keeps
@@ -189,23 +191,30 @@ int hbgc_deps_commit(hbg_client *c, const struct access *a, size_t na, uint64_t 
                         if (a[i].write != (pass == 0))
                                 continue;
                         struct commit_arg ca = { .write = a[i].write, .id = id };
-                        int r = visit(c, a[i].lo, a[i].hi, commit_one, &ca);
+                        int r = visit(dt, a[i].lo, a[i].hi, commit_one, &ca);
                         if (r < 0 && err == 0)
                                 err = r;
                 }
-        maybe_sweep(c);
+        maybe_sweep(c, dt);
         return err;
+}
+
+int hbgc_deps_commit(hbg_client *c, const struct access *a, size_t na, uint64_t id) {
+        return hbgc_deps_commit_to(c, c->dt, a, na, id);
 }
 
 /* ---------------------------------------------------------------- queries */
 
 struct pending_arg {
+        hbg_client *c;
         uint64_t id;
         bool found;
 };
 
-static int pending_one(hbg_client *c, struct dep_list *l, uint64_t lo, uint64_t hi, void *arg) {
+static int pending_one(struct dep_tracker *dt, struct dep_list *l, uint64_t lo, uint64_t hi, void *arg) {
         struct pending_arg *pa = arg;
+        hbg_client *c = pa->c;
+        (void)dt;
         for (size_t i = 0; i < l->n; i++) {
                 const struct dep_rec *r = &l->v[i];
                 if (r->write && r->lo < hi && lo < r->hi && !hbgc_task_done(c, r->id)) {
@@ -218,21 +227,24 @@ static int pending_one(hbg_client *c, struct dep_list *l, uint64_t lo, uint64_t 
 }
 
 bool hbgc_deps_pending_writer(hbg_client *c, uint64_t lo, uint64_t hi, uint64_t *ret_id) {
-        struct pending_arg pa = { 0 };
-        visit(c, lo, hi, pending_one, &pa);
+        struct pending_arg pa = { .c = c };
+        visit(&c->deps, lo, hi, pending_one, &pa);
         if (pa.found)
                 *ret_id = pa.id;
         return pa.found;
 }
 
+void hbgc_deps_tracker_free(struct dep_tracker *dt) {
+        for (size_t i = 0; i < dt->n_allocs; i++)
+                free(dt->allocs[i].recs.v);
+        free(dt->allocs);
+        free(dt->unallocated.v);
+        *dt = (struct dep_tracker){ 0 };
+}
+
 void hbgc_deps_free(hbg_client *c) {
-        for (size_t i = 0; i < c->n_allocs; i++)
-                free(c->allocs[i].recs.v);
-        free(c->allocs);
-        free(c->unallocated.v);
+        hbgc_deps_tracker_free(&c->deps);
         free(c->scratch);
-        c->allocs = NULL;
-        c->unallocated.v = NULL;
         c->scratch = NULL;
-        c->n_allocs = c->cap_allocs = c->scratch_cap = 0;
+        c->scratch_cap = 0;
 }

@@ -16,7 +16,7 @@
 /* ---------------------------------------------------------------- tasks */
 
 /* Wait until the next id fits the window: id < WM + D (§2). */
-static int wait_window(hbg_client *c) {
+int hbgc_wait_window(hbg_client *c) {
         if (hbg_producer_room(&c->prod) > 0)
                 return 0;
         /* Spin briefly, then sleep on the completion pipe: hbgd signals it
@@ -36,17 +36,18 @@ static int wait_window(hbg_client *c) {
         return 0;
 }
 
-/* Write the next task into its slot (not published yet). */
-static int write_task(hbg_client *c, const struct hbg_task_record *t, const uint64_t *fanins,
-                      size_t n_fanins, uint64_t *ret_id) {
-        int err = wait_window(c);
+int hbgc_write_task(hbg_client *c, const struct hbg_task_record *t, const uint64_t *fanins,
+                    size_t n_fanins, uint64_t *ret_id) {
+        if (c->rec)
+                return hbgc_rec_append(c, t, fanins, n_fanins, ret_id);
+        int err = hbgc_wait_window(c);
         if (err < 0)
                 return err;
         *ret_id = hbg_producer_write(&c->prod, t, fanins, (unsigned)n_fanins);
         return 0;
 }
 
-static void maybe_publish(hbg_client *c) {
+void hbgc_maybe_publish(hbg_client *c) {
         if (c->prod.next_id - c->prod.published >= HBGC_PUBLISH_BATCH)
                 hbgc_publish(c);
 }
@@ -54,7 +55,7 @@ static void maybe_publish(hbg_client *c) {
 /* More than 16 fanins: dummies (no lanes, nothing runs) that each join up
  * to 16 of them, in as many levels as needed. deps[] is rewritten in
  * place; *n ends <= 16. */
-static int join_fanins(hbg_client *c, uint64_t *deps, size_t *n) {
+int hbgc_join_fanins(hbg_client *c, uint64_t *deps, size_t *n) {
         static const struct hbg_task_record dummy = { .block_num = 1 };
         while (*n > HBG_MAX_FANINS) {
                 size_t out = 0;
@@ -65,11 +66,11 @@ static int join_fanins(hbg_client *c, uint64_t *deps, size_t *n) {
                                 continue;
                         }
                         uint64_t id;
-                        int err = write_task(c, &dummy, &deps[i], k, &id);
+                        int err = hbgc_write_task(c, &dummy, &deps[i], k, &id);
                         if (err < 0)
                                 return err;
                         deps[out++] = id; /* out <= i: deps[i..] already read */
-                        maybe_publish(c);
+                        hbgc_maybe_publish(c);
                 }
                 *n = out;
         }
@@ -81,7 +82,7 @@ static int cmp_u64(const void *a, const void *b) {
         return x < y ? -1 : x > y;
 }
 
-static size_t sort_unique(uint64_t *v, size_t n) {
+size_t hbgc_sort_unique(uint64_t *v, size_t n) {
         if (n < 2)
                 return n;
         /* Callers mostly give dependencies in order: no sort then. */
@@ -252,11 +253,13 @@ static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm,
                 acc[na++] = (struct access){ .lo = x->offset, .hi = x->offset + x->bytes, .write = w };
         }
 
-        /* Explicit dependencies: earlier tasks of this session. */
+        /* Explicit dependencies: earlier tasks of this session, or of the
+         * recording (its task numbers, from 0). */
+        uint64_t lo = c->rec ? 0 : c->first_id, next = c->rec ? c->rec->n : c->prod.next_id;
         for (unsigned i = 0; i < t->n_deps; i++)
-                if (t->deps[i] < c->first_id || t->deps[i] >= c->prod.next_id)
-                        return ADD_FAIL(-EINVAL, "deps[%u] = %" PRIu64 " is not an earlier task (next id %" PRIu64 ")",
-                                        i, t->deps[i], c->prod.next_id);
+                if (t->deps[i] < lo || t->deps[i] >= next)
+                        return ADD_FAIL(-EINVAL, "deps[%u] = %" PRIu64 " is not an earlier task (next %s %" PRIu64 ")",
+                                        i, t->deps[i], c->rec ? "recorded task" : "id", next);
         *ret_na = na;
         return 0;
 }
@@ -275,26 +278,37 @@ static int add_one(hbg_client *c, const hbg_task *t, uint64_t *ret_id) {
         if (t->host_fn && hbgc_host_reserve(c) < 0)
                 return ADD_FAIL(-ENOMEM, "out of memory");
 
-        /* Explicit and derived dependencies, deduplicated. */
-        if (hbgc_scratch_reserve(c, t->n_deps) < 0)
+        /* Explicit and derived dependencies, deduplicated. Recording ids
+         * are task numbers + 1. */
+        uint64_t rec_base = c->rec ? 1 : 0;
+        if (hbgc_scratch_reserve(c, t->n_deps + 1u) < 0)
                 return ADD_FAIL(-ENOMEM, "out of memory");
         for (n = 0; n < t->n_deps; n++)
-                c->scratch[n] = t->deps[n];
+                c->scratch[n] = t->deps[n] + rec_base;
         if (hbgc_deps_collect(c, acc, na, &n) < 0)
                 return ADD_FAIL(-ENOMEM, "out of memory");
-        n = sort_unique(c->scratch, n);
-        if ((err = join_fanins(c, c->scratch, &n)) < 0)
+        n = hbgc_sort_unique(c->scratch, n);
+        /* A recorded task without dependencies waits for the gate (id 0),
+         * which waits for what came before the launch (§14). */
+        if (c->rec && n == 0)
+                c->scratch[n++] = 0;
+        if ((err = hbgc_join_fanins(c, c->scratch, &n)) < 0)
                 return err;
 
         uint64_t id;
-        if ((err = write_task(c, &tm, c->scratch, n, &id)) < 0)
+        if ((err = hbgc_write_task(c, &tm, c->scratch, n, &id)) < 0)
                 return err;
-        if (t->host_fn)
+        if (c->rec) {
+                if ((t->host_fn && hbgc_rec_host(c, id, t->host_fn, t->host_userdata) < 0) ||
+                    hbgc_rec_accesses(c, acc, na) < 0)
+                        return ADD_FAIL(-ENOMEM, "out of memory");
+        } else if (t->host_fn) {
                 hbgc_host_register(c, id, t->host_fn, t->host_userdata);
+        }
         /* Registered before the task can be published. */
-        maybe_publish(c);
+        hbgc_maybe_publish(c);
         if (ret_id)
-                *ret_id = id;
+                *ret_id = id - rec_base;
         if (hbgc_deps_commit(c, acc, na, id) < 0)
                 return ADD_FAIL(-ENOMEM, "task %" PRIu64 " was added, but out of memory recording its tensors: "
                                 "later tasks may miss dependencies on it", id);
@@ -344,6 +358,9 @@ HBG_EXPORT int hbg_graph_submit(hbg_client *c, uint64_t *ret_graph) {
                 return err;
         if (!ret_graph)
                 return hbgc_fail(c, -EINVAL, "hbg_graph_submit: ret_graph is NULL");
+        if (c->rec)
+                return hbgc_fail(c, -EBUSY, "hbg_graph_submit: a graph is being recorded "
+                                 "(hbg_graph_record_end() ends it)");
         if (hbg_producer_pending_graph(&c->prod) == 0)
                 return hbgc_fail(c, -EINVAL, "hbg_graph_submit: the graph is empty (no task added since the last submit)");
         /* No publish of its own here: hbg_producer_end_graph() publishes the

@@ -11,6 +11,23 @@
 
 #include "libclient/client_private.h"
 #include "proto/wire.h"
+#include "shm/util.h"
+
+int hbgc_recv_env(int sock, int timeout_ms, Hbg__Envelope **env, int *fds, unsigned max_fds,
+                  unsigned *nfds) {
+        int64_t deadline = hbg_now_ns() + (int64_t)timeout_ms * 1000000;
+        for (;;) {
+                int err = wire_recv(sock, HBG_WIRE_MAX_MSG_DEFAULT, env, fds, max_fds, nfds);
+                if (err != -EAGAIN)
+                        return err;
+                int64_t left = (deadline - hbg_now_ns()) / 1000000;
+                if (left <= 0)
+                        return -ETIMEDOUT;
+                struct pollfd p = { .fd = sock, .events = POLLIN };
+                if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
+                        return -errno;
+        }
+}
 
 /* An Error envelope from hbgd: its code (negative, else -EPROTO) and text. */
 int hbgc_daemon_error(hbg_client *c, const Hbg__Error *e, const char *when) {

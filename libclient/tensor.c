@@ -10,14 +10,14 @@
 /* ---------------------------------------------------------------- tensors */
 
 static int allocs_reserve(hbg_client *c) {
-        if (c->n_allocs < c->cap_allocs)
+        if (c->deps.n_allocs < c->deps.cap_allocs)
                 return 0;
-        size_t cap = c->cap_allocs ? 2 * c->cap_allocs : 64;
-        struct heap_alloc *v = realloc(c->allocs, cap * sizeof(*v));
+        size_t cap = c->deps.cap_allocs ? 2 * c->deps.cap_allocs : 64;
+        struct heap_alloc *v = realloc(c->deps.allocs, cap * sizeof(*v));
         if (!v)
                 return -ENOMEM;
-        c->allocs = v;
-        c->cap_allocs = cap;
+        c->deps.allocs = v;
+        c->deps.cap_allocs = cap;
         return 0;
 }
 
@@ -37,19 +37,19 @@ HBG_EXPORT int hbg_tensor_alloc(hbg_client *c, size_t bytes, hbg_tensor *ret) {
 
         uint64_t at = 0;
         size_t i = 0;
-        for (; i < c->n_allocs; i++) {
-                if (c->allocs[i].offset - at >= size)
+        for (; i < c->deps.n_allocs; i++) {
+                if (c->deps.allocs[i].offset - at >= size)
                         break;
-                at = c->allocs[i].offset + c->allocs[i].size;
+                at = c->deps.allocs[i].offset + c->deps.allocs[i].size;
         }
-        if (i == c->n_allocs && c->g.heap_size - at < size)
+        if (i == c->deps.n_allocs && c->g.heap_size - at < size)
                 return hbgc_fail(c, -ENOMEM, "hbg_tensor_alloc: no room for %zu bytes in the session heap (%" PRIu64
                                  " bytes); tensors live until hbg_disconnect()", bytes, c->g.heap_size);
         if (allocs_reserve(c) < 0)
                 return hbgc_fail(c, -ENOMEM, "hbg_tensor_alloc: out of memory");
-        memmove(&c->allocs[i + 1], &c->allocs[i], (c->n_allocs - i) * sizeof(c->allocs[0]));
-        c->allocs[i] = (struct heap_alloc){ .offset = at, .size = size };
-        c->n_allocs++;
+        memmove(&c->deps.allocs[i + 1], &c->deps.allocs[i], (c->deps.n_allocs - i) * sizeof(c->deps.allocs[0]));
+        c->deps.allocs[i] = (struct heap_alloc){ .offset = at, .size = size };
+        c->deps.n_allocs++;
         *ret = (hbg_tensor){ .offset = at, .bytes = bytes };
         return 0;
 }

@@ -61,6 +61,8 @@ static const struct key_case keys[] = {
         { "limits", "requests_per_turn", "4", "4097" },
         { "limits", "max_threads_per_session", "2", "65" },
         { "limits", "max_task_cost", "1000", "lots" },
+        { "limits", "max_recorded_graphs", "8", "65537" },
+        { "limits", "max_recorded_tasks", "1024", "16777217" },
         { "limits", "shutdown_grace_ms", "100", "3600001" },
         { "access", "allowed_users", "0, 65534", "no-such-user-hbg" },
         { "access", "allowed_groups", "0", "no-such-group-hbg" },

@@ -55,7 +55,7 @@ extern "C" {
  * fields at the end of size-carrying structs): a program built against
  * MAJOR.MINOR runs with any library MAJOR.M, M >= MINOR. */
 #define HBG_VERSION_MAJOR 1
-#define HBG_VERSION_MINOR 0
+#define HBG_VERSION_MINOR 1
 #define HBG_VERSION_PATCH 0
 
 typedef struct hbg_client hbg_client;
@@ -216,6 +216,34 @@ HBG_EXPORT int hbg_graph_status(hbg_client *c, uint64_t graph, uint64_t *ret_tas
  * (timeout_ms < 0: for ever). 0 even if they failed; -ETIMEDOUT,
  * -ECONNRESET. */
 HBG_EXPORT int hbg_tensor_wait_ready(hbg_client *c, hbg_tensor t, int timeout_ms);
+
+/*
+ * Graph replay (since 1.1): record a graph once, launch it many times.
+ * hbgd validates the recorded tasks once and keeps them for the session
+ * (within [limits] max_recorded_graphs and max_recorded_tasks); a launch
+ * costs the producer a few records, not one per task.
+ *
+ * Between hbg_graph_record_begin() and hbg_graph_record_end(),
+ * hbg_graph_add() records instead of adding: ids are the recording's task
+ * numbers (0, 1, ...), explicit deps name them, and dependencies derived
+ * from tensors are those among the recorded tasks. Host functions,
+ * host_inline tasks and predicates may be recorded. hbg_graph_submit() is
+ * refused meanwhile (-EBUSY). hbg_graph_record_end() sends the recording
+ * to hbgd: 0 and its number in *ret_recorded, or the error (hbgd's
+ * message names the bad task, counting the dummies that join more than 16
+ * dependencies); either way the recording is over.
+ *
+ * hbg_graph_launch() adds the recorded tasks as if they were added now,
+ * one by one (after the earlier writers and readers of their tensors, and
+ * before later ones), and submits them, with the tasks added since the
+ * last submit, as one graph: *ret_graph as from hbg_graph_submit(). A
+ * launch waits for window space like hbg_graph_add() when the recorded
+ * graph is larger than the window. Recorded graphs live until
+ * hbg_disconnect().
+ */
+HBG_EXPORT int hbg_graph_record_begin(hbg_client *c);
+HBG_EXPORT int hbg_graph_record_end(hbg_client *c, uint32_t *ret_recorded);
+HBG_EXPORT int hbg_graph_launch(hbg_client *c, uint32_t recorded, uint64_t *ret_graph);
 
 /* For the caller's own event loop: readable when graphs finished or host
  * tasks are ready; then call hbg_client_process(). */
