@@ -25,9 +25,10 @@ const char *cmp_shape(const struct cmp *c, unsigned k) {
 }
 
 const char *cmp_hbgd_config(const struct cmp *c, char *buf, unsigned len) {
-        if (!c->flag_window)
-                return NULL;
-        snprintf(buf, len, "[session]\nflag_window = %u\n", c->flag_window);
+        /* Replay rows record whole shapes: up to 2^17 tasks each. */
+        int n = snprintf(buf, len, "[limits]\nmax_recorded_tasks = 16777216\n");
+        if (c->flag_window && n > 0 && (unsigned)n < len)
+                snprintf(buf + n, len - (unsigned)n, "[session]\nflag_window = %u\n", c->flag_window);
         return buf;
 }
 

@@ -62,20 +62,24 @@ void cmp_hbg_reuse(struct cmp *c, unsigned mode, unsigned threads, unsigned flag
 void cmp_peer(struct cmp *c, unsigned peer, unsigned threads);
 /* Peer `name` on shape k (size 0: the run's size for it): fills ns[0..*n)
  * with the measured repetitions' times, *tasks and its peak RSS. Under
- * wrap: one repetition, no warm-up. 0, or -errno after printing why. */
+ * wrap: one repetition, no warm-up. rerun: the graph built once and run
+ * again (--rerun). 0, or -errno after printing why. */
 int cmp_peer_run(struct cmp *c, const char *name, unsigned threads, const char *shape, uint64_t size,
-                 const char *const *wrap, double *ns, unsigned *n, uint64_t *tasks, uint64_t *rss_kib);
+                 const char *const *wrap, bool rerun, double *ns, unsigned *n, uint64_t *tasks,
+                 uint64_t *rss_kib);
 /* bench/compare_instr.c: instructions per task under callgrind. */
 void cmp_instructions(struct cmp *c);
 /* The eventfd ping-pong rows of the metrics (bench/compare_hbg.c). */
 void cmp_pingpong(struct cmp *c);
 
-/* The hbgd.conf of this run's hbgd (NULL: none) into buf. */
+/* The hbgd.conf of this run's hbgd into buf. */
 const char *cmp_hbgd_config(const struct cmp *c, char *buf, unsigned len);
 
 /* One row's producers: `clients` processes of `hbg-bench producer` (under
  * `wrap` if not NULL) on socket, building `shape` of `size` tasks (0: its
- * default), all started on each repetition together. */
+ * default), all started on each repetition together; `command` is what
+ * each repetition asks them: "run" (build and run) or "replay" (launch a
+ * graph recorded in the first repetition). */
 struct cmp_run {
         unsigned reps;                  /* measured repetitions */
         double wall_ns[64];             /* per repetition: first start to last end */
@@ -86,5 +90,6 @@ struct cmp_run {
         uint64_t rss_kib;               /* sum of the producers' peaks */
 };
 int cmp_run_producers(struct cmp *c, const char *socket, const char *shape, uint64_t size, unsigned clients,
-                      unsigned warmup, unsigned repeat, const char *const *wrap, struct cmp_run *ret);
+                      unsigned warmup, unsigned repeat, const char *const *wrap, const char *command,
+                      struct cmp_run *ret);
 void cmp_run_free(struct cmp_run *r);

@@ -54,7 +54,8 @@ static int expect(struct bench_child *kid, const char *want, char *line, size_t 
 }
 
 int cmp_run_producers(struct cmp *c, const char *socket, const char *shape, uint64_t size, unsigned clients,
-                      unsigned warmup, unsigned repeat, const char *const *wrap, struct cmp_run *ret) {
+                      unsigned warmup, unsigned repeat, const char *const *wrap, const char *command,
+                      struct cmp_run *ret) {
         struct bench_child kids[64];
         char size_s[24], seed_s[24], line[512];
         int err = 0;
@@ -98,7 +99,7 @@ int cmp_run_producers(struct cmp *c, const char *socket, const char *shape, uint
                         ret->connect_ns[i] = (double)field(line, "connect_ns");
         for (unsigned r = 0; r < warmup + repeat && err == 0; r++) {
                 for (unsigned i = 0; i < clients && err == 0; i++)
-                        err = bench_child_send(&kids[i], "run");
+                        err = bench_child_send(&kids[i], command);
                 int64_t first = INT64_MAX, last = 0;
                 uint64_t tasks = 0;
                 for (unsigned i = 0; i < clients && err == 0; i++) {
@@ -190,18 +191,24 @@ static void reset_peak_rss(pid_t pid) {
         }
 }
 
+/* One row: `clients` producers building and running shape k; with replay,
+ * one producer launching the shape recorded in its first (warm-up) run,
+ * beside the peers' reruns of a graph they built once. */
 static void hbg_row(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads, unsigned k,
-                    unsigned clients) {
+                    unsigned clients, bool replay) {
         const char *shape = cmp_shape(c, k);
+        const char *system = replay ? "hbg-replay" : "hbg";
         struct cmp_run run;
         uint64_t before[N_COUNTERS], after[N_COUNTERS];
         bool counters = read_counters(c, h->socket, before) == 0;
         reset_peak_rss(h->pid);
-        int err = cmp_run_producers(c, h->socket, shape, cmp_size(c, k), clients, c->warmup, c->repeat, NULL,
-                                    &run);
+        /* A replay's first repetition records the graph: a warm-up. */
+        unsigned warmup = replay && c->warmup == 0 ? 1 : c->warmup;
+        int err = cmp_run_producers(c, h->socket, shape, cmp_size(c, k), clients, warmup, c->repeat, NULL,
+                                    replay ? "replay" : "run", &run);
         if (err < 0 || run.reps == 0) {
-                fprintf(stderr, "hbg-bench: %s, hbg %s, %u threads, %u clients: failed (%s)\n", shape, mode,
-                        threads, clients, strerror(-err));
+                fprintf(stderr, "hbg-bench: %s, %s %s, %u threads, %u clients: failed (%s)\n", shape, system,
+                        mode, threads, clients, strerror(-err));
                 c->failures++;
                 cmp_run_free(&run);
                 return;
@@ -211,7 +218,7 @@ static void hbg_row(struct cmp *c, struct bench_hbgd *h, const char *mode, unsig
         memcpy(wall, run.wall_ns, run.reps * sizeof(double));
         bench_min_median(wall, run.reps, &min, &median);
         struct report_row row = {
-                .shape = shape, .system = "hbg", .mode = mode, .threads = threads, .clients = clients,
+                .shape = shape, .system = system, .mode = mode, .threads = threads, .clients = clients,
                 .tasks = run.tasks, .ns_per_task = median / (double)run.tasks,
                 .tasks_per_s = (double)run.tasks / (median / 1e9),
                 .rss_kib = bench_proc_peak_rss_kib(h->pid) + run.rss_kib,
@@ -232,7 +239,11 @@ static void hbg_row(struct cmp *c, struct bench_hbgd *h, const char *mode, unsig
                 report_metric(&c->report, metric, shape, "hbg", mode, threads, clients, row.ns_per_task, "ns");
         } else {
                 report_row(&c->report, &row);
-                cmp_spread_metrics(c, shape, "hbg", mode, threads, clients, run.wall_ns, run.reps, run.tasks);
+                cmp_spread_metrics(c, shape, system, mode, threads, clients, run.wall_ns, run.reps, run.tasks);
+        }
+        if (replay) {
+                cmp_run_free(&run);
+                return;
         }
         if (c->reuse_pass) {
                 /* after[]: declared above */
@@ -530,7 +541,7 @@ void cmp_hbg_reuse(struct cmp *c, unsigned mode_index, unsigned threads, unsigne
                 c->failures++;
         else {
                 for (unsigned s = 0; s < c->n_shapes; s++)
-                        hbg_row(c, &h, mode, threads, s, 1);
+                        hbg_row(c, &h, mode, threads, s, 1, false);
                 if (bench_hbgd_stop(&h, 10000) != 0)
                         c->failures++;
         }
@@ -557,7 +568,9 @@ void cmp_hbg(struct cmp *c, unsigned mode_index, unsigned threads) {
         report_table_header(&c->report);
         for (unsigned s = 0; s < c->n_shapes; s++)
                 for (unsigned i = 0; i < c->n_clients; i++)
-                        hbg_row(c, &h, mode, threads, s, c->clients[i]);
+                        hbg_row(c, &h, mode, threads, s, c->clients[i], false);
+        for (unsigned s = 0; s < c->n_shapes; s++)
+                hbg_row(c, &h, mode, threads, s, 1, true);
         if (c->latency) {
                 hbg_latency(c, &h, mode, threads);
                 hbg_fairness(c, &h, mode, threads);

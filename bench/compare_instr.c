@@ -57,7 +57,7 @@ static int hbg_instr(struct cmp *c, const char *mode, unsigned threads, const ch
         if (bench_hbgd_start_config(&h, hbgd, mode, threads, cmp_hbgd_config(c, conf, sizeof(conf)), hbgd_wrap,
                                     120000) < 0)
                 return -EIO;
-        int err = cmp_run_producers(c, h.socket, shape, size, 1, 0, 1, prod_wrap, &run);
+        int err = cmp_run_producers(c, h.socket, shape, size, 1, 0, 1, prod_wrap, "run", &run);
         ret->tasks = run.tasks;
         cmp_run_free(&run);
         int st = bench_hbgd_stop(&h, 120000);
@@ -79,7 +79,7 @@ static int peer_instr(struct cmp *c, const char *name, unsigned threads, const c
         uint64_t rss;
         memset(ret, 0, sizeof(*ret));
         unlink(out);
-        int err = cmp_peer_run(c, name, threads, shape, size, wrap, ns, &n, &ret->tasks, &rss);
+        int err = cmp_peer_run(c, name, threads, shape, size, wrap, false, ns, &n, &ret->tasks, &rss);
         if (err < 0)
                 return err;
         ret->producer = probe_callgrind_total(out);

@@ -16,11 +16,15 @@
 #include "bench/compare.h"
 
 const char *const cmp_peer_names[CMP_N_PEERS] = { "tbb", "openmp", "starpu", "floor" };
+/* Peers with a graph object a program keeps and runs again (peer_rerun):
+ * their "rerun" rows stand beside hbg's replay. */
+static const bool peer_reruns[CMP_N_PEERS] = { true, false, false, false };
 
 #define PEER_MS (10 * 60 * 1000)
 
 int cmp_peer_run(struct cmp *c, const char *name, unsigned threads, const char *shape, uint64_t size,
-                 const char *const *wrap, double *ns, unsigned *n, uint64_t *tasks, uint64_t *rss_kib) {
+                 const char *const *wrap, bool rerun, double *ns, unsigned *n, uint64_t *tasks,
+                 uint64_t *rss_kib) {
         char path[320], thr[16], rep[16], warm[16], size_s[24], seed_s[24], line[256];
         snprintf(path, sizeof(path), "%s/hbg-bench-%s", c->dir, name);
         snprintf(thr, sizeof(thr), "%u", threads);
@@ -38,6 +42,8 @@ int cmp_peer_run(struct cmp *c, const char *name, unsigned threads, const char *
                 argv[a++] = tail[i];
         if (c->quick)
                 argv[a++] = "--quick";
+        if (rerun)
+                argv[a++] = "--rerun";
         argv[a] = NULL;
 
         struct bench_child kid;
@@ -78,23 +84,28 @@ void cmp_peer(struct cmp *c, unsigned peer, unsigned threads) {
         }
         printf("\n-- %s, %u thread%s [%s]\n", name, peer_threads, peer_threads == 1 ? "" : "s", cmp_elapsed(c));
         report_table_header(&c->report);
-        for (unsigned s = 0; s < c->n_shapes; s++) {
-                double ns[64], copy[64], min, median;
-                unsigned n;
-                uint64_t tasks = 0, rss = 0;
-                if (cmp_peer_run(c, name, peer_threads, cmp_shape(c, s), cmp_size(c, s), NULL, ns, &n, &tasks,
-                                 &rss) < 0 || tasks == 0) {
-                        c->failures++;
-                        continue;
+        for (int rerun = 0; rerun <= (int)peer_reruns[peer]; rerun++) {
+                char system[32];
+                snprintf(system, sizeof(system), "%s%s", name, rerun ? "-rerun" : "");
+                for (unsigned s = 0; s < c->n_shapes; s++) {
+                        double ns[64], copy[64], min, median;
+                        unsigned n;
+                        uint64_t tasks = 0, rss = 0;
+                        if (cmp_peer_run(c, name, peer_threads, cmp_shape(c, s), cmp_size(c, s), NULL, rerun, ns,
+                                         &n, &tasks, &rss) < 0 ||
+                            tasks == 0) {
+                                c->failures++;
+                                continue;
+                        }
+                        memcpy(copy, ns, n * sizeof(double));
+                        bench_min_median(copy, n, &min, &median);
+                        struct report_row row = {
+                                .shape = cmp_shape(c, s), .system = system, .mode = "", .threads = peer_threads,
+                                .clients = 1, .tasks = tasks, .ns_per_task = median / (double)tasks,
+                                .tasks_per_s = (double)tasks / (median / 1e9), .rss_kib = rss,
+                        };
+                        report_row(&c->report, &row);
+                        cmp_spread_metrics(c, row.shape, system, "", peer_threads, 1, ns, n, tasks);
                 }
-                memcpy(copy, ns, n * sizeof(double));
-                bench_min_median(copy, n, &min, &median);
-                struct report_row row = {
-                        .shape = cmp_shape(c, s), .system = name, .mode = "", .threads = peer_threads, .clients = 1,
-                        .tasks = tasks, .ns_per_task = median / (double)tasks,
-                        .tasks_per_s = (double)tasks / (median / 1e9), .rss_kib = rss,
-                };
-                report_row(&c->report, &row);
-                cmp_spread_metrics(c, row.shape, name, "", peer_threads, 1, ns, n, tasks);
         }
 }

@@ -11,6 +11,9 @@
  *                       "rep start_ns S end_ns E tasks N", S before the
  *                       first hbg_graph_add, E when hbg_graph_wait returned
  *                       (CLOCK_MONOTONIC, comparable across processes)
+ *   replay              like run, but the first replay records the graph
+ *                       (hbg_graph_record_begin/end, not timed apart) and
+ *                       every replay launches it (hbg_graph_launch)
  *   lat T COUNT IDLE_US COUNT graphs of T independent noop tasks, one at a
  *                       time, sleeping IDLE_US between them; prints each
  *                       graph's latency (first add to wait returned) as
@@ -45,6 +48,8 @@ struct producer {
         struct dag d;
         uint64_t *ids;                  /* task ids of the current run */
         hbg_tensor *tiles;              /* DAG_GEMM: one tensor per tile */
+        bool recorded;                  /* `replay`: the graph is recorded as `rec` */
+        uint32_t rec;
 };
 
 static int fail(struct producer *p, const char *what, int err) {
@@ -88,6 +93,33 @@ static int run_once(struct producer *p) {
         int err = hbg_graph_submit(p->c, &g);
         if (err < 0)
                 return fail(p, "hbg_graph_submit", err);
+        err = hbg_graph_wait(p->c, g, WAIT_MS);
+        int64_t end = bench_now_ns();
+        if (err < 0)
+                return fail(p, "hbg_graph_wait", err);
+        printf("rep start_ns %" PRId64 " end_ns %" PRId64 " tasks %u\n", start, end, p->d.n);
+        fflush(stdout);
+        return 0;
+}
+
+/* The graph recorded on first use, then launched: build+run for a
+ * producer that keeps its graph (hbg_graph_launch, §14). */
+static int run_replay(struct producer *p) {
+        int64_t start = bench_now_ns();
+        int err;
+        if (!p->recorded) {
+                if ((err = hbg_graph_record_begin(p->c)) < 0)
+                        return fail(p, "hbg_graph_record_begin", err);
+                for (uint32_t i = 0; i < p->d.n; i++)
+                        if ((err = add_task(p, i)) < 0)
+                                return fail(p, "hbg_graph_add (recording)", err);
+                if ((err = hbg_graph_record_end(p->c, &p->rec)) < 0)
+                        return fail(p, "hbg_graph_record_end", err);
+                p->recorded = true;
+        }
+        uint64_t g;
+        if ((err = hbg_graph_launch(p->c, p->rec, &g)) < 0)
+                return fail(p, "hbg_graph_launch", err);
         err = hbg_graph_wait(p->c, g, WAIT_MS);
         int64_t end = bench_now_ns();
         if (err < 0)
@@ -170,7 +202,7 @@ static int make_tiles(struct producer *p) {
 void bench_producer_usage(FILE *out) {
         fputs("producer: one producer process, driven by hbg-bench itself\n"
               "  hbg-bench producer --socket PATH --shape NAME [--size N] [--quick] [--seed S]\n"
-              "  stdin: run | lat TASKS COUNT IDLE_US | hog NS COUNT | quit (bench/producer.c)\n",
+              "  stdin: run | replay | lat TASKS COUNT IDLE_US | hog NS COUNT | quit (bench/producer.c)\n",
               out);
 }
 
@@ -237,6 +269,8 @@ int bench_producer_main(int argc, char **argv) {
                 uint64_t ns;
                 if (strcmp(line, "run\n") == 0)
                         rc = run_once(&p);
+                else if (strcmp(line, "replay\n") == 0)
+                        rc = run_replay(&p);
                 else if (sscanf(line, "hog %" SCNu64 " %u", &ns, &count) == 2 && count >= 1 && count <= 100000 &&
                          ns <= 1000000000)
                         rc = run_hog(&p, ns, count);

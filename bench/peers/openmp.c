@@ -38,6 +38,12 @@ int peer_init(unsigned threads) {
 void peer_fini(void) {
 }
 
+/* No graph object to keep: every run builds its tasks anew. */
+int peer_rerun(struct peer_ctx *ctx) {
+        (void)ctx;
+        return -ENOTSUP;
+}
+
 int peer_run(struct peer_ctx *ctx) {
         const struct dag *d = ctx->d;
         const uint32_t *fanin_start = d->fanin_start;

@@ -40,6 +40,10 @@ extern const char *const peer_name;      /* "tbb", "openmp", "starpu", "floor" *
 /* Build the graph (every task and edge) and run it to completion, once.
  * Called once per repetition, the first ones as warm-up. 0 or -errno. */
 int peer_run(struct peer_ctx *ctx);
+/* Run the graph again: built on the first call, only run on the next ones
+ * (--rerun; what a program that keeps its graph object pays). -ENOTSUP
+ * where the runtime has no graph object to run again. */
+int peer_rerun(struct peer_ctx *ctx);
 /* Once before the first and after the last run (a runtime's start-up and
  * shut-down are not measured). May be empty. */
 int peer_init(unsigned threads);

@@ -2,9 +2,10 @@
 /*
  * The main of every peer program (bench/peers/peer.h):
  *   hbg-bench-PEER --shape NAME [--size N] [--quick] [--threads T]
- *                  [--repeat R] [--warmup W] [--seed S] [--check]
+ *                  [--repeat R] [--warmup W] [--seed S] [--check] [--rerun]
  * prints, per measured repetition, one line "rep I ns TOTAL tasks N" (build
- * plus run of the whole graph, wall clock), then "rss_kib K" (the
+ * plus run of the whole graph, wall clock; with --rerun the graph is built
+ * in the first run, a warm-up, and only run again after), then "rss_kib K" (the
  * process's peak resident memory) and "ok". Exit 0, 1 on a
  * failure (a check violation included), 2 on bad usage.
  */
@@ -39,14 +40,14 @@ void peer_body(struct peer_ctx *ctx, uint32_t task) {
 
 static int usage(void) {
         fprintf(stderr, "usage: hbg-bench-%s --shape NAME [--size N] [--quick] [--threads T] [--repeat R]\n"
-                        "       [--warmup W] [--seed S] [--check]\n", peer_name);
+                        "       [--warmup W] [--seed S] [--check] [--rerun]\n", peer_name);
         return 2;
 }
 
 int main(int argc, char **argv) {
         const char *shape = NULL;
         unsigned long long size = 0, threads = 4, repeat = 5, warmup = 1, seed = 1;
-        bool quick = false, check = false;
+        bool quick = false, check = false, rerun = false;
         for (int i = 1; i < argc; i++) {
                 const char *a = argv[i];
                 const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -57,6 +58,8 @@ int main(int argc, char **argv) {
                         quick = true;
                 else if (strcmp(a, "--check") == 0)
                         check = true;
+                else if (strcmp(a, "--rerun") == 0)
+                        rerun = true;
                 else if (strcmp(a, "--size") == 0)
                         num = &size;
                 else if (strcmp(a, "--threads") == 0)
@@ -125,7 +128,7 @@ int main(int argc, char **argv) {
                 if (check)
                         memset(ctx.done, 0, d.n * sizeof(*ctx.done));
                 int64_t t0 = bench_now_ns();
-                err = peer_run(&ctx);
+                err = rerun ? peer_rerun(&ctx) : peer_run(&ctx);
                 int64_t ns = bench_now_ns() - t0;
                 if (err < 0) {
                         fprintf(stderr, "hbg-bench-%s: %s: run failed: %s\n", peer_name, shape, strerror(-err));

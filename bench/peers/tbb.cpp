@@ -55,6 +55,35 @@ int build_and_run(peer_ctx *ctx) {
         return 0;
 }
 
+/* --rerun: the graph built once and kept; each call puts the roots and
+ * waits (a flow graph runs again once wait_for_all returned). */
+std::unique_ptr<tbb::flow::graph> kept;
+std::unique_ptr<std::vector<task_node>> kept_nodes;
+std::vector<uint32_t> kept_roots;
+
+int rerun(peer_ctx *ctx) {
+        const dag *d = ctx->d;
+        if (!kept) {
+                kept = std::make_unique<tbb::flow::graph>();
+                kept_nodes = std::make_unique<std::vector<task_node>>();
+                kept_nodes->reserve(d->n);
+                for (uint32_t t = 0; t < d->n; t++)
+                        kept_nodes->emplace_back(*kept, [ctx, t](const tbb::flow::continue_msg &) {
+                                peer_body(ctx, t);
+                        });
+                for (uint32_t t = 0; t < d->n; t++) {
+                        for (uint32_t e = d->fanin_start[t]; e < d->fanin_start[t + 1]; e++)
+                                tbb::flow::make_edge((*kept_nodes)[d->fanins[e]], (*kept_nodes)[t]);
+                        if (d->fanin_start[t] == d->fanin_start[t + 1])
+                                kept_roots.push_back(t);
+                }
+        }
+        for (uint32_t t : kept_roots)
+                (*kept_nodes)[t].try_put(tbb::flow::continue_msg());
+        kept->wait_for_all();
+        return 0;
+}
+
 } // namespace
 
 extern "C" int peer_init(unsigned threads) {
@@ -72,6 +101,8 @@ extern "C" int peer_init(unsigned threads) {
 }
 
 extern "C" void peer_fini(void) {
+        kept_nodes.reset();
+        kept.reset();
         arena.reset();
         parallelism.reset();
 }
@@ -81,6 +112,16 @@ extern "C" int peer_run(peer_ctx *ctx) {
                 // The graph is made inside execute() so that it (and every
                 // task it spawns) belongs to our arena.
                 return arena->execute([ctx] { return build_and_run(ctx); });
+        } catch (const std::bad_alloc &) {
+                return -ENOMEM;
+        } catch (...) {
+                return -EIO;
+        }
+}
+
+extern "C" int peer_rerun(peer_ctx *ctx) {
+        try {
+                return arena->execute([ctx] { return rerun(ctx); });
         } catch (const std::bad_alloc &) {
                 return -ENOMEM;
         } catch (...) {
