@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -38,6 +39,7 @@
 
 #include "hbg/hbg.h"
 #include "proto/wire.h"
+#include "shm/layout.h"
 #include "tests/e2e_kid.h"
 #include "tests/e2e_util.h"
 #include "tests/test_util.h"
@@ -1038,6 +1040,134 @@ END_TEST
 
 /* ------------------------------------------------------------ suite */
 
+/* ------------------------------------------------------------ recording */
+
+/* A memfd holding bytes [0, len) of buf; sealed as hbgd wants if asked. */
+static int memfd_with(const void *buf, size_t len, bool sealed) {
+        int fd = memfd_create("hostile-recording", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, buf, len), (ssize_t)len);
+        if (sealed)
+                ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK), 0);
+        return fd;
+}
+
+static void send_record(int sock, uint64_t tasks, const int *fds, unsigned nfds) {
+        Hbg__RecordRequest rq = HBG__RECORD_REQUEST__INIT;
+        rq.tasks = tasks;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_RECORD_REQUEST;
+        env.record_request = &rq;
+        send_env(sock, &env, fds, nfds);
+}
+
+/* Error{code} whose message holds needle; the connection stays. */
+static void expect_error_stays(struct hbgd_proc *d, int sock, int code, const char *needle, const char *what) {
+        struct rx r;
+        rx(sock, 10000, &r);
+        D_ASSERT(d, r.kind == RX_RECORD && r.env && r.env->msg_case == HBG__ENVELOPE__MSG_ERROR,
+                 "%s: no Error from hbgd", what);
+        const char *msg = r.env->error->message ? r.env->error->message : "";
+        D_ASSERT(d, r.env->error->code == code && strstr(msg, needle), "%s: Error %d \"%s\", want %d with \"%s\"",
+                 what, r.env->error->code, msg, code, needle);
+        rx_free(&r);
+}
+
+/* One noop task depending on the gate, as a recording holds it. */
+static struct hbg_recorded_task noop_recorded(void) {
+        struct hbg_recorded_task t;
+        memset(&t, 0, sizeof(t));
+        t.desc.id = 1;
+        t.desc.kernel[1] = 1; /* noop */
+        t.desc.lane_mask = 2;
+        t.desc.block_num = 1;
+        t.desc.n_fanins = 1;
+        return t;
+}
+
+/*
+ * The record verb, which comes with a file descriptor: an fd that is not a
+ * memfd (a pipe: reading it could block), a memfd without the seals (it
+ * could change or shrink while read), the wrong size, no tasks, a count
+ * that does not fit, garbage tasks, no session. Each is refused with its
+ * error and the connection goes on; a good recording then succeeds. The
+ * verb without its fd, or any other with one, is a protocol error.
+ */
+START_TEST(record_request_abuse) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        struct hbg_recorded_task good = noop_recorded(), junk[4];
+        for (size_t i = 0; i < sizeof(junk); i++)
+                ((unsigned char *)junk)[i] = (unsigned char)(i * 131 + 7);
+
+        /* No session yet. */
+        int sock = raw_connect(d->socket_path);
+        raw_hello(sock);
+        int fd = memfd_with(&good, sizeof(good), true);
+        send_record(sock, 1, &fd, 1);
+        close(fd);
+        expect_error_stays(d, sock, -EINVAL, "no session", "record without a session");
+
+        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
+        env.session_request = &sr;
+        send_env(sock, &env, NULL, 0);
+        int fds[4];
+        wire_free(expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, 4));
+        for (int i = 0; i < 4; i++)
+                close(fds[i]);
+
+        int pipefd[2];
+        ck_assert_int_eq(pipe(pipefd), 0);
+        send_record(sock, 1, &pipefd[0], 1);
+        close(pipefd[0]);
+        expect_error_stays(d, sock, -EBADF, "sealed", "a pipe");
+        close(pipefd[1]);
+
+        fd = memfd_with(&good, sizeof(good), false);
+        send_record(sock, 1, &fd, 1);
+        close(fd);
+        expect_error_stays(d, sock, -EBADF, "sealed", "a memfd without seals");
+
+        fd = memfd_with(&good, sizeof(good), true);
+        send_record(sock, 2, &fd, 1);
+        expect_error_stays(d, sock, -EINVAL, "bytes", "the wrong size");
+        send_record(sock, 0, &fd, 1);
+        expect_error_stays(d, sock, -EINVAL, "1 to", "no tasks");
+        send_record(sock, UINT64_C(1) << 40, &fd, 1);
+        expect_error_stays(d, sock, -EINVAL, "1 to", "2^40 tasks");
+        close(fd);
+
+        fd = memfd_with(junk, sizeof(junk), true);
+        send_record(sock, 4, &fd, 1);
+        close(fd);
+        expect_error_stays(d, sock, -EPROTO, "task 0:", "garbage tasks");
+
+        fd = memfd_with(&good, sizeof(good), true);
+        send_record(sock, 1, &fd, 1);
+        close(fd);
+        Hbg__Envelope *reply = expect_env(sock, HBG__ENVELOPE__MSG_RECORD_REPLY, NULL, 0);
+        ck_assert_uint_eq(reply->record_reply->graph, 0);
+        wire_free(reply);
+
+        /* Without its fd: a protocol error, and the connection goes. */
+        send_record(sock, 1, NULL, 0);
+        expect_refusal(d, sock, -EPROTO, CLOSE_ERROR_REQUIRED, "record without its fd");
+        close(sock);
+
+        /* Another verb with an fd. */
+        sock = raw_connect(d->socket_path);
+        raw_hello(sock);
+        fd = memfd_with(&good, sizeof(good), true);
+        send_status_request(sock, HBG__STATUS_KIND__STATUS_DAEMON, &fd, 1);
+        close(fd);
+        expect_refusal(d, sock, -EPROTO, CLOSE_ERROR_REQUIRED, "a status request with an fd");
+        close(sock);
+        abuse_epilogue(d, base, "record request abuse");
+}
+END_TEST
+
 static bool needs_root(const TTest *t) {
         return t == connection_caps || t == memory_budget_per_uid || t == sessions_per_uid;
 }
@@ -1047,11 +1177,11 @@ static Suite *suite(bool root, unsigned *ret_skipped) {
         struct {
                 const char *name;
                 bool both_modes;
-                const TTest *tests[8];
+                const TTest *tests[10];
         } cases[] = {
                 { "io", true, { shut_rd_then_requests, completion_channel_abuse, doorbell_abuse,
                                 accept_backlog_burst, accept_backlog_out_of_fds, connection_caps,
-                                handshake_timeout, pipelining } },
+                                handshake_timeout, pipelining, record_request_abuse } },
                 { "engine", false, { dead_client_long_kernel, one_session_all_threads, task_cost_limit,
                                      big_window_session_cheap } },
                 { "limits", false, { memory_budget_per_uid, memory_budget_total, sessions_per_uid } },
@@ -1060,7 +1190,7 @@ static Suite *suite(bool root, unsigned *ret_skipped) {
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 TCase *tc = tcase_create(cases[i].name);
                 tcase_set_timeout(tc, 300);
-                for (size_t j = 0; j < 8 && cases[i].tests[j]; j++) {
+                for (size_t j = 0; j < 10 && cases[i].tests[j]; j++) {
                         const TTest *t = cases[i].tests[j];
                         if (needs_root(t) && !root) {
                                 fprintf(stderr, "test_e2e_hostile: %s skipped: it acts as uid 65534 and needs "
