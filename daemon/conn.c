@@ -214,15 +214,24 @@ struct request_handler {
         Hbg__Envelope__MsgCase msg;
         bool before_hello;             /* allowed as the first message */
         unsigned fds;                  /* file descriptors it comes with */
+        bool ends_turn;                /* costly: the other sources go next */
         struct verdict (*handle)(struct conn *c, const Hbg__Envelope *env, const int *fds);
 };
 
 static const struct request_handler handlers[] = {
-        { HBG__ENVELOPE__MSG_HELLO, true, 0, handle_hello },
-        { HBG__ENVELOPE__MSG_SESSION_REQUEST, false, 0, handle_session },
-        { HBG__ENVELOPE__MSG_STATUS_REQUEST, false, 0, handle_status },
-        { HBG__ENVELOPE__MSG_RECORD_REQUEST, false, 1, handle_record },
+        { HBG__ENVELOPE__MSG_HELLO, true, 0, false, handle_hello },
+        { HBG__ENVELOPE__MSG_SESSION_REQUEST, false, 0, false, handle_session },
+        { HBG__ENVELOPE__MSG_STATUS_REQUEST, false, 0, false, handle_status },
+        /* Validates up to max_recorded_tasks tasks on the io thread. */
+        { HBG__ENVELOPE__MSG_RECORD_REQUEST, false, 1, true, handle_record },
 };
+
+static bool ends_turn(Hbg__Envelope__MsgCase msg) {
+        for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++)
+                if (handlers[i].msg == msg)
+                        return handlers[i].ends_turn;
+        return false;
+}
 
 static struct verdict dispatch(struct conn *c, const Hbg__Envelope *env, const int *fds, unsigned nfds) {
         for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++) {
@@ -267,6 +276,7 @@ static void on_readable(struct io_source *src, uint32_t events, void *userdata) 
                         return;
                 }
                 struct verdict v = dispatch(c, env, fds, nfds);
+                bool costly = ends_turn(env->msg_case);
                 wire_free(env);
                 for (unsigned k = 0; k < nfds; k++)
                         close(fds[k]);
@@ -277,6 +287,8 @@ static void on_readable(struct io_source *src, uint32_t events, void *userdata) 
                 /* Without a session, a connection must keep asking. */
                 if (!c->session)
                         c->deadline_ms = hbg_now_ms() + d->cfg.handshake_timeout_ms;
+                if (costly)
+                        break;
         }
         /* Turn used up: more may be queued. Come back after the others,
          * without waiting for a new event (io_uring's poll would not fire

@@ -3,7 +3,8 @@
  * Recording a graph for replay (docs/RUNTIME_LOGIC.md §14, PROTOCOL.md):
  * the client's memfd checked (sealed, the right size), its tasks handed to
  * the engine, which validates each once, and their memory charged to the
- * session's uid within max_recorded_tasks. io thread only.
+ * session's uid within max_recorded_tasks (refused tasks count too: they
+ * cost the validation). io thread only.
  */
 #include "daemon/record.h"
 
@@ -63,6 +64,11 @@ int session_record(struct session *s, const struct hbgd_config *cfg, int fd, uin
         munmap(map, bytes);
         if (err < 0) {
                 acct_remove_memory(s->acct, s->uid, memory);
+                /* Validated and refused: the work was done all the same,
+                 * so it counts against the session's budget (a client
+                 * cannot make the io thread validate without end). */
+                if (err != -ENOSPC && err != -ENOMEM)
+                        s->recorded_tasks += tasks;
                 if (why && err != -ENOSPC)
                         snprintf(msg, msg_len, "task %" PRIu32 ": %s", bad, why);
                 else if (why)

@@ -99,6 +99,7 @@ struct recording {
         size_t n_host, cap_host;
         struct access *footprint;  /* every access of every task */
         size_t n_fp, cap_fp;
+        bool broken;               /* a task went in without its records */
 };
 
 /* A recorded graph as launches need it (replay.c). */

@@ -300,8 +300,11 @@ static int add_one(hbg_client *c, const hbg_task *t, uint64_t *ret_id) {
                 return err;
         if (c->rec) {
                 if ((t->host_fn && hbgc_rec_host(c, id, t->host_fn, t->host_userdata) < 0) ||
-                    hbgc_rec_accesses(c, acc, na) < 0)
-                        return ADD_FAIL(-ENOMEM, "out of memory");
+                    hbgc_rec_accesses(c, acc, na) < 0) {
+                        /* Recorded without what launches need to order it. */
+                        c->rec->broken = true;
+                        return ADD_FAIL(-ENOMEM, "out of memory: the recording cannot be used");
+                }
         } else if (t->host_fn) {
                 hbgc_host_register(c, id, t->host_fn, t->host_userdata);
         }
@@ -309,9 +312,12 @@ static int add_one(hbg_client *c, const hbg_task *t, uint64_t *ret_id) {
         hbgc_maybe_publish(c);
         if (ret_id)
                 *ret_id = id - rec_base;
-        if (hbgc_deps_commit(c, acc, na, id) < 0)
+        if (hbgc_deps_commit(c, acc, na, id) < 0) {
+                if (c->rec)
+                        c->rec->broken = true;
                 return ADD_FAIL(-ENOMEM, "task %" PRIu64 " was added, but out of memory recording its tensors: "
                                 "later tasks may miss dependencies on it", id);
+        }
         return 0;
 }
 

@@ -136,10 +136,12 @@ static int send_recording(hbg_client *c, const struct recording *r, uint32_t *re
         unsigned nfds = 0;
         err = hbgc_recv_env(c->sock, RECORD_TIMEOUT_MS, &env, fds, 0, &nfds);
         if (err < 0) {
-                if (err != -ETIMEDOUT)
-                        c->dead = true;
+                /* Even after a timeout: a late reply would be taken for the
+                 * answer to the next recording. */
+                c->dead = true;
                 return hbgc_fail(c, err == -ETIMEDOUT ? err : -ECONNRESET,
-                                 "hbg_graph_record_end: no answer from hbgd");
+                                 "hbg_graph_record_end: no answer from hbgd%s",
+                                 err == -ETIMEDOUT ? " in time: the connection is given up" : "");
         }
         if (env->msg_case == HBG__ENVELOPE__MSG_RECORD_REPLY) {
                 *ret_graph = env->record_reply->graph;
@@ -179,10 +181,19 @@ HBG_EXPORT int hbg_graph_record_end(hbg_client *c, uint32_t *ret_recorded) {
                 err = hbgc_fail(c, -EINVAL, "hbg_graph_record_end: nothing was recorded");
                 goto out;
         }
-        if (!g || (c->n_recorded == c->cap_recorded &&
-                   !(c->recorded = realloc(c->recorded, (c->cap_recorded = c->cap_recorded ? 2 * c->cap_recorded : 8) *
-                                                                 sizeof(*c->recorded))))) {
-                c->cap_recorded = c->n_recorded;
+        if (r->broken) {
+                err = hbgc_fail(c, -ENOMEM, "hbg_graph_record_end: the recording ran out of memory");
+                goto out;
+        }
+        if (g && c->n_recorded == c->cap_recorded) {
+                size_t cap = c->cap_recorded ? 2 * c->cap_recorded : 8;
+                struct recorded **v = realloc(c->recorded, cap * sizeof(*v));
+                if (v) {
+                        c->recorded = v;
+                        c->cap_recorded = cap;
+                }
+        }
+        if (!g || c->n_recorded == c->cap_recorded) {
                 err = hbgc_fail(c, -ENOMEM, "hbg_graph_record_end: out of memory");
                 goto out;
         }

@@ -13,7 +13,8 @@
  *                   through a 256-task window;
  *   refusals        what the library and hbgd refuse, and that nothing of
  *                   a refused recording stays: a task hbgd finds invalid
- *                   (its message names it), max_recorded_tasks,
+ *                   (its message names it; its tasks count against
+ *                   the budget all the same), max_recorded_tasks,
  *                   max_recorded_graphs, a launch of a graph never
  *                   recorded, submit and launch while recording, an empty
  *                   recording; then a good graph still records and runs.
@@ -242,6 +243,8 @@ START_TEST(refusals) {
                 add_ok(d, c, &inc, "record");
         ck_assert_int_eq(hbg_graph_record_end(c, &rec), -E2BIG);
         ck_assert_msg(strstr(hbg_last_error(c), "max_recorded_tasks"), "message: %s", hbg_last_error(c));
+        /* The refused recording's 2 tasks count: hbgd validated them. */
+        ck_assert_msg(strstr(hbg_last_error(c), "has recorded 2"), "message: %s", hbg_last_error(c));
 
         /* Two graphs fit; a third does not. */
         for (int k = 0; k < 3; k++) {

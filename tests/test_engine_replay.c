@@ -14,6 +14,11 @@
  *                   ring that recorded nothing. Each fails its own graph
  *                   with the documented error, the ring stays usable and
  *                   the next honest graph succeeds;
+ *   long_launch     a launch longer than a classification batch, good and
+ *                   bad (classified over several visits);
+ *   launch_beyond_submitted  a launch record whose ids are not all
+ *                   published: the threads park, the stall detector stops
+ *                   the ring (-ETIMEDOUT);
  *   recording       hbg_ring_record() refuses an invalid task and names it,
  *                   an empty graph, and more than max_recorded_graphs.
  */
@@ -22,6 +27,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "daemon/engine/engine.h"
 #include "shm/kernel_sig.h"
@@ -40,10 +46,13 @@ static void quiet_log(void *ud, int priority, const char *fmt, va_list ap) {
         (void)ap;
 }
 
+static uint64_t stall_ms = 10000;
+
 static struct hbg_engine *engine_new(enum hbg_completion_mode mode) {
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
         hbg_engine_config_default(&cfg);
+        cfg.stall_timeout_ms = stall_ms;
         cfg.threads = 3;
         cfg.clusters = 2;
         cfg.completion_mode = mode;
@@ -241,6 +250,72 @@ START_TEST(forged) {
 }
 END_TEST
 
+/* A launch longer than classify_batch is classified over several visits
+ * (the claimer goes on with it batch by batch); a bad one fails all its
+ * ids the same way. */
+START_TEST(long_launch) {
+        enum { LONG = 250 };
+        struct fixture f;
+        setup(&f, modes[_i], false);
+        struct hbg_recorded_task tasks[LONG];
+        for (unsigned i = 0; i < LONG; i++)
+                tasks[i] = chain_task(&f, i);
+        uint32_t bad;
+        const char *why;
+        ck_assert_int_eq(hbg_ring_record(f.h.ring, tasks, LONG, &bad, &why), 0);
+        gate(&f, UINT64_MAX);
+        uint64_t first = hbg_producer_write_launch(&f.h.prod, 0, 0, LONG);
+        ck_assert_int_eq(run_graph(&f, NULL), 0);
+        ck_assert_float_eq(x0(&f), (float)LONG);
+
+        gate(&f, first + LONG - 1);
+        struct hbg_task_desc d = { .launch = { .graph = 3, .first = 0, .count = LONG } };
+        uint64_t id = forge(&f, d, LONG), task;
+        ck_assert_int_eq(run_graph(&f, &task), -EINVAL);
+        ck_assert_uint_eq(task, id);
+        ck_assert_float_eq(x0(&f), (float)LONG);
+        gate(&f, UINT64_MAX);
+        hbg_producer_write_launch(&f.h.prod, 0, 0, LONG);
+        ck_assert_int_eq(run_graph(&f, NULL), 0);
+        ck_assert_float_eq(x0(&f), (float)(2 * LONG));
+        teardown(&f);
+}
+END_TEST
+
+static int64_t cpu_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A launch record covering ids the client never publishes: the threads
+ * park (it is no work until they come), and the stall detector stops the
+ * ring as it does for a graph waiting for a task never submitted. */
+START_TEST(launch_beyond_submitted) {
+        stall_ms = 1500;
+        struct fixture f;
+        setup(&f, modes[_i], true);
+        stall_ms = 10000;
+        gate(&f, UINT64_MAX);
+        struct hbg_task_desc d = { .launch = { .graph = 0, .first = 0, .count = 4 } };
+        forge(&f, d, 2);
+        uint64_t k = harness_end_graph(&f.h, 9);
+        /* The threads park: they do not spin on the record. */
+        struct timespec nap = { .tv_nsec = 200 * 1000000 };
+        nanosleep(&nap, NULL);
+        int64_t c0 = cpu_ns();
+        nap.tv_nsec = 500 * 1000000;
+        nanosleep(&nap, NULL);
+        int64_t used = cpu_ns() - c0;
+        ck_assert_msg(used < 250 * 1000000, "threads used %lld ms of CPU in 500 ms waiting for the launch",
+                      (long long)(used / 1000000));
+        struct hbg_graph_entry ge;
+        ck_assert_int_eq(harness_wait_graph(&f.h, k, WAIT_MS, &ge), 0);
+        ck_assert_int_eq(ge.status, -ETIMEDOUT);
+        teardown(&f);
+}
+END_TEST
+
 START_TEST(recording) {
         struct fixture f;
         setup(&f, HBG_COMPLETION_EAGER, false);
@@ -287,6 +362,8 @@ int main(void) {
         tcase_set_timeout(tc, 120);
         tcase_add_loop_test(tc, launches, 0, 3);
         tcase_add_loop_test(tc, forged, 0, 3);
+        tcase_add_loop_test(tc, long_launch, 0, 3);
+        tcase_add_loop_test(tc, launch_beyond_submitted, 0, 3);
         tcase_add_test(tc, recording);
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);

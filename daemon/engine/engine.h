@@ -121,8 +121,9 @@ uint64_t hbg_engine_ring_memory(const struct hbg_engine *e, const struct hbg_geo
 
 /*
  * Record a graph for replay (RUNTIME_LOGIC.md §14): validate each of the n
- * tasks (the caller's private copy, never client-shared memory) once and
- * keep them until the ring is freed. The ring's launch records then name
+ * tasks once (each copied first; the caller's memory must not change while
+ * this runs: hbgd maps a memfd sealed against writes) and keep them until
+ * the ring is freed. The ring's launch records then name
  * it by the returned number (0, 1, ... in recording order). Returns it,
  * or -ENOSPC (max_recorded_graphs recorded), -ENOMEM, -EINVAL for n == 0,
  * or the error of task *ret_task, which is invalid (*ret_error says why).

@@ -102,9 +102,22 @@ struct failure {
         const char *why;
 };
 
+/* A launch a thread claimed (§14): it classifies ids next .. end - 1 of
+ * it, classify_batch per visit of the ring. */
+struct launch_expansion {
+        uint64_t next, end;
+        uint64_t start;                   /* the launch record's id */
+        uint64_t gate;
+        uint64_t first;                   /* recorded task of id start */
+        const struct recorded_graph *g;   /* NULL when the record failed */
+        int err;
+        const char *why;
+};
+
 /* One scheduler thread's private state for one ring. */
 struct ring_thread {
         struct hbg_completer completer;
+        struct launch_expansion launch;
         alignas(64) _Atomic uint64_t completed;
         _Atomic uint64_t failed;
         struct spsc handoff;              /* resolver policy: ids to the resolver */
@@ -165,6 +178,8 @@ struct hbg_ring {
         uint64_t fail_mask;
         uint32_t n_failures;
         uint32_t max_failures;
+        uint32_t failures_hi;             /* the highest id's entry, when known */
+        bool failures_hi_known;
         uint64_t ext_ready_count;
 
         /* Recorded graphs (§14): entries below n_recorded are complete
@@ -294,6 +309,9 @@ bool ring_classify(struct sched_thread *t, struct hbg_ring *r);
 int ingest_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
                     const struct hbg_task_payload *payload, uint64_t id, uint64_t fanin_lo,
                     const char **why);
+/* Is the descriptor at the claim cursor a launch record covering ids
+ * beyond `submitted` (a hint, for the stall detector)? */
+bool ring_launch_unsubmitted(struct hbg_ring *r, uint64_t claim, uint64_t submitted);
 /* A claimed id's slot, re-initialised for it; then, once its validated
  * copy is in (or err < 0), hand it on: failed, retired inline or routed. */
 struct task_slot *ingest_slot_begin(struct hbg_ring *r, uint64_t id);
@@ -302,8 +320,13 @@ void ingest_slot_end(struct sched_thread *t, struct hbg_ring *r, struct task_slo
 
 /* replay.c */
 /* Ids id .. id + n - 1, claimed together: the launch record at id and the
- * tasks of the recorded graph it names (§14). */
+ * tasks of the recorded graph it names (§14). Checks the record and
+ * classifies the first classify_batch of them; the rest on later visits
+ * (ring_launch_continue). */
 void classify_launch(struct sched_thread *t, struct hbg_ring *r, uint64_t id, uint64_t n);
+/* This thread has a launch of r to go on with: the next ids of it. */
+bool ring_launch_pending(const struct sched_thread *t, const struct hbg_ring *r);
+bool ring_launch_continue(struct sched_thread *t, struct hbg_ring *r);
 void ring_recorded_free(struct hbg_ring *r);
 /* Work the client made: claimable ids, graph records, mailbox entries. */
 bool ring_has_external_work(struct hbg_ring *r);

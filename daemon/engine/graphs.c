@@ -35,15 +35,24 @@ void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, const char *
                 atomic_store_explicit(&r->cpl->error_task, id, memory_order_release);
         if (r->n_failures < r->max_failures) {
                 r->failures[r->n_failures++] = (struct failure){ .id = id, .code = code, .why = why };
+                r->failures_hi_known = false;
         } else {
                 /* Full (only if the client never sends graph records for
-                 * failing tasks): keep the lowest ids, they decide. */
-                uint32_t hi = 0;
-                for (uint32_t i = 1; i < r->n_failures; i++)
-                        if (r->failures[i].id > r->failures[hi].id)
-                                hi = i;
-                if (r->failures[hi].id > id)
-                        r->failures[hi] = (struct failure){ .id = id, .code = code, .why = why };
+                 * failing tasks): keep the lowest ids, they decide. Ids
+                 * mostly come in increasing order, so the highest kept one
+                 * is remembered: O(1) per failure then, not O(D) (a launch
+                 * failing D tasks would cost D^2). */
+                if (!r->failures_hi_known) {
+                        r->failures_hi = 0;
+                        for (uint32_t i = 1; i < r->n_failures; i++)
+                                if (r->failures[i].id > r->failures[r->failures_hi].id)
+                                        r->failures_hi = i;
+                        r->failures_hi_known = true;
+                }
+                if (r->failures[r->failures_hi].id > id) {
+                        r->failures[r->failures_hi] = (struct failure){ .id = id, .code = code, .why = why };
+                        r->failures_hi_known = false;
+                }
         }
         pthread_mutex_unlock(&r->cold_lock);
 }
@@ -73,6 +82,7 @@ static int graph_status(struct hbg_ring *r, uint64_t first, uint64_t last, uint6
                 }
         }
         r->n_failures = keep;
+        r->failures_hi_known = false;
         pthread_mutex_unlock(&r->cold_lock);
         *ret_task = task;
         return code;

@@ -184,8 +184,9 @@ static void classify_one(struct sched_thread *t, struct hbg_ring *r, uint64_t id
 }
 
 /* How many ids from `claim` may be classified now: submitted, inside the
- * window, and their slots released by the previous lap (§10.1). */
-static uint64_t claimable(struct hbg_ring *r, uint64_t claim, uint64_t max) {
+ * window, and their slots released by the previous lap (§10.1). all: max
+ * of them or none (a launch), decided before looking at any slot. */
+static uint64_t claimable(struct hbg_ring *r, uint64_t claim, uint64_t max, bool all) {
         uint64_t submitted = atomic_load_explicit(&r->sub->submitted, memory_order_seq_cst);
         uint64_t wm = hbg_watermark_read(&r->window);
         uint64_t limit = wm + r->g.task_window;
@@ -193,7 +194,7 @@ static uint64_t claimable(struct hbg_ring *r, uint64_t claim, uint64_t max) {
         atomic_store_explicit(&r->submitted_seen, submitted, memory_order_relaxed);
         if (submitted < limit)
                 limit = submitted;
-        if (limit <= claim)
+        if (limit <= claim || (all && limit - claim < max))
                 return 0;
         uint64_t n = limit - claim < max ? limit - claim : max;
         for (uint64_t i = 0; i < n; i++)
@@ -217,6 +218,12 @@ static bool peek_launch(struct hbg_ring *r, uint64_t id, uint64_t *ret_count) {
         return seen_id == id && flags == HBG_DESC_LAUNCH;
 }
 
+bool ring_launch_unsubmitted(struct hbg_ring *r, uint64_t claim, uint64_t submitted) {
+        uint64_t count;
+        return atomic_load_explicit(&r->n_recorded, memory_order_relaxed) > 0 && peek_launch(r, claim, &count) &&
+               claim < submitted && count > submitted - claim;
+}
+
 /* The ids from `claim` to take as one batch, n of them claimable: a launch
  * record is claimed with all its ids at once, by one thread (*launch), and
  * a batch of plain tasks stops before the next launch record. 0: wait. */
@@ -228,7 +235,7 @@ static uint64_t batch_size(struct hbg_ring *r, uint64_t claim, uint64_t n, bool 
                  * classify_launch() fails it. */
                 if (count == 0 || count > r->g.task_window)
                         return 1;
-                return claimable(r, claim, count) == count ? count : 0;
+                return claimable(r, claim, count, true) == count ? count : 0;
         }
         for (uint64_t i = 1; i < n; i++)
                 if (peek_launch(r, claim + i, &count))
@@ -236,22 +243,30 @@ static uint64_t batch_size(struct hbg_ring *r, uint64_t claim, uint64_t n, bool 
         return n;
 }
 
+/* The ids to claim at `claim` now (at most max; a launch whole), 0 if none.
+ * Only a ring with a recorded graph looks for launch records (in others a
+ * stray one fails validation as an unknown flag). The client launches only
+ * after hbgd's reply to the recording, which followed n_recorded's store;
+ * `submitted`, loaded seq_cst in claimable(), was stored after that reply,
+ * so this load sees it (§14). */
+static uint64_t claim_size(struct hbg_ring *r, uint64_t claim, uint64_t max, bool *launch) {
+        *launch = false;
+        uint64_t n = claimable(r, claim, max, false);
+        if (n == 0 || atomic_load_explicit(&r->n_recorded, memory_order_relaxed) == 0)
+                return n;
+        return batch_size(r, claim, n, launch);
+}
+
 bool ring_classify(struct sched_thread *t, struct hbg_ring *r) {
         if (atomic_load_explicit(&r->broken, memory_order_relaxed) ||
             atomic_load_explicit(&r->removing, memory_order_relaxed))
                 return false;
+        if (ring_launch_pending(t, r))
+                return ring_launch_continue(t, r);
         uint64_t claim = atomic_load_explicit(&r->claim, memory_order_acquire);
-        uint64_t n = claimable(r, claim, r->engine->cfg.classify_batch);
+        bool launch;
+        uint64_t n = claim_size(r, claim, r->engine->cfg.classify_batch, &launch);
         if (n == 0)
-                return false;
-        /* Only a ring with a recorded graph looks for launch records (in
-         * others a stray one fails validation as an unknown flag). The
-         * client launches only after hbgd's reply to the recording, which
-         * followed n_recorded's store; `submitted`, loaded seq_cst above,
-         * was stored after that reply, so this load sees it (§14). */
-        bool launch = false;
-        if (atomic_load_explicit(&r->n_recorded, memory_order_relaxed) > 0 &&
-            (n = batch_size(r, claim, n, &launch)) == 0)
                 return false;
         if (!atomic_compare_exchange_strong_explicit(&r->claim, &claim, claim + n,
                                                      memory_order_acq_rel, memory_order_acquire))
@@ -264,7 +279,7 @@ bool ring_classify(struct sched_thread *t, struct hbg_ring *r) {
                                                       memory_order_release, memory_order_relaxed))
                 ;
         /* More waiting behind this batch: let a parked peer take it. */
-        if (claimable(r, claim + n, 1))
+        if (claimable(r, claim + n, 1, false))
                 engine_wake_one(r->engine);
         if (launch)
                 classify_launch(t, r, claim, n);
@@ -279,7 +294,11 @@ bool ring_has_external_work(struct hbg_ring *r) {
         if (atomic_load(&r->broken) || atomic_load(&r->removing))
                 return false;
         uint64_t claim = atomic_load_explicit(&r->claim, memory_order_acquire);
-        if (claimable(r, claim, 1))
+        bool launch;
+        /* As ring_classify() would claim: a launch record whose ids are not
+         * all claimable yet is no work (hbgd parks; the client's publish
+         * of the rest rings the doorbell, §9.4). */
+        if (claim_size(r, claim, 1, &launch))
                 return true;
         if (atomic_load_explicit(&r->sub->graphs_submitted, memory_order_seq_cst) >
             atomic_load_explicit(&r->graphs_seen, memory_order_relaxed))

@@ -44,11 +44,13 @@ int hbg_ring_record(struct hbg_ring *r, const struct hbg_recorded_task *tasks, u
         g->n = n;
         for (uint32_t i = 0; i < n; i++) {
                 /* Task i has id i + 1; its fanins lie in [0, i + 1): the
-                 * gate or earlier tasks. */
+                 * gate or earlier tasks. Copied first: validation reads a
+                 * count, then copies what it covers (the caller's memory
+                 * is sealed, but the rule is the same everywhere). */
+                struct hbg_recorded_task copy = tasks[i];
                 struct task_slot *s = &g->tasks[i];
                 memset(s, 0, sizeof(*s));
-                int err = ingest_validate(r, s, &tasks[i].desc, &tasks[i].payload, (uint64_t)i + 1, 0,
-                                          ret_error);
+                int err = ingest_validate(r, s, &copy.desc, &copy.payload, (uint64_t)i + 1, 0, ret_error);
                 if (err < 0) {
                         *ret_task = i;
                         recorded_graph_free(g);
@@ -129,6 +131,32 @@ static void copy_recorded(struct task_slot *s, const struct task_slot *src, uint
         memcpy(s->args.scalars, src->args.scalars, src->args.n_scalars * sizeof(s->args.scalars[0]));
 }
 
+bool ring_launch_pending(const struct sched_thread *t, const struct hbg_ring *r) {
+        const struct launch_expansion *x = &r->per_thread[t->index].launch;
+        return x->next < x->end;
+}
+
+/* The next classify_batch ids of this thread's launch: a launch of up to D
+ * tasks (or a bad record failing them all) holds the thread no longer per
+ * visit than a batch of plain tasks does, and other rings get their turn
+ * in between (§9.5, §14). */
+bool ring_launch_continue(struct sched_thread *t, struct hbg_ring *r) {
+        struct launch_expansion *x = &r->per_thread[t->index].launch;
+        if (x->next >= x->end)
+                return false;
+        uint64_t stop = x->end - x->next > r->engine->cfg.classify_batch ? x->next + r->engine->cfg.classify_batch
+                                                                          : x->end;
+        for (uint64_t id = x->next; id < stop; id++) {
+                struct task_slot *s = ingest_slot_begin(r, id);
+                if (x->err == 0)
+                        copy_recorded(s, &x->g->tasks[x->first + (id - x->start)], x->gate);
+                ingest_slot_end(t, r, s, x->err, x->why);
+        }
+        x->next = stop;
+        ring_wake_for_surplus(t, r);
+        return true;
+}
+
 void classify_launch(struct sched_thread *t, struct hbg_ring *r, uint64_t id, uint64_t n) {
         struct hbg_task_desc d;
         const struct recorded_graph *g = NULL;
@@ -139,15 +167,9 @@ void classify_launch(struct sched_thread *t, struct hbg_ring *r, uint64_t id, ui
         int err = launch_check(r, &d, id, n, &g, &why);
         /* Relative fanin f of task first + j is id - 1 - first + f: below
          * its own id, id + j, since f <= first + j (checked at recording). */
-        uint64_t gate = id - 1 - d.launch.first;
-        unsigned batch = r->engine->cfg.classify_batch;
-        for (uint64_t j = 0; j < n; j++) {
-                struct task_slot *s = ingest_slot_begin(r, id + j);
-                if (err == 0)
-                        copy_recorded(s, &g->tasks[d.launch.first + j], gate);
-                ingest_slot_end(t, r, s, err, why);
-                /* A long launch: let parked peers run what is ready. */
-                if ((j + 1) % batch == 0)
-                        ring_wake_for_surplus(t, r);
-        }
+        r->per_thread[t->index].launch = (struct launch_expansion){
+                .next = id, .end = id + n, .start = id, .gate = id - 1 - d.launch.first,
+                .first = d.launch.first, .g = g, .err = err, .why = why,
+        };
+        ring_launch_continue(t, r);
 }

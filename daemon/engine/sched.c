@@ -38,7 +38,8 @@ static void park(struct sched_thread *t) {
                  * watermark live, after our idle count went up). */
                 if (e->completion->before_park && e->completion->before_park(t, r))
                         work = true;
-                work = work || ring_has_external_work(r) || mpmc_maybe_nonempty(&r->retire);
+                work = work || ring_has_external_work(r) || mpmc_maybe_nonempty(&r->retire) ||
+                       ring_launch_pending(t, r);
                 for (unsigned s = 0; s < SHAPE_EXEC_COUNT; s++)
                         ready = ready || mpmc_maybe_nonempty(&r->ready[s]);
                 work = work || (t->clusters > 0 && ready);

@@ -63,6 +63,9 @@ void ring_check_stall(struct sched_thread *t, struct hbg_ring *r) {
                 if (wm >= submitted) {
                         /* Nothing can ever move the watermark: stop. */
                         ring_fail(r, -ETIMEDOUT, wm, "graph waits for a task that was never submitted");
+                } else if (!owned && claim == wm && ring_launch_unsubmitted(r, claim, submitted)) {
+                        /* The same: its launch record waits for them (§14). */
+                        ring_fail(r, -ETIMEDOUT, wm, "launch record covers tasks that were never submitted");
                 } else if (owned && atomic_compare_exchange_strong(&s->state, &ext, SLOT_COMPLETING)) {
                         ring_task_done(t, r, wm, -ETIMEDOUT,
                                        "external task not completed within the stall timeout");
