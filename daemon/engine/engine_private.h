@@ -303,22 +303,24 @@ bool engine_should_yield_ring(struct sched_thread *t, struct hbg_ring *r);
 
 /* ingest.c */
 bool ring_classify(struct sched_thread *t, struct hbg_ring *r);
-/* Validate a copied descriptor (and the payload parts its counts cover)
- * into s; fanins must lie in [fanin_lo, id). 0 or a negative errno with
- * *why (static). */
-int ingest_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
-                    const struct hbg_task_payload *payload, uint64_t id, uint64_t fanin_lo,
-                    const char **why);
 /* Is the descriptor at the claim cursor a launch record covering ids
  * beyond `submitted` (a hint, for the stall detector)? */
 bool ring_launch_unsubmitted(struct hbg_ring *r, uint64_t claim, uint64_t submitted);
+
+/* validate.c */
+/* Validate a copied descriptor (and the payload parts its counts cover)
+ * into s; fanins must lie in [fanin_lo, id). 0 or a negative errno with
+ * *why (static). */
+int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
+                  const struct hbg_task_payload *payload, uint64_t id, uint64_t fanin_lo, const char **why);
+
+/* classify.c */
 /* A claimed id's slot, re-initialised for it; then, once its validated
  * copy is in (or err < 0), hand it on: failed, retired inline or routed. */
-struct task_slot *ingest_slot_begin(struct hbg_ring *r, uint64_t id);
-void ingest_slot_end(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, int err,
-                     const char *why);
+struct task_slot *classify_begin(struct hbg_ring *r, uint64_t id);
+void classify_end(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, int err, const char *why);
 
-/* replay.c */
+/* launch.c */
 /* Ids id .. id + n - 1, claimed together: the launch record at id and the
  * tasks of the recorded graph it names (§14). Checks the record and
  * classifies the first classify_batch of them; the rest on later visits
@@ -327,6 +329,8 @@ void classify_launch(struct sched_thread *t, struct hbg_ring *r, uint64_t id, ui
 /* This thread has a launch of r to go on with: the next ids of it. */
 bool ring_launch_pending(const struct sched_thread *t, const struct hbg_ring *r);
 bool ring_launch_continue(struct sched_thread *t, struct hbg_ring *r);
+
+/* recorded.c */
 void ring_recorded_free(struct hbg_ring *r);
 /* Work the client made: claimable ids, graph records, mailbox entries. */
 bool ring_has_external_work(struct hbg_ring *r);

@@ -1,77 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Graph replay (RUNTIME_LOGIC.md §14): a ring's recorded graphs, validated
- * once when recorded, and the launch records that expand into their tasks
- * at classification, without reading the client's memory per task.
+ * Launch records (RUNTIME_LOGIC.md §14): the record checked once, then the
+ * recorded graph's tasks classified from their validated form, a batch per
+ * visit of the ring, without reading the client's memory per task.
  */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "daemon/engine/engine_private.h"
-
-uint64_t hbg_engine_recorded_memory(uint32_t n) {
-        return sizeof(struct recorded_graph) + (uint64_t)n * sizeof(struct task_slot);
-}
-
-static void recorded_graph_free(struct recorded_graph *g) {
-        if (g)
-                free(g->tasks);
-        free(g);
-}
-
-int hbg_ring_record(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint32_t n,
-                    uint32_t *ret_task, const char **ret_error) {
-        unsigned max = r->engine->cfg.max_recorded_graphs;
-        uint32_t k = atomic_load_explicit(&r->n_recorded, memory_order_relaxed);
-        *ret_task = 0;
-        *ret_error = NULL;
-        if (n == 0) {
-                *ret_error = "a recorded graph needs at least one task";
-                return -EINVAL;
-        }
-        if (k >= max) {
-                *ret_error = "max_recorded_graphs reached";
-                return -ENOSPC;
-        }
-        if (!r->recorded && !(r->recorded = calloc(max, sizeof(*r->recorded))))
-                return -ENOMEM;
-        struct recorded_graph *g = calloc(1, sizeof(*g));
-        if (!g || !(g->tasks = aligned_alloc(64, (size_t)n * sizeof(*g->tasks)))) {
-                recorded_graph_free(g);
-                return -ENOMEM;
-        }
-        g->n = n;
-        for (uint32_t i = 0; i < n; i++) {
-                /* Task i has id i + 1; its fanins lie in [0, i + 1): the
-                 * gate or earlier tasks. Copied first: validation reads a
-                 * count, then copies what it covers (the caller's memory
-                 * is sealed, but the rule is the same everywhere). */
-                struct hbg_recorded_task copy = tasks[i];
-                struct task_slot *s = &g->tasks[i];
-                memset(s, 0, sizeof(*s));
-                int err = ingest_validate(r, s, &copy.desc, &copy.payload, (uint64_t)i + 1, 0, ret_error);
-                if (err < 0) {
-                        *ret_task = i;
-                        recorded_graph_free(g);
-                        return err;
-                }
-        }
-        r->recorded[k] = g;
-        /* The entry is complete before its number is (§14). */
-        atomic_store_explicit(&r->n_recorded, k + 1, memory_order_release);
-        return (int)k;
-}
-
-void ring_recorded_free(struct hbg_ring *r) {
-        if (!r->recorded)
-                return;
-        uint32_t k = atomic_load_explicit(&r->n_recorded, memory_order_relaxed);
-        for (uint32_t i = 0; i < k; i++)
-                recorded_graph_free(r->recorded[i]);
-        free(r->recorded);
-        r->recorded = NULL;
-}
 
 /* The launch record, copied once: 0 and the recorded graph, or an error. */
 static int launch_check(struct hbg_ring *r, const struct hbg_task_desc *d, uint64_t id, uint64_t n,
@@ -147,10 +83,10 @@ bool ring_launch_continue(struct sched_thread *t, struct hbg_ring *r) {
         uint64_t stop = x->end - x->next > r->engine->cfg.classify_batch ? x->next + r->engine->cfg.classify_batch
                                                                           : x->end;
         for (uint64_t id = x->next; id < stop; id++) {
-                struct task_slot *s = ingest_slot_begin(r, id);
+                struct task_slot *s = classify_begin(r, id);
                 if (x->err == 0)
                         copy_recorded(s, &x->g->tasks[x->first + (id - x->start)], x->gate);
-                ingest_slot_end(t, r, s, x->err, x->why);
+                classify_end(t, r, s, x->err, x->why);
         }
         x->next = stop;
         ring_wake_for_surplus(t, r);

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A task's validation (RUNTIME_LOGIC.md §10.1, §14): the checks a copied
+ * descriptor and the payload parts its counts cover must pass, the copy
+ * into the daemon's slot, and the work bound per task (§9.5). Used for
+ * submitted tasks and, once, for recorded ones.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "daemon/engine/engine_private.h"
+
+int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
+                    const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
+        if (d->id != id) {
+                *why = "descriptor id does not match its slot's id";
+                return -EPROTO;
+        }
+        if (d->reserved2 || d->reserved0[0] || d->reserved0[1] || d->reserved0[2]) {
+                *why = "descriptor reserved field not zero";
+                return -EPROTO;
+        }
+        if (d->flags & ~HBG_TASK_FLAGS_ALL) {
+                *why = "unknown task flag";
+                return -EINVAL;
+        }
+        if (d->lane_mask & ~HBG_LANE_MASK_ALL) {
+                *why = "lane mask has bits beyond the three lanes";
+                return -EINVAL;
+        }
+        if (d->block_num < 1 || d->block_num > HBG_MAX_BLOCKS) {
+                *why = "block_num out of range (1..4096)";
+                return -ERANGE;
+        }
+        if (d->n_fanins > HBG_MAX_FANINS || d->n_tensors > HBG_MAX_TENSOR_ARGS ||
+            d->n_scalars > HBG_MAX_SCALAR_ARGS) {
+                *why = "too many fanins, tensors or scalars";
+                return -E2BIG;
+        }
+        /* Fanins: inline in the (copied) descriptor, the unused inline slots
+         * zero, or all in the payload with the inline ones zero (§8). */
+        unsigned inline_used = d->n_fanins <= HBG_INLINE_FANINS ? d->n_fanins : 0;
+        for (unsigned i = inline_used; i < HBG_INLINE_FANINS; i++)
+                if (d->fanins_inline[i]) {
+                        *why = "inline fanin slot beyond the task's fanins not zero";
+                        return -EPROTO;
+                }
+        /* Copy only the payload parts the (validated) counts cover, once;
+         * everything below reads the copies. */
+        if (d->n_fanins <= HBG_INLINE_FANINS)
+                memcpy(s->fanins, d->fanins_inline, d->n_fanins * sizeof(s->fanins[0]));
+        else
+                memcpy(s->fanins, shared->fanins, d->n_fanins * sizeof(s->fanins[0]));
+        memcpy(s->args.tensors, shared->tensors, d->n_tensors * sizeof(s->args.tensors[0]));
+        memcpy(s->args.scalars, shared->scalars, d->n_scalars * sizeof(s->args.scalars[0]));
+        for (unsigned i = 0; i < d->n_fanins; i++) {
+                uint64_t f = s->fanins[i];
+                if (f >= id || f < fanin_lo) {
+                        *why = "fanin is not an earlier task of this ring";
+                        return -EINVAL;
+                }
+        }
+        s->n_fanins = d->n_fanins;
+
+        bool inline_ = d->flags & HBG_TASK_HOST_INLINE, external = d->flags & HBG_TASK_EXTERNAL;
+        if (inline_ && external) {
+                *why = "a task cannot be both host-inline and external";
+                return -EINVAL;
+        }
+        if (d->flags & HBG_TASK_HAS_PREDICATE) {
+                uint64_t end;
+                if (d->predicate_offset % 4 != 0 ||
+                    __builtin_add_overflow(d->predicate_offset, 4, &end) || end > r->g.heap_size) {
+                        *why = "predicate element outside the heap or misaligned";
+                        return -ERANGE;
+                }
+        }
+        s->predicate_offset = d->predicate_offset;
+        s->flags = d->flags;
+        s->lane_mask = d->lane_mask;
+        s->lanes = (uint8_t)((d->lane_mask & 1u) + ((d->lane_mask >> 1) & 1u) + ((d->lane_mask >> 2) & 1u));
+        s->block_num = d->block_num;
+
+        if (d->lane_mask == 0 || inline_ || external) {
+                if (d->lane_mask != 0 || d->kernel[0] || d->kernel[1] || d->kernel[2]) {
+                        *why = "dummy, host-inline and external tasks have no lanes or kernels";
+                        return -EINVAL;
+                }
+                if (d->n_tensors || d->n_scalars) {
+                        *why = "dummy, host-inline and external tasks take no arguments";
+                        return -EINVAL;
+                }
+                s->kind = inline_ ? KIND_INLINE : external ? KIND_EXTERNAL : KIND_DUMMY;
+                s->shape = SHAPE_DUMMY;
+                return 0;
+        }
+
+        s->kind = KIND_KERNEL;
+        s->shape = s->lanes > 1 ? SHAPE_MIX : (d->lane_mask & 1u) ? SHAPE_AIC : SHAPE_AIV;
+        s->args.n_tensors = d->n_tensors;
+        s->args.n_scalars = d->n_scalars;
+        for (unsigned lane = 0; lane < HBG_LANES; lane++) {
+                s->kernel[lane] = NULL;
+                if (!(d->lane_mask & (1u << lane))) {
+                        if (d->kernel[lane] != HBG_KERNEL_NONE) {
+                                *why = "kernel given for an inactive lane";
+                                return -EINVAL;
+                        }
+                        continue;
+                }
+                const struct kernel_info *k = kernel_lookup(d->kernel[lane]);
+                if (!k) {
+                        *why = "unknown kernel";
+                        return -ENOENT;
+                }
+                int err = kernel_validate(k, &s->args, r->g.heap_size, why);
+                if (err < 0)
+                        return err;
+                s->kernel[lane] = k;
+        }
+        /* The work this task makes a thread do, bounded per task so that no
+         * session can hold a thread for long (§9.5, docs/SECURITY.md). */
+        uint32_t parts = (uint32_t)s->block_num * s->lanes;
+        uint64_t cost = 0, limit = r->engine->cfg.max_task_cost;
+        for (unsigned lane = 0; lane < HBG_LANES; lane++) {
+                if (!s->kernel[lane])
+                        continue;
+                /* Each lane runs its kernel for its share of the parts:
+                 * block_num of block_num * lanes (§9.1). */
+                uint64_t c = kernel_cost(s->kernel[lane], &s->args, parts) / s->lanes;
+                cost = __builtin_add_overflow(cost, c, &cost) ? UINT64_MAX : cost;
+                if (limit && cost > limit) {
+                        *why = kernel_cost_message(s->kernel[lane]);
+                        return -E2BIG;
+                }
+        }
+        s->long_task = cost >= FAIR_SHARE_MIN_COST;
+        return 0;
+}
