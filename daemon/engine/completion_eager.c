@@ -18,7 +18,7 @@ static void finish_published(struct sched_thread *t, struct hbg_ring *r, uint64_
         ring_drain_wake_list(t, r, id);
         bool advanced = hbg_update_completed_watermark(c, id);
         ring_slot_release(r, id);
-        if (advanced)
+        if (advanced && ring_retire_due(r))
                 ring_retire_graphs(r);
 }
 

@@ -164,6 +164,12 @@ struct hbg_ring {
         bool graph_have;                  /* graph_cur holds a validated copy */
         struct hbg_graph_record graph_cur;
         _Atomic uint64_t graphs_seen;     /* graphs_submitted as last read by the retirer */
+        /* The watermark at which the next graph the retirer knows of
+         * retires (its last id + 1); 0: none known, every move must ask.
+         * Written under the retire lock (relaxed), read by completers
+         * (relaxed): a hint whose every stored value is at most the true
+         * one while its graph is unretired (§12.1). */
+        _Atomic uint64_t retire_at;
         _Atomic uint64_t graphs_failed;
 
         /* Mailbox consumer (try-lock, one thread at a time). */
@@ -344,6 +350,10 @@ bool ring_poll_mailbox(struct sched_thread *t, struct hbg_ring *r);
 /* stall.c */
 bool ring_unfinished(struct hbg_ring *r);
 void ring_check_stall(struct sched_thread *t, struct hbg_ring *r);
+
+/* graphs.c: after this thread moved the watermark, must it look at the
+ * graphs (a graph or a producer waiting for window space it reached)? */
+bool ring_retire_due(struct hbg_ring *r);
 
 /* ready.c */
 /* Route a classified task: ready, or onto the wake list of its latest

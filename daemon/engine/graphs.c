@@ -194,7 +194,27 @@ static bool retire_graphs_locked(struct hbg_ring *r) {
                 any |= fail_graphs_locked(r, stop_code(r));
         if (any)
                 atomic_store_explicit(&r->cpl->graphs_retired, r->graph_next, memory_order_release);
+        /* last_id is the client's: at worst (UINT64_MAX + 1 == 0) every
+         * move asks again. */
+        atomic_store_explicit(&r->retire_at, r->graph_have && !atomic_load(&r->broken) ? r->graph_cur.last_id + 1 : 0,
+                              memory_order_relaxed);
         return any;
+}
+
+/*
+ * The completer's test before ring_retire_graphs() (§12.1). Graphs: the
+ * retirer stores retire_at = L + 1 after it saw the watermark at or below
+ * the last id L of the next graph; every value stored since that graph was
+ * fetched is L + 1 or belongs to an earlier graph (smaller) or is 0. So a
+ * completer that moved the watermark to V > L reads a value <= V and asks,
+ * unless the retirer saw V itself; one that moved it to V <= L need not
+ * ask for that graph. Window space: the seq_cst pair of §2.1, the
+ * watermark loaded (coherence-ordered after our move), then window_waiting.
+ */
+bool ring_retire_due(struct hbg_ring *r) {
+        uint64_t at = atomic_load_explicit(&r->retire_at, memory_order_relaxed);
+        uint64_t wm = atomic_load_explicit(&r->cpl->completed_watermark, memory_order_seq_cst);
+        return at == 0 || wm >= at || atomic_load_explicit(&r->sub->window_waiting, memory_order_seq_cst) != 0;
 }
 
 /*
