@@ -11,7 +11,9 @@
  * The gemm shape is left out: its tiles' arithmetic would drown the rest.
  * --quick counts 2000-task graphs of three shapes (no edges, one chain,
  * random edges): valgrind runs threads one at a time, and the resolver's
- * hand-offs between threads make its runs slow there.
+ * hand-offs between threads make its runs slow there. Replay (eager) is
+ * counted as the difference between one and three launches of a graph
+ * recorded first (replay_instr()).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -35,9 +37,10 @@ static bool have_valgrind(void) {
         return system("valgrind --version >/dev/null 2>&1") == 0;
 }
 
-/* hbgd and one producer of `size` tasks of shape, both under callgrind. */
+/* hbgd and one producer of `size` tasks of shape, both under callgrind,
+ * asked `command` warmup + repeat times. */
 static int hbg_instr(struct cmp *c, const char *mode, unsigned threads, const char *shape, uint64_t size,
-                     const char *tag, struct instr *ret) {
+                     const char *tag, const char *command, unsigned warmup, unsigned repeat, struct instr *ret) {
         char hbgd[300], hbgd_out[320], prod_out[320], hbgd_file[360], prod_file[360];
         snprintf(hbgd, sizeof(hbgd), "%s/hbgd", c->dir);
         snprintf(hbgd_out, sizeof(hbgd_out), "%s/callgrind.hbgd.%s.%s.out", c->out, mode, tag);
@@ -57,7 +60,7 @@ static int hbg_instr(struct cmp *c, const char *mode, unsigned threads, const ch
         if (bench_hbgd_start_config(&h, hbgd, mode, threads, cmp_hbgd_config(c, conf, sizeof(conf)), hbgd_wrap,
                                     120000) < 0)
                 return -EIO;
-        int err = cmp_run_producers(c, h.socket, shape, size, 1, 0, 1, prod_wrap, "run", &run);
+        int err = cmp_run_producers(c, h.socket, shape, size, 1, warmup, repeat, prod_wrap, command, &run);
         ret->tasks = run.tasks;
         cmp_run_free(&run);
         int st = bench_hbgd_stop(&h, 120000);
@@ -98,6 +101,32 @@ static double per_task(uint64_t run, uint64_t base, uint64_t tasks) {
         return tasks > 1 && run > base ? (double)(run - base) / (double)(tasks - 1) : 0;
 }
 
+/* A launch of a recorded graph (eager only: the policies differ after
+ * classification, where replay changes nothing): the recording and the
+ * process start cancel out between 1 and 3 launches after it,
+ *   Ir per task = (Ir(record + 3 launches) - Ir(record + 1 launch)) / 2N. */
+static void replay_instr(struct cmp *c, const char *mode, unsigned threads, const char *shape, uint64_t size) {
+        struct instr one, three;
+        char tag1[64], tag3[64];
+        snprintf(tag1, sizeof(tag1), "%s.replay1", shape);
+        snprintf(tag3, sizeof(tag3), "%s.replay3", shape);
+        if (hbg_instr(c, mode, threads, shape, size, tag1, "replay", 1, 1, &one) < 0 ||
+            hbg_instr(c, mode, threads, shape, size, tag3, "replay", 1, 3, &three) < 0) {
+                fprintf(stderr, "hbg-bench: callgrind run of a replay (%s, %s) failed\n", mode, shape);
+                c->failures++;
+                return;
+        }
+        uint64_t n = 2 * three.tasks;
+        double d = per_task(three.hbgd, one.hbgd, n + 1), p = per_task(three.producer, one.producer, n + 1);
+        report_metric(&c->report, "instructions_per_task_hbgd", shape, "hbg-replay", mode, threads, 1, d,
+                      "instructions");
+        report_metric(&c->report, "instructions_per_task_producer", shape, "hbg-replay", mode, threads, 1, p,
+                      "instructions");
+        report_metric(&c->report, "instructions_per_task", shape, "hbg-replay", mode, threads, 1, d + p,
+                      "instructions");
+        printf("%-11s %-7s %-9s %12.0f %12.0f   (hbgd %.0f)\n", shape, "replay", mode, d + p, p, d);
+}
+
 void cmp_instructions(struct cmp *c) {
         if (!have_valgrind()) {
                 printf("\ninstruction counts skipped: valgrind is not installed (make bench-deps installs it)\n");
@@ -113,7 +142,7 @@ void cmp_instructions(struct cmp *c) {
                 if (c->modes[m] == HBG_COMPLETION_RESOLVER && threads < 2)
                         continue;
                 struct instr base;
-                if (hbg_instr(c, mode, threads, "independent", 1, "base", &base) < 0) {
+                if (hbg_instr(c, mode, threads, "independent", 1, "base", "run", 0, 1, &base) < 0) {
                         fprintf(stderr, "hbg-bench: callgrind run of hbgd (%s) failed\n", mode);
                         c->failures++;
                         continue;
@@ -123,7 +152,7 @@ void cmp_instructions(struct cmp *c) {
                         struct instr run;
                         if (!counted_shape(c, shape))
                                 continue;
-                        if (hbg_instr(c, mode, threads, shape, size, shape, &run) < 0) {
+                        if (hbg_instr(c, mode, threads, shape, size, shape, "run", 0, 1, &run) < 0) {
                                 fprintf(stderr, "hbg-bench: callgrind run of hbgd (%s, %s) failed\n", mode, shape);
                                 c->failures++;
                                 continue;
@@ -137,6 +166,8 @@ void cmp_instructions(struct cmp *c) {
                         report_metric(&c->report, "instructions_per_task", shape, "hbg", mode, threads, 1, d + p,
                                       "instructions");
                         printf("%-11s %-7s %-9s %12.0f %12.0f   (hbgd %.0f)\n", shape, "hbg", mode, d + p, p, d);
+                        if (c->modes[m] == HBG_COMPLETION_EAGER)
+                                replay_instr(c, mode, threads, shape, size);
                 }
         }
         /* hwloc (StarPU) cannot read the CPUID under valgrind and says so
