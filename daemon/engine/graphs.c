@@ -202,14 +202,13 @@ static bool retire_graphs_locked(struct hbg_ring *r) {
 }
 
 /*
- * The completer's test before ring_retire_graphs() (§12.1). Graphs: the
- * retirer stores retire_at = L + 1 after it saw the watermark at or below
- * the last id L of the next graph; every value stored since that graph was
- * fetched is L + 1 or belongs to an earlier graph (smaller) or is 0. So a
- * completer that moved the watermark to V > L reads a value <= V and asks,
- * unless the retirer saw V itself; one that moved it to V <= L need not
- * ask for that graph. Window space: the seq_cst pair of §2.1, the
- * watermark loaded (coherence-ordered after our move), then window_waiting.
+ * The completer's test before ring_retire_graphs() (§12.1). Graphs: a
+ * nonzero retire_at = L + 1 was stored while graph L was the first
+ * unretired one, so every earlier graph was retired and every later one
+ * ends above L; whichever stored value the relaxed load returns, skipping
+ * when the watermark V < retire_at leaves no graph that V completes.
+ * Window space: the seq_cst pair of §2.1, the watermark loaded
+ * (coherence-ordered after our move), then window_waiting.
  */
 bool ring_retire_due(struct hbg_ring *r) {
         uint64_t at = atomic_load_explicit(&r->retire_at, memory_order_relaxed);
