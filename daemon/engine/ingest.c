@@ -119,11 +119,13 @@ bool ring_classify(struct sched_thread *t, struct hbg_ring *r) {
         /* More waiting behind this batch: let a parked peer take it. */
         if (claimable(r, claim + n, 1, false))
                 engine_wake_one(r->engine);
-        if (launch)
+        /* A launch wakes peers after each of its batches itself. */
+        if (launch) {
                 classify_launch(t, r, claim, n);
-        else
-                for (uint64_t id = claim; id < claim + n; id++)
-                        classify_one(t, r, id);
+                return true;
+        }
+        for (uint64_t id = claim; id < claim + n; id++)
+                classify_one(t, r, id);
         ring_wake_for_surplus(t, r);
         return true;
 }
