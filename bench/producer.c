@@ -82,6 +82,17 @@ static int add_task(struct producer *p, uint32_t i) {
         return hbg_graph_add(p->c, &t, &p->ids[i]);
 }
 
+/* Wait for graph g of a repetition begun at start and report it. */
+static int finish_rep(struct producer *p, int64_t start, uint64_t g) {
+        int err = hbg_graph_wait(p->c, g, WAIT_MS);
+        int64_t end = bench_now_ns();
+        if (err < 0)
+                return fail(p, "hbg_graph_wait", err);
+        printf("rep start_ns %" PRId64 " end_ns %" PRId64 " tasks %u\n", start, end, p->d.n);
+        fflush(stdout);
+        return 0;
+}
+
 static int run_once(struct producer *p) {
         uint64_t g;
         int64_t start = bench_now_ns();
@@ -93,13 +104,7 @@ static int run_once(struct producer *p) {
         int err = hbg_graph_submit(p->c, &g);
         if (err < 0)
                 return fail(p, "hbg_graph_submit", err);
-        err = hbg_graph_wait(p->c, g, WAIT_MS);
-        int64_t end = bench_now_ns();
-        if (err < 0)
-                return fail(p, "hbg_graph_wait", err);
-        printf("rep start_ns %" PRId64 " end_ns %" PRId64 " tasks %u\n", start, end, p->d.n);
-        fflush(stdout);
-        return 0;
+        return finish_rep(p, start, g);
 }
 
 /* The graph recorded on first use, then launched: build+run for a
@@ -120,13 +125,7 @@ static int run_replay(struct producer *p) {
         uint64_t g;
         if ((err = hbg_graph_launch(p->c, p->rec, &g)) < 0)
                 return fail(p, "hbg_graph_launch", err);
-        err = hbg_graph_wait(p->c, g, WAIT_MS);
-        int64_t end = bench_now_ns();
-        if (err < 0)
-                return fail(p, "hbg_graph_wait", err);
-        printf("rep start_ns %" PRId64 " end_ns %" PRId64 " tasks %u\n", start, end, p->d.n);
-        fflush(stdout);
-        return 0;
+        return finish_rep(p, start, g);
 }
 
 static int run_latency(struct producer *p, unsigned tasks, unsigned count, unsigned idle_us) {
