@@ -787,12 +787,6 @@ END_TEST
 
 /* ------------------------------------------------------------ idle */
 
-static int64_t cpu_ns(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 START_TEST(idle_engine_parks) {
         /* No stall timeout: a thread that parked while the ring still
          * looked unfinished would otherwise wake on its 1 s timer, clear
@@ -820,9 +814,9 @@ START_TEST(idle_engine_parks) {
         struct hbg_thread_stats s0, s1;
         stats_sum(e, &s0);
         ck_assert_uint_gt(s0.parks, 0);
-        int64_t c0 = cpu_ns();
+        int64_t c0 = test_cpu_ns();
         sleep_ms(1000);
-        int64_t used = cpu_ns() - c0;
+        int64_t used = test_cpu_ns() - c0;
         stats_sum(e, &s1);
         ck_assert_msg(used < 50 * 1000000, "idle engine used %lld us of CPU in 1 s", (long long)(used / 1000));
         ck_assert_uint_eq(atomic_load(&h.ch->need_wakeup), 1);

@@ -32,6 +32,7 @@
 #include "daemon/engine/engine.h"
 #include "shm/kernel_sig.h"
 #include "tests/harness.h"
+#include "tests/test_util.h"
 
 #define WAIT_MS 20000
 enum { N = 64, CHAIN = 10 };
@@ -282,12 +283,6 @@ START_TEST(long_launch) {
 }
 END_TEST
 
-static int64_t cpu_ns(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* A launch record covering ids the client never publishes: the threads
  * park (it is no work until they come), and the stall detector stops the
  * ring as it does for a graph waiting for a task never submitted. */
@@ -303,10 +298,10 @@ START_TEST(launch_beyond_submitted) {
         /* The threads park: they do not spin on the record. */
         struct timespec nap = { .tv_nsec = 200 * 1000000 };
         nanosleep(&nap, NULL);
-        int64_t c0 = cpu_ns();
+        int64_t c0 = test_cpu_ns();
         nap.tv_nsec = 500 * 1000000;
         nanosleep(&nap, NULL);
-        int64_t used = cpu_ns() - c0;
+        int64_t used = test_cpu_ns() - c0;
         ck_assert_msg(used < 250 * 1000000, "threads used %lld ms of CPU in 500 ms waiting for the launch",
                       (long long)(used / 1000000));
         struct hbg_graph_entry ge;

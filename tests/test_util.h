@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* Helpers shared by the engine tests: a small seeded PRNG (splitmix64) and
- * the HBG_TEST_SCALE divisor. */
+/* Helpers shared by the engine tests: a small seeded PRNG (splitmix64),
+ * the HBG_TEST_SCALE divisor and the process's CPU time. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* Sanitizer builds (TSan, ASan) run the randomized tests at half size
  * unless told otherwise: they are many times slower, and make check runs
@@ -20,6 +21,13 @@
 #ifndef HBG_TEST_SANITIZER_SCALE
 #define HBG_TEST_SANITIZER_SCALE 1u
 #endif
+
+/* This process's CPU time (all threads), ns: for "idle uses no CPU". */
+static inline int64_t test_cpu_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 /* HBG_TEST_SCALE=N divides a test's work by N; `dflt` when unset or bad. */
 static inline unsigned test_scale_or(unsigned dflt) {
