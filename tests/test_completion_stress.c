@@ -48,6 +48,10 @@ struct stress_cfg {
         uint64_t reach;          /* fanins lie in [id - reach, id - 1] */
         uint64_t seed;
         int64_t stall_ms;        /* no progress for this long: failure */
+        /* The failsafe heap need not be used: with one completer, whether
+         * it ever runs F ids ahead of the blocking thread is up to the
+         * scheduler (a TSan run on 2 CPUs once never did). */
+        bool deferral_optional;
 };
 
 #define MAX_THREADS 8
@@ -379,7 +383,8 @@ static void run_case(struct stress_cfg cfg) {
         if (cfg.flag_window < cfg.task_window && cfg.completers > 0) {
                 /* The failsafe path must have been taken, and its sizing
                  * rule must have held. */
-                ck_assert_msg(STAT(s, deferred) > 0, "%s: failsafe heap never used", cfg.name);
+                if (!cfg.deferral_optional)
+                        ck_assert_msg(STAT(s, deferred) > 0, "%s: failsafe heap never used", cfg.name);
                 ck_assert_uint_eq(STAT(s, retry_published), STAT(s, deferred));
         } else {
                 ck_assert_uint_eq(STAT(s, deferred), 0);
@@ -440,6 +445,7 @@ START_TEST(stress_one_completer) {
         cfg.completers = 1;
         cfg.task_window = 512;
         cfg.seed = 4;
+        cfg.deferral_optional = true;
         run_case(cfg);
 }
 END_TEST
