@@ -88,6 +88,7 @@ static void stats_sum(struct hbg_engine *e, struct hbg_thread_stats *s) {
                 s->classified += t.classified;
                 s->dispatched += t.dispatched;
                 s->executed_tasks += t.executed_tasks;
+                s->continued += t.continued;
                 s->retired_inline += t.retired_inline;
                 s->failed += t.failed;
                 s->published += t.published;
@@ -1245,6 +1246,41 @@ START_TEST(multi_block_tasks_stream) {
 }
 END_TEST
 
+/*
+ * Continuation (RUNTIME_LOGIC.md §10.4): with one thread, each task of a
+ * chain is made ready by that thread (its predecessor's completion, or
+ * classification after it) and runs as its continuation, not through the
+ * ready queue; only the per-visit cap sends some through the queue. With
+ * four threads the chain still runs whole.
+ */
+START_TEST(chain_runs_as_continuations) {
+        for (unsigned threads = 1; threads <= 4; threads += 3) {
+                struct hbg_engine *e = engine_new_with(threads, 4, 10000);
+                struct harness_ring h;
+                ring_open(&h, e, 4096, 1024, 1);
+                const uint64_t n = 4000;
+                for (uint64_t i = 0; i < n; i++) {
+                        struct harness_task t = { .kernel = { 0, HBG_KERNEL_NOOP }, .lane_mask = 2,
+                                                  .block_num = 1 };
+                        if (i > 0)
+                                add_dep(&t, h.prod.next_id - 1);
+                        harness_add_task(&h, &t);
+                }
+                harness_end_graph(&h, 0);
+                wait_graph_ok(&h, 0);
+                struct hbg_thread_stats s;
+                stats_sum(e, &s);
+                ck_assert_uint_eq(s.executed_tasks, n);
+                ck_assert_uint_le(s.continued, n);
+                if (threads == 1)
+                        ck_assert_msg(s.continued >= n / 2, "%llu of %llu tasks continued",
+                                      (unsigned long long)s.continued, (unsigned long long)n);
+                harness_ring_destroy(&h);
+                hbg_engine_free(e);
+        }
+}
+END_TEST
+
 /* ------------------------------------------------------------ counters */
 
 /*
@@ -1432,6 +1468,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, ring_remove_with_graph_in_flight);
         tc = tcase(s, "blocks");
         tcase_add_test(tc, multi_block_tasks_stream);
+        tcase_add_test(tc, chain_runs_as_continuations);
         tc = tcase(s, "counters");
         tcase_add_test(tc, counters_add_up);
         tcase_add_test(tc, counters_with_failures);

@@ -83,6 +83,29 @@ static bool may_start(struct sched_thread *t, struct hbg_ring *r, bool counted, 
         return !fair || !engine_should_yield_ring(t, r);
 }
 
+/* Continuations run back to back at most this many per visit, so that a
+ * long chain still lets the thread's visit ingest and poll in between;
+ * one left over is queued at the visit's end. */
+#define CONTINUATIONS_PER_VISIT 64u
+
+/* Run this thread's continuations (§10.4): each may leave the next. The
+ * thread's whole budget for the task's shape each time, as a task popped
+ * from the queue first would get. */
+static bool run_continuations(struct sched_thread *t, struct hbg_ring *r, struct ring_thread *rt,
+                              bool counted, bool fair, unsigned *runs) {
+        bool did = false;
+        uint64_t id;
+        while (rt->has_continuation && *runs < CONTINUATIONS_PER_VISIT && may_start(t, r, counted, fair) &&
+               ring_continuation_take(t, r, &id)) {
+                uint8_t shape = ring_slot(r, id)->shape;
+                run_blocks(t, r, id, shape == SHAPE_AIV ? 2 * t->clusters : t->clusters);
+                stat_add(&t->stats.continued, 1);
+                ++*runs;
+                did = true;
+        }
+        return did;
+}
+
 bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r) {
         if (t->clusters == 0 || atomic_load_explicit(&r->broken, memory_order_relaxed) ||
             atomic_load_explicit(&r->removing, memory_order_relaxed))
@@ -101,23 +124,33 @@ bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r) {
         if (counted)
                 atomic_fetch_add_explicit(&r->running, 1, memory_order_relaxed);
 
-        unsigned clusters = t->clusters;
-        bool did = false;
+        struct ring_thread *rt = &r->per_thread[t->index];
+        unsigned clusters = t->clusters, runs = 0;
         uint64_t id;
+        /* A continuation left by ingest or a completion before this call.
+         * The private flag is tested here, not in a call: most tasks of
+         * wide graphs leave none. */
+        bool did = rt->has_continuation && run_continuations(t, r, rt, counted, fair, &runs);
 
         /* MIX: one block per whole cluster. */
         while (clusters > 0 && may_start(t, r, counted, fair) && mpmc_pop(&r->ready[SHAPE_MIX], &id)) {
                 clusters -= run_blocks(t, r, id, clusters);
+                if (rt->has_continuation)
+                        run_continuations(t, r, rt, counted, fair, &runs);
                 did = true;
         }
         /* The clusters left give one AIC and two AIV cores each. */
         unsigned aic = clusters, aiv = 2 * clusters;
         while (aic > 0 && may_start(t, r, counted, fair) && mpmc_pop(&r->ready[SHAPE_AIC], &id)) {
                 aic -= run_blocks(t, r, id, aic);
+                if (rt->has_continuation)
+                        run_continuations(t, r, rt, counted, fair, &runs);
                 did = true;
         }
         while (aiv > 0 && may_start(t, r, counted, fair) && mpmc_pop(&r->ready[SHAPE_AIV], &id)) {
                 aiv -= run_blocks(t, r, id, aiv);
+                if (rt->has_continuation)
+                        run_continuations(t, r, rt, counted, fair, &runs);
                 did = true;
         }
         if (counted)

@@ -118,6 +118,12 @@ struct launch_expansion {
 struct ring_thread {
         struct hbg_completer completer;
         struct launch_expansion launch;
+        /* Continuation (§10.4): a kernel task this thread made ready and
+         * runs next itself instead of queueing it. Thread-private; set
+         * only during the thread's visit of the ring, and queued by the
+         * visit's end if it is still here (ring_continuation_flush). */
+        uint64_t continuation;
+        bool has_continuation;
         alignas(64) _Atomic uint64_t completed;
         _Atomic uint64_t failed;
         struct spsc handoff;              /* resolver policy: ids to the resolver */
@@ -220,7 +226,7 @@ struct sched_thread {
         alignas(64) _Atomic(struct hbg_ring *) hazard;
         _Atomic(struct hbg_ring *) peek_hazard;
         alignas(64) struct {
-                _Atomic uint64_t classified, dispatched, executed_tasks, retired_inline, failed;
+                _Atomic uint64_t classified, dispatched, executed_tasks, continued, retired_inline, failed;
                 _Atomic uint64_t parks, wakeups;
         } stats;
         /* Liveness for the systemd watchdog: bumped every loop iteration;
@@ -361,6 +367,10 @@ bool ring_retire_due(struct hbg_ring *r);
 void ring_route(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, bool inline_ok);
 /* Wake a parked peer if more ready work is queued than this thread takes. */
 void ring_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r);
+/* This thread's continuation in r, taken (§10.4); false if none. */
+bool ring_continuation_take(struct sched_thread *t, struct hbg_ring *r, uint64_t *ret_id);
+/* End of a visit: a continuation still held goes to the ready queue. */
+void ring_continuation_flush(struct sched_thread *t, struct hbg_ring *r);
 void ring_drain_wake_list(struct sched_thread *t, struct hbg_ring *r, uint64_t id);
 /* After id's stamp is visible: drain its wake list, release its slot. */
 void ring_task_released(struct sched_thread *t, struct hbg_ring *r, uint64_t id);

@@ -140,6 +140,15 @@ static void make_ready(struct sched_thread *t, struct hbg_ring *r, struct task_s
                 return;
         }
         atomic_store_explicit(&s->state, SLOT_QUEUED, memory_order_relaxed);
+        /* The first kernel task a thread that runs kernels makes ready
+         * during its visit is its continuation: it runs it next, with no
+         * queue traffic and warm caches (a chain stays on one core). */
+        struct ring_thread *rt = &r->per_thread[t->index];
+        if (t->clusters > 0 && !rt->has_continuation) {
+                rt->continuation = s->id;
+                rt->has_continuation = true;
+                return;
+        }
         if (!mpmc_push(&r->ready[s->shape], s->id)) {
                 ring_fail(r, -EOVERFLOW, s->id, "ready queue full (engine bug)");
                 return;
@@ -148,16 +157,43 @@ static void make_ready(struct sched_thread *t, struct hbg_ring *r, struct task_s
          * surplus is left (ring_wake_for_surplus), not once per task. */
 }
 
+bool ring_continuation_take(struct sched_thread *t, struct hbg_ring *r, uint64_t *ret_id) {
+        struct ring_thread *rt = &r->per_thread[t->index];
+        if (!rt->has_continuation)
+                return false;
+        rt->has_continuation = false;
+        *ret_id = rt->continuation;
+        return true;
+}
+
+void ring_continuation_flush(struct sched_thread *t, struct hbg_ring *r) {
+        uint64_t id;
+        if (!ring_continuation_take(t, r, &id))
+                return;
+        if (!mpmc_push(&r->ready[ring_slot(r, id)->shape], id)) {
+                ring_fail(r, -EOVERFLOW, id, "ready queue full (engine bug)");
+                return;
+        }
+        engine_wake_executor(r->engine);
+}
+
 /* After making tasks ready: if more are queued than this thread will take
  * next, wake a parked peer (one futex wake per batch at most). A thread
  * that owns no cluster takes no ready task itself: any is a surplus. */
 void ring_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
+        /* Nobody to wake: skip reading the queues' shared cursors. The
+         * wake functions below make the same relaxed check. */
+        if (atomic_load_explicit(&r->engine->idle, memory_order_relaxed) == 0)
+                return;
         uint64_t ready = 0;
         for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
                 ready += mpmc_size_hint(&r->ready[i]);
-        /* The resolver thread (§11.3) retires nothing itself. */
+        /* The resolver thread (§11.3) retires nothing itself. A thread
+         * holding a continuation runs that next: every queued task is a
+         * surplus; otherwise it takes one of them itself. */
         bool resolver = t->index == r->engine->resolver_index;
-        if (ready > (t->clusters > 0 ? 1u : 0u))
+        bool takes_one = t->clusters > 0 && !r->per_thread[t->index].has_continuation;
+        if (ready > (takes_one ? 1u : 0u))
                 engine_wake_executor(r->engine);
         else if (mpmc_size_hint(&r->retire) > (resolver ? 0u : 1u))
                 engine_wake_one(r->engine);

@@ -38,6 +38,7 @@ static void park(struct sched_thread *t) {
                  * watermark live, after our idle count went up). */
                 if (e->completion->before_park && e->completion->before_park(t, r))
                         work = true;
+                ring_continuation_flush(t, r); /* none hidden while we sleep */
                 work = work || ring_has_external_work(r) || mpmc_maybe_nonempty(&r->retire) ||
                        ring_launch_pending(t, r);
                 for (unsigned s = 0; s < SHAPE_EXEC_COUNT; s++)
@@ -102,6 +103,9 @@ static bool visit_ring(struct sched_thread *t, struct hbg_ring *r, bool check_st
                 ring_retire_graphs(r);
         if (check_stall)
                 ring_check_stall(t, r);
+        /* Nothing hidden outlives the visit: park, removal and the stall
+         * detector see every ready task in the queues (§10.4). */
+        ring_continuation_flush(t, r);
         return work;
 }
 
