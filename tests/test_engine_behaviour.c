@@ -86,6 +86,7 @@ static void stats_sum(struct hbg_engine *e, struct hbg_thread_stats *s) {
                 struct hbg_thread_stats t;
                 hbg_engine_thread_stats(e, i, &t);
                 s->classified += t.classified;
+                s->batch_linked += t.batch_linked;
                 s->dispatched += t.dispatched;
                 s->executed_tasks += t.executed_tasks;
                 s->continued += t.continued;
@@ -1251,7 +1252,9 @@ END_TEST
  * chain is made ready by that thread (its predecessor's completion, or
  * classification after it) and runs as its continuation, not through the
  * ready queue; only the per-visit cap sends some through the queue. With
- * four threads the chain still runs whole.
+ * four threads the chain still runs whole. Batched ingest (§10.1): every
+ * task but the first of each classified batch waits for its predecessor
+ * in that batch, so it is linked there without touching a wake list.
  */
 START_TEST(chain_runs_as_continuations) {
         for (unsigned threads = 1; threads <= 4; threads += 3) {
@@ -1272,6 +1275,10 @@ START_TEST(chain_runs_as_continuations) {
                 stats_sum(e, &s);
                 ck_assert_uint_eq(s.executed_tasks, n);
                 ck_assert_uint_le(s.continued, n);
+                ck_assert_uint_eq(s.classified, n);
+                ck_assert_uint_le(s.batch_linked, n - 1);
+                ck_assert_msg(s.batch_linked >= n / 2, "%llu of %llu tasks linked in their batch",
+                              (unsigned long long)s.batch_linked, (unsigned long long)n);
                 if (threads == 1)
                         ck_assert_msg(s.continued >= n / 2, "%llu of %llu tasks continued",
                                       (unsigned long long)s.continued, (unsigned long long)n);

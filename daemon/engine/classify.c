@@ -14,30 +14,69 @@ struct task_slot *classify_begin(struct hbg_ring *r, uint64_t id) {
         atomic_store_explicit(&s->status, 0, memory_order_release);
         atomic_store_explicit(&s->done_blocks, 0, memory_order_relaxed);
         s->next_block = 0;
+        s->batch_head = WAKE_LINK_EMPTY;
         s->id = id;
         s->n_fanins = 0;
         s->long_task = false;
+        s->classify_err = 0;
+        s->classify_why = NULL;
         return s;
 }
 
-void classify_end(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, int err,
-                     const char *why) {
-        uint64_t id = s->id;
-        atomic_store_explicit(&s->owner_tag, id + 1, memory_order_release);
-        atomic_store_explicit(&s->state, SLOT_WAITING, memory_order_relaxed);
-        if (s->long_task && !atomic_load_explicit(&r->has_long_tasks, memory_order_relaxed))
-                atomic_store_explicit(&r->has_long_tasks, true, memory_order_relaxed);
-        stat_add(&t->stats.classified, 1);
-        if (err < 0) {
-                s->n_fanins = 0;
-                ring_task_done(t, r, id, err, why);
+/* A task of the run that is not linked to another: failed, retired inline
+ * or routed. */
+static void hand_on(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s) {
+        if (s->classify_err < 0) {
+                ring_task_done(t, r, s->id, s->classify_err, s->classify_why);
                 return;
         }
         if (s->kind == KIND_INLINE && s->n_fanins == 0) {
                 /* Host-inline: complete right here, nothing dispatched. */
                 stat_add(&t->stats.retired_inline, 1);
-                ring_task_done(t, r, id, 0, NULL);
+                ring_task_done(t, r, s->id, 0, NULL);
                 return;
         }
         ring_route(t, r, s, true);
+}
+
+/*
+ * Two passes over the run (§10.1). First every task becomes owned and
+ * waiting, and a valid task whose latest fanin is in the run goes on that
+ * fanin's batch list: plain stores, since no task of the run has been
+ * handed on yet, so none can complete and drain (the completer reads the
+ * list after the task reached it by release/acquire). Then the others are
+ * handed on; a linked task is routed once, by its fanin's completer. The
+ * linked set is kept here, not in the slots: a linked task may complete
+ * and its slot be re-classified while the second pass runs.
+ */
+void classify_run(struct sched_thread *t, struct hbg_ring *r, uint64_t first, uint64_t n) {
+        uint64_t linked[HBG_ENGINE_MAX_CLASSIFY_BATCH / 64] = { 0 };
+
+        for (uint64_t i = 0; i < n; i++) {
+                struct task_slot *s = ring_slot(r, first + i);
+                atomic_store_explicit(&s->owner_tag, s->id + 1, memory_order_release);
+                atomic_store_explicit(&s->state, SLOT_WAITING, memory_order_relaxed);
+                if (s->long_task && !atomic_load_explicit(&r->has_long_tasks, memory_order_relaxed))
+                        atomic_store_explicit(&r->has_long_tasks, true, memory_order_relaxed);
+                stat_add(&t->stats.classified, 1);
+                if (s->classify_err < 0) {
+                        s->n_fanins = 0;
+                        continue;
+                }
+                uint64_t latest = 0;
+                for (unsigned k = 0; k < s->n_fanins; k++)
+                        if (s->fanins[k] > latest)
+                                latest = s->fanins[k];
+                if (s->n_fanins == 0 || latest < first)
+                        continue;
+                /* Validation put every fanin below the task's own id. */
+                struct task_slot *p = ring_slot(r, latest);
+                s->next_link = p->batch_head;
+                p->batch_head = (uint32_t)((s->id & r->task_mask) + 1);
+                linked[i / 64] |= UINT64_C(1) << (i % 64);
+                stat_add(&t->stats.batch_linked, 1);
+        }
+        for (uint64_t i = 0; i < n; i++)
+                if (!(linked[i / 64] & (UINT64_C(1) << (i % 64))))
+                        hand_on(t, r, ring_slot(r, first + i));
 }

@@ -40,7 +40,7 @@ int hbg_engine_config_validate(const struct hbg_engine_config *cfg, const char *
                 *ret_error = "clusters: must be between 1 and 1024 (with no cores no task could run)";
                 return -ERANGE;
         }
-        if (cfg->classify_batch < 1 || cfg->classify_batch > 4096) {
+        if (cfg->classify_batch < 1 || cfg->classify_batch > HBG_ENGINE_MAX_CLASSIFY_BATCH) {
                 *ret_error = "classify_batch: must be between 1 and 4096";
                 return -ERANGE;
         }
@@ -209,6 +209,7 @@ void hbg_engine_thread_stats(const struct hbg_engine *e, unsigned thread,
 
         *ret = (struct hbg_thread_stats){
                 .classified = hbg_stat_get(&t->stats.classified),
+                .batch_linked = hbg_stat_get(&t->stats.batch_linked),
                 .dispatched = hbg_stat_get(&t->stats.dispatched),
                 .executed_tasks = hbg_stat_get(&t->stats.executed_tasks),
                 .continued = hbg_stat_get(&t->stats.continued),

@@ -20,6 +20,7 @@
 #define HBG_ENGINE_MAX_CLUSTERS 1024u
 #define HBG_ENGINE_MAX_RINGS 1024u
 #define HBG_ENGINE_MAX_RECORDED 65536u
+#define HBG_ENGINE_MAX_CLASSIFY_BATCH 4096u
 
 /* How the completion step is done (RUNTIME_LOGIC.md §11): the seed's
  * three designs, one table of policies (daemon/completion.h). */
@@ -146,6 +147,8 @@ void hbg_ring_kick(struct hbg_ring *r);
 
 struct hbg_thread_stats {
         uint64_t classified;       /* tasks copied and validated */
+        uint64_t batch_linked;     /* of them, wired to a fanin classified in the
+                                      same batch, with plain stores (§10.1) */
         uint64_t dispatched;       /* blocks started on a core */
         uint64_t executed_tasks;   /* tasks whose last block ran here */
         uint64_t continued;        /* tasks run as this thread's continuation,

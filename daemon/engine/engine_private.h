@@ -48,8 +48,12 @@ struct task_slot {
         _Atomic uint32_t done_blocks;
         _Atomic int32_t status;           /* 0, or the task's first error */
         _Atomic uint32_t state;           /* enum slot_state */
-        uint32_t next_link;               /* next waiter in a wake list */
+        uint32_t next_link;               /* next waiter in a wake or batch list */
         uint32_t next_block;              /* claim cursor, owned by the queue entry holder */
+        /* Dependants classified in the same batch as this task (§10.1):
+         * their links, written with plain stores before this task is
+         * routed, read by its completer. */
+        uint32_t batch_head;
 
         /* The validated copy, written once at classification. */
         uint64_t id;
@@ -62,6 +66,9 @@ struct task_slot {
         uint16_t block_num;
         bool long_task;                   /* cost >= FAIR_SHARE_MIN_COST (§9.5) */
         uint64_t predicate_offset;
+        /* Validation's verdict, from classify_begin() to classify_run(). */
+        int32_t classify_err;
+        const char *classify_why;
         const struct kernel_info *kernel[HBG_LANES];
         uint64_t fanins[HBG_MAX_FANINS];
         struct kernel_args args;
@@ -226,7 +233,7 @@ struct sched_thread {
         alignas(64) _Atomic(struct hbg_ring *) hazard;
         _Atomic(struct hbg_ring *) peek_hazard;
         alignas(64) struct {
-                _Atomic uint64_t classified, dispatched, executed_tasks, continued, retired_inline, failed;
+                _Atomic uint64_t classified, batch_linked, dispatched, executed_tasks, continued, retired_inline, failed;
                 _Atomic uint64_t parks, wakeups;
         } stats;
         /* Liveness for the systemd watchdog: bumped every loop iteration;
@@ -327,10 +334,14 @@ int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task
                   const struct hbg_task_payload *payload, uint64_t id, uint64_t fanin_lo, const char **why);
 
 /* classify.c */
-/* A claimed id's slot, re-initialised for it; then, once its validated
- * copy is in (or err < 0), hand it on: failed, retired inline or routed. */
+/* A claimed id's slot, re-initialised for it. Its validated copy goes in
+ * next, and validation's verdict in classify_err/classify_why. */
 struct task_slot *classify_begin(struct hbg_ring *r, uint64_t id);
-void classify_end(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, int err, const char *why);
+/* Ids first .. first + n - 1, each past classify_begin() and validated,
+ * n <= HBG_ENGINE_MAX_CLASSIFY_BATCH: dependants of tasks of the run are
+ * linked to them with plain stores, then the rest are handed on (failed,
+ * retired inline or routed) (§10.1). */
+void classify_run(struct sched_thread *t, struct hbg_ring *r, uint64_t first, uint64_t n);
 
 /* launch.c */
 /* Ids id .. id + n - 1, claimed together: the launch record at id and the

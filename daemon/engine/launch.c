@@ -86,8 +86,10 @@ bool ring_launch_continue(struct sched_thread *t, struct hbg_ring *r) {
                 struct task_slot *s = classify_begin(r, id);
                 if (x->err == 0)
                         copy_recorded(s, &x->g->tasks[x->first + (id - x->start)], x->gate);
-                classify_end(t, r, s, x->err, x->why);
+                s->classify_err = x->err;
+                s->classify_why = x->why;
         }
+        classify_run(t, r, x->next, stop - x->next);
         x->next = stop;
         ring_wake_for_surplus(t, r);
         return true;

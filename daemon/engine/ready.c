@@ -199,22 +199,33 @@ void ring_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
                 engine_wake_one(r->engine);
 }
 
+/* Route every task of a list of links (a wake or batch list), at most D:
+ * a list never holds more, the bound only makes it certain. */
+static void route_list(struct sched_thread *t, struct hbg_ring *r, uint32_t link) {
+        for (uint64_t n = 0; link != WAKE_LINK_EMPTY && n < r->g.task_window; n++) {
+                struct task_slot *w = &r->slots[link - 1];
+                link = w->next_link; /* before ring_route() reuses it */
+                ring_route(t, r, w, false);
+        }
+}
+
 void ring_drain_wake_list(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
         struct task_slot *p = ring_slot(r, id);
         uint32_t lap = ring_lap(r, id);
+        /* Its batch list: written before the task was handed on, which
+         * happened before this completion (§10.1); read before the slot
+         * is released to the next occupant. */
+        uint32_t batch = p->batch_head;
         /* Close id's list and open the next occupant's in one step; acquire
          * pairs with the registrants' release (§10.2). */
         uint64_t h = atomic_exchange_explicit(&p->wake_head, (uint64_t)(lap + 1) << 32,
                                               memory_order_acq_rel);
         uint32_t link = (uint32_t)h;
 
-        if (link == WAKE_LINK_EMPTY)
+        if (link == WAKE_LINK_EMPTY && batch == WAKE_LINK_EMPTY)
                 return;
-        for (uint64_t n = 0; link != WAKE_LINK_EMPTY && n < r->g.task_window; n++) {
-                struct task_slot *w = &r->slots[link - 1];
-                link = w->next_link; /* before ring_route() reuses it */
-                ring_route(t, r, w, false);
-        }
+        route_list(t, r, batch);
+        route_list(t, r, link);
         ring_wake_for_surplus(t, r);
 }
 
