@@ -40,43 +40,46 @@ static void hand_on(struct sched_thread *t, struct hbg_ring *r, struct task_slot
 }
 
 /*
- * Two passes over the run (§10.1). First every task becomes owned and
- * waiting, and a valid task whose latest fanin is in the run goes on that
- * fanin's batch list: plain stores, since no task of the run has been
- * handed on yet, so none can complete and drain (the completer reads the
- * list after the task reached it by release/acquire). Then the others are
- * handed on; a linked task is routed once, by its fanin's completer. The
- * linked set is kept here, not in the slots: a linked task may complete
- * and its slot be re-classified while the second pass runs.
+ * Classification of a run is two passes (§10.1). The first, task by task
+ * right after validation (classify_link): the task becomes owned and
+ * waiting, and if it is valid and its latest fanin is in the run it goes
+ * on that fanin's batch list, with plain stores: no task of the run has
+ * been handed on yet, so none can complete and drain (its completer reads
+ * the list after the task reached it by release/acquire). The second
+ * (classify_run) hands on the others; a linked task is routed once, by its
+ * fanin's completer. The linked set is the caller's bitmap, not a slot
+ * field: a linked task may complete and its slot be re-classified while
+ * the second pass runs.
  */
-void classify_run(struct sched_thread *t, struct hbg_ring *r, uint64_t first, uint64_t n) {
-        uint64_t linked[HBG_ENGINE_MAX_CLASSIFY_BATCH / 64] = { 0 };
-
-        for (uint64_t i = 0; i < n; i++) {
-                struct task_slot *s = ring_slot(r, first + i);
-                atomic_store_explicit(&s->owner_tag, s->id + 1, memory_order_release);
-                atomic_store_explicit(&s->state, SLOT_WAITING, memory_order_relaxed);
-                if (s->long_task && !atomic_load_explicit(&r->has_long_tasks, memory_order_relaxed))
-                        atomic_store_explicit(&r->has_long_tasks, true, memory_order_relaxed);
-                stat_add(&t->stats.classified, 1);
-                if (s->classify_err < 0) {
-                        s->n_fanins = 0;
-                        continue;
-                }
-                uint64_t latest = 0;
-                for (unsigned k = 0; k < s->n_fanins; k++)
-                        if (s->fanins[k] > latest)
-                                latest = s->fanins[k];
-                if (s->n_fanins == 0 || latest < first)
-                        continue;
-                /* Validation put every fanin below the task's own id. */
-                struct task_slot *p = ring_slot(r, latest);
-                s->next_link = p->batch_head;
-                p->batch_head = (uint32_t)((s->id & r->task_mask) + 1);
-                linked[i / 64] |= UINT64_C(1) << (i % 64);
-                stat_add(&t->stats.batch_linked, 1);
+void classify_link(struct hbg_ring *r, struct task_slot *s, uint64_t first, struct classify_run_set *set) {
+        uint64_t i = s->id - first;
+        atomic_store_explicit(&s->owner_tag, s->id + 1, memory_order_release);
+        atomic_store_explicit(&s->state, SLOT_WAITING, memory_order_relaxed);
+        if (s->long_task && !atomic_load_explicit(&r->has_long_tasks, memory_order_relaxed))
+                atomic_store_explicit(&r->has_long_tasks, true, memory_order_relaxed);
+        if (s->classify_err < 0) {
+                s->n_fanins = 0;
+                return;
         }
+        uint64_t latest = 0;
+        for (unsigned k = 0; k < s->n_fanins; k++)
+                if (s->fanins[k] > latest)
+                        latest = s->fanins[k];
+        if (s->n_fanins == 0 || latest < first)
+                return;
+        /* Validation put every fanin below the task's own id: in the run. */
+        struct task_slot *p = ring_slot(r, latest);
+        s->next_link = p->batch_head;
+        p->batch_head = (uint32_t)((s->id & r->task_mask) + 1);
+        set->linked[i / 64] |= UINT64_C(1) << (i % 64);
+        set->n_linked++;
+}
+
+void classify_run(struct sched_thread *t, struct hbg_ring *r, uint64_t first, uint64_t n,
+                  const struct classify_run_set *set) {
+        stat_add(&t->stats.classified, n);
+        stat_add(&t->stats.batch_linked, set->n_linked);
         for (uint64_t i = 0; i < n; i++)
-                if (!(linked[i / 64] & (UINT64_C(1) << (i % 64))))
+                if (!(set->linked[i / 64] & (UINT64_C(1) << (i % 64))))
                         hand_on(t, r, ring_slot(r, first + i));
 }

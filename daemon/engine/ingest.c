@@ -28,6 +28,7 @@ static void copy_descs(struct hbg_ring *r, uint64_t first, uint64_t n, struct hb
  * used), then wired and handed on together (classify_run). */
 static void classify_plain(struct sched_thread *t, struct hbg_ring *r, uint64_t first, uint64_t n) {
         struct hbg_task_desc copy[COPY_RUN];
+        struct classify_run_set set = { .n_linked = 0 };
 
         for (uint64_t base = 0; base < n; base += COPY_RUN) {
                 uint64_t m = n - base < COPY_RUN ? n - base : COPY_RUN;
@@ -39,9 +40,10 @@ static void classify_plain(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                         s->classify_err = task_validate(r, s, &copy[i], &r->payloads[id & r->task_mask], id,
                                                         r->first_id, &why);
                         s->classify_why = why;
+                        classify_link(r, s, first, &set);
                 }
         }
-        classify_run(t, r, first, n);
+        classify_run(t, r, first, n, &set);
 }
 
 /* How many ids from `claim` may be classified now: submitted, inside the

@@ -82,14 +82,16 @@ bool ring_launch_continue(struct sched_thread *t, struct hbg_ring *r) {
                 return false;
         uint64_t stop = x->end - x->next > r->engine->cfg.classify_batch ? x->next + r->engine->cfg.classify_batch
                                                                           : x->end;
+        struct classify_run_set set = { .n_linked = 0 };
         for (uint64_t id = x->next; id < stop; id++) {
                 struct task_slot *s = classify_begin(r, id);
                 if (x->err == 0)
                         copy_recorded(s, &x->g->tasks[x->first + (id - x->start)], x->gate);
                 s->classify_err = x->err;
                 s->classify_why = x->why;
+                classify_link(r, s, x->next, &set);
         }
-        classify_run(t, r, x->next, stop - x->next);
+        classify_run(t, r, x->next, stop - x->next, &set);
         x->next = stop;
         ring_wake_for_surplus(t, r);
         return true;
