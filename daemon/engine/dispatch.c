@@ -71,16 +71,19 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
 }
 
 /* May this visit start another task of r? Not once the ring is being
- * removed (removal then waits for at most the kernel running now), not when
- * fair share sends the thread elsewhere (§9.5), and not when another ring
- * appeared since the visit began uncounted: the next visit counts itself
- * and looks at the newcomer. */
-static bool may_start(struct sched_thread *t, struct hbg_ring *r, bool counted, bool fair) {
-        if (atomic_load_explicit(&r->removing, memory_order_relaxed))
+ * removed (removal then waits for at most the kernel running now) or is
+ * broken (its graphs have failed), not when fair share sends the thread
+ * elsewhere (§9.5), and not when another ring appeared since the visit
+ * began uncounted: the next visit counts itself and looks at the newcomer.
+ * Whether the ring has long tasks is read each time: a visit running
+ * continuations may meet the ring's first one (a sticky flag). */
+static bool may_start(struct sched_thread *t, struct hbg_ring *r, bool counted) {
+        if (atomic_load_explicit(&r->removing, memory_order_relaxed) ||
+            atomic_load_explicit(&r->broken, memory_order_relaxed))
                 return false;
         if (!counted)
                 return atomic_load_explicit(&r->engine->ring_count, memory_order_relaxed) < 2;
-        return !fair || !engine_should_yield_ring(t, r);
+        return !atomic_load_explicit(&r->has_long_tasks, memory_order_relaxed) || !engine_should_yield_ring(t, r);
 }
 
 /* Continuations run back to back at most this many per visit, so that a
@@ -92,10 +95,10 @@ static bool may_start(struct sched_thread *t, struct hbg_ring *r, bool counted, 
  * thread's whole budget for the task's shape each time, as a task popped
  * from the queue first would get. */
 static bool run_continuations(struct sched_thread *t, struct hbg_ring *r, struct ring_thread *rt,
-                              bool counted, bool fair, unsigned *runs) {
+                              bool counted, unsigned *runs) {
         bool did = false;
         uint64_t id;
-        while (rt->has_continuation && *runs < CONTINUATIONS_PER_VISIT && may_start(t, r, counted, fair) &&
+        while (rt->has_continuation && *runs < CONTINUATIONS_PER_VISIT && may_start(t, r, counted) &&
                ring_continuation_take(t, r, &id)) {
                 uint8_t shape = ring_slot(r, id)->shape;
                 run_blocks(t, r, id, shape == SHAPE_AIV ? 2 * t->clusters : t->clusters);
@@ -116,41 +119,40 @@ bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r) {
          * one. Decided at the start of the visit, so the count goes up and
          * down in pairs (an uncounted visit ends as soon as a second ring
          * exists); a lone ring pays nothing. */
+        struct ring_thread *rt = &r->per_thread[t->index];
         bool counted = atomic_load_explicit(&r->engine->ring_count, memory_order_relaxed) > 1 &&
-                       (mpmc_maybe_nonempty(&r->ready[SHAPE_MIX]) ||
+                       (rt->has_continuation || mpmc_maybe_nonempty(&r->ready[SHAPE_MIX]) ||
                         mpmc_maybe_nonempty(&r->ready[SHAPE_AIC]) ||
                         mpmc_maybe_nonempty(&r->ready[SHAPE_AIV]));
-        bool fair = counted && atomic_load_explicit(&r->has_long_tasks, memory_order_relaxed);
         if (counted)
                 atomic_fetch_add_explicit(&r->running, 1, memory_order_relaxed);
 
-        struct ring_thread *rt = &r->per_thread[t->index];
         unsigned clusters = t->clusters, runs = 0;
         uint64_t id;
         /* A continuation left by ingest or a completion before this call.
          * The private flag is tested here, not in a call: most tasks of
          * wide graphs leave none. */
-        bool did = rt->has_continuation && run_continuations(t, r, rt, counted, fair, &runs);
+        bool did = rt->has_continuation && run_continuations(t, r, rt, counted, &runs);
 
         /* MIX: one block per whole cluster. */
-        while (clusters > 0 && may_start(t, r, counted, fair) && mpmc_pop(&r->ready[SHAPE_MIX], &id)) {
+        while (clusters > 0 && may_start(t, r, counted) && mpmc_pop(&r->ready[SHAPE_MIX], &id)) {
                 clusters -= run_blocks(t, r, id, clusters);
                 if (rt->has_continuation)
-                        run_continuations(t, r, rt, counted, fair, &runs);
+                        run_continuations(t, r, rt, counted, &runs);
                 did = true;
         }
         /* The clusters left give one AIC and two AIV cores each. */
         unsigned aic = clusters, aiv = 2 * clusters;
-        while (aic > 0 && may_start(t, r, counted, fair) && mpmc_pop(&r->ready[SHAPE_AIC], &id)) {
+        while (aic > 0 && may_start(t, r, counted) && mpmc_pop(&r->ready[SHAPE_AIC], &id)) {
                 aic -= run_blocks(t, r, id, aic);
                 if (rt->has_continuation)
-                        run_continuations(t, r, rt, counted, fair, &runs);
+                        run_continuations(t, r, rt, counted, &runs);
                 did = true;
         }
-        while (aiv > 0 && may_start(t, r, counted, fair) && mpmc_pop(&r->ready[SHAPE_AIV], &id)) {
+        while (aiv > 0 && may_start(t, r, counted) && mpmc_pop(&r->ready[SHAPE_AIV], &id)) {
                 aiv -= run_blocks(t, r, id, aiv);
                 if (rt->has_continuation)
-                        run_continuations(t, r, rt, counted, fair, &runs);
+                        run_continuations(t, r, rt, counted, &runs);
                 did = true;
         }
         if (counted)
