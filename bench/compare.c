@@ -71,7 +71,7 @@ void bench_compare_usage(FILE *out) {
               "  --clients LIST     concurrent producer processes (1,2,4,8)\n"
               "  --repeat R         measured repetitions, the median reported (5)\n"
               "  --warmup W         repetitions run first and not measured (1)\n"
-              "  --modes LIST       completion modes: eager,lazy,resolver (all)\n"
+              "  --modes LIST       completion modes: eager,lazy,resolver,eager-batched (all)\n"
               "  --peers LIST       tbb,openmp,starpu,floor (all built), or none\n"
               "  --out DIR          results.csv, metrics.csv, plots, profiles (build/bench)\n"
               "  --flag-window N    hbgd's sessions get N completion flags (default: hbgd's, as many\n"

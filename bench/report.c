@@ -17,7 +17,8 @@ static const struct {
         const char *system, *mode, *title;
 } plot_systems[] = {
         { "hbg", "eager", "hbg-eager" },  { "hbg", "lazy", "hbg-lazy" },
-        { "hbg", "resolver", "hbg-resolver" }, { "tbb", "", "oneTBB" },
+        { "hbg", "resolver", "hbg-resolver" }, { "hbg", "eager-batched", "hbg-eager-batched" },
+        { "tbb", "", "oneTBB" },
         { "openmp", "", "OpenMP" },        { "starpu", "", "StarPU" },
         { "floor", "", "floor" },
 };

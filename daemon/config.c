@@ -45,7 +45,7 @@ enum key_type {
         KEY_USERS,       /* names or uids */
         KEY_GROUPS,      /* names or gids */
         KEY_LOG_LEVEL,   /* emerg .. debug */
-        KEY_COMPLETION,  /* eager, lazy, resolver */
+        KEY_COMPLETION,  /* eager, lazy, resolver, eager-batched */
 };
 
 struct key {
@@ -227,7 +227,7 @@ static int handler(void *user, const char *section, const char *name, const char
         case KEY_COMPLETION:
                 if (hbg_completion_mode_parse(value, &l->cfg.engine.completion_mode) < 0) {
                         snprintf(l->msg, sizeof(l->msg),
-                                 "completion_mode: '%s' is not one of eager, lazy, resolver", value);
+                                 "completion_mode: '%s' is not one of eager, lazy, resolver, eager-batched", value);
                         return 0;
                 }
                 return 1;

@@ -23,8 +23,8 @@ static void usage(FILE *f) {
                 "                  command line win over it); SIGHUP re-reads it\n"
                 "  --threads N     scheduler threads (default 4)\n"
                 "  --clusters N    core clusters (default 8)\n"
-                "  --completion=MODE  completion policy: eager (default), lazy or\n"
-                "                  resolver (needs 2 threads or more)\n"
+                "  --completion=MODE  completion policy: eager (default), lazy,\n"
+                "                  resolver (needs 2 threads or more) or eager-batched\n"
                 "  --help          this text\n"
                 "  --version       print the version\n\n"
                 "Environment: HBGD_IO=epoll forces the epoll event loop.\n",
@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
                         break;
                 case 'm':
                         if (hbg_completion_mode_parse(optarg, &cfg.engine.completion_mode) < 0) {
-                                fprintf(stderr, "hbgd: --completion: '%s' is not one of eager, lazy, resolver\n",
+                                fprintf(stderr, "hbgd: --completion: '%s' is not one of eager, lazy, resolver, eager-batched\n",
                                         optarg);
                                 return 2;
                         }

@@ -129,6 +129,24 @@ bool hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id) {
         }
 }
 
+bool hbg_walk_after_batch(struct hbg_completer *c) {
+        const struct hbg_flag_window *w = c->window;
+
+        /* The batch's half of the frontier pair: every stamp this thread
+         * stored before the fence is seen by a walker's seq_cst stamp load
+         * that follows the fence in the single total order; a walker whose
+         * load came first made its seq_cst CAS before the fence too, and
+         * the load below sees that CAS (or a later one). Either the walker
+         * walks past our stamps or we find the watermark at one of them. */
+        atomic_thread_fence(memory_order_seq_cst);
+        uint64_t cur = atomic_load_explicit(w->watermark, memory_order_seq_cst);
+        if (cur > c->cached_watermark)
+                c->cached_watermark = cur;
+        if (stamp_load(w, cur, memory_order_acquire) != hbg_stamp_of(w, cur))
+                return false; /* its completer has not published: it walks */
+        return hbg_update_completed_watermark(c, cur);
+}
+
 int hbg_publish_or_defer(struct hbg_completer *c, uint64_t id) {
         if (hbg_try_set_completion_flag(c, id))
                 return 1;

@@ -206,6 +206,16 @@ int hbg_set_completion_flag(struct hbg_completer *c, uint64_t id, int64_t timeou
 bool hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id);
 
 /*
+ * The batched frontier (§11.4): for a completer that published a batch of
+ * stamps with release stores and put off their watermark updates. One
+ * seq_cst fence stands for the batch's stamps in the frontier pair (§4.3),
+ * then, if the watermark's id is complete, the walk as
+ * hbg_update_completed_watermark() does it. Call once per batch, after its
+ * last stamp. Returns true if this call moved the watermark.
+ */
+bool hbg_walk_after_batch(struct hbg_completer *c);
+
+/*
  * Completion with the failsafe (§6): publish the stamp, or defer the id to
  * this thread's heap. Returns
  *   1        published: drain the wake list, then update the watermark;

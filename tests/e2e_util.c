@@ -49,7 +49,7 @@ struct hbgd_proc *start_hbgd(int mode, const char *const *args) {
         return d;
 }
 
-const char *const completion_names[N_COMPLETIONS] = { "eager", "lazy", "resolver" };
+const char *const completion_names[N_COMPLETIONS] = { "eager", "lazy", "resolver", "eager-batched" };
 
 struct hbgd_proc *start_hbgd_completion(int mode, const char *completion) {
         char opt[64];

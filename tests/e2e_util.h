@@ -39,7 +39,7 @@ const char *mode_name(int mode);
 
 /* The completion policies hbgd offers (--completion=NAME): end-to-end
  * tests that take them as a parameter run once per entry. */
-#define N_COMPLETIONS 3
+#define N_COMPLETIONS 4
 extern const char *const completion_names[N_COMPLETIONS];
 /* Loop index i of a test run under every io mode and completion policy:
  * io mode i % N_MODES, policy i / N_MODES. */

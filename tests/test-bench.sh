@@ -21,7 +21,7 @@ fail() { echo "test-bench: FAIL: $*"; exit 1; }
 header=$(head -n 1 "$tmp/a/results.csv")
 [ "$header" = "shape,system,mode,threads,clients,tasks,tasks_per_s,ns_per_task,p50_us,p99_us,rss_kib" ] ||
         fail "results.csv header is '$header'"
-# 7 shapes x 3 policies x 2 client counts of hbg, and 7 x 3 replay rows
+# 7 shapes x 4 policies x 2 client counts of hbg, and 7 x 4 replay rows
 # (one client), every one with 11 fields and a positive ns_per_task;
 # p50/p99 empty with one client, set with two.
 rows=$(tail -n +2 "$tmp/a/results.csv" | awk -F, '
@@ -30,8 +30,8 @@ rows=$(tail -n +2 "$tmp/a/results.csv" | awk -F, '
         $5 == 1 && ($9 != "" || $10 != "") { bad++ }
         $5 == 2 && ($9 == "" || $10 == "") { bad++ }
         END { print NR + 0, bad + 0 }')
-[ "$rows" = "63 0" ] || fail "results.csv: rows, bad rows = $rows"
-for mode in eager lazy resolver; do
+[ "$rows" = "84 0" ] || fail "results.csv: rows, bad rows = $rows"
+for mode in eager lazy resolver eager-batched; do
         grep -q "^chain,hbg,$mode,4,2," "$tmp/a/results.csv" || fail "no chain row for $mode with 2 clients"
         grep -q "^gemm,hbg-replay,$mode,4,1," "$tmp/a/results.csv" || fail "no gemm replay row for $mode"
 done
@@ -44,6 +44,6 @@ awk -F, 'NR > 1 && NF != 8 { exit 1 }' "$tmp/a/metrics.csv" || fail "metrics.csv
 
 "$bench" --compare "$tmp/a/results.csv" "$tmp/a/results.csv" >"$tmp/cmp.log" 2>&1 ||
         fail "--compare exited $?"
-grep -q "geometric mean of new/old over 63 rows: 1.000" "$tmp/cmp.log" || { cat "$tmp/cmp.log"; fail "--compare of a file with itself"; }
+grep -q "geometric mean of new/old over 84 rows: 1.000" "$tmp/cmp.log" || { cat "$tmp/cmp.log"; fail "--compare of a file with itself"; }
 "$bench" --compare "$tmp/a/metrics.csv" "$tmp/a/results.csv" >/dev/null 2>&1 && fail "--compare took a metrics.csv"
-echo "test-bench: ok (63 rows, metrics, --compare)"
+echo "test-bench: ok (84 rows, metrics, --compare)"

@@ -29,7 +29,7 @@
 #include "tests/daemon_util.h"
 #include "tests/e2e_util.h"
 
-static const char *const modes[] = { "eager", "lazy", "resolver" };
+static const char *const modes[] = { "eager", "lazy", "resolver", "eager-batched" };
 
 static hbg_client *connect_ok(struct hbgd_proc *d, unsigned window) {
         hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;

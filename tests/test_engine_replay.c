@@ -38,7 +38,7 @@
 enum { N = 64, CHAIN = 10 };
 
 static const enum hbg_completion_mode modes[] = { HBG_COMPLETION_EAGER, HBG_COMPLETION_LAZY,
-                                                  HBG_COMPLETION_RESOLVER };
+                                                  HBG_COMPLETION_RESOLVER, HBG_COMPLETION_EAGER_BATCHED };
 
 static void quiet_log(void *ud, int priority, const char *fmt, va_list ap) {
         (void)ud;

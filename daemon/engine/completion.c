@@ -11,6 +11,7 @@ static const struct completion_policy *const policies[HBG_COMPLETION_COUNT] = {
         [HBG_COMPLETION_EAGER] = &completion_eager,
         [HBG_COMPLETION_LAZY] = &completion_lazy,
         [HBG_COMPLETION_RESOLVER] = &completion_resolver,
+        [HBG_COMPLETION_EAGER_BATCHED] = &completion_eager_batched,
 };
 
 const struct completion_policy *completion_policy(enum hbg_completion_mode mode) {

@@ -9,7 +9,12 @@
  *             every loop iteration (§11.2, #1619);
  *   resolver  scheduler threads hand finished ids to one core-less
  *             resolver thread that alone publishes, wakes and walks
- *             (§11.3, #1544).
+ *             (§11.3, #1544);
+ *   eager-batched
+ *             eager's wake-ups, but stamps stored with release and the
+ *             watermark walked once per visit of a ring, after one fence
+ *             (§11.4): a variant, since it changes eager's defining rule
+ *             (the frontier completer walks at once).
  *
  * Only a policy writes completion state (stamps, the watermark, deferred
  * ids); everyone else reads the one published watermark and the stamps.
@@ -38,6 +43,10 @@ struct completion_policy {
         /* A parking thread's last look, after it counted itself idle
          * (§9.4). Returns true when it found work. May be NULL. */
         bool (*before_park)(struct sched_thread *t, struct hbg_ring *r);
+        /* The end of a scheduler thread's visit of a ring: what the policy
+         * put off during the visit. Returns whether it did any. May be
+         * NULL. */
+        bool (*end_visit)(struct sched_thread *t, struct hbg_ring *r);
         /* The resolver thread's visit of a ring (dedicated_resolver only). */
         bool (*resolve)(struct sched_thread *t, struct hbg_ring *r);
         /* Work queued for the resolver in r, seen by a parking resolver
@@ -57,4 +66,5 @@ const struct completion_policy *completion_policy(enum hbg_completion_mode mode)
 extern const struct completion_policy completion_eager;
 extern const struct completion_policy completion_lazy;
 extern const struct completion_policy completion_resolver;
+extern const struct completion_policy completion_eager_batched;
 

@@ -3,7 +3,8 @@
  * The eager watermark (RUNTIME_LOGIC.md §4-§6, §11.1; the seed's #1618):
  * publish the stamp (seq_cst) or defer it to the failsafe heap; drain the
  * wake list; the completer at the frontier walks the watermark over the
- * whole completed prefix; retire graphs when it moved.
+ * whole completed prefix; retire graphs when it moved. And its batched
+ * variant (§11.4), which walks once per visit.
  */
 #include <errno.h>
 
@@ -50,4 +51,67 @@ const struct completion_policy completion_eager = {
         .name = "eager",
         .complete = eager_complete,
         .tick = eager_tick,
+};
+
+/*
+ * eager-batched (§11.4). Per task: the stamp with a release store (no
+ * locked instruction), the wake list drained at once (a successor waits
+ * for no batch), the slot released. Per visit of the ring: one fence and
+ * one walk from wherever the watermark is. The watermark lags the
+ * thread's completions by at most one visit, which ends on every path.
+ */
+static void batched_finish(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
+        ring_drain_wake_list(t, r, id);
+        /* The slot may be reused only for id + D, which the window keeps
+         * out until the watermark passes id: releasing it before the walk
+         * changes nothing. */
+        ring_slot_release(r, id);
+        r->per_thread[t->index].walk_due = true;
+}
+
+static void batched_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
+        struct hbg_completer *c = ring_completer(t, r);
+        /* Release: the task's effects reach whoever sees the stamp. */
+        if (hbg_try_publish(c, id, memory_order_release)) {
+                batched_finish(t, r, id);
+                return;
+        }
+        int rc = hbg_defer(c, id);
+        if (rc < 0)
+                /* Unreachable with capacity D (§6.2), as for eager. */
+                ring_fail(r, rc, id, "failsafe heap full");
+}
+
+static bool batched_tick(struct sched_thread *t, struct hbg_ring *r) {
+        struct hbg_completer *c = ring_completer(t, r);
+        uint64_t id;
+        bool did = false;
+
+        while (hbg_retry_deferred(c, &id) == 1) {
+                batched_finish(t, r, id);
+                did = true;
+        }
+        return did;
+}
+
+static bool batched_walk(struct sched_thread *t, struct hbg_ring *r) {
+        struct ring_thread *rt = &r->per_thread[t->index];
+        if (!rt->walk_due)
+                return false;
+        rt->walk_due = false;
+        bool advanced = hbg_walk_after_batch(ring_completer(t, r));
+        if (advanced && ring_retire_due(r))
+                ring_retire_graphs(r);
+        return advanced;
+}
+
+const struct completion_policy completion_eager_batched = {
+        .mode = HBG_COMPLETION_EAGER_BATCHED,
+        .name = "eager-batched",
+        .complete = batched_complete,
+        .tick = batched_tick,
+        .end_visit = batched_walk,
+        /* Every visit ends with the walk; this is for a thread that
+         * completed something outside one (none does today). */
+        .before_park = batched_walk,
 };

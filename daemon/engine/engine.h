@@ -28,10 +28,11 @@ enum hbg_completion_mode {
         HBG_COMPLETION_EAGER = 0,     /* the frontier completer walks (default) */
         HBG_COMPLETION_LAZY = 1,      /* bounded advances, every thread walks */
         HBG_COMPLETION_RESOLVER = 2,  /* one core-less resolver thread does it all */
+        HBG_COMPLETION_EAGER_BATCHED = 3, /* eager, the walk once per visit (§11.4) */
         HBG_COMPLETION_COUNT,
 };
 
-/* "eager", "lazy", "resolver"; NULL for anything else. */
+/* "eager", "lazy", "resolver", "eager-batched"; NULL for anything else. */
 const char *hbg_completion_mode_name(enum hbg_completion_mode mode);
 /* 0 and *ret, or -EINVAL for an unknown name. */
 int hbg_completion_mode_parse(const char *name, enum hbg_completion_mode *ret);

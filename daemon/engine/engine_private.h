@@ -131,6 +131,8 @@ struct ring_thread {
          * visit's end if it is still here (ring_continuation_flush). */
         uint64_t continuation;
         bool has_continuation;
+        /* eager-batched (§11.4): stamps published this visit, walk due. */
+        bool walk_due;
         alignas(64) _Atomic uint64_t completed;
         _Atomic uint64_t failed;
         struct spsc handoff;              /* resolver policy: ids to the resolver */

@@ -103,6 +103,8 @@ static bool visit_ring(struct sched_thread *t, struct hbg_ring *r, bool check_st
                 ring_retire_graphs(r);
         if (check_stall)
                 ring_check_stall(t, r);
+        if (ops->end_visit)
+                work |= ops->end_visit(t, r);
         /* Nothing hidden outlives the visit: park, removal and the stall
          * detector see every ready task in the queues (§10.4). */
         ring_continuation_flush(t, r);
