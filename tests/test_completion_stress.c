@@ -52,7 +52,13 @@ struct stress_cfg {
          * it ever runs F ids ahead of the blocking thread is up to the
          * scheduler (a TSan run on 2 CPUs once never did). */
         bool deferral_optional;
+        /* Completers publish with release and walk once per BATCH ids
+         * (and before any wait), as eager-batched does (RUNTIME_LOGIC.md
+         * §11.4); the blocking thread stays eager, so both meet. */
+        bool batched;
 };
+
+#define BATCH 16u
 
 #define MAX_THREADS 8
 
@@ -64,6 +70,7 @@ struct worker {
         pthread_t thread;
         bool blocking;
         uint64_t executed;
+        unsigned unwalked;       /* batched: published since the last walk */
 };
 
 struct stress {
@@ -127,11 +134,32 @@ static void relax(unsigned *spins) {
                 sched_yield();
 }
 
-/* Publish every deferred id that can be published now. */
+/* Batched: the walk for what this thread published since the last one. */
+static void walk_batch(struct worker *wk) {
+        if (wk->unwalked == 0)
+                return;
+        wk->unwalked = 0;
+        hbg_walk_after_batch(&wk->c);
+}
+
+/* Publish every deferred id that can be published now (batched: counted
+ * for the next walk). */
 static void retry_deferred(struct worker *wk) {
         uint64_t id;
-        while (hbg_retry_deferred(&wk->c, &id) == 1)
-                hbg_update_completed_watermark(&wk->c, id);
+        while (hbg_retry_deferred(&wk->c, &id) == 1) {
+                if (wk->s->cfg.batched && !wk->blocking)
+                        wk->unwalked++;
+                else
+                        hbg_update_completed_watermark(&wk->c, id);
+        }
+}
+
+/* Before waiting: nothing of ours may be left unwalked (a batched thread
+ * walks at the latest when it would otherwise wait, as a scheduler thread
+ * does at the end of its visit). */
+static void before_wait(struct worker *wk) {
+        retry_deferred(wk);
+        walk_batch(wk);
 }
 
 static void execute(struct worker *wk, uint64_t id) {
@@ -157,6 +185,15 @@ static void complete(struct worker *wk, uint64_t id) {
                 hbg_update_completed_watermark(&wk->c, id);
                 return;
         }
+        if (s->cfg.batched) {
+                if (hbg_try_publish(&wk->c, id, memory_order_release)) {
+                        if (++wk->unwalked >= BATCH)
+                                walk_batch(wk);
+                } else if (hbg_defer(&wk->c, id) < 0) {
+                        fail_run(s, "failsafe heap full for %" PRIu64 " (capacity D-F must suffice)", id);
+                }
+                return;
+        }
         int r = hbg_publish_or_defer(&wk->c, id);
         if (r == 1)
                 hbg_update_completed_watermark(&wk->c, id);
@@ -179,7 +216,7 @@ static void *worker_main(void *arg) {
                  * in flight. */
                 unsigned spins = 0;
                 while (id >= hbg_watermark_read(&s->w) + s->cfg.task_window) {
-                        retry_deferred(wk);
+                        before_wait(wk);
                         if (atomic_load_explicit(&s->abort, memory_order_relaxed))
                                 return NULL;
                         relax(&spins);
@@ -189,7 +226,7 @@ static void *worker_main(void *arg) {
                 for (unsigned i = 0; i < nf; i++) {
                         spins = 0;
                         while (!hbg_is_completion_flag_set(&wk->c, fanins[i])) {
-                                retry_deferred(wk);
+                                before_wait(wk);
                                 if (atomic_load_explicit(&s->abort, memory_order_relaxed))
                                         return NULL;
                                 relax(&spins);
@@ -207,12 +244,14 @@ static void *worker_main(void *arg) {
 
         /* Exit path: keep retrying until this thread's deferred ids are all
          * published (upstream retried once and could leave some behind). */
+        walk_batch(wk);
         unsigned spins = 0;
         while (hbg_failsafe_heap_len(&wk->c.heap) > 0 &&
                !atomic_load_explicit(&s->abort, memory_order_relaxed)) {
-                retry_deferred(wk);
+                before_wait(wk);
                 relax(&spins);
         }
+        walk_batch(wk);
         return NULL;
 }
 
@@ -450,6 +489,17 @@ START_TEST(stress_one_completer) {
 }
 END_TEST
 
+START_TEST(stress_batched_walks) {
+        struct stress_cfg cfg = tiny_window;
+        cfg.name = "batched walks, crossing 2^32";
+        cfg.first_id = (UINT64_C(1) << 32) - 500000;
+        cfg.n = 1000000;
+        cfg.seed = 6;
+        cfg.batched = true;
+        run_case(cfg);
+}
+END_TEST
+
 START_TEST(stress_flags_equal_window) {
         /* F == D: the slot gate always holds, nothing is ever deferred. */
         struct stress_cfg cfg = tiny_window;
@@ -471,6 +521,7 @@ static Suite *stress_suite(void) {
         tcase_add_test(tc, stress_large_window_from_zero);
         tcase_add_test(tc, stress_one_completer);
         tcase_add_test(tc, stress_flags_equal_window);
+        tcase_add_test(tc, stress_batched_walks);
         suite_add_tcase(s, tc);
         return s;
 }
