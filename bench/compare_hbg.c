@@ -233,7 +233,7 @@ static void hbg_row(struct cmp *c, struct bench_hbgd *h, const char *mode, unsig
                 /* Not a results.csv row (its columns have no place for the
                  * flag window): the figures go to the metrics, suffixed. */
                 char metric[64];
-                printf("%-11s %-7s %-9s %3u %3u %8" PRIu64 " %11.0f %10.1f   (flag_window %u)\n", shape, "hbg",
+                printf("%-11s %-10s %-13s %3u %3u %8" PRIu64 " %11.0f %10.1f   (flag_window %u)\n", shape, "hbg",
                        mode, threads, clients, row.tasks, row.tasks_per_s, row.ns_per_task, c->flag_window);
                 snprintf(metric, sizeof(metric), "ns_per_task_flag_window_%u", c->flag_window);
                 report_metric(&c->report, metric, shape, "hbg", mode, threads, clients, row.ns_per_task, "ns");

@@ -124,7 +124,7 @@ static void replay_instr(struct cmp *c, const char *mode, unsigned threads, cons
                       "instructions");
         report_metric(&c->report, "instructions_per_task", shape, "hbg-replay", mode, threads, 1, d + p,
                       "instructions");
-        printf("%-11s %-7s %-9s %12.0f %12.0f   (hbgd %.0f)\n", shape, "replay", mode, d + p, p, d);
+        printf("%-11s %-10s %-13s %12.0f %12.0f   (hbgd %.0f)\n", shape, "replay", mode, d + p, p, d);
 }
 
 void cmp_instructions(struct cmp *c) {
@@ -136,7 +136,7 @@ void cmp_instructions(struct cmp *c) {
         unsigned threads = c->report.plot_threads;
         printf("\n-- [%s] instructions per task (callgrind, whole process, %" PRIu64 "-task graphs, %u threads,"
                " a 1-task run subtracted)\n", cmp_elapsed(c), size, threads);
-        printf("%-11s %-7s %-9s %12s %12s\n", "shape", "system", "mode", "Ir/task", "producer");
+        printf("%-11s %-10s %-13s %12s %12s\n", "shape", "system", "mode", "Ir/task", "producer");
         for (unsigned m = 0; m < c->n_modes; m++) {
                 const char *mode = hbg_completion_mode_name((enum hbg_completion_mode)c->modes[m]);
                 if (c->modes[m] == HBG_COMPLETION_RESOLVER && threads < 2)
@@ -165,7 +165,7 @@ void cmp_instructions(struct cmp *c) {
                                       1, p, "instructions");
                         report_metric(&c->report, "instructions_per_task", shape, "hbg", mode, threads, 1, d + p,
                                       "instructions");
-                        printf("%-11s %-7s %-9s %12.0f %12.0f   (hbgd %.0f)\n", shape, "hbg", mode, d + p, p, d);
+                        printf("%-11s %-10s %-13s %12.0f %12.0f   (hbgd %.0f)\n", shape, "hbg", mode, d + p, p, d);
                         if (c->modes[m] == HBG_COMPLETION_EAGER)
                                 replay_instr(c, mode, threads, shape, size);
                 }
@@ -197,7 +197,7 @@ void cmp_instructions(struct cmp *c) {
                         double p = per_task(run.producer, base.producer, run.tasks);
                         report_metric(&c->report, "instructions_per_task", shape, name, "", t, 1, p,
                                       "instructions");
-                        printf("%-11s %-7s %-9s %12.0f\n", shape, name, "-", p);
+                        printf("%-11s %-10s %-13s %12.0f\n", shape, name, "-", p);
                 }
         }
 }

@@ -71,7 +71,7 @@ int report_open(struct report *r, const char *dir, unsigned plot_threads) {
 
 void report_table_header(struct report *r) {
         (void)r;
-        printf("%-11s %-7s %-9s %3s %3s %8s %11s %10s %9s %9s %9s\n", "shape", "system", "mode",
+        printf("%-11s %-10s %-13s %3s %3s %8s %11s %10s %9s %9s %9s\n", "shape", "system", "mode",
                "thr", "cli", "tasks", "tasks/s", "ns/task", "p50_us", "p99_us", "rss_kib");
 }
 
@@ -88,7 +88,7 @@ void report_row(struct report *r, const struct report_row *row) {
                 snprintf(s50, sizeof(s50), "%.1f", p50);
                 snprintf(s99, sizeof(s99), "%.1f", p99);
         }
-        printf("%-11s %-7s %-9s %3u %3u %8" PRIu64 " %11.0f %10.1f %9s %9s %9" PRIu64 "\n", row->shape,
+        printf("%-11s %-10s %-13s %3u %3u %8" PRIu64 " %11.0f %10.1f %9s %9s %9" PRIu64 "\n", row->shape,
                row->system, row->mode[0] ? row->mode : "-", row->threads, row->clients, row->tasks,
                row->tasks_per_s, row->ns_per_task, s50, s99, row->rss_kib);
         fflush(stdout);
