@@ -8,6 +8,7 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "daemon/engine/completion.h"
@@ -73,6 +74,12 @@ struct task_slot {
         uint64_t fanins[HBG_MAX_FANINS];
         struct kernel_args args;
 };
+
+/* Everything a task's life touches per step (wake list, ownership, block
+ * count, status, state, links, id, kind, shape, counts) shares the slot's
+ * first cache line; the kernels, fanins and arguments follow. */
+_Static_assert(offsetof(struct task_slot, long_task) + sizeof(bool) <= 64,
+               "a task slot's hot fields must fit in its first cache line");
 
 enum slot_state {
         SLOT_FREE = 0,       /* previous occupant finished with the slot */
