@@ -2,6 +2,7 @@
 /* hbgd's settings (daemon/config.h): one table of keys. */
 #include "daemon/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <grp.h>
 #include <ini.h>
@@ -12,6 +13,7 @@
 #include <strings.h>
 #include <syslog.h>
 
+#include "daemon/engine/fair_share.h"
 #include "proto/wire.h"
 
 void hbgd_config_default(struct hbgd_config *ret) {
@@ -43,6 +45,7 @@ enum key_type {
         KEY_NUMBER,      /* decimal, optional K/M/G suffix (powers of 1024) */
         KEY_US_AS_NS,    /* microseconds in the file, nanoseconds in the field */
         KEY_USERS,       /* names or uids */
+        KEY_WEIGHTS,     /* user:weight pairs */
         KEY_GROUPS,      /* names or gids */
         KEY_LOG_LEVEL,   /* emerg .. debug */
         KEY_COMPLETION,  /* eager, lazy, resolver, eager-batched */
@@ -68,6 +71,7 @@ static const struct key keys[] = {
         NUM("scheduler", "max_spinning_threads", engine.max_spinning_threads, 0, 64),
         NUM("scheduler", "stall_timeout_ms", engine.stall_timeout_ms, 0, UINT64_C(86400000)),
         { { "scheduler", "completion_mode" }, KEY_COMPLETION, 0, 0, 0, 0 },
+        { { "scheduler", "session_weights" }, KEY_WEIGHTS, 0, 0, 0, 0 },
         NUM("session", "task_window", session_default.task_window, 0, UINT64_C(1) << 24),
         NUM("session", "flag_window", session_default.flag_window, 0, UINT64_C(1) << 24),
         NUM("session", "heap_size", session_default.heap_size, 0, UINT64_C(1) << 40),
@@ -182,6 +186,68 @@ static bool parse_ids(struct load *l, const char *value, bool groups) {
         return true;
 }
 
+/* A user name or uid; false (and the message) if unknown. */
+static bool user_id(struct load *l, const char *tok, uid_t *ret) {
+        char *end;
+        errno = 0;
+        unsigned long id = strtoul(tok, &end, 10);
+        if (*end == 0 && end != tok && errno == 0 && *tok != '-' && id <= UINT32_MAX - 1) {
+                *ret = (uid_t)id;
+                return true;
+        }
+        struct passwd *p = getpwnam(tok);
+        if (!p) {
+                snprintf(l->msg, sizeof(l->msg), "unknown user '%s'", tok);
+                return false;
+        }
+        *ret = p->pw_uid;
+        return true;
+}
+
+/* "alice:4 bob:2 1001:3": user names or uids, weights 1..100. */
+static bool parse_weights(struct load *l, const char *value) {
+        char buf[512];
+        if (snprintf(buf, sizeof(buf), "%s", value) >= (int)sizeof(buf)) {
+                snprintf(l->msg, sizeof(l->msg), "session_weights: longer than %zu characters", sizeof(buf) - 1);
+                return false;
+        }
+        unsigned n = 0;
+        for (char *save = NULL, *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
+                if (n == HBGD_MAX_ALLOWED) {
+                        snprintf(l->msg, sizeof(l->msg), "session_weights: more than %u entries", HBGD_MAX_ALLOWED);
+                        return false;
+                }
+                char *colon = strrchr(tok, ':');
+                uint64_t w;
+                if (!colon || colon == tok ||
+                    !parse_size(colon + 1, 1, HBG_FAIR_SHARE_WEIGHT_MAX, &w) || !isdigit((unsigned char)colon[1])) {
+                        snprintf(l->msg, sizeof(l->msg),
+                                 "session_weights: '%s' is not USER:WEIGHT with a weight from 1 to %u", tok,
+                                 HBG_FAIR_SHARE_WEIGHT_MAX);
+                        return false;
+                }
+                *colon = 0;
+                uid_t uid;
+                if (!user_id(l, tok, &uid))
+                        return false;
+                for (unsigned i = 0; i < n; i++)
+                        if (l->cfg.session_weights[i].uid == uid) {
+                                snprintf(l->msg, sizeof(l->msg), "session_weights: user '%s' given twice", tok);
+                                return false;
+                        }
+                l->cfg.session_weights[n++] = (struct hbgd_session_weight){ uid, (unsigned)w };
+        }
+        l->cfg.n_session_weights = n;
+        return true;
+}
+
+unsigned hbgd_config_session_weight(const struct hbgd_config *cfg, uid_t uid) {
+        for (unsigned i = 0; i < cfg->n_session_weights && i < HBGD_MAX_ALLOWED; i++)
+                if (cfg->session_weights[i].uid == uid)
+                        return cfg->session_weights[i].weight;
+        return HBG_FAIR_SHARE_WEIGHT_DEFAULT;
+}
+
 static bool parse_level(struct load *l, const char *value) {
         static const char *const names[] = { "emerg", "alert", "crit", "err",
                                              "warning", "notice", "info", "debug" };
@@ -222,6 +288,8 @@ static int handler(void *user, const char *section, const char *name, const char
         case KEY_USERS:
         case KEY_GROUPS:
                 return parse_ids(l, value, k->type == KEY_GROUPS);
+        case KEY_WEIGHTS:
+                return parse_weights(l, value);
         case KEY_LOG_LEVEL:
                 return parse_level(l, value);
         case KEY_COMPLETION:

@@ -140,7 +140,7 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
                 return refuse(c, err, msg);
         struct session *s;
         err = session_new(&s, d->engine, d->loop, &d->acct, &g, memory, c->id, c->cred.uid, c->cred.pid,
-                          &why);
+                          hbgd_config_session_weight(cfg, c->cred.uid), &why);
         if (err < 0) {
                 snprintf(msg, sizeof(msg), "%s: %s", why, strerror(-err));
                 return refuse(c, err, msg);
@@ -173,9 +173,10 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         session_client_fds_sent(s);
         hbgd_log_session(LOG_INFO, c->id, (int)c->cred.pid, c->cred.uid,
                          "session %" PRIu64 " (pid %d uid %u, %s): D=%" PRIu64 " F=%" PRIu64
-                         " heap=%" PRIu64 ", %" PRIu64 " MiB charged",
+                         " heap=%" PRIu64 ", %" PRIu64 " MiB charged, weight %u",
                          c->id, (int)c->cred.pid, (unsigned)c->cred.uid, c->name, g.task_window,
-                         g.flag_window, g.heap_size, (memory + (1u << 20) - 1) >> 20);
+                         g.flag_window, g.heap_size, (memory + (1u << 20) - 1) >> 20,
+                         hbgd_config_session_weight(cfg, c->cred.uid));
         return carry_on;
 }
 

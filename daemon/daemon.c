@@ -182,9 +182,9 @@ static void reload_config(struct hbgd *d) {
         d->cfg = n;
         hbgd_set_log_level(n.log_level);
         hbgd_log(LOG_NOTICE, "SIGHUP: reloaded %s: max_sessions %u, max_sessions_per_uid %u, "
-                 "%u allowed users, %u allowed groups (for new sessions)", d->cfg.config_path,
-                 d->cfg.limits.max_sessions, d->cfg.limits.max_sessions_per_uid, d->cfg.n_allowed_uids,
-                 d->cfg.n_allowed_gids);
+                 "%u allowed users, %u allowed groups, %u session weights (for new sessions)",
+                 d->cfg.config_path, d->cfg.limits.max_sessions, d->cfg.limits.max_sessions_per_uid,
+                 d->cfg.n_allowed_uids, d->cfg.n_allowed_gids, d->cfg.n_session_weights);
 out:
         hbgd_notify("READY=1");
         notify_status(d, hbg_now_ms());

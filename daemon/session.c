@@ -94,7 +94,7 @@ static void on_doorbell(struct io_source *src, uint32_t events, void *userdata) 
 
 int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop,
                 struct accounting *acct, const struct hbg_geometry *g, uint64_t memory,
-                uint64_t id, uid_t uid, pid_t pid, const char **why) {
+                uint64_t id, uid_t uid, pid_t pid, unsigned weight, const char **why) {
         struct session *s = calloc(1, sizeof(*s));
         int err;
 
@@ -161,6 +161,7 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
                 .first_id = s->first_id,
                 .completion_fd = s->completion_fd,
                 .name = ring_name,
+                .weight = weight,
                 .released = session_released,
                 .released_userdata = s,
         };

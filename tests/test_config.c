@@ -43,6 +43,7 @@ static const struct key_case keys[] = {
         { "scheduler", "max_spinning_threads", "2", "65" },
         { "scheduler", "stall_timeout_ms", "2000", "ten" },
         { "scheduler", "completion_mode", "lazy", "fast" },
+        { "scheduler", "session_weights", "0:4, 65534:2", "0:101" },
         { "session", "task_window", "32768", "4097x" },
         { "session", "flag_window", "1024", "99999999999" },
         { "session", "heap_size", "16M", "16Q" },
@@ -121,6 +122,28 @@ START_TEST(values_applied) {
 }
 END_TEST
 
+/* [scheduler] session_weights: pairs by uid or name, the lookup, and the
+ * shapes the parser refuses. */
+START_TEST(session_weights) {
+        struct hbgd_config cfg;
+        char err[512] = "";
+        ck_assert_int_eq(load("[scheduler]\nsession_weights = root:3, 7:100 65534:1\n", &cfg, err, sizeof(err)), 0);
+        ck_assert_uint_eq(cfg.n_session_weights, 3);
+        ck_assert_uint_eq(hbgd_config_session_weight(&cfg, 0), 3);
+        ck_assert_uint_eq(hbgd_config_session_weight(&cfg, 7), 100);
+        ck_assert_uint_eq(hbgd_config_session_weight(&cfg, 65534), 1);
+        ck_assert_uint_eq(hbgd_config_session_weight(&cfg, 1234), 1); /* not listed */
+        static const char *const bad[] = { "0:0", "0:101", "0", ":3", "0:", "0:x", "0:2k", "0:-1",
+                                           "no-such-user-hbg:2", "0:2 0:3" };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                char text[128];
+                snprintf(text, sizeof(text), "[scheduler]\nsession_weights = %s\n", bad[i]);
+                ck_assert_msg(load(text, &cfg, err, sizeof(err)) == -EINVAL, "'%s' accepted", bad[i]);
+                ck_assert_msg(strstr(err, "session_weights") || strstr(err, "unknown user"), "'%s': %s", bad[i], err);
+        }
+}
+END_TEST
+
 START_TEST(whole_file_errors) {
         struct hbgd_config cfg;
         char err[512] = "";
@@ -183,6 +206,7 @@ int main(void) {
         TCase *tc = tcase_create("config");
         tcase_add_loop_test(tc, each_key, 0, (int)(sizeof(keys) / sizeof(keys[0])));
         tcase_add_test(tc, values_applied);
+        tcase_add_test(tc, session_weights);
         tcase_add_test(tc, whole_file_errors);
         tcase_add_test(tc, every_key_tested_and_documented);
         suite_add_tcase(s, tc);

@@ -528,7 +528,11 @@ START_TEST(sighup_reload) {
         snprintf(dir, sizeof(dir), "%s/hbg-conf-XXXXXX", tmp);
         ck_assert_ptr_nonnull(mkdtemp(dir));
         snprintf(conf, sizeof(conf), "%s/hbgd.conf", dir);
-        ck_assert_int_eq(write_file(conf, "[scheduler]\nthreads = 2\n\n[limits]\nmax_sessions = 4\n"), 0);
+        /* Our sessions get fair-share weight 5 (and the log says so). */
+        char text[200];
+        snprintf(text, sizeof(text), "[scheduler]\nthreads = 2\nsession_weights = %u:5\n\n[limits]\nmax_sessions = 4\n",
+                 (unsigned)getuid());
+        ck_assert_int_eq(write_file(conf, text), 0);
         const char *args[] = { "--config", conf, NULL };
         int err = sa_start(&s, NULL, args);
         SA_ASSERT(&s, err == 0, "start: %s", strerror(-err));
@@ -536,6 +540,7 @@ START_TEST(sighup_reload) {
         hbg_client *a, *b;
         err = hbg_connect(&a, s.sock);
         SA_ASSERT(&s, err == 0, "first session: %s", hbg_strerror(err));
+        SA_ASSERT(&s, wait_log(&s, "MiB charged, weight 5", 5000) == 0, "the session's weight 5 was not logged");
         err = hbg_connect(&b, s.sock);
         SA_ASSERT(&s, err == 0, "second session before the reload: %s", hbg_strerror(err));
         hbg_disconnect(b);

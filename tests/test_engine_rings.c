@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "daemon/engine/engine.h"
+#include "daemon/engine/fair_share.h"
 #include "daemon/engine/kernels.h"
 #include "tests/harness.h"
 #include "tests/test_util.h"
@@ -714,6 +715,36 @@ END_TEST
 /* ------------------------------------------------------------ fair share */
 
 /*
+ * The balance rule with weights (RUNTIME_LOGIC.md §9.5): a thread moves
+ * when the other ring, with it, still has fewer threads per unit of weight;
+ * equal weights give the unweighted rule; no move is ever undone by the
+ * move back; and the sums cannot overflow.
+ */
+START_TEST(fair_share_weighted_rule) {
+        /* Equal weights: theirs + 1 < mine. */
+        for (unsigned mine = 0; mine < 8; mine++)
+                for (unsigned theirs = 0; theirs < 8; theirs++)
+                        ck_assert(fair_share_move_helps(mine, 1, theirs, 1) == (theirs + 1 < mine));
+        /* Weight 3 against 1: one thread here (weight 1), none there
+         * (weight 3): moving helps; two there and one here: it does not. */
+        ck_assert(fair_share_move_helps(1, 1, 0, 3));
+        ck_assert(fair_share_move_helps(1, 1, 1, 3));
+        ck_assert(!fair_share_move_helps(1, 1, 3, 3));
+        ck_assert(!fair_share_move_helps(1, 3, 0, 1)); /* the heavy ring keeps its only thread */
+        ck_assert(fair_share_move_helps(4, 3, 0, 1));  /* unless it has 4 and the other none */
+        /* Never both ways. */
+        for (unsigned wa = 1; wa <= 5; wa++)
+                for (unsigned wb = 1; wb <= 5; wb++)
+                        for (unsigned a = 1; a < 10; a++)
+                                for (unsigned b = 0; b < 10; b++)
+                                        if (fair_share_move_helps(a, wa, b, wb))
+                                                ck_assert(!fair_share_move_helps(b + 1, wb, a - 1, wa));
+        ck_assert(fair_share_move_helps(UINT32_MAX, HBG_FAIR_SHARE_WEIGHT_MAX, 0, HBG_FAIR_SHARE_WEIGHT_MAX));
+        ck_assert(!fair_share_move_helps(0, HBG_FAIR_SHARE_WEIGHT_MAX, UINT32_MAX, 1));
+}
+END_TEST
+
+/*
  * More rings than threads, every ring with long tasks (fair share looks at
  * the other rings before each one, §9.5): each thread alone on its ring
  * sees rings with no thread on them. Moving there would only swap the
@@ -792,6 +823,7 @@ static Suite *suite(void) {
         tcase_set_timeout(tc, 900);
         tcase_add_test(tc, rings_concurrent);
         tcase_add_loop_test(tc, rings_outnumber_threads_long_tasks, 0, HBG_COMPLETION_COUNT);
+        tcase_add_test(tc, fair_share_weighted_rule);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -87,6 +87,9 @@ struct hbg_ring_params {
                                           nothing it does can make a write block
                                           (docs/SECURITY.md). SIGPIPE must be ignored. */
         const char *name;              /* for logs; copied */
+        /* Fair share between rings (RUNTIME_LOGIC.md §9.5): threads are
+         * balanced in proportion to the rings' weights. 1..100; 0 is 1. */
+        unsigned weight;
         /* Called once when no scheduler thread touches the ring any more,
          * from hbg_engine_collect() or hbg_engine_free(): the caller may then
          * unmap the regions. May be NULL. */
@@ -98,7 +101,8 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
 /* Stops the threads (running kernels finish) and frees every ring. */
 struct hbg_engine *hbg_engine_free(struct hbg_engine *e);
 
-/* Start serving a ring. Returns 0, -ENOSPC (max_rings reached) or -ENOMEM.
+/* Start serving a ring. Returns 0, -ENOSPC (max_rings reached), -EINVAL (a
+ * weight above HBG_FAIR_SHARE_WEIGHT_MAX) or -ENOMEM.
  * The ring's private memory is allocated lazily (zero pages until used),
  * so this is cheap even for large windows. */
 int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,

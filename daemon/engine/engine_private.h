@@ -152,6 +152,7 @@ struct hbg_ring {
         void (*released)(void *userdata); /* hbg_ring_params.released */
         void *released_userdata;
         struct hbg_ring *next_removed;    /* engine->removed list (rings_lock) */
+        unsigned weight;                  /* fair share (§9.5), 1..100 */
         int removal_reason;
 
         /* Private geometry: never re-read from shared memory. */

@@ -2,13 +2,14 @@
 /* Fair share between rings (RUNTIME_LOGIC.md §9.5). */
 
 #include "daemon/engine/engine_private.h"
+#include "daemon/engine/fair_share.h"
 
 /*
  * Fair share (§9.5). Thread t is about to start another task of r, which
  * has long tasks, and r.running counts t. It leaves r for another ring with
- * work when the move leaves the two better balanced: that ring would still
- * have fewer threads than r has now (theirs + 1 < mine), or r is over its
- * cap (max_threads_per_ring) and that ring is not. A move that only swaps
+ * work when the move leaves the two better balanced by their weights
+ * (fair_share_move_helps), or r is over its cap (max_threads_per_ring)
+ * and that ring is not. A move that only swaps
  * the imbalance (1 thread here, none there) is not made: with more rings
  * than threads it would send every thread away from every ring for ever.
  * Only long tasks pay for this look (a scan of the rings through the
@@ -29,7 +30,8 @@ bool engine_should_yield_ring(struct sched_thread *t, struct hbg_ring *r) {
                         continue;
                 if (x != r && !atomic_load_explicit(&x->removing, memory_order_relaxed)) {
                         unsigned theirs = atomic_load_explicit(&x->running, memory_order_relaxed);
-                        if (theirs + 1 < mine || (over_cap && theirs < cap))
+                        if (fair_share_move_helps(mine, r->weight, theirs, x->weight) ||
+                            (over_cap && theirs < cap))
                                 yield = ring_has_work(x);
                 }
                 ring_peek_leave(t);

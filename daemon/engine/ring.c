@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "daemon/engine/engine_private.h"
+#include "daemon/engine/fair_share.h"
 #include "daemon/engine/lazy_alloc.h"
 #include "shm/util.h"
 
@@ -72,6 +73,7 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         snprintf(r->name, sizeof(r->name), "%s", p->name ? p->name : "ring");
         r->g = *g;
         r->released = p->released;
+        r->weight = p->weight ? p->weight : HBG_FAIR_SHARE_WEIGHT_DEFAULT;
         r->released_userdata = p->released_userdata;
         r->first_id = p->first_id;
         r->task_mask = g->task_window - 1;

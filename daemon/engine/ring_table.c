@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "daemon/engine/engine_private.h"
+#include "daemon/engine/fair_share.h"
 
 /* Hazard-pointer acquire (§9.3): publish, then re-check the slot. Both
  * seq_cst: against the remover's "clear slot; read hazards". */
@@ -49,6 +50,8 @@ void ring_peek_leave(struct sched_thread *t) {
 int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
                         struct hbg_ring **ret) {
         struct hbg_ring *r;
+        if (p->weight > HBG_FAIR_SHARE_WEIGHT_MAX)
+                return -EINVAL;
         int err = ring_new(e, p, &r);
         if (err < 0)
                 return err;
