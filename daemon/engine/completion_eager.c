@@ -34,16 +34,23 @@ static void eager_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                 ring_fail(r, rc, id, "failsafe heap full");
 }
 
-static bool eager_tick(struct sched_thread *t, struct hbg_ring *r) {
+/* tick, for both: publish the deferred ids that may be now (smallest
+ * first), each then finished as the policy finishes a published id. */
+static bool publish_deferred(struct sched_thread *t, struct hbg_ring *r,
+                             void (*finish)(struct sched_thread *, struct hbg_ring *, uint64_t)) {
         struct hbg_completer *c = ring_completer(t, r);
         uint64_t id;
         bool did = false;
 
         while (hbg_retry_deferred(c, &id) == 1) {
-                finish_published(t, r, id);
+                finish(t, r, id);
                 did = true;
         }
         return did;
+}
+
+static bool eager_tick(struct sched_thread *t, struct hbg_ring *r) {
+        return publish_deferred(t, r, finish_published);
 }
 
 const struct completion_policy completion_eager = {
@@ -83,15 +90,7 @@ static void batched_complete(struct sched_thread *t, struct hbg_ring *r, uint64_
 }
 
 static bool batched_tick(struct sched_thread *t, struct hbg_ring *r) {
-        struct hbg_completer *c = ring_completer(t, r);
-        uint64_t id;
-        bool did = false;
-
-        while (hbg_retry_deferred(c, &id) == 1) {
-                batched_finish(t, r, id);
-                did = true;
-        }
-        return did;
+        return publish_deferred(t, r, batched_finish);
 }
 
 static bool batched_walk(struct sched_thread *t, struct hbg_ring *r) {
