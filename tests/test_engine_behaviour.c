@@ -90,6 +90,7 @@ static void stats_sum(struct hbg_engine *e, struct hbg_thread_stats *s) {
                 s->dispatched += t.dispatched;
                 s->executed_tasks += t.executed_tasks;
                 s->continued += t.continued;
+                s->stolen += t.stolen;
                 s->retired_inline += t.retired_inline;
                 s->failed += t.failed;
                 s->published += t.published;
@@ -1288,6 +1289,36 @@ START_TEST(chain_runs_as_continuations) {
 }
 END_TEST
 
+/*
+ * Stealing (§10.4): a root's completion makes 48 tasks of 1 ms ready on
+ * the thread that ran it: one becomes its continuation, the rest go to its
+ * deque, and its idle peer (woken for the surplus) steals from the deque's
+ * other end while the owner works through its own end. Every task runs
+ * once.
+ */
+START_TEST(idle_thread_steals) {
+        struct hbg_engine *e = engine_new_with(2, 2, 10000);
+        struct harness_ring h;
+        ring_open(&h, e, 4096, 1024, 1);
+        const unsigned fan = 48;
+        struct harness_task root = spin_task(1000, 1);
+        uint64_t r = harness_add_task(&h, &root);
+        for (unsigned i = 0; i < fan; i++) {
+                struct harness_task t = spin_task(1000000, 1);
+                add_dep(&t, r);
+                harness_add_task(&h, &t);
+        }
+        harness_end_graph(&h, 0);
+        wait_graph_ok(&h, 0);
+        struct hbg_thread_stats s;
+        stats_sum(e, &s);
+        ck_assert_uint_eq(s.executed_tasks, fan + 1);
+        ck_assert_msg(s.stolen >= 1, "no task stolen (continued %llu)", (unsigned long long)s.continued);
+        harness_ring_destroy(&h);
+        hbg_engine_free(e);
+}
+END_TEST
+
 /* ------------------------------------------------------------ counters */
 
 /*
@@ -1476,6 +1507,7 @@ static Suite *suite(void) {
         tc = tcase(s, "blocks");
         tcase_add_test(tc, multi_block_tasks_stream);
         tcase_add_test(tc, chain_runs_as_continuations);
+        tcase_add_test(tc, idle_thread_steals);
         tc = tcase(s, "counters");
         tcase_add_test(tc, counters_add_up);
         tcase_add_test(tc, counters_with_failures);

@@ -3,8 +3,10 @@
  * Dispatch and execution (RUNTIME_LOGIC.md §10.4): a scheduler thread fills
  * the cores of the clusters it owns from the ring's ready queues, MIX tasks
  * first (they need a whole cluster), then AIC and AIV blocks, and runs the
- * kernels itself. SPMD tasks are claimed a range of blocks at a time; the
- * queue entry goes back before the blocks run, so peers take the rest.
+ * kernels itself. Its own continuation and deque come first, and when it
+ * has nothing else it steals from a peer's deque. SPMD tasks are claimed a
+ * range of blocks at a time; the queue entry goes back before the blocks
+ * run, so peers take the rest.
  */
 #include <errno.h>
 
@@ -86,24 +88,56 @@ static bool may_start(struct sched_thread *t, struct hbg_ring *r, bool counted) 
         return !atomic_load_explicit(&r->has_long_tasks, memory_order_relaxed) || !engine_should_yield_ring(t, r);
 }
 
-/* Continuations run back to back at most this many per visit, so that a
- * long chain still lets the thread's visit ingest and poll in between;
- * one left over is queued at the visit's end. */
-#define CONTINUATIONS_PER_VISIT 64u
+/* Tasks run from the thread's own continuation and deque, and stolen,
+ * at most this many per visit, so that a long chain still lets the visit
+ * ingest and poll in between; those left over are queued at the visit's
+ * end. */
+#define LOCAL_RUNS_PER_VISIT 64u
 
-/* Run this thread's continuations (§10.4): each may leave the next. The
- * thread's whole budget for the task's shape each time, as a task popped
- * from the queue first would get. */
+static bool has_local(struct ring_thread *rt) {
+        return rt->has_continuation || ws_size_hint(&rt->deque) > 0;
+}
+
+/* Run a task taken from a private source (continuation, deque, theft)
+ * with the thread's whole budget for its shape, as a task popped from the
+ * queue first would get. */
+static void run_local(struct sched_thread *t, struct hbg_ring *r, uint64_t id, unsigned *runs) {
+        uint8_t shape = ring_slot(r, id)->shape;
+        run_blocks(t, r, id, shape == SHAPE_AIV ? 2 * t->clusters : t->clusters);
+        ++*runs;
+}
+
+/* Run this thread's continuation, then its deque newest first (§10.4):
+ * each task may leave more. */
 static bool run_continuations(struct sched_thread *t, struct hbg_ring *r, struct ring_thread *rt,
                               bool counted, unsigned *runs) {
         bool did = false;
         uint64_t id;
-        while (rt->has_continuation && *runs < CONTINUATIONS_PER_VISIT && may_start(t, r, counted) &&
-               ring_continuation_take(t, r, &id)) {
-                uint8_t shape = ring_slot(r, id)->shape;
-                run_blocks(t, r, id, shape == SHAPE_AIV ? 2 * t->clusters : t->clusters);
-                stat_add(&t->stats.continued, 1);
-                ++*runs;
+        while (*runs < LOCAL_RUNS_PER_VISIT && may_start(t, r, counted)) {
+                if (ring_continuation_take(t, r, &id))
+                        stat_add(&t->stats.continued, 1);
+                else if (!ws_take(&rt->deque, &id))
+                        break;
+                run_local(t, r, id, runs);
+                did = true;
+        }
+        return did;
+}
+
+/* Nothing of our own and nothing queued: take the oldest task from a
+ * peer's deque (a peer in the middle of its visit of this ring), and what
+ * it leaves. */
+static bool steal(struct sched_thread *t, struct hbg_ring *r, struct ring_thread *rt, bool counted,
+                  unsigned *runs) {
+        unsigned n = r->engine->nthreads;
+        bool did = false;
+        for (unsigned k = 1; k < n && *runs < LOCAL_RUNS_PER_VISIT && may_start(t, r, counted); k++) {
+                uint64_t id;
+                if (!ws_steal(&r->per_thread[(t->index + k) % n].deque, &id))
+                        continue;
+                stat_add(&t->stats.stolen, 1);
+                run_local(t, r, id, runs);
+                run_continuations(t, r, rt, counted, runs);
                 did = true;
         }
         return did;
@@ -121,7 +155,7 @@ bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r) {
          * exists); a lone ring pays nothing. */
         struct ring_thread *rt = &r->per_thread[t->index];
         bool counted = atomic_load_explicit(&r->engine->ring_count, memory_order_relaxed) > 1 &&
-                       (rt->has_continuation || mpmc_maybe_nonempty(&r->ready[SHAPE_MIX]) ||
+                       (has_local(rt) || mpmc_maybe_nonempty(&r->ready[SHAPE_MIX]) ||
                         mpmc_maybe_nonempty(&r->ready[SHAPE_AIC]) ||
                         mpmc_maybe_nonempty(&r->ready[SHAPE_AIV]));
         if (counted)
@@ -132,12 +166,12 @@ bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r) {
         /* A continuation left by ingest or a completion before this call.
          * The private flag is tested here, not in a call: most tasks of
          * wide graphs leave none. */
-        bool did = rt->has_continuation && run_continuations(t, r, rt, counted, &runs);
+        bool did = has_local(rt) && run_continuations(t, r, rt, counted, &runs);
 
         /* MIX: one block per whole cluster. */
         while (clusters > 0 && may_start(t, r, counted) && mpmc_pop(&r->ready[SHAPE_MIX], &id)) {
                 clusters -= run_blocks(t, r, id, clusters);
-                if (rt->has_continuation)
+                if (has_local(rt))
                         run_continuations(t, r, rt, counted, &runs);
                 did = true;
         }
@@ -145,16 +179,19 @@ bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r) {
         unsigned aic = clusters, aiv = 2 * clusters;
         while (aic > 0 && may_start(t, r, counted) && mpmc_pop(&r->ready[SHAPE_AIC], &id)) {
                 aic -= run_blocks(t, r, id, aic);
-                if (rt->has_continuation)
+                if (has_local(rt))
                         run_continuations(t, r, rt, counted, &runs);
                 did = true;
         }
         while (aiv > 0 && may_start(t, r, counted) && mpmc_pop(&r->ready[SHAPE_AIV], &id)) {
                 aiv -= run_blocks(t, r, id, aiv);
-                if (rt->has_continuation)
+                if (has_local(rt))
                         run_continuations(t, r, rt, counted, &runs);
                 did = true;
         }
+        /* Idle with respect to this ring: help a peer. */
+        if (!did)
+                did = steal(t, r, rt, counted, &runs);
         if (counted)
                 atomic_fetch_sub_explicit(&r->running, 1, memory_order_relaxed);
         return did;

@@ -158,6 +158,7 @@ struct hbg_thread_stats {
         uint64_t executed_tasks;   /* tasks whose last block ran here */
         uint64_t continued;        /* tasks run as this thread's continuation,
                                       without a ready queue (§10.4) */
+        uint64_t stolen;           /* tasks taken from a peer's deque (§10.4) */
         uint64_t retired_inline;   /* dummies, host-inline, false predicates, skipped */
         uint64_t failed;           /* tasks failed (validation, kernel, or the
                                       client's report), not counting skipped ones */

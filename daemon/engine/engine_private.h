@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "daemon/engine/completion.h"
+#include "daemon/engine/deque.h"
 #include "daemon/engine/engine.h"
 #include "daemon/engine/kernels.h"
 #include "daemon/engine/mpmc.h"
@@ -138,6 +139,10 @@ struct ring_thread {
          * visit's end if it is still here (ring_continuation_flush). */
         uint64_t continuation;
         bool has_continuation;
+        /* Further kernel tasks it made ready during the visit: taken by
+         * it newest first, stolen by idle peers oldest first; emptied
+         * into the ready queues by the visit's end, as the continuation. */
+        struct ws_deque deque;
         /* eager-batched (§11.4): stamps published this visit, walk due. */
         bool walk_due;
         alignas(64) _Atomic uint64_t completed;
@@ -243,7 +248,8 @@ struct sched_thread {
         alignas(64) _Atomic(struct hbg_ring *) hazard;
         _Atomic(struct hbg_ring *) peek_hazard;
         alignas(64) struct {
-                _Atomic uint64_t classified, batch_linked, dispatched, executed_tasks, continued, retired_inline, failed;
+                _Atomic uint64_t classified, batch_linked, dispatched, executed_tasks, continued, stolen, retired_inline,
+                        failed;
                 _Atomic uint64_t parks, wakeups;
         } stats;
         /* Liveness for the systemd watchdog: bumped every loop iteration;
@@ -398,7 +404,8 @@ void ring_route(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s,
 void ring_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r);
 /* This thread's continuation in r, taken (§10.4); false if none. */
 bool ring_continuation_take(struct sched_thread *t, struct hbg_ring *r, uint64_t *ret_id);
-/* End of a visit: a continuation still held goes to the ready queue. */
+/* End of a visit: a continuation still held, and the tasks left in the
+ * thread's deque, go to the ready queues. */
 void ring_continuation_flush(struct sched_thread *t, struct hbg_ring *r);
 void ring_drain_wake_list(struct sched_thread *t, struct hbg_ring *r, uint64_t id);
 /* After id's stamp is visible: drain its wake list, release its slot. */

@@ -144,10 +144,16 @@ static void make_ready(struct sched_thread *t, struct hbg_ring *r, struct task_s
          * during its visit is its continuation: it runs it next, with no
          * queue traffic and warm caches (a chain stays on one core). */
         struct ring_thread *rt = &r->per_thread[t->index];
-        if (t->clusters > 0 && !rt->has_continuation) {
-                rt->continuation = s->id;
-                rt->has_continuation = true;
-                return;
+        if (t->clusters > 0) {
+                if (!rt->has_continuation) {
+                        rt->continuation = s->id;
+                        rt->has_continuation = true;
+                        return;
+                }
+                /* The next ones to the thread's deque, which idle peers
+                 * steal from; the queue when it is full. */
+                if (ws_push(&rt->deque, s->id))
+                        return;
         }
         if (!mpmc_push(&r->ready[s->shape], s->id)) {
                 ring_fail(r, -EOVERFLOW, s->id, "ready queue full (engine bug)");
@@ -167,14 +173,22 @@ bool ring_continuation_take(struct sched_thread *t, struct hbg_ring *r, uint64_t
 }
 
 void ring_continuation_flush(struct sched_thread *t, struct hbg_ring *r) {
+        struct ring_thread *rt = &r->per_thread[t->index];
         uint64_t id;
-        if (!ring_continuation_take(t, r, &id))
-                return;
-        if (!mpmc_push(&r->ready[ring_slot(r, id)->shape], id)) {
-                ring_fail(r, -EOVERFLOW, id, "ready queue full (engine bug)");
-                return;
+        bool any = false;
+        /* Bounded: the deque holds at most its capacity, and only its
+         * owner (this thread) adds to it. */
+        for (unsigned n = 0; n <= WS_DEQUE_CAPACITY &&
+                             (ring_continuation_take(t, r, &id) || ws_take(&rt->deque, &id));
+             n++) {
+                any = true;
+                if (!mpmc_push(&r->ready[ring_slot(r, id)->shape], id)) {
+                        ring_fail(r, -EOVERFLOW, id, "ready queue full (engine bug)");
+                        return;
+                }
         }
-        engine_wake_executor(r->engine);
+        if (any)
+                engine_wake_executor(r->engine);
 }
 
 /* After making tasks ready: if more are queued than this thread will take
@@ -185,7 +199,7 @@ void ring_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
          * wake functions below make the same relaxed check. */
         if (atomic_load_explicit(&r->engine->idle, memory_order_relaxed) == 0)
                 return;
-        uint64_t ready = 0;
+        uint64_t ready = ws_size_hint(&r->per_thread[t->index].deque);
         for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
                 ready += mpmc_size_hint(&r->ready[i]);
         /* The resolver thread (§11.3) retires nothing itself. A thread
