@@ -1290,21 +1290,24 @@ START_TEST(chain_runs_as_continuations) {
 END_TEST
 
 /*
- * Stealing (§10.4): a root's completion makes 48 tasks of 1 ms ready on
+ * Stealing (§10.4): a root's completion makes 48 tasks of 2 ms ready on
  * the thread that ran it: one becomes its continuation, the rest go to its
  * deque, and its idle peer (woken for the surplus) steals from the deque's
  * other end while the owner works through its own end. Every task runs
- * once.
+ * once. With a second ring present (idle), the thief's visit is counted
+ * for fair share and it still steals.
  */
 START_TEST(idle_thread_steals) {
         struct hbg_engine *e = engine_new_with(2, 2, 10000);
-        struct harness_ring h;
+        struct harness_ring h, other;
         ring_open(&h, e, 4096, 1024, 1);
+        if (_i == 1)
+                ring_open(&other, e, 4096, 1024, 1);
         const unsigned fan = 48;
         struct harness_task root = spin_task(1000, 1);
         uint64_t r = harness_add_task(&h, &root);
         for (unsigned i = 0; i < fan; i++) {
-                struct harness_task t = spin_task(1000000, 1);
+                struct harness_task t = spin_task(2000000, 1);
                 add_dep(&t, r);
                 harness_add_task(&h, &t);
         }
@@ -1314,6 +1317,8 @@ START_TEST(idle_thread_steals) {
         stats_sum(e, &s);
         ck_assert_uint_eq(s.executed_tasks, fan + 1);
         ck_assert_msg(s.stolen >= 1, "no task stolen (continued %llu)", (unsigned long long)s.continued);
+        if (_i == 1)
+                harness_ring_destroy(&other);
         harness_ring_destroy(&h);
         hbg_engine_free(e);
 }
@@ -1507,7 +1512,7 @@ static Suite *suite(void) {
         tc = tcase(s, "blocks");
         tcase_add_test(tc, multi_block_tasks_stream);
         tcase_add_test(tc, chain_runs_as_continuations);
-        tcase_add_test(tc, idle_thread_steals);
+        tcase_add_loop_test(tc, idle_thread_steals, 0, 2);
         tc = tcase(s, "counters");
         tcase_add_test(tc, counters_add_up);
         tcase_add_test(tc, counters_with_failures);

@@ -157,7 +157,7 @@ bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r) {
         bool counted = atomic_load_explicit(&r->engine->ring_count, memory_order_relaxed) > 1 &&
                        (has_local(rt) || mpmc_maybe_nonempty(&r->ready[SHAPE_MIX]) ||
                         mpmc_maybe_nonempty(&r->ready[SHAPE_AIC]) ||
-                        mpmc_maybe_nonempty(&r->ready[SHAPE_AIV]));
+                        mpmc_maybe_nonempty(&r->ready[SHAPE_AIV]) || ring_deques_nonempty(r));
         if (counted)
                 atomic_fetch_add_explicit(&r->running, 1, memory_order_relaxed);
 

@@ -156,8 +156,10 @@ struct hbg_thread_stats {
                                       same batch, with plain stores (§10.1) */
         uint64_t dispatched;       /* blocks started on a core */
         uint64_t executed_tasks;   /* tasks whose last block ran here */
-        uint64_t continued;        /* tasks run as this thread's continuation,
-                                      without a ready queue (§10.4) */
+        uint64_t continued;        /* tasks run as this thread's continuation
+                                      slot, without a ready queue (§10.4; tasks
+                                      it takes back from its own deque are
+                                      not counted) */
         uint64_t stolen;           /* tasks taken from a peer's deque (§10.4) */
         uint64_t retired_inline;   /* dummies, host-inline, false predicates, skipped */
         uint64_t failed;           /* tasks failed (validation, kernel, or the

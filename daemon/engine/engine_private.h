@@ -402,6 +402,9 @@ bool ring_retire_due(struct hbg_ring *r);
 void ring_route(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, bool inline_ok);
 /* Wake a parked peer if more ready work is queued than this thread takes. */
 void ring_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r);
+/* Some thread's deque of r holds tasks (a hint, relaxed loads): work a
+ * thread could steal (§10.4). */
+bool ring_deques_nonempty(struct hbg_ring *r);
 /* This thread's continuation in r, taken (§10.4); false if none. */
 bool ring_continuation_take(struct sched_thread *t, struct hbg_ring *r, uint64_t *ret_id);
 /* End of a visit: a continuation still held, and the tasks left in the

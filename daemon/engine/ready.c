@@ -163,6 +163,13 @@ static void make_ready(struct sched_thread *t, struct hbg_ring *r, struct task_s
          * surplus is left (ring_wake_for_surplus), not once per task. */
 }
 
+bool ring_deques_nonempty(struct hbg_ring *r) {
+        for (unsigned i = 0; i < r->engine->nthreads; i++)
+                if (ws_size_hint(&r->per_thread[i].deque) > 0)
+                        return true;
+        return false;
+}
+
 bool ring_continuation_take(struct sched_thread *t, struct hbg_ring *r, uint64_t *ret_id) {
         struct ring_thread *rt = &r->per_thread[t->index];
         if (!rt->has_continuation)

@@ -43,6 +43,8 @@ static void park(struct sched_thread *t) {
                        ring_launch_pending(t, r);
                 for (unsigned s = 0; s < SHAPE_EXEC_COUNT; s++)
                         ready = ready || mpmc_maybe_nonempty(&r->ready[s]);
+                /* Tasks in a busy peer's deque are work to steal. */
+                ready = ready || ring_deques_nonempty(r);
                 work = work || (t->clusters > 0 && ready);
                 unfinished = unfinished || ring_unfinished(r);
                 deferred = deferred || hbg_failsafe_heap_len(&r->per_thread[t->index].completer.heap) > 0;
