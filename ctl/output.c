@@ -17,14 +17,15 @@ void print_daemon(const Hbg__DaemonStatus *d) {
 }
 
 void print_threads(const Hbg__StatusReply *r) {
-        printf("%-6s %8s %12s %12s %12s %10s %10s %10s %8s %8s\n", "thread", "clusters", "classified",
-               "dispatched", "published", "failsafe", "advances", "cas_fail", "parks", "wakeups");
+        printf("%-6s %8s %12s %12s %12s %10s %10s %10s %10s %10s %8s %8s\n", "thread", "clusters",
+               "classified", "dispatched", "published", "continued", "stolen", "failsafe", "advances",
+               "cas_fail", "parks", "wakeups");
         for (size_t i = 0; i < r->n_threads; i++) {
                 const Hbg__ThreadStatus *t = r->threads[i];
                 printf("%-6u %8u %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %10" PRIu64 " %10" PRIu64
-                       " %10" PRIu64 " %8" PRIu64 " %8" PRIu64 "\n",
-                       t->index, t->clusters, t->classified, t->dispatched, t->published,
-                       t->failsafe_pushes, t->watermark_advances, t->watermark_cas_failures,
+                       " %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %8" PRIu64 " %8" PRIu64 "\n",
+                       t->index, t->clusters, t->classified, t->dispatched, t->published, t->continued,
+                       t->stolen, t->failsafe_pushes, t->watermark_advances, t->watermark_cas_failures,
                        t->parks, t->wakeups);
         }
 }

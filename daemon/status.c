@@ -98,6 +98,9 @@ int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
                         ts[i].watermark_cas_failures = t.watermark_cas_failures;
                         ts[i].parks = t.parks;
                         ts[i].wakeups = t.wakeups;
+                        ts[i].batch_linked = t.batch_linked;
+                        ts[i].continued = t.continued;
+                        ts[i].stolen = t.stolen;
                         tsp[i] = &ts[i];
                 }
                 reply.n_threads = nthreads;

@@ -338,6 +338,9 @@ START_TEST(status_verbs) {
         a = get(o, "threads");
         ck_assert_int_ge(json_object_array_length(a), 1);
         get(json_object_array_get_idx(a, 0), "dispatched");
+        get(json_object_array_get_idx(a, 0), "continued");
+        get(json_object_array_get_idx(a, 0), "stolen");
+        get(json_object_array_get_idx(a, 0), "batch_linked");
         json_object_put(o);
         result_free(&r);
 
