@@ -146,6 +146,32 @@ static void store(struct hbgd_config *c, const struct key *k, uint64_t v) {
         }
 }
 
+/* A user (group) given by number or name: its id, or false and the
+ * message. A number is taken as it is, whether or not it has a name. */
+static bool lookup_id(struct load *l, const char *tok, bool group, unsigned long *ret) {
+        char *end;
+        errno = 0;
+        unsigned long id = strtoul(tok, &end, 10);
+        if (*end == 0 && end != tok && errno == 0 && *tok != '-' && id <= UINT32_MAX - 1) {
+                *ret = id;
+                return true;
+        }
+        if (group) {
+                struct group *g = getgrnam(tok);
+                if (g)
+                        *ret = g->gr_gid;
+                else
+                        snprintf(l->msg, sizeof(l->msg), "unknown group '%s'", tok);
+                return g != NULL;
+        }
+        struct passwd *p = getpwnam(tok);
+        if (p)
+                *ret = p->pw_uid;
+        else
+                snprintf(l->msg, sizeof(l->msg), "unknown user '%s'", tok);
+        return p != NULL;
+}
+
 static bool parse_ids(struct load *l, const char *value, bool groups) {
         char buf[512];
         snprintf(buf, sizeof(buf), "%s", value);
@@ -155,25 +181,9 @@ static bool parse_ids(struct load *l, const char *value, bool groups) {
                         snprintf(l->msg, sizeof(l->msg), "more than %u entries", HBGD_MAX_ALLOWED);
                         return false;
                 }
-                char *end;
-                unsigned long id = strtoul(tok, &end, 10);
-                if (*end) {
-                        if (groups) {
-                                struct group *g = getgrnam(tok);
-                                if (!g) {
-                                        snprintf(l->msg, sizeof(l->msg), "unknown group '%s'", tok);
-                                        return false;
-                                }
-                                id = g->gr_gid;
-                        } else {
-                                struct passwd *p = getpwnam(tok);
-                                if (!p) {
-                                        snprintf(l->msg, sizeof(l->msg), "unknown user '%s'", tok);
-                                        return false;
-                                }
-                                id = p->pw_uid;
-                        }
-                }
+                unsigned long id;
+                if (!lookup_id(l, tok, groups, &id))
+                        return false;
                 if (groups)
                         l->cfg.allowed_gids[n++] = (gid_t)id;
                 else
@@ -183,24 +193,6 @@ static bool parse_ids(struct load *l, const char *value, bool groups) {
                 l->cfg.n_allowed_gids = n;
         else
                 l->cfg.n_allowed_uids = n;
-        return true;
-}
-
-/* A user name or uid; false (and the message) if unknown. */
-static bool user_id(struct load *l, const char *tok, uid_t *ret) {
-        char *end;
-        errno = 0;
-        unsigned long id = strtoul(tok, &end, 10);
-        if (*end == 0 && end != tok && errno == 0 && *tok != '-' && id <= UINT32_MAX - 1) {
-                *ret = (uid_t)id;
-                return true;
-        }
-        struct passwd *p = getpwnam(tok);
-        if (!p) {
-                snprintf(l->msg, sizeof(l->msg), "unknown user '%s'", tok);
-                return false;
-        }
-        *ret = p->pw_uid;
         return true;
 }
 
@@ -227,9 +219,10 @@ static bool parse_weights(struct load *l, const char *value) {
                         return false;
                 }
                 *colon = 0;
-                uid_t uid;
-                if (!user_id(l, tok, &uid))
+                unsigned long id;
+                if (!lookup_id(l, tok, false, &id))
                         return false;
+                uid_t uid = (uid_t)id;
                 for (unsigned i = 0; i < n; i++)
                         if (l->cfg.session_weights[i].uid == uid) {
                                 snprintf(l->msg, sizeof(l->msg), "session_weights: user '%s' given twice", tok);
