@@ -147,11 +147,15 @@ bool hbg_walk_after_batch(struct hbg_completer *c) {
         return hbg_update_completed_watermark(c, cur);
 }
 
-int hbg_publish_or_defer(struct hbg_completer *c, uint64_t id) {
-        if (hbg_try_set_completion_flag(c, id))
+int hbg_publish_or_defer_ordered(struct hbg_completer *c, uint64_t id, memory_order store_order) {
+        if (hbg_try_publish(c, id, store_order))
                 return 1;
         int r = hbg_defer(c, id);
         return r < 0 ? r : 0;
+}
+
+int hbg_publish_or_defer(struct hbg_completer *c, uint64_t id) {
+        return hbg_publish_or_defer_ordered(c, id, HBG_FRONTIER_STORE);
 }
 
 int hbg_defer(struct hbg_completer *c, uint64_t id) {

@@ -222,8 +222,12 @@ bool hbg_walk_after_batch(struct hbg_completer *c);
  *   0        deferred: do nothing more now, hbg_retry_deferred() returns it;
  *  -ENOSPC   the heap is full: the id stays with the caller, who must offer
  *            it again later (never spin on it: §6.2).
+ * The stamp store is seq_cst, the eager watermark's (§4.3).
  */
 int hbg_publish_or_defer(struct hbg_completer *c, uint64_t id);
+/* The same with the stamp stored with `store_order` (release at least): the
+ * policies that do not pair the store with their own watermark load (§11). */
+int hbg_publish_or_defer_ordered(struct hbg_completer *c, uint64_t id, memory_order store_order);
 
 /*
  * Try to publish the smallest deferred id. Returns 1 and the id (popped)

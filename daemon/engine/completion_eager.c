@@ -77,14 +77,13 @@ static void batched_finish(struct sched_thread *t, struct hbg_ring *r, uint64_t 
 }
 
 static void batched_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
-        struct hbg_completer *c = ring_completer(t, r);
-        /* Release: the task's effects reach whoever sees the stamp. */
-        if (hbg_try_publish(c, id, memory_order_release)) {
+        /* Release: the task's effects reach whoever sees the stamp; the
+         * once-per-visit fence is the frontier pair's other half. */
+        int rc = hbg_publish_or_defer_ordered(ring_completer(t, r), id, memory_order_release);
+
+        if (rc == 1)
                 batched_finish(t, r, id);
-                return;
-        }
-        int rc = hbg_defer(c, id);
-        if (rc < 0)
+        else if (rc < 0)
                 /* Unreachable with capacity D (§6.2), as for eager. */
                 ring_fail(r, rc, id, "failsafe heap full");
 }

@@ -32,14 +32,12 @@ static bool is_resolver(const struct sched_thread *t) {
 static void resolver_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id);
 
 static void publish_one(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
-        struct hbg_completer *c = ring_completer(t, r);
         /* release: the single writer needs no frontier pair (§11.3). */
-        if (hbg_try_publish(c, id, memory_order_release)) {
+        int rc = hbg_publish_or_defer_ordered(ring_completer(t, r), id, memory_order_release);
+
+        if (rc == 1)
                 ring_task_released(t, r, id);
-                return;
-        }
-        int rc = hbg_defer(c, id);
-        if (rc < 0)
+        else if (rc < 0)
                 ring_fail(r, rc, id, "failsafe heap full");
 }
 
