@@ -11,6 +11,8 @@
 #   make V=1 ...         show the commands
 #   make install PREFIX=/usr DESTDIR=/tmp/stage ; make uninstall ; make clean
 #   STRESS=long make test  longer stress runs
+#   make fuzz FUZZ_SECONDS=N  each fuzz target for N s (libFuzzer, ASan+UBSan);
+#                        make fuzz-merge keeps what they found (tests/fuzz/)
 
 # The version is the API's, from the public header (one place).
 VERSION := $(shell sed -n 's/^\#define HBG_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$$/\2/p' \
@@ -30,7 +32,15 @@ CFLAGS  ?= -O2 -g
 LDFLAGS ?=
 
 comma := ,
-ifeq ($(SANITIZE),)
+ifneq ($(FUZZ),)
+  # make fuzz: the fuzz targets with libFuzzer (clang-14), under ASan+UBSan.
+  B := build/fuzz
+  CC := clang-14
+  # gcc's -Wcast-align speaks only on strict-alignment targets; clang's on
+  # every target: the clang build keeps gcc's meaning.
+  SAN_CFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \
+                -Wno-cast-align
+else ifeq ($(SANITIZE),)
   B := build
   SAN_CFLAGS :=
 else
@@ -121,10 +131,13 @@ UNSAFE_BIN := $(B)/tests/test_completion_stress_unordered
 # range of an input) carry no `restrict`, and the optimiser must not find
 # a way to break them (tests/test_kernels.c has the in-place cases).
 KERNELS_O3_BIN := $(B)/tests/test_kernels_O3
+# The fuzz targets' corpora, replayed (tests/fuzz/fuzz.h).
+FUZZ_TARGETS := config graph_file descriptors protocol
+FUZZ_REPLAY_BINS := $(FUZZ_TARGETS:%=$(B)/tests/fuzz_replay_%)
 ifeq ($(SANITIZE),)
-  TEST_RUN := $(TEST_BINS) $(KERNELS_O3_BIN) $(UNSAFE_BIN)
+  TEST_RUN := $(TEST_BINS) $(KERNELS_O3_BIN) $(UNSAFE_BIN) $(FUZZ_REPLAY_BINS)
 else
-  TEST_RUN := $(TEST_BINS) $(KERNELS_O3_BIN)
+  TEST_RUN := $(TEST_BINS) $(KERNELS_O3_BIN) $(FUZZ_REPLAY_BINS)
 endif
 
 # A newcomer's first client program, linked against the shared library
@@ -340,6 +353,56 @@ $(KERNELS_O3_BIN): $(B)/obj-O3/tests/test_kernels.o $(B)/obj-O3/daemon/engine/ke
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) -lm
 
+# ---------------------------------------------------------------- fuzz
+# Each target (tests/fuzz/fuzz_NAME.c) is linked twice: with
+# tests/fuzz/replay_main.c, a test of every build that runs the committed
+# corpus tests/fuzz/corpus/NAME/; and, by `make fuzz` (FUZZ=1: clang-14,
+# libFuzzer, ASan+UBSan), as build/fuzz/bin/fuzz_NAME.
+FUZZ_LINK_config      := $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
+FUZZ_LINK_protocol    := $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
+FUZZ_LINK_descriptors := $(B)/obj/tests/harness.o $(CORE_LIB) $(SHM_LIB)
+# (graph files name slices through the client library: its objects, as
+# clang's sanitizers cannot link a shared library without their runtime)
+FUZZ_LINK_graph_file  := $(B)/obj/ctl/graph_file.o $(CLIENT_PIC)
+FUZZ_LIBS = $(SYS_LIBS) $(JSONC_LIBS) -lm
+
+$(B)/obj/tests/fuzz/%.o: tests/fuzz/%.c $(B)/gen/hbg.pb-c.h
+	$(say) CC $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(TEST_CFLAGS) $(SYS_CFLAGS) $(JSONC_CFLAGS) -Ilibclient/include -c -o $@ $<
+
+$(B)/obj/tests/fuzz/%.replay.o: tests/fuzz/replay_main.c
+	$(say) CC $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) -DFUZZ_CORPUS='"$(abspath tests/fuzz/corpus/$*)"' -c -o $@ $<
+
+define fuzz_rules
+$(B)/tests/fuzz_replay_$(1): $(B)/obj/tests/fuzz/fuzz_$(1).o $(B)/obj/tests/fuzz/$(1).replay.o \
+                             $(B)/obj/tests/fuzz/fuzz_util.o $(FUZZ_LINK_$(1))
+	$$(say) LD $$@
+	@mkdir -p $$(@D)
+	$$(Q)$$(CC) -o $$@ $$(filter %.o %.a,$$^) $$(LDFLAGS) $$(HBG_LDFLAGS) $$(FUZZ_LIBS)
+
+$(B)/bin/fuzz_$(1): $(B)/obj/tests/fuzz/fuzz_$(1).o $(B)/obj/tests/fuzz/fuzz_util.o $(FUZZ_LINK_$(1))
+	$$(say) LD $$@
+	@mkdir -p $$(@D)
+	$$(Q)$$(CC) -o $$@ $$(filter %.o %.a,$$^) $$(LDFLAGS) $$(HBG_LDFLAGS) -fsanitize=fuzzer $$(FUZZ_LIBS)
+endef
+$(foreach t,$(FUZZ_TARGETS),$(eval $(call fuzz_rules,$(t))))
+
+# make fuzz FUZZ_SECONDS=N [FUZZ_ONLY="protocol config"]: each target for
+# N seconds, new inputs kept in build/fuzz/corpus/NAME, crashes in
+# build/fuzz/crashes/NAME (tests/fuzz/run-fuzz.sh). make fuzz-merge adds
+# what they found to the committed corpus (minimised, libFuzzer -merge=1).
+FUZZ_SECONDS ?= 60
+FUZZ_ONLY ?= $(FUZZ_TARGETS)
+FUZZ_DEPS := clang-14 libclang-rt-14-dev
+
+fuzz fuzz-merge: deps
+	$(call install_missing,$(FUZZ_DEPS))
+	$(Q)$(MAKE) --no-print-directory FUZZ=1 $(FUZZ_ONLY:%=build/fuzz/bin/fuzz_%)
+	$(Q)tests/fuzz/run-fuzz.sh $(if $(filter fuzz-merge,$@),--merge) $(FUZZ_SECONDS) $(FUZZ_ONLY)
+
 # ---------------------------------------------------------------- deps
 # Debian packages needed to build and test. As root they are installed; as
 # anyone else the exact apt-get line is printed and make stops.
@@ -552,7 +615,7 @@ uninstall:
 clean:
 	rm -rf build
 
-.PHONY: all deps bench-deps bench-peers bench-micro test check bench demo install uninstall clean
+.PHONY: all deps bench-deps bench-peers bench-micro test check bench demo install uninstall clean fuzz fuzz-merge
 .SECONDARY:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

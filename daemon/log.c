@@ -158,6 +158,8 @@ void hbgd_set_log_level(int priority) {
         atomic_store(&log_level, priority);
 }
 
+static void log_v(int priority, const struct log_fields *f, const char *fmt, va_list ap)
+        __attribute__((format(printf, 3, 0)));
 static void log_v(int priority, const struct log_fields *f, const char *fmt, va_list ap) {
         if (priority > atomic_load_explicit(&log_level, memory_order_relaxed))
                 return;

@@ -17,7 +17,8 @@ void hbgd_log(int priority, const char *fmt, ...) __attribute__((format(printf, 
 void hbgd_log_session(int priority, uint64_t session, int pid, uid_t uid, const char *fmt, ...)
         __attribute__((format(printf, 5, 6)));
 /* The engine's log callback (struct hbg_engine_config.log). */
-void hbgd_log_engine(void *userdata, int priority, const char *fmt, va_list ap);
+void hbgd_log_engine(void *userdata, int priority, const char *fmt, va_list ap)
+        __attribute__((format(printf, 3, 0)));
 /* Drop lines less important than `priority` (LOG_ERR .. LOG_DEBUG). */
 void hbgd_set_log_level(int priority);
 /* Report the lines a finished rate-limit window suppressed (call now and

@@ -5,6 +5,8 @@
 
 #include "daemon/engine/engine_private.h"
 
+static void log_stderr(void *userdata, int priority, const char *fmt, va_list ap)
+        __attribute__((format(printf, 3, 0)));
 static void log_stderr(void *userdata, int priority, const char *fmt, va_list ap) {
         (void)userdata;
         char buf[1024];
