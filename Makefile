@@ -2,7 +2,8 @@
 #
 #   make                 build everything into build/ (bin/, lib/, obj/)
 #   make check           install missing Debian deps, build, run every test,
-#                        then the same tests under ASan+UBSan and under TSan
+#                        then the same tests under ASan+UBSan, under TSan and
+#                        built -O3 -DNDEBUG (RELEASE=1)
 #   make test            run the tests of one build (honours SANITIZE=)
 #   make bench           hbg beside oneTBB, OpenMP, StarPU: table, CSVs, plots in build/bench/
 #   make bench-micro     the protocol and engine micro-benchmarks
@@ -40,6 +41,12 @@ ifneq ($(FUZZ),)
   # every target: the clang build keeps gcc's meaning.
   SAN_CFLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all \
                 -Wno-cast-align
+else ifneq ($(RELEASE),)
+  # make RELEASE=1 test: everything at -O3 with assert() compiled out, as a
+  # distribution would build it; no client may reach an assert (there is
+  # none in daemon/, libclient/, shm/, proto/; tests use Check's).
+  B := build/release
+  SAN_CFLAGS := -O3 -DNDEBUG
 else ifeq ($(SANITIZE),)
   B := build
   SAN_CFLAGS :=
@@ -134,7 +141,7 @@ KERNELS_O3_BIN := $(B)/tests/test_kernels_O3
 # The fuzz targets' corpora, replayed (tests/fuzz/fuzz.h).
 FUZZ_TARGETS := config graph_file descriptors protocol
 FUZZ_REPLAY_BINS := $(FUZZ_TARGETS:%=$(B)/tests/fuzz_replay_%)
-ifeq ($(SANITIZE),)
+ifeq ($(SANITIZE)$(RELEASE),)
   TEST_RUN := $(TEST_BINS) $(KERNELS_O3_BIN) $(UNSAFE_BIN) $(FUZZ_REPLAY_BINS)
 else
   TEST_RUN := $(TEST_BINS) $(KERNELS_O3_BIN) $(FUZZ_REPLAY_BINS)
@@ -443,7 +450,7 @@ bench-deps:
 # build/, so only without sanitizers).
 # tests/test-bench.sh: hbg-bench's comparison at toy sizes (no peers, no
 # valgrind): its CSVs and --compare.
-ifeq ($(SANITIZE),)
+ifeq ($(SANITIZE)$(RELEASE),)
   TEST_PLAIN_ONLY := tests/test-install.sh tests/test-bench.sh
   TEST_PROGRAMS := $(BENCH_BIN) $(HBGD_BIN) $(HBGCTL_BIN)
 else
@@ -458,6 +465,7 @@ check: deps
 	$(Q)$(MAKE) --no-print-directory test
 	$(Q)$(MAKE) --no-print-directory SANITIZE=address,undefined test
 	$(Q)$(MAKE) --no-print-directory SANITIZE=thread test
+	$(Q)$(MAKE) --no-print-directory RELEASE=1 test
 
 # ---------------------------------------------------------------- demo
 # Start a private hbgd, run the example against it, stop hbgd. hbgd is

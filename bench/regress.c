@@ -76,7 +76,16 @@ static int load(const char *path, struct results *r) {
                         r->v = v;
                 }
                 struct result *x = &r->v[r->n++];
-                snprintf(x->key, sizeof(x->key), "%s,%s,%s,%s,%s", fld[0], fld[1], fld[2], fld[3], fld[4]);
+                int len = snprintf(x->key, sizeof(x->key), "%s,%s,%s,%s,%s", fld[0], fld[1], fld[2],
+                                   fld[3], fld[4]);
+                if (len < 0 || (size_t)len >= sizeof(x->key)) {
+                        /* Truncated keys could match the wrong row. */
+                        fprintf(stderr, "hbg-bench --compare: %s:%u: key fields longer than %zu bytes\n",
+                                path, lineno, sizeof(x->key) - 1);
+                        fclose(f);
+                        free(r->v);
+                        return -EINVAL;
+                }
                 x->ns_per_task = strtod(fld[7], NULL);
                 x->p99_us = fld[9][0] ? strtod(fld[9], NULL) : NAN;
                 x->matched = false;

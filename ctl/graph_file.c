@@ -259,7 +259,7 @@ int graph_file_task(struct plan *p, size_t i, hbg_task *t) {
                 json_object *e = json_object_array_get_idx(sc, s);
                 snprintf(sub, sizeof(sub), "%s.scalars[%zu]", path, s);
                 if (sg->scalars[s].kind == HBG_SCALAR_F32) {
-                        double d;
+                        double d = 0; /* set by get_number() unless it fails */
                         if (get_number(p, e, sub, &d) < 0)
                                 return -1;
                         t->scalars[s] = hbg_f32((float)d);
