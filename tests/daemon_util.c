@@ -490,6 +490,20 @@ int daemon_fd_count(pid_t pid) {
         return n;
 }
 
+long daemon_rss_kib(pid_t pid) {
+        char path[64], line[256];
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+                return -errno;
+        long kib = -ENOENT;
+        while (fgets(line, sizeof(line), f))
+                if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+                        break;
+        fclose(f);
+        return kib;
+}
+
 int daemon_wait_fd_count(pid_t pid, int want, int timeout_ms) {
         long long deadline = daemon_now_ms() + timeout_ms;
         for (;;) {

@@ -36,6 +36,12 @@ static inline unsigned test_scale_or(unsigned dflt) {
         return v >= 1 ? (unsigned)v : dflt;
 }
 
+/* The divisor of the hostile and fault tests: 10 unless HBG_TEST_SCALE says
+ * otherwise (1 is the full scale, e.g. 10^6 doorbell rings). */
+static inline unsigned hostile_scale(void) {
+        return test_scale_or(10);
+}
+
 struct rng {
         uint64_t s;
 };
