@@ -326,7 +326,7 @@ static void channel_abuse(int mode, kid_fn attack_fn, const char *name) {
         /* Plain builds only: the sanitizers' own allocations swamp it (they
          * check leaks at hbgd's exit instead). A session of the default
          * geometry is a few MiB of touched pages. */
-        if (HBG_TEST_SANITIZER_SCALE == 1)
+        if (HBG_TEST_BUILD_SCALE == 1)
                 D_ASSERT(d, rss0 > 0 && rss > 0 && rss <= rss0 + 32 * 1024,
                          "%s: hbgd's RSS grew from %ld to %ld KiB during the attack", name, rss0, rss);
 

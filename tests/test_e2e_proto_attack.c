@@ -60,7 +60,7 @@ static unsigned rounds(unsigned full) {
 /* ------------------------------------------------------------ the guard around each attack */
 
 static bool sanitized(void) {
-        return HBG_TEST_SANITIZER_SCALE > 1;
+        return HBG_TEST_BUILD_SCALE > 1;
 }
 
 struct guard {

@@ -87,7 +87,7 @@ static const struct run_cfg runs[] = {
 #define N_RUNS (sizeof(runs) / sizeof(runs[0]))
 
 static unsigned test_scale(void) {
-        return test_scale_or(HBG_TEST_SANITIZER_SCALE);
+        return test_scale_or(HBG_TEST_BUILD_SCALE);
 }
 
 static uint64_t test_seed(unsigned run) {

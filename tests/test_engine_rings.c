@@ -57,7 +57,7 @@
 /* struct rng and rng_*(): tests/test_util.h */
 
 static unsigned test_scale(void) {
-        return test_scale_or(HBG_TEST_SANITIZER_SCALE);
+        return test_scale_or(HBG_TEST_BUILD_SCALE);
 }
 
 /* ------------------------------------------------------------ per ring */

@@ -35,7 +35,7 @@
 #define TOTAL UINT64_C(5000000)
 
 static unsigned scale(void) {
-        return test_scale_or(HBG_TEST_SANITIZER_SCALE > 1 ? 20u : 1u);
+        return test_scale_or(HBG_TEST_BUILD_SCALE > 1 ? 20u : 1u);
 }
 
 START_TEST(stress) {
