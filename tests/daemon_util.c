@@ -490,15 +490,16 @@ int daemon_fd_count(pid_t pid) {
         return n;
 }
 
-long daemon_rss_kib(pid_t pid) {
+long daemon_status_kib(pid_t pid, const char *field) {
         char path[64], line[256];
         snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-        FILE *f = fopen(path, "r");
+        FILE *f = fopen(path, "re");
         if (!f)
                 return -errno;
+        size_t len = strlen(field);
         long kib = -ENOENT;
         while (fgets(line, sizeof(line), f))
-                if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+                if (strncmp(line, field, len) == 0 && line[len] == ':' && sscanf(line + len + 1, "%ld", &kib) == 1)
                         break;
         fclose(f);
         return kib;

@@ -75,8 +75,9 @@ void daemon_dump_log(const struct hbgd_proc *d);
 /* Open fds of a process (entries of /proc/PID/fd), or -errno. */
 int daemon_fd_count(pid_t pid);
 
-/* Resident set of a process (VmRSS), KiB, or -errno. */
-long daemon_rss_kib(pid_t pid);
+/* A size field of /proc/PID/status ("VmRSS", "RssAnon", "VmSize"...) in
+ * KiB, or -errno. */
+long daemon_status_kib(pid_t pid, const char *field);
 
 /* Poll daemon_fd_count(pid) every few ms until it equals want or timeout_ms
  * passed. Returns the last count seen (or -errno). */

@@ -300,7 +300,7 @@ static void channel_abuse(int mode, kid_fn attack_fn, const char *name) {
         struct attack a = { .path = d->socket_path, .verify = true, .rings = doorbell_rings() };
         struct kid k;
         long long t0 = daemon_now_ms();
-        long rss0 = daemon_rss_kib(d->pid);
+        long rss0 = daemon_status_kib(d->pid, "VmRSS");
         kid_start(&k, SAME_UID, attack_fn, &a);
         const char *what = kid_expect(d, &k, "READY", WAIT_MS + IO_MS, buf, sizeof(buf), who);
         fprintf(stderr, "%s (%s): attacker ready after %lld ms (%s: %s)\n", name, mode_name(mode),
@@ -318,7 +318,7 @@ static void channel_abuse(int mode, kid_fn attack_fn, const char *name) {
                 D_ASSERT(d, strcmp(what, "200") == 0, "%s: only %s of the attacker's 200 graphs retired", name,
                          what);
         }
-        long rss = daemon_rss_kib(d->pid);
+        long rss = daemon_status_kib(d->pid, "VmRSS");
         fprintf(stderr, "%s (%s): honest client ok, status in %lld ms; hbgd RSS %ld -> %ld KiB\n", name,
                 mode_name(mode), ms, rss0, rss);
         kid_kill(&k);

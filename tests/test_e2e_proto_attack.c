@@ -80,7 +80,7 @@ static void guard_begin(struct guard *g, struct hbgd_proc *d, const char *name) 
         kid_tell(&g->honest, 'G');
         g->base_honest = fd_baseline(d);
         sleep_us(200000);
-        g->rss = daemon_rss_kib(d->pid);
+        g->rss = daemon_status_kib(d->pid, "VmRSS");
 }
 
 /* hbgd holds what it held before the attack (the honest session's fds). */
@@ -93,7 +93,7 @@ static void guard_fds(struct guard *g, const char *what) {
 static void guard_end(struct guard *g) {
         struct hbgd_proc *d = g->d;
         guard_fds(g, "after the attack");
-        long rss = daemon_rss_kib(d->pid);
+        long rss = daemon_status_kib(d->pid, "VmRSS");
         long long worst = 0;
         unsigned graphs = honest_stop(d, &g->honest, &worst);
         fprintf(stderr, "%s: honest client: %u graphs, worst %lld ms; hbgd RSS %ld -> %ld KiB\n", g->name, graphs,
