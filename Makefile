@@ -327,6 +327,18 @@ $(B)/obj/tests/test_e2e_hbgctl.o: TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)
 $(B)/tests/test_e2e_hbgctl: TEST_EXTRA_LIBS = $(JSONC_LIBS)
 $(B)/tests/test_e2e_hbgctl: | $(HBGCTL_BIN)
 
+# hbgd with allocations failing after READY=1 (tests/hbgd_failalloc.c):
+# hbgd's objects as shipped, the allocator injected at link time.
+FAILALLOC_HBGD := $(B)/tests/hbgd-failalloc
+$(FAILALLOC_HBGD): $(B)/obj/daemon/hbgd.o $(B)/obj/tests/hbgd_failalloc.o $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) \
+                   $(SHM_LIB)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=hbgd_notify \
+		$(SYS_LIBS) -lm
+$(B)/obj/tests/test_e2e_faults.o: TEST_EXTRA_CFLAGS = -DHBG_TEST_HBGD_FAILALLOC='"$(abspath $(FAILALLOC_HBGD))"'
+$(B)/tests/test_e2e_faults: | $(FAILALLOC_HBGD)
+
 # The config parser is part of hbgd's io side.
 $(B)/tests/test_config: $(B)/obj/tests/test_config.o $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
 	$(say) LD $@

@@ -12,6 +12,8 @@
  *                          sessions go on, recovery once they close;
  *   memory_exhaustion      hbgd at a low RLIMIT_AS (shared regions) and
  *                          RLIMIT_DATA (private arrays): the same;
+ *   allocation_failures    hbgd's own allocations failing (a link-time
+ *                          wrapper): clear errors, no crash, recovery;
  *   hanging_host_task      a producer whose host function hangs: the stall
  *                          detector fails its graph, an honest producer
  *                          alongside keeps running in time.
@@ -275,7 +277,13 @@ START_TEST(hbgd_killed_mid_graph) {
         raw_hello(mon);
         wait_classified(d, mon, 2, "hbgd_killed_mid_graph");
         close(mon);
-        D_ASSERT(d, hbg_graph_status(c, graphs[0], NULL) == 1, "the first 1 s graph is no longer running");
+        /* On a loaded machine the first graphs may be done already; with
+         * two threads at most two 1 s kernels finish per second. */
+        bool running[PENDING + 1];
+        unsigned n_running = 0;
+        for (unsigned i = 0; i <= PENDING; i++)
+                n_running += running[i] = hbg_graph_status(c, graphs[i], NULL) == 1;
+        D_ASSERT(d, running[PENDING] && n_running >= 2, "only %u graphs still run", n_running);
 
         /* SIGKILL: the kernel closes hbgd's end of the control socket and
          * of the completion pipe; the library's waits poll both. */
@@ -287,6 +295,10 @@ START_TEST(hbgd_killed_mid_graph) {
                 err = hbg_graph_wait(c, graphs[i], WAIT_MS);
                 waits[i] = daemon_now_ms() - t0;
                 const char *msg = hbg_last_error(c);
+                if (!running[i]) {
+                        ck_assert_msg(err == 0, "graph %u, done before the kill: %s", i, hbg_strerror(err));
+                        continue;
+                }
                 ck_assert_msg(err == -ECONNRESET, "graph %u: hbg_graph_wait returned %d (%s) after hbgd was killed, "
                               "expected -ECONNRESET", i, err, hbg_strerror(err));
                 ck_assert_msg(strstr(msg, "hbgd went away"), "graph %u: unclear message: %s", i, msg);
@@ -300,8 +312,8 @@ START_TEST(hbgd_killed_mid_graph) {
         ck_assert_int_eq(hbg_graph_status(c, graphs[0], NULL), -ECONNRESET);
         err = hbg_graph_add(c, &t, NULL);
         ck_assert_msg(err == -ECONNRESET, "hbg_graph_add on the dead session: %d (%s)", err, hbg_strerror(err));
-        fprintf(stderr, "hbgd_killed_mid_graph: %u pending waits failed with -ECONNRESET %lld..%lld ms after the "
-                "kill: %s\n", PENDING + 1, waits[0], waits[PENDING], hbg_last_error(c));
+        fprintf(stderr, "hbgd_killed_mid_graph: %u pending waits failed with -ECONNRESET, the last %lld ms after "
+                "the kill: %s\n", n_running, waits[PENDING], hbg_last_error(c));
         hbg_disconnect(c);
         ck_assert_int_eq(daemon_wait_exit(d, IO_MS), 0);
         ck_assert_msg(WIFSIGNALED(d->wstatus) && WTERMSIG(d->wstatus) == SIGKILL, "hbgd: wait status 0x%x",
@@ -442,6 +454,72 @@ START_TEST(memory_exhaustion) {
 }
 END_TEST
 
+/*
+ * Allocations failing inside hbgd: tests/hbgd-failalloc is hbgd with one in
+ * FAIL_EVERY allocations of its own code failing (malloc, calloc, realloc,
+ * wrapped at link time), for FAIL_CALLS allocations after it is ready. Clients connect and run graphs meanwhile: each connect and each
+ * graph succeeds with the right values or fails with an error and a
+ * message; hbgd never crashes, holds no fd more once they left, and
+ * serves normally once the failures stop. (Allocations inside the
+ * libraries hbgd uses, protobuf-c and liburing, are not injected.)
+ */
+#define FAIL_EVERY 8
+#define FAIL_CALLS 1500
+#define ALLOC_CLIENTS 400
+
+START_TEST(allocation_failures) {
+        setenv("HBGD", HBG_TEST_HBGD_FAILALLOC, 1);
+        char every[64], calls[64];
+        snprintf(every, sizeof(every), "HBGD_FAIL_ALLOC_EVERY=%d", FAIL_EVERY);
+        snprintf(calls, sizeof(calls), "HBGD_FAIL_ALLOC_CALLS=%d", FAIL_CALLS);
+        const char *const env[] = { every, calls, NULL };
+        struct hbgd_proc *d = NULL;
+        int err = daemon_start(&d, NULL, env);
+        ck_assert_msg(err == 0, "%s did not start: %s", HBG_TEST_HBGD_FAILALLOC, strerror(-err));
+        /* Not fd_baseline(): its hello may meet a failing allocation. The
+         * count may include sd_notify's socket, closed just after READY. */
+        sleep_us(200000);
+        int base = daemon_fd_count(d->pid);
+        hbg_connect_options o = small_session(d->socket_path);
+        unsigned refused = 0, graphs_failed = 0, clean = 0, i;
+        char first_refusal[300] = "", first_graph_error[600] = "";
+        for (i = 0; i < ALLOC_CLIENTS && clean < 10; i++) {
+                hbg_client *c = NULL;
+                err = hbg_connect_opts(&c, &o);
+                if (err < 0) {
+                        const char *msg = hbg_last_error(NULL);
+                        D_ASSERT(d, msg[0], "client %u: hbg_connect failed (%s) without a message", i,
+                                 hbg_strerror(err));
+                        if (!refused++)
+                                snprintf(first_refusal, sizeof(first_refusal), "%s [%s]", hbg_strerror(err), msg);
+                        clean = 0;
+                        continue;
+                }
+                struct workload w;
+                long n = wl_init(&w, c, i % 5 + 1) == 0 ? wl_run(&w, 3, -1) : -1;
+                D_ASSERT(d, n != -EBADMSG, "client %u: a graph completed with wrong values: %s", i, w.msg);
+                if (n == 3) {
+                        clean++;
+                } else {
+                        D_ASSERT(d, w.msg[0], "client %u: graphs failed without a message", i);
+                        if (!graphs_failed++)
+                                snprintf(first_graph_error, sizeof(first_graph_error), "%s", w.msg);
+                        clean = 0;
+                }
+                hbg_disconnect(c);
+        }
+        fprintf(stderr, "allocation_failures: %u clients: %u refused (first: %s), %u with failed graphs (first: %s)\n",
+                i, refused, first_refusal, graphs_failed, first_graph_error);
+        assert_alive(d);
+        D_ASSERT(d, clean >= 10, "hbgd did not serve 10 clients in a row after the failures stopped");
+        D_ASSERT(d, refused + graphs_failed > 0, "no allocation failure reached a client: nothing was tested");
+        int now = fd_baseline(d);
+        D_ASSERT(d, now <= base, "hbgd holds %d fds after the clients left, %d before", now, base);
+        assert_serving(d);
+        stop_hbgd(d);
+}
+END_TEST
+
 /* ------------------------------------------------------------ hanging host task */
 
 #define STALL_MS 3000           /* hbgd's stall_timeout_ms here */
@@ -534,6 +612,7 @@ int main(void) {
         tcase_add_test(tc, hbgd_killed_mid_graph);
         tcase_add_loop_test(tc, fd_exhaustion, MODE_URING, N_MODES);
         tcase_add_loop_test(tc, memory_exhaustion, 0, 2);
+        tcase_add_test(tc, allocation_failures);
         tcase_add_test(tc, hanging_host_task);
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);
