@@ -9,6 +9,8 @@
 #   make bench-micro     the protocol and engine micro-benchmarks
 #   make bench-peers     the peer runtimes (TBB, OpenMP, StarPU, floor) in build/bin/
 #   make SANITIZE=address,undefined test  |  make SANITIZE=thread test
+#   make hostile         the attack and fault tests at full scale
+#   make soak            8 producers for SOAK_SECONDS (600): build/soak/
 #   make V=1 ...         show the commands
 #   make install PREFIX=/usr DESTDIR=/tmp/stage ; make uninstall ; make clean
 #   STRESS=long make test  longer stress runs
@@ -339,6 +341,16 @@ $(FAILALLOC_HBGD): $(B)/obj/daemon/hbgd.o $(B)/obj/tests/hbgd_failalloc.o $(HBGD
 $(B)/obj/tests/test_e2e_faults.o: TEST_EXTRA_CFLAGS = -DHBG_TEST_HBGD_FAILALLOC='"$(abspath $(FAILALLOC_HBGD))"'
 $(B)/tests/test_e2e_faults: | $(FAILALLOC_HBGD)
 
+# The soak (make soak): a real hbgd and producer processes over
+# libhbgclient, like the e2e tests; no Check.
+SOAK_BIN := $(B)/tests/soak
+$(B)/obj/tests/soak.o: HBG_CFLAGS += -Ilibclient/include
+$(SOAK_BIN): $(B)/obj/tests/soak.o $(B)/obj/tests/daemon_util.o $(CLIENT_LINKS) | $(HBGD_BIN)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $(filter %.o,$^) -L$(B)/lib -lhbgclient -Wl,-rpath,$(abspath $(B)/lib) \
+		$(LDFLAGS) $(HBG_LDFLAGS) -lm
+
 # The config parser is part of hbgd's io side.
 $(B)/tests/test_config: $(B)/obj/tests/test_config.o $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
 	$(say) LD $@
@@ -479,6 +491,22 @@ check: deps
 	$(Q)$(MAKE) --no-print-directory SANITIZE=address,undefined test
 	$(Q)$(MAKE) --no-print-directory SANITIZE=thread test
 	$(Q)$(MAKE) --no-print-directory RELEASE=1 test
+
+# make hostile: the attack and fault tests at full scale (HBG_TEST_SCALE=1;
+# make check runs them at a tenth). make soak: 8 producers against one hbgd
+# for SOAK_SECONDS; CSV and plot of hbgd's fds and memory in $(B)/soak/.
+HOSTILE_BINS := $(B)/tests/test_e2e_hostile $(B)/tests/test_e2e_faults \
+                $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/test_e2e_*attack*.c))
+SOAK_SECONDS ?= 600
+
+hostile: deps
+	$(Q)$(MAKE) --no-print-directory all $(HOSTILE_BINS)
+	$(Q)HBG_TEST_SCALE=1 B=$(B) tests/run-tests.sh $(HOSTILE_BINS)
+
+soak: deps
+	$(call install_missing,gnuplot-nox)
+	$(Q)$(MAKE) --no-print-directory all $(SOAK_BIN)
+	$(Q)SOAK_SECONDS=$(SOAK_SECONDS) $(SOAK_BIN) --out $(B)/soak
 
 # ---------------------------------------------------------------- demo
 # Start a private hbgd, run the example against it, stop hbgd. hbgd is
@@ -636,7 +664,8 @@ uninstall:
 clean:
 	rm -rf build
 
-.PHONY: all deps bench-deps bench-peers bench-micro test check bench demo install uninstall clean fuzz fuzz-merge
+.PHONY: all deps bench-deps bench-peers bench-micro test check hostile soak bench demo install uninstall clean fuzz \
+        fuzz-merge
 .SECONDARY:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
