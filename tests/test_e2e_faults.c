@@ -143,11 +143,13 @@ static void kill_wave(struct hbgd_proc *d, unsigned n, uint64_t *seed, struct wa
  *            fd shows it): within 64 MiB of the warm-up's, i.e. 30 such
  *            sessions, where the default scale kills 100 producers.
  * Under ASan freed memory sits in the quarantine (up to 256 MiB, large
- * blocks mapped apart): both margins include it there. RssShmem is not
+ * blocks mapped apart), under TSan the shadow and sync metadata of memory
+ * once used stay resident (+26 MiB over 1000 producers here): both
+ * margins include 256 MiB there. RssShmem is not
  * compared: the shared pages of the honest producer's regions count in
  * hbgd's RSS as its window's slots are first touched.
  */
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SANITIZER_SLACK_KIB (256L * 1024)
 #else
 #define SANITIZER_SLACK_KIB 0L
@@ -309,7 +311,7 @@ START_TEST(hbgd_killed_mid_graph) {
         struct pollfd p = { .fd = cfd, .events = POLLIN };
         ck_assert_msg(poll(&p, 1, DETECT_MS) == 1, "hbg_client_fd() not readable after hbgd was killed");
         ck_assert_int_eq(hbg_client_process(c), -ECONNRESET);
-        ck_assert_int_eq(hbg_graph_status(c, graphs[0], NULL), -ECONNRESET);
+        ck_assert_int_eq(hbg_graph_status(c, graphs[PENDING], NULL), -ECONNRESET);
         err = hbg_graph_add(c, &t, NULL);
         ck_assert_msg(err == -ECONNRESET, "hbg_graph_add on the dead session: %d (%s)", err, hbg_strerror(err));
         fprintf(stderr, "hbgd_killed_mid_graph: %u pending waits failed with -ECONNRESET, the last %lld ms after "
