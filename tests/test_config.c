@@ -168,7 +168,7 @@ END_TEST
 
 /* Every key of hbgd's table has a case above, and is documented in the
  * three places an operator looks: OPERATIONS.md, hbgd.conf(5) and the
- * example file. */
+ * example file; the limits in SECURITY.md too. */
 static bool file_has(const char *rel, const char *needle) {
         char p[512];
         snprintf(p, sizeof(p), "%s/%s", HBG_SRCDIR, rel);
@@ -197,6 +197,11 @@ START_TEST(every_key_tested_and_documented) {
                 ck_assert_msg(file_has("docs/man/hbgd.conf.5", man), "%s missing from hbgd.conf.5", k->key);
                 ck_assert_msg(file_has("systemd/hbgd.conf.example", ex), "%s missing from hbgd.conf.example",
                               k->key);
+                /* Each limit also has its row (default, test) in SECURITY.md. */
+                char sec[96];
+                snprintf(sec, sizeof(sec), "| `%s` |", k->key);
+                ck_assert_msg(strcmp(k->section, "limits") != 0 || file_has("docs/SECURITY.md", sec),
+                              "[limits] %s missing from SECURITY.md's table of limits", k->key);
         }
 }
 END_TEST
