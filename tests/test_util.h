@@ -38,8 +38,8 @@ static inline unsigned test_scale_or(unsigned dflt) {
         return v >= 1 ? (unsigned)v : dflt;
 }
 
-/* The divisor of the hostile and fault tests: 10 unless HBG_TEST_SCALE says
- * otherwise (1 is the full scale, e.g. 10^6 doorbell rings). */
+/* The hostile and fault tests' divisor: 10 unless told (make check's small
+ * scale); HBG_TEST_SCALE=1 is the full scale `make hostile` runs. */
 static inline unsigned hostile_scale(void) {
         return test_scale_or(10);
 }
