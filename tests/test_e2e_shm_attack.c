@@ -979,6 +979,7 @@ enum forgery {
         RECORD_PROMISE,      /* tasks never submitted: the stall detector */
         MAILBOX_UNSUBMITTED, /* a task never submitted */
         MAILBOX_NOT_EXTERNAL,
+        MAILBOX_RESERVED,    /* an external task's, a reserved field not zero */
         MAILBOX_BAD_STATUS,  /* an external task, status 7: the task fails */
         N_FORGERIES,
 };
@@ -994,6 +995,7 @@ static const struct {
         [MAILBOX_UNSUBMITTED] = { "mailbox entry for a task never submitted",
                                   "mailbox completion for a task never submitted" },
         [MAILBOX_NOT_EXTERNAL] = { "mailbox entry for a kernel task", "mailbox completion for a task that is not external" },
+        [MAILBOX_RESERVED] = { "mailbox entry with a reserved field set", "mailbox entry reserved field not zero" },
         [MAILBOX_BAD_STATUS] = { "mailbox entry with status 7", NULL },
 };
 
@@ -1052,6 +1054,9 @@ static int forge_one(int sock, const struct target *tg, enum forgery f) {
                 break;
         case MAILBOX_NOT_EXTERNAL:
                 forge_mailbox(&v, kernel, 0, 0);
+                break;
+        case MAILBOX_RESERVED:
+                forge_mailbox(&v, host, 0, 1);
                 break;
         case MAILBOX_BAD_STATUS:
                 forge_mailbox(&v, host, 7, 0);

@@ -27,10 +27,17 @@ bool ring_poll_mailbox(struct sched_thread *t, struct hbg_ring *r) {
                         break;
                 uint64_t id = e->task_id;
                 int32_t status = e->status;
+                bool reserved = e->reserved0 || e->reserved1;
                 atomic_store_explicit(&r->mailbox_head, k + 1, memory_order_relaxed);
                 atomic_store_explicit(&r->cpl->mailbox_consumed, k + 1, memory_order_release);
 
                 struct task_slot *s = ring_slot(r, id);
+                /* Padding must be zero (shm/layout.h): not ignored, so that
+                 * it can carry meaning in a later layout. */
+                if (reserved) {
+                        ring_fail(r, -EPROTO, id, "mailbox entry reserved field not zero");
+                        break;
+                }
                 if (id < r->first_id || id >= atomic_load(&r->claim)) {
                         ring_fail(r, -EPROTO, id, "mailbox completion for a task never submitted");
                         break;
