@@ -8,7 +8,7 @@
  *   - the honest client got every graph right, each within
  *     HONEST_BOUND_MS, and a multi-task workload after the attack too;
  *   - hbgd's fds return to their baseline and its RSS to within
- *     rss_margin_kb() of it once the attacker is gone;
+ *     RSS_MARGIN_KB of it once the attacker is gone;
  *   - the attacker got clear errors (a failed graph with its code and a
  *     message, or its session stopped) and hbgd logged why.
  *
@@ -67,18 +67,26 @@
 
 /*
  * How far above its baseline hbgd's RSS may stay once the attacker is
- * gone. The attacker's session is ~1.5 MiB of regions plus hbgd's private
- * arrays for D = 1024, all unmapped when it closes; what may legitimately
- * stay is malloc's (per-thread arenas keep freed memory) and the honest
- * clients' sessions' leftovers, well below 8 MiB. A leaked attacker
- * session repeated per test would still pass, but a leak proportional to
- * the attack (10^5 writes, 40 sessions) would not. Under the sanitizers
- * freed memory sits in ASan's quarantine and TSan keeps shadow pages, so
- * the margin is 32 MiB there.
+ * gone: 8 MiB. The attacker's session is ~1.5 MiB of regions plus hbgd's
+ * private arrays for D = 1024, all unmapped when it closes; what may
+ * legitimately stay is malloc's (per-thread arenas keep freed memory) and
+ * the honest clients' leftovers: ~100 kB here, ~2 MiB under ASan (its
+ * quarantine). A leak per attacker session (up to 40 in a test) or per
+ * forged task would not fit. Under TSan the check is left out: its own
+ * bookkeeping (sync objects, traces) grows with the work done and is not
+ * returned, ~75 MiB after the 10 s attacks of HBG_TEST_SCALE=1.
  */
-static long rss_margin_kb(void) {
-        return HBG_TEST_SANITIZER_SCALE > 1 ? 32 * 1024 : 8 * 1024;
-}
+#if defined(__SANITIZE_THREAD__)
+#define RSS_CHECKED 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RSS_CHECKED 0
+#endif
+#endif
+#ifndef RSS_CHECKED
+#define RSS_CHECKED 1
+#endif
+#define RSS_MARGIN_KB (8 * 1024)
 
 static unsigned scale(void) {
         return hostile_scale();
@@ -387,14 +395,16 @@ static long rss_kb(pid_t pid) {
 static void assert_rss_back(struct hbgd_proc *d, long base, const char *what) {
         long long deadline = daemon_now_ms() + FD_SETTLE_MS;
         long now = rss_kb(d->pid);
-        while (now > base + rss_margin_kb() && daemon_now_ms() < deadline) {
+        while (RSS_CHECKED && now > base + RSS_MARGIN_KB && daemon_now_ms() < deadline) {
                 sleep_us(50000);
                 now = rss_kb(d->pid);
         }
-        fprintf(stderr, "%s: hbgd's RSS %ld kB, %ld kB before the attack\n", what, now, base);
-        D_ASSERT(d, now > 0 && now <= base + rss_margin_kb(),
-                 "%s: hbgd's RSS is %ld kB after the attacker left, %ld kB before (margin %ld kB)", what, now, base,
-                 rss_margin_kb());
+        fprintf(stderr, "%s: hbgd's RSS %ld kB, %ld kB before the attack%s\n", what, now, base,
+                RSS_CHECKED ? "" : " (not checked under TSan)");
+        D_ASSERT(d, now > 0, "%s: cannot read hbgd's VmRSS", what);
+        D_ASSERT(d, !RSS_CHECKED || now <= base + RSS_MARGIN_KB,
+                 "%s: hbgd's RSS is %ld kB after the attacker left, %ld kB before (margin %d kB)", what, now, base,
+                 RSS_MARGIN_KB);
 }
 
 struct needle {
