@@ -439,7 +439,7 @@ fuzz fuzz-merge: deps
 # Debian packages needed to build and test. As root they are installed; as
 # anyone else the exact apt-get line is printed and make stops.
 BUILD_DEPS := gcc make libc6-dev pkgconf check liburing-dev libprotobuf-c-dev protobuf-c-compiler systemd \
-              libsystemd-dev libinih-dev libjson-c-dev
+              libsystemd-dev libinih-dev libjson-c-dev spin
 # valgrind: instruction counts; gnuplot-nox: the plots; g++, libtbb-dev,
 # libstarpu-dev: the peer runtimes (bench-peers).
 BENCH_DEPS := valgrind gnuplot-nox g++ pkgconf libtbb-dev libstarpu-dev
@@ -475,8 +475,10 @@ bench-deps:
 # build/, so only without sanitizers).
 # tests/test-bench.sh: hbg-bench's comparison at toy sizes (no peers, no
 # valgrind): its CSVs and --compare.
+# tests/test-model.sh: the completion protocol's Promela model checked with
+# spin (docs/RUNTIME_LOGIC.md §15); it builds nothing of ours.
 ifeq ($(SANITIZE)$(RELEASE),)
-  TEST_PLAIN_ONLY := tests/test-install.sh tests/test-bench.sh
+  TEST_PLAIN_ONLY := tests/test-install.sh tests/test-bench.sh tests/test-model.sh
   TEST_PROGRAMS := $(BENCH_BIN) $(HBGD_BIN) $(HBGCTL_BIN)
 else
   TEST_PLAIN_ONLY :=
@@ -484,6 +486,9 @@ else
 endif
 test: $(SHM_LIB) $(TEST_RUN) $(CLIENT_LINKS) $(TEST_PROGRAMS)
 	$(Q)B=$(B) STRESS=$(STRESS) tests/run-tests.sh $(TEST_RUN) tests/check-abi.sh $(TEST_PLAIN_ONLY)
+
+model:
+	$(Q)tests/test-model.sh
 
 check: deps
 	$(Q)$(MAKE) --no-print-directory all
@@ -664,8 +669,8 @@ uninstall:
 clean:
 	rm -rf build
 
-.PHONY: all deps bench-deps bench-peers bench-micro test check hostile soak bench demo install uninstall clean fuzz \
-        fuzz-merge
+.PHONY: all deps bench-deps bench-peers bench-micro test model check hostile soak bench demo install uninstall \
+        clean fuzz fuzz-merge
 .SECONDARY:
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
