@@ -136,7 +136,7 @@ active [NCOMP] proctype completer() {
 #define RECHECK(p) \
         atomic { \
                 if \
-                :: IS_STAMPED(p, next) -> cur = next; next = cur + 1; role[p] = R_WALK; rid[p] = cur \
+                :: IS_STAMPED(p, next) -> assert(done[next]); cur = next; next = cur + 1; role[p] = R_WALK; rid[p] = cur \
                 :: else -> role[p] = R_NONE; rid[p] = 0; ok = 0 \
                 fi \
         }
