@@ -244,9 +244,7 @@ active [NCOMP] proctype completer() {
            od;
 #ifdef BATCHED
            /* A visit may end here: the walk of what it published. */
-#ifndef NO_VISIT_END
            if :: WALK_BATCH(p) :: true fi;
-#endif
 #endif
            /* claim: fetch_add(next_claim) is lock xadd */
            atomic {
