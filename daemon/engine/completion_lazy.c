@@ -52,8 +52,11 @@ static bool advance_once(struct hbg_completer *c, uint64_t bound) {
         return true;
 }
 
-/* The full walk: as far as the stamps go, retrying lost CASes (each retry
- * starts from a higher watermark, so this ends). */
+/* The full walk: as far as the stamps go. A lost CAS ends it without a
+ * retry: the winner moved the watermark, and its own loop walks again while
+ * it keeps moving it, so what this thread saw set is walked past by it or
+ * by the winner (the checked model, RUNTIME_LOGIC §15, runs this code's
+ * shape). Each attempt starts from a higher watermark, so this ends. */
 static bool advance_all(struct hbg_completer *c) {
         bool moved = false;
         while (advance_once(c, UINT64_MAX))
