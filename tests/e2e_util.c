@@ -517,6 +517,29 @@ Hbg__Envelope *expect_env(int fd, Hbg__Envelope__MsgCase want, int *fds, unsigne
 
 /* hbgd must answer Error{code} (or, with CLOSE_EOF_ONLY_OK, nothing) and
  * close the connection. */
+void expect_error_stays(struct hbgd_proc *d, int fd, int code, const char *needle, const char *what) {
+        struct rx r;
+        rx(fd, 20000, &r);
+        D_ASSERT(d, r.kind == RX_RECORD && r.env && r.env->msg_case == HBG__ENVELOPE__MSG_ERROR,
+                 "%s: no Error from hbgd (%s)", what,
+                 r.kind == RX_EOF ? "EOF" : r.kind == RX_TIMEOUT ? "timeout" : "another record");
+        const char *msg = r.env->error->message ? r.env->error->message : "";
+        D_ASSERT(d, r.env->error->code == code && strstr(msg, needle), "%s: Error %d \"%s\", want %d naming \"%s\"",
+                 what, r.env->error->code, msg, code, needle);
+        rx_free(&r);
+}
+
+struct hbg_recorded_task noop_recorded(void) {
+        struct hbg_recorded_task t;
+        memset(&t, 0, sizeof(t));
+        t.desc.id = 1;
+        t.desc.kernel[1] = 1; /* noop */
+        t.desc.lane_mask = 2;
+        t.desc.block_num = 1;
+        t.desc.n_fanins = 1;
+        return t;
+}
+
 void expect_refusal(struct hbgd_proc *d, int fd, int code, int required, const char *what) {
         struct rx r;
         bool got_error = false;

@@ -27,6 +27,7 @@
 #include "hbg.pb-c.h"
 #include "hbg/hbg.h"
 #include "proto/wire.h"
+#include "shm/layout.h"
 #include "tests/daemon_util.h"
 
 enum { MODE_URING, MODE_EPOLL, N_MODES };
@@ -164,6 +165,12 @@ Hbg__Envelope *expect_env(int fd, Hbg__Envelope__MsgCase want, int *fds, unsigne
 /* hbgd must answer Error{code} (or, with CLOSE_EOF_ONLY_OK, nothing) and
  * close the connection. */
 void expect_refusal(struct hbgd_proc *d, int fd, int code, int required, const char *what);
+/* hbgd must answer Error{code} with needle in its message within 20 s; the
+ * connection stays open. */
+void expect_error_stays(struct hbgd_proc *d, int fd, int code, const char *needle, const char *what);
+/* One noop task depending on the launch's gate, as a recording holds it
+ * (id 1: callers set the id of each copy). */
+struct hbg_recorded_task noop_recorded(void);
 /* hbgd's fd count returns to base within FD_SETTLE_MS (else its fds are
  * listed and the test fails). */
 void assert_fd_baseline(struct hbgd_proc *d, int base, const char *what);

@@ -1083,30 +1083,6 @@ static void send_record(int sock, uint64_t tasks, const int *fds, unsigned nfds)
         send_env(sock, &env, fds, nfds);
 }
 
-/* Error{code} whose message holds needle; the connection stays. */
-static void expect_error_stays(struct hbgd_proc *d, int sock, int code, const char *needle, const char *what) {
-        struct rx r;
-        rx(sock, 10000, &r);
-        D_ASSERT(d, r.kind == RX_RECORD && r.env && r.env->msg_case == HBG__ENVELOPE__MSG_ERROR,
-                 "%s: no Error from hbgd", what);
-        const char *msg = r.env->error->message ? r.env->error->message : "";
-        D_ASSERT(d, r.env->error->code == code && strstr(msg, needle), "%s: Error %d \"%s\", want %d with \"%s\"",
-                 what, r.env->error->code, msg, code, needle);
-        rx_free(&r);
-}
-
-/* One noop task depending on the gate, as a recording holds it. */
-static struct hbg_recorded_task noop_recorded(void) {
-        struct hbg_recorded_task t;
-        memset(&t, 0, sizeof(t));
-        t.desc.id = 1;
-        t.desc.kernel[1] = 1; /* noop */
-        t.desc.lane_mask = 2;
-        t.desc.block_num = 1;
-        t.desc.n_fanins = 1;
-        return t;
-}
-
 /*
  * The record verb, which comes with a file descriptor: an fd that is not a
  * memfd (a pipe: reading it could block), a memfd without the seals (it

@@ -161,31 +161,6 @@ static void close_all(int *fds, unsigned n) {
                 close(fds[i]);
 }
 
-/* Error{code} naming `needle`; the connection stays. */
-static void expect_error_stays(struct hbgd_proc *d, int sock, int code, const char *needle, const char *what) {
-        struct rx r;
-        rx(sock, IO_MS, &r);
-        D_ASSERT(d, r.kind == RX_RECORD && r.env && r.env->msg_case == HBG__ENVELOPE__MSG_ERROR,
-                 "%s: no Error from hbgd (%s)", what,
-                 r.kind == RX_EOF ? "EOF" : r.kind == RX_TIMEOUT ? "timeout" : "another record");
-        const char *msg = r.env->error->message ? r.env->error->message : "";
-        D_ASSERT(d, r.env->error->code == code && strstr(msg, needle), "%s: Error %d \"%s\", want %d naming \"%s\"",
-                 what, r.env->error->code, msg, code, needle);
-        rx_free(&r);
-}
-
-/* One noop task, as a recording holds it. */
-static struct hbg_recorded_task noop_recorded(void) {
-        struct hbg_recorded_task t;
-        memset(&t, 0, sizeof(t));
-        t.desc.id = 1;
-        t.desc.kernel[1] = 1; /* noop */
-        t.desc.lane_mask = 2;
-        t.desc.block_num = 1;
-        t.desc.n_fanins = 1;
-        return t;
-}
-
 /* A memfd of len bytes of independent noop tasks (ids 1, 2, ..., the last
  * one cut), sealed as hbgd wants if asked. */
 static int recording_memfd(size_t len, bool sealed) {
