@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -42,7 +43,12 @@ int session_record(struct session *s, const struct hbgd_config *cfg, int fd, uin
         }
         struct stat st;
         uint64_t bytes = tasks * sizeof(struct hbg_recorded_task);
-        if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != bytes) {
+        if (fstat(fd, &st) < 0) {
+                int err = -errno;
+                snprintf(msg, msg_len, "cannot read the memfd's size: %s", strerror(-err));
+                return err;
+        }
+        if ((uint64_t)st.st_size != bytes) {
                 snprintf(msg, msg_len, "the memfd holds %lld bytes, %" PRIu64 " tasks are %" PRIu64,
                          (long long)st.st_size, tasks, bytes);
                 return -EINVAL;
