@@ -854,8 +854,12 @@ static unsigned flood_unread(int sock, unsigned max) {
                 }
         }
         free(rec);
+        /* A send can fail (EPIPE) while the kernel is still releasing
+         * hbgd's end, a moment before the hang-up is flagged on ours: wait
+         * for it, within what is left of the deadline. */
+        long long left = deadline - daemon_now_ms();
         struct pollfd p = { .fd = sock, .events = 0 };
-        bool hung_up = poll(&p, 1, 0) == 1 && (p.revents & POLLHUP);
+        bool hung_up = poll(&p, 1, left > 0 ? (int)left : 0) == 1 && (p.revents & POLLHUP);
         return hung_up ? sent : 0;
 }
 
