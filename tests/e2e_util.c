@@ -441,6 +441,15 @@ void send_status_request(int fd, Hbg__StatusKind kind, const int *fds, unsigned 
         send_env(fd, &env, fds, nfds);
 }
 
+void send_record_request(int fd, uint64_t tasks, const int *fds, unsigned nfds) {
+        Hbg__RecordRequest rq = HBG__RECORD_REQUEST__INIT;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        rq.tasks = tasks;
+        env.msg_case = HBG__ENVELOPE__MSG_RECORD_REQUEST;
+        env.record_request = &rq;
+        send_env(fd, &env, fds, nfds);
+}
+
 /*
  * Next record, EOF or timeout. A peer closing with our data unread makes
  * the kernel report ECONNRESET once before the records still queued:

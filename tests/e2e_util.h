@@ -137,6 +137,8 @@ uint8_t *pack_env(const Hbg__Envelope *env, size_t *len);
 void send_env(int fd, const Hbg__Envelope *env, const int *fds, unsigned nfds);
 void send_hello(int fd, uint32_t major, const int *fds, unsigned nfds);
 void send_status_request(int fd, Hbg__StatusKind kind, const int *fds, unsigned nfds);
+/* A RecordRequest of `tasks` tasks, with these fds (the recording's memfd). */
+void send_record_request(int fd, uint64_t tasks, const int *fds, unsigned nfds);
 
 enum rx_kind { RX_RECORD, RX_EOF, RX_TIMEOUT };
 

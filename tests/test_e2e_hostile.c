@@ -1074,15 +1074,6 @@ static int memfd_with(const void *buf, size_t len, bool sealed) {
         return fd;
 }
 
-static void send_record(int sock, uint64_t tasks, const int *fds, unsigned nfds) {
-        Hbg__RecordRequest rq = HBG__RECORD_REQUEST__INIT;
-        rq.tasks = tasks;
-        Hbg__Envelope env = HBG__ENVELOPE__INIT;
-        env.msg_case = HBG__ENVELOPE__MSG_RECORD_REQUEST;
-        env.record_request = &rq;
-        send_env(sock, &env, fds, nfds);
-}
-
 /*
  * The record verb, which comes with a file descriptor: an fd that is not a
  * memfd (a pipe: reading it could block), a memfd without the seals (it
@@ -1102,7 +1093,7 @@ START_TEST(record_request_abuse) {
         int sock = raw_connect(d->socket_path);
         raw_hello(sock);
         int fd = memfd_with(&good, sizeof(good), true);
-        send_record(sock, 1, &fd, 1);
+        send_record_request(sock, 1, &fd, 1);
         close(fd);
         expect_error_stays(d, sock, -EINVAL, "no session", "record without a session");
 
@@ -1118,39 +1109,39 @@ START_TEST(record_request_abuse) {
 
         int pipefd[2];
         ck_assert_int_eq(pipe(pipefd), 0);
-        send_record(sock, 1, &pipefd[0], 1);
+        send_record_request(sock, 1, &pipefd[0], 1);
         close(pipefd[0]);
         expect_error_stays(d, sock, -EBADF, "sealed", "a pipe");
         close(pipefd[1]);
 
         fd = memfd_with(&good, sizeof(good), false);
-        send_record(sock, 1, &fd, 1);
+        send_record_request(sock, 1, &fd, 1);
         close(fd);
         expect_error_stays(d, sock, -EBADF, "sealed", "a memfd without seals");
 
         fd = memfd_with(&good, sizeof(good), true);
-        send_record(sock, 2, &fd, 1);
+        send_record_request(sock, 2, &fd, 1);
         expect_error_stays(d, sock, -EINVAL, "bytes", "the wrong size");
-        send_record(sock, 0, &fd, 1);
+        send_record_request(sock, 0, &fd, 1);
         expect_error_stays(d, sock, -EINVAL, "1 to", "no tasks");
-        send_record(sock, UINT64_C(1) << 40, &fd, 1);
+        send_record_request(sock, UINT64_C(1) << 40, &fd, 1);
         expect_error_stays(d, sock, -EINVAL, "1 to", "2^40 tasks");
         close(fd);
 
         fd = memfd_with(junk, sizeof(junk), true);
-        send_record(sock, 4, &fd, 1);
+        send_record_request(sock, 4, &fd, 1);
         close(fd);
         expect_error_stays(d, sock, -EPROTO, "task 0:", "garbage tasks");
 
         fd = memfd_with(&good, sizeof(good), true);
-        send_record(sock, 1, &fd, 1);
+        send_record_request(sock, 1, &fd, 1);
         close(fd);
         Hbg__Envelope *reply = expect_env(sock, HBG__ENVELOPE__MSG_RECORD_REPLY, NULL, 0);
         ck_assert_uint_eq(reply->record_reply->graph, 0);
         wire_free(reply);
 
         /* Without its fd: a protocol error, and the connection goes. */
-        send_record(sock, 1, NULL, 0);
+        send_record_request(sock, 1, NULL, 0);
         expect_refusal(d, sock, -EPROTO, CLOSE_ERROR_REQUIRED, "record without its fd");
         close(sock);
 

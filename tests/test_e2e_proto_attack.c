@@ -139,15 +139,6 @@ static void send_session_request(int sock, uint64_t task_window, uint64_t heap, 
         send_env(sock, &env, fds, nfds);
 }
 
-static void send_record(int sock, uint64_t tasks, const int *fds, unsigned nfds) {
-        Hbg__RecordRequest rq = HBG__RECORD_REQUEST__INIT;
-        Hbg__Envelope env = HBG__ENVELOPE__INIT;
-        rq.tasks = tasks;
-        env.msg_case = HBG__ENVELOPE__MSG_RECORD_REQUEST;
-        env.record_request = &rq;
-        send_env(sock, &env, fds, nfds);
-}
-
 /* A session granted on sock (hello done): its reply (wire_free() it) and
  * its four fds. */
 static Hbg__Envelope *raw_session(int sock, uint64_t task_window, uint64_t heap, uint64_t graph_table,
@@ -304,23 +295,23 @@ START_TEST(wrong_kind_fds) {
                         int sock = raw_connect(d->socket_path);
                         raw_hello(sock);
                         int fd = make_fd(d, kind);
-                        send_record(sock, 1, &fd, 1);
+                        send_record_request(sock, 1, &fd, 1);
                         snprintf(desc, sizeof(desc), "RecordRequest with %s, no session", fd_kind_names[kind]);
                         expect_error_stays(d, sock, -EINVAL, "no session", desc);
                         int sfds[4];
                         wire_free(raw_session(sock, 0, 0, 0, sfds));
                         close_all(sfds, 4);
-                        send_record(sock, 1, &fd, 1);
+                        send_record_request(sock, 1, &fd, 1);
                         snprintf(desc, sizeof(desc), "RecordRequest with %s", fd_kind_names[kind]);
                         if (kind == FD_WRONG_SIZE_MEMFD)
                                 expect_error_stays(d, sock, -EINVAL, "bytes", desc);
                         else
                                 expect_error_stays(d, sock, -EBADF, "sealed", desc);
                         int good = recording_memfd(sizeof(struct hbg_recorded_task), true);
-                        send_record(sock, 1, &good, 1);
+                        send_record_request(sock, 1, &good, 1);
                         wire_free(expect_env(sock, HBG__ENVELOPE__MSG_RECORD_REPLY, NULL, 0));
                         int two[2] = { good, fd };
-                        send_record(sock, 1, two, 2);
+                        send_record_request(sock, 1, two, 2);
                         snprintf(desc, sizeof(desc), "RecordRequest with a good memfd and %s", fd_kind_names[kind]);
                         expect_refusal(d, sock, -EPROTO, CLOSE_ERROR_REQUIRED, desc);
                         close(good);
@@ -379,7 +370,7 @@ START_TEST(too_many_fds) {
                         wire_free(raw_session(sock, 0, 0, 0, sfds));
                         close_all(sfds, 4);
                         int good = recording_memfd(sizeof(struct hbg_recorded_task), true);
-                        send_record(sock, 1, &good, 1);
+                        send_record_request(sock, 1, &good, 1);
                         wire_free(expect_env(sock, HBG__ENVELOPE__MSG_RECORD_REPLY, NULL, 0));
                         Hbg__RecordRequest rq = HBG__RECORD_REQUEST__INIT;
                         rq.tasks = 1;
@@ -628,7 +619,7 @@ START_TEST(out_of_order) {
                 close(sock);
                 sock = raw_connect(d->socket_path);
                 int good = recording_memfd(sizeof(struct hbg_recorded_task), true);
-                send_record(sock, 1, &good, 1);
+                send_record_request(sock, 1, &good, 1);
                 close(good);
                 expect_refusal(d, sock, -EPROTO, CLOSE_ERROR_REQUIRED, "RecordRequest before Hello");
                 close(sock);
@@ -649,14 +640,14 @@ START_TEST(out_of_order) {
                 sock = raw_connect(d->socket_path);
                 raw_hello(sock);
                 good = recording_memfd(sizeof(struct hbg_recorded_task), true);
-                send_record(sock, 1, &good, 1);
+                send_record_request(sock, 1, &good, 1);
                 expect_error_stays(d, sock, -EINVAL, "no session", "RecordRequest before a session");
                 int sfds[4];
                 wire_free(raw_session(sock, 0, 0, 0, sfds));
                 close_all(sfds, 4);
                 send_session_request(sock, 0, 0, 0, NULL, 0);
                 expect_error_stays(d, sock, -EBUSY, "already has a session", "a second SessionRequest");
-                send_record(sock, 1, &good, 1);
+                send_record_request(sock, 1, &good, 1);
                 wire_free(expect_env(sock, HBG__ENVELOPE__MSG_RECORD_REPLY, NULL, 0));
                 close(good);
                 /* An unknown status kind: hbgd answers what it always fills. */
@@ -975,17 +966,17 @@ START_TEST(limits_at_n) {
          * 4 tasks in all (N), one more does not. */
         int one = recording_memfd(sizeof(struct hbg_recorded_task), true);
         for (unsigned i = 0; i < 3; i++) {
-                send_record(socks[1], 1, &one, 1);
+                send_record_request(socks[1], 1, &one, 1);
                 wire_free(expect_env(socks[1], HBG__ENVELOPE__MSG_RECORD_REPLY, NULL, 0));
         }
-        send_record(socks[1], 1, &one, 1);
+        send_record_request(socks[1], 1, &one, 1);
         expect_error_stays(d, socks[1], -ENOSPC, "(3)", "recorded graph 4 with max_recorded_graphs = 3");
-        send_record(socks[2], 1, &one, 1);
+        send_record_request(socks[2], 1, &one, 1);
         wire_free(expect_env(socks[2], HBG__ENVELOPE__MSG_RECORD_REPLY, NULL, 0));
         int three = recording_memfd(3 * sizeof(struct hbg_recorded_task), true);
-        send_record(socks[2], 3, &three, 1);
+        send_record_request(socks[2], 3, &three, 1);
         wire_free(expect_env(socks[2], HBG__ENVELOPE__MSG_RECORD_REPLY, NULL, 0));
-        send_record(socks[2], 1, &one, 1);
+        send_record_request(socks[2], 1, &one, 1);
         expect_error_stays(d, socks[2], -E2BIG, "max_recorded_tasks", "recorded task 5 with max_recorded_tasks = 4");
         close(one);
         close(three);
