@@ -270,22 +270,14 @@ static void session(struct seed *s, uint64_t window, uint64_t heap) {
         put_env(s, 8, &e);
 }
 
-static void status(struct seed *s, Hbg__StatusKind kind) {
+/* A status request; fd_kind (ctl & 7) attaches an fd it must not carry. */
+static void status(struct seed *s, Hbg__StatusKind kind, unsigned fd_kind) {
         Hbg__StatusRequest r = HBG__STATUS_REQUEST__INIT;
         r.kind = kind;
         Hbg__Envelope e = HBG__ENVELOPE__INIT;
         e.msg_case = HBG__ENVELOPE__MSG_STATUS_REQUEST;
         e.status_request = &r;
-        put_env(s, 8, &e);
-}
-
-/* A status request with an fd it must not carry (ctl & 7 = kind). */
-static void status_with_fd(struct seed *s, unsigned kind) {
-        Hbg__StatusRequest r = HBG__STATUS_REQUEST__INIT;
-        Hbg__Envelope e = HBG__ENVELOPE__INIT;
-        e.msg_case = HBG__ENVELOPE__MSG_STATUS_REQUEST;
-        e.status_request = &r;
-        put_env(s, 8 | kind, &e);
+        put_env(s, 8 | fd_kind, &e);
 }
 
 /* A recording of n dummy tasks, each depending on the one before. */
@@ -329,16 +321,16 @@ int fuzz_write_seeds(const char *dir) {
         SEED("session", hello(&s, HBG_PROTO_MAJOR); session(&s, 64, 65536));
         SEED("session_twice", hello(&s, HBG_PROTO_MAJOR); session(&s, 64, 65536); session(&s, 64, 65536));
         SEED("session_too_big", hello(&s, HBG_PROTO_MAJOR); session(&s, UINT64_C(1) << 40, 3));
-        SEED("status_all", hello(&s, HBG_PROTO_MAJOR); status(&s, HBG__STATUS_KIND__STATUS_DAEMON);
-             status(&s, HBG__STATUS_KIND__STATUS_THREADS); status(&s, HBG__STATUS_KIND__STATUS_SESSIONS);
-             status(&s, HBG__STATUS_KIND__STATUS_GRAPHS); status(&s, HBG__STATUS_KIND__STATUS_KERNELS));
+        SEED("status_all", hello(&s, HBG_PROTO_MAJOR); status(&s, HBG__STATUS_KIND__STATUS_DAEMON, 0);
+             status(&s, HBG__STATUS_KIND__STATUS_THREADS, 0); status(&s, HBG__STATUS_KIND__STATUS_SESSIONS, 0);
+             status(&s, HBG__STATUS_KIND__STATUS_GRAPHS, 0); status(&s, HBG__STATUS_KIND__STATUS_KERNELS, 0));
         SEED("record", hello(&s, HBG_PROTO_MAJOR); session(&s, 64, 65536); record(&s, 8 | 1, 3, 3));
         SEED("record_unsealed", hello(&s, HBG_PROTO_MAJOR); session(&s, 64, 65536); record(&s, 8 | 2, 3, 3));
         SEED("record_two_fds", hello(&s, HBG_PROTO_MAJOR); session(&s, 64, 65536); record(&s, 8 | 7, 3, 3));
         SEED("record_wrong_count", hello(&s, HBG_PROTO_MAJOR); session(&s, 64, 65536); record(&s, 8 | 1, 4, 3));
         SEED("record_no_session", hello(&s, HBG_PROTO_MAJOR); record(&s, 8 | 1, 1, 1));
-        SEED("status_with_eventfd", hello(&s, HBG_PROTO_MAJOR); status_with_fd(&s, 3));
-        SEED("status_with_socket", hello(&s, HBG_PROTO_MAJOR); status_with_fd(&s, 6));
+        SEED("status_with_eventfd", hello(&s, HBG_PROTO_MAJOR); status(&s, HBG__STATUS_KIND__STATUS_DAEMON, 3));
+        SEED("status_with_socket", hello(&s, HBG_PROTO_MAJOR); status(&s, HBG__STATUS_KIND__STATUS_DAEMON, 6));
         static const uint8_t garbage[] = { 0xff, 0xff, 0xff, 0xff, 0x0f, 0x08, 0x01, 0x12 };
         SEED("garbage", put_raw(&s, 8, garbage, sizeof(garbage)));
         SEED("empty_record", hello(&s, HBG_PROTO_MAJOR); put_raw(&s, 8, NULL, 0));
