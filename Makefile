@@ -96,7 +96,7 @@ CORE_LIB  := $(B)/lib/libhbgcore.a
 
 # The control protocol: C generated from proto/hbg.proto by protoc-c.
 PROTO_GEN  := $(B)/gen/hbg.pb-c.c $(B)/gen/hbg.pb-c.h
-PROTO_OBJS := $(B)/obj/gen/hbg.pb-c.o $(B)/obj/proto/wire.o
+PROTO_OBJS := $(B)/obj/gen/hbg.pb-c.o $(B)/obj/proto/wire.o $(B)/obj/proto/sockperm.o
 PROTO_LIB  := $(B)/lib/libhbgproto.a
 
 # hbgd's io side (io_uring/epoll loop, sessions, control protocol).
@@ -113,7 +113,7 @@ CLIENT_SRCS := libclient/connect.c libclient/replay.c libclient/graph.c libclien
                libclient/wait.c libclient/host.c libclient/graph_status.c libclient/deps.c \
                libclient/tensor.c libclient/session.c libclient/errors.c
 CLIENT_PIC  := $(CLIENT_SRCS:%.c=$(B)/pic/%.o) $(SHM_SRCS:%.c=$(B)/pic/%.o) \
-               $(B)/pic/proto/wire.o $(B)/pic/gen/hbg.pb-c.o
+               $(B)/pic/proto/wire.o $(B)/pic/proto/sockperm.o $(B)/pic/gen/hbg.pb-c.o
 CLIENT_SO   := $(B)/lib/libhbgclient.so.$(VERSION)
 CLIENT_LINKS := $(B)/lib/libhbgclient.so.$(SOVERSION) $(B)/lib/libhbgclient.so
 CLIENT_PC   := $(B)/lib/pkgconfig/hbgclient.pc
@@ -130,7 +130,7 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_engine_validation test_engine_behaviour test_engine_replay test_e2e_daemon \
               test_e2e_hostile test_e2e_systemd test_e2e_hbgctl test_e2e_client \
               test_e2e_api test_e2e_replay test_e2e_proto_attack \
-              test_e2e_faults test_e2e_shm_attack
+              test_e2e_faults test_e2e_shm_attack test_e2e_access
 TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
 # The same stress test built with the store->load ordering removed: it must
 # be able to catch the watermark freeze (docs/RUNTIME_LOGIC.md §4).

@@ -19,15 +19,17 @@
 #include "hbg/hbg.h"
 #include "proto/wire.h"
 
-/* Exit codes a script can use. */
-enum { EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_NOT_RUNNING = 3 };
+/* Exit codes a script can use (docs/man/hbgctl.1): 4 when this user may
+ * not open the socket. */
+enum { EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_NOT_RUNNING = 3, EXIT_ACCESS = 4 };
 
 /* --json: print JSON instead of tables (output.c). */
 extern bool opt_json;
 
 /* daemon_conn.c */
-/* A connected control socket, or -EXIT_USAGE / -EXIT_NOT_RUNNING (a
- * message printed). */
+/* A connected control socket, or -EXIT_USAGE / -EXIT_NOT_RUNNING /
+ * -EXIT_ACCESS (a message printed: for a permission error the socket's and
+ * its directory's owner and mode, and the fix). */
 int ctl_connect(const char *path);
 /* Send one envelope, receive one (with a timeout); NULL after a printed
  * error. */

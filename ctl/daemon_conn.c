@@ -1,7 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* Connecting to hbgd's control socket, one request and its reply. */
+/*
+ * Connecting to hbgd's control socket, one request and its reply, and what
+ * hbgctl says when this user may not open the socket (exit 4, with the
+ * fix; docs/man/hbgctl.1, EXIT STATUS).
+ */
 #include <errno.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -9,6 +15,87 @@
 #include <unistd.h>
 
 #include "ctl/ctl.h"
+#include "proto/sockperm.h"
+
+/* ------------------------------------------------------------ who we are */
+
+struct self {
+        char name[64];                 /* the user's name, or "" */
+        char who[96];                  /* "alice (uid 1001)" or "uid 4242" */
+        gid_t primary;                 /* from the password database */
+};
+
+static void self_get(struct self *s) {
+        char buf[2048];
+        struct passwd pw, *res = NULL;
+        uid_t uid = geteuid();
+        s->name[0] = 0;
+        s->primary = getegid();
+        if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) == 0 && res && res->pw_name[0]) {
+                snprintf(s->name, sizeof(s->name), "%s", res->pw_name);
+                s->primary = res->pw_gid;
+        }
+        if (s->name[0])
+                snprintf(s->who, sizeof(s->who), "%s (uid %u)", s->name, (unsigned)uid);
+        else
+                snprintf(s->who, sizeof(s->who), "uid %u", (unsigned)uid);
+}
+
+/* Is the user a member of gid in the group database (whether or not this
+ * process, started before, has it)? */
+static bool member_in_db(const struct self *s, gid_t gid) {
+        if (!s->name[0])
+                return false;
+        gid_t groups[512];
+        int n = 512;
+        if (getgrouplist(s->name, s->primary, groups, &n) < 0)
+                return false;
+        for (int i = 0; i < n; i++)
+                if (groups[i] == gid)
+                        return true;
+        return false;
+}
+
+/* ------------------------------------------------------------ the socket's permissions */
+
+/* connect() said EACCES: which file stops us, and the fix. */
+static void explain_permission(const char *path) {
+        struct sockperm p;
+        struct self s;
+        char why[640];
+        sockperm_inspect(path, &p);
+        sockperm_describe(&p, path, why, sizeof(why));
+        self_get(&s);
+        fprintf(stderr, "hbgctl: permission denied: %s\n", why);
+
+        const char *what = p.dir_denied ? p.dir : path;
+        const struct stat *st = p.dir_denied ? &p.dir_st : &p.sock_st;
+        bool known = p.dir_denied ? p.have_dir : p.have_sock;
+        /* What the group needs: search on the directory, write on the socket. */
+        mode_t need = p.dir_denied ? S_IXGRP : S_IWGRP;
+        char group[64];
+        if (!known || !(p.dir_denied || p.sock_denied)) {
+                fprintf(stderr, "hbgctl: ask the administrator to let %s reach %s (a directory on its way or a "
+                        "security module denies it)\n", s.who, path);
+        } else if (!(st->st_mode & need) || st->st_gid == 0) {
+                /* No group to join: the file must change. */
+                fprintf(stderr, "hbgctl: %s %s: ask the administrator to open it to hbgd's users (hbgd.socket: "
+                        "SocketGroup=hbg, SocketMode=0660, DirectoryMode=0755)\n", what,
+                        st->st_gid == 0 ? "belongs to group root"
+                        : p.dir_denied  ? "lets no group enter"
+                                        : "lets no group write to it");
+        } else if (member_in_db(&s, st->st_gid)) {
+                sockperm_group_name(st->st_gid, group, sizeof(group));
+                fprintf(stderr, "hbgctl: %s is in group %s, but this login session started before that: log "
+                        "in again (or run `newgrp %s`)\n", s.who, group, group);
+        } else {
+                sockperm_group_name(st->st_gid, group, sizeof(group));
+                fprintf(stderr, "hbgctl: add %s to group %s: usermod -aG %s %s (as root), then log in again\n",
+                        s.who, group, group, s.name[0] ? s.name : "USER");
+        }
+}
+
+/* ------------------------------------------------------------ requests */
 
 int ctl_connect(const char *path) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -22,6 +109,10 @@ int ctl_connect(const char *path) {
                 int err = errno;
                 if (fd >= 0)
                         close(fd);
+                if (err == EACCES || err == EPERM) {
+                        explain_permission(path);
+                        return -EXIT_ACCESS;
+                }
                 fprintf(stderr, "hbgctl: hbgd is not running on %s: %s\n", path, strerror(err));
                 return -EXIT_NOT_RUNNING;
         }

@@ -32,7 +32,7 @@
 
 struct hbg_kernel_sig;
 
-#define HBGC_ERROR_MAX 256
+#define HBGC_ERROR_MAX 512
 #define HBGC_PUBLISH_BATCH 64        /* publish `submitted` at least this often */
 #define HBGC_HANDSHAKE_TIMEOUT_MS 10000
 

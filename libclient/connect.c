@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "libclient/client_private.h"
+#include "proto/sockperm.h"
 #include "proto/wire.h"
 #include "shm/util.h"
 
@@ -296,6 +297,13 @@ HBG_EXPORT int hbg_connect_opts(hbg_client **ret, const hbg_connect_options *opt
         if (r < 0) {
                 err = -errno;
                 client_free(c);
+                if (err == -EACCES || err == -EPERM) {
+                        struct sockperm p;
+                        char why[512];
+                        sockperm_inspect(path, &p);
+                        sockperm_describe(&p, path, why, sizeof(why));
+                        return hbgc_fail(NULL, err, "cannot connect to hbgd: %s: %s", strerror(-err), why);
+                }
                 return hbgc_fail(NULL, err, "cannot connect to hbgd at %s: %s%s", path, strerror(-err),
                                  err == -ENOENT || err == -ECONNREFUSED
                                          ? " (is hbgd running? the path comes from the argument, $HBG_SOCKET or " HBG_DEFAULT_SOCKET ")"
