@@ -19,8 +19,9 @@
 #include "hbg/hbg.h"
 #include "proto/wire.h"
 
-/* Exit codes a script can use (docs/man/hbgctl.1): 4 when this user may
- * not open the socket. */
+/* Exit codes a script can use (docs/man/hbgctl.1): 3 also when hbgd is
+ * stopping; 4 when this user may not open the socket or hbgd's [access]
+ * refuses it. */
 enum { EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_NOT_RUNNING = 3, EXIT_ACCESS = 4 };
 
 /* --json: print JSON instead of tables (output.c). */
@@ -32,8 +33,13 @@ extern bool opt_json;
  * its directory's owner and mode, and the fix). */
 int ctl_connect(const char *path);
 /* Send one envelope, receive one (with a timeout); NULL after a printed
- * error. */
+ * error (hbgd's refusal, with the fix), whose exit status is then
+ * ctl_failure_exit(). */
 Hbg__Envelope *ctl_roundtrip(int fd, Hbg__Envelope *env);
+int ctl_failure_exit(void);
+/* hbg_connect() failed with err (its message printed): print the fix for
+ * a refusal by hbgd, return the exit status. */
+int ctl_connect_failed(int err);
 
 /* output.c */
 void print_daemon(const Hbg__DaemonStatus *d);

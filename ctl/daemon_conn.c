@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Connecting to hbgd's control socket, one request and its reply, and what
- * hbgctl says when this user may not open the socket (exit 4, with the
- * fix; docs/man/hbgctl.1, EXIT STATUS).
+ * hbgctl says when it may not connect: the exit status of each refusal and
+ * what to do about it (docs/man/hbgctl.1, EXIT STATUS).
  */
 #include <errno.h>
 #include <grp.h>
@@ -16,6 +16,13 @@
 
 #include "ctl/ctl.h"
 #include "proto/sockperm.h"
+
+/* The exit status of the last failure ctl_roundtrip() printed. */
+static int last_exit = EXIT_FAIL;
+
+int ctl_failure_exit(void) {
+        return last_exit;
+}
 
 /* ------------------------------------------------------------ who we are */
 
@@ -95,6 +102,77 @@ static void explain_permission(const char *path) {
         }
 }
 
+/* ------------------------------------------------------------ hbgd's refusals */
+
+static void fix_not_allowed(const struct self *s) {
+        fprintf(stderr, "hbgctl: ask the administrator to add %s or one of its groups to allowed_users or "
+                "allowed_groups ([access] in hbgd.conf(5)), then `systemctl reload hbgd`\n", s->who);
+}
+
+static void fix_too_many(const struct self *s) {
+        fprintf(stderr, "hbgctl: close some of %s's connections to hbgd (`hbgctl sessions` lists its sessions), "
+                "or ask the administrator to raise the limit named above\n", s->who);
+}
+
+static void fix_stopping(const struct self *s) {
+        (void)s;
+        fprintf(stderr, "hbgctl: try again once hbgd has started again (`systemctl status hbgd`)\n");
+}
+
+/* hbgd's refusals of a connection (docs/PROTOCOL.md): exit status and fix. */
+static const struct refusal {
+        int code;
+        int exit;
+        void (*fix)(const struct self *s);
+} refusals[] = {
+        { -EACCES, EXIT_ACCESS, fix_not_allowed },
+        { -EUSERS, EXIT_FAIL, fix_too_many },
+        { -ESHUTDOWN, EXIT_NOT_RUNNING, fix_stopping },
+};
+
+static const struct refusal *find_refusal(int code) {
+        for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
+                if (refusals[i].code == code)
+                        return &refusals[i];
+        return NULL;
+}
+
+int ctl_connect_failed(int err) {
+        const struct refusal *r = find_refusal(err);
+        if (!r)
+                return err == -ENOENT || err == -ECONNREFUSED ? EXIT_NOT_RUNNING : EXIT_FAIL;
+        struct self s;
+        self_get(&s);
+        r->fix(&s);
+        return r->exit;
+}
+
+/* An Error from hbgd: print it (a refusal with its fix); sets last_exit. */
+static void print_error(const Hbg__Error *e) {
+        const char *msg = e->message && e->message[0] ? e->message : strerror(e->code < 0 ? -e->code : EPROTO);
+        const struct refusal *r = find_refusal(e->code);
+        if (!r) {
+                fprintf(stderr, "hbgctl: hbgd: %s\n", msg);
+                last_exit = EXIT_FAIL;
+                return;
+        }
+        fprintf(stderr, "hbgctl: hbgd refused the connection: %s\n", msg);
+        last_exit = ctl_connect_failed(e->code);
+}
+
+/* A send or receive failed: hbgd's queued Error if it hung up, else err. */
+static void print_failure(int fd, int err, const char *what) {
+        Hbg__Envelope *env = NULL;
+        if ((err == -EPIPE || err == -ECONNRESET) && wire_recv_queued_error(fd, &env) == 0) {
+                print_error(env->error);
+                wire_free(env);
+                return;
+        }
+        fprintf(stderr, "hbgctl: %s: %s\n", what,
+                err == -ECONNRESET ? "hbgd closed the connection" : strerror(-err));
+        last_exit = EXIT_FAIL;
+}
+
 /* ------------------------------------------------------------ requests */
 
 int ctl_connect(const char *path) {
@@ -121,25 +199,27 @@ int ctl_connect(const char *path) {
 
 /* Send one envelope, receive one (blocking with a timeout). */
 Hbg__Envelope *ctl_roundtrip(int fd, Hbg__Envelope *env) {
-        if (wire_send(fd, env, NULL, 0, HBG_WIRE_MAX_MSG_DEFAULT) < 0) {
-                fprintf(stderr, "hbgctl: cannot talk to hbgd: %s\n", strerror(errno));
+        int err = wire_send(fd, env, NULL, 0, HBG_WIRE_MAX_MSG_DEFAULT);
+        if (err < 0) {
+                print_failure(fd, err, "cannot talk to hbgd");
                 return NULL;
         }
         struct pollfd p = { .fd = fd, .events = POLLIN };
         if (poll(&p, 1, 10000) <= 0) {
                 fprintf(stderr, "hbgctl: hbgd did not answer within 10 s\n");
+                last_exit = EXIT_FAIL;
                 return NULL;
         }
         Hbg__Envelope *reply = NULL;
         int fds[HBG_WIRE_MAX_FDS];
         unsigned nfds = 0;
-        int err = wire_recv(fd, 16u << 20, &reply, fds, 0, &nfds);
+        err = wire_recv(fd, 16u << 20, &reply, fds, 0, &nfds);
         if (err < 0) {
-                fprintf(stderr, "hbgctl: bad reply from hbgd: %s\n", strerror(-err));
+                print_failure(fd, err, "bad reply from hbgd");
                 return NULL;
         }
         if (reply->msg_case == HBG__ENVELOPE__MSG_ERROR) {
-                fprintf(stderr, "hbgctl: hbgd: %s\n", reply->error->message);
+                print_error(reply->error);
                 wire_free(reply);
                 return NULL;
         }

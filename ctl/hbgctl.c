@@ -4,8 +4,8 @@
  *   hbgctl [--socket PATH] [--json] [status|sessions|graphs|threads|kernels|version]
  *   hbgctl [--socket PATH] [--json] run FILE          (docs/GRAPH_FILES.md)
  * Options are accepted before or after the verb.
- * Exit: 0 ok, 1 failure, 2 bad usage, 3 hbgd not running, 4 permission
- * denied on the socket.
+ * Exit: 0 ok, 1 failure, 2 bad usage, 3 hbgd not running (or stopping),
+ * 4 permission denied (the socket, or hbgd's [access]).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -71,8 +71,8 @@ static void usage(FILE *f) {
                 "Options (before or after the command):\n"
                 "  --socket PATH  hbgd's socket (default $HBG_SOCKET, then %s)\n"
                 "  --json         print JSON\n"
-                "Exit status: 0 ok, 1 failure, 2 bad usage, 3 hbgd not running,\n"
-                "             4 permission denied on the socket.\n",
+                "Exit status: 0 ok, 1 failure, 2 bad usage, 3 hbgd not running or stopping,\n"
+                "             4 permission denied (the socket, or hbgd's allowed users and groups).\n",
                 HBG_DEFAULT_SOCKET);
 }
 

@@ -64,7 +64,8 @@ int cmd_run(const char *path, const char *file) {
         if (err < 0) {
                 char msg[512];
                 snprintf(msg, sizeof(msg), "cannot connect to hbgd: %s", hbg_last_error(NULL));
-                rc = run_error(&p, msg, NULL);
+                run_error(&p, msg, NULL);
+                rc = ctl_connect_failed(err);
                 goto out;
         }
         for (size_t i = 0; i < p.n_tensors; i++) {

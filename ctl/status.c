@@ -19,7 +19,7 @@ int cmd_status(const char *path, Hbg__StatusKind kind) {
         Hbg__Envelope *reply = ctl_roundtrip(fd, &env);
         if (!reply) {
                 close(fd);
-                return EXIT_FAIL;
+                return ctl_failure_exit();
         }
         wire_free(reply);
         Hbg__StatusRequest rq = HBG__STATUS_REQUEST__INIT;
@@ -30,7 +30,7 @@ int cmd_status(const char *path, Hbg__StatusKind kind) {
         reply = ctl_roundtrip(fd, &env);
         close(fd);
         if (!reply)
-                return EXIT_FAIL;
+                return ctl_failure_exit();
         if (reply->msg_case != HBG__ENVELOPE__MSG_STATUS_REPLY) {
                 fprintf(stderr, "hbgctl: unexpected reply from hbgd (message %d)\n",
                         (int)reply->msg_case);

@@ -60,20 +60,22 @@ static void maybe_drop(struct accounting *a, struct uid_usage *u) {
         *u = a->users[--a->n_users];
 }
 
-int acct_add_connection(struct accounting *a, const struct hbgd_limits *l, uid_t uid,
-                        const char **why) {
+int acct_add_connection(struct accounting *a, const struct hbgd_limits *l, uid_t uid, char *why,
+                        size_t why_len) {
         if (a->connections >= l->max_connections) {
-                *why = "too many connections to hbgd ([limits] max_connections)";
+                snprintf(why, why_len, "too many connections to hbgd (max_connections = %u)",
+                         l->max_connections);
                 return -EUSERS;
         }
         struct uid_usage *u = find_or_add(a, uid);
         if (!u) {
-                *why = "out of memory";
+                snprintf(why, why_len, "out of memory");
                 return -ENOMEM;
         }
         if (uid != 0 && u->connections >= l->max_connections_per_uid) {
                 maybe_drop(a, u);
-                *why = "too many connections for this user ([limits] max_connections_per_uid)";
+                snprintf(why, why_len, "too many connections for uid %u (max_connections_per_uid = %u)",
+                         (unsigned)uid, l->max_connections_per_uid);
                 return -EUSERS;
         }
         u->connections++;

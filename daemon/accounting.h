@@ -41,10 +41,10 @@ struct accounting {
 uint64_t acct_max_memory(const struct hbgd_limits *l);
 uint64_t acct_max_memory_per_uid(const struct hbgd_limits *l);
 
-/* Charge a connection. 0, or -EUSERS with *why (static) naming the limit;
- * -ENOMEM. */
-int acct_add_connection(struct accounting *a, const struct hbgd_limits *l, uid_t uid,
-                        const char **why);
+/* Charge a connection. 0, or -EUSERS with a message naming the limit and
+ * its value in why[]; -ENOMEM. */
+int acct_add_connection(struct accounting *a, const struct hbgd_limits *l, uid_t uid, char *why,
+                        size_t why_len);
 void acct_remove_connection(struct accounting *a, uid_t uid);
 
 /* Charge a session costing `memory` bytes. 0, or -EUSERS (session count)

@@ -3,7 +3,9 @@
  * Client connections: the control protocol (docs/PROTOCOL.md) on one
  * SOCK_SEQPACKET socket each, with the limits that keep one client from
  * hurting others (docs/SECURITY.md):
- *   - a connection is charged to its uid (max_connections[_per_uid]);
+ *   - a connection is charged to its uid (max_connections[_per_uid]); a
+ *     peer refused at accept ([access], those limits, hbgd stopping) is
+ *     told why and let go by refusal.c;
  *   - until it has a session it must complete a request at least every
  *     handshake_timeout_ms, or it is closed;
  *   - at most requests_per_turn records are read per turn, then the other
@@ -303,25 +305,17 @@ drained:
 
 /* ------------------------------------------------------------ life cycle */
 
-static bool peer_allowed(const struct hbgd_config *cfg, const struct ucred *cr) {
-        if (cfg->n_allowed_uids == 0 && cfg->n_allowed_gids == 0)
-                return true;
-        if (cr->uid == 0)
-                return true;
-        for (unsigned i = 0; i < cfg->n_allowed_uids; i++)
-                if (cfg->allowed_uids[i] == cr->uid)
-                        return true;
-        for (unsigned i = 0; i < cfg->n_allowed_gids; i++)
-                if (cfg->allowed_gids[i] == cr->gid)
-                        return true;
-        return false;
-}
-
-/* Refuse right after accept: an Error record, then close. */
-static void refuse_socket(int fd, int code, const char *msg) {
-        wire_send_error(fd, code, msg);
-        shutdown(fd, SHUT_WR);
-        close(fd);
+/* May this peer have a connection? 0 (charged to its uid), or the code
+ * and why[] of its refusal. */
+static int admit(struct hbgd *d, int fd, const struct ucred *cr, char *why, size_t size) {
+        int err = access_check(&d->cfg, fd, cr, why, size);
+        if (err < 0)
+                return err;
+        if (d->stopping) {
+                snprintf(why, size, "hbgd is stopping: it takes no new connections");
+                return -ESHUTDOWN;
+        }
+        return acct_add_connection(&d->acct, &d->cfg.limits, cr->uid, why, size);
 }
 
 void conn_accept(struct hbgd *d, int fd) {
@@ -332,22 +326,12 @@ void conn_accept(struct hbgd *d, int fd) {
                 close(fd);
                 return;
         }
-        if (!peer_allowed(&d->cfg, &cr)) {
-                refuse_socket(fd, -EACCES, "this user is not allowed to use hbgd");
-                hbgd_log(LOG_NOTICE, "refused pid %d uid %u: not in allowed users/groups", (int)cr.pid,
-                         (unsigned)cr.uid);
-                return;
-        }
-        if (d->stopping) {
-                refuse_socket(fd, -ESHUTDOWN, "hbgd is shutting down");
-                return;
-        }
-        const char *why;
-        int err = acct_add_connection(&d->acct, &d->cfg.limits, cr.uid, &why);
+        char why[256];
+        int err = admit(d, fd, &cr, why, sizeof(why));
         if (err < 0) {
-                refuse_socket(fd, err, why);
                 hbgd_log_session(LOG_NOTICE, 0, (int)cr.pid, cr.uid, "refused pid %d uid %u: %s",
                                  (int)cr.pid, (unsigned)cr.uid, why);
+                refusal_start(d, fd, err, why);
                 return;
         }
         struct conn *c = calloc(1, sizeof(*c));

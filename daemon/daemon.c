@@ -67,9 +67,11 @@ static void begin_shutdown(struct hbgd *d, const char *why) {
         hbgd_notify("STOPPING=1");
         hbgd_log(LOG_NOTICE, "%s: not accepting sessions; %u graphs' sessions get %u ms to finish",
                  why, d->n_sessions, d->cfg.shutdown_grace_ms);
-        /* Stop accepting; the socket stays bound until exit, so new
-         * clients are refused rather than left in a backlog. */
-        if (d->listen_src) {
+        /* A socket systemd passed stays with systemd: connections made
+         * now wait in its backlog for the next hbgd. On our own socket
+         * they would be reset when we exit: accept them, and refuse them
+         * with -ESHUTDOWN (conn_accept). */
+        if (d->listen_src && !d->listen_owned) {
                 io_source_del(d->loop, d->listen_src);
                 d->listen_src = NULL;
         }
@@ -213,6 +215,7 @@ static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
                 }
         }
         conn_expire(d, now);
+        refusal_expire(d, now);
         /* Rings of closed sessions whose last kernel has returned. */
         unsigned held = hbg_engine_collect(d->engine);
         /* Accepting may have stopped for want of descriptors. */
@@ -228,7 +231,7 @@ static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
                         finish_shutdown(d);
                 }
         }
-        hbgd_tick_set(d, d->conns || held || d->stopping);
+        hbgd_tick_set(d, d->conns || d->refusals || held || d->stopping);
 }
 
 static void on_signal(struct io_source *src, uint32_t events, void *userdata) {
@@ -331,6 +334,7 @@ struct hbgd *hbgd_free(struct hbgd *d) {
         while (d->conns)
                 conn_close(d->conns, NULL);
         conn_free_dead(d);
+        refusal_close_all(d);
         listener_close(d);
         if (d->signal_src)
                 io_source_del(d->loop, d->signal_src);

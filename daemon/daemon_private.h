@@ -2,7 +2,8 @@
 /*
  * The io side's shared state: struct hbgd and the connections. Used by the
  * io side's modules only (daemon.c wires them; listener.c accepts; conn.c
- * speaks the protocol; status.c answers status requests).
+ * speaks the protocol; access.c says who may connect; refusal.c tells the
+ * others why not; status.c answers status requests).
  */
 #pragma once
 
@@ -31,6 +32,16 @@ struct conn {
         char name[64];
 };
 
+/* A refused connection, kept until the client has read why (refusal.c). */
+struct refusal {
+        struct hbgd *d;
+        struct refusal *next;          /* d->refusals */
+        int sock;
+        struct io_source *src;
+        int64_t deadline_ms;           /* closed by then in any case */
+        unsigned records;              /* read and dropped so far */
+};
+
 struct hbgd {
         struct hbgd_config cfg;
         struct hbg_engine *engine;
@@ -48,6 +59,8 @@ struct hbgd {
         struct io_source *timer_src;
         struct conn *conns;
         struct conn *dead_conns;      /* closed, freed after the io round */
+        struct refusal *refusals;     /* refused, waiting for the client to close */
+        unsigned n_refusals;
         unsigned n_conns;
         unsigned n_sessions;          /* connections with a live session */
         uint64_t next_id;
@@ -67,7 +80,7 @@ struct hbgd {
 
 /* conn.c */
 /* Take an accepted socket: check the peer, charge the connection, watch
- * it. On refusal the peer gets an Error record and the socket is closed. */
+ * it. A refused peer gets an Error record with the reason (refusal.c). */
 void conn_accept(struct hbgd *d, int fd);
 /* tick.c: the housekeeping timer's period, often while busy (connections,
  * rings to free, a shutdown), rarely while idle. */
@@ -79,6 +92,23 @@ void conn_close(struct conn *c, const char *why);
 void conn_free_dead(struct hbgd *d);
 /* Close connections past their deadline (handshake / idle). */
 void conn_expire(struct hbgd *d, int64_t now_ms);
+
+/* access.c */
+/* May the peer on fd (credentials cr, from SO_PEERCRED) connect under
+ * [access]? 0, or -EACCES with a message for the peer in why[] (its uid and
+ * groups; no name lookups). Reads the peer's supplementary groups
+ * (SO_PEERGROUPS) when allowed_groups is set and uid and primary gid do
+ * not already decide. */
+int access_check(const struct hbgd_config *cfg, int fd, const struct ucred *cr, char *why, size_t size);
+
+/* refusal.c */
+/* Refuse an accepted socket: Error{code, why} at once, then keep it
+ * (bounded) until the client closes, so that it reads the Error before
+ * any reset. Takes fd. */
+void refusal_start(struct hbgd *d, int fd, int code, const char *why);
+/* Close refused connections past their deadline. */
+void refusal_expire(struct hbgd *d, int64_t now_ms);
+void refusal_close_all(struct hbgd *d);
 
 /* listener.c */
 /* The activated socket if systemd passed one, else bind cfg.socket_path. */

@@ -168,6 +168,20 @@ static void client_free(hbg_client *c) {
         free(c);
 }
 
+/* A send or receive of the handshake failed. If hbgd hung up, the Error
+ * it sent before is still queued behind the reset (proto/wire.h): its
+ * reason and code (a refused connection: -EACCES, -EUSERS, -ESHUTDOWN)
+ * instead of the hang-up's. */
+static int handshake_failed(int sock, int err, const char *what) {
+        Hbg__Envelope *env = NULL;
+        if ((err == -EPIPE || err == -ECONNRESET) && wire_recv_queued_error(sock, &env) == 0) {
+                err = hbgc_daemon_error(NULL, env->error, "connection");
+                wire_free(env);
+                return err;
+        }
+        return hbgc_fail(NULL, err, "%s: %s", what, hbg_strerror(err));
+}
+
 static int handshake(hbg_client *c, const hbg_connect_options *o) {
         Hbg__Envelope *env = NULL;
         int fds[HBG_WIRE_MAX_FDS] = { -1, -1, -1, -1 };
@@ -184,7 +198,7 @@ static int handshake(hbg_client *c, const hbg_connect_options *o) {
         out.msg_case = HBG__ENVELOPE__MSG_HELLO;
         out.hello = &hello;
         if ((err = send_env(c->sock, &out)) < 0)
-                return hbgc_fail(NULL, err, "cannot send hello to hbgd: %s", hbg_strerror(err));
+                return handshake_failed(c->sock, err, "cannot send hello to hbgd");
         /* The session request goes right behind the hello (hbgd reads them
          * in order): one round trip less. Zeros: the daemon's defaults. */
         Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
@@ -197,10 +211,10 @@ static int handshake(hbg_client *c, const hbg_connect_options *o) {
         req.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
         req.session_request = &sr;
         if ((err = send_env(c->sock, &req)) < 0)
-                return hbgc_fail(NULL, err, "cannot send the session request: %s", hbg_strerror(err));
+                return handshake_failed(c->sock, err, "cannot send the session request");
         err = hbgc_recv_env(c->sock, HBGC_HANDSHAKE_TIMEOUT_MS, &env, fds, 0, &nfds);
         if (err < 0)
-                return hbgc_fail(NULL, err, "no hello from hbgd: %s", hbg_strerror(err));
+                return handshake_failed(c->sock, err, "no hello from hbgd");
         if (env->msg_case == HBG__ENVELOPE__MSG_ERROR) {
                 err = hbgc_daemon_error(NULL, env->error, "connection");
                 wire_free(env);
@@ -215,7 +229,7 @@ static int handshake(hbg_client *c, const hbg_connect_options *o) {
 
         err = hbgc_recv_env(c->sock, HBGC_HANDSHAKE_TIMEOUT_MS, &env, fds, HBG_WIRE_MAX_FDS, &nfds);
         if (err < 0)
-                return hbgc_fail(NULL, err, "no session reply from hbgd: %s", hbg_strerror(err));
+                return handshake_failed(c->sock, err, "no session reply from hbgd");
         if (env->msg_case == HBG__ENVELOPE__MSG_ERROR) {
                 close_fds(fds, nfds);
                 err = hbgc_daemon_error(NULL, env->error, "session");

@@ -141,3 +141,22 @@ int wire_send_error(int sock, int code, const char *message) {
         env.error = &e;
         return wire_send(sock, &env, NULL, 0, HBG_WIRE_MAX_MSG_DEFAULT);
 }
+
+int wire_recv_queued_error(int sock, Hbg__Envelope **ret_env) {
+        /* Bounded: a reset is reported once; an end of stream every time. */
+        for (unsigned i = 0; i < 4; i++) {
+                Hbg__Envelope *env = NULL;
+                int fds[HBG_WIRE_MAX_FDS];
+                unsigned nfds = 0;
+                int err = wire_recv(sock, HBG_WIRE_MAX_MSG_DEFAULT, &env, fds, 0, &nfds);
+                if (err == 0 && env->msg_case == HBG__ENVELOPE__MSG_ERROR) {
+                        *ret_env = env;
+                        return 0;
+                }
+                if (err == 0)
+                        wire_free(env);
+                else if (err != -ECONNRESET && err != -EPROTO && err != -EMSGSIZE)
+                        break; /* -EAGAIN: the peer is there and sent nothing more */
+        }
+        return -ENOMSG;
+}

@@ -56,3 +56,14 @@ void wire_free(Hbg__Envelope *env);
 
 /* Build and send an Error envelope. */
 int wire_send_error(int sock, int code, const char *message);
+
+/*
+ * After a send failed with -EPIPE or a receive with -ECONNRESET: the Error
+ * record the peer queued before it closed, if there is one (hbgd's reason
+ * for refusing the connection). On Linux, a unix socket closed with
+ * records of ours unread resets us: our next send or receive fails with
+ * ECONNRESET once, and what the peer sent before its close is still
+ * there to read. Reads at most a few records, never waits. 0 and
+ * *ret_env (an Error; free with wire_free()), or -ENOMSG.
+ */
+int wire_recv_queued_error(int sock, Hbg__Envelope **ret_env);

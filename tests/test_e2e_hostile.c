@@ -462,7 +462,7 @@ START_TEST(connection_caps) {
         /* ...and the 17th is refused, root or not. */
         int fd = cx_connect(d->socket_path, false);
         D_ASSERT(d, fd >= 0, "connect #17: %s", strerror(-fd));
-        int r = cx_expect_refusal(fd, -EUSERS, "max_connections)", IO_MS, why, sizeof(why));
+        int r = cx_expect_refusal(fd, -EUSERS, "(max_connections = 16)", IO_MS, why, sizeof(why));
         D_ASSERT(d, r == 0, "connection 17 with max_connections = 16: %s", why);
         close(fd);
         fprintf(stderr, "connection_caps (%s): connection 17 of 16: %s\n", mode_name(mode), why);

@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Refused connections (docs/PROTOCOL.md, "Refused connections"). A peer
+ * hbgd will not serve (not allowed, over a connection limit, hbgd
+ * stopping) gets an Error record with the reason at once and the end of
+ * hbgd's side (shutdown SHUT_WR); then hbgd keeps the connection for a
+ * moment, reading and dropping what the client sent, until the client
+ * closes it. Why not close at once: the client has usually sent its hello
+ * (libhbgclient its session request too) before hbgd accepted it, and on
+ * Linux a unix socket closed with records unread makes the peer's next
+ * send or receive fail with ECONNRESET, and a send after the close with
+ * EPIPE, before it has read the Error (the record stays queued behind the
+ * error). Waiting for the client's close, every client reads the reason
+ * first, whichever order things happen in.
+ *
+ * Bounded, so that refusals cost hbgd little whoever asks for them
+ * (docs/SECURITY.md):
+ *   - REFUSALS_HELD connections are kept at once, all users together;
+ *     past that a refused connection is drained of what is already queued
+ *     and closed at once (libhbgclient and hbgctl still find the Error
+ *     behind the reset);
+ *   - each is kept REFUSAL_LINGER_MS at most, or handshake_timeout_ms if
+ *     that is shorter;
+ *   - REFUSAL_MAX_RECORDS records are read from one, any fds they carry
+ *     closed unread; a client that sends more is closed.
+ * A held refusal counts against none of [limits]: it is no connection of
+ * its user's (max_connections_per_uid refusals would otherwise refuse
+ * themselves).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "daemon/daemon_private.h"
+#include "proto/wire.h"
+#include "shm/util.h"
+
+#define REFUSALS_HELD 16
+#define REFUSAL_LINGER_MS 2000
+#define REFUSAL_MAX_RECORDS 16
+
+/* Read one record and drop it, closing the fds it carried. 1: dropped,
+ * 0: the client closed, -EAGAIN: nothing queued, else -errno. */
+static int discard_one(int sock) {
+        char buf[256];
+        union {
+                char buf[CMSG_SPACE(sizeof(int) * 8)];
+                struct cmsghdr align;
+        } control;
+        struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+        struct msghdr msg = {
+                .msg_iov = &iov,
+                .msg_iovlen = 1,
+                .msg_control = control.buf,
+                .msg_controllen = sizeof(control.buf),
+        };
+        ssize_t n;
+        /* A longer record is dropped whole (SOCK_SEQPACKET); fds beyond
+         * the control buffer are closed by the kernel (MSG_CTRUNC). */
+        do
+                n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
+        bool fds = false;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < k; i++) {
+                        int fd;
+                        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                        close(fd);
+                        fds = true;
+                }
+        }
+        /* An empty record reads like the end: it ends the wait too. */
+        return n == 0 && !fds && !(msg.msg_flags & MSG_TRUNC) ? 0 : 1;
+}
+
+/* Drop what the client has sent, up to its allowance. true: the client
+ * closed, or sent too much, or the socket failed: close it now. */
+static bool drain(struct refusal *r) {
+        while (r->records < REFUSAL_MAX_RECORDS) {
+                int got = discard_one(r->sock);
+                if (got == -EAGAIN)
+                        return false;
+                if (got <= 0)
+                        return true;
+                r->records++;
+        }
+        return true;
+}
+
+static void refusal_close(struct refusal *r) {
+        struct hbgd *d = r->d;
+        for (struct refusal **p = &d->refusals; *p; p = &(*p)->next)
+                if (*p == r) {
+                        *p = r->next;
+                        break;
+                }
+        d->n_refusals--;
+        /* The loop skips a deleted source for the rest of the round and
+         * never calls it again: r can go at once. */
+        io_source_del(d->loop, r->src);
+        close(r->sock);
+        free(r);
+}
+
+static void on_readable(struct io_source *src, uint32_t events, void *userdata) {
+        struct refusal *r = userdata;
+        (void)src;
+        if (drain(r) || (events & (POLLHUP | POLLERR)))
+                refusal_close(r);
+}
+
+/* Not held: what is queued is read, so the close resets nothing that is
+ * already there; records still in flight may be. */
+static void close_now(int fd) {
+        struct refusal r = { .sock = fd };
+        drain(&r);
+        close(fd);
+}
+
+void refusal_start(struct hbgd *d, int fd, int code, const char *why) {
+        /* The socket's buffer is empty: a small record always fits. */
+        wire_send_error(fd, code, why);
+        shutdown(fd, SHUT_WR);
+        struct refusal *r = NULL;
+        if (d->n_refusals >= REFUSALS_HELD || !(r = calloc(1, sizeof(*r)))) {
+                close_now(fd);
+                return;
+        }
+        unsigned linger = d->cfg.handshake_timeout_ms < REFUSAL_LINGER_MS ? d->cfg.handshake_timeout_ms
+                                                                          : REFUSAL_LINGER_MS;
+        r->d = d;
+        r->sock = fd;
+        r->deadline_ms = hbg_now_ms() + linger;
+        if (io_loop_add(d->loop, fd, on_readable, r, &r->src) < 0) {
+                free(r);
+                close_now(fd);
+                return;
+        }
+        r->next = d->refusals;
+        d->refusals = r;
+        d->n_refusals++;
+        hbgd_tick_set(d, true);
+}
+
+void refusal_expire(struct hbgd *d, int64_t now_ms) {
+        for (struct refusal *r = d->refusals, *next; r; r = next) {
+                next = r->next;
+                if (now_ms >= r->deadline_ms) {
+                        drain(r);
+                        refusal_close(r);
+                }
+        }
+}
+
+void refusal_close_all(struct hbgd *d) {
+        while (d->refusals)
+                refusal_close(d->refusals);
+}
