@@ -329,9 +329,7 @@ void conn_accept(struct hbgd *d, int fd) {
         char why[256];
         int err = admit(d, fd, &cr, why, sizeof(why));
         if (err < 0) {
-                hbgd_log_session(LOG_NOTICE, 0, (int)cr.pid, cr.uid, "refused pid %d uid %u: %s",
-                                 (int)cr.pid, (unsigned)cr.uid, why);
-                refusal_start(d, fd, err, why);
+                refusal_start(d, fd, &cr, err, why);
                 return;
         }
         struct conn *c = calloc(1, sizeof(*c));

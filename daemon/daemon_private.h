@@ -61,6 +61,8 @@ struct hbgd {
         struct conn *dead_conns;      /* closed, freed after the io round */
         struct refusal *refusals;     /* refused, waiting for the client to close */
         unsigned n_refusals;
+        int64_t refusal_log_start_ms; /* refusal.c's log rate limit */
+        unsigned refusal_log_count, refusals_unlogged;
         unsigned n_conns;
         unsigned n_sessions;          /* connections with a live session */
         uint64_t next_id;
@@ -102,10 +104,10 @@ void conn_expire(struct hbgd *d, int64_t now_ms);
 int access_check(const struct hbgd_config *cfg, int fd, const struct ucred *cr, char *why, size_t size);
 
 /* refusal.c */
-/* Refuse an accepted socket: Error{code, why} at once, then keep it
- * (bounded) until the client closes, so that it reads the Error before
- * any reset. Takes fd. */
-void refusal_start(struct hbgd *d, int fd, int code, const char *why);
+/* Refuse an accepted socket of peer cr: Error{code, why} at once, then
+ * keep it (bounded) until the client closes, so that it reads the Error
+ * before any reset; logged (rate limited). Takes fd. */
+void refusal_start(struct hbgd *d, int fd, const struct ucred *cr, int code, const char *why);
 /* Close refused connections past their deadline. */
 void refusal_expire(struct hbgd *d, int64_t now_ms);
 void refusal_close_all(struct hbgd *d);

@@ -25,22 +25,48 @@
  *     closed unread; a client that sends more is closed.
  * A held refusal counts against none of [limits]: it is no connection of
  * its user's (max_connections_per_uid refusals would otherwise refuse
- * themselves).
+ * themselves). Refusals are logged REFUSAL_LOG_BURST per
+ * REFUSAL_LOG_INTERVAL_MS at most, the rest counted in the next line: a
+ * refused user cannot flood the journal.
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "daemon/daemon_private.h"
+#include "daemon/log.h"
 #include "proto/wire.h"
 #include "shm/util.h"
 
 #define REFUSALS_HELD 16
 #define REFUSAL_LINGER_MS 2000
 #define REFUSAL_MAX_RECORDS 16
+#define REFUSAL_LOG_BURST 10
+#define REFUSAL_LOG_INTERVAL_MS 10000
+
+static void log_refusal(struct hbgd *d, const struct ucred *cr, const char *why) {
+        int64_t now = hbg_now_ms();
+        if (now - d->refusal_log_start_ms >= REFUSAL_LOG_INTERVAL_MS) {
+                d->refusal_log_start_ms = now;
+                d->refusal_log_count = 0;
+        }
+        if (d->refusal_log_count >= REFUSAL_LOG_BURST) {
+                d->refusals_unlogged++;
+                return;
+        }
+        d->refusal_log_count++;
+        char more[64] = "";
+        if (d->refusals_unlogged)
+                snprintf(more, sizeof(more), " (%u earlier refusals not logged)", d->refusals_unlogged);
+        d->refusals_unlogged = 0;
+        hbgd_log_session(LOG_NOTICE, 0, (int)cr->pid, cr->uid, "refused pid %d uid %u: %s%s", (int)cr->pid,
+                         (unsigned)cr->uid, why, more);
+}
 
 /* Read one record and drop it, closing the fds it carried. 1: dropped,
  * 0: the client closed, -EAGAIN: nothing queued, else -errno. */
@@ -125,7 +151,8 @@ static void close_now(int fd) {
         close(fd);
 }
 
-void refusal_start(struct hbgd *d, int fd, int code, const char *why) {
+void refusal_start(struct hbgd *d, int fd, const struct ucred *cr, int code, const char *why) {
+        log_refusal(d, cr, why);
         /* The socket's buffer is empty: a small record always fits. */
         wire_send_error(fd, code, why);
         shutdown(fd, SHUT_WR);

@@ -21,7 +21,7 @@
  *                         already sent is never a reset or broken pipe,
  *                         with hbgd holding the refused connection and
  *                         with its refusal slots full (both io backends);
- *                         it holds at most 16
+ *                         it holds at most 16 and logs 10 per 10 s
  *   stopping              a connection while hbgd stops: -ESHUTDOWN, exit 3
  *
  * Needs root (the whole point is other uids): as another user it runs
@@ -309,6 +309,18 @@ static int connect_as(struct hbgd_proc *d, const struct ids *ids, unsigned hold,
         snprintf(msg, size, "%s", *end == ' ' ? end + 1 : end);
         kid_end(d, &k, IO_MS, "the client");
         return (int)code;
+}
+
+/* Lines of hbgd's log containing needle. */
+static unsigned log_lines(const struct hbgd_proc *d, const char *needle) {
+        FILE *f = fopen(d->log_path, "r");
+        char line[1024];
+        unsigned n = 0;
+        while (f && fgets(line, sizeof(line), f))
+                n += strstr(line, needle) != NULL;
+        if (f)
+                fclose(f);
+        return n;
 }
 
 static struct hbgd_proc *start_open(int mode, const char *conf) {
@@ -617,6 +629,7 @@ START_TEST(refusal_race) {
         int mode = _i;
         if (skip_mode(mode, "refusal_race"))
                 return;
+        long long t0 = daemon_now_ms();
         struct hbgd_proc *d = start_open(mode, "[access]\nallowed_groups = 4343\n");
         const char *S = d->socket_path;
         int base = fd_baseline(d);
@@ -661,6 +674,11 @@ START_TEST(refusal_race) {
         struct result r;
         ctl_as(&r, NULL, S, "status");
         ASSERT_CTL(d, r, 0, "root after the refusals");
+        /* About 200 refusals, logged 10 per 10 s at most. */
+        unsigned logged = log_lines(d, "refused pid"), windows = 1 + (unsigned)((daemon_now_ms() - t0) / 10000);
+        D_ASSERT(d, logged >= 1 && logged <= 10 * windows, "hbgd logged %u refusals in %u 10 s windows", logged,
+                 windows);
+        fprintf(stderr, "refusal_race (%s): %u refusal lines in hbgd's log\n", mode_name(mode), logged);
         stop_hbgd(d);
 }
 END_TEST
