@@ -626,7 +626,7 @@ PC_SED := -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
           -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|'
 # Man pages (docs/man/), by section.
 MAN1 := docs/man/hbgctl.1
-MAN3 := docs/man/libhbgclient.3
+MAN3 := $(wildcard docs/man/*.3)
 MAN5 := docs/man/hbgd.conf.5
 MAN8 := docs/man/hbgd.8
 
