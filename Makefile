@@ -443,7 +443,7 @@ fuzz fuzz-merge: deps
 # Debian packages needed to build and test. As root they are installed; as
 # anyone else the exact apt-get line is printed and make stops.
 BUILD_DEPS := gcc make libc6-dev pkgconf check liburing-dev libprotobuf-c-dev protobuf-c-compiler systemd \
-              libsystemd-dev libinih-dev libjson-c-dev spin
+              libsystemd-dev libinih-dev libjson-c-dev spin man-db groff-base
 # valgrind: instruction counts; gnuplot-nox: the plots; g++, libtbb-dev,
 # libstarpu-dev: the peer runtimes (bench-peers).
 BENCH_DEPS := valgrind gnuplot-nox g++ pkgconf libtbb-dev libstarpu-dev
@@ -481,8 +481,11 @@ bench-deps:
 # valgrind): its CSVs and --compare.
 # tests/test-model.sh: the completion protocol's Promela model checked with
 # spin (docs/RUNTIME_LOGIC.md §15); it builds nothing of ours.
+# tests/check-man.sh: every exported call has its man page with ERRORS and
+# THREAD SAFETY, links resolve, man-db and groff have no warnings (man-db,
+# groff-base); it builds nothing of ours.
 ifeq ($(SANITIZE)$(RELEASE),)
-  TEST_PLAIN_ONLY := tests/test-install.sh tests/test-bench.sh tests/test-model.sh
+  TEST_PLAIN_ONLY := tests/test-install.sh tests/test-bench.sh tests/test-model.sh tests/check-man.sh
   TEST_PROGRAMS := $(BENCH_BIN) $(HBGD_BIN) $(HBGCTL_BIN)
 else
   TEST_PLAIN_ONLY :=
