@@ -618,9 +618,12 @@ $(B)/bin/hbg-bench-floor: $(B)/obj/bench/peers/floor.o $(PEER_COMMON)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) -lm
 
 # ---------------------------------------------------------------- install
-INSTALL_DOCS := README.md LICENSE docs/RUNTIME_LOGIC.md docs/PROTOCOL.md docs/OPERATIONS.md docs/GRAPH_FILES.md \
-                docs/PERFORMANCE.md \
-                systemd/hbgd.conf.example
+# Every page of docs/ (a wildcard: the installed set is always the tree's;
+# a hand-kept list had left docs/SECURITY.md out) and the examples, with
+# the Makefile that builds them against the installed hbgclient.pc.
+INSTALL_DOCS := README.md LICENSE $(wildcard docs/*.md) systemd/hbgd.conf.example
+INSTALL_EXAMPLES := $(wildcard examples/*.c examples/*.json) examples/Makefile examples/README.md
+EXAMPLEDIR := $(DOCDIR)/examples
 # hbgd.service names the installed paths: generated at install time.
 SERVICE_SED := -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g'
 # hbgclient.pc too: the one in $(B)/lib/pkgconfig keeps the PREFIX of the
@@ -633,6 +636,38 @@ MAN3 := $(wildcard docs/man/*.3)
 MAN5 := docs/man/hbgd.conf.5
 MAN8 := docs/man/hbgd.8
 
+# The dynamic loader finds a library in a directory of its search path
+# (/etc/ld.so.conf: on Debian /usr/local/lib too) only once ldconfig has
+# refreshed its cache. A real install (DESTDIR empty) runs $(LDCONFIG) as
+# root and says what to do as anyone else; then, if the loader still does
+# not know $(LIBDIR), how to add it (docs/OPERATIONS.md). A staged install
+# (DESTDIR set) leaves it to the package's trigger. LDCONFIG takes options
+# (tests/test-install.sh: a private cache and configuration).
+LDCONFIG ?= ldconfig
+HBG_SONAME_PATH = $(LIBDIR)/libhbgclient.so.$(SOVERSION)
+ifeq ($(DESTDIR),)
+define refresh_ldcache
+	@if [ "$$(id -u)" != 0 ]; then \
+	  echo "ldconfig: not root; run 'sudo $(LDCONFIG)' to refresh the dynamic loader's cache"; \
+	elif ! command -v $(firstword $(LDCONFIG)) >/dev/null 2>&1; then \
+	  echo "ldconfig: $(firstword $(LDCONFIG)) not found; the loader needs $(LIBDIR) in its search path"; \
+	else \
+	  echo "$(LDCONFIG)"; \
+	  $(LDCONFIG) || exit 1; \
+	  if [ -e "$(HBG_SONAME_PATH)" ]; then \
+	    found=; \
+	    for f in $$($(LDCONFIG) -p | sed -n 's|^[[:space:]]*libhbgclient\.so\.$(SOVERSION) .* => ||p'); do \
+	      [ "$$f" -ef "$(HBG_SONAME_PATH)" ] && found=1; \
+	    done; \
+	    [ -n "$$found" ] || { \
+	      echo "ldconfig: $(LIBDIR) is not in the dynamic loader's search path: programs will not find"; \
+	      echo "  libhbgclient.so.$(SOVERSION). Add it (echo $(LIBDIR) > /etc/ld.so.conf.d/hbg.conf; ldconfig),"; \
+	      echo "  or link programs with -Wl,-rpath,$(LIBDIR), or set LD_LIBRARY_PATH."; }; \
+	  fi; \
+	fi
+endef
+endif
+
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(DOCDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
 		$(DESTDIR)$(INCLUDEDIR)/hbg
@@ -644,6 +679,8 @@ install: all
 	chmod 0644 $(DESTDIR)$(LIBDIR)/pkgconfig/hbgclient.pc
 	install -m 0644 libclient/include/hbg/hbg.h $(DESTDIR)$(INCLUDEDIR)/hbg/
 	install -m 0644 $(INSTALL_DOCS) $(DESTDIR)$(DOCDIR)/
+	install -d $(DESTDIR)$(EXAMPLEDIR)
+	install -m 0644 $(INSTALL_EXAMPLES) $(DESTDIR)$(EXAMPLEDIR)/
 	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(SYSCONFDIR)/hbg
 	sed $(SERVICE_SED) systemd/hbgd.service.in > $(DESTDIR)$(UNITDIR)/hbgd.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/hbgd.service
@@ -657,6 +694,7 @@ install: all
 	install -m 0644 $(MAN3) $(DESTDIR)$(MANDIR)/man3/
 	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
+	$(refresh_ldcache)
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/hbgd $(DESTDIR)$(BINDIR)/hbgctl
@@ -664,6 +702,8 @@ uninstall:
 		$(DESTDIR)$(LIBDIR)/libhbgclient.so $(DESTDIR)$(LIBDIR)/pkgconfig/hbgclient.pc
 	rm -f $(DESTDIR)$(INCLUDEDIR)/hbg/hbg.h
 	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(INSTALL_DOCS)))
+	rm -f $(addprefix $(DESTDIR)$(EXAMPLEDIR)/,$(notdir $(INSTALL_EXAMPLES)))
+	-rmdir $(DESTDIR)$(EXAMPLEDIR) 2>/dev/null
 	rm -f $(DESTDIR)$(UNITDIR)/hbgd.service $(DESTDIR)$(UNITDIR)/hbgd.socket \
 		$(DESTDIR)$(SYSUSERSDIR)/hbg.conf
 	! cmp -s systemd/hbgd.conf.example $(DESTDIR)$(SYSCONFDIR)/hbg/hbgd.conf || \
@@ -674,6 +714,7 @@ uninstall:
 		$(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(MAN3))) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5))) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8)))
+	$(refresh_ldcache)
 
 clean:
 	rm -rf build

@@ -1,11 +1,24 @@
 #!/bin/sh
 # make install into a temporary DESTDIR (PREFIX=/usr): every expected file
-# is there; examples/gemm_softmax.c builds with the installed hbgclient.pc
-# and header, links the installed library and runs against the installed
-# hbgd; the installed hbgctl finds its library; make uninstall leaves only
-# empty directories, keeps a modified hbgd.conf and install never
-# overwrites it. Exit 0 passed, 1 failed, 77 skipped (cc, pkg-config or
-# make missing, or B is not the plain build that make install installs).
+# is there; every doc (README.md, LICENSE, docs/*.md, the example config)
+# and every example (examples/*.c, *.json, Makefile, README.md) installed
+# byte for byte as in the tree, and nothing else; the units' [Install]
+# sections, enabled and disabled for real by `systemctl --root`; the
+# installed examples/Makefile builds the example with the installed
+# hbgclient.pc, header and library, and it runs against the installed
+# hbgd; the installed
+# hbgctl finds its library; make uninstall leaves only empty directories,
+# keeps a modified hbgd.conf and install never overwrites it; a staged
+# install runs no ldconfig.
+# Then, as root, a real install (DESTDIR empty) into a temporary PREFIX
+# with LDCONFIG pointing at a private cache and configuration (the
+# system's cache is never touched): ldconfig runs and the cache names the
+# installed library; systemd-analyze verify passes on the installed units;
+# uninstall runs ldconfig again and the cache forgets the library; with
+# the PREFIX not in the configuration, install says how to add it; as
+# another user (setpriv), install says to run ldconfig as root.
+# Exit 0 passed, 1 failed, 77 skipped (cc, pkg-config or make missing, or
+# B is not the plain build that make install installs).
 # Environment: B (build directory, default build). Runs under
 # tests/run-tests.sh from `make test` (not for sanitizer builds).
 set -u
@@ -22,7 +35,7 @@ done
 
 # A make above us must not leak its settings into ours.
 unset MAKEFLAGS MFLAGS MAKELEVEL DESTDIR PREFIX BINDIR LIBDIR INCLUDEDIR DOCDIR \
-      MANDIR SYSCONFDIR UNITDIR SYSUSERSDIR SANITIZE
+      MANDIR SYSCONFDIR UNITDIR SYSUSERSDIR SANITIZE LDCONFIG
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/hbg-install.XXXXXX") || exit 1
 dest=$tmp/dest
@@ -44,8 +57,16 @@ bad()  { echo "  FAIL $*"; fails=$((fails + 1)); }
 die()  { echo "test-install: FAIL: $*"; exit 1; }
 show() { [ -s "$1" ] && sed 's/^/    | /' "$1"; }
 
+# ldconfig, whenever the Makefile runs it: the real one, with a private
+# cache (-C) and configuration (-f) and no links (-X), so that
+# /etc/ld.so.cache and the loader's configuration stay as they are
+# (ldconfig rewrites only its auxiliary speed-up cache, as any run does).
+conf=$tmp/ld.so.conf
+cache=$tmp/ld.so.cache
+ldc="ldconfig -X -C $cache -f $conf"
+
 mk() {  # mk TARGET: make TARGET into $dest, output in $tmp/make.log
-        if ! make --no-print-directory -C "$root" "$1" DESTDIR="$dest" PREFIX=/usr SANITIZE= \
+        if ! make --no-print-directory -C "$root" "$1" DESTDIR="$dest" PREFIX=/usr SANITIZE= LDCONFIG="$ldc" \
                 >"$tmp/make.log" 2>&1; then
                 show "$tmp/make.log"
                 die "make $1 DESTDIR=$dest PREFIX=/usr failed"
@@ -54,6 +75,13 @@ mk() {  # mk TARGET: make TARGET into $dest, output in $tmp/make.log
 
 echo "test-install: make install DESTDIR=$dest PREFIX=/usr"
 mk install
+# A staged install leaves the loader's cache to the package: every branch
+# of the Makefile's ldconfig step prints a line naming ldconfig.
+if grep -qi ldconfig "$tmp/make.log"; then
+        bad "a staged install (DESTDIR set) ran the ldconfig step:"; show "$tmp/make.log"
+else
+        ok "a staged install (DESTDIR set) runs no ldconfig"
+fi
 
 usr=$dest/usr
 # The version comes from the public header, as the Makefile takes it.
@@ -89,13 +117,77 @@ grep -q '^ExecStart=/usr/bin/hbgd --config /etc/hbg/hbgd.conf' "$usr/lib/systemd
         bad "hbgd.service: ExecStart or an unreplaced @VAR@"
 cmp -s "$root/systemd/hbgd.conf.example" "$dest/etc/hbg/hbgd.conf" &&
         ok "etc/hbg/hbgd.conf is the example" || bad "etc/hbg/hbgd.conf differs from the example"
-[ "$fails" -eq 0 ] || die "$fails missing or wrong installed files"
+[ "$fails" -eq 0 ] || die "$fails checks of the installed files failed"
 
-# Build the example the way a user would: the installed .pc (its /usr paths
+doc=$usr/share/doc/hbg
+# Every doc and example of the tree, installed as it is in the tree (this
+# list is the tree's, not the Makefile's), and nothing else.
+same() {  # same TREE-FILE INSTALLED-FILE
+        if [ ! -f "$2" ]; then bad "${2#$dest/} missing (from ${1#$root/})"
+        elif cmp -s "$1" "$2"; then ok "${2#$dest/} = ${1#$root/}"
+        else bad "${2#$dest/} differs from ${1#$root/}"; fi
+}
+for f in "$root/README.md" "$root/LICENSE" "$root"/docs/*.md "$root/systemd/hbgd.conf.example"; do
+        same "$f" "$doc/${f##*/}"
+done
+for f in "$root"/examples/*.c "$root"/examples/*.json "$root/examples/Makefile" "$root/examples/README.md"; do
+        same "$f" "$doc/examples/${f##*/}"
+done
+for f in "$doc"/* "$doc"/examples/*; do
+        n=${f#$doc/}
+        case $n in
+        examples) continue ;;
+        examples/*) [ -f "$root/$n" ] ;;
+        *) [ -f "$root/docs/$n" ] || [ -f "$root/$n" ] || [ -f "$root/systemd/$n" ] ;;
+        esac || bad "${f#$dest/} is not a file of the tree"
+done
+[ -f "$doc/SECURITY.md" ] && [ -f "$doc/RUNTIME_LOGIC.md" ] || bad "SECURITY.md or RUNTIME_LOGIC.md not installed"
+
+# The units' [Install] sections: hbgd.service wanted by multi-user.target
+# (and enabling it enables the socket), hbgd.socket by sockets.target.
+install_keys() {  # install_keys UNIT: the keys of its [Install] section, one a line
+        sed -n '/^\[Install\]/,/^\[/{/^[A-Za-z]/p}' "$1"
+}
+units=$usr/lib/systemd/system
+install_keys "$units/hbgd.service" | grep -qx 'WantedBy=multi-user.target' &&
+install_keys "$units/hbgd.service" | grep -qx 'Also=hbgd.socket' &&
+        ok "hbgd.service: [Install] WantedBy=multi-user.target, Also=hbgd.socket" ||
+        bad "hbgd.service: [Install] lacks WantedBy=multi-user.target or Also=hbgd.socket"
+install_keys "$units/hbgd.socket" | grep -qx 'WantedBy=sockets.target' &&
+        ok "hbgd.socket: [Install] WantedBy=sockets.target" ||
+        bad "hbgd.socket: [Install] lacks WantedBy=sockets.target"
+# ... as systemctl reads them: enabled and disabled below DESTDIR.
+wants=$dest/etc/systemd/system
+if command -v systemctl >/dev/null 2>&1; then
+        if systemctl --root="$dest" enable hbgd.service >"$tmp/systemctl.log" 2>&1 &&
+                [ -L "$wants/multi-user.target.wants/hbgd.service" ] &&
+                [ -L "$wants/sockets.target.wants/hbgd.socket" ]; then
+                ok "systemctl --root enable hbgd.service: multi-user.target and sockets.target want them"
+        else
+                show "$tmp/systemctl.log"
+                bad "systemctl --root enable hbgd.service did not link both units"
+        fi
+        systemctl --root="$dest" disable hbgd.service >"$tmp/systemctl.log" 2>&1
+        if [ -z "$(find "$wants" ! -type d 2>/dev/null)" ]; then
+                ok "systemctl --root disable hbgd.service removes both links"
+                rm -rf "$dest/etc/systemd"
+        else
+                show "$tmp/systemctl.log"
+                bad "systemctl --root disable hbgd.service left links"
+        fi
+else
+        echo "  skip systemctl not found (package systemd): [Install] not enabled for real"
+fi
+[ "$fails" -eq 0 ] || die "$fails checks of the installed docs, examples or units failed"
+
+# Build the examples the way a user would: a copy of the installed
+# examples directory, its Makefile, the installed .pc (its /usr paths
 # prefixed with the DESTDIR by the sysroot), header and library.
-flags=$(PKG_CONFIG_SYSROOT_DIR=$dest PKG_CONFIG_LIBDIR=$usr/lib/pkgconfig \
-        PKG_CONFIG_PATH='' PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1 \
-        pkg-config --cflags --libs hbgclient) || die "pkg-config --cflags --libs hbgclient failed"
+with_pc() {  # with_pc COMMAND...: pkg-config finds only the installed hbgclient.pc
+        env PKG_CONFIG_SYSROOT_DIR="$dest" PKG_CONFIG_LIBDIR="$usr/lib/pkgconfig" PKG_CONFIG_PATH='' \
+            PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1 "$@"
+}
+flags=$(with_pc pkg-config --cflags --libs hbgclient) || die "pkg-config --cflags --libs hbgclient failed"
 echo "test-install: pkg-config --cflags --libs hbgclient: $flags"
 case " $flags " in
 *" -I$usr/include "*) ok "cflags name the installed include directory" ;;
@@ -105,15 +197,13 @@ case " $flags " in
 *" -L$usr/lib "*) ok "libs name the installed library directory" ;;
 *) bad "libs do not name $usr/lib" ;;
 esac
-# shellcheck disable=SC2086 # $flags is a list of words
-if cc -std=gnu11 -O2 -o "$tmp/example" "$root/examples/gemm_softmax.c" $flags -lm \
-        >"$tmp/cc.log" 2>&1; then
-        ok "examples/gemm_softmax.c builds against the installed files"
+cp -r "$doc/examples" "$tmp/ex"
+if with_pc make --no-print-directory -C "$tmp/ex" >"$tmp/cc.log" 2>&1 && [ -x "$tmp/ex/gemm_softmax" ]; then
+        ok "the installed examples/Makefile builds gemm_softmax against the installed files"
 else
         show "$tmp/cc.log"
-        die "examples/gemm_softmax.c does not build against the installed files"
+        die "the installed examples/Makefile does not build gemm_softmax"
 fi
-
 # The installed hbgd, on a private socket.
 sock=$tmp/s.sock
 "$usr/bin/hbgd" --socket "$sock" 2>"$tmp/hbgd.log" &
@@ -127,15 +217,16 @@ until [ -S "$sock" ] && grep -q 'ready:' "$tmp/hbgd.log"; do
 done
 ok "installed hbgd (pid $pid) ready on $sock"
 
+example=$tmp/ex/gemm_softmax
 if command -v ldd >/dev/null 2>&1; then
-        if LD_LIBRARY_PATH=$usr/lib ldd "$tmp/example" | grep -q "$usr/lib/libhbgclient.so.$major"; then
+        if LD_LIBRARY_PATH=$usr/lib ldd "$example" | grep -q "$usr/lib/libhbgclient.so.$major"; then
                 ok "the example loads $usr/lib/libhbgclient.so.$major"
         else
                 bad "the example does not load the installed library:"
-                LD_LIBRARY_PATH=$usr/lib ldd "$tmp/example" | sed 's/^/    | /'
+                LD_LIBRARY_PATH=$usr/lib ldd "$example" | sed 's/^/    | /'
         fi
 fi
-HBG_SOCKET=$sock LD_LIBRARY_PATH=$usr/lib "$tmp/example" >"$tmp/example.out" 2>&1
+HBG_SOCKET=$sock LD_LIBRARY_PATH=$usr/lib "$example" >"$tmp/example.out" 2>&1
 rc=$?
 if [ $rc -eq 0 ] && grep -qx ok "$tmp/example.out"; then
         ok "the example exits 0 and prints ok"
@@ -183,6 +274,107 @@ if [ "$left" = "etc/hbg/hbgd.conf" ] && cmp -s "$tmp/conf.modified" "$dest/etc/h
 else
         bad "after uninstall with a modified config, expected only etc/hbg/hbgd.conf, found:"
         echo "${left:-(nothing)}" | sed 's/^/    | /'
+fi
+
+# ---- A real install (DESTDIR empty): the dynamic loader's cache.
+# The Makefile runs $(LDCONFIG) after installing (and after uninstalling)
+# the library: here $ldc (above).
+echo "test-install: a real install (DESTDIR empty) into a temporary PREFIX: ldconfig"
+prefix=$tmp/prefix
+realmk() {  # realmk TARGET [VAR=VALUE...]: make TARGET into $prefix, DESTDIR empty; log in $tmp/real.log
+        t=$1
+        shift
+        make --no-print-directory -C "$root" "$t" DESTDIR= PREFIX="$prefix" SYSCONFDIR="$prefix/etc" \
+                LDCONFIG="$ldc" SANITIZE= "$@" >"$tmp/real.log" 2>&1
+}
+in_cache() {  # in_cache: the private cache names $prefix/lib's library
+        $ldc -p 2>/dev/null | grep -q "libhbgclient\.so\.$major .*=> $prefix/lib/libhbgclient\.so\.$major\$"
+}
+# The decision, as make would run it: the ldconfig step with DESTDIR
+# empty, none with DESTDIR set.
+make --no-print-directory -n -C "$root" install DESTDIR= PREFIX="$prefix" SYSCONFDIR="$prefix/etc" \
+        LDCONFIG="$ldc" SANITIZE= >"$tmp/dry.log" 2>&1 || { show "$tmp/dry.log"; die "make -n install failed"; }
+grep -qF "$ldc" "$tmp/dry.log" && ok "make -n install (DESTDIR empty) runs $ldc" ||
+        bad "make -n install (DESTDIR empty) has no ldconfig step"
+make --no-print-directory -n -C "$root" install DESTDIR="$dest" PREFIX=/usr LDCONFIG="$ldc" SANITIZE= \
+        >"$tmp/dry-staged.log" 2>&1 || { show "$tmp/dry-staged.log"; die "make -n install DESTDIR=$dest failed"; }
+grep -q ldconfig "$tmp/dry-staged.log" && bad "make -n install DESTDIR=$dest has an ldconfig step" ||
+        ok "make -n install DESTDIR=$dest has no ldconfig step"
+# Before installing anything for real: every path the install writes is
+# below $tmp (the commands' absolute words).
+outside=$(grep -E '^(install|ln|sed|chmod|\[ -e) ' "$tmp/dry.log" | tr ' ' '\n' | grep '^/' | grep -v "^$tmp/" | sort -u)
+[ -z "$outside" ] || die "a real install with PREFIX=$prefix would write outside $tmp: $outside"
+
+if [ "$(id -u)" != 0 ]; then
+        echo "  skip not root: the ldconfig step itself runs only as root"
+elif ! command -v ldconfig >/dev/null 2>&1; then
+        echo "  skip ldconfig not found (not glibc?)"
+else
+        echo "$prefix/lib" >"$conf"
+        realmk install || { show "$tmp/real.log"; die "make install PREFIX=$prefix (DESTDIR empty) failed"; }
+        grep -qxF "$ldc" "$tmp/real.log" && ok "install ran $ldc" ||
+                { show "$tmp/real.log"; bad "install did not run $ldc"; }
+        in_cache && ok "the loader's cache names $prefix/lib/libhbgclient.so.$major" ||
+                { $ldc -p | grep hbg | sed 's/^/    | /'; bad "the cache does not name the installed library"; }
+        grep -q "search path" "$tmp/real.log" &&
+                { show "$tmp/real.log"; bad "install says $prefix/lib is not in the loader's path, but it is"; }
+        # The units as installed here name real paths: systemd-analyze verify.
+        if command -v systemd-analyze >/dev/null 2>&1; then
+                if systemd-analyze verify "$prefix/lib/systemd/system/hbgd.socket" \
+                        "$prefix/lib/systemd/system/hbgd.service" >"$tmp/verify.log" 2>&1 &&
+                        [ ! -s "$tmp/verify.log" ]; then
+                        ok "systemd-analyze verify: the installed units, no warnings"
+                else
+                        show "$tmp/verify.log"
+                        bad "systemd-analyze verify of the installed units failed or warned"
+                fi
+        else
+                echo "  skip systemd-analyze not found (package systemd)"
+        fi
+        realmk uninstall || { show "$tmp/real.log"; die "make uninstall PREFIX=$prefix failed"; }
+        grep -qxF "$ldc" "$tmp/real.log" && ok "uninstall ran $ldc" || bad "uninstall did not run $ldc"
+        in_cache && bad "the cache still names the uninstalled library" ||
+                ok "the cache no longer names the library"
+        left=$(find "$prefix" ! -type d)
+        [ -z "$left" ] && ok "nothing but empty directories left in $prefix" ||
+                { bad "left after uninstall:"; echo "$left" | sed 's/^/    | /'; }
+
+        # A PREFIX the loader does not search: install says what to do.
+        : >"$conf"
+        realmk install || { show "$tmp/real.log"; die "make install PREFIX=$prefix (not in ld.so.conf) failed"; }
+        if grep -qF "$prefix/lib is not in the dynamic loader's search path" "$tmp/real.log" &&
+                grep -qF "/etc/ld.so.conf.d/hbg.conf" "$tmp/real.log" &&
+                grep -qF -- "-Wl,-rpath,$prefix/lib" "$tmp/real.log"; then
+                ok "install names ld.so.conf.d and rpath for a PREFIX outside the loader's path"
+        else
+                show "$tmp/real.log"
+                bad "install did not say how to reach a library outside the loader's path"
+        fi
+        realmk uninstall || { show "$tmp/real.log"; die "make uninstall PREFIX=$prefix failed"; }
+
+        # Not root: no ldconfig, but the line to run.
+        if command -v setpriv >/dev/null 2>&1; then
+                user=$tmp/user
+                mkdir "$user" && chown 65534:65534 "$user" && chmod 0755 "$tmp"
+                asuser() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+                if asuser test -r "$root/Makefile" -a -x "$root/build/lib"; then
+                        rm -f "$cache"
+                        asuser make --no-print-directory -C "$root" install DESTDIR= PREFIX="$user" \
+                                SYSCONFDIR="$user/etc" LDCONFIG="$ldc" SANITIZE= >"$tmp/user.log" 2>&1
+                        rc=$?
+                        if [ $rc -eq 0 ] && grep -qF "ldconfig: not root; run 'sudo $ldc'" "$tmp/user.log" &&
+                                [ ! -e "$cache" ]; then
+                                ok "install as uid 65534: no ldconfig run, says to run it as root"
+                        else
+                                show "$tmp/user.log"
+                                bad "install as uid 65534: exit $rc, expected 0 and the ldconfig line"
+                        fi
+                else
+                        echo "  skip uid 65534 cannot read $root: install as another user not tried"
+                fi
+        else
+                echo "  skip setpriv not found: install as another user not tried"
+        fi
 fi
 
 if [ "$fails" -ne 0 ]; then
