@@ -160,6 +160,12 @@ EXAMPLE_BIN := $(B)/bin/hbg-example-gemm-softmax
 
 HBGCTL_BIN := $(B)/bin/hbgctl
 
+# The MPI example (docs/SCALING.md): Open MPI's mpicc, which BUILD_DEPS
+# installs. Not part of `all` (a machine without MPI still builds hbg);
+# the plain `make test` builds it for tests/test-mpi.sh.
+MPICC ?= mpicc
+MPI_EXAMPLE_BIN := $(B)/bin/hbg-example-mpi-producer
+
 PROGRAMS := $(HBGD_BIN) $(HBGCTL_BIN) $(BENCH_BIN) $(EXAMPLE_BIN)
 
 all: $(SHM_LIB) $(CORE_LIB) $(PROGRAMS) $(CLIENT_SO) $(CLIENT_LINKS) $(CLIENT_PC)
@@ -250,6 +256,16 @@ $(EXAMPLE_BIN): $(B)/obj/examples/gemm_softmax.o $(CLIENT_SO) $(CLIENT_LINKS)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $< -L$(B)/lib -lhbgclient -Wl,-rpath,'$$ORIGIN/../lib' $(LDFLAGS) $(HBG_LDFLAGS) -lm
+
+$(B)/obj/examples/mpi_producer.o: examples/mpi_producer.c
+	$(say) MPICC $@
+	@mkdir -p $(@D)
+	$(Q)$(MPICC) $(CFLAGS) $(HBG_CFLAGS) -Ilibclient/include -c -o $@ $<
+
+$(MPI_EXAMPLE_BIN): $(B)/obj/examples/mpi_producer.o $(CLIENT_SO) $(CLIENT_LINKS)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(MPICC) -o $@ $< -L$(B)/lib -lhbgclient -Wl,-rpath,'$$ORIGIN/../lib' $(LDFLAGS) $(HBG_LDFLAGS)
 
 # ---------------------------------------------------------------- rules
 $(B)/obj/%.o: %.c | $(B)/gen/hbg.pb-c.h
@@ -443,7 +459,7 @@ fuzz fuzz-merge: deps
 # Debian packages needed to build and test. As root they are installed; as
 # anyone else the exact apt-get line is printed and make stops.
 BUILD_DEPS := gcc make libc6-dev pkgconf check liburing-dev libprotobuf-c-dev protobuf-c-compiler systemd \
-              libsystemd-dev libinih-dev libjson-c-dev spin man-db groff-base
+              libsystemd-dev libinih-dev libjson-c-dev spin man-db groff-base openmpi-bin libopenmpi-dev
 # valgrind: instruction counts; gnuplot-nox: the plots; g++, libtbb-dev,
 # libstarpu-dev: the peer runtimes (bench-peers).
 BENCH_DEPS := valgrind gnuplot-nox g++ pkgconf libtbb-dev libstarpu-dev
@@ -484,9 +500,12 @@ bench-deps:
 # tests/check-man.sh: every exported call has its man page with ERRORS and
 # THREAD SAFETY, links resolve, man-db and groff have no warnings (man-db,
 # groff-base); it builds nothing of ours.
+# tests/test-mpi.sh: examples/mpi_producer.c under mpirun, 3 ranks against
+# one private hbgd (docs/SCALING.md).
 ifeq ($(SANITIZE)$(RELEASE),)
-  TEST_PLAIN_ONLY := tests/test-install.sh tests/test-bench.sh tests/test-model.sh tests/check-man.sh
-  TEST_PROGRAMS := $(BENCH_BIN) $(HBGD_BIN) $(HBGCTL_BIN)
+  TEST_PLAIN_ONLY := tests/test-install.sh tests/test-bench.sh tests/test-model.sh tests/check-man.sh \
+                     tests/test-mpi.sh
+  TEST_PROGRAMS := $(BENCH_BIN) $(HBGD_BIN) $(HBGCTL_BIN) $(MPI_EXAMPLE_BIN)
 else
   TEST_PLAIN_ONLY :=
   TEST_PROGRAMS :=

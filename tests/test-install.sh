@@ -4,9 +4,9 @@
 # and every example (examples/*.c, *.json, Makefile, README.md) installed
 # byte for byte as in the tree, and nothing else; the units' [Install]
 # sections, enabled and disabled for real by `systemctl --root`; the
-# installed examples/Makefile builds the example with the installed
-# hbgclient.pc, header and library, and it runs against the installed
-# hbgd; the installed
+# installed examples/Makefile builds the examples with the installed
+# hbgclient.pc, header and library, and they run against the installed
+# hbgd (the MPI one under mpirun, when Open MPI is there); the installed
 # hbgctl finds its library; make uninstall leaves only empty directories,
 # keeps a modified hbgd.conf and install never overwrites it; a staged
 # install runs no ldconfig.
@@ -141,7 +141,8 @@ for f in "$doc"/* "$doc"/examples/*; do
         *) [ -f "$root/docs/$n" ] || [ -f "$root/$n" ] || [ -f "$root/systemd/$n" ] ;;
         esac || bad "${f#$dest/} is not a file of the tree"
 done
-[ -f "$doc/SECURITY.md" ] && [ -f "$doc/RUNTIME_LOGIC.md" ] || bad "SECURITY.md or RUNTIME_LOGIC.md not installed"
+[ -f "$doc/SECURITY.md" ] && [ -f "$doc/RUNTIME_LOGIC.md" ] && [ -f "$doc/examples/mpi_producer.c" ] ||
+        bad "SECURITY.md, RUNTIME_LOGIC.md or examples/mpi_producer.c not installed"
 
 # The units' [Install] sections: hbgd.service wanted by multi-user.target
 # (and enabling it enables the socket), hbgd.socket by sockets.target.
@@ -204,6 +205,19 @@ else
         show "$tmp/cc.log"
         die "the installed examples/Makefile does not build gemm_softmax"
 fi
+mpi=
+if command -v mpicc >/dev/null 2>&1; then
+        if with_pc make --no-print-directory -C "$tmp/ex" mpi >"$tmp/cc.log" 2>&1 && [ -x "$tmp/ex/mpi_producer" ]; then
+                ok "the installed examples/Makefile builds mpi_producer with mpicc"
+                mpi=$tmp/ex/mpi_producer
+        else
+                show "$tmp/cc.log"
+                bad "the installed examples/Makefile does not build mpi_producer"
+        fi
+else
+        echo "  skip mpicc not found (package libopenmpi-dev): mpi_producer not built"
+fi
+
 # The installed hbgd, on a private socket.
 sock=$tmp/s.sock
 "$usr/bin/hbgd" --socket "$sock" 2>"$tmp/hbgd.log" &
@@ -233,6 +247,23 @@ if [ $rc -eq 0 ] && grep -qx ok "$tmp/example.out"; then
 else
         show "$tmp/example.out"
         bad "the example: exit $rc, expected 0 and \"ok\""
+fi
+if [ -n "$mpi" ] && command -v mpirun >/dev/null 2>&1; then
+        # tests/test-mpi.sh says why these (a container without ssh).
+        asroot=
+        [ "$(id -u)" = 0 ] && asroot=--allow-run-as-root
+        HBG_SOCKET=$sock LD_LIBRARY_PATH=$usr/lib OMPI_MCA_plm_rsh_agent='' OMPI_MCA_btl=self,vader \
+                OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 \
+                OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_orte_tmpdir_base="$tmp" \
+                timeout --kill-after=5 60 mpirun $asroot --oversubscribe -np 2 "$mpi" --n 10000 \
+                >"$tmp/mpi.out" 2>&1
+        rc=$?
+        if [ $rc -eq 0 ] && grep -q '^mpi_producer: 2 ranks, 10000 elements, .* ok$' "$tmp/mpi.out"; then
+                ok "mpi_producer under mpirun -np 2 exits 0 with its sum checked"
+        else
+                show "$tmp/mpi.out"
+                bad "mpi_producer under mpirun -np 2: exit $rc"
+        fi
 fi
 # hbgctl finds the library through its rpath ($ORIGIN/../lib).
 if env -u LD_LIBRARY_PATH "$usr/bin/hbgctl" --socket "$sock" status >"$tmp/hbgctl.out" 2>&1; then
