@@ -21,7 +21,7 @@
  * failsafe heap, and F = D, which never needs it) and one graph of 100,000
  * tasks streamed through D = 4096.
  *
- * HBG_TEST_SCALE=N divides the amount of work (default 1; 4 in the sanitizer and -O3 -DNDEBUG builds, HBG_TEST_BUILD_SCALE);
+ * HBG_TEST_SCALE=N divides the amount of work (default 1; 4 under ASan and -O3 -DNDEBUG, 8 under TSan: HBG_TEST_BUILD_SCALE);
  * HBG_TEST_SEED=S changes the seeds (they are printed with every failure).
  */
 #include <check.h>

@@ -21,7 +21,7 @@
  * code and id of its lowest failing task, each clean graph 0, and no other
  * ring may notice anything.
  *
- * HBG_TEST_SCALE=N divides the number of graphs (default 1; 4 in the sanitizer and -O3 -DNDEBUG builds).
+ * HBG_TEST_SCALE=N divides the number of graphs (default 1; 4 under ASan and -O3 -DNDEBUG, 8 under TSan).
  */
 #include <check.h>
 #include <errno.h>
