@@ -130,7 +130,7 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_engine_validation test_engine_behaviour test_engine_replay test_e2e_daemon \
               test_e2e_hostile test_e2e_systemd test_e2e_hbgctl test_e2e_client \
               test_e2e_api test_e2e_replay test_e2e_proto_attack \
-              test_e2e_faults test_e2e_shm_attack test_e2e_access
+              test_e2e_faults test_e2e_shm_attack test_e2e_access test_e2e_journal
 TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
 # The same stress test built with the store->load ordering removed: it must
 # be able to catch the watermark freeze (docs/RUNTIME_LOGIC.md §4).
@@ -348,6 +348,8 @@ $(B)/tests/test_e2e_%: $(B)/obj/tests/test_e2e_%.o $(E2E_UTIL_OBJS) $(PROTO_LIB)
 $(B)/obj/tests/test_e2e_hbgctl.o: TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)
 $(B)/tests/test_e2e_hbgctl: TEST_EXTRA_LIBS = $(JSONC_LIBS)
 $(B)/tests/test_e2e_hbgctl: | $(HBGCTL_BIN)
+# test_e2e_journal runs hbgd on a pseudo-terminal (forkpty).
+$(B)/tests/test_e2e_journal: TEST_EXTRA_LIBS = -lutil
 
 # hbgd with allocations failing after READY=1 (tests/hbgd_failalloc.c):
 # hbgd's objects as shipped, the allocator injected at link time.

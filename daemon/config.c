@@ -49,6 +49,7 @@ enum key_type {
         KEY_GROUPS,      /* names or gids */
         KEY_LOG_LEVEL,   /* emerg .. debug */
         KEY_COMPLETION,  /* eager, lazy, resolver, eager-batched */
+        KEY_SOCKET_PATH, /* an absolute AF_UNIX socket path (a char array field) */
 };
 
 struct key {
@@ -96,6 +97,8 @@ static const struct key keys[] = {
         { { "access", "allowed_users" }, KEY_USERS, 0, 0, 0, 0 },
         { { "access", "allowed_groups" }, KEY_GROUPS, 0, 0, 0, 0 },
         { { "log", "level" }, KEY_LOG_LEVEL, 0, 0, 0, 0 },
+        { { "log", "journal_socket" }, KEY_SOCKET_PATH, offsetof(struct hbgd_config, journal_socket),
+          sizeof(((struct hbgd_config *)0)->journal_socket), 0, 0 },
 };
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -285,6 +288,15 @@ static int handler(void *user, const char *section, const char *name, const char
                 return parse_weights(l, value);
         case KEY_LOG_LEVEL:
                 return parse_level(l, value);
+        case KEY_SOCKET_PATH:
+                /* Empty: the default. A socket path must fit sun_path. */
+                if ((value[0] && value[0] != '/') || strlen(value) >= k->width) {
+                        snprintf(l->msg, sizeof(l->msg), "%s: '%s' is not an absolute path shorter than %zu bytes",
+                                 name, value, k->width);
+                        return 0;
+                }
+                snprintf((char *)&l->cfg + k->offset, k->width, "%s", value);
+                return 1;
         case KEY_COMPLETION:
                 if (hbg_completion_mode_parse(value, &l->cfg.engine.completion_mode) < 0) {
                         snprintf(l->msg, sizeof(l->msg),

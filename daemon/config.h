@@ -45,6 +45,8 @@ struct hbgd_config {
         unsigned n_session_weights;
         unsigned shutdown_grace_ms;
         int log_level;             /* syslog priority: lines above it are dropped */
+        char journal_socket[108];  /* [log] journal_socket: the journal's native
+                                      protocol on this socket; "" = default */
         bool force_epoll;
 };
 

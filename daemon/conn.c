@@ -98,9 +98,11 @@ static uint64_t pick(uint64_t asked, uint64_t dflt) {
 /* A request refused for a limit: tell the client, log it (rate limited per
  * connection: a client may keep asking). The connection stays. */
 static struct verdict refuse(struct conn *c, int err, const char *msg) {
-        hbgd_log_session(LOG_NOTICE, c->id, (int)c->cred.pid, c->cred.uid,
-                         "session %" PRIu64 " (pid %d uid %u): refused: %s", c->id, (int)c->cred.pid,
-                         (unsigned)c->cred.uid, msg);
+        hbgd_log_fields(LOG_NOTICE,
+                        &(struct hbg_log_fields){ .session = c->id, .pid = (int)c->cred.pid, .has_uid = true,
+                                                  .uid = (uint32_t)c->cred.uid, .err = err },
+                        "session %" PRIu64 " (pid %d uid %u): refused: %s", c->id, (int)c->cred.pid,
+                        (unsigned)c->cred.uid, msg);
         return send_error(c, err, msg);
 }
 

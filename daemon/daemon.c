@@ -183,6 +183,7 @@ static void reload_config(struct hbgd *d) {
         n.force_epoll = d->cfg.force_epoll;
         d->cfg = n;
         hbgd_set_log_level(n.log_level);
+        hbgd_log_set_journal_socket(n.journal_socket);
         hbgd_log(LOG_NOTICE, "SIGHUP: reloaded %s: max_sessions %u, max_sessions_per_uid %u, "
                  "%u allowed users, %u allowed groups, %u session weights (for new sessions)",
                  d->cfg.config_path, d->cfg.limits.max_sessions, d->cfg.limits.max_sessions_per_uid,
@@ -260,11 +261,13 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
         d->listen_fd = d->signal_fd = d->timer_fd = d->reserve_fd = -1;
         d->started_ms = hbg_now_ms();
         d->cfg.engine.log = hbgd_log_engine;
+        hbgd_log_set_journal_socket(cfg->journal_socket);
         raise_fd_limit();
 
         err = io_loop_new(&d->loop, cfg->force_epoll, &note);
         if (err < 0) {
-                hbgd_log(LOG_ERR, "cannot set up the event loop: %s", strerror(-err));
+                hbgd_log_fields(LOG_ERR, &(struct hbg_log_fields){ .err = err }, "cannot set up the event loop: %s",
+                                strerror(-err));
                 goto fail;
         }
         if (note)
@@ -272,7 +275,8 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
 
         err = listener_open(d);
         if (err < 0) {
-                hbgd_log(LOG_ERR, "cannot listen on %s: %s", cfg->socket_path, strerror(-err));
+                hbgd_log_fields(LOG_ERR, &(struct hbg_log_fields){ .err = err }, "cannot listen on %s: %s",
+                                cfg->socket_path, strerror(-err));
                 goto fail;
         }
 
@@ -291,7 +295,8 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
 
         err = hbg_engine_new(&d->engine, &d->cfg.engine);
         if (err < 0) {
-                hbgd_log(LOG_ERR, "cannot start the scheduler threads: %s", strerror(-err));
+                hbgd_log_fields(LOG_ERR, &(struct hbg_log_fields){ .err = err },
+                                "cannot start the scheduler threads: %s", strerror(-err));
                 goto fail;
         }
         if (sd_watchdog_enabled(0, &d->watchdog_usec) <= 0)
@@ -321,7 +326,8 @@ int hbgd_run(struct hbgd *d) {
                 int n = io_loop_run_once(d->loop, 1000);
                 conn_free_dead(d);
                 if (n < 0 && n != -EINTR) {
-                        hbgd_log(LOG_ERR, "event loop failed: %s", strerror(-n));
+                        hbgd_log_fields(LOG_ERR, &(struct hbg_log_fields){ .err = n }, "event loop failed: %s",
+                                        strerror(-n));
                         return n;
                 }
         }

@@ -190,7 +190,8 @@ void listener_on_readable(struct io_source *src, uint32_t events, void *userdata
                                 continue;
                         return; /* the timer comes back */
                 default:
-                        hbgd_log(LOG_ERR, "accept: %s", strerror(errno));
+                        hbgd_log_fields(LOG_ERR, &(struct hbg_log_fields){ .err = -errno }, "accept: %s",
+                                        strerror(errno));
                         return;
                 }
         }

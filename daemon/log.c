@@ -2,6 +2,7 @@
 /* hbgd's log (daemon/log.h). */
 #include "daemon/log.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -9,40 +10,42 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <syslog.h>
-#define SD_JOURNAL_SUPPRESS_LOCATION 1 /* no CODE_FILE= etc.: not useful here */
-#include <systemd/sd-journal.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "shm/util.h"
 
-/* ------------------------------------------------------------ logging */
-
 /*
- * Log lines go to the journal with structured fields when stderr is the
- * journal's stream (JOURNAL_STREAM names stderr's device:inode), else to
- * stderr with <N> priority prefixes. Lines about one session are rate
- * limited (LOG_BURST per LOG_INTERVAL_MS per session, then one
- * "N messages suppressed" line), so a misbehaving client cannot flood
- * the log. The engine logs from its threads: everything here is
- * serialised by log_lock.
+ * Where a line goes, decided at the first line (and again when the
+ * journal socket is configured):
+ *   - [log] journal_socket set, or stderr is the journal's stream
+ *     (JOURNAL_STREAM names stderr's device:inode, systemd's convention):
+ *     one datagram per line in the journal's native protocol, with the
+ *     structured fields (below);
+ *   - otherwise, or when that send fails, stderr: "hbgd: message" on a
+ *     terminal (with "warning: ", "error: " ... for the serious ones), or
+ *     "<N>hbgd: message" (N the syslog priority) on a pipe or file, which
+ *     journald and syslog daemons read as the line's priority.
+ * Lines about one session are rate limited (LOG_BURST per LOG_INTERVAL_MS
+ * per session, then one "N messages suppressed" line). The engine logs
+ * from its threads: everything here is serialised by log_lock.
  */
 #define LOG_BURST 10
 #define LOG_INTERVAL_MS 10000
 #define LOG_SLOTS 64
+#define LOG_LINE_MAX 1024
 
-struct log_fields {
-        uint64_t session;      /* 0: none */
-        int pid;
-        long uid;              /* -1: none */
-        bool has_graph;
-        uint64_t graph;        /* the session's graph record number */
-};
+#define SYSTEMD_JOURNAL_SOCKET "/run/systemd/journal/socket"
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static int log_to_journal = -1; /* -1: not checked yet */
+static bool sink_known;                   /* the fields below are decided */
+static bool to_journal;                   /* native protocol to journal_addr */
+static bool stderr_tty;                   /* plain lines on stderr */
+static char journal_path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* configured; "" none */
+static int journal_fd = -1;
 static struct log_slot {
         uint64_t session;
         int64_t window_start_ms;
@@ -50,75 +53,167 @@ static struct log_slot {
         unsigned suppressed;
 } log_slots[LOG_SLOTS];
 
-
 static bool journal_stream(void) {
         const char *e = getenv("JOURNAL_STREAM");
         unsigned long long dev, ino;
         struct stat st;
         if (!e || sscanf(e, "%llu:%llu", &dev, &ino) != 2 || fstat(STDERR_FILENO, &st) < 0)
                 return false;
-        /* sd_journal_send() drops lines silently when journald is not there. */
-        if (access("/run/systemd/journal/socket", F_OK) < 0)
-                return false;
         return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 
-static void log_emit(int priority, const struct log_fields *f, const char *msg) {
-        if (log_to_journal < 0)
-                log_to_journal = journal_stream();
-        if (log_to_journal) {
-                char session[40] = "", pid[32] = "", uid[32] = "", graph[40] = "";
-                if (f && f->session)
-                        snprintf(session, sizeof(session), "HBG_SESSION=%" PRIu64, f->session);
-                if (f && f->pid > 0)
-                        snprintf(pid, sizeof(pid), "HBG_PID=%d", f->pid);
-                if (f && f->uid >= 0)
-                        snprintf(uid, sizeof(uid), "HBG_UID=%ld", f->uid);
-                if (f && f->has_graph)
-                        snprintf(graph, sizeof(graph), "HBG_GRAPH=%" PRIu64, f->graph);
-                /* Empty strings end the list early: put present fields first. */
-                const char *extra[4];
-                unsigned n = 0;
-                if (session[0])
-                        extra[n++] = session;
-                if (pid[0])
-                        extra[n++] = pid;
-                if (uid[0])
-                        extra[n++] = uid;
-                if (graph[0])
-                        extra[n++] = graph;
-                for (unsigned i = n; i < 4; i++)
-                        extra[i] = NULL;
-                if (sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%d", priority,
-                                    "SYSLOG_IDENTIFIER=hbgd", extra[0] ? "%s" : NULL, extra[0],
-                                    extra[1] ? "%s" : NULL, extra[1], extra[2] ? "%s" : NULL,
-                                    extra[2], extra[3] ? "%s" : NULL, extra[3], NULL) >= 0)
-                        return;
+static void decide_sink(void) {
+        if (sink_known)
+                return;
+        sink_known = true;
+        stderr_tty = isatty(STDERR_FILENO) == 1;
+        to_journal = journal_path[0] || journal_stream();
+}
+
+/* ------------------------------------------------------------ the journal's native protocol */
+
+/*
+ * One journal entry is one datagram of FIELD=value lines; a value holding
+ * a newline is written as FIELD, a newline, its length (64 bits, little
+ * endian) and the bytes, then a newline (systemd's JOURNAL_NATIVE_PROTOCOL
+ * document). An entry here is at most a line of LOG_LINE_MAX bytes and a
+ * few short fields, far below the datagram size limit, so the memfd form
+ * the protocol also has for large entries is never needed.
+ */
+struct entry {
+        char buf[2 * LOG_LINE_MAX];
+        size_t len;
+        bool overflow;
+};
+
+static void entry_add(struct entry *e, const char *key, const char *value, size_t vlen) {
+        size_t klen = strlen(key);
+        bool binary = memchr(value, '\n', vlen) != NULL;
+        size_t need = klen + 1 + (binary ? 8 : 0) + vlen + 1;
+        if (e->overflow || need > sizeof(e->buf) - e->len) {
+                e->overflow = true;
+                return;
         }
-        fprintf(stderr, "<%d>hbgd: %s\n", priority, msg);
+        char *p = e->buf + e->len;
+        memcpy(p, key, klen);
+        p += klen;
+        if (binary) {
+                *p++ = '\n';
+                uint64_t n = vlen;
+                for (unsigned i = 0; i < 8; i++)
+                        *p++ = (char)(n >> (8 * i));
+        } else {
+                *p++ = '=';
+        }
+        memcpy(p, value, vlen);
+        p += vlen;
+        *p++ = '\n';
+        e->len = (size_t)(p - e->buf);
+}
+
+static void entry_addf(struct entry *e, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void entry_addf(struct entry *e, const char *key, const char *fmt, ...) {
+        char v[64];
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(v, sizeof(v), fmt, ap);
+        va_end(ap);
+        if (n > 0)
+                entry_add(e, key, v, (size_t)n < sizeof(v) ? (size_t)n : sizeof(v) - 1);
+}
+
+/* 0, or -errno (the caller then writes to stderr). Never blocks: a journal
+ * that does not keep up loses lines to stderr rather than stall a
+ * scheduler thread. */
+static int journal_send(int priority, const struct hbg_log_fields *f, const char *msg) {
+        static struct entry e; /* under log_lock; too big for a thread's stack frame */
+        e.len = 0;
+        e.overflow = false;
+        entry_add(&e, "MESSAGE", msg, strlen(msg));
+        entry_addf(&e, "PRIORITY", "%d", priority);
+        entry_add(&e, "SYSLOG_IDENTIFIER", "hbgd", 4);
+        if (f->session)
+                entry_addf(&e, "HBG_SESSION", "%" PRIu64, f->session);
+        if (f->pid > 0)
+                entry_addf(&e, "HBG_PID", "%d", f->pid);
+        if (f->has_uid)
+                entry_addf(&e, "HBG_UID", "%" PRIu32, f->uid);
+        if (f->has_graph)
+                entry_addf(&e, "HBG_GRAPH", "%" PRIu64, f->graph);
+        if (f->has_task)
+                entry_addf(&e, "HBG_TASK", "%" PRIu64, f->task);
+        if (f->kernel)
+                entry_add(&e, "HBG_KERNEL", f->kernel, strlen(f->kernel));
+        if (f->err < 0)
+                entry_addf(&e, "ERRNO", "%d", -f->err);
+        if (e.overflow)
+                return -EMSGSIZE;
+
+        if (journal_fd < 0) {
+                journal_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+                if (journal_fd < 0)
+                        return -errno;
+        }
+        /* Addressed each time, not connected: a journald that restarted
+         * has a new socket at the same path. */
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        const char *path = journal_path[0] ? journal_path : SYSTEMD_JOURNAL_SOCKET;
+        memcpy(sa.sun_path, path, strlen(path) + 1); /* fits: checked by the config */
+        if (sendto(journal_fd, e.buf, e.len, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&sa,
+                   sizeof(sa)) < 0)
+                return -errno;
+        return 0;
+}
+
+/* ------------------------------------------------------------ stderr */
+
+static const char *level_word(int priority) {
+        static const char *const words[] = { "emergency: ", "alert: ", "critical: ", "error: ", "warning: " };
+        return priority >= 0 && priority <= LOG_WARNING ? words[priority] : "";
+}
+
+static void stderr_line(int priority, const char *msg) {
+        /* A message may quote what a client sent (a session's name): no
+         * control character gets to start a line of its own. */
+        char clean[LOG_LINE_MAX];
+        size_t n = 0;
+        for (; msg[n] && n < sizeof(clean) - 1; n++)
+                clean[n] = (unsigned char)msg[n] < 0x20 || msg[n] == 0x7f ? '?' : msg[n];
+        clean[n] = 0;
+        if (stderr_tty)
+                fprintf(stderr, "hbgd: %s%s\n", level_word(priority), clean);
+        else
+                fprintf(stderr, "<%d>hbgd: %s\n", priority, clean);
+}
+
+static void log_emit(int priority, const struct hbg_log_fields *f, const char *msg) {
+        decide_sink();
+        if (to_journal && journal_send(priority, f, msg) == 0)
+                return;
+        stderr_line(priority, msg);
+}
+
+/* ------------------------------------------------------------ rate limit */
+
+static void report_suppressed(uint64_t session, unsigned n) {
+        char msg[128];
+        struct hbg_log_fields f = { .session = session };
+        snprintf(msg, sizeof(msg), "session %" PRIu64 ": %u messages suppressed", session, n);
+        log_emit(LOG_NOTICE, &f, msg);
 }
 
 /* Rate limit per session; returns false when the line is to be dropped. */
-static bool log_allow(const struct log_fields *f, int64_t now) {
-        if (!f || !f->session)
+static bool log_allow(const struct hbg_log_fields *f, int64_t now) {
+        if (!f->session)
                 return true;
         struct log_slot *s = &log_slots[f->session % LOG_SLOTS];
         if (s->session != f->session) {
-                if (s->suppressed) {
-                        char msg[128];
-                        struct log_fields old = { .session = s->session, .uid = -1 };
-                        snprintf(msg, sizeof(msg), "session %" PRIu64 ": %u messages suppressed",
-                                 s->session, s->suppressed);
-                        log_emit(LOG_NOTICE, &old, msg);
-                }
+                if (s->suppressed)
+                        report_suppressed(s->session, s->suppressed);
                 *s = (struct log_slot){ .session = f->session, .window_start_ms = now };
         } else if (now - s->window_start_ms >= LOG_INTERVAL_MS) {
-                if (s->suppressed) {
-                        char msg[128];
-                        snprintf(msg, sizeof(msg), "session %" PRIu64 ": %u messages suppressed",
-                                 f->session, s->suppressed);
-                        log_emit(LOG_NOTICE, f, msg);
-                }
+                if (s->suppressed)
+                        report_suppressed(s->session, s->suppressed);
                 s->window_start_ms = now;
                 s->count = 0;
                 s->suppressed = 0;
@@ -140,11 +235,7 @@ void hbgd_log_flush_suppressed(void) {
                 struct log_slot *s = &log_slots[i];
                 if (!s->suppressed || now - s->window_start_ms < LOG_INTERVAL_MS)
                         continue;
-                char msg[128];
-                struct log_fields f = { .session = s->session, .uid = -1 };
-                snprintf(msg, sizeof(msg), "session %" PRIu64 ": %u messages suppressed", s->session,
-                         s->suppressed);
-                log_emit(LOG_NOTICE, &f, msg);
+                report_suppressed(s->session, s->suppressed);
                 s->window_start_ms = now;
                 s->count = 0;
                 s->suppressed = 0;
@@ -152,18 +243,30 @@ void hbgd_log_flush_suppressed(void) {
         pthread_mutex_unlock(&log_lock);
 }
 
+/* ------------------------------------------------------------ entry points */
+
 static _Atomic int log_level = LOG_INFO;
 
 void hbgd_set_log_level(int priority) {
         atomic_store(&log_level, priority);
 }
 
-static void log_v(int priority, const struct log_fields *f, const char *fmt, va_list ap)
+void hbgd_log_set_journal_socket(const char *path) {
+        pthread_mutex_lock(&log_lock);
+        snprintf(journal_path, sizeof(journal_path), "%s", path ? path : "");
+        sink_known = false;
+        pthread_mutex_unlock(&log_lock);
+}
+
+static void log_v(int priority, const struct hbg_log_fields *f, const char *fmt, va_list ap)
         __attribute__((format(printf, 3, 0)));
-static void log_v(int priority, const struct log_fields *f, const char *fmt, va_list ap) {
+static void log_v(int priority, const struct hbg_log_fields *f, const char *fmt, va_list ap) {
+        static const struct hbg_log_fields none;
         if (priority > atomic_load_explicit(&log_level, memory_order_relaxed))
                 return;
-        char buf[1024];
+        if (!f)
+                f = &none;
+        char buf[LOG_LINE_MAX];
         vsnprintf(buf, sizeof(buf), fmt, ap);
         pthread_mutex_lock(&log_lock);
         if (log_allow(f, hbg_now_ms()))
@@ -179,41 +282,21 @@ void hbgd_log(int priority, const char *fmt, ...) {
 }
 
 void hbgd_log_session(int priority, uint64_t session, int pid, uid_t uid, const char *fmt, ...) {
-        struct log_fields f = { .session = session, .pid = pid, .uid = (long)uid };
+        struct hbg_log_fields f = { .session = session, .pid = pid, .has_uid = true, .uid = (uint32_t)uid };
         va_list ap;
         va_start(ap, fmt);
         log_v(priority, &f, fmt, ap);
         va_end(ap);
 }
 
-/* Engine lines about a ring name it "ring session-N-pid-P": recover the
- * session for the fields and the rate limit. */
-void hbgd_log_engine(void *userdata, int priority, const char *fmt, va_list ap) {
-        (void)userdata;
-        if (priority > atomic_load_explicit(&log_level, memory_order_relaxed))
-                return;
-        char buf[1024];
-        vsnprintf(buf, sizeof(buf), fmt, ap);
-        struct log_fields f = { .uid = -1 };
-        const char *p = strstr(buf, "session-");
-        unsigned long long id;
-        int pid;
-        if (p && sscanf(p, "session-%llu-pid-%d", &id, &pid) == 2) {
-                f.session = id;
-                f.pid = pid;
-        }
-        /* Lines about one graph say "graph N" (ring.c publish_graph). */
-        const char *g = strstr(buf, ": graph ");
-        unsigned long long graph;
-        if (g && sscanf(g, ": graph %llu", &graph) == 1) {
-                f.has_graph = true;
-                f.graph = graph;
-        }
-        pthread_mutex_lock(&log_lock);
-        if (log_allow(&f, hbg_now_ms()))
-                log_emit(priority, &f, buf);
-        pthread_mutex_unlock(&log_lock);
+void hbgd_log_fields(int priority, const struct hbg_log_fields *f, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        log_v(priority, f, fmt, ap);
+        va_end(ap);
 }
 
-
-
+void hbgd_log_engine(void *userdata, int priority, const struct hbg_log_fields *f, const char *fmt, va_list ap) {
+        (void)userdata;
+        log_v(priority, f, fmt, ap);
+}

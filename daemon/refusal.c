@@ -49,7 +49,7 @@
 #define REFUSAL_LOG_BURST 10
 #define REFUSAL_LOG_INTERVAL_MS 10000
 
-static void log_refusal(struct hbgd *d, const struct ucred *cr, const char *why) {
+static void log_refusal(struct hbgd *d, const struct ucred *cr, int code, const char *why) {
         int64_t now = hbg_now_ms();
         if (now - d->refusal_log_start_ms >= REFUSAL_LOG_INTERVAL_MS) {
                 d->refusal_log_start_ms = now;
@@ -64,8 +64,10 @@ static void log_refusal(struct hbgd *d, const struct ucred *cr, const char *why)
         if (d->refusals_unlogged)
                 snprintf(more, sizeof(more), " (%u earlier refusals not logged)", d->refusals_unlogged);
         d->refusals_unlogged = 0;
-        hbgd_log_session(LOG_NOTICE, 0, (int)cr->pid, cr->uid, "refused pid %d uid %u: %s%s", (int)cr->pid,
-                         (unsigned)cr->uid, why, more);
+        hbgd_log_fields(LOG_NOTICE,
+                        &(struct hbg_log_fields){ .pid = (int)cr->pid, .has_uid = true,
+                                                  .uid = (uint32_t)cr->uid, .err = code },
+                        "refused pid %d uid %u: %s%s", (int)cr->pid, (unsigned)cr->uid, why, more);
 }
 
 /* Read one record and drop it, closing the fds it carried. 1: dropped,
@@ -152,7 +154,7 @@ static void close_now(int fd) {
 }
 
 void refusal_start(struct hbgd *d, int fd, const struct ucred *cr, int code, const char *why) {
-        log_refusal(d, cr, why);
+        log_refusal(d, cr, code, why);
         /* The socket's buffer is empty: a small record always fits. */
         wire_send_error(fd, code, why);
         shutdown(fd, SHUT_WR);

@@ -161,6 +161,7 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
                 .first_id = s->first_id,
                 .completion_fd = s->completion_fd,
                 .name = ring_name,
+                .log_fields = { .session = id, .pid = (int)pid, .has_uid = true, .uid = (uint32_t)uid },
                 .weight = weight,
                 .released = session_released,
                 .released_userdata = s,

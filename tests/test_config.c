@@ -68,6 +68,7 @@ static const struct key_case keys[] = {
         { "access", "allowed_users", "0, 65534", "no-such-user-hbg" },
         { "access", "allowed_groups", "0", "no-such-group-hbg" },
         { "log", "level", "debug", "chatty" },
+        { "log", "journal_socket", "/run/hbg-test/journal", "journal.sock" },
 };
 
 START_TEST(each_key) {

@@ -34,9 +34,10 @@
 static _Atomic unsigned log_lines;      /* stall reports */
 static _Atomic unsigned graph_fail_lines;
 
-static void quiet_log(void *ud, int priority, const char *fmt, va_list ap) {
+static void quiet_log(void *ud, int priority, const struct hbg_log_fields *f, const char *fmt, va_list ap) {
         (void)ud;
         (void)priority;
+        (void)f;
         char buf[512];
         vsnprintf(buf, sizeof(buf), fmt, ap);
         if (strstr(buf, "no progress for"))

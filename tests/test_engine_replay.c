@@ -40,9 +40,10 @@ enum { N = 64, CHAIN = 10 };
 static const enum hbg_completion_mode modes[] = { HBG_COMPLETION_EAGER, HBG_COMPLETION_LAZY,
                                                   HBG_COMPLETION_RESOLVER, HBG_COMPLETION_EAGER_BATCHED };
 
-static void quiet_log(void *ud, int priority, const char *fmt, va_list ap) {
+static void quiet_log(void *ud, int priority, const struct hbg_log_fields *f, const char *fmt, va_list ap) {
         (void)ud;
         (void)priority;
+        (void)f;
         (void)fmt;
         (void)ap;
 }

@@ -37,7 +37,29 @@ const char *hbg_completion_mode_name(enum hbg_completion_mode mode);
 /* 0 and *ret, or -EINVAL for an unknown name. */
 int hbg_completion_mode_parse(const char *name, enum hbg_completion_mode *ret);
 
-typedef void (*hbg_log_fn)(void *userdata, int priority, const char *fmt, va_list ap);
+/*
+ * What a log line is about, as structured fields beside its text (hbgd
+ * sends them to the journal: docs/OPERATIONS.md, "Logs"). Zeroed: none.
+ * The engine fills graph, task, kernel and err on the lines about a ring
+ * and adds the ring's hbg_ring_params.log_fields (the owner's session,
+ * pid, uid).
+ */
+struct hbg_log_fields {
+        uint64_t session;             /* HBG_SESSION; 0: none */
+        int pid;                      /* HBG_PID; 0: none */
+        bool has_uid;
+        uint32_t uid;                 /* HBG_UID */
+        bool has_graph;
+        uint64_t graph;               /* HBG_GRAPH: the ring's graph record number */
+        bool has_task;
+        uint64_t task;                /* HBG_TASK: a task id */
+        const char *kernel;           /* HBG_KERNEL: a kernel name; NULL: none */
+        int err;                      /* ERRNO (a negative errno here); 0: none */
+};
+
+/* f is never NULL (zeroed when the line is about nothing in particular). */
+typedef void (*hbg_log_fn)(void *userdata, int priority, const struct hbg_log_fields *f, const char *fmt,
+                           va_list ap);
 
 struct hbg_engine_config {
         unsigned threads;             /* scheduler threads, 1..64 (default 4) */
@@ -87,6 +109,7 @@ struct hbg_ring_params {
                                           nothing it does can make a write block
                                           (docs/SECURITY.md). SIGPIPE must be ignored. */
         const char *name;              /* for logs; copied */
+        struct hbg_log_fields log_fields; /* added to every line about the ring; copied */
         /* Fair share between rings (RUNTIME_LOGIC.md §9.5): threads are
          * balanced in proportion to the rings' weights. 1..100; 0 is 1. */
         unsigned weight;

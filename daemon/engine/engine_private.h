@@ -115,6 +115,7 @@ struct failure {
         uint64_t id;
         int32_t code;
         const char *why;
+        const char *kernel;               /* the task's kernel's name, NULL: none */
 };
 
 /* A launch a thread claimed (§14): it classifies ids next .. end - 1 of
@@ -153,6 +154,7 @@ struct ring_thread {
 struct hbg_ring {
         struct hbg_engine *engine;
         char name[64];
+        struct hbg_log_fields log_fields; /* hbg_ring_params.log_fields */
         unsigned index;                   /* slot in engine->rings */
         void (*released)(void *userdata); /* hbg_ring_params.released */
         void *released_userdata;
@@ -424,7 +426,8 @@ void ring_free(struct hbg_ring *r);
 uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g);
 
 /* graphs.c */
-void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, const char *why);
+/* kernel: the task's kernel's name, NULL for none. */
+void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, const char *why, const char *kernel);
 void ring_retire_graphs(struct hbg_ring *r);
 void ring_fail(struct hbg_ring *r, int code, uint64_t task, const char *why);
 /* ring_fail() without the warning (a session that ended normally): mark
@@ -445,9 +448,12 @@ void engine_wake_all(struct hbg_engine *e);
 /* Sleep on a futex word while it holds val (timeout NULL: no limit). */
 void engine_futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *timeout);
 
-/* engine_log.c */
-void engine_log(struct hbg_engine *e, int priority, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+/* engine_log.c: f may be NULL (no fields). ring_log adds the ring's
+ * log_fields to f's. */
+void engine_log(struct hbg_engine *e, int priority, const struct hbg_log_fields *f, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+void ring_log(struct hbg_ring *r, int priority, const struct hbg_log_fields *f, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
 
 /* A spin-then-yield step for waits that need nothing from anyone. */
 static inline void engine_relax(unsigned *spins) {

@@ -28,13 +28,14 @@ void ring_signal(struct hbg_ring *r) {
         (void)n;
 }
 
-void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, const char *why) {
+void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, const char *why, const char *kernel) {
         pthread_mutex_lock(&r->cold_lock);
         int32_t expected = 0;
         if (atomic_compare_exchange_strong(&r->cpl->error_code, &expected, code))
                 atomic_store_explicit(&r->cpl->error_task, id, memory_order_release);
         if (r->n_failures < r->max_failures) {
-                r->failures[r->n_failures++] = (struct failure){ .id = id, .code = code, .why = why };
+                r->failures[r->n_failures++] =
+                        (struct failure){ .id = id, .code = code, .why = why, .kernel = kernel };
                 r->failures_hi_known = false;
         } else {
                 /* Full (only if the client never sends graph records for
@@ -50,7 +51,8 @@ void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, const char *
                         r->failures_hi_known = true;
                 }
                 if (r->failures[r->failures_hi].id > id) {
-                        r->failures[r->failures_hi] = (struct failure){ .id = id, .code = code, .why = why };
+                        r->failures[r->failures_hi] =
+                                (struct failure){ .id = id, .code = code, .why = why, .kernel = kernel };
                         r->failures_hi_known = false;
                 }
         }
@@ -60,7 +62,7 @@ void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, const char *
 /* The status of a graph [first, last]: its lowest real failure, else its
  * lowest skipped task (-ECANCELED). Entries of the graph are dropped. */
 static int graph_status(struct hbg_ring *r, uint64_t first, uint64_t last, uint64_t *ret_task,
-                        const char **ret_why) {
+                        const char **ret_why, const char **ret_kernel) {
         int code = 0;
         uint64_t task = 0;
         bool real = false;
@@ -79,6 +81,7 @@ static int graph_status(struct hbg_ring *r, uint64_t first, uint64_t last, uint6
                         task = f.id;
                         real = is_real;
                         *ret_why = f.why;
+                        *ret_kernel = f.kernel;
                 }
         }
         r->n_failures = keep;
@@ -97,16 +100,17 @@ static void graph_unlock(struct hbg_ring *r) {
         atomic_store(&r->retire_lock, 0);
 }
 
-static void publish_graph(struct hbg_ring *r, int code, uint64_t task, const char *why) {
+static void publish_graph(struct hbg_ring *r, int code, uint64_t task, const char *why, const char *kernel) {
         struct hbg_graph_entry *e = &r->graph_table[r->graph_next & (r->g.graph_table_entries - 1)];
 
-        /* Rate-limited per session by hbgd's log; ": graph N" becomes the
-         * journal field HBG_GRAPH. */
+        /* Rate-limited per session by hbgd's log. */
         if (code)
-                engine_log(r->engine, LOG_NOTICE,
-                           "ring %s: graph %" PRIu64 " (client id %" PRIu64 ") failed: %s at task %" PRIu64
-                           " (%s)", r->name, r->graph_next, r->graph_cur.graph_id, strerror(-code), task,
-                           why ? why : "stopped");
+                ring_log(r, LOG_NOTICE,
+                         &(struct hbg_log_fields){ .has_graph = true, .graph = r->graph_next, .has_task = true,
+                                                   .task = task, .kernel = kernel, .err = code },
+                         "ring %s: graph %" PRIu64 " (client id %" PRIu64 ") failed: %s at task %" PRIu64
+                         " (%s)", r->name, r->graph_next, r->graph_cur.graph_id, strerror(-code), task,
+                         why ? why : "stopped");
 
         e->graph_id = r->graph_cur.graph_id;
         e->status = code;
@@ -160,7 +164,7 @@ static bool fail_graphs_locked(struct hbg_ring *r, int code) {
                                sizeof(r->graph_cur));
                         r->graph_have = true;
                 }
-                publish_graph(r, code, r->graph_cur.first_id, "session stopped");
+                publish_graph(r, code, r->graph_cur.first_id, "session stopped", NULL);
                 any = true;
         }
         return any;
@@ -185,9 +189,9 @@ static bool retire_graphs_locked(struct hbg_ring *r) {
                 if (wm <= r->graph_cur.last_id)
                         break;
                 uint64_t task = 0;
-                const char *why = NULL;
-                int code = graph_status(r, r->graph_cur.first_id, r->graph_cur.last_id, &task, &why);
-                publish_graph(r, code, task, why);
+                const char *why = NULL, *kernel = NULL;
+                int code = graph_status(r, r->graph_cur.first_id, r->graph_cur.last_id, &task, &why, &kernel);
+                publish_graph(r, code, task, why, kernel);
                 any = true;
         }
         if (atomic_load(&r->broken))
@@ -266,8 +270,8 @@ static bool ring_break(struct hbg_ring *r, int code, uint64_t task) {
 void ring_fail(struct hbg_ring *r, int code, uint64_t task, const char *why) {
         if (!ring_break(r, code, task))
                 return;
-        engine_log(r->engine, LOG_WARNING, "ring %s: stopped: %s (task %" PRIu64 ": %s)", r->name,
-                   why, task, strerror(-code));
+        ring_log(r, LOG_WARNING, &(struct hbg_log_fields){ .has_task = true, .task = task, .err = code },
+                 "ring %s: stopped: %s (task %" PRIu64 ": %s)", r->name, why, task, strerror(-code));
         /* From inside the retire lock this only leaves a request, which the
          * holder serves when it unlocks. */
         ring_retire_graphs(r);

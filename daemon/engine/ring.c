@@ -14,6 +14,15 @@
 #include "daemon/engine/lazy_alloc.h"
 #include "shm/util.h"
 
+/* The kernel of the slot's task (its first lane's), for failure records;
+ * validation leaves the kernels it got to (validate.c). */
+static const char *slot_kernel_name(const struct task_slot *s) {
+        for (unsigned lane = 0; lane < HBG_LANES; lane++)
+                if (s->kernel[lane])
+                        return s->kernel[lane]->sig->name;
+        return NULL;
+}
+
 void ring_task_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int status,
                     const char *why) {
         struct task_slot *s = ring_slot(r, id);
@@ -24,7 +33,7 @@ void ring_task_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int
                 /* Before the stamp (release there, acquire by whoever sees
                  * the task complete): a dependant checks this entry. */
                 atomic_store_explicit(&r->fail_tags[id & r->fail_mask], id + 1, memory_order_relaxed);
-                ring_record_failure(r, id, status, why ? why : "task failed");
+                ring_record_failure(r, id, status, why ? why : "task failed", slot_kernel_name(s));
                 stat_add(&rt->failed, 1);
                 if (status != -ECANCELED) /* skipped ones count as retired */
                         stat_add(&t->stats.failed, 1);
@@ -71,6 +80,7 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         memset(r, 0, sizeof(*r));
         r->engine = e;
         snprintf(r->name, sizeof(r->name), "%s", p->name ? p->name : "ring");
+        r->log_fields = p->log_fields;
         r->g = *g;
         r->released = p->released;
         r->weight = p->weight ? p->weight : HBG_FAIR_SHARE_WEIGHT_DEFAULT;

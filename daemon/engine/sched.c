@@ -229,7 +229,7 @@ void *sched_thread_main(void *arg) {
                 if (test_stall && now_ms >= e->test_stall_at_ms) {
                         /* Test only: a wedged scheduler thread (no
                          * heartbeat, not parked) until the engine stops. */
-                        engine_log(e, LOG_WARNING, "thread %u: stalled on purpose (HBGD_TEST_STALL_THREAD)",
+                        engine_log(e, LOG_WARNING, NULL, "thread %u: stalled on purpose (HBGD_TEST_STALL_THREAD)",
                                    t->index);
                         while (!atomic_load_explicit(&e->stop, memory_order_relaxed))
                                 engine_sleep_ms(10);

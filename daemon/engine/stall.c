@@ -52,13 +52,13 @@ void ring_check_stall(struct sched_thread *t, struct hbg_ring *r) {
                 struct task_slot *s = ring_slot(r, wm);
                 uint32_t st = atomic_load(&s->state);
                 bool owned = slot_owned_by(s, wm, memory_order_seq_cst);
-                engine_log(r->engine, LOG_WARNING,
-                           "ring %s: no progress for %" PRIu64 " ms: watermark %" PRIu64
-                           ", submitted %" PRIu64 ", classified %" PRIu64 ", graphs %" PRIu64
-                           " submitted / %" PRIu64 " retired; frontier task %s",
-                           r->name, timeout, wm, submitted, claim, gsub,
-                           atomic_load(&r->cpl->graphs_retired),
-                           wm >= submitted ? "not submitted" : !owned ? "not classified" : state_name(st));
+                ring_log(r, LOG_WARNING, &(struct hbg_log_fields){ .has_task = true, .task = wm },
+                         "ring %s: no progress for %" PRIu64 " ms: watermark %" PRIu64
+                         ", submitted %" PRIu64 ", classified %" PRIu64 ", graphs %" PRIu64
+                         " submitted / %" PRIu64 " retired; frontier task %s",
+                         r->name, timeout, wm, submitted, claim, gsub,
+                         atomic_load(&r->cpl->graphs_retired),
+                         wm >= submitted ? "not submitted" : !owned ? "not classified" : state_name(st));
                 uint32_t ext = SLOT_EXTERNAL;
                 if (wm >= submitted) {
                         /* Nothing can ever move the watermark: stop. */

@@ -12,6 +12,10 @@
 
 int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
                     const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
+        /* The kernels are what a failure record names (ring.c): none
+         * until a lane's kernel is known, also when validation fails. */
+        for (unsigned lane = 0; lane < HBG_LANES; lane++)
+                s->kernel[lane] = NULL;
         if (d->id != id) {
                 *why = "descriptor id does not match its slot's id";
                 return -EPROTO;
@@ -100,7 +104,6 @@ int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task
         s->args.n_tensors = d->n_tensors;
         s->args.n_scalars = d->n_scalars;
         for (unsigned lane = 0; lane < HBG_LANES; lane++) {
-                s->kernel[lane] = NULL;
                 if (!(d->lane_mask & (1u << lane))) {
                         if (d->kernel[lane] != HBG_KERNEL_NONE) {
                                 *why = "kernel given for an inactive lane";
@@ -113,10 +116,10 @@ int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task
                         *why = "unknown kernel";
                         return -ENOENT;
                 }
+                s->kernel[lane] = k;
                 int err = kernel_validate(k, &s->args, r->g.heap_size, why);
                 if (err < 0)
                         return err;
-                s->kernel[lane] = k;
         }
         /* The work this task makes a thread do, bounded per task so that no
          * session can hold a thread for long (§9.5, docs/SECURITY.md). */

@@ -64,9 +64,10 @@ static int external_ok(void *ud, uint64_t id) {
         return 0;
 }
 
-static void quiet_log(void *ud, int priority, const char *fmt, va_list ap) {
+static void quiet_log(void *ud, int priority, const struct hbg_log_fields *f, const char *fmt, va_list ap) {
         (void)ud;
         (void)priority;
+        (void)f;
         (void)fmt;
         (void)ap;
 }

@@ -1,0 +1,385 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hbgd's log lines as the journal and a terminal get them
+ * (docs/OPERATIONS.md, "Logs"):
+ *   fields    this test binds an AF_UNIX datagram socket, starts a real
+ *             hbgd with [log] journal_socket naming it, and reads what
+ *             hbgd sends there in the journal's native protocol: a kernel
+ *             failing (EIO) and a task failing validation (ERANGE) each
+ *             give a line with MESSAGE, PRIORITY, SYSLOG_IDENTIFIER,
+ *             HBG_SESSION, HBG_PID, HBG_GRAPH, HBG_TASK, HBG_KERNEL and
+ *             ERRNO of the values this test knows; a refused session one
+ *             with ERRNO; a session name holding a newline arrives whole
+ *             (the protocol's binary form for such values);
+ *   terminal  hbgd with a pseudo-terminal as stderr writes "hbgd: ..."
+ *             lines without <N> prefixes; with a file as stderr, "<N>hbgd:".
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hbg/hbg.h"
+#include "tests/daemon_util.h"
+#include "tests/e2e_util.h"
+
+/* ------------------------------------------------------------ a journal entry */
+
+#define MAX_FIELDS 32
+
+struct field {
+        char key[64];
+        char value[1200];
+        size_t len;
+};
+
+struct entry {
+        struct field f[MAX_FIELDS];
+        unsigned n;
+};
+
+/* One datagram of the native protocol: KEY=value\n, or KEY\n, a 64-bit
+ * little-endian length, the value and \n. */
+static void parse_entry(const uint8_t *buf, size_t len, struct entry *e) {
+        memset(e, 0, sizeof(*e));
+        size_t i = 0;
+        while (i < len) {
+                ck_assert_uint_lt(e->n, MAX_FIELDS);
+                struct field *f = &e->f[e->n++];
+                size_t k = i;
+                while (i < len && buf[i] != '=' && buf[i] != '\n')
+                        i++;
+                ck_assert_msg(i < len && i > k && i - k < sizeof(f->key), "a field without a key or end");
+                memcpy(f->key, buf + k, i - k);
+                for (size_t j = 0; f->key[j]; j++)
+                        ck_assert_msg((f->key[j] >= 'A' && f->key[j] <= 'Z') || f->key[j] == '_' ||
+                                              (f->key[j] >= '0' && f->key[j] <= '9'),
+                                      "bad key %s", f->key);
+                if (buf[i] == '=') {
+                        size_t v = ++i;
+                        while (i < len && buf[i] != '\n')
+                                i++;
+                        ck_assert_msg(i < len, "field %s: no newline at its end", f->key);
+                        f->len = i - v;
+                        ck_assert_uint_lt(f->len, sizeof(f->value));
+                        memcpy(f->value, buf + v, f->len);
+                        i++;
+                } else {
+                        i++;
+                        ck_assert_msg(len - i >= 8, "field %s: no length", f->key);
+                        uint64_t n = 0;
+                        for (unsigned b = 0; b < 8; b++)
+                                n |= (uint64_t)buf[i + b] << (8 * b);
+                        i += 8;
+                        ck_assert_msg(n < sizeof(f->value) && len - i >= n + 1 && buf[i + n] == '\n',
+                                      "field %s: bad binary value", f->key);
+                        memcpy(f->value, buf + i, n);
+                        f->len = n;
+                        i += n + 1;
+                }
+        }
+}
+
+static const char *field(const struct entry *e, const char *key) {
+        for (unsigned i = 0; i < e->n; i++)
+                if (strcmp(e->f[i].key, key) == 0)
+                        return e->f[i].value;
+        return NULL;
+}
+
+#define MAX_ENTRIES 256
+
+struct journal {
+        int fd;
+        char path[108];
+        struct entry *e;
+        unsigned n;
+};
+
+static void journal_open(struct journal *j, const char *dir) {
+        j->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        ck_assert_int_ge(j->fd, 0);
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        snprintf(j->path, sizeof(j->path), "%s/journal", dir);
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", j->path);
+        ck_assert_int_eq(bind(j->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+        j->e = calloc(MAX_ENTRIES, sizeof(*j->e));
+        ck_assert_ptr_nonnull(j->e);
+        j->n = 0;
+}
+
+static void journal_close(struct journal *j) {
+        close(j->fd);
+        unlink(j->path);
+        free(j->e);
+}
+
+/* Read entries until one satisfies match() or timeout_ms pass: it, or NULL. */
+static const struct entry *journal_find(struct journal *j, bool (*match)(const struct entry *, const void *),
+                                        const void *arg, int timeout_ms) {
+        for (unsigned i = 0; i < j->n; i++)
+                if (match(&j->e[i], arg))
+                        return &j->e[i];
+        long long end = daemon_now_ms() + timeout_ms;
+        for (;;) {
+                long long left = end - daemon_now_ms();
+                struct pollfd p = { .fd = j->fd, .events = POLLIN };
+                if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+                        return NULL;
+                static uint8_t buf[1 << 16];
+                ssize_t n = recv(j->fd, buf, sizeof(buf), MSG_DONTWAIT);
+                if (n < 0)
+                        continue;
+                ck_assert_uint_lt(j->n, MAX_ENTRIES);
+                struct entry *e = &j->e[j->n++];
+                parse_entry(buf, (size_t)n, e);
+                ck_assert_msg(field(e, "MESSAGE") && field(e, "PRIORITY"), "an entry without MESSAGE or PRIORITY");
+                ck_assert_str_eq(field(e, "SYSLOG_IDENTIFIER"), "hbgd");
+                if (match(e, arg))
+                        return e;
+        }
+}
+
+static bool message_has(const struct entry *e, const void *needle) {
+        const char *m = field(e, "MESSAGE");
+        return m && strstr(m, needle);
+}
+
+static bool graph_is(const struct entry *e, const void *graph) {
+        const char *g = field(e, "HBG_GRAPH");
+        return g && strcmp(g, graph) == 0;
+}
+
+static void expect_field(struct hbgd_proc *d, const struct entry *e, const char *key, const char *want) {
+        const char *v = field(e, key);
+        D_ASSERT(d, v && strcmp(v, want) == 0, "%s: %s instead of %s in the entry '%s'", key, v ? v : "(none)", want,
+                 field(e, "MESSAGE"));
+}
+
+static void expect_u64(struct hbgd_proc *d, const struct entry *e, const char *key, uint64_t want) {
+        char buf[32];
+        snprintf(buf, sizeof(buf), "%" PRIu64, want);
+        expect_field(d, e, key, buf);
+}
+
+/* ------------------------------------------------------------ fields */
+
+static hbg_task fail_task(int64_t code) {
+        hbg_task t = HBG_TASK_INIT("fail");
+        t.n_scalars = 1;
+        t.scalars[0] = (uint64_t)code;
+        return t;
+}
+
+/* One fail task as a graph: its graph number and task id; the graph
+ * must fail with want. */
+static void failing_graph(struct hbgd_proc *d, hbg_client *c, int64_t code, int want, uint64_t *ret_graph,
+                          uint64_t *ret_task) {
+        hbg_task t = fail_task(code);
+        ck_assert_int_eq(hbg_graph_add(c, &t, ret_task), 0);
+        ck_assert_int_eq(hbg_graph_submit(c, ret_graph), 0);
+        int err = hbg_graph_wait(c, *ret_graph, WAIT_MS);
+        D_ASSERT(d, err == want, "graph of fail(%" PRId64 "): %s", code, hbg_strerror(err));
+}
+
+/* The session id hbgd gave this process's session. */
+static uint64_t my_session(struct hbgd_proc *d) {
+        int fd = raw_connect(d->socket_path);
+        raw_hello(fd);
+        Hbg__Envelope *r = status_of(d, fd, HBG__STATUS_KIND__STATUS_SESSIONS);
+        uint64_t id = 0;
+        for (size_t i = 0; i < r->status_reply->n_sessions; i++)
+                if (r->status_reply->sessions[i]->pid == (uint32_t)getpid())
+                        id = r->status_reply->sessions[i]->session_id;
+        wire_free(r);
+        close(fd);
+        D_ASSERT(d, id != 0, "no session of pid %d listed", (int)getpid());
+        return id;
+}
+
+START_TEST(fields) {
+        char dir[] = "/tmp/hbg-journal.XXXXXX";
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        struct journal j;
+        journal_open(&j, dir);
+        char conf[256];
+        snprintf(conf, sizeof(conf), "[log]\njournal_socket = %s\n", j.path);
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, conf);
+        char pid[16];
+        snprintf(pid, sizeof(pid), "%d", (int)getpid());
+
+        const struct entry *e = journal_find(&j, message_has, "ready:", IO_MS);
+        D_ASSERT(d, e, "no 'ready:' entry on the journal socket");
+        expect_field(d, e, "PRIORITY", "6");
+
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        o.name = "two\nlines";
+        hbg_client *c = NULL;
+        int err = hbg_connect_opts(&c, &o);
+        D_ASSERT(d, err == 0, "hbg_connect: %s", hbg_strerror(err));
+        uint64_t session = my_session(d);
+        e = journal_find(&j, message_has, "two\nlines", IO_MS);
+        D_ASSERT(d, e, "no entry with the session's name, newline and all");
+        expect_u64(d, e, "HBG_SESSION", session);
+
+        /* A kernel failing, then a task failing validation. */
+        uint64_t g1, t1, g2, t2;
+        failing_graph(d, c, -EIO, -EIO, &g1, &t1);
+        failing_graph(d, c, 0, -ERANGE, &g2, &t2);
+        char graph[32];
+        snprintf(graph, sizeof(graph), "%" PRIu64, g1);
+        e = journal_find(&j, graph_is, graph, IO_MS);
+        D_ASSERT(d, e, "no entry with HBG_GRAPH=%s (the kernel's failure)", graph);
+        D_ASSERT(d, strstr(field(e, "MESSAGE"), "failed"), "message: %s", field(e, "MESSAGE"));
+        expect_field(d, e, "PRIORITY", "5");
+        expect_u64(d, e, "HBG_SESSION", session);
+        expect_field(d, e, "HBG_PID", pid);
+        expect_u64(d, e, "HBG_TASK", t1);
+        expect_field(d, e, "HBG_KERNEL", "fail");
+        expect_u64(d, e, "ERRNO", EIO);
+
+        snprintf(graph, sizeof(graph), "%" PRIu64, g2);
+        e = journal_find(&j, graph_is, graph, IO_MS);
+        D_ASSERT(d, e, "no entry with HBG_GRAPH=%s (the validator's failure)", graph);
+        expect_field(d, e, "PRIORITY", "5");
+        expect_u64(d, e, "HBG_SESSION", session);
+        expect_u64(d, e, "HBG_TASK", t2);
+        expect_field(d, e, "HBG_KERNEL", "fail");
+        expect_u64(d, e, "ERRNO", ERANGE);
+
+        /* A session refused: too large a task window. */
+        o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        o.task_window = UINT64_C(1) << 21;
+        hbg_client *big = NULL;
+        err = hbg_connect_opts(&big, &o);
+        D_ASSERT(d, err == -E2BIG, "the session too large: %s", hbg_strerror(err));
+        e = journal_find(&j, message_has, "refused", IO_MS);
+        D_ASSERT(d, e, "no entry for the refused session");
+        expect_u64(d, e, "ERRNO", E2BIG);
+        expect_field(d, e, "HBG_PID", pid);
+        D_ASSERT(d, field(e, "HBG_SESSION") && strcmp(field(e, "HBG_SESSION"), "0") != 0,
+                 "the refused session's line names no connection");
+
+        hbg_disconnect(c);
+        stop_hbgd(d);
+        journal_close(&j);
+        rmdir(dir);
+}
+END_TEST
+
+/* ------------------------------------------------------------ terminal */
+
+/* Read from the pty until `needle` was seen (true) or timeout_ms passed
+ * or the other side closed (false); what was read is appended to buf. */
+static bool pty_read_until(int fd, char *buf, size_t size, const char *needle, int timeout_ms) {
+        long long end = daemon_now_ms() + timeout_ms;
+        size_t len = strlen(buf);
+        while (!strstr(buf, needle)) {
+                long long left = end - daemon_now_ms();
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+                if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+                        return false;
+                ssize_t n = read(fd, buf + len, size - len - 1);
+                if (n <= 0) /* EIO: the terminal's other side is gone */
+                        return false;
+                len += (size_t)n;
+                buf[len] = 0;
+        }
+        return true;
+}
+
+START_TEST(terminal) {
+        char dir[] = "/tmp/hbg-tty.XXXXXX", sock[64];
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        snprintf(sock, sizeof(sock), "%s/hbgd.sock", dir);
+        int master;
+        pid_t pid = forkpty(&master, NULL, NULL, NULL);
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                unsetenv("NOTIFY_SOCKET");
+                unsetenv("JOURNAL_STREAM");
+                execl(daemon_binary(), "hbgd", "--socket", sock, "--threads", "1", (char *)NULL);
+                _exit(127);
+        }
+        static char out[1 << 16];
+        out[0] = 0;
+        bool ready = pty_read_until(master, out, sizeof(out), "ready:", 20000);
+        ck_assert_msg(ready, "hbgd wrote no 'ready:' line to its terminal:\n%s", out);
+
+        /* A failing graph: a notice line. */
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, sock);
+        ck_assert_msg(err == 0, "hbg_connect: %s", hbg_strerror(err));
+        hbg_task t = fail_task(-EIO);
+        uint64_t g;
+        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
+        ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+        ck_assert_int_eq(hbg_graph_wait(c, g, WAIT_MS), -EIO);
+        bool failed = pty_read_until(master, out, sizeof(out), "failed:", 20000);
+        hbg_disconnect(c);
+        kill(pid, SIGTERM);
+        pty_read_until(master, out, sizeof(out), "\n(never)", 10000); /* to the end */
+        int st;
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        close(master);
+        ck_assert_msg(failed, "no graph failure line on the terminal:\n%s", out);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "hbgd on a terminal: wait status 0x%x", (unsigned)st);
+        unsigned lines = 0;
+        for (char *save = NULL, *line = strtok_r(out, "\r\n", &save); line; line = strtok_r(NULL, "\r\n", &save)) {
+                ck_assert_msg(strncmp(line, "hbgd: ", 6) == 0, "a terminal line not 'hbgd: ...': %s", line);
+                ck_assert_msg(!(line[0] == '<' && line[1] >= '0' && line[1] <= '7' && line[2] == '>'),
+                              "a <N> prefix on a terminal: %s", line);
+                lines++;
+        }
+        ck_assert_uint_ge(lines, 3); /* ready, failed, SIGTERM */
+        unlink(sock);
+        rmdir(dir);
+
+        /* The same hbgd with a file as stderr: priority prefixes. */
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        {
+                FILE *f = fopen(d->log_path, "r");
+                ck_assert_ptr_nonnull(f);
+                char line[512];
+                bool prefixed = false;
+                while (fgets(line, sizeof(line), f))
+                        prefixed |= strncmp(line, "<6>hbgd: ready:", 15) == 0;
+                fclose(f);
+                D_ASSERT(d, prefixed, "no '<6>hbgd: ready:' line in hbgd's log file");
+        }
+        stop_hbgd(d);
+}
+END_TEST
+
+int main(void) {
+        signal(SIGPIPE, SIG_IGN);
+        if (daemon_util_init() < 0)
+                return 1;
+        Suite *s = suite_create("e2e_journal");
+        TCase *tc = tcase_create("journal");
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, fields);
+        tcase_add_test(tc, terminal);
+        suite_add_tcase(s, tc);
+        SRunner *sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        daemon_util_cleanup();
+        return failed ? 1 : 0;
+}
