@@ -90,7 +90,7 @@ SHM_LIB  := $(B)/lib/libhbgshm.a
 CORE_SRCS := $(addprefix daemon/engine/,engine.c sched.c ring_table.c fair_share.c dispatch.c \
                completion.c completion_eager.c completion_lazy.c completion_resolver.c \
                ingest.c validate.c classify.c launch.c recorded.c ready.c mailbox.c stall.c ring.c graphs.c \
-               wakeup.c engine_log.c kernels.c)
+               wakeup.c engine_log.c histogram.c kernels.c)
 CORE_OBJS := $(CORE_SRCS:%.c=$(B)/obj/%.o)
 CORE_LIB  := $(B)/lib/libhbgcore.a
 
@@ -101,8 +101,8 @@ PROTO_LIB  := $(B)/lib/libhbgproto.a
 
 # hbgd's io side (io_uring/epoll loop, sessions, control protocol).
 HBGD_SRCS := daemon/io_loop.c daemon/log.c daemon/notify.c daemon/accounting.c daemon/session.c \
-             daemon/record.c daemon/conn.c daemon/status.c daemon/listener.c daemon/tick.c daemon/daemon.c \
-             daemon/config.c daemon/access.c daemon/refusal.c
+             daemon/record.c daemon/conn.c daemon/status.c daemon/metrics.c daemon/listener.c daemon/tick.c \
+             daemon/daemon.c daemon/config.c daemon/access.c daemon/refusal.c
 HBGD_LIB  := $(B)/lib/libhbgd.a
 HBGD_BIN  := $(B)/bin/hbgd
 
@@ -130,7 +130,7 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_engine_validation test_engine_behaviour test_engine_replay test_e2e_daemon \
               test_e2e_hostile test_e2e_systemd test_e2e_hbgctl test_e2e_client \
               test_e2e_api test_e2e_replay test_e2e_proto_attack \
-              test_e2e_faults test_e2e_shm_attack test_e2e_access test_e2e_journal
+              test_e2e_faults test_e2e_shm_attack test_e2e_access test_e2e_metrics test_e2e_journal
 TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
 # The same stress test built with the store->load ordering removed: it must
 # be able to catch the watermark freeze (docs/RUNTIME_LOGIC.md §4).
@@ -217,7 +217,7 @@ $(B)/obj/proto/wire.o $(HBGD_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/daemon/hbgd.o: $(B)
 JSONC_CFLAGS = $(shell pkg-config --cflags json-c 2>/dev/null)
 JSONC_LIBS   = $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c)
 
-CTL_SRCS := ctl/hbgctl.c ctl/run.c ctl/status.c ctl/graph_file.c ctl/output.c ctl/daemon_conn.c
+CTL_SRCS := ctl/hbgctl.c ctl/run.c ctl/status.c ctl/metrics.c ctl/graph_file.c ctl/output.c ctl/daemon_conn.c
 CTL_OBJS := $(CTL_SRCS:%.c=$(B)/obj/%.o)
 
 $(CTL_OBJS): $(B)/obj/ctl/%.o: ctl/%.c $(B)/gen/hbg.pb-c.h
@@ -348,6 +348,8 @@ $(B)/tests/test_e2e_%: $(B)/obj/tests/test_e2e_%.o $(E2E_UTIL_OBJS) $(PROTO_LIB)
 $(B)/obj/tests/test_e2e_hbgctl.o: TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)
 $(B)/tests/test_e2e_hbgctl: TEST_EXTRA_LIBS = $(JSONC_LIBS)
 $(B)/tests/test_e2e_hbgctl: | $(HBGCTL_BIN)
+# test_e2e_metrics runs hbgctl metrics (a subprocess).
+$(B)/tests/test_e2e_metrics: | $(HBGCTL_BIN)
 # test_e2e_journal runs hbgd on a pseudo-terminal (forkpty).
 $(B)/tests/test_e2e_journal: TEST_EXTRA_LIBS = -lutil
 

@@ -4,6 +4,7 @@
  *   hbgctl.c      options and the verb table
  *   run.c         `run FILE`: compile a graph file and run it via libhbgclient
  *   status.c      the status verbs: one request to hbgd, printed
+ *   metrics.c     `metrics`: OpenMetrics text made from a status reply
  *   graph_file.c  the graph-file compiler (docs/GRAPH_FILES.md)
  *   output.c      tables and JSON
  *   daemon_conn.c connecting to hbgd and one request/reply
@@ -40,6 +41,10 @@ int ctl_failure_exit(void);
 /* hbg_connect() failed with err (its message printed): print the fix for
  * a refusal by hbgd, return the exit status. */
 int ctl_connect_failed(int err);
+/* Connect, hello, one StatusRequest of `kind`: its StatusReply envelope
+ * (wire_free() it), or NULL with a message printed and *ret_exit the exit
+ * code to return. */
+Hbg__Envelope *ctl_status(const char *path, Hbg__StatusKind kind, int *ret_exit);
 
 /* output.c */
 void print_daemon(const Hbg__DaemonStatus *d);
@@ -91,6 +96,10 @@ void graph_file_free(struct plan *p);
 
 /* status.c */
 int cmd_status(const char *path, Hbg__StatusKind kind);
+
+/* metrics.c: --output FILE (NULL: stdout). */
+extern const char *opt_output;
+int cmd_metrics(const char *path);
 
 /* run.c */
 int cmd_run(const char *path, const char *file);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Connecting to hbgd's control socket, one request and its reply, and what
- * hbgctl says when it may not connect: the exit status of each refusal and
- * what to do about it (docs/man/hbgctl.1, EXIT STATUS).
+ * Connecting to hbgd's control socket, one request and its reply, status
+ * requests, and what hbgctl says when it may not connect: the exit status
+ * of each refusal and what to do about it (docs/man/hbgctl.1, EXIT STATUS).
  */
 #include <errno.h>
 #include <grp.h>
@@ -220,6 +220,44 @@ Hbg__Envelope *ctl_roundtrip(int fd, Hbg__Envelope *env) {
         }
         if (reply->msg_case == HBG__ENVELOPE__MSG_ERROR) {
                 print_error(reply->error);
+                wire_free(reply);
+                return NULL;
+        }
+        return reply;
+}
+
+Hbg__Envelope *ctl_status(const char *path, Hbg__StatusKind kind, int *ret_exit) {
+        int fd = ctl_connect(path);
+        if (fd < 0) {
+                *ret_exit = -fd;
+                return NULL;
+        }
+        *ret_exit = EXIT_FAIL;
+        Hbg__Hello hello = HBG__HELLO__INIT;
+        hello.version_major = HBG_PROTO_MAJOR;
+        hello.version_minor = HBG_PROTO_MINOR;
+        hello.name = (char *)"hbgctl";
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_HELLO;
+        env.hello = &hello;
+        Hbg__Envelope *reply = ctl_roundtrip(fd, &env);
+        if (!reply) {
+                close(fd);
+                *ret_exit = ctl_failure_exit();
+                return NULL;
+        }
+        wire_free(reply);
+        Hbg__StatusRequest rq = HBG__STATUS_REQUEST__INIT;
+        rq.kind = kind;
+        env = (Hbg__Envelope)HBG__ENVELOPE__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_STATUS_REQUEST;
+        env.status_request = &rq;
+        reply = ctl_roundtrip(fd, &env);
+        close(fd);
+        if (!reply)
+                *ret_exit = ctl_failure_exit();
+        if (reply && reply->msg_case != HBG__ENVELOPE__MSG_STATUS_REPLY) {
+                fprintf(stderr, "hbgctl: unexpected reply from hbgd (message %d)\n", (int)reply->msg_case);
                 wire_free(reply);
                 return NULL;
         }

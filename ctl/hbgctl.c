@@ -3,6 +3,7 @@
  * hbgctl: show what hbgd is doing, and run graph files.
  *   hbgctl [--socket PATH] [--json] [status|sessions|graphs|threads|kernels|version]
  *   hbgctl [--socket PATH] [--json] run FILE          (docs/GRAPH_FILES.md)
+ *   hbgctl [--socket PATH] metrics [--output FILE]    (docs/OPERATIONS.md, "Metrics")
  * Options are accepted before or after the verb.
  * Exit: 0 ok, 1 failure, 2 bad usage, 3 hbgd not running (or stopping),
  * 4 permission denied (the socket, or hbgd's [access]).
@@ -35,6 +36,11 @@ static int verb_run(const struct verb *v, const char *path, const char *arg) {
         return cmd_run(path, arg);
 }
 
+static int verb_metrics(const struct verb *v, const char *path, const char *arg) {
+        (void)v, (void)arg;
+        return cmd_metrics(path);
+}
+
 static int verb_version(const struct verb *v, const char *path, const char *arg) {
         (void)v, (void)path, (void)arg;
         if (opt_json)
@@ -55,6 +61,8 @@ static const struct verb verbs[] = {
           HBG__STATUS_KIND__STATUS_KERNELS },
         { "run", "FILE", "graph FILE", "run the graph described in a JSON file (docs/GRAPH_FILES.md)",
           verb_run, 0 },
+        { "metrics", NULL, NULL, "OpenMetrics text for Prometheus (--output FILE: replace FILE atomically)",
+          verb_metrics, HBG__STATUS_KIND__STATUS_METRICS },
         { "version", NULL, NULL, "hbgctl's version", verb_version, 0 },
 };
 #define N_VERBS (sizeof(verbs) / sizeof(verbs[0]))
@@ -71,6 +79,7 @@ static void usage(FILE *f) {
                 "Options (before or after the command):\n"
                 "  --socket PATH  hbgd's socket (default $HBG_SOCKET, then %s)\n"
                 "  --json         print JSON\n"
+                "  --output FILE  metrics: write FILE (atomically) instead of stdout\n"
                 "Exit status: 0 ok, 1 failure, 2 bad usage, 3 hbgd not running or stopping,\n"
                 "             4 permission denied (the socket, or hbgd's allowed users and groups).\n",
                 HBG_DEFAULT_SOCKET);
@@ -87,6 +96,7 @@ int main(int argc, char **argv) {
         static const struct option opts[] = {
                 { "socket", required_argument, NULL, 's' },
                 { "json", no_argument, NULL, 'j' },
+                { "output", required_argument, NULL, 'o' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -100,6 +110,9 @@ int main(int argc, char **argv) {
                         break;
                 case 'j':
                         opt_json = true;
+                        break;
+                case 'o':
+                        opt_output = optarg;
                         break;
                 case 'h':
                         usage(stdout);
@@ -135,6 +148,10 @@ int main(int argc, char **argv) {
         }
         if (optind < argc) {
                 fprintf(stderr, "hbgctl: unexpected argument '%s'\n", argv[optind]);
+                return EXIT_USAGE;
+        }
+        if (opt_output && v->run != verb_metrics) {
+                fprintf(stderr, "hbgctl: --output is an option of metrics only\n");
                 return EXIT_USAGE;
         }
         return v->run(v, hbg_socket_path(path), arg);

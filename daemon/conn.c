@@ -98,6 +98,7 @@ static uint64_t pick(uint64_t asked, uint64_t dflt) {
 /* A request refused for a limit: tell the client, log it (rate limited per
  * connection: a client may keep asking). The connection stays. */
 static struct verdict refuse(struct conn *c, int err, const char *msg) {
+        metrics_count_refusal(&c->d->counters, err);
         hbgd_log_fields(LOG_NOTICE,
                         &(struct hbg_log_fields){ .session = c->id, .pid = (int)c->cred.pid, .has_uid = true,
                                                   .uid = (uint32_t)c->cred.uid, .err = err },
@@ -128,12 +129,15 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
 
         if (c->session)
                 return send_error(c, -EBUSY, "this connection already has a session");
-        if (d->stopping)
+        if (d->stopping) {
+                metrics_count_refusal(&d->counters, -ESHUTDOWN);
                 return send_error(c, -ESHUTDOWN, "hbgd is shutting down");
+        }
         if (req.task_window > cfg->max_task_window || req.heap_size > cfg->max_heap_size)
                 return refuse(c, -E2BIG, "task_window or heap_size above the configured maximum");
         int err = hbg_geometry_init(&g, &req, &why);
         if (err < 0) {
+                metrics_count_refusal(&d->counters, err);
                 snprintf(msg, sizeof(msg), "invalid session geometry: %s", why);
                 return send_error(c, err, msg);
         }
@@ -152,6 +156,7 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         c->session = s;
         c->deadline_ms = 0; /* a session may be idle as long as it likes */
         d->n_sessions++;
+        d->counters.sessions_opened++;
 
         Hbg__SessionReply r = HBG__SESSION_REPLY__INIT;
         r.session_id = c->id;
@@ -322,6 +327,7 @@ static int admit(struct hbgd *d, int fd, const struct ucred *cr, char *why, size
 
 void conn_accept(struct hbgd *d, int fd) {
         hbgd_tick_set(d, true);
+        d->counters.connections_accepted++;
         struct ucred cr;
         socklen_t len = sizeof(cr);
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {

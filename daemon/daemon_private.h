@@ -3,7 +3,8 @@
  * The io side's shared state: struct hbgd and the connections. Used by the
  * io side's modules only (daemon.c wires them; listener.c accepts; conn.c
  * speaks the protocol; access.c says who may connect; refusal.c tells the
- * others why not; status.c answers status requests).
+ * others why not; status.c answers status requests, metrics.c builds
+ * their metrics).
  */
 #pragma once
 
@@ -15,6 +16,7 @@
 #include "daemon/config.h"
 #include "daemon/engine/engine.h"
 #include "daemon/io_loop.h"
+#include "daemon/metrics.h"
 #include "daemon/session.h"
 
 struct conn {
@@ -67,6 +69,7 @@ struct hbgd {
         unsigned n_sessions;          /* connections with a live session */
         uint64_t next_id;
         uint64_t done_tasks, done_graphs, done_graphs_failed; /* of closed sessions */
+        struct hbgd_counters counters; /* metrics.h */
         int64_t started_ms;
         bool stopping;
         int64_t stop_deadline_ms;

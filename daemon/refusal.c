@@ -40,6 +40,7 @@
 
 #include "daemon/daemon_private.h"
 #include "daemon/log.h"
+#include "daemon/metrics.h"
 #include "proto/wire.h"
 #include "shm/util.h"
 
@@ -154,6 +155,7 @@ static void close_now(int fd) {
 }
 
 void refusal_start(struct hbgd *d, int fd, const struct ucred *cr, int code, const char *why) {
+        metrics_count_refusal(&d->counters, code);
         log_refusal(d, cr, code, why);
         /* The socket's buffer is empty: a small record always fits. */
         wire_send_error(fd, code, why);

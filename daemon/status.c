@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* Status replies: daemon, threads, sessions, graphs, kernels
+/* Status replies: daemon, threads, sessions, graphs, kernels, metrics
  * (docs/PROTOCOL.md). Read-only views of the engine and the sessions. */
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "daemon/daemon_private.h"
+#include "daemon/metrics.h"
 #include "shm/kernel_sig.h"
 #include "proto/wire.h"
 #include "shm/layout.h"
@@ -27,8 +28,10 @@ int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
         Hbg__KernelInfo **ksp = calloc(nk, sizeof(*ksp));
         Hbg__KernelArg *ka = calloc(nk * (HBG_MAX_TENSOR_ARGS + HBG_MAX_SCALAR_ARGS), sizeof(*ka));
         Hbg__KernelArg **kap = calloc(nk * (HBG_MAX_TENSOR_ARGS + HBG_MAX_SCALAR_ARGS), sizeof(*kap));
+        struct metrics_reply *metrics = NULL;
         int err = 0;
-        if (!ts || !tsp || !ss || !ssp || !gs || !gsp || !ks || !ksp || !ka || !kap) {
+        if (!ts || !tsp || !ss || !ssp || !gs || !gsp || !ks || !ksp || !ka || !kap ||
+            (rq->kind == HBG__STATUS_KIND__STATUS_METRICS && metrics_reply_new(d, &reply, &metrics) < 0)) {
                 err = wire_send_error(c->sock, -ENOMEM, "out of memory");
                 goto out;
         }
@@ -77,9 +80,11 @@ int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
         ds.graphs_failed = gfailed;
         ds.io_backend = (char *)io_loop_backend(d->loop);
         ds.completion_mode = (char *)hbg_completion_mode_name(d->cfg.engine.completion_mode);
+        metrics_fill_daemon(d, &ds);
         reply.daemon = &ds;
 
-        if (rq->kind == HBG__STATUS_KIND__STATUS_THREADS || rq->kind == HBG__STATUS_KIND__STATUS_DAEMON) {
+        if (rq->kind == HBG__STATUS_KIND__STATUS_THREADS || rq->kind == HBG__STATUS_KIND__STATUS_DAEMON ||
+            rq->kind == HBG__STATUS_KIND__STATUS_METRICS) {
                 for (unsigned i = 0; i < nthreads; i++) {
                         struct hbg_thread_stats t;
                         hbg_engine_thread_stats(d->engine, i, &t);
@@ -152,6 +157,7 @@ int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
 out:
         free(ts), free(tsp), free(ss), free(ssp), free(gs), free(gsp);
         free(ks), free(ksp), free(ka), free(kap);
+        metrics_reply_free(metrics);
         return err;
 }
 

@@ -187,6 +187,42 @@ void hbg_engine_thread_alive(const struct hbg_engine *e, unsigned thread,
         ret->parked = atomic_load_explicit(&t->parked, memory_order_relaxed);
 }
 
+/* A ring's graph metrics, added to ret (the ring may be in use). */
+static void ring_graph_metrics(const struct hbg_ring *r, struct hbg_engine_metrics *ret) {
+        ret->graphs_submitted += atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed);
+        hbg_hist_read(&r->graph_latency, &ret->graph_latency);
+        for (unsigned i = 0; i < HBG_ERRNO_SLOTS; i++)
+                ret->graphs_failed[i] += atomic_load_explicit(&r->graphs_failed_by_errno[i], memory_order_relaxed);
+}
+
+void hbg_engine_metrics(const struct hbg_engine *e, struct hbg_engine_metrics *ret) {
+        struct hbg_engine *me = (struct hbg_engine *)e;
+        memset(ret, 0, sizeof(*ret));
+        pthread_mutex_lock(&me->rings_lock);
+        ret->graphs_submitted = e->freed_graphs_noticed;
+        hbg_hist_read(&e->freed_graph_latency, &ret->graph_latency);
+        memcpy(ret->graphs_failed, e->freed_graphs_failed, sizeof(ret->graphs_failed));
+        unsigned high = atomic_load(&e->rings_high);
+        for (unsigned i = 0; i < high; i++) {
+                struct hbg_ring *r = atomic_load(&e->rings[i]);
+                if (r)
+                        ring_graph_metrics(r, ret);
+        }
+        for (const struct hbg_ring *r = e->removed; r; r = r->next_removed)
+                ring_graph_metrics(r, ret);
+        pthread_mutex_unlock(&me->rings_lock);
+        for (unsigned i = 0; i < HBG_HIST_BUCKETS; i++)
+                ret->graphs_retired += ret->graph_latency.buckets[i];
+        for (unsigned t = 0; t < e->nthreads; t++)
+                for (unsigned i = 0; i < HBG_ERRNO_SLOTS; i++)
+                        ret->tasks_failed[i] += hbg_stat_get(&e->threads[t].tasks_failed[i]);
+}
+
+void hbg_engine_thread_task_time(const struct hbg_engine *e, unsigned thread, struct hbg_hist_snapshot *ret) {
+        memset(ret, 0, sizeof(*ret));
+        hbg_hist_read(&e->threads[thread].task_time, ret);
+}
+
 unsigned hbg_engine_threads(const struct hbg_engine *e) {
         return e->nthreads;
 }

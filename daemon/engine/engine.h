@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "daemon/engine/histogram.h"
 #include "shm/geometry.h"
 
 #define HBG_ENGINE_MAX_THREADS 64u
@@ -208,6 +209,41 @@ struct hbg_ring_stats {
         int32_t error;             /* ring error latch, 0 if none */
         bool broken;               /* stopped because of a protocol error */
 };
+
+/* ------------------------------------------------------------ metrics */
+
+/*
+ * Counters and latency histograms for hbgd's metrics (docs/OPERATIONS.md,
+ * "Metrics"), over the engine's whole life: rings that were freed are
+ * folded in, so every value only grows. Errors are counted per errno:
+ * entry e is errno e (a task or graph that failed with -e), entry 0 every
+ * code outside 1 .. HBG_ERRNO_SLOTS - 1.
+ */
+#define HBG_ERRNO_SLOTS 134u           /* Linux errnos end at 133 (EHWPOISON) */
+
+static inline unsigned hbg_errno_slot(int code) {
+        return code < 0 && -code < (int)HBG_ERRNO_SLOTS ? (unsigned)-code : 0u;
+}
+
+/* One thread's task run time is measured for one kernel run in this many
+ * (a run: the blocks of one task one thread runs in one go), so that the
+ * clock is not read twice per task (docs/PERFORMANCE.md). */
+#define HBG_TASK_TIME_SAMPLE 16u
+_Static_assert((HBG_TASK_TIME_SAMPLE & (HBG_TASK_TIME_SAMPLE - 1)) == 0, "a power of two");
+
+struct hbg_engine_metrics {
+        uint64_t graphs_submitted;     /* graph records read (noticed) */
+        uint64_t graphs_retired;       /* finished, with success or failure */
+        uint64_t graphs_failed[HBG_ERRNO_SLOTS];
+        uint64_t tasks_failed[HBG_ERRNO_SLOTS]; /* skipped dependants not counted */
+        /* From the moment a graph record was noticed to its retirement
+         * (ns). A graph first seen when it retires counts 0. */
+        struct hbg_hist_snapshot graph_latency;
+};
+
+void hbg_engine_metrics(const struct hbg_engine *e, struct hbg_engine_metrics *ret);
+/* Thread `thread`'s sampled kernel run times (ns). */
+void hbg_engine_thread_task_time(const struct hbg_engine *e, unsigned thread, struct hbg_hist_snapshot *ret);
 
 unsigned hbg_engine_threads(const struct hbg_engine *e);
 void hbg_engine_thread_stats(const struct hbg_engine *e, unsigned thread,

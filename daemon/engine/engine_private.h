@@ -201,6 +201,15 @@ struct hbg_ring {
          * one while its graph is unretired (§12.1). */
         _Atomic uint64_t retire_at;
         _Atomic uint64_t graphs_failed;
+        /* Metrics (hbg_engine_metrics), written under the retire lock:
+         * graph records noticed so far (the next record number to notice),
+         * when each one in the graph ring was noticed (CLOCK_MONOTONIC ns,
+         * entry n & (graph_table_entries - 1)), the time from there to
+         * retirement of every retired graph, and failed graphs by errno. */
+        _Atomic uint64_t graphs_noticed;
+        int64_t *graph_noticed_ns;
+        struct hbg_histogram graph_latency;
+        _Atomic uint64_t graphs_failed_by_errno[HBG_ERRNO_SLOTS];
 
         /* Mailbox consumer (try-lock, one thread at a time). */
         alignas(64) _Atomic uint32_t mailbox_lock;
@@ -254,6 +263,12 @@ struct sched_thread {
                         failed;
                 _Atomic uint64_t parks, wakeups;
         } stats;
+        /* Metrics, written by this thread only: kernel run times (one run
+         * in HBG_TASK_TIME_SAMPLE, counted by task_time_tick) and failed
+         * tasks by errno (hbg_engine_metrics). */
+        alignas(64) struct hbg_histogram task_time;
+        unsigned task_time_tick;
+        _Atomic uint64_t tasks_failed[HBG_ERRNO_SLOTS];
         /* Liveness for the systemd watchdog: bumped every loop iteration;
          * parked is set while waiting on the futex. */
         alignas(64) _Atomic uint64_t heartbeat;
@@ -282,6 +297,10 @@ struct hbg_engine {
         pthread_mutex_t rings_lock;       /* add/remove/collect only */
         bool rings_lock_ready;
         struct hbg_ring *removed;         /* removed, not freed yet (rings_lock) */
+        /* The graph metrics of freed rings, folded in (rings_lock). */
+        uint64_t freed_graphs_noticed;
+        struct hbg_histogram freed_graph_latency;
+        uint64_t freed_graphs_failed[HBG_ERRNO_SLOTS];
 
         alignas(64) _Atomic uint32_t wake_seq;   /* futex word */
         /* The resolver's own futex word and "I sleep" flag (§11.3). */
@@ -316,6 +335,7 @@ struct hbg_engine {
  *   graphs.c      failures, graph retirement, stopping a ring
  *   wakeup.c      waking parked threads
  *   engine_log.c  logging
+ *   histogram.c   latency histograms (metrics)
  */
 
 /* sched.c: the bodies of the scheduler and resolver threads. */

@@ -100,7 +100,43 @@ static void graph_unlock(struct hbg_ring *r) {
         atomic_store(&r->retire_lock, 0);
 }
 
-static void publish_graph(struct hbg_ring *r, int code, uint64_t task, const char *why, const char *kernel) {
+/* Graph records up to `submitted` (at most a graph ring ahead of the
+ * retired ones) are noticed now: their latency counts from here. Under
+ * the retire lock. */
+static void notice_graphs(struct hbg_ring *r, uint64_t submitted, int64_t *now) {
+        uint64_t n = atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed);
+        uint64_t end = r->graph_next + r->g.graph_table_entries;
+        if (submitted < end)
+                end = submitted;
+        if (n < r->graph_next)
+                n = r->graph_next;
+        if (n >= end)
+                return;
+        if (*now == 0)
+                *now = hbg_now_ns();
+        for (; n < end; n++)
+                r->graph_noticed_ns[n & (r->g.graph_table_entries - 1)] = *now;
+        atomic_store_explicit(&r->graphs_noticed, n, memory_order_relaxed);
+}
+
+/* Metrics of the graph being published: its latency and failure. */
+static void count_graph(struct hbg_ring *r, int code, int64_t *now) {
+        if (*now == 0)
+                *now = hbg_now_ns();
+        uint64_t n = r->graph_next;
+        int64_t since = *now;
+        if (n < atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed))
+                since = r->graph_noticed_ns[n & (r->g.graph_table_entries - 1)];
+        else /* first seen as it retires (a stopped ring's): noticed now */
+                atomic_store_explicit(&r->graphs_noticed, n + 1, memory_order_relaxed);
+        hbg_hist_observe(&r->graph_latency, since < *now ? (uint64_t)(*now - since) : 0);
+        if (code)
+                stat_add(&r->graphs_failed_by_errno[hbg_errno_slot(code)], 1);
+}
+
+/* `now`: the clock as read by this retirement pass (0: not yet). */
+static void publish_graph(struct hbg_ring *r, int code, uint64_t task, const char *why, const char *kernel,
+                          int64_t *now) {
         struct hbg_graph_entry *e = &r->graph_table[r->graph_next & (r->g.graph_table_entries - 1)];
 
         /* Rate-limited per session by hbgd's log. */
@@ -111,6 +147,7 @@ static void publish_graph(struct hbg_ring *r, int code, uint64_t task, const cha
                          "ring %s: graph %" PRIu64 " (client id %" PRIu64 ") failed: %s at task %" PRIu64
                          " (%s)", r->name, r->graph_next, r->graph_cur.graph_id, strerror(-code), task,
                          why ? why : "stopped");
+        count_graph(r, code, now);
 
         e->graph_id = r->graph_cur.graph_id;
         e->status = code;
@@ -152,6 +189,7 @@ static bool fetch_graph(struct hbg_ring *r, uint64_t submitted) {
  * taken as they are: contiguity no longer matters. */
 static bool fail_graphs_locked(struct hbg_ring *r, int code) {
         bool any = false;
+        int64_t now = 0;
         for (uint64_t n = 0; n < r->g.graph_table_entries; n++) {
                 if (!r->graph_have) {
                         uint64_t submitted = atomic_load_explicit(&r->sub->graphs_submitted,
@@ -164,7 +202,7 @@ static bool fail_graphs_locked(struct hbg_ring *r, int code) {
                                sizeof(r->graph_cur));
                         r->graph_have = true;
                 }
-                publish_graph(r, code, r->graph_cur.first_id, "session stopped", NULL);
+                publish_graph(r, code, r->graph_cur.first_id, "session stopped", NULL, &now);
                 any = true;
         }
         return any;
@@ -182,6 +220,8 @@ static bool retire_graphs_locked(struct hbg_ring *r) {
         uint64_t submitted = atomic_load_explicit(&r->sub->graphs_submitted, memory_order_acquire);
         atomic_store_explicit(&r->graphs_seen, submitted, memory_order_relaxed);
         bool any = false;
+        int64_t now = 0;
+        notice_graphs(r, submitted, &now);
 
         for (uint64_t n = 0; n < r->g.graph_table_entries; n++) {
                 if (atomic_load(&r->broken) || !fetch_graph(r, submitted))
@@ -191,7 +231,7 @@ static bool retire_graphs_locked(struct hbg_ring *r) {
                 uint64_t task = 0;
                 const char *why = NULL, *kernel = NULL;
                 int code = graph_status(r, r->graph_cur.first_id, r->graph_cur.last_id, &task, &why, &kernel);
-                publish_graph(r, code, task, why, kernel);
+                publish_graph(r, code, task, why, kernel, &now);
                 any = true;
         }
         if (atomic_load(&r->broken))

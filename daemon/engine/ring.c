@@ -35,8 +35,10 @@ void ring_task_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int
                 atomic_store_explicit(&r->fail_tags[id & r->fail_mask], id + 1, memory_order_relaxed);
                 ring_record_failure(r, id, status, why ? why : "task failed", slot_kernel_name(s));
                 stat_add(&rt->failed, 1);
-                if (status != -ECANCELED) /* skipped ones count as retired */
+                if (status != -ECANCELED) { /* skipped ones count as retired */
                         stat_add(&t->stats.failed, 1);
+                        stat_add(&t->tasks_failed[hbg_errno_slot(status)], 1);
+                }
         }
         atomic_store_explicit(&s->state, SLOT_COMPLETING, memory_order_relaxed);
         stat_add(&rt->completed, 1);
@@ -56,11 +58,15 @@ static size_t failures_bytes(const struct hbg_geometry *g) {
         return g->task_window * sizeof(struct failure);
 }
 
+static size_t graph_noticed_bytes(const struct hbg_geometry *g) {
+        return g->graph_table_entries * sizeof(int64_t);
+}
+
 uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g) {
         uint64_t queues = (SHAPE_EXEC_COUNT + 1) * g->task_window * sizeof(struct mpmc_cell);
         uint64_t per_thread = sizeof(struct ring_thread) + (uint64_t)hbg_failsafe_capacity(g) * sizeof(uint64_t);
         return sizeof(struct hbg_ring) + slots_bytes(g) + fail_tags_bytes(g) + failures_bytes(g) +
-               queues + nthreads * per_thread;
+               graph_noticed_bytes(g) + queues + nthreads * per_thread;
 }
 
 /*
@@ -119,7 +125,8 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         r->failures = lazy_zalloc(failures_bytes(g));
         r->fail_mask = 2 * g->task_window - 1;
         r->fail_tags = lazy_zalloc(fail_tags_bytes(g));
-        if (!r->slots || !r->per_thread || !r->failures || !r->fail_tags)
+        r->graph_noticed_ns = lazy_zalloc(graph_noticed_bytes(g));
+        if (!r->slots || !r->per_thread || !r->failures || !r->fail_tags || !r->graph_noticed_ns)
                 goto fail;
         for (unsigned i = 0; i < e->nthreads; i++) {
                 err = hbg_completer_init(&r->per_thread[i].completer, &r->window,
@@ -158,6 +165,7 @@ void ring_free(struct hbg_ring *r) {
         pthread_mutex_destroy(&r->cold_lock);
         lazy_free(r->failures, failures_bytes(&r->g));
         lazy_free((void *)r->fail_tags, fail_tags_bytes(&r->g));
+        lazy_free(r->graph_noticed_ns, graph_noticed_bytes(&r->g));
         free(r->per_thread);
         lazy_free(r->slots, slots_bytes(&r->g));
         free(r);

@@ -122,13 +122,26 @@ static bool ring_held(struct hbg_engine *e, struct hbg_ring *r) {
         return false;
 }
 
-/* Free one removed ring nobody holds: final graph failures, counters
- * folded into the threads, the owner told. */
-static void ring_reclaim(struct hbg_engine *e, struct hbg_ring *r) {
+/*
+ * A removed ring nobody holds, taken off the removed list (rings_lock
+ * held): its final graph failures, then its counters folded into the
+ * threads' and the engine's, in the same critical section, so that a
+ * reader of the counters (who takes the lock) sees every ring once,
+ * removed or folded, and no counter ever goes down.
+ */
+static void ring_retire_locked(struct hbg_engine *e, struct hbg_ring *r) {
+        ring_stop(r, r->removal_reason);
         for (unsigned i = 0; i < e->nthreads; i++)
                 fold_completer_stats(&e->threads[i].retired_completer,
                                      &r->per_thread[i].completer.stats);
-        ring_stop(r, r->removal_reason);
+        e->freed_graphs_noticed += atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed);
+        hbg_hist_fold(&e->freed_graph_latency, &r->graph_latency);
+        for (unsigned i = 0; i < HBG_ERRNO_SLOTS; i++)
+                e->freed_graphs_failed[i] += atomic_load_explicit(&r->graphs_failed_by_errno[i], memory_order_relaxed);
+}
+
+/* Free a retired ring and tell its owner. */
+static void ring_reclaim(struct hbg_ring *r) {
         void (*released)(void *) = r->released;
         void *userdata = r->released_userdata;
         ring_free(r);
@@ -149,6 +162,7 @@ unsigned hbg_engine_collect(struct hbg_engine *e) {
                         continue;
                 }
                 *p = r->next_removed;
+                ring_retire_locked(e, r);
                 r->next_removed = free_list;
                 free_list = r;
         }
@@ -157,7 +171,7 @@ unsigned hbg_engine_collect(struct hbg_engine *e) {
         while (free_list) {
                 struct hbg_ring *r = free_list;
                 free_list = r->next_removed;
-                ring_reclaim(e, r);
+                ring_reclaim(r);
         }
         return held;
 }

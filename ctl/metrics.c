@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `hbgctl metrics`: hbgd's counters and latency histograms as OpenMetrics
+ * text (https://github.com/OpenObservability/OpenMetrics, text format
+ * 1.0.0), for Prometheus' node exporter textfile collector or any scraper
+ * (docs/OPERATIONS.md, "Metrics"). hbgd sends structured values (a
+ * STATUS_METRICS reply); every metric's name, type, unit and help is one
+ * entry of the table below, and only this file writes the text.
+ *
+ * The output also parses as Prometheus' older text format (0.0.4), which
+ * node exporter's textfile collector reads: its parser takes "# UNIT" and
+ * "# EOF" for comments, so only TYPE, HELP and the samples matter there,
+ * and no family uses a type that format lacks (info, stateset, ...).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ctl/ctl.h"
+
+const char *opt_output;
+
+/* Where a family's values come from in the reply. */
+enum source {
+        SRC_DAEMON,            /* a field of DaemonStatus */
+        SRC_METRICS,           /* a field of Metrics */
+        SRC_THREADS,           /* a field of each ThreadStatus: label thread */
+        SRC_ERRNO,             /* a MetricErrno list of Metrics: label errno */
+        SRC_HISTOGRAM,         /* a Histogram of Metrics */
+        SRC_THREAD_HISTOGRAM,  /* each MetricThread's task_run: label thread */
+};
+
+struct family {
+        const char *name;      /* a counter's samples add _total */
+        const char *type;      /* counter, gauge or histogram */
+        const char *unit;      /* "" or the last part of the name */
+        const char *help;      /* SRC_THREAD_HISTOGRAM: the sampling rate follows */
+        enum source src;
+        size_t offset;         /* of the field; SRC_ERRNO: of its n_ count */
+        size_t width;          /* of an integer field, bytes; SRC_ERRNO: offset of the list */
+        unsigned divisor;      /* integer fields: shown divided by this (ms -> s) */
+};
+
+#define DAEMON(f) SRC_DAEMON, offsetof(Hbg__DaemonStatus, f), sizeof(((Hbg__DaemonStatus *)0)->f)
+#define METRICS(f) SRC_METRICS, offsetof(Hbg__Metrics, f), sizeof(((Hbg__Metrics *)0)->f)
+#define THREADS(f) SRC_THREADS, offsetof(Hbg__ThreadStatus, f), sizeof(((Hbg__ThreadStatus *)0)->f)
+#define ERRNO_LIST(f) SRC_ERRNO, offsetof(Hbg__Metrics, n_##f), offsetof(Hbg__Metrics, f)
+#define HISTOGRAM(f) SRC_HISTOGRAM, offsetof(Hbg__Metrics, f), 0
+
+static const struct family families[] = {
+        { "hbg_uptime_seconds", "gauge", "seconds", "Time since hbgd started.", DAEMON(uptime_ms), 1000 },
+        { "hbg_scheduler_threads", "gauge", "", "Scheduler threads.", DAEMON(threads), 1 },
+        { "hbg_connections", "gauge", "", "Control connections open now.", DAEMON(connections), 1 },
+        { "hbg_connections_accepted", "counter", "", "Control connections accepted, refused ones included.",
+          DAEMON(connections_accepted), 1 },
+        { "hbg_sessions", "gauge", "", "Client sessions open now.", DAEMON(sessions), 1 },
+        { "hbg_sessions_opened", "counter", "", "Client sessions opened.", DAEMON(sessions_opened), 1 },
+        { "hbg_sessions_refused", "counter", "",
+          "Connections and session requests refused (user not allowed, a limit, shutting down, bad geometry), "
+          "by errno.",
+          ERRNO_LIST(sessions_refused), 1 },
+        { "hbg_graphs_submitted", "counter", "", "Graphs submitted (graph records hbgd read).",
+          METRICS(graphs_submitted), 1 },
+        { "hbg_graphs_retired", "counter", "", "Graphs finished, with success or failure.",
+          METRICS(graphs_retired), 1 },
+        { "hbg_graphs_failed", "counter", "",
+          "Graphs failed, by errno of their first failing task (ECONNRESET, ESHUTDOWN: their session ended).",
+          ERRNO_LIST(graphs_failed), 1 },
+        { "hbg_graph_latency_seconds", "histogram", "seconds",
+          "Graph latency: from hbgd reading a graph's record to the graph's retirement.",
+          HISTOGRAM(graph_latency), 1 },
+        { "hbg_tasks_classified", "counter", "", "Tasks copied and validated, per scheduler thread.",
+          THREADS(classified), 1 },
+        { "hbg_tasks_executed", "counter", "", "Kernel tasks run to the end (failed ones included), per scheduler thread.",
+          THREADS(executed_tasks), 1 },
+        { "hbg_tasks_retired_inline", "counter", "",
+          "Tasks completed without running a kernel (dummy, host-inline, false predicate), per scheduler thread.",
+          THREADS(retired_inline), 1 },
+        { "hbg_tasks_stolen", "counter", "", "Tasks taken from a peer thread's deque, per scheduler thread.",
+          THREADS(stolen), 1 },
+        { "hbg_tasks_failed", "counter", "",
+          "Tasks failed (validation, kernel, client report, stall), by errno; dependants skipped are not counted.",
+          ERRNO_LIST(tasks_failed), 1 },
+        { "hbg_task_blocks_dispatched", "counter", "", "Task blocks started on a core, per scheduler thread.",
+          THREADS(dispatched), 1 },
+        { "hbg_task_run_seconds", "histogram", "seconds",
+          "Kernel run time of the blocks of a task one thread runs in one go, per scheduler thread",
+          SRC_THREAD_HISTOGRAM, 0, 0, 1 },
+        { "hbg_watermark_advances", "counter", "", "Completed-watermark advances, per scheduler thread.",
+          THREADS(watermark_advances), 1 },
+        { "hbg_failsafe_pushes", "counter", "",
+          "Completions deferred to the failsafe heap (a flag slot still in use), per scheduler thread.",
+          THREADS(failsafe_pushes), 1 },
+        { "hbg_thread_parks", "counter", "", "Times a scheduler thread went to sleep for want of work.",
+          THREADS(parks), 1 },
+        { "hbg_thread_wakeups", "counter", "", "Times a sleeping scheduler thread woke up.", THREADS(wakeups), 1 },
+};
+#define N_FAMILIES (sizeof(families) / sizeof(families[0]))
+
+/* ------------------------------------------------------------ values */
+
+static uint64_t field_u(const void *msg, const struct family *f) {
+        const char *p = (const char *)msg + f->offset;
+        if (f->width == sizeof(uint32_t)) {
+                uint32_t v;
+                memcpy(&v, p, sizeof(v));
+                return v;
+        }
+        uint64_t v;
+        memcpy(&v, p, sizeof(v));
+        return v;
+}
+
+static void print_value(FILE *out, uint64_t v, unsigned divisor) {
+        if (divisor <= 1)
+                fprintf(out, "%" PRIu64 "\n", v);
+        else /* a float: OpenMetrics wants its decimal point */
+                fprintf(out, "%.3f\n", (double)v / divisor);
+}
+
+/* "EIO"; "other" for codes outside the errno range hbgd counts. */
+static const char *errno_label(int32_t code, char *buf, size_t size) {
+        if (code == 0)
+                return "other";
+        const char *name = code < 0 ? strerrorname_np(-code) : NULL;
+        if (name)
+                return name;
+        snprintf(buf, size, "E%d", code < 0 ? -code : code);
+        return buf;
+}
+
+/* A bound in seconds the way OpenMetrics' canonical numbers look: %g,
+ * with ".0" when that has neither a point nor an exponent (1.0, 2.5,
+ * 0.0001, 1e-07). */
+static void le_label(uint64_t ns, char *buf, size_t size) {
+        snprintf(buf, size, "%g", (double)ns / 1e9);
+        if (!strpbrk(buf, ".e"))
+                strncat(buf, ".0", size - strlen(buf) - 1);
+}
+
+/* A histogram's samples; labels: "" or `thread="N",`. -1 if the reply's
+ * histogram is malformed. */
+static int print_histogram(FILE *out, const char *name, const char *labels, const Hbg__Histogram *h) {
+        if (!h || h->n_buckets != h->n_bounds_ns + 1)
+                return -1;
+        for (size_t i = 1; i < h->n_bounds_ns; i++)
+                if (h->bounds_ns[i] <= h->bounds_ns[i - 1])
+                        return -1;
+        uint64_t total = 0;
+        for (size_t i = 0; i < h->n_buckets; i++) {
+                total += h->buckets[i];
+                char le[32];
+                if (i < h->n_bounds_ns)
+                        le_label(h->bounds_ns[i], le, sizeof(le));
+                else
+                        snprintf(le, sizeof(le), "+Inf");
+                fprintf(out, "%s_bucket{%sle=\"%s\"} %" PRIu64 "\n", name, labels, le, total);
+        }
+        /* Labels without the trailing comma for _count and _sum. */
+        char plain[64];
+        snprintf(plain, sizeof(plain), "%.*s", labels[0] ? (int)strlen(labels) - 1 : 0, labels);
+        const char *open = plain[0] ? "{" : "", *close = plain[0] ? "}" : "";
+        fprintf(out, "%s_count%s%s%s %" PRIu64 "\n", name, open, plain, close, total);
+        fprintf(out, "%s_sum%s%s%s %" PRIu64 ".%09" PRIu64 "\n", name, open, plain, close, h->sum_ns / 1000000000,
+                h->sum_ns % 1000000000);
+        return 0;
+}
+
+/* One family: metadata, then its samples. -1 for a malformed reply. */
+static int print_family(FILE *out, const struct family *f, const Hbg__StatusReply *r) {
+        const Hbg__Metrics *m = r->metrics;
+        fprintf(out, "# TYPE %s %s\n", f->name, f->type);
+        if (f->unit[0])
+                fprintf(out, "# UNIT %s %s\n", f->name, f->unit);
+        if (f->src == SRC_THREAD_HISTOGRAM)
+                fprintf(out, "# HELP %s %s; sampled: one run in %u is timed.\n", f->name, f->help,
+                        m->task_sample_every);
+        else
+                fprintf(out, "# HELP %s %s\n", f->name, f->help);
+        const char *suffix = strcmp(f->type, "counter") == 0 ? "_total" : "";
+
+        switch (f->src) {
+        case SRC_DAEMON:
+                fprintf(out, "%s%s ", f->name, suffix);
+                print_value(out, field_u(r->daemon, f), f->divisor);
+                return 0;
+        case SRC_METRICS:
+                fprintf(out, "%s%s ", f->name, suffix);
+                print_value(out, field_u(m, f), f->divisor);
+                return 0;
+        case SRC_THREADS:
+                for (size_t i = 0; i < r->n_threads; i++) {
+                        fprintf(out, "%s%s{thread=\"%u\"} ", f->name, suffix, r->threads[i]->index);
+                        print_value(out, field_u(r->threads[i], f), f->divisor);
+                }
+                return 0;
+        case SRC_ERRNO: {
+                size_t n;
+                Hbg__MetricErrno **list;
+                memcpy(&n, (const char *)m + f->offset, sizeof(n));
+                memcpy(&list, (const char *)m + f->width, sizeof(list));
+                for (size_t i = 0; i < n; i++) {
+                        char buf[16];
+                        fprintf(out, "%s%s{errno=\"%s\"} %" PRIu64 "\n", f->name, suffix,
+                                errno_label(list[i]->code, buf, sizeof(buf)), list[i]->count);
+                }
+                return 0;
+        }
+        case SRC_HISTOGRAM: {
+                const Hbg__Histogram *h;
+                memcpy(&h, (const char *)m + f->offset, sizeof(h));
+                return print_histogram(out, f->name, "", h);
+        }
+        case SRC_THREAD_HISTOGRAM:
+                for (size_t i = 0; i < m->n_threads; i++) {
+                        char labels[32];
+                        snprintf(labels, sizeof(labels), "thread=\"%u\",", m->threads[i]->index);
+                        if (print_histogram(out, f->name, labels, m->threads[i]->task_run) < 0)
+                                return -1;
+                }
+                return 0;
+        }
+        return -1;
+}
+
+/* ------------------------------------------------------------ output */
+
+/* Replace path with data atomically: a temporary file in the same
+ * directory (a name a textfile collector skips: it reads *.prom only),
+ * mode 0644, then rename(2) over path; a reader sees the old file or the
+ * new one, never a part. 0, or -1 with a message printed. */
+static int write_atomically(const char *path, const char *data, size_t len) {
+        char dir_buf[PATH_MAX], base_buf[PATH_MAX], tmp[PATH_MAX + 16];
+        if (snprintf(dir_buf, sizeof(dir_buf), "%s", path) >= (int)sizeof(dir_buf) ||
+            snprintf(base_buf, sizeof(base_buf), "%s", path) >= (int)sizeof(base_buf)) {
+                fprintf(stderr, "hbgctl: --output: path too long\n");
+                return -1;
+        }
+        snprintf(tmp, sizeof(tmp), "%s/.%s.XXXXXX", dirname(dir_buf), basename(base_buf));
+        int fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0) {
+                fprintf(stderr, "hbgctl: cannot write %s: %s\n", path, strerror(errno));
+                return -1;
+        }
+        int err = 0;
+        for (size_t done = 0; done < len && !err;) {
+                ssize_t n = write(fd, data + done, len - done);
+                if (n < 0 && errno != EINTR)
+                        err = errno;
+                else if (n > 0)
+                        done += (size_t)n;
+        }
+        /* Readable by the exporter (mkostemp made it 0600); on disk before
+         * it takes the name. */
+        if (!err && (fchmod(fd, 0644) < 0 || fsync(fd) < 0))
+                err = errno;
+        if (close(fd) < 0 && !err)
+                err = errno;
+        if (!err && rename(tmp, path) < 0)
+                err = errno;
+        if (err) {
+                unlink(tmp);
+                fprintf(stderr, "hbgctl: cannot write %s: %s\n", path, strerror(err));
+                return -1;
+        }
+        return 0;
+}
+
+int cmd_metrics(const char *path) {
+        int code;
+        Hbg__Envelope *reply = ctl_status(path, HBG__STATUS_KIND__STATUS_METRICS, &code);
+        if (!reply)
+                return code;
+        const Hbg__StatusReply *r = reply->status_reply;
+        if (!r->daemon || !r->metrics) {
+                fprintf(stderr, "hbgctl: hbgd sent no metrics (an hbgd older than this hbgctl?)\n");
+                wire_free(reply);
+                return EXIT_FAIL;
+        }
+        char *text = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&text, &len);
+        if (!out) {
+                fprintf(stderr, "hbgctl: out of memory\n");
+                wire_free(reply);
+                return EXIT_FAIL;
+        }
+        int bad = 0;
+        if (opt_json) {
+                json_object *o = pb_to_json(&r->base);
+                fprintf(out, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
+                json_object_put(o);
+        } else {
+                for (size_t i = 0; i < N_FAMILIES && !bad; i++)
+                        bad = print_family(out, &families[i], r);
+                fprintf(out, "# EOF\n");
+        }
+        wire_free(reply);
+        if (fclose(out) != 0 || bad) {
+                fprintf(stderr, "hbgctl: %s\n", bad ? "malformed metrics from hbgd" : "out of memory");
+                free(text);
+                return EXIT_FAIL;
+        }
+        int rc = 0;
+        if (opt_output)
+                rc = write_atomically(opt_output, text, len) < 0 ? EXIT_FAIL : 0;
+        else if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0)
+                rc = EXIT_FAIL;
+        free(text);
+        return rc;
+}

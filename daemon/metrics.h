@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hbgd's metrics (docs/OPERATIONS.md, "Metrics"): the io side's own
+ * counters, and the STATUS_METRICS reply's Metrics message built from
+ * them and the engine's (daemon/engine/engine.h). Structured values only;
+ * hbgctl metrics writes the text.
+ */
+#pragma once
+
+#include <stdint.h>
+
+#include "daemon/engine/engine.h"
+#include "hbg.pb-c.h"
+
+/* Counted by the io thread (conn.c), read by status replies. */
+struct hbgd_counters {
+        uint64_t connections_accepted;
+        uint64_t sessions_opened;
+        uint64_t sessions_refused[HBG_ERRNO_SLOTS]; /* connections and session requests */
+};
+
+static inline void metrics_count_refusal(struct hbgd_counters *c, int err) {
+        c->sessions_refused[hbg_errno_slot(err)]++;
+}
+
+struct hbgd;
+struct metrics_reply;
+
+/* DaemonStatus's counters (connections, accepted, sessions opened). */
+void metrics_fill_daemon(const struct hbgd *d, Hbg__DaemonStatus *ds);
+/* reply->metrics for a STATUS_METRICS request, in memory *ret owns (free
+ * it with metrics_reply_free() after sending). 0 or -ENOMEM. */
+int metrics_reply_new(const struct hbgd *d, Hbg__StatusReply *reply, struct metrics_reply **ret);
+struct metrics_reply *metrics_reply_free(struct metrics_reply *m);
