@@ -25,8 +25,8 @@
 #include "shm/geometry.h"
 
 #define HBG_CACHE_LINE 64u
-#define HBG_LAYOUT_VERSION 4u  /* 2: lap stamps (RUNTIME_LOGIC.md §3.2); 3: inline fanins, window_waiting;
-                                  4: launch records (§14) */
+#define HBG_LAYOUT_VERSION 5u  /* 2: lap stamps (RUNTIME_LOGIC.md §3.2); 3: inline fanins, window_waiting;
+                                  4: launch records (§14); 5: graph entries with kernel and message (§12.1) */
 #define HBG_SUB_MAGIC UINT32_C(0x42534248) /* "HBSB" little endian */
 #define HBG_CPL_MAGIC UINT32_C(0x43504248) /* "HBPC" */
 
@@ -289,17 +289,31 @@ _Static_assert(offsetof(struct hbg_cpl_header, graphs_retired) == 320, "cpl grap
 _Static_assert(offsetof(struct hbg_cpl_header, ext_ready_tail) == 384, "cpl ext_ready_tail");
 _Static_assert(offsetof(struct hbg_cpl_header, mailbox_consumed) == 448, "cpl mailbox_consumed");
 
-/* Graph table entry k & (G-1): the final status of graph record k. hbgd
- * writes the fields, then `seq` = k + 1 (release); a reader checks `seq`
- * (acquire) before trusting the rest. */
+/* Graph table entry k & (G-1): the final status of graph record k
+ * (RUNTIME_LOGIC.md §12.1), two cache lines. hbgd writes it as a seqlock:
+ * `seq` = 0 (relaxed) and a release fence, the fields, then `seq` = k + 1
+ * (release). A reader loads `seq` (acquire), copies the entry, issues an
+ * acquire fence and loads `seq` again: the copy is graph k's only if both
+ * loads saw k + 1. A success writes the first line only (message[0] = 0). */
+#define HBG_GRAPH_MESSAGE_MAX 96u
 struct hbg_graph_entry {
-        _Atomic uint64_t seq;              /* record number + 1; 0 = never retired */
+        _Atomic uint64_t seq;              /* record number + 1; 0 = never retired, or being written */
         uint64_t graph_id;
         int32_t status;                    /* 0 ok, negative errno failed */
-        uint32_t reserved0;
+        uint16_t kernel;                   /* the failing task's kernel id, HBG_KERNEL_NONE if it
+                                              has none (valid when status != 0) */
+        uint16_t reserved0;                /* must be zero */
         uint64_t first_error_task;         /* valid when status != 0 */
+        /* Why, NUL-terminated within the array (when status != 0): the
+         * validator's reason, "kernel NAME failed: ...", the stall
+         * detector's reason... */
+        char message[HBG_GRAPH_MESSAGE_MAX];
 };
-_Static_assert(sizeof(struct hbg_graph_entry) == 32, "graph entry size");
+_Static_assert(sizeof(struct hbg_graph_entry) == 2 * HBG_CACHE_LINE, "graph entry size");
+_Static_assert(offsetof(struct hbg_graph_entry, status) == 16, "graph entry status");
+_Static_assert(offsetof(struct hbg_graph_entry, kernel) == 20, "graph entry kernel");
+_Static_assert(offsetof(struct hbg_graph_entry, first_error_task) == 24, "graph entry first_error_task");
+_Static_assert(offsetof(struct hbg_graph_entry, message) == 32, "graph entry message");
 
 /* One completion flag: the lap (plus one) of the id that owns the slot. */
 typedef _Atomic uint32_t hbg_stamp_t;
@@ -318,6 +332,16 @@ void hbg_sub_region_init(void *base, const struct hbg_geometry *g);
  * graph table. O(1): nothing depends on the window. `first_id` is the
  * ring's first task id (0 for a new ring). */
 void hbg_cpl_region_init(void *base, const struct hbg_geometry *g, uint64_t first_id);
+
+/* hbgd: publish graph record k's entry e (the seqlock above). message may
+ * be NULL (none); it is cut to HBG_GRAPH_MESSAGE_MAX - 1 bytes. Only the
+ * first line is written when status is 0. */
+void hbg_graph_entry_publish(struct hbg_graph_entry *e, uint64_t k, uint64_t graph_id, int32_t status,
+                             uint16_t kernel, uint64_t task, const char *message);
+/* A reader: copy entry e if it is graph record k's. 0 and *ret (its
+ * message copied only when status != 0, as hbgd wrote it: the caller
+ * validates), or 1 when e is not k's (not retired yet, being rewritten). */
+int hbg_graph_entry_read(const struct hbg_graph_entry *e, uint64_t k, struct hbg_graph_entry *ret);
 
 /* Check a mapped completion region against the geometry the caller expects
  * (used by the client after mmap). Returns 0 or -EPROTO. */

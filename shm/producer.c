@@ -126,15 +126,7 @@ int64_t hbg_producer_end_graph(struct hbg_producer *p, uint64_t graph_id, bool *
 }
 
 int hbg_producer_graph_entry(const struct hbg_producer *p, uint64_t k, struct hbg_graph_entry *ret) {
-        const struct hbg_graph_entry *e = &p->graph_table[k & (p->g.graph_table_entries - 1)];
-        if (atomic_load_explicit(&e->seq, memory_order_acquire) != k + 1)
-                return 1;
-        ret->graph_id = e->graph_id;
-        ret->status = e->status;
-        ret->reserved0 = 0;
-        ret->first_error_task = e->first_error_task;
-        atomic_store_explicit(&ret->seq, k + 1, memory_order_relaxed);
-        return 0;
+        return hbg_graph_entry_read(&p->graph_table[k & (p->g.graph_table_entries - 1)], k, ret);
 }
 
 bool hbg_producer_next_external(struct hbg_producer *p, uint64_t *ret_id) {

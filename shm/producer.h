@@ -118,7 +118,8 @@ static inline bool hbg_producer_graph_room(const struct hbg_producer *p) {
 int64_t hbg_producer_end_graph(struct hbg_producer *p, uint64_t graph_id, bool *ret_ring);
 
 /* Graph record k's final state: 1 still running; 0 with *ret its entry
- * (status 0 or a negative errno, first failing task). */
+ * (status 0 or a negative errno, first failing task, its kernel and hbgd's
+ * message, copied once as hbgd wrote them: the caller validates). */
 int hbg_producer_graph_entry(const struct hbg_producer *p, uint64_t k, struct hbg_graph_entry *ret);
 
 /* Take the next external task hbgd made ready: true and its id. Entries

@@ -123,14 +123,11 @@ static int poll_graph(struct harness_ring *h, uint64_t k, int timeout_ms, struct
         struct hbg_graph_entry *e = (struct hbg_graph_entry *)(void *)((char *)h->cpl + h->g.cpl_graphs_offset) +
                                     (k & (h->g.graph_table_entries - 1));
         int64_t deadline = hbg_now_ms() + timeout_ms;
-        while (atomic_load_explicit(&e->seq, memory_order_acquire) != k + 1) {
+        while (hbg_graph_entry_read(e, k, ret) != 0) {
                 if (hbg_now_ms() > deadline)
                         return -ETIMEDOUT;
                 sleep_ms(2);
         }
-        ret->graph_id = e->graph_id;
-        ret->status = e->status;
-        ret->first_error_task = e->first_error_task;
         return 0;
 }
 
@@ -1191,11 +1188,13 @@ START_TEST(ring_remove_with_graph_in_flight) {
                 sleep_ms(1);
         }
         harness_ring_remove(&ha, -ECONNRESET);
-        struct hbg_graph_entry *ge =
-                (struct hbg_graph_entry *)(void *)((char *)ha.cpl + ha.g.cpl_graphs_offset) + ka;
-        ck_assert_uint_eq(atomic_load(&ge->seq), ka + 1);
-        ck_assert_int_eq(ge->status, -ECONNRESET);
-        ck_assert_uint_eq(ge->graph_id, 0xa);
+        struct hbg_graph_entry ge;
+        ck_assert_int_eq(hbg_graph_entry_read((struct hbg_graph_entry *)(void *)((char *)ha.cpl +
+                                                                                 ha.g.cpl_graphs_offset) + ka,
+                                              ka, &ge), 0);
+        ck_assert_int_eq(ge.status, -ECONNRESET);
+        ck_assert_uint_eq(ge.graph_id, 0xa);
+        ck_assert_str_eq(ge.message, "session stopped");
         ck_assert_uint_eq(atomic_load(&ha.ch->graphs_retired), 1);
         ck_assert(all_eq(&ha, ao, 16, -1.0f));
         /* Free A's regions now: a thread still touching them is a

@@ -621,10 +621,15 @@ static void run_graph(struct vctx *c, const char *name, int want, enum rule r,
         wait_ok(c, k, name, &ge);
         ck_assert_uint_eq(ge.graph_id, 0xbad);
         ck_assert_msg(ge.status == want, "%s: graph status %d, expected %d", name, ge.status, want);
-        if (want != 0)
+        if (want != 0) {
                 ck_assert_msg(ge.first_error_task == b, "%s: first_error_task %llu, expected %llu",
                               name, (unsigned long long)ge.first_error_task,
                               (unsigned long long)b);
+                /* The validator's reason reaches the graph table. */
+                ck_assert_msg(memchr(ge.message, '\0', sizeof(ge.message)) && ge.message[0] &&
+                                      strcmp(ge.message, "session stopped") != 0,
+                              "%s: no message in the graph entry", name);
+        }
 
         /* G and I ran; P ran only if B succeeded. */
         fill_f32(c->expect, c->g_out, BUF_BYTES, V_G);

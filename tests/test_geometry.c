@@ -25,7 +25,7 @@
 #define PAYLOAD_BYTES 384u
 #define GRAPH_RECORD_BYTES 32u
 #define MAILBOX_ENTRY_BYTES 32u
-#define GRAPH_ENTRY_BYTES 32u
+#define GRAPH_ENTRY_BYTES 128u
 #define EXT_READY_BYTES 8u
 #define STAMP_BYTES 4u
 
@@ -367,9 +367,9 @@ START_TEST(test_default_layout) {
         ck_assert_uint_eq(g.sub_region_size, sh + 16384 * 64 + 16384 * 384 + 256 * 32 +
                                                      1024 * 32 + (UINT64_C(64) << 20));
         ck_assert_uint_eq(g.cpl_graphs_offset, ch);
-        ck_assert_uint_eq(g.cpl_ext_ready_offset, ch + 256 * 32);
-        ck_assert_uint_eq(g.cpl_flags_offset, ch + 256 * 32 + 16384 * 8);
-        ck_assert_uint_eq(g.cpl_region_size, ch + 256 * 32 + 16384 * 8 + 16384 * 4);
+        ck_assert_uint_eq(g.cpl_ext_ready_offset, ch + 256 * GRAPH_ENTRY_BYTES);
+        ck_assert_uint_eq(g.cpl_flags_offset, ch + 256 * GRAPH_ENTRY_BYTES + 16384 * 8);
+        ck_assert_uint_eq(g.cpl_region_size, ch + 256 * GRAPH_ENTRY_BYTES + 16384 * 8 + 16384 * 4);
         /* Every id a completer holds unpublished is in [WM, WM + D). */
         ck_assert_uint_eq(hbg_failsafe_capacity(&g), 16384);
 }

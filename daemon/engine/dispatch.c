@@ -38,6 +38,9 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
          * block_num * lanes: the kernels split their work by part. */
         uint32_t parts = (uint32_t)s->block_num * s->lanes;
         int err = 0;
+        /* Not s->report_kernel: a peer running other blocks of the task
+         * may be writing it (below). */
+        uint16_t err_kernel = HBG_KERNEL_NONE;
         /* Metrics: one run in HBG_TASK_TIME_SAMPLE is timed (a power of
          * two; the tick is this thread's own). */
         bool timed = (++t->task_time_tick & (HBG_TASK_TIME_SAMPLE - 1)) == 0;
@@ -55,8 +58,10 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                         if (!(s->lane_mask & (1u << lane)))
                                 continue;
                         int rc = s->kernel[lane]->run(r->heap, &s->args, b * s->lanes + j, parts);
-                        if (rc < 0 && err == 0)
+                        if (rc < 0 && err == 0) {
                                 err = rc;
+                                err_kernel = s->kernel[lane]->sig->id;
+                        }
                         j++;
                 }
         }
@@ -66,8 +71,12 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         }
         stat_add(&t->stats.dispatched, n);
         if (err < 0) {
+                /* The first error becomes the task's status, and its
+                 * kernel the one a failure names (§12.2): written only by
+                 * the winner, before the acq_rel add below. */
                 int32_t zero = 0;
-                atomic_compare_exchange_strong(&s->status, &zero, err);
+                if (atomic_compare_exchange_strong(&s->status, &zero, err) && err_kernel != HBG_KERNEL_NONE)
+                        s->report_kernel = err_kernel;
         }
         /* acq_rel: the last finisher sees every block's effects and status.
          * block_num is read before: once the count is in, a peer may finish
@@ -76,7 +85,8 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         if (atomic_fetch_add_explicit(&s->done_blocks, n, memory_order_acq_rel) + n == total) {
                 int st = atomic_load_explicit(&s->status, memory_order_relaxed);
                 stat_add(&t->stats.executed_tasks, 1);
-                ring_task_done(t, r, id, st, st ? "kernel failed" : NULL);
+                /* why NULL: the kernel's own error (§12.2). */
+                ring_task_done(t, r, id, st, NULL);
         }
         return n;
 }

@@ -70,6 +70,13 @@ struct task_slot {
         uint64_t predicate_offset;
         /* Validation's verdict, from classify_begin() to classify_run(). */
         int32_t classify_err;
+        /* The kernel a failure of this task names (§12.2): set by
+         * validation (the lane it refused, else the first active lane's,
+         * HBG_KERNEL_NONE without one), replaced by the kernel whose error
+         * became the task's status (dispatch, by the thread whose CAS on
+         * `status` won, before its acq_rel add to done_blocks: the last
+         * finisher reads it after its own). Read by ring_task_done(). */
+        uint16_t report_kernel;
         const char *classify_why;
         const struct kernel_info *kernel[HBG_LANES];
         uint64_t fanins[HBG_MAX_FANINS];
@@ -110,12 +117,15 @@ struct recorded_graph {
         struct task_slot *tasks;
 };
 
-/* Failure record (§12.2). */
+/* Failure record (§12.2): the kernel is the one named when the task
+ * failed (its slot may be reused before its graph retires). why: static;
+ * NULL when the kernel returned the error (the graph's message is then
+ * "kernel NAME failed: ..."). */
 struct failure {
         uint64_t id;
         int32_t code;
+        uint16_t kernel;
         const char *why;
-        const char *kernel;               /* the task's kernel's name, NULL: none */
 };
 
 /* A launch a thread claimed (§14): it classifies ids next .. end - 1 of
@@ -216,7 +226,7 @@ struct hbg_ring {
         _Atomic uint64_t mailbox_head;
 
         /* Cold paths. */
-        pthread_mutex_t cold_lock;        /* failures, ext-ready producer */
+        pthread_mutex_t cold_lock;        /* failures, ext-ready producer, stop reason */
         struct failure *failures;
         /* Failed or skipped ids: entry id & (2D-1) holds id + 1 (§12.2). */
         _Atomic uint64_t *fail_tags;
@@ -235,6 +245,12 @@ struct hbg_ring {
         _Atomic uint32_t n_recorded;
 
         _Atomic bool broken;              /* protocol error: stop serving */
+        /* Why the ring broke, under cold_lock: the first ring_fail()'s
+         * reason (static), task and code; stop_why NULL: stopped without
+         * one (by its owner). The graphs it fails say so (§12.2). */
+        const char *stop_why;
+        uint64_t stop_task;
+        int32_t stop_code;
         _Atomic bool removing;            /* being removed: start nothing new */
         /* Fair share (§9.5): threads dispatching this ring's tasks now (kept
          * only while there are several rings), and whether the ring ever had
@@ -438,6 +454,9 @@ void ring_task_released(struct sched_thread *t, struct hbg_ring *r, uint64_t id)
 bool ring_retire_ready(struct sched_thread *t, struct hbg_ring *r, unsigned max);
 
 /* ring.c */
+/* Task id's status is final. A failure (status < 0) is recorded with the
+ * slot's report_kernel and why: a static reason, or NULL when the task's
+ * kernel returned the error (§12.2). */
 void ring_task_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int status,
                     const char *why);
 int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_ring **ret);
@@ -446,8 +465,7 @@ void ring_free(struct hbg_ring *r);
 uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g);
 
 /* graphs.c */
-/* kernel: the task's kernel's name, NULL for none. */
-void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, const char *why, const char *kernel);
+void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel, const char *why);
 void ring_retire_graphs(struct hbg_ring *r);
 void ring_fail(struct hbg_ring *r, int code, uint64_t task, const char *why);
 /* ring_fail() without the warning (a session that ended normally): mark

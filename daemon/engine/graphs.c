@@ -28,14 +28,14 @@ void ring_signal(struct hbg_ring *r) {
         (void)n;
 }
 
-void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, const char *why, const char *kernel) {
+void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel, const char *why) {
         pthread_mutex_lock(&r->cold_lock);
         int32_t expected = 0;
         if (atomic_compare_exchange_strong(&r->cpl->error_code, &expected, code))
                 atomic_store_explicit(&r->cpl->error_task, id, memory_order_release);
         if (r->n_failures < r->max_failures) {
                 r->failures[r->n_failures++] =
-                        (struct failure){ .id = id, .code = code, .why = why, .kernel = kernel };
+                        (struct failure){ .id = id, .code = code, .kernel = kernel, .why = why };
                 r->failures_hi_known = false;
         } else {
                 /* Full (only if the client never sends graph records for
@@ -52,7 +52,7 @@ void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, const char *
                 }
                 if (r->failures[r->failures_hi].id > id) {
                         r->failures[r->failures_hi] =
-                                (struct failure){ .id = id, .code = code, .why = why, .kernel = kernel };
+                                (struct failure){ .id = id, .code = code, .kernel = kernel, .why = why };
                         r->failures_hi_known = false;
                 }
         }
@@ -60,13 +60,12 @@ void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, const char *
 }
 
 /* The status of a graph [first, last]: its lowest real failure, else its
- * lowest skipped task (-ECANCELED). Entries of the graph are dropped. */
-static int graph_status(struct hbg_ring *r, uint64_t first, uint64_t last, uint64_t *ret_task,
-                        const char **ret_why, const char **ret_kernel) {
-        int code = 0;
-        uint64_t task = 0;
+ * lowest skipped task (-ECANCELED), in *ret. Entries of the graph are
+ * dropped. */
+static int graph_status(struct hbg_ring *r, uint64_t first, uint64_t last, struct failure *ret) {
         bool real = false;
 
+        *ret = (struct failure){ .code = 0 };
         pthread_mutex_lock(&r->cold_lock);
         uint32_t keep = 0;
         for (uint32_t i = 0; i < r->n_failures; i++) {
@@ -76,19 +75,15 @@ static int graph_status(struct hbg_ring *r, uint64_t first, uint64_t last, uint6
                         continue;
                 }
                 bool is_real = f.code != -ECANCELED;
-                if (code == 0 || (is_real && !real) || (is_real == real && f.id < task)) {
-                        code = f.code;
-                        task = f.id;
+                if (ret->code == 0 || (is_real && !real) || (is_real == real && f.id < ret->id)) {
+                        *ret = f;
                         real = is_real;
-                        *ret_why = f.why;
-                        *ret_kernel = f.kernel;
                 }
         }
         r->n_failures = keep;
         r->failures_hi_known = false;
         pthread_mutex_unlock(&r->cold_lock);
-        *ret_task = task;
-        return code;
+        return ret->code;
 }
 
 static bool graph_lock(struct hbg_ring *r) {
@@ -134,28 +129,45 @@ static void count_graph(struct hbg_ring *r, int code, int64_t *now) {
                 stat_add(&r->graphs_failed_by_errno[hbg_errno_slot(code)], 1);
 }
 
-/* `now`: the clock as read by this retirement pass (0: not yet). */
-static void publish_graph(struct hbg_ring *r, int code, uint64_t task, const char *why, const char *kernel,
-                          int64_t *now) {
-        struct hbg_graph_entry *e = &r->graph_table[r->graph_next & (r->g.graph_table_entries - 1)];
+/* "Invalid argument" without strerror()'s shared buffer (any thread). */
+static const char *errno_text(int code, char *buf, size_t len) {
+        const char *m = strerror_r(code < 0 ? -code : code, buf, len);
+        return m ? m : "unknown error";
+}
 
-        /* Rate-limited per session by hbgd's log. */
-        if (code)
+/* The graph's message (§12.1): why as it is; for a kernel's own error
+ * (why NULL) "kernel NAME failed: <strerror>". */
+static void failure_message(const struct failure *f, const struct kernel_info *k, char *buf, size_t len) {
+        char eb[64];
+        if (f->why)
+                snprintf(buf, len, "%s", f->why);
+        else if (k)
+                snprintf(buf, len, "kernel %s failed: %s", k->sig->name, errno_text(f->code, eb, sizeof(eb)));
+        else
+                snprintf(buf, len, "task failed: %s", errno_text(f->code, eb, sizeof(eb)));
+}
+
+/* Write graph record graph_next's entry, f its failure (code 0: none).
+ * `now`: the clock as read by this retirement pass (0: not yet). */
+static void publish_graph(struct hbg_ring *r, const struct failure *f, int64_t *now) {
+        struct hbg_graph_entry *e = &r->graph_table[r->graph_next & (r->g.graph_table_entries - 1)];
+        char msg[HBG_GRAPH_MESSAGE_MAX];
+
+        msg[0] = '\0';
+        if (f->code) {
+                const struct kernel_info *k = kernel_lookup(f->kernel);
+                failure_message(f, k, msg, sizeof(msg));
+                /* Rate-limited per session by hbgd's log. */
                 ring_log(r, LOG_NOTICE,
                          &(struct hbg_log_fields){ .has_graph = true, .graph = r->graph_next, .has_task = true,
-                                                   .task = task, .kernel = kernel, .err = code },
+                                                   .task = f->id, .kernel = k ? k->sig->name : NULL,
+                                                   .err = f->code },
                          "ring %s: graph %" PRIu64 " (client id %" PRIu64 ") failed: %s at task %" PRIu64
-                         " (%s)", r->name, r->graph_next, r->graph_cur.graph_id, strerror(-code), task,
-                         why ? why : "stopped");
-        count_graph(r, code, now);
-
-        e->graph_id = r->graph_cur.graph_id;
-        e->status = code;
-        e->reserved0 = 0;
-        e->first_error_task = code ? task : 0;
-        atomic_store_explicit(&e->seq, r->graph_next + 1, memory_order_release);
-        if (code)
+                         " (%s)", r->name, r->graph_next, r->graph_cur.graph_id, strerror(-f->code), f->id, msg);
                 atomic_fetch_add_explicit(&r->graphs_failed, 1, memory_order_relaxed);
+        }
+        count_graph(r, f->code, now);
+        hbg_graph_entry_publish(e, r->graph_next, r->graph_cur.graph_id, f->code, f->kernel, f->id, msg);
         r->graph_expected_first = r->graph_cur.last_id + 1;
         r->graph_next++;
         r->graph_have = false;
@@ -186,8 +198,22 @@ static bool fetch_graph(struct hbg_ring *r, uint64_t submitted) {
 
 /* Fail every graph record the client has submitted and that is not retired
  * (the ring stopped). Under the retire lock. A stopped ring's records are
- * taken as they are: contiguity no longer matters. */
+ * taken as they are: contiguity no longer matters. The graph holding the
+ * task that stopped the ring names it with the reason; the others their
+ * first task, "session stopped: <reason>". */
 static bool fail_graphs_locked(struct hbg_ring *r, int code) {
+        pthread_mutex_lock(&r->cold_lock);
+        const char *why = r->stop_why;
+        uint64_t task = r->stop_task;
+        if (why)
+                code = r->stop_code;
+        pthread_mutex_unlock(&r->cold_lock);
+        char other[HBG_GRAPH_MESSAGE_MAX];
+        if (why)
+                snprintf(other, sizeof(other), "session stopped: %s", why);
+        else
+                snprintf(other, sizeof(other), "%s", code == -ESHUTDOWN ? "session stopped: hbgd is shutting down"
+                                                                          : "session stopped");
         bool any = false;
         int64_t now = 0;
         for (uint64_t n = 0; n < r->g.graph_table_entries; n++) {
@@ -202,7 +228,10 @@ static bool fail_graphs_locked(struct hbg_ring *r, int code) {
                                sizeof(r->graph_cur));
                         r->graph_have = true;
                 }
-                publish_graph(r, code, r->graph_cur.first_id, "session stopped", NULL, &now);
+                bool holds = why && task >= r->graph_cur.first_id && task <= r->graph_cur.last_id;
+                struct failure f = { .id = holds ? task : r->graph_cur.first_id, .code = code,
+                                     .kernel = HBG_KERNEL_NONE, .why = holds ? why : other };
+                publish_graph(r, &f, &now);
                 any = true;
         }
         return any;
@@ -228,10 +257,9 @@ static bool retire_graphs_locked(struct hbg_ring *r) {
                         break;
                 if (wm <= r->graph_cur.last_id)
                         break;
-                uint64_t task = 0;
-                const char *why = NULL, *kernel = NULL;
-                int code = graph_status(r, r->graph_cur.first_id, r->graph_cur.last_id, &task, &why, &kernel);
-                publish_graph(r, code, task, why, kernel, &now);
+                struct failure f;
+                graph_status(r, r->graph_cur.first_id, r->graph_cur.last_id, &f);
+                publish_graph(r, &f, &now);
                 any = true;
         }
         if (atomic_load(&r->broken))
@@ -298,8 +326,19 @@ void ring_retire_graphs(struct hbg_ring *r) {
         }
 }
 
-/* Latch the error, mark the ring broken; true if this call broke it. */
-static bool ring_break(struct hbg_ring *r, int code, uint64_t task) {
+/* Latch the error, mark the ring broken; true if this call broke it.
+ * The reason goes in first (the first one wins), so that whoever sees
+ * the ring broken and fails its graphs finds it. */
+static bool ring_break(struct hbg_ring *r, int code, uint64_t task, const char *why) {
+        if (why) {
+                pthread_mutex_lock(&r->cold_lock);
+                if (!r->stop_why) {
+                        r->stop_why = why;
+                        r->stop_task = task;
+                        r->stop_code = code;
+                }
+                pthread_mutex_unlock(&r->cold_lock);
+        }
         int32_t zero = 0;
         if (atomic_compare_exchange_strong(&r->cpl->error_code, &zero, code))
                 atomic_store_explicit(&r->cpl->error_task, task, memory_order_release);
@@ -308,7 +347,7 @@ static bool ring_break(struct hbg_ring *r, int code, uint64_t task) {
 }
 
 void ring_fail(struct hbg_ring *r, int code, uint64_t task, const char *why) {
-        if (!ring_break(r, code, task))
+        if (!ring_break(r, code, task, why))
                 return;
         ring_log(r, LOG_WARNING, &(struct hbg_log_fields){ .has_task = true, .task = task, .err = code },
                  "ring %s: stopped: %s (task %" PRIu64 ": %s)", r->name, why, task, strerror(-code));
@@ -318,7 +357,7 @@ void ring_fail(struct hbg_ring *r, int code, uint64_t task, const char *why) {
 }
 
 void ring_fail_quietly(struct hbg_ring *r, int code) {
-        if (ring_break(r, code, 0))
+        if (ring_break(r, code, 0, NULL))
                 ring_retire_graphs(r);
 }
 

@@ -58,6 +58,7 @@ static void copy_recorded(struct task_slot *s, const struct task_slot *src, uint
         s->long_task = src->long_task;
         s->predicate_offset = src->predicate_offset;
         memcpy(s->kernel, src->kernel, sizeof(s->kernel));
+        s->report_kernel = src->report_kernel;
         for (unsigned i = 0; i < src->n_fanins; i++)
                 s->fanins[i] = gate + src->fanins[i];
         s->n_fanins = src->n_fanins;

@@ -14,15 +14,6 @@
 #include "daemon/engine/lazy_alloc.h"
 #include "shm/util.h"
 
-/* The kernel of the slot's task (its first lane's), for failure records;
- * validation leaves the kernels it got to (validate.c). */
-static const char *slot_kernel_name(const struct task_slot *s) {
-        for (unsigned lane = 0; lane < HBG_LANES; lane++)
-                if (s->kernel[lane])
-                        return s->kernel[lane]->sig->name;
-        return NULL;
-}
-
 void ring_task_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int status,
                     const char *why) {
         struct task_slot *s = ring_slot(r, id);
@@ -33,7 +24,7 @@ void ring_task_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int
                 /* Before the stamp (release there, acquire by whoever sees
                  * the task complete): a dependant checks this entry. */
                 atomic_store_explicit(&r->fail_tags[id & r->fail_mask], id + 1, memory_order_relaxed);
-                ring_record_failure(r, id, status, why ? why : "task failed", slot_kernel_name(s));
+                ring_record_failure(r, id, status, s->report_kernel, why);
                 stat_add(&rt->failed, 1);
                 if (status != -ECANCELED) { /* skipped ones count as retired */
                         stat_add(&t->stats.failed, 1);

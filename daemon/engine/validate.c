@@ -12,10 +12,17 @@
 
 int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
                     const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
-        /* The kernels are what a failure record names (ring.c): none
-         * until a lane's kernel is known, also when validation fails. */
-        for (unsigned lane = 0; lane < HBG_LANES; lane++)
+        /* No kernels until a lane's is known (a failure must not name the
+         * slot's previous occupant's). The kernel a failure names (§12.2):
+         * the first active lane's, if it is one, until a lane's own check
+         * refuses the task. */
+        s->report_kernel = HBG_KERNEL_NONE;
+        for (unsigned lane = 0; lane < HBG_LANES; lane++) {
                 s->kernel[lane] = NULL;
+                if (s->report_kernel == HBG_KERNEL_NONE && (d->lane_mask & (1u << lane)) &&
+                    kernel_lookup(d->kernel[lane]))
+                        s->report_kernel = d->kernel[lane];
+        }
         if (d->id != id) {
                 *why = "descriptor id does not match its slot's id";
                 return -EPROTO;
@@ -118,8 +125,10 @@ int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task
                 }
                 s->kernel[lane] = k;
                 int err = kernel_validate(k, &s->args, r->g.heap_size, why);
-                if (err < 0)
+                if (err < 0) {
+                        s->report_kernel = d->kernel[lane];
                         return err;
+                }
         }
         /* The work this task makes a thread do, bounded per task so that no
          * session can hold a thread for long (§9.5, docs/SECURITY.md). */
@@ -133,6 +142,7 @@ int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task
                 uint64_t c = kernel_cost(s->kernel[lane], &s->args, parts) / s->lanes;
                 cost = __builtin_add_overflow(cost, c, &cost) ? UINT64_MAX : cost;
                 if (limit && cost > limit) {
+                        s->report_kernel = s->kernel[lane]->sig->id;
                         *why = kernel_cost_message(s->kernel[lane]);
                         return -E2BIG;
                 }
