@@ -129,7 +129,7 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_engine_differential test_engine_rings test_engine_stress test_engine_alloc \
               test_engine_validation test_engine_behaviour test_engine_replay test_e2e_daemon \
               test_e2e_hostile test_e2e_systemd test_e2e_hbgctl test_e2e_client \
-              test_e2e_api test_e2e_replay test_e2e_proto_attack \
+              test_e2e_api test_e2e_errors test_e2e_replay test_e2e_proto_attack \
               test_e2e_faults test_e2e_shm_attack test_e2e_access test_e2e_metrics test_e2e_journal
 TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
 # The same stress test built with the store->load ordering removed: it must

@@ -7,7 +7,7 @@
  *   recording.c     the graph being recorded: its tasks, dependencies, host functions
  *   wait.c          the wait loop (spin, yield, poll) that runs host tasks
  *   host.c          host (external) tasks and the completion mailbox
- *   graph_status.c  reading retired graphs back, graph statuses
+ *   graph_status.c  reading retired graphs back, graph statuses and errors
  *   deps.c          dependencies derived from tensor regions
  *   tensor.c        the session heap's allocator, tensor helpers
  *   session.c       usable?, heap bounds, publish, doorbell, socket health
@@ -119,6 +119,32 @@ struct graph_failure {
         uint64_t graph;
         uint64_t task;
         int32_t status;
+        int32_t kernel;            /* kernel id, -1 none */
+        uint32_t message;          /* index in the client's messages */
+};
+
+/* A finished graph as the library reports it (graph_status.c). */
+#define HBGC_MESSAGE_MAX 128
+struct graph_outcome {
+        int status;                /* 1 running, 0 ok, < 0 failed */
+        uint64_t task;             /* first failing task */
+        int kernel;                /* its kernel id, -1 none */
+        char message[HBGC_MESSAGE_MAX];
+};
+
+/* Distinct failure messages, kept once each: failures name them by
+ * index (graph_status.c). At most HBGC_MAX_MESSAGES. */
+#define HBGC_MAX_MESSAGES 1024u
+struct message_entry {
+        uint32_t hash;
+        char text[HBGC_MESSAGE_MAX];
+};
+
+/* A host function that failed, until its graph is read back: its error
+ * explains the graph's (hbgd only knows "external task reported failure"). */
+struct host_failure {
+        uint64_t id;
+        int32_t status;
 };
 
 struct hbg_client {
@@ -153,6 +179,10 @@ struct hbg_client {
         uint64_t harvested;
         struct graph_failure *failures;
         size_t n_failures, cap_failures;
+        struct message_entry *messages;
+        size_t n_messages, cap_messages;
+        struct host_failure *host_failed; /* in id order */
+        size_t n_host_failed, cap_host_failed;
 
         /* Host tasks. */
         struct host_slot *host;    /* D slots, allocated on first use */
@@ -254,10 +284,13 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w);
 
 /* Read back graph entries retired since the last call. */
 void hbgc_harvest(hbg_client *c);
-/* Graph k: 1 running, 0 ok, < 0 failed (*task: its first failing task). */
-int hbgc_graph_state(hbg_client *c, uint64_t k, uint64_t *task);
-/* Record st as c's last error when it is a failure; returns st. */
-int hbgc_graph_result(hbg_client *c, uint64_t k, int st, uint64_t task, uint64_t *ret_task, const char *fn);
+/* Graph k: its outcome; returns o->status (1 running, 0 ok, < 0 failed). */
+int hbgc_graph_state(hbg_client *c, uint64_t k, struct graph_outcome *o);
+/* Record a failure as c's last error ("FN: graph K failed at task T
+ * (kernel K): message"); returns o->status. */
+int hbgc_graph_result(hbg_client *c, uint64_t k, const struct graph_outcome *o, const char *fn);
+/* A host function of task id returned status < 0 (posted to hbgd). */
+int hbgc_host_failed(hbg_client *c, uint64_t id, int status);
 /* 0 if graph was submitted, else -EINVAL with a message. */
 int hbgc_graph_check(hbg_client *c, uint64_t graph, const char *fn);
 

@@ -165,6 +165,8 @@ static void client_free(hbg_client *c) {
         hbgc_deps_free(c);
         hbgc_host_free(c);
         free(c->failures);
+        free(c->messages);
+        free(c->host_failed);
         free(c);
 }
 

@@ -399,21 +399,21 @@ HBG_EXPORT int hbg_graph_wait(hbg_client *c, uint64_t graph, int timeout_ms) {
         int err = hbgc_graph_check(c, graph, "hbg_graph_wait");
         if (err < 0)
                 return err;
-        uint64_t task = 0;
+        struct graph_outcome o;
         struct hbgc_wait w;
         hbgc_wait_begin(&w, timeout_ms, true);
         for (;;) {
-                int st = hbgc_graph_state(c, graph, &task);
+                int st = hbgc_graph_state(c, graph, &o);
                 if (st != 1)
-                        return hbgc_graph_result(c, graph, st, task, NULL, "hbg_graph_wait");
+                        return hbgc_graph_result(c, graph, &o, "hbg_graph_wait");
                 if (c->dead)
                         err = -ECONNRESET;
                 else
                         err = hbgc_wait_step(c, &w);
                 if (err < 0) {
-                        st = hbgc_graph_state(c, graph, &task); /* it may have made it */
+                        st = hbgc_graph_state(c, graph, &o); /* it may have made it */
                         if (st != 1)
-                                return hbgc_graph_result(c, graph, st, task, NULL, "hbg_graph_wait");
+                                return hbgc_graph_result(c, graph, &o, "hbg_graph_wait");
                         if (err == -ETIMEDOUT)
                                 return hbgc_fail(c, err, "hbg_graph_wait: graph %" PRIu64 " still running after %d ms",
                                                  graph, timeout_ms);

@@ -1,15 +1,145 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Graph statuses: reading retired graphs back from the completion region
- * (RUNTIME_LOGIC.md §12.1), keeping the failures, answering for a graph.
+ * (RUNTIME_LOGIC.md §12.1), keeping the failures with their task, kernel
+ * and message, answering for a graph (hbg_graph_status, hbg_graph_error).
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "libclient/client_private.h"
+#include "shm/kernel_sig.h"
 
-/* ---------------------------------------------------------------- graphs */
+/* ---------------------------------------------------------------- messages */
+
+static uint32_t message_hash(const char *m) {
+        uint32_t h = 2166136261u; /* FNV-1a */
+        for (; *m; m++)
+                h = (h ^ (unsigned char)*m) * 16777619u;
+        return h;
+}
+
+#define MESSAGE_NOT_KEPT UINT32_MAX
+
+/* The index of message m in the client's table, added if new. Failures
+ * mostly repeat a few messages (a validator's reason, "kernel K failed:
+ * ...", a host task's error), so each is kept once; past
+ * HBGC_MAX_MESSAGES distinct ones, MESSAGE_NOT_KEPT. */
+static uint32_t message_intern(hbg_client *c, const char *m) {
+        uint32_t h = message_hash(m);
+        for (size_t i = c->n_messages; i-- > 0;)
+                if (c->messages[i].hash == h && strcmp(c->messages[i].text, m) == 0)
+                        return (uint32_t)i;
+        if (c->n_messages >= HBGC_MAX_MESSAGES)
+                return MESSAGE_NOT_KEPT;
+        if (c->n_messages == c->cap_messages) {
+                size_t cap = c->cap_messages ? 2 * c->cap_messages : 8;
+                struct message_entry *v = realloc(c->messages, cap * sizeof(*v));
+                if (!v)
+                        return MESSAGE_NOT_KEPT;
+                c->messages = v;
+                c->cap_messages = cap;
+        }
+        struct message_entry *e = &c->messages[c->n_messages];
+        e->hash = h;
+        snprintf(e->text, sizeof(e->text), "%s", m);
+        return (uint32_t)c->n_messages++;
+}
+
+/* ---------------------------------------------------------------- host failures */
+
+int hbgc_host_failed(hbg_client *c, uint64_t id, int status) {
+        if (c->n_host_failed == c->cap_host_failed) {
+                size_t cap = c->cap_host_failed ? 2 * c->cap_host_failed : 8;
+                struct host_failure *v = realloc(c->host_failed, cap * sizeof(*v));
+                if (!v)
+                        return -ENOMEM; /* the graph then says what hbgd says */
+                c->host_failed = v;
+                c->cap_host_failed = cap;
+        }
+        /* Host tasks run in id order mostly: insert from the end. */
+        size_t i = c->n_host_failed;
+        while (i > 0 && c->host_failed[i - 1].id > id) {
+                c->host_failed[i] = c->host_failed[i - 1];
+                i--;
+        }
+        c->host_failed[i] = (struct host_failure){ .id = id, .status = status };
+        c->n_host_failed++;
+        return 0;
+}
+
+static const struct host_failure *host_failure_find(const hbg_client *c, uint64_t id) {
+        size_t a = 0, b = c->n_host_failed;
+        while (a < b) {
+                size_t m = a + (b - a) / 2;
+                if (c->host_failed[m].id < id)
+                        a = m + 1;
+                else
+                        b = m;
+        }
+        return a < c->n_host_failed && c->host_failed[a].id == id ? &c->host_failed[a] : NULL;
+}
+
+/* Graph k was read back: its host failures are not needed any more (the
+ * record is ours and not overwritten before k is read back). */
+static void host_failures_drop(hbg_client *c, uint64_t k) {
+        if (c->n_host_failed == 0)
+                return;
+        uint64_t last = c->prod.records[k & (c->g.graph_table_entries - 1)].last_id;
+        size_t n = 0;
+        while (n < c->n_host_failed && c->host_failed[n].id <= last)
+                n++;
+        memmove(c->host_failed, c->host_failed + n, (c->n_host_failed - n) * sizeof(c->host_failed[0]));
+        c->n_host_failed -= n;
+}
+
+/* ---------------------------------------------------------------- entries */
+
+static int32_t sane_status(int32_t st) {
+        return st > 0 || st < -4095 ? -EPROTO : st;
+}
+
+/* Graph entry e (a copy), checked: what the library reports. hbgd's
+ * message must end within its array and is shown with control bytes
+ * replaced; a kernel id this library does not know (a newer hbgd's) is
+ * passed on without a name. */
+static void entry_outcome(hbg_client *c, const struct hbg_graph_entry *e, struct graph_outcome *o) {
+        o->status = sane_status(e->status);
+        o->task = 0;
+        o->kernel = -1;
+        o->message[0] = '\0';
+        if (o->status == 0)
+                return;
+        o->task = e->first_error_task;
+        if (e->reserved0) {
+                o->status = -EPROTO;
+                snprintf(o->message, sizeof(o->message), "hbgd's graph entry has a non-zero reserved field");
+                return;
+        }
+        if (e->kernel != HBG_KERNEL_NONE)
+                o->kernel = e->kernel;
+        const char *end = memchr(e->message, '\0', sizeof(e->message));
+        if (!end) {
+                snprintf(o->message, sizeof(o->message), "(hbgd's message is not terminated)");
+        } else {
+                size_t n = (size_t)(end - e->message);
+                for (size_t i = 0; i < n; i++) {
+                        unsigned char ch = (unsigned char)e->message[i];
+                        o->message[i] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+                }
+                o->message[n] = '\0';
+        }
+        /* hbgd knows only that the client reported a failure; this library
+         * knows which host function returned what. */
+        const struct host_failure *h = host_failure_find(c, o->task);
+        if (h && h->status == o->status) {
+                o->kernel = -1;
+                snprintf(o->message, sizeof(o->message), "host task failed: %s", hbg_strerror(h->status));
+        }
+}
 
 static int failures_push(hbg_client *c, struct graph_failure f) {
         if (c->n_failures == c->cap_failures) {
@@ -24,13 +154,10 @@ static int failures_push(hbg_client *c, struct graph_failure f) {
         return 0;
 }
 
-static int32_t sane_status(int32_t st) {
-        return st > 0 || st < -4095 ? -EPROTO : st;
-}
-
 /* Graph entries are read back as they retire and only failures are kept
  * (graph numbers ascending), so the status of a graph the table has long
- * reused stays known, at a cost proportional to the failed graphs only. */
+ * reused stays known, at a cost proportional to the failed graphs only
+ * (32 bytes each; their messages are kept once per distinct message). */
 void hbgc_harvest(hbg_client *c) {
         uint64_t r = atomic_load_explicit(&c->ch->graphs_retired, memory_order_acquire);
         if (r > c->prod.graphs)
@@ -40,16 +167,19 @@ void hbgc_harvest(hbg_client *c) {
                 struct hbg_graph_entry e;
                 if (hbg_producer_graph_entry(&c->prod, k, &e) != 0)
                         break;
-                int32_t st = sane_status(e.status);
-                if (st != 0 && failures_push(c, (struct graph_failure){
-                                       .graph = k, .task = e.first_error_task, .status = st }) < 0)
+                struct graph_outcome o;
+                entry_outcome(c, &e, &o);
+                if (o.status != 0 &&
+                    failures_push(c, (struct graph_failure){ .graph = k, .task = o.task, .status = o.status,
+                                                              .kernel = o.kernel,
+                                                              .message = message_intern(c, o.message) }) < 0)
                         break; /* try again later */
+                host_failures_drop(c, k);
                 c->harvested = k + 1;
         }
 }
 
-/* 1 running, 0 ok, < 0 failed (*task: its first failing task). */
-int hbgc_graph_state(hbg_client *c, uint64_t k, uint64_t *task) {
+int hbgc_graph_state(hbg_client *c, uint64_t k, struct graph_outcome *o) {
         hbgc_harvest(c);
         if (k < c->harvested) {
                 size_t a = 0, b = c->n_failures;
@@ -60,29 +190,45 @@ int hbgc_graph_state(hbg_client *c, uint64_t k, uint64_t *task) {
                         else
                                 b = m;
                 }
+                *o = (struct graph_outcome){ .status = 0, .kernel = -1 };
                 if (a < c->n_failures && c->failures[a].graph == k) {
-                        *task = c->failures[a].task;
-                        return c->failures[a].status;
+                        const struct graph_failure *f = &c->failures[a];
+                        o->status = f->status;
+                        o->task = f->task;
+                        o->kernel = f->kernel;
+                        snprintf(o->message, sizeof(o->message), "%s",
+                                 f->message == MESSAGE_NOT_KEPT
+                                         ? "(message not kept: too many distinct messages in this session)"
+                                         : c->messages[f->message].text);
                 }
-                return 0;
+                return o->status;
         }
         /* Retired but graphs_retired not advanced yet: the entry says so. */
         struct hbg_graph_entry e;
         if (hbg_producer_graph_entry(&c->prod, k, &e) == 0) {
-                *task = e.first_error_task;
-                return sane_status(e.status);
+                entry_outcome(c, &e, o);
+                return o->status;
         }
+        o->status = 1;
         return 1;
 }
 
-int hbgc_graph_result(hbg_client *c, uint64_t k, int st, uint64_t task, uint64_t *ret_task, const char *fn) {
-        if (st < 0) {
-                if (ret_task)
-                        *ret_task = task;
-                hbgc_fail(c, st, "%s: graph %" PRIu64 " failed: %s (first failing task %" PRIu64 ")", fn, k,
-                          hbg_strerror(st), task);
+/* The kernel's name for a reported id ("" none or unknown). */
+static const char *kernel_name(int id) {
+        const struct hbg_kernel_sig *k = id > 0 && id <= UINT16_MAX ? hbg_kernel_sig_by_id((uint16_t)id) : NULL;
+        return k ? k->name : "";
+}
+
+int hbgc_graph_result(hbg_client *c, uint64_t k, const struct graph_outcome *o, const char *fn) {
+        if (o->status < 0) {
+                char kern[96] = "";
+                if (o->kernel >= 0)
+                        snprintf(kern, sizeof(kern), " (kernel %s)",
+                                 kernel_name(o->kernel)[0] ? kernel_name(o->kernel) : "unknown to this library");
+                hbgc_fail(c, o->status, "%s: graph %" PRIu64 " failed at task %" PRIu64 "%s: %s: %s", fn, k, o->task,
+                          kern, hbg_strerror(o->status), o->message[0] ? o->message : "no message");
         }
-        return st;
+        return o->status;
 }
 
 int hbgc_graph_check(hbg_client *c, uint64_t graph, const char *fn) {
@@ -95,18 +241,49 @@ int hbgc_graph_check(hbg_client *c, uint64_t graph, const char *fn) {
         return 0;
 }
 
+/* Graph's outcome without waiting; -ECONNRESET when it runs and hbgd went
+ * away. */
+static int outcome_now(hbg_client *c, uint64_t graph, struct graph_outcome *o, const char *fn) {
+        int st = hbgc_graph_state(c, graph, o);
+        if (st == 1 && hbgc_check_socket(c) < 0) {
+                st = hbgc_graph_state(c, graph, o);
+                if (st == 1)
+                        return hbgc_fail(c, -ECONNRESET, "%s: hbgd went away before graph %" PRIu64 " finished",
+                                         fn, graph);
+        }
+        return st;
+}
+
 HBG_EXPORT int hbg_graph_status(hbg_client *c, uint64_t graph, uint64_t *ret_task) {
         int err = hbgc_graph_check(c, graph, "hbg_graph_status");
         if (err < 0)
                 return err;
-        uint64_t task = 0;
-        int st = hbgc_graph_state(c, graph, &task);
-        if (st == 1 && hbgc_check_socket(c) < 0) {
-                st = hbgc_graph_state(c, graph, &task);
-                if (st == 1)
-                        return hbgc_fail(c, -ECONNRESET, "hbg_graph_status: hbgd went away before graph %" PRIu64
-                                         " finished", graph);
-        }
-        return hbgc_graph_result(c, graph, st, task, ret_task, "hbg_graph_status");
+        struct graph_outcome o;
+        int st = outcome_now(c, graph, &o, "hbg_graph_status");
+        if (st < 0 && st == o.status && ret_task)
+                *ret_task = o.task;
+        if (st == o.status)
+                hbgc_graph_result(c, graph, &o, "hbg_graph_status");
+        return st;
 }
 
+HBG_EXPORT int hbg_graph_error(hbg_client *c, uint64_t graph, hbg_graph_error_info *ret_info) {
+        int err = hbgc_graph_check(c, graph, "hbg_graph_error");
+        if (err < 0)
+                return err;
+        /* The first version of the struct is the smallest one accepted; a
+         * later library writes only the fields a caller's size covers. */
+        if (!ret_info || ret_info->size < sizeof(hbg_graph_error_info))
+                return hbgc_fail(c, -EINVAL, "hbg_graph_error: ret_info is NULL or its size is not set "
+                                 "(HBG_GRAPH_ERROR_INFO_INIT)");
+        struct graph_outcome o;
+        int st = outcome_now(c, graph, &o, "hbg_graph_error");
+        if (st == 1 || st != o.status)
+                return st; /* running, or -ECONNRESET */
+        ret_info->code = o.status;
+        ret_info->task = o.status ? o.task : 0;
+        ret_info->kernel_id = o.status ? o.kernel : -1;
+        ret_info->kernel = o.status ? kernel_name(o.kernel) : "";
+        snprintf(ret_info->message, sizeof(ret_info->message), "%s", o.message);
+        return 0;
+}

@@ -82,6 +82,7 @@ int hbgc_process(hbg_client *c) {
                 if (hbgc_task_done(c, id))
                         continue;
                 int status;
+                bool ours = false;
                 struct host_slot *s = c->host ? &c->host[id & (c->g.task_window - 1)] : NULL;
                 if (s && s->used && s->id == id) {
                         hbg_host_fn fn = s->fn;
@@ -92,12 +93,16 @@ int hbgc_process(hbg_client *c) {
                         c->in_host = false;
                         if (status > 0 || status < -4095)
                                 status = -EINVAL;
+                        ours = true;
                         ran++;
                 } else {
                         status = -EINVAL; /* not a host task of ours */
                 }
                 if (hbgc_task_done(c, id))
                         continue; /* timed out while it ran */
+                /* Its graph's error will say what the function returned. */
+                if (ours && status < 0)
+                        (void)hbgc_host_failed(c, id, status);
                 post(c, id, status);
         }
         hbgc_harvest(c);

@@ -55,7 +55,7 @@ extern "C" {
  * fields at the end of size-carrying structs): a program built against
  * MAJOR.MINOR runs with any library MAJOR.M, M >= MINOR. */
 #define HBG_VERSION_MAJOR 1
-#define HBG_VERSION_MINOR 1
+#define HBG_VERSION_MINOR 2
 #define HBG_VERSION_PATCH 0
 
 typedef struct hbg_client hbg_client;
@@ -203,8 +203,10 @@ HBG_EXPORT int hbg_kernel_id(const char *name);
  * -EINVAL if it is empty. Waits while too many graphs are in flight. */
 HBG_EXPORT int hbg_graph_submit(hbg_client *c, uint64_t *ret_graph);
 /* Wait for a graph (timeout_ms < 0: for ever). Runs host tasks while
- * waiting. 0 if it succeeded, its negative errno if it failed,
- * -ETIMEDOUT, or -ECONNRESET if hbgd went away. */
+ * waiting. 0 if it succeeded, its negative errno if it failed
+ * (hbg_last_error() and hbg_graph_error() say which task, kernel and
+ * why), -ETIMEDOUT if it is still running after timeout_ms, or
+ * -ECONNRESET if hbgd went away. */
 HBG_EXPORT int hbg_graph_wait(hbg_client *c, uint64_t graph, int timeout_ms);
 /* Status without waiting: 1 running, 0 ok, negative errno failed (also
  * -ECONNRESET if it is running and hbgd went away, -EINVAL for a graph
@@ -212,6 +214,30 @@ HBG_EXPORT int hbg_graph_wait(hbg_client *c, uint64_t graph, int timeout_ms);
  * when it failed. Runs no host tasks: a graph with host tasks needs
  * hbg_graph_wait() or hbg_client_process() to finish. */
 HBG_EXPORT int hbg_graph_status(hbg_client *c, uint64_t graph, uint64_t *ret_task);
+
+/* Why a graph failed (since 1.2). */
+typedef struct hbg_graph_error_info {
+        size_t size;            /* sizeof(hbg_graph_error_info): HBG_GRAPH_ERROR_INFO_INIT */
+        int code;               /* 0 succeeded, else the graph's negative errno */
+        uint64_t task;          /* first failing task's id (when code != 0) */
+        int kernel_id;          /* its kernel's id, -1 for a task without kernel */
+        const char *kernel;     /* its kernel's name, "" without kernel (static string) */
+        char message[128];      /* why: hbgd's validator/kernel/stall reason or the library's */
+} hbg_graph_error_info;
+
+#define HBG_GRAPH_ERROR_INFO_INIT ((hbg_graph_error_info){ .size = sizeof(hbg_graph_error_info) })
+
+/* The outcome of a finished graph, without waiting: 0 and *ret_info filled
+ * (code 0 when it succeeded; else its status as hbg_graph_status() returns
+ * it, the first failing task, its kernel and the message: hbgd's
+ * validator, kernel or stall reason, or "host task failed: ..." for a
+ * host function's error); 1 while it runs (*ret_info untouched);
+ * -EINVAL for bad arguments (ret_info->size smaller than this struct's
+ * first version) or a graph never submitted; -ENOENT when the graph's
+ * status is forgotten (this library keeps every graph's until
+ * hbg_disconnect(), so it does not happen today); -ECONNRESET when it
+ * runs and hbgd went away. Runs no host tasks. */
+HBG_EXPORT int hbg_graph_error(hbg_client *c, uint64_t graph, hbg_graph_error_info *ret_info);
 /* Wait until the tasks writing t (added so far) have completed
  * (timeout_ms < 0: for ever). 0 even if they failed; -ETIMEDOUT,
  * -ECONNRESET. */

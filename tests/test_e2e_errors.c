@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Errors that explain, against a real hbgd, through the public API only:
+ *   validator      a task hbgd's validator refuses (a gemm shape the
+ *                  library cannot check): hbg_graph_wait()'s code,
+ *                  hbg_graph_error()'s task, kernel and the validator's
+ *                  own reason, hbg_last_error() saying the same;
+ *   kernel_runtime the fail kernel's error at run time ("kernel fail
+ *                  failed: ..."), a skipped dependant not hiding it, and a
+ *                  later good graph's empty info;
+ *   host_task      a host function's error: "host task failed: ...";
+ *   bad_arguments  hbg_graph_error()'s -EINVAL cases;
+ */
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hbg/hbg.h"
+#include "tests/daemon_util.h"
+#include "tests/e2e_util.h"
+
+static hbg_client *connect_opts(struct hbgd_proc *d, hbg_connect_options *o) {
+        o->socket_path = d->socket_path;
+        o->heap_bytes = 1u << 20;
+        hbg_client *c = NULL;
+        int err = hbg_connect_opts(&c, o);
+        D_ASSERT(d, err == 0, "hbg_connect_opts: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        return c;
+}
+
+static hbg_client *connect_with(struct hbgd_proc *d) {
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        return connect_opts(d, &o);
+}
+
+static uint64_t submit(struct hbgd_proc *d, hbg_client *c) {
+        uint64_t g;
+        int err = hbg_graph_submit(c, &g);
+        D_ASSERT(d, err == 0, "submit: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        return g;
+}
+
+static void add(struct hbgd_proc *d, hbg_client *c, const hbg_task *t, uint64_t *ret_id) {
+        int err = hbg_graph_add(c, t, ret_id);
+        D_ASSERT(d, err == 0, "add: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+}
+
+/* The graph failed with code at task, naming kernel ("" none) and saying
+ * `what`; hbg_last_error() of the wait says the same. */
+static void expect_failure(struct hbgd_proc *d, hbg_client *c, uint64_t g, int code, uint64_t task,
+                           const char *kernel, const char *what) {
+        int err = hbg_graph_wait(c, g, WAIT_MS);
+        D_ASSERT(d, err == code, "graph %llu: wait returned %d (%s), expected %d [%s]", (unsigned long long)g, err,
+                 hbg_strerror(err), code, hbg_last_error(c));
+        char want[64];
+        snprintf(want, sizeof(want), "at task %llu", (unsigned long long)task);
+        const char *le = hbg_last_error(c);
+        D_ASSERT(d, strstr(le, want) && strstr(le, what) && (!kernel[0] || strstr(le, kernel)),
+                 "hbg_last_error does not name task %llu, kernel '%s' and '%s': %s", (unsigned long long)task,
+                 kernel, what, le);
+
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        err = hbg_graph_error(c, g, &info);
+        D_ASSERT(d, err == 0, "hbg_graph_error: %d [%s]", err, hbg_last_error(c));
+        ck_assert_int_eq(info.code, code);
+        ck_assert_uint_eq(info.task, task);
+        ck_assert_str_eq(info.kernel, kernel);
+        ck_assert_int_eq(info.kernel_id, kernel[0] ? hbg_kernel_id(kernel) : -1);
+        D_ASSERT(d, strstr(info.message, what), "message '%s' does not say '%s'", info.message, what);
+        ck_assert_ptr_nonnull(memchr(info.message, '\0', sizeof(info.message)));
+        uint64_t t = 0;
+        ck_assert_int_eq(hbg_graph_status(c, g, &t), code);
+        ck_assert_uint_eq(t, task);
+        fprintf(stderr, "graph %llu: %s\n", (unsigned long long)g, le);
+}
+
+static void expect_success_info(struct hbgd_proc *d, hbg_client *c, uint64_t g) {
+        int err = hbg_graph_wait(c, g, WAIT_MS);
+        D_ASSERT(d, err == 0, "graph %llu failed: %s [%s]", (unsigned long long)g, hbg_strerror(err),
+                 hbg_last_error(c));
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        info.code = 99;
+        ck_assert_int_eq(hbg_graph_error(c, g, &info), 0);
+        ck_assert_int_eq(info.code, 0);
+        ck_assert_uint_eq(info.task, 0);
+        ck_assert_int_eq(info.kernel_id, -1);
+        ck_assert_str_eq(info.kernel, "");
+        ck_assert_str_eq(info.message, "");
+}
+
+static hbg_task fill(hbg_tensor t, float v) {
+        hbg_task k = HBG_TASK_INIT("fill_f32");
+        k.n_args = 1;
+        k.args[0].tensor = t;
+        k.args[0].dir = HBG_OUT;
+        k.n_scalars = 1;
+        k.scalars[0] = hbg_f32(v);
+        return k;
+}
+
+START_TEST(validator) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_with(d);
+        hbg_tensor a, b, x;
+        ck_assert_int_eq(hbg_tensor_alloc(c, 16, &a), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, 16, &b), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, 16, &x), 0);
+        hbg_task f = fill(a, 1.0f);
+        add(d, c, &f, NULL);
+        /* 4 x 4 times 4 x 4 needs 64 bytes per tensor: hbgd's gemm check
+         * refuses it (the library knows only the signature). */
+        hbg_task t = HBG_TASK_INIT("gemm_f32");
+        t.n_args = 3;
+        t.args[0].tensor = a, t.args[0].dir = HBG_IN;
+        t.args[1].tensor = b, t.args[1].dir = HBG_IN;
+        t.args[2].tensor = x, t.args[2].dir = HBG_INOUT;
+        t.n_scalars = 3;
+        t.scalars[0] = t.scalars[1] = t.scalars[2] = 4;
+        uint64_t bad;
+        add(d, c, &t, &bad);
+        uint64_t g = submit(d, c);
+        expect_failure(d, c, g, -EINVAL, bad, "gemm_f32", "gemm_f32: shape does not fit A");
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+START_TEST(kernel_runtime) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_with(d);
+        hbg_tensor x;
+        ck_assert_int_eq(hbg_tensor_alloc(c, 64, &x), 0);
+        hbg_task w = fill(x, 2.0f);
+        add(d, c, &w, NULL);
+        hbg_task f = HBG_TASK_INIT("fail");
+        f.n_scalars = 1;
+        f.scalars[0] = (uint64_t)(int64_t)-EIO;
+        f.blocks = 4; /* every block fails: one of them names it */
+        uint64_t bad;
+        add(d, c, &f, &bad);
+        /* A dependant: skipped (-ECANCELED), which must not hide the cause. */
+        hbg_task s = fill(x, 3.0f);
+        s.n_deps = 1;
+        s.deps[0] = bad;
+        add(d, c, &s, NULL);
+        uint64_t g = submit(d, c);
+        expect_failure(d, c, g, -EIO, bad, "fail", "kernel fail failed: Input/output error");
+
+        /* The next graph succeeds, and says so. */
+        add(d, c, &w, NULL);
+        expect_success_info(d, c, submit(d, c));
+        /* The failed graph is still known after the good one. */
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        ck_assert_int_eq(hbg_graph_error(c, g, &info), 0);
+        ck_assert_int_eq(info.code, -EIO);
+        ck_assert_str_eq(info.message, "kernel fail failed: Input/output error");
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+static int fail_enospc(void *arg) {
+        (void)arg;
+        return -ENOSPC;
+}
+
+START_TEST(host_task) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_with(d);
+        hbg_task h = HBG_TASK_INIT(NULL);
+        h.host_fn = fail_enospc;
+        uint64_t bad;
+        add(d, c, &h, &bad);
+        uint64_t g = submit(d, c);
+        char want[160];
+        snprintf(want, sizeof(want), "host task failed: %s", hbg_strerror(-ENOSPC));
+        expect_failure(d, c, g, -ENOSPC, bad, "", want);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+START_TEST(bad_arguments) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_with(d);
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        ck_assert_int_eq(hbg_graph_error(NULL, 0, &info), -EINVAL);
+        ck_assert_int_eq(hbg_graph_error(c, 0, &info), -EINVAL); /* never submitted */
+        ck_assert_ptr_nonnull(strstr(hbg_last_error(c), "has not been submitted"));
+        hbg_task n = HBG_TASK_INIT("noop");
+        add(d, c, &n, NULL);
+        uint64_t g = submit(d, c);
+        ck_assert_int_eq(hbg_graph_error(c, g, NULL), -EINVAL);
+        hbg_graph_error_info unset = { .size = 0 };
+        ck_assert_int_eq(hbg_graph_error(c, g, &unset), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(hbg_last_error(c), "HBG_GRAPH_ERROR_INFO_INIT"));
+        expect_success_info(d, c, g);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+int main(void) {
+        signal(SIGPIPE, SIG_IGN);
+        if (daemon_util_init() < 0)
+                return 1;
+        Suite *s = suite_create("e2e_errors");
+        TCase *tc = tcase_create("errors");
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, validator);
+        tcase_add_test(tc, kernel_runtime);
+        tcase_add_test(tc, host_task);
+        tcase_add_test(tc, bad_arguments);
+        suite_add_tcase(s, tc);
+        SRunner *sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        daemon_util_cleanup();
+        return failed ? 1 : 0;
+}
