@@ -24,6 +24,7 @@ void hbgd_config_default(struct hbgd_config *ret) {
         ret->max_task_window = UINT64_C(1) << 20;
         ret->max_recorded_tasks = UINT64_C(1) << 16;
         ret->max_heap_size = UINT64_C(1) << 30;
+        ret->max_stall_timeout_ms = 600000;
         ret->limits = (struct hbgd_limits){
                 .max_connections = 1024,
                 .max_connections_per_uid = 64,
@@ -93,6 +94,7 @@ static const struct key keys[] = {
         NUM("limits", "max_task_cost", engine.max_task_cost, 0, UINT64_MAX),
         NUM("limits", "max_recorded_graphs", engine.max_recorded_graphs, 0, 65536),
         NUM("limits", "max_recorded_tasks", max_recorded_tasks, 0, UINT64_C(1) << 24),
+        NUM("limits", "max_stall_timeout_ms", max_stall_timeout_ms, 0, UINT64_C(86400000)),
         NUM("limits", "shutdown_grace_ms", shutdown_grace_ms, 0, UINT64_C(3600000)),
         { { "access", "allowed_users" }, KEY_USERS, 0, 0, 0, 0 },
         { { "access", "allowed_groups" }, KEY_GROUPS, 0, 0, 0, 0 },

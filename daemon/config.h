@@ -26,6 +26,7 @@ struct hbgd_config {
         uint64_t max_task_window;
         uint64_t max_heap_size;
         uint64_t max_recorded_tasks; /* per session, all its recorded graphs */
+        uint64_t max_stall_timeout_ms; /* the largest stall limit a session may ask for */
         struct hbgd_limits limits; /* connections, sessions, memory */
         unsigned handshake_timeout_ms; /* a connection without a session must send a
                                           complete request at least this often */

@@ -135,6 +135,13 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         }
         if (req.task_window > cfg->max_task_window || req.heap_size > cfg->max_heap_size)
                 return refuse(c, -E2BIG, "task_window or heap_size above the configured maximum");
+        if (rq->stall_timeout_ms > cfg->max_stall_timeout_ms) {
+                snprintf(msg, sizeof(msg), "stall_timeout_ms %" PRIu64 " is above [limits] max_stall_timeout_ms = %" PRIu64,
+                         rq->stall_timeout_ms, cfg->max_stall_timeout_ms);
+                return refuse(c, -E2BIG, msg);
+        }
+        /* The session's stall limit (RUNTIME_LOGIC §12.3); 0: the engine's. */
+        uint64_t stall_ms = pick(rq->stall_timeout_ms, cfg->engine.stall_timeout_ms);
         int err = hbg_geometry_init(&g, &req, &why);
         if (err < 0) {
                 metrics_count_refusal(&d->counters, err);
@@ -148,7 +155,7 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
                 return refuse(c, err, msg);
         struct session *s;
         err = session_new(&s, d->engine, d->loop, &d->acct, &g, memory, c->id, c->cred.uid, c->cred.pid,
-                          hbgd_config_session_weight(cfg, c->cred.uid), &why);
+                          hbgd_config_session_weight(cfg, c->cred.uid), stall_ms, &why);
         if (err < 0) {
                 snprintf(msg, sizeof(msg), "%s: %s", why, strerror(-err));
                 return refuse(c, err, msg);
@@ -169,6 +176,7 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         r.cpl_region_size = g.cpl_region_size;
         r.first_id = s->first_id;
         r.fds = 4;
+        r.stall_timeout_ms = stall_ms;
         Hbg__Envelope out = HBG__ENVELOPE__INIT;
         out.msg_case = HBG__ENVELOPE__MSG_SESSION_REPLY;
         out.session_reply = &r;
@@ -182,10 +190,10 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         session_client_fds_sent(s);
         hbgd_log_session(LOG_INFO, c->id, (int)c->cred.pid, c->cred.uid,
                          "session %" PRIu64 " (pid %d uid %u, %s): D=%" PRIu64 " F=%" PRIu64
-                         " heap=%" PRIu64 ", %" PRIu64 " MiB charged, weight %u",
+                         " heap=%" PRIu64 ", %" PRIu64 " MiB charged, weight %u, stall limit %" PRIu64 " ms",
                          c->id, (int)c->cred.pid, (unsigned)c->cred.uid, c->name, g.task_window,
                          g.flag_window, g.heap_size, (memory + (1u << 20) - 1) >> 20,
-                         hbgd_config_session_weight(cfg, c->cred.uid));
+                         hbgd_config_session_weight(cfg, c->cred.uid), stall_ms);
         return carry_on;
 }
 

@@ -94,7 +94,8 @@ static void on_doorbell(struct io_source *src, uint32_t events, void *userdata) 
 
 int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop,
                 struct accounting *acct, const struct hbg_geometry *g, uint64_t memory,
-                uint64_t id, uid_t uid, pid_t pid, unsigned weight, const char **why) {
+                uint64_t id, uid_t uid, pid_t pid, unsigned weight, uint64_t stall_timeout_ms,
+                const char **why) {
         struct session *s = calloc(1, sizeof(*s));
         int err;
 
@@ -163,6 +164,7 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
                 .name = ring_name,
                 .log_fields = { .session = id, .pid = (int)pid, .has_uid = true, .uid = (uint32_t)uid },
                 .weight = weight,
+                .stall_timeout_ms = stall_timeout_ms,
                 .released = session_released,
                 .released_userdata = s,
         };

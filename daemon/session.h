@@ -54,14 +54,16 @@ uint64_t session_memory(const struct hbg_engine *e, const struct hbg_geometry *g
 
 /*
  * Create the session's regions and channels, bind an engine ring to them
- * (with fair-share weight `weight`, RUNTIME_LOGIC.md §9.5) and watch the
+ * (with fair-share weight `weight`, RUNTIME_LOGIC.md §9.5, and the stall
+ * limit stall_timeout_ms, 0 the engine's, §12.3) and watch the
  * doorbell. `memory` must already be charged to uid in acct:
  * from here on the session owns the charge and refunds it when it is
  * freed (also on failure). Returns 0, or a negative errno with *why.
  */
 int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop,
                 struct accounting *acct, const struct hbg_geometry *g, uint64_t memory,
-                uint64_t id, uid_t uid, pid_t pid, unsigned weight, const char **why);
+                uint64_t id, uid_t uid, pid_t pid, unsigned weight, uint64_t stall_timeout_ms,
+                const char **why);
 /* The fds to send with the session reply, in protocol order: submission
  * memfd, completion memfd, doorbell socket, completion pipe (read end). */
 void session_client_fds(const struct session *s, int ret_fds[4]);

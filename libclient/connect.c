@@ -209,6 +209,7 @@ static int handshake(hbg_client *c, const hbg_connect_options *o) {
         sr.heap_size = o->heap_bytes;
         sr.graph_table_entries = o->graph_table;
         sr.mailbox_entries = o->mailbox;
+        sr.stall_timeout_ms = o->stall_timeout_ms;
         Hbg__Envelope req = HBG__ENVELOPE__INIT;
         req.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
         req.session_request = &sr;
@@ -264,7 +265,9 @@ static int take_options(const hbg_connect_options *opts, hbg_connect_options *o)
                 if (((const unsigned char *)opts)[i])
                         return hbgc_fail(NULL, -E2BIG, "hbg_connect_opts: the options have fields newer than "
                                          "this libhbgclient %s (byte %zu is set)", HBG_VERSION, i);
-        memcpy(o, opts, sizeof(*o));
+        /* An older caller's struct ends earlier: its missing fields stay
+         * zero (the defaults). */
+        memcpy(o, opts, opts->size < sizeof(*o) ? opts->size : sizeof(*o));
         o->size = sizeof(*o);
         return 0;
 }

@@ -74,7 +74,7 @@ int hbgc_process(hbg_client *c) {
                 if (!hbg_producer_next_external(&c->prod, &id))
                         break;
                 /* hbgd's stall detector completes an external task that
-                 * takes longer than its stall timeout (-ETIMEDOUT). A
+                 * takes longer than the session's stall limit (-ETIME). A
                  * completion posted after that would be a protocol error
                  * that stops the whole session: for a task no longer
                  * waiting, run nothing and post nothing. (A narrow race with

@@ -64,6 +64,7 @@ static const struct key_case keys[] = {
         { "limits", "max_task_cost", "1000", "lots" },
         { "limits", "max_recorded_graphs", "8", "65537" },
         { "limits", "max_recorded_tasks", "1024", "16777217" },
+        { "limits", "max_stall_timeout_ms", "60000", "86400001" },
         { "limits", "shutdown_grace_ms", "100", "3600001" },
         { "access", "allowed_users", "0, 65534", "no-such-user-hbg" },
         { "access", "allowed_groups", "0", "no-such-group-hbg" },

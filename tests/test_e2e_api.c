@@ -19,7 +19,9 @@
 #include <check.h>
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hbg/hbg.h"
@@ -51,7 +53,8 @@ START_TEST(options) {
 
         hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
         o.socket_path = d->socket_path;
-        o.size = sizeof(o) - 8;
+        /* Version 1.0's struct ends with mailbox: one byte less is refused. */
+        o.size = offsetof(hbg_connect_options, mailbox) + sizeof(o.mailbox) - 1;
         ck_assert_int_eq(hbg_connect_opts(&c, &o), -EINVAL);
         ck_assert_ptr_null(c);
         ck_assert_ptr_nonnull(strstr(hbg_last_error(NULL), "HBG_CONNECT_OPTIONS_INIT"));
@@ -69,6 +72,19 @@ START_TEST(options) {
         big.newer = 0;
         c = connect_ok(d, &big.v1);
         hbg_disconnect(c);
+
+        /* A caller built against 1.0 or 1.1 (no stall_timeout_ms): its
+         * struct ends at mailbox, and nothing past it is read. */
+        struct {
+                hbg_connect_options v;
+        } *old = malloc(sizeof(*old));
+        ck_assert_ptr_nonnull(old);
+        memset(old, 0xff, sizeof(*old)); /* bytes a 1.0 caller does not own */
+        memcpy(old, &o, offsetof(hbg_connect_options, stall_timeout_ms));
+        old->v.size = offsetof(hbg_connect_options, stall_timeout_ms);
+        c = connect_ok(d, &old->v);
+        hbg_disconnect(c);
+        free(old);
 
         /* What is asked for is what the session gets. */
         o.size = sizeof(o);

@@ -9,6 +9,13 @@
  *                  failed: ..."), a skipped dependant not hiding it, and a
  *                  later good graph's empty info;
  *   host_task      a host function's error: "host task failed: ...";
+ *   stall          a session stall limit of 200 ms fails a hung host task
+ *                  with -ETIME, while a short wait on a long kernel gives
+ *                  -ETIMEDOUT (hbg_graph_error(): 1, running) and the
+ *                  kernel then finishes (the detector does not fail
+ *                  running kernels);
+ *   stall_limit    [limits] max_stall_timeout_ms at N (granted) and N + 1
+ *                  (-E2BIG with hbgd's message);
  *   bad_arguments  hbg_graph_error()'s -EINVAL cases;
  */
 #include <check.h>
@@ -183,6 +190,84 @@ START_TEST(host_task) {
 }
 END_TEST
 
+#define STALL_MS 200            /* the session's stall limit in `stall` */
+#define HANG_MS 700             /* how long its host function hangs */
+#define MAX_STALL_MS 1000       /* [limits] max_stall_timeout_ms here */
+
+static const char conf[] = "[limits]\nmax_stall_timeout_ms = 1000\n";
+
+static hbg_client *connect_stall(struct hbgd_proc *d, uint64_t stall_ms) {
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.stall_timeout_ms = stall_ms;
+        return connect_opts(d, &o);
+}
+
+static int hang(void *arg) {
+        (void)arg;
+        sleep_us(HANG_MS * 1000L);
+        return 0;
+}
+
+START_TEST(stall) {
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, conf);
+        hbg_client *c = connect_stall(d, STALL_MS);
+
+        /* A kernel running longer than the stall limit is not a stall, and
+         * a wait shorter than it is the wait's own timeout. */
+        hbg_task spin = HBG_TASK_INIT("spin_ns");
+        spin.n_scalars = 1;
+        spin.scalars[0] = 3 * STALL_MS * 1000000ull;
+        add(d, c, &spin, NULL);
+        uint64_t g = submit(d, c);
+        int err = hbg_graph_wait(c, g, 10);
+        D_ASSERT(d, err == -ETIMEDOUT, "a 10 ms wait on a %d ms kernel: %d (%s)", 3 * STALL_MS, err,
+                 hbg_strerror(err));
+        ck_assert_ptr_nonnull(strstr(hbg_last_error(c), "still running"));
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        ck_assert_int_eq(hbg_graph_error(c, g, &info), 1);
+        expect_success_info(d, c, g);
+
+        /* A host function hanging past the session's limit: its graph
+         * fails with -ETIME (the wait returns once the function does). */
+        hbg_task h = HBG_TASK_INIT(NULL);
+        h.host_fn = hang;
+        uint64_t hung;
+        add(d, c, &h, &hung);
+        g = submit(d, c);
+        expect_failure(d, c, g, -ETIME, hung, "", "stall limit");
+        ck_assert_str_eq(hbg_strerror(-ETIME), "a task exceeded the stall limit");
+
+        /* The session goes on. */
+        hbg_tensor x;
+        ck_assert_int_eq(hbg_tensor_alloc(c, 64, &x), 0);
+        hbg_task w = fill(x, 1.0f);
+        add(d, c, &w, NULL);
+        expect_success_info(d, c, submit(d, c));
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+START_TEST(stall_limit) {
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, conf);
+        hbg_client *c = connect_stall(d, MAX_STALL_MS);
+        hbg_disconnect(c);
+
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        o.stall_timeout_ms = MAX_STALL_MS + 1;
+        c = NULL;
+        int err = hbg_connect_opts(&c, &o);
+        ck_assert_int_eq(err, -E2BIG);
+        ck_assert_ptr_null(c);
+        D_ASSERT(d, strstr(hbg_last_error(NULL), "max_stall_timeout_ms = 1000"),
+                 "the refusal does not name the limit: %s", hbg_last_error(NULL));
+        /* Refused, not dropped: the same connection's defaults work. */
+        assert_serving(d);
+        stop_hbgd(d);
+}
+END_TEST
+
 START_TEST(bad_arguments) {
         struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
         hbg_client *c = connect_with(d);
@@ -213,6 +298,8 @@ int main(void) {
         tcase_add_test(tc, validator);
         tcase_add_test(tc, kernel_runtime);
         tcase_add_test(tc, host_task);
+        tcase_add_test(tc, stall);
+        tcase_add_test(tc, stall_limit);
         tcase_add_test(tc, bad_arguments);
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);

@@ -594,8 +594,10 @@ START_TEST(stall_times_out_external) {
         /* Never answer: poll the graph table ourselves. */
         struct hbg_graph_entry ge;
         ck_assert_msg(poll_graph(&h, k, WAIT_MS, &ge) == 0, "stalled graph never failed");
-        ck_assert_int_eq(ge.status, -ETIMEDOUT);
+        ck_assert_int_eq(ge.status, -ETIME);
         ck_assert_uint_eq(ge.first_error_task, t_e);
+        ck_assert_uint_eq(ge.kernel, HBG_KERNEL_NONE);
+        ck_assert_msg(strstr(ge.message, "stall limit"), "message: %s", ge.message);
         ck_assert(all_eq(&h, a, 16, 1.0f));
         ck_assert(all_eq(&h, b, 16, -1.0f));
         ck_assert(all_eq(&h, c, 16, 3.0f));
@@ -633,7 +635,8 @@ START_TEST(stall_times_out_external) {
 END_TEST
 
 /* A graph record whose last_id was never submitted: the watermark stops at
- * `submitted` and nothing can move it; the ring must stop with -ETIMEDOUT. */
+ * `submitted` and nothing can move it; the ring must stop with -ETIME, the
+ * graph naming the first task never submitted and why. */
 START_TEST(stall_graph_beyond_submitted) {
         struct hbg_engine *e = engine_new_with(2, 2, 300);
         struct harness_ring h;
@@ -666,10 +669,12 @@ START_TEST(stall_graph_beyond_submitted) {
         ck_assert_msg(rc == 0, "graph waiting for unsubmitted tasks never failed (watermark %llu, "
                                "broken %d, error %d)",
                       (unsigned long long)rs.watermark, rs.broken, rs.error);
-        ck_assert_int_eq(ge.status, -ETIMEDOUT);
+        ck_assert_int_eq(ge.status, -ETIME);
         ck_assert_uint_eq(ge.graph_id, 77);
+        ck_assert_uint_eq(ge.first_error_task, 2);
+        ck_assert_msg(strstr(ge.message, "never submitted"), "message: %s", ge.message);
         ck_assert(rs.broken);
-        ck_assert_int_eq(rs.error, -ETIMEDOUT);
+        ck_assert_int_eq(rs.error, -ETIME);
         ck_assert_uint_eq(rs.watermark, 2);
         harness_ring_destroy(&h);
         hbg_engine_free(e);

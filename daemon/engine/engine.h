@@ -70,7 +70,8 @@ struct hbg_engine_config {
          * once (RUNTIME_LOGIC §9.4). 0: the online CPUs - 1, at least 1, so
          * that spinning never takes the core a producer runs on. */
         unsigned max_spinning_threads;
-        uint64_t stall_timeout_ms;    /* no-progress limit per ring, 0 = off (default 10 s) */
+        uint64_t stall_timeout_ms;    /* no-progress limit per ring, 0 = off (default 10 s);
+                                         a ring may have its own (hbg_ring_params) */
         unsigned classify_batch;      /* ids claimed at once, 1..4096 (default 64) */
         unsigned max_rings;           /* 1..1024 (default 256) */
         /* Fair share (RUNTIME_LOGIC.md §9.5): while another ring has work, one
@@ -114,6 +115,9 @@ struct hbg_ring_params {
         /* Fair share between rings (RUNTIME_LOGIC.md §9.5): threads are
          * balanced in proportion to the rings' weights. 1..100; 0 is 1. */
         unsigned weight;
+        /* The ring's stall limit (RUNTIME_LOGIC.md §12.3): 0 is the
+         * engine's stall_timeout_ms. */
+        uint64_t stall_timeout_ms;
         /* Called once when no scheduler thread touches the ring any more,
          * from hbg_engine_collect() or hbg_engine_free(): the caller may then
          * unmap the regions. May be NULL. */

@@ -258,7 +258,9 @@ struct hbg_ring {
         alignas(64) _Atomic unsigned running;
         _Atomic bool has_long_tasks;
         _Atomic uint64_t submitted_seen;
-        /* Stall detection (§12.3), by whichever thread checks. */
+        /* Stall detection (§12.3), by whichever thread checks, with this
+         * ring's limit (the session's, else cfg.stall_timeout_ms; 0 off). */
+        uint64_t stall_timeout_ms;
         _Atomic uint32_t stall_lock;
         uint64_t stall_wm;
         int64_t stall_since_ms;

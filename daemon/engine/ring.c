@@ -102,6 +102,7 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         atomic_store_explicit(&r->cpl->need_wakeup, 1, memory_order_relaxed);
         atomic_store(&r->claim, p->first_id);
         r->graph_expected_first = p->first_id;
+        r->stall_timeout_ms = p->stall_timeout_ms ? p->stall_timeout_ms : e->cfg.stall_timeout_ms;
         r->stall_wm = p->first_id;
         r->stall_since_ms = hbg_now_ms();
         pthread_mutex_init(&r->cold_lock, NULL);

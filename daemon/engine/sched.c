@@ -23,7 +23,8 @@ static void park(struct sched_thread *t) {
         uint32_t seq = atomic_load(&e->wake_seq);
         unsigned idle = atomic_fetch_add(&e->idle, 1) + 1;
         bool last = idle == e->nschedulers;
-        bool work = false, unfinished = false, deferred = false, ready = false;
+        bool work = false, deferred = false, ready = false;
+        uint64_t stall_ms = 0; /* the smallest stall limit of a ring with work pending */
         if (t->clusters > 0)
                 atomic_fetch_add(&e->idle_executors, 1);
         unsigned high = atomic_load(&e->rings_high);
@@ -46,7 +47,9 @@ static void park(struct sched_thread *t) {
                 /* Tasks in a busy peer's deque are work to steal. */
                 ready = ready || ring_deques_nonempty(r);
                 work = work || (t->clusters > 0 && ready);
-                unfinished = unfinished || ring_unfinished(r);
+                if (r->stall_timeout_ms && (stall_ms == 0 || r->stall_timeout_ms < stall_ms) &&
+                    ring_unfinished(r))
+                        stall_ms = r->stall_timeout_ms;
                 deferred = deferred || hbg_failsafe_heap_len(&r->per_thread[t->index].completer.heap) > 0;
                 ring_leave(t);
         }
@@ -61,12 +64,15 @@ static void park(struct sched_thread *t) {
                          * others move without telling us: poll gently. */
                         ts = (struct timespec){ .tv_nsec = 1000000 };
                         timeout = &ts;
-                } else if (unfinished && e->cfg.stall_timeout_ms) {
-                        uint64_t ms = e->cfg.stall_timeout_ms / 4;
+                } else if (stall_ms) {
+                        /* The check itself runs every 100 ms at most: a
+                         * session's tiny limit must not make parked threads
+                         * wake more often than every 10 ms. */
+                        uint64_t ms = stall_ms / 4;
                         if (ms > 1000)
                                 ms = 1000;
-                        if (ms == 0)
-                                ms = 1;
+                        if (ms < 10)
+                                ms = 10;
                         ts = (struct timespec){ .tv_sec = (time_t)(ms / 1000),
                                                 .tv_nsec = (long)(ms % 1000) * 1000000 };
                         timeout = &ts;

@@ -31,8 +31,10 @@ static const char *state_name(uint32_t st) {
         return "?";
 }
 
+/* The stall detector fails with -ETIME ("timer expired"): a caller tells
+ * it from its own wait's -ETIMEDOUT. */
 void ring_check_stall(struct sched_thread *t, struct hbg_ring *r) {
-        uint64_t timeout = r->engine->cfg.stall_timeout_ms;
+        uint64_t timeout = r->stall_timeout_ms;
         uint32_t expected = 0;
 
         if (timeout == 0 || atomic_load(&r->broken) ||
@@ -62,13 +64,13 @@ void ring_check_stall(struct sched_thread *t, struct hbg_ring *r) {
                 uint32_t ext = SLOT_EXTERNAL;
                 if (wm >= submitted) {
                         /* Nothing can ever move the watermark: stop. */
-                        ring_fail(r, -ETIMEDOUT, wm, "graph waits for a task that was never submitted");
+                        ring_fail(r, -ETIME, wm, "stall limit: the graph waits for a task that was never submitted");
                 } else if (!owned && claim == wm && ring_launch_unsubmitted(r, claim, submitted)) {
                         /* The same: its launch record waits for them (§14). */
-                        ring_fail(r, -ETIMEDOUT, wm, "launch record covers tasks that were never submitted");
+                        ring_fail(r, -ETIME, wm, "stall limit: a launch record covers tasks that were never submitted");
                 } else if (owned && atomic_compare_exchange_strong(&s->state, &ext, SLOT_COMPLETING)) {
-                        ring_task_done(t, r, wm, -ETIMEDOUT,
-                                       "external task not completed within the stall timeout");
+                        ring_task_done(t, r, wm, -ETIME,
+                                       "external task not completed within the session's stall limit");
                 }
                 /* Otherwise the frontier is queued, running (a long kernel
                  * is legitimate: seed P13) or completing: only logged. */

@@ -80,8 +80,9 @@ enum hbg_lanes {
 
 /* A host function: runs in the producer process when its task's
  * dependencies are complete. Returns 0 or a negative errno (fails the
- * task's graph). hbgd fails a host task that is not done within its stall
- * timeout (10 s by default) with -ETIMEDOUT. */
+ * task's graph). hbgd fails a host task that is not done within the
+ * session's stall limit (hbg_connect_options.stall_timeout_ms, else hbgd's
+ * stall_timeout_ms, 10 s by default) with -ETIME. */
 typedef int (*hbg_host_fn)(void *userdata);
 
 /* Zero-initialised fields of hbg_task keep working across minor versions:
@@ -143,6 +144,11 @@ typedef struct hbg_connect_options {
         uint64_t flag_window;    /* completion flags (F), a power of two <= D */
         uint64_t graph_table;    /* graphs in flight, a power of two */
         uint64_t mailbox;        /* host-task completions in flight, a power of two */
+        /* Since 1.2: how long hbgd waits for a host task (or a task never
+         * submitted) before it fails its graph with -ETIME. 0: hbgd's
+         * stall_timeout_ms; above its [limits] max_stall_timeout_ms the
+         * connection is refused (-E2BIG). */
+        uint64_t stall_timeout_ms;
 } hbg_connect_options;
 
 #define HBG_CONNECT_OPTIONS_INIT ((hbg_connect_options){ .size = sizeof(hbg_connect_options) })
@@ -203,10 +209,10 @@ HBG_EXPORT int hbg_kernel_id(const char *name);
  * -EINVAL if it is empty. Waits while too many graphs are in flight. */
 HBG_EXPORT int hbg_graph_submit(hbg_client *c, uint64_t *ret_graph);
 /* Wait for a graph (timeout_ms < 0: for ever). Runs host tasks while
- * waiting. 0 if it succeeded, its negative errno if it failed
- * (hbg_last_error() and hbg_graph_error() say which task, kernel and
- * why), -ETIMEDOUT if it is still running after timeout_ms, or
- * -ECONNRESET if hbgd went away. */
+ * waiting. 0 if it succeeded, its negative errno if it failed (-ETIME:
+ * hbgd's stall limit failed it; hbg_last_error() and hbg_graph_error()
+ * say which task, kernel and why), -ETIMEDOUT if it is still running
+ * after timeout_ms, or -ECONNRESET if hbgd went away. */
 HBG_EXPORT int hbg_graph_wait(hbg_client *c, uint64_t graph, int timeout_ms);
 /* Status without waiting: 1 running, 0 ok, negative errno failed (also
  * -ECONNRESET if it is running and hbgd went away, -EINVAL for a graph
