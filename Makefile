@@ -111,7 +111,7 @@ HBGD_BIN  := $(B)/bin/hbgd
 SOVERSION  := $(firstword $(subst ., ,$(VERSION)))
 CLIENT_SRCS := libclient/connect.c libclient/replay.c libclient/graph.c libclient/recording.c \
                libclient/wait.c libclient/host.c libclient/graph_status.c libclient/deps.c \
-               libclient/tensor.c libclient/session.c libclient/errors.c
+               libclient/tensor.c libclient/session.c libclient/hangup.c libclient/errors.c
 CLIENT_PIC  := $(CLIENT_SRCS:%.c=$(B)/pic/%.o) $(SHM_SRCS:%.c=$(B)/pic/%.o) \
                $(B)/pic/proto/wire.o $(B)/pic/proto/sockperm.o $(B)/pic/gen/hbg.pb-c.o
 CLIENT_SO   := $(B)/lib/libhbgclient.so.$(VERSION)

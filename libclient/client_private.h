@@ -11,6 +11,7 @@
  *   deps.c          dependencies derived from tensor regions
  *   tensor.c        the session heap's allocator, tensor helpers
  *   session.c       usable?, heap bounds, publish, doorbell, socket health
+ *   hangup.c        knowing that hbgd went away without a system call
  *   errors.c        messages
  * and shm/producer.c, the code that writes into the submission region.
  * Nothing here is exported (-fvisibility=hidden; libhbgclient.map).
@@ -147,6 +148,22 @@ struct host_failure {
         int32_t status;
 };
 
+/* The watch on the control socket and the completion pipe (hangup.c):
+ * one-shot io_uring polls whose completions the kernel posts into memory
+ * we map, so that "has hbgd hung up?" costs a load, not a system call. */
+struct hangup_watch {
+        int ring_fd;               /* -1: no io_uring here (every look polls) */
+        void *sq_ring, *cq_ring;   /* cq_ring == sq_ring with IORING_FEAT_SINGLE_MMAP */
+        size_t sq_ring_bytes, cq_ring_bytes;
+        void *sqes;
+        size_t sqes_bytes;
+        void *cqes;
+        _Atomic uint32_t *sq_tail, *cq_head, *cq_tail;
+        uint32_t *sq_array;
+        uint32_t sq_mask, cq_mask;
+        unsigned armed;            /* polls in flight: bit 0 socket, bit 1 pipe */
+};
+
 struct hbg_client {
         /* First: struct hbg_completer is cache-line aligned. A private,
          * read-only view of the completion flags (no stamps are ever
@@ -183,6 +200,7 @@ struct hbg_client {
         size_t n_messages, cap_messages;
         struct host_failure *host_failed; /* in id order */
         size_t n_host_failed, cap_host_failed;
+        struct hangup_watch hangup;
 
         /* Host tasks. */
         struct host_slot *host;    /* D slots, allocated on first use */
@@ -218,10 +236,12 @@ static inline bool hbgc_task_done(hbg_client *c, uint64_t id) {
         return hbg_is_completion_flag_set(&c->completer, id);
 }
 
-/* Publish written tasks and ring the doorbell if hbgd sleeps. */
-void hbgc_publish(hbg_client *c);
-/* Ring the doorbell when `ring` (the producer said hbgd sleeps). */
-void hbgc_ring(hbg_client *c, bool ring);
+/* Publish written tasks and ring the doorbell if hbgd sleeps. 0, or
+ * -ECONNRESET when the doorbell found hbgd gone (c->dead set). */
+int hbgc_publish(hbg_client *c);
+/* Ring the doorbell when `ring` (the producer said hbgd sleeps). 0, or
+ * -ECONNRESET when hbgd's end is closed (checked on the socket: c->dead). */
+int hbgc_ring(hbg_client *c, bool ring);
 /* Ring the doorbell if need_wakeup is set (seq_cst load). */
 void hbgc_doorbell(hbg_client *c);
 /* Read what hbgd wrote into the completion pipe (never blocks). */
@@ -231,16 +251,25 @@ void hbgc_drain_completion(hbg_client *c);
 struct Hbg__Envelope;
 int hbgc_recv_env(int sock, int timeout_ms, struct Hbg__Envelope **env, int *fds, unsigned max_fds,
                   unsigned *nfds);
-/* Non-blocking look at the socket: 0, or -ECONNRESET when hbgd hung up
- * (sets c->dead). An Error message from hbgd becomes last_error. */
+/* Non-blocking look at the socket and the completion pipe: 0, or
+ * -ECONNRESET when hbgd hung up either (sets c->dead). An Error message
+ * from hbgd becomes last_error. */
 int hbgc_check_socket(hbg_client *c);
 /* An Error envelope from hbgd: its code (negative, else -EPROTO), with
  * "hbgd refused the WHEN: message" as the last error. */
 struct Hbg__Error;
 int hbgc_daemon_error(hbg_client *c, const struct Hbg__Error *e, const char *when);
 /* The checks every entry point makes: c not NULL, not inside a host
- * function, connection alive. 0 or a negative errno (message set). */
+ * function, connection not known dead. 0 or a negative errno (message
+ * set). */
 int hbgc_usable(hbg_client *c, const char *fn);
+/* Has hbgd gone? Free when the hang-up watch says nothing happened on the
+ * socket; otherwise a look at the socket. 0, or -ECONNRESET with the
+ * message "FN: hbgd went away". */
+int hbgc_check_alive(hbg_client *c, const char *fn);
+/* The same for the per-task calls: only the free look (a session without
+ * the io_uring watch is checked by submit and the waits instead). */
+int hbgc_check_alive_cheap(hbg_client *c, const char *fn);
 /* Is [offset, offset + bytes) a non-empty range inside the heap? */
 bool hbgc_in_heap(const hbg_client *c, uint64_t offset, uint64_t bytes);
 
@@ -256,8 +285,9 @@ int hbgc_write_task(hbg_client *c, const struct hbg_task_record *t, const uint64
 int hbgc_join_fanins(hbg_client *c, uint64_t *deps, size_t *n);
 /* Sort and deduplicate ids (no sort when they come in order). */
 size_t hbgc_sort_unique(uint64_t *v, size_t n);
-/* Publish once enough tasks were written since the last publish. */
-void hbgc_maybe_publish(hbg_client *c);
+/* Publish once enough tasks were written since the last publish. 0, or
+ * -ECONNRESET when its doorbell found hbgd gone. */
+int hbgc_maybe_publish(hbg_client *c);
 
 /* ---------------------------------------------------------------- wait.c */
 
@@ -293,6 +323,18 @@ int hbgc_graph_result(hbg_client *c, uint64_t k, const struct graph_outcome *o, 
 int hbgc_host_failed(hbg_client *c, uint64_t id, int status);
 /* 0 if graph was submitted, else -EINVAL with a message. */
 int hbgc_graph_check(hbg_client *c, uint64_t graph, const char *fn);
+
+/* ---------------------------------------------------------------- hangup.c */
+
+/* Arm the watch on c->sock (at connect; without io_uring, or with
+ * HBG_IO_URING=0 in the environment, every look asks the socket). */
+void hbgc_hangup_init(hbg_client *c);
+void hbgc_hangup_free(hbg_client *c);
+/* True when nothing happened on the socket since the watch was armed:
+ * hbgd holds its end (one load, no system call). False: ask the socket. */
+bool hbgc_hangup_quiet(const hbg_client *c);
+/* The socket was asked and is alive: take the completion, arm again. */
+void hbgc_hangup_rearm(hbg_client *c);
 
 /* ---------------------------------------------------------------- deps.c */
 

@@ -164,6 +164,7 @@ static void client_free(hbg_client *c) {
         hbgc_recorded_free_all(c);
         hbgc_deps_free(c);
         hbgc_host_free(c);
+        hbgc_hangup_free(c);
         free(c->failures);
         free(c->messages);
         free(c->host_failed);
@@ -302,6 +303,7 @@ HBG_EXPORT int hbg_connect_opts(hbg_client **ret, const hbg_connect_options *opt
         c = mem;
         memset(c, 0, size);
         c->sock = c->doorbell_fd = c->completion_fd = c->rearm_fd = c->notify_fd = -1;
+        c->hangup.ring_fd = -1;
 
         c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         if (c->sock < 0) {
@@ -333,6 +335,7 @@ HBG_EXPORT int hbg_connect_opts(hbg_client **ret, const hbg_connect_options *opt
                 client_free(c);
                 return err;
         }
+        hbgc_hangup_init(c);
         hbgc_set_error(NULL, "");
         *ret = c;
         return 0;

@@ -47,9 +47,10 @@ int hbgc_write_task(hbg_client *c, const struct hbg_task_record *t, const uint64
         return 0;
 }
 
-void hbgc_maybe_publish(hbg_client *c) {
+int hbgc_maybe_publish(hbg_client *c) {
         if (c->prod.next_id - c->prod.published >= HBGC_PUBLISH_BATCH)
-                hbgc_publish(c);
+                return hbgc_publish(c);
+        return 0;
 }
 
 /* More than 16 fanins: dummies (no lanes, nothing runs) that each join up
@@ -70,7 +71,8 @@ int hbgc_join_fanins(hbg_client *c, uint64_t *deps, size_t *n) {
                         if (err < 0)
                                 return err;
                         deps[out++] = id; /* out <= i: deps[i..] already read */
-                        hbgc_maybe_publish(c);
+                        if (hbgc_maybe_publish(c) < 0)
+                                return hbgc_fail(c, -ECONNRESET, "hbg_graph_add: hbgd went away");
                 }
                 *n = out;
         }
@@ -309,7 +311,7 @@ static int add_one(hbg_client *c, const hbg_task *t, uint64_t *ret_id) {
                 hbgc_host_register(c, id, t->host_fn, t->host_userdata);
         }
         /* Registered before the task can be published. */
-        hbgc_maybe_publish(c);
+        int published = c->rec ? 0 : hbgc_maybe_publish(c);
         if (ret_id)
                 *ret_id = id - rec_base;
         if (hbgc_deps_commit(c, acc, na, id) < 0) {
@@ -318,16 +320,22 @@ static int add_one(hbg_client *c, const hbg_task *t, uint64_t *ret_id) {
                 return ADD_FAIL(-ENOMEM, "task %" PRIu64 " was added, but out of memory recording its tensors: "
                                 "later tasks may miss dependencies on it", id);
         }
+        if (published < 0)
+                return ADD_FAIL(-ECONNRESET, "task %" PRIu64 " was written, but hbgd went away", id);
         return 0;
 }
 
 HBG_EXPORT int hbg_graph_add(hbg_client *c, const hbg_task *t, uint64_t *ret_id) {
         int err = hbgc_usable(c, "hbg_graph_add");
+        if (err == 0)
+                err = hbgc_check_alive_cheap(c, "hbg_graph_add");
         return err < 0 ? err : add_one(c, t, ret_id);
 }
 
 HBG_EXPORT int hbg_graph_add_n(hbg_client *c, const hbg_task *tasks, size_t n, uint64_t *ret_ids) {
         int err = hbgc_usable(c, "hbg_graph_add_n");
+        if (err == 0)
+                err = hbgc_check_alive_cheap(c, "hbg_graph_add_n");
         if (err < 0)
                 return err;
         if (n && !tasks)
@@ -388,9 +396,16 @@ HBG_EXPORT int hbg_graph_submit(hbg_client *c, uint64_t *ret_graph) {
         }
         bool ring;
         int64_t rec = hbg_producer_end_graph(&c->prod, k, &ring);
-        hbgc_ring(c, ring);
         if (rec < 0) /* cannot happen: room was checked above */
                 return hbgc_fail(c, -EPROTO, "hbg_graph_submit: no room for the graph record");
+        /* Calls must fail once hbgd is gone, not only the next wait: the
+         * hang-up watch says (a load; a poll without io_uring, or once
+         * something happened). A doorbell sent proves nothing: hbgd's
+         * io_uring keeps its end open a while after hbgd died. The record
+         * is written either way: nobody reads it then. */
+        if (hbgc_ring(c, ring) < 0 || hbgc_check_alive(c, "hbg_graph_submit") < 0)
+                return hbgc_fail(c, -ECONNRESET, "hbg_graph_submit: hbgd went away (graph %" PRId64
+                                 " was not taken)", rec);
         *ret_graph = (uint64_t)rec;
         return 0;
 }

@@ -54,7 +54,7 @@ static bool mailbox_room(hbg_client *c) {
 static void post(hbg_client *c, uint64_t id, int status) {
         bool ring;
         if (hbg_producer_complete_external(&c->prod, id, status, &ring) == 0)
-                hbgc_ring(c, ring);
+                (void)hbgc_ring(c, ring);
 }
 
 int hbgc_process(hbg_client *c) {

@@ -128,6 +128,10 @@ static int send_recording(hbg_client *c, const struct recording *r, uint32_t *re
         out.record_request = &rq;
         err = wire_send(c->sock, &out, &fd, 1, HBG_WIRE_MAX_MSG_DEFAULT);
         close(fd);
+        if (err == -EPIPE || err == -ECONNRESET || err == -ENOTCONN) {
+                c->dead = true;
+                return hbgc_fail(c, -ECONNRESET, "hbg_graph_record_end: hbgd went away");
+        }
         if (err < 0)
                 return hbgc_fail(c, err == -EAGAIN ? -ECONNRESET : err,
                                  "hbg_graph_record_end: cannot send the recording to hbgd");
@@ -166,6 +170,8 @@ static void recorded_free(struct recorded *g) {
 
 HBG_EXPORT int hbg_graph_record_end(hbg_client *c, uint32_t *ret_recorded) {
         int err = hbgc_usable(c, "hbg_graph_record_end");
+        if (err == 0)
+                err = hbgc_check_alive(c, "hbg_graph_record_end");
         if (err < 0)
                 return err;
         struct recording *r = c->rec;
@@ -242,6 +248,8 @@ static int window_room(hbg_client *c, uint64_t *ret_room) {
 HBG_EXPORT int hbg_graph_launch(hbg_client *c, uint32_t recorded, uint64_t *ret_graph) {
         static const struct hbg_task_record gate_task = { .block_num = 1 };
         int err = hbgc_usable(c, "hbg_graph_launch");
+        if (err == 0)
+                err = hbgc_check_alive_cheap(c, "hbg_graph_launch");
         if (err < 0)
                 return err;
         if (c->rec)
@@ -279,7 +287,8 @@ HBG_EXPORT int hbg_graph_launch(hbg_client *c, uint32_t recorded, uint64_t *ret_
                         hbgc_host_register(c, gate + g->host[h].id, g->host[h].fn, g->host[h].userdata);
                 hbg_producer_write_launch(&c->prod, g->graph, first, count);
                 first += count;
-                hbgc_maybe_publish(c);
+                if (hbgc_maybe_publish(c) < 0)
+                        return hbgc_fail(c, -ECONNRESET, "hbg_graph_launch: hbgd went away");
         }
 
         /* Later tasks depend on the launched ones as if added one by one. */

@@ -48,6 +48,23 @@ int hbgc_usable(hbg_client *c, const char *fn) {
         return 0;
 }
 
+int hbgc_check_alive(hbg_client *c, const char *fn) {
+        if (c->dead)
+                return hbgc_fail(c, -ECONNRESET, "%s: hbgd went away", fn);
+        if (hbgc_hangup_quiet(c))
+                return 0;
+        if (hbgc_check_socket(c) < 0)
+                return hbgc_fail(c, -ECONNRESET, "%s: hbgd went away", fn);
+        hbgc_hangup_rearm(c);
+        return 0;
+}
+
+int hbgc_check_alive_cheap(hbg_client *c, const char *fn) {
+        if (c->hangup.ring_fd < 0 || hbgc_hangup_quiet(c))
+                return 0;
+        return hbgc_check_alive(c, fn);
+}
+
 bool hbgc_in_heap(const hbg_client *c, uint64_t offset, uint64_t bytes) {
         uint64_t end;
         return bytes > 0 && !__builtin_add_overflow(offset, bytes, &end) && end <= c->g.heap_size;
@@ -58,7 +75,7 @@ bool hbgc_in_heap(const hbg_client *c, uint64_t offset, uint64_t bytes) {
 void hbgc_doorbell(hbg_client *c) {
         /* seq_cst: the load after our seq_cst stores of the cursors,
          * against the engine's "store need_wakeup; re-read" (§9.4). */
-        hbgc_ring(c, atomic_load_explicit(&c->ch->need_wakeup, memory_order_seq_cst) != 0);
+        (void)hbgc_ring(c, atomic_load_explicit(&c->ch->need_wakeup, memory_order_seq_cst) != 0);
 }
 
 void hbgc_drain_completion(hbg_client *c) {
@@ -67,31 +84,46 @@ void hbgc_drain_completion(hbg_client *c) {
                 ;
 }
 
-void hbgc_ring(hbg_client *c, bool ring) {
-        if (ring) {
-                char one = 1;
-                /* EAGAIN: rings are queued already, hbgd wakes anyway;
-                 * MSG_NOSIGNAL: hbgd gone is an error, not a SIGPIPE. */
-                ssize_t n = send(c->doorbell_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-                (void)n;
-        }
+int hbgc_ring(hbg_client *c, bool ring) {
+        if (!ring)
+                return 0;
+        char one = 1;
+        /* EAGAIN: rings are queued already, hbgd wakes anyway;
+         * MSG_NOSIGNAL: hbgd gone is an error, not a SIGPIPE. A closed
+         * peer (ECONNREFUSED for a datagram pair) is confirmed on the
+         * control socket, which also reads hbgd's last words. */
+        if (send(c->doorbell_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN &&
+            errno != EINTR && hbgc_check_socket(c) < 0)
+                return -ECONNRESET;
+        return 0;
 }
 
-void hbgc_publish(hbg_client *c) {
-        hbgc_ring(c, hbg_producer_publish(&c->prod));
+int hbgc_publish(hbg_client *c) {
+        return hbgc_ring(c, hbg_producer_publish(&c->prod));
 }
 
 /* ---------------------------------------------------------------- socket */
 
+/* hbgd's end of the completion pipe closes when hbgd's process exits (or
+ * frees the session): POLLHUP on ours. The control socket alone is not
+ * enough: hbgd's io_uring holds a reference to its end, which the kernel
+ * drops in the background some time after the process died. */
+#define HBGC_MESSAGES_PER_CHECK 64
+
 int hbgc_check_socket(hbg_client *c) {
         if (c->dead)
                 return -ECONNRESET;
-        for (;;) {
-                struct pollfd p = { .fd = c->sock, .events = POLLIN | POLLRDHUP };
-                int n = poll(&p, 1, 0);
+        for (unsigned i = 0; i < HBGC_MESSAGES_PER_CHECK; i++) {
+                struct pollfd p[2] = {
+                        { .fd = c->sock, .events = POLLIN | POLLRDHUP },
+                        { .fd = c->completion_fd, .events = 0 }, /* POLLHUP only */
+                };
+                int n = poll(p, 2, 0);
                 if (n <= 0)
                         return 0;
-                if (p.revents & POLLIN) {
+                bool gone = (p[0].revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) ||
+                            (p[1].revents & (POLLHUP | POLLERR | POLLNVAL));
+                if (p[0].revents & POLLIN) {
                         /* Read what hbgd said before it went away. */
                         Hbg__Envelope *env = NULL;
                         int fds[HBG_WIRE_MAX_FDS];
@@ -104,13 +136,13 @@ int hbgc_check_socket(hbg_client *c) {
                                 continue;
                         }
                         /* -EAGAIN, or a record we cannot use (dropped) */
-                        if (err != -ECONNRESET && !(p.revents & (POLLHUP | POLLRDHUP | POLLERR)))
+                        if (err != -ECONNRESET && !gone)
                                 return 0;
-                } else if (!(p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL))) {
+                } else if (!gone) {
                         return 0;
                 }
                 c->dead = true;
                 return -ECONNRESET;
         }
+        return 0; /* more to read: the next look goes on */
 }
-

@@ -27,6 +27,11 @@ static int allocs_reserve(hbg_client *c) {
 HBG_EXPORT int hbg_tensor_alloc(hbg_client *c, size_t bytes, hbg_tensor *ret) {
         if (!c)
                 return -EINVAL;
+        /* Host functions may allocate (no in_host check); hbgd gone: the
+         * heap is of no use any more. */
+        int err = hbgc_check_alive(c, "hbg_tensor_alloc");
+        if (err < 0)
+                return err;
         if (!ret || bytes == 0)
                 return hbgc_fail(c, -EINVAL, "hbg_tensor_alloc: %s", !ret ? "ret is NULL" : "zero bytes");
         if ((uint64_t)bytes > c->g.heap_size)

@@ -31,7 +31,8 @@ bool hbgc_wait_spun(const struct hbgc_wait *w) {
 }
 
 int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
-        hbgc_publish(c);
+        if (hbgc_publish(c) < 0)
+                return -ECONNRESET;
         hbgc_process(c);
         w->iter++;
         int64_t now = hbg_now_ns();
@@ -71,7 +72,7 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
                 return 0; /* EINTR: just look again */
         if (p[0].revents & POLLIN)
                 hbgc_drain_completion(c);
-        if (p[1].revents)
+        if (p[1].revents || (p[0].revents & (POLLHUP | POLLERR)))
                 return hbgc_check_socket(c);
         return 0;
 }

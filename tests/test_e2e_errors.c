@@ -17,6 +17,10 @@
  *   stall_limit    [limits] max_stall_timeout_ms at N (granted) and N + 1
  *                  (-E2BIG with hbgd's message);
  *   bad_arguments  hbg_graph_error()'s -EINVAL cases;
+ *   hbgd_killed    after hbgd was killed (and reaped) the next
+ *                  hbg_graph_submit() fails with -ECONNRESET, with the
+ *                  io_uring hang-up watch and without it (HBG_IO_URING=0);
+ *                  a running graph's hbg_graph_error() too.
  */
 #include <check.h>
 #include <errno.h>
@@ -288,6 +292,52 @@ START_TEST(bad_arguments) {
 }
 END_TEST
 
+START_TEST(hbgd_killed) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        /* One client with the io_uring watch, one without. */
+        hbg_client *c = connect_with(d);
+        setenv("HBG_IO_URING", "0", 1);
+        hbg_client *p = connect_with(d);
+        unsetenv("HBG_IO_URING");
+
+        hbg_task n = HBG_TASK_INIT("noop");
+        add(d, c, &n, NULL);
+        expect_success_info(d, c, submit(d, c));
+        add(d, p, &n, NULL);
+        expect_success_info(d, p, submit(d, p));
+
+        /* A graph running when hbgd dies, and one being built. */
+        hbg_task spin = HBG_TASK_INIT("spin_ns");
+        spin.n_scalars = 1;
+        spin.scalars[0] = 900000000ull;
+        add(d, c, &spin, NULL);
+        uint64_t running = submit(d, c);
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        ck_assert_int_eq(hbg_graph_error(c, running, &info), 1);
+        add(d, c, &n, NULL);
+        add(d, p, &n, NULL);
+
+        ck_assert_int_eq(kill(d->pid, SIGKILL), 0);
+        D_ASSERT(d, daemon_wait_exit(d, IO_MS) == 0, "hbgd did not die");
+
+        uint64_t g;
+        int err = hbg_graph_submit(c, &g);
+        ck_assert_msg(err == -ECONNRESET, "submit after hbgd was killed: %d (%s)", err, hbg_strerror(err));
+        ck_assert_ptr_nonnull(strstr(hbg_last_error(c), "hbgd went away"));
+        err = hbg_graph_submit(p, &g);
+        ck_assert_msg(err == -ECONNRESET, "submit (no io_uring) after hbgd was killed: %d (%s)", err,
+                      hbg_strerror(err));
+        ck_assert_int_eq(hbg_graph_error(c, running, &info), -ECONNRESET);
+        ck_assert_int_eq(hbg_graph_add(c, &n, NULL), -ECONNRESET);
+        hbg_tensor t;
+        ck_assert_int_eq(hbg_tensor_alloc(c, 64, &t), -ECONNRESET);
+        ck_assert_int_eq(hbg_tensor_alloc(p, 64, &t), -ECONNRESET);
+        hbg_disconnect(c);
+        hbg_disconnect(p);
+        daemon_destroy(d);
+}
+END_TEST
+
 int main(void) {
         signal(SIGPIPE, SIG_IGN);
         if (daemon_util_init() < 0)
@@ -301,6 +351,7 @@ int main(void) {
         tcase_add_test(tc, stall);
         tcase_add_test(tc, stall_limit);
         tcase_add_test(tc, bad_arguments);
+        tcase_add_test(tc, hbgd_killed);
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);

@@ -206,7 +206,9 @@ HBG_EXPORT int hbg_graph_add_n(hbg_client *c, const hbg_task *tasks, size_t n, u
 HBG_EXPORT int hbg_kernel_id(const char *name);
 /* Close the graph of the tasks added since the last submit and hand it to
  * hbgd. *ret_graph identifies it (graphs are numbered 0, 1, 2, ...).
- * -EINVAL if it is empty. Waits while too many graphs are in flight. */
+ * -EINVAL if it is empty; -ECONNRESET once hbgd has gone (it knows without
+ * a system call where the kernel allows io_uring). Waits while too many
+ * graphs are in flight. */
 HBG_EXPORT int hbg_graph_submit(hbg_client *c, uint64_t *ret_graph);
 /* Wait for a graph (timeout_ms < 0: for ever). Runs host tasks while
  * waiting. 0 if it succeeded, its negative errno if it failed (-ETIME:
