@@ -4,24 +4,81 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "ctl/ctl.h"
 #include "shm/util.h"
 
-static int run_error(struct plan *p, const char *msg, const char *task) {
+/* {"status": "error", "error": e} on stdout (--json); takes e. */
+static void print_error_json(json_object *e) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "status", json_object_new_string("error"));
+        json_object_object_add(o, "error", e);
+        print_json(o);
+        json_object_put(o);
+}
+
+/* The "error" object: code and errno name when there is a code. */
+static json_object *error_json(int code, const char *msg) {
+        json_object *e = json_object_new_object();
+        if (code < 0) {
+                const char *name = strerrorname_np(-code);
+                json_object_object_add(e, "code", json_object_new_int(code));
+                json_object_object_add(e, "errno", name ? json_object_new_string(name) : NULL);
+        }
+        json_object_object_add(e, "message", json_object_new_string(msg));
+        return e;
+}
+
+/* A failure before or around the run: msg, and the task (its name) it
+ * concerns, if any. */
+static int run_error(struct plan *p, int code, const char *msg, const char *task) {
         if (task)
                 fprintf(stderr, "hbgctl: %s: task %s: %s\n", p->file, task, msg);
         else
                 fprintf(stderr, "hbgctl: %s\n", msg);
         if (opt_json) {
-                json_object *o = json_object_new_object();
-                json_object_object_add(o, "status", json_object_new_string("error"));
-                json_object_object_add(o, "error", json_object_new_string(msg));
+                json_object *e = error_json(code, msg);
                 if (task)
-                        json_object_object_add(o, "task", json_object_new_string(task));
-                print_json(o);
-                json_object_put(o);
+                        json_object_object_add(e, "name", json_object_new_string(task));
+                print_error_json(e);
+        }
+        return EXIT_FAIL;
+}
+
+/* The graph failed in hbgd: its first failing task, by its index and name
+ * in the file, its kernel and hbgd's (or the library's) message. */
+static int graph_failed(struct plan *p, const hbg_graph_error_info *info) {
+        char nb[64];
+        /* ids grow with the file order; dummies joining more than 16
+         * dependencies sit right before the task they serve. */
+        size_t lo = 0, hi = p->n_tasks;
+        while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (p->ids[mid] < info->task)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        const char *name = lo < p->n_tasks ? graph_file_task_name(p, lo, nb, sizeof(nb)) : NULL;
+        if (name == nb)
+                name = NULL; /* no "name" in the file: the index says it */
+        char where[160] = "", kern[96] = "";
+        if (lo < p->n_tasks)
+                snprintf(where, sizeof(where), " at task %zu%s%s%s", lo, name ? " \"" : "", name ? name : "",
+                         name ? "\"" : "");
+        if (info->kernel[0])
+                snprintf(kern, sizeof(kern), " (kernel %s)", info->kernel);
+        fprintf(stderr, "hbgctl: graph failed%s%s: %s: %s\n", where, kern, strerror(-info->code),
+                info->message[0] ? info->message : hbg_strerror(info->code));
+        if (opt_json) {
+                json_object *e = error_json(info->code, info->message[0] ? info->message : hbg_strerror(info->code));
+                json_object_object_add(e, "task", lo < p->n_tasks ? json_object_new_uint64(lo) : NULL);
+                json_object_object_add(e, "id", json_object_new_uint64(info->task));
+                json_object_object_add(e, "name", name ? json_object_new_string(name) : NULL);
+                json_object_object_add(e, "kernel", info->kernel[0] ? json_object_new_string(info->kernel) : NULL);
+                print_error_json(e);
         }
         return EXIT_FAIL;
 }
@@ -50,7 +107,7 @@ int cmd_run(const char *path, const char *file) {
          * tasks) is reported apart from the run. */
         int64_t compile_ns = 0, t0 = hbg_now_ns();
         if (graph_file_load(&p) < 0 || graph_file_parse(&p) < 0) {
-                rc = run_error(&p, p.err, NULL);
+                rc = run_error(&p, 0, p.err, NULL);
                 goto out;
         }
         compile_ns += hbg_now_ns() - t0;
@@ -64,7 +121,7 @@ int cmd_run(const char *path, const char *file) {
         if (err < 0) {
                 char msg[512];
                 snprintf(msg, sizeof(msg), "cannot connect to hbgd: %s", hbg_last_error(NULL));
-                run_error(&p, msg, NULL);
+                run_error(&p, err, msg, NULL);
                 rc = ctl_connect_failed(err);
                 goto out;
         }
@@ -75,7 +132,7 @@ int cmd_run(const char *path, const char *file) {
                         char msg[512];
                         snprintf(msg, sizeof(msg), "tensor %s (%" PRIu64 " floats): %s (%s)",
                                  t->name, t->len, hbg_strerror(err), hbg_last_error(c));
-                        rc = run_error(&p, msg, NULL);
+                        rc = run_error(&p, err, msg, NULL);
                         goto out;
                 }
                 float *d = hbg_tensor_data(c, t->t);
@@ -86,7 +143,7 @@ int cmd_run(const char *path, const char *file) {
         }
         t0 = hbg_now_ns();
         if (compile_tasks(&p) < 0) {
-                rc = run_error(&p, p.err, NULL);
+                rc = run_error(&p, 0, p.err, NULL);
                 goto out;
         }
         compile_ns += hbg_now_ns() - t0;
@@ -100,35 +157,28 @@ int cmd_run(const char *path, const char *file) {
                 if (err < 0) {
                         char msg[512];
                         snprintf(msg, sizeof(msg), "%s (%s)", hbg_strerror(err), hbg_last_error(c));
-                        rc = run_error(&p, msg, graph_file_task_name(&p, i, nb, sizeof(nb)));
+                        rc = run_error(&p, err, msg, graph_file_task_name(&p, i, nb, sizeof(nb)));
                         goto out;
                 }
         }
         uint64_t g;
+        bool submitted = false;
         err = hbg_graph_submit(c, &g);
-        if (err == 0)
+        if (err == 0) {
+                submitted = true;
                 err = hbg_graph_wait(c, g, -1);
+        }
         double elapsed = (double)(hbg_now_ns() - t0) / 1e3;
         if (err < 0) {
-                uint64_t bad = UINT64_MAX;
-                const char *tn = NULL;
+                hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+                if (submitted && hbg_graph_error(c, g, &info) == 0 && info.code < 0) {
+                        rc = graph_failed(&p, &info);
+                        goto out;
+                }
                 char msg[512];
                 const char *why = hbg_last_error(c);
                 snprintf(msg, sizeof(msg), "%s", why[0] ? why : hbg_strerror(err));
-                if (hbg_graph_status(c, g, &bad) < 0 && bad != UINT64_MAX) {
-                        /* ids grow with the file order; extra dummies in between */
-                        size_t lo = 0, hi = p.n_tasks;
-                        while (lo < hi) {
-                                size_t mid = (lo + hi) / 2;
-                                if (p.ids[mid] < bad)
-                                        lo = mid + 1;
-                                else
-                                        hi = mid;
-                        }
-                        if (lo < p.n_tasks)
-                                tn = graph_file_task_name(&p, lo, nb, sizeof(nb));
-                }
-                rc = run_error(&p, msg, tn);
+                rc = run_error(&p, err, msg, NULL);
                 goto out;
         }
         json_object *res = json_object_new_object(), *outs = json_object_new_object();

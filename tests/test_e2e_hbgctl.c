@@ -488,30 +488,46 @@ START_TEST(run_graphs) {
 }
 END_TEST
 
-/* A graph failing in hbgd: status error, the error and the task's name. */
-static void run_fails(const char *S, const char *file, const char *task, const char *what) {
+/* A graph failing in hbgd: status error, and an error object naming the
+ * task (index and name in the file), its kernel, the errno and hbgd's
+ * message; the same on stderr without --json:
+ *   hbgctl: graph failed at task 1 "boom" (kernel fail): Input/output error: kernel fail failed: ... */
+static void run_fails(const char *S, const char *file, unsigned index, const char *task, const char *kernel,
+                      int code, const char *what) {
         char path[PATH_MAX];
         graph_path(path, sizeof(path), file);
         struct result r = ctl(S, "run", "--json", path);
         ASSERT_CODE(r, 1);
         json_object *o = parse_json(&r);
         ck_assert_str_eq(json_object_get_string(get(o, "status")), "error");
-        ck_assert_str_eq(json_object_get_string(get(o, "task")), task);
-        const char *err = json_object_get_string(get(o, "error"));
-        ck_assert_msg(strstr(err, what), "%s: error \"%s\" does not say \"%s\"", file, err, what);
-        ck_assert_msg(strstr(r.err, task), "%s: stderr does not name %s: %s", file, task, r.err);
+        json_object *e = get(o, "error");
+        ck_assert_str_eq(json_object_get_string(get(e, "name")), task);
+        ck_assert_int_eq(json_object_get_int64(get(e, "task")), index);
+        ck_assert_str_eq(json_object_get_string(get(e, "kernel")), kernel);
+        ck_assert_int_eq(json_object_get_int(get(e, "code")), code);
+        ck_assert_str_eq(json_object_get_string(get(e, "errno")), strerrorname_np(-code));
+        const char *msg = json_object_get_string(get(e, "message"));
+        ck_assert_msg(strstr(msg, what), "%s: message \"%s\" does not say \"%s\"", file, msg, what);
         json_object_put(o);
         result_free(&r);
+
         r = ctl(S, "run", path);
         ASSERT_CODE(r, 1);
-        ck_assert_msg(r.out[0] == 0 && strstr(r.err, task), "%s: %s", file, r.err);
+        char want[256];
+        snprintf(want, sizeof(want), "hbgctl: graph failed at task %u \"%s\" (kernel %s): %s: ", index, task, kernel,
+                 strerror(-code));
+        ck_assert_msg(r.out[0] == 0 && strstr(r.err, want) && strstr(r.err, what), "%s: stderr does not say "
+                      "\"%s...%s\": %s", file, want, what, r.err);
         result_free(&r);
 }
 
 START_TEST(run_failing) {
         struct hbgd_proc *d = start();
-        run_fails(d->socket_path, "fail.json", "boom", "failed");
-        run_fails(d->socket_path, "rejected.json", "bad_gemm", "failed");
+        /* A kernel's error at run time (fail returns its scalar), and the
+         * validator's reason for a task it refuses. */
+        run_fails(d->socket_path, "fail.json", 1, "boom", "fail", -5, "kernel fail failed: Input/output error");
+        run_fails(d->socket_path, "rejected.json", 1, "bad_gemm", "gemm_f32", -EINVAL,
+                  "gemm_f32: shape does not fit A");
         /* hbgd is fine afterwards */
         run_ok(d->socket_path, "predicates.json", 2, 7, pred, 3);
         daemon_destroy(d);
@@ -561,7 +577,7 @@ START_TEST(run_malformed) {
                 ASSERT_CODE(r, 1);
                 json_object *o = parse_json(&r);
                 ck_assert_str_eq(json_object_get_string(get(o, "status")), "error");
-                ck_assert(strstr(json_object_get_string(get(o, "error")), malformed[i].msg));
+                ck_assert(strstr(json_object_get_string(get(get(o, "error"), "message")), malformed[i].msg));
                 json_object_put(o);
                 result_free(&r);
         }
