@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hbg/hbg.h"
 #include "tests/daemon_util.h"
@@ -195,7 +196,6 @@ START_TEST(host_task) {
 END_TEST
 
 #define STALL_MS 200            /* the session's stall limit in `stall` */
-#define HANG_MS 700             /* how long its host function hangs */
 #define MAX_STALL_MS 1000       /* [limits] max_stall_timeout_ms here */
 
 static const char conf[] = "[limits]\nmax_stall_timeout_ms = 1000\n";
@@ -206,9 +206,30 @@ static hbg_client *connect_stall(struct hbgd_proc *d, uint64_t stall_ms) {
         return connect_opts(d, &o);
 }
 
+/* The hung host function's view of hbgd: a control connection of its own
+ * (STATUS_SESSIONS), so that it returns once hbgd failed its graph rather
+ * than after a guess at how long the detector takes. */
+struct hang {
+        struct hbgd_proc *d;
+        int fd;
+};
+
+static bool own_graph_failed(struct hang *h) {
+        Hbg__Envelope *r = status_of(h->d, h->fd, HBG__STATUS_KIND__STATUS_SESSIONS);
+        bool failed = false;
+        for (size_t i = 0; i < r->status_reply->n_sessions; i++)
+                if (r->status_reply->sessions[i]->pid == (uint32_t)getpid() &&
+                    r->status_reply->sessions[i]->graphs_failed > 0)
+                        failed = true;
+        wire_free(r);
+        return failed;
+}
+
 static int hang(void *arg) {
-        (void)arg;
-        sleep_us(HANG_MS * 1000L);
+        struct hang *h = arg;
+        long long until = daemon_now_ms() + WAIT_MS;
+        while (!own_graph_failed(h) && daemon_now_ms() < until)
+                sleep_us(20000);
         return 0;
 }
 
@@ -233,12 +254,18 @@ START_TEST(stall) {
 
         /* A host function hanging past the session's limit: its graph
          * fails with -ETIME (the wait returns once the function does). */
+        struct hang hg = { .d = d, .fd = raw_connect(d->socket_path) };
+        char why[256];
+        send_hello(hg.fd, HBG_PROTO_MAJOR, NULL, 0);
+        D_ASSERT(d, cx_expect(hg.fd, HBG__ENVELOPE__MSG_HELLO, IO_MS, why, sizeof(why)) == 0, "%s", why);
         hbg_task h = HBG_TASK_INIT(NULL);
         h.host_fn = hang;
+        h.host_userdata = &hg;
         uint64_t hung;
         add(d, c, &h, &hung);
         g = submit(d, c);
         expect_failure(d, c, g, -ETIME, hung, "", "stall limit");
+        close(hg.fd);
         ck_assert_str_eq(hbg_strerror(-ETIME), "a task exceeded the stall limit");
 
         /* The session goes on. */
