@@ -86,8 +86,6 @@ static const struct host_failure *host_failure_find(const hbg_client *c, uint64_
 /* Graph k was read back: its host failures are not needed any more (the
  * record is ours and not overwritten before k is read back). */
 static void host_failures_drop(hbg_client *c, uint64_t k) {
-        if (c->n_host_failed == 0)
-                return;
         uint64_t last = c->prod.records[k & (c->g.graph_table_entries - 1)].last_id;
         size_t n = 0;
         while (n < c->n_host_failed && c->host_failed[n].id <= last)
@@ -174,7 +172,8 @@ void hbgc_harvest(hbg_client *c) {
                                                               .kernel = o.kernel,
                                                               .message = message_intern(c, o.message) }) < 0)
                         break; /* try again later */
-                host_failures_drop(c, k);
+                if (c->n_host_failed)
+                        host_failures_drop(c, k);
                 c->harvested = k + 1;
         }
 }

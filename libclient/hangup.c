@@ -48,7 +48,8 @@ void hbgc_hangup_free(hbg_client *c) {
         *h = (struct hangup_watch){ .ring_fd = -1 };
 }
 
-enum { WATCH_SOCKET = 1u, WATCH_PIPE = 2u, WATCH_BOTH = 3u };
+enum { WATCH_SOCKET = 1u, WATCH_PIPE = 2u };
+_Static_assert((WATCH_SOCKET | WATCH_PIPE) == HBGC_WATCH_BOTH, "both polls");
 
 /* Queue a poll of fd for `events` as SQE `slot` (user_data: which). */
 static void queue_poll(struct hangup_watch *h, unsigned slot, int fd, uint32_t events, uint64_t which) {
@@ -84,7 +85,7 @@ static bool arm(hbg_client *c) {
                 hbgc_hangup_free(c);
                 return false;
         }
-        h->armed = WATCH_BOTH;
+        h->armed = HBGC_WATCH_BOTH;
         return true;
 }
 
@@ -142,14 +143,6 @@ void hbgc_hangup_init(hbg_client *c) {
         return;
 fail:
         hbgc_hangup_free(c);
-}
-
-bool hbgc_hangup_quiet(const hbg_client *c) {
-        const struct hangup_watch *h = &c->hangup;
-        /* Relaxed would do for "is there one?"; acquire pairs with the
-         * kernel's release of the tail should a caller read the entry. */
-        return h->armed == WATCH_BOTH && atomic_load_explicit(h->cq_tail, memory_order_acquire) ==
-                                                 atomic_load_explicit(h->cq_head, memory_order_relaxed);
 }
 
 void hbgc_hangup_rearm(hbg_client *c) {

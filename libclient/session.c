@@ -48,7 +48,7 @@ int hbgc_usable(hbg_client *c, const char *fn) {
         return 0;
 }
 
-int hbgc_check_alive(hbg_client *c, const char *fn) {
+int hbgc_check_alive_slow(hbg_client *c, const char *fn) {
         if (c->dead)
                 return hbgc_fail(c, -ECONNRESET, "%s: hbgd went away", fn);
         if (hbgc_hangup_quiet(c))
@@ -57,12 +57,6 @@ int hbgc_check_alive(hbg_client *c, const char *fn) {
                 return hbgc_fail(c, -ECONNRESET, "%s: hbgd went away", fn);
         hbgc_hangup_rearm(c);
         return 0;
-}
-
-int hbgc_check_alive_cheap(hbg_client *c, const char *fn) {
-        if (c->hangup.ring_fd < 0 || hbgc_hangup_quiet(c))
-                return 0;
-        return hbgc_check_alive(c, fn);
 }
 
 bool hbgc_in_heap(const hbg_client *c, uint64_t offset, uint64_t bytes) {

@@ -56,19 +56,17 @@ void hbg_cpl_region_init(void *base, const struct hbg_geometry *g, uint64_t firs
         atomic_thread_fence(memory_order_release);
 }
 
-/* The entry's plain fields are accessed with relaxed atomic builtins: a
- * reader may copy an entry while hbgd rewrites it for record k + G (the
- * seqlock then discards the copy), which must not be a data race. */
-#define ENTRY_STORE(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELAXED)
-#define ENTRY_LOAD(field) __atomic_load_n(&(field), __ATOMIC_RELAXED)
+/* The entry's plain fields are stored with atomic builtins: a reader may
+ * copy an entry while hbgd rewrites it for record k + G (the seqlock then
+ * discards the copy), which must not be a data race. Release: each store
+ * is ordered after the `seq` = 0 before it, so a reader whose acquire
+ * load saw it sees that `seq` changed (shm/layout.h). */
+#define ENTRY_STORE(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELEASE)
 
 void hbg_graph_entry_publish(struct hbg_graph_entry *e, uint64_t k, uint64_t graph_id, int32_t status,
                              uint16_t kernel, uint64_t task, const char *message) {
-        /* Invalidate first (relaxed) and order it before the field stores
-         * (release fence): a reader whose copy saw any of the new fields
-         * then sees seq change when it looks again. */
+        /* Invalidate first; the release stores below are ordered after it. */
         atomic_store_explicit(&e->seq, 0, memory_order_relaxed);
-        atomic_thread_fence(memory_order_release);
         ENTRY_STORE(e->graph_id, graph_id);
         ENTRY_STORE(e->status, status);
         ENTRY_STORE(e->kernel, status ? kernel : (uint16_t)0);
@@ -81,28 +79,6 @@ void hbg_graph_entry_publish(struct hbg_graph_entry *e, uint64_t k, uint64_t gra
         ENTRY_STORE(e->message[n], '\0');
         /* Release: the fields before the record number a reader checks. */
         atomic_store_explicit(&e->seq, k + 1, memory_order_release);
-}
-
-int hbg_graph_entry_read(const struct hbg_graph_entry *e, uint64_t k, struct hbg_graph_entry *ret) {
-        if (atomic_load_explicit(&e->seq, memory_order_acquire) != k + 1)
-                return 1;
-        ret->graph_id = ENTRY_LOAD(e->graph_id);
-        ret->status = ENTRY_LOAD(e->status);
-        ret->kernel = ENTRY_LOAD(e->kernel);
-        ret->reserved0 = ENTRY_LOAD(e->reserved0);
-        ret->first_error_task = ENTRY_LOAD(e->first_error_task);
-        ret->message[0] = '\0';
-        if (ret->status != 0)
-                for (size_t i = 0; i < HBG_GRAPH_MESSAGE_MAX; i++)
-                        ret->message[i] = ENTRY_LOAD(e->message[i]);
-        /* Acquire fence, then seq again: had the copy read any store of a
-         * rewrite, the fence pairs with the writer's release fence and this
-         * load sees the rewrite's seq (0 or a later record's). */
-        atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&e->seq, memory_order_relaxed) != k + 1)
-                return 1;
-        atomic_store_explicit(&ret->seq, k + 1, memory_order_relaxed);
-        return 0;
 }
 
 static int fail(const char **ret_error, const char *msg) {

@@ -291,10 +291,11 @@ _Static_assert(offsetof(struct hbg_cpl_header, mailbox_consumed) == 448, "cpl ma
 
 /* Graph table entry k & (G-1): the final status of graph record k
  * (RUNTIME_LOGIC.md §12.1), two cache lines. hbgd writes it as a seqlock:
- * `seq` = 0 (relaxed) and a release fence, the fields, then `seq` = k + 1
- * (release). A reader loads `seq` (acquire), copies the entry, issues an
- * acquire fence and loads `seq` again: the copy is graph k's only if both
- * loads saw k + 1. A success writes the first line only (message[0] = 0). */
+ * `seq` = 0 (relaxed), the fields (release stores), then `seq` = k + 1
+ * (release). A reader loads `seq` (acquire), copies the entry (acquire
+ * loads) and loads `seq` again: the copy is graph k's only if both loads
+ * saw k + 1. No fences (ThreadSanitizer models none). A success writes the
+ * first line only (message[0] = 0). */
 #define HBG_GRAPH_MESSAGE_MAX 96u
 struct hbg_graph_entry {
         _Atomic uint64_t seq;              /* record number + 1; 0 = never retired, or being written */
@@ -340,8 +341,29 @@ void hbg_graph_entry_publish(struct hbg_graph_entry *e, uint64_t k, uint64_t gra
                              uint16_t kernel, uint64_t task, const char *message);
 /* A reader: copy entry e if it is graph record k's. 0 and *ret (its
  * message copied only when status != 0, as hbgd wrote it: the caller
- * validates), or 1 when e is not k's (not retired yet, being rewritten). */
-int hbg_graph_entry_read(const struct hbg_graph_entry *e, uint64_t k, struct hbg_graph_entry *ret);
+ * validates), or 1 when e is not k's (not retired yet, being rewritten).
+ * Inline: the client reads every retired entry. */
+static inline int hbg_graph_entry_read(const struct hbg_graph_entry *e, uint64_t k, struct hbg_graph_entry *ret) {
+        if (atomic_load_explicit(&e->seq, memory_order_acquire) != k + 1)
+                return 1;
+        /* Acquire loads of the fields (plain loads on x86): had one read a
+         * store of a rewrite (a release store, after the rewrite's seq =
+         * 0), the seq load below, ordered after it, sees 0 or a later
+         * record's seq. */
+        ret->graph_id = __atomic_load_n(&e->graph_id, __ATOMIC_ACQUIRE);
+        ret->status = __atomic_load_n(&e->status, __ATOMIC_ACQUIRE);
+        ret->kernel = __atomic_load_n(&e->kernel, __ATOMIC_ACQUIRE);
+        ret->reserved0 = __atomic_load_n(&e->reserved0, __ATOMIC_ACQUIRE);
+        ret->first_error_task = __atomic_load_n(&e->first_error_task, __ATOMIC_ACQUIRE);
+        ret->message[0] = '\0';
+        if (ret->status != 0)
+                for (size_t i = 0; i < HBG_GRAPH_MESSAGE_MAX; i++)
+                        ret->message[i] = __atomic_load_n(&e->message[i], __ATOMIC_ACQUIRE);
+        if (atomic_load_explicit(&e->seq, memory_order_relaxed) != k + 1)
+                return 1;
+        atomic_store_explicit(&ret->seq, k + 1, memory_order_relaxed);
+        return 0;
+}
 
 /* Check a mapped completion region against the geometry the caller expects
  * (used by the client after mmap). Returns 0 or -EPROTO. */

@@ -125,10 +125,6 @@ int64_t hbg_producer_end_graph(struct hbg_producer *p, uint64_t graph_id, bool *
         return (int64_t)k;
 }
 
-int hbg_producer_graph_entry(const struct hbg_producer *p, uint64_t k, struct hbg_graph_entry *ret) {
-        return hbg_graph_entry_read(&p->graph_table[k & (p->g.graph_table_entries - 1)], k, ret);
-}
-
 bool hbg_producer_next_external(struct hbg_producer *p, uint64_t *ret_id) {
         uint64_t tail = atomic_load_explicit(&p->ch->ext_ready_tail, memory_order_acquire);
         /* hbgd never has more than D external tasks ready: a larger gap is

@@ -120,7 +120,9 @@ int64_t hbg_producer_end_graph(struct hbg_producer *p, uint64_t graph_id, bool *
 /* Graph record k's final state: 1 still running; 0 with *ret its entry
  * (status 0 or a negative errno, first failing task, its kernel and hbgd's
  * message, copied once as hbgd wrote them: the caller validates). */
-int hbg_producer_graph_entry(const struct hbg_producer *p, uint64_t k, struct hbg_graph_entry *ret);
+static inline int hbg_producer_graph_entry(const struct hbg_producer *p, uint64_t k, struct hbg_graph_entry *ret) {
+        return hbg_graph_entry_read(&p->graph_table[k & (p->g.graph_table_entries - 1)], k, ret);
+}
 
 /* Take the next external task hbgd made ready: true and its id. Entries
  * beyond D ahead of ours are not trusted (at most D tasks are in flight). */
