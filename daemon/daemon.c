@@ -209,6 +209,8 @@ static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
                         continue;
                 struct hbg_ring_stats st;
                 hbg_ring_stats(c->session->ring, &st);
+                /* the age hbgctl graphs shows (RUNTIME_LOGIC.md §12.5) */
+                hbg_ring_note_graphs(c->session->ring, now);
                 if (st.broken) {
                         char why[96];
                         snprintf(why, sizeof(why), "session stopped: %s", strerror(-st.error));

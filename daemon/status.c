@@ -12,6 +12,50 @@
 #include "shm/layout.h"
 #include "shm/util.h"
 
+/* STATUS_GRAPHS lists at most this many live graphs per session and per
+ * reply, and only what fits max_message_size (docs/PROTOCOL.md). */
+#define LIVE_PER_SESSION 64u
+#define LIVE_PER_REPLY 4096u
+
+/* The live graphs of the sessions gs[0..ns) (conns in the same order),
+ * oldest first, while the reply stays within `budget` more bytes; the
+ * rest is counted in live_omitted. lg holds LIVE_PER_REPLY entries. */
+static void list_live_graphs(struct hbgd *d, Hbg__GraphStatus *gs, unsigned ns, Hbg__LiveGraph *lg,
+                             Hbg__LiveGraph **lgp, size_t budget) {
+        struct hbg_live_graph g[LIVE_PER_SESSION];
+        size_t used = 0;
+        unsigned i = 0;
+        for (struct conn *x = d->conns; x && i < ns; x = x->next) {
+                if (!x->session)
+                        continue;
+                Hbg__GraphStatus *st = &gs[i++];
+                uint64_t live;
+                size_t n = hbg_ring_live_graphs(x->session->ring, g, LIVE_PER_SESSION, &live);
+                st->live = &lgp[used];
+                for (size_t k = 0; k < n && used < LIVE_PER_REPLY; k++) {
+                        Hbg__LiveGraph *e = &lg[used];
+                        hbg__live_graph__init(e);
+                        e->graph = g[k].number;
+                        e->graph_id = g[k].graph_id;
+                        e->state = (char *)hbg_live_state_name(g[k].state);
+                        e->tasks_done = g[k].tasks_done;
+                        e->tasks = g[k].last_id - g[k].first_id + 1;
+                        e->age_ms = g[k].age_ms;
+                        e->first_id = g[k].first_id;
+                        e->last_id = g[k].last_id;
+                        /* the entry, its tag and length, and a byte more for
+                         * the session's own length prefix growing */
+                        size_t sz = hbg__live_graph__get_packed_size(e) + 4;
+                        if (sz > budget)
+                                break;
+                        budget -= sz;
+                        lgp[used++] = e;
+                        st->n_live++;
+                }
+                st->live_omitted = live - st->n_live;
+        }
+}
+
 int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
         struct hbgd *d = c->d;
         unsigned nthreads = hbg_engine_threads(d->engine);
@@ -29,8 +73,11 @@ int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
         Hbg__KernelArg *ka = calloc(nk * (HBG_MAX_TENSOR_ARGS + HBG_MAX_SCALAR_ARGS), sizeof(*ka));
         Hbg__KernelArg **kap = calloc(nk * (HBG_MAX_TENSOR_ARGS + HBG_MAX_SCALAR_ARGS), sizeof(*kap));
         struct metrics_reply *metrics = NULL;
+        bool graphs = rq->kind == HBG__STATUS_KIND__STATUS_GRAPHS;
+        Hbg__LiveGraph *lg = graphs ? calloc(LIVE_PER_REPLY, sizeof(*lg)) : NULL;
+        Hbg__LiveGraph **lgp = graphs ? calloc(LIVE_PER_REPLY, sizeof(*lgp)) : NULL;
         int err = 0;
-        if (!ts || !tsp || !ss || !ssp || !gs || !gsp || !ks || !ksp || !ka || !kap ||
+        if (!ts || !tsp || !ss || !ssp || !gs || !gsp || !ks || !ksp || !ka || !kap || (graphs && (!lg || !lgp)) ||
             (rq->kind == HBG__STATUS_KIND__STATUS_METRICS && metrics_reply_new(d, &reply, &metrics) < 0)) {
                 err = wire_send_error(c->sock, -ENOMEM, "out of memory");
                 goto out;
@@ -151,6 +198,13 @@ int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
         Hbg__Envelope env = HBG__ENVELOPE__INIT;
         env.msg_case = HBG__ENVELOPE__MSG_STATUS_REPLY;
         env.status_reply = &reply;
+        if (graphs) {
+                /* What is left of max_message_size once every session's
+                 * counters and its largest live_omitted (11 bytes) are in. */
+                size_t base = hbg__envelope__get_packed_size(&env) + 11 * (size_t)ns;
+                size_t max = (size_t)d->cfg.max_message;
+                list_live_graphs(d, gs, ns, lg, lgp, max > base ? max - base : 0);
+        }
         err = wire_send(c->sock, &env, NULL, 0, d->cfg.max_message);
         if (err == -EMSGSIZE)
                 err = wire_send_error(c->sock, -EMSGSIZE, "status reply larger than max_message_size");
@@ -158,6 +212,7 @@ out:
         free(ts), free(tsp), free(ss), free(ssp), free(gs), free(gsp);
         free(ks), free(ksp), free(ka), free(kap);
         metrics_reply_free(metrics);
+        free(lg), free(lgp);
         return err;
 }
 

@@ -12,6 +12,7 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "daemon/engine/histogram.h"
@@ -248,6 +249,39 @@ struct hbg_engine_metrics {
 void hbg_engine_metrics(const struct hbg_engine *e, struct hbg_engine_metrics *ret);
 /* Thread `thread`'s sampled kernel run times (ns). */
 void hbg_engine_thread_task_time(const struct hbg_engine *e, unsigned thread, struct hbg_hist_snapshot *ret);
+/* A graph the client submitted that is not retired yet (hbgctl graphs,
+ * RUNTIME_LOGIC.md §12.5). */
+enum hbg_live_state {
+        HBG_LIVE_WAITING,          /* none of its tasks claimed by a scheduler yet */
+        HBG_LIVE_RUNNING,          /* claimed, not all complete */
+        HBG_LIVE_FAILED,           /* a task of it failed (or the ring stopped): it
+                                      will report failure */
+        HBG_LIVE_RETIRING,         /* complete, its status being published */
+        HBG_LIVE_STATE_COUNT,
+};
+/* "waiting", "running", "failed", "retiring". */
+const char *hbg_live_state_name(enum hbg_live_state s);
+
+struct hbg_live_graph {
+        uint64_t number;           /* graph record number, 0, 1, ... per ring */
+        uint64_t graph_id;         /* the client's handle (its record says) */
+        uint64_t first_id, last_id;
+        uint64_t tasks_done;       /* its ids below the watermark */
+        uint64_t age_ms;           /* since hbgd first saw its record; 0 not yet */
+        enum hbg_live_state state;
+};
+
+/* Note the graph records the client submitted since the last call, with
+ * the time now_ms (the age hbg_ring_live_graphs() reports). Cheap: at
+ * most a few thousand records per call, no task looked at. */
+void hbg_ring_note_graphs(struct hbg_ring *r, int64_t now_ms);
+/* The ring's live graphs, oldest first (notes new records first): up to
+ * max copied into ret (each record copied once and validated; the list
+ * ends before the first record the retirer would refuse). Returns how
+ * many; *ret_live gets how many are live (at most the graph table's size).
+ * This and hbg_ring_note_graphs() are called from one thread only (hbgd's
+ * io thread): they share the ring's stamps without synchronisation. */
+size_t hbg_ring_live_graphs(struct hbg_ring *r, struct hbg_live_graph *ret, size_t max, uint64_t *ret_live);
 
 unsigned hbg_engine_threads(const struct hbg_engine *e);
 void hbg_engine_thread_stats(const struct hbg_engine *e, unsigned thread,

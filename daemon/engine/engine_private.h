@@ -204,6 +204,11 @@ struct hbg_ring {
         bool graph_have;                  /* graph_cur holds a validated copy */
         struct hbg_graph_record graph_cur;
         _Atomic uint64_t graphs_seen;     /* graphs_submitted as last read by the retirer */
+        /* When hbgd first saw graph record k: slot k & (G-1). Only the
+         * thread calling hbg_ring_note_graphs()/hbg_ring_live_graphs()
+         * (hbgd's io thread) touches these (live_graphs.c, §12.5). */
+        struct graph_seen *graph_seen;
+        uint64_t graphs_noted;            /* records below: stamped or retired */
         /* The watermark at which the next graph the retirer knows of
          * retires (its last id + 1); 0: none known, every move must ask.
          * Written under the retire lock (relaxed), read by completers
@@ -465,6 +470,13 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
 void ring_free(struct hbg_ring *r);
 /* Private bytes of a ring of geometry g with every page touched. */
 uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g);
+
+/* live_graphs.c */
+struct graph_seen {
+        uint64_t number_plus_1;           /* whose stamp: record number + 1 */
+        int64_t ms;                       /* CLOCK_MONOTONIC */
+};
+size_t ring_graph_seen_bytes(const struct hbg_geometry *g);
 
 /* graphs.c */
 void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel, const char *why);

@@ -57,7 +57,7 @@ uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g) {
         uint64_t queues = (SHAPE_EXEC_COUNT + 1) * g->task_window * sizeof(struct mpmc_cell);
         uint64_t per_thread = sizeof(struct ring_thread) + (uint64_t)hbg_failsafe_capacity(g) * sizeof(uint64_t);
         return sizeof(struct hbg_ring) + slots_bytes(g) + fail_tags_bytes(g) + failures_bytes(g) +
-               graph_noticed_bytes(g) + queues + nthreads * per_thread;
+               graph_noticed_bytes(g) + ring_graph_seen_bytes(g) + queues + nthreads * per_thread;
 }
 
 /*
@@ -118,7 +118,8 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         r->fail_mask = 2 * g->task_window - 1;
         r->fail_tags = lazy_zalloc(fail_tags_bytes(g));
         r->graph_noticed_ns = lazy_zalloc(graph_noticed_bytes(g));
-        if (!r->slots || !r->per_thread || !r->failures || !r->fail_tags || !r->graph_noticed_ns)
+        r->graph_seen = lazy_zalloc(ring_graph_seen_bytes(g));
+        if (!r->slots || !r->per_thread || !r->failures || !r->fail_tags || !r->graph_noticed_ns || !r->graph_seen)
                 goto fail;
         for (unsigned i = 0; i < e->nthreads; i++) {
                 err = hbg_completer_init(&r->per_thread[i].completer, &r->window,
@@ -158,6 +159,7 @@ void ring_free(struct hbg_ring *r) {
         lazy_free(r->failures, failures_bytes(&r->g));
         lazy_free((void *)r->fail_tags, fail_tags_bytes(&r->g));
         lazy_free(r->graph_noticed_ns, graph_noticed_bytes(&r->g));
+        lazy_free((void *)r->graph_seen, ring_graph_seen_bytes(&r->g));
         free(r->per_thread);
         lazy_free(r->slots, slots_bytes(&r->g));
         free(r);
