@@ -310,6 +310,83 @@ static int handler(void *user, const char *section, const char *name, const char
         return 0;
 }
 
+/* "a, b": names where the system knows them, else the numbers. */
+static void format_ids(char *buf, size_t len, const unsigned *ids, unsigned n, bool groups) {
+        size_t used = 0;
+        buf[0] = 0;
+        for (unsigned i = 0; i < n && used < len; i++) {
+                const char *name = NULL;
+                if (groups) {
+                        struct group *g = getgrgid((gid_t)ids[i]);
+                        name = g ? g->gr_name : NULL;
+                } else {
+                        struct passwd *pw = getpwuid((uid_t)ids[i]);
+                        name = pw ? pw->pw_name : NULL;
+                }
+                int k = name ? snprintf(buf + used, len - used, "%s%s", i ? ", " : "", name)
+                             : snprintf(buf + used, len - used, "%s%u", i ? ", " : "", ids[i]);
+                used += k > 0 ? (size_t)k : 0;
+        }
+}
+
+int hbgd_config_format(const struct hbgd_config *cfg, size_t i, char *buf, size_t len) {
+        static const char *const levels[] = { "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug" };
+        if (i >= N_KEYS || len == 0)
+                return -EINVAL;
+        const struct key *k = &keys[i];
+        const char *field = (const char *)cfg + k->offset;
+        uint64_t v = 0;
+        unsigned ids[HBGD_MAX_ALLOWED];
+        switch (k->type) {
+        case KEY_NUMBER:
+        case KEY_US_AS_NS:
+                if (k->width == sizeof(uint64_t)) {
+                        memcpy(&v, field, sizeof(v));
+                } else {
+                        unsigned u;
+                        memcpy(&u, field, sizeof(u));
+                        v = u;
+                }
+                snprintf(buf, len, "%llu", (unsigned long long)(k->type == KEY_US_AS_NS ? v / 1000 : v));
+                break;
+        case KEY_USERS:
+                for (unsigned j = 0; j < cfg->n_allowed_uids && j < HBGD_MAX_ALLOWED; j++)
+                        ids[j] = (unsigned)cfg->allowed_uids[j];
+                format_ids(buf, len, ids, cfg->n_allowed_uids, false);
+                break;
+        case KEY_GROUPS:
+                for (unsigned j = 0; j < cfg->n_allowed_gids && j < HBGD_MAX_ALLOWED; j++)
+                        ids[j] = (unsigned)cfg->allowed_gids[j];
+                format_ids(buf, len, ids, cfg->n_allowed_gids, true);
+                break;
+        case KEY_WEIGHTS: {
+                size_t used = 0;
+                buf[0] = 0;
+                for (unsigned j = 0; j < cfg->n_session_weights && j < HBGD_MAX_ALLOWED && used < len; j++) {
+                        char who[64];
+                        unsigned uid = (unsigned)cfg->session_weights[j].uid;
+                        format_ids(who, sizeof(who), &uid, 1, false);
+                        int n = snprintf(buf + used, len - used, "%s%s:%u", j ? ", " : "", who,
+                                         cfg->session_weights[j].weight);
+                        used += n > 0 ? (size_t)n : 0;
+                }
+                break;
+        }
+        case KEY_LOG_LEVEL:
+                snprintf(buf, len, "%s", cfg->log_level >= 0 && cfg->log_level < 8 ? levels[cfg->log_level] : "?");
+                break;
+        case KEY_COMPLETION: {
+                const char *m = hbg_completion_mode_name(cfg->engine.completion_mode);
+                snprintf(buf, len, "%s", m ? m : "?");
+                break;
+        }
+        case KEY_SOCKET_PATH:
+                snprintf(buf, len, "%.*s", (int)k->width, field);
+                break;
+        }
+        return 0;
+}
+
 int hbgd_config_load(struct hbgd_config *cfg, const char *path, char *err, size_t errlen) {
         struct load l = { .cfg = *cfg };
         FILE *f = fopen(path, "re");

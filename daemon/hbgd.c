@@ -13,22 +13,80 @@
 #include "daemon/log.h"
 #include "proto/wire.h"
 
+/* hbgd's options: one entry each, the usage printed from it. */
+enum { OPT_SOCKET = 256, OPT_CONFIG, OPT_THREADS, OPT_CLUSTERS, OPT_COMPLETION, OPT_CHECK_CONFIG,
+       OPT_HELP = 'h', OPT_VERSION = 'V' };
+
+static const struct opt_def {
+        const char *name;
+        int id;                 /* the short name when < 256 */
+        int has_arg;            /* no_argument, required_argument, optional_argument */
+        const char *arg;
+        const char *help;
+} opt_defs[] = {
+        { "socket", OPT_SOCKET, required_argument, "PATH",
+          "listen on PATH (default " HBG_DEFAULT_SOCKET ", or the socket\n"
+          "passed by systemd socket activation)" },
+        { "config", OPT_CONFIG, required_argument, "FILE",
+          "read settings from FILE (INI; options given on the command\n"
+          "line win over it); SIGHUP re-reads it" },
+        { "threads", OPT_THREADS, required_argument, "N", "scheduler threads (default 4)" },
+        { "clusters", OPT_CLUSTERS, required_argument, "N", "core clusters (default 8)" },
+        { "completion", OPT_COMPLETION, required_argument, "MODE",
+          "completion policy: eager (default), lazy, resolver\n"
+          "(needs 2 threads or more) or eager-batched" },
+        { "check-config", OPT_CHECK_CONFIG, optional_argument, "FILE",
+          "check FILE (or --config's) as at start, print the\n"
+          "effective settings, exit 0 (valid) or 1; starts nothing" },
+        { "help", OPT_HELP, no_argument, NULL, "this text" },
+        { "version", OPT_VERSION, no_argument, NULL, "print the version" },
+};
+#define N_OPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
+
 static void usage(FILE *f) {
-        fprintf(f,
-                "Usage: hbgd [OPTIONS]\n"
-                "Run the hbg task-graph daemon in the foreground.\n\n"
-                "  --socket PATH   listen on PATH (default %s, or the socket\n"
-                "                  passed by systemd socket activation)\n"
-                "  --config FILE   read settings from FILE (INI; options given on the\n"
-                "                  command line win over it); SIGHUP re-reads it\n"
-                "  --threads N     scheduler threads (default 4)\n"
-                "  --clusters N    core clusters (default 8)\n"
-                "  --completion=MODE  completion policy: eager (default), lazy,\n"
-                "                  resolver (needs 2 threads or more) or eager-batched\n"
-                "  --help          this text\n"
-                "  --version       print the version\n\n"
-                "Environment: HBGD_IO=epoll forces the epoll event loop.\n",
-                HBG_DEFAULT_SOCKET);
+        fprintf(f, "Usage: hbgd [OPTIONS]\n"
+                   "       hbgd --check-config [FILE]\n"
+                   "Run the hbg task-graph daemon in the foreground.\n\n");
+        for (size_t i = 0; i < N_OPTS; i++) {
+                const struct opt_def *d = &opt_defs[i];
+                char head[64], s[8] = "", arg[32] = "";
+                if (d->id < 256)
+                        snprintf(s, sizeof(s), "-%c, ", d->id);
+                if (d->has_arg == optional_argument)
+                        snprintf(arg, sizeof(arg), "[=%s]", d->arg);
+                else if (d->arg)
+                        snprintf(arg, sizeof(arg), " %s", d->arg);
+                snprintf(head, sizeof(head), "%s--%s%s", s, d->name, arg);
+                fprintf(f, "  %-26s ", head);
+                /* continuation lines line up under the first */
+                for (const char *p = d->help; *p; p++) {
+                        fputc(*p, f);
+                        if (*p == '\n')
+                                fprintf(f, "  %-26s ", "");
+                }
+                fputc('\n', f);
+        }
+        fprintf(f, "\nEnvironment: HBGD_IO=epoll forces the epoll event loop.\n");
+}
+
+/* --check-config: the settings as hbgd.conf would say them. */
+static void print_config(const struct hbgd_config *cfg, const char *file) {
+        if (file)
+                printf("# hbgd %s: %s is valid. The settings hbgd would run with:\n", HBG_VERSION, file);
+        else
+                printf("# hbgd %s: no configuration file. The settings hbgd would run with:\n", HBG_VERSION);
+        printf("# socket %s\n", cfg->socket_path);
+        const char *section = "";
+        for (size_t i = 0; hbgd_config_key_at(i); i++) {
+                const struct hbgd_config_key *k = hbgd_config_key_at(i);
+                char value[1024];
+                if (strcmp(section, k->section) != 0) {
+                        printf("%s[%s]\n", section[0] ? "\n" : "", k->section);
+                        section = k->section;
+                }
+                hbgd_config_format(cfg, i, value, sizeof(value));
+                printf("%s = %s\n", k->key, value);
+        }
 }
 
 static int parse_uint(const char *opt, const char *s, unsigned max, unsigned *ret) {
@@ -44,17 +102,13 @@ static int parse_uint(const char *opt, const char *s, unsigned max, unsigned *re
 }
 
 int main(int argc, char **argv) {
-        static const struct option opts[] = {
-                { "socket", required_argument, NULL, 's' },
-                { "config", required_argument, NULL, 'c' },
-                { "threads", required_argument, NULL, 't' },
-                { "clusters", required_argument, NULL, 'C' },
-                { "completion", required_argument, NULL, 'm' },
-                { "help", no_argument, NULL, 'h' },
-                { "version", no_argument, NULL, 'V' },
-                {},
-        };
+        struct option lopts[N_OPTS + 1];
+        for (size_t i = 0; i < N_OPTS; i++)
+                lopts[i] = (struct option){ opt_defs[i].name, opt_defs[i].has_arg, NULL, opt_defs[i].id };
+        lopts[N_OPTS] = (struct option){ 0 };
         struct hbgd_config cfg;
+        const char *config = NULL, *sock_path = NULL, *threads = NULL, *clusters = NULL, *completion = NULL;
+        bool check = false;
         int c;
 
         /* Session start and end allocate and free the same few hundred KiB
@@ -65,74 +119,93 @@ int main(int argc, char **argv) {
         mallopt(M_MMAP_THRESHOLD, 1 << 20);
         mallopt(M_TRIM_THRESHOLD, 64 << 20);
         hbgd_config_default(&cfg);
-        /* The config file first, so that options override it. */
-        for (int i = 1; i < argc; i++) {
-                const char *path = NULL;
-                if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
-                        path = argv[i + 1];
-                else if (strncmp(argv[i], "--config=", 9) == 0)
-                        path = argv[i] + 9;
-                if (path) {
-                        char err[512];
-                        if (strlen(path) >= sizeof(cfg.config_path)) {
-                                fprintf(stderr, "hbgd: --config: path too long\n");
-                                return 2;
-                        }
-                        snprintf(cfg.config_path, sizeof(cfg.config_path), "%s", path);
-                        if (hbgd_config_load(&cfg, path, err, sizeof(err)) < 0) {
-                                fprintf(stderr, "hbgd: %s\n", err);
-                                return 2;
-                        }
-                }
-        }
-        while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "hV", lopts, NULL)) != -1) {
                 switch (c) {
-                case 's':
-                        if (strlen(optarg) >= sizeof(cfg.socket_path)) {
-                                fprintf(stderr, "hbgd: --socket: path longer than %zu bytes\n",
-                                        sizeof(cfg.socket_path) - 1);
-                                return 2;
-                        }
-                        snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s", optarg);
+                case OPT_SOCKET:
+                        sock_path = optarg;
                         break;
-                case 'c':
-                        break; /* loaded above */
-                case 't':
-                        if (parse_uint("--threads", optarg, 64, &cfg.engine.threads) < 0)
-                                return 2;
+                case OPT_CONFIG:
+                        config = optarg;
                         break;
-                case 'C':
-                        if (parse_uint("--clusters", optarg, 1024, &cfg.engine.clusters) < 0)
-                                return 2;
+                case OPT_THREADS:
+                        threads = optarg;
                         break;
-                case 'm':
-                        if (hbg_completion_mode_parse(optarg, &cfg.engine.completion_mode) < 0) {
-                                fprintf(stderr, "hbgd: --completion: '%s' is not one of eager, lazy, resolver, eager-batched\n",
-                                        optarg);
-                                return 2;
-                        }
+                case OPT_CLUSTERS:
+                        clusters = optarg;
                         break;
-                case 'h':
+                case OPT_COMPLETION:
+                        completion = optarg;
+                        break;
+                case OPT_CHECK_CONFIG:
+                        check = true;
+                        if (optarg)
+                                config = optarg;
+                        break;
+                case OPT_HELP:
                         usage(stdout);
                         return 0;
-                case 'V':
+                case OPT_VERSION:
                         printf("hbgd %s\n", HBG_VERSION);
                         return 0;
                 default:
-                        fprintf(stderr, "hbgd: try --help\n");
+                        if (optopt && optopt < 256)
+                                fprintf(stderr, "hbgd: unknown option '-%c' (try --help)\n", optopt);
+                        else if (optopt)
+                                fprintf(stderr, "hbgd: option '%s' needs an argument\n", argv[optind - 1]);
+                        else
+                                fprintf(stderr, "hbgd: unknown option '%s' (try --help)\n", argv[optind - 1]);
                         return 2;
                 }
         }
+        /* hbgd --check-config FILE */
+        if (check && optind + 1 == argc)
+                config = argv[optind++];
         if (optind < argc) {
                 fprintf(stderr, "hbgd: unexpected argument '%s'\n", argv[optind]);
                 return 2;
+        }
+        /* A failed check exits 1; a failed start 2 (as before). */
+        int bad = check ? 1 : 2;
+        /* The file first, so that options override it. */
+        if (config) {
+                char err[512];
+                if (strlen(config) >= sizeof(cfg.config_path)) {
+                        fprintf(stderr, "hbgd: --config: path too long\n");
+                        return bad;
+                }
+                snprintf(cfg.config_path, sizeof(cfg.config_path), "%s", config);
+                if (hbgd_config_load(&cfg, config, err, sizeof(err)) < 0) {
+                        fprintf(stderr, "hbgd: %s\n", err);
+                        return bad;
+                }
+        }
+        if (sock_path) {
+                if (strlen(sock_path) >= sizeof(cfg.socket_path)) {
+                        fprintf(stderr, "hbgd: --socket: path longer than %zu bytes\n", sizeof(cfg.socket_path) - 1);
+                        return bad;
+                }
+                snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s", sock_path);
+        }
+        if (threads && parse_uint("--threads", threads, 64, &cfg.engine.threads) < 0)
+                return bad;
+        if (clusters && parse_uint("--clusters", clusters, 1024, &cfg.engine.clusters) < 0)
+                return bad;
+        if (completion && hbg_completion_mode_parse(completion, &cfg.engine.completion_mode) < 0) {
+                fprintf(stderr, "hbgd: --completion: '%s' is not one of eager, lazy, resolver, eager-batched\n",
+                        completion);
+                return bad;
         }
         const char *io = getenv("HBGD_IO");
         cfg.force_epoll = io && strcmp(io, "epoll") == 0;
         const char *why;
         if (hbg_engine_config_validate(&cfg.engine, &why) < 0) {
                 fprintf(stderr, "hbgd: %s\n", why);
-                return 2;
+                return bad;
+        }
+        if (check) {
+                print_config(&cfg, config);
+                return 0;
         }
 
         /* Signals are read from a signalfd by the io thread: block them
