@@ -3,6 +3,8 @@
  * Connecting to hbgd's control socket, one request and its reply, status
  * requests, and what hbgctl says when it may not connect: the exit status
  * of each refusal and what to do about it (docs/man/hbgctl.1, EXIT STATUS).
+ * The message of a failure goes through ctl_error() (stderr, and the
+ * --json error object); the fixes that follow it are stderr's only.
  */
 #include <errno.h>
 #include <grp.h>
@@ -73,7 +75,7 @@ static void explain_permission(const char *path) {
         sockperm_inspect(path, &p);
         sockperm_describe(&p, path, why, sizeof(why));
         self_get(&s);
-        fprintf(stderr, "hbgctl: permission denied: %s\n", why);
+        ctl_error(EXIT_ACCESS, -EACCES, "permission denied: %s", why);
 
         const char *what = p.dir_denied ? p.dir : path;
         const struct stat *st = p.dir_denied ? &p.dir_st : &p.sock_st;
@@ -152,11 +154,10 @@ static void print_error(const Hbg__Error *e) {
         const char *msg = e->message && e->message[0] ? e->message : strerror(e->code < 0 ? -e->code : EPROTO);
         const struct refusal *r = find_refusal(e->code);
         if (!r) {
-                fprintf(stderr, "hbgctl: hbgd: %s\n", msg);
-                last_exit = EXIT_FAIL;
+                last_exit = ctl_error(EXIT_FAIL, e->code, "hbgd: %s", msg);
                 return;
         }
-        fprintf(stderr, "hbgctl: hbgd refused the connection: %s\n", msg);
+        ctl_error(r->exit, e->code, "hbgd refused the connection: %s", msg);
         last_exit = ctl_connect_failed(e->code);
 }
 
@@ -168,9 +169,8 @@ static void print_failure(int fd, int err, const char *what) {
                 wire_free(env);
                 return;
         }
-        fprintf(stderr, "hbgctl: %s: %s\n", what,
-                err == -ECONNRESET ? "hbgd closed the connection" : strerror(-err));
-        last_exit = EXIT_FAIL;
+        last_exit = ctl_error(EXIT_FAIL, err, "%s: %s", what,
+                              err == -ECONNRESET ? "hbgd closed the connection" : strerror(-err));
 }
 
 /* ------------------------------------------------------------ requests */
@@ -178,8 +178,7 @@ static void print_failure(int fd, int err, const char *what) {
 int ctl_connect(const char *path) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         if (strlen(path) >= sizeof(sa.sun_path)) {
-                fprintf(stderr, "hbgctl: socket path too long: %s\n", path);
-                return -EXIT_USAGE;
+                return -ctl_error(EXIT_USAGE, -ENAMETOOLONG, "socket path too long: %s", path);
         }
         strcpy(sa.sun_path, path);
         int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -191,8 +190,7 @@ int ctl_connect(const char *path) {
                         explain_permission(path);
                         return -EXIT_ACCESS;
                 }
-                fprintf(stderr, "hbgctl: hbgd is not running on %s: %s\n", path, strerror(err));
-                return -EXIT_NOT_RUNNING;
+                return -ctl_error(EXIT_NOT_RUNNING, -err, "hbgd is not running on %s: %s", path, strerror(err));
         }
         return fd;
 }
@@ -206,8 +204,7 @@ Hbg__Envelope *ctl_roundtrip(int fd, Hbg__Envelope *env) {
         }
         struct pollfd p = { .fd = fd, .events = POLLIN };
         if (poll(&p, 1, 10000) <= 0) {
-                fprintf(stderr, "hbgctl: hbgd did not answer within 10 s\n");
-                last_exit = EXIT_FAIL;
+                last_exit = ctl_error(EXIT_FAIL, -ETIMEDOUT, "hbgd did not answer within 10 s");
                 return NULL;
         }
         Hbg__Envelope *reply = NULL;
@@ -257,9 +254,11 @@ Hbg__Envelope *ctl_status(const char *path, Hbg__StatusKind kind, int *ret_exit)
         if (!reply)
                 *ret_exit = ctl_failure_exit();
         if (reply && reply->msg_case != HBG__ENVELOPE__MSG_STATUS_REPLY) {
-                fprintf(stderr, "hbgctl: unexpected reply from hbgd (message %d)\n", (int)reply->msg_case);
+                ctl_error(EXIT_FAIL, -EPROTO, "unexpected reply from hbgd (message %d)", (int)reply->msg_case);
                 wire_free(reply);
                 return NULL;
         }
+        if (reply)
+                *ret_exit = 0;
         return reply;
 }

@@ -19,7 +19,7 @@
 static int perr(struct plan *p, const char *path, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 static int perr(struct plan *p, const char *path, const char *fmt, ...) {
-        int n = snprintf(p->err, sizeof(p->err), "%s: %s: ", p->file, path);
+        int n = snprintf(p->err, sizeof(p->err), "%s: %s: ", graph_file_name(p), path);
         va_list ap;
         va_start(ap, fmt);
         if (n >= 0 && (size_t)n < sizeof(p->err))
@@ -381,18 +381,33 @@ int graph_file_parse(struct plan *p) {
         return 0;
 }
 
+const char *graph_file_name(const struct plan *p) {
+        return strcmp(p->file, "-") == 0 ? "<stdin>" : p->file;
+}
+
 int graph_file_load(struct plan *p) {
-        FILE *f = fopen(p->file, "r");
+        const char *name = graph_file_name(p);
+        bool is_stdin = strcmp(p->file, "-") == 0;
+        FILE *f = is_stdin ? stdin : fopen(p->file, "r");
         if (!f) {
-                snprintf(p->err, sizeof(p->err), "%s: %s", p->file, strerror(errno));
+                snprintf(p->err, sizeof(p->err), "%s: %s", name, strerror(errno));
                 return -1;
         }
+        size_t total = 0;
         json_tokener *tok = json_tokener_new();
         json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
         char buf[65536];
         size_t n, line = 1, col = 1;
         enum json_tokener_error jerr = json_tokener_continue;
         while (!p->root && (n = fread(buf, 1, sizeof(buf), f)) > 0) {
+                /* A file has a size; a pipe may never end. */
+                total += n;
+                if (is_stdin && total > GRAPH_FILE_STDIN_MAX) {
+                        snprintf(p->err, sizeof(p->err), "%s: a graph file on standard input may be at most %zu MiB",
+                                 name, GRAPH_FILE_STDIN_MAX >> 20);
+                        jerr = json_tokener_error_size;
+                        break;
+                }
                 p->root = json_tokener_parse_ex(tok, buf, (int)n);
                 jerr = json_tokener_get_error(tok);
                 size_t used = p->root || jerr != json_tokener_continue
@@ -411,17 +426,18 @@ int graph_file_load(struct plan *p) {
                                 if (buf[k] != ' ' && buf[k] != '\n' && buf[k] != '\t' && buf[k] != '\r') {
                                         snprintf(p->err, sizeof(p->err),
                                                  "%s:%zu:%zu: invalid JSON: text after the document",
-                                                 p->file, line, col);
+                                                 name, line, col);
                                         jerr = json_tokener_error_parse_unexpected;
                                         break;
                                 }
                 }
         }
         bool rerr = ferror(f);
-        fclose(f);
+        if (!is_stdin)
+                fclose(f);
         json_tokener_free(tok);
         if (rerr) {
-                snprintf(p->err, sizeof(p->err), "%s: read error", p->file);
+                snprintf(p->err, sizeof(p->err), "%s: read error", name);
                 return -1;
         }
         if (p->root && jerr == json_tokener_success)
@@ -429,9 +445,9 @@ int graph_file_load(struct plan *p) {
         if (!p->err[0]) {
                 if (jerr == json_tokener_continue || jerr == json_tokener_success)
                         snprintf(p->err, sizeof(p->err), "%s:%zu:%zu: invalid JSON: unexpected end of file",
-                                 p->file, line, col);
+                                 name, line, col);
                 else
-                        snprintf(p->err, sizeof(p->err), "%s:%zu:%zu: invalid JSON: %s", p->file,
+                        snprintf(p->err, sizeof(p->err), "%s:%zu:%zu: invalid JSON: %s", name,
                                  line, col, json_tokener_error_desc(jerr));
         }
         return -1;

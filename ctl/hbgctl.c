@@ -1,89 +1,139 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * hbgctl: show what hbgd is doing, and run graph files.
- *   hbgctl [--socket PATH] [--json] [status|sessions|graphs|threads|kernels|version]
- *   hbgctl [--socket PATH] [--json] run FILE          (docs/GRAPH_FILES.md)
- *   hbgctl [--socket PATH] metrics [--output FILE]    (docs/OPERATIONS.md, "Metrics")
- * Options are accepted before or after the verb.
+ *   hbgctl [OPTIONS] [COMMAND [ARG]]   (hbgctl help, docs/man/hbgctl.1)
+ * Options are accepted before or after the command. Two tables say it
+ * all: the verbs (name, argument, help, handler) and the options (which
+ * verb takes each); the usage, `help VERB` and the shell completion
+ * (`help --list`) are printed from them.
  * Exit: 0 ok, 1 failure, 2 bad usage, 3 hbgd not running (or stopping),
  * 4 permission denied (the socket, or hbgd's [access]).
  */
+#include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctl/ctl.h"
 
-/* The verbs, like systemctl's: one entry each. `arg` names the argument a
- * verb takes (NULL: none). */
+struct verb;
+typedef int (*verb_fn)(const struct verb *v, const struct ctl_opts *o, const char *arg);
+
+/* The verbs, like systemctl's: one entry each. */
 struct verb {
         const char *name;
-        const char *arg;                /* in the usage */
+        const char *arg;                /* in the usage; NULL: takes none */
+        bool arg_optional;
         const char *arg_what;           /* when it is missing */
-        const char *help;
-        int (*run)(const struct verb *v, const char *path, const char *arg);
+        const char *help;               /* one line */
+        const char *more;               /* `help VERB` adds it (NULL: nothing) */
+        verb_fn run;
         Hbg__StatusKind kind;           /* for the status verbs */
 };
 
-static int verb_status(const struct verb *v, const char *path, const char *arg) {
+static int verb_status(const struct verb *v, const struct ctl_opts *o, const char *arg) {
         (void)arg;
-        return cmd_status(path, v->kind);
+        return cmd_status(o, v->kind);
 }
 
-static int verb_run(const struct verb *v, const char *path, const char *arg) {
+static int verb_run(const struct verb *v, const struct ctl_opts *o, const char *arg) {
         (void)v;
-        return cmd_run(path, arg);
+        return cmd_run(o, arg);
 }
 
-static int verb_metrics(const struct verb *v, const char *path, const char *arg) {
+static int verb_top(const struct verb *v, const struct ctl_opts *o, const char *arg) {
         (void)v, (void)arg;
-        return cmd_metrics(path);
+        return cmd_top(o);
 }
 
-static int verb_version(const struct verb *v, const char *path, const char *arg) {
-        (void)v, (void)path, (void)arg;
-        if (opt_json)
-                printf("{ \"hbgctl\": \"%s\" }\n", HBG_VERSION);
-        else
+static int verb_metrics(const struct verb *v, const struct ctl_opts *o, const char *arg) {
+        (void)v, (void)arg;
+        return cmd_metrics(o->socket);
+}
+
+static int verb_version(const struct verb *v, const struct ctl_opts *o, const char *arg) {
+        (void)v, (void)o, (void)arg;
+        if (opt_json) {
+                json_object *j = json_object_new_object();
+                json_object_object_add(j, "hbgctl", json_object_new_string(HBG_VERSION));
+                print_json(j);
+                json_object_put(j);
+        } else {
                 printf("hbgctl %s\n", HBG_VERSION);
+        }
         return 0;
 }
 
+static int verb_help(const struct verb *v, const struct ctl_opts *o, const char *arg);
+
 static const struct verb verbs[] = {
-        { "status", NULL, NULL, "the daemon and its sessions (default)", verb_status,
+        { "status", NULL, false, NULL, "the daemon and its sessions (default)", NULL, verb_status,
           HBG__STATUS_KIND__STATUS_DAEMON },
-        { "sessions", NULL, NULL, "one line per session", verb_status, HBG__STATUS_KIND__STATUS_SESSIONS },
-        { "graphs", NULL, NULL, "graph counters per session", verb_status, HBG__STATUS_KIND__STATUS_GRAPHS },
-        { "threads", NULL, NULL, "one line per scheduler thread", verb_status,
+        { "sessions", NULL, false, NULL, "one line per session", NULL, verb_status,
+          HBG__STATUS_KIND__STATUS_SESSIONS },
+        { "graphs", NULL, false, NULL, "graph counters and live graphs per session",
+          "Each session's graph counters, then its live graphs (submitted, not retired):\n"
+          "graph number, the client's id, state (waiting, running, failed, retiring),\n"
+          "tasks done (below the watermark) of all, and the age since hbgd saw it.\n",
+          verb_status, HBG__STATUS_KIND__STATUS_GRAPHS },
+        { "threads", NULL, false, NULL, "one line per scheduler thread", NULL, verb_status,
           HBG__STATUS_KIND__STATUS_THREADS },
-        { "kernels", NULL, NULL, "the built-in kernels and their arguments", verb_status,
+        { "kernels", NULL, false, NULL, "the built-in kernels and their arguments", NULL, verb_status,
           HBG__STATUS_KIND__STATUS_KERNELS },
-        { "run", "FILE", "graph FILE", "run the graph described in a JSON file (docs/GRAPH_FILES.md)",
-          verb_run, 0 },
-        { "metrics", NULL, NULL, "OpenMetrics text for Prometheus (--output FILE: replace FILE atomically)",
-          verb_metrics, HBG__STATUS_KIND__STATUS_METRICS },
-        { "version", NULL, NULL, "hbgctl's version", verb_version, 0 },
+        { "top", NULL, false, NULL, "threads, sessions and rates, refreshed",
+          "Interactive on a terminal (q or Ctrl-C quits); -b prints snapshots.\n", verb_top, 0 },
+        { "run", "FILE", false, "graph FILE", "run the graph described in a JSON file (- reads stdin)",
+          "The format is docs/GRAPH_FILES.md. --dot and --dry-run need no hbgd.\n", verb_run, 0 },
+        { "metrics", NULL, false, NULL, "OpenMetrics text for Prometheus",
+          "hbgd's counters and latency histograms (docs/OPERATIONS.md, \"Metrics\").\n", verb_metrics,
+          HBG__STATUS_KIND__STATUS_METRICS },
+        { "help", "COMMAND", true, NULL, "this help, or a command's", NULL, verb_help, 0 },
+        { "version", NULL, false, NULL, "hbgctl's version", NULL, verb_version, 0 },
 };
 #define N_VERBS (sizeof(verbs) / sizeof(verbs[0]))
 
-static void usage(FILE *f) {
-        fprintf(f, "Usage: hbgctl [--socket PATH] [--json] [COMMAND]\nCommands:\n");
-        for (size_t i = 0; i < N_VERBS; i++) {
-                char head[32];
-                snprintf(head, sizeof(head), "%s%s%s", verbs[i].name, verbs[i].arg ? " " : "",
-                         verbs[i].arg ? verbs[i].arg : "");
-                fprintf(f, "  %-11s %s\n", head, verbs[i].help);
-        }
-        fprintf(f,
-                "Options (before or after the command):\n"
-                "  --socket PATH  hbgd's socket (default $HBG_SOCKET, then %s)\n"
-                "  --json         print JSON\n"
-                "  --output FILE  metrics: write FILE (atomically) instead of stdout\n"
-                "Exit status: 0 ok, 1 failure, 2 bad usage, 3 hbgd not running or stopping,\n"
-                "             4 permission denied (the socket, or hbgd's allowed users and groups).\n",
-                HBG_DEFAULT_SOCKET);
-}
+/* The options; `verb` NULL: every verb's. Short names are unique across
+ * verbs (one getopt string). */
+enum {
+        OPT_SOCKET = 256,
+        OPT_JSON,
+        OPT_PROGRESS,
+        OPT_DOT,
+        OPT_DRY_RUN,
+        OPT_OUTPUT,
+        OPT_LIST,
+        OPT_HELP = 'h',
+        OPT_VERSION = 'V',
+        OPT_BATCH = 'b',
+        OPT_ITERATIONS = 'n',
+        OPT_DELAY = 'd',
+};
+
+static const struct opt_def {
+        const char *verb;
+        const char *name;
+        int id;                         /* the short name when < 256 */
+        const char *arg;                /* NULL: takes none */
+        const char *help;
+} opt_defs[] = {
+        { NULL, "socket", OPT_SOCKET, "PATH", "hbgd's socket (default $HBG_SOCKET, then " HBG_DEFAULT_SOCKET ")" },
+        { NULL, "json", OPT_JSON, NULL, "print one JSON object (top -b: one per snapshot)" },
+        { NULL, "help", OPT_HELP, NULL, "this help (after a command: the command's)" },
+        { NULL, "version", OPT_VERSION, NULL, "print hbgctl's version" },
+        { "run", "progress", OPT_PROGRESS, NULL, "a progress line on a terminal (stderr)" },
+        { "run", "dot", OPT_DOT, "FILE", "write the graph as Graphviz dot to FILE (- stdout), do not run it" },
+        { "run", "dry-run", OPT_DRY_RUN, NULL, "check the file, do not run it" },
+        { "top", "batch", OPT_BATCH, NULL, "print snapshots, no screen control" },
+        { "top", "iterations", OPT_ITERATIONS, "N", "stop after N snapshots" },
+        { "top", "delay", OPT_DELAY, "SECONDS", "between snapshots (default 1)" },
+        { "metrics", "output", OPT_OUTPUT, "FILE", "write FILE (replaced atomically) instead of stdout" },
+        { "help", "list", OPT_LIST, NULL, "names only, one a line (for shell completion)" },
+};
+#define N_OPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
+
+static bool opt_list;
 
 static const struct verb *find_verb(const char *name) {
         for (size_t i = 0; i < N_VERBS; i++)
@@ -92,45 +142,246 @@ static const struct verb *find_verb(const char *name) {
         return NULL;
 }
 
+static bool opt_of(const struct opt_def *d, const struct verb *v) {
+        return d->verb == NULL || (v && strcmp(d->verb, v->name) == 0);
+}
+
+/* "-b, --batch" or "--socket PATH" */
+static void opt_head(const struct opt_def *d, char *buf, size_t sz) {
+        char s[8] = "";
+        if (d->id < 256)
+                snprintf(s, sizeof(s), "-%c, ", d->id);
+        snprintf(buf, sz, "%s--%s%s%s", s, d->name, d->arg ? " " : "", d->arg ? d->arg : "");
+}
+
+static void print_opts(FILE *f, const struct verb *v, bool globals) {
+        for (size_t i = 0; i < N_OPTS; i++) {
+                const struct opt_def *d = &opt_defs[i];
+                if ((d->verb == NULL) != globals || !opt_of(d, v))
+                        continue;
+                char head[48];
+                opt_head(d, head, sizeof(head));
+                fprintf(f, "  %-22s %s\n", head, d->help);
+        }
+}
+
+static void usage(FILE *f) {
+        fprintf(f, "Usage: hbgctl [OPTIONS] [COMMAND [ARG]]\nCommands:\n");
+        for (size_t i = 0; i < N_VERBS; i++) {
+                char head[32];
+                const struct verb *v = &verbs[i];
+                snprintf(head, sizeof(head), "%s%s%s%s%s", v->name, v->arg ? " " : "", v->arg_optional ? "[" : "",
+                         v->arg ? v->arg : "", v->arg_optional ? "]" : "");
+                fprintf(f, "  %-14s %s\n", head, v->help);
+        }
+        fprintf(f, "Options (before or after the command):\n");
+        print_opts(f, NULL, true);
+        fprintf(f, "Command options: hbgctl help COMMAND.\n"
+                   "Exit status: 0 ok, 1 failure, 2 bad usage, 3 hbgd not running or stopping,\n"
+                   "             4 permission denied (the socket, or hbgd's allowed users and groups).\n");
+}
+
+static void verb_usage(FILE *f, const struct verb *v) {
+        fprintf(f, "Usage: hbgctl [OPTIONS] %s%s%s%s%s\n%s.\n", v->name, v->arg ? " " : "",
+                v->arg_optional ? "[" : "", v->arg ? v->arg : "", v->arg_optional ? "]" : "", v->help);
+        if (v->more)
+                fprintf(f, "%s", v->more);
+        bool any = false;
+        for (size_t i = 0; i < N_OPTS; i++)
+                any = any || (opt_defs[i].verb && opt_of(&opt_defs[i], v));
+        if (any) {
+                fprintf(f, "Options:\n");
+                print_opts(f, v, false);
+        }
+        fprintf(f, "Options of every command:\n");
+        print_opts(f, NULL, true);
+}
+
+static json_object *opts_json(const struct verb *v) {
+        json_object *a = json_object_new_array();
+        for (size_t i = 0; i < N_OPTS; i++) {
+                const struct opt_def *d = &opt_defs[i];
+                if (!opt_of(d, v))
+                        continue;
+                json_object *e = json_object_new_object();
+                char s[3] = { '-', (char)d->id, 0 };
+                json_object_object_add(e, "option", json_object_new_string(d->name));
+                json_object_object_add(e, "short", d->id < 256 ? json_object_new_string(s) : NULL);
+                json_object_object_add(e, "arg", d->arg ? json_object_new_string(d->arg) : NULL);
+                json_object_object_add(e, "help", json_object_new_string(d->help));
+                json_object_array_add(a, e);
+        }
+        return a;
+}
+
+static json_object *verb_json(const struct verb *v) {
+        json_object *e = json_object_new_object();
+        json_object_object_add(e, "command", json_object_new_string(v->name));
+        json_object_object_add(e, "arg", v->arg ? json_object_new_string(v->arg) : NULL);
+        json_object_object_add(e, "help", json_object_new_string(v->help));
+        return e;
+}
+
+/* help --json: {"commands": [...], "options": [...]}, or for one command
+ * {"command", "arg", "help", "options"}. */
+static void print_help_json(const struct verb *of) {
+        json_object *j;
+        if (of) {
+                j = verb_json(of);
+                json_object_object_add(j, "options", opts_json(of));
+        } else {
+                j = json_object_new_object();
+                json_object *a = json_object_new_array();
+                for (size_t i = 0; i < N_VERBS; i++)
+                        json_object_array_add(a, verb_json(&verbs[i]));
+                json_object_object_add(j, "commands", a);
+                json_object_object_add(j, "options", opts_json(NULL));
+        }
+        print_json(j);
+        json_object_put(j);
+}
+
+/* help [VERB]; with --list the names one a line: the verbs, or the
+ * options VERB takes (its own and everyone's) as "--name[=ARG] [-x]".
+ * The shell completion reads them (so it cannot go stale). */
+static int verb_help(const struct verb *v, const struct ctl_opts *o, const char *arg) {
+        (void)v, (void)o;
+        const struct verb *of = NULL;
+        if (arg && !(of = find_verb(arg)))
+                return ctl_error(EXIT_USAGE, -EINVAL, "help: unknown command '%s'", arg);
+        if (opt_list) {
+                for (size_t i = 0; !of && i < N_VERBS; i++)
+                        printf("%s\n", verbs[i].name);
+                /* "--name[=ARG] [-x]" */
+                for (size_t i = 0; of && i < N_OPTS; i++) {
+                        const struct opt_def *d = &opt_defs[i];
+                        if (!opt_of(d, of))
+                                continue;
+                        printf("--%s%s%s", d->name, d->arg ? "=" : "", d->arg ? d->arg : "");
+                        if (d->id < 256)
+                                printf(" -%c", d->id);
+                        printf("\n");
+                }
+                return 0;
+        }
+        if (opt_json) {
+                print_help_json(of);
+                return 0;
+        }
+        if (of)
+                verb_usage(stdout, of);
+        else
+                usage(stdout);
+        return 0;
+}
+
+/* A number of seconds > 0 (top -d). */
+static int parse_seconds(const char *s, double *ret) {
+        char *end;
+        errno = 0;
+        double v = strtod(s, &end);
+        if (errno || end == s || *end || !isfinite(v) || v < 0.01 || v > 86400)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
 int main(int argc, char **argv) {
-        static const struct option opts[] = {
-                { "socket", required_argument, NULL, 's' },
-                { "json", no_argument, NULL, 'j' },
-                { "output", required_argument, NULL, 'o' },
-                { "help", no_argument, NULL, 'h' },
-                {},
-        };
+        struct option lopts[N_OPTS + 1];
+        char shorts[2 * N_OPTS + 2] = ":";
+        size_t ns = 1;
+        for (size_t i = 0; i < N_OPTS; i++) {
+                lopts[i] = (struct option){ opt_defs[i].name, opt_defs[i].arg ? required_argument : no_argument,
+                                            NULL, opt_defs[i].id };
+                if (opt_defs[i].id < 256) {
+                        shorts[ns++] = (char)opt_defs[i].id;
+                        if (opt_defs[i].arg)
+                                shorts[ns++] = ':';
+                }
+        }
+        lopts[N_OPTS] = (struct option){ 0 };
+        shorts[ns] = 0;
+
+        struct ctl_opts o = { .iterations = -1, .delay_s = 1.0 };
         const char *path = NULL;
+        bool help = false, version = false;
+        const struct opt_def *used[N_OPTS];
+        size_t n_used = 0;
         int c;
         opterr = 0;
-        while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-                switch (c) {
-                case 's':
-                        path = optarg;
-                        break;
-                case 'j':
-                        opt_json = true;
-                        break;
-                case 'o':
-                        opt_output = optarg;
-                        break;
-                case 'h':
-                        usage(stdout);
-                        return 0;
-                case ':':
+        while ((c = getopt_long(argc, argv, shorts, lopts, NULL)) != -1) {
+                const struct opt_def *d = NULL;
+                for (size_t i = 0; i < N_OPTS && !d; i++)
+                        if (opt_defs[i].id == c)
+                                d = &opt_defs[i];
+                if (c == ':') {
                         fprintf(stderr, "hbgctl: option '%s' needs an argument\n", argv[optind - 1]);
                         return EXIT_USAGE;
-                default:
+                }
+                if (!d) {
                         if (optopt)
                                 fprintf(stderr, "hbgctl: unknown option '-%c' (try --help)\n", optopt);
                         else
-                                fprintf(stderr, "hbgctl: unknown option '%s' (try --help)\n",
-                                        argv[optind - 1]);
+                                fprintf(stderr, "hbgctl: unknown option '%s' (try --help)\n", argv[optind - 1]);
                         return EXIT_USAGE;
                 }
+                if (d->verb && n_used < N_OPTS)
+                        used[n_used++] = d;
+                switch (c) {
+                case OPT_SOCKET:
+                        path = optarg;
+                        break;
+                case OPT_JSON:
+                        opt_json = true;
+                        break;
+                case OPT_HELP:
+                        help = true;
+                        break;
+                case OPT_VERSION:
+                        version = true;
+                        break;
+                case OPT_PROGRESS:
+                        o.progress = true;
+                        break;
+                case OPT_DOT:
+                        o.dot = optarg;
+                        break;
+                case OPT_DRY_RUN:
+                        o.dry_run = true;
+                        break;
+                case OPT_LIST:
+                        opt_list = true;
+                        break;
+                case OPT_OUTPUT:
+                        opt_output = optarg;
+                        break;
+                case OPT_BATCH:
+                        o.batch = true;
+                        break;
+                case OPT_ITERATIONS: {
+                        char *end;
+                        errno = 0;
+                        long n = strtol(optarg, &end, 10);
+                        if (errno || end == optarg || *end || n < 1) {
+                                fprintf(stderr, "hbgctl: -n: '%s' is not a number of snapshots (1 or more)\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        o.iterations = n;
+                        break;
+                }
+                case OPT_DELAY:
+                        if (parse_seconds(optarg, &o.delay_s) < 0) {
+                                fprintf(stderr, "hbgctl: -d: '%s' is not a number of seconds (0.01 to 86400)\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                }
         }
-        const char *name = optind < argc ? argv[optind++] : "status";
-        const struct verb *v = find_verb(name);
+        if (version && !help)
+                return verb_version(NULL, &o, NULL);
+        const char *name = optind < argc ? argv[optind++] : NULL;
+        const struct verb *v = find_verb(name ? name : "status");
         if (!v) {
                 fprintf(stderr, "hbgctl: unknown command '%s' (", name);
                 for (size_t i = 0; i < N_VERBS; i++)
@@ -138,21 +389,39 @@ int main(int argc, char **argv) {
                 fprintf(stderr, ")\n");
                 return EXIT_USAGE;
         }
-        const char *arg = NULL;
-        if (v->arg) {
-                if (optind >= argc) {
-                        fprintf(stderr, "hbgctl: %s needs a %s\n", v->name, v->arg_what);
+        if (help) {
+                if (name)
+                        verb_usage(stdout, v);
+                else
+                        usage(stdout);
+                return 0;
+        }
+        for (size_t i = 0; i < n_used; i++)
+                if (!opt_of(used[i], v)) {
+                        fprintf(stderr, "hbgctl: option '--%s' is an option of %s, not of %s\n", used[i]->name,
+                                used[i]->verb, v->name);
                         return EXIT_USAGE;
                 }
+        const char *arg = NULL;
+        if (v->arg && optind < argc)
                 arg = argv[optind++];
+        else if (v->arg && !v->arg_optional) {
+                fprintf(stderr, "hbgctl: %s needs a %s\n", v->name, v->arg_what);
+                return EXIT_USAGE;
         }
         if (optind < argc) {
                 fprintf(stderr, "hbgctl: unexpected argument '%s'\n", argv[optind]);
                 return EXIT_USAGE;
         }
-        if (opt_output && v->run != verb_metrics) {
-                fprintf(stderr, "hbgctl: --output is an option of metrics only\n");
-                return EXIT_USAGE;
+        o.socket = hbg_socket_path(path);
+        int rc = v->run(v, &o, arg);
+        /* Every failure with --json is one JSON object on stdout too,
+         * unless the verb printed its own. */
+        if (rc != 0 && opt_json && !ctl_json_printed()) {
+                json_object *j = json_object_new_object();
+                json_object_object_add(j, "error", ctl_error_json(rc));
+                print_json(j);
+                json_object_put(j);
         }
-        return v->run(v, hbg_socket_path(path), arg);
+        return rc;
 }

@@ -241,13 +241,13 @@ static int write_atomically(const char *path, const char *data, size_t len) {
         char dir_buf[PATH_MAX], base_buf[PATH_MAX], tmp[PATH_MAX + 16];
         if (snprintf(dir_buf, sizeof(dir_buf), "%s", path) >= (int)sizeof(dir_buf) ||
             snprintf(base_buf, sizeof(base_buf), "%s", path) >= (int)sizeof(base_buf)) {
-                fprintf(stderr, "hbgctl: --output: path too long\n");
+                ctl_error(EXIT_USAGE, -ENAMETOOLONG, "--output: path too long");
                 return -1;
         }
         snprintf(tmp, sizeof(tmp), "%s/.%s.XXXXXX", dirname(dir_buf), basename(base_buf));
         int fd = mkostemp(tmp, O_CLOEXEC);
         if (fd < 0) {
-                fprintf(stderr, "hbgctl: cannot write %s: %s\n", path, strerror(errno));
+                ctl_error(EXIT_FAIL, -errno, "cannot write %s: %s", path, strerror(errno));
                 return -1;
         }
         int err = 0;
@@ -268,7 +268,7 @@ static int write_atomically(const char *path, const char *data, size_t len) {
                 err = errno;
         if (err) {
                 unlink(tmp);
-                fprintf(stderr, "hbgctl: cannot write %s: %s\n", path, strerror(err));
+                ctl_error(EXIT_FAIL, -err, "cannot write %s: %s", path, strerror(err));
                 return -1;
         }
         return 0;
@@ -281,7 +281,7 @@ int cmd_metrics(const char *path) {
                 return code;
         const Hbg__StatusReply *r = reply->status_reply;
         if (!r->daemon || !r->metrics) {
-                fprintf(stderr, "hbgctl: hbgd sent no metrics (an hbgd older than this hbgctl?)\n");
+                ctl_error(EXIT_FAIL, -EPROTO, "hbgd sent no metrics (an hbgd older than this hbgctl?)");
                 wire_free(reply);
                 return EXIT_FAIL;
         }
@@ -289,7 +289,7 @@ int cmd_metrics(const char *path) {
         size_t len = 0;
         FILE *out = open_memstream(&text, &len);
         if (!out) {
-                fprintf(stderr, "hbgctl: out of memory\n");
+                ctl_error(EXIT_FAIL, -ENOMEM, "out of memory");
                 wire_free(reply);
                 return EXIT_FAIL;
         }
@@ -305,7 +305,7 @@ int cmd_metrics(const char *path) {
         }
         wire_free(reply);
         if (fclose(out) != 0 || bad) {
-                fprintf(stderr, "hbgctl: %s\n", bad ? "malformed metrics from hbgd" : "out of memory");
+                ctl_error(EXIT_FAIL, bad ? -EPROTO : -ENOMEM, "%s", bad ? "malformed metrics from hbgd" : "out of memory");
                 free(text);
                 return EXIT_FAIL;
         }

@@ -1,69 +1,74 @@
 /* SPDX-License-Identifier: MIT */
-/* hbgctl's output: tables, and JSON made from the schema. */
+/*
+ * hbgctl's output. Every verb builds one JSON object; --json prints it,
+ * otherwise its text is printed from the same object, so a column's
+ * header and a label are the JSON key they show (docs/man/hbgctl.1).
+ * Errors go to stderr and, with --json, become {"error": {...}}.
+ */
+#include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "ctl/ctl.h"
 
 bool opt_json;
 
-void print_daemon(const Hbg__DaemonStatus *d) {
-        printf("hbgd %s, pid %u, up %" PRIu64 " s, %s\n", d->version, d->pid, d->uptime_ms / 1000,
-               d->io_backend);
-        printf("threads   %u\nclusters  %u\ncompletion_mode %s\nsessions  %u\ntasks     %" PRIu64
-               " completed\ngraphs    %" PRIu64 " retired, %" PRIu64 " failed\n",
-               d->threads, d->clusters, d->completion_mode && d->completion_mode[0] ? d->completion_mode : "?",
-               d->sessions, d->tasks_completed, d->graphs_retired, d->graphs_failed);
+static struct {
+        int err;
+        char message[512];
+        bool set;
+} last_error;
+static bool json_printed;
+static bool errors_quiet;
+
+void ctl_errors_quiet(bool quiet) {
+        errors_quiet = quiet;
 }
 
-void print_threads(const Hbg__StatusReply *r) {
-        printf("%-6s %8s %12s %12s %12s %10s %10s %10s %10s %10s %8s %8s\n", "thread", "clusters",
-               "classified", "dispatched", "published", "continued", "stolen", "failsafe", "advances",
-               "cas_fail", "parks", "wakeups");
-        for (size_t i = 0; i < r->n_threads; i++) {
-                const Hbg__ThreadStatus *t = r->threads[i];
-                printf("%-6u %8u %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %10" PRIu64 " %10" PRIu64
-                       " %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %8" PRIu64 " %8" PRIu64 "\n",
-                       t->index, t->clusters, t->classified, t->dispatched, t->published, t->continued,
-                       t->stolen, t->failsafe_pushes, t->watermark_advances, t->watermark_cas_failures,
-                       t->parks, t->wakeups);
+int ctl_error(int exit_code, int err, const char *fmt, ...) {
+        if (errors_quiet)
+                return exit_code;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(last_error.message, sizeof(last_error.message), fmt, ap);
+        va_end(ap);
+        last_error.err = err;
+        last_error.set = true;
+        fprintf(stderr, "hbgctl: %s\n", last_error.message);
+        return exit_code;
+}
+
+json_object *ctl_error_json(int exit_code) {
+        json_object *e = json_object_new_object();
+        json_object_object_add(e, "code", json_object_new_int(last_error.set ? last_error.err : 0));
+        json_object_object_add(e, "exit", json_object_new_int(exit_code));
+        if (last_error.set && last_error.err < 0) {
+                const char *name = strerrorname_np(-last_error.err);
+                json_object_object_add(e, "errno", name ? json_object_new_string(name) : NULL);
         }
+        json_object_object_add(e, "message",
+                               json_object_new_string(last_error.set ? last_error.message : "failed"));
+        return e;
 }
 
-void print_sessions(const Hbg__StatusReply *r) {
-        printf("%-8s %-8s %-6s %-24s %12s %12s %10s %8s\n", "session", "pid", "uid", "name",
-               "submitted", "watermark", "graphs", "failed");
-        for (size_t i = 0; i < r->n_sessions; i++) {
-                const Hbg__SessionStatus *s = r->sessions[i];
-                printf("%-8" PRIu64 " %-8u %-6u %-24s %12" PRIu64 " %12" PRIu64 " %10" PRIu64
-                       " %8" PRIu64 "\n",
-                       s->session_id, s->pid, s->uid, s->name, s->submitted, s->watermark,
-                       s->graphs_retired, s->graphs_failed);
-        }
+bool ctl_json_printed(void) {
+        return json_printed;
 }
 
-void print_graphs(const Hbg__StatusReply *r) {
-        printf("%-8s %12s %12s %12s %12s\n", "session", "submitted", "retired", "failed",
-               "watermark");
-        for (size_t i = 0; i < r->n_graphs; i++) {
-                const Hbg__GraphStatus *g = r->graphs[i];
-                printf("%-8" PRIu64 " %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %12" PRIu64 "\n",
-                       g->session_id, g->graphs_submitted, g->graphs_retired, g->graphs_failed,
-                       g->watermark);
-        }
+void print_json(json_object *o) {
+        json_printed = true;
+        printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                             JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
-void print_kernels(const Hbg__StatusReply *r) {
-        printf("%-4s %-18s %-10s %s\n", "id", "kernel", "splittable", "arguments");
-        for (size_t i = 0; i < r->n_kernels; i++) {
-                const Hbg__KernelInfo *k = r->kernels[i];
-                printf("%-4u %-18s %-10s ", k->id, k->name, k->splittable ? "yes" : "no");
-                for (size_t j = 0; j < k->n_args; j++)
-                        printf("%s%s %s", j ? ", " : "", k->args[j]->kind, k->args[j]->name);
-                printf("\n");
-        }
+void print_json_line(json_object *o) {
+        json_printed = true;
+        printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
+/* ------------------------------------------------------------ protobuf to JSON */
 
 static json_object *pb_value(const ProtobufCFieldDescriptor *f, const void *p) {
         switch (f->type) {
@@ -152,8 +157,267 @@ json_object *pb_to_json(const ProtobufCMessage *m) {
         return o;
 }
 
-void print_json(json_object *o) {
-        printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
-                                                             JSON_C_TO_STRING_SPACED |
-                                                             JSON_C_TO_STRING_NOSLASHESCAPE));
+/* ------------------------------------------------------------ text from JSON */
+
+static void value_text(json_object *v, char *buf, size_t sz) {
+        switch (json_object_get_type(v)) {
+        case json_type_null:
+                snprintf(buf, sz, "-");
+                break;
+        case json_type_boolean:
+                snprintf(buf, sz, "%s", json_object_get_boolean(v) ? "yes" : "no");
+                break;
+        case json_type_double:
+                snprintf(buf, sz, "%.1f", json_object_get_double(v));
+                break;
+        default:
+                snprintf(buf, sz, "%s", json_object_get_string(v));
+                break;
+        }
+}
+
+static int col_width(const struct column *c) {
+        int w = c->width < 0 ? -c->width : c->width;
+        int n = (int)strlen(c->name);
+        return w > n ? w : n;
+}
+
+static void print_cell(FILE *f, const struct column *c, const char *text, bool last) {
+        int w = col_width(c);
+        if (last && c->width <= 0)
+                fprintf(f, "%s", text);
+        else if (c->width < 0)
+                fprintf(f, "%-*s", w, text);
+        else
+                fprintf(f, "%*s", w, text);
+        fputs(last ? "\n" : " ", f);
+}
+
+void print_table(FILE *f, const char *indent, const struct column *cols, size_t ncols, json_object *rows) {
+        fputs(indent, f);
+        for (size_t c = 0; c < ncols; c++)
+                print_cell(f, &cols[c], cols[c].name, c + 1 == ncols);
+        size_t n = json_object_array_length(rows);
+        for (size_t i = 0; i < n; i++) {
+                json_object *row = json_object_array_get_idx(rows, i);
+                fputs(indent, f);
+                for (size_t c = 0; c < ncols; c++) {
+                        json_object *v = NULL;
+                        char buf[512];
+                        json_object_object_get_ex(row, cols[c].name, &v);
+                        if (cols[c].text)
+                                cols[c].text(v, buf, sizeof(buf));
+                        else
+                                value_text(v, buf, sizeof(buf));
+                        print_cell(f, &cols[c], buf, c + 1 == ncols);
+                }
+        }
+}
+
+void print_labels(FILE *f, json_object *o, const char *const *keys, size_t nkeys) {
+        int w = 0;
+        for (size_t i = 0; i < nkeys; i++)
+                w = (int)strlen(keys[i]) > w ? (int)strlen(keys[i]) : w;
+        for (size_t i = 0; i < nkeys; i++) {
+                json_object *v = NULL;
+                char buf[512];
+                if (!json_object_object_get_ex(o, keys[i], &v))
+                        continue;
+                value_text(v, buf, sizeof(buf));
+                fprintf(f, "%-*s %s\n", w, keys[i], buf);
+        }
+}
+
+/* ------------------------------------------------------------ the status views */
+
+/* o with key `from` renamed `to`, in its place (a new object). */
+static json_object *renamed(json_object *o, const char *from, const char *to) {
+        json_object *n = json_object_new_object();
+        json_object_object_foreach(o, k, v) {
+                json_object_object_add(n, strcmp(k, from) == 0 ? to : k, json_object_get(v));
+        }
+        json_object_put(o);
+        return n;
+}
+
+/* Rows of messages as JSON, the field `from` named `to` (NULL: none). */
+static json_object *rows_json(void **msgs, size_t n, const char *from, const char *to) {
+        json_object *a = json_object_new_array();
+        for (size_t i = 0; i < n; i++) {
+                json_object *o = pb_to_json(msgs[i]);
+                json_object_array_add(a, from ? renamed(o, from, to) : o);
+        }
+        return a;
+}
+
+static json_object *daemon_json(const Hbg__StatusReply *r) {
+        return r->daemon ? pb_to_json(&r->daemon->base) : json_object_new_object();
+}
+
+static json_object *sessions_json(const Hbg__StatusReply *r) {
+        return rows_json((void **)r->sessions, r->n_sessions, "session_id", "session");
+}
+
+static json_object *graphs_json(const Hbg__StatusReply *r) {
+        return rows_json((void **)r->graphs, r->n_graphs, "session_id", "session");
+}
+
+static json_object *threads_json(const Hbg__StatusReply *r) {
+        return rows_json((void **)r->threads, r->n_threads, "index", "thread");
+}
+
+static json_object *kernels_json(const Hbg__StatusReply *r) {
+        return rows_json((void **)r->kernels, r->n_kernels, NULL, NULL);
+}
+
+static void daemon_text(json_object *o) {
+        static const char *const labels[] = { "threads",  "clusters",        "completion_mode",
+                                              "io_backend", "sessions",      "tasks_completed",
+                                              "graphs_retired", "graphs_failed" };
+        json_object *v;
+        const char *version = json_object_object_get_ex(o, "version", &v) ? json_object_get_string(v) : "?";
+        uint64_t pid = json_object_object_get_ex(o, "pid", &v) ? json_object_get_uint64(v) : 0;
+        uint64_t up = json_object_object_get_ex(o, "uptime_ms", &v) ? json_object_get_uint64(v) : 0;
+        printf("hbgd %s, pid %" PRIu64 ", up %" PRIu64 " s\n", version, pid, up / 1000);
+        print_labels(stdout, o, labels, sizeof(labels) / sizeof(labels[0]));
+}
+
+static const struct column session_cols[] = {
+        { "session", -8, NULL },       { "pid", -8, NULL },          { "uid", -6, NULL },
+        { "name", -24, NULL },         { "submitted", 12, NULL },    { "watermark", 12, NULL },
+        { "completed", 12, NULL },     { "graphs_retired", 0, NULL }, { "graphs_failed", 0, NULL },
+};
+
+static void sessions_text(json_object *a) {
+        print_table(stdout, "", session_cols, sizeof(session_cols) / sizeof(session_cols[0]), a);
+}
+
+static const struct column graph_cols[] = {
+        { "session", -8, NULL },       { "graphs_submitted", 0, NULL }, { "graphs_retired", 0, NULL },
+        { "graphs_failed", 0, NULL },  { "watermark", 12, NULL },
+};
+
+static const struct column live_cols[] = {
+        { "graph", -8, NULL },      { "graph_id", -8, NULL }, { "state", -8, NULL },
+        { "tasks_done", 12, NULL }, { "tasks", 12, NULL },    { "age_ms", 10, NULL },
+};
+
+/* Each session's counters, its live graphs below it. */
+static void graphs_text(json_object *a) {
+        size_t ng = sizeof(graph_cols) / sizeof(graph_cols[0]), nl = sizeof(live_cols) / sizeof(live_cols[0]);
+        if (json_object_array_length(a) == 0)
+                print_table(stdout, "", graph_cols, ng, a);   /* the header: no sessions */
+        for (size_t i = 0; i < json_object_array_length(a); i++) {
+                json_object *g = json_object_array_get_idx(a, i), *one = json_object_new_array(), *live, *v;
+                json_object_array_add(one, json_object_get(g));
+                if (i)
+                        printf("\n");
+                print_table(stdout, "", graph_cols, ng, one);
+                json_object_put(one);
+                if (json_object_object_get_ex(g, "live", &live) && json_object_array_length(live))
+                        print_table(stdout, "    ", live_cols, nl, live);
+                if (json_object_object_get_ex(g, "live_omitted", &v) && json_object_get_uint64(v))
+                        printf("    (%" PRIu64 " more live graphs not listed)\n", json_object_get_uint64(v));
+        }
+}
+
+static const struct column thread_cols[] = {
+        { "thread", -6, NULL },           { "clusters", 8, NULL },
+        { "classified", 10, NULL },       { "dispatched", 10, NULL },
+        { "executed_tasks", 0, NULL },    { "published", 10, NULL },
+        { "continued", 9, NULL },         { "stolen", 8, NULL },
+        { "failsafe_pushes", 0, NULL },   { "watermark_advances", 0, NULL },
+        { "watermark_cas_failures", 0, NULL }, { "parks", 8, NULL },
+        { "wakeups", 8, NULL },
+};
+
+static void threads_text(json_object *a) {
+        print_table(stdout, "", thread_cols, sizeof(thread_cols) / sizeof(thread_cols[0]), a);
+}
+
+/* "in a, in b, out out": each argument's kind and name. */
+static void args_text(json_object *v, char *buf, size_t sz) {
+        size_t used = 0;
+        buf[0] = 0;
+        for (size_t i = 0; v && i < json_object_array_length(v) && used < sz; i++) {
+                json_object *arg = json_object_array_get_idx(v, i), *kind = NULL, *name = NULL;
+                json_object_object_get_ex(arg, "kind", &kind);
+                json_object_object_get_ex(arg, "name", &name);
+                int n = snprintf(buf + used, sz - used, "%s%s %s", i ? ", " : "", json_object_get_string(kind),
+                                 json_object_get_string(name));
+                used += n > 0 ? (size_t)n : 0;
+        }
+}
+
+static const struct column kernel_cols[] = {
+        { "id", -4, NULL },
+        { "name", -18, NULL },
+        { "splittable", -10, NULL },
+        { "args", 0, args_text },
+};
+
+static void kernels_text(json_object *a) {
+        print_table(stdout, "", kernel_cols, sizeof(kernel_cols) / sizeof(kernel_cols[0]), a);
+}
+
+/* The sections a status reply can have: one JSON key each, its builder
+ * and its text. */
+enum { SEC_DAEMON, SEC_SESSIONS, SEC_GRAPHS, SEC_THREADS, SEC_KERNELS };
+static const struct section {
+        const char *key;
+        json_object *(*json)(const Hbg__StatusReply *r);
+        void (*text)(json_object *o);
+} sections[] = {
+        [SEC_DAEMON] = { "daemon", daemon_json, daemon_text },
+        [SEC_SESSIONS] = { "sessions", sessions_json, sessions_text },
+        [SEC_GRAPHS] = { "graphs", graphs_json, graphs_text },
+        [SEC_THREADS] = { "threads", threads_json, threads_text },
+        [SEC_KERNELS] = { "kernels", kernels_json, kernels_text },
+};
+
+/* Which sections each kind of request shows, in order. */
+static const struct view {
+        Hbg__StatusKind kind;
+        unsigned n;
+        unsigned sections[2];
+} views[] = {
+        { HBG__STATUS_KIND__STATUS_DAEMON, 2, { SEC_DAEMON, SEC_SESSIONS } },
+        { HBG__STATUS_KIND__STATUS_SESSIONS, 1, { SEC_SESSIONS } },
+        { HBG__STATUS_KIND__STATUS_GRAPHS, 1, { SEC_GRAPHS } },
+        { HBG__STATUS_KIND__STATUS_THREADS, 1, { SEC_THREADS } },
+        { HBG__STATUS_KIND__STATUS_KERNELS, 1, { SEC_KERNELS } },
+};
+
+static const struct view *find_view(Hbg__StatusKind kind) {
+        for (size_t i = 0; i < sizeof(views) / sizeof(views[0]); i++)
+                if (views[i].kind == kind)
+                        return &views[i];
+        return &views[0];
+}
+
+json_object *status_json(Hbg__StatusKind kind, const Hbg__StatusReply *r) {
+        const struct view *v = find_view(kind);
+        json_object *o = json_object_new_object();
+        for (unsigned i = 0; i < v->n; i++) {
+                const struct section *s = &sections[v->sections[i]];
+                json_object_object_add(o, s->key, s->json(r));
+        }
+        return o;
+}
+
+void status_print_text(Hbg__StatusKind kind, json_object *o) {
+        const struct view *v = find_view(kind);
+        for (unsigned i = 0; i < v->n; i++) {
+                const struct section *s = &sections[v->sections[i]];
+                json_object *part;
+                if (!json_object_object_get_ex(o, s->key, &part))
+                        continue;
+                /* a later section that is an empty list is left out */
+                if (i > 0) {
+                        if (json_object_is_type(part, json_type_array) && json_object_array_length(part) == 0)
+                                continue;
+                        printf("\n");
+                }
+                s->text(part);
+        }
 }

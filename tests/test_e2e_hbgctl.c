@@ -8,7 +8,8 @@
  * $HBGCTL overrides the hbgctl binary (default: ../bin/hbgctl next to this
  * test), $HBG_TEST_GRAPHS the graph directory (default: tests/graphs found
  * from the working directory or above this binary). CK_RUN_CASE=usage|
- * status|run|malformed|big runs one group.
+ * status|run|malformed|cli|big runs one group. The cli group also runs
+ * hbgd's own command line (--help, --version, --check-config).
  */
 #include <check.h>
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +32,7 @@
 
 #include "hbg/hbg.h"
 #include "proto/wire.h"
+#include "shm/layout.h"
 #include "tests/daemon_util.h"
 
 static char hbgctl_bin[PATH_MAX];
@@ -112,44 +115,99 @@ static void result_free(struct result *r) {
         free(r->err);
 }
 
-/* Run hbgctl with the NULL-terminated argument list; HBG_SOCKET is set to
- * env_socket in its environment (removed if NULL). */
-static struct result ctl_v(const char *env_socket, const char *const *args) {
+/* How to run a program: which one, its standard input, its stderr on a
+ * terminal (a pty whose output is collected). */
+struct how {
+        const char *bin;          /* NULL: hbgctl */
+        const char *stdin_path;   /* NULL: inherited */
+        bool stderr_tty;
+};
+
+/* Read the pty's master until the child's side is gone. */
+static char *drain_pty(int master) {
+        size_t cap = 4096, n = 0;
+        char *buf = malloc(cap);
+        for (;;) {
+                if (cap - n < 2)
+                        buf = realloc(buf, cap *= 2);
+                ssize_t r = read(master, buf + n, cap - n - 1);
+                if (r > 0)
+                        n += (size_t)r;
+                else if (r < 0 && errno == EINTR)
+                        continue;
+                else
+                        break;    /* EIO: no slave open any more */
+        }
+        buf[n] = 0;
+        return buf;
+}
+
+/* Run the program with the NULL-terminated argument list; HBG_SOCKET is
+ * set to env_socket in its environment (removed if NULL). */
+static struct result run_v(const struct how *h, const char *env_socket, const char *const *args) {
         char dir[] = "/tmp/hbgctl-test.XXXXXX", out[64], err[64];
+        const char *bin = h->bin ? h->bin : hbgctl_bin;
         ck_assert(mkdtemp(dir));
         snprintf(out, sizeof(out), "%s/out", dir);
         snprintf(err, sizeof(err), "%s/err", dir);
-        const char *argv[64] = { hbgctl_bin };
+        const char *argv[64] = { bin };
         int n = 1;
         for (; args[n - 1] && n < 63; n++)
                 argv[n] = args[n - 1];
         argv[n] = NULL;
+        int master = -1, slave = -1;
+        if (h->stderr_tty) {
+                /* The slave is open from before the fork, so that the
+                 * master reads EIO only once the program closed it. */
+                char name[128];
+                master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+                ck_assert_msg(master >= 0 && grantpt(master) == 0 && unlockpt(master) == 0 &&
+                                      ptsname_r(master, name, sizeof(name)) == 0,
+                              "no pty: %s", strerror(errno));
+                slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+                ck_assert_msg(slave >= 0, "%s: %s", name, strerror(errno));
+        }
         pid_t pid = fork();
         ck_assert(pid >= 0);
         if (pid == 0) {
                 int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-                int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+                int e = h->stderr_tty ? slave : open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
                 if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
                         _exit(126);
+                if (h->stdin_path) {
+                        int i = open(h->stdin_path, O_RDONLY);
+                        if (i < 0 || dup2(i, 0) < 0)
+                                _exit(126);
+                }
                 if (env_socket)
                         setenv("HBG_SOCKET", env_socket, 1);
                 else
                         unsetenv("HBG_SOCKET");
-                execv(hbgctl_bin, (char *const *)argv);
+                execv(bin, (char *const *)argv);
                 _exit(127);
         }
+        if (slave >= 0)
+                close(slave);
+        char *tty_out = master >= 0 ? drain_pty(master) : NULL;
+        if (master >= 0)
+                close(master);
         int st;
         while (waitpid(pid, &st, 0) < 0)
                 ck_assert(errno == EINTR);
         struct result r = {
                 .code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st),
                 .out = slurp(out),
-                .err = slurp(err),
+                .err = tty_out ? tty_out : slurp(err),
         };
         unlink(out);
         unlink(err);
         rmdir(dir);
         return r;
+}
+
+static struct result ctl_v(const char *env_socket, const char *const *args) {
+        static const struct how plain = { 0 };
+        return run_v(&plain, env_socket, args);
 }
 
 #define ctl(sock, ...) ctl_v((sock), (const char *const[]){ __VA_ARGS__, NULL })
@@ -201,6 +259,12 @@ START_TEST(usage_errors) {
         assert_usage_error(ctl(NULL, "status", "extra"), "unexpected argument 'extra'");
         assert_usage_error(ctl(NULL, "run", "a.json", "b.json"), "unexpected argument 'b.json'");
         assert_usage_error(ctl(NULL, "status", "--socket"), "needs an argument");
+        assert_usage_error(ctl(NULL, "status", "--progress"), "option '--progress' is an option of run, not of status");
+        assert_usage_error(ctl(NULL, "-b", "sessions"), "option '--batch' is an option of top, not of sessions");
+        assert_usage_error(ctl(NULL, "top", "-n", "0"), "-n: '0'");
+        assert_usage_error(ctl(NULL, "top", "-d", "soon"), "-d: 'soon'");
+        assert_usage_error(ctl(NULL, "help", "bogus"), "unknown command 'bogus'");
+        assert_usage_error(ctl(NULL, "help", "run", "top"), "unexpected argument 'top'");
         struct result r = ctl(NULL, "--help");
         ASSERT_CODE(r, 0);
         ck_assert(strstr(r.out, "Usage:"));
@@ -218,13 +282,27 @@ START_TEST(usage_errors) {
 }
 END_TEST
 
+/* stdout is one JSON object with "error": {code, exit, message}; `status`
+ * (run's) is "error" when given. The code is a negative errno where the
+ * failure has one (hbgd not running: the connect's), else 0. */
+static void assert_json_error(const struct result *r, const char *status, int exit_code, const char *what) {
+        json_object *o = parse_json(r), *e = get(o, "error");
+        if (status)
+                ck_assert_str_eq(json_object_get_string(get(o, "status")), status);
+        ck_assert_int_eq(json_object_get_int(get(e, "exit")), exit_code);
+        ck_assert_msg(exit_code == 3 ? json_object_get_int(get(e, "code")) < 0 : json_object_get_int(get(e, "code")) <= 0,
+                      "code %s", json_object_to_json_string(e));
+        ck_assert_msg(strstr(json_object_get_string(get(e, "message")), what), "%s", json_object_to_json_string(e));
+        json_object_put(o);
+}
+
 /* Exit 3, a specific message, for every verb that needs hbgd. */
 START_TEST(not_running) {
         char gone[PATH_MAX], file[PATH_MAX];
         struct hbgd_proc *d = start();
         snprintf(gone, sizeof(gone), "%s/gone.sock", d->dir);
         graph_path(file, sizeof(file), "kernels.json");
-        const char *verbs[] = { "status", "sessions", "graphs", "threads", "kernels" };
+        const char *verbs[] = { "status", "sessions", "graphs", "threads", "kernels", "top" };
         for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
                 struct result r = ctl(NULL, "--socket", gone, verbs[i]);
                 ASSERT_CODE(r, 3);
@@ -232,11 +310,21 @@ START_TEST(not_running) {
                 result_free(&r);
                 r = ctl(gone, verbs[i], "--json");   /* via HBG_SOCKET */
                 ASSERT_CODE(r, 3);
+                assert_json_error(&r, NULL, 3, "hbgd is not running on");
                 result_free(&r);
         }
         struct result r = ctl(NULL, "run", file, "--socket", gone);
         ASSERT_CODE(r, 3);
         ck_assert(strstr(r.err, "hbgd is not running on"));
+        ck_assert_msg(r.out[0] == 0, "%s", r.out);
+        result_free(&r);
+        r = ctl(NULL, "run", file, "--socket", gone, "--json");
+        ASSERT_CODE(r, 3);
+        assert_json_error(&r, "error", 3, "hbgd is not running on");
+        result_free(&r);
+        r = ctl(gone, "top", "-b", "-n", "1", "--json");
+        ASSERT_CODE(r, 3);
+        assert_json_error(&r, NULL, 3, "hbgd is not running on");
         result_free(&r);
         r = ctl(NULL, "--socket", gone);   /* default verb */
         ASSERT_CODE(r, 3);
@@ -253,6 +341,72 @@ START_TEST(not_running) {
 END_TEST
 
 /* ------------------------------------------------------------ status verbs */
+
+/* Every word of the line (a table's header) is a key of the JSON object
+ * (a row of the same table): the text and --json use the same names. */
+static void assert_names(const char *line, json_object *row) {
+        char buf[1024];
+        size_t n = strcspn(line, "\n");
+        ck_assert(n < sizeof(buf));
+        memcpy(buf, line, n);
+        buf[n] = 0;
+        int words = 0;
+        for (char *save = NULL, *w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save), words++)
+                ck_assert_msg(json_object_object_get_ex(row, w, NULL), "column \"%s\" is not a key of %s", w,
+                              json_object_to_json_string(row));
+        ck_assert_int_gt(words, 0);
+}
+
+/* The first line of out starting with `prefix`. */
+static const char *line_at(const char *out, const char *prefix) {
+        for (const char *l = out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+                if (strncmp(l, prefix, strlen(prefix)) == 0)
+                        return l;
+        ck_abort_msg("no line starting with \"%s\" in:\n%s", prefix, out);
+        return NULL;
+}
+
+/* The JSON of `hbgctl --json ARGS` and the text of `hbgctl ARGS`. */
+static json_object *json_and_text(const char *S, const char *verb, char **ret_text) {
+        struct result r = ctl(S, verb, "--json");
+        ASSERT_CODE(r, 0);
+        json_object *o = parse_json(&r);
+        result_free(&r);
+        r = ctl(S, verb);
+        ASSERT_CODE(r, 0);
+        *ret_text = r.out;
+        free(r.err);
+        return o;
+}
+
+/* Each verb's JSON is one object with its sections only, and its text
+ * shows the JSON's names. */
+static void check_names(const char *S) {
+        char *text;
+        json_object *o = json_and_text(S, "status", &text);
+        ck_assert_int_eq(json_object_object_length(o), 2);
+        json_object *dm = get(o, "daemon");
+        /* "name value" lines after the headline, up to the blank line */
+        for (const char *l = strchr(text, '\n') + 1; *l && *l != '\n'; l = strchr(l, '\n') + 1) {
+                char key[64];
+                ck_assert_int_eq(sscanf(l, "%63s", key), 1);
+                ck_assert_msg(json_object_object_get_ex(dm, key, NULL), "label %s not in daemon", key);
+        }
+        assert_names(line_at(text, "session "), json_object_array_get_idx(get(o, "sessions"), 0));
+        json_object_put(o);
+        free(text);
+
+        static const char *const verbs[] = { "sessions", "graphs", "threads", "kernels" };
+        for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+                o = json_and_text(S, verbs[i], &text);
+                ck_assert_msg(json_object_object_length(o) == 1, "%s: %s", verbs[i], json_object_to_json_string(o));
+                json_object *a = get(o, verbs[i]);
+                ck_assert_int_ge(json_object_array_length(a), 1);
+                assert_names(text, json_object_array_get_idx(a, 0));
+                json_object_put(o);
+                free(text);
+        }
+}
 
 START_TEST(status_verbs) {
         struct hbgd_proc *d = start();
@@ -364,6 +518,7 @@ START_TEST(status_verbs) {
         json_object_put(o);
         result_free(&r);
 
+        check_names(S);
         hbg_disconnect(c);
         daemon_destroy(d);
 }
@@ -508,6 +663,8 @@ static void run_fails(const char *S, const char *file, unsigned index, const cha
         ck_assert_str_eq(json_object_get_string(get(e, "errno")), strerrorname_np(-code));
         const char *msg = json_object_get_string(get(e, "message"));
         ck_assert_msg(strstr(msg, what), "%s: message \"%s\" does not say \"%s\"", file, msg, what);
+        ck_assert_str_eq(json_object_get_string(get(o, "task")), task);
+        ck_assert_int_eq(json_object_get_int(get(get(o, "error"), "exit")), 1);
         json_object_put(o);
         result_free(&r);
 
@@ -626,6 +783,626 @@ START_TEST(run_big) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ help, version */
+
+START_TEST(help_version) {
+        const char *const opts[] = { "-V", "--version" };
+        for (int i = 0; i < 2; i++) {
+                struct result r = ctl(NULL, opts[i]);
+                ASSERT_CODE(r, 0);
+                ck_assert_str_eq(r.out, "hbgctl " HBG_VERSION "\n");
+                result_free(&r);
+        }
+        struct result r = ctl(NULL, "--json", "-V");
+        ASSERT_CODE(r, 0);
+        json_object *o = parse_json(&r);
+        ck_assert_str_eq(json_object_get_string(get(o, "hbgctl")), HBG_VERSION);
+        json_object_put(o);
+        result_free(&r);
+
+        /* help lists every command; each has its usage, however asked */
+        r = ctl(NULL, "help");
+        ASSERT_CODE(r, 0);
+        ck_assert(strncmp(r.out, "Usage: hbgctl", 13) == 0);
+        char *help = r.out;
+        free(r.err);
+        r = ctl(NULL, "help", "--list");
+        ASSERT_CODE(r, 0);
+        char *list = r.out;
+        free(r.err);
+        int n = 0;
+        for (char *save = NULL, *v = strtok_r(list, "\n", &save); v; v = strtok_r(NULL, "\n", &save), n++) {
+                char want[128], line[128];
+                snprintf(line, sizeof(line), "\n  %s", v);
+                ck_assert_msg(strstr(help, line), "help does not list %s:\n%s", v, help);
+                snprintf(want, sizeof(want), "Usage: hbgctl [OPTIONS] %s", v);
+                struct result a = ctl(NULL, v, "-h"), b = ctl(NULL, "help", v);
+                ASSERT_CODE(a, 0);
+                ASSERT_CODE(b, 0);
+                ck_assert_msg(strncmp(a.out, want, strlen(want)) == 0, "%s -h:\n%s", v, a.out);
+                ck_assert_str_eq(a.out, b.out);
+                result_free(&a);
+                result_free(&b);
+        }
+        /* -h before the command, and after its argument */
+        r = ctl(NULL, "--help", "run");
+        struct result r2 = ctl(NULL, "run", "x.json", "--help");
+        ASSERT_CODE(r, 0);
+        ASSERT_CODE(r2, 0);
+        ck_assert_msg(strncmp(r.out, "Usage: hbgctl [OPTIONS] run FILE", 32) == 0, "%s", r.out);
+        ck_assert_str_eq(r.out, r2.out);
+        result_free(&r);
+        result_free(&r2);
+        ck_assert_int_ge(n, 9);
+        ck_assert(strstr(help, "\n  top ") && strstr(help, "\n  graphs ") && strstr(help, "\n  run FILE "));
+        free(help);
+        free(list);
+
+        /* a command's options, for the completion */
+        r = ctl(NULL, "help", "--list", "run");
+        ASSERT_CODE(r, 0);
+        ck_assert_msg(strstr(r.out, "--dot=FILE\n") && strstr(r.out, "--progress\n") && strstr(r.out, "--dry-run\n") &&
+                              strstr(r.out, "--socket=PATH\n") && strstr(r.out, "--help -h\n") && !strstr(r.out, "--batch"),
+                      "%s", r.out);
+        result_free(&r);
+        r = ctl(NULL, "help", "--list", "top");
+        ASSERT_CODE(r, 0);
+        ck_assert_msg(strstr(r.out, "--iterations=N -n\n") && strstr(r.out, "--delay=SECONDS -d\n") &&
+                              strstr(r.out, "--batch -b\n") && !strstr(r.out, "--dot"),
+                      "%s", r.out);
+        result_free(&r);
+
+        r = ctl(NULL, "help", "--json");
+        ASSERT_CODE(r, 0);
+        o = parse_json(&r);
+        json_object *cmds = get(o, "commands");
+        ck_assert_int_eq(json_object_array_length(cmds), n);
+        ck_assert_int_ge(json_object_array_length(get(o, "options")), 4);
+        json_object_put(o);
+        result_free(&r);
+}
+END_TEST
+
+/* ------------------------------------------------------------ graphs */
+
+static int host_ok(void *userdata) {
+        (void)userdata;
+        return 0;
+}
+
+/* Our session's entry of `graphs --json` (a new reference). */
+static json_object *my_graphs(const char *S, uint64_t *session) {
+        struct result r;
+        if (*session == 0) {
+                r = ctl(S, "sessions", "--json");
+                ASSERT_CODE(r, 0);
+                json_object *o = parse_json(&r), *a = get(o, "sessions");
+                for (size_t i = 0; i < json_object_array_length(a); i++) {
+                        json_object *e = json_object_array_get_idx(a, i);
+                        if (json_object_get_int64(get(e, "pid")) == getpid())
+                                *session = json_object_get_uint64(get(e, "session"));
+                }
+                json_object_put(o);
+                result_free(&r);
+                ck_assert_msg(*session, "our session is not listed");
+        }
+        r = ctl(S, "graphs", "--json");
+        ASSERT_CODE(r, 0);
+        json_object *o = parse_json(&r), *a = get(o, "graphs"), *mine = NULL;
+        for (size_t i = 0; i < json_object_array_length(a); i++) {
+                json_object *e = json_object_array_get_idx(a, i);
+                if (json_object_get_uint64(get(e, "session")) == *session)
+                        mine = json_object_get(e);
+        }
+        json_object_put(o);
+        result_free(&r);
+        ck_assert_msg(mine, "session %llu not in graphs", (unsigned long long)*session);
+        return mine;
+}
+
+/*
+ * Two live graphs: graph 0 = a failing kernel and a host task (which runs
+ * only in our wait, so the graph stays live), graph 1 = a noop behind it.
+ * `graphs` lists both with their state, tasks done/total and age; after
+ * the wait, none.
+ */
+START_TEST(graphs_live) {
+        struct hbgd_proc *d = start();
+        const char *S = d->socket_path;
+        hbg_client *c;
+        ck_assert_int_eq(hbg_connect(&c, S), 0);
+        hbg_task f = HBG_TASK_INIT("fail");
+        f.n_scalars = 1;
+        f.scalars[0] = (uint64_t)(int64_t)-EIO;
+        hbg_task h = HBG_TASK_INIT(NULL);
+        h.host_fn = host_ok;
+        hbg_task n = HBG_TASK_INIT("noop");
+        uint64_t g0, g1;
+        ck_assert_int_eq(hbg_graph_add(c, &f, NULL), 0);
+        ck_assert_int_eq(hbg_graph_add(c, &h, NULL), 0);
+        ck_assert_int_eq(hbg_graph_submit(c, &g0), 0);
+        ck_assert_int_eq(hbg_graph_add(c, &n, NULL), 0);
+        ck_assert_int_eq(hbg_graph_submit(c, &g1), 0);
+
+        /* hbgd runs the failing kernel soon (liveness: 20 s) */
+        uint64_t session = 0;
+        json_object *mine = NULL, *live = NULL;
+        for (long long end = daemon_now_ms() + 20000;; usleep(10000)) {
+                json_object_put(mine);
+                mine = my_graphs(S, &session);
+                live = get(mine, "live");
+                if (json_object_array_length(live) == 2 &&
+                    strcmp(json_object_get_string(get(json_object_array_get_idx(live, 0), "state")), "failed") == 0)
+                        break;
+                ck_assert_msg(daemon_now_ms() < end, "graph 0 not failed within 20 s: %s",
+                              json_object_to_json_string(mine));
+        }
+        ck_assert_int_eq(json_object_get_uint64(get(mine, "graphs_submitted")), 2);
+        ck_assert_int_eq(json_object_get_uint64(get(mine, "graphs_retired")), 0);
+        ck_assert_int_eq(json_object_get_uint64(get(mine, "live_omitted")), 0);
+        json_object *l0 = json_object_array_get_idx(live, 0), *l1 = json_object_array_get_idx(live, 1);
+        ck_assert_int_eq(json_object_get_uint64(get(l0, "graph")), 0);
+        ck_assert_int_eq(json_object_get_uint64(get(l0, "graph_id")), g0);
+        ck_assert_int_eq(json_object_get_uint64(get(l0, "tasks")), 2);
+        ck_assert_int_eq(json_object_get_uint64(get(l0, "tasks_done")), 1);   /* the failed kernel */
+        ck_assert_int_eq(json_object_get_uint64(get(l1, "graph")), 1);
+        ck_assert_int_eq(json_object_get_uint64(get(l1, "graph_id")), g1);
+        ck_assert_int_eq(json_object_get_uint64(get(l1, "tasks")), 1);
+        ck_assert_int_eq(json_object_get_uint64(get(l1, "tasks_done")), 0);   /* behind the host task */
+        ck_assert_str_eq(json_object_get_string(get(l1, "state")), "running");
+        ck_assert_int_eq(json_object_get_uint64(get(l1, "first_id")),
+                         json_object_get_uint64(get(l0, "last_id")) + 1);
+        /* the age counts from when hbgd first saw the record */
+        uint64_t age = json_object_get_uint64(get(l0, "age_ms"));
+        json_object_put(mine);
+        usleep(150000);
+        mine = my_graphs(S, &session);
+        live = get(mine, "live");
+        ck_assert_int_eq(json_object_array_length(live), 2);
+        uint64_t age2 = json_object_get_uint64(get(json_object_array_get_idx(live, 0), "age_ms"));
+        ck_assert_msg(age2 >= age + 145, "age %llu ms, 150 ms later %llu ms", (unsigned long long)age,
+                      (unsigned long long)age2);
+        json_object_put(mine);
+
+        /* the text: the session's counters, then its live graphs */
+        struct result r = ctl(S, "graphs");
+        ASSERT_CODE(r, 0);
+        const char *hdr = line_at(r.out, "    graph ");
+        ck_assert_msg(strstr(hdr, "failed") && strstr(hdr, "running") && strstr(hdr, "tasks_done"), "%s", r.out);
+        mine = my_graphs(S, &session);
+        assert_names(hdr + 4, json_object_array_get_idx(get(mine, "live"), 0));
+        assert_names(r.out, mine);
+        json_object_put(mine);
+        result_free(&r);
+
+        /* the host task runs in the wait: both retire */
+        ck_assert_int_eq(hbg_graph_wait(c, g0, 20000), -EIO);
+        ck_assert_int_eq(hbg_graph_wait(c, g1, 20000), 0);
+        mine = my_graphs(S, &session);
+        ck_assert_int_eq(json_object_array_length(get(mine, "live")), 0);
+        ck_assert_int_eq(json_object_get_uint64(get(mine, "graphs_retired")), 2);
+        ck_assert_int_eq(json_object_get_uint64(get(mine, "graphs_failed")), 1);
+        json_object_put(mine);
+        hbg_disconnect(c);
+        daemon_destroy(d);
+}
+END_TEST
+
+/* Our session's submission region, found in our mappings (hbgd names the
+ * memfd hbg-sub-SESSION). */
+static struct hbg_sub_header *my_sub_region(void) {
+        FILE *f = fopen("/proc/self/maps", "re");
+        ck_assert(f);
+        char line[512];
+        void *found = NULL;
+        while (!found && fgets(line, sizeof(line), f)) {
+                unsigned long lo, hi;
+                if (strstr(line, "/memfd:hbg-sub-") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
+                        found = (void *)lo;
+        }
+        fclose(f);
+        ck_assert_msg(found, "no hbg-sub- mapping");
+        struct hbg_sub_header *sh = found;
+        ck_assert_uint_eq(sh->magic, HBG_SUB_MAGIC);
+        return sh;
+}
+
+/*
+ * A client that lies in its graph records: a valid record whose graph
+ * never ends, then the whole ring of records garbage, its cursor as far
+ * ahead as allowed. hbgd lists the valid one and counts the rest as not
+ * listed, and reads no further than the ring.
+ */
+START_TEST(graphs_hostile) {
+        struct hbgd_proc *d = start();
+        const char *S = d->socket_path;
+        hbg_client *c;
+        ck_assert_int_eq(hbg_connect(&c, S), 0);
+        hbg_task n = HBG_TASK_INIT("noop");
+        uint64_t id, g;
+        ck_assert_int_eq(hbg_graph_add(c, &n, &id), 0);
+        ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+        ck_assert_int_eq(hbg_graph_wait(c, g, 20000), 0);
+
+        struct hbg_sub_header *sh = my_sub_region();
+        struct hbg_graph_record *rec = (struct hbg_graph_record *)(void *)((char *)sh + sh->graphs_offset);
+        uint64_t G = UINT64_C(1) << sh->graph_ring_log2, k = atomic_load(&sh->graphs_submitted);
+        ck_assert_uint_eq(k, 1);
+        rec[k & (G - 1)] = (struct hbg_graph_record){ .graph_id = 77, .first_id = id + 1,
+                                                      .last_id = id + UINT64_C(1000000000000) };
+        for (uint64_t j = 1; j < G; j++)
+                rec[(k + j) & (G - 1)] = (struct hbg_graph_record){
+                        .graph_id = j, .first_id = j * 7919, .last_id = UINT64_MAX - j, .reserved = j % 3 };
+        atomic_store_explicit(&sh->graphs_submitted, k + G, memory_order_release);
+
+        uint64_t session = 0;
+        json_object *mine = my_graphs(S, &session), *live = get(mine, "live");
+        ck_assert_msg(json_object_array_length(live) == 1, "%s", json_object_to_json_string(mine));
+        json_object *l0 = json_object_array_get_idx(live, 0);
+        ck_assert_int_eq(json_object_get_uint64(get(l0, "graph")), k);
+        ck_assert_int_eq(json_object_get_uint64(get(l0, "graph_id")), 77);
+        ck_assert_int_eq(json_object_get_uint64(get(l0, "tasks")), UINT64_C(1000000000000));
+        ck_assert_int_eq(json_object_get_uint64(get(l0, "tasks_done")), 0);
+        ck_assert_str_eq(json_object_get_string(get(l0, "state")), "waiting");
+        ck_assert_int_eq(json_object_get_uint64(get(mine, "live_omitted")), G - 1);
+        json_object_put(mine);
+        struct result r = ctl(S, "graphs");
+        ASSERT_CODE(r, 0);
+        ck_assert_msg(strstr(r.out, "more live graphs not listed"), "%s", r.out);
+        result_free(&r);
+        hbg_disconnect(c);
+        r = ctl(S, "status");   /* hbgd serves on */
+        ASSERT_CODE(r, 0);
+        result_free(&r);
+        daemon_destroy(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ top */
+
+/* A producer in a child process: graphs of noops until killed. It writes
+ * one byte to `ready` once its first graph ran. */
+static pid_t producer(const char *S) {
+        int p[2];
+        ck_assert_int_eq(pipe(p), 0);
+        pid_t pid = fork();
+        ck_assert(pid >= 0);
+        if (pid == 0) {
+                close(p[0]);
+                hbg_client *c;
+                if (hbg_connect(&c, S) < 0)
+                        _exit(1);
+                for (bool told = false;;) {
+                        hbg_task t = HBG_TASK_INIT("noop");
+                        uint64_t g;
+                        for (int i = 0; i < 64; i++)
+                                if (hbg_graph_add(c, &t, NULL) < 0)
+                                        _exit(1);
+                        if (hbg_graph_submit(c, &g) < 0 || hbg_graph_wait(c, g, 20000) < 0)
+                                _exit(1);
+                        if (!told && write(p[1], "x", 1) == 1)
+                                told = true;
+                }
+        }
+        close(p[1]);
+        char x;
+        ck_assert_msg(read(p[0], &x, 1) == 1, "the producer died");
+        close(p[0]);
+        return pid;
+}
+
+START_TEST(top_batch) {
+        struct hbgd_proc *d = start();
+        const char *S = d->socket_path;
+        pid_t prod = producer(S);
+
+        struct result r = ctl(S, "top", "-b", "-n", "2", "-d", "0.05");
+        ASSERT_CODE(r, 0);
+        /* two snapshots, each with the totals, the threads and the sessions */
+        const char *second = strstr(r.out + 1, "\nhbgd " HBG_VERSION);
+        ck_assert_msg(strncmp(r.out, "hbgd " HBG_VERSION, 5 + strlen(HBG_VERSION)) == 0 && second &&
+                              !strstr(second + 1, "\nhbgd "),
+                      "%s", r.out);
+        ck_assert_msg(!strchr(r.out, '\033'), "escape sequences in batch mode:\n%s", r.out);
+        char want[64];
+        snprintf(want, sizeof(want), " %d ", (int)prod);
+        ck_assert_msg(strstr(second, want), "the producer's session (pid %d) is not in:\n%s", (int)prod, r.out);
+        char *text = r.out;
+        free(r.err);
+
+        r = ctl(S, "top", "-b", "-n", "3", "-d", "0.05", "--json");
+        ASSERT_CODE(r, 0);
+        json_object *snap[3];
+        char *line = r.out;
+        for (int i = 0; i < 3; i++) {
+                char *nl = strchr(line, '\n');
+                ck_assert_msg(nl, "snapshot %d missing:\n%s", i, r.out);
+                *nl = 0;
+                snap[i] = json_tokener_parse(line);
+                ck_assert_msg(snap[i], "snapshot %d is not JSON: %s", i, line);
+                line = nl + 1;
+        }
+        ck_assert_msg(*line == 0, "more than 3 snapshots: %s", line);
+        for (int i = 0; i < 3; i++) {
+                json_object *t = get(snap[i], "total");
+                ck_assert_int_gt(json_object_get_int64(get(snap[i], "interval_ms")), 0);
+                ck_assert_int_eq(json_object_array_length(get(snap[i], "threads")), 4);
+                ck_assert_int_ge(json_object_get_int64(get(t, "sessions")), 1);
+                bool found = false;
+                json_object *ss = get(snap[i], "sessions");
+                for (size_t k = 0; k < json_object_array_length(ss); k++)
+                        found = found || json_object_get_int64(get(json_object_array_get_idx(ss, k), "pid")) == prod;
+                ck_assert_msg(found, "producer not in %s", json_object_to_json_string(snap[i]));
+                if (i == 0)
+                        continue;
+                /* a rate is the counter's difference over the interval */
+                json_object *p = get(snap[i - 1], "total");
+                double dt = (double)json_object_get_int64(get(snap[i], "interval_ms"));
+                double dn = (double)(json_object_get_uint64(get(t, "tasks_completed")) -
+                                     json_object_get_uint64(get(p, "tasks_completed")));
+                double rate = json_object_get_double(get(t, "tasks_per_s"));
+                ck_assert_msg(fabs(rate - dn * 1000.0 / dt) <= 1e-6 * (rate + 1), "tasks_per_s %g, %g tasks in %g ms",
+                              rate, dn, dt);
+        }
+        /* the text's names are the JSON's */
+        assert_names(line_at(text, "thread "), json_object_array_get_idx(get(snap[2], "threads"), 0));
+        assert_names(line_at(text, "session "), json_object_array_get_idx(get(snap[2], "sessions"), 0));
+        for (const char *l = strchr(text, '\n') + 1; *l && *l != '\n'; l = strchr(l, '\n') + 1) {
+                char key[64];
+                ck_assert_int_eq(sscanf(l, "%63s", key), 1);
+                ck_assert_msg(json_object_object_get_ex(get(snap[2], "total"), key, NULL), "label %s", key);
+        }
+        for (int i = 0; i < 3; i++)
+                json_object_put(snap[i]);
+        free(text);
+        result_free(&r);
+        kill(prod, SIGKILL);
+        waitpid(prod, NULL, 0);
+        daemon_destroy(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ run -, --progress */
+
+START_TEST(run_stdin) {
+        struct hbgd_proc *d = start();
+        const char *S = d->socket_path;
+        char path[PATH_MAX];
+        graph_path(path, sizeof(path), "predicates.json");
+        struct how in = { .stdin_path = path };
+        struct result r = run_v(&in, S, (const char *const[]){ "run", "-", "--json", NULL });
+        ASSERT_CODE(r, 0);
+        json_object *o = parse_json(&r);
+        ck_assert_str_eq(json_object_get_string(get(o, "status")), "ok");
+        ck_assert_int_eq(json_object_get_int64(get(o, "tasks")), 7);
+        ck_assert_int_eq(json_object_get_double(get(get(get(o, "outputs"), "s"), "sum")), 16);
+        json_object_put(o);
+        result_free(&r);
+        /* errors name <stdin> */
+        graph_path(path, sizeof(path), "bad_range.json");
+        r = run_v(&in, S, (const char *const[]){ "run", "-", NULL });
+        ASSERT_CODE(r, 1);
+        ck_assert_msg(strstr(r.err, "<stdin>: $.tasks[0].args[0]: bad range"), "%s", r.err);
+        result_free(&r);
+        /* more than 64 MiB: refused, whatever follows */
+        snprintf(path, sizeof(path), "%s/huge.json", d->dir);
+        FILE *f = fopen(path, "w");
+        ck_assert(f);
+        fputc('[', f);
+        static char spaces[1 << 16];
+        memset(spaces, ' ', sizeof(spaces));
+        for (int i = 0; i < 64 * 16 + 1; i++)
+                ck_assert_int_eq(fwrite(spaces, 1, sizeof(spaces), f), sizeof(spaces));
+        ck_assert_int_eq(fclose(f), 0);
+        r = run_v(&in, S, (const char *const[]){ "run", "-", "--json", NULL });
+        ASSERT_CODE(r, 1);
+        ck_assert_msg(strstr(r.err, "<stdin>: a graph file on standard input may be at most 64 MiB"), "%s", r.err);
+        assert_json_error(&r, "error", 1, "at most 64 MiB");
+        result_free(&r);
+        unlink(path);
+        daemon_destroy(d);
+}
+END_TEST
+
+START_TEST(run_progress) {
+        struct hbgd_proc *d = start();
+        const char *S = d->socket_path;
+        char path[PATH_MAX];
+        graph_path(path, sizeof(path), "kernels.json");
+        /* not a terminal: the final line only */
+        struct result r = ctl(S, "run", "--progress", path);
+        ASSERT_CODE(r, 0);
+        ck_assert_msg(strncmp(r.out, "ok: 11 tasks in ", 16) == 0, "%s", r.out);
+        ck_assert_msg(strncmp(r.err, "tasks 11/11, graphs 1/1, ", 25) == 0 && !strchr(r.err, '\r') &&
+                              strchr(r.err, '\n') == strrchr(r.err, '\n'),
+                      "%s", r.err);
+        result_free(&r);
+        /* a terminal: the line redrawn in place, then the final one */
+        struct how tty = { .stderr_tty = true };
+        r = run_v(&tty, S, (const char *const[]){ "run", "--progress", "--json", path, NULL });
+        ASSERT_CODE(r, 0);
+        json_object *o = parse_json(&r);
+        ck_assert_str_eq(json_object_get_string(get(o, "status")), "ok");
+        json_object_put(o);
+        ck_assert_msg(strncmp(r.err, "\rtasks ", 7) == 0 && strstr(r.err, "\033[K") &&
+                              strstr(r.err, "\rtasks 11/11, graphs 1/1, "),
+                      "%s", r.err);
+        result_free(&r);
+        daemon_destroy(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ --dot, --dry-run */
+
+START_TEST(run_dot) {
+        char path[PATH_MAX], dot[PATH_MAX + 16];
+        const char *gone = "/nonexistent/hbgd.sock";   /* none of this needs hbgd */
+        graph_path(path, sizeof(path), "deps.json");
+        struct result r = ctl(gone, "run", "--dot", "-", path);
+        ASSERT_CODE(r, 0);
+        ck_assert_msg(strncmp(r.out, "digraph ", 8) == 0, "%s", r.out);
+        static const char *const nodes[] = { "t0 [label=\"fill_a\\nfill_f32\"];", "t1 [label=\"copy_ab\\ncopy_f32\"];",
+                                             "t2 [label=\"scale_a\\nscale_f32\"];", "t3 [label=\"gate\\nnoop\"];",
+                                             "t4 [label=\"sum_b\\nreduce_sum_f32\"];" };
+        for (size_t i = 0; i < 5; i++)
+                ck_assert_msg(strstr(r.out, nodes[i]), "no %s in:\n%s", nodes[i], r.out);
+        /* RAW a, WAW a, WAR a, explicit "after", RAW b: and nothing else */
+        static const char *const edges[] = { "t0 -> t1;", "t0 -> t2;", "t1 -> t2;", "t1 -> t3 [style=dashed];",
+                                             "t1 -> t4;" };
+        int n = 0;
+        for (const char *l = r.out; (l = strstr(l, " -> ")); l++, n++)
+                ;
+        ck_assert_msg(n == 5, "%d edges:\n%s", n, r.out);
+        for (size_t i = 0; i < 5; i++)
+                ck_assert_msg(strstr(r.out, edges[i]), "no %s in:\n%s", edges[i], r.out);
+        char *text = r.out;
+        free(r.err);
+
+        /* to a file, with --json; the same graph */
+        char dir[] = "/tmp/hbgctl-dot.XXXXXX";
+        ck_assert(mkdtemp(dir));
+        snprintf(dot, sizeof(dot), "%s/g.dot", dir);
+        r = ctl(gone, "run", path, "--dot", dot, "--json");
+        ASSERT_CODE(r, 0);
+        json_object *o = parse_json(&r);
+        ck_assert_str_eq(json_object_get_string(get(o, "status")), "ok");
+        ck_assert_int_eq(json_object_get_int(get(o, "edges")), 5);
+        ck_assert_int_eq(json_object_get_int(get(o, "tasks")), 5);
+        ck_assert(!json_object_get_boolean(get(o, "run")));
+        json_object_put(o);
+        result_free(&r);
+        char *file = slurp(dot);
+        ck_assert_str_eq(file, text);
+        free(file);
+        /* Graphviz reads it, where it is installed (the test needs it not) */
+        if (access("/usr/bin/dot", X_OK) == 0) {
+                char cmd[PATH_MAX + 64];
+                snprintf(cmd, sizeof(cmd), "/usr/bin/dot -Tcanon '%s' >/dev/null", dot);
+                ck_assert_int_eq(system(cmd), 0);
+        }
+        unlink(dot);
+        rmdir(dir);
+        free(text);
+
+        /* --dry-run checks, does not run */
+        graph_path(path, sizeof(path), "kernels.json");
+        r = ctl(gone, "run", "--dry-run", path);
+        ASSERT_CODE(r, 0);
+        ck_assert_msg(strncmp(r.out, "ok: 11 tasks checked in ", 24) == 0 && strstr(r.out, "not run"), "%s", r.out);
+        result_free(&r);
+        graph_path(path, sizeof(path), "bad_range.json");
+        r = ctl(gone, "run", "--dry-run", path);
+        ASSERT_CODE(r, 1);
+        ck_assert(strstr(r.err, "bad range"));
+        result_free(&r);
+        r = ctl(gone, "run", "--dot", "-", "--json", path);
+        ASSERT_CODE(r, 2);
+        result_free(&r);
+}
+END_TEST
+
+/* ------------------------------------------------------------ hbgd's options */
+
+static struct result hbgd_v(const char *const *args) {
+        struct how h = { .bin = daemon_binary() };
+        return run_v(&h, NULL, args);
+}
+#define hbgd(...) hbgd_v((const char *const[]){ __VA_ARGS__, NULL })
+
+START_TEST(hbgd_options) {
+        const char *const helps[] = { "-h", "--help" };
+        for (int i = 0; i < 2; i++) {
+                struct result r = hbgd(helps[i]);
+                ASSERT_CODE(r, 0);
+                ck_assert_msg(strncmp(r.out, "Usage: hbgd", 11) == 0 && strstr(r.out, "--check-config"), "%s", r.out);
+                result_free(&r);
+        }
+        const char *const versions[] = { "-V", "--version" };
+        for (int i = 0; i < 2; i++) {
+                struct result r = hbgd(versions[i]);
+                ASSERT_CODE(r, 0);
+                ck_assert_str_eq(r.out, "hbgd " HBG_VERSION "\n");
+                result_free(&r);
+        }
+        struct result r = hbgd("-x");
+        ASSERT_CODE(r, 2);
+        ck_assert(strstr(r.err, "unknown option '-x'"));
+        result_free(&r);
+
+        /* --check-config: the defaults, a file, options on top, errors */
+        char dir[] = "/tmp/hbgd-check.XXXXXX", conf[64], bad[64], sock[64];
+        ck_assert(mkdtemp(dir));
+        snprintf(conf, sizeof(conf), "%s/good.conf", dir);
+        snprintf(bad, sizeof(bad), "%s/bad.conf", dir);
+        snprintf(sock, sizeof(sock), "%s/hbgd.sock", dir);
+        FILE *f = fopen(conf, "w");
+        ck_assert(f);
+        fprintf(f, "[scheduler]\nthreads = 3\ncompletion_mode = lazy\n[limits]\nmax_sessions = 7\n");
+        ck_assert_int_eq(fclose(f), 0);
+        f = fopen(bad, "w");
+        ck_assert(f);
+        fprintf(f, "[scheduler]\nthreads = 3\nbogus = 1\n");
+        ck_assert_int_eq(fclose(f), 0);
+
+        r = hbgd("--check-config", "--socket", sock);
+        ASSERT_CODE(r, 0);
+        ck_assert_msg(strstr(r.out, "\n[scheduler]\nthreads = 4\n") && strstr(r.out, "\n[limits]\n") &&
+                              strstr(r.out, "\nmax_sessions = 64\n") && strstr(r.out, "\ncompletion_mode = eager\n"),
+                      "%s", r.out);
+        result_free(&r);
+        r = hbgd("--check-config", conf, "--socket", sock);
+        ASSERT_CODE(r, 0);
+        ck_assert_msg(strstr(r.out, "\nthreads = 3\n") && strstr(r.out, "\nmax_sessions = 7\n") &&
+                              strstr(r.out, "\ncompletion_mode = lazy\n") && strstr(r.out, conf),
+                      "%s", r.out);
+        result_free(&r);
+        char eq[128];
+        snprintf(eq, sizeof(eq), "--check-config=%s", conf);
+        r = hbgd(eq, "--threads", "2", "--socket", sock);
+        ASSERT_CODE(r, 0);
+        ck_assert_msg(strstr(r.out, "\nthreads = 2\n") && strstr(r.out, "\nmax_sessions = 7\n"), "%s", r.out);
+        result_free(&r);
+        r = hbgd("--config", conf, "--check-config", "--socket", sock);
+        ASSERT_CODE(r, 0);
+        ck_assert_msg(strstr(r.out, "\nthreads = 3\n"), "%s", r.out);
+        result_free(&r);
+        /* what it printed reads back the same */
+        r = hbgd("--check-config", conf);
+        char again[64];
+        snprintf(again, sizeof(again), "%s/again.conf", dir);
+        f = fopen(again, "w");
+        ck_assert(f);
+        fputs(r.out, f);
+        ck_assert_int_eq(fclose(f), 0);
+        struct result r2 = hbgd("--check-config", again);
+        ASSERT_CODE(r2, 0);
+        ck_assert_str_eq(strchr(r2.out, '\n'), strchr(r.out, '\n'));
+        result_free(&r);
+        result_free(&r2);
+        unlink(again);
+
+        char want[128];
+        snprintf(want, sizeof(want), "hbgd: %s:3: unknown key 'bogus' in section [scheduler]", bad);
+        r = hbgd("--check-config", bad);
+        ASSERT_CODE(r, 1);
+        ck_assert_msg(strstr(r.err, want) && r.out[0] == 0, "%s", r.err);
+        result_free(&r);
+        r = hbgd("--check-config", "/nonexistent/hbgd.conf");
+        ASSERT_CODE(r, 1);
+        ck_assert_msg(strstr(r.err, "/nonexistent/hbgd.conf: No such file"), "%s", r.err);
+        result_free(&r);
+        r = hbgd("--check-config", conf, "--completion=resolver", "--threads", "1");
+        ASSERT_CODE(r, 1);
+        ck_assert_msg(r.err[0] && r.out[0] == 0, "%s", r.err);
+        result_free(&r);
+        /* it started nothing */
+        ck_assert_msg(access(sock, F_OK) < 0, "%s exists", sock);
+        unlink(conf);
+        unlink(bad);
+        rmdir(dir);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("hbgctl");
         TCase *tc = tcase_create("usage");
@@ -645,6 +1422,17 @@ static Suite *suite(void) {
         tc = tcase_create("malformed");
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, run_malformed);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("cli");
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, help_version);
+        tcase_add_test(tc, graphs_live);
+        tcase_add_test(tc, graphs_hostile);
+        tcase_add_test(tc, top_batch);
+        tcase_add_test(tc, run_stdin);
+        tcase_add_test(tc, run_progress);
+        tcase_add_test(tc, run_dot);
+        tcase_add_test(tc, hbgd_options);
         suite_add_tcase(s, tc);
         tc = tcase_create("big");
         tcase_set_timeout(tc, 300);

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `hbgctl run --progress`: "tasks DONE/TOTAL, graphs DONE/N, SECONDS s".
+ * On a terminal (stderr) the line is redrawn at most every 200 ms while
+ * the graph is added and runs; elsewhere only the final line is printed.
+ * Tasks done are the file's tasks below the session's watermark, which
+ * hbgd reports (a status request on a connection of its own, by the
+ * session's pid): the library does not show the watermark.
+ */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "ctl/ctl.h"
+#include "shm/util.h"
+
+#define REDRAW_NS 200000000
+
+struct progress {
+        const char *socket;
+        size_t n_tasks;
+        bool tty;
+        bool drawn;                /* a line is on the terminal */
+        int64_t start_ns, last_ns;
+        unsigned calls;
+        /* from hbgd, when it answered */
+        bool known;
+        uint64_t watermark, graphs_retired;
+};
+
+struct progress *progress_new(const char *socket, size_t n_tasks) {
+        struct progress *pg = calloc(1, sizeof(*pg));
+        if (!pg)
+                return NULL;
+        pg->socket = socket;
+        pg->n_tasks = n_tasks;
+        pg->tty = isatty(STDERR_FILENO);
+        pg->start_ns = hbg_now_ns();
+        return pg;
+}
+
+/* Our session's watermark from hbgd; quietly nothing if it does not say. */
+static void ask_hbgd(struct progress *pg) {
+        int rc;
+        ctl_errors_quiet(true);
+        Hbg__Envelope *e = ctl_status(pg->socket, HBG__STATUS_KIND__STATUS_SESSIONS, &rc);
+        ctl_errors_quiet(false);
+        if (!e)
+                return;
+        const Hbg__StatusReply *r = e->status_reply;
+        for (size_t i = 0; i < r->n_sessions; i++)
+                if (r->sessions[i]->pid == (uint32_t)getpid()) {
+                        pg->known = true;
+                        pg->watermark = r->sessions[i]->watermark;
+                        pg->graphs_retired = r->sessions[i]->graphs_retired;
+                }
+        wire_free(e);
+}
+
+/* Tasks among the first `added` whose ids (increasing) are below wm. */
+static size_t below(const uint64_t *ids, size_t added, uint64_t wm) {
+        size_t lo = 0, hi = added;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (ids[mid] < wm)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo;
+}
+
+static void draw(struct progress *pg, size_t done, bool done_known, uint64_t graphs_done, bool submitted,
+                 bool final) {
+        double s = (double)(hbg_now_ns() - pg->start_ns) / 1e9;
+        char d[32];
+        if (done_known)
+                snprintf(d, sizeof(d), "%zu", done);
+        else
+                snprintf(d, sizeof(d), "?");
+        fprintf(stderr, "%stasks %s/%zu, graphs %llu/%d, %.1f s%s", pg->tty ? "\r" : "", d, pg->n_tasks,
+                (unsigned long long)graphs_done, submitted ? 1 : 0, s, pg->tty ? "\033[K" : "");
+        if (final || !pg->tty)
+                fputc('\n', stderr);
+        fflush(stderr);
+        pg->drawn = pg->tty && !final;
+}
+
+void progress_update(struct progress *pg, const uint64_t *ids, size_t added, bool submitted, bool force) {
+        if (!pg || !pg->tty)
+                return;
+        /* the clock once every 64 calls: this runs once per task added */
+        if (!force && (pg->calls++ & 63) != 0)
+                return;
+        int64_t now = hbg_now_ns();
+        if (!force && pg->drawn && now - pg->last_ns < REDRAW_NS)
+                return;
+        pg->last_ns = now;
+        ask_hbgd(pg);
+        draw(pg, pg->known ? below(ids, added, pg->watermark) : 0, pg->known,
+             pg->known ? pg->graphs_retired : 0, submitted, false);
+}
+
+void progress_end(struct progress *pg, const uint64_t *ids, size_t added, bool done) {
+        if (!pg)
+                return;
+        if (done) {
+                draw(pg, pg->n_tasks, true, 1, true, true);
+        } else {
+                ask_hbgd(pg);
+                draw(pg, pg->known ? below(ids, added, pg->watermark) : 0, pg->known,
+                     pg->known ? pg->graphs_retired : 0, added == pg->n_tasks, true);
+        }
+        free(pg);
+}
