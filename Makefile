@@ -29,6 +29,8 @@ SYSCONFDIR  ?= /etc
 UNITDIR     ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 MANDIR      ?= $(PREFIX)/share/man
+DATADIR     ?= $(PREFIX)/share
+BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g
@@ -507,9 +509,11 @@ bench-deps:
 # groff-base); it builds nothing of ours.
 # tests/test-mpi.sh: examples/mpi_producer.c under mpirun, 3 ranks against
 # one private hbgd (docs/SCALING.md).
+# tests/test-completion.sh: the bash completion against the built hbgctl
+# and hbgd (the script asks them for the names).
 ifeq ($(SANITIZE)$(RELEASE),)
   TEST_PLAIN_ONLY := tests/test-install.sh tests/test-bench.sh tests/test-model.sh tests/check-man.sh \
-                     tests/test-mpi.sh
+                     tests/test-mpi.sh tests/test-completion.sh
   TEST_PROGRAMS := $(BENCH_BIN) $(HBGD_BIN) $(HBGCTL_BIN) $(MPI_EXAMPLE_BIN)
 else
   TEST_PLAIN_ONLY :=
@@ -718,6 +722,9 @@ install: all
 	install -m 0644 $(MAN3) $(DESTDIR)$(MANDIR)/man3/
 	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
+	install -d $(DESTDIR)$(BASHCOMPDIR)
+	install -m 0644 ctl/hbg-completion.bash $(DESTDIR)$(BASHCOMPDIR)/hbgctl
+	install -m 0644 ctl/hbg-completion.bash $(DESTDIR)$(BASHCOMPDIR)/hbgd
 	$(refresh_ldcache)
 
 uninstall:
@@ -738,6 +745,7 @@ uninstall:
 		$(addprefix $(DESTDIR)$(MANDIR)/man3/,$(notdir $(MAN3))) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5))) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8)))
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/hbgctl $(DESTDIR)$(BASHCOMPDIR)/hbgd
 	$(refresh_ldcache)
 
 clean:
