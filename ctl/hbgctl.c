@@ -416,8 +416,8 @@ int main(int argc, char **argv) {
         o.socket = hbg_socket_path(path);
         int rc = v->run(v, &o, arg);
         /* Every failure with --json is one JSON object on stdout too,
-         * unless the verb printed its own. */
-        if (rc != 0 && opt_json && !ctl_json_printed()) {
+         * unless the verb printed its own (usage errors print none). */
+        if (rc != 0 && rc != EXIT_USAGE && opt_json && !ctl_json_printed()) {
                 json_object *j = json_object_new_object();
                 json_object_object_add(j, "error", ctl_error_json(rc));
                 print_json(j);
