@@ -319,7 +319,7 @@ int main(int argc, char **argv) {
                         return EXIT_USAGE;
                 }
                 if (!d) {
-                        if (optopt)
+                        if (optopt > 0 && optopt < 256)
                                 fprintf(stderr, "hbgctl: unknown option '-%c' (try --help)\n", optopt);
                         else
                                 fprintf(stderr, "hbgctl: unknown option '%s' (try --help)\n", argv[optind - 1]);

@@ -134,8 +134,7 @@ int cmd_run(const struct ctl_opts *o, const char *file) {
                 goto out;
         }
         close(fd);
-        const char *path = o->socket;
-        int err = hbg_connect(&c, path);
+        int err = hbg_connect(&c, o->socket);
         if (err < 0) {
                 char msg[512];
                 snprintf(msg, sizeof(msg), "cannot connect to hbgd: %s", hbg_last_error(NULL));
@@ -193,9 +192,13 @@ int cmd_run(const struct ctl_opts *o, const char *file) {
         /* With a progress line: the wait in slices, redrawn between them
          * (a wait that times out leaves the graph as it is). */
         while (err == 0 && (err = hbg_graph_wait(c, g, pg ? 200 : -1)) == -ETIMEDOUT && pg) {
-                /* still running, or did the graph itself fail so? */
-                if ((err = hbg_graph_status(c, g, NULL)) != 1)
+                /* Finished after all (-ETIMEDOUT its own status, or done
+                 * since)? Its status and message from a wait that does
+                 * not wait. */
+                if (hbg_graph_status(c, g, NULL) != 1) {
+                        err = hbg_graph_wait(c, g, 0);
                         break;
+                }
                 err = 0;
                 progress_update(pg, p.ids, added, true, true);
         }
