@@ -40,6 +40,47 @@ static int run_error(struct plan *p, const char *msg, const char *task) {
         return run_error_code(p, 0, msg, task);
 }
 
+/* The graph failed in hbgd: its first failing task, by its index and name
+ * in the file, its kernel and hbgd's (or the library's) message. */
+static int graph_failed(struct plan *p, const hbg_graph_error_info *info) {
+        char nb[64];
+        /* ids grow with the file order; dummies joining more than 16
+         * dependencies sit right before the task they serve. */
+        size_t lo = 0, hi = p->n_tasks;
+        while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (p->ids[mid] < info->task)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        const char *name = lo < p->n_tasks ? graph_file_task_name(p, lo, nb, sizeof(nb)) : NULL;
+        bool named = name && name != nb; /* else the index says it */
+        char where[160] = "", kern[96] = "";
+        if (lo < p->n_tasks)
+                snprintf(where, sizeof(where), " at task %zu%s%s%s", lo, named ? " \"" : "", named ? name : "",
+                         named ? "\"" : "");
+        if (info->kernel[0])
+                snprintf(kern, sizeof(kern), " (kernel %s)", info->kernel);
+        ctl_error(EXIT_FAIL, info->code, "graph failed%s%s: %s: %s", where, kern, strerror(-info->code),
+                  info->message[0] ? info->message : hbg_strerror(info->code));
+        if (opt_json) {
+                json_object *o = json_object_new_object();
+                json_object *e = ctl_error_json(EXIT_FAIL);
+                json_object_object_add(e, "task", lo < p->n_tasks ? json_object_new_uint64(lo) : NULL);
+                json_object_object_add(e, "id", json_object_new_uint64(info->task));
+                json_object_object_add(e, "name", named ? json_object_new_string(name) : NULL);
+                json_object_object_add(e, "kernel", info->kernel[0] ? json_object_new_string(info->kernel) : NULL);
+                json_object_object_add(o, "status", json_object_new_string("error"));
+                json_object_object_add(o, "error", e);
+                if (name)
+                        json_object_object_add(o, "task", json_object_new_string(name));
+                print_json(o);
+                json_object_put(o);
+        }
+        return EXIT_FAIL;
+}
+
 /* Pass 2 of the graph file: every task as an hbg_task, before the run. */
 static int compile_tasks(struct plan *p) {
         p->resolved = true;
@@ -187,8 +228,9 @@ int cmd_run(const struct ctl_opts *o, const char *file) {
                 added = i + 1;
                 progress_update(pg, p.ids, added, false, false);
         }
-        uint64_t g;
+        uint64_t g = 0;
         err = hbg_graph_submit(c, &g);
+        bool submitted = err == 0;
         /* With a progress line: the wait in slices, redrawn between them
          * (a wait that times out leaves the graph as it is). */
         while (err == 0 && (err = hbg_graph_wait(c, g, pg ? 200 : -1)) == -ETIMEDOUT && pg) {
@@ -206,25 +248,15 @@ int cmd_run(const struct ctl_opts *o, const char *file) {
         progress_end(pg, p.ids, added, err == 0);
         pg = NULL;
         if (err < 0) {
-                uint64_t bad = UINT64_MAX;
-                const char *tn = NULL;
+                hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+                if (submitted && hbg_graph_error(c, g, &info) == 0 && info.code < 0) {
+                        rc = graph_failed(&p, &info);
+                        goto out;
+                }
                 char msg[512];
                 const char *why = hbg_last_error(c);
                 snprintf(msg, sizeof(msg), "%s", why[0] ? why : hbg_strerror(err));
-                if (hbg_graph_status(c, g, &bad) < 0 && bad != UINT64_MAX) {
-                        /* ids grow with the file order; extra dummies in between */
-                        size_t lo = 0, hi = p.n_tasks;
-                        while (lo < hi) {
-                                size_t mid = (lo + hi) / 2;
-                                if (p.ids[mid] < bad)
-                                        lo = mid + 1;
-                                else
-                                        hi = mid;
-                        }
-                        if (lo < p.n_tasks)
-                                tn = graph_file_task_name(&p, lo, nb, sizeof(nb));
-                }
-                rc = run_error_code(&p, err, msg, tn);
+                rc = run_error_code(&p, err, msg, NULL);
                 goto out;
         }
         json_object *res = json_object_new_object(), *outs = json_object_new_object();
