@@ -138,28 +138,55 @@ static const char *const counter_names[] = { "published", "failsafe_pushes", "wa
                                              "watermark_cas_failures", "parks", "wakeups" };
 #define N_COUNTERS (sizeof(counter_names) / sizeof(counter_names[0]))
 
-static int read_counters_once(struct cmp *c, const char *socket, uint64_t *ret, long *sessions) {
+/* Runs `hbgctl --socket S --json VERB` and hands each line of its object
+ * to take(); 0 once hbgctl exited 0. */
+static int hbgctl_json_lines(struct cmp *c, const char *socket, const char *verb,
+                             void (*take)(const char *line, void *arg), void *arg) {
         char hbgctl[300], line[512];
         snprintf(hbgctl, sizeof(hbgctl), "%s/hbgctl", c->dir);
-        const char *argv[] = { hbgctl, "--socket", socket, "--json", "threads", NULL };
+        const char *argv[] = { hbgctl, "--socket", socket, "--json", verb, NULL };
         struct bench_child kid;
-        memset(ret, 0, N_COUNTERS * sizeof(*ret));
-        *sessions = -1;
-        int err = bench_child_start(&kid, "hbgctl threads", argv);
+        int err = bench_child_start(&kid, "hbgctl", argv);
         if (err < 0)
                 return err;
-        while (bench_child_line(&kid, line, sizeof(line), 10000) == 1) {
-                const char *p = strstr(line, "\"sessions\":");
-                if (p)
-                        *sessions = strtol(p + 11, NULL, 10);
-                for (unsigned i = 0; i < N_COUNTERS; i++) {
-                        char key[64];
-                        snprintf(key, sizeof(key), "\"%s\":", counter_names[i]);
-                        if ((p = strstr(line, key)))
-                                ret[i] += strtoull(p + strlen(key), NULL, 10);
-                }
-        }
+        while (bench_child_line(&kid, line, sizeof(line), 10000) == 1)
+                take(line, arg);
         return bench_child_finish(&kid, 10000) == 0 ? 0 : -EIO;
+}
+
+/* One line of `threads`: its counters add to the sums. */
+static void take_counters(const char *line, void *arg) {
+        uint64_t *sum = arg;
+        for (unsigned i = 0; i < N_COUNTERS; i++) {
+                char key[64];
+                const char *p;
+                snprintf(key, sizeof(key), "\"%s\":", counter_names[i]);
+                if ((p = strstr(line, key)))
+                        sum[i] += strtoull(p + strlen(key), NULL, 10);
+        }
+}
+
+/* One line of `status`: the daemon's "sessions" count (a number; the
+ * "sessions" list that follows it is an array, not a count). */
+static void take_sessions(const char *line, void *arg) {
+        long *sessions = arg;
+        const char *p = strstr(line, "\"sessions\":");
+        if (!p)
+                return;
+        p += strlen("\"sessions\":");
+        while (*p == ' ')
+                p++;
+        if (*p >= '0' && *p <= '9')
+                *sessions = strtol(p, NULL, 10);
+}
+
+static int read_counters_once(struct cmp *c, const char *socket, uint64_t *ret, long *sessions) {
+        memset(ret, 0, N_COUNTERS * sizeof(*ret));
+        *sessions = -1;
+        int err = hbgctl_json_lines(c, socket, "threads", take_counters, ret);
+        if (err == 0)
+                err = hbgctl_json_lines(c, socket, "status", take_sessions, sessions);
+        return err;
 }
 
 /* The counters once the row's sessions are gone and hbgd folded their
