@@ -38,6 +38,8 @@ void hbgd_config_default(struct hbgd_config *ret) {
         ret->max_message = HBG_WIRE_MAX_MSG_DEFAULT;
         ret->shutdown_grace_ms = 5000;
         ret->log_level = LOG_INFO;
+        ret->log_ratelimit_interval_ms = 10000;
+        ret->log_ratelimit_burst = 10;
 }
 
 /* ------------------------------------------------------------ the table */
@@ -101,6 +103,8 @@ static const struct key keys[] = {
         { { "log", "level" }, KEY_LOG_LEVEL, 0, 0, 0, 0 },
         { { "log", "journal_socket" }, KEY_SOCKET_PATH, offsetof(struct hbgd_config, journal_socket),
           sizeof(((struct hbgd_config *)0)->journal_socket), 0, 0 },
+        NUM("log", "ratelimit_interval_ms", log_ratelimit_interval_ms, 0, 3600000),
+        NUM("log", "ratelimit_burst", log_ratelimit_burst, 1, 1000000),
 };
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
 

@@ -48,6 +48,9 @@ struct hbgd_config {
         int log_level;             /* syslog priority: lines above it are dropped */
         char journal_socket[108];  /* [log] journal_socket: the journal's native
                                       protocol on this socket; "" = default */
+        /* [log] ratelimit_*: lines about one session, and refusals, logged
+         * per interval at most (0: no limit) */
+        unsigned log_ratelimit_interval_ms, log_ratelimit_burst;
         bool force_epoll;
 };
 

@@ -184,6 +184,7 @@ static void reload_config(struct hbgd *d) {
         d->cfg = n;
         hbgd_set_log_level(n.log_level);
         hbgd_log_set_journal_socket(n.journal_socket);
+        hbgd_log_set_ratelimit(n.log_ratelimit_interval_ms, n.log_ratelimit_burst);
         hbgd_log(LOG_NOTICE, "SIGHUP: reloaded %s: max_sessions %u, max_sessions_per_uid %u, "
                  "%u allowed users, %u allowed groups, %u session weights (for new sessions)",
                  d->cfg.config_path, d->cfg.limits.max_sessions, d->cfg.limits.max_sessions_per_uid,
@@ -264,6 +265,7 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
         d->started_ms = hbg_now_ms();
         d->cfg.engine.log = hbgd_log_engine;
         hbgd_log_set_journal_socket(cfg->journal_socket);
+        hbgd_log_set_ratelimit(cfg->log_ratelimit_interval_ms, cfg->log_ratelimit_burst);
         raise_fd_limit();
 
         err = io_loop_new(&d->loop, cfg->force_epoll, &note);

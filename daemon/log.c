@@ -29,12 +29,10 @@
  *     terminal (with "warning: ", "error: " ... for the serious ones), or
  *     "<N>hbgd: message" (N the syslog priority) on a pipe or file, which
  *     journald and syslog daemons read as the line's priority.
- * Lines about one session are rate limited (LOG_BURST per LOG_INTERVAL_MS
+ * Lines about one session are rate limited (log_burst per log_interval_ms
  * per session, then one "N messages suppressed" line). The engine logs
  * from its threads: everything here is serialised by log_lock.
  */
-#define LOG_BURST 10
-#define LOG_INTERVAL_MS 10000
 #define LOG_SLOTS 64
 #define LOG_LINE_MAX 1024
 
@@ -46,6 +44,7 @@ static bool to_journal;                   /* native protocol to journal_addr */
 static bool stderr_tty;                   /* plain lines on stderr */
 static char journal_path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* configured; "" none */
 static int journal_fd = -1;
+static unsigned log_interval_ms = 10000, log_burst = 10; /* [log] ratelimit_* */
 static struct log_slot {
         uint64_t session;
         int64_t window_start_ms;
@@ -204,21 +203,21 @@ static void report_suppressed(uint64_t session, unsigned n) {
 
 /* Rate limit per session; returns false when the line is to be dropped. */
 static bool log_allow(const struct hbg_log_fields *f, int64_t now) {
-        if (!f->session)
+        if (!f->session || log_interval_ms == 0)
                 return true;
         struct log_slot *s = &log_slots[f->session % LOG_SLOTS];
         if (s->session != f->session) {
                 if (s->suppressed)
                         report_suppressed(s->session, s->suppressed);
                 *s = (struct log_slot){ .session = f->session, .window_start_ms = now };
-        } else if (now - s->window_start_ms >= LOG_INTERVAL_MS) {
+        } else if (now - s->window_start_ms >= log_interval_ms) {
                 if (s->suppressed)
                         report_suppressed(s->session, s->suppressed);
                 s->window_start_ms = now;
                 s->count = 0;
                 s->suppressed = 0;
         }
-        if (s->count >= LOG_BURST) {
+        if (s->count >= log_burst) {
                 s->suppressed++;
                 return false;
         }
@@ -233,7 +232,7 @@ void hbgd_log_flush_suppressed(void) {
         pthread_mutex_lock(&log_lock);
         for (unsigned i = 0; i < LOG_SLOTS; i++) {
                 struct log_slot *s = &log_slots[i];
-                if (!s->suppressed || now - s->window_start_ms < LOG_INTERVAL_MS)
+                if (!s->suppressed || now - s->window_start_ms < log_interval_ms)
                         continue;
                 report_suppressed(s->session, s->suppressed);
                 s->window_start_ms = now;
@@ -249,6 +248,13 @@ static _Atomic int log_level = LOG_INFO;
 
 void hbgd_set_log_level(int priority) {
         atomic_store(&log_level, priority);
+}
+
+void hbgd_log_set_ratelimit(unsigned interval_ms, unsigned burst) {
+        pthread_mutex_lock(&log_lock);
+        log_interval_ms = interval_ms;
+        log_burst = burst ? burst : 1;
+        pthread_mutex_unlock(&log_lock);
 }
 
 void hbgd_log_set_journal_socket(const char *path) {

@@ -34,6 +34,10 @@ void hbgd_set_log_level(int priority);
  * journal when stderr is its stream, else stderr). A line that cannot be
  * sent there goes to stderr. */
 void hbgd_log_set_journal_socket(const char *path);
+/* Lines about one session: `burst` per `interval_ms` at most, the rest
+ * counted in one "messages suppressed" line ([log] ratelimit_interval_ms,
+ * ratelimit_burst); interval 0 logs them all. */
+void hbgd_log_set_ratelimit(unsigned interval_ms, unsigned burst);
 /* Report the lines a finished rate-limit window suppressed (call now and
  * then, e.g. from a timer). */
 void hbgd_log_flush_suppressed(void);

@@ -25,8 +25,8 @@
  *     closed unread; a client that sends more is closed.
  * A held refusal counts against none of [limits]: it is no connection of
  * its user's (max_connections_per_uid refusals would otherwise refuse
- * themselves). Refusals are logged REFUSAL_LOG_BURST per
- * REFUSAL_LOG_INTERVAL_MS at most, the rest counted in the next line: a
+ * themselves). Refusals are logged [log] ratelimit_burst per
+ * ratelimit_interval_ms at most, the rest counted in the next line: a
  * refused user cannot flood the journal.
  */
 #include <errno.h>
@@ -47,16 +47,15 @@
 #define REFUSALS_HELD 16
 #define REFUSAL_LINGER_MS 2000
 #define REFUSAL_MAX_RECORDS 16
-#define REFUSAL_LOG_BURST 10
-#define REFUSAL_LOG_INTERVAL_MS 10000
 
 static void log_refusal(struct hbgd *d, const struct ucred *cr, int code, const char *why) {
         int64_t now = hbg_now_ms();
-        if (now - d->refusal_log_start_ms >= REFUSAL_LOG_INTERVAL_MS) {
+        unsigned interval = d->cfg.log_ratelimit_interval_ms;
+        if (now - d->refusal_log_start_ms >= interval) {
                 d->refusal_log_start_ms = now;
                 d->refusal_log_count = 0;
         }
-        if (d->refusal_log_count >= REFUSAL_LOG_BURST) {
+        if (interval && d->refusal_log_count >= d->cfg.log_ratelimit_burst) {
                 d->refusals_unlogged++;
                 return;
         }

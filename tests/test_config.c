@@ -70,6 +70,8 @@ static const struct key_case keys[] = {
         { "access", "allowed_groups", "0", "no-such-group-hbg" },
         { "log", "level", "debug", "chatty" },
         { "log", "journal_socket", "/run/hbg-test/journal", "journal.sock" },
+        { "log", "ratelimit_interval_ms", "1000", "3600001" },
+        { "log", "ratelimit_burst", "100", "0" },
 };
 
 START_TEST(each_key) {

@@ -599,11 +599,21 @@ static Hbg__Envelope *recv_env(struct sa *s, int fd) {
 }
 
 /* One connection asks 30 times for a session that is too large: hbgd
- * answers each, logs the first 10 and reports the other 20 as one line
- * after its 10 s window. */
+ * answers each, logs the first ratelimit_burst (4) and reports the other
+ * 26 as one line after its window ([log] ratelimit_interval_ms, 1 s here;
+ * the defaults, 10 per 10 s, are seen by test_e2e_access). */
 START_TEST(log_ratelimit) {
-        struct sa s;
-        int err = sa_start(&s, NULL, NULL);
+        struct sa s = { .pid = 0 };
+        char dir[256], conf[300];
+        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        snprintf(dir, sizeof(dir), "%s/hbg-conf-XXXXXX", tmp);
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        snprintf(conf, sizeof(conf), "%s/hbgd.conf", dir);
+        ck_assert_int_eq(write_file(conf, "[log]\nratelimit_interval_ms = 1000\nratelimit_burst = 4\n"), 0);
+        const char *args[] = { "--config", conf, NULL };
+        int err = sa_start(&s, NULL, args);
+        unlink(conf);
+        rmdir(dir);
         SA_ASSERT(&s, err == 0, "start: %s", strerror(-err));
         int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -632,11 +642,11 @@ START_TEST(log_ratelimit) {
                           "request %d: no -E2BIG back", i);
                 wire_free(r);
         }
-        /* The 10 logged lines were written before the 11th answer. */
-        SA_ASSERT(&s, wait_log(&s, "suppressed", 15000) == 0, "no 'messages suppressed' line");
+        /* The 4 logged lines were written before the 5th answer. */
+        SA_ASSERT(&s, wait_log(&s, "suppressed", 6000) == 0, "no 'messages suppressed' line");
         unsigned n = count_log(&s, "): refused: task_window");
-        SA_ASSERT(&s, n == 10, "%u refusals logged, want 10", n);
-        SA_ASSERT(&s, strstr(s.logbuf, ": 20 messages suppressed"), "want 20 suppressed");
+        SA_ASSERT(&s, n == 4, "%u refusals logged, want 4", n);
+        SA_ASSERT(&s, strstr(s.logbuf, ": 26 messages suppressed"), "want 26 suppressed");
         close(fd);
         int st = sa_stop(&s);
         SA_ASSERT(&s, WIFEXITED(st) && WEXITSTATUS(st) == 0, "hbgd exit status %d", st);
