@@ -113,7 +113,8 @@ HBGD_BIN  := $(B)/bin/hbgd
 SOVERSION  := $(firstword $(subst ., ,$(VERSION)))
 CLIENT_SRCS := libclient/connect.c libclient/replay.c libclient/graph.c libclient/recording.c \
                libclient/wait.c libclient/host.c libclient/graph_status.c libclient/deps.c \
-               libclient/tensor.c libclient/session.c libclient/hangup.c libclient/errors.c
+               libclient/tensor.c libclient/session.c libclient/hangup.c libclient/errors.c \
+               libclient/dep_tracker.c
 CLIENT_PIC  := $(CLIENT_SRCS:%.c=$(B)/pic/%.o) $(SHM_SRCS:%.c=$(B)/pic/%.o) \
                $(B)/pic/proto/wire.o $(B)/pic/proto/sockperm.o $(B)/pic/gen/hbg.pb-c.o
 CLIENT_SO   := $(B)/lib/libhbgclient.so.$(VERSION)
@@ -228,7 +229,9 @@ $(CTL_OBJS): $(B)/obj/ctl/%.o: ctl/%.c $(B)/gen/hbg.pb-c.h
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(SYS_CFLAGS) $(JSONC_CFLAGS) -Ilibclient/include -c -o $@ $<
 
-$(HBGCTL_BIN): $(CTL_OBJS) $(PROTO_LIB) $(SHM_LIB) $(CLIENT_SO) $(CLIENT_LINKS)
+# run --dot derives dependencies with the library's tracker, linked in
+# (the library exports none of its internals).
+$(HBGCTL_BIN): $(CTL_OBJS) $(B)/pic/libclient/dep_tracker.o $(PROTO_LIB) $(SHM_LIB) $(CLIENT_SO) $(CLIENT_LINKS)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) -L$(B)/lib -lhbgclient -Wl,-rpath,'$$ORIGIN/../lib' \

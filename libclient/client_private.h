@@ -8,11 +8,13 @@
  *   wait.c          the wait loop (spin, yield, poll) that runs host tasks
  *   host.c          host (external) tasks and the completion mailbox
  *   graph_status.c  reading retired graphs back, graph statuses and errors
- *   deps.c          dependencies derived from tensor regions
+ *   deps.c          the session's dependency tracking, bound to the client
  *   tensor.c        the session heap's allocator, tensor helpers
  *   session.c       usable?, heap bounds, publish, doorbell, socket health
  *   hangup.c        knowing that hbgd went away without a system call
  *   errors.c        messages
+ *   dep_tracker.c   dependencies derived from tensor regions (no client;
+ *                   hbgctl run --dot uses it too)
  * and shm/producer.c, the code that writes into the submission region.
  * Nothing here is exported (-fvisibility=hidden; libhbgclient.map).
  * The protocol is docs/RUNTIME_LOGIC.md §2, §8-§12; the byte layout is
@@ -26,6 +28,7 @@
 #include <stdint.h>
 
 #include "hbg/hbg.h"
+#include "libclient/dep_tracker.h"
 #include "shm/completion.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
@@ -36,42 +39,6 @@ struct hbg_kernel_sig;
 #define HBGC_ERROR_MAX 512
 #define HBGC_PUBLISH_BATCH 64        /* publish `submitted` at least this often */
 #define HBGC_HANDSHAKE_TIMEOUT_MS 10000
-
-/* One dependency record: task `id` read or wrote heap bytes [lo, hi). */
-struct dep_rec {
-        uint64_t lo, hi, id;
-        bool write;
-};
-
-struct dep_list {
-        struct dep_rec *v;
-        size_t n, cap;
-};
-
-/* An allocation of the session heap; records of the tasks touching it. */
-struct heap_alloc {
-        uint64_t offset, size;     /* size rounded up to 64 */
-        struct dep_list recs;
-};
-
-/* Dependency records by heap region. The session's tracker holds the
- * allocations (sorted by offset, never overlapping) with their records;
- * a recording's starts with a copy of the allocations and keeps every
- * record (its ids are not the session's: no watermark applies). */
-struct dep_tracker {
-        struct heap_alloc *allocs;
-        size_t n_allocs, cap_allocs;
-        struct dep_list unallocated; /* accesses outside every allocation */
-        size_t n_recs;             /* records in all lists */
-        size_t sweep_at;           /* sweep completed records at this count */
-        bool keep_all;             /* a recording's: never drop complete ones */
-};
-
-/* One heap access of a task being added (for dependency derivation). */
-struct access {
-        uint64_t lo, hi;
-        bool write;
-};
 
 /* A host function waiting for its task to become ready; slot id & (D-1). */
 struct host_slot {
@@ -213,8 +180,8 @@ struct hbg_client {
         struct recorded **recorded; /* recorded graphs, by number */
         size_t n_recorded, cap_recorded;
         const struct hbg_kernel_sig *last_kernel; /* of the last task added by name */
-        uint64_t *scratch;         /* dependency ids of the task being added */
-        size_t scratch_cap;
+        struct dep_ids scratch;    /* dependency ids of the task being added
+                                      (.n: the callers count them) */
 
         char last_error[HBGC_ERROR_MAX];
 };
@@ -358,21 +325,38 @@ void hbgc_hangup_rearm(hbg_client *c);
 
 /* ---------------------------------------------------------------- deps.c */
 
+/* The session's (or the recording's) dependency tracker bound to the
+ * client; inline, since graph.c calls them for every task. */
+
+/* Make sure c->scratch holds n ids. 0 or -ENOMEM. */
+static inline int hbgc_scratch_reserve(hbg_client *c, size_t n) {
+        return hbgc_dep_ids_reserve(&c->scratch, n);
+}
 /* Dependencies of a task with these accesses on earlier tasks: appended to
  * c->scratch from index *n on. 0 or -ENOMEM. */
-int hbgc_deps_collect(hbg_client *c, const struct access *a, size_t na, size_t *n);
-/* Record the accesses of task id (after it was written). 0 or -ENOMEM
- * (then the records are incomplete: the caller reports the error, and the
- * dependencies of later tasks on this one may be missed). */
-int hbgc_deps_commit(hbg_client *c, const struct access *a, size_t na, uint64_t id);
+static inline int hbgc_deps_collect(hbg_client *c, const struct access *a, size_t na, size_t *n) {
+        c->scratch.n = *n;
+        int err = hbgc_dep_tracker_collect(c->dt, a, na, c->dt->keep_all ? 0 : hbgc_watermark(c), &c->scratch);
+        *n = c->scratch.n;
+        return err;
+}
+/* Record the accesses of task id in tracker dt (a recording's, or the
+ * session's for a launched graph). 0 or -ENOMEM (then the records are
+ * incomplete: the caller reports the error, and the dependencies of later
+ * tasks on this one may be missed). */
+static inline int hbgc_deps_commit_to(hbg_client *c, struct dep_tracker *dt, const struct access *a, size_t na,
+                                      uint64_t id) {
+        int err = hbgc_dep_tracker_commit(dt, a, na, id);
+        if (hbgc_dep_tracker_sweep_due(dt))
+                hbgc_dep_tracker_sweep(dt, hbgc_watermark(c));
+        return err;
+}
+/* The same in the tracker tasks are added to now. */
+static inline int hbgc_deps_commit(hbg_client *c, const struct access *a, size_t na, uint64_t id) {
+        return hbgc_deps_commit_to(c, c->dt, a, na, id);
+}
 /* A writer of [lo, hi) that is not complete yet: true and its id. */
 bool hbgc_deps_pending_writer(hbg_client *c, uint64_t lo, uint64_t hi, uint64_t *ret_id);
-/* Make sure c->scratch holds n ids. 0 or -ENOMEM. */
-int hbgc_scratch_reserve(hbg_client *c, size_t n);
-/* Record the accesses of task id in tracker dt (a recording's, or the
- * session's for a launched graph). */
-int hbgc_deps_commit_to(hbg_client *c, struct dep_tracker *dt, const struct access *a, size_t na, uint64_t id);
-void hbgc_deps_tracker_free(struct dep_tracker *dt);
 void hbgc_deps_free(hbg_client *c);
 
 /* ---------------------------------------------------------------- replay.c */

@@ -286,19 +286,19 @@ static int add_one(hbg_client *c, const hbg_task *t, uint64_t *ret_id) {
         if (hbgc_scratch_reserve(c, t->n_deps + 1u) < 0)
                 return ADD_FAIL(-ENOMEM, "out of memory");
         for (n = 0; n < t->n_deps; n++)
-                c->scratch[n] = t->deps[n] + rec_base;
+                c->scratch.v[n] = t->deps[n] + rec_base;
         if (hbgc_deps_collect(c, acc, na, &n) < 0)
                 return ADD_FAIL(-ENOMEM, "out of memory");
-        n = hbgc_sort_unique(c->scratch, n);
+        n = hbgc_sort_unique(c->scratch.v, n);
         /* A recorded task without dependencies waits for the gate (id 0),
          * which waits for what came before the launch (§14). */
         if (c->rec && n == 0)
-                c->scratch[n++] = 0;
-        if ((err = hbgc_join_fanins(c, c->scratch, &n)) < 0)
+                c->scratch.v[n++] = 0;
+        if ((err = hbgc_join_fanins(c, c->scratch.v, &n)) < 0)
                 return err;
 
         uint64_t id;
-        if ((err = hbgc_write_task(c, &tm, c->scratch, n, &id)) < 0)
+        if ((err = hbgc_write_task(c, &tm, c->scratch.v, n, &id)) < 0)
                 return err;
         if (c->rec) {
                 if ((t->host_fn && hbgc_rec_host(c, id, t->host_fn, t->host_userdata) < 0) ||

@@ -88,7 +88,7 @@ int hbgc_rec_accesses(hbg_client *c, const struct access *a, size_t na) {
 void hbgc_rec_free(struct recording *r) {
         if (!r)
                 return;
-        hbgc_deps_tracker_free(&r->deps);
+        hbgc_dep_tracker_free(&r->deps);
         free(r->tasks);
         free(r->host);
         free(r->footprint);

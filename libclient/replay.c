@@ -269,10 +269,10 @@ HBG_EXPORT int hbg_graph_launch(hbg_client *c, uint32_t recorded, uint64_t *ret_
         size_t n = 0;
         if (hbgc_deps_collect(c, g->footprint, g->n_fp, &n) < 0)
                 return hbgc_fail(c, -ENOMEM, "hbg_graph_launch: out of memory");
-        n = hbgc_sort_unique(c->scratch, n);
+        n = hbgc_sort_unique(c->scratch.v, n);
         uint64_t gate;
-        if ((err = hbgc_join_fanins(c, c->scratch, &n)) < 0 ||
-            (err = hbgc_write_task(c, &gate_task, c->scratch, n, &gate)) < 0)
+        if ((err = hbgc_join_fanins(c, c->scratch.v, &n)) < 0 ||
+            (err = hbgc_write_task(c, &gate_task, c->scratch.v, n, &gate)) < 0)
                 return err;
 
         /* The tasks: a launch record per run of ids the window has room

@@ -9,18 +9,6 @@
 
 /* ---------------------------------------------------------------- tensors */
 
-static int allocs_reserve(hbg_client *c) {
-        if (c->deps.n_allocs < c->deps.cap_allocs)
-                return 0;
-        size_t cap = c->deps.cap_allocs ? 2 * c->deps.cap_allocs : 64;
-        struct heap_alloc *v = realloc(c->deps.allocs, cap * sizeof(*v));
-        if (!v)
-                return -ENOMEM;
-        c->deps.allocs = v;
-        c->deps.cap_allocs = cap;
-        return 0;
-}
-
 /* First fit over the gaps between allocations (sorted by offset). Nothing
  * is ever freed before hbg_disconnect(), so today this is a bump
  * allocator; the gaps matter once tensors can be freed. */
@@ -50,11 +38,8 @@ HBG_EXPORT int hbg_tensor_alloc(hbg_client *c, size_t bytes, hbg_tensor *ret) {
         if (i == c->deps.n_allocs && c->g.heap_size - at < size)
                 return hbgc_fail(c, -ENOMEM, "hbg_tensor_alloc: no room for %zu bytes in the session heap (%" PRIu64
                                  " bytes); tensors live until hbg_disconnect()", bytes, c->g.heap_size);
-        if (allocs_reserve(c) < 0)
+        if (hbgc_dep_tracker_add_alloc(&c->deps, at, size) < 0)
                 return hbgc_fail(c, -ENOMEM, "hbg_tensor_alloc: out of memory");
-        memmove(&c->deps.allocs[i + 1], &c->deps.allocs[i], (c->deps.n_allocs - i) * sizeof(c->deps.allocs[0]));
-        c->deps.allocs[i] = (struct heap_alloc){ .offset = at, .size = size };
-        c->deps.n_allocs++;
         *ret = (hbg_tensor){ .offset = at, .bytes = bytes };
         return 0;
 }
