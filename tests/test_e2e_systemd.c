@@ -402,6 +402,14 @@ static int write_file(const char *path, const char *text) {
         return fclose(f) == 0 ? 0 : -errno;
 }
 
+/* A new private directory in dir, and the path of hbgd.conf in it. */
+static void conf_path(char *dir, size_t dir_len, char *conf, size_t conf_len) {
+        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        snprintf(dir, dir_len, "%s/hbg-conf-XXXXXX", tmp);
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        snprintf(conf, conf_len, "%s/hbgd.conf", dir);
+}
+
 START_TEST(units_verify) {
         const char *analyze = analyze_binary();
         if (!analyze) {
@@ -524,10 +532,7 @@ END_TEST
 START_TEST(sighup_reload) {
         struct sa s = { .pid = 0 };
         char dir[256], conf[300];
-        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-        snprintf(dir, sizeof(dir), "%s/hbg-conf-XXXXXX", tmp);
-        ck_assert_ptr_nonnull(mkdtemp(dir));
-        snprintf(conf, sizeof(conf), "%s/hbgd.conf", dir);
+        conf_path(dir, sizeof(dir), conf, sizeof(conf));
         /* Our sessions get fair-share weight 5 (and the log says so). */
         char text[200];
         snprintf(text, sizeof(text), "[scheduler]\nthreads = 2\nsession_weights = %u:5\n\n[limits]\nmax_sessions = 4\n",
@@ -605,10 +610,7 @@ static Hbg__Envelope *recv_env(struct sa *s, int fd) {
 START_TEST(log_ratelimit) {
         struct sa s = { .pid = 0 };
         char dir[256], conf[300];
-        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-        snprintf(dir, sizeof(dir), "%s/hbg-conf-XXXXXX", tmp);
-        ck_assert_ptr_nonnull(mkdtemp(dir));
-        snprintf(conf, sizeof(conf), "%s/hbgd.conf", dir);
+        conf_path(dir, sizeof(dir), conf, sizeof(conf));
         ck_assert_int_eq(write_file(conf, "[log]\nratelimit_interval_ms = 1000\nratelimit_burst = 4\n"), 0);
         const char *args[] = { "--config", conf, NULL };
         int err = sa_start(&s, NULL, args);
