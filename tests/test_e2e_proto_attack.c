@@ -822,8 +822,9 @@ END_TEST
 /* ------------------------------------------------------------ e. a client that never reads */
 
 /* Status requests (the largest reply) on sock without ever reading, until
- * hbgd closes it: the requests sent, or 0 if hbgd never did. */
-static unsigned flood_unread(int sock, unsigned max) {
+ * hbgd closes it: the requests sent, or 0 if hbgd never did (then *how
+ * says where the sending stopped, for the failure's message). */
+static unsigned flood_unread(int sock, unsigned max, char *how, size_t how_len) {
         Hbg__StatusRequest rq = HBG__STATUS_REQUEST__INIT;
         Hbg__Envelope env = HBG__ENVELOPE__INIT;
         rq.kind = HBG__STATUS_KIND__STATUS_KERNELS;
@@ -833,8 +834,10 @@ static unsigned flood_unread(int sock, unsigned max) {
         uint8_t *rec = pack_env(&env, &len);
         long long deadline = daemon_now_ms() + IO_MS;
         unsigned sent = 0;
+        int last_errno = 0;
         while (sent < max && daemon_now_ms() < deadline) {
                 ssize_t n = send(sock, rec, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+                last_errno = n < 0 ? errno : 0;
                 if (n == (ssize_t)len) {
                         sent++;
                 } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
@@ -851,6 +854,8 @@ static unsigned flood_unread(int sock, unsigned max) {
         long long left = deadline - daemon_now_ms();
         struct pollfd p = { .fd = sock, .events = 0 };
         bool hung_up = poll(&p, 1, left > 0 ? (int)left : 0) == 1 && (p.revents & POLLHUP);
+        snprintf(how, how_len, "%u requests sent, the last send: %s, poll revents 0x%x", sent,
+                 last_errno ? strerror(last_errno) : "ok", (unsigned)p.revents);
         return hung_up ? sent : 0;
 }
 
@@ -876,9 +881,12 @@ START_TEST(never_reads) {
                         wire_free(raw_session(sock, 0, 0, 0, sfds));
                         close_all(sfds, 4);
                 }
-                unsigned sent = flood_unread(sock, 1000000);
-                D_ASSERT(d, sent > 0, "never_reads: hbgd did not close connection %u (%s) within %d ms", i,
-                         i % 2 ? "with a session" : "without a session", IO_MS);
+                char how[160];
+                unsigned sent = flood_unread(sock, 1000000, how, sizeof(how));
+                if (sent == 0)
+                        list_fds(d->pid); /* does hbgd still hold the socket? */
+                D_ASSERT(d, sent > 0, "never_reads: hbgd did not close connection %u (%s) within %d ms (%s)", i,
+                         i % 2 ? "with a session" : "without a session", IO_MS, how);
                 most = sent > most ? sent : most;
                 close(sock);
         }
