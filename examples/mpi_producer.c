@@ -223,11 +223,13 @@ static int run_share(const struct options *o, struct share *s) {
                 goto out;
         }
         if ((err = hbg_graph_wait(c, g, WAIT_MS)) < 0) {
-                uint64_t task = 0;
-                if (err != -ETIMEDOUT && err != -ECONNRESET && hbg_graph_status(c, g, &task) < 0)
+                /* Failed in hbgd: which task, and why (hbgd's message names
+                 * the kernel when the kernel failed). */
+                hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+                if (err != -ETIMEDOUT && err != -ECONNRESET && hbg_graph_error(c, g, &info) == 0 && info.code < 0)
                         snprintf(s->why, sizeof(s->why), "graph %" PRIu64 " failed at task %" PRIu64 "%s: %s", g,
-                                 task, task == fail_task ? " (the task --fail-rank added)" : "",
-                                 hbg_strerror(err));
+                                 info.task, info.task == fail_task ? " (the task --fail-rank added)" : "",
+                                 info.message);
                 else
                         fail(s, err, "hbg_graph_wait", c);
                 goto out;
