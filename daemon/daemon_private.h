@@ -16,6 +16,7 @@
 #include "daemon/config.h"
 #include "daemon/engine/engine.h"
 #include "daemon/io_loop.h"
+#include "daemon/log.h"
 #include "daemon/metrics.h"
 #include "daemon/session.h"
 
@@ -63,8 +64,7 @@ struct hbgd {
         struct conn *dead_conns;      /* closed, freed after the io round */
         struct refusal *refusals;     /* refused, waiting for the client to close */
         unsigned n_refusals;
-        int64_t refusal_log_start_ms; /* refusal.c's log rate limit */
-        unsigned refusal_log_count, refusals_unlogged;
+        struct hbgd_ratelimit refusal_log; /* refusal.c's lines ([log] ratelimit_*) */
         unsigned n_conns;
         unsigned n_sessions;          /* connections with a live session */
         uint64_t next_id;

@@ -47,9 +47,7 @@ static int journal_fd = -1;
 static unsigned log_interval_ms = 10000, log_burst = 10; /* [log] ratelimit_* */
 static struct log_slot {
         uint64_t session;
-        int64_t window_start_ms;
-        unsigned count;
-        unsigned suppressed;
+        struct hbgd_ratelimit rl;
 } log_slots[LOG_SLOTS];
 
 static bool journal_stream(void) {
@@ -201,28 +199,45 @@ static void report_suppressed(uint64_t session, unsigned n) {
         log_emit(LOG_NOTICE, &f, msg);
 }
 
+/* hbgd_ratelimit_allow() under log_lock. */
+static bool ratelimit_allow(struct hbgd_ratelimit *rl, int64_t now, unsigned *ret_ended) {
+        *ret_ended = 0;
+        if (log_interval_ms == 0)
+                return true;
+        if (now - rl->window_start_ms >= log_interval_ms) {
+                *ret_ended = rl->suppressed;
+                *rl = (struct hbgd_ratelimit){ .window_start_ms = now };
+        }
+        if (rl->count >= log_burst) {
+                rl->suppressed++;
+                return false;
+        }
+        rl->count++;
+        return true;
+}
+
+bool hbgd_ratelimit_allow(struct hbgd_ratelimit *rl, int64_t now_ms, unsigned *ret_ended) {
+        pthread_mutex_lock(&log_lock);
+        bool ok = ratelimit_allow(rl, now_ms, ret_ended);
+        pthread_mutex_unlock(&log_lock);
+        return ok;
+}
+
 /* Rate limit per session; returns false when the line is to be dropped. */
 static bool log_allow(const struct hbg_log_fields *f, int64_t now) {
         if (!f->session || log_interval_ms == 0)
                 return true;
         struct log_slot *s = &log_slots[f->session % LOG_SLOTS];
         if (s->session != f->session) {
-                if (s->suppressed)
-                        report_suppressed(s->session, s->suppressed);
-                *s = (struct log_slot){ .session = f->session, .window_start_ms = now };
-        } else if (now - s->window_start_ms >= log_interval_ms) {
-                if (s->suppressed)
-                        report_suppressed(s->session, s->suppressed);
-                s->window_start_ms = now;
-                s->count = 0;
-                s->suppressed = 0;
+                if (s->rl.suppressed)
+                        report_suppressed(s->session, s->rl.suppressed);
+                *s = (struct log_slot){ .session = f->session, .rl.window_start_ms = now };
         }
-        if (s->count >= log_burst) {
-                s->suppressed++;
-                return false;
-        }
-        s->count++;
-        return true;
+        unsigned ended;
+        bool ok = ratelimit_allow(&s->rl, now, &ended);
+        if (ended)
+                report_suppressed(s->session, ended);
+        return ok;
 }
 
 /* Report what a window that ended suppressed, also for sessions that went
@@ -232,12 +247,10 @@ void hbgd_log_flush_suppressed(void) {
         pthread_mutex_lock(&log_lock);
         for (unsigned i = 0; i < LOG_SLOTS; i++) {
                 struct log_slot *s = &log_slots[i];
-                if (!s->suppressed || now - s->window_start_ms < log_interval_ms)
+                if (!s->rl.suppressed || now - s->rl.window_start_ms < log_interval_ms)
                         continue;
-                report_suppressed(s->session, s->suppressed);
-                s->window_start_ms = now;
-                s->count = 0;
-                s->suppressed = 0;
+                report_suppressed(s->session, s->rl.suppressed);
+                s->rl = (struct hbgd_ratelimit){ .window_start_ms = now };
         }
         pthread_mutex_unlock(&log_lock);
 }

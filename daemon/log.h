@@ -9,6 +9,8 @@
  */
 #pragma once
 
+#include <stdbool.h>
+
 #include <stdarg.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -38,6 +40,16 @@ void hbgd_log_set_journal_socket(const char *path);
  * counted in one "messages suppressed" line ([log] ratelimit_interval_ms,
  * ratelimit_burst); interval 0 logs them all. */
 void hbgd_log_set_ratelimit(unsigned interval_ms, unsigned burst);
+/* One rate-limit window of [log] ratelimit_*: ratelimit_burst lines per
+ * ratelimit_interval_ms, the rest counted. Zeroed: a window from time 0. */
+struct hbgd_ratelimit {
+        int64_t window_start_ms;
+        unsigned count, suppressed;
+};
+/* May one more line of rl go out at now_ms? false: it is counted as
+ * suppressed. *ret_ended: how many the window that ended here suppressed
+ * (0 if none ended), for the caller to report. */
+bool hbgd_ratelimit_allow(struct hbgd_ratelimit *rl, int64_t now_ms, unsigned *ret_ended);
 /* Report the lines a finished rate-limit window suppressed (call now and
  * then, e.g. from a timer). */
 void hbgd_log_flush_suppressed(void);

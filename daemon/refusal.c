@@ -49,21 +49,12 @@
 #define REFUSAL_MAX_RECORDS 16
 
 static void log_refusal(struct hbgd *d, const struct ucred *cr, int code, const char *why) {
-        int64_t now = hbg_now_ms();
-        unsigned interval = d->cfg.log_ratelimit_interval_ms;
-        if (now - d->refusal_log_start_ms >= interval) {
-                d->refusal_log_start_ms = now;
-                d->refusal_log_count = 0;
-        }
-        if (interval && d->refusal_log_count >= d->cfg.log_ratelimit_burst) {
-                d->refusals_unlogged++;
+        unsigned unlogged;
+        if (!hbgd_ratelimit_allow(&d->refusal_log, hbg_now_ms(), &unlogged))
                 return;
-        }
-        d->refusal_log_count++;
         char more[64] = "";
-        if (d->refusals_unlogged)
-                snprintf(more, sizeof(more), " (%u earlier refusals not logged)", d->refusals_unlogged);
-        d->refusals_unlogged = 0;
+        if (unlogged)
+                snprintf(more, sizeof(more), " (%u earlier refusals not logged)", unlogged);
         hbgd_log_fields(LOG_NOTICE,
                         &(struct hbg_log_fields){ .pid = (int)cr->pid, .has_uid = true,
                                                   .uid = (uint32_t)cr->uid, .err = code },

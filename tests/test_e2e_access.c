@@ -683,6 +683,30 @@ START_TEST(refusal_race) {
 }
 END_TEST
 
+/* [log] ratelimit_*: refusals past the burst are not logged, and the next
+ * window's first line counts them. */
+START_TEST(refusal_log_limit) {
+        struct hbgd_proc *d = start_open(MODE_URING, "[access]\nallowed_groups = 4343\n"
+                                                     "[log]\nratelimit_interval_ms = 500\nratelimit_burst = 2\n");
+        char msg[600];
+        long long t0 = daemon_now_ms();
+        int err = connect_as(d, &user_alone, 0, 5, msg, sizeof(msg));
+        D_ASSERT(d, err == -EACCES, "5 refused connects: %d [%s]", err, msg);
+        unsigned logged = log_lines(d, "refused pid");
+        /* Within one window (the 5 connects took < 500 ms): 2 lines. */
+        D_ASSERT(d, logged == 2 || daemon_now_ms() - t0 >= 500, "%u refusals logged with ratelimit_burst = 2",
+                 logged);
+        usleep(600 * 1000);
+        err = connect_as(d, &user_alone, 0, 1, msg, sizeof(msg));
+        D_ASSERT(d, err == -EACCES, "the refused connect after the window: %d [%s]", err, msg);
+        D_ASSERT(d, log_lines(d, "earlier refusals not logged)") == 1,
+                 "the next window's first refusal line does not count the ones left out");
+        if (logged == 2)
+                D_ASSERT(d, log_lines(d, "(3 earlier refusals not logged)") == 1, "3 refusals were left out");
+        stop_hbgd(d);
+}
+END_TEST
+
 /* ------------------------------------------------------------ stopping */
 
 static int never_run(void *arg) {
@@ -734,6 +758,7 @@ static Suite *suite(bool root) {
         tcase_add_test(tc, socket_permissions);
         tcase_add_test(tc, connection_limit);
         tcase_add_loop_test(tc, refusal_race, 0, N_MODES);
+        tcase_add_test(tc, refusal_log_limit);
         tcase_add_test(tc, stopping);
         suite_add_tcase(s, tc);
         return s;
