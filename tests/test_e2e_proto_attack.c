@@ -1082,10 +1082,24 @@ START_TEST(graphs_in_flight_limit) {
         sleep_us(200000);
         D_ASSERT(d, atomic_load(&n.cpl->error_code) == 0, "G = %d graphs in flight stopped the session: %d", G,
                  atomic_load(&n.cpl->error_code));
+        /* The same rule while hbgd holds a graph (its task never comes):
+         * one record first, then G + 1 in all. */
+        struct raw_ring held;
+        raw_ring_open(d, &held, G);
+        raw_ring_graphs(&held, 1);
+        sleep_us(100000); /* let hbgd fetch record 0 and hold it */
+        raw_ring_graphs(&held, G + 1);
+        deadline = daemon_now_ms() + IO_MS;
+        while (atomic_load(&held.cpl->error_code) == 0 && daemon_now_ms() < deadline)
+                sleep_us(2000);
+        code = atomic_load(&held.cpl->error_code);
+        D_ASSERT(d, code == -EPROTO, "G+1 = %d graphs in flight while one is held: session error %d, expected -EPROTO",
+                 G + 1, code);
+        raw_ring_close(&held);
         raw_ring_close(&n);
         raw_ring_close(&n1);
         fprintf(stderr, "graphs_in_flight_limit: %d graphs in flight accepted, %d stopped that session "
-                "(-EPROTO)\n", G, G + 1);
+                "(-EPROTO), also while a graph was held\n", G, G + 1);
         guard_end(&g);
 }
 END_TEST

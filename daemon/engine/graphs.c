@@ -176,14 +176,17 @@ static void publish_graph(struct hbg_ring *r, const struct failure *f, int64_t *
 /* Copy the next graph record once and validate the copy. false: none
  * available, or the ring broke. Under the retire lock. */
 static bool fetch_graph(struct hbg_ring *r, uint64_t submitted) {
+        /* The distance rule holds whether or not a record is held: a
+         * client cannot publish past the graph ring while one of its
+         * graphs waits (SECURITY.md, "graph records"). */
+        if (submitted > r->graph_next && submitted - r->graph_next > r->g.graph_table_entries) {
+                ring_fail(r, -EPROTO, 0, "graphs_submitted is more than the graph ring ahead");
+                return false;
+        }
         if (r->graph_have)
                 return true;
         if (submitted <= r->graph_next)
                 return false;
-        if (submitted - r->graph_next > r->g.graph_table_entries) {
-                ring_fail(r, -EPROTO, 0, "graphs_submitted is more than the graph ring ahead");
-                return false;
-        }
         struct hbg_graph_record rec;
         memcpy(&rec, &r->graph_records[r->graph_next & (r->g.graph_table_entries - 1)], sizeof(rec));
         if (rec.reserved != 0 || rec.first_id != r->graph_expected_first || rec.last_id < rec.first_id) {
