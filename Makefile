@@ -127,7 +127,7 @@ BENCH_SRCS := bench/hbg_bench.c bench/bench_completion.c bench/bench_engine.c be
               bench/producer.c bench/dag.c tests/harness.c
 BENCH_BIN  := $(B)/bin/hbg-bench
 
-TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap test_config \
+TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap test_config test_io_loop \
               test_completion_stress test_kernels test_engine_basic \
               test_engine_differential test_engine_rings test_engine_stress test_engine_alloc \
               test_engine_validation test_engine_behaviour test_engine_replay test_e2e_daemon \
@@ -386,6 +386,12 @@ $(B)/tests/test_config: $(B)/obj/tests/test_config.o $(HBGD_LIB) $(CORE_LIB) $(P
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) $(SYS_LIBS) -lm
+
+# The io loop with io_uring's submissions refused at will (link-time wrap).
+$(B)/tests/test_io_loop: $(B)/obj/tests/test_io_loop.o $(HBGD_LIB)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) -Wl,--wrap=io_uring_submit $(CHECK_LIBS) $(SYS_LIBS) -lm
 
 $(B)/tests/%: $(B)/obj/tests/%.o $(CORE_LIB) $(SHM_LIB)
 	$(say) LD $@

@@ -10,15 +10,28 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+/* An io_uring operation a source still owes the kernel: one that found no
+ * free SQE waits on the loop's deferred list and is retried every round,
+ * never dropped (a lost re-arm is a connection nobody serves again; a lost
+ * poll removal keeps a closed socket open in the kernel for good). */
+enum uring_op {
+        OP_NONE,
+        OP_ARM,             /* arm its multishot poll */
+        OP_REMOVE,          /* remove its multishot poll */
+};
+
 struct io_source {
         int fd;
         io_callback cb;
         void *userdata;
         bool dead;          /* deleted: free once the kernel is done with it */
-        bool armed;         /* io_uring: a multishot poll is outstanding */
+        bool armed;         /* io_uring: a multishot poll is outstanding (or its arm is deferred) */
         bool again;         /* on the again list */
+        bool deferred;      /* on the deferred list (io_uring) */
+        enum uring_op op;   /* what it waits there for; OP_NONE: nothing any more */
         struct io_source *next_again;
         struct io_source *next_dead;
+        struct io_source *next_deferred;
         struct io_source *next_all;
 };
 
@@ -28,10 +41,14 @@ struct io_loop {
         int epfd;
         struct io_source *dead; /* freed after the current dispatch */
         struct io_source *again_head, **again_tail; /* io_source_again(), FIFO */
+        struct io_source *deferred_head, **deferred_tail; /* io_uring ops awaiting an SQE, FIFO */
         struct io_source *all;  /* every source not freed yet, for io_loop_free */
+        uint64_t ops_deferred;  /* operations that had to wait for an SQE */
 };
 
 #define POLL_MASK (POLLIN | POLLERR | POLLHUP | POLLRDHUP)
+/* How soon a round with deferred operations comes back to retry them. */
+#define DEFERRED_RETRY_MS 1
 
 static void free_source(struct io_loop *l, struct io_source *s) {
         for (struct io_source **p = &l->all; *p; p = &(*p)->next_all)
@@ -42,12 +59,20 @@ static void free_source(struct io_loop *l, struct io_source *s) {
         free(s);
 }
 
+/* A source still on the deferred list is freed once it has left it. */
 static void free_dead(struct io_loop *l) {
+        struct io_source *keep = NULL;
         while (l->dead) {
                 struct io_source *s = l->dead;
                 l->dead = s->next_dead;
-                free_source(l, s);
+                if (s->deferred) {
+                        s->next_dead = keep;
+                        keep = s;
+                } else {
+                        free_source(l, s);
+                }
         }
+        l->dead = keep;
 }
 
 /*
@@ -97,6 +122,7 @@ int io_loop_new(struct io_loop **ret, bool force_epoll, const char **ret_note) {
                 return -ENOMEM;
         l->epfd = -1;
         l->again_tail = &l->again_head;
+        l->deferred_tail = &l->deferred_head;
         *ret_note = NULL;
         if (!force_epoll) {
                 int err = io_uring_queue_init(256, &l->ring, 0);
@@ -149,18 +175,74 @@ const char *io_loop_backend(const struct io_loop *l) {
         return l->uring ? "io_uring" : "epoll";
 }
 
-static int uring_arm(struct io_loop *l, struct io_source *s) {
+/* A free SQE, submitting what is queued if the SQ is full; NULL if the
+ * kernel takes none now (the caller defers its operation). */
+static struct io_uring_sqe *uring_sqe(struct io_loop *l) {
         struct io_uring_sqe *sqe = io_uring_get_sqe(&l->ring);
         if (!sqe) {
                 io_uring_submit(&l->ring);
                 sqe = io_uring_get_sqe(&l->ring);
-                if (!sqe)
-                        return -EBUSY;
         }
-        io_uring_prep_poll_multishot(sqe, s->fd, POLL_MASK);
-        io_uring_sqe_set_data(sqe, s);
-        s->armed = true;
-        return 0;
+        return sqe;
+}
+
+static void defer_op(struct io_loop *l, struct io_source *s, enum uring_op op) {
+        s->op = op;
+        l->ops_deferred++;
+        if (s->deferred)
+                return;
+        s->deferred = true;
+        s->next_deferred = NULL;
+        *l->deferred_tail = s;
+        l->deferred_tail = &s->next_deferred;
+}
+
+static bool prep_op(struct io_loop *l, struct io_source *s, enum uring_op op) {
+        struct io_uring_sqe *sqe = uring_sqe(l);
+        if (!sqe)
+                return false;
+        if (op == OP_ARM) {
+                io_uring_prep_poll_multishot(sqe, s->fd, POLL_MASK);
+                io_uring_sqe_set_data(sqe, s);
+        } else {
+                /* The poll ends with -ECANCELED (no F_MORE); the source is
+                 * freed when that completion arrives. */
+                io_uring_prep_poll_remove(sqe, (__u64)(uintptr_t)s);
+                io_uring_sqe_set_data(sqe, NULL);
+        }
+        return true;
+}
+
+/* Queue op for s now, or on the deferred list when no SQE is free. Ops
+ * of one source keep their order: while one waits, later ones wait too. */
+static void uring_op(struct io_loop *l, struct io_source *s, enum uring_op op) {
+        if (op == OP_ARM)
+                s->armed = true;
+        if (s->deferred || !prep_op(l, s, op))
+                defer_op(l, s, op);
+}
+
+/* Retry the deferred operations, oldest first, while SQEs are free. A
+ * source deleted before its arm went out needs nothing any more. */
+static void flush_deferred(struct io_loop *l) {
+        while (l->deferred_head) {
+                struct io_source *s = l->deferred_head;
+                if (s->op == OP_ARM && s->dead) {
+                        s->armed = false;
+                        s->op = OP_NONE;
+                }
+                if (s->op != OP_NONE && !prep_op(l, s, s->op))
+                        return;
+                l->deferred_head = s->next_deferred;
+                if (!l->deferred_head)
+                        l->deferred_tail = &l->deferred_head;
+                s->deferred = false;
+                s->op = OP_NONE;
+        }
+}
+
+uint64_t io_loop_ops_deferred(const struct io_loop *l) {
+        return l->ops_deferred;
 }
 
 int io_loop_add(struct io_loop *l, int fd, io_callback cb, void *userdata, struct io_source **ret) {
@@ -172,9 +254,9 @@ int io_loop_add(struct io_loop *l, int fd, io_callback cb, void *userdata, struc
         s->userdata = userdata;
         int err;
         if (l->uring) {
-                err = uring_arm(l, s);
-                if (err == 0)
-                        err = io_uring_submit(&l->ring) < 0 ? -EIO : 0;
+                uring_op(l, s, OP_ARM);
+                io_uring_submit(&l->ring); /* if it fails, the next round submits */
+                err = 0;
         } else {
                 struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = s };
                 err = epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
@@ -224,19 +306,14 @@ void io_source_del(struct io_loop *l, struct io_source *s) {
                 return;
         s->dead = true;
         if (l->uring) {
+                if (s->deferred && s->op == OP_ARM) {
+                        /* Its poll never went out: nothing to remove. */
+                        s->op = OP_NONE;
+                        s->armed = false;
+                }
                 if (s->armed) {
-                        /* The poll ends with -ECANCELED (no F_MORE); the
-                         * source is freed when that completion arrives. */
-                        struct io_uring_sqe *sqe = io_uring_get_sqe(&l->ring);
-                        if (!sqe) {
-                                io_uring_submit(&l->ring);
-                                sqe = io_uring_get_sqe(&l->ring);
-                        }
-                        if (sqe) {
-                                io_uring_prep_poll_remove(sqe, (__u64)(uintptr_t)s);
-                                io_uring_sqe_set_data(sqe, NULL);
-                                io_uring_submit(&l->ring);
-                        }
+                        uring_op(l, s, OP_REMOVE);
+                        io_uring_submit(&l->ring);
                 } else {
                         s->next_dead = l->dead;
                         l->dead = s;
@@ -252,7 +329,10 @@ static int run_uring(struct io_loop *l, int timeout_ms) {
         struct io_uring_cqe *cqe;
         int err;
 
+        flush_deferred(l);
         io_uring_submit(&l->ring);
+        if (l->deferred_head && (timeout_ms < 0 || timeout_ms > DEFERRED_RETRY_MS))
+                timeout_ms = DEFERRED_RETRY_MS; /* come back to retry them */
         if (l->again_head) {
                 /* Sources are waiting for their next turn: only look. */
                 err = io_uring_peek_cqe(&l->ring, &cqe);
@@ -287,6 +367,8 @@ static int run_uring(struct io_loop *l, int timeout_ms) {
                         s->armed = false;
                 if (s->dead) {
                         if (!more) {
+                                if (s->op == OP_REMOVE)
+                                        s->op = OP_NONE; /* the poll is gone already */
                                 s->next_dead = l->dead;
                                 l->dead = s;
                         }
@@ -305,7 +387,7 @@ static int run_uring(struct io_loop *l, int timeout_ms) {
                 }
                 /* Multishot ended (overflow, error): re-arm if still wanted. */
                 if (!more && !s->dead && !s->armed)
-                        uring_arm(l, s);
+                        uring_op(l, s, OP_ARM);
         }
         io_uring_cq_advance(&l->ring, seen);
         n += run_again(l);

@@ -33,6 +33,10 @@ void io_source_del(struct io_loop *l, struct io_source *src);
  * the order they asked, and the round does not block while any is waiting. */
 void io_source_again(struct io_loop *l, struct io_source *src);
 
+/* io_uring operations (poll arms and removals) that found no free SQE and
+ * waited for a later round; none is ever dropped. 0 on epoll. */
+uint64_t io_loop_ops_deferred(const struct io_loop *l);
+
 /* Wait for events (timeout_ms < 0: for ever) and dispatch them. Returns the
  * number dispatched or a negative errno. */
 int io_loop_run_once(struct io_loop *l, int timeout_ms);

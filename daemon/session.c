@@ -10,8 +10,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
+#include <syslog.h>
 #include <unistd.h>
 
+#include "daemon/log.h"
 #include "shm/layout.h"
 
 uint64_t session_memory(const struct hbg_engine *e, const struct hbg_geometry *g) {
@@ -71,25 +74,48 @@ static void session_released(void *userdata) {
         session_free(userdata);
 }
 
+/* Datagrams read from a doorbell per turn before the other sources go. */
+#define DOORBELL_READS_PER_TURN 64
+
 /* The doorbell: drain what the client wrote (never blocking: MSG_DONTWAIT
  * on our own end), then wake the schedulers. A client that rings without
- * end gets its own ring kicked, nothing more; the socket's queue is
- * bounded, and after a few reads we let other sources run (fairness). */
+ * end gets its own ring kicked, nothing more.
+ *
+ * Read until EAGAIN: io_uring's multishot poll fires once for data that
+ * is already queued, so a doorbell left half-read would never be read
+ * again, and what it holds would stay queued for good: a client can put
+ * its own control socket in a datagram (SCM_RIGHTS), and a socket in
+ * flight never hangs up, so its session would never close. After a
+ * turn's worth we come back in the next round (fairness).
+ *
+ * No descriptor ever reaches hbgd: with no control buffer the kernel
+ * closes whatever a datagram carries as it is read (MSG_CTRUNC); we
+ * only count it. */
 static void on_doorbell(struct io_source *src, uint32_t events, void *userdata) {
         struct session *s = userdata;
         char buf[64];
         (void)events;
-        for (unsigned i = 0; i < 16; i++) {
-                ssize_t n = recv(s->doorbell_fd, buf, sizeof(buf), MSG_DONTWAIT);
-                if (n > 0)
+        for (unsigned i = 0; i < DOORBELL_READS_PER_TURN; i++) {
+                struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+                struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+                ssize_t n = recvmsg(s->doorbell_fd, &m, MSG_DONTWAIT);
+                if (n >= 0) {
+                        if ((m.msg_flags & MSG_CTRUNC) && s->doorbell_fds_dropped++ == 0)
+                                hbgd_log_session(LOG_WARNING, s->id, (int)s->pid, s->uid,
+                                                 "session %" PRIu64 ": a doorbell datagram carried file "
+                                                 "descriptors; they were closed unread",
+                                                 s->id);
                         continue;
-                if (n < 0 && errno == EINTR)
+                }
+                if (errno == EINTR)
                         continue;
-                break; /* EAGAIN: drained; 0 or an error: the hang-up of the
-                          control socket closes the session */
+                /* EAGAIN: drained. Another error: the hang-up of the
+                 * control socket closes the session. */
+                hbg_ring_kick(s->ring);
+                return;
         }
         hbg_ring_kick(s->ring);
-        (void)src;
+        io_source_again(s->loop, src);
 }
 
 int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop,

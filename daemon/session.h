@@ -6,7 +6,9 @@
  * client's uid.
  *
  * The client gets its own ends of the doorbell and the completion channel:
- * the doorbell is a socketpair (hbgd reads its end with MSG_DONTWAIT), the
+ * the doorbell is a socketpair (hbgd reads its end with MSG_DONTWAIT, to
+ * EAGAIN, with no room for descriptors: any a datagram carries are closed
+ * by the kernel as it is read, none reaches hbgd's fd table), the
  * completion signal a pipe whose write end only hbgd holds (non-blocking).
  * No file description is shared with the client, so nothing it does to its
  * descriptors (clearing O_NONBLOCK, reading first, filling them) can make
@@ -46,6 +48,7 @@ struct session {
         void *sub, *cpl;               /* hbgd's read-write mappings */
         struct hbg_ring *ring;
         struct io_source *doorbell_src;
+        uint64_t doorbell_fds_dropped; /* datagrams that carried fds (closed by the kernel) */
 };
 
 /* The bytes a session of geometry g costs hbgd: the engine's private

@@ -943,3 +943,22 @@ void freeze(struct hbgd_proc *d) {
 void thaw(struct hbgd_proc *d) {
         ck_assert_int_eq(kill(d->pid, SIGCONT), 0);
 }
+
+/* hbgd's log holds `needle` (it may take a moment to be written). */
+bool log_has(struct hbgd_proc *d, const char *needle) {
+        long long deadline = daemon_now_ms() + IO_MS;
+        do {
+                FILE *f = fopen(d->log_path, "r");
+                if (f) {
+                        char line[1024];
+                        bool found = false;
+                        while (!found && fgets(line, sizeof(line), f))
+                                found = strstr(line, needle) != NULL;
+                        fclose(f);
+                        if (found)
+                                return true;
+                }
+                sleep_us(20000);
+        } while (daemon_now_ms() < deadline);
+        return false;
+}

@@ -202,6 +202,8 @@ struct hbgd_proc *start_hbgd_conf(int mode, const char *conf);
 /* SIGTERM; hbgd must exit 0 within the grace period (and some slack).
  * Frees d. */
 void stop_within_grace(struct hbgd_proc *d, const char *what);
+/* hbgd's log holds `needle` (waits up to IO_MS for it to be written). */
+bool log_has(struct hbgd_proc *d, const char *needle);
 /* Let any uid reach hbgd's socket (daemon_util makes its directories
  * 0700): for tests acting as NOBODY. */
 void open_to_all(struct hbgd_proc *d);

@@ -351,6 +351,95 @@ START_TEST(doorbell_abuse) {
 }
 END_TEST
 
+/*
+ * A dead client's session is freed (issue of the doorbell queue): hello,
+ * a session, a recording of 65,536 tasks (hbgd validates it meanwhile),
+ * then 200 one-byte doorbell datagrams and one more carrying the client's
+ * own control socket (SCM_RIGHTS), then _exit. Read only 16 datagrams per
+ * event, the doorbell kept the control socket in flight for good, so it
+ * never hung up: the session, its fds, memory and quota slot stayed. As
+ * uid 65534 with max_sessions_per_uid = 1: a second session of that uid
+ * is granted only if the first was freed.
+ */
+#define DOORBELL_RECORDED_TASKS 65536
+
+static int doorbell_in_flight_fn(int sock, void *arg) {
+        const char *path = arg;
+        int fd = cx_connect(path, false);
+        if (fd < 0) {
+                kid_say(sock, "FAIL connect: %s", strerror(-fd));
+                return 1;
+        }
+        char why[256];
+        int fds[4] = { -1, -1, -1, -1 };
+        Hbg__Envelope *e = NULL;
+        if (cx_send(fd, HBG__ENVELOPE__MSG_HELLO, 0, 0) < 0 ||
+            cx_expect(fd, HBG__ENVELOPE__MSG_HELLO, IO_MS, why, sizeof(why)) < 0 ||
+            cx_send(fd, HBG__ENVELOPE__MSG_SESSION_REQUEST, 0, 0) < 0) {
+                kid_say(sock, "FAIL hello/session request");
+                return 1;
+        }
+        struct rx r;
+        rx(fd, IO_MS, &r);
+        e = r.env;
+        if (r.kind != RX_RECORD || !e || e->msg_case != HBG__ENVELOPE__MSG_SESSION_REPLY || r.nfds != 4) {
+                kid_say(sock, "FAIL no session reply");
+                return 1;
+        }
+        memcpy(fds, r.fds, sizeof(fds));
+        size_t bytes = (size_t)DOORBELL_RECORDED_TASKS * sizeof(struct hbg_recorded_task);
+        struct hbg_recorded_task one = noop_recorded();
+        int mfd = memfd_create("doorbell-recording", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        struct hbg_recorded_task *tasks = mfd >= 0 && ftruncate(mfd, (off_t)bytes) == 0
+                                                  ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0)
+                                                  : MAP_FAILED;
+        if (tasks == MAP_FAILED) {
+                kid_say(sock, "FAIL recording memfd: %s", strerror(errno));
+                return 1;
+        }
+        for (size_t i = 0; i < DOORBELL_RECORDED_TASKS; i++)
+                tasks[i] = one;
+        munmap(tasks, bytes);
+        fcntl(mfd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK);
+        send_record_request(fd, DOORBELL_RECORDED_TASKS, &mfd, 1);
+        for (unsigned i = 0; i < 200; i++)
+                send(fds[2], "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+        int err = raw_send(fds[2], "y", 1, &fd, 1);
+        kid_say(sock, "SENT %d", err);
+        kid_cmd(sock);
+        _exit(0);
+}
+
+START_TEST(doorbell_fd_in_flight) {
+        int mode = _i;
+        if (skip_mode(mode, "doorbell_fd_in_flight"))
+                return;
+        ck_assert_msg(geteuid() == 0, "doorbell_fd_in_flight needs root");
+        struct hbgd_proc *d = start_hbgd_conf(mode, "[limits]\nmax_sessions_per_uid = 1\n");
+        open_to_all(d);
+        int base = fd_baseline(d);
+        char buf[256];
+        for (unsigned round = 0; round < 3; round++) {
+                struct kid k;
+                kid_start(&k, NOBODY, doorbell_in_flight_fn, d->socket_path);
+                const char *sent = kid_expect(d, &k, "SENT", WAIT_MS + IO_MS, buf, sizeof(buf),
+                                              "doorbell_fd_in_flight: the client");
+                D_ASSERT(d, strcmp(sent, "0") == 0, "the doorbell datagram with an fd was not sent: %s", sent);
+                kid_tell(&k, 'Q');
+                kid_reap(&k, IO_MS);
+                kid_kill(&k);
+                /* Freed: its fds gone, and its uid's only slot free again
+                 * (the next round's session is granted). */
+                assert_fd_baseline(d, base, "doorbell_fd_in_flight: after the client died");
+        }
+        D_ASSERT(d, log_has(d, "a doorbell datagram carried file descriptors"),
+                 "the fd sent on the doorbell was not logged");
+        fprintf(stderr, "doorbell_fd_in_flight (%s): 3 dead clients with a socket in their doorbell, "
+                "each session freed\n", mode_name(mode));
+        abuse_epilogue(d, base, "doorbell_fd_in_flight");
+}
+END_TEST
+
 /* ------------------------------------------------------------ 4. accept backlog */
 
 START_TEST(accept_backlog_burst) {
@@ -1158,7 +1247,8 @@ START_TEST(record_request_abuse) {
 END_TEST
 
 static bool needs_root(const TTest *t) {
-        return t == connection_caps || t == memory_budget_per_uid || t == sessions_per_uid;
+        return t == connection_caps || t == memory_budget_per_uid || t == sessions_per_uid ||
+               t == doorbell_fd_in_flight;
 }
 
 static Suite *suite(bool root, unsigned *ret_skipped) {
@@ -1170,7 +1260,7 @@ static Suite *suite(bool root, unsigned *ret_skipped) {
         } cases[] = {
                 { "io", true, { shut_rd_then_requests, completion_channel_abuse, doorbell_abuse,
                                 accept_backlog_burst, accept_backlog_out_of_fds, connection_caps,
-                                handshake_timeout, pipelining, record_request_abuse } },
+                                handshake_timeout, pipelining, record_request_abuse, doorbell_fd_in_flight } },
                 { "engine", false, { dead_client_long_kernel, one_session_all_threads, task_cost_limit,
                                      big_window_session_cheap } },
                 { "limits", false, { memory_budget_per_uid, memory_budget_total, sessions_per_uid } },

@@ -106,24 +106,6 @@ static void guard_end(struct guard *g) {
         abuse_epilogue(d, g->base, g->name);
 }
 
-/* hbgd's log holds `needle` (it may take a moment to be written). */
-static bool log_has(struct hbgd_proc *d, const char *needle) {
-        long long deadline = daemon_now_ms() + IO_MS;
-        do {
-                FILE *f = fopen(d->log_path, "r");
-                if (f) {
-                        char line[1024];
-                        bool found = false;
-                        while (!found && fgets(line, sizeof(line), f))
-                                found = strstr(line, needle) != NULL;
-                        fclose(f);
-                        if (found)
-                                return true;
-                }
-                sleep_us(20000);
-        } while (daemon_now_ms() < deadline);
-        return false;
-}
 
 /* ------------------------------------------------------------ raw requests */
 
