@@ -205,26 +205,56 @@ static struct verdict handle_status(struct conn *c, const Hbg__Envelope *env, co
         return close_with(err, err == -EAGAIN ? "the client does not read its replies" : "disconnected");
 }
 
-/* Record a graph of this connection's session for replay (§14). A
- * refusal is an Error; the connection stays. */
-static struct verdict handle_record(struct conn *c, const Hbg__Envelope *env, const int *fds) {
+/* The recording's validation finished (io thread): answer, then read
+ * the connection's next requests again. */
+static void record_done(struct slow_job *work) {
+        struct conn *c = work->userdata;
+        struct record_job *j = c->recording;
         char msg[256];
         uint32_t graph;
+        c->recording = NULL;
+        int err = record_finish(j, &graph, msg, sizeof(msg));
+        struct verdict v;
+        if (err < 0) {
+                char full[300];
+                snprintf(full, sizeof(full), "record: %s", msg);
+                v = send_error(c, err, full);
+        } else {
+                Hbg__RecordReply r = HBG__RECORD_REPLY__INIT;
+                r.graph = graph;
+                Hbg__Envelope out = HBG__ENVELOPE__INIT;
+                out.msg_case = HBG__ENVELOPE__MSG_RECORD_REPLY;
+                out.record_reply = &r;
+                v = send_reply(c, &out, NULL, 0);
+        }
+        if (v.err) {
+                conn_close(c, v.why);
+                return;
+        }
+        io_source_again(c->d->loop, c->src);
+}
+
+/* Record a graph of this connection's session for replay (§14). Its tasks
+ * are validated on the slow-work thread; the connection reads nothing
+ * more until the reply (record_done). A refusal is an Error; the
+ * connection stays. */
+static struct verdict handle_record(struct conn *c, const Hbg__Envelope *env, const int *fds) {
+        char msg[256];
         if (!c->session)
                 return send_error(c, -EINVAL, "record: this connection has no session");
-        int err = session_record(c->session, &c->d->cfg, fds[0], env->record_request->tasks, &graph, msg,
-                                 sizeof(msg));
+        struct record_job *j;
+        int err = record_start(&j, c->session, &c->d->cfg, fds[0], env->record_request->tasks, msg, sizeof(msg));
         if (err < 0) {
                 char full[300];
                 snprintf(full, sizeof(full), "record: %s", msg);
                 return send_error(c, err, full);
         }
-        Hbg__RecordReply r = HBG__RECORD_REPLY__INIT;
-        r.graph = graph;
-        Hbg__Envelope out = HBG__ENVELOPE__INIT;
-        out.msg_case = HBG__ENVELOPE__MSG_RECORD_REPLY;
-        out.record_reply = &r;
-        return send_reply(c, &out, NULL, 0);
+        struct slow_job *work = record_job_work(j);
+        work->done = record_done;
+        work->userdata = c;
+        c->recording = j;
+        slow_work_submit(c->d->slow, work);
+        return carry_on;
 }
 
 /* The verbs of the protocol: one entry per request a client may send. */
@@ -240,7 +270,7 @@ static const struct request_handler handlers[] = {
         { HBG__ENVELOPE__MSG_HELLO, true, 0, false, handle_hello },
         { HBG__ENVELOPE__MSG_SESSION_REQUEST, false, 0, false, handle_session },
         { HBG__ENVELOPE__MSG_STATUS_REQUEST, false, 0, false, handle_status },
-        /* Validates up to max_recorded_tasks tasks on the io thread. */
+        /* Validates up to max_recorded_tasks tasks on the slow-work thread. */
         { HBG__ENVELOPE__MSG_RECORD_REQUEST, false, 1, true, handle_record },
 };
 
@@ -276,6 +306,10 @@ static void on_readable(struct io_source *src, uint32_t events, void *userdata) 
         struct hbgd *d = c->d;
         unsigned turn = d->cfg.requests_per_turn;
 
+        /* A recording is being validated: its reply comes first, then the
+         * next requests (record_done() calls us again). */
+        if (c->recording)
+                return;
         for (unsigned i = 0; i < turn; i++) {
                 Hbg__Envelope *env = NULL;
                 int fds[HBG_WIRE_MAX_FDS];
@@ -305,6 +339,8 @@ static void on_readable(struct io_source *src, uint32_t events, void *userdata) 
                 /* Without a session, a connection must keep asking. */
                 if (!c->session)
                         c->deadline_ms = hbg_now_ms() + d->cfg.handshake_timeout_ms;
+                if (c->recording)
+                        return;
                 if (costly)
                         break;
         }
@@ -381,6 +417,12 @@ void conn_close(struct conn *c, const char *why) {
                         break;
                 }
         d->n_conns--;
+        if (c->recording) {
+                /* Before the session goes: the validation reads its ring. */
+                slow_work_cancel(d->slow, record_job_work(c->recording));
+                record_abandon(c->recording);
+                c->recording = NULL;
+        }
         if (c->session) {
                 struct hbg_ring_stats st;
                 hbg_ring_stats(c->session->ring, &st);

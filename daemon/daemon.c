@@ -306,6 +306,11 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
         if (sd_watchdog_enabled(0, &d->watchdog_usec) <= 0)
                 d->watchdog_usec = 0;
         d->last_watchdog_ms = d->last_status_ms = hbg_now_ms();
+        if ((err = slow_work_new(&d->slow, d->loop)) < 0) {
+                hbgd_log_fields(LOG_ERR, &(struct hbg_log_fields){ .err = err },
+                                "cannot start the slow-work thread: %s", strerror(-err));
+                goto fail;
+        }
         if ((err = io_loop_add(d->loop, d->listen_fd, listener_on_readable, d, &d->listen_src)) < 0 ||
             (err = io_loop_add(d->loop, d->signal_fd, on_signal, d, &d->signal_src)) < 0 ||
             (err = io_loop_add(d->loop, d->timer_fd, on_timer, d, &d->timer_src)) < 0)
@@ -344,6 +349,8 @@ struct hbgd *hbgd_free(struct hbgd *d) {
         while (d->conns)
                 conn_close(d->conns, NULL);
         conn_free_dead(d);
+        /* Every connection's job was cancelled with it. */
+        slow_work_free(d->slow);
         refusal_close_all(d);
         listener_close(d);
         if (d->signal_src)

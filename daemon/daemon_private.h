@@ -18,7 +18,9 @@
 #include "daemon/io_loop.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
+#include "daemon/record.h"
 #include "daemon/session.h"
+#include "daemon/slow_work.h"
 
 struct conn {
         struct hbgd *d;
@@ -32,6 +34,7 @@ struct conn {
         bool closed;                   /* freed after the current io round */
         int64_t deadline_ms;           /* closed if no complete request by then; 0: none */
         struct session *session;
+        struct record_job *recording;  /* being validated (slow work): reading waits */
         char name[64];
 };
 
@@ -49,6 +52,7 @@ struct hbgd {
         struct hbgd_config cfg;
         struct hbg_engine *engine;
         struct io_loop *loop;
+        struct slow_work *slow;       /* slow jobs off the io thread (recordings) */
         struct accounting acct;
         int listen_fd;
         bool listen_owned;            /* we bound it: unlink at exit */

@@ -4,7 +4,8 @@
  * the client's memfd checked (sealed, the right size), its tasks handed to
  * the engine, which validates each once, and their memory charged to the
  * session's uid within max_recorded_tasks (refused tasks count too: they
- * cost the validation). io thread only.
+ * cost the validation). The validation runs on the slow-work thread
+ * (daemon/slow_work.h); the rest on the io thread.
  */
 #include "daemon/record.h"
 
@@ -12,6 +13,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -22,8 +24,35 @@
  * under us, and the mapping cannot fault (SIGBUS) by shrinking. */
 #define RECORD_SEALS (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)
 
-int session_record(struct session *s, const struct hbgd_config *cfg, int fd, uint64_t tasks,
-                   uint32_t *ret_graph, char *msg, size_t msg_len) {
+struct record_job {
+        struct slow_job work;          /* first: the worker hands us this */
+        struct session *s;
+        const struct hbgd_config *cfg;
+        const struct hbg_recorded_task *map;
+        size_t bytes;
+        uint32_t tasks;
+        uint64_t memory;               /* charged to the session's uid */
+        /* The worker's result. */
+        struct recorded_graph *graph;
+        int err;
+        uint32_t bad;
+        const char *why;
+};
+
+static void validate_run(struct slow_job *work) {
+        struct record_job *j = (struct record_job *)work;
+        j->err = hbg_ring_record_validate(j->s->ring, j->map, j->tasks, &j->graph, &j->bad, &j->why);
+}
+
+static void record_job_free(struct record_job *j) {
+        if (j->map)
+                munmap((void *)j->map, j->bytes);
+        hbg_recorded_graph_free(j->graph);
+        free(j);
+}
+
+int record_start(struct record_job **ret, struct session *s, const struct hbgd_config *cfg, int fd,
+                 uint64_t tasks, char *msg, size_t msg_len) {
         if (tasks == 0 || tasks > UINT32_MAX) {
                 snprintf(msg, msg_len, "a recorded graph has 1 to %" PRIu32 " tasks", UINT32_MAX);
                 return -EINVAL;
@@ -34,6 +63,10 @@ int session_record(struct session *s, const struct hbgd_config *cfg, int fd, uin
                          ") for this session, which has recorded %" PRIu64,
                          tasks, cfg->max_recorded_tasks, s->recorded_tasks);
                 return -E2BIG;
+        }
+        if (hbg_ring_record_full(s->ring)) {
+                snprintf(msg, msg_len, "max_recorded_graphs reached (%u)", cfg->engine.max_recorded_graphs);
+                return -ENOSPC;
         }
         int seals = fcntl(fd, F_GET_SEALS);
         if (seals < 0 || (seals & RECORD_SEALS) != RECORD_SEALS) {
@@ -53,38 +86,72 @@ int session_record(struct session *s, const struct hbgd_config *cfg, int fd, uin
                          (long long)st.st_size, tasks, bytes);
                 return -EINVAL;
         }
-        uint64_t memory = hbg_engine_recorded_memory((uint32_t)tasks);
-        int err = acct_add_memory(s->acct, &cfg->limits, s->uid, memory, "the recorded graph", msg, msg_len);
-        if (err < 0)
+        struct record_job *j = calloc(1, sizeof(*j));
+        if (!j) {
+                snprintf(msg, msg_len, "out of memory");
+                return -ENOMEM;
+        }
+        j->s = s;
+        j->cfg = cfg;
+        j->tasks = (uint32_t)tasks;
+        j->bytes = bytes;
+        j->memory = hbg_engine_recorded_memory((uint32_t)tasks);
+        j->work.run = validate_run;
+        j->work.uid = s->uid;
+        int err = acct_add_memory(s->acct, &cfg->limits, s->uid, j->memory, "the recorded graph", msg, msg_len);
+        if (err < 0) {
+                free(j);
                 return err;
+        }
         void *map = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
         if (map == MAP_FAILED) {
                 err = -errno;
-                acct_remove_memory(s->acct, s->uid, memory);
+                acct_remove_memory(s->acct, s->uid, j->memory);
+                free(j);
                 snprintf(msg, msg_len, "cannot map the memfd");
                 return err;
         }
-        uint32_t bad = 0;
-        const char *why = NULL;
-        err = hbg_ring_record(s->ring, map, (uint32_t)tasks, &bad, &why);
-        munmap(map, bytes);
+        j->map = map;
+        *ret = j;
+        return 0;
+}
+
+struct slow_job *record_job_work(struct record_job *j) {
+        return &j->work;
+}
+
+int record_finish(struct record_job *j, uint32_t *ret_graph, char *msg, size_t msg_len) {
+        struct session *s = j->s;
+        int err = j->err;
+        if (err == 0) {
+                err = hbg_ring_record_add(s->ring, j->graph);
+                j->graph = NULL; /* taken, or freed on -ENOSPC */
+        }
         if (err < 0) {
-                acct_remove_memory(s->acct, s->uid, memory);
+                acct_remove_memory(s->acct, s->uid, j->memory);
                 /* Validated and refused: the work was done all the same,
                  * so it counts against the session's budget (a client
-                 * cannot make the io thread validate without end). */
+                 * cannot make hbgd validate without end). */
                 if (err != -ENOSPC && err != -ENOMEM)
-                        s->recorded_tasks += tasks;
-                if (why && err != -ENOSPC)
-                        snprintf(msg, msg_len, "task %" PRIu32 ": %s", bad, why);
-                else if (why)
-                        snprintf(msg, msg_len, "%s (%u)", why, cfg->engine.max_recorded_graphs);
+                        s->recorded_tasks += j->tasks;
+                if (err == -ENOSPC)
+                        snprintf(msg, msg_len, "max_recorded_graphs reached (%u)",
+                                 j->cfg->engine.max_recorded_graphs);
+                else if (j->why)
+                        snprintf(msg, msg_len, "task %" PRIu32 ": %s", j->bad, j->why);
                 else
                         snprintf(msg, msg_len, "out of memory");
+                record_job_free(j);
                 return err;
         }
-        s->memory += memory;
-        s->recorded_tasks += tasks;
+        s->memory += j->memory;
+        s->recorded_tasks += j->tasks;
         *ret_graph = (uint32_t)err;
+        record_job_free(j);
         return 0;
+}
+
+void record_abandon(struct record_job *j) {
+        acct_remove_memory(j->s->acct, j->s->uid, j->memory);
+        record_job_free(j);
 }

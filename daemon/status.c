@@ -126,6 +126,7 @@ int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
         ds.graphs_retired = retired;
         ds.graphs_failed = gfailed;
         ds.io_backend = (char *)io_loop_backend(d->loop);
+        ds.slow_jobs = slow_work_pending(d->slow);
         ds.completion_mode = (char *)hbg_completion_mode_name(d->cfg.engine.completion_mode);
         metrics_fill_daemon(d, &ds);
         reply.daemon = &ds;

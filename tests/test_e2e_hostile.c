@@ -363,44 +363,57 @@ END_TEST
  */
 #define DOORBELL_RECORDED_TASKS 65536
 
-static int doorbell_in_flight_fn(int sock, void *arg) {
-        const char *path = arg;
+/* In a child: a connection with a session (its 4 fds in fds[]); the
+ * socket, or -1 after telling the parent why. */
+static int kid_session(int sock, const char *path, int fds[4]) {
         int fd = cx_connect(path, false);
         if (fd < 0) {
                 kid_say(sock, "FAIL connect: %s", strerror(-fd));
-                return 1;
+                return -1;
         }
         char why[256];
-        int fds[4] = { -1, -1, -1, -1 };
-        Hbg__Envelope *e = NULL;
         if (cx_send(fd, HBG__ENVELOPE__MSG_HELLO, 0, 0) < 0 ||
             cx_expect(fd, HBG__ENVELOPE__MSG_HELLO, IO_MS, why, sizeof(why)) < 0 ||
             cx_send(fd, HBG__ENVELOPE__MSG_SESSION_REQUEST, 0, 0) < 0) {
                 kid_say(sock, "FAIL hello/session request");
-                return 1;
+                return -1;
         }
         struct rx r;
         rx(fd, IO_MS, &r);
-        e = r.env;
-        if (r.kind != RX_RECORD || !e || e->msg_case != HBG__ENVELOPE__MSG_SESSION_REPLY || r.nfds != 4) {
+        if (r.kind != RX_RECORD || !r.env || r.env->msg_case != HBG__ENVELOPE__MSG_SESSION_REPLY || r.nfds != 4) {
                 kid_say(sock, "FAIL no session reply");
-                return 1;
+                return -1;
         }
-        memcpy(fds, r.fds, sizeof(fds));
-        size_t bytes = (size_t)DOORBELL_RECORDED_TASKS * sizeof(struct hbg_recorded_task);
+        memcpy(fds, r.fds, 4 * sizeof(int));
+        return fd;
+}
+
+/* A sealed memfd of n no-op recorded tasks, or -1. */
+static int recording_of(size_t n) {
+        size_t bytes = n * sizeof(struct hbg_recorded_task);
         struct hbg_recorded_task one = noop_recorded();
-        int mfd = memfd_create("doorbell-recording", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        int mfd = memfd_create("hostile-recording", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         struct hbg_recorded_task *tasks = mfd >= 0 && ftruncate(mfd, (off_t)bytes) == 0
                                                   ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0)
                                                   : MAP_FAILED;
-        if (tasks == MAP_FAILED) {
-                kid_say(sock, "FAIL recording memfd: %s", strerror(errno));
+        if (tasks == MAP_FAILED)
+                return -1;
+        for (size_t i = 0; i < n; i++) {
+                tasks[i] = one;
+                tasks[i].desc.id = i + 1; /* task i of a recording has id i + 1 */
+        }
+        munmap(tasks, bytes);
+        return fcntl(mfd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK) == 0 ? mfd : -1;
+}
+
+static int doorbell_in_flight_fn(int sock, void *arg) {
+        int fds[4];
+        int fd = kid_session(sock, arg, fds);
+        int mfd = recording_of(DOORBELL_RECORDED_TASKS);
+        if (fd < 0 || mfd < 0) {
+                kid_say(sock, "FAIL session or recording memfd");
                 return 1;
         }
-        for (size_t i = 0; i < DOORBELL_RECORDED_TASKS; i++)
-                tasks[i] = one;
-        munmap(tasks, bytes);
-        fcntl(mfd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK);
         send_record_request(fd, DOORBELL_RECORDED_TASKS, &mfd, 1);
         for (unsigned i = 0; i < 200; i++)
                 send(fds[2], "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -437,6 +450,98 @@ START_TEST(doorbell_fd_in_flight) {
         fprintf(stderr, "doorbell_fd_in_flight (%s): 3 dead clients with a socket in their doorbell, "
                 "each session freed\n", mode_name(mode));
         abuse_epilogue(d, base, "doorbell_fd_in_flight");
+}
+END_TEST
+
+/*
+ * A recording storm: uid 65534 records 65,536-task graphs back to back on
+ * two connections (the validation of each takes the slow-work thread a
+ * while). Meanwhile status requests are answered, other users connect and
+ * run graphs: status replies that show recordings still waiting for their
+ * validation prove that the io thread answered while they were pending
+ * (before, it validated them itself and answered nothing meanwhile).
+ */
+enum { STORM_TASKS = 65536, STORM_RECORDINGS = 4 };
+
+static int storm_kid_fn(int sock, void *arg) {
+        int fds[4];
+        int fd = kid_session(sock, arg, fds);
+        int mfd = recording_of(STORM_TASKS);
+        if (fd < 0 || mfd < 0) {
+                kid_say(sock, "FAIL session or recording memfd");
+                return 1;
+        }
+        kid_say(sock, "READY");
+        kid_cmd(sock);
+        unsigned ok = 0;
+        char why[256];
+        for (unsigned i = 0; i < STORM_RECORDINGS; i++) {
+                send_record_request(fd, STORM_TASKS, &mfd, 1);
+                if (cx_expect(fd, HBG__ENVELOPE__MSG_RECORD_REPLY, 60000, why, sizeof(why)) < 0) {
+                        kid_say(sock, "FAIL recording %u: %s", i, why);
+                        return 1;
+                }
+                ok++;
+        }
+        kid_say(sock, "DONE %u", ok);
+        kid_cmd(sock);
+        _exit(0);
+}
+
+/* The daemon status' slow_jobs, or -1. */
+static long status_slow_jobs(int fd) {
+        Hbg__Envelope *env = NULL;
+        if (cx_send(fd, HBG__ENVELOPE__MSG_STATUS_REQUEST, 0, 0) < 0 || cx_recv(fd, IO_MS, &env) < 0)
+                return -1;
+        long n = env->msg_case == HBG__ENVELOPE__MSG_STATUS_REPLY && env->status_reply->daemon
+                         ? (long)env->status_reply->daemon->slow_jobs
+                         : -1;
+        wire_free(env);
+        return n;
+}
+
+START_TEST(recording_storm) {
+        ck_assert_msg(geteuid() == 0, "recording_storm needs root");
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "[limits]\nmax_recorded_tasks = 262144\n");
+        open_to_all(d);
+        int base = fd_baseline(d);
+        char buf[256];
+        struct kid k[2];
+        for (unsigned i = 0; i < 2; i++) {
+                kid_start(&k[i], NOBODY, storm_kid_fn, d->socket_path);
+                kid_expect(d, &k[i], "READY", WAIT_MS + IO_MS, buf, sizeof(buf), "recording_storm: uid 65534");
+        }
+        int st = raw_connect(d->socket_path);
+        raw_hello(st);
+        for (unsigned i = 0; i < 2; i++)
+                kid_tell(&k[i], 'G');
+        /* While the recordings are validated: status answers that see
+         * them pending, an honest client of another uid served. */
+        unsigned samples = 0, seen_pending = 0;
+        long most = 0;
+        for (long long deadline = daemon_now_ms() + 60000; daemon_now_ms() < deadline && samples < 100000 && seen_pending < 20;) {
+                long n = status_slow_jobs(st);
+                D_ASSERT(d, n >= 0, "recording_storm: a status request was not answered");
+                samples++;
+                seen_pending += n > 0;
+                most = n > most ? n : most;
+                if (kid_line(&k[0], 0, buf, sizeof(buf)) == 0) {
+                        D_ASSERT(d, strncmp(buf, "DONE", 4) == 0, "recording_storm: uid 65534 said: %s", buf);
+                        break;
+                }
+        }
+        honest_graphs(d, 5, "recording_storm");
+        kid_expect(d, &k[1], "DONE", 60000, buf, sizeof(buf), "recording_storm: uid 65534");
+        D_ASSERT(d, seen_pending > 0, "recording_storm: none of %u status replies came while a recording was being "
+                 "validated", samples);
+        for (unsigned i = 0; i < 2; i++) {
+                kid_tell(&k[i], 'Q');
+                kid_end(d, &k[i], IO_MS, "recording_storm: uid 65534");
+        }
+        close(st);
+        fprintf(stderr, "recording_storm: %u status replies during %u recordings of %u tasks, %u of them with "
+                "recordings pending (at most %ld)\n", samples, 2 * STORM_RECORDINGS, STORM_TASKS, seen_pending, most);
+        abuse_epilogue(d, base, "recording_storm");
 }
 END_TEST
 
@@ -1248,7 +1353,7 @@ END_TEST
 
 static bool needs_root(const TTest *t) {
         return t == connection_caps || t == memory_budget_per_uid || t == sessions_per_uid ||
-               t == doorbell_fd_in_flight;
+               t == doorbell_fd_in_flight || t == recording_storm;
 }
 
 static Suite *suite(bool root, unsigned *ret_skipped) {
@@ -1263,7 +1368,8 @@ static Suite *suite(bool root, unsigned *ret_skipped) {
                                 handshake_timeout, pipelining, record_request_abuse, doorbell_fd_in_flight } },
                 { "engine", false, { dead_client_long_kernel, one_session_all_threads, task_cost_limit,
                                      big_window_session_cheap } },
-                { "limits", false, { memory_budget_per_uid, memory_budget_total, sessions_per_uid } },
+                { "limits", false, { memory_budget_per_uid, memory_budget_total, sessions_per_uid,
+                                     recording_storm } },
         };
         *ret_skipped = 0;
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

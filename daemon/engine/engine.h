@@ -166,6 +166,22 @@ uint64_t hbg_engine_ring_memory(const struct hbg_engine *e, const struct hbg_geo
  */
 int hbg_ring_record(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint32_t n,
                     uint32_t *ret_task, const char **ret_error);
+/*
+ * hbg_ring_record() in two steps, so that the slow one runs off the thread
+ * that adds and removes rings: hbg_ring_record_validate() (any thread, while
+ * the ring lives: it reads only the ring's fixed geometry and the engine's
+ * fixed config) validates into *ret a graph nobody sees yet, with the
+ * errors of hbg_ring_record() but -ENOSPC; hbg_ring_record_add() (the
+ * ring's one thread) keeps it and returns its number, or -ENOSPC (g is
+ * freed either way). hbg_ring_record_full(): whether max_recorded_graphs
+ * are recorded (ask before validating).
+ */
+struct recorded_graph;
+int hbg_ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint32_t n,
+                             struct recorded_graph **ret, uint32_t *ret_task, const char **ret_error);
+int hbg_ring_record_add(struct hbg_ring *r, struct recorded_graph *g);
+bool hbg_ring_record_full(const struct hbg_ring *r);
+void hbg_recorded_graph_free(struct recorded_graph *g);
 /* Bytes hbg_ring_record() keeps for n tasks (for accounting). */
 uint64_t hbg_engine_recorded_memory(uint32_t n);
 

@@ -13,31 +13,28 @@ uint64_t hbg_engine_recorded_memory(uint32_t n) {
         return sizeof(struct recorded_graph) + (uint64_t)n * sizeof(struct task_slot);
 }
 
-static void recorded_graph_free(struct recorded_graph *g) {
+void hbg_recorded_graph_free(struct recorded_graph *g) {
         if (g)
                 free(g->tasks);
         free(g);
 }
 
-int hbg_ring_record(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint32_t n,
-                    uint32_t *ret_task, const char **ret_error) {
-        unsigned max = r->engine->cfg.max_recorded_graphs;
-        uint32_t k = atomic_load_explicit(&r->n_recorded, memory_order_relaxed);
+bool hbg_ring_record_full(const struct hbg_ring *r) {
+        return atomic_load_explicit(&r->n_recorded, memory_order_relaxed) >= r->engine->cfg.max_recorded_graphs;
+}
+
+int hbg_ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint32_t n,
+                             struct recorded_graph **ret, uint32_t *ret_task, const char **ret_error) {
+        *ret = NULL;
         *ret_task = 0;
         *ret_error = NULL;
         if (n == 0) {
                 *ret_error = "a recorded graph needs at least one task";
                 return -EINVAL;
         }
-        if (k >= max) {
-                *ret_error = "max_recorded_graphs reached";
-                return -ENOSPC;
-        }
-        if (!r->recorded && !(r->recorded = calloc(max, sizeof(*r->recorded))))
-                return -ENOMEM;
         struct recorded_graph *g = calloc(1, sizeof(*g));
         if (!g || !(g->tasks = aligned_alloc(64, (size_t)n * sizeof(*g->tasks)))) {
-                recorded_graph_free(g);
+                hbg_recorded_graph_free(g);
                 return -ENOMEM;
         }
         g->n = n;
@@ -52,9 +49,24 @@ int hbg_ring_record(struct hbg_ring *r, const struct hbg_recorded_task *tasks, u
                 int err = task_validate(r, s, &copy.desc, &copy.payload, (uint64_t)i + 1, 0, ret_error);
                 if (err < 0) {
                         *ret_task = i;
-                        recorded_graph_free(g);
+                        hbg_recorded_graph_free(g);
                         return err;
                 }
+        }
+        *ret = g;
+        return 0;
+}
+
+int hbg_ring_record_add(struct hbg_ring *r, struct recorded_graph *g) {
+        unsigned max = r->engine->cfg.max_recorded_graphs;
+        uint32_t k = atomic_load_explicit(&r->n_recorded, memory_order_relaxed);
+        if (k >= max) {
+                hbg_recorded_graph_free(g);
+                return -ENOSPC;
+        }
+        if (!r->recorded && !(r->recorded = calloc(max, sizeof(*r->recorded)))) {
+                hbg_recorded_graph_free(g);
+                return -ENOMEM;
         }
         r->recorded[k] = g;
         /* The entry is complete before its number is (§14). */
@@ -62,12 +74,30 @@ int hbg_ring_record(struct hbg_ring *r, const struct hbg_recorded_task *tasks, u
         return (int)k;
 }
 
+int hbg_ring_record(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint32_t n,
+                    uint32_t *ret_task, const char **ret_error) {
+        *ret_task = 0;
+        *ret_error = NULL;
+        if (n != 0 && hbg_ring_record_full(r)) {
+                *ret_error = "max_recorded_graphs reached";
+                return -ENOSPC;
+        }
+        struct recorded_graph *g;
+        int err = hbg_ring_record_validate(r, tasks, n, &g, ret_task, ret_error);
+        if (err < 0)
+                return err;
+        err = hbg_ring_record_add(r, g);
+        if (err == -ENOSPC)
+                *ret_error = "max_recorded_graphs reached";
+        return err;
+}
+
 void ring_recorded_free(struct hbg_ring *r) {
         if (!r->recorded)
                 return;
         uint32_t k = atomic_load_explicit(&r->n_recorded, memory_order_relaxed);
         for (uint32_t i = 0; i < k; i++)
-                recorded_graph_free(r->recorded[i]);
+                hbg_recorded_graph_free(r->recorded[i]);
         free(r->recorded);
         r->recorded = NULL;
 }

@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: MIT */
+/* The io side's worker for slow jobs (daemon/slow_work.h). */
+#include "daemon/slow_work.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+enum job_state {
+        JOB_IDLE,                      /* not submitted, done, or cancelled */
+        JOB_QUEUED,
+        JOB_RUNNING,
+        JOB_FINISHED,                  /* ran; its done is due on the io thread */
+};
+
+struct slow_work {
+        struct io_loop *loop;
+        int event_fd;                  /* the worker's "finished" signal to the io thread */
+        struct io_source *event_src;
+        pthread_t thread;
+        bool thread_started;
+        /* Everything below under lock. */
+        pthread_mutex_t lock;
+        pthread_cond_t wake;           /* the worker: a job or stop */
+        pthread_cond_t ran;            /* slow_work_cancel(): a job finished */
+        struct slow_job *queued;       /* FIFO */
+        struct slow_job *finished;     /* LIFO; order is restored when taken */
+        bool stop;
+        bool served_any;
+        uid_t last_uid;
+        unsigned pending;
+};
+
+/* The next job: the oldest of the lowest uid above the last one served,
+ * else the oldest of the lowest uid. Under lock. */
+static struct slow_job *take_next(struct slow_work *w) {
+        struct slow_job **best = NULL, **lowest = NULL;
+        for (struct slow_job **p = &w->queued; *p; p = &(*p)->next) {
+                uid_t u = (*p)->uid;
+                if (!lowest || u < (*lowest)->uid)
+                        lowest = p;
+                if (w->served_any && u > w->last_uid && (!best || u < (*best)->uid))
+                        best = p;
+        }
+        struct slow_job **pick = best ? best : lowest;
+        if (!pick)
+                return NULL;
+        struct slow_job *job = *pick;
+        *pick = job->next;
+        job->next = NULL;
+        w->served_any = true;
+        w->last_uid = job->uid;
+        return job;
+}
+
+static void *worker_main(void *arg) {
+        struct slow_work *w = arg;
+        pthread_mutex_lock(&w->lock);
+        for (;;) {
+                struct slow_job *job;
+                while (!w->stop && !(job = take_next(w)))
+                        pthread_cond_wait(&w->wake, &w->lock);
+                if (w->stop)
+                        break;
+                job->state = JOB_RUNNING;
+                pthread_mutex_unlock(&w->lock);
+                job->run(job);
+                pthread_mutex_lock(&w->lock);
+                job->state = JOB_FINISHED;
+                job->next = w->finished;
+                w->finished = job;
+                pthread_cond_broadcast(&w->ran);
+                /* The counter cannot overflow: the io thread reads it to
+                 * zero, and a write that would block is one it will see. */
+                uint64_t one = 1;
+                ssize_t n = write(w->event_fd, &one, sizeof(one));
+                (void)n;
+        }
+        pthread_mutex_unlock(&w->lock);
+        return NULL;
+}
+
+/* io thread: run the finished jobs' done, oldest first. */
+static void on_finished(struct io_source *src, uint32_t events, void *userdata) {
+        struct slow_work *w = userdata;
+        uint64_t n;
+        (void)src;
+        (void)events;
+        while (read(w->event_fd, &n, sizeof(n)) > 0)
+                ;
+        pthread_mutex_lock(&w->lock);
+        struct slow_job *list = NULL;
+        while (w->finished) {
+                struct slow_job *j = w->finished;
+                w->finished = j->next;
+                j->next = list;
+                list = j;
+        }
+        pthread_mutex_unlock(&w->lock);
+        while (list) {
+                struct slow_job *j = list;
+                list = j->next;
+                j->next = NULL;
+                j->state = JOB_IDLE;
+                w->pending--;
+                j->done(j);
+        }
+}
+
+int slow_work_new(struct slow_work **ret, struct io_loop *loop) {
+        struct slow_work *w = calloc(1, sizeof(*w));
+        int err;
+        if (!w)
+                return -ENOMEM;
+        w->loop = loop;
+        w->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        pthread_mutex_init(&w->lock, NULL);
+        pthread_cond_init(&w->wake, NULL);
+        pthread_cond_init(&w->ran, NULL);
+        if (w->event_fd < 0) {
+                err = -errno;
+                goto fail;
+        }
+        if ((err = io_loop_add(loop, w->event_fd, on_finished, w, &w->event_src)) < 0)
+                goto fail;
+        if ((err = -pthread_create(&w->thread, NULL, worker_main, w)) < 0)
+                goto fail;
+        w->thread_started = true;
+        *ret = w;
+        return 0;
+fail:
+        slow_work_free(w);
+        return err;
+}
+
+struct slow_work *slow_work_free(struct slow_work *w) {
+        if (!w)
+                return NULL;
+        if (w->thread_started) {
+                pthread_mutex_lock(&w->lock);
+                w->stop = true;
+                pthread_cond_signal(&w->wake);
+                pthread_mutex_unlock(&w->lock);
+                pthread_join(w->thread, NULL);
+        }
+        if (w->event_src)
+                io_source_del(w->loop, w->event_src);
+        if (w->event_fd >= 0)
+                close(w->event_fd);
+        pthread_cond_destroy(&w->ran);
+        pthread_cond_destroy(&w->wake);
+        pthread_mutex_destroy(&w->lock);
+        free(w);
+        return NULL;
+}
+
+void slow_work_submit(struct slow_work *w, struct slow_job *job) {
+        pthread_mutex_lock(&w->lock);
+        job->state = JOB_QUEUED;
+        job->next = NULL;
+        struct slow_job **p = &w->queued;
+        while (*p)
+                p = &(*p)->next;
+        *p = job;
+        w->pending++;
+        pthread_cond_signal(&w->wake);
+        pthread_mutex_unlock(&w->lock);
+}
+
+static void unlink_job(struct slow_job **head, struct slow_job *job) {
+        for (struct slow_job **p = head; *p; p = &(*p)->next)
+                if (*p == job) {
+                        *p = job->next;
+                        job->next = NULL;
+                        return;
+                }
+}
+
+bool slow_work_cancel(struct slow_work *w, struct slow_job *job) {
+        pthread_mutex_lock(&w->lock);
+        while (job->state == JOB_RUNNING)
+                pthread_cond_wait(&w->ran, &w->lock);
+        bool ran = job->state == JOB_FINISHED;
+        if (job->state == JOB_QUEUED)
+                unlink_job(&w->queued, job);
+        else if (job->state == JOB_FINISHED)
+                unlink_job(&w->finished, job);
+        if (job->state != JOB_IDLE)
+                w->pending--;
+        job->state = JOB_IDLE;
+        pthread_mutex_unlock(&w->lock);
+        return ran;
+}
+
+unsigned slow_work_pending(const struct slow_work *w) {
+        return w->pending; /* the io thread's own count */
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The io side's one way to run slow work (validating a big recording, and
+ * whatever else would hold the io thread for long): a job runs on a worker
+ * thread of its own, and its `done` runs back on the io thread, so status
+ * requests, connects and other clients' requests go on meanwhile.
+ *
+ * Jobs are taken round robin by uid (the next uid above the last one
+ * served, then the lowest), first in first out within a uid: one user's
+ * queue of jobs delays another user's job by at most one job per uid
+ * ahead of it, however many it queues. A caller keeps at most one job per
+ * connection in flight (conn.c stops reading until `done`), so the queue
+ * is bounded by the connection limits.
+ *
+ * All calls but the job's `run` are the io thread's.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "daemon/io_loop.h"
+
+struct slow_work;
+
+struct slow_job {
+        /* On the worker thread: the work. Touches only what the job owns
+         * and what does not change while it runs. */
+        void (*run)(struct slow_job *job);
+        /* On the io thread, once run returned (not after slow_work_cancel()). */
+        void (*done)(struct slow_job *job);
+        uid_t uid;                     /* whose work: the fairness key */
+        void *userdata;                /* the submitter's */
+        /* The queue's own (slow_work.c). */
+        struct slow_job *next;
+        int state;
+};
+
+int slow_work_new(struct slow_work **ret, struct io_loop *loop);
+/* Joins the worker; every job must be done or cancelled. Accepts NULL. */
+struct slow_work *slow_work_free(struct slow_work *w);
+
+/* Queue job (run, done and uid set by the caller, the rest zero). */
+void slow_work_submit(struct slow_work *w, struct slow_job *job);
+/* Take a submitted job back (its owner goes away): a queued job is
+ * removed without running; a running one is waited for (one job's time at
+ * most); `done` is not called either way. Returns whether `run` ran. */
+bool slow_work_cancel(struct slow_work *w, struct slow_job *job);
+
+/* Jobs waiting and running now (for status). */
+unsigned slow_work_pending(const struct slow_work *w);
