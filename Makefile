@@ -83,8 +83,10 @@ else
 endif
 
 # ---------------------------------------------------------------- sources
+# shm/ and common/ (what both sides build that is not the mapped layout):
+# in libhbgshm.a for hbgd, hbgctl and the tests, compiled into the library.
 SHM_SRCS := shm/geometry.c shm/layout.c shm/completion.c shm/failsafe_heap.c shm/kernel_sig.c \
-            shm/producer.c
+            shm/producer.c common/text.c
 SHM_OBJS := $(SHM_SRCS:%.c=$(B)/obj/%.o)
 SHM_LIB  := $(B)/lib/libhbgshm.a
 
@@ -132,7 +134,7 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_engine_differential test_engine_rings test_engine_stress test_engine_alloc \
               test_engine_validation test_engine_behaviour test_engine_replay test_e2e_daemon \
               test_e2e_hostile test_e2e_systemd test_e2e_hbgctl test_e2e_client \
-              test_e2e_api test_e2e_errors test_e2e_replay test_e2e_proto_attack \
+              test_e2e_api test_e2e_errors test_e2e_replay test_e2e_proto_attack test_text \
               test_e2e_faults test_e2e_shm_attack test_e2e_access test_e2e_metrics test_e2e_journal
 TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
 # The same stress test built with the store->load ordering removed: it must
@@ -145,7 +147,7 @@ UNSAFE_BIN := $(B)/tests/test_completion_stress_unordered
 # a way to break them (tests/test_kernels.c has the in-place cases).
 KERNELS_O3_BIN := $(B)/tests/test_kernels_O3
 # The fuzz targets' corpora, replayed (tests/fuzz/fuzz.h).
-FUZZ_TARGETS := config graph_file descriptors protocol
+FUZZ_TARGETS := config graph_file descriptors protocol text
 FUZZ_REPLAY_BINS := $(FUZZ_TARGETS:%=$(B)/tests/fuzz_replay_%)
 ifeq ($(SANITIZE)$(RELEASE),)
   TEST_RUN := $(TEST_BINS) $(KERNELS_O3_BIN) $(UNSAFE_BIN) $(FUZZ_REPLAY_BINS)
@@ -432,6 +434,7 @@ FUZZ_LINK_descriptors := $(B)/obj/tests/harness.o $(CORE_LIB) $(SHM_LIB)
 # (graph files name slices through the client library: its objects, as
 # clang's sanitizers cannot link a shared library without their runtime)
 FUZZ_LINK_graph_file  := $(B)/obj/ctl/graph_file.o $(CLIENT_PIC)
+FUZZ_LINK_text        := $(SHM_LIB)
 FUZZ_LIBS = $(SYS_LIBS) $(JSONC_LIBS) -lm
 
 $(B)/obj/tests/fuzz/%.o: tests/fuzz/%.c $(B)/gen/hbg.pb-c.h
