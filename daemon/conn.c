@@ -26,6 +26,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "daemon/daemon_private.h"
 #include "daemon/log.h"
 #include "daemon/record.h"
@@ -79,7 +80,10 @@ static struct verdict handle_hello(struct conn *c, const Hbg__Envelope *env, con
                 send_error(c, -EPROTONOSUPPORT, msg);
                 return close_with(-EPROTONOSUPPORT, "protocol version mismatch");
         }
-        snprintf(c->name, sizeof(c->name), "%s", h->name ? h->name : "");
+        /* The name is the client's data: kept as valid UTF-8 (a proto3
+         * string), cut on a character boundary; whoever shows it escapes
+         * its controls (common/text.h). */
+        text_copy_str(c->name, sizeof(c->name), h->name ? h->name : "", TEXT_UTF8);
         c->hello = true;
         Hbg__Hello reply = HBG__HELLO__INIT;
         Hbg__Envelope out = HBG__ENVELOPE__INIT;

@@ -16,6 +16,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "shm/util.h"
 
 /*
@@ -35,6 +36,9 @@
  */
 #define LOG_SLOTS 64
 #define LOG_LINE_MAX 1024
+/* A line with its controls and stray bytes escaped (common/text.h): at
+ * most 4 bytes for each of its own. */
+#define CLEAN_LINE_MAX (4 * LOG_LINE_MAX)
 
 #define SYSTEMD_JOURNAL_SOCKET "/run/systemd/journal/socket"
 
@@ -73,12 +77,12 @@ static void decide_sink(void) {
  * One journal entry is one datagram of FIELD=value lines; a value holding
  * a newline is written as FIELD, a newline, its length (64 bits, little
  * endian) and the bytes, then a newline (systemd's JOURNAL_NATIVE_PROTOCOL
- * document). An entry here is at most a line of LOG_LINE_MAX bytes and a
- * few short fields, far below the datagram size limit, so the memfd form
+ * document). An entry here is at most an escaped line (CLEAN_LINE_MAX) and
+ * a few short fields, far below the datagram size limit, so the memfd form
  * the protocol also has for large entries is never needed.
  */
 struct entry {
-        char buf[2 * LOG_LINE_MAX];
+        char buf[CLEAN_LINE_MAX + LOG_LINE_MAX];
         size_t len;
         bool overflow;
 };
@@ -108,6 +112,13 @@ static void entry_add(struct entry *e, const char *key, const char *value, size_
         e->len = (size_t)(p - e->buf);
 }
 
+/* A value that may quote what a client sent (a session's name): valid
+ * UTF-8 with every control escaped, the same text as on stderr. */
+static void entry_add_text(struct entry *e, const char *key, const char *value) {
+        char v[CLEAN_LINE_MAX];
+        entry_add(e, key, v, text_copy_str(v, sizeof(v), value, TEXT_TERMINAL));
+}
+
 static void entry_addf(struct entry *e, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void entry_addf(struct entry *e, const char *key, const char *fmt, ...) {
         char v[64];
@@ -126,7 +137,7 @@ static int journal_send(int priority, const struct hbg_log_fields *f, const char
         static struct entry e; /* under log_lock; too big for a thread's stack frame */
         e.len = 0;
         e.overflow = false;
-        entry_add(&e, "MESSAGE", msg, strlen(msg));
+        entry_add_text(&e, "MESSAGE", msg);
         entry_addf(&e, "PRIORITY", "%d", priority);
         entry_add(&e, "SYSLOG_IDENTIFIER", "hbgd", 4);
         if (f->session)
@@ -140,7 +151,7 @@ static int journal_send(int priority, const struct hbg_log_fields *f, const char
         if (f->has_task)
                 entry_addf(&e, "HBG_TASK", "%" PRIu64, f->task);
         if (f->kernel)
-                entry_add(&e, "HBG_KERNEL", f->kernel, strlen(f->kernel));
+                entry_add_text(&e, "HBG_KERNEL", f->kernel);
         if (f->err < 0)
                 entry_addf(&e, "ERRNO", "%d", -f->err);
         if (e.overflow)
@@ -170,13 +181,11 @@ static const char *level_word(int priority) {
 }
 
 static void stderr_line(int priority, const char *msg) {
-        /* A message may quote what a client sent (a session's name): no
-         * control character gets to start a line of its own. */
-        char clean[LOG_LINE_MAX];
-        size_t n = 0;
-        for (; msg[n] && n < sizeof(clean) - 1; n++)
-                clean[n] = (unsigned char)msg[n] < 0x20 || msg[n] == 0x7f ? '?' : msg[n];
-        clean[n] = 0;
+        /* A message may quote what a client sent (a session's name): valid
+         * UTF-8, every control and stray byte escaped, so none starts a
+         * line of its own or reaches the terminal of whoever reads it. */
+        char clean[CLEAN_LINE_MAX];
+        text_copy_str(clean, sizeof(clean), msg, TEXT_TERMINAL);
         if (stderr_tty)
                 fprintf(stderr, "hbgd: %s%s\n", level_word(priority), clean);
         else

@@ -9,8 +9,10 @@
  *             give a line with MESSAGE, PRIORITY, SYSLOG_IDENTIFIER,
  *             HBG_SESSION, HBG_PID, HBG_GRAPH, HBG_TASK, HBG_KERNEL and
  *             ERRNO of the values this test knows; a refused session one
- *             with ERRNO; a session name holding a newline arrives whole
- *             (the protocol's binary form for such values);
+ *             with ERRNO; a session name holding a newline, a C1 CSI and
+ *             a byte that is not UTF-8 arrives as valid UTF-8 with its
+ *             controls escaped, as on stderr (docs/SECURITY.md, "Strings
+ *             from clients");
  *   terminal  hbgd with a pseudo-terminal as stderr writes "hbgd: ..."
  *             lines without <N> prefixes; with a file as stderr, "<N>hbgd:".
  */
@@ -226,14 +228,21 @@ START_TEST(fields) {
 
         hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
         o.socket_path = d->socket_path;
-        o.name = "two\nlines";
+        o.name = "two\nlines\xc2\x9b\xff";
         hbg_client *c = NULL;
         int err = hbg_connect_opts(&c, &o);
         D_ASSERT(d, err == 0, "hbg_connect: %s", hbg_strerror(err));
         uint64_t session = my_session(d);
-        e = journal_find(&j, message_has, "two\nlines", IO_MS);
-        D_ASSERT(d, e, "no entry with the session's name, newline and all");
+        /* hbgd kept the name as UTF-8 (U+FFFD for the stray byte); the
+         * line shows its controls escaped */
+        e = journal_find(&j, message_has, "two\\x0alines\\u009b\xef\xbf\xbd", IO_MS);
+        D_ASSERT(d, e, "no entry with the session's name escaped");
         expect_u64(d, e, "HBG_SESSION", session);
+        const unsigned char *m = (const unsigned char *)field(e, "MESSAGE");
+        D_ASSERT(d, m, "no MESSAGE");
+        for (size_t i = 0; m && m[i]; i++)
+                D_ASSERT(d, m[i] >= 0x20 && m[i] != 0x7f && !(m[i] == 0xc2 && m[i + 1] >= 0x80 && m[i + 1] <= 0x9f),
+                         "a control at byte %zu of MESSAGE: %s", i, (const char *)m);
 
         /* A kernel failing, then a task failing validation. */
         uint64_t g1, t1, g2, t2;
