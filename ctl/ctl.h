@@ -78,6 +78,12 @@ json_object *pb_to_json(const ProtobufCMessage *m);
 /* Pretty (one object, the status verbs) or one line (top's snapshots). */
 void print_json(json_object *o);
 void print_json_line(json_object *o);
+/* o serialised with json-c's flags, then a newline, to f: valid UTF-8,
+ * DEL and C1 controls escaped (common/text.h). */
+void write_json(FILE *f, json_object *o, int flags);
+/* s as a terminal may show it (controls and stray bytes escaped, cut on a
+ * boundary to fit sz, 4 * strlen(s) + 1 always fits): buf. */
+const char *ctl_shown(const char *s, char *buf, size_t sz);
 /* A status reply as the JSON object of the verb (kind), and its text: the
  * text shows the JSON's names (docs/man/hbgctl.1). */
 json_object *status_json(Hbg__StatusKind kind, const Hbg__StatusReply *r);

@@ -76,10 +76,13 @@ int dot_write(struct plan *p, FILE *f, size_t *ret_edges) {
         dot_string(f, graph_file_name(p));
         fprintf(f, " {\n  node [shape=box];\n");
         for (size_t i = 0; i < p->n_tasks && err == 0; i++) {
-                char nb[64], label[320];
+                /* names as text (controls and stray bytes escaped), never
+                 * cut inside a character */
+                char nb[64], name[4 * 256], kernel[4 * 64], label[sizeof(name) + sizeof(kernel) + 1];
                 const hbg_task *t = &p->compiled[i];
-                snprintf(label, sizeof(label), "%s\n%s", graph_file_task_name(p, i, nb, sizeof(nb)),
-                         t->kernel ? t->kernel : "dummy");
+                snprintf(label, sizeof(label), "%s\n%s",
+                         ctl_shown(graph_file_task_name(p, i, nb, sizeof(nb)), name, sizeof(name)),
+                         ctl_shown(t->kernel ? t->kernel : "dummy", kernel, sizeof(kernel)));
                 fprintf(f, "  t%zu [label=", i);
                 dot_string(f, label);
                 fprintf(f, "];\n");

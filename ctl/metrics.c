@@ -296,7 +296,7 @@ int cmd_metrics(const char *path) {
         int bad = 0;
         if (opt_json) {
                 json_object *o = pb_to_json(&r->base);
-                fprintf(out, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
+                write_json(out, o, JSON_C_TO_STRING_PRETTY);
                 json_object_put(o);
         } else {
                 for (size_t i = 0; i < N_FAMILIES && !bad; i++)

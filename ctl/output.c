@@ -4,6 +4,10 @@
  * otherwise its text is printed from the same object, so a column's
  * header and a label are the JSON key they show (docs/man/hbgctl.1).
  * Errors go to stderr and, with --json, become {"error": {...}}.
+ *
+ * Strings from hbgd may be a client's (a session's name) or quote one:
+ * text shows them with controls and stray bytes escaped, JSON as valid
+ * UTF-8 with DEL and C1 controls escaped too (common/text.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -11,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "ctl/ctl.h"
 
 bool opt_json;
@@ -36,8 +41,14 @@ int ctl_error(int exit_code, int err, const char *fmt, ...) {
         va_end(ap);
         last_error.err = err;
         last_error.set = true;
-        fprintf(stderr, "hbgctl: %s\n", last_error.message);
+        char shown[4 * sizeof(last_error.message)];
+        fprintf(stderr, "hbgctl: %s\n", ctl_shown(last_error.message, shown, sizeof(shown)));
         return exit_code;
+}
+
+const char *ctl_shown(const char *s, char *buf, size_t sz) {
+        text_copy_str(buf, sz, s, TEXT_TERMINAL);
+        return buf;
 }
 
 json_object *ctl_error_json(int exit_code) {
@@ -57,15 +68,22 @@ bool ctl_json_printed(void) {
         return json_printed;
 }
 
+/* json-c escapes C0 controls, quotes and backslashes in strings and
+ * writes every other byte as it is: the rest is done here. */
+void write_json(FILE *f, json_object *o, int flags) {
+        const char *s = json_object_to_json_string_ext(o, flags);
+        text_write(f, s, strlen(s), TEXT_JSON);
+        fputc('\n', f);
+}
+
 void print_json(json_object *o) {
         json_printed = true;
-        printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-                                                             JSON_C_TO_STRING_NOSLASHESCAPE));
+        write_json(stdout, o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
 }
 
 void print_json_line(json_object *o) {
         json_printed = true;
-        printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        write_json(stdout, o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 }
 
 /* ------------------------------------------------------------ protobuf to JSON */
@@ -182,7 +200,9 @@ static int col_width(const struct column *c) {
         return w > n ? w : n;
 }
 
-static void print_cell(FILE *f, const struct column *c, const char *text, bool last) {
+static void print_cell(FILE *f, const struct column *c, const char *raw, bool last) {
+        char text[4 * 512];
+        ctl_shown(raw, text, sizeof(text));
         int w = col_width(c);
         if (last && c->width <= 0)
                 fprintf(f, "%s", text);
@@ -224,7 +244,8 @@ void print_labels(FILE *f, json_object *o, const char *const *keys, size_t nkeys
                 if (!json_object_object_get_ex(o, keys[i], &v))
                         continue;
                 value_text(v, buf, sizeof(buf));
-                fprintf(f, "%-*s %s\n", w, keys[i], buf);
+                char shown[4 * sizeof(buf)];
+                fprintf(f, "%-*s %s\n", w, keys[i], ctl_shown(buf, shown, sizeof(shown)));
         }
 }
 
@@ -278,7 +299,9 @@ static void daemon_text(json_object *o) {
         const char *version = json_object_object_get_ex(o, "version", &v) ? json_object_get_string(v) : "?";
         uint64_t pid = json_object_object_get_ex(o, "pid", &v) ? json_object_get_uint64(v) : 0;
         uint64_t up = json_object_object_get_ex(o, "uptime_ms", &v) ? json_object_get_uint64(v) : 0;
-        printf("hbgd %s, pid %" PRIu64 ", up %" PRIu64 " s\n", version, pid, up / 1000);
+        char shown[256];
+        printf("hbgd %s, pid %" PRIu64 ", up %" PRIu64 " s\n", ctl_shown(version, shown, sizeof(shown)), pid,
+               up / 1000);
         print_labels(stdout, o, labels, sizeof(labels) / sizeof(labels[0]));
 }
 

@@ -296,7 +296,9 @@ int cmd_run(const struct ctl_opts *o, const char *file) {
                 json_object_object_add(st, "head", head);
                 json_object_object_add(outs, name, st);
                 if (!opt_json) {
-                        printf("%-16s %10" PRIu64 " %16.9g %14.7g %14.7g  ", name, len, sum, mn, mx);
+                        char shown[4 * 256];
+                        printf("%-16s %10" PRIu64 " %16.9g %14.7g %14.7g  ", ctl_shown(name, shown, sizeof(shown)),
+                               len, sum, mn, mx);
                         for (uint64_t k = 0; k < len && k < 8; k++)
                                 printf("%s%.7g", k ? " " : "", d[k]);
                         printf("%s\n", len > 8 ? " ..." : "");

@@ -132,7 +132,10 @@ static void snapshot_text(json_object *o, double delay_s) {
         json_object_object_get_ex(o, "total", &total);
         json_object_object_get_ex(o, "threads", &threads);
         json_object_object_get_ex(o, "sessions", &sessions);
-        printf("hbgd %s, pid %s", json_object_object_get_ex(o, "hbgd", &v) ? json_object_get_string(v) : "?",
+        char shown[256];
+        printf("hbgd %s, pid %s",
+               ctl_shown(json_object_object_get_ex(o, "hbgd", &v) ? json_object_get_string(v) : "?", shown,
+                         sizeof(shown)),
                json_object_object_get_ex(o, "pid", &v) ? json_object_get_string(v) : "?");
         printf(", up %" PRIu64 " s, every %.2f s\n",
                json_object_object_get_ex(o, "uptime_ms", &v) ? json_object_get_uint64(v) / 1000 : 0, delay_s);

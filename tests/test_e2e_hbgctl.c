@@ -14,8 +14,10 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
+#include <locale.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -27,6 +29,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <wchar.h>
 
 #include <json-c/json.h>
 
@@ -1304,6 +1307,104 @@ START_TEST(run_dot) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ a client's name */
+
+/*
+ * A session named to attack the operator's terminal: an OSC setting the
+ * window title (ESC ... BEL), a C1 CSI (U+009B) asking for the cursor's
+ * position, two bytes that are not UTF-8, DEL, and two characters across
+ * the 64 bytes hbgd keeps: a 4-byte one across byte 63 once hbgd made the
+ * name valid UTF-8 (each stray byte became U+FFFD, 3 bytes), a 3-byte one
+ * across byte 63 of the name as sent.
+ */
+#define HOSTILE_HEAD "\x1b]0;PWNED\x07\xc2\x9b" "6n\xff\xfe\x7f"
+#define HOSTILE_PAD "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" /* 40: the name's bytes 17..56 */
+#define HOSTILE_NAME HOSTILE_HEAD HOSTILE_PAD "\xf0\x9f\x98\x80\xe2\x82\xac" "tail"
+/* What hbgd keeps: valid UTF-8, cut before the 4-byte character. */
+#define HOSTILE_KEPT "\x1b]0;PWNED\x07\xc2\x9b" "6n\xef\xbf\xbd\xef\xbf\xbd\x7f" HOSTILE_PAD
+/* How text shows it. */
+#define HOSTILE_SHOWN "\\x1b]0;PWNED\\x07\\u009b6n\xef\xbf\xbd\xef\xbf\xbd\\x7f" HOSTILE_PAD
+
+/* No byte that moves a terminal (C0 but newline, DEL, a C1 control in
+ * UTF-8), and all of it valid UTF-8 (glibc's decoder). */
+static void assert_inert(const char *what, const char *s) {
+        locale_t utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
+        ck_assert_msg(utf8, "no C.UTF-8 locale");
+        locale_t old = uselocale(utf8);
+        mbstate_t st = { 0 };
+        size_t len = strlen(s);
+        for (size_t i = 0; i < len;) {
+                wchar_t wc;
+                size_t n = mbrtowc(&wc, s + i, len - i, &st);
+                ck_assert_msg(n != (size_t)-1 && n != (size_t)-2, "%s: not UTF-8 at byte %zu:\n%s", what, i, s);
+                ck_assert_msg(wc == '\n' || (wc >= 0x20 && wc != 0x7f && !(wc >= 0x80 && wc <= 0x9f)),
+                              "%s: control U+%04X at byte %zu:\n%s", what, (unsigned)wc, i, s);
+                i += n;
+        }
+        uselocale(old);
+        freelocale(utf8);
+}
+
+START_TEST(hostile_names) {
+        ck_assert_int_gt(strlen(HOSTILE_NAME), 64);
+        ck_assert_int_eq(strlen(HOSTILE_KEPT), 61);
+        struct hbgd_proc *d = start();
+        const char *S = d->socket_path;
+        hbg_connect_options opts = HBG_CONNECT_OPTIONS_INIT;
+        opts.socket_path = S;
+        opts.name = HOSTILE_NAME;
+        hbg_client *c;
+        ck_assert_int_eq(hbg_connect_opts(&c, &opts), 0);
+
+        /* JSON: valid UTF-8 (json-c checks), the name as hbgd keeps it */
+        struct result r = ctl(S, "sessions", "--json");
+        ASSERT_CODE(r, 0);
+        assert_inert("sessions --json", r.out);
+        json_tokener *tok = json_tokener_new();
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+        json_object *o = json_tokener_parse_ex(tok, r.out, (int)strlen(r.out));
+        ck_assert_msg(o, "not JSON (%s):\n%s", json_tokener_error_desc(json_tokener_get_error(tok)), r.out);
+        json_tokener_free(tok);
+        json_object *a = get(o, "sessions"), *mine = NULL;
+        for (size_t i = 0; i < json_object_array_length(a); i++)
+                if (json_object_get_int64(get(json_object_array_get_idx(a, i), "pid")) == getpid())
+                        mine = json_object_array_get_idx(a, i);
+        ck_assert_msg(mine, "our session is not in:\n%s", r.out);
+        ck_assert_str_eq(json_object_get_string(get(mine, "name")), HOSTILE_KEPT);
+        uint64_t session = json_object_get_uint64(get(mine, "session"));
+        json_object_put(o);
+        result_free(&r);
+
+        /* text: every control visible, nothing raw */
+        static const char *const verbs[][6] = {
+                { "sessions" }, { "status" }, { "top", "-b", "-n", "1" }, { "top", "-b", "-n", "1", "--json" },
+        };
+        for (size_t v = 0; v < sizeof(verbs) / sizeof(verbs[0]); v++) {
+                r = ctl_v(S, verbs[v]);
+                ASSERT_CODE(r, 0);
+                assert_inert(verbs[v][0], r.out);
+                if (!strstr(verbs[v][4] ? verbs[v][4] : "", "--json"))
+                        ck_assert_msg(strstr(r.out, HOSTILE_SHOWN), "%s: the name is not shown escaped:\n%s",
+                                      verbs[v][0], r.out);
+                result_free(&r);
+        }
+
+        /* hbgd's log line about the session */
+        hbg_disconnect(c);
+        char *log = slurp(d->log_path), *all = strdup(log), want[64], *line = NULL, *save = NULL;
+        snprintf(want, sizeof(want), "session %" PRIu64 " (pid %d", session, (int)getpid());
+        for (char *l = strtok_r(log, "\n", &save); l && !line; l = strtok_r(NULL, "\n", &save))
+                if (strstr(l, want) && strstr(l, "D="))
+                        line = l;
+        ck_assert_msg(line, "no line \"%s ...\" in hbgd's log:\n%s", want, all);
+        assert_inert("hbgd's log", line);
+        ck_assert_msg(strstr(line, HOSTILE_SHOWN), "the name is not escaped in: %s", line);
+        free(all);
+        free(log);
+        daemon_destroy(d);
+}
+END_TEST
+
 /* ------------------------------------------------------------ hbgd's options */
 
 static struct result hbgd_v(const char *const *args) {
@@ -1435,6 +1536,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, run_stdin);
         tcase_add_test(tc, run_progress);
         tcase_add_test(tc, run_dot);
+        tcase_add_test(tc, hostile_names);
         tcase_add_test(tc, hbgd_options);
         suite_add_tcase(s, tc);
         tc = tcase_create("big");
