@@ -94,6 +94,7 @@ static const struct key keys[] = {
         NUM("limits", "requests_per_turn", requests_per_turn, 1, 4096),
         NUM("limits", "max_threads_per_session", engine.max_threads_per_ring, 0, 64),
         NUM("limits", "max_task_cost", engine.max_task_cost, 0, UINT64_MAX),
+        NUM("limits", "kernel_time_budget_ms", engine.kernel_time_budget_ms, 1, HBG_ENGINE_MAX_KERNEL_BUDGET_MS),
         NUM("limits", "max_recorded_graphs", engine.max_recorded_graphs, 0, 65536),
         NUM("limits", "max_recorded_tasks", max_recorded_tasks, 0, UINT64_C(1) << 24),
         NUM("limits", "max_stall_timeout_ms", max_stall_timeout_ms, 0, UINT64_C(86400000)),

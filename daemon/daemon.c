@@ -174,9 +174,11 @@ static void reload_config(struct hbgd *d) {
         if (ne->spin_before_park_ns != o->spin_before_park_ns || ne->stall_timeout_ms != o->stall_timeout_ms ||
             ne->max_spinning_threads != o->max_spinning_threads ||
             ne->max_threads_per_ring != o->max_threads_per_ring || ne->max_task_cost != o->max_task_cost ||
+            ne->kernel_time_budget_ms != o->kernel_time_budget_ms ||
             ne->max_recorded_graphs != o->max_recorded_graphs)
                 hbgd_log(LOG_WARNING, "SIGHUP: [scheduler] spin_before_park_us/max_spinning_threads/stall_timeout_ms, [limits] "
-                         "max_threads_per_session/max_task_cost/max_recorded_graphs changed: ignored (needs a restart)");
+                         "max_threads_per_session/max_task_cost/kernel_time_budget_ms/max_recorded_graphs changed: "
+                         "ignored (needs a restart)");
         /* The socket is not a config-file key; the engine keeps its settings. */
         n.engine = d->cfg.engine;
         snprintf(n.socket_path, sizeof(n.socket_path), "%s", d->cfg.socket_path);

@@ -28,7 +28,7 @@ static const char *our_message(int err) {
         case -ENOMEM: return "out of memory (the session heap is full, or malloc failed)";
         case -ENOENT: return "not found (no such kernel, or no hbgd socket at that path)";
         case -ETIMEDOUT: return "timed out";
-        case -ETIME: return "a task exceeded the stall limit";
+        case -ETIME: return "a task exceeded the stall limit or a kernel time budget";
         case -ECONNRESET: return "hbgd went away (connection reset)";
         case -ECONNREFUSED: return "hbgd is not running (connection refused)";
         case -EPROTO: return "protocol error between libhbgclient and hbgd";

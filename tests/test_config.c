@@ -62,6 +62,7 @@ static const struct key_case keys[] = {
         { "limits", "requests_per_turn", "4", "4097" },
         { "limits", "max_threads_per_session", "2", "65" },
         { "limits", "max_task_cost", "1000", "lots" },
+        { "limits", "kernel_time_budget_ms", "50", "0" },
         { "limits", "max_recorded_graphs", "8", "65537" },
         { "limits", "max_recorded_tasks", "1024", "16777217" },
         { "limits", "max_stall_timeout_ms", "60000", "86400001" },
@@ -170,6 +171,35 @@ START_TEST(whole_file_errors) {
 }
 END_TEST
 
+/* [limits] kernel_time_budget_ms: 10 s by default, 1 ms to an hour, and
+ * no value that turns it off. */
+START_TEST(kernel_time_budget) {
+        struct hbgd_config cfg;
+        char err[512] = "";
+        hbgd_config_default(&cfg);
+        ck_assert_uint_eq(cfg.engine.kernel_time_budget_ms, 10000);
+        ck_assert_int_eq(load("[limits]\nkernel_time_budget_ms = 1\n", &cfg, err, sizeof(err)), 0);
+        ck_assert_uint_eq(cfg.engine.kernel_time_budget_ms, 1);
+        ck_assert_int_eq(load("[limits]\nkernel_time_budget_ms = 3600000\n", &cfg, err, sizeof(err)), 0);
+        ck_assert_uint_eq(cfg.engine.kernel_time_budget_ms, 3600000);
+        /* --check-config shows it as the file says it. */
+        size_t i = 0;
+        while (hbgd_config_key_at(i) && strcmp(hbgd_config_key_at(i)->key, "kernel_time_budget_ms") != 0)
+                i++;
+        char v[64];
+        ck_assert_int_eq(hbgd_config_format(&cfg, i, v, sizeof(v)), 0);
+        ck_assert_str_eq(v, "3600000");
+        static const char *const bad[] = { "0", "3600001", "-5", "1x", "" };
+        for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                char text[96];
+                snprintf(text, sizeof(text), "[limits]\nkernel_time_budget_ms = %s\n", bad[i]);
+                ck_assert_msg(load(text, &cfg, err, sizeof(err)) == -EINVAL, "'%s' accepted", bad[i]);
+                ck_assert_msg(strstr(err, "kernel_time_budget_ms"), "'%s': error does not name the key: %s",
+                              bad[i], err);
+        }
+}
+END_TEST
+
 /* Every key of hbgd's table has a case above, and is documented in the
  * three places an operator looks: OPERATIONS.md, hbgd.conf(5) and the
  * example file; the limits in SECURITY.md too. */
@@ -217,6 +247,7 @@ int main(void) {
         tcase_add_test(tc, values_applied);
         tcase_add_test(tc, session_weights);
         tcase_add_test(tc, whole_file_errors);
+        tcase_add_test(tc, kernel_time_budget);
         tcase_add_test(tc, every_key_tested_and_documented);
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);

@@ -16,6 +16,15 @@
  *                  running kernels);
  *   stall_limit    [limits] max_stall_timeout_ms at N (granted) and N + 1
  *                  (-E2BIG with hbgd's message);
+ *   kernel_time_budget
+ *                  [limits] kernel_time_budget_ms = 1: a gemm_f32 on
+ *                  subnormal A (1e-39) far longer than that fails with
+ *                  -ETIME and the kernel's own message ("gemm_f32: kernel
+ *                  exceeded its time budget of 1 ms", not the stall
+ *                  limit's), and the session goes on; with the default
+ *                  budget the same graph on ordinary numbers, and on
+ *                  subnormal ones, gives the results computed here, bit
+ *                  for bit (IEEE: no flush-to-zero);
  *   bad_arguments  hbg_graph_error()'s -EINVAL cases;
  *   hbgd_killed    after hbgd was killed (and reaped) the next
  *                  hbg_graph_submit() fails with -ECONNRESET, with the
@@ -24,6 +33,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,7 +276,7 @@ START_TEST(stall) {
         g = submit(d, c);
         expect_failure(d, c, g, -ETIME, hung, "", "stall limit");
         close(hg.fd);
-        ck_assert_str_eq(hbg_strerror(-ETIME), "a task exceeded the stall limit");
+        ck_assert_str_eq(hbg_strerror(-ETIME), "a task exceeded the stall limit or a kernel time budget");
 
         /* The session goes on. */
         hbg_tensor x;
@@ -295,6 +305,124 @@ START_TEST(stall_limit) {
                  "the refusal does not name the limit: %s", hbg_last_error(NULL));
         /* Refused, not dropped: the same connection's defaults work. */
         assert_serving(d);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* C (m x n) += A (m x k) B (k x n), the kernel's documented order: one
+ * float accumulator per element, p ascending (-ffp-contract=off). */
+static void reference_gemm(const float *A, const float *B, float *C, unsigned m, unsigned n, unsigned k) {
+        for (unsigned i = 0; i < m; i++)
+                for (unsigned j = 0; j < n; j++) {
+                        float c = C[i * n + j];
+                        for (unsigned p = 0; p < k; p++)
+                                c += A[i * k + p] * B[p * n + j];
+                        C[i * n + j] = c;
+                }
+}
+
+/* Big enough (56 M multiply-adds) to take far longer than 1 ms even on
+ * ordinary numbers, so the test does not depend on how slow this CPU is on
+ * subnormals; small enough to run in well under a second. */
+enum { BUDGET_M = 384, BUDGET_N = 384, BUDGET_K = 384 };
+
+struct budget_gemm {
+        hbg_tensor a, b, c;
+        uint64_t task, graph;
+};
+
+/* One graph of one gemm_f32 task: A all `av` (or, av == 0, a pattern of
+ * subnormals and ordinary numbers), B a pattern in [-2, 2), C ones. */
+static void budget_gemm_submit(struct hbgd_proc *d, hbg_client *c, struct budget_gemm *g, float av) {
+        const size_t na = BUDGET_M * BUDGET_K, nb = BUDGET_K * BUDGET_N, nc = BUDGET_M * BUDGET_N;
+        ck_assert_int_eq(hbg_tensor_alloc(c, na * 4, &g->a), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, nb * 4, &g->b), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, nc * 4, &g->c), 0);
+        float *A = hbg_tensor_data(c, g->a), *B = hbg_tensor_data(c, g->b), *C = hbg_tensor_data(c, g->c);
+        for (size_t i = 0; i < na; i++)
+                A[i] = av != 0.0f ? av : (i % 3 ? 1e-39f * (float)(i % 7) : 0.25f * (float)(i % 5));
+        for (size_t i = 0; i < nb; i++)
+                B[i] = (float)((int)(i % 17) - 8) / 4.0f;
+        for (size_t i = 0; i < nc; i++)
+                C[i] = 1.0f;
+        hbg_task t = HBG_TASK_INIT("gemm_f32");
+        t.n_args = 3;
+        t.args[0].tensor = g->a, t.args[0].dir = HBG_IN;
+        t.args[1].tensor = g->b, t.args[1].dir = HBG_IN;
+        t.args[2].tensor = g->c, t.args[2].dir = HBG_INOUT;
+        t.n_scalars = 3;
+        t.scalars[0] = BUDGET_M, t.scalars[1] = BUDGET_N, t.scalars[2] = BUDGET_K;
+        add(d, c, &t, &g->task);
+        g->graph = submit(d, c);
+}
+
+/* The graph succeeded and C is the reference's, bit for bit; how many of
+ * C's elements are subnormal. */
+static size_t budget_gemm_check(struct hbgd_proc *d, hbg_client *c, const struct budget_gemm *g) {
+        const size_t nc = BUDGET_M * BUDGET_N;
+        expect_success_info(d, c, g->graph);
+        float *want = malloc(nc * sizeof(float));
+        ck_assert_ptr_nonnull(want);
+        for (size_t i = 0; i < nc; i++)
+                want[i] = 1.0f;
+        reference_gemm(hbg_tensor_data(c, g->a), hbg_tensor_data(c, g->b), want, BUDGET_M, BUDGET_N, BUDGET_K);
+        const float *C = hbg_tensor_data(c, g->c);
+        size_t subnormal = 0;
+        for (size_t i = 0; i < nc; i++) {
+                D_ASSERT(d, memcmp(&C[i], &want[i], sizeof(float)) == 0, "C[%zu] = %a, reference %a", i,
+                         (double)C[i], (double)want[i]);
+                subnormal += fpclassify(C[i]) == FP_SUBNORMAL;
+        }
+        free(want);
+        return subnormal;
+}
+
+/* A session with room for three 384 x 384 matrices. */
+static hbg_client *connect_big(struct hbgd_proc *d) {
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        o.heap_bytes = 4u << 20;
+        hbg_client *c = NULL;
+        int err = hbg_connect_opts(&c, &o);
+        D_ASSERT(d, err == 0, "hbg_connect_opts: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        return c;
+}
+
+START_TEST(kernel_time_budget) {
+        /* The smallest budget: a gemm of subnormal A stops, with its own
+         * message and -ETIME, at a time no test asserts. */
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "[limits]\nkernel_time_budget_ms = 1\n");
+        hbg_client *c = connect_big(d);
+        struct budget_gemm g;
+        budget_gemm_submit(d, c, &g, 1e-39f);
+        expect_failure(d, c, g.graph, -ETIME, g.task, "gemm_f32", "gemm_f32: kernel exceeded its time budget of 1 ms");
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        ck_assert_int_eq(hbg_graph_error(c, g.graph, &info), 0);
+        ck_assert_str_eq(info.message, "gemm_f32: kernel exceeded its time budget of 1 ms");
+        D_ASSERT(d, !strstr(info.message, "stall"), "the stall limit's words: %s", info.message);
+        /* The session goes on: a task too small to look at the clock. */
+        hbg_tensor x;
+        ck_assert_int_eq(hbg_tensor_alloc(c, 64, &x), 0);
+        hbg_task w = fill(x, 1.0f);
+        add(d, c, &w, NULL);
+        expect_success_info(d, c, submit(d, c));
+        hbg_disconnect(c);
+        stop_hbgd(d);
+
+        /* The default budget (10 s): the same graph on ordinary numbers,
+         * then on subnormal ones, is right to the bit. */
+        d = start_hbgd(MODE_URING, NULL);
+        c = connect_big(d);
+        budget_gemm_submit(d, c, &g, 1.0f);
+        budget_gemm_check(d, c, &g);
+        hbg_disconnect(c);
+        c = connect_big(d);
+        budget_gemm_submit(d, c, &g, 0.0f);
+        size_t subnormal = budget_gemm_check(d, c, &g);
+        D_ASSERT(d, subnormal > 0, "no subnormal result: flushed to zero?");
+        fprintf(stderr, "kernel_time_budget: %zu subnormal results of %u, equal to the reference\n", subnormal,
+                BUDGET_M * BUDGET_N);
+        hbg_disconnect(c);
         stop_hbgd(d);
 }
 END_TEST
@@ -377,6 +505,7 @@ int main(void) {
         tcase_add_test(tc, host_task);
         tcase_add_test(tc, stall);
         tcase_add_test(tc, stall_limit);
+        tcase_add_test(tc, kernel_time_budget);
         tcase_add_test(tc, bad_arguments);
         tcase_add_test(tc, hbgd_killed);
         suite_add_tcase(s, tc);

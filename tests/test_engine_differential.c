@@ -519,14 +519,16 @@ static void ref_kernel(struct world *w, const struct harness_task *t, uint64_t i
         }
         if (ks[0]->sig->id == HBG_KERNEL_SPIN_NS || ks[0]->sig->id == HBG_KERNEL_NOOP)
                 return; /* nothing observable */
+        struct kernel_run_ctx ctx;
+        kernel_run_ctx_init(&ctx, 0, NULL);
         if (same) {
-                ck_assert_int_eq(ks[0]->run(w->ref, &a, 0, 1), 0);
+                ck_assert_int_eq(ks[0]->run(&ctx, w->ref, &a, 0, 1), 0);
         } else {
                 /* Lanes differ: the engine's split is the semantics. Part
                  * b * lanes + j runs the j-th active lane's kernel. */
                 uint32_t parts = (uint32_t)t->block_num * lanes;
                 for (uint32_t p = 0; p < parts; p++)
-                        ck_assert_int_eq(ks[p % lanes]->run(w->ref, &a, p, parts), 0);
+                        ck_assert_int_eq(ks[p % lanes]->run(&ctx, w->ref, &a, p, parts), 0);
                 w->mixed++;
         }
         for (unsigned i = 0; i < t->n_tensors; i++)

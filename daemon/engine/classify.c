@@ -21,6 +21,7 @@ struct task_slot *classify_begin(struct hbg_ring *r, uint64_t id) {
         s->classify_err = 0;
         s->classify_why = NULL;
         s->report_kernel = HBG_KERNEL_NONE;
+        s->report_why = NULL;
         return s;
 }
 

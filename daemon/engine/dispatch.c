@@ -41,11 +41,16 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         /* Not s->report_kernel: a peer running other blocks of the task
          * may be writing it (below). */
         uint16_t err_kernel = HBG_KERNEL_NONE;
+        const char *err_why = NULL;
+        /* One context for all the blocks taken: the time budget bounds how
+         * long this thread stays in the task (§10.6). No stop flag yet. */
+        struct kernel_run_ctx ctx;
+        kernel_run_ctx_init(&ctx, r->engine->cfg.kernel_time_budget_ms, NULL);
         /* Metrics: one run in HBG_TASK_TIME_SAMPLE is timed (a power of
          * two; the tick is this thread's own). */
         bool timed = (++t->task_time_tick & (HBG_TASK_TIME_SAMPLE - 1)) == 0;
         int64_t started = timed ? hbg_now_ns() : 0;
-        for (uint32_t b = first; b < first + n; b++) {
+        for (uint32_t b = first; b < first + n && ctx.stopped == KERNEL_STOP_NONE; b++) {
                 /* A ring being removed starts no new block; the blocks not
                  * run still count as done so the task completes. */
                 if (atomic_load_explicit(&r->removing, memory_order_relaxed)) {
@@ -57,11 +62,16 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                 for (unsigned lane = 0; lane < HBG_LANES; lane++) {
                         if (!(s->lane_mask & (1u << lane)))
                                 continue;
-                        int rc = s->kernel[lane]->run(r->heap, &s->args, b * s->lanes + j, parts);
+                        const struct kernel_info *k = s->kernel[lane];
+                        int rc = k->run(&ctx, r->heap, &s->args, b * s->lanes + j, parts);
                         if (rc < 0 && err == 0) {
                                 err = rc;
-                                err_kernel = s->kernel[lane]->sig->id;
+                                err_kernel = k->sig->id;
+                                if (ctx.stopped == KERNEL_STOP_BUDGET)
+                                        err_why = r->engine->budget_why[k->sig->id - 1];
                         }
+                        if (ctx.stopped != KERNEL_STOP_NONE)
+                                break;
                         j++;
                 }
         }
@@ -75,8 +85,10 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                  * kernel the one a failure names (§12.2): written only by
                  * the winner, before the acq_rel add below. */
                 int32_t zero = 0;
-                if (atomic_compare_exchange_strong(&s->status, &zero, err) && err_kernel != HBG_KERNEL_NONE)
+                if (atomic_compare_exchange_strong(&s->status, &zero, err) && err_kernel != HBG_KERNEL_NONE) {
                         s->report_kernel = err_kernel;
+                        s->report_why = err_why;
+                }
         }
         /* acq_rel: the last finisher sees every block's effects and status.
          * block_num is read before: once the count is in, a peer may finish
@@ -85,8 +97,9 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         if (atomic_fetch_add_explicit(&s->done_blocks, n, memory_order_acq_rel) + n == total) {
                 int st = atomic_load_explicit(&s->status, memory_order_relaxed);
                 stat_add(&t->stats.executed_tasks, 1);
-                /* why NULL: the kernel's own error (§12.2). */
-                ring_task_done(t, r, id, st, NULL);
+                /* The kernel's own error (§12.2): strerror, or the
+                 * reason the winner above left. */
+                ring_task_done(t, r, id, st, st < 0 ? s->report_why : NULL);
         }
         return n;
 }

@@ -4,6 +4,7 @@
  * cycle, the threads' roles and counters.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@ void hbg_engine_config_default(struct hbg_engine_config *ret) {
                 .max_rings = 256,
                 .max_threads_per_ring = 0,
                 .max_task_cost = UINT64_C(1) << 31,
+                .kernel_time_budget_ms = 10000,
                 .max_recorded_graphs = 64,
                 .completion_mode = HBG_COMPLETION_EAGER,
         };
@@ -54,6 +56,10 @@ int hbg_engine_config_validate(const struct hbg_engine_config *cfg, const char *
         }
         if (cfg->max_recorded_graphs > HBG_ENGINE_MAX_RECORDED) {
                 *ret_error = "max_recorded_graphs: must be between 0 (none) and 65536";
+                return -ERANGE;
+        }
+        if (cfg->kernel_time_budget_ms < 1 || cfg->kernel_time_budget_ms > HBG_ENGINE_MAX_KERNEL_BUDGET_MS) {
+                *ret_error = "kernel_time_budget_ms: must be between 1 and 3600000 (an hour)";
                 return -ERANGE;
         }
         if (cfg->spin_before_park_ns > UINT64_C(1000000000)) {
@@ -103,6 +109,15 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         if (e->cfg.max_threads_per_ring == 0)
                 e->cfg.max_threads_per_ring = e->nschedulers > 1 ? e->nschedulers - 1 : 1;
         e->test_stall_thread = -1;
+        e->budget_why = calloc(kernel_count(), sizeof(*e->budget_why));
+        if (!e->budget_why) {
+                err = -ENOMEM;
+                goto fail;
+        }
+        for (size_t i = 0; i < kernel_count(); i++)
+                snprintf(e->budget_why[i], sizeof(e->budget_why[i]),
+                         "%s: kernel exceeded its time budget of %" PRIu64 " ms", kernel_at(i)->sig->name,
+                         cfg->kernel_time_budget_ms);
         err = -pthread_mutex_init(&e->rings_lock, NULL);
         if (err < 0)
                 goto fail;
@@ -176,6 +191,7 @@ struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
                 pthread_mutex_destroy(&e->rings_lock);
         free(e->rings);
         free(e->threads);
+        free(e->budget_why);
         free(e);
         return NULL;
 }

@@ -23,6 +23,7 @@
 #define HBG_ENGINE_MAX_RINGS 1024u
 #define HBG_ENGINE_MAX_RECORDED 65536u
 #define HBG_ENGINE_MAX_CLASSIFY_BATCH 4096u
+#define HBG_ENGINE_MAX_KERNEL_BUDGET_MS UINT64_C(3600000) /* an hour */
 
 /* How the completion step is done (RUNTIME_LOGIC.md §11): the seed's
  * three designs, one table of policies (daemon/completion.h). */
@@ -83,6 +84,12 @@ struct hbg_engine_config {
          * validation with -E2BIG. 0: no limit. Default 2^31 (about a second
          * of gemm_f32 on a 2020s core). */
         uint64_t max_task_cost;
+        /* The time one scheduler thread may spend in one task's kernels in
+         * one go (the blocks it took at once; kernels.h, the run contract):
+         * past it the task fails with -ETIME, "NAME: kernel exceeded its
+         * time budget of N ms". 1..HBG_ENGINE_MAX_KERNEL_BUDGET_MS (default
+         * 10 s); there is no "off". */
+        uint64_t kernel_time_budget_ms;
         /* Graphs each ring may record for replay (RUNTIME_LOGIC.md §14),
          * 0..HBG_ENGINE_MAX_RECORDED; 0: none (default 64). */
         unsigned max_recorded_graphs;

@@ -77,6 +77,10 @@ struct task_slot {
          * `status` won, before its acq_rel add to done_blocks: the last
          * finisher reads it after its own). Read by ring_task_done(). */
         uint16_t report_kernel;
+        /* With report_kernel, by the same writer: the kernel's own reason
+         * when it was stopped (its time budget, §10.6); NULL: strerror of
+         * the status. */
+        const char *report_why;
         const char *classify_why;
         const struct kernel_info *kernel[HBG_LANES];
         uint64_t fanins[HBG_MAX_FANINS];
@@ -335,6 +339,11 @@ struct hbg_engine {
         _Atomic unsigned idle_executors;  /* idle threads that own clusters */
         bool all_execute;                 /* every thread owns a cluster */
         _Atomic bool stop;
+        /* Per kernel (kernel_at() order): the message of a task whose
+         * kernel ran past cfg.kernel_time_budget_ms, "NAME: kernel exceeded
+         * its time budget of N ms" (§10.6). Built once and kept as long as
+         * the engine, so a failure points to it like to a static reason. */
+        char (*budget_why)[HBG_GRAPH_MESSAGE_MAX];
         /* Test only (HBGD_TEST_STALL_THREAD=N:MS): thread N stops its
          * heartbeat MS ms after start. -1: off. */
         int test_stall_thread;

@@ -210,115 +210,197 @@ static uint64_t cost_softmax(const struct kernel_args *a, uint32_t parts) {
         return sat_mul(sat_mul(a->scalars[0], a->scalars[1]), 4);
 }
 
+/* ------------------------------------------------------------ the run contract */
+
+void kernel_run_ctx_init(struct kernel_run_ctx *ctx, uint64_t budget_ms, const _Atomic uint32_t *stop) {
+        uint64_t ns;
+
+        if (__builtin_mul_overflow(budget_ms, UINT64_C(1000000), &ns) || ns > (uint64_t)INT64_MAX / 2)
+                ns = (uint64_t)INT64_MAX / 2;
+        *ctx = (struct kernel_run_ctx){ .credit = KERNEL_CHECK_WORK, .budget_ns = ns, .stop = stop };
+}
+
+static int stop_code(enum kernel_stop why) {
+        return why == KERNEL_STOP_CANCEL ? -ECANCELED : -ETIME;
+}
+
+int kernel_check_slow(struct kernel_run_ctx *ctx) {
+        if (ctx->stopped != KERNEL_STOP_NONE)
+                return stop_code(ctx->stopped);
+        if (ctx->stop && atomic_load_explicit(ctx->stop, memory_order_relaxed)) {
+                ctx->credit = 0;
+                ctx->stopped = KERNEL_STOP_CANCEL;
+                return -ECANCELED;
+        }
+        ctx->credit = KERNEL_CHECK_WORK;
+        if (ctx->budget_ns == 0)
+                return 0;
+        int64_t now = hbg_now_ns();
+        if (ctx->deadline_ns == 0) {
+                /* The first look at the clock, after at most
+                 * KERNEL_CHECK_WORK units: no clock read for short runs. */
+                ctx->deadline_ns = now + (int64_t)ctx->budget_ns;
+                return 0;
+        }
+        if (now < ctx->deadline_ns)
+                return 0;
+        ctx->credit = 0;
+        ctx->stopped = KERNEL_STOP_BUDGET;
+        return -ETIME;
+}
+
+/* End of the chunk starting at i of [i, hi). */
+static uint64_t chunk_end(uint64_t i, uint64_t hi) {
+        return hi - i > KERNEL_CHECK_CHUNK ? i + KERNEL_CHECK_CHUNK : hi;
+}
+
+/* Elementwise kernels: `op` on elements [lo, hi) of their tensors. */
+typedef void elementwise_fn(uint8_t *heap, const struct kernel_args *a, uint64_t lo, uint64_t hi);
+
+/* Part `part` of `parts` of an elementwise kernel over the elements of
+ * tensor `out`, in chunks with a check after each. */
+static int run_elementwise(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, unsigned out,
+                           uint32_t part, uint32_t parts, elementwise_fn *op) {
+        uint64_t lo, hi;
+        int r;
+
+        if (part_range(n_f32(&a->tensors[out]), part, parts, &lo, &hi) < 0)
+                return -EINVAL;
+        for (uint64_t i = lo, e; i < hi; i = e) {
+                e = chunk_end(i, hi);
+                op(heap, a, i, e);
+                if ((r = kernel_check(ctx, e - i)) < 0)
+                        return r;
+        }
+        return 0;
+}
+
 /* ------------------------------------------------------------ kernels */
 
-static int run_noop(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+static int run_noop(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
+                    uint32_t parts) {
+        (void)ctx;
         (void)heap;
         (void)a;
         return bad_part(part, parts) ? -EINVAL : 0;
 }
 
 
-/* Every part spins the full time: it models per-block work. */
-static int run_spin(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
-        uint64_t ns = a->scalars[0], start;
+/* Every part spins the full time: it models per-block work. Its work
+ * units are nanoseconds, handed to the check as they pass. */
+static int run_spin(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
+                    uint32_t parts) {
+        uint64_t ns = a->scalars[0], start, last, now;
+        int r;
 
         (void)heap;
         if (bad_part(part, parts))
                 return -EINVAL;
         if (ns == 0)
                 return 0;
-        start = (uint64_t)hbg_now_ns();
-        while ((uint64_t)hbg_now_ns() - start < ns)
+        start = last = (uint64_t)hbg_now_ns();
+        while ((now = (uint64_t)hbg_now_ns()) - start < ns) {
+                if ((r = kernel_check(ctx, now - last)) < 0)
+                        return r;
+                last = now;
                 hbg_cpu_relax();
+        }
         return 0;
 }
 
-static int run_fill(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+static void fill_range(uint8_t *heap, const struct kernel_args *a, uint64_t lo, uint64_t hi) {
         float *out = f32_at(heap, &a->tensors[0]);
         float v = scalar_f32(a->scalars[0]);
-        uint64_t lo, hi;
 
-        if (part_range(n_f32(&a->tensors[0]), part, parts, &lo, &hi) < 0)
-                return -EINVAL;
         for (uint64_t i = lo; i < hi; i++)
                 out[i] = v;
-        return 0;
+}
+
+static int run_fill(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
+                    uint32_t parts) {
+        return run_elementwise(ctx, heap, a, 0, part, parts, fill_range);
 }
 
 /* In place allowed: in and out are the same range or disjoint
  * (validated); memmove keeps every bit either way. */
-static int run_copy(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+static void copy_range(uint8_t *heap, const struct kernel_args *a, uint64_t lo, uint64_t hi) {
         const float *in = f32_at(heap, &a->tensors[0]);
         float *out = f32_at(heap, &a->tensors[1]);
-        uint64_t lo, hi;
 
-        if (part_range(n_f32(&a->tensors[1]), part, parts, &lo, &hi) < 0)
-                return -EINVAL;
-        if (hi > lo && in != out)
+        if (in != out)
                 memmove(out + lo, in + lo, (size_t)(hi - lo) * sizeof(float));
-        return 0;
+}
+
+static int run_copy(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
+                    uint32_t parts) {
+        return run_elementwise(ctx, heap, a, 1, part, parts, copy_range);
 }
 
 /* In place allowed (out may be a or b): element i is read, then written. */
-static int run_add(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+static void add_range(uint8_t *heap, const struct kernel_args *a, uint64_t lo, uint64_t hi) {
         const float *x = f32_at(heap, &a->tensors[0]);
         const float *y = f32_at(heap, &a->tensors[1]);
         float *out = f32_at(heap, &a->tensors[2]);
-        uint64_t lo, hi;
 
-        if (part_range(n_f32(&a->tensors[2]), part, parts, &lo, &hi) < 0)
-                return -EINVAL;
         for (uint64_t i = lo; i < hi; i++)
                 out[i] = x[i] + y[i];
-        return 0;
+}
+
+static int run_add(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
+                   uint32_t parts) {
+        return run_elementwise(ctx, heap, a, 2, part, parts, add_range);
 }
 
 /* In place allowed (out may be a or b): element i is read, then written. */
-static int run_mul(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+static void mul_range(uint8_t *heap, const struct kernel_args *a, uint64_t lo, uint64_t hi) {
         const float *x = f32_at(heap, &a->tensors[0]);
         const float *y = f32_at(heap, &a->tensors[1]);
         float *out = f32_at(heap, &a->tensors[2]);
-        uint64_t lo, hi;
 
-        if (part_range(n_f32(&a->tensors[2]), part, parts, &lo, &hi) < 0)
-                return -EINVAL;
         for (uint64_t i = lo; i < hi; i++)
                 out[i] = x[i] * y[i];
-        return 0;
+}
+
+static int run_mul(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
+                   uint32_t parts) {
+        return run_elementwise(ctx, heap, a, 2, part, parts, mul_range);
 }
 
 /* In place allowed (y may be x): element i is read, then written. */
-static int run_axpy(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+static void axpy_range(uint8_t *heap, const struct kernel_args *a, uint64_t lo, uint64_t hi) {
         const float *x = f32_at(heap, &a->tensors[0]);
         float *y = f32_at(heap, &a->tensors[1]);
         float alpha = scalar_f32(a->scalars[0]);
-        uint64_t lo, hi;
 
-        if (part_range(n_f32(&a->tensors[1]), part, parts, &lo, &hi) < 0)
-                return -EINVAL;
         for (uint64_t i = lo; i < hi; i++)
                 y[i] = alpha * x[i] + y[i];
-        return 0;
 }
 
-static int run_scale(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+static int run_axpy(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
+                    uint32_t parts) {
+        return run_elementwise(ctx, heap, a, 1, part, parts, axpy_range);
+}
+
+static void scale_range(uint8_t *heap, const struct kernel_args *a, uint64_t lo, uint64_t hi) {
         float *x = f32_at(heap, &a->tensors[0]);
         float alpha = scalar_f32(a->scalars[0]);
-        uint64_t lo, hi;
 
-        if (part_range(n_f32(&a->tensors[0]), part, parts, &lo, &hi) < 0)
-                return -EINVAL;
         for (uint64_t i = lo; i < hi; i++)
                 x[i] = alpha * x[i];
-        return 0;
+}
+
+static int run_scale(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
+                     uint32_t parts) {
+        return run_elementwise(ctx, heap, a, 0, part, parts, scale_range);
 }
 
 /* Not splittable: part 0 sums everything in index order, in double. */
-static int run_reduce(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+static int run_reduce(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
+                      uint32_t parts) {
         const float *x;
         uint64_t n;
         double sum = 0.0;
+        int r;
 
         if (bad_part(part, parts))
                 return -EINVAL;
@@ -326,8 +408,13 @@ static int run_reduce(uint8_t *heap, const struct kernel_args *a, uint32_t part,
                 return 0;
         x = f32_at(heap, &a->tensors[0]);
         n = n_f32(&a->tensors[0]);
-        for (uint64_t i = 0; i < n; i++)
-                sum += (double)x[i];
+        for (uint64_t c = 0, e; c < n; c = e) {
+                e = chunk_end(c, n);
+                for (uint64_t i = c; i < e; i++)
+                        sum += (double)x[i];
+                if ((r = kernel_check(ctx, e - c)) < 0)
+                        return r;
+        }
         f32_at(heap, &a->tensors[1])[0] = (float)sum;
         return 0;
 }
@@ -335,61 +422,99 @@ static int run_reduce(uint8_t *heap, const struct kernel_args *a, uint32_t part,
 /* C[m x n] += A[m x k] * B[k x n] for rows [lo, hi) of C. Each C element is
  * accumulated in float, starting from its old value, in p order: the i-p-j
  * loop order adds the same terms in the same order as the textbook i-j-p
- * loop, while the inner loop runs along rows of B and C. */
-void kernel_gemm_f32_rows(const float *restrict A, const float *restrict B, float *restrict C, uint64_t n,
-                          uint64_t k, uint64_t lo, uint64_t hi) {
+ * loop, while the inner loop runs along rows of B and C. For the checks a
+ * row is cut into blocks of about KERNEL_CHECK_CHUNK multiply-adds: several
+ * p steps of a narrow C, or chunks of j of a wide one; within a block p
+ * still goes up for every element, so the sums are those of the plain
+ * loop, bit for bit. */
+int kernel_gemm_f32_rows(struct kernel_run_ctx *ctx, const float *restrict A, const float *restrict B,
+                         float *restrict C, uint64_t n, uint64_t k, uint64_t lo, uint64_t hi) {
+        uint64_t jstep = n < KERNEL_CHECK_CHUNK ? n : KERNEL_CHECK_CHUNK;
+        uint64_t pstep = KERNEL_CHECK_CHUNK / jstep;
+        int r;
+
         for (uint64_t i = lo; i < hi; i++) {
                 float *restrict c = C + i * n;
 
-                for (uint64_t p = 0; p < k; p++) {
-                        const float *restrict b = B + p * n;
-                        float aip = A[i * k + p];
+                for (uint64_t p0 = 0, p1; p0 < k; p0 = p1) {
+                        p1 = k - p0 > pstep ? p0 + pstep : k;
+                        for (uint64_t j0 = 0, j1; j0 < n; j0 = j1) {
+                                j1 = chunk_end(j0, n);
+                                for (uint64_t p = p0; p < p1; p++) {
+                                        const float *restrict b = B + p * n;
+                                        float aip = A[i * k + p];
 
-                        for (uint64_t j = 0; j < n; j++)
-                                c[j] += aip * b[j];
+                                        for (uint64_t j = j0; j < j1; j++)
+                                                c[j] += aip * b[j];
+                                }
+                                if ((r = kernel_check(ctx, (p1 - p0) * (j1 - j0))) < 0)
+                                        return r;
+                        }
                 }
         }
+        return 0;
 }
 
 /* Split by rows of C. */
-static int run_gemm(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+static int run_gemm(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
+                    uint32_t parts) {
         uint64_t m = a->scalars[0], n = a->scalars[1], k = a->scalars[2], lo, hi;
 
         if (part_range(m, part, parts, &lo, &hi) < 0)
                 return -EINVAL;
-        kernel_gemm_f32_rows(f32_at(heap, &a->tensors[0]), f32_at(heap, &a->tensors[1]),
-                             f32_at(heap, &a->tensors[2]), n, k, lo, hi);
-        return 0;
+        return kernel_gemm_f32_rows(ctx, f32_at(heap, &a->tensors[0]), f32_at(heap, &a->tensors[1]),
+                                    f32_at(heap, &a->tensors[2]), n, k, lo, hi);
 }
 
 /* Each row: subtract the row max, e = expf(x - max) in float, sum the e in
- * double in column order, then x = (float)(e / sum) in double. */
-static int run_softmax(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+ * double in column order, then x = (float)(e / sum) in double. Each pass
+ * over a row goes in chunks with a check after each (a row may be the
+ * whole heap). */
+static int run_softmax(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
+                       uint32_t parts) {
         float *X = f32_at(heap, &a->tensors[0]);
-        uint64_t cols = a->scalars[1], lo, hi;
+        uint64_t cols = a->scalars[1], lo, hi, e;
+        int r;
 
         if (part_range(a->scalars[0], part, parts, &lo, &hi) < 0)
                 return -EINVAL;
-        for (uint64_t r = lo; r < hi; r++) {
-                float *x = X + r * cols;
+        for (uint64_t row = lo; row < hi; row++) {
+                float *x = X + row * cols;
                 float max = x[0];
                 double sum = 0.0;
 
-                for (uint64_t j = 1; j < cols; j++)
-                        if (x[j] > max)
-                                max = x[j];
-                for (uint64_t j = 0; j < cols; j++) {
-                        x[j] = expf(x[j] - max);
-                        sum += (double)x[j];
+                for (uint64_t c = 1; c < cols; c = e) {
+                        e = chunk_end(c, cols);
+                        for (uint64_t j = c; j < e; j++)
+                                if (x[j] > max)
+                                        max = x[j];
+                        if ((r = kernel_check(ctx, e - c)) < 0)
+                                return r;
                 }
-                for (uint64_t j = 0; j < cols; j++)
-                        x[j] = (float)((double)x[j] / sum);
+                for (uint64_t c = 0; c < cols; c = e) {
+                        e = chunk_end(c, cols);
+                        for (uint64_t j = c; j < e; j++) {
+                                x[j] = expf(x[j] - max);
+                                sum += (double)x[j];
+                        }
+                        if ((r = kernel_check(ctx, 2 * (e - c))) < 0)
+                                return r;
+                }
+                for (uint64_t c = 0; c < cols; c = e) {
+                        e = chunk_end(c, cols);
+                        for (uint64_t j = c; j < e; j++)
+                                x[j] = (float)((double)x[j] / sum);
+                        if ((r = kernel_check(ctx, e - c)) < 0)
+                                return r;
+                }
         }
         return 0;
 }
 
 /* Every part returns the code (validated to be in [-4095, -1]). */
-static int run_fail(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+static int run_fail(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
+                    uint32_t parts) {
+        (void)ctx;
         (void)heap;
         if (bad_part(part, parts))
                 return -EINVAL;

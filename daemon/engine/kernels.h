@@ -16,10 +16,12 @@
  * Errors: -EINVAL wrong signature or shape, -ERANGE a value outside its
  * range (a tensor outside the heap included), -EOVERFLOW an offset or size
  * computation overflowing 64 bits. Every message is static and starts with
- * the kernel name.
+ * the kernel name. At run time also kernel_check()'s -ETIME (the time
+ * budget) and -ECANCELED (the stop flag), see below.
  */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,6 +36,75 @@ struct kernel_args {
         uint64_t scalars[HBG_MAX_SCALAR_ARGS];
 };
 
+/*
+ * The run contract: how long a kernel may run (RUNTIME_LOGIC.md §10.6).
+ *
+ * A kernel's time must not depend on its data beyond a bound the daemon
+ * sets: subnormal floats make a multiply-add up to ~100 times slower than
+ * max_task_cost's count of work assumes, and hbgd keeps IEEE results (no
+ * flush-to-zero), so the cost check alone cannot bound time. Instead every
+ * run function gets a struct kernel_run_ctx and calls kernel_check(ctx,
+ * work) between rows or blocks of its work, never per element:
+ *   - `work` is the work done since the last call, in cost units (about one
+ *     element operation, or one nanosecond for spin_ns); a kernel calls it
+ *     at least once per KERNEL_CHECK_CHUNK elements it touches (a loop over
+ *     more is cut into chunks of that many, a row of gemm_f32 into blocks
+ *     of that many multiply-adds), so the time between two calls is
+ *     bounded whatever the data and the shape;
+ *   - kernel_check() returns 0 (go on) or a negative errno, which the
+ *     kernel returns at once, as its result, having written only part of
+ *     its outputs;
+ *   - the check is cheap: a subtraction from a credit; only once per
+ *     KERNEL_CHECK_WORK units does it read the clock and the stop flag.
+ *
+ * The context is the single place a running kernel learns it must stop,
+ * for every reason there is or will be:
+ *   - the time budget ([limits] kernel_time_budget_ms): counted from the
+ *     first time the clock is read (after at most KERNEL_CHECK_WORK units),
+ *     so a run lasts at most the budget plus two check intervals; then
+ *     -ETIME and `stopped` = KERNEL_STOP_BUDGET. The dispatcher names the
+ *     kernel and its budget in the graph's message, not strerror;
+ *   - the stop flag: a word someone else sets to nonzero to stop the run
+ *     early (a cancel of a running graph); then -ECANCELED and `stopped` =
+ *     KERNEL_STOP_CANCEL. The engine passes none yet (NULL).
+ * Once stopped, every later kernel_check() on the context fails at once
+ * with the same code, so a caller running several parts with one context
+ * stops them all. The context belongs to one thread; only *stop is shared.
+ */
+#define KERNEL_CHECK_CHUNK 4096u          /* most work units per kernel_check() */
+#define KERNEL_CHECK_WORK (4u * KERNEL_CHECK_CHUNK) /* units between clock reads */
+
+enum kernel_stop {
+        KERNEL_STOP_NONE = 0,
+        KERNEL_STOP_BUDGET,  /* -ETIME: past the deadline */
+        KERNEL_STOP_CANCEL,  /* -ECANCELED: *stop became nonzero */
+};
+
+struct kernel_run_ctx {
+        uint64_t credit;                /* units left before the next slow check */
+        uint64_t budget_ns;             /* 0: no time budget */
+        int64_t deadline_ns;            /* CLOCK_MONOTONIC; 0 until the first slow check */
+        /* Nonzero: stop (read relaxed at each slow check: whoever sets it
+         * publishes nothing else through it). NULL: no stop flag. */
+        const _Atomic uint32_t *stop;
+        enum kernel_stop stopped;       /* why kernel_check() failed, NONE until it does */
+};
+
+/* A context for one run of one or more kernel parts: budget_ms 0 means no
+ * time budget (tests and benchmarks), stop may be NULL. Reads no clock. */
+void kernel_run_ctx_init(struct kernel_run_ctx *ctx, uint64_t budget_ms, const _Atomic uint32_t *stop);
+/* kernel_check()'s slow path (clock, stop flag); not for kernels. */
+int kernel_check_slow(struct kernel_run_ctx *ctx);
+
+/* Must the kernel stop? See the contract above. 0, -ETIME or -ECANCELED. */
+static inline int kernel_check(struct kernel_run_ctx *ctx, uint64_t work) {
+        if (work < ctx->credit) {
+                ctx->credit -= work;
+                return 0;
+        }
+        return kernel_check_slow(ctx);
+}
+
 struct kernel_info {
         const struct hbg_kernel_sig *sig;
         /* Kernel-specific checks beyond the generic ones (never NULL); only
@@ -44,9 +115,11 @@ struct kernel_info {
         const char *const *check_msgs;  /* reasons, without the kernel name */
         unsigned n_check_msgs;
         /* Run part `part` of `parts` (1 <= parts, part < parts, else -EINVAL)
-         * on the heap; arguments must have passed kernel_validate(). Returns
-         * 0 or a negative errno. */
-        int (*run)(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts);
+         * on the heap; arguments must have passed kernel_validate(). Calls
+         * kernel_check(ctx, ...) as the run contract says (above) and
+         * returns its error as is. Returns 0 or a negative errno. */
+        int (*run)(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
+                   uint32_t parts);
         /* kernel_cost() for one full run of all parts (never NULL). */
         uint64_t (*cost)(const struct kernel_args *a, uint32_t parts);
 };
@@ -60,10 +133,11 @@ size_t kernel_count(void);
 const struct kernel_info *kernel_at(size_t i);
 
 /* gemm_f32's arithmetic for rows [lo, hi) of C (C += A B, row-major, A m x
- * k, B k x n): the benchmarks call it for the same tile work on every
- * system. A, B and C must not overlap. */
-void kernel_gemm_f32_rows(const float *restrict A, const float *restrict B, float *restrict C, uint64_t n,
-                          uint64_t k, uint64_t lo, uint64_t hi);
+ * k, B k x n), checking ctx as the run contract says: the benchmarks call
+ * it for the same tile work on every system. A, B and C must not overlap.
+ * 0, or kernel_check()'s error (C then holds part of the result). */
+int kernel_gemm_f32_rows(struct kernel_run_ctx *ctx, const float *restrict A, const float *restrict B,
+                         float *restrict C, uint64_t n, uint64_t k, uint64_t lo, uint64_t hi);
 
 /*
  * The work of a task running kernel k on arguments a (already validated)
