@@ -1083,6 +1083,78 @@ START_TEST(task_cost_limit) {
 }
 END_TEST
 
+/* The same attack with data that makes the work slow: subnormal A (1e-39)
+ * multiplies 40-100 times slower on many x86 cores than max_task_cost's
+ * count assumes, and hbgd keeps IEEE results. Two sessions each submit a
+ * graph of 4 gemm_f32 tasks at 1/64 of max_task_cost (320^3 multiply-adds,
+ * accepted by the cost check) beside an honest client; with
+ * kernel_time_budget_ms = 1 every one of them stops with -ETIME and the
+ * kernel's own message (320^3 takes far longer than 1 ms on any data, so
+ * nothing here depends on how slow this CPU is on subnormals). The
+ * sessions go on (a gemm too small to look at the clock is right), the
+ * honest client's results stay right, hbgd keeps serving. */
+START_TEST(task_cost_subnormal) {
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "[session]\nheap_size = 16M\n[limits]\n"
+                                                          "kernel_time_budget_ms = 1\n");
+        int base = fd_baseline(d);
+        struct kid honest;
+        honest_start(d, &honest);
+        kid_tell(&honest, 'G');
+        enum { DIM = 320, TASKS = 4, SESSIONS = 2, SMALL = 16 };
+        _Static_assert((uint64_t)DIM * DIM * DIM <= (UINT64_C(1) << 31) / 64, "within 1/64 of max_task_cost");
+        hbg_client *c[SESSIONS];
+        uint64_t graph[SESSIONS];
+        for (unsigned s = 0; s < SESSIONS; s++) {
+                int err = hbg_connect(&c[s], d->socket_path);
+                D_ASSERT(d, err == 0, "hbg_connect: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+                hbg_tensor a = alloc_filled(d, c[s], DIM * DIM, 1e-39f), b = alloc_filled(d, c[s], DIM * DIM, 1.5f);
+                for (unsigned i = 0; i < TASKS; i++) {
+                        hbg_task t = gemm_task(a, b, alloc_filled(d, c[s], DIM * DIM, 0), DIM, DIM, DIM);
+                        err = hbg_graph_add(c[s], &t, NULL);
+                        D_ASSERT(d, err == 0, "hbg_graph_add: %s [%s]", hbg_strerror(err), hbg_last_error(c[s]));
+                }
+                err = hbg_graph_submit(c[s], &graph[s]);
+                D_ASSERT(d, err == 0, "hbg_graph_submit: %s [%s]", hbg_strerror(err), hbg_last_error(c[s]));
+        }
+        for (unsigned s = 0; s < SESSIONS; s++) {
+                int err = hbg_graph_wait(c[s], graph[s], WAIT_MS);
+                D_ASSERT(d, err == -ETIME, "session %u: %d gemm_f32 tasks of %u^3 on subnormal data with "
+                         "kernel_time_budget_ms = 1: %d (%s) [%s], expected -ETIME", s, TASKS, DIM, err,
+                         hbg_strerror(err), hbg_last_error(c[s]));
+                hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+                D_ASSERT(d, hbg_graph_error(c[s], graph[s], &info) == 0, "hbg_graph_error");
+                D_ASSERT(d, strcmp(info.message, "gemm_f32: kernel exceeded its time budget of 1 ms") == 0 &&
+                                    strcmp(info.kernel, "gemm_f32") == 0,
+                         "session %u: message '%s', kernel '%s'", s, info.message, info.kernel);
+                /* The session goes on: 16^3 never looks at the clock. */
+                hbg_tensor sa = alloc_filled(d, c[s], SMALL * SMALL, 1e-39f),
+                           sb = alloc_filled(d, c[s], SMALL * SMALL, 2.0f),
+                           sc = alloc_filled(d, c[s], SMALL * SMALL, 0.0f);
+                hbg_task t = gemm_task(sa, sb, sc, SMALL, SMALL, SMALL);
+                err = run_one(c[s], &t);
+                D_ASSERT(d, err == 0, "session %u: gemm_f32 of 16^3 after the budget failures: %s [%s]", s,
+                         hbg_strerror(err), hbg_last_error(c[s]));
+                /* 16 terms of 2e-39, each exact: a subnormal sum, not 0. */
+                float want = 0.0f;
+                for (unsigned p = 0; p < SMALL; p++)
+                        want += 1e-39f * 2.0f;
+                const float *v = hbg_tensor_data(c[s], sc);
+                for (unsigned i = 0; i < SMALL * SMALL; i++)
+                        D_ASSERT(d, memcmp(&v[i], &want, sizeof(float)) == 0, "C[%u] = %a, expected %a", i,
+                                 (double)v[i], (double)want);
+                hbg_disconnect(c[s]);
+        }
+        long long worst = 0;
+        unsigned graphs = honest_stop(d, &honest, &worst);
+        fprintf(stderr, "task_cost_subnormal: %u x %u subnormal gemm_f32 of %u^3 stopped by the 1 ms budget; "
+                "honest client: %u graphs, worst %lld ms\n", SESSIONS, TASKS, DIM, graphs, worst);
+        fresh_status(d, LIVE_MS, "task_cost_subnormal");
+        assert_fd_baseline(d, base, "task_cost_subnormal: after the sessions left");
+        assert_serving(d);
+        stop_hbgd(d);
+}
+END_TEST
+
 /* ------------------------------------------------------------ 10. memory and session budgets */
 
 #define MAX_SESSIONS 64
@@ -1367,7 +1439,7 @@ static Suite *suite(bool root, unsigned *ret_skipped) {
                                 accept_backlog_burst, accept_backlog_out_of_fds, connection_caps,
                                 handshake_timeout, pipelining, record_request_abuse, doorbell_fd_in_flight } },
                 { "engine", false, { dead_client_long_kernel, one_session_all_threads, task_cost_limit,
-                                     big_window_session_cheap } },
+                                     task_cost_subnormal, big_window_session_cheap } },
                 { "limits", false, { memory_budget_per_uid, memory_budget_total, sessions_per_uid,
                                      recording_storm } },
         };
