@@ -1621,7 +1621,8 @@ START_TEST(test_budget_gemm_bit_identical) {
         for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
                 uint64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
                 struct kernel_args a = { .n_tensors = 3, .n_scalars = 3, .scalars = { m, n, k } };
-                size_t bytes = (size_t)(m * k + k * n + m * n) * 4 + 64;
+                /* aligned_alloc() wants a multiple of the alignment. */
+                size_t bytes = ((size_t)(m * k + k * n + m * n) * 4 + 64 + 63) & ~(size_t)63;
                 uint8_t *h = big_heap(bytes), *want;
 
                 a.tensors[0] = T(4, m * k * 4, IN);
