@@ -63,6 +63,8 @@ static const struct family families[] = {
           DAEMON(connections_accepted), 1 },
         { "hbg_sessions", "gauge", "", "Client sessions open now.", DAEMON(sessions), 1 },
         { "hbg_sessions_opened", "counter", "", "Client sessions opened.", DAEMON(sessions_opened), 1 },
+        { "hbg_log_lines_dropped", "counter", "", "Log lines dropped: hbgd's log writer fell behind its reader.",
+          DAEMON(log_lines_dropped), 1 },
         { "hbg_sessions_refused", "counter", "",
           "Connections and session requests refused (user not allowed, a limit, shutting down, bad geometry), "
           "by errno.",

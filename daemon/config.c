@@ -40,6 +40,7 @@ void hbgd_config_default(struct hbgd_config *ret) {
         ret->log_level = LOG_INFO;
         ret->log_ratelimit_interval_ms = 10000;
         ret->log_ratelimit_burst = 10;
+        ret->log_ratelimit_burst_per_uid = 50;
 }
 
 /* ------------------------------------------------------------ the table */
@@ -106,6 +107,7 @@ static const struct key keys[] = {
           sizeof(((struct hbgd_config *)0)->journal_socket), 0, 0 },
         NUM("log", "ratelimit_interval_ms", log_ratelimit_interval_ms, 0, 3600000),
         NUM("log", "ratelimit_burst", log_ratelimit_burst, 1, 1000000),
+        NUM("log", "ratelimit_burst_per_uid", log_ratelimit_burst_per_uid, 1, 1000000),
 };
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
 

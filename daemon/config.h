@@ -49,8 +49,9 @@ struct hbgd_config {
         char journal_socket[108];  /* [log] journal_socket: the journal's native
                                       protocol on this socket; "" = default */
         /* [log] ratelimit_*: lines about one session, and refusals, logged
-         * per interval at most (0: no limit) */
-        unsigned log_ratelimit_interval_ms, log_ratelimit_burst;
+         * per interval at most (0: no limit); lines about all sessions of
+         * one uid (root's excepted) */
+        unsigned log_ratelimit_interval_ms, log_ratelimit_burst, log_ratelimit_burst_per_uid;
         bool force_epoll;
 };
 

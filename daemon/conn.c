@@ -103,10 +103,9 @@ static uint64_t pick(uint64_t asked, uint64_t dflt) {
  * connection: a client may keep asking). The connection stays. */
 static struct verdict refuse(struct conn *c, int err, const char *msg) {
         metrics_count_refusal(&c->d->counters, err);
-        hbgd_log_fields(LOG_NOTICE,
-                        &(struct hbg_log_fields){ .session = c->id, .pid = (int)c->cred.pid, .has_uid = true,
-                                                  .uid = (uint32_t)c->cred.uid, .err = err },
-                        "session %" PRIu64 " (pid %d uid %u): refused: %s", c->id, (int)c->cred.pid,
+        struct hbg_log_fields f = hbgd_log_limit_fields(c->log_limit);
+        f.err = err;
+        hbgd_log_fields(LOG_NOTICE, &f, "session %" PRIu64 " (pid %d uid %u): refused: %s", c->id, (int)c->cred.pid,
                         (unsigned)c->cred.uid, msg);
         return send_error(c, err, msg);
 }
@@ -159,7 +158,7 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
                 return refuse(c, err, msg);
         struct session *s;
         err = session_new(&s, d->engine, d->loop, &d->acct, &g, memory, c->id, c->cred.uid, c->cred.pid,
-                          hbgd_config_session_weight(cfg, c->cred.uid), stall_ms, &why);
+                          c->log_limit, hbgd_config_session_weight(cfg, c->cred.uid), stall_ms, &why);
         if (err < 0) {
                 snprintf(msg, sizeof(msg), "%s: %s", why, strerror(-err));
                 return refuse(c, err, msg);
@@ -192,7 +191,7 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         /* The client has its own copies now (the mappings and our ends of
          * the channels stay). */
         session_client_fds_sent(s);
-        hbgd_log_session(LOG_INFO, c->id, (int)c->cred.pid, c->cred.uid,
+        hbgd_log_session(LOG_INFO, c->log_limit,
                          "session %" PRIu64 " (pid %d uid %u, %s): D=%" PRIu64 " F=%" PRIu64
                          " heap=%" PRIu64 ", %" PRIu64 " MiB charged, weight %u, stall limit %" PRIu64 " ms",
                          c->id, (int)c->cred.pid, (unsigned)c->cred.uid, c->name, g.task_window,
@@ -399,7 +398,9 @@ void conn_accept(struct hbgd *d, int fd) {
         c->cred = cr;
         c->id = ++d->next_id;
         c->deadline_ms = hbg_now_ms() + d->cfg.handshake_timeout_ms;
-        if (io_loop_add(d->loop, fd, on_readable, c, &c->src) < 0) {
+        if (hbgd_log_limit_new(&c->log_limit, c->id, (int)cr.pid, cr.uid) < 0 ||
+            io_loop_add(d->loop, fd, on_readable, c, &c->src) < 0) {
+                hbgd_log_limit_unref(c->log_limit);
                 acct_remove_connection(&d->acct, cr.uid);
                 close(fd);
                 free(c);
@@ -437,7 +438,7 @@ void conn_close(struct conn *c, const char *why) {
                 session_close(c->session, d->stopping ? -ESHUTDOWN : -ECONNRESET);
                 c->session = NULL;
                 if (why)
-                        hbgd_log_session(LOG_INFO, c->id, (int)c->cred.pid, c->cred.uid,
+                        hbgd_log_session(LOG_INFO, c->log_limit,
                                          "session %" PRIu64 " (pid %d uid %u): closed: %s", c->id,
                                          (int)c->cred.pid, (unsigned)c->cred.uid, why);
         }
@@ -453,6 +454,7 @@ void conn_free_dead(struct hbgd *d) {
         while (d->dead_conns) {
                 struct conn *c = d->dead_conns;
                 d->dead_conns = c->next_dead;
+                hbgd_log_limit_unref(c->log_limit);
                 free(c);
         }
 }
@@ -461,7 +463,7 @@ void conn_expire(struct hbgd *d, int64_t now_ms) {
         for (struct conn *c = d->conns, *next; c; c = next) {
                 next = c->next;
                 if (c->deadline_ms && now_ms >= c->deadline_ms) {
-                        hbgd_log_session(LOG_NOTICE, c->id, (int)c->cred.pid, c->cred.uid,
+                        hbgd_log_session(LOG_NOTICE, c->log_limit,
                                          "connection %" PRIu64 " (pid %d uid %u): closed: no request "
                                          "within %u ms (handshake_timeout_ms)",
                                          c->id, (int)c->cred.pid, (unsigned)c->cred.uid,

@@ -27,6 +27,9 @@
 #include "shm/layout.h"
 #include "shm/util.h"
 
+/* Startup's log lines get this long to be written before READY=1. */
+#define LOG_SYNC_MS 1000
+
 /* The soft RLIMIT_NOFILE (1024 under systemd) exists for select(); hbgd
  * polls, so it takes the hard limit. What is left is shared out by
  * max_connections; running out is survived (listener.c). */
@@ -186,7 +189,7 @@ static void reload_config(struct hbgd *d) {
         d->cfg = n;
         hbgd_set_log_level(n.log_level);
         hbgd_log_set_journal_socket(n.journal_socket);
-        hbgd_log_set_ratelimit(n.log_ratelimit_interval_ms, n.log_ratelimit_burst);
+        hbgd_log_set_ratelimit(n.log_ratelimit_interval_ms, n.log_ratelimit_burst, n.log_ratelimit_burst_per_uid);
         hbgd_log(LOG_NOTICE, "SIGHUP: reloaded %s: max_sessions %u, max_sessions_per_uid %u, "
                  "%u allowed users, %u allowed groups, %u session weights (for new sessions)",
                  d->cfg.config_path, d->cfg.limits.max_sessions, d->cfg.limits.max_sessions_per_uid,
@@ -267,7 +270,8 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
         d->started_ms = hbg_now_ms();
         d->cfg.engine.log = hbgd_log_engine;
         hbgd_log_set_journal_socket(cfg->journal_socket);
-        hbgd_log_set_ratelimit(cfg->log_ratelimit_interval_ms, cfg->log_ratelimit_burst);
+        hbgd_log_set_ratelimit(cfg->log_ratelimit_interval_ms, cfg->log_ratelimit_burst,
+                               cfg->log_ratelimit_burst_per_uid);
         raise_fd_limit();
 
         err = io_loop_new(&d->loop, cfg->force_epoll, &note);
@@ -329,6 +333,9 @@ int hbgd_run(struct hbgd *d) {
                  d->cfg.engine.threads, d->cfg.engine.clusters,
                  hbg_completion_mode_name(d->cfg.engine.completion_mode), io_loop_backend(d->loop),
                  d->listen_owned ? d->cfg.socket_path : "(activated)");
+        /* Startup's lines are out before anyone is told hbgd is ready
+         * (bounded: a log nobody reads delays startup, never stops it). */
+        hbgd_log_sync(LOG_SYNC_MS);
         hbgd_notify("READY=1\nSTATUS=ready, %u threads, %s", d->cfg.engine.threads,
                    io_loop_backend(d->loop));
         if (d->watchdog_usec)

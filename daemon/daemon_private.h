@@ -36,6 +36,7 @@ struct conn {
         struct session *session;
         struct record_job *recording;  /* being validated (slow work): reading waits */
         char name[64];
+        struct hbg_log_limit *log_limit; /* its lines' rate limits; the session holds it too */
 };
 
 /* A refused connection, kept until the client has read why (refusal.c). */

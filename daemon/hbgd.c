@@ -13,6 +13,9 @@
 #include "daemon/log.h"
 #include "proto/wire.h"
 
+/* At exit, the log writer gets this long to write what is queued. */
+#define LOG_DRAIN_MS 1000
+
 /* hbgd's options: one entry each, the usage printed from it. */
 enum { OPT_SOCKET = 256, OPT_CONFIG, OPT_THREADS, OPT_CLUSTERS, OPT_COMPLETION, OPT_CHECK_CONFIG,
        OPT_HELP = 'h', OPT_VERSION = 'V' };
@@ -220,9 +223,20 @@ int main(int argc, char **argv) {
 
         struct hbgd *d;
         hbgd_set_log_level(cfg.log_level);
-        if (hbgd_new(&d, &cfg) < 0)
+        /* From here on lines are written by the log's own thread (after
+         * the signal mask: it inherits it). */
+        int err = hbgd_log_start();
+        if (err < 0) {
+                fprintf(stderr, "hbgd: cannot start the log writer: %s\n", strerror(-err));
                 return 1;
-        int err = hbgd_run(d);
-        hbgd_free(d);
+        }
+        err = hbgd_new(&d, &cfg);
+        if (err >= 0) {
+                err = hbgd_run(d);
+                hbgd_free(d);
+        }
+        /* What was logged is written before exit, unless the log's
+         * reader is stuck (then those lines are lost, not hbgd's exit). */
+        hbgd_log_stop(LOG_DRAIN_MS);
         return err < 0 ? 1 : 0;
 }

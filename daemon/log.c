@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -14,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/text.h"
@@ -30,29 +32,47 @@
  *     terminal (with "warning: ", "error: " ... for the serious ones), or
  *     "<N>hbgd: message" (N the syslog priority) on a pipe or file, which
  *     journald and syslog daemons read as the line's priority.
- * Lines about one session are rate limited (log_burst per log_interval_ms
- * per session, then one "N messages suppressed" line). The engine logs
- * from its threads: everything here is serialised by log_lock.
+ *
+ * Who writes: any thread may log, and none may wait for the log (a pipe
+ * nobody drains, a journald that fell behind). A line passes the rate
+ * limits and is copied into a bounded queue under log_lock, which is never
+ * held across a write; one writer thread takes lines off the queue and
+ * does the writing, blocking there if it must. A full queue drops the line
+ * and counts it (hbgctl status); the writer reports the count once it has
+ * caught up. Before the writer starts (early startup errors) and after it
+ * stopped, the logging thread writes the line itself, under log_lock.
+ *
+ * Rate limits: lines about one session (a line naming a struct
+ * hbg_log_limit) are held to log_burst per log_interval_ms per session, and
+ * the lines of all sessions of one uid (root excepted) to log_burst_uid per
+ * log_interval_ms; the windows live in the session's limit object and in
+ * an entry per uid found by exact match, so no other session can reset
+ * them. What a window left out is reported in one "N messages suppressed"
+ * line when the next window starts (or the session ends).
  */
-#define LOG_SLOTS 64
 #define LOG_LINE_MAX 1024
 /* A line with its controls and stray bytes escaped (common/text.h): at
  * most 4 bytes for each of its own. */
 #define CLEAN_LINE_MAX (4 * LOG_LINE_MAX)
+#define LOG_QUEUE_LINES 256     /* lines waiting for the writer, at most */
+#define LOG_KERNEL_NAME_MAX 64
 
 #define SYSTEMD_JOURNAL_SOCKET "/run/systemd/journal/socket"
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The sink: the writer thread's own (before it runs and after it stopped,
+ * the logging thread's, under log_lock). */
 static bool sink_known;                   /* the fields below are decided */
 static bool to_journal;                   /* native protocol to journal_addr */
 static bool stderr_tty;                   /* plain lines on stderr */
-static char journal_path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* configured; "" none */
+static char journal_path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* in use; "" none */
 static int journal_fd = -1;
-static unsigned log_interval_ms = 10000, log_burst = 10; /* [log] ratelimit_* */
-static struct log_slot {
-        uint64_t session;
-        struct hbgd_ratelimit rl;
-} log_slots[LOG_SLOTS];
+
+/* Under log_lock. */
+static char journal_path_set[sizeof(journal_path)]; /* configured, taken over by the sink */
+static bool journal_path_changed;
+static unsigned log_interval_ms = 10000, log_burst = 10, log_burst_uid = 50; /* [log] ratelimit_* */
 
 static bool journal_stream(void) {
         const char *e = getenv("JOURNAL_STREAM");
@@ -61,6 +81,15 @@ static bool journal_stream(void) {
         if (!e || sscanf(e, "%llu:%llu", &dev, &ino) != 2 || fstat(STDERR_FILENO, &st) < 0)
                 return false;
         return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+/* Under log_lock, by whoever writes the next line: a new journal_socket. */
+static void sink_configure_locked(void) {
+        if (!journal_path_changed)
+                return;
+        memcpy(journal_path, journal_path_set, sizeof(journal_path));
+        journal_path_changed = false;
+        sink_known = false;
 }
 
 static void decide_sink(void) {
@@ -134,7 +163,7 @@ static void entry_addf(struct entry *e, const char *key, const char *fmt, ...) {
  * that does not keep up loses lines to stderr rather than stall a
  * scheduler thread. */
 static int journal_send(int priority, const struct hbg_log_fields *f, const char *msg) {
-        static struct entry e; /* under log_lock; too big for a thread's stack frame */
+        static struct entry e; /* the sink's; too big for a thread's stack frame */
         e.len = 0;
         e.overflow = false;
         entry_add_text(&e, "MESSAGE", msg);
@@ -180,6 +209,41 @@ static const char *level_word(int priority) {
         return priority >= 0 && priority <= LOG_WARNING ? words[priority] : "";
 }
 
+/* All of buf to stderr, with write(2): the writer may block here (that is
+ * what it is for), and no stdio lock is held meanwhile that exit() could
+ * wait for. A stderr that is closed or fails loses the line. */
+static void stderr_write(const char *buf, size_t len) {
+        while (len) {
+                ssize_t n = write(STDERR_FILENO, buf, len);
+                if (n > 0) {
+                        buf += n;
+                        len -= (size_t)n;
+                } else if (n < 0 && errno == EAGAIN) { /* a non-blocking stderr */
+                        struct pollfd p = { .fd = STDERR_FILENO, .events = POLLOUT };
+                        if (poll(&p, 1, -1) < 0 && errno != EINTR)
+                                return;
+                } else if (n == 0 || errno != EINTR) {
+                        return;
+                }
+        }
+}
+
+static void stderr_print(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void stderr_print(const char *fmt, ...) {
+        char line[LOG_LINE_MAX + 64];
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(line, sizeof(line), fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return;
+        if ((size_t)n >= sizeof(line)) { /* cut: still one line */
+                n = sizeof(line) - 1;
+                line[n - 1] = '\n';
+        }
+        stderr_write(line, (size_t)n);
+}
+
 static void stderr_line(int priority, const char *msg) {
         /* A message may quote what a client sent (a session's name): valid
          * UTF-8, every control and stray byte escaped, so none starts a
@@ -187,9 +251,9 @@ static void stderr_line(int priority, const char *msg) {
         char clean[CLEAN_LINE_MAX];
         text_copy_str(clean, sizeof(clean), msg, TEXT_TERMINAL);
         if (stderr_tty)
-                fprintf(stderr, "hbgd: %s%s\n", level_word(priority), clean);
+                stderr_print("hbgd: %s%s\n", level_word(priority), clean);
         else
-                fprintf(stderr, "<%d>hbgd: %s\n", priority, clean);
+                stderr_print("<%d>hbgd: %s\n", priority, clean);
 }
 
 static void log_emit(int priority, const struct hbg_log_fields *f, const char *msg) {
@@ -199,13 +263,222 @@ static void log_emit(int priority, const struct hbg_log_fields *f, const char *m
         stderr_line(priority, msg);
 }
 
+
+/* ------------------------------------------------------------ the queue and its writer */
+
+struct queued_line {
+        int priority;
+        struct hbg_log_fields f; /* f.kernel points to kernel[]; f.limit NULL */
+        char kernel[LOG_KERNEL_NAME_MAX];
+        char msg[LOG_LINE_MAX];
+};
+
+/* Under log_lock, except the head line while the writer writes it: the
+ * lines are queue[queue_head] .. queue_len of them on. Producers fill the
+ * slot past the tail only while queue_len < LOG_QUEUE_LINES, so they never
+ * touch the head slot, which the writer reads unlocked and frees (moving
+ * queue_head) only under the lock once the line is written. */
+static struct queued_line queue[LOG_QUEUE_LINES];
+static unsigned queue_head, queue_len;
+static bool writer_running;    /* lines go to the queue (false: written at once) */
+static bool writer_busy;       /* writing a line taken off the queue, unlocked */
+static bool writer_stopping, writer_exited;
+static uint64_t dropped_unreported;
+static pthread_t writer_thread;
+static pthread_cond_t queue_filled = PTHREAD_COND_INITIALIZER; /* the writer waits for lines */
+static pthread_cond_t queue_drained;   /* CLOCK_MONOTONIC; sync and stop wait for the writer */
+/* Lines dropped since start. Relaxed: a counter read for status only. */
+static _Atomic uint64_t lines_dropped;
+
+/* Under log_lock: queue the line for the writer, or write it now when
+ * there is none. Never waits for a write while a writer runs. */
+static void emit_locked(int priority, const struct hbg_log_fields *f, const char *msg) {
+        if (!writer_running) {
+                sink_configure_locked();
+                log_emit(priority, f, msg);
+                return;
+        }
+        if (queue_len == LOG_QUEUE_LINES) {
+                atomic_fetch_add_explicit(&lines_dropped, 1, memory_order_relaxed);
+                dropped_unreported++;
+                return;
+        }
+        struct queued_line *q = &queue[(queue_head + queue_len) % LOG_QUEUE_LINES];
+        q->priority = priority;
+        q->f = *f;
+        q->f.limit = NULL; /* may be freed before the line is written */
+        if (f->kernel) {
+                snprintf(q->kernel, sizeof(q->kernel), "%s", f->kernel);
+                q->f.kernel = q->kernel;
+        }
+        size_t n = strnlen(msg, sizeof(q->msg) - 1);
+        memcpy(q->msg, msg, n);
+        q->msg[n] = 0;
+        queue_len++;
+        pthread_cond_signal(&queue_filled);
+}
+
+static void *writer_main(void *arg) {
+        (void)arg;
+        pthread_mutex_lock(&log_lock);
+        for (;;) {
+                if (queue_len > 0) {
+                        struct queued_line *q = &queue[queue_head];
+                        sink_configure_locked();
+                        writer_busy = true;
+                        pthread_mutex_unlock(&log_lock);
+                        log_emit(q->priority, &q->f, q->msg);
+                        pthread_mutex_lock(&log_lock);
+                        writer_busy = false;
+                        queue_head = (queue_head + 1) % LOG_QUEUE_LINES;
+                        queue_len--;
+                } else if (dropped_unreported) {
+                        /* Caught up: say what was lost on the way. */
+                        char msg[96];
+                        snprintf(msg, sizeof(msg), "%" PRIu64 " log lines dropped: the log writer fell behind",
+                                 dropped_unreported);
+                        dropped_unreported = 0;
+                        sink_configure_locked();
+                        writer_busy = true;
+                        pthread_mutex_unlock(&log_lock);
+                        log_emit(LOG_WARNING, &(struct hbg_log_fields){ 0 }, msg);
+                        pthread_mutex_lock(&log_lock);
+                        writer_busy = false;
+                } else if (writer_stopping) {
+                        break;
+                } else {
+                        pthread_cond_broadcast(&queue_drained);
+                        pthread_cond_wait(&queue_filled, &log_lock);
+                }
+        }
+        writer_exited = true;
+        pthread_cond_broadcast(&queue_drained);
+        pthread_mutex_unlock(&log_lock);
+        return NULL;
+}
+
+int hbgd_log_start(void) {
+        pthread_condattr_t ca;
+        int err = pthread_condattr_init(&ca);
+        if (err)
+                return -err;
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        err = pthread_cond_init(&queue_drained, &ca);
+        pthread_condattr_destroy(&ca);
+        if (err)
+                return -err;
+        pthread_mutex_lock(&log_lock);
+        writer_stopping = writer_exited = false;
+        err = pthread_create(&writer_thread, NULL, writer_main, NULL);
+        writer_running = err == 0;
+        pthread_mutex_unlock(&log_lock);
+        return -err;
+}
+
+static bool queue_written(void) {
+        return queue_len == 0 && !writer_busy && !dropped_unreported;
+}
+
+static bool writer_gone(void) {
+        return writer_exited;
+}
+
+/* Under log_lock: wait on queue_drained until done() or timeout_ms
+ * passed. 0 or -ETIMEDOUT. */
+static int wait_writer_locked(bool (*done)(void), int timeout_ms) {
+        struct timespec end;
+        clock_gettime(CLOCK_MONOTONIC, &end);
+        end.tv_sec += timeout_ms / 1000;
+        end.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (end.tv_nsec >= 1000000000L) {
+                end.tv_sec++;
+                end.tv_nsec -= 1000000000L;
+        }
+        while (!done())
+                if (pthread_cond_timedwait(&queue_drained, &log_lock, &end) == ETIMEDOUT)
+                        return done() ? 0 : -ETIMEDOUT;
+        return 0;
+}
+
+int hbgd_log_sync(int timeout_ms) {
+        pthread_mutex_lock(&log_lock);
+        int err = writer_running ? wait_writer_locked(queue_written, timeout_ms) : 0;
+        pthread_mutex_unlock(&log_lock);
+        return err;
+}
+
+int hbgd_log_stop(int timeout_ms) {
+        pthread_mutex_lock(&log_lock);
+        if (!writer_running) {
+                pthread_mutex_unlock(&log_lock);
+                return 0;
+        }
+        writer_stopping = true;
+        pthread_cond_signal(&queue_filled);
+        int err = wait_writer_locked(writer_gone, timeout_ms);
+        /* A writer still blocked keeps the queue: whatever is logged from
+         * here on is queued or dropped, never written by this thread. */
+        if (err == 0)
+                writer_running = false;
+        pthread_mutex_unlock(&log_lock);
+        if (err == 0)
+                pthread_join(writer_thread, NULL);
+        return err;
+}
+
+uint64_t hbgd_log_dropped(void) {
+        return atomic_load_explicit(&lines_dropped, memory_order_relaxed);
+}
+
 /* ------------------------------------------------------------ rate limit */
 
-static void report_suppressed(uint64_t session, unsigned n) {
+/* The lines of one uid's sessions: found by exact uid; kept while a
+ * session of the uid exists and until its window is over, so that closing
+ * and reopening sessions does not start a new window. */
+struct log_uid {
+        struct log_uid *next;    /* log_uids */
+        uid_t uid;
+        unsigned refs;           /* limits pointing here */
+        struct hbgd_ratelimit rl;
+};
+
+struct hbg_log_limit {
+        struct hbg_log_limit *prev, *next; /* log_limits */
+        unsigned refs;
+        uint64_t session;
+        int pid;
+        uid_t uid;
+        struct log_uid *user;    /* NULL for root: per-uid limits spare it */
+        struct hbgd_ratelimit rl;
+};
+
+/* Under log_lock. */
+static struct hbg_log_limit *log_limits;
+static struct log_uid *log_uids;
+
+/* Start rl's next window if its current one is over: what the one that
+ * ended left out (0 if none ended or it left nothing out). */
+static unsigned window_roll(struct hbgd_ratelimit *rl, int64_t now) {
+        if (now - rl->window_start_ms < log_interval_ms)
+                return 0;
+        unsigned ended = rl->suppressed;
+        *rl = (struct hbgd_ratelimit){ .window_start_ms = now };
+        return ended;
+}
+
+static void report_session(const struct hbg_log_limit *l, unsigned n) {
         char msg[128];
-        struct hbg_log_fields f = { .session = session };
-        snprintf(msg, sizeof(msg), "session %" PRIu64 ": %u messages suppressed", session, n);
-        log_emit(LOG_NOTICE, &f, msg);
+        struct hbg_log_fields f = { .session = l->session, .pid = l->pid, .has_uid = true, .uid = (uint32_t)l->uid };
+        snprintf(msg, sizeof(msg), "session %" PRIu64 ": %u messages suppressed", l->session, n);
+        emit_locked(LOG_NOTICE, &f, msg);
+}
+
+static void report_uid(const struct log_uid *u, unsigned n) {
+        char msg[128];
+        struct hbg_log_fields f = { .has_uid = true, .uid = (uint32_t)u->uid };
+        snprintf(msg, sizeof(msg), "uid %u: %u messages suppressed (the limit of all its sessions)",
+                 (unsigned)u->uid, n);
+        emit_locked(LOG_NOTICE, &f, msg);
 }
 
 /* hbgd_ratelimit_allow() under log_lock. */
@@ -213,10 +486,7 @@ static bool ratelimit_allow(struct hbgd_ratelimit *rl, int64_t now, unsigned *re
         *ret_ended = 0;
         if (log_interval_ms == 0)
                 return true;
-        if (now - rl->window_start_ms >= log_interval_ms) {
-                *ret_ended = rl->suppressed;
-                *rl = (struct hbgd_ratelimit){ .window_start_ms = now };
-        }
+        *ret_ended = window_roll(rl, now);
         if (rl->count >= log_burst) {
                 rl->suppressed++;
                 return false;
@@ -232,35 +502,135 @@ bool hbgd_ratelimit_allow(struct hbgd_ratelimit *rl, int64_t now_ms, unsigned *r
         return ok;
 }
 
-/* Rate limit per session; returns false when the line is to be dropped. */
-static bool log_allow(const struct hbg_log_fields *f, int64_t now) {
-        if (!f->session || log_interval_ms == 0)
+/* May a line about l's session go out now? Both windows must have room:
+ * the session's own and its uid's; a line left out is counted in the
+ * window that was full. Under log_lock. */
+static bool limit_allow(struct hbg_log_limit *l, int64_t now) {
+        if (log_interval_ms == 0)
                 return true;
-        struct log_slot *s = &log_slots[f->session % LOG_SLOTS];
-        if (s->session != f->session) {
-                if (s->rl.suppressed)
-                        report_suppressed(s->session, s->rl.suppressed);
-                *s = (struct log_slot){ .session = f->session, .rl.window_start_ms = now };
-        }
-        unsigned ended;
-        bool ok = ratelimit_allow(&s->rl, now, &ended);
+        struct log_uid *u = l->user;
+        unsigned ended = window_roll(&l->rl, now);
         if (ended)
-                report_suppressed(s->session, ended);
-        return ok;
+                report_session(l, ended);
+        if (u && (ended = window_roll(&u->rl, now)))
+                report_uid(u, ended);
+        if (l->rl.count >= log_burst) {
+                l->rl.suppressed++;
+                return false;
+        }
+        if (u && u->rl.count >= log_burst_uid) {
+                u->rl.suppressed++;
+                return false;
+        }
+        l->rl.count++;
+        if (u)
+                u->rl.count++;
+        return true;
 }
 
-/* Report what a window that ended suppressed, also for sessions that went
- * quiet (from the io thread's timer). */
+/* Report, and forget, the uids with no session left whose window is over.
+ * Under log_lock. */
+static void uids_expire(int64_t now) {
+        for (struct log_uid **p = &log_uids, *u; (u = *p);) {
+                if (u->refs || now - u->rl.window_start_ms < log_interval_ms) {
+                        p = &u->next;
+                        continue;
+                }
+                if (u->rl.suppressed)
+                        report_uid(u, u->rl.suppressed);
+                *p = u->next;
+                free(u);
+        }
+}
+
+int hbgd_log_limit_new(struct hbg_log_limit **ret, uint64_t session, int pid, uid_t uid) {
+        struct hbg_log_limit *l = calloc(1, sizeof(*l));
+        if (!l)
+                return -ENOMEM;
+        *l = (struct hbg_log_limit){ .refs = 1, .session = session, .pid = pid, .uid = uid };
+        pthread_mutex_lock(&log_lock);
+        if (uid != 0) {
+                struct log_uid *u = log_uids;
+                while (u && u->uid != uid)
+                        u = u->next;
+                if (!u) {
+                        u = calloc(1, sizeof(*u));
+                        if (!u) {
+                                pthread_mutex_unlock(&log_lock);
+                                free(l);
+                                return -ENOMEM;
+                        }
+                        u->uid = uid;
+                        u->next = log_uids;
+                        log_uids = u;
+                }
+                u->refs++;
+                l->user = u;
+        }
+        l->next = log_limits;
+        if (log_limits)
+                log_limits->prev = l;
+        log_limits = l;
+        pthread_mutex_unlock(&log_lock);
+        *ret = l;
+        return 0;
+}
+
+struct hbg_log_limit *hbgd_log_limit_ref(struct hbg_log_limit *l) {
+        pthread_mutex_lock(&log_lock);
+        l->refs++;
+        pthread_mutex_unlock(&log_lock);
+        return l;
+}
+
+struct hbg_log_limit *hbgd_log_limit_unref(struct hbg_log_limit *l) {
+        if (!l)
+                return NULL;
+        pthread_mutex_lock(&log_lock);
+        if (--l->refs > 0) {
+                pthread_mutex_unlock(&log_lock);
+                return NULL;
+        }
+        if (l->rl.suppressed)
+                report_session(l, l->rl.suppressed);
+        if (l->prev)
+                l->prev->next = l->next;
+        else
+                log_limits = l->next;
+        if (l->next)
+                l->next->prev = l->prev;
+        if (l->user) {
+                l->user->refs--;
+                uids_expire(hbg_now_ms());
+        }
+        pthread_mutex_unlock(&log_lock);
+        free(l);
+        return NULL;
+}
+
+struct hbg_log_fields hbgd_log_limit_fields(struct hbg_log_limit *l) {
+        return (struct hbg_log_fields){ .session = l->session, .pid = l->pid, .has_uid = true,
+                                        .uid = (uint32_t)l->uid, .limit = l };
+}
+
+/* Report what a window that ended suppressed, also for sessions and uids
+ * that went quiet (from the io thread's timer). */
 void hbgd_log_flush_suppressed(void) {
         int64_t now = hbg_now_ms();
         pthread_mutex_lock(&log_lock);
-        for (unsigned i = 0; i < LOG_SLOTS; i++) {
-                struct log_slot *s = &log_slots[i];
-                if (!s->rl.suppressed || now - s->rl.window_start_ms < log_interval_ms)
+        for (struct hbg_log_limit *l = log_limits; l; l = l->next) {
+                if (!l->rl.suppressed || now - l->rl.window_start_ms < log_interval_ms)
                         continue;
-                report_suppressed(s->session, s->rl.suppressed);
-                s->rl = (struct hbgd_ratelimit){ .window_start_ms = now };
+                report_session(l, l->rl.suppressed);
+                l->rl = (struct hbgd_ratelimit){ .window_start_ms = now };
         }
+        for (struct log_uid *u = log_uids; u; u = u->next) {
+                if (!u->refs || !u->rl.suppressed || now - u->rl.window_start_ms < log_interval_ms)
+                        continue;
+                report_uid(u, u->rl.suppressed);
+                u->rl = (struct hbgd_ratelimit){ .window_start_ms = now };
+        }
+        uids_expire(now);
         pthread_mutex_unlock(&log_lock);
 }
 
@@ -272,17 +642,18 @@ void hbgd_set_log_level(int priority) {
         atomic_store(&log_level, priority);
 }
 
-void hbgd_log_set_ratelimit(unsigned interval_ms, unsigned burst) {
+void hbgd_log_set_ratelimit(unsigned interval_ms, unsigned burst, unsigned burst_per_uid) {
         pthread_mutex_lock(&log_lock);
         log_interval_ms = interval_ms;
         log_burst = burst ? burst : 1;
+        log_burst_uid = burst_per_uid ? burst_per_uid : 1;
         pthread_mutex_unlock(&log_lock);
 }
 
 void hbgd_log_set_journal_socket(const char *path) {
         pthread_mutex_lock(&log_lock);
-        snprintf(journal_path, sizeof(journal_path), "%s", path ? path : "");
-        sink_known = false;
+        snprintf(journal_path_set, sizeof(journal_path_set), "%s", path ? path : "");
+        journal_path_changed = true;
         pthread_mutex_unlock(&log_lock);
 }
 
@@ -297,8 +668,8 @@ static void log_v(int priority, const struct hbg_log_fields *f, const char *fmt,
         char buf[LOG_LINE_MAX];
         vsnprintf(buf, sizeof(buf), fmt, ap);
         pthread_mutex_lock(&log_lock);
-        if (log_allow(f, hbg_now_ms()))
-                log_emit(priority, f, buf);
+        if (!f->limit || limit_allow(f->limit, hbg_now_ms()))
+                emit_locked(priority, f, buf);
         pthread_mutex_unlock(&log_lock);
 }
 
@@ -309,8 +680,8 @@ void hbgd_log(int priority, const char *fmt, ...) {
         va_end(ap);
 }
 
-void hbgd_log_session(int priority, uint64_t session, int pid, uid_t uid, const char *fmt, ...) {
-        struct hbg_log_fields f = { .session = session, .pid = pid, .has_uid = true, .uid = (uint32_t)uid };
+void hbgd_log_session(int priority, struct hbg_log_limit *l, const char *fmt, ...) {
+        struct hbg_log_fields f = hbgd_log_limit_fields(l);
         va_list ap;
         va_start(ap, fmt);
         log_v(priority, &f, fmt, ap);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "daemon/daemon_private.h"
+#include "daemon/log.h"
 
 /* The three per-errno tables of a Metrics message. */
 enum { TABLE_GRAPHS, TABLE_TASKS, TABLE_REFUSED, N_TABLES };
@@ -27,6 +28,7 @@ void metrics_fill_daemon(const struct hbgd *d, Hbg__DaemonStatus *ds) {
         ds->connections = d->n_conns;
         ds->connections_accepted = d->counters.connections_accepted;
         ds->sessions_opened = d->counters.sessions_opened;
+        ds->log_lines_dropped = hbgd_log_dropped();
 }
 
 /* A histogram message pointing into snap (which must outlive it). */

@@ -26,7 +26,8 @@ static inline void metrics_count_refusal(struct hbgd_counters *c, int err) {
 struct hbgd;
 struct metrics_reply;
 
-/* DaemonStatus's counters (connections, accepted, sessions opened). */
+/* DaemonStatus's counters (connections, accepted, sessions opened, log
+ * lines dropped). */
 void metrics_fill_daemon(const struct hbgd *d, Hbg__DaemonStatus *ds);
 /* reply->metrics for a STATUS_METRICS request, in memory *ret owns (free
  * it with metrics_reply_free() after sending). 0 or -ENOMEM. */

@@ -66,6 +66,7 @@ static void session_free(struct session *s) {
         close_fd(&s->completion_fd);
         close_fd(&s->completion_peer_fd);
         acct_remove_session(s->acct, s->uid, s->memory);
+        hbgd_log_limit_unref(s->log_limit);
         free(s);
 }
 
@@ -101,7 +102,7 @@ static void on_doorbell(struct io_source *src, uint32_t events, void *userdata) 
                 ssize_t n = recvmsg(s->doorbell_fd, &m, MSG_DONTWAIT);
                 if (n >= 0) {
                         if ((m.msg_flags & MSG_CTRUNC) && s->doorbell_fds_dropped++ == 0)
-                                hbgd_log_session(LOG_WARNING, s->id, (int)s->pid, s->uid,
+                                hbgd_log_session(LOG_WARNING, s->log_limit,
                                                  "session %" PRIu64 ": a doorbell datagram carried file "
                                                  "descriptors; they were closed unread",
                                                  s->id);
@@ -120,8 +121,8 @@ static void on_doorbell(struct io_source *src, uint32_t events, void *userdata) 
 
 int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop,
                 struct accounting *acct, const struct hbg_geometry *g, uint64_t memory,
-                uint64_t id, uid_t uid, pid_t pid, unsigned weight, uint64_t stall_timeout_ms,
-                const char **why) {
+                uint64_t id, uid_t uid, pid_t pid, struct hbg_log_limit *log_limit, unsigned weight,
+                uint64_t stall_timeout_ms, const char **why) {
         struct session *s = calloc(1, sizeof(*s));
         int err;
 
@@ -141,6 +142,7 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
         s->loop = loop;
         s->sub_fd = s->cpl_fd = s->doorbell_fd = s->doorbell_peer_fd = -1;
         s->completion_fd = s->completion_peer_fd = -1;
+        s->log_limit = hbgd_log_limit_ref(log_limit);
 
         *why = "cannot create the session's shared memory";
         if ((err = make_memfd(id, "sub", g->sub_region_size, &s->sub_fd)) < 0 ||
@@ -188,7 +190,7 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
                 .first_id = s->first_id,
                 .completion_fd = s->completion_fd,
                 .name = ring_name,
-                .log_fields = { .session = id, .pid = (int)pid, .has_uid = true, .uid = (uint32_t)uid },
+                .log_fields = hbgd_log_limit_fields(log_limit),
                 .weight = weight,
                 .stall_timeout_ms = stall_timeout_ms,
                 .released = session_released,

@@ -49,6 +49,7 @@ struct session {
         struct hbg_ring *ring;
         struct io_source *doorbell_src;
         uint64_t doorbell_fds_dropped; /* datagrams that carried fds (closed by the kernel) */
+        struct hbg_log_limit *log_limit; /* the ring's lines' (daemon/log.h); a reference */
 };
 
 /* The bytes a session of geometry g costs hbgd: the engine's private
@@ -57,7 +58,8 @@ uint64_t session_memory(const struct hbg_engine *e, const struct hbg_geometry *g
 
 /*
  * Create the session's regions and channels, bind an engine ring to them
- * (with fair-share weight `weight`, RUNTIME_LOGIC.md §9.5, and the stall
+ * (its lines under log_limit, which the session holds a reference of;
+ * with fair-share weight `weight`, RUNTIME_LOGIC.md §9.5, and the stall
  * limit stall_timeout_ms, 0 the engine's, §12.3) and watch the
  * doorbell. `memory` must already be charged to uid in acct:
  * from here on the session owns the charge and refunds it when it is
@@ -65,8 +67,8 @@ uint64_t session_memory(const struct hbg_engine *e, const struct hbg_geometry *g
  */
 int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop,
                 struct accounting *acct, const struct hbg_geometry *g, uint64_t memory,
-                uint64_t id, uid_t uid, pid_t pid, unsigned weight, uint64_t stall_timeout_ms,
-                const char **why);
+                uint64_t id, uid_t uid, pid_t pid, struct hbg_log_limit *log_limit, unsigned weight,
+                uint64_t stall_timeout_ms, const char **why);
 /* The fds to send with the session reply, in protocol order: submission
  * memfd, completion memfd, doorbell socket, completion pipe (read end). */
 void session_client_fds(const struct session *s, int ret_fds[4]);

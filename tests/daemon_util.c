@@ -250,6 +250,10 @@ int daemon_wait_notify(struct hbgd_proc *d, const char *what, int timeout_ms) {
 }
 
 int daemon_start(struct hbgd_proc **ret, const char *const *args, const char *const *env) {
+        return daemon_start_fd(ret, args, env, -1);
+}
+
+int daemon_start_fd(struct hbgd_proc **ret, const char *const *args, const char *const *env, int out_fd) {
         const char *bin = daemon_binary();
         struct hbgd_proc *d = calloc(1, sizeof(*d));
         const char *argv[MAX_ARGS + 4];
@@ -339,7 +343,13 @@ int daemon_start(struct hbgd_proc **ret, const char *const *args, const char *co
         envp[k] = NULL;
 
         bool verbose = getenv("HBG_TEST_VERBOSE") && getenv("HBG_TEST_VERBOSE")[0];
-        if (!verbose) {
+        if (out_fd >= 0) {
+                log_fd = fcntl(out_fd, F_DUPFD_CLOEXEC, 3);
+                if (log_fd < 0) {
+                        err = -errno;
+                        goto fail;
+                }
+        } else if (!verbose) {
                 log_fd = open(d->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
                 if (log_fd < 0) {
                         err = -errno;

@@ -53,6 +53,10 @@ const char *daemon_binary(void);
  * 0 and *ret, or -errno with a message on stderr.
  */
 int daemon_start(struct hbgd_proc **ret, const char *const *args, const char *const *env);
+/* The same with hbgd's stdout and stderr on out_fd (a pipe of the test's,
+ * say) instead of DIR/hbgd.log; out_fd -1 is daemon_start(). The caller
+ * keeps its out_fd. */
+int daemon_start_fd(struct hbgd_proc **ret, const char *const *args, const char *const *env, int out_fd);
 
 /* Wait up to timeout_ms for hbgd to exit and reap it (d->wstatus).
  * 0, or -ETIMEDOUT. */

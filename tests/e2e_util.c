@@ -623,6 +623,10 @@ int fd_baseline(struct hbgd_proc *d) {
 
 /* hbgd with a config file (INI text), removed once hbgd has read it. */
 struct hbgd_proc *start_hbgd_conf(int mode, const char *conf) {
+        return start_hbgd_conf_fd(mode, conf, -1);
+}
+
+struct hbgd_proc *start_hbgd_conf_fd(int mode, const char *conf, int out_fd) {
         static const char *const epoll_env[] = { "HBGD_IO=epoll", NULL };
         const char *tmp = getenv("TMPDIR");
         char path[256];
@@ -635,7 +639,7 @@ struct hbgd_proc *start_hbgd_conf(int mode, const char *conf) {
         ck_assert_msg(n == (ssize_t)len, "writing %s failed", path);
         const char *const args[] = { "--config", path, NULL };
         struct hbgd_proc *d = NULL;
-        int err = daemon_start(&d, args, mode == MODE_EPOLL ? epoll_env : NULL);
+        int err = daemon_start_fd(&d, args, mode == MODE_EPOLL ? epoll_env : NULL, out_fd);
         unlink(path);
         ck_assert_msg(err == 0, "hbgd (%s) did not start with config:\n%s\n: %s", mode_name(mode), conf,
                       strerror(-err));

@@ -199,6 +199,8 @@ int fd_baseline(struct hbgd_proc *d);
 /* hbgd (like start_hbgd) with `conf` (INI text) as its --config file,
  * removed once hbgd has read it. */
 struct hbgd_proc *start_hbgd_conf(int mode, const char *conf);
+/* The same with hbgd's stdout and stderr on out_fd (daemon_start_fd()). */
+struct hbgd_proc *start_hbgd_conf_fd(int mode, const char *conf, int out_fd);
 /* SIGTERM; hbgd must exit 0 within the grace period (and some slack).
  * Frees d. */
 void stop_within_grace(struct hbgd_proc *d, const char *what);

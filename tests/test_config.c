@@ -73,6 +73,7 @@ static const struct key_case keys[] = {
         { "log", "journal_socket", "/run/hbg-test/journal", "journal.sock" },
         { "log", "ratelimit_interval_ms", "1000", "3600001" },
         { "log", "ratelimit_burst", "100", "0" },
+        { "log", "ratelimit_burst_per_uid", "200", "1000001" },
 };
 
 START_TEST(each_key) {

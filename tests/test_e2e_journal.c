@@ -15,6 +15,18 @@
  *             from clients");
  *   terminal  hbgd with a pseudo-terminal as stderr writes "hbgd: ..."
  *             lines without <N> prefixes; with a file as stderr, "<N>hbgd:".
+ *   limits    (as root, acting as another uid) the log's rate limits
+ *             cannot be reset by session ids: two sessions of one uid whose
+ *             ids differ by 64 (63 connections opened between them), taking
+ *             turns at failing graphs, each get ratelimit_burst lines
+ *             (session_ids_64_apart); eight sessions of one uid together
+ *             get ratelimit_burst_per_uid (sessions_of_one_uid); counted in
+ *             lines, in one window far longer than the test.
+ *   writer    hbgd's stderr a pipe nobody reads, with every line logged:
+ *             while a client floods it with failing graphs, hbgd answers
+ *             status requests and runs another uid's graphs right, counts
+ *             the lines it dropped in hbgctl status, and says so in the log
+ *             once the pipe is read (stderr_not_read).
  */
 #include <check.h>
 #include <errno.h>
@@ -27,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -35,6 +48,7 @@
 
 #include "hbg/hbg.h"
 #include "tests/daemon_util.h"
+#include "tests/e2e_kid.h"
 #include "tests/e2e_util.h"
 
 /* ------------------------------------------------------------ a journal entry */
@@ -375,6 +389,346 @@ START_TEST(terminal) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ limits */
+
+/* hbgd's log file, whole (NUL-terminated; free() it). */
+static char *read_log(const struct hbgd_proc *d) {
+        FILE *f = fopen(d->log_path, "re");
+        ck_assert_msg(f, "%s: %s", d->log_path, strerror(errno));
+        size_t cap = 1 << 16, n = 0;
+        char *buf = malloc(cap);
+        ck_assert_ptr_nonnull(buf);
+        size_t r;
+        while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+                n += r;
+                if (cap - n - 1 == 0) {
+                        cap *= 2;
+                        buf = realloc(buf, cap);
+                        ck_assert_ptr_nonnull(buf);
+                }
+        }
+        fclose(f);
+        buf[n] = 0;
+        return buf;
+}
+
+/* Wait up to timeout_ms for a line holding needle in hbgd's log. */
+static bool log_wait(const struct hbgd_proc *d, const char *needle, int timeout_ms) {
+        long long end = daemon_now_ms() + timeout_ms;
+        for (;;) {
+                char *log = read_log(d);
+                bool found = strstr(log, needle) != NULL;
+                free(log);
+                if (found || daemon_now_ms() >= end)
+                        return found;
+                sleep_us(20000);
+        }
+}
+
+/* Is this line about session (its connection's lines and its ring's)?
+ * The "messages suppressed" reports are not counted. */
+static bool line_about(const char *line, size_t len, uint64_t session) {
+        char l[1200], pat[3][64];
+        snprintf(l, sizeof(l), "%.*s", (int)len, line);
+        if (strstr(l, "messages suppressed"))
+                return false;
+        snprintf(pat[0], sizeof(pat[0]), "session %" PRIu64 " (", session);
+        snprintf(pat[1], sizeof(pat[1]), "connection %" PRIu64 " (", session);
+        snprintf(pat[2], sizeof(pat[2]), "ring session-%" PRIu64 "-pid-", session);
+        return strstr(l, pat[0]) || strstr(l, pat[1]) || strstr(l, pat[2]);
+}
+
+/* Lines of log about any of sessions[0..n). */
+static unsigned lines_about(const char *log, const uint64_t *sessions, unsigned n) {
+        unsigned count = 0;
+        for (const char *p = log; *p;) {
+                const char *nl = strchr(p, '\n');
+                size_t len = nl ? (size_t)(nl - p) : strlen(p);
+                for (unsigned i = 0; i < n; i++)
+                        if (line_about(p, len, sessions[i])) {
+                                count++;
+                                break;
+                        }
+                p += len + (nl != NULL);
+        }
+        return count;
+}
+
+/* The ids of uid's sessions (STATUS_SESSIONS), in increasing order: how
+ * many, at most max. */
+static unsigned sessions_of(struct hbgd_proc *d, uid_t uid, uint64_t *ids, unsigned max) {
+        int fd = raw_connect(d->socket_path);
+        raw_hello(fd);
+        Hbg__Envelope *r = status_of(d, fd, HBG__STATUS_KIND__STATUS_SESSIONS);
+        unsigned n = 0;
+        for (size_t i = 0; i < r->status_reply->n_sessions; i++)
+                if (r->status_reply->sessions[i]->uid == (uint32_t)uid && n < max)
+                        ids[n++] = r->status_reply->sessions[i]->session_id;
+        wire_free(r);
+        close(fd);
+        for (unsigned i = 1; i < n; i++)
+                for (unsigned j = i; j > 0 && ids[j - 1] > ids[j]; j--) {
+                        uint64_t t = ids[j];
+                        ids[j] = ids[j - 1];
+                        ids[j - 1] = t;
+                }
+        return n;
+}
+
+/* A line hbgd logs after everything logged so far: a session of root
+ * (held to no uid's limit) named `name`, opened and closed. Lines are
+ * written in the order they are logged. */
+static void log_mark(struct hbgd_proc *d, const char *name) {
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        o.name = name;
+        hbg_client *c = NULL;
+        int err = hbg_connect_opts(&c, &o);
+        D_ASSERT(d, err == 0, "hbg_connect: %s", hbg_strerror(err));
+        hbg_disconnect(c);
+        char needle[96];
+        snprintf(needle, sizeof(needle), ", %s): D=", name);
+        D_ASSERT(d, log_wait(d, needle, IO_MS), "the session '%s' was not logged", name);
+}
+
+#define FLOOD_MAX_SESSIONS 16
+
+struct flood {
+        const char *path;
+        unsigned sessions;      /* 1..FLOOD_MAX_SESSIONS */
+        unsigned spacers;       /* connections opened between the first two sessions */
+        unsigned graphs;        /* failing graphs per session; 0: until 'Q' */
+};
+
+/* One fail(-EIO) graph on c: 0, or -1 with why[]. */
+static int fail_graph(hbg_client *c, char *why, size_t size) {
+        hbg_task t = fail_task(-EIO);
+        uint64_t g;
+        int err = hbg_graph_add(c, &t, NULL);
+        if (!err)
+                err = hbg_graph_submit(c, &g);
+        if (!err)
+                err = hbg_graph_wait(c, g, IO_MS);
+        if (err == -EIO)
+                return 0;
+        snprintf(why, size, "a graph of fail(-EIO) ended with %s", hbg_strerror(err));
+        return -1;
+}
+
+/*
+ * A client (as another uid): f->sessions sessions, f->spacers connections
+ * opened and kept between the first and the second (so that their ids
+ * differ by spacers + 1), "READY"; on 'G' failing graphs, the sessions
+ * taking turns: f->graphs each, or until 'Q' ("DONE n").
+ */
+static int flood_fn(int sock, void *arg) {
+        const struct flood *f = arg;
+        hbg_client *c[FLOOD_MAX_SESSIONS] = { NULL };
+        int spacer[128];
+        unsigned n_spacers = 0;
+        char why[256];
+        for (unsigned i = 0; i < f->sessions; i++) {
+                int err = hbg_connect(&c[i], f->path);
+                if (err) {
+                        kid_say(sock, "FAIL session %u: hbg_connect: %s", i, hbg_strerror(err));
+                        return 1;
+                }
+                while (i == 0 && n_spacers < f->spacers) {
+                        int fd = cx_connect(f->path, false);
+                        if (fd < 0) {
+                                kid_say(sock, "FAIL connection %u: %s", n_spacers, strerror(-fd));
+                                return 1;
+                        }
+                        spacer[n_spacers++] = fd;
+                }
+        }
+        kid_say(sock, "READY");
+        if (kid_cmd(sock) != 'G')
+                return 1;
+        unsigned long done = 0;
+        for (unsigned r = 0; f->graphs ? r < f->graphs : !kid_cmd_pending(sock); r++)
+                for (unsigned i = 0; i < f->sessions; i++, done++)
+                        if (fail_graph(c[i], why, sizeof(why)) < 0) {
+                                kid_say(sock, "FAIL session %u, graph %u: %s", i, r, why);
+                                return 1;
+                        }
+        for (unsigned i = 0; i < n_spacers; i++)
+                close(spacer[i]);
+        for (unsigned i = 0; i < f->sessions; i++)
+                hbg_disconnect(c[i]);
+        kid_say(sock, "DONE %lu", done);
+        return 0;
+}
+
+#define BURST 5
+#define BURST_PER_UID 12
+#define GRAPHS 60
+
+/* Two sessions of one uid with ids 64 apart (the old limit kept 64 slots
+ * by session id modulo 64, and a session taking a slot reset its window):
+ * 2 x GRAPHS failing graphs in turns, each session's lines held to BURST. */
+START_TEST(session_ids_64_apart) {
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "[log]\nratelimit_interval_ms = 3600000\n"
+                                                          "ratelimit_burst = 5\nratelimit_burst_per_uid = 1000\n"
+                                                          "[limits]\nmax_connections_per_uid = 128\n");
+        open_to_all(d);
+        struct flood f = { .path = d->socket_path, .sessions = 2, .spacers = 63, .graphs = GRAPHS };
+        struct kid k;
+        char buf[512];
+        kid_start(&k, NOBODY, flood_fn, &f);
+        kid_expect(d, &k, "READY", WAIT_MS, buf, sizeof(buf), "the client");
+        uint64_t ids[2];
+        D_ASSERT(d, sessions_of(d, NOBODY, ids, 2) == 2, "the client's two sessions are not listed");
+        D_ASSERT(d, ids[1] - ids[0] == 64, "session ids %" PRIu64 " and %" PRIu64 ", not 64 apart", ids[0], ids[1]);
+        kid_tell(&k, 'G');
+        const char *done = kid_expect(d, &k, "DONE", WAIT_MS, buf, sizeof(buf), "the client");
+        D_ASSERT(d, strtoul(done, NULL, 10) == 2 * GRAPHS, "%s graphs failed, want %d", done, 2 * GRAPHS);
+        kid_end(d, &k, IO_MS, "the client");
+        log_mark(d, "mark-after-64-apart");
+        char *log = read_log(d);
+        for (unsigned i = 0; i < 2; i++) {
+                unsigned n = lines_about(log, &ids[i], 1);
+                fprintf(stderr, "session_ids_64_apart: %u lines about session %" PRIu64 " (%d failing graphs)\n", n,
+                        ids[i], GRAPHS);
+                D_ASSERT(d, n >= 1 && n <= BURST, "%u lines about session %" PRIu64 ", ratelimit_burst = %d", n,
+                         ids[i], BURST);
+        }
+        free(log);
+        /* What was left out is counted once the session is gone. */
+        for (unsigned i = 0; i < 2; i++) {
+                char needle[64];
+                snprintf(needle, sizeof(needle), "session %" PRIu64 ": ", ids[i]);
+                D_ASSERT(d, log_wait(d, needle, IO_MS), "no 'messages suppressed' line for session %" PRIu64, ids[i]);
+                log = read_log(d);
+                unsigned left_out = 0;
+                const char *p = strstr(log, needle);
+                D_ASSERT(d, p && sscanf(p + strlen(needle), "%u messages suppressed", &left_out) == 1 &&
+                                    left_out >= GRAPHS + 1 - BURST,
+                         "session %" PRIu64 ": %u lines counted as suppressed, want at least %d", ids[i], left_out,
+                         GRAPHS + 1 - BURST);
+                free(log);
+        }
+        stop_hbgd(d);
+}
+END_TEST
+
+/* Eight sessions of one uid, GRAPHS / 8 failing graphs each (more than
+ * BURST lines each): their lines together held to BURST_PER_UID. */
+START_TEST(sessions_of_one_uid) {
+        enum { SESSIONS = 8 };
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "[log]\nratelimit_interval_ms = 3600000\n"
+                                                          "ratelimit_burst = 5\nratelimit_burst_per_uid = 12\n");
+        open_to_all(d);
+        struct flood f = { .path = d->socket_path, .sessions = SESSIONS, .graphs = GRAPHS / SESSIONS };
+        struct kid k;
+        char buf[512];
+        kid_start(&k, NOBODY, flood_fn, &f);
+        kid_expect(d, &k, "READY", WAIT_MS, buf, sizeof(buf), "the client");
+        uint64_t ids[SESSIONS];
+        D_ASSERT(d, sessions_of(d, NOBODY, ids, SESSIONS) == SESSIONS, "the client's sessions are not all listed");
+        kid_tell(&k, 'G');
+        kid_expect(d, &k, "DONE", WAIT_MS, buf, sizeof(buf), "the client");
+        kid_end(d, &k, IO_MS, "the client");
+        log_mark(d, "mark-after-one-uid");
+        char *log = read_log(d);
+        unsigned n = lines_about(log, ids, SESSIONS);
+        fprintf(stderr, "sessions_of_one_uid: %u lines about %d sessions of uid %u\n", n, SESSIONS, (unsigned)NOBODY);
+        D_ASSERT(d, n >= BURST && n <= BURST_PER_UID, "%u lines about %d sessions of one uid, "
+                 "ratelimit_burst_per_uid = %d", n, SESSIONS, BURST_PER_UID);
+        free(log);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ writer */
+
+/* Bytes waiting in the pipe whose read end is fd. */
+static int pipe_queued(int fd) {
+        int n = 0;
+        return ioctl(fd, FIONREAD, &n) == 0 ? n : -errno;
+}
+
+/* hbgd's DaemonStatus.log_lines_dropped, on a fresh connection. */
+static uint64_t lines_dropped(struct hbgd_proc *d) {
+        int fd = raw_connect(d->socket_path);
+        raw_hello(fd);
+        Hbg__Envelope *r = status_of(d, fd, HBG__STATUS_KIND__STATUS_DAEMON);
+        uint64_t n = r->status_reply->daemon->log_lines_dropped;
+        wire_free(r);
+        close(fd);
+        return n;
+}
+
+/* stderr a pipe of 4 KiB this test does not read, every line logged
+ * (no rate limit): a client of another uid fails graphs without end. */
+START_TEST(stderr_not_read) {
+        int p[2];
+        ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+        int cap = fcntl(p[1], F_SETPIPE_SZ, 4096);
+        ck_assert_int_gt(cap, 0);
+        struct hbgd_proc *d = start_hbgd_conf_fd(MODE_URING, "[log]\nratelimit_interval_ms = 0\n", p[1]);
+        close(p[1]);
+        open_to_all(d);
+        struct flood f = { .path = d->socket_path, .sessions = 1 };
+        struct kid k;
+        char buf[512];
+        kid_start(&k, NOBODY, flood_fn, &f);
+        kid_expect(d, &k, "READY", WAIT_MS, buf, sizeof(buf), "the flooding client");
+        kid_tell(&k, 'G');
+
+        /* The pipe fills, then hbgd's queue: lines are dropped. */
+        long long end = daemon_now_ms() + WAIT_MS;
+        uint64_t dropped;
+        while ((dropped = lines_dropped(d)) == 0 && daemon_now_ms() < end)
+                sleep_us(20000);
+        int queued = pipe_queued(p[0]);
+        fprintf(stderr, "stderr_not_read: %d bytes in the pipe, %" PRIu64 " lines dropped\n", queued, dropped);
+        D_ASSERT(d, dropped > 0, "no log line dropped with stderr full (%d bytes in the pipe of %d)", queued, cap);
+
+        /* hbgd goes on: status, and another uid's graphs, right, while the
+         * failing graphs keep coming. */
+        fresh_status(d, LIVE_MS, "stderr_not_read");
+        honest_graphs(d, 20, "stderr_not_read");
+        fresh_status(d, LIVE_MS, "stderr_not_read");
+        D_ASSERT(d, lines_dropped(d) > dropped, "no more lines dropped while the client went on failing graphs");
+        kid_tell(&k, 'Q');
+        const char *done = kid_expect(d, &k, "DONE", WAIT_MS, buf, sizeof(buf), "the flooding client");
+        fprintf(stderr, "stderr_not_read: the client failed %s graphs\n", done);
+        kid_end(d, &k, IO_MS, "the flooding client");
+
+        /* Read, the log catches up and says what it lost. */
+        static char out[1 << 16];
+        size_t len = 0;
+        bool said = false;
+        end = daemon_now_ms() + IO_MS;
+        while (!said && daemon_now_ms() < end) {
+                struct pollfd pf = { .fd = p[0], .events = POLLIN };
+                if (poll(&pf, 1, 100) <= 0)
+                        continue;
+                ssize_t n = read(p[0], out + len, sizeof(out) - 1 - len);
+                if (n <= 0)
+                        break;
+                len += (size_t)n;
+                out[len] = 0;
+                said = strstr(out, "log lines dropped: the log writer fell behind") != NULL;
+                if (len > sizeof(out) / 2 && !said) { /* keep the tail */
+                        memmove(out, out + len - 4096, 4096);
+                        len = 4096;
+                        out[len] = 0;
+                }
+        }
+        D_ASSERT(d, said, "no 'log lines dropped' line once stderr was read");
+        /* Drained as it is read: hbgd exits 0 on SIGTERM. */
+        struct pollfd pf = { .fd = p[0], .events = POLLIN };
+        kill(d->pid, SIGTERM);
+        while (daemon_wait_exit(d, 0) == -ETIMEDOUT)
+                if (poll(&pf, 1, 100) > 0 && read(p[0], out, sizeof(out)) <= 0)
+                        break;
+        close(p[0]);
+        stop_hbgd(d);
+}
+END_TEST
+
 int main(void) {
         signal(SIGPIPE, SIG_IGN);
         if (daemon_util_init() < 0)
@@ -385,6 +739,18 @@ int main(void) {
         tcase_add_test(tc, fields);
         tcase_add_test(tc, terminal);
         suite_add_tcase(s, tc);
+        /* The other uid's clients need root (setresuid). */
+        if (geteuid() == 0) {
+                tc = tcase_create("limits");
+                tcase_set_timeout(tc, 120);
+                tcase_add_test(tc, session_ids_64_apart);
+                tcase_add_test(tc, sessions_of_one_uid);
+                tcase_add_test(tc, stderr_not_read);
+                suite_add_tcase(s, tc);
+        } else {
+                fprintf(stderr, "test_e2e_journal: not root: the rate-limit and writer tests, which act as "
+                                "another uid, do not run\n");
+        }
         SRunner *sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);
         int failed = srunner_ntests_failed(sr);

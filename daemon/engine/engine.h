@@ -47,6 +47,7 @@ int hbg_completion_mode_parse(const char *name, enum hbg_completion_mode *ret);
  * and adds the ring's hbg_ring_params.log_fields (the owner's session,
  * pid, uid).
  */
+struct hbg_log_limit;
 struct hbg_log_fields {
         uint64_t session;             /* HBG_SESSION; 0: none */
         int pid;                      /* HBG_PID; 0: none */
@@ -58,6 +59,10 @@ struct hbg_log_fields {
         uint64_t task;                /* HBG_TASK: a task id */
         const char *kernel;           /* HBG_KERNEL: a kernel name; NULL: none */
         int err;                      /* ERRNO (a negative errno here); 0: none */
+        /* The owner's rate-limit state for lines about this source (the
+         * daemon's per-session limit, daemon/log.h); opaque to the engine,
+         * passed on with the fields. NULL: none. */
+        struct hbg_log_limit *limit;
 };
 
 /* f is never NULL (zeroed when the line is about nothing in particular). */
