@@ -411,7 +411,7 @@ struct needle {
         char a[200], b[200];
 };
 
-static bool log_has(const char *log, const struct needle *n) {
+static bool log_has_needle(const char *log, const struct needle *n) {
         for (const char *line = log; line && *line;) {
                 const char *end = strchr(line, '\n');
                 size_t len = end ? (size_t)(end - line) : strlen(line);
@@ -462,7 +462,7 @@ static void assert_logged(struct hbgd_proc *d, const struct needle *needles, uns
                 unsigned missing = n;
                 const struct needle *first = NULL;
                 for (unsigned i = 0; i < n; i++) {
-                        if (log && log_has(log, &needles[i]))
+                        if (log && log_has_needle(log, &needles[i]))
                                 missing--;
                         else if (!first)
                                 first = &needles[i];
