@@ -94,6 +94,12 @@ const struct hbg_kernel_sig hbg_kernel_sigs[HBG_KERNEL_COUNT - 1] = {
                 .n_scalars = 1, .scalars = { { "code", I64 } },
                 .length_rule = "no tensors",
         },
+        [HBG_KERNEL_TIMESTAMP_NS - 1] = {
+                .id = HBG_KERNEL_TIMESTAMP_NS, .name = "timestamp_ns", .splittable = true,
+                .summary = "t[part] = when the part started: CLOCK_MONOTONIC ns as an i64 (graph profiling)",
+                .n_tensors = 1, .tensors = { { "t", OUT } },
+                .length_rule = "a whole number of i64; parts beyond it write nothing",
+        },
 };
 
 const struct hbg_kernel_sig *hbg_kernel_sig_by_id(uint16_t id) {

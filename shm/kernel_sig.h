@@ -33,6 +33,7 @@ enum hbg_kernel_id {          /* stable ids: never renumber */
         HBG_KERNEL_GEMM_F32 = 10,
         HBG_KERNEL_SOFTMAX_ROWS_F32 = 11,
         HBG_KERNEL_FAIL = 12,
+        HBG_KERNEL_TIMESTAMP_NS = 13,
         HBG_KERNEL_COUNT,
 };
 

@@ -427,10 +427,11 @@ static const struct sig sigs[HBG_KERNEL_COUNT] = {
         [HBG_KERNEL_SOFTMAX_ROWS_F32] = { "softmax_rows_f32", 1, { INOUT }, 2,
                                           { HBG_SCALAR_U64, HBG_SCALAR_U64 }, true },
         [HBG_KERNEL_FAIL] = { "fail", 0, { 0 }, 1, { HBG_SCALAR_I64 }, true },
+        [HBG_KERNEL_TIMESTAMP_NS] = { "timestamp_ns", 1, { OUT }, 0, { 0 }, true },
 };
 
 START_TEST(test_ids_and_names) {
-        ck_assert_uint_eq(HBG_KERNEL_COUNT, 13);
+        ck_assert_uint_eq(HBG_KERNEL_COUNT, 14);
         ck_assert_uint_eq(kernel_count(), HBG_KERNEL_COUNT - 1);
         for (uint16_t id = 1; id < HBG_KERNEL_COUNT; id++) {
                 const struct kernel_info *k = kernel_lookup(id);
@@ -447,7 +448,7 @@ START_TEST(test_ids_and_names) {
 END_TEST
 
 START_TEST(test_unknown) {
-        static const uint16_t bad_ids[] = { 0, 13, 14, 255, 256, 4096, 65535 };
+        static const uint16_t bad_ids[] = { 0, 14, 15, 255, 256, 4096, 65535 };
         static const char *const bad_names[] = { "", "nop", "ADD_F32", "add_f32 ", "add_f3",
                                                  "add_f32\n", "gemm", "unknown" };
 
@@ -534,6 +535,42 @@ END_TEST
 
 static const uint64_t odd_sizes[] = { 1, 2, 5, 13, 37, 1001 };
 #define N_ODD (sizeof(odd_sizes) / sizeof(odd_sizes[0]))
+
+/* timestamp_ns: part p stamps t[p] with CLOCK_MONOTONIC when it runs
+ * (parts in order: non-decreasing, within the calls' own clock reads);
+ * parts beyond t write nothing; t must hold whole i64 values. */
+START_TEST(test_timestamp) {
+        const struct kernel_info *k = K(HBG_KERNEL_TIMESTAMP_NS);
+        uint8_t *h = heap_alloc(), *before = heap_alloc();
+        struct kernel_args a = { .n_tensors = 1 };
+        struct timespec ts;
+
+        a.tensors[0] = T(64, 4 * sizeof(int64_t), OUT);
+        ck_assert_int_eq(kernel_validate(k, &a, HEAP_SIZE, NULL), 0);
+        memcpy(before, h, HEAP_SIZE);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t t0 = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        for (uint32_t p = 0; p < 6; p++)
+                ck_assert_int_eq(k->run(h, &a, p, 6), 0);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t t1 = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        int64_t prev = t0;
+        for (unsigned i = 0; i < 4; i++) {
+                int64_t v;
+                memcpy(&v, h + 64 + i * sizeof(v), sizeof(v));
+                ck_assert_msg(v >= prev && v <= t1, "t[%u] = %lld outside [%lld, %lld]", i, (long long)v,
+                              (long long)prev, (long long)t1);
+                prev = v;
+        }
+        /* Parts 4 and 5 had no element: nothing else changed. */
+        memcpy(h + 64, before + 64, 4 * sizeof(int64_t));
+        ck_assert(memcmp(h, before, HEAP_SIZE) == 0);
+        a.tensors[0] = T(64, 12, OUT);
+        ck_assert_int_eq(kernel_validate(k, &a, HEAP_SIZE, NULL), -EINVAL);
+        free(h);
+        free(before);
+}
+END_TEST
 
 START_TEST(test_fill) {
         static const float vals[] = { 1.5f, -0.0f, 3.0e38f, -7.25f };
@@ -1706,6 +1743,7 @@ static Suite *kernels_suite(void) {
         tc = tcase_create("results");
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_noop_spin_fail_run);
+        tcase_add_test(tc, test_timestamp);
         tcase_add_test(tc, test_fill);
         tcase_add_test(tc, test_copy);
         tcase_add_test(tc, test_add_mul);

@@ -166,6 +166,16 @@ static int check_fail(const struct kernel_args *a, unsigned *ret_msg) {
         return 0;
 }
 
+static const char *const timestamp_msgs[] = { "t must hold whole i64 values (a multiple of 8 bytes)" };
+
+static int check_timestamp(const struct kernel_args *a, unsigned *ret_msg) {
+        if (a->tensors[0].length % sizeof(int64_t) != 0) {
+                *ret_msg = 0;
+                return -EINVAL;
+        }
+        return 0;
+}
+
 /* ------------------------------------------------------------ costs */
 
 static uint64_t sat_mul(uint64_t x, uint64_t y) {
@@ -511,6 +521,19 @@ static int run_softmax(struct kernel_run_ctx *ctx, uint8_t *heap, const struct k
         return 0;
 }
 
+/* Part p stamps t[p] (when it fits): hbgd's CLOCK_MONOTONIC, the clock
+ * every process of the host reads, so a client can place the part's start
+ * among its own events and other tasks' stamps. */
+static int run_timestamp(uint8_t *heap, const struct kernel_args *a, uint32_t part, uint32_t parts) {
+        int64_t now = hbg_now_ns();
+
+        if (bad_part(part, parts))
+                return -EINVAL;
+        if (part < a->tensors[0].length / sizeof(int64_t))
+                memcpy(heap + a->tensors[0].offset + (uint64_t)part * sizeof(int64_t), &now, sizeof(now));
+        return 0;
+}
+
 /* Every part returns the code (validated to be in [-4095, -1]). */
 static int run_fail(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
                     uint32_t parts) {
@@ -541,6 +564,7 @@ static const struct kernel_info kernels[HBG_KERNEL_COUNT - 1] = {
         KC(HBG_KERNEL_GEMM_F32, check_gemm, gemm_msgs, run_gemm, cost_gemm),
         KC(HBG_KERNEL_SOFTMAX_ROWS_F32, check_softmax, softmax_msgs, run_softmax, cost_softmax),
         KC(HBG_KERNEL_FAIL, check_fail, fail_msgs, run_fail, cost_unit),
+        KC(HBG_KERNEL_TIMESTAMP_NS, check_timestamp, timestamp_msgs, run_timestamp, cost_unit),
 #undef K
 #undef KC
 };
