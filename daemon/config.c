@@ -93,7 +93,7 @@ static const struct key keys[] = {
         NUM("limits", "max_message_size", max_message, 0, UINT64_C(16) << 20),
         NUM("limits", "handshake_timeout_ms", handshake_timeout_ms, 100, 3600000),
         NUM("limits", "requests_per_turn", requests_per_turn, 1, 4096),
-        NUM("limits", "max_threads_per_session", engine.max_threads_per_ring, 0, 64),
+        NUM("limits", "max_threads_per_session", engine.max_threads_per_share, 0, 64),
         NUM("limits", "max_task_cost", engine.max_task_cost, 0, UINT64_MAX),
         NUM("limits", "kernel_time_budget_ms", engine.kernel_time_budget_ms, 1, HBG_ENGINE_MAX_KERNEL_BUDGET_MS),
         NUM("limits", "max_recorded_graphs", engine.max_recorded_graphs, 0, 65536),

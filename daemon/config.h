@@ -37,8 +37,8 @@ struct hbgd_config {
         unsigned n_allowed_uids;
         gid_t allowed_gids[HBGD_MAX_ALLOWED];
         unsigned n_allowed_gids;   /* no uid and no gid listed: everyone may connect */
-        /* Fair-share weights of users' sessions ([scheduler] session_weights);
-         * users not listed have weight 1. */
+        /* Fair-share weights of users ([scheduler] session_weights), each
+         * shared by all the user's sessions; users not listed have weight 1. */
         struct hbgd_session_weight {
                 uid_t uid;
                 unsigned weight;
@@ -56,7 +56,8 @@ struct hbgd_config {
 };
 
 void hbgd_config_default(struct hbgd_config *ret);
-/* The fair-share weight of a session of uid: its session_weights entry, or 1. */
+/* The fair-share weight of uid (all its sessions together): its
+ * session_weights entry, or 1. */
 unsigned hbgd_config_session_weight(const struct hbgd_config *cfg, uid_t uid);
 
 /* Apply the file at `path` on top of *cfg. Returns 0, or -EINVAL with

@@ -193,7 +193,8 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         session_client_fds_sent(s);
         hbgd_log_session(LOG_INFO, c->log_limit,
                          "session %" PRIu64 " (pid %d uid %u, %s): D=%" PRIu64 " F=%" PRIu64
-                         " heap=%" PRIu64 ", %" PRIu64 " MiB charged, weight %u, stall limit %" PRIu64 " ms",
+                         " heap=%" PRIu64 ", %" PRIu64 " MiB charged, weight %u (the uid's, shared by its sessions),"
+                         " stall limit %" PRIu64 " ms",
                          c->id, (int)c->cred.pid, (unsigned)c->cred.uid, c->name, g.task_window,
                          g.flag_window, g.heap_size, (memory + (1u << 20) - 1) >> 20,
                          hbgd_config_session_weight(cfg, c->cred.uid), stall_ms);

@@ -176,7 +176,7 @@ static void reload_config(struct hbgd *d) {
                          "(needs a restart)", ne->clusters, o->clusters);
         if (ne->spin_before_park_ns != o->spin_before_park_ns || ne->stall_timeout_ms != o->stall_timeout_ms ||
             ne->max_spinning_threads != o->max_spinning_threads ||
-            ne->max_threads_per_ring != o->max_threads_per_ring || ne->max_task_cost != o->max_task_cost ||
+            ne->max_threads_per_share != o->max_threads_per_share || ne->max_task_cost != o->max_task_cost ||
             ne->kernel_time_budget_ms != o->kernel_time_budget_ms ||
             ne->max_recorded_graphs != o->max_recorded_graphs)
                 hbgd_log(LOG_WARNING, "SIGHUP: [scheduler] spin_before_park_us/max_spinning_threads/stall_timeout_ms, [limits] "

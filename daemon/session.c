@@ -191,6 +191,9 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
                 .completion_fd = s->completion_fd,
                 .name = ring_name,
                 .log_fields = hbgd_log_limit_fields(log_limit),
+                /* One share per uid: a user's sessions take turns
+                 * together, whatever their number (§9.5). */
+                .share_id = (uint32_t)uid,
                 .weight = weight,
                 .stall_timeout_ms = stall_timeout_ms,
                 .released = session_released,

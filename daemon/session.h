@@ -59,7 +59,7 @@ uint64_t session_memory(const struct hbg_engine *e, const struct hbg_geometry *g
 /*
  * Create the session's regions and channels, bind an engine ring to them
  * (its lines under log_limit, which the session holds a reference of;
- * with fair-share weight `weight`, RUNTIME_LOGIC.md §9.5, and the stall
+ * in uid's fair share, of weight `weight`, RUNTIME_LOGIC.md §9.5, and the stall
  * limit stall_timeout_ms, 0 the engine's, §12.3) and watch the
  * doorbell. `memory` must already be charged to uid in acct:
  * from here on the session owns the charge and refunds it when it is

@@ -25,6 +25,11 @@ static void harness_released(void *userdata) {
 
 int harness_ring_init(struct harness_ring *h, struct hbg_engine *e,
                       const struct hbg_geometry_request *req, uint64_t first_id) {
+        return harness_ring_init_share(h, e, req, first_id, 0, 0);
+}
+
+int harness_ring_init_share(struct harness_ring *h, struct hbg_engine *e, const struct hbg_geometry_request *req,
+                            uint64_t first_id, uint32_t share_id, unsigned weight) {
         const char *why = NULL;
         memset(h, 0, sizeof(*h));
         int err = hbg_geometry_init(&h->g, req, &why);
@@ -59,6 +64,8 @@ int harness_ring_init(struct harness_ring *h, struct hbg_engine *e,
                 .first_id = first_id,
                 .completion_fd = h->efd_write,
                 .name = "harness",
+                .share_id = share_id,
+                .weight = weight,
                 .released = harness_released,
                 .released_userdata = h,
         };

@@ -61,6 +61,10 @@ struct harness_ring {
 
 int harness_ring_init(struct harness_ring *h, struct hbg_engine *e,
                       const struct hbg_geometry_request *req, uint64_t first_id);
+/* The same in fair share share_id with weight (RUNTIME_LOGIC.md §9.5);
+ * harness_ring_init() puts every ring in share 0 with weight 1. */
+int harness_ring_init_share(struct harness_ring *h, struct hbg_engine *e, const struct hbg_geometry_request *req,
+                            uint64_t first_id, uint32_t share_id, unsigned weight);
 void harness_ring_destroy(struct harness_ring *h);
 /* Remove the ring from the engine and wait until it is released (its
  * regions stay, for the caller to inspect). */

@@ -714,48 +714,104 @@ END_TEST
 
 /* ------------------------------------------------------------ fair share */
 
+/* One scheduler thread's turns (fair_share.h): the share it may start
+ * a kernel of next, of those in `waiting`; n slots. Exactly one. */
+static unsigned turn_next(unsigned serving, unsigned credit, const uint64_t *waiting, unsigned n) {
+        unsigned allowed = n, count = 0;
+        for (unsigned x = 0; x < n; x++)
+                if (fair_share_bit(waiting, x) && fair_share_turn_allows(serving, credit, x, false, waiting, n)) {
+                        allowed = x;
+                        count++;
+                }
+        ck_assert_msg(count == 1, "serving %u credit %u: %u shares may start, expected exactly one", serving,
+                      credit, count);
+        return allowed;
+}
+
 /*
- * The balance rule with weights (RUNTIME_LOGIC.md §9.5): a thread moves
- * when the other ring, with it, still has fewer threads per unit of weight;
- * equal weights give the unweighted rule; no move is ever undone by the
- * move back; and the sums cannot overflow.
+ * The turn rule (RUNTIME_LOGIC.md §9.5, docs/SECURITY.md): with every
+ * share waiting, a thread serves them in slot order, each for its weight;
+ * a share that starts waiting at any point of the cycle gets its turn
+ * after at most the other shares' weights in kernels; a share at its
+ * thread cap yields to any waiting share but runs alone.
  */
-START_TEST(fair_share_weighted_rule) {
-        /* Equal weights: theirs + 1 < mine. */
-        for (unsigned mine = 0; mine < 8; mine++)
-                for (unsigned theirs = 0; theirs < 8; theirs++)
-                        ck_assert(fair_share_move_helps(mine, 1, theirs, 1) == (theirs + 1 < mine));
-        /* Weight 3 against 1: one thread here (weight 1), none there
-         * (weight 3): moving helps; two there and one here: it does not. */
-        ck_assert(fair_share_move_helps(1, 1, 0, 3));
-        ck_assert(fair_share_move_helps(1, 1, 1, 3));
-        ck_assert(!fair_share_move_helps(1, 1, 3, 3));
-        ck_assert(!fair_share_move_helps(1, 3, 0, 1)); /* the heavy ring keeps its only thread */
-        ck_assert(fair_share_move_helps(4, 3, 0, 1));  /* unless it has 4 and the other none */
-        /* Never both ways. */
-        for (unsigned wa = 1; wa <= 5; wa++)
-                for (unsigned wb = 1; wb <= 5; wb++)
-                        for (unsigned a = 1; a < 10; a++)
-                                for (unsigned b = 0; b < 10; b++)
-                                        if (fair_share_move_helps(a, wa, b, wb))
-                                                ck_assert(!fair_share_move_helps(b + 1, wb, a - 1, wa));
-        ck_assert(fair_share_move_helps(UINT32_MAX, HBG_FAIR_SHARE_WEIGHT_MAX, 0, HBG_FAIR_SHARE_WEIGHT_MAX));
-        ck_assert(!fair_share_move_helps(0, HBG_FAIR_SHARE_WEIGHT_MAX, UINT32_MAX, 1));
+START_TEST(fair_share_turns) {
+        enum { N = 12 };
+        const unsigned shares[] = { 1, 4, 6, 9, 11 }, weights[N] = { [1] = 1, [4] = 3, [6] = 2, [9] = 1, [11] = 5 };
+        const unsigned n_shares = sizeof(shares) / sizeof(shares[0]);
+        unsigned cycle = 0;
+        uint64_t waiting[FAIR_SHARE_WORDS] = { 0 };
+        for (unsigned i = 0; i < n_shares; i++) {
+                waiting[0] |= UINT64_C(1) << shares[i];
+                cycle += weights[shares[i]];
+        }
+        /* Whole cycles: every share its weight, in order, whatever the
+         * thread served last. */
+        for (unsigned first = 0; first < N; first++) {
+                unsigned serving = first, credit = 0, served[N] = { 0 };
+                for (unsigned k = 0; k < 10 * cycle; k++) {
+                        unsigned x = turn_next(serving, credit, waiting, N);
+                        fair_share_turn_take(&serving, &credit, x, weights[x]);
+                        served[x]++;
+                }
+                for (unsigned i = 0; i < n_shares; i++)
+                        ck_assert_uint_eq(served[shares[i]], 10 * weights[shares[i]]);
+        }
+        /* Share u starts waiting after `start` kernels of the others: at
+         * most the others' weights in kernels start before u's. */
+        for (unsigned ui = 0; ui < n_shares; ui++) {
+                unsigned u = shares[ui], others = cycle - weights[u];
+                uint64_t without[FAIR_SHARE_WORDS] = { waiting[0] & ~(UINT64_C(1) << u) };
+                for (unsigned start = 0; start < 2 * cycle; start++) {
+                        unsigned serving = 0, credit = 0, before = 0;
+                        for (unsigned k = 0; k < start; k++) {
+                                unsigned x = turn_next(serving, credit, without, N);
+                                fair_share_turn_take(&serving, &credit, x, weights[x]);
+                        }
+                        for (;;) {
+                                unsigned x = turn_next(serving, credit, waiting, N);
+                                fair_share_turn_take(&serving, &credit, x, weights[x]);
+                                if (x == u)
+                                        break;
+                                before++;
+                        }
+                        ck_assert_msg(before <= others,
+                                      "share %u waited for %u kernels of others (their weights: %u)", u, before,
+                                      others);
+                }
+        }
+        /* A share at its cap yields to any waiting share, whatever its
+         * credit, and runs when nobody else waits. */
+        ck_assert(!fair_share_turn_allows(4, 2, 4, true, waiting, N));
+        uint64_t alone[FAIR_SHARE_WORDS] = { UINT64_C(1) << 4 };
+        ck_assert(fair_share_turn_allows(4, 0, 4, true, alone, N));
+        ck_assert(fair_share_turn_allows(9, 0, 4, false, alone, N));
+        /* Credit left keeps the turn even with others waiting. */
+        ck_assert(fair_share_turn_allows(11, 1, 11, false, waiting, N));
+        ck_assert(!fair_share_turn_allows(11, 1, 1, false, waiting, N));
+        /* The largest slot count, and the distance wrapping. */
+        uint64_t last[FAIR_SHARE_WORDS] = { 0 };
+        last[FAIR_SHARE_WORDS - 1] = UINT64_C(1) << 63;
+        ck_assert(!fair_share_turn_allows(0, 0, 0, false, last, 64 * FAIR_SHARE_WORDS));
+        ck_assert(fair_share_turn_allows(64 * FAIR_SHARE_WORDS - 1, 0, 0, false, last, 64 * FAIR_SHARE_WORDS));
+        ck_assert_uint_eq(fair_share_distance(5, 5, 8), 7);
+        ck_assert_uint_eq(fair_share_distance(7, 0, 8), 0);
 }
 END_TEST
 
 /*
- * More rings than threads, every ring with long tasks (fair share looks at
- * the other rings before each one, §9.5): each thread alone on its ring
- * sees rings with no thread on them. Moving there would only swap the
- * imbalance, so it must stay; a rule that yields to any ring with fewer
- * threads sends every thread away from every ring for ever (hbgd was seen
- * livelocked so with 8 producers of gemm tiles on 4 threads).
+ * More rings than threads, in more shares than threads (fair share takes
+ * turns before every kernel, §9.5): every graph finishes. A rule that
+ * lets every thread give way to a share with fewer threads sends every
+ * thread away from every ring for ever (hbgd was seen livelocked so with
+ * 8 producers of gemm tiles on 4 threads); turns must always leave one
+ * share allowed. Rings i and i + FAIR_SHARES share a share.
  * _i: the completion policy.
  */
 #define FAIR_RINGS 6u
+#define FAIR_SHARES 4u
 #define FAIR_TASKS 12u
-#define FAIR_SPIN_NS 200000u    /* >= 2^17 cost units: a long task */
+#define FAIR_SPIN_NS 200000u
 
 struct fair_ctx {
         struct hbg_engine *e;
@@ -773,7 +829,8 @@ static void *fair_ring_main(void *arg) {
         req.heap_size = 1u << 20;
         req.graph_table_entries = 64;
         req.mailbox_entries = 64;
-        c->result = harness_ring_init(&h, c->e, &req, (uint64_t)c->index * 1000u);
+        c->result = harness_ring_init_share(&h, c->e, &req, (uint64_t)c->index * 1000u, c->index % FAIR_SHARES,
+                                            1 + c->index % 3);
         if (c->result < 0)
                 return NULL;
         for (unsigned i = 0; i < FAIR_TASKS; i++) {
@@ -823,7 +880,7 @@ static Suite *suite(void) {
         tcase_set_timeout(tc, 900);
         tcase_add_test(tc, rings_concurrent);
         tcase_add_loop_test(tc, rings_outnumber_threads_long_tasks, 0, HBG_COMPLETION_COUNT);
-        tcase_add_test(tc, fair_share_weighted_rule);
+        tcase_add_test(tc, fair_share_turns);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -17,7 +17,6 @@ struct task_slot *classify_begin(struct hbg_ring *r, uint64_t id) {
         s->batch_head = WAKE_LINK_EMPTY;
         s->id = id;
         s->n_fanins = 0;
-        s->long_task = false;
         s->classify_err = 0;
         s->classify_why = NULL;
         s->report_kernel = HBG_KERNEL_NONE;
@@ -57,8 +56,6 @@ void classify_link(struct hbg_ring *r, struct task_slot *s, uint64_t first, stru
         uint64_t i = s->id - first;
         atomic_store_explicit(&s->owner_tag, s->id + 1, memory_order_release);
         atomic_store_explicit(&s->state, SLOT_WAITING, memory_order_relaxed);
-        if (s->long_task && !atomic_load_explicit(&r->has_long_tasks, memory_order_relaxed))
-                atomic_store_explicit(&r->has_long_tasks, true, memory_order_relaxed);
         if (s->classify_err < 0) {
                 s->n_fanins = 0;
                 return;

@@ -106,18 +106,28 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
 
 /* May this visit start another task of r? Not once the ring is being
  * removed (removal then waits for at most the kernel running now) or is
- * broken (its graphs have failed), not when fair share sends the thread
- * elsewhere (§9.5), and not when another ring appeared since the visit
- * began uncounted: the next visit counts itself and looks at the newcomer.
- * Whether the ring has long tasks is read each time: a visit running
- * continuations may meet the ring's first one (a sticky flag). */
-static bool may_start(struct sched_thread *t, struct hbg_ring *r, bool counted) {
+ * broken (its graphs have failed), not when it is another share's turn
+ * (§9.5), and not when a second share appeared since the visit began
+ * without turns: the next visit takes them. */
+static bool may_start(struct sched_thread *t, struct hbg_ring *r, bool turns) {
         if (atomic_load_explicit(&r->removing, memory_order_relaxed) ||
             atomic_load_explicit(&r->broken, memory_order_relaxed))
                 return false;
-        if (!counted)
-                return atomic_load_explicit(&r->engine->ring_count, memory_order_relaxed) < 2;
-        return !atomic_load_explicit(&r->has_long_tasks, memory_order_relaxed) || !engine_should_yield_ring(t, r);
+        if (!turns)
+                return atomic_load_explicit(&r->engine->shares_in_use, memory_order_relaxed) < 2;
+        return fair_share_may_start(t, r);
+}
+
+/* run_blocks() of a task may_start() allowed; with turns, counted as a
+ * kernel of the share's turn (§9.5). */
+static unsigned run_task(struct sched_thread *t, struct hbg_ring *r, uint64_t id, unsigned max_blocks,
+                         bool turns) {
+        if (!turns)
+                return run_blocks(t, r, id, max_blocks);
+        fair_share_begin(t, r);
+        unsigned n = run_blocks(t, r, id, max_blocks);
+        fair_share_end(t, r);
+        return n;
 }
 
 /* Tasks run from the thread's own continuation and deque, and stolen,
@@ -133,24 +143,24 @@ static bool has_local(struct ring_thread *rt) {
 /* Run a task taken from a private source (continuation, deque, theft)
  * with the thread's whole budget for its shape, as a task popped from the
  * queue first would get. */
-static void run_local(struct sched_thread *t, struct hbg_ring *r, uint64_t id, unsigned *runs) {
+static void run_local(struct sched_thread *t, struct hbg_ring *r, uint64_t id, bool turns, unsigned *runs) {
         uint8_t shape = ring_slot(r, id)->shape;
-        run_blocks(t, r, id, shape == SHAPE_AIV ? 2 * t->clusters : t->clusters);
+        run_task(t, r, id, shape == SHAPE_AIV ? 2 * t->clusters : t->clusters, turns);
         ++*runs;
 }
 
 /* Run this thread's continuation, then its deque newest first (§10.4):
  * each task may leave more. */
 static bool run_continuations(struct sched_thread *t, struct hbg_ring *r, struct ring_thread *rt,
-                              bool counted, unsigned *runs) {
+                              bool turns, unsigned *runs) {
         bool did = false;
         uint64_t id;
-        while (*runs < LOCAL_RUNS_PER_VISIT && may_start(t, r, counted)) {
+        while (*runs < LOCAL_RUNS_PER_VISIT && may_start(t, r, turns)) {
                 if (ring_continuation_take(t, r, &id))
                         stat_add(&t->stats.continued, 1);
                 else if (!ws_take(&rt->deque, &id))
                         break;
-                run_local(t, r, id, runs);
+                run_local(t, r, id, turns, runs);
                 did = true;
         }
         return did;
@@ -159,17 +169,17 @@ static bool run_continuations(struct sched_thread *t, struct hbg_ring *r, struct
 /* Nothing of our own and nothing queued: take the oldest task from a
  * peer's deque (a peer in the middle of its visit of this ring), and what
  * it leaves. */
-static bool steal(struct sched_thread *t, struct hbg_ring *r, struct ring_thread *rt, bool counted,
+static bool steal(struct sched_thread *t, struct hbg_ring *r, struct ring_thread *rt, bool turns,
                   unsigned *runs) {
         unsigned n = r->engine->nthreads;
         bool did = false;
-        for (unsigned k = 1; k < n && *runs < LOCAL_RUNS_PER_VISIT && may_start(t, r, counted); k++) {
+        for (unsigned k = 1; k < n && *runs < LOCAL_RUNS_PER_VISIT && may_start(t, r, turns); k++) {
                 uint64_t id;
                 if (!ws_steal(&r->per_thread[(t->index + k) % n].deque, &id))
                         continue;
                 stat_add(&t->stats.stolen, 1);
-                run_local(t, r, id, runs);
-                run_continuations(t, r, rt, counted, runs);
+                run_local(t, r, id, turns, runs);
+                run_continuations(t, r, rt, turns, runs);
                 did = true;
         }
         return did;
@@ -180,51 +190,47 @@ bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r) {
             atomic_load_explicit(&r->removing, memory_order_relaxed))
                 return false;
 
-        /* With several rings, threads running a ring's tasks are counted
-         * (§9.5), and a ring with long tasks checks fair share before each
-         * one. Decided at the start of the visit, so the count goes up and
-         * down in pairs (an uncounted visit ends as soon as a second ring
-         * exists); a lone ring pays nothing. */
+        /* With several shares (uids), every kernel start takes its turn
+         * (§9.5): one visit runs at most what the share's turn allows, then
+         * the thread serves the next share waiting. Decided at the start of
+         * the visit (a visit without turns ends as soon as a second share
+         * exists); one share, however many rings, pays one relaxed load per
+         * task. */
         struct ring_thread *rt = &r->per_thread[t->index];
-        bool counted = atomic_load_explicit(&r->engine->ring_count, memory_order_relaxed) > 1 &&
-                       (has_local(rt) || mpmc_maybe_nonempty(&r->ready[SHAPE_MIX]) ||
-                        mpmc_maybe_nonempty(&r->ready[SHAPE_AIC]) ||
-                        mpmc_maybe_nonempty(&r->ready[SHAPE_AIV]) || ring_deques_nonempty(r));
-        if (counted)
-                atomic_fetch_add_explicit(&r->running, 1, memory_order_relaxed);
+        bool turns = atomic_load_explicit(&r->engine->shares_in_use, memory_order_relaxed) > 1;
 
         unsigned clusters = t->clusters, runs = 0;
         uint64_t id;
         /* A continuation left by ingest or a completion before this call.
          * The private flag is tested here, not in a call: most tasks of
          * wide graphs leave none. */
-        bool did = has_local(rt) && run_continuations(t, r, rt, counted, &runs);
+        bool did = has_local(rt) && run_continuations(t, r, rt, turns, &runs);
 
         /* MIX: one block per whole cluster. */
-        while (clusters > 0 && may_start(t, r, counted) && mpmc_pop(&r->ready[SHAPE_MIX], &id)) {
-                clusters -= run_blocks(t, r, id, clusters);
+        while (clusters > 0 && may_start(t, r, turns) && mpmc_pop(&r->ready[SHAPE_MIX], &id)) {
+                clusters -= run_task(t, r, id, clusters, turns);
                 if (has_local(rt))
-                        run_continuations(t, r, rt, counted, &runs);
+                        run_continuations(t, r, rt, turns, &runs);
                 did = true;
         }
         /* The clusters left give one AIC and two AIV cores each. */
         unsigned aic = clusters, aiv = 2 * clusters;
-        while (aic > 0 && may_start(t, r, counted) && mpmc_pop(&r->ready[SHAPE_AIC], &id)) {
-                aic -= run_blocks(t, r, id, aic);
+        while (aic > 0 && may_start(t, r, turns) && mpmc_pop(&r->ready[SHAPE_AIC], &id)) {
+                aic -= run_task(t, r, id, aic, turns);
                 if (has_local(rt))
-                        run_continuations(t, r, rt, counted, &runs);
+                        run_continuations(t, r, rt, turns, &runs);
                 did = true;
         }
-        while (aiv > 0 && may_start(t, r, counted) && mpmc_pop(&r->ready[SHAPE_AIV], &id)) {
-                aiv -= run_blocks(t, r, id, aiv);
+        while (aiv > 0 && may_start(t, r, turns) && mpmc_pop(&r->ready[SHAPE_AIV], &id)) {
+                aiv -= run_task(t, r, id, aiv, turns);
                 if (has_local(rt))
-                        run_continuations(t, r, rt, counted, &runs);
+                        run_continuations(t, r, rt, turns, &runs);
                 did = true;
         }
         /* Idle with respect to this ring: help a peer. */
         if (!did)
-                did = steal(t, r, rt, counted, &runs);
-        if (counted)
-                atomic_fetch_sub_explicit(&r->running, 1, memory_order_relaxed);
+                did = steal(t, r, rt, turns, &runs);
+        if (turns && !did)
+                fair_share_visit_idle(t, r);
         return did;
 }

@@ -22,7 +22,7 @@ void hbg_engine_config_default(struct hbg_engine_config *ret) {
                 .stall_timeout_ms = 10000,
                 .classify_batch = 64,
                 .max_rings = 256,
-                .max_threads_per_ring = 0,
+                .max_threads_per_share = 0,
                 .max_task_cost = UINT64_C(1) << 31,
                 .kernel_time_budget_ms = 10000,
                 .max_recorded_graphs = 64,
@@ -76,7 +76,7 @@ int hbg_engine_config_validate(const struct hbg_engine_config *cfg, const char *
                              "(N-1 schedulers and one resolver)";
                 return -EINVAL;
         }
-        if (cfg->max_threads_per_ring > cfg->threads - (policy->dedicated_resolver ? 1u : 0u)) {
+        if (cfg->max_threads_per_share > cfg->threads - (policy->dedicated_resolver ? 1u : 0u)) {
                 *ret_error = "max_threads_per_session: must not exceed the scheduler threads";
                 return -ERANGE;
         }
@@ -106,8 +106,8 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
                 e->max_spinners = cpus > 2 ? (unsigned)(cpus - 1) : 1u;
         }
         e->resolver_index = e->completion->dedicated_resolver ? cfg->threads - 1 : UINT_MAX;
-        if (e->cfg.max_threads_per_ring == 0)
-                e->cfg.max_threads_per_ring = e->nschedulers > 1 ? e->nschedulers - 1 : 1;
+        if (e->cfg.max_threads_per_share == 0)
+                e->cfg.max_threads_per_share = e->nschedulers > 1 ? e->nschedulers - 1 : 1;
         e->test_stall_thread = -1;
         e->budget_why = calloc(kernel_count(), sizeof(*e->budget_why));
         if (!e->budget_why) {
@@ -124,9 +124,11 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         e->rings_lock_ready = true;
         err = -ENOMEM;
         e->rings = calloc(cfg->max_rings, sizeof(*e->rings));
+        e->shares = aligned_alloc(64, cfg->max_rings * sizeof(*e->shares));
         e->threads = aligned_alloc(64, cfg->threads * sizeof(*e->threads));
-        if (!e->rings || !e->threads)
+        if (!e->rings || !e->shares || !e->threads)
                 goto fail;
+        memset(e->shares, 0, cfg->max_rings * sizeof(*e->shares));
         memset(e->threads, 0, cfg->threads * sizeof(*e->threads));
         const char *stall = getenv("HBGD_TEST_STALL_THREAD");
         if (stall && *stall) {
@@ -190,6 +192,7 @@ struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
         if (e->rings_lock_ready)
                 pthread_mutex_destroy(&e->rings_lock);
         free(e->rings);
+        free(e->shares);
         free(e->threads);
         free(e->budget_why);
         free(e);

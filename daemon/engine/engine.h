@@ -81,10 +81,10 @@ struct hbg_engine_config {
                                          a ring may have its own (hbg_ring_params) */
         unsigned classify_batch;      /* ids claimed at once, 1..4096 (default 64) */
         unsigned max_rings;           /* 1..1024 (default 256) */
-        /* Fair share (RUNTIME_LOGIC.md §9.5): while another ring has work, one
-         * ring's kernels occupy at most this many threads. 0: threads - 1
-         * (at least 1). */
-        unsigned max_threads_per_ring;
+        /* Fair share (RUNTIME_LOGIC.md §9.5): while another share has
+         * kernel work, one share's kernels occupy at most this many threads.
+         * 0: threads - 1 (at least 1). */
+        unsigned max_threads_per_share;
         /* A task whose kernel work (kernels.h, cost units) exceeds this fails
          * validation with -E2BIG. 0: no limit. Default 2^31 (about a second
          * of gemm_f32 on a 2020s core). */
@@ -125,8 +125,11 @@ struct hbg_ring_params {
                                           (docs/SECURITY.md). SIGPIPE must be ignored. */
         const char *name;              /* for logs; copied */
         struct hbg_log_fields log_fields; /* added to every line about the ring; copied */
-        /* Fair share between rings (RUNTIME_LOGIC.md §9.5): threads are
-         * balanced in proportion to the rings' weights. 1..100; 0 is 1. */
+        /* Fair share (RUNTIME_LOGIC.md §9.5): rings of one share id (hbgd:
+         * the client's uid) take kernel turns together, each turn as many
+         * kernels as the share's weight (1..100, 0 is 1; the newest ring's
+         * weight is the share's). */
+        uint32_t share_id;
         unsigned weight;
         /* The ring's stall limit (RUNTIME_LOGIC.md §12.3): 0 is the
          * engine's stall_timeout_ms. */

@@ -66,7 +66,6 @@ struct task_slot {
         uint8_t flags;
         uint8_t n_fanins;
         uint16_t block_num;
-        bool long_task;                   /* cost >= FAIR_SHARE_MIN_COST (§9.5) */
         uint64_t predicate_offset;
         /* Validation's verdict, from classify_begin() to classify_run(). */
         int32_t classify_err;
@@ -90,7 +89,7 @@ struct task_slot {
 /* Everything a task's life touches per step (wake list, ownership, block
  * count, status, state, links, id, kind, shape, counts) shares the slot's
  * first cache line; the kernels, fanins and arguments follow. */
-_Static_assert(offsetof(struct task_slot, long_task) + sizeof(bool) <= 64,
+_Static_assert(offsetof(struct task_slot, block_num) + sizeof(uint16_t) <= 64,
                "a task slot's hot fields must fit in its first cache line");
 
 enum slot_state {
@@ -107,11 +106,6 @@ enum slot_state {
 static inline bool slot_owned_by(struct task_slot *s, uint64_t id, memory_order order) {
         return atomic_load_explicit(&s->owner_tag, order) == id + 1;
 }
-
-/* Tasks at least this costly (kernels.h cost units, about 100 us of work)
- * take part in fair share between rings (§9.5); cheaper ones cannot hold a
- * thread long enough to matter and skip its bookkeeping. */
-#define FAIR_SHARE_MIN_COST (UINT64_C(1) << 17)
 
 /* A recorded graph (§14), validated once: task i's fanins are relative,
  * 0 for the launch's gate (the id before the launch's first task) and
@@ -173,7 +167,7 @@ struct hbg_ring {
         void (*released)(void *userdata); /* hbg_ring_params.released */
         void *released_userdata;
         struct hbg_ring *next_removed;    /* engine->removed list (rings_lock) */
-        unsigned weight;                  /* fair share (§9.5), 1..100 */
+        unsigned share;                   /* its slot in engine->shares (§9.5); fixed */
         int removal_reason;
 
         /* Private geometry: never re-read from shared memory. */
@@ -261,12 +255,7 @@ struct hbg_ring {
         uint64_t stop_task;
         int32_t stop_code;
         _Atomic bool removing;            /* being removed: start nothing new */
-        /* Fair share (§9.5): threads dispatching this ring's tasks now (kept
-         * only while there are several rings), and whether the ring ever had
-         * a long task (sticky hint). */
-        alignas(64) _Atomic unsigned running;
-        _Atomic bool has_long_tasks;
-        _Atomic uint64_t submitted_seen;
+        alignas(64) _Atomic uint64_t submitted_seen;
         /* Stall detection (§12.3), by whichever thread checks, with this
          * ring's limit (the session's, else cfg.stall_timeout_ms; 0 off). */
         uint64_t stall_timeout_ms;
@@ -304,9 +293,22 @@ struct sched_thread {
         /* Completer counters of removed rings, folded in. */
         struct hbg_completer_stats retired_completer;
         unsigned ring_cursor;
+        /* Fair share (§9.5), this thread's turn: the share slot it served
+         * last and the kernels of that turn it may still start. */
+        unsigned serving;
+        unsigned credit;
         unsigned loops;                   /* scheduler loop turns: clock reads */
         int64_t now_ms;                   /* the clock as last read */
         int64_t last_stall_check_ms;
+};
+
+/* A fair share (§9.5): the rings of one share id (hbgd: one uid). See
+ * fair_share.c for who writes what. */
+struct fair_share_slot {
+        alignas(64) _Atomic unsigned running;
+        _Atomic unsigned weight;
+        uint32_t id;                      /* rings_lock */
+        unsigned rings;                   /* rings_lock: its rings, until freed */
 };
 
 struct hbg_engine {
@@ -321,6 +323,10 @@ struct hbg_engine {
         _Atomic(struct hbg_ring *) *rings;
         _Atomic unsigned rings_high;      /* rings[] entries in use are below */
         _Atomic unsigned ring_count;      /* rings[] entries in use */
+        /* Share slots, max_rings of them, and how many hold rings (a hint,
+         * relaxed: above 1, kernel starts take turns, §9.5). */
+        struct fair_share_slot *shares;
+        _Atomic unsigned shares_in_use;
         pthread_mutex_t rings_lock;       /* add/remove/collect only */
         bool rings_lock_ready;
         struct hbg_ring *removed;         /* removed, not freed yet (rings_lock) */
@@ -357,7 +363,7 @@ struct hbg_engine {
  *   sched.c       the threads' loops, parking
  *   ring_table.c  ring membership, hazard pointers, removal, collection
  *   dispatch.c    running kernels on the thread's cores
- *   fair_share.c  whether a thread should leave a ring for another
+ *   fair_share.c  shares, and whose turn a thread's next kernel is
  *   completion*.c the completion policies (table in completion.c)
  *   ingest.c      claiming, copying and validating, routing
  *   mailbox.c     the client's reports for external tasks
@@ -386,9 +392,17 @@ void fold_completer_stats(struct hbg_completer_stats *into, const struct hbg_com
 /* dispatch.c */
 bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r);
 
-/* fair_share.c (§9.5): should thread t, about to start a long task of r,
- * leave r for another ring instead? */
-bool engine_should_yield_ring(struct sched_thread *t, struct hbg_ring *r);
+/* fair_share.c (§9.5). Join and leave under rings_lock. The others only
+ * while shares compete, by a thread that owns clusters, visiting r. */
+int fair_share_join(struct hbg_engine *e, struct hbg_ring *r, uint32_t id, unsigned weight);
+void fair_share_leave(struct hbg_engine *e, struct hbg_ring *r);
+/* May t start a kernel of r now? */
+bool fair_share_may_start(struct sched_thread *t, struct hbg_ring *r);
+/* Around each run of a task's blocks that fair_share_may_start() allowed. */
+void fair_share_begin(struct sched_thread *t, struct hbg_ring *r);
+void fair_share_end(struct sched_thread *t, struct hbg_ring *r);
+/* A visit of r started no kernel. */
+void fair_share_visit_idle(struct sched_thread *t, struct hbg_ring *r);
 
 /* ingest.c */
 bool ring_classify(struct sched_thread *t, struct hbg_ring *r);
@@ -437,6 +451,9 @@ void ring_recorded_free(struct hbg_ring *r);
 bool ring_has_external_work(struct hbg_ring *r);
 /* Work a thread could take up in this ring now (a hint). */
 bool ring_has_work(struct hbg_ring *r);
+/* Kernel tasks ready (queued or in a deque) or ids to classify: what
+ * makes a ring's share wait for its turn (a hint, §9.5). */
+bool ring_has_kernel_work(struct hbg_ring *r);
 bool ring_graphs_arrived(struct hbg_ring *r);
 
 /* mailbox.c */

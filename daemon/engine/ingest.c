@@ -181,6 +181,19 @@ bool ring_has_work(struct hbg_ring *r) {
         return false;
 }
 
+bool ring_has_kernel_work(struct hbg_ring *r) {
+        if (atomic_load_explicit(&r->broken, memory_order_relaxed) ||
+            atomic_load_explicit(&r->removing, memory_order_relaxed))
+                return false;
+        for (unsigned s = 0; s < SHAPE_EXEC_COUNT; s++)
+                if (mpmc_maybe_nonempty(&r->ready[s]))
+                        return true;
+        if (ring_deques_nonempty(r))
+                return true;
+        bool launch;
+        return claim_size(r, atomic_load_explicit(&r->claim, memory_order_acquire), 1, &launch) > 0;
+}
+
 /* New graph records the retirer has not looked at yet. */
 bool ring_graphs_arrived(struct hbg_ring *r) {
         return atomic_load_explicit(&r->sub->graphs_submitted, memory_order_acquire) >

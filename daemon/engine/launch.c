@@ -55,7 +55,6 @@ static void copy_recorded(struct task_slot *s, const struct task_slot *src, uint
         s->lanes = src->lanes;
         s->flags = src->flags;
         s->block_num = src->block_num;
-        s->long_task = src->long_task;
         s->predicate_offset = src->predicate_offset;
         memcpy(s->kernel, src->kernel, sizeof(s->kernel));
         s->report_kernel = src->report_kernel;

@@ -80,7 +80,6 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         r->log_fields = p->log_fields;
         r->g = *g;
         r->released = p->released;
-        r->weight = p->weight ? p->weight : HBG_FAIR_SHARE_WEIGHT_DEFAULT;
         r->released_userdata = p->released_userdata;
         r->first_id = p->first_id;
         r->task_mask = g->task_window - 1;

@@ -30,7 +30,7 @@ void ring_leave(struct sched_thread *t) {
 }
 
 /* The second hazard slot, for a short look at another ring while the
- * thread visits one (fair share). Same protocol as ring_enter(). */
+ * thread visits one (fair share's turns). Same protocol as ring_enter(). */
 struct hbg_ring *ring_peek_enter(struct sched_thread *t, unsigned idx) {
         struct hbg_ring *r = atomic_load_explicit(&t->engine->rings[idx], memory_order_acquire);
         if (!r)
@@ -66,6 +66,13 @@ int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
                 /* Never published: nobody else knows it; not released. */
                 ring_free(r);
                 return -ENOSPC;
+        }
+        /* Before the ring is published: threads read r->share freely. */
+        err = fair_share_join(e, r, p->share_id, p->weight ? p->weight : HBG_FAIR_SHARE_WEIGHT_DEFAULT);
+        if (err < 0) {
+                pthread_mutex_unlock(&e->rings_lock);
+                ring_free(r);
+                return err;
         }
         r->index = idx;
         atomic_store(&e->rings[idx], r);
@@ -131,6 +138,7 @@ static bool ring_held(struct hbg_engine *e, struct hbg_ring *r) {
  */
 static void ring_retire_locked(struct hbg_engine *e, struct hbg_ring *r) {
         ring_stop(r, r->removal_reason);
+        fair_share_leave(e, r);
         for (unsigned i = 0; i < e->nthreads; i++)
                 fold_completer_stats(&e->threads[i].retired_completer,
                                      &r->per_thread[i].completer.stats);

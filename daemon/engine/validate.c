@@ -147,6 +147,5 @@ int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task
                         return -E2BIG;
                 }
         }
-        s->long_task = cost >= FAIR_SHARE_MIN_COST;
         return 0;
 }
