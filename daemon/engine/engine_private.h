@@ -363,7 +363,9 @@ struct hbg_engine {
  *   sched.c       the threads' loops, parking
  *   ring_table.c  ring membership, hazard pointers, removal, collection
  *   dispatch.c    running kernels on the thread's cores
- *   fair_share.c  shares, and whose turn a thread's next kernel is
+ *   fair_share.c  whose turn a thread's next kernel is (it peeks at rings
+ *                 through ring_table.c, above: issue of the stated order)
+ *   fair_share_slots.c  the share slots rings join and leave
  *   completion*.c the completion policies (table in completion.c)
  *   ingest.c      claiming, copying and validating, routing
  *   mailbox.c     the client's reports for external tasks
@@ -392,8 +394,9 @@ void fold_completer_stats(struct hbg_completer_stats *into, const struct hbg_com
 /* dispatch.c */
 bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r);
 
-/* fair_share.c (§9.5). Join and leave under rings_lock. The others only
- * while shares compete, by a thread that owns clusters, visiting r. */
+/* fair_share_slots.c (§9.5): join and leave, under rings_lock.
+ * fair_share.c: the others, only while shares compete, by a thread that
+ * owns clusters, visiting r. */
 int fair_share_join(struct hbg_engine *e, struct hbg_ring *r, uint32_t id, unsigned weight);
 void fair_share_leave(struct hbg_engine *e, struct hbg_ring *r);
 /* May t start a kernel of r now? */
