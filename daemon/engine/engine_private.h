@@ -364,7 +364,7 @@ struct hbg_engine {
  *   ring_table.c  ring membership, hazard pointers, removal, collection
  *   dispatch.c    running kernels on the thread's cores
  *   fair_share.c  whose turn a thread's next kernel is (it peeks at rings
- *                 through ring_table.c, above: issue of the stated order)
+ *                 through ring_table.c, listed above: an exception)
  *   fair_share_slots.c  the share slots rings join and leave
  *   completion*.c the completion policies (table in completion.c)
  *   ingest.c      claiming, copying and validating, routing
