@@ -6,7 +6,7 @@
  *   run.c         `run FILE`: compile a graph file and run it via libhbgclient
  *   progress.c    run --progress: the progress line
  *   dot.c         run --dot: the graph in Graphviz form
- *   status.c      the status verbs: one request to hbgd, printed
+ *   status.c      the status verbs: one request to hbgd, printed; wait
  *   metrics.c     `metrics`: OpenMetrics text made from a status reply
  *   graph_file.c  the graph-file compiler (docs/GRAPH_FILES.md)
  *   output.c      tables and JSON (one set of names for both), errors
@@ -42,6 +42,7 @@ struct ctl_opts {
         bool batch;             /* top -b */
         long iterations;        /* top -n (-1: until stopped) */
         double delay_s;         /* top -d */
+        double timeout_s;       /* wait --timeout */
 };
 
 /* daemon_conn.c */
@@ -103,6 +104,10 @@ void print_labels(FILE *f, json_object *o, const char *const *keys, size_t nkeys
 
 /* status.c */
 int cmd_status(const struct ctl_opts *o, Hbg__StatusKind kind);
+/* Wait until hbgd answers a status request (o->timeout_s for the socket
+ * to take connections): 0, EXIT_NOT_RUNNING after the timeout, or the
+ * status request's failure. */
+int cmd_wait(const struct ctl_opts *o);
 
 /* top.c */
 int cmd_top(const struct ctl_opts *o);

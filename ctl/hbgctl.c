@@ -53,6 +53,11 @@ static int verb_metrics(const struct verb *v, const struct ctl_opts *o, const ch
         return cmd_metrics(o->socket);
 }
 
+static int verb_wait(const struct verb *v, const struct ctl_opts *o, const char *arg) {
+        (void)v, (void)arg;
+        return cmd_wait(o);
+}
+
 static int verb_version(const struct verb *v, const struct ctl_opts *o, const char *arg) {
         (void)v, (void)o, (void)arg;
         if (opt_json) {
@@ -89,6 +94,9 @@ static const struct verb verbs[] = {
         { "metrics", NULL, false, NULL, "OpenMetrics text for Prometheus",
           "hbgd's counters and latency histograms (docs/OPERATIONS.md, \"Metrics\").\n", verb_metrics,
           HBG__STATUS_KIND__STATUS_METRICS },
+        { "wait", NULL, false, NULL, "wait until hbgd answers (after starting it)",
+          "Exit 0 once hbgd answers a status request; 3 if its socket takes no connection\n"
+          "within --timeout (default 30 s). With --json, the status hbgd answered.\n", verb_wait, 0 },
         { "help", "COMMAND", true, NULL, "this help, or a command's", NULL, verb_help, 0 },
         { "version", NULL, false, NULL, "hbgctl's version", NULL, verb_version, 0 },
 };
@@ -104,6 +112,7 @@ enum {
         OPT_DRY_RUN,
         OPT_OUTPUT,
         OPT_LIST,
+        OPT_TIMEOUT,
         OPT_HELP = 'h',
         OPT_VERSION = 'V',
         OPT_BATCH = 'b',
@@ -130,6 +139,7 @@ static const struct opt_def {
         { "top", "delay", OPT_DELAY, "SECONDS", "between snapshots (default 1)" },
         { "metrics", "output", OPT_OUTPUT, "FILE", "write FILE (replaced atomically) instead of stdout" },
         { "help", "list", OPT_LIST, NULL, "names only, one a line (for shell completion)" },
+        { "wait", "timeout", OPT_TIMEOUT, "SECONDS", "give up after SECONDS (default 30; 0: try once)" },
 };
 #define N_OPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
 
@@ -302,7 +312,7 @@ int main(int argc, char **argv) {
         lopts[N_OPTS] = (struct option){ 0 };
         shorts[ns] = 0;
 
-        struct ctl_opts o = { .iterations = -1, .delay_s = 1.0 };
+        struct ctl_opts o = { .iterations = -1, .delay_s = 1.0, .timeout_s = 30.0 };
         const char *path = NULL;
         bool help = false, version = false;
         const struct opt_def *used[N_OPTS];
@@ -367,6 +377,18 @@ int main(int argc, char **argv) {
                                 return EXIT_USAGE;
                         }
                         o.iterations = n;
+                        break;
+                }
+                case OPT_TIMEOUT: {
+                        char *end;
+                        errno = 0;
+                        double t = strtod(optarg, &end);
+                        if (errno || end == optarg || *end || !isfinite(t) || t < 0 || t > 86400) {
+                                fprintf(stderr, "hbgctl: --timeout: '%s' is not a number of seconds (0 to 86400)\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        o.timeout_s = t;
                         break;
                 }
                 case OPT_DELAY:

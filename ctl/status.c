@@ -1,6 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* The status verbs: one StatusRequest to hbgd, its reply printed. */
+/* The status verbs: one StatusRequest to hbgd, its reply printed; and
+ * `wait`, until hbgd answers one. */
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "ctl/ctl.h"
 
@@ -15,6 +23,55 @@ int cmd_status(const struct ctl_opts *o, Hbg__StatusKind kind) {
         else
                 status_print_text(kind, j);
         json_object_put(j);
+        wire_free(reply);
+        return 0;
+}
+
+/* How often `wait` tries to connect. */
+#define WAIT_RETRY_MS 50
+
+static double now_s(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Can a connection be made to path? 0, or -errno of connect(). */
+static int try_connect(const char *path) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        int err = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
+        close(fd);
+        return err;
+}
+
+/* Until the socket takes connections (no socket yet, or nobody listening:
+ * hbgd is starting), then one status request: its outcome is ours. Any
+ * other failure to connect (permission) is reported at once: waiting
+ * would not change it. */
+int cmd_wait(const struct ctl_opts *o) {
+        double deadline = now_s() + o->timeout_s;
+        int err;
+        while ((err = try_connect(o->socket)) == -ENOENT || err == -ECONNREFUSED || err == -ENOTDIR) {
+                if (now_s() >= deadline)
+                        return ctl_error(EXIT_NOT_RUNNING, -ETIMEDOUT, "hbgd did not answer on %s within %g s: %s",
+                                         o->socket, o->timeout_s, strerror(-err));
+                poll(NULL, 0, WAIT_RETRY_MS);
+        }
+        int rc;
+        Hbg__Envelope *reply = ctl_status(o->socket, HBG__STATUS_KIND__STATUS_DAEMON, &rc);
+        if (!reply)
+                return rc;
+        if (opt_json) {
+                json_object *j = status_json(HBG__STATUS_KIND__STATUS_DAEMON, reply->status_reply);
+                print_json(j);
+                json_object_put(j);
+        }
         wire_free(reply);
         return 0;
 }

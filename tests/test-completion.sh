@@ -56,6 +56,7 @@ expect _hbgctl "tests/graphs/deps.json" "" -- "$hbgctl" run --dot tests/graphs/d
 expect _hbgctl "tests/graphs" "" -- "$hbgctl" --socket = tests/gra
 expect _hbgctl "" "status top" -- "$hbgctl" top -d ""
 expect _hbgctl "run" "" -- "$hbgctl" help r
+expect _hbgctl "--timeout= --socket= --json" "--batch --dot=" -- "$hbgctl" wait --
 expect _hbgd "--socket= --config= --threads= --completion= --check-config= --help --version" "" -- "$hbgd" --
 expect _hbgd "ctl/hbg-completion.bash" "" -- "$hbgd" --config ctl/hbg-c
 expect _hbgd "systemd/hbgd.conf.example" "" -- "$hbgd" --check-config = systemd/hbgd.conf.ex
