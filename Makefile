@@ -71,8 +71,8 @@ HBG_LDFLAGS := -pthread $(SAN_CFLAGS)
 # Evaluated only when a rule needs them, i.e. after `make deps` has run.
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
-SYS_CFLAGS   = $(shell pkg-config --cflags liburing libprotobuf-c libsystemd inih 2>/dev/null)
-SYS_LIBS     = $(shell pkg-config --libs liburing libprotobuf-c libsystemd inih 2>/dev/null || echo -luring -lprotobuf-c -lsystemd -linih)
+SYS_CFLAGS   = $(shell pkg-config --cflags liburing libprotobuf-c libsystemd 2>/dev/null)
+SYS_LIBS     = $(shell pkg-config --libs liburing libprotobuf-c libsystemd 2>/dev/null || echo -luring -lprotobuf-c -lsystemd)
 
 ifeq ($(V),1)
   Q :=
@@ -478,7 +478,7 @@ fuzz fuzz-merge: deps
 # Debian packages needed to build and test. As root they are installed; as
 # anyone else the exact apt-get line is printed and make stops.
 BUILD_DEPS := gcc make libc6-dev pkgconf check liburing-dev libprotobuf-c-dev protobuf-c-compiler systemd \
-              libsystemd-dev libinih-dev libjson-c-dev spin man-db groff-base openmpi-bin libopenmpi-dev
+              libsystemd-dev libjson-c-dev spin man-db groff-base openmpi-bin libopenmpi-dev
 # valgrind: instruction counts; gnuplot-nox: the plots; g++, libtbb-dev,
 # libstarpu-dev: the peer runtimes (bench-peers).
 BENCH_DEPS := valgrind gnuplot-nox g++ pkgconf libtbb-dev libstarpu-dev

@@ -5,8 +5,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <grp.h>
-#include <ini.h>
 #include <pwd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +41,9 @@ void hbgd_config_default(struct hbgd_config *ret) {
         ret->log_ratelimit_interval_ms = 10000;
         ret->log_ratelimit_burst = 10;
         ret->log_ratelimit_burst_per_uid = 50;
+        /* As systemd/hbgd.socket's SocketMode= and SocketGroup=. */
+        ret->socket_mode = 0660;
+        snprintf(ret->socket_group, sizeof(ret->socket_group), "%s", "hbg");
 }
 
 /* ------------------------------------------------------------ the table */
@@ -54,6 +57,8 @@ enum key_type {
         KEY_LOG_LEVEL,   /* emerg .. debug */
         KEY_COMPLETION,  /* eager, lazy, resolver, eager-batched */
         KEY_SOCKET_PATH, /* an absolute AF_UNIX socket path (a char array field) */
+        KEY_MODE,        /* permission bits in octal, 0 .. 0777 */
+        KEY_NAME,        /* a user or group name or number, not looked up (a char array field) */
 };
 
 struct key {
@@ -108,6 +113,9 @@ static const struct key keys[] = {
         NUM("log", "ratelimit_interval_ms", log_ratelimit_interval_ms, 0, 3600000),
         NUM("log", "ratelimit_burst", log_ratelimit_burst, 1, 1000000),
         NUM("log", "ratelimit_burst_per_uid", log_ratelimit_burst_per_uid, 1, 1000000),
+        { { "socket", "mode" }, KEY_MODE, offsetof(struct hbgd_config, socket_mode), sizeof(unsigned), 0, 0777 },
+        { { "socket", "group" }, KEY_NAME, offsetof(struct hbgd_config, socket_group),
+          sizeof(((struct hbgd_config *)0)->socket_group), 0, 0 },
 };
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -117,11 +125,25 @@ const struct hbgd_config_key *hbgd_config_key_at(size_t i) {
 
 /* ------------------------------------------------------------ values */
 
+/* One file being read: the settings so far, the message of the value
+ * just refused, and every problem found (load_error()). */
 struct load {
         struct hbgd_config cfg;
         char msg[200];
-        bool failed;
+        const char *path;
+        unsigned line;
+        char *err;                     /* the caller's: one problem a line */
+        size_t errlen, used;
+        unsigned errors, left_out;     /* found; found but not in err (no room) */
+        /* The line each key and each section was given on (0: not yet):
+         * a second one is an error. A section is known by its first key. */
+        unsigned key_line[N_KEYS];
+        unsigned section_line[N_KEYS];
+        int section;                   /* index of the section's first key; -1: none, -2: unknown */
 };
+
+/* The end of err keeps this much for the "and N more" line. */
+#define ERR_TAIL 64
 
 /* A size with an optional K/M/G suffix (powers of 1024). */
 static bool parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *ret) {
@@ -186,7 +208,11 @@ static bool lookup_id(struct load *l, const char *tok, bool group, unsigned long
 
 static bool parse_ids(struct load *l, const char *value, bool groups) {
         char buf[512];
-        snprintf(buf, sizeof(buf), "%s", value);
+        if (snprintf(buf, sizeof(buf), "%s", value) >= (int)sizeof(buf)) {
+                snprintf(l->msg, sizeof(l->msg), "%s: longer than %zu characters",
+                         groups ? "allowed_groups" : "allowed_users", sizeof(buf) - 1);
+                return false;
+        }
         unsigned n = 0;
         for (char *save = NULL, *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
                 if (n == HBGD_MAX_ALLOWED) {
@@ -266,19 +292,9 @@ static bool parse_level(struct load *l, const char *value) {
         return false;
 }
 
-static int handler(void *user, const char *section, const char *name, const char *value) {
-        struct load *l = user;
-        if (l->failed)
-                return 1;
-        l->msg[0] = 0;
-        const struct key *k = NULL;
-        for (size_t i = 0; i < N_KEYS && !k; i++)
-                if (strcmp(keys[i].name.section, section) == 0 && strcmp(keys[i].name.key, name) == 0)
-                        k = &keys[i];
-        if (!k) {
-                snprintf(l->msg, sizeof(l->msg), "unknown key '%s' in section [%s]", name, section);
-                return 0;
-        }
+/* Parse value for key k into l->cfg: true, or false with l->msg. */
+static bool apply_value(struct load *l, const struct key *k, const char *value) {
+        const char *name = k->name.key;
         uint64_t v;
         switch (k->type) {
         case KEY_NUMBER:
@@ -286,10 +302,10 @@ static int handler(void *user, const char *section, const char *name, const char
                 if (!parse_size(value, k->min, k->max, &v)) {
                         snprintf(l->msg, sizeof(l->msg), "%s: '%s' is not a number from %llu to %llu", name,
                                  value, (unsigned long long)k->min, (unsigned long long)k->max);
-                        return 0;
+                        return false;
                 }
                 store(&l->cfg, k, k->type == KEY_US_AS_NS ? v * 1000 : v);
-                return 1;
+                return true;
         case KEY_USERS:
         case KEY_GROUPS:
                 return parse_ids(l, value, k->type == KEY_GROUPS);
@@ -302,19 +318,46 @@ static int handler(void *user, const char *section, const char *name, const char
                 if ((value[0] && value[0] != '/') || strlen(value) >= k->width) {
                         snprintf(l->msg, sizeof(l->msg), "%s: '%s' is not an absolute path shorter than %zu bytes",
                                  name, value, k->width);
-                        return 0;
+                        return false;
                 }
                 snprintf((char *)&l->cfg + k->offset, k->width, "%s", value);
-                return 1;
+                return true;
+        case KEY_MODE: {
+                char *end;
+                errno = 0;
+                unsigned long m = strtoul(value, &end, 8);
+                if (errno || end == value || *end || !isdigit((unsigned char)value[0]) || m > k->max) {
+                        snprintf(l->msg, sizeof(l->msg), "%s: '%s' is not an octal mode from 0 to %04llo", name,
+                                 value, (unsigned long long)k->max);
+                        return false;
+                }
+                store(&l->cfg, k, m);
+                return true;
+        }
+        case KEY_NAME:
+                /* Looked up when used: a group created later still counts. */
+                for (const char *c = value; *c; c++)
+                        if (isspace((unsigned char)*c) || *c == ':' || *c == ',') {
+                                snprintf(l->msg, sizeof(l->msg), "%s: '%s' is not one name", name, value);
+                                return false;
+                        }
+                if (strlen(value) >= k->width) {
+                        snprintf(l->msg, sizeof(l->msg), "%s: '%s' is longer than %zu characters", name, value,
+                                 k->width - 1);
+                        return false;
+                }
+                snprintf((char *)&l->cfg + k->offset, k->width, "%s", value);
+                return true;
         case KEY_COMPLETION:
                 if (hbg_completion_mode_parse(value, &l->cfg.engine.completion_mode) < 0) {
                         snprintf(l->msg, sizeof(l->msg),
                                  "completion_mode: '%s' is not one of eager, lazy, resolver, eager-batched", value);
-                        return 0;
+                        return false;
                 }
-                return 1;
+                return true;
         }
-        return 0;
+        snprintf(l->msg, sizeof(l->msg), "%s: no parser for this key", name);
+        return false;
 }
 
 /* "a, b": names where the system knows them, else the numbers. */
@@ -388,41 +431,249 @@ int hbgd_config_format(const struct hbgd_config *cfg, size_t i, char *buf, size_
                 break;
         }
         case KEY_SOCKET_PATH:
+        case KEY_NAME:
                 snprintf(buf, len, "%.*s", (int)k->width, field);
                 break;
+        case KEY_MODE: {
+                unsigned m;
+                memcpy(&m, field, sizeof(m));
+                snprintf(buf, len, "%04o", m);
+                break;
+        }
         }
         return 0;
 }
 
+/* ------------------------------------------------------------ the file */
+
+/* Report one problem: "FILE:LINE: message" (line 0: "FILE: message"),
+ * one a line in l->err, as many as fit. */
+static void load_error(struct load *l, unsigned line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void load_error(struct load *l, unsigned line, const char *fmt, ...) {
+        char msg[400], full[600];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        if (line)
+                snprintf(full, sizeof(full), "%s:%u: %s", l->path, line, msg);
+        else
+                snprintf(full, sizeof(full), "%s: %s", l->path, msg);
+        l->errors++;
+        size_t n = strlen(full) + (l->used ? 1 : 0);
+        if (l->left_out || l->errlen < ERR_TAIL || l->used + n >= l->errlen - ERR_TAIL) {
+                l->left_out++;
+                return;
+        }
+        snprintf(l->err + l->used, l->errlen - l->used, "%s%s", l->used ? "\n" : "", full);
+        l->used += n;
+}
+
+static char *strip(char *s) {
+        while (isspace((unsigned char)*s))
+                s++;
+        char *e = s + strlen(s);
+        while (e > s && isspace((unsigned char)e[-1]))
+                *--e = 0;
+        return s;
+}
+
+/* A comment after a value or a section header: ';' or '#' after a space. */
+static void cut_comment(char *s) {
+        for (char *p = s; *p; p++)
+                if ((*p == ';' || *p == '#') && (p == s || isspace((unsigned char)p[-1]))) {
+                        *p = 0;
+                        return;
+                }
+}
+
+/* The line key was given on, 0 if none. */
+static unsigned key_line(const struct load *l, const char *section, const char *key) {
+        for (size_t i = 0; i < N_KEYS; i++)
+                if (strcmp(keys[i].name.section, section) == 0 && strcmp(keys[i].name.key, key) == 0)
+                        return l->key_line[i];
+        return 0;
+}
+
+static int section_index(const char *name) {
+        for (size_t i = 0; i < N_KEYS; i++)
+                if (strcmp(keys[i].name.section, name) == 0)
+                        return (int)i;
+        return -1;
+}
+
+/* "scheduler, session, ...": every section, in the table's order. */
+static void section_names(char *buf, size_t len) {
+        size_t used = 0;
+        buf[0] = 0;
+        for (size_t i = 0; i < N_KEYS && used < len; i++) {
+                if (section_index(keys[i].name.section) != (int)i)
+                        continue;
+                int n = snprintf(buf + used, len - used, "%s%s", used ? ", " : "", keys[i].name.section);
+                used += n > 0 ? (size_t)n : 0;
+        }
+}
+
+/* "[name]", with nothing after it but a comment. */
+static void read_section(struct load *l, char *s) {
+        char *close = strchr(s, ']');
+        if (!close) {
+                load_error(l, l->line, "'%s': a section header needs a closing ']'", s);
+                l->section = -2;
+                return;
+        }
+        *close = 0;
+        char *rest = close + 1;
+        cut_comment(rest);
+        rest = strip(rest);
+        char *name = strip(s + 1);
+        if (*rest) {
+                load_error(l, l->line, "text after ']' in the header of section [%s]: '%s'", name, rest);
+                l->section = -2;
+                return;
+        }
+        int i = section_index(name);
+        if (i < 0) {
+                char all[160];
+                section_names(all, sizeof(all));
+                load_error(l, l->line, "unknown section [%s] (the sections are %s)", name, all);
+                l->section = -2;
+                return;
+        }
+        if (l->section_line[i]) {
+                load_error(l, l->line, "section [%s] given again (first on line %u); a file has each section once",
+                           name, l->section_line[i]);
+                l->section = -2;
+                return;
+        }
+        l->section_line[i] = l->line;
+        l->section = i;
+}
+
+/* "key = value" in the current section. */
+static void read_key(struct load *l, char *s) {
+        char *eq = strchr(s, '=');
+        if (!eq) {
+                load_error(l, l->line, "'%s' is not KEY = VALUE", s);
+                return;
+        }
+        *eq = 0;
+        char *name = strip(s), *value = eq + 1;
+        cut_comment(value);
+        value = strip(value);
+        if (!*name) {
+                load_error(l, l->line, "no key before '='");
+                return;
+        }
+        if (l->section == -2) /* the header's error was reported, not each of its keys */
+                return;
+        if (l->section == -1) {
+                load_error(l, l->line, "key '%s' before any [section]", name);
+                return;
+        }
+        const char *section = keys[l->section].name.section;
+        const struct key *k = NULL;
+        for (size_t i = 0; i < N_KEYS && !k; i++)
+                if (strcmp(keys[i].name.section, section) == 0 && strcmp(keys[i].name.key, name) == 0)
+                        k = &keys[i];
+        if (!k) {
+                load_error(l, l->line, "unknown key '%s' in section [%s]", name, section);
+                return;
+        }
+        size_t ki = (size_t)(k - keys);
+        if (l->key_line[ki]) {
+                load_error(l, l->line, "%s: given again in [%s] (first on line %u)", name, section, l->key_line[ki]);
+                return;
+        }
+        l->key_line[ki] = l->line;
+        l->msg[0] = 0;
+        if (apply_value(l, k, value))
+                return;
+        /* Every message names its key. */
+        size_t kl = strlen(name);
+        bool named = strncmp(l->msg, name, kl) == 0 && l->msg[kl] == ':';
+        load_error(l, l->line, "%s%s%s", named ? "" : name, named ? "" : ": ", l->msg);
+}
+
+/* Longest line read; longer ones are an error. */
+#define LINE_MAX_LEN 1024
+
+static void read_line(struct load *l, char *line, size_t len) {
+        if (l->line == 1 && len >= 3 && memcmp(line, "\xef\xbb\xbf", 3) == 0) { /* a UTF-8 BOM */
+                line += 3;
+                len -= 3;
+        }
+        if (memchr(line, 0, len)) {
+                load_error(l, l->line, "a NUL byte in the line");
+                return;
+        }
+        if (len > LINE_MAX_LEN) {
+                load_error(l, l->line, "line longer than %d characters", LINE_MAX_LEN);
+                return;
+        }
+        char *s = strip(line);
+        if (*s == 0 || *s == ';' || *s == '#')
+                return;
+        if (*s == '[')
+                read_section(l, s);
+        else
+                read_key(l, s);
+}
+
 int hbgd_config_load(struct hbgd_config *cfg, const char *path, char *err, size_t errlen) {
-        struct load l = { .cfg = *cfg };
+        struct load *l = calloc(1, sizeof(*l));
+        if (!l) {
+                snprintf(err, errlen, "%s: out of memory", path);
+                return -ENOMEM;
+        }
+        l->cfg = *cfg;
+        l->path = path;
+        l->err = err;
+        l->errlen = errlen;
+        l->section = -1;
+        if (errlen)
+                err[0] = 0;
         FILE *f = fopen(path, "re");
         if (!f) {
                 int e = -errno;
                 snprintf(err, errlen, "%s: %s", path, strerror(-e));
+                free(l);
                 return e;
         }
-        /* inih reports the line of the first failing handler call. */
-        int line = ini_parse_file(f, handler, &l);
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t n;
+        while ((n = getline(&line, &cap, f)) >= 0) {
+                l->line++;
+                read_line(l, line, (size_t)n);
+        }
+        int rerr = ferror(f) ? -EIO : 0;
+        free(line);
         fclose(f);
-        if (line != 0) {
-                snprintf(err, errlen, "%s:%d: %s", path, line, l.msg[0] ? l.msg : "syntax error");
-                return -EINVAL;
+        if (rerr < 0) {
+                snprintf(err, errlen, "%s: read error after line %u", path, l->line);
+                free(l);
+                return rerr;
         }
+        /* The settings as a whole, also when a line failed: every
+         * problem of the file in one go. */
         const char *why;
-        if (hbg_engine_config_validate(&l.cfg.engine, &why) < 0) {
-                snprintf(err, errlen, "%s: [scheduler] %s", path, why);
-                return -EINVAL;
-        }
+        if (hbg_engine_config_validate(&l->cfg.engine, &why) < 0)
+                load_error(l, 0, "[scheduler] %s", why);
         struct hbg_geometry g;
-        if (hbg_geometry_init(&g, &l.cfg.session_default, &why) < 0) {
-                snprintf(err, errlen, "%s: [session] %s", path, why);
-                return -EINVAL;
+        if (hbg_geometry_init(&g, &l->cfg.session_default, &why) < 0)
+                load_error(l, 0, "[session] %s", why);
+        if (l->cfg.max_message < 1024) {
+                unsigned at = key_line(l, "limits", "max_message_size");
+                load_error(l, at, "%smax_message_size: '%llu' is less than 1024", at ? "" : "[limits] ",
+                           (unsigned long long)l->cfg.max_message);
         }
-        if (l.cfg.max_message < 1024) {
-                snprintf(err, errlen, "%s: [limits] max_message_size: must be at least 1024", path);
-                return -EINVAL;
-        }
-        *cfg = l.cfg;
-        return 0;
+        if (l->left_out)
+                snprintf(err + l->used, errlen - l->used, "%s%s: %u more errors not shown", l->used ? "\n" : "",
+                         path, l->left_out);
+        int r = l->errors ? -EINVAL : 0;
+        if (r == 0)
+                *cfg = l->cfg;
+        free(l);
+        return r;
 }

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hbgd's settings: defaults, and hbgd.conf, an INI file parsed with inih.
- * Every key is one entry of one table (config.c); docs/OPERATIONS.md and
- * hbgd.conf(5) describe them.
+ * hbgd's settings: defaults, and hbgd.conf, an INI file read strictly
+ * (config.c): every key is one entry of one table; an unknown section or
+ * key, a section or key given twice, text after a section's ']' and a
+ * value out of range are errors. docs/OPERATIONS.md and hbgd.conf(5)
+ * describe them.
  */
 #pragma once
 
@@ -52,6 +54,11 @@ struct hbgd_config {
          * per interval at most (0: no limit); lines about all sessions of
          * one uid (root's excepted) */
         unsigned log_ratelimit_interval_ms, log_ratelimit_burst, log_ratelimit_burst_per_uid;
+        /* [socket] mode and group: applied to the socket hbgd binds
+         * itself (not to one systemd passes); group "" keeps hbgd's own,
+         * a group that does not exist is warned about (listener.c). */
+        unsigned socket_mode;
+        char socket_group[64];
         bool force_epoll;
 };
 
@@ -61,8 +68,10 @@ void hbgd_config_default(struct hbgd_config *ret);
 unsigned hbgd_config_session_weight(const struct hbgd_config *cfg, uid_t uid);
 
 /* Apply the file at `path` on top of *cfg. Returns 0, or -EINVAL with
- * "FILE:LINE: message" in err (the first problem), or -errno when the file
- * cannot be read. Nothing is applied when it fails. */
+ * every problem of the file in err, one a line ("FILE:LINE: message", in
+ * file order; checks of the settings as a whole "FILE: [section] ..."; a
+ * last line says how many did not fit), or -errno when the file cannot be
+ * read ("FILE: reason"). Nothing is applied when it fails. */
 int hbgd_config_load(struct hbgd_config *cfg, const char *path, char *err, size_t errlen);
 
 /* The table of keys, for tests and documentation checks. */

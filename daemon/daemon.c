@@ -158,9 +158,16 @@ static void reload_config(struct hbgd *d) {
                 goto out;
         }
         struct hbgd_config n = d->cfg;
-        char err[512];
+        char err[4096];
         if (hbgd_config_load(&n, d->cfg.config_path, err, sizeof(err)) < 0) {
-                hbgd_log(LOG_ERR, "SIGHUP: %s; keeping the current configuration", err);
+                /* Each problem its own line, with its FILE:LINE. */
+                unsigned lines = 0;
+                for (char *save = NULL, *line = strtok_r(err, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                        hbgd_log(LOG_ERR, "SIGHUP: %s", line);
+                        lines++;
+                }
+                hbgd_log(LOG_ERR, "SIGHUP: %s: %s; keeping the current configuration", d->cfg.config_path,
+                         lines > 1 ? "errors above" : "error above");
                 goto out;
         }
         const struct hbg_engine_config *o = &d->cfg.engine, *ne = &n.engine;
@@ -182,9 +189,15 @@ static void reload_config(struct hbgd *d) {
                 hbgd_log(LOG_WARNING, "SIGHUP: [scheduler] spin_before_park_us/max_spinning_threads/stall_timeout_ms, [limits] "
                          "max_threads_per_session/max_task_cost/kernel_time_budget_ms/max_recorded_graphs changed: "
                          "ignored (needs a restart)");
-        /* The socket is not a config-file key; the engine keeps its settings. */
+        if (n.socket_mode != d->cfg.socket_mode || strcmp(n.socket_group, d->cfg.socket_group) != 0)
+                hbgd_log(LOG_WARNING, "SIGHUP: [socket] mode/group changed: ignored (applied when hbgd binds its "
+                         "socket: needs a restart)");
+        /* The socket is not a config-file key; the engine keeps its settings,
+         * the socket its mode and group. */
         n.engine = d->cfg.engine;
         snprintf(n.socket_path, sizeof(n.socket_path), "%s", d->cfg.socket_path);
+        n.socket_mode = d->cfg.socket_mode;
+        snprintf(n.socket_group, sizeof(n.socket_group), "%s", d->cfg.socket_group);
         n.force_epoll = d->cfg.force_epoll;
         d->cfg = n;
         hbgd_set_log_level(n.log_level);
@@ -284,11 +297,8 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
                 hbgd_log(LOG_NOTICE, "%s", note);
 
         err = listener_open(d);
-        if (err < 0) {
-                hbgd_log_fields(LOG_ERR, &(struct hbg_log_fields){ .err = err }, "cannot listen on %s: %s",
-                                cfg->socket_path, strerror(-err));
-                goto fail;
-        }
+        if (err < 0)
+                goto fail; /* logged, with what to do */
 
         sigset_t mask;
         sigemptyset(&mask);

@@ -172,14 +172,17 @@ int main(int argc, char **argv) {
         int bad = check ? 1 : 2;
         /* The file first, so that options override it. */
         if (config) {
-                char err[512];
+                char err[4096];
                 if (strlen(config) >= sizeof(cfg.config_path)) {
                         fprintf(stderr, "hbgd: --config: path too long\n");
                         return bad;
                 }
                 snprintf(cfg.config_path, sizeof(cfg.config_path), "%s", config);
                 if (hbgd_config_load(&cfg, config, err, sizeof(err)) < 0) {
-                        fprintf(stderr, "hbgd: %s\n", err);
+                        /* every problem of the file, one a line */
+                        for (char *save = NULL, *line = strtok_r(err, "\n", &save); line;
+                             line = strtok_r(NULL, "\n", &save))
+                                fprintf(stderr, "hbgd: %s\n", line);
                         return bad;
                 }
         }

@@ -74,6 +74,8 @@ static const struct key_case keys[] = {
         { "log", "ratelimit_interval_ms", "1000", "3600001" },
         { "log", "ratelimit_burst", "100", "0" },
         { "log", "ratelimit_burst_per_uid", "200", "1000001" },
+        { "socket", "mode", "0600", "0999" },
+        { "socket", "group", "users", "hbg users" },
 };
 
 START_TEST(each_key) {
@@ -157,7 +159,7 @@ START_TEST(whole_file_errors) {
         ck_assert_int_eq(load("[scheduler]\nthreads = 2\nthreadz = 3\n", &cfg, err, sizeof(err)), -EINVAL);
         ck_assert_ptr_nonnull(strstr(err, ":3: unknown key 'threadz'"));
         ck_assert_int_eq(load("[nope]\nx = 1\n", &cfg, err, sizeof(err)), -EINVAL);
-        ck_assert_ptr_nonnull(strstr(err, ":2:"));
+        ck_assert_msg(strstr(err, ":1: unknown section [nope]") && !strchr(err, '\n'), "%s", err);
         /* A line that is not key = value. */
         ck_assert_int_eq(load("[scheduler]\nthreads\n", &cfg, err, sizeof(err)), -EINVAL);
         ck_assert_ptr_nonnull(strstr(err, ":2:"));
@@ -169,6 +171,164 @@ START_TEST(whole_file_errors) {
         hbgd_config_default(&cfg);
         ck_assert_int_eq(hbgd_config_load(&cfg, "/nonexistent/hbgd.conf", err, sizeof(err)), -ENOENT);
         ck_assert_ptr_nonnull(strstr(err, "/nonexistent/hbgd.conf"));
+}
+END_TEST
+
+/* The lines of err (one problem each), counted; each of want[] must be
+ * the start of one of them after "FILE:". */
+static unsigned err_lines(const char *err) {
+        unsigned n = err[0] ? 1 : 0;
+        for (const char *p = err; *p; p++)
+                n += *p == '\n';
+        return n;
+}
+
+static void assert_has_line(const char *err, const char *want) {
+        char needle[256];
+        snprintf(needle, sizeof(needle), "%s:%s", path, want);
+        const char *at = strstr(err, needle);
+        ck_assert_msg(at && (at == err || at[-1] == '\n'), "no line '%s' in:\n%s", needle, err);
+}
+
+/* Every problem of a file, each with its own line, key and reason (not
+ * the first only, not "syntax error" for the rest, not the message of one
+ * line at another's number). */
+START_TEST(every_error_reported) {
+        struct hbgd_config cfg, dflt;
+        char err[4096] = "";
+        hbgd_config_default(&dflt);
+        ck_assert_int_eq(load("; broken\n"                    /* 1 */
+                              "[scheduler]\n"                 /* 2 */
+                              "completion_mode = fast\n"      /* 3 */
+                              "threads = 99\n"                /* 4 */
+                              "clusters = 4\n"                /* 5: fine */
+                              "[sesion]\n"                    /* 6 */
+                              "x = 1\n"                       /* 7: in the unknown section, not reported */
+                              "[session]\n"                   /* 8 */
+                              "heap_size = 16MB\n"            /* 9 */
+                              "[limits]\n"                    /* 10 */
+                              "max_sessions = -1\n"           /* 11 */
+                              "bogus = 2\n"                   /* 12 */
+                              "[log]\n"                       /* 13 */
+                              "level = verbose\n",            /* 14 */
+                              &cfg, err, sizeof(err)),
+                         -EINVAL);
+        assert_has_line(err, "3: completion_mode: 'fast' is not one of");
+        assert_has_line(err, "4: threads: '99' is not a number from 0 to 64");
+        assert_has_line(err, "6: unknown section [sesion]");
+        assert_has_line(err, "9: heap_size: '16MB' is not a number from 0 to");
+        assert_has_line(err, "11: max_sessions: '-1' is not a number from 0 to 65536");
+        assert_has_line(err, "12: unknown key 'bogus' in section [limits]");
+        assert_has_line(err, "14: level: 'verbose' is not one of");
+        ck_assert_msg(err_lines(err) == 7, "want 7 lines:\n%s", err);
+        ck_assert_msg(!strstr(err, "syntax error"), "%s", err);
+        ck_assert_msg(memcmp(&cfg, &dflt, sizeof(cfg)) == 0, "a failing file changed the config");
+
+        /* The case: the range at the line of the value. */
+        ck_assert_int_eq(load("[scheduler]\nthreads = 99\nclusters = 4\n", &cfg, err, sizeof(err)), -EINVAL);
+        assert_has_line(err, "2: threads: '99' is not a number from 0 to 64");
+        ck_assert_uint_eq(err_lines(err), 1);
+
+        /* More problems than err holds: the last line counts the rest. */
+        char big[8192] = "[limits]\n";
+        for (int i = 0; i < 100; i++)
+                strcat(big, "nope = 1\n");
+        char small[300];
+        ck_assert_int_eq(load(big, &cfg, small, sizeof(small)), -EINVAL);
+        ck_assert_msg(strstr(small, "more errors not shown"), "%s", small);
+        assert_has_line(small, "2: unknown key 'nope'");
+}
+END_TEST
+
+/* The shape of the file: sections once each, nothing after ']' but a
+ * comment, keys once each and inside a section. */
+START_TEST(strict_structure) {
+        struct hbgd_config cfg;
+        char err[4096] = "";
+        static const struct {
+                const char *text, *want; /* want: "LINE: start of the message" */
+        } bad[] = {
+                { "[scheduler]\nthreads = 2\n[limits]\n[scheduler]\n", "4: section [scheduler] given again (first on line 1)" },
+                { "[access] apply to new sessions at once; [scheduler] needs a restart.\n",
+                  "1: text after ']' in the header of section [access]: 'apply to new sessions at once;" },
+                { "[access\n", "1: '[access': a section header needs a closing ']'" },
+                { "threads = 2\n", "1: key 'threads' before any [section]" },
+                { "[scheduler]\nthreads = 2\nthreads = 3\n", "3: threads: given again in [scheduler] (first on line 2)" },
+                { "[scheduler]\nthreads\n", "2: 'threads' is not KEY = VALUE" },
+                { "[scheduler]\n= 2\n", "2: no key before '='" },
+                { "[session]\n[daemon]\nx = 1\n", "2: unknown section [daemon] (the sections are scheduler, session," },
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                ck_assert_msg(load(bad[i].text, &cfg, err, sizeof(err)) == -EINVAL, "accepted: %s", bad[i].text);
+                assert_has_line(err, bad[i].want);
+                ck_assert_msg(err_lines(err) == 1, "one problem, more lines:\n%s", err);
+        }
+        /* A line too long, a NUL byte. */
+        char longline[1400];
+        memset(longline, 'x', sizeof(longline));
+        memcpy(longline, "[log]\nlevel = ", 14);
+        strcpy(longline + sizeof(longline) - 2, "\n");
+        ck_assert_int_eq(load(longline, &cfg, err, sizeof(err)), -EINVAL);
+        assert_has_line(err, "2: line longer than");
+        snprintf(path, sizeof(path), "/tmp/hbg-config-XXXXXX");
+        int fd = mkstemp(path);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, "[log]\nlevel\0 = debug\n", 21), 21);
+        close(fd);
+        hbgd_config_default(&cfg);
+        ck_assert_int_eq(hbgd_config_load(&cfg, path, err, sizeof(err)), -EINVAL);
+        unlink(path);
+        assert_has_line(err, "2: a NUL byte in the line");
+
+        /* What is fine: comments after ']' and after a value, a BOM, CRLF
+         * line ends, blank and indented lines. */
+        ck_assert_msg(load("\xef\xbb\xbf; hbgd.conf\r\n[scheduler]  ; the threads\r\n  threads = 3 ; three\r\n\r\n"
+                           "[log] # the log\nlevel = debug # all\n",
+                           &cfg, err, sizeof(err)) == 0,
+                      "%s", err);
+        ck_assert_uint_eq(cfg.engine.threads, 3);
+        ck_assert_int_eq(cfg.log_level, LOG_DEBUG);
+}
+END_TEST
+
+/* [socket] mode and group: octal, as the unit's defaults. */
+START_TEST(socket_keys) {
+        struct hbgd_config cfg;
+        char err[512] = "";
+        hbgd_config_default(&cfg);
+        ck_assert_uint_eq(cfg.socket_mode, 0660);
+        ck_assert_str_eq(cfg.socket_group, "hbg");
+        ck_assert_int_eq(load("[socket]\nmode = 0770\ngroup = 0\n", &cfg, err, sizeof(err)), 0);
+        ck_assert_uint_eq(cfg.socket_mode, 0770);
+        ck_assert_str_eq(cfg.socket_group, "0");
+        ck_assert_int_eq(load("[socket]\nmode = 600\ngroup =\n", &cfg, err, sizeof(err)), 0);
+        ck_assert_uint_eq(cfg.socket_mode, 0600);
+        ck_assert_str_eq(cfg.socket_group, "");
+        static const char *const bad[] = { "8", "01000", "rw", "-1", "", "0x1ff" };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                char text[64];
+                snprintf(text, sizeof(text), "[socket]\nmode = %s\n", bad[i]);
+                ck_assert_msg(load(text, &cfg, err, sizeof(err)) == -EINVAL, "mode '%s' accepted", bad[i]);
+                ck_assert_msg(strstr(err, ":2: mode: ") && strstr(err, "from 0 to 0777"), "%s", err);
+        }
+}
+END_TEST
+
+/* The example installed as /etc/hbg/hbgd.conf (and the fuzz corpus's
+ * copy) reads with this parser: each section once, no stray text, every
+ * key known. */
+START_TEST(shipped_example) {
+        static const char *const files[] = { "systemd/hbgd.conf.example", "tests/fuzz/corpus/config/example.conf" };
+        for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+                char p[512], err[4096] = "";
+                snprintf(p, sizeof(p), "%s/%s", HBG_SRCDIR, files[i]);
+                struct hbgd_config cfg, dflt;
+                hbgd_config_default(&cfg);
+                hbgd_config_default(&dflt);
+                ck_assert_msg(hbgd_config_load(&cfg, p, err, sizeof(err)) == 0, "%s:\n%s", files[i], err);
+                /* Every value in it is commented out: the defaults. */
+                ck_assert_msg(memcmp(&cfg, &dflt, sizeof(cfg)) == 0, "%s changes a default", files[i]);
+        }
 }
 END_TEST
 
@@ -248,6 +408,10 @@ int main(void) {
         tcase_add_test(tc, values_applied);
         tcase_add_test(tc, session_weights);
         tcase_add_test(tc, whole_file_errors);
+        tcase_add_test(tc, every_error_reported);
+        tcase_add_test(tc, strict_structure);
+        tcase_add_test(tc, socket_keys);
+        tcase_add_test(tc, shipped_example);
         tcase_add_test(tc, kernel_time_budget);
         tcase_add_test(tc, every_key_tested_and_documented);
         suite_add_tcase(s, tc);

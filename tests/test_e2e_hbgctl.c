@@ -14,6 +14,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1486,11 +1488,43 @@ START_TEST(hbgd_options) {
         result_free(&r2);
         unlink(again);
 
-        char want[128];
+        char want[512];
         snprintf(want, sizeof(want), "hbgd: %s:3: unknown key 'bogus' in section [scheduler]", bad);
         r = hbgd("--check-config", bad);
         ASSERT_CODE(r, 1);
         ck_assert_msg(strstr(r.err, want) && r.out[0] == 0, "%s", r.err);
+        result_free(&r);
+        /* Every error of a file, each at its line with its key and reason. */
+        f = fopen(bad, "w");
+        ck_assert(f);
+        fprintf(f, "[scheduler]\ncompletion_mode = fast\nthreads = 99\n[sesion]\n[session]\nheap_size = 16MB\n"
+                   "[limits]\nmax_sessions = -1\n[log]\nlevel = verbose\n[access] extra\n[scheduler]\n");
+        ck_assert_int_eq(fclose(f), 0);
+        r = hbgd("--check-config", bad);
+        ASSERT_CODE(r, 1);
+        static const char *const several[] = {
+                "2: completion_mode: 'fast' is not one of",
+                "3: threads: '99' is not a number from 0 to 64",
+                "4: unknown section [sesion]",
+                "6: heap_size: '16MB' is not a number from 0 to",
+                "8: max_sessions: '-1' is not a number from 0 to 65536",
+                "10: level: 'verbose' is not one of",
+                "11: text after ']' in the header of section [access]: 'extra'",
+                "12: section [scheduler] given again (first on line 1)",
+        };
+        unsigned lines = 0;
+        for (const char *p = r.err; *p; p++)
+                lines += *p == '\n';
+        for (size_t i = 0; i < sizeof(several) / sizeof(several[0]); i++) {
+                snprintf(want, sizeof(want), "hbgd: %s:%s", bad, several[i]);
+                ck_assert_msg(strstr(r.err, want), "no line '%s' in:\n%s", want, r.err);
+        }
+        ck_assert_msg(lines == sizeof(several) / sizeof(several[0]) && r.out[0] == 0, "%s", r.err);
+        result_free(&r);
+        /* The shipped example passes (each section once, every key known). */
+        snprintf(want, sizeof(want), "%s/systemd/hbgd.conf.example", HBG_SRCDIR);
+        r = hbgd("--check-config", want);
+        ASSERT_CODE(r, 0);
         result_free(&r);
         r = hbgd("--check-config", "/nonexistent/hbgd.conf");
         ASSERT_CODE(r, 1);
@@ -1504,6 +1538,126 @@ START_TEST(hbgd_options) {
         ck_assert_msg(access(sock, F_OK) < 0, "%s exists", sock);
         unlink(conf);
         unlink(bad);
+        rmdir(dir);
+}
+END_TEST
+
+/* ------------------------------------------------------------ hbgd run by hand */
+
+/* A group other than ours, by name ("" and our gid if there is none). */
+static gid_t other_group(char *name, size_t len) {
+        gid_t gid = getegid();
+        name[0] = 0;
+        setgrent();
+        for (struct group *g; (g = getgrent());)
+                if (g->gr_gid != getegid() && strlen(g->gr_name) < len) {
+                        snprintf(name, len, "%s", g->gr_name);
+                        gid = g->gr_gid;
+                        break;
+                }
+        endgrent();
+        return gid;
+}
+
+static void write_text(const char *path, const char *text) {
+        FILE *f = fopen(path, "w");
+        ck_assert_msg(f, "%s: %s", path, strerror(errno));
+        fputs(text, f);
+        ck_assert_int_eq(fclose(f), 0);
+}
+
+/* [socket] mode and group on the socket hbgd binds; a group that does not
+ * exist (a warning, hbgd's own group); a second hbgd on the same socket
+ * names the first's pid; `hbgctl wait` right after starting hbgd, and
+ * against nothing; without --socket and without /run/hbgd, a hint. */
+START_TEST(hbgd_by_hand) {
+        char dir[] = "/tmp/hbgd-hand.XXXXXX", conf[64], text[160], group[64], none[64];
+        ck_assert(mkdtemp(dir));
+        snprintf(conf, sizeof(conf), "%s/hbgd.conf", dir);
+        snprintf(none, sizeof(none), "%s/none.sock", dir);
+        gid_t gid = other_group(group, sizeof(group));
+        if (!group[0])
+                fprintf(stderr, "hbgd_by_hand: no group besides gid %u here: the group is checked as ours\n",
+                        (unsigned)gid);
+        snprintf(text, sizeof(text), "[socket]\nmode = 0640\ngroup = %s\n", group);
+        write_text(conf, text);
+        struct hbgd_proc *d;
+        const char *args[] = { "--config", conf, NULL };
+        ck_assert_int_eq(daemon_start(&d, args, NULL), 0);
+        struct stat st;
+        ck_assert_int_eq(stat(d->socket_path, &st), 0);
+        ck_assert_msg(S_ISSOCK(st.st_mode) && (st.st_mode & 07777) == 0640, "mode %o, want socket 0640",
+                      (unsigned)st.st_mode);
+        ck_assert_msg(st.st_gid == gid, "group %u, want %u (%s)", (unsigned)st.st_gid, (unsigned)gid, group);
+
+        struct result r = ctl(NULL, "--socket", d->socket_path, "wait", "--timeout", "20");
+        ASSERT_CODE(r, 0);
+        result_free(&r);
+        /* A second hbgd: who serves the socket, and the socket still served. */
+        r = hbgd("--socket", d->socket_path);
+        ASSERT_CODE(r, 1);
+        char want[160];
+        snprintf(want, sizeof(want), "cannot listen on %s: it is served by hbgd %s, pid %d", d->socket_path,
+                 HBG_VERSION, (int)d->pid);
+        ck_assert_msg(strstr(r.err, want) && !strstr(r.err, "Address already in use"), "want '%s' in:\n%s", want,
+                      r.err);
+        result_free(&r);
+        r = ctl(NULL, "--socket", d->socket_path, "status");
+        ASSERT_CODE(r, 0);
+        result_free(&r);
+        daemon_destroy(d);
+
+        /* The default mode, and a group that does not exist. */
+        write_text(conf, "[socket]\ngroup = no-such-group-hbg\n");
+        ck_assert_int_eq(daemon_start(&d, args, NULL), 0);
+        ck_assert_int_eq(stat(d->socket_path, &st), 0);
+        ck_assert_msg((st.st_mode & 07777) == 0660 && st.st_gid == getegid(), "mode %o group %u, want 0660 and %u",
+                      (unsigned)(st.st_mode & 07777), (unsigned)st.st_gid, (unsigned)getegid());
+        char *log = slurp(d->log_path); /* startup's lines are written before READY=1 */
+        ck_assert_msg(strstr(log, "[socket] group 'no-such-group-hbg' does not exist"), "no warning in:\n%s", log);
+        free(log);
+        daemon_destroy(d);
+
+        /* hbgctl wait right after starting hbgd, as a script does. */
+        char sock[64];
+        snprintf(sock, sizeof(sock), "%s/script.sock", dir);
+        pid_t pid = fork();
+        ck_assert(pid >= 0);
+        if (pid == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                int devnull = open("/dev/null", O_WRONLY);
+                dup2(devnull, 2);
+                unsetenv("NOTIFY_SOCKET");
+                execl(daemon_binary(), "hbgd", "--socket", sock, "--threads", "1", (char *)NULL);
+                _exit(127);
+        }
+        r = ctl(NULL, "--socket", sock, "wait", "--timeout", "20");
+        ASSERT_CODE(r, 0);
+        result_free(&r);
+        r = ctl(NULL, "--socket", sock, "status");
+        ASSERT_CODE(r, 0);
+        result_free(&r);
+        kill(pid, SIGTERM);
+        int ws;
+        while (waitpid(pid, &ws, 0) < 0)
+                ck_assert(errno == EINTR);
+
+        /* Nothing there: exit 3 after the timeout. */
+        r = ctl(NULL, "--socket", none, "wait", "--timeout", "0.2");
+        ASSERT_CODE(r, 3);
+        ck_assert_msg(strstr(r.err, "did not answer"), "%s", r.err);
+        result_free(&r);
+
+        /* No --socket, no /run/hbgd: the message names --socket. */
+        if (access("/run/hbgd", F_OK) == 0) {
+                fprintf(stderr, "hbgd_by_hand: SKIP the --socket hint: /run/hbgd exists on this machine\n");
+        } else {
+                r = hbgd("--threads", "1");
+                ASSERT_CODE(r, 1);
+                ck_assert_msg(strstr(r.err, "/run/hbgd does not exist") && strstr(r.err, "--socket"), "%s", r.err);
+                result_free(&r);
+        }
+        unlink(conf);
         rmdir(dir);
 }
 END_TEST
@@ -1539,6 +1693,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, run_dot);
         tcase_add_test(tc, hostile_names);
         tcase_add_test(tc, hbgd_options);
+        tcase_add_test(tc, hbgd_by_hand);
         suite_add_tcase(s, tc);
         tc = tcase_create("big");
         tcase_set_timeout(tc, 300);

@@ -550,16 +550,18 @@ START_TEST(sighup_reload) {
         SA_ASSERT(&s, err == 0, "second session before the reload: %s", hbg_strerror(err));
         hbg_disconnect(b);
 
-        /* A broken file: reported with file:line, nothing changes. */
-        ck_assert_int_eq(write_file(conf, "[limits]\nmax_sessions = 1\nbogus = 3\n"), 0);
+        /* A broken file: every error reported with file:line, nothing changes. */
+        ck_assert_int_eq(write_file(conf, "[limits]\nmax_sessions = 1\nbogus = 3\n[log]\nlevel = chatty\n"), 0);
         kill(s.pid, SIGHUP);
         SA_ASSERT(&s, wait_note(&s, "RELOADING=1", 5000, NULL) == 0, "no RELOADING=1");
         SA_ASSERT(&s, wait_note(&s, "READY=1", 5000, NULL) == 0, "no READY=1 after the reload");
-        char cmd[700];
-        snprintf(cmd, sizeof(cmd), "grep -q '%s:3: unknown key' '%s'", conf, s.log);
+        char cmd[2400];
+        snprintf(cmd, sizeof(cmd), "grep -q 'SIGHUP: %s:3: unknown key .bogus. in section \\[limits\\]' '%s' && "
+                 "grep -q \"SIGHUP: %s:5: level: 'chatty' is not one of\" '%s' && "
+                 "grep -q 'keeping the current configuration' '%s'", conf, s.log, conf, s.log, s.log);
         pump(&s);
         int st = system(cmd);
-        SA_ASSERT(&s, WIFEXITED(st) && WEXITSTATUS(st) == 0, "the bad line was not reported as %s:3", conf);
+        SA_ASSERT(&s, WIFEXITED(st) && WEXITSTATUS(st) == 0, "the bad lines were not reported as %s:3 and :5", conf);
         err = hbg_connect(&b, s.sock);
         SA_ASSERT(&s, err == 0, "second session after a failed reload: %s", hbg_strerror(err));
         hbg_disconnect(b);

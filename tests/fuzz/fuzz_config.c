@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fuzz target: hbgd's config parser (daemon/config.c, inih underneath) on
+ * Fuzz target: hbgd's config parser (daemon/config.c) on
  * arbitrary file contents. Besides "no crash, no leak" it checks the
  * parser's promise (daemon/config.h): a file that fails applies nothing,
  * and one that loads loads again to the same settings.
