@@ -134,10 +134,26 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
                 return send_error(c, -EBUSY, "this connection already has a session");
         if (d->stopping) {
                 metrics_count_refusal(&d->counters, -ESHUTDOWN);
+                hbgd_log_session(LOG_DEBUG, c->log_limit, "session %" PRIu64 " (pid %d uid %u): refused: hbgd is "
+                                 "shutting down", c->id, (int)c->cred.pid, (unsigned)c->cred.uid);
                 return send_error(c, -ESHUTDOWN, "hbgd is shutting down");
         }
-        if (req.task_window > cfg->max_task_window || req.heap_size > cfg->max_heap_size)
-                return refuse(c, -E2BIG, "task_window or heap_size above the configured maximum");
+        hbgd_log_session(LOG_DEBUG, c->log_limit,
+                         "session %" PRIu64 " (pid %d uid %u): asks task_window %" PRIu64 ", flag_window %" PRIu64
+                         ", heap_size %" PRIu64 ", mailbox_entries %" PRIu64 ", graph_table_entries %" PRIu64
+                         ", stall_timeout_ms %" PRIu64 " (0: hbgd's default)",
+                         c->id, (int)c->cred.pid, (unsigned)c->cred.uid, rq->task_window, rq->flag_window,
+                         rq->heap_size, rq->mailbox_entries, rq->graph_table_entries, rq->stall_timeout_ms);
+        if (req.task_window > cfg->max_task_window) {
+                snprintf(msg, sizeof(msg), "task_window %" PRIu64 " is above [limits] max_task_window = %" PRIu64,
+                         req.task_window, cfg->max_task_window);
+                return refuse(c, -E2BIG, msg);
+        }
+        if (req.heap_size > cfg->max_heap_size) {
+                snprintf(msg, sizeof(msg), "heap_size %" PRIu64 " is above [limits] max_heap_size = %" PRIu64,
+                         req.heap_size, cfg->max_heap_size);
+                return refuse(c, -E2BIG, msg);
+        }
         if (rq->stall_timeout_ms > cfg->max_stall_timeout_ms) {
                 snprintf(msg, sizeof(msg), "stall_timeout_ms %" PRIu64 " is above [limits] max_stall_timeout_ms = %" PRIu64,
                          rq->stall_timeout_ms, cfg->max_stall_timeout_ms);
@@ -149,6 +165,8 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         if (err < 0) {
                 metrics_count_refusal(&d->counters, err);
                 snprintf(msg, sizeof(msg), "invalid session geometry: %s", why);
+                hbgd_log_session(LOG_DEBUG, c->log_limit, "session %" PRIu64 " (pid %d uid %u): refused: %s",
+                                 c->id, (int)c->cred.pid, (unsigned)c->cred.uid, msg);
                 return send_error(c, err, msg);
         }
         /* Charged before anything is allocated; the session refunds it. */
@@ -198,6 +216,21 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
                          c->id, (int)c->cred.pid, (unsigned)c->cred.uid, c->name, g.task_window,
                          g.flag_window, g.heap_size, (memory + (1u << 20) - 1) >> 20,
                          hbgd_config_session_weight(cfg, c->cred.uid), stall_ms);
+        if (hbgd_log_enabled(LOG_DEBUG)) {
+                const struct uid_usage *u = acct_user(&d->acct, c->cred.uid);
+                hbgd_log_session(LOG_DEBUG, c->log_limit,
+                                 "session %" PRIu64 ": geometry task_window %" PRIu64 ", flag_window %" PRIu64
+                                 ", heap %" PRIu64 " bytes, mailbox %" PRIu64 " entries, graph table %" PRIu64
+                                 " entries; submission region %" PRIu64 " bytes, completion region %" PRIu64
+                                 " bytes; %" PRIu64 " bytes charged; uid %u holds %" PRIu64 " bytes in %u sessions"
+                                 " (max_memory_per_uid %" PRIu64 "), all sessions %" PRIu64 " bytes (max_memory %"
+                                 PRIu64 ")",
+                                 c->id, g.task_window, g.flag_window, g.heap_size, g.mailbox_entries,
+                                 g.graph_table_entries, g.sub_region_size, g.cpl_region_size, memory,
+                                 (unsigned)c->cred.uid, u ? u->memory : 0, u ? u->sessions : 0,
+                                 acct_max_memory_per_uid(&cfg->limits), d->acct.memory,
+                                 acct_max_memory(&cfg->limits));
+        }
         return carry_on;
 }
 

@@ -147,6 +147,23 @@ static void systemd_tick(struct hbgd *d) {
                 notify_status(d, now);
 }
 
+/* [log] level = debug: the settings hbgd runs with, one line a key, as
+ * hbgd.conf says them (hbgd --check-config prints the same). */
+static void log_effective_config(const struct hbgd *d, const char *when) {
+        if (!hbgd_log_enabled(LOG_DEBUG))
+                return;
+        hbgd_log(LOG_DEBUG, "config (%s): file %s, socket %s%s", when,
+                 d->cfg.config_path[0] ? d->cfg.config_path : "(none)",
+                 d->listen_owned ? d->cfg.socket_path : "passed by systemd",
+                 d->listen_owned ? "" : " ([socket] mode and group not applied)");
+        for (size_t i = 0; hbgd_config_key_at(i); i++) {
+                const struct hbgd_config_key *k = hbgd_config_key_at(i);
+                char value[512];
+                hbgd_config_format(&d->cfg, i, value, sizeof(value));
+                hbgd_log(LOG_DEBUG, "config (%s): [%s] %s = %s", when, k->section, k->key, value);
+        }
+}
+
 /* SIGHUP: re-read --config; apply what is safe for new sessions, log
  * what needs a restart. An invalid file changes nothing. */
 static void reload_config(struct hbgd *d) {
@@ -207,6 +224,7 @@ static void reload_config(struct hbgd *d) {
                  "%u allowed users, %u allowed groups, %u session weights (for new sessions)",
                  d->cfg.config_path, d->cfg.limits.max_sessions, d->cfg.limits.max_sessions_per_uid,
                  d->cfg.n_allowed_uids, d->cfg.n_allowed_gids, d->cfg.n_session_weights);
+        log_effective_config(d, "reload");
 out:
         hbgd_notify("READY=1");
         notify_status(d, hbg_now_ms());
@@ -343,6 +361,7 @@ int hbgd_run(struct hbgd *d) {
                  d->cfg.engine.threads, d->cfg.engine.clusters,
                  hbg_completion_mode_name(d->cfg.engine.completion_mode), io_loop_backend(d->loop),
                  d->listen_owned ? d->cfg.socket_path : "(activated)");
+        log_effective_config(d, "start");
         /* Startup's lines are out before anyone is told hbgd is ready
          * (bounded: a log nobody reads delays startup, never stops it). */
         hbgd_log_sync(LOG_SYNC_MS);

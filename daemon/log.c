@@ -642,6 +642,10 @@ void hbgd_set_log_level(int priority) {
         atomic_store(&log_level, priority);
 }
 
+bool hbgd_log_enabled(int priority) {
+        return priority <= atomic_load_explicit(&log_level, memory_order_relaxed);
+}
+
 void hbgd_log_set_ratelimit(unsigned interval_ms, unsigned burst, unsigned burst_per_uid) {
         pthread_mutex_lock(&log_lock);
         log_interval_ms = interval_ms;

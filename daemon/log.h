@@ -34,6 +34,9 @@ void hbgd_log_engine(void *userdata, int priority, const struct hbg_log_fields *
                      va_list ap) __attribute__((format(printf, 4, 0)));
 /* Drop lines less important than `priority` (LOG_ERR .. LOG_DEBUG). */
 void hbgd_set_log_level(int priority);
+/* Would a line of `priority` be logged ([log] level)? For lines whose
+ * making costs something (LOG_DEBUG's detail). */
+bool hbgd_log_enabled(int priority);
 /* Send every line to the journal's native protocol on the AF_UNIX datagram
  * socket at `path` ([log] journal_socket); "" restores the default (the
  * journal when stderr is its stream, else stderr). A line that cannot be

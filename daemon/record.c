@@ -17,8 +17,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <syslog.h>
 
+#include "daemon/log.h"
 #include "shm/layout.h"
+#include "shm/util.h"
 
 /* Seals that make the memfd's contents fixed: what we read cannot change
  * under us, and the mapping cannot fault (SIGBUS) by shrinking. */
@@ -37,11 +40,29 @@ struct record_job {
         int err;
         uint32_t bad;
         const char *why;
+        int64_t validate_ns;           /* how long the worker took */
 };
 
 static void validate_run(struct slow_job *work) {
         struct record_job *j = (struct record_job *)work;
+        int64_t t0 = hbg_now_ns();
         j->err = hbg_ring_record_validate(j->s->ring, j->map, j->tasks, &j->graph, &j->bad, &j->why);
+        j->validate_ns = hbg_now_ns() - t0;
+}
+
+/* [log] level = debug: what the recording cost and how it ended. */
+static void log_summary(const struct record_job *j, int err, uint32_t graph, const char *msg) {
+        const struct session *s = j->s;
+        char end[300];
+        if (err < 0)
+                snprintf(end, sizeof(end), "refused: %s", msg);
+        else
+                snprintf(end, sizeof(end), "graph %" PRIu32 "; the session has recorded %" PRIu64 " tasks of "
+                         "max_recorded_tasks %" PRIu64, graph, s->recorded_tasks, j->cfg->max_recorded_tasks);
+        hbgd_log_session(LOG_DEBUG, s->log_limit,
+                         "session %" PRIu64 ": recording of %" PRIu32 " tasks (%zu bytes of records, %" PRIu64
+                         " bytes charged) validated in %" PRId64 " us: %s",
+                         s->id, j->tasks, j->bytes, j->memory, j->validate_ns / 1000, end);
 }
 
 static void record_job_free(struct record_job *j) {
@@ -141,12 +162,14 @@ int record_finish(struct record_job *j, uint32_t *ret_graph, char *msg, size_t m
                         snprintf(msg, msg_len, "task %" PRIu32 ": %s", j->bad, j->why);
                 else
                         snprintf(msg, msg_len, "out of memory");
+                log_summary(j, err, 0, msg);
                 record_job_free(j);
                 return err;
         }
         s->memory += j->memory;
         s->recorded_tasks += j->tasks;
         *ret_graph = (uint32_t)err;
+        log_summary(j, 0, *ret_graph, NULL);
         record_job_free(j);
         return 0;
 }

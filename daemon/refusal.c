@@ -59,6 +59,30 @@ static void log_refusal(struct hbgd *d, const struct ucred *cr, int code, const 
                         &(struct hbg_log_fields){ .pid = (int)cr->pid, .has_uid = true,
                                                   .uid = (uint32_t)cr->uid, .err = code },
                         "refused pid %d uid %u: %s%s", (int)cr->pid, (unsigned)cr->uid, why, more);
+        if (code == -EACCES && hbgd_log_enabled(LOG_DEBUG)) {
+                /* The rule it failed, in numbers (no name lookups here:
+                 * docs/SECURITY.md). */
+                char users[200] = "", groups[200] = "";
+                size_t at = 0;
+                for (unsigned i = 0; i < d->cfg.n_allowed_uids && at < sizeof(users); i++) {
+                        int k = snprintf(users + at, sizeof(users) - at, "%s%u", i ? " " : "",
+                                         (unsigned)d->cfg.allowed_uids[i]);
+                        at += k > 0 ? (size_t)k : 0;
+                }
+                at = 0;
+                for (unsigned i = 0; i < d->cfg.n_allowed_gids && at < sizeof(groups); i++) {
+                        int k = snprintf(groups + at, sizeof(groups) - at, "%s%u", i ? " " : "",
+                                         (unsigned)d->cfg.allowed_gids[i]);
+                        at += k > 0 ? (size_t)k : 0;
+                }
+                hbgd_log_fields(LOG_DEBUG,
+                                &(struct hbg_log_fields){ .pid = (int)cr->pid, .has_uid = true,
+                                                          .uid = (uint32_t)cr->uid, .err = code },
+                                "refused pid %d uid %u by the rule [access] allowed_users = %s; allowed_groups = %s "
+                                "(uids and gids; root is always allowed)",
+                                (int)cr->pid, (unsigned)cr->uid, users[0] ? users : "(none)",
+                                groups[0] ? groups : "(none)");
+        }
 }
 
 /* Read one record and drop it, closing the fds it carried. 1: dropped,

@@ -791,6 +791,107 @@ START_TEST(stderr_not_read) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ level */
+
+/* [log] level = debug logs the detail (the effective config at start and
+ * after a reload, a session's sizes and charge, what a refused connection
+ * failed, a recording's summary); level = info none of it. Loop index:
+ * 0 debug, 1 info. */
+START_TEST(debug_level) {
+        bool debug = _i == 0;
+        char text[200], conf[] = "/tmp/hbg-debug-XXXXXX";
+        snprintf(text, sizeof(text), "[log]\nlevel = %s\n[access]\nallowed_users = 0\n", debug ? "debug" : "info");
+        int cfd = mkstemp(conf);
+        ck_assert_int_ge(cfd, 0);
+        ck_assert_int_eq(write(cfd, text, strlen(text)), (ssize_t)strlen(text));
+        close(cfd);
+        /* kept until the reload has read it */
+        struct hbgd_proc *d = start_hbgd(MODE_URING, (const char *const[]){ "--config", conf, NULL });
+        open_to_all(d);
+
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "hbg_connect: %s", hbg_strerror(err));
+        hbg_tensor a, b;
+        ck_assert_int_eq(hbg_tensor_alloc(c, 64 * sizeof(float), &a), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, 64 * sizeof(float), &b), 0);
+        ck_assert_int_eq(hbg_graph_record_begin(c), 0);
+        for (int i = 0; i < 2; i++) {
+                hbg_task t = HBG_TASK_INIT("copy_f32");
+                t.n_args = 2;
+                t.args[0].tensor = i ? b : a;
+                t.args[0].dir = HBG_IN;
+                t.args[1].tensor = i ? a : b;
+                t.args[1].dir = HBG_OUT;
+                uint64_t id;
+                ck_assert_int_eq(hbg_graph_add(c, &t, &id), 0);
+        }
+        uint32_t rec;
+        err = hbg_graph_record_end(c, &rec);
+        D_ASSERT(d, err == 0, "hbg_graph_record_end: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        hbg_disconnect(c);
+        /* A user the rule refuses (as another uid: root is always allowed). */
+        bool refused = geteuid() == 0;
+        if (refused) {
+                pid_t pid = fork();
+                ck_assert(pid >= 0);
+                if (pid == 0) {
+                        if (setresgid(NOBODY, NOBODY, NOBODY) < 0 || setresuid(NOBODY, NOBODY, NOBODY) < 0)
+                                _exit(2);
+                        int fd = cx_connect(d->socket_path, false);
+                        char why[256];
+                        _exit(fd >= 0 && cx_send(fd, HBG__ENVELOPE__MSG_HELLO, 0, 0) == 0 &&
+                                              cx_expect_refusal(fd, -EACCES, "allowed_users", IO_MS, why, sizeof(why)) == 0
+                                      ? 0
+                                      : 1);
+                }
+                int st;
+                ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+                D_ASSERT(d, WIFEXITED(st) && WEXITSTATUS(st) == 0, "the other uid was not refused (status %d)", st);
+        } else {
+                fprintf(stderr, "debug_level: not root: the refused connection's rule is not checked\n");
+        }
+        kill(d->pid, SIGHUP);
+        D_ASSERT(d, daemon_wait_notify(d, "RELOADING=1", IO_MS) == 0, "no RELOADING=1");
+        D_ASSERT(d, daemon_wait_notify(d, "READY=1", IO_MS) == 0, "no READY=1 after the reload");
+        unlink(conf);
+        int st = daemon_stop(d, WAIT_MS); /* the log is written before hbgd exits */
+        D_ASSERT(d, WIFEXITED(st) && WEXITSTATUS(st) == 0, "hbgd exit status %d", st);
+
+        FILE *f = fopen(d->log_path, "r");
+        ck_assert_ptr_nonnull(f);
+        static char log[1 << 18];
+        size_t n = fread(log, 1, sizeof(log) - 1, f);
+        fclose(f);
+        log[n] = 0;
+        static const char *const detail[] = {
+                "<7>hbgd: config (start): [scheduler] threads = 4\n",
+                "<7>hbgd: config (start): [log] level = debug\n",
+                "<7>hbgd: config (reload): [access] allowed_users = root\n",
+                "<7>hbgd: config (reload): [socket] mode = 0660\n",
+                ": asks task_window 0, flag_window 0, heap_size 0",
+                ": geometry task_window 16384, flag_window 16384, heap 67108864 bytes, mailbox 1024 entries",
+                "bytes charged; uid ",
+                ": recording of 2 tasks (",
+                " us: graph 0; the session has recorded 2 tasks of max_recorded_tasks 65536",
+                "by the rule [access] allowed_users = 0; allowed_groups = (none)",
+        };
+        for (size_t i = 0; i < sizeof(detail) / sizeof(detail[0]); i++) {
+                if (i == sizeof(detail) / sizeof(detail[0]) - 1 && !refused)
+                        continue;
+                bool has = strstr(log, detail[i]) != NULL;
+                if (has != debug)
+                        fprintf(stderr, "hbgd's log:\n%s", log);
+                ck_assert_msg(has == debug, "level %s: '%s' %s in the log", debug ? "debug" : "info", detail[i],
+                              has ? "is" : "is not");
+        }
+        if (!debug && strstr(log, "<7>"))
+                fprintf(stderr, "hbgd's log:\n%s", log);
+        ck_assert_msg(debug || !strstr(log, "<7>"), "level info: a debug line in the log");
+        daemon_destroy(d);
+}
+END_TEST
+
 int main(void) {
         signal(SIGPIPE, SIG_IGN);
         if (daemon_util_init() < 0)
@@ -800,6 +901,7 @@ int main(void) {
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, fields);
         tcase_add_test(tc, terminal);
+        tcase_add_loop_test(tc, debug_level, 0, 2);
         suite_add_tcase(s, tc);
         /* The other uid's clients need root (setresuid). */
         if (geteuid() == 0) {
