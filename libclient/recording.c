@@ -78,6 +78,8 @@ int hbgc_rec_host(hbg_client *c, uint64_t id, hbg_host_fn fn, void *userdata) {
 
 int hbgc_rec_accesses(hbg_client *c, const struct access *a, size_t na) {
         struct recording *r = c->rec;
+        if (na == 0)
+                return 0; /* a task without tensors: a may be NULL */
         if (grow((void **)&r->footprint, &r->cap_fp, r->n_fp + na, sizeof(*r->footprint)) < 0)
                 return -ENOMEM;
         memcpy(&r->footprint[r->n_fp], a, na * sizeof(*a));
