@@ -93,7 +93,7 @@ SHM_LIB  := $(B)/lib/libhbgshm.a
 # Everything of hbgd except its main(): the daemon and the tests link it.
 CORE_SRCS := $(addprefix daemon/engine/,engine.c sched.c ring_table.c fair_share_slots.c fair_share.c dispatch.c \
                completion.c completion_eager.c completion_lazy.c completion_resolver.c \
-               ingest.c validate.c classify.c launch.c recorded.c ready.c mailbox.c stall.c ring.c graphs.c live_graphs.c \
+               ingest.c validate.c classify.c launch.c recorded.c ready.c mailbox.c stall.c ring.c graphs.c cancel.c live_graphs.c \
                wakeup.c engine_log.c histogram.c kernels.c)
 CORE_OBJS := $(CORE_SRCS:%.c=$(B)/obj/%.o)
 CORE_LIB  := $(B)/lib/libhbgcore.a
@@ -223,7 +223,7 @@ JSONC_CFLAGS = $(shell pkg-config --cflags json-c 2>/dev/null)
 JSONC_LIBS   = $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c)
 
 CTL_SRCS := ctl/hbgctl.c ctl/top.c ctl/run.c ctl/progress.c ctl/dot.c ctl/status.c ctl/metrics.c ctl/graph_file.c \
-            ctl/output.c ctl/daemon_conn.c
+            ctl/output.c ctl/daemon_conn.c ctl/admin.c
 CTL_OBJS := $(CTL_SRCS:%.c=$(B)/obj/%.o)
 
 $(CTL_OBJS): $(B)/obj/ctl/%.o: ctl/%.c $(B)/gen/hbg.pb-c.h

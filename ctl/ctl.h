@@ -10,6 +10,7 @@
  *   metrics.c     `metrics`: OpenMetrics text made from a status reply
  *   graph_file.c  the graph-file compiler (docs/GRAPH_FILES.md)
  *   output.c      tables and JSON (one set of names for both), errors
+ *   admin.c       `cancel` and `kill`: one admin request each
  *   daemon_conn.c connecting to hbgd and one request/reply
  */
 #pragma once
@@ -43,6 +44,7 @@ struct ctl_opts {
         long iterations;        /* top -n (-1: until stopped) */
         double delay_s;         /* top -d */
         double timeout_s;       /* wait --timeout */
+        const char *const *args; /* the command's arguments (verbs of more than one) */
 };
 
 /* daemon_conn.c */
@@ -58,10 +60,16 @@ int ctl_failure_exit(void);
 /* hbg_connect() failed with err (its message printed): print the fix for
  * a refusal by hbgd, return the exit status. */
 int ctl_connect_failed(int err);
-/* Connect, hello, one StatusRequest of `kind`: its StatusReply envelope
- * (wire_free() it) and *ret_exit 0, or NULL with a message printed and
- * *ret_exit the exit code to return. */
+/* The one request path of every verb: connect, hello, request rq, its
+ * reply. The reply envelope if it is of case `want` (wire_free() it) and
+ * *ret_exit 0, or NULL with a message printed (hbgd's Error with its fix)
+ * and *ret_exit the exit code to return. */
+Hbg__Envelope *ctl_request(const char *path, Hbg__Envelope *rq, Hbg__Envelope__MsgCase want, int *ret_exit);
+/* ctl_request() of one StatusRequest of `kind`: its StatusReply. */
 Hbg__Envelope *ctl_status(const char *path, Hbg__StatusKind kind, int *ret_exit);
+/* admin.c: `cancel SESSION GRAPH`, `kill SESSION`. */
+int cmd_cancel(const struct ctl_opts *o, const char *session, const char *graph);
+int cmd_kill(const struct ctl_opts *o, const char *session);
 
 /* output.c */
 /* An error: "hbgctl: MESSAGE" on stderr, remembered for the JSON error

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Connecting to hbgd's control socket, one request and its reply, status
- * requests, and what hbgctl says when it may not connect: the exit status
+ * Connecting to hbgd's control socket, one request and its reply (every
+ * verb goes through ctl_request(): connect, hello, request, reply), and what hbgctl says when it may not connect: the exit status
  * of each refusal and what to do about it (docs/man/hbgctl.1, EXIT STATUS).
  * The message of a failure goes through ctl_error() (stderr, and the
  * --json error object); the fixes that follow it are stderr's only.
@@ -116,6 +116,11 @@ static void fix_too_many(const struct self *s) {
                 "or ask the administrator to raise the limit named above\n", s->who);
 }
 
+static void fix_not_admin(const struct self *s) {
+        fprintf(stderr, "hbgctl: only the session's own user, root and [access] admin_groups of hbgd.conf(5) may "
+                "do this; %s is neither\n", s->who);
+}
+
 static void fix_stopping(const struct self *s) {
         (void)s;
         fprintf(stderr, "hbgctl: try again once hbgd has started again (`systemctl status hbgd`)\n");
@@ -130,6 +135,8 @@ static const struct refusal {
         { -EACCES, EXIT_ACCESS, fix_not_allowed },
         { -EUSERS, EXIT_FAIL, fix_too_many },
         { -ESHUTDOWN, EXIT_NOT_RUNNING, fix_stopping },
+        /* an admin request (cancel, kill) on another user's session */
+        { -EPERM, EXIT_ACCESS, fix_not_admin },
 };
 
 static const struct refusal *find_refusal(int code) {
@@ -157,7 +164,8 @@ static void print_error(const Hbg__Error *e) {
                 last_exit = ctl_error(EXIT_FAIL, e->code, "hbgd: %s", msg);
                 return;
         }
-        ctl_error(r->exit, e->code, "hbgd refused the connection: %s", msg);
+        ctl_error(r->exit, e->code, "hbgd refused %s: %s", e->code == -EPERM ? "the request" : "the connection",
+                  msg);
         last_exit = ctl_connect_failed(e->code);
 }
 
@@ -223,13 +231,12 @@ Hbg__Envelope *ctl_roundtrip(int fd, Hbg__Envelope *env) {
         return reply;
 }
 
-Hbg__Envelope *ctl_status(const char *path, Hbg__StatusKind kind, int *ret_exit) {
+Hbg__Envelope *ctl_request(const char *path, Hbg__Envelope *rq, Hbg__Envelope__MsgCase want, int *ret_exit) {
         int fd = ctl_connect(path);
         if (fd < 0) {
                 *ret_exit = -fd;
                 return NULL;
         }
-        *ret_exit = EXIT_FAIL;
         Hbg__Hello hello = HBG__HELLO__INIT;
         hello.version_major = HBG_PROTO_MAJOR;
         hello.version_minor = HBG_PROTO_MINOR;
@@ -238,27 +245,30 @@ Hbg__Envelope *ctl_status(const char *path, Hbg__StatusKind kind, int *ret_exit)
         env.msg_case = HBG__ENVELOPE__MSG_HELLO;
         env.hello = &hello;
         Hbg__Envelope *reply = ctl_roundtrip(fd, &env);
+        if (reply) {
+                wire_free(reply);
+                reply = ctl_roundtrip(fd, rq);
+        }
+        close(fd);
         if (!reply) {
-                close(fd);
                 *ret_exit = ctl_failure_exit();
                 return NULL;
         }
-        wire_free(reply);
-        Hbg__StatusRequest rq = HBG__STATUS_REQUEST__INIT;
-        rq.kind = kind;
-        env = (Hbg__Envelope)HBG__ENVELOPE__INIT;
-        env.msg_case = HBG__ENVELOPE__MSG_STATUS_REQUEST;
-        env.status_request = &rq;
-        reply = ctl_roundtrip(fd, &env);
-        close(fd);
-        if (!reply)
-                *ret_exit = ctl_failure_exit();
-        if (reply && reply->msg_case != HBG__ENVELOPE__MSG_STATUS_REPLY) {
-                ctl_error(EXIT_FAIL, -EPROTO, "unexpected reply from hbgd (message %d)", (int)reply->msg_case);
+        if (reply->msg_case != want) {
+                *ret_exit = ctl_error(EXIT_FAIL, -EPROTO, "unexpected reply from hbgd (message %d)",
+                                      (int)reply->msg_case);
                 wire_free(reply);
                 return NULL;
         }
-        if (reply)
-                *ret_exit = 0;
+        *ret_exit = 0;
         return reply;
+}
+
+Hbg__Envelope *ctl_status(const char *path, Hbg__StatusKind kind, int *ret_exit) {
+        Hbg__StatusRequest rq = HBG__STATUS_REQUEST__INIT;
+        rq.kind = kind;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_STATUS_REQUEST;
+        env.status_request = &rq;
+        return ctl_request(path, &env, HBG__ENVELOPE__MSG_STATUS_REPLY, ret_exit);
 }

@@ -31,6 +31,7 @@ struct verb {
         const char *more;               /* `help VERB` adds it (NULL: nothing) */
         verb_fn run;
         Hbg__StatusKind kind;           /* for the status verbs */
+        unsigned n_args;                /* more than one: all required, in o->args */
 };
 
 static int verb_status(const struct verb *v, const struct ctl_opts *o, const char *arg) {
@@ -56,6 +57,16 @@ static int verb_metrics(const struct verb *v, const struct ctl_opts *o, const ch
 static int verb_wait(const struct verb *v, const struct ctl_opts *o, const char *arg) {
         (void)v, (void)arg;
         return cmd_wait(o);
+}
+
+static int verb_cancel(const struct verb *v, const struct ctl_opts *o, const char *arg) {
+        (void)v, (void)arg;
+        return cmd_cancel(o, o->args[0], o->args[1]);
+}
+
+static int verb_kill(const struct verb *v, const struct ctl_opts *o, const char *arg) {
+        (void)v;
+        return cmd_kill(o, arg);
 }
 
 static int verb_version(const struct verb *v, const struct ctl_opts *o, const char *arg) {
@@ -97,6 +108,15 @@ static const struct verb verbs[] = {
         { "wait", NULL, false, NULL, "wait until hbgd answers (after starting it)",
           "Exit 0 once hbgd answers a status request; 3 if its socket takes no connection\n"
           "within --timeout (default 30 s). With --json, the status hbgd answered.\n", verb_wait, 0 },
+        { "cancel", "SESSION GRAPH", false, "SESSION and a GRAPH number", "cancel a live graph",
+          "The numbers `hbgctl graphs` shows. Its tasks not started fail with -ECANCELED,\n"
+          "its running kernels stop at their next check; the graph's message is\n"
+          "\"cancelled by uid N\". The session's own user, root and [access] admin_groups may.\n",
+          verb_cancel, 0, 2 },
+        { "kill", "SESSION", false, "SESSION number", "close a session",
+          "Its client gets -ECONNRESET with hbgd's reason, its unfinished graphs fail.\n"
+          "The session's own user, root and [access] admin_groups may.\n",
+          verb_kill, 0, 0 },
         { "help", "COMMAND", true, NULL, "this help, or a command's", NULL, verb_help, 0 },
         { "version", NULL, false, NULL, "hbgctl's version", NULL, verb_version, 0 },
 };
@@ -425,7 +445,15 @@ int main(int argc, char **argv) {
                         return EXIT_USAGE;
                 }
         const char *arg = NULL;
-        if (v->arg && optind < argc)
+        if (v->n_args > 1) {
+                if (argc - optind < (int)v->n_args) {
+                        fprintf(stderr, "hbgctl: %s needs a %s\n", v->name, v->arg_what);
+                        return EXIT_USAGE;
+                }
+                o.args = (const char *const *)&argv[optind];
+                arg = argv[optind];
+                optind += (int)v->n_args;
+        } else if (v->arg && optind < argc)
                 arg = argv[optind++];
         else if (v->arg && !v->arg_optional) {
                 fprintf(stderr, "hbgctl: %s needs a %s\n", v->name, v->arg_what);

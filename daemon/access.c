@@ -8,6 +8,12 @@
  * files. On a kernel without SO_PEERGROUPS only the primary group is
  * matched (and the refusal says so).
  *
+ * Then what a connected peer may see and do (access_role(), asked at each
+ * status or admin request, so that a SIGHUP applies to open connections):
+ * root and admin_groups everything, monitor_groups status and metrics as an
+ * admin sees them but no session, everyone else their own sessions
+ * (docs/SECURITY.md, "Who sees what").
+ *
  * No user or group names are looked up here: anyone who can open the
  * socket can make hbgd refuse them, and a name service lookup (LDAP, say)
  * could hold the io thread. Messages give numbers; hbgctl adds names.
@@ -69,11 +75,41 @@ static void peer_groups_free(struct peer_groups *g) {
         g->gids = g->inline_gids;
 }
 
-static bool gid_allowed(const struct hbgd_config *cfg, gid_t gid) {
-        for (unsigned i = 0; i < cfg->n_allowed_gids; i++)
-                if (cfg->allowed_gids[i] == gid)
+static bool gid_in(const gid_t *gids, unsigned n, gid_t gid) {
+        for (unsigned i = 0; i < n && i < HBGD_MAX_ALLOWED; i++)
+                if (gids[i] == gid)
                         return true;
         return false;
+}
+
+/* allowed_groups; admin_groups and monitor_groups may connect too. */
+static bool gid_allowed(const struct hbgd_config *cfg, gid_t gid) {
+        return gid_in(cfg->allowed_gids, cfg->n_allowed_gids, gid) ||
+               gid_in(cfg->admin_groups.gids, cfg->admin_groups.n, gid) ||
+               gid_in(cfg->monitor_groups.gids, cfg->monitor_groups.n, gid);
+}
+
+/* Is the peer (primary gid or a supplementary group) in list? */
+static bool peer_in(const struct hbgd_gids *list, int fd, const struct ucred *cr) {
+        if (list->n == 0)
+                return false;
+        if (gid_in(list->gids, list->n, cr->gid))
+                return true;
+        struct peer_groups g;
+        peer_groups_read(fd, &g);
+        bool in = false;
+        for (size_t i = 0; i < g.n && !in; i++)
+                in = gid_in(list->gids, list->n, g.gids[i]);
+        peer_groups_free(&g);
+        return in;
+}
+
+enum access_role access_role(const struct hbgd_config *cfg, int fd, const struct ucred *cr) {
+        if (cr->uid == 0 || peer_in(&cfg->admin_groups, fd, cr))
+                return ACCESS_ADMIN;
+        if (peer_in(&cfg->monitor_groups, fd, cr))
+                return ACCESS_MONITOR;
+        return ACCESS_USER;
 }
 
 /* "uid 4242 (gid 4242, groups 4343 4344) is not ...". */
@@ -98,6 +134,8 @@ static void describe_refusal(const struct ucred *cr, const struct peer_groups *g
 }
 
 int access_check(const struct hbgd_config *cfg, int fd, const struct ucred *cr, char *why, size_t size) {
+        /* No allowed_users and no allowed_groups: everyone (admin_groups
+         * and monitor_groups only add to a list, they close nothing). */
         if (cfg->n_allowed_uids == 0 && cfg->n_allowed_gids == 0)
                 return 0;
         if (cr->uid == 0)

@@ -59,6 +59,8 @@ enum key_type {
         KEY_SOCKET_PATH, /* an absolute AF_UNIX socket path (a char array field) */
         KEY_MODE,        /* permission bits in octal, 0 .. 0777 */
         KEY_NAME,        /* a user or group name or number, not looked up (a char array field) */
+        KEY_GROUP_LIST,  /* names or gids into a struct hbgd_gids field */
+        KEY_VISIBILITY,  /* own, all */
 };
 
 struct key {
@@ -107,6 +109,9 @@ static const struct key keys[] = {
         NUM("limits", "shutdown_grace_ms", shutdown_grace_ms, 0, UINT64_C(3600000)),
         { { "access", "allowed_users" }, KEY_USERS, 0, 0, 0, 0 },
         { { "access", "allowed_groups" }, KEY_GROUPS, 0, 0, 0, 0 },
+        { { "access", "visibility" }, KEY_VISIBILITY, 0, 0, 0, 0 },
+        { { "access", "admin_groups" }, KEY_GROUP_LIST, offsetof(struct hbgd_config, admin_groups), 0, 0, 0 },
+        { { "access", "monitor_groups" }, KEY_GROUP_LIST, offsetof(struct hbgd_config, monitor_groups), 0, 0, 0 },
         { { "log", "level" }, KEY_LOG_LEVEL, 0, 0, 0, 0 },
         { { "log", "journal_socket" }, KEY_SOCKET_PATH, offsetof(struct hbgd_config, journal_socket),
           sizeof(((struct hbgd_config *)0)->journal_socket), 0, 0 },
@@ -206,7 +211,8 @@ static bool lookup_id(struct load *l, const char *tok, bool group, unsigned long
         return p != NULL;
 }
 
-static bool parse_ids(struct load *l, const char *value, bool groups) {
+/* A list of users or groups into ids[] (HBGD_MAX_ALLOWED), *ret_n. */
+static bool parse_id_list(struct load *l, const char *value, bool groups, uint32_t *ids, unsigned *ret_n) {
         char buf[512];
         if (snprintf(buf, sizeof(buf), "%s", value) >= (int)sizeof(buf)) {
                 snprintf(l->msg, sizeof(l->msg), "%s: longer than %zu characters",
@@ -222,16 +228,18 @@ static bool parse_ids(struct load *l, const char *value, bool groups) {
                 unsigned long id;
                 if (!lookup_id(l, tok, groups, &id))
                         return false;
-                if (groups)
-                        l->cfg.allowed_gids[n++] = (gid_t)id;
-                else
-                        l->cfg.allowed_uids[n++] = (uid_t)id;
+                ids[n++] = (uint32_t)id;
         }
-        if (groups)
-                l->cfg.n_allowed_gids = n;
-        else
-                l->cfg.n_allowed_uids = n;
+        *ret_n = n;
         return true;
+}
+
+_Static_assert(sizeof(uid_t) == sizeof(uint32_t) && sizeof(gid_t) == sizeof(uint32_t), "ids are 32 bits");
+
+static bool parse_ids(struct load *l, const char *value, bool groups) {
+        if (groups)
+                return parse_id_list(l, value, true, (uint32_t *)l->cfg.allowed_gids, &l->cfg.n_allowed_gids);
+        return parse_id_list(l, value, false, (uint32_t *)l->cfg.allowed_uids, &l->cfg.n_allowed_uids);
 }
 
 /* "alice:4 bob:2 1001:3": user names or uids, weights 1..100. */
@@ -348,6 +356,18 @@ static bool apply_value(struct load *l, const struct key *k, const char *value) 
                 }
                 snprintf((char *)&l->cfg + k->offset, k->width, "%s", value);
                 return true;
+                return true;
+        case KEY_GROUP_LIST: {
+                struct hbgd_gids *g = (struct hbgd_gids *)((char *)&l->cfg + k->offset);
+                return parse_id_list(l, value, true, (uint32_t *)g->gids, &g->n);
+        }
+        case KEY_VISIBILITY:
+                if (strcmp(value, "own") != 0 && strcmp(value, "all") != 0) {
+                        snprintf(l->msg, sizeof(l->msg), "visibility: '%s' is not one of own, all", value);
+                        return false;
+                }
+                l->cfg.visibility_all = strcmp(value, "all") == 0;
+                return true;
         case KEY_COMPLETION:
                 if (hbg_completion_mode_parse(value, &l->cfg.engine.completion_mode) < 0) {
                         snprintf(l->msg, sizeof(l->msg),
@@ -408,6 +428,16 @@ int hbgd_config_format(const struct hbgd_config *cfg, size_t i, char *buf, size_
                 for (unsigned j = 0; j < cfg->n_allowed_gids && j < HBGD_MAX_ALLOWED; j++)
                         ids[j] = (unsigned)cfg->allowed_gids[j];
                 format_ids(buf, len, ids, cfg->n_allowed_gids, true);
+                break;
+        case KEY_GROUP_LIST: {
+                const struct hbgd_gids *g = (const struct hbgd_gids *)field;
+                for (unsigned j = 0; j < g->n && j < HBGD_MAX_ALLOWED; j++)
+                        ids[j] = (unsigned)g->gids[j];
+                format_ids(buf, len, ids, g->n, true);
+                break;
+        }
+        case KEY_VISIBILITY:
+                snprintf(buf, len, "%s", cfg->visibility_all ? "all" : "own");
                 break;
         case KEY_WEIGHTS: {
                 size_t used = 0;

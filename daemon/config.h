@@ -39,6 +39,16 @@ struct hbgd_config {
         unsigned n_allowed_uids;
         gid_t allowed_gids[HBGD_MAX_ALLOWED];
         unsigned n_allowed_gids;   /* no uid and no gid listed: everyone may connect */
+        /* [access] visibility, admin_groups, monitor_groups (docs/SECURITY.md,
+         * "Who sees what"): with visibility own a peer sees its own sessions
+         * and graphs and the daemon-wide totals; root and admin_groups see
+         * and act on everything; monitor_groups query status and metrics as
+         * an admin sees them but open no session. */
+        bool visibility_all;
+        struct hbgd_gids {
+                gid_t gids[HBGD_MAX_ALLOWED];
+                unsigned n;
+        } admin_groups, monitor_groups;
         /* Fair-share weights of users ([scheduler] session_weights), each
          * shared by all the user's sessions; users not listed have weight 1. */
         struct hbgd_session_weight {

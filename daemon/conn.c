@@ -31,6 +31,7 @@
 #include "daemon/log.h"
 #include "daemon/record.h"
 #include "proto/wire.h"
+#include "shm/layout.h"
 #include "shm/util.h"
 
 /* A handler's verdict when it cannot go on: close with this reason. */
@@ -132,6 +133,13 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
 
         if (c->session)
                 return send_error(c, -EBUSY, "this connection already has a session");
+        /* A monitor (the metrics exporter) asks, it does not run: unless
+         * it is an admin too (docs/SECURITY.md, "Who sees what"). */
+        if (access_role(cfg, c->sock, &c->cred) == ACCESS_MONITOR) {
+                snprintf(msg, sizeof(msg), "uid %u is in [access] monitor_groups: it may query status and "
+                         "metrics, not open sessions", (unsigned)c->cred.uid);
+                return refuse(c, -EACCES, msg);
+        }
         if (d->stopping) {
                 metrics_count_refusal(&d->counters, -ESHUTDOWN);
                 hbgd_log_session(LOG_DEBUG, c->log_limit, "session %" PRIu64 " (pid %d uid %u): refused: hbgd is "
@@ -294,6 +302,112 @@ static struct verdict handle_record(struct conn *c, const Hbg__Envelope *env, co
         return carry_on;
 }
 
+/* ------------------------------------------------------------ admin requests */
+
+static struct conn *find_session(struct hbgd *d, uint64_t id) {
+        for (struct conn *x = d->conns; x; x = x->next)
+                if (x->id == id && x->session)
+                        return x;
+        return NULL;
+}
+
+/* The session an admin request names (0: the asker's own), if the asker
+ * may act on it: root, admin_groups, or its own uid (docs/SECURITY.md).
+ * NULL with msg[] and *ret_err otherwise. */
+static struct conn *admin_target(struct conn *c, uint64_t session_id, const char *verb, int *ret_err, char *msg,
+                                 size_t size) {
+        struct hbgd *d = c->d;
+        struct conn *t = session_id ? find_session(d, session_id) : c->session ? c : NULL;
+        enum access_role role = access_role(&d->cfg, c->sock, &c->cred);
+        if (t && (role == ACCESS_ADMIN || t->cred.uid == c->cred.uid))
+                return t;
+        /* Whether a session the asker may not see exists is not said. */
+        if (!t && (session_id == 0 || role != ACCESS_USER || d->cfg.visibility_all)) {
+                *ret_err = -ENOENT;
+                if (session_id)
+                        snprintf(msg, size, "%s: no session %" PRIu64, verb, session_id);
+                else
+                        snprintf(msg, size, "%s: this connection has no session", verb);
+                return NULL;
+        }
+        *ret_err = -EPERM;
+        snprintf(msg, size, "%s: uid %u may not act on session %" PRIu64 ": only its own uid and [access] "
+                 "admin_groups (and root) may", verb, (unsigned)c->cred.uid, session_id);
+        return NULL;
+}
+
+/* An admin request refused: told, and logged when it was not allowed
+ * (rate limited per connection). Not a session refusal: not counted. */
+static struct verdict admin_refuse(struct conn *c, int err, const char *msg) {
+        if (err == -EPERM) {
+                struct hbg_log_fields f = hbgd_log_limit_fields(c->log_limit);
+                f.err = err;
+                hbgd_log_fields(LOG_NOTICE, &f, "connection %" PRIu64 " (pid %d uid %u): refused: %s", c->id,
+                                (int)c->cred.pid, (unsigned)c->cred.uid, msg);
+        }
+        return send_error(c, err, msg);
+}
+
+static struct verdict send_admin_reply(struct conn *c, const char *text) {
+        Hbg__AdminReply r = HBG__ADMIN_REPLY__INIT;
+        r.message = (char *)text;
+        Hbg__Envelope out = HBG__ENVELOPE__INIT;
+        out.msg_case = HBG__ENVELOPE__MSG_ADMIN_REPLY;
+        out.admin_reply = &r;
+        return send_reply(c, &out, NULL, 0);
+}
+
+/* hbgctl cancel SESSION GRAPH, hbg_graph_cancel(): the engine fails the
+ * graph's unfinished tasks (RUNTIME_LOGIC §12.6). */
+static struct verdict handle_cancel(struct conn *c, const Hbg__Envelope *env, const int *fds) {
+        (void)fds;
+        const Hbg__CancelRequest *rq = env->cancel_request;
+        char msg[256];
+        int err;
+        struct conn *t = admin_target(c, rq->session_id, "cancel", &err, msg, sizeof(msg));
+        if (!t)
+                return admin_refuse(c, err, msg);
+        char why[HBG_GRAPH_MESSAGE_MAX];
+        snprintf(why, sizeof(why), "cancelled by uid %u", (unsigned)c->cred.uid);
+        err = hbg_ring_cancel_graph(t->session->ring, rq->graph, why);
+        if (err < 0) {
+                snprintf(msg, sizeof(msg), "cancel: graph %" PRIu64 " of session %" PRIu64 ": %s", rq->graph, t->id,
+                         err == -ENOENT      ? "not live (finished, or not submitted)"
+                         : err == -EALREADY  ? "cancelled already"
+                         : err == -EBUSY     ? "8 cancels of this session are pending; try again"
+                                             : "the session is stopping");
+                return send_error(c, err, msg);
+        }
+        hbgd_log_session(LOG_NOTICE, t->log_limit,
+                         "session %" PRIu64 " (pid %d uid %u): graph %" PRIu64 " cancelled by uid %u (pid %d)", t->id,
+                         (int)t->cred.pid, (unsigned)t->cred.uid, rq->graph, (unsigned)c->cred.uid, (int)c->cred.pid);
+        snprintf(msg, sizeof(msg), "graph %" PRIu64 " of session %" PRIu64 " cancelled", rq->graph, t->id);
+        return send_admin_reply(c, msg);
+}
+
+/* hbgctl kill SESSION: the session's client reads Error{-ECONNRESET,
+ * reason} and its unfinished graphs fail with that reason. */
+static struct verdict handle_kill(struct conn *c, const Hbg__Envelope *env, const int *fds) {
+        (void)fds;
+        const Hbg__KillRequest *rq = env->kill_request;
+        char msg[256];
+        int err;
+        struct conn *t = admin_target(c, rq->session_id, "kill", &err, msg, sizeof(msg));
+        if (!t)
+                return admin_refuse(c, err, msg);
+        char why[HBG_GRAPH_MESSAGE_MAX];
+        snprintf(why, sizeof(why), "session %" PRIu64 " closed by uid %u (hbgctl kill)", t->id,
+                 (unsigned)c->cred.uid);
+        hbg_ring_set_stop_reason(t->session->ring, -ECONNRESET, why);
+        /* Its last words first: the client reads them after the hang-up. */
+        send_error(t, -ECONNRESET, why);
+        if (t == c)
+                return close_with(-ECONNRESET, why);
+        conn_close(t, why);
+        snprintf(msg, sizeof(msg), "session %" PRIu64 " closed", rq->session_id);
+        return send_admin_reply(c, msg);
+}
+
 /* The verbs of the protocol: one entry per request a client may send. */
 struct request_handler {
         Hbg__Envelope__MsgCase msg;
@@ -309,6 +423,9 @@ static const struct request_handler handlers[] = {
         { HBG__ENVELOPE__MSG_STATUS_REQUEST, false, 0, false, handle_status },
         /* Validates up to max_recorded_tasks tasks on the slow-work thread. */
         { HBG__ENVELOPE__MSG_RECORD_REQUEST, false, 1, true, handle_record },
+        /* Admin requests: who may is decided per request (SIGHUP applies). */
+        { HBG__ENVELOPE__MSG_CANCEL_REQUEST, false, 0, false, handle_cancel },
+        { HBG__ENVELOPE__MSG_KILL_REQUEST, false, 0, false, handle_kill },
 };
 
 static bool ends_turn(Hbg__Envelope__MsgCase msg) {

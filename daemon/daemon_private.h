@@ -110,6 +110,20 @@ void conn_expire(struct hbgd *d, int64_t now_ms);
  * (SO_PEERGROUPS) when allowed_groups is set and uid and primary gid do
  * not already decide. */
 int access_check(const struct hbgd_config *cfg, int fd, const struct ucred *cr, char *why, size_t size);
+enum access_role {
+        ACCESS_USER,                   /* its own sessions (visibility own) */
+        ACCESS_MONITOR,                /* monitor_groups: sees all, opens no session */
+        ACCESS_ADMIN,                  /* root, admin_groups: sees and acts on all */
+};
+/* The peer's role under cfg (reads SO_PEERGROUPS when a group list is set
+ * and the primary gid does not decide). */
+enum access_role access_role(const struct hbgd_config *cfg, int fd, const struct ucred *cr);
+/* May a peer of role `role` and uid `uid` see (or act on) a session of
+ * `owner`? Admins and monitors see everything, everyone with
+ * visibility = all; acting is for admins and the owner (conn.c). */
+static inline bool access_sees(const struct hbgd_config *cfg, enum access_role role, uid_t uid, uid_t owner) {
+        return role != ACCESS_USER || cfg->visibility_all || uid == owner;
+}
 
 /* refusal.c */
 /* Refuse an accepted socket of peer cr: Error{code, why} at once, then

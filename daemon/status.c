@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Status replies: daemon, threads, sessions, graphs, kernels, metrics
- * (docs/PROTOCOL.md). Read-only views of the engine and the sessions. */
+ * (docs/PROTOCOL.md). Read-only views of the engine and the sessions.
+ * Which sessions a reply lists is the asker's visibility ([access]
+ * visibility, access_sees()); the daemon-wide totals count every session
+ * whoever asks (docs/SECURITY.md, "Who sees what"). */
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -20,13 +23,13 @@
 /* The live graphs of the sessions gs[0..ns) (conns in the same order),
  * oldest first, while the reply stays within `budget` more bytes; the
  * rest is counted in live_omitted. lg holds LIVE_PER_REPLY entries. */
-static void list_live_graphs(struct hbgd *d, Hbg__GraphStatus *gs, unsigned ns, Hbg__LiveGraph *lg,
-                             Hbg__LiveGraph **lgp, size_t budget) {
+static void list_live_graphs(struct hbgd *d, const struct conn *c, enum access_role role, Hbg__GraphStatus *gs,
+                             unsigned ns, Hbg__LiveGraph *lg, Hbg__LiveGraph **lgp, size_t budget) {
         struct hbg_live_graph g[LIVE_PER_SESSION];
         size_t used = 0;
         unsigned i = 0;
         for (struct conn *x = d->conns; x && i < ns; x = x->next) {
-                if (!x->session)
+                if (!x->session || !access_sees(&d->cfg, role, c->cred.uid, x->cred.uid))
                         continue;
                 Hbg__GraphStatus *st = &gs[i++];
                 uint64_t live;
@@ -85,6 +88,7 @@ int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
 
         uint64_t completed = d->done_tasks, retired = d->done_graphs, gfailed = d->done_graphs_failed;
         unsigned ns = 0;
+        enum access_role role = access_role(&d->cfg, c->sock, &c->cred);
         for (struct conn *x = d->conns; x; x = x->next) {
                 if (!x->session)
                         continue;
@@ -93,6 +97,8 @@ int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
                 completed += st.completed;
                 retired += st.graphs_retired;
                 gfailed += st.graphs_failed;
+                if (!access_sees(&d->cfg, role, c->cred.uid, x->cred.uid))
+                        continue;
                 hbg__session_status__init(&ss[ns]);
                 ss[ns].session_id = x->id;
                 ss[ns].pid = (uint32_t)x->cred.pid;
@@ -204,7 +210,7 @@ int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
                  * counters and its largest live_omitted (11 bytes) are in. */
                 size_t base = hbg__envelope__get_packed_size(&env) + 11 * (size_t)ns;
                 size_t max = (size_t)d->cfg.max_message;
-                list_live_graphs(d, gs, ns, lg, lgp, max > base ? max - base : 0);
+                list_live_graphs(d, c, role, gs, ns, lg, lgp, max > base ? max - base : 0);
         }
         err = wire_send(c->sock, &env, NULL, 0, d->cfg.max_message);
         if (err == -EMSGSIZE)

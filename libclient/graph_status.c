@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "libclient/client_private.h"
+#include "proto/wire.h"
 #include "shm/kernel_sig.h"
 
 /* ---------------------------------------------------------------- messages */
@@ -285,4 +286,51 @@ HBG_EXPORT int hbg_graph_error(hbg_client *c, uint64_t graph, hbg_graph_error_in
         ret_info->kernel = o.status ? kernel_name(o.kernel) : "";
         snprintf(ret_info->message, sizeof(ret_info->message), "%s", o.message);
         return 0;
+}
+
+/* A request on the control socket, like a recording's (replay.c). */
+#define CANCEL_TIMEOUT_MS 10000
+
+HBG_EXPORT int hbg_graph_cancel(hbg_client *c, uint64_t graph) {
+        int err = hbgc_graph_check(c, graph, "hbg_graph_cancel");
+        if (err == 0)
+                err = hbgc_check_alive(c, "hbg_graph_cancel");
+        if (err < 0)
+                return err;
+        struct graph_outcome o;
+        if (hbgc_graph_state(c, graph, &o) != 1)
+                return hbgc_fail(c, -EALREADY, "hbg_graph_cancel: graph %" PRIu64 " has finished", graph);
+        Hbg__CancelRequest rq = HBG__CANCEL_REQUEST__INIT;
+        rq.session_id = 0; /* our own */
+        rq.graph = graph;  /* our graph handles are hbgd's record numbers */
+        Hbg__Envelope out = HBG__ENVELOPE__INIT;
+        out.msg_case = HBG__ENVELOPE__MSG_CANCEL_REQUEST;
+        out.cancel_request = &rq;
+        err = wire_send(c->sock, &out, NULL, 0, HBG_WIRE_MAX_MSG_DEFAULT);
+        if (err < 0) {
+                c->dead = err == -EPIPE || err == -ECONNRESET || err == -ENOTCONN || err == -EAGAIN;
+                return hbgc_fail(c, c->dead ? -ECONNRESET : err, "hbg_graph_cancel: cannot send the request to hbgd");
+        }
+        Hbg__Envelope *env = NULL;
+        int fds[HBG_WIRE_MAX_FDS];
+        unsigned nfds = 0;
+        err = hbgc_recv_env(c->sock, CANCEL_TIMEOUT_MS, &env, fds, 0, &nfds);
+        if (err < 0) {
+                /* A late answer would be taken for the next request's. */
+                c->dead = true;
+                return hbgc_fail(c, err == -ETIMEDOUT ? err : -ECONNRESET, "hbg_graph_cancel: no answer from hbgd");
+        }
+        if (env->msg_case == HBG__ENVELOPE__MSG_ADMIN_REPLY) {
+                err = 0;
+        } else if (env->msg_case == HBG__ENVELOPE__MSG_ERROR) {
+                /* hbgd: "not live" once its status is decided. */
+                Hbg__Error e = *env->error;
+                if (e.code == -ENOENT || e.code == -EALREADY)
+                        e.code = -EALREADY;
+                err = hbgc_daemon_error(c, &e, "cancel");
+        } else {
+                err = hbgc_fail(c, -EPROTO, "hbg_graph_cancel: unexpected answer from hbgd");
+        }
+        wire_free(env);
+        return err;
 }

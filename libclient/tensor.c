@@ -65,3 +65,8 @@ HBG_EXPORT uint64_t hbg_f32(float v) {
         memcpy(&bits, &v, sizeof(bits));
         return bits;
 }
+
+HBG_EXPORT uint64_t hbg_i64(int64_t v) {
+        /* Two's complement: the conversion keeps the bits (C11 6.3.1.3). */
+        return (uint64_t)v;
+}

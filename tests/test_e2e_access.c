@@ -171,11 +171,9 @@ static int scratch(void) {
         return fd;
 }
 
-/* hbgctl --socket SOCK VERB [ARG] as `ids` (setpriv options, NULL: as
- * root). */
-static void ctl_run_as(struct result *r, const char *const *ids, const char *sock, const char *verb,
-                       const char *arg) {
-        const char *argv[16];
+/* hbgctl --socket SOCK ARGS... as `ids` (setpriv options, NULL: as root). */
+static void ctl_run_argv(struct result *r, const char *const *ids, const char *sock, const char *const *args) {
+        const char *argv[24];
         int n = 0;
         if (ids) {
                 argv[n++] = "setpriv";
@@ -186,9 +184,8 @@ static void ctl_run_as(struct result *r, const char *const *ids, const char *soc
         argv[n++] = ctl_bin;
         argv[n++] = "--socket";
         argv[n++] = sock;
-        argv[n++] = verb;
-        if (arg)
-                argv[n++] = arg;
+        for (const char *const *a = args; *a && n < 23; a++)
+                argv[n++] = *a;
         argv[n] = NULL;
         int out = scratch(), err = scratch();
         fflush(NULL);
@@ -206,6 +203,18 @@ static void ctl_run_as(struct result *r, const char *const *ids, const char *soc
         r->code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         slurp(out, r->out, sizeof(r->out));
         slurp(err, r->err, sizeof(r->err));
+}
+
+/* hbgctl --socket SOCK VERB [ARG] as `ids` (NULL: as root). */
+static void ctl_run_as(struct result *r, const char *const *ids, const char *sock, const char *verb,
+                       const char *arg) {
+        ctl_run_argv(r, ids, sock, (const char *const[]){ verb, arg, NULL });
+}
+
+/* The same with two arguments (cancel SESSION GRAPH). */
+static void ctl_run_as2(struct result *r, const char *const *ids, const char *sock, const char *verb,
+                        const char *arg1, const char *arg2) {
+        ctl_run_argv(r, ids, sock, (const char *const[]){ verb, arg1, arg2, NULL });
 }
 
 static void ctl_as(struct result *r, const char *const *ids, const char *sock, const char *verb) {
@@ -753,6 +762,197 @@ START_TEST(stopping) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ who sees what */
+
+static int host_ok(void *arg) {
+        (void)arg;
+        return 0;
+}
+
+struct holder_arg {
+        const struct ids *ids;
+        const char *path;
+};
+
+/* A session as ids holding graph 0 live (a host task only our wait runs):
+ * "UP"; on 'W' waits for it: "G0 code message"; then on 'Q' leaves. */
+static int holder_fn(int sock, void *argp) {
+        const struct holder_arg *a = argp;
+        if (!become(sock, a->ids))
+                return 1;
+        hbg_client *c;
+        int err = hbg_connect(&c, a->path);
+        if (err < 0) {
+                kid_say(sock, "FAIL connect: %d %s", err, hbg_last_error(NULL));
+                return 1;
+        }
+        hbg_task h = HBG_TASK_INIT(NULL);
+        h.host_fn = host_ok;
+        uint64_t g;
+        if (hbg_graph_add(c, &h, NULL) < 0 || hbg_graph_submit(c, &g) < 0) {
+                kid_say(sock, "FAIL submit: %s", hbg_last_error(c));
+                return 1;
+        }
+        kid_say(sock, "UP");
+        for (char cmd; (cmd = kid_cmd(sock)) != 0 && cmd != 'Q';) {
+                if (cmd != 'W')
+                        continue;
+                err = hbg_graph_wait(c, g, WAIT_MS);
+                hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+                hbg_graph_error(c, g, &info);
+                kid_say(sock, "G0 %d %s", err, info.message);
+        }
+        hbg_disconnect(c);
+        return 0;
+}
+
+static void holder_start(struct hbgd_proc *d, struct kid *k, struct holder_arg *a) {
+        char buf[256];
+        kid_start(k, SAME_UID, holder_fn, a);
+        kid_expect(d, k, "UP", WAIT_MS, buf, sizeof(buf), "a session holder");
+}
+
+/* The uids of the sessions `hbgctl sessions` shows to ids (setpriv). */
+static unsigned sessions_seen(struct hbgd_proc *d, const char *const *ids, const char *S, bool *sees_4242,
+                              bool *sees_4243) {
+        struct result r;
+        ctl_as(&r, ids, S, "sessions");
+        ASSERT_CTL(d, r, 0, "hbgctl sessions");
+        /* one line per session: "SESSION PID UID NAME ..." */
+        unsigned n = 0;
+        *sees_4242 = *sees_4243 = false;
+        for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
+                unsigned long long sid, pid, uid;
+                if (sscanf(line, "%llu %llu %llu", &sid, &pid, &uid) != 3)
+                        continue;
+                n++;
+                *sees_4242 |= uid == 4242;
+                *sees_4243 |= uid == 4243;
+        }
+        return n;
+}
+
+/* The session id of uid's session, as root sees it. */
+static unsigned long long session_of(struct hbgd_proc *d, const char *S, unsigned uid) {
+        struct result r;
+        ctl_as(&r, NULL, S, "sessions");
+        ASSERT_CTL(d, r, 0, "hbgctl sessions as root");
+        for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
+                unsigned long long sid, pid, u;
+                if (sscanf(line, "%llu %llu %llu", &sid, &pid, &u) == 3 && u == uid)
+                        return sid;
+        }
+        D_ASSERT(d, false, "no session of uid %u", uid);
+        return 0;
+}
+
+#define AS_4242 IDS("--reuid=4242", "--regid=4242", "--clear-groups")
+#define AS_4243 IDS("--reuid=4243", "--regid=4243", "--clear-groups")
+#define AS_ADMIN IDS("--reuid=4244", "--regid=4244", "--groups=4500")
+#define AS_MONITOR IDS("--reuid=4245", "--regid=4245", "--groups=4501")
+
+/*
+ * [access] visibility = own (the default), admin_groups, monitor_groups:
+ * two users each see their own session only, an admin and a monitor see
+ * both; the monitor may ask for status and metrics but opens no session;
+ * another user may not cancel or kill (exit 4, -EPERM), an admin may
+ * cancel ("cancelled by uid 4244") and the owner may kill its own. With
+ * visibility = all (SIGHUP), everyone sees everyone.
+ */
+START_TEST(visibility_roles) {
+        char conf[] = "/tmp/hbg-visibility-XXXXXX";
+        int cfd = mkstemp(conf);
+        ck_assert_int_ge(cfd, 0);
+        static const char own[] = "[access]\nadmin_groups = 4500\nmonitor_groups = 4501\n";
+        ck_assert_int_eq(write(cfd, own, sizeof(own) - 1), (ssize_t)sizeof(own) - 1);
+        close(cfd);
+        chmod(conf, 0644);
+        struct hbgd_proc *d = start_hbgd(MODE_EPOLL, (const char *const[]){ "--config", conf, NULL });
+        open_to_all(d);
+        const char *S = d->socket_path;
+        static const struct ids u4242 = { 4242, 4242, { 0 }, 0 }, u4243 = { 4243, 4243, { 0 }, 0 },
+                                monitor = { 4245, 4245, { 4501 }, 1 };
+        struct holder_arg a1 = { &u4242, S }, a2 = { &u4243, S };
+        struct kid k1, k2;
+        holder_start(d, &k1, &a1);
+        holder_start(d, &k2, &a2);
+        bool s42, s43;
+        struct result r;
+
+        D_ASSERT(d, sessions_seen(d, AS_4242, S, &s42, &s43) == 1 && s42, "uid 4242 sees others' sessions");
+        D_ASSERT(d, sessions_seen(d, AS_4243, S, &s42, &s43) == 1 && s43, "uid 4243 sees others' sessions");
+        D_ASSERT(d, sessions_seen(d, AS_ADMIN, S, &s42, &s43) == 2 && s42 && s43, "the admin does not see all");
+        D_ASSERT(d, sessions_seen(d, AS_MONITOR, S, &s42, &s43) == 2 && s42 && s43, "the monitor does not see all");
+        /* the daemon-wide totals stay: "sessions 2" for everyone */
+        ctl_as(&r, AS_4242, S, "status");
+        ASSERT_CTL(d, r, 0, "status as 4242");
+        D_ASSERT(d, strstr(r.out, "sessions") && strstr(r.out, " 2\n"), "status lost the totals:\n%.600s", r.out);
+        ctl_as(&r, AS_4243, S, "graphs");
+        ASSERT_CTL(d, r, 0, "graphs as 4243");
+        char s42id[32];
+        snprintf(s42id, sizeof(s42id), "%llu", session_of(d, S, 4242));
+        unsigned rows = 0, others = 0;
+        for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
+                unsigned long long sid;
+                if (line[0] >= '0' && line[0] <= '9' && sscanf(line, "%llu", &sid) == 1) {
+                        rows++;
+                        others += sid == strtoull(s42id, NULL, 10);
+                }
+        }
+        D_ASSERT(d, rows == 1 && others == 0, "graphs shows uid 4243 %u sessions, %u of uid 4242", rows, others);
+        ctl_as(&r, AS_MONITOR, S, "metrics");
+        ASSERT_CTL(d, r, 0, "metrics as the monitor");
+        char msg[600];
+        int err = connect_as(d, &monitor, 0, 1, msg, sizeof(msg));
+        D_ASSERT(d, err == -EACCES && strstr(msg, "monitor_groups"), "a monitor opened a session: %d [%s]", err,
+                 msg);
+
+        /* another user may not act on 4242's session */
+        ctl_run_as(&r, AS_4243, S, "kill", s42id);
+        ASSERT_CTL(d, r, 4, "kill of another user's session");
+        ASSERT_SAYS(d, r, "may not act on session", "kill refused");
+        ctl_run_as2(&r, AS_4243, S, "cancel", s42id, "0");
+        ASSERT_CTL(d, r, 4, "cancel of another user's graph");
+        ASSERT_SAYS(d, r, "only its own uid and [access] admin_groups", "cancel refused");
+        /* an admin may */
+        ctl_run_as2(&r, AS_ADMIN, S, "cancel", s42id, "0");
+        ASSERT_CTL(d, r, 0, "cancel by an admin");
+        char buf[256];
+        kid_tell(&k1, 'W');
+        const char *got = kid_expect(d, &k1, "G0", WAIT_MS, buf, sizeof(buf), "uid 4242's session");
+        D_ASSERT(d, strstr(got, "-125 cancelled by uid 4244"), "uid 4242's graph: %s", got);
+        /* the owner may kill its own session */
+        char s43id[32];
+        snprintf(s43id, sizeof(s43id), "%llu", session_of(d, S, 4243));
+        ctl_run_as(&r, AS_4243, S, "kill", s43id);
+        ASSERT_CTL(d, r, 0, "kill of one's own session");
+        kid_tell(&k2, 'W');
+        got = kid_expect(d, &k2, "G0", WAIT_MS, buf, sizeof(buf), "uid 4243's session");
+        D_ASSERT(d, strstr(got, "-104 session stopped: session ") && strstr(got, "closed by uid 4243"),
+                 "uid 4243's graph after the kill: %s", got);
+
+        /* visibility = all, on SIGHUP */
+        static const char all[] = "[access]\nvisibility = all\n";
+        FILE *f = fopen(conf, "w");
+        ck_assert(f && fputs(all, f) >= 0 && fclose(f) == 0);
+        kill(d->pid, SIGHUP);
+        D_ASSERT(d, log_has(d, "SIGHUP: reloaded"), "no reload after SIGHUP");
+        struct holder_arg a3 = { &u4243, S };
+        struct kid k3;
+        holder_start(d, &k3, &a3);
+        D_ASSERT(d, sessions_seen(d, AS_4243, S, &s42, &s43) == 2 && s42 && s43,
+                 "visibility = all: uid 4243 does not see every session");
+        kid_tell(&k1, 'Q');
+        kid_tell(&k2, 'Q');
+        kid_tell(&k3, 'Q');
+        kid_end(d, &k1, IO_MS, "uid 4242's session");
+        kid_end(d, &k2, IO_MS, "uid 4243's session");
+        kid_end(d, &k3, IO_MS, "uid 4243's second session");
+        stop_hbgd(d);
+        unlink(conf);
+}
+END_TEST
+
 static Suite *suite(bool root) {
         Suite *s = suite_create("e2e_access");
         TCase *tc = tcase_create("kernel");
@@ -768,6 +968,7 @@ static Suite *suite(bool root) {
         tcase_add_loop_test(tc, refusal_race, 0, N_MODES);
         tcase_add_test(tc, refusal_log_limit);
         tcase_add_test(tc, stopping);
+        tcase_add_test(tc, visibility_roles);
         suite_add_tcase(s, tc);
         return s;
 }

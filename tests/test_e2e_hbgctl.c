@@ -41,6 +41,8 @@
 #include "shm/kernel_sig.h"
 #include "tests/daemon_util.h"
 
+#define WAIT_MS 60000 /* "never hangs" */
+
 static char hbgctl_bin[PATH_MAX];
 static char graphs_dir[2048];
 
@@ -998,6 +1000,171 @@ START_TEST(graphs_live) {
 }
 END_TEST
 
+/* The session ids of this process, ascending (sessions --json). */
+static size_t my_sessions(const char *S, uint64_t *ret, size_t max) {
+        struct result r = ctl(S, "sessions", "--json");
+        ASSERT_CODE(r, 0);
+        json_object *o = parse_json(&r), *a = get(o, "sessions");
+        size_t n = 0;
+        for (size_t i = 0; i < json_object_array_length(a) && n < max; i++) {
+                json_object *e = json_object_array_get_idx(a, i);
+                if (json_object_get_int64(get(e, "pid")) == getpid())
+                        ret[n++] = json_object_get_uint64(get(e, "session"));
+        }
+        json_object_put(o);
+        result_free(&r);
+        return n;
+}
+
+static void assert_graph_error(hbg_client *c, uint64_t g, int code, uint64_t task, const char *kernel,
+                               const char *message) {
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        ck_assert_int_eq(hbg_graph_error(c, g, &info), 0);
+        ck_assert_msg(info.code == code && info.task == task && strcmp(info.kernel, kernel) == 0 &&
+                              strcmp(info.message, message) == 0,
+                      "graph %llu: code %d task %llu kernel '%s' message '%s'; want %d, %llu, '%s', '%s'",
+                      (unsigned long long)g, info.code, (unsigned long long)info.task, info.kernel, info.message,
+                      code, (unsigned long long)task, kernel, message);
+}
+
+/* A spin_ns task of `blocks` blocks of 1 s each (hbgd's cost limit takes
+ * two): far longer than any cancel takes to land. */
+static uint64_t add_spin(hbg_client *c, uint16_t blocks) {
+        hbg_task t = HBG_TASK_INIT("spin_ns");
+        t.blocks = blocks;
+        t.n_scalars = 1;
+        t.scalars[0] = 1000000000;
+        uint64_t id;
+        ck_assert_int_eq(hbg_graph_add(c, &t, &id), 0);
+        return id;
+}
+
+static uint64_t add_noop_after(hbg_client *c, uint64_t dep) {
+        hbg_task t = HBG_TASK_INIT("noop");
+        t.n_deps = 1;
+        t.deps[0] = dep;
+        uint64_t id;
+        ck_assert_int_eq(hbg_graph_add(c, &t, &id), 0);
+        return id;
+}
+
+/*
+ * The admin verbs and the producer's cancel (as root, an admin):
+ *   - `cancel SESSION GRAPH` of a graph running a long kernel: the kernel
+ *     stops, its dependant does not run, the wait returns -ECANCELED with
+ *     "cancelled by uid 0";
+ *   - tasks not started (behind a host task that runs only in our wait)
+ *     fail with -ECANCELED when they come to run;
+ *   - hbg_graph_cancel() from the producer; -EALREADY once finished;
+ *   - hbg_i64() for fail's code;
+ *   - `kill SESSION`: that client's wait gets -ECONNRESET with hbgd's
+ *     reason, the other session goes on;
+ *   - bad numbers are usage errors, unknown sessions and graphs fail.
+ */
+START_TEST(cancel_kill) {
+        struct hbgd_proc *d = start();
+        const char *S = d->socket_path;
+        hbg_client *c;
+        ck_assert_int_eq(hbg_connect(&c, S), 0);
+        uint64_t sess[2];
+        ck_assert_int_eq(my_sessions(S, sess, 2), 1);
+        char session[32], graph[32];
+        snprintf(session, sizeof(session), "%llu", (unsigned long long)sess[0]);
+
+        /* fail with hbg_i64(): the i64 helper's bits are fail's code */
+        hbg_task f = HBG_TASK_INIT("fail");
+        f.n_scalars = 1;
+        f.scalars[0] = hbg_i64(-EIO);
+        uint64_t fid, g;
+        ck_assert_int_eq(hbg_i64(-1), UINT64_MAX);
+        ck_assert_int_eq(hbg_graph_add(c, &f, &fid), 0);
+        ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+        ck_assert_int_eq(hbg_graph_wait(c, g, WAIT_MS), -EIO);
+
+        /* (a) a running kernel and its dependant */
+        uint64_t spin = add_spin(c, 2);
+        add_noop_after(c, spin);
+        ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+        snprintf(graph, sizeof(graph), "%llu", (unsigned long long)g);
+        struct result r = ctl(S, "cancel", session, graph);
+        ASSERT_CODE(r, 0);
+        ck_assert_msg(strstr(r.out, "cancelled"), "%s", r.out);
+        result_free(&r);
+        ck_assert_int_eq(hbg_graph_wait(c, g, WAIT_MS), -ECANCELED);
+        ck_assert_msg(strstr(hbg_last_error(c), "cancelled by uid 0"), "%s", hbg_last_error(c));
+        assert_graph_error(c, g, -ECANCELED, spin, "spin_ns", "cancelled by uid 0");
+        /* cancelled once: its status is decided, a second cancel fails */
+        r = ctl(S, "cancel", session, graph);
+        ASSERT_CODE(r, 1);
+        ck_assert_msg(strstr(r.err, "not live"), "%s", r.err);
+        result_free(&r);
+
+        /* (b) a kernel task not started: behind a host task of our wait */
+        hbg_task h = HBG_TASK_INIT(NULL);
+        h.host_fn = host_ok;
+        uint64_t hid;
+        ck_assert_int_eq(hbg_graph_add(c, &h, &hid), 0);
+        uint64_t behind = add_noop_after(c, hid);
+        ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+        snprintf(graph, sizeof(graph), "%llu", (unsigned long long)g);
+        r = ctl(S, "--json", "cancel", session, graph);
+        ASSERT_CODE(r, 0);
+        json_object *o = parse_json(&r);
+        ck_assert_msg(strstr(json_object_get_string(get(o, "message")), "cancelled"), "%s", r.out);
+        json_object_put(o);
+        result_free(&r);
+        ck_assert_int_eq(hbg_graph_wait(c, g, WAIT_MS), -ECANCELED);
+        assert_graph_error(c, g, -ECANCELED, behind, "noop", "cancelled by uid 0");
+
+        /* (c) the producer's own cancel */
+        spin = add_spin(c, 2);
+        ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+        ck_assert_int_eq(hbg_graph_cancel(c, g), 0);
+        ck_assert_int_eq(hbg_graph_wait(c, g, WAIT_MS), -ECANCELED);
+        assert_graph_error(c, g, -ECANCELED, spin, "spin_ns", "cancelled by uid 0");
+        ck_assert_int_eq(hbg_graph_cancel(c, g), -EALREADY);
+        ck_assert_int_eq(hbg_graph_cancel(c, g + 1), -EINVAL);
+        /* the session goes on */
+        hbg_task n = HBG_TASK_INIT("noop");
+        ck_assert_int_eq(hbg_graph_add(c, &n, NULL), 0);
+        ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+        ck_assert_int_eq(hbg_graph_wait(c, g, WAIT_MS), 0);
+
+        /* (d) kill: a second session with a long kernel */
+        hbg_client *c2;
+        ck_assert_int_eq(hbg_connect(&c2, S), 0);
+        uint64_t first = sess[0];
+        ck_assert_int_eq(my_sessions(S, sess, 2), 2);
+        snprintf(session, sizeof(session), "%llu", (unsigned long long)(sess[0] == first ? sess[1] : sess[0]));
+        add_spin(c2, 2);
+        uint64_t g2;
+        ck_assert_int_eq(hbg_graph_submit(c2, &g2), 0);
+        r = ctl(S, "kill", session);
+        ASSERT_CODE(r, 0);
+        result_free(&r);
+        ck_assert_int_eq(hbg_graph_wait(c2, g2, WAIT_MS), -ECONNRESET);
+        char want[128];
+        snprintf(want, sizeof(want), "session %s closed by uid 0 (hbgctl kill)", session);
+        ck_assert_msg(strstr(hbg_last_error(c2), want), "hbg_last_error: %s", hbg_last_error(c2));
+        hbg_disconnect(c2);
+        ck_assert_int_eq(my_sessions(S, sess, 2), 1);
+        ck_assert_int_eq(hbg_graph_add(c, &n, NULL), 0);
+        ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+        ck_assert_int_eq(hbg_graph_wait(c, g, WAIT_MS), 0);
+
+        /* usage and unknown targets */
+        assert_usage_error(ctl(S, "cancel", "1"), "cancel needs a SESSION and a GRAPH number");
+        assert_usage_error(ctl(S, "cancel", "x", "0"), "session: 'x' is not a session number");
+        assert_usage_error(ctl(S, "kill", "3x"), "'3x' is not a session number");
+        r = ctl(S, "kill", "999999");
+        ASSERT_CODE(r, 1);
+        ck_assert_msg(strstr(r.err, "no session 999999"), "%s", r.err);
+        result_free(&r);
+        hbg_disconnect(c);
+        daemon_destroy(d);
+}
+END_TEST
+
 /* Our session's submission region, found in our mappings (hbgd names the
  * memfd hbg-sub-SESSION). */
 static struct hbg_sub_header *my_sub_region(void) {
@@ -1686,6 +1853,7 @@ static Suite *suite(void) {
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, help_version);
         tcase_add_test(tc, graphs_live);
+        tcase_add_test(tc, cancel_kill);
         tcase_add_test(tc, graphs_hostile);
         tcase_add_test(tc, top_batch);
         tcase_add_test(tc, run_stdin);

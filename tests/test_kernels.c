@@ -1595,6 +1595,46 @@ START_TEST(test_budget_stops_every_kernel) {
 }
 END_TEST
 
+/* The engine's stop word (a cancel, RUNTIME_LOGIC §12.6): a change of
+ * the word asks the filter; a change that is not about this run is
+ * remembered and the run goes on, the next one that is stops it. */
+struct filter_probe {
+        unsigned asked;
+        bool applies;
+};
+
+static bool probe_applies(void *arg) {
+        struct filter_probe *p = arg;
+        p->asked++;
+        return p->applies;
+}
+
+START_TEST(test_stop_filter) {
+        _Atomic uint32_t word = 0x105;
+        struct filter_probe probe = { 0, false };
+        struct kernel_run_ctx ctx;
+        kernel_run_ctx_init(&ctx, 0, &word);
+        kernel_run_ctx_filter(&ctx, 0x105, probe_applies, &probe);
+        /* unchanged: never asked, however much work */
+        for (int i = 0; i < 4; i++)
+                ck_assert_int_eq(kernel_check(&ctx, KERNEL_CHECK_WORK), 0);
+        ck_assert_uint_eq(probe.asked, 0);
+        /* changed, not about us: asked once, the run goes on */
+        atomic_store(&word, 0x206);
+        for (int i = 0; i < 4; i++)
+                ck_assert_int_eq(kernel_check(&ctx, KERNEL_CHECK_WORK), 0);
+        ck_assert_uint_eq(probe.asked, 1);
+        ck_assert_int_eq(ctx.stopped, KERNEL_STOP_NONE);
+        /* changed again, about us: stopped, and stays so */
+        probe.applies = true;
+        atomic_store(&word, 0x306);
+        ck_assert_int_eq(kernel_check(&ctx, KERNEL_CHECK_WORK), -ECANCELED);
+        ck_assert_int_eq(ctx.stopped, KERNEL_STOP_CANCEL);
+        ck_assert_int_eq(kernel_check(&ctx, 1), -ECANCELED);
+        ck_assert_uint_eq(probe.asked, 2);
+}
+END_TEST
+
 /* spin_ns counts nanoseconds against its budget: a 1 s spin with its
  * deadline past stops at the first look at the clock. */
 START_TEST(test_budget_spin) {
@@ -1764,6 +1804,7 @@ static Suite *kernels_suite(void) {
         tcase_add_loop_test(tc, test_budget_stops_every_kernel, 0,
                             (int)(sizeof(budget_cases) / sizeof(budget_cases[0])));
         tcase_add_test(tc, test_budget_spin);
+        tcase_add_test(tc, test_stop_filter);
         tcase_add_test(tc, test_budget_check_cadence);
         tcase_add_test(tc, test_budget_gemm_bit_identical);
         tcase_add_test(tc, test_budget_gemm_subnormal_deadline);

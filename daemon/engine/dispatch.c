@@ -43,9 +43,26 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         uint16_t err_kernel = HBG_KERNEL_NONE;
         const char *err_why = NULL;
         /* One context for all the blocks taken: the time budget bounds how
-         * long this thread stays in the task (§10.6). No stop flag yet. */
+         * long this thread stays in the task (§10.6). Its stop word is the
+         * ring's cancel word (§12.6): a relaxed load, nonzero count only
+         * while a cancel of this ring is pending; then the table is looked
+         * at under the cold lock. A cancel that comes later changes the
+         * word, which the kernel's next check sees; the filter then says
+         * whether it is about this task. */
         struct kernel_run_ctx ctx;
-        kernel_run_ctx_init(&ctx, r->engine->cfg.kernel_time_budget_ms, NULL);
+        struct cancel_watch watch = { r, id };
+        uint32_t cancel_word = atomic_load_explicit(&r->cancel_word, memory_order_relaxed);
+        kernel_run_ctx_init(&ctx, r->engine->cfg.kernel_time_budget_ms, &r->cancel_word);
+        kernel_run_ctx_filter(&ctx, cancel_word, ring_cancel_applies, &watch);
+        if (cancel_word & CANCEL_COUNT) {
+                err_why = ring_cancelled(r, id);
+                if (err_why) {
+                        /* Not started: its blocks count as done, unrun. */
+                        err = -ECANCELED;
+                        err_kernel = s->report_kernel;
+                        ctx.stopped = KERNEL_STOP_CANCEL;
+                }
+        }
         /* Metrics: one run in HBG_TASK_TIME_SAMPLE is timed (a power of
          * two; the tick is this thread's own). */
         bool timed = (++t->task_time_tick & (HBG_TASK_TIME_SAMPLE - 1)) == 0;
@@ -69,6 +86,8 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                                 err_kernel = k->sig->id;
                                 if (ctx.stopped == KERNEL_STOP_BUDGET)
                                         err_why = r->engine->budget_why[k->sig->id - 1];
+                                else if (ctx.stopped == KERNEL_STOP_CANCEL)
+                                        err_why = ring_cancelled(r, id);
                         }
                         if (ctx.stopped != KERNEL_STOP_NONE)
                                 break;

@@ -314,6 +314,20 @@ void hbg_ring_note_graphs(struct hbg_ring *r, int64_t now_ms);
  * io thread): they share the ring's stamps without synchronisation. */
 size_t hbg_ring_live_graphs(struct hbg_ring *r, struct hbg_live_graph *ret, size_t max, uint64_t *ret_live);
 
+/* Cancel graph record `number` of r (RUNTIME_LOGIC §12.6): its tasks
+ * not started fail with -ECANCELED and message `why` (copied, cut to the
+ * graph message's size), its running kernels stop at their next check,
+ * and the graph retires with -ECANCELED and `why` unless a task of it
+ * failed for another reason first. Any thread (hbgd: the io thread);
+ * touches no task: the scheduler threads act. 0; -ENOENT: not live (its
+ * status is decided, or not submitted); -EALREADY: cancelled already;
+ * -EBUSY: RING_CANCELS (8) cancels of r pending; -ESHUTDOWN: r stopped. */
+int hbg_ring_cancel_graph(struct hbg_ring *r, uint64_t number, const char *why);
+/* Why the owner stops r (before hbg_engine_ring_remove()): its unfinished
+ * graphs fail with code and "session stopped: why" instead of "session
+ * stopped". The first reason given wins. */
+void hbg_ring_set_stop_reason(struct hbg_ring *r, int code, const char *why);
+
 unsigned hbg_engine_threads(const struct hbg_engine *e);
 void hbg_engine_thread_stats(const struct hbg_engine *e, unsigned thread,
                              struct hbg_thread_stats *ret);

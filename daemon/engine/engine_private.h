@@ -107,6 +107,19 @@ static inline bool slot_owned_by(struct task_slot *s, uint64_t id, memory_order 
         return atomic_load_explicit(&s->owner_tag, order) == id + 1;
 }
 
+/* A cancelled graph (§12.6): record `number`, ids first..last, the
+ * message its cancelled tasks and its entry carry. Free once the graph's
+ * entry is published (ring_cancels_prune), so the message outlives every
+ * failure record that points to it. */
+#define RING_CANCELS 8u
+#define CANCEL_COUNT 0xffu                /* cancel_word: entries in use */
+#define CANCEL_GENERATION 0x100u          /* cancel_word: one change */
+struct ring_cancel {
+        bool used;
+        uint64_t number, first, last;
+        char why[HBG_GRAPH_MESSAGE_MAX];
+};
+
 /* A recorded graph (§14), validated once: task i's fanins are relative,
  * 0 for the launch's gate (the id before the launch's first task) and
  * j + 1 for task j; a launch adds the gate's id. */
@@ -255,6 +268,18 @@ struct hbg_ring {
         uint64_t stop_task;
         int32_t stop_code;
         _Atomic bool removing;            /* being removed: start nothing new */
+        /* Cancels (§12.6): the table under cold_lock; cancel_word is
+         * CANCEL_COUNT (entries in use) in its low bits and a generation
+         * above, bumped on every change of the table. Stored under
+         * cold_lock (relaxed: a reader that acts on it takes the lock),
+         * read relaxed before every task runs and by running kernels as
+         * their stop word. Read-mostly, beside removing and broken. */
+        _Atomic uint32_t cancel_word;
+        struct ring_cancel cancels[RING_CANCELS];
+        uint64_t graphs_decided;          /* cold_lock: graphs whose status is decided */
+        /* An owner's reason for stopping the ring (hbg_ring_set_stop_reason),
+         * which stop_why may point to: set once, under cold_lock. */
+        char stop_msg[HBG_GRAPH_MESSAGE_MAX];
         alignas(64) _Atomic uint64_t submitted_seen;
         /* Stall detection (§12.3), by whichever thread checks, with this
          * ring's limit (the session's, else cfg.stall_timeout_ms; 0 off). */
@@ -373,10 +398,28 @@ struct hbg_engine {
  *   ready.c       wake lists, making tasks ready, the retire queue
  *   ring.c        a ring's memory, a task's status becoming final
  *   graphs.c      failures, graph retirement, stopping a ring
+ *   cancel.c      cancelled graphs: the table, the checks, the status
  *   wakeup.c      waking parked threads
  *   engine_log.c  logging
  *   histogram.c   latency histograms (metrics)
  */
+
+/* cancel.c (§12.6). ring_cancelled: the message of a cancel covering id,
+ * or NULL (takes cold_lock: call only when cancel_word counts entries).
+ * ring_cancel_applies: kernel_run_ctx_filter()'s filter, arg a struct
+ * cancel_watch. ring_cancel_status_locked: graph `number` [first, last]
+ * is being decided (cold_lock held): if it was cancelled and *f holds no
+ * real failure, *f becomes the cancel. ring_cancels_prune: free the
+ * entries of published graphs (retire lock held). */
+struct cancel_watch {
+        struct hbg_ring *r;
+        uint64_t id;
+};
+const char *ring_cancelled(struct hbg_ring *r, uint64_t id);
+bool ring_cancel_applies(void *arg);
+void ring_cancel_status_locked(struct hbg_ring *r, uint64_t number, uint64_t first, struct failure *f,
+                               bool real);
+void ring_cancels_prune(struct hbg_ring *r, uint64_t published);
 
 /* sched.c: the bodies of the scheduler and resolver threads. */
 void *sched_thread_main(void *arg);

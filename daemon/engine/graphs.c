@@ -59,10 +59,10 @@ void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, uint16_t ker
         pthread_mutex_unlock(&r->cold_lock);
 }
 
-/* The status of a graph [first, last]: its lowest real failure, else its
- * lowest skipped task (-ECANCELED), in *ret. Entries of the graph are
- * dropped. */
-static int graph_status(struct hbg_ring *r, uint64_t first, uint64_t last, struct failure *ret) {
+/* The status of graph `number` [first, last]: its lowest real failure,
+ * else its cancel (§12.6), else its lowest skipped task (-ECANCELED), in
+ * *ret. Entries of the graph are dropped. */
+static int graph_status(struct hbg_ring *r, uint64_t number, uint64_t first, uint64_t last, struct failure *ret) {
         bool real = false;
 
         *ret = (struct failure){ .code = 0 };
@@ -82,6 +82,7 @@ static int graph_status(struct hbg_ring *r, uint64_t first, uint64_t last, struc
         }
         r->n_failures = keep;
         r->failures_hi_known = false;
+        ring_cancel_status_locked(r, number, first, ret, real);
         pthread_mutex_unlock(&r->cold_lock);
         return ret->code;
 }
@@ -261,10 +262,13 @@ static bool retire_graphs_locked(struct hbg_ring *r) {
                 if (wm <= r->graph_cur.last_id)
                         break;
                 struct failure f;
-                graph_status(r, r->graph_cur.first_id, r->graph_cur.last_id, &f);
+                graph_status(r, r->graph_next, r->graph_cur.first_id, r->graph_cur.last_id, &f);
                 publish_graph(r, &f, &now);
                 any = true;
         }
+        /* After the entries: a cancel's message is in use until then. */
+        if (any)
+                ring_cancels_prune(r, r->graph_next);
         if (atomic_load(&r->broken))
                 any |= fail_graphs_locked(r, stop_code(r));
         if (any)

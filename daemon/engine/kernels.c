@@ -230,6 +230,12 @@ void kernel_run_ctx_init(struct kernel_run_ctx *ctx, uint64_t budget_ms, const _
         *ctx = (struct kernel_run_ctx){ .credit = KERNEL_CHECK_WORK, .budget_ns = ns, .stop = stop };
 }
 
+void kernel_run_ctx_filter(struct kernel_run_ctx *ctx, uint32_t seen, bool (*applies)(void *arg), void *arg) {
+        ctx->stop_seen = seen;
+        ctx->stop_applies = applies;
+        ctx->stop_arg = arg;
+}
+
 static int stop_code(enum kernel_stop why) {
         return why == KERNEL_STOP_CANCEL ? -ECANCELED : -ETIME;
 }
@@ -237,10 +243,16 @@ static int stop_code(enum kernel_stop why) {
 int kernel_check_slow(struct kernel_run_ctx *ctx) {
         if (ctx->stopped != KERNEL_STOP_NONE)
                 return stop_code(ctx->stopped);
-        if (ctx->stop && atomic_load_explicit(ctx->stop, memory_order_relaxed)) {
-                ctx->credit = 0;
-                ctx->stopped = KERNEL_STOP_CANCEL;
-                return -ECANCELED;
+        if (ctx->stop) {
+                uint32_t v = atomic_load_explicit(ctx->stop, memory_order_relaxed);
+                if (v != ctx->stop_seen) {
+                        ctx->stop_seen = v;
+                        if (!ctx->stop_applies || ctx->stop_applies(ctx->stop_arg)) {
+                                ctx->credit = 0;
+                                ctx->stopped = KERNEL_STOP_CANCEL;
+                                return -ECANCELED;
+                        }
+                }
         }
         ctx->credit = KERNEL_CHECK_WORK;
         if (ctx->budget_ns == 0)

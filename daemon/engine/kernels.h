@@ -64,9 +64,13 @@ struct kernel_args {
  *     so a run lasts at most the budget plus two check intervals; then
  *     -ETIME and `stopped` = KERNEL_STOP_BUDGET. The dispatcher names the
  *     kernel and its budget in the graph's message, not strerror;
- *   - the stop flag: a word someone else sets to nonzero to stop the run
- *     early (a cancel of a running graph); then -ECANCELED and `stopped` =
- *     KERNEL_STOP_CANCEL. The engine passes none yet (NULL).
+ *   - the stop word: a word someone else changes to stop the run early (a
+ *     cancel of a running graph); then -ECANCELED and `stopped` =
+ *     KERNEL_STOP_CANCEL. The run stops when the word differs from the
+ *     value it started with (0 unless kernel_run_ctx_filter() says
+ *     otherwise); with a filter, a change only asks the filter whether it
+ *     concerns this run (the engine's word changes for every cancel of a
+ *     ring, RUNTIME_LOGIC §12.6), and the new value becomes the one seen.
  * Once stopped, every later kernel_check() on the context fails at once
  * with the same code, so a caller running several parts with one context
  * stops them all. The context belongs to one thread; only *stop is shared.
@@ -84,15 +88,22 @@ struct kernel_run_ctx {
         uint64_t credit;                /* units left before the next slow check */
         uint64_t budget_ns;             /* 0: no time budget */
         int64_t deadline_ns;            /* CLOCK_MONOTONIC; 0 until the first slow check */
-        /* Nonzero: stop (read relaxed at each slow check: whoever sets it
-         * publishes nothing else through it). NULL: no stop flag. */
+        /* Changed from stop_seen: stop, or ask stop_applies (read relaxed
+         * at each slow check: whoever changes it publishes nothing through
+         * it; a filter that needs more takes its own lock). NULL: none. */
         const _Atomic uint32_t *stop;
+        uint32_t stop_seen;
+        bool (*stop_applies)(void *arg); /* NULL: every change stops */
+        void *stop_arg;
         enum kernel_stop stopped;       /* why kernel_check() failed, NONE until it does */
 };
 
 /* A context for one run of one or more kernel parts: budget_ms 0 means no
  * time budget (tests and benchmarks), stop may be NULL. Reads no clock. */
 void kernel_run_ctx_init(struct kernel_run_ctx *ctx, uint64_t budget_ms, const _Atomic uint32_t *stop);
+/* Stop only when the stop word differs from `seen` and applies(arg) says
+ * the change concerns this run (called on the running thread). */
+void kernel_run_ctx_filter(struct kernel_run_ctx *ctx, uint32_t seen, bool (*applies)(void *arg), void *arg);
 /* kernel_check()'s slow path (clock, stop flag); not for kernels. */
 int kernel_check_slow(struct kernel_run_ctx *ctx);
 

@@ -55,7 +55,7 @@ extern "C" {
  * fields at the end of size-carrying structs): a program built against
  * MAJOR.MINOR runs with any library MAJOR.M, M >= MINOR. */
 #define HBG_VERSION_MAJOR 1
-#define HBG_VERSION_MINOR 2
+#define HBG_VERSION_MINOR 3
 #define HBG_VERSION_PATCH 0
 
 typedef struct hbg_client hbg_client;
@@ -187,6 +187,9 @@ HBG_EXPORT void *hbg_tensor_data(hbg_client *c, hbg_tensor t);
 /* Elements [lo, hi) of an f32 tensor, as a tensor (for slices). */
 HBG_EXPORT int hbg_tensor_slice_f32(hbg_tensor t, uint64_t lo, uint64_t hi, hbg_tensor *ret);
 HBG_EXPORT uint64_t hbg_f32(float v);
+/* A signed 64-bit scalar as the raw 64 bits a task carries, for kernels
+ * that take an i64 (fail's code: hbg_i64(-EIO)). Since 1.3. */
+HBG_EXPORT uint64_t hbg_i64(int64_t v);
 
 /* Add a task to the graph being built; dependencies are the explicit ones
  * plus those derived from its tensors (RAW, WAR, WAW; the predicate counts
@@ -246,6 +249,17 @@ typedef struct hbg_graph_error_info {
  * hbg_disconnect(), so it does not happen today); -ECONNRESET when it
  * runs and hbgd went away. Runs no host tasks. */
 HBG_EXPORT int hbg_graph_error(hbg_client *c, uint64_t graph, hbg_graph_error_info *ret_info);
+/* Cancel one of this client's submitted graphs (since 1.3): hbgd fails its
+ * tasks not started with -ECANCELED and stops its running kernels at their
+ * next check; the waiting call then returns -ECANCELED and
+ * hbg_graph_error() gives "cancelled by uid N". Host tasks already handed
+ * to this process run to their end. 0: hbgd took the cancel (unless a task
+ * failed first or the graph finished meanwhile, the graph fails with
+ * -ECANCELED); -EALREADY: the graph had finished, or was cancelled before;
+ * -EINVAL: never submitted; -EBUSY: 8 cancels of this session pending;
+ * -ECONNRESET: hbgd went away. One round trip to hbgd; not from a host
+ * function (-EDEADLK). */
+HBG_EXPORT int hbg_graph_cancel(hbg_client *c, uint64_t graph);
 /* Wait until the tasks writing t (added so far) have completed
  * (timeout_ms < 0: for ever). 0 even if they failed; -ETIMEDOUT,
  * -ECONNRESET. */
