@@ -105,7 +105,7 @@ PROTO_LIB  := $(B)/lib/libhbgproto.a
 
 # hbgd's io side (io_uring/epoll loop, sessions, control protocol).
 HBGD_SRCS := daemon/io_loop.c daemon/log.c daemon/notify.c daemon/accounting.c daemon/session.c \
-             daemon/slow_work.c daemon/record.c daemon/conn.c daemon/status.c daemon/metrics.c daemon/listener.c daemon/tick.c \
+             daemon/slow_work.c daemon/record.c daemon/validate_request.c daemon/conn.c daemon/status.c daemon/metrics.c daemon/listener.c daemon/tick.c \
              daemon/daemon.c daemon/config.c daemon/access.c daemon/refusal.c
 HBGD_LIB  := $(B)/lib/libhbgd.a
 HBGD_BIN  := $(B)/bin/hbgd

@@ -30,6 +30,7 @@
 #include "daemon/daemon_private.h"
 #include "daemon/log.h"
 #include "daemon/record.h"
+#include "daemon/validate_request.h"
 #include "proto/wire.h"
 #include "shm/layout.h"
 #include "shm/util.h"
@@ -406,6 +407,57 @@ static struct verdict handle_kill(struct conn *c, const Hbg__Envelope *env, cons
         conn_close(t, why);
         snprintf(msg, sizeof(msg), "session %" PRIu64 " closed", rq->session_id);
         return send_admin_reply(c, msg);
+/* A validate-only request was checked (io thread): the reply, then the
+ * connection's next requests. */
+static void validate_done(struct slow_job *work) {
+        struct conn *c = work->userdata;
+        struct validate_job *j = c->validating;
+        char msg[256];
+        Hbg__ValidateReply r;
+        c->validating = NULL;
+        int err = validate_reply(j, &r, msg, sizeof(msg));
+        struct verdict v;
+        if (err < 0) {
+                char full[300];
+                snprintf(full, sizeof(full), "validate: %s", msg);
+                v = send_error(c, err, full);
+        } else {
+                Hbg__Envelope out = HBG__ENVELOPE__INIT;
+                out.msg_case = HBG__ENVELOPE__MSG_VALIDATE_REPLY;
+                out.validate_reply = &r;
+                v = send_reply(c, &out, NULL, 0);
+        }
+        validate_free(j);
+        if (v.err) {
+                conn_close(c, v.why);
+                return;
+        }
+        if (!c->session)
+                c->deadline_ms = hbg_now_ms() + c->d->cfg.handshake_timeout_ms;
+        io_source_again(c->d->loop, c->src);
+}
+
+/* Validate tasks without a session, running or keeping nothing (a dry
+ * run): on the slow-work thread, like a recording; the connection reads
+ * nothing more until the reply (validate_done). A refusal is an Error;
+ * the connection stays. */
+static struct verdict handle_validate(struct conn *c, const Hbg__Envelope *env, const int *fds) {
+        char msg[256];
+        const Hbg__ValidateRequest *rq = env->validate_request;
+        struct validate_job *j;
+        int err = validate_start(&j, c->d->engine, &c->d->cfg, c->cred.uid, fds[0], rq->tasks, rq->heap_size,
+                                 msg, sizeof(msg));
+        if (err < 0) {
+                char full[300];
+                snprintf(full, sizeof(full), "validate: %s", msg);
+                return send_error(c, err, full);
+        }
+        struct slow_job *work = validate_job_work(j);
+        work->done = validate_done;
+        work->userdata = c;
+        c->validating = j;
+        slow_work_submit(c->d->slow, work);
+        return carry_on;
 }
 
 /* The verbs of the protocol: one entry per request a client may send. */
@@ -426,6 +478,8 @@ static const struct request_handler handlers[] = {
         /* Admin requests: who may is decided per request (SIGHUP applies). */
         { HBG__ENVELOPE__MSG_CANCEL_REQUEST, false, 0, false, handle_cancel },
         { HBG__ENVELOPE__MSG_KILL_REQUEST, false, 0, false, handle_kill },
+        /* Validated on the slow-work thread, like a recording. */
+        { HBG__ENVELOPE__MSG_VALIDATE_REQUEST, false, 1, true, handle_validate },
 };
 
 static bool ends_turn(Hbg__Envelope__MsgCase msg) {
@@ -460,15 +514,17 @@ static void on_readable(struct io_source *src, uint32_t events, void *userdata) 
         struct hbgd *d = c->d;
         unsigned turn = d->cfg.requests_per_turn;
 
-        /* A recording is being validated: its reply comes first, then the
-         * next requests (record_done() calls us again). */
-        if (c->recording)
+        /* A recording or a validate-only request is being validated: its
+         * reply comes first, then the next requests (record_done() and
+         * validate_done() call us again). */
+        if (c->recording || c->validating)
                 return;
         for (unsigned i = 0; i < turn; i++) {
                 Hbg__Envelope *env = NULL;
                 int fds[HBG_WIRE_MAX_FDS];
                 unsigned nfds = 0;
-                /* At most one fd (a recording's memfd): more is an error. */
+                /* At most one fd (a recording's or a validate request's
+                 * memfd): more is an error. */
                 int err = wire_recv(c->sock, d->cfg.max_message, &env, fds, 1, &nfds);
                 if (err == -EAGAIN)
                         goto drained;
@@ -490,10 +546,11 @@ static void on_readable(struct io_source *src, uint32_t events, void *userdata) 
                         conn_close(c, v.why);
                         return;
                 }
-                /* Without a session, a connection must keep asking. */
+                /* Without a session, a connection must keep asking (not
+                 * while hbgd validates for it: validate_done() sets it). */
                 if (!c->session)
-                        c->deadline_ms = hbg_now_ms() + d->cfg.handshake_timeout_ms;
-                if (c->recording)
+                        c->deadline_ms = c->validating ? 0 : hbg_now_ms() + d->cfg.handshake_timeout_ms;
+                if (c->recording || c->validating)
                         return;
                 if (costly)
                         break;
@@ -578,6 +635,11 @@ void conn_close(struct conn *c, const char *why) {
                 slow_work_cancel(d->slow, record_job_work(c->recording));
                 record_abandon(c->recording);
                 c->recording = NULL;
+        }
+        if (c->validating) {
+                slow_work_cancel(d->slow, validate_job_work(c->validating));
+                validate_free(c->validating);
+                c->validating = NULL;
         }
         if (c->session) {
                 struct hbg_ring_stats st;

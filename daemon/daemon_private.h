@@ -35,6 +35,7 @@ struct conn {
         int64_t deadline_ms;           /* closed if no complete request by then; 0: none */
         struct session *session;
         struct record_job *recording;  /* being validated (slow work): reading waits */
+        struct validate_job *validating; /* a validate-only request, likewise */
         char name[64];
         struct hbg_log_limit *log_limit; /* its lines' rate limits; the session holds it too */
 };

@@ -13,7 +13,8 @@
 #include "hbg.pb-c.h"
 
 #define HBG_PROTO_MAJOR 1u
-#define HBG_PROTO_MINOR 2u  /* 1: RecordRequest (graph replay); 2: CancelRequest, KillRequest */
+#define HBG_PROTO_MINOR 2u  /* 1: RecordRequest (graph replay); 2: CancelRequest, KillRequest,
+                               ValidateRequest (dry runs) */
 #define HBG_WIRE_MAX_FDS 4u
 #define HBG_WIRE_MAX_MSG_DEFAULT 65536u
 

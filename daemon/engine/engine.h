@@ -197,6 +197,20 @@ int hbg_ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task 
 int hbg_ring_record_add(struct hbg_ring *r, struct recorded_graph *g);
 bool hbg_ring_record_full(const struct hbg_ring *r);
 void hbg_recorded_graph_free(struct recorded_graph *g);
+/*
+ * Validate-only (a dry run, docs/PROTOCOL.md): each of the n tasks
+ * checked as hbg_ring_record_validate() would (task i has id i + 1, its
+ * fanins in [0, i + 1)) against a heap of heap_size bytes and the
+ * engine's limits, with no ring and nothing kept. report() is called for
+ * every invalid task, in order, with its error and a message with the
+ * numbers that failed (kernel_explain()). Any thread (reads only the
+ * engine's fixed config); the caller's memory must not change meanwhile.
+ * Returns the number of invalid tasks, or -ENOMEM.
+ */
+#define HBG_VALIDATE_MESSAGE_MAX 256
+typedef void (*hbg_validate_report_fn)(void *userdata, uint32_t task, int code, const char *message);
+int hbg_engine_validate(const struct hbg_engine *e, uint64_t heap_size, const struct hbg_recorded_task *tasks,
+                        uint32_t n, hbg_validate_report_fn report, void *userdata);
 /* Bytes hbg_ring_record() keeps for n tasks (for accounting). */
 uint64_t hbg_engine_recorded_memory(uint32_t n);
 
@@ -297,7 +311,8 @@ struct hbg_live_graph {
         uint64_t number;           /* graph record number, 0, 1, ... per ring */
         uint64_t graph_id;         /* the client's handle (its record says) */
         uint64_t first_id, last_id;
-        uint64_t tasks_done;       /* its ids below the watermark */
+        uint64_t tasks_done;       /* its tasks complete (in any order), a lower bound
+                                      past 65536 flags read per listing */
         uint64_t age_ms;           /* since hbgd first saw its record; 0 not yet */
         enum hbg_live_state state;
 };

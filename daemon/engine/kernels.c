@@ -2,6 +2,7 @@
 #include "daemon/engine/kernels.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -126,6 +127,20 @@ static int check_gemm(const struct kernel_args *a, unsigned *ret_msg) {
         return 0;
 }
 
+/* The numbers behind a failed check (kernel_explain()), in f32 elements. */
+static int explain_gemm(const struct kernel_args *a, unsigned cm, char *buf, size_t len) {
+        static const char *const dim_names[3][2] = { { "m", "k" }, { "k", "n" }, { "m", "n" } };
+        static const char *const tensor_names[3] = { "A", "B", "C" };
+        uint64_t m = a->scalars[0], n = a->scalars[1], k = a->scalars[2];
+        const uint64_t dims[3][2] = { { m, k }, { k, n }, { m, n } };
+        if (cm < GEMM_A_FIT || (cm - GEMM_A_FIT) % 2 != 0)
+                return snprintf(buf, len, ": m = %" PRIu64 ", n = %" PRIu64 ", k = %" PRIu64, m, n, k);
+        unsigned t = (cm - GEMM_A_FIT) / 2;
+        return snprintf(buf, len, ": %s*%s = %" PRIu64 "*%" PRIu64 " = %" PRIu64 " elements, %s has %" PRIu64,
+                        dim_names[t][0], dim_names[t][1], dims[t][0], dims[t][1], dims[t][0] * dims[t][1],
+                        tensor_names[t], n_f32(&a->tensors[t]));
+}
+
 enum { SOFTMAX_ZERO, SOFTMAX_OVF, SOFTMAX_FIT };
 
 static const char *const softmax_msgs[] = {
@@ -150,6 +165,14 @@ static int check_softmax(const struct kernel_args *a, unsigned *ret_msg) {
                 return -EINVAL;
         }
         return 0;
+}
+
+static int explain_softmax(const struct kernel_args *a, unsigned cm, char *buf, size_t len) {
+        uint64_t rows = a->scalars[0], cols = a->scalars[1];
+        if (cm != SOFTMAX_FIT)
+                return snprintf(buf, len, ": rows = %" PRIu64 ", cols = %" PRIu64, rows, cols);
+        return snprintf(buf, len, ": rows*cols = %" PRIu64 "*%" PRIu64 " = %" PRIu64 " elements, X has %" PRIu64,
+                        rows, cols, rows * cols, n_f32(&a->tensors[0]));
 }
 
 #define FAIL_CODE_MIN (-4095)
@@ -566,6 +589,10 @@ static const struct kernel_info kernels[HBG_KERNEL_COUNT - 1] = {
 #define KC(ID, CHECK, MSGS, RUN, COST)                                                   \
         [ID - 1] = { .sig = &hbg_kernel_sigs[ID - 1], .check = CHECK, .check_msgs = MSGS, \
                      .n_check_msgs = sizeof(MSGS) / sizeof(MSGS[0]), .run = RUN, .cost = COST }
+#define KCE(ID, CHECK, MSGS, EXPLAIN, RUN, COST)                                          \
+        [ID - 1] = { .sig = &hbg_kernel_sigs[ID - 1], .check = CHECK, .check_msgs = MSGS, \
+                     .n_check_msgs = sizeof(MSGS) / sizeof(MSGS[0]), .explain = EXPLAIN,  \
+                     .run = RUN, .cost = COST }
         K(HBG_KERNEL_NOOP, run_noop, cost_unit),
         KC(HBG_KERNEL_SPIN_NS, check_spin, spin_msgs, run_spin, cost_spin),
         K(HBG_KERNEL_FILL_F32, run_fill, cost_elems0),
@@ -575,12 +602,13 @@ static const struct kernel_info kernels[HBG_KERNEL_COUNT - 1] = {
         K(HBG_KERNEL_AXPY_F32, run_axpy, cost_elems1),
         K(HBG_KERNEL_SCALE_F32, run_scale, cost_elems0),
         K(HBG_KERNEL_REDUCE_SUM_F32, run_reduce, cost_elems0),
-        KC(HBG_KERNEL_GEMM_F32, check_gemm, gemm_msgs, run_gemm, cost_gemm),
-        KC(HBG_KERNEL_SOFTMAX_ROWS_F32, check_softmax, softmax_msgs, run_softmax, cost_softmax),
+        KCE(HBG_KERNEL_GEMM_F32, check_gemm, gemm_msgs, explain_gemm, run_gemm, cost_gemm),
+        KCE(HBG_KERNEL_SOFTMAX_ROWS_F32, check_softmax, softmax_msgs, explain_softmax, run_softmax, cost_softmax),
         KC(HBG_KERNEL_FAIL, check_fail, fail_msgs, run_fail, cost_unit),
         KC(HBG_KERNEL_TIMESTAMP_NS, check_timestamp, timestamp_msgs, run_timestamp, cost_unit),
 #undef K
 #undef KC
+#undef KCE
 };
 
 /* ------------------------------------------------------------ messages */
@@ -789,4 +817,49 @@ int kernel_validate(const struct kernel_info *k, const struct kernel_args *a, ui
         if (r < 0)
                 *why = check_message(k, cm);
         return r;
+}
+
+/* snprintf's count, kept inside the buffer. */
+static size_t advance(size_t used, int n, size_t len) {
+        if (n < 0)
+                return used;
+        return used + (size_t)n < len ? used + (size_t)n : (len ? len - 1 : 0);
+}
+
+int kernel_explain(const struct kernel_info *k, const struct kernel_args *a, uint64_t heap_size, char *buf,
+                   size_t len) {
+        const char *why;
+        int err = kernel_validate(k, a, heap_size, &why);
+        if (len)
+                buf[0] = '\0';
+        if (err == 0)
+                return 0;
+        size_t used = advance(0, snprintf(buf, len, "%s", why), len);
+        if (!k || !k->sig || k->sig->id == HBG_KERNEL_NONE || k->sig->id >= HBG_KERNEL_COUNT)
+                return err;
+        const struct hbg_kernel_sig *s = k->sig;
+        const struct kernel_msgs *m = &msgs[s->id - 1];
+        for (unsigned i = 0; i < s->n_tensors; i++) {
+                const struct hbg_tensor_arg *t = &a->tensors[i];
+                if (why == m->tensor[i][TM_RANGE])
+                        snprintf(buf + used, len - used,
+                                 ": it needs elements %" PRIu64 "..%" PRIu64 " of a heap of %" PRIu64 " elements",
+                                 t->offset / sizeof(float), (t->offset + t->length) / sizeof(float),
+                                 heap_size / sizeof(float));
+                if (why == m->length[i]) {
+                        struct hbg_kernel_tensor kt[HBG_MAX_TENSOR_ARGS];
+                        for (unsigned x = 0; x < s->n_tensors; x++)
+                                kt[x] = (struct hbg_kernel_tensor){ a->tensors[x].offset, a->tensors[x].length };
+                        unsigned p, q;
+                        if (hbg_kernel_check_tensors(s, kt, &p, &q) == HBG_TENSORS_LENGTH && p < s->n_tensors &&
+                            q < s->n_tensors)
+                                snprintf(buf + used, len - used, ": %s has %" PRIu64 " elements, %s %" PRIu64,
+                                         s->tensors[p].name, kt[p].length / sizeof(float), s->tensors[q].name,
+                                         kt[q].length / sizeof(float));
+                }
+        }
+        for (unsigned i = 0; k->explain && i < k->n_check_msgs && i < MAX_CHECK_MSGS; i++)
+                if (why == m->check[i])
+                        k->explain(a, i, buf + used, len - used);
+        return err;
 }

@@ -125,6 +125,9 @@ struct kernel_info {
         int (*check)(const struct kernel_args *a, unsigned *ret_msg);
         const char *const *check_msgs;  /* reasons, without the kernel name */
         unsigned n_check_msgs;
+        /* The numbers behind check's reason msg (may be NULL): appended to
+         * it by kernel_explain(); snprintf's return. */
+        int (*explain)(const struct kernel_args *a, unsigned msg, char *buf, size_t len);
         /* Run part `part` of `parts` (1 <= parts, part < parts, else -EINVAL)
          * on the heap; arguments must have passed kernel_validate(). Calls
          * kernel_check(ctx, ...) as the run contract says (above) and
@@ -184,3 +187,14 @@ const char *kernel_cost_message(const struct kernel_info *k);
  */
 int kernel_validate(const struct kernel_info *k, const struct kernel_args *a, uint64_t heap_size,
                     const char **why);
+
+/*
+ * kernel_validate() with the numbers: its message, then (where they say
+ * more) the values that failed, in f32 elements as graph files count:
+ * a tensor past the end of the heap, tensors of different lengths, a
+ * shape that does not fit its tensor. Into buf (cut to len); the same
+ * return. For answers to a client (validate-only requests), not the
+ * scheduler's path: it formats.
+ */
+int kernel_explain(const struct kernel_info *k, const struct kernel_args *a, uint64_t heap_size, char *buf,
+                   size_t len);

@@ -18,6 +18,8 @@
 #define LIVE_FAILURE_SCAN 4096u
 /* New records stamped per call at most (a client's cursor is hostile). */
 #define NOTE_MAX 4096u
+/* Completion flags read per listing at most (the io thread's time). */
+#define LIVE_FLAG_SCAN 65536u
 
 static const char *const state_names[HBG_LIVE_STATE_COUNT] = {
         [HBG_LIVE_WAITING] = "waiting",
@@ -83,6 +85,28 @@ static void mark_failed(struct hbg_ring *r, struct hbg_live_graph *g, size_t n) 
         pthread_mutex_unlock(&r->cold_lock);
 }
 
+/*
+ * Tasks of [first, last] complete (§12.5): those below the watermark, and
+ * of the others each id whose flag holds its own stamp (§3.2). Only ids
+ * below wm + F can hold one (a later id's slot still belongs to an id
+ * below it), so a listing reads at most F flags of a ring, and at most
+ * *budget (then the count is a lower bound). The tasks pay nothing for
+ * it: their flags are written anyway. Relaxed loads: a count, nothing is
+ * read through them.
+ */
+static uint64_t count_done(const struct hbg_flag_window *w, uint64_t wm, uint64_t first, uint64_t last,
+                           uint64_t *budget) {
+        uint64_t done = 0;
+        if (first < wm)
+                done = (wm > last ? last + 1 : wm) - first;
+        uint64_t from = first > wm ? first : wm, to = last;
+        if (to >= wm + w->flag_window)
+                to = wm + w->flag_window - 1;
+        for (uint64_t id = from; id <= to && *budget; id++, (*budget)--)
+                done += atomic_load_explicit(hbg_flag_slot(w, id), memory_order_relaxed) == hbg_stamp_of(w, id);
+        return done;
+}
+
 size_t hbg_ring_live_graphs(struct hbg_ring *r, struct hbg_live_graph *ret, size_t max, uint64_t *ret_live) {
         uint64_t G = r->g.graph_table_entries;
         /* Acquire: the table entries below it are final (not needed here,
@@ -100,7 +124,7 @@ size_t hbg_ring_live_graphs(struct hbg_ring *r, struct hbg_live_graph *ret, size
         size_t n = 0;
 
         hbg_ring_note_graphs(r, now);
-        uint64_t prev_last = 0;
+        uint64_t prev_last = 0, budget = LIVE_FLAG_SCAN;
 
         for (uint64_t k = retired; k < retired + live && n < max; k++) {
                 /* Copy once, then validate the copy. */
@@ -115,10 +139,7 @@ size_t hbg_ring_live_graphs(struct hbg_ring *r, struct hbg_live_graph *ret, size
                         .graph_id = rec.graph_id,
                         .first_id = rec.first_id,
                         .last_id = rec.last_id,
-                        /* the completed prefix: ids below the watermark */
-                        .tasks_done = wm <= rec.first_id ? 0
-                                      : wm > rec.last_id ? rec.last_id - rec.first_id + 1
-                                                          : wm - rec.first_id,
+                        .tasks_done = count_done(&r->window, wm, rec.first_id, rec.last_id, &budget),
                         .state = broken                ? HBG_LIVE_FAILED
                                  : wm > rec.last_id    ? HBG_LIVE_RETIRING
                                  : claim > rec.first_id ? HBG_LIVE_RUNNING

@@ -6,12 +6,23 @@
  * submitted tasks and, once, for recorded ones.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "daemon/engine/engine_private.h"
 
-int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
-                    const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
+/* What a task is validated against: its ring's heap and the engine's
+ * limit (a ring's fixed geometry and config, or a validate-only
+ * request's). */
+struct task_rules {
+        uint64_t heap_size;
+        uint64_t max_task_cost;
+};
+
+static int check_task(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
+                      const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
         /* No kernels until a lane's is known (a failure must not name the
          * slot's previous occupant's). The kernel a failure names (§12.2):
          * the first active lane's, if it is one, until a lane's own check
@@ -81,7 +92,7 @@ int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task
         if (d->flags & HBG_TASK_HAS_PREDICATE) {
                 uint64_t end;
                 if (d->predicate_offset % 4 != 0 ||
-                    __builtin_add_overflow(d->predicate_offset, 4, &end) || end > r->g.heap_size) {
+                    __builtin_add_overflow(d->predicate_offset, 4, &end) || end > rules->heap_size) {
                         *why = "predicate element outside the heap or misaligned";
                         return -ERANGE;
                 }
@@ -124,7 +135,7 @@ int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task
                         return -ENOENT;
                 }
                 s->kernel[lane] = k;
-                int err = kernel_validate(k, &s->args, r->g.heap_size, why);
+                int err = kernel_validate(k, &s->args, rules->heap_size, why);
                 if (err < 0) {
                         s->report_kernel = d->kernel[lane];
                         return err;
@@ -133,7 +144,7 @@ int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task
         /* The work this task makes a thread do, bounded per task so that no
          * session can hold a thread for long (§9.5, docs/SECURITY.md). */
         uint32_t parts = (uint32_t)s->block_num * s->lanes;
-        uint64_t cost = 0, limit = r->engine->cfg.max_task_cost;
+        uint64_t cost = 0, limit = rules->max_task_cost;
         for (unsigned lane = 0; lane < HBG_LANES; lane++) {
                 if (!s->kernel[lane])
                         continue;
@@ -148,4 +159,60 @@ int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task
                 }
         }
         return 0;
+}
+
+int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
+                  const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
+        const struct task_rules rules = { r->g.heap_size, r->engine->cfg.max_task_cost };
+        return check_task(&rules, s, d, shared, id, fanin_lo, why);
+}
+
+/* Task s failed check_task() with err and why: the message with its
+ * numbers where a kernel's check gives them (kernel_explain()) or the
+ * work limit refused it. */
+static void explain_task(const struct task_rules *rules, const struct task_slot *s, int err, const char *why,
+                         char *buf, size_t len) {
+        const struct kernel_info *k = kernel_lookup(s->report_kernel);
+        snprintf(buf, len, "%s", why ? why : "invalid task");
+        if (!k || s->kind != KIND_KERNEL)
+                return;
+        if (why == kernel_cost_message(k)) {
+                uint32_t parts = (uint32_t)s->block_num * s->lanes;
+                uint64_t cost = 0;
+                for (unsigned lane = 0; lane < HBG_LANES; lane++)
+                        if (s->kernel[lane]) {
+                                uint64_t c = kernel_cost(s->kernel[lane], &s->args, parts) / s->lanes;
+                                cost = __builtin_add_overflow(cost, c, &cost) ? UINT64_MAX : cost;
+                        }
+                snprintf(buf, len, "%s: %" PRIu64 " units, the limit is %" PRIu64, why, cost,
+                         rules->max_task_cost);
+                return;
+        }
+        const char *again;
+        if (kernel_validate(k, &s->args, rules->heap_size, &again) == err && again == why)
+                kernel_explain(k, &s->args, rules->heap_size, buf, len);
+}
+
+int hbg_engine_validate(const struct hbg_engine *e, uint64_t heap_size, const struct hbg_recorded_task *tasks,
+                        uint32_t n, hbg_validate_report_fn report, void *userdata) {
+        const struct task_rules rules = { heap_size, e->cfg.max_task_cost };
+        struct task_slot *s = aligned_alloc(64, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        int bad = 0;
+        char msg[HBG_VALIDATE_MESSAGE_MAX];
+        for (uint32_t i = 0; i < n; i++) {
+                /* Copied first, as every task hbgd reads (§10.1). */
+                struct hbg_recorded_task copy = tasks[i];
+                const char *why = NULL;
+                memset(s, 0, sizeof(*s));
+                int err = check_task(&rules, s, &copy.desc, &copy.payload, (uint64_t)i + 1, 0, &why);
+                if (err == 0)
+                        continue;
+                explain_task(&rules, s, err, why, msg, sizeof(msg));
+                report(userdata, i, err, msg);
+                bad++;
+        }
+        free(s);
+        return bad;
 }
