@@ -40,6 +40,8 @@ struct ctl_opts {
         bool progress;          /* run --progress */
         bool dry_run;           /* run --dry-run */
         const char *dot;        /* run --dot FILE ("-": stdout) */
+        uint64_t heap;          /* run --heap BYTES (0: hbgd's default) */
+        uint64_t window;        /* run --window TASKS (0: hbgd's default) */
         bool batch;             /* top -b */
         long iterations;        /* top -n (-1: until stopped) */
         double delay_s;         /* top -d */
@@ -142,7 +144,10 @@ struct plan {
         bool resolved;               /* pass 2: tensors allocated */
         hbg_task *compiled;          /* pass 2: every task, deps as file indices */
         uint64_t *ids;               /* task index -> id, as they are added */
-        char err[512];
+        bool *bad;                   /* task index -> has an error (pass 1, then 2) */
+        json_object *errors;         /* every error: [{path, message, by}], NULL none */
+        json_object *broken_tensors; /* names of tensors with errors */
+        char err[512];               /* the first error, "FILE: PATH: message" */
 };
 
 /* A graph file on standard input may be at most this long. */
@@ -153,10 +158,16 @@ struct plan {
 int graph_file_load(struct plan *p);
 /* The file's name in messages ("<stdin>" for "-"). */
 const char *graph_file_name(const struct plan *p);
-/* Check the whole document and index tensors and tasks; -1 with p->err. */
+/* Note an error at a JSON path ("by": who found it, "hbgctl" or "hbgd"):
+ * every one is kept in p->errors, the first also in p->err. */
+void graph_file_error(struct plan *p, const char *path, const char *msg, const char *by);
+size_t graph_file_n_errors(const struct plan *p);
+/* Check the whole document and index tensors and tasks, every error
+ * noted (a task's first); -1 if there was any. */
 int graph_file_parse(struct plan *p);
-/* Task i as an hbg_task (tensors allocated), its deps the file indices of
- * earlier tasks; -1 with p->err. */
+/* Task i as an hbg_task (tensors allocated: with the kernel's rules
+ * between its tensors checked), its deps the file indices of earlier
+ * tasks; -1 after noting its error. */
 int graph_file_task(struct plan *p, size_t i, hbg_task *t);
 /* A tensor reference ("x", "x[2:5]") as a tensor; -1 with p->err. */
 int graph_file_ref(struct plan *p, const char *s, const char *path, bool single, hbg_tensor *ret);
@@ -188,3 +199,6 @@ int cmd_metrics(const char *path);
 
 /* run.c */
 int cmd_run(const struct ctl_opts *o, const char *file);
+/* "1048576", "64K", "80M", "1G" (binary suffixes) into *ret; -1 if not a
+ * size (--heap, --window). */
+int run_parse_size(const char *s, uint64_t *ret);

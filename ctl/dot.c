@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * `hbgctl run --dot FILE`: the graph of a graph file in Graphviz dot form.
- * Tasks are nodes (name and kernel); edges are the dependencies the
+ * Tasks are nodes (name and kernel; a predicated task a diamond with its
+ * "when" element, whose writer's edge is a derived one); edges are the dependencies the
  * client library gives hbgd: the explicit ones ("after", dashed) and those
  * it derives from the tensors, found by the library's own tracker
  * (libclient/dep_tracker.c, linked in). Shown as the file says them: a
@@ -78,14 +79,21 @@ int dot_write(struct plan *p, FILE *f, size_t *ret_edges) {
         for (size_t i = 0; i < p->n_tasks && err == 0; i++) {
                 /* names as text (controls and stray bytes escaped), never
                  * cut inside a character */
-                char nb[64], name[4 * 256], kernel[4 * 64], label[sizeof(name) + sizeof(kernel) + 1];
+                char nb[64], name[4 * 256], kernel[4 * 64], when[4 * 256];
+                char label[sizeof(name) + sizeof(kernel) + sizeof(when) + 8];
                 const hbg_task *t = &p->compiled[i];
-                snprintf(label, sizeof(label), "%s\n%s",
+                /* A predicated task: "when x[i]" as the file says it, and
+                 * drawn as a diamond (it may complete without running). */
+                json_object *w = NULL;
+                bool pred = t->has_predicate &&
+                            json_object_object_get_ex(json_object_array_get_idx(p->tasks, i), "when", &w);
+                snprintf(label, sizeof(label), "%s\n%s%s%s",
                          ctl_shown(graph_file_task_name(p, i, nb, sizeof(nb)), name, sizeof(name)),
-                         ctl_shown(t->kernel ? t->kernel : "dummy", kernel, sizeof(kernel)));
+                         ctl_shown(t->kernel ? t->kernel : "dummy", kernel, sizeof(kernel)), pred ? "\nwhen " : "",
+                         pred ? ctl_shown(json_object_get_string(w), when, sizeof(when)) : "");
                 fprintf(f, "  t%zu [label=", i);
                 dot_string(f, label);
-                fprintf(f, "];\n");
+                fprintf(f, "%s];\n", pred ? ", shape=diamond" : "");
                 if ((err = derive_task(&d, i)) < 0)
                         break;
                 /* derived: solid; explicit only: dashed */

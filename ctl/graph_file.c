@@ -12,20 +12,39 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ctl/ctl.h"
 #include "shm/kernel_sig.h"
 
+/* An error of the file at its JSON path: kept (every one is reported),
+ * the first also in p->err. Returns -1. */
 static int perr(struct plan *p, const char *path, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 static int perr(struct plan *p, const char *path, const char *fmt, ...) {
-        int n = snprintf(p->err, sizeof(p->err), "%s: %s: ", graph_file_name(p), path);
+        char msg[sizeof(p->err)];
         va_list ap;
         va_start(ap, fmt);
-        if (n >= 0 && (size_t)n < sizeof(p->err))
-                vsnprintf(p->err + n, sizeof(p->err) - (size_t)n, fmt, ap);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
+        graph_file_error(p, path, msg, "hbgctl");
         return -1;
+}
+
+void graph_file_error(struct plan *p, const char *path, const char *msg, const char *by) {
+        if (!p->errors && !p->err[0])
+                snprintf(p->err, sizeof(p->err), "%s: %s: %s", graph_file_name(p), path, msg);
+        if (!p->errors && !(p->errors = json_object_new_array()))
+                return;
+        json_object *e = json_object_new_object();
+        json_object_object_add(e, "path", json_object_new_string(path));
+        json_object_object_add(e, "message", json_object_new_string(msg));
+        json_object_object_add(e, "by", json_object_new_string(by));
+        json_object_array_add(p->errors, e);
+}
+
+size_t graph_file_n_errors(const struct plan *p) {
+        return p->errors ? json_object_array_length(p->errors) : 0;
 }
 
 static const char *type_name(json_object *o) {
@@ -77,8 +96,12 @@ int graph_file_ref(struct plan *p, const char *s, const char *path, bool single,
         memcpy(name, s, nl);
         name[nl] = 0;
         json_object *ix;
-        if (!json_object_object_get_ex(p->tensor_index, name, &ix))
+        if (!json_object_object_get_ex(p->tensor_index, name, &ix)) {
+                /* A tensor with errors of its own: reported there. */
+                if (p->broken_tensors && json_object_object_get_ex(p->broken_tensors, name, NULL))
+                        return -1;
                 return perr(p, path, "unknown tensor \"%s\" (not in \"tensors\")", name);
+        }
         const struct gtensor *t = &p->tensors[json_object_get_int(ix)];
         uint64_t lo = 0, hi = t->len;
         if (br) {
@@ -112,6 +135,8 @@ int graph_file_ref(struct plan *p, const char *s, const char *path, bool single,
                        : 0;
 }
 
+static int parse_tensor(struct plan *p, const char *name, json_object *spec, struct gtensor *t);
+
 static int parse_tensors(struct plan *p) {
         json_object *ts;
         if (!json_object_object_get_ex(p->root, "tensors", &ts))
@@ -123,71 +148,112 @@ static int parse_tensors(struct plan *p) {
         p->tensor_index = json_object_new_object();
         if (!p->tensors || !p->tensor_index)
                 return perr(p, "$.tensors", "out of memory");
-        static const char *const keys[] = { "len", "init", "value", "start", "step", NULL };
+        p->broken_tensors = json_object_new_object();
+        if (!p->broken_tensors)
+                return perr(p, "$.tensors", "out of memory");
         json_object_object_foreach(ts, name, spec) {
-                char path[320];
-                snprintf(path, sizeof(path), "$.tensors.%s", name);
-                if (!name[0] || strchr(name, '[') || strlen(name) >= 256)
-                        return perr(p, path, "bad tensor name");
-                if (!json_object_is_type(spec, json_type_object))
-                        return perr(p, path, "expected an object, got %s", type_name(spec));
-                if (check_keys(p, spec, path, keys) < 0)
-                        return -1;
-                struct gtensor *t = &p->tensors[i];
-                t->name = name;
-                t->step = 1.0;
-                json_object *v;
-                char sub[360];
-                snprintf(sub, sizeof(sub), "%s.len", path);
-                if (!json_object_object_get_ex(spec, "len", &v))
-                        return perr(p, path, "missing \"len\"");
-                if (get_uint(p, v, sub, UINT64_C(1) << 36, &t->len) < 0)
-                        return -1;
-                if (t->len == 0)
-                        return perr(p, sub, "must be at least 1");
-                t->init = INIT_ZERO;
-                if (json_object_object_get_ex(spec, "init", &v)) {
-                        snprintf(sub, sizeof(sub), "%s.init", path);
-                        const char *s = json_object_is_type(v, json_type_string)
-                                                ? json_object_get_string(v)
-                                                : NULL;
-                        if (!s)
-                                return perr(p, sub, "expected a string, got %s", type_name(v));
-                        if (strcmp(s, "zero") == 0)
-                                t->init = INIT_ZERO;
-                        else if (strcmp(s, "fill") == 0)
-                                t->init = INIT_FILL;
-                        else if (strcmp(s, "iota") == 0)
-                                t->init = INIT_IOTA;
-                        else
-                                return perr(p, sub, "unknown init \"%s\" (zero, fill, iota)", s);
+                /* Every tensor checked: one with errors is left out of the
+                 * index (tasks naming it say nothing more about it). */
+                if (parse_tensor(p, name, spec, &p->tensors[i]) < 0) {
+                        json_object_object_add(p->broken_tensors, name, NULL);
+                        continue;
                 }
-                if (json_object_object_get_ex(spec, "value", &v)) {
-                        snprintf(sub, sizeof(sub), "%s.value", path);
-                        if (t->init != INIT_FILL)
-                                return perr(p, sub, "\"value\" is only for \"init\": \"fill\"");
-                        if (get_number(p, v, sub, &t->value) < 0)
-                                return -1;
-                } else if (t->init == INIT_FILL) {
-                        return perr(p, path, "\"init\": \"fill\" needs \"value\"");
-                }
-                static const char *const iota_keys[] = { "start", "step" };
-                double *iota_dst[] = { &t->start, &t->step };
-                for (int k = 0; k < 2; k++)
-                        if (json_object_object_get_ex(spec, iota_keys[k], &v)) {
-                                snprintf(sub, sizeof(sub), "%s.%s", path, iota_keys[k]);
-                                if (t->init != INIT_IOTA)
-                                        return perr(p, sub, "\"%s\" is only for \"init\": \"iota\"",
-                                                    iota_keys[k]);
-                                if (get_number(p, v, sub, iota_dst[k]) < 0)
-                                        return -1;
-                        }
-                t->t = (hbg_tensor){ 0, t->len * 4 };
                 json_object_object_add(p->tensor_index, name, json_object_new_int((int)i));
                 i++;
         }
-        p->n_tensors = n;
+        p->n_tensors = i;
+        return graph_file_n_errors(p) ? -1 : 0;
+}
+
+/* Tensor `name` of "tensors" into *t; -1 after its error. */
+static int parse_tensor(struct plan *p, const char *name, json_object *spec, struct gtensor *t) {
+        static const char *const keys[] = { "len", "init", "value", "start", "step", NULL };
+        char path[320];
+        snprintf(path, sizeof(path), "$.tensors.%s", name);
+        if (!name[0] || strchr(name, '[') || strlen(name) >= 256)
+                return perr(p, path, "bad tensor name");
+        if (!json_object_is_type(spec, json_type_object))
+                return perr(p, path, "expected an object, got %s", type_name(spec));
+        if (check_keys(p, spec, path, keys) < 0)
+                return -1;
+        t->name = name;
+        t->step = 1.0;
+        json_object *v;
+        char sub[360];
+        snprintf(sub, sizeof(sub), "%s.len", path);
+        if (!json_object_object_get_ex(spec, "len", &v))
+                return perr(p, path, "missing \"len\"");
+        if (get_uint(p, v, sub, UINT64_C(1) << 36, &t->len) < 0)
+                return -1;
+        if (t->len == 0)
+                return perr(p, sub, "must be at least 1");
+        t->init = INIT_ZERO;
+        if (json_object_object_get_ex(spec, "init", &v)) {
+                snprintf(sub, sizeof(sub), "%s.init", path);
+                const char *s = json_object_is_type(v, json_type_string)
+                                        ? json_object_get_string(v)
+                                        : NULL;
+                if (!s)
+                        return perr(p, sub, "expected a string, got %s", type_name(v));
+                if (strcmp(s, "zero") == 0)
+                        t->init = INIT_ZERO;
+                else if (strcmp(s, "fill") == 0)
+                        t->init = INIT_FILL;
+                else if (strcmp(s, "iota") == 0)
+                        t->init = INIT_IOTA;
+                else
+                        return perr(p, sub, "unknown init \"%s\" (zero, fill, iota)", s);
+        }
+        if (json_object_object_get_ex(spec, "value", &v)) {
+                snprintf(sub, sizeof(sub), "%s.value", path);
+                if (t->init != INIT_FILL)
+                        return perr(p, sub, "\"value\" is only for \"init\": \"fill\"");
+                if (get_number(p, v, sub, &t->value) < 0)
+                        return -1;
+        } else if (t->init == INIT_FILL) {
+                return perr(p, path, "\"init\": \"fill\" needs \"value\"");
+        }
+        static const char *const iota_keys[] = { "start", "step" };
+        double *iota_dst[] = { &t->start, &t->step };
+        for (int k = 0; k < 2; k++)
+                if (json_object_object_get_ex(spec, iota_keys[k], &v)) {
+                        snprintf(sub, sizeof(sub), "%s.%s", path, iota_keys[k]);
+                        if (t->init != INIT_IOTA)
+                                return perr(p, sub, "\"%s\" is only for \"init\": \"iota\"",
+                                            iota_keys[k]);
+                        if (get_number(p, v, sub, iota_dst[k]) < 0)
+                                return -1;
+                }
+        t->t = (hbg_tensor){ 0, t->len * 4 };
         return 0;
+}
+
+/*
+ * The kernel's rules between its tensors (pass 2, tensors placed): the
+ * check libhbgclient makes in hbg_graph_add() and hbgd in its validation
+ * (shm/kernel_sig.h, one implementation), said in the file's terms: the
+ * argument's path and element counts.
+ */
+static int check_kernel_rules(struct plan *p, size_t i, const struct hbg_kernel_sig *sg, const hbg_task *t) {
+        if (!sg || sg->n_tensors == 0)
+                return 0;
+        struct hbg_kernel_tensor kt[HBG_MAX_TENSOR_ARGS];
+        for (unsigned a = 0; a < sg->n_tensors; a++)
+                kt[a] = (struct hbg_kernel_tensor){ t->args[a].tensor.offset, t->args[a].tensor.bytes };
+        unsigned a, b;
+        char path[96];
+        enum hbg_kernel_tensor_problem pr = hbg_kernel_check_tensors(sg, kt, &a, &b);
+        if (pr == HBG_TENSORS_OK)
+                return 0;
+        snprintf(path, sizeof(path), "$.tasks[%zu].args[%u]", i, a);
+        if (pr == HBG_TENSORS_OVERLAP)
+                return perr(p, path, "%s: %s (argument %u) overlaps %s (argument %u)%s", sg->name,
+                            sg->tensors[a].name, a, sg->tensors[b].name, b,
+                            sg->in_place ? ": an output may share only the very same range with an input"
+                                         : ": outputs of this kernel may not overlap other tensors");
+        return perr(p, path, "%s: %s (argument %u) has %" PRIu64 " elements, %s (argument %u) %" PRIu64 ": %s",
+                    sg->name, sg->tensors[a].name, a, kt[a].length / 4, sg->tensors[b].name, b,
+                    kt[b].length / 4, sg->length_rule);
 }
 
 /*
@@ -202,6 +268,17 @@ int graph_file_task(struct plan *p, size_t i, hbg_task *t) {
         snprintf(path, sizeof(path), "$.tasks[%zu]", i);
         if (!json_object_is_type(o, json_type_object))
                 return perr(p, path, "expected an object, got %s", type_name(o));
+        /* The name first: later tasks may name this one in "after" even
+         * when it has errors of its own. */
+        if (!p->resolved && json_object_object_get_ex(o, "name", &v)) {
+                snprintf(sub, sizeof(sub), "%s.name", path);
+                if (!json_object_is_type(v, json_type_string))
+                        return perr(p, sub, "expected a string, got %s", type_name(v));
+                const char *nm = json_object_get_string(v);
+                if (json_object_object_get_ex(p->task_index, nm, NULL))
+                        return perr(p, sub, "task name \"%s\" is used twice", nm);
+                json_object_object_add(p->task_index, nm, json_object_new_int64((int64_t)i));
+        }
         static const char *const keys[] = { "name", "kernel", "args", "scalars", "blocks",
                                             "lanes", "after", "when", NULL };
         if (check_keys(p, o, path, keys) < 0)
@@ -332,23 +409,16 @@ int graph_file_task(struct plan *p, size_t i, hbg_task *t) {
                 }
                 t->n_deps = (uint8_t)n;
         }
-        if (!p->resolved && json_object_object_get_ex(o, "name", &v)) {
-                snprintf(sub, sizeof(sub), "%s.name", path);
-                if (!json_object_is_type(v, json_type_string))
-                        return perr(p, sub, "expected a string, got %s", type_name(v));
-                const char *nm = json_object_get_string(v);
-                if (json_object_object_get_ex(p->task_index, nm, NULL))
-                        return perr(p, sub, "task name \"%s\" is used twice", nm);
-                json_object_object_add(p->task_index, nm, json_object_new_int64((int64_t)i));
-        }
-        return 0;
+        return p->resolved ? check_kernel_rules(p, i, sg, t) : 0;
 }
 
 int graph_file_parse(struct plan *p) {
         if (!json_object_is_type(p->root, json_type_object))
                 return perr(p, "$", "expected an object, got %s", type_name(p->root));
         static const char *const keys[] = { "tensors", "tasks", "outputs", NULL };
-        if (check_keys(p, p->root, "$", keys) < 0 || parse_tensors(p) < 0)
+        check_keys(p, p->root, "$", keys);
+        /* A tensor's errors stop nothing: the tasks are checked too. */
+        if (parse_tensors(p) < 0 && !p->tensor_index)
                 return -1;
         if (!json_object_object_get_ex(p->root, "tasks", &p->tasks))
                 return perr(p, "$", "missing \"tasks\"");
@@ -358,10 +428,13 @@ int graph_file_parse(struct plan *p) {
         if (p->n_tasks == 0)
                 return perr(p, "$.tasks", "no tasks");
         p->task_index = json_object_new_object();
+        p->bad = calloc(p->n_tasks, sizeof(*p->bad));
+        if (!p->task_index || !p->bad)
+                return perr(p, "$.tasks", "out of memory");
+        /* Every task checked, whatever the others' errors. */
         for (size_t i = 0; i < p->n_tasks; i++) {
                 hbg_task t;
-                if (graph_file_task(p, i, &t) < 0)
-                        return -1;
+                p->bad[i] = graph_file_task(p, i, &t) < 0;
         }
         if (json_object_object_get_ex(p->root, "outputs", &p->outputs)) {
                 if (!json_object_is_type(p->outputs, json_type_array))
@@ -374,11 +447,10 @@ int graph_file_parse(struct plan *p) {
                         snprintf(sub, sizeof(sub), "$.outputs[%zu]", i);
                         if (!json_object_is_type(e, json_type_string))
                                 return perr(p, sub, "expected a string, got %s", type_name(e));
-                        if (graph_file_ref(p, json_object_get_string(e), sub, false, &dummy) < 0)
-                                return -1;
+                        graph_file_ref(p, json_object_get_string(e), sub, false, &dummy);
                 }
         }
-        return 0;
+        return graph_file_n_errors(p) ? -1 : 0;
 }
 
 const char *graph_file_name(const struct plan *p) {
@@ -391,6 +463,14 @@ int graph_file_load(struct plan *p) {
         FILE *f = is_stdin ? stdin : fopen(p->file, "r");
         if (!f) {
                 snprintf(p->err, sizeof(p->err), "%s: %s", name, strerror(errno));
+                return -1;
+        }
+        /* fopen() opens a directory; its first read fails (EISDIR). */
+        struct stat st;
+        if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+                snprintf(p->err, sizeof(p->err), "%s: is a directory, not a graph file (a JSON document)", name);
+                if (!is_stdin)
+                        fclose(f);
                 return -1;
         }
         size_t total = 0;
@@ -432,12 +512,12 @@ int graph_file_load(struct plan *p) {
                                 }
                 }
         }
-        bool rerr = ferror(f);
+        int rerr = ferror(f) ? (errno ? errno : EIO) : 0;
         if (!is_stdin)
                 fclose(f);
         json_tokener_free(tok);
         if (rerr) {
-                snprintf(p->err, sizeof(p->err), "%s: read error", name);
+                snprintf(p->err, sizeof(p->err), "%s: cannot read it: %s", name, strerror(rerr));
                 return -1;
         }
         if (p->root && jerr == json_tokener_success)
@@ -462,6 +542,9 @@ const char *graph_file_task_name(struct plan *p, size_t i, char *buf, size_t sz)
 }
 
 void graph_file_free(struct plan *p) {
+        free(p->bad);
+        json_object_put(p->errors);
+        json_object_put(p->broken_tensors);
         free(p->ids);
         free(p->compiled);
         free(p->tensors);

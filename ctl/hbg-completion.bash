@@ -67,6 +67,9 @@ _hbgctl() {
         if [[ -n $prev && " ${takes_arg[*]} " == *" $prev "* ]]; then
                 case $prev in
                 --socket | --dot) _hbg_files "$cur" ;;
+                # sizes with the suffixes hbgctl takes (K, M, G)
+                --heap) COMPREPLY=($(compgen -W "64M 128M 256M 512M 1G" -- "$cur")) ;;
+                --window) COMPREPLY=($(compgen -W "1K 4K 16K 64K" -- "$cur")) ;;
                 esac
                 return 0
         fi

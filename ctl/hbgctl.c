@@ -92,7 +92,7 @@ static const struct verb verbs[] = {
         { "graphs", NULL, false, NULL, "graph counters and live graphs per session",
           "Each session's graph counters, then its live graphs (submitted, not retired):\n"
           "graph number, the client's id, state (waiting, running, failed, retiring),\n"
-          "tasks done (below the watermark) of all, and the age since hbgd saw it.\n",
+          "tasks done (complete, in any order) of all, and the age since hbgd saw it.\n",
           verb_status, HBG__STATUS_KIND__STATUS_GRAPHS },
         { "threads", NULL, false, NULL, "one line per scheduler thread", NULL, verb_status,
           HBG__STATUS_KIND__STATUS_THREADS },
@@ -101,7 +101,9 @@ static const struct verb verbs[] = {
         { "top", NULL, false, NULL, "threads, sessions and rates, refreshed",
           "Interactive on a terminal (q or Ctrl-C quits); -b prints snapshots.\n", verb_top, 0 },
         { "run", "FILE", false, "graph FILE", "run the graph described in a JSON file (- reads stdin)",
-          "The format is docs/GRAPH_FILES.md. --dot and --dry-run need no hbgd.\n", verb_run, 0 },
+          "The format is docs/GRAPH_FILES.md. --dry-run asks hbgd to check every task\n"
+          "(without hbgd: the file's own rules, and it says what was not checked);\n"
+          "--dot needs no hbgd.\n", verb_run, 0 },
         { "metrics", NULL, false, NULL, "OpenMetrics text for Prometheus",
           "hbgd's counters and latency histograms (docs/OPERATIONS.md, \"Metrics\").\n", verb_metrics,
           HBG__STATUS_KIND__STATUS_METRICS },
@@ -130,6 +132,8 @@ enum {
         OPT_PROGRESS,
         OPT_DOT,
         OPT_DRY_RUN,
+        OPT_HEAP,
+        OPT_WINDOW,
         OPT_OUTPUT,
         OPT_LIST,
         OPT_TIMEOUT,
@@ -153,7 +157,9 @@ static const struct opt_def {
         { NULL, "version", OPT_VERSION, NULL, "print hbgctl's version" },
         { "run", "progress", OPT_PROGRESS, NULL, "a progress line on a terminal (stderr)" },
         { "run", "dot", OPT_DOT, "FILE", "write the graph as Graphviz dot to FILE (- stdout), do not run it" },
-        { "run", "dry-run", OPT_DRY_RUN, NULL, "check the file, do not run it" },
+        { "run", "dry-run", OPT_DRY_RUN, NULL, "check the file with hbgd's rules, do not run it" },
+        { "run", "heap", OPT_HEAP, "BYTES", "the session heap (suffixes K, M, G; default hbgd's)" },
+        { "run", "window", OPT_WINDOW, "TASKS", "tasks in flight, a power of two (suffixes K, M)" },
         { "top", "batch", OPT_BATCH, NULL, "print snapshots, no screen control" },
         { "top", "iterations", OPT_ITERATIONS, "N", "stop after N snapshots" },
         { "top", "delay", OPT_DELAY, "SECONDS", "between snapshots (default 1)" },
@@ -378,6 +384,14 @@ int main(int argc, char **argv) {
                         break;
                 case OPT_DRY_RUN:
                         o.dry_run = true;
+                        break;
+                case OPT_HEAP:
+                case OPT_WINDOW:
+                        if (run_parse_size(optarg, c == OPT_HEAP ? &o.heap : &o.window) < 0) {
+                                fprintf(stderr, "hbgctl: --%s: '%s' is not a %s (a number, optionally with K, M or G)\n",
+                                        d->name, optarg, c == OPT_HEAP ? "size in bytes" : "number of tasks");
+                                return EXIT_USAGE;
+                        }
                         break;
                 case OPT_LIST:
                         opt_list = true;

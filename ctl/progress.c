@@ -3,9 +3,12 @@
  * `hbgctl run --progress`: "tasks DONE/TOTAL, graphs DONE/N, SECONDS s".
  * On a terminal (stderr) the line is redrawn at most every 200 ms while
  * the graph is added and runs; elsewhere only the final line is printed.
- * Tasks done are the file's tasks below the session's watermark, which
- * hbgd reports (a status request on a connection of its own, by the
- * session's pid): the library does not show the watermark.
+ * Tasks done are the tasks of the session hbgd counts complete, in any
+ * order (a status request on a connection of its own, by the session's
+ * pid), not its watermark: one slow first task must not hide the
+ * thousands done after it. The session runs only this file (and the join
+ * tasks the library adds for more than 16 dependencies, rarely: the
+ * count stops at the tasks added).
  */
 #include <stdlib.h>
 #include <unistd.h>
@@ -24,7 +27,7 @@ struct progress {
         unsigned calls;
         /* from hbgd, when it answered */
         bool known;
-        uint64_t watermark, graphs_retired;
+        uint64_t completed, graphs_retired;
 };
 
 struct progress *progress_new(const char *socket, size_t n_tasks) {
@@ -38,7 +41,8 @@ struct progress *progress_new(const char *socket, size_t n_tasks) {
         return pg;
 }
 
-/* Our session's watermark from hbgd; quietly nothing if it does not say. */
+/* Our session's completed tasks from hbgd; quietly nothing if it does
+ * not say. */
 static void ask_hbgd(struct progress *pg) {
         int rc;
         ctl_errors_quiet(true);
@@ -50,23 +54,15 @@ static void ask_hbgd(struct progress *pg) {
         for (size_t i = 0; i < r->n_sessions; i++)
                 if (r->sessions[i]->pid == (uint32_t)getpid()) {
                         pg->known = true;
-                        pg->watermark = r->sessions[i]->watermark;
+                        pg->completed = r->sessions[i]->completed;
                         pg->graphs_retired = r->sessions[i]->graphs_retired;
                 }
         wire_free(e);
 }
 
-/* Tasks among the first `added` whose ids (increasing) are below wm. */
-static size_t below(const uint64_t *ids, size_t added, uint64_t wm) {
-        size_t lo = 0, hi = added;
-        while (lo < hi) {
-                size_t mid = lo + (hi - lo) / 2;
-                if (ids[mid] < wm)
-                        lo = mid + 1;
-                else
-                        hi = mid;
-        }
-        return lo;
+/* Of the first `added` tasks, how many are done. */
+static size_t done_of(const struct progress *pg, size_t added) {
+        return pg->completed < added ? (size_t)pg->completed : added;
 }
 
 static void draw(struct progress *pg, size_t done, bool done_known, uint64_t graphs_done, bool submitted,
@@ -86,6 +82,7 @@ static void draw(struct progress *pg, size_t done, bool done_known, uint64_t gra
 }
 
 void progress_update(struct progress *pg, const uint64_t *ids, size_t added, bool submitted, bool force) {
+        (void)ids;
         if (!pg || !pg->tty)
                 return;
         /* the clock once every 64 calls: this runs once per task added */
@@ -96,19 +93,20 @@ void progress_update(struct progress *pg, const uint64_t *ids, size_t added, boo
                 return;
         pg->last_ns = now;
         ask_hbgd(pg);
-        draw(pg, pg->known ? below(ids, added, pg->watermark) : 0, pg->known,
-             pg->known ? pg->graphs_retired : 0, submitted, false);
+        draw(pg, pg->known ? done_of(pg, added) : 0, pg->known, pg->known ? pg->graphs_retired : 0, submitted,
+             false);
 }
 
 void progress_end(struct progress *pg, const uint64_t *ids, size_t added, bool done) {
+        (void)ids;
         if (!pg)
                 return;
         if (done) {
                 draw(pg, pg->n_tasks, true, 1, true, true);
         } else {
                 ask_hbgd(pg);
-                draw(pg, pg->known ? below(ids, added, pg->watermark) : 0, pg->known,
-                     pg->known ? pg->graphs_retired : 0, added == pg->n_tasks, true);
+                draw(pg, pg->known ? done_of(pg, added) : 0, pg->known, pg->known ? pg->graphs_retired : 0,
+                     added == pg->n_tasks, true);
         }
         free(pg);
 }

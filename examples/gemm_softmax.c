@@ -13,8 +13,10 @@
  * between tasks from that, so we never list a dependency by hand.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <hbg/hbg.h>
@@ -85,7 +87,22 @@ static void reference(const float *A, const float *B, float *C, float *sum) {
         *sum = (float)s;
 }
 
-int main(void) {
+static void usage(FILE *f, const char *prog) {
+        fprintf(f,
+                "Usage: %s [--help]\n"
+                "C = A*B in 32x32 tiles, a row softmax per tile and the sum of C, run by hbgd\n"
+                "and checked against the CPU. The socket: $HBG_SOCKET, else /run/hbgd/hbgd.sock.\n",
+                prog);
+}
+
+int main(int argc, char **argv) {
+        if (argc > 1) {
+                bool help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
+                if (!help)
+                        fprintf(stderr, "%s: unexpected argument '%s'\n", argv[0], argv[1]);
+                usage(help ? stdout : stderr, argv[0]);
+                return help ? 0 : 2;
+        }
         hbg_client *c;
         double t0 = now_ms();
         check(hbg_connect(&c, NULL), "hbg_connect", NULL); /* $HBG_SOCKET */

@@ -45,7 +45,9 @@ verbs=$("$hbgctl" help --list | tr '\n' ' ')
 expect _hbgctl "$verbs" "--json" -- "$hbgctl" ""
 expect _hbgctl "threads top" "status run" -- "$hbgctl" t
 expect _hbgctl "top" "" -- "$hbgctl" --json --socket /tmp/x t
-expect _hbgctl "--progress --dot= --dry-run --socket= --json --help" "--batch" -- "$hbgctl" run --
+expect _hbgctl "--progress --dot= --dry-run --heap= --window= --socket= --json --help" "--batch" -- "$hbgctl" run --
+expect _hbgctl "128M" "64K" -- "$hbgctl" run --heap 12
+expect _hbgctl "16K" "" -- "$hbgctl" run --window 16
 expect _hbgctl "--batch --iterations= --delay= --json" "--dot=" -- "$hbgctl" top -
 expect _hbgctl "--delay=" "" -- "$hbgctl" -n 3 top --d
 expect _hbgctl "--socket= --json" "--progress" -- "$hbgctl" --

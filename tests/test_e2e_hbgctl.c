@@ -944,9 +944,11 @@ START_TEST(graphs_live) {
                 if (json_object_array_length(live) == 2 &&
                     strcmp(json_object_get_string(get(json_object_array_get_idx(live, 0), "state")), "failed") == 0 &&
                     json_object_get_uint64(get(json_object_array_get_idx(live, 0), "tasks_done")) == 1 &&
-                    strcmp(json_object_get_string(get(json_object_array_get_idx(live, 1), "state")), "running") == 0)
+                    strcmp(json_object_get_string(get(json_object_array_get_idx(live, 1), "state")), "running") == 0 &&
+                    json_object_get_uint64(get(json_object_array_get_idx(live, 1), "tasks_done")) == 1)
                         break;
-                ck_assert_msg(daemon_now_ms() < end, "graph 0 not failed, or graph 1 not running, within 20 s: %s",
+                ck_assert_msg(daemon_now_ms() < end, "graph 0 not failed, or graph 1 not running with its noop done, "
+                                             "within 20 s: %s",
                               json_object_to_json_string(mine));
         }
         ck_assert_int_eq(json_object_get_uint64(get(mine, "graphs_submitted")), 2);
@@ -960,7 +962,9 @@ START_TEST(graphs_live) {
         ck_assert_int_eq(json_object_get_uint64(get(l1, "graph")), 1);
         ck_assert_int_eq(json_object_get_uint64(get(l1, "graph_id")), g1);
         ck_assert_int_eq(json_object_get_uint64(get(l1, "tasks")), 1);
-        ck_assert_int_eq(json_object_get_uint64(get(l1, "tasks_done")), 0);   /* behind the host task */
+        /* done, though the host task before it is not: tasks complete,
+         * not the completed prefix */
+        ck_assert_int_eq(json_object_get_uint64(get(l1, "tasks_done")), 1);
         ck_assert_str_eq(json_object_get_string(get(l1, "state")), "running");
         ck_assert_int_eq(json_object_get_uint64(get(l1, "first_id")),
                          json_object_get_uint64(get(l0, "last_id")) + 1);
@@ -1409,6 +1413,191 @@ START_TEST(run_progress) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ progress */
+
+/*
+ * A host task first (it runs only in our wait) and 200 noops after it,
+ * independent of it: `graphs` counts the noops done while the completed
+ * prefix is still 0 (a slow first task must not look like a hang).
+ */
+START_TEST(graphs_progress) {
+        struct hbgd_proc *d = start();
+        const char *S = d->socket_path;
+        hbg_client *c;
+        ck_assert_int_eq(hbg_connect(&c, S), 0);
+        hbg_task h = HBG_TASK_INIT(NULL);
+        h.host_fn = host_ok;
+        hbg_task n = HBG_TASK_INIT("noop");
+        ck_assert_int_eq(hbg_graph_add(c, &h, NULL), 0);
+        for (int i = 0; i < 200; i++)
+                ck_assert_int_eq(hbg_graph_add(c, &n, NULL), 0);
+        uint64_t g;
+        ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+        uint64_t session = 0, done = 0;
+        for (long long end = daemon_now_ms() + 20000;; usleep(10000)) {
+                json_object *mine = my_graphs(S, &session), *live = get(mine, "live");
+                ck_assert_int_eq(json_object_array_length(live), 1);
+                json_object *l = json_object_array_get_idx(live, 0);
+                ck_assert_int_eq(json_object_get_uint64(get(l, "tasks")), 201);
+                done = json_object_get_uint64(get(l, "tasks_done"));
+                /* the watermark stays at the host task */
+                ck_assert_int_eq(json_object_get_uint64(get(mine, "watermark")),
+                                 json_object_get_uint64(get(l, "first_id")));
+                json_object_put(mine);
+                if (done == 200)
+                        break;
+                ck_assert_msg(done < 200 && daemon_now_ms() < end, "tasks_done %llu of 201 after 20 s (the 200 noops)",
+                              (unsigned long long)done);
+        }
+        ck_assert_int_eq(hbg_graph_wait(c, g, 20000), 0);
+        hbg_disconnect(c);
+        daemon_destroy(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ --dry-run against hbgd */
+
+/*
+ * dry_run_errors.json: add_f32 on 1024, 1024 and 512 elements, a gemm
+ * shape that does not fit A, an unknown tensor. With hbgd every error is
+ * reported, with its path and element counts, hbgd's with numbers; without
+ * it the file's own rules run and the output says what was not checked.
+ */
+START_TEST(run_dry_run) {
+        struct hbgd_proc *d = start();
+        const char *S = d->socket_path, *gone = "/nonexistent/hbgd.sock";
+        char path[PATH_MAX];
+        graph_path(path, sizeof(path), "dry_run_errors.json");
+        static const char *const add_err =
+                "$.tasks[0].args[0]: add_f32: a (argument 0) has 1024 elements, out (argument 2) 512";
+        static const char *const gemm_err = "$.tasks[2]: gemm_f32: shape does not fit A: m*k = 64*128 = 8192 "
+                                            "elements, A has 4096";
+        static const char *const typo_err = "$.tasks[3].args[1]: unknown tensor \"nope\"";
+        struct result r = ctl(S, "run", "--dry-run", path);
+        ASSERT_CODE(r, 1);
+        ck_assert_msg(strstr(r.err, add_err) && strstr(r.err, gemm_err) && strstr(r.err, typo_err) &&
+                              strstr(r.err, "3 errors in ") && !strstr(r.err, "not checked"),
+                      "%s", r.err);
+        /* in file order */
+        ck_assert(strstr(r.err, add_err) < strstr(r.err, gemm_err) && strstr(r.err, gemm_err) < strstr(r.err, typo_err));
+        result_free(&r);
+        r = ctl(S, "run", "--dry-run", "--json", path);
+        ASSERT_CODE(r, 1);
+        json_object *o = parse_json(&r), *errs = get(o, "errors");
+        ck_assert_str_eq(json_object_get_string(get(o, "status")), "error");
+        ck_assert_int_eq(json_object_array_length(errs), 3);
+        ck_assert_int_eq(json_object_array_length(get(o, "checked_by")), 2);
+        json_object *e2 = json_object_array_get_idx(errs, 1);
+        ck_assert_str_eq(json_object_get_string(get(e2, "path")), "$.tasks[2]");
+        ck_assert_str_eq(json_object_get_string(get(e2, "by")), "hbgd");
+        ck_assert_int_eq(json_object_get_uint64(get(o, "heap_size")), 64u << 20);
+        json_object_put(o);
+        result_free(&r);
+        /* nothing ran, nothing kept: no session, no graph */
+        r = ctl(S, "status", "--json");
+        ASSERT_CODE(r, 0);
+        o = parse_json(&r);
+        ck_assert_int_eq(json_object_get_int(get(get(o, "daemon"), "sessions_opened")), 0);
+        ck_assert_int_eq(json_object_get_int(get(get(o, "daemon"), "tasks_completed")), 0);
+        json_object_put(o);
+        result_free(&r);
+
+        /* without hbgd: the file's rules, and what was not checked */
+        r = ctl(gone, "run", "--dry-run", path);
+        ASSERT_CODE(r, 1);
+        ck_assert_msg(strstr(r.err, add_err) && strstr(r.err, typo_err) && !strstr(r.err, "gemm_f32") &&
+                              strstr(r.err, "not checked: hbgd's checks (kernels' own rules such as gemm shapes") &&
+                              strstr(r.err, "hbgd is not running on /nonexistent/hbgd.sock"),
+                      "%s", r.err);
+        result_free(&r);
+        graph_path(path, sizeof(path), "kernels.json");
+        r = ctl(gone, "run", "--dry-run", "--json", path);
+        ASSERT_CODE(r, 3);
+        o = parse_json(&r);
+        ck_assert_str_eq(json_object_get_string(get(o, "status")), "unchecked");
+        ck_assert_int_eq(json_object_array_length(get(o, "checked_by")), 1);
+        ck_assert_int_eq(json_object_array_length(get(o, "errors")), 0);
+        json_object_put(o);
+        result_free(&r);
+        r = ctl(S, "run", "--dry-run", path);
+        ASSERT_CODE(r, 0);
+        ck_assert_msg(strncmp(r.out, "ok: 11 tasks checked by hbgctl and hbgd in ", 43) == 0, "%s", r.out);
+        result_free(&r);
+
+        /* a real run stops at the same rules, with the path and elements */
+        graph_path(path, sizeof(path), "dry_run_errors.json");
+        r = ctl(S, "run", path);
+        ASSERT_CODE(r, 1);
+        ck_assert_msg(strstr(r.err, add_err) && strstr(r.err, typo_err), "%s", r.err);
+        result_free(&r);
+        daemon_destroy(d);
+}
+END_TEST
+
+/*
+ * --heap and --window: a tensor of 17 Mi elements (68 MiB) does not fit
+ * hbgd's default heap (64 MiB): the message names --heap; with --heap 80M
+ * it runs, and the dry run checks against that heap.
+ */
+START_TEST(run_heap) {
+        struct hbgd_proc *d = start();
+        const char *S = d->socket_path;
+        char dir[] = "/tmp/hbgctl-heap.XXXXXX", path[PATH_MAX];
+        ck_assert(mkdtemp(dir));
+        snprintf(path, sizeof(path), "%s/big.json", dir);
+        FILE *f = fopen(path, "w");
+        ck_assert(f);
+        fprintf(f, "{\"tensors\": {\"x\": {\"len\": %u}}, \"tasks\": [{\"kernel\": \"noop\"}]}\n", 17u << 20);
+        fclose(f);
+        struct result r = ctl(S, "run", path);
+        ASSERT_CODE(r, 1);
+        ck_assert_msg(strstr(r.err, "$.tensors.x (17825792 elements)") && strstr(r.err, "hbgctl run --heap BYTES"),
+                      "%s", r.err);
+        result_free(&r);
+        r = ctl(S, "run", "--dry-run", path);
+        ASSERT_CODE(r, 1);
+        ck_assert_msg(strstr(r.err, "$.tensors.x: 17825792 elements at element 0 do not fit hbgd's default heap of "
+                                    "16777216 elements") && strstr(r.err, "--heap"),
+                      "%s", r.err);
+        result_free(&r);
+        r = ctl(S, "run", "--dry-run", "--heap", "80M", path);
+        ASSERT_CODE(r, 0);
+        ck_assert_msg(strstr(r.out, "(heap 83886080 bytes)"), "%s", r.out);
+        result_free(&r);
+        r = ctl(S, "run", "--heap", "80M", "--window", "1K", "--json", path);
+        ASSERT_CODE(r, 0);
+        result_free(&r);
+        /* hbgd's own limit: above max_heap_size (1 GiB) */
+        r = ctl(S, "run", "--dry-run", "--heap", "2G", path);
+        ASSERT_CODE(r, 1);
+        ck_assert_msg(strstr(r.err, "max_heap_size"), "%s", r.err);
+        result_free(&r);
+        assert_usage_error(ctl(S, "run", "--heap", "80X", path), "--heap: '80X' is not a size in bytes");
+        assert_usage_error(ctl(S, "run", "--window", "0", path), "--window: '0' is not a number of tasks");
+        unlink(path);
+        rmdir(dir);
+        daemon_destroy(d);
+}
+END_TEST
+
+/* A directory for a graph file; the example's --help (it would connect
+ * and run otherwise). */
+START_TEST(run_small_points) {
+        struct result r = ctl("/nonexistent/hbgd.sock", "run", "--dry-run", graphs_dir);
+        ASSERT_CODE(r, 1);
+        ck_assert_msg(strstr(r.err, "is a directory, not a graph file") && !strstr(r.err, "read error"), "%s", r.err);
+        result_free(&r);
+        char ex[PATH_MAX + 32];
+        snprintf(ex, sizeof(ex), "%s", hbgctl_bin);
+        snprintf(strrchr(ex, '/'), sizeof(ex) - (size_t)(strrchr(ex, '/') - ex), "/hbg-example-gemm-softmax");
+        const struct how how = { .bin = ex };
+        r = run_v(&how, "/nonexistent/hbgd.sock", (const char *const[]){ "--help", NULL });
+        ASSERT_CODE(r, 0);
+        ck_assert_msg(strncmp(r.out, "Usage: ", 7) == 0 && r.err[0] == 0, "%s\n%s", r.out, r.err);
+        result_free(&r);
+}
+END_TEST
+
 /* ------------------------------------------------------------ --dot, --dry-run */
 
 START_TEST(run_dot) {
@@ -1464,8 +1653,18 @@ START_TEST(run_dot) {
         /* --dry-run checks, does not run */
         graph_path(path, sizeof(path), "kernels.json");
         r = ctl(gone, "run", "--dry-run", path);
+        ASSERT_CODE(r, 3);      /* hbgd's checks could not run */
+        ck_assert_msg(strncmp(r.out, "unchecked: 11 tasks checked by hbgctl in ", 41) == 0 && strstr(r.out, "not run"),
+                      "%s", r.out);
+        ck_assert_msg(strstr(r.err, "not checked: hbgd's checks"), "%s", r.err);
+        result_free(&r);
+        /* predicates drawn: a diamond with its "when" */
+        graph_path(path, sizeof(path), "predicates.json");
+        r = ctl(gone, "run", "--dot", "-", path);
         ASSERT_CODE(r, 0);
-        ck_assert_msg(strncmp(r.out, "ok: 11 tasks checked in ", 24) == 0 && strstr(r.out, "not run"), "%s", r.out);
+        ck_assert_msg(strstr(r.out, "t0 [label=\"tasks[0]\\nscale_f32\\nwhen p[0]\", shape=diamond];") &&
+                              strstr(r.out, "t2 [label=\"tasks[2]\\nfill_f32\"];"),
+                      "%s", r.out);
         result_free(&r);
         graph_path(path, sizeof(path), "bad_range.json");
         r = ctl(gone, "run", "--dry-run", path);
@@ -1859,6 +2058,10 @@ static Suite *suite(void) {
         tcase_add_test(tc, run_stdin);
         tcase_add_test(tc, run_progress);
         tcase_add_test(tc, run_dot);
+        tcase_add_test(tc, graphs_progress);
+        tcase_add_test(tc, run_dry_run);
+        tcase_add_test(tc, run_heap);
+        tcase_add_test(tc, run_small_points);
         tcase_add_test(tc, hostile_names);
         tcase_add_test(tc, hbgd_options);
         tcase_add_test(tc, hbgd_by_hand);
