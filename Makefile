@@ -355,7 +355,7 @@ $(B)/tests/test_e2e_%: $(B)/obj/tests/test_e2e_%.o $(E2E_UTIL_OBJS) $(PROTO_LIB)
 # test_e2e_hbgctl runs hbgctl (a subprocess) and reads its JSON with json-c.
 $(B)/obj/tests/test_e2e_hbgctl.o: TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)
 $(B)/tests/test_e2e_hbgctl: TEST_EXTRA_LIBS = $(JSONC_LIBS)
-$(B)/tests/test_e2e_hbgctl: | $(HBGCTL_BIN)
+$(B)/tests/test_e2e_hbgctl: | $(HBGCTL_BIN) $(EXAMPLE_BIN)
 # test_e2e_metrics runs hbgctl metrics (a subprocess).
 $(B)/tests/test_e2e_metrics: | $(HBGCTL_BIN)
 # test_e2e_journal runs hbgd on a pseudo-terminal (forkpty).
