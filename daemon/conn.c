@@ -407,6 +407,8 @@ static struct verdict handle_kill(struct conn *c, const Hbg__Envelope *env, cons
         conn_close(t, why);
         snprintf(msg, sizeof(msg), "session %" PRIu64 " closed", rq->session_id);
         return send_admin_reply(c, msg);
+}
+
 /* A validate-only request was checked (io thread): the reply, then the
  * connection's next requests. */
 static void validate_done(struct slow_job *work) {
