@@ -275,6 +275,17 @@ $(MPI_EXAMPLE_BIN): $(B)/obj/examples/mpi_producer.o $(CLIENT_SO) $(CLIENT_LINKS
 	@mkdir -p $(@D)
 	$(Q)$(MPICC) -o $@ $< -L$(B)/lib -lhbgclient -Wl,-rpath,'$$ORIGIN/../lib' $(LDFLAGS) $(HBG_LDFLAGS)
 
+# The version is compiled in (-DHBG_VERSION): the objects that use it are
+# rebuilt when it changes (a stamp rewritten only when it differs).
+VERSION_STAMP := $(B)/gen/version
+$(VERSION_STAMP): FORCE
+	@mkdir -p $(@D)
+	@echo '$(VERSION)' | cmp -s - $@ 2>/dev/null || echo '$(VERSION)' > $@
+FORCE:
+.PHONY: FORCE
+$(patsubst %.c,$(B)/obj/%.o,$(shell grep -l 'HBG_VERSION\b' daemon/*.c ctl/*.c bench/*.c tests/*.c 2>/dev/null)) \
+$(patsubst %.c,$(B)/pic/%.o,$(shell grep -l 'HBG_VERSION\b' libclient/*.c 2>/dev/null)): $(VERSION_STAMP)
+
 # ---------------------------------------------------------------- rules
 $(B)/obj/%.o: %.c | $(B)/gen/hbg.pb-c.h
 	$(say) CC $@
