@@ -25,7 +25,10 @@ BINDIR  ?= $(PREFIX)/bin
 LIBDIR  ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 DOCDIR  ?= $(PREFIX)/share/doc/hbg
-SYSCONFDIR  ?= /etc
+# Configuration follows the prefix, as autotools' sysconfdir=PREFIX/etc
+# does (/usr/local/etc, /opt/hbg/etc), except for the distribution's own
+# prefix /usr, whose configuration is /etc (Debian's --sysconfdir=/etc).
+SYSCONFDIR  ?= $(if $(filter /usr /usr/,$(PREFIX)),/etc,$(PREFIX)/etc)
 UNITDIR     ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 MANDIR      ?= $(PREFIX)/share/man
@@ -173,7 +176,25 @@ MPI_EXAMPLE_BIN := $(B)/bin/hbg-example-mpi-producer
 
 PROGRAMS := $(HBGD_BIN) $(HBGCTL_BIN) $(BENCH_BIN) $(EXAMPLE_BIN)
 
-all: $(SHM_LIB) $(CORE_LIB) $(PROGRAMS) $(CLIENT_SO) $(CLIENT_LINKS) $(CLIENT_PC)
+# Man pages: docs/man/ holds them with @VERSION@ (every footer) and
+# @SYSCONFDIR@, @DOCDIR@, @UNITDIR@, @SYSUSERSDIR@ (the FILES sections of
+# hbgd(8), hbgd.conf(5), hbgctl(1)) in place of the version of hbg.h and
+# the paths of the prefix. `make` writes them substituted to $(B)/man/
+# (man -l build/man/hbgd.8); `make install` substitutes again with the
+# paths it installs to, which may differ from those of the build.
+MAN1 := docs/man/hbgctl.1
+MAN3 := $(wildcard docs/man/*.3)
+MAN5 := docs/man/hbgd.conf.5
+MAN8 := docs/man/hbgd.8
+MAN_SED := -e 's|@VERSION@|$(VERSION)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' \
+           -e 's|@UNITDIR@|$(UNITDIR)|g' -e 's|@SYSUSERSDIR@|$(SYSUSERSDIR)|g'
+MAN_BUILT := $(patsubst docs/%,$(B)/%,$(MAN1) $(MAN3) $(MAN5) $(MAN8))
+
+all: $(SHM_LIB) $(CORE_LIB) $(PROGRAMS) $(CLIENT_SO) $(CLIENT_LINKS) $(CLIENT_PC) $(MAN_BUILT)
+
+$(B)/man/%: docs/man/% Makefile
+	@mkdir -p $(@D)
+	$(Q)sed $(MAN_SED) $< > $@
 
 $(B)/pic/%.o: %.c | $(B)/gen/hbg.pb-c.h
 	$(say) CC $@
@@ -681,27 +702,39 @@ SERVICE_SED := -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -
 # build, which need not be the PREFIX given to `make install`.
 PC_SED := -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
           -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|'
-# Man pages (docs/man/), by section.
-MAN1 := docs/man/hbgctl.1
-MAN3 := $(wildcard docs/man/*.3)
-MAN5 := docs/man/hbgd.conf.5
-MAN8 := docs/man/hbgd.8
 
 # The dynamic loader finds a library in a directory of its search path
 # (/etc/ld.so.conf: on Debian /usr/local/lib too) only once ldconfig has
-# refreshed its cache. A real install (DESTDIR empty) runs $(LDCONFIG) as
-# root and says what to do as anyone else; then, if the loader still does
-# not know $(LIBDIR), how to add it (docs/OPERATIONS.md). A staged install
-# (DESTDIR set) leaves it to the package's trigger. LDCONFIG takes options
-# (tests/test-install.sh: a private cache and configuration).
+# refreshed its cache. A real install (DESTDIR empty) asks $(LDCONFIG)
+# which directories it searches (-v -N -X: list, build nothing): only when
+# LIBDIR is one of them does the cache concern this install, and then root
+# runs $(LDCONFIG) and anyone else is told to. A LIBDIR of a private prefix
+# (/opt/hbg, a home directory, a test's directory) leaves the system's
+# cache alone: install says how programs find the library there (rpath,
+# LD_LIBRARY_PATH), or how an administrator adds the directory to the
+# search path (docs/OPERATIONS.md). A staged install (DESTDIR set) leaves
+# it to the package's trigger. LDCONFIG takes options (tests/test-install.sh:
+# a private cache and configuration).
 LDCONFIG ?= ldconfig
 HBG_SONAME_PATH = $(LIBDIR)/libhbgclient.so.$(SOVERSION)
 ifeq ($(DESTDIR),)
 define refresh_ldcache
-	@if [ "$$(id -u)" != 0 ]; then \
-	  echo "ldconfig: not root; run 'sudo $(LDCONFIG)' to refresh the dynamic loader's cache"; \
-	elif ! command -v $(firstword $(LDCONFIG)) >/dev/null 2>&1; then \
+	@if ! command -v $(firstword $(LDCONFIG)) >/dev/null 2>&1; then \
 	  echo "ldconfig: $(firstword $(LDCONFIG)) not found; the loader needs $(LIBDIR) in its search path"; \
+	  exit 0; \
+	fi; \
+	system=; \
+	for d in $$($(LDCONFIG) -v -N -X 2>/dev/null | sed -n 's|^\(/[^:]*\):.*|\1|p'); do \
+	  [ "$$d" -ef "$(LIBDIR)" ] && system=1; \
+	done; \
+	if [ -z "$$system" ]; then \
+	  [ "$(1)" = install ] || exit 0; \
+	  echo "ldconfig: not run: $(LIBDIR) is not in the dynamic loader's search path: programs will not find"; \
+	  echo "  libhbgclient.so.$(SOVERSION) there by themselves. Link them with -Wl,-rpath,$(LIBDIR), or set"; \
+	  echo "  LD_LIBRARY_PATH=$(LIBDIR) (hbgctl finds it without either). To add the directory to the search"; \
+	  echo "  path instead, as root: echo $(LIBDIR) > /etc/ld.so.conf.d/hbg.conf; ldconfig"; \
+	elif [ "$$(id -u)" != 0 ]; then \
+	  echo "ldconfig: not root; run 'sudo $(LDCONFIG)' to refresh the dynamic loader's cache"; \
 	else \
 	  echo "$(LDCONFIG)"; \
 	  $(LDCONFIG) || exit 1; \
@@ -710,10 +743,7 @@ define refresh_ldcache
 	    for f in $$($(LDCONFIG) -p | sed -n 's|^[[:space:]]*libhbgclient\.so\.$(SOVERSION) .* => ||p'); do \
 	      [ "$$f" -ef "$(HBG_SONAME_PATH)" ] && found=1; \
 	    done; \
-	    [ -n "$$found" ] || { \
-	      echo "ldconfig: $(LIBDIR) is not in the dynamic loader's search path: programs will not find"; \
-	      echo "  libhbgclient.so.$(SOVERSION). Add it (echo $(LIBDIR) > /etc/ld.so.conf.d/hbg.conf; ldconfig),"; \
-	      echo "  or link programs with -Wl,-rpath,$(LIBDIR), or set LD_LIBRARY_PATH."; }; \
+	    [ -n "$$found" ] || echo "ldconfig: the cache does not name $(HBG_SONAME_PATH) after $(LDCONFIG)"; \
 	  fi; \
 	fi
 endef
@@ -741,14 +771,14 @@ install: all
 		install -m 0644 systemd/hbgd.conf.example $(DESTDIR)$(SYSCONFDIR)/hbg/hbgd.conf
 	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 \
 		$(DESTDIR)$(MANDIR)/man8
-	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
-	install -m 0644 $(MAN3) $(DESTDIR)$(MANDIR)/man3/
-	install -m 0644 $(MAN5) $(DESTDIR)$(MANDIR)/man5/
-	install -m 0644 $(MAN8) $(DESTDIR)$(MANDIR)/man8/
+	for f in $(MAN1) $(MAN3) $(MAN5) $(MAN8); do \
+	  d=$(DESTDIR)$(MANDIR)/man$${f##*.}/$${f##*/}; \
+	  sed $(MAN_SED) $$f > $$d && chmod 0644 $$d || exit 1; \
+	done
 	install -d $(DESTDIR)$(BASHCOMPDIR)
 	install -m 0644 ctl/hbg-completion.bash $(DESTDIR)$(BASHCOMPDIR)/hbgctl
 	install -m 0644 ctl/hbg-completion.bash $(DESTDIR)$(BASHCOMPDIR)/hbgd
-	$(refresh_ldcache)
+	$(call refresh_ldcache,install)
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/hbgd $(DESTDIR)$(BINDIR)/hbgctl
@@ -769,7 +799,7 @@ uninstall:
 		$(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(MAN5))) \
 		$(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(MAN8)))
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/hbgctl $(DESTDIR)$(BASHCOMPDIR)/hbgd
-	$(refresh_ldcache)
+	$(call refresh_ldcache,uninstall)
 
 clean:
 	rm -rf build

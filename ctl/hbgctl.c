@@ -101,11 +101,11 @@ static const struct verb verbs[] = {
         { "top", NULL, false, NULL, "threads, sessions and rates, refreshed",
           "Interactive on a terminal (q or Ctrl-C quits); -b prints snapshots.\n", verb_top, 0 },
         { "run", "FILE", false, "graph FILE", "run the graph described in a JSON file (- reads stdin)",
-          "The format is docs/GRAPH_FILES.md. --dry-run asks hbgd to check every task\n"
-          "(without hbgd: the file's own rules, and it says what was not checked);\n"
-          "--dot needs no hbgd.\n", verb_run, 0 },
+          "The format is GRAPH_FILES.md (man hbgctl: FILES). --dry-run asks hbgd to check\n"
+          "every task (without hbgd: the file's own rules, and it says what was not\n"
+          "checked); --dot needs no hbgd.\n", verb_run, 0 },
         { "metrics", NULL, false, NULL, "OpenMetrics text for Prometheus",
-          "hbgd's counters and latency histograms (docs/OPERATIONS.md, \"Metrics\").\n", verb_metrics,
+          "hbgd's counters and latency histograms (OPERATIONS.md, \"Metrics\"; man hbgd: FILES).\n", verb_metrics,
           HBG__STATUS_KIND__STATUS_METRICS },
         { "wait", NULL, false, NULL, "wait until hbgd answers (after starting it)",
           "Exit 0 once hbgd answers a status request; 3 if its socket takes no connection\n"

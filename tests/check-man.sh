@@ -13,6 +13,10 @@
 #    whose NAME does not list the link's name;
 #  - a page refers to an hbg page, BR hbg_x (3), that does not exist;
 #  - libhbgclient(3) does not refer to every exported call's page;
+#  - a page's footer (.TH) is not "hbg @VERSION@": the Makefile puts the
+#    version of hbg.h there, and the paths of the prefix in place of
+#    @SYSCONFDIR@, @DOCDIR@, @UNITDIR@, @SYSUSERSDIR@ (so no page names a
+#    version or an install path that could fall behind);
 #  - man-db (`man --warnings -E UTF-8 -l`) or groff (`groff -man -ww -z`)
 #    warns about any page of docs/man/, or lexgrog cannot read its NAME.
 # man-db and groff-base are build dependencies (Makefile BUILD_DEPS): a
@@ -158,6 +162,13 @@ for f in "$mandir"/*.[1358]; do
         done
 done >"$tmp/refs"
 [ -s "$tmp/refs" ] && { cat "$tmp/refs"; fail=1; }
+
+# ------------------------------------------------------------ version
+for f in "$mandir"/*.[1358]; do
+        grep -q '^\.so ' "$f" && continue
+        head -1 "$f" | grep -q '^\.TH .* "hbg @VERSION@" ' ||
+                bad "$(basename "$f"): its .TH footer is not \"hbg @VERSION@\" (the Makefile fills it in): $(head -1 "$f")"
+done
 
 # ------------------------------------------------------------ formatting
 # Every page as installed (MANDIR/manN/...), so that `.so` links resolve.

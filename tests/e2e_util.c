@@ -359,6 +359,16 @@ void list_fds(pid_t pid) {
                 ssize_t n = readlink(link, target, sizeof(target) - 1);
                 target[n > 0 ? n : 0] = 0;
                 fprintf(stderr, "  hbgd fd %s -> %s\n", e->d_name, target);
+                /* The io_uring's state: its queues and the polls in flight. */
+                if (strcmp(target, "anon_inode:[io_uring]") == 0) {
+                        char info[330], line[256];
+                        snprintf(info, sizeof(info), "/proc/%d/fdinfo/%s", (int)pid, e->d_name);
+                        FILE *f = fopen(info, "r");
+                        while (f && fgets(line, sizeof(line), f))
+                                fprintf(stderr, "    %s", line);
+                        if (f)
+                                fclose(f);
+                }
         }
         closedir(dir);
 }

@@ -117,6 +117,29 @@ grep -q '^ExecStart=/usr/bin/hbgd --config /etc/hbg/hbgd.conf' "$usr/lib/systemd
         bad "hbgd.service: ExecStart or an unreplaced @VAR@"
 cmp -s "$root/systemd/hbgd.conf.example" "$dest/etc/hbg/hbgd.conf" &&
         ok "etc/hbg/hbgd.conf is the example" || bad "etc/hbg/hbgd.conf differs from the example"
+# The man pages as installed: every footer carries the version of hbg.h,
+# no @VAR@ is left, and the FILES sections name the paths of this prefix.
+mancheck() {  # mancheck MANDIR SYSCONFDIR DOCDIR UNITDIR
+        for f in "$1"/man[1358]/*; do
+                grep -q '^\.so ' "$f" && continue
+                head -1 "$f" | grep -q "\"hbg $ver\"" || bad "${f#$dest/}: footer is not \"hbg $ver\": $(head -1 "$f")"
+                ! grep -q '@[A-Z]*@' "$f" || bad "${f#$dest/}: an unreplaced @VAR@: $(grep -m1 '@[A-Z]*@' "$f")"
+        done
+        sect() {  # sect PAGE: its FILES section
+                sed -n '/^\.SH FILES/,/^\.SH /p' "$1"
+        }
+        sect "$1/man8/hbgd.8" | grep -qxF ".I $2/hbg/hbgd.conf" &&
+        sect "$1/man8/hbgd.8" | grep -qxF ".I $3/" &&
+        sect "$1/man8/hbgd.8" | grep -qF ".IR $4/hbgd.service" &&
+        sect "$1/man5/hbgd.conf.5" | grep -qxF ".I $2/hbg/hbgd.conf" &&
+        sect "$1/man5/hbgd.conf.5" | grep -qxF ".I $3/hbgd.conf.example" &&
+        sect "$1/man1/hbgctl.1" | grep -qxF ".I $3/GRAPH_FILES.md" &&
+                ok "FILES of hbgd(8), hbgd.conf(5), hbgctl(1) name $2/hbg/hbgd.conf, $3, $4" ||
+                bad "FILES of hbgd(8), hbgd.conf(5) or hbgctl(1) do not name $2/hbg/hbgd.conf, $3, $4"
+}
+mancheck "$usr/share/man" /etc /usr/share/doc/hbg /usr/lib/systemd/system
+n=$(grep -l "\"hbg $ver\"" "$usr"/share/man/man[1358]/* | wc -l)
+[ "$n" -gt 20 ] && ok "$n installed man pages carry \"hbg $ver\"" || bad "only $n man pages carry \"hbg $ver\""
 [ "$fails" -eq 0 ] || die "$fails checks of the installed files failed"
 
 doc=$usr/share/doc/hbg
@@ -315,7 +338,7 @@ prefix=$tmp/prefix
 realmk() {  # realmk TARGET [VAR=VALUE...]: make TARGET into $prefix, DESTDIR empty; log in $tmp/real.log
         t=$1
         shift
-        make --no-print-directory -C "$root" "$t" DESTDIR= PREFIX="$prefix" SYSCONFDIR="$prefix/etc" \
+        make --no-print-directory -C "$root" "$t" DESTDIR= PREFIX="$prefix" \
                 LDCONFIG="$ldc" SANITIZE= "$@" >"$tmp/real.log" 2>&1
 }
 in_cache() {  # in_cache: the private cache names $prefix/lib's library
@@ -323,7 +346,7 @@ in_cache() {  # in_cache: the private cache names $prefix/lib's library
 }
 # The decision, as make would run it: the ldconfig step with DESTDIR
 # empty, none with DESTDIR set.
-make --no-print-directory -n -C "$root" install DESTDIR= PREFIX="$prefix" SYSCONFDIR="$prefix/etc" \
+make --no-print-directory -n -C "$root" install DESTDIR= PREFIX="$prefix" \
         LDCONFIG="$ldc" SANITIZE= >"$tmp/dry.log" 2>&1 || { show "$tmp/dry.log"; die "make -n install failed"; }
 grep -qF "$ldc" "$tmp/dry.log" && ok "make -n install (DESTDIR empty) runs $ldc" ||
         bad "make -n install (DESTDIR empty) has no ldconfig step"
@@ -332,9 +355,70 @@ make --no-print-directory -n -C "$root" install DESTDIR="$dest" PREFIX=/usr LDCO
 grep -q ldconfig "$tmp/dry-staged.log" && bad "make -n install DESTDIR=$dest has an ldconfig step" ||
         ok "make -n install DESTDIR=$dest has no ldconfig step"
 # Before installing anything for real: every path the install writes is
-# below $tmp (the commands' absolute words).
+# below $tmp (the commands' absolute words), SYSCONFDIR following PREFIX.
 outside=$(grep -E '^(install|ln|sed|chmod|\[ -e) ' "$tmp/dry.log" | tr ' ' '\n' | grep '^/' | grep -v "^$tmp/" | sort -u)
 [ -z "$outside" ] || die "a real install with PREFIX=$prefix would write outside $tmp: $outside"
+ok "make -n install PREFIX=$prefix writes nothing outside it (SYSCONFDIR=$prefix/etc)"
+# SYSCONFDIR follows PREFIX (/etc only for the distribution's /usr), as
+# make install would use it (a dry run, staged).
+for p in /usr:/etc /usr/local:/usr/local/etc /opt/hbg:/opt/hbg/etc; do
+        make --no-print-directory -n -C "$root" install DESTDIR="$dest" PREFIX="${p%%:*}" SANITIZE= \
+                >"$tmp/dry-p.log" 2>&1
+        if grep -qF "systemd/hbgd.conf.example $dest${p#*:}/hbg/hbgd.conf" "$tmp/dry-p.log"; then
+                ok "PREFIX=${p%%:*}: the config goes to ${p#*:}/hbg/hbgd.conf"
+        else
+                grep -F hbgd.conf.example "$tmp/dry-p.log" | sed 's/^/    | /'
+                bad "PREFIX=${p%%:*}: the config does not go to ${p#*:}/hbg/hbgd.conf"
+        fi
+done
+
+# A private PREFIX with the default LDCONFIG (ldconfig): the system's
+# cache is not refreshed, and install says how programs find the library
+# (rpath, LD_LIBRARY_PATH), not to run ldconfig. An ldconfig first in PATH
+# records every call; listing the search path (-N, nothing written) and
+# reading the cache (-p) go to the real one, a refresh would only be
+# recorded (so that a failing run cannot touch the system).
+realldconfig=$(command -v ldconfig)
+if [ -n "$realldconfig" ]; then
+        mkdir -p "$tmp/bin"
+        cat >"$tmp/bin/ldconfig" <<EOS
+#!/bin/sh
+echo "ldconfig \$*" >>"$tmp/ldconfig.calls"
+case " \$* " in *" -N "*|*" -p "*) exec "$realldconfig" "\$@" ;; esac
+exit 0
+EOS
+        chmod 0755 "$tmp/bin/ldconfig"
+        : >"$tmp/ldconfig.calls"
+        if ! PATH=$tmp/bin:$PATH realmk install LDCONFIG=ldconfig; then
+                show "$tmp/real.log"; die "make install PREFIX=$prefix failed"
+        fi
+        refreshes=$(grep -v -e ' -N' -e ' -p' "$tmp/ldconfig.calls")
+        [ -z "$refreshes" ] && ok "install PREFIX=$prefix: ldconfig listed its search path, refreshed no cache" ||
+                { bad "install PREFIX=$prefix ran ldconfig on the system's cache:"; echo "$refreshes" | sed 's/^/    | /'; }
+        if grep -qF -- "-Wl,-rpath,$prefix/lib" "$tmp/real.log" &&
+                grep -qF "LD_LIBRARY_PATH=$prefix/lib" "$tmp/real.log" && ! grep -q sudo "$tmp/real.log"; then
+                ok "install PREFIX=$prefix names rpath and LD_LIBRARY_PATH, not sudo ldconfig"
+        else
+                show "$tmp/real.log"; bad "install PREFIX=$prefix: no rpath/LD_LIBRARY_PATH advice, or sudo"
+        fi
+        [ -f "$prefix/etc/hbg/hbgd.conf" ] && ok "the config is $prefix/etc/hbg/hbgd.conf" ||
+                bad "no $prefix/etc/hbg/hbgd.conf"
+        grep -q "^ExecStart=$prefix/bin/hbgd --config $prefix/etc/hbg/hbgd.conf" \
+                "$prefix/lib/systemd/system/hbgd.service" && ok "hbgd.service reads $prefix/etc/hbg/hbgd.conf" ||
+                bad "hbgd.service does not read $prefix/etc/hbg/hbgd.conf"
+        mancheck "$prefix/share/man" "$prefix/etc" "$prefix/share/doc/hbg" "$prefix/lib/systemd/system"
+        : >"$tmp/ldconfig.calls"
+        PATH=$tmp/bin:$PATH realmk uninstall LDCONFIG=ldconfig ||
+                { show "$tmp/real.log"; die "make uninstall PREFIX=$prefix failed"; }
+        refreshes=$(grep -v -e ' -N' -e ' -p' "$tmp/ldconfig.calls")
+        [ -z "$refreshes" ] &&
+                ok "uninstall PREFIX=$prefix: no cache refreshed" ||
+                bad "uninstall PREFIX=$prefix ran ldconfig on the system's cache"
+        left=$(find "$prefix" ! -type d)
+        [ -z "$left" ] || { bad "left after uninstall:"; echo "$left" | sed 's/^/    | /'; }
+else
+        echo "  skip ldconfig not found (not glibc?): private prefix not installed for real"
+fi
 
 if [ "$(id -u)" != 0 ]; then
         echo "  skip not root: the ldconfig step itself runs only as root"
@@ -390,12 +474,28 @@ else
                 asuser() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
                 if asuser test -r "$root/Makefile" -a -x "$root/build/lib"; then
                         rm -f "$cache"
-                        asuser make --no-print-directory -C "$root" install DESTDIR= PREFIX="$user" \
-                                SYSCONFDIR="$user/etc" LDCONFIG="$ldc" SANITIZE= >"$tmp/user.log" 2>&1
+                        asmk() {  # asmk: install as uid 65534 into $user, log in $tmp/user.log
+                                asuser make --no-print-directory -C "$root" install DESTDIR= PREFIX="$user" \
+                                        LDCONFIG="$ldc" SANITIZE= >"$tmp/user.log" 2>&1
+                        }
+                        # A private prefix: sudo ldconfig would not help.
+                        asmk
+                        rc=$?
+                        if [ $rc -eq 0 ] && grep -qF "LD_LIBRARY_PATH=$user/lib" "$tmp/user.log" &&
+                                grep -qF -- "-Wl,-rpath,$user/lib" "$tmp/user.log" &&
+                                ! grep -q sudo "$tmp/user.log" && [ ! -e "$cache" ]; then
+                                ok "install as uid 65534 into a private prefix: rpath, LD_LIBRARY_PATH, no sudo ldconfig"
+                        else
+                                show "$tmp/user.log"
+                                bad "install as uid 65534 into a private prefix: exit $rc, expected 0 and rpath/LD_LIBRARY_PATH advice"
+                        fi
+                        # A directory the loader searches: root's ldconfig would.
+                        echo "$user/lib" >"$conf"
+                        asmk
                         rc=$?
                         if [ $rc -eq 0 ] && grep -qF "ldconfig: not root; run 'sudo $ldc'" "$tmp/user.log" &&
                                 [ ! -e "$cache" ]; then
-                                ok "install as uid 65534: no ldconfig run, says to run it as root"
+                                ok "install as uid 65534 into a searched directory: no ldconfig run, says to run it as root"
                         else
                                 show "$tmp/user.log"
                                 bad "install as uid 65534: exit $rc, expected 0 and the ldconfig line"

@@ -829,6 +829,8 @@ START_TEST(help_version) {
                 ASSERT_CODE(b, 0);
                 ck_assert_msg(strncmp(a.out, want, strlen(want)) == 0, "%s -h:\n%s", v, a.out);
                 ck_assert_str_eq(a.out, b.out);
+                /* an installed hbgctl has no source tree: it points at pages */
+                ck_assert_msg(!strstr(a.out, "docs/"), "%s -h names a source-tree path:\n%s", v, a.out);
                 result_free(&a);
                 result_free(&b);
         }
