@@ -89,7 +89,7 @@ endif
 # shm/ and common/ (what both sides build that is not the mapped layout):
 # in libhbgshm.a for hbgd, hbgctl and the tests, compiled into the library.
 SHM_SRCS := shm/geometry.c shm/layout.c shm/completion.c shm/failsafe_heap.c shm/kernel_sig.c \
-            shm/producer.c common/text.c
+            shm/producer.c common/text.c common/errtext.c
 SHM_OBJS := $(SHM_SRCS:%.c=$(B)/obj/%.o)
 SHM_LIB  := $(B)/lib/libhbgshm.a
 

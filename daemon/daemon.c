@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/errtext.h"
 #include "daemon/daemon_private.h"
 #include "daemon/log.h"
 #include "daemon/notify.h"
@@ -250,7 +251,8 @@ static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
                 hbg_ring_note_graphs(c->session->ring, now);
                 if (st.broken) {
                         char why[96];
-                        snprintf(why, sizeof(why), "session stopped: %s", strerror(-st.error));
+                        char eb[64];
+                        snprintf(why, sizeof(why), "session stopped: %s", errtext(st.error, eb, sizeof(eb)));
                         conn_close(c, why);
                 }
         }

@@ -182,7 +182,7 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
         s->completion_fd = cp[1];
 
         char ring_name[96];
-        snprintf(ring_name, sizeof(ring_name), "session-%" PRIu64 "-pid-%d", id, (int)pid);
+        snprintf(ring_name, sizeof(ring_name), "session %" PRIu64 " (pid %d)", id, (int)pid);
         struct hbg_ring_params p = {
                 .geometry = *g,
                 .sub_region = s->sub,

@@ -109,7 +109,7 @@ struct message_entry {
 };
 
 /* A host function that failed, until its graph is read back: its error
- * explains the graph's (hbgd only knows "external task reported failure"). */
+ * explains the graph's (hbgd only knows "host task reported failure"). */
 struct host_failure {
         uint64_t id;
         int32_t status;

@@ -136,7 +136,13 @@ static void entry_outcome(hbg_client *c, const struct hbg_graph_entry *e, struct
         const struct host_failure *h = host_failure_find(c, o->task);
         if (h && h->status == o->status) {
                 o->kernel = -1;
-                snprintf(o->message, sizeof(o->message), "host task failed: %s", hbg_strerror(h->status));
+                /* Its errno's name, not its words: a reader prints those
+                 * beside the code (as for hbgd's "kernel NAME returned"). */
+                const char *name = strerrorname_np(-h->status);
+                if (name)
+                        snprintf(o->message, sizeof(o->message), "host task returned -%s", name);
+                else
+                        snprintf(o->message, sizeof(o->message), "host task returned %d", h->status);
         }
 }
 

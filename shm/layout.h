@@ -306,7 +306,7 @@ struct hbg_graph_entry {
         uint16_t reserved0;                /* must be zero */
         uint64_t first_error_task;         /* valid when status != 0 */
         /* Why, NUL-terminated within the array (when status != 0): the
-         * validator's reason, "kernel NAME failed: ...", the stall
+         * validator's reason, "kernel NAME returned -EIO", the stall
          * detector's reason... */
         char message[HBG_GRAPH_MESSAGE_MAX];
 };

@@ -654,7 +654,7 @@ END_TEST
 /* A graph failing in hbgd: status error, and an error object naming the
  * task (index and name in the file), its kernel, the errno and hbgd's
  * message; the same on stderr without --json:
- *   hbgctl: graph failed at task 1 "boom" (kernel fail): Input/output error: kernel fail failed: ... */
+ *   hbgctl: graph failed at task 1 "boom" (kernel fail): Input/output error: kernel fail returned -EIO */
 static void run_fails(const char *S, const char *file, unsigned index, const char *task, const char *kernel,
                       int code, const char *what) {
         char path[PATH_MAX];
@@ -683,6 +683,9 @@ static void run_fails(const char *S, const char *file, unsigned index, const cha
                  strerror(-code));
         ck_assert_msg(r.out[0] == 0 && strstr(r.err, want) && strstr(r.err, what), "%s: stderr does not say "
                       "\"%s...%s\": %s", file, want, what, r.err);
+        /* the errno's words once: the message does not repeat them */
+        const char *words = strstr(r.err, want) + strlen(want);
+        ck_assert_msg(!strstr(words, strerror(-code)), "%s: \"%s\" twice: %s", file, strerror(-code), r.err);
         result_free(&r);
 }
 
@@ -690,7 +693,7 @@ START_TEST(run_failing) {
         struct hbgd_proc *d = start();
         /* A kernel's error at run time (fail returns its scalar), and the
          * validator's reason for a task it refuses. */
-        run_fails(d->socket_path, "fail.json", 1, "boom", "fail", -5, "kernel fail failed: Input/output error");
+        run_fails(d->socket_path, "fail.json", 1, "boom", "fail", -5, "kernel fail returned -EIO");
         run_fails(d->socket_path, "rejected.json", 1, "bad_gemm", "gemm_f32", -EINVAL,
                   "gemm_f32: shape does not fit A");
         /* hbgd is fine afterwards */

@@ -429,14 +429,13 @@ static bool log_wait(const struct hbgd_proc *d, const char *needle, int timeout_
 /* Is this line about session (its connection's lines and its ring's)?
  * The "messages suppressed" reports are not counted. */
 static bool line_about(const char *line, size_t len, uint64_t session) {
-        char l[1200], pat[3][64];
+        char l[1200], pat[2][64];
         snprintf(l, sizeof(l), "%.*s", (int)len, line);
         if (strstr(l, "messages suppressed"))
                 return false;
         snprintf(pat[0], sizeof(pat[0]), "session %" PRIu64 " (", session);
         snprintf(pat[1], sizeof(pat[1]), "connection %" PRIu64 " (", session);
-        snprintf(pat[2], sizeof(pat[2]), "ring session-%" PRIu64 "-pid-", session);
-        return strstr(l, pat[0]) || strstr(l, pat[1]) || strstr(l, pat[2]);
+        return strstr(l, pat[0]) || strstr(l, pat[1]);
 }
 
 /* Lines of log about a connection or session of process pid (its
@@ -445,7 +444,7 @@ static bool line_about(const char *line, size_t len, uint64_t session) {
 static unsigned lines_of_pid(const char *log, pid_t pid) {
         char pat[2][64];
         snprintf(pat[0], sizeof(pat[0]), "(pid %d uid ", (int)pid);
-        snprintf(pat[1], sizeof(pat[1]), "-pid-%d: ", (int)pid);
+        snprintf(pat[1], sizeof(pat[1]), " (pid %d): ", (int)pid);
         unsigned count = 0;
         for (const char *p = log; *p;) {
                 const char *nl = strchr(p, '\n');

@@ -1058,7 +1058,7 @@ START_TEST(graphs_in_flight_limit) {
         /* Its records are not trusted any more: the session is closed. */
         expect_refusal(d, n1.sock, 0, CLOSE_EOF_ONLY_OK, "the session with G+1 graphs in flight");
         D_ASSERT(d, log_has(d, "graphs_submitted is more than the graph ring ahead") &&
-                            log_has(d, "closed: session stopped: Protocol error"),
+                            log_has(d, "closed: session stopped: protocol error between libhbgclient and hbgd"),
                  "the stopped session's reason was not logged");
         /* The first session, G ahead, is fine (its tasks never come). */
         sleep_us(200000);

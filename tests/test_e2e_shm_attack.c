@@ -110,7 +110,7 @@ struct victim {
         int doorbell;              /* the library's end of the doorbell */
         int control;               /* the library's control connection */
         uint64_t last_graph;       /* the last graph fill_graph submitted */
-        char name[96];             /* "session-S-pid-P", as hbgd's log names the ring */
+        char name[96];             /* "session S (pid P)", as hbgd's log names the ring */
 };
 
 /* This process's mapping of hbgd's memfd "hbg-<what>-<session>"
@@ -195,7 +195,7 @@ static int victim_open(struct victim *v, int sock, const char *path) {
         v->D = UINT64_C(1) << v->sh->task_window_log2;
         v->G = UINT64_C(1) << v->sh->graph_ring_log2;
         v->M = UINT64_C(1) << v->sh->mailbox_log2;
-        snprintf(v->name, sizeof(v->name), "session-%" PRIu64 "-pid-%d", v->session, (int)getpid());
+        snprintf(v->name, sizeof(v->name), "session %" PRIu64 " (pid %d)", v->session, (int)getpid());
         return 0;
 }
 
@@ -234,11 +234,11 @@ static void expect_log(int sock, const char *a, const char *b) {
 /* ... and for a ring hbgd stopped: its reason, and the session closed. */
 static void expect_stop_logged(int sock, const struct victim *v, const char *why) {
         char a[160], b[160];
-        snprintf(a, sizeof(a), "ring %s: stopped: ", v->name);
+        snprintf(a, sizeof(a), "%s: stopped: ", v->name);
         expect_log(sock, a, why);
         snprintf(a, sizeof(a), "session %" PRIu64 " (pid %d uid %u): closed: ", v->session, (int)getpid(),
                  (unsigned)getuid());
-        snprintf(b, sizeof(b), "session stopped: %s", strerror(EPROTO));
+        snprintf(b, sizeof(b), "session stopped: %s", hbg_strerror(-EPROTO));
         expect_log(sock, a, b);
 }
 
@@ -614,11 +614,11 @@ static int scribble_fn(int sock, void *arg) {
          * ten lines always are); else a stop is. */
         char a[160], b[160];
         if (tl.failed) {
-                snprintf(a, sizeof(a), "ring %s: graph ", v.name);
-                snprintf(b, sizeof(b), "failed: %s at task", strerror(-tl.first_code));
+                snprintf(a, sizeof(a), "%s: graph ", v.name);
+                snprintf(b, sizeof(b), "failed: %s at task", hbg_strerror(tl.first_code));
                 expect_log(sock, a, b);
         } else if (tl.gone) {
-                snprintf(a, sizeof(a), "ring %s: stopped: ", v.name);
+                snprintf(a, sizeof(a), "%s: stopped: ", v.name);
                 expect_log(sock, a, "");
         }
         return attacker_end(sock, &v, 0);
@@ -678,7 +678,7 @@ static const struct mutation mutations[] = {
         { "a kernel on an inactive lane", F_KERNEL_AIC, HBG_KERNEL_FILL_F32, -EINVAL, "kernel given for an inactive lane" },
         { "lane mask bit 3", F_LANE_MASK, 0x0a, -EINVAL, "lane mask has bits beyond the three lanes" },
         { "lane mask 0xff", F_LANE_MASK, 0xff, -EINVAL, "lane mask has bits beyond the three lanes" },
-        { "no lanes but a kernel", F_LANE_MASK, 0, -EINVAL, "dummy, host-inline and external tasks have no lanes or kernels" },
+        { "no lanes but a kernel", F_LANE_MASK, 0, -EINVAL, "dummy, host-inline and host tasks have no lanes or kernels" },
         { "block_num 0", F_BLOCK_NUM, 0, -ERANGE, "block_num out of range (1..4096)" },
         { "block_num 4097", F_BLOCK_NUM, HBG_MAX_BLOCKS + 1, -ERANGE, "block_num out of range (1..4096)" },
         { "block_num 65535", F_BLOCK_NUM, 0xffff, -ERANGE, "block_num out of range (1..4096)" },
@@ -713,9 +713,9 @@ static const struct mutation mutations[] = {
         { "unknown flag 0x40", F_FLAGS, 0x40, -EINVAL, "unknown task flag" },
         { "launch flag in a ring without recorded graphs", F_FLAGS, HBG_DESC_LAUNCH, -EINVAL, "unknown task flag" },
         { "host-inline and external", F_FLAGS, HBG_TASK_HOST_INLINE | HBG_TASK_EXTERNAL, -EINVAL,
-          "a task cannot be both host-inline and external" },
+          "a task cannot be both host-inline and a host task" },
         { "external with a kernel", F_FLAGS, HBG_TASK_EXTERNAL, -EINVAL,
-          "dummy, host-inline and external tasks have no lanes or kernels" },
+          "dummy, host-inline and host tasks have no lanes or kernels" },
         { "predicate past the heap", F_PREDICATE_AT_HEAP_END, 0, -ERANGE, "predicate element outside the heap or misaligned" },
         { "predicate offset overflows", F_PREDICATE, UINT64_MAX - 3, -ERANGE, "predicate element outside the heap or misaligned" },
         { "predicate misaligned", F_PREDICATE, 2, -ERANGE, "predicate element outside the heap or misaligned" },
@@ -797,8 +797,8 @@ static int forged_graph(int sock, struct victim *v, const struct mutation *m, hb
                 return -1;
         }
         char lb[200], lr[300];
-        snprintf(lb, sizeof(lb), "ring %s: graph %" PRIu64 " ", v->name, graph);
-        snprintf(lr, sizeof(lr), "failed: %s at task %" PRIu64 " (%s)", strerror(-m->code), id, m->why);
+        snprintf(lb, sizeof(lb), "%s: graph %" PRIu64 " ", v->name, graph);
+        snprintf(lr, sizeof(lr), "failed: %s at task %" PRIu64 " (%s)", hbg_strerror(m->code), id, m->why);
         expect_log(sock, lb, lr);
         return 0;
 }
@@ -930,7 +930,7 @@ static int cursors_fn(int sock, void *arg) {
                 return 1;
         } else {
                 char a[160];
-                snprintf(a, sizeof(a), "ring %s: graph %" PRIu64 " ", v.name, v.last_graph);
+                snprintf(a, sizeof(a), "%s: graph %" PRIu64 " ", v.name, v.last_graph);
                 expect_log(sock, a, "(descriptor id does not match its slot's id)");
                 kid_say(sock, "NOTE submitted moved D/2 ahead: the next graph failed: %s", hbg_last_error(v.c));
         }
@@ -1012,7 +1012,7 @@ static const struct {
         [RECORD_PROMISE] = { "graph record of tasks never submitted", NULL },
         [MAILBOX_UNSUBMITTED] = { "mailbox entry for a task never submitted",
                                   "mailbox completion for a task never submitted" },
-        [MAILBOX_NOT_EXTERNAL] = { "mailbox entry for a kernel task", "mailbox completion for a task that is not external" },
+        [MAILBOX_NOT_EXTERNAL] = { "mailbox entry for a kernel task", "mailbox completion for a task that is not a host task" },
         [MAILBOX_RESERVED] = { "mailbox entry with a reserved field set", "mailbox entry reserved field not zero" },
         [MAILBOX_BAD_STATUS] = { "mailbox entry with status 7", NULL },
 };
@@ -1096,9 +1096,9 @@ static int forge_one(int sock, const struct target *tg, enum forgery f) {
                         return -1;
                 }
                 char a[160], b[200];
-                snprintf(a, sizeof(a), "ring %s: graph ", v.name);
-                snprintf(b, sizeof(b), "failed: %s at task %" PRIu64 " (external task reported failure)",
-                         strerror(EINVAL), host);
+                snprintf(a, sizeof(a), "%s: graph ", v.name);
+                snprintf(b, sizeof(b), "failed: %s at task %" PRIu64 " (host task reported failure)",
+                         hbg_strerror(-EINVAL), host);
                 expect_log(sock, a, b);
                 if (fill_graph(&v, t, 6.0f, &tl) != 0 || tl.corrupted) {
                         kid_say(sock, "FAIL %s: the next good graph: %s", forgeries[f].what, tl.first_msg);
@@ -1129,7 +1129,7 @@ static int forge_one(int sock, const struct target *tg, enum forgery f) {
                 char a[160];
                 snprintf(a, sizeof(a), "session %" PRIu64 " (pid %d uid %u): closed: ", v.session, (int)getpid(),
                          (unsigned)getuid());
-                expect_log(sock, a, strerror(ETIME));
+                expect_log(sock, a, hbg_strerror(-ETIME));
         }
         kid_say(sock, "NOTE %s: ring stopped with %s", forgeries[f].what, strerror(-code));
         victim_close(&v);
@@ -1228,7 +1228,7 @@ static int flip_fn(int sock, void *arg) {
         tally_say(sock, &launched, "launches while published descriptors were flipped");
         if (plain.failed) {
                 char a[160], b[160];
-                snprintf(a, sizeof(a), "ring %s: graph ", v.name);
+                snprintf(a, sizeof(a), "%s: graph ", v.name);
                 snprintf(b, sizeof(b), "failed: ");
                 expect_log(sock, a, b);
         }
@@ -1505,7 +1505,7 @@ static int sealed_fn(int sock, void *arg) {
         /* The first reason is logged (a session's first ten lines are). */
         if (failed || gone) {
                 char a[160];
-                snprintf(a, sizeof(a), "ring session-%" PRIu64 "-pid-%d: ", s.session, (int)getpid());
+                snprintf(a, sizeof(a), "session %" PRIu64 " (pid %d): ", s.session, (int)getpid());
                 expect_log(sock, a, failed ? "failed: " : "stopped: ");
         }
         kid_say(sock, "DONE");

@@ -131,7 +131,7 @@ struct recorded_graph {
 /* Failure record (§12.2): the kernel is the one named when the task
  * failed (its slot may be reused before its graph retires). why: static;
  * NULL when the kernel returned the error (the graph's message is then
- * "kernel NAME failed: ..."). */
+ * "kernel NAME returned -EIO"). */
 struct failure {
         uint64_t id;
         int32_t code;

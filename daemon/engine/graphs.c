@@ -13,6 +13,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "common/errtext.h"
 #include "daemon/engine/engine_private.h"
 
 /* One byte into the completion pipe. The write end is ours alone and
@@ -130,22 +131,22 @@ static void count_graph(struct hbg_ring *r, int code, int64_t *now) {
                 stat_add(&r->graphs_failed_by_errno[hbg_errno_slot(code)], 1);
 }
 
-/* "Invalid argument" without strerror()'s shared buffer (any thread). */
-static const char *errno_text(int code, char *buf, size_t len) {
-        const char *m = strerror_r(code < 0 ? -code : code, buf, len);
-        return m ? m : "unknown error";
-}
-
 /* The graph's message (§12.1): why as it is; for a kernel's own error
- * (why NULL) "kernel NAME failed: <strerror>". */
+ * (why NULL) "kernel NAME returned -EIO": the code's words are the
+ * reader's to add (hbg_strerror(), hbgctl, this log), once. */
 static void failure_message(const struct failure *f, const struct kernel_info *k, char *buf, size_t len) {
-        char eb[64];
+        const char *name = strerrorname_np(-f->code);
+        char num[16];
+        if (!name) {
+                snprintf(num, sizeof(num), "%d", -f->code);
+                name = num;
+        }
         if (f->why)
                 snprintf(buf, len, "%s", f->why);
         else if (k)
-                snprintf(buf, len, "kernel %s failed: %s", k->sig->name, errno_text(f->code, eb, sizeof(eb)));
+                snprintf(buf, len, "kernel %s returned -%s", k->sig->name, name);
         else
-                snprintf(buf, len, "task failed: %s", errno_text(f->code, eb, sizeof(eb)));
+                snprintf(buf, len, "task returned -%s", name);
 }
 
 /* Write graph record graph_next's entry, f its failure (code 0: none).
@@ -157,14 +158,16 @@ static void publish_graph(struct hbg_ring *r, const struct failure *f, int64_t *
         msg[0] = '\0';
         if (f->code) {
                 const struct kernel_info *k = kernel_lookup(f->kernel);
+                char eb[64];
                 failure_message(f, k, msg, sizeof(msg));
                 /* Rate-limited per session by hbgd's log. */
                 ring_log(r, LOG_NOTICE,
                          &(struct hbg_log_fields){ .has_graph = true, .graph = r->graph_next, .has_task = true,
                                                    .task = f->id, .kernel = k ? k->sig->name : NULL,
                                                    .err = f->code },
-                         "ring %s: graph %" PRIu64 " (client id %" PRIu64 ") failed: %s at task %" PRIu64
-                         " (%s)", r->name, r->graph_next, r->graph_cur.graph_id, strerror(-f->code), f->id, msg);
+                         "%s: graph %" PRIu64 " (client id %" PRIu64 ") failed: %s at task %" PRIu64 " (%s)",
+                         r->name, r->graph_next, r->graph_cur.graph_id, errtext(f->code, eb, sizeof(eb)), f->id,
+                         msg);
                 atomic_fetch_add_explicit(&r->graphs_failed, 1, memory_order_relaxed);
         }
         count_graph(r, f->code, now);
@@ -356,8 +359,9 @@ static bool ring_break(struct hbg_ring *r, int code, uint64_t task, const char *
 void ring_fail(struct hbg_ring *r, int code, uint64_t task, const char *why) {
         if (!ring_break(r, code, task, why))
                 return;
+        char eb[64];
         ring_log(r, LOG_WARNING, &(struct hbg_log_fields){ .has_task = true, .task = task, .err = code },
-                 "ring %s: stopped: %s (task %" PRIu64 ": %s)", r->name, why, task, strerror(-code));
+                 "%s: stopped: %s (task %" PRIu64 ": %s)", r->name, why, task, errtext(code, eb, sizeof(eb)));
         /* From inside the retire lock this only leaves a request, which the
          * holder serves when it unlocks. */
         ring_retire_graphs(r);

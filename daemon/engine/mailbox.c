@@ -45,7 +45,7 @@ bool ring_poll_mailbox(struct sched_thread *t, struct hbg_ring *r) {
                 if (!slot_owned_by(s, id, memory_order_acquire))
                         continue; /* so old its slot is reused: cannot tell, ignore */
                 if (s->kind != KIND_EXTERNAL) {
-                        ring_fail(r, -EPROTO, id, "mailbox completion for a task that is not external");
+                        ring_fail(r, -EPROTO, id, "mailbox completion for a task that is not a host task");
                         break;
                 }
                 uint32_t st = SLOT_EXTERNAL;
@@ -53,7 +53,7 @@ bool ring_poll_mailbox(struct sched_thread *t, struct hbg_ring *r) {
                         continue; /* completed by the stall detector meanwhile */
                 if (status > 0 || status < -4095)
                         status = -EINVAL;
-                ring_task_done(t, r, id, status, status ? "external task reported failure" : NULL);
+                ring_task_done(t, r, id, status, status ? "host task reported failure" : NULL);
         }
         atomic_store(&r->mailbox_lock, 0);
         return n > 0;

@@ -55,7 +55,7 @@ void ring_check_stall(struct sched_thread *t, struct hbg_ring *r) {
                 uint32_t st = atomic_load(&s->state);
                 bool owned = slot_owned_by(s, wm, memory_order_seq_cst);
                 ring_log(r, LOG_WARNING, &(struct hbg_log_fields){ .has_task = true, .task = wm },
-                         "ring %s: no progress for %" PRIu64 " ms: watermark %" PRIu64
+                         "%s: no progress for %" PRIu64 " ms: watermark %" PRIu64
                          ", submitted %" PRIu64 ", classified %" PRIu64 ", graphs %" PRIu64
                          " submitted / %" PRIu64 " retired; frontier task %s",
                          r->name, timeout, wm, submitted, claim, gsub,
@@ -70,7 +70,7 @@ void ring_check_stall(struct sched_thread *t, struct hbg_ring *r) {
                         ring_fail(r, -ETIME, wm, "stall limit: a launch record covers tasks that were never submitted");
                 } else if (owned && atomic_compare_exchange_strong(&s->state, &ext, SLOT_COMPLETING)) {
                         ring_task_done(t, r, wm, -ETIME,
-                                       "external task not completed within the session's stall limit");
+                                       "host task not completed within the session's stall limit");
                 }
                 /* Otherwise the frontier is queued, running (a long kernel
                  * is legitimate: seed P13) or completing: only logged. */

@@ -86,7 +86,7 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
 
         bool inline_ = d->flags & HBG_TASK_HOST_INLINE, external = d->flags & HBG_TASK_EXTERNAL;
         if (inline_ && external) {
-                *why = "a task cannot be both host-inline and external";
+                *why = "a task cannot be both host-inline and a host task";
                 return -EINVAL;
         }
         if (d->flags & HBG_TASK_HAS_PREDICATE) {
@@ -105,11 +105,11 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
 
         if (d->lane_mask == 0 || inline_ || external) {
                 if (d->lane_mask != 0 || d->kernel[0] || d->kernel[1] || d->kernel[2]) {
-                        *why = "dummy, host-inline and external tasks have no lanes or kernels";
+                        *why = "dummy, host-inline and host tasks have no lanes or kernels";
                         return -EINVAL;
                 }
                 if (d->n_tensors || d->n_scalars) {
-                        *why = "dummy, host-inline and external tasks take no arguments";
+                        *why = "dummy, host-inline and host tasks take no arguments";
                         return -EINVAL;
                 }
                 s->kind = inline_ ? KIND_INLINE : external ? KIND_EXTERNAL : KIND_DUMMY;

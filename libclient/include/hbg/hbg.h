@@ -120,7 +120,7 @@ typedef struct hbg_task {
         int has_predicate;      /* run only if predicate (one f32) != 0 */
         hbg_tensor predicate;   /* 4 bytes */
         int host_inline;        /* completes at once, nothing runs */
-        hbg_host_fn host_fn;    /* run in this process (external task) */
+        hbg_host_fn host_fn;    /* run in this process (a host task) */
         void *host_userdata;
         const hbg_tensor *host_writes; /* tensors host_fn writes (for deps) */
         uint8_t n_host_writes;
@@ -241,7 +241,7 @@ typedef struct hbg_graph_error_info {
 /* The outcome of a finished graph, without waiting: 0 and *ret_info filled
  * (code 0 when it succeeded; else its status as hbg_graph_status() returns
  * it, the first failing task, its kernel and the message: hbgd's
- * validator, kernel or stall reason, or "host task failed: ..." for a
+ * validator, kernel or stall reason, or "host task returned -ENOSPC" for a
  * host function's error); 1 while it runs (*ret_info untouched);
  * -EINVAL for bad arguments (ret_info->size smaller than this struct's
  * first version) or a graph never submitted; -ENOENT when the graph's
