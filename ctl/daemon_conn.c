@@ -177,8 +177,11 @@ static void print_failure(int fd, int err, const char *what) {
                 wire_free(env);
                 return;
         }
-        last_exit = ctl_error(EXIT_FAIL, err, "%s: %s", what,
-                              err == -ECONNRESET ? "hbgd closed the connection" : strerror(-err));
+        /* Hung up without an Error: hbgd went away (stopped, killed) while
+         * we waited, which is "not running" as much as finding it gone. */
+        bool gone = err == -ECONNRESET || err == -EPIPE;
+        last_exit = ctl_error(gone ? EXIT_NOT_RUNNING : EXIT_FAIL, err, "%s: %s", what,
+                              gone ? "hbgd closed the connection (it stopped)" : strerror(-err));
 }
 
 /* ------------------------------------------------------------ requests */

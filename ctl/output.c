@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -275,8 +276,24 @@ static json_object *daemon_json(const Hbg__StatusReply *r) {
         return r->daemon ? pb_to_json(&r->daemon->base) : json_object_new_object();
 }
 
+/* The user name of uid, as ps shows it: the uid in decimal when it has
+ * no name here. */
+static json_object *user_json(uint32_t uid) {
+        struct passwd pw, *found = NULL;
+        char buf[4096], num[16];
+        if (getpwuid_r((uid_t)uid, &pw, buf, sizeof(buf), &found) != 0 || !found) {
+                snprintf(num, sizeof(num), "%" PRIu32, uid);
+                return json_object_new_string(num);
+        }
+        return json_object_new_string(found->pw_name);
+}
+
+/* Each session, and its uid's user name beside the number ("user"). */
 static json_object *sessions_json(const Hbg__StatusReply *r) {
-        return rows_json((void **)r->sessions, r->n_sessions, "session_id", "session");
+        json_object *a = rows_json((void **)r->sessions, r->n_sessions, "session_id", "session");
+        for (size_t i = 0; i < r->n_sessions; i++)
+                json_object_object_add(json_object_array_get_idx(a, i), "user", user_json(r->sessions[i]->uid));
+        return a;
 }
 
 static json_object *graphs_json(const Hbg__StatusReply *r) {
@@ -306,10 +323,23 @@ static void daemon_text(json_object *o) {
         print_labels(stdout, o, labels, sizeof(labels) / sizeof(labels[0]));
 }
 
+/* The session's error latch: its errno's name, "-" for none. */
+static void error_text(json_object *v, char *buf, size_t sz) {
+        int code = v ? json_object_get_int(v) : 0;
+        const char *name = code < 0 ? strerrorname_np(-code) : NULL;
+        if (!code)
+                snprintf(buf, sz, "-");
+        else if (name)
+                snprintf(buf, sz, "%s", name);
+        else
+                snprintf(buf, sz, "%d", code);
+}
+
 static const struct column session_cols[] = {
-        { "session", -8, NULL },       { "pid", -8, NULL },          { "uid", -6, NULL },
+        { "session", -8, NULL },       { "pid", -8, NULL },          { "user", -10, NULL },
         { "name", -24, NULL },         { "submitted", 12, NULL },    { "watermark", 12, NULL },
-        { "completed", 12, NULL },     { "graphs_retired", 0, NULL }, { "graphs_failed", 0, NULL },
+        { "completed", 12, NULL },     { "failed", 8, NULL },        { "graphs_retired", 0, NULL },
+        { "graphs_failed", 0, NULL },  { "error", -8, error_text },
 };
 
 static void sessions_text(json_object *a) {

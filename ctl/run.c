@@ -20,16 +20,17 @@
 #include "shm/producer.h"
 #include "shm/util.h"
 
-/* With --json: {"status": "error", "error": {code, exit, message},
- * "task": ...} from the last ctl_error(). */
+/* With --json: {"status": "error", "error": {code, exit, message, name}}
+ * from the last ctl_error(); "name" the task's, as in a failed graph's
+ * error (where "task" is its index). */
 static void run_json_error(int exit_code, const char *task) {
         if (!opt_json)
                 return;
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "status", json_object_new_string("error"));
-        json_object_object_add(o, "error", ctl_error_json(exit_code));
+        json_object *o = json_object_new_object(), *e = ctl_error_json(exit_code);
         if (task)
-                json_object_object_add(o, "task", json_object_new_string(task));
+                json_object_object_add(e, "name", json_object_new_string(task));
+        json_object_object_add(o, "status", json_object_new_string("error"));
+        json_object_object_add(o, "error", e);
         print_json(o);
         json_object_put(o);
 }
@@ -81,8 +82,6 @@ static int graph_failed(struct plan *p, const hbg_graph_error_info *info) {
                 json_object_object_add(e, "kernel", info->kernel[0] ? json_object_new_string(info->kernel) : NULL);
                 json_object_object_add(o, "status", json_object_new_string("error"));
                 json_object_object_add(o, "error", e);
-                if (name)
-                        json_object_object_add(o, "task", json_object_new_string(name));
                 print_json(o);
                 json_object_put(o);
         }

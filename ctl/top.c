@@ -48,8 +48,12 @@ static const Hbg__SessionStatus *find_session(Hbg__SessionStatus **sorted, size_
         return lo < n && sorted[lo]->session_id == id ? sorted[lo] : NULL;
 }
 
+/* A rate to the hundredth, written as such: json-c would print the
+ * double's 17 digits (0.1 as 0.10000000000000001). */
 static void add_rate(json_object *o, const char *key, double v) {
-        json_object_object_add(o, key, json_object_new_double(v));
+        char text[48];
+        snprintf(text, sizeof(text), "%.2f", v);
+        json_object_object_add(o, key, json_object_new_double_s(strtod(text, NULL), text));
 }
 
 /* One snapshot: cur against prev (prev's sessions get sorted). */

@@ -106,8 +106,9 @@ static void notify_status(struct hbgd *d, int64_t now) {
         /* Only when it changed: an idle daemon sends nothing. */
         static char last[160];
         char status[160];
-        snprintf(status, sizeof(status), "STATUS=%s: %u sessions, %" PRIu64 " graphs in flight, %.0f tasks/s",
-                 d->stopping ? "stopping" : "serving", d->n_sessions, in_flight, rate);
+        snprintf(status, sizeof(status), "STATUS=%s: %u session%s, %" PRIu64 " graph%s in flight, %.0f tasks/s",
+                 d->stopping ? "stopping" : "serving", d->n_sessions, d->n_sessions == 1 ? "" : "s", in_flight,
+                 in_flight == 1 ? "" : "s", rate);
         if (strcmp(status, last) == 0)
                 return;
         snprintf(last, sizeof(last), "%s", status);

@@ -479,7 +479,7 @@ START_TEST(activate_serve) {
         SA_ASSERT(&s, err == 0, "graph: %s [%s]", hbg_strerror(err), hbg_last_error(c));
 
         /* Live STATUS= with the session counted (refreshed every 2 s). */
-        SA_ASSERT(&s, wait_note(&s, "STATUS=serving: 1 sessions", 5000, NULL) == 0,
+        SA_ASSERT(&s, wait_note(&s, "STATUS=serving: 1 session, ", 5000, NULL) == 0,
                   "no periodic STATUS= with 1 session (seen: %s)", s.seen);
         int rc = run_hbgctl(&s);
         SA_ASSERT(&s, rc == 0, "hbgctl --socket %s status: exit %d", s.sock, rc);
