@@ -503,13 +503,18 @@ int cmd_run(const struct ctl_opts *o, const char *file) {
                 rc = run_offline(o, &p, compile_ns);
                 goto out;
         }
-        int fd = ctl_connect(o->socket);
-        if (fd < 0) {
-                rc = -fd;
-                run_json_error(rc, NULL);
-                goto out;
+        /* hbgctl's own explanation of a socket that is missing or not ours
+         * to open, found without connecting: a probe connection to hbgd
+         * would be a second refusal in its log for one run. */
+        if (faccessat(AT_FDCWD, o->socket, W_OK, AT_EACCESS) < 0) {
+                int fd = ctl_connect(o->socket);
+                if (fd < 0) {
+                        rc = -fd;
+                        run_json_error(rc, NULL);
+                        goto out;
+                }
+                close(fd);
         }
-        close(fd);
         hbg_connect_options copts = HBG_CONNECT_OPTIONS_INIT;
         copts.socket_path = o->socket;
         copts.heap_bytes = o->heap;
@@ -517,7 +522,7 @@ int cmd_run(const struct ctl_opts *o, const char *file) {
         int err = hbg_connect_opts(&c, &copts);
         if (err < 0) {
                 char msg[512];
-                snprintf(msg, sizeof(msg), "cannot connect to hbgd: %s", hbg_last_error(NULL));
+                snprintf(msg, sizeof(msg), "hbg_connect: %s", hbg_last_error(NULL));
                 /* the message, then hbgd's refusal's fix and exit status */
                 ctl_error(EXIT_FAIL, err, "%s", msg);
                 rc = ctl_connect_failed(err);

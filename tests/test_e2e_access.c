@@ -437,6 +437,15 @@ START_TEST(supplementary_groups) {
         ASSERT_CTL(d, r, 4, "hbgctl run as uid 4242 in group 4344 only");
         ASSERT_SAYS(d, r, "hbgd refused the connection: uid 4242 (gid 4242, groups 4344)", "hbgctl run");
         ASSERT_SAYS(d, r, "ask the administrator to add", "hbgctl run");
+        /* ...and hbgd logs it once: run connects once. The lines are in
+         * order, so once a later refusal's line (no groups) is there,
+         * every refusal of uid 4242 in group 4344 is counted: status, run. */
+        ctl_as(&r, AS_USER_NO_GROUPS, S, "status");
+        ASSERT_CTL(d, r, 4, "uid 4242 without groups, after run");
+        D_ASSERT(d, log_lines(d, "no supplementary groups) is not in", 2) == 2, "the refusals without groups "
+                 "were not logged");
+        unsigned logged = log_lines(d, "groups 4344) is not in", 0);
+        D_ASSERT(d, logged == 2, "status and run refused, %u lines logged, want 2 (one each)", logged);
         ctl_run_as(&r, AS_USER_IN("4343"), S, "run", graph_file);
         ASSERT_CTL(d, r, 0, "hbgctl run as uid 4242 in group 4343");
 
