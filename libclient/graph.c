@@ -101,6 +101,16 @@ size_t hbgc_sort_unique(uint64_t *v, size_t n) {
         return out;
 }
 
+/* A direction as an error message says it: "an input (HBG_IN)". */
+static const char *dir_words(enum hbg_dir d) {
+        switch (d) {
+        case HBG_IN: return "an input (HBG_IN)";
+        case HBG_OUT: return "an output (HBG_OUT)";
+        case HBG_INOUT: return "read and written (HBG_INOUT)";
+        default: return "no direction";
+        }
+}
+
 static bool overlap(const hbg_tensor *a, const hbg_tensor *b) {
         return a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
 }
@@ -164,13 +174,18 @@ static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm,
                 kid = t->kernel_id;
                 sig = hbg_kernel_sig_by_id(kid);
         }
+        /* The wrong argument named, then the signature to fix it by. */
         if (sig) {
-                bool ok = t->n_args == sig->n_tensors && t->n_scalars == sig->n_scalars;
-                for (unsigned i = 0; ok && i < sig->n_tensors; i++)
-                        ok = t->args[i].dir == (enum hbg_dir)sig->tensors[i].dir;
-                if (!ok)
-                        return ADD_FAIL(-EINVAL, "kernel %s takes %s", sig->name,
-                                        hbg_kernel_sig_usage(sig, usage, sizeof(usage)));
+                hbg_kernel_sig_usage(sig, usage, sizeof(usage));
+                if (t->n_args != sig->n_tensors || t->n_scalars != sig->n_scalars)
+                        return ADD_FAIL(-EINVAL, "kernel %s takes %u tensor and %u scalar arguments, not %u and %u: %s",
+                                        sig->name, sig->n_tensors, sig->n_scalars, t->n_args, t->n_scalars, usage);
+                for (unsigned i = 0; i < sig->n_tensors; i++)
+                        if (t->args[i].dir != (enum hbg_dir)sig->tensors[i].dir)
+                                return ADD_FAIL(-EINVAL, "kernel %s: argument %u (%s) must be %s, not %s: %s",
+                                                sig->name, i, sig->tensors[i].name,
+                                                dir_words((enum hbg_dir)sig->tensors[i].dir),
+                                                dir_words(t->args[i].dir), usage);
         }
 
         /* Lanes: 0 = one AIV core; one bit = that core; two or more bits:

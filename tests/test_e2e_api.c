@@ -146,9 +146,18 @@ START_TEST(kernel_ids) {
         t.args[0].dir = t.args[1].dir = HBG_IN;
         t.args[2].dir = HBG_OUT;
         ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
-        /* By id, the signature is still checked. */
+        /* By id, the signature is still checked; the message names the
+         * wrong argument, then the signature. */
         t.n_args = 2;
         ck_assert_int_eq(hbg_graph_add(c, &t, NULL), -EINVAL);
+        ck_assert_msg(strstr(hbg_last_error(c), "add_f32 takes 3 tensor and 0 scalar arguments, not 2 and 0"),
+                      "%s", hbg_last_error(c));
+        t.n_args = 3;
+        t.args[1].dir = HBG_OUT;
+        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), -EINVAL);
+        ck_assert_msg(strstr(hbg_last_error(c), "argument 1 (b) must be an input (HBG_IN), not an output (HBG_OUT)") &&
+                              strstr(hbg_last_error(c), "add_f32(in a, in b, out out)"),
+                      "%s", hbg_last_error(c));
         run_graph(d, c, "add_f32 by id");
         for (unsigned i = 0; i < N; i++)
                 ck_assert_float_eq(px[i], 2.0f * (float)i);

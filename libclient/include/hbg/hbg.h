@@ -121,7 +121,8 @@ typedef struct hbg_task {
         hbg_tensor predicate;   /* 4 bytes */
         int host_inline;        /* completes at once, nothing runs */
         hbg_host_fn host_fn;    /* run in this process (a host task) */
-        void *host_userdata;
+        void *host_userdata;    /* kept until host_fn ran (hbg_graph_add(3), Lifetimes) */
+        /* host_writes, host_reads: read during hbg_graph_add() only */
         const hbg_tensor *host_writes; /* tensors host_fn writes (for deps) */
         uint8_t n_host_writes;
         const hbg_tensor *host_reads;
@@ -156,7 +157,8 @@ typedef struct hbg_connect_options {
 /* The library's version, "MAJOR.MINOR.PATCH". */
 HBG_EXPORT const char *hbg_version(void);
 /* 0 when this library serves a program built against major.minor (the
- * same major, a minor at least as new), else -ENOTSUP. Call it as
+ * same major, a minor at least as new), else -ENOTSUP: not a boolean,
+ * test it with `if (HBG_VERSION_CHECK() < 0)`. Call it as
  * HBG_VERSION_CHECK() at start-up. */
 HBG_EXPORT int hbg_version_check(unsigned major, unsigned minor);
 #define HBG_VERSION_CHECK() hbg_version_check(HBG_VERSION_MAJOR, HBG_VERSION_MINOR)
