@@ -69,8 +69,8 @@ typedef struct hbg_tensor {
 enum hbg_dir { HBG_IN = 1, HBG_OUT = 2, HBG_INOUT = 3 };
 
 enum hbg_lanes {
-        HBG_LANES_AIC = 1,      /* the cube core of a cluster */
-        HBG_LANES_AIV = 2,      /* one vector core */
+        HBG_LANES_AIC = 1,      /* the cluster's one "cube" slot */
+        HBG_LANES_AIV = 2,      /* one of its two vector slots (the default) */
         HBG_LANES_MIX = 7,      /* a whole cluster, all three lanes */
 };
 
@@ -100,8 +100,9 @@ typedef int (*hbg_host_fn)(void *userdata);
  *
  * Tasks without a kernel (dummies, host_inline, host_fn) take no args and
  * no scalars; a host_fn declares what it touches in host_reads/host_writes
- * instead. Lanes: 0 or HBG_LANES_AIV one vector core, HBG_LANES_AIC the
- * cube core, HBG_LANES_MIX (or any mask of 2+ bits) the same kernel on
+ * instead. Lanes (slots of a cluster, all run on the CPU: docs/GLOSSARY.md):
+ * 0 or HBG_LANES_AIV a vector slot, HBG_LANES_AIC the "cube" slot,
+ * HBG_LANES_MIX (or any mask of 2+ bits) the same kernel on
  * every lane of the mask, a block using a whole cluster. */
 typedef struct hbg_task {
         uint32_t size;          /* sizeof(hbg_task), or 0: see above */
