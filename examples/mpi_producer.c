@@ -223,13 +223,13 @@ static int run_share(const struct options *o, struct share *s) {
                 goto out;
         }
         if ((err = hbg_graph_wait(c, g, WAIT_MS)) < 0) {
-                /* Failed in hbgd: which task, and why (hbgd's message names
-                 * the kernel when the kernel failed). */
+                /* Failed in hbgd: which task, the code's words and hbgd's
+                 * message (which names the kernel when the kernel failed). */
                 hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
                 if (err != -ETIMEDOUT && err != -ECONNRESET && hbg_graph_error(c, g, &info) == 0 && info.code < 0)
-                        snprintf(s->why, sizeof(s->why), "graph %" PRIu64 " failed at task %" PRIu64 "%s: %s", g,
-                                 info.task, info.task == fail_task ? " (the task --fail-rank added)" : "",
-                                 info.message);
+                        snprintf(s->why, sizeof(s->why), "graph %" PRIu64 " failed at task %" PRIu64 "%s: %s: %s",
+                                 g, info.task, info.task == fail_task ? " (the task --fail-rank added)" : "",
+                                 hbg_strerror(info.code), info.message);
                 else
                         fail(s, err, "hbg_graph_wait", c);
                 goto out;

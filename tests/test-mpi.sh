@@ -107,7 +107,7 @@ before=$fails
 run failing --socket "$tmp/hbgd-%h.sock" --fail-rank 1 --n 30000
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ]; then ok "mpirun exit $rc (not 0)"
 else bad "mpirun exit $rc, expected a failure that is not a timeout"; fi
-if grep -q "^rank 1 on .*: graph 0 failed at task [0-9]* (the task --fail-rank added): kernel fail failed: Input/output error\$" \
+if grep -q "^rank 1 on .*: graph 0 failed at task [0-9]* (the task --fail-rank added): Input/output error: kernel fail returned -EIO\$" \
         "$tmp/failing.err"; then
         ok "rank 1 names the failed graph, its task, its kernel and the error (hbg_graph_error)"
 else
