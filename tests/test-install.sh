@@ -9,14 +9,23 @@
 # hbgd (the MPI one under mpirun, when Open MPI is there); the installed
 # hbgctl finds its library; make uninstall leaves only empty directories,
 # keeps a modified hbgd.conf and install never overwrites it; a staged
-# install runs no ldconfig.
+# install runs no ldconfig; every installed man page carries the version
+# of hbg.h in its footer and no @VAR@, and the FILES sections of hbgd(8),
+# hbgd.conf(5) and hbgctl(1) name the prefix's paths.
+# SYSCONFDIR follows PREFIX (/usr: /etc; /usr/local, /opt/hbg: PREFIX/etc).
+# A real install into a temporary PREFIX with the default ldconfig (an
+# ldconfig first in PATH records the calls and lets only the read-only
+# ones through): nothing written outside the prefix, no cache refreshed,
+# rpath and LD_LIBRARY_PATH advised instead of sudo ldconfig.
 # Then, as root, a real install (DESTDIR empty) into a temporary PREFIX
 # with LDCONFIG pointing at a private cache and configuration (the
 # system's cache is never touched): ldconfig runs and the cache names the
 # installed library; systemd-analyze verify passes on the installed units;
 # uninstall runs ldconfig again and the cache forgets the library; with
 # the PREFIX not in the configuration, install says how to add it; as
-# another user (setpriv), install says to run ldconfig as root.
+# another user (setpriv), install into a private prefix advises rpath or
+# LD_LIBRARY_PATH, and into a directory the loader searches says to run
+# ldconfig as root.
 # Exit 0 passed, 1 failed, 77 skipped (cc, pkg-config or make missing, or
 # B is not the plain build that make install installs).
 # Environment: B (build directory, default build). Runs under
