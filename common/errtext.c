@@ -19,7 +19,7 @@ static const struct {
         { -ECONNREFUSED, "hbgd is not running (connection refused)" },
         { -EPROTO, "protocol error between libhbgclient and hbgd" },
         { -EPROTONOSUPPORT, "hbgd does not speak this protocol version" },
-        { -ECANCELED, "skipped: a task it depends on failed" },
+        { -ECANCELED, "cancelled (hbg_graph_cancel, hbgctl cancel), or skipped: a task it depends on failed" },
         { -ESHUTDOWN, "hbgd is shutting down" },
         { -EUSERS, "too many hbgd sessions or connections" },
         { -EDQUOT, "hbgd's memory budget (for this user, or in all) is used up" },
