@@ -371,6 +371,32 @@ void list_fds(pid_t pid) {
                 }
         }
         closedir(dir);
+        /* And where each of its threads waits (an io thread blocked in a
+         * write, say). */
+        snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+        if (!(dir = opendir(path)))
+                return;
+        while ((e = readdir(dir))) {
+                if (e->d_name[0] == '.')
+                        continue;
+                char file[330], comm[64] = "", wchan[64] = "";
+                snprintf(file, sizeof(file), "%s/%s/comm", path, e->d_name);
+                FILE *f = fopen(file, "r");
+                if (f) {
+                        if (!fgets(comm, sizeof(comm), f))
+                                comm[0] = 0;
+                        fclose(f);
+                }
+                comm[strcspn(comm, "\n")] = 0;
+                snprintf(file, sizeof(file), "%s/%s/wchan", path, e->d_name);
+                if ((f = fopen(file, "r"))) {
+                        if (!fgets(wchan, sizeof(wchan), f))
+                                wchan[0] = 0;
+                        fclose(f);
+                }
+                fprintf(stderr, "  hbgd thread %s (%s) waits in %s\n", e->d_name, comm, wchan[0] ? wchan : "?");
+        }
+        closedir(dir);
 }
 
 /* ------------------------------------------------------------ raw protocol */

@@ -865,8 +865,19 @@ START_TEST(never_reads) {
                 }
                 char how[160];
                 unsigned sent = flood_unread(sock, 1000000, how, sizeof(how));
-                if (sent == 0)
+                if (sent == 0) {
                         list_fds(d->pid); /* does hbgd still hold the socket? */
+                        /* Does it answer others meanwhile? */
+                        int other = cx_connect(d->socket_path, false);
+                        char why[256] = "";
+                        int answered = other >= 0 && cx_send(other, HBG__ENVELOPE__MSG_HELLO, 0, 0) == 0
+                                               ? cx_expect(other, HBG__ENVELOPE__MSG_HELLO, IO_MS, why, sizeof(why))
+                                               : -1;
+                        fprintf(stderr, "never_reads: another connection %s (%s)\n",
+                                answered == 0 ? "was answered" : "was not answered", why);
+                        if (other >= 0)
+                                close(other);
+                }
                 D_ASSERT(d, sent > 0, "never_reads: hbgd did not close connection %u (%s) within %d ms (%s)", i,
                          i % 2 ? "with a session" : "without a session", IO_MS, how);
                 most = sent > most ? sent : most;
