@@ -76,8 +76,8 @@ struct key {
           sizeof(((struct hbgd_config *)0)->field), lo, hi }
 
 static const struct key keys[] = {
-        NUM("scheduler", "threads", engine.threads, 0, 64),
-        NUM("scheduler", "clusters", engine.clusters, 0, 1024),
+        NUM("scheduler", "threads", engine.threads, 1, 64),
+        NUM("scheduler", "clusters", engine.clusters, 1, 1024),
         { { "scheduler", "spin_before_park_us" }, KEY_US_AS_NS,
           offsetof(struct hbgd_config, engine.spin_before_park_ns), sizeof(uint64_t), 0, 1000000 },
         NUM("scheduler", "max_spinning_threads", engine.max_spinning_threads, 0, 64),
@@ -525,6 +525,17 @@ static unsigned key_line(const struct load *l, const char *section, const char *
         return 0;
 }
 
+/* An error of the settings together (the engine's or the geometry's rule,
+ * "KEY: why" or "KEY VALUE: why"): at the line of the key it names when
+ * the file sets it, else the section's name says where. */
+static void whole_error(struct load *l, const char *section, const char *why) {
+        char key[64];
+        size_t n = strcspn(why, ": ");
+        snprintf(key, sizeof(key), "%.*s", (int)(n < sizeof(key) ? n : sizeof(key) - 1), why);
+        unsigned at = key_line(l, section, key);
+        load_error(l, at, "%s%s%s%s", at ? "" : "[", at ? "" : section, at ? "" : "] ", why);
+}
+
 static int section_index(const char *name) {
         for (size_t i = 0; i < N_KEYS; i++)
                 if (strcmp(keys[i].name.section, name) == 0)
@@ -689,10 +700,25 @@ int hbgd_config_load(struct hbgd_config *cfg, const char *path, char *err, size_
          * problem of the file in one go. */
         const char *why;
         if (hbg_engine_config_validate(&l->cfg.engine, &why) < 0)
-                load_error(l, 0, "[scheduler] %s", why);
+                whole_error(l, "scheduler", why);
         struct hbg_geometry g;
         if (hbg_geometry_init(&g, &l->cfg.session_default, &why) < 0)
-                load_error(l, 0, "[session] %s", why);
+                whole_error(l, "session", why);
+        if (l->cfg.session_default.heap_size > l->cfg.max_heap_size) {
+                unsigned at = key_line(l, "session", "heap_size");
+                load_error(l, at ? at : key_line(l, "limits", "max_heap_size"),
+                           "%sheap_size: %llu is above [limits] max_heap_size (%llu): every session would be refused",
+                           at ? "" : "[session] ", (unsigned long long)l->cfg.session_default.heap_size,
+                           (unsigned long long)l->cfg.max_heap_size);
+        }
+        if (l->cfg.session_default.task_window > l->cfg.max_task_window) {
+                unsigned at = key_line(l, "session", "task_window");
+                load_error(l, at ? at : key_line(l, "limits", "max_task_window"),
+                           "%stask_window: %llu is above [limits] max_task_window (%llu): every session would be "
+                           "refused",
+                           at ? "" : "[session] ", (unsigned long long)l->cfg.session_default.task_window,
+                           (unsigned long long)l->cfg.max_task_window);
+        }
         if (l->cfg.max_message < 1024) {
                 unsigned at = key_line(l, "limits", "max_message_size");
                 load_error(l, at, "%smax_message_size: '%llu' is less than 1024", at ? "" : "[limits] ",

@@ -17,7 +17,7 @@
 enum uring_op {
         OP_NONE,
         OP_ARM,             /* arm its multishot poll */
-        OP_REMOVE,          /* remove its multishot poll */
+        OP_REMOVE,          /* cancel its multishot poll */
 };
 
 struct io_source {
@@ -29,6 +29,7 @@ struct io_source {
         bool again;         /* on the again list */
         bool deferred;      /* on the deferred list (io_uring) */
         enum uring_op op;   /* what it waits there for; OP_NONE: nothing any more */
+        unsigned cancels;   /* io_uring: cancels of its poll not completed yet */
         struct io_source *next_again;
         struct io_source *next_dead;
         struct io_source *next_deferred;
@@ -47,6 +48,9 @@ struct io_loop {
 };
 
 #define POLL_MASK (POLLIN | POLLERR | POLLHUP | POLLRDHUP)
+/* The low bit of a cancel's user data (sources are aligned): its own
+ * completion, not its poll's. */
+#define CANCEL_TAG 1u
 /* How soon a round with deferred operations comes back to retry them. */
 #define DEFERRED_RETRY_MS 1
 
@@ -59,13 +63,14 @@ static void free_source(struct io_loop *l, struct io_source *s) {
         free(s);
 }
 
-/* A source still on the deferred list is freed once it has left it. */
+/* A source still on the deferred list, or with a cancel in flight, is
+ * freed once it has left it and the cancel has completed. */
 static void free_dead(struct io_loop *l) {
         struct io_source *keep = NULL;
         while (l->dead) {
                 struct io_source *s = l->dead;
                 l->dead = s->next_dead;
-                if (s->deferred) {
+                if (s->deferred || s->cancels) {
                         s->next_dead = keep;
                         keep = s;
                 } else {
@@ -205,10 +210,17 @@ static bool prep_op(struct io_loop *l, struct io_source *s, enum uring_op op) {
                 io_uring_prep_poll_multishot(sqe, s->fd, POLL_MASK);
                 io_uring_sqe_set_data(sqe, s);
         } else {
-                /* The poll ends with -ECANCELED (no F_MORE); the source is
-                 * freed when that completion arrives. */
-                io_uring_prep_poll_remove(sqe, (__u64)(uintptr_t)s);
-                io_uring_sqe_set_data(sqe, NULL);
+                /* An async cancel, not a poll removal: POLL_REMOVE gives up
+                 * with -EALREADY while the poll is busy posting a wakeup
+                 * (a client that sends without pause keeps it busy), and
+                 * the poll, holding the file, would keep a closed socket
+                 * open for good; a cancel marks the poll and its owner
+                 * ends it. The poll ends with -ECANCELED (no F_MORE); the
+                 * cancel's own completion is tagged (the source's address
+                 * | 1) and the source lives until both have come. */
+                io_uring_prep_cancel64(sqe, (__u64)(uintptr_t)s, 0);
+                io_uring_sqe_set_data64(sqe, (__u64)(uintptr_t)s | CANCEL_TAG);
+                s->cancels++;
         }
         return true;
 }
@@ -359,9 +371,20 @@ static int run_uring(struct io_loop *l, int timeout_ms) {
         struct io_uring_cqe *c;
         io_uring_for_each_cqe(&l->ring, head, c) {
                 seen++;
-                struct io_source *s = io_uring_cqe_get_data(c);
+                uint64_t data = io_uring_cqe_get_data64(c);
+                if (data & CANCEL_TAG) {
+                        /* A cancel's own completion: the poll's -ECANCELED
+                         * ends it (or it had ended: -ENOENT). Refused while
+                         * the poll lives: ask again. */
+                        struct io_source *t = (struct io_source *)(uintptr_t)(data & ~(uint64_t)CANCEL_TAG);
+                        t->cancels--;
+                        if (c->res == -EALREADY && t->armed)
+                                uring_op(l, t, OP_REMOVE);
+                        continue;
+                }
+                struct io_source *s = (struct io_source *)(uintptr_t)data;
                 if (!s)
-                        continue; /* a poll_remove's own completion */
+                        continue; /* none of ours */
                 bool more = c->flags & IORING_CQE_F_MORE;
                 if (!more)
                         s->armed = false;

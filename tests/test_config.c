@@ -217,7 +217,7 @@ START_TEST(every_error_reported) {
                               &cfg, err, sizeof(err)),
                          -EINVAL);
         assert_has_line(err, "3: completion_mode: 'fast' is not one of");
-        assert_has_line(err, "4: threads: '99' is not a number from 0 to 64");
+        assert_has_line(err, "4: threads: '99' is not a number from 1 to 64");
         assert_has_line(err, "6: unknown section [sesion]");
         assert_has_line(err, "9: heap_size: '16MB' is not a number from 0 to");
         assert_has_line(err, "11: max_sessions: '-1' is not a number from 0 to 65536");
@@ -229,8 +229,25 @@ START_TEST(every_error_reported) {
 
         /* The case: the range at the line of the value. */
         ck_assert_int_eq(load("[scheduler]\nthreads = 99\nclusters = 4\n", &cfg, err, sizeof(err)), -EINVAL);
-        assert_has_line(err, "2: threads: '99' is not a number from 0 to 64");
+        assert_has_line(err, "2: threads: '99' is not a number from 1 to 64");
         ck_assert_uint_eq(err_lines(err), 1);
+
+        /* Rules of the settings together, at the line of the key they
+         * name; a default heap or window every session would be refused. */
+        ck_assert_int_eq(load("[scheduler]\n"                  /* 1 */
+                              "threads = 1\n"                  /* 2 */
+                              "completion_mode = resolver\n"   /* 3 */
+                              "[session]\n"                    /* 4 */
+                              "task_window = 1000\n"           /* 5 */
+                              "heap_size = 1G\n"               /* 6 */
+                              "[limits]\n"                     /* 7 */
+                              "max_heap_size = 64M\n",         /* 8 */
+                              &cfg, err, sizeof(err)),
+                         -EINVAL);
+        assert_has_line(err, "3: completion_mode resolver: needs at least 2 threads");
+        assert_has_line(err, "5: task_window: must be a power of two");
+        assert_has_line(err, "6: heap_size: 1073741824 is above [limits] max_heap_size");
+        ck_assert_msg(err_lines(err) == 3, "want 3 lines:\n%s", err);
 
         /* More problems than err holds: the last line counts the rest. */
         char big[8192] = "[limits]\n";

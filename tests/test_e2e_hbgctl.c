@@ -1965,7 +1965,7 @@ START_TEST(hbgd_options) {
         ASSERT_CODE(r, 1);
         static const char *const several[] = {
                 "2: completion_mode: 'fast' is not one of",
-                "3: threads: '99' is not a number from 0 to 64",
+                "3: threads: '99' is not a number from 1 to 64",
                 "4: unknown section [sesion]",
                 "6: heap_size: '16MB' is not a number from 0 to",
                 "8: max_sessions: '-1' is not a number from 0 to 65536",
