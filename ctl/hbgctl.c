@@ -159,7 +159,7 @@ static const struct opt_def {
         { "run", "dot", OPT_DOT, "FILE", "write the graph as Graphviz dot to FILE (- stdout), do not run it" },
         { "run", "dry-run", OPT_DRY_RUN, NULL, "check the file with hbgd's rules, do not run it" },
         { "run", "heap", OPT_HEAP, "BYTES", "the session heap (suffixes K, M, G; default hbgd's)" },
-        { "run", "window", OPT_WINDOW, "TASKS", "tasks in flight, a power of two (suffixes K, M)" },
+        { "run", "window", OPT_WINDOW, "TASKS", "tasks in flight, a power of two (suffixes K, M, G)" },
         { "top", "batch", OPT_BATCH, NULL, "print snapshots, no screen control" },
         { "top", "iterations", OPT_ITERATIONS, "N", "stop after N snapshots" },
         { "top", "delay", OPT_DELAY, "SECONDS", "between snapshots (default 1)" },

@@ -334,6 +334,7 @@ static void ask_hbgd(const struct ctl_opts *o, struct plan *p, struct hbgd_check
         Hbg__ValidateRequest rq = HBG__VALIDATE_REQUEST__INIT;
         rq.tasks = p->n_tasks;
         rq.heap_size = o->heap;
+        rq.task_window = o->window;
         env = (Hbg__Envelope)HBG__ENVELOPE__INIT;
         env.msg_case = HBG__ENVELOPE__MSG_VALIDATE_REQUEST;
         env.validate_request = &rq;

@@ -117,19 +117,14 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         const Hbg__SessionRequest *rq = env->session_request;
         struct hbgd *d = c->d;
         const struct hbgd_config *cfg = &d->cfg;
-        struct hbg_geometry_request req = {
-                .task_window = pick(rq->task_window, cfg->session_default.task_window),
-                .flag_window = pick(rq->flag_window, cfg->session_default.flag_window),
-                .heap_size = pick(rq->heap_size, cfg->session_default.heap_size),
-                .mailbox_entries = pick(rq->mailbox_entries, cfg->session_default.mailbox_entries),
-                .graph_table_entries = pick(rq->graph_table_entries, cfg->session_default.graph_table_entries),
+        const struct hbg_geometry_request asked = {
+                .task_window = rq->task_window,
+                .flag_window = rq->flag_window,
+                .heap_size = rq->heap_size,
+                .mailbox_entries = rq->mailbox_entries,
+                .graph_table_entries = rq->graph_table_entries,
         };
-        /* A default flag window follows the task window when only that
-         * was asked for. */
-        if (!rq->flag_window && rq->task_window)
-                req.flag_window = req.task_window;
         struct hbg_geometry g;
-        const char *why = NULL;
         char msg[256];
 
         if (c->session)
@@ -153,15 +148,14 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
                          ", stall_timeout_ms %" PRIu64 " (0: hbgd's default)",
                          c->id, (int)c->cred.pid, (unsigned)c->cred.uid, rq->task_window, rq->flag_window,
                          rq->heap_size, rq->mailbox_entries, rq->graph_table_entries, rq->stall_timeout_ms);
-        if (req.task_window > cfg->max_task_window) {
-                snprintf(msg, sizeof(msg), "task_window %" PRIu64 " is above [limits] max_task_window = %" PRIu64,
-                         req.task_window, cfg->max_task_window);
-                return refuse(c, -E2BIG, msg);
-        }
-        if (req.heap_size > cfg->max_heap_size) {
-                snprintf(msg, sizeof(msg), "heap_size %" PRIu64 " is above [limits] max_heap_size = %" PRIu64,
-                         req.heap_size, cfg->max_heap_size);
-                return refuse(c, -E2BIG, msg);
+        int err = session_geometry(cfg, &asked, &g, msg, sizeof(msg));
+        if (err == -E2BIG)
+                return refuse(c, err, msg);
+        if (err < 0) {
+                metrics_count_refusal(&d->counters, err);
+                hbgd_log_session(LOG_DEBUG, c->log_limit, "session %" PRIu64 " (pid %d uid %u): refused: %s",
+                                 c->id, (int)c->cred.pid, (unsigned)c->cred.uid, msg);
+                return send_error(c, err, msg);
         }
         if (rq->stall_timeout_ms > cfg->max_stall_timeout_ms) {
                 snprintf(msg, sizeof(msg), "stall_timeout_ms %" PRIu64 " is above [limits] max_stall_timeout_ms = %" PRIu64,
@@ -170,20 +164,14 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         }
         /* The session's stall limit (RUNTIME_LOGIC §12.3); 0: the engine's. */
         uint64_t stall_ms = pick(rq->stall_timeout_ms, cfg->engine.stall_timeout_ms);
-        int err = hbg_geometry_init(&g, &req, &why);
-        if (err < 0) {
-                metrics_count_refusal(&d->counters, err);
-                snprintf(msg, sizeof(msg), "invalid session geometry: %s", why);
-                hbgd_log_session(LOG_DEBUG, c->log_limit, "session %" PRIu64 " (pid %d uid %u): refused: %s",
-                                 c->id, (int)c->cred.pid, (unsigned)c->cred.uid, msg);
-                return send_error(c, err, msg);
-        }
+
         /* Charged before anything is allocated; the session refunds it. */
         uint64_t memory = session_memory(d->engine, &g);
         err = acct_add_session(&d->acct, &cfg->limits, c->cred.uid, memory, msg, sizeof(msg));
         if (err < 0)
                 return refuse(c, err, msg);
         struct session *s;
+        const char *why = NULL;
         err = session_new(&s, d->engine, d->loop, &d->acct, &g, memory, c->id, c->cred.uid, c->cred.pid,
                           c->log_limit, hbgd_config_session_weight(cfg, c->cred.uid), stall_ms, &why);
         if (err < 0) {
@@ -447,7 +435,7 @@ static struct verdict handle_validate(struct conn *c, const Hbg__Envelope *env, 
         char msg[256];
         const Hbg__ValidateRequest *rq = env->validate_request;
         struct validate_job *j;
-        int err = validate_start(&j, c->d->engine, &c->d->cfg, c->cred.uid, fds[0], rq->tasks, rq->heap_size,
+        int err = validate_start(&j, c->d->engine, &c->d->cfg, c->cred.uid, fds[0], rq->tasks, rq->task_window, rq->heap_size,
                                  msg, sizeof(msg));
         if (err < 0) {
                 char full[300];

@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include "daemon/accounting.h"
+#include "daemon/config.h"
 #include "daemon/engine/engine.h"
 #include "daemon/io_loop.h"
 #include "shm/geometry.h"
@@ -51,6 +52,14 @@ struct session {
         uint64_t doorbell_fds_dropped; /* datagrams that carried fds (closed by the kernel) */
         struct hbg_log_limit *log_limit; /* the ring's lines' (daemon/log.h); a reference */
 };
+
+/* The geometry a client asking for `asked` gets under cfg (0 fields:
+ * cfg's session defaults; a flag window not asked for follows an asked
+ * task window), within [limits] max_task_window and max_heap_size: 0 and
+ * *ret, or -E2BIG (a limit) or the geometry's error, with msg[] for the
+ * client. The one rule for sessions and validate-only requests. */
+int session_geometry(const struct hbgd_config *cfg, const struct hbg_geometry_request *asked,
+                     struct hbg_geometry *ret, char *msg, size_t msg_len);
 
 /* The bytes a session of geometry g costs hbgd: the engine's private
  * memory for it and both regions, every page counted. */

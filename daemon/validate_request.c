@@ -11,6 +11,7 @@
  * they fit max_message_size.
  */
 #include "daemon/validate_request.h"
+#include "daemon/session.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -81,33 +82,21 @@ void validate_free(struct validate_job *j) {
 }
 
 int validate_start(struct validate_job **ret, const struct hbg_engine *e, const struct hbgd_config *cfg,
-                   uid_t uid, int fd, uint64_t tasks, uint64_t heap_size, char *msg, size_t msg_len) {
+                   uid_t uid, int fd, uint64_t tasks, uint64_t task_window, uint64_t heap_size, char *msg,
+                   size_t msg_len) {
         if (tasks == 0 || tasks > cfg->max_recorded_tasks || tasks > UINT32_MAX) {
                 snprintf(msg, msg_len, "a validate request has 1 to %" PRIu64 " tasks ([limits] max_recorded_tasks)",
                          cfg->max_recorded_tasks < UINT32_MAX ? cfg->max_recorded_tasks : UINT32_MAX);
                 return -E2BIG;
         }
-        /* The heap a session asking for heap_size would get, refused as
-         * that session would be. */
-        struct hbg_geometry_request req = {
-                .task_window = cfg->session_default.task_window,
-                .flag_window = cfg->session_default.flag_window,
-                .heap_size = heap_size ? heap_size : cfg->session_default.heap_size,
-                .mailbox_entries = cfg->session_default.mailbox_entries,
-                .graph_table_entries = cfg->session_default.graph_table_entries,
-        };
-        if (req.heap_size > cfg->max_heap_size) {
-                snprintf(msg, msg_len, "heap_size %" PRIu64 " is above [limits] max_heap_size = %" PRIu64,
-                         req.heap_size, cfg->max_heap_size);
-                return -E2BIG;
-        }
+        /* The geometry a session asking for task_window and heap_size
+         * would get, refused as that session would be. */
         struct hbg_geometry g;
-        const char *why = NULL;
-        int err = hbg_geometry_init(&g, &req, &why);
-        if (err < 0) {
-                snprintf(msg, msg_len, "invalid session geometry: %s", why);
+        int err = session_geometry(cfg, &(struct hbg_geometry_request){ .task_window = task_window,
+                                                                         .heap_size = heap_size },
+                                   &g, msg, msg_len);
+        if (err < 0)
                 return err;
-        }
         int seals = fcntl(fd, F_GET_SEALS);
         if (seals < 0 || (seals & VALIDATE_SEALS) != VALIDATE_SEALS) {
                 snprintf(msg, msg_len, "the tasks must come in a memfd sealed against writing, growing "

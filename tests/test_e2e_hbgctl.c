@@ -1667,6 +1667,15 @@ START_TEST(run_heap) {
         ASSERT_CODE(r, 1);
         ck_assert_msg(strstr(r.err, "max_heap_size"), "%s", r.err);
         result_free(&r);
+        /* A window the run's session would be refused: the dry run says
+         * so too (hbgd's geometry rule), and accepts one it would grant. */
+        r = ctl(S, "run", "--dry-run", "--heap", "80M", "--window", "3000", path);
+        ASSERT_CODE(r, 1);
+        ck_assert_msg(strstr(r.err, "task_window: must be a power of two"), "%s", r.err);
+        result_free(&r);
+        r = ctl(S, "run", "--dry-run", "--heap", "80M", "--window", "4K", path);
+        ASSERT_CODE(r, 0);
+        result_free(&r);
         assert_usage_error(ctl(S, "run", "--heap", "80X", path), "--heap: '80X' is not a size in bytes");
         assert_usage_error(ctl(S, "run", "--window", "0", path), "--window: '0' is not a number of tasks");
         unlink(path);
