@@ -3,7 +3,14 @@
  * (docs/PROTOCOL.md). Read-only views of the engine and the sessions.
  * Which sessions a reply lists is the asker's visibility ([access]
  * visibility, access_sees()); the daemon-wide totals count every session
- * whoever asks (docs/SECURITY.md, "Who sees what"). */
+ * whoever asks (docs/SECURITY.md, "Who sees what").
+ *
+ * Every reply has the daemon section; `kinds[]` says which other
+ * sections a kind adds. A section is one function that fills its part of
+ * the reply in memory it allocates through status_alloc(), freed with the
+ * build after the send. A new kind: one line in kinds[] (and a section
+ * function if it shows something new). */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -20,206 +27,326 @@
 #define LIVE_PER_SESSION 64u
 #define LIVE_PER_REPLY 4096u
 
-/* The live graphs of the sessions gs[0..ns) (conns in the same order),
- * oldest first, while the reply stays within `budget` more bytes; the
- * rest is counted in live_omitted. lg holds LIVE_PER_REPLY entries. */
-static void list_live_graphs(struct hbgd *d, const struct conn *c, enum access_role role, Hbg__GraphStatus *gs,
-                             unsigned ns, Hbg__LiveGraph *lg, Hbg__LiveGraph **lgp, size_t budget) {
-        struct hbg_live_graph g[LIVE_PER_SESSION];
-        size_t used = 0;
-        unsigned i = 0;
-        for (struct conn *x = d->conns; x && i < ns; x = x->next) {
-                if (!x->session || !access_sees(&d->cfg, role, c->cred.uid, x->cred.uid))
-                        continue;
-                Hbg__GraphStatus *st = &gs[i++];
-                uint64_t live;
-                size_t n = hbg_ring_live_graphs(x->session->ring, g, LIVE_PER_SESSION, &live);
-                st->live = &lgp[used];
-                for (size_t k = 0; k < n && used < LIVE_PER_REPLY; k++) {
-                        Hbg__LiveGraph *e = &lg[used];
-                        hbg__live_graph__init(e);
-                        e->graph = g[k].number;
-                        e->graph_id = g[k].graph_id;
-                        e->state = (char *)hbg_live_state_name(g[k].state);
-                        e->tasks_done = g[k].tasks_done;
-                        e->tasks = g[k].last_id - g[k].first_id + 1;
-                        e->age_ms = g[k].age_ms;
-                        e->first_id = g[k].first_id;
-                        e->last_id = g[k].last_id;
-                        /* the entry, its tag and length, and a byte more for
-                         * the session's own length prefix growing */
-                        size_t sz = hbg__live_graph__get_packed_size(e) + 4;
-                        if (sz > budget)
-                                break;
-                        budget -= sz;
-                        lgp[used++] = e;
-                        st->n_live++;
-                }
-                st->live_omitted = live - st->n_live;
-        }
+/* Each session's counters, read once per reply so that the daemon's
+ * totals and the rows of one reply agree. */
+struct session_snap {
+        struct conn *conn;
+        struct hbg_ring_stats st;
+        bool visible;                   /* the asker sees it (access_sees()) */
+};
+
+/* One status reply being built. */
+struct status_build {
+        struct hbgd *d;
+        const struct conn *asker;
+        enum access_role role;
+        struct session_snap *snaps;     /* every conn with a session */
+        unsigned n_snaps, n_visible;
+        Hbg__DaemonStatus ds;
+        Hbg__StatusReply reply;
+        Hbg__Envelope env;              /* wraps reply */
+        /* What the sections allocated, freed by status_build_free(). */
+        void *owned[8];
+        unsigned n_owned;
+        struct metrics_reply *metrics;
+};
+
+/* n zeroed elements of size (at least one), owned by the build; NULL:
+ * out of memory. */
+static void *status_alloc(struct status_build *b, size_t n, size_t size) {
+        assert(b->n_owned < sizeof(b->owned) / sizeof(b->owned[0]));
+        void *p = calloc(n ? n : 1, size);
+        if (p)
+                b->owned[b->n_owned++] = p;
+        return p;
 }
 
-int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
-        struct hbgd *d = c->d;
-        unsigned nthreads = hbg_engine_threads(d->engine);
-        Hbg__StatusReply reply = HBG__STATUS_REPLY__INIT;
-        Hbg__DaemonStatus ds = HBG__DAEMON_STATUS__INIT;
-        Hbg__ThreadStatus *ts = calloc(nthreads, sizeof(*ts));
-        Hbg__ThreadStatus **tsp = calloc(nthreads, sizeof(*tsp));
-        Hbg__SessionStatus *ss = calloc(d->n_conns + 1, sizeof(*ss));
-        Hbg__SessionStatus **ssp = calloc(d->n_conns + 1, sizeof(*ssp));
-        Hbg__GraphStatus *gs = calloc(d->n_conns + 1, sizeof(*gs));
-        Hbg__GraphStatus **gsp = calloc(d->n_conns + 1, sizeof(*gsp));
-        size_t nk = hbg_kernel_sig_count();
-        Hbg__KernelInfo *ks = calloc(nk, sizeof(*ks));
-        Hbg__KernelInfo **ksp = calloc(nk, sizeof(*ksp));
-        Hbg__KernelArg *ka = calloc(nk * (HBG_MAX_TENSOR_ARGS + HBG_MAX_SCALAR_ARGS), sizeof(*ka));
-        Hbg__KernelArg **kap = calloc(nk * (HBG_MAX_TENSOR_ARGS + HBG_MAX_SCALAR_ARGS), sizeof(*kap));
-        struct metrics_reply *metrics = NULL;
-        bool graphs = rq->kind == HBG__STATUS_KIND__STATUS_GRAPHS;
-        Hbg__LiveGraph *lg = graphs ? calloc(LIVE_PER_REPLY, sizeof(*lg)) : NULL;
-        Hbg__LiveGraph **lgp = graphs ? calloc(LIVE_PER_REPLY, sizeof(*lgp)) : NULL;
-        int err = 0;
-        if (!ts || !tsp || !ss || !ssp || !gs || !gsp || !ks || !ksp || !ka || !kap || (graphs && (!lg || !lgp)) ||
-            (rq->kind == HBG__STATUS_KIND__STATUS_METRICS && metrics_reply_new(d, &reply, &metrics) < 0)) {
-                err = wire_send_error(c->sock, -ENOMEM, "out of memory");
-                goto out;
-        }
+static void status_build_free(struct status_build *b) {
+        for (unsigned i = 0; i < b->n_owned; i++)
+                free(b->owned[i]);
+        free(b->snaps);
+        metrics_reply_free(b->metrics);
+}
 
-        uint64_t completed = d->done_tasks, retired = d->done_graphs, gfailed = d->done_graphs_failed;
-        unsigned ns = 0;
-        enum access_role role = access_role(&d->cfg, c->sock, &c->cred);
+/* The asker's role and every session's counters. 0 or -ENOMEM. */
+static int status_build_init(struct status_build *b, struct conn *c) {
+        struct hbgd *d = c->d;
+        *b = (struct status_build){ .d = d, .asker = c, .role = access_role(&d->cfg, c->sock, &c->cred) };
+        hbg__daemon_status__init(&b->ds);
+        hbg__status_reply__init(&b->reply);
+        hbg__envelope__init(&b->env);
+        b->env.msg_case = HBG__ENVELOPE__MSG_STATUS_REPLY;
+        b->env.status_reply = &b->reply;
+        b->snaps = calloc(d->n_conns + 1, sizeof(*b->snaps));
+        if (!b->snaps)
+                return -ENOMEM;
         for (struct conn *x = d->conns; x; x = x->next) {
                 if (!x->session)
                         continue;
-                struct hbg_ring_stats st;
-                hbg_ring_stats(x->session->ring, &st);
-                completed += st.completed;
-                retired += st.graphs_retired;
-                gfailed += st.graphs_failed;
-                if (!access_sees(&d->cfg, role, c->cred.uid, x->cred.uid))
+                struct session_snap *s = &b->snaps[b->n_snaps++];
+                s->conn = x;
+                hbg_ring_stats(x->session->ring, &s->st);
+                s->visible = access_sees(&d->cfg, b->role, c->cred.uid, x->cred.uid);
+                b->n_visible += s->visible;
+        }
+        return 0;
+}
+
+/* ------------------------------------------------------------ sections */
+
+/* Every reply's: the daemon, its totals over every session. */
+static int section_daemon(struct status_build *b) {
+        struct hbgd *d = b->d;
+        Hbg__DaemonStatus *ds = &b->ds;
+        uint64_t completed = d->done_tasks, retired = d->done_graphs, gfailed = d->done_graphs_failed;
+        for (unsigned i = 0; i < b->n_snaps; i++) {
+                completed += b->snaps[i].st.completed;
+                retired += b->snaps[i].st.graphs_retired;
+                gfailed += b->snaps[i].st.graphs_failed;
+        }
+        ds->version = (char *)HBG_VERSION;
+        ds->pid = (uint32_t)getpid();
+        ds->uptime_ms = (uint64_t)(hbg_now_ms() - d->started_ms);
+        ds->threads = hbg_engine_threads(d->engine);
+        ds->clusters = d->cfg.engine.clusters;
+        ds->sessions = d->n_sessions;
+        ds->tasks_completed = completed;
+        ds->graphs_retired = retired;
+        ds->graphs_failed = gfailed;
+        ds->io_backend = (char *)io_loop_backend(d->loop);
+        ds->slow_jobs = slow_work_pending(d->slow);
+        ds->completion_mode = (char *)hbg_completion_mode_name(d->cfg.engine.completion_mode);
+        metrics_fill_daemon(d, ds);
+        b->reply.daemon = ds;
+        return 0;
+}
+
+static int section_threads(struct status_build *b) {
+        unsigned n = hbg_engine_threads(b->d->engine);
+        Hbg__ThreadStatus *ts = status_alloc(b, n, sizeof(*ts));
+        Hbg__ThreadStatus **tsp = status_alloc(b, n, sizeof(*tsp));
+        if (!ts || !tsp)
+                return -ENOMEM;
+        for (unsigned i = 0; i < n; i++) {
+                struct hbg_thread_stats t;
+                hbg_engine_thread_stats(b->d->engine, i, &t);
+                hbg__thread_status__init(&ts[i]);
+                ts[i].index = i;
+                ts[i].clusters = t.clusters;
+                ts[i].classified = t.classified;
+                ts[i].dispatched = t.dispatched;
+                ts[i].executed_tasks = t.executed_tasks;
+                ts[i].retired_inline = t.retired_inline;
+                ts[i].failed = t.failed;
+                ts[i].published = t.published;
+                ts[i].failsafe_pushes = t.failsafe_pushes;
+                ts[i].failsafe_retries = t.failsafe_retries;
+                ts[i].watermark_advances = t.watermark_advances;
+                ts[i].watermark_cas_failures = t.watermark_cas_failures;
+                ts[i].parks = t.parks;
+                ts[i].wakeups = t.wakeups;
+                ts[i].batch_linked = t.batch_linked;
+                ts[i].continued = t.continued;
+                ts[i].stolen = t.stolen;
+                tsp[i] = &ts[i];
+        }
+        b->reply.n_threads = n;
+        b->reply.threads = tsp;
+        return 0;
+}
+
+/* The sessions the asker sees, one row each. */
+static int section_sessions(struct status_build *b) {
+        Hbg__SessionStatus *ss = status_alloc(b, b->n_visible + 1, sizeof(*ss));
+        Hbg__SessionStatus **ssp = status_alloc(b, b->n_visible + 1, sizeof(*ssp));
+        if (!ss || !ssp)
+                return -ENOMEM;
+        unsigned ns = 0;
+        for (unsigned i = 0; i < b->n_snaps; i++) {
+                const struct session_snap *s = &b->snaps[i];
+                if (!s->visible)
                         continue;
+                struct conn *x = s->conn;
                 hbg__session_status__init(&ss[ns]);
                 ss[ns].session_id = x->id;
                 ss[ns].pid = (uint32_t)x->cred.pid;
                 ss[ns].uid = x->cred.uid;
                 ss[ns].name = x->name;
-                ss[ns].submitted = st.submitted;
-                ss[ns].watermark = st.watermark;
-                ss[ns].completed = st.completed;
-                ss[ns].failed = st.failed;
-                ss[ns].graphs_retired = st.graphs_retired;
-                ss[ns].graphs_failed = st.graphs_failed;
-                ss[ns].error = st.error;
+                ss[ns].submitted = s->st.submitted;
+                ss[ns].watermark = s->st.watermark;
+                ss[ns].completed = s->st.completed;
+                ss[ns].failed = s->st.failed;
+                ss[ns].graphs_retired = s->st.graphs_retired;
+                ss[ns].graphs_failed = s->st.graphs_failed;
+                ss[ns].error = s->st.error;
                 ssp[ns] = &ss[ns];
+                ns++;
+        }
+        b->reply.n_sessions = ns;
+        b->reply.sessions = ssp;
+        return 0;
+}
+
+/* The live graphs of session x into st, oldest first, while the reply
+ * stays within *budget more bytes (lowered by what was added); the rest
+ * counted in live_omitted. lg, lgp: the reply's entries from *used on. */
+static void list_live_graphs(const struct conn *x, Hbg__GraphStatus *st, Hbg__LiveGraph *lg, Hbg__LiveGraph **lgp,
+                             size_t *used, size_t *budget) {
+        struct hbg_live_graph g[LIVE_PER_SESSION];
+        uint64_t live;
+        size_t n = hbg_ring_live_graphs(x->session->ring, g, LIVE_PER_SESSION, &live);
+        st->live = &lgp[*used];
+        for (size_t k = 0; k < n && *used < LIVE_PER_REPLY; k++) {
+                Hbg__LiveGraph *e = &lg[*used];
+                hbg__live_graph__init(e);
+                e->graph = g[k].number;
+                e->graph_id = g[k].graph_id;
+                e->state = (char *)hbg_live_state_name(g[k].state);
+                e->tasks_done = g[k].tasks_done;
+                e->tasks = g[k].last_id - g[k].first_id + 1;
+                e->age_ms = g[k].age_ms;
+                e->first_id = g[k].first_id;
+                e->last_id = g[k].last_id;
+                /* the entry, its tag and length, and a byte more for the
+                 * session's own length prefix growing */
+                size_t sz = hbg__live_graph__get_packed_size(e) + 4;
+                if (sz > *budget)
+                        break;
+                *budget -= sz;
+                lgp[(*used)++] = e;
+                st->n_live++;
+        }
+        st->live_omitted = live - st->n_live;
+}
+
+/* Each visible session's graph counters, then its live graphs in what is
+ * left of max_message_size: the last section of its kind, as it measures
+ * the reply built so far. */
+static int section_graphs(struct status_build *b) {
+        Hbg__GraphStatus *gs = status_alloc(b, b->n_visible + 1, sizeof(*gs));
+        Hbg__GraphStatus **gsp = status_alloc(b, b->n_visible + 1, sizeof(*gsp));
+        Hbg__LiveGraph *lg = status_alloc(b, LIVE_PER_REPLY, sizeof(*lg));
+        Hbg__LiveGraph **lgp = status_alloc(b, LIVE_PER_REPLY, sizeof(*lgp));
+        if (!gs || !gsp || !lg || !lgp)
+                return -ENOMEM;
+        unsigned ns = 0;
+        for (unsigned i = 0; i < b->n_snaps; i++) {
+                const struct session_snap *s = &b->snaps[i];
+                if (!s->visible)
+                        continue;
+                struct hbg_sub_header *sh = s->conn->session->sub;
                 hbg__graph_status__init(&gs[ns]);
-                struct hbg_sub_header *sh = x->session->sub;
-                gs[ns].session_id = x->id;
+                gs[ns].session_id = s->conn->id;
                 gs[ns].graphs_submitted = atomic_load_explicit(&sh->graphs_submitted, memory_order_relaxed);
-                gs[ns].graphs_retired = st.graphs_retired;
-                gs[ns].graphs_failed = st.graphs_failed;
-                gs[ns].watermark = st.watermark;
+                gs[ns].graphs_retired = s->st.graphs_retired;
+                gs[ns].graphs_failed = s->st.graphs_failed;
+                gs[ns].watermark = s->st.watermark;
                 gsp[ns] = &gs[ns];
                 ns++;
         }
-        ds.version = (char *)HBG_VERSION;
-        ds.pid = (uint32_t)getpid();
-        ds.uptime_ms = (uint64_t)(hbg_now_ms() - d->started_ms);
-        ds.threads = nthreads;
-        ds.clusters = d->cfg.engine.clusters;
-        ds.sessions = d->n_sessions;
-        ds.tasks_completed = completed;
-        ds.graphs_retired = retired;
-        ds.graphs_failed = gfailed;
-        ds.io_backend = (char *)io_loop_backend(d->loop);
-        ds.slow_jobs = slow_work_pending(d->slow);
-        ds.completion_mode = (char *)hbg_completion_mode_name(d->cfg.engine.completion_mode);
-        metrics_fill_daemon(d, &ds);
-        reply.daemon = &ds;
+        b->reply.n_graphs = ns;
+        b->reply.graphs = gsp;
+        /* What is left of max_message_size once every session's counters
+         * and its largest live_omitted (11 bytes) are in. */
+        size_t base = hbg__envelope__get_packed_size(&b->env) + 11 * (size_t)ns;
+        size_t max = (size_t)b->d->cfg.max_message;
+        size_t budget = max > base ? max - base : 0, used = 0;
+        for (unsigned i = 0, k = 0; i < b->n_snaps; i++)
+                if (b->snaps[i].visible)
+                        list_live_graphs(b->snaps[i].conn, &gs[k++], lg, lgp, &used, &budget);
+        return 0;
+}
 
-        if (rq->kind == HBG__STATUS_KIND__STATUS_THREADS || rq->kind == HBG__STATUS_KIND__STATUS_DAEMON ||
-            rq->kind == HBG__STATUS_KIND__STATUS_METRICS) {
-                for (unsigned i = 0; i < nthreads; i++) {
-                        struct hbg_thread_stats t;
-                        hbg_engine_thread_stats(d->engine, i, &t);
-                        hbg__thread_status__init(&ts[i]);
-                        ts[i].index = i;
-                        ts[i].clusters = t.clusters;
-                        ts[i].classified = t.classified;
-                        ts[i].dispatched = t.dispatched;
-                        ts[i].executed_tasks = t.executed_tasks;
-                        ts[i].retired_inline = t.retired_inline;
-                        ts[i].failed = t.failed;
-                        ts[i].published = t.published;
-                        ts[i].failsafe_pushes = t.failsafe_pushes;
-                        ts[i].failsafe_retries = t.failsafe_retries;
-                        ts[i].watermark_advances = t.watermark_advances;
-                        ts[i].watermark_cas_failures = t.watermark_cas_failures;
-                        ts[i].parks = t.parks;
-                        ts[i].wakeups = t.wakeups;
-                        ts[i].batch_linked = t.batch_linked;
-                        ts[i].continued = t.continued;
-                        ts[i].stolen = t.stolen;
-                        tsp[i] = &ts[i];
+/* The built-in kernels and their arguments. */
+static int section_kernels(struct status_build *b) {
+        size_t nk = hbg_kernel_sig_count(), max_args = nk * (HBG_MAX_TENSOR_ARGS + HBG_MAX_SCALAR_ARGS);
+        Hbg__KernelInfo *ks = status_alloc(b, nk, sizeof(*ks));
+        Hbg__KernelInfo **ksp = status_alloc(b, nk, sizeof(*ksp));
+        Hbg__KernelArg *ka = status_alloc(b, max_args, sizeof(*ka));
+        Hbg__KernelArg **kap = status_alloc(b, max_args, sizeof(*kap));
+        if (!ks || !ksp || !ka || !kap)
+                return -ENOMEM;
+        size_t na = 0;
+        for (size_t i = 0; i < nk; i++) {
+                const struct hbg_kernel_sig *k = hbg_kernel_sig_at(i);
+                hbg__kernel_info__init(&ks[i]);
+                ks[i].id = k->id;
+                ks[i].name = (char *)k->name;
+                ks[i].splittable = k->splittable;
+                ks[i].args = &kap[na];
+                for (unsigned j = 0; j < k->n_tensors; j++, na++) {
+                        hbg__kernel_arg__init(&ka[na]);
+                        ka[na].name = (char *)k->tensors[j].name;
+                        ka[na].kind = (char *)hbg_kernel_dir_name(k->tensors[j].dir);
+                        kap[na] = &ka[na];
+                        ks[i].n_args++;
                 }
-                reply.n_threads = nthreads;
-                reply.threads = tsp;
-        }
-        if (rq->kind == HBG__STATUS_KIND__STATUS_SESSIONS || rq->kind == HBG__STATUS_KIND__STATUS_DAEMON) {
-                reply.n_sessions = ns;
-                reply.sessions = ssp;
-        }
-        if (rq->kind == HBG__STATUS_KIND__STATUS_GRAPHS) {
-                reply.n_graphs = ns;
-                reply.graphs = gsp;
-        }
-        if (rq->kind == HBG__STATUS_KIND__STATUS_KERNELS) {
-                size_t na = 0;
-                for (size_t i = 0; i < nk; i++) {
-                        const struct hbg_kernel_sig *k = hbg_kernel_sig_at(i);
-                        hbg__kernel_info__init(&ks[i]);
-                        ks[i].id = k->id;
-                        ks[i].name = (char *)k->name;
-                        ks[i].splittable = k->splittable;
-                        ks[i].args = &kap[na];
-                        for (unsigned j = 0; j < k->n_tensors; j++, na++) {
-                                hbg__kernel_arg__init(&ka[na]);
-                                ka[na].name = (char *)k->tensors[j].name;
-                                ka[na].kind = (char *)hbg_kernel_dir_name(k->tensors[j].dir);
-                                kap[na] = &ka[na];
-                                ks[i].n_args++;
-                        }
-                        for (unsigned j = 0; j < k->n_scalars; j++, na++) {
-                                hbg__kernel_arg__init(&ka[na]);
-                                ka[na].name = (char *)k->scalars[j].name;
-                                ka[na].kind = (char *)hbg_kernel_scalar_kind_name(k->scalars[j].kind);
-                                kap[na] = &ka[na];
-                                ks[i].n_args++;
-                        }
-                        ksp[i] = &ks[i];
+                for (unsigned j = 0; j < k->n_scalars; j++, na++) {
+                        hbg__kernel_arg__init(&ka[na]);
+                        ka[na].name = (char *)k->scalars[j].name;
+                        ka[na].kind = (char *)hbg_kernel_scalar_kind_name(k->scalars[j].kind);
+                        kap[na] = &ka[na];
+                        ks[i].n_args++;
                 }
-                reply.n_kernels = nk;
-                reply.kernels = ksp;
+                ksp[i] = &ks[i];
         }
+        b->reply.n_kernels = nk;
+        b->reply.kernels = ksp;
+        return 0;
+}
 
-        Hbg__Envelope env = HBG__ENVELOPE__INIT;
-        env.msg_case = HBG__ENVELOPE__MSG_STATUS_REPLY;
-        env.status_reply = &reply;
-        if (graphs) {
-                /* What is left of max_message_size once every session's
-                 * counters and its largest live_omitted (11 bytes) are in. */
-                size_t base = hbg__envelope__get_packed_size(&env) + 11 * (size_t)ns;
-                size_t max = (size_t)d->cfg.max_message;
-                list_live_graphs(d, c, role, gs, ns, lg, lgp, max > base ? max - base : 0);
-        }
-        err = wire_send(c->sock, &env, NULL, 0, d->cfg.max_message);
-        if (err == -EMSGSIZE)
-                err = wire_send_error(c->sock, -EMSGSIZE, "status reply larger than max_message_size");
-out:
-        free(ts), free(tsp), free(ss), free(ssp), free(gs), free(gsp);
-        free(ks), free(ksp), free(ka), free(kap);
-        metrics_reply_free(metrics);
-        free(lg), free(lgp);
+/* Counters and histograms (daemon/metrics.c). */
+static int section_metrics(struct status_build *b) {
+        return metrics_reply_new(b->d, &b->reply, &b->metrics);
+}
+
+/* ------------------------------------------------------------ kinds */
+
+typedef int (*status_section_fn)(struct status_build *b);
+
+/* The sections each kind adds to the daemon's, in order; a kind not
+ * listed gets the daemon section only. */
+static const struct status_kind {
+        Hbg__StatusKind kind;
+        status_section_fn sections[2];
+} kinds[] = {
+        { HBG__STATUS_KIND__STATUS_DAEMON, { section_threads, section_sessions } },
+        { HBG__STATUS_KIND__STATUS_THREADS, { section_threads } },
+        { HBG__STATUS_KIND__STATUS_SESSIONS, { section_sessions } },
+        { HBG__STATUS_KIND__STATUS_GRAPHS, { section_graphs } },
+        { HBG__STATUS_KIND__STATUS_KERNELS, { section_kernels } },
+        { HBG__STATUS_KIND__STATUS_METRICS, { section_threads, section_metrics } },
+};
+
+static const struct status_kind *find_kind(Hbg__StatusKind kind) {
+        for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+                if (kinds[i].kind == kind)
+                        return &kinds[i];
+        return NULL;
+}
+
+/* The reply's sections: 0 or -ENOMEM. */
+static int status_build_sections(struct status_build *b, Hbg__StatusKind kind) {
+        int err = section_daemon(b);
+        const struct status_kind *k = find_kind(kind);
+        for (size_t i = 0; k && err == 0 && i < sizeof(k->sections) / sizeof(k->sections[0]); i++)
+                if (k->sections[i])
+                        err = k->sections[i](b);
         return err;
 }
 
+int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
+        struct status_build b;
+        int err = status_build_init(&b, c);
+        if (err == 0)
+                err = status_build_sections(&b, rq->kind);
+        if (err < 0) {
+                err = wire_send_error(c->sock, -ENOMEM, "out of memory");
+        } else {
+                err = wire_send(c->sock, &b.env, NULL, 0, c->d->cfg.max_message);
+                if (err == -EMSGSIZE)
+                        err = wire_send_error(c->sock, -EMSGSIZE, "status reply larger than max_message_size");
+        }
+        status_build_free(&b);
+        return err;
+}
