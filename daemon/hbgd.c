@@ -104,53 +104,51 @@ static int parse_uint(const char *opt, const char *s, unsigned max, unsigned *re
         return 0;
 }
 
-int main(int argc, char **argv) {
+/* The command line, before it is applied to the settings. */
+struct args {
+        const char *config, *sock_path, *threads, *clusters, *completion;
+        bool check;                     /* --check-config */
+};
+
+/* Read the options into *a: true to go on, false to exit with *ret_exit
+ * (--help, --version, a bad option). */
+static bool read_args(int argc, char **argv, struct args *a, int *ret_exit) {
         struct option lopts[N_OPTS + 1];
         for (size_t i = 0; i < N_OPTS; i++)
                 lopts[i] = (struct option){ opt_defs[i].name, opt_defs[i].has_arg, NULL, opt_defs[i].id };
         lopts[N_OPTS] = (struct option){ 0 };
-        struct hbgd_config cfg;
-        const char *config = NULL, *sock_path = NULL, *threads = NULL, *clusters = NULL, *completion = NULL;
-        bool check = false;
         int c;
-
-        /* Session start and end allocate and free the same few hundred KiB
-         * each time: keep it instead of giving it back to the kernel and
-         * faulting it in again (glibc's dynamic mmap threshold and brk
-         * trimming cost ~0.2 ms of page faults and TLB shootdowns per
-         * connect). A fixed threshold also ends the dynamic one. */
-        mallopt(M_MMAP_THRESHOLD, 1 << 20);
-        mallopt(M_TRIM_THRESHOLD, 64 << 20);
-        hbgd_config_default(&cfg);
         opterr = 0;
         while ((c = getopt_long(argc, argv, "hV", lopts, NULL)) != -1) {
                 switch (c) {
                 case OPT_SOCKET:
-                        sock_path = optarg;
+                        a->sock_path = optarg;
                         break;
                 case OPT_CONFIG:
-                        config = optarg;
+                        a->config = optarg;
                         break;
                 case OPT_THREADS:
-                        threads = optarg;
+                        a->threads = optarg;
                         break;
                 case OPT_CLUSTERS:
-                        clusters = optarg;
+                        a->clusters = optarg;
                         break;
                 case OPT_COMPLETION:
-                        completion = optarg;
+                        a->completion = optarg;
                         break;
                 case OPT_CHECK_CONFIG:
-                        check = true;
+                        a->check = true;
                         if (optarg)
-                                config = optarg;
+                                a->config = optarg;
                         break;
                 case OPT_HELP:
                         usage(stdout);
-                        return 0;
+                        *ret_exit = 0;
+                        return false;
                 case OPT_VERSION:
                         printf("hbgd %s\n", HBG_VERSION);
-                        return 0;
+                        *ret_exit = 0;
+                        return false;
                 default:
                         if (optopt && optopt < 256)
                                 fprintf(stderr, "hbgd: unknown option '-%c' (try --help)\n", optopt);
@@ -158,62 +156,67 @@ int main(int argc, char **argv) {
                                 fprintf(stderr, "hbgd: option '%s' needs an argument\n", argv[optind - 1]);
                         else
                                 fprintf(stderr, "hbgd: unknown option '%s' (try --help)\n", argv[optind - 1]);
-                        return 2;
+                        *ret_exit = 2;
+                        return false;
                 }
         }
         /* hbgd --check-config FILE */
-        if (check && optind + 1 == argc)
-                config = argv[optind++];
+        if (a->check && optind + 1 == argc)
+                a->config = argv[optind++];
         if (optind < argc) {
                 fprintf(stderr, "hbgd: unexpected argument '%s'\n", argv[optind]);
-                return 2;
+                *ret_exit = 2;
+                return false;
         }
-        /* A failed check exits 1; a failed start 2 (as before). */
-        int bad = check ? 1 : 2;
-        /* The file first, so that options override it. */
-        if (config) {
+        return true;
+}
+
+/* The configuration file, then the options over it, into cfg, checked:
+ * 0, or -EINVAL with every problem printed. */
+static int apply_args(struct hbgd_config *cfg, const struct args *a) {
+        if (a->config) {
                 char err[4096];
-                if (strlen(config) >= sizeof(cfg.config_path)) {
+                if (strlen(a->config) >= sizeof(cfg->config_path)) {
                         fprintf(stderr, "hbgd: --config: path too long\n");
-                        return bad;
+                        return -EINVAL;
                 }
-                snprintf(cfg.config_path, sizeof(cfg.config_path), "%s", config);
-                if (hbgd_config_load(&cfg, config, err, sizeof(err)) < 0) {
+                snprintf(cfg->config_path, sizeof(cfg->config_path), "%s", a->config);
+                if (hbgd_config_load(cfg, a->config, err, sizeof(err)) < 0) {
                         /* every problem of the file, one a line */
                         for (char *save = NULL, *line = strtok_r(err, "\n", &save); line;
                              line = strtok_r(NULL, "\n", &save))
                                 fprintf(stderr, "hbgd: %s\n", line);
-                        return bad;
+                        return -EINVAL;
                 }
         }
-        if (sock_path) {
-                if (strlen(sock_path) >= sizeof(cfg.socket_path)) {
-                        fprintf(stderr, "hbgd: --socket: path longer than %zu bytes\n", sizeof(cfg.socket_path) - 1);
-                        return bad;
+        if (a->sock_path) {
+                if (strlen(a->sock_path) >= sizeof(cfg->socket_path)) {
+                        fprintf(stderr, "hbgd: --socket: path longer than %zu bytes\n", sizeof(cfg->socket_path) - 1);
+                        return -EINVAL;
                 }
-                snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s", sock_path);
+                snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", a->sock_path);
         }
-        if (threads && parse_uint("--threads", threads, 64, &cfg.engine.threads) < 0)
-                return bad;
-        if (clusters && parse_uint("--clusters", clusters, 1024, &cfg.engine.clusters) < 0)
-                return bad;
-        if (completion && hbg_completion_mode_parse(completion, &cfg.engine.completion_mode) < 0) {
+        if (a->threads && parse_uint("--threads", a->threads, 64, &cfg->engine.threads) < 0)
+                return -EINVAL;
+        if (a->clusters && parse_uint("--clusters", a->clusters, 1024, &cfg->engine.clusters) < 0)
+                return -EINVAL;
+        if (a->completion && hbg_completion_mode_parse(a->completion, &cfg->engine.completion_mode) < 0) {
                 fprintf(stderr, "hbgd: --completion: '%s' is not one of eager, lazy, resolver, eager-batched\n",
-                        completion);
-                return bad;
+                        a->completion);
+                return -EINVAL;
         }
         const char *io = getenv("HBGD_IO");
-        cfg.force_epoll = io && strcmp(io, "epoll") == 0;
+        cfg->force_epoll = io && strcmp(io, "epoll") == 0;
         const char *why;
-        if (hbg_engine_config_validate(&cfg.engine, &why) < 0) {
+        if (hbg_engine_config_validate(&cfg->engine, &why) < 0) {
                 fprintf(stderr, "hbgd: %s\n", why);
-                return bad;
+                return -EINVAL;
         }
-        if (check) {
-                print_config(&cfg, config);
-                return 0;
-        }
+        return 0;
+}
 
+/* Run hbgd with cfg until it is told to stop: the exit status. */
+static int run_daemon(const struct hbgd_config *cfg) {
         /* Signals are read from a signalfd by the io thread: block them
          * before any thread exists, so every thread inherits the mask. */
         sigset_t mask;
@@ -225,7 +228,7 @@ int main(int argc, char **argv) {
         signal(SIGPIPE, SIG_IGN);
 
         struct hbgd *d;
-        hbgd_set_log_level(cfg.log_level);
+        hbgd_set_log_level(cfg->log_level);
         /* From here on lines are written by the log's own thread (after
          * the signal mask: it inherits it). */
         int err = hbgd_log_start();
@@ -233,7 +236,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "hbgd: cannot start the log writer: %s\n", strerror(-err));
                 return 1;
         }
-        err = hbgd_new(&d, &cfg);
+        err = hbgd_new(&d, cfg);
         if (err >= 0) {
                 err = hbgd_run(d);
                 hbgd_free(d);
@@ -242,4 +245,30 @@ int main(int argc, char **argv) {
          * reader is stuck (then those lines are lost, not hbgd's exit). */
         hbgd_log_stop(LOG_DRAIN_MS);
         return err < 0 ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+        struct hbgd_config cfg;
+        struct args a = { 0 };
+        int rc;
+
+        /* Session start and end allocate and free the same few hundred KiB
+         * each time: keep it instead of giving it back to the kernel and
+         * faulting it in again (glibc's dynamic mmap threshold and brk
+         * trimming cost ~0.2 ms of page faults and TLB shootdowns per
+         * connect). A fixed threshold also ends the dynamic one. */
+        mallopt(M_MMAP_THRESHOLD, 1 << 20);
+        mallopt(M_TRIM_THRESHOLD, 64 << 20);
+        hbgd_config_default(&cfg);
+        if (!read_args(argc, argv, &a, &rc))
+                return rc;
+        /* The file first, so that options override it. A failed check
+         * exits 1; a failed start 2 (as before). */
+        if (apply_args(&cfg, &a) < 0)
+                return a.check ? 1 : 2;
+        if (a.check) {
+                print_config(&cfg, a.config);
+                return 0;
+        }
+        return run_daemon(&cfg);
 }
