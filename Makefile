@@ -244,7 +244,7 @@ JSONC_CFLAGS = $(shell pkg-config --cflags json-c 2>/dev/null)
 JSONC_LIBS   = $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c)
 
 CTL_SRCS := ctl/hbgctl.c ctl/top.c ctl/run.c ctl/progress.c ctl/dot.c ctl/status.c ctl/metrics.c ctl/graph_file.c \
-            ctl/output.c ctl/daemon_conn.c ctl/admin.c
+            ctl/output.c ctl/daemon_conn.c ctl/admin.c ctl/error.c
 CTL_OBJS := $(CTL_SRCS:%.c=$(B)/obj/%.o)
 
 $(CTL_OBJS): $(B)/obj/ctl/%.o: ctl/%.c $(B)/gen/hbg.pb-c.h

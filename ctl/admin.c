@@ -9,14 +9,18 @@
 #include <stdlib.h>
 
 #include "ctl/ctl.h"
+#include "ctl/daemon_conn.h"
+#include "ctl/error.h"
+#include "ctl/output.h"
 
-/* A session or graph number as `hbgctl sessions` / `graphs` print it. */
+/* A session or graph number as `hbgctl sessions` / `graphs` print it:
+ * 0, or -EINVAL with a message. */
 static int parse_number(const char *s, const char *what, uint64_t min, uint64_t *ret) {
         char *end;
         errno = 0;
         unsigned long long v = strtoull(s, &end, 10);
         if (errno || end == s || *end || *s == '-' || v < min)
-                return ctl_error(EXIT_USAGE, -EINVAL, "%s: '%s' is not a %s number (as `hbgctl %s` shows)", what, s,
+                return ctl_error(-EINVAL, "%s: '%s' is not a %s number (as `hbgctl %s` shows)", what, s,
                                  what, min ? "sessions" : "graphs");
         *ret = v;
         return 0;
@@ -37,6 +41,15 @@ static int print_done(Hbg__Envelope *reply) {
         return 0;
 }
 
+/* The admin request env: hbgd's answer printed, the exit status. */
+static int request(const struct ctl_opts *o, Hbg__Envelope *env) {
+        Hbg__Envelope *reply = NULL;
+        struct ctl_failure fail;
+        if (ctl_request(o->socket, env, HBG__ENVELOPE__MSG_ADMIN_REPLY, &reply, &fail) < 0)
+                return ctl_exit_status(&fail);
+        return print_done(reply);
+}
+
 int cmd_cancel(const struct ctl_opts *o, const char *session, const char *graph) {
         Hbg__CancelRequest rq = HBG__CANCEL_REQUEST__INIT;
         if (parse_number(session, "session", 1, &rq.session_id) || parse_number(graph, "graph", 0, &rq.graph))
@@ -44,9 +57,7 @@ int cmd_cancel(const struct ctl_opts *o, const char *session, const char *graph)
         Hbg__Envelope env = HBG__ENVELOPE__INIT;
         env.msg_case = HBG__ENVELOPE__MSG_CANCEL_REQUEST;
         env.cancel_request = &rq;
-        int rc;
-        Hbg__Envelope *reply = ctl_request(o->socket, &env, HBG__ENVELOPE__MSG_ADMIN_REPLY, &rc);
-        return reply ? print_done(reply) : rc;
+        return request(o, &env);
 }
 
 int cmd_kill(const struct ctl_opts *o, const char *session) {
@@ -56,7 +67,5 @@ int cmd_kill(const struct ctl_opts *o, const char *session) {
         Hbg__Envelope env = HBG__ENVELOPE__INIT;
         env.msg_case = HBG__ENVELOPE__MSG_KILL_REQUEST;
         env.kill_request = &rq;
-        int rc;
-        Hbg__Envelope *reply = ctl_request(o->socket, &env, HBG__ENVELOPE__MSG_ADMIN_REPLY, &rc);
-        return reply ? print_done(reply) : rc;
+        return request(o, &env);
 }

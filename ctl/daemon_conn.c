@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Connecting to hbgd's control socket, one request and its reply (every
- * verb goes through ctl_request(): connect, hello, request, reply), and what hbgctl says when it may not connect: the exit status
- * of each refusal and what to do about it (docs/man/hbgctl.1, EXIT STATUS).
- * The message of a failure goes through ctl_error() (stderr, and the
- * --json error object); the fixes that follow it are stderr's only.
+ * verb goes through ctl_request(): connect, hello, request, reply), and what hbgctl says when it may not connect: what to
+ * do about each refusal, and the exit status of each failure
+ * (ctl_exit_status(), docs/man/hbgctl.1, EXIT STATUS), which the verbs
+ * return. The message of a failure goes through ctl_error() (stderr, and
+ * the --json error object); the fixes that follow it are stderr's only.
  */
 #include <errno.h>
 #include <grp.h>
@@ -16,15 +17,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "ctl/ctl.h"
+#include "ctl/daemon_conn.h"
+
+#include "ctl/error.h"
 #include "proto/sockperm.h"
-
-/* The exit status of the last failure ctl_roundtrip() printed. */
-static int last_exit = EXIT_FAIL;
-
-int ctl_failure_exit(void) {
-        return last_exit;
-}
 
 /* ------------------------------------------------------------ who we are */
 
@@ -75,7 +71,7 @@ static void explain_permission(const char *path) {
         sockperm_inspect(path, &p);
         sockperm_describe(&p, path, why, sizeof(why));
         self_get(&s);
-        ctl_error(EXIT_ACCESS, -EACCES, "permission denied: %s", why);
+        ctl_error(-EACCES, "permission denied: %s", why);
 
         const char *what = p.dir_denied ? p.dir : path;
         const struct stat *st = p.dir_denied ? &p.dir_st : &p.sock_st;
@@ -146,51 +142,77 @@ static const struct refusal *find_refusal(int code) {
         return NULL;
 }
 
-int ctl_connect_failed(int err) {
+void ctl_explain_refusal(int err) {
         const struct refusal *r = find_refusal(err);
         if (!r)
-                return err == -ENOENT || err == -ECONNREFUSED ? EXIT_NOT_RUNNING : EXIT_FAIL;
+                return;
         struct self s;
         self_get(&s);
         r->fix(&s);
-        return r->exit;
 }
 
-/* An Error from hbgd: print it (a refusal with its fix); sets last_exit. */
-static void print_error(const Hbg__Error *e) {
+/* The exit status of a failure where no refusal decides it: by stage,
+ * then errno (0: any other). */
+static const struct exit_rule {
+        enum ctl_stage at;
+        int err;
+        int exit;
+} exit_rules[] = {
+        { CTL_AT_CONNECT, -EACCES, EXIT_ACCESS },
+        { CTL_AT_CONNECT, -EPERM, EXIT_ACCESS },
+        { CTL_AT_CONNECT, -ENAMETOOLONG, EXIT_USAGE },
+        { CTL_AT_CONNECT, 0, EXIT_NOT_RUNNING },
+        /* hung up without an Error: hbgd went away (stopped, killed) while
+         * we waited, which is "not running" as much as finding it gone */
+        { CTL_AT_EXCHANGE, -EPIPE, EXIT_NOT_RUNNING },
+        { CTL_AT_EXCHANGE, -ECONNRESET, EXIT_NOT_RUNNING },
+        { CTL_AT_LIBRARY, -ENOENT, EXIT_NOT_RUNNING },
+        { CTL_AT_LIBRARY, -ECONNREFUSED, EXIT_NOT_RUNNING },
+};
+
+int ctl_exit_status(const struct ctl_failure *f) {
+        const struct refusal *r = f->at == CTL_AT_HBGD || f->at == CTL_AT_LIBRARY ? find_refusal(f->err) : NULL;
+        if (r)
+                return r->exit;
+        for (size_t i = 0; i < sizeof(exit_rules) / sizeof(exit_rules[0]); i++)
+                if (exit_rules[i].at == f->at && (exit_rules[i].err == f->err || exit_rules[i].err == 0))
+                        return exit_rules[i].exit;
+        return EXIT_FAIL;
+}
+
+/* An Error from hbgd: print it (a refusal with its fix). Its code. */
+static int print_error(const Hbg__Error *e, struct ctl_failure *ret_fail) {
         const char *msg = e->message && e->message[0] ? e->message : strerror(e->code < 0 ? -e->code : EPROTO);
-        const struct refusal *r = find_refusal(e->code);
-        if (!r) {
-                last_exit = ctl_error(EXIT_FAIL, e->code, "hbgd: %s", msg);
-                return;
+        *ret_fail = (struct ctl_failure){ .at = CTL_AT_HBGD, .err = e->code < 0 ? e->code : -EPROTO };
+        if (!find_refusal(e->code)) {
+                ctl_error(e->code, "hbgd: %s", msg);
+                return ret_fail->err;
         }
-        ctl_error(r->exit, e->code, "hbgd refused %s: %s", e->code == -EPERM ? "the request" : "the connection",
-                  msg);
-        last_exit = ctl_connect_failed(e->code);
+        ctl_error(e->code, "hbgd refused %s: %s", e->code == -EPERM ? "the request" : "the connection", msg);
+        ctl_explain_refusal(e->code);
+        return ret_fail->err;
 }
 
 /* A send or receive failed: hbgd's queued Error if it hung up, else err. */
-static void print_failure(int fd, int err, const char *what) {
+static int print_failure(int fd, int err, const char *what, struct ctl_failure *ret_fail) {
         Hbg__Envelope *env = NULL;
         if ((err == -EPIPE || err == -ECONNRESET) && wire_recv_queued_error(fd, &env) == 0) {
-                print_error(env->error);
+                err = print_error(env->error, ret_fail);
                 wire_free(env);
-                return;
+                return err;
         }
-        /* Hung up without an Error: hbgd went away (stopped, killed) while
-         * we waited, which is "not running" as much as finding it gone. */
         bool gone = err == -ECONNRESET || err == -EPIPE;
-        last_exit = ctl_error(gone ? EXIT_NOT_RUNNING : EXIT_FAIL, err, "%s: %s", what,
-                              gone ? "hbgd closed the connection (it stopped)" : strerror(-err));
+        ctl_error(err, "%s: %s", what, gone ? "hbgd closed the connection (it stopped)" : strerror(-err));
+        *ret_fail = (struct ctl_failure){ .at = CTL_AT_EXCHANGE, .err = err };
+        return err;
 }
 
 /* ------------------------------------------------------------ requests */
 
 int ctl_connect(const char *path) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        if (strlen(path) >= sizeof(sa.sun_path)) {
-                return -ctl_error(EXIT_USAGE, -ENAMETOOLONG, "socket path too long: %s", path);
-        }
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return ctl_error(-ENAMETOOLONG, "socket path too long: %s", path);
         strcpy(sa.sun_path, path);
         int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
@@ -199,46 +221,44 @@ int ctl_connect(const char *path) {
                         close(fd);
                 if (err == EACCES || err == EPERM) {
                         explain_permission(path);
-                        return -EXIT_ACCESS;
+                        return -err;
                 }
-                return -ctl_error(EXIT_NOT_RUNNING, -err, "hbgd is not running on %s: %s", path, strerror(err));
+                return ctl_error(-err, "hbgd is not running on %s: %s", path, strerror(err));
         }
         return fd;
 }
 
 /* Send one envelope, receive one (blocking with a timeout). */
-Hbg__Envelope *ctl_roundtrip(int fd, Hbg__Envelope *env) {
+int ctl_roundtrip(int fd, Hbg__Envelope *env, Hbg__Envelope **ret, struct ctl_failure *ret_fail) {
         int err = wire_send(fd, env, NULL, 0, HBG_WIRE_MAX_MSG_DEFAULT);
-        if (err < 0) {
-                print_failure(fd, err, "cannot talk to hbgd");
-                return NULL;
-        }
+        if (err < 0)
+                return print_failure(fd, err, "cannot talk to hbgd", ret_fail);
         struct pollfd p = { .fd = fd, .events = POLLIN };
         if (poll(&p, 1, 10000) <= 0) {
-                last_exit = ctl_error(EXIT_FAIL, -ETIMEDOUT, "hbgd did not answer within 10 s");
-                return NULL;
+                *ret_fail = (struct ctl_failure){ .at = CTL_AT_EXCHANGE, .err = -ETIMEDOUT };
+                return ctl_error(-ETIMEDOUT, "hbgd did not answer within 10 s");
         }
         Hbg__Envelope *reply = NULL;
         int fds[HBG_WIRE_MAX_FDS];
         unsigned nfds = 0;
         err = wire_recv(fd, 16u << 20, &reply, fds, 0, &nfds);
-        if (err < 0) {
-                print_failure(fd, err, "bad reply from hbgd");
-                return NULL;
-        }
+        if (err < 0)
+                return print_failure(fd, err, "bad reply from hbgd", ret_fail);
         if (reply->msg_case == HBG__ENVELOPE__MSG_ERROR) {
-                print_error(reply->error);
+                err = print_error(reply->error, ret_fail);
                 wire_free(reply);
-                return NULL;
+                return err;
         }
-        return reply;
+        *ret = reply;
+        return 0;
 }
 
-Hbg__Envelope *ctl_request(const char *path, Hbg__Envelope *rq, Hbg__Envelope__MsgCase want, int *ret_exit) {
+int ctl_request(const char *path, Hbg__Envelope *rq, Hbg__Envelope__MsgCase want, Hbg__Envelope **ret,
+                struct ctl_failure *ret_fail) {
         int fd = ctl_connect(path);
         if (fd < 0) {
-                *ret_exit = -fd;
-                return NULL;
+                *ret_fail = (struct ctl_failure){ .at = CTL_AT_CONNECT, .err = fd };
+                return fd;
         }
         Hbg__Hello hello = HBG__HELLO__INIT;
         hello.version_major = HBG_PROTO_MAJOR;
@@ -247,31 +267,31 @@ Hbg__Envelope *ctl_request(const char *path, Hbg__Envelope *rq, Hbg__Envelope__M
         Hbg__Envelope env = HBG__ENVELOPE__INIT;
         env.msg_case = HBG__ENVELOPE__MSG_HELLO;
         env.hello = &hello;
-        Hbg__Envelope *reply = ctl_roundtrip(fd, &env);
-        if (reply) {
+        Hbg__Envelope *reply = NULL;
+        int err = ctl_roundtrip(fd, &env, &reply, ret_fail);
+        if (err == 0) {
                 wire_free(reply);
-                reply = ctl_roundtrip(fd, rq);
+                reply = NULL;
+                err = ctl_roundtrip(fd, rq, &reply, ret_fail);
         }
         close(fd);
-        if (!reply) {
-                *ret_exit = ctl_failure_exit();
-                return NULL;
-        }
+        if (err < 0)
+                return err;
         if (reply->msg_case != want) {
-                *ret_exit = ctl_error(EXIT_FAIL, -EPROTO, "unexpected reply from hbgd (message %d)",
-                                      (int)reply->msg_case);
+                *ret_fail = (struct ctl_failure){ .at = CTL_AT_EXCHANGE, .err = -EPROTO };
+                ctl_error(-EPROTO, "unexpected reply from hbgd (message %d)", (int)reply->msg_case);
                 wire_free(reply);
-                return NULL;
+                return -EPROTO;
         }
-        *ret_exit = 0;
-        return reply;
+        *ret = reply;
+        return 0;
 }
 
-Hbg__Envelope *ctl_status(const char *path, Hbg__StatusKind kind, int *ret_exit) {
+int ctl_status(const char *path, Hbg__StatusKind kind, Hbg__Envelope **ret, struct ctl_failure *ret_fail) {
         Hbg__StatusRequest rq = HBG__STATUS_REQUEST__INIT;
         rq.kind = kind;
         Hbg__Envelope env = HBG__ENVELOPE__INIT;
         env.msg_case = HBG__ENVELOPE__MSG_STATUS_REQUEST;
         env.status_request = &rq;
-        return ctl_request(path, &env, HBG__ENVELOPE__MSG_STATUS_REPLY, ret_exit);
+        return ctl_request(path, &env, HBG__ENVELOPE__MSG_STATUS_REPLY, ret, ret_fail);
 }

@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctl/ctl.h"
+#include "ctl/dot.h"
+
+#include "ctl/error.h"
 #include "libclient/dep_tracker.h"
 
 /* The tracker of the whole file (tensors are its allocations, task

@@ -14,11 +14,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ctl/ctl.h"
+#include "ctl/graph_file.h"
 #include "shm/kernel_sig.h"
 
 /* An error of the file at its JSON path: kept (every one is reported),
- * the first also in p->err. Returns -1. */
+ * the first also in p->err. Returns -EINVAL. */
 static int perr(struct plan *p, const char *path, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 static int perr(struct plan *p, const char *path, const char *fmt, ...) {
@@ -28,7 +28,7 @@ static int perr(struct plan *p, const char *path, const char *fmt, ...) {
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
         graph_file_error(p, path, msg, "hbgctl");
-        return -1;
+        return -EINVAL;
 }
 
 void graph_file_error(struct plan *p, const char *path, const char *msg, const char *by) {
@@ -99,7 +99,7 @@ int graph_file_ref(struct plan *p, const char *s, const char *path, bool single,
         if (!json_object_object_get_ex(p->tensor_index, name, &ix)) {
                 /* A tensor with errors of its own: reported there. */
                 if (p->broken_tensors && json_object_object_get_ex(p->broken_tensors, name, NULL))
-                        return -1;
+                        return -EINVAL;
                 return perr(p, path, "unknown tensor \"%s\" (not in \"tensors\")", name);
         }
         const struct gtensor *t = &p->tensors[json_object_get_int(ix)];
@@ -175,7 +175,7 @@ static int parse_tensor(struct plan *p, const char *name, json_object *spec, str
         if (!json_object_is_type(spec, json_type_object))
                 return perr(p, path, "expected an object, got %s", type_name(spec));
         if (check_keys(p, spec, path, keys) < 0)
-                return -1;
+                return -EINVAL;
         t->name = name;
         t->step = 1.0;
         json_object *v;
@@ -184,7 +184,7 @@ static int parse_tensor(struct plan *p, const char *name, json_object *spec, str
         if (!json_object_object_get_ex(spec, "len", &v))
                 return perr(p, path, "missing \"len\"");
         if (get_uint(p, v, sub, UINT64_C(1) << 36, &t->len) < 0)
-                return -1;
+                return -EINVAL;
         if (t->len == 0)
                 return perr(p, sub, "must be at least 1");
         t->init = INIT_ZERO;
@@ -209,7 +209,7 @@ static int parse_tensor(struct plan *p, const char *name, json_object *spec, str
                 if (t->init != INIT_FILL)
                         return perr(p, sub, "\"value\" is only for \"init\": \"fill\"");
                 if (get_number(p, v, sub, &t->value) < 0)
-                        return -1;
+                        return -EINVAL;
         } else if (t->init == INIT_FILL) {
                 return perr(p, path, "\"init\": \"fill\" needs \"value\"");
         }
@@ -222,7 +222,7 @@ static int parse_tensor(struct plan *p, const char *name, json_object *spec, str
                                 return perr(p, sub, "\"%s\" is only for \"init\": \"iota\"",
                                             iota_keys[k]);
                         if (get_number(p, v, sub, iota_dst[k]) < 0)
-                                return -1;
+                                return -EINVAL;
                 }
         t->t = (hbg_tensor){ 0, t->len * 4 };
         return 0;
@@ -262,28 +262,28 @@ static int check_kernel_rules(struct plan *p, size_t i, const struct hbg_kernel_
  * deps are the file indices of earlier tasks: the caller turns them into
  * task ids as it adds the tasks.
  */
-int graph_file_task(struct plan *p, size_t i, hbg_task *t) {
-        json_object *o = json_object_array_get_idx(p->tasks, i), *v;
-        char path[64], sub[96];
-        snprintf(path, sizeof(path), "$.tasks[%zu]", i);
-        if (!json_object_is_type(o, json_type_object))
-                return perr(p, path, "expected an object, got %s", type_name(o));
-        /* The name first: later tasks may name this one in "after" even
-         * when it has errors of its own. */
-        if (!p->resolved && json_object_object_get_ex(o, "name", &v)) {
-                snprintf(sub, sizeof(sub), "%s.name", path);
-                if (!json_object_is_type(v, json_type_string))
-                        return perr(p, sub, "expected a string, got %s", type_name(v));
-                const char *nm = json_object_get_string(v);
-                if (json_object_object_get_ex(p->task_index, nm, NULL))
-                        return perr(p, sub, "task name \"%s\" is used twice", nm);
-                json_object_object_add(p->task_index, nm, json_object_new_int64((int64_t)i));
-        }
-        static const char *const keys[] = { "name", "kernel", "args", "scalars", "blocks",
-                                            "lanes", "after", "when", NULL };
-        if (check_keys(p, o, path, keys) < 0)
-                return -1;
-        *t = (hbg_task){ 0 };
+/* The task's "name" into p->task_index (pass 1 only): later tasks may name
+ * this one in "after" even when it has errors of its own. */
+static int task_name(struct plan *p, size_t i, json_object *o, const char *path) {
+        json_object *v;
+        char sub[96];
+        if (p->resolved || !json_object_object_get_ex(o, "name", &v))
+                return 0;
+        snprintf(sub, sizeof(sub), "%s.name", path);
+        if (!json_object_is_type(v, json_type_string))
+                return perr(p, sub, "expected a string, got %s", type_name(v));
+        const char *nm = json_object_get_string(v);
+        if (json_object_object_get_ex(p->task_index, nm, NULL))
+                return perr(p, sub, "task name \"%s\" is used twice", nm);
+        json_object_object_add(p->task_index, nm, json_object_new_int64((int64_t)i));
+        return 0;
+}
+
+/* "kernel": its signature into *ret_sg (NULL: a dummy), its name *ret_name. */
+static int task_kernel(struct plan *p, json_object *o, const char *path, hbg_task *t,
+                       const struct hbg_kernel_sig **ret_sg, const char **ret_name) {
+        json_object *v;
+        char sub[96];
         if (!json_object_object_get_ex(o, "kernel", &v))
                 return perr(p, path, "missing \"kernel\"");
         snprintf(sub, sizeof(sub), "%s.kernel", path);
@@ -298,7 +298,15 @@ int graph_file_task(struct plan *p, size_t i, hbg_task *t) {
                                     kname);
                 t->kernel = sg->name;
         }
-        /* args */
+        *ret_sg = sg;
+        *ret_name = kname;
+        return 0;
+}
+
+/* "args": as many tensor references as the kernel takes. */
+static int task_args(struct plan *p, json_object *o, const char *path, const struct hbg_kernel_sig *sg,
+                     const char *kname, hbg_task *t) {
+        char sub[96];
         size_t want = sg ? sg->n_tensors : 0, n = 0;
         json_object *args = NULL;
         if (json_object_object_get_ex(o, "args", &args)) {
@@ -315,13 +323,20 @@ int graph_file_task(struct plan *p, size_t i, hbg_task *t) {
                 snprintf(sub, sizeof(sub), "%s.args[%zu]", path, a);
                 if (!json_object_is_type(e, json_type_string))
                         return perr(p, sub, "expected a string, got %s", type_name(e));
-                if (graph_file_ref(p, json_object_get_string(e), sub, false, &t->args[a].tensor) < 0)
-                        return -1;
+                int err = graph_file_ref(p, json_object_get_string(e), sub, false, &t->args[a].tensor);
+                if (err < 0)
+                        return err;
                 t->args[a].dir = (enum hbg_dir)sg->tensors[a].dir;
         }
         t->n_args = (uint8_t)n;
-        /* scalars */
-        want = sg ? sg->n_scalars : 0, n = 0;
+        return 0;
+}
+
+/* "scalars": as many as the kernel takes, each of its kind. */
+static int task_scalars(struct plan *p, json_object *o, const char *path, const struct hbg_kernel_sig *sg,
+                        const char *kname, hbg_task *t) {
+        char sub[96];
+        size_t want = sg ? sg->n_scalars : 0, n = 0;
         json_object *sc = NULL;
         if (json_object_object_get_ex(o, "scalars", &sc)) {
                 snprintf(sub, sizeof(sub), "%s.scalars", path);
@@ -335,14 +350,13 @@ int graph_file_task(struct plan *p, size_t i, hbg_task *t) {
         for (size_t s = 0; s < n; s++) {
                 json_object *e = json_object_array_get_idx(sc, s);
                 snprintf(sub, sizeof(sub), "%s.scalars[%zu]", path, s);
+                int err = 0;
                 if (sg->scalars[s].kind == HBG_SCALAR_F32) {
                         double d = 0; /* set by get_number() unless it fails */
-                        if (get_number(p, e, sub, &d) < 0)
-                                return -1;
+                        err = get_number(p, e, sub, &d);
                         t->scalars[s] = hbg_f32((float)d);
                 } else if (sg->scalars[s].kind == HBG_SCALAR_U64) {
-                        if (get_uint(p, e, sub, UINT64_MAX, &t->scalars[s]) < 0)
-                                return -1;
+                        err = get_uint(p, e, sub, UINT64_MAX, &t->scalars[s]);
                 } else {
                         if (json_object_get_type(e) != json_type_int)
                                 return perr(p, sub, "expected an integer, got %s", type_name(e));
@@ -352,13 +366,24 @@ int graph_file_task(struct plan *p, size_t i, hbg_task *t) {
                                 return perr(p, sub, "integer out of range");
                         t->scalars[s] = (uint64_t)x;
                 }
+                if (err < 0)
+                        return err;
         }
         t->n_scalars = (uint8_t)n;
+        return 0;
+}
+
+/* "blocks" and "lanes": a kernel's only. */
+static int task_placement(struct plan *p, json_object *o, const char *path, const struct hbg_kernel_sig *sg,
+                          hbg_task *t) {
+        json_object *v;
+        char sub[96];
         if (json_object_object_get_ex(o, "blocks", &v)) {
                 uint64_t b;
                 snprintf(sub, sizeof(sub), "%s.blocks", path);
-                if (get_uint(p, v, sub, 4096, &b) < 0)
-                        return -1;
+                int err = get_uint(p, v, sub, 4096, &b);
+                if (err < 0)
+                        return err;
                 if (b == 0)
                         return perr(p, sub, "must be 1..4096");
                 if (!sg && b != 1)
@@ -381,34 +406,71 @@ int graph_file_task(struct plan *p, size_t i, hbg_task *t) {
                 else
                         return perr(p, sub, "unknown lanes \"%s\" (aiv, aic, mix)", s);
         }
-        if (json_object_object_get_ex(o, "when", &v)) {
-                snprintf(sub, sizeof(sub), "%s.when", path);
-                if (!json_object_is_type(v, json_type_string))
-                        return perr(p, sub, "expected a string, got %s", type_name(v));
-                if (graph_file_ref(p, json_object_get_string(v), sub, true, &t->predicate) < 0)
-                        return -1;
-                t->has_predicate = 1;
+        return 0;
+}
+
+/* "when": the predicate, one element. */
+static int task_when(struct plan *p, json_object *o, const char *path, hbg_task *t) {
+        json_object *v;
+        char sub[96];
+        if (!json_object_object_get_ex(o, "when", &v))
+                return 0;
+        snprintf(sub, sizeof(sub), "%s.when", path);
+        if (!json_object_is_type(v, json_type_string))
+                return perr(p, sub, "expected a string, got %s", type_name(v));
+        int err = graph_file_ref(p, json_object_get_string(v), sub, true, &t->predicate);
+        if (err < 0)
+                return err;
+        t->has_predicate = 1;
+        return 0;
+}
+
+/* "after": names of earlier tasks, as their file indices. */
+static int task_after(struct plan *p, size_t i, json_object *o, const char *path, hbg_task *t) {
+        json_object *v;
+        char sub[96];
+        if (!json_object_object_get_ex(o, "after", &v))
+                return 0;
+        snprintf(sub, sizeof(sub), "%s.after", path);
+        if (!json_object_is_type(v, json_type_array))
+                return perr(p, sub, "expected an array, got %s", type_name(v));
+        size_t n = json_object_array_length(v);
+        if (n > HBG_MAX_TASK_DEPS)
+                return perr(p, sub, "at most %d tasks", HBG_MAX_TASK_DEPS);
+        for (size_t a = 0; a < n; a++) {
+                json_object *e = json_object_array_get_idx(v, a), *ix;
+                snprintf(sub, sizeof(sub), "%s.after[%zu]", path, a);
+                if (!json_object_is_type(e, json_type_string))
+                        return perr(p, sub, "expected a string, got %s", type_name(e));
+                const char *dn = json_object_get_string(e);
+                if (!json_object_object_get_ex(p->task_index, dn, &ix) || (size_t)json_object_get_int64(ix) >= i)
+                        return perr(p, sub, "\"%s\" is not the name of an earlier task", dn);
+                t->deps[a] = (uint64_t)json_object_get_int64(ix);
         }
-        if (json_object_object_get_ex(o, "after", &v)) {
-                snprintf(sub, sizeof(sub), "%s.after", path);
-                if (!json_object_is_type(v, json_type_array))
-                        return perr(p, sub, "expected an array, got %s", type_name(v));
-                n = json_object_array_length(v);
-                if (n > HBG_MAX_TASK_DEPS)
-                        return perr(p, sub, "at most %d tasks", HBG_MAX_TASK_DEPS);
-                for (size_t a = 0; a < n; a++) {
-                        json_object *e = json_object_array_get_idx(v, a), *ix;
-                        snprintf(sub, sizeof(sub), "%s.after[%zu]", path, a);
-                        if (!json_object_is_type(e, json_type_string))
-                                return perr(p, sub, "expected a string, got %s", type_name(e));
-                        const char *dn = json_object_get_string(e);
-                        if (!json_object_object_get_ex(p->task_index, dn, &ix) ||
-                            (size_t)json_object_get_int64(ix) >= i)
-                                return perr(p, sub, "\"%s\" is not the name of an earlier task", dn);
-                        t->deps[a] = (uint64_t)json_object_get_int64(ix);
-                }
-                t->n_deps = (uint8_t)n;
-        }
+        t->n_deps = (uint8_t)n;
+        return 0;
+}
+
+int graph_file_task(struct plan *p, size_t i, hbg_task *t) {
+        static const char *const keys[] = { "name", "kernel", "args", "scalars", "blocks",
+                                            "lanes", "after", "when", NULL };
+        json_object *o = json_object_array_get_idx(p->tasks, i);
+        char path[64];
+        snprintf(path, sizeof(path), "$.tasks[%zu]", i);
+        if (!json_object_is_type(o, json_type_object))
+                return perr(p, path, "expected an object, got %s", type_name(o));
+        int err = task_name(p, i, o, path);
+        if (err == 0)
+                err = check_keys(p, o, path, keys);
+        if (err < 0)
+                return err;
+        *t = (hbg_task){ 0 };
+        const struct hbg_kernel_sig *sg = NULL;
+        const char *kname = NULL;
+        if ((err = task_kernel(p, o, path, t, &sg, &kname)) < 0 || (err = task_args(p, o, path, sg, kname, t)) < 0 ||
+            (err = task_scalars(p, o, path, sg, kname, t)) < 0 || (err = task_placement(p, o, path, sg, t)) < 0 ||
+            (err = task_when(p, o, path, t)) < 0 || (err = task_after(p, i, o, path, t)) < 0)
+                return err;
         return p->resolved ? check_kernel_rules(p, i, sg, t) : 0;
 }
 
@@ -419,7 +481,7 @@ int graph_file_parse(struct plan *p) {
         check_keys(p, p->root, "$", keys);
         /* A tensor's errors stop nothing: the tasks are checked too. */
         if (parse_tensors(p) < 0 && !p->tensor_index)
-                return -1;
+                return -EINVAL;
         if (!json_object_object_get_ex(p->root, "tasks", &p->tasks))
                 return perr(p, "$", "missing \"tasks\"");
         if (!json_object_is_type(p->tasks, json_type_array))
@@ -450,7 +512,7 @@ int graph_file_parse(struct plan *p) {
                         graph_file_ref(p, json_object_get_string(e), sub, false, &dummy);
                 }
         }
-        return graph_file_n_errors(p) ? -1 : 0;
+        return graph_file_n_errors(p) ? -EINVAL : 0;
 }
 
 const char *graph_file_name(const struct plan *p) {
@@ -462,8 +524,9 @@ int graph_file_load(struct plan *p) {
         bool is_stdin = strcmp(p->file, "-") == 0;
         FILE *f = is_stdin ? stdin : fopen(p->file, "r");
         if (!f) {
-                snprintf(p->err, sizeof(p->err), "%s: %s", name, strerror(errno));
-                return -1;
+                int err = -errno;
+                snprintf(p->err, sizeof(p->err), "%s: %s", name, strerror(-err));
+                return err;
         }
         /* fopen() opens a directory; its first read fails (EISDIR). */
         struct stat st;
@@ -471,7 +534,7 @@ int graph_file_load(struct plan *p) {
                 snprintf(p->err, sizeof(p->err), "%s: is a directory, not a graph file (a JSON document)", name);
                 if (!is_stdin)
                         fclose(f);
-                return -1;
+                return -EISDIR;
         }
         size_t total = 0;
         json_tokener *tok = json_tokener_new();
@@ -518,7 +581,7 @@ int graph_file_load(struct plan *p) {
         json_tokener_free(tok);
         if (rerr) {
                 snprintf(p->err, sizeof(p->err), "%s: cannot read it: %s", name, strerror(rerr));
-                return -1;
+                return -rerr;
         }
         if (p->root && jerr == json_tokener_success)
                 return 0;
@@ -530,7 +593,7 @@ int graph_file_load(struct plan *p) {
                         snprintf(p->err, sizeof(p->err), "%s:%zu:%zu: invalid JSON: %s", name,
                                  line, col, json_tokener_error_desc(jerr));
         }
-        return -1;
+        return jerr == json_tokener_error_size ? -EFBIG : -EINVAL;
 }
 
 const char *graph_file_task_name(struct plan *p, size_t i, char *buf, size_t sz) {

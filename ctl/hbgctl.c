@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include "ctl/ctl.h"
+#include "ctl/error.h"
+#include "ctl/output.h"
 
 struct verb;
 typedef int (*verb_fn)(const struct verb *v, const struct ctl_opts *o, const char *arg);
@@ -283,8 +285,10 @@ static void print_help_json(const struct verb *of) {
 static int verb_help(const struct verb *v, const struct ctl_opts *o, const char *arg) {
         (void)v, (void)o;
         const struct verb *of = NULL;
-        if (arg && !(of = find_verb(arg)))
-                return ctl_error(EXIT_USAGE, -EINVAL, "help: unknown command '%s'", arg);
+        if (arg && !(of = find_verb(arg))) {
+                ctl_error(-EINVAL, "help: unknown command '%s'", arg);
+                return EXIT_USAGE;
+        }
         if (opt_list) {
                 for (size_t i = 0; !of && i < N_VERBS; i++)
                         printf("%s\n", verbs[i].name);
@@ -322,7 +326,95 @@ static int parse_seconds(const char *s, double *ret) {
         return 0;
 }
 
-int main(int argc, char **argv) {
+/* What the command line says, the verb's arguments aside. */
+struct cmdline {
+        struct ctl_opts o;
+        const char *path;               /* --socket */
+        bool help, version;
+        const struct opt_def *used[N_OPTS]; /* the verb options given */
+        size_t n_used;
+};
+
+/* One option d (its id c) with its argument: 0, or EXIT_USAGE with a
+ * message. */
+static int take_option(struct cmdline *cl, const struct opt_def *d, int c, char *value) {
+        struct ctl_opts *o = &cl->o;
+        switch (c) {
+        case OPT_SOCKET:
+                cl->path = value;
+                break;
+        case OPT_JSON:
+                opt_json = true;
+                break;
+        case OPT_HELP:
+                cl->help = true;
+                break;
+        case OPT_VERSION:
+                cl->version = true;
+                break;
+        case OPT_PROGRESS:
+                o->progress = true;
+                break;
+        case OPT_DOT:
+                o->dot = value;
+                break;
+        case OPT_DRY_RUN:
+                o->dry_run = true;
+                break;
+        case OPT_HEAP:
+        case OPT_WINDOW:
+                if (run_parse_size(value, c == OPT_HEAP ? &o->heap : &o->window) < 0) {
+                        fprintf(stderr, "hbgctl: --%s: '%s' is not a %s (a number, optionally with K, M or G)\n",
+                                d->name, value, c == OPT_HEAP ? "size in bytes" : "number of tasks");
+                        return EXIT_USAGE;
+                }
+                break;
+        case OPT_LIST:
+                opt_list = true;
+                break;
+        case OPT_OUTPUT:
+                opt_output = value;
+                break;
+        case OPT_BATCH:
+                o->batch = true;
+                break;
+        case OPT_ITERATIONS: {
+                char *end;
+                errno = 0;
+                long n = strtol(value, &end, 10);
+                if (errno || end == value || *end || n < 1) {
+                        fprintf(stderr, "hbgctl: -n: '%s' is not a number of snapshots (1 or more)\n", value);
+                        return EXIT_USAGE;
+                }
+                o->iterations = n;
+                break;
+        }
+        case OPT_TIMEOUT: {
+                char *end;
+                errno = 0;
+                double t = strtod(value, &end);
+                if (errno || end == value || *end || !isfinite(t) || t < 0 || t > 86400) {
+                        fprintf(stderr, "hbgctl: --timeout: '%s' is not a number of seconds (0 to 86400)\n",
+                                value);
+                        return EXIT_USAGE;
+                }
+                o->timeout_s = t;
+                break;
+        }
+        case OPT_DELAY:
+                if (parse_seconds(value, &o->delay_s) < 0) {
+                        fprintf(stderr, "hbgctl: -d: '%s' is not a number of seconds (0.01 to 86400)\n",
+                                value);
+                        return EXIT_USAGE;
+                }
+                break;
+        }
+        return 0;
+}
+
+/* Every option, before or after the command (getopt_long's tables made
+ * from opt_defs[]): 0, or EXIT_USAGE with a message. */
+static int take_options(int argc, char **argv, struct cmdline *cl) {
         struct option lopts[N_OPTS + 1];
         char shorts[2 * N_OPTS + 2] = ":";
         size_t ns = 1;
@@ -337,12 +429,6 @@ int main(int argc, char **argv) {
         }
         lopts[N_OPTS] = (struct option){ 0 };
         shorts[ns] = 0;
-
-        struct ctl_opts o = { .iterations = -1, .delay_s = 1.0, .timeout_s = 30.0 };
-        const char *path = NULL;
-        bool help = false, version = false;
-        const struct opt_def *used[N_OPTS];
-        size_t n_used = 0;
         int c;
         opterr = 0;
         while ((c = getopt_long(argc, argv, shorts, lopts, NULL)) != -1) {
@@ -361,101 +447,22 @@ int main(int argc, char **argv) {
                                 fprintf(stderr, "hbgctl: unknown option '%s' (try --help)\n", argv[optind - 1]);
                         return EXIT_USAGE;
                 }
-                if (d->verb && n_used < N_OPTS)
-                        used[n_used++] = d;
-                switch (c) {
-                case OPT_SOCKET:
-                        path = optarg;
-                        break;
-                case OPT_JSON:
-                        opt_json = true;
-                        break;
-                case OPT_HELP:
-                        help = true;
-                        break;
-                case OPT_VERSION:
-                        version = true;
-                        break;
-                case OPT_PROGRESS:
-                        o.progress = true;
-                        break;
-                case OPT_DOT:
-                        o.dot = optarg;
-                        break;
-                case OPT_DRY_RUN:
-                        o.dry_run = true;
-                        break;
-                case OPT_HEAP:
-                case OPT_WINDOW:
-                        if (run_parse_size(optarg, c == OPT_HEAP ? &o.heap : &o.window) < 0) {
-                                fprintf(stderr, "hbgctl: --%s: '%s' is not a %s (a number, optionally with K, M or G)\n",
-                                        d->name, optarg, c == OPT_HEAP ? "size in bytes" : "number of tasks");
-                                return EXIT_USAGE;
-                        }
-                        break;
-                case OPT_LIST:
-                        opt_list = true;
-                        break;
-                case OPT_OUTPUT:
-                        opt_output = optarg;
-                        break;
-                case OPT_BATCH:
-                        o.batch = true;
-                        break;
-                case OPT_ITERATIONS: {
-                        char *end;
-                        errno = 0;
-                        long n = strtol(optarg, &end, 10);
-                        if (errno || end == optarg || *end || n < 1) {
-                                fprintf(stderr, "hbgctl: -n: '%s' is not a number of snapshots (1 or more)\n", optarg);
-                                return EXIT_USAGE;
-                        }
-                        o.iterations = n;
-                        break;
-                }
-                case OPT_TIMEOUT: {
-                        char *end;
-                        errno = 0;
-                        double t = strtod(optarg, &end);
-                        if (errno || end == optarg || *end || !isfinite(t) || t < 0 || t > 86400) {
-                                fprintf(stderr, "hbgctl: --timeout: '%s' is not a number of seconds (0 to 86400)\n",
-                                        optarg);
-                                return EXIT_USAGE;
-                        }
-                        o.timeout_s = t;
-                        break;
-                }
-                case OPT_DELAY:
-                        if (parse_seconds(optarg, &o.delay_s) < 0) {
-                                fprintf(stderr, "hbgctl: -d: '%s' is not a number of seconds (0.01 to 86400)\n",
-                                        optarg);
-                                return EXIT_USAGE;
-                        }
-                        break;
-                }
+                if (d->verb && cl->n_used < N_OPTS)
+                        cl->used[cl->n_used++] = d;
+                int rc = take_option(cl, d, c, optarg);
+                if (rc)
+                        return rc;
         }
-        if (version && !help)
-                return verb_version(NULL, &o, NULL);
-        const char *name = optind < argc ? argv[optind++] : NULL;
-        const struct verb *v = find_verb(name ? name : "status");
-        if (!v) {
-                fprintf(stderr, "hbgctl: unknown command '%s' (", name);
-                for (size_t i = 0; i < N_VERBS; i++)
-                        fprintf(stderr, "%s%s", i ? ", " : "", verbs[i].name);
-                fprintf(stderr, ")\n");
-                return EXIT_USAGE;
-        }
-        if (help) {
-                if (name)
-                        verb_usage(stdout, v);
-                else
-                        usage(stdout);
-                return 0;
-        }
-        for (size_t i = 0; i < n_used; i++)
-                if (!opt_of(used[i], v)) {
-                        fprintf(stderr, "hbgctl: option '--%s' is an option of %s, not of %s\n", used[i]->name,
-                                used[i]->verb, v->name);
+        return 0;
+}
+
+/* The verb's options and arguments (argv[optind..]): *ret_arg its one
+ * argument (o->args when more); 0, or EXIT_USAGE with a message. */
+static int take_arguments(const struct verb *v, struct cmdline *cl, int argc, char **argv, const char **ret_arg) {
+        for (size_t i = 0; i < cl->n_used; i++)
+                if (!opt_of(cl->used[i], v)) {
+                        fprintf(stderr, "hbgctl: option '--%s' is an option of %s, not of %s\n", cl->used[i]->name,
+                                cl->used[i]->verb, v->name);
                         return EXIT_USAGE;
                 }
         const char *arg = NULL;
@@ -464,7 +471,7 @@ int main(int argc, char **argv) {
                         fprintf(stderr, "hbgctl: %s needs a %s\n", v->name, v->arg_what);
                         return EXIT_USAGE;
                 }
-                o.args = (const char *const *)&argv[optind];
+                cl->o.args = (const char *const *)&argv[optind];
                 arg = argv[optind];
                 optind += (int)v->n_args;
         } else if (v->arg && optind < argc)
@@ -477,10 +484,15 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "hbgctl: unexpected argument '%s'\n", argv[optind]);
                 return EXIT_USAGE;
         }
-        o.socket = hbg_socket_path(path);
-        int rc = v->run(v, &o, arg);
-        /* Every failure with --json is one JSON object on stdout too,
-         * unless the verb printed its own (usage errors print none). */
+        *ret_arg = arg;
+        return 0;
+}
+
+/* Run the verb: its exit status. Every failure with --json is one JSON
+ * object on stdout too, unless the verb printed its own (usage errors
+ * print none). */
+static int run_verb(const struct verb *v, const struct ctl_opts *o, const char *arg) {
+        int rc = v->run(v, o, arg);
         if (rc != 0 && rc != EXIT_USAGE && opt_json && !ctl_json_printed()) {
                 json_object *j = json_object_new_object();
                 json_object_object_add(j, "error", ctl_error_json(rc));
@@ -488,4 +500,35 @@ int main(int argc, char **argv) {
                 json_object_put(j);
         }
         return rc;
+}
+
+int main(int argc, char **argv) {
+        struct cmdline cl = { .o = { .iterations = -1, .delay_s = 1.0, .timeout_s = 30.0 } };
+        int rc = take_options(argc, argv, &cl);
+        if (rc)
+                return rc;
+        if (cl.version && !cl.help)
+                return verb_version(NULL, &cl.o, NULL);
+        const char *name = optind < argc ? argv[optind++] : NULL;
+        const struct verb *v = find_verb(name ? name : "status");
+        if (!v) {
+                fprintf(stderr, "hbgctl: unknown command '%s' (", name);
+                for (size_t i = 0; i < N_VERBS; i++)
+                        fprintf(stderr, "%s%s", i ? ", " : "", verbs[i].name);
+                fprintf(stderr, ")\n");
+                return EXIT_USAGE;
+        }
+        if (cl.help) {
+                if (name)
+                        verb_usage(stdout, v);
+                else
+                        usage(stdout);
+                return 0;
+        }
+        const char *arg = NULL;
+        rc = take_arguments(v, &cl, argc, argv, &arg);
+        if (rc)
+                return rc;
+        cl.o.socket = hbg_socket_path(cl.path);
+        return run_verb(v, &cl.o, arg);
 }

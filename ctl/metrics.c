@@ -25,6 +25,9 @@
 #include <unistd.h>
 
 #include "ctl/ctl.h"
+#include "ctl/daemon_conn.h"
+#include "ctl/error.h"
+#include "ctl/output.h"
 
 const char *opt_output;
 
@@ -148,14 +151,14 @@ static void le_label(uint64_t ns, char *buf, size_t size) {
                 strncat(buf, ".0", size - strlen(buf) - 1);
 }
 
-/* A histogram's samples; labels: "" or `thread="N",`. -1 if the reply's
- * histogram is malformed. */
+/* A histogram's samples; labels: "" or `thread="N",`. -EPROTO if the
+ * reply's histogram is malformed. */
 static int print_histogram(FILE *out, const char *name, const char *labels, const Hbg__Histogram *h) {
         if (!h || h->n_buckets != h->n_bounds_ns + 1)
-                return -1;
+                return -EPROTO;
         for (size_t i = 1; i < h->n_bounds_ns; i++)
                 if (h->bounds_ns[i] <= h->bounds_ns[i - 1])
-                        return -1;
+                        return -EPROTO;
         uint64_t total = 0;
         for (size_t i = 0; i < h->n_buckets; i++) {
                 total += h->buckets[i];
@@ -176,7 +179,7 @@ static int print_histogram(FILE *out, const char *name, const char *labels, cons
         return 0;
 }
 
-/* One family: metadata, then its samples. -1 for a malformed reply. */
+/* One family: metadata, then its samples. -EPROTO for a malformed reply. */
 static int print_family(FILE *out, const struct family *f, const Hbg__StatusReply *r) {
         const Hbg__Metrics *m = r->metrics;
         fprintf(out, "# TYPE %s %s\n", f->name, f->type);
@@ -226,11 +229,11 @@ static int print_family(FILE *out, const struct family *f, const Hbg__StatusRepl
                         char labels[32];
                         snprintf(labels, sizeof(labels), "thread=\"%u\",", m->threads[i]->index);
                         if (print_histogram(out, f->name, labels, m->threads[i]->task_run) < 0)
-                                return -1;
+                                return -EPROTO;
                 }
                 return 0;
         }
-        return -1;
+        return -EPROTO;
 }
 
 /* ------------------------------------------------------------ output */
@@ -238,19 +241,18 @@ static int print_family(FILE *out, const struct family *f, const Hbg__StatusRepl
 /* Replace path with data atomically: a temporary file in the same
  * directory (a name a textfile collector skips: it reads *.prom only),
  * mode 0644, then rename(2) over path; a reader sees the old file or the
- * new one, never a part. 0, or -1 with a message printed. */
+ * new one, never a part. 0, or a negative errno with a message printed. */
 static int write_atomically(const char *path, const char *data, size_t len) {
         char dir_buf[PATH_MAX], base_buf[PATH_MAX], tmp[PATH_MAX + 16];
         if (snprintf(dir_buf, sizeof(dir_buf), "%s", path) >= (int)sizeof(dir_buf) ||
             snprintf(base_buf, sizeof(base_buf), "%s", path) >= (int)sizeof(base_buf)) {
-                ctl_error(EXIT_USAGE, -ENAMETOOLONG, "--output: path too long");
-                return -1;
+                return ctl_error(-ENAMETOOLONG, "--output: path too long");
         }
         snprintf(tmp, sizeof(tmp), "%s/.%s.XXXXXX", dirname(dir_buf), basename(base_buf));
         int fd = mkostemp(tmp, O_CLOEXEC);
         if (fd < 0) {
-                ctl_error(EXIT_FAIL, -errno, "cannot write %s: %s", path, strerror(errno));
-                return -1;
+                int err = -errno;
+                return ctl_error(err, "cannot write %s: %s", path, strerror(-err));
         }
         int err = 0;
         for (size_t done = 0; done < len && !err;) {
@@ -270,20 +272,19 @@ static int write_atomically(const char *path, const char *data, size_t len) {
                 err = errno;
         if (err) {
                 unlink(tmp);
-                ctl_error(EXIT_FAIL, -err, "cannot write %s: %s", path, strerror(err));
-                return -1;
+                return ctl_error(-err, "cannot write %s: %s", path, strerror(err));
         }
         return 0;
 }
 
 int cmd_metrics(const char *path) {
-        int code;
-        Hbg__Envelope *reply = ctl_status(path, HBG__STATUS_KIND__STATUS_METRICS, &code);
-        if (!reply)
-                return code;
+        Hbg__Envelope *reply = NULL;
+        struct ctl_failure fail;
+        if (ctl_status(path, HBG__STATUS_KIND__STATUS_METRICS, &reply, &fail) < 0)
+                return ctl_exit_status(&fail);
         const Hbg__StatusReply *r = reply->status_reply;
         if (!r->daemon || !r->metrics) {
-                ctl_error(EXIT_FAIL, -EPROTO, "hbgd sent no metrics (an hbgd older than this hbgctl?)");
+                ctl_error(-EPROTO, "hbgd sent no metrics (an hbgd older than this hbgctl?)");
                 wire_free(reply);
                 return EXIT_FAIL;
         }
@@ -291,7 +292,7 @@ int cmd_metrics(const char *path) {
         size_t len = 0;
         FILE *out = open_memstream(&text, &len);
         if (!out) {
-                ctl_error(EXIT_FAIL, -ENOMEM, "out of memory");
+                ctl_error(-ENOMEM, "out of memory");
                 wire_free(reply);
                 return EXIT_FAIL;
         }
@@ -307,7 +308,7 @@ int cmd_metrics(const char *path) {
         }
         wire_free(reply);
         if (fclose(out) != 0 || bad) {
-                ctl_error(EXIT_FAIL, bad ? -EPROTO : -ENOMEM, "%s", bad ? "malformed metrics from hbgd" : "out of memory");
+                ctl_error(bad ? -EPROTO : -ENOMEM, "%s", bad ? "malformed metrics from hbgd" : "out of memory");
                 free(text);
                 return EXIT_FAIL;
         }

@@ -12,58 +12,17 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pwd.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "ctl/output.h"
+
 #include "common/text.h"
-#include "ctl/ctl.h"
+#include "ctl/error.h"
 
 bool opt_json;
 
-static struct {
-        int err;
-        char message[512];
-        bool set;
-} last_error;
 static bool json_printed;
-static bool errors_quiet;
-
-void ctl_errors_quiet(bool quiet) {
-        errors_quiet = quiet;
-}
-
-int ctl_error(int exit_code, int err, const char *fmt, ...) {
-        if (errors_quiet)
-                return exit_code;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(last_error.message, sizeof(last_error.message), fmt, ap);
-        va_end(ap);
-        last_error.err = err;
-        last_error.set = true;
-        char shown[4 * sizeof(last_error.message)];
-        fprintf(stderr, "hbgctl: %s\n", ctl_shown(last_error.message, shown, sizeof(shown)));
-        return exit_code;
-}
-
-const char *ctl_shown(const char *s, char *buf, size_t sz) {
-        text_copy_str(buf, sz, s, TEXT_TERMINAL);
-        return buf;
-}
-
-json_object *ctl_error_json(int exit_code) {
-        json_object *e = json_object_new_object();
-        json_object_object_add(e, "code", json_object_new_int(last_error.set ? last_error.err : 0));
-        json_object_object_add(e, "exit", json_object_new_int(exit_code));
-        if (last_error.set && last_error.err < 0) {
-                const char *name = strerrorname_np(-last_error.err);
-                json_object_object_add(e, "errno", name ? json_object_new_string(name) : NULL);
-        }
-        json_object_object_add(e, "message",
-                               json_object_new_string(last_error.set ? last_error.message : "failed"));
-        return e;
-}
 
 bool ctl_json_printed(void) {
         return json_printed;
@@ -414,32 +373,80 @@ static void kernels_text(json_object *a) {
         print_table(stdout, "", kernel_cols, sizeof(kernel_cols) / sizeof(kernel_cols[0]), a);
 }
 
-/* The sections a status reply can have: one JSON key each, its builder
- * and its text. */
-enum { SEC_DAEMON, SEC_SESSIONS, SEC_GRAPHS, SEC_THREADS, SEC_KERNELS };
-static const struct section {
-        const char *key;
-        json_object *(*json)(const Hbg__StatusReply *r);
-        void (*text)(json_object *o);
-} sections[] = {
-        [SEC_DAEMON] = { "daemon", daemon_json, daemon_text },
-        [SEC_SESSIONS] = { "sessions", sessions_json, sessions_text },
-        [SEC_GRAPHS] = { "graphs", graphs_json, graphs_text },
-        [SEC_THREADS] = { "threads", threads_json, threads_text },
-        [SEC_KERNELS] = { "kernels", kernels_json, kernels_text },
-};
+/* A view's part `key` of o (NULL: none). */
+static json_object *part(json_object *o, const char *key) {
+        json_object *v = NULL;
+        json_object_object_get_ex(o, key, &v);
+        return v;
+}
 
-/* Which sections each kind of request shows, in order. */
+/* {key: v}: the view of a kind that shows one list. */
+static json_object *view_of(const char *key, json_object *v) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, key, v);
+        return o;
+}
+
+static json_object *status_view_json(const Hbg__StatusReply *r) {
+        json_object *o = view_of("daemon", daemon_json(r));
+        json_object_object_add(o, "sessions", sessions_json(r));
+        return o;
+}
+
+/* The daemon, then its sessions unless there are none. */
+static void status_view_text(json_object *o) {
+        json_object *sessions = part(o, "sessions");
+        daemon_text(part(o, "daemon"));
+        if (sessions && json_object_array_length(sessions) > 0) {
+                printf("\n");
+                sessions_text(sessions);
+        }
+}
+
+static json_object *sessions_view_json(const Hbg__StatusReply *r) {
+        return view_of("sessions", sessions_json(r));
+}
+
+static void sessions_view_text(json_object *o) {
+        sessions_text(part(o, "sessions"));
+}
+
+static json_object *graphs_view_json(const Hbg__StatusReply *r) {
+        return view_of("graphs", graphs_json(r));
+}
+
+static void graphs_view_text(json_object *o) {
+        graphs_text(part(o, "graphs"));
+}
+
+static json_object *threads_view_json(const Hbg__StatusReply *r) {
+        return view_of("threads", threads_json(r));
+}
+
+static void threads_view_text(json_object *o) {
+        threads_text(part(o, "threads"));
+}
+
+static json_object *kernels_view_json(const Hbg__StatusReply *r) {
+        return view_of("kernels", kernels_json(r));
+}
+
+static void kernels_view_text(json_object *o) {
+        kernels_text(part(o, "kernels"));
+}
+
+/* What each kind of status request shows: its JSON object, and the text
+ * of that object. A kind not listed shows as the daemon's. */
 static const struct view {
         Hbg__StatusKind kind;
-        unsigned n;
-        unsigned sections[2];
+        json_object *(*json)(const Hbg__StatusReply *r);
+        void (*text)(json_object *o);
 } views[] = {
-        { HBG__STATUS_KIND__STATUS_DAEMON, 2, { SEC_DAEMON, SEC_SESSIONS } },
-        { HBG__STATUS_KIND__STATUS_SESSIONS, 1, { SEC_SESSIONS } },
-        { HBG__STATUS_KIND__STATUS_GRAPHS, 1, { SEC_GRAPHS } },
-        { HBG__STATUS_KIND__STATUS_THREADS, 1, { SEC_THREADS } },
-        { HBG__STATUS_KIND__STATUS_KERNELS, 1, { SEC_KERNELS } },
+        { HBG__STATUS_KIND__STATUS_DAEMON, status_view_json, status_view_text },
+        { HBG__STATUS_KIND__STATUS_SESSIONS, sessions_view_json, sessions_view_text },
+        { HBG__STATUS_KIND__STATUS_GRAPHS, graphs_view_json, graphs_view_text },
+        { HBG__STATUS_KIND__STATUS_THREADS, threads_view_json, threads_view_text },
+        { HBG__STATUS_KIND__STATUS_KERNELS, kernels_view_json, kernels_view_text },
 };
 
 static const struct view *find_view(Hbg__StatusKind kind) {
@@ -450,28 +457,9 @@ static const struct view *find_view(Hbg__StatusKind kind) {
 }
 
 json_object *status_json(Hbg__StatusKind kind, const Hbg__StatusReply *r) {
-        const struct view *v = find_view(kind);
-        json_object *o = json_object_new_object();
-        for (unsigned i = 0; i < v->n; i++) {
-                const struct section *s = &sections[v->sections[i]];
-                json_object_object_add(o, s->key, s->json(r));
-        }
-        return o;
+        return find_view(kind)->json(r);
 }
 
 void status_print_text(Hbg__StatusKind kind, json_object *o) {
-        const struct view *v = find_view(kind);
-        for (unsigned i = 0; i < v->n; i++) {
-                const struct section *s = &sections[v->sections[i]];
-                json_object *part;
-                if (!json_object_object_get_ex(o, s->key, &part))
-                        continue;
-                /* a later section that is an empty list is left out */
-                if (i > 0) {
-                        if (json_object_is_type(part, json_type_array) && json_object_array_length(part) == 0)
-                                continue;
-                        printf("\n");
-                }
-                s->text(part);
-        }
+        find_view(kind)->text(o);
 }

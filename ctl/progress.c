@@ -10,10 +10,14 @@
  * tasks the library adds for more than 16 dependencies, rarely: the
  * count stops at the tasks added).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "ctl/ctl.h"
+#include "ctl/progress.h"
+
+#include "ctl/daemon_conn.h"
+#include "ctl/error.h"
 #include "shm/util.h"
 
 #define REDRAW_NS 200000000
@@ -44,11 +48,12 @@ struct progress *progress_new(const char *socket, size_t n_tasks) {
 /* Our session's completed tasks from hbgd; quietly nothing if it does
  * not say. */
 static void ask_hbgd(struct progress *pg) {
-        int rc;
+        Hbg__Envelope *e = NULL;
+        struct ctl_failure fail;
         ctl_errors_quiet(true);
-        Hbg__Envelope *e = ctl_status(pg->socket, HBG__STATUS_KIND__STATUS_SESSIONS, &rc);
+        int err = ctl_status(pg->socket, HBG__STATUS_KIND__STATUS_SESSIONS, &e, &fail);
         ctl_errors_quiet(false);
-        if (!e)
+        if (err < 0)
                 return;
         const Hbg__StatusReply *r = e->status_reply;
         for (size_t i = 0; i < r->n_sessions; i++)

@@ -15,6 +15,12 @@
 #include <unistd.h>
 
 #include "ctl/ctl.h"
+#include "ctl/daemon_conn.h"
+#include "ctl/dot.h"
+#include "ctl/error.h"
+#include "ctl/graph_file.h"
+#include "ctl/output.h"
+#include "ctl/progress.h"
 #include "shm/kernel_sig.h"
 #include "shm/layout.h"
 #include "shm/producer.h"
@@ -38,9 +44,9 @@ static void run_json_error(int exit_code, const char *task) {
 /* A failure of the run (code: a negative errno or 0). */
 static int run_error_code(struct plan *p, int code, const char *msg, const char *task) {
         if (task)
-                ctl_error(EXIT_FAIL, code, "%s: task %s: %s", graph_file_name(p), task, msg);
+                ctl_error(code, "%s: task %s: %s", graph_file_name(p), task, msg);
         else
-                ctl_error(EXIT_FAIL, code, "%s", msg);
+                ctl_error(code, "%s", msg);
         run_json_error(EXIT_FAIL, task);
         return EXIT_FAIL;
 }
@@ -71,7 +77,7 @@ static int graph_failed(struct plan *p, const hbg_graph_error_info *info) {
                          named ? "\"" : "");
         if (info->kernel[0])
                 snprintf(kern, sizeof(kern), " (kernel %s)", info->kernel);
-        ctl_error(EXIT_FAIL, info->code, "graph failed%s%s: %s: %s", where, kern, strerror(-info->code),
+        ctl_error(info->code, "graph failed%s%s: %s: %s", where, kern, strerror(-info->code),
                   info->message[0] ? info->message : hbg_strerror(info->code));
         if (opt_json) {
                 json_object *o = json_object_new_object();
@@ -90,32 +96,32 @@ static int graph_failed(struct plan *p, const hbg_graph_error_info *info) {
 
 /* Pass 2 of the graph file: every task as an hbg_task, before the run
  * (those with errors of pass 1 left out, as zero tasks). Every error
- * noted; -1 if any. */
+ * noted; -EINVAL if any (-ENOMEM: no room for the tasks). */
 static int compile_tasks(struct plan *p) {
         p->resolved = true;
         p->compiled = calloc(p->n_tasks, sizeof(*p->compiled));
         p->ids = calloc(p->n_tasks, sizeof(*p->ids));
         if (!p->compiled || !p->ids || !p->bad) {
                 snprintf(p->err, sizeof(p->err), "out of memory for %zu tasks", p->n_tasks);
-                return -1;
+                return -ENOMEM;
         }
         for (size_t i = 0; i < p->n_tasks; i++)
                 if (!p->bad[i] && graph_file_task(p, i, &p->compiled[i]) < 0) {
                         p->compiled[i] = (hbg_task){ 0 };
                         p->bad[i] = true;
                 }
-        return graph_file_n_errors(p) ? -1 : 0;
+        return graph_file_n_errors(p) ? -EINVAL : 0;
 }
 
 int run_parse_size(const char *s, uint64_t *ret) {
         static const struct { char c; unsigned shift; } suffixes[] = { { 'K', 10 }, { 'M', 20 }, { 'G', 30 } };
         char *end;
         if (*s < '0' || *s > '9')
-                return -1;
+                return -EINVAL;
         errno = 0;
         uint64_t v = strtoull(s, &end, 10);
         if (errno)
-                return -1;
+                return -EINVAL;
         if (*end) {
                 size_t k = 0;
                 while (k < sizeof(suffixes) / sizeof(suffixes[0]) && suffixes[k].c != (*end & ~0x20))
@@ -123,13 +129,13 @@ int run_parse_size(const char *s, uint64_t *ret) {
                 /* "80M", "80MB", "80MiB" */
                 if (k == sizeof(suffixes) / sizeof(suffixes[0]) ||
                     (end[1] && strcmp(end + 1, "B") != 0 && strcmp(end + 1, "iB") != 0))
-                        return -1;
+                        return -EINVAL;
                 if (v > (UINT64_MAX >> suffixes[k].shift))
-                        return -1;
+                        return -EINVAL;
                 v <<= suffixes[k].shift;
         }
         if (v == 0)
-                return -1;
+                return -EINVAL;
         *ret = v;
         return 0;
 }
@@ -163,7 +169,7 @@ static int print_errors(struct plan *p, int exit_code) {
                 const char *path = json_object_get_string(json_object_object_get(e, "path"));
                 const char *msg = json_object_get_string(json_object_object_get(e, "message"));
                 if (i == 0) {
-                        ctl_error(exit_code, -EINVAL, "%s: %s: %s", graph_file_name(p), path, msg);
+                        ctl_error(-EINVAL, "%s: %s: %s", graph_file_name(p), path, msg);
                 } else {
                         char line[1024], shown[4 * sizeof(line)];
                         snprintf(line, sizeof(line), "%s: %s: %s", graph_file_name(p), path, msg);
@@ -301,9 +307,9 @@ static void ask_hbgd(const struct ctl_opts *o, struct plan *p, struct hbgd_check
         int fd = ctl_connect(o->socket);
         ctl_errors_quiet(false);
         if (fd < 0) {
-                hc->exit = -fd;
+                hc->exit = ctl_exit_status(&(struct ctl_failure){ .at = CTL_AT_CONNECT, .err = fd });
                 snprintf(hc->why, sizeof(hc->why), "%s on %s",
-                         -fd == EXIT_ACCESS ? "this user may not use hbgd" : "hbgd is not running", o->socket);
+                         hc->exit == EXIT_ACCESS ? "this user may not use hbgd" : "hbgd is not running", o->socket);
                 return;
         }
         Hbg__Hello hello = HBG__HELLO__INIT;
@@ -313,17 +319,20 @@ static void ask_hbgd(const struct ctl_opts *o, struct plan *p, struct hbgd_check
         Hbg__Envelope env = HBG__ENVELOPE__INIT;
         env.msg_case = HBG__ENVELOPE__MSG_HELLO;
         env.hello = &hello;
+        Hbg__Envelope *reply = NULL;
+        struct ctl_failure fail;
         ctl_errors_quiet(true);
-        Hbg__Envelope *reply = ctl_roundtrip(fd, &env);
+        int err = ctl_roundtrip(fd, &env, &reply, &fail);
         ctl_errors_quiet(false);
-        if (!reply) {
-                hc->exit = ctl_failure_exit();
+        if (err < 0) {
+                hc->exit = ctl_exit_status(&fail);
                 snprintf(hc->why, sizeof(hc->why), "hbgd on %s did not take the connection", o->socket);
                 close(fd);
                 return;
         }
         wire_free(reply);
-        int mfd, err = tasks_memfd(p, &mfd);
+        int mfd;
+        err = tasks_memfd(p, &mfd);
         if (err < 0) {
                 hc->exit = EXIT_FAIL;
                 snprintf(hc->why, sizeof(hc->why), "cannot make the memfd of %zu tasks: %s", p->n_tasks,
@@ -472,47 +481,18 @@ static int run_offline(const struct ctl_opts *o, struct plan *p, int64_t compile
         return rc;
 }
 
-int cmd_run(const struct ctl_opts *o, const char *file) {
-        struct plan p = { .file = file };
-        struct progress *pg = NULL;
-        int rc = EXIT_FAIL;
-        hbg_client *c = NULL;
-        char nb[64];
-        if (o->dot && strcmp(o->dot, "-") == 0 && opt_json)
-                return ctl_error(EXIT_USAGE, -EINVAL, "--dot - and --json would both write to standard output");
-        /* The compile time (reading the file, checking it, building the
-         * tasks) is reported apart from the run. */
-        int64_t compile_ns = 0, t0 = hbg_now_ns();
-        if (graph_file_load(&p) < 0) {
-                rc = run_error(&p, p.err, NULL);
-                goto out;
-        }
-        /* Every error of the file is noted; a dry run goes on to have hbgd
-         * check the tasks without errors of their own. */
-        if (graph_file_parse(&p) < 0 && !(o->dry_run && p.tasks && p.bad)) {
-                /* The other tasks' rules between tensors too (laid out as
-                 * a dry run does): every error before the run. */
-                if (p.tasks && p.bad) {
-                        layout_offline(&p);
-                        compile_tasks(&p);
-                }
-                rc = p.errors ? file_errors(&p) : run_error(&p, p.err, NULL);
-                goto out;
-        }
-        compile_ns += hbg_now_ns() - t0;
-        if (o->dot || o->dry_run) {
-                rc = run_offline(o, &p, compile_ns);
-                goto out;
-        }
+/* A session with hbgd (*ret), its heap and window as asked: 0, or the
+ * exit status after the message (and the JSON error). */
+static int run_connect(const struct ctl_opts *o, hbg_client **ret) {
         /* hbgctl's own explanation of a socket that is missing or not ours
          * to open, found without connecting: a probe connection to hbgd
          * would be a second refusal in its log for one run. */
         if (faccessat(AT_FDCWD, o->socket, W_OK, AT_EACCESS) < 0) {
                 int fd = ctl_connect(o->socket);
                 if (fd < 0) {
-                        rc = -fd;
+                        int rc = ctl_exit_status(&(struct ctl_failure){ .at = CTL_AT_CONNECT, .err = fd });
                         run_json_error(rc, NULL);
-                        goto out;
+                        return rc;
                 }
                 close(fd);
         }
@@ -520,19 +500,24 @@ int cmd_run(const struct ctl_opts *o, const char *file) {
         copts.socket_path = o->socket;
         copts.heap_bytes = o->heap;
         copts.task_window = o->window;
-        int err = hbg_connect_opts(&c, &copts);
+        int err = hbg_connect_opts(ret, &copts);
         if (err < 0) {
-                char msg[512];
-                snprintf(msg, sizeof(msg), "hbg_connect: %s", hbg_last_error(NULL));
                 /* the message, then hbgd's refusal's fix and exit status */
-                ctl_error(EXIT_FAIL, err, "%s", msg);
-                rc = ctl_connect_failed(err);
+                ctl_error(err, "hbg_connect: %s", hbg_last_error(NULL));
+                ctl_explain_refusal(err);
+                int rc = ctl_exit_status(&(struct ctl_failure){ .at = CTL_AT_LIBRARY, .err = err });
                 run_json_error(rc, NULL);
-                goto out;
+                return rc;
         }
-        for (size_t i = 0; i < p.n_tensors; i++) {
-                struct gtensor *t = &p.tensors[i];
-                err = hbg_tensor_alloc(c, t->len * 4, &t->t);
+        return 0;
+}
+
+/* The file's tensors in the session's heap, with their initial values: 0,
+ * or the exit status. */
+static int alloc_tensors(struct plan *p, hbg_client *c) {
+        for (size_t i = 0; i < p->n_tensors; i++) {
+                struct gtensor *t = &p->tensors[i];
+                int err = hbg_tensor_alloc(c, t->len * 4, &t->t);
                 if (err < 0) {
                         char msg[512];
                         snprintf(msg, sizeof(msg), "$.tensors.%s (%" PRIu64 " elements): %s (%s)%s",
@@ -540,8 +525,7 @@ int cmd_run(const struct ctl_opts *o, const char *file) {
                                  err == -ENOMEM ? "; hbgctl run --heap BYTES asks for a bigger heap, up to "
                                                   "hbgd's [limits] max_heap_size"
                                                 : "");
-                        rc = run_error_code(&p, err, msg, NULL);
-                        goto out;
+                        return run_error_code(p, err, msg, NULL);
                 }
                 float *d = hbg_tensor_data(c, t->t);
                 for (uint64_t k = 0; k < t->len; k++)
@@ -549,36 +533,39 @@ int cmd_run(const struct ctl_opts *o, const char *file) {
                                : t->init == INIT_IOTA ? (float)(t->start + (double)k * t->step)
                                                       : 0.0f;
         }
-        t0 = hbg_now_ns();
-        if (compile_tasks(&p) < 0) {
-                rc = p.errors ? file_errors(&p) : run_error(&p, p.err, NULL);
-                goto out;
-        }
-        compile_ns += hbg_now_ns() - t0;
-        /* The run: first add to the wait's return, as a producer sees it. */
-        if (o->progress)
-                pg = progress_new(o->socket, p.n_tasks);
-        size_t added = 0;
-        t0 = hbg_now_ns();
-        for (size_t i = 0; i < p.n_tasks; i++) {
-                hbg_task *t = &p.compiled[i];
+        return 0;
+}
+
+/* Add every compiled task (its deps from file indices to the ids given),
+ * the progress line following: 0, or the exit status (the progress line
+ * ended, *pg NULL). *ret_added: how many were added. */
+static int add_tasks(struct plan *p, hbg_client *c, struct progress **pg, size_t *ret_added) {
+        char nb[64];
+        for (size_t i = 0; i < p->n_tasks; i++) {
+                hbg_task *t = &p->compiled[i];
                 for (unsigned d = 0; d < t->n_deps; d++)
-                        t->deps[d] = p.ids[t->deps[d]];
-                err = hbg_graph_add(c, t, &p.ids[i]);
+                        t->deps[d] = p->ids[t->deps[d]];
+                int err = hbg_graph_add(c, t, &p->ids[i]);
                 if (err < 0) {
                         char msg[512];
                         snprintf(msg, sizeof(msg), "$.tasks[%zu]: %s (%s)", i, hbg_strerror(err),
                                  hbg_last_error(c));
-                        progress_end(pg, p.ids, added, false);
-                        pg = NULL;
-                        rc = run_error_code(&p, err, msg, graph_file_task_name(&p, i, nb, sizeof(nb)));
-                        goto out;
+                        progress_end(*pg, p->ids, *ret_added, false);
+                        *pg = NULL;
+                        return run_error_code(p, err, msg, graph_file_task_name(p, i, nb, sizeof(nb)));
                 }
-                added = i + 1;
-                progress_update(pg, p.ids, added, false, false);
+                *ret_added = i + 1;
+                progress_update(*pg, p->ids, *ret_added, false, false);
         }
+        return 0;
+}
+
+/* Submit the graph and wait for it, the progress line redrawn between
+ * slices of the wait and then ended: 0, or the exit status (the graph's
+ * first failing task, or why it could not run). */
+static int submit_and_wait(struct plan *p, hbg_client *c, struct progress *pg, size_t added) {
         uint64_t g = 0;
-        err = hbg_graph_submit(c, &g);
+        int err = hbg_graph_submit(c, &g);
         bool submitted = err == 0;
         /* With a progress line: the wait in slices, redrawn between them
          * (a wait that times out leaves the graph as it is). */
@@ -591,40 +578,40 @@ int cmd_run(const struct ctl_opts *o, const char *file) {
                         break;
                 }
                 err = 0;
-                progress_update(pg, p.ids, added, true, true);
+                progress_update(pg, p->ids, added, true, true);
         }
-        double elapsed = (double)(hbg_now_ns() - t0) / 1e3;
-        progress_end(pg, p.ids, added, err == 0);
-        pg = NULL;
-        if (err < 0) {
-                hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
-                if (submitted && hbg_graph_error(c, g, &info) == 0 && info.code < 0) {
-                        rc = graph_failed(&p, &info);
-                        goto out;
-                }
-                char msg[512];
-                const char *why = hbg_last_error(c);
-                snprintf(msg, sizeof(msg), "%s", why[0] ? why : hbg_strerror(err));
-                rc = run_error_code(&p, err, msg, NULL);
-                goto out;
-        }
+        progress_end(pg, p->ids, added, err == 0);
+        if (err == 0)
+                return 0;
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        if (submitted && hbg_graph_error(c, g, &info) == 0 && info.code < 0)
+                return graph_failed(p, &info);
+        char msg[512];
+        const char *why = hbg_last_error(c);
+        snprintf(msg, sizeof(msg), "%s", why[0] ? why : hbg_strerror(err));
+        return run_error_code(p, err, msg, NULL);
+}
+
+/* The finished run: its times and each output's length, sum, min, max
+ * and first values, as text or JSON. */
+static void print_outputs(struct plan *p, hbg_client *c, int64_t compile_ns, double elapsed) {
         json_object *res = json_object_new_object(), *outs = json_object_new_object();
         json_object_object_add(res, "status", json_object_new_string("ok"));
-        json_object_object_add(res, "tasks", json_object_new_uint64(p.n_tasks));
+        json_object_object_add(res, "tasks", json_object_new_uint64(p->n_tasks));
         json_object_object_add(res, "compile_us", json_object_new_int64(compile_ns / 1000));
         json_object_object_add(res, "elapsed_us", json_object_new_int64((int64_t)elapsed));
-        size_t n_out = p.outputs ? json_object_array_length(p.outputs) : 0;
+        size_t n_out = p->outputs ? json_object_array_length(p->outputs) : 0;
         if (!opt_json) {
-                printf("ok: %zu tasks in %.3f ms (compiled in %.3f ms before)\n", p.n_tasks, elapsed / 1e3,
+                printf("ok: %zu tasks in %.3f ms (compiled in %.3f ms before)\n", p->n_tasks, elapsed / 1e3,
                        (double)compile_ns / 1e6);
                 if (n_out)
                         printf("%-16s %10s %16s %14s %14s  %s\n", "output", "len", "sum", "min", "max",
                                "head");
         }
         for (size_t i = 0; i < n_out; i++) {
-                const char *name = json_object_get_string(json_object_array_get_idx(p.outputs, i));
+                const char *name = json_object_get_string(json_object_array_get_idx(p->outputs, i));
                 hbg_tensor t;
-                graph_file_ref(&p, name, "$.outputs", false, &t);
+                graph_file_ref(p, name, "$.outputs", false, &t);
                 const float *d = hbg_tensor_data(c, t);
                 uint64_t len = t.bytes / 4;
                 double sum = 0;
@@ -657,10 +644,73 @@ int cmd_run(const struct ctl_opts *o, const char *file) {
         if (opt_json)
                 print_json(res);
         json_object_put(res);
-        rc = 0;
+}
+
+/* Read and check the file (the compile time into *compile_ns): 0, or the
+ * exit status after its errors. A dry run goes on with the tasks without
+ * errors of their own, for hbgd to check them. */
+static int load_file(const struct ctl_opts *o, struct plan *p, int64_t *compile_ns) {
+        int64_t t0 = hbg_now_ns();
+        if (graph_file_load(p) < 0)
+                return run_error(p, p->err, NULL);
+        if (graph_file_parse(p) < 0 && !(o->dry_run && p->tasks && p->bad)) {
+                /* The other tasks' rules between tensors too (laid out as
+                 * a dry run does): every error before the run. */
+                if (p->tasks && p->bad) {
+                        layout_offline(p);
+                        compile_tasks(p);
+                }
+                return p->errors ? file_errors(p) : run_error(p, p->err, NULL);
+        }
+        *compile_ns += hbg_now_ns() - t0;
+        return 0;
+}
+
+/* The run in a session: tensors, tasks, submit, wait, outputs. */
+static int run_online(const struct ctl_opts *o, struct plan *p, int64_t compile_ns) {
+        struct progress *pg = NULL;
+        hbg_client *c = NULL;
+        size_t added = 0;
+        int rc = run_connect(o, &c);
+        if (rc == 0)
+                rc = alloc_tensors(p, c);
+        if (rc)
+                goto out;
+        int64_t t0 = hbg_now_ns();
+        if (compile_tasks(p) < 0) {
+                rc = p->errors ? file_errors(p) : run_error(p, p->err, NULL);
+                goto out;
+        }
+        compile_ns += hbg_now_ns() - t0;
+        /* The run: first add to the wait's return, as a producer sees it. */
+        if (o->progress)
+                pg = progress_new(o->socket, p->n_tasks);
+        t0 = hbg_now_ns();
+        rc = add_tasks(p, c, &pg, &added);
+        if (rc == 0) {
+                rc = submit_and_wait(p, c, pg, added);
+                pg = NULL;
+        }
+        if (rc == 0)
+                print_outputs(p, c, compile_ns, (double)(hbg_now_ns() - t0) / 1e3);
 out:
-        progress_end(pg, p.ids, 0, false);
+        progress_end(pg, p->ids, 0, false);
         hbg_disconnect(c);
+        return rc;
+}
+
+int cmd_run(const struct ctl_opts *o, const char *file) {
+        struct plan p = { .file = file };
+        if (o->dot && strcmp(o->dot, "-") == 0 && opt_json) {
+                ctl_error(-EINVAL, "--dot - and --json would both write to standard output");
+                return EXIT_USAGE;
+        }
+        /* The compile time (reading the file, checking it, building the
+         * tasks) is reported apart from the run. */
+        int64_t compile_ns = 0;
+        int rc = load_file(o, &p, &compile_ns);
+        if (rc == 0)
+                rc = o->dot || o->dry_run ? run_offline(o, &p, compile_ns) : run_online(o, &p, compile_ns);
         graph_file_free(&p);
         return rc;
 }

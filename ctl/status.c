@@ -11,12 +11,15 @@
 #include <unistd.h>
 
 #include "ctl/ctl.h"
+#include "ctl/daemon_conn.h"
+#include "ctl/error.h"
+#include "ctl/output.h"
 
 int cmd_status(const struct ctl_opts *o, Hbg__StatusKind kind) {
-        int rc;
-        Hbg__Envelope *reply = ctl_status(o->socket, kind, &rc);
-        if (!reply)
-                return rc;
+        Hbg__Envelope *reply = NULL;
+        struct ctl_failure fail;
+        if (ctl_status(o->socket, kind, &reply, &fail) < 0)
+                return ctl_exit_status(&fail);
         json_object *j = status_json(kind, reply->status_reply);
         if (opt_json)
                 print_json(j);
@@ -58,15 +61,17 @@ int cmd_wait(const struct ctl_opts *o) {
         double deadline = now_s() + o->timeout_s;
         int err;
         while ((err = try_connect(o->socket)) == -ENOENT || err == -ECONNREFUSED || err == -ENOTDIR) {
-                if (now_s() >= deadline)
-                        return ctl_error(EXIT_NOT_RUNNING, -ETIMEDOUT, "hbgd did not answer on %s within %g s: %s",
-                                         o->socket, o->timeout_s, strerror(-err));
+                if (now_s() >= deadline) {
+                        ctl_error(-ETIMEDOUT, "hbgd did not answer on %s within %g s: %s", o->socket, o->timeout_s,
+                                  strerror(-err));
+                        return EXIT_NOT_RUNNING;
+                }
                 poll(NULL, 0, WAIT_RETRY_MS);
         }
-        int rc;
-        Hbg__Envelope *reply = ctl_status(o->socket, HBG__STATUS_KIND__STATUS_DAEMON, &rc);
-        if (!reply)
-                return rc;
+        Hbg__Envelope *reply = NULL;
+        struct ctl_failure fail;
+        if (ctl_status(o->socket, HBG__STATUS_KIND__STATUS_DAEMON, &reply, &fail) < 0)
+                return ctl_exit_status(&fail);
         if (opt_json) {
                 json_object *j = status_json(HBG__STATUS_KIND__STATUS_DAEMON, reply->status_reply);
                 print_json(j);

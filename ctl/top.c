@@ -18,6 +18,9 @@
 #include <unistd.h>
 
 #include "ctl/ctl.h"
+#include "ctl/daemon_conn.h"
+#include "ctl/error.h"
+#include "ctl/output.h"
 #include "shm/util.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -196,9 +199,10 @@ int cmd_top(const struct ctl_opts *o) {
         bool interactive = !o->batch && !opt_json && isatty(STDOUT_FILENO);
         struct term term = { 0 };
         int rc = 0;
-        Hbg__Envelope *prev = ctl_status(o->socket, HBG__STATUS_KIND__STATUS_DAEMON, &rc);
-        if (!prev)
-                return rc;
+        struct ctl_failure fail;
+        Hbg__Envelope *prev = NULL, *cur = NULL;
+        if (ctl_status(o->socket, HBG__STATUS_KIND__STATUS_DAEMON, &prev, &fail) < 0)
+                return ctl_exit_status(&fail);
         if (interactive) {
                 struct sigaction sa = { .sa_handler = on_signal };
                 sigemptyset(&sa.sa_mask);
@@ -211,9 +215,10 @@ int cmd_top(const struct ctl_opts *o) {
         for (long i = 0; o->iterations < 0 || i < o->iterations; i++) {
                 if (!pause_for(o->delay_s, interactive && term.raw))
                         break;
-                Hbg__Envelope *cur = ctl_status(o->socket, HBG__STATUS_KIND__STATUS_DAEMON, &rc);
-                if (!cur)
+                if (ctl_status(o->socket, HBG__STATUS_KIND__STATUS_DAEMON, &cur, &fail) < 0) {
+                        rc = ctl_exit_status(&fail);
                         break;
+                }
                 json_object *j = snapshot(prev->status_reply, cur->status_reply);
                 if (opt_json) {
                         print_json_line(j);

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ctl/ctl.h"
+#include "ctl/graph_file.h"
 #include "tests/fuzz/fuzz.h"
 
 #ifndef FUZZ_GRAPHS_DIR

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/* The graph-file compiler (docs/GRAPH_FILES.md): a JSON document checked
+ * as a whole, then turned into hbg_tasks. Errors are noted in the plan
+ * (every one, at its JSON path) and returned as -EINVAL. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "hbg/hbg.h"
+
+enum { INIT_ZERO, INIT_FILL, INIT_IOTA };
+
+struct gtensor {
+        const char *name;
+        uint64_t len;
+        int init;
+        double value, start, step;
+        hbg_tensor t;   /* offset valid once allocated */
+};
+
+struct plan {
+        const char *file;            /* "-": standard input */
+        json_object *root, *tasks, *outputs;
+        struct gtensor *tensors;
+        size_t n_tensors;
+        json_object *tensor_index;   /* name -> index */
+        json_object *task_index;     /* task name -> task index */
+        size_t n_tasks;
+        bool resolved;               /* pass 2: tensors allocated */
+        hbg_task *compiled;          /* pass 2: every task, deps as file indices */
+        uint64_t *ids;               /* task index -> id, as they are added */
+        bool *bad;                   /* task index -> has an error (pass 1, then 2) */
+        json_object *errors;         /* every error: [{path, message, by}], NULL none */
+        json_object *broken_tensors; /* names of tensors with errors */
+        char err[512];               /* the first error, "FILE: PATH: message" */
+};
+
+/* A graph file on standard input may be at most this long. */
+#define GRAPH_FILE_STDIN_MAX ((size_t)64 << 20)
+
+/* Read and parse the file (p->file; "-" reads standard input, at most
+ * GRAPH_FILE_STDIN_MAX bytes); 0, or a negative errno with p->err set. */
+int graph_file_load(struct plan *p);
+/* The file's name in messages ("<stdin>" for "-"). */
+const char *graph_file_name(const struct plan *p);
+/* Note an error at a JSON path ("by": who found it, "hbgctl" or "hbgd"):
+ * every one is kept in p->errors, the first also in p->err. */
+void graph_file_error(struct plan *p, const char *path, const char *msg, const char *by);
+size_t graph_file_n_errors(const struct plan *p);
+/* Check the whole document and index tensors and tasks, every error
+ * noted (a task's first); -EINVAL if there was any. */
+int graph_file_parse(struct plan *p);
+/* Task i as an hbg_task (tensors allocated: with the kernel's rules
+ * between its tensors checked), its deps the file indices of earlier
+ * tasks; -EINVAL after noting its error. */
+int graph_file_task(struct plan *p, size_t i, hbg_task *t);
+/* A tensor reference ("x", "x[2:5]") as a tensor; -EINVAL after noting
+ * its error. */
+int graph_file_ref(struct plan *p, const char *s, const char *path, bool single, hbg_tensor *ret);
+/* The task's "name", or "tasks[i]". */
+const char *graph_file_task_name(struct plan *p, size_t i, char *buf, size_t sz);
+void graph_file_free(struct plan *p);

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/* hbgctl's output: tables and JSON (one set of names for both), and the
+ * status views (what each kind of status reply shows). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <json-c/json.h>
+
+#include "proto/wire.h"
+
+/* --json: print JSON instead of tables. */
+extern bool opt_json;
+
+/* Whether print_json() printed anything yet. */
+bool ctl_json_printed(void);
+/* A protobuf message as JSON, field by field (names from the schema). */
+json_object *pb_to_json(const ProtobufCMessage *m);
+/* Pretty (one object, the status verbs) or one line (top's snapshots). */
+void print_json(json_object *o);
+void print_json_line(json_object *o);
+/* o serialised with json-c's flags, then a newline, to f: valid UTF-8,
+ * DEL and C1 controls escaped (common/text.h). */
+void write_json(FILE *f, json_object *o, int flags);
+/* A status reply as the JSON object of the verb (kind), and its text: the
+ * text shows the JSON's names (docs/man/hbgctl.1). */
+json_object *status_json(Hbg__StatusKind kind, const Hbg__StatusReply *r);
+void status_print_text(Hbg__StatusKind kind, json_object *o);
+/* Tables of JSON rows: each column is a key of the rows, its name the
+ * header. */
+struct column {
+        const char *name;       /* JSON key and header */
+        int width;              /* at least; negative: left-aligned */
+        /* The text of the value, where the generic one does not do (NULL:
+         * numbers as they are, doubles with one decimal, booleans yes/no). */
+        void (*text)(json_object *v, char *buf, size_t sz);
+};
+void print_table(FILE *f, const char *indent, const struct column *cols, size_t ncols, json_object *rows);
+/* "name value" lines for the keys of o given (width: of the names). */
+void print_labels(FILE *f, json_object *o, const char *const *keys, size_t nkeys);
