@@ -102,22 +102,31 @@ static void explain_permission(const char *path) {
 
 /* ------------------------------------------------------------ hbgd's refusals */
 
-static void fix_not_allowed(const struct self *s) {
+static void fix_not_allowed(const struct self *s, const char *msg) {
+        if (msg && strstr(msg, "monitor_groups")) {
+                fprintf(stderr, "hbgctl: %s is in [access] monitor_groups, which may query status and metrics but "
+                        "not run graphs: run as another user, or ask the administrator to take it out of "
+                        "monitor_groups (hbgd.conf(5))\n", s->who);
+                return;
+        }
         fprintf(stderr, "hbgctl: ask the administrator to add %s or one of its groups to allowed_users or "
                 "allowed_groups ([access] in hbgd.conf(5)), then `systemctl reload hbgd`\n", s->who);
 }
 
-static void fix_too_many(const struct self *s) {
+static void fix_too_many(const struct self *s, const char *msg) {
+        (void)msg;
         fprintf(stderr, "hbgctl: close some of %s's connections to hbgd (`hbgctl sessions` lists its sessions), "
                 "or ask the administrator to raise the limit named above\n", s->who);
 }
 
-static void fix_not_admin(const struct self *s) {
+static void fix_not_admin(const struct self *s, const char *msg) {
+        (void)msg;
         fprintf(stderr, "hbgctl: only the session's own user, root and [access] admin_groups of hbgd.conf(5) may "
                 "do this; %s is neither\n", s->who);
 }
 
-static void fix_stopping(const struct self *s) {
+static void fix_stopping(const struct self *s, const char *msg) {
+        (void)msg;
         (void)s;
         fprintf(stderr, "hbgctl: try again once hbgd has started again (`systemctl status hbgd`)\n");
 }
@@ -126,7 +135,7 @@ static void fix_stopping(const struct self *s) {
 static const struct refusal {
         int code;
         int exit;
-        void (*fix)(const struct self *s);
+        void (*fix)(const struct self *s, const char *msg); /* msg: hbgd's, may be NULL */
 } refusals[] = {
         { -EACCES, EXIT_ACCESS, fix_not_allowed },
         { -EUSERS, EXIT_FAIL, fix_too_many },
@@ -142,13 +151,13 @@ static const struct refusal *find_refusal(int code) {
         return NULL;
 }
 
-void ctl_explain_refusal(int err) {
+void ctl_explain_refusal(int err, const char *msg) {
         const struct refusal *r = find_refusal(err);
         if (!r)
                 return;
         struct self s;
         self_get(&s);
-        r->fix(&s);
+        r->fix(&s, msg);
 }
 
 /* The exit status of a failure where no refusal decides it: by stage,
@@ -189,7 +198,7 @@ static int print_error(const Hbg__Error *e, struct ctl_failure *ret_fail) {
                 return ret_fail->err;
         }
         ctl_error(e->code, "hbgd refused %s: %s", e->code == -EPERM ? "the request" : "the connection", msg);
-        ctl_explain_refusal(e->code);
+        ctl_explain_refusal(e->code, msg);
         return ret_fail->err;
 }
 

@@ -43,4 +43,4 @@ int ctl_request(const char *path, Hbg__Envelope *rq, Hbg__Envelope__MsgCase want
 int ctl_status(const char *path, Hbg__StatusKind kind, Hbg__Envelope **ret, struct ctl_failure *ret_fail);
 /* hbg_connect() failed with err (its message printed): print the fix if
  * it is a refusal by hbgd. */
-void ctl_explain_refusal(int err);
+void ctl_explain_refusal(int err, const char *msg);

@@ -504,7 +504,7 @@ static int run_connect(const struct ctl_opts *o, hbg_client **ret) {
         if (err < 0) {
                 /* the message, then hbgd's refusal's fix and exit status */
                 ctl_error(err, "hbg_connect: %s", hbg_last_error(NULL));
-                ctl_explain_refusal(err);
+                ctl_explain_refusal(err, hbg_last_error(NULL));
                 int rc = ctl_exit_status(&(struct ctl_failure){ .at = CTL_AT_LIBRARY, .err = err });
                 run_json_error(rc, NULL);
                 return rc;

@@ -219,12 +219,13 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
                                  "session %" PRIu64 ": geometry task_window %" PRIu64 ", flag_window %" PRIu64
                                  ", heap %" PRIu64 " bytes, mailbox %" PRIu64 " entries, graph table %" PRIu64
                                  " entries; submission region %" PRIu64 " bytes, completion region %" PRIu64
-                                 " bytes; %" PRIu64 " bytes charged; uid %u holds %" PRIu64 " bytes in %u sessions"
+                                 " bytes; %" PRIu64 " bytes charged; uid %u holds %" PRIu64 " bytes in %u session%s"
                                  " (max_memory_per_uid %" PRIu64 "), all sessions %" PRIu64 " bytes (max_memory %"
                                  PRIu64 ")",
                                  c->id, g.task_window, g.flag_window, g.heap_size, g.mailbox_entries,
                                  g.graph_table_entries, g.sub_region_size, g.cpl_region_size, memory,
                                  (unsigned)c->cred.uid, u ? u->memory : 0, u ? u->sessions : 0,
+                                 u && u->sessions == 1 ? "" : "s",
                                  acct_max_memory_per_uid(&cfg->limits), d->acct.memory,
                                  acct_max_memory(&cfg->limits));
         }
