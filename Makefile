@@ -86,10 +86,11 @@ else
 endif
 
 # ---------------------------------------------------------------- sources
-# shm/ and common/ (what both sides build that is not the mapped layout):
-# in libhbgshm.a for hbgd, hbgctl and the tests, compiled into the library.
-SHM_SRCS := shm/geometry.c shm/layout.c shm/completion.c shm/failsafe_heap.c shm/kernel_sig.c \
-            shm/producer.c common/text.c common/errtext.c
+# shm/ (the mapped layout and its protocol) and common/ (what both sides
+# build that is not the mapped layout): in libhbgshm.a for hbgd, hbgctl and
+# the tests, compiled into the library (docs/ARCHITECTURE.md, Shared code).
+SHM_SRCS := shm/geometry.c shm/layout.c shm/completion.c shm/failsafe_heap.c shm/producer.c \
+            common/kernel_sig.c common/text.c common/errtext.c common/sockperm.c common/dep_tracker.c
 SHM_OBJS := $(SHM_SRCS:%.c=$(B)/obj/%.o)
 SHM_LIB  := $(B)/lib/libhbgshm.a
 
@@ -103,7 +104,7 @@ CORE_LIB  := $(B)/lib/libhbgcore.a
 
 # The control protocol: C generated from proto/hbg.proto by protoc-c.
 PROTO_GEN  := $(B)/gen/hbg.pb-c.c $(B)/gen/hbg.pb-c.h
-PROTO_OBJS := $(B)/obj/gen/hbg.pb-c.o $(B)/obj/proto/wire.o $(B)/obj/proto/sockperm.o
+PROTO_OBJS := $(B)/obj/gen/hbg.pb-c.o $(B)/obj/proto/wire.o
 PROTO_LIB  := $(B)/lib/libhbgproto.a
 
 # hbgd's io side (io_uring/epoll loop, sessions, control protocol).
@@ -118,10 +119,9 @@ HBGD_BIN  := $(B)/bin/hbgd
 SOVERSION  := $(firstword $(subst ., ,$(VERSION)))
 CLIENT_SRCS := libclient/connect.c libclient/replay.c libclient/graph.c libclient/recording.c \
                libclient/wait.c libclient/host.c libclient/graph_status.c libclient/deps.c \
-               libclient/tensor.c libclient/session.c libclient/hangup.c libclient/errors.c \
-               libclient/dep_tracker.c
+               libclient/tensor.c libclient/session.c libclient/hangup.c libclient/errors.c
 CLIENT_PIC  := $(CLIENT_SRCS:%.c=$(B)/pic/%.o) $(SHM_SRCS:%.c=$(B)/pic/%.o) \
-               $(B)/pic/proto/wire.o $(B)/pic/proto/sockperm.o $(B)/pic/gen/hbg.pb-c.o
+               $(B)/pic/proto/wire.o $(B)/pic/gen/hbg.pb-c.o
 CLIENT_SO   := $(B)/lib/libhbgclient.so.$(VERSION)
 CLIENT_LINKS := $(B)/lib/libhbgclient.so.$(SOVERSION) $(B)/lib/libhbgclient.so
 CLIENT_PC   := $(B)/lib/pkgconfig/hbgclient.pc
@@ -252,9 +252,9 @@ $(CTL_OBJS): $(B)/obj/ctl/%.o: ctl/%.c $(B)/gen/hbg.pb-c.h
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(SYS_CFLAGS) $(JSONC_CFLAGS) -Ilibclient/include -c -o $@ $<
 
-# run --dot derives dependencies with the library's tracker, linked in
-# (the library exports none of its internals).
-$(HBGCTL_BIN): $(CTL_OBJS) $(B)/pic/libclient/dep_tracker.o $(PROTO_LIB) $(SHM_LIB) $(CLIENT_SO) $(CLIENT_LINKS)
+# run --dot derives dependencies with common/dep_tracker.c (libhbgshm.a),
+# the tracker the library compiles in and does not export.
+$(HBGCTL_BIN): $(CTL_OBJS) $(PROTO_LIB) $(SHM_LIB) $(CLIENT_SO) $(CLIENT_LINKS)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) -L$(B)/lib -lhbgclient -Wl,-rpath,'$$ORIGIN/../lib' \
@@ -450,7 +450,7 @@ $(B)/obj-O3/%.o: %.c | $(B)/gen/hbg.pb-c.h
 	$(Q)$(CC) $(CFLAGS) -O3 $(HBG_CFLAGS) $(TEST_CFLAGS) -c -o $@ $<
 
 $(KERNELS_O3_BIN): $(B)/obj-O3/tests/test_kernels.o $(B)/obj-O3/daemon/engine/kernels.o \
-                   $(B)/obj-O3/shm/kernel_sig.o
+                   $(B)/obj-O3/common/kernel_sig.o
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) -lm

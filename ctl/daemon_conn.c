@@ -20,7 +20,7 @@
 #include "ctl/daemon_conn.h"
 
 #include "ctl/error.h"
-#include "proto/sockperm.h"
+#include "common/sockperm.h"
 
 /* ------------------------------------------------------------ who we are */
 

@@ -21,10 +21,10 @@
 #include "ctl/graph_file.h"
 #include "ctl/output.h"
 #include "ctl/progress.h"
-#include "shm/kernel_sig.h"
+#include "common/kernel_sig.h"
 #include "shm/layout.h"
 #include "shm/producer.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 /* With --json: {"status": "error", "error": {code, exit, message, name}}
  * from the last ctl_error(); "name" the task's, as in a failed graph's
@@ -234,7 +234,7 @@ static void encode_task(const struct plan *p, size_t i, struct hbg_recorded_task
         unsigned nf = 0;
         memset(rt, 0, sizeof(*rt));
         if (!p->bad[i]) {
-                const struct hbg_kernel_sig *sg = t->kernel ? hbg_kernel_sig_by_name(t->kernel) : NULL;
+                const struct hbg_kernel_sig *sg = t->kernel ? kernel_sig_by_name(t->kernel) : NULL;
                 if (sg) {
                         r.lane_mask = t->lanes ? t->lanes : HBG_LANES_AIV;
                         for (unsigned l = 0; l < HBG_LANES; l++)
@@ -256,7 +256,7 @@ static void encode_task(const struct plan *p, size_t i, struct hbg_recorded_task
                 for (; nf < t->n_deps; nf++)
                         fanins[nf] = t->deps[nf] + 1;
         }
-        hbg_task_encode(&rt->desc, &rt->payload, (uint64_t)i + 1, &r, fanins, nf);
+        producer_task_encode(&rt->desc, &rt->payload, (uint64_t)i + 1, &r, fanins, nf);
 }
 
 /* The compiled tasks in a memfd sealed as hbgd requires. */
@@ -400,11 +400,11 @@ static void ask_hbgd(const struct ctl_opts *o, struct plan *p, struct hbgd_check
  * the answer says what was not checked (exit status 3, or 4). */
 static int run_offline(const struct ctl_opts *o, struct plan *p, int64_t compile_ns) {
         uint64_t used = layout_offline(p);
-        int64_t t0 = hbg_now_ns();
+        int64_t t0 = clock_now_ns();
         compile_tasks(p);
         if (o->heap && used > o->heap)
                 check_heap(p, o->heap, "the asked");
-        compile_ns += hbg_now_ns() - t0;
+        compile_ns += clock_now_ns() - t0;
         size_t edges = 0;
         bool to_stdout = o->dot && strcmp(o->dot, "-") == 0;
         if (o->dot && graph_file_n_errors(p) == 0) {
@@ -425,10 +425,10 @@ static int run_offline(const struct ctl_opts *o, struct plan *p, int64_t compile
         }
         struct hbgd_check hc = { .exit = 0 };
         if (o->dry_run) {
-                t0 = hbg_now_ns();
+                t0 = clock_now_ns();
                 ask_hbgd(o, p, &hc);
         }
-        int64_t check_ns = o->dry_run ? hbg_now_ns() - t0 : 0;
+        int64_t check_ns = o->dry_run ? clock_now_ns() - t0 : 0;
         size_t n_err = graph_file_n_errors(p);
         int rc = n_err ? EXIT_FAIL : hc.ran || !o->dry_run ? 0 : hc.exit;
         /* What was not checked, and why. */
@@ -650,7 +650,7 @@ static void print_outputs(struct plan *p, hbg_client *c, int64_t compile_ns, dou
  * exit status after its errors. A dry run goes on with the tasks without
  * errors of their own, for hbgd to check them. */
 static int load_file(const struct ctl_opts *o, struct plan *p, int64_t *compile_ns) {
-        int64_t t0 = hbg_now_ns();
+        int64_t t0 = clock_now_ns();
         if (graph_file_load(p) < 0)
                 return run_error(p, p->err, NULL);
         if (graph_file_parse(p) < 0 && !(o->dry_run && p->tasks && p->bad)) {
@@ -662,7 +662,7 @@ static int load_file(const struct ctl_opts *o, struct plan *p, int64_t *compile_
                 }
                 return p->errors ? file_errors(p) : run_error(p, p->err, NULL);
         }
-        *compile_ns += hbg_now_ns() - t0;
+        *compile_ns += clock_now_ns() - t0;
         return 0;
 }
 
@@ -676,23 +676,23 @@ static int run_online(const struct ctl_opts *o, struct plan *p, int64_t compile_
                 rc = alloc_tensors(p, c);
         if (rc)
                 goto out;
-        int64_t t0 = hbg_now_ns();
+        int64_t t0 = clock_now_ns();
         if (compile_tasks(p) < 0) {
                 rc = p->errors ? file_errors(p) : run_error(p, p->err, NULL);
                 goto out;
         }
-        compile_ns += hbg_now_ns() - t0;
+        compile_ns += clock_now_ns() - t0;
         /* The run: first add to the wait's return, as a producer sees it. */
         if (o->progress)
                 pg = progress_new(o->socket, p->n_tasks);
-        t0 = hbg_now_ns();
+        t0 = clock_now_ns();
         rc = add_tasks(p, c, &pg, &added);
         if (rc == 0) {
                 rc = submit_and_wait(p, c, pg, added);
                 pg = NULL;
         }
         if (rc == 0)
-                print_outputs(p, c, compile_ns, (double)(hbg_now_ns() - t0) / 1e3);
+                print_outputs(p, c, compile_ns, (double)(clock_now_ns() - t0) / 1e3);
 out:
         progress_end(pg, p->ids, 0, false);
         hbg_disconnect(c);

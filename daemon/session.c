@@ -46,7 +46,7 @@ int session_geometry(const struct hbgd_config *cfg, const struct hbg_geometry_re
                 return -E2BIG;
         }
         const char *why = NULL;
-        int err = hbg_geometry_init(ret, &req, &why);
+        int err = geometry_init(ret, &req, &why);
         if (err < 0)
                 snprintf(msg, msg_len, "invalid session geometry: %s", why);
         return err;
@@ -187,8 +187,8 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
                 goto fail;
 
         /* Fresh memfds read as zero; initialise the headers and flags. */
-        hbg_sub_region_init(s->sub, g);
-        hbg_cpl_region_init(s->cpl, g, s->first_id);
+        layout_sub_region_init(s->sub, g);
+        layout_cpl_region_init(s->cpl, g, s->first_id);
 
         /* Sizes fixed for good: a client cannot shrink a region under us
          * (SIGBUS) nor grow it. The completion region additionally refuses

@@ -17,10 +17,10 @@
 
 #include "daemon/daemon_private.h"
 #include "daemon/metrics.h"
-#include "shm/kernel_sig.h"
+#include "common/kernel_sig.h"
 #include "proto/wire.h"
 #include "shm/layout.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 /* STATUS_GRAPHS lists at most this many live graphs per session and per
  * reply, and only what fits max_message_size (docs/PROTOCOL.md). */
@@ -106,7 +106,7 @@ static int section_daemon(struct status_build *b) {
         }
         ds->version = (char *)HBG_VERSION;
         ds->pid = (uint32_t)getpid();
-        ds->uptime_ms = (uint64_t)(hbg_now_ms() - d->started_ms);
+        ds->uptime_ms = (uint64_t)(clock_now_ms() - d->started_ms);
         ds->threads = hbg_engine_threads(d->engine);
         ds->clusters = d->cfg.engine.clusters;
         ds->sessions = d->n_sessions;
@@ -259,7 +259,7 @@ static int section_graphs(struct status_build *b) {
 
 /* The built-in kernels and their arguments. */
 static int section_kernels(struct status_build *b) {
-        size_t nk = hbg_kernel_sig_count(), max_args = nk * (HBG_MAX_TENSOR_ARGS + HBG_MAX_SCALAR_ARGS);
+        size_t nk = kernel_sig_count(), max_args = nk * (HBG_MAX_TENSOR_ARGS + HBG_MAX_SCALAR_ARGS);
         Hbg__KernelInfo *ks = status_alloc(b, nk, sizeof(*ks));
         Hbg__KernelInfo **ksp = status_alloc(b, nk, sizeof(*ksp));
         Hbg__KernelArg *ka = status_alloc(b, max_args, sizeof(*ka));
@@ -268,7 +268,7 @@ static int section_kernels(struct status_build *b) {
                 return -ENOMEM;
         size_t na = 0;
         for (size_t i = 0; i < nk; i++) {
-                const struct hbg_kernel_sig *k = hbg_kernel_sig_at(i);
+                const struct hbg_kernel_sig *k = kernel_sig_at(i);
                 hbg__kernel_info__init(&ks[i]);
                 ks[i].id = k->id;
                 ks[i].name = (char *)k->name;
@@ -277,14 +277,14 @@ static int section_kernels(struct status_build *b) {
                 for (unsigned j = 0; j < k->n_tensors; j++, na++) {
                         hbg__kernel_arg__init(&ka[na]);
                         ka[na].name = (char *)k->tensors[j].name;
-                        ka[na].kind = (char *)hbg_kernel_dir_name(k->tensors[j].dir);
+                        ka[na].kind = (char *)kernel_sig_dir_name(k->tensors[j].dir);
                         kap[na] = &ka[na];
                         ks[i].n_args++;
                 }
                 for (unsigned j = 0; j < k->n_scalars; j++, na++) {
                         hbg__kernel_arg__init(&ka[na]);
                         ka[na].name = (char *)k->scalars[j].name;
-                        ka[na].kind = (char *)hbg_kernel_scalar_kind_name(k->scalars[j].kind);
+                        ka[na].kind = (char *)kernel_sig_scalar_kind_name(k->scalars[j].kind);
                         kap[na] = &ka[na];
                         ks[i].n_args++;
                 }

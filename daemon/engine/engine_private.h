@@ -19,7 +19,7 @@
 #include "daemon/engine/spsc.h"
 #include "shm/completion.h"
 #include "shm/layout.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 /* Shapes (RUNTIME_LOGIC.md §9.1). */
 enum task_shape {
@@ -582,7 +582,7 @@ void ring_log(struct hbg_ring *r, int priority, const struct hbg_log_fields *f, 
 /* A spin-then-yield step for waits that need nothing from anyone. */
 static inline void engine_relax(unsigned *spins) {
         if (++*spins < 64)
-                hbg_cpu_relax();
+                cpu_relax();
         else
                 sched_yield();
 }
@@ -600,7 +600,7 @@ static inline uint32_t ring_lap(const struct hbg_ring *r, uint64_t id) {
 }
 
 static inline void stat_add(_Atomic uint64_t *c, uint64_t n) {
-        hbg_stat_inc(c, n);
+        stat_inc(c, n);
 }
 
 /* Thread t's completer of ring r: its cached watermark, failsafe heap and

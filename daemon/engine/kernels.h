@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The built-in kernels' code: run, check and cost, attached to the shared
- * signature table (shm/kernel_sig.h), which says what each kernel takes.
+ * signature table (common/kernel_sig.h), which says what each kernel takes.
  *
  * A task names a kernel per lane by its stable id and passes tensors (heap
  * byte ranges with a direction) and raw 64-bit scalars. The daemon copies
@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shm/kernel_sig.h"
+#include "common/kernel_sig.h"
 #include "shm/layout.h"
 
 /* A validated, daemon-private copy of one task's arguments. */

@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "daemon/engine/engine_private.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 /*
  * Park (§9.4). The last thread to go idle sets NEED_WAKEUP in every ring,
@@ -50,7 +50,7 @@ static void park(struct sched_thread *t) {
                 if (r->stall_timeout_ms && (stall_ms == 0 || r->stall_timeout_ms < stall_ms) &&
                     ring_unfinished(r))
                         stall_ms = r->stall_timeout_ms;
-                deferred = deferred || hbg_failsafe_heap_len(&r->per_thread[t->index].completer.heap) > 0;
+                deferred = deferred || failsafe_heap_len(&r->per_thread[t->index].completer.heap) > 0;
                 ring_leave(t);
         }
         /* Ready tasks this thread cannot run (it owns no cluster) while an
@@ -175,11 +175,11 @@ void *sched_resolver_main(void *arg) {
                         idle_since = 0;
                         continue;
                 }
-                int64_t now = hbg_now_ns();
+                int64_t now = clock_now_ns();
                 if (idle_since == 0)
                         idle_since = now;
                 if ((uint64_t)(now - idle_since) < e->cfg.spin_before_park_ns) {
-                        hbg_cpu_relax();
+                        cpu_relax();
                         continue;
                 }
                 resolver_park(t);
@@ -222,12 +222,12 @@ void *sched_thread_main(void *arg) {
 
         bool test_stall = e->test_stall_thread == (int)t->index;
 
-        t->now_ms = hbg_now_ms();
+        t->now_ms = clock_now_ms();
         while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
                 bool work = false;
                 unsigned high = atomic_load_explicit(&e->rings_high, memory_order_acquire);
                 if (++t->loops % CLOCK_EVERY == 0)
-                        t->now_ms = hbg_now_ms();
+                        t->now_ms = clock_now_ms();
                 int64_t now_ms = t->now_ms;
                 atomic_store_explicit(&t->heartbeat,
                                       atomic_load_explicit(&t->heartbeat, memory_order_relaxed) + 1,
@@ -260,26 +260,26 @@ void *sched_thread_main(void *arg) {
                         continue;
                 }
                 if (test_stall) {
-                        hbg_cpu_relax();
+                        cpu_relax();
                         continue;
                 }
                 if (idle_since == 0) {
-                        idle_since = hbg_now_ns();
+                        idle_since = clock_now_ns();
                         if (!spin_slot_take(t))
                                 idle_since = INT64_MIN; /* no spinning: park now */
                 }
                 if (idle_since != INT64_MIN && t->loops % CLOCK_EVERY != 0) {
-                        hbg_cpu_relax();
+                        cpu_relax();
                         continue;
                 }
                 if (idle_since != INT64_MIN &&
-                    (uint64_t)(hbg_now_ns() - idle_since) < e->cfg.spin_before_park_ns) {
-                        hbg_cpu_relax();
+                    (uint64_t)(clock_now_ns() - idle_since) < e->cfg.spin_before_park_ns) {
+                        cpu_relax();
                         continue;
                 }
                 spin_slot_drop(t);
                 park(t);
-                t->now_ms = hbg_now_ms();
+                t->now_ms = clock_now_ms();
                 idle_since = 0;
         }
         spin_slot_drop(t);
