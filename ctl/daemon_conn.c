@@ -269,13 +269,9 @@ int ctl_request(const char *path, Hbg__Envelope *rq, Hbg__Envelope__MsgCase want
                 *ret_fail = (struct ctl_failure){ .at = CTL_AT_CONNECT, .err = fd };
                 return fd;
         }
-        Hbg__Hello hello = HBG__HELLO__INIT;
-        hello.version_major = HBG_PROTO_MAJOR;
-        hello.version_minor = HBG_PROTO_MINOR;
-        hello.name = (char *)"hbgctl";
-        Hbg__Envelope env = HBG__ENVELOPE__INIT;
-        env.msg_case = HBG__ENVELOPE__MSG_HELLO;
-        env.hello = &hello;
+        Hbg__Hello hello;
+        Hbg__Envelope env;
+        wire_hello(&env, &hello, "hbgctl");
         Hbg__Envelope *reply = NULL;
         int err = ctl_roundtrip(fd, &env, &reply, ret_fail);
         if (err == 0) {

@@ -312,13 +312,9 @@ static void ask_hbgd(const struct ctl_opts *o, struct plan *p, struct hbgd_check
                          hc->exit == EXIT_ACCESS ? "this user may not use hbgd" : "hbgd is not running", o->socket);
                 return;
         }
-        Hbg__Hello hello = HBG__HELLO__INIT;
-        hello.version_major = HBG_PROTO_MAJOR;
-        hello.version_minor = HBG_PROTO_MINOR;
-        hello.name = (char *)"hbgctl";
-        Hbg__Envelope env = HBG__ENVELOPE__INIT;
-        env.msg_case = HBG__ENVELOPE__MSG_HELLO;
-        env.hello = &hello;
+        Hbg__Hello hello;
+        Hbg__Envelope env;
+        wire_hello(&env, &hello, "hbgctl");
         Hbg__Envelope *reply = NULL;
         struct ctl_failure fail;
         ctl_errors_quiet(true);

@@ -87,13 +87,9 @@ static struct verdict handle_hello(struct conn *c, const Hbg__Envelope *env, con
          * its controls (common/text.h). */
         text_copy_str(c->name, sizeof(c->name), h->name ? h->name : "", TEXT_UTF8);
         c->hello = true;
-        Hbg__Hello reply = HBG__HELLO__INIT;
-        Hbg__Envelope out = HBG__ENVELOPE__INIT;
-        reply.version_major = HBG_PROTO_MAJOR;
-        reply.version_minor = HBG_PROTO_MINOR;
-        reply.name = (char *)"hbgd " HBG_VERSION;
-        out.msg_case = HBG__ENVELOPE__MSG_HELLO;
-        out.hello = &reply;
+        Hbg__Hello reply;
+        Hbg__Envelope out;
+        wire_hello(&out, &reply, "hbgd " HBG_VERSION);
         return send_reply(c, &out, NULL, 0);
 }
 

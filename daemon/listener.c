@@ -63,13 +63,9 @@ static void describe_server(int fd, char *buf, size_t len) {
         struct ucred cr = { 0 };
         socklen_t cl = sizeof(cr);
         bool have_cred = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 && cr.pid > 0;
-        Hbg__Hello hello = HBG__HELLO__INIT;
-        hello.version_major = HBG_PROTO_MAJOR;
-        hello.version_minor = HBG_PROTO_MINOR;
-        hello.name = (char *)"hbgd " HBG_VERSION " (second instance)";
-        Hbg__Envelope env = HBG__ENVELOPE__INIT;
-        env.msg_case = HBG__ENVELOPE__MSG_HELLO;
-        env.hello = &hello;
+        Hbg__Hello hello;
+        Hbg__Envelope env;
+        wire_hello(&env, &hello, "hbgd " HBG_VERSION " (second instance)");
         Hbg__Envelope *r = probe_roundtrip(fd, &env, HBG__ENVELOPE__MSG_HELLO);
         if (r) {
                 wire_free(r);

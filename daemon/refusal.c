@@ -85,50 +85,11 @@ static void log_refusal(struct hbgd *d, const struct ucred *cr, int code, const 
         }
 }
 
-/* Read one record and drop it, closing the fds it carried. 1: dropped,
- * 0: the client closed, -EAGAIN: nothing queued, else -errno. */
-static int discard_one(int sock) {
-        char buf[256];
-        union {
-                char buf[CMSG_SPACE(sizeof(int) * 8)];
-                struct cmsghdr align;
-        } control;
-        struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
-        struct msghdr msg = {
-                .msg_iov = &iov,
-                .msg_iovlen = 1,
-                .msg_control = control.buf,
-                .msg_controllen = sizeof(control.buf),
-        };
-        ssize_t n;
-        /* A longer record is dropped whole (SOCK_SEQPACKET); fds beyond
-         * the control buffer are closed by the kernel (MSG_CTRUNC). */
-        do
-                n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        while (n < 0 && errno == EINTR);
-        if (n < 0)
-                return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
-        bool fds = false;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-                        continue;
-                size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                for (size_t i = 0; i < k; i++) {
-                        int fd;
-                        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-                        close(fd);
-                        fds = true;
-                }
-        }
-        /* An empty record reads like the end: it ends the wait too. */
-        return n == 0 && !fds && !(msg.msg_flags & MSG_TRUNC) ? 0 : 1;
-}
-
 /* Drop what the client has sent, up to its allowance. true: the client
  * closed, or sent too much, or the socket failed: close it now. */
 static bool drain(struct refusal *r) {
         while (r->records < REFUSAL_MAX_RECORDS) {
-                int got = discard_one(r->sock);
+                int got = wire_discard(r->sock);
                 if (got == -EAGAIN)
                         return false;
                 if (got <= 0)

@@ -191,15 +191,10 @@ static int handshake(hbg_client *c, const hbg_connect_options *o) {
         unsigned nfds = 0;
         int err;
 
-        Hbg__Hello hello = HBG__HELLO__INIT;
-        hello.version_major = HBG_PROTO_MAJOR;
-        hello.version_minor = HBG_PROTO_MINOR;
-        hello.name = o->name                          ? (char *)o->name
-                     : program_invocation_short_name ? program_invocation_short_name
-                                                     : (char *)"";
-        Hbg__Envelope out = HBG__ENVELOPE__INIT;
-        out.msg_case = HBG__ENVELOPE__MSG_HELLO;
-        out.hello = &hello;
+        Hbg__Hello hello;
+        Hbg__Envelope out;
+        wire_hello(&out, &hello,
+                   o->name ? o->name : program_invocation_short_name ? program_invocation_short_name : "");
         if ((err = send_env(c->sock, &out)) < 0)
                 return handshake_failed(c->sock, err, "cannot send hello to hbgd");
         /* The session request goes right behind the hello (hbgd reads them

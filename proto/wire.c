@@ -50,20 +50,25 @@ static void close_fds(int *fds, unsigned n) {
                         close(fds[i]);
 }
 
-int wire_recv(int sock, size_t max_msg, Hbg__Envelope **ret_env, int *fds, unsigned max_fds,
-              unsigned *ret_nfds) {
-        /* One byte more than allowed: a record that fills it is too long
-         * even if the kernel did not flag MSG_TRUNC. */
-        uint8_t *buf = malloc(max_msg + 1);
-        if (!buf)
-                return -ENOMEM;
-        /* Room for more fds than we accept, so that "too many" is seen as
-         * such (and closed) rather than as MSG_CTRUNC. */
+/* Room for more fds than we accept, so that "too many" is seen as such
+ * (and closed) rather than as MSG_CTRUNC. */
+#define RECV_FDS (HBG_WIRE_MAX_FDS + 4)
+
+/*
+ * One recvmsg() of a record into buf (cap bytes), non-blocking, fds with
+ * MSG_CMSG_CLOEXEC, every fd collected into got[] (beyond RECV_FDS closed
+ * at once) so that each caller's error path can close them. Returns the
+ * bytes read (the record's length is not told: MSG_TRUNC in *ret_flags),
+ * or -EAGAIN, -ECONNRESET (for EPIPE too), -errno; *ret_bad_control: a
+ * control message other than SCM_RIGHTS came.
+ */
+static ssize_t recv_record(int sock, void *buf, size_t cap, int got[static RECV_FDS], unsigned *ret_ngot,
+                           bool *ret_bad_control, int *ret_flags) {
         union {
-                char buf[CMSG_SPACE(sizeof(int) * (HBG_WIRE_MAX_FDS + 4))];
+                char buf[CMSG_SPACE(sizeof(int) * RECV_FDS)];
                 struct cmsghdr align;
         } control;
-        struct iovec iov = { .iov_base = buf, .iov_len = max_msg + 1 };
+        struct iovec iov = { .iov_base = buf, .iov_len = cap };
         struct msghdr msg = {
                 .msg_iov = &iov,
                 .msg_iovlen = 1,
@@ -76,12 +81,8 @@ int wire_recv(int sock, size_t max_msg, Hbg__Envelope **ret_env, int *fds, unsig
         while (n < 0 && errno == EINTR);
         if (n < 0) {
                 int err = -errno;
-                free(buf);
                 return err == -EWOULDBLOCK ? -EAGAIN : err == -EPIPE ? -ECONNRESET : err;
         }
-
-        /* Collect every fd first, so each error path below closes them. */
-        int got[HBG_WIRE_MAX_FDS + 4];
         unsigned ngot = 0;
         bool bad_control = false;
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
@@ -93,18 +94,40 @@ int wire_recv(int sock, size_t max_msg, Hbg__Envelope **ret_env, int *fds, unsig
                 for (size_t i = 0; i < k; i++) {
                         int fd;
                         memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-                        if (ngot < HBG_WIRE_MAX_FDS + 4)
+                        if (ngot < RECV_FDS)
                                 got[ngot++] = fd;
                         else
                                 close(fd);
                 }
         }
+        *ret_ngot = ngot;
+        *ret_bad_control = bad_control;
+        *ret_flags = msg.msg_flags;
+        return n;
+}
+
+int wire_recv(int sock, size_t max_msg, Hbg__Envelope **ret_env, int *fds, unsigned max_fds,
+              unsigned *ret_nfds) {
+        /* One byte more than allowed: a record that fills it is too long
+         * even if the kernel did not flag MSG_TRUNC. */
+        uint8_t *buf = malloc(max_msg + 1);
+        if (!buf)
+                return -ENOMEM;
+        int got[RECV_FDS];
+        unsigned ngot = 0;
+        bool bad_control = false;
+        int flags = 0;
+        ssize_t n = recv_record(sock, buf, max_msg + 1, got, &ngot, &bad_control, &flags);
+        if (n < 0) {
+                free(buf);
+                return (int)n;
+        }
         int err = 0;
         if (n == 0 && ngot == 0)
                 err = -ECONNRESET;
-        else if (msg.msg_flags & MSG_CTRUNC)
+        else if (flags & MSG_CTRUNC)
                 err = -EPROTO; /* fds were dropped by the kernel: never trust the rest */
-        else if ((msg.msg_flags & MSG_TRUNC) || (size_t)n > max_msg)
+        else if ((flags & MSG_TRUNC) || (size_t)n > max_msg)
                 err = -EMSGSIZE;
         else if (bad_control || ngot > max_fds)
                 err = -EPROTO;
@@ -127,9 +150,35 @@ int wire_recv(int sock, size_t max_msg, Hbg__Envelope **ret_env, int *fds, unsig
         return 0;
 }
 
+int wire_discard(int sock) {
+        /* A longer record is dropped whole (SOCK_SEQPACKET); fds beyond
+         * the control buffer are closed by the kernel (MSG_CTRUNC). */
+        char buf[256];
+        int got[RECV_FDS];
+        unsigned ngot = 0;
+        bool bad_control = false;
+        int flags = 0;
+        ssize_t n = recv_record(sock, buf, sizeof(buf), got, &ngot, &bad_control, &flags);
+        if (n < 0)
+                return (int)n;
+        close_fds(got, ngot);
+        /* An empty record reads like the end. */
+        return n == 0 && ngot == 0 && !(flags & MSG_TRUNC) ? 0 : 1;
+}
+
 void wire_free(Hbg__Envelope *env) {
         if (env)
                 hbg__envelope__free_unpacked(env, NULL);
+}
+
+void wire_hello(Hbg__Envelope *env, Hbg__Hello *hello, const char *name) {
+        *hello = (Hbg__Hello)HBG__HELLO__INIT;
+        hello->version_major = HBG_PROTO_MAJOR;
+        hello->version_minor = HBG_PROTO_MINOR;
+        hello->name = (char *)name;
+        *env = (Hbg__Envelope)HBG__ENVELOPE__INIT;
+        env->msg_case = HBG__ENVELOPE__MSG_HELLO;
+        env->hello = hello;
 }
 
 int wire_send_error(int sock, int code, const char *message) {

@@ -55,6 +55,16 @@ int wire_recv(int sock, size_t max_msg, Hbg__Envelope **ret_env, int *fds, unsig
               unsigned *ret_nfds);
 void wire_free(Hbg__Envelope *env);
 
+/* Read one record and drop it, closing every fd it carried (a refused
+ * client's, daemon/refusal.c). 1: dropped, 0: end of stream (an empty
+ * record reads the same), -EAGAIN: nothing queued, else -errno. */
+int wire_discard(int sock);
+
+/* The hello of this build's protocol version (HBG_PROTO_MAJOR.MINOR)
+ * naming the sender: *env carries *hello. name is not copied: it must
+ * live until the envelope is sent. Every side opens (or answers) with it. */
+void wire_hello(Hbg__Envelope *env, Hbg__Hello *hello, const char *name);
+
 /* Build and send an Error envelope. */
 int wire_send_error(int sock, int code, const char *message);
 
