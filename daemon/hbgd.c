@@ -196,9 +196,9 @@ static int apply_args(struct hbgd_config *cfg, const struct args *a) {
                 }
                 snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", a->sock_path);
         }
-        if (a->threads && parse_uint("--threads", a->threads, 64, &cfg->engine.threads) < 0)
+        if (a->threads && parse_uint("--threads", a->threads, HBG_ENGINE_MAX_THREADS, &cfg->engine.threads) < 0)
                 return -EINVAL;
-        if (a->clusters && parse_uint("--clusters", a->clusters, 1024, &cfg->engine.clusters) < 0)
+        if (a->clusters && parse_uint("--clusters", a->clusters, HBG_ENGINE_MAX_CLUSTERS, &cfg->engine.clusters) < 0)
                 return -EINVAL;
         if (a->completion && hbg_completion_mode_parse(a->completion, &cfg->engine.completion_mode) < 0) {
                 fprintf(stderr, "hbgd: --completion: '%s' is not one of eager, lazy, resolver, eager-batched\n",

@@ -70,13 +70,16 @@ int geometry_init(struct hbg_geometry *ret, const struct hbg_geometry_request *r
         r = check_pow2(req->task_window, HBG_FLAG_WINDOW_MIN_LOG2, HBG_TASK_WINDOW_MAX_LOG2,
                        "task_window: must not be zero",
                        "task_window: must be a power of two",
-                       "task_window: must be between 256 and 2^24", ret_error);
+                       "task_window: must be between 2^" HBG_STR(HBG_FLAG_WINDOW_MIN_LOG2) " and 2^" HBG_STR(
+                               HBG_TASK_WINDOW_MAX_LOG2),
+                       ret_error);
         if (r < 0)
                 return r;
         r = check_pow2(req->flag_window, HBG_FLAG_WINDOW_MIN_LOG2, HBG_TASK_WINDOW_MAX_LOG2,
                        "flag_window: must not be zero",
                        "flag_window: must be a power of two",
-                       "flag_window: must be between 256 (2^(S+4): the shuffle needs S=4 bits of headroom above 16 stamps per line) and 2^24",
+                       "flag_window: must be between 2^" HBG_STR(HBG_FLAG_WINDOW_MIN_LOG2) " (2^(S+4): the shuffle "
+                       "needs S=4 bits of headroom above 16 stamps per line) and 2^" HBG_STR(HBG_TASK_WINDOW_MAX_LOG2),
                        ret_error);
         if (r < 0)
                 return r;
@@ -87,13 +90,17 @@ int geometry_init(struct hbg_geometry *ret, const struct hbg_geometry_request *r
         r = check_pow2(req->mailbox_entries, HBG_MAILBOX_MIN_LOG2, HBG_MAILBOX_MAX_LOG2,
                        "mailbox_entries: must not be zero",
                        "mailbox_entries: must be a power of two",
-                       "mailbox_entries: must be between 16 and 2^20", ret_error);
+                       "mailbox_entries: must be between 2^" HBG_STR(HBG_MAILBOX_MIN_LOG2) " and 2^" HBG_STR(
+                               HBG_MAILBOX_MAX_LOG2),
+                       ret_error);
         if (r < 0)
                 return r;
         r = check_pow2(req->graph_table_entries, HBG_GRAPH_TABLE_MIN_LOG2, HBG_GRAPH_TABLE_MAX_LOG2,
                        "graph_table_entries: must not be zero",
                        "graph_table_entries: must be a power of two",
-                       "graph_table_entries: must be between 4 and 2^20", ret_error);
+                       "graph_table_entries: must be between 2^" HBG_STR(HBG_GRAPH_TABLE_MIN_LOG2) " and 2^" HBG_STR(
+                               HBG_GRAPH_TABLE_MAX_LOG2),
+                       ret_error);
         if (r < 0)
                 return r;
         if (req->heap_size == 0 || req->heap_size % HBG_HEAP_ALIGN != 0) {
@@ -101,7 +108,7 @@ int geometry_init(struct hbg_geometry *ret, const struct hbg_geometry_request *r
                 return -EINVAL;
         }
         if (req->heap_size > HBG_HEAP_MAX) {
-                *ret_error = "heap_size: must not exceed 1 TiB";
+                *ret_error = "heap_size: must not exceed 2^" HBG_STR(HBG_HEAP_MAX_LOG2) " bytes";
                 return -ERANGE;
         }
 

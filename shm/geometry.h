@@ -16,21 +16,38 @@
 /* Stamps are 32 bits, so one 64-byte line holds 2^4 of them. */
 #define HBG_STAMPS_PER_LINE_LOG2 4u
 
+/*
+ * The limits of a geometry, the one place they are written: geometry_init()
+ * checks them and words its messages from them, hbgd's config keys take
+ * them as their bounds. The log2 limits are plain numbers so that the
+ * messages can spell them (HBG_STR).
+ */
 /* The smallest flag window that leaves the shuffle its S bits of headroom
  * above the in-line position bits: 2^(S + 4) = 256 flags. */
-#define HBG_FLAG_WINDOW_MIN_LOG2 (HBG_FLAG_SHUFFLE_BITS + HBG_STAMPS_PER_LINE_LOG2)
+#define HBG_FLAG_WINDOW_MIN_LOG2 8
+_Static_assert(HBG_FLAG_WINDOW_MIN_LOG2 == HBG_FLAG_SHUFFLE_BITS + HBG_STAMPS_PER_LINE_LOG2,
+               "the smallest flag window is 2^(S + 4)");
 /* The largest task window. 32-bit stamps compare exactly while
  * D + F < 2^32 (docs/RUNTIME_LOGIC.md §3.2); 2^24 also keeps the
  * descriptor array of one session within 1 GiB. */
-#define HBG_TASK_WINDOW_MAX_LOG2 24u
+#define HBG_TASK_WINDOW_MAX_LOG2 24
 
-#define HBG_MAILBOX_MIN_LOG2 4u
-#define HBG_MAILBOX_MAX_LOG2 20u
-#define HBG_GRAPH_TABLE_MIN_LOG2 2u
-#define HBG_GRAPH_TABLE_MAX_LOG2 20u
+#define HBG_MAILBOX_MIN_LOG2 4
+#define HBG_MAILBOX_MAX_LOG2 20
+#define HBG_GRAPH_TABLE_MIN_LOG2 2
+#define HBG_GRAPH_TABLE_MAX_LOG2 20
 
 #define HBG_HEAP_ALIGN 64u
-#define HBG_HEAP_MAX (UINT64_C(1) << 40) /* 1 TiB */
+#define HBG_HEAP_MAX_LOG2 40 /* 1 TiB */
+#define HBG_HEAP_MAX (UINT64_C(1) << HBG_HEAP_MAX_LOG2)
+
+#define HBG_TASK_WINDOW_MAX (UINT64_C(1) << HBG_TASK_WINDOW_MAX_LOG2)
+#define HBG_MAILBOX_MAX (UINT64_C(1) << HBG_MAILBOX_MAX_LOG2)
+#define HBG_GRAPH_TABLE_MAX (UINT64_C(1) << HBG_GRAPH_TABLE_MAX_LOG2)
+
+/* A number macro as a string literal: "2^" HBG_STR(HBG_MAILBOX_MAX_LOG2). */
+#define HBG_STR_(x) #x
+#define HBG_STR(x) HBG_STR_(x)
 
 /* What a caller asks for; every field is validated by geometry_init(). */
 struct hbg_geometry_request {
