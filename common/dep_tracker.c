@@ -20,28 +20,15 @@
 #include <string.h>
 
 #include "common/dep_tracker.h"
+#include "common/grow.h"
 
 int dep_ids_grow(struct dep_ids *ids, size_t n) {
-        size_t cap = ids->cap ? ids->cap : 64;
-        while (cap < n)
-                cap *= 2;
-        uint64_t *v = realloc(ids->v, cap * sizeof(*v));
-        if (!v)
-                return -ENOMEM;
-        ids->v = v;
-        ids->cap = cap;
-        return 0;
+        return GROW(ids->v, ids->cap, n, 64);
 }
 
 static int list_push(struct dep_tracker *dt, struct dep_list *l, struct dep_rec r) {
-        if (l->n == l->cap) {
-                size_t cap = l->cap ? 2 * l->cap : 8;
-                struct dep_rec *v = realloc(l->v, cap * sizeof(*v));
-                if (!v)
-                        return -ENOMEM;
-                l->v = v;
-                l->cap = cap;
-        }
+        if (GROW(l->v, l->cap, l->n + 1, 8) < 0)
+                return -ENOMEM;
         l->v[l->n++] = r;
         dt->n_recs++;
         return 0;
@@ -66,14 +53,8 @@ static size_t alloc_first(const struct dep_tracker *dt, uint64_t lo) {
 }
 
 int dep_tracker_add_alloc(struct dep_tracker *dt, uint64_t offset, uint64_t size) {
-        if (dt->n_allocs == dt->cap_allocs) {
-                size_t cap = dt->cap_allocs ? 2 * dt->cap_allocs : 64;
-                struct heap_alloc *v = realloc(dt->allocs, cap * sizeof(*v));
-                if (!v)
-                        return -ENOMEM;
-                dt->allocs = v;
-                dt->cap_allocs = cap;
-        }
+        if (GROW(dt->allocs, dt->cap_allocs, dt->n_allocs + 1, 64) < 0)
+                return -ENOMEM;
         size_t i = alloc_first(dt, offset);
         memmove(&dt->allocs[i + 1], &dt->allocs[i], (dt->n_allocs - i) * sizeof(dt->allocs[0]));
         dt->allocs[i] = (struct heap_alloc){ .offset = offset, .size = size };

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "common/grow.h"
+
 static uint64_t physical_memory(void) {
         long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
         if (pages <= 0 || size <= 0)
@@ -39,14 +41,8 @@ static struct uid_usage *find_or_add(struct accounting *a, uid_t uid) {
         struct uid_usage *u = find(a, uid);
         if (u)
                 return u;
-        if (a->n_users == a->cap_users) {
-                size_t cap = a->cap_users ? 2 * a->cap_users : 16;
-                struct uid_usage *v = realloc(a->users, cap * sizeof(*v));
-                if (!v)
-                        return NULL;
-                a->users = v;
-                a->cap_users = cap;
-        }
+        if (GROW(a->users, a->cap_users, a->n_users + 1, 16) < 0)
+                return NULL;
         u = &a->users[a->n_users++];
         *u = (struct uid_usage){ .uid = uid };
         return u;

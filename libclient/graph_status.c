@@ -13,6 +13,7 @@
 #include "libclient/client_private.h"
 #include "proto/wire.h"
 #include "common/kernel_sig.h"
+#include "common/grow.h"
 
 /* ---------------------------------------------------------------- messages */
 
@@ -36,14 +37,8 @@ static uint32_t message_intern(hbg_client *c, const char *m) {
                         return (uint32_t)i;
         if (c->n_messages >= HBGC_MAX_MESSAGES)
                 return MESSAGE_NOT_KEPT;
-        if (c->n_messages == c->cap_messages) {
-                size_t cap = c->cap_messages ? 2 * c->cap_messages : 8;
-                struct message_entry *v = realloc(c->messages, cap * sizeof(*v));
-                if (!v)
-                        return MESSAGE_NOT_KEPT;
-                c->messages = v;
-                c->cap_messages = cap;
-        }
+        if (GROW(c->messages, c->cap_messages, c->n_messages + 1, 8) < 0)
+                return MESSAGE_NOT_KEPT;
         struct message_entry *e = &c->messages[c->n_messages];
         e->hash = h;
         snprintf(e->text, sizeof(e->text), "%s", m);
@@ -53,14 +48,8 @@ static uint32_t message_intern(hbg_client *c, const char *m) {
 /* ---------------------------------------------------------------- host failures */
 
 int hbgc_host_failed(hbg_client *c, uint64_t id, int status) {
-        if (c->n_host_failed == c->cap_host_failed) {
-                size_t cap = c->cap_host_failed ? 2 * c->cap_host_failed : 8;
-                struct host_failure *v = realloc(c->host_failed, cap * sizeof(*v));
-                if (!v)
-                        return -ENOMEM; /* the graph then says what hbgd says */
-                c->host_failed = v;
-                c->cap_host_failed = cap;
-        }
+        if (GROW(c->host_failed, c->cap_host_failed, c->n_host_failed + 1, 8) < 0)
+                return -ENOMEM; /* the graph then says what hbgd says */
         /* Host tasks run in id order mostly: insert from the end. */
         size_t i = c->n_host_failed;
         while (i > 0 && c->host_failed[i - 1].id > id) {
@@ -147,14 +136,8 @@ static void entry_outcome(hbg_client *c, const struct hbg_graph_entry *e, struct
 }
 
 static int failures_push(hbg_client *c, struct graph_failure f) {
-        if (c->n_failures == c->cap_failures) {
-                size_t cap = c->cap_failures ? 2 * c->cap_failures : 16;
-                struct graph_failure *v = realloc(c->failures, cap * sizeof(*v));
-                if (!v)
-                        return -ENOMEM;
-                c->failures = v;
-                c->cap_failures = cap;
-        }
+        if (GROW(c->failures, c->cap_failures, c->n_failures + 1, 16) < 0)
+                return -ENOMEM;
         c->failures[c->n_failures++] = f;
         return 0;
 }

@@ -12,20 +12,7 @@
 #include <string.h>
 
 #include "libclient/client_private.h"
-
-static int grow(void **v, size_t *cap, size_t need, size_t size) {
-        if (need <= *cap)
-                return 0;
-        size_t n = *cap ? *cap : 64;
-        while (n < need)
-                n *= 2;
-        void *p = realloc(*v, n * size);
-        if (!p)
-                return -ENOMEM;
-        *v = p;
-        *cap = n;
-        return 0;
-}
+#include "common/grow.h"
 
 int hbgc_rec_begin(hbg_client *c) {
         struct recording *r = calloc(1, sizeof(*r));
@@ -57,7 +44,7 @@ int hbgc_rec_append(hbg_client *c, const struct hbg_task_record *t, const uint64
         if (r->n >= HBGC_MAX_RECORDED_TASKS)
                 return hbgc_fail(c, -E2BIG, "hbg_graph_add: a recorded graph has at most %u tasks",
                                  HBGC_MAX_RECORDED_TASKS);
-        if (grow((void **)&r->tasks, &r->cap, r->n + 1, sizeof(*r->tasks)) < 0)
+        if (GROW(r->tasks, r->cap, r->n + 1, 64) < 0)
                 return hbgc_fail(c, -ENOMEM, "hbg_graph_add: out of memory");
         uint64_t id = r->n + 1;
         struct hbg_recorded_task *rt = &r->tasks[r->n];
@@ -70,7 +57,7 @@ int hbgc_rec_append(hbg_client *c, const struct hbg_task_record *t, const uint64
 
 int hbgc_rec_host(hbg_client *c, uint64_t id, hbg_host_fn fn, void *userdata) {
         struct recording *r = c->rec;
-        if (grow((void **)&r->host, &r->cap_host, r->n_host + 1, sizeof(*r->host)) < 0)
+        if (GROW(r->host, r->cap_host, r->n_host + 1, 64) < 0)
                 return -ENOMEM;
         r->host[r->n_host++] = (struct recorded_host){ .id = id, .fn = fn, .userdata = userdata };
         return 0;
@@ -80,7 +67,7 @@ int hbgc_rec_accesses(hbg_client *c, const struct access *a, size_t na) {
         struct recording *r = c->rec;
         if (na == 0)
                 return 0; /* a task without tensors: a may be NULL */
-        if (grow((void **)&r->footprint, &r->cap_fp, r->n_fp + na, sizeof(*r->footprint)) < 0)
+        if (GROW(r->footprint, r->cap_fp, r->n_fp + na, 64) < 0)
                 return -ENOMEM;
         memcpy(&r->footprint[r->n_fp], a, na * sizeof(*a));
         r->n_fp += na;

@@ -15,6 +15,7 @@
 
 #include "libclient/client_private.h"
 #include "proto/wire.h"
+#include "common/grow.h"
 
 /* hbgd validates the whole recording before it answers. */
 #define RECORD_TIMEOUT_MS 60000
@@ -191,15 +192,7 @@ HBG_EXPORT int hbg_graph_record_end(hbg_client *c, uint32_t *ret_recorded) {
                 err = hbgc_fail(c, -ENOMEM, "hbg_graph_record_end: the recording ran out of memory");
                 goto out;
         }
-        if (g && c->n_recorded == c->cap_recorded) {
-                size_t cap = c->cap_recorded ? 2 * c->cap_recorded : 8;
-                struct recorded **v = realloc(c->recorded, cap * sizeof(*v));
-                if (v) {
-                        c->recorded = v;
-                        c->cap_recorded = cap;
-                }
-        }
-        if (!g || c->n_recorded == c->cap_recorded) {
+        if (!g || GROW(c->recorded, c->cap_recorded, c->n_recorded + 1, 8) < 0) {
                 err = hbgc_fail(c, -ENOMEM, "hbg_graph_record_end: out of memory");
                 goto out;
         }
