@@ -108,7 +108,7 @@ PROTO_OBJS := $(B)/obj/gen/hbg.pb-c.o $(B)/obj/proto/wire.o
 PROTO_LIB  := $(B)/lib/libhbgproto.a
 
 # hbgd's io side (io_uring/epoll loop, sessions, control protocol).
-HBGD_SRCS := daemon/io_loop.c daemon/log.c daemon/notify.c daemon/accounting.c daemon/session.c \
+HBGD_SRCS := daemon/io_loop.c daemon/io_probe.c daemon/log.c daemon/notify.c daemon/accounting.c daemon/session.c \
              daemon/slow_work.c daemon/record.c daemon/validate_request.c daemon/conn.c daemon/status.c daemon/metrics.c daemon/listener.c daemon/tick.c \
              daemon/daemon.c daemon/config.c daemon/access.c daemon/refusal.c
 HBGD_LIB  := $(B)/lib/libhbgd.a
@@ -404,6 +404,19 @@ $(FAILALLOC_HBGD): $(B)/obj/daemon/hbgd.o $(B)/obj/tests/hbgd_failalloc.o $(HBGD
 		$(SYS_LIBS) -lm
 $(B)/obj/tests/test_e2e_faults.o: TEST_EXTRA_CFLAGS = -DHBG_TEST_HBGD_FAILALLOC='"$(abspath $(FAILALLOC_HBGD))"'
 $(B)/tests/test_e2e_faults: | $(FAILALLOC_HBGD)
+
+# hbgd with its test hooks (tests/hbgd_hooks.c): hbgd's objects as
+# shipped, the hooks injected at link time; hbgd itself reads no test
+# variable. test_e2e_systemd (a wedged scheduler thread) and test_e2e_daemon
+# (the epoll fallback) start it.
+HOOKS_HBGD := $(B)/tests/hbgd-hooks
+$(HOOKS_HBGD): $(B)/obj/daemon/hbgd.o $(B)/obj/tests/hbgd_hooks.o $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) -Wl,--wrap=hbgd_new,--wrap=io_probe_multishot $(SYS_LIBS) -lm
+$(B)/obj/tests/test_e2e_systemd.o $(B)/obj/tests/test_e2e_daemon.o: \
+        TEST_EXTRA_CFLAGS = -DHBG_TEST_HBGD_HOOKS='"$(abspath $(HOOKS_HBGD))"'
+$(B)/tests/test_e2e_systemd $(B)/tests/test_e2e_daemon: | $(HOOKS_HBGD)
 
 # The soak (make soak): a real hbgd and producer processes over
 # libhbgclient, like the e2e tests; no Check.

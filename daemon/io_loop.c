@@ -10,6 +10,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "daemon/io_probe.h"
+
 /* An io_uring operation a source still owes the kernel: one that found no
  * free SQE waits on the loop's deferred list and is retried every round,
  * never dropped (a lost re-arm is a connection nobody serves again; a lost
@@ -80,47 +82,6 @@ static void free_dead(struct io_loop *l) {
         l->dead = keep;
 }
 
-/*
- * What this loop needs of io_uring: multishot poll (Linux 5.13). An opcode
- * probe cannot tell (POLL_ADD exists since 5.6, without the flag), so arm
- * one on an eventfd that is readable and see a completion that says more
- * will come (IORING_CQE_F_MORE). NULL if it works, else why not.
- * HBGD_TEST_IO_PROBE=no-multishot makes it fail (tests of the fallback).
- */
-static const char *probe_multishot(struct io_uring *ring) {
-        const char *force = getenv("HBGD_TEST_IO_PROBE");
-        if (force && strcmp(force, "no-multishot") == 0)
-                return "io_uring lacks multishot poll (HBGD_TEST_IO_PROBE); using epoll";
-        const char *why = "io_uring lacks multishot poll (Linux 5.13); using epoll";
-        int efd = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (efd < 0)
-                return why;
-        struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-        struct io_uring_cqe *cqe = NULL;
-        if (sqe) {
-                io_uring_prep_poll_multishot(sqe, efd, POLLIN);
-                io_uring_sqe_set_data64(sqe, 1);
-                struct __kernel_timespec ts = { .tv_sec = 1 };
-                if (io_uring_submit(ring) == 1 && io_uring_wait_cqe_timeout(ring, &cqe, &ts) == 0) {
-                        if (cqe->res > 0 && (cqe->flags & IORING_CQE_F_MORE))
-                                why = NULL;
-                        io_uring_cqe_seen(ring, cqe);
-                }
-                /* Cancel it: the ring goes on, the eventfd goes. */
-                sqe = io_uring_get_sqe(ring);
-                if (sqe) {
-                        io_uring_prep_poll_remove(sqe, 1);
-                        io_uring_submit_and_wait(ring, 1);
-                }
-                unsigned head, n = 0;
-                io_uring_for_each_cqe(ring, head, cqe)
-                        n++;
-                io_uring_cq_advance(ring, n);
-        }
-        close(efd);
-        return why;
-}
-
 int io_loop_new(struct io_loop **ret, bool force_epoll, const char **ret_note) {
         struct io_loop *l = calloc(1, sizeof(*l));
         if (!l)
@@ -132,7 +93,7 @@ int io_loop_new(struct io_loop **ret, bool force_epoll, const char **ret_note) {
         if (!force_epoll) {
                 int err = io_uring_queue_init(256, &l->ring, 0);
                 if (err == 0) {
-                        const char *why = probe_multishot(&l->ring);
+                        const char *why = io_probe_multishot(&l->ring);
                         if (!why) {
                                 l->uring = true;
                                 *ret = l;

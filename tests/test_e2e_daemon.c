@@ -182,11 +182,15 @@ END_TEST
 
 /* hbgd needs io_uring's multishot poll (5.13): a kernel with io_uring but
  * without it must get epoll, not a loop that fails every client. The probe
- * is forced to say "no multishot" (HBGD_TEST_IO_PROBE). */
+ * is forced to say "no multishot" (HBGD_TEST_IO_PROBE, read by the test
+ * build tests/hbgd-hooks). */
 START_TEST(io_probe_fallback) {
         static const char *const env[] = { "HBGD_TEST_IO_PROBE=no-multishot", NULL };
         struct hbgd_proc *d = NULL;
+        /* The test build of hbgd reads the hook (tests/hbgd_hooks.c). */
+        setenv("HBGD", HBG_TEST_HBGD_HOOKS, 1);
         int err = daemon_start(&d, NULL, env);
+        unsetenv("HBGD");
         ck_assert_msg(err == 0, "hbgd did not start: %s", strerror(-err));
         int fd = raw_connect(d->socket_path);
         raw_hello(fd);

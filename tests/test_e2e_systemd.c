@@ -8,8 +8,8 @@
  *             socket named "hbgd", with NOTIFY_SOCKET (ours) and
  *             WATCHDOG_USEC: READY=1, STATUS=, periodic WATCHDOG=1, a graph
  *             through libhbgclient, hbgctl status through the socket
- *   stall     HBGD_TEST_STALL_THREAD wedges a scheduler thread: the
- *             WATCHDOG=1 pings stop
+ *   stall     HBGD_TEST_STALL_THREAD wedges a scheduler thread of the
+ *             test build tests/hbgd-hooks: the WATCHDOG=1 pings stop
  *   reload    SIGHUP re-reads --config: max_sessions=1 refuses a second
  *             session with -EUSERS; a broken file keeps the old settings
  *
@@ -499,7 +499,10 @@ START_TEST(watchdog_stall) {
         struct sa s;
         const char *env[] = { "HBGD_TEST_STALL_THREAD=1:1500", NULL };
         const char *args[] = { "--threads", "2", NULL };
+        /* The test build of hbgd reads the hook (tests/hbgd_hooks.c). */
+        setenv("HBGD", HBG_TEST_HBGD_HOOKS, 1);
         int err = sa_start(&s, env, args);
+        unsetenv("HBGD");
         SA_ASSERT(&s, err == 0, "start: %s", strerror(-err));
         long long ready = daemon_now_ms();
         /* Pings while every thread is fine. */

@@ -130,16 +130,10 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
                 goto fail;
         memset(e->shares, 0, cfg->max_rings * sizeof(*e->shares));
         memset(e->threads, 0, cfg->threads * sizeof(*e->threads));
-        const char *stall = getenv("HBGD_TEST_STALL_THREAD");
-        if (stall && *stall) {
-                /* Test only: "N" or "N:MS" (stall thread N after MS ms). */
-                char *end;
-                unsigned long n = strtoul(stall, &end, 10);
-                unsigned long ms = *end == ':' ? strtoul(end + 1, NULL, 10) : 0;
-                if (n < cfg->threads) {
-                        e->test_stall_thread = (int)n;
-                        e->test_stall_at_ms = clock_now_ms() + (int64_t)ms;
-                }
+        if (cfg->test_stall && cfg->test_stall_thread < cfg->threads) {
+                /* Test only (struct hbg_thread_alive). */
+                e->test_stall_thread = (int)cfg->test_stall_thread;
+                e->test_stall_at_ms = clock_now_ms() + (int64_t)cfg->test_stall_after_ms;
         }
 
         /* Cluster i belongs to scheduler thread i mod n: every cluster has

@@ -101,6 +101,12 @@ struct hbg_engine_config {
         enum hbg_completion_mode completion_mode; /* resolver: at least 2 threads */
         hbg_log_fn log;               /* NULL: stderr with <N> prefixes */
         void *log_userdata;
+        /* Tests only, never set by hbgd's configuration: a wedged scheduler
+         * thread (struct hbg_thread_alive). Set by the test build
+         * tests/hbgd-hooks (tests/hbgd_hooks.c) from its environment. */
+        bool test_stall;
+        unsigned test_stall_thread;
+        uint64_t test_stall_after_ms;
 };
 
 void hbg_engine_config_default(struct hbg_engine_config *ret);
@@ -353,12 +359,13 @@ void hbg_ring_stats(const struct hbg_ring *r, struct hbg_ring_stats *ret);
  * for work. A thread whose heartbeat has not moved and that is not parked
  * is stuck (or running one long kernel). hbgd's watchdog uses it.
  *
- * Test only: HBGD_TEST_STALL_THREAD=N[:MS] in the environment of
- * hbg_engine_new() makes thread N busy-poll (never park) and, MS ms after
- * the engine started, stop its heartbeat and do nothing until the engine
- * is freed: a wedged thread for tests/test_e2e_systemd.c. Never set it in
- * production (work owned by that thread's clusters stops, and clients may
- * stop ringing the doorbell). */
+ * Test only: cfg.test_stall with test_stall_thread N and
+ * test_stall_after_ms MS makes thread N busy-poll (never park) and, MS ms
+ * after the engine started, stop its heartbeat and do nothing until the
+ * engine is freed: a wedged thread for tests/test_e2e_systemd.c, through
+ * the test build tests/hbgd-hooks (HBGD_TEST_STALL_THREAD=N[:MS]). hbgd
+ * itself never sets it (work owned by that thread's clusters stops, and
+ * clients may stop ringing the doorbell). */
 struct hbg_thread_alive {
         uint64_t heartbeat;
         bool parked;

@@ -375,8 +375,8 @@ struct hbg_engine {
          * its time budget of N ms" (§10.6). Built once and kept as long as
          * the engine, so a failure points to it like to a static reason. */
         char (*budget_why)[HBG_GRAPH_MESSAGE_MAX];
-        /* Test only (HBGD_TEST_STALL_THREAD=N:MS): thread N stops its
-         * heartbeat MS ms after start. -1: off. */
+        /* Test only (cfg.test_stall): thread N stops its heartbeat MS ms
+         * after start. -1: off. */
         int test_stall_thread;
         int64_t test_stall_at_ms;
 };

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hbgd with test hooks: linked into tests/hbgd-hooks with hbgd's own
+ * objects (main included) and -Wl,--wrap=hbgd_new,--wrap=io_probe_multishot,
+ * so that hbgd's code stays as shipped and reads no test variable itself.
+ * The hooks come from the environment of this test build only:
+ *
+ *   HBGD_TEST_STALL_THREAD=N[:MS]   scheduler thread N wedges MS ms after
+ *                                   start (the engine's cfg.test_stall):
+ *                                   the watchdog's test, test_e2e_systemd
+ *   HBGD_TEST_IO_PROBE=no-multishot the io_uring probe says multishot poll
+ *                                   is missing: the epoll fallback's test,
+ *                                   test_e2e_daemon
+ */
+#include <limits.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/config.h"
+#include "daemon/daemon.h"
+#include "daemon/io_probe.h"
+
+int __real_hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg);
+int __wrap_hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg);
+const char *__real_io_probe_multishot(struct io_uring *ring);
+const char *__wrap_io_probe_multishot(struct io_uring *ring);
+
+int __wrap_hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
+        struct hbgd_config c = *cfg;
+        const char *stall = getenv("HBGD_TEST_STALL_THREAD");
+        if (stall && *stall) {
+                /* "N" or "N:MS" (stall thread N after MS ms). */
+                char *end;
+                unsigned long n = strtoul(stall, &end, 10);
+                unsigned long ms = *end == ':' ? strtoul(end + 1, NULL, 10) : 0;
+                c.engine.test_stall = true;
+                c.engine.test_stall_thread = n > UINT_MAX ? UINT_MAX : (unsigned)n; /* past the threads: none */
+                c.engine.test_stall_after_ms = ms;
+        }
+        return __real_hbgd_new(ret, &c);
+}
+
+const char *__wrap_io_probe_multishot(struct io_uring *ring) {
+        const char *force = getenv("HBGD_TEST_IO_PROBE");
+        if (force && strcmp(force, "no-multishot") == 0)
+                return "io_uring lacks multishot poll (HBGD_TEST_IO_PROBE); using epoll";
+        return __real_io_probe_multishot(ring);
+}
