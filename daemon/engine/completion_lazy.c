@@ -128,7 +128,6 @@ static bool lazy_before_park(struct sched_thread *t, struct hbg_ring *r) {
 }
 
 const struct completion_policy completion_lazy = {
-        .mode = HBG_COMPLETION_LAZY,
         .name = "lazy",
         .complete = lazy_complete,
         .tick = lazy_tick,

@@ -26,7 +26,7 @@ void hbg_engine_config_default(struct hbg_engine_config *ret) {
                 .max_task_cost = UINT64_C(1) << 31,
                 .kernel_time_budget_ms = 10000,
                 .max_recorded_graphs = 64,
-                .completion_mode = HBG_COMPLETION_EAGER,
+                .completion_mode = HBG_COMPLETION_DEFAULT,
         };
 }
 
@@ -68,15 +68,14 @@ int hbg_engine_config_validate(const struct hbg_engine_config *cfg, const char *
         }
         const struct completion_policy *policy = completion_policy(cfg->completion_mode);
         if (!policy) {
-                *ret_error = "completion_mode: unknown mode (eager, lazy or resolver)";
+                *ret_error = completion_unknown_why();
                 return -EINVAL;
         }
-        if (policy->dedicated_resolver && cfg->threads < 2) {
-                *ret_error = "completion_mode resolver: needs at least 2 threads "
-                             "(N-1 schedulers and one resolver)";
+        if (policy->thread_main && cfg->threads < 2) {
+                *ret_error = policy->thread_why;
                 return -EINVAL;
         }
-        if (cfg->max_threads_per_share > cfg->threads - (policy->dedicated_resolver ? 1u : 0u)) {
+        if (cfg->max_threads_per_share > cfg->threads - (policy->thread_main ? 1u : 0u)) {
                 *ret_error = "max_threads_per_session: must not exceed the scheduler threads";
                 return -ERANGE;
         }
@@ -98,14 +97,13 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         e->cfg = *cfg;
         e->completion = completion_policy(cfg->completion_mode);
         e->nthreads = cfg->threads;
-        e->nschedulers = cfg->threads - (e->completion->dedicated_resolver ? 1u : 0u);
+        e->nschedulers = cfg->threads - (e->completion->thread_main ? 1u : 0u);
         if (cfg->max_spinning_threads) {
                 e->max_spinners = cfg->max_spinning_threads;
         } else {
                 long cpus = sysconf(_SC_NPROCESSORS_ONLN);
                 e->max_spinners = cpus > 2 ? (unsigned)(cpus - 1) : 1u;
         }
-        e->resolver_index = e->completion->dedicated_resolver ? cfg->threads - 1 : UINT_MAX;
         if (e->cfg.max_threads_per_share == 0)
                 e->cfg.max_threads_per_share = e->nschedulers > 1 ? e->nschedulers - 1 : 1;
         e->test_stall_thread = -1;
@@ -130,6 +128,8 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
                 goto fail;
         memset(e->shares, 0, cfg->max_rings * sizeof(*e->shares));
         memset(e->threads, 0, cfg->threads * sizeof(*e->threads));
+        if (e->completion->engine_init && (err = e->completion->engine_init(e)) < 0)
+                goto fail;
         const char *stall = getenv("HBGD_TEST_STALL_THREAD");
         if (stall && *stall) {
                 /* Test only: "N" or "N:MS" (stall thread N after MS ms). */
@@ -145,7 +145,7 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         /* Cluster i belongs to scheduler thread i mod n: every cluster has
          * exactly one owner; with more schedulers than clusters the extra
          * ones own none and classify, complete and retire only (§9.2). A
-         * resolver thread (§11.3) owns none. */
+         * completion policy's own thread (the resolver, §11.3) owns none. */
         unsigned ns = e->nschedulers;
         for (unsigned i = 0; i < e->nthreads; i++) {
                 struct sched_thread *t = &e->threads[i];
@@ -156,7 +156,7 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         }
         e->all_execute = cfg->clusters >= ns;
         for (unsigned i = 0; i < e->nthreads; i++) {
-                void *(*body)(void *) = i == e->resolver_index ? sched_resolver_main : sched_thread_main;
+                void *(*body)(void *) = i >= ns ? e->completion->thread_main : sched_thread_main;
                 err = -pthread_create(&e->threads[i].thread, NULL, body, &e->threads[i]);
                 if (err < 0)
                         goto fail;
@@ -191,6 +191,8 @@ struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
                 hbg_engine_collect(e);
         if (e->rings_lock_ready)
                 pthread_mutex_destroy(&e->rings_lock);
+        if (e->completion && e->completion->engine_free)
+                e->completion->engine_free(e);
         free(e->rings);
         free(e->shares);
         free(e->threads);

@@ -165,11 +165,8 @@ struct ring_thread {
          * it newest first, stolen by idle peers oldest first; emptied
          * into the ready queues by the visit's end, as the continuation. */
         struct ws_deque deque;
-        /* eager-batched (§11.4): stamps published this visit, walk due. */
-        bool walk_due;
         alignas(64) _Atomic uint64_t completed;
         _Atomic uint64_t failed;
-        struct spsc handoff;              /* resolver policy: ids to the resolver */
 };
 
 struct hbg_ring {
@@ -201,6 +198,7 @@ struct hbg_ring {
 
         struct task_slot *slots;
         struct ring_thread *per_thread;   /* one per scheduler thread */
+        void *policy_state;               /* the completion policy's (ring_init) */
         struct mpmc ready[SHAPE_EXEC_COUNT];
         struct mpmc retire;               /* ready kernel-less tasks */
 
@@ -339,10 +337,12 @@ struct fair_share_slot {
 struct hbg_engine {
         struct hbg_engine_config cfg;
         const struct completion_policy *completion;
+        void *policy_state;               /* the completion policy's (engine_init) */
         struct sched_thread *threads;
         unsigned nthreads;
-        unsigned nschedulers;             /* threads that schedule (all but a resolver) */
-        unsigned resolver_index;          /* the resolver thread, or UINT_MAX */
+        /* Threads that schedule: those below; the one above, if any, is
+         * the completion policy's own (thread_main), and owns no core. */
+        unsigned nschedulers;
         unsigned threads_started;         /* joined by hbg_engine_free() */
 
         _Atomic(struct hbg_ring *) *rings;
@@ -361,9 +361,6 @@ struct hbg_engine {
         uint64_t freed_graphs_failed[HBG_ERRNO_SLOTS];
 
         alignas(64) _Atomic uint32_t wake_seq;   /* futex word */
-        /* The resolver's own futex word and "I sleep" flag (§11.3). */
-        alignas(64) _Atomic uint32_t resolver_seq;
-        _Atomic uint32_t resolver_sleeping;
         _Atomic unsigned idle;
         _Atomic unsigned spinners;        /* threads spinning idle now (§9.4) */
         unsigned max_spinners;            /* cfg.max_spinning_threads, resolved */
@@ -421,9 +418,8 @@ void ring_cancel_status_locked(struct hbg_ring *r, uint64_t number, uint64_t fir
                                bool real);
 void ring_cancels_prune(struct hbg_ring *r, uint64_t published);
 
-/* sched.c: the bodies of the scheduler and resolver threads. */
+/* sched.c: the body of a scheduler thread. */
 void *sched_thread_main(void *arg);
-void *sched_resolver_main(void *arg);
 
 /* ring_table.c */
 /* Visit ring idx (hazard pointer, §9.3); NULL if the slot is empty. */
@@ -564,13 +560,16 @@ void ring_signal(struct hbg_ring *r);
 
 /* wakeup.c */
 void engine_wake_one(struct hbg_engine *e);
-/* Finished ids were handed to the resolver: wake it if it sleeps. */
-void engine_wake_resolver(struct hbg_engine *e);
 void engine_wake_executor(struct hbg_engine *e);
-/* Wake everyone: the resolver too (stopping). */
+/* Wake everyone: the completion policy's thread too (stopping). */
 void engine_wake_all(struct hbg_engine *e);
 /* Sleep on a futex word while it holds val (timeout NULL: no limit). */
 void engine_futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *timeout);
+/* Wake at most n sleepers of a futex word. */
+void engine_futex_wake(_Atomic uint32_t *word, int n);
+/* Thread t parks on word while it holds val: counted, and shown parked. */
+void engine_thread_sleep(struct sched_thread *t, _Atomic uint32_t *word, uint32_t val,
+                         const struct timespec *timeout);
 
 /* engine_log.c: f may be NULL (no fields). ring_log adds the ring's
  * log_fields to f's. */
@@ -601,6 +600,12 @@ static inline uint32_t ring_lap(const struct hbg_ring *r, uint64_t id) {
 
 static inline void stat_add(_Atomic uint64_t *c, uint64_t n) {
         hbg_stat_inc(c, n);
+}
+
+/* Thread t is alive: one loop turn (its only writer, relaxed). */
+static inline void engine_thread_heartbeat(struct sched_thread *t) {
+        atomic_store_explicit(&t->heartbeat, atomic_load_explicit(&t->heartbeat, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
 }
 
 /* Thread t's completer of ring r: its cached watermark, failsafe heap and

@@ -209,14 +209,15 @@ void ring_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
         uint64_t ready = ws_size_hint(&r->per_thread[t->index].deque);
         for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
                 ready += mpmc_size_hint(&r->ready[i]);
-        /* The resolver thread (§11.3) retires nothing itself. A thread
-         * holding a continuation runs that next: every queued task is a
-         * surplus; otherwise it takes one of them itself. */
-        bool resolver = t->index == r->engine->resolver_index;
+        /* A completion policy's own thread (the resolver, §11.3) retires
+         * nothing itself. A thread holding a continuation runs that next:
+         * every queued task is a surplus; otherwise it takes one of them
+         * itself. */
+        bool policy_thread = t->index >= r->engine->nschedulers;
         bool takes_one = t->clusters > 0 && !r->per_thread[t->index].has_continuation;
         if (ready > (takes_one ? 1u : 0u))
                 engine_wake_executor(r->engine);
-        else if (mpmc_size_hint(&r->retire) > (resolver ? 0u : 1u))
+        else if (mpmc_size_hint(&r->retire) > (policy_thread ? 0u : 1u))
                 engine_wake_one(r->engine);
 }
 

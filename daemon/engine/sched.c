@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The scheduler threads' loops (RUNTIME_LOGIC.md §9.4, §11.3): visiting
- * every ring in turn, spinning, parking without lost wake-ups; and the
- * resolver thread's loop.
+ * The scheduler threads' loops (RUNTIME_LOGIC.md §9.4): visiting every
+ * ring in turn, spinning, parking without lost wake-ups. (A completion
+ * policy's own thread runs the policy's loop: completion.h.)
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -77,11 +77,7 @@ static void park(struct sched_thread *t) {
                                                 .tv_nsec = (long)(ms % 1000) * 1000000 };
                         timeout = &ts;
                 }
-                stat_add(&t->stats.parks, 1);
-                atomic_store_explicit(&t->parked, true, memory_order_relaxed);
-                engine_futex_wait(&e->wake_seq, seq, timeout);
-                atomic_store_explicit(&t->parked, false, memory_order_relaxed);
-                stat_add(&t->stats.wakeups, 1);
+                engine_thread_sleep(t, &e->wake_seq, seq, timeout);
         }
         if (t->clusters > 0)
                 atomic_fetch_sub(&e->idle_executors, 1);
@@ -125,69 +121,6 @@ static void engine_sleep_ms(long ms) {
                 ;
 }
 
-/* The resolver's sleep (§11.3): sequence word first, then the flag, then
- * the last look at every ring's queues. */
-static void resolver_park(struct sched_thread *t) {
-        struct hbg_engine *e = t->engine;
-        uint32_t seq = atomic_load(&e->resolver_seq);
-        atomic_store(&e->resolver_sleeping, 1);
-        bool work = false;
-        unsigned high = atomic_load(&e->rings_high);
-        for (unsigned i = 0; i < high && !work; i++) {
-                struct hbg_ring *r = ring_enter(t, i);
-                if (!r)
-                        continue;
-                work = e->completion->resolver_has_work(r);
-                ring_leave(t);
-        }
-        if (!work && !atomic_load(&e->stop)) {
-                stat_add(&t->stats.parks, 1);
-                atomic_store_explicit(&t->parked, true, memory_order_relaxed);
-                engine_futex_wait(&e->resolver_seq, seq, NULL);
-                atomic_store_explicit(&t->parked, false, memory_order_relaxed);
-                stat_add(&t->stats.wakeups, 1);
-        }
-        atomic_store(&e->resolver_sleeping, 0);
-}
-
-/* The resolver thread (completion policy "resolver"): owns no core, only
- * resolves: every ring, in turn, until there is nothing left; then spins a
- * little and sleeps until a scheduler hands it an id. */
-void *sched_resolver_main(void *arg) {
-        struct sched_thread *t = arg;
-        struct hbg_engine *e = t->engine;
-        int64_t idle_since = 0;
-
-        while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
-                bool work = false;
-                unsigned high = atomic_load_explicit(&e->rings_high, memory_order_acquire);
-                atomic_store_explicit(&t->heartbeat,
-                                      atomic_load_explicit(&t->heartbeat, memory_order_relaxed) + 1,
-                                      memory_order_relaxed);
-                for (unsigned n = 0; n < high; n++) {
-                        struct hbg_ring *r = ring_enter(t, n);
-                        if (!r)
-                                continue;
-                        work |= e->completion->resolve(t, r);
-                        ring_leave(t);
-                }
-                if (work) {
-                        idle_since = 0;
-                        continue;
-                }
-                int64_t now = hbg_now_ns();
-                if (idle_since == 0)
-                        idle_since = now;
-                if ((uint64_t)(now - idle_since) < e->cfg.spin_before_park_ns) {
-                        hbg_cpu_relax();
-                        continue;
-                }
-                resolver_park(t);
-                idle_since = 0;
-        }
-        return NULL;
-}
-
 /* The clock is read every CLOCK_EVERY turns of the loop, not every turn:
  * it only paces the stall check (100 ms) and the idle spin (50 us), and a
  * turn that did work took at least a task. */
@@ -229,9 +162,7 @@ void *sched_thread_main(void *arg) {
                 if (++t->loops % CLOCK_EVERY == 0)
                         t->now_ms = hbg_now_ms();
                 int64_t now_ms = t->now_ms;
-                atomic_store_explicit(&t->heartbeat,
-                                      atomic_load_explicit(&t->heartbeat, memory_order_relaxed) + 1,
-                                      memory_order_relaxed);
+                engine_thread_heartbeat(t);
                 if (test_stall && now_ms >= e->test_stall_at_ms) {
                         /* Test only: a wedged scheduler thread (no
                          * heartbeat, not parked) until the engine stops. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Waking parked scheduler threads (RUNTIME_LOGIC.md §9.4) and the resolver
- * (§11.3): the futex words and the doorbell's kick.
+ * Waking parked scheduler threads (RUNTIME_LOGIC.md §9.4): the futex
+ * words and the doorbell's kick; the completion policy's own thread, if it
+ * has one, through the policy's wake_all.
  */
 #include <limits.h>
 #include <linux/futex.h>
@@ -45,18 +46,6 @@ void engine_wake_one(struct hbg_engine *e) {
         futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, 1, NULL);
 }
 
-/* The resolver reads its sequence word, then says it sleeps (seq_cst),
- * then looks at its queues (seq_cst); a scheduler publishes a queue tail
- * (seq_cst), then looks at the flag (seq_cst). Either the resolver sees the
- * id or the scheduler sees it sleeping and bumps the word, which makes the
- * resolver's futex wait return (§11.3). */
-void engine_wake_resolver(struct hbg_engine *e) {
-        if (!atomic_load_explicit(&e->resolver_sleeping, memory_order_seq_cst))
-                return;
-        atomic_fetch_add(&e->resolver_seq, 1);
-        futex(&e->resolver_seq, FUTEX_WAKE_PRIVATE, 1, NULL);
-}
-
 /* Ready tasks appeared that need a core: make sure a parked thread that
  * owns clusters wakes. When some threads own none, a single futex wake may
  * land on one of those, which cannot run the task: wake them all then
@@ -72,8 +61,23 @@ void engine_futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timesp
         futex(word, FUTEX_WAIT_PRIVATE, val, timeout);
 }
 
+void engine_futex_wake(_Atomic uint32_t *word, int n) {
+        futex(word, FUTEX_WAKE_PRIVATE, (uint32_t)n, NULL);
+}
+
+void engine_thread_sleep(struct sched_thread *t, _Atomic uint32_t *word, uint32_t val,
+                         const struct timespec *timeout) {
+        stat_add(&t->stats.parks, 1);
+        atomic_store_explicit(&t->parked, true, memory_order_relaxed);
+        engine_futex_wait(word, val, timeout);
+        atomic_store_explicit(&t->parked, false, memory_order_relaxed);
+        stat_add(&t->stats.wakeups, 1);
+}
+
+/* Stopping: the schedulers, and the completion policy's own thread
+ * wherever it sleeps. */
 void engine_wake_all(struct hbg_engine *e) {
         hbg_engine_kick(e);
-        atomic_fetch_add(&e->resolver_seq, 1);
-        futex(&e->resolver_seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+        if (e->completion->wake_all)
+                e->completion->wake_all(e);
 }
