@@ -15,11 +15,14 @@
  * `removing` and `broken`, on a read-mostly line); only while a cancel of
  * this very ring is pending does a task take the cold lock to look.
  */
+#include "daemon/engine/cancel.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ring.h"
 
 /* Under cold_lock: the table changed (count n entries in use). Relaxed:
  * readers that act on the word take cold_lock, whose acquire orders the

@@ -5,7 +5,10 @@
  * inline or routed. Shared by plain tasks (ingest.c) and launched ones
  * (launch.c).
  */
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/classify.h"
+
+#include "daemon/engine/ready.h"
+#include "daemon/engine/ring.h"
 
 struct task_slot *classify_begin(struct hbg_ring *r, uint64_t id) {
         struct task_slot *s = ring_slot(r, id);

@@ -12,7 +12,10 @@
 #include <string.h>
 
 #include "daemon/engine/completion.h"
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ready.h"
+#include "daemon/engine/ring.h"
 
 static void finish_published(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
         struct hbg_completer *c = ring_completer(t, r);

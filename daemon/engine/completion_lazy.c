@@ -11,7 +11,9 @@
 #include <errno.h>
 
 #include "daemon/engine/completion.h"
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ready.h"
+#include "daemon/engine/ring.h"
 
 static uint32_t stamp_at(const struct hbg_flag_window *w, uint64_t id) {
         /* acquire: the completed tasks' effects reach whoever reads the

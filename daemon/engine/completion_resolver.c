@@ -17,7 +17,13 @@
 #include <unistd.h>
 
 #include "daemon/engine/completion.h"
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ingest.h"
+#include "daemon/engine/ready.h"
+#include "daemon/engine/ring.h"
+#include "daemon/engine/ring_table.h"
+#include "daemon/engine/wakeup.h"
 #include "daemon/engine/spsc.h"
 
 /* Ids taken from one scheduler's queue per resolver visit: bounded, so the

@@ -8,9 +8,17 @@
  * range of blocks at a time; the queue entry goes back before the blocks
  * run, so peers take the rest.
  */
+#include "daemon/engine/dispatch.h"
+
 #include <errno.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/fair_share.h"
+#include "daemon/engine/fair_share_slots.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ready.h"
+#include "daemon/engine/ring.h"
+#include "daemon/engine/wakeup.h"
 #include "shm/util.h"
 
 /* Run up to `max_blocks` blocks of task `id`; returns the blocks taken. The

@@ -3,6 +3,8 @@
  * The engine's public surface (daemon/engine.h): configuration, life
  * cycle, the threads' roles and counters.
  */
+#include "daemon/engine/engine.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -11,7 +13,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/completion.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/fair_share_slots.h"
+#include "daemon/engine/ring.h"
+#include "daemon/engine/ring_table.h"
+#include "daemon/engine/wakeup.h"
 #include "shm/util.h"
 
 void hbg_engine_config_default(struct hbg_engine_config *ret) {
@@ -211,7 +218,7 @@ void hbg_engine_thread_alive(const struct hbg_engine *e, unsigned thread,
 /* A ring's graph metrics, added to ret (the ring may be in use). */
 static void ring_graph_metrics(const struct hbg_ring *r, struct hbg_engine_metrics *ret) {
         ret->graphs_submitted += atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed);
-        hbg_hist_read(&r->graph_latency, &ret->graph_latency);
+        histogram_read(&r->graph_latency, &ret->graph_latency);
         for (unsigned i = 0; i < HBG_ERRNO_SLOTS; i++)
                 ret->graphs_failed[i] += atomic_load_explicit(&r->graphs_failed_by_errno[i], memory_order_relaxed);
 }
@@ -221,7 +228,7 @@ void hbg_engine_metrics(const struct hbg_engine *e, struct hbg_engine_metrics *r
         memset(ret, 0, sizeof(*ret));
         pthread_mutex_lock(&me->rings_lock);
         ret->graphs_submitted = e->freed_graphs_noticed;
-        hbg_hist_read(&e->freed_graph_latency, &ret->graph_latency);
+        histogram_read(&e->freed_graph_latency, &ret->graph_latency);
         memcpy(ret->graphs_failed, e->freed_graphs_failed, sizeof(ret->graphs_failed));
         unsigned high = atomic_load(&e->rings_high);
         for (unsigned i = 0; i < high; i++) {
@@ -241,7 +248,7 @@ void hbg_engine_metrics(const struct hbg_engine *e, struct hbg_engine_metrics *r
 
 void hbg_engine_thread_task_time(const struct hbg_engine *e, unsigned thread, struct hbg_hist_snapshot *ret) {
         memset(ret, 0, sizeof(*ret));
-        hbg_hist_read(&e->threads[thread].task_time, ret);
+        histogram_read(&e->threads[thread].task_time, ret);
 }
 
 unsigned hbg_engine_threads(const struct hbg_engine *e) {

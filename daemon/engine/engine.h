@@ -215,9 +215,6 @@ int hbg_engine_validate(const struct hbg_engine *e, uint64_t heap_size, const st
 /* Bytes hbg_ring_record() keeps for n tasks (for accounting). */
 uint64_t hbg_engine_recorded_memory(uint32_t n);
 
-/* The doorbell: wake parked scheduler threads (after the client saw
- * need_wakeup set). Async-signal-unsafe; cheap when nobody is parked. */
-void hbg_engine_kick(struct hbg_engine *e);
 /* The doorbell of one ring: also clears its need_wakeup at once, so the
  * client's next publishes do not ring again while the woken threads wait
  * for a CPU (RUNTIME_LOGIC.md §9.4). */

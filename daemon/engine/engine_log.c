@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* The engine's log: the owner's callback, or stderr with <N> prefixes. */
+#include "daemon/engine/engine_log.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/ring.h"
 
 static void log_stderr(int priority, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void log_stderr(int priority, const char *fmt, va_list ap) {

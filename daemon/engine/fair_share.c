@@ -2,8 +2,12 @@
 /* Fair share between uids (RUNTIME_LOGIC.md §9.5): the scheduler threads'
  * turns (the share slots they read are fair_share_slots.c's). */
 
-#include "daemon/engine/engine_private.h"
 #include "daemon/engine/fair_share.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/fair_share_slots.h"
+#include "daemon/engine/ingest.h"
+#include "daemon/engine/ring.h"
+#include "daemon/engine/ring_table.h"
 
 /*
  * May thread t start a kernel of r now (§9.5)? Called only while shares

@@ -4,6 +4,8 @@
  * table, retiring graph records as the watermark passes them (a combining
  * lock), stopping a ring, and the completion-pipe signal.
  */
+#include "daemon/engine/graphs.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -14,7 +16,9 @@
 #include <unistd.h>
 
 #include "common/errtext.h"
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_log.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/ring.h"
 
 /* One byte into the completion pipe. The write end is ours alone and
  * non-blocking, so nothing the client does with its read end can make this

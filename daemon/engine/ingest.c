@@ -5,10 +5,17 @@
  * client memory once, validate the copy (validate.c) and hand the task on
  * (classify.c); and the "is there work" looks at a ring.
  */
+#include "daemon/engine/ingest.h"
+
 #include <errno.h>
 #include <string.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/classify.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/ready.h"
+#include "daemon/engine/ring.h"
+#include "daemon/engine/validate.h"
+#include "daemon/engine/wakeup.h"
 
 /* Descriptors copied out of client memory per memcpy: a run of them at a
  * time, in a buffer small enough (7 KiB) to stay in L1 while validated. */

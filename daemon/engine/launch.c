@@ -4,10 +4,16 @@
  * recorded graph's tasks classified from their validated form, a batch per
  * visit of the ring, without reading the client's memory per task.
  */
+#include "daemon/engine/launch.h"
+
 #include <errno.h>
 #include <string.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/classify.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/ready.h"
+#include "daemon/engine/recorded.h"
+#include "daemon/engine/ring.h"
 
 /* The launch record, copied once: 0 and the recorded graph, or an error. */
 static int launch_check(struct hbg_ring *r, const struct hbg_task_desc *d, uint64_t id, uint64_t n,

@@ -6,11 +6,14 @@
  * thread), and a copied, validated view of the records not yet retired.
  * Both calls are made by one thread, which alone touches the stamps.
  */
+#include "daemon/engine/live_graphs.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ring.h"
 #include "shm/util.h"
 
 /* Scanned for the failed state at most; the failure list is pruned as

@@ -3,9 +3,12 @@
  * The async completion mailbox (RUNTIME_LOGIC.md §10.5): the client's
  * reports for external tasks, consumed by one thread at a time.
  */
+#include "daemon/engine/mailbox.h"
+
 #include <errno.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ring.h"
 
 bool ring_poll_mailbox(struct sched_thread *t, struct hbg_ring *r) {
         if (atomic_load_explicit(&r->broken, memory_order_relaxed))

@@ -5,10 +5,15 @@
  * completes, making a task ready (a ready queue, the retire queue, or the
  * client for external tasks), and retiring kernel-less ready tasks.
  */
+#include "daemon/engine/ready.h"
+
 #include <errno.h>
 #include <string.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ring.h"
+#include "daemon/engine/wakeup.h"
 
 enum wake_result { WAKE_REGISTERED, WAKE_PRODUCER_DONE };
 

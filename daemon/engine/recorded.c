@@ -3,11 +3,15 @@
  * A ring's recorded graphs (RUNTIME_LOGIC.md §14): validated once when
  * recorded, immutable until the ring is freed.
  */
+#include "daemon/engine/recorded.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/ring.h"
+#include "daemon/engine/validate.h"
 
 uint64_t hbg_engine_recorded_memory(uint32_t n) {
         return sizeof(struct recorded_graph) + (uint64_t)n * sizeof(struct task_slot);

@@ -4,14 +4,18 @@
  * freeing its private memory (lazy zero mappings, §10.1), a task's status
  * becoming final (handed to the completion policy), counters.
  */
+#include "daemon/engine/ring.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/engine/engine_private.h"
-#include "daemon/engine/fair_share.h"
-#include "daemon/engine/lazy_alloc.h"
+#include "daemon/engine/completion.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/live_graphs.h"
+#include "daemon/engine/recorded.h"
 #include "shm/util.h"
 
 void ring_task_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int status,

@@ -4,11 +4,17 @@
  * pointers threads hold while they visit one, adding, removing without
  * waiting, and collecting removed rings once nobody holds them.
  */
+#include "daemon/engine/ring_table.h"
+
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/completion.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/fair_share_slots.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ring.h"
 #include "daemon/engine/fair_share.h"
 
 /* Hazard-pointer acquire (§9.3): publish, then re-check the slot. Both
@@ -143,7 +149,7 @@ static void ring_retire_locked(struct hbg_engine *e, struct hbg_ring *r) {
                 fold_completer_stats(&e->threads[i].retired_completer,
                                      &r->per_thread[i].completer.stats);
         e->freed_graphs_noticed += atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed);
-        hbg_hist_fold(&e->freed_graph_latency, &r->graph_latency);
+        histogram_fold(&e->freed_graph_latency, &r->graph_latency);
         for (unsigned i = 0; i < HBG_ERRNO_SLOTS; i++)
                 e->freed_graphs_failed[i] += atomic_load_explicit(&r->graphs_failed_by_errno[i], memory_order_relaxed);
 }

@@ -4,12 +4,25 @@
  * ring in turn, spinning, parking without lost wake-ups. (A completion
  * policy's own thread runs the policy's loop: completion.h.)
  */
+#include "daemon/engine/sched.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <syslog.h>
 #include <time.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/completion.h"
+#include "daemon/engine/dispatch.h"
+#include "daemon/engine/engine_log.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ingest.h"
+#include "daemon/engine/mailbox.h"
+#include "daemon/engine/ready.h"
+#include "daemon/engine/ring.h"
+#include "daemon/engine/ring_table.h"
+#include "daemon/engine/stall.h"
+#include "daemon/engine/wakeup.h"
 #include "shm/util.h"
 
 /*

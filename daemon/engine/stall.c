@@ -2,11 +2,16 @@
 /*
  * The stall detector (RUNTIME_LOGIC.md §12.3) and "is this ring unfinished".
  */
+#include "daemon/engine/stall.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <syslog.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_log.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ingest.h"
+#include "daemon/engine/ring.h"
 #include "shm/util.h"
 
 /* Work the stall detector must watch: tasks or graph records pending. */

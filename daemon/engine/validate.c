@@ -5,13 +5,16 @@
  * into the daemon's slot, and the work bound per task (§9.5). Used for
  * submitted tasks and, once, for recorded ones.
  */
+#include "daemon/engine/validate.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/ring.h"
 
 /* What a task is validated against: its ring's heap and the engine's
  * limit (a ring's fixed geometry and config, or a validate-only

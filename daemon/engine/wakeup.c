@@ -4,12 +4,16 @@
  * words and the doorbell's kick; the completion policy's own thread, if it
  * has one, through the policy's wake_all.
  */
+#include "daemon/engine/wakeup.h"
+
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/completion.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/ring.h"
 
 static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *timeout) {
         return syscall(SYS_futex, word, op, val, timeout, NULL, 0);
@@ -24,7 +28,7 @@ static void kick(struct hbg_engine *e, int n) {
                 futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, (uint32_t)n, NULL);
 }
 
-void hbg_engine_kick(struct hbg_engine *e) {
+void engine_kick(struct hbg_engine *e) {
         kick(e, INT_MAX);
 }
 
@@ -77,7 +81,7 @@ void engine_thread_sleep(struct sched_thread *t, _Atomic uint32_t *word, uint32_
 /* Stopping: the schedulers, and the completion policy's own thread
  * wherever it sleeps. */
 void engine_wake_all(struct hbg_engine *e) {
-        hbg_engine_kick(e);
+        engine_kick(e);
         if (e->completion->wake_all)
                 e->completion->wake_all(e);
 }
