@@ -10,7 +10,7 @@
 
 /* A cancelled graph (§12.6): record `number`, ids first..last, the
  * message its cancelled tasks and its entry carry. Free once the graph's
- * entry is published (ring_cancels_prune), so the message outlives every
+ * entry is published (cancel_prune), so the message outlives every
  * failure record that points to it. */
 #define RING_CANCELS 8u
 #define CANCEL_COUNT 0xffu                /* cancel_word: entries in use */
@@ -24,19 +24,19 @@ struct ring_cancel {
 struct hbg_ring;
 struct failure;
 
-/* ring_cancelled: the message of a cancel covering id,
+/* cancel_find: the message of a cancel covering id,
  * or NULL (takes cold_lock: call only when cancel_word counts entries).
- * ring_cancel_applies: kernel_run_ctx_filter()'s filter, arg a struct
- * cancel_watch. ring_cancel_status_locked: graph `number` [first, last]
+ * cancel_applies: kernel_run_ctx_filter()'s filter, arg a struct
+ * cancel_watch. cancel_status_locked: graph `number` [first, last]
  * is being decided (cold_lock held): if it was cancelled and *f holds no
- * real failure, *f becomes the cancel. ring_cancels_prune: free the
+ * real failure, *f becomes the cancel. cancel_prune: free the
  * entries of published graphs (retire lock held). */
 struct cancel_watch {
         struct hbg_ring *r;
         uint64_t id;
 };
-const char *ring_cancelled(struct hbg_ring *r, uint64_t id);
-bool ring_cancel_applies(void *arg);
-void ring_cancel_status_locked(struct hbg_ring *r, uint64_t number, uint64_t first, struct failure *f,
-                               bool real);
-void ring_cancels_prune(struct hbg_ring *r, uint64_t published);
+const char *cancel_find(struct hbg_ring *r, uint64_t id);
+bool cancel_applies(void *arg);
+void cancel_status_locked(struct hbg_ring *r, uint64_t number, uint64_t first, struct failure *f,
+                          bool real);
+void cancel_prune(struct hbg_ring *r, uint64_t published);

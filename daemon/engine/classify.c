@@ -40,7 +40,7 @@ static void hand_on(struct sched_thread *t, struct hbg_ring *r, struct task_slot
                 ring_task_done(t, r, s->id, 0, NULL);
                 return;
         }
-        ring_route(t, r, s, true);
+        ready_route(t, r, s, true);
 }
 
 /*

@@ -22,11 +22,11 @@ static void finish_published(struct sched_thread *t, struct hbg_ring *r, uint64_
 
         /* Order matters: the watermark moves only after the stamp (§4.1),
          * exactly once per id. */
-        ring_drain_wake_list(t, r, id);
+        ready_drain_wake_list(t, r, id);
         bool advanced = hbg_update_completed_watermark(c, id);
         ring_slot_release(r, id);
-        if (advanced && ring_retire_due(r))
-                ring_retire_graphs(r);
+        if (advanced && graphs_retire_due(r))
+                graphs_retire(r);
 }
 
 static void eager_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
@@ -37,7 +37,7 @@ static void eager_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         else if (rc < 0)
                 /* Unreachable with capacity D (§6.2); if it ever happens
                  * the ring stops rather than losing the task. */
-                ring_fail(r, rc, id, "failsafe heap full");
+                graphs_fail(r, rc, id, "failsafe heap full");
 }
 
 /* tick, for both: publish the deferred ids that may be now (smallest
@@ -84,7 +84,7 @@ static struct batched_thread *batched_of(struct sched_thread *t, struct hbg_ring
 }
 
 static void batched_finish(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
-        ring_drain_wake_list(t, r, id);
+        ready_drain_wake_list(t, r, id);
         /* The slot may be reused only for id + D, which the window keeps
          * out until the watermark passes id: releasing it before the walk
          * changes nothing. */
@@ -101,7 +101,7 @@ static void batched_complete(struct sched_thread *t, struct hbg_ring *r, uint64_
                 batched_finish(t, r, id);
         else if (rc < 0)
                 /* Unreachable with capacity D (§6.2), as for eager. */
-                ring_fail(r, rc, id, "failsafe heap full");
+                graphs_fail(r, rc, id, "failsafe heap full");
 }
 
 static bool batched_tick(struct sched_thread *t, struct hbg_ring *r) {
@@ -114,8 +114,8 @@ static bool batched_walk(struct sched_thread *t, struct hbg_ring *r) {
                 return false;
         rt->walk_due = false;
         bool advanced = hbg_walk_after_batch(ring_completer(t, r));
-        if (advanced && ring_retire_due(r))
-                ring_retire_graphs(r);
+        if (advanced && graphs_retire_due(r))
+                graphs_retire(r);
         return advanced;
 }
 

@@ -78,9 +78,9 @@ static bool publish(struct hbg_completer *c, uint64_t id) {
 
 static void finish_published(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
         struct hbg_completer *c = ring_completer(t, r);
-        ring_task_released(t, r, id);
+        ready_task_released(t, r, id);
         if (advance_once(c, id + 1))
-                ring_retire_graphs(r);
+                graphs_retire(r);
 }
 
 static void lazy_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
@@ -91,7 +91,7 @@ static void lazy_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t i
         }
         int rc = hbg_defer(c, id);
         if (rc < 0)
-                ring_fail(r, rc, id, "failsafe heap full");
+                graphs_fail(r, rc, id, "failsafe heap full");
 }
 
 static bool lazy_tick(struct sched_thread *t, struct hbg_ring *r) {
@@ -111,7 +111,7 @@ static bool lazy_tick(struct sched_thread *t, struct hbg_ring *r) {
         }
         /* The walk that keeps the watermark live. */
         if (advance_all(c)) {
-                ring_retire_graphs(r);
+                graphs_retire(r);
                 did = true;
         }
         return did;
@@ -123,7 +123,7 @@ static bool lazy_tick(struct sched_thread *t, struct hbg_ring *r) {
  * cannot miss a completed prefix (§11.2). */
 static bool lazy_before_park(struct sched_thread *t, struct hbg_ring *r) {
         if (advance_all(ring_completer(t, r))) {
-                ring_retire_graphs(r);
+                graphs_retire(r);
                 return true;
         }
         return false;

@@ -61,14 +61,14 @@ static void wake_resolver(struct hbg_engine *e) {
         if (!atomic_load_explicit(&re->sleeping, memory_order_seq_cst))
                 return;
         atomic_fetch_add(&re->seq, 1);
-        engine_futex_wake(&re->seq, 1);
+        wakeup_futex_wake(&re->seq, 1);
 }
 
 /* The engine stops: wherever the resolver sleeps, it wakes. */
 static void resolver_wake_all(struct hbg_engine *e) {
         struct resolver_engine *re = engine_state(e);
         atomic_fetch_add(&re->seq, 1);
-        engine_futex_wake(&re->seq, INT_MAX);
+        wakeup_futex_wake(&re->seq, INT_MAX);
 }
 
 /* Scheduler side: hand the id over. The queue holds D ids and at most D
@@ -81,9 +81,9 @@ static void publish_one(struct sched_thread *t, struct hbg_ring *r, uint64_t id)
         int rc = hbg_publish_or_defer_ordered(ring_completer(t, r), id, memory_order_release);
 
         if (rc == 1)
-                ring_task_released(t, r, id);
+                ready_task_released(t, r, id);
         else if (rc < 0)
-                ring_fail(r, rc, id, "failsafe heap full");
+                graphs_fail(r, rc, id, "failsafe heap full");
 }
 
 static void resolver_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
@@ -92,7 +92,7 @@ static void resolver_complete(struct sched_thread *t, struct hbg_ring *r, uint64
                 return;
         }
         if (!spsc_push(handoff(r, t->index), id)) {
-                ring_fail(r, -EOVERFLOW, id, "resolver queue full (engine bug)");
+                graphs_fail(r, -EOVERFLOW, id, "resolver queue full (engine bug)");
                 return;
         }
         wake_resolver(t->engine);
@@ -146,16 +146,16 @@ static bool resolver_resolve(struct sched_thread *t, struct hbg_ring *r) {
                                 break;
                         hbg_failsafe_heap_pop(&c->heap, &id);
                         hbg_stat_inc(&c->stats.retry_published, 1);
-                        ring_task_released(t, r, id);
+                        ready_task_released(t, r, id);
                         retried = true;
                 }
                 if (moved) {
-                        ring_retire_graphs(r);
+                        graphs_retire(r);
                         /* The window moved: ids the schedulers could not
                          * claim may be claimable now, and they may sleep
                          * (they finish no task of their own to notice). */
-                        if (ring_has_external_work(r))
-                                engine_wake_one(e);
+                        if (ingest_has_external_work(r))
+                                wakeup_one(e);
                 }
                 did |= moved || retried;
                 if (!retried)
@@ -183,14 +183,14 @@ static void resolver_park(struct sched_thread *t) {
         bool work = false;
         unsigned high = atomic_load(&e->rings_high);
         for (unsigned i = 0; i < high && !work; i++) {
-                struct hbg_ring *r = ring_enter(t, i);
+                struct hbg_ring *r = ring_table_enter(t, i);
                 if (!r)
                         continue;
                 work = resolver_has_work(t, r);
-                ring_leave(t);
+                ring_table_leave(t);
         }
         if (!work && !atomic_load(&e->stop))
-                engine_thread_sleep(t, &re->seq, seq, NULL);
+                wakeup_thread_sleep(t, &re->seq, seq, NULL);
         atomic_store(&re->sleeping, 0);
 }
 
@@ -205,13 +205,13 @@ static void *resolver_main(void *arg) {
         while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
                 bool work = false;
                 unsigned high = atomic_load_explicit(&e->rings_high, memory_order_acquire);
-                engine_thread_heartbeat(t);
+                sched_heartbeat(t);
                 for (unsigned n = 0; n < high; n++) {
-                        struct hbg_ring *r = ring_enter(t, n);
+                        struct hbg_ring *r = ring_table_enter(t, n);
                         if (!r)
                                 continue;
                         work |= resolver_resolve(t, r);
-                        ring_leave(t);
+                        ring_table_leave(t);
                 }
                 if (work) {
                         idle_since = 0;

@@ -182,7 +182,7 @@ struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
         atomic_store(&e->stop, true);
         for (unsigned i = 0; i < e->threads_started; i++) {
                 /* A thread may be parked with no timeout: keep kicking. */
-                engine_wake_all(e);
+                wakeup_all(e);
                 pthread_join(e->threads[i].thread, NULL);
         }
         if (e->rings) {
@@ -261,13 +261,13 @@ void hbg_engine_thread_stats(const struct hbg_engine *e, unsigned thread,
         const struct sched_thread *t = &e->threads[thread];
         struct hbg_completer_stats sum = { 0 };
 
-        fold_completer_stats(&sum, &t->retired_completer);
+        ring_table_fold_completer_stats(&sum, &t->retired_completer);
         pthread_mutex_lock(&me->rings_lock);
         unsigned high = atomic_load(&e->rings_high);
         for (unsigned i = 0; i < high; i++) {
                 struct hbg_ring *r = atomic_load(&e->rings[i]);
                 if (r)
-                        fold_completer_stats(&sum, &r->per_thread[thread].completer.stats);
+                        ring_table_fold_completer_stats(&sum, &r->per_thread[thread].completer.stats);
         }
         pthread_mutex_unlock(&me->rings_lock);
 

@@ -33,7 +33,7 @@ void engine_log(struct hbg_engine *e, int priority, const struct hbg_log_fields 
         va_end(ap);
 }
 
-void ring_log(struct hbg_ring *r, int priority, const struct hbg_log_fields *f, const char *fmt, ...) {
+void engine_log_ring(struct hbg_ring *r, int priority, const struct hbg_log_fields *f, const char *fmt, ...) {
         /* The owner's fields (session, pid, uid), then the line's own. */
         struct hbg_log_fields all = r->log_fields;
         if (f) {

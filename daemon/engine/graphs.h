@@ -21,15 +21,15 @@ struct failure {
 
 /* After this thread moved the watermark, must it look at the
  * graphs (a graph or a producer waiting for window space it reached)? */
-bool ring_retire_due(struct hbg_ring *r);
+bool graphs_retire_due(struct hbg_ring *r);
 
-void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel, const char *why);
-void ring_retire_graphs(struct hbg_ring *r);
-void ring_fail(struct hbg_ring *r, int code, uint64_t task, const char *why);
-/* ring_fail() without the warning (a session that ended normally): mark
+void graphs_record_failure(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel, const char *why);
+void graphs_retire(struct hbg_ring *r);
+void graphs_fail(struct hbg_ring *r, int code, uint64_t task, const char *why);
+/* graphs_fail() without the warning (a session that ended normally): mark
  * the ring broken and fail its pending graphs. Any thread. */
-void ring_fail_quietly(struct hbg_ring *r, int code);
+void graphs_fail_quietly(struct hbg_ring *r, int code);
 /* Called once no scheduler thread can touch the ring any more. */
-void ring_stop(struct hbg_ring *r, int code);
+void graphs_stop(struct hbg_ring *r, int code);
 /* One byte into the completion pipe (never blocks, never retried). */
-void ring_signal(struct hbg_ring *r);
+void graphs_signal(struct hbg_ring *r);

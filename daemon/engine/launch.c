@@ -73,7 +73,7 @@ static void copy_recorded(struct task_slot *s, const struct task_slot *src, uint
         memcpy(s->args.scalars, src->args.scalars, src->args.n_scalars * sizeof(s->args.scalars[0]));
 }
 
-bool ring_launch_pending(const struct sched_thread *t, const struct hbg_ring *r) {
+bool launch_pending(const struct sched_thread *t, const struct hbg_ring *r) {
         const struct launch_expansion *x = &r->per_thread[t->index].launch;
         return x->next < x->end;
 }
@@ -82,7 +82,7 @@ bool ring_launch_pending(const struct sched_thread *t, const struct hbg_ring *r)
  * tasks (or a bad record failing them all) holds the thread no longer per
  * visit than a batch of plain tasks does, and other rings get their turn
  * in between (§9.5, §14). */
-bool ring_launch_continue(struct sched_thread *t, struct hbg_ring *r) {
+bool launch_continue(struct sched_thread *t, struct hbg_ring *r) {
         struct launch_expansion *x = &r->per_thread[t->index].launch;
         if (x->next >= x->end)
                 return false;
@@ -99,11 +99,11 @@ bool ring_launch_continue(struct sched_thread *t, struct hbg_ring *r) {
         }
         classify_run(t, r, x->next, stop - x->next, &set);
         x->next = stop;
-        ring_wake_for_surplus(t, r);
+        ready_wake_for_surplus(t, r);
         return true;
 }
 
-void classify_launch(struct sched_thread *t, struct hbg_ring *r, uint64_t id, uint64_t n) {
+void launch_classify(struct sched_thread *t, struct hbg_ring *r, uint64_t id, uint64_t n) {
         struct hbg_task_desc d;
         const struct recorded_graph *g = NULL;
         const char *why = NULL;
@@ -117,5 +117,5 @@ void classify_launch(struct sched_thread *t, struct hbg_ring *r, uint64_t id, ui
                 .next = id, .end = id + n, .start = id, .gate = id - 1 - d.launch.first,
                 .first = d.launch.first, .g = g, .err = err, .why = why,
         };
-        ring_launch_continue(t, r);
+        launch_continue(t, r);
 }

@@ -25,8 +25,8 @@ struct launch_expansion {
 /* Ids id .. id + n - 1, claimed together: the launch record at id and the
  * tasks of the recorded graph it names (§14). Checks the record and
  * classifies the first classify_batch of them; the rest on later visits
- * (ring_launch_continue). */
-void classify_launch(struct sched_thread *t, struct hbg_ring *r, uint64_t id, uint64_t n);
+ * (launch_continue). */
+void launch_classify(struct sched_thread *t, struct hbg_ring *r, uint64_t id, uint64_t n);
 /* This thread has a launch of r to go on with: the next ids of it. */
-bool ring_launch_pending(const struct sched_thread *t, const struct hbg_ring *r);
-bool ring_launch_continue(struct sched_thread *t, struct hbg_ring *r);
+bool launch_pending(const struct sched_thread *t, const struct hbg_ring *r);
+bool launch_continue(struct sched_thread *t, struct hbg_ring *r);

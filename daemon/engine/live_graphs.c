@@ -35,7 +35,7 @@ const char *hbg_live_state_name(enum hbg_live_state s) {
         return (unsigned)s < HBG_LIVE_STATE_COUNT ? state_names[s] : "unknown";
 }
 
-size_t ring_graph_seen_bytes(const struct hbg_geometry *g) {
+size_t live_graphs_seen_bytes(const struct hbg_geometry *g) {
         return g->graph_table_entries * sizeof(struct graph_seen);
 }
 

@@ -11,4 +11,4 @@ struct graph_seen {
         uint64_t number_plus_1;           /* whose stamp: record number + 1 */
         int64_t ms;                       /* CLOCK_MONOTONIC */
 };
-size_t ring_graph_seen_bytes(const struct hbg_geometry *g);
+size_t live_graphs_seen_bytes(const struct hbg_geometry *g);

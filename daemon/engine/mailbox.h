@@ -7,4 +7,4 @@
 struct hbg_ring;
 struct sched_thread;
 
-bool ring_poll_mailbox(struct sched_thread *t, struct hbg_ring *r);
+bool mailbox_poll(struct sched_thread *t, struct hbg_ring *r);

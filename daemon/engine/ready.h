@@ -12,18 +12,18 @@ struct task_slot;
 
 /* Route a classified task: ready, or onto the wake list of its latest
  * unmet fanin. inline_ok: kernel-less tasks may be retired right here. */
-void ring_route(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, bool inline_ok);
+void ready_route(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, bool inline_ok);
 /* Wake a parked peer if more ready work is queued than this thread takes. */
-void ring_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r);
+void ready_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r);
 /* Some thread's deque of r holds tasks (a hint, relaxed loads): work a
  * thread could steal (§10.4). */
-bool ring_deques_nonempty(struct hbg_ring *r);
+bool ready_deques_nonempty(struct hbg_ring *r);
 /* This thread's continuation in r, taken (§10.4); false if none. */
-bool ring_continuation_take(struct sched_thread *t, struct hbg_ring *r, uint64_t *ret_id);
+bool ready_continuation_take(struct sched_thread *t, struct hbg_ring *r, uint64_t *ret_id);
 /* End of a visit: a continuation still held, and the tasks left in the
  * thread's deque, go to the ready queues. */
-void ring_continuation_flush(struct sched_thread *t, struct hbg_ring *r);
-void ring_drain_wake_list(struct sched_thread *t, struct hbg_ring *r, uint64_t id);
+void ready_continuation_flush(struct sched_thread *t, struct hbg_ring *r);
+void ready_drain_wake_list(struct sched_thread *t, struct hbg_ring *r, uint64_t id);
 /* After id's stamp is visible: drain its wake list, release its slot. */
-void ring_task_released(struct sched_thread *t, struct hbg_ring *r, uint64_t id);
-bool ring_retire_ready(struct sched_thread *t, struct hbg_ring *r, unsigned max);
+void ready_task_released(struct sched_thread *t, struct hbg_ring *r, uint64_t id);
+bool ready_retire(struct sched_thread *t, struct hbg_ring *r, unsigned max);

@@ -50,7 +50,7 @@ int hbg_ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task 
                 struct hbg_recorded_task copy = tasks[i];
                 struct task_slot *s = &g->tasks[i];
                 memset(s, 0, sizeof(*s));
-                int err = task_validate(r, s, &copy.desc, &copy.payload, (uint64_t)i + 1, 0, ret_error);
+                int err = validate_task(r, s, &copy.desc, &copy.payload, (uint64_t)i + 1, 0, ret_error);
                 if (err < 0) {
                         *ret_task = i;
                         hbg_recorded_graph_free(g);
@@ -96,7 +96,7 @@ int hbg_ring_record(struct hbg_ring *r, const struct hbg_recorded_task *tasks, u
         return err;
 }
 
-void ring_recorded_free(struct hbg_ring *r) {
+void recorded_free_ring(struct hbg_ring *r) {
         if (!r->recorded)
                 return;
         uint32_t k = atomic_load_explicit(&r->n_recorded, memory_order_relaxed);

@@ -16,4 +16,4 @@ struct recorded_graph {
         struct task_slot *tasks;
 };
 
-void ring_recorded_free(struct hbg_ring *r);
+void recorded_free_ring(struct hbg_ring *r);

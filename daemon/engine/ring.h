@@ -33,7 +33,7 @@ struct ring_thread {
         /* Continuation (§10.4): a kernel task this thread made ready and
          * runs next itself instead of queueing it. Thread-private; set
          * only during the thread's visit of the ring, and queued by the
-         * visit's end if it is still here (ring_continuation_flush). */
+         * visit's end if it is still here (ready_continuation_flush). */
         uint64_t continuation;
         bool has_continuation;
         /* Further kernel tasks it made ready during the visit: taken by
@@ -134,7 +134,7 @@ struct hbg_ring {
         _Atomic uint32_t n_recorded;
 
         _Atomic bool broken;              /* protocol error: stop serving */
-        /* Why the ring broke, under cold_lock: the first ring_fail()'s
+        /* Why the ring broke, under cold_lock: the first graphs_fail()'s
          * reason (static), task and code; stop_why NULL: stopped without
          * one (by its owner). The graphs it fails say so (§12.2). */
         const char *stop_why;

@@ -19,7 +19,7 @@
 
 /* Hazard-pointer acquire (§9.3): publish, then re-check the slot. Both
  * seq_cst: against the remover's "clear slot; read hazards". */
-struct hbg_ring *ring_enter(struct sched_thread *t, unsigned idx) {
+struct hbg_ring *ring_table_enter(struct sched_thread *t, unsigned idx) {
         struct hbg_ring *r = atomic_load_explicit(&t->engine->rings[idx], memory_order_acquire);
         if (!r)
                 return NULL;
@@ -31,13 +31,13 @@ struct hbg_ring *ring_enter(struct sched_thread *t, unsigned idx) {
         return r;
 }
 
-void ring_leave(struct sched_thread *t) {
+void ring_table_leave(struct sched_thread *t) {
         atomic_store_explicit(&t->hazard, NULL, memory_order_release);
 }
 
 /* The second hazard slot, for a short look at another ring while the
- * thread visits one (fair share's turns). Same protocol as ring_enter(). */
-struct hbg_ring *ring_peek_enter(struct sched_thread *t, unsigned idx) {
+ * thread visits one (fair share's turns). Same protocol as ring_table_enter(). */
+struct hbg_ring *ring_table_peek_enter(struct sched_thread *t, unsigned idx) {
         struct hbg_ring *r = atomic_load_explicit(&t->engine->rings[idx], memory_order_acquire);
         if (!r)
                 return NULL;
@@ -49,7 +49,7 @@ struct hbg_ring *ring_peek_enter(struct sched_thread *t, unsigned idx) {
         return r;
 }
 
-void ring_peek_leave(struct sched_thread *t) {
+void ring_table_peek_leave(struct sched_thread *t) {
         atomic_store_explicit(&t->peek_hazard, NULL, memory_order_release);
 }
 
@@ -96,7 +96,7 @@ uint64_t hbg_engine_ring_memory(const struct hbg_engine *e, const struct hbg_geo
         return ring_memory(e->nthreads, g) + policy;
 }
 
-void fold_completer_stats(struct hbg_completer_stats *into, const struct hbg_completer_stats *s) {
+void ring_table_fold_completer_stats(struct hbg_completer_stats *into, const struct hbg_completer_stats *s) {
         hbg_stat_inc(&into->published, hbg_stat_get(&s->published));
         hbg_stat_inc(&into->deferred, hbg_stat_get(&s->deferred));
         hbg_stat_inc(&into->retries, hbg_stat_get(&s->retries));
@@ -106,7 +106,7 @@ void fold_completer_stats(struct hbg_completer_stats *into, const struct hbg_com
 
 /*
  * Removal (§9.3) never waits for a scheduler thread: the ring leaves
- * rings[] (seq_cst, against ring_enter()'s re-check), its graphs are
+ * rings[] (seq_cst, against ring_table_enter()'s re-check), its graphs are
  * failed, and it waits on e->removed until no hazard pointer holds it. A
  * thread inside a long kernel of this ring keeps its hazard until the
  * kernel returns; hbg_engine_collect() frees the ring after that.
@@ -124,7 +124,7 @@ void hbg_engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason
         pthread_mutex_unlock(&e->rings_lock);
         /* Fail what is pending now, so the client (if still there) hears at
          * once; safe while threads still run: the combining retire lock. */
-        ring_fail_quietly(r, r->removal_reason);
+        graphs_fail_quietly(r, r->removal_reason);
 }
 
 static bool ring_held(struct hbg_engine *e, struct hbg_ring *r) {
@@ -143,11 +143,11 @@ static bool ring_held(struct hbg_engine *e, struct hbg_ring *r) {
  * removed or folded, and no counter ever goes down.
  */
 static void ring_retire_locked(struct hbg_engine *e, struct hbg_ring *r) {
-        ring_stop(r, r->removal_reason);
+        graphs_stop(r, r->removal_reason);
         fair_share_leave(e, r);
         for (unsigned i = 0; i < e->nthreads; i++)
-                fold_completer_stats(&e->threads[i].retired_completer,
-                                     &r->per_thread[i].completer.stats);
+                ring_table_fold_completer_stats(&e->threads[i].retired_completer,
+                                                &r->per_thread[i].completer.stats);
         e->freed_graphs_noticed += atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed);
         histogram_fold(&e->freed_graph_latency, &r->graph_latency);
         for (unsigned i = 0; i < HBG_ERRNO_SLOTS; i++)

@@ -43,7 +43,7 @@ static void park(struct sched_thread *t) {
         unsigned high = atomic_load(&e->rings_high);
 
         for (unsigned i = 0; i < high && !work; i++) {
-                struct hbg_ring *r = ring_enter(t, i);
+                struct hbg_ring *r = ring_table_enter(t, i);
                 if (!r)
                         continue;
                 if (last)
@@ -52,24 +52,24 @@ static void park(struct sched_thread *t) {
                  * watermark live, after our idle count went up). */
                 if (e->completion->before_park && e->completion->before_park(t, r))
                         work = true;
-                ring_continuation_flush(t, r); /* none hidden while we sleep */
-                work = work || ring_has_external_work(r) || mpmc_maybe_nonempty(&r->retire) ||
-                       ring_launch_pending(t, r);
+                ready_continuation_flush(t, r); /* none hidden while we sleep */
+                work = work || ingest_has_external_work(r) || mpmc_maybe_nonempty(&r->retire) ||
+                       launch_pending(t, r);
                 for (unsigned s = 0; s < SHAPE_EXEC_COUNT; s++)
                         ready = ready || mpmc_maybe_nonempty(&r->ready[s]);
                 /* Tasks in a busy peer's deque are work to steal. */
-                ready = ready || ring_deques_nonempty(r);
+                ready = ready || ready_deques_nonempty(r);
                 work = work || (t->clusters > 0 && ready);
                 if (r->stall_timeout_ms && (stall_ms == 0 || r->stall_timeout_ms < stall_ms) &&
-                    ring_unfinished(r))
+                    stall_unfinished(r))
                         stall_ms = r->stall_timeout_ms;
                 deferred = deferred || hbg_failsafe_heap_len(&r->per_thread[t->index].completer.heap) > 0;
-                ring_leave(t);
+                ring_table_leave(t);
         }
         /* Ready tasks this thread cannot run (it owns no cluster) while an
          * owner sleeps: wake the owners before sleeping. */
         if (!work && ready && t->clusters == 0)
-                engine_wake_executor(e);
+                wakeup_executor(e);
         if (!work && !atomic_load(&e->stop)) {
                 struct timespec ts, *timeout = NULL;
                 if (deferred) {
@@ -90,7 +90,7 @@ static void park(struct sched_thread *t) {
                                                 .tv_nsec = (long)(ms % 1000) * 1000000 };
                         timeout = &ts;
                 }
-                engine_thread_sleep(t, &e->wake_seq, seq, timeout);
+                wakeup_thread_sleep(t, &e->wake_seq, seq, timeout);
         }
         if (t->clusters > 0)
                 atomic_fetch_sub(&e->idle_executors, 1);
@@ -98,12 +98,12 @@ static void park(struct sched_thread *t) {
         /* Somebody is awake now: clients need not ring. */
         high = atomic_load(&e->rings_high);
         for (unsigned i = 0; i < high; i++) {
-                struct hbg_ring *r = ring_enter(t, i);
+                struct hbg_ring *r = ring_table_enter(t, i);
                 if (!r)
                         continue;
                 if (atomic_load_explicit(&r->cpl->need_wakeup, memory_order_relaxed))
                         atomic_store_explicit(&r->cpl->need_wakeup, 0, memory_order_relaxed);
-                ring_leave(t);
+                ring_table_leave(t);
         }
 }
 
@@ -112,19 +112,19 @@ static bool visit_ring(struct sched_thread *t, struct hbg_ring *r, bool check_st
         bool work = false;
 
         work |= ops->tick(t, r);
-        work |= ring_poll_mailbox(t, r);
-        work |= ring_classify(t, r);
-        work |= ring_retire_ready(t, r, 16);
+        work |= mailbox_poll(t, r);
+        work |= ingest_ring(t, r);
+        work |= ready_retire(t, r, 16);
         work |= dispatch_ring(t, r);
-        if (ring_graphs_arrived(r))
-                ring_retire_graphs(r);
+        if (ingest_graphs_arrived(r))
+                graphs_retire(r);
         if (check_stall)
-                ring_check_stall(t, r);
+                stall_check(t, r);
         if (ops->end_visit)
                 work |= ops->end_visit(t, r);
         /* Nothing hidden outlives the visit: park, removal and the stall
          * detector see every ready task in the queues (§10.4). */
-        ring_continuation_flush(t, r);
+        ready_continuation_flush(t, r);
         return work;
 }
 
@@ -175,7 +175,7 @@ void *sched_thread_main(void *arg) {
                 if (++t->loops % CLOCK_EVERY == 0)
                         t->now_ms = hbg_now_ms();
                 int64_t now_ms = t->now_ms;
-                engine_thread_heartbeat(t);
+                sched_heartbeat(t);
                 if (test_stall && now_ms >= e->test_stall_at_ms) {
                         /* Test only: a wedged scheduler thread (no
                          * heartbeat, not parked) until the engine stops. */
@@ -190,11 +190,11 @@ void *sched_thread_main(void *arg) {
                         t->last_stall_check_ms = now_ms;
 
                 for (unsigned n = 0; n < high; n++) {
-                        struct hbg_ring *r = ring_enter(t, (t->ring_cursor + n) % high);
+                        struct hbg_ring *r = ring_table_enter(t, (t->ring_cursor + n) % high);
                         if (!r)
                                 continue;
                         work |= visit_ring(t, r, check_stall);
-                        ring_leave(t);
+                        ring_table_leave(t);
                 }
                 t->ring_cursor++;
 

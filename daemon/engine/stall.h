@@ -7,5 +7,5 @@
 struct hbg_ring;
 struct sched_thread;
 
-bool ring_unfinished(struct hbg_ring *r);
-void ring_check_stall(struct sched_thread *t, struct hbg_ring *r);
+bool stall_unfinished(struct hbg_ring *r);
+void stall_check(struct sched_thread *t, struct hbg_ring *r);

@@ -164,7 +164,7 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
         return 0;
 }
 
-int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
+int validate_task(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
                   const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
         const struct task_rules rules = { r->g.heap_size, r->engine->cfg.max_task_cost };
         return check_task(&rules, s, d, shared, id, fanin_lo, why);

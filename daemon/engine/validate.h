@@ -12,5 +12,5 @@ struct hbg_task_payload;
 /* Validate a copied descriptor (and the payload parts its counts cover)
  * into s; fanins must lie in [fanin_lo, id). 0 or a negative errno with
  * *why (static). */
-int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
+int validate_task(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
                   const struct hbg_task_payload *payload, uint64_t id, uint64_t fanin_lo, const char **why);

@@ -28,14 +28,14 @@ static void kick(struct hbg_engine *e, int n) {
                 futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, (uint32_t)n, NULL);
 }
 
-void engine_kick(struct hbg_engine *e) {
+void wakeup_kick(struct hbg_engine *e) {
         kick(e, INT_MAX);
 }
 
 /* The doorbell: one thread is enough (it wakes a peer if it finds more
  * work than it takes, §9.4); waking all of them on a 2-CPU machine only
  * makes them fight the producer for the CPUs. All of them when some own
- * no cluster (engine_wake_executor's reason). */
+ * no cluster (wakeup_executor's reason). */
 void hbg_ring_kick(struct hbg_ring *r) {
         if (atomic_load_explicit(&r->cpl->need_wakeup, memory_order_relaxed))
                 atomic_store_explicit(&r->cpl->need_wakeup, 0, memory_order_relaxed);
@@ -43,7 +43,7 @@ void hbg_ring_kick(struct hbg_ring *r) {
 }
 
 /* Surplus work any thread can do appeared: wake one parked peer (§9.4). */
-void engine_wake_one(struct hbg_engine *e) {
+void wakeup_one(struct hbg_engine *e) {
         if (atomic_load_explicit(&e->idle, memory_order_relaxed) == 0)
                 return;
         atomic_fetch_add(&e->wake_seq, 1);
@@ -54,34 +54,34 @@ void engine_wake_one(struct hbg_engine *e) {
  * owns clusters wakes. When some threads own none, a single futex wake may
  * land on one of those, which cannot run the task: wake them all then
  * (such configurations are the unusual ones). */
-void engine_wake_executor(struct hbg_engine *e) {
+void wakeup_executor(struct hbg_engine *e) {
         if (atomic_load_explicit(&e->idle_executors, memory_order_relaxed) == 0)
                 return;
         atomic_fetch_add(&e->wake_seq, 1);
         futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, e->all_execute ? 1 : INT_MAX, NULL);
 }
 
-void engine_futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *timeout) {
+void wakeup_futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *timeout) {
         futex(word, FUTEX_WAIT_PRIVATE, val, timeout);
 }
 
-void engine_futex_wake(_Atomic uint32_t *word, int n) {
+void wakeup_futex_wake(_Atomic uint32_t *word, int n) {
         futex(word, FUTEX_WAKE_PRIVATE, (uint32_t)n, NULL);
 }
 
-void engine_thread_sleep(struct sched_thread *t, _Atomic uint32_t *word, uint32_t val,
+void wakeup_thread_sleep(struct sched_thread *t, _Atomic uint32_t *word, uint32_t val,
                          const struct timespec *timeout) {
         stat_add(&t->stats.parks, 1);
         atomic_store_explicit(&t->parked, true, memory_order_relaxed);
-        engine_futex_wait(word, val, timeout);
+        wakeup_futex_wait(word, val, timeout);
         atomic_store_explicit(&t->parked, false, memory_order_relaxed);
         stat_add(&t->stats.wakeups, 1);
 }
 
 /* Stopping: the schedulers, and the completion policy's own thread
  * wherever it sleeps. */
-void engine_wake_all(struct hbg_engine *e) {
-        engine_kick(e);
+void wakeup_all(struct hbg_engine *e) {
+        wakeup_kick(e);
         if (e->completion->wake_all)
                 e->completion->wake_all(e);
 }

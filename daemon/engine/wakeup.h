@@ -11,15 +11,15 @@ struct hbg_engine;
 struct sched_thread;
 
 /* Wake every parked scheduler thread; cheap when nobody is parked. */
-void engine_kick(struct hbg_engine *e);
-void engine_wake_one(struct hbg_engine *e);
-void engine_wake_executor(struct hbg_engine *e);
+void wakeup_kick(struct hbg_engine *e);
+void wakeup_one(struct hbg_engine *e);
+void wakeup_executor(struct hbg_engine *e);
 /* Wake everyone: the completion policy's thread too (stopping). */
-void engine_wake_all(struct hbg_engine *e);
+void wakeup_all(struct hbg_engine *e);
 /* Sleep on a futex word while it holds val (timeout NULL: no limit). */
-void engine_futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *timeout);
+void wakeup_futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *timeout);
 /* Wake at most n sleepers of a futex word. */
-void engine_futex_wake(_Atomic uint32_t *word, int n);
+void wakeup_futex_wake(_Atomic uint32_t *word, int n);
 /* Thread t parks on word while it holds val: counted, and shown parked. */
-void engine_thread_sleep(struct sched_thread *t, _Atomic uint32_t *word, uint32_t val,
+void wakeup_thread_sleep(struct sched_thread *t, _Atomic uint32_t *word, uint32_t val,
                          const struct timespec *timeout);
