@@ -42,7 +42,13 @@ struct ring_thread {
         struct ws_deque deque;
         alignas(64) _Atomic uint64_t completed;
         _Atomic uint64_t failed;
+        /* To a power of two: per_thread[t->index], on every step of a
+         * task, is then one shift (the size changed with the completion
+         * policies' fields leaving; 960 bytes cost instructions). */
+        alignas(64) char pad[64];
 };
+_Static_assert((sizeof(struct ring_thread) & (sizeof(struct ring_thread) - 1)) == 0,
+               "struct ring_thread: keep its size a power of two (pad)");
 
 struct hbg_ring {
         struct hbg_engine *engine;
