@@ -3,11 +3,11 @@
  * Suite "completion": what the completion protocol (shm/completion.h) costs
  * per task, measured as every completer runs it:
  *
- *     r = hbg_publish_or_defer(c, id);
+ *     r = completer_publish_or_defer(c, id);
  *     if (r == 1)
- *             hbg_update_completed_watermark(c, id);
- *     while (hbg_retry_deferred(c, &d) == 1)
- *             hbg_update_completed_watermark(c, d);
+ *             watermark_update(c, id);
+ *     while (completer_retry_deferred(c, &d) == 1)
+ *             watermark_update(c, d);
  *
  * There are no task bodies and no dependencies, so the figure is the
  * protocol alone: stamp store, frontier load, watermark walks and CAS, the
@@ -46,7 +46,7 @@
 #include "shm/failsafe_heap.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 #define SUITE "completion"
 
@@ -165,7 +165,7 @@ struct worker {
 
 static void backoff(unsigned spins) {
         if (spins < SPINS_BEFORE_YIELD)
-                hbg_cpu_relax();
+                cpu_relax();
         else
                 sched_yield();
 }
@@ -175,8 +175,8 @@ static void backoff(unsigned spins) {
 static inline void retry_deferred(struct hbg_completer *c) {
         uint64_t d;
 
-        while (hbg_retry_deferred(c, &d) == 1)
-                hbg_update_completed_watermark(c, d);
+        while (completer_retry_deferred(c, &d) == 1)
+                watermark_update(c, d);
 }
 
 /*
@@ -188,12 +188,12 @@ static inline void retry_deferred(struct hbg_completer *c) {
 static __attribute__((noinline, cold)) void wait_for_window(struct worker *wk, uint64_t id) {
         const struct hbg_flag_window *w = wk->c.window;
 
-        if (id < hbg_watermark_read(w) + w->task_window)
+        if (id < watermark_read(w) + w->task_window)
                 return;
         wk->window_waits++;
         for (unsigned spins = 0;; spins++) {
                 retry_deferred(&wk->c);
-                if (id < hbg_watermark_read(w) + w->task_window)
+                if (id < watermark_read(w) + w->task_window)
                         return;
                 backoff(spins);
         }
@@ -210,7 +210,7 @@ static __attribute__((noinline, cold)) void wait_for_window(struct worker *wk, u
 static __attribute__((noinline, cold)) int offer_again(struct worker *wk, uint64_t id) {
         int r;
 
-        for (unsigned spins = 0; (r = hbg_publish_or_defer(&wk->c, id)) < 0; spins++) {
+        for (unsigned spins = 0; (r = completer_publish_or_defer(&wk->c, id)) < 0; spins++) {
                 retry_deferred(&wk->c);
                 backoff(spins);
         }
@@ -226,11 +226,11 @@ static inline void complete_one(struct worker *wk, uint64_t id) {
         if (id >= c->cached_watermark + c->window->task_window)
                 wait_for_window(wk, id);
 
-        int r = hbg_publish_or_defer(c, id);
+        int r = completer_publish_or_defer(c, id);
         if (r < 0)
                 r = offer_again(wk, id);
         if (r == 1)
-                hbg_update_completed_watermark(c, id);
+                watermark_update(c, id);
         retry_deferred(c);
 }
 
@@ -256,7 +256,7 @@ static void *worker_main(void *arg) {
          * the watermark has passed them, not when we run out of claims. */
         for (unsigned spins = 0;; spins++) {
                 retry_deferred(&wk->c);
-                if (hbg_failsafe_heap_len(&wk->c.heap) == 0)
+                if (failsafe_heap_len(&wk->c.heap) == 0)
                         break;
                 backoff(spins);
         }
@@ -271,7 +271,7 @@ static void *worker_main(void *arg) {
  */
 static void join_workers(struct worker *workers, unsigned threads, const struct hbg_flag_window *w,
                          uint64_t n, const char *case_name) {
-        uint64_t last_wm = hbg_watermark_read(w);
+        uint64_t last_wm = watermark_read(w);
         unsigned still_s = 0;
 
         for (unsigned i = 0; i < threads; i++) {
@@ -288,7 +288,7 @@ static void join_workers(struct worker *workers, unsigned threads, const struct 
                                         strerror(e));
                                 exit(BENCH_EXIT_FAIL);
                         }
-                        uint64_t wm = hbg_watermark_read(w);
+                        uint64_t wm = watermark_read(w);
                         if (wm != last_wm) {
                                 last_wm = wm;
                                 still_s = 0;
@@ -321,15 +321,15 @@ static int run_once(const struct hbg_geometry *g, void *region, const struct seq
         /* A fresh, zeroed region every run: the watermark restarts at 0 and
          * every flag holds its pre-first-lap stamp. */
         memset(region, 0, g->cpl_region_size);
-        hbg_cpl_region_init(region, g, 0);
-        if (hbg_cpl_region_check(region, g->cpl_region_size, &err) < 0) {
+        layout_cpl_region_init(region, g, 0);
+        if (layout_cpl_region_check(region, g->cpl_region_size, &err) < 0) {
                 fprintf(stderr, "hbg-bench " SUITE ": %s\n", err);
                 return -1;
         }
         atomic_init(&run.next_pos, 0);
         run.seq = seq;
         run.n = n;
-        hbg_flag_window_init(&run.window, g, region, 0);
+        flag_window_init(&run.window, g, region, 0);
 
         workers = aligned_alloc(HBG_CACHE_LINE, threads * sizeof(*workers));
         if (!workers) {
@@ -337,10 +337,10 @@ static int run_once(const struct hbg_geometry *g, void *region, const struct seq
                 return -1;
         }
         for (unsigned i = 0; i < threads; i++) {
-                if (hbg_completer_init(&workers[i].c, &run.window, hbg_failsafe_capacity(g)) < 0) {
+                if (completer_init(&workers[i].c, &run.window, failsafe_capacity(g)) < 0) {
                         fprintf(stderr, "hbg-bench " SUITE ": out of memory for failsafe heaps\n");
                         for (unsigned j = 0; j < i; j++)
-                                hbg_completer_destroy(&workers[j].c);
+                                completer_destroy(&workers[j].c);
                         free(workers);
                         return -1;
                 }
@@ -369,22 +369,22 @@ static int run_once(const struct hbg_geometry *g, void *region, const struct seq
         };
         for (unsigned i = 0; i < threads; i++) {
                 const struct hbg_completer_stats *s = &workers[i].c.stats;
-                ret->walks += hbg_stat_get(&s->walks);
-                ret->advances += hbg_stat_get(&s->advances);
-                ret->ids_advanced += hbg_stat_get(&s->ids_advanced);
-                ret->cas_failures += hbg_stat_get(&s->cas_failures);
-                ret->deferred += hbg_stat_get(&s->deferred);
-                ret->heap_full += hbg_stat_get(&s->heap_full);
-                ret->published += hbg_stat_get(&s->published);
-                if (hbg_stat_get(&s->heap_max) > ret->heap_max)
-                        ret->heap_max = hbg_stat_get(&s->heap_max);
+                ret->walks += stat_get(&s->walks);
+                ret->advances += stat_get(&s->advances);
+                ret->ids_advanced += stat_get(&s->ids_advanced);
+                ret->cas_failures += stat_get(&s->cas_failures);
+                ret->deferred += stat_get(&s->deferred);
+                ret->heap_full += stat_get(&s->heap_full);
+                ret->published += stat_get(&s->published);
+                if (stat_get(&s->heap_max) > ret->heap_max)
+                        ret->heap_max = stat_get(&s->heap_max);
                 ret->window_waits += workers[i].window_waits;
-                hbg_completer_destroy(&workers[i].c);
+                completer_destroy(&workers[i].c);
         }
         free(workers);
 
         /* A benchmark that computed a wrong result must not print numbers. */
-        uint64_t wm = hbg_watermark_read(&run.window);
+        uint64_t wm = watermark_read(&run.window);
         if (wm != n) {
                 fprintf(stderr, "hbg-bench " SUITE ": %s: final watermark %" PRIu64
                         ", expected %" PRIu64 "\n", case_name, wm, n);
@@ -464,7 +464,7 @@ static void print_table(const struct options *o, const struct hbg_geometry *g,
                " F=%" PRIu64 ", failsafe heap %u ids per completer;"
                " claim batch %u, shuffle block %u\n\n",
                o->completions, o->repeat, o->repeat == 1 ? "" : "s", g->task_window,
-               g->flag_window, hbg_failsafe_capacity(g), CLAIM_BATCH, SHUFFLE_BLOCK);
+               g->flag_window, failsafe_capacity(g), CLAIM_BATCH, SHUFFLE_BLOCK);
         printf("%-14s %7s %-8s %11s %11s %10s %10s %12s %9s %9s %9s %9s %9s\n", "case",
                "threads", "order", "ns/cpl med", "ns/cpl min", "walks", "advances",
                "ids_advanced", "cas_fail", "deferred", "heap_max", "win_waits", "heap_full");
@@ -484,7 +484,7 @@ static void print_table(const struct options *o, const struct hbg_geometry *g,
                " because id >= watermark + D.\n"
                "heap_full: -ENOSPC refusals (the id is kept and offered again); non-zero"
                " contradicts the bound\n"
-               "           that hbg_failsafe_capacity() = D claims.\n");
+               "           that failsafe_capacity() = D claims.\n");
 }
 
 /* Append one row per case; the header only when the file is new or empty
@@ -600,8 +600,8 @@ int bench_completion_main(int argc, char **argv) {
         if (r != 0)
                 return r > 0 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
 
-        hbg_geometry_request_default(&req);
-        if (hbg_geometry_init(&g, &req, &err) < 0) {
+        geometry_request_default(&req);
+        if (geometry_init(&g, &req, &err) < 0) {
                 fprintf(stderr, "hbg-bench " SUITE ": default geometry rejected: %s\n", err);
                 return BENCH_EXIT_FAIL;
         }

@@ -277,7 +277,7 @@ static int run_once(const struct options *o, unsigned threads, enum shape shape,
                         strerror(-err));
                 return -1;
         }
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.heap_size = HEAP_SIZE;
         err = harness_ring_init(&h, e, &req, 0);
         if (err < 0) {
@@ -408,7 +408,7 @@ static void print_table(const struct options *o, uint64_t spin_ns, const struct 
                         unsigned n_res) {
         struct hbg_geometry_request req;
 
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         printf("engine: %" PRIu64 " noop tasks per run (AIV0, 1 block), graphs of %u, published"
                " every %u; %u repeat%s\n"
                "        one engine + one ring per run: clusters = 2 x threads, spin before park"

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "bench/bench_util.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 /* ------------------------------------------------------------ options */
 
@@ -146,7 +146,7 @@ bool bench_option_common(const char *suite, const char *name, const char *value,
 /* ------------------------------------------------------------ measuring */
 
 int64_t bench_now_ns(void) {
-        return hbg_now_ns();
+        return clock_now_ns();
 }
 
 uint64_t bench_splitmix64(uint64_t *state) {

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "ctl/ctl.h"
-#include "proto/sockperm.h"
+#include "common/sockperm.h"
 
 /* The exit status of the last failure ctl_roundtrip() printed. */
 static int last_exit = EXIT_FAIL;

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "ctl/ctl.h"
-#include "libclient/dep_tracker.h"
+#include "common/dep_tracker.h"
 
 /* The tracker of the whole file (tensors are its allocations, task
  * indexes its ids; nothing completes, so every record is kept) and the
@@ -41,8 +41,8 @@ static int derive_task(struct derive *d, size_t i) {
         struct access a[HBG_MAX_TASK_TENSORS + 1];
         size_t na = accesses(&d->p->compiled[i], a);
         d->deps.n = 0;
-        int err = hbgc_dep_tracker_collect(&d->dt, a, na, 0, &d->deps);
-        return err < 0 ? err : hbgc_dep_tracker_commit(&d->dt, a, na, i);
+        int err = dep_tracker_collect(&d->dt, a, na, 0, &d->deps);
+        return err < 0 ? err : dep_tracker_commit(&d->dt, a, na, i);
 }
 
 static int by_index(const void *a, const void *b) {
@@ -71,7 +71,7 @@ int dot_write(struct plan *p, FILE *f, size_t *ret_edges) {
 
         for (size_t i = 0; i < p->n_tensors && err == 0; i++)
                 if (p->tensors[i].t.bytes)
-                        err = hbgc_dep_tracker_add_alloc(&d.dt, p->tensors[i].t.offset, p->tensors[i].t.bytes);
+                        err = dep_tracker_add_alloc(&d.dt, p->tensors[i].t.offset, p->tensors[i].t.bytes);
 
         fprintf(f, "digraph ");
         dot_string(f, graph_file_name(p));
@@ -119,7 +119,7 @@ int dot_write(struct plan *p, FILE *f, size_t *ret_edges) {
                 }
         }
         fprintf(f, "}\n");
-        hbgc_dep_tracker_free(&d.dt);
+        dep_tracker_free(&d.dt);
         free(d.deps.v);
         if (err == 0 && (fflush(f) != 0 || ferror(f)))
                 err = errno ? -errno : -EIO;

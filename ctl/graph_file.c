@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 
 #include "ctl/ctl.h"
-#include "shm/kernel_sig.h"
+#include "common/kernel_sig.h"
 
 /* An error of the file at its JSON path: kept (every one is reported),
  * the first also in p->err. Returns -1. */
@@ -242,7 +242,7 @@ static int check_kernel_rules(struct plan *p, size_t i, const struct hbg_kernel_
                 kt[a] = (struct hbg_kernel_tensor){ t->args[a].tensor.offset, t->args[a].tensor.bytes };
         unsigned a, b;
         char path[96];
-        enum hbg_kernel_tensor_problem pr = hbg_kernel_check_tensors(sg, kt, &a, &b);
+        enum hbg_kernel_tensor_problem pr = kernel_sig_check_tensors(sg, kt, &a, &b);
         if (pr == HBG_TENSORS_OK)
                 return 0;
         snprintf(path, sizeof(path), "$.tasks[%zu].args[%u]", i, a);
@@ -292,7 +292,7 @@ int graph_file_task(struct plan *p, size_t i, hbg_task *t) {
         const char *kname = json_object_get_string(v);
         const struct hbg_kernel_sig *sg = NULL;
         if (strcmp(kname, "dummy") != 0) {
-                sg = hbg_kernel_sig_by_name(kname);
+                sg = kernel_sig_by_name(kname);
                 if (!sg)
                         return perr(p, sub, "unknown kernel \"%s\" (see hbgctl kernels; \"dummy\" only orders)",
                                     kname);

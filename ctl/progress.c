@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "ctl/ctl.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 #define REDRAW_NS 200000000
 
@@ -37,7 +37,7 @@ struct progress *progress_new(const char *socket, size_t n_tasks) {
         pg->socket = socket;
         pg->n_tasks = n_tasks;
         pg->tty = isatty(STDERR_FILENO);
-        pg->start_ns = hbg_now_ns();
+        pg->start_ns = clock_now_ns();
         return pg;
 }
 
@@ -67,7 +67,7 @@ static size_t done_of(const struct progress *pg, size_t added) {
 
 static void draw(struct progress *pg, size_t done, bool done_known, uint64_t graphs_done, bool submitted,
                  bool final) {
-        double s = (double)(hbg_now_ns() - pg->start_ns) / 1e9;
+        double s = (double)(clock_now_ns() - pg->start_ns) / 1e9;
         char d[32];
         if (done_known)
                 snprintf(d, sizeof(d), "%zu", done);
@@ -88,7 +88,7 @@ void progress_update(struct progress *pg, const uint64_t *ids, size_t added, boo
         /* the clock once every 64 calls: this runs once per task added */
         if (!force && (pg->calls++ & 63) != 0)
                 return;
-        int64_t now = hbg_now_ns();
+        int64_t now = clock_now_ns();
         if (!force && pg->drawn && now - pg->last_ns < REDRAW_NS)
                 return;
         pg->last_ns = now;

@@ -15,10 +15,10 @@
 #include <unistd.h>
 
 #include "ctl/ctl.h"
-#include "shm/kernel_sig.h"
+#include "common/kernel_sig.h"
 #include "shm/layout.h"
 #include "shm/producer.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 /* With --json: {"status": "error", "error": {code, exit, message, name}}
  * from the last ctl_error(); "name" the task's, as in a failed graph's
@@ -228,7 +228,7 @@ static void encode_task(const struct plan *p, size_t i, struct hbg_recorded_task
         unsigned nf = 0;
         memset(rt, 0, sizeof(*rt));
         if (!p->bad[i]) {
-                const struct hbg_kernel_sig *sg = t->kernel ? hbg_kernel_sig_by_name(t->kernel) : NULL;
+                const struct hbg_kernel_sig *sg = t->kernel ? kernel_sig_by_name(t->kernel) : NULL;
                 if (sg) {
                         r.lane_mask = t->lanes ? t->lanes : HBG_LANES_AIV;
                         for (unsigned l = 0; l < HBG_LANES; l++)
@@ -250,7 +250,7 @@ static void encode_task(const struct plan *p, size_t i, struct hbg_recorded_task
                 for (; nf < t->n_deps; nf++)
                         fanins[nf] = t->deps[nf] + 1;
         }
-        hbg_task_encode(&rt->desc, &rt->payload, (uint64_t)i + 1, &r, fanins, nf);
+        producer_task_encode(&rt->desc, &rt->payload, (uint64_t)i + 1, &r, fanins, nf);
 }
 
 /* The compiled tasks in a memfd sealed as hbgd requires. */
@@ -390,11 +390,11 @@ static void ask_hbgd(const struct ctl_opts *o, struct plan *p, struct hbgd_check
  * the answer says what was not checked (exit status 3, or 4). */
 static int run_offline(const struct ctl_opts *o, struct plan *p, int64_t compile_ns) {
         uint64_t used = layout_offline(p);
-        int64_t t0 = hbg_now_ns();
+        int64_t t0 = clock_now_ns();
         compile_tasks(p);
         if (o->heap && used > o->heap)
                 check_heap(p, o->heap, "the asked");
-        compile_ns += hbg_now_ns() - t0;
+        compile_ns += clock_now_ns() - t0;
         size_t edges = 0;
         bool to_stdout = o->dot && strcmp(o->dot, "-") == 0;
         if (o->dot && graph_file_n_errors(p) == 0) {
@@ -415,10 +415,10 @@ static int run_offline(const struct ctl_opts *o, struct plan *p, int64_t compile
         }
         struct hbgd_check hc = { .exit = 0 };
         if (o->dry_run) {
-                t0 = hbg_now_ns();
+                t0 = clock_now_ns();
                 ask_hbgd(o, p, &hc);
         }
-        int64_t check_ns = o->dry_run ? hbg_now_ns() - t0 : 0;
+        int64_t check_ns = o->dry_run ? clock_now_ns() - t0 : 0;
         size_t n_err = graph_file_n_errors(p);
         int rc = n_err ? EXIT_FAIL : hc.ran || !o->dry_run ? 0 : hc.exit;
         /* What was not checked, and why. */
@@ -481,7 +481,7 @@ int cmd_run(const struct ctl_opts *o, const char *file) {
                 return ctl_error(EXIT_USAGE, -EINVAL, "--dot - and --json would both write to standard output");
         /* The compile time (reading the file, checking it, building the
          * tasks) is reported apart from the run. */
-        int64_t compile_ns = 0, t0 = hbg_now_ns();
+        int64_t compile_ns = 0, t0 = clock_now_ns();
         if (graph_file_load(&p) < 0) {
                 rc = run_error(&p, p.err, NULL);
                 goto out;
@@ -498,7 +498,7 @@ int cmd_run(const struct ctl_opts *o, const char *file) {
                 rc = p.errors ? file_errors(&p) : run_error(&p, p.err, NULL);
                 goto out;
         }
-        compile_ns += hbg_now_ns() - t0;
+        compile_ns += clock_now_ns() - t0;
         if (o->dot || o->dry_run) {
                 rc = run_offline(o, &p, compile_ns);
                 goto out;
@@ -548,17 +548,17 @@ int cmd_run(const struct ctl_opts *o, const char *file) {
                                : t->init == INIT_IOTA ? (float)(t->start + (double)k * t->step)
                                                       : 0.0f;
         }
-        t0 = hbg_now_ns();
+        t0 = clock_now_ns();
         if (compile_tasks(&p) < 0) {
                 rc = p.errors ? file_errors(&p) : run_error(&p, p.err, NULL);
                 goto out;
         }
-        compile_ns += hbg_now_ns() - t0;
+        compile_ns += clock_now_ns() - t0;
         /* The run: first add to the wait's return, as a producer sees it. */
         if (o->progress)
                 pg = progress_new(o->socket, p.n_tasks);
         size_t added = 0;
-        t0 = hbg_now_ns();
+        t0 = clock_now_ns();
         for (size_t i = 0; i < p.n_tasks; i++) {
                 hbg_task *t = &p.compiled[i];
                 for (unsigned d = 0; d < t->n_deps; d++)
@@ -592,7 +592,7 @@ int cmd_run(const struct ctl_opts *o, const char *file) {
                 err = 0;
                 progress_update(pg, p.ids, added, true, true);
         }
-        double elapsed = (double)(hbg_now_ns() - t0) / 1e3;
+        double elapsed = (double)(clock_now_ns() - t0) / 1e3;
         progress_end(pg, p.ids, added, err == 0);
         pg = NULL;
         if (err < 0) {

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "ctl/ctl.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 static volatile sig_atomic_t stop_requested;
 
@@ -173,9 +173,9 @@ static void term_restore(struct term *t) {
 
 /* Wait delay_s; false when asked to quit (q, Ctrl-C, SIGTERM). */
 static bool pause_for(double delay_s, bool keys) {
-        int64_t end = hbg_now_ns() + (int64_t)(delay_s * 1e9);
+        int64_t end = clock_now_ns() + (int64_t)(delay_s * 1e9);
         while (!stop_requested) {
-                int64_t left = end - hbg_now_ns();
+                int64_t left = end - clock_now_ns();
                 if (left <= 0)
                         return true;
                 struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };

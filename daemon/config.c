@@ -20,7 +20,7 @@ void hbgd_config_default(struct hbgd_config *ret) {
         memset(ret, 0, sizeof(*ret));
         snprintf(ret->socket_path, sizeof(ret->socket_path), "%s", HBG_DEFAULT_SOCKET);
         hbg_engine_config_default(&ret->engine);
-        hbg_geometry_request_default(&ret->session_default);
+        geometry_request_default(&ret->session_default);
         ret->max_task_window = UINT64_C(1) << 20;
         ret->max_recorded_tasks = UINT64_C(1) << 16;
         ret->max_heap_size = UINT64_C(1) << 30;
@@ -691,7 +691,7 @@ int hbgd_config_load(struct hbgd_config *cfg, const char *path, char *err, size_
         if (hbg_engine_config_validate(&l->cfg.engine, &why) < 0)
                 load_error(l, 0, "[scheduler] %s", why);
         struct hbg_geometry g;
-        if (hbg_geometry_init(&g, &l->cfg.session_default, &why) < 0)
+        if (geometry_init(&g, &l->cfg.session_default, &why) < 0)
                 load_error(l, 0, "[session] %s", why);
         if (l->cfg.max_message < 1024) {
                 unsigned at = key_line(l, "limits", "max_message_size");

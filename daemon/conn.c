@@ -33,7 +33,7 @@
 #include "daemon/validate_request.h"
 #include "proto/wire.h"
 #include "shm/layout.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 /* A handler's verdict when it cannot go on: close with this reason. */
 struct verdict {
@@ -170,7 +170,7 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         }
         /* The session's stall limit (RUNTIME_LOGIC §12.3); 0: the engine's. */
         uint64_t stall_ms = pick(rq->stall_timeout_ms, cfg->engine.stall_timeout_ms);
-        int err = hbg_geometry_init(&g, &req, &why);
+        int err = geometry_init(&g, &req, &why);
         if (err < 0) {
                 metrics_count_refusal(&d->counters, err);
                 snprintf(msg, sizeof(msg), "invalid session geometry: %s", why);
@@ -435,7 +435,7 @@ static void validate_done(struct slow_job *work) {
                 return;
         }
         if (!c->session)
-                c->deadline_ms = hbg_now_ms() + c->d->cfg.handshake_timeout_ms;
+                c->deadline_ms = clock_now_ms() + c->d->cfg.handshake_timeout_ms;
         io_source_again(c->d->loop, c->src);
 }
 
@@ -551,7 +551,7 @@ static void on_readable(struct io_source *src, uint32_t events, void *userdata) 
                 /* Without a session, a connection must keep asking (not
                  * while hbgd validates for it: validate_done() sets it). */
                 if (!c->session)
-                        c->deadline_ms = c->validating ? 0 : hbg_now_ms() + d->cfg.handshake_timeout_ms;
+                        c->deadline_ms = c->validating ? 0 : clock_now_ms() + d->cfg.handshake_timeout_ms;
                 if (c->recording || c->validating)
                         return;
                 if (costly)
@@ -607,7 +607,7 @@ void conn_accept(struct hbgd *d, int fd) {
         c->sock = fd;
         c->cred = cr;
         c->id = ++d->next_id;
-        c->deadline_ms = hbg_now_ms() + d->cfg.handshake_timeout_ms;
+        c->deadline_ms = clock_now_ms() + d->cfg.handshake_timeout_ms;
         if (hbgd_log_limit_new(&c->log_limit, c->id, (int)cr.pid, cr.uid) < 0 ||
             io_loop_add(d->loop, fd, on_readable, c, &c->src) < 0) {
                 hbgd_log_limit_unref(c->log_limit);

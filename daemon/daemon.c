@@ -26,7 +26,7 @@
 #include "daemon/log.h"
 #include "daemon/notify.h"
 #include "shm/layout.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 /* Startup's log lines get this long to be written before READY=1. */
 #define LOG_SYNC_MS 1000
@@ -67,7 +67,7 @@ static void begin_shutdown(struct hbgd *d, const char *why) {
                 return;
         d->stopping = true;
         hbgd_tick_set(d, true);
-        d->stop_deadline_ms = hbg_now_ms() + d->cfg.shutdown_grace_ms;
+        d->stop_deadline_ms = clock_now_ms() + d->cfg.shutdown_grace_ms;
         hbgd_notify("STOPPING=1");
         hbgd_log(LOG_NOTICE, "%s: not accepting sessions; %u graphs' sessions get %u ms to finish",
                  why, d->n_sessions, d->cfg.shutdown_grace_ms);
@@ -132,7 +132,7 @@ static bool engine_alive(struct hbgd *d, unsigned *ret_stuck) {
 }
 
 static void systemd_tick(struct hbgd *d) {
-        int64_t now = hbg_now_ms();
+        int64_t now = clock_now_ms();
         if (d->watchdog_usec && now - d->last_watchdog_ms >= (int64_t)(d->watchdog_usec / 2000)) {
                 d->last_watchdog_ms = now;
                 unsigned stuck = 0;
@@ -170,7 +170,7 @@ static void log_effective_config(const struct hbgd *d, const char *when) {
  * what needs a restart. An invalid file changes nothing. */
 static void reload_config(struct hbgd *d) {
         hbgd_notify("RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading %s",
-                   (unsigned long long)(hbg_now_ns() / 1000),
+                   (unsigned long long)(clock_now_ns() / 1000),
                    d->cfg.config_path[0] ? d->cfg.config_path : "(no config file)");
         if (!d->cfg.config_path[0]) {
                 hbgd_log(LOG_NOTICE, "SIGHUP: started without --config, nothing to reload");
@@ -229,7 +229,7 @@ static void reload_config(struct hbgd *d) {
         log_effective_config(d, "reload");
 out:
         hbgd_notify("READY=1");
-        notify_status(d, hbg_now_ms());
+        notify_status(d, clock_now_ms());
 }
 
 static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
@@ -239,7 +239,7 @@ static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
         uint64_t v;
         ssize_t n = read(d->timer_fd, &v, sizeof(v));
         (void)n;
-        int64_t now = hbg_now_ms();
+        int64_t now = clock_now_ms();
         /* A ring stopped for a protocol error cannot be used any more:
          * close its session, so the client sees a hang-up, not silence. */
         for (struct conn *c = d->conns, *next; c; c = next) {
@@ -301,7 +301,7 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
                 return -ENOMEM;
         d->cfg = *cfg;
         d->listen_fd = d->signal_fd = d->timer_fd = d->reserve_fd = -1;
-        d->started_ms = hbg_now_ms();
+        d->started_ms = clock_now_ms();
         d->cfg.engine.log = hbgd_log_engine;
         hbgd_log_set_journal_socket(cfg->journal_socket);
         hbgd_log_set_ratelimit(cfg->log_ratelimit_interval_ms, cfg->log_ratelimit_burst,
@@ -342,7 +342,7 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
         }
         if (sd_watchdog_enabled(0, &d->watchdog_usec) <= 0)
                 d->watchdog_usec = 0;
-        d->last_watchdog_ms = d->last_status_ms = hbg_now_ms();
+        d->last_watchdog_ms = d->last_status_ms = clock_now_ms();
         if ((err = slow_work_new(&d->slow, d->loop)) < 0) {
                 hbgd_log_fields(LOG_ERR, &(struct hbg_log_fields){ .err = err },
                                 "cannot start the slow-work thread: %s", strerror(-err));

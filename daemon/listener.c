@@ -28,7 +28,7 @@
 #include "common/text.h"
 #include "daemon/log.h"
 #include "proto/wire.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 #define ACCEPT_PER_TURN 64
 
@@ -319,7 +319,7 @@ static bool shed_one(struct hbgd *d) {
         if (shed)
                 close(fd);
         d->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        int64_t now = hbg_now_ms();
+        int64_t now = clock_now_ms();
         if (shed && now - d->last_shed_log_ms >= 10000) {
                 d->last_shed_log_ms = now;
                 hbgd_log(LOG_WARNING, "out of file descriptors (RLIMIT_NOFILE): closing new connections "

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "common/text.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 /*
  * Where a line goes, decided at the first line (and again when the
@@ -601,7 +601,7 @@ struct hbg_log_limit *hbgd_log_limit_unref(struct hbg_log_limit *l) {
                 l->next->prev = l->prev;
         if (l->user) {
                 l->user->refs--;
-                uids_expire(hbg_now_ms());
+                uids_expire(clock_now_ms());
         }
         pthread_mutex_unlock(&log_lock);
         free(l);
@@ -616,7 +616,7 @@ struct hbg_log_fields hbgd_log_limit_fields(struct hbg_log_limit *l) {
 /* Report what a window that ended suppressed, also for sessions and uids
  * that went quiet (from the io thread's timer). */
 void hbgd_log_flush_suppressed(void) {
-        int64_t now = hbg_now_ms();
+        int64_t now = clock_now_ms();
         pthread_mutex_lock(&log_lock);
         for (struct hbg_log_limit *l = log_limits; l; l = l->next) {
                 if (!l->rl.suppressed || now - l->rl.window_start_ms < log_interval_ms)
@@ -672,7 +672,7 @@ static void log_v(int priority, const struct hbg_log_fields *f, const char *fmt,
         char buf[LOG_LINE_MAX];
         vsnprintf(buf, sizeof(buf), fmt, ap);
         pthread_mutex_lock(&log_lock);
-        if (!f->limit || limit_allow(f->limit, hbg_now_ms()))
+        if (!f->limit || limit_allow(f->limit, clock_now_ms()))
                 emit_locked(priority, f, buf);
         pthread_mutex_unlock(&log_lock);
 }

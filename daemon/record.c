@@ -21,7 +21,7 @@
 
 #include "daemon/log.h"
 #include "shm/layout.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 /* Seals that make the memfd's contents fixed: what we read cannot change
  * under us, and the mapping cannot fault (SIGBUS) by shrinking. */
@@ -45,9 +45,9 @@ struct record_job {
 
 static void validate_run(struct slow_job *work) {
         struct record_job *j = (struct record_job *)work;
-        int64_t t0 = hbg_now_ns();
+        int64_t t0 = clock_now_ns();
         j->err = hbg_ring_record_validate(j->s->ring, j->map, j->tasks, &j->graph, &j->bad, &j->why);
-        j->validate_ns = hbg_now_ns() - t0;
+        j->validate_ns = clock_now_ns() - t0;
 }
 
 /* [log] level = debug: what the recording cost and how it ended. */

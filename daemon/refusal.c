@@ -42,7 +42,7 @@
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 #include "proto/wire.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 #define REFUSALS_HELD 16
 #define REFUSAL_LINGER_MS 2000
@@ -50,7 +50,7 @@
 
 static void log_refusal(struct hbgd *d, const struct ucred *cr, int code, const char *why) {
         unsigned unlogged;
-        if (!hbgd_ratelimit_allow(&d->refusal_log, hbg_now_ms(), &unlogged))
+        if (!hbgd_ratelimit_allow(&d->refusal_log, clock_now_ms(), &unlogged))
                 return;
         char more[64] = "";
         if (unlogged)
@@ -183,7 +183,7 @@ void refusal_start(struct hbgd *d, int fd, const struct ucred *cr, int code, con
                                                                           : REFUSAL_LINGER_MS;
         r->d = d;
         r->sock = fd;
-        r->deadline_ms = hbg_now_ms() + linger;
+        r->deadline_ms = clock_now_ms() + linger;
         if (io_loop_add(d->loop, fd, on_readable, r, &r->src) < 0) {
                 free(r);
                 close_now(fd);

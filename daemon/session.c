@@ -152,8 +152,8 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
                 goto fail;
 
         /* Fresh memfds read as zero; initialise the headers and flags. */
-        hbg_sub_region_init(s->sub, g);
-        hbg_cpl_region_init(s->cpl, g, s->first_id);
+        layout_sub_region_init(s->sub, g);
+        layout_cpl_region_init(s->cpl, g, s->first_id);
 
         /* Sizes fixed for good: a client cannot shrink a region under us
          * (SIGBUS) nor grow it. The completion region additionally refuses

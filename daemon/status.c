@@ -10,10 +10,10 @@
 
 #include "daemon/daemon_private.h"
 #include "daemon/metrics.h"
-#include "shm/kernel_sig.h"
+#include "common/kernel_sig.h"
 #include "proto/wire.h"
 #include "shm/layout.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 /* STATUS_GRAPHS lists at most this many live graphs per session and per
  * reply, and only what fits max_message_size (docs/PROTOCOL.md). */
@@ -70,7 +70,7 @@ int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
         Hbg__SessionStatus **ssp = calloc(d->n_conns + 1, sizeof(*ssp));
         Hbg__GraphStatus *gs = calloc(d->n_conns + 1, sizeof(*gs));
         Hbg__GraphStatus **gsp = calloc(d->n_conns + 1, sizeof(*gsp));
-        size_t nk = hbg_kernel_sig_count();
+        size_t nk = kernel_sig_count();
         Hbg__KernelInfo *ks = calloc(nk, sizeof(*ks));
         Hbg__KernelInfo **ksp = calloc(nk, sizeof(*ksp));
         Hbg__KernelArg *ka = calloc(nk * (HBG_MAX_TENSOR_ARGS + HBG_MAX_SCALAR_ARGS), sizeof(*ka));
@@ -124,7 +124,7 @@ int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
         }
         ds.version = (char *)HBG_VERSION;
         ds.pid = (uint32_t)getpid();
-        ds.uptime_ms = (uint64_t)(hbg_now_ms() - d->started_ms);
+        ds.uptime_ms = (uint64_t)(clock_now_ms() - d->started_ms);
         ds.threads = nthreads;
         ds.clusters = d->cfg.engine.clusters;
         ds.sessions = d->n_sessions;
@@ -176,7 +176,7 @@ int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
         if (rq->kind == HBG__STATUS_KIND__STATUS_KERNELS) {
                 size_t na = 0;
                 for (size_t i = 0; i < nk; i++) {
-                        const struct hbg_kernel_sig *k = hbg_kernel_sig_at(i);
+                        const struct hbg_kernel_sig *k = kernel_sig_at(i);
                         hbg__kernel_info__init(&ks[i]);
                         ks[i].id = k->id;
                         ks[i].name = (char *)k->name;
@@ -185,14 +185,14 @@ int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
                         for (unsigned j = 0; j < k->n_tensors; j++, na++) {
                                 hbg__kernel_arg__init(&ka[na]);
                                 ka[na].name = (char *)k->tensors[j].name;
-                                ka[na].kind = (char *)hbg_kernel_dir_name(k->tensors[j].dir);
+                                ka[na].kind = (char *)kernel_sig_dir_name(k->tensors[j].dir);
                                 kap[na] = &ka[na];
                                 ks[i].n_args++;
                         }
                         for (unsigned j = 0; j < k->n_scalars; j++, na++) {
                                 hbg__kernel_arg__init(&ka[na]);
                                 ka[na].name = (char *)k->scalars[j].name;
-                                ka[na].kind = (char *)hbg_kernel_scalar_kind_name(k->scalars[j].kind);
+                                ka[na].kind = (char *)kernel_sig_scalar_kind_name(k->scalars[j].kind);
                                 kap[na] = &ka[na];
                                 ks[i].n_args++;
                         }

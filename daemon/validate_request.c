@@ -103,7 +103,7 @@ int validate_start(struct validate_job **ret, const struct hbg_engine *e, const 
         }
         struct hbg_geometry g;
         const char *why = NULL;
-        int err = hbg_geometry_init(&g, &req, &why);
+        int err = geometry_init(&g, &req, &why);
         if (err < 0) {
                 snprintf(msg, msg_len, "invalid session geometry: %s", why);
                 return err;

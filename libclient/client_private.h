@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include "hbg/hbg.h"
-#include "libclient/dep_tracker.h"
+#include "common/dep_tracker.h"
 #include "shm/completion.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
@@ -134,7 +134,7 @@ struct hangup_watch {
 struct hbg_client {
         /* First: struct hbg_completer is cache-line aligned. A private,
          * read-only view of the completion flags (no stamps are ever
-         * published from here: only hbg_is_completion_flag_set()). */
+         * published from here: only completer_flag_is_set()). */
         struct hbg_completer completer;
         struct hbg_flag_window window;
 
@@ -200,7 +200,7 @@ static inline uint64_t hbgc_watermark(const hbg_client *c) {
 }
 
 static inline bool hbgc_task_done(hbg_client *c, uint64_t id) {
-        return hbg_is_completion_flag_set(&c->completer, id);
+        return completer_flag_is_set(&c->completer, id);
 }
 
 /* Publish written tasks and ring the doorbell if hbgd sleeps. 0, or
@@ -330,13 +330,13 @@ void hbgc_hangup_rearm(hbg_client *c);
 
 /* Make sure c->scratch holds n ids. 0 or -ENOMEM. */
 static inline int hbgc_scratch_reserve(hbg_client *c, size_t n) {
-        return hbgc_dep_ids_reserve(&c->scratch, n);
+        return dep_ids_reserve(&c->scratch, n);
 }
 /* Dependencies of a task with these accesses on earlier tasks: appended to
  * c->scratch from index *n on. 0 or -ENOMEM. */
 static inline int hbgc_deps_collect(hbg_client *c, const struct access *a, size_t na, size_t *n) {
         c->scratch.n = *n;
-        int err = hbgc_dep_tracker_collect(c->dt, a, na, c->dt->keep_all ? 0 : hbgc_watermark(c), &c->scratch);
+        int err = dep_tracker_collect(c->dt, a, na, c->dt->keep_all ? 0 : hbgc_watermark(c), &c->scratch);
         *n = c->scratch.n;
         return err;
 }
@@ -346,9 +346,9 @@ static inline int hbgc_deps_collect(hbg_client *c, const struct access *a, size_
  * tasks on this one may be missed). */
 static inline int hbgc_deps_commit_to(hbg_client *c, struct dep_tracker *dt, const struct access *a, size_t na,
                                       uint64_t id) {
-        int err = hbgc_dep_tracker_commit(dt, a, na, id);
-        if (hbgc_dep_tracker_sweep_due(dt))
-                hbgc_dep_tracker_sweep(dt, hbgc_watermark(c));
+        int err = dep_tracker_commit(dt, a, na, id);
+        if (dep_tracker_sweep_due(dt))
+                dep_tracker_sweep(dt, hbgc_watermark(c));
         return err;
 }
 /* The same in the tracker tasks are added to now. */

@@ -19,9 +19,9 @@
 #include <unistd.h>
 
 #include "libclient/client_private.h"
-#include "proto/sockperm.h"
+#include "common/sockperm.h"
 #include "proto/wire.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 /* ---------------------------------------------------------------- handshake */
 
@@ -53,7 +53,7 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
                 .graph_table_entries = r->graph_table_entries,
         };
         const char *why = NULL;
-        int err = hbg_geometry_init(&c->g, &req, &why);
+        int err = geometry_init(&c->g, &req, &why);
         if (err < 0)
                 return hbgc_fail(NULL, -EPROTO, "hbgd sent an invalid session geometry: %s", why);
         if (r->sub_region_size != c->g.sub_region_size || r->cpl_region_size != c->g.cpl_region_size)
@@ -77,7 +77,7 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
         c->cpl = cpl;
         close_fds(fds, 2);
 
-        err = hbg_cpl_region_check(c->cpl, c->g.cpl_region_size, &why);
+        err = layout_cpl_region_check(c->cpl, c->g.cpl_region_size, &why);
         if (err < 0)
                 return hbgc_fail(NULL, err, "%s", why);
         const struct hbg_cpl_header *ch = c->cpl;
@@ -100,14 +100,14 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
 
         /* Only reads through the window: the cast drops const for the
          * shared type, nothing is ever stored through it. */
-        hbg_flag_window_init(&c->window, &c->g, (void *)(uintptr_t)c->cpl, r->first_id);
-        err = hbg_completer_init(&c->completer, &c->window, 0);
+        flag_window_init(&c->window, &c->g, (void *)(uintptr_t)c->cpl, r->first_id);
+        err = completer_init(&c->completer, &c->window, 0);
         if (err < 0)
                 return hbgc_fail(NULL, err, "out of memory");
 
         c->session_id = r->session_id;
         c->first_id = r->first_id;
-        hbg_producer_init(&c->prod, &c->g, c->sub, c->cpl, r->first_id);
+        producer_init(&c->prod, &c->g, c->sub, c->cpl, r->first_id);
         c->harvested = 0;
         /* The doorbell is our end of a socketpair, the completion channel
          * the read end of a pipe (hbgd keeps the other ends to itself).
@@ -160,7 +160,7 @@ static void client_free(hbg_client *c) {
                 close(c->rearm_fd);
         if (c->notify_fd >= 0)
                 close(c->notify_fd);
-        hbg_completer_destroy(&c->completer);
+        completer_destroy(&c->completer);
         hbgc_recorded_free_all(c);
         hbgc_deps_free(c);
         hbgc_host_free(c);

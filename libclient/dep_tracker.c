@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libclient/dep_tracker.h"
+#include "common/dep_tracker.h"
 
-int hbgc_dep_ids_grow(struct dep_ids *ids, size_t n) {
+int dep_ids_grow(struct dep_ids *ids, size_t n) {
         size_t cap = ids->cap ? ids->cap : 64;
         while (cap < n)
                 cap *= 2;
@@ -65,7 +65,7 @@ static size_t alloc_first(const struct dep_tracker *dt, uint64_t lo) {
         return a;
 }
 
-int hbgc_dep_tracker_add_alloc(struct dep_tracker *dt, uint64_t offset, uint64_t size) {
+int dep_tracker_add_alloc(struct dep_tracker *dt, uint64_t offset, uint64_t size) {
         if (dt->n_allocs == dt->cap_allocs) {
                 size_t cap = dt->cap_allocs ? 2 * dt->cap_allocs : 64;
                 struct heap_alloc *v = realloc(dt->allocs, cap * sizeof(*v));
@@ -121,7 +121,7 @@ static int collect_one(struct dep_tracker *dt, struct dep_list *l, uint64_t lo, 
                         continue;
                 }
                 if (r->lo < hi && lo < r->hi && (ca->write || r->write)) {
-                        if (hbgc_dep_ids_reserve(ids, ids->n + 1) < 0)
+                        if (dep_ids_reserve(ids, ids->n + 1) < 0)
                                 return -ENOMEM;
                         ids->v[ids->n++] = r->id;
                 }
@@ -130,7 +130,7 @@ static int collect_one(struct dep_tracker *dt, struct dep_list *l, uint64_t lo, 
         return 0;
 }
 
-int hbgc_dep_tracker_collect(struct dep_tracker *dt, const struct access *a, size_t na, uint64_t complete_below,
+int dep_tracker_collect(struct dep_tracker *dt, const struct access *a, size_t na, uint64_t complete_below,
                              struct dep_ids *ids) {
         struct collect_arg ca = { .complete_below = dt->keep_all ? 0 : complete_below, .ids = ids };
         for (size_t i = 0; i < na; i++) {
@@ -168,7 +168,7 @@ static int commit_one(struct dep_tracker *dt, struct dep_list *l, uint64_t lo, u
         return list_push(dt, l, (struct dep_rec){ .lo = lo, .hi = hi, .id = ca->id, .write = ca->write });
 }
 
-int hbgc_dep_tracker_commit(struct dep_tracker *dt, const struct access *a, size_t na, uint64_t id) {
+int dep_tracker_commit(struct dep_tracker *dt, const struct access *a, size_t na, uint64_t id) {
         int err = 0;
         /* Writes first: a task's own read of a range it also writes must
          * not be dropped by its own write (harmless either way, but keeps
@@ -202,7 +202,7 @@ static void sweep_list(struct dep_tracker *dt, struct dep_list *l, uint64_t comp
 }
 
 /* Amortised O(1) per record: the next sweep once the count doubled. */
-void hbgc_dep_tracker_sweep(struct dep_tracker *dt, uint64_t complete_below) {
+void dep_tracker_sweep(struct dep_tracker *dt, uint64_t complete_below) {
         for (size_t i = 0; i < dt->n_allocs; i++)
                 sweep_list(dt, &dt->allocs[i].recs, complete_below);
         sweep_list(dt, &dt->unallocated, complete_below);
@@ -232,7 +232,7 @@ static int writer_one(struct dep_tracker *dt, struct dep_list *l, uint64_t lo, u
         return 0;
 }
 
-bool hbgc_dep_tracker_find_writer(struct dep_tracker *dt, uint64_t lo, uint64_t hi,
+bool dep_tracker_find_writer(struct dep_tracker *dt, uint64_t lo, uint64_t hi,
                                   bool (*pending)(void *arg, uint64_t id), void *arg, uint64_t *ret_id) {
         struct writer_arg wa = { .pending = pending, .arg = arg };
         visit(dt, lo, hi, writer_one, &wa);
@@ -241,7 +241,7 @@ bool hbgc_dep_tracker_find_writer(struct dep_tracker *dt, uint64_t lo, uint64_t 
         return wa.found;
 }
 
-void hbgc_dep_tracker_free(struct dep_tracker *dt) {
+void dep_tracker_free(struct dep_tracker *dt) {
         for (size_t i = 0; i < dt->n_allocs; i++)
                 free(dt->allocs[i].recs.v);
         free(dt->allocs);

@@ -54,37 +54,37 @@ struct dep_ids {
 
 /* Room for n ids in *ids. 0 or -ENOMEM. Inline: the task-adding path
  * asks once per task and almost never grows. */
-int hbgc_dep_ids_grow(struct dep_ids *ids, size_t n);
-static inline int hbgc_dep_ids_reserve(struct dep_ids *ids, size_t n) {
-        return n <= ids->cap && ids->v ? 0 : hbgc_dep_ids_grow(ids, n);
+int dep_ids_grow(struct dep_ids *ids, size_t n);
+static inline int dep_ids_reserve(struct dep_ids *ids, size_t n) {
+        return n <= ids->cap && ids->v ? 0 : dep_ids_grow(ids, n);
 }
 
 /* Insert the allocation [offset, offset + size) at its place in the
  * sorted list (it must overlap none). 0 or -ENOMEM. */
-int hbgc_dep_tracker_add_alloc(struct dep_tracker *dt, uint64_t offset, uint64_t size);
+int dep_tracker_add_alloc(struct dep_tracker *dt, uint64_t offset, uint64_t size);
 
 /* Append to ids the tasks an access list depends on (RAW on writers, WAR
  * and WAW for a write), duplicates possible. Records of tasks below
  * `complete_below` are dropped as they are met (unless keep_all).
  * 0 or -ENOMEM. */
-int hbgc_dep_tracker_collect(struct dep_tracker *dt, const struct access *a, size_t na, uint64_t complete_below,
+int dep_tracker_collect(struct dep_tracker *dt, const struct access *a, size_t na, uint64_t complete_below,
                              struct dep_ids *ids);
 
 /* Record the accesses of task id (after its dependencies were collected):
  * a write covering a record's whole range supersedes the record. 0 or
  * -ENOMEM (the records are then incomplete). */
-int hbgc_dep_tracker_commit(struct dep_tracker *dt, const struct access *a, size_t na, uint64_t id);
+int dep_tracker_commit(struct dep_tracker *dt, const struct access *a, size_t na, uint64_t id);
 
 /* Is a sweep of complete records due (the record count doubled since the
- * last)? Then hbgc_dep_tracker_sweep drops those below complete_below. */
-static inline bool hbgc_dep_tracker_sweep_due(const struct dep_tracker *dt) {
+ * last)? Then dep_tracker_sweep drops those below complete_below. */
+static inline bool dep_tracker_sweep_due(const struct dep_tracker *dt) {
         return dt->n_recs >= dt->sweep_at && !dt->keep_all;
 }
-void hbgc_dep_tracker_sweep(struct dep_tracker *dt, uint64_t complete_below);
+void dep_tracker_sweep(struct dep_tracker *dt, uint64_t complete_below);
 
 /* The first writer of bytes in [lo, hi) for which pending(arg, id) says
  * true: true and its id, else false. */
-bool hbgc_dep_tracker_find_writer(struct dep_tracker *dt, uint64_t lo, uint64_t hi,
+bool dep_tracker_find_writer(struct dep_tracker *dt, uint64_t lo, uint64_t hi,
                                   bool (*pending)(void *arg, uint64_t id), void *arg, uint64_t *ret_id);
 
-void hbgc_dep_tracker_free(struct dep_tracker *dt);
+void dep_tracker_free(struct dep_tracker *dt);

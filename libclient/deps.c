@@ -13,11 +13,11 @@ static bool not_done(void *arg, uint64_t id) {
 }
 
 bool hbgc_deps_pending_writer(hbg_client *c, uint64_t lo, uint64_t hi, uint64_t *ret_id) {
-        return hbgc_dep_tracker_find_writer(&c->deps, lo, hi, not_done, c, ret_id);
+        return dep_tracker_find_writer(&c->deps, lo, hi, not_done, c, ret_id);
 }
 
 void hbgc_deps_free(hbg_client *c) {
-        hbgc_dep_tracker_free(&c->deps);
+        dep_tracker_free(&c->deps);
         free(c->scratch.v);
         c->scratch = (struct dep_ids){ 0 };
 }

@@ -11,24 +11,24 @@
 #include <string.h>
 
 #include "libclient/client_private.h"
-#include "shm/kernel_sig.h"
+#include "common/kernel_sig.h"
 
 /* ---------------------------------------------------------------- tasks */
 
 /* Wait until the next id fits the window: id < WM + D (§2). */
 int hbgc_wait_window(hbg_client *c) {
-        if (hbg_producer_room(&c->prod) > 0)
+        if (producer_room(&c->prod) > 0)
                 return 0;
         /* Spin briefly, then sleep on the completion pipe: hbgd signals it
          * once the watermark makes room (§2.1). */
         struct hbgc_wait w;
         hbgc_wait_begin(&w, -1, true);
-        while (hbg_producer_room(&c->prod) == 0) {
-                if (hbgc_wait_spun(&w) && hbg_producer_arm_window_wait(&c->prod) > 0)
+        while (producer_room(&c->prod) == 0) {
+                if (hbgc_wait_spun(&w) && producer_arm_window_wait(&c->prod) > 0)
                         break;
                 int err = hbgc_wait_step(c, &w);
                 if (err < 0) {
-                        if (hbg_producer_room(&c->prod) > 0)
+                        if (producer_room(&c->prod) > 0)
                                 break;
                         return hbgc_fail(c, err, "hbg_graph_add: hbgd went away while the task window was full");
                 }
@@ -43,7 +43,7 @@ int hbgc_write_task(hbg_client *c, const struct hbg_task_record *t, const uint64
         int err = hbgc_wait_window(c);
         if (err < 0)
                 return err;
-        *ret_id = hbg_producer_write(&c->prod, t, fanins, (unsigned)n_fanins);
+        *ret_id = producer_write(&c->prod, t, fanins, (unsigned)n_fanins);
         return 0;
 }
 
@@ -164,7 +164,7 @@ static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm,
                 /* Producers mostly add runs of one kernel: try the last. */
                 sig = c->last_kernel;
                 if (!sig || strcmp(sig->name, t->kernel) != 0) {
-                        sig = hbg_kernel_sig_by_name(t->kernel);
+                        sig = kernel_sig_by_name(t->kernel);
                         if (!sig)
                                 return ADD_FAIL(-ENOENT, "unknown kernel '%.64s'", t->kernel);
                         c->last_kernel = sig;
@@ -172,11 +172,11 @@ static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm,
                 kid = sig->id;
         } else if (t->kernel_id) {
                 kid = t->kernel_id;
-                sig = hbg_kernel_sig_by_id(kid);
+                sig = kernel_sig_by_id(kid);
         }
         /* The wrong argument named, then the signature to fix it by. */
         if (sig) {
-                hbg_kernel_sig_usage(sig, usage, sizeof(usage));
+                kernel_sig_usage(sig, usage, sizeof(usage));
                 if (t->n_args != sig->n_tensors || t->n_scalars != sig->n_scalars)
                         return ADD_FAIL(-EINVAL, "kernel %s takes %u tensor and %u scalar arguments, not %u and %u: %s",
                                         sig->name, sig->n_tensors, sig->n_scalars, t->n_args, t->n_scalars, usage);
@@ -228,7 +228,7 @@ static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm,
                 for (unsigned i = 0; i < sig->n_tensors; i++)
                         kt[i] = (struct hbg_kernel_tensor){ t->args[i].tensor.offset, t->args[i].tensor.bytes };
                 unsigned i, j;
-                switch (hbg_kernel_check_tensors(sig, kt, &i, &j)) {
+                switch (kernel_sig_check_tensors(sig, kt, &i, &j)) {
                 case HBG_TENSORS_OVERLAP:
                         return ADD_FAIL(-EINVAL, "kernel %s: tensor argument %u (%s) overlaps argument %u (%s)%s",
                                         sig->name, i, sig->tensors[i].name, j, sig->tensors[j].name,
@@ -377,7 +377,7 @@ HBG_EXPORT int hbg_graph_add_n(hbg_client *c, const hbg_task *tasks, size_t n, u
 }
 
 HBG_EXPORT int hbg_kernel_id(const char *name) {
-        const struct hbg_kernel_sig *sig = hbg_kernel_sig_by_name(name);
+        const struct hbg_kernel_sig *sig = kernel_sig_by_name(name);
         return sig ? sig->id : -ENOENT;
 }
 
@@ -390,9 +390,9 @@ HBG_EXPORT int hbg_graph_submit(hbg_client *c, uint64_t *ret_graph) {
         if (c->rec)
                 return hbgc_fail(c, -EBUSY, "hbg_graph_submit: a graph is being recorded "
                                  "(hbg_graph_record_end() ends it)");
-        if (hbg_producer_pending_graph(&c->prod) == 0)
+        if (producer_pending_graph(&c->prod) == 0)
                 return hbgc_fail(c, -EINVAL, "hbg_graph_submit: the graph is empty (no task added since the last submit)");
-        /* No publish of its own here: hbg_producer_end_graph() publishes the
+        /* No publish of its own here: producer_end_graph() publishes the
          * tasks with the record and rings once (a wait publishes first). */
 
         /* Record k only while k < graphs_retired + G (§12.1), and once the
@@ -402,7 +402,7 @@ HBG_EXPORT int hbg_graph_submit(hbg_client *c, uint64_t *ret_graph) {
         hbgc_wait_begin(&w, -1, true);
         for (;;) {
                 hbgc_harvest(c);
-                if (hbg_producer_graph_room(&c->prod) && c->harvested + G > k)
+                if (producer_graph_room(&c->prod) && c->harvested + G > k)
                         break;
                 err = hbgc_wait_step(c, &w);
                 if (err < 0)
@@ -410,7 +410,7 @@ HBG_EXPORT int hbg_graph_submit(hbg_client *c, uint64_t *ret_graph) {
                                          " graphs were in flight", G);
         }
         bool ring;
-        int64_t rec = hbg_producer_end_graph(&c->prod, k, &ring);
+        int64_t rec = producer_end_graph(&c->prod, k, &ring);
         if (rec < 0) /* cannot happen: room was checked above */
                 return hbgc_fail(c, -EPROTO, "hbg_graph_submit: no room for the graph record");
         /* Calls must fail once hbgd is gone, not only the next wait: the

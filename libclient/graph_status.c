@@ -12,7 +12,7 @@
 
 #include "libclient/client_private.h"
 #include "proto/wire.h"
-#include "shm/kernel_sig.h"
+#include "common/kernel_sig.h"
 
 /* ---------------------------------------------------------------- messages */
 
@@ -170,7 +170,7 @@ void hbgc_harvest(hbg_client *c) {
         while (c->harvested < r) {
                 uint64_t k = c->harvested;
                 struct hbg_graph_entry e;
-                if (hbg_producer_graph_entry(&c->prod, k, &e) != 0)
+                if (producer_graph_entry(&c->prod, k, &e) != 0)
                         break;
                 struct graph_outcome o;
                 entry_outcome(c, &e, &o);
@@ -211,7 +211,7 @@ int hbgc_graph_state(hbg_client *c, uint64_t k, struct graph_outcome *o) {
         }
         /* Retired but graphs_retired not advanced yet: the entry says so. */
         struct hbg_graph_entry e;
-        if (hbg_producer_graph_entry(&c->prod, k, &e) == 0) {
+        if (producer_graph_entry(&c->prod, k, &e) == 0) {
                 entry_outcome(c, &e, o);
                 return o->status;
         }
@@ -221,7 +221,7 @@ int hbgc_graph_state(hbg_client *c, uint64_t k, struct graph_outcome *o) {
 
 /* The kernel's name for a reported id ("" none or unknown). */
 static const char *kernel_name(int id) {
-        const struct hbg_kernel_sig *k = id > 0 && id <= UINT16_MAX ? hbg_kernel_sig_by_id((uint16_t)id) : NULL;
+        const struct hbg_kernel_sig *k = id > 0 && id <= UINT16_MAX ? kernel_sig_by_id((uint16_t)id) : NULL;
         return k ? k->name : "";
 }
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "libclient/client_private.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 int hbgc_host_reserve(hbg_client *c) {
         if (!c->host) {
@@ -38,12 +38,12 @@ void hbgc_host_free(hbg_client *c) {
 /* Wait a little for room in the mailbox (hbgd consumes it continuously
  * while it is awake). false if there is still none. */
 static bool mailbox_room(hbg_client *c) {
-        if (hbg_producer_mailbox_room(&c->prod))
+        if (producer_mailbox_room(&c->prod))
                 return true;
         hbgc_doorbell(c);
-        int64_t until = hbg_now_ns() + 200000;
-        while (!hbg_producer_mailbox_room(&c->prod)) {
-                if (hbg_now_ns() >= until)
+        int64_t until = clock_now_ns() + 200000;
+        while (!producer_mailbox_room(&c->prod)) {
+                if (clock_now_ns() >= until)
                         return false;
                 sched_yield();
         }
@@ -53,7 +53,7 @@ static bool mailbox_room(hbg_client *c) {
 /* Room was made sure of (mailbox_room()). */
 static void post(hbg_client *c, uint64_t id, int status) {
         bool ring;
-        if (hbg_producer_complete_external(&c->prod, id, status, &ring) == 0)
+        if (producer_complete_external(&c->prod, id, status, &ring) == 0)
                 (void)hbgc_ring(c, ring);
 }
 
@@ -71,7 +71,7 @@ int hbgc_process(hbg_client *c) {
                         break;
                 }
                 uint64_t id;
-                if (!hbg_producer_next_external(&c->prod, &id))
+                if (!producer_next_external(&c->prod, &id))
                         break;
                 /* hbgd's stall detector completes an external task that
                  * takes longer than the session's stall limit (-ETIME). A

@@ -62,7 +62,7 @@ int hbgc_rec_append(hbg_client *c, const struct hbg_task_record *t, const uint64
         uint64_t id = r->n + 1;
         struct hbg_recorded_task *rt = &r->tasks[r->n];
         memset(rt, 0, sizeof(*rt));
-        hbg_task_encode(&rt->desc, &rt->payload, id, t, fanins, (unsigned)n_fanins);
+        producer_task_encode(&rt->desc, &rt->payload, id, t, fanins, (unsigned)n_fanins);
         r->n++;
         *ret_id = id;
         return 0;
@@ -90,7 +90,7 @@ int hbgc_rec_accesses(hbg_client *c, const struct access *a, size_t na) {
 void hbgc_rec_free(struct recording *r) {
         if (!r)
                 return;
-        hbgc_dep_tracker_free(&r->deps);
+        dep_tracker_free(&r->deps);
         free(r->tasks);
         free(r->host);
         free(r->footprint);

@@ -241,7 +241,7 @@ void hbgc_recorded_free_all(hbg_client *c) {
 /* Room for at least one task in the window (waits like hbg_graph_add). */
 static int window_room(hbg_client *c, uint64_t *ret_room) {
         int err = hbgc_wait_window(c);
-        *ret_room = hbg_producer_room(&c->prod);
+        *ret_room = producer_room(&c->prod);
         return err;
 }
 
@@ -285,7 +285,7 @@ HBG_EXPORT int hbg_graph_launch(hbg_client *c, uint32_t recorded, uint64_t *ret_
                 uint64_t count = g->n - first < room ? g->n - first : room;
                 for (; h < g->n_host && g->host[h].id <= first + count; h++)
                         hbgc_host_register(c, gate + g->host[h].id, g->host[h].fn, g->host[h].userdata);
-                hbg_producer_write_launch(&c->prod, g->graph, first, count);
+                producer_write_launch(&c->prod, g->graph, first, count);
                 first += count;
                 if (hbgc_maybe_publish(c) < 0)
                         return hbgc_fail(c, -ECONNRESET, "hbg_graph_launch: hbgd went away");

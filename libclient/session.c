@@ -11,16 +11,16 @@
 
 #include "libclient/client_private.h"
 #include "proto/wire.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 int hbgc_recv_env(int sock, int timeout_ms, Hbg__Envelope **env, int *fds, unsigned max_fds,
                   unsigned *nfds) {
-        int64_t deadline = hbg_now_ns() + (int64_t)timeout_ms * 1000000;
+        int64_t deadline = clock_now_ns() + (int64_t)timeout_ms * 1000000;
         for (;;) {
                 int err = wire_recv(sock, HBG_WIRE_MAX_MSG_DEFAULT, env, fds, max_fds, nfds);
                 if (err != -EAGAIN)
                         return err;
-                int64_t left = (deadline - hbg_now_ns()) / 1000000;
+                int64_t left = (deadline - clock_now_ns()) / 1000000;
                 if (left <= 0)
                         return -ETIMEDOUT;
                 struct pollfd p = { .fd = sock, .events = POLLIN };
@@ -93,7 +93,7 @@ int hbgc_ring(hbg_client *c, bool ring) {
 }
 
 int hbgc_publish(hbg_client *c) {
-        return hbgc_ring(c, hbg_producer_publish(&c->prod));
+        return hbgc_ring(c, producer_publish(&c->prod));
 }
 
 /* ---------------------------------------------------------------- socket */

@@ -38,7 +38,7 @@ HBG_EXPORT int hbg_tensor_alloc(hbg_client *c, size_t bytes, hbg_tensor *ret) {
         if (i == c->deps.n_allocs && c->g.heap_size - at < size)
                 return hbgc_fail(c, -ENOMEM, "hbg_tensor_alloc: no room for %zu bytes in the session heap (%" PRIu64
                                  " bytes); tensors live until hbg_disconnect()", bytes, c->g.heap_size);
-        if (hbgc_dep_tracker_add_alloc(&c->deps, at, size) < 0)
+        if (dep_tracker_add_alloc(&c->deps, at, size) < 0)
                 return hbgc_fail(c, -ENOMEM, "hbg_tensor_alloc: out of memory");
         *ret = (hbg_tensor){ .offset = at, .bytes = bytes };
         return 0;

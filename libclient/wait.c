@@ -9,7 +9,7 @@
 #include <sched.h>
 
 #include "libclient/client_private.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 /* ---------------------------------------------------------------- waiting */
 
@@ -19,7 +19,7 @@
 #define POLL_CAP_MS_EVENTFUL 100
 
 void hbgc_wait_begin(struct hbgc_wait *w, int timeout_ms, bool eventful) {
-        w->start_ns = hbg_now_ns();
+        w->start_ns = clock_now_ns();
         w->deadline_ns = timeout_ms < 0 ? -1 : w->start_ns + (int64_t)timeout_ms * 1000000;
         w->iter = 0;
         w->spun = false;
@@ -35,13 +35,13 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
                 return -ECONNRESET;
         hbgc_process(c);
         w->iter++;
-        int64_t now = hbg_now_ns();
+        int64_t now = clock_now_ns();
         if (w->deadline_ns >= 0 && now >= w->deadline_ns)
                 return hbgc_check_socket(c) < 0 ? -ECONNRESET : -ETIMEDOUT;
         int64_t elapsed = now - w->start_ns;
         if (elapsed < SPIN_NS) {
                 for (unsigned i = 0; i < 64; i++)
-                        hbg_cpu_relax();
+                        cpu_relax();
                 return 0;
         }
         if (!w->spun) {

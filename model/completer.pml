@@ -39,7 +39,7 @@
 
 /* The policy's store of a completed id's stamp, and of a deferred one's:
  * eager both HBG_FRONTIER_STORE; batched release, then (retry through
- * hbg_try_set_completion_flag) HBG_FRONTIER_STORE; lazy release both. */
+ * completer_try_set_flag) HBG_FRONTIER_STORE; lazy release both. */
 #if defined(BATCHED)
 #define STORE_DONE(p, x) STORE_RELEASE(p, x)
 #define STORE_DONE_READY(p) STORE_RELEASE_READY(p)
@@ -65,7 +65,7 @@
 #define OWE(p, x) role[p] = R_PRELOAD; rid[p] = x
 #endif
 
-/* hbg_is_completion_flag_set (completion.h): its own stamp (acquire),
+/* completer_flag_is_set (completion.h): its own stamp (acquire),
  * else a fresh WM (acquire). */
 #define IS_SET(p, f) (f == NONE || IS_STAMPED(p, f) || f < wm)
 
@@ -80,13 +80,13 @@ active [NCOMP] proctype completer() {
         byte hlen;
         byte hmin = NONE;       /* its minimum */
 
-/* hbg_defer(): push, or the ring stops (eager_complete's graphs_fail). */
+/* completer_defer(): push, or the ring stops (eager_complete's graphs_fail). */
 #define DEFER(x) \
         assert(hlen < HEAP_CAP); \
         heap = heap | (1 << x); hlen++; \
         if :: x < hmin -> hmin = x :: else fi
 
-/* ---- hbg_update_completed_watermark (shm/completion.c) -------------- */
+/* ---- watermark_update (shm/completion.c) -------------- */
 #define UPDATE(p, x) \
         atomic { /* cur = load(WM, HBG_FRONTIER_LOAD) */ \
                 cur = wm; \
@@ -142,7 +142,7 @@ active [NCOMP] proctype completer() {
         }
 #endif
 
-/* ---- hbg_retry_deferred_slow + the policy's finish ------------------ */
+/* ---- completer_retry_deferred_slow + the policy's finish ------------------ */
 /* The heap's minimum, once its gate opens: popped and its stamp stored in
  * one step (the gate only opens further), then finished. Its first
  * statement is the guard, so it serves as a do option. */
@@ -163,7 +163,7 @@ active [NCOMP] proctype completer() {
         FINISH(p, x); \
         x = 0
 
-/* ---- eager-batched: hbg_walk_after_batch (per visit, §11.4) ---------- */
+/* ---- eager-batched: watermark_walk_after_batch (per visit, §11.4) ---------- */
 #ifdef NO_BATCH_FENCE
 #define BATCH_READY(p) (pend[p])
 #else
@@ -255,7 +255,7 @@ active [NCOMP] proctype completer() {
            if :: id >= END -> break :: else fi;
 
            /* Wait for the window (§2: id < WM + D) and the fanin (§5:
-            * reads as set), execute, then hbg_try_publish's gate (§3.4):
+            * reads as set), execute, then completer_try_publish's gate (§3.4):
             * store the stamp, or defer. */
            do
            :: atomic {

@@ -8,10 +8,10 @@
  * shm/completion.c: claim an id, wait for the window (§2) and for the id's
  * fanin (§5), execute, publish the stamp or defer it (§3.4, §6), walk the
  * watermark (§4.2). Selected with cpp (spin -DNAME):
- *   (default)            eager (§11.1): hbg_publish_or_defer, then
- *                        hbg_update_completed_watermark per id;
+ *   (default)            eager (§11.1): completer_publish_or_defer, then
+ *                        watermark_update per id;
  *   BATCHED              eager-batched (§11.4): release stamps, one fence
- *                        and hbg_walk_after_batch per visit;
+ *                        and watermark_walk_after_batch per visit;
  *   LAZY                 lazy (§11.2): release stamps, one bounded attempt
  *                        per id, full walks per visit and before parking;
  * the mutants, each of which the checker must catch:
@@ -39,7 +39,7 @@
 #define END NIDS
 #define SB 2                    /* store-buffer entries per completer */
 #ifndef HEAP_CAP
-#define HEAP_CAP D              /* hbg_failsafe_capacity() (§6.2) */
+#define HEAP_CAP D              /* failsafe_capacity() (§6.2) */
 #endif
 #define NONE 255
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* What stops this process from opening hbgd's socket (proto/sockperm.h). */
-#include "proto/sockperm.h"
+#include "common/sockperm.h"
 
 #include <errno.h>
 #include <fcntl.h>

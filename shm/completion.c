@@ -6,9 +6,9 @@
 #include <time.h>
 
 #include "shm/layout.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
-void hbg_flag_window_init(struct hbg_flag_window *w, const struct hbg_geometry *g,
+void flag_window_init(struct hbg_flag_window *w, const struct hbg_geometry *g,
                           void *cpl_base, uint64_t first_id) {
         struct hbg_cpl_header *hdr = cpl_base;
         uint32_t hi_bits = g->flag_window_log2 - HBG_FLAG_WINDOW_MIN_LOG2;
@@ -26,40 +26,40 @@ void hbg_flag_window_init(struct hbg_flag_window *w, const struct hbg_geometry *
         };
 }
 
-uint32_t hbg_failsafe_capacity(const struct hbg_geometry *g) {
+uint32_t failsafe_capacity(const struct hbg_geometry *g) {
         /* D <= 2^24 by geometry validation, so this fits. */
         return (uint32_t)g->task_window;
 }
 
-int hbg_completer_init(struct hbg_completer *c, const struct hbg_flag_window *w,
+int completer_init(struct hbg_completer *c, const struct hbg_flag_window *w,
                        uint32_t heap_capacity) {
         *c = (struct hbg_completer){
-                .cached_watermark = hbg_watermark_read(w),
+                .cached_watermark = watermark_read(w),
                 .window = w,
         };
-        return hbg_failsafe_heap_init(&c->heap, heap_capacity);
+        return failsafe_heap_init(&c->heap, heap_capacity);
 }
 
-void hbg_completer_destroy(struct hbg_completer *c) {
+void completer_destroy(struct hbg_completer *c) {
         if (!c)
                 return;
-        hbg_failsafe_heap_destroy(&c->heap);
+        failsafe_heap_destroy(&c->heap);
 }
 
-int hbg_set_completion_flag(struct hbg_completer *c, uint64_t id, int64_t timeout_ns) {
-        int64_t start = hbg_now_ns(), deadline;
+int completer_set_flag(struct hbg_completer *c, uint64_t id, int64_t timeout_ns) {
+        int64_t start = clock_now_ns(), deadline;
         /* Saturate: a huge timeout must mean "for ever", not overflow. */
         if (timeout_ns < 0 || __builtin_add_overflow(start, timeout_ns, &deadline))
                 deadline = INT64_MAX;
 
         for (uint64_t spins = 0;; spins++) {
-                if (hbg_try_set_completion_flag(c, id))
+                if (completer_try_set_flag(c, id))
                         return 0;
                 if (spins < 1024) {
-                        hbg_cpu_relax();
+                        cpu_relax();
                         continue;
                 }
-                if ((spins & 63) == 0 && hbg_now_ns() >= deadline)
+                if ((spins & 63) == 0 && clock_now_ns() >= deadline)
                         return -ETIMEDOUT;
                 sched_yield();
         }
@@ -67,10 +67,10 @@ int hbg_set_completion_flag(struct hbg_completer *c, uint64_t id, int64_t timeou
 
 static inline uint32_t stamp_load(const struct hbg_flag_window *w, uint64_t id,
                                   memory_order order) {
-        return atomic_load_explicit(hbg_flag_slot(w, id), order);
+        return atomic_load_explicit(flag_slot(w, id), order);
 }
 
-bool hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id) {
+bool watermark_update(struct hbg_completer *c, uint64_t id) {
         const struct hbg_flag_window *w = c->window;
 
         /* Second half of the completer's Dekker pair (§4.3): this seq_cst
@@ -86,7 +86,7 @@ bool hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id) {
                 return false;
         }
 
-        hbg_stat_inc(&c->stats.walks, 1);
+        stat_inc(&c->stats.walks, 1);
         bool advanced = false;
         uint64_t next = id + 1;
         for (;;) {
@@ -97,7 +97,7 @@ bool hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id) {
                  * our release CAS). */
                 uint64_t limit = cur + w->task_window;
                 while (next < limit &&
-                       stamp_load(w, next, memory_order_acquire) == hbg_stamp_of(w, next))
+                       stamp_load(w, next, memory_order_acquire) == flag_stamp_of(w, next))
                         next++;
 
                 if (!atomic_compare_exchange_strong_explicit(w->watermark, &cur, next,
@@ -105,14 +105,14 @@ bool hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id) {
                                                              memory_order_acquire)) {
                         /* Another walker moved the frontier (it can only
                          * move up): it owns the walk now. */
-                        hbg_stat_inc(&c->stats.cas_failures, 1);
+                        stat_inc(&c->stats.cas_failures, 1);
                         if (cur > c->cached_watermark)
                                 c->cached_watermark = cur;
                         return advanced;
                 }
                 advanced = true;
-                hbg_stat_inc(&c->stats.advances, 1);
-                hbg_stat_inc(&c->stats.ids_advanced, next - cur);
+                stat_inc(&c->stats.advances, 1);
+                stat_inc(&c->stats.ids_advanced, next - cur);
                 c->cached_watermark = next;
 
                 /* The walker's Dekker pair (§4.3): the seq_cst CAS above,
@@ -122,14 +122,14 @@ bool hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id) {
                  * completer's watermark load sees our CAS and it walks.
                  * With weaker orders both can miss and the watermark
                  * freezes for ever (digest §2.3). */
-                if (stamp_load(w, next, HBG_FRONTIER_LOAD) != hbg_stamp_of(w, next))
+                if (stamp_load(w, next, HBG_FRONTIER_LOAD) != flag_stamp_of(w, next))
                         return true;
                 cur = next;
                 next = cur + 1;
         }
 }
 
-bool hbg_walk_after_batch(struct hbg_completer *c) {
+bool watermark_walk_after_batch(struct hbg_completer *c) {
         const struct hbg_flag_window *w = c->window;
 
         /* The batch's half of the frontier pair: every stamp this thread
@@ -142,47 +142,47 @@ bool hbg_walk_after_batch(struct hbg_completer *c) {
         uint64_t cur = atomic_load_explicit(w->watermark, memory_order_seq_cst);
         if (cur > c->cached_watermark)
                 c->cached_watermark = cur;
-        if (stamp_load(w, cur, memory_order_acquire) != hbg_stamp_of(w, cur))
+        if (stamp_load(w, cur, memory_order_acquire) != flag_stamp_of(w, cur))
                 return false; /* its completer has not published: it walks */
-        return hbg_update_completed_watermark(c, cur);
+        return watermark_update(c, cur);
 }
 
-int hbg_publish_or_defer_ordered(struct hbg_completer *c, uint64_t id, memory_order store_order) {
-        if (hbg_try_publish(c, id, store_order))
+int completer_publish_or_defer_ordered(struct hbg_completer *c, uint64_t id, memory_order store_order) {
+        if (completer_try_publish(c, id, store_order))
                 return 1;
-        int r = hbg_defer(c, id);
+        int r = completer_defer(c, id);
         return r < 0 ? r : 0;
 }
 
-int hbg_publish_or_defer(struct hbg_completer *c, uint64_t id) {
-        return hbg_publish_or_defer_ordered(c, id, HBG_FRONTIER_STORE);
+int completer_publish_or_defer(struct hbg_completer *c, uint64_t id) {
+        return completer_publish_or_defer_ordered(c, id, HBG_FRONTIER_STORE);
 }
 
-int hbg_defer(struct hbg_completer *c, uint64_t id) {
-        int r = hbg_failsafe_heap_push(&c->heap, id);
+int completer_defer(struct hbg_completer *c, uint64_t id) {
+        int r = failsafe_heap_push(&c->heap, id);
         if (r < 0) {
-                hbg_stat_inc(&c->stats.heap_full, 1);
+                stat_inc(&c->stats.heap_full, 1);
                 return r;
         }
-        hbg_stat_inc(&c->stats.deferred, 1);
-        uint32_t len = hbg_failsafe_heap_len(&c->heap);
-        if (len > hbg_stat_get(&c->stats.heap_max))
+        stat_inc(&c->stats.deferred, 1);
+        uint32_t len = failsafe_heap_len(&c->heap);
+        if (len > stat_get(&c->stats.heap_max))
                 atomic_store_explicit(&c->stats.heap_max, len, memory_order_relaxed);
         return 0;
 }
 
-int hbg_retry_deferred_slow(struct hbg_completer *c, uint64_t *ret_id) {
+int completer_retry_deferred_slow(struct hbg_completer *c, uint64_t *ret_id) {
         uint64_t id;
 
         /* Only the minimum is tried: the slot gate id < WM + F is monotone
          * in id, so if the smallest cannot publish, no larger one can. */
-        if (!hbg_failsafe_heap_peek(&c->heap, &id))
+        if (!failsafe_heap_peek(&c->heap, &id))
                 return 0;
-        hbg_stat_inc(&c->stats.retries, 1);
-        if (!hbg_try_set_completion_flag(c, id))
+        stat_inc(&c->stats.retries, 1);
+        if (!completer_try_set_flag(c, id))
                 return 0;
-        hbg_failsafe_heap_pop(&c->heap, &id);
-        hbg_stat_inc(&c->stats.retry_published, 1);
+        failsafe_heap_pop(&c->heap, &id);
+        stat_inc(&c->stats.retry_published, 1);
         *ret_id = id;
         return 1;
 }

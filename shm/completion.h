@@ -53,7 +53,7 @@ struct hbg_flag_window {
 
 /* Bind a window to a mapped, initialised completion region of the ring
  * whose first id is first_id. */
-void hbg_flag_window_init(struct hbg_flag_window *w, const struct hbg_geometry *g,
+void flag_window_init(struct hbg_flag_window *w, const struct hbg_geometry *g,
                           void *cpl_base, uint64_t first_id);
 
 /* Counters of one completer. Single writer (the owning thread, relaxed
@@ -82,19 +82,19 @@ struct hbg_completer {
 /* Heap capacity that makes -ENOSPC unreachable while the window invariant
  * holds: every id a completer holds unpublished lies in [WM, WM + D), so D
  * (§6.2). */
-uint32_t hbg_failsafe_capacity(const struct hbg_geometry *g);
+uint32_t failsafe_capacity(const struct hbg_geometry *g);
 
 /* Returns 0 or -ENOMEM. */
-int hbg_completer_init(struct hbg_completer *c, const struct hbg_flag_window *w,
+int completer_init(struct hbg_completer *c, const struct hbg_flag_window *w,
                        uint32_t heap_capacity);
-void hbg_completer_destroy(struct hbg_completer *c);
+void completer_destroy(struct hbg_completer *c);
 
-static inline void hbg_stat_inc(_Atomic uint64_t *counter, uint64_t n) {
+static inline void stat_inc(_Atomic uint64_t *counter, uint64_t n) {
         atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + n,
                               memory_order_relaxed);
 }
 
-static inline uint64_t hbg_stat_get(const _Atomic uint64_t *counter) {
+static inline uint64_t stat_get(const _Atomic uint64_t *counter) {
         return atomic_load_explicit(counter, memory_order_relaxed);
 }
 
@@ -105,7 +105,7 @@ static inline uint64_t hbg_stat_get(const _Atomic uint64_t *counter) {
  * of every slot's first id: a zeroed flag array is the initial state
  * (§3.3), and only an id's own publish makes its slot equal its stamp.
  */
-static inline uint32_t hbg_stamp_of(const struct hbg_flag_window *w, uint64_t id) {
+static inline uint32_t flag_stamp_of(const struct hbg_flag_window *w, uint64_t id) {
         return (uint32_t)((id - w->first_id) >> w->flag_window_log2) + 1u;
 }
 
@@ -117,7 +117,7 @@ static inline uint32_t hbg_stamp_of(const struct hbg_flag_window *w, uint64_t id
  * different L1 sets; the position within the line is the next 4 bits of r.
  * A bijection on [0, F).
  */
-static inline uint64_t hbg_flag_index(const struct hbg_flag_window *w, uint64_t id) {
+static inline uint64_t flag_index(const struct hbg_flag_window *w, uint64_t id) {
         uint64_t r = id & w->flag_mask;
         uint64_t lo = r & ((UINT64_C(1) << HBG_FLAG_SHUFFLE_BITS) - 1);
         uint64_t pos = (r >> HBG_FLAG_SHUFFLE_BITS) & ((UINT64_C(1) << HBG_STAMPS_PER_LINE_LOG2) - 1);
@@ -126,8 +126,8 @@ static inline uint64_t hbg_flag_index(const struct hbg_flag_window *w, uint64_t 
         return (line << HBG_STAMPS_PER_LINE_LOG2) | pos;
 }
 
-static inline hbg_stamp_t *hbg_flag_slot(const struct hbg_flag_window *w, uint64_t id) {
-        return &w->flags[hbg_flag_index(w, id)];
+static inline hbg_stamp_t *flag_slot(const struct hbg_flag_window *w, uint64_t id) {
+        return &w->flags[flag_index(w, id)];
 }
 
 /*
@@ -137,11 +137,11 @@ static inline hbg_stamp_t *hbg_flag_slot(const struct hbg_flag_window *w, uint64
  * the cache. Precondition: id < (watermark + D), i.e. id has been claimed or
  * is about to be.
  */
-static inline bool hbg_is_completion_flag_set(struct hbg_completer *c, uint64_t id) {
+static inline bool completer_flag_is_set(struct hbg_completer *c, uint64_t id) {
         if (id < c->cached_watermark)
                 return true;
         const struct hbg_flag_window *w = c->window;
-        if (atomic_load_explicit(hbg_flag_slot(w, id), memory_order_acquire) == hbg_stamp_of(w, id))
+        if (atomic_load_explicit(flag_slot(w, id), memory_order_acquire) == flag_stamp_of(w, id))
                 return true;
         c->cached_watermark = atomic_load_explicit(w->watermark, memory_order_acquire);
         return id < c->cached_watermark;
@@ -149,7 +149,7 @@ static inline bool hbg_is_completion_flag_set(struct hbg_completer *c, uint64_t 
 
 /* The slot of `id` may take its stamp once its previous occupant id - F is
  * below the watermark, i.e. id < WM + F (§3.4). */
-static inline bool hbg_flag_slot_free(const struct hbg_completer *c, uint64_t id) {
+static inline bool completer_slot_free(const struct hbg_completer *c, uint64_t id) {
         return id - c->cached_watermark < c->window->flag_window;
 }
 
@@ -162,31 +162,31 @@ static inline bool hbg_flag_slot_free(const struct hbg_completer *c, uint64_t id
  * release at least, so the task's effects happen-before any acquire reader
  * that sees the stamp.
  */
-static inline bool hbg_try_publish(struct hbg_completer *c, uint64_t id, memory_order store_order) {
+static inline bool completer_try_publish(struct hbg_completer *c, uint64_t id, memory_order store_order) {
         if (id < c->cached_watermark)
                 return true;
-        if (!hbg_flag_slot_free(c, id)) {
+        if (!completer_slot_free(c, id)) {
                 c->cached_watermark = atomic_load_explicit(c->window->watermark, memory_order_acquire);
                 if (id < c->cached_watermark)
                         return true;
-                if (!hbg_flag_slot_free(c, id))
+                if (!completer_slot_free(c, id))
                         return false;
         }
-        atomic_store_explicit(hbg_flag_slot(c->window, id), hbg_stamp_of(c->window, id), store_order);
-        hbg_stat_inc(&c->stats.published, 1);
+        atomic_store_explicit(flag_slot(c->window, id), flag_stamp_of(c->window, id), store_order);
+        stat_inc(&c->stats.published, 1);
         return true;
 }
 
 /* The eager watermark's publish (seq_cst store). Callers then drain the
- * task's wake list and call hbg_update_completed_watermark(c, id) exactly
+ * task's wake list and call watermark_update(c, id) exactly
  * once (§4.1). */
-static inline bool hbg_try_set_completion_flag(struct hbg_completer *c, uint64_t id) {
-        return hbg_try_publish(c, id, HBG_FRONTIER_STORE);
+static inline bool completer_try_set_flag(struct hbg_completer *c, uint64_t id) {
+        return completer_try_publish(c, id, HBG_FRONTIER_STORE);
 }
 
 /* Defer id to the completer's failsafe heap (§6): 0, or -ENOSPC (heap
  * full: the caller keeps the id). */
-int hbg_defer(struct hbg_completer *c, uint64_t id);
+int completer_defer(struct hbg_completer *c, uint64_t id);
 
 /*
  * Blocking variant for callers with no loop to retry from: waits (spin, then
@@ -194,7 +194,7 @@ int hbg_defer(struct hbg_completer *c, uint64_t id);
  * ever. Returns 0 or -ETIMEDOUT. Only safe if the caller does not itself
  * hold work that the previous occupant is waiting for (§6.3).
  */
-int hbg_set_completion_flag(struct hbg_completer *c, uint64_t id, int64_t timeout_ns);
+int completer_set_flag(struct hbg_completer *c, uint64_t id, int64_t timeout_ns);
 
 /*
  * The eager watermark (§4): a no-op unless id is the current frontier; the
@@ -203,46 +203,46 @@ int hbg_set_completion_flag(struct hbg_completer *c, uint64_t id, int64_t timeou
  * Returns true if this call moved the watermark (the caller may then have
  * finished graphs to retire).
  */
-bool hbg_update_completed_watermark(struct hbg_completer *c, uint64_t id);
+bool watermark_update(struct hbg_completer *c, uint64_t id);
 
 /*
  * The batched frontier (§11.4): for a completer that published a batch of
  * stamps with release stores and put off their watermark updates. One
  * seq_cst fence stands for the batch's stamps in the frontier pair (§4.3),
  * then, if the watermark's id is complete, the walk as
- * hbg_update_completed_watermark() does it. Call once per batch, after its
+ * watermark_update() does it. Call once per batch, after its
  * last stamp. Returns true if this call moved the watermark.
  */
-bool hbg_walk_after_batch(struct hbg_completer *c);
+bool watermark_walk_after_batch(struct hbg_completer *c);
 
 /*
  * Completion with the failsafe (§6): publish the stamp, or defer the id to
  * this thread's heap. Returns
  *   1        published: drain the wake list, then update the watermark;
- *   0        deferred: do nothing more now, hbg_retry_deferred() returns it;
+ *   0        deferred: do nothing more now, completer_retry_deferred() returns it;
  *  -ENOSPC   the heap is full: the id stays with the caller, who must offer
  *            it again later (never spin on it: §6.2).
  * The stamp store is seq_cst, the eager watermark's (§4.3).
  */
-int hbg_publish_or_defer(struct hbg_completer *c, uint64_t id);
+int completer_publish_or_defer(struct hbg_completer *c, uint64_t id);
 /* The same with the stamp stored with `store_order` (release at least): the
  * policies that do not pair the store with their own watermark load (§11). */
-int hbg_publish_or_defer_ordered(struct hbg_completer *c, uint64_t id, memory_order store_order);
+int completer_publish_or_defer_ordered(struct hbg_completer *c, uint64_t id, memory_order store_order);
 
 /*
  * Try to publish the smallest deferred id. Returns 1 and the id (popped)
  * when published: the caller drains its wake list and updates the
- * watermark, as after hbg_publish_or_defer() == 1. Returns 0 when the heap
+ * watermark, as after completer_publish_or_defer() == 1. Returns 0 when the heap
  * is empty or its minimum is still blocked (larger ids then are too).
  */
-int hbg_retry_deferred_slow(struct hbg_completer *c, uint64_t *ret_id);
-static inline int hbg_retry_deferred(struct hbg_completer *c, uint64_t *ret_id) {
+int completer_retry_deferred_slow(struct hbg_completer *c, uint64_t *ret_id);
+static inline int completer_retry_deferred(struct hbg_completer *c, uint64_t *ret_id) {
         /* The heap is empty almost always: keep that check inline. */
-        if (hbg_failsafe_heap_len(&c->heap) == 0)
+        if (failsafe_heap_len(&c->heap) == 0)
                 return 0;
-        return hbg_retry_deferred_slow(c, ret_id);
+        return completer_retry_deferred_slow(c, ret_id);
 }
 
-static inline uint64_t hbg_watermark_read(const struct hbg_flag_window *w) {
+static inline uint64_t watermark_read(const struct hbg_flag_window *w) {
         return atomic_load_explicit(w->watermark, memory_order_acquire);
 }

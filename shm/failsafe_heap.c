@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-int hbg_failsafe_heap_init(struct hbg_failsafe_heap *h, uint32_t capacity) {
+int failsafe_heap_init(struct hbg_failsafe_heap *h, uint32_t capacity) {
         *h = (struct hbg_failsafe_heap){ .capacity = capacity };
         if (capacity == 0)
                 return 0;
@@ -19,14 +19,14 @@ int hbg_failsafe_heap_init(struct hbg_failsafe_heap *h, uint32_t capacity) {
         return 0;
 }
 
-void hbg_failsafe_heap_destroy(struct hbg_failsafe_heap *h) {
+void failsafe_heap_destroy(struct hbg_failsafe_heap *h) {
         if (!h)
                 return;
         free(h->ids);
         *h = (struct hbg_failsafe_heap){ 0 };
 }
 
-int hbg_failsafe_heap_push(struct hbg_failsafe_heap *h, uint64_t id) {
+int failsafe_heap_push(struct hbg_failsafe_heap *h, uint64_t id) {
         if (h->len >= h->capacity)
                 return -ENOSPC;
         uint32_t i = h->len++;
@@ -41,14 +41,14 @@ int hbg_failsafe_heap_push(struct hbg_failsafe_heap *h, uint64_t id) {
         return 0;
 }
 
-bool hbg_failsafe_heap_peek(const struct hbg_failsafe_heap *h, uint64_t *ret_id) {
+bool failsafe_heap_peek(const struct hbg_failsafe_heap *h, uint64_t *ret_id) {
         if (h->len == 0)
                 return false;
         *ret_id = h->ids[0];
         return true;
 }
 
-bool hbg_failsafe_heap_pop(struct hbg_failsafe_heap *h, uint64_t *ret_id) {
+bool failsafe_heap_pop(struct hbg_failsafe_heap *h, uint64_t *ret_id) {
         if (h->len == 0)
                 return false;
         *ret_id = h->ids[0];

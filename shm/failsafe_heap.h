@@ -17,16 +17,16 @@ struct hbg_failsafe_heap {
 
 /* Allocate storage for `capacity` ids (0 is allowed: every push then
  * reports -ENOSPC). Returns 0 or -ENOMEM. */
-int hbg_failsafe_heap_init(struct hbg_failsafe_heap *h, uint32_t capacity);
-void hbg_failsafe_heap_destroy(struct hbg_failsafe_heap *h);
+int failsafe_heap_init(struct hbg_failsafe_heap *h, uint32_t capacity);
+void failsafe_heap_destroy(struct hbg_failsafe_heap *h);
 
 /* Returns 0, or -ENOSPC when full (the id is not stored). */
-int hbg_failsafe_heap_push(struct hbg_failsafe_heap *h, uint64_t id);
+int failsafe_heap_push(struct hbg_failsafe_heap *h, uint64_t id);
 /* Smallest id, false when empty. */
-bool hbg_failsafe_heap_peek(const struct hbg_failsafe_heap *h, uint64_t *ret_id);
+bool failsafe_heap_peek(const struct hbg_failsafe_heap *h, uint64_t *ret_id);
 /* Remove the smallest id; false when empty. */
-bool hbg_failsafe_heap_pop(struct hbg_failsafe_heap *h, uint64_t *ret_id);
+bool failsafe_heap_pop(struct hbg_failsafe_heap *h, uint64_t *ret_id);
 
-static inline uint32_t hbg_failsafe_heap_len(const struct hbg_failsafe_heap *h) {
+static inline uint32_t failsafe_heap_len(const struct hbg_failsafe_heap *h) {
         return h->len;
 }

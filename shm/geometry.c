@@ -6,7 +6,7 @@
 
 #include "shm/layout.h"
 
-void hbg_geometry_request_default(struct hbg_geometry_request *ret) {
+void geometry_request_default(struct hbg_geometry_request *ret) {
         *ret = (struct hbg_geometry_request){
                 .task_window = 16384,
                 .flag_window = 16384,
@@ -57,7 +57,7 @@ static bool place(uint64_t *offset, uint64_t *ret_start, uint64_t count, uint64_
         return true;
 }
 
-int hbg_geometry_init(struct hbg_geometry *ret, const struct hbg_geometry_request *req,
+int geometry_init(struct hbg_geometry *ret, const struct hbg_geometry_request *req,
                       const char **ret_error) {
         const char *dummy;
         struct hbg_geometry g = { 0 };

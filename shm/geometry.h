@@ -32,7 +32,7 @@
 #define HBG_HEAP_ALIGN 64u
 #define HBG_HEAP_MAX (UINT64_C(1) << 40) /* 1 TiB */
 
-/* What a caller asks for; every field is validated by hbg_geometry_init(). */
+/* What a caller asks for; every field is validated by geometry_init(). */
 struct hbg_geometry_request {
         uint64_t task_window;      /* D: descriptor slots, power of two */
         uint64_t flag_window;      /* F: completion flags, power of two, F <= D */
@@ -80,8 +80,8 @@ struct hbg_geometry {
  * On failure *ret_error (if not NULL) points to a static message that starts
  * with the name of the offending field. Never undefined behaviour.
  */
-int hbg_geometry_init(struct hbg_geometry *ret, const struct hbg_geometry_request *req,
+int geometry_init(struct hbg_geometry *ret, const struct hbg_geometry_request *req,
                       const char **ret_error);
 
 /* Defaults used by tests and, later, by hbgd's configuration. */
-void hbg_geometry_request_default(struct hbg_geometry_request *ret);
+void geometry_request_default(struct hbg_geometry_request *ret);

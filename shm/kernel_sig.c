@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The kernels' signatures (shm/kernel_sig.h): the table. */
-#include "shm/kernel_sig.h"
+#include "common/kernel_sig.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -15,7 +15,7 @@
 #define EQUAL_RULE "every tensor exactly as long as the output"
 
 /* Indexed by id - 1. */
-const struct hbg_kernel_sig hbg_kernel_sigs[HBG_KERNEL_COUNT - 1] = {
+const struct hbg_kernel_sig kernel_sigs[HBG_KERNEL_COUNT - 1] = {
         [HBG_KERNEL_NOOP - 1] = {
                 .id = HBG_KERNEL_NOOP, .name = "noop", .splittable = true,
                 .summary = "does nothing (ordering, benchmarks)",
@@ -102,46 +102,46 @@ const struct hbg_kernel_sig hbg_kernel_sigs[HBG_KERNEL_COUNT - 1] = {
         },
 };
 
-const struct hbg_kernel_sig *hbg_kernel_sig_by_id(uint16_t id) {
+const struct hbg_kernel_sig *kernel_sig_by_id(uint16_t id) {
         if (id == HBG_KERNEL_NONE || id >= HBG_KERNEL_COUNT)
                 return NULL;
-        return &hbg_kernel_sigs[id - 1];
+        return &kernel_sigs[id - 1];
 }
 
-const struct hbg_kernel_sig *hbg_kernel_sig_by_name(const char *name) {
+const struct hbg_kernel_sig *kernel_sig_by_name(const char *name) {
         if (!name)
                 return NULL;
         for (size_t i = 0; i < HBG_KERNEL_COUNT - 1; i++)
-                if (strcmp(hbg_kernel_sigs[i].name, name) == 0)
-                        return &hbg_kernel_sigs[i];
+                if (strcmp(kernel_sigs[i].name, name) == 0)
+                        return &kernel_sigs[i];
         return NULL;
 }
 
-size_t hbg_kernel_sig_count(void) {
+size_t kernel_sig_count(void) {
         return HBG_KERNEL_COUNT - 1;
 }
 
-const struct hbg_kernel_sig *hbg_kernel_sig_at(size_t i) {
-        return i < HBG_KERNEL_COUNT - 1 ? &hbg_kernel_sigs[i] : NULL;
+const struct hbg_kernel_sig *kernel_sig_at(size_t i) {
+        return i < HBG_KERNEL_COUNT - 1 ? &kernel_sigs[i] : NULL;
 }
 
-const char *hbg_kernel_dir_name(uint8_t dir) {
+const char *kernel_sig_dir_name(uint8_t dir) {
         return dir == IN ? "in" : dir == OUT ? "out" : dir == INOUT ? "inout" : "?";
 }
 
-const char *hbg_kernel_scalar_kind_name(uint8_t kind) {
+const char *kernel_sig_scalar_kind_name(uint8_t kind) {
         return kind == F32 ? "f32" : kind == U64 ? "u64" : kind == I64 ? "i64" : "?";
 }
 
-const char *hbg_kernel_sig_usage(const struct hbg_kernel_sig *k, char *buf, size_t len) {
+const char *kernel_sig_usage(const struct hbg_kernel_sig *k, char *buf, size_t len) {
         size_t at = 0;
         int n = snprintf(buf, len, "%s(", k->name);
         at = n > 0 ? (size_t)n : 0;
         for (unsigned i = 0; i < k->n_tensors + k->n_scalars && at < len; i++) {
                 bool t = i < k->n_tensors;
                 n = snprintf(buf + at, len - at, "%s%s %s", i ? ", " : "",
-                             t ? hbg_kernel_dir_name(k->tensors[i].dir)
-                               : hbg_kernel_scalar_kind_name(k->scalars[i - k->n_tensors].kind),
+                             t ? kernel_sig_dir_name(k->tensors[i].dir)
+                               : kernel_sig_scalar_kind_name(k->scalars[i - k->n_tensors].kind),
                              t ? k->tensors[i].name : k->scalars[i - k->n_tensors].name);
                 at += n > 0 ? (size_t)n : 0;
         }
@@ -154,7 +154,7 @@ static bool is_output(uint8_t dir) {
         return dir == OUT || dir == INOUT;
 }
 
-enum hbg_kernel_tensor_problem hbg_kernel_check_tensors(const struct hbg_kernel_sig *k,
+enum hbg_kernel_tensor_problem kernel_sig_check_tensors(const struct hbg_kernel_sig *k,
                                                         const struct hbg_kernel_tensor *t,
                                                         unsigned *ret_i, unsigned *ret_j) {
         unsigned n = k->n_tensors;

@@ -75,19 +75,19 @@ struct hbg_kernel_sig {
 };
 
 /* The table, indexed by id - 1. */
-extern const struct hbg_kernel_sig hbg_kernel_sigs[HBG_KERNEL_COUNT - 1];
+extern const struct hbg_kernel_sig kernel_sigs[HBG_KERNEL_COUNT - 1];
 
 /* NULL if unknown (HBG_KERNEL_NONE included) or name is NULL. */
-const struct hbg_kernel_sig *hbg_kernel_sig_by_id(uint16_t id);
-const struct hbg_kernel_sig *hbg_kernel_sig_by_name(const char *name);
-/* In id order: at(i) for i < hbg_kernel_sig_count(); NULL past the end. */
-size_t hbg_kernel_sig_count(void);
-const struct hbg_kernel_sig *hbg_kernel_sig_at(size_t i);
+const struct hbg_kernel_sig *kernel_sig_by_id(uint16_t id);
+const struct hbg_kernel_sig *kernel_sig_by_name(const char *name);
+/* In id order: at(i) for i < kernel_sig_count(); NULL past the end. */
+size_t kernel_sig_count(void);
+const struct hbg_kernel_sig *kernel_sig_at(size_t i);
 /* "add_f32(in a, in b, out out)" into buf; returns buf. */
-const char *hbg_kernel_sig_usage(const struct hbg_kernel_sig *k, char *buf, size_t len);
+const char *kernel_sig_usage(const struct hbg_kernel_sig *k, char *buf, size_t len);
 /* "in", "out", "inout", "f32", "u64", "i64". */
-const char *hbg_kernel_dir_name(uint8_t dir);
-const char *hbg_kernel_scalar_kind_name(uint8_t kind);
+const char *kernel_sig_dir_name(uint8_t dir);
+const char *kernel_sig_scalar_kind_name(uint8_t kind);
 
 /* One tensor argument as both sides see it: offset and length in bytes. */
 struct hbg_kernel_tensor {
@@ -108,6 +108,6 @@ enum hbg_kernel_tensor_problem {
  * length rule (SHAPE is the kernel's own check). Returns
  * HBG_TENSORS_OK, or the problem with the two argument indexes.
  */
-enum hbg_kernel_tensor_problem hbg_kernel_check_tensors(const struct hbg_kernel_sig *k,
+enum hbg_kernel_tensor_problem kernel_sig_check_tensors(const struct hbg_kernel_sig *k,
                                                         const struct hbg_kernel_tensor *t,
                                                         unsigned *ret_i, unsigned *ret_j);

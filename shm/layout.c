@@ -6,7 +6,7 @@
 
 #include "shm/completion.h"
 
-void hbg_sub_region_init(void *base, const struct hbg_geometry *g) {
+void layout_sub_region_init(void *base, const struct hbg_geometry *g) {
         struct hbg_sub_header *h = base;
 
         h->magic = HBG_SUB_MAGIC;
@@ -26,7 +26,7 @@ void hbg_sub_region_init(void *base, const struct hbg_geometry *g) {
         atomic_store_explicit(&h->graphs_submitted, 0, memory_order_relaxed);
 }
 
-void hbg_cpl_region_init(void *base, const struct hbg_geometry *g, uint64_t first_id) {
+void layout_cpl_region_init(void *base, const struct hbg_geometry *g, uint64_t first_id) {
         struct hbg_cpl_header *h = base;
 
         h->magic = HBG_CPL_MAGIC;
@@ -63,7 +63,7 @@ void hbg_cpl_region_init(void *base, const struct hbg_geometry *g, uint64_t firs
  * load saw it sees that `seq` changed (shm/layout.h). */
 #define ENTRY_STORE(field, v) __atomic_store_n(&(field), (v), __ATOMIC_RELEASE)
 
-void hbg_graph_entry_publish(struct hbg_graph_entry *e, uint64_t k, uint64_t graph_id, int32_t status,
+void layout_graph_entry_publish(struct hbg_graph_entry *e, uint64_t k, uint64_t graph_id, int32_t status,
                              uint16_t kernel, uint64_t task, const char *message) {
         /* Invalidate first; the release stores below are ordered after it. */
         atomic_store_explicit(&e->seq, 0, memory_order_relaxed);
@@ -95,7 +95,7 @@ static bool all_zero(const void *p, size_t n) {
         return true;
 }
 
-int hbg_cpl_region_check(const void *base, uint64_t size, const char **ret_error) {
+int layout_cpl_region_check(const void *base, uint64_t size, const char **ret_error) {
         const struct hbg_cpl_header *h = base;
         struct hbg_geometry_request req;
         struct hbg_geometry g;
@@ -117,11 +117,11 @@ int hbg_cpl_region_check(const void *base, uint64_t size, const char **ret_error
             h->graph_table_log2 > HBG_GRAPH_TABLE_MAX_LOG2)
                 return fail(ret_error, "completion region: geometry out of range");
 
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.task_window = UINT64_C(1) << h->task_window_log2;
         req.flag_window = UINT64_C(1) << h->flag_window_log2;
         req.graph_table_entries = UINT64_C(1) << h->graph_table_log2;
-        if (hbg_geometry_init(&g, &req, NULL) < 0)
+        if (geometry_init(&g, &req, NULL) < 0)
                 return fail(ret_error, "completion region: invalid geometry");
         if (h->region_size != g.cpl_region_size || h->region_size > size ||
             h->flags_offset != g.cpl_flags_offset || h->graphs_offset != g.cpl_graphs_offset ||

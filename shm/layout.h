@@ -325,25 +325,25 @@ _Static_assert((HBG_CACHE_LINE / sizeof(hbg_stamp_t)) == (1u << HBG_STAMPS_PER_L
 /* ------------------------------------------------------ region set-up */
 
 /* Write a fresh submission region header (region zeroed by the caller). */
-void hbg_sub_region_init(void *base, const struct hbg_geometry *g);
+void layout_sub_region_init(void *base, const struct hbg_geometry *g);
 
 /* Write a fresh completion region's header. The caller hands it zeroed (a
  * new memfd, calloc): zero flags hold the stamp of lap -1, so no initial
  * value can be mistaken for a real id (RUNTIME_LOGIC.md §3.3), and an empty
  * graph table. O(1): nothing depends on the window. `first_id` is the
  * ring's first task id (0 for a new ring). */
-void hbg_cpl_region_init(void *base, const struct hbg_geometry *g, uint64_t first_id);
+void layout_cpl_region_init(void *base, const struct hbg_geometry *g, uint64_t first_id);
 
 /* hbgd: publish graph record k's entry e (the seqlock above). message may
  * be NULL (none); it is cut to HBG_GRAPH_MESSAGE_MAX - 1 bytes. Only the
  * first line is written when status is 0. */
-void hbg_graph_entry_publish(struct hbg_graph_entry *e, uint64_t k, uint64_t graph_id, int32_t status,
+void layout_graph_entry_publish(struct hbg_graph_entry *e, uint64_t k, uint64_t graph_id, int32_t status,
                              uint16_t kernel, uint64_t task, const char *message);
 /* A reader: copy entry e if it is graph record k's. 0 and *ret (its
  * message copied only when status != 0, as hbgd wrote it: the caller
  * validates), or 1 when e is not k's (not retired yet, being rewritten).
  * Inline: the client reads every retired entry. */
-static inline int hbg_graph_entry_read(const struct hbg_graph_entry *e, uint64_t k, struct hbg_graph_entry *ret) {
+static inline int layout_graph_entry_read(const struct hbg_graph_entry *e, uint64_t k, struct hbg_graph_entry *ret) {
         if (atomic_load_explicit(&e->seq, memory_order_acquire) != k + 1)
                 return 1;
         /* Acquire loads of the fields (plain loads on x86): had one read a
@@ -367,4 +367,4 @@ static inline int hbg_graph_entry_read(const struct hbg_graph_entry *e, uint64_t
 
 /* Check a mapped completion region against the geometry the caller expects
  * (used by the client after mmap). Returns 0 or -EPROTO. */
-int hbg_cpl_region_check(const void *base, uint64_t size, const char **ret_error);
+int layout_cpl_region_check(const void *base, uint64_t size, const char **ret_error);

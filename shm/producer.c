@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <string.h>
 
-void hbg_producer_init(struct hbg_producer *p, const struct hbg_geometry *g, void *sub,
+void producer_init(struct hbg_producer *p, const struct hbg_geometry *g, void *sub,
                        const void *cpl, uint64_t first_id) {
         *p = (struct hbg_producer){
                 .g = *g,
@@ -26,16 +26,16 @@ void hbg_producer_init(struct hbg_producer *p, const struct hbg_geometry *g, voi
         p->mailbox_tail = atomic_load_explicit(&p->sh->mailbox_tail, memory_order_relaxed);
 }
 
-uint64_t hbg_producer_arm_window_wait(struct hbg_producer *p) {
+uint64_t producer_arm_window_wait(struct hbg_producer *p) {
         /* Room for next_id needs WM + D > next_id. */
         uint64_t want = p->next_id - p->g.task_window + 1;
         atomic_store_explicit(&p->sh->window_waiting, want, memory_order_seq_cst);
         p->window_limit = atomic_load_explicit(&p->ch->completed_watermark, memory_order_seq_cst) +
                           p->g.task_window;
-        return hbg_producer_room(p);
+        return producer_room(p);
 }
 
-void hbg_task_encode(struct hbg_task_desc *desc, struct hbg_task_payload *pl, uint64_t id,
+void producer_task_encode(struct hbg_task_desc *desc, struct hbg_task_payload *pl, uint64_t id,
                      const struct hbg_task_record *t, const uint64_t *fanins, unsigned n_fanins) {
         /* The descriptor is one cache line, written whole (reserved fields
          * zero), with up to 3 fanins inline; of the payload only what the
@@ -71,16 +71,16 @@ void hbg_task_encode(struct hbg_task_desc *desc, struct hbg_task_payload *pl, ui
                 pl->scalars[i] = t->scalars[i];
 }
 
-uint64_t hbg_producer_write(struct hbg_producer *p, const struct hbg_task_record *t,
+uint64_t producer_write(struct hbg_producer *p, const struct hbg_task_record *t,
                             const uint64_t *fanins, unsigned n_fanins) {
         uint64_t id = p->next_id;
         uint64_t slot = id & (p->g.task_window - 1);
-        hbg_task_encode(&p->descs[slot], &p->payloads[slot], id, t, fanins, n_fanins);
+        producer_task_encode(&p->descs[slot], &p->payloads[slot], id, t, fanins, n_fanins);
         p->next_id++;
         return id;
 }
 
-uint64_t hbg_producer_write_launch(struct hbg_producer *p, uint64_t graph, uint64_t first, uint64_t count) {
+uint64_t producer_write_launch(struct hbg_producer *p, uint64_t graph, uint64_t first, uint64_t count) {
         uint64_t id = p->next_id;
         p->descs[id & (p->g.task_window - 1)] = (struct hbg_task_desc){
                 .id = id,
@@ -97,7 +97,7 @@ static bool doorbell_needed(const struct hbg_producer *p) {
         return atomic_load_explicit(&p->ch->need_wakeup, memory_order_seq_cst) != 0;
 }
 
-bool hbg_producer_publish(struct hbg_producer *p) {
+bool producer_publish(struct hbg_producer *p) {
         if (p->published == p->next_id)
                 return false;
         p->published = p->next_id;
@@ -105,12 +105,12 @@ bool hbg_producer_publish(struct hbg_producer *p) {
         return doorbell_needed(p);
 }
 
-int64_t hbg_producer_end_graph(struct hbg_producer *p, uint64_t graph_id, bool *ret_ring) {
+int64_t producer_end_graph(struct hbg_producer *p, uint64_t graph_id, bool *ret_ring) {
         *ret_ring = false;
         if (p->next_id == p->graph_first)
                 return -EINVAL;
-        *ret_ring = hbg_producer_publish(p);
-        if (!hbg_producer_graph_room(p))
+        *ret_ring = producer_publish(p);
+        if (!producer_graph_room(p))
                 return -EAGAIN;
         uint64_t k = p->graphs;
         struct hbg_graph_record *rec = &p->records[k & (p->g.graph_table_entries - 1)];
@@ -125,7 +125,7 @@ int64_t hbg_producer_end_graph(struct hbg_producer *p, uint64_t graph_id, bool *
         return (int64_t)k;
 }
 
-bool hbg_producer_next_external(struct hbg_producer *p, uint64_t *ret_id) {
+bool producer_next_external(struct hbg_producer *p, uint64_t *ret_id) {
         uint64_t tail = atomic_load_explicit(&p->ch->ext_ready_tail, memory_order_acquire);
         /* hbgd never has more than D external tasks ready: a larger gap is
          * not ours to trust. */
@@ -139,9 +139,9 @@ bool hbg_producer_next_external(struct hbg_producer *p, uint64_t *ret_id) {
         return true;
 }
 
-int hbg_producer_complete_external(struct hbg_producer *p, uint64_t id, int32_t status, bool *ret_ring) {
+int producer_complete_external(struct hbg_producer *p, uint64_t id, int32_t status, bool *ret_ring) {
         *ret_ring = false;
-        if (!hbg_producer_mailbox_room(p))
+        if (!producer_mailbox_room(p))
                 return -EAGAIN;
         struct hbg_mailbox_entry *e = &p->mailbox[p->mailbox_tail & (p->g.mailbox_entries - 1)];
         e->task_id = id;

@@ -53,20 +53,20 @@ struct hbg_producer {
 
 /* Bind to a mapped submission region (written as the client may) and a
  * completion region (only read). The regions' headers must match g. */
-void hbg_producer_init(struct hbg_producer *p, const struct hbg_geometry *g, void *sub,
+void producer_init(struct hbg_producer *p, const struct hbg_geometry *g, void *sub,
                        const void *cpl, uint64_t first_id);
 
 /* The completed watermark (acquire). */
-static inline uint64_t hbg_producer_watermark(const struct hbg_producer *p) {
+static inline uint64_t producer_watermark(const struct hbg_producer *p) {
         return atomic_load_explicit(&p->ch->completed_watermark, memory_order_acquire);
 }
 
 /* How many tasks may be written now: id < WM + D (the window invariant).
  * The watermark only grows, so a limit read earlier is still safe; it is
  * read again only once the ids reach it (not once per task). */
-static inline uint64_t hbg_producer_room(struct hbg_producer *p) {
+static inline uint64_t producer_room(struct hbg_producer *p) {
         if (p->next_id >= p->window_limit)
-                p->window_limit = hbg_producer_watermark(p) + p->g.task_window;
+                p->window_limit = producer_watermark(p) + p->g.task_window;
         return p->window_limit > p->next_id ? p->window_limit - p->next_id : 0;
 }
 
@@ -74,37 +74,37 @@ static inline uint64_t hbg_producer_room(struct hbg_producer *p) {
  * room (seq_cst store), then read the watermark again (seq_cst): either
  * this read sees the room or hbgd sees the request and signals the
  * completion pipe (RUNTIME_LOGIC §2.1). Returns the room now. */
-uint64_t hbg_producer_arm_window_wait(struct hbg_producer *p);
+uint64_t producer_arm_window_wait(struct hbg_producer *p);
 
 /* Write the next task with its fanins (each an earlier id); not published
  * yet. The caller made sure of room. Counts are written as given (hbgd
  * refuses those above the limits), arrays copied up to their size. Returns
  * its id. */
-uint64_t hbg_producer_write(struct hbg_producer *p, const struct hbg_task_record *t,
+uint64_t producer_write(struct hbg_producer *p, const struct hbg_task_record *t,
                             const uint64_t *fanins, unsigned n_fanins);
 
 /* Write a launch record (RUNTIME_LOGIC §14): the next `count` ids are
  * tasks first .. first + count - 1 of recorded graph `graph`; only the
  * first id's descriptor is written. The caller made sure of room for all
- * of them (count <= hbg_producer_room()). Returns the first id. */
-uint64_t hbg_producer_write_launch(struct hbg_producer *p, uint64_t graph, uint64_t first, uint64_t count);
+ * of them (count <= producer_room()). Returns the first id. */
+uint64_t producer_write_launch(struct hbg_producer *p, uint64_t graph, uint64_t first, uint64_t count);
 
 /* Encode a task with its id and fanins into a descriptor and payload (the
- * window's slot, or a recorded task), as hbg_producer_write() does. */
-void hbg_task_encode(struct hbg_task_desc *desc, struct hbg_task_payload *pl, uint64_t id,
+ * window's slot, or a recorded task), as producer_write() does. */
+void producer_task_encode(struct hbg_task_desc *desc, struct hbg_task_payload *pl, uint64_t id,
                      const struct hbg_task_record *t, const uint64_t *fanins, unsigned n_fanins);
 
 /* Publish the tasks written so far (seq_cst, RUNTIME_LOGIC §9.4). True when
  * hbgd's threads sleep and the doorbell must be rung. */
-bool hbg_producer_publish(struct hbg_producer *p);
+bool producer_publish(struct hbg_producer *p);
 
 /* Tasks written since the last graph record. */
-static inline uint64_t hbg_producer_pending_graph(const struct hbg_producer *p) {
+static inline uint64_t producer_pending_graph(const struct hbg_producer *p) {
         return p->next_id - p->graph_first;
 }
 
 /* May graph record number `graphs` be written (k < graphs_retired + G)? */
-static inline bool hbg_producer_graph_room(const struct hbg_producer *p) {
+static inline bool producer_graph_room(const struct hbg_producer *p) {
         return p->graphs < atomic_load_explicit(&p->ch->graphs_retired, memory_order_acquire) +
                                    p->g.graph_table_entries;
 }
@@ -115,25 +115,25 @@ static inline bool hbg_producer_graph_room(const struct hbg_producer *p) {
  * was written since the last record, -EAGAIN when the graph ring is full.
  * *ret_ring: the doorbell must be rung.
  */
-int64_t hbg_producer_end_graph(struct hbg_producer *p, uint64_t graph_id, bool *ret_ring);
+int64_t producer_end_graph(struct hbg_producer *p, uint64_t graph_id, bool *ret_ring);
 
 /* Graph record k's final state: 1 still running; 0 with *ret its entry
  * (status 0 or a negative errno, first failing task, its kernel and hbgd's
  * message, copied once as hbgd wrote them: the caller validates). */
-static inline int hbg_producer_graph_entry(const struct hbg_producer *p, uint64_t k, struct hbg_graph_entry *ret) {
-        return hbg_graph_entry_read(&p->graph_table[k & (p->g.graph_table_entries - 1)], k, ret);
+static inline int producer_graph_entry(const struct hbg_producer *p, uint64_t k, struct hbg_graph_entry *ret) {
+        return layout_graph_entry_read(&p->graph_table[k & (p->g.graph_table_entries - 1)], k, ret);
 }
 
 /* Take the next external task hbgd made ready: true and its id. Entries
  * beyond D ahead of ours are not trusted (at most D tasks are in flight). */
-bool hbg_producer_next_external(struct hbg_producer *p, uint64_t *ret_id);
+bool producer_next_external(struct hbg_producer *p, uint64_t *ret_id);
 
 /* May a mailbox entry be written (k < mailbox_consumed + M)? */
-static inline bool hbg_producer_mailbox_room(const struct hbg_producer *p) {
+static inline bool producer_mailbox_room(const struct hbg_producer *p) {
         return p->mailbox_tail < atomic_load_explicit(&p->ch->mailbox_consumed, memory_order_acquire) +
                                          p->g.mailbox_entries;
 }
 
 /* Post external task id's status (0 or a negative errno) in the mailbox:
  * 0, or -EAGAIN while it is full. *ret_ring: the doorbell must be rung. */
-int hbg_producer_complete_external(struct hbg_producer *p, uint64_t id, int32_t status, bool *ret_ring);
+int producer_complete_external(struct hbg_producer *p, uint64_t id, int32_t status, bool *ret_ring);

@@ -9,18 +9,18 @@
 #include <time.h>
 
 /* CLOCK_MONOTONIC in nanoseconds / milliseconds (never fails for it). */
-static inline int64_t hbg_now_ns(void) {
+static inline int64_t clock_now_ns(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static inline int64_t hbg_now_ms(void) {
-        return hbg_now_ns() / 1000000;
+static inline int64_t clock_now_ms(void) {
+        return clock_now_ns() / 1000000;
 }
 
 /* Tell the core we are spinning (x86 pause, arm yield). */
-static inline void hbg_cpu_relax(void) {
+static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #elif defined(__aarch64__)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Run the real hbgd for end-to-end tests: tests/daemon_util.h. */
 #include "tests/daemon_util.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -41,7 +41,7 @@ static char base_dir[200];      /* daemon_util_init(): parent of every DIR */
 static pid_t base_owner;
 
 long long daemon_now_ms(void) {
-        return hbg_now_ms();
+        return clock_now_ms();
 }
 
 static void sleep_ms(long ms) {

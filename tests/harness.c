@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "tests/harness.h"
 
-#include "shm/util.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -32,7 +32,7 @@ int harness_ring_init_share(struct harness_ring *h, struct hbg_engine *e, const 
                             uint64_t first_id, uint32_t share_id, unsigned weight) {
         const char *why = NULL;
         memset(h, 0, sizeof(*h));
-        int err = hbg_geometry_init(&h->g, req, &why);
+        int err = geometry_init(&h->g, req, &why);
         if (err < 0)
                 return err;
         h->engine = e;
@@ -42,14 +42,14 @@ int harness_ring_init_share(struct harness_ring *h, struct hbg_engine *e, const 
                 die("out of memory");
         memset(h->sub, 0, h->g.sub_region_size);
         memset(h->cpl, 0, h->g.cpl_region_size);
-        hbg_sub_region_init(h->sub, &h->g);
-        hbg_cpl_region_init(h->cpl, &h->g, first_id);
+        layout_sub_region_init(h->sub, &h->g);
+        layout_cpl_region_init(h->cpl, &h->g, first_id);
         h->sh = h->sub;
         h->ch = h->cpl;
         h->heap = (uint8_t *)h->sub + h->g.sub_heap_offset;
         h->first_id = first_id;
         atomic_store(&h->sh->submitted, first_id);
-        hbg_producer_init(&h->prod, &h->g, h->sub, h->cpl, first_id);
+        producer_init(&h->prod, &h->g, h->sub, h->cpl, first_id);
         /* The completion pipe, as hbgd has it: the engine writes one byte
          * into the write end, we poll the read end. */
         int pfd[2];
@@ -126,23 +126,23 @@ static void ring_doorbell(struct harness_ring *h, bool ring) {
 
 void harness_serve_external(struct harness_ring *h) {
         uint64_t id;
-        while (hbg_producer_next_external(&h->prod, &id)) {
+        while (producer_next_external(&h->prod, &id)) {
                 int status = h->external ? h->external(h->external_userdata, id) : 0;
                 bool ring;
                 /* Mailbox back-pressure: hbgd consumes while awake. */
-                while (hbg_producer_complete_external(&h->prod, id, status, &ring) == -EAGAIN)
+                while (producer_complete_external(&h->prod, id, status, &ring) == -EAGAIN)
                         sched_yield();
                 ring_doorbell(h, ring);
         }
 }
 
 void harness_publish(struct harness_ring *h) {
-        ring_doorbell(h, hbg_producer_publish(&h->prod));
+        ring_doorbell(h, producer_publish(&h->prod));
 }
 
 uint64_t harness_add_task(struct harness_ring *h, const struct harness_task *t) {
         /* Window: id < WM + D. Publish what we have so it can progress. */
-        while (hbg_producer_room(&h->prod) == 0) {
+        while (producer_room(&h->prod) == 0) {
                 harness_publish(h);
                 harness_serve_external(h);
                 sched_yield();
@@ -159,13 +159,13 @@ uint64_t harness_add_task(struct harness_ring *h, const struct harness_task *t) 
         memcpy(rec.tensors, t->tensors, sizeof(rec.tensors));
         memcpy(rec.scalars, t->scalars, sizeof(rec.scalars));
         /* Counts above the limits (validation tests) go in as given. */
-        return hbg_producer_write(&h->prod, &rec, t->fanins, t->n_fanins);
+        return producer_write(&h->prod, &rec, t->fanins, t->n_fanins);
 }
 
 uint64_t harness_end_graph(struct harness_ring *h, uint64_t graph_id) {
         for (;;) {
                 bool ring;
-                int64_t k = hbg_producer_end_graph(&h->prod, graph_id, &ring);
+                int64_t k = producer_end_graph(&h->prod, graph_id, &ring);
                 ring_doorbell(h, ring);
                 if (k >= 0)
                         return (uint64_t)k;
@@ -178,13 +178,13 @@ uint64_t harness_end_graph(struct harness_ring *h, uint64_t graph_id) {
 
 int harness_wait_graph(struct harness_ring *h, uint64_t k, int timeout_ms,
                        struct hbg_graph_entry *ret) {
-        int64_t deadline = hbg_now_ms() + timeout_ms;
+        int64_t deadline = clock_now_ms() + timeout_ms;
 
         for (;;) {
-                if (hbg_producer_graph_entry(&h->prod, k, ret) == 0)
+                if (producer_graph_entry(&h->prod, k, ret) == 0)
                         return 0;
                 harness_serve_external(h);
-                int64_t left = deadline - hbg_now_ms();
+                int64_t left = deadline - clock_now_ms();
                 if (left <= 0)
                         return -ETIMEDOUT;
                 struct pollfd pfd = { .fd = h->efd, .events = POLLIN };

@@ -2,8 +2,8 @@
 /*
  * Concurrency stress of the completion protocol (docs/RUNTIME_LOGIC.md).
  *
- * Completer threads (hbg_publish_or_defer + failsafe retries) and one thread
- * using the blocking hbg_set_completion_flag complete a random DAG whose
+ * Completer threads (completer_publish_or_defer + failsafe retries) and one thread
+ * using the blocking completer_set_flag complete a random DAG whose
  * fanins reach back up to 3F ids, so flag slots are reused constantly and,
  * with F small, the failsafe heap is used. Each task is completed only once
  * all its fanins read as set. The main thread is the checker:
@@ -34,7 +34,7 @@
 #include "shm/completion.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 struct stress_cfg {
         const char *name;
@@ -129,7 +129,7 @@ static unsigned fanins_of(const struct stress *s, uint64_t id, uint64_t *ret) {
 
 static void relax(unsigned *spins) {
         if (++*spins < 64)
-                hbg_cpu_relax();
+                cpu_relax();
         else
                 sched_yield();
 }
@@ -139,18 +139,18 @@ static void walk_batch(struct worker *wk) {
         if (wk->unwalked == 0)
                 return;
         wk->unwalked = 0;
-        hbg_walk_after_batch(&wk->c);
+        watermark_walk_after_batch(&wk->c);
 }
 
 /* Publish every deferred id that can be published now (batched: counted
  * for the next walk). */
 static void retry_deferred(struct worker *wk) {
         uint64_t id;
-        while (hbg_retry_deferred(&wk->c, &id) == 1) {
+        while (completer_retry_deferred(&wk->c, &id) == 1) {
                 if (wk->s->cfg.batched && !wk->blocking)
                         wk->unwalked++;
                 else
-                        hbg_update_completed_watermark(&wk->c, id);
+                        watermark_update(&wk->c, id);
         }
 }
 
@@ -177,26 +177,26 @@ static void complete(struct worker *wk, uint64_t id) {
 
         if (wk->blocking) {
                 /* Longer than the watchdog, which names the cause first. */
-                int r = hbg_set_completion_flag(&wk->c, id, (int64_t)s->cfg.stall_ms * 3000000);
+                int r = completer_set_flag(&wk->c, id, (int64_t)s->cfg.stall_ms * 3000000);
                 if (r < 0) {
                         fail_run(s, "blocking set of %" PRIu64 " timed out", id);
                         return;
                 }
-                hbg_update_completed_watermark(&wk->c, id);
+                watermark_update(&wk->c, id);
                 return;
         }
         if (s->cfg.batched) {
-                if (hbg_try_publish(&wk->c, id, memory_order_release)) {
+                if (completer_try_publish(&wk->c, id, memory_order_release)) {
                         if (++wk->unwalked >= BATCH)
                                 walk_batch(wk);
-                } else if (hbg_defer(&wk->c, id) < 0) {
+                } else if (completer_defer(&wk->c, id) < 0) {
                         fail_run(s, "failsafe heap full for %" PRIu64 " (capacity D-F must suffice)", id);
                 }
                 return;
         }
-        int r = hbg_publish_or_defer(&wk->c, id);
+        int r = completer_publish_or_defer(&wk->c, id);
         if (r == 1)
-                hbg_update_completed_watermark(&wk->c, id);
+                watermark_update(&wk->c, id);
         else if (r < 0)
                 fail_run(s, "failsafe heap full for %" PRIu64 " (capacity D-F must suffice)", id);
 }
@@ -215,7 +215,7 @@ static void *worker_main(void *arg) {
                 /* Window rule (RUNTIME_LOGIC.md §2): only ids < WM + D are
                  * in flight. */
                 unsigned spins = 0;
-                while (id >= hbg_watermark_read(&s->w) + s->cfg.task_window) {
+                while (id >= watermark_read(&s->w) + s->cfg.task_window) {
                         before_wait(wk);
                         if (atomic_load_explicit(&s->abort, memory_order_relaxed))
                                 return NULL;
@@ -225,7 +225,7 @@ static void *worker_main(void *arg) {
                 unsigned nf = fanins_of(s, id, fanins);
                 for (unsigned i = 0; i < nf; i++) {
                         spins = 0;
-                        while (!hbg_is_completion_flag_set(&wk->c, fanins[i])) {
+                        while (!completer_flag_is_set(&wk->c, fanins[i])) {
                                 before_wait(wk);
                                 if (atomic_load_explicit(&s->abort, memory_order_relaxed))
                                         return NULL;
@@ -246,7 +246,7 @@ static void *worker_main(void *arg) {
          * published (upstream retried once and could leave some behind). */
         walk_batch(wk);
         unsigned spins = 0;
-        while (hbg_failsafe_heap_len(&wk->c.heap) > 0 &&
+        while (failsafe_heap_len(&wk->c.heap) > 0 &&
                !atomic_load_explicit(&s->abort, memory_order_relaxed)) {
                 before_wait(wk);
                 relax(&spins);
@@ -272,15 +272,15 @@ static void stress_setup(struct stress *s, const struct stress_cfg *cfg) {
 
         memset(s, 0, sizeof(*s));
         s->cfg = *cfg;
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.task_window = cfg->task_window;
         req.flag_window = cfg->flag_window;
-        REQUIRE(hbg_geometry_init(&s->g, &req, &err) == 0);
+        REQUIRE(geometry_init(&s->g, &req, &err) == 0);
         s->region = aligned_alloc(HBG_CACHE_LINE, s->g.cpl_region_size);
         REQUIRE(s->region);
         memset(s->region, 0, s->g.cpl_region_size);
-        hbg_cpl_region_init(s->region, &s->g, cfg->first_id);
-        hbg_flag_window_init(&s->w, &s->g, s->region, cfg->first_id);
+        layout_cpl_region_init(s->region, &s->g, cfg->first_id);
+        flag_window_init(&s->w, &s->g, s->region, cfg->first_id);
         s->end = cfg->first_id + cfg->n;
         atomic_store(&s->next_claim, cfg->first_id);
         s->exec = calloc(cfg->n, 1);
@@ -292,14 +292,14 @@ static void stress_setup(struct stress *s, const struct stress_cfg *cfg) {
                 struct worker *wk = &s->workers[i];
                 wk->s = s;
                 wk->blocking = i >= cfg->completers;
-                REQUIRE(hbg_completer_init(&wk->c, &s->w,
-                                           wk->blocking ? 0 : hbg_failsafe_capacity(&s->g)) == 0);
+                REQUIRE(completer_init(&wk->c, &s->w,
+                                           wk->blocking ? 0 : failsafe_capacity(&s->g)) == 0);
         }
 }
 
 static void stress_teardown(struct stress *s) {
         for (unsigned i = 0; i < s->nworkers; i++)
-                hbg_completer_destroy(&s->workers[i].c);
+                completer_destroy(&s->workers[i].c);
         free((void *)s->exec);
         free(s->region);
 }
@@ -314,11 +314,11 @@ static enum verdict stress_run(struct stress *s) {
 
         uint64_t checked = s->cfg.first_id, last_wm = s->cfg.first_id;
         uint64_t last_executed = 0;
-        int64_t last_progress = hbg_now_ms();
+        int64_t last_progress = clock_now_ms();
         enum verdict v = RUN_OK;
 
         for (;;) {
-                uint64_t wm = hbg_watermark_read(&s->w);
+                uint64_t wm = watermark_read(&s->w);
                 if (wm < last_wm)
                         fail_run(s, "watermark went backwards: %" PRIu64 " -> %" PRIu64, last_wm, wm);
                 if (wm > s->end)
@@ -338,14 +338,14 @@ static enum verdict stress_run(struct stress *s) {
                         break;
 
                 uint64_t executed = atomic_load_explicit(&s->executed, memory_order_relaxed);
-                int64_t t = hbg_now_ms();
+                int64_t t = clock_now_ms();
                 if (wm != last_wm || executed != last_executed) {
                         last_progress = t;
                         last_wm = wm;
                         last_executed = executed;
                 } else if (t - last_progress > s->cfg.stall_ms) {
-                        uint32_t stamp = atomic_load(hbg_flag_slot(&s->w, wm));
-                        if (stamp == hbg_stamp_of(&s->w, wm)) {
+                        uint32_t stamp = atomic_load(flag_slot(&s->w, wm));
+                        if (stamp == flag_stamp_of(&s->w, wm)) {
                                 v = RUN_FROZEN;
                                 fail_run(s, "watermark frozen at %" PRIu64 ": its stamp is "
                                          "published but nobody advanced it (%" PRIu64
@@ -371,9 +371,9 @@ static enum verdict stress_run(struct stress *s) {
                                          s->cfg.first_id + i, (unsigned)s->exec[i]);
                                 break;
                         }
-                if (hbg_watermark_read(&s->w) != s->end)
+                if (watermark_read(&s->w) != s->end)
                         fail_run(s, "final watermark %" PRIu64 " != %" PRIu64,
-                                 hbg_watermark_read(&s->w), s->end);
+                                 watermark_read(&s->w), s->end);
         }
         if (atomic_load(&s->failed) && v == RUN_OK)
                 v = RUN_FAILED;
@@ -383,7 +383,7 @@ static enum verdict stress_run(struct stress *s) {
 static uint64_t sum_stat(const struct stress *s, size_t offset) {
         uint64_t total = 0;
         for (unsigned i = 0; i < s->nworkers; i++)
-                total += hbg_stat_get((const _Atomic uint64_t *)((const char *)&s->workers[i].c.stats +
+                total += stat_get((const _Atomic uint64_t *)((const char *)&s->workers[i].c.stats +
                                                                 offset));
         return total;
 }
@@ -415,9 +415,9 @@ static void run_case(struct stress_cfg cfg) {
         ck_assert_ptr_nonnull(s);
         cfg.n = scaled(cfg.n);
         stress_setup(s, &cfg);
-        int64_t t0 = hbg_now_ms();
+        int64_t t0 = clock_now_ms();
         enum verdict v = stress_run(s);
-        report(s, hbg_now_ms() - t0);
+        report(s, clock_now_ms() - t0);
         ck_assert_msg(v == RUN_OK, "%s: %s", cfg.name, s->why);
         if (cfg.flag_window < cfg.task_window && cfg.completers > 0) {
                 /* The failsafe path must have been taken, and its sizing
@@ -531,11 +531,11 @@ static Suite *stress_suite(void) {
  * a frozen round is detected quickly (stall_ms) and a new one starts. */
 int main(void) {
         const int64_t budget_ms = 120000;
-        int64_t t0 = hbg_now_ms();
+        int64_t t0 = clock_now_ms();
         uint64_t total = 0;
 
         (void)stress_suite; /* the regular cases are for the correct build */
-        for (unsigned round = 0; hbg_now_ms() - t0 < budget_ms; round++) {
+        for (unsigned round = 0; clock_now_ms() - t0 < budget_ms; round++) {
                 struct stress *s = malloc(sizeof(*s));
                 struct stress_cfg cfg = tiny_window;
                 cfg.name = "unordered frontier";

@@ -40,7 +40,7 @@
 #include "hbg/hbg.h"
 #include "proto/wire.h"
 #include "shm/layout.h"
-#include "shm/kernel_sig.h"
+#include "common/kernel_sig.h"
 #include "tests/daemon_util.h"
 
 #define WAIT_MS 60000 /* "never hangs" */

@@ -52,7 +52,7 @@
 
 #include "hbg/hbg.h"
 #include "proto/wire.h"
-#include "shm/kernel_sig.h"
+#include "common/kernel_sig.h"
 #include "shm/layout.h"
 #include "tests/e2e_kid.h"
 #include "tests/e2e_util.h"

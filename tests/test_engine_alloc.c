@@ -136,15 +136,15 @@ START_TEST(ring_add_fails_cleanly) {
         ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
         struct hbg_geometry_request req;
         struct hbg_geometry g;
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.task_window = 1024;
         req.flag_window = 256;
         req.heap_size = 1 << 16;
-        ck_assert_int_eq(hbg_geometry_init(&g, &req, NULL), 0);
+        ck_assert_int_eq(geometry_init(&g, &req, NULL), 0);
         void *sub = calloc(1, g.sub_region_size), *cpl = calloc(1, g.cpl_region_size);
         ck_assert(sub && cpl);
-        hbg_sub_region_init(sub, &g);
-        hbg_cpl_region_init(cpl, &g, 0);
+        layout_sub_region_init(sub, &g);
+        layout_cpl_region_init(cpl, &g, 0);
         unsigned n_released = 0;
         struct hbg_ring_params p = {
                 .geometry = g, .sub_region = sub, .cpl_region = cpl, .first_id = 0,

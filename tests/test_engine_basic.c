@@ -25,7 +25,7 @@ static struct hbg_engine *engine_start(unsigned threads, unsigned clusters) {
 static void ring_start(struct harness_ring *h, struct hbg_engine *e, uint64_t d, uint64_t f,
                        uint64_t first_id) {
         struct hbg_geometry_request req;
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.task_window = d;
         req.flag_window = f;
         req.heap_size = 4u << 20;

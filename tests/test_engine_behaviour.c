@@ -25,7 +25,7 @@
 #include "daemon/engine/kernels.h"
 #include "tests/harness.h"
 #include "tests/test_util.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 #define WAIT_MS 20000
 
@@ -72,7 +72,7 @@ static struct hbg_engine *engine_new_with(unsigned threads, unsigned clusters, u
 static void ring_open(struct harness_ring *h, struct hbg_engine *e, uint64_t d, uint64_t f,
                       uint64_t first_id) {
         struct hbg_geometry_request req;
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.task_window = d;
         req.flag_window = f;
         req.heap_size = 1u << 20;
@@ -122,9 +122,9 @@ static void wait_graph_ok(struct harness_ring *h, uint64_t k) {
 static int poll_graph(struct harness_ring *h, uint64_t k, int timeout_ms, struct hbg_graph_entry *ret) {
         struct hbg_graph_entry *e = (struct hbg_graph_entry *)(void *)((char *)h->cpl + h->g.cpl_graphs_offset) +
                                     (k & (h->g.graph_table_entries - 1));
-        int64_t deadline = hbg_now_ms() + timeout_ms;
-        while (hbg_graph_entry_read(e, k, ret) != 0) {
-                if (hbg_now_ms() > deadline)
+        int64_t deadline = clock_now_ms() + timeout_ms;
+        while (layout_graph_entry_read(e, k, ret) != 0) {
+                if (clock_now_ms() > deadline)
                         return -ETIMEDOUT;
                 sleep_ms(2);
         }
@@ -812,9 +812,9 @@ START_TEST(idle_engine_parks) {
         }
 
         /* Wait until every thread parked (need_wakeup set by the last). */
-        int64_t deadline = hbg_now_ms() + WAIT_MS;
+        int64_t deadline = clock_now_ms() + WAIT_MS;
         while (!atomic_load(&h.ch->need_wakeup)) {
-                ck_assert_msg(hbg_now_ms() < deadline, "engine never set need_wakeup");
+                ck_assert_msg(clock_now_ms() < deadline, "engine never set need_wakeup");
                 sleep_ms(5);
         }
         struct hbg_thread_stats s0, s1;
@@ -934,11 +934,11 @@ START_TEST(spinning_threads_capped) {
         harness_add_task(&h, &t);
         wait_graph_ok(&h, harness_end_graph(&h, 0));
         struct hbg_thread_stats s;
-        int64_t deadline = hbg_now_ms() + 800;
+        int64_t deadline = clock_now_ms() + 800;
         do {
                 sleep_ms(5);
                 stats_sum(e, &s);
-        } while (s.parks < 3 && hbg_now_ms() < deadline);
+        } while (s.parks < 3 && clock_now_ms() < deadline);
         ck_assert_msg(s.parks >= 3, "%llu parks within 800 ms of a 1 s spin: more than one thread spins",
                       (unsigned long long)s.parks);
         harness_ring_destroy(&h);
@@ -962,7 +962,7 @@ START_TEST(window_waiter_signalled) {
                 harness_add_task(&h, &dummy);
         }
         /* Nothing published: no room, and the request is for id 1. */
-        ck_assert_uint_eq(hbg_producer_arm_window_wait(&h.prod), 0);
+        ck_assert_uint_eq(producer_arm_window_wait(&h.prod), 0);
         ck_assert_uint_eq(atomic_load(&h.sh->window_waiting), 1);
         harness_publish(&h);
         struct pollfd p = { .fd = h.efd, .events = POLLIN };
@@ -970,7 +970,7 @@ START_TEST(window_waiter_signalled) {
         char byte;
         ck_assert_int_eq(read(h.efd, &byte, 1), 1);
         ck_assert_uint_eq(atomic_load(&h.sh->window_waiting), 0);
-        ck_assert_uint_gt(hbg_producer_room(&h.prod), 0);
+        ck_assert_uint_gt(producer_room(&h.prod), 0);
 
         /* A request the watermark never reaches stays as it is. */
         atomic_store(&h.sh->window_waiting, UINT64_MAX);
@@ -1186,7 +1186,7 @@ START_TEST(ring_add_beyond_max) {
         ring_open(&r1, e, 256, 256, 0);
         ring_open(&r2, e, 256, 256, 0);
         struct hbg_geometry_request req;
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.task_window = 256;
         req.flag_window = 256;
         req.heap_size = 1u << 16;
@@ -1239,14 +1239,14 @@ START_TEST(ring_remove_with_graph_in_flight) {
         uint64_t kb = harness_end_graph(&hb, 0xb);
 
         /* Wait until A's first task was claimed, then remove A. */
-        int64_t deadline = hbg_now_ms() + WAIT_MS;
+        int64_t deadline = clock_now_ms() + WAIT_MS;
         while (atomic_load(&ha.ch->classified) == 0) {
-                ck_assert(hbg_now_ms() < deadline);
+                ck_assert(clock_now_ms() < deadline);
                 sleep_ms(1);
         }
         harness_ring_remove(&ha, -ECONNRESET);
         struct hbg_graph_entry ge;
-        ck_assert_int_eq(hbg_graph_entry_read((struct hbg_graph_entry *)(void *)((char *)ha.cpl +
+        ck_assert_int_eq(layout_graph_entry_read((struct hbg_graph_entry *)(void *)((char *)ha.cpl +
                                                                                  ha.g.cpl_graphs_offset) + ka,
                                               ka, &ge), 0);
         ck_assert_int_eq(ge.status, -ECONNRESET);

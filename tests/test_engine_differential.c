@@ -37,7 +37,7 @@
 #include "daemon/engine/kernels.h"
 #include "tests/harness.h"
 #include "tests/test_util.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 
 #define NONE UINT64_MAX
@@ -577,9 +577,9 @@ static int on_external(void *userdata, uint64_t id) {
         if (id == w->gate_id) {
                 /* Hold the frontier until the independent followers are
                  * complete: those past WM + F must have been deferred. */
-                int64_t deadline = hbg_now_ms() + 60000;
+                int64_t deadline = clock_now_ms() + 60000;
                 while (ring_completed(w) < w->gate_target) {
-                        if (hbg_now_ms() > deadline) {
+                        if (clock_now_ms() > deadline) {
                                 w->gate_timed_out = true;
                                 break;
                         }
@@ -776,7 +776,7 @@ static void world_init(struct world *w, const struct run_cfg *cfg, unsigned mode
         ck_assert_int_eq(hbg_engine_new(&w->e, &ec), 0);
 
         struct hbg_geometry_request req;
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.task_window = cfg->d;
         req.flag_window = cfg->f;
         req.heap_size = 1u << 20;
@@ -944,7 +944,7 @@ START_TEST(differential) {
         unsigned scale = test_scale();
         uint64_t seed = test_seed((unsigned)_i);
         struct world w;
-        int64_t t0 = hbg_now_ms();
+        int64_t t0 = clock_now_ms();
 
         world_init(&w, cfg, mode, seed);
         uint64_t batch = 0;
@@ -994,7 +994,7 @@ START_TEST(differential) {
                " external, %" PRIu64 " predicated / %" PRIu64 " false), failsafe pushes %" PRIu64
                ", %" PRId64 " ms\n",
                w.run_name, seed, w.graphs, tasks, w.kernels, w.mixed, w.joins, w.dummies, w.inlines,
-               w.externals, w.predicated, w.pred_false, pushes, hbg_now_ms() - t0);
+               w.externals, w.predicated, w.pred_false, pushes, clock_now_ms() - t0);
         fflush(stdout);
         world_destroy(&w);
 }

@@ -30,7 +30,7 @@
 #include <time.h>
 
 #include "daemon/engine/engine.h"
-#include "shm/kernel_sig.h"
+#include "common/kernel_sig.h"
 #include "tests/harness.h"
 #include "tests/test_util.h"
 
@@ -64,7 +64,7 @@ static struct hbg_engine *engine_new(unsigned mode) {
 
 static void ring_open(struct harness_ring *h, struct hbg_engine *e) {
         struct hbg_geometry_request req;
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.task_window = 256;
         req.flag_window = 256;
         req.heap_size = 1u << 20;
@@ -90,7 +90,7 @@ static struct hbg_recorded_task chain_task(const struct fixture *f, unsigned i) 
         uint64_t fanin = i;
         struct hbg_recorded_task rt;
         memset(&rt, 0, sizeof(rt));
-        hbg_task_encode(&rt.desc, &rt.payload, i + 1, &t, &fanin, 1);
+        producer_task_encode(&rt.desc, &rt.payload, i + 1, &t, &fanin, 1);
         return rt;
 }
 
@@ -144,14 +144,14 @@ START_TEST(launches) {
         setup(&f, (unsigned)_i, true);
         /* Whole. */
         gate(&f, UINT64_MAX);
-        uint64_t first = hbg_producer_write_launch(&f.h.prod, 0, 0, CHAIN);
+        uint64_t first = producer_write_launch(&f.h.prod, 0, 0, CHAIN);
         ck_assert_int_eq(run_graph(&f, NULL), 0);
         ck_assert_float_eq(x0(&f), (float)CHAIN);
 
         /* In two runs of ids. */
         gate(&f, first + CHAIN - 1);
-        hbg_producer_write_launch(&f.h.prod, 0, 0, 4);
-        first = hbg_producer_write_launch(&f.h.prod, 0, 4, CHAIN - 4);
+        producer_write_launch(&f.h.prod, 0, 0, 4);
+        first = producer_write_launch(&f.h.prod, 0, 4, CHAIN - 4);
         ck_assert_int_eq(run_graph(&f, NULL), 0);
         ck_assert_float_eq(x0(&f), (float)(2 * CHAIN));
 
@@ -159,7 +159,7 @@ START_TEST(launches) {
         uint64_t last = first + CHAIN - 5;
         for (int k = 0; k < 5; k++) {
                 gate(&f, last);
-                last = hbg_producer_write_launch(&f.h.prod, 0, 0, CHAIN) + CHAIN - 1;
+                last = producer_write_launch(&f.h.prod, 0, 0, CHAIN) + CHAIN - 1;
         }
         ck_assert_int_eq(run_graph(&f, NULL), 0);
         for (unsigned i = 0; i < N; i++)
@@ -230,7 +230,7 @@ START_TEST(forged) {
                 hbg_ring_stats(f.h.ring, &rs);
                 ck_assert_msg(!rs.broken, "%s: the ring is broken", forgeries[k].what);
                 gate(&f, UINT64_MAX);
-                hbg_producer_write_launch(&f.h.prod, 0, 0, CHAIN);
+                producer_write_launch(&f.h.prod, 0, 0, CHAIN);
                 ck_assert_int_eq(run_graph(&f, NULL), 0);
                 ck_assert_float_eq(x0(&f), (float)CHAIN);
                 teardown(&f);
@@ -264,7 +264,7 @@ START_TEST(long_launch) {
         const char *why;
         ck_assert_int_eq(hbg_ring_record(f.h.ring, tasks, LONG, &bad, &why), 0);
         gate(&f, UINT64_MAX);
-        uint64_t first = hbg_producer_write_launch(&f.h.prod, 0, 0, LONG);
+        uint64_t first = producer_write_launch(&f.h.prod, 0, 0, LONG);
         ck_assert_int_eq(run_graph(&f, NULL), 0);
         ck_assert_float_eq(x0(&f), (float)LONG);
 
@@ -275,7 +275,7 @@ START_TEST(long_launch) {
         ck_assert_uint_eq(task, id);
         ck_assert_float_eq(x0(&f), (float)LONG);
         gate(&f, UINT64_MAX);
-        hbg_producer_write_launch(&f.h.prod, 0, 0, LONG);
+        producer_write_launch(&f.h.prod, 0, 0, LONG);
         ck_assert_int_eq(run_graph(&f, NULL), 0);
         ck_assert_float_eq(x0(&f), (float)(2 * LONG));
         teardown(&f);
@@ -342,10 +342,10 @@ START_TEST(recording) {
 
         /* Both run: 3 + 2. */
         uint64_t g = gate(&f, UINT64_MAX);
-        uint64_t first = hbg_producer_write_launch(&f.h.prod, 0, 0, 3);
+        uint64_t first = producer_write_launch(&f.h.prod, 0, 0, 3);
         ck_assert_uint_eq(first, g + 1);
         gate(&f, first + 2);
-        hbg_producer_write_launch(&f.h.prod, 1, 0, 2);
+        producer_write_launch(&f.h.prod, 1, 0, 2);
         ck_assert_int_eq(run_graph(&f, NULL), 0);
         ck_assert_float_eq(x0(&f), 5.0f);
         teardown(&f);

@@ -623,7 +623,7 @@ static void run_failing(struct ring_ctx *c) {
 static void *ring_main(void *arg) {
         struct ring_ctx *c = arg;
         struct hbg_geometry_request req;
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.task_window = D;
         req.flag_window = c->f;
         req.heap_size = 1u << 20;
@@ -823,7 +823,7 @@ static void *fair_ring_main(void *arg) {
         struct fair_ctx *c = arg;
         struct harness_ring h;
         struct hbg_geometry_request req;
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.task_window = 256;
         req.flag_window = 256;
         req.heap_size = 1u << 20;

@@ -23,8 +23,8 @@
 #include <string.h>
 
 #include "daemon/engine/engine.h"
-#include "shm/kernel_sig.h"
-#include "shm/util.h"
+#include "common/kernel_sig.h"
+#include "common/clock.h"
 #include "tests/harness.h"
 #include "tests/test_util.h"
 
@@ -52,7 +52,7 @@ START_TEST(stress) {
 
         struct harness_ring h;
         struct hbg_geometry_request req;
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.task_window = D;
         req.flag_window = F;
         req.heap_size = 1u << 16;
@@ -63,7 +63,7 @@ START_TEST(stress) {
 
         struct rng rng = { .s = 0x57e55 ^ (uint64_t)mode };
         uint64_t total = TOTAL / scale(), done = 0;
-        int64_t t0 = hbg_now_ms();
+        int64_t t0 = clock_now_ms();
         uint64_t pending[4], npending = 0;
         while (done < total) {
                 uint64_t n = total - done < GRAPH ? total - done : GRAPH;
@@ -117,7 +117,7 @@ START_TEST(stress) {
         ck_assert_msg(pushes > 0, "%s: F = %u < D = %u but the failsafe heap was never used", name, F, D);
         printf("stress %-8s: %" PRIu64 " completions (ids %" PRIu64 "..%" PRIu64 "), %" PRIu64
                " failsafe pushes, %" PRId64 " ms\n",
-               name, total, first, h.prod.next_id - 1, pushes, hbg_now_ms() - t0);
+               name, total, first, h.prod.next_id - 1, pushes, clock_now_ms() - t0);
         fflush(stdout);
         harness_ring_destroy(&h);
         hbg_engine_free(e);

@@ -87,7 +87,7 @@ static void setup(struct vctx *c) {
         cfg.clusters = 2;
         cfg.stall_timeout_ms = 5000;
         ck_assert_int_eq(hbg_engine_new(&c->e, &cfg), 0);
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.task_window = D_WINDOW;
         req.flag_window = D_WINDOW;
         req.heap_size = HEAP_BYTES;

@@ -41,18 +41,18 @@ static void drain_and_compare(struct hbg_failsafe_heap *h, uint64_t *want, uint3
         uint64_t id, peeked;
 
         qsort(want, n, sizeof(*want), cmp_u64);
-        REQUIRE(hbg_failsafe_heap_len(h) == n, "heap holds %u, expected %u",
-                hbg_failsafe_heap_len(h), n);
+        REQUIRE(failsafe_heap_len(h) == n, "heap holds %u, expected %u",
+                failsafe_heap_len(h), n);
         for (uint32_t i = 0; i < n; i++) {
-                REQUIRE(hbg_failsafe_heap_peek(h, &peeked), "peek failed at %u of %u", i, n);
-                REQUIRE(hbg_failsafe_heap_pop(h, &id), "pop failed at %u of %u", i, n);
+                REQUIRE(failsafe_heap_peek(h, &peeked), "peek failed at %u of %u", i, n);
+                REQUIRE(failsafe_heap_pop(h, &id), "pop failed at %u of %u", i, n);
                 REQUIRE(id == peeked, "pop %u: %llu, peek said %llu", i, LLU(id), LLU(peeked));
                 REQUIRE(id == want[i], "pop %u: %llu, expected %llu", i, LLU(id), LLU(want[i]));
-                REQUIRE(hbg_failsafe_heap_len(h) == n - 1 - i, "len after pop %u: %u", i,
-                        hbg_failsafe_heap_len(h));
+                REQUIRE(failsafe_heap_len(h) == n - 1 - i, "len after pop %u: %u", i,
+                        failsafe_heap_len(h));
         }
-        REQUIRE(!hbg_failsafe_heap_peek(h, &id), "peek on drained heap succeeded");
-        REQUIRE(!hbg_failsafe_heap_pop(h, &id), "pop on drained heap succeeded");
+        REQUIRE(!failsafe_heap_peek(h, &id), "peek on drained heap succeeded");
+        REQUIRE(!failsafe_heap_pop(h, &id), "pop on drained heap succeeded");
 }
 
 /* ---------------------------------------------------------- sorted order */
@@ -69,7 +69,7 @@ START_TEST(test_random_sorted) {
                 uint64_t *want = malloc(n * sizeof(*want));
 
                 ck_assert_ptr_nonnull(want);
-                ck_assert_int_eq(hbg_failsafe_heap_init(&h, n), 0);
+                ck_assert_int_eq(failsafe_heap_init(&h, n), 0);
                 for (uint32_t i = 0; i < n; i++) {
                         uint64_t v = splitmix64(&rng);
                         if (_i == 1)
@@ -77,11 +77,11 @@ START_TEST(test_random_sorted) {
                         else if (_i == 2)
                                 v = (UINT64_C(1) << 32) - 500 + v % 1000;
                         want[i] = v;
-                        REQUIRE(hbg_failsafe_heap_push(&h, v) == 0, "push %u of %u failed", i, n);
+                        REQUIRE(failsafe_heap_push(&h, v) == 0, "push %u of %u failed", i, n);
                 }
                 drain_and_compare(&h, want, n);
                 free(want);
-                hbg_failsafe_heap_destroy(&h);
+                failsafe_heap_destroy(&h);
         }
 }
 END_TEST
@@ -91,18 +91,18 @@ START_TEST(test_duplicates_and_extremes) {
         uint64_t want[64];
         uint32_t n = 0;
 
-        ck_assert_int_eq(hbg_failsafe_heap_init(&h, 64), 0);
+        ck_assert_int_eq(failsafe_heap_init(&h, 64), 0);
         for (int i = 0; i < 10; i++) {
                 want[n++] = 42;
-                ck_assert_int_eq(hbg_failsafe_heap_push(&h, 42), 0);
+                ck_assert_int_eq(failsafe_heap_push(&h, 42), 0);
         }
         const uint64_t extremes[] = { UINT64_MAX, 0, UINT64_MAX, 0, 1, UINT64_MAX - 1, 41, 43 };
         for (size_t i = 0; i < sizeof(extremes) / sizeof(extremes[0]); i++) {
                 want[n++] = extremes[i];
-                ck_assert_int_eq(hbg_failsafe_heap_push(&h, extremes[i]), 0);
+                ck_assert_int_eq(failsafe_heap_push(&h, extremes[i]), 0);
         }
         uint64_t min;
-        ck_assert(hbg_failsafe_heap_peek(&h, &min));
+        ck_assert(failsafe_heap_peek(&h, &min));
         ck_assert_uint_eq(min, 0);
         drain_and_compare(&h, want, n);
 
@@ -110,18 +110,18 @@ START_TEST(test_duplicates_and_extremes) {
         n = 0;
         for (uint64_t v = 64; v-- > 32;) {
                 want[n++] = v;
-                ck_assert_int_eq(hbg_failsafe_heap_push(&h, v), 0);
-                ck_assert(hbg_failsafe_heap_peek(&h, &min));
+                ck_assert_int_eq(failsafe_heap_push(&h, v), 0);
+                ck_assert(failsafe_heap_peek(&h, &min));
                 ck_assert_uint_eq(min, v);
         }
         for (uint64_t v = 100; v < 132; v++) {
                 want[n++] = v;
-                ck_assert_int_eq(hbg_failsafe_heap_push(&h, v), 0);
-                ck_assert(hbg_failsafe_heap_peek(&h, &min));
+                ck_assert_int_eq(failsafe_heap_push(&h, v), 0);
+                ck_assert(failsafe_heap_peek(&h, &min));
                 ck_assert_uint_eq(min, 32);
         }
         drain_and_compare(&h, want, n);
-        hbg_failsafe_heap_destroy(&h);
+        failsafe_heap_destroy(&h);
 }
 END_TEST
 
@@ -131,14 +131,14 @@ START_TEST(test_capacity_zero) {
         struct hbg_failsafe_heap h;
         uint64_t id = 777;
 
-        ck_assert_int_eq(hbg_failsafe_heap_init(&h, 0), 0);
-        ck_assert_int_eq(hbg_failsafe_heap_push(&h, 1), -ENOSPC);
-        ck_assert_int_eq(hbg_failsafe_heap_push(&h, 0), -ENOSPC);
-        ck_assert_uint_eq(hbg_failsafe_heap_len(&h), 0);
-        ck_assert(!hbg_failsafe_heap_peek(&h, &id));
-        ck_assert(!hbg_failsafe_heap_pop(&h, &id));
-        hbg_failsafe_heap_destroy(&h);
-        hbg_failsafe_heap_destroy(NULL);
+        ck_assert_int_eq(failsafe_heap_init(&h, 0), 0);
+        ck_assert_int_eq(failsafe_heap_push(&h, 1), -ENOSPC);
+        ck_assert_int_eq(failsafe_heap_push(&h, 0), -ENOSPC);
+        ck_assert_uint_eq(failsafe_heap_len(&h), 0);
+        ck_assert(!failsafe_heap_peek(&h, &id));
+        ck_assert(!failsafe_heap_pop(&h, &id));
+        failsafe_heap_destroy(&h);
+        failsafe_heap_destroy(NULL);
 }
 END_TEST
 
@@ -150,29 +150,29 @@ START_TEST(test_capacity_n) {
         uint64_t *want = malloc((cap + 1) * sizeof(*want));
 
         ck_assert_ptr_nonnull(want);
-        ck_assert_int_eq(hbg_failsafe_heap_init(&h, cap), 0);
+        ck_assert_int_eq(failsafe_heap_init(&h, cap), 0);
         for (uint32_t i = 0; i < cap; i++) {
                 want[i] = splitmix64(&rng) % 1000;
-                ck_assert_int_eq(hbg_failsafe_heap_push(&h, want[i]), 0);
+                ck_assert_int_eq(failsafe_heap_push(&h, want[i]), 0);
         }
-        ck_assert_uint_eq(hbg_failsafe_heap_len(&h), cap);
+        ck_assert_uint_eq(failsafe_heap_len(&h), cap);
         /* Smaller than everything, larger than everything, a duplicate. */
-        ck_assert_int_eq(hbg_failsafe_heap_push(&h, 0), -ENOSPC);
-        ck_assert_int_eq(hbg_failsafe_heap_push(&h, UINT64_MAX), -ENOSPC);
+        ck_assert_int_eq(failsafe_heap_push(&h, 0), -ENOSPC);
+        ck_assert_int_eq(failsafe_heap_push(&h, UINT64_MAX), -ENOSPC);
         if (cap > 0)
-                ck_assert_int_eq(hbg_failsafe_heap_push(&h, want[0]), -ENOSPC);
-        ck_assert_uint_eq(hbg_failsafe_heap_len(&h), cap);
+                ck_assert_int_eq(failsafe_heap_push(&h, want[0]), -ENOSPC);
+        ck_assert_uint_eq(failsafe_heap_len(&h), cap);
         drain_and_compare(&h, want, cap);
 
         /* Refill after draining: the full capacity is usable again. */
         for (uint32_t i = 0; i < cap; i++) {
                 want[i] = UINT64_MAX - i;
-                ck_assert_int_eq(hbg_failsafe_heap_push(&h, want[i]), 0);
+                ck_assert_int_eq(failsafe_heap_push(&h, want[i]), 0);
         }
-        ck_assert_int_eq(hbg_failsafe_heap_push(&h, 5), -ENOSPC);
+        ck_assert_int_eq(failsafe_heap_push(&h, 5), -ENOSPC);
         drain_and_compare(&h, want, cap);
         free(want);
-        hbg_failsafe_heap_destroy(&h);
+        failsafe_heap_destroy(&h);
 }
 END_TEST
 
@@ -180,17 +180,17 @@ START_TEST(test_empty) {
         struct hbg_failsafe_heap h;
         uint64_t id = 12345;
 
-        ck_assert_int_eq(hbg_failsafe_heap_init(&h, 4), 0);
-        ck_assert_uint_eq(hbg_failsafe_heap_len(&h), 0);
-        ck_assert(!hbg_failsafe_heap_peek(&h, &id));
-        ck_assert(!hbg_failsafe_heap_pop(&h, &id));
-        ck_assert_int_eq(hbg_failsafe_heap_push(&h, 9), 0);
-        ck_assert(hbg_failsafe_heap_pop(&h, &id));
+        ck_assert_int_eq(failsafe_heap_init(&h, 4), 0);
+        ck_assert_uint_eq(failsafe_heap_len(&h), 0);
+        ck_assert(!failsafe_heap_peek(&h, &id));
+        ck_assert(!failsafe_heap_pop(&h, &id));
+        ck_assert_int_eq(failsafe_heap_push(&h, 9), 0);
+        ck_assert(failsafe_heap_pop(&h, &id));
         ck_assert_uint_eq(id, 9);
-        ck_assert(!hbg_failsafe_heap_peek(&h, &id));
-        ck_assert(!hbg_failsafe_heap_pop(&h, &id));
-        ck_assert_uint_eq(hbg_failsafe_heap_len(&h), 0);
-        hbg_failsafe_heap_destroy(&h);
+        ck_assert(!failsafe_heap_peek(&h, &id));
+        ck_assert(!failsafe_heap_pop(&h, &id));
+        ck_assert_uint_eq(failsafe_heap_len(&h), 0);
+        failsafe_heap_destroy(&h);
         ck_assert_ptr_null(h.ids);
         ck_assert_uint_eq(h.capacity, 0);
 }
@@ -217,7 +217,7 @@ START_TEST(test_interleaved) {
         uint64_t rng = 0xabcdefu + (uint64_t)_i;
         uint64_t id;
 
-        ck_assert_int_eq(hbg_failsafe_heap_init(&h, cap), 0);
+        ck_assert_int_eq(failsafe_heap_init(&h, cap), 0);
         for (int op = 0; op < 10000; op++) {
                 uint64_t r = splitmix64(&rng);
                 /* Phases biased to fill up (hitting -ENOSPC) and to drain. */
@@ -225,7 +225,7 @@ START_TEST(test_interleaved) {
                 bool push = (r % 100) < (fill ? 70u : 30u);
                 if (push) {
                         uint64_t v = (r >> 8) % (_i == 0 ? UINT64_C(1) << 40 : 64);
-                        int ret = hbg_failsafe_heap_push(&h, v);
+                        int ret = failsafe_heap_push(&h, v);
                         if (n < cap) {
                                 REQUIRE(ret == 0, "op %d: push failed with %u of %u", op, n, cap);
                                 ref_insert(ref, &n, v);
@@ -234,7 +234,7 @@ START_TEST(test_interleaved) {
                                         ret);
                         }
                 } else {
-                        bool ok = hbg_failsafe_heap_pop(&h, &id);
+                        bool ok = failsafe_heap_pop(&h, &id);
                         REQUIRE(ok == (n > 0), "op %d: pop %d with %u held", op, ok, n);
                         if (ok) {
                                 REQUIRE(id == ref[0], "op %d: pop %llu, expected %llu", op,
@@ -243,16 +243,16 @@ START_TEST(test_interleaved) {
                                 n--;
                         }
                 }
-                REQUIRE(hbg_failsafe_heap_len(&h) == n, "op %d: len %u, expected %u", op,
-                        hbg_failsafe_heap_len(&h), n);
+                REQUIRE(failsafe_heap_len(&h) == n, "op %d: len %u, expected %u", op,
+                        failsafe_heap_len(&h), n);
                 uint64_t min;
-                bool has = hbg_failsafe_heap_peek(&h, &min);
+                bool has = failsafe_heap_peek(&h, &min);
                 REQUIRE(has == (n > 0), "op %d: peek %d with %u held", op, has, n);
                 REQUIRE(!has || min == ref[0], "op %d: peek %llu, expected %llu", op, LLU(min),
                         LLU(ref[0]));
         }
         drain_and_compare(&h, ref, n);
-        hbg_failsafe_heap_destroy(&h);
+        failsafe_heap_destroy(&h);
 }
 END_TEST
 
@@ -268,63 +268,63 @@ START_TEST(test_completer_heap_full) {
         void *cpl;
         uint64_t id;
 
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.flag_window = 256;
         req.task_window = 1024;
-        ck_assert_int_eq(hbg_geometry_init(&g, &req, NULL), 0);
+        ck_assert_int_eq(geometry_init(&g, &req, NULL), 0);
         cpl = aligned_alloc(64, g.cpl_region_size);
         ck_assert_ptr_nonnull(cpl);
         memset(cpl, 0, g.cpl_region_size);
-        hbg_cpl_region_init(cpl, &g, first);
-        hbg_flag_window_init(&w, &g, cpl, first);
-        ck_assert_int_eq(hbg_completer_init(&c, &w, 2), 0);
+        layout_cpl_region_init(cpl, &g, first);
+        flag_window_init(&w, &g, cpl, first);
+        ck_assert_int_eq(completer_init(&c, &w, 2), 0);
 
-        uint32_t slot0 = atomic_load(hbg_flag_slot(&w, first + 256));
-        ck_assert_int_eq(hbg_publish_or_defer(&c, first + 256), 0);
-        ck_assert_int_eq(hbg_publish_or_defer(&c, first + 257), 0);
-        ck_assert_int_eq(hbg_publish_or_defer(&c, first + 258), -ENOSPC);
-        ck_assert_uint_eq(hbg_stat_get(&c.stats.heap_full), 1);
-        ck_assert_uint_eq(hbg_stat_get(&c.stats.deferred), 2);
-        ck_assert_uint_eq(hbg_stat_get(&c.stats.heap_max), 2);
-        ck_assert_uint_eq(hbg_stat_get(&c.stats.published), 0);
-        ck_assert_uint_eq(hbg_failsafe_heap_len(&c.heap), 2);
+        uint32_t slot0 = atomic_load(flag_slot(&w, first + 256));
+        ck_assert_int_eq(completer_publish_or_defer(&c, first + 256), 0);
+        ck_assert_int_eq(completer_publish_or_defer(&c, first + 257), 0);
+        ck_assert_int_eq(completer_publish_or_defer(&c, first + 258), -ENOSPC);
+        ck_assert_uint_eq(stat_get(&c.stats.heap_full), 1);
+        ck_assert_uint_eq(stat_get(&c.stats.deferred), 2);
+        ck_assert_uint_eq(stat_get(&c.stats.heap_max), 2);
+        ck_assert_uint_eq(stat_get(&c.stats.published), 0);
+        ck_assert_uint_eq(failsafe_heap_len(&c.heap), 2);
         /* Nothing written for any of them. */
-        ck_assert_uint_eq(atomic_load(hbg_flag_slot(&w, first + 256)), slot0);
-        ck_assert_uint_eq(atomic_load(hbg_flag_slot(&w, first + 258)), hbg_stamp_of(&w, first + 2 - 256));
+        ck_assert_uint_eq(atomic_load(flag_slot(&w, first + 256)), slot0);
+        ck_assert_uint_eq(atomic_load(flag_slot(&w, first + 258)), flag_stamp_of(&w, first + 2 - 256));
         /* Still blocked: the retry publishes nothing. */
-        ck_assert_int_eq(hbg_retry_deferred(&c, &id), 0);
-        ck_assert_uint_eq(hbg_failsafe_heap_len(&c.heap), 2);
+        ck_assert_int_eq(completer_retry_deferred(&c, &id), 0);
+        ck_assert_uint_eq(failsafe_heap_len(&c.heap), 2);
 
         for (uint64_t x = first; x < first + 256; x++) {
-                ck_assert_int_eq(hbg_publish_or_defer(&c, x), 1);
-                ck_assert(hbg_update_completed_watermark(&c, x));
-                ck_assert_uint_eq(hbg_watermark_read(&w), x + 1);
+                ck_assert_int_eq(completer_publish_or_defer(&c, x), 1);
+                ck_assert(watermark_update(&c, x));
+                ck_assert_uint_eq(watermark_read(&w), x + 1);
         }
-        ck_assert_uint_eq(hbg_watermark_read(&w), first + 256);
+        ck_assert_uint_eq(watermark_read(&w), first + 256);
 
-        ck_assert_int_eq(hbg_retry_deferred(&c, &id), 1);
+        ck_assert_int_eq(completer_retry_deferred(&c, &id), 1);
         ck_assert_uint_eq(id, first + 256);
-        ck_assert_uint_eq(atomic_load(hbg_flag_slot(&w, first + 256)), hbg_stamp_of(&w, first + 256));
-        ck_assert(hbg_update_completed_watermark(&c, id));
-        ck_assert_uint_eq(hbg_watermark_read(&w), first + 257);
+        ck_assert_uint_eq(atomic_load(flag_slot(&w, first + 256)), flag_stamp_of(&w, first + 256));
+        ck_assert(watermark_update(&c, id));
+        ck_assert_uint_eq(watermark_read(&w), first + 257);
 
-        ck_assert_int_eq(hbg_retry_deferred(&c, &id), 1);
+        ck_assert_int_eq(completer_retry_deferred(&c, &id), 1);
         ck_assert_uint_eq(id, first + 257);
-        ck_assert(hbg_update_completed_watermark(&c, id));
-        ck_assert_uint_eq(hbg_watermark_read(&w), first + 258);
+        ck_assert(watermark_update(&c, id));
+        ck_assert_uint_eq(watermark_read(&w), first + 258);
 
-        ck_assert_int_eq(hbg_retry_deferred(&c, &id), 0);
-        ck_assert_uint_eq(hbg_failsafe_heap_len(&c.heap), 0);
+        ck_assert_int_eq(completer_retry_deferred(&c, &id), 0);
+        ck_assert_uint_eq(failsafe_heap_len(&c.heap), 0);
 
-        ck_assert_int_eq(hbg_publish_or_defer(&c, first + 258), 1);
-        ck_assert(hbg_update_completed_watermark(&c, first + 258));
-        ck_assert_uint_eq(hbg_watermark_read(&w), first + 259);
-        ck_assert_uint_eq(hbg_stat_get(&c.stats.published), 259);
-        ck_assert_uint_eq(hbg_stat_get(&c.stats.retry_published), 2);
-        ck_assert_uint_eq(hbg_stat_get(&c.stats.heap_full), 1);
-        ck_assert_uint_eq(hbg_stat_get(&c.stats.deferred), 2);
+        ck_assert_int_eq(completer_publish_or_defer(&c, first + 258), 1);
+        ck_assert(watermark_update(&c, first + 258));
+        ck_assert_uint_eq(watermark_read(&w), first + 259);
+        ck_assert_uint_eq(stat_get(&c.stats.published), 259);
+        ck_assert_uint_eq(stat_get(&c.stats.retry_published), 2);
+        ck_assert_uint_eq(stat_get(&c.stats.heap_full), 1);
+        ck_assert_uint_eq(stat_get(&c.stats.deferred), 2);
 
-        hbg_completer_destroy(&c);
+        completer_destroy(&c);
         free(cpl);
 }
 END_TEST
@@ -341,44 +341,44 @@ START_TEST(test_completer_retry_order) {
         const uint64_t f = 256, first = 1000;
         const uint64_t deferred[] = { 700, 300, 512, 301, 256, 767, 299, 300 + 256 };
 
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.flag_window = f;
         req.task_window = 1024;
-        ck_assert_int_eq(hbg_geometry_init(&g, &req, NULL), 0);
+        ck_assert_int_eq(geometry_init(&g, &req, NULL), 0);
         cpl = aligned_alloc(64, g.cpl_region_size);
         ck_assert_ptr_nonnull(cpl);
         memset(cpl, 0, g.cpl_region_size);
-        hbg_cpl_region_init(cpl, &g, first);
-        hbg_flag_window_init(&w, &g, cpl, first);
-        ck_assert_int_eq(hbg_completer_init(&c, &w, hbg_failsafe_capacity(&g)), 0);
+        layout_cpl_region_init(cpl, &g, first);
+        flag_window_init(&w, &g, cpl, first);
+        ck_assert_int_eq(completer_init(&c, &w, failsafe_capacity(&g)), 0);
 
         for (size_t i = 0; i < sizeof(deferred) / sizeof(deferred[0]); i++)
-                ck_assert_int_eq(hbg_publish_or_defer(&c, first + deferred[i]), 0);
+                ck_assert_int_eq(completer_publish_or_defer(&c, first + deferred[i]), 0);
         /* Complete [first, first + 256): WM = first + 256. Retries publish
          * in id order, each one only while it is < WM + F; first + 257 is
          * never completed, so the watermark stops at first + 257 and the
          * gate at first + 513. */
         for (uint64_t x = first; x < first + f; x++) {
-                ck_assert_int_eq(hbg_publish_or_defer(&c, x), 1);
-                hbg_update_completed_watermark(&c, x);
+                ck_assert_int_eq(completer_publish_or_defer(&c, x), 1);
+                watermark_update(&c, x);
         }
         const uint64_t expect[] = { 256, 299, 300, 301, 512 };
         for (size_t i = 0; i < sizeof(expect) / sizeof(expect[0]); i++) {
-                ck_assert_int_eq(hbg_retry_deferred(&c, &id), 1);
+                ck_assert_int_eq(completer_retry_deferred(&c, &id), 1);
                 ck_assert_uint_eq(id, first + expect[i]);
-                hbg_update_completed_watermark(&c, id);
+                watermark_update(&c, id);
         }
         /* first + 257 is missing: the watermark stops there. */
-        ck_assert_uint_eq(hbg_watermark_read(&w), first + 257);
-        ck_assert_int_eq(hbg_retry_deferred(&c, &id), 0);
-        ck_assert_uint_eq(hbg_failsafe_heap_len(&c.heap), 3);
+        ck_assert_uint_eq(watermark_read(&w), first + 257);
+        ck_assert_int_eq(completer_retry_deferred(&c, &id), 0);
+        ck_assert_uint_eq(failsafe_heap_len(&c.heap), 3);
         uint64_t min;
-        ck_assert(hbg_failsafe_heap_peek(&c.heap, &min));
+        ck_assert(failsafe_heap_peek(&c.heap, &min));
         ck_assert_uint_eq(min, first + 556);
         /* Completing first + 257 lets the rest through. */
-        ck_assert_int_eq(hbg_publish_or_defer(&c, first + 257), 1);
-        hbg_update_completed_watermark(&c, first + 257);
-        ck_assert_uint_eq(hbg_watermark_read(&w), first + 258);
+        ck_assert_int_eq(completer_publish_or_defer(&c, first + 257), 1);
+        watermark_update(&c, first + 257);
+        ck_assert_uint_eq(watermark_read(&w), first + 258);
         /* Fill in everything else in order; the deferred ids come back in
          * id order as the gate passes them. */
         const uint64_t rest[] = { 556, 700, 767 };
@@ -388,22 +388,22 @@ START_TEST(test_completer_retry_order) {
                 for (size_t i = 0; i < sizeof(deferred) / sizeof(deferred[0]); i++)
                         was_deferred |= first + deferred[i] == x;
                 if (!was_deferred) {
-                        ck_assert_int_eq(hbg_publish_or_defer(&c, x), 1);
-                        hbg_update_completed_watermark(&c, x);
+                        ck_assert_int_eq(completer_publish_or_defer(&c, x), 1);
+                        watermark_update(&c, x);
                 }
-                while (hbg_retry_deferred(&c, &id) == 1) {
+                while (completer_retry_deferred(&c, &id) == 1) {
                         ck_assert_uint_lt(got, 3);
                         ck_assert_uint_eq(id, first + rest[got]);
                         got++;
-                        hbg_update_completed_watermark(&c, id);
+                        watermark_update(&c, id);
                 }
         }
         ck_assert_uint_eq(got, 3);
-        ck_assert_int_eq(hbg_retry_deferred(&c, &id), 0);
-        ck_assert_uint_eq(hbg_failsafe_heap_len(&c.heap), 0);
-        ck_assert_uint_eq(hbg_watermark_read(&w), first + 768);
+        ck_assert_int_eq(completer_retry_deferred(&c, &id), 0);
+        ck_assert_uint_eq(failsafe_heap_len(&c.heap), 0);
+        ck_assert_uint_eq(watermark_read(&w), first + 768);
 
-        hbg_completer_destroy(&c);
+        completer_destroy(&c);
         free(cpl);
 }
 END_TEST

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hbg_flag_index(): the map from a task id to its completion-flag slot, and
+ * flag_index(): the map from a task id to its completion-flag slot, and
  * the initial stamps (zero: lap -1).
  *
  * Every flag window F = 2^8 .. 2^20 is covered (a Check loop test, the loop
@@ -41,12 +41,12 @@ static void ring_init(struct ring *r, uint64_t flag_window, uint64_t first_id) {
         struct hbg_geometry_request req;
         const char *err = NULL;
 
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.flag_window = flag_window;
         /* task_window >= F; also keep it >= the default so the default
          * geometry's other fields stay valid. */
         req.task_window = flag_window > req.task_window ? flag_window : req.task_window;
-        ck_assert_msg(hbg_geometry_init(&r->g, &req, &err) == 0, "geometry F=%llu: %s",
+        ck_assert_msg(geometry_init(&r->g, &req, &err) == 0, "geometry F=%llu: %s",
                       (unsigned long long)flag_window, err ? err : "?");
         ck_assert_uint_eq(r->g.flag_window, flag_window);
         ck_assert_uint_eq(r->g.cpl_region_size % 64, 0);
@@ -54,8 +54,8 @@ static void ring_init(struct ring *r, uint64_t flag_window, uint64_t first_id) {
         r->cpl = aligned_alloc(64, r->g.cpl_region_size);
         ck_assert_ptr_nonnull(r->cpl);
         memset(r->cpl, 0, r->g.cpl_region_size);
-        hbg_cpl_region_init(r->cpl, &r->g, first_id);
-        hbg_flag_window_init(&r->w, &r->g, r->cpl, first_id);
+        layout_cpl_region_init(r->cpl, &r->g, first_id);
+        flag_window_init(&r->w, &r->g, r->cpl, first_id);
         ck_assert_ptr_eq((void *)r->w.flags, (char *)r->cpl + r->g.cpl_flags_offset);
         ck_assert_uint_eq((uintptr_t)r->w.flags % 64, 0);
 }
@@ -79,7 +79,7 @@ static void check_bijection(const struct ring *r, uint8_t *bitmap, uint64_t base
         memset(bitmap, 0, f / 8);
         for (uint64_t k = 0; k < f; k++) {
                 uint64_t id = base + k;
-                uint64_t idx = hbg_flag_index(&r->w, id);
+                uint64_t idx = flag_index(&r->w, id);
                 REQUIRE(idx < f, "F=%llu id=%llu: index %llu out of range", (unsigned long long)f,
                         (unsigned long long)id, (unsigned long long)idx);
                 REQUIRE(!(bitmap[idx / 8] & (1u << (idx % 8))),
@@ -88,7 +88,7 @@ static void check_bijection(const struct ring *r, uint8_t *bitmap, uint64_t base
                 bitmap[idx / 8] |= (uint8_t)(1u << (idx % 8));
 
                 /* The slot pointer is that index, inside the mapped region. */
-                const char *slot = (const char *)hbg_flag_slot(&r->w, id);
+                const char *slot = (const char *)flag_slot(&r->w, id);
                 REQUIRE(slot == flags_lo + idx * sizeof(hbg_stamp_t),
                         "F=%llu id=%llu: slot pointer does not match the index",
                         (unsigned long long)f, (unsigned long long)id);
@@ -134,9 +134,9 @@ static void check_distinct_lines(const struct ring *r, uint32_t *seen, uint32_t 
         (*gen)++;
         for (uint64_t k = 0; k < SHUFFLE_IDS; k++) {
                 uint64_t id = start + k;
-                uint64_t line = hbg_flag_index(&r->w, id) / STAMPS_PER_LINE;
+                uint64_t line = flag_index(&r->w, id) / STAMPS_PER_LINE;
                 /* The same thing measured on addresses: 64-byte lines. */
-                uint64_t addr_line = ((uintptr_t)hbg_flag_slot(&r->w, id) -
+                uint64_t addr_line = ((uintptr_t)flag_slot(&r->w, id) -
                                       (uintptr_t)r->w.flags) / HBG_CACHE_LINE;
                 REQUIRE(line == addr_line, "F=%llu id=%llu: line %llu vs address line %llu",
                         (unsigned long long)f, (unsigned long long)id, (unsigned long long)line,
@@ -192,25 +192,25 @@ START_TEST(test_period) {
         ring_init(&r, f, 0);
         /* Two full laps from 0, and around 2^31 and 2^32. */
         for (uint64_t id = 0; id < 2 * f; id++)
-                REQUIRE(hbg_flag_index(&r.w, id) == hbg_flag_index(&r.w, id + f),
+                REQUIRE(flag_index(&r.w, id) == flag_index(&r.w, id + f),
                         "F=%llu id=%llu: period broken", (unsigned long long)f,
                         (unsigned long long)id);
         for (uint64_t id = (UINT64_C(1) << 31) - f; id < (UINT64_C(1) << 31) + f; id++)
-                REQUIRE(hbg_flag_index(&r.w, id) == hbg_flag_index(&r.w, id + f),
+                REQUIRE(flag_index(&r.w, id) == flag_index(&r.w, id + f),
                         "F=%llu id=%llu: period broken", (unsigned long long)f,
                         (unsigned long long)id);
         for (uint64_t id = (UINT64_C(1) << 32) - f; id < (UINT64_C(1) << 32) + f; id++)
-                REQUIRE(hbg_flag_index(&r.w, id) == hbg_flag_index(&r.w, id + f),
+                REQUIRE(flag_index(&r.w, id) == flag_index(&r.w, id + f),
                         "F=%llu id=%llu: period broken", (unsigned long long)f,
                         (unsigned long long)id);
         /* Random ids, several laps apart: index depends on id mod F only. */
         for (int n = 0; n < 20000; n++) {
                 uint64_t id = splitmix64(&rng);
                 uint64_t laps = splitmix64(&rng) % 1000;
-                REQUIRE(hbg_flag_index(&r.w, id) == hbg_flag_index(&r.w, id + laps * f),
+                REQUIRE(flag_index(&r.w, id) == flag_index(&r.w, id + laps * f),
                         "F=%llu id=%llu laps=%llu: period broken", (unsigned long long)f,
                         (unsigned long long)id, (unsigned long long)laps);
-                REQUIRE(hbg_flag_index(&r.w, id) == hbg_flag_index(&r.w, id & (f - 1)),
+                REQUIRE(flag_index(&r.w, id) == flag_index(&r.w, id & (f - 1)),
                         "F=%llu id=%llu: index is not a function of id mod F",
                         (unsigned long long)f, (unsigned long long)id);
         }
@@ -225,7 +225,7 @@ START_TEST(test_period_f256_pure_function) {
 
         ring_init(&r, 256, 0);
         for (uint64_t v = 0; v < 256; v++)
-                table[v] = hbg_flag_index(&r.w, v);
+                table[v] = flag_index(&r.w, v);
         /* Every high part, including ones that only differ above bit 32. */
         for (int n = 0; n < 4096; n++) {
                 uint64_t high = splitmix64(&rng) & ~UINT64_C(255);
@@ -234,10 +234,10 @@ START_TEST(test_period_f256_pure_function) {
                 else if (n < 120)
                         high = UINT64_C(1) << (n - 56); /* bits 8 .. 63 */
                 for (uint64_t v = 0; v < 256; v++)
-                        REQUIRE(hbg_flag_index(&r.w, high | v) == table[v],
+                        REQUIRE(flag_index(&r.w, high | v) == table[v],
                                 "F=256 id=%llu: index %llu, id & 255 gives %llu",
                                 (unsigned long long)(high | v),
-                                (unsigned long long)hbg_flag_index(&r.w, high | v),
+                                (unsigned long long)flag_index(&r.w, high | v),
                                 (unsigned long long)table[v]);
         }
         ring_destroy(&r);
@@ -255,7 +255,7 @@ static void check_block_sets(const struct ring *r, uint32_t *uses, uint64_t bloc
         unsigned mod_seen = 0;
 
         for (uint64_t k = 0; k < 256; k++) {
-                uint64_t line = hbg_flag_index(&r->w, block_start + k) / STAMPS_PER_LINE;
+                uint64_t line = flag_index(&r->w, block_start + k) / STAMPS_PER_LINE;
                 if (uses[line]++ == 0)
                         lines[n_lines++] = line;
         }
@@ -312,45 +312,45 @@ START_TEST(test_initial_stamps) {
                 ring_init(&r, f, first);
                 h = r.cpl;
                 ck_assert_uint_eq(h->first_id, first);
-                ck_assert_uint_eq(hbg_watermark_read(&r.w), first);
-                ck_assert_int_eq(hbg_completer_init(&c, &r.w, 0), 0);
+                ck_assert_uint_eq(watermark_read(&r.w), first);
+                ck_assert_int_eq(completer_init(&c, &r.w, 0), 0);
                 ck_assert_uint_eq(c.cached_watermark, first);
 
                 for (uint64_t id = first; id < first + f; id++) {
                         uint32_t want = 0; /* lap -1: the previous occupant (§3.3) */
-                        uint32_t got = atomic_load(hbg_flag_slot(&r.w, id));
+                        uint32_t got = atomic_load(flag_slot(&r.w, id));
                         REQUIRE(got == want, "F=%llu first=%llu id=%llu: stamp %u, expected %u",
                                 (unsigned long long)f, (unsigned long long)first,
                                 (unsigned long long)id, got, want);
-                        REQUIRE(got != hbg_stamp_of(&r.w, id),
+                        REQUIRE(got != flag_stamp_of(&r.w, id),
                                 "F=%llu first=%llu id=%llu: initial stamp looks complete",
                                 (unsigned long long)f, (unsigned long long)first,
                                 (unsigned long long)id);
-                        REQUIRE(!hbg_is_completion_flag_set(&c, id),
+                        REQUIRE(!completer_flag_is_set(&c, id),
                                 "F=%llu first=%llu id=%llu: reported complete at start",
                                 (unsigned long long)f, (unsigned long long)first,
                                 (unsigned long long)id);
                 }
                 if (first > 0) {
-                        ck_assert_msg(hbg_is_completion_flag_set(&c, first - 1),
+                        ck_assert_msg(completer_flag_is_set(&c, first - 1),
                                       "F=%llu first=%llu: first-1 not reported complete",
                                       (unsigned long long)f, (unsigned long long)first);
                         /* From a completer whose cache is behind: first - 1
                          * shares its slot with first + F - 1, whose initial
                          * stamp is exactly that of first - 1. */
                         c.cached_watermark = 0;
-                        ck_assert(hbg_is_completion_flag_set(&c, first - 1));
+                        ck_assert(completer_flag_is_set(&c, first - 1));
                         ck_assert_uint_eq(c.cached_watermark, 0);
                 }
                 if (first > f) {
                         /* An older id's slot holds a later stamp: only a
                          * re-read of the watermark can answer. */
                         c.cached_watermark = 0;
-                        ck_assert(hbg_is_completion_flag_set(&c, first - f - 1));
+                        ck_assert(completer_flag_is_set(&c, first - f - 1));
                         ck_assert_uint_eq(c.cached_watermark, first);
                 }
-                ck_assert_uint_eq(hbg_watermark_read(&r.w), first);
-                hbg_completer_destroy(&c);
+                ck_assert_uint_eq(watermark_read(&r.w), first);
+                completer_destroy(&c);
                 ring_destroy(&r);
         }
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hbg_geometry_init(): every invalid request is rejected with the documented
+ * geometry_init(): every invalid request is rejected with the documented
  * error and a message naming the field; a valid request gets the layout
- * computed here independently. hbg_cpl_region_check() on fresh and damaged
+ * computed here independently. layout_cpl_region_check() on fresh and damaged
  * completion regions.
  */
 #include <check.h>
@@ -41,7 +41,7 @@ static void expect_reject(const char *field, uint64_t value, int err) {
         const char *msg = NULL;
         int r;
 
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         if (strcmp(field, "task_window") == 0) {
                 req.task_window = value;
                 /* Keep F <= D where D is still valid, so only D is wrong. */
@@ -60,7 +60,7 @@ static void expect_reject(const char *field, uint64_t value, int err) {
         }
 
         memset(&g, 0xa5, sizeof(g));
-        r = hbg_geometry_init(&g, &req, &msg);
+        r = geometry_init(&g, &req, &msg);
         ck_assert_msg(r == err, "%s = %llu: returned %d, expected %d (%s)", field,
                       (unsigned long long)value, r, err, msg ? msg : "no message");
         ck_assert_msg(msg != NULL, "%s = %llu: no error message", field,
@@ -72,14 +72,14 @@ static void expect_reject(const char *field, uint64_t value, int err) {
                       field, (unsigned long long)value, msg);
 
         /* Same result with no message pointer at all. */
-        ck_assert_int_eq(hbg_geometry_init(&g, &req, NULL), err);
+        ck_assert_int_eq(geometry_init(&g, &req, NULL), err);
 }
 
 static void expect_accept(const struct hbg_geometry_request *req) {
         struct hbg_geometry g;
         const char *msg = "stale";
 
-        ck_assert_msg(hbg_geometry_init(&g, req, &msg) == 0,
+        ck_assert_msg(geometry_init(&g, req, &msg) == 0,
                       "D=%llu F=%llu heap=%llu M=%llu G=%llu rejected: %s",
                       (unsigned long long)req->task_window, (unsigned long long)req->flag_window,
                       (unsigned long long)req->heap_size,
@@ -109,7 +109,7 @@ START_TEST(test_task_window) {
 
         /* The bounds themselves are valid. */
         struct hbg_geometry_request req;
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.task_window = 256;
         req.flag_window = 256;
         expect_accept(&req);
@@ -140,7 +140,7 @@ START_TEST(test_flag_window) {
         expect_reject("flag_window", POW2(15), -EINVAL);
         expect_reject("flag_window", POW2(24), -EINVAL);
 
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         for (unsigned l = 8; l <= 14; l++) {
                 req.task_window = POW2(14);
                 req.flag_window = POW2(l);
@@ -160,11 +160,11 @@ START_TEST(test_flag_window_exceeds_task_window) {
         const char *msg = NULL;
 
         for (unsigned d = 8; d < HBG_TASK_WINDOW_MAX_LOG2; d++) {
-                hbg_geometry_request_default(&req);
+                geometry_request_default(&req);
                 req.task_window = POW2(d);
                 req.flag_window = POW2(d + 1);
                 msg = NULL;
-                ck_assert_int_eq(hbg_geometry_init(&g, &req, &msg), -EINVAL);
+                ck_assert_int_eq(geometry_init(&g, &req, &msg), -EINVAL);
                 ck_assert_ptr_nonnull(msg);
                 ck_assert_msg(strncmp(msg, "flag_window", 11) == 0, "D=2^%u: \"%s\"", d, msg);
 
@@ -188,7 +188,7 @@ START_TEST(test_heap_size) {
         expect_reject("heap_size", POW2(41), -ERANGE);
         expect_reject("heap_size", UINT64_MAX - 63, -ERANGE);
 
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.heap_size = 64;
         expect_accept(&req);
         req.heap_size = 128;
@@ -223,7 +223,7 @@ static void check_pow2_count(const char *field, unsigned min_log2, unsigned max_
         expect_reject(field, POW2(63), -ERANGE);
 
         for (unsigned l = min_log2; l <= max_log2; l++) {
-                hbg_geometry_request_default(&req);
+                geometry_request_default(&req);
                 if (strcmp(field, "mailbox_entries") == 0)
                         req.mailbox_entries = POW2(l);
                 else
@@ -249,24 +249,24 @@ START_TEST(test_null_ret_error) {
         struct hbg_geometry_request req;
         struct hbg_geometry g;
 
-        hbg_geometry_request_default(&req);
-        ck_assert_int_eq(hbg_geometry_init(&g, &req, NULL), 0);
+        geometry_request_default(&req);
+        ck_assert_int_eq(geometry_init(&g, &req, NULL), 0);
         req.flag_window = 0;
-        ck_assert_int_eq(hbg_geometry_init(&g, &req, NULL), -EINVAL);
+        ck_assert_int_eq(geometry_init(&g, &req, NULL), -EINVAL);
         req.flag_window = 64;
-        ck_assert_int_eq(hbg_geometry_init(&g, &req, NULL), -ERANGE);
-        hbg_geometry_request_default(&req);
+        ck_assert_int_eq(geometry_init(&g, &req, NULL), -ERANGE);
+        geometry_request_default(&req);
         req.task_window = 0;
-        ck_assert_int_eq(hbg_geometry_init(&g, &req, NULL), -EINVAL);
-        hbg_geometry_request_default(&req);
+        ck_assert_int_eq(geometry_init(&g, &req, NULL), -EINVAL);
+        geometry_request_default(&req);
         req.heap_size = HBG_HEAP_MAX * 2;
-        ck_assert_int_eq(hbg_geometry_init(&g, &req, NULL), -ERANGE);
-        hbg_geometry_request_default(&req);
+        ck_assert_int_eq(geometry_init(&g, &req, NULL), -ERANGE);
+        geometry_request_default(&req);
         req.mailbox_entries = 5;
-        ck_assert_int_eq(hbg_geometry_init(&g, &req, NULL), -EINVAL);
-        hbg_geometry_request_default(&req);
+        ck_assert_int_eq(geometry_init(&g, &req, NULL), -EINVAL);
+        geometry_request_default(&req);
         req.graph_table_entries = 2;
-        ck_assert_int_eq(hbg_geometry_init(&g, &req, NULL), -ERANGE);
+        ck_assert_int_eq(geometry_init(&g, &req, NULL), -ERANGE);
 }
 END_TEST
 
@@ -277,7 +277,7 @@ static void check_layout(const struct hbg_geometry_request *req) {
         uint64_t d = req->task_window, f = req->flag_window, m = req->mailbox_entries;
         uint64_t gt = req->graph_table_entries, heap = req->heap_size;
 
-        ck_assert_int_eq(hbg_geometry_init(&g, req, NULL), 0);
+        ck_assert_int_eq(geometry_init(&g, req, NULL), 0);
 
         ck_assert_uint_eq(POW2(g.task_window_log2), d);
         ck_assert_uint_eq(POW2(g.flag_window_log2), f);
@@ -349,13 +349,13 @@ START_TEST(test_default_layout) {
         ck_assert_uint_eq(sizeof(struct hbg_graph_entry), GRAPH_ENTRY_BYTES);
         ck_assert_uint_eq(sizeof(hbg_stamp_t), STAMP_BYTES);
 
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         check_layout(&req);
 
         /* The default in numbers: D = F = 2^14, 64 MiB heap, M = 1024,
          * G = 256. */
         uint64_t sh = SUB_HEADER_BYTES, ch = CPL_HEADER_BYTES;
-        ck_assert_int_eq(hbg_geometry_init(&g, &req, NULL), 0);
+        ck_assert_int_eq(geometry_init(&g, &req, NULL), 0);
         ck_assert_uint_eq(g.task_window, 16384);
         ck_assert_uint_eq(g.flag_window, 16384);
         ck_assert_uint_eq(g.sub_descs_offset, sh);
@@ -371,7 +371,7 @@ START_TEST(test_default_layout) {
         ck_assert_uint_eq(g.cpl_flags_offset, ch + 256 * GRAPH_ENTRY_BYTES + 16384 * 8);
         ck_assert_uint_eq(g.cpl_region_size, ch + 256 * GRAPH_ENTRY_BYTES + 16384 * 8 + 16384 * 4);
         /* Every id a completer holds unpublished is in [WM, WM + D). */
-        ck_assert_uint_eq(hbg_failsafe_capacity(&g), 16384);
+        ck_assert_uint_eq(failsafe_capacity(&g), 16384);
 }
 END_TEST
 
@@ -408,7 +408,7 @@ START_TEST(test_layout_extremes) {
 }
 END_TEST
 
-/* ------------------------------------------------ hbg_cpl_region_check */
+/* ------------------------------------------------ layout_cpl_region_check */
 
 struct region {
         struct hbg_geometry g;
@@ -418,23 +418,23 @@ struct region {
 static void region_init(struct region *r) {
         struct hbg_geometry_request req;
 
-        hbg_geometry_request_default(&req);
-        ck_assert_int_eq(hbg_geometry_init(&r->g, &req, NULL), 0);
+        geometry_request_default(&req);
+        ck_assert_int_eq(geometry_init(&r->g, &req, NULL), 0);
         r->base = aligned_alloc(64, r->g.cpl_region_size);
         ck_assert_ptr_nonnull(r->base);
         memset(r->base, 0, r->g.cpl_region_size);
-        hbg_cpl_region_init(r->base, &r->g, 0);
+        layout_cpl_region_init(r->base, &r->g, 0);
 }
 
 static void expect_region_rejected(const struct region *r, uint64_t size, const char *what) {
         const char *msg = NULL;
-        int ret = hbg_cpl_region_check(r->base, size, &msg);
+        int ret = layout_cpl_region_check(r->base, size, &msg);
 
         ck_assert_msg(ret == -EPROTO, "%s: returned %d, expected -EPROTO", what, ret);
         ck_assert_msg(msg != NULL, "%s: no message", what);
         ck_assert_msg(strncmp(msg, "completion region", 17) == 0, "%s: message \"%s\"", what,
                       msg);
-        ck_assert_int_eq(hbg_cpl_region_check(r->base, size, NULL), -EPROTO);
+        ck_assert_int_eq(layout_cpl_region_check(r->base, size, NULL), -EPROTO);
 }
 
 START_TEST(test_region_check_fresh) {
@@ -442,10 +442,10 @@ START_TEST(test_region_check_fresh) {
         const char *msg = NULL;
 
         region_init(&r);
-        ck_assert_int_eq(hbg_cpl_region_check(r.base, r.g.cpl_region_size, &msg), 0);
-        ck_assert_int_eq(hbg_cpl_region_check(r.base, r.g.cpl_region_size, NULL), 0);
+        ck_assert_int_eq(layout_cpl_region_check(r.base, r.g.cpl_region_size, &msg), 0);
+        ck_assert_int_eq(layout_cpl_region_check(r.base, r.g.cpl_region_size, NULL), 0);
         /* A mapping larger than the region is fine (page rounding). */
-        ck_assert_int_eq(hbg_cpl_region_check(r.base, r.g.cpl_region_size + 4096, NULL), 0);
+        ck_assert_int_eq(layout_cpl_region_check(r.base, r.g.cpl_region_size + 4096, NULL), 0);
 
         const struct hbg_cpl_header *h = (const void *)r.base;
         ck_assert_uint_eq(h->magic, HBG_CPL_MAGIC);
@@ -465,15 +465,15 @@ START_TEST(test_region_check_other_geometries) {
                         struct hbg_geometry g;
                         unsigned char *base;
 
-                        hbg_geometry_request_default(&req);
+                        geometry_request_default(&req);
                         req.task_window = POW2(d);
                         req.flag_window = POW2(f);
-                        ck_assert_int_eq(hbg_geometry_init(&g, &req, NULL), 0);
+                        ck_assert_int_eq(geometry_init(&g, &req, NULL), 0);
                         base = aligned_alloc(64, g.cpl_region_size);
                         ck_assert_ptr_nonnull(base);
                         memset(base, 0, g.cpl_region_size);
-                        hbg_cpl_region_init(base, &g, (uint64_t)d * 1000 + f);
-                        ck_assert_msg(hbg_cpl_region_check(base, g.cpl_region_size, NULL) == 0,
+                        layout_cpl_region_init(base, &g, (uint64_t)d * 1000 + f);
+                        ck_assert_msg(layout_cpl_region_check(base, g.cpl_region_size, NULL) == 0,
                                       "D=2^%u F=2^%u rejected", d, f);
                         free(base);
                 }
@@ -491,7 +491,7 @@ START_TEST(test_region_check_damaged) {
         h->magic ^= 1;
         expect_region_rejected(&r, r.g.cpl_region_size, "bad magic");
         h->magic ^= 1;
-        ck_assert_int_eq(hbg_cpl_region_check(r.base, r.g.cpl_region_size, NULL), 0);
+        ck_assert_int_eq(layout_cpl_region_check(r.base, r.g.cpl_region_size, NULL), 0);
 
         h->magic = HBG_SUB_MAGIC;
         expect_region_rejected(&r, r.g.cpl_region_size, "submission magic");
@@ -530,7 +530,7 @@ START_TEST(test_region_check_damaged) {
         h->reserved4 = 1;
         expect_region_rejected(&r, r.g.cpl_region_size, "reserved4");
         h->reserved4 = 0;
-        ck_assert_int_eq(hbg_cpl_region_check(r.base, r.g.cpl_region_size, NULL), 0);
+        ck_assert_int_eq(layout_cpl_region_check(r.base, r.g.cpl_region_size, NULL), 0);
 
         /* The header claims more than is mapped. */
         expect_region_rejected(&r, r.g.cpl_region_size - 1, "mapping one byte short");
@@ -574,7 +574,7 @@ START_TEST(test_region_check_damaged) {
         expect_region_rejected(&r, r.g.cpl_region_size, "G = 2^64");
         h->graph_table_log2 = r.g.graph_table_log2;
 
-        ck_assert_int_eq(hbg_cpl_region_check(r.base, r.g.cpl_region_size, NULL), 0);
+        ck_assert_int_eq(layout_cpl_region_check(r.base, r.g.cpl_region_size, NULL), 0);
         free(r.base);
 }
 END_TEST

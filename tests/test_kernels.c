@@ -37,7 +37,7 @@
 #include <time.h>
 
 #include "daemon/engine/kernels.h"
-#include "shm/kernel_sig.h"
+#include "common/kernel_sig.h"
 #include "shm/layout.h"
 
 #define HEAP_SIZE (64u * 1024u)
@@ -343,8 +343,8 @@ static void list_args(const struct hbg_kernel_sig *k, bool scalars, char *out, s
         out[0] = 0;
         for (unsigned i = 0; i < n && at < len; i++) {
                 int w = snprintf(out + at, len - at, "%s%s %s", i ? ", " : "",
-                                 scalars ? hbg_kernel_scalar_kind_name(k->scalars[i].kind)
-                                         : hbg_kernel_dir_name(k->tensors[i].dir),
+                                 scalars ? kernel_sig_scalar_kind_name(k->scalars[i].kind)
+                                         : kernel_sig_dir_name(k->tensors[i].dir),
                                  scalars ? k->scalars[i].name : k->tensors[i].name);
                 at += w > 0 ? (size_t)w : 0;
         }
@@ -354,15 +354,15 @@ static void list_args(const struct hbg_kernel_sig *k, bool scalars, char *out, s
 
 static void render(bool man, char *out, size_t len) {
         size_t at = 0;
-        for (size_t i = 0; i < hbg_kernel_sig_count(); i++) {
-                const struct hbg_kernel_sig *k = hbg_kernel_sig_at(i);
+        for (size_t i = 0; i < kernel_sig_count(); i++) {
+                const struct hbg_kernel_sig *k = kernel_sig_at(i);
                 char a[200], sc[200], usage[200];
                 int w;
                 list_args(k, false, a, sizeof(a));
                 list_args(k, true, sc, sizeof(sc));
                 if (man)
                         w = snprintf(out + at, len - at, ".TP\n.B %s\n%s.\nLengths: %s.%s\n",
-                                     hbg_kernel_sig_usage(k, usage, sizeof(usage)), k->summary,
+                                     kernel_sig_usage(k, usage, sizeof(usage)), k->summary,
                                      k->length_rule,
                                      k->in_place ? " May run in place: an output may be the very range of an input."
                                                  : "");

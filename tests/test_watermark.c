@@ -5,10 +5,10 @@
  * independent reference model.
  *
  * Model: an id handed to complete() is either published (its stamp stored:
- * hbg_publish_or_defer() returned 1, or hbg_retry_deferred() returned it) or
+ * completer_publish_or_defer() returned 1, or completer_retry_deferred() returned it) or
  * pending in the failsafe heap. The slot gate lets x publish iff
  * x < WM + F. The reference watermark is the first id of the run that is not
- * published, found by a plain scan; hbg_is_completion_flag_set(x) must equal
+ * published, found by a plain scan; completer_flag_is_set(x) must equal
  * "x is published".
  */
 #include <check.h>
@@ -23,7 +23,7 @@
 #include "shm/completion.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 /* ck_assert_* records a mark point on every success: too slow for the
  * per-step sweeps below. */
@@ -59,19 +59,19 @@ static void ring_init(struct ring *r, uint64_t f, uint64_t d, uint64_t first, ui
         const char *err = NULL;
 
         memset(r, 0, sizeof(*r));
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.flag_window = f;
         req.task_window = d;
-        ck_assert_msg(hbg_geometry_init(&r->g, &req, &err) == 0, "geometry: %s", err);
+        ck_assert_msg(geometry_init(&r->g, &req, &err) == 0, "geometry: %s", err);
         r->cpl = aligned_alloc(64, r->g.cpl_region_size);
         ck_assert_ptr_nonnull(r->cpl);
         memset(r->cpl, 0, r->g.cpl_region_size);
-        hbg_cpl_region_init(r->cpl, &r->g, first);
-        hbg_flag_window_init(&r->w, &r->g, r->cpl, first);
+        layout_cpl_region_init(r->cpl, &r->g, first);
+        flag_window_init(&r->w, &r->g, r->cpl, first);
 
-        ck_assert_uint_eq(hbg_failsafe_capacity(&r->g), d);
-        ck_assert_int_eq(hbg_completer_init(&r->c, &r->w, hbg_failsafe_capacity(&r->g)), 0);
-        ck_assert_int_eq(hbg_completer_init(&r->reader, &r->w, 0), 0);
+        ck_assert_uint_eq(failsafe_capacity(&r->g), d);
+        ck_assert_int_eq(completer_init(&r->c, &r->w, failsafe_capacity(&r->g)), 0);
+        ck_assert_int_eq(completer_init(&r->reader, &r->w, 0), 0);
 
         r->f = f;
         r->d = d;
@@ -85,12 +85,12 @@ static void ring_init(struct ring *r, uint64_t f, uint64_t d, uint64_t first, ui
         r->published = calloc(n, sizeof(bool));
         r->pending = calloc(n, sizeof(bool));
         ck_assert(r->done && r->published && r->pending);
-        ck_assert_uint_eq(hbg_watermark_read(&r->w), first);
+        ck_assert_uint_eq(watermark_read(&r->w), first);
 }
 
 static void ring_destroy(struct ring *r) {
-        hbg_completer_destroy(&r->c);
-        hbg_completer_destroy(&r->reader);
+        completer_destroy(&r->c);
+        completer_destroy(&r->reader);
         free(r->done);
         free(r->published);
         free(r->pending);
@@ -98,7 +98,7 @@ static void ring_destroy(struct ring *r) {
 }
 
 static uint32_t slot_value(const struct ring *r, uint64_t id) {
-        return atomic_load(hbg_flag_slot(&r->w, id));
+        return atomic_load(flag_slot(&r->w, id));
 }
 
 /* Reference watermark: first id of the run not published (plain loop). */
@@ -115,18 +115,18 @@ static uint64_t ref_min_pending(const struct ring *r) {
 }
 
 static void check_state(struct ring *r, uint64_t step_id) {
-        uint64_t wm = hbg_watermark_read(&r->w);
+        uint64_t wm = watermark_read(&r->w);
 
         REQUIRE(wm == r->ref_wm, "after id %llu: watermark %llu, reference %llu", LLU(step_id),
                 LLU(wm), LLU(r->ref_wm));
         REQUIRE(r->c.cached_watermark <= wm, "after id %llu: cached watermark %llu > real %llu",
                 LLU(step_id), LLU(r->c.cached_watermark), LLU(wm));
-        REQUIRE(hbg_failsafe_heap_len(&r->c.heap) == r->n_pending,
+        REQUIRE(failsafe_heap_len(&r->c.heap) == r->n_pending,
                 "after id %llu: heap holds %u ids, model %llu", LLU(step_id),
-                hbg_failsafe_heap_len(&r->c.heap), LLU(r->n_pending));
-        REQUIRE(hbg_stat_get(&r->c.stats.deferred) == r->n_deferred,
+                failsafe_heap_len(&r->c.heap), LLU(r->n_pending));
+        REQUIRE(stat_get(&r->c.stats.deferred) == r->n_deferred,
                 "after id %llu: %llu deferrals counted, model %llu", LLU(step_id),
-                LLU(hbg_stat_get(&r->c.stats.deferred)), LLU(r->n_deferred));
+                LLU(stat_get(&r->c.stats.deferred)), LLU(r->n_deferred));
         /* Everything still pending is blocked by the gate: the retry loop
          * stopped only because the smallest could not publish. */
         uint64_t min_p = ref_min_pending(r);
@@ -137,11 +137,11 @@ static void check_state(struct ring *r, uint64_t step_id) {
         if (!r->sweep)
                 return;
         if (r->first > 0)
-                REQUIRE(hbg_is_completion_flag_set(&r->reader, r->first - 1),
+                REQUIRE(completer_flag_is_set(&r->reader, r->first - 1),
                         "after id %llu: first - 1 not complete", LLU(step_id));
         for (uint64_t k = 0; k < r->n; k++) {
                 uint64_t id = r->first + k;
-                bool got = hbg_is_completion_flag_set(&r->reader, id);
+                bool got = completer_flag_is_set(&r->reader, id);
                 REQUIRE(got == r->published[k],
                         "after id %llu (WM %llu): is_completion_flag_set(%llu) = %d, "
                         "published = %d",
@@ -158,7 +158,7 @@ static void mark_published_and_update(struct ring *r, uint64_t id) {
         REQUIRE(!r->published[id - r->first], "id %llu published twice", LLU(id));
         r->published[id - r->first] = true;
         ref_advance(r);
-        moved = hbg_update_completed_watermark(&r->c, id);
+        moved = watermark_update(&r->c, id);
         REQUIRE(moved == (id == old_wm), "update(%llu) with WM %llu returned %d", LLU(id),
                 LLU(old_wm), moved);
 }
@@ -178,11 +178,11 @@ static void ring_complete(struct ring *r, uint64_t id) {
         r->done[k] = true;
 
         int expect = id < r->ref_wm + r->f ? 1 : 0;
-        rc = hbg_publish_or_defer(&r->c, id);
+        rc = completer_publish_or_defer(&r->c, id);
         REQUIRE(rc == expect, "publish_or_defer(%llu) with WM %llu, F %llu: %d, expected %d",
                 LLU(id), LLU(r->ref_wm), LLU(r->f), rc, expect);
         if (rc == 1) {
-                REQUIRE(slot_value(r, id) == hbg_stamp_of(&r->w, id), "id %llu published, slot holds %u",
+                REQUIRE(slot_value(r, id) == flag_stamp_of(&r->w, id), "id %llu published, slot holds %u",
                         LLU(id), slot_value(r, id));
                 mark_published_and_update(r, id);
         } else {
@@ -191,13 +191,13 @@ static void ring_complete(struct ring *r, uint64_t id) {
                 r->n_deferred++;
         }
 
-        while (hbg_retry_deferred(&r->c, &d_id) == 1) {
+        while (completer_retry_deferred(&r->c, &d_id) == 1) {
                 uint64_t want = ref_min_pending(r);
                 REQUIRE(d_id == want, "retry_deferred returned %llu, smallest pending is %llu",
                         LLU(d_id), LLU(want));
                 REQUIRE(d_id < r->ref_wm + r->f, "retry published %llu with WM %llu",
                         LLU(d_id), LLU(r->ref_wm));
-                REQUIRE(slot_value(r, d_id) == hbg_stamp_of(&r->w, d_id), "retried id %llu: slot holds %u",
+                REQUIRE(slot_value(r, d_id) == flag_stamp_of(&r->w, d_id), "retried id %llu: slot holds %u",
                         LLU(d_id), slot_value(r, d_id));
                 r->pending[d_id - r->first] = false;
                 r->n_pending--;
@@ -210,28 +210,28 @@ static void ring_finish(struct ring *r) {
         for (uint64_t k = 0; k < r->n; k++)
                 REQUIRE(r->done[k] && r->published[k], "id %llu: done %d published %d",
                         LLU(r->first + k), r->done[k], r->published[k]);
-        ck_assert_uint_eq(hbg_watermark_read(&r->w), r->first + r->n);
+        ck_assert_uint_eq(watermark_read(&r->w), r->first + r->n);
         ck_assert_uint_eq(r->c.cached_watermark, r->first + r->n);
-        ck_assert_uint_eq(hbg_failsafe_heap_len(&r->c.heap), 0);
-        ck_assert_uint_eq(hbg_stat_get(&r->c.stats.published), r->n);
-        ck_assert_uint_eq(hbg_stat_get(&r->c.stats.deferred), r->n_deferred);
-        ck_assert_uint_eq(hbg_stat_get(&r->c.stats.retry_published), r->n_deferred);
-        ck_assert_uint_eq(hbg_stat_get(&r->c.stats.heap_full), 0);
-        ck_assert_uint_eq(hbg_stat_get(&r->c.stats.ids_advanced), r->n);
-        ck_assert_uint_eq(hbg_stat_get(&r->c.stats.cas_failures), 0);
-        ck_assert_uint_ge(hbg_stat_get(&r->c.stats.advances), 1);
-        ck_assert_uint_le(hbg_stat_get(&r->c.stats.advances), r->n);
-        ck_assert_uint_ge(hbg_stat_get(&r->c.stats.heap_max), r->n_deferred ? 1 : 0);
-        ck_assert_uint_le(hbg_stat_get(&r->c.stats.heap_max), r->d - r->f);
+        ck_assert_uint_eq(failsafe_heap_len(&r->c.heap), 0);
+        ck_assert_uint_eq(stat_get(&r->c.stats.published), r->n);
+        ck_assert_uint_eq(stat_get(&r->c.stats.deferred), r->n_deferred);
+        ck_assert_uint_eq(stat_get(&r->c.stats.retry_published), r->n_deferred);
+        ck_assert_uint_eq(stat_get(&r->c.stats.heap_full), 0);
+        ck_assert_uint_eq(stat_get(&r->c.stats.ids_advanced), r->n);
+        ck_assert_uint_eq(stat_get(&r->c.stats.cas_failures), 0);
+        ck_assert_uint_ge(stat_get(&r->c.stats.advances), 1);
+        ck_assert_uint_le(stat_get(&r->c.stats.advances), r->n);
+        ck_assert_uint_ge(stat_get(&r->c.stats.heap_max), r->n_deferred ? 1 : 0);
+        ck_assert_uint_le(stat_get(&r->c.stats.heap_max), r->d - r->f);
         /* Every id of the run is complete for a fresh reader, and the next
          * lap's first id is not. */
         struct hbg_completer fresh;
-        ck_assert_int_eq(hbg_completer_init(&fresh, &r->w, 0), 0);
+        ck_assert_int_eq(completer_init(&fresh, &r->w, 0), 0);
         for (uint64_t k = 0; k < r->n; k++)
-                REQUIRE(hbg_is_completion_flag_set(&fresh, r->first + k), "id %llu not complete",
+                REQUIRE(completer_flag_is_set(&fresh, r->first + k), "id %llu not complete",
                         LLU(r->first + k));
-        ck_assert(!hbg_is_completion_flag_set(&fresh, r->first + r->n));
-        hbg_completer_destroy(&fresh);
+        ck_assert(!completer_flag_is_set(&fresh, r->first + r->n));
+        completer_destroy(&fresh);
 }
 
 /* ------------------------------------------------------------ orders */
@@ -355,24 +355,24 @@ START_TEST(test_order_table) {
         switch (cfg.order) {
         case ORDER_IN:
                 ck_assert_uint_eq(r.n_deferred, 0);
-                ck_assert_uint_eq(hbg_stat_get(&r.c.stats.published), n);
-                ck_assert_uint_ge(hbg_stat_get(&r.c.stats.advances), 1);
-                ck_assert_uint_eq(hbg_stat_get(&r.c.stats.ids_advanced), n);
+                ck_assert_uint_eq(stat_get(&r.c.stats.published), n);
+                ck_assert_uint_ge(stat_get(&r.c.stats.advances), 1);
+                ck_assert_uint_eq(stat_get(&r.c.stats.ids_advanced), n);
                 /* Each id is the frontier when it completes. */
-                ck_assert_uint_eq(hbg_stat_get(&r.c.stats.walks), n);
+                ck_assert_uint_eq(stat_get(&r.c.stats.walks), n);
                 break;
         case ORDER_CHUNK_REVERSED:
-                ck_assert_uint_eq(hbg_stat_get(&r.c.stats.deferred), 0);
+                ck_assert_uint_eq(stat_get(&r.c.stats.deferred), 0);
                 /* One walk per chunk, from its first id over the chunk,
                  * and (single-threaded) one CAS per walk. */
-                ck_assert_uint_eq(hbg_stat_get(&r.c.stats.walks), n / cfg.f);
-                ck_assert_uint_eq(hbg_stat_get(&r.c.stats.advances), n / cfg.f);
+                ck_assert_uint_eq(stat_get(&r.c.stats.walks), n / cfg.f);
+                ck_assert_uint_eq(stat_get(&r.c.stats.advances), n / cfg.f);
                 break;
         case ORDER_REVERSED:
                 /* While WM = first, every id >= first + F is deferred. */
-                ck_assert_uint_gt(hbg_stat_get(&r.c.stats.deferred), 0);
-                ck_assert_uint_eq(hbg_stat_get(&r.c.stats.deferred), n - cfg.f);
-                ck_assert_uint_eq(hbg_stat_get(&r.c.stats.heap_max), n - cfg.f);
+                ck_assert_uint_gt(stat_get(&r.c.stats.deferred), 0);
+                ck_assert_uint_eq(stat_get(&r.c.stats.deferred), n - cfg.f);
+                ck_assert_uint_eq(stat_get(&r.c.stats.heap_max), n - cfg.f);
                 break;
         default:
                 break;
@@ -393,18 +393,18 @@ START_TEST(test_gap_filled_last) {
         for (uint64_t id = cfg.first; id < cfg.first + n; id++)
                 if (id != hole)
                         ring_complete(&r, id);
-        ck_assert_uint_eq(hbg_watermark_read(&r.w), hole);
+        ck_assert_uint_eq(watermark_read(&r.w), hole);
         ck_assert_uint_eq(r.ref_wm, hole);
         /* Ids from hole + F on are waiting for the slot of their previous
          * occupant, which the stuck watermark does not certify. */
-        ck_assert_uint_eq(hbg_failsafe_heap_len(&r.c.heap), cfg.first + n - (hole + cfg.f));
-        ck_assert(!hbg_is_completion_flag_set(&r.reader, hole));
-        ck_assert(hbg_is_completion_flag_set(&r.reader, hole + 1));
-        ck_assert(hbg_is_completion_flag_set(&r.reader, hole + cfg.f - 1));
-        ck_assert(!hbg_is_completion_flag_set(&r.reader, hole + cfg.f));
+        ck_assert_uint_eq(failsafe_heap_len(&r.c.heap), cfg.first + n - (hole + cfg.f));
+        ck_assert(!completer_flag_is_set(&r.reader, hole));
+        ck_assert(completer_flag_is_set(&r.reader, hole + 1));
+        ck_assert(completer_flag_is_set(&r.reader, hole + cfg.f - 1));
+        ck_assert(!completer_flag_is_set(&r.reader, hole + cfg.f));
 
         ring_complete(&r, hole);
-        ck_assert_uint_eq(hbg_watermark_read(&r.w), cfg.first + n);
+        ck_assert_uint_eq(watermark_read(&r.w), cfg.first + n);
         ring_finish(&r);
         ring_destroy(&r);
 }
@@ -421,37 +421,37 @@ START_TEST(test_fallback_after_overwrite) {
 
         ring_init(&r, f, 1024, first, 2 * f);
         /* Created before any completion: cached watermarks stay at first. */
-        ck_assert_int_eq(hbg_completer_init(&stale, &r.w, 0), 0);
-        ck_assert_int_eq(hbg_completer_init(&stale2, &r.w, 0), 0);
+        ck_assert_int_eq(completer_init(&stale, &r.w, 0), 0);
+        ck_assert_int_eq(completer_init(&stale2, &r.w, 0), 0);
 
         for (uint64_t id = first; id < first + f; id++)
                 ring_complete(&r, id);
-        ck_assert_uint_eq(hbg_watermark_read(&r.w), first + f);
+        ck_assert_uint_eq(watermark_read(&r.w), first + f);
         ring_complete(&r, first + f);
-        ck_assert_uint_eq(hbg_watermark_read(&r.w), first + f + 1);
+        ck_assert_uint_eq(watermark_read(&r.w), first + f + 1);
 
         /* Same slot, and it now carries the later id's stamp. */
-        ck_assert_ptr_eq(hbg_flag_slot(&r.w, first), hbg_flag_slot(&r.w, first + f));
-        ck_assert_uint_eq(slot_value(&r, first), hbg_stamp_of(&r.w, first + f));
-        ck_assert_uint_ne(slot_value(&r, first), hbg_stamp_of(&r.w, first));
+        ck_assert_ptr_eq(flag_slot(&r.w, first), flag_slot(&r.w, first + f));
+        ck_assert_uint_eq(slot_value(&r, first), flag_stamp_of(&r.w, first + f));
+        ck_assert_uint_ne(slot_value(&r, first), flag_stamp_of(&r.w, first));
 
-        ck_assert(hbg_is_completion_flag_set(&r.c, first));
+        ck_assert(completer_flag_is_set(&r.c, first));
         ck_assert_uint_eq(stale.cached_watermark, first);
-        ck_assert(hbg_is_completion_flag_set(&stale, first));
+        ck_assert(completer_flag_is_set(&stale, first));
         /* The stamp did not match: the answer came from a re-read. */
         ck_assert_uint_eq(stale.cached_watermark, first + f + 1);
 
         /* The overwriting id itself is found by its stamp, without a
          * re-read. */
         ck_assert_uint_eq(stale2.cached_watermark, first);
-        ck_assert(hbg_is_completion_flag_set(&stale2, first + f));
+        ck_assert(completer_flag_is_set(&stale2, first + f));
         ck_assert_uint_eq(stale2.cached_watermark, first);
         /* An id not completed: its slot holds first + 1's stamp. */
-        ck_assert(!hbg_is_completion_flag_set(&stale2, first + f + 1));
+        ck_assert(!completer_flag_is_set(&stale2, first + f + 1));
         ck_assert_uint_eq(stale2.cached_watermark, first + f + 1);
 
-        hbg_completer_destroy(&stale);
-        hbg_completer_destroy(&stale2);
+        completer_destroy(&stale);
+        completer_destroy(&stale2);
         ring_destroy(&r);
 }
 END_TEST
@@ -466,55 +466,55 @@ START_TEST(test_slot_gate) {
         uint32_t before, before2;
 
         ring_init(&r, f, 1024, first, 4 * f);
-        ck_assert_int_eq(hbg_completer_init(&other, &r.w, 0), 0);
+        ck_assert_int_eq(completer_init(&other, &r.w, 0), 0);
 
         /* first + F would overwrite first's slot before first completed. */
         before = slot_value(&r, first + f);
-        ck_assert_uint_eq(before, hbg_stamp_of(&r.w, first - f));
-        ck_assert(!hbg_try_set_completion_flag(&r.c, first + f));
+        ck_assert_uint_eq(before, flag_stamp_of(&r.w, first - f));
+        ck_assert(!completer_try_set_flag(&r.c, first + f));
         ck_assert_uint_eq(slot_value(&r, first + f), before);
-        ck_assert(!hbg_try_set_completion_flag(&r.c, first + 2 * f + 7));
-        ck_assert_uint_eq(slot_value(&r, first + 2 * f + 7), hbg_stamp_of(&r.w, first + 7 - f));
-        ck_assert_uint_eq(hbg_stat_get(&r.c.stats.published), 0);
+        ck_assert(!completer_try_set_flag(&r.c, first + 2 * f + 7));
+        ck_assert_uint_eq(slot_value(&r, first + 2 * f + 7), flag_stamp_of(&r.w, first + 7 - f));
+        ck_assert_uint_eq(stat_get(&r.c.stats.published), 0);
 
         before2 = slot_value(&r, first + f + 3);
-        int64_t t0 = hbg_now_ns();
-        ck_assert_int_eq(hbg_set_completion_flag(&r.c, first + f + 3, 1000000), -ETIMEDOUT);
-        ck_assert_int_ge(hbg_now_ns() - t0, 1000000);
+        int64_t t0 = clock_now_ns();
+        ck_assert_int_eq(completer_set_flag(&r.c, first + f + 3, 1000000), -ETIMEDOUT);
+        ck_assert_int_ge(clock_now_ns() - t0, 1000000);
         ck_assert_uint_eq(slot_value(&r, first + f + 3), before2);
-        ck_assert_uint_eq(hbg_stat_get(&r.c.stats.published), 0);
-        ck_assert_uint_eq(hbg_watermark_read(&r.w), first);
+        ck_assert_uint_eq(stat_get(&r.c.stats.published), 0);
+        ck_assert_uint_eq(watermark_read(&r.w), first);
 
         /* The last id the gate lets through. */
-        ck_assert(hbg_try_set_completion_flag(&r.c, first + f - 1));
-        ck_assert_uint_eq(slot_value(&r, first + f - 1), hbg_stamp_of(&r.w, first + f - 1));
-        ck_assert_uint_eq(hbg_stat_get(&r.c.stats.published), 1);
-        ck_assert(!hbg_update_completed_watermark(&r.c, first + f - 1));
-        ck_assert_uint_eq(hbg_watermark_read(&r.w), first);
+        ck_assert(completer_try_set_flag(&r.c, first + f - 1));
+        ck_assert_uint_eq(slot_value(&r, first + f - 1), flag_stamp_of(&r.w, first + f - 1));
+        ck_assert_uint_eq(stat_get(&r.c.stats.published), 1);
+        ck_assert(!watermark_update(&r.c, first + f - 1));
+        ck_assert_uint_eq(watermark_read(&r.w), first);
 
         /* Completing first opens the gate one id further, also for a
          * completer whose cached watermark is stale (it must re-read). */
-        ck_assert_int_eq(hbg_set_completion_flag(&r.c, first, 1000000), 0);
-        ck_assert(hbg_update_completed_watermark(&r.c, first));
-        ck_assert_uint_eq(hbg_watermark_read(&r.w), first + 1);
+        ck_assert_int_eq(completer_set_flag(&r.c, first, 1000000), 0);
+        ck_assert(watermark_update(&r.c, first));
+        ck_assert_uint_eq(watermark_read(&r.w), first + 1);
         ck_assert_uint_eq(other.cached_watermark, first);
-        ck_assert(!hbg_try_set_completion_flag(&other, first + f + 1));
+        ck_assert(!completer_try_set_flag(&other, first + f + 1));
         ck_assert_uint_eq(other.cached_watermark, first + 1);
-        ck_assert_uint_eq(slot_value(&r, first + f + 1), hbg_stamp_of(&r.w, first + 1 - f));
+        ck_assert_uint_eq(slot_value(&r, first + f + 1), flag_stamp_of(&r.w, first + 1 - f));
         other.cached_watermark = first;
-        ck_assert(hbg_try_set_completion_flag(&other, first + f));
+        ck_assert(completer_try_set_flag(&other, first + f));
         ck_assert_uint_eq(other.cached_watermark, first + 1);
-        ck_assert_uint_eq(slot_value(&r, first + f), hbg_stamp_of(&r.w, first + f));
+        ck_assert_uint_eq(slot_value(&r, first + f), flag_stamp_of(&r.w, first + f));
 
         /* An id below the watermark: true, and nothing is written. */
         before = slot_value(&r, first);
-        ck_assert_uint_eq(before, hbg_stamp_of(&r.w, first + f));
-        uint64_t pub = hbg_stat_get(&r.c.stats.published);
-        ck_assert(hbg_try_set_completion_flag(&r.c, first));
+        ck_assert_uint_eq(before, flag_stamp_of(&r.w, first + f));
+        uint64_t pub = stat_get(&r.c.stats.published);
+        ck_assert(completer_try_set_flag(&r.c, first));
         ck_assert_uint_eq(slot_value(&r, first), before);
-        ck_assert_uint_eq(hbg_stat_get(&r.c.stats.published), pub);
+        ck_assert_uint_eq(stat_get(&r.c.stats.published), pub);
 
-        hbg_completer_destroy(&other);
+        completer_destroy(&other);
         ring_destroy(&r);
 }
 END_TEST
@@ -529,43 +529,43 @@ START_TEST(test_update_not_frontier) {
         ring_init(&r, f, 1024, first, 4 * f);
 
         /* Published, but first is missing: no move. */
-        ck_assert(hbg_try_set_completion_flag(&r.c, first + 5));
-        ck_assert(!hbg_update_completed_watermark(&r.c, first + 5));
-        ck_assert_uint_eq(hbg_watermark_read(&r.w), first);
-        ck_assert_uint_eq(hbg_stat_get(&r.c.stats.walks), 0);
+        ck_assert(completer_try_set_flag(&r.c, first + 5));
+        ck_assert(!watermark_update(&r.c, first + 5));
+        ck_assert_uint_eq(watermark_read(&r.w), first);
+        ck_assert_uint_eq(stat_get(&r.c.stats.walks), 0);
 
         /* first + 1 .. first + 3 published without their update calls. */
         for (uint64_t id = first + 1; id <= first + 3; id++)
-                ck_assert(hbg_try_set_completion_flag(&r.c, id));
-        ck_assert(!hbg_update_completed_watermark(&r.c, first + 2));
-        ck_assert_uint_eq(hbg_watermark_read(&r.w), first);
+                ck_assert(completer_try_set_flag(&r.c, id));
+        ck_assert(!watermark_update(&r.c, first + 2));
+        ck_assert_uint_eq(watermark_read(&r.w), first);
         /* An unpublished id that is not the frontier either. */
-        ck_assert(!hbg_update_completed_watermark(&r.c, first + 100));
-        ck_assert_uint_eq(hbg_watermark_read(&r.w), first);
-        ck_assert_uint_eq(hbg_stat_get(&r.c.stats.walks), 0);
+        ck_assert(!watermark_update(&r.c, first + 100));
+        ck_assert_uint_eq(watermark_read(&r.w), first);
+        ck_assert_uint_eq(stat_get(&r.c.stats.walks), 0);
 
         /* The frontier walks over the whole published prefix, and stops at
          * the hole at first + 4. */
-        ck_assert(hbg_try_set_completion_flag(&r.c, first));
-        ck_assert(hbg_update_completed_watermark(&r.c, first));
-        ck_assert_uint_eq(hbg_watermark_read(&r.w), first + 4);
-        ck_assert_uint_eq(hbg_stat_get(&r.c.stats.walks), 1);
-        ck_assert_uint_eq(hbg_stat_get(&r.c.stats.ids_advanced), 4);
+        ck_assert(completer_try_set_flag(&r.c, first));
+        ck_assert(watermark_update(&r.c, first));
+        ck_assert_uint_eq(watermark_read(&r.w), first + 4);
+        ck_assert_uint_eq(stat_get(&r.c.stats.walks), 1);
+        ck_assert_uint_eq(stat_get(&r.c.stats.ids_advanced), 4);
 
         /* Ids below the watermark now: still no move. */
-        ck_assert(!hbg_update_completed_watermark(&r.c, first));
-        ck_assert(!hbg_update_completed_watermark(&r.c, first + 3));
-        ck_assert_uint_eq(hbg_watermark_read(&r.w), first + 4);
+        ck_assert(!watermark_update(&r.c, first));
+        ck_assert(!watermark_update(&r.c, first + 3));
+        ck_assert_uint_eq(watermark_read(&r.w), first + 4);
         /* Above it, published: no move either. */
-        ck_assert(!hbg_update_completed_watermark(&r.c, first + 5));
-        ck_assert_uint_eq(hbg_watermark_read(&r.w), first + 4);
+        ck_assert(!watermark_update(&r.c, first + 5));
+        ck_assert_uint_eq(watermark_read(&r.w), first + 4);
 
         /* Publishing the frontier walks over first + 5 as well. */
-        ck_assert(hbg_try_set_completion_flag(&r.c, first + 4));
-        ck_assert(hbg_update_completed_watermark(&r.c, first + 4));
-        ck_assert_uint_eq(hbg_watermark_read(&r.w), first + 6);
-        ck_assert_uint_eq(hbg_stat_get(&r.c.stats.ids_advanced), 6);
-        ck_assert_uint_eq(hbg_stat_get(&r.c.stats.cas_failures), 0);
+        ck_assert(completer_try_set_flag(&r.c, first + 4));
+        ck_assert(watermark_update(&r.c, first + 4));
+        ck_assert_uint_eq(watermark_read(&r.w), first + 6);
+        ck_assert_uint_eq(stat_get(&r.c.stats.ids_advanced), 6);
+        ck_assert_uint_eq(stat_get(&r.c.stats.cas_failures), 0);
 
         ring_destroy(&r);
 }
@@ -582,12 +582,12 @@ START_TEST(test_counters_in_order) {
         r.sweep = false;
         for (uint64_t k = 0; k < n; k++)
                 ring_complete(&r, cfg.first + k);
-        ck_assert_uint_eq(hbg_stat_get(&r.c.stats.published), n);
-        ck_assert_uint_ge(hbg_stat_get(&r.c.stats.advances), 1);
-        ck_assert_uint_eq(hbg_stat_get(&r.c.stats.ids_advanced), n);
-        ck_assert_uint_eq(hbg_stat_get(&r.c.stats.deferred), 0);
-        ck_assert_uint_eq(hbg_stat_get(&r.c.stats.retries), 0);
-        ck_assert_uint_eq(hbg_watermark_read(&r.w), cfg.first + n);
+        ck_assert_uint_eq(stat_get(&r.c.stats.published), n);
+        ck_assert_uint_ge(stat_get(&r.c.stats.advances), 1);
+        ck_assert_uint_eq(stat_get(&r.c.stats.ids_advanced), n);
+        ck_assert_uint_eq(stat_get(&r.c.stats.deferred), 0);
+        ck_assert_uint_eq(stat_get(&r.c.stats.retries), 0);
+        ck_assert_uint_eq(watermark_read(&r.w), cfg.first + n);
         ring_finish(&r);
         ring_destroy(&r);
 }

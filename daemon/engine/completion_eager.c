@@ -23,14 +23,14 @@ static void finish_published(struct sched_thread *t, struct hbg_ring *r, uint64_
         /* Order matters: the watermark moves only after the stamp (§4.1),
          * exactly once per id. */
         ready_drain_wake_list(t, r, id);
-        bool advanced = hbg_update_completed_watermark(c, id);
+        bool advanced = watermark_update(c, id);
         ring_slot_release(r, id);
         if (advanced && graphs_retire_due(r))
                 graphs_retire(r);
 }
 
 static void eager_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
-        int rc = hbg_publish_or_defer(ring_completer(t, r), id);
+        int rc = completer_publish_or_defer(ring_completer(t, r), id);
 
         if (rc == 1)
                 finish_published(t, r, id);
@@ -48,7 +48,7 @@ static bool publish_deferred(struct sched_thread *t, struct hbg_ring *r,
         uint64_t id;
         bool did = false;
 
-        while (hbg_retry_deferred(c, &id) == 1) {
+        while (completer_retry_deferred(c, &id) == 1) {
                 finish(t, r, id);
                 did = true;
         }
@@ -95,7 +95,7 @@ static void batched_finish(struct sched_thread *t, struct hbg_ring *r, uint64_t 
 static void batched_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
         /* Release: the task's effects reach whoever sees the stamp; the
          * once-per-visit fence is the frontier pair's other half. */
-        int rc = hbg_publish_or_defer_ordered(ring_completer(t, r), id, memory_order_release);
+        int rc = completer_publish_or_defer_ordered(ring_completer(t, r), id, memory_order_release);
 
         if (rc == 1)
                 batched_finish(t, r, id);
@@ -113,7 +113,7 @@ static bool batched_walk(struct sched_thread *t, struct hbg_ring *r) {
         if (!rt->walk_due)
                 return false;
         rt->walk_due = false;
-        bool advanced = hbg_walk_after_batch(ring_completer(t, r));
+        bool advanced = watermark_walk_after_batch(ring_completer(t, r));
         if (advanced && graphs_retire_due(r))
                 graphs_retire(r);
         return advanced;

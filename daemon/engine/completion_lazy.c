@@ -18,7 +18,7 @@
 static uint32_t stamp_at(const struct hbg_flag_window *w, uint64_t id) {
         /* acquire: the completed tasks' effects reach whoever reads the
          * watermark after we move it (release CAS). */
-        return atomic_load_explicit(hbg_flag_slot(w, id), memory_order_acquire);
+        return atomic_load_explicit(flag_slot(w, id), memory_order_acquire);
 }
 
 /*
@@ -33,23 +33,23 @@ static bool advance_once(struct hbg_completer *c, uint64_t bound) {
         uint64_t limit = cur + w->task_window < bound ? cur + w->task_window : bound;
         uint64_t next = cur;
 
-        while (next < limit && stamp_at(w, next) == hbg_stamp_of(w, next))
+        while (next < limit && stamp_at(w, next) == flag_stamp_of(w, next))
                 next++;
         if (cur > c->cached_watermark)
                 c->cached_watermark = cur;
         if (next == cur)
                 return false;
-        hbg_stat_inc(&c->stats.walks, 1);
+        stat_inc(&c->stats.walks, 1);
         /* Success acq_rel: releases the walked prefix to WM readers. */
         if (!atomic_compare_exchange_strong_explicit(w->watermark, &cur, next, memory_order_acq_rel,
                                                      memory_order_acquire)) {
-                hbg_stat_inc(&c->stats.cas_failures, 1);
+                stat_inc(&c->stats.cas_failures, 1);
                 if (cur > c->cached_watermark)
                         c->cached_watermark = cur;
                 return false;
         }
-        hbg_stat_inc(&c->stats.advances, 1);
-        hbg_stat_inc(&c->stats.ids_advanced, next - cur);
+        stat_inc(&c->stats.advances, 1);
+        stat_inc(&c->stats.ids_advanced, next - cur);
         c->cached_watermark = next;
         return true;
 }
@@ -69,11 +69,11 @@ static bool advance_all(struct hbg_completer *c) {
 /* Publish, or try to certify the slot's previous occupant by moving the
  * watermark up to it, then publish; false: still blocked (§3.4). */
 static bool publish(struct hbg_completer *c, uint64_t id) {
-        if (hbg_try_publish(c, id, memory_order_release))
+        if (completer_try_publish(c, id, memory_order_release))
                 return true;
         /* The gate wants WM > id - F. */
         advance_once(c, id - c->window->flag_window + 1);
-        return hbg_try_publish(c, id, memory_order_release);
+        return completer_try_publish(c, id, memory_order_release);
 }
 
 static void finish_published(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
@@ -89,7 +89,7 @@ static void lazy_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t i
                 finish_published(t, r, id);
                 return;
         }
-        int rc = hbg_defer(c, id);
+        int rc = completer_defer(c, id);
         if (rc < 0)
                 graphs_fail(r, rc, id, "failsafe heap full");
 }
@@ -100,12 +100,12 @@ static bool lazy_tick(struct sched_thread *t, struct hbg_ring *r) {
         uint64_t id;
 
         /* Deferred ids, smallest first: the gate is monotone in id (§6.1). */
-        while (hbg_failsafe_heap_peek(&c->heap, &id)) {
-                hbg_stat_inc(&c->stats.retries, 1);
+        while (failsafe_heap_peek(&c->heap, &id)) {
+                stat_inc(&c->stats.retries, 1);
                 if (!publish(c, id))
                         break;
-                hbg_failsafe_heap_pop(&c->heap, &id);
-                hbg_stat_inc(&c->stats.retry_published, 1);
+                failsafe_heap_pop(&c->heap, &id);
+                stat_inc(&c->stats.retry_published, 1);
                 finish_published(t, r, id);
                 did = true;
         }

@@ -78,7 +78,7 @@ static void resolver_complete(struct sched_thread *t, struct hbg_ring *r, uint64
 
 static void publish_one(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
         /* release: the single writer needs no frontier pair (§11.3). */
-        int rc = hbg_publish_or_defer_ordered(ring_completer(t, r), id, memory_order_release);
+        int rc = completer_publish_or_defer_ordered(ring_completer(t, r), id, memory_order_release);
 
         if (rc == 1)
                 ready_task_released(t, r, id);
@@ -111,14 +111,14 @@ static bool walk(struct sched_thread *t, struct hbg_ring *r) {
         uint64_t limit = cur + w->task_window;
 
         while (next < limit &&
-               atomic_load_explicit(hbg_flag_slot(w, next), memory_order_relaxed) == hbg_stamp_of(w, next))
+               atomic_load_explicit(flag_slot(w, next), memory_order_relaxed) == flag_stamp_of(w, next))
                 next++;
         if (next == cur)
                 return false;
         atomic_store_explicit(w->watermark, next, memory_order_release);
         c->cached_watermark = next;
-        hbg_stat_inc(&c->stats.advances, 1);
-        hbg_stat_inc(&c->stats.ids_advanced, next - cur);
+        stat_inc(&c->stats.advances, 1);
+        stat_inc(&c->stats.ids_advanced, next - cur);
         return true;
 }
 
@@ -140,12 +140,12 @@ static bool resolver_resolve(struct sched_thread *t, struct hbg_ring *r) {
         for (;;) {
                 bool moved = walk(t, r);
                 bool retried = false;
-                while (hbg_failsafe_heap_peek(&c->heap, &id)) {
-                        hbg_stat_inc(&c->stats.retries, 1);
-                        if (!hbg_try_publish(c, id, memory_order_release))
+                while (failsafe_heap_peek(&c->heap, &id)) {
+                        stat_inc(&c->stats.retries, 1);
+                        if (!completer_try_publish(c, id, memory_order_release))
                                 break;
-                        hbg_failsafe_heap_pop(&c->heap, &id);
-                        hbg_stat_inc(&c->stats.retry_published, 1);
+                        failsafe_heap_pop(&c->heap, &id);
+                        stat_inc(&c->stats.retry_published, 1);
                         ready_task_released(t, r, id);
                         retried = true;
                 }
@@ -170,7 +170,7 @@ static bool resolver_has_work(struct sched_thread *t, struct hbg_ring *r) {
         for (unsigned i = 0; i < t->engine->nschedulers; i++)
                 if (spsc_nonempty_seq_cst(handoff(r, i)))
                         return true;
-        return hbg_failsafe_heap_len(&ring_completer(t, r)->heap) > 0;
+        return failsafe_heap_len(&ring_completer(t, r)->heap) > 0;
 }
 
 /* The resolver's sleep (§11.3): sequence word first, then the flag, then
@@ -217,11 +217,11 @@ static void *resolver_main(void *arg) {
                         idle_since = 0;
                         continue;
                 }
-                int64_t now = hbg_now_ns();
+                int64_t now = clock_now_ns();
                 if (idle_since == 0)
                         idle_since = now;
                 if ((uint64_t)(now - idle_since) < e->cfg.spin_before_park_ns) {
-                        hbg_cpu_relax();
+                        cpu_relax();
                         continue;
                 }
                 resolver_park(t);

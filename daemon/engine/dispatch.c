@@ -19,7 +19,7 @@
 #include "daemon/engine/ready.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/wakeup.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 /* Run up to `max_blocks` blocks of task `id`; returns the blocks taken. The
  * caller holds the task's only queue entry, so it alone may claim. */
@@ -74,7 +74,7 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         /* Metrics: one run in HBG_TASK_TIME_SAMPLE is timed (a power of
          * two; the tick is this thread's own). */
         bool timed = (++t->task_time_tick & (HBG_TASK_TIME_SAMPLE - 1)) == 0;
-        int64_t started = timed ? hbg_now_ns() : 0;
+        int64_t started = timed ? clock_now_ns() : 0;
         for (uint32_t b = first; b < first + n && ctx.stopped == KERNEL_STOP_NONE; b++) {
                 /* A ring being removed starts no new block; the blocks not
                  * run still count as done so the task completes. */
@@ -103,7 +103,7 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                 }
         }
         if (timed) {
-                int64_t took = hbg_now_ns() - started;
+                int64_t took = clock_now_ns() - started;
                 hbg_hist_observe(&t->task_time, took > 0 ? (uint64_t)took : 0);
         }
         stat_add(&t->stats.dispatched, n);

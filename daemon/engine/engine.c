@@ -19,7 +19,7 @@
 #include "daemon/engine/ring.h"
 #include "daemon/engine/ring_table.h"
 #include "daemon/engine/wakeup.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 void hbg_engine_config_default(struct hbg_engine_config *ret) {
         *ret = (struct hbg_engine_config){
@@ -145,7 +145,7 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
                 unsigned long ms = *end == ':' ? strtoul(end + 1, NULL, 10) : 0;
                 if (n < cfg->threads) {
                         e->test_stall_thread = (int)n;
-                        e->test_stall_at_ms = hbg_now_ms() + (int64_t)ms;
+                        e->test_stall_at_ms = clock_now_ms() + (int64_t)ms;
                 }
         }
 
@@ -243,7 +243,7 @@ void hbg_engine_metrics(const struct hbg_engine *e, struct hbg_engine_metrics *r
                 ret->graphs_retired += ret->graph_latency.buckets[i];
         for (unsigned t = 0; t < e->nthreads; t++)
                 for (unsigned i = 0; i < HBG_ERRNO_SLOTS; i++)
-                        ret->tasks_failed[i] += hbg_stat_get(&e->threads[t].tasks_failed[i]);
+                        ret->tasks_failed[i] += stat_get(&e->threads[t].tasks_failed[i]);
 }
 
 void hbg_engine_thread_task_time(const struct hbg_engine *e, unsigned thread, struct hbg_hist_snapshot *ret) {
@@ -272,21 +272,21 @@ void hbg_engine_thread_stats(const struct hbg_engine *e, unsigned thread,
         pthread_mutex_unlock(&me->rings_lock);
 
         *ret = (struct hbg_thread_stats){
-                .classified = hbg_stat_get(&t->stats.classified),
-                .batch_linked = hbg_stat_get(&t->stats.batch_linked),
-                .dispatched = hbg_stat_get(&t->stats.dispatched),
-                .executed_tasks = hbg_stat_get(&t->stats.executed_tasks),
-                .continued = hbg_stat_get(&t->stats.continued),
-                .stolen = hbg_stat_get(&t->stats.stolen),
-                .retired_inline = hbg_stat_get(&t->stats.retired_inline),
-                .failed = hbg_stat_get(&t->stats.failed),
-                .published = hbg_stat_get(&sum.published),
-                .failsafe_pushes = hbg_stat_get(&sum.deferred),
-                .failsafe_retries = hbg_stat_get(&sum.retries),
-                .watermark_advances = hbg_stat_get(&sum.advances),
-                .watermark_cas_failures = hbg_stat_get(&sum.cas_failures),
-                .parks = hbg_stat_get(&t->stats.parks),
-                .wakeups = hbg_stat_get(&t->stats.wakeups),
+                .classified = stat_get(&t->stats.classified),
+                .batch_linked = stat_get(&t->stats.batch_linked),
+                .dispatched = stat_get(&t->stats.dispatched),
+                .executed_tasks = stat_get(&t->stats.executed_tasks),
+                .continued = stat_get(&t->stats.continued),
+                .stolen = stat_get(&t->stats.stolen),
+                .retired_inline = stat_get(&t->stats.retired_inline),
+                .failed = stat_get(&t->stats.failed),
+                .published = stat_get(&sum.published),
+                .failsafe_pushes = stat_get(&sum.deferred),
+                .failsafe_retries = stat_get(&sum.retries),
+                .watermark_advances = stat_get(&sum.advances),
+                .watermark_cas_failures = stat_get(&sum.cas_failures),
+                .parks = stat_get(&t->stats.parks),
+                .wakeups = stat_get(&t->stats.wakeups),
                 .clusters = t->clusters,
         };
 }

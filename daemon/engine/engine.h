@@ -113,10 +113,10 @@ struct hbg_ring;
 struct hbg_recorded_task;
 
 struct hbg_ring_params {
-        struct hbg_geometry geometry;  /* validated by hbg_geometry_init() */
-        void *sub_region;              /* initialised by hbg_sub_region_init() */
-        void *cpl_region;              /* initialised by hbg_cpl_region_init() */
-        uint64_t first_id;             /* as given to hbg_cpl_region_init() */
+        struct hbg_geometry geometry;  /* validated by geometry_init() */
+        void *sub_region;              /* initialised by layout_sub_region_init() */
+        void *cpl_region;              /* initialised by layout_cpl_region_init() */
+        uint64_t first_id;             /* as given to layout_cpl_region_init() */
         int completion_fd;             /* written one byte at a time when graphs finish
                                           or external tasks become ready; -1: none.
                                           Must be the non-blocking write end of a pipe

@@ -15,7 +15,7 @@
 #include "daemon/engine/engine.h"
 #include "daemon/engine/histogram.h"
 #include "shm/layout.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 struct completion_policy;
 struct sched_thread;
@@ -69,7 +69,7 @@ struct hbg_engine {
 /* A spin-then-yield step for waits that need nothing from anyone. */
 static inline void engine_relax(unsigned *spins) {
         if (++*spins < 64)
-                hbg_cpu_relax();
+                cpu_relax();
         else
                 sched_yield();
 }

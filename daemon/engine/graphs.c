@@ -114,7 +114,7 @@ static void notice_graphs(struct hbg_ring *r, uint64_t submitted, int64_t *now) 
         if (n >= end)
                 return;
         if (*now == 0)
-                *now = hbg_now_ns();
+                *now = clock_now_ns();
         for (; n < end; n++)
                 r->graph_noticed_ns[n & (r->g.graph_table_entries - 1)] = *now;
         atomic_store_explicit(&r->graphs_noticed, n, memory_order_relaxed);
@@ -123,7 +123,7 @@ static void notice_graphs(struct hbg_ring *r, uint64_t submitted, int64_t *now) 
 /* Metrics of the graph being published: its latency and failure. */
 static void count_graph(struct hbg_ring *r, int code, int64_t *now) {
         if (*now == 0)
-                *now = hbg_now_ns();
+                *now = clock_now_ns();
         uint64_t n = r->graph_next;
         int64_t since = *now;
         if (n < atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed))
@@ -175,7 +175,7 @@ static void publish_graph(struct hbg_ring *r, const struct failure *f, int64_t *
                 atomic_fetch_add_explicit(&r->graphs_failed, 1, memory_order_relaxed);
         }
         count_graph(r, f->code, now);
-        hbg_graph_entry_publish(e, r->graph_next, r->graph_cur.graph_id, f->code, f->kernel, f->id, msg);
+        layout_graph_entry_publish(e, r->graph_next, r->graph_cur.graph_id, f->code, f->kernel, f->id, msg);
         r->graph_expected_first = r->graph_cur.last_id + 1;
         r->graph_next++;
         r->graph_have = false;
@@ -254,7 +254,7 @@ static int stop_code(struct hbg_ring *r) {
 }
 
 static bool retire_graphs_locked(struct hbg_ring *r) {
-        uint64_t wm = hbg_watermark_read(&r->window);
+        uint64_t wm = watermark_read(&r->window);
         /* Records up to here have been looked at: ingest_graphs_arrived()
          * compares against this, not against what is fetched. */
         uint64_t submitted = atomic_load_explicit(&r->sub->graphs_submitted, memory_order_acquire);

@@ -58,7 +58,7 @@ static void classify_plain(struct sched_thread *t, struct hbg_ring *r, uint64_t 
  * of them or none (a launch), decided before looking at any slot. */
 static uint64_t claimable(struct hbg_ring *r, uint64_t claim, uint64_t max, bool all) {
         uint64_t submitted = atomic_load_explicit(&r->sub->submitted, memory_order_seq_cst);
-        uint64_t wm = hbg_watermark_read(&r->window);
+        uint64_t wm = watermark_read(&r->window);
         uint64_t limit = wm + r->g.task_window;
 
         atomic_store_explicit(&r->submitted_seen, submitted, memory_order_relaxed);

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "shm/util.h"
+#include "common/clock.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -280,7 +280,7 @@ int kernel_check_slow(struct kernel_run_ctx *ctx) {
         ctx->credit = KERNEL_CHECK_WORK;
         if (ctx->budget_ns == 0)
                 return 0;
-        int64_t now = hbg_now_ns();
+        int64_t now = clock_now_ns();
         if (ctx->deadline_ns == 0) {
                 /* The first look at the clock, after at most
                  * KERNEL_CHECK_WORK units: no clock read for short runs. */
@@ -343,12 +343,12 @@ static int run_spin(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kern
                 return -EINVAL;
         if (ns == 0)
                 return 0;
-        start = last = (uint64_t)hbg_now_ns();
-        while ((now = (uint64_t)hbg_now_ns()) - start < ns) {
+        start = last = (uint64_t)clock_now_ns();
+        while ((now = (uint64_t)clock_now_ns()) - start < ns) {
                 if ((r = kernel_check(ctx, now - last)) < 0)
                         return r;
                 last = now;
-                hbg_cpu_relax();
+                cpu_relax();
         }
         return 0;
 }
@@ -561,7 +561,7 @@ static int run_softmax(struct kernel_run_ctx *ctx, uint8_t *heap, const struct k
  * among its own events and other tasks' stamps. */
 static int run_timestamp(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
                          uint32_t parts) {
-        int64_t now = hbg_now_ns();
+        int64_t now = clock_now_ns();
 
         (void)ctx; /* one store: nothing to bound */
         if (bad_part(part, parts))
@@ -585,12 +585,12 @@ static int run_fail(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kern
 
 /* The code of each kernel, indexed by id - 1 like the signatures. */
 static const struct kernel_info kernels[HBG_KERNEL_COUNT - 1] = {
-#define K(ID, RUN, COST) [ID - 1] = { .sig = &hbg_kernel_sigs[ID - 1], .check = check_none, .run = RUN, .cost = COST }
+#define K(ID, RUN, COST) [ID - 1] = { .sig = &kernel_sigs[ID - 1], .check = check_none, .run = RUN, .cost = COST }
 #define KC(ID, CHECK, MSGS, RUN, COST)                                                   \
-        [ID - 1] = { .sig = &hbg_kernel_sigs[ID - 1], .check = CHECK, .check_msgs = MSGS, \
+        [ID - 1] = { .sig = &kernel_sigs[ID - 1], .check = CHECK, .check_msgs = MSGS, \
                      .n_check_msgs = sizeof(MSGS) / sizeof(MSGS[0]), .run = RUN, .cost = COST }
 #define KCE(ID, CHECK, MSGS, EXPLAIN, RUN, COST)                                          \
-        [ID - 1] = { .sig = &hbg_kernel_sigs[ID - 1], .check = CHECK, .check_msgs = MSGS, \
+        [ID - 1] = { .sig = &kernel_sigs[ID - 1], .check = CHECK, .check_msgs = MSGS, \
                      .n_check_msgs = sizeof(MSGS) / sizeof(MSGS[0]), .explain = EXPLAIN,  \
                      .run = RUN, .cost = COST }
         K(HBG_KERNEL_NOOP, run_noop, cost_unit),
@@ -661,7 +661,7 @@ static void build_table(void) {
                 [TM_RANGE] = "extends past the end of the heap",
         };
         for (unsigned id = 1; id < HBG_KERNEL_COUNT; id++) {
-                const struct hbg_kernel_sig *s = hbg_kernel_sig_by_id((uint16_t)id);
+                const struct hbg_kernel_sig *s = kernel_sig_by_id((uint16_t)id);
                 struct kernel_msgs *m = &msgs[id - 1];
                 const char *kn = s->name;
                 m->n_tensors = msg("%s: wrong number of tensor arguments (takes %u)", kn, s->n_tensors);
@@ -709,7 +709,7 @@ const struct kernel_info *kernel_lookup(uint16_t id) {
 }
 
 const struct kernel_info *kernel_lookup_name(const char *name) {
-        const struct hbg_kernel_sig *s = hbg_kernel_sig_by_name(name);
+        const struct hbg_kernel_sig *s = kernel_sig_by_name(name);
         return s ? kernel_lookup(s->id) : NULL;
 }
 
@@ -796,7 +796,7 @@ int kernel_validate(const struct kernel_info *k, const struct kernel_args *a, ui
                 t[i] = (struct hbg_kernel_tensor){ a->tensors[i].offset, a->tensors[i].length };
         }
         unsigned i, j;
-        switch (hbg_kernel_check_tensors(s, t, &i, &j)) {
+        switch (kernel_sig_check_tensors(s, t, &i, &j)) {
         case HBG_TENSORS_OVERLAP:
                 *why = m->overlap[i][j];
                 return -EINVAL;
@@ -851,7 +851,7 @@ int kernel_explain(const struct kernel_info *k, const struct kernel_args *a, uin
                         for (unsigned x = 0; x < s->n_tensors; x++)
                                 kt[x] = (struct hbg_kernel_tensor){ a->tensors[x].offset, a->tensors[x].length };
                         unsigned p, q;
-                        if (hbg_kernel_check_tensors(s, kt, &p, &q) == HBG_TENSORS_LENGTH && p < s->n_tensors &&
+                        if (kernel_sig_check_tensors(s, kt, &p, &q) == HBG_TENSORS_LENGTH && p < s->n_tensors &&
                             q < s->n_tensors)
                                 snprintf(buf + used, len - used, ": %s has %" PRIu64 " elements, %s %" PRIu64,
                                          s->tensors[p].name, kt[p].length / sizeof(float), s->tensors[q].name,

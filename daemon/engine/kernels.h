@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shm/kernel_sig.h"
+#include "common/kernel_sig.h"
 #include "shm/layout.h"
 
 /* A validated, daemon-private copy of one task's arguments. */

@@ -14,7 +14,7 @@
 
 #include "daemon/engine/graphs.h"
 #include "daemon/engine/ring.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 /* Scanned for the failed state at most; the failure list is pruned as
  * graphs retire, so it is short unless a client never sends records. */
@@ -106,7 +106,7 @@ static uint64_t count_done(const struct hbg_flag_window *w, uint64_t wm, uint64_
         if (to >= wm + w->flag_window)
                 to = wm + w->flag_window - 1;
         for (uint64_t id = from; id <= to && *budget; id++, (*budget)--)
-                done += atomic_load_explicit(hbg_flag_slot(w, id), memory_order_relaxed) == hbg_stamp_of(w, id);
+                done += atomic_load_explicit(flag_slot(w, id), memory_order_relaxed) == flag_stamp_of(w, id);
         return done;
 }
 
@@ -120,10 +120,10 @@ size_t hbg_ring_live_graphs(struct hbg_ring *r, struct hbg_live_graph *ret, size
         uint64_t live = submitted > retired ? submitted - retired : 0;
         if (live > G)
                 live = G;
-        uint64_t wm = hbg_watermark_read(&r->window);
+        uint64_t wm = watermark_read(&r->window);
         uint64_t claim = atomic_load_explicit(&r->claim, memory_order_relaxed);
         bool broken = atomic_load(&r->broken);
-        int64_t now = hbg_now_ms();
+        int64_t now = clock_now_ms();
         size_t n = 0;
 
         hbg_ring_note_graphs(r, now);

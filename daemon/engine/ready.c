@@ -69,7 +69,7 @@ void ready_route(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s
                 uint64_t latest = 0;
                 for (unsigned i = 0; i < s->n_fanins; i++) {
                         uint64_t f = s->fanins[i];
-                        if ((!any || f > latest) && !hbg_is_completion_flag_set(c, f)) {
+                        if ((!any || f > latest) && !completer_flag_is_set(c, f)) {
                                 latest = f;
                                 any = true;
                         }

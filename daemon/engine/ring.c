@@ -16,7 +16,7 @@
 #include "daemon/engine/graphs.h"
 #include "daemon/engine/live_graphs.h"
 #include "daemon/engine/recorded.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 void ring_task_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int status,
                     const char *why) {
@@ -59,7 +59,7 @@ static size_t graph_noticed_bytes(const struct hbg_geometry *g) {
 
 uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g) {
         uint64_t queues = (SHAPE_EXEC_COUNT + 1) * g->task_window * sizeof(struct mpmc_cell);
-        uint64_t per_thread = sizeof(struct ring_thread) + (uint64_t)hbg_failsafe_capacity(g) * sizeof(uint64_t);
+        uint64_t per_thread = sizeof(struct ring_thread) + (uint64_t)failsafe_capacity(g) * sizeof(uint64_t);
         return sizeof(struct hbg_ring) + slots_bytes(g) + fail_tags_bytes(g) + failures_bytes(g) +
                graph_noticed_bytes(g) + live_graphs_seen_bytes(g) + queues + nthreads * per_thread;
 }
@@ -97,7 +97,7 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         r->cpl = p->cpl_region;
         r->graph_table = (struct hbg_graph_entry *)((char *)p->cpl_region + g->cpl_graphs_offset);
         r->ext_ready = (_Atomic uint64_t *)((char *)p->cpl_region + g->cpl_ext_ready_offset);
-        hbg_flag_window_init(&r->window, g, p->cpl_region, p->first_id);
+        flag_window_init(&r->window, g, p->cpl_region, p->first_id);
         /* Parked threads set need_wakeup only on the rings they saw: a new
          * ring starts with it set, so that its first publish rings the
          * doorbell whatever the threads do (at worst one doorbell too
@@ -107,7 +107,7 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         r->graph_expected_first = p->first_id;
         r->stall_timeout_ms = p->stall_timeout_ms ? p->stall_timeout_ms : e->cfg.stall_timeout_ms;
         r->stall_wm = p->first_id;
-        r->stall_since_ms = hbg_now_ms();
+        r->stall_since_ms = clock_now_ms();
         pthread_mutex_init(&r->cold_lock, NULL);
 
         r->slots = lazy_zalloc(slots_bytes(g));
@@ -125,8 +125,8 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         if (!r->slots || !r->per_thread || !r->failures || !r->fail_tags || !r->graph_noticed_ns || !r->graph_seen)
                 goto fail;
         for (unsigned i = 0; i < e->nthreads; i++) {
-                err = hbg_completer_init(&r->per_thread[i].completer, &r->window,
-                                         hbg_failsafe_capacity(g));
+                err = completer_init(&r->per_thread[i].completer, &r->window,
+                                         failsafe_capacity(g));
                 if (err < 0)
                         goto fail;
         }
@@ -152,7 +152,7 @@ void ring_free(struct hbg_ring *r) {
                 if (r->engine->completion->ring_free)
                         r->engine->completion->ring_free(r);
                 for (unsigned i = 0; i < r->engine->nthreads; i++)
-                        hbg_completer_destroy(&r->per_thread[i].completer);
+                        completer_destroy(&r->per_thread[i].completer);
         }
         for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
                 mpmc_destroy(&r->ready[i]);
@@ -171,13 +171,13 @@ void ring_free(struct hbg_ring *r) {
 void hbg_ring_stats(const struct hbg_ring *r, struct hbg_ring_stats *ret) {
         uint64_t completed = 0, failed = 0;
         for (unsigned i = 0; i < r->engine->nthreads; i++) {
-                completed += hbg_stat_get(&r->per_thread[i].completed);
-                failed += hbg_stat_get(&r->per_thread[i].failed);
+                completed += stat_get(&r->per_thread[i].completed);
+                failed += stat_get(&r->per_thread[i].failed);
         }
         *ret = (struct hbg_ring_stats){
                 .submitted = atomic_load_explicit(&r->submitted_seen, memory_order_relaxed),
                 .classified = atomic_load_explicit(&r->claim, memory_order_relaxed),
-                .watermark = hbg_watermark_read(&r->window),
+                .watermark = watermark_read(&r->window),
                 .completed = completed,
                 .failed = failed,
                 .graphs_retired = atomic_load(&r->cpl->graphs_retired),

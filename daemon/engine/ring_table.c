@@ -97,11 +97,11 @@ uint64_t hbg_engine_ring_memory(const struct hbg_engine *e, const struct hbg_geo
 }
 
 void ring_table_fold_completer_stats(struct hbg_completer_stats *into, const struct hbg_completer_stats *s) {
-        hbg_stat_inc(&into->published, hbg_stat_get(&s->published));
-        hbg_stat_inc(&into->deferred, hbg_stat_get(&s->deferred));
-        hbg_stat_inc(&into->retries, hbg_stat_get(&s->retries));
-        hbg_stat_inc(&into->advances, hbg_stat_get(&s->advances));
-        hbg_stat_inc(&into->cas_failures, hbg_stat_get(&s->cas_failures));
+        stat_inc(&into->published, stat_get(&s->published));
+        stat_inc(&into->deferred, stat_get(&s->deferred));
+        stat_inc(&into->retries, stat_get(&s->retries));
+        stat_inc(&into->advances, stat_get(&s->advances));
+        stat_inc(&into->cas_failures, stat_get(&s->cas_failures));
 }
 
 /*

@@ -23,7 +23,7 @@
 #include "daemon/engine/ring_table.h"
 #include "daemon/engine/stall.h"
 #include "daemon/engine/wakeup.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 /*
  * Park (§9.4). The last thread to go idle sets NEED_WAKEUP in every ring,
@@ -63,7 +63,7 @@ static void park(struct sched_thread *t) {
                 if (r->stall_timeout_ms && (stall_ms == 0 || r->stall_timeout_ms < stall_ms) &&
                     stall_unfinished(r))
                         stall_ms = r->stall_timeout_ms;
-                deferred = deferred || hbg_failsafe_heap_len(&r->per_thread[t->index].completer.heap) > 0;
+                deferred = deferred || failsafe_heap_len(&r->per_thread[t->index].completer.heap) > 0;
                 ring_table_leave(t);
         }
         /* Ready tasks this thread cannot run (it owns no cluster) while an
@@ -168,12 +168,12 @@ void *sched_thread_main(void *arg) {
 
         bool test_stall = e->test_stall_thread == (int)t->index;
 
-        t->now_ms = hbg_now_ms();
+        t->now_ms = clock_now_ms();
         while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
                 bool work = false;
                 unsigned high = atomic_load_explicit(&e->rings_high, memory_order_acquire);
                 if (++t->loops % CLOCK_EVERY == 0)
-                        t->now_ms = hbg_now_ms();
+                        t->now_ms = clock_now_ms();
                 int64_t now_ms = t->now_ms;
                 sched_heartbeat(t);
                 if (test_stall && now_ms >= e->test_stall_at_ms) {
@@ -204,26 +204,26 @@ void *sched_thread_main(void *arg) {
                         continue;
                 }
                 if (test_stall) {
-                        hbg_cpu_relax();
+                        cpu_relax();
                         continue;
                 }
                 if (idle_since == 0) {
-                        idle_since = hbg_now_ns();
+                        idle_since = clock_now_ns();
                         if (!spin_slot_take(t))
                                 idle_since = INT64_MIN; /* no spinning: park now */
                 }
                 if (idle_since != INT64_MIN && t->loops % CLOCK_EVERY != 0) {
-                        hbg_cpu_relax();
+                        cpu_relax();
                         continue;
                 }
                 if (idle_since != INT64_MIN &&
-                    (uint64_t)(hbg_now_ns() - idle_since) < e->cfg.spin_before_park_ns) {
-                        hbg_cpu_relax();
+                    (uint64_t)(clock_now_ns() - idle_since) < e->cfg.spin_before_park_ns) {
+                        cpu_relax();
                         continue;
                 }
                 spin_slot_drop(t);
                 park(t);
-                t->now_ms = hbg_now_ms();
+                t->now_ms = clock_now_ms();
                 idle_since = 0;
         }
         spin_slot_drop(t);

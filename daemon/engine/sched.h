@@ -12,7 +12,7 @@
 #include "daemon/engine/engine.h"
 #include "daemon/engine/histogram.h"
 #include "shm/completion.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 struct hbg_engine;
 struct hbg_ring;
@@ -59,7 +59,7 @@ struct sched_thread {
 void *sched_thread_main(void *arg);
 
 static inline void stat_add(_Atomic uint64_t *c, uint64_t n) {
-        hbg_stat_inc(c, n);
+        stat_inc(c, n);
 }
 
 /* Thread t is alive: one loop turn (its only writer, relaxed). */

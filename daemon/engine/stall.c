@@ -12,13 +12,13 @@
 #include "daemon/engine/graphs.h"
 #include "daemon/engine/ingest.h"
 #include "daemon/engine/ring.h"
-#include "shm/util.h"
+#include "common/clock.h"
 
 /* Work the stall detector must watch: tasks or graph records pending. */
 bool stall_unfinished(struct hbg_ring *r) {
         if (atomic_load(&r->broken))
                 return false;
-        uint64_t wm = hbg_watermark_read(&r->window);
+        uint64_t wm = watermark_read(&r->window);
         return wm < atomic_load_explicit(&r->submitted_seen, memory_order_relaxed) ||
                atomic_load_explicit(&r->sub->graphs_submitted, memory_order_relaxed) !=
                        atomic_load_explicit(&r->cpl->graphs_retired, memory_order_relaxed) ||
@@ -45,8 +45,8 @@ void stall_check(struct sched_thread *t, struct hbg_ring *r) {
         if (timeout == 0 || atomic_load(&r->broken) ||
             !atomic_compare_exchange_strong(&r->stall_lock, &expected, 1))
                 return;
-        int64_t now = hbg_now_ms();
-        uint64_t wm = hbg_watermark_read(&r->window);
+        int64_t now = clock_now_ms();
+        uint64_t wm = watermark_read(&r->window);
         uint64_t submitted = atomic_load_explicit(&r->sub->submitted, memory_order_acquire);
         uint64_t gsub = atomic_load_explicit(&r->sub->graphs_submitted, memory_order_acquire);
         bool pending = wm < submitted || gsub != atomic_load(&r->cpl->graphs_retired);

@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "daemon/engine/engine.h"
-#include "shm/kernel_sig.h"
+#include "common/kernel_sig.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/harness.h"
 
@@ -174,7 +174,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
         struct hbg_engine *e = the_engine();
         struct hbg_geometry_request req;
-        hbg_geometry_request_default(&req);
+        geometry_request_default(&req);
         req.task_window = WINDOW;
         req.flag_window = WINDOW;
         req.heap_size = HEAP_BYTES;

@@ -38,7 +38,7 @@
 #include "daemon/log.h"
 #include "proto/wire.h"
 #include "shm/layout.h"
-#include "shm/util.h"
+#include "common/clock.h"
 #include "tests/fuzz/fuzz.h"
 
 #define SETTLE_MS 10000
@@ -206,9 +206,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
         /* hbgd sees the close, ends the session; the engine lets go of the
          * ring; the 100 ms tick frees it and refunds its memory. */
-        int64_t deadline = hbg_now_ms() + SETTLE_MS;
+        int64_t deadline = clock_now_ms() + SETTLE_MS;
         while (d->n_conns != conns_before || d->acct.memory != memory_before) {
-                if (hbg_now_ms() > deadline) {
+                if (clock_now_ms() > deadline) {
                         fprintf(stderr, "after %d ms: %u connections (%u before), %llu bytes charged "
                                 "(%llu before)\n", SETTLE_MS, d->n_conns, conns_before,
                                 (unsigned long long)d->acct.memory, (unsigned long long)memory_before);
