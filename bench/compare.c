@@ -70,9 +70,10 @@ void bench_compare_usage(FILE *out) {
               "  --threads LIST     hbgd and peer worker threads (4)\n"
               "  --clients LIST     concurrent producer processes (1,2,4,8)\n"
               "  --repeat R         measured repetitions, the median reported (5)\n"
-              "  --warmup W         repetitions run first and not measured (1)\n"
-              "  --modes LIST       completion modes: eager,lazy,resolver,eager-batched (all)\n"
-              "  --peers LIST       tbb,openmp,starpu,floor (all built), or none\n"
+              "  --warmup W         repetitions run first and not measured (1)\n",
+              out);
+        fprintf(out, "  --modes LIST       completion modes, of %s (all)\n", hbg_completion_mode_list());
+        fputs("  --peers LIST       tbb,openmp,starpu,floor (all built), or none\n"
               "  --out DIR          results.csv, metrics.csv, plots, profiles (build/bench)\n"
               "  --flag-window N    hbgd's sessions get N completion flags (default: hbgd's, as many\n"
               "                     as task slots); fewer make slots wait for their reuse (§3)\n"
@@ -113,12 +114,13 @@ static int parse(struct cmp *c, int argc, char **argv) {
         static const char *const names[] = { "--shapes", "--sizes", "--threads", "--clients", "--repeat",
                                              "--warmup", "--modes", "--peers", "--out", "--seed",
                                              "--flag-window", NULL };
-        const char *shape_names[CMP_MAX_SHAPES], *mode_names[HBG_COMPLETION_COUNT];
+        const char *shape_names[CMP_MAX_SHAPES], *mode_names[CMP_MAX_LIST];
+        unsigned n_modes = hbg_completion_mode_count();
         unsigned n_shapes = dag_shape_count();
         for (unsigned s = 0; s < n_shapes; s++)
                 shape_names[s] = dag_shape_name(s);
-        for (unsigned m = 0; m < HBG_COMPLETION_COUNT; m++)
-                mode_names[m] = hbg_completion_mode_name((enum hbg_completion_mode)m);
+        for (unsigned m = 0; m < n_modes && m < CMP_MAX_LIST; m++)
+                mode_names[m] = hbg_completion_mode_name(m);
 
         for (int i = 1; i < argc; i++) {
                 const char *name, *value;
@@ -149,7 +151,7 @@ static int parse(struct cmp *c, int argc, char **argv) {
                                                     CMP_MAX_LIST))
                                 return BENCH_EXIT_USAGE;
                 } else if (strcmp(name, "--modes") == 0) {
-                        if (!bench_option_name_list("compare", name, value, mode_names, HBG_COMPLETION_COUNT,
+                        if (!bench_option_name_list("compare", name, value, mode_names, n_modes,
                                                     c->modes, &c->n_modes, CMP_MAX_LIST))
                                 return BENCH_EXIT_USAGE;
                 } else if (strcmp(name, "--peers") == 0) {
@@ -195,7 +197,7 @@ static void defaults(struct cmp *c) {
         static const unsigned clients[] = { 1, 2, 4, 8 };
         c->n_clients = 4;
         memcpy(c->clients, clients, sizeof(clients));
-        c->n_modes = HBG_COMPLETION_COUNT;
+        c->n_modes = hbg_completion_mode_count();
         for (unsigned m = 0; m < c->n_modes; m++)
                 c->modes[m] = m;
         c->n_peers = CMP_N_PEERS;

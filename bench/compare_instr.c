@@ -138,8 +138,8 @@ void cmp_instructions(struct cmp *c) {
                " a 1-task run subtracted)\n", cmp_elapsed(c), size, threads);
         printf("%-11s %-10s %-13s %12s %12s\n", "shape", "system", "mode", "Ir/task", "producer");
         for (unsigned m = 0; m < c->n_modes; m++) {
-                const char *mode = hbg_completion_mode_name((enum hbg_completion_mode)c->modes[m]);
-                if (c->modes[m] == HBG_COMPLETION_RESOLVER && threads < 2)
+                const char *mode = hbg_completion_mode_name(c->modes[m]);
+                if (threads < hbg_completion_mode_min_threads(c->modes[m]))
                         continue;
                 struct instr base;
                 if (hbg_instr(c, mode, threads, "independent", 1, "base", "run", 0, 1, &base) < 0) {
@@ -166,7 +166,7 @@ void cmp_instructions(struct cmp *c) {
                         report_metric(&c->report, "instructions_per_task", shape, "hbg", mode, threads, 1, d + p,
                                       "instructions");
                         printf("%-11s %-10s %-13s %12.0f %12.0f   (hbgd %.0f)\n", shape, "hbg", mode, d + p, p, d);
-                        if (c->modes[m] == HBG_COMPLETION_EAGER)
+                        if (c->modes[m] == HBG_COMPLETION_DEFAULT)
                                 replay_instr(c, mode, threads, shape, size);
                 }
         }

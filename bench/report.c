@@ -11,18 +11,32 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The systems of overhead.png, left to right: hbg under each policy, then
- * the peers. */
+#include "daemon/engine/engine.h"
+
+/* The systems of overhead.png, left to right: hbg under each completion
+ * policy (the engine's table), then the peers. */
 static const struct {
-        const char *system, *mode, *title;
-} plot_systems[] = {
-        { "hbg", "eager", "hbg-eager" },  { "hbg", "lazy", "hbg-lazy" },
-        { "hbg", "resolver", "hbg-resolver" }, { "hbg", "eager-batched", "hbg-eager-batched" },
-        { "tbb", "", "oneTBB" },
-        { "openmp", "", "OpenMP" },        { "starpu", "", "StarPU" },
-        { "floor", "", "floor" },
+        const char *system, *title;
+} plot_peers[] = {
+        { "tbb", "oneTBB" }, { "openmp", "OpenMP" }, { "starpu", "StarPU" }, { "floor", "floor" },
 };
-#define N_PLOT_SYSTEMS (sizeof(plot_systems) / sizeof(plot_systems[0]))
+#define N_PLOT_PEERS (sizeof(plot_peers) / sizeof(plot_peers[0]))
+#define N_PLOT_SYSTEMS (hbg_completion_mode_count() + N_PLOT_PEERS)
+
+/* Column i of overhead.dat: its system and mode ("" for a peer). */
+static void plot_system(unsigned i, const char **system, const char **mode) {
+        unsigned n_modes = hbg_completion_mode_count();
+        *system = i < n_modes ? "hbg" : plot_peers[i - n_modes].system;
+        *mode = i < n_modes ? hbg_completion_mode_name(i) : "";
+}
+
+static void plot_title(FILE *f, unsigned i) {
+        unsigned n_modes = hbg_completion_mode_count();
+        if (i < n_modes)
+                fprintf(f, " hbg-%s", hbg_completion_mode_name(i));
+        else
+                fprintf(f, " %s", plot_peers[i - n_modes].title);
+}
 
 static int mkdir_p(const char *dir) {
         char path[256];
@@ -137,12 +151,14 @@ void report_latency(struct report *r, const char *label, double p50_us, double p
 
 static const struct report_row *find_row(const struct report *r, const char *shape, unsigned i) {
         const struct report_row *found = NULL;
+        const char *system, *mode;
+        plot_system(i, &system, &mode);
         for (unsigned k = 0; k < r->n_rows; k++) {
                 const struct report_row *w = &r->rows[k];
                 /* The floor is one thread, whatever the others run. */
                 bool threads_ok = w->threads == r->plot_threads || strcmp(w->system, "floor") == 0;
                 if (w->clients == 1 && threads_ok && strcmp(w->shape, shape) == 0 &&
-                    strcmp(w->system, plot_systems[i].system) == 0 && strcmp(w->mode, plot_systems[i].mode) == 0)
+                    strcmp(w->system, system) == 0 && strcmp(w->mode, mode) == 0)
                         found = w;
         }
         return found;
@@ -162,7 +178,7 @@ static int write_overhead_data(struct report *r) {
                 return -EIO;
         fprintf(f, "shape");
         for (unsigned i = 0; i < N_PLOT_SYSTEMS; i++)
-                fprintf(f, " %s", plot_systems[i].title);
+                plot_title(f, i);
         fputc('\n', f);
         /* Shapes in the order they were run. */
         for (unsigned k = 0; k < r->n_rows; k++) {

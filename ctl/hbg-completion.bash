@@ -8,6 +8,7 @@
 #   hbgctl help --list COMMAND    its options: "--name[=ARG] [-x]" (no command
 #                                 is `status`, which takes only the common ones)
 #   hbgd --help                   "  [-x, ]--name[ ARG|[=ARG]]  help" lines
+#   hbgd --completion=help        the completion modes, one a line
 # Works without the bash-completion package too (compgen only).
 
 # Files (and directories) for an option's or the command's argument.
@@ -125,7 +126,7 @@ _hbgd() {
         fi
         case $prev in
         --completion)
-                COMPREPLY=($(compgen -W "eager lazy resolver eager-batched" -- "$cur"))
+                COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" --completion=help 2>/dev/null)" -- "$cur"))
                 return 0
                 ;;
         --threads | --clusters) return 0 ;;

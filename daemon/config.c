@@ -55,7 +55,7 @@ enum key_type {
         KEY_WEIGHTS,     /* user:weight pairs */
         KEY_GROUPS,      /* names or gids */
         KEY_LOG_LEVEL,   /* emerg .. debug */
-        KEY_COMPLETION,  /* eager, lazy, resolver, eager-batched */
+        KEY_COMPLETION,  /* hbg_completion_mode_list() */
         KEY_SOCKET_PATH, /* an absolute AF_UNIX socket path (a char array field) */
         KEY_MODE,        /* permission bits in octal, 0 .. 0777 */
         KEY_NAME,        /* a user or group name or number, not looked up (a char array field) */
@@ -371,7 +371,7 @@ static bool apply_value(struct load *l, const struct key *k, const char *value) 
         case KEY_COMPLETION:
                 if (hbg_completion_mode_parse(value, &l->cfg.engine.completion_mode) < 0) {
                         snprintf(l->msg, sizeof(l->msg),
-                                 "completion_mode: '%s' is not one of eager, lazy, resolver, eager-batched", value);
+                                 "completion_mode: '%s' is not one of %s", value, hbg_completion_mode_list());
                         return false;
                 }
                 return true;

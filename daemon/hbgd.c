@@ -35,9 +35,8 @@ static const struct opt_def {
           "line win over it); SIGHUP re-reads it" },
         { "threads", OPT_THREADS, required_argument, "N", "scheduler threads (default 4)" },
         { "clusters", OPT_CLUSTERS, required_argument, "N", "core clusters (default 8)" },
-        { "completion", OPT_COMPLETION, required_argument, "MODE",
-          "completion policy: eager (default), lazy, resolver\n"
-          "(needs 2 threads or more) or eager-batched" },
+        /* help: completion_help(), from the engine's table of policies */
+        { "completion", OPT_COMPLETION, required_argument, "MODE", NULL },
         { "check-config", OPT_CHECK_CONFIG, optional_argument, "FILE",
           "check FILE (or --config's) as at start, print the\n"
           "effective settings, exit 0 (valid) or 1; starts nothing" },
@@ -45,6 +44,13 @@ static const struct opt_def {
         { "version", OPT_VERSION, no_argument, NULL, "print the version" },
 };
 #define N_OPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
+
+/* --completion's help: the modes as the engine's table names them. */
+static const char *completion_help(char *buf, size_t size) {
+        snprintf(buf, size, "completion policy (default %s), one of:\n%s\n(MODE help: the names, one a line)",
+                 hbg_completion_mode_name(HBG_COMPLETION_DEFAULT), hbg_completion_mode_list());
+        return buf;
+}
 
 static void usage(FILE *f) {
         fprintf(f, "Usage: hbgd [OPTIONS]\n"
@@ -61,8 +67,10 @@ static void usage(FILE *f) {
                         snprintf(arg, sizeof(arg), " %s", d->arg);
                 snprintf(head, sizeof(head), "%s--%s%s", s, d->name, arg);
                 fprintf(f, "  %-26s ", head);
+                char help[256];
+                const char *text = d->id == OPT_COMPLETION ? completion_help(help, sizeof(help)) : d->help;
                 /* continuation lines line up under the first */
-                for (const char *p = d->help; *p; p++) {
+                for (const char *p = text; *p; p++) {
                         fputc(*p, f);
                         if (*p == '\n')
                                 fprintf(f, "  %-26s ", "");
@@ -168,6 +176,13 @@ static bool read_args(int argc, char **argv, struct args *a, int *ret_exit) {
                 *ret_exit = 2;
                 return false;
         }
+        if (a->completion && strcmp(a->completion, "help") == 0) {
+                /* What shell completion offers: the table's names. */
+                for (unsigned m = 0; m < hbg_completion_mode_count(); m++)
+                        printf("%s\n", hbg_completion_mode_name(m));
+                *ret_exit = 0;
+                return false;
+        }
         return true;
 }
 
@@ -201,8 +216,8 @@ static int apply_args(struct hbgd_config *cfg, const struct args *a) {
         if (a->clusters && parse_uint("--clusters", a->clusters, HBG_ENGINE_MAX_CLUSTERS, &cfg->engine.clusters) < 0)
                 return -EINVAL;
         if (a->completion && hbg_completion_mode_parse(a->completion, &cfg->engine.completion_mode) < 0) {
-                fprintf(stderr, "hbgd: --completion: '%s' is not one of eager, lazy, resolver, eager-batched\n",
-                        a->completion);
+                fprintf(stderr, "hbgd: --completion: '%s' is not one of %s\n", a->completion,
+                        hbg_completion_mode_list());
                 return -EINVAL;
         }
         const char *io = getenv("HBGD_IO");

@@ -38,14 +38,15 @@ enum { MODE_URING, MODE_EPOLL, N_MODES };
 
 const char *mode_name(int mode);
 
-/* The completion policies hbgd offers (--completion=NAME): end-to-end
- * tests that take them as a parameter run once per entry. */
-#define N_COMPLETIONS 4
-extern const char *const completion_names[N_COMPLETIONS];
+/* The completion policies hbgd offers (--completion=NAME), as hbgd lists
+ * them (--completion=help, from the engine's table): end-to-end tests
+ * that take them as a parameter run once per entry. */
+unsigned completion_count(void);
+const char *completion_name(unsigned i);
 /* Loop index i of a test run under every io mode and completion policy:
  * io mode i % N_MODES, policy i / N_MODES. */
 #define IO_MODE_OF(i) ((i) % N_MODES)
-#define COMPLETION_OF(i) (completion_names[(i) / N_MODES])
+#define COMPLETION_OF(i) (completion_name((unsigned)(i) / N_MODES))
 /* Start hbgd in io mode `mode` with --completion=`completion`. */
 struct hbgd_proc *start_hbgd_completion(int mode, const char *completion);
 

@@ -21,7 +21,8 @@ fail() { echo "test-bench: FAIL: $*"; exit 1; }
 header=$(head -n 1 "$tmp/a/results.csv")
 [ "$header" = "shape,system,mode,threads,clients,tasks,tasks_per_s,ns_per_task,p50_us,p99_us,rss_kib" ] ||
         fail "results.csv header is '$header'"
-# 7 shapes x 4 policies x 2 client counts of hbg, and 7 x 4 replay rows
+# 7 shapes x every policy (hbgd's table) x 2 client counts of hbg, and
+# 7 x every policy replay rows
 # (one client), every one with 11 fields and a positive ns_per_task;
 # p50/p99 empty with one client, set with two.
 rows=$(tail -n +2 "$tmp/a/results.csv" | awk -F, '
@@ -30,8 +31,10 @@ rows=$(tail -n +2 "$tmp/a/results.csv" | awk -F, '
         $5 == 1 && ($9 != "" || $10 != "") { bad++ }
         $5 == 2 && ($9 == "" || $10 == "") { bad++ }
         END { print NR + 0, bad + 0 }')
-[ "$rows" = "84 0" ] || fail "results.csv: rows, bad rows = $rows"
-for mode in eager lazy resolver eager-batched; do
+modes=$("$B/bin/hbgd" --completion=help) || fail "hbgd --completion=help"
+n_modes=$(echo "$modes" | wc -l)
+[ "$rows" = "$((21 * n_modes)) 0" ] || fail "results.csv: rows, bad rows = $rows"
+for mode in $modes; do
         grep -q "^chain,hbg,$mode,4,2," "$tmp/a/results.csv" || fail "no chain row for $mode with 2 clients"
         grep -q "^gemm,hbg-replay,$mode,4,1," "$tmp/a/results.csv" || fail "no gemm replay row for $mode"
 done

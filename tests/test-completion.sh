@@ -62,9 +62,14 @@ expect _hbgctl "--timeout= --socket= --json" "--batch --dot=" -- "$hbgctl" wait 
 expect _hbgd "--socket= --config= --threads= --completion= --check-config= --help --version" "" -- "$hbgd" --
 expect _hbgd "ctl/hbg-completion.bash" "" -- "$hbgd" --config ctl/hbg-c
 expect _hbgd "systemd/hbgd.conf.example" "" -- "$hbgd" --check-config = systemd/hbgd.conf.ex
-expect _hbgd "eager lazy resolver eager-batched" "" -- "$hbgd" --completion ""
-# the modes offered are hbgd's
+# the modes offered are those hbgd lists (its table), every one accepted
+modes=$("$hbgd" --completion=help | tr '\n' ' ')
+modes=${modes% }
 for m in eager lazy resolver eager-batched; do
+        [[ " $modes " == *" $m "* ]] || { echo "  FAIL hbgd --completion=help lists '$modes'"; fails=$((fails + 1)); }
+done
+expect _hbgd "$modes" "" -- "$hbgd" --completion ""
+for m in $modes; do
         "$hbgd" --check-config --completion="$m" >/dev/null ||
                 { echo "  FAIL hbgd refuses --completion=$m"; fails=$((fails + 1)); }
 done

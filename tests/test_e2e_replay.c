@@ -29,7 +29,6 @@
 #include "tests/daemon_util.h"
 #include "tests/e2e_util.h"
 
-static const char *const modes[] = { "eager", "lazy", "resolver", "eager-batched" };
 
 static hbg_client *connect_ok(struct hbgd_proc *d, unsigned window) {
         hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
@@ -103,7 +102,7 @@ static int host_reads_y(void *userdata) {
 enum { N = 64 };
 
 START_TEST(results) {
-        const char *mode = modes[_i];
+        const char *mode = completion_name((unsigned)_i);
         struct hbgd_proc *d = start_hbgd_completion(MODE_URING, mode);
         hbg_client *c = connect_ok(d, 0);
         hbg_tensor x = alloc_fill(d, c, N, 0.0f), one = alloc_fill(d, c, N, 1.0f), two = alloc_fill(d, c, N, 2.0f);
@@ -171,7 +170,7 @@ START_TEST(results) {
 END_TEST
 
 START_TEST(larger_than_window) {
-        const char *mode = modes[_i];
+        const char *mode = completion_name((unsigned)_i);
         struct hbgd_proc *d = start_hbgd_completion(MODE_URING, mode);
         hbg_client *c = connect_ok(d, 256);
         enum { CHAIN = 1024, WIDE = 600 };
@@ -281,8 +280,8 @@ int main(void) {
         Suite *s = suite_create("e2e_replay");
         TCase *tc = tcase_create("replay");
         tcase_set_timeout(tc, 180);
-        tcase_add_loop_test(tc, results, 0, 3);
-        tcase_add_loop_test(tc, larger_than_window, 0, 3);
+        tcase_add_loop_test(tc, results, 0, (int)completion_count());
+        tcase_add_loop_test(tc, larger_than_window, 0, (int)completion_count());
         tcase_add_test(tc, refusals);
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);

@@ -95,7 +95,7 @@ static void config(struct hbg_engine_config *cfg, unsigned mode) {
         hbg_engine_config_default(cfg);
         cfg->threads = 3;
         cfg->clusters = 4;
-        cfg->completion_mode = (enum hbg_completion_mode)mode;
+        cfg->completion_mode = mode;
 }
 
 /* Every allocation of hbg_engine_new() failing in turn, under each policy. */
@@ -119,7 +119,7 @@ START_TEST(engine_new_fails_cleanly) {
         }
         ck_assert_msg(k > 1 && k < 10000, "hbg_engine_new: %lu allocations", k);
         printf("engine_new (%s): each of %lu allocations failed in turn\n",
-               hbg_completion_mode_name((enum hbg_completion_mode)_i), k - 1);
+               hbg_completion_mode_name(_i), k - 1);
 }
 END_TEST
 
@@ -171,7 +171,7 @@ START_TEST(ring_add_fails_cleanly) {
         }
         ck_assert_msg(k > 1 && k < 10000, "hbg_engine_ring_add: %lu allocations", k);
         printf("ring_add (%s): each of %lu allocations failed in turn\n",
-               hbg_completion_mode_name((enum hbg_completion_mode)_i), k - 1);
+               hbg_completion_mode_name(_i), k - 1);
         hbg_engine_free(e);
         free(sub);
         free(cpl);
@@ -182,8 +182,8 @@ int main(void) {
         Suite *s = suite_create("engine_alloc");
         TCase *tc = tcase_create("alloc");
         tcase_set_timeout(tc, 120);
-        tcase_add_loop_test(tc, engine_new_fails_cleanly, 0, HBG_COMPLETION_COUNT);
-        tcase_add_loop_test(tc, ring_add_fails_cleanly, 0, HBG_COMPLETION_COUNT);
+        tcase_add_loop_test(tc, engine_new_fails_cleanly, 0, (int)hbg_completion_mode_count());
+        tcase_add_loop_test(tc, ring_add_fails_cleanly, 0, (int)hbg_completion_mode_count());
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);

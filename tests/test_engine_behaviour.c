@@ -1021,22 +1021,74 @@ START_TEST(config_limits) {
         hbg_engine_config_default(&cfg);
         ck_assert_int_eq(hbg_engine_config_validate(&cfg, NULL), 0);
         /* Every policy of the table is valid; anything else is not. */
-        for (unsigned m = 0; m < HBG_COMPLETION_COUNT; m++) {
-                cfg.completion_mode = (enum hbg_completion_mode)m;
+        for (unsigned m = 0; m < hbg_completion_mode_count(); m++) {
+                cfg.completion_mode = m;
                 ck_assert_int_eq(hbg_engine_config_validate(&cfg, NULL), 0);
         }
-        cfg.completion_mode = HBG_COMPLETION_COUNT;
+        cfg.completion_mode = hbg_completion_mode_count();
         ck_assert_int_eq(hbg_engine_config_validate(&cfg, NULL), -EINVAL);
-        cfg.completion_mode = (enum hbg_completion_mode)99;
+        cfg.completion_mode = 99;
         ck_assert_int_eq(hbg_engine_config_validate(&cfg, NULL), -EINVAL);
         /* The resolver needs a thread besides the schedulers. */
-        cfg.completion_mode = HBG_COMPLETION_RESOLVER;
+        ck_assert_int_eq(hbg_completion_mode_parse("resolver", &cfg.completion_mode), 0);
+        ck_assert_uint_eq(hbg_completion_mode_min_threads(cfg.completion_mode), 2);
         cfg.threads = 1;
         const char *why = NULL;
         ck_assert_int_eq(hbg_engine_config_validate(&cfg, &why), -EINVAL);
         ck_assert_ptr_nonnull(strstr(why, "resolver"));
         cfg.threads = 2;
         ck_assert_int_eq(hbg_engine_config_validate(&cfg, NULL), 0);
+}
+END_TEST
+
+/* Every place a doc lists the completion modes names every mode of the
+ * engine's table: from `begin` to `end` (exclusive) in the file. */
+static const struct {
+        const char *file, *begin, *end;
+} mode_lists[] = {
+        { "README.md", "eager completion watermark", "\n\n" },
+        { "docs/GLOSSARY.md", "| **completion mode** |", "\n" },
+        { "docs/OPERATIONS.md", "| scheduler | `completion_mode` |", "\n" },
+        { "docs/RUNTIME_LOGIC.md", "The seed's three designs", "\n\n" },
+        { "docs/man/hbgd.8", ".BI \\-\\-completion= MODE", "\n.TP" },
+        { "docs/man/hbgd.conf.5", ".BR completion_mode ", "\n.SH" },
+        { "systemd/hbgd.conf.example", "; How completions move", ";completion_mode" },
+        { "tests/fuzz/corpus/config/example.conf", "; How completions move", ";completion_mode" },
+};
+
+static bool names_word(const char *b, const char *e, const char *word) {
+        size_t n = strlen(word);
+        for (const char *p = b; p + n <= e; p++) {
+                if (memcmp(p, word, n) != 0)
+                        continue;
+                bool left = p == b || !(p[-1] == '-' || (p[-1] >= 'a' && p[-1] <= 'z'));
+                bool right = p + n == e || !(p[n] == '-' || (p[n] >= 'a' && p[n] <= 'z'));
+                if (left && right)
+                        return true;
+        }
+        return false;
+}
+
+START_TEST(docs_list_every_completion_mode) {
+        static char doc[1 << 18];
+        for (size_t i = 0; i < sizeof(mode_lists) / sizeof(mode_lists[0]); i++) {
+                char path[512];
+                snprintf(path, sizeof(path), "%s/%s", HBG_SRCDIR, mode_lists[i].file);
+                FILE *f = fopen(path, "r");
+                ck_assert_msg(f, "cannot open %s", path);
+                size_t n = fread(doc, 1, sizeof(doc) - 1, f);
+                fclose(f);
+                doc[n] = 0;
+                const char *b = strstr(doc, mode_lists[i].begin);
+                ck_assert_msg(b, "%s: no '%s'", mode_lists[i].file, mode_lists[i].begin);
+                const char *e = strstr(b + strlen(mode_lists[i].begin), mode_lists[i].end);
+                ck_assert_msg(e, "%s: no '%s' after '%s'", mode_lists[i].file, mode_lists[i].end,
+                              mode_lists[i].begin);
+                for (unsigned m = 0; m < hbg_completion_mode_count(); m++)
+                        ck_assert_msg(names_word(b, e, hbg_completion_mode_name(m)),
+                                      "%s: the completion modes at '%s' leave out %s", mode_lists[i].file,
+                                      mode_lists[i].begin, hbg_completion_mode_name(m));
+        }
 }
 END_TEST
 
@@ -1510,6 +1562,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, spinning_threads_capped);
         tc = tcase(s, "config");
         tcase_add_test(tc, config_limits);
+        tcase_add_test(tc, docs_list_every_completion_mode);
         tcase_add_test(tc, config_small_and_uneven);
         tc = tcase(s, "rings");
         tcase_add_test(tc, ring_add_beyond_max);

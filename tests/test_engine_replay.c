@@ -37,8 +37,6 @@
 #define WAIT_MS 20000
 enum { N = 64, CHAIN = 10 };
 
-static const enum hbg_completion_mode modes[] = { HBG_COMPLETION_EAGER, HBG_COMPLETION_LAZY,
-                                                  HBG_COMPLETION_RESOLVER, HBG_COMPLETION_EAGER_BATCHED };
 
 static void quiet_log(void *ud, int priority, const struct hbg_log_fields *f, const char *fmt, va_list ap) {
         (void)ud;
@@ -50,7 +48,7 @@ static void quiet_log(void *ud, int priority, const struct hbg_log_fields *f, co
 
 static uint64_t stall_ms = 10000;
 
-static struct hbg_engine *engine_new(enum hbg_completion_mode mode) {
+static struct hbg_engine *engine_new(unsigned mode) {
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
         hbg_engine_config_default(&cfg);
@@ -96,7 +94,7 @@ static struct hbg_recorded_task chain_task(const struct fixture *f, unsigned i) 
         return rt;
 }
 
-static void setup(struct fixture *f, enum hbg_completion_mode mode, bool record) {
+static void setup(struct fixture *f, unsigned mode, bool record) {
         f->e = engine_new(mode);
         ring_open(&f->h, f->e);
         f->x = harness_alloc(&f->h, N * 4);
@@ -143,7 +141,7 @@ static float x0(struct fixture *f) {
 
 START_TEST(launches) {
         struct fixture f;
-        setup(&f, modes[_i], true);
+        setup(&f, (unsigned)_i, true);
         /* Whole. */
         gate(&f, UINT64_MAX);
         uint64_t first = producer_write_launch(&f.h.prod, 0, 0, CHAIN);
@@ -206,7 +204,7 @@ static const struct {
 START_TEST(forged) {
         for (int k = 0; k < N_FORGERIES; k++) {
                 struct fixture f;
-                setup(&f, modes[_i], true);
+                setup(&f, (unsigned)_i, true);
                 struct hbg_task_desc d = { .launch = { .graph = 0, .first = 0, .count = 2 } };
                 uint64_t advance = 2;
                 switch ((enum forgery)k) {
@@ -240,7 +238,7 @@ START_TEST(forged) {
 
         /* A ring that recorded nothing does not know launch records. */
         struct fixture f;
-        setup(&f, modes[_i], false);
+        setup(&f, (unsigned)_i, false);
         gate(&f, UINT64_MAX);
         struct hbg_task_desc d = { .launch = { .graph = 0, .first = 0, .count = 1 } };
         forge(&f, d, 1);
@@ -258,7 +256,7 @@ END_TEST
 START_TEST(long_launch) {
         enum { LONG = 250 };
         struct fixture f;
-        setup(&f, modes[_i], false);
+        setup(&f, (unsigned)_i, false);
         struct hbg_recorded_task tasks[LONG];
         for (unsigned i = 0; i < LONG; i++)
                 tasks[i] = chain_task(&f, i);
@@ -290,7 +288,7 @@ END_TEST
 START_TEST(launch_beyond_submitted) {
         stall_ms = 1500;
         struct fixture f;
-        setup(&f, modes[_i], true);
+        setup(&f, (unsigned)_i, true);
         stall_ms = 10000;
         gate(&f, UINT64_MAX);
         struct hbg_task_desc d = { .launch = { .graph = 0, .first = 0, .count = 4 } };
@@ -316,7 +314,7 @@ END_TEST
 
 START_TEST(recording) {
         struct fixture f;
-        setup(&f, HBG_COMPLETION_EAGER, false);
+        setup(&f, HBG_COMPLETION_DEFAULT, false);
         struct hbg_recorded_task tasks[3];
         for (unsigned i = 0; i < 3; i++)
                 tasks[i] = chain_task(&f, i);
@@ -358,10 +356,10 @@ int main(void) {
         Suite *s = suite_create("engine_replay");
         TCase *tc = tcase_create("replay");
         tcase_set_timeout(tc, 120);
-        tcase_add_loop_test(tc, launches, 0, 3);
-        tcase_add_loop_test(tc, forged, 0, 3);
-        tcase_add_loop_test(tc, long_launch, 0, 3);
-        tcase_add_loop_test(tc, launch_beyond_submitted, 0, 3);
+        tcase_add_loop_test(tc, launches, 0, (int)hbg_completion_mode_count());
+        tcase_add_loop_test(tc, forged, 0, (int)hbg_completion_mode_count());
+        tcase_add_loop_test(tc, long_launch, 0, (int)hbg_completion_mode_count());
+        tcase_add_loop_test(tc, launch_beyond_submitted, 0, (int)hbg_completion_mode_count());
         tcase_add_test(tc, recording);
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);

@@ -854,7 +854,7 @@ START_TEST(rings_outnumber_threads_long_tasks) {
         hbg_engine_config_default(&cfg);
         cfg.threads = 2;
         cfg.clusters = 4;
-        cfg.completion_mode = (enum hbg_completion_mode)_i;
+        cfg.completion_mode = _i;
         ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
         struct fair_ctx ctx[FAIR_RINGS];
         pthread_t th[FAIR_RINGS];
@@ -867,7 +867,7 @@ START_TEST(rings_outnumber_threads_long_tasks) {
         for (unsigned i = 0; i < FAIR_RINGS; i++)
                 ck_assert_msg(ctx[i].result == 0,
                               "%s: ring %u of %u (2 threads, long tasks): graph wait returned %d%s",
-                              hbg_completion_mode_name((enum hbg_completion_mode)_i), i, FAIR_RINGS,
+                              hbg_completion_mode_name(_i), i, FAIR_RINGS,
                               ctx[i].result,
                               ctx[i].result == -ETIMEDOUT ? " (no progress in 30 s: fair share livelock)" : "");
         hbg_engine_free(e);
@@ -879,7 +879,7 @@ static Suite *suite(void) {
         TCase *tc = tcase_create("rings");
         tcase_set_timeout(tc, 900);
         tcase_add_test(tc, rings_concurrent);
-        tcase_add_loop_test(tc, rings_outnumber_threads_long_tasks, 0, HBG_COMPLETION_COUNT);
+        tcase_add_loop_test(tc, rings_outnumber_threads_long_tasks, 0, (int)hbg_completion_mode_count());
         tcase_add_test(tc, fair_share_turns);
         suite_add_tcase(s, tc);
         return s;

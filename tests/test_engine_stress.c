@@ -39,7 +39,7 @@ static unsigned scale(void) {
 }
 
 START_TEST(stress) {
-        enum hbg_completion_mode mode = (enum hbg_completion_mode)_i;
+        unsigned mode = (unsigned)_i;
         const char *name = hbg_completion_mode_name(mode);
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
@@ -128,7 +128,7 @@ int main(void) {
         Suite *s = suite_create("engine_stress");
         TCase *tc = tcase_create("stress");
         tcase_set_timeout(tc, 600);
-        tcase_add_loop_test(tc, stress, 0, HBG_COMPLETION_COUNT);
+        tcase_add_loop_test(tc, stress, 0, (int)hbg_completion_mode_count());
         suite_add_tcase(s, tc);
         SRunner *sr = srunner_create(s);
         srunner_run_all(sr, CK_NORMAL);

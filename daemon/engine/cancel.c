@@ -7,7 +7,7 @@
  *   - a task about to run whose id a cancel covers fails with -ECANCELED
  *     and the cancel's message, its blocks counted as done (dispatch.c);
  *   - a running kernel of the ring sees its stop word (cancel_word) change
- *     at its next check and asks ring_cancel_applies() whether the change
+ *     at its next check and asks cancel_applies() whether the change
  *     is about its task; if so it stops with -ECANCELED (§10.6);
  *   - the graph is decided under the cold lock like any other
  *     (graph_status): without a real failure, its status is the cancel.
@@ -15,11 +15,14 @@
  * `removing` and `broken`, on a read-mostly line); only while a cancel of
  * this very ring is pending does a task take the cold lock to look.
  */
+#include "daemon/engine/cancel.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ring.h"
 
 /* Under cold_lock: the table changed (count n entries in use). Relaxed:
  * readers that act on the word take cold_lock, whose acquire orders the
@@ -83,7 +86,7 @@ out:
         return err;
 }
 
-const char *ring_cancelled(struct hbg_ring *r, uint64_t id) {
+const char *cancel_find(struct hbg_ring *r, uint64_t id) {
         const char *why = NULL;
         pthread_mutex_lock(&r->cold_lock);
         for (unsigned i = 0; i < RING_CANCELS && !why; i++) {
@@ -97,13 +100,13 @@ const char *ring_cancelled(struct hbg_ring *r, uint64_t id) {
         return why;
 }
 
-bool ring_cancel_applies(void *arg) {
+bool cancel_applies(void *arg) {
         const struct cancel_watch *w = arg;
-        return ring_cancelled(w->r, w->id) != NULL;
+        return cancel_find(w->r, w->id) != NULL;
 }
 
-void ring_cancel_status_locked(struct hbg_ring *r, uint64_t number, uint64_t first, struct failure *f,
-                               bool real) {
+void cancel_status_locked(struct hbg_ring *r, uint64_t number, uint64_t first, struct failure *f,
+                          bool real) {
         r->graphs_decided = number + 1;
         if (real || (atomic_load_explicit(&r->cancel_word, memory_order_relaxed) & CANCEL_COUNT) == 0)
                 return;
@@ -119,7 +122,7 @@ void ring_cancel_status_locked(struct hbg_ring *r, uint64_t number, uint64_t fir
         }
 }
 
-void ring_cancels_prune(struct hbg_ring *r, uint64_t published) {
+void cancel_prune(struct hbg_ring *r, uint64_t published) {
         if ((atomic_load_explicit(&r->cancel_word, memory_order_relaxed) & CANCEL_COUNT) == 0)
                 return;
         pthread_mutex_lock(&r->cold_lock);

@@ -5,7 +5,10 @@
  * inline or routed. Shared by plain tasks (ingest.c) and launched ones
  * (launch.c).
  */
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/classify.h"
+
+#include "daemon/engine/ready.h"
+#include "daemon/engine/ring.h"
 
 struct task_slot *classify_begin(struct hbg_ring *r, uint64_t id) {
         struct task_slot *s = ring_slot(r, id);
@@ -37,7 +40,7 @@ static void hand_on(struct sched_thread *t, struct hbg_ring *r, struct task_slot
                 ring_task_done(t, r, s->id, 0, NULL);
                 return;
         }
-        ring_route(t, r, s, true);
+        ready_route(t, r, s, true);
 }
 
 /*

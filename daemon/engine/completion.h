@@ -16,6 +16,12 @@
  *             (§11.4): a variant, since it changes eager's defining rule
  *             (the frontier completer walks at once).
  *
+ * A policy is one file (completion_NAME.c, defining its struct
+ * completion_policy) plus one line of the table in completion.c; its
+ * state lives in its file, allocated through the hooks below. Every list
+ * of mode names (config, messages, --help, shell completion, bench,
+ * tests) comes from that table.
+ *
  * Only a policy writes completion state (stamps, the watermark, deferred
  * ids); everyone else reads the one published watermark and the stamps.
  */
@@ -28,12 +34,18 @@
 
 struct sched_thread;
 struct hbg_ring;
+struct hbg_engine;
 
 struct completion_policy {
-        enum hbg_completion_mode mode;
         const char *name;
-        /* The last thread resolves: it owns no core and runs resolve(). */
-        bool dedicated_resolver;
+        /* The policy's own thread (NULL: none). The engine's last thread
+         * then owns no core and runs thread_main(struct sched_thread *)
+         * instead of the scheduler loop; thread_why refuses a
+         * configuration with a single thread. wake_all wakes that thread
+         * wherever it sleeps (the engine stops); may be NULL. */
+        void *(*thread_main)(void *arg);
+        const char *thread_why;
+        void (*wake_all)(struct hbg_engine *e);
         /* A task's status is final (set in its slot): publish its stamp,
          * wake its dependants, move the watermark. Any thread. */
         void (*complete)(struct sched_thread *t, struct hbg_ring *r, uint64_t id);
@@ -47,13 +59,13 @@ struct completion_policy {
          * put off during the visit. Returns whether it did any. May be
          * NULL. */
         bool (*end_visit)(struct sched_thread *t, struct hbg_ring *r);
-        /* The resolver thread's visit of a ring (dedicated_resolver only). */
-        bool (*resolve)(struct sched_thread *t, struct hbg_ring *r);
-        /* Work queued for the resolver in r, seen by a parking resolver
-         * (seq_cst, §11.3). */
-        bool (*resolver_has_work)(struct hbg_ring *r);
-        /* Per-ring state (NULL: none). ring_init returns 0 or -ENOMEM;
-         * ring_free accepts a ring ring_init never saw. */
+        /* Per-engine state, the policy's own (engine_policy_state()),
+         * NULL: none. engine_init returns 0 or -ENOMEM before any thread
+         * starts; engine_free runs after every thread stopped and accepts
+         * an engine engine_init never saw. */
+        int (*engine_init)(struct hbg_engine *e);
+        void (*engine_free)(struct hbg_engine *e);
+        /* Per-ring state, the same (ring_policy_state()). */
         int (*ring_init)(struct hbg_ring *r);
         void (*ring_free)(struct hbg_ring *r);
         /* Bytes of that state per ring of window D with n threads. */
@@ -61,10 +73,6 @@ struct completion_policy {
 };
 
 /* NULL for a mode that does not exist. */
-const struct completion_policy *completion_policy(enum hbg_completion_mode mode);
-
-extern const struct completion_policy completion_eager;
-extern const struct completion_policy completion_lazy;
-extern const struct completion_policy completion_resolver;
-extern const struct completion_policy completion_eager_batched;
-
+const struct completion_policy *completion_policy(unsigned mode);
+/* "completion_mode: unknown mode (one of eager, lazy, ...)", static. */
+const char *completion_unknown_why(void);

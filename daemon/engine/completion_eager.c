@@ -7,20 +7,26 @@
  * variant (§11.4), which walks once per visit.
  */
 #include <errno.h>
+#include <stdalign.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "daemon/engine/completion.h"
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ready.h"
+#include "daemon/engine/ring.h"
 
 static void finish_published(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
         struct hbg_completer *c = ring_completer(t, r);
 
         /* Order matters: the watermark moves only after the stamp (§4.1),
          * exactly once per id. */
-        ring_drain_wake_list(t, r, id);
+        ready_drain_wake_list(t, r, id);
         bool advanced = watermark_update(c, id);
         ring_slot_release(r, id);
-        if (advanced && ring_retire_due(r))
-                ring_retire_graphs(r);
+        if (advanced && graphs_retire_due(r))
+                graphs_retire(r);
 }
 
 static void eager_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
@@ -31,7 +37,7 @@ static void eager_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         else if (rc < 0)
                 /* Unreachable with capacity D (§6.2); if it ever happens
                  * the ring stops rather than losing the task. */
-                ring_fail(r, rc, id, "failsafe heap full");
+                graphs_fail(r, rc, id, "failsafe heap full");
 }
 
 /* tick, for both: publish the deferred ids that may be now (smallest
@@ -54,7 +60,6 @@ static bool eager_tick(struct sched_thread *t, struct hbg_ring *r) {
 }
 
 const struct completion_policy completion_eager = {
-        .mode = HBG_COMPLETION_EAGER,
         .name = "eager",
         .complete = eager_complete,
         .tick = eager_tick,
@@ -67,13 +72,24 @@ const struct completion_policy completion_eager = {
  * one walk from wherever the watermark is. The watermark lags the
  * thread's completions by at most one visit, which ends on every path.
  */
+
+/* A ring's state: per thread, whether stamps were published this visit
+ * (a walk is due). Each its own line: written per task by its thread. */
+struct batched_thread {
+        alignas(64) bool walk_due;
+};
+
+static struct batched_thread *batched_of(struct sched_thread *t, struct hbg_ring *r) {
+        return &((struct batched_thread *)r->policy_state)[t->index];
+}
+
 static void batched_finish(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
-        ring_drain_wake_list(t, r, id);
+        ready_drain_wake_list(t, r, id);
         /* The slot may be reused only for id + D, which the window keeps
          * out until the watermark passes id: releasing it before the walk
          * changes nothing. */
         ring_slot_release(r, id);
-        r->per_thread[t->index].walk_due = true;
+        batched_of(t, r)->walk_due = true;
 }
 
 static void batched_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
@@ -85,7 +101,7 @@ static void batched_complete(struct sched_thread *t, struct hbg_ring *r, uint64_
                 batched_finish(t, r, id);
         else if (rc < 0)
                 /* Unreachable with capacity D (§6.2), as for eager. */
-                ring_fail(r, rc, id, "failsafe heap full");
+                graphs_fail(r, rc, id, "failsafe heap full");
 }
 
 static bool batched_tick(struct sched_thread *t, struct hbg_ring *r) {
@@ -93,19 +109,41 @@ static bool batched_tick(struct sched_thread *t, struct hbg_ring *r) {
 }
 
 static bool batched_walk(struct sched_thread *t, struct hbg_ring *r) {
-        struct ring_thread *rt = &r->per_thread[t->index];
+        struct batched_thread *rt = batched_of(t, r);
         if (!rt->walk_due)
                 return false;
         rt->walk_due = false;
         bool advanced = watermark_walk_after_batch(ring_completer(t, r));
-        if (advanced && ring_retire_due(r))
-                ring_retire_graphs(r);
+        if (advanced && graphs_retire_due(r))
+                graphs_retire(r);
         return advanced;
 }
 
+static int batched_ring_init(struct hbg_ring *r) {
+        size_t bytes = r->engine->nthreads * sizeof(struct batched_thread);
+        struct batched_thread *b = aligned_alloc(64, bytes);
+        if (!b)
+                return -ENOMEM;
+        memset(b, 0, bytes);
+        r->policy_state = b;
+        return 0;
+}
+
+static void batched_ring_free(struct hbg_ring *r) {
+        free(r->policy_state);
+        r->policy_state = NULL;
+}
+
+static uint64_t batched_ring_memory(uint64_t task_window, unsigned nthreads) {
+        (void)task_window;
+        return nthreads * sizeof(struct batched_thread);
+}
+
 const struct completion_policy completion_eager_batched = {
-        .mode = HBG_COMPLETION_EAGER_BATCHED,
         .name = "eager-batched",
+        .ring_init = batched_ring_init,
+        .ring_free = batched_ring_free,
+        .ring_memory = batched_ring_memory,
         .complete = batched_complete,
         .tick = batched_tick,
         .end_visit = batched_walk,

@@ -11,7 +11,9 @@
 #include <errno.h>
 
 #include "daemon/engine/completion.h"
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ready.h"
+#include "daemon/engine/ring.h"
 
 static uint32_t stamp_at(const struct hbg_flag_window *w, uint64_t id) {
         /* acquire: the completed tasks' effects reach whoever reads the
@@ -76,9 +78,9 @@ static bool publish(struct hbg_completer *c, uint64_t id) {
 
 static void finish_published(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
         struct hbg_completer *c = ring_completer(t, r);
-        ring_task_released(t, r, id);
+        ready_task_released(t, r, id);
         if (advance_once(c, id + 1))
-                ring_retire_graphs(r);
+                graphs_retire(r);
 }
 
 static void lazy_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
@@ -89,7 +91,7 @@ static void lazy_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t i
         }
         int rc = completer_defer(c, id);
         if (rc < 0)
-                ring_fail(r, rc, id, "failsafe heap full");
+                graphs_fail(r, rc, id, "failsafe heap full");
 }
 
 static bool lazy_tick(struct sched_thread *t, struct hbg_ring *r) {
@@ -109,7 +111,7 @@ static bool lazy_tick(struct sched_thread *t, struct hbg_ring *r) {
         }
         /* The walk that keeps the watermark live. */
         if (advance_all(c)) {
-                ring_retire_graphs(r);
+                graphs_retire(r);
                 did = true;
         }
         return did;
@@ -121,14 +123,13 @@ static bool lazy_tick(struct sched_thread *t, struct hbg_ring *r) {
  * cannot miss a completed prefix (§11.2). */
 static bool lazy_before_park(struct sched_thread *t, struct hbg_ring *r) {
         if (advance_all(ring_completer(t, r))) {
-                ring_retire_graphs(r);
+                graphs_retire(r);
                 return true;
         }
         return false;
 }
 
 const struct completion_policy completion_lazy = {
-        .mode = HBG_COMPLETION_LAZY,
         .name = "lazy",
         .complete = lazy_complete,
         .tick = lazy_tick,

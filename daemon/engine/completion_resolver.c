@@ -11,19 +11,64 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "daemon/engine/completion.h"
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ingest.h"
+#include "daemon/engine/ready.h"
+#include "daemon/engine/ring.h"
+#include "daemon/engine/ring_table.h"
+#include "daemon/engine/wakeup.h"
 #include "daemon/engine/spsc.h"
 
 /* Ids taken from one scheduler's queue per resolver visit: bounded, so the
  * resolver serves every ring and queue in turn. */
 #define RESOLVE_BATCH 1024
 
+/* The engine's resolver: its own futex word and "I sleep" flag (§11.3). */
+struct resolver_engine {
+        alignas(64) _Atomic uint32_t seq;
+        _Atomic uint32_t sleeping;
+};
+
+static struct resolver_engine *engine_state(struct hbg_engine *e) {
+        return e->policy_state;
+}
+
+/* A ring's state: its hand-off queues, one per scheduler thread (ids to
+ * the resolver), an array of nschedulers. */
+static struct spsc *handoff(struct hbg_ring *r, unsigned thread) {
+        return &((struct spsc *)r->policy_state)[thread];
+}
+
+/* The resolver is the engine's last thread, the one that schedules nothing. */
 static bool is_resolver(const struct sched_thread *t) {
-        return t->index == t->engine->resolver_index;
+        return t->index >= t->engine->nschedulers;
+}
+
+/* The resolver reads its sequence word, then says it sleeps (seq_cst),
+ * then looks at its queues (seq_cst); a scheduler publishes a queue tail
+ * (seq_cst), then looks at the flag (seq_cst). Either the resolver sees the
+ * id or the scheduler sees it sleeping and bumps the word, which makes the
+ * resolver's futex wait return (§11.3). */
+static void wake_resolver(struct hbg_engine *e) {
+        struct resolver_engine *re = engine_state(e);
+        if (!atomic_load_explicit(&re->sleeping, memory_order_seq_cst))
+                return;
+        atomic_fetch_add(&re->seq, 1);
+        wakeup_futex_wake(&re->seq, 1);
+}
+
+/* The engine stops: wherever the resolver sleeps, it wakes. */
+static void resolver_wake_all(struct hbg_engine *e) {
+        struct resolver_engine *re = engine_state(e);
+        atomic_fetch_add(&re->seq, 1);
+        wakeup_futex_wake(&re->seq, INT_MAX);
 }
 
 /* Scheduler side: hand the id over. The queue holds D ids and at most D
@@ -36,9 +81,9 @@ static void publish_one(struct sched_thread *t, struct hbg_ring *r, uint64_t id)
         int rc = completer_publish_or_defer_ordered(ring_completer(t, r), id, memory_order_release);
 
         if (rc == 1)
-                ring_task_released(t, r, id);
+                ready_task_released(t, r, id);
         else if (rc < 0)
-                ring_fail(r, rc, id, "failsafe heap full");
+                graphs_fail(r, rc, id, "failsafe heap full");
 }
 
 static void resolver_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
@@ -46,11 +91,11 @@ static void resolver_complete(struct sched_thread *t, struct hbg_ring *r, uint64
                 publish_one(t, r, id);
                 return;
         }
-        if (!spsc_push(&r->per_thread[t->index].handoff, id)) {
-                ring_fail(r, -EOVERFLOW, id, "resolver queue full (engine bug)");
+        if (!spsc_push(handoff(r, t->index), id)) {
+                graphs_fail(r, -EOVERFLOW, id, "resolver queue full (engine bug)");
                 return;
         }
-        engine_wake_resolver(t->engine);
+        wake_resolver(t->engine);
 }
 
 /*
@@ -83,10 +128,8 @@ static bool resolver_resolve(struct sched_thread *t, struct hbg_ring *r) {
         bool did = false;
         uint64_t id;
 
-        for (unsigned i = 0; i < e->nthreads; i++) {
-                if (i == e->resolver_index)
-                        continue;
-                struct spsc *q = &r->per_thread[i].handoff;
+        for (unsigned i = 0; i < e->nschedulers; i++) {
+                struct spsc *q = handoff(r, i);
                 for (unsigned n = 0; n < RESOLVE_BATCH && spsc_pop(q, &id); n++) {
                         publish_one(t, r, id);
                         did = true;
@@ -103,16 +146,16 @@ static bool resolver_resolve(struct sched_thread *t, struct hbg_ring *r) {
                                 break;
                         failsafe_heap_pop(&c->heap, &id);
                         stat_inc(&c->stats.retry_published, 1);
-                        ring_task_released(t, r, id);
+                        ready_task_released(t, r, id);
                         retried = true;
                 }
                 if (moved) {
-                        ring_retire_graphs(r);
+                        graphs_retire(r);
                         /* The window moved: ids the schedulers could not
                          * claim may be claimable now, and they may sleep
                          * (they finish no task of their own to notice). */
-                        if (ring_has_external_work(r))
-                                engine_wake_one(e);
+                        if (ingest_has_external_work(r))
+                                wakeup_one(e);
                 }
                 did |= moved || retried;
                 if (!retried)
@@ -121,12 +164,70 @@ static bool resolver_resolve(struct sched_thread *t, struct hbg_ring *r) {
         return did;
 }
 
-static bool resolver_has_work(struct hbg_ring *r) {
-        struct hbg_engine *e = r->engine;
-        for (unsigned i = 0; i < e->nthreads; i++)
-                if (i != e->resolver_index && spsc_nonempty_seq_cst(&r->per_thread[i].handoff))
+/* Work queued for the resolver in r, seen by a parking resolver t
+ * (seq_cst, §11.3). */
+static bool resolver_has_work(struct sched_thread *t, struct hbg_ring *r) {
+        for (unsigned i = 0; i < t->engine->nschedulers; i++)
+                if (spsc_nonempty_seq_cst(handoff(r, i)))
                         return true;
-        return failsafe_heap_len(&r->per_thread[e->resolver_index].completer.heap) > 0;
+        return failsafe_heap_len(&ring_completer(t, r)->heap) > 0;
+}
+
+/* The resolver's sleep (§11.3): sequence word first, then the flag, then
+ * the last look at every ring's queues. */
+static void resolver_park(struct sched_thread *t) {
+        struct hbg_engine *e = t->engine;
+        struct resolver_engine *re = engine_state(e);
+        uint32_t seq = atomic_load(&re->seq);
+        atomic_store(&re->sleeping, 1);
+        bool work = false;
+        unsigned high = atomic_load(&e->rings_high);
+        for (unsigned i = 0; i < high && !work; i++) {
+                struct hbg_ring *r = ring_table_enter(t, i);
+                if (!r)
+                        continue;
+                work = resolver_has_work(t, r);
+                ring_table_leave(t);
+        }
+        if (!work && !atomic_load(&e->stop))
+                wakeup_thread_sleep(t, &re->seq, seq, NULL);
+        atomic_store(&re->sleeping, 0);
+}
+
+/* The resolver thread: owns no core, only resolves: every ring, in turn,
+ * until there is nothing left; then spins a little and sleeps until a
+ * scheduler hands it an id. */
+static void *resolver_main(void *arg) {
+        struct sched_thread *t = arg;
+        struct hbg_engine *e = t->engine;
+        int64_t idle_since = 0;
+
+        while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
+                bool work = false;
+                unsigned high = atomic_load_explicit(&e->rings_high, memory_order_acquire);
+                sched_heartbeat(t);
+                for (unsigned n = 0; n < high; n++) {
+                        struct hbg_ring *r = ring_table_enter(t, n);
+                        if (!r)
+                                continue;
+                        work |= resolver_resolve(t, r);
+                        ring_table_leave(t);
+                }
+                if (work) {
+                        idle_since = 0;
+                        continue;
+                }
+                int64_t now = clock_now_ns();
+                if (idle_since == 0)
+                        idle_since = now;
+                if ((uint64_t)(now - idle_since) < e->cfg.spin_before_park_ns) {
+                        cpu_relax();
+                        continue;
+                }
+                resolver_park(t);
+                idle_since = 0;
+        }
+        return NULL;
 }
 
 /* Schedulers do nothing per visit: the resolver does it all. */
@@ -136,16 +237,43 @@ static bool resolver_tick(struct sched_thread *t, struct hbg_ring *r) {
         return false;
 }
 
+static int resolver_engine_init(struct hbg_engine *e) {
+        struct resolver_engine *re = aligned_alloc(64, sizeof(*re));
+        if (!re)
+                return -ENOMEM;
+        atomic_init(&re->seq, 0);
+        atomic_init(&re->sleeping, 0);
+        e->policy_state = re;
+        return 0;
+}
+
+static void resolver_engine_free(struct hbg_engine *e) {
+        free(e->policy_state);
+        e->policy_state = NULL;
+}
+
 static int resolver_ring_init(struct hbg_ring *r) {
-        for (unsigned i = 0; i < r->engine->nthreads; i++)
-                if (i != r->engine->resolver_index && spsc_init(&r->per_thread[i].handoff, r->g.task_window) < 0)
+        unsigned n = r->engine->nschedulers;
+        struct spsc *queues = aligned_alloc(64, n * sizeof(*queues));
+        if (!queues)
+                return -ENOMEM;
+        memset(queues, 0, n * sizeof(*queues));
+        r->policy_state = queues;
+        for (unsigned i = 0; i < n; i++)
+                if (spsc_init(&queues[i], r->g.task_window) < 0)
                         return -ENOMEM;
         return 0;
 }
 
+/* Accepts a ring whose init failed half-way (zeroed queues). */
 static void resolver_ring_free(struct hbg_ring *r) {
-        for (unsigned i = 0; i < r->engine->nthreads; i++)
-                spsc_destroy(&r->per_thread[i].handoff);
+        struct spsc *queues = r->policy_state;
+        if (!queues)
+                return;
+        for (unsigned i = 0; i < r->engine->nschedulers; i++)
+                spsc_destroy(&queues[i]);
+        free(queues);
+        r->policy_state = NULL;
 }
 
 static uint64_t resolver_ring_memory(uint64_t task_window, unsigned nthreads) {
@@ -153,13 +281,15 @@ static uint64_t resolver_ring_memory(uint64_t task_window, unsigned nthreads) {
 }
 
 const struct completion_policy completion_resolver = {
-        .mode = HBG_COMPLETION_RESOLVER,
         .name = "resolver",
-        .dedicated_resolver = true,
+        .thread_main = resolver_main,
+        .thread_why = "completion_mode resolver: needs at least 2 threads "
+                      "(N-1 schedulers and one resolver)",
+        .wake_all = resolver_wake_all,
         .complete = resolver_complete,
         .tick = resolver_tick,
-        .resolve = resolver_resolve,
-        .resolver_has_work = resolver_has_work,
+        .engine_init = resolver_engine_init,
+        .engine_free = resolver_engine_free,
         .ring_init = resolver_ring_init,
         .ring_free = resolver_ring_free,
         .ring_memory = resolver_ring_memory,

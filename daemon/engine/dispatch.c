@@ -8,9 +8,17 @@
  * range of blocks at a time; the queue entry goes back before the blocks
  * run, so peers take the rest.
  */
+#include "daemon/engine/dispatch.h"
+
 #include <errno.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/fair_share.h"
+#include "daemon/engine/fair_share_slots.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ready.h"
+#include "daemon/engine/ring.h"
+#include "daemon/engine/wakeup.h"
 #include "common/clock.h"
 
 /* Run up to `max_blocks` blocks of task `id`; returns the blocks taken. The
@@ -28,10 +36,10 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                 /* Hand the rest on before running ours. Cannot fail: one
                  * entry per task, capacity D (§10.4). */
                 if (!mpmc_push(&r->ready[s->shape], id)) {
-                        ring_fail(r, -EOVERFLOW, id, "ready queue full (engine bug)");
+                        graphs_fail(r, -EOVERFLOW, id, "ready queue full (engine bug)");
                         return 0;
                 }
-                engine_wake_executor(r->engine);
+                wakeup_executor(r->engine);
         }
 
         /* Subtask (block b, j-th active lane) is part b * lanes + j of
@@ -53,9 +61,9 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         struct cancel_watch watch = { r, id };
         uint32_t cancel_word = atomic_load_explicit(&r->cancel_word, memory_order_relaxed);
         kernel_run_ctx_init(&ctx, r->engine->cfg.kernel_time_budget_ms, &r->cancel_word);
-        kernel_run_ctx_filter(&ctx, cancel_word, ring_cancel_applies, &watch);
+        kernel_run_ctx_filter(&ctx, cancel_word, cancel_applies, &watch);
         if (cancel_word & CANCEL_COUNT) {
-                err_why = ring_cancelled(r, id);
+                err_why = cancel_find(r, id);
                 if (err_why) {
                         /* Not started: its blocks count as done, unrun. */
                         err = -ECANCELED;
@@ -87,7 +95,7 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                                 if (ctx.stopped == KERNEL_STOP_BUDGET)
                                         err_why = r->engine->budget_why[k->sig->id - 1];
                                 else if (ctx.stopped == KERNEL_STOP_CANCEL)
-                                        err_why = ring_cancelled(r, id);
+                                        err_why = cancel_find(r, id);
                         }
                         if (ctx.stopped != KERNEL_STOP_NONE)
                                 break;
@@ -175,7 +183,7 @@ static bool run_continuations(struct sched_thread *t, struct hbg_ring *r, struct
         bool did = false;
         uint64_t id;
         while (*runs < LOCAL_RUNS_PER_VISIT && may_start(t, r, turns)) {
-                if (ring_continuation_take(t, r, &id))
+                if (ready_continuation_take(t, r, &id))
                         stat_add(&t->stats.continued, 1);
                 else if (!ws_take(&rt->deque, &id))
                         break;

@@ -3,6 +3,8 @@
  * The engine's public surface (daemon/engine.h): configuration, life
  * cycle, the threads' roles and counters.
  */
+#include "daemon/engine/engine.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -11,7 +13,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/completion.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/fair_share_slots.h"
+#include "daemon/engine/ring.h"
+#include "daemon/engine/ring_table.h"
+#include "daemon/engine/wakeup.h"
 #include "common/clock.h"
 
 void hbg_engine_config_default(struct hbg_engine_config *ret) {
@@ -26,7 +33,7 @@ void hbg_engine_config_default(struct hbg_engine_config *ret) {
                 .max_task_cost = UINT64_C(1) << 31,
                 .kernel_time_budget_ms = 10000,
                 .max_recorded_graphs = 64,
-                .completion_mode = HBG_COMPLETION_EAGER,
+                .completion_mode = HBG_COMPLETION_DEFAULT,
         };
 }
 
@@ -68,15 +75,14 @@ int hbg_engine_config_validate(const struct hbg_engine_config *cfg, const char *
         }
         const struct completion_policy *policy = completion_policy(cfg->completion_mode);
         if (!policy) {
-                *ret_error = "completion_mode: unknown mode (eager, lazy or resolver)";
+                *ret_error = completion_unknown_why();
                 return -EINVAL;
         }
-        if (policy->dedicated_resolver && cfg->threads < 2) {
-                *ret_error = "completion_mode resolver: needs at least 2 threads "
-                             "(N-1 schedulers and one resolver)";
+        if (policy->thread_main && cfg->threads < 2) {
+                *ret_error = policy->thread_why;
                 return -EINVAL;
         }
-        if (cfg->max_threads_per_share > cfg->threads - (policy->dedicated_resolver ? 1u : 0u)) {
+        if (cfg->max_threads_per_share > cfg->threads - (policy->thread_main ? 1u : 0u)) {
                 *ret_error = "max_threads_per_session: must not exceed the scheduler threads";
                 return -ERANGE;
         }
@@ -98,14 +104,13 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         e->cfg = *cfg;
         e->completion = completion_policy(cfg->completion_mode);
         e->nthreads = cfg->threads;
-        e->nschedulers = cfg->threads - (e->completion->dedicated_resolver ? 1u : 0u);
+        e->nschedulers = cfg->threads - (e->completion->thread_main ? 1u : 0u);
         if (cfg->max_spinning_threads) {
                 e->max_spinners = cfg->max_spinning_threads;
         } else {
                 long cpus = sysconf(_SC_NPROCESSORS_ONLN);
                 e->max_spinners = cpus > 2 ? (unsigned)(cpus - 1) : 1u;
         }
-        e->resolver_index = e->completion->dedicated_resolver ? cfg->threads - 1 : UINT_MAX;
         if (e->cfg.max_threads_per_share == 0)
                 e->cfg.max_threads_per_share = e->nschedulers > 1 ? e->nschedulers - 1 : 1;
         e->test_stall_thread = -1;
@@ -130,6 +135,8 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
                 goto fail;
         memset(e->shares, 0, cfg->max_rings * sizeof(*e->shares));
         memset(e->threads, 0, cfg->threads * sizeof(*e->threads));
+        if (e->completion->engine_init && (err = e->completion->engine_init(e)) < 0)
+                goto fail;
         if (cfg->test_stall && cfg->test_stall_thread < cfg->threads) {
                 /* Test only (struct hbg_thread_alive). */
                 e->test_stall_thread = (int)cfg->test_stall_thread;
@@ -139,7 +146,7 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         /* Cluster i belongs to scheduler thread i mod n: every cluster has
          * exactly one owner; with more schedulers than clusters the extra
          * ones own none and classify, complete and retire only (§9.2). A
-         * resolver thread (§11.3) owns none. */
+         * completion policy's own thread (the resolver, §11.3) owns none. */
         unsigned ns = e->nschedulers;
         for (unsigned i = 0; i < e->nthreads; i++) {
                 struct sched_thread *t = &e->threads[i];
@@ -150,7 +157,7 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         }
         e->all_execute = cfg->clusters >= ns;
         for (unsigned i = 0; i < e->nthreads; i++) {
-                void *(*body)(void *) = i == e->resolver_index ? sched_resolver_main : sched_thread_main;
+                void *(*body)(void *) = i >= ns ? e->completion->thread_main : sched_thread_main;
                 err = -pthread_create(&e->threads[i].thread, NULL, body, &e->threads[i]);
                 if (err < 0)
                         goto fail;
@@ -169,7 +176,7 @@ struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
         atomic_store(&e->stop, true);
         for (unsigned i = 0; i < e->threads_started; i++) {
                 /* A thread may be parked with no timeout: keep kicking. */
-                engine_wake_all(e);
+                wakeup_all(e);
                 pthread_join(e->threads[i].thread, NULL);
         }
         if (e->rings) {
@@ -185,6 +192,8 @@ struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
                 hbg_engine_collect(e);
         if (e->rings_lock_ready)
                 pthread_mutex_destroy(&e->rings_lock);
+        if (e->completion && e->completion->engine_free)
+                e->completion->engine_free(e);
         free(e->rings);
         free(e->shares);
         free(e->threads);
@@ -203,7 +212,7 @@ void hbg_engine_thread_alive(const struct hbg_engine *e, unsigned thread,
 /* A ring's graph metrics, added to ret (the ring may be in use). */
 static void ring_graph_metrics(const struct hbg_ring *r, struct hbg_engine_metrics *ret) {
         ret->graphs_submitted += atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed);
-        hbg_hist_read(&r->graph_latency, &ret->graph_latency);
+        histogram_read(&r->graph_latency, &ret->graph_latency);
         for (unsigned i = 0; i < HBG_ERRNO_SLOTS; i++)
                 ret->graphs_failed[i] += atomic_load_explicit(&r->graphs_failed_by_errno[i], memory_order_relaxed);
 }
@@ -213,7 +222,7 @@ void hbg_engine_metrics(const struct hbg_engine *e, struct hbg_engine_metrics *r
         memset(ret, 0, sizeof(*ret));
         pthread_mutex_lock(&me->rings_lock);
         ret->graphs_submitted = e->freed_graphs_noticed;
-        hbg_hist_read(&e->freed_graph_latency, &ret->graph_latency);
+        histogram_read(&e->freed_graph_latency, &ret->graph_latency);
         memcpy(ret->graphs_failed, e->freed_graphs_failed, sizeof(ret->graphs_failed));
         unsigned high = atomic_load(&e->rings_high);
         for (unsigned i = 0; i < high; i++) {
@@ -233,7 +242,7 @@ void hbg_engine_metrics(const struct hbg_engine *e, struct hbg_engine_metrics *r
 
 void hbg_engine_thread_task_time(const struct hbg_engine *e, unsigned thread, struct hbg_hist_snapshot *ret) {
         memset(ret, 0, sizeof(*ret));
-        hbg_hist_read(&e->threads[thread].task_time, ret);
+        histogram_read(&e->threads[thread].task_time, ret);
 }
 
 unsigned hbg_engine_threads(const struct hbg_engine *e) {
@@ -246,13 +255,13 @@ void hbg_engine_thread_stats(const struct hbg_engine *e, unsigned thread,
         const struct sched_thread *t = &e->threads[thread];
         struct hbg_completer_stats sum = { 0 };
 
-        fold_completer_stats(&sum, &t->retired_completer);
+        ring_table_fold_completer_stats(&sum, &t->retired_completer);
         pthread_mutex_lock(&me->rings_lock);
         unsigned high = atomic_load(&e->rings_high);
         for (unsigned i = 0; i < high; i++) {
                 struct hbg_ring *r = atomic_load(&e->rings[i]);
                 if (r)
-                        fold_completer_stats(&sum, &r->per_thread[thread].completer.stats);
+                        ring_table_fold_completer_stats(&sum, &r->per_thread[thread].completer.stats);
         }
         pthread_mutex_unlock(&me->rings_lock);
 

@@ -25,20 +25,21 @@
 #define HBG_ENGINE_MAX_CLASSIFY_BATCH 4096u
 #define HBG_ENGINE_MAX_KERNEL_BUDGET_MS UINT64_C(3600000) /* an hour */
 
-/* How the completion step is done (RUNTIME_LOGIC.md §11): the seed's
- * three designs, one table of policies (daemon/completion.h). */
-enum hbg_completion_mode {
-        HBG_COMPLETION_EAGER = 0,     /* the frontier completer walks (default) */
-        HBG_COMPLETION_LAZY = 1,      /* bounded advances, every thread walks */
-        HBG_COMPLETION_RESOLVER = 2,  /* one core-less resolver thread does it all */
-        HBG_COMPLETION_EAGER_BATCHED = 3, /* eager, the walk once per visit (§11.4) */
-        HBG_COMPLETION_COUNT,
-};
-
-/* "eager", "lazy", "resolver", "eager-batched"; NULL for anything else. */
-const char *hbg_completion_mode_name(enum hbg_completion_mode mode);
+/* How the completion step is done (RUNTIME_LOGIC.md §11): a mode is the
+ * number of a policy in the table (daemon/engine/completion.c), which
+ * alone lists them; 0, eager, is the default. */
+#define HBG_COMPLETION_DEFAULT 0u
+/* How many modes there are: numbers 0 .. count - 1. */
+unsigned hbg_completion_mode_count(void);
+/* "eager", "lazy", "resolver", "eager-batched", ...; NULL for anything else. */
+const char *hbg_completion_mode_name(unsigned mode);
 /* 0 and *ret, or -EINVAL for an unknown name. */
-int hbg_completion_mode_parse(const char *name, enum hbg_completion_mode *ret);
+int hbg_completion_mode_parse(const char *name, unsigned *ret);
+/* Every name in table order, ", " between: "eager, lazy, ..." (static). */
+const char *hbg_completion_mode_list(void);
+/* The fewest threads the mode runs with (2 for one with a thread of its
+ * own: the resolver's), 1 for an unknown mode. */
+unsigned hbg_completion_mode_min_threads(unsigned mode);
 
 /*
  * What a log line is about, as structured fields beside its text (hbgd
@@ -98,7 +99,7 @@ struct hbg_engine_config {
         /* Graphs each ring may record for replay (RUNTIME_LOGIC.md §14),
          * 0..HBG_ENGINE_MAX_RECORDED; 0: none (default 64). */
         unsigned max_recorded_graphs;
-        enum hbg_completion_mode completion_mode; /* resolver: at least 2 threads */
+        unsigned completion_mode;      /* hbg_completion_mode_*(); min_threads applies */
         hbg_log_fn log;               /* NULL: stderr with <N> prefixes */
         void *log_userdata;
         /* Tests only, never set by hbgd's configuration: a wedged scheduler
@@ -220,9 +221,6 @@ int hbg_engine_validate(const struct hbg_engine *e, uint64_t heap_size, const st
 /* Bytes hbg_ring_record() keeps for n tasks (for accounting). */
 uint64_t hbg_engine_recorded_memory(uint32_t n);
 
-/* The doorbell: wake parked scheduler threads (after the client saw
- * need_wakeup set). Async-signal-unsafe; cheap when nobody is parked. */
-void hbg_engine_kick(struct hbg_engine *e);
 /* The doorbell of one ring: also clears its need_wakeup at once, so the
  * client's next publishes do not ring again while the woken threads wait
  * for a CPU (RUNTIME_LOGIC.md §9.4). */

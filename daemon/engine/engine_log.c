@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* The engine's log: the owner's callback, or stderr with <N> prefixes. */
+#include "daemon/engine/engine_log.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/ring.h"
 
 static void log_stderr(int priority, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void log_stderr(int priority, const char *fmt, va_list ap) {
@@ -30,7 +33,7 @@ void engine_log(struct hbg_engine *e, int priority, const struct hbg_log_fields 
         va_end(ap);
 }
 
-void ring_log(struct hbg_ring *r, int priority, const struct hbg_log_fields *f, const char *fmt, ...) {
+void engine_log_ring(struct hbg_ring *r, int priority, const struct hbg_log_fields *f, const char *fmt, ...) {
         /* The owner's fields (session, pid, uid), then the line's own. */
         struct hbg_log_fields all = r->log_fields;
         if (f) {

@@ -2,8 +2,12 @@
 /* Fair share between uids (RUNTIME_LOGIC.md §9.5): the scheduler threads'
  * turns (the share slots they read are fair_share_slots.c's). */
 
-#include "daemon/engine/engine_private.h"
 #include "daemon/engine/fair_share.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/fair_share_slots.h"
+#include "daemon/engine/ingest.h"
+#include "daemon/engine/ring.h"
+#include "daemon/engine/ring_table.h"
 
 /*
  * May thread t start a kernel of r now (§9.5)? Called only while shares
@@ -24,15 +28,15 @@ bool fair_share_may_start(struct sched_thread *t, struct hbg_ring *r) {
         uint64_t waiting[FAIR_SHARE_WORDS] = { 0 };
         unsigned high = atomic_load_explicit(&e->rings_high, memory_order_acquire);
         for (unsigned i = 0; i < high; i++) {
-                struct hbg_ring *q = ring_peek_enter(t, i);
+                struct hbg_ring *q = ring_table_peek_enter(t, i);
                 if (!q)
                         continue;
                 unsigned s = q->share;
                 if (s != x && !fair_share_bit(waiting, s) &&
                     atomic_load_explicit(&e->shares[s].running, memory_order_relaxed) < cap &&
-                    ring_has_kernel_work(q))
+                    ingest_has_kernel_work(q))
                         waiting[s / 64] |= UINT64_C(1) << (s % 64);
-                ring_peek_leave(t);
+                ring_table_peek_leave(t);
         }
         return fair_share_turn_allows(t->serving, t->credit, x, x_capped, waiting, e->cfg.max_rings);
 }
@@ -54,7 +58,7 @@ void fair_share_end(struct sched_thread *t, struct hbg_ring *r) {
  * finding), that was the share's turn: it passes on, so that no share
  * holds the turn without running kernels. */
 void fair_share_visit_idle(struct sched_thread *t, struct hbg_ring *r) {
-        if (ring_has_kernel_work(r) && fair_share_may_start(t, r)) {
+        if (ingest_has_kernel_work(r) && fair_share_may_start(t, r)) {
                 t->serving = r->share;
                 t->credit = 0;
         }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Fair share's turn rule (RUNTIME_LOGIC.md §9.5), a pure function. */
+/* fair_share.c: whose turn a thread's next kernel is (RUNTIME_LOGIC.md
+ * §9.5), and the turn rule itself, a pure function (inline, below). */
 #pragma once
 
 #include <stdbool.h>
@@ -66,3 +67,16 @@ static inline bool fair_share_turn_allows(unsigned serving, unsigned credit, uns
                         return false;
         return true;
 }
+
+struct sched_thread;
+struct hbg_ring;
+
+/* fair_share.c, only while shares compete, by a thread that owns
+ * clusters, visiting r. */
+/* May t start a kernel of r now? */
+bool fair_share_may_start(struct sched_thread *t, struct hbg_ring *r);
+/* Around each run of a task's blocks that fair_share_may_start() allowed. */
+void fair_share_begin(struct sched_thread *t, struct hbg_ring *r);
+void fair_share_end(struct sched_thread *t, struct hbg_ring *r);
+/* A visit of r started no kernel. */
+void fair_share_visit_idle(struct sched_thread *t, struct hbg_ring *r);

@@ -4,9 +4,12 @@
  * (fair_share.c), which look at the rings: the ring table calls this file,
  * the turns call the ring table. */
 
+#include "daemon/engine/fair_share_slots.h"
+
 #include <errno.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/ring.h"
 
 /*
  * Share slots. A ring joins the slot of its share id (hbgd: the client's

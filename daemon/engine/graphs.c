@@ -4,6 +4,8 @@
  * table, retiring graph records as the watermark passes them (a combining
  * lock), stopping a ring, and the completion-pipe signal.
  */
+#include "daemon/engine/graphs.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -14,14 +16,16 @@
 #include <unistd.h>
 
 #include "common/errtext.h"
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_log.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/ring.h"
 
 /* One byte into the completion pipe. The write end is ours alone and
  * non-blocking, so nothing the client does with its read end can make this
  * block (docs/SECURITY.md); a full pipe (EAGAIN) already tells the client
  * "something happened", and a closed one (EPIPE) means it is gone. Never
  * retried. */
-void ring_signal(struct hbg_ring *r) {
+void graphs_signal(struct hbg_ring *r) {
         if (r->completion_fd < 0)
                 return;
         char one = 1;
@@ -29,7 +33,7 @@ void ring_signal(struct hbg_ring *r) {
         (void)n;
 }
 
-void ring_record_failure(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel, const char *why) {
+void graphs_record_failure(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel, const char *why) {
         pthread_mutex_lock(&r->cold_lock);
         int32_t expected = 0;
         if (atomic_compare_exchange_strong(&r->cpl->error_code, &expected, code))
@@ -83,7 +87,7 @@ static int graph_status(struct hbg_ring *r, uint64_t number, uint64_t first, uin
         }
         r->n_failures = keep;
         r->failures_hi_known = false;
-        ring_cancel_status_locked(r, number, first, ret, real);
+        cancel_status_locked(r, number, first, ret, real);
         pthread_mutex_unlock(&r->cold_lock);
         return ret->code;
 }
@@ -161,8 +165,8 @@ static void publish_graph(struct hbg_ring *r, const struct failure *f, int64_t *
                 char eb[64];
                 failure_message(f, k, msg, sizeof(msg));
                 /* Rate-limited per session by hbgd's log. */
-                ring_log(r, LOG_NOTICE,
-                         &(struct hbg_log_fields){ .has_graph = true, .graph = r->graph_next, .has_task = true,
+                engine_log_ring(r, LOG_NOTICE,
+                                &(struct hbg_log_fields){ .has_graph = true, .graph = r->graph_next, .has_task = true,
                                                    .task = f->id, .kernel = k ? k->sig->name : NULL,
                                                    .err = f->code },
                          "%s: graph %" PRIu64 " (client id %" PRIu64 ") failed: %s at task %" PRIu64 " (%s)",
@@ -184,7 +188,7 @@ static bool fetch_graph(struct hbg_ring *r, uint64_t submitted) {
          * client cannot publish past the graph ring while one of its
          * graphs waits (SECURITY.md, "graph records"). */
         if (submitted > r->graph_next && submitted - r->graph_next > r->g.graph_table_entries) {
-                ring_fail(r, -EPROTO, 0, "graphs_submitted is more than the graph ring ahead");
+                graphs_fail(r, -EPROTO, 0, "graphs_submitted is more than the graph ring ahead");
                 return false;
         }
         if (r->graph_have)
@@ -194,8 +198,8 @@ static bool fetch_graph(struct hbg_ring *r, uint64_t submitted) {
         struct hbg_graph_record rec;
         memcpy(&rec, &r->graph_records[r->graph_next & (r->g.graph_table_entries - 1)], sizeof(rec));
         if (rec.reserved != 0 || rec.first_id != r->graph_expected_first || rec.last_id < rec.first_id) {
-                ring_fail(r, -EPROTO, rec.first_id,
-                          "graph record is not the contiguous continuation of the previous one");
+                graphs_fail(r, -EPROTO, rec.first_id,
+                            "graph record is not the contiguous continuation of the previous one");
                 return false;
         }
         r->graph_cur = rec;
@@ -251,7 +255,7 @@ static int stop_code(struct hbg_ring *r) {
 
 static bool retire_graphs_locked(struct hbg_ring *r) {
         uint64_t wm = watermark_read(&r->window);
-        /* Records up to here have been looked at: ring_graphs_arrived()
+        /* Records up to here have been looked at: ingest_graphs_arrived()
          * compares against this, not against what is fetched. */
         uint64_t submitted = atomic_load_explicit(&r->sub->graphs_submitted, memory_order_acquire);
         atomic_store_explicit(&r->graphs_seen, submitted, memory_order_relaxed);
@@ -271,7 +275,7 @@ static bool retire_graphs_locked(struct hbg_ring *r) {
         }
         /* After the entries: a cancel's message is in use until then. */
         if (any)
-                ring_cancels_prune(r, r->graph_next);
+                cancel_prune(r, r->graph_next);
         if (atomic_load(&r->broken))
                 any |= fail_graphs_locked(r, stop_code(r));
         if (any)
@@ -284,7 +288,7 @@ static bool retire_graphs_locked(struct hbg_ring *r) {
 }
 
 /*
- * The completer's test before ring_retire_graphs() (§12.1). Graphs: a
+ * The completer's test before graphs_retire() (§12.1). Graphs: a
  * nonzero retire_at = L + 1 was stored while graph L was the first
  * unretired one, so every earlier graph was retired and every later one
  * ends above L; whichever stored value the relaxed load returns, skipping
@@ -292,7 +296,7 @@ static bool retire_graphs_locked(struct hbg_ring *r) {
  * Window space: the seq_cst pair of §2.1, the watermark loaded
  * (coherence-ordered after our move), then window_waiting.
  */
-bool ring_retire_due(struct hbg_ring *r) {
+bool graphs_retire_due(struct hbg_ring *r) {
         uint64_t at = atomic_load_explicit(&r->retire_at, memory_order_relaxed);
         uint64_t wm = atomic_load_explicit(&r->cpl->completed_watermark, memory_order_seq_cst);
         return at == 0 || wm >= at || atomic_load_explicit(&r->sub->window_waiting, memory_order_seq_cst) != 0;
@@ -324,7 +328,7 @@ static bool window_waiter_due(struct hbg_ring *r) {
 }
 
 /* Called after the watermark moved (and when a ring fails). */
-void ring_retire_graphs(struct hbg_ring *r) {
+void graphs_retire(struct hbg_ring *r) {
         atomic_store(&r->retire_pending, 1);
         while (atomic_load(&r->retire_pending) && graph_lock(r)) {
                 atomic_store(&r->retire_pending, 0);
@@ -332,7 +336,7 @@ void ring_retire_graphs(struct hbg_ring *r) {
                 any = window_waiter_due(r) || any;
                 graph_unlock(r);
                 if (any)
-                        ring_signal(r);
+                        graphs_signal(r);
         }
 }
 
@@ -356,24 +360,24 @@ static bool ring_break(struct hbg_ring *r, int code, uint64_t task, const char *
         return atomic_compare_exchange_strong(&r->broken, &expected, true);
 }
 
-void ring_fail(struct hbg_ring *r, int code, uint64_t task, const char *why) {
+void graphs_fail(struct hbg_ring *r, int code, uint64_t task, const char *why) {
         if (!ring_break(r, code, task, why))
                 return;
         char eb[64];
-        ring_log(r, LOG_WARNING, &(struct hbg_log_fields){ .has_task = true, .task = task, .err = code },
-                 "%s: stopped: %s (task %" PRIu64 ": %s)", r->name, why, task, errtext(code, eb, sizeof(eb)));
+        engine_log_ring(r, LOG_WARNING, &(struct hbg_log_fields){ .has_task = true, .task = task, .err = code },
+                        "%s: stopped: %s (task %" PRIu64 ": %s)", r->name, why, task, errtext(code, eb, sizeof(eb)));
         /* From inside the retire lock this only leaves a request, which the
          * holder serves when it unlocks. */
-        ring_retire_graphs(r);
+        graphs_retire(r);
 }
 
-void ring_fail_quietly(struct hbg_ring *r, int code) {
+void graphs_fail_quietly(struct hbg_ring *r, int code) {
         if (ring_break(r, code, 0, NULL))
-                ring_retire_graphs(r);
+                graphs_retire(r);
 }
 
 /* Called once no scheduler thread can touch the ring any more. */
-void ring_stop(struct hbg_ring *r, int code) {
+void graphs_stop(struct hbg_ring *r, int code) {
         int32_t zero = 0;
         if (atomic_compare_exchange_strong(&r->cpl->error_code, &zero, code))
                 atomic_store_explicit(&r->cpl->error_task, 0, memory_order_release);
@@ -386,5 +390,5 @@ void ring_stop(struct hbg_ring *r, int code) {
                 atomic_store_explicit(&r->cpl->graphs_retired, r->graph_next, memory_order_release);
         graph_unlock(r);
         if (any)
-                ring_signal(r);
+                graphs_signal(r);
 }

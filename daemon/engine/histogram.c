@@ -13,13 +13,13 @@ const uint64_t hbg_hist_bounds_ns[HBG_HIST_BOUNDS] = {
         1000000000, 2500000000, 5000000000, 10000000000,              /* s */
 };
 
-void hbg_hist_fold(struct hbg_histogram *into, const struct hbg_histogram *h) {
+void histogram_fold(struct hbg_histogram *into, const struct hbg_histogram *h) {
         for (unsigned i = 0; i < HBG_HIST_BUCKETS; i++)
                 hbg_hist_add(&into->buckets[i], atomic_load_explicit(&h->buckets[i], memory_order_relaxed));
         hbg_hist_add(&into->sum_ns, atomic_load_explicit(&h->sum_ns, memory_order_relaxed));
 }
 
-void hbg_hist_read(const struct hbg_histogram *h, struct hbg_hist_snapshot *acc) {
+void histogram_read(const struct hbg_histogram *h, struct hbg_hist_snapshot *acc) {
         for (unsigned i = 0; i < HBG_HIST_BUCKETS; i++)
                 acc->buckets[i] += atomic_load_explicit(&h->buckets[i], memory_order_relaxed);
         acc->sum_ns += atomic_load_explicit(&h->sum_ns, memory_order_relaxed);

@@ -61,6 +61,6 @@ static inline void hbg_hist_observe(struct hbg_histogram *h, uint64_t ns) {
 }
 
 /* *into += h (into's one writer calls it). */
-void hbg_hist_fold(struct hbg_histogram *into, const struct hbg_histogram *h);
+void histogram_fold(struct hbg_histogram *into, const struct hbg_histogram *h);
 /* *acc += h, for a reader adding up several histograms. */
-void hbg_hist_read(const struct hbg_histogram *h, struct hbg_hist_snapshot *acc);
+void histogram_read(const struct hbg_histogram *h, struct hbg_hist_snapshot *acc);

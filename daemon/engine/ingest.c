@@ -5,10 +5,17 @@
  * client memory once, validate the copy (validate.c) and hand the task on
  * (classify.c); and the "is there work" looks at a ring.
  */
+#include "daemon/engine/ingest.h"
+
 #include <errno.h>
 #include <string.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/classify.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/ready.h"
+#include "daemon/engine/ring.h"
+#include "daemon/engine/validate.h"
+#include "daemon/engine/wakeup.h"
 
 /* Descriptors copied out of client memory per memcpy: a run of them at a
  * time, in a buffer small enough (7 KiB) to stay in L1 while validated. */
@@ -37,7 +44,7 @@ static void classify_plain(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                         uint64_t id = first + base + i;
                         struct task_slot *s = classify_begin(r, id);
                         const char *why = NULL;
-                        s->classify_err = task_validate(r, s, &copy[i], &r->payloads[id & r->task_mask], id,
+                        s->classify_err = validate_task(r, s, &copy[i], &r->payloads[id & r->task_mask], id,
                                                         r->first_id, &why);
                         s->classify_why = why;
                         classify_link(r, s, first, &set);
@@ -81,7 +88,7 @@ static bool peek_launch(struct hbg_ring *r, uint64_t id, uint64_t *ret_count) {
         return seen_id == id && flags == HBG_DESC_LAUNCH;
 }
 
-bool ring_launch_unsubmitted(struct hbg_ring *r, uint64_t claim, uint64_t submitted) {
+bool ingest_launch_unsubmitted(struct hbg_ring *r, uint64_t claim, uint64_t submitted) {
         uint64_t count;
         return atomic_load_explicit(&r->n_recorded, memory_order_relaxed) > 0 && peek_launch(r, claim, &count) &&
                claim < submitted && count > submitted - claim;
@@ -95,7 +102,7 @@ static uint64_t batch_size(struct hbg_ring *r, uint64_t claim, uint64_t n, bool 
         *launch = peek_launch(r, claim, &count);
         if (*launch) {
                 /* A count no launch can have: claim the record alone, and
-                 * classify_launch() fails it. */
+                 * launch_classify() fails it. */
                 if (count == 0 || count > r->g.task_window)
                         return 1;
                 return claimable(r, claim, count, true) == count ? count : 0;
@@ -120,12 +127,12 @@ static uint64_t claim_size(struct hbg_ring *r, uint64_t claim, uint64_t max, boo
         return batch_size(r, claim, n, launch);
 }
 
-bool ring_classify(struct sched_thread *t, struct hbg_ring *r) {
+bool ingest_ring(struct sched_thread *t, struct hbg_ring *r) {
         if (atomic_load_explicit(&r->broken, memory_order_relaxed) ||
             atomic_load_explicit(&r->removing, memory_order_relaxed))
                 return false;
-        if (ring_launch_pending(t, r))
-                return ring_launch_continue(t, r);
+        if (launch_pending(t, r))
+                return launch_continue(t, r);
         uint64_t claim = atomic_load_explicit(&r->claim, memory_order_acquire);
         bool launch;
         uint64_t n = claim_size(r, claim, r->engine->cfg.classify_batch, &launch);
@@ -143,23 +150,23 @@ bool ring_classify(struct sched_thread *t, struct hbg_ring *r) {
                 ;
         /* More waiting behind this batch: let a parked peer take it. */
         if (claimable(r, claim + n, 1, false))
-                engine_wake_one(r->engine);
+                wakeup_one(r->engine);
         /* A launch wakes peers after each of its batches itself. */
         if (launch) {
-                classify_launch(t, r, claim, n);
+                launch_classify(t, r, claim, n);
                 return true;
         }
         classify_plain(t, r, claim, n);
-        ring_wake_for_surplus(t, r);
+        ready_wake_for_surplus(t, r);
         return true;
 }
 
-bool ring_has_external_work(struct hbg_ring *r) {
+bool ingest_has_external_work(struct hbg_ring *r) {
         if (atomic_load(&r->broken) || atomic_load(&r->removing))
                 return false;
         uint64_t claim = atomic_load_explicit(&r->claim, memory_order_acquire);
         bool launch;
-        /* As ring_classify() would claim: a launch record whose ids are not
+        /* As ingest_ring() would claim: a launch record whose ids are not
          * all claimable yet is no work (hbgd parks; the client's publish
          * of the rest rings the doorbell, §9.4). */
         if (claim_size(r, claim, 1, &launch))
@@ -172,8 +179,8 @@ bool ring_has_external_work(struct hbg_ring *r) {
         return atomic_load_explicit(&e->seq, memory_order_seq_cst) == head + 1;
 }
 
-bool ring_has_work(struct hbg_ring *r) {
-        if (ring_has_external_work(r) || mpmc_maybe_nonempty(&r->retire))
+bool ingest_has_work(struct hbg_ring *r) {
+        if (ingest_has_external_work(r) || mpmc_maybe_nonempty(&r->retire))
                 return true;
         for (unsigned s = 0; s < SHAPE_EXEC_COUNT; s++)
                 if (mpmc_maybe_nonempty(&r->ready[s]))
@@ -181,21 +188,21 @@ bool ring_has_work(struct hbg_ring *r) {
         return false;
 }
 
-bool ring_has_kernel_work(struct hbg_ring *r) {
+bool ingest_has_kernel_work(struct hbg_ring *r) {
         if (atomic_load_explicit(&r->broken, memory_order_relaxed) ||
             atomic_load_explicit(&r->removing, memory_order_relaxed))
                 return false;
         for (unsigned s = 0; s < SHAPE_EXEC_COUNT; s++)
                 if (mpmc_maybe_nonempty(&r->ready[s]))
                         return true;
-        if (ring_deques_nonempty(r))
+        if (ready_deques_nonempty(r))
                 return true;
         bool launch;
         return claim_size(r, atomic_load_explicit(&r->claim, memory_order_acquire), 1, &launch) > 0;
 }
 
 /* New graph records the retirer has not looked at yet. */
-bool ring_graphs_arrived(struct hbg_ring *r) {
+bool ingest_graphs_arrived(struct hbg_ring *r) {
         return atomic_load_explicit(&r->sub->graphs_submitted, memory_order_acquire) >
                atomic_load_explicit(&r->graphs_seen, memory_order_relaxed);
 }

@@ -4,10 +4,16 @@
  * recorded graph's tasks classified from their validated form, a batch per
  * visit of the ring, without reading the client's memory per task.
  */
+#include "daemon/engine/launch.h"
+
 #include <errno.h>
 #include <string.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/classify.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/ready.h"
+#include "daemon/engine/recorded.h"
+#include "daemon/engine/ring.h"
 
 /* The launch record, copied once: 0 and the recorded graph, or an error. */
 static int launch_check(struct hbg_ring *r, const struct hbg_task_desc *d, uint64_t id, uint64_t n,
@@ -67,7 +73,7 @@ static void copy_recorded(struct task_slot *s, const struct task_slot *src, uint
         memcpy(s->args.scalars, src->args.scalars, src->args.n_scalars * sizeof(s->args.scalars[0]));
 }
 
-bool ring_launch_pending(const struct sched_thread *t, const struct hbg_ring *r) {
+bool launch_pending(const struct sched_thread *t, const struct hbg_ring *r) {
         const struct launch_expansion *x = &r->per_thread[t->index].launch;
         return x->next < x->end;
 }
@@ -76,7 +82,7 @@ bool ring_launch_pending(const struct sched_thread *t, const struct hbg_ring *r)
  * tasks (or a bad record failing them all) holds the thread no longer per
  * visit than a batch of plain tasks does, and other rings get their turn
  * in between (§9.5, §14). */
-bool ring_launch_continue(struct sched_thread *t, struct hbg_ring *r) {
+bool launch_continue(struct sched_thread *t, struct hbg_ring *r) {
         struct launch_expansion *x = &r->per_thread[t->index].launch;
         if (x->next >= x->end)
                 return false;
@@ -93,11 +99,11 @@ bool ring_launch_continue(struct sched_thread *t, struct hbg_ring *r) {
         }
         classify_run(t, r, x->next, stop - x->next, &set);
         x->next = stop;
-        ring_wake_for_surplus(t, r);
+        ready_wake_for_surplus(t, r);
         return true;
 }
 
-void classify_launch(struct sched_thread *t, struct hbg_ring *r, uint64_t id, uint64_t n) {
+void launch_classify(struct sched_thread *t, struct hbg_ring *r, uint64_t id, uint64_t n) {
         struct hbg_task_desc d;
         const struct recorded_graph *g = NULL;
         const char *why = NULL;
@@ -111,5 +117,5 @@ void classify_launch(struct sched_thread *t, struct hbg_ring *r, uint64_t id, ui
                 .next = id, .end = id + n, .start = id, .gate = id - 1 - d.launch.first,
                 .first = d.launch.first, .g = g, .err = err, .why = why,
         };
-        ring_launch_continue(t, r);
+        launch_continue(t, r);
 }

@@ -6,11 +6,14 @@
  * thread), and a copied, validated view of the records not yet retired.
  * Both calls are made by one thread, which alone touches the stamps.
  */
+#include "daemon/engine/live_graphs.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ring.h"
 #include "common/clock.h"
 
 /* Scanned for the failed state at most; the failure list is pruned as
@@ -32,7 +35,7 @@ const char *hbg_live_state_name(enum hbg_live_state s) {
         return (unsigned)s < HBG_LIVE_STATE_COUNT ? state_names[s] : "unknown";
 }
 
-size_t ring_graph_seen_bytes(const struct hbg_geometry *g) {
+size_t live_graphs_seen_bytes(const struct hbg_geometry *g) {
         return g->graph_table_entries * sizeof(struct graph_seen);
 }
 

@@ -3,11 +3,14 @@
  * The async completion mailbox (RUNTIME_LOGIC.md §10.5): the client's
  * reports for external tasks, consumed by one thread at a time.
  */
+#include "daemon/engine/mailbox.h"
+
 #include <errno.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ring.h"
 
-bool ring_poll_mailbox(struct sched_thread *t, struct hbg_ring *r) {
+bool mailbox_poll(struct sched_thread *t, struct hbg_ring *r) {
         if (atomic_load_explicit(&r->broken, memory_order_relaxed))
                 return false;
         uint64_t m = r->g.mailbox_entries;
@@ -35,17 +38,17 @@ bool ring_poll_mailbox(struct sched_thread *t, struct hbg_ring *r) {
                 /* Padding must be zero (shm/layout.h): not ignored, so that
                  * it can carry meaning in a later layout. */
                 if (reserved) {
-                        ring_fail(r, -EPROTO, id, "mailbox entry reserved field not zero");
+                        graphs_fail(r, -EPROTO, id, "mailbox entry reserved field not zero");
                         break;
                 }
                 if (id < r->first_id || id >= atomic_load(&r->claim)) {
-                        ring_fail(r, -EPROTO, id, "mailbox completion for a task never submitted");
+                        graphs_fail(r, -EPROTO, id, "mailbox completion for a task never submitted");
                         break;
                 }
                 if (!slot_owned_by(s, id, memory_order_acquire))
                         continue; /* so old its slot is reused: cannot tell, ignore */
                 if (s->kind != KIND_EXTERNAL) {
-                        ring_fail(r, -EPROTO, id, "mailbox completion for a task that is not a host task");
+                        graphs_fail(r, -EPROTO, id, "mailbox completion for a task that is not a host task");
                         break;
                 }
                 uint32_t st = SLOT_EXTERNAL;

@@ -5,10 +5,15 @@
  * completes, making a task ready (a ready queue, the retire queue, or the
  * client for external tasks), and retiring kernel-less ready tasks.
  */
+#include "daemon/engine/ready.h"
+
 #include <errno.h>
 #include <string.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ring.h"
+#include "daemon/engine/wakeup.h"
 
 enum wake_result { WAKE_REGISTERED, WAKE_PRODUCER_DONE };
 
@@ -56,7 +61,7 @@ static bool fanin_failed(struct hbg_ring *r, uint64_t f) {
 static void make_ready(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, bool inline_ok);
 
 /* Route `s` to a queue, or onto the wake list of its latest unmet fanin. */
-void ring_route(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, bool inline_ok) {
+void ready_route(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, bool inline_ok) {
         struct hbg_completer *c = ring_completer(t, r);
 
         for (;;) {
@@ -87,7 +92,7 @@ static void publish_external(struct hbg_ring *r, struct task_slot *s) {
         atomic_store_explicit(&r->ext_ready[k & r->task_mask], s->id, memory_order_relaxed);
         atomic_store_explicit(&r->cpl->ext_ready_tail, k + 1, memory_order_release);
         pthread_mutex_unlock(&r->cold_lock);
-        ring_signal(r);
+        graphs_signal(r);
 }
 
 static bool predicate_false(struct hbg_ring *r, struct task_slot *s) {
@@ -109,7 +114,7 @@ static void retire_later(struct sched_thread *t, struct hbg_ring *r, struct task
         }
         atomic_store_explicit(&s->state, SLOT_QUEUED, memory_order_relaxed);
         if (!mpmc_push(&r->retire, s->id))
-                ring_fail(r, -EOVERFLOW, s->id, "retire queue full (engine bug)");
+                graphs_fail(r, -EOVERFLOW, s->id, "retire queue full (engine bug)");
 }
 
 static void make_ready(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, bool inline_ok) {
@@ -156,21 +161,21 @@ static void make_ready(struct sched_thread *t, struct hbg_ring *r, struct task_s
                         return;
         }
         if (!mpmc_push(&r->ready[s->shape], s->id)) {
-                ring_fail(r, -EOVERFLOW, s->id, "ready queue full (engine bug)");
+                graphs_fail(r, -EOVERFLOW, s->id, "ready queue full (engine bug)");
                 return;
         }
         /* No wake-up here: the batch's caller wakes a peer once if a
-         * surplus is left (ring_wake_for_surplus), not once per task. */
+         * surplus is left (ready_wake_for_surplus), not once per task. */
 }
 
-bool ring_deques_nonempty(struct hbg_ring *r) {
+bool ready_deques_nonempty(struct hbg_ring *r) {
         for (unsigned i = 0; i < r->engine->nthreads; i++)
                 if (ws_size_hint(&r->per_thread[i].deque) > 0)
                         return true;
         return false;
 }
 
-bool ring_continuation_take(struct sched_thread *t, struct hbg_ring *r, uint64_t *ret_id) {
+bool ready_continuation_take(struct sched_thread *t, struct hbg_ring *r, uint64_t *ret_id) {
         struct ring_thread *rt = &r->per_thread[t->index];
         if (!rt->has_continuation)
                 return false;
@@ -179,29 +184,29 @@ bool ring_continuation_take(struct sched_thread *t, struct hbg_ring *r, uint64_t
         return true;
 }
 
-void ring_continuation_flush(struct sched_thread *t, struct hbg_ring *r) {
+void ready_continuation_flush(struct sched_thread *t, struct hbg_ring *r) {
         struct ring_thread *rt = &r->per_thread[t->index];
         uint64_t id;
         bool any = false;
         /* Bounded: the deque holds at most its capacity, and only its
          * owner (this thread) adds to it. */
         for (unsigned n = 0; n <= WS_DEQUE_CAPACITY &&
-                             (ring_continuation_take(t, r, &id) || ws_take(&rt->deque, &id));
+                             (ready_continuation_take(t, r, &id) || ws_take(&rt->deque, &id));
              n++) {
                 any = true;
                 if (!mpmc_push(&r->ready[ring_slot(r, id)->shape], id)) {
-                        ring_fail(r, -EOVERFLOW, id, "ready queue full (engine bug)");
+                        graphs_fail(r, -EOVERFLOW, id, "ready queue full (engine bug)");
                         return;
                 }
         }
         if (any)
-                engine_wake_executor(r->engine);
+                wakeup_executor(r->engine);
 }
 
 /* After making tasks ready: if more are queued than this thread will take
  * next, wake a parked peer (one futex wake per batch at most). A thread
  * that owns no cluster takes no ready task itself: any is a surplus. */
-void ring_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
+void ready_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
         /* Nobody to wake: skip reading the queues' shared cursors. The
          * wake functions below make the same relaxed check. */
         if (atomic_load_explicit(&r->engine->idle, memory_order_relaxed) == 0)
@@ -209,15 +214,16 @@ void ring_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
         uint64_t ready = ws_size_hint(&r->per_thread[t->index].deque);
         for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
                 ready += mpmc_size_hint(&r->ready[i]);
-        /* The resolver thread (§11.3) retires nothing itself. A thread
-         * holding a continuation runs that next: every queued task is a
-         * surplus; otherwise it takes one of them itself. */
-        bool resolver = t->index == r->engine->resolver_index;
+        /* A completion policy's own thread (the resolver, §11.3) retires
+         * nothing itself. A thread holding a continuation runs that next:
+         * every queued task is a surplus; otherwise it takes one of them
+         * itself. */
+        bool policy_thread = t->index >= r->engine->nschedulers;
         bool takes_one = t->clusters > 0 && !r->per_thread[t->index].has_continuation;
         if (ready > (takes_one ? 1u : 0u))
-                engine_wake_executor(r->engine);
-        else if (mpmc_size_hint(&r->retire) > (resolver ? 0u : 1u))
-                engine_wake_one(r->engine);
+                wakeup_executor(r->engine);
+        else if (mpmc_size_hint(&r->retire) > (policy_thread ? 0u : 1u))
+                wakeup_one(r->engine);
 }
 
 /* Route every task of a list of links (a wake or batch list), at most D:
@@ -225,12 +231,12 @@ void ring_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
 static void route_list(struct sched_thread *t, struct hbg_ring *r, uint32_t link) {
         for (uint64_t n = 0; link != WAKE_LINK_EMPTY && n < r->g.task_window; n++) {
                 struct task_slot *w = &r->slots[link - 1];
-                link = w->next_link; /* before ring_route() reuses it */
-                ring_route(t, r, w, false);
+                link = w->next_link; /* before ready_route() reuses it */
+                ready_route(t, r, w, false);
         }
 }
 
-void ring_drain_wake_list(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
+void ready_drain_wake_list(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
         struct task_slot *p = ring_slot(r, id);
         uint32_t lap = ring_lap(r, id);
         /* Its batch list: written before the task was handed on, which
@@ -247,10 +253,10 @@ void ring_drain_wake_list(struct sched_thread *t, struct hbg_ring *r, uint64_t i
                 return;
         route_list(t, r, batch);
         route_list(t, r, link);
-        ring_wake_for_surplus(t, r);
+        ready_wake_for_surplus(t, r);
 }
 
-bool ring_retire_ready(struct sched_thread *t, struct hbg_ring *r, unsigned max) {
+bool ready_retire(struct sched_thread *t, struct hbg_ring *r, unsigned max) {
         uint64_t id;
         unsigned n = 0;
 
@@ -266,9 +272,9 @@ bool ring_retire_ready(struct sched_thread *t, struct hbg_ring *r, unsigned max)
         return n > 0;
 }
 
-void ring_task_released(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
+void ready_task_released(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
         /* The list closes only after the stamp is visible: a waiter that
          * finds it closed finds the producer complete (§10.2, seed P5). */
-        ring_drain_wake_list(t, r, id);
+        ready_drain_wake_list(t, r, id);
         ring_slot_release(r, id);
 }

@@ -3,11 +3,15 @@
  * A ring's recorded graphs (RUNTIME_LOGIC.md §14): validated once when
  * recorded, immutable until the ring is freed.
  */
+#include "daemon/engine/recorded.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/ring.h"
+#include "daemon/engine/validate.h"
 
 uint64_t hbg_engine_recorded_memory(uint32_t n) {
         return sizeof(struct recorded_graph) + (uint64_t)n * sizeof(struct task_slot);
@@ -46,7 +50,7 @@ int hbg_ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task 
                 struct hbg_recorded_task copy = tasks[i];
                 struct task_slot *s = &g->tasks[i];
                 memset(s, 0, sizeof(*s));
-                int err = task_validate(r, s, &copy.desc, &copy.payload, (uint64_t)i + 1, 0, ret_error);
+                int err = validate_task(r, s, &copy.desc, &copy.payload, (uint64_t)i + 1, 0, ret_error);
                 if (err < 0) {
                         *ret_task = i;
                         hbg_recorded_graph_free(g);
@@ -92,7 +96,7 @@ int hbg_ring_record(struct hbg_ring *r, const struct hbg_recorded_task *tasks, u
         return err;
 }
 
-void ring_recorded_free(struct hbg_ring *r) {
+void recorded_free_ring(struct hbg_ring *r) {
         if (!r->recorded)
                 return;
         uint32_t k = atomic_load_explicit(&r->n_recorded, memory_order_relaxed);

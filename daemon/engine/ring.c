@@ -4,14 +4,18 @@
  * freeing its private memory (lazy zero mappings, §10.1), a task's status
  * becoming final (handed to the completion policy), counters.
  */
+#include "daemon/engine/ring.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/engine/engine_private.h"
-#include "daemon/engine/fair_share.h"
-#include "daemon/engine/lazy_alloc.h"
+#include "daemon/engine/completion.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/live_graphs.h"
+#include "daemon/engine/recorded.h"
 #include "common/clock.h"
 
 void ring_task_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int status,
@@ -24,7 +28,7 @@ void ring_task_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int
                 /* Before the stamp (release there, acquire by whoever sees
                  * the task complete): a dependant checks this entry. */
                 atomic_store_explicit(&r->fail_tags[id & r->fail_mask], id + 1, memory_order_relaxed);
-                ring_record_failure(r, id, status, s->report_kernel, why);
+                graphs_record_failure(r, id, status, s->report_kernel, why);
                 stat_add(&rt->failed, 1);
                 if (status != -ECANCELED) { /* skipped ones count as retired */
                         stat_add(&t->stats.failed, 1);
@@ -57,7 +61,7 @@ uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g) {
         uint64_t queues = (SHAPE_EXEC_COUNT + 1) * g->task_window * sizeof(struct mpmc_cell);
         uint64_t per_thread = sizeof(struct ring_thread) + (uint64_t)failsafe_capacity(g) * sizeof(uint64_t);
         return sizeof(struct hbg_ring) + slots_bytes(g) + fail_tags_bytes(g) + failures_bytes(g) +
-               graph_noticed_bytes(g) + ring_graph_seen_bytes(g) + queues + nthreads * per_thread;
+               graph_noticed_bytes(g) + live_graphs_seen_bytes(g) + queues + nthreads * per_thread;
 }
 
 /*
@@ -117,7 +121,7 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         r->fail_mask = 2 * g->task_window - 1;
         r->fail_tags = lazy_zalloc(fail_tags_bytes(g));
         r->graph_noticed_ns = lazy_zalloc(graph_noticed_bytes(g));
-        r->graph_seen = lazy_zalloc(ring_graph_seen_bytes(g));
+        r->graph_seen = lazy_zalloc(live_graphs_seen_bytes(g));
         if (!r->slots || !r->per_thread || !r->failures || !r->fail_tags || !r->graph_noticed_ns || !r->graph_seen)
                 goto fail;
         for (unsigned i = 0; i < e->nthreads; i++) {
@@ -153,12 +157,12 @@ void ring_free(struct hbg_ring *r) {
         for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
                 mpmc_destroy(&r->ready[i]);
         mpmc_destroy(&r->retire);
-        ring_recorded_free(r);
+        recorded_free_ring(r);
         pthread_mutex_destroy(&r->cold_lock);
         lazy_free(r->failures, failures_bytes(&r->g));
         lazy_free((void *)r->fail_tags, fail_tags_bytes(&r->g));
         lazy_free(r->graph_noticed_ns, graph_noticed_bytes(&r->g));
-        lazy_free((void *)r->graph_seen, ring_graph_seen_bytes(&r->g));
+        lazy_free((void *)r->graph_seen, live_graphs_seen_bytes(&r->g));
         free(r->per_thread);
         lazy_free(r->slots, slots_bytes(&r->g));
         free(r);

@@ -4,16 +4,22 @@
  * pointers threads hold while they visit one, adding, removing without
  * waiting, and collecting removed rings once nobody holds them.
  */
+#include "daemon/engine/ring_table.h"
+
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/completion.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/fair_share_slots.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ring.h"
 #include "daemon/engine/fair_share.h"
 
 /* Hazard-pointer acquire (§9.3): publish, then re-check the slot. Both
  * seq_cst: against the remover's "clear slot; read hazards". */
-struct hbg_ring *ring_enter(struct sched_thread *t, unsigned idx) {
+struct hbg_ring *ring_table_enter(struct sched_thread *t, unsigned idx) {
         struct hbg_ring *r = atomic_load_explicit(&t->engine->rings[idx], memory_order_acquire);
         if (!r)
                 return NULL;
@@ -25,13 +31,13 @@ struct hbg_ring *ring_enter(struct sched_thread *t, unsigned idx) {
         return r;
 }
 
-void ring_leave(struct sched_thread *t) {
+void ring_table_leave(struct sched_thread *t) {
         atomic_store_explicit(&t->hazard, NULL, memory_order_release);
 }
 
 /* The second hazard slot, for a short look at another ring while the
- * thread visits one (fair share's turns). Same protocol as ring_enter(). */
-struct hbg_ring *ring_peek_enter(struct sched_thread *t, unsigned idx) {
+ * thread visits one (fair share's turns). Same protocol as ring_table_enter(). */
+struct hbg_ring *ring_table_peek_enter(struct sched_thread *t, unsigned idx) {
         struct hbg_ring *r = atomic_load_explicit(&t->engine->rings[idx], memory_order_acquire);
         if (!r)
                 return NULL;
@@ -43,7 +49,7 @@ struct hbg_ring *ring_peek_enter(struct sched_thread *t, unsigned idx) {
         return r;
 }
 
-void ring_peek_leave(struct sched_thread *t) {
+void ring_table_peek_leave(struct sched_thread *t) {
         atomic_store_explicit(&t->peek_hazard, NULL, memory_order_release);
 }
 
@@ -90,7 +96,7 @@ uint64_t hbg_engine_ring_memory(const struct hbg_engine *e, const struct hbg_geo
         return ring_memory(e->nthreads, g) + policy;
 }
 
-void fold_completer_stats(struct hbg_completer_stats *into, const struct hbg_completer_stats *s) {
+void ring_table_fold_completer_stats(struct hbg_completer_stats *into, const struct hbg_completer_stats *s) {
         stat_inc(&into->published, stat_get(&s->published));
         stat_inc(&into->deferred, stat_get(&s->deferred));
         stat_inc(&into->retries, stat_get(&s->retries));
@@ -100,7 +106,7 @@ void fold_completer_stats(struct hbg_completer_stats *into, const struct hbg_com
 
 /*
  * Removal (§9.3) never waits for a scheduler thread: the ring leaves
- * rings[] (seq_cst, against ring_enter()'s re-check), its graphs are
+ * rings[] (seq_cst, against ring_table_enter()'s re-check), its graphs are
  * failed, and it waits on e->removed until no hazard pointer holds it. A
  * thread inside a long kernel of this ring keeps its hazard until the
  * kernel returns; hbg_engine_collect() frees the ring after that.
@@ -118,7 +124,7 @@ void hbg_engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason
         pthread_mutex_unlock(&e->rings_lock);
         /* Fail what is pending now, so the client (if still there) hears at
          * once; safe while threads still run: the combining retire lock. */
-        ring_fail_quietly(r, r->removal_reason);
+        graphs_fail_quietly(r, r->removal_reason);
 }
 
 static bool ring_held(struct hbg_engine *e, struct hbg_ring *r) {
@@ -137,13 +143,13 @@ static bool ring_held(struct hbg_engine *e, struct hbg_ring *r) {
  * removed or folded, and no counter ever goes down.
  */
 static void ring_retire_locked(struct hbg_engine *e, struct hbg_ring *r) {
-        ring_stop(r, r->removal_reason);
+        graphs_stop(r, r->removal_reason);
         fair_share_leave(e, r);
         for (unsigned i = 0; i < e->nthreads; i++)
-                fold_completer_stats(&e->threads[i].retired_completer,
-                                     &r->per_thread[i].completer.stats);
+                ring_table_fold_completer_stats(&e->threads[i].retired_completer,
+                                                &r->per_thread[i].completer.stats);
         e->freed_graphs_noticed += atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed);
-        hbg_hist_fold(&e->freed_graph_latency, &r->graph_latency);
+        histogram_fold(&e->freed_graph_latency, &r->graph_latency);
         for (unsigned i = 0; i < HBG_ERRNO_SLOTS; i++)
                 e->freed_graphs_failed[i] += atomic_load_explicit(&r->graphs_failed_by_errno[i], memory_order_relaxed);
 }

@@ -1,15 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The scheduler threads' loops (RUNTIME_LOGIC.md §9.4, §11.3): visiting
- * every ring in turn, spinning, parking without lost wake-ups; and the
- * resolver thread's loop.
+ * The scheduler threads' loops (RUNTIME_LOGIC.md §9.4): visiting every
+ * ring in turn, spinning, parking without lost wake-ups. (A completion
+ * policy's own thread runs the policy's loop: completion.h.)
  */
+#include "daemon/engine/sched.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <syslog.h>
 #include <time.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/completion.h"
+#include "daemon/engine/dispatch.h"
+#include "daemon/engine/engine_log.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ingest.h"
+#include "daemon/engine/mailbox.h"
+#include "daemon/engine/ready.h"
+#include "daemon/engine/ring.h"
+#include "daemon/engine/ring_table.h"
+#include "daemon/engine/stall.h"
+#include "daemon/engine/wakeup.h"
 #include "common/clock.h"
 
 /*
@@ -30,7 +43,7 @@ static void park(struct sched_thread *t) {
         unsigned high = atomic_load(&e->rings_high);
 
         for (unsigned i = 0; i < high && !work; i++) {
-                struct hbg_ring *r = ring_enter(t, i);
+                struct hbg_ring *r = ring_table_enter(t, i);
                 if (!r)
                         continue;
                 if (last)
@@ -39,24 +52,24 @@ static void park(struct sched_thread *t) {
                  * watermark live, after our idle count went up). */
                 if (e->completion->before_park && e->completion->before_park(t, r))
                         work = true;
-                ring_continuation_flush(t, r); /* none hidden while we sleep */
-                work = work || ring_has_external_work(r) || mpmc_maybe_nonempty(&r->retire) ||
-                       ring_launch_pending(t, r);
+                ready_continuation_flush(t, r); /* none hidden while we sleep */
+                work = work || ingest_has_external_work(r) || mpmc_maybe_nonempty(&r->retire) ||
+                       launch_pending(t, r);
                 for (unsigned s = 0; s < SHAPE_EXEC_COUNT; s++)
                         ready = ready || mpmc_maybe_nonempty(&r->ready[s]);
                 /* Tasks in a busy peer's deque are work to steal. */
-                ready = ready || ring_deques_nonempty(r);
+                ready = ready || ready_deques_nonempty(r);
                 work = work || (t->clusters > 0 && ready);
                 if (r->stall_timeout_ms && (stall_ms == 0 || r->stall_timeout_ms < stall_ms) &&
-                    ring_unfinished(r))
+                    stall_unfinished(r))
                         stall_ms = r->stall_timeout_ms;
                 deferred = deferred || failsafe_heap_len(&r->per_thread[t->index].completer.heap) > 0;
-                ring_leave(t);
+                ring_table_leave(t);
         }
         /* Ready tasks this thread cannot run (it owns no cluster) while an
          * owner sleeps: wake the owners before sleeping. */
         if (!work && ready && t->clusters == 0)
-                engine_wake_executor(e);
+                wakeup_executor(e);
         if (!work && !atomic_load(&e->stop)) {
                 struct timespec ts, *timeout = NULL;
                 if (deferred) {
@@ -77,11 +90,7 @@ static void park(struct sched_thread *t) {
                                                 .tv_nsec = (long)(ms % 1000) * 1000000 };
                         timeout = &ts;
                 }
-                stat_add(&t->stats.parks, 1);
-                atomic_store_explicit(&t->parked, true, memory_order_relaxed);
-                engine_futex_wait(&e->wake_seq, seq, timeout);
-                atomic_store_explicit(&t->parked, false, memory_order_relaxed);
-                stat_add(&t->stats.wakeups, 1);
+                wakeup_thread_sleep(t, &e->wake_seq, seq, timeout);
         }
         if (t->clusters > 0)
                 atomic_fetch_sub(&e->idle_executors, 1);
@@ -89,12 +98,12 @@ static void park(struct sched_thread *t) {
         /* Somebody is awake now: clients need not ring. */
         high = atomic_load(&e->rings_high);
         for (unsigned i = 0; i < high; i++) {
-                struct hbg_ring *r = ring_enter(t, i);
+                struct hbg_ring *r = ring_table_enter(t, i);
                 if (!r)
                         continue;
                 if (atomic_load_explicit(&r->cpl->need_wakeup, memory_order_relaxed))
                         atomic_store_explicit(&r->cpl->need_wakeup, 0, memory_order_relaxed);
-                ring_leave(t);
+                ring_table_leave(t);
         }
 }
 
@@ -103,19 +112,19 @@ static bool visit_ring(struct sched_thread *t, struct hbg_ring *r, bool check_st
         bool work = false;
 
         work |= ops->tick(t, r);
-        work |= ring_poll_mailbox(t, r);
-        work |= ring_classify(t, r);
-        work |= ring_retire_ready(t, r, 16);
+        work |= mailbox_poll(t, r);
+        work |= ingest_ring(t, r);
+        work |= ready_retire(t, r, 16);
         work |= dispatch_ring(t, r);
-        if (ring_graphs_arrived(r))
-                ring_retire_graphs(r);
+        if (ingest_graphs_arrived(r))
+                graphs_retire(r);
         if (check_stall)
-                ring_check_stall(t, r);
+                stall_check(t, r);
         if (ops->end_visit)
                 work |= ops->end_visit(t, r);
         /* Nothing hidden outlives the visit: park, removal and the stall
          * detector see every ready task in the queues (§10.4). */
-        ring_continuation_flush(t, r);
+        ready_continuation_flush(t, r);
         return work;
 }
 
@@ -123,69 +132,6 @@ static void engine_sleep_ms(long ms) {
         struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
         while (nanosleep(&ts, &ts) < 0)
                 ;
-}
-
-/* The resolver's sleep (§11.3): sequence word first, then the flag, then
- * the last look at every ring's queues. */
-static void resolver_park(struct sched_thread *t) {
-        struct hbg_engine *e = t->engine;
-        uint32_t seq = atomic_load(&e->resolver_seq);
-        atomic_store(&e->resolver_sleeping, 1);
-        bool work = false;
-        unsigned high = atomic_load(&e->rings_high);
-        for (unsigned i = 0; i < high && !work; i++) {
-                struct hbg_ring *r = ring_enter(t, i);
-                if (!r)
-                        continue;
-                work = e->completion->resolver_has_work(r);
-                ring_leave(t);
-        }
-        if (!work && !atomic_load(&e->stop)) {
-                stat_add(&t->stats.parks, 1);
-                atomic_store_explicit(&t->parked, true, memory_order_relaxed);
-                engine_futex_wait(&e->resolver_seq, seq, NULL);
-                atomic_store_explicit(&t->parked, false, memory_order_relaxed);
-                stat_add(&t->stats.wakeups, 1);
-        }
-        atomic_store(&e->resolver_sleeping, 0);
-}
-
-/* The resolver thread (completion policy "resolver"): owns no core, only
- * resolves: every ring, in turn, until there is nothing left; then spins a
- * little and sleeps until a scheduler hands it an id. */
-void *sched_resolver_main(void *arg) {
-        struct sched_thread *t = arg;
-        struct hbg_engine *e = t->engine;
-        int64_t idle_since = 0;
-
-        while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
-                bool work = false;
-                unsigned high = atomic_load_explicit(&e->rings_high, memory_order_acquire);
-                atomic_store_explicit(&t->heartbeat,
-                                      atomic_load_explicit(&t->heartbeat, memory_order_relaxed) + 1,
-                                      memory_order_relaxed);
-                for (unsigned n = 0; n < high; n++) {
-                        struct hbg_ring *r = ring_enter(t, n);
-                        if (!r)
-                                continue;
-                        work |= e->completion->resolve(t, r);
-                        ring_leave(t);
-                }
-                if (work) {
-                        idle_since = 0;
-                        continue;
-                }
-                int64_t now = clock_now_ns();
-                if (idle_since == 0)
-                        idle_since = now;
-                if ((uint64_t)(now - idle_since) < e->cfg.spin_before_park_ns) {
-                        cpu_relax();
-                        continue;
-                }
-                resolver_park(t);
-                idle_since = 0;
-        }
-        return NULL;
 }
 
 /* The clock is read every CLOCK_EVERY turns of the loop, not every turn:
@@ -229,13 +175,11 @@ void *sched_thread_main(void *arg) {
                 if (++t->loops % CLOCK_EVERY == 0)
                         t->now_ms = clock_now_ms();
                 int64_t now_ms = t->now_ms;
-                atomic_store_explicit(&t->heartbeat,
-                                      atomic_load_explicit(&t->heartbeat, memory_order_relaxed) + 1,
-                                      memory_order_relaxed);
+                sched_heartbeat(t);
                 if (test_stall && now_ms >= e->test_stall_at_ms) {
                         /* Test only: a wedged scheduler thread (no
                          * heartbeat, not parked) until the engine stops. */
-                        engine_log(e, LOG_WARNING, NULL, "thread %u: stalled on purpose (HBGD_TEST_STALL_THREAD)",
+                        engine_log(e, LOG_WARNING, NULL, "thread %u: stalled on purpose (a test's wedged thread)",
                                    t->index);
                         while (!atomic_load_explicit(&e->stop, memory_order_relaxed))
                                 engine_sleep_ms(10);
@@ -246,11 +190,11 @@ void *sched_thread_main(void *arg) {
                         t->last_stall_check_ms = now_ms;
 
                 for (unsigned n = 0; n < high; n++) {
-                        struct hbg_ring *r = ring_enter(t, (t->ring_cursor + n) % high);
+                        struct hbg_ring *r = ring_table_enter(t, (t->ring_cursor + n) % high);
                         if (!r)
                                 continue;
                         work |= visit_ring(t, r, check_stall);
-                        ring_leave(t);
+                        ring_table_leave(t);
                 }
                 t->ring_cursor++;
 

@@ -2,15 +2,20 @@
 /*
  * The stall detector (RUNTIME_LOGIC.md §12.3) and "is this ring unfinished".
  */
+#include "daemon/engine/stall.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <syslog.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_log.h"
+#include "daemon/engine/graphs.h"
+#include "daemon/engine/ingest.h"
+#include "daemon/engine/ring.h"
 #include "common/clock.h"
 
 /* Work the stall detector must watch: tasks or graph records pending. */
-bool ring_unfinished(struct hbg_ring *r) {
+bool stall_unfinished(struct hbg_ring *r) {
         if (atomic_load(&r->broken))
                 return false;
         uint64_t wm = watermark_read(&r->window);
@@ -33,7 +38,7 @@ static const char *state_name(uint32_t st) {
 
 /* The stall detector fails with -ETIME ("timer expired"): a caller tells
  * it from its own wait's -ETIMEDOUT. */
-void ring_check_stall(struct sched_thread *t, struct hbg_ring *r) {
+void stall_check(struct sched_thread *t, struct hbg_ring *r) {
         uint64_t timeout = r->stall_timeout_ms;
         uint32_t expected = 0;
 
@@ -54,20 +59,21 @@ void ring_check_stall(struct sched_thread *t, struct hbg_ring *r) {
                 struct task_slot *s = ring_slot(r, wm);
                 uint32_t st = atomic_load(&s->state);
                 bool owned = slot_owned_by(s, wm, memory_order_seq_cst);
-                ring_log(r, LOG_WARNING, &(struct hbg_log_fields){ .has_task = true, .task = wm },
-                         "%s: no progress for %" PRIu64 " ms: watermark %" PRIu64
-                         ", submitted %" PRIu64 ", classified %" PRIu64 ", graphs %" PRIu64
-                         " submitted / %" PRIu64 " retired; frontier task %s",
-                         r->name, timeout, wm, submitted, claim, gsub,
-                         atomic_load(&r->cpl->graphs_retired),
-                         wm >= submitted ? "not submitted" : !owned ? "not classified" : state_name(st));
+                engine_log_ring(r, LOG_WARNING, &(struct hbg_log_fields){ .has_task = true, .task = wm },
+                                "%s: no progress for %" PRIu64 " ms: watermark %" PRIu64
+                                ", submitted %" PRIu64 ", classified %" PRIu64 ", graphs %" PRIu64
+                                " submitted / %" PRIu64 " retired; frontier task %s",
+                                r->name, timeout, wm, submitted, claim, gsub,
+                                atomic_load(&r->cpl->graphs_retired),
+                                wm >= submitted ? "not submitted" : !owned ? "not classified" : state_name(st));
                 uint32_t ext = SLOT_EXTERNAL;
                 if (wm >= submitted) {
                         /* Nothing can ever move the watermark: stop. */
-                        ring_fail(r, -ETIME, wm, "stall limit: the graph waits for a task that was never submitted");
-                } else if (!owned && claim == wm && ring_launch_unsubmitted(r, claim, submitted)) {
+                        graphs_fail(r, -ETIME, wm, "stall limit: the graph waits for a task that was never submitted");
+                } else if (!owned && claim == wm && ingest_launch_unsubmitted(r, claim, submitted)) {
                         /* The same: its launch record waits for them (§14). */
-                        ring_fail(r, -ETIME, wm, "stall limit: a launch record covers tasks that were never submitted");
+                        graphs_fail(r, -ETIME, wm,
+                                    "stall limit: a launch record covers tasks that were never submitted");
                 } else if (owned && atomic_compare_exchange_strong(&s->state, &ext, SLOT_COMPLETING)) {
                         ring_task_done(t, r, wm, -ETIME,
                                        "host task not completed within the session's stall limit");

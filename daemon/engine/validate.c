@@ -5,13 +5,16 @@
  * into the daemon's slot, and the work bound per task (§9.5). Used for
  * submitted tasks and, once, for recorded ones.
  */
+#include "daemon/engine/validate.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/ring.h"
 
 /* What a task is validated against: its ring's heap and the engine's
  * limit (a ring's fixed geometry and config, or a validate-only
@@ -161,7 +164,7 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
         return 0;
 }
 
-int task_validate(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
+int validate_task(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
                   const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
         const struct task_rules rules = { r->g.heap_size, r->engine->cfg.max_task_cost };
         return check_task(&rules, s, d, shared, id, fanin_lo, why);

@@ -1,14 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Waking parked scheduler threads (RUNTIME_LOGIC.md §9.4) and the resolver
- * (§11.3): the futex words and the doorbell's kick.
+ * Waking parked scheduler threads (RUNTIME_LOGIC.md §9.4): the futex
+ * words and the doorbell's kick; the completion policy's own thread, if it
+ * has one, through the policy's wake_all.
  */
+#include "daemon/engine/wakeup.h"
+
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "daemon/engine/engine_private.h"
+#include "daemon/engine/completion.h"
+#include "daemon/engine/engine_state.h"
+#include "daemon/engine/ring.h"
 
 static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct timespec *timeout) {
         return syscall(SYS_futex, word, op, val, timeout, NULL, 0);
@@ -23,14 +28,14 @@ static void kick(struct hbg_engine *e, int n) {
                 futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, (uint32_t)n, NULL);
 }
 
-void hbg_engine_kick(struct hbg_engine *e) {
+void wakeup_kick(struct hbg_engine *e) {
         kick(e, INT_MAX);
 }
 
 /* The doorbell: one thread is enough (it wakes a peer if it finds more
  * work than it takes, §9.4); waking all of them on a 2-CPU machine only
  * makes them fight the producer for the CPUs. All of them when some own
- * no cluster (engine_wake_executor's reason). */
+ * no cluster (wakeup_executor's reason). */
 void hbg_ring_kick(struct hbg_ring *r) {
         if (atomic_load_explicit(&r->cpl->need_wakeup, memory_order_relaxed))
                 atomic_store_explicit(&r->cpl->need_wakeup, 0, memory_order_relaxed);
@@ -38,42 +43,45 @@ void hbg_ring_kick(struct hbg_ring *r) {
 }
 
 /* Surplus work any thread can do appeared: wake one parked peer (§9.4). */
-void engine_wake_one(struct hbg_engine *e) {
+void wakeup_one(struct hbg_engine *e) {
         if (atomic_load_explicit(&e->idle, memory_order_relaxed) == 0)
                 return;
         atomic_fetch_add(&e->wake_seq, 1);
         futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, 1, NULL);
 }
 
-/* The resolver reads its sequence word, then says it sleeps (seq_cst),
- * then looks at its queues (seq_cst); a scheduler publishes a queue tail
- * (seq_cst), then looks at the flag (seq_cst). Either the resolver sees the
- * id or the scheduler sees it sleeping and bumps the word, which makes the
- * resolver's futex wait return (§11.3). */
-void engine_wake_resolver(struct hbg_engine *e) {
-        if (!atomic_load_explicit(&e->resolver_sleeping, memory_order_seq_cst))
-                return;
-        atomic_fetch_add(&e->resolver_seq, 1);
-        futex(&e->resolver_seq, FUTEX_WAKE_PRIVATE, 1, NULL);
-}
-
 /* Ready tasks appeared that need a core: make sure a parked thread that
  * owns clusters wakes. When some threads own none, a single futex wake may
  * land on one of those, which cannot run the task: wake them all then
  * (such configurations are the unusual ones). */
-void engine_wake_executor(struct hbg_engine *e) {
+void wakeup_executor(struct hbg_engine *e) {
         if (atomic_load_explicit(&e->idle_executors, memory_order_relaxed) == 0)
                 return;
         atomic_fetch_add(&e->wake_seq, 1);
         futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, e->all_execute ? 1 : INT_MAX, NULL);
 }
 
-void engine_futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *timeout) {
+void wakeup_futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *timeout) {
         futex(word, FUTEX_WAIT_PRIVATE, val, timeout);
 }
 
-void engine_wake_all(struct hbg_engine *e) {
-        hbg_engine_kick(e);
-        atomic_fetch_add(&e->resolver_seq, 1);
-        futex(&e->resolver_seq, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+void wakeup_futex_wake(_Atomic uint32_t *word, int n) {
+        futex(word, FUTEX_WAKE_PRIVATE, (uint32_t)n, NULL);
+}
+
+void wakeup_thread_sleep(struct sched_thread *t, _Atomic uint32_t *word, uint32_t val,
+                         const struct timespec *timeout) {
+        stat_add(&t->stats.parks, 1);
+        atomic_store_explicit(&t->parked, true, memory_order_relaxed);
+        wakeup_futex_wait(word, val, timeout);
+        atomic_store_explicit(&t->parked, false, memory_order_relaxed);
+        stat_add(&t->stats.wakeups, 1);
+}
+
+/* Stopping: the schedulers, and the completion policy's own thread
+ * wherever it sleeps. */
+void wakeup_all(struct hbg_engine *e) {
+        wakeup_kick(e);
+        if (e->completion->wake_all)
+                e->completion->wake_all(e);
 }

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/* The engine's own state (struct hbg_engine), shared by its modules;
+ * not a public surface (that is engine.h). The modules and their call
+ * order: tests/layers.txt (checked by tests/check-layers.sh) and
+ * docs/ARCHITECTURE.md, "Engine". */
+#pragma once
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "daemon/engine/engine.h"
+#include "daemon/engine/histogram.h"
+#include "shm/layout.h"
+#include "common/clock.h"
+
+struct completion_policy;
+struct sched_thread;
+struct hbg_ring;
+struct fair_share_slot;
+
+struct hbg_engine {
+        struct hbg_engine_config cfg;
+        const struct completion_policy *completion;
+        void *policy_state;               /* the completion policy's (engine_init) */
+        struct sched_thread *threads;
+        unsigned nthreads;
+        /* Threads that schedule: those below; the one above, if any, is
+         * the completion policy's own (thread_main), and owns no core. */
+        unsigned nschedulers;
+        unsigned threads_started;         /* joined by hbg_engine_free() */
+
+        _Atomic(struct hbg_ring *) *rings;
+        _Atomic unsigned rings_high;      /* rings[] entries in use are below */
+        _Atomic unsigned ring_count;      /* rings[] entries in use */
+        /* Share slots, max_rings of them, and how many hold rings (a hint,
+         * relaxed: above 1, kernel starts take turns, §9.5). */
+        struct fair_share_slot *shares;
+        _Atomic unsigned shares_in_use;
+        pthread_mutex_t rings_lock;       /* add/remove/collect only */
+        bool rings_lock_ready;
+        struct hbg_ring *removed;         /* removed, not freed yet (rings_lock) */
+        /* The graph metrics of freed rings, folded in (rings_lock). */
+        uint64_t freed_graphs_noticed;
+        struct hbg_histogram freed_graph_latency;
+        uint64_t freed_graphs_failed[HBG_ERRNO_SLOTS];
+
+        alignas(64) _Atomic uint32_t wake_seq;   /* futex word */
+        _Atomic unsigned idle;
+        _Atomic unsigned spinners;        /* threads spinning idle now (§9.4) */
+        unsigned max_spinners;            /* cfg.max_spinning_threads, resolved */
+        _Atomic unsigned idle_executors;  /* idle threads that own clusters */
+        bool all_execute;                 /* every thread owns a cluster */
+        _Atomic bool stop;
+        /* Per kernel (kernel_at() order): the message of a task whose
+         * kernel ran past cfg.kernel_time_budget_ms, "NAME: kernel exceeded
+         * its time budget of N ms" (§10.6). Built once and kept as long as
+         * the engine, so a failure points to it like to a static reason. */
+        char (*budget_why)[HBG_GRAPH_MESSAGE_MAX];
+        /* Test only (cfg.test_stall): thread N stops its
+         * heartbeat MS ms after start. -1: off. */
+        int test_stall_thread;
+        int64_t test_stall_at_ms;
+};
+
+/* A spin-then-yield step for waits that need nothing from anyone. */
+static inline void engine_relax(unsigned *spins) {
+        if (++*spins < 64)
+                cpu_relax();
+        else
+                sched_yield();
+}

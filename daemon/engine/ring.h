@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/* ring.c: a ring (one session's shared memory as the engine sees it), its
+ * per-thread state, its memory and life cycle, and the one entry point
+ * of a task whose status is final (ring_task_done). */
+#pragma once
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "daemon/engine/cancel.h"
+#include "daemon/engine/deque.h"
+#include "daemon/engine/engine.h"
+#include "daemon/engine/histogram.h"
+#include "daemon/engine/launch.h"
+#include "daemon/engine/mpmc.h"
+#include "daemon/engine/sched.h"
+#include "daemon/engine/slot.h"
+#include "shm/completion.h"
+#include "shm/layout.h"
+
+struct hbg_engine;
+struct failure;
+struct recorded_graph;
+struct graph_seen;
+
+/* One scheduler thread's private state for one ring. */
+struct ring_thread {
+        struct hbg_completer completer;
+        struct launch_expansion launch;
+        /* Continuation (§10.4): a kernel task this thread made ready and
+         * runs next itself instead of queueing it. Thread-private; set
+         * only during the thread's visit of the ring, and queued by the
+         * visit's end if it is still here (ready_continuation_flush). */
+        uint64_t continuation;
+        bool has_continuation;
+        /* Further kernel tasks it made ready during the visit: taken by
+         * it newest first, stolen by idle peers oldest first; emptied
+         * into the ready queues by the visit's end, as the continuation. */
+        struct ws_deque deque;
+        alignas(64) _Atomic uint64_t completed;
+        _Atomic uint64_t failed;
+        /* To a power of two: per_thread[t->index], on every step of a
+         * task, is then one shift (the size changed with the completion
+         * policies' fields leaving; 960 bytes cost instructions). */
+        alignas(64) char pad[64];
+};
+_Static_assert((sizeof(struct ring_thread) & (sizeof(struct ring_thread) - 1)) == 0,
+               "struct ring_thread: keep its size a power of two (pad)");
+
+struct hbg_ring {
+        struct hbg_engine *engine;
+        char name[64];
+        struct hbg_log_fields log_fields; /* hbg_ring_params.log_fields */
+        unsigned index;                   /* slot in engine->rings */
+        void (*released)(void *userdata); /* hbg_ring_params.released */
+        void *released_userdata;
+        struct hbg_ring *next_removed;    /* engine->removed list (rings_lock) */
+        unsigned share;                   /* its slot in engine->shares (§9.5); fixed */
+        int removal_reason;
+
+        /* Private geometry: never re-read from shared memory. */
+        struct hbg_geometry g;
+        uint64_t first_id;
+        uint64_t task_mask;
+        uint8_t *heap;
+        struct hbg_sub_header *sub;
+        struct hbg_task_desc *descs;
+        struct hbg_task_payload *payloads;
+        struct hbg_graph_record *graph_records;
+        struct hbg_mailbox_entry *mailbox;
+        struct hbg_cpl_header *cpl;
+        struct hbg_graph_entry *graph_table;
+        _Atomic uint64_t *ext_ready;
+        struct hbg_flag_window window;
+        int completion_fd;
+
+        struct task_slot *slots;
+        struct ring_thread *per_thread;   /* one per scheduler thread */
+        void *policy_state;               /* the completion policy's (ring_init) */
+        struct mpmc ready[SHAPE_EXEC_COUNT];
+        struct mpmc retire;               /* ready kernel-less tasks */
+
+        /* Classification cursor: ids below it are claimed. */
+        alignas(64) _Atomic uint64_t claim;
+
+        /* Graph retirement, combining lock (§12.1). */
+        alignas(64) _Atomic uint32_t retire_pending;
+        _Atomic uint32_t retire_lock;
+        uint64_t graph_next;              /* next record number to retire */
+        uint64_t graph_expected_first;
+        bool graph_have;                  /* graph_cur holds a validated copy */
+        struct hbg_graph_record graph_cur;
+        _Atomic uint64_t graphs_seen;     /* graphs_submitted as last read by the retirer */
+        /* When hbgd first saw graph record k: slot k & (G-1). Only the
+         * thread calling hbg_ring_note_graphs()/hbg_ring_live_graphs()
+         * (hbgd's io thread) touches these (live_graphs.c, §12.5). */
+        struct graph_seen *graph_seen;
+        uint64_t graphs_noted;            /* records below: stamped or retired */
+        /* The watermark at which the next graph the retirer knows of
+         * retires (its last id + 1); 0: none known, every move must ask.
+         * Written under the retire lock (relaxed), read by completers
+         * (relaxed): a hint whose every stored value is at most the true
+         * one while its graph is unretired (§12.1). */
+        _Atomic uint64_t retire_at;
+        _Atomic uint64_t graphs_failed;
+        /* Metrics (hbg_engine_metrics), written under the retire lock:
+         * graph records noticed so far (the next record number to notice),
+         * when each one in the graph ring was noticed (CLOCK_MONOTONIC ns,
+         * entry n & (graph_table_entries - 1)), the time from there to
+         * retirement of every retired graph, and failed graphs by errno. */
+        _Atomic uint64_t graphs_noticed;
+        int64_t *graph_noticed_ns;
+        struct hbg_histogram graph_latency;
+        _Atomic uint64_t graphs_failed_by_errno[HBG_ERRNO_SLOTS];
+
+        /* Mailbox consumer (try-lock, one thread at a time). */
+        alignas(64) _Atomic uint32_t mailbox_lock;
+        _Atomic uint64_t mailbox_head;
+
+        /* Cold paths. */
+        pthread_mutex_t cold_lock;        /* failures, ext-ready producer, stop reason */
+        struct failure *failures;
+        /* Failed or skipped ids: entry id & (2D-1) holds id + 1 (§12.2). */
+        _Atomic uint64_t *fail_tags;
+        uint64_t fail_mask;
+        uint32_t n_failures;
+        uint32_t max_failures;
+        uint32_t failures_hi;             /* the highest id's entry, when known */
+        bool failures_hi_known;
+        uint64_t ext_ready_count;
+
+        /* Recorded graphs (§14): entries below n_recorded are complete
+         * and immutable until ring_free(). One thread records (the
+         * engine's owner); it fills an entry, then stores n_recorded
+         * (release); classifiers load n_recorded (acquire) first. */
+        struct recorded_graph **recorded; /* engine cfg.max_recorded_graphs */
+        _Atomic uint32_t n_recorded;
+
+        _Atomic bool broken;              /* protocol error: stop serving */
+        /* Why the ring broke, under cold_lock: the first graphs_fail()'s
+         * reason (static), task and code; stop_why NULL: stopped without
+         * one (by its owner). The graphs it fails say so (§12.2). */
+        const char *stop_why;
+        uint64_t stop_task;
+        int32_t stop_code;
+        _Atomic bool removing;            /* being removed: start nothing new */
+        /* Cancels (§12.6): the table under cold_lock; cancel_word is
+         * CANCEL_COUNT (entries in use) in its low bits and a generation
+         * above, bumped on every change of the table. Stored under
+         * cold_lock (relaxed: a reader that acts on it takes the lock),
+         * read relaxed before every task runs and by running kernels as
+         * their stop word. Read-mostly, beside removing and broken. */
+        _Atomic uint32_t cancel_word;
+        struct ring_cancel cancels[RING_CANCELS];
+        uint64_t graphs_decided;          /* cold_lock: graphs whose status is decided */
+        /* An owner's reason for stopping the ring (hbg_ring_set_stop_reason),
+         * which stop_why may point to: set once, under cold_lock. */
+        char stop_msg[HBG_GRAPH_MESSAGE_MAX];
+        alignas(64) _Atomic uint64_t submitted_seen;
+        /* Stall detection (§12.3), by whichever thread checks, with this
+         * ring's limit (the session's, else cfg.stall_timeout_ms; 0 off). */
+        uint64_t stall_timeout_ms;
+        _Atomic uint32_t stall_lock;
+        uint64_t stall_wm;
+        int64_t stall_since_ms;
+};
+
+/* Task id's status is final. A failure (status < 0) is recorded with the
+ * slot's report_kernel and why: a static reason, or NULL when the task's
+ * kernel returned the error (§12.2). */
+void ring_task_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int status,
+                    const char *why);
+int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_ring **ret);
+void ring_free(struct hbg_ring *r);
+/* Private bytes of a ring of geometry g with every page touched. */
+uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g);
+
+static inline struct task_slot *ring_slot(struct hbg_ring *r, uint64_t id) {
+        return &r->slots[id & r->task_mask];
+}
+
+/* The lap of id counted from the ring's first id, so that every slot's
+ * first occupant has lap 0 and a zeroed wake-list word is "open for the
+ * first occupant" (§10.2). Ids sharing a slot differ by a multiple of D,
+ * hence their laps by exactly that many. */
+static inline uint32_t ring_lap(const struct hbg_ring *r, uint64_t id) {
+        return (uint32_t)((id - r->first_id) >> r->g.task_window_log2);
+}
+
+/* Thread t's completer of ring r: its cached watermark, failsafe heap and
+ * counters (never shared). */
+static inline struct hbg_completer *ring_completer(struct sched_thread *t, struct hbg_ring *r) {
+        return &r->per_thread[t->index].completer;
+}
+
+/* The slot's occupant is done with it (its last access, release). */
+static inline void ring_slot_release(struct hbg_ring *r, uint64_t id) {
+        atomic_store_explicit(&ring_slot(r, id)->state, SLOT_FREE, memory_order_release);
+}

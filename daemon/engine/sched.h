@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/* sched.c: a scheduler thread, its state and its loop (RUNTIME_LOGIC.md
+ * §9.4). */
+#pragma once
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "daemon/engine/engine.h"
+#include "daemon/engine/histogram.h"
+#include "shm/completion.h"
+#include "common/clock.h"
+
+struct hbg_engine;
+struct hbg_ring;
+
+struct sched_thread {
+        struct hbg_engine *engine;
+        unsigned index;
+        pthread_t thread;
+        unsigned clusters;                /* owned clusters (may be 0) */
+        unsigned first_cluster;
+        /* Hazard pointers (§9.3): the ring this thread is visiting, and a
+         * second one for a brief look at another ring (fair share). */
+        alignas(64) _Atomic(struct hbg_ring *) hazard;
+        _Atomic(struct hbg_ring *) peek_hazard;
+        alignas(64) struct {
+                _Atomic uint64_t classified, batch_linked, dispatched, executed_tasks, continued, stolen, retired_inline,
+                        failed;
+                _Atomic uint64_t parks, wakeups;
+        } stats;
+        /* Metrics, written by this thread only: kernel run times (one run
+         * in HBG_TASK_TIME_SAMPLE, counted by task_time_tick) and failed
+         * tasks by errno (hbg_engine_metrics). */
+        alignas(64) struct hbg_histogram task_time;
+        unsigned task_time_tick;
+        _Atomic uint64_t tasks_failed[HBG_ERRNO_SLOTS];
+        /* Liveness for the systemd watchdog: bumped every loop iteration;
+         * parked is set while waiting on the futex. */
+        alignas(64) _Atomic uint64_t heartbeat;
+        _Atomic bool parked;
+        bool spinning;                    /* holds one of e->spinners */
+        /* Completer counters of removed rings, folded in. */
+        struct hbg_completer_stats retired_completer;
+        unsigned ring_cursor;
+        /* Fair share (§9.5), this thread's turn: the share slot it served
+         * last and the kernels of that turn it may still start. */
+        unsigned serving;
+        unsigned credit;
+        unsigned loops;                   /* scheduler loop turns: clock reads */
+        int64_t now_ms;                   /* the clock as last read */
+        int64_t last_stall_check_ms;
+};
+
+/* The body of a scheduler thread. */
+void *sched_thread_main(void *arg);
+
+static inline void stat_add(_Atomic uint64_t *c, uint64_t n) {
+        stat_inc(c, n);
+}
+
+/* Thread t is alive: one loop turn (its only writer, relaxed). */
+static inline void sched_heartbeat(struct sched_thread *t) {
+        atomic_store_explicit(&t->heartbeat, atomic_load_explicit(&t->heartbeat, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+}

@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/* validate.c: checking a copied descriptor (hostile input). */
+#pragma once
+
+#include <stdint.h>
+
+struct hbg_ring;
+struct task_slot;
+struct hbg_task_desc;
+struct hbg_task_payload;
+
+/* Validate a copied descriptor (and the payload parts its counts cover)
+ * into s; fanins must lie in [fanin_lo, id). 0 or a negative errno with
+ * *why (static). */
+int validate_task(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
+                  const struct hbg_task_payload *payload, uint64_t id, uint64_t fanin_lo, const char **why);
