@@ -129,7 +129,7 @@ CLIENT_PC   := $(B)/lib/pkgconfig/hbgclient.pc
 BENCH_SRCS := bench/hbg_bench.c bench/bench_completion.c bench/bench_engine.c bench/bench_util.c \
               bench/compare.c bench/compare_hbg.c bench/compare_peers.c bench/compare_instr.c \
               bench/report.c bench/regress.c bench/probes.c bench/child.c bench/hbgd_proc.c \
-              bench/producer.c bench/dag.c tests/harness.c
+              bench/producer.c bench/dag.c tests/engine/harness.c
 BENCH_BIN  := $(B)/bin/hbg-bench
 
 TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap test_config test_io_loop \
@@ -147,7 +147,7 @@ TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
 UNSAFE_BIN := $(B)/tests/test_completion_stress_unordered
 # The kernels again at -O3: those that run in place (an output the very
 # range of an input) carry no `restrict`, and the optimiser must not find
-# a way to break them (tests/test_kernels.c has the in-place cases).
+# a way to break them (tests/unit/test_kernels.c has the in-place cases).
 KERNELS_O3_BIN := $(B)/tests/test_kernels_O3
 # The fuzz targets' corpora, replayed (tests/fuzz/fuzz.h).
 FUZZ_TARGETS := config graph_file descriptors protocol text
@@ -170,7 +170,7 @@ HBGCTL_BIN := $(B)/bin/hbgctl
 
 # The MPI example (docs/SCALING.md): Open MPI's mpicc, which BUILD_DEPS
 # installs. Not part of `all` (a machine without MPI still builds hbg);
-# the plain `make test` builds it for tests/test-mpi.sh.
+# the plain `make test` builds it for tests/scripts/test-mpi.sh.
 MPICC ?= mpicc
 MPI_EXAMPLE_BIN := $(B)/bin/hbg-example-mpi-producer
 
@@ -304,7 +304,7 @@ $(VERSION_STAMP): FORCE
 	@echo '$(VERSION)' | cmp -s - $@ 2>/dev/null || echo '$(VERSION)' > $@
 FORCE:
 .PHONY: FORCE
-$(patsubst %.c,$(B)/obj/%.o,$(shell grep -l 'HBG_VERSION\b' daemon/*.c ctl/*.c bench/*.c tests/*.c 2>/dev/null)) \
+$(patsubst %.c,$(B)/obj/%.o,$(shell grep -l 'HBG_VERSION\b' daemon/*.c ctl/*.c bench/*.c tests/*/*.c 2>/dev/null)) \
 $(patsubst %.c,$(B)/pic/%.o,$(shell grep -l 'HBG_VERSION\b' libclient/*.c 2>/dev/null)): $(VERSION_STAMP)
 
 # ---------------------------------------------------------------- rules
@@ -341,7 +341,7 @@ $(B)/obj/tests/%.o: tests/%.c | $(B)/gen/hbg.pb-c.h
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(TEST_CFLAGS) -c -o $@ $<
 
 # Engine tests also link the in-process client harness.
-$(B)/tests/test_engine_%: $(B)/obj/tests/test_engine_%.o $(B)/obj/tests/harness.o $(CORE_LIB) $(SHM_LIB)
+$(B)/tests/test_engine_%: $(B)/obj/tests/engine/test_engine_%.o $(B)/obj/tests/engine/harness.o $(CORE_LIB) $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) -lm
@@ -349,35 +349,35 @@ $(B)/tests/test_engine_%: $(B)/obj/tests/test_engine_%.o $(B)/obj/tests/harness.
 # The engine's constructors with allocations failing: the allocator is
 # injected at link time, the engine's code is as shipped.
 ALLOC_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=aligned_alloc,--wrap=posix_memalign,--wrap=mmap,--wrap=pthread_create
-$(B)/tests/test_engine_alloc: $(B)/obj/tests/test_engine_alloc.o $(CORE_LIB) $(SHM_LIB)
+$(B)/tests/test_engine_alloc: $(B)/obj/tests/engine/test_engine_alloc.o $(CORE_LIB) $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(ALLOC_WRAP) $(CHECK_LIBS) -lm
 
-# End-to-end tests: the real hbgd (started by tests/daemon_util.c) and the
+# End-to-end tests: the real hbgd (started by tests/e2e/daemon_util.c) and the
 # shared client library; raw protocol records through libhbgproto.
-$(B)/obj/tests/test_e2e_%.o: tests/test_e2e_%.c $(B)/gen/hbg.pb-c.h
+$(B)/obj/tests/e2e/test_e2e_%.o: tests/e2e/test_e2e_%.c $(B)/gen/hbg.pb-c.h
 	$(say) CC $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(TEST_CFLAGS) $(SYS_CFLAGS) $(TEST_EXTRA_CFLAGS) -Ilibclient/include -c -o $@ $<
 
 
-$(B)/obj/tests/daemon_util.o: tests/daemon_util.c
+$(B)/obj/tests/e2e/daemon_util.o: tests/e2e/daemon_util.c
 	$(say) CC $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) -DHBG_TEST_HBGD='"$(abspath $(HBGD_BIN))"' -c -o $@ $<
 
-# Helpers of the e2e tests (tests/e2e_util.h, tests/e2e_kid.h): raw
+# Helpers of the e2e tests (tests/e2e/e2e_util.h, tests/e2e/e2e_kid.h): raw
 # protocol records and libhbgclient, like the e2e tests themselves.
-E2E_HELPER_OBJS := $(B)/obj/tests/e2e_util.o $(B)/obj/tests/e2e_kid.o
-E2E_UTIL_OBJS := $(B)/obj/tests/daemon_util.o $(E2E_HELPER_OBJS)
+E2E_HELPER_OBJS := $(B)/obj/tests/e2e/e2e_util.o $(B)/obj/tests/e2e/e2e_kid.o
+E2E_UTIL_OBJS := $(B)/obj/tests/e2e/daemon_util.o $(E2E_HELPER_OBJS)
 
 $(E2E_HELPER_OBJS): $(B)/obj/tests/%.o: tests/%.c $(B)/gen/hbg.pb-c.h
 	$(say) CC $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(CHECK_CFLAGS) $(SYS_CFLAGS) -Ilibclient/include -c -o $@ $<
 
-$(B)/tests/test_e2e_%: $(B)/obj/tests/test_e2e_%.o $(E2E_UTIL_OBJS) $(PROTO_LIB) $(CLIENT_LINKS) | $(HBGD_BIN)
+$(B)/tests/test_e2e_%: $(B)/obj/tests/e2e/test_e2e_%.o $(E2E_UTIL_OBJS) $(PROTO_LIB) $(CLIENT_LINKS) | $(HBGD_BIN)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) -L$(B)/lib -lhbgclient -Wl,-rpath,$(abspath $(B)/lib) \
@@ -385,7 +385,7 @@ $(B)/tests/test_e2e_%: $(B)/obj/tests/test_e2e_%.o $(E2E_UTIL_OBJS) $(PROTO_LIB)
 		$(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c) -lm
 
 # test_e2e_hbgctl runs hbgctl (a subprocess) and reads its JSON with json-c.
-$(B)/obj/tests/test_e2e_hbgctl.o: TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)
+$(B)/obj/tests/e2e/test_e2e_hbgctl.o: TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)
 $(B)/tests/test_e2e_hbgctl: TEST_EXTRA_LIBS = $(JSONC_LIBS)
 $(B)/tests/test_e2e_hbgctl: | $(HBGCTL_BIN) $(EXAMPLE_BIN)
 # test_e2e_metrics runs hbgctl metrics (a subprocess).
@@ -393,54 +393,54 @@ $(B)/tests/test_e2e_metrics: | $(HBGCTL_BIN)
 # test_e2e_journal runs hbgd on a pseudo-terminal (forkpty).
 $(B)/tests/test_e2e_journal: TEST_EXTRA_LIBS = -lutil
 
-# hbgd with allocations failing after READY=1 (tests/hbgd_failalloc.c):
+# hbgd with allocations failing after READY=1 (tests/e2e/hbgd_failalloc.c):
 # hbgd's objects as shipped, the allocator injected at link time.
 FAILALLOC_HBGD := $(B)/tests/hbgd-failalloc
-$(FAILALLOC_HBGD): $(B)/obj/daemon/hbgd.o $(B)/obj/tests/hbgd_failalloc.o $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) \
+$(FAILALLOC_HBGD): $(B)/obj/daemon/hbgd.o $(B)/obj/tests/e2e/hbgd_failalloc.o $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) \
                    $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=hbgd_notify \
 		$(SYS_LIBS) -lm
-$(B)/obj/tests/test_e2e_faults.o: TEST_EXTRA_CFLAGS = -DHBG_TEST_HBGD_FAILALLOC='"$(abspath $(FAILALLOC_HBGD))"'
+$(B)/obj/tests/e2e/test_e2e_faults.o: TEST_EXTRA_CFLAGS = -DHBG_TEST_HBGD_FAILALLOC='"$(abspath $(FAILALLOC_HBGD))"'
 $(B)/tests/test_e2e_faults: | $(FAILALLOC_HBGD)
 
-# hbgd with its test hooks (tests/hbgd_hooks.c): hbgd's objects as
+# hbgd with its test hooks (tests/e2e/hbgd_hooks.c): hbgd's objects as
 # shipped, the hooks injected at link time; hbgd itself reads no test
 # variable. test_e2e_systemd (a wedged scheduler thread) and test_e2e_daemon
 # (the epoll fallback) start it.
 HOOKS_HBGD := $(B)/tests/hbgd-hooks
-$(HOOKS_HBGD): $(B)/obj/daemon/hbgd.o $(B)/obj/tests/hbgd_hooks.o $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
+$(HOOKS_HBGD): $(B)/obj/daemon/hbgd.o $(B)/obj/tests/e2e/hbgd_hooks.o $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) -Wl,--wrap=hbgd_new,--wrap=io_probe_multishot $(SYS_LIBS) -lm
-$(B)/obj/tests/test_e2e_systemd.o $(B)/obj/tests/test_e2e_daemon.o: \
+$(B)/obj/tests/e2e/test_e2e_systemd.o $(B)/obj/tests/e2e/test_e2e_daemon.o: \
         TEST_EXTRA_CFLAGS = -DHBG_TEST_HBGD_HOOKS='"$(abspath $(HOOKS_HBGD))"'
 $(B)/tests/test_e2e_systemd $(B)/tests/test_e2e_daemon: | $(HOOKS_HBGD)
 
 # The soak (make soak): a real hbgd and producer processes over
 # libhbgclient, like the e2e tests; no Check.
 SOAK_BIN := $(B)/tests/soak
-$(B)/obj/tests/soak.o: HBG_CFLAGS += -Ilibclient/include
-$(SOAK_BIN): $(B)/obj/tests/soak.o $(B)/obj/tests/daemon_util.o $(CLIENT_LINKS) | $(HBGD_BIN)
+$(B)/obj/tests/e2e/soak.o: HBG_CFLAGS += -Ilibclient/include
+$(SOAK_BIN): $(B)/obj/tests/e2e/soak.o $(B)/obj/tests/e2e/daemon_util.o $(CLIENT_LINKS) | $(HBGD_BIN)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $(filter %.o,$^) -L$(B)/lib -lhbgclient -Wl,-rpath,$(abspath $(B)/lib) \
 		$(LDFLAGS) $(HBG_LDFLAGS) -lm
 
 # The config parser is part of hbgd's io side.
-$(B)/tests/test_config: $(B)/obj/tests/test_config.o $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
+$(B)/tests/test_config: $(B)/obj/tests/unit/test_config.o $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) $(SYS_LIBS) -lm
 
 # The io loop with io_uring's submissions refused at will (link-time wrap).
-$(B)/tests/test_io_loop: $(B)/obj/tests/test_io_loop.o $(HBGD_LIB)
+$(B)/tests/test_io_loop: $(B)/obj/tests/unit/test_io_loop.o $(HBGD_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) -Wl,--wrap=io_uring_submit $(CHECK_LIBS) $(SYS_LIBS) -lm
 
-$(B)/tests/%: $(B)/obj/tests/%.o $(CORE_LIB) $(SHM_LIB)
+$(B)/tests/%: $(B)/obj/tests/unit/%.o $(CORE_LIB) $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) -lm
@@ -451,7 +451,7 @@ $(B)/obj-unordered/%.o: %.c | $(B)/gen/hbg.pb-c.h
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(CHECK_CFLAGS) -DHBG_UNSAFE_UNORDERED_FRONTIER=1 -c -o $@ $<
 
-$(UNSAFE_BIN): $(B)/obj-unordered/tests/test_completion_stress.o \
+$(UNSAFE_BIN): $(B)/obj-unordered/tests/unit/test_completion_stress.o \
                $(SHM_SRCS:%.c=$(B)/obj-unordered/%.o)
 	$(say) LD $@
 	@mkdir -p $(@D)
@@ -462,7 +462,7 @@ $(B)/obj-O3/%.o: %.c | $(B)/gen/hbg.pb-c.h
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -O3 $(HBG_CFLAGS) $(TEST_CFLAGS) -c -o $@ $<
 
-$(KERNELS_O3_BIN): $(B)/obj-O3/tests/test_kernels.o $(B)/obj-O3/daemon/engine/kernels.o \
+$(KERNELS_O3_BIN): $(B)/obj-O3/tests/unit/test_kernels.o $(B)/obj-O3/daemon/engine/kernels.o \
                    $(B)/obj-O3/common/kernel_sig.o
 	$(say) LD $@
 	@mkdir -p $(@D)
@@ -475,7 +475,7 @@ $(KERNELS_O3_BIN): $(B)/obj-O3/tests/test_kernels.o $(B)/obj-O3/daemon/engine/ke
 # libFuzzer, ASan+UBSan), as build/fuzz/bin/fuzz_NAME.
 FUZZ_LINK_config      := $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
 FUZZ_LINK_protocol    := $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
-FUZZ_LINK_descriptors := $(B)/obj/tests/harness.o $(CORE_LIB) $(SHM_LIB)
+FUZZ_LINK_descriptors := $(B)/obj/tests/engine/harness.o $(CORE_LIB) $(SHM_LIB)
 # (graph files name slices through the client library: its objects, as
 # clang's sanitizers cannot link a shared library without their runtime)
 FUZZ_LINK_graph_file  := $(B)/obj/ctl/graph_file.o $(CLIENT_PIC)
@@ -552,37 +552,37 @@ bench-deps:
 	$(call install_missing,$(BENCH_DEPS))
 
 # ---------------------------------------------------------------- test
-# tests/check-abi.sh: the exported symbols of libhbgclient.so are exactly
+# tests/scripts/check-abi.sh: the exported symbols of libhbgclient.so are exactly
 # the globals of libclient/libhbgclient.map.
-# tests/test-install.sh: make install/uninstall into a temporary DESTDIR
+# tests/scripts/test-install.sh: make install/uninstall into a temporary DESTDIR
 # and build and run the example against the installed files (it installs
 # build/, so only without sanitizers).
-# tests/test-bench.sh: hbg-bench's comparison at toy sizes (no peers, no
+# tests/scripts/test-bench.sh: hbg-bench's comparison at toy sizes (no peers, no
 # valgrind): its CSVs and --compare.
-# tests/test-model.sh: the completion protocol's Promela model checked with
+# tests/scripts/test-model.sh: the completion protocol's Promela model checked with
 # spin (docs/RUNTIME_LOGIC.md §15); it builds nothing of ours.
-# tests/check-man.sh: every exported call has its man page with ERRORS and
+# tests/scripts/check-man.sh: every exported call has its man page with ERRORS and
 # THREAD SAFETY, links resolve, man-db and groff have no warnings (man-db,
 # groff-base); it builds nothing of ours.
-# tests/test-mpi.sh: examples/mpi_producer.c under mpirun, 3 ranks against
+# tests/scripts/test-mpi.sh: examples/mpi_producer.c under mpirun, 3 ranks against
 # one private hbgd (docs/SCALING.md).
-# tests/test-completion.sh: the bash completion against the built hbgctl
+# tests/scripts/test-completion.sh: the bash completion against the built hbgctl
 # and hbgd (the script asks them for the names).
-# tests/check-layers.sh: no product file calls up the stated order of
-# tests/layers.txt (nm of the objects), and a call up fed to it fails it.
+# tests/scripts/check-layers.sh: no product file calls up the stated order of
+# tests/scripts/layers.txt (nm of the objects), and a call up fed to it fails it.
 ifeq ($(SANITIZE)$(RELEASE),)
-  TEST_PLAIN_ONLY := tests/test-install.sh tests/test-bench.sh tests/test-model.sh tests/check-man.sh \
-                     tests/test-mpi.sh tests/test-completion.sh tests/check-layers.sh
+  TEST_PLAIN_ONLY := tests/scripts/test-install.sh tests/scripts/test-bench.sh tests/scripts/test-model.sh tests/scripts/check-man.sh \
+                     tests/scripts/test-mpi.sh tests/scripts/test-completion.sh tests/scripts/check-layers.sh
   TEST_PROGRAMS := $(BENCH_BIN) $(HBGD_BIN) $(HBGCTL_BIN) $(MPI_EXAMPLE_BIN)
 else
   TEST_PLAIN_ONLY :=
   TEST_PROGRAMS :=
 endif
 test: $(SHM_LIB) $(TEST_RUN) $(CLIENT_LINKS) $(TEST_PROGRAMS)
-	$(Q)B=$(B) STRESS=$(STRESS) tests/run-tests.sh $(TEST_RUN) tests/check-abi.sh $(TEST_PLAIN_ONLY)
+	$(Q)B=$(B) STRESS=$(STRESS) tests/scripts/run-tests.sh $(TEST_RUN) tests/scripts/check-abi.sh $(TEST_PLAIN_ONLY)
 
 model:
-	$(Q)tests/test-model.sh
+	$(Q)tests/scripts/test-model.sh
 
 # Builds use every core (JOBS); the tests themselves run one at a time.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -597,12 +597,12 @@ check: deps
 # make check runs them at a tenth). make soak: 8 producers against one hbgd
 # for SOAK_SECONDS; CSV and plot of hbgd's fds and memory in $(B)/soak/.
 HOSTILE_BINS := $(B)/tests/test_e2e_hostile $(B)/tests/test_e2e_faults \
-                $(patsubst tests/%.c,$(B)/tests/%,$(wildcard tests/test_e2e_*attack*.c))
+                $(patsubst tests/e2e/%.c,$(B)/tests/%,$(wildcard tests/e2e/test_e2e_*attack*.c))
 SOAK_SECONDS ?= 600
 
 hostile: deps
 	$(Q)$(MAKE) --no-print-directory all $(HOSTILE_BINS)
-	$(Q)HBG_TEST_SCALE=1 B=$(B) tests/run-tests.sh $(HOSTILE_BINS)
+	$(Q)HBG_TEST_SCALE=1 B=$(B) tests/scripts/run-tests.sh $(HOSTILE_BINS)
 
 soak: deps
 	$(call install_missing,gnuplot-nox)
@@ -728,7 +728,7 @@ PC_SED := -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 # cache alone: install says how programs find the library there (rpath,
 # LD_LIBRARY_PATH), or how an administrator adds the directory to the
 # search path (docs/OPERATIONS.md). A staged install (DESTDIR set) leaves
-# it to the package's trigger. LDCONFIG takes options (tests/test-install.sh:
+# it to the package's trigger. LDCONFIG takes options (tests/scripts/test-install.sh:
 # a private cache and configuration).
 LDCONFIG ?= ldconfig
 HBG_SONAME_PATH = $(LIBDIR)/libhbgclient.so.$(SOVERSION)

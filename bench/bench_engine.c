@@ -9,7 +9,7 @@
  *
  * One run: a fresh engine (T threads, 2T clusters) and one ring (default
  * geometry, D = F = 16384, heap 1 MiB) bound to it; the bench thread plays
- * the client through tests/harness.c (shm/producer.c), writing N tasks in graphs of
+ * the client through tests/engine/harness.c (shm/producer.c), writing N tasks in graphs of
  * GRAPH_TASKS, publishing every PUBLISH_EVERY tasks, then waiting for the
  * last graph. The time is taken from the first submit to the last graph
  * retired. Shapes:
@@ -45,7 +45,7 @@
 #include "shm/completion.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
-#include "tests/harness.h"
+#include "tests/engine/harness.h"
 
 #define SUITE "engine"
 
@@ -479,7 +479,7 @@ void bench_engine_usage(FILE *out) {
                 "\n"
                 "ns per task of the scheduler engine, end to end, with noop tasks (kernel noop on\n"
                 "the AIV0 lane, 1 block): a fresh engine (clusters = 2 x threads) and one ring\n"
-                "(D=F=16384, heap 1 MiB) per run; this thread is the client (tests/harness.c),\n"
+                "(D=F=16384, heap 1 MiB) per run; this thread is the client (tests/engine/harness.c),\n"
                 "writing N tasks in graphs of %u, publishing every %u, then waiting for the\n"
                 "last graph. One case per thread count x shape.\n"
                 "\n"

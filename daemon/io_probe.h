@@ -2,7 +2,7 @@
 /*
  * What hbgd's io loop needs of the kernel's io_uring, probed once when the
  * loop is set up (daemon/io_loop.c). Its own object, so that a test build
- * of hbgd can replace the probe's answer at link time (tests/hbgd_hooks.c)
+ * of hbgd can replace the probe's answer at link time (tests/e2e/hbgd_hooks.c)
  * to exercise the epoll fallback on a kernel that has everything.
  */
 #pragma once

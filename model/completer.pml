@@ -1,6 +1,6 @@
 /*
  * One completer thread (included by completion.pml): worker_main of
- * tests/test_completion_stress.c over shm/completion.c (eager, batched),
+ * tests/unit/test_completion_stress.c over shm/completion.c (eager, batched),
  * or the lazy policy's steps (daemon/engine/completion_lazy.c).
  *
  * Granularity. A step (an atomic block) makes at most one access to shared

@@ -2,9 +2,9 @@
  * The completion protocol (docs/RUNTIME_LOGIC.md §2-§7, §11) as a Promela
  * model over explicit x86-TSO store buffers; what it covers, the bounds,
  * the properties and what spin reported: RUNTIME_LOGIC.md §15.
- * tests/test-model.sh checks it and its mutants.
+ * tests/scripts/test-model.sh checks it and its mutants.
  *
- * The completers run tests/test_completion_stress.c's worker_main on
+ * The completers run tests/unit/test_completion_stress.c's worker_main on
  * shm/completion.c: claim an id, wait for the window (§2) and for the id's
  * fanin (§5), execute, publish the stamp or defer it (§3.4, §6), walk the
  * watermark (§4.2). Selected with cpp (spin -DNAME):

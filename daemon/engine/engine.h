@@ -104,7 +104,7 @@ struct hbg_engine_config {
         void *log_userdata;
         /* Tests only, never set by hbgd's configuration: a wedged scheduler
          * thread (struct hbg_thread_alive). Set by the test build
-         * tests/hbgd-hooks (tests/hbgd_hooks.c) from its environment. */
+         * tests/hbgd-hooks (tests/e2e/hbgd_hooks.c) from its environment. */
         bool test_stall;
         unsigned test_stall_thread;
         uint64_t test_stall_after_ms;
@@ -360,7 +360,7 @@ void hbg_ring_stats(const struct hbg_ring *r, struct hbg_ring_stats *ret);
  * Test only: cfg.test_stall with test_stall_thread N and
  * test_stall_after_ms MS makes thread N busy-poll (never park) and, MS ms
  * after the engine started, stop its heartbeat and do nothing until the
- * engine is freed: a wedged thread for tests/test_e2e_systemd.c, through
+ * engine is freed: a wedged thread for tests/e2e/test_e2e_systemd.c, through
  * the test build tests/hbgd-hooks (HBGD_TEST_STALL_THREAD=N[:MS]). hbgd
  * itself never sets it (work owned by that thread's clusters stops, and
  * clients may stop ringing the doorbell). */

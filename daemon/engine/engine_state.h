@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The engine's own state (struct hbg_engine), shared by its modules;
  * not a public surface (that is engine.h). The modules and their call
- * order: tests/layers.txt (checked by tests/check-layers.sh) and
+ * order: tests/scripts/layers.txt (checked by tests/scripts/check-layers.sh) and
  * docs/ARCHITECTURE.md, "Engine". */
 #pragma once
 

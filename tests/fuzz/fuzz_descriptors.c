@@ -2,7 +2,7 @@
 /*
  * Fuzz target: descriptor and graph-record validation, through a real
  * engine (2 scheduler threads; 1 under TSan) and the in-process client of one ring
- * (tests/harness.h). Each input is one graph on a fresh ring:
+ * (tests/engine/harness.h). Each input is one graph on a fresh ring:
  *
  *   byte 0        graph-record forgery: bit 0 set -> bytes 1..3 are XORed
  *                 into the record's first_id, last_id and reserved fields
@@ -32,7 +32,7 @@
 #include "daemon/engine/engine.h"
 #include "common/kernel_sig.h"
 #include "tests/fuzz/fuzz.h"
-#include "tests/harness.h"
+#include "tests/engine/harness.h"
 
 #define WINDOW 256u   /* the smallest window (shm/geometry.h) */
 #define HEAP_BYTES 4096u

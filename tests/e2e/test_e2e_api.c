@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libhbgclient's API 1.0 against a real hbgd:
+ *   versions      HBG_VERSION_* against hbg_version() and
+ *                 hbg_version_check();
+ *   options       hbg_connect_opts(): sizes too small, fields newer than
+ *                 the library (refused unless zero), the heap and window
+ *                 asked for are what the session gets, a window beyond
+ *                 hbgd's limit is refused with hbgd's message;
+ *   kernel_ids    hbg_kernel_id() and tasks that name their kernel by id;
+ *   task_size     hbg_task.size and .reserved are checked;
+ *   add_n         hbg_graph_add_n(): ids in order, a bad task stops the
+ *                 batch where it is and the message names its index;
+ *   small_window  a chain 40x longer than a 256-task window (the producer
+ *                 sleeps for window space again and again) with results
+ *                 checked: a missed wake-up would hang it (the watchdog
+ *                 fails the test).
+ */
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hbg/hbg.h"
+#include "tests/e2e/daemon_util.h"
+#include "tests/e2e/e2e_util.h"
+
+static hbg_client *connect_ok(struct hbgd_proc *d, const hbg_connect_options *o) {
+        hbg_client *c = NULL;
+        int err = hbg_connect_opts(&c, o);
+        D_ASSERT(d, err == 0, "hbg_connect_opts: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        return c;
+}
+
+START_TEST(versions) {
+        char want[32];
+        snprintf(want, sizeof(want), "%d.%d.%d", HBG_VERSION_MAJOR, HBG_VERSION_MINOR, HBG_VERSION_PATCH);
+        ck_assert_str_eq(hbg_version(), want);
+        ck_assert_int_eq(HBG_VERSION_CHECK(), 0);
+        ck_assert_int_eq(hbg_version_check(HBG_VERSION_MAJOR, 0), 0);
+        ck_assert_int_eq(hbg_version_check(HBG_VERSION_MAJOR, HBG_VERSION_MINOR + 1), -ENOTSUP);
+        ck_assert_int_eq(hbg_version_check(HBG_VERSION_MAJOR + 1, 0), -ENOTSUP);
+        ck_assert_int_eq(hbg_version_check(HBG_VERSION_MAJOR - 1, HBG_VERSION_MINOR), -ENOTSUP);
+}
+END_TEST
+
+START_TEST(options) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = NULL;
+
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        /* Version 1.0's struct ends with mailbox: one byte less is refused. */
+        o.size = offsetof(hbg_connect_options, mailbox) + sizeof(o.mailbox) - 1;
+        ck_assert_int_eq(hbg_connect_opts(&c, &o), -EINVAL);
+        ck_assert_ptr_null(c);
+        ck_assert_ptr_nonnull(strstr(hbg_last_error(NULL), "HBG_CONNECT_OPTIONS_INIT"));
+
+        /* A caller built against a newer header: its extra fields must be
+         * zero for this library to accept the struct. */
+        struct {
+                hbg_connect_options v1;
+                uint64_t newer;
+        } big = { .v1 = o };
+        big.v1.size = sizeof(big);
+        big.newer = 1;
+        ck_assert_int_eq(hbg_connect_opts(&c, &big.v1), -E2BIG);
+        ck_assert_ptr_nonnull(strstr(hbg_last_error(NULL), "newer"));
+        big.newer = 0;
+        c = connect_ok(d, &big.v1);
+        hbg_disconnect(c);
+
+        /* A caller built against 1.0 or 1.1 (no stall_timeout_ms): its
+         * struct ends at mailbox, and nothing past it is read. */
+        struct {
+                hbg_connect_options v;
+        } *old = malloc(sizeof(*old));
+        ck_assert_ptr_nonnull(old);
+        memset(old, 0xff, sizeof(*old)); /* bytes a 1.0 caller does not own */
+        memcpy(old, &o, offsetof(hbg_connect_options, stall_timeout_ms));
+        old->v.size = offsetof(hbg_connect_options, stall_timeout_ms);
+        c = connect_ok(d, &old->v);
+        hbg_disconnect(c);
+        free(old);
+
+        /* What is asked for is what the session gets. */
+        o.size = sizeof(o);
+        o.heap_bytes = 1u << 20;
+        o.task_window = 1024;
+        o.flag_window = 256;
+        o.name = "api-test";
+        c = connect_ok(d, &o);
+        hbg_tensor t;
+        ck_assert_int_eq(hbg_tensor_alloc(c, 1u << 20, &t), 0); /* the whole heap */
+        ck_assert_int_eq(hbg_tensor_alloc(c, 64, &t), -ENOMEM);
+        hbg_disconnect(c);
+
+        /* Beyond hbgd's limits: hbgd's refusal, with its message. */
+        o.task_window = 1ull << 40;
+        ck_assert_int_lt(hbg_connect_opts(&c, &o), 0);
+        ck_assert_ptr_null(c);
+        ck_assert_msg(strlen(hbg_last_error(NULL)) > 0, "no message for the refused window");
+
+        /* NULL options: the defaults, $HBG_SOCKET. */
+        setenv("HBG_SOCKET", d->socket_path, 1);
+        c = connect_ok(d, NULL);
+        hbg_disconnect(c);
+        unsetenv("HBG_SOCKET");
+        stop_hbgd(d);
+}
+END_TEST
+
+static void run_graph(struct hbgd_proc *d, hbg_client *c, const char *what) {
+        uint64_t g;
+        int err = hbg_graph_submit(c, &g);
+        D_ASSERT(d, err == 0, "%s: submit: %s [%s]", what, hbg_strerror(err), hbg_last_error(c));
+        err = hbg_graph_wait(c, g, 60000);
+        D_ASSERT(d, err == 0, "%s: the graph failed: %s [%s]", what, hbg_strerror(err), hbg_last_error(c));
+}
+
+START_TEST(kernel_ids) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        hbg_client *c = connect_ok(d, &o);
+        int add = hbg_kernel_id("add_f32"), noop = hbg_kernel_id("noop");
+        ck_assert_int_gt(add, 0);
+        ck_assert_int_gt(noop, 0);
+        ck_assert_int_ne(add, noop);
+        ck_assert_int_eq(hbg_kernel_id("no_such_kernel"), -ENOENT);
+        ck_assert_int_eq(hbg_kernel_id(NULL), -ENOENT);
+
+        enum { N = 256 };
+        hbg_tensor x;
+        ck_assert_int_eq(hbg_tensor_alloc(c, N * sizeof(float), &x), 0);
+        float *px = hbg_tensor_data(c, x);
+        for (unsigned i = 0; i < N; i++)
+                px[i] = (float)i;
+        hbg_task t = HBG_TASK_INIT(NULL);
+        t.kernel_id = (uint16_t)add; /* x += x, in place, by id */
+        t.n_args = 3;
+        t.args[0].tensor = t.args[1].tensor = t.args[2].tensor = x;
+        t.args[0].dir = t.args[1].dir = HBG_IN;
+        t.args[2].dir = HBG_OUT;
+        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
+        /* By id, the signature is still checked; the message names the
+         * wrong argument, then the signature. */
+        t.n_args = 2;
+        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), -EINVAL);
+        ck_assert_msg(strstr(hbg_last_error(c), "add_f32 takes 3 tensor and 0 scalar arguments, not 2 and 0"),
+                      "%s", hbg_last_error(c));
+        t.n_args = 3;
+        t.args[1].dir = HBG_OUT;
+        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), -EINVAL);
+        ck_assert_msg(strstr(hbg_last_error(c), "argument 1 (b) must be an input (HBG_IN), not an output (HBG_OUT)") &&
+                              strstr(hbg_last_error(c), "add_f32(in a, in b, out out)"),
+                      "%s", hbg_last_error(c));
+        run_graph(d, c, "add_f32 by id");
+        for (unsigned i = 0; i < N; i++)
+                ck_assert_float_eq(px[i], 2.0f * (float)i);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+START_TEST(task_size) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "hbg_connect: %s", hbg_strerror(err));
+        hbg_task t = HBG_TASK_INIT("noop");
+        t.size = 8;
+        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(hbg_last_error(c), "HBG_TASK_INIT"));
+        t = HBG_TASK_INIT("noop");
+        t.reserved = 1;
+        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), -EINVAL);
+        /* size 0: a zero-initialised task of this version. */
+        memset(&t, 0, sizeof(t));
+        t.kernel = "noop";
+        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
+        run_graph(d, c, "a task with size 0");
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+START_TEST(add_n) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "hbg_connect: %s", hbg_strerror(err));
+        enum { N = 100 };
+        static hbg_task tasks[N];
+        uint64_t ids[N];
+        for (unsigned i = 0; i < N; i++)
+                tasks[i] = HBG_TASK_INIT("noop");
+        ck_assert_int_eq(hbg_graph_add_n(c, tasks, N, ids), 0);
+        for (unsigned i = 1; i < N; i++)
+                ck_assert_uint_eq(ids[i], ids[0] + i);
+        run_graph(d, c, "100 tasks in one call");
+        ck_assert_int_eq(hbg_graph_add_n(c, tasks, 0, NULL), 0);
+        ck_assert_int_eq(hbg_graph_add_n(c, NULL, 1, NULL), -EINVAL);
+
+        /* Task 5 is bad: 0-4 are added, the message names task 5. */
+        tasks[5].kernel = "no_such_kernel";
+        memset(ids, 0, sizeof(ids));
+        ck_assert_int_eq(hbg_graph_add_n(c, tasks, N, ids), -ENOENT);
+        ck_assert_ptr_nonnull(strstr(hbg_last_error(c), "task 5 of 100"));
+        ck_assert_ptr_nonnull(strstr(hbg_last_error(c), "no_such_kernel"));
+        for (unsigned i = 1; i < 5; i++)
+                ck_assert_uint_eq(ids[i], ids[0] + i);
+        ck_assert_uint_eq(ids[5], 0);
+        run_graph(d, c, "the 5 tasks before the bad one");
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+START_TEST(small_window) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        o.task_window = 256;
+        o.flag_window = 256;
+        hbg_client *c = connect_ok(d, &o);
+        enum { N = 64 };
+        const unsigned steps = 256 * 40;
+        hbg_tensor x, one;
+        ck_assert_int_eq(hbg_tensor_alloc(c, N * sizeof(float), &x), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, N * sizeof(float), &one), 0);
+        float *px = hbg_tensor_data(c, x), *p1 = hbg_tensor_data(c, one);
+        for (unsigned i = 0; i < N; i++) {
+                px[i] = 0.0f;
+                p1[i] = 1.0f;
+        }
+        /* x += 1, steps times: a chain through x (derived dependencies). */
+        hbg_task t = HBG_TASK_INIT("add_f32");
+        t.n_args = 3;
+        t.args[0].tensor = x;
+        t.args[0].dir = HBG_IN;
+        t.args[1].tensor = one;
+        t.args[1].dir = HBG_IN;
+        t.args[2].tensor = x;
+        t.args[2].dir = HBG_OUT;
+        for (unsigned s = 0; s < steps; s++) {
+                int err = hbg_graph_add(c, &t, NULL);
+                D_ASSERT(d, err == 0, "step %u: %s [%s]", s, hbg_strerror(err), hbg_last_error(c));
+        }
+        run_graph(d, c, "a chain 40 windows long");
+        for (unsigned i = 0; i < N; i++)
+                ck_assert_float_eq(px[i], (float)steps);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+int main(void) {
+        signal(SIGPIPE, SIG_IGN);
+        if (daemon_util_init() < 0)
+                return 1;
+        Suite *s = suite_create("e2e_api");
+        TCase *tc = tcase_create("api");
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, versions);
+        tcase_add_test(tc, options);
+        tcase_add_test(tc, kernel_ids);
+        tcase_add_test(tc, task_size);
+        tcase_add_test(tc, add_n);
+        tcase_add_test(tc, small_window);
+        suite_add_tcase(s, tc);
+        SRunner *sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        daemon_util_cleanup();
+        return failed ? 1 : 0;
+}

@@ -1,0 +1,879 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hbgd end to end: the real daemon (tests/e2e/daemon_util.c starts one per test
+ * on a private socket) and real clients through libhbgclient, or raw
+ * protocol records for the abuse cases. Every test runs once per io
+ * backend: _i = MODE_URING (the default) and MODE_EPOLL (HBGD_IO=epoll).
+ *
+ * Run one group with CK_RUN_CASE=producers|killed|abuse|session|status|
+ * sigterm; HBG_TEST_SEED fixes the random numbers; STRESS=long kills more
+ * clients; HBG_TEST_VERBOSE=1 shows hbgd's log as it runs.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/io_uring.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hbg/hbg.h"
+#include "proto/wire.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/test_util.h"
+
+/* ------------------------------------------------------------ producers */
+
+#define N_PRODUCERS 8
+#define PRODUCER_GRAPHS 100
+
+/* Under every io mode and completion policy (one body, six runs). */
+START_TEST(producers_8x100) {
+        int mode = IO_MODE_OF(_i);
+        struct hbgd_proc *d = start_hbgd_completion(mode, COMPLETION_OF(_i));
+        int base = fd_baseline(d);
+        pid_t kids[N_PRODUCERS];
+
+        fflush(NULL);
+        for (unsigned p = 0; p < N_PRODUCERS; p++) {
+                kids[p] = fork();
+                ck_assert_int_ge(kids[p], 0);
+                if (kids[p] == 0) {
+                        char who[64];
+                        snprintf(who, sizeof(who), "producer %u (%s, %s)", p, mode_name(mode), COMPLETION_OF(_i));
+                        client_main(d->socket_path, p + 1, PRODUCER_GRAPHS, -1, -1, who);
+                }
+        }
+        /* Every child is reaped before any assertion. */
+        int st[N_PRODUCERS];
+        for (unsigned p = 0; p < N_PRODUCERS; p++)
+                while (waitpid(kids[p], &st[p], 0) < 0 && errno == EINTR)
+                        ;
+        for (unsigned p = 0; p < N_PRODUCERS; p++) {
+                char how[96];
+                describe(st[p], how, sizeof(how));
+                D_ASSERT(d, WIFEXITED(st[p]) && WEXITSTATUS(st[p]) == KID_OK, "%s: producer %u: %s",
+                         mode_name(mode), p, how);
+        }
+        int n = daemon_wait_fd_count(d->pid, base, FD_SETTLE_MS);
+        D_ASSERT(d, n == base, "%s: hbgd holds %d fds after the producers left, %d before", mode_name(mode),
+                 n, base);
+        assert_serving(d);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ killed clients */
+
+/* Under every io mode and completion policy (one body, eight runs). 100
+ * kills each in the plain build; the sanitizer and -O3 builds take a
+ * quarter (TSan an eighth): the kills are the same code paths, and each
+ * costs a fork and up to 20 ms of waiting whatever the build. */
+START_TEST(killed_clients) {
+        int mode = IO_MODE_OF(_i);
+        const char *stress = getenv("STRESS");
+        unsigned kills = stress && strcmp(stress, "long") == 0 ? 400 : 100 / test_scale_or(HBG_TEST_BUILD_SCALE);
+        if (kills == 0)
+                kills = 1;
+        uint64_t rng = seed_value() + (uint64_t)mode;
+        fprintf(stderr, "killed_clients (%s, %s): %u kills, HBG_TEST_SEED=%" PRIu64 "\n", mode_name(mode),
+                COMPLETION_OF(_i), kills, seed_value());
+
+        struct hbgd_proc *d = start_hbgd_completion(mode, COMPLETION_OF(_i));
+        int base = fd_baseline(d);
+
+        /* The steady client: runs graphs until stop[1] is closed. */
+        int stop[2], ready[2];
+        ck_assert_int_eq(pipe2(stop, O_CLOEXEC), 0);
+        ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
+        fflush(NULL);
+        pid_t steady = fork();
+        ck_assert_int_ge(steady, 0);
+        if (steady == 0) {
+                close(stop[1]);
+                close(ready[0]);
+                client_main(d->socket_path, 3, 0, ready[1], stop[0], "steady client");
+        }
+        close(stop[0]);
+        close(ready[1]);
+        char b = 0;
+        int r = read_byte(ready[0], IO_MS, &b);
+        close(ready[0]);
+        if (r != 1) {
+                kill(steady, SIGKILL);
+                waitpid(steady, NULL, 0);
+        }
+        D_ASSERT(d, r == 1, "%s: the steady client did not start (%s)", mode_name(mode),
+                 r == 0 ? "it exited" : strerror(-r));
+
+        unsigned failures = 0;
+        char first_failure[256] = "";
+        long long t0 = daemon_now_ms();
+        for (unsigned i = 0; i < kills; i++) {
+                ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
+                fflush(NULL);
+                pid_t kid = fork();
+                ck_assert_int_ge(kid, 0);
+                if (kid == 0) {
+                        close(stop[1]);
+                        close(ready[0]);
+                        client_main(d->socket_path, 1 + i % 7, 0, ready[1], -1, "doomed client");
+                }
+                close(ready[1]);
+                r = read_byte(ready[0], IO_MS, &b);
+                close(ready[0]);
+                /* Killed 0-20 ms after it started submitting. */
+                if (r == 1)
+                        sleep_us((long)(xorshift(&rng) % 20001));
+                kill(kid, SIGKILL);
+                int st;
+                while (waitpid(kid, &st, 0) < 0 && errno == EINTR)
+                        ;
+                if (r != 1 || !WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) {
+                        char how[96];
+                        describe(st, how, sizeof(how));
+                        if (!failures++)
+                                snprintf(first_failure, sizeof(first_failure),
+                                         "doomed client %u: %s before the kill (%s)", i,
+                                         r == 1 ? "ended" : r == 0 ? "exited" : "did not start", how);
+                }
+        }
+        long long t_kills = daemon_now_ms() - t0;
+
+        close(stop[1]);
+        int st;
+        while (waitpid(steady, &st, 0) < 0 && errno == EINTR)
+                ;
+        char how[96];
+        describe(st, how, sizeof(how));
+        fprintf(stderr, "killed_clients (%s): %u kills in %lld ms; steady client: %s\n", mode_name(mode),
+                kills, t_kills, how);
+        D_ASSERT(d, failures == 0, "%s: %u of %u doomed clients misbehaved; first: %s", mode_name(mode),
+                 failures, kills, first_failure);
+        D_ASSERT(d, WIFEXITED(st) && WEXITSTATUS(st) == KID_OK,
+                 "%s: the steady client failed while others were killed: %s", mode_name(mode), how);
+
+        int n = daemon_wait_fd_count(d->pid, base, FD_SETTLE_MS);
+        if (n != base)
+                list_fds(d->pid);
+        D_ASSERT(d, n == base, "%s: hbgd holds %d fds %d ms after the last client left, %d before",
+                 mode_name(mode), n, FD_SETTLE_MS, base);
+        assert_serving(d);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ io probe */
+
+/* hbgd needs io_uring's multishot poll (5.13): a kernel with io_uring but
+ * without it must get epoll, not a loop that fails every client. The probe
+ * is forced to say "no multishot" (HBGD_TEST_IO_PROBE, read by the test
+ * build tests/hbgd-hooks). */
+START_TEST(io_probe_fallback) {
+        static const char *const env[] = { "HBGD_TEST_IO_PROBE=no-multishot", NULL };
+        struct hbgd_proc *d = NULL;
+        /* The test build of hbgd reads the hook (tests/e2e/hbgd_hooks.c). */
+        setenv("HBGD", HBG_TEST_HBGD_HOOKS, 1);
+        int err = daemon_start(&d, NULL, env);
+        unsetenv("HBGD");
+        ck_assert_msg(err == 0, "hbgd did not start: %s", strerror(-err));
+        int fd = raw_connect(d->socket_path);
+        raw_hello(fd);
+        send_status_request(fd, HBG__STATUS_KIND__STATUS_DAEMON, NULL, 0);
+        Hbg__Envelope *e = expect_env(fd, HBG__ENVELOPE__MSG_STATUS_REPLY, NULL, 0);
+        D_ASSERT(d, strcmp(e->status_reply->daemon->io_backend, "epoll") == 0,
+                 "io backend %s with multishot poll unavailable, expected epoll",
+                 e->status_reply->daemon->io_backend);
+        hbg__envelope__free_unpacked(e, NULL);
+        close(fd);
+        char log[8192] = "";
+        FILE *f = fopen(d->log_path, "r");
+        if (f) {
+                size_t n = fread(log, 1, sizeof(log) - 1, f);
+                log[n] = 0;
+                fclose(f);
+        }
+        D_ASSERT(d, strstr(log, "lacks multishot poll") && strstr(log, "using epoll"),
+                 "hbgd did not log why it uses epoll");
+        assert_serving(d);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ abuse */
+
+START_TEST(abuse_wrong_major) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        int fd = raw_connect(d->socket_path);
+        send_hello(fd, 99, NULL, 0);
+        expect_refusal(d, fd, -EPROTONOSUPPORT, CLOSE_ERROR_REQUIRED, "Hello version_major 99");
+        close(fd);
+        /* Major 0 too: only an exact match is accepted. */
+        fd = raw_connect(d->socket_path);
+        send_hello(fd, 0, NULL, 0);
+        expect_refusal(d, fd, -EPROTONOSUPPORT, CLOSE_ERROR_REQUIRED, "Hello version_major 0");
+        close(fd);
+        abuse_epilogue(d, base, "wrong major version");
+}
+END_TEST
+
+START_TEST(abuse_oversized) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        int fd = raw_connect(d->socket_path);
+        /* A 1 MiB record needs a send buffer that large (SEQPACKET records
+         * are atomic); fall back to 256 KiB, still 4x max_message. */
+        size_t len = 1u << 20;
+        int sz = 4 << 20;
+        if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
+                setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+        uint8_t *buf = malloc(len);
+        ck_assert_ptr_nonnull(buf);
+        memset(buf, 0x0a, len); /* field 1 (hello), length-delimited... */
+        int err = raw_send(fd, buf, len, NULL, 0);
+        if (err == -EMSGSIZE || err == -ENOBUFS) {
+                len = 256u << 10;
+                fprintf(stderr, "abuse_oversized: 1 MiB record refused by the kernel; sending %zu bytes\n", len);
+                err = raw_send(fd, buf, len, NULL, 0);
+        }
+        free(buf);
+        ck_assert_msg(err == 0, "sendmsg %zu bytes: %s", len, strerror(-err));
+        expect_refusal(d, fd, -EMSGSIZE, CLOSE_EOF_ONLY_OK, "oversized record");
+        close(fd);
+        /* Just over the limit, as the first record after a valid hello. */
+        fd = raw_connect(d->socket_path);
+        send_hello(fd, HBG_PROTO_MAJOR, NULL, 0);
+        rx_free(&(struct rx){ .env = expect_env(fd, HBG__ENVELOPE__MSG_HELLO, NULL, 0) });
+        buf = calloc(1, HBG_WIRE_MAX_MSG_DEFAULT + 1);
+        ck_assert_ptr_nonnull(buf);
+        ck_assert_int_eq(raw_send(fd, buf, HBG_WIRE_MAX_MSG_DEFAULT + 1, NULL, 0), 0);
+        free(buf);
+        expect_refusal(d, fd, -EMSGSIZE, CLOSE_EOF_ONLY_OK, "record of max_message + 1 bytes");
+        close(fd);
+        abuse_epilogue(d, base, "oversized record");
+}
+END_TEST
+
+START_TEST(abuse_garbage) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        uint64_t rng = seed_value() ^ 0x9e3779b97f4a7c15u;
+        /* Several random records, each on a fresh connection; each one
+         * checked here not to unpack as an Envelope. */
+        for (unsigned round = 0; round < 8; round++) {
+                uint8_t buf[512];
+                size_t len;
+                for (;;) {
+                        len = 1 + xorshift(&rng) % sizeof(buf);
+                        for (size_t i = 0; i < len; i++)
+                                buf[i] = (uint8_t)xorshift(&rng);
+                        Hbg__Envelope *e = hbg__envelope__unpack(NULL, len, buf);
+                        if (!e)
+                                break;
+                        hbg__envelope__free_unpacked(e, NULL);
+                }
+                int fd = raw_connect(d->socket_path);
+                ck_assert_int_eq(raw_send(fd, buf, len, NULL, 0), 0);
+                char what[96];
+                snprintf(what, sizeof(what), "%zu random bytes (HBG_TEST_SEED=%" PRIu64 ", round %u)", len,
+                         seed_value(), round);
+                expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, what);
+                close(fd);
+        }
+        /* Garbage after a valid hello, too. */
+        int fd = raw_connect(d->socket_path);
+        send_hello(fd, HBG_PROTO_MAJOR, NULL, 0);
+        rx_free(&(struct rx){ .env = expect_env(fd, HBG__ENVELOPE__MSG_HELLO, NULL, 0) });
+        static const uint8_t junk[] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01 };
+        ck_assert_ptr_null(hbg__envelope__unpack(NULL, sizeof(junk), junk));
+        ck_assert_int_eq(raw_send(fd, junk, sizeof(junk), NULL, 0), 0);
+        expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, "garbage after hello");
+        close(fd);
+        abuse_epilogue(d, base, "garbage bytes");
+}
+END_TEST
+
+START_TEST(abuse_not_hello_first) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        int fd = raw_connect(d->socket_path);
+        send_status_request(fd, HBG__STATUS_KIND__STATUS_DAEMON, NULL, 0);
+        expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, "StatusRequest before Hello");
+        close(fd);
+
+        fd = raw_connect(d->socket_path);
+        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
+        env.session_request = &sr;
+        send_env(fd, &env, NULL, 0);
+        expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, "SessionRequest before Hello");
+        close(fd);
+
+        /* Messages only hbgd sends, and a second Hello. */
+        fd = raw_connect(d->socket_path);
+        Hbg__Error e = HBG__ERROR__INIT;
+        e.code = -EIO;
+        e.message = (char *)"from a client";
+        env.msg_case = HBG__ENVELOPE__MSG_ERROR;
+        env.error = &e;
+        send_env(fd, &env, NULL, 0);
+        expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, "Error as the first message");
+        close(fd);
+
+        fd = raw_connect(d->socket_path);
+        send_hello(fd, HBG_PROTO_MAJOR, NULL, 0);
+        rx_free(&(struct rx){ .env = expect_env(fd, HBG__ENVELOPE__MSG_HELLO, NULL, 0) });
+        Hbg__SessionReply srep = HBG__SESSION_REPLY__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_SESSION_REPLY;
+        env.session_reply = &srep;
+        send_env(fd, &env, NULL, 0);
+        expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, "SessionReply from a client");
+        close(fd);
+
+        fd = raw_connect(d->socket_path);
+        send_hello(fd, HBG_PROTO_MAJOR, NULL, 0);
+        rx_free(&(struct rx){ .env = expect_env(fd, HBG__ENVELOPE__MSG_HELLO, NULL, 0) });
+        send_hello(fd, HBG_PROTO_MAJOR, NULL, 0);
+        expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, "second Hello");
+        close(fd);
+
+        /* An Envelope with no message set (an empty oneof): one zero byte
+         * would be an empty record, so an unknown field instead. */
+        fd = raw_connect(d->socket_path);
+        static const uint8_t unknown_field[] = { 0x78, 0x01 }; /* field 15, varint 1 */
+        Hbg__Envelope *probe = hbg__envelope__unpack(NULL, sizeof(unknown_field), unknown_field);
+        ck_assert_ptr_nonnull(probe);
+        ck_assert_int_eq(probe->msg_case, HBG__ENVELOPE__MSG__NOT_SET);
+        hbg__envelope__free_unpacked(probe, NULL);
+        ck_assert_int_eq(raw_send(fd, unknown_field, sizeof(unknown_field), NULL, 0), 0);
+        expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, "Envelope without a message");
+        close(fd);
+        abuse_epilogue(d, base, "non-hello first message");
+}
+END_TEST
+
+START_TEST(abuse_truncated) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        Hbg__Hello h = HBG__HELLO__INIT;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        h.version_major = HBG_PROTO_MAJOR;
+        h.version_minor = HBG_PROTO_MINOR;
+        h.name = (char *)"a client whose hello is cut in half on the way";
+        env.msg_case = HBG__ENVELOPE__MSG_HELLO;
+        env.hello = &h;
+        size_t len;
+        uint8_t *buf = pack_env(&env, &len);
+        /* Every cut that does not unpack here must be refused there. */
+        unsigned tried = 0;
+        for (size_t cut = len / 2; cut >= 1 && tried < 3; cut = cut * 2 / 3) {
+                Hbg__Envelope *e = hbg__envelope__unpack(NULL, cut, buf);
+                if (e) {
+                        hbg__envelope__free_unpacked(e, NULL);
+                        continue;
+                }
+                int fd = raw_connect(d->socket_path);
+                ck_assert_int_eq(raw_send(fd, buf, cut, NULL, 0), 0);
+                char what[64];
+                snprintf(what, sizeof(what), "Hello of %zu bytes cut to %zu", len, cut);
+                expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, what);
+                close(fd);
+                tried++;
+        }
+        free(buf);
+        ck_assert_uint_gt(tried, 0);
+        abuse_epilogue(d, base, "truncated protobuf");
+}
+END_TEST
+
+static void send_hello_with_fds(struct hbgd_proc *d, unsigned nfds, bool memfds, const char *what) {
+        int fds[RAW_MAX_FDS];
+        for (unsigned i = 0; i < nfds; i++) {
+                fds[i] = memfds ? memfd_create("e2e-stray", MFD_CLOEXEC) : eventfd(0, EFD_CLOEXEC);
+                ck_assert_int_ge(fds[i], 0);
+        }
+        int fd = raw_connect(d->socket_path);
+        send_hello(fd, HBG_PROTO_MAJOR, fds, nfds);
+        for (unsigned i = 0; i < nfds; i++)
+                close(fds[i]);
+        expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, what);
+        close(fd);
+}
+
+START_TEST(abuse_fds) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        send_hello_with_fds(d, 6, false, "Hello with 6 eventfds");
+        int n = daemon_wait_fd_count(d->pid, base, FD_SETTLE_MS);
+        D_ASSERT(d, n == base, "6 eventfds: hbgd holds %d fds, %d before", n, base);
+        send_hello_with_fds(d, 1, true, "Hello with 1 memfd");
+        /* More than wire_recv's control buffer holds: MSG_CTRUNC; the
+         * kernel still installs the fds that fit, which must be closed. */
+        send_hello_with_fds(d, 20, false, "Hello with 20 eventfds");
+        n = daemon_wait_fd_count(d->pid, base, FD_SETTLE_MS);
+        D_ASSERT(d, n == base, "20 eventfds: hbgd holds %d fds, %d before", n, base);
+
+        /* An fd on a later message of a connection past its hello. */
+        int efd = eventfd(0, EFD_CLOEXEC);
+        ck_assert_int_ge(efd, 0);
+        int fd = raw_connect(d->socket_path);
+        send_hello(fd, HBG_PROTO_MAJOR, NULL, 0);
+        rx_free(&(struct rx){ .env = expect_env(fd, HBG__ENVELOPE__MSG_HELLO, NULL, 0) });
+        send_status_request(fd, HBG__STATUS_KIND__STATUS_DAEMON, &efd, 1);
+        close(efd);
+        expect_refusal(d, fd, -EPROTO, CLOSE_ERROR_REQUIRED, "StatusRequest with 1 eventfd");
+        close(fd);
+        abuse_epilogue(d, base, "fds from a client");
+}
+END_TEST
+
+START_TEST(abuse_empty_record) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        /* A zero-length SEQPACKET record reads like EOF: hbgd may take it
+         * for a hang-up (no Error) or refuse it; either way it closes. */
+        int fd = raw_connect(d->socket_path);
+        ck_assert_int_eq(raw_send(fd, "", 0, NULL, 0), 0);
+        expect_refusal(d, fd, -EPROTO, CLOSE_EOF_ONLY_OK, "empty first record");
+        close(fd);
+        fd = raw_connect(d->socket_path);
+        send_hello(fd, HBG_PROTO_MAJOR, NULL, 0);
+        rx_free(&(struct rx){ .env = expect_env(fd, HBG__ENVELOPE__MSG_HELLO, NULL, 0) });
+        ck_assert_int_eq(raw_send(fd, "", 0, NULL, 0), 0);
+        expect_refusal(d, fd, -EPROTO, CLOSE_EOF_ONLY_OK, "empty record after hello");
+        close(fd);
+        abuse_epilogue(d, base, "empty record");
+}
+END_TEST
+
+/* ------------------------------------------------------------ session by hand */
+
+static bool is_kind(int fd, mode_t kind) {
+        struct stat st;
+        return fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == kind;
+}
+
+/* Our end of a channel must be a file description of our own: hbgd's end
+ * is a different one, so nothing we do to ours reaches hbgd's. */
+static bool read_only_end(int fd) {
+        int fl = fcntl(fd, F_GETFL);
+        return fl >= 0 && (fl & O_ACCMODE) == O_RDONLY;
+}
+
+START_TEST(session_regions_sealed) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        int sock = raw_connect(d->socket_path);
+        raw_hello(sock);
+        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
+        env.session_request = &sr;
+        send_env(sock, &env, NULL, 0);
+        int fds[4];
+        Hbg__Envelope *e = expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, 4);
+        const Hbg__SessionReply *r = e->session_reply;
+        ck_assert_uint_eq(r->fds, 4);
+        ck_assert_uint_gt(r->sub_region_size, 0);
+        ck_assert_uint_gt(r->cpl_region_size, 0);
+        size_t sub_size = r->sub_region_size, cpl_size = r->cpl_region_size;
+        hbg__envelope__free_unpacked(e, NULL);
+
+        /* What arrived: two memfds of the announced sizes, the doorbell
+         * (our end of a socketpair) and the completion channel (the read
+         * end of a pipe), all close-on-exec here (MSG_CMSG_CLOEXEC). */
+        struct stat st;
+        ck_assert_int_eq(fstat(fds[0], &st), 0);
+        ck_assert_uint_eq((uint64_t)st.st_size, sub_size);
+        ck_assert_int_eq(fstat(fds[1], &st), 0);
+        ck_assert_uint_eq((uint64_t)st.st_size, cpl_size);
+        ck_assert_msg(is_kind(fds[2], S_IFSOCK), "fd 3 is not a socket");
+        ck_assert_msg(is_kind(fds[3], S_IFIFO) && read_only_end(fds[3]),
+                      "fd 4 is not the read end of a pipe");
+        int seals0 = fcntl(fds[0], F_GET_SEALS), seals1 = fcntl(fds[1], F_GET_SEALS);
+        ck_assert_msg(seals0 >= 0 && seals1 >= 0, "F_GET_SEALS: %s (not memfds?)", strerror(errno));
+        int want0 = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+        ck_assert_msg((seals0 & want0) == want0, "submission memfd seals 0x%x lack 0x%x", seals0, want0);
+        ck_assert_msg((seals1 & (want0 | F_SEAL_FUTURE_WRITE)) == (want0 | F_SEAL_FUTURE_WRITE),
+                      "completion memfd seals 0x%x lack 0x%x", seals1, want0 | F_SEAL_FUTURE_WRITE);
+
+        /* The completion region: no writable shared mapping, ever. */
+        void *p = mmap(NULL, cpl_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
+        int mmap_errno = errno;
+        if (p != MAP_FAILED)
+                munmap(p, cpl_size);
+        ck_assert_msg(p == MAP_FAILED, "completion memfd mapped PROT_WRITE|MAP_SHARED");
+        ck_assert_msg(mmap_errno == EPERM, "mmap writable: %s, expected EPERM", strerror(mmap_errno));
+        void *ro = mmap(NULL, cpl_size, PROT_READ, MAP_SHARED, fds[1], 0);
+        ck_assert_msg(ro != MAP_FAILED, "completion memfd cannot be mapped read-only: %s", strerror(errno));
+        int mp = mprotect(ro, cpl_size, PROT_READ | PROT_WRITE);
+        int mp_errno = errno;
+        ck_assert_msg(mp < 0, "mprotect of the read-only completion mapping to PROT_WRITE succeeded");
+        fprintf(stderr, "session_regions_sealed: mprotect(PROT_WRITE) refused with %s\n", strerror(mp_errno));
+        volatile const uint8_t *bytes = ro;
+        (void)bytes[0]; /* readable */
+        munmap(ro, cpl_size);
+        uint8_t zero[8] = { 0 };
+        errno = 0;
+        ck_assert_msg(write(fds[1], zero, sizeof(zero)) < 0 && errno == EPERM,
+                      "write() to the completion memfd: %s, expected EPERM", errno ? strerror(errno) : "succeeded");
+        errno = 0;
+        ck_assert_msg(pwrite(fds[1], zero, sizeof(zero), 64) < 0 && errno == EPERM,
+                      "pwrite() to the completion memfd: %s, expected EPERM", errno ? strerror(errno) : "succeeded");
+
+        /* Sizes are fixed: neither memfd shrinks or grows. */
+        for (unsigned i = 0; i < 2; i++) {
+                off_t size = (off_t)(i == 0 ? sub_size : cpl_size);
+                errno = 0;
+                ck_assert_msg(ftruncate(fds[i], size / 2) < 0 && errno == EPERM,
+                              "ftruncate(memfd %u, shrink): %s, expected EPERM", i,
+                              errno ? strerror(errno) : "succeeded");
+                errno = 0;
+                ck_assert_msg(ftruncate(fds[i], size + 4096) < 0 && errno == EPERM,
+                              "ftruncate(memfd %u, grow): %s, expected EPERM", i,
+                              errno ? strerror(errno) : "succeeded");
+                errno = 0;
+                ck_assert_msg(ftruncate(fds[i], 0) < 0 && errno == EPERM,
+                              "ftruncate(memfd %u, 0): %s, expected EPERM", i, errno ? strerror(errno) : "succeeded");
+                ck_assert_int_eq(fstat(fds[i], &st), 0);
+                ck_assert_uint_eq((uint64_t)st.st_size, (uint64_t)size);
+                /* F_SEAL_SEAL: the seals themselves cannot be changed. */
+                errno = 0;
+                ck_assert_msg(fcntl(fds[i], F_ADD_SEALS, F_SEAL_WRITE) < 0 && errno == EPERM,
+                              "F_ADD_SEALS on memfd %u: %s, expected EPERM", i, errno ? strerror(errno) : "succeeded");
+        }
+        /* The submission region is the client's to write. */
+        void *sub = mmap(NULL, sub_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+        ck_assert_msg(sub != MAP_FAILED, "submission memfd cannot be mapped writable: %s", strerror(errno));
+        munmap(sub, sub_size);
+
+        /* hbgd's session holds the socket and its ends of the two
+         * channels; all gone once we hang up. */
+        for (unsigned i = 0; i < 4; i++)
+                close(fds[i]);
+        close(sock);
+        abuse_epilogue(d, base, "session by hand");
+}
+END_TEST
+
+/* ------------------------------------------------------------ status */
+
+static Hbg__StatusReply *status(int fd, Hbg__StatusKind kind, Hbg__Envelope **env) {
+        send_status_request(fd, kind, NULL, 0);
+        *env = expect_env(fd, HBG__ENVELOPE__MSG_STATUS_REPLY, NULL, 0);
+        ck_assert_ptr_nonnull((*env)->status_reply->daemon);
+        return (*env)->status_reply;
+}
+
+static const Hbg__SessionStatus *find_session(const Hbg__StatusReply *s, pid_t pid) {
+        for (size_t i = 0; i < s->n_sessions; i++)
+                if (s->sessions[i]->pid == (uint32_t)pid)
+                        return s->sessions[i];
+        return NULL;
+}
+
+START_TEST(status_over_socket) {
+        int mode = _i;
+        static const char *const args[] = { "--threads", "3", "--clusters", "2", NULL };
+        struct hbgd_proc *d = start_hbgd(mode, args);
+
+        /* Two sessions: ours (in this process) and a child's. */
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "hbg_connect: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        struct workload w;
+        ck_assert_msg(wl_init(&w, c, 2) == 0, "%s", w.msg);
+        long ran = wl_run(&w, 4, -1);
+        ck_assert_msg(ran == 4, "%s", w.msg);
+
+        int hold[2], ready[2];
+        ck_assert_int_eq(pipe2(hold, O_CLOEXEC), 0);
+        ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
+        fflush(NULL);
+        pid_t kid = fork();
+        ck_assert_int_ge(kid, 0);
+        if (kid == 0) {
+                close(hold[1]);
+                close(ready[0]);
+                hbg_client *kc = NULL;
+                if (hbg_connect(&kc, d->socket_path) < 0)
+                        _exit(KID_CONNECT);
+                if (write(ready[1], "R", 1) != 1)
+                        _exit(KID_PIPE);
+                char x;
+                while (read(hold[0], &x, 1) < 0 && errno == EINTR)
+                        ;
+                hbg_disconnect(kc);
+                _exit(KID_OK);
+        }
+        close(hold[0]);
+        close(ready[1]);
+        char b;
+        int r = read_byte(ready[0], IO_MS, &b);
+        close(ready[0]);
+        if (r != 1) {
+                kill(kid, SIGKILL);
+                waitpid(kid, NULL, 0);
+        }
+        ck_assert_msg(r == 1, "the second client did not connect");
+
+        int fd = raw_connect(d->socket_path);
+        raw_hello(fd);
+        Hbg__Envelope *env;
+
+        /* STATUS_DAEMON: daemon, threads and sessions. */
+        const Hbg__StatusReply *s = status(fd, HBG__STATUS_KIND__STATUS_DAEMON, &env);
+        const Hbg__DaemonStatus *ds = s->daemon;
+        ck_assert_str_eq(ds->version, HBG_VERSION);
+        ck_assert_str_eq(ds->version, hbg_version());
+        ck_assert_uint_eq(ds->pid, (uint32_t)d->pid);
+        ck_assert_uint_eq(ds->threads, 3);
+        ck_assert_uint_eq(ds->clusters, 2);
+        ck_assert_uint_eq(ds->sessions, 2);
+        ck_assert_ptr_nonnull(ds->io_backend);
+        const char *want_io = mode == MODE_EPOLL || !uring_available() ? "epoll" : "io_uring";
+        ck_assert_str_eq(ds->io_backend, want_io);
+        ck_assert_uint_ge(ds->graphs_retired, 4);
+        ck_assert_uint_eq(ds->graphs_failed, 0);
+        ck_assert_uint_ge(ds->tasks_completed, 4 * 5);
+        ck_assert_uint_lt(ds->uptime_ms, 24ull * 3600 * 1000);
+        ck_assert_uint_eq(s->n_threads, 3);
+        for (size_t i = 0; i < s->n_threads; i++)
+                ck_assert_uint_eq(s->threads[i]->index, i);
+        ck_assert_uint_eq(s->n_sessions, 2);
+        const Hbg__SessionStatus *mine = find_session(s, getpid()), *theirs = find_session(s, kid);
+        ck_assert_msg(mine, "our session (pid %d) is not listed", (int)getpid());
+        ck_assert_msg(theirs, "the child's session (pid %d) is not listed", (int)kid);
+        ck_assert_uint_eq(mine->uid, getuid());
+        ck_assert_str_eq(mine->name, program_invocation_short_name);
+        ck_assert_uint_ge(mine->submitted, 4 * 5);
+        ck_assert_uint_ge(mine->completed, 4 * 5);
+        ck_assert_uint_eq(mine->graphs_retired, 4);
+        ck_assert_uint_eq(mine->graphs_failed, 0);
+        ck_assert_int_eq(mine->error, 0);
+        ck_assert_uint_ne(mine->session_id, theirs->session_id);
+        ck_assert_uint_eq(theirs->submitted, 0);
+        ck_assert_uint_eq(s->n_kernels, 0);
+        uint64_t my_session = mine->session_id;
+        hbg__envelope__free_unpacked(env, NULL);
+
+        /* STATUS_THREADS: threads only. */
+        s = status(fd, HBG__STATUS_KIND__STATUS_THREADS, &env);
+        ck_assert_uint_eq(s->n_threads, 3);
+        ck_assert_uint_eq(s->n_sessions, 0);
+        uint64_t executed = 0;
+        for (size_t i = 0; i < s->n_threads; i++)
+                executed += s->threads[i]->executed_tasks;
+        ck_assert_uint_ge(executed, 4 * 5);
+        hbg__envelope__free_unpacked(env, NULL);
+
+        /* STATUS_SESSIONS */
+        s = status(fd, HBG__STATUS_KIND__STATUS_SESSIONS, &env);
+        ck_assert_uint_eq(s->n_sessions, 2);
+        ck_assert_uint_eq(s->n_threads, 0);
+        ck_assert_ptr_nonnull(find_session(s, getpid()));
+        ck_assert_ptr_nonnull(find_session(s, kid));
+        hbg__envelope__free_unpacked(env, NULL);
+
+        /* STATUS_GRAPHS */
+        s = status(fd, HBG__STATUS_KIND__STATUS_GRAPHS, &env);
+        ck_assert_uint_eq(s->n_graphs, 2);
+        bool found = false;
+        for (size_t i = 0; i < s->n_graphs; i++)
+                if (s->graphs[i]->session_id == my_session) {
+                        found = true;
+                        ck_assert_uint_eq(s->graphs[i]->graphs_submitted, 4);
+                        ck_assert_uint_eq(s->graphs[i]->graphs_retired, 4);
+                        ck_assert_uint_eq(s->graphs[i]->graphs_failed, 0);
+                }
+        ck_assert_msg(found, "our session is not in STATUS_GRAPHS");
+        hbg__envelope__free_unpacked(env, NULL);
+
+        /* STATUS_KERNELS: the built-in table. */
+        s = status(fd, HBG__STATUS_KIND__STATUS_KERNELS, &env);
+        ck_assert_uint_ge(s->n_kernels, 12);
+        const Hbg__KernelInfo *gemm = NULL;
+        static const char *const names[] = { "noop", "spin_ns", "fill_f32", "copy_f32", "add_f32", "mul_f32",
+                                             "axpy_f32", "scale_f32", "reduce_sum_f32", "gemm_f32",
+                                             "softmax_rows_f32", "fail" };
+        for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++) {
+                unsigned hits = 0;
+                for (size_t i = 0; i < s->n_kernels; i++)
+                        if (s->kernels[i]->name && strcmp(s->kernels[i]->name, names[n]) == 0) {
+                                hits++;
+                                if (n == 9)
+                                        gemm = s->kernels[i];
+                        }
+                ck_assert_msg(hits == 1, "kernel %s listed %u times", names[n], hits);
+        }
+        for (size_t i = 0; i < s->n_kernels; i++)
+                for (size_t j = i + 1; j < s->n_kernels; j++)
+                        ck_assert_uint_ne(s->kernels[i]->id, s->kernels[j]->id);
+        ck_assert_ptr_nonnull(gemm);
+        ck_assert_uint_eq(gemm->n_args, 6);
+        static const char *const gemm_kinds[] = { "in", "in", "inout", "u64", "u64", "u64" };
+        for (size_t i = 0; i < 6; i++)
+                ck_assert_str_eq(gemm->args[i]->kind, gemm_kinds[i]);
+        ck_assert(gemm->splittable);
+        hbg__envelope__free_unpacked(env, NULL);
+
+        /* The second client leaves: one session remains. */
+        close(hold[1]);
+        int st;
+        while (waitpid(kid, &st, 0) < 0 && errno == EINTR)
+                ;
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == KID_OK, "second client failed");
+        long long deadline = daemon_now_ms() + FD_SETTLE_MS;
+        unsigned sessions;
+        for (;;) {
+                s = status(fd, HBG__STATUS_KIND__STATUS_SESSIONS, &env);
+                sessions = s->daemon->sessions;
+                bool gone = !find_session(s, kid);
+                hbg__envelope__free_unpacked(env, NULL);
+                if ((sessions == 1 && gone) || daemon_now_ms() >= deadline)
+                        break;
+                sleep_us(5000);
+        }
+        ck_assert_uint_eq(sessions, 1);
+
+        close(fd);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ SIGTERM */
+
+#define CHAIN_TASKS 200
+#define CHAIN_TASK_NS 50000000ull /* 50 ms: 10 s in all, ten times the grace period */
+#define SIGTERM_GRACE_CONF "[limits]\nshutdown_grace_ms = 1000\n"
+
+START_TEST(sigterm_in_flight) {
+        int mode = _i;
+        struct hbgd_proc *d = start_hbgd_conf(mode, SIGTERM_GRACE_CONF);
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "hbg_connect: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+
+        uint64_t prev = 0;
+        for (unsigned i = 0; i < CHAIN_TASKS; i++) {
+                hbg_task t = HBG_TASK_INIT("spin_ns");
+                t.n_scalars = 1;
+                t.scalars[0] = CHAIN_TASK_NS;
+                if (i > 0) {
+                        t.n_deps = 1;
+                        t.deps[0] = prev;
+                }
+                err = hbg_graph_add(c, &t, &prev);
+                ck_assert_msg(err == 0, "hbg_graph_add(spin_ns #%u): %s [%s]", i, hbg_strerror(err),
+                              hbg_last_error(c));
+        }
+        uint64_t graph;
+        err = hbg_graph_submit(c, &graph);
+        ck_assert_msg(err == 0, "hbg_graph_submit: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        /* 200 x 50 ms cannot be done yet. */
+        ck_assert_int_eq(hbg_graph_status(c, graph, NULL), 1);
+
+        long long t0 = daemon_now_ms();
+        ck_assert_int_eq(kill(d->pid, SIGTERM), 0);
+        err = hbg_graph_wait(c, graph, WAIT_MS);
+        long long t_wait = daemon_now_ms() - t0;
+        D_ASSERT(d, err == -ESHUTDOWN || err == -ECONNRESET,
+                 "%s: hbg_graph_wait after SIGTERM: %d (%s) [%s], expected -ESHUTDOWN or -ECONNRESET",
+                 mode_name(mode), err, hbg_strerror(err), hbg_last_error(c));
+        int st = hbg_graph_status(c, graph, NULL);
+        ck_assert_msg(st < 0, "graph status %d after hbgd stopped", st);
+
+        int w = daemon_wait_exit(d, WAIT_MS);
+        long long t_exit = daemon_now_ms() - t0;
+        D_ASSERT(d, w == 0, "%s: hbgd still runs %d ms after SIGTERM", mode_name(mode), WAIT_MS);
+        D_ASSERT(d, WIFEXITED(d->wstatus) && WEXITSTATUS(d->wstatus) == 0,
+                 "%s: hbgd did not exit 0 after the grace period (wait status 0x%x)", mode_name(mode),
+                 (unsigned)d->wstatus);
+        D_ASSERT(d, daemon_wait_notify(d, "STOPPING=1", 0) == 0, "%s: no STOPPING=1 from hbgd", mode_name(mode));
+        fprintf(stderr, "sigterm_in_flight (%s): wait returned %s after %lld ms, hbgd exited after %lld ms\n",
+                mode_name(mode), hbg_strerror(err), t_wait, t_exit);
+
+        /* Without hbgd, new work fails (-ECONNRESET) instead of hanging. */
+        hbg_task t = HBG_TASK_INIT("noop");
+        uint64_t g2 = 0;
+        err = hbg_graph_add(c, &t, NULL);
+        if (err == 0)
+                err = hbg_graph_submit(c, &g2);
+        if (err == 0)
+                err = hbg_graph_wait(c, g2, IO_MS);
+        ck_assert_msg(err == -ECONNRESET, "a graph after hbgd exited: %d (%s), expected -ECONNRESET", err,
+                      hbg_strerror(err));
+        hbg_disconnect(c);
+        daemon_destroy(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ suite */
+
+static Suite *suite(void) {
+        Suite *s = suite_create("e2e_daemon");
+        struct {
+                const char *name;
+                const TTest *tests[8];
+        } cases[] = {
+                { "producers", { producers_8x100 } },
+                { "killed", { killed_clients } },
+                { "probe", { io_probe_fallback } },
+                { "abuse", { abuse_wrong_major, abuse_oversized, abuse_garbage, abuse_not_hello_first,
+                             abuse_truncated, abuse_fds, abuse_empty_record } },
+                { "session", { session_regions_sealed } },
+                { "status", { status_over_socket } },
+                { "sigterm", { sigterm_in_flight } },
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                TCase *tc = tcase_create(cases[i].name);
+                tcase_set_timeout(tc, 600);
+                for (size_t j = 0; j < 8 && cases[i].tests[j]; j++) {
+                        const TTest *t = cases[i].tests[j];
+                        if (t == producers_8x100 || t == killed_clients)
+                                tcase_add_loop_test(tc, t, 0, (int)(N_MODES * completion_count()));
+                        else if (t == io_probe_fallback)
+                                tcase_add_test(tc, t);
+                        else
+                                tcase_add_loop_test(tc, t, MODE_URING, N_MODES);
+                }
+                suite_add_tcase(s, tc);
+        }
+        return s;
+}
+
+int main(void) {
+        /* Clients that lose hbgd must see errors, not die of SIGPIPE. */
+        signal(SIGPIPE, SIG_IGN);
+        if (access(daemon_binary(), X_OK) < 0) {
+                fprintf(stderr, "test_e2e_daemon: %s: %s; build it or set HBGD\n", daemon_binary(),
+                        strerror(errno));
+                return 1;
+        }
+        if (daemon_util_init() < 0)
+                return 1;
+        SRunner *sr = srunner_create(suite());
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        daemon_util_cleanup();
+        return failed ? 1 : 0;
+}

@@ -1,0 +1,517 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Errors that explain, against a real hbgd, through the public API only:
+ *   validator      a task hbgd's validator refuses (a gemm shape the
+ *                  library cannot check): hbg_graph_wait()'s code,
+ *                  hbg_graph_error()'s task, kernel and the validator's
+ *                  own reason, hbg_last_error() saying the same;
+ *   kernel_runtime the fail kernel's error at run time ("kernel fail
+ *                  returned -EIO"), a skipped dependant not hiding it, and a
+ *                  later good graph's empty info;
+ *   host_task      a host function's error: "host task returned -ENOSPC";
+ *   stall          a session stall limit of 200 ms fails a hung host task
+ *                  with -ETIME, while a short wait on a long kernel gives
+ *                  -ETIMEDOUT (hbg_graph_error(): 1, running) and the
+ *                  kernel then finishes (the detector does not fail
+ *                  running kernels);
+ *   stall_limit    [limits] max_stall_timeout_ms at N (granted) and N + 1
+ *                  (-E2BIG with hbgd's message);
+ *   kernel_time_budget
+ *                  [limits] kernel_time_budget_ms = 1: a gemm_f32 on
+ *                  subnormal A (1e-39) far longer than that fails with
+ *                  -ETIME and the kernel's own message ("gemm_f32: kernel
+ *                  exceeded its time budget of 1 ms", not the stall
+ *                  limit's), and the session goes on; with the default
+ *                  budget the same graph on ordinary numbers, and on
+ *                  subnormal ones, gives the results computed here, bit
+ *                  for bit (IEEE: no flush-to-zero);
+ *   bad_arguments  hbg_graph_error()'s -EINVAL cases;
+ *   hbgd_killed    after hbgd was killed (and reaped) the next
+ *                  hbg_graph_submit() fails with -ECONNRESET, with the
+ *                  io_uring hang-up watch and without it (HBG_IO_URING=0);
+ *                  a running graph's hbg_graph_error() too.
+ */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hbg/hbg.h"
+#include "tests/e2e/daemon_util.h"
+#include "tests/e2e/e2e_util.h"
+
+static hbg_client *connect_opts(struct hbgd_proc *d, hbg_connect_options *o) {
+        o->socket_path = d->socket_path;
+        o->heap_bytes = 1u << 20;
+        hbg_client *c = NULL;
+        int err = hbg_connect_opts(&c, o);
+        D_ASSERT(d, err == 0, "hbg_connect_opts: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        return c;
+}
+
+static hbg_client *connect_with(struct hbgd_proc *d) {
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        return connect_opts(d, &o);
+}
+
+static uint64_t submit(struct hbgd_proc *d, hbg_client *c) {
+        uint64_t g;
+        int err = hbg_graph_submit(c, &g);
+        D_ASSERT(d, err == 0, "submit: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        return g;
+}
+
+static void add(struct hbgd_proc *d, hbg_client *c, const hbg_task *t, uint64_t *ret_id) {
+        int err = hbg_graph_add(c, t, ret_id);
+        D_ASSERT(d, err == 0, "add: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+}
+
+/* The graph failed with code at task, naming kernel ("" none) and saying
+ * `what`; hbg_last_error() of the wait says the same. */
+static void expect_failure(struct hbgd_proc *d, hbg_client *c, uint64_t g, int code, uint64_t task,
+                           const char *kernel, const char *what) {
+        int err = hbg_graph_wait(c, g, WAIT_MS);
+        D_ASSERT(d, err == code, "graph %llu: wait returned %d (%s), expected %d [%s]", (unsigned long long)g, err,
+                 hbg_strerror(err), code, hbg_last_error(c));
+        char want[64];
+        snprintf(want, sizeof(want), "at task %llu", (unsigned long long)task);
+        const char *le = hbg_last_error(c);
+        D_ASSERT(d, strstr(le, want) && strstr(le, what) && (!kernel[0] || strstr(le, kernel)),
+                 "hbg_last_error does not name task %llu, kernel '%s' and '%s': %s", (unsigned long long)task,
+                 kernel, what, le);
+
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        err = hbg_graph_error(c, g, &info);
+        D_ASSERT(d, err == 0, "hbg_graph_error: %d [%s]", err, hbg_last_error(c));
+        ck_assert_int_eq(info.code, code);
+        ck_assert_uint_eq(info.task, task);
+        ck_assert_str_eq(info.kernel, kernel);
+        ck_assert_int_eq(info.kernel_id, kernel[0] ? hbg_kernel_id(kernel) : -1);
+        D_ASSERT(d, strstr(info.message, what), "message '%s' does not say '%s'", info.message, what);
+        ck_assert_ptr_nonnull(memchr(info.message, '\0', sizeof(info.message)));
+        uint64_t t = 0;
+        ck_assert_int_eq(hbg_graph_status(c, g, &t), code);
+        ck_assert_uint_eq(t, task);
+        fprintf(stderr, "graph %llu: %s\n", (unsigned long long)g, le);
+}
+
+static void expect_success_info(struct hbgd_proc *d, hbg_client *c, uint64_t g) {
+        int err = hbg_graph_wait(c, g, WAIT_MS);
+        D_ASSERT(d, err == 0, "graph %llu failed: %s [%s]", (unsigned long long)g, hbg_strerror(err),
+                 hbg_last_error(c));
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        info.code = 99;
+        ck_assert_int_eq(hbg_graph_error(c, g, &info), 0);
+        ck_assert_int_eq(info.code, 0);
+        ck_assert_uint_eq(info.task, 0);
+        ck_assert_int_eq(info.kernel_id, -1);
+        ck_assert_str_eq(info.kernel, "");
+        ck_assert_str_eq(info.message, "");
+}
+
+static hbg_task fill(hbg_tensor t, float v) {
+        hbg_task k = HBG_TASK_INIT("fill_f32");
+        k.n_args = 1;
+        k.args[0].tensor = t;
+        k.args[0].dir = HBG_OUT;
+        k.n_scalars = 1;
+        k.scalars[0] = hbg_f32(v);
+        return k;
+}
+/* After a failed graph the session goes on: a 1-task graph succeeds. */
+static void expect_session_goes_on(struct hbgd_proc *d, hbg_client *c) {
+        hbg_tensor x;
+        ck_assert_int_eq(hbg_tensor_alloc(c, 64, &x), 0);
+        hbg_task w = fill(x, 1.0f);
+        add(d, c, &w, NULL);
+        expect_success_info(d, c, submit(d, c));
+}
+
+
+START_TEST(validator) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_with(d);
+        hbg_tensor a, b, x;
+        ck_assert_int_eq(hbg_tensor_alloc(c, 16, &a), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, 16, &b), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, 16, &x), 0);
+        hbg_task f = fill(a, 1.0f);
+        add(d, c, &f, NULL);
+        /* 4 x 4 times 4 x 4 needs 64 bytes per tensor: hbgd's gemm check
+         * refuses it (the library knows only the signature). */
+        hbg_task t = HBG_TASK_INIT("gemm_f32");
+        t.n_args = 3;
+        t.args[0].tensor = a, t.args[0].dir = HBG_IN;
+        t.args[1].tensor = b, t.args[1].dir = HBG_IN;
+        t.args[2].tensor = x, t.args[2].dir = HBG_INOUT;
+        t.n_scalars = 3;
+        t.scalars[0] = t.scalars[1] = t.scalars[2] = 4;
+        uint64_t bad;
+        add(d, c, &t, &bad);
+        uint64_t g = submit(d, c);
+        expect_failure(d, c, g, -EINVAL, bad, "gemm_f32", "gemm_f32: shape does not fit A");
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+START_TEST(kernel_runtime) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_with(d);
+        hbg_tensor x;
+        ck_assert_int_eq(hbg_tensor_alloc(c, 64, &x), 0);
+        hbg_task w = fill(x, 2.0f);
+        add(d, c, &w, NULL);
+        hbg_task f = HBG_TASK_INIT("fail");
+        f.n_scalars = 1;
+        f.scalars[0] = (uint64_t)(int64_t)-EIO;
+        f.blocks = 4; /* every block fails: one of them names it */
+        uint64_t bad;
+        add(d, c, &f, &bad);
+        /* A dependant: skipped (-ECANCELED), which must not hide the cause. */
+        hbg_task s = fill(x, 3.0f);
+        s.n_deps = 1;
+        s.deps[0] = bad;
+        add(d, c, &s, NULL);
+        uint64_t g = submit(d, c);
+        expect_failure(d, c, g, -EIO, bad, "fail", "kernel fail returned -EIO");
+
+        /* The next graph succeeds, and says so. */
+        add(d, c, &w, NULL);
+        expect_success_info(d, c, submit(d, c));
+        /* The failed graph is still known after the good one. */
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        ck_assert_int_eq(hbg_graph_error(c, g, &info), 0);
+        ck_assert_int_eq(info.code, -EIO);
+        ck_assert_str_eq(info.message, "kernel fail returned -EIO");
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+static int fail_enospc(void *arg) {
+        (void)arg;
+        return -ENOSPC;
+}
+
+START_TEST(host_task) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_with(d);
+        hbg_task h = HBG_TASK_INIT(NULL);
+        h.host_fn = fail_enospc;
+        uint64_t bad;
+        add(d, c, &h, &bad);
+        uint64_t g = submit(d, c);
+        char want[160];
+        snprintf(want, sizeof(want), "host task returned -ENOSPC");
+        expect_failure(d, c, g, -ENOSPC, bad, "", want);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+#define STALL_MS 200            /* the session's stall limit in `stall` */
+#define MAX_STALL_MS 1000       /* [limits] max_stall_timeout_ms here */
+
+static const char conf[] = "[limits]\nmax_stall_timeout_ms = 1000\n";
+
+static hbg_client *connect_stall(struct hbgd_proc *d, uint64_t stall_ms) {
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.stall_timeout_ms = stall_ms;
+        return connect_opts(d, &o);
+}
+
+/* The hung host function's view of hbgd: a control connection of its own
+ * (STATUS_SESSIONS), so that it returns once hbgd failed its graph rather
+ * than after a guess at how long the detector takes. */
+struct hang {
+        struct hbgd_proc *d;
+        int fd;
+};
+
+static bool own_graph_failed(struct hang *h) {
+        Hbg__Envelope *r = status_of(h->d, h->fd, HBG__STATUS_KIND__STATUS_SESSIONS);
+        bool failed = false;
+        for (size_t i = 0; i < r->status_reply->n_sessions; i++)
+                if (r->status_reply->sessions[i]->pid == (uint32_t)getpid() &&
+                    r->status_reply->sessions[i]->graphs_failed > 0)
+                        failed = true;
+        wire_free(r);
+        return failed;
+}
+
+static int hang(void *arg) {
+        struct hang *h = arg;
+        long long until = daemon_now_ms() + WAIT_MS;
+        while (!own_graph_failed(h) && daemon_now_ms() < until)
+                sleep_us(20000);
+        return 0;
+}
+
+START_TEST(stall) {
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, conf);
+        hbg_client *c = connect_stall(d, STALL_MS);
+
+        /* A kernel running longer than the stall limit is not a stall, and
+         * a wait shorter than it is the wait's own timeout. */
+        hbg_task spin = HBG_TASK_INIT("spin_ns");
+        spin.n_scalars = 1;
+        spin.scalars[0] = 3 * STALL_MS * 1000000ull;
+        add(d, c, &spin, NULL);
+        uint64_t g = submit(d, c);
+        int err = hbg_graph_wait(c, g, 10);
+        D_ASSERT(d, err == -ETIMEDOUT, "a 10 ms wait on a %d ms kernel: %d (%s)", 3 * STALL_MS, err,
+                 hbg_strerror(err));
+        ck_assert_ptr_nonnull(strstr(hbg_last_error(c), "still running"));
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        ck_assert_int_eq(hbg_graph_error(c, g, &info), 1);
+        expect_success_info(d, c, g);
+
+        /* A host function hanging past the session's limit: its graph
+         * fails with -ETIME (the wait returns once the function does). */
+        struct hang hg = { .d = d, .fd = raw_connect(d->socket_path) };
+        char why[256];
+        send_hello(hg.fd, HBG_PROTO_MAJOR, NULL, 0);
+        D_ASSERT(d, cx_expect(hg.fd, HBG__ENVELOPE__MSG_HELLO, IO_MS, why, sizeof(why)) == 0, "%s", why);
+        hbg_task h = HBG_TASK_INIT(NULL);
+        h.host_fn = hang;
+        h.host_userdata = &hg;
+        uint64_t hung;
+        add(d, c, &h, &hung);
+        g = submit(d, c);
+        expect_failure(d, c, g, -ETIME, hung, "", "stall limit");
+        close(hg.fd);
+        ck_assert_str_eq(hbg_strerror(-ETIME), "a task exceeded the stall limit or a kernel time budget");
+
+        expect_session_goes_on(d, c);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+START_TEST(stall_limit) {
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, conf);
+        hbg_client *c = connect_stall(d, MAX_STALL_MS);
+        hbg_disconnect(c);
+
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        o.stall_timeout_ms = MAX_STALL_MS + 1;
+        c = NULL;
+        int err = hbg_connect_opts(&c, &o);
+        ck_assert_int_eq(err, -E2BIG);
+        ck_assert_ptr_null(c);
+        D_ASSERT(d, strstr(hbg_last_error(NULL), "max_stall_timeout_ms = 1000"),
+                 "the refusal does not name the limit: %s", hbg_last_error(NULL));
+        /* Refused, not dropped: the same connection's defaults work. */
+        assert_serving(d);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* C (m x n) += A (m x k) B (k x n), the kernel's documented order: one
+ * float accumulator per element, p ascending (-ffp-contract=off). */
+static void reference_gemm(const float *A, const float *B, float *C, unsigned m, unsigned n, unsigned k) {
+        for (unsigned i = 0; i < m; i++)
+                for (unsigned j = 0; j < n; j++) {
+                        float c = C[i * n + j];
+                        for (unsigned p = 0; p < k; p++)
+                                c += A[i * k + p] * B[p * n + j];
+                        C[i * n + j] = c;
+                }
+}
+
+/* Big enough (56 M multiply-adds) to take far longer than 1 ms even on
+ * ordinary numbers, so the test does not depend on how slow this CPU is on
+ * subnormals; small enough to run in well under a second. */
+enum { BUDGET_M = 384, BUDGET_N = 384, BUDGET_K = 384 };
+
+struct budget_gemm {
+        hbg_tensor a, b, c;
+        uint64_t task, graph;
+};
+
+/* One graph of one gemm_f32 task: A all `av` (or, av == 0, a pattern of
+ * subnormals and ordinary numbers), B a pattern in [-2, 2), C ones. */
+static void budget_gemm_submit(struct hbgd_proc *d, hbg_client *c, struct budget_gemm *g, float av) {
+        const size_t na = BUDGET_M * BUDGET_K, nb = BUDGET_K * BUDGET_N, nc = BUDGET_M * BUDGET_N;
+        ck_assert_int_eq(hbg_tensor_alloc(c, na * 4, &g->a), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, nb * 4, &g->b), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, nc * 4, &g->c), 0);
+        float *A = hbg_tensor_data(c, g->a), *B = hbg_tensor_data(c, g->b), *C = hbg_tensor_data(c, g->c);
+        for (size_t i = 0; i < na; i++)
+                A[i] = av != 0.0f ? av : (i % 3 ? 1e-39f * (float)(i % 7) : 0.25f * (float)(i % 5));
+        for (size_t i = 0; i < nb; i++)
+                B[i] = (float)((int)(i % 17) - 8) / 4.0f;
+        for (size_t i = 0; i < nc; i++)
+                C[i] = 1.0f;
+        hbg_task t = HBG_TASK_INIT("gemm_f32");
+        t.n_args = 3;
+        t.args[0].tensor = g->a, t.args[0].dir = HBG_IN;
+        t.args[1].tensor = g->b, t.args[1].dir = HBG_IN;
+        t.args[2].tensor = g->c, t.args[2].dir = HBG_INOUT;
+        t.n_scalars = 3;
+        t.scalars[0] = BUDGET_M, t.scalars[1] = BUDGET_N, t.scalars[2] = BUDGET_K;
+        add(d, c, &t, &g->task);
+        g->graph = submit(d, c);
+}
+
+/* The graph succeeded and C is the reference's, bit for bit; how many of
+ * C's elements are subnormal. */
+static size_t budget_gemm_check(struct hbgd_proc *d, hbg_client *c, const struct budget_gemm *g) {
+        const size_t nc = BUDGET_M * BUDGET_N;
+        expect_success_info(d, c, g->graph);
+        float *want = malloc(nc * sizeof(float));
+        ck_assert_ptr_nonnull(want);
+        for (size_t i = 0; i < nc; i++)
+                want[i] = 1.0f;
+        reference_gemm(hbg_tensor_data(c, g->a), hbg_tensor_data(c, g->b), want, BUDGET_M, BUDGET_N, BUDGET_K);
+        const float *C = hbg_tensor_data(c, g->c);
+        size_t subnormal = 0;
+        for (size_t i = 0; i < nc; i++) {
+                D_ASSERT(d, memcmp(&C[i], &want[i], sizeof(float)) == 0, "C[%zu] = %a, reference %a", i,
+                         (double)C[i], (double)want[i]);
+                subnormal += fpclassify(C[i]) == FP_SUBNORMAL;
+        }
+        free(want);
+        return subnormal;
+}
+
+/* A session with room for three 384 x 384 matrices. */
+static hbg_client *connect_big(struct hbgd_proc *d) {
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        o.heap_bytes = 4u << 20;
+        hbg_client *c = NULL;
+        int err = hbg_connect_opts(&c, &o);
+        D_ASSERT(d, err == 0, "hbg_connect_opts: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        return c;
+}
+
+START_TEST(kernel_time_budget) {
+        /* The smallest budget: a gemm of subnormal A stops, with its own
+         * message and -ETIME, at a time no test asserts. */
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "[limits]\nkernel_time_budget_ms = 1\n");
+        hbg_client *c = connect_big(d);
+        struct budget_gemm g;
+        budget_gemm_submit(d, c, &g, 1e-39f);
+        expect_failure(d, c, g.graph, -ETIME, g.task, "gemm_f32", "gemm_f32: kernel exceeded its time budget of 1 ms");
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        ck_assert_int_eq(hbg_graph_error(c, g.graph, &info), 0);
+        ck_assert_str_eq(info.message, "gemm_f32: kernel exceeded its time budget of 1 ms");
+        D_ASSERT(d, !strstr(info.message, "stall"), "the stall limit's words: %s", info.message);
+        expect_session_goes_on(d, c); /* (a task too small to look at the clock) */
+        hbg_disconnect(c);
+        stop_hbgd(d);
+
+        /* The default budget (10 s): the same graph on ordinary numbers,
+         * then on subnormal ones, is right to the bit. */
+        d = start_hbgd(MODE_URING, NULL);
+        c = connect_big(d);
+        budget_gemm_submit(d, c, &g, 1.0f);
+        budget_gemm_check(d, c, &g);
+        hbg_disconnect(c);
+        c = connect_big(d);
+        budget_gemm_submit(d, c, &g, 0.0f);
+        size_t subnormal = budget_gemm_check(d, c, &g);
+        D_ASSERT(d, subnormal > 0, "no subnormal result: flushed to zero?");
+        fprintf(stderr, "kernel_time_budget: %zu subnormal results of %u, equal to the reference\n", subnormal,
+                BUDGET_M * BUDGET_N);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+START_TEST(bad_arguments) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_with(d);
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        ck_assert_int_eq(hbg_graph_error(NULL, 0, &info), -EINVAL);
+        ck_assert_int_eq(hbg_graph_error(c, 0, &info), -EINVAL); /* never submitted */
+        ck_assert_ptr_nonnull(strstr(hbg_last_error(c), "has not been submitted"));
+        hbg_task n = HBG_TASK_INIT("noop");
+        add(d, c, &n, NULL);
+        uint64_t g = submit(d, c);
+        ck_assert_int_eq(hbg_graph_error(c, g, NULL), -EINVAL);
+        hbg_graph_error_info unset = { .size = 0 };
+        ck_assert_int_eq(hbg_graph_error(c, g, &unset), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(hbg_last_error(c), "HBG_GRAPH_ERROR_INFO_INIT"));
+        expect_success_info(d, c, g);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+START_TEST(hbgd_killed) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        /* One client with the io_uring watch, one without. */
+        hbg_client *c = connect_with(d);
+        setenv("HBG_IO_URING", "0", 1);
+        hbg_client *p = connect_with(d);
+        unsetenv("HBG_IO_URING");
+
+        hbg_task n = HBG_TASK_INIT("noop");
+        add(d, c, &n, NULL);
+        expect_success_info(d, c, submit(d, c));
+        add(d, p, &n, NULL);
+        expect_success_info(d, p, submit(d, p));
+
+        /* A graph running when hbgd dies, and one being built. */
+        hbg_task spin = HBG_TASK_INIT("spin_ns");
+        spin.n_scalars = 1;
+        spin.scalars[0] = 900000000ull;
+        add(d, c, &spin, NULL);
+        uint64_t running = submit(d, c);
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        ck_assert_int_eq(hbg_graph_error(c, running, &info), 1);
+        add(d, c, &n, NULL);
+        add(d, p, &n, NULL);
+
+        ck_assert_int_eq(kill(d->pid, SIGKILL), 0);
+        D_ASSERT(d, daemon_wait_exit(d, IO_MS) == 0, "hbgd did not die");
+
+        uint64_t g;
+        int err = hbg_graph_submit(c, &g);
+        ck_assert_msg(err == -ECONNRESET, "submit after hbgd was killed: %d (%s)", err, hbg_strerror(err));
+        ck_assert_ptr_nonnull(strstr(hbg_last_error(c), "hbgd went away"));
+        err = hbg_graph_submit(p, &g);
+        ck_assert_msg(err == -ECONNRESET, "submit (no io_uring) after hbgd was killed: %d (%s)", err,
+                      hbg_strerror(err));
+        ck_assert_int_eq(hbg_graph_error(c, running, &info), -ECONNRESET);
+        ck_assert_int_eq(hbg_graph_add(c, &n, NULL), -ECONNRESET);
+        hbg_tensor t;
+        ck_assert_int_eq(hbg_tensor_alloc(c, 64, &t), -ECONNRESET);
+        ck_assert_int_eq(hbg_tensor_alloc(p, 64, &t), -ECONNRESET);
+        hbg_disconnect(c);
+        hbg_disconnect(p);
+        daemon_destroy(d);
+}
+END_TEST
+
+int main(void) {
+        signal(SIGPIPE, SIG_IGN);
+        if (daemon_util_init() < 0)
+                return 1;
+        Suite *s = suite_create("e2e_errors");
+        TCase *tc = tcase_create("errors");
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, validator);
+        tcase_add_test(tc, kernel_runtime);
+        tcase_add_test(tc, host_task);
+        tcase_add_test(tc, stall);
+        tcase_add_test(tc, stall_limit);
+        tcase_add_test(tc, kernel_time_budget);
+        tcase_add_test(tc, bad_arguments);
+        tcase_add_test(tc, hbgd_killed);
+        suite_add_tcase(s, tc);
+        SRunner *sr = srunner_create(s);
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        daemon_util_cleanup();
+        return failed ? 1 : 0;
+}

@@ -1,0 +1,96 @@
+#!/bin/sh
+# The completion protocol's model (model/completion.pml, docs/RUNTIME_LOGIC.md
+# §15) checked with spin: every correct policy exhaustively, and every
+# mutant must be caught with the failure it stands for. Exit 0 passed, 1
+# failed, 77 skipped (no spin, or no C compiler for pan).
+# Environment: CC (default cc), MODEL_JOBS (1: one check at a time; default 2).
+set -u
+here=$(cd "$(dirname "$0")/../.." && pwd)
+model=$here/model
+cc=${CC:-cc}
+command -v spin >/dev/null 2>&1 || { echo "test-model: spin not installed, skipped"; exit 77; }
+command -v "$cc" >/dev/null 2>&1 || { echo "test-model: no C compiler ($cc), skipped"; exit 77; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/hbg-model.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+cp "$model"/*.pml "$tmp"/ || exit 1
+
+# check NAME EXPECT SPIN_DEFINES PAN_RUN_FLAGS [CC_FLAGS]
+#   EXPECT: pass (no error, search complete), or the text pan must report.
+# Writes $tmp/NAME.result: "ok|FAIL <summary>".
+check() {
+        name=$1 expect=$2 defs=$3 runflags=$4 ccflags=${5:-}
+        dir=$tmp/$name
+        mkdir "$dir" && cp "$tmp"/*.pml "$dir"/ || return 1
+        start=$(date +%s)
+        (
+                cd "$dir" || exit 1
+                # shellcheck disable=SC2086
+                spin $defs -a completion.pml >spin.log 2>&1 || { echo "FAIL spin: $(cat spin.log)"; exit 0; }
+                # shellcheck disable=SC2086
+                "$cc" -w -DMEMLIM=3072 $ccflags -o pan pan.c >cc.log 2>&1 ||
+                        { echo "FAIL cc: $(head -n 5 cc.log)"; exit 0; }
+                # shellcheck disable=SC2086
+                ./pan -m10000 $runflags >pan.log 2>&1
+                states=$(awk '/states, stored/ { print $1; exit }' pan.log)
+                first=$(grep -m 1 '^pan:1:' pan.log)
+                if [ "$expect" = pass ]; then
+                        if grep -q 'errors: 0' pan.log && ! grep -q 'Search not completed\|search depth too small\|out of memory' pan.log; then
+                                echo "ok $states states"
+                        else
+                                echo "FAIL expected no error, got: ${first:-$(tail -n 3 pan.log)}"
+                        fi
+                elif printf '%s' "$first" | grep -q "$expect"; then
+                        echo "ok caught after $states states: $first"
+                else
+                        echo "FAIL expected '$expect', got: ${first:-no error after $states states}"
+                fi
+        ) >"$tmp/$name.result" 2>&1
+        echo "$(cat "$tmp/$name.result") ($(( $(date +%s) - start ))s)" >"$tmp/$name.result"
+        rm -rf "$dir"
+}
+
+safety="-DNOCLAIM -DSAFETY"
+lost='assertion violated 0'         # the monitor: a published frontier nobody walks past
+freeze='invalid end state'          # a completer blocked for ever behind the watermark
+
+# lane | name | expect | spin defines | pan flags | compile flags
+# Two lanes run side by side, each in order (about the same CPU time).
+cat >"$tmp/plan" <<EOF
+1|eager|pass||-a -w23|-O2
+2|batched|pass|-DBATCHED -DNIDS=4|-w24|-O2 -DCOLLAPSE $safety
+1|lazy|pass|-DLAZY -DNIDS=5|-w23|-O2 $safety
+1|unordered-frontier|$lost|-DUNORDERED_FRONTIER||-O0 $safety
+1|unordered-frontier-freeze|$freeze|-DUNORDERED_FRONTIER|-A|-O0 $safety
+1|unordered-frontier-sc|pass|-DUNORDERED_FRONTIER -DSC -DNIDS=4|-w21|-O1 $safety
+2|no-recheck|$lost|-DNO_RECHECK|-w20|-O0 $safety
+2|no-recheck-freeze|$freeze|-DNO_RECHECK|-A -w20|-O0 $safety
+2|no-batch-fence|$lost|-DBATCHED -DNO_BATCH_FENCE -DNIDS=4|-w20|-O0 $safety
+2|no-laps|assertion violated done|-DNO_LAPS|-w20|-O0 $safety
+2|heap-d-minus-f|assertion violated (hlen<2)|-DHEAP_CAP=2 -DNIDS=5|-w22|-O0 $safety
+EOF
+
+lane() {
+        grep "^$1|" "$tmp/plan" | while IFS='|' read -r _ name expect defs runflags ccflags; do
+                check "$name" "$expect" "$defs" "$runflags" "$ccflags"
+        done
+}
+
+t0=$(date +%s)
+if [ "${MODEL_JOBS:-2}" -ge 2 ]; then
+        lane 1 &
+        lane 2
+        wait
+else
+        lane 1
+        lane 2
+fi
+
+fail=0
+while IFS='|' read -r _ name _; do
+        result=$(cat "$tmp/$name.result" 2>/dev/null || echo "FAIL no result")
+        printf '%-26s %s\n' "$name" "$result"
+        case $result in ok*) ;; *) fail=1 ;; esac
+done <"$tmp/plan"
+echo "test-model: $(( $(date +%s) - t0 ))s"
+[ "$fail" -eq 0 ] || { echo "test-model: FAIL"; exit 1; }
+echo "test-model: passed"
