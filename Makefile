@@ -340,8 +340,12 @@ $(B)/obj/tests/%.o: tests/%.c | $(B)/gen/hbg.pb-c.h
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(TEST_CFLAGS) -c -o $@ $<
 
+# Every Check test's main() (tests/check_main.h); the test file defines
+# its suite and hooks.
+CHECK_MAIN := $(B)/obj/tests/check_main.o
+
 # Engine tests also link the in-process client harness.
-$(B)/tests/test_engine_%: $(B)/obj/tests/engine/test_engine_%.o $(B)/obj/tests/engine/harness.o $(CORE_LIB) $(SHM_LIB)
+$(B)/tests/test_engine_%: $(B)/obj/tests/engine/test_engine_%.o $(B)/obj/tests/engine/harness.o $(CHECK_MAIN) $(CORE_LIB) $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) -lm
@@ -349,7 +353,7 @@ $(B)/tests/test_engine_%: $(B)/obj/tests/engine/test_engine_%.o $(B)/obj/tests/e
 # The engine's constructors with allocations failing: the allocator is
 # injected at link time, the engine's code is as shipped.
 ALLOC_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=aligned_alloc,--wrap=posix_memalign,--wrap=mmap,--wrap=pthread_create
-$(B)/tests/test_engine_alloc: $(B)/obj/tests/engine/test_engine_alloc.o $(CORE_LIB) $(SHM_LIB)
+$(B)/tests/test_engine_alloc: $(B)/obj/tests/engine/test_engine_alloc.o $(CHECK_MAIN) $(CORE_LIB) $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(ALLOC_WRAP) $(CHECK_LIBS) -lm
@@ -377,7 +381,7 @@ $(E2E_HELPER_OBJS): $(B)/obj/tests/%.o: tests/%.c $(B)/gen/hbg.pb-c.h
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(CHECK_CFLAGS) $(SYS_CFLAGS) -Ilibclient/include -c -o $@ $<
 
-$(B)/tests/test_e2e_%: $(B)/obj/tests/e2e/test_e2e_%.o $(E2E_UTIL_OBJS) $(PROTO_LIB) $(CLIENT_LINKS) | $(HBGD_BIN)
+$(B)/tests/test_e2e_%: $(B)/obj/tests/e2e/test_e2e_%.o $(E2E_UTIL_OBJS) $(CHECK_MAIN) $(PROTO_LIB) $(CLIENT_LINKS) | $(HBGD_BIN)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) -L$(B)/lib -lhbgclient -Wl,-rpath,$(abspath $(B)/lib) \
@@ -429,18 +433,18 @@ $(SOAK_BIN): $(B)/obj/tests/e2e/soak.o $(B)/obj/tests/e2e/daemon_util.o $(CLIENT
 		$(LDFLAGS) $(HBG_LDFLAGS) -lm
 
 # The config parser is part of hbgd's io side.
-$(B)/tests/test_config: $(B)/obj/tests/unit/test_config.o $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
+$(B)/tests/test_config: $(B)/obj/tests/unit/test_config.o $(CHECK_MAIN) $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) $(SYS_LIBS) -lm
 
 # The io loop with io_uring's submissions refused at will (link-time wrap).
-$(B)/tests/test_io_loop: $(B)/obj/tests/unit/test_io_loop.o $(HBGD_LIB)
+$(B)/tests/test_io_loop: $(B)/obj/tests/unit/test_io_loop.o $(CHECK_MAIN) $(HBGD_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) -Wl,--wrap=io_uring_submit $(CHECK_LIBS) $(SYS_LIBS) -lm
 
-$(B)/tests/%: $(B)/obj/tests/unit/%.o $(CORE_LIB) $(SHM_LIB)
+$(B)/tests/%: $(B)/obj/tests/unit/%.o $(CHECK_MAIN) $(CORE_LIB) $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) -lm
@@ -462,7 +466,7 @@ $(B)/obj-O3/%.o: %.c | $(B)/gen/hbg.pb-c.h
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -O3 $(HBG_CFLAGS) $(TEST_CFLAGS) -c -o $@ $<
 
-$(KERNELS_O3_BIN): $(B)/obj-O3/tests/unit/test_kernels.o $(B)/obj-O3/daemon/engine/kernels.o \
+$(KERNELS_O3_BIN): $(B)/obj-O3/tests/unit/test_kernels.o $(B)/obj-O3/tests/check_main.o $(B)/obj-O3/daemon/engine/kernels.o \
                    $(B)/obj-O3/common/kernel_sig.o
 	$(say) LD $@
 	@mkdir -p $(@D)

@@ -153,6 +153,16 @@ const char *daemon_binary(void) {
         return p && p[0] ? p : HBG_TEST_HBGD;
 }
 
+int daemon_util_setup(void) {
+        if (access(daemon_binary(), X_OK) < 0) {
+                int err = errno;
+                fprintf(stderr, "%s: %s: %s; build it or set HBGD\n", program_invocation_short_name,
+                        daemon_binary(), strerror(err));
+                return -err;
+        }
+        return daemon_util_init();
+}
+
 static bool env_is(const char *entry, const char *name) {
         size_t n = strlen(name);
         return strncmp(entry, name, n) == 0 && entry[n] == '=';

@@ -46,6 +46,11 @@ void daemon_util_cleanup(void);
 /* The hbgd binary: $HBGD, else the one of this build (compiled in). */
 const char *daemon_binary(void);
 
+/* An e2e test's setup (struct check_main, tests/check_main.h): the hbgd
+ * binary must be there (else a message naming it and $HBGD), then
+ * daemon_util_init(). 0 or -errno. */
+int daemon_util_setup(void);
+
 /*
  * Start hbgd. args: extra arguments (NULL-terminated, may be NULL); env:
  * "NAME=VALUE" strings set in hbgd's environment (NULL-terminated, may be

@@ -50,6 +50,7 @@
 #include "tests/e2e/daemon_util.h"
 #include "tests/e2e/e2e_kid.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/check_main.h"
 
 #define USER 4242u
 #define GROUP_OK 4343u          /* the allowed group */
@@ -982,23 +983,36 @@ static Suite *suite(bool root) {
         return s;
 }
 
-int main(void) {
-        signal(SIGPIPE, SIG_IGN);
-        bool root = geteuid() == 0;
+static bool root;
+
+static int setup(void) {
+        root = geteuid() == 0;
         if (root && (access(daemon_binary(), X_OK) < 0 || !make_ctl_copy() || daemon_util_init() < 0))
-                return 1;
-        SRunner *sr = srunner_create(suite(root));
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        if (root)
-                daemon_util_cleanup();
-        if (failed)
-                return 1;
-        if (!root) {
-                fprintf(stderr, "test_e2e_access: SKIPPED everything but kernel_semantics: switching to other "
-                        "uids and groups needs root (run it as root, as CI does)\n");
-                return 77;
-        }
+                return -1;
         return 0;
 }
+
+static Suite *root_suite(void) {
+        return suite(root);
+}
+
+static void teardown(void) {
+        if (root)
+                daemon_util_cleanup();
+}
+
+static int skipped(void) {
+        if (root)
+                return 0;
+        fprintf(stderr, "test_e2e_access: SKIPPED everything but kernel_semantics: switching to other "
+                "uids and groups needs root (run it as root, as CI does)\n");
+        return CHECK_SKIP;
+}
+
+const struct check_main check_main = {
+        .suite = root_suite,
+        .ignore_sigpipe = true,
+        .setup = setup,
+        .teardown = teardown,
+        .skipped = skipped,
+};

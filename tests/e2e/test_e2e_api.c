@@ -27,6 +27,7 @@
 #include "hbg/hbg.h"
 #include "tests/e2e/daemon_util.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/check_main.h"
 
 static hbg_client *connect_ok(struct hbgd_proc *d, const hbg_connect_options *o) {
         hbg_client *c = NULL;
@@ -258,10 +259,7 @@ START_TEST(small_window) {
 }
 END_TEST
 
-int main(void) {
-        signal(SIGPIPE, SIG_IGN);
-        if (daemon_util_init() < 0)
-                return 1;
+static Suite *suite(void) {
         Suite *s = suite_create("e2e_api");
         TCase *tc = tcase_create("api");
         tcase_set_timeout(tc, 120);
@@ -272,10 +270,12 @@ int main(void) {
         tcase_add_test(tc, add_n);
         tcase_add_test(tc, small_window);
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        daemon_util_cleanup();
-        return failed ? 1 : 0;
+        return s;
 }
+
+const struct check_main check_main = {
+        .suite = suite,
+        .ignore_sigpipe = true,
+        .setup = daemon_util_setup,
+        .teardown = daemon_util_cleanup,
+};

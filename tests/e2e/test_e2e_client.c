@@ -20,6 +20,7 @@
 #include "hbg/hbg.h"
 #include "tests/e2e/daemon_util.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/check_main.h"
 
 #define N 1000u
 
@@ -149,20 +150,19 @@ START_TEST(refused) {
 }
 END_TEST
 
-int main(void) {
-        signal(SIGPIPE, SIG_IGN);
-        if (daemon_util_init() < 0)
-                return 1;
+static Suite *suite(void) {
         Suite *s = suite_create("e2e_client");
         TCase *tc = tcase_create("arguments");
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, in_place);
         tcase_add_test(tc, refused);
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        daemon_util_cleanup();
-        return failed ? 1 : 0;
+        return s;
 }
+
+const struct check_main check_main = {
+        .suite = suite,
+        .ignore_sigpipe = true,
+        .setup = daemon_util_setup,
+        .teardown = daemon_util_cleanup,
+};

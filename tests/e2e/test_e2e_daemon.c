@@ -36,6 +36,7 @@
 #include "proto/wire.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/test_util.h"
+#include "tests/check_main.h"
 
 /* ------------------------------------------------------------ producers */
 
@@ -860,20 +861,9 @@ static Suite *suite(void) {
         return s;
 }
 
-int main(void) {
-        /* Clients that lose hbgd must see errors, not die of SIGPIPE. */
-        signal(SIGPIPE, SIG_IGN);
-        if (access(daemon_binary(), X_OK) < 0) {
-                fprintf(stderr, "test_e2e_daemon: %s: %s; build it or set HBGD\n", daemon_binary(),
-                        strerror(errno));
-                return 1;
-        }
-        if (daemon_util_init() < 0)
-                return 1;
-        SRunner *sr = srunner_create(suite());
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        daemon_util_cleanup();
-        return failed ? 1 : 0;
-}
+const struct check_main check_main = {
+        .suite = suite,
+        .ignore_sigpipe = true,
+        .setup = daemon_util_setup,
+        .teardown = daemon_util_cleanup,
+};

@@ -43,6 +43,7 @@
 #include "hbg/hbg.h"
 #include "tests/e2e/daemon_util.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/check_main.h"
 
 static hbg_client *connect_opts(struct hbgd_proc *d, hbg_connect_options *o) {
         o->socket_path = d->socket_path;
@@ -492,10 +493,7 @@ START_TEST(hbgd_killed) {
 }
 END_TEST
 
-int main(void) {
-        signal(SIGPIPE, SIG_IGN);
-        if (daemon_util_init() < 0)
-                return 1;
+static Suite *suite(void) {
         Suite *s = suite_create("e2e_errors");
         TCase *tc = tcase_create("errors");
         tcase_set_timeout(tc, 60);
@@ -508,10 +506,12 @@ int main(void) {
         tcase_add_test(tc, bad_arguments);
         tcase_add_test(tc, hbgd_killed);
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        daemon_util_cleanup();
-        return failed ? 1 : 0;
+        return s;
 }
+
+const struct check_main check_main = {
+        .suite = suite,
+        .ignore_sigpipe = true,
+        .setup = daemon_util_setup,
+        .teardown = daemon_util_cleanup,
+};

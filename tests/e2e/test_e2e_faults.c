@@ -39,6 +39,7 @@
 #include "tests/e2e/e2e_kid.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/test_util.h"
+#include "tests/check_main.h"
 
 /* Sessions small enough for hundreds at once. */
 static hbg_connect_options small_session(const char *path) {
@@ -600,15 +601,7 @@ START_TEST(hanging_host_task) {
 }
 END_TEST
 
-int main(void) {
-        /* Clients that lose hbgd must see errors, not die of SIGPIPE. */
-        signal(SIGPIPE, SIG_IGN);
-        if (access(daemon_binary(), X_OK) < 0) {
-                fprintf(stderr, "test_e2e_faults: %s: %s; build it or set HBGD\n", daemon_binary(), strerror(errno));
-                return 1;
-        }
-        if (daemon_util_init() < 0)
-                return 1;
+static Suite *suite(void) {
         Suite *s = suite_create("e2e_faults");
         TCase *tc = tcase_create("faults");
         tcase_set_timeout(tc, 600);
@@ -619,10 +612,12 @@ int main(void) {
         tcase_add_test(tc, allocation_failures);
         tcase_add_test(tc, hanging_host_task);
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        daemon_util_cleanup();
-        return failed ? 1 : 0;
+        return s;
 }
+
+const struct check_main check_main = {
+        .suite = suite,
+        .ignore_sigpipe = true,
+        .setup = daemon_util_setup,
+        .teardown = daemon_util_cleanup,
+};

@@ -42,6 +42,7 @@
 #include "shm/layout.h"
 #include "common/kernel_sig.h"
 #include "tests/e2e/daemon_util.h"
+#include "tests/check_main.h"
 
 #define WAIT_MS 60000 /* "never hangs" */
 
@@ -2178,19 +2179,13 @@ static Suite *suite(void) {
         return s;
 }
 
-int main(void) {
-        signal(SIGPIPE, SIG_IGN);
-        if (access(daemon_binary(), X_OK) < 0) {
-                fprintf(stderr, "test_e2e_hbgctl: %s: %s; build it or set HBGD\n", daemon_binary(),
-                        strerror(errno));
-                return 1;
-        }
-        if (!find_paths() || daemon_util_init() < 0)
-                return 1;
-        SRunner *sr = srunner_create(suite());
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        daemon_util_cleanup();
-        return failed ? 1 : 0;
+static int setup(void) {
+        return find_paths() ? daemon_util_setup() : -1;
 }
+
+const struct check_main check_main = {
+        .suite = suite,
+        .ignore_sigpipe = true,
+        .setup = setup,
+        .teardown = daemon_util_cleanup,
+};

@@ -43,6 +43,7 @@
 #include "tests/e2e/e2e_kid.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/test_util.h"
+#include "tests/check_main.h"
 
 static unsigned scale(void) {
         return test_scale_or(1);
@@ -1719,27 +1720,23 @@ static Suite *suite(bool root, unsigned *ret_skipped) {
         return s;
 }
 
-int main(void) {
-        /* Clients that lose hbgd must see errors, not die of SIGPIPE. */
-        signal(SIGPIPE, SIG_IGN);
-        if (access(daemon_binary(), X_OK) < 0) {
-                fprintf(stderr, "test_e2e_hostile: %s: %s; build it or set HBGD\n", daemon_binary(),
-                        strerror(errno));
-                return 1;
-        }
-        if (daemon_util_init() < 0)
-                return 1;
-        unsigned skipped;
-        SRunner *sr = srunner_create(suite(geteuid() == 0, &skipped));
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        daemon_util_cleanup();
-        if (failed)
-                return 1;
-        if (skipped) {
-                fprintf(stderr, "test_e2e_hostile: %u tests skipped (not root); the others passed\n", skipped);
-                return 77;
-        }
-        return 0;
+static unsigned n_skipped;
+
+static Suite *root_suite(void) {
+        return suite(geteuid() == 0, &n_skipped);
 }
+
+static int skipped(void) {
+        if (!n_skipped)
+                return 0;
+        fprintf(stderr, "test_e2e_hostile: %u tests skipped (not root); the others passed\n", n_skipped);
+        return CHECK_SKIP;
+}
+
+const struct check_main check_main = {
+        .suite = root_suite,
+        .ignore_sigpipe = true,
+        .setup = daemon_util_setup,
+        .teardown = daemon_util_cleanup,
+        .skipped = skipped,
+};

@@ -51,6 +51,7 @@
 #include "tests/e2e/daemon_util.h"
 #include "tests/e2e/e2e_kid.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/check_main.h"
 
 /* ------------------------------------------------------------ a journal entry */
 
@@ -891,10 +892,7 @@ START_TEST(debug_level) {
 }
 END_TEST
 
-int main(void) {
-        signal(SIGPIPE, SIG_IGN);
-        if (daemon_util_init() < 0)
-                return 1;
+static Suite *suite(void) {
         Suite *s = suite_create("e2e_journal");
         TCase *tc = tcase_create("journal");
         tcase_set_timeout(tc, 120);
@@ -914,10 +912,12 @@ int main(void) {
                 fprintf(stderr, "test_e2e_journal: not root: the rate-limit and writer tests, which act as "
                                 "another uid, do not run\n");
         }
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        daemon_util_cleanup();
-        return failed ? 1 : 0;
+        return s;
 }
+
+const struct check_main check_main = {
+        .suite = suite,
+        .ignore_sigpipe = true,
+        .setup = daemon_util_setup,
+        .teardown = daemon_util_cleanup,
+};

@@ -34,6 +34,7 @@
 #include "hbg/hbg.h"
 #include "tests/e2e/daemon_util.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/check_main.h"
 
 static char hbgctl_bin[PATH_MAX];
 
@@ -661,20 +662,23 @@ static bool find_hbgctl(void) {
         return true;
 }
 
-int main(void) {
-        signal(SIGPIPE, SIG_IGN);
-        if (!find_hbgctl() || daemon_util_init() < 0)
-                return 1;
+static Suite *suite(void) {
         Suite *s = suite_create("e2e_metrics");
         TCase *tc = tcase_create("metrics");
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, counts);
         tcase_add_test(tc, output);
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        daemon_util_cleanup();
-        return failed ? 1 : 0;
+        return s;
 }
+
+static int setup(void) {
+        return find_hbgctl() ? daemon_util_setup() : -1;
+}
+
+const struct check_main check_main = {
+        .suite = suite,
+        .ignore_sigpipe = true,
+        .setup = setup,
+        .teardown = daemon_util_cleanup,
+};

@@ -28,6 +28,7 @@
 #include "hbg/hbg.h"
 #include "tests/e2e/daemon_util.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/check_main.h"
 
 
 static hbg_client *connect_ok(struct hbgd_proc *d, unsigned window) {
@@ -273,10 +274,7 @@ START_TEST(refusals) {
 }
 END_TEST
 
-int main(void) {
-        signal(SIGPIPE, SIG_IGN);
-        if (daemon_util_init() < 0)
-                return 1;
+static Suite *suite(void) {
         Suite *s = suite_create("e2e_replay");
         TCase *tc = tcase_create("replay");
         tcase_set_timeout(tc, 180);
@@ -284,10 +282,12 @@ int main(void) {
         tcase_add_loop_test(tc, larger_than_window, 0, (int)completion_count());
         tcase_add_test(tc, refusals);
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        daemon_util_cleanup();
-        return failed ? 1 : 0;
+        return s;
 }
+
+const struct check_main check_main = {
+        .suite = suite,
+        .ignore_sigpipe = true,
+        .setup = daemon_util_setup,
+        .teardown = daemon_util_cleanup,
+};

@@ -39,6 +39,7 @@
 #include "hbg/hbg.h"
 #include "proto/wire.h"
 #include "tests/e2e/daemon_util.h"
+#include "tests/check_main.h"
 
 #define START_MS 20000
 #define WATCHDOG_USEC 400000 /* hbgd pings every 200 ms */
@@ -682,25 +683,32 @@ static Suite *suite(bool activate) {
         return s;
 }
 
-int main(void) {
-        signal(SIGPIPE, SIG_IGN);
+static bool activate;
+
+static int setup(void) {
         if (access(daemon_binary(), X_OK) < 0) {
                 fprintf(stderr, "test_e2e_systemd: %s: %s; build it or set HBGD\n", daemon_binary(),
                         strerror(errno));
-                return 1;
+                return -1;
         }
-        bool activate = sa_binary() != NULL;
+        activate = sa_binary() != NULL;
         if (!activate && !analyze_binary()) {
                 fprintf(stderr, "test_e2e_systemd: SKIP: neither systemd-socket-activate nor "
                                 "systemd-analyze is installed (package systemd)\n");
-                return 77;
+                return CHECK_SKIP;
         }
         if (!activate)
                 fprintf(stderr, "test_e2e_systemd: systemd-socket-activate not found: "
                                 "only the unit checks run\n");
-        SRunner *sr = srunner_create(suite(activate));
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
+        return 0;
 }
+
+static Suite *activate_suite(void) {
+        return suite(activate);
+}
+
+const struct check_main check_main = {
+        .suite = activate_suite,
+        .ignore_sigpipe = true,
+        .setup = setup,
+};

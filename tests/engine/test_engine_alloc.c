@@ -23,6 +23,7 @@
 #include "daemon/engine/engine.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
+#include "tests/check_main.h"
 
 /* ------------------------------------------------------------ injection */
 
@@ -178,16 +179,14 @@ START_TEST(ring_add_fails_cleanly) {
 }
 END_TEST
 
-int main(void) {
+static Suite *suite(void) {
         Suite *s = suite_create("engine_alloc");
         TCase *tc = tcase_create("alloc");
         tcase_set_timeout(tc, 120);
         tcase_add_loop_test(tc, engine_new_fails_cleanly, 0, (int)hbg_completion_mode_count());
         tcase_add_loop_test(tc, ring_add_fails_cleanly, 0, (int)hbg_completion_mode_count());
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return s;
 }
+
+const struct check_main check_main = { .suite = suite };

@@ -10,6 +10,7 @@
 #include "daemon/engine/engine.h"
 #include "daemon/engine/kernels.h"
 #include "tests/engine/harness.h"
+#include "tests/check_main.h"
 
 static struct hbg_engine *engine_start(unsigned threads, unsigned clusters) {
         struct hbg_engine_config cfg;
@@ -113,10 +114,4 @@ static Suite *suite(void) {
         return s;
 }
 
-int main(void) {
-        SRunner *sr = srunner_create(suite());
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct check_main check_main = { .suite = suite };

@@ -38,6 +38,7 @@
 #include "tests/engine/harness.h"
 #include "tests/test_util.h"
 #include "common/clock.h"
+#include "tests/check_main.h"
 
 
 #define NONE UINT64_MAX
@@ -1009,10 +1010,4 @@ static Suite *suite(void) {
         return s;
 }
 
-int main(void) {
-        SRunner *sr = srunner_create(suite());
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct check_main check_main = { .suite = suite };

@@ -33,6 +33,7 @@
 #include "common/kernel_sig.h"
 #include "tests/engine/harness.h"
 #include "tests/test_util.h"
+#include "tests/check_main.h"
 
 #define WAIT_MS 20000
 enum { N = 64, CHAIN = 10 };
@@ -352,7 +353,7 @@ START_TEST(recording) {
 }
 END_TEST
 
-int main(void) {
+static Suite *suite(void) {
         Suite *s = suite_create("engine_replay");
         TCase *tc = tcase_create("replay");
         tcase_set_timeout(tc, 120);
@@ -362,9 +363,7 @@ int main(void) {
         tcase_add_loop_test(tc, launch_beyond_submitted, 0, (int)hbg_completion_mode_count());
         tcase_add_test(tc, recording);
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
+        return s;
 }
+
+const struct check_main check_main = { .suite = suite };

@@ -38,6 +38,7 @@
 #include "daemon/engine/kernels.h"
 #include "tests/engine/harness.h"
 #include "tests/test_util.h"
+#include "tests/check_main.h"
 
 
 #define N_GOOD 8u
@@ -885,10 +886,4 @@ static Suite *suite(void) {
         return s;
 }
 
-int main(void) {
-        SRunner *sr = srunner_create(suite());
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct check_main check_main = { .suite = suite };

@@ -27,6 +27,7 @@
 #include "common/clock.h"
 #include "tests/engine/harness.h"
 #include "tests/test_util.h"
+#include "tests/check_main.h"
 
 #define D 1024u
 #define F 256u
@@ -124,15 +125,13 @@ START_TEST(stress) {
 }
 END_TEST
 
-int main(void) {
+static Suite *suite(void) {
         Suite *s = suite_create("engine_stress");
         TCase *tc = tcase_create("stress");
         tcase_set_timeout(tc, 600);
         tcase_add_loop_test(tc, stress, 0, (int)hbg_completion_mode_count());
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return s;
 }
+
+const struct check_main check_main = { .suite = suite };

@@ -30,6 +30,7 @@
 #include "daemon/engine/engine.h"
 #include "daemon/engine/kernels.h"
 #include "tests/engine/harness.h"
+#include "tests/check_main.h"
 
 #define HEAP_BYTES (64u * 1024u)
 #define FIRST_ID UINT64_C(1000)
@@ -903,10 +904,4 @@ static Suite *suite(void) {
         return s;
 }
 
-int main(void) {
-        SRunner *sr = srunner_create(suite());
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct check_main check_main = { .suite = suite };

@@ -35,6 +35,7 @@
 #include "shm/geometry.h"
 #include "shm/layout.h"
 #include "common/clock.h"
+#include "tests/check_main.h"
 
 struct stress_cfg {
         const char *name;
@@ -564,11 +565,5 @@ int main(void) {
         return 77;
 }
 #else
-int main(void) {
-        SRunner *sr = srunner_create(stress_suite());
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+const struct check_main check_main = { .suite = stress_suite };
 #endif

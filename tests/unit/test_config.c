@@ -12,6 +12,7 @@
 
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "tests/check_main.h"
 
 static char path[64];
 
@@ -421,7 +422,7 @@ START_TEST(every_key_tested_and_documented) {
 }
 END_TEST
 
-int main(void) {
+static Suite *suite(void) {
         Suite *s = suite_create("config");
         TCase *tc = tcase_create("config");
         tcase_add_loop_test(tc, each_key, 0, (int)(sizeof(keys) / sizeof(keys[0])));
@@ -435,9 +436,7 @@ int main(void) {
         tcase_add_test(tc, kernel_time_budget);
         tcase_add_test(tc, every_key_tested_and_documented);
         suite_add_tcase(s, tc);
-        SRunner *sr = srunner_create(s);
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+        return s;
 }
+
+const struct check_main check_main = { .suite = suite };

@@ -14,6 +14,7 @@
 #include "shm/failsafe_heap.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
+#include "tests/check_main.h"
 
 #define REQUIRE(cond, ...)                                                   \
         do {                                                                 \
@@ -437,12 +438,4 @@ static Suite *failsafe_heap_suite(void) {
         return s;
 }
 
-int main(void) {
-        SRunner *sr = srunner_create(failsafe_heap_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+const struct check_main check_main = { .suite = failsafe_heap_suite };

@@ -17,6 +17,7 @@
 #include "shm/completion.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
+#include "tests/check_main.h"
 
 #define LOG2_F_MIN 8
 #define LOG2_F_MAX 20
@@ -385,12 +386,4 @@ static Suite *flag_index_suite(void) {
         return s;
 }
 
-int main(void) {
-        SRunner *sr = srunner_create(flag_index_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+const struct check_main check_main = { .suite = flag_index_suite };

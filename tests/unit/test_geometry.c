@@ -14,6 +14,7 @@
 #include "shm/completion.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
+#include "tests/check_main.h"
 
 #define POW2(n) (UINT64_C(1) << (n))
 
@@ -607,12 +608,4 @@ static Suite *geometry_suite(void) {
         return s;
 }
 
-int main(void) {
-        SRunner *sr = srunner_create(geometry_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+const struct check_main check_main = { .suite = geometry_suite };

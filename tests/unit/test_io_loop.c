@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "daemon/io_loop.h"
+#include "tests/check_main.h"
 
 /* ------------------------------------------------------------ injection */
 
@@ -151,11 +152,4 @@ static Suite *suite(void) {
         return s;
 }
 
-int main(void) {
-        signal(SIGPIPE, SIG_IGN);
-        SRunner *sr = srunner_create(suite());
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed ? 1 : 0;
-}
+const struct check_main check_main = { .suite = suite, .ignore_sigpipe = true };

@@ -39,6 +39,7 @@
 #include "daemon/engine/kernels.h"
 #include "common/kernel_sig.h"
 #include "shm/layout.h"
+#include "tests/check_main.h"
 
 #define HEAP_SIZE (64u * 1024u)
 #define CANARY 0xa5u
@@ -1827,12 +1828,4 @@ static Suite *kernels_suite(void) {
         return s;
 }
 
-int main(void) {
-        SRunner *sr = srunner_create(kernels_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+const struct check_main check_main = { .suite = kernels_suite };

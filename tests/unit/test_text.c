@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/text.h"
+#include "tests/check_main.h"
 
 #define REQUIRE(cond, ...)                                                   \
         do {                                                                 \
@@ -212,10 +213,4 @@ static Suite *text_suite(void) {
         return s;
 }
 
-int main(void) {
-        SRunner *sr = srunner_create(text_suite());
-        srunner_run_all(sr, CK_NORMAL);
-        int failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+const struct check_main check_main = { .suite = text_suite };

@@ -24,6 +24,7 @@
 #include "shm/geometry.h"
 #include "shm/layout.h"
 #include "common/clock.h"
+#include "tests/check_main.h"
 
 /* ck_assert_* records a mark point on every success: too slow for the
  * per-step sweeps below. */
@@ -619,12 +620,4 @@ static Suite *watermark_suite(void) {
         return s;
 }
 
-int main(void) {
-        SRunner *sr = srunner_create(watermark_suite());
-        int failed;
-
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-        srunner_free(sr);
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+const struct check_main check_main = { .suite = watermark_suite };
