@@ -72,23 +72,7 @@ static void record_job_free(struct record_job *j) {
         free(j);
 }
 
-int record_start(struct record_job **ret, struct session *s, const struct hbgd_config *cfg, int fd,
-                 uint64_t tasks, char *msg, size_t msg_len) {
-        if (tasks == 0 || tasks > UINT32_MAX) {
-                snprintf(msg, msg_len, "a recorded graph has 1 to %" PRIu32 " tasks", UINT32_MAX);
-                return -EINVAL;
-        }
-        if (tasks > cfg->max_recorded_tasks || s->recorded_tasks > cfg->max_recorded_tasks - tasks) {
-                snprintf(msg, msg_len,
-                         "recording %" PRIu64 " tasks would exceed max_recorded_tasks (%" PRIu64
-                         ") for this session, which has recorded %" PRIu64,
-                         tasks, cfg->max_recorded_tasks, s->recorded_tasks);
-                return -E2BIG;
-        }
-        if (hbg_ring_record_full(s->ring)) {
-                snprintf(msg, msg_len, "max_recorded_graphs reached (%u)", cfg->engine.max_recorded_graphs);
-                return -ENOSPC;
-        }
+int record_memfd_check(int fd, uint64_t tasks, char *msg, size_t msg_len) {
         int seals = fcntl(fd, F_GET_SEALS);
         if (seals < 0 || (seals & RECORD_SEALS) != RECORD_SEALS) {
                 snprintf(msg, msg_len, "the tasks must come in a memfd sealed against writing, growing "
@@ -107,6 +91,30 @@ int record_start(struct record_job **ret, struct session *s, const struct hbgd_c
                          (long long)st.st_size, tasks, bytes);
                 return -EINVAL;
         }
+        return 0;
+}
+
+int record_start(struct record_job **ret, struct session *s, const struct hbgd_config *cfg, int fd,
+                 uint64_t tasks, char *msg, size_t msg_len) {
+        if (tasks == 0 || tasks > UINT32_MAX) {
+                snprintf(msg, msg_len, "a recorded graph has 1 to %" PRIu32 " tasks", UINT32_MAX);
+                return -EINVAL;
+        }
+        if (tasks > cfg->max_recorded_tasks || s->recorded_tasks > cfg->max_recorded_tasks - tasks) {
+                snprintf(msg, msg_len,
+                         "recording %" PRIu64 " tasks would exceed max_recorded_tasks (%" PRIu64
+                         ") for this session, which has recorded %" PRIu64,
+                         tasks, cfg->max_recorded_tasks, s->recorded_tasks);
+                return -E2BIG;
+        }
+        if (hbg_ring_record_full(s->ring)) {
+                snprintf(msg, msg_len, "max_recorded_graphs reached (%u)", cfg->engine.max_recorded_graphs);
+                return -ENOSPC;
+        }
+        int err = record_memfd_check(fd, tasks, msg, msg_len);
+        if (err < 0)
+                return err;
+        uint64_t bytes = tasks * sizeof(struct hbg_recorded_task);
         struct record_job *j = calloc(1, sizeof(*j));
         if (!j) {
                 snprintf(msg, msg_len, "out of memory");
@@ -119,7 +127,7 @@ int record_start(struct record_job **ret, struct session *s, const struct hbgd_c
         j->memory = hbg_engine_recorded_memory((uint32_t)tasks);
         j->work.run = validate_run;
         j->work.uid = s->uid;
-        int err = acct_add_memory(s->acct, &cfg->limits, s->uid, j->memory, "the recorded graph", msg, msg_len);
+        err = acct_add_memory(s->acct, &cfg->limits, s->uid, j->memory, "the recorded graph", msg, msg_len);
         if (err < 0) {
                 free(j);
                 return err;

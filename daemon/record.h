@@ -22,6 +22,12 @@
  */
 struct record_job;
 
+/* The memfd of a RecordRequest or a ValidateRequest: sealed against
+ * writing, growing and shrinking (what we read cannot change, the mapping
+ * cannot fault), exactly `tasks` hbg_recorded_task records. 0, or -EBADF
+ * or -EINVAL with msg[]. */
+int record_memfd_check(int fd, uint64_t tasks, char *msg, size_t msg_len);
+
 int record_start(struct record_job **ret, struct session *s, const struct hbgd_config *cfg, int fd,
                  uint64_t tasks, char *msg, size_t msg_len);
 struct slow_job *record_job_work(struct record_job *j);

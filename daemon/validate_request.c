@@ -11,6 +11,7 @@
  * they fit max_message_size.
  */
 #include "daemon/validate_request.h"
+#include "daemon/record.h"
 #include "daemon/session.h"
 
 #include <errno.h>
@@ -25,7 +26,6 @@
 #include "shm/geometry.h"
 #include "shm/layout.h"
 
-#define VALIDATE_SEALS (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)
 /* An error's share of a reply: its message, the fields and the framing. */
 #define ERROR_BYTES (HBG_VALIDATE_MESSAGE_MAX + 32)
 
@@ -97,24 +97,9 @@ int validate_start(struct validate_job **ret, const struct hbg_engine *e, const 
                                    &g, msg, msg_len);
         if (err < 0)
                 return err;
-        int seals = fcntl(fd, F_GET_SEALS);
-        if (seals < 0 || (seals & VALIDATE_SEALS) != VALIDATE_SEALS) {
-                snprintf(msg, msg_len, "the tasks must come in a memfd sealed against writing, growing "
-                                       "and shrinking (F_SEAL_WRITE, F_SEAL_GROW, F_SEAL_SHRINK)");
-                return -EBADF;
-        }
-        struct stat st;
-        uint64_t bytes = tasks * sizeof(struct hbg_recorded_task);
-        if (fstat(fd, &st) < 0) {
-                err = -errno;
-                snprintf(msg, msg_len, "cannot read the memfd's size: %s", strerror(-err));
+        if ((err = record_memfd_check(fd, tasks, msg, msg_len)) < 0)
                 return err;
-        }
-        if ((uint64_t)st.st_size != bytes) {
-                snprintf(msg, msg_len, "the memfd holds %lld bytes, %" PRIu64 " tasks are %" PRIu64,
-                         (long long)st.st_size, tasks, bytes);
-                return -EINVAL;
-        }
+        uint64_t bytes = tasks * sizeof(struct hbg_recorded_task);
         struct validate_job *j = calloc(1, sizeof(*j));
         if (!j) {
                 snprintf(msg, msg_len, "out of memory");
