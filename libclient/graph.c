@@ -174,18 +174,25 @@ static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm,
                 kid = t->kernel_id;
                 sig = kernel_sig_by_id(kid);
         }
-        /* The wrong argument named, then the signature to fix it by. */
+        /* The wrong argument named, then the signature to fix it by (the
+         * signature's text only for a refusal: this is every task's path). */
         if (sig) {
-                kernel_sig_usage(sig, usage, sizeof(usage));
-                if (t->n_args != sig->n_tensors || t->n_scalars != sig->n_scalars)
-                        return ADD_FAIL(-EINVAL, "kernel %s takes %u tensor and %u scalar arguments, not %u and %u: %s",
-                                        sig->name, sig->n_tensors, sig->n_scalars, t->n_args, t->n_scalars, usage);
-                for (unsigned i = 0; i < sig->n_tensors; i++)
+                bool counts = t->n_args == sig->n_tensors && t->n_scalars == sig->n_scalars;
+                unsigned bad = sig->n_tensors;
+                for (unsigned i = 0; counts && i < sig->n_tensors && bad == sig->n_tensors; i++)
                         if (t->args[i].dir != (enum hbg_dir)sig->tensors[i].dir)
-                                return ADD_FAIL(-EINVAL, "kernel %s: argument %u (%s) must be %s, not %s: %s",
-                                                sig->name, i, sig->tensors[i].name,
-                                                dir_words((enum hbg_dir)sig->tensors[i].dir),
-                                                dir_words(t->args[i].dir), usage);
+                                bad = i;
+                if (!counts || bad < sig->n_tensors) {
+                        kernel_sig_usage(sig, usage, sizeof(usage));
+                        if (!counts)
+                                return ADD_FAIL(-EINVAL,
+                                                "kernel %s takes %u tensor and %u scalar arguments, not %u and %u: %s",
+                                                sig->name, sig->n_tensors, sig->n_scalars, t->n_args, t->n_scalars,
+                                                usage);
+                        return ADD_FAIL(-EINVAL, "kernel %s: argument %u (%s) must be %s, not %s: %s", sig->name, bad,
+                                        sig->tensors[bad].name, dir_words((enum hbg_dir)sig->tensors[bad].dir),
+                                        dir_words(t->args[bad].dir), usage);
+                }
         }
 
         /* Lanes: 0 = one AIV core; one bit = that core; two or more bits:
