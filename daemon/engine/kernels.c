@@ -245,20 +245,6 @@ static uint64_t cost_softmax(const struct kernel_args *a, uint32_t parts) {
 
 /* ------------------------------------------------------------ the run contract */
 
-void kernel_run_ctx_init(struct kernel_run_ctx *ctx, uint64_t budget_ms, const _Atomic uint32_t *stop) {
-        uint64_t ns;
-
-        if (__builtin_mul_overflow(budget_ms, UINT64_C(1000000), &ns) || ns > (uint64_t)INT64_MAX / 2)
-                ns = (uint64_t)INT64_MAX / 2;
-        *ctx = (struct kernel_run_ctx){ .credit = KERNEL_CHECK_WORK, .budget_ns = ns, .stop = stop };
-}
-
-void kernel_run_ctx_filter(struct kernel_run_ctx *ctx, uint32_t seen, bool (*applies)(void *arg), void *arg) {
-        ctx->stop_seen = seen;
-        ctx->stop_applies = applies;
-        ctx->stop_arg = arg;
-}
-
 static int stop_code(enum kernel_stop why) {
         return why == KERNEL_STOP_CANCEL ? -ECANCELED : -ETIME;
 }

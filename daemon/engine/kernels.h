@@ -100,10 +100,21 @@ struct kernel_run_ctx {
 
 /* A context for one run of one or more kernel parts: budget_ms 0 means no
  * time budget (tests and benchmarks), stop may be NULL. Reads no clock. */
-void kernel_run_ctx_init(struct kernel_run_ctx *ctx, uint64_t budget_ms, const _Atomic uint32_t *stop);
+static inline void kernel_run_ctx_init(struct kernel_run_ctx *ctx, uint64_t budget_ms,
+                                       const _Atomic uint32_t *stop) {
+        uint64_t ns;
+        if (__builtin_mul_overflow(budget_ms, UINT64_C(1000000), &ns) || ns > (uint64_t)INT64_MAX / 2)
+                ns = (uint64_t)INT64_MAX / 2;
+        *ctx = (struct kernel_run_ctx){ .credit = KERNEL_CHECK_WORK, .budget_ns = ns, .stop = stop };
+}
 /* Stop only when the stop word differs from `seen` and applies(arg) says
  * the change concerns this run (called on the running thread). */
-void kernel_run_ctx_filter(struct kernel_run_ctx *ctx, uint32_t seen, bool (*applies)(void *arg), void *arg);
+static inline void kernel_run_ctx_filter(struct kernel_run_ctx *ctx, uint32_t seen, bool (*applies)(void *arg),
+                                         void *arg) {
+        ctx->stop_seen = seen;
+        ctx->stop_applies = applies;
+        ctx->stop_arg = arg;
+}
 /* kernel_check()'s slow path (clock, stop flag); not for kernels. */
 int kernel_check_slow(struct kernel_run_ctx *ctx);
 
