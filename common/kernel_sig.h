@@ -37,6 +37,11 @@ enum hbg_kernel_id {          /* stable ids: never renumber */
         HBG_KERNEL_COUNT,
 };
 
+/* Kernels of operator-loaded modules (docs/KERNELS.md) get ids from here
+ * up, in load order, fixed for the life of one hbgd; ids between the
+ * built-ins' and this one stay free for future built-ins. */
+#define HBG_KERNEL_MODULE_FIRST 256u
+
 enum hbg_scalar_kind {
         HBG_SCALAR_F32 = 1, /* low 32 bits hold an IEEE float; upper 32 zero */
         HBG_SCALAR_U64 = 2,
@@ -72,6 +77,7 @@ struct hbg_kernel_sig {
          * overlap of an output with another tensor is refused. */
         bool in_place;
         const char *length_rule;      /* the rule in words, for docs and errors */
+        const char *module;           /* the module that defines it; NULL: built-in */
 };
 
 /* The table, indexed by id - 1. */
