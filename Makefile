@@ -104,12 +104,12 @@ CORE_LIB  := $(B)/lib/libhbgcore.a
 
 # The control protocol: C generated from proto/hbg.proto by protoc-c.
 PROTO_GEN  := $(B)/gen/hbg.pb-c.c $(B)/gen/hbg.pb-c.h
-PROTO_OBJS := $(B)/obj/gen/hbg.pb-c.o $(B)/obj/proto/wire.o
+PROTO_OBJS := $(B)/obj/gen/hbg.pb-c.o $(B)/obj/proto/wire.o $(B)/obj/proto/kernel_table.o
 PROTO_LIB  := $(B)/lib/libhbgproto.a
 
 # hbgd's io side (io_uring/epoll loop, sessions, control protocol).
 HBGD_SRCS := daemon/io_loop.c daemon/io_probe.c daemon/log.c daemon/notify.c daemon/accounting.c daemon/session.c \
-             daemon/slow_work.c daemon/record.c daemon/validate_request.c daemon/conn.c daemon/status.c daemon/metrics.c daemon/listener.c daemon/tick.c \
+             daemon/slow_work.c daemon/record.c daemon/validate_request.c daemon/conn.c daemon/status.c daemon/kernel_rows.c daemon/metrics.c daemon/listener.c daemon/tick.c \
              daemon/daemon.c daemon/config.c daemon/access.c daemon/refusal.c
 HBGD_LIB  := $(B)/lib/libhbgd.a
 HBGD_BIN  := $(B)/bin/hbgd
@@ -119,9 +119,9 @@ HBGD_BIN  := $(B)/bin/hbgd
 SOVERSION  := $(firstword $(subst ., ,$(VERSION)))
 CLIENT_SRCS := libclient/connect.c libclient/replay.c libclient/graph.c libclient/recording.c \
                libclient/wait.c libclient/host.c libclient/graph_status.c libclient/deps.c \
-               libclient/tensor.c libclient/session.c libclient/hangup.c libclient/errors.c
+               libclient/tensor.c libclient/session.c libclient/hangup.c libclient/kernels.c libclient/errors.c
 CLIENT_PIC  := $(CLIENT_SRCS:%.c=$(B)/pic/%.o) $(SHM_SRCS:%.c=$(B)/pic/%.o) \
-               $(B)/pic/proto/wire.o $(B)/pic/gen/hbg.pb-c.o
+               $(B)/pic/proto/wire.o $(B)/pic/proto/kernel_table.o $(B)/pic/gen/hbg.pb-c.o
 CLIENT_SO   := $(B)/lib/libhbgclient.so.$(VERSION)
 CLIENT_LINKS := $(B)/lib/libhbgclient.so.$(SOVERSION) $(B)/lib/libhbgclient.so
 CLIENT_PC   := $(B)/lib/pkgconfig/hbgclient.pc
@@ -206,7 +206,7 @@ $(B)/pic/gen/%.o: $(B)/gen/%.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(SYS_CFLAGS) -fPIC -Wno-missing-prototypes -c -o $@ $<
 
-$(CLIENT_SRCS:%.c=$(B)/pic/%.o) $(B)/pic/proto/wire.o: $(B)/gen/hbg.pb-c.h
+$(CLIENT_SRCS:%.c=$(B)/pic/%.o) $(B)/pic/proto/wire.o $(B)/pic/proto/kernel_table.o: $(B)/gen/hbg.pb-c.h
 
 $(CLIENT_SO): $(CLIENT_PIC) libclient/libhbgclient.map
 	$(say) LD $@
@@ -236,7 +236,7 @@ $(B)/obj/gen/%.o: $(B)/gen/%.c
 # Everything that includes the generated header waits for it (the pattern
 # rules wait for it too, order-only: daemon/config.h, included by tests,
 # reaches it through proto/wire.h).
-$(B)/obj/proto/wire.o $(HBGD_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/daemon/hbgd.o: $(B)/gen/hbg.pb-c.h
+$(B)/obj/proto/wire.o $(B)/obj/proto/kernel_table.o $(HBGD_SRCS:%.c=$(B)/obj/%.o) $(B)/obj/daemon/hbgd.o: $(B)/gen/hbg.pb-c.h
 
 # hbgctl: the control protocol (libhbgproto) for the status verbs,
 # libhbgclient for `run` (linked like any user program) and json-c.
@@ -392,6 +392,11 @@ $(B)/tests/test_e2e_%: $(B)/obj/tests/e2e/test_e2e_%.o $(E2E_UTIL_OBJS) $(CHECK_
 $(B)/obj/tests/e2e/test_e2e_hbgctl.o: TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)
 $(B)/tests/test_e2e_hbgctl: TEST_EXTRA_LIBS = $(JSONC_LIBS)
 $(B)/tests/test_e2e_hbgctl: | $(HBGCTL_BIN) $(EXAMPLE_BIN)
+# test_e2e_proto_attack checks the kernel table's import (proto/kernel_table.c,
+# which reads the built-in table of libhbgshm.a); test_e2e_api compares the
+# client's table with that built-in table.
+$(B)/tests/test_e2e_proto_attack $(B)/tests/test_e2e_api: TEST_EXTRA_LIBS = $(SHM_LIB)
+$(B)/tests/test_e2e_proto_attack $(B)/tests/test_e2e_api: $(SHM_LIB)
 # test_e2e_metrics runs hbgctl metrics (a subprocess).
 $(B)/tests/test_e2e_metrics: | $(HBGCTL_BIN)
 # test_e2e_journal runs hbgd on a pseudo-terminal (forkpty).

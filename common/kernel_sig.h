@@ -41,6 +41,9 @@ enum hbg_kernel_id {          /* stable ids: never renumber */
  * up, in load order, fixed for the life of one hbgd; ids between the
  * built-ins' and this one stay free for future built-ins. */
 #define HBG_KERNEL_MODULE_FIRST 256u
+/* At most this many module kernels: ids below FIRST + MAX. Clients refuse
+ * a kernel table beyond it (proto/kernel_table.h). */
+#define HBG_KERNEL_MODULE_MAX 1024u
 
 enum hbg_scalar_kind {
         HBG_SCALAR_F32 = 1, /* low 32 bits hold an IEEE float; upper 32 zero */

@@ -2,7 +2,8 @@
 /*
  * The graph-file compiler (docs/GRAPH_FILES.md): a JSON document, checked
  * as a whole first (every error names its JSON path), then turned into
- * hbg_tasks one at a time. Kernel signatures come from shm/kernel_sig.h.
+ * hbg_tasks one at a time. Kernel signatures come from the plan's kernel
+ * table: the running hbgd's (run.c fetches it) or the built-ins.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -231,7 +232,7 @@ static int parse_tensor(struct plan *p, const char *name, json_object *spec, str
 /*
  * The kernel's rules between its tensors (pass 2, tensors placed): the
  * check libhbgclient makes in hbg_graph_add() and hbgd in its validation
- * (shm/kernel_sig.h, one implementation), said in the file's terms: the
+ * (common/kernel_sig.h, one implementation), said in the file's terms: the
  * argument's path and element counts.
  */
 static int check_kernel_rules(struct plan *p, size_t i, const struct hbg_kernel_sig *sg, const hbg_task *t) {
@@ -292,10 +293,10 @@ static int task_kernel(struct plan *p, json_object *o, const char *path, hbg_tas
         const char *kname = json_object_get_string(v);
         const struct hbg_kernel_sig *sg = NULL;
         if (strcmp(kname, "dummy") != 0) {
-                sg = kernel_sig_by_name(kname);
+                sg = kernel_table_by_name(&p->kernels, kname);
                 if (!sg)
-                        return perr(p, sub, "unknown kernel \"%s\" (see hbgctl kernels; \"dummy\" only orders)",
-                                    kname);
+                        return perr(p, sub, "unknown kernel \"%s\" (see hbgctl kernels; \"dummy\" only orders)%s%s",
+                                    kname, p->kernels_note[0] ? ": " : "", p->kernels_note);
                 t->kernel = sg->name;
         }
         *ret_sg = sg;
@@ -605,6 +606,7 @@ const char *graph_file_task_name(struct plan *p, size_t i, char *buf, size_t sz)
 }
 
 void graph_file_free(struct plan *p) {
+        kernel_table_free(&p->kernels);
         free(p->bad);
         json_object_put(p->errors);
         json_object_put(p->broken_tensors);

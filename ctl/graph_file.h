@@ -11,6 +11,7 @@
 #include <json-c/json.h>
 
 #include "hbg/hbg.h"
+#include "proto/kernel_table.h"
 
 enum { INIT_ZERO, INIT_FILL, INIT_IOTA };
 
@@ -24,6 +25,11 @@ struct gtensor {
 
 struct plan {
         const char *file;            /* "-": standard input */
+        /* The kernels names are checked against: the running hbgd's
+         * (STATUS_KERNELS), or the built-ins of this build, kernels_note
+         * saying why (an unknown kernel's error quotes it). */
+        struct kernel_table kernels;
+        char kernels_note[256];
         json_object *root, *tasks, *outputs;
         struct gtensor *tensors;
         size_t n_tensors;

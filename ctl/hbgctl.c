@@ -98,7 +98,7 @@ static const struct verb verbs[] = {
           verb_status, HBG__STATUS_KIND__STATUS_GRAPHS },
         { "threads", NULL, false, NULL, "one line per scheduler thread", NULL, verb_status,
           HBG__STATUS_KIND__STATUS_THREADS },
-        { "kernels", NULL, false, NULL, "the built-in kernels and their arguments", NULL, verb_status,
+        { "kernels", NULL, false, NULL, "hbgd's kernels, their modules and arguments", NULL, verb_status,
           HBG__STATUS_KIND__STATUS_KERNELS },
         { "top", NULL, false, NULL, "threads, sessions and rates, refreshed",
           "Interactive on a terminal (q or Ctrl-C quits); -b prints snapshots.\n", verb_top, 0 },

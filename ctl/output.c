@@ -263,8 +263,16 @@ static json_object *threads_json(const Hbg__StatusReply *r) {
         return rows_json((void **)r->threads, r->n_threads, "index", "thread");
 }
 
+/* Each kernel's module, "built-in" for hbgd's own (and for every kernel
+ * of an hbgd older than modules, which sends none). */
 static json_object *kernels_json(const Hbg__StatusReply *r) {
-        return rows_json((void **)r->kernels, r->n_kernels, NULL, NULL);
+        json_object *a = rows_json((void **)r->kernels, r->n_kernels, NULL, NULL);
+        for (size_t i = 0; a && i < json_object_array_length(a); i++) {
+                json_object *k = json_object_array_get_idx(a, i), *m = NULL;
+                if (!json_object_object_get_ex(k, "module", &m) || !json_object_get_string_len(m))
+                        json_object_object_add(k, "module", json_object_new_string("built-in"));
+        }
+        return a;
 }
 
 static void daemon_text(json_object *o) {
@@ -365,6 +373,7 @@ static void args_text(json_object *v, char *buf, size_t sz) {
 static const struct column kernel_cols[] = {
         { "id", -4, NULL },
         { "name", -18, NULL },
+        { "module", -10, NULL },
         { "splittable", -10, NULL },
         { "args", 0, args_text },
 };

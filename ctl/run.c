@@ -21,7 +21,7 @@
 #include "ctl/graph_file.h"
 #include "ctl/output.h"
 #include "ctl/progress.h"
-#include "common/kernel_sig.h"
+#include "proto/kernel_table.h"
 #include "shm/layout.h"
 #include "shm/producer.h"
 #include "common/clock.h"
@@ -234,7 +234,7 @@ static void encode_task(const struct plan *p, size_t i, struct hbg_recorded_task
         unsigned nf = 0;
         memset(rt, 0, sizeof(*rt));
         if (!p->bad[i]) {
-                const struct hbg_kernel_sig *sg = t->kernel ? kernel_sig_by_name(t->kernel) : NULL;
+                const struct hbg_kernel_sig *sg = t->kernel ? kernel_table_by_name(&p->kernels, t->kernel) : NULL;
                 if (sg) {
                         r.lane_mask = t->lanes ? t->lanes : HBG_LANES_AIV;
                         for (unsigned l = 0; l < HBG_LANES; l++)
@@ -695,8 +695,75 @@ out:
         return rc;
 }
 
+/* The first protocol minor version whose hbgd lists its kernels with
+ * their full signatures (STATUS_KERNELS). */
+#define KERNEL_TABLE_MINOR 3u
+
+/* The kernels of the hbgd on o->socket into p->kernels (STATUS_KERNELS,
+ * checked as libhbgclient checks a session reply's table), for the file's
+ * kernel names and signatures. Without hbgd (or from one older than
+ * protocol 1.3, or with --dot alone, which needs no hbgd): the built-ins
+ * of this build, and p->kernels_note says so. Quiet: the run or the dry
+ * run reports hbgd's absence its own way. */
+static void fetch_kernels(const struct ctl_opts *o, struct plan *p) {
+        kernel_table_builtin(&p->kernels);
+        if (o->dot && !o->dry_run) {
+                snprintf(p->kernels_note, sizeof(p->kernels_note),
+                         "checked against the built-in kernels only (--dot alone does not ask hbgd)");
+                return;
+        }
+        snprintf(p->kernels_note, sizeof(p->kernels_note),
+                 "checked against the built-in kernels only (hbgd on %s did not list its kernels)", o->socket);
+        /* A socket we may not open: no connection (run_connect() explains
+         * it without a refusal in hbgd's log). */
+        if (faccessat(AT_FDCWD, o->socket, W_OK, AT_EACCESS) < 0)
+                return;
+        ctl_errors_quiet(true);
+        int fd = ctl_connect(o->socket);
+        Hbg__Envelope *reply = NULL, env;
+        Hbg__Hello hello;
+        struct ctl_failure fail;
+        uint32_t minor = 0;
+        if (fd >= 0) {
+                wire_hello(&env, &hello, "hbgctl");
+                if (ctl_roundtrip(fd, &env, &reply, &fail) == 0 && reply->msg_case == HBG__ENVELOPE__MSG_HELLO)
+                        minor = reply->hello->version_minor;
+                wire_free(reply);
+                reply = NULL;
+        }
+        if (fd >= 0 && minor >= KERNEL_TABLE_MINOR) {
+                Hbg__StatusRequest rq = HBG__STATUS_REQUEST__INIT;
+                rq.kind = HBG__STATUS_KIND__STATUS_KERNELS;
+                env = (Hbg__Envelope)HBG__ENVELOPE__INIT;
+                env.msg_case = HBG__ENVELOPE__MSG_STATUS_REQUEST;
+                env.status_request = &rq;
+                if (ctl_roundtrip(fd, &env, &reply, &fail) == 0 && reply->msg_case == HBG__ENVELOPE__MSG_STATUS_REPLY) {
+                        struct kernel_table t;
+                        char why[256];
+                        const Hbg__StatusReply *r = reply->status_reply;
+                        if (kernel_table_import(&t, r->kernels, r->n_kernels, why, sizeof(why)) == 0) {
+                                p->kernels = t;
+                                p->kernels_note[0] = 0;
+                        } else {
+                                snprintf(p->kernels_note, sizeof(p->kernels_note),
+                                         "checked against the built-in kernels only: %.200s", why);
+                        }
+                }
+                wire_free(reply);
+        } else if (fd >= 0 && minor) {
+                snprintf(p->kernels_note, sizeof(p->kernels_note),
+                         "checked against the built-in kernels only: hbgd speaks protocol %u.%u, which does not "
+                         "list its kernels' signatures (hbgctl %s speaks %u.%u)",
+                         HBG_PROTO_MAJOR, minor, HBG_VERSION, HBG_PROTO_MAJOR, HBG_PROTO_MINOR);
+        }
+        ctl_errors_quiet(false);
+        if (fd >= 0)
+                close(fd);
+}
+
 int cmd_run(const struct ctl_opts *o, const char *file) {
         struct plan p = { .file = file };
+        fetch_kernels(o, &p);
         if (o->dot && strcmp(o->dot, "-") == 0 && opt_json) {
                 ctl_error(-EINVAL, "--dot - and --json would both write to standard output");
                 return EXIT_USAGE;

@@ -28,6 +28,7 @@
 
 #include "common/text.h"
 #include "daemon/daemon_private.h"
+#include "daemon/kernel_rows.h"
 #include "daemon/log.h"
 #include "daemon/record.h"
 #include "daemon/validate_request.h"
@@ -48,8 +49,9 @@ static struct verdict close_with(int err, const char *why) {
 }
 
 /* Send one reply; a failure means the connection must go. */
-static struct verdict send_reply(struct conn *c, Hbg__Envelope *env, const int *fds, unsigned nfds) {
-        int err = wire_send(c->sock, env, fds, nfds, c->d->cfg.max_message);
+static struct verdict send_reply_within(struct conn *c, Hbg__Envelope *env, const int *fds, unsigned nfds,
+                                        size_t max_msg) {
+        int err = wire_send(c->sock, env, fds, nfds, max_msg);
         if (err == 0)
                 return carry_on;
         if (err == -EAGAIN)
@@ -57,6 +59,10 @@ static struct verdict send_reply(struct conn *c, Hbg__Envelope *env, const int *
         if (err == -EMSGSIZE)
                 return close_with(err, "reply larger than max_message_size");
         return close_with(err, "disconnected");
+}
+
+static struct verdict send_reply(struct conn *c, Hbg__Envelope *env, const int *fds, unsigned nfds) {
+        return send_reply_within(c, env, fds, nfds, c->d->cfg.max_message);
 }
 
 static struct verdict send_error(struct conn *c, int code, const char *msg) {
@@ -191,12 +197,23 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         r.first_id = s->first_id;
         r.fds = 4;
         r.stall_timeout_ms = stall_ms;
+        /* hbgd's kernel table (protocol 1.3): the client validates and
+         * names kernels with it. */
+        void *rows = kernel_rows_new(&r.kernels, &r.n_kernels);
+        if (!rows)
+                return close_with(-ENOMEM, "out of memory for the session reply");
         Hbg__Envelope out = HBG__ENVELOPE__INIT;
         out.msg_case = HBG__ENVELOPE__MSG_SESSION_REPLY;
         out.session_reply = &r;
         int fds[4];
         session_client_fds(s, fds);
-        struct verdict v = send_reply(c, &out, fds, 4);
+        /* Sent within max_message_size or the 64 KiB every client reads,
+         * whichever is larger: the table is hbgd's own, not the client's
+         * (docs/PROTOCOL.md, "The kernel table"). */
+        uint64_t limit = c->d->cfg.max_message > HBG_WIRE_MAX_MSG_DEFAULT ? c->d->cfg.max_message
+                                                                         : HBG_WIRE_MAX_MSG_DEFAULT;
+        struct verdict v = send_reply_within(c, &out, fds, 4, (size_t)limit);
+        free(rows);
         if (v.err)
                 return v;
         /* The client has its own copies now (the mappings and our ends of

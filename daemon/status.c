@@ -17,7 +17,7 @@
 
 #include "daemon/daemon_private.h"
 #include "daemon/metrics.h"
-#include "common/kernel_sig.h"
+#include "daemon/kernel_rows.h"
 #include "proto/wire.h"
 #include "shm/layout.h"
 #include "common/clock.h"
@@ -257,41 +257,14 @@ static int section_graphs(struct status_build *b) {
         return 0;
 }
 
-/* The built-in kernels and their arguments. */
+/* Every kernel hbgd runs, with its signature and module
+ * (daemon/kernel_rows.h: the session reply's table too). */
 static int section_kernels(struct status_build *b) {
-        size_t nk = kernel_sig_count(), max_args = nk * (HBG_MAX_TENSOR_ARGS + HBG_MAX_SCALAR_ARGS);
-        Hbg__KernelInfo *ks = status_alloc(b, nk, sizeof(*ks));
-        Hbg__KernelInfo **ksp = status_alloc(b, nk, sizeof(*ksp));
-        Hbg__KernelArg *ka = status_alloc(b, max_args, sizeof(*ka));
-        Hbg__KernelArg **kap = status_alloc(b, max_args, sizeof(*kap));
-        if (!ks || !ksp || !ka || !kap)
+        assert(b->n_owned < sizeof(b->owned) / sizeof(b->owned[0]));
+        void *rows = kernel_rows_new(&b->reply.kernels, &b->reply.n_kernels);
+        if (!rows)
                 return -ENOMEM;
-        size_t na = 0;
-        for (size_t i = 0; i < nk; i++) {
-                const struct hbg_kernel_sig *k = kernel_sig_at(i);
-                hbg__kernel_info__init(&ks[i]);
-                ks[i].id = k->id;
-                ks[i].name = (char *)k->name;
-                ks[i].splittable = k->splittable;
-                ks[i].args = &kap[na];
-                for (unsigned j = 0; j < k->n_tensors; j++, na++) {
-                        hbg__kernel_arg__init(&ka[na]);
-                        ka[na].name = (char *)k->tensors[j].name;
-                        ka[na].kind = (char *)kernel_sig_dir_name(k->tensors[j].dir);
-                        kap[na] = &ka[na];
-                        ks[i].n_args++;
-                }
-                for (unsigned j = 0; j < k->n_scalars; j++, na++) {
-                        hbg__kernel_arg__init(&ka[na]);
-                        ka[na].name = (char *)k->scalars[j].name;
-                        ka[na].kind = (char *)kernel_sig_scalar_kind_name(k->scalars[j].kind);
-                        kap[na] = &ka[na];
-                        ks[i].n_args++;
-                }
-                ksp[i] = &ks[i];
-        }
-        b->reply.n_kernels = nk;
-        b->reply.kernels = ksp;
+        b->owned[b->n_owned++] = rows;
         return 0;
 }
 

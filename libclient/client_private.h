@@ -12,6 +12,7 @@
  *   tensor.c        the session heap's allocator, tensor helpers
  *   session.c       usable?, heap bounds, publish, doorbell, socket health
  *   hangup.c        knowing that hbgd went away without a system call
+ *   kernels.c       hbgd's kernel table: names, signatures (hbg_client_kernel_*)
  *   errors.c        messages
  *   dep_tracker.c   dependencies derived from tensor regions (no client;
  *                   hbgctl run --dot uses it too)
@@ -33,6 +34,7 @@
 #include "shm/geometry.h"
 #include "shm/layout.h"
 #include "shm/producer.h"
+#include "proto/kernel_table.h"
 
 struct hbg_kernel_sig;
 
@@ -179,12 +181,30 @@ struct hbg_client {
         struct recording *rec;     /* recording (hbg_graph_record_begin) */
         struct recorded **recorded; /* recorded graphs, by number */
         size_t n_recorded, cap_recorded;
+        /* The kernels of the hbgd we are connected to (its session reply;
+         * the built-ins of this build from an hbgd older than protocol 1.3):
+         * tasks are checked and names resolved with it. Read-only after
+         * connect, freed by hbg_disconnect(). */
+        struct kernel_table kernels;
+        uint32_t hbgd_minor;       /* hbgd's protocol minor version (its hello) */
         const struct hbg_kernel_sig *last_kernel; /* of the last task added by name */
         struct dep_ids scratch;    /* dependency ids of the task being added
                                       (.n: the callers count them) */
 
         char last_error[HBGC_ERROR_MAX];
 };
+
+/* ---------------------------------------------------------------- kernels.c */
+
+/* The kernel table of session reply r into c->kernels (the built-ins when
+ * hbgd is older than protocol 1.3): 0, or -EPROTO with the message (a
+ * table that breaks proto/kernel_table.h's rules, or none from an hbgd
+ * that should send one). */
+struct Hbg__SessionReply;
+int hbgc_kernels_take(hbg_client *c, const struct Hbg__SessionReply *r);
+/* Kernel `name` of c's table, or NULL with c's last error saying why
+ * (prefixed with fn). */
+const struct hbg_kernel_sig *hbgc_kernel_by_name(hbg_client *c, const char *name, const char *fn);
 
 /* ---------------------------------------------------------------- errors.c */
 

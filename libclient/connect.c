@@ -161,6 +161,7 @@ static void client_free(hbg_client *c) {
         if (c->notify_fd >= 0)
                 close(c->notify_fd);
         completer_destroy(&c->completer);
+        kernel_table_free(&c->kernels);
         hbgc_recorded_free_all(c);
         hbgc_deps_free(c);
         hbgc_host_free(c);
@@ -224,6 +225,7 @@ static int handshake(hbg_client *c, const hbg_connect_options *o) {
                 return hbgc_fail(NULL, -EPROTO, "hbgd did not answer with a hello of protocol %u",
                                  HBG_PROTO_MAJOR);
         }
+        c->hbgd_minor = env->hello->version_minor;
         wire_free(env);
 
         err = hbgc_recv_env(c->sock, HBGC_HANDSHAKE_TIMEOUT_MS, &env, fds, HBG_WIRE_MAX_FDS, &nfds);
@@ -242,6 +244,8 @@ static int handshake(hbg_client *c, const hbg_connect_options *o) {
                 return hbgc_fail(NULL, -EPROTO, "hbgd's session reply is not a reply with 4 fds");
         }
         err = map_session(c, env->session_reply, fds);
+        if (err == 0)
+                err = hbgc_kernels_take(c, env->session_reply);
         close_fds(fds, 4);
         wire_free(env);
         return err;

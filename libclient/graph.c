@@ -154,9 +154,9 @@ static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm,
                 return ADD_FAIL(-EINVAL, "at most %u tensors, %u scalars and %u explicit deps",
                                 HBG_MAX_TASK_TENSORS, HBG_MAX_TASK_SCALARS, HBG_MAX_TASK_DEPS);
 
-        /* The kernel: its signature from the table hbgd uses too
-         * (common/kernel_sig.h). A kernel_id the table does not know (a newer
-         * hbgd) is passed through with the generic checks only. */
+        /* The kernel: its signature from the table hbgd sent (kernels.c;
+         * by id one load). A kernel_id the table does not know is passed
+         * through with the generic checks only: hbgd refuses it. */
         uint16_t kid = 0;
         const struct hbg_kernel_sig *sig = NULL;
         char usage[160];
@@ -164,15 +164,15 @@ static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm,
                 /* Producers mostly add runs of one kernel: try the last. */
                 sig = c->last_kernel;
                 if (!sig || strcmp(sig->name, t->kernel) != 0) {
-                        sig = kernel_sig_by_name(t->kernel);
+                        sig = hbgc_kernel_by_name(c, t->kernel, "hbg_graph_add");
                         if (!sig)
-                                return ADD_FAIL(-ENOENT, "unknown kernel '%.64s'", t->kernel);
+                                return -ENOENT;
                         c->last_kernel = sig;
                 }
                 kid = sig->id;
         } else if (t->kernel_id) {
                 kid = t->kernel_id;
-                sig = kernel_sig_by_id(kid);
+                sig = kernel_table_by_id(&c->kernels, kid);
         }
         /* The wrong argument named, then the signature to fix it by (the
          * signature's text only for a refusal: this is every task's path). */

@@ -202,9 +202,11 @@ int hbgc_graph_state(hbg_client *c, uint64_t k, struct graph_outcome *o) {
         return 1;
 }
 
-/* The kernel's name for a reported id ("" none or unknown). */
-static const char *kernel_name(int id) {
-        const struct hbg_kernel_sig *k = id > 0 && id <= UINT16_MAX ? kernel_sig_by_id((uint16_t)id) : NULL;
+/* The kernel's name for a reported id ("" none or unknown): in c's kernel
+ * table, valid until hbg_disconnect(). */
+static const char *kernel_name(const hbg_client *c, int id) {
+        const struct hbg_kernel_sig *k =
+                id > 0 && id <= UINT16_MAX ? kernel_table_by_id(&c->kernels, (uint16_t)id) : NULL;
         return k ? k->name : "";
 }
 
@@ -213,7 +215,7 @@ int hbgc_graph_result(hbg_client *c, uint64_t k, const struct graph_outcome *o, 
                 char kern[96] = "";
                 if (o->kernel >= 0)
                         snprintf(kern, sizeof(kern), " (kernel %s)",
-                                 kernel_name(o->kernel)[0] ? kernel_name(o->kernel) : "unknown to this library");
+                                 kernel_name(c, o->kernel)[0] ? kernel_name(c, o->kernel) : "unknown to hbgd's table");
                 hbgc_fail(c, o->status, "%s: graph %" PRIu64 " failed at task %" PRIu64 "%s: %s: %s", fn, k, o->task,
                           kern, hbg_strerror(o->status), o->message[0] ? o->message : "no message");
         }
@@ -272,7 +274,7 @@ HBG_EXPORT int hbg_graph_error(hbg_client *c, uint64_t graph, hbg_graph_error_in
         ret_info->code = o.status;
         ret_info->task = o.status ? o.task : 0;
         ret_info->kernel_id = o.status ? o.kernel : -1;
-        ret_info->kernel = o.status ? kernel_name(o.kernel) : "";
+        ret_info->kernel = o.status ? kernel_name(c, o.kernel) : "";
         snprintf(ret_info->message, sizeof(ret_info->message), "%s", o.message);
         return 0;
 }

@@ -8,6 +8,10 @@
  *                 asked for are what the session gets, a window beyond
  *                 hbgd's limit is refused with hbgd's message;
  *   kernel_ids    hbg_kernel_id() and tasks that name their kernel by id;
+ *   client_kernels  API 1.4: hbgd's kernel table through the client
+ *                 (hbg_client_kernel_count/_info/_id) lists every built-in
+ *                 with its signature as compiled; unknown names -ENOENT;
+ *                 a failed graph's kernel name is the table's string;
  *   task_size     hbg_task.size and .reserved are checked;
  *   add_n         hbg_graph_add_n(): ids in order, a bad task stops the
  *                 batch where it is and the message names its index;
@@ -25,6 +29,7 @@
 #include <string.h>
 
 #include "hbg/hbg.h"
+#include "common/kernel_sig.h"
 #include "tests/e2e/daemon_util.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/check_main.h"
@@ -167,6 +172,75 @@ START_TEST(kernel_ids) {
 }
 END_TEST
 
+START_TEST(client_kernels) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        hbg_client *c = connect_ok(d, &o);
+        /* Without modules, hbgd's table is the built-ins, as compiled. */
+        ck_assert_uint_eq(hbg_client_kernel_count(c), kernel_sig_count());
+        ck_assert_uint_eq(hbg_client_kernel_count(NULL), 0);
+        const char *fail_name = NULL;
+        for (size_t i = 0; i < kernel_sig_count(); i++) {
+                const struct hbg_kernel_sig *k = kernel_sig_at(i);
+                hbg_kernel_desc kd = HBG_KERNEL_DESC_INIT;
+                ck_assert_int_eq(hbg_client_kernel_info(c, i, &kd), 0);
+                ck_assert_uint_eq(kd.size, sizeof(kd));
+                ck_assert_int_eq(kd.id, k->id);
+                ck_assert_str_eq(kd.name, k->name);
+                ck_assert_str_eq(kd.summary, k->summary);
+                ck_assert_str_eq(kd.length_rule, k->length_rule);
+                ck_assert_ptr_null(kd.module);
+                ck_assert_int_eq(kd.length, (int)k->length);
+                ck_assert_int_eq(kd.in_place, k->in_place);
+                ck_assert_int_eq(kd.splittable, k->splittable);
+                ck_assert_uint_eq(kd.n_tensors, k->n_tensors);
+                ck_assert_uint_eq(kd.n_scalars, k->n_scalars);
+                for (unsigned a = 0; a < k->n_tensors; a++) {
+                        ck_assert_str_eq(kd.tensor_names[a], k->tensors[a].name);
+                        ck_assert_int_eq(kd.tensor_dirs[a], k->tensors[a].dir);
+                }
+                for (unsigned a = 0; a < k->n_scalars; a++) {
+                        ck_assert_str_eq(kd.scalar_names[a], k->scalars[a].name);
+                        ck_assert_int_eq(kd.scalar_types[a], k->scalars[a].kind);
+                }
+                ck_assert_int_eq(hbg_client_kernel_id(c, k->name), k->id);
+                if (k->id == HBG_KERNEL_FAIL)
+                        fail_name = kd.name;
+        }
+        hbg_kernel_desc kd = HBG_KERNEL_DESC_INIT;
+        ck_assert_int_eq(hbg_client_kernel_info(c, kernel_sig_count(), &kd), -ENOENT);
+        kd.size = 0;
+        ck_assert_int_eq(hbg_client_kernel_info(c, 0, &kd), -EINVAL);
+        ck_assert_int_eq(hbg_client_kernel_info(c, 0, NULL), -EINVAL);
+        ck_assert_int_eq(hbg_client_kernel_info(NULL, 0, &kd), -EINVAL);
+        ck_assert_int_eq(hbg_client_kernel_id(c, "no_such_kernel"), -ENOENT);
+        ck_assert_msg(strstr(hbg_last_error(c), "unknown kernel 'no_such_kernel' (hbgd runs"), "%s",
+                      hbg_last_error(c));
+        ck_assert_int_eq(hbg_client_kernel_id(c, NULL), -EINVAL);
+        ck_assert_int_eq(hbg_client_kernel_id(NULL, "noop"), -EINVAL);
+        hbg_task t = HBG_TASK_INIT("no_such_kernel");
+        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), -ENOENT);
+        ck_assert_msg(strstr(hbg_last_error(c), "hbg_graph_add: unknown kernel 'no_such_kernel' (hbgd runs"), "%s",
+                      hbg_last_error(c));
+
+        /* A failed graph names its kernel with the table's string. */
+        t = (hbg_task)HBG_TASK_INIT(NULL);
+        t.kernel_id = (uint16_t)hbg_client_kernel_id(c, "fail");
+        t.n_scalars = 1;
+        t.scalars[0] = hbg_i64(-EIO);
+        uint64_t g;
+        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
+        ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+        ck_assert_int_eq(hbg_graph_wait(c, g, 60000), -EIO);
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        ck_assert_int_eq(hbg_graph_error(c, g, &info), 0);
+        ck_assert_ptr_eq(info.kernel, fail_name);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
 START_TEST(task_size) {
         struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
         hbg_client *c = NULL;
@@ -266,6 +340,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, versions);
         tcase_add_test(tc, options);
         tcase_add_test(tc, kernel_ids);
+        tcase_add_test(tc, client_kernels);
         tcase_add_test(tc, task_size);
         tcase_add_test(tc, add_n);
         tcase_add_test(tc, small_window);

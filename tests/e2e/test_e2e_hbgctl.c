@@ -597,7 +597,14 @@ START_TEST(status_verbs) {
         bool found = false;
         for (size_t i = 0; i < json_object_array_length(a); i++) {
                 json_object *k = json_object_array_get_idx(a, i);
+                /* Every kernel with its module (these: hbgd's own) and
+                 * its full signature. */
+                ck_assert_str_eq(json_object_get_string(get(k, "module")), "built-in");
+                ck_assert_int_gt(json_object_get_string_len(get(k, "summary")), 0);
+                ck_assert_int_gt(json_object_get_string_len(get(k, "length_rule")), 0);
                 if (strcmp(json_object_get_string(get(k, "name")), "axpy_f32") == 0) {
+                        ck_assert(json_object_get_boolean(get(k, "in_place")));
+                        ck_assert_str_eq(json_object_get_string(get(k, "length")), "LENGTH_EQUAL");
                         json_object *args = get(k, "args");
                         ck_assert_int_eq(json_object_array_length(args), 3);
                         ck_assert_str_eq(json_object_get_string(get(json_object_array_get_idx(args, 1), "kind")), "inout");

@@ -55,7 +55,7 @@ extern "C" {
  * fields at the end of size-carrying structs): a program built against
  * MAJOR.MINOR runs with any library MAJOR.M, M >= MINOR. */
 #define HBG_VERSION_MAJOR 1
-#define HBG_VERSION_MINOR 3
+#define HBG_VERSION_MINOR 4
 #define HBG_VERSION_PATCH 0
 
 typedef struct hbg_client hbg_client;
@@ -207,9 +207,57 @@ HBG_EXPORT int hbg_graph_add(hbg_client *c, const hbg_task *t, uint64_t *ret_id)
  * was not (hbg_last_error() names its index): the ones before it were
  * added, as with n calls of hbg_graph_add(). */
 HBG_EXPORT int hbg_graph_add_n(hbg_client *c, const hbg_task *tasks, size_t n, uint64_t *ret_ids);
-/* A kernel's id by name (for hbg_task.kernel_id: no name lookup per task),
- * or -ENOENT. Ids are stable within a major version. */
+/* A built-in kernel's id by name (for hbg_task.kernel_id: no name lookup
+ * per task), or -ENOENT, from the table compiled into this library: it
+ * knows no module kernel (hbg_client_kernel_id() does). Ids of built-ins
+ * are stable within a major version. */
 HBG_EXPORT int hbg_kernel_id(const char *name);
+
+/*
+ * The kernels of the hbgd a client is connected to (since 1.4): its
+ * built-ins and the kernels of the modules it loaded, as hbgd sent them
+ * at connect. hbg_graph_add() checks tasks and resolves names with this
+ * table. An hbgd older than protocol 1.3 sends none: then only the
+ * built-ins of this library are known. Strings stay valid until
+ * hbg_disconnect().
+ */
+/* How a kernel's tensor lengths relate. */
+enum hbg_length_rule_kind {
+        HBG_LENGTH_RULE_ANY = 0,   /* no relation */
+        HBG_LENGTH_RULE_EQUAL = 1, /* every tensor exactly as long as the last (the output) */
+        HBG_LENGTH_RULE_SHAPE = 2, /* what the scalar shape needs (the kernel's own check) */
+};
+/* How a scalar's 64 raw bits are read (hbg_f32(), hbg_i64()). */
+enum hbg_scalar_type { HBG_SCALAR_TYPE_F32 = 1, HBG_SCALAR_TYPE_U64 = 2, HBG_SCALAR_TYPE_I64 = 3 };
+
+typedef struct hbg_kernel_desc {
+        size_t size;            /* sizeof(hbg_kernel_desc): HBG_KERNEL_DESC_INIT */
+        int id;                 /* for hbg_task.kernel_id; module kernels from 256 */
+        const char *name;
+        const char *summary;    /* what it computes, one line */
+        const char *module;     /* the module that defines it (as hbgd names it); NULL: built-in */
+        unsigned n_tensors;     /* tensor arguments (hbg_task.args), in order */
+        const char *tensor_names[HBG_MAX_TASK_TENSORS];
+        enum hbg_dir tensor_dirs[HBG_MAX_TASK_TENSORS];
+        unsigned n_scalars;     /* scalar arguments (hbg_task.scalars), in order */
+        const char *scalar_names[HBG_MAX_TASK_SCALARS];
+        enum hbg_scalar_type scalar_types[HBG_MAX_TASK_SCALARS];
+        enum hbg_length_rule_kind length;
+        const char *length_rule; /* the rule in words */
+        int in_place;           /* 1: an output may be the very range of an input */
+        int splittable;         /* 1: hbg_task.blocks split its work; 0: block 0 does it all */
+} hbg_kernel_desc;
+
+#define HBG_KERNEL_DESC_INIT ((hbg_kernel_desc){ .size = sizeof(hbg_kernel_desc) })
+
+/* Kernel `name`'s id in c's table, or -ENOENT (-EINVAL: c or name NULL). */
+HBG_EXPORT int hbg_client_kernel_id(hbg_client *c, const char *name);
+/* How many kernels c's table holds (0 if c is NULL). */
+HBG_EXPORT size_t hbg_client_kernel_count(hbg_client *c);
+/* Kernel i (0 <= i < hbg_client_kernel_count(), in id order) into *ret:
+ * 0, -ENOENT past the end, -EINVAL for NULL arguments or ret->size smaller
+ * than this struct's first version. */
+HBG_EXPORT int hbg_client_kernel_info(hbg_client *c, size_t i, hbg_kernel_desc *ret);
 /* Close the graph of the tasks added since the last submit and hand it to
  * hbgd. *ret_graph identifies it (graphs are numbered 0, 1, 2, ...).
  * -EINVAL if it is empty; -ECONNRESET once hbgd has gone (it knows without
@@ -235,7 +283,7 @@ typedef struct hbg_graph_error_info {
         int code;               /* 0 succeeded, else the graph's negative errno */
         uint64_t task;          /* first failing task's id (when code != 0) */
         int kernel_id;          /* its kernel's id, -1 for a task without kernel */
-        const char *kernel;     /* its kernel's name, "" without kernel (static string) */
+        const char *kernel;     /* its kernel's name, "" without kernel (valid until hbg_disconnect()) */
         char message[128];      /* why: hbgd's validator/kernel/stall reason or the library's */
 } hbg_graph_error_info;
 

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/* hbgd's kernel table as protocol rows (daemon/kernel_rows.h). */
+#include "daemon/kernel_rows.h"
+
+#include <stdlib.h>
+
+#include "common/kernel_sig.h"
+#include "daemon/engine/kernels.h"
+
+/* The protocol's length rule for the table's (the values are the same;
+ * a table, not a cast, so that a new rule is added on both sides). */
+static const Hbg__KernelLength lengths[] = {
+        [HBG_LENGTH_ANY] = HBG__KERNEL_LENGTH__LENGTH_ANY,
+        [HBG_LENGTH_EQUAL] = HBG__KERNEL_LENGTH__LENGTH_EQUAL,
+        [HBG_LENGTH_SHAPE] = HBG__KERNEL_LENGTH__LENGTH_SHAPE,
+};
+
+/* The strings point into the signatures, which live as long as hbgd (a
+ * module is never unloaded). */
+void *kernel_rows_new(Hbg__KernelInfo ***ret_rows, size_t *ret_n) {
+        size_t nk = kernel_count(), max_args = nk * (HBG_MAX_TENSOR_ARGS + HBG_MAX_SCALAR_ARGS);
+        size_t bytes = nk * (sizeof(Hbg__KernelInfo) + sizeof(Hbg__KernelInfo *)) +
+                       max_args * (sizeof(Hbg__KernelArg) + sizeof(Hbg__KernelArg *));
+        char *mem = calloc(1, bytes ? bytes : 1);
+        if (!mem)
+                return NULL;
+        Hbg__KernelInfo *ks = (Hbg__KernelInfo *)mem;
+        Hbg__KernelArg *ka = (Hbg__KernelArg *)(ks + nk);
+        Hbg__KernelInfo **ksp = (Hbg__KernelInfo **)(ka + max_args);
+        Hbg__KernelArg **kap = (Hbg__KernelArg **)(ksp + nk);
+        size_t na = 0;
+        for (size_t i = 0; i < nk; i++) {
+                const struct hbg_kernel_sig *k = kernel_at(i)->sig;
+                Hbg__KernelInfo *r = &ks[i];
+                hbg__kernel_info__init(r);
+                r->id = k->id;
+                r->name = (char *)k->name;
+                r->summary = (char *)(k->summary ? k->summary : "");
+                r->module = (char *)(k->module ? k->module : "");
+                r->splittable = k->splittable;
+                r->in_place = k->in_place;
+                r->length = lengths[k->length];
+                r->length_rule = (char *)(k->length_rule ? k->length_rule : "");
+                r->args = &kap[na];
+                for (unsigned j = 0; j < k->n_tensors + k->n_scalars; j++, na++) {
+                        bool t = j < k->n_tensors;
+                        hbg__kernel_arg__init(&ka[na]);
+                        ka[na].name = (char *)(t ? k->tensors[j].name : k->scalars[j - k->n_tensors].name);
+                        ka[na].kind = (char *)(t ? kernel_sig_dir_name(k->tensors[j].dir)
+                                                 : kernel_sig_scalar_kind_name(k->scalars[j - k->n_tensors].kind));
+                        kap[na] = &ka[na];
+                        r->n_args++;
+                }
+                ksp[i] = r;
+        }
+        *ret_rows = ksp;
+        *ret_n = nk;
+        return mem;
+}
