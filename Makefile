@@ -98,7 +98,7 @@ SHM_LIB  := $(B)/lib/libhbgshm.a
 CORE_SRCS := $(addprefix daemon/engine/,engine.c sched.c ring_table.c fair_share_slots.c fair_share.c dispatch.c \
                completion.c $(notdir $(sort $(wildcard daemon/engine/completion_*.c))) \
                ingest.c validate.c classify.c launch.c recorded.c ready.c mailbox.c stall.c ring.c graphs.c cancel.c live_graphs.c \
-               wakeup.c engine_log.c histogram.c kernels.c)
+               wakeup.c engine_log.c histogram.c kernels.c kernels_builtin.c)
 CORE_OBJS := $(CORE_SRCS:%.c=$(B)/obj/%.o)
 CORE_LIB  := $(B)/lib/libhbgcore.a
 
@@ -110,7 +110,7 @@ PROTO_LIB  := $(B)/lib/libhbgproto.a
 # hbgd's io side (io_uring/epoll loop, sessions, control protocol).
 HBGD_SRCS := daemon/io_loop.c daemon/io_probe.c daemon/log.c daemon/notify.c daemon/accounting.c daemon/session.c \
              daemon/slow_work.c daemon/record.c daemon/validate_request.c daemon/conn.c daemon/status.c daemon/kernel_rows.c daemon/metrics.c daemon/listener.c daemon/tick.c \
-             daemon/daemon.c daemon/config.c daemon/access.c daemon/refusal.c
+             daemon/daemon.c daemon/config.c daemon/access.c daemon/refusal.c daemon/kernel_modules.c
 HBGD_LIB  := $(B)/lib/libhbgd.a
 HBGD_BIN  := $(B)/bin/hbgd
 
@@ -132,7 +132,8 @@ BENCH_SRCS := bench/hbg_bench.c bench/bench_completion.c bench/bench_engine.c be
               bench/producer.c bench/dag.c tests/engine/harness.c
 BENCH_BIN  := $(B)/bin/hbg-bench
 
-TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap test_config test_io_loop \
+TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap test_config test_kernel_modules \
+              test_e2e_modules test_io_loop \
               test_completion_stress test_kernels test_engine_basic \
               test_engine_differential test_engine_rings test_engine_stress test_engine_alloc \
               test_engine_validation test_engine_behaviour test_engine_replay test_e2e_daemon \
@@ -176,6 +177,16 @@ MPI_EXAMPLE_BIN := $(B)/bin/hbg-example-mpi-producer
 
 PROGRAMS := $(HBGD_BIN) $(HBGCTL_BIN) $(BENCH_BIN) $(EXAMPLE_BIN)
 
+# The example kernel module (docs/KERNELS.md), installed under
+# $(LIBDIR)/hbg/kernels/, and the tests' modules: one source built per
+# variant, each refused by hbgd's loader for the reason it is named after
+# (tests/modules/test_module.c). A module is built like any user's: the
+# public header only, no library.
+KMOD_EXAMPLE := $(B)/lib/hbg/kernels/hbg-nn.so
+TEST_MODULE_VARIANTS := counting init_fail clash_builtin clash_a clash_b bad_name no_run too_many_args bad_dir \
+                        bad_version bad_size empty
+TEST_MODULES := $(TEST_MODULE_VARIANTS:%=$(B)/tests/modules/%.so) $(B)/tests/modules/no_init.so
+
 # Man pages: docs/man/ holds them with @VERSION@ (every footer) and
 # @SYSCONFDIR@, @DOCDIR@, @UNITDIR@, @SYSUSERSDIR@ (the FILES sections of
 # hbgd(8), hbgd.conf(5), hbgctl(1)) in place of the version of hbg.h and
@@ -190,7 +201,7 @@ MAN_SED := -e 's|@VERSION@|$(VERSION)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 
            -e 's|@UNITDIR@|$(UNITDIR)|g' -e 's|@SYSUSERSDIR@|$(SYSUSERSDIR)|g'
 MAN_BUILT := $(patsubst docs/%,$(B)/%,$(MAN1) $(MAN3) $(MAN5) $(MAN8))
 
-all: $(SHM_LIB) $(CORE_LIB) $(PROGRAMS) $(CLIENT_SO) $(CLIENT_LINKS) $(CLIENT_PC) $(MAN_BUILT)
+all: $(SHM_LIB) $(CORE_LIB) $(PROGRAMS) $(CLIENT_SO) $(CLIENT_LINKS) $(CLIENT_PC) $(MAN_BUILT) $(KMOD_EXAMPLE)
 
 $(B)/man/%: docs/man/% Makefile
 	@mkdir -p $(@D)
@@ -285,6 +296,23 @@ $(EXAMPLE_BIN): $(B)/obj/examples/gemm_softmax.o $(CLIENT_SO) $(CLIENT_LINKS)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $< -L$(B)/lib -lhbgclient -Wl,-rpath,'$$ORIGIN/../lib' $(LDFLAGS) $(HBG_LDFLAGS) -lm
+
+$(KMOD_EXAMPLE): examples/kernels_nn.c
+	$(say) CC $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) -fPIC -Ilibclient/include -shared -o $@ $< $(LDFLAGS) $(HBG_LDFLAGS) -lm
+
+$(B)/tests/modules/%.so: tests/modules/test_module.c
+	$(say) CC $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) -fPIC -Ilibclient/include -DVARIANT='"$*"' -shared -o $@ $< \
+		$(LDFLAGS) $(HBG_LDFLAGS)
+
+$(B)/tests/modules/no_init.so: tests/modules/test_module.c
+	$(say) CC $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) -fPIC -Ilibclient/include -DVARIANT='"no_init"' -DNO_INIT -shared -o $@ $< \
+		$(LDFLAGS) $(HBG_LDFLAGS)
 
 $(B)/obj/examples/mpi_producer.o: examples/mpi_producer.c
 	$(say) MPICC $@
@@ -442,6 +470,19 @@ $(B)/tests/test_config: $(B)/obj/tests/unit/test_config.o $(CHECK_MAIN) $(HBGD_L
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) $(SYS_LIBS) -lm
+
+# The kernel module loader (hbgd's io side) and the registry behind it,
+# with the example module and the tests' modules.
+KMOD_TEST_CFLAGS = -DHBG_TEST_MODULES_DIR='"$(abspath $(B)/tests/modules)"' \
+                   -DHBG_TEST_EXAMPLE_MODULE='"$(abspath $(KMOD_EXAMPLE))"'
+$(B)/obj/tests/unit/test_kernel_modules.o: TEST_CFLAGS += $(KMOD_TEST_CFLAGS) -Ilibclient/include
+$(B)/tests/test_kernel_modules: $(B)/obj/tests/unit/test_kernel_modules.o $(CHECK_MAIN) $(HBGD_LIB) $(CORE_LIB) \
+                                $(PROTO_LIB) $(SHM_LIB) | $(TEST_MODULES) $(KMOD_EXAMPLE)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) $(SYS_LIBS) -lm
+$(B)/obj/tests/e2e/test_e2e_modules.o: TEST_EXTRA_CFLAGS = $(KMOD_TEST_CFLAGS)
+$(B)/tests/test_e2e_modules: | $(TEST_MODULES) $(KMOD_EXAMPLE)
 
 # The io loop with io_uring's submissions refused at will (link-time wrap).
 $(B)/tests/test_io_loop: $(B)/obj/tests/unit/test_io_loop.o $(CHECK_MAIN) $(HBGD_LIB)
@@ -782,7 +823,9 @@ install: all
 	ln -sf $(notdir $(CLIENT_SO)) $(DESTDIR)$(LIBDIR)/libhbgclient.so
 	sed $(PC_SED) libclient/hbgclient.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/hbgclient.pc
 	chmod 0644 $(DESTDIR)$(LIBDIR)/pkgconfig/hbgclient.pc
-	install -m 0644 libclient/include/hbg/hbg.h $(DESTDIR)$(INCLUDEDIR)/hbg/
+	install -m 0644 libclient/include/hbg/hbg.h libclient/include/hbg/kernel.h $(DESTDIR)$(INCLUDEDIR)/hbg/
+	install -d $(DESTDIR)$(LIBDIR)/hbg/kernels
+	install -m 0644 $(KMOD_EXAMPLE) $(DESTDIR)$(LIBDIR)/hbg/kernels/
 	install -m 0644 $(INSTALL_DOCS) $(DESTDIR)$(DOCDIR)/
 	install -d $(DESTDIR)$(EXAMPLEDIR)
 	install -m 0644 $(INSTALL_EXAMPLES) $(DESTDIR)$(EXAMPLEDIR)/
@@ -808,7 +851,9 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/hbgd $(DESTDIR)$(BINDIR)/hbgctl
 	rm -f $(DESTDIR)$(LIBDIR)/$(notdir $(CLIENT_SO)) $(DESTDIR)$(LIBDIR)/libhbgclient.so.$(SOVERSION) \
 		$(DESTDIR)$(LIBDIR)/libhbgclient.so $(DESTDIR)$(LIBDIR)/pkgconfig/hbgclient.pc
-	rm -f $(DESTDIR)$(INCLUDEDIR)/hbg/hbg.h
+	rm -f $(DESTDIR)$(INCLUDEDIR)/hbg/hbg.h $(DESTDIR)$(INCLUDEDIR)/hbg/kernel.h
+	rm -f $(DESTDIR)$(LIBDIR)/hbg/kernels/$(notdir $(KMOD_EXAMPLE))
+	-rmdir $(DESTDIR)$(LIBDIR)/hbg/kernels $(DESTDIR)$(LIBDIR)/hbg 2>/dev/null
 	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(INSTALL_DOCS)))
 	rm -f $(addprefix $(DESTDIR)$(EXAMPLEDIR)/,$(notdir $(INSTALL_EXAMPLES)))
 	-rmdir $(DESTDIR)$(EXAMPLEDIR) 2>/dev/null

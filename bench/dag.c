@@ -282,5 +282,5 @@ void bench_gemm_tile(const float *a, const float *b, float *c, uint32_t t) {
         struct kernel_run_ctx ctx;
 
         kernel_run_ctx_init(&ctx, 0, NULL);
-        (void)kernel_gemm_f32_rows(&ctx, a, b, c, t, t, 0, t);
+        (void)kernel_gemm_f32_rows(&ctx.k, a, b, c, t, t, 0, t);
 }

@@ -61,6 +61,7 @@ enum key_type {
         KEY_NAME,        /* a user or group name or number, not looked up (a char array field) */
         KEY_GROUP_LIST,  /* names or gids into a struct hbgd_gids field */
         KEY_VISIBILITY,  /* own, all */
+        KEY_PATHS,       /* absolute paths separated by spaces (a char array field) */
 };
 
 struct key {
@@ -121,6 +122,8 @@ static const struct key keys[] = {
         { { "socket", "mode" }, KEY_MODE, offsetof(struct hbgd_config, socket_mode), sizeof(unsigned), 0, 0777 },
         { { "socket", "group" }, KEY_NAME, offsetof(struct hbgd_config, socket_group),
           sizeof(((struct hbgd_config *)0)->socket_group), 0, 0 },
+        { { "kernels", "modules" }, KEY_PATHS, offsetof(struct hbgd_config, kernel_modules),
+          sizeof(((struct hbgd_config *)0)->kernel_modules), 0, HBGD_MAX_KERNEL_MODULES },
 };
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -300,6 +303,42 @@ static bool parse_level(struct load *l, const char *value) {
         return false;
 }
 
+/* "PATH PATH ...": absolute, each once, at most k->max of them, into the
+ * field with single spaces. Whether each is a module hbgd may load is the
+ * loader's check (daemon/kernel_modules.c), at start and --check-config. */
+static bool parse_paths(struct load *l, const struct key *k, const char *value) {
+        const char *name = k->name.key;
+        char buf[HBGD_KERNEL_MODULES_LEN], out[HBGD_KERNEL_MODULES_LEN] = "";
+        if (snprintf(buf, sizeof(buf), "%s", value) >= (int)sizeof(buf) || strlen(value) >= k->width) {
+                snprintf(l->msg, sizeof(l->msg), "%s: longer than %zu characters", name, k->width - 1);
+                return false;
+        }
+        size_t used = 0;
+        unsigned n = 0;
+        for (char *save = NULL, *tok = strtok_r(buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
+                if (tok[0] != '/') {
+                        snprintf(l->msg, sizeof(l->msg), "%s: '%.100s' is not an absolute path", name, tok);
+                        return false;
+                }
+                if (++n > k->max) {
+                        snprintf(l->msg, sizeof(l->msg), "%s: more than %llu paths", name,
+                                 (unsigned long long)k->max);
+                        return false;
+                }
+                for (const char *p = out; *p;) {
+                        size_t len = strcspn(p, " ");
+                        if (len == strlen(tok) && strncmp(p, tok, len) == 0) {
+                                snprintf(l->msg, sizeof(l->msg), "%s: '%.100s' given twice", name, tok);
+                                return false;
+                        }
+                        p += len + (p[len] == ' ');
+                }
+                used += (size_t)snprintf(out + used, sizeof(out) - used, "%s%s", used ? " " : "", tok);
+        }
+        snprintf((char *)&l->cfg + k->offset, k->width, "%s", out);
+        return true;
+}
+
 /* Parse value for key k into l->cfg: true, or false with l->msg. */
 static bool apply_value(struct load *l, const struct key *k, const char *value) {
         const char *name = k->name.key;
@@ -368,6 +407,8 @@ static bool apply_value(struct load *l, const struct key *k, const char *value) 
                 }
                 l->cfg.visibility_all = strcmp(value, "all") == 0;
                 return true;
+        case KEY_PATHS:
+                return parse_paths(l, k, value);
         case KEY_COMPLETION:
                 if (hbg_completion_mode_parse(value, &l->cfg.engine.completion_mode) < 0) {
                         snprintf(l->msg, sizeof(l->msg),
@@ -462,6 +503,7 @@ int hbgd_config_format(const struct hbgd_config *cfg, size_t i, char *buf, size_
         }
         case KEY_SOCKET_PATH:
         case KEY_NAME:
+        case KEY_PATHS:
                 snprintf(buf, len, "%.*s", (int)k->width, field);
                 break;
         case KEY_MODE: {

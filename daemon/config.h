@@ -19,6 +19,9 @@
 #include "shm/geometry.h"
 
 #define HBGD_MAX_ALLOWED 32
+/* [kernels] modules: at most this many, this long altogether. */
+#define HBGD_MAX_KERNEL_MODULES 32
+#define HBGD_KERNEL_MODULES_LEN 1024
 
 struct hbgd_config {
         char socket_path[108];
@@ -69,6 +72,10 @@ struct hbgd_config {
          * a group that does not exist is warned about (listener.c). */
         unsigned socket_mode;
         char socket_group[64];
+        /* [kernels] modules: absolute paths of kernel modules, separated
+         * by single spaces, loaded once at start (daemon/kernel_modules.h;
+         * SIGHUP loads nothing); "" = none. */
+        char kernel_modules[HBGD_KERNEL_MODULES_LEN];
         bool force_epoll;
 };
 

@@ -211,6 +211,13 @@ static void reload_config(struct hbgd *d) {
         if (n.socket_mode != d->cfg.socket_mode || strcmp(n.socket_group, d->cfg.socket_group) != 0)
                 hbgd_log(LOG_WARNING, "SIGHUP: [socket] mode/group changed: ignored (applied when hbgd binds its "
                          "socket: needs a restart)");
+        /* Modules are loaded once, at start: the table clients were told
+         * of stays as it is while hbgd runs. */
+        if (strcmp(n.kernel_modules, d->cfg.kernel_modules) != 0)
+                hbgd_log(LOG_WARNING, "SIGHUP: [kernels] modules: '%s' in the file, running with '%s': ignored "
+                         "(modules are loaded only at start: needs a restart)", n.kernel_modules,
+                         d->cfg.kernel_modules);
+        snprintf(n.kernel_modules, sizeof(n.kernel_modules), "%s", d->cfg.kernel_modules);
         /* The socket is not a config-file key; the engine keeps its settings,
          * the socket its mode and group. */
         n.engine = d->cfg.engine;
@@ -223,7 +230,8 @@ static void reload_config(struct hbgd *d) {
         hbgd_log_set_journal_socket(n.journal_socket);
         hbgd_log_set_ratelimit(n.log_ratelimit_interval_ms, n.log_ratelimit_burst, n.log_ratelimit_burst_per_uid);
         hbgd_log(LOG_NOTICE, "SIGHUP: reloaded %s: max_sessions %u, max_sessions_per_uid %u, "
-                 "%u allowed users, %u allowed groups, %u session weights (for new sessions)",
+                 "%u allowed users, %u allowed groups, %u session weights (for new sessions); "
+                 "kernel modules are not reloaded",
                  d->cfg.config_path, d->cfg.limits.max_sessions, d->cfg.limits.max_sessions_per_uid,
                  d->cfg.n_allowed_uids, d->cfg.n_allowed_gids, d->cfg.n_session_weights);
         log_effective_config(d, "reload");

@@ -7,9 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 
 #include "daemon/config.h"
 #include "daemon/daemon.h"
+#include "daemon/engine/kernels.h"
+#include "daemon/kernel_modules.h"
 #include "daemon/log.h"
 #include "proto/wire.h"
 
@@ -98,6 +101,22 @@ static void print_config(const struct hbgd_config *cfg, const char *file) {
                 hbgd_config_format(cfg, i, value, sizeof(value));
                 printf("%s = %s\n", k->key, value);
         }
+        for (size_t i = 0; kernel_at(i); i++) {
+                const struct hbg_kernel_sig *s = kernel_at(i)->sig;
+                if (s->module)
+                        printf("# module kernel %s (id %u) from %s\n", s->name, s->id, s->module);
+        }
+}
+
+/* [kernels] modules, loaded before anything starts: 0, or -EINVAL with
+ * every refusal printed. */
+static int load_modules(const struct hbgd_config *cfg) {
+        char err[4096];
+        if (kernel_modules_load(cfg->kernel_modules, err, sizeof(err)) == 0)
+                return 0;
+        for (char *save = NULL, *line = strtok_r(err, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+                fprintf(stderr, "hbgd: %s\n", line);
+        return -EINVAL;
 }
 
 static int parse_uint(const char *opt, const char *s, unsigned max, unsigned *ret) {
@@ -251,6 +270,12 @@ static int run_daemon(const struct hbgd_config *cfg) {
                 fprintf(stderr, "hbgd: cannot start the log writer: %s\n", strerror(-err));
                 return 1;
         }
+        for (size_t i = 0; kernel_at(i); i++) {
+                const struct hbg_kernel_sig *s = kernel_at(i)->sig;
+                if (s->module)
+                        hbgd_log(LOG_NOTICE, "kernel module %s: kernel %s (id %u); its code runs inside hbgd",
+                                 s->module, s->name, s->id);
+        }
         err = hbgd_new(&d, cfg);
         if (err >= 0) {
                 err = hbgd_run(d);
@@ -279,7 +304,7 @@ int main(int argc, char **argv) {
                 return rc;
         /* The file first, so that options override it. A failed check
          * exits 1; a failed start 2 (as before). */
-        if (apply_args(&cfg, &a) < 0)
+        if (apply_args(&cfg, &a) < 0 || load_modules(&cfg) < 0)
                 return a.check ? 1 : 2;
         if (a.check) {
                 print_config(&cfg, a.config);

@@ -88,12 +88,12 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                         if (!(s->lane_mask & (1u << lane)))
                                 continue;
                         const struct kernel_info *k = s->kernel[lane];
-                        int rc = k->run(&ctx, r->heap, &s->args, b * s->lanes + j, parts);
+                        int rc = k->run(&ctx.k, r->heap, &s->args, b * s->lanes + j, parts);
                         if (rc < 0 && err == 0) {
                                 err = rc;
                                 err_kernel = k->sig->id;
                                 if (ctx.stopped == KERNEL_STOP_BUDGET)
-                                        err_why = r->engine->budget_why[k->sig->id - 1];
+                                        err_why = r->engine->budget_why[k->index];
                                 else if (ctx.stopped == KERNEL_STOP_CANCEL)
                                         err_why = cancel_find(r, id);
                         }

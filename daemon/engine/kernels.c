@@ -1,247 +1,20 @@
 /* SPDX-License-Identifier: MIT */
+/* hbgd's kernel table (kernels.h): registration, the run context's slow
+ * path, validation and its messages. The built-ins' code is
+ * kernels_builtin.c's. */
 #include "daemon/engine/kernels.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "common/clock.h"
-
-/* ------------------------------------------------------------ helpers */
-
-static float *f32_at(uint8_t *heap, const struct hbg_tensor_arg *t) {
-        /* The heap base is 64-byte aligned and offsets are validated to be
-         * multiples of 4. */
-        return (float *)(void *)(heap + t->offset);
-}
-
-static uint64_t n_f32(const struct hbg_tensor_arg *t) {
-        return t->length / sizeof(float);
-}
-
-static float scalar_f32(uint64_t raw) {
-        uint32_t bits = (uint32_t)raw;
-        float v;
-
-        memcpy(&v, &bits, sizeof(v));
-        return v;
-}
-
-/* [*lo, *hi) = [n*part/parts, n*(part+1)/parts) without a 128-bit product:
- * with n = q*parts + r, n*p/parts = q*p + r*p/parts exactly, and
- * r*p < parts^2 < 2^64 for 32-bit parts. */
-static uint64_t split_point(uint64_t n, uint64_t p, uint64_t parts) {
-        uint64_t q = n / parts, r = n % parts;
-
-        return q * p + r * p / parts;
-}
-
-static bool bad_part(uint32_t part, uint32_t parts) {
-        return parts == 0 || part >= parts;
-}
-
-static int part_range(uint64_t n, uint32_t part, uint32_t parts, uint64_t *lo, uint64_t *hi) {
-        if (bad_part(part, parts))
-                return -EINVAL;
-        *lo = split_point(n, part, parts);
-        *hi = split_point(n, (uint64_t)part + 1, parts);
-        return 0;
-}
-
-/* ------------------------------------------------------------ checks */
-
-/* Each check returns the index of its reason in the kernel's message
- * list; kernel_validate() puts the kernel's name in front. */
-
-static int check_none(const struct kernel_args *a, unsigned *ret_msg) {
-        (void)a;
-        (void)ret_msg;
-        return 0;
-}
-
-#define SPIN_NS_MAX UINT64_C(1000000000)
-
-static const char *const spin_msgs[] = { "ns must not exceed 1000000000 (1 s)" };
-
-static int check_spin(const struct kernel_args *a, unsigned *ret_msg) {
-        if (a->scalars[0] > SPIN_NS_MAX) {
-                *ret_msg = 0;
-                return -ERANGE;
-        }
-        return 0;
-}
-
-#define GEMM_DIM_MAX (UINT64_C(1) << 20)
-
-/* *ret = x * y * 4 or false on overflow. */
-static bool f32_bytes(uint64_t x, uint64_t y, uint64_t *ret) {
-        uint64_t n;
-
-        return !__builtin_mul_overflow(x, y, &n) && !__builtin_mul_overflow(n, sizeof(float), ret);
-}
-
-enum {
-        GEMM_ZERO, GEMM_BIG, GEMM_A_OVF, GEMM_A_FIT, GEMM_B_OVF, GEMM_B_FIT, GEMM_C_OVF, GEMM_C_FIT,
-};
-
-static const char *const gemm_msgs[] = {
-        [GEMM_ZERO] = "m, n and k must be at least 1",
-        [GEMM_BIG] = "m, n and k must not exceed 2^20",
-        [GEMM_A_OVF] = "size of A (m*k*4) overflows",
-        [GEMM_A_FIT] = "shape does not fit A",
-        [GEMM_B_OVF] = "size of B (k*n*4) overflows",
-        [GEMM_B_FIT] = "shape does not fit B",
-        [GEMM_C_OVF] = "size of C (m*n*4) overflows",
-        [GEMM_C_FIT] = "shape does not fit C",
-};
-
-static int check_gemm(const struct kernel_args *a, unsigned *ret_msg) {
-        uint64_t m = a->scalars[0], n = a->scalars[1], k = a->scalars[2], bytes;
-        const uint64_t dims[3][2] = { { m, k }, { k, n }, { m, n } };
-
-        if (m == 0 || n == 0 || k == 0) {
-                *ret_msg = GEMM_ZERO;
-                return -EINVAL;
-        }
-        if (m > GEMM_DIM_MAX || n > GEMM_DIM_MAX || k > GEMM_DIM_MAX) {
-                *ret_msg = GEMM_BIG;
-                return -ERANGE;
-        }
-        /* With every dimension <= 2^20 these products cannot overflow; the
-         * checks stay so a raised limit cannot silently break them. */
-        for (unsigned t = 0; t < 3; t++) {
-                if (!f32_bytes(dims[t][0], dims[t][1], &bytes)) {
-                        *ret_msg = GEMM_A_OVF + 2 * t;
-                        return -EOVERFLOW;
-                }
-                if (bytes > a->tensors[t].length) {
-                        *ret_msg = GEMM_A_FIT + 2 * t;
-                        return -EINVAL;
-                }
-        }
-        return 0;
-}
-
-/* The numbers behind a failed check (kernel_explain()), in f32 elements. */
-static int explain_gemm(const struct kernel_args *a, unsigned cm, char *buf, size_t len) {
-        static const char *const dim_names[3][2] = { { "m", "k" }, { "k", "n" }, { "m", "n" } };
-        static const char *const tensor_names[3] = { "A", "B", "C" };
-        uint64_t m = a->scalars[0], n = a->scalars[1], k = a->scalars[2];
-        const uint64_t dims[3][2] = { { m, k }, { k, n }, { m, n } };
-        if (cm < GEMM_A_FIT || (cm - GEMM_A_FIT) % 2 != 0)
-                return snprintf(buf, len, ": m = %" PRIu64 ", n = %" PRIu64 ", k = %" PRIu64, m, n, k);
-        unsigned t = (cm - GEMM_A_FIT) / 2;
-        return snprintf(buf, len, ": %s*%s = %" PRIu64 "*%" PRIu64 " = %" PRIu64 " elements, %s has %" PRIu64,
-                        dim_names[t][0], dim_names[t][1], dims[t][0], dims[t][1], dims[t][0] * dims[t][1],
-                        tensor_names[t], n_f32(&a->tensors[t]));
-}
-
-enum { SOFTMAX_ZERO, SOFTMAX_OVF, SOFTMAX_FIT };
-
-static const char *const softmax_msgs[] = {
-        [SOFTMAX_ZERO] = "rows and cols must be at least 1",
-        [SOFTMAX_OVF] = "size of X (rows*cols*4) overflows",
-        [SOFTMAX_FIT] = "shape does not fit X",
-};
-
-static int check_softmax(const struct kernel_args *a, unsigned *ret_msg) {
-        uint64_t rows = a->scalars[0], cols = a->scalars[1], bytes;
-
-        if (rows == 0 || cols == 0) {
-                *ret_msg = SOFTMAX_ZERO;
-                return -EINVAL;
-        }
-        if (!f32_bytes(rows, cols, &bytes)) {
-                *ret_msg = SOFTMAX_OVF;
-                return -EOVERFLOW;
-        }
-        if (bytes > a->tensors[0].length) {
-                *ret_msg = SOFTMAX_FIT;
-                return -EINVAL;
-        }
-        return 0;
-}
-
-static int explain_softmax(const struct kernel_args *a, unsigned cm, char *buf, size_t len) {
-        uint64_t rows = a->scalars[0], cols = a->scalars[1];
-        if (cm != SOFTMAX_FIT)
-                return snprintf(buf, len, ": rows = %" PRIu64 ", cols = %" PRIu64, rows, cols);
-        return snprintf(buf, len, ": rows*cols = %" PRIu64 "*%" PRIu64 " = %" PRIu64 " elements, X has %" PRIu64,
-                        rows, cols, rows * cols, n_f32(&a->tensors[0]));
-}
-
-#define FAIL_CODE_MIN (-4095)
-
-static const char *const fail_msgs[] = { "code must be a negative errno in [-4095, -1]" };
-
-static int check_fail(const struct kernel_args *a, unsigned *ret_msg) {
-        int64_t code = (int64_t)a->scalars[0];
-
-        if (code < FAIL_CODE_MIN || code > -1) {
-                *ret_msg = 0;
-                return -ERANGE;
-        }
-        return 0;
-}
-
-static const char *const timestamp_msgs[] = { "t must hold whole i64 values (a multiple of 8 bytes)" };
-
-static int check_timestamp(const struct kernel_args *a, unsigned *ret_msg) {
-        if (a->tensors[0].length % sizeof(int64_t) != 0) {
-                *ret_msg = 0;
-                return -EINVAL;
-        }
-        return 0;
-}
-
-/* ------------------------------------------------------------ costs */
-
-static uint64_t sat_mul(uint64_t x, uint64_t y) {
-        uint64_t r;
-        return __builtin_mul_overflow(x, y, &r) ? UINT64_MAX : r;
-}
-
-/* A task that runs nothing still costs its dispatch. */
-static uint64_t cost_unit(const struct kernel_args *a, uint32_t parts) {
-        (void)a;
-        return parts;
-}
-
-static uint64_t cost_spin(const struct kernel_args *a, uint32_t parts) {
-        return sat_mul(a->scalars[0], parts);
-}
-
-/* Elements of tensor i. */
-static uint64_t cost_elems0(const struct kernel_args *a, uint32_t parts) {
-        (void)parts;
-        return n_f32(&a->tensors[0]) + 1;
-}
-
-static uint64_t cost_elems1(const struct kernel_args *a, uint32_t parts) {
-        (void)parts;
-        return n_f32(&a->tensors[1]) + 1;
-}
-
-static uint64_t cost_elems2(const struct kernel_args *a, uint32_t parts) {
-        (void)parts;
-        return n_f32(&a->tensors[2]) + 1;
-}
-
-static uint64_t cost_gemm(const struct kernel_args *a, uint32_t parts) {
-        (void)parts;
-        return sat_mul(sat_mul(a->scalars[0], a->scalars[1]), a->scalars[2]);
-}
-
-/* Max, exp, sum and divide per element. */
-static uint64_t cost_softmax(const struct kernel_args *a, uint32_t parts) {
-        (void)parts;
-        return sat_mul(sat_mul(a->scalars[0], a->scalars[1]), 4);
-}
+#include "daemon/engine/kernels_builtin.h"
 
 /* ------------------------------------------------------------ the run contract */
 
@@ -249,7 +22,10 @@ static int stop_code(enum kernel_stop why) {
         return why == KERNEL_STOP_CANCEL ? -ECANCELED : -ETIME;
 }
 
-int kernel_check_slow(struct kernel_run_ctx *ctx) {
+int kernel_check_slow(struct hbg_kernel_ctx *kc) {
+        /* kc is the first member of a kernel_run_ctx (the only contexts
+         * hbgd hands a kernel). */
+        struct kernel_run_ctx *ctx = (struct kernel_run_ctx *)(void *)kc;
         if (ctx->stopped != KERNEL_STOP_NONE)
                 return stop_code(ctx->stopped);
         if (ctx->stop) {
@@ -257,13 +33,13 @@ int kernel_check_slow(struct kernel_run_ctx *ctx) {
                 if (v != ctx->stop_seen) {
                         ctx->stop_seen = v;
                         if (!ctx->stop_applies || ctx->stop_applies(ctx->stop_arg)) {
-                                ctx->credit = 0;
+                                ctx->k.credit = 0;
                                 ctx->stopped = KERNEL_STOP_CANCEL;
                                 return -ECANCELED;
                         }
                 }
         }
-        ctx->credit = KERNEL_CHECK_WORK;
+        ctx->k.credit = KERNEL_CHECK_WORK;
         if (ctx->budget_ns == 0)
                 return 0;
         int64_t now = clock_now_ns();
@@ -275,337 +51,21 @@ int kernel_check_slow(struct kernel_run_ctx *ctx) {
         }
         if (now < ctx->deadline_ns)
                 return 0;
-        ctx->credit = 0;
+        ctx->k.credit = 0;
         ctx->stopped = KERNEL_STOP_BUDGET;
         return -ETIME;
 }
 
-/* End of the chunk starting at i of [i, hi). */
-static uint64_t chunk_end(uint64_t i, uint64_t hi) {
-        return hi - i > KERNEL_CHECK_CHUNK ? i + KERNEL_CHECK_CHUNK : hi;
-}
-
-/* Elementwise kernels: `op` on elements [lo, hi) of their tensors. */
-typedef void elementwise_fn(uint8_t *heap, const struct kernel_args *a, uint64_t lo, uint64_t hi);
-
-/* Part `part` of `parts` of an elementwise kernel over the elements of
- * tensor `out`, in chunks with a check after each. */
-static int run_elementwise(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, unsigned out,
-                           uint32_t part, uint32_t parts, elementwise_fn *op) {
-        uint64_t lo, hi;
-        int r;
-
-        if (part_range(n_f32(&a->tensors[out]), part, parts, &lo, &hi) < 0)
-                return -EINVAL;
-        for (uint64_t i = lo, e; i < hi; i = e) {
-                e = chunk_end(i, hi);
-                op(heap, a, i, e);
-                if ((r = kernel_check(ctx, e - i)) < 0)
-                        return r;
-        }
-        return 0;
-}
-
-/* ------------------------------------------------------------ kernels */
-
-static int run_noop(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
-                    uint32_t parts) {
-        (void)ctx;
-        (void)heap;
-        (void)a;
-        return bad_part(part, parts) ? -EINVAL : 0;
-}
-
-
-/* Every part spins the full time: it models per-block work. Its work
- * units are nanoseconds, handed to the check as they pass. */
-static int run_spin(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
-                    uint32_t parts) {
-        uint64_t ns = a->scalars[0], start, last, now;
-        int r;
-
-        (void)heap;
-        if (bad_part(part, parts))
-                return -EINVAL;
-        if (ns == 0)
-                return 0;
-        start = last = (uint64_t)clock_now_ns();
-        while ((now = (uint64_t)clock_now_ns()) - start < ns) {
-                if ((r = kernel_check(ctx, now - last)) < 0)
-                        return r;
-                last = now;
-                cpu_relax();
-        }
-        return 0;
-}
-
-static void fill_range(uint8_t *heap, const struct kernel_args *a, uint64_t lo, uint64_t hi) {
-        float *out = f32_at(heap, &a->tensors[0]);
-        float v = scalar_f32(a->scalars[0]);
-
-        for (uint64_t i = lo; i < hi; i++)
-                out[i] = v;
-}
-
-static int run_fill(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
-                    uint32_t parts) {
-        return run_elementwise(ctx, heap, a, 0, part, parts, fill_range);
-}
-
-/* In place allowed: in and out are the same range or disjoint
- * (validated); memmove keeps every bit either way. */
-static void copy_range(uint8_t *heap, const struct kernel_args *a, uint64_t lo, uint64_t hi) {
-        const float *in = f32_at(heap, &a->tensors[0]);
-        float *out = f32_at(heap, &a->tensors[1]);
-
-        if (in != out)
-                memmove(out + lo, in + lo, (size_t)(hi - lo) * sizeof(float));
-}
-
-static int run_copy(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
-                    uint32_t parts) {
-        return run_elementwise(ctx, heap, a, 1, part, parts, copy_range);
-}
-
-/* In place allowed (out may be a or b): element i is read, then written. */
-static void add_range(uint8_t *heap, const struct kernel_args *a, uint64_t lo, uint64_t hi) {
-        const float *x = f32_at(heap, &a->tensors[0]);
-        const float *y = f32_at(heap, &a->tensors[1]);
-        float *out = f32_at(heap, &a->tensors[2]);
-
-        for (uint64_t i = lo; i < hi; i++)
-                out[i] = x[i] + y[i];
-}
-
-static int run_add(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
-                   uint32_t parts) {
-        return run_elementwise(ctx, heap, a, 2, part, parts, add_range);
-}
-
-/* In place allowed (out may be a or b): element i is read, then written. */
-static void mul_range(uint8_t *heap, const struct kernel_args *a, uint64_t lo, uint64_t hi) {
-        const float *x = f32_at(heap, &a->tensors[0]);
-        const float *y = f32_at(heap, &a->tensors[1]);
-        float *out = f32_at(heap, &a->tensors[2]);
-
-        for (uint64_t i = lo; i < hi; i++)
-                out[i] = x[i] * y[i];
-}
-
-static int run_mul(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
-                   uint32_t parts) {
-        return run_elementwise(ctx, heap, a, 2, part, parts, mul_range);
-}
-
-/* In place allowed (y may be x): element i is read, then written. */
-static void axpy_range(uint8_t *heap, const struct kernel_args *a, uint64_t lo, uint64_t hi) {
-        const float *x = f32_at(heap, &a->tensors[0]);
-        float *y = f32_at(heap, &a->tensors[1]);
-        float alpha = scalar_f32(a->scalars[0]);
-
-        for (uint64_t i = lo; i < hi; i++)
-                y[i] = alpha * x[i] + y[i];
-}
-
-static int run_axpy(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
-                    uint32_t parts) {
-        return run_elementwise(ctx, heap, a, 1, part, parts, axpy_range);
-}
-
-static void scale_range(uint8_t *heap, const struct kernel_args *a, uint64_t lo, uint64_t hi) {
-        float *x = f32_at(heap, &a->tensors[0]);
-        float alpha = scalar_f32(a->scalars[0]);
-
-        for (uint64_t i = lo; i < hi; i++)
-                x[i] = alpha * x[i];
-}
-
-static int run_scale(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
-                     uint32_t parts) {
-        return run_elementwise(ctx, heap, a, 0, part, parts, scale_range);
-}
-
-/* Not splittable: part 0 sums everything in index order, in double. */
-static int run_reduce(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
-                      uint32_t parts) {
-        const float *x;
-        uint64_t n;
-        double sum = 0.0;
-        int r;
-
-        if (bad_part(part, parts))
-                return -EINVAL;
-        if (part != 0)
-                return 0;
-        x = f32_at(heap, &a->tensors[0]);
-        n = n_f32(&a->tensors[0]);
-        for (uint64_t c = 0, e; c < n; c = e) {
-                e = chunk_end(c, n);
-                for (uint64_t i = c; i < e; i++)
-                        sum += (double)x[i];
-                if ((r = kernel_check(ctx, e - c)) < 0)
-                        return r;
-        }
-        f32_at(heap, &a->tensors[1])[0] = (float)sum;
-        return 0;
-}
-
-/* C[m x n] += A[m x k] * B[k x n] for rows [lo, hi) of C. Each C element is
- * accumulated in float, starting from its old value, in p order: the i-p-j
- * loop order adds the same terms in the same order as the textbook i-j-p
- * loop, while the inner loop runs along rows of B and C. For the checks a
- * row is cut into blocks of about KERNEL_CHECK_CHUNK multiply-adds: several
- * p steps of a narrow C, or chunks of j of a wide one; within a block p
- * still goes up for every element, so the sums are those of the plain
- * loop, bit for bit. */
-int kernel_gemm_f32_rows(struct kernel_run_ctx *ctx, const float *restrict A, const float *restrict B,
-                         float *restrict C, uint64_t n, uint64_t k, uint64_t lo, uint64_t hi) {
-        uint64_t jstep = n < KERNEL_CHECK_CHUNK ? n : KERNEL_CHECK_CHUNK;
-        uint64_t pstep = KERNEL_CHECK_CHUNK / jstep;
-        int r;
-
-        for (uint64_t i = lo; i < hi; i++) {
-                float *restrict c = C + i * n;
-
-                for (uint64_t p0 = 0, p1; p0 < k; p0 = p1) {
-                        p1 = k - p0 > pstep ? p0 + pstep : k;
-                        for (uint64_t j0 = 0, j1; j0 < n; j0 = j1) {
-                                j1 = chunk_end(j0, n);
-                                for (uint64_t p = p0; p < p1; p++) {
-                                        const float *restrict b = B + p * n;
-                                        float aip = A[i * k + p];
-
-                                        for (uint64_t j = j0; j < j1; j++)
-                                                c[j] += aip * b[j];
-                                }
-                                if ((r = kernel_check(ctx, (p1 - p0) * (j1 - j0))) < 0)
-                                        return r;
-                        }
-                }
-        }
-        return 0;
-}
-
-/* Split by rows of C. */
-static int run_gemm(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
-                    uint32_t parts) {
-        uint64_t m = a->scalars[0], n = a->scalars[1], k = a->scalars[2], lo, hi;
-
-        if (part_range(m, part, parts, &lo, &hi) < 0)
-                return -EINVAL;
-        return kernel_gemm_f32_rows(ctx, f32_at(heap, &a->tensors[0]), f32_at(heap, &a->tensors[1]),
-                                    f32_at(heap, &a->tensors[2]), n, k, lo, hi);
-}
-
-/* Each row: subtract the row max, e = expf(x - max) in float, sum the e in
- * double in column order, then x = (float)(e / sum) in double. Each pass
- * over a row goes in chunks with a check after each (a row may be the
- * whole heap). */
-static int run_softmax(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
-                       uint32_t parts) {
-        float *X = f32_at(heap, &a->tensors[0]);
-        uint64_t cols = a->scalars[1], lo, hi, e;
-        int r;
-
-        if (part_range(a->scalars[0], part, parts, &lo, &hi) < 0)
-                return -EINVAL;
-        for (uint64_t row = lo; row < hi; row++) {
-                float *x = X + row * cols;
-                float max = x[0];
-                double sum = 0.0;
-
-                for (uint64_t c = 1; c < cols; c = e) {
-                        e = chunk_end(c, cols);
-                        for (uint64_t j = c; j < e; j++)
-                                if (x[j] > max)
-                                        max = x[j];
-                        if ((r = kernel_check(ctx, e - c)) < 0)
-                                return r;
-                }
-                for (uint64_t c = 0; c < cols; c = e) {
-                        e = chunk_end(c, cols);
-                        for (uint64_t j = c; j < e; j++) {
-                                x[j] = expf(x[j] - max);
-                                sum += (double)x[j];
-                        }
-                        if ((r = kernel_check(ctx, 2 * (e - c))) < 0)
-                                return r;
-                }
-                for (uint64_t c = 0; c < cols; c = e) {
-                        e = chunk_end(c, cols);
-                        for (uint64_t j = c; j < e; j++)
-                                x[j] = (float)((double)x[j] / sum);
-                        if ((r = kernel_check(ctx, e - c)) < 0)
-                                return r;
-                }
-        }
-        return 0;
-}
-
-/* Part p stamps t[p] (when it fits): hbgd's CLOCK_MONOTONIC, the clock
- * every process of the host reads, so a client can place the part's start
- * among its own events and other tasks' stamps. */
-static int run_timestamp(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
-                         uint32_t parts) {
-        int64_t now = clock_now_ns();
-
-        (void)ctx; /* one store: nothing to bound */
-        if (bad_part(part, parts))
-                return -EINVAL;
-        if (part < a->tensors[0].length / sizeof(int64_t))
-                memcpy(heap + a->tensors[0].offset + (uint64_t)part * sizeof(int64_t), &now, sizeof(now));
-        return 0;
-}
-
-/* Every part returns the code (validated to be in [-4095, -1]). */
-static int run_fail(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
-                    uint32_t parts) {
-        (void)ctx;
-        (void)heap;
-        if (bad_part(part, parts))
-                return -EINVAL;
-        return (int)(int64_t)a->scalars[0];
-}
-
-/* ------------------------------------------------------------ table */
-
-/* The code of each kernel, indexed by id - 1 like the signatures. */
-static const struct kernel_info kernels[HBG_KERNEL_COUNT - 1] = {
-#define K(ID, RUN, COST) [ID - 1] = { .sig = &kernel_sigs[ID - 1], .check = check_none, .run = RUN, .cost = COST }
-#define KC(ID, CHECK, MSGS, RUN, COST)                                                   \
-        [ID - 1] = { .sig = &kernel_sigs[ID - 1], .check = CHECK, .check_msgs = MSGS, \
-                     .n_check_msgs = sizeof(MSGS) / sizeof(MSGS[0]), .run = RUN, .cost = COST }
-#define KCE(ID, CHECK, MSGS, EXPLAIN, RUN, COST)                                          \
-        [ID - 1] = { .sig = &kernel_sigs[ID - 1], .check = CHECK, .check_msgs = MSGS, \
-                     .n_check_msgs = sizeof(MSGS) / sizeof(MSGS[0]), .explain = EXPLAIN,  \
-                     .run = RUN, .cost = COST }
-        K(HBG_KERNEL_NOOP, run_noop, cost_unit),
-        KC(HBG_KERNEL_SPIN_NS, check_spin, spin_msgs, run_spin, cost_spin),
-        K(HBG_KERNEL_FILL_F32, run_fill, cost_elems0),
-        K(HBG_KERNEL_COPY_F32, run_copy, cost_elems1),
-        K(HBG_KERNEL_ADD_F32, run_add, cost_elems2),
-        K(HBG_KERNEL_MUL_F32, run_mul, cost_elems2),
-        K(HBG_KERNEL_AXPY_F32, run_axpy, cost_elems1),
-        K(HBG_KERNEL_SCALE_F32, run_scale, cost_elems0),
-        K(HBG_KERNEL_REDUCE_SUM_F32, run_reduce, cost_elems0),
-        KCE(HBG_KERNEL_GEMM_F32, check_gemm, gemm_msgs, explain_gemm, run_gemm, cost_gemm),
-        KCE(HBG_KERNEL_SOFTMAX_ROWS_F32, check_softmax, softmax_msgs, explain_softmax, run_softmax, cost_softmax),
-        KC(HBG_KERNEL_FAIL, check_fail, fail_msgs, run_fail, cost_unit),
-        KC(HBG_KERNEL_TIMESTAMP_NS, check_timestamp, timestamp_msgs, run_timestamp, cost_unit),
-#undef K
-#undef KC
-#undef KCE
-};
 
 /* ------------------------------------------------------------ messages */
 
 /*
- * Every message is static and names the kernel (and the tensors) from the
- * signature table: built once, on first use, into one pool. Messages of
- * the generic checks per kernel, per tensor, per scalar and per pair of
- * tensors, and of each kernel's own checks.
+ * Every message is static and names the kernel (and the tensors) from its
+ * signature: built when the kernel is registered, into pools that live as
+ * long as hbgd. Messages of the generic checks per kernel, per tensor, per
+ * scalar and per pair of tensors, and of each kernel's own checks.
  */
-#define MAX_CHECK_MSGS 8
+#define MAX_CHECK_MSGS HBG_KERNEL_MAX_REASONS
 
 enum { TM_DIR, TM_RESERVED, TM_ALIGN, TM_EMPTY, TM_OVERFLOW, TM_RANGE, TM_COUNT };
 
@@ -618,26 +78,43 @@ struct kernel_msgs {
         const char *check[MAX_CHECK_MSGS];
 };
 
-static struct kernel_msgs msgs[HBG_KERNEL_COUNT - 1];
-static char pool[48 * 1024];
+/* The pool: the built-ins' messages fit the static first block (a test
+ * runs every message); module kernels add blocks. Never freed: a kernel
+ * that was refused leaves its messages behind (hbgd then exits). */
+#define POOL_BLOCK (48 * 1024)
+static char pool0[POOL_BLOCK];
+static char *pool = pool0;
 static size_t pool_used;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+static bool pool_failed;
 
 static const char *msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static const char *msg(const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
-        char *at = pool + pool_used;
-        int n = vsnprintf(at, sizeof(pool) - pool_used, fmt, ap);
+        int n = vsnprintf(NULL, 0, fmt, ap);
         va_end(ap);
-        /* The pool is sized for the table (a test runs every message). */
-        if (n < 0 || (size_t)n >= sizeof(pool) - pool_used)
-                return "kernel: message pool too small";
+        if (n < 0 || (size_t)n >= POOL_BLOCK) {
+                pool_failed = true;
+                return "kernel: message too long";
+        }
+        if ((size_t)n >= POOL_BLOCK - pool_used) {
+                char *b = malloc(POOL_BLOCK);
+                if (!b) {
+                        pool_failed = true;
+                        return "kernel: out of memory";
+                }
+                pool = b;
+                pool_used = 0;
+        }
+        char *at = pool + pool_used;
+        va_start(ap, fmt);
+        vsnprintf(at, POOL_BLOCK - pool_used, fmt, ap);
+        va_end(ap);
         pool_used += (size_t)n + 1;
         return at;
 }
 
-static void build_table(void) {
+static void build_msgs(struct kernel_msgs *m, const struct hbg_kernel_sig *s, const struct hbg_kernel_def *d) {
         static const char *const tm[TM_COUNT] = {
                 [TM_DIR] = "has the wrong direction",
                 [TM_RESERVED] = "reserved field is not zero",
@@ -646,79 +123,285 @@ static void build_table(void) {
                 [TM_OVERFLOW] = "offset + length overflows",
                 [TM_RANGE] = "extends past the end of the heap",
         };
-        for (unsigned id = 1; id < HBG_KERNEL_COUNT; id++) {
-                const struct hbg_kernel_sig *s = kernel_sig_by_id((uint16_t)id);
-                struct kernel_msgs *m = &msgs[id - 1];
-                const char *kn = s->name;
-                m->n_tensors = msg("%s: wrong number of tensor arguments (takes %u)", kn, s->n_tensors);
-                m->n_scalars = msg("%s: wrong number of scalar arguments (takes %u)", kn, s->n_scalars);
-                m->cost = msg("%s: work above the per-task limit ([limits] max_task_cost)", kn);
-                for (unsigned t = 0; t < s->n_tensors; t++) {
-                        const char *tn = s->tensors[t].name;
-                        for (unsigned k = 0; k < TM_COUNT; k++)
-                                m->tensor[t][k] = msg("%s: tensor %s %s", kn, tn, tm[k]);
-                        for (unsigned j = 0; j < s->n_tensors; j++)
-                                if (j != t)
-                                        m->overlap[t][j] = msg(
-                                                s->in_place ? "%s: output %s overlaps tensor %s (only an "
-                                                              "input of the very same range may be shared)"
-                                                            : "%s: output %s overlaps tensor %s",
-                                                kn, tn, s->tensors[j].name);
-                        if (t + 1 < s->n_tensors)
-                                m->length[t] = msg("%s: tensor %s is not as long as %s (%s)", kn, tn,
-                                                   s->tensors[s->n_tensors - 1].name, s->length_rule);
-                }
-                for (unsigned i = 0; i < s->n_scalars; i++)
-                        if (s->scalars[i].kind == HBG_SCALAR_F32)
-                                m->f32_high[i] = msg("%s: f32 scalar %s has its upper 32 bits set", kn,
-                                                     s->scalars[i].name);
-                for (unsigned i = 0; i < kernels[id - 1].n_check_msgs && i < MAX_CHECK_MSGS; i++)
-                        m->check[i] = msg("%s: %s", kn, kernels[id - 1].check_msgs[i]);
+        const char *kn = s->name;
+        m->n_tensors = msg("%s: wrong number of tensor arguments (takes %u)", kn, s->n_tensors);
+        m->n_scalars = msg("%s: wrong number of scalar arguments (takes %u)", kn, s->n_scalars);
+        m->cost = msg("%s: work above the per-task limit ([limits] max_task_cost)", kn);
+        for (unsigned t = 0; t < s->n_tensors; t++) {
+                const char *tn = s->tensors[t].name;
+                for (unsigned k = 0; k < TM_COUNT; k++)
+                        m->tensor[t][k] = msg("%s: tensor %s %s", kn, tn, tm[k]);
+                for (unsigned j = 0; j < s->n_tensors; j++)
+                        if (j != t)
+                                m->overlap[t][j] = msg(s->in_place ? "%s: output %s overlaps tensor %s (only an "
+                                                                     "input of the very same range may be shared)"
+                                                                   : "%s: output %s overlaps tensor %s",
+                                                       kn, tn, s->tensors[j].name);
+                if (t + 1 < s->n_tensors)
+                        m->length[t] = msg("%s: tensor %s is not as long as %s (%s)", kn, tn,
+                                           s->tensors[s->n_tensors - 1].name, s->length_rule);
         }
+        for (unsigned i = 0; i < s->n_scalars; i++)
+                if (s->scalars[i].kind == HBG_SCALAR_F32)
+                        m->f32_high[i] = msg("%s: f32 scalar %s has its upper 32 bits set", kn, s->scalars[i].name);
+        for (unsigned i = 0; i < d->n_reasons && i < MAX_CHECK_MSGS; i++)
+                m->check[i] = msg("%s: %s", kn, d->reasons[i]);
 }
 
 /* A kernel's own reason, with the kernel's name. */
 static const char *check_message(const struct kernel_info *k, unsigned i) {
         if (i >= k->n_check_msgs || i >= MAX_CHECK_MSGS)
                 return "kernel: bad check message index";
-        return msgs[k->sig->id - 1].check[i];
+        return k->msgs->check[i];
 }
 
-static void ensure_init(void) {
-        pthread_once(&once, build_table);
-}
+/* ------------------------------------------------------------ the table */
+
+/* Built-ins by id - 1; module kernels by id - HBG_KERNEL_MODULE_FIRST,
+ * each with the signature made from its definition. Written only while
+ * hbgd starts (before its threads), read-only after. */
+static struct kernel_info builtins[HBG_KERNEL_COUNT - 1];
+static struct kernel_msgs builtin_msgs[HBG_KERNEL_COUNT - 1];
+static struct module_kernel {
+        struct kernel_info info;
+        struct hbg_kernel_sig sig;
+        struct kernel_msgs msgs;
+} modules[KERNEL_MODULE_MAX];
+static size_t n_modules;
 
 const struct kernel_info *kernel_lookup(uint16_t id) {
-        if (id == HBG_KERNEL_NONE || id >= HBG_KERNEL_COUNT)
-                return NULL;
-        return &kernels[id - 1];
+        if (id != HBG_KERNEL_NONE && id < HBG_KERNEL_COUNT)
+                return &builtins[id - 1];
+        if (id >= HBG_KERNEL_MODULE_FIRST && id - HBG_KERNEL_MODULE_FIRST < n_modules)
+                return &modules[id - HBG_KERNEL_MODULE_FIRST].info;
+        return NULL;
 }
 
 const struct kernel_info *kernel_lookup_name(const char *name) {
-        const struct hbg_kernel_sig *s = kernel_sig_by_name(name);
-        return s ? kernel_lookup(s->id) : NULL;
+        if (!name)
+                return NULL;
+        const struct kernel_info *k;
+        for (size_t i = 0; (k = kernel_at(i)) != NULL; i++)
+                if (k->sig && strcmp(k->sig->name, name) == 0) /* no sig: a built-in not yet registered */
+                        return k;
+        return NULL;
 }
 
 size_t kernel_count(void) {
-        return HBG_KERNEL_COUNT - 1;
+        return HBG_KERNEL_COUNT - 1 + n_modules;
 }
 
 const struct kernel_info *kernel_at(size_t i) {
-        return i < HBG_KERNEL_COUNT - 1 ? kernel_lookup((uint16_t)(i + 1)) : NULL;
+        if (i < HBG_KERNEL_COUNT - 1)
+                return &builtins[i];
+        i -= HBG_KERNEL_COUNT - 1;
+        return i < n_modules ? &modules[i].info : NULL;
 }
 
-uint64_t kernel_cost(const struct kernel_info *k, const struct kernel_args *a, uint32_t parts) {
+size_t kernel_module_kernels(void) {
+        return n_modules;
+}
+
+void kernel_unregister_to(size_t n) {
+        if (n < n_modules)
+                n_modules = n;
+}
+
+/* [a-z0-9_]{1,31} for kernels; arguments may use capitals (A, B, C). */
+static bool good_name(const char *s, bool caps) {
+        size_t n = 0;
+        if (!s)
+                return false;
+        for (; s[n]; n++) {
+                char c = s[n];
+                if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || (caps && c >= 'A' && c <= 'Z')))
+                        return false;
+        }
+        return n >= 1 && n <= HBG_KERNEL_NAME_MAX;
+}
+
+/* The version 1 definition ends with run. */
+#define DEF_V1_SIZE (offsetof(struct hbg_kernel_def, run) + sizeof(((struct hbg_kernel_def *)0)->run))
+/* A size beyond this is not a definition's (a module passing garbage). */
+#define DEF_MAX_SIZE 4096u
+
+static int refuse(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int refuse(char *why, size_t len, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        if (len)
+                vsnprintf(why, len, fmt, ap);
+        va_end(ap);
+        return -EINVAL;
+}
+
+/* def's fields, each checked; *d the copy kernel_register() keeps. */
+static int check_def(const struct hbg_kernel_def *def, uint32_t api_version, struct hbg_kernel_def *d, char *why,
+                     size_t len) {
+        if (api_version != HBG_KERNEL_API_VERSION) {
+                refuse(why, len, "built for kernel API version %u; this hbgd speaks version %u", api_version,
+                       HBG_KERNEL_API_VERSION);
+                return -EPROTONOSUPPORT;
+        }
+        if (!def)
+                return refuse(why, len, "a NULL kernel definition");
+        if (def->size < DEF_V1_SIZE)
+                return refuse(why, len,
+                              "kernel definition size %zu is smaller than version 1's %zu "
+                              "(initialise it with HBG_KERNEL_DEF_INIT)",
+                              def->size, (size_t)DEF_V1_SIZE);
+        if (def->size > DEF_MAX_SIZE)
+                return refuse(why, len, "kernel definition size %zu is not a definition's (at most %u)", def->size,
+                              DEF_MAX_SIZE);
+        for (size_t i = sizeof(*d); i < def->size; i++)
+                if (((const unsigned char *)def)[i] != 0)
+                        return refuse(why, len,
+                                      "kernel definition of size %zu has non-zero fields this hbgd does not "
+                                      "know (it knows %zu bytes)",
+                                      def->size, sizeof(*d));
+        memset(d, 0, sizeof(*d));
+        memcpy(d, def, def->size < sizeof(*d) ? def->size : sizeof(*d));
+        if (!good_name(d->name, false))
+                return refuse(why, len, "kernel name '%.40s' is not [a-z0-9_]{1,31}", d->name ? d->name : "(null)");
+        const char *kn = d->name;
+        const struct kernel_info *other = kernel_lookup_name(kn);
+        if (other && !other->sig->module)
+                return refuse(why, len, "kernel '%s': name clash with the built-in kernel %s", kn, kn);
+        if (other)
+                return refuse(why, len, "kernel '%s': name clash with kernel %s of module %s", kn, kn,
+                              other->sig->module);
+        if (!d->summary || !d->summary[0] || strchr(d->summary, '\n'))
+                return refuse(why, len, "kernel '%s': no one-line summary", kn);
+        if (d->n_tensors > HBG_KERNEL_MAX_TENSORS)
+                return refuse(why, len, "kernel '%s': too many tensor arguments (%u; at most %u)", kn, d->n_tensors,
+                              HBG_KERNEL_MAX_TENSORS);
+        if (d->n_scalars > HBG_KERNEL_MAX_SCALARS)
+                return refuse(why, len, "kernel '%s': too many scalar arguments (%u; at most %u)", kn, d->n_scalars,
+                              HBG_KERNEL_MAX_SCALARS);
+        const char *names[HBG_KERNEL_MAX_TENSORS + HBG_KERNEL_MAX_SCALARS];
+        unsigned n_names = 0;
+        for (unsigned i = 0; i < d->n_tensors; i++) {
+                if (!good_name(d->tensors[i].name, true))
+                        return refuse(why, len, "kernel '%s': tensor argument %u has no name [A-Za-z0-9_]{1,31}",
+                                      kn, i);
+                if (d->tensors[i].dir < HBG_KERNEL_IN || d->tensors[i].dir > HBG_KERNEL_INOUT)
+                        return refuse(why, len, "kernel '%s': tensor %s: bad direction %u (in 1, out 2, inout 3)",
+                                      kn, d->tensors[i].name, d->tensors[i].dir);
+                names[n_names++] = d->tensors[i].name;
+        }
+        for (unsigned i = 0; i < d->n_scalars; i++) {
+                if (!good_name(d->scalars[i].name, true))
+                        return refuse(why, len, "kernel '%s': scalar argument %u has no name [A-Za-z0-9_]{1,31}",
+                                      kn, i);
+                if (d->scalars[i].kind < HBG_KERNEL_F32 || d->scalars[i].kind > HBG_KERNEL_I64)
+                        return refuse(why, len, "kernel '%s': scalar %s: bad kind %u (f32 1, u64 2, i64 3)", kn,
+                                      d->scalars[i].name, d->scalars[i].kind);
+                names[n_names++] = d->scalars[i].name;
+        }
+        for (unsigned i = 0; i < n_names; i++)
+                for (unsigned j = 0; j < i; j++)
+                        if (strcmp(names[i], names[j]) == 0)
+                                return refuse(why, len, "kernel '%s': argument name %s given twice", kn, names[i]);
+        if (d->length > HBG_KERNEL_LENGTH_SHAPE)
+                return refuse(why, len, "kernel '%s': bad length rule %u (any 0, equal 1, shape 2)", kn, d->length);
+        if (!d->length_rule || !d->length_rule[0])
+                return refuse(why, len, "kernel '%s': no length rule in words", kn);
+        if (!d->run)
+                return refuse(why, len, "kernel '%s': no run function", kn);
+        if (!d->cost)
+                return refuse(why, len, "kernel '%s': no cost function", kn);
+        if (d->n_reasons > HBG_KERNEL_MAX_REASONS)
+                return refuse(why, len, "kernel '%s': too many check reasons (%u; at most %u)", kn, d->n_reasons,
+                              HBG_KERNEL_MAX_REASONS);
+        if (d->check && d->n_reasons == 0)
+                return refuse(why, len, "kernel '%s': a check function needs at least one reason", kn);
+        if (!d->check && d->length == HBG_KERNEL_LENGTH_SHAPE)
+                return refuse(why, len, "kernel '%s': length rule shape needs a check function", kn);
+        for (unsigned i = 0; i < d->n_reasons; i++)
+                if (!d->reasons || !d->reasons[i] || !d->reasons[i][0] || strchr(d->reasons[i], '\n'))
+                        return refuse(why, len, "kernel '%s': check reason %u is not one line of text", kn, i);
+        return 0;
+}
+
+static int check_none(const struct hbg_kernel_args *a, unsigned *ret_msg) {
+        (void)a;
+        (void)ret_msg;
+        return 0;
+}
+
+static void make_info(struct kernel_info *k, const struct hbg_kernel_sig *s, const struct hbg_kernel_def *d,
+                      struct kernel_msgs *m, size_t index) {
+        *k = (struct kernel_info){
+                .sig = s, .check = d->check ? d->check : check_none, .check_msgs = d->reasons,
+                .n_check_msgs = d->n_reasons, .explain = d->explain, .run = d->run, .cost = d->cost,
+                .index = (uint32_t)index, .msgs = m,
+        };
+        build_msgs(m, s, d);
+}
+
+int kernel_register(const struct hbg_kernel_def *def, uint32_t api_version, const char *module, char *why,
+                    size_t len) {
+        struct hbg_kernel_def d;
+        int r = check_def(def, api_version, &d, why, len);
+        if (r < 0)
+                return r;
+        if (n_modules == KERNEL_MODULE_MAX)
+                return refuse(why, len, "kernel '%s': more than %u module kernels (hbgd's limit)", d.name,
+                              KERNEL_MODULE_MAX);
+        struct module_kernel *mk = &modules[n_modules];
+        struct hbg_kernel_sig *s = &mk->sig;
+        *s = (struct hbg_kernel_sig){
+                .id = (uint16_t)(HBG_KERNEL_MODULE_FIRST + n_modules), .name = d.name, .summary = d.summary,
+                .splittable = d.splittable, .n_tensors = d.n_tensors, .n_scalars = d.n_scalars,
+                .length = (enum hbg_length_rule)d.length, .in_place = d.in_place, .length_rule = d.length_rule,
+                .module = module ? module : "?",
+        };
+        for (unsigned i = 0; i < d.n_tensors; i++) {
+                s->tensors[i].name = d.tensors[i].name;
+                s->tensors[i].dir = d.tensors[i].dir;
+        }
+        for (unsigned i = 0; i < d.n_scalars; i++) {
+                s->scalars[i].name = d.scalars[i].name;
+                s->scalars[i].kind = d.scalars[i].kind;
+        }
+        pool_failed = false;
+        make_info(&mk->info, s, &d, &mk->msgs, HBG_KERNEL_COUNT - 1 + n_modules);
+        if (pool_failed)
+                return refuse(why, len, "kernel '%s': out of memory for its messages", d.name);
+        n_modules++;
+        return 0;
+}
+
+/* The module "built-in": every built-in kernel through the definition
+ * and its checks, at program start (before main(): the table is complete
+ * before anything looks a kernel up, and nothing on the dispatch path
+ * asks whether it is). Its signature is the shared table's own entry. */
+__attribute__((constructor)) static void register_builtins(void) {
+        for (uint16_t id = 1; id < HBG_KERNEL_COUNT; id++) {
+                struct hbg_kernel_def def, d;
+                char why[256];
+                if (kernel_builtin_def(id, &def) < 0 ||
+                    check_def(&def, HBG_KERNEL_API_VERSION, &d, why, sizeof(why)) < 0) {
+                        /* A wrong built-in is a bug of this build (a test
+                         * registers them all): no hbgd without its table. */
+                        fprintf(stderr, "hbgd: built-in kernel %u: %s\n", id, why);
+                        abort();
+                }
+                make_info(&builtins[id - 1], kernel_sig_by_id(id), &d, &builtin_msgs[id - 1], id - 1u);
+        }
+}
+
+uint64_t kernel_cost(const struct kernel_info *k, const struct hbg_kernel_args *a, uint32_t parts) {
         return k->cost(a, parts ? parts : 1);
 }
 
 const char *kernel_cost_message(const struct kernel_info *k) {
-        ensure_init();
-        return msgs[k->sig->id - 1].cost;
+        return k->msgs->cost;
 }
 
 /* ------------------------------------------------------------ validation */
 
-static int check_tensor(const struct hbg_tensor_arg *t, uint8_t dir, uint64_t heap_size,
+static int check_tensor(const struct hbg_kernel_tensor_arg *t, uint8_t dir, uint64_t heap_size,
                         const char *const *m, const char **why) {
         uint64_t end;
 
@@ -749,7 +432,7 @@ static int check_tensor(const struct hbg_tensor_arg *t, uint8_t dir, uint64_t he
         return 0;
 }
 
-int kernel_validate(const struct kernel_info *k, const struct kernel_args *a, uint64_t heap_size,
+int kernel_validate(const struct kernel_info *k, const struct hbg_kernel_args *a, uint64_t heap_size,
                     const char **why) {
         const char *dummy;
         int r;
@@ -757,14 +440,12 @@ int kernel_validate(const struct kernel_info *k, const struct kernel_args *a, ui
         if (!why)
                 why = &dummy;
         *why = NULL;
-        ensure_init();
-        if (!k || !k->sig || k->sig->id == HBG_KERNEL_NONE || k->sig->id >= HBG_KERNEL_COUNT ||
-            k != &kernels[k->sig->id - 1]) {
+        if (!k || !k->sig || kernel_lookup(k->sig->id) != k) {
                 *why = "kernel: not an entry of the kernel table";
                 return -EINVAL;
         }
         const struct hbg_kernel_sig *s = k->sig;
-        const struct kernel_msgs *m = &msgs[s->id - 1];
+        const struct kernel_msgs *m = k->msgs;
 
         if (a->n_tensors != s->n_tensors) {
                 *why = m->n_tensors;
@@ -798,10 +479,16 @@ int kernel_validate(const struct kernel_info *k, const struct kernel_args *a, ui
                         return -EINVAL;
                 }
         }
+        /* The kernel's own check, built-in or a module's, only now: it sees
+         * arguments the generic checks passed. A module's code answering
+         * outside the contract still refuses the task, as -EINVAL. */
         unsigned cm = 0;
         r = k->check(a, &cm);
-        if (r < 0)
+        if (r != 0) {
                 *why = check_message(k, cm);
+                if (r != -EINVAL && r != -ERANGE && r != -EOVERFLOW)
+                        r = -EINVAL;
+        }
         return r;
 }
 
@@ -812,7 +499,7 @@ static size_t advance(size_t used, int n, size_t len) {
         return used + (size_t)n < len ? used + (size_t)n : (len ? len - 1 : 0);
 }
 
-int kernel_explain(const struct kernel_info *k, const struct kernel_args *a, uint64_t heap_size, char *buf,
+int kernel_explain(const struct kernel_info *k, const struct hbg_kernel_args *a, uint64_t heap_size, char *buf,
                    size_t len) {
         const char *why;
         int err = kernel_validate(k, a, heap_size, &why);
@@ -821,12 +508,12 @@ int kernel_explain(const struct kernel_info *k, const struct kernel_args *a, uin
         if (err == 0)
                 return 0;
         size_t used = advance(0, snprintf(buf, len, "%s", why), len);
-        if (!k || !k->sig || k->sig->id == HBG_KERNEL_NONE || k->sig->id >= HBG_KERNEL_COUNT)
+        if (!k || !k->sig || kernel_lookup(k->sig->id) != k)
                 return err;
         const struct hbg_kernel_sig *s = k->sig;
-        const struct kernel_msgs *m = &msgs[s->id - 1];
+        const struct kernel_msgs *m = k->msgs;
         for (unsigned i = 0; i < s->n_tensors; i++) {
-                const struct hbg_tensor_arg *t = &a->tensors[i];
+                const struct hbg_kernel_tensor_arg *t = &a->tensors[i];
                 if (why == m->tensor[i][TM_RANGE])
                         snprintf(buf + used, len - used,
                                  ": it needs elements %" PRIu64 "..%" PRIu64 " of a heap of %" PRIu64 " elements",

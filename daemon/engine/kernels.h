@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The built-in kernels' code: run, check and cost, attached to the shared
- * signature table (common/kernel_sig.h), which says what each kernel takes.
+ * hbgd's kernel table: every kernel's signature (common/kernel_sig.h's
+ * struct) and code (run, check and cost), built-in or from a module.
  *
  * A task names a kernel per lane by its stable id and passes tensors (heap
  * byte ranges with a direction) and raw 64-bit scalars. The daemon copies
- * the arguments into a struct kernel_args, validates the copy once with
+ * the arguments into a struct hbg_kernel_args, validates the copy once with
  * kernel_validate() against the heap size it trusts, and only then runs
  * the kernel, split into `parts` blocks that may run concurrently and in any
  * order. Every kernel is split-invariant: the heap after all parts ran is
@@ -27,14 +27,23 @@
 #include <stdint.h>
 
 #include "common/kernel_sig.h"
+#include "libclient/include/hbg/kernel.h"
 #include "shm/layout.h"
 
-/* A validated, daemon-private copy of one task's arguments. */
-struct kernel_args {
-        uint8_t n_tensors, n_scalars;
-        struct hbg_tensor_arg tensors[HBG_MAX_TENSOR_ARGS];
-        uint64_t scalars[HBG_MAX_SCALAR_ARGS];
-};
+/* A validated, daemon-private copy of one task's arguments: the module
+ * API's struct (hbg/kernel.h), the very layout of the shared payload's. */
+_Static_assert(sizeof(struct hbg_kernel_tensor_arg) == sizeof(struct hbg_tensor_arg) &&
+                       offsetof(struct hbg_kernel_tensor_arg, direction) ==
+                               offsetof(struct hbg_tensor_arg, direction) &&
+                       HBG_KERNEL_MAX_TENSORS == HBG_MAX_TENSOR_ARGS && HBG_KERNEL_MAX_SCALARS == HBG_MAX_SCALAR_ARGS,
+               "hbg/kernel.h's arguments are the layout's");
+_Static_assert((int)HBG_KERNEL_IN == (int)HBG_DIR_IN && (int)HBG_KERNEL_OUT == (int)HBG_DIR_OUT &&
+                       (int)HBG_KERNEL_INOUT == (int)HBG_DIR_INOUT && (int)HBG_KERNEL_F32 == (int)HBG_SCALAR_F32 &&
+                       (int)HBG_KERNEL_U64 == (int)HBG_SCALAR_U64 && (int)HBG_KERNEL_I64 == (int)HBG_SCALAR_I64 &&
+                       (int)HBG_KERNEL_LENGTH_ANY == (int)HBG_LENGTH_ANY &&
+                       (int)HBG_KERNEL_LENGTH_EQUAL == (int)HBG_LENGTH_EQUAL &&
+                       (int)HBG_KERNEL_LENGTH_SHAPE == (int)HBG_LENGTH_SHAPE,
+               "hbg/kernel.h's enums are the signature table's");
 
 /*
  * The run contract: how long a kernel may run (RUNTIME_LOGIC.md §10.6).
@@ -43,22 +52,27 @@ struct kernel_args {
  * sets: subnormal floats make a multiply-add up to ~100 times slower than
  * max_task_cost's count of work assumes, and hbgd keeps IEEE results (no
  * flush-to-zero), so the cost check alone cannot bound time. Instead every
- * run function gets a struct kernel_run_ctx and calls kernel_check(ctx,
- * work) between rows or blocks of its work, never per element:
+ * run function, built-in or a module's, gets the public struct
+ * hbg_kernel_ctx (hbg/kernel.h) and calls hbg_kernel_check(ctx, work)
+ * between rows or blocks of its work, never per element:
  *   - `work` is the work done since the last call, in cost units (about one
  *     element operation, or one nanosecond for spin_ns); a kernel calls it
  *     at least once per KERNEL_CHECK_CHUNK elements it touches (a loop over
  *     more is cut into chunks of that many, a row of gemm_f32 into blocks
  *     of that many multiply-adds), so the time between two calls is
  *     bounded whatever the data and the shape;
- *   - kernel_check() returns 0 (go on) or a negative errno, which the
+ *   - hbg_kernel_check() returns 0 (go on) or a negative errno, which the
  *     kernel returns at once, as its result, having written only part of
  *     its outputs;
- *   - the check is cheap: a subtraction from a credit; only once per
- *     KERNEL_CHECK_WORK units does it read the clock and the stop flag.
+ *   - the check is cheap: a subtraction from a credit (inline, in the
+ *     public header); only once per KERNEL_CHECK_WORK units does it call
+ *     the context's slow path, kernel_check_slow(), through the pointer
+ *     the context carries (a module links no symbol of hbgd's), which
+ *     reads the clock and the stop word.
  *
- * The context is the single place a running kernel learns it must stop,
- * for every reason there is or will be:
+ * struct kernel_run_ctx is hbgd's side of that context: the public part
+ * first, then what the slow path needs. It is the single place a running
+ * kernel learns it must stop, for every reason there is or will be:
  *   - the time budget ([limits] kernel_time_budget_ms): counted from the
  *     first time the clock is read (after at most KERNEL_CHECK_WORK units),
  *     so a run lasts at most the budget plus two check intervals; then
@@ -71,11 +85,11 @@ struct kernel_args {
  *     otherwise); with a filter, a change only asks the filter whether it
  *     concerns this run (the engine's word changes for every cancel of a
  *     ring, RUNTIME_LOGIC §12.6), and the new value becomes the one seen.
- * Once stopped, every later kernel_check() on the context fails at once
- * with the same code, so a caller running several parts with one context
- * stops them all. The context belongs to one thread; only *stop is shared.
+ * Once stopped, every later check on the context fails at once with the
+ * same code, so a caller running several parts with one context stops
+ * them all. The context belongs to one thread; only *stop is shared.
  */
-#define KERNEL_CHECK_CHUNK 4096u          /* most work units per kernel_check() */
+#define KERNEL_CHECK_CHUNK HBG_KERNEL_CHECK_CHUNK  /* most work units per check */
 #define KERNEL_CHECK_WORK (4u * KERNEL_CHECK_CHUNK) /* units between clock reads */
 
 enum kernel_stop {
@@ -85,7 +99,7 @@ enum kernel_stop {
 };
 
 struct kernel_run_ctx {
-        uint64_t credit;                /* units left before the next slow check */
+        struct hbg_kernel_ctx k;        /* what kernels see: credit, slow path */
         uint64_t budget_ns;             /* 0: no time budget */
         int64_t deadline_ns;            /* CLOCK_MONOTONIC; 0 until the first slow check */
         /* Changed from stop_seen: stop, or ask stop_applies (read relaxed
@@ -95,8 +109,12 @@ struct kernel_run_ctx {
         uint32_t stop_seen;
         bool (*stop_applies)(void *arg); /* NULL: every change stops */
         void *stop_arg;
-        enum kernel_stop stopped;       /* why kernel_check() failed, NONE until it does */
+        enum kernel_stop stopped;       /* why the check failed, NONE until it does */
 };
+
+/* The context's slow path (clock, stop flag): 0, -ETIME or -ECANCELED.
+ * Reached only through hbg_kernel_check(); ctx is a kernel_run_ctx's k. */
+int kernel_check_slow(struct hbg_kernel_ctx *ctx);
 
 /* A context for one run of one or more kernel parts: budget_ms 0 means no
  * time budget (tests and benchmarks), stop may be NULL. Reads no clock. */
@@ -105,7 +123,8 @@ static inline void kernel_run_ctx_init(struct kernel_run_ctx *ctx, uint64_t budg
         uint64_t ns;
         if (__builtin_mul_overflow(budget_ms, UINT64_C(1000000), &ns) || ns > (uint64_t)INT64_MAX / 2)
                 ns = (uint64_t)INT64_MAX / 2;
-        *ctx = (struct kernel_run_ctx){ .credit = KERNEL_CHECK_WORK, .budget_ns = ns, .stop = stop };
+        *ctx = (struct kernel_run_ctx){ .k = { .credit = KERNEL_CHECK_WORK, .slow = kernel_check_slow },
+                                        .budget_ns = ns, .stop = stop };
 }
 /* Stop only when the stop word differs from `seen` and applies(arg) says
  * the change concerns this run (called on the running thread). */
@@ -115,53 +134,72 @@ static inline void kernel_run_ctx_filter(struct kernel_run_ctx *ctx, uint32_t se
         ctx->stop_applies = applies;
         ctx->stop_arg = arg;
 }
-/* kernel_check()'s slow path (clock, stop flag); not for kernels. */
-int kernel_check_slow(struct kernel_run_ctx *ctx);
 
-/* Must the kernel stop? See the contract above. 0, -ETIME or -ECANCELED. */
-static inline int kernel_check(struct kernel_run_ctx *ctx, uint64_t work) {
-        if (work < ctx->credit) {
-                ctx->credit -= work;
-                return 0;
-        }
-        return kernel_check_slow(ctx);
-}
+struct kernel_msgs;
 
+/*
+ * A kernel in hbgd's table: its signature and its code, made by
+ * kernel_register() from a struct hbg_kernel_def (hbg/kernel.h), the one
+ * way in for the built-ins (module "built-in", kernels_builtin.c) and for
+ * every loaded module's kernels.
+ */
 struct kernel_info {
         const struct hbg_kernel_sig *sig;
         /* Kernel-specific checks beyond the generic ones (never NULL); only
          * meaningful after the generic checks passed, so call
          * kernel_validate(), not this. 0, or -EINVAL/-ERANGE/-EOVERFLOW with
          * *ret_msg the index of the reason in check_msgs. */
-        int (*check)(const struct kernel_args *a, unsigned *ret_msg);
+        int (*check)(const struct hbg_kernel_args *a, unsigned *ret_msg);
         const char *const *check_msgs;  /* reasons, without the kernel name */
         unsigned n_check_msgs;
         /* The numbers behind check's reason msg (may be NULL): appended to
          * it by kernel_explain(); snprintf's return. */
-        int (*explain)(const struct kernel_args *a, unsigned msg, char *buf, size_t len);
-        /* Run part `part` of `parts` (1 <= parts, part < parts, else -EINVAL)
-         * on the heap; arguments must have passed kernel_validate(). Calls
-         * kernel_check(ctx, ...) as the run contract says (above) and
-         * returns its error as is. Returns 0 or a negative errno. */
-        int (*run)(struct kernel_run_ctx *ctx, uint8_t *heap, const struct kernel_args *a, uint32_t part,
+        int (*explain)(const struct hbg_kernel_args *a, unsigned msg, char *buf, size_t len);
+        /* Run part `part` of `parts` (1 <= parts, part < parts) on the heap;
+         * arguments must have passed kernel_validate(). Checks ctx as the
+         * run contract says (above) and returns its error as is. Returns 0
+         * or a negative errno. */
+        int (*run)(struct hbg_kernel_ctx *ctx, uint8_t *heap, const struct hbg_kernel_args *a, uint32_t part,
                    uint32_t parts);
         /* kernel_cost() for one full run of all parts (never NULL). */
-        uint64_t (*cost)(const struct kernel_args *a, uint32_t parts);
+        uint64_t (*cost)(const struct hbg_kernel_args *a, uint32_t parts);
+        uint32_t index;                 /* its place in kernel_at()'s order */
+        const struct kernel_msgs *msgs; /* kernel_validate()'s messages */
 };
 
 /* NULL if unknown (HBG_KERNEL_NONE included). */
 const struct kernel_info *kernel_lookup(uint16_t id);
 /* NULL if unknown or name is NULL. */
 const struct kernel_info *kernel_lookup_name(const char *name);
-/* In id order: kernel_at(i) for i < kernel_count(); NULL past the end. */
+/* In id order: kernel_at(i) for i < kernel_count(); NULL past the end.
+ * The built-ins, then the modules' kernels (ids HBG_KERNEL_MODULE_FIRST
+ * up, in load order). */
 size_t kernel_count(void);
 const struct kernel_info *kernel_at(size_t i);
 
+/*
+ * Registration (kernels.c): the built-ins at program start, modules'
+ * kernels while hbgd loads them (daemon/kernel_modules.c), before any
+ * scheduler thread runs; the table is read-only afterwards. The first
+ * module kernel gets id HBG_KERNEL_MODULE_FIRST, the next one more.
+ */
+#define KERNEL_MODULE_MAX 256u          /* module kernels in one hbgd */
+/* Check def (made for api_version) and add it as a kernel of `module` (a
+ * path, kept by the caller for hbgd's lifetime). 0, or a negative errno
+ * with the reason in why (naming the kernel where there is one). */
+int kernel_register(const struct hbg_kernel_def *def, uint32_t api_version, const char *module, char *why,
+                    size_t len);
+/* How many module kernels there are; kernel_unregister_to(n) drops those
+ * registered after the count was n (a module refused part way). */
+size_t kernel_module_kernels(void);
+void kernel_unregister_to(size_t n);
+
 /* gemm_f32's arithmetic for rows [lo, hi) of C (C += A B, row-major, A m x
  * k, B k x n), checking ctx as the run contract says: the benchmarks call
- * it for the same tile work on every system. A, B and C must not overlap.
- * 0, or kernel_check()'s error (C then holds part of the result). */
-int kernel_gemm_f32_rows(struct kernel_run_ctx *ctx, const float *restrict A, const float *restrict B,
+ * it for the same tile work on every system (kernels_builtin.c). A, B and
+ * C must not overlap. 0, or the check's error (C then holds part of the
+ * result). */
+int kernel_gemm_f32_rows(struct hbg_kernel_ctx *ctx, const float *restrict A, const float *restrict B,
                          float *restrict C, uint64_t n, uint64_t k, uint64_t lo, uint64_t hi);
 
 /*
@@ -173,7 +211,7 @@ int kernel_gemm_f32_rows(struct kernel_run_ctx *ctx, const float *restrict A, co
  * part. Saturates at UINT64_MAX. hbgd refuses a task whose cost exceeds
  * its per-task limit (docs/SECURITY.md).
  */
-uint64_t kernel_cost(const struct kernel_info *k, const struct kernel_args *a, uint32_t parts);
+uint64_t kernel_cost(const struct kernel_info *k, const struct hbg_kernel_args *a, uint32_t parts);
 /* "KERNEL: work above the per-task limit ..." (static). */
 const char *kernel_cost_message(const struct kernel_info *k);
 
@@ -196,7 +234,7 @@ const char *kernel_cost_message(const struct kernel_info *k);
  * message starting with the kernel name (*why NULL on success). k must come
  * from kernel_lookup()/kernel_at(); NULL or anything else: -EINVAL.
  */
-int kernel_validate(const struct kernel_info *k, const struct kernel_args *a, uint64_t heap_size,
+int kernel_validate(const struct kernel_info *k, const struct hbg_kernel_args *a, uint64_t heap_size,
                     const char **why);
 
 /*
@@ -207,5 +245,5 @@ int kernel_validate(const struct kernel_info *k, const struct kernel_args *a, ui
  * return. For answers to a client (validate-only requests), not the
  * scheduler's path: it formats.
  */
-int kernel_explain(const struct kernel_info *k, const struct kernel_args *a, uint64_t heap_size, char *buf,
+int kernel_explain(const struct kernel_info *k, const struct hbg_kernel_args *a, uint64_t heap_size, char *buf,
                    size_t len);

@@ -75,7 +75,7 @@ struct task_slot {
         const char *classify_why;
         const struct kernel_info *kernel[HBG_LANES];
         uint64_t fanins[HBG_MAX_FANINS];
-        struct kernel_args args;
+        struct hbg_kernel_args args;
 };
 
 /* Everything a task's life touches per step (wake list, ownership, block

@@ -495,7 +495,7 @@ static void ref_mark(struct world *w, uint64_t off, uint64_t bytes, uint64_t id,
 }
 
 static void ref_kernel(struct world *w, const struct harness_task *t, uint64_t id) {
-        struct kernel_args a = { .n_tensors = t->n_tensors, .n_scalars = t->n_scalars };
+        struct hbg_kernel_args a = { .n_tensors = t->n_tensors, .n_scalars = t->n_scalars };
         const struct kernel_info *ks[HBG_LANES];
         unsigned lanes = 0;
         bool same = true;
@@ -523,13 +523,13 @@ static void ref_kernel(struct world *w, const struct harness_task *t, uint64_t i
         struct kernel_run_ctx ctx;
         kernel_run_ctx_init(&ctx, 0, NULL);
         if (same) {
-                ck_assert_int_eq(ks[0]->run(&ctx, w->ref, &a, 0, 1), 0);
+                ck_assert_int_eq(ks[0]->run(&ctx.k, w->ref, &a, 0, 1), 0);
         } else {
                 /* Lanes differ: the engine's split is the semantics. Part
                  * b * lanes + j runs the j-th active lane's kernel. */
                 uint32_t parts = (uint32_t)t->block_num * lanes;
                 for (uint32_t p = 0; p < parts; p++)
-                        ck_assert_int_eq(ks[p % lanes]->run(&ctx, w->ref, &a, p, parts), 0);
+                        ck_assert_int_eq(ks[p % lanes]->run(&ctx.k, w->ref, &a, p, parts), 0);
                 w->mixed++;
         }
         for (unsigned i = 0; i < t->n_tensors; i++)

@@ -80,6 +80,7 @@ static const struct key_case keys[] = {
         { "log", "ratelimit_burst_per_uid", "200", "1000001" },
         { "socket", "mode", "0600", "0999" },
         { "socket", "group", "users", "hbg users" },
+        { "kernels", "modules", "/usr/lib/hbg/kernels/nn.so /opt/k.so", "lib/nn.so" },
 };
 
 START_TEST(each_key) {

@@ -121,8 +121,8 @@ static float bits_f32(uint64_t raw) {
         return v;
 }
 
-static struct hbg_tensor_arg T(uint64_t off, uint64_t len, uint32_t dir) {
-        return (struct hbg_tensor_arg){ .offset = off, .length = len, .direction = dir };
+static struct hbg_kernel_tensor_arg T(uint64_t off, uint64_t len, uint32_t dir) {
+        return (struct hbg_kernel_tensor_arg){ .offset = off, .length = len, .direction = dir };
 }
 
 static const struct kernel_info *K(uint16_t id) {
@@ -133,17 +133,17 @@ static const struct kernel_info *K(uint16_t id) {
 }
 
 /* One part, with no time budget and no stop flag. */
-static int run_part(const struct kernel_info *k, uint8_t *heap, const struct kernel_args *a, uint32_t part,
+static int run_part(const struct kernel_info *k, uint8_t *heap, const struct hbg_kernel_args *a, uint32_t part,
                     uint32_t parts) {
         struct kernel_run_ctx ctx;
 
         kernel_run_ctx_init(&ctx, 0, NULL);
-        return k->run(&ctx, heap, a, part, parts);
+        return k->run(&ctx.k, heap, a, part, parts);
 }
 
 /* Run every part 0..parts-1 once, in an order shuffled by `seed`, each
  * returning `expect`. */
-static void run_parts(const struct kernel_info *k, uint8_t *heap, const struct kernel_args *a,
+static void run_parts(const struct kernel_info *k, uint8_t *heap, const struct hbg_kernel_args *a,
                       uint32_t parts, uint64_t seed, int expect) {
         uint32_t order[64];
 
@@ -171,7 +171,7 @@ static long first_diff(const uint8_t *x, const uint8_t *y) {
         return -1;
 }
 
-typedef void (*ref_fn)(uint8_t *heap, const struct kernel_args *a);
+typedef void (*ref_fn)(uint8_t *heap, const struct hbg_kernel_args *a);
 
 /*
  * One task: validates; 1 part equals the reference `ref` applied to the same
@@ -179,7 +179,7 @@ typedef void (*ref_fn)(uint8_t *heap, const struct kernel_args *a);
  * shuffled order equal 1 part bit for bit. Returns the 1-part heap (caller
  * frees).
  */
-static uint8_t *check_task(uint16_t id, const struct kernel_args *a, ref_fn ref, uint64_t seed,
+static uint8_t *check_task(uint16_t id, const struct hbg_kernel_args *a, ref_fn ref, uint64_t seed,
                            const char *label) {
         const struct kernel_info *k = K(id);
         const char *why = NULL;
@@ -217,7 +217,7 @@ static uint8_t *check_task(uint16_t id, const struct kernel_args *a, ref_fn ref,
 /* Tensors of `elems[i]` floats placed one after another from byte 4 with
  * 12-byte gaps (4-aligned, never 64-aligned); with at_end, the last one
  * instead ends exactly at the end of the heap. */
-static void place(struct kernel_args *a, const uint64_t *elems, const uint32_t *dirs, uint8_t n,
+static void place(struct hbg_kernel_args *a, const uint64_t *elems, const uint32_t *dirs, uint8_t n,
                   bool at_end) {
         uint64_t off = 4;
 
@@ -233,19 +233,19 @@ static void place(struct kernel_args *a, const uint64_t *elems, const uint32_t *
 
 /* ------------------------------------------------------------ references */
 
-static void ref_fill(uint8_t *h, const struct kernel_args *a) {
+static void ref_fill(uint8_t *h, const struct hbg_kernel_args *a) {
         uint32_t b = (uint32_t)a->scalars[0];
 
         for (uint64_t i = 0; i < a->tensors[0].length; i += 4)
                 memcpy(h + a->tensors[0].offset + i, &b, 4);
 }
 
-static void ref_copy(uint8_t *h, const struct kernel_args *a) {
+static void ref_copy(uint8_t *h, const struct hbg_kernel_args *a) {
         for (uint64_t i = 0; i < a->tensors[1].length; i += 4)
                 put_f32(h, a->tensors[1].offset + i, get_f32(h, a->tensors[0].offset + i));
 }
 
-static void ref_add(uint8_t *h, const struct kernel_args *a) {
+static void ref_add(uint8_t *h, const struct hbg_kernel_args *a) {
         for (uint64_t i = 0; i < a->tensors[2].length; i += 4) {
                 float x = get_f32(h, a->tensors[0].offset + i);
                 float y = get_f32(h, a->tensors[1].offset + i);
@@ -253,7 +253,7 @@ static void ref_add(uint8_t *h, const struct kernel_args *a) {
         }
 }
 
-static void ref_mul(uint8_t *h, const struct kernel_args *a) {
+static void ref_mul(uint8_t *h, const struct hbg_kernel_args *a) {
         for (uint64_t i = 0; i < a->tensors[2].length; i += 4) {
                 float x = get_f32(h, a->tensors[0].offset + i);
                 float y = get_f32(h, a->tensors[1].offset + i);
@@ -261,7 +261,7 @@ static void ref_mul(uint8_t *h, const struct kernel_args *a) {
         }
 }
 
-static void ref_axpy(uint8_t *h, const struct kernel_args *a) {
+static void ref_axpy(uint8_t *h, const struct hbg_kernel_args *a) {
         float alpha = bits_f32(a->scalars[0]);
 
         for (uint64_t i = 0; i < a->tensors[1].length; i += 4) {
@@ -271,14 +271,14 @@ static void ref_axpy(uint8_t *h, const struct kernel_args *a) {
         }
 }
 
-static void ref_scale(uint8_t *h, const struct kernel_args *a) {
+static void ref_scale(uint8_t *h, const struct hbg_kernel_args *a) {
         float alpha = bits_f32(a->scalars[0]);
 
         for (uint64_t i = 0; i < a->tensors[0].length; i += 4)
                 put_f32(h, a->tensors[0].offset + i, alpha * get_f32(h, a->tensors[0].offset + i));
 }
 
-static void ref_reduce(uint8_t *h, const struct kernel_args *a) {
+static void ref_reduce(uint8_t *h, const struct hbg_kernel_args *a) {
         double s = 0;
 
         for (uint64_t i = 0; i < a->tensors[0].length; i += 4)
@@ -287,7 +287,7 @@ static void ref_reduce(uint8_t *h, const struct kernel_args *a) {
 }
 
 /* Textbook i-j-p order, one float accumulator per element. */
-static void ref_gemm(uint8_t *h, const struct kernel_args *a) {
+static void ref_gemm(uint8_t *h, const struct hbg_kernel_args *a) {
         uint64_t m = a->scalars[0], n = a->scalars[1], k = a->scalars[2];
         uint64_t A = a->tensors[0].offset, B = a->tensors[1].offset, C = a->tensors[2].offset;
 
@@ -303,7 +303,7 @@ static void ref_gemm(uint8_t *h, const struct kernel_args *a) {
 
 /* The formula kernels.c documents: subtract the row max, expf in float, sum
  * in double, divide in double. */
-static void ref_softmax(uint8_t *h, const struct kernel_args *a) {
+static void ref_softmax(uint8_t *h, const struct hbg_kernel_args *a) {
         uint64_t rows = a->scalars[0], cols = a->scalars[1], X = a->tensors[0].offset;
 
         for (uint64_t r = 0; r < rows; r++) {
@@ -492,7 +492,7 @@ END_TEST
 
 START_TEST(test_noop_spin_fail_run) {
         uint8_t *canary = heap_alloc(), *h = heap_alloc();
-        struct kernel_args a = { 0 };
+        struct hbg_kernel_args a = { 0 };
         struct timespec t0, t1;
         const uint64_t ns = 2000000; /* 2 ms */
 
@@ -543,7 +543,7 @@ static const uint64_t odd_sizes[] = { 1, 2, 5, 13, 37, 1001 };
 START_TEST(test_timestamp) {
         const struct kernel_info *k = K(HBG_KERNEL_TIMESTAMP_NS);
         uint8_t *h = heap_alloc(), *before = heap_alloc();
-        struct kernel_args a = { .n_tensors = 1 };
+        struct hbg_kernel_args a = { .n_tensors = 1 };
         struct timespec ts;
 
         a.tensors[0] = T(64, 4 * sizeof(int64_t), OUT);
@@ -579,7 +579,7 @@ START_TEST(test_fill) {
 
         for (size_t v = 0; v < 5; v++) {
                 for (size_t i = 0; i < N_ODD; i++) {
-                        struct kernel_args a = { .n_scalars = 1 };
+                        struct hbg_kernel_args a = { .n_scalars = 1 };
                         uint64_t elems[] = { odd_sizes[i] };
                         uint32_t dirs[] = { OUT };
 
@@ -597,7 +597,7 @@ START_TEST(test_copy) {
 
         for (size_t i = 0; i < N_ODD; i++) {
                 for (uint64_t at_end = 0; at_end < 2; at_end++) {
-                        struct kernel_args a = { 0 };
+                        struct hbg_kernel_args a = { 0 };
                         uint64_t elems[] = { odd_sizes[i], odd_sizes[i] };
                         uint32_t dirs[] = { IN, OUT };
 
@@ -616,7 +616,7 @@ START_TEST(test_add_mul) {
 
         for (size_t i = 0; i < N_ODD; i++) {
                 for (uint64_t at_end = 0; at_end < 2; at_end++) {
-                        struct kernel_args a = { 0 };
+                        struct hbg_kernel_args a = { 0 };
                         uint64_t n = odd_sizes[i];
                         uint64_t elems[] = { n, n, n };
                         uint32_t dirs[] = { IN, IN, OUT };
@@ -626,7 +626,7 @@ START_TEST(test_add_mul) {
                         free(check_task(HBG_KERNEL_MUL_F32, &a, ref_mul, seed++, "mul"));
                         /* In place, numpy's out= style: out is a, out is b,
                          * everything is one range. */
-                        struct kernel_args x = a;
+                        struct hbg_kernel_args x = a;
                         x.tensors[2].offset = x.tensors[0].offset;
                         free(check_task(HBG_KERNEL_ADD_F32, &x, ref_add, seed++, "add(x, y, x)"));
                         free(check_task(HBG_KERNEL_MUL_F32, &x, ref_mul, seed++, "mul(x, y, x)"));
@@ -640,7 +640,7 @@ START_TEST(test_add_mul) {
                         free(check_task(HBG_KERNEL_MUL_F32, &x, ref_mul, seed++, "mul(x, x, x)"));
                 }
                 /* Inputs may overlap each other: a == b. */
-                struct kernel_args a = { 0 };
+                struct hbg_kernel_args a = { 0 };
                 uint64_t elems[] = { odd_sizes[i], 1, odd_sizes[i] };
                 uint32_t dirs[] = { IN, IN, OUT };
 
@@ -658,7 +658,7 @@ START_TEST(test_axpy_scale) {
 
         for (size_t v = 0; v < sizeof(alphas) / sizeof(alphas[0]); v++) {
                 for (size_t i = 0; i < N_ODD; i++) {
-                        struct kernel_args a = { .n_scalars = 1 };
+                        struct hbg_kernel_args a = { .n_scalars = 1 };
                         uint64_t elems[] = { odd_sizes[i], odd_sizes[i] };
                         uint32_t dirs[] = { IN, INOUT };
 
@@ -666,7 +666,7 @@ START_TEST(test_axpy_scale) {
                         place(&a, elems, dirs, 2, v % 2 == 1);
                         free(check_task(HBG_KERNEL_AXPY_F32, &a, ref_axpy, seed++, "axpy"));
                         /* In place: y is x. */
-                        struct kernel_args x = a;
+                        struct hbg_kernel_args x = a;
                         x.tensors[1].offset = x.tensors[0].offset;
                         free(check_task(HBG_KERNEL_AXPY_F32, &x, ref_axpy, seed++, "axpy(x, x)"));
 
@@ -683,7 +683,7 @@ START_TEST(test_reduce_sum) {
 
         for (size_t i = 0; i < N_ODD; i++) {
                 for (uint64_t slen = 1; slen <= 3; slen += 2) {
-                        struct kernel_args a = { 0 };
+                        struct hbg_kernel_args a = { 0 };
                         uint64_t elems[] = { odd_sizes[i], slen };
                         uint32_t dirs[] = { IN, OUT };
 
@@ -700,7 +700,7 @@ END_TEST
  * exactly representable as a float. */
 START_TEST(test_reduce_sum_double) {
         const struct kernel_info *k = K(HBG_KERNEL_REDUCE_SUM_F32);
-        struct kernel_args a = { .n_tensors = 2 };
+        struct hbg_kernel_args a = { .n_tensors = 2 };
         uint8_t *h = heap_alloc();
         float fsum = 0.0f;
         const uint64_t n = 1001;
@@ -744,7 +744,7 @@ START_TEST(test_gemm) {
         for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
                 for (uint64_t extra = 0; extra < 2; extra++) {
                         uint64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
-                        struct kernel_args a = { .n_scalars = 3, .scalars = { m, n, k } };
+                        struct hbg_kernel_args a = { .n_scalars = 3, .scalars = { m, n, k } };
                         uint64_t elems[] = { m * k + extra, k * n + 2 * extra, m * n + 3 * extra };
                         uint32_t dirs[] = { IN, IN, INOUT };
                         char label[64];
@@ -764,7 +764,7 @@ END_TEST
 START_TEST(test_gemm_known) {
         static const float A[] = { 1, 2, 3, 4, 5, 6 }, B[] = { 1, 0, 0, 1, 1, 1 },
                            C[] = { 1, 2, 3, 4 }, want[] = { 5, 7, 13, 15 };
-        struct kernel_args a = { .n_tensors = 3, .n_scalars = 3, .scalars = { 2, 2, 3 } };
+        struct hbg_kernel_args a = { .n_tensors = 3, .n_scalars = 3, .scalars = { 2, 2, 3 } };
         uint8_t *h = heap_alloc();
 
         memset(h, 0, HEAP_SIZE);
@@ -782,7 +782,7 @@ START_TEST(test_gemm_known) {
 }
 END_TEST
 
-static void check_rows_sum_to_one(const uint8_t *h, const struct kernel_args *a) {
+static void check_rows_sum_to_one(const uint8_t *h, const struct hbg_kernel_args *a) {
         uint64_t rows = a->scalars[0], cols = a->scalars[1], X = a->tensors[0].offset;
 
         for (uint64_t r = 0; r < rows; r++) {
@@ -806,7 +806,7 @@ START_TEST(test_softmax) {
         for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
                 for (uint64_t extra = 0; extra < 2; extra++) {
                         uint64_t rows = shapes[s][0], cols = shapes[s][1];
-                        struct kernel_args a = { .n_scalars = 2, .scalars = { rows, cols } };
+                        struct hbg_kernel_args a = { .n_scalars = 2, .scalars = { rows, cols } };
                         uint64_t elems[] = { rows * cols + 5 * extra };
                         uint32_t dirs[] = { INOUT };
                         uint8_t *one;
@@ -823,7 +823,7 @@ END_TEST
 
 /* Large inputs: without subtracting the row max expf would overflow. */
 START_TEST(test_softmax_large) {
-        struct kernel_args a = { .n_tensors = 1, .n_scalars = 2, .scalars = { 2, 3 } };
+        struct hbg_kernel_args a = { .n_tensors = 1, .n_scalars = 2, .scalars = { 2, 3 } };
         static const float X[] = { 100.0f, 100.0f, 100.0f, 1000.0f, 999.0f, -1000.0f };
         uint8_t *h = heap_alloc();
 
@@ -849,7 +849,7 @@ START_TEST(test_bad_part) {
         memcpy(h, canary, HEAP_SIZE);
         for (size_t i = 0; i < kernel_count(); i++) {
                 const struct kernel_info *k = kernel_at(i);
-                struct kernel_args a = { .n_tensors = k->sig->n_tensors, .n_scalars = k->sig->n_scalars };
+                struct hbg_kernel_args a = { .n_tensors = k->sig->n_tensors, .n_scalars = k->sig->n_scalars };
 
                 for (unsigned t = 0; t < k->sig->n_tensors; t++)
                         a.tensors[t] = T(256 * t, 64, k->sig->tensors[t].dir);
@@ -873,7 +873,7 @@ END_TEST
  * n * parts does not fit in 32 bits and most parts are empty). */
 START_TEST(test_many_parts) {
         const struct kernel_info *k = K(HBG_KERNEL_FILL_F32);
-        struct kernel_args a = { .n_tensors = 1, .n_scalars = 1 };
+        struct hbg_kernel_args a = { .n_tensors = 1, .n_scalars = 1 };
         uint8_t *h = heap_alloc(), *before = heap_alloc();
         const uint64_t n = 1001;
 
@@ -921,7 +921,7 @@ START_TEST(test_huge_split) {
         const uint64_t bytes = UINT64_C(1) << 35, n = bytes / 4;
         static const uint32_t parts_list[] = { 65536, 3000000001u, UINT32_MAX };
         const struct kernel_info *k = K(HBG_KERNEL_FILL_F32);
-        struct kernel_args a = { .n_tensors = 1, .n_scalars = 1 };
+        struct hbg_kernel_args a = { .n_tensors = 1, .n_scalars = 1 };
         uint8_t *h;
 
         h = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -981,8 +981,8 @@ static void canary_check(void) {
 }
 
 /* A valid task for every kernel: tensors of 64 bytes at 0, 128, 256. */
-static struct kernel_args good_args(const struct kernel_info *k) {
-        struct kernel_args a = { .n_tensors = k->sig->n_tensors, .n_scalars = k->sig->n_scalars };
+static struct hbg_kernel_args good_args(const struct kernel_info *k) {
+        struct hbg_kernel_args a = { .n_tensors = k->sig->n_tensors, .n_scalars = k->sig->n_scalars };
 
         for (unsigned t = 0; t < k->sig->n_tensors; t++)
                 a.tensors[t] = T(128 * t, 64, k->sig->tensors[t].dir);
@@ -1032,7 +1032,7 @@ static void expand(char *dst, size_t size, const char *what, const char *arg) {
 
 /* Expect rejection with `err` and a message starting with "<kernel>: " and
  * then `what` (if not NULL; "%s" in it stands for `arg`). */
-static void expect_reject_at(const struct kernel_info *k, const struct kernel_args *a,
+static void expect_reject_at(const struct kernel_info *k, const struct hbg_kernel_args *a,
                              uint64_t heap_size, int err, const char *what, const char *arg,
                              int line) {
         const char *why = NULL;
@@ -1056,7 +1056,7 @@ static void expect_reject_at(const struct kernel_info *k, const struct kernel_ar
 #define expect_reject(k, a, err, what, arg)                                     \
         expect_reject_at(k, a, HEAP_SIZE, err, what, arg, __LINE__)
 
-static void expect_ok_at(const struct kernel_info *k, const struct kernel_args *a, int line) {
+static void expect_ok_at(const struct kernel_info *k, const struct hbg_kernel_args *a, int line) {
         const char *why = NULL;
         int r = kernel_validate(k, a, HEAP_SIZE, &why);
 
@@ -1070,7 +1070,7 @@ static void expect_ok_at(const struct kernel_info *k, const struct kernel_args *
 START_TEST(test_validate_counts) {
         for (size_t i = 0; i < kernel_count(); i++) {
                 const struct kernel_info *k = kernel_at(i);
-                struct kernel_args good = good_args(k), a;
+                struct hbg_kernel_args good = good_args(k), a;
 
                 expect_ok(k, &good);
                 for (int d = -2; d <= 2; d++) {
@@ -1107,11 +1107,11 @@ START_TEST(test_validate_tensor_fields) {
 
         for (size_t i = 0; i < kernel_count(); i++) {
                 const struct kernel_info *k = kernel_at(i);
-                struct kernel_args good = good_args(k), a;
+                struct hbg_kernel_args good = good_args(k), a;
 
                 for (unsigned t = 0; t < k->sig->n_tensors; t++) {
                         const char *tn = k->sig->tensors[t].name;
-                        struct hbg_tensor_arg *x = &a.tensors[t];
+                        struct hbg_kernel_tensor_arg *x = &a.tensors[t];
 
                         for (size_t d = 0; d < sizeof(all_dirs) / sizeof(all_dirs[0]); d++) {
                                 if (all_dirs[d] == k->sig->tensors[t].dir)
@@ -1198,7 +1198,7 @@ END_TEST
 START_TEST(test_validate_overlap) {
         for (size_t i = 0; i < kernel_count(); i++) {
                 const struct kernel_info *k = kernel_at(i);
-                struct kernel_args good = good_args(k), a;
+                struct hbg_kernel_args good = good_args(k), a;
 
                 for (unsigned o = 0; o < k->sig->n_tensors; o++) {
                         if (k->sig->tensors[o].dir == IN)
@@ -1209,7 +1209,7 @@ START_TEST(test_validate_overlap) {
                         for (unsigned t = 0; t < k->sig->n_tensors; t++) {
                                 if (t == o)
                                         continue;
-                                struct hbg_tensor_arg *x = &a.tensors[t];
+                                struct hbg_kernel_tensor_arg *x = &a.tensors[t];
 
                                 /* exact: in place where the kernel allows it
                                  * and the other is an input; refused otherwise */
@@ -1268,7 +1268,7 @@ START_TEST(test_validate_inputs_may_overlap) {
 
         for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
                 const struct kernel_info *k = K(ids[i]);
-                struct kernel_args a = good_args(k);
+                struct hbg_kernel_args a = good_args(k);
 
                 a.tensors[1].offset = a.tensors[0].offset;
                 expect_ok(k, &a);
@@ -1284,7 +1284,7 @@ START_TEST(test_validate_f32_scalars) {
 
         for (size_t i = 0; i < kernel_count(); i++) {
                 const struct kernel_info *k = kernel_at(i);
-                struct kernel_args good = good_args(k), a;
+                struct hbg_kernel_args good = good_args(k), a;
 
                 for (unsigned s = 0; s < k->sig->n_scalars; s++) {
                         if (k->sig->scalars[s].kind != HBG_SCALAR_F32)
@@ -1313,7 +1313,7 @@ START_TEST(test_validate_lengths) {
                         continue;
                 unsigned out = k->sig->n_tensors - 1u;
                 for (unsigned t = 0; t < out; t++) {
-                        struct kernel_args a = good_args(k);
+                        struct hbg_kernel_args a = good_args(k);
                         ck_assert_uint_eq(a.tensors[t].length, a.tensors[out].length);
                         a.tensors[t].length -= 4;
                         expect_reject(k, &a, -EINVAL, "tensor %s is not as long as", k->sig->tensors[t].name);
@@ -1327,7 +1327,7 @@ END_TEST
 START_TEST(test_validate_gemm) {
         const struct kernel_info *k = K(HBG_KERNEL_GEMM_F32);
         const uint64_t lim = UINT64_C(1) << 20;
-        struct kernel_args good = good_args(k), a; /* 4x4x4, 64-byte tensors */
+        struct hbg_kernel_args good = good_args(k), a; /* 4x4x4, 64-byte tensors */
 
         for (unsigned s = 0; s < 3; s++) {
                 a = good;
@@ -1377,7 +1377,7 @@ END_TEST
 
 START_TEST(test_validate_softmax) {
         const struct kernel_info *k = K(HBG_KERNEL_SOFTMAX_ROWS_F32);
-        struct kernel_args good = good_args(k), a; /* 2x8, X 64 bytes */
+        struct hbg_kernel_args good = good_args(k), a; /* 2x8, X 64 bytes */
 
         a = good;
         a.scalars[0] = 0;
@@ -1425,7 +1425,7 @@ END_TEST
 
 START_TEST(test_validate_spin_fail) {
         const struct kernel_info *k = K(HBG_KERNEL_SPIN_NS);
-        struct kernel_args a = good_args(k);
+        struct hbg_kernel_args a = good_args(k);
         static const uint64_t ok_ns[] = { 0, 1, 999999999, 1000000000 };
         static const uint64_t bad_ns[] = { 1000000001, UINT64_C(1) << 32, UINT64_MAX };
         static const int64_t ok_codes[] = { -1, -EIO, -EPROTO, -4095 };
@@ -1455,7 +1455,7 @@ START_TEST(test_validate_spin_fail) {
 END_TEST
 
 START_TEST(test_validate_no_kernel) {
-        struct kernel_args a = { 0 };
+        struct hbg_kernel_args a = { 0 };
         struct kernel_info copy = *K(HBG_KERNEL_NOOP);
         const char *why = NULL;
 
@@ -1484,13 +1484,13 @@ static uint8_t *big_heap(size_t bytes) {
         return h;
 }
 
-static void fill_f32(uint8_t *h, const struct hbg_tensor_arg *t, float v) {
+static void fill_f32(uint8_t *h, const struct hbg_kernel_tensor_arg *t, float v) {
         for (uint64_t i = 0; i < t->length; i += 4)
                 put_f32(h, t->offset + i, v);
 }
 
 /* Elements of t not equal to v, bit for bit. */
-static uint64_t count_not(const uint8_t *h, const struct hbg_tensor_arg *t, float v) {
+static uint64_t count_not(const uint8_t *h, const struct hbg_kernel_tensor_arg *t, float v) {
         uint64_t n = 0;
 
         for (uint64_t i = 0; i < t->length; i += 4)
@@ -1529,10 +1529,10 @@ static const struct budget_case budget_cases[] = {
         { HBG_KERNEL_SOFTMAX_ROWS_F32, 1, 2, 0, { 64 * 1024 }, { 64, 1024 }, { INOUT }, -1 },
 };
 
-static void budget_case_setup(const struct budget_case *c, uint8_t *h, struct kernel_args *a) {
+static void budget_case_setup(const struct budget_case *c, uint8_t *h, struct hbg_kernel_args *a) {
         uint64_t off = 64;
 
-        *a = (struct kernel_args){ .n_tensors = c->n_tensors, .n_scalars = c->n_scalars };
+        *a = (struct hbg_kernel_args){ .n_tensors = c->n_tensors, .n_scalars = c->n_scalars };
         for (unsigned i = 0; i < c->n_tensors; i++) {
                 a->tensors[i] = T(off, c->elems[i] * 4, c->dirs[i]);
                 off += c->elems[i] * 4;
@@ -1552,7 +1552,7 @@ START_TEST(test_budget_stops_every_kernel) {
         const struct budget_case *c = &budget_cases[_i];
         const struct kernel_info *k = K(c->id);
         uint8_t *h = big_heap(BUDGET_HEAP);
-        struct kernel_args a;
+        struct hbg_kernel_args a;
         _Atomic uint32_t stop = 0;
 
         for (int cancel = 0; cancel < 2; cancel++) {
@@ -1567,10 +1567,10 @@ START_TEST(test_budget_stops_every_kernel) {
                         kernel_run_ctx_init(&ctx, 1, NULL);
                         ctx.deadline_ns = 1; /* long past */
                 }
-                int r = k->run(&ctx, h, &a, 0, 1);
+                int r = k->run(&ctx.k, h, &a, 0, 1);
                 ck_assert_msg(r == want, "%s: returned %d, expected %d", k->sig->name, r, want);
                 ck_assert_int_eq(ctx.stopped, cancel ? KERNEL_STOP_CANCEL : KERNEL_STOP_BUDGET);
-                const struct hbg_tensor_arg *out = &a.tensors[c->out];
+                const struct hbg_kernel_tensor_arg *out = &a.tensors[c->out];
                 uint64_t n = count_not(h, out, 1.0f), total = out->length / 4;
                 if (c->written >= 0)
                         ck_assert_msg(n == (uint64_t)c->written, "%s: wrote %llu elements before stopping, "
@@ -1580,8 +1580,8 @@ START_TEST(test_budget_stops_every_kernel) {
                         ck_assert_msg(n > 0 && n < total, "%s: wrote %llu of %llu elements before stopping",
                                       k->sig->name, (unsigned long long)n, (unsigned long long)total);
                 /* Sticky: the next check, or the next part, stops at once. */
-                ck_assert_int_eq(kernel_check(&ctx, 0), want);
-                ck_assert_int_eq(k->run(&ctx, h, &a, 0, 1), want);
+                ck_assert_int_eq(hbg_kernel_check(&ctx.k, 0), want);
+                ck_assert_int_eq(k->run(&ctx.k, h, &a, 0, 1), want);
                 atomic_store(&stop, 0);
         }
 
@@ -1589,7 +1589,7 @@ START_TEST(test_budget_stops_every_kernel) {
         struct kernel_run_ctx ctx;
         budget_case_setup(c, h, &a);
         kernel_run_ctx_init(&ctx, 0, NULL);
-        ck_assert_int_eq(k->run(&ctx, h, &a, 0, 1), 0);
+        ck_assert_int_eq(k->run(&ctx.k, h, &a, 0, 1), 0);
         ck_assert_int_eq(ctx.stopped, KERNEL_STOP_NONE);
         ck_assert_uint_eq(count_not(h, &a.tensors[c->out], 1.0f), a.tensors[c->out].length / 4);
         free(h);
@@ -1618,20 +1618,20 @@ START_TEST(test_stop_filter) {
         kernel_run_ctx_filter(&ctx, 0x105, probe_applies, &probe);
         /* unchanged: never asked, however much work */
         for (int i = 0; i < 4; i++)
-                ck_assert_int_eq(kernel_check(&ctx, KERNEL_CHECK_WORK), 0);
+                ck_assert_int_eq(hbg_kernel_check(&ctx.k, KERNEL_CHECK_WORK), 0);
         ck_assert_uint_eq(probe.asked, 0);
         /* changed, not about us: asked once, the run goes on */
         atomic_store(&word, 0x206);
         for (int i = 0; i < 4; i++)
-                ck_assert_int_eq(kernel_check(&ctx, KERNEL_CHECK_WORK), 0);
+                ck_assert_int_eq(hbg_kernel_check(&ctx.k, KERNEL_CHECK_WORK), 0);
         ck_assert_uint_eq(probe.asked, 1);
         ck_assert_int_eq(ctx.stopped, KERNEL_STOP_NONE);
         /* changed again, about us: stopped, and stays so */
         probe.applies = true;
         atomic_store(&word, 0x306);
-        ck_assert_int_eq(kernel_check(&ctx, KERNEL_CHECK_WORK), -ECANCELED);
+        ck_assert_int_eq(hbg_kernel_check(&ctx.k, KERNEL_CHECK_WORK), -ECANCELED);
         ck_assert_int_eq(ctx.stopped, KERNEL_STOP_CANCEL);
-        ck_assert_int_eq(kernel_check(&ctx, 1), -ECANCELED);
+        ck_assert_int_eq(hbg_kernel_check(&ctx.k, 1), -ECANCELED);
         ck_assert_uint_eq(probe.asked, 2);
 }
 END_TEST
@@ -1639,16 +1639,16 @@ END_TEST
 /* spin_ns counts nanoseconds against its budget: a 1 s spin with its
  * deadline past stops at the first look at the clock. */
 START_TEST(test_budget_spin) {
-        struct kernel_args a = { .n_scalars = 1, .scalars = { 1000000000 } };
+        struct hbg_kernel_args a = { .n_scalars = 1, .scalars = { 1000000000 } };
         struct kernel_run_ctx ctx;
 
         kernel_run_ctx_init(&ctx, 1, NULL);
         ctx.deadline_ns = 1;
-        ck_assert_int_eq(K(HBG_KERNEL_SPIN_NS)->run(&ctx, NULL, &a, 0, 1), -ETIME);
+        ck_assert_int_eq(K(HBG_KERNEL_SPIN_NS)->run(&ctx.k, NULL, &a, 0, 1), -ETIME);
         ck_assert_int_eq(ctx.stopped, KERNEL_STOP_BUDGET);
         /* A real 1 ms budget (the smallest) on a 1 s spin. */
         kernel_run_ctx_init(&ctx, 1, NULL);
-        ck_assert_int_eq(K(HBG_KERNEL_SPIN_NS)->run(&ctx, NULL, &a, 0, 1), -ETIME);
+        ck_assert_int_eq(K(HBG_KERNEL_SPIN_NS)->run(&ctx.k, NULL, &a, 0, 1), -ETIME);
         ck_assert_int_eq(ctx.stopped, KERNEL_STOP_BUDGET);
 }
 END_TEST
@@ -1661,15 +1661,15 @@ START_TEST(test_budget_check_cadence) {
         kernel_run_ctx_init(&ctx, 5, NULL);
         ck_assert_uint_eq(ctx.budget_ns, 5000000);
         for (unsigned i = 0; i + 1 < KERNEL_CHECK_WORK / 1024; i++)
-                ck_assert_int_eq(kernel_check(&ctx, 1024), 0);
+                ck_assert_int_eq(hbg_kernel_check(&ctx.k, 1024), 0);
         ck_assert_int_eq(ctx.deadline_ns, 0);
-        ck_assert_int_eq(kernel_check(&ctx, 1024), 0);
+        ck_assert_int_eq(hbg_kernel_check(&ctx.k, 1024), 0);
         ck_assert_int_ne(ctx.deadline_ns, 0);
-        ck_assert_uint_eq(ctx.credit, KERNEL_CHECK_WORK);
+        ck_assert_uint_eq(ctx.k.credit, KERNEL_CHECK_WORK);
         /* An hour's budget does not overflow the deadline. */
         kernel_run_ctx_init(&ctx, UINT64_MAX, NULL);
-        ck_assert_int_eq(kernel_check(&ctx, KERNEL_CHECK_WORK), 0);
-        ck_assert_int_eq(kernel_check(&ctx, KERNEL_CHECK_WORK), 0);
+        ck_assert_int_eq(hbg_kernel_check(&ctx.k, KERNEL_CHECK_WORK), 0);
+        ck_assert_int_eq(hbg_kernel_check(&ctx.k, KERNEL_CHECK_WORK), 0);
         ck_assert_int_gt(ctx.deadline_ns, 0);
 }
 END_TEST
@@ -1698,7 +1698,7 @@ START_TEST(test_budget_gemm_bit_identical) {
 
         for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
                 uint64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
-                struct kernel_args a = { .n_tensors = 3, .n_scalars = 3, .scalars = { m, n, k } };
+                struct hbg_kernel_args a = { .n_tensors = 3, .n_scalars = 3, .scalars = { m, n, k } };
                 /* aligned_alloc() wants a multiple of the alignment. */
                 size_t bytes = ((size_t)(m * k + k * n + m * n) * 4 + 64 + 63) & ~(size_t)63;
                 uint8_t *h = big_heap(bytes), *want;
@@ -1720,7 +1720,7 @@ START_TEST(test_budget_gemm_bit_identical) {
 
                 struct kernel_run_ctx ctx;
                 kernel_run_ctx_init(&ctx, 3600000, NULL);
-                ck_assert_int_eq(K(HBG_KERNEL_GEMM_F32)->run(&ctx, h, &a, 0, 1), 0);
+                ck_assert_int_eq(K(HBG_KERNEL_GEMM_F32)->run(&ctx.k, h, &a, 0, 1), 0);
                 for (uint64_t i = 0; i < m * n; i++) {
                         float got = get_f32(h, a.tensors[2].offset + i * 4);
                         float ref = get_f32(want, a.tensors[2].offset + i * 4);
@@ -1746,7 +1746,7 @@ END_TEST
  * CPU is on subnormals. */
 START_TEST(test_budget_gemm_subnormal_deadline) {
         const uint64_t m = 256, n = 256, k = 256;
-        struct kernel_args a = { .n_tensors = 3, .n_scalars = 3, .scalars = { m, n, k } };
+        struct hbg_kernel_args a = { .n_tensors = 3, .n_scalars = 3, .scalars = { m, n, k } };
         size_t bytes = (size_t)(m * k + k * n + m * n) * 4;
         uint8_t *h = big_heap(bytes);
 
@@ -1759,10 +1759,10 @@ START_TEST(test_budget_gemm_subnormal_deadline) {
         ck_assert_int_eq(kernel_validate(K(HBG_KERNEL_GEMM_F32), &a, bytes, NULL), 0);
         struct kernel_run_ctx ctx;
         kernel_run_ctx_init(&ctx, 1, NULL);
-        ck_assert_int_eq(K(HBG_KERNEL_GEMM_F32)->run(&ctx, h, &a, 0, 1), -ETIME);
+        ck_assert_int_eq(K(HBG_KERNEL_GEMM_F32)->run(&ctx.k, h, &a, 0, 1), -ETIME);
         ck_assert_int_eq(ctx.stopped, KERNEL_STOP_BUDGET);
         /* The last row of C was never reached. */
-        struct hbg_tensor_arg last = T(a.tensors[2].offset + (m - 1) * n * 4, n * 4, INOUT);
+        struct hbg_kernel_tensor_arg last = T(a.tensors[2].offset + (m - 1) * n * 4, n * 4, INOUT);
         ck_assert_uint_eq(count_not(h, &last, 1.0f), 0);
         free(h);
 }

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Kernel modules for the loader's tests (tests/unit/test_kernel_modules.c,
+ * tests/e2e/test_e2e_modules.c): one source, built once per variant
+ * (-DVARIANT="name", the Makefile's tests/modules rule), each registering
+ * what its name says. "counting" is a good module whose kernel counts its
+ * check() calls; the others are each refused for one reason.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <hbg/kernel.h>
+
+#ifndef VARIANT
+#error "build with -DVARIANT=\"name\""
+#endif
+
+static unsigned checks;
+
+static const char *const reasons[] = { "k must be 7" };
+
+/* Counts its calls: hbgd's generic checks must have refused hostile
+ * arguments before this runs. */
+static int count_check(const struct hbg_kernel_args *a, unsigned *reason) {
+        checks++;
+        if (a->scalars[0] != 7) {
+                *reason = 0;
+                return -ERANGE;
+        }
+        return 0;
+}
+
+static uint64_t count_cost(const struct hbg_kernel_args *a, uint32_t parts) {
+        (void)a;
+        return parts;
+}
+
+/* out[0] = how many times check() ran so far. */
+static int count_run(struct hbg_kernel_ctx *ctx, uint8_t *heap, const struct hbg_kernel_args *a, uint32_t part,
+                     uint32_t parts) {
+        (void)ctx;
+        (void)parts;
+        if (part == 0)
+                hbg_kernel_f32(heap, &a->tensors[1])[0] = (float)checks;
+        return 0;
+}
+
+static int variant(const char *name) {
+        return strcmp(VARIANT, name) == 0;
+}
+
+#ifdef NO_INIT
+/* Everything but the function hbgd looks for: the init under another name. */
+#define hbg_kernel_module_init hbg_kernel_module_start
+HBG_KERNEL_MODULE_EXPORT int hbg_kernel_module_start(struct hbg_kernel_host *host);
+#endif
+
+HBG_KERNEL_MODULE_EXPORT int hbg_kernel_module_init(struct hbg_kernel_host *host) {
+        struct hbg_kernel_def d = {
+                .size = sizeof(d),
+                .name = "tm_count",
+                .summary = "out[0] = check() calls so far (tests)",
+                .n_tensors = 2,
+                .tensors = { { "in", HBG_KERNEL_IN }, { "out", HBG_KERNEL_OUT } },
+                .n_scalars = 2,
+                .scalars = { { "k", HBG_KERNEL_U64 }, { "f", HBG_KERNEL_F32 } },
+                .length = HBG_KERNEL_LENGTH_EQUAL,
+                .length_rule = "in as long as out",
+                .splittable = true,
+                .check = count_check,
+                .reasons = reasons,
+                .n_reasons = 1,
+                .cost = count_cost,
+                .run = count_run,
+        };
+        if (variant("init_fail"))
+                return -ENOTSUP;
+        if (variant("clash_builtin"))
+                d.name = "add_f32";
+        if (variant("clash_a") || variant("clash_b"))
+                d.name = "tm_clash";
+        if (variant("bad_name"))
+                d.name = "Bad-Name";
+        if (variant("no_run"))
+                d.run = NULL;
+        if (variant("too_many_args"))
+                d.n_tensors = HBG_KERNEL_MAX_TENSORS + 1;
+        if (variant("bad_dir"))
+                d.tensors[1].dir = 9;
+        if (variant("bad_version"))
+                return host->add(host, HBG_KERNEL_API_VERSION + 1, &d);
+        if (variant("bad_size")) {
+                /* A definition from a newer header: one field this hbgd
+                 * does not know, set. */
+                struct {
+                        struct hbg_kernel_def def;
+                        uint64_t newer;
+                } big = { d, 1 };
+                big.def.size = sizeof(big);
+                return hbg_kernel_register(host, &big.def);
+        }
+        if (variant("empty"))
+                return 0;
+        return hbg_kernel_register(host, &d);
+}

@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Kernel modules through hbgd's own loader (daemon/kernel_modules.c) and
+ * kernel table (daemon/engine/kernels.c), in this process: the example
+ * module's kernels against references computed here, for several splits,
+ * bit for bit; hostile arguments refused by the generic checks before a
+ * module's check() runs; each refusal of the loader with its message; the
+ * built-ins registered through the same definitions. hbgd itself refusing
+ * to start is tests/e2e/test_e2e_modules.c.
+ *
+ * The build tree may lie under a directory writable by others: every test
+ * copies the modules it loads into a fresh 0755 directory under /tmp
+ * (sticky), which the loader accepts.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon/engine/kernels.h"
+#include "daemon/kernel_modules.h"
+#include "tests/check_main.h"
+
+static char dir[64];
+
+/* Copy src to dir/name (0644), return the new path (static buffer per call
+ * site: the caller copies). */
+static void install(const char *src, const char *name, char *ret, size_t len) {
+        snprintf(ret, len, "%s/%s", dir, name);
+        int in = open(src, O_RDONLY | O_CLOEXEC);
+        ck_assert_msg(in >= 0, "cannot open %s (build the tests' modules)", src);
+        int out = open(ret, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ck_assert_int_ge(out, 0);
+        char buf[65536];
+        ssize_t n;
+        while ((n = read(in, buf, sizeof(buf))) > 0)
+                ck_assert_int_eq(write(out, buf, (size_t)n), n);
+        close(in);
+        ck_assert_int_eq(fchmod(out, 0644), 0);
+        close(out);
+}
+
+static void test_module(const char *variant, char *ret, size_t len) {
+        char src[512], name[64];
+        snprintf(src, sizeof(src), "%s/%s.so", HBG_TEST_MODULES_DIR, variant);
+        snprintf(name, sizeof(name), "%s.so", variant);
+        install(src, name, ret, len);
+}
+
+static void setup_dir(void) {
+        snprintf(dir, sizeof(dir), "/tmp/hbg-kmod-XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        ck_assert_int_eq(chmod(dir, 0755), 0);
+}
+
+static void teardown_dir(void) {
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        if (system(cmd) != 0)
+                fprintf(stderr, "cannot remove %s\n", dir);
+}
+
+static int load(const char *list, char *err, size_t len) {
+        return kernel_modules_load(list, err, len);
+}
+
+/* ------------------------------------------------------------ built-ins */
+
+/* The built-ins came in through kernel_register()'s definitions: ids,
+ * signatures (the shared table's own entries) and order unchanged. */
+START_TEST(builtins_registered) {
+        ck_assert_uint_eq(kernel_count(), HBG_KERNEL_COUNT - 1);
+        for (uint16_t id = 1; id < HBG_KERNEL_COUNT; id++) {
+                const struct kernel_info *k = kernel_lookup(id);
+                ck_assert_ptr_nonnull(k);
+                ck_assert_ptr_eq(k->sig, kernel_sig_by_id(id));
+                ck_assert_ptr_eq(kernel_at(id - 1u), k);
+                ck_assert_uint_eq(k->index, id - 1u);
+                ck_assert_ptr_null(k->sig->module);
+                ck_assert_ptr_eq(kernel_lookup_name(k->sig->name), k);
+        }
+        ck_assert_ptr_null(kernel_lookup(HBG_KERNEL_MODULE_FIRST));
+        ck_assert_ptr_null(kernel_at(HBG_KERNEL_COUNT - 1));
+}
+END_TEST
+
+/* ------------------------------------------------------------ the example */
+
+#define ROWS 13u
+#define COLS 37u
+
+static float input(unsigned i) {
+        /* Negative, positive, zero and a subnormal among them. */
+        static const float special[] = { 0.0f, -0.0f, 1e-40f, -3.5f };
+        if (i % 17 == 0)
+                return special[(i / 17) % 4];
+        return (float)((int)(i * 7919u % 201u) - 100) / 16.0f;
+}
+
+static int run_parts(const struct kernel_info *k, uint8_t *heap, const struct hbg_kernel_args *a, uint32_t parts) {
+        struct kernel_run_ctx ctx;
+        kernel_run_ctx_init(&ctx, 0, NULL);
+        /* Last part first: any order gives the same bits. */
+        for (uint32_t p = parts; p-- > 0;) {
+                int r = k->run(&ctx.k, heap, a, p, parts);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static struct hbg_kernel_tensor_arg T(uint64_t off, uint64_t len, uint32_t dir_) {
+        return (struct hbg_kernel_tensor_arg){ .offset = off, .length = len, .direction = dir_ };
+}
+
+START_TEST(example_module) {
+        char path[256], err[1024];
+        setup_dir();
+        install(HBG_TEST_EXAMPLE_MODULE, "hbg-nn.so", path, sizeof(path));
+        ck_assert_msg(load(path, err, sizeof(err)) == 0, "%s", err);
+        const struct kernel_info *relu = kernel_lookup_name("relu_f32"), *rn = kernel_lookup_name("rownorm_f32");
+        ck_assert_ptr_nonnull(relu);
+        ck_assert_ptr_nonnull(rn);
+        ck_assert_uint_eq(relu->sig->id, HBG_KERNEL_MODULE_FIRST);
+        ck_assert_uint_eq(rn->sig->id, HBG_KERNEL_MODULE_FIRST + 1);
+        ck_assert_ptr_eq(kernel_lookup(HBG_KERNEL_MODULE_FIRST + 1), rn);
+        ck_assert_uint_eq(kernel_count(), HBG_KERNEL_COUNT + 1);
+        ck_assert_ptr_eq(kernel_at(HBG_KERNEL_COUNT), rn);
+        ck_assert_str_eq(rn->sig->module, path);
+        ck_assert(relu->sig->in_place && relu->sig->splittable);
+
+        const size_t n = ROWS * COLS, bytes = n * sizeof(float);
+        float *heap = aligned_alloc(64, 3 * bytes), ref[ROWS * COLS];
+        uint8_t *h = (uint8_t *)heap;
+        for (uint32_t parts = 1; parts <= 9; parts++) {
+                /* relu_f32, out of place and in place. */
+                for (unsigned i = 0; i < n; i++)
+                        heap[i] = input(i), ref[i] = input(i) > 0.0f ? input(i) : 0.0f;
+                struct hbg_kernel_args a = { .n_tensors = 2, .tensors = { T(0, bytes, HBG_DIR_IN),
+                                                                           T(bytes, bytes, HBG_DIR_OUT) } };
+                const char *why;
+                ck_assert_msg(kernel_validate(relu, &a, 3 * bytes, &why) == 0, "%s", why);
+                ck_assert_uint_eq(kernel_cost(relu, &a, parts), n + 1);
+                ck_assert_int_eq(run_parts(relu, h, &a, parts), 0);
+                ck_assert_msg(memcmp(heap + n, ref, bytes) == 0, "relu_f32, %u parts", parts);
+                a.tensors[1] = T(0, bytes, HBG_DIR_OUT);
+                ck_assert_msg(kernel_validate(relu, &a, 3 * bytes, &why) == 0, "in place: %s", why);
+                ck_assert_int_eq(run_parts(relu, h, &a, parts), 0);
+                ck_assert_msg(memcmp(heap, ref, bytes) == 0, "relu_f32 in place, %u parts", parts);
+
+                /* rownorm_f32: the row's sum of squares in double, in
+                 * column order, then each element divided in double. */
+                for (unsigned i = 0; i < n; i++)
+                        heap[i] = input(i);
+                for (unsigned r = 0; r < ROWS; r++) {
+                        double sum = 0.0;
+                        for (unsigned c = 0; c < COLS; c++)
+                                sum += (double)input(r * COLS + c) * (double)input(r * COLS + c);
+                        for (unsigned c = 0; c < COLS; c++)
+                                ref[r * COLS + c] =
+                                        sum == 0.0 ? input(r * COLS + c)
+                                                   : (float)((double)input(r * COLS + c) / sqrt(sum));
+                }
+                struct hbg_kernel_args b = { .n_tensors = 1, .n_scalars = 2,
+                                             .tensors = { T(0, bytes, HBG_DIR_INOUT) }, .scalars = { ROWS, COLS } };
+                ck_assert_msg(kernel_validate(rn, &b, 3 * bytes, &why) == 0, "%s", why);
+                ck_assert_int_eq(run_parts(rn, h, &b, parts), 0);
+                ck_assert_msg(memcmp(heap, ref, bytes) == 0, "rownorm_f32, %u parts", parts);
+        }
+        /* Its own check, named by hbgd. */
+        struct hbg_kernel_args b = { .n_tensors = 1, .n_scalars = 2, .tensors = { T(0, 64, HBG_DIR_INOUT) },
+                                     .scalars = { 4, 5 } };
+        const char *why;
+        ck_assert_int_eq(kernel_validate(rn, &b, 3 * bytes, &why), -EINVAL);
+        ck_assert_str_eq(why, "rownorm_f32: shape does not fit X");
+        b.scalars[0] = 0;
+        ck_assert_int_eq(kernel_validate(rn, &b, 3 * bytes, &why), -EINVAL);
+        ck_assert_str_eq(why, "rownorm_f32: rows and cols must be at least 1");
+        /* Bounded like a built-in: a stop word seen at the first slow check. */
+        for (unsigned i = 0; i < n; i++)
+                heap[i] = 1.0f;
+        _Atomic uint32_t stop = 1;
+        struct kernel_run_ctx ctx;
+        kernel_run_ctx_init(&ctx, 0, &stop);
+        ctx.k.credit = 1;
+        b.scalars[0] = ROWS;
+        b.scalars[1] = COLS;
+        ck_assert_int_eq(rn->run(&ctx.k, h, &b, 0, 1), -ECANCELED);
+        ck_assert_int_eq(ctx.stopped, KERNEL_STOP_CANCEL);
+        free(heap);
+        teardown_dir();
+}
+END_TEST
+
+/* ------------------------------------------------------------ hostile arguments */
+
+/* tm_count(in in, out out, u64 k, f32 f): check() counts its calls and
+ * run() writes the count. Every generic refusal comes before it. */
+START_TEST(generic_checks_first) {
+        char path[256], err[1024];
+        setup_dir();
+        test_module("counting", path, sizeof(path));
+        ck_assert_msg(load(path, err, sizeof(err)) == 0, "%s", err);
+        const struct kernel_info *k = kernel_lookup_name("tm_count");
+        ck_assert_ptr_nonnull(k);
+        const uint64_t heap_size = 4096;
+        const struct hbg_kernel_args good = { .n_tensors = 2, .n_scalars = 2,
+                                              .tensors = { T(0, 64, HBG_DIR_IN), T(64, 64, HBG_DIR_OUT) },
+                                              .scalars = { 7, 0 } };
+        struct hbg_kernel_args bad[12];
+        for (unsigned i = 0; i < 12; i++)
+                bad[i] = good;
+        bad[0].n_tensors = 1;                           /* count */
+        bad[1].n_scalars = 3;
+        bad[2].tensors[0].direction = HBG_DIR_OUT;      /* direction */
+        bad[3].tensors[1].offset = heap_size;           /* outside the heap */
+        bad[4].tensors[0].offset = UINT64_MAX - 3;      /* overflow */
+        bad[5].tensors[1].offset = 32;                  /* overlap */
+        bad[6].tensors[0].length = 32;                  /* length rule */
+        bad[7].tensors[1].reserved = 1;
+        bad[8].tensors[0].offset = 2;                   /* alignment */
+        bad[9].tensors[1].length = 0;
+        bad[10].scalars[1] = UINT64_C(1) << 32;         /* f32 upper bits */
+        bad[11].tensors[1] = T(0, 64, HBG_DIR_OUT);     /* in place: not allowed */
+        uint8_t *heap = aligned_alloc(64, heap_size);
+        for (unsigned i = 0; i < 12; i++) {
+                const char *why;
+                ck_assert_msg(kernel_validate(k, &bad[i], heap_size, &why) < 0, "hostile case %u accepted", i);
+                ck_assert_msg(strncmp(why, "tm_count: ", 10) == 0, "case %u: %s", i, why);
+                ck_assert_msg(strstr(why, "k must be 7") == NULL, "case %u reached the module's check: %s", i,
+                              why);
+        }
+        /* No call of check() so far. */
+        ck_assert_int_eq(run_parts(k, heap, &good, 1), 0);
+        ck_assert(((float *)(void *)(heap + 64))[0] == 0.0f);
+        /* Then its own check, with hbgd's prefix, and its count. */
+        struct hbg_kernel_args own = good;
+        own.scalars[0] = 6;
+        const char *why;
+        ck_assert_int_eq(kernel_validate(k, &own, heap_size, &why), -ERANGE);
+        ck_assert_str_eq(why, "tm_count: k must be 7");
+        ck_assert_int_eq(kernel_validate(k, &good, heap_size, &why), 0);
+        ck_assert_int_eq(run_parts(k, heap, &good, 1), 0);
+        ck_assert(((float *)(void *)(heap + 64))[0] == 2.0f);
+        free(heap);
+        teardown_dir();
+}
+END_TEST
+
+/* ------------------------------------------------------------ refusals */
+
+static const struct refusal {
+        const char *variant;
+        const char *reason;     /* after "kernel module PATH: " */
+} refusals[] = {
+        { "init_fail", "hbg_kernel_module_init failed: Operation not supported" },
+        { "clash_builtin", "kernel 'add_f32': name clash with the built-in kernel add_f32" },
+        { "bad_name", "kernel name 'Bad-Name' is not [a-z0-9_]{1,31}" },
+        { "no_run", "kernel 'tm_count': no run function" },
+        { "too_many_args", "kernel 'tm_count': too many tensor arguments (9; at most 8)" },
+        { "bad_dir", "kernel 'tm_count': tensor out: bad direction 9 (in 1, out 2, inout 3)" },
+        { "bad_version", "built for kernel API version 2; this hbgd speaks version 1" },
+        { "bad_size", "has non-zero fields this hbgd does not know" },
+        { "empty", "registers no kernel" },
+        { "no_init", "no function hbg_kernel_module_init (not an hbg kernel module)" },
+};
+
+START_TEST(refused) {
+        const struct refusal *c = &refusals[_i];
+        char path[256], err[1024], want[512];
+        setup_dir();
+        test_module(c->variant, path, sizeof(path));
+        ck_assert_int_eq(load(path, err, sizeof(err)), -EINVAL);
+        snprintf(want, sizeof(want), "kernel module %s: ", path);
+        ck_assert_msg(strncmp(err, want, strlen(want)) == 0 && strstr(err, c->reason), "%s: %s", c->variant, err);
+        /* Nothing of it stays in the table. */
+        ck_assert_uint_eq(kernel_count(), HBG_KERNEL_COUNT - 1);
+        ck_assert_ptr_null(kernel_lookup_name("tm_count"));
+        teardown_dir();
+}
+END_TEST
+
+/* Two modules with one name: the second is refused, naming the first. */
+START_TEST(clash_between_modules) {
+        char a[256], b[256], list[600], err[1024], want[800];
+        setup_dir();
+        test_module("clash_a", a, sizeof(a));
+        test_module("clash_b", b, sizeof(b));
+        snprintf(list, sizeof(list), "%s %s", a, b);
+        ck_assert_int_eq(load(list, err, sizeof(err)), -EINVAL);
+        snprintf(want, sizeof(want), "kernel module %s: kernel 'tm_clash': name clash with kernel tm_clash of module %s",
+                 b, a);
+        ck_assert_str_eq(err, want);
+        teardown_dir();
+}
+END_TEST
+
+/* The file's and its directories' checks, each naming what failed. */
+START_TEST(file_checks) {
+        char path[256], err[1024], want[1200], list[600];
+        setup_dir();
+        test_module("counting", path, sizeof(path));
+
+        ck_assert_int_eq(load("relative/counting.so", err, sizeof(err)), -EINVAL);
+        ck_assert_str_eq(err, "kernel module relative/counting.so: not an absolute path");
+
+        snprintf(list, sizeof(list), "%s/missing.so", dir);
+        ck_assert_int_eq(load(list, err, sizeof(err)), -EINVAL);
+        snprintf(want, sizeof(want), "kernel module %s: cannot open: No such file or directory", list);
+        ck_assert_str_eq(err, want);
+
+        ck_assert_int_eq(load(dir, err, sizeof(err)), -EINVAL);
+        snprintf(want, sizeof(want), "kernel module %s: not a regular file", dir);
+        ck_assert_str_eq(err, want);
+
+        ck_assert_int_eq(chmod(path, 0666), 0);
+        ck_assert_int_eq(load(path, err, sizeof(err)), -EINVAL);
+        snprintf(want, sizeof(want), "kernel module %s: writable by group or others (mode 0666)", path);
+        ck_assert_str_eq(err, want);
+        ck_assert_int_eq(chmod(path, 0644), 0);
+
+        ck_assert_int_eq(chmod(dir, 0777), 0);
+        ck_assert_int_eq(load(path, err, sizeof(err)), -EINVAL);
+        snprintf(want, sizeof(want), "kernel module %s: directory %s is writable by group or others (mode 0777)",
+                 path, dir);
+        ck_assert_str_eq(err, want);
+        /* Sticky is no excuse for the module's own directory. */
+        ck_assert_int_eq(chmod(dir, 01777), 0);
+        ck_assert_int_eq(load(path, err, sizeof(err)), -EINVAL);
+        ck_assert_int_eq(chmod(dir, 0755), 0);
+
+        if (geteuid() == 0) {
+                ck_assert_int_eq(chown(path, 65534, 65534), 0);
+                ck_assert_int_eq(load(path, err, sizeof(err)), -EINVAL);
+                snprintf(want, sizeof(want), "kernel module %s: owned by uid 65534, not by root or hbgd's uid 0",
+                         path);
+                ck_assert_str_eq(err, want);
+                ck_assert_int_eq(chown(path, 0, 0), 0);
+        }
+        /* A directory above writable by others and not sticky. */
+        char sub[128], inner[256];
+        snprintf(sub, sizeof(sub), "%s/sub", dir);
+        ck_assert_int_eq(mkdir(sub, 0755), 0);
+        snprintf(inner, sizeof(inner), "%s/m.so", sub);
+        ck_assert_int_eq(rename(path, inner), 0);
+        ck_assert_int_eq(chmod(dir, 0757), 0);
+        ck_assert_int_eq(load(inner, err, sizeof(err)), -EINVAL);
+        snprintf(want, sizeof(want),
+                 "kernel module %s: directory %s is writable by group or others (mode 0757, not sticky)", inner, dir);
+        ck_assert_str_eq(err, want);
+        /* Sticky above (like /tmp): fine. */
+        ck_assert_int_eq(chmod(dir, 01757), 0);
+        ck_assert_msg(load(inner, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_ptr_nonnull(kernel_lookup_name("tm_count"));
+        ck_assert_int_eq(chmod(dir, 0755), 0);
+        teardown_dir();
+}
+END_TEST
+
+static Suite *suite(void) {
+        Suite *s = suite_create("kernel_modules");
+        TCase *tc = tcase_create("kernel_modules");
+        tcase_add_test(tc, builtins_registered);
+        tcase_add_test(tc, example_module);
+        tcase_add_test(tc, generic_checks_first);
+        tcase_add_loop_test(tc, refused, 0, (int)(sizeof(refusals) / sizeof(refusals[0])));
+        tcase_add_test(tc, clash_between_modules);
+        tcase_add_test(tc, file_checks);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+const struct check_main check_main = { .suite = suite };
