@@ -513,6 +513,7 @@ $(B)/obj-O3/%.o: %.c | $(B)/gen/hbg.pb-c.h
 	$(Q)$(CC) $(CFLAGS) -O3 $(HBG_CFLAGS) $(TEST_CFLAGS) -c -o $@ $<
 
 $(KERNELS_O3_BIN): $(B)/obj-O3/tests/unit/test_kernels.o $(B)/obj-O3/tests/check_main.o $(B)/obj-O3/daemon/engine/kernels.o \
+                   $(B)/obj-O3/daemon/engine/kernels_builtin.o \
                    $(B)/obj-O3/common/kernel_sig.o
 	$(say) LD $@
 	@mkdir -p $(@D)
