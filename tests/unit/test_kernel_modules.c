@@ -134,7 +134,7 @@ START_TEST(example_module) {
         ck_assert(relu->sig->in_place && relu->sig->splittable);
 
         const size_t n = ROWS * COLS, bytes = n * sizeof(float);
-        float *heap = aligned_alloc(64, 3 * bytes), ref[ROWS * COLS];
+        float *heap = aligned_alloc(64, (3 * bytes + 63) / 64 * 64), ref[ROWS * COLS];
         uint8_t *h = (uint8_t *)heap;
         for (uint32_t parts = 1; parts <= 9; parts++) {
                 /* relu_f32, out of place and in place. */
