@@ -16,7 +16,7 @@
  * Errors: -EINVAL wrong signature or shape, -ERANGE a value outside its
  * range (a tensor outside the heap included), -EOVERFLOW an offset or size
  * computation overflowing 64 bits. Every message is static and starts with
- * the kernel name. At run time also kernel_check()'s -ETIME (the time
+ * the kernel name. At run time also hbg_kernel_check()'s -ETIME (the time
  * budget) and -ECANCELED (the stop flag), see below.
  */
 #pragma once
