@@ -98,8 +98,8 @@ ver=$(sed -n 's/^#define HBG_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
         "$root/libclient/include/hbg/hbg.h" | paste -sd.)
 major=${ver%%.*}
 so=libhbgclient.so.$ver
-for f in usr/bin/hbgd usr/bin/hbgctl usr/lib/$so usr/include/hbg/hbg.h \
-         usr/lib/pkgconfig/hbgclient.pc \
+for f in usr/bin/hbgd usr/bin/hbgctl usr/lib/$so usr/include/hbg/hbg.h usr/include/hbg/kernel.h \
+         usr/lib/pkgconfig/hbgclient.pc usr/lib/hbg/kernels/hbg-nn.so usr/share/man/man3/hbg_kernel_module_init.3 \
          usr/lib/systemd/system/hbgd.service usr/lib/systemd/system/hbgd.socket \
          usr/lib/sysusers.d/hbg.conf etc/hbg/hbgd.conf \
          usr/share/doc/hbg/hbgd.conf.example usr/share/doc/hbg/OPERATIONS.md \
