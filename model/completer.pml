@@ -80,7 +80,7 @@ active [NCOMP] proctype completer() {
         byte hlen;
         byte hmin = NONE;       /* its minimum */
 
-/* completer_defer(): push, or the ring stops (eager_complete's graphs_fail). */
+/* completer_defer(): push, or the ring stops (eager_complete's retire_fail). */
 #define DEFER(x) \
         assert(hlen < HEAP_CAP); \
         heap = heap | (1 << x); hlen++; \

@@ -10,7 +10,8 @@
  *     at its next check and asks cancel_applies() whether the change
  *     is about its task; if so it stops with -ECANCELED (§10.6);
  *   - the graph is decided under the cold lock like any other
- *     (graph_status): without a real failure, its status is the cancel.
+ *     (failures_graph_status): without a real failure, its status is
+ *     the cancel.
  * The hot path pays one relaxed load of cancel_word per task (beside
  * `removing` and `broken`, on a read-mostly line); only while a cancel of
  * this very ring is pending does a task take the cold lock to look.
@@ -21,7 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "daemon/engine/graphs.h"
+#include "daemon/engine/failures.h"
 #include "daemon/engine/ring.h"
 
 /* Under cold_lock: the table changed (count n entries in use). Relaxed:

@@ -7,6 +7,7 @@
  */
 #include "daemon/engine/classify.h"
 
+#include "daemon/engine/complete.h"
 #include "daemon/engine/ready.h"
 #include "daemon/engine/ring.h"
 
@@ -31,13 +32,13 @@ struct task_slot *classify_begin(struct hbg_ring *r, uint64_t id) {
  * or routed. */
 static void hand_on(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s) {
         if (s->classify_err < 0) {
-                ring_task_done(t, r, s->id, s->classify_err, s->classify_why);
+                complete_task(t, r, s->id, s->classify_err, s->classify_why);
                 return;
         }
         if (s->kind == KIND_INLINE && s->n_fanins == 0) {
                 /* Host-inline: complete right here, nothing dispatched. */
                 stat_add(&t->stats.retired_inline, 1);
-                ring_task_done(t, r, s->id, 0, NULL);
+                complete_task(t, r, s->id, 0, NULL);
                 return;
         }
         ready_route(t, r, s, true);

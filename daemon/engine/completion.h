@@ -13,8 +13,10 @@
  *   eager-batched
  *             eager's wake-ups, but stamps stored with release and the
  *             watermark walked once per visit of a ring, after one fence
- *             (§11.4): a variant, since it changes eager's defining rule
- *             (the frontier completer walks at once).
+ *             (§11.4): a policy of its own (completion_eager_batched.c),
+ *             since it changes eager's defining rule (the frontier
+ *             completer walks at once); it shares eager's retry of
+ *             deferred ids (completion_eager.h).
  *
  * A policy is one file (completion_NAME.c, defining its struct
  * completion_policy) plus one line of the table in completion.c; its
@@ -24,6 +26,12 @@
  *
  * Only a policy writes completion state (stamps, the watermark, deferred
  * ids); everyone else reads the one published watermark and the stamps.
+ *
+ * The policy is where a task's walk turns back: complete.c hands it a
+ * finished task through `complete` (a pointer, no call up), and the
+ * policy, above every stage, has the task's dependants made ready
+ * (ready.c, completion_task_released() below), the graphs retired
+ * (retire.c) and the client told (signal.c).
  */
 #pragma once
 
@@ -31,6 +39,8 @@
 #include <stdint.h>
 
 #include "daemon/engine/engine.h"
+#include "daemon/engine/ready.h"
+#include "daemon/engine/ring.h"
 
 struct sched_thread;
 struct hbg_ring;
@@ -76,3 +86,12 @@ struct completion_policy {
 const struct completion_policy *completion_policy(unsigned mode);
 /* "completion_mode: unknown mode (one of eager, lazy, ...)", static. */
 const char *completion_unknown_why(void);
+
+/* For a policy, once id's stamp is visible: its dependants made ready
+ * (ready.c), then its slot released. */
+static inline void completion_task_released(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
+        /* The list closes only after the stamp is visible: a waiter that
+         * finds it closed finds the producer complete (§10.2, seed P5). */
+        ready_dependants(t, r, id);
+        ring_slot_release(r, id);
+}

@@ -11,8 +11,7 @@
 #include <errno.h>
 
 #include "daemon/engine/completion.h"
-#include "daemon/engine/graphs.h"
-#include "daemon/engine/ready.h"
+#include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
 
 static uint32_t stamp_at(const struct hbg_flag_window *w, uint64_t id) {
@@ -78,9 +77,9 @@ static bool publish(struct hbg_completer *c, uint64_t id) {
 
 static void finish_published(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
         struct hbg_completer *c = ring_completer(t, r);
-        ready_task_released(t, r, id);
+        completion_task_released(t, r, id);
         if (advance_once(c, id + 1))
-                graphs_retire(r);
+                retire_graphs(r);
 }
 
 static void lazy_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
@@ -91,7 +90,7 @@ static void lazy_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t i
         }
         int rc = completer_defer(c, id);
         if (rc < 0)
-                graphs_fail(r, rc, id, "failsafe heap full");
+                retire_fail(r, rc, id, "failsafe heap full");
 }
 
 static bool lazy_tick(struct sched_thread *t, struct hbg_ring *r) {
@@ -111,7 +110,7 @@ static bool lazy_tick(struct sched_thread *t, struct hbg_ring *r) {
         }
         /* The walk that keeps the watermark live. */
         if (advance_all(c)) {
-                graphs_retire(r);
+                retire_graphs(r);
                 did = true;
         }
         return did;
@@ -123,7 +122,7 @@ static bool lazy_tick(struct sched_thread *t, struct hbg_ring *r) {
  * cannot miss a completed prefix (§11.2). */
 static bool lazy_before_park(struct sched_thread *t, struct hbg_ring *r) {
         if (advance_all(ring_completer(t, r))) {
-                graphs_retire(r);
+                retire_graphs(r);
                 return true;
         }
         return false;

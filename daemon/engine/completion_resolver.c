@@ -18,12 +18,11 @@
 
 #include "daemon/engine/completion.h"
 #include "daemon/engine/engine_state.h"
-#include "daemon/engine/graphs.h"
-#include "daemon/engine/ingest.h"
-#include "daemon/engine/ready.h"
+#include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/ring_table.h"
 #include "daemon/engine/wakeup.h"
+#include "daemon/engine/work.h"
 #include "daemon/engine/spsc.h"
 
 /* Ids taken from one scheduler's queue per resolver visit: bounded, so the
@@ -81,9 +80,9 @@ static void publish_one(struct sched_thread *t, struct hbg_ring *r, uint64_t id)
         int rc = completer_publish_or_defer_ordered(ring_completer(t, r), id, memory_order_release);
 
         if (rc == 1)
-                ready_task_released(t, r, id);
+                completion_task_released(t, r, id);
         else if (rc < 0)
-                graphs_fail(r, rc, id, "failsafe heap full");
+                retire_fail(r, rc, id, "failsafe heap full");
 }
 
 static void resolver_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
@@ -92,7 +91,7 @@ static void resolver_complete(struct sched_thread *t, struct hbg_ring *r, uint64
                 return;
         }
         if (!spsc_push(handoff(r, t->index), id)) {
-                graphs_fail(r, -EOVERFLOW, id, "resolver queue full (engine bug)");
+                retire_fail(r, -EOVERFLOW, id, "resolver queue full (engine bug)");
                 return;
         }
         wake_resolver(t->engine);
@@ -146,15 +145,15 @@ static bool resolver_resolve(struct sched_thread *t, struct hbg_ring *r) {
                                 break;
                         failsafe_heap_pop(&c->heap, &id);
                         stat_inc(&c->stats.retry_published, 1);
-                        ready_task_released(t, r, id);
+                        completion_task_released(t, r, id);
                         retried = true;
                 }
                 if (moved) {
-                        graphs_retire(r);
+                        retire_graphs(r);
                         /* The window moved: ids the schedulers could not
                          * claim may be claimable now, and they may sleep
                          * (they finish no task of their own to notice). */
-                        if (ingest_has_external_work(r))
+                        if (work_external(r))
                                 wakeup_one(e);
                 }
                 did |= moved || retried;

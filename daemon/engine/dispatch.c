@@ -6,17 +6,19 @@
  * kernels itself. Its own continuation and deque come first, and when it
  * has nothing else it steals from a peer's deque. SPMD tasks are claimed a
  * range of blocks at a time; the queue entry goes back before the blocks
- * run, so peers take the rest.
+ * run, so peers take the rest. Ready kernel-less tasks (the retire queue)
+ * have nothing to run: taking one completes it.
  */
 #include "daemon/engine/dispatch.h"
 
 #include <errno.h>
 
+#include "daemon/engine/complete.h"
 #include "daemon/engine/engine_state.h"
 #include "daemon/engine/fair_share.h"
 #include "daemon/engine/fair_share_slots.h"
-#include "daemon/engine/graphs.h"
-#include "daemon/engine/ready.h"
+#include "daemon/engine/queues.h"
+#include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/wakeup.h"
 #include "common/clock.h"
@@ -36,7 +38,7 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                 /* Hand the rest on before running ours. Cannot fail: one
                  * entry per task, capacity D (§10.4). */
                 if (!mpmc_push(&r->ready[s->shape], id)) {
-                        graphs_fail(r, -EOVERFLOW, id, "ready queue full (engine bug)");
+                        retire_fail(r, -EOVERFLOW, id, "ready queue full (engine bug)");
                         return 0;
                 }
                 wakeup_executor(r->engine);
@@ -126,7 +128,7 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                 stat_add(&t->stats.executed_tasks, 1);
                 /* The kernel's own error (§12.2): strerror, or the
                  * reason the winner above left. */
-                ring_task_done(t, r, id, st, st < 0 ? s->report_why : NULL);
+                complete_task(t, r, id, st, st < 0 ? s->report_why : NULL);
         }
         return n;
 }
@@ -183,7 +185,7 @@ static bool run_continuations(struct sched_thread *t, struct hbg_ring *r, struct
         bool did = false;
         uint64_t id;
         while (*runs < LOCAL_RUNS_PER_VISIT && may_start(t, r, turns)) {
-                if (ready_continuation_take(t, r, &id))
+                if (queues_continuation_take(t, r, &id))
                         stat_add(&t->stats.continued, 1);
                 else if (!ws_take(&rt->deque, &id))
                         break;
@@ -260,4 +262,20 @@ bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r) {
         if (turns && !did)
                 fair_share_visit_idle(t, r);
         return did;
+}
+
+bool dispatch_retire_queue(struct sched_thread *t, struct hbg_ring *r, unsigned max) {
+        uint64_t id;
+        unsigned n = 0;
+
+        if (atomic_load_explicit(&r->broken, memory_order_relaxed))
+                return false;
+        while (n < max && mpmc_pop(&r->retire, &id)) {
+                struct task_slot *s = ring_slot(r, id);
+                int st = atomic_load_explicit(&s->status, memory_order_relaxed);
+                stat_add(&t->stats.retired_inline, 1);
+                complete_task(t, r, id, st, st ? "a dependency failed" : NULL);
+                n++;
+        }
+        return n > 0;
 }

@@ -5,9 +5,9 @@
 #include "daemon/engine/fair_share.h"
 #include "daemon/engine/engine_state.h"
 #include "daemon/engine/fair_share_slots.h"
-#include "daemon/engine/ingest.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/ring_table.h"
+#include "daemon/engine/work.h"
 
 /*
  * May thread t start a kernel of r now (§9.5)? Called only while shares
@@ -34,7 +34,7 @@ bool fair_share_may_start(struct sched_thread *t, struct hbg_ring *r) {
                 unsigned s = q->share;
                 if (s != x && !fair_share_bit(waiting, s) &&
                     atomic_load_explicit(&e->shares[s].running, memory_order_relaxed) < cap &&
-                    ingest_has_kernel_work(q))
+                    work_kernel(q))
                         waiting[s / 64] |= UINT64_C(1) << (s % 64);
                 ring_table_peek_leave(t);
         }
@@ -58,7 +58,7 @@ void fair_share_end(struct sched_thread *t, struct hbg_ring *r) {
  * finding), that was the share's turn: it passes on, so that no share
  * holds the turn without running kernels. */
 void fair_share_visit_idle(struct sched_thread *t, struct hbg_ring *r) {
-        if (ingest_has_kernel_work(r) && fair_share_may_start(t, r)) {
+        if (work_kernel(r) && fair_share_may_start(t, r)) {
                 t->serving = r->share;
                 t->credit = 0;
         }

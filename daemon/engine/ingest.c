@@ -3,7 +3,7 @@
  * Ingest (RUNTIME_LOGIC.md §10.1, §14): claim a batch of submitted ids, or
  * a launch record with all its ids (launch.c); copy each descriptor out of
  * client memory once, validate the copy (validate.c) and hand the task on
- * (classify.c); and the "is there work" looks at a ring.
+ * (classify.c). What may be claimed is work.c's look.
  */
 #include "daemon/engine/ingest.h"
 
@@ -16,6 +16,7 @@
 #include "daemon/engine/ring.h"
 #include "daemon/engine/validate.h"
 #include "daemon/engine/wakeup.h"
+#include "daemon/engine/work.h"
 
 /* Descriptors copied out of client memory per memcpy: a run of them at a
  * time, in a buffer small enough (7 KiB) to stay in L1 while validated. */
@@ -53,80 +54,6 @@ static void classify_plain(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         classify_run(t, r, first, n, &set);
 }
 
-/* How many ids from `claim` may be classified now: submitted, inside the
- * window, and their slots released by the previous lap (§10.1). all: max
- * of them or none (a launch), decided before looking at any slot. */
-static uint64_t claimable(struct hbg_ring *r, uint64_t claim, uint64_t max, bool all) {
-        uint64_t submitted = atomic_load_explicit(&r->sub->submitted, memory_order_seq_cst);
-        uint64_t wm = watermark_read(&r->window);
-        uint64_t limit = wm + r->g.task_window;
-
-        atomic_store_explicit(&r->submitted_seen, submitted, memory_order_relaxed);
-        if (submitted < limit)
-                limit = submitted;
-        if (limit <= claim || (all && limit - claim < max))
-                return 0;
-        uint64_t n = limit - claim < max ? limit - claim : max;
-        for (uint64_t i = 0; i < n; i++)
-                if (atomic_load_explicit(&ring_slot(r, claim + i)->state, memory_order_acquire) !=
-                    SLOT_FREE)
-                        return i;
-        return n;
-}
-
-/* Is the descriptor of id a launch record (§14)? A look at client memory
- * only to cut batches: the claimer copies and validates it again. Ids a
- * launch covers keep stale descriptors, whose id is never theirs. */
-static bool peek_launch(struct hbg_ring *r, uint64_t id, uint64_t *ret_count) {
-        const struct hbg_task_desc *d = &r->descs[id & r->task_mask];
-        uint64_t seen_id, count;
-        uint8_t flags;
-        memcpy(&seen_id, &d->id, sizeof(seen_id));
-        memcpy(&flags, &d->flags, sizeof(flags));
-        memcpy(&count, &d->launch.count, sizeof(count));
-        *ret_count = count;
-        return seen_id == id && flags == HBG_DESC_LAUNCH;
-}
-
-bool ingest_launch_unsubmitted(struct hbg_ring *r, uint64_t claim, uint64_t submitted) {
-        uint64_t count;
-        return atomic_load_explicit(&r->n_recorded, memory_order_relaxed) > 0 && peek_launch(r, claim, &count) &&
-               claim < submitted && count > submitted - claim;
-}
-
-/* The ids from `claim` to take as one batch, n of them claimable: a launch
- * record is claimed with all its ids at once, by one thread (*launch), and
- * a batch of plain tasks stops before the next launch record. 0: wait. */
-static uint64_t batch_size(struct hbg_ring *r, uint64_t claim, uint64_t n, bool *launch) {
-        uint64_t count;
-        *launch = peek_launch(r, claim, &count);
-        if (*launch) {
-                /* A count no launch can have: claim the record alone, and
-                 * launch_classify() fails it. */
-                if (count == 0 || count > r->g.task_window)
-                        return 1;
-                return claimable(r, claim, count, true) == count ? count : 0;
-        }
-        for (uint64_t i = 1; i < n; i++)
-                if (peek_launch(r, claim + i, &count))
-                        return i;
-        return n;
-}
-
-/* The ids to claim at `claim` now (at most max; a launch whole), 0 if none.
- * Only a ring with a recorded graph looks for launch records (in others a
- * stray one fails validation as an unknown flag). The client launches only
- * after hbgd's reply to the recording, which followed n_recorded's store;
- * `submitted`, loaded seq_cst in claimable(), was stored after that reply,
- * so this load sees it (§14). */
-static uint64_t claim_size(struct hbg_ring *r, uint64_t claim, uint64_t max, bool *launch) {
-        *launch = false;
-        uint64_t n = claimable(r, claim, max, false);
-        if (n == 0 || atomic_load_explicit(&r->n_recorded, memory_order_relaxed) == 0)
-                return n;
-        return batch_size(r, claim, n, launch);
-}
-
 bool ingest_ring(struct sched_thread *t, struct hbg_ring *r) {
         if (atomic_load_explicit(&r->broken, memory_order_relaxed) ||
             atomic_load_explicit(&r->removing, memory_order_relaxed))
@@ -135,7 +62,7 @@ bool ingest_ring(struct sched_thread *t, struct hbg_ring *r) {
                 return launch_continue(t, r);
         uint64_t claim = atomic_load_explicit(&r->claim, memory_order_acquire);
         bool launch;
-        uint64_t n = claim_size(r, claim, r->engine->cfg.classify_batch, &launch);
+        uint64_t n = work_claim_size(r, claim, r->engine->cfg.classify_batch, &launch);
         if (n == 0)
                 return false;
         if (!atomic_compare_exchange_strong_explicit(&r->claim, &claim, claim + n,
@@ -149,7 +76,7 @@ bool ingest_ring(struct sched_thread *t, struct hbg_ring *r) {
                                                       memory_order_release, memory_order_relaxed))
                 ;
         /* More waiting behind this batch: let a parked peer take it. */
-        if (claimable(r, claim + n, 1, false))
+        if (work_claimable(r, claim + n, 1, false))
                 wakeup_one(r->engine);
         /* A launch wakes peers after each of its batches itself. */
         if (launch) {
@@ -159,50 +86,4 @@ bool ingest_ring(struct sched_thread *t, struct hbg_ring *r) {
         classify_plain(t, r, claim, n);
         ready_wake_for_surplus(t, r);
         return true;
-}
-
-bool ingest_has_external_work(struct hbg_ring *r) {
-        if (atomic_load(&r->broken) || atomic_load(&r->removing))
-                return false;
-        uint64_t claim = atomic_load_explicit(&r->claim, memory_order_acquire);
-        bool launch;
-        /* As ingest_ring() would claim: a launch record whose ids are not
-         * all claimable yet is no work (hbgd parks; the client's publish
-         * of the rest rings the doorbell, §9.4). */
-        if (claim_size(r, claim, 1, &launch))
-                return true;
-        if (atomic_load_explicit(&r->sub->graphs_submitted, memory_order_seq_cst) >
-            atomic_load_explicit(&r->graphs_seen, memory_order_relaxed))
-                return true;
-        uint64_t head = atomic_load_explicit(&r->mailbox_head, memory_order_relaxed);
-        struct hbg_mailbox_entry *e = &r->mailbox[head & (r->g.mailbox_entries - 1)];
-        return atomic_load_explicit(&e->seq, memory_order_seq_cst) == head + 1;
-}
-
-bool ingest_has_work(struct hbg_ring *r) {
-        if (ingest_has_external_work(r) || mpmc_maybe_nonempty(&r->retire))
-                return true;
-        for (unsigned s = 0; s < SHAPE_EXEC_COUNT; s++)
-                if (mpmc_maybe_nonempty(&r->ready[s]))
-                        return true;
-        return false;
-}
-
-bool ingest_has_kernel_work(struct hbg_ring *r) {
-        if (atomic_load_explicit(&r->broken, memory_order_relaxed) ||
-            atomic_load_explicit(&r->removing, memory_order_relaxed))
-                return false;
-        for (unsigned s = 0; s < SHAPE_EXEC_COUNT; s++)
-                if (mpmc_maybe_nonempty(&r->ready[s]))
-                        return true;
-        if (ready_deques_nonempty(r))
-                return true;
-        bool launch;
-        return claim_size(r, atomic_load_explicit(&r->claim, memory_order_acquire), 1, &launch) > 0;
-}
-
-/* New graph records the retirer has not looked at yet. */
-bool ingest_graphs_arrived(struct hbg_ring *r) {
-        return atomic_load_explicit(&r->sub->graphs_submitted, memory_order_acquire) >
-               atomic_load_explicit(&r->graphs_seen, memory_order_relaxed);
 }

@@ -12,7 +12,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "daemon/engine/graphs.h"
+#include "daemon/engine/failures.h"
 #include "daemon/engine/ring.h"
 #include "common/clock.h"
 

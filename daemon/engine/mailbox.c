@@ -7,7 +7,8 @@
 
 #include <errno.h>
 
-#include "daemon/engine/graphs.h"
+#include "daemon/engine/complete.h"
+#include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
 
 bool mailbox_poll(struct sched_thread *t, struct hbg_ring *r) {
@@ -38,17 +39,17 @@ bool mailbox_poll(struct sched_thread *t, struct hbg_ring *r) {
                 /* Padding must be zero (shm/layout.h): not ignored, so that
                  * it can carry meaning in a later layout. */
                 if (reserved) {
-                        graphs_fail(r, -EPROTO, id, "mailbox entry reserved field not zero");
+                        retire_fail(r, -EPROTO, id, "mailbox entry reserved field not zero");
                         break;
                 }
                 if (id < r->first_id || id >= atomic_load(&r->claim)) {
-                        graphs_fail(r, -EPROTO, id, "mailbox completion for a task never submitted");
+                        retire_fail(r, -EPROTO, id, "mailbox completion for a task never submitted");
                         break;
                 }
                 if (!slot_owned_by(s, id, memory_order_acquire))
                         continue; /* so old its slot is reused: cannot tell, ignore */
                 if (s->kind != KIND_EXTERNAL) {
-                        graphs_fail(r, -EPROTO, id, "mailbox completion for a task that is not a host task");
+                        retire_fail(r, -EPROTO, id, "mailbox completion for a task that is not a host task");
                         break;
                 }
                 uint32_t st = SLOT_EXTERNAL;
@@ -56,7 +57,7 @@ bool mailbox_poll(struct sched_thread *t, struct hbg_ring *r) {
                         continue; /* completed by the stall detector meanwhile */
                 if (status > 0 || status < -4095)
                         status = -EINVAL;
-                ring_task_done(t, r, id, status, status ? "host task reported failure" : NULL);
+                complete_task(t, r, id, status, status ? "host task reported failure" : NULL);
         }
         atomic_store(&r->mailbox_lock, 0);
         return n > 0;

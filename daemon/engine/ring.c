@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A ring's life cycle and its one completion entry point: creating and
- * freeing its private memory (lazy zero mappings, §10.1), a task's status
- * becoming final (handed to the completion policy), counters.
+ * A ring's life cycle: creating and freeing its private memory (lazy zero
+ * mappings, §10.1), counters.
  */
 #include "daemon/engine/ring.h"
 
@@ -13,33 +12,10 @@
 
 #include "daemon/engine/completion.h"
 #include "daemon/engine/engine_state.h"
-#include "daemon/engine/graphs.h"
+#include "daemon/engine/failures.h"
 #include "daemon/engine/live_graphs.h"
 #include "daemon/engine/recorded.h"
 #include "common/clock.h"
-
-void ring_task_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int status,
-                    const char *why) {
-        struct task_slot *s = ring_slot(r, id);
-        struct ring_thread *rt = &r->per_thread[t->index];
-
-        if (status < 0) {
-                atomic_store_explicit(&s->status, status, memory_order_relaxed);
-                /* Before the stamp (release there, acquire by whoever sees
-                 * the task complete): a dependant checks this entry. */
-                atomic_store_explicit(&r->fail_tags[id & r->fail_mask], id + 1, memory_order_relaxed);
-                graphs_record_failure(r, id, status, s->report_kernel, why);
-                stat_add(&rt->failed, 1);
-                if (status != -ECANCELED) { /* skipped ones count as retired */
-                        stat_add(&t->stats.failed, 1);
-                        stat_add(&t->tasks_failed[hbg_errno_slot(status)], 1);
-                }
-        }
-        atomic_store_explicit(&s->state, SLOT_COMPLETING, memory_order_relaxed);
-        stat_add(&rt->completed, 1);
-        r->engine->completion->complete(t, r, id);
-}
-
 
 static size_t slots_bytes(const struct hbg_geometry *g) {
         return g->task_window * sizeof(struct task_slot);

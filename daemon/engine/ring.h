@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* ring.c: a ring (one session's shared memory as the engine sees it), its
- * per-thread state, its memory and life cycle, and the one entry point
- * of a task whose status is final (ring_task_done). */
+ * per-thread state, its memory and life cycle. */
 #pragma once
 
 #include <pthread.h>
@@ -140,7 +139,7 @@ struct hbg_ring {
         _Atomic uint32_t n_recorded;
 
         _Atomic bool broken;              /* protocol error: stop serving */
-        /* Why the ring broke, under cold_lock: the first graphs_fail()'s
+        /* Why the ring broke, under cold_lock: the first retire_fail()'s
          * reason (static), task and code; stop_why NULL: stopped without
          * one (by its owner). The graphs it fails say so (§12.2). */
         const char *stop_why;
@@ -168,11 +167,6 @@ struct hbg_ring {
         int64_t stall_since_ms;
 };
 
-/* Task id's status is final. A failure (status < 0) is recorded with the
- * slot's report_kernel and why: a static reason, or NULL when the task's
- * kernel returned the error (§12.2). */
-void ring_task_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int status,
-                    const char *why);
 int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_ring **ret);
 void ring_free(struct hbg_ring *r);
 /* Private bytes of a ring of geometry g with every page touched. */

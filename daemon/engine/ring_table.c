@@ -13,7 +13,7 @@
 #include "daemon/engine/completion.h"
 #include "daemon/engine/engine_state.h"
 #include "daemon/engine/fair_share_slots.h"
-#include "daemon/engine/graphs.h"
+#include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/fair_share.h"
 
@@ -124,7 +124,7 @@ void hbg_engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason
         pthread_mutex_unlock(&e->rings_lock);
         /* Fail what is pending now, so the client (if still there) hears at
          * once; safe while threads still run: the combining retire lock. */
-        graphs_fail_quietly(r, r->removal_reason);
+        retire_fail_quietly(r, r->removal_reason);
 }
 
 static bool ring_held(struct hbg_engine *e, struct hbg_ring *r) {
@@ -143,7 +143,7 @@ static bool ring_held(struct hbg_engine *e, struct hbg_ring *r) {
  * removed or folded, and no counter ever goes down.
  */
 static void ring_retire_locked(struct hbg_engine *e, struct hbg_ring *r) {
-        graphs_stop(r, r->removal_reason);
+        retire_stopped(r, r->removal_reason);
         fair_share_leave(e, r);
         for (unsigned i = 0; i < e->nthreads; i++)
                 ring_table_fold_completer_stats(&e->threads[i].retired_completer,

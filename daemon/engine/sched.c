@@ -15,14 +15,16 @@
 #include "daemon/engine/dispatch.h"
 #include "daemon/engine/engine_log.h"
 #include "daemon/engine/engine_state.h"
-#include "daemon/engine/graphs.h"
 #include "daemon/engine/ingest.h"
 #include "daemon/engine/mailbox.h"
+#include "daemon/engine/queues.h"
 #include "daemon/engine/ready.h"
+#include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/ring_table.h"
 #include "daemon/engine/stall.h"
 #include "daemon/engine/wakeup.h"
+#include "daemon/engine/work.h"
 #include "common/clock.h"
 
 /*
@@ -53,12 +55,12 @@ static void park(struct sched_thread *t) {
                 if (e->completion->before_park && e->completion->before_park(t, r))
                         work = true;
                 ready_continuation_flush(t, r); /* none hidden while we sleep */
-                work = work || ingest_has_external_work(r) || mpmc_maybe_nonempty(&r->retire) ||
+                work = work || work_external(r) || mpmc_maybe_nonempty(&r->retire) ||
                        launch_pending(t, r);
                 for (unsigned s = 0; s < SHAPE_EXEC_COUNT; s++)
                         ready = ready || mpmc_maybe_nonempty(&r->ready[s]);
                 /* Tasks in a busy peer's deque are work to steal. */
-                ready = ready || ready_deques_nonempty(r);
+                ready = ready || queues_deques_nonempty(r);
                 work = work || (t->clusters > 0 && ready);
                 if (r->stall_timeout_ms && (stall_ms == 0 || r->stall_timeout_ms < stall_ms) &&
                     stall_unfinished(r))
@@ -114,10 +116,10 @@ static bool visit_ring(struct sched_thread *t, struct hbg_ring *r, bool check_st
         work |= ops->tick(t, r);
         work |= mailbox_poll(t, r);
         work |= ingest_ring(t, r);
-        work |= ready_retire(t, r, 16);
+        work |= dispatch_retire_queue(t, r, 16);
         work |= dispatch_ring(t, r);
-        if (ingest_graphs_arrived(r))
-                graphs_retire(r);
+        if (work_graphs_arrived(r))
+                retire_graphs(r);
         if (check_stall)
                 stall_check(t, r);
         if (ops->end_visit)

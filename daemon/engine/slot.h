@@ -66,7 +66,7 @@ struct task_slot {
          * HBG_KERNEL_NONE without one), replaced by the kernel whose error
          * became the task's status (dispatch, by the thread whose CAS on
          * `status` won, before its acq_rel add to done_blocks: the last
-         * finisher reads it after its own). Read by ring_task_done(). */
+         * finisher reads it after its own). Read by complete_task(). */
         uint16_t report_kernel;
         /* With report_kernel, by the same writer: the kernel's own reason
          * when it was stopped (its time budget, §10.6); NULL: strerror of

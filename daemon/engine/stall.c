@@ -9,9 +9,10 @@
 #include <syslog.h>
 
 #include "daemon/engine/engine_log.h"
-#include "daemon/engine/graphs.h"
-#include "daemon/engine/ingest.h"
+#include "daemon/engine/complete.h"
+#include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
+#include "daemon/engine/work.h"
 #include "common/clock.h"
 
 /* Work the stall detector must watch: tasks or graph records pending. */
@@ -69,13 +70,13 @@ void stall_check(struct sched_thread *t, struct hbg_ring *r) {
                 uint32_t ext = SLOT_EXTERNAL;
                 if (wm >= submitted) {
                         /* Nothing can ever move the watermark: stop. */
-                        graphs_fail(r, -ETIME, wm, "stall limit: the graph waits for a task that was never submitted");
-                } else if (!owned && claim == wm && ingest_launch_unsubmitted(r, claim, submitted)) {
+                        retire_fail(r, -ETIME, wm, "stall limit: the graph waits for a task that was never submitted");
+                } else if (!owned && claim == wm && work_launch_unsubmitted(r, claim, submitted)) {
                         /* The same: its launch record waits for them (§14). */
-                        graphs_fail(r, -ETIME, wm,
+                        retire_fail(r, -ETIME, wm,
                                     "stall limit: a launch record covers tasks that were never submitted");
                 } else if (owned && atomic_compare_exchange_strong(&s->state, &ext, SLOT_COMPLETING)) {
-                        ring_task_done(t, r, wm, -ETIME,
+                        complete_task(t, r, wm, -ETIME,
                                        "host task not completed within the session's stall limit");
                 }
                 /* Otherwise the frontier is queued, running (a long kernel

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Hostile descriptors end to end: every validation rule of
- * daemon/engine/ingest.c validate() and of kernel_validate()
+ * daemon/engine/validate.c validate_task() and of kernel_validate()
  * (daemon/engine/kernels.h), each on its own.
  *
  * Each rule submits one graph [good G, bad B, dependant P(B), independent
@@ -195,7 +195,7 @@ static struct harness_task fail_task(int64_t code) {
 /* ------------------------------------------------------------ rules */
 
 enum rule {
-        /* daemon/engine/ingest.c validate() */
+        /* daemon/engine/validate.c validate_task() */
         R_ID_NEXT_LAP,
         R_ID_PREV_LAP,
         R_ID_ZERO,

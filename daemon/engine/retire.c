@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Graphs and failures (RUNTIME_LOGIC.md §12.1-§12.2): the failure list and
- * table, retiring graph records as the watermark passes them (a combining
- * lock), stopping a ring, and the completion-pipe signal.
+ * Graph retirement (RUNTIME_LOGIC.md §12.1-§12.2), the stage after a
+ * task's completion: graph records whose last id the watermark passed
+ * are retired (a combining lock), each with its status from the failure
+ * list (failures.c) and its entry published, then the client told
+ * (signal.c). A ring that stops (an error, its removal) has every graph
+ * it still holds retired as failed: stopping a ring is retiring its
+ * graphs with the reason.
  */
-#include "daemon/engine/graphs.h"
+#include "daemon/engine/retire.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -13,84 +17,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
-#include <unistd.h>
 
 #include "common/errtext.h"
 #include "daemon/engine/engine_log.h"
 #include "daemon/engine/engine_state.h"
+#include "daemon/engine/failures.h"
 #include "daemon/engine/ring.h"
-
-/* One byte into the completion pipe. The write end is ours alone and
- * non-blocking, so nothing the client does with its read end can make this
- * block (docs/SECURITY.md); a full pipe (EAGAIN) already tells the client
- * "something happened", and a closed one (EPIPE) means it is gone. Never
- * retried. */
-void graphs_signal(struct hbg_ring *r) {
-        if (r->completion_fd < 0)
-                return;
-        char one = 1;
-        ssize_t n = write(r->completion_fd, &one, 1);
-        (void)n;
-}
-
-void graphs_record_failure(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel, const char *why) {
-        pthread_mutex_lock(&r->cold_lock);
-        int32_t expected = 0;
-        if (atomic_compare_exchange_strong(&r->cpl->error_code, &expected, code))
-                atomic_store_explicit(&r->cpl->error_task, id, memory_order_release);
-        if (r->n_failures < r->max_failures) {
-                r->failures[r->n_failures++] =
-                        (struct failure){ .id = id, .code = code, .kernel = kernel, .why = why };
-                r->failures_hi_known = false;
-        } else {
-                /* Full (only if the client never sends graph records for
-                 * failing tasks): keep the lowest ids, they decide. Ids
-                 * mostly come in increasing order, so the highest kept one
-                 * is remembered: O(1) per failure then, not O(D) (a launch
-                 * failing D tasks would cost D^2). */
-                if (!r->failures_hi_known) {
-                        r->failures_hi = 0;
-                        for (uint32_t i = 1; i < r->n_failures; i++)
-                                if (r->failures[i].id > r->failures[r->failures_hi].id)
-                                        r->failures_hi = i;
-                        r->failures_hi_known = true;
-                }
-                if (r->failures[r->failures_hi].id > id) {
-                        r->failures[r->failures_hi] =
-                                (struct failure){ .id = id, .code = code, .kernel = kernel, .why = why };
-                        r->failures_hi_known = false;
-                }
-        }
-        pthread_mutex_unlock(&r->cold_lock);
-}
-
-/* The status of graph `number` [first, last]: its lowest real failure,
- * else its cancel (§12.6), else its lowest skipped task (-ECANCELED), in
- * *ret. Entries of the graph are dropped. */
-static int graph_status(struct hbg_ring *r, uint64_t number, uint64_t first, uint64_t last, struct failure *ret) {
-        bool real = false;
-
-        *ret = (struct failure){ .code = 0 };
-        pthread_mutex_lock(&r->cold_lock);
-        uint32_t keep = 0;
-        for (uint32_t i = 0; i < r->n_failures; i++) {
-                struct failure f = r->failures[i];
-                if (f.id < first || f.id > last) {
-                        r->failures[keep++] = f;
-                        continue;
-                }
-                bool is_real = f.code != -ECANCELED;
-                if (ret->code == 0 || (is_real && !real) || (is_real == real && f.id < ret->id)) {
-                        *ret = f;
-                        real = is_real;
-                }
-        }
-        r->n_failures = keep;
-        r->failures_hi_known = false;
-        cancel_status_locked(r, number, first, ret, real);
-        pthread_mutex_unlock(&r->cold_lock);
-        return ret->code;
-}
+#include "daemon/engine/signal.h"
 
 static bool graph_lock(struct hbg_ring *r) {
         uint32_t expected = 0;
@@ -188,7 +121,7 @@ static bool fetch_graph(struct hbg_ring *r, uint64_t submitted) {
          * client cannot publish past the graph ring while one of its
          * graphs waits (SECURITY.md, "graph records"). */
         if (submitted > r->graph_next && submitted - r->graph_next > r->g.graph_table_entries) {
-                graphs_fail(r, -EPROTO, 0, "graphs_submitted is more than the graph ring ahead");
+                retire_fail(r, -EPROTO, 0, "graphs_submitted is more than the graph ring ahead");
                 return false;
         }
         if (r->graph_have)
@@ -198,7 +131,7 @@ static bool fetch_graph(struct hbg_ring *r, uint64_t submitted) {
         struct hbg_graph_record rec;
         memcpy(&rec, &r->graph_records[r->graph_next & (r->g.graph_table_entries - 1)], sizeof(rec));
         if (rec.reserved != 0 || rec.first_id != r->graph_expected_first || rec.last_id < rec.first_id) {
-                graphs_fail(r, -EPROTO, rec.first_id,
+                retire_fail(r, -EPROTO, rec.first_id,
                             "graph record is not the contiguous continuation of the previous one");
                 return false;
         }
@@ -255,7 +188,7 @@ static int stop_code(struct hbg_ring *r) {
 
 static bool retire_graphs_locked(struct hbg_ring *r) {
         uint64_t wm = watermark_read(&r->window);
-        /* Records up to here have been looked at: ingest_graphs_arrived()
+        /* Records up to here have been looked at: work_graphs_arrived()
          * compares against this, not against what is fetched. */
         uint64_t submitted = atomic_load_explicit(&r->sub->graphs_submitted, memory_order_acquire);
         atomic_store_explicit(&r->graphs_seen, submitted, memory_order_relaxed);
@@ -269,7 +202,7 @@ static bool retire_graphs_locked(struct hbg_ring *r) {
                 if (wm <= r->graph_cur.last_id)
                         break;
                 struct failure f;
-                graph_status(r, r->graph_next, r->graph_cur.first_id, r->graph_cur.last_id, &f);
+                failures_graph_status(r, r->graph_next, r->graph_cur.first_id, r->graph_cur.last_id, &f);
                 publish_graph(r, &f, &now);
                 any = true;
         }
@@ -288,7 +221,7 @@ static bool retire_graphs_locked(struct hbg_ring *r) {
 }
 
 /*
- * The completer's test before graphs_retire() (§12.1). Graphs: a
+ * The completer's test before retire_graphs() (§12.1). Graphs: a
  * nonzero retire_at = L + 1 was stored while graph L was the first
  * unretired one, so every earlier graph was retired and every later one
  * ends above L; whichever stored value the relaxed load returns, skipping
@@ -296,7 +229,7 @@ static bool retire_graphs_locked(struct hbg_ring *r) {
  * Window space: the seq_cst pair of §2.1, the watermark loaded
  * (coherence-ordered after our move), then window_waiting.
  */
-bool graphs_retire_due(struct hbg_ring *r) {
+bool retire_due(struct hbg_ring *r) {
         uint64_t at = atomic_load_explicit(&r->retire_at, memory_order_relaxed);
         uint64_t wm = atomic_load_explicit(&r->cpl->completed_watermark, memory_order_seq_cst);
         return at == 0 || wm >= at || atomic_load_explicit(&r->sub->window_waiting, memory_order_seq_cst) != 0;
@@ -308,35 +241,17 @@ bool graphs_retire_due(struct hbg_ring *r) {
  * asked meanwhile, so a request is never lost and nobody waits. The flag
  * and the lock are seq_cst: "store request; try lock" against "unlock;
  * load request" is a store->load pair on both sides (§12.1).
+ * Called after the watermark moved (and when a ring fails).
  */
-/*
- * Does a producer sleep for window space that the watermark now gives
- * (RUNTIME_LOGIC §2.1)? The producer stores window_waiting, then loads the
- * watermark; we load the watermark, then window_waiting; all seq_cst, so
- * one of us sees the other's write whatever order moved the watermark
- * (the watermark loads are coherence-ordered with its update). The value
- * is client-written: it only decides whether its own pipe is written.
- */
-static bool window_waiter_due(struct hbg_ring *r) {
-        uint64_t wm = atomic_load_explicit(&r->cpl->completed_watermark, memory_order_seq_cst);
-        uint64_t want = atomic_load_explicit(&r->sub->window_waiting, memory_order_seq_cst);
-        if (want == 0 || wm < want)
-                return false;
-        /* Once per request: a producer that asks again re-arms it. */
-        return atomic_compare_exchange_strong_explicit(&r->sub->window_waiting, &want, 0,
-                                                       memory_order_seq_cst, memory_order_relaxed);
-}
-
-/* Called after the watermark moved (and when a ring fails). */
-void graphs_retire(struct hbg_ring *r) {
+void retire_graphs(struct hbg_ring *r) {
         atomic_store(&r->retire_pending, 1);
         while (atomic_load(&r->retire_pending) && graph_lock(r)) {
                 atomic_store(&r->retire_pending, 0);
                 bool any = retire_graphs_locked(r);
-                any = window_waiter_due(r) || any;
+                any = signal_window_waiter_due(r) || any;
                 graph_unlock(r);
                 if (any)
-                        graphs_signal(r);
+                        signal_pipe(r);
         }
 }
 
@@ -360,7 +275,7 @@ static bool ring_break(struct hbg_ring *r, int code, uint64_t task, const char *
         return atomic_compare_exchange_strong(&r->broken, &expected, true);
 }
 
-void graphs_fail(struct hbg_ring *r, int code, uint64_t task, const char *why) {
+void retire_fail(struct hbg_ring *r, int code, uint64_t task, const char *why) {
         if (!ring_break(r, code, task, why))
                 return;
         char eb[64];
@@ -368,16 +283,16 @@ void graphs_fail(struct hbg_ring *r, int code, uint64_t task, const char *why) {
                         "%s: stopped: %s (task %" PRIu64 ": %s)", r->name, why, task, errtext(code, eb, sizeof(eb)));
         /* From inside the retire lock this only leaves a request, which the
          * holder serves when it unlocks. */
-        graphs_retire(r);
+        retire_graphs(r);
 }
 
-void graphs_fail_quietly(struct hbg_ring *r, int code) {
+void retire_fail_quietly(struct hbg_ring *r, int code) {
         if (ring_break(r, code, 0, NULL))
-                graphs_retire(r);
+                retire_graphs(r);
 }
 
 /* Called once no scheduler thread can touch the ring any more. */
-void graphs_stop(struct hbg_ring *r, int code) {
+void retire_stopped(struct hbg_ring *r, int code) {
         int32_t zero = 0;
         if (atomic_compare_exchange_strong(&r->cpl->error_code, &zero, code))
                 atomic_store_explicit(&r->cpl->error_task, 0, memory_order_release);
@@ -390,5 +305,5 @@ void graphs_stop(struct hbg_ring *r, int code) {
                 atomic_store_explicit(&r->cpl->graphs_retired, r->graph_next, memory_order_release);
         graph_unlock(r);
         if (any)
-                graphs_signal(r);
+                signal_pipe(r);
 }

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/* failures.c: the failure list of a ring (RUNTIME_LOGIC.md §12.2), below
+ * the stages that write it (complete.c) and read it (retire.c). */
+#pragma once
+
+#include <stdint.h>
+
+struct hbg_ring;
+
+/* Failure record (§12.2): the kernel is the one named when the task
+ * failed (its slot may be reused before its graph retires). why: static;
+ * NULL when the kernel returned the error (the graph's message is then
+ * "kernel NAME returned -EIO"). */
+struct failure {
+        uint64_t id;
+        int32_t code;
+        uint16_t kernel;
+        const char *why;
+};
+
+/* Task id failed with `code` (or was skipped, -ECANCELED). Any thread. */
+void failures_record(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel, const char *why);
+/* The status of graph `number` [first, last]: its lowest real failure,
+ * else its cancel (§12.6), else its lowest skipped task (-ECANCELED), in
+ * *ret. Entries of the graph are dropped. */
+int failures_graph_status(struct hbg_ring *r, uint64_t number, uint64_t first, uint64_t last, struct failure *ret);

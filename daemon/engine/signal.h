@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: MIT */
+/* signal.c: telling the client, the last stage of a task's walk: one byte
+ * into the session's completion pipe, and whether a producer waiting for
+ * window space is due one (RUNTIME_LOGIC.md §2.1). */
+#pragma once
+
+#include <stdbool.h>
+
+struct hbg_ring;
+
+/* One byte into the completion pipe (never blocks, never retried). */
+void signal_pipe(struct hbg_ring *r);
+/* Does a producer sleep for window space that the watermark now gives?
+ * True once per request (it is taken). */
+bool signal_window_waiter_due(struct hbg_ring *r);
