@@ -117,15 +117,11 @@ static bool overlap(const hbg_tensor *a, const hbg_tensor *b) {
 
 #define ADD_FAIL(code, ...) hbgc_fail(c, code, "hbg_graph_add: " __VA_ARGS__)
 
-/* Check the task and turn it into a template plus its heap accesses. */
-static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm, struct access *acc, size_t *ret_na) {
+/* The task's own fields: size, kinds, counts (before anything is read
+ * through them). */
+static int check_fields(hbg_client *c, const hbg_task *t) {
         bool host_fn = t->host_fn != NULL, inline_ = t->host_inline != 0;
         bool has_kernel = t->kernel != NULL || t->kernel_id != 0;
-        size_t na = 0;
-
-        /* The arrays are written up to their counts only. */
-        memset(tm, 0, offsetof(struct hbg_task_record, tensors));
-        tm->predicate_offset = 0;
         if ((t->size && t->size < sizeof(*t)) || t->reserved)
                 return ADD_FAIL(-EINVAL, "task size %u (this library's is %zu; HBG_TASK_INIT sets it) "
                                 "or reserved field not zero", t->size, sizeof(*t));
@@ -153,10 +149,14 @@ static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm,
             t->n_deps > HBG_MAX_TASK_DEPS)
                 return ADD_FAIL(-EINVAL, "at most %u tensors, %u scalars and %u explicit deps",
                                 HBG_MAX_TASK_TENSORS, HBG_MAX_TASK_SCALARS, HBG_MAX_TASK_DEPS);
+        return 0;
+}
 
-        /* The kernel: its signature from the table hbgd sent (kernels.c;
-         * by id one load). A kernel_id the table does not know is passed
-         * through with the generic checks only: hbgd refuses it. */
+/* The kernel: its signature from the table hbgd sent (kernels.c; by id
+ * one load), checked against the task's argument counts and directions.
+ * *ret_sig NULL: no kernel, or a kernel_id the table does not know, which
+ * is passed through with the generic checks only (hbgd refuses it). */
+static int resolve_kernel(hbg_client *c, const hbg_task *t, uint16_t *ret_kid, const struct hbg_kernel_sig **ret_sig) {
         uint16_t kid = 0;
         const struct hbg_kernel_sig *sig = NULL;
         char usage[160];
@@ -194,19 +194,15 @@ static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm,
                                         dir_words(t->args[bad].dir), usage);
                 }
         }
+        *ret_kid = kid;
+        *ret_sig = sig;
+        return 0;
+}
 
-        /* Lanes: 0 = one AIV core; one bit = that core; two or more bits:
-         * the same kernel on every active lane (MIX). */
-        if (kid) {
-                tm->lane_mask = t->lanes ? t->lanes : HBG_LANES_AIV;
-                for (unsigned l = 0; l < HBG_LANES; l++)
-                        if (tm->lane_mask & (1u << l))
-                                tm->kernel[l] = kid;
-        }
-        tm->flags = (uint8_t)((inline_ ? HBG_TASK_HOST_INLINE : 0) | (host_fn ? HBG_TASK_EXTERNAL : 0));
-        tm->block_num = t->blocks ? t->blocks : 1;
-
-        /* Tensor arguments. */
+/* Tensor arguments into the template and the accesses, then the kernel's
+ * rules between them. */
+static int prepare_tensors(hbg_client *c, const hbg_task *t, const struct hbg_kernel_sig *sig,
+                           struct hbg_task_record *tm, struct access *acc, size_t *na) {
         for (unsigned i = 0; i < t->n_args; i++) {
                 const hbg_tensor *x = &t->args[i].tensor;
                 enum hbg_dir dir = t->args[i].dir;
@@ -225,7 +221,7 @@ static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm,
                 tm->tensors[i] = (struct hbg_tensor_arg){
                         .offset = x->offset, .length = x->bytes, .direction = (uint32_t)dir };
                 /* INOUT is a write: a writer depends on everything a reader does. */
-                acc[na++] = (struct access){ .lo = x->offset, .hi = x->offset + x->bytes, .write = dir != HBG_IN };
+                acc[(*na)++] = (struct access){ .lo = x->offset, .hi = x->offset + x->bytes, .write = dir != HBG_IN };
         }
         /* The kernel's rules between its tensors: in place (an output the
          * very range of an input) where the kernel allows it, never a
@@ -252,9 +248,13 @@ static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm,
                 }
         }
         tm->n_tensors = t->n_args;
-        tm->n_scalars = t->n_scalars;
-        memcpy(tm->scalars, t->scalars, t->n_scalars * sizeof(tm->scalars[0]));
+        return 0;
+}
 
+/* What the task reads besides its tensors: its predicate, and a host
+ * function's declared reads and writes. */
+static int prepare_host_access(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm, struct access *acc,
+                               size_t *na) {
         /* The predicate: one f32, read when the task becomes ready. */
         if (t->has_predicate) {
                 const hbg_tensor *x = &t->predicate;
@@ -262,7 +262,7 @@ static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm,
                         return ADD_FAIL(-EINVAL, "the predicate must be a 4-byte aligned f32 inside the session heap");
                 tm->flags |= HBG_TASK_HAS_PREDICATE;
                 tm->predicate_offset = x->offset;
-                acc[na++] = (struct access){ .lo = x->offset, .hi = x->offset + 4, .write = false };
+                acc[(*na)++] = (struct access){ .lo = x->offset, .hi = x->offset + 4, .write = false };
         }
 
         /* What a host function touches. */
@@ -274,16 +274,53 @@ static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm,
                 if (!hbgc_in_heap(c, x->offset, x->bytes))
                         return ADD_FAIL(-EINVAL, "host_%s[%u] is empty or not inside the session heap",
                                         w ? "writes" : "reads", w ? i - t->n_host_reads : i);
-                acc[na++] = (struct access){ .lo = x->offset, .hi = x->offset + x->bytes, .write = w };
+                acc[(*na)++] = (struct access){ .lo = x->offset, .hi = x->offset + x->bytes, .write = w };
         }
+        return 0;
+}
 
-        /* Explicit dependencies: earlier tasks of this session, or of the
-         * recording (its task numbers, from 0). */
+/* Explicit dependencies: earlier tasks of this session, or of the
+ * recording (its task numbers, from 0). */
+static int check_deps(hbg_client *c, const hbg_task *t) {
         uint64_t lo = c->rec ? 0 : c->first_id, next = c->rec ? c->rec->n : c->prod.next_id;
         for (unsigned i = 0; i < t->n_deps; i++)
                 if (t->deps[i] < lo || t->deps[i] >= next)
                         return ADD_FAIL(-EINVAL, "deps[%u] = %" PRIu64 " is not an earlier task (next %s %" PRIu64 ")",
                                         i, t->deps[i], c->rec ? "recorded task" : "id", next);
+        return 0;
+}
+
+/* Check the task and turn it into a template plus its heap accesses. */
+static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm, struct access *acc, size_t *ret_na) {
+        /* The arrays are written up to their counts only. */
+        memset(tm, 0, offsetof(struct hbg_task_record, tensors));
+        tm->predicate_offset = 0;
+        uint16_t kid = 0;
+        const struct hbg_kernel_sig *sig = NULL;
+        int err = check_fields(c, t);
+        if (err == 0)
+                err = resolve_kernel(c, t, &kid, &sig);
+        if (err < 0)
+                return err;
+
+        /* Lanes: 0 = one AIV core; one bit = that core; two or more bits:
+         * the same kernel on every active lane (MIX). */
+        if (kid) {
+                tm->lane_mask = t->lanes ? t->lanes : HBG_LANES_AIV;
+                for (unsigned l = 0; l < HBG_LANES; l++)
+                        if (tm->lane_mask & (1u << l))
+                                tm->kernel[l] = kid;
+        }
+        tm->flags = (uint8_t)((t->host_inline ? HBG_TASK_HOST_INLINE : 0) | (t->host_fn ? HBG_TASK_EXTERNAL : 0));
+        tm->block_num = t->blocks ? t->blocks : 1;
+
+        size_t na = 0;
+        if ((err = prepare_tensors(c, t, sig, tm, acc, &na)) < 0)
+                return err;
+        tm->n_scalars = t->n_scalars;
+        memcpy(tm->scalars, t->scalars, t->n_scalars * sizeof(tm->scalars[0]));
+        if ((err = prepare_host_access(c, t, tm, acc, &na)) < 0 || (err = check_deps(c, t)) < 0)
+                return err;
         *ret_na = na;
         return 0;
 }
