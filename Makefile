@@ -185,7 +185,7 @@ PROGRAMS := $(HBGD_BIN) $(HBGCTL_BIN) $(BENCH_BIN) $(EXAMPLE_BIN)
 # public header only, no library.
 KMOD_EXAMPLE := $(B)/lib/hbg/kernels/hbg-nn.so
 TEST_MODULE_VARIANTS := counting init_fail clash_builtin clash_a clash_b bad_name no_run too_many_args bad_dir \
-                        bad_version bad_size empty
+                        bad_version bad_size empty many_fit many_over
 TEST_MODULES := $(TEST_MODULE_VARIANTS:%=$(B)/tests/modules/%.so) $(B)/tests/modules/no_init.so
 
 # Man pages: docs/man/ holds them with @VERSION@ (every footer) and
@@ -482,8 +482,9 @@ $(B)/tests/test_kernel_modules: $(B)/obj/tests/unit/test_kernel_modules.o $(CHEC
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) $(SYS_LIBS) -lm
-$(B)/obj/tests/e2e/test_e2e_modules.o: TEST_EXTRA_CFLAGS = $(KMOD_TEST_CFLAGS)
-$(B)/tests/test_e2e_modules: | $(TEST_MODULES) $(KMOD_EXAMPLE)
+$(B)/obj/tests/e2e/test_e2e_modules.o: TEST_EXTRA_CFLAGS = $(KMOD_TEST_CFLAGS) $(JSONC_CFLAGS)
+$(B)/tests/test_e2e_modules: TEST_EXTRA_LIBS = $(JSONC_LIBS)
+$(B)/tests/test_e2e_modules: | $(TEST_MODULES) $(KMOD_EXAMPLE) $(HBGCTL_BIN)
 
 # The io loop with io_uring's submissions refused at will (link-time wrap).
 $(B)/tests/test_io_loop: $(B)/obj/tests/unit/test_io_loop.o $(CHECK_MAIN) $(HBGD_LIB)

@@ -41,8 +41,11 @@ enum hbg_kernel_id {          /* stable ids: never renumber */
  * up, in load order, fixed for the life of one hbgd; ids between the
  * built-ins' and this one stay free for future built-ins. */
 #define HBG_KERNEL_MODULE_FIRST 256u
-/* At most this many module kernels: ids below FIRST + MAX. Clients refuse
- * a kernel table beyond it (proto/kernel_table.h). */
+/* The protocol's most module kernels: ids below FIRST + MAX. Clients refuse
+ * a kernel table beyond it (proto/kernel_table.h); an hbgd loads at most
+ * its own cap, no more than this (KERNEL_MODULE_MAX, 256 today:
+ * daemon/engine/kernels.h), so a client accepts the table of any hbgd of
+ * this protocol and of one raising its cap up to here. */
 #define HBG_KERNEL_MODULE_MAX 1024u
 
 enum hbg_scalar_kind {

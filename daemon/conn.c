@@ -207,12 +207,10 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         out.session_reply = &r;
         int fds[4];
         session_client_fds(s, fds);
-        /* Sent within max_message_size or the 64 KiB every client reads,
-         * whichever is larger: the table is hbgd's own, not the client's
-         * (docs/PROTOCOL.md, "The kernel table"). */
-        uint64_t limit = c->d->cfg.max_message > HBG_WIRE_MAX_MSG_DEFAULT ? c->d->cfg.max_message
-                                                                         : HBG_WIRE_MAX_MSG_DEFAULT;
-        struct verdict v = send_reply_within(c, &out, fds, 4, (size_t)limit);
+        /* Sent within what every client reads, whatever max_message_size
+         * says: the table is hbgd's own, not the client's, and hbgd checked
+         * at start that it fits (docs/PROTOCOL.md, "The kernel table"). */
+        struct verdict v = send_reply_within(c, &out, fds, 4, HBG_WIRE_SESSION_REPLY_MAX);
         free(rows);
         if (v.err)
                 return v;

@@ -13,6 +13,7 @@
 #include "daemon/daemon.h"
 #include "daemon/engine/kernels.h"
 #include "daemon/kernel_modules.h"
+#include "daemon/kernel_rows.h"
 #include "daemon/log.h"
 #include "proto/wire.h"
 
@@ -108,12 +109,18 @@ static void print_config(const struct hbgd_config *cfg, const char *file) {
         }
 }
 
-/* [kernels] modules, loaded before anything starts: 0, or -EINVAL with
- * every refusal printed. */
+/* [kernels] modules, loaded before anything starts, and the kernel table
+ * checked to fit the session reply: 0, or -EINVAL with every refusal
+ * printed. */
 static int load_modules(const struct hbgd_config *cfg) {
         char err[4096];
-        if (kernel_modules_load(cfg->kernel_modules, err, sizeof(err)) == 0)
-                return 0;
+        if (kernel_modules_load(cfg->kernel_modules, err, sizeof(err)) == 0) {
+                int r = kernel_rows_check_fit(err, sizeof(err));
+                if (r == 0)
+                        return 0;
+                fprintf(stderr, "hbgd: %s\n", r == -EMSGSIZE ? err : strerror(-r));
+                return -EINVAL;
+        }
         for (char *save = NULL, *line = strtok_r(err, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
                 fprintf(stderr, "hbgd: %s\n", line);
         return -EINVAL;

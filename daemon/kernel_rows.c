@@ -2,10 +2,14 @@
 /* hbgd's kernel table as protocol rows (daemon/kernel_rows.h). */
 #include "daemon/kernel_rows.h"
 
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "common/kernel_sig.h"
 #include "daemon/engine/kernels.h"
+#include "proto/wire.h"
 
 /* The protocol's length rule for the table's (the values are the same;
  * a table, not a cast, so that a new rule is added on both sides). */
@@ -56,4 +60,29 @@ void *kernel_rows_new(Hbg__KernelInfo ***ret_rows, size_t *ret_n) {
         *ret_rows = ksp;
         *ret_n = nk;
         return mem;
+}
+
+int kernel_rows_check_fit(char *msg, size_t len) {
+        Hbg__SessionReply r = HBG__SESSION_REPLY__INIT;
+        void *rows = kernel_rows_new(&r.kernels, &r.n_kernels);
+        if (!rows)
+                return -ENOMEM;
+        /* Every number at its longest varint. */
+        r.session_id = r.task_window = r.flag_window = r.heap_size = r.mailbox_entries = UINT64_MAX;
+        r.graph_table_entries = r.sub_region_size = r.cpl_region_size = r.first_id = UINT64_MAX;
+        r.stall_timeout_ms = UINT64_MAX;
+        r.fds = UINT32_MAX;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_SESSION_REPLY;
+        env.session_reply = &r;
+        size_t packed = hbg__envelope__get_packed_size(&env), n = r.n_kernels;
+        free(rows);
+        if (packed <= HBG_WIRE_SESSION_REPLY_MAX)
+                return 0;
+        snprintf(msg, len,
+                 "the kernel table (%zu kernels, %zu from modules) packs to %zu bytes in the session reply; a "
+                 "client reads at most %u bytes: load fewer module kernels (or ones with shorter summaries, "
+                 "argument names and module paths)",
+                 n, kernel_module_kernels(), packed, (unsigned)HBG_WIRE_SESSION_REPLY_MAX);
+        return -EMSGSIZE;
 }

@@ -3,7 +3,8 @@
  * hbgd's kernel table as protocol rows (hbg.KernelInfo): every kernel
  * kernel_at() lists, built-in and from modules, in id order, with its full
  * signature. The one builder of both STATUS_KERNELS and the session
- * reply's table (docs/PROTOCOL.md, "The kernel table").
+ * reply's table (docs/PROTOCOL.md, "The kernel table"), and the check
+ * that the session reply can carry it.
  */
 #pragma once
 
@@ -14,3 +15,12 @@
 /* The rows, in one allocation the caller frees with free(); *ret_rows and
  * *ret_n point into it. NULL: out of memory. */
 void *kernel_rows_new(Hbg__KernelInfo ***ret_rows, size_t *ret_n);
+
+/*
+ * Whether the table fits a session reply: packed into one with every
+ * other field at its largest (what daemon/conn.c sends is no larger), it
+ * must not exceed HBG_WIRE_SESSION_REPLY_MAX, the most a client reads.
+ * hbgd checks this once its modules are loaded and refuses to start
+ * otherwise. 0; -EMSGSIZE with the sizes said in msg; -ENOMEM.
+ */
+int kernel_rows_check_fit(char *msg, size_t len);

@@ -18,6 +18,12 @@
                                KernelInfo's full signature) */
 #define HBG_WIRE_MAX_FDS 4u
 #define HBG_WIRE_MAX_MSG_DEFAULT 65536u
+/* The largest session reply: what every client reads of one record
+ * (libhbgclient and hbgctl receive within HBG_WIRE_MAX_MSG_DEFAULT),
+ * whatever hbgd's max_message_size says. The reply carries hbgd's whole
+ * kernel table, so hbgd refuses to start with modules whose table would
+ * not fit (daemon/kernel_rows.h, docs/KERNELS.md). */
+#define HBG_WIRE_SESSION_REPLY_MAX HBG_WIRE_MAX_MSG_DEFAULT
 
 /* hbg's version: the build passes it (-DHBG_VERSION=...). */
 #ifndef HBG_VERSION

@@ -183,7 +183,12 @@ const struct kernel_info *kernel_at(size_t i);
  * scheduler thread runs; the table is read-only afterwards. The first
  * module kernel gets id HBG_KERNEL_MODULE_FIRST, the next one more.
  */
-#define KERNEL_MODULE_MAX 256u          /* module kernels in one hbgd */
+/* Module kernels one hbgd loads: its own cap, within the protocol's
+ * HBG_KERNEL_MODULE_MAX (the module ids a client accepts,
+ * common/kernel_sig.h). The session reply may hold fewer: hbgd also
+ * refuses to start when the table would not fit it (daemon/kernel_rows.h). */
+#define KERNEL_MODULE_MAX 256u
+_Static_assert(KERNEL_MODULE_MAX <= HBG_KERNEL_MODULE_MAX, "hbgd's module kernels must be ids clients accept");
 /* Check def (made for api_version) and add it as a kernel of `module` (a
  * path, kept by the caller for hbgd's lifetime). 0, or a negative errno
  * with the reason in why (naming the kernel where there is one). */

@@ -12,12 +12,29 @@
  *   loaded    the example module in a test config: hbgd starts, logs its
  *             kernels with their ids, and --check-config lists them;
  *   reload    SIGHUP with a changed `modules` loads nothing and logs that
- *             the change is ignored until a restart.
+ *             the change is ignored until a restart;
+ *   producer  a C producer (the public API only) finds the example's
+ *             kernels in hbgd's table (ids from 256, their module; the
+ *             built-ins without one), runs graphs mixing them with
+ *             built-ins, by name and by id, for several block counts, and
+ *             gets the bits of a reference computed here with the
+ *             module's arithmetic; rownorm_f32's own check refusing a
+ *             shape comes back as the graph's error, naming the kernel;
+ *   files     a graph file using the example's kernels runs through
+ *             `hbgctl run` (same reference) and `--dry-run` checks it
+ *             (and refuses wrong arguments, naming the kernel); `hbgctl
+ *             kernels` (text and --json) gives each kernel's module;
+ *   table     a module whose kernels fill most of the session reply
+ *             loads and a client gets the whole table; one whose table
+ *             would not fit the 64 KiB a client reads stops hbgd from
+ *             starting, and --check-config says the same, with the sizes.
  * Modules are copied into a fresh 0755 directory under /tmp (sticky): the
  * build tree may lie under a directory others may write.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <json-c/json.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +44,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/kernel_sig.h"
+#include "hbg/hbg.h"
 #include "tests/check_main.h"
 #include "tests/e2e/daemon_util.h"
 #include "tests/e2e/e2e_util.h"
@@ -78,12 +97,12 @@ static void teardown_dir(void) {
                 fprintf(stderr, "cannot remove %s\n", dir);
 }
 
-/* Run hbgd with args; its stdout and stderr together into out; the exit
- * code (128 + signal if killed). hbgd must end within 30 s. */
-static int run_hbgd(const char *const *args, char *out, size_t len) {
+/* Run bin with args; its stdout and stderr together into out; the exit
+ * code (128 + signal if killed). It must end within 30 s. */
+static int run_prog(const char *bin, const char *const *args, char *out, size_t len) {
         int p[2];
         ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
-        const char *argv[16] = { daemon_binary() };
+        const char *argv[16] = { bin };
         size_t n = 1;
         for (; args[n - 1] && n < 15; n++)
                 argv[n] = args[n - 1];
@@ -115,6 +134,10 @@ static int run_hbgd(const char *const *args, char *out, size_t len) {
         int st;
         ck_assert_int_eq(waitpid(pid, &st, 0), pid);
         return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int run_hbgd(const char *const *args, char *out, size_t len) {
+        return run_prog(daemon_binary(), args, out, len);
 }
 
 /* hbgd refuses to start with conf, and --check-config says the same:
@@ -260,6 +283,445 @@ START_TEST(loaded_and_reload) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ the example's kernels in use */
+
+/* hbgd (two scheduler threads) with the example module; its path in path. */
+static struct hbgd_proc *start_example(char *path, size_t len) {
+        char conf[128];
+        setup_dir();
+        module("example", path, len);
+        snprintf(conf, sizeof(conf), "%s/hbgd.conf", dir);
+        FILE *f = fopen(conf, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "[scheduler]\nthreads = 2\n\n[kernels]\nmodules = %s\n", path);
+        ck_assert_int_eq(fclose(f), 0);
+        struct hbgd_proc *d;
+        ck_assert_int_eq(daemon_start(&d, (const char *const[]){ "--config", conf, NULL }, NULL), 0);
+        return d;
+}
+
+/* The reference: examples/kernels_nn.c's arithmetic, element by element. */
+static void ref_relu(const float *x, float *y, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+static void ref_rownorm(float *X, uint64_t rows, uint64_t cols) {
+        for (uint64_t r = 0; r < rows; r++) {
+                float *x = X + r * cols;
+                double sum = 0.0;
+                for (uint64_t j = 0; j < cols; j++)
+                        sum += (double)x[j] * (double)x[j];
+                if (sum == 0.0)
+                        continue;
+                double norm = sqrt(sum);
+                for (uint64_t j = 0; j < cols; j++)
+                        x[j] = (float)((double)x[j] / norm);
+        }
+}
+
+/* reduce_sum_f32: in index order, in double. */
+static float ref_sum(const float *x, size_t n) {
+        double sum = 0.0;
+        for (size_t i = 0; i < n; i++)
+                sum += (double)x[i];
+        return (float)sum;
+}
+
+static void assert_bits(const float *got, const float *want, size_t n, const char *what) {
+        for (size_t i = 0; i < n; i++)
+                ck_assert_msg(memcmp(&got[i], &want[i], sizeof(float)) == 0, "%s: element %zu is %a, want %a", what,
+                              i, (double)got[i], (double)want[i]);
+}
+
+enum { ROWS = 7, COLS = 1031, N_ELEMS = ROWS * COLS };
+
+/* Inputs with what relu and rownorm must get right: negatives, -0.0,
+ * NaN, subnormals, large values, a row of negatives (all zero after relu). */
+static void fill_input(float *x, uint64_t *seed) {
+        for (size_t i = 0; i < N_ELEMS; i++) {
+                uint64_t r = xorshift(seed);
+                switch (r % 16) {
+                case 0: x[i] = -0.0f; break;
+                case 1: x[i] = NAN; break;
+                case 2: x[i] = 1e-41f; break;     /* subnormal */
+                case 3: x[i] = 3e37f; break;
+                default: x[i] = ((float)(int)(r >> 40 & 0xffff) - 32768.0f) / 1024.0f; break;
+                }
+        }
+        for (size_t j = 0; j < COLS; j++)
+                x[3 * COLS + j] = -1.0f - (float)j;
+}
+
+static hbg_task task_of(hbg_client *c, const char *kernel, bool by_id) {
+        hbg_task t = HBG_TASK_INIT(kernel);
+        if (by_id) {
+                int id = hbg_client_kernel_id(c, kernel);
+                ck_assert_int_gt(id, 0);
+                t.kernel = NULL;
+                t.kernel_id = (uint16_t)id;
+        }
+        return t;
+}
+
+static void arg(hbg_task *t, hbg_tensor x, enum hbg_dir how) {
+        t->args[t->n_args].tensor = x;
+        t->args[t->n_args++].dir = how;
+}
+
+START_TEST(producer) {
+        char path[256];
+        struct hbgd_proc *d = start_example(path, sizeof(path));
+        hbg_client *c;
+        ck_assert_msg(hbg_connect(&c, d->socket_path) == 0, "%s", hbg_last_error(NULL));
+
+        /* The table: the built-ins without a module, the example's two
+         * with it, ids from 256. */
+        int relu = hbg_client_kernel_id(c, "relu_f32"), rownorm = hbg_client_kernel_id(c, "rownorm_f32");
+        ck_assert_int_ge(relu, HBG_KERNEL_MODULE_FIRST);
+        ck_assert_int_ge(rownorm, HBG_KERNEL_MODULE_FIRST);
+        ck_assert_int_ne(relu, rownorm);
+        ck_assert_int_eq(hbg_kernel_id("relu_f32"), -ENOENT); /* the library's built-ins only */
+        size_t nk = hbg_client_kernel_count(c);
+        ck_assert_uint_eq(nk, HBG_KERNEL_COUNT - 1 + 2);
+        unsigned builtins = 0, modules = 0;
+        for (size_t i = 0; i < nk; i++) {
+                hbg_kernel_desc k = HBG_KERNEL_DESC_INIT;
+                ck_assert_int_eq(hbg_client_kernel_info(c, i, &k), 0);
+                ck_assert_int_eq(hbg_client_kernel_id(c, k.name), k.id);
+                if (k.id < (int)HBG_KERNEL_MODULE_FIRST) {
+                        ck_assert_msg(k.module == NULL, "built-in %s has module %s", k.name, k.module);
+                        builtins++;
+                        continue;
+                }
+                ck_assert_msg(k.module && strcmp(k.module, path) == 0, "%s: module %s", k.name,
+                              k.module ? k.module : "NULL");
+                modules++;
+                if (k.id == relu) {
+                        ck_assert_str_eq(k.name, "relu_f32");
+                        ck_assert_uint_eq(k.n_tensors, 2);
+                        ck_assert_int_eq(k.tensor_dirs[0], HBG_IN);
+                        ck_assert_int_eq(k.tensor_dirs[1], HBG_OUT);
+                        ck_assert_uint_eq(k.n_scalars, 0);
+                        ck_assert(k.in_place && k.splittable);
+                        ck_assert_int_eq(k.length, HBG_LENGTH_RULE_EQUAL);
+                } else {
+                        ck_assert_int_eq(k.id, rownorm);
+                        ck_assert_str_eq(k.name, "rownorm_f32");
+                        ck_assert_uint_eq(k.n_tensors, 1);
+                        ck_assert_int_eq(k.tensor_dirs[0], HBG_INOUT);
+                        ck_assert_uint_eq(k.n_scalars, 2);
+                        ck_assert_int_eq(k.scalar_types[0], HBG_SCALAR_TYPE_U64);
+                        ck_assert_str_eq(k.scalar_names[1], "cols");
+                        ck_assert(!k.in_place && k.splittable);
+                        ck_assert_int_eq(k.length, HBG_LENGTH_RULE_SHAPE);
+                }
+        }
+        ck_assert_uint_eq(builtins, HBG_KERNEL_COUNT - 1);
+        ck_assert_uint_eq(modules, 2);
+
+        /* fill the first row, copy, relu in place, relu out of place,
+         * rownorm, reduce_sum: each graph's bits against the reference. */
+        hbg_tensor x, y, z, s;
+        ck_assert_int_eq(hbg_tensor_alloc(c, N_ELEMS * sizeof(float), &x), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, N_ELEMS * sizeof(float), &y), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, N_ELEMS * sizeof(float), &z), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, sizeof(float), &s), 0);
+        static float in[N_ELEMS], want_y[N_ELEMS], want_z[N_ELEMS];
+        uint64_t seed = seed_value() | 1;
+        static const uint16_t blocks[] = { 1, 2, 3, 5, 8 };
+        unsigned graphs = 0;
+        for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++)
+                for (int by_id = 0; by_id < 2; by_id++) {
+                        fill_input(in, &seed);
+                        memcpy(hbg_tensor_data(c, x), in, sizeof(in));
+                        memcpy(want_y, in, sizeof(in));
+                        for (size_t j = 0; j < COLS; j++)
+                                want_y[j] = -2.0f;
+                        ref_relu(want_y, want_y, N_ELEMS);
+                        ref_relu(in, want_z, N_ELEMS);
+                        ref_rownorm(want_y, ROWS, COLS);
+                        float want_s = ref_sum(want_y, N_ELEMS);
+
+                        hbg_task t[6];
+                        uint64_t ids[6];
+                        t[0] = task_of(c, "copy_f32", by_id);
+                        arg(&t[0], x, HBG_IN);
+                        arg(&t[0], y, HBG_OUT);
+                        hbg_tensor row0;
+                        ck_assert_int_eq(hbg_tensor_slice_f32(y, 0, COLS, &row0), 0);
+                        t[1] = task_of(c, "fill_f32", by_id);
+                        arg(&t[1], row0, HBG_OUT);
+                        t[1].n_scalars = 1;
+                        t[1].scalars[0] = hbg_f32(-2.0f);
+                        t[2] = task_of(c, "relu_f32", by_id); /* in place */
+                        arg(&t[2], y, HBG_IN);
+                        arg(&t[2], y, HBG_OUT);
+                        t[3] = task_of(c, "relu_f32", !by_id);
+                        arg(&t[3], x, HBG_IN);
+                        arg(&t[3], z, HBG_OUT);
+                        t[4] = task_of(c, "rownorm_f32", by_id);
+                        arg(&t[4], y, HBG_INOUT);
+                        t[4].n_scalars = 2;
+                        t[4].scalars[0] = ROWS;
+                        t[4].scalars[1] = COLS;
+                        t[5] = task_of(c, "reduce_sum_f32", by_id);
+                        arg(&t[5], y, HBG_IN);
+                        arg(&t[5], s, HBG_OUT);
+                        for (unsigned i = 0; i < 6; i++) {
+                                t[i].blocks = blocks[b];
+                                if (i == 4) { /* and an explicit dependency */
+                                        t[i].n_deps = 1;
+                                        t[i].deps[0] = ids[3];
+                                }
+                                ck_assert_msg(hbg_graph_add(c, &t[i], &ids[i]) == 0, "task %u: %s", i,
+                                              hbg_last_error(c));
+                        }
+                        uint64_t g;
+                        ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+                        ck_assert_msg(hbg_graph_wait(c, g, WAIT_MS) == 0, "blocks %u: %s", blocks[b],
+                                      hbg_last_error(c));
+                        char what[64];
+                        snprintf(what, sizeof(what), "blocks %u%s: y", blocks[b], by_id ? " by id" : "");
+                        assert_bits(hbg_tensor_data(c, y), want_y, N_ELEMS, what);
+                        snprintf(what, sizeof(what), "blocks %u%s: z", blocks[b], by_id ? " by id" : "");
+                        assert_bits(hbg_tensor_data(c, z), want_z, N_ELEMS, what);
+                        snprintf(what, sizeof(what), "blocks %u%s: sum", blocks[b], by_id ? " by id" : "");
+                        assert_bits(hbg_tensor_data(c, s), &want_s, 1, what);
+                        graphs++;
+                }
+
+        /* rownorm_f32's own check: the graph fails with its reason, the
+         * kernel named; the session goes on. */
+        static const struct {
+                uint64_t rows, cols;
+                int code;
+                const char *message;
+        } refused[] = {
+                { ROWS + 1, COLS, -EINVAL, "rownorm_f32: shape does not fit X" },
+                { 0, COLS, -EINVAL, "rownorm_f32: rows and cols must be at least 1" },
+                { UINT64_MAX / 2, 3, -EOVERFLOW, "rownorm_f32: size of X (rows*cols*4) overflows" },
+        };
+        for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+                hbg_task t = task_of(c, "rownorm_f32", i % 2);
+                arg(&t, y, HBG_INOUT);
+                t.n_scalars = 2;
+                t.scalars[0] = refused[i].rows;
+                t.scalars[1] = refused[i].cols;
+                uint64_t id, g;
+                ck_assert_msg(hbg_graph_add(c, &t, &id) == 0, "%s", hbg_last_error(c));
+                ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+                ck_assert_int_eq(hbg_graph_wait(c, g, WAIT_MS), refused[i].code);
+                hbg_graph_error_info e = HBG_GRAPH_ERROR_INFO_INIT;
+                ck_assert_int_eq(hbg_graph_error(c, g, &e), 0);
+                ck_assert_int_eq(e.code, refused[i].code);
+                ck_assert_uint_eq(e.task, id);
+                ck_assert_int_eq(e.kernel_id, rownorm);
+                ck_assert_str_eq(e.kernel, "rownorm_f32");
+                ck_assert_msg(strstr(e.message, refused[i].message), "message '%s', want '%s'", e.message,
+                              refused[i].message);
+                /* A good one after it. */
+                t.scalars[0] = ROWS;
+                t.scalars[1] = COLS;
+                ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
+                ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+                ck_assert_msg(hbg_graph_wait(c, g, WAIT_MS) == 0, "%s", hbg_last_error(c));
+        }
+        fprintf(stderr, "producer: %u graphs matched the reference; %zu shapes refused by rownorm_f32's check\n",
+                graphs, sizeof(refused) / sizeof(refused[0]));
+        hbg_disconnect(c);
+        ck_assert_int_eq(daemon_stop(d, 10000), 0);
+        daemon_destroy(d);
+        teardown_dir();
+}
+END_TEST
+
+/* hbgctl: $HBGCTL, else the one beside this build's hbgd. */
+static const char *hbgctl_binary(char *buf, size_t len) {
+        const char *e = getenv("HBGCTL");
+        if (e && e[0])
+                return e;
+        snprintf(buf, len, "%s", daemon_binary());
+        char *slash = strrchr(buf, '/');
+        ck_assert_ptr_nonnull(slash);
+        snprintf(slash + 1, len - (size_t)(slash + 1 - buf), "hbgctl");
+        return buf;
+}
+
+static void write_file(const char *path, const char *text) {
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(text, f);
+        ck_assert_int_eq(fclose(f), 0);
+}
+
+/* x = -1.5, -1, ..., 2; y = relu(x) in 3 blocks, rownorm of 4 rows of 2
+ * in 3 blocks: all 8 values are in the output's head. */
+static const char graph_ok[] =
+        "{\"tensors\": {\"x\": {\"len\": 8, \"init\": \"iota\", \"start\": -1.5, \"step\": 0.5},\n"
+        "              \"y\": {\"len\": 8}},\n"
+        " \"tasks\": [{\"kernel\": \"copy_f32\", \"args\": [\"x\", \"y\"]},\n"
+        "           {\"name\": \"relu\", \"kernel\": \"relu_f32\", \"args\": [\"y\", \"y\"], \"blocks\": 3},\n"
+        "           {\"kernel\": \"rownorm_f32\", \"args\": [\"y\"], \"scalars\": [4, 2], \"blocks\": 3,\n"
+        "            \"after\": [\"relu\"]}],\n"
+        " \"outputs\": [\"y\"]}\n";
+/* A wrong argument count for each (hbgctl's check against hbgd's table)
+ * and a shape rownorm_f32's own check refuses (hbgd's). */
+static const char graph_bad[] =
+        "{\"tensors\": {\"x\": {\"len\": 8}, \"y\": {\"len\": 8}},\n"
+        " \"tasks\": [{\"kernel\": \"relu_f32\", \"args\": [\"x\"]},\n"
+        "           {\"kernel\": \"rownorm_f32\", \"args\": [\"y\"], \"scalars\": [4]},\n"
+        "           {\"kernel\": \"rownorm_f32\", \"args\": [\"y\"], \"scalars\": [5, 2]}]}\n";
+
+static json_object *get(json_object *o, const char *key) {
+        json_object *v = NULL;
+        ck_assert_msg(json_object_object_get_ex(o, key, &v), "no \"%s\" in %s", key, json_object_to_json_string(o));
+        return v;
+}
+
+START_TEST(graph_files) {
+        char path[256], bin[512], file[128], out[65536];
+        struct hbgd_proc *d = start_example(path, sizeof(path));
+        const char *ctl = hbgctl_binary(bin, sizeof(bin));
+        const char *S = d->socket_path;
+
+        /* hbgctl run: the reference's bits. */
+        float want[8];
+        for (int i = 0; i < 8; i++)
+                want[i] = -1.5f + 0.5f * (float)i;
+        ref_relu(want, want, 8);
+        ref_rownorm(want, 4, 2);
+        snprintf(file, sizeof(file), "%s/ok.json", dir);
+        write_file(file, graph_ok);
+        int code = run_prog(ctl, (const char *const[]){ "--socket", S, "--json", "run", file, NULL }, out,
+                            sizeof(out));
+        ck_assert_msg(code == 0, "hbgctl run: %d:\n%s", code, out);
+        json_object *o = json_tokener_parse(out);
+        ck_assert_msg(o, "not JSON:\n%s", out);
+        ck_assert_str_eq(json_object_get_string(get(o, "status")), "ok");
+        json_object *y = get(get(o, "outputs"), "y"), *head = get(y, "head");
+        ck_assert_int_eq(json_object_get_int64(get(y, "len")), 8);
+        ck_assert_uint_eq(json_object_array_length(head), 8);
+        float got[8];
+        for (size_t i = 0; i < 8; i++)
+                got[i] = (float)json_object_get_double(json_object_array_get_idx(head, i));
+        assert_bits(got, want, 8, "hbgctl run");
+        json_object_put(o);
+
+        /* --dry-run: checked by hbgctl and hbgd; wrong counts named. */
+        code = run_prog(ctl, (const char *const[]){ "--socket", S, "run", "--dry-run", file, NULL }, out,
+                        sizeof(out));
+        ck_assert_msg(code == 0 && strncmp(out, "ok: 3 tasks checked by hbgctl and hbgd", 38) == 0, "%d:\n%s", code,
+                      out);
+        snprintf(file, sizeof(file), "%s/bad.json", dir);
+        write_file(file, graph_bad);
+        code = run_prog(ctl, (const char *const[]){ "--socket", S, "run", "--dry-run", file, NULL }, out,
+                        sizeof(out));
+        ck_assert_msg(code == 1, "dry run of bad.json: %d:\n%s", code, out);
+        static const char *const errors[] = {
+                "$.tasks[0]: kernel relu_f32 takes 2 tensor arguments, got 1",
+                "$.tasks[1]: kernel rownorm_f32 takes 2 scalars, got 1",
+                "$.tasks[2]: rownorm_f32: shape does not fit X",
+                "3 errors in ",
+        };
+        for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
+                ck_assert_msg(strstr(out, errors[i]), "no '%s' in:\n%s", errors[i], out);
+        /* ... and a run refuses it before anything runs. */
+        code = run_prog(ctl, (const char *const[]){ "--socket", S, "run", file, NULL }, out, sizeof(out));
+        ck_assert_msg(code == 1 && strstr(out, errors[0]), "run of bad.json: %d:\n%s", code, out);
+
+        /* hbgctl kernels: each kernel's module, "built-in" for hbgd's own. */
+        code = run_prog(ctl, (const char *const[]){ "--socket", S, "kernels", NULL }, out, sizeof(out));
+        ck_assert_msg(code == 0, "%d:\n%s", code, out);
+        unsigned rows = 0, from_module = 0;
+        for (char *save = NULL, *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                unsigned id;
+                char name[64], module_[300];
+                if (sscanf(line, "%u %63s %299s", &id, name, module_) != 3)
+                        continue; /* the header */
+                rows++;
+                if (id < HBG_KERNEL_MODULE_FIRST) {
+                        ck_assert_msg(strcmp(module_, "built-in") == 0, "%s", line);
+                        continue;
+                }
+                ck_assert_msg(strcmp(module_, path) == 0, "%s", line);
+                ck_assert_msg(strcmp(name, "relu_f32") == 0 ? strstr(line, "in x, out y") != NULL
+                                                            : strstr(line, "inout X, u64 rows, u64 cols") != NULL,
+                              "%s", line);
+                from_module++;
+        }
+        ck_assert_uint_eq(rows, HBG_KERNEL_COUNT - 1 + 2);
+        ck_assert_uint_eq(from_module, 2);
+        code = run_prog(ctl, (const char *const[]){ "--socket", S, "--json", "kernels", NULL }, out, sizeof(out));
+        ck_assert_msg(code == 0, "%d:\n%s", code, out);
+        o = json_tokener_parse(out);
+        ck_assert_msg(o, "not JSON:\n%s", out);
+        json_object *ks = get(o, "kernels");
+        ck_assert_uint_eq(json_object_array_length(ks), HBG_KERNEL_COUNT - 1 + 2);
+        from_module = 0;
+        for (size_t i = 0; i < json_object_array_length(ks); i++) {
+                json_object *k = json_object_array_get_idx(ks, i);
+                const char *name = json_object_get_string(get(k, "name")),
+                           *mod = json_object_get_string(get(k, "module"));
+                if (json_object_get_int64(get(k, "id")) < HBG_KERNEL_MODULE_FIRST) {
+                        ck_assert_msg(strcmp(mod, "built-in") == 0, "%s: %s", name, mod);
+                        continue;
+                }
+                ck_assert_msg(strcmp(mod, path) == 0, "%s: %s", name, mod);
+                ck_assert(strcmp(name, "relu_f32") == 0 || strcmp(name, "rownorm_f32") == 0);
+                from_module++;
+        }
+        ck_assert_uint_eq(from_module, 2);
+        json_object_put(o);
+        ck_assert_int_eq(daemon_stop(d, 10000), 0);
+        daemon_destroy(d);
+        teardown_dir();
+}
+END_TEST
+
+/* ------------------------------------------------------------ the session reply's limit */
+
+START_TEST(table_limit) {
+        char path[256], conf[128], out[8192], sock[128];
+        setup_dir();
+        snprintf(conf, sizeof(conf), "%s/hbgd.conf", dir);
+
+        /* 30 kernels of long texts (about 45 KB of table): hbgd starts and
+         * a client gets them all. */
+        module("many_fit", path, sizeof(path));
+        write_conf(conf, path);
+        struct hbgd_proc *d;
+        ck_assert_int_eq(daemon_start(&d, (const char *const[]){ "--config", conf, NULL }, NULL), 0);
+        hbg_client *c;
+        ck_assert_msg(hbg_connect(&c, d->socket_path) == 0, "%s", hbg_last_error(NULL));
+        ck_assert_uint_eq(hbg_client_kernel_count(c), HBG_KERNEL_COUNT - 1 + 30);
+        ck_assert_int_eq(hbg_client_kernel_id(c, "tm_many_bd"), HBG_KERNEL_MODULE_FIRST + 29);
+        hbg_disconnect(c);
+        ck_assert_int_eq(daemon_stop(d, 10000), 0);
+        daemon_destroy(d);
+
+        /* 60 of them: the session reply could not carry the table. */
+        module("many_over", path, sizeof(path));
+        write_conf(conf, path);
+        snprintf(sock, sizeof(sock), "%s/hbgd.sock", dir);
+        static const char *const want[] = {
+                "hbgd: the kernel table (73 kernels, 60 from modules) packs to ",
+                " bytes in the session reply; a client reads at most 65536 bytes: load fewer module kernels",
+        };
+        int code = run_hbgd((const char *const[]){ "--config", conf, "--socket", sock, NULL }, out, sizeof(out));
+        ck_assert_msg(code == 2, "hbgd started (or died: %d):\n%s", code, out);
+        ck_assert_msg(strstr(out, want[0]) && strstr(out, want[1]), "start:\n%s", out);
+        ck_assert_msg(access(sock, F_OK) != 0, "hbgd bound its socket");
+        code = run_hbgd((const char *const[]){ "--check-config", conf, NULL }, out, sizeof(out));
+        ck_assert_msg(code == 1, "--check-config: %d:\n%s", code, out);
+        ck_assert_msg(strstr(out, want[0]) && strstr(out, want[1]), "--check-config:\n%s", out);
+        /* The size said is above the limit. */
+        unsigned long bytes = strtoul(strstr(out, want[0]) + strlen(want[0]), NULL, 10);
+        ck_assert_uint_gt(bytes, HBG_WIRE_SESSION_REPLY_MAX);
+        teardown_dir();
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("e2e_modules");
         TCase *tc = tcase_create("e2e_modules");
@@ -268,6 +730,9 @@ static Suite *suite(void) {
         tcase_add_test(tc, refused_files);
         tcase_add_test(tc, refused_relative);
         tcase_add_test(tc, loaded_and_reload);
+        tcase_add_test(tc, producer);
+        tcase_add_test(tc, graph_files);
+        tcase_add_test(tc, table_limit);
         suite_add_tcase(s, tc);
         return s;
 }

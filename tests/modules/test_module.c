@@ -4,7 +4,9 @@
  * tests/e2e/test_e2e_modules.c): one source, built once per variant
  * (-DVARIANT="name", the Makefile's tests/modules rule), each registering
  * what its name says. "counting" is a good module whose kernel counts its
- * check() calls; the others are each refused for one reason.
+ * check() calls; the others are each refused for one reason, except
+ * "many_fit" and "many_over": many kernels with long texts, whose table
+ * fits the session reply and does not (hbgd refuses to start).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -48,6 +50,43 @@ static int count_run(struct hbg_kernel_ctx *ctx, uint8_t *heap, const struct hbg
 
 static int variant(const char *name) {
         return strcmp(VARIANT, name) == 0;
+}
+
+/* n kernels tm_many_0.. with 8 tensors and 8 scalars, all names 31
+ * characters, a summary and rule of 400: about 1.3 KB each in the table. */
+static int register_many(struct hbg_kernel_host *host, unsigned n, const struct hbg_kernel_def *base) {
+        static char names[64][32], args[16][32];
+        static char text[401];
+        memset(text, 's', 400);
+        for (unsigned a = 0; a < 16; a++) {
+                memset(args[a], 'a', 31);
+                args[a][0] = (char)('A' + a);
+        }
+        for (unsigned i = 0; i < n && i < 64; i++) {
+                struct hbg_kernel_def d = *base;
+                memcpy(names[i], "tm_many_", 8);
+                names[i][8] = (char)('a' + i / 26);
+                names[i][9] = (char)('a' + i % 26);
+                d.name = names[i];
+                d.summary = text;
+                d.length_rule = text;
+                d.length = HBG_KERNEL_LENGTH_ANY;
+                d.check = NULL;
+                d.reasons = NULL;
+                d.n_reasons = 0;
+                d.n_tensors = HBG_KERNEL_MAX_TENSORS;
+                d.n_scalars = HBG_KERNEL_MAX_SCALARS;
+                for (unsigned a = 0; a < 8; a++) {
+                        d.tensors[a].name = args[a];
+                        d.tensors[a].dir = HBG_KERNEL_IN;
+                        d.scalars[a].name = args[8 + a];
+                        d.scalars[a].kind = HBG_KERNEL_U64;
+                }
+                int r = hbg_kernel_register(host, &d);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
 }
 
 #ifdef NO_INIT
@@ -102,5 +141,9 @@ HBG_KERNEL_MODULE_EXPORT int hbg_kernel_module_init(struct hbg_kernel_host *host
         }
         if (variant("empty"))
                 return 0;
+        if (variant("many_fit"))
+                return register_many(host, 30, &d);
+        if (variant("many_over"))
+                return register_many(host, 60, &d);
         return hbg_kernel_register(host, &d);
 }
