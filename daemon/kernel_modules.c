@@ -128,14 +128,17 @@ static int load_one(struct loading *l) {
         if (fd < 0)
                 return fd;
         /* dlopen() opens /proc/self/fd/N: the file checked above, whatever
-         * the path names by now. */
+         * the path names by now. The fd stays open while the module is
+         * loaded (for hbgd's life): the dynamic loader knows an object by
+         * that name, and would hand the next module loaded through the
+         * same fd number the first one's handle instead of its own. */
         char proc[64];
         snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
         dlerror();
         void *h = dlopen(proc, RTLD_NOW | RTLD_LOCAL);
-        close(fd);
         if (!h) {
                 const char *e = dlerror();
+                close(fd);
                 return fail(l, -ENOEXEC, "dlopen: %s", e ? e : "failed");
         }
         typedef int init_fn(struct hbg_kernel_host *);
@@ -143,6 +146,7 @@ static int load_one(struct loading *l) {
         *(void **)&init = dlsym(h, HBG_KERNEL_MODULE_INIT_NAME);
         if (!init) {
                 dlclose(h);
+                close(fd);
                 return fail(l, -ENOEXEC, "no function " HBG_KERNEL_MODULE_INIT_NAME " (not an hbg kernel module)");
         }
         size_t mark = kernel_module_kernels();
@@ -159,6 +163,7 @@ static int load_one(struct loading *l) {
         if (l->err) {
                 kernel_unregister_to(mark);
                 dlclose(h);
+                close(fd);
                 return l->err;
         }
         return 0;
