@@ -483,6 +483,8 @@ $(B)/tests/test_kernel_modules: $(B)/obj/tests/unit/test_kernel_modules.o $(CHEC
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) $(SYS_LIBS) -lm
 $(B)/obj/tests/e2e/test_e2e_modules.o: TEST_EXTRA_CFLAGS = $(KMOD_TEST_CFLAGS) $(JSONC_CFLAGS)
+$(B)/obj/tests/e2e/test_e2e_shm_attack.o: TEST_EXTRA_CFLAGS = $(KMOD_TEST_CFLAGS)
+$(B)/tests/test_e2e_shm_attack: | $(TEST_MODULES) $(KMOD_EXAMPLE)
 $(B)/tests/test_e2e_modules: TEST_EXTRA_LIBS = $(JSONC_LIBS)
 $(B)/tests/test_e2e_modules: | $(TEST_MODULES) $(KMOD_EXAMPLE) $(HBGCTL_BIN)
 

@@ -10,7 +10,8 @@
  *             stderr, the kernel named where there is one; `hbgd
  *             --check-config` loads the same and reports the same (exit 1);
  *   loaded    the example module in a test config: hbgd starts, logs its
- *             kernels with their ids, and --check-config lists them;
+ *             kernels with their ids, and --check-config lists them; with
+ *             a second module, each module's own kernels;
  *   reload    SIGHUP with a changed `modules` loads nothing and logs that
  *             the change is ignored until a restart;
  *   producer  a C producer (the public API only) finds the example's
@@ -228,6 +229,26 @@ START_TEST(refused_relative) {
         ck_assert_int_eq(run_hbgd((const char *const[]){ "--config", conf, NULL }, out, sizeof(out)), 2);
         ck_assert_msg(strstr(out, want), "%s", out);
         ck_assert_int_eq(run_hbgd((const char *const[]){ "--check-config", conf, NULL }, out, sizeof(out)), 1);
+        ck_assert_msg(strstr(out, want), "%s", out);
+        teardown_dir();
+}
+END_TEST
+
+/* Two modules: each its own kernels (the second loaded through the same
+ * fd number the first one was). */
+START_TEST(two_modules) {
+        char a[256], b[256], conf[128], list[600], out[8192], want[1024];
+        setup_dir();
+        module("example", a, sizeof(a));
+        module("counting", b, sizeof(b));
+        snprintf(conf, sizeof(conf), "%s/hbgd.conf", dir);
+        snprintf(list, sizeof(list), "%s %s", a, b);
+        write_conf(conf, list);
+        ck_assert_int_eq(run_hbgd((const char *const[]){ "--check-config", conf, NULL }, out, sizeof(out)), 0);
+        snprintf(want, sizeof(want),
+                 "# module kernel relu_f32 (id 256) from %s\n# module kernel rownorm_f32 (id 257) from %s\n"
+                 "# module kernel tm_count (id 258) from %s\n",
+                 a, a, b);
         ck_assert_msg(strstr(out, want), "%s", out);
         teardown_dir();
 }
@@ -730,6 +751,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, refused_files);
         tcase_add_test(tc, refused_relative);
         tcase_add_test(tc, loaded_and_reload);
+        tcase_add_test(tc, two_modules);
         tcase_add_test(tc, producer);
         tcase_add_test(tc, graph_files);
         tcase_add_test(tc, table_limit);

@@ -25,6 +25,10 @@
  * attack leaves waiting for ever (a forged external task, a graph record
  * promising tasks never submitted) end in one second, not ten.
  *
+ * forged_module_descriptors forges the descriptors of module kernels'
+ * tasks (the example module and tests/modules' counting module, copied
+ * into a fresh 0755 directory under /tmp and named in hbgd's config).
+ *
  * HBG_TEST_SCALE divides the work (default 10: 10^5 scribbled words; 1:
  * the 10^6 of the hardening issue, as `make hostile` runs it);
  * HBG_TEST_SEED fixes the random attacks; HBG_TEST_VERBOSE=1 shows hbgd's
@@ -481,6 +485,7 @@ static void assert_logged(struct hbgd_proc *d, const struct needle *needles, uns
 
 struct target {
         const char *path;
+        const void *extra;      /* the attack's own (run_attack_conf()) */
 };
 
 /*
@@ -490,8 +495,8 @@ struct target {
  * hbgd's log, FAIL lines fail the test); hbgd answers meanwhile; then the
  * honest client's results, the attacker gone, and the checks above.
  */
-static void run_attack(const char *name, kid_fn fn) {
-        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, STALL_CONF);
+static void run_attack_conf(const char *name, kid_fn fn, const char *conf, const void *extra) {
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, conf);
         int base = fd_baseline(d);
         honest_graphs(d, 4, "warm-up");
         assert_fd_baseline(d, base, "after the warm-up");
@@ -501,7 +506,7 @@ static void run_attack(const char *name, kid_fn fn) {
         struct kid honest, attacker;
         honest_start(d, &honest);
         kid_tell(&honest, 'G');
-        struct target tg = { .path = d->socket_path };
+        struct target tg = { .path = d->socket_path, .extra = extra };
         char who[96], buf[640];
         snprintf(who, sizeof(who), "%s: the attacker", name);
         kid_start(&attacker, SAME_UID, fn, &tg);
@@ -551,6 +556,10 @@ static void run_attack(const char *name, kid_fn fn) {
         honest_graphs(d, 20, name);
         fresh_status(d, LIVE_MS, name);
         stop_hbgd(d);
+}
+
+static void run_attack(const char *name, kid_fn fn) {
+        run_attack_conf(name, fn, STALL_CONF, NULL);
 }
 
 /* The attacker's start: its session, READY, then the parent's 'G'. */
@@ -648,15 +657,16 @@ enum field {
         F_FANIN_ABS,    /* one inline fanin: value */
         F_INLINE_STRAY, /* fanins_inline[2] = value with no fanins */
         F_PAYLOAD_FANINS, /* four fanins in the payload, the last own id + value */
-        F_T_OFFSET,     /* tensor 0: offset = value */
-        F_T_OFFSET_ADD, /* tensor 0: offset += value */
+        F_T_OFFSET,     /* tensor `index` (0 unless said): offset = value */
+        F_T_OFFSET_ADD, /* tensor index: offset += value */
         F_T_LENGTH,
         F_T_DIRECTION,
         F_T_RESERVED,
-        F_SCALAR,       /* scalar 0 |= value */
+        F_T_OVERLAP,    /* tensor index: offset = tensor 0's + value */
+        F_SCALAR,       /* scalar index |= value */
         F_PREDICATE,    /* HAS_PREDICATE, predicate_offset = value */
         F_PREDICATE_AT_HEAP_END,
-        F_T_AT_HEAP_END, /* tensor 0 ends 128 bytes past the heap */
+        F_T_AT_HEAP_END, /* tensor index ends 128 bytes past the heap */
         F_CYCLE,        /* two tasks, each the other's fanin */
 };
 
@@ -666,6 +676,8 @@ struct mutation {
         uint64_t value;
         int code;               /* the graph's status */
         const char *why;        /* hbgd's reason in its log */
+        const char *kernel;     /* the forged task's kernel as built (NULL: fill_f32) */
+        unsigned index;         /* the tensor or scalar the F_T_ and F_SCALAR fields change */
 };
 
 #define TENSOR "fill_f32: tensor out "
@@ -722,6 +734,96 @@ static const struct mutation mutations[] = {
         { "predicate misaligned", F_PREDICATE, 2, -ERANGE, "predicate element outside the heap or misaligned" },
 };
 #define N_MUTATIONS (sizeof(mutations) / sizeof(mutations[0]))
+
+/*
+ * The same against module kernels (hbgd with the example module, then
+ * tests/modules' "counting": relu_f32 256, rownorm_f32 257, tm_count 258):
+ * the generic checks are hbgd's, whoever defined the kernel, and run
+ * before the module's own check (tm_count counts its calls).
+ */
+#define MOD_RELU 256u
+#define MOD_TM_COUNT 258u
+static const struct mutation module_mutations[] = {
+        { "relu_f32: x past the heap's end", F_T_AT_HEAP_END, 0, -ERANGE,
+          "relu_f32: tensor x extends past the end of the heap", "relu_f32", 0 },
+        { "relu_f32: y offset + length overflows", F_T_OFFSET, UINT64_MAX - 255, -EOVERFLOW,
+          "relu_f32: tensor y offset + length overflows", "relu_f32", 1 },
+        { "rownorm_f32: X past the heap's end", F_T_AT_HEAP_END, 0, -ERANGE,
+          "rownorm_f32: tensor X extends past the end of the heap", "rownorm_f32", 0 },
+        { "tm_count: out past the heap's end", F_T_AT_HEAP_END, 0, -ERANGE,
+          "tm_count: tensor out extends past the end of the heap", "tm_count", 1 },
+        { "relu_f32: y direction IN", F_T_DIRECTION, HBG_DIR_IN, -EINVAL, "relu_f32: tensor y has the wrong direction",
+          "relu_f32", 1 },
+        { "relu_f32: x direction OUT", F_T_DIRECTION, HBG_DIR_OUT, -EINVAL,
+          "relu_f32: tensor x has the wrong direction", "relu_f32", 0 },
+        { "rownorm_f32: X direction IN", F_T_DIRECTION, HBG_DIR_IN, -EINVAL,
+          "rownorm_f32: tensor X has the wrong direction", "rownorm_f32", 0 },
+        { "relu_f32: one tensor", F_N_TENSORS, 1, -EINVAL, "relu_f32: wrong number of tensor arguments (takes 2)",
+          "relu_f32", 0 },
+        { "relu_f32: three tensors", F_N_TENSORS, 3, -EINVAL, "relu_f32: wrong number of tensor arguments (takes 2)",
+          "relu_f32", 0 },
+        { "rownorm_f32: two tensors", F_N_TENSORS, 2, -EINVAL,
+          "rownorm_f32: wrong number of tensor arguments (takes 1)", "rownorm_f32", 0 },
+        { "rownorm_f32: one scalar", F_N_SCALARS, 1, -EINVAL,
+          "rownorm_f32: wrong number of scalar arguments (takes 2)", "rownorm_f32", 0 },
+        { "relu_f32: y overlaps x, not in place", F_T_OVERLAP, 4, -EINVAL,
+          "relu_f32: output y overlaps tensor x (only an input of the very same range may be shared)", "relu_f32",
+          1 },
+        { "tm_count: out overlaps in", F_T_OVERLAP, 128, -EINVAL, "tm_count: output out overlaps tensor in",
+          "tm_count", 1 },
+        { "relu_f32: x shorter than y", F_T_LENGTH, 128, -EINVAL,
+          "relu_f32: tensor x is not as long as y (every tensor exactly as long as the output)", "relu_f32", 0 },
+        { "relu_f32: x empty", F_T_LENGTH, 0, -EINVAL, "relu_f32: tensor x is empty", "relu_f32", 0 },
+        { "rownorm_f32: X misaligned", F_T_OFFSET_ADD, 2, -EINVAL,
+          "rownorm_f32: tensor X offset or length is not a multiple of 4", "rownorm_f32", 0 },
+        { "tm_count: f32 scalar with high bits", F_SCALAR, UINT64_C(1) << 40, -EINVAL,
+          "tm_count: f32 scalar f has its upper 32 bits set", "tm_count", 1 },
+        { "tm_count: f32 scalar with bit 63", F_SCALAR, UINT64_C(1) << 63, -EINVAL,
+          "tm_count: f32 scalar f has its upper 32 bits set", "tm_count", 1 },
+        { "relu_f32 task relabelled tm_count", F_KERNEL, MOD_TM_COUNT, -EINVAL,
+          "tm_count: wrong number of scalar arguments (takes 2)", "relu_f32", 0 },
+        { "unknown module kernel id 256 + 50", F_KERNEL, MOD_RELU + 50, -ENOENT, "unknown kernel", "relu_f32", 0 },
+        { "unknown module kernel id one past the last", F_KERNEL, MOD_TM_COUNT + 1, -ENOENT, "unknown kernel",
+          "tm_count", 0 },
+        { "module kernel on an inactive lane", F_KERNEL_AIC, MOD_RELU, -EINVAL, "kernel given for an inactive lane",
+          "relu_f32", 0 },
+};
+
+struct mutation_set {
+        const struct mutation *m;
+        size_t n;
+};
+static const struct mutation_set builtin_mutations = { mutations, N_MUTATIONS };
+static const struct mutation_set module_set = { module_mutations,
+                                                sizeof(module_mutations) / sizeof(module_mutations[0]) };
+
+/* The task a mutation forges, before the forgery: fill_f32 on t1, or the
+ * module kernel it names: relu_f32 and tm_count t1 -> t2 (tm_count with
+ * k 7 and f 1.0), rownorm_f32 on t1 as 8 rows of 8. */
+static hbg_task forged_task(const struct mutation *m, hbg_tensor t1, hbg_tensor t2) {
+        if (!m->kernel)
+                return fill_task(t1, 3.0f);
+        hbg_task t = HBG_TASK_INIT(m->kernel);
+        t.n_args = 1;
+        t.args[0].tensor = t1;
+        if (strcmp(m->kernel, "rownorm_f32") == 0) {
+                t.args[0].dir = HBG_INOUT;
+                t.n_scalars = 2;
+                t.scalars[0] = 8;
+                t.scalars[1] = 8;
+                return t;
+        }
+        t.args[0].dir = HBG_IN;
+        t.args[1].tensor = t2;
+        t.args[1].dir = HBG_OUT;
+        t.n_args = 2;
+        if (strcmp(m->kernel, "tm_count") == 0) {
+                t.n_scalars = 2;
+                t.scalars[0] = 7;
+                t.scalars[1] = hbg_f32(1.0f);
+        }
+        return t;
+}
 /* A session per few mutations: each failing graph is one line of hbgd's
  * log, of which it keeps ten per session per 10 s. */
 #define MUTATIONS_PER_SESSION 5
@@ -730,6 +832,7 @@ static void mutate(const struct victim *v, const struct mutation *m, uint64_t id
         struct hbg_task_desc *d = &v->descs[id & (v->D - 1)];
         struct hbg_task_payload *p = &v->payloads[id & (v->D - 1)];
         uint64_t value = m->value;
+        unsigned ix = m->index;
         switch (m->field) {
         case F_ID: d->id += value; break;
         case F_RESERVED2: d->reserved2 = value; break;
@@ -751,18 +854,19 @@ static void mutate(const struct victim *v, const struct mutation *m, uint64_t id
                         p->fanins[i] = id - 1;
                 p->fanins[3] = id + value;
                 break;
-        case F_T_OFFSET: p->tensors[0].offset = value; break;
-        case F_T_OFFSET_ADD: p->tensors[0].offset += value; break;
-        case F_T_LENGTH: p->tensors[0].length = value; break;
-        case F_T_DIRECTION: p->tensors[0].direction = (uint32_t)value; break;
-        case F_T_RESERVED: p->tensors[0].reserved = (uint32_t)value; break;
-        case F_SCALAR: p->scalars[0] |= value; break;
+        case F_T_OFFSET: p->tensors[ix].offset = value; break;
+        case F_T_OFFSET_ADD: p->tensors[ix].offset += value; break;
+        case F_T_LENGTH: p->tensors[ix].length = value; break;
+        case F_T_DIRECTION: p->tensors[ix].direction = (uint32_t)value; break;
+        case F_T_RESERVED: p->tensors[ix].reserved = (uint32_t)value; break;
+        case F_T_OVERLAP: p->tensors[ix].offset = p->tensors[0].offset + value; break;
+        case F_SCALAR: p->scalars[ix] |= value; break;
         case F_PREDICATE: d->flags |= HBG_TASK_HAS_PREDICATE; d->predicate_offset = value; break;
         case F_PREDICATE_AT_HEAP_END:
                 d->flags |= HBG_TASK_HAS_PREDICATE;
                 d->predicate_offset = v->heap_size;
                 break;
-        case F_T_AT_HEAP_END: p->tensors[0].offset = v->heap_size - p->tensors[0].length + 128; break;
+        case F_T_AT_HEAP_END: p->tensors[ix].offset = v->heap_size - p->tensors[ix].length + 128; break;
         case F_CYCLE:
                 d->n_fanins = 1;
                 d->fanins_inline[0] = partner;
@@ -776,7 +880,7 @@ static void mutate(const struct victim *v, const struct mutation *m, uint64_t id
  * published (hbg_graph_submit publishes), then waited for. 0, or -1 with
  * "FAIL" said. */
 static int forged_graph(int sock, struct victim *v, const struct mutation *m, hbg_tensor t1, hbg_tensor t2) {
-        hbg_task a = fill_task(t1, 3.0f), b = fill_task(t2, 4.0f);
+        hbg_task a = forged_task(m, t1, t2), b = fill_task(t2, 4.0f);
         uint64_t id = 0, partner = 0, graph = 0, task = 0;
         int err = hbg_graph_add(v->c, &a, &id);
         if (err == 0 && m->field == F_CYCLE)
@@ -797,10 +901,63 @@ static int forged_graph(int sock, struct victim *v, const struct mutation *m, hb
                         strerror(-err), st, task, m->code, strerror(-m->code), id, msg);
                 return -1;
         }
+        /* A kernel's message names the kernel, and so does the graph's
+         * error (a module kernel's name too). */
+        hbg_graph_error_info e = HBG_GRAPH_ERROR_INFO_INIT;
+        const char *colon = strchr(m->why, ':');
+        if (m->kernel && colon &&
+            (hbg_graph_error(v->c, graph, &e) != 0 || strncmp(e.kernel, m->why, (size_t)(colon - m->why)) != 0 ||
+             e.kernel[colon - m->why] || !strstr(e.message, m->why))) {
+                kid_say(sock, "FAIL %s: the graph's error names kernel \"%s\" [%s]; expected \"%.*s\" [%s]", m->what,
+                        e.kernel ? e.kernel : "(null)", e.message, (int)(colon - m->why), m->why, m->why);
+                return -1;
+        }
         char lb[200], lr[300];
         snprintf(lb, sizeof(lb), "%s: graph %" PRIu64 " ", v->name, graph);
         snprintf(lr, sizeof(lr), "failed: %s at task %" PRIu64 " (%s)", hbg_strerror(m->code), id, m->why);
         expect_log(sock, lb, lr);
+        return 0;
+}
+
+/* A good relu_f32 graph x -> y: 0, or -1 with "FAIL" said. */
+static int relu_graph(int sock, struct victim *v, hbg_tensor x, hbg_tensor y, const char *after) {
+        float *in = hbg_tensor_data(v->c, x);
+        size_t n = x.bytes / sizeof(float);
+        for (size_t i = 0; i < n; i++)
+                in[i] = (float)i - (float)(n / 2);
+        hbg_task t = forged_task(&(struct mutation){ .kernel = "relu_f32" }, x, y);
+        uint64_t graph;
+        int err = hbg_graph_add(v->c, &t, NULL);
+        if (err == 0)
+                err = hbg_graph_submit(v->c, &graph);
+        if (err == 0)
+                err = hbg_graph_wait(v->c, graph, WAIT_MS);
+        const float *out = hbg_tensor_data(v->c, y);
+        for (size_t i = 0; err == 0 && i < n; i++)
+                if (out[i] != (in[i] > 0.0f ? in[i] : 0.0f))
+                        err = -EILSEQ;
+        if (err == 0)
+                return 0;
+        kid_say(sock, "FAIL after \"%s\": a good relu_f32 graph of the same session: %d [%s]", after, err,
+                hbg_last_error(v->c));
+        return -1;
+}
+
+/* tm_count's out[0] after one good task: how many times its check() ran
+ * in hbgd, this task's included. 0, or -1 with "FAIL" said. */
+static int module_checks(int sock, struct victim *v, hbg_tensor in, hbg_tensor out, float *ret) {
+        hbg_task t = forged_task(&(struct mutation){ .kernel = "tm_count" }, in, out);
+        uint64_t graph;
+        int err = hbg_graph_add(v->c, &t, NULL);
+        if (err == 0)
+                err = hbg_graph_submit(v->c, &graph);
+        if (err == 0)
+                err = hbg_graph_wait(v->c, graph, WAIT_MS);
+        if (err < 0) {
+                kid_say(sock, "FAIL a good tm_count graph: %d [%s]", err, hbg_last_error(v->c));
+                return -1;
+        }
+        *ret = ((const float *)hbg_tensor_data(v->c, out))[0];
         return 0;
 }
 
@@ -809,8 +966,16 @@ static int forged_fn(int sock, void *arg) {
         if (attacker_start(sock, arg, &v) < 0)
                 return 1;
         const struct target *tg = arg;
+        const struct mutation_set *set = tg->extra ? tg->extra : &builtin_mutations;
+        bool modules = set != &builtin_mutations;
+        if (modules && (hbg_client_kernel_id(v.c, "relu_f32") != (int)MOD_RELU ||
+                        hbg_client_kernel_id(v.c, "tm_count") != (int)MOD_TM_COUNT)) {
+                kid_say(sock, "FAIL hbgd's module kernels have other ids: relu_f32 %d, tm_count %d",
+                        hbg_client_kernel_id(v.c, "relu_f32"), hbg_client_kernel_id(v.c, "tm_count"));
+                return 1;
+        }
         unsigned sessions = 1;
-        for (size_t i = 0; i < N_MUTATIONS; i++) {
+        for (size_t i = 0; i < set->n; i++) {
                 hbg_tensor t[3];
                 if (i % MUTATIONS_PER_SESSION == 0 && i > 0) {
                         victim_close(&v);
@@ -823,23 +988,71 @@ static int forged_fn(int sock, void *arg) {
                                 kid_say(sock, "FAIL hbg_tensor_alloc: %s", hbg_last_error(v.c));
                                 return 1;
                         }
-                if (forged_graph(sock, &v, &mutations[i], t[0], t[1]) < 0)
+                if (forged_graph(sock, &v, &set->m[i], t[0], t[1]) < 0)
                         return 1;
                 /* Only that graph failed: the session goes on. */
                 struct tally tl = { 0 };
                 if (fill_graph(&v, t[2], 5.0f, &tl) != 0 || tl.corrupted) {
                         kid_say(sock, "FAIL after \"%s\": a good graph of the same session: %d [%s]",
-                                mutations[i].what, tl.first_code, tl.first_msg);
+                                set->m[i].what, tl.first_code, tl.first_msg);
                         return 1;
                 }
+                if (modules && relu_graph(sock, &v, t[0], t[1], set->m[i].what) < 0)
+                        return 1;
         }
         kid_say(sock, "NOTE %zu forged descriptors in %u sessions: each failed its graph with the expected code "
-                "at the forged task, the good graph after it succeeded", N_MUTATIONS, sessions);
+                "at the forged task, the good graph after it succeeded", set->n, sessions);
+        if (modules) {
+                /* No forged task reached tm_count's check(): only the good
+                 * one's call is counted. */
+                hbg_tensor t[2];
+                float calls = -1.0f;
+                if (hbg_tensor_alloc(v.c, 256, &t[0]) < 0 || hbg_tensor_alloc(v.c, 256, &t[1]) < 0 ||
+                    module_checks(sock, &v, t[0], t[1], &calls) < 0)
+                        return 1;
+                if (calls != 1.0f) {
+                        kid_say(sock, "FAIL tm_count's check() ran %g times for one good task: forged tasks reached "
+                                "it", (double)calls);
+                        return 1;
+                }
+                kid_say(sock, "NOTE tm_count's check() ran once, for the good task only");
+        }
         return attacker_end(sock, &v, 0);
 }
 
 START_TEST(forged_descriptors) {
         run_attack("forged_descriptors", forged_fn);
+}
+END_TEST
+
+/* The module's file copied into dir (a fresh 0755 directory: the build
+ * tree may lie under one others may write, which hbgd refuses). */
+static void copy_module(const char *src, const char *dir, const char *name, char *ret, size_t len) {
+        snprintf(ret, len, "%s/%s", dir, name);
+        int in = open(src, O_RDONLY | O_CLOEXEC);
+        ck_assert_msg(in >= 0, "cannot open %s (build the tests' modules)", src);
+        int out = open(ret, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ck_assert_int_ge(out, 0);
+        char buf[65536];
+        ssize_t n;
+        while ((n = read(in, buf, sizeof(buf))) > 0)
+                ck_assert_int_eq(write(out, buf, (size_t)n), n);
+        close(in);
+        ck_assert_int_eq(fchmod(out, 0644), 0);
+        close(out);
+}
+
+START_TEST(forged_module_descriptors) {
+        char dir[] = "/tmp/hbg-e2e-kmod-XXXXXX", a[128], b[128], conf[512], cmd[128];
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        ck_assert_int_eq(chmod(dir, 0755), 0);
+        copy_module(HBG_TEST_EXAMPLE_MODULE, dir, "hbg-nn.so", a, sizeof(a));
+        copy_module(HBG_TEST_MODULES_DIR "/counting.so", dir, "counting.so", b, sizeof(b));
+        snprintf(conf, sizeof(conf), STALL_CONF "\n[kernels]\nmodules = %s %s\n", a, b);
+        run_attack_conf("forged_module_descriptors", forged_fn, conf, &module_set);
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        if (system(cmd) != 0)
+                fprintf(stderr, "cannot remove %s\n", dir);
 }
 END_TEST
 
@@ -1528,6 +1741,7 @@ static Suite *suite(void) {
         tcase_set_timeout(tc, 300);
         tcase_add_test(tc, scribble_submission_region);
         tcase_add_test(tc, forged_descriptors);
+        tcase_add_test(tc, forged_module_descriptors);
         tcase_add_test(tc, cursors_moved);
         tcase_add_test(tc, forged_records_and_mailbox);
         tcase_add_test(tc, flip_published_descriptors);
