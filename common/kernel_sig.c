@@ -102,6 +102,29 @@ const struct hbg_kernel_sig kernel_sigs[HBG_KERNEL_COUNT - 1] = {
         },
 };
 
+bool kernel_sig_name_ok(const char *s, bool capitals) {
+        size_t n = 0;
+        if (!s)
+                return false;
+        for (; s[n] && n <= 31; n++) {
+                char c = s[n];
+                if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+                      (capitals && c >= 'A' && c <= 'Z')))
+                        return false;
+        }
+        return n >= 1 && n <= 31;
+}
+
+bool kernel_sig_text_ok(const char *s, size_t max) {
+        if (!s)
+                return false;
+        size_t n = 0;
+        for (; s[n] && n < max; n++)
+                if ((unsigned char)s[n] < 0x20 || s[n] == 0x7f)
+                        return false;
+        return n < max;
+}
+
 const struct hbg_kernel_sig *kernel_sig_by_id(uint16_t id) {
         if (id == HBG_KERNEL_NONE || id >= HBG_KERNEL_COUNT)
                 return NULL;

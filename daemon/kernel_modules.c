@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/kernel_sig.h"
 #include "daemon/engine/kernels.h"
 
 /* One module being loaded: its path and the first problem found. */
@@ -79,6 +80,11 @@ static int open_checked(struct loading *l) {
         const char *path = l->path;
         if (path[0] != '/')
                 return fail(l, -EINVAL, "not an absolute path");
+        /* The path names the module in hbgd's kernel table: a text every
+         * client must accept (common/kernel_sig.h). */
+        if (!kernel_sig_text_ok(path, HBG_KERNEL_MODULE_TEXT_MAX))
+                return fail(l, -EINVAL, "the path is longer than %u bytes or has control characters",
+                            HBG_KERNEL_MODULE_TEXT_MAX - 1);
         char real[PATH_MAX];
         if (!realpath(path, real))
                 return fail(l, -errno, "cannot open: %s", strerror(errno));

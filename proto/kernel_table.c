@@ -22,26 +22,6 @@ static uint8_t kind_of(const char *kind, const uint8_t *values, size_t n, const 
         return 0;
 }
 
-static bool name_ok(const char *s, bool upper) {
-        size_t n = 0;
-        for (; s[n]; n++) {
-                char ch = s[n];
-                if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' ||
-                      (upper && ch >= 'A' && ch <= 'Z')))
-                        return false;
-        }
-        return n >= 1 && n <= 31;
-}
-
-/* Shorter than max bytes, no control characters. */
-static bool text_ok(const char *s, size_t max) {
-        size_t n = 0;
-        for (; s[n]; n++)
-                if ((unsigned char)s[n] < 0x20 || s[n] == 0x7f || n >= max)
-                        return false;
-        return n < max;
-}
-
 static const char *str(const char *s) {
         return s ? s : "";
 }
@@ -65,7 +45,7 @@ static int refuse(char *buf, size_t len, size_t row, const Hbg__KernelInfo *k, c
 static int check_row(size_t i, const Hbg__KernelInfo *k, uint32_t prev_id, size_t *strings, char *buf, size_t len) {
         const char *name = str(k->name), *module = str(k->module);
         bool builtin = module[0] == 0;
-        if (!name_ok(name, false))
+        if (!kernel_sig_name_ok(name, false))
                 return refuse(buf, len, i, k, "kernel name is not [a-z0-9_]{1,31}");
         if (builtin ? k->id == 0 || k->id >= HBG_KERNEL_MODULE_FIRST
                     : k->id < HBG_KERNEL_MODULE_FIRST || k->id >= HBG_KERNEL_MODULE_FIRST + HBG_KERNEL_MODULE_MAX)
@@ -74,8 +54,8 @@ static int check_row(size_t i, const Hbg__KernelInfo *k, uint32_t prev_id, size_
                               builtin ? HBG_KERNEL_MODULE_FIRST - 1 : HBG_KERNEL_MODULE_FIRST + HBG_KERNEL_MODULE_MAX - 1);
         if (k->id <= prev_id)
                 return refuse(buf, len, i, k, "ids are not unique and in increasing order");
-        if (!text_ok(str(k->summary), KERNEL_TABLE_TEXT_MAX) || !text_ok(str(k->length_rule), KERNEL_TABLE_TEXT_MAX) ||
-            !text_ok(module, KERNEL_TABLE_MODULE_MAX))
+        if (!kernel_sig_text_ok(str(k->summary), HBG_KERNEL_TEXT_MAX) || !kernel_sig_text_ok(str(k->length_rule), HBG_KERNEL_TEXT_MAX) ||
+            !kernel_sig_text_ok(module, HBG_KERNEL_MODULE_TEXT_MAX))
                 return refuse(buf, len, i, k, "summary, length rule or module too long or with control characters");
         if (k->length != HBG__KERNEL_LENGTH__LENGTH_ANY && k->length != HBG__KERNEL_LENGTH__LENGTH_EQUAL &&
             k->length != HBG__KERNEL_LENGTH__LENGTH_SHAPE)
@@ -86,7 +66,7 @@ static int check_row(size_t i, const Hbg__KernelInfo *k, uint32_t prev_id, size_
         size_t bytes = strlen(name) + strlen(str(k->summary)) + strlen(str(k->length_rule)) + strlen(module) + 4;
         for (size_t a = 0; a < k->n_args; a++) {
                 const Hbg__KernelArg *arg = k->args[a];
-                if (!name_ok(str(arg->name), true))
+                if (!kernel_sig_name_ok(str(arg->name), true))
                         return refuse(buf, len, i, k, "argument %zu: name is not [A-Za-z0-9_]{1,31}", a);
                 const char *kind = str(arg->kind);
                 if (kind_of(kind, tensor_dirs, sizeof(tensor_dirs), kernel_sig_dir_name)) {

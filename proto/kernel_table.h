@@ -23,9 +23,6 @@
 /* The most kernels a table may hold: every built-in id below
  * HBG_KERNEL_MODULE_FIRST and HBG_KERNEL_MODULE_MAX module kernels. */
 #define KERNEL_TABLE_MAX (HBG_KERNEL_MODULE_FIRST - 1 + HBG_KERNEL_MODULE_MAX)
-/* Summary and length rule, and module name (a path), shorter than these. */
-#define KERNEL_TABLE_TEXT_MAX 512u
-#define KERNEL_TABLE_MODULE_MAX 4096u
 
 struct kernel_table {
         const struct hbg_kernel_sig *const *rows; /* hbgd's, in id order (NULL: the compiled table's) */
@@ -51,8 +48,8 @@ struct kernel_table {
  *   - tensors first (kinds in, out, inout, at most HBG_MAX_TENSOR_ARGS),
  *     then scalars (f32, u64, i64, at most HBG_MAX_SCALAR_ARGS);
  *   - a known length rule; summary and rule words
- *     shorter than KERNEL_TABLE_TEXT_MAX bytes, module than
- *     KERNEL_TABLE_MODULE_MAX, none with control characters.
+ *     shorter than HBG_KERNEL_TEXT_MAX bytes, module than
+ *     HBG_KERNEL_MODULE_TEXT_MAX, none with control characters.
  * On failure *t is left empty (kernel_table_free() is still fine).
  */
 int kernel_table_import(struct kernel_table *t, Hbg__KernelInfo *const *rows, size_t n, char *buf, size_t len);

@@ -207,19 +207,6 @@ void kernel_unregister_to(size_t n) {
                 n_modules = n;
 }
 
-/* [a-z0-9_]{1,31} for kernels; arguments may use capitals (A, B, C). */
-static bool good_name(const char *s, bool caps) {
-        size_t n = 0;
-        if (!s)
-                return false;
-        for (; s[n]; n++) {
-                char c = s[n];
-                if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || (caps && c >= 'A' && c <= 'Z')))
-                        return false;
-        }
-        return n >= 1 && n <= HBG_KERNEL_NAME_MAX;
-}
-
 /* The version 1 definition ends with run. */
 #define DEF_V1_SIZE (offsetof(struct hbg_kernel_def, run) + sizeof(((struct hbg_kernel_def *)0)->run))
 /* A size beyond this is not a definition's (a module passing garbage). */
@@ -261,7 +248,7 @@ static int check_def(const struct hbg_kernel_def *def, uint32_t api_version, str
                                       def->size, sizeof(*d));
         memset(d, 0, sizeof(*d));
         memcpy(d, def, def->size < sizeof(*d) ? def->size : sizeof(*d));
-        if (!good_name(d->name, false))
+        if (!kernel_sig_name_ok(d->name, false))
                 return refuse(why, len, "kernel name '%.40s' is not [a-z0-9_]{1,31}", d->name ? d->name : "(null)");
         const char *kn = d->name;
         const struct kernel_info *other = kernel_lookup_name(kn);
@@ -270,8 +257,11 @@ static int check_def(const struct hbg_kernel_def *def, uint32_t api_version, str
         if (other)
                 return refuse(why, len, "kernel '%s': name clash with kernel %s of module %s", kn, kn,
                               other->sig->module);
-        if (!d->summary || !d->summary[0] || strchr(d->summary, '\n'))
-                return refuse(why, len, "kernel '%s': no one-line summary", kn);
+        /* Texts as every client checks hbgd's table (a text it refuses
+         * would fail every connect). */
+        if (!d->summary || !d->summary[0] || !kernel_sig_text_ok(d->summary, HBG_KERNEL_TEXT_MAX))
+                return refuse(why, len, "kernel '%s': the summary is not one line of text shorter than %u bytes", kn,
+                              HBG_KERNEL_TEXT_MAX);
         if (d->n_tensors > HBG_KERNEL_MAX_TENSORS)
                 return refuse(why, len, "kernel '%s': too many tensor arguments (%u; at most %u)", kn, d->n_tensors,
                               HBG_KERNEL_MAX_TENSORS);
@@ -281,7 +271,7 @@ static int check_def(const struct hbg_kernel_def *def, uint32_t api_version, str
         const char *names[HBG_KERNEL_MAX_TENSORS + HBG_KERNEL_MAX_SCALARS];
         unsigned n_names = 0;
         for (unsigned i = 0; i < d->n_tensors; i++) {
-                if (!good_name(d->tensors[i].name, true))
+                if (!kernel_sig_name_ok(d->tensors[i].name, true))
                         return refuse(why, len, "kernel '%s': tensor argument %u has no name [A-Za-z0-9_]{1,31}",
                                       kn, i);
                 if (d->tensors[i].dir < HBG_KERNEL_IN || d->tensors[i].dir > HBG_KERNEL_INOUT)
@@ -290,7 +280,7 @@ static int check_def(const struct hbg_kernel_def *def, uint32_t api_version, str
                 names[n_names++] = d->tensors[i].name;
         }
         for (unsigned i = 0; i < d->n_scalars; i++) {
-                if (!good_name(d->scalars[i].name, true))
+                if (!kernel_sig_name_ok(d->scalars[i].name, true))
                         return refuse(why, len, "kernel '%s': scalar argument %u has no name [A-Za-z0-9_]{1,31}",
                                       kn, i);
                 if (d->scalars[i].kind < HBG_KERNEL_F32 || d->scalars[i].kind > HBG_KERNEL_I64)
@@ -304,8 +294,9 @@ static int check_def(const struct hbg_kernel_def *def, uint32_t api_version, str
                                 return refuse(why, len, "kernel '%s': argument name %s given twice", kn, names[i]);
         if (d->length > HBG_KERNEL_LENGTH_SHAPE)
                 return refuse(why, len, "kernel '%s': bad length rule %u (any 0, equal 1, shape 2)", kn, d->length);
-        if (!d->length_rule || !d->length_rule[0])
-                return refuse(why, len, "kernel '%s': no length rule in words", kn);
+        if (!d->length_rule || !d->length_rule[0] || !kernel_sig_text_ok(d->length_rule, HBG_KERNEL_TEXT_MAX))
+                return refuse(why, len, "kernel '%s': the length rule is not one line of words shorter than %u bytes",
+                              kn, HBG_KERNEL_TEXT_MAX);
         if (!d->run)
                 return refuse(why, len, "kernel '%s': no run function", kn);
         if (!d->cost)
@@ -318,7 +309,8 @@ static int check_def(const struct hbg_kernel_def *def, uint32_t api_version, str
         if (!d->check && d->length == HBG_KERNEL_LENGTH_SHAPE)
                 return refuse(why, len, "kernel '%s': length rule shape needs a check function", kn);
         for (unsigned i = 0; i < d->n_reasons; i++)
-                if (!d->reasons || !d->reasons[i] || !d->reasons[i][0] || strchr(d->reasons[i], '\n'))
+                if (!d->reasons || !d->reasons[i] || !d->reasons[i][0] ||
+                    !kernel_sig_text_ok(d->reasons[i], HBG_KERNEL_TEXT_MAX))
                         return refuse(why, len, "kernel '%s': check reason %u is not one line of text", kn, i);
         return 0;
 }

@@ -1279,9 +1279,9 @@ START_TEST(kernel_table_hostile) {
         r->k[2].summary = (char *)"out[i] = v\033[2J";
         refused(r, "control characters", "a control character");
         r = builtin_rows();
-        char *longtext = malloc(KERNEL_TABLE_TEXT_MAX + 1);
-        memset(longtext, 'x', KERNEL_TABLE_TEXT_MAX);
-        longtext[KERNEL_TABLE_TEXT_MAX] = 0;
+        char *longtext = malloc(HBG_KERNEL_TEXT_MAX + 1);
+        memset(longtext, 'x', HBG_KERNEL_TEXT_MAX);
+        longtext[HBG_KERNEL_TEXT_MAX] = 0;
         r->k[2].length_rule = longtext;
         refused(r, "too long", "a long length rule");
         free(longtext);

@@ -125,6 +125,11 @@ HBG_KERNEL_MODULE_EXPORT int hbg_kernel_module_init(struct hbg_kernel_host *host
                 d.run = NULL;
         if (variant("too_many_args"))
                 d.n_tensors = HBG_KERNEL_MAX_TENSORS + 1;
+        if (variant("long_summary")) {
+                static char text[513];
+                memset(text, 's', 512);
+                d.summary = text;
+        }
         if (variant("bad_dir"))
                 d.tensors[1].dir = 9;
         if (variant("bad_version"))
