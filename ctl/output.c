@@ -160,10 +160,22 @@ static int col_width(const struct column *c) {
         return w > n ? w : n;
 }
 
-static void print_cell(FILE *f, const struct column *c, const char *raw, bool last) {
-        char text[4 * 512];
-        ctl_shown(raw, text, sizeof(text));
-        int w = col_width(c);
+/* Row row's cell of column c as shown (escaped), into text. */
+static void cell_text(const struct column *c, json_object *row, char *text, size_t len) {
+        json_object *v = NULL;
+        char buf[512];
+        if (row)
+                json_object_object_get_ex(row, c->name, &v);
+        if (!row)
+                snprintf(buf, sizeof(buf), "%s", c->name);
+        else if (c->text)
+                c->text(v, buf, sizeof(buf));
+        else
+                value_text(v, buf, sizeof(buf));
+        ctl_shown(buf, text, len);
+}
+
+static void print_cell(FILE *f, const struct column *c, int w, const char *text, bool last) {
         if (last && c->width <= 0)
                 fprintf(f, "%s", text);
         else if (c->width < 0)
@@ -173,23 +185,30 @@ static void print_cell(FILE *f, const struct column *c, const char *raw, bool la
         fputs(last ? "\n" : " ", f);
 }
 
+/* Each column as wide as its widest cell, at least its width: a long
+ * value (a module's path) widens its column instead of shifting the
+ * rest of its row. */
 void print_table(FILE *f, const char *indent, const struct column *cols, size_t ncols, json_object *rows) {
-        fputs(indent, f);
-        for (size_t c = 0; c < ncols; c++)
-                print_cell(f, &cols[c], cols[c].name, c + 1 == ncols);
+        enum { MAX_COLS = 32 };
+        int widths[MAX_COLS];
+        char text[4 * 512];
         size_t n = json_object_array_length(rows);
-        for (size_t i = 0; i < n; i++) {
-                json_object *row = json_object_array_get_idx(rows, i);
+        if (ncols > MAX_COLS)
+                ncols = MAX_COLS;
+        for (size_t c = 0; c < ncols; c++) {
+                widths[c] = col_width(&cols[c]);
+                for (size_t i = 0; i < n && c + 1 < ncols; i++) {
+                        cell_text(&cols[c], json_object_array_get_idx(rows, i), text, sizeof(text));
+                        int w = (int)strlen(text);
+                        widths[c] = w > widths[c] ? w : widths[c];
+                }
+        }
+        for (size_t i = 0; i <= n; i++) {
+                json_object *row = i ? json_object_array_get_idx(rows, i - 1) : NULL;
                 fputs(indent, f);
                 for (size_t c = 0; c < ncols; c++) {
-                        json_object *v = NULL;
-                        char buf[512];
-                        json_object_object_get_ex(row, cols[c].name, &v);
-                        if (cols[c].text)
-                                cols[c].text(v, buf, sizeof(buf));
-                        else
-                                value_text(v, buf, sizeof(buf));
-                        print_cell(f, &cols[c], buf, c + 1 == ncols);
+                        cell_text(&cols[c], row, text, sizeof(text));
+                        print_cell(f, &cols[c], widths[c], text, c + 1 == ncols);
                 }
         }
 }

@@ -278,16 +278,22 @@ static int section_metrics(struct status_build *b) {
 typedef int (*status_section_fn)(struct status_build *b);
 
 /* The sections each kind adds to the daemon's, in order; a kind not
- * listed gets the daemon section only. */
+ * listed gets the daemon section only. A reply is sent within
+ * max_message_size, or within reply_min if that is more: the kernel
+ * table is hbgd's own data, checked at start to fit a session reply
+ * (HBG_WIRE_SESSION_REPLY_MAX), and hbgctl must see it whatever
+ * max_message_size says (it reads up to 16 MiB). */
 static const struct status_kind {
         Hbg__StatusKind kind;
         status_section_fn sections[2];
+        size_t reply_min;
 } kinds[] = {
         { HBG__STATUS_KIND__STATUS_DAEMON, { section_threads, section_sessions } },
         { HBG__STATUS_KIND__STATUS_THREADS, { section_threads } },
         { HBG__STATUS_KIND__STATUS_SESSIONS, { section_sessions } },
         { HBG__STATUS_KIND__STATUS_GRAPHS, { section_graphs } },
-        { HBG__STATUS_KIND__STATUS_KERNELS, { section_kernels } },
+        /* The table and the daemon section (a few hundred bytes). */
+        { HBG__STATUS_KIND__STATUS_KERNELS, { section_kernels }, 2 * HBG_WIRE_SESSION_REPLY_MAX },
         { HBG__STATUS_KIND__STATUS_METRICS, { section_threads, section_metrics } },
 };
 
@@ -299,9 +305,8 @@ static const struct status_kind *find_kind(Hbg__StatusKind kind) {
 }
 
 /* The reply's sections: 0 or -ENOMEM. */
-static int status_build_sections(struct status_build *b, Hbg__StatusKind kind) {
+static int status_build_sections(struct status_build *b, const struct status_kind *k) {
         int err = section_daemon(b);
-        const struct status_kind *k = find_kind(kind);
         for (size_t i = 0; k && err == 0 && i < sizeof(k->sections) / sizeof(k->sections[0]); i++)
                 if (k->sections[i])
                         err = k->sections[i](b);
@@ -310,13 +315,17 @@ static int status_build_sections(struct status_build *b, Hbg__StatusKind kind) {
 
 int status_reply(struct conn *c, const Hbg__StatusRequest *rq) {
         struct status_build b;
+        const struct status_kind *k = find_kind(rq->kind);
+        size_t limit = c->d->cfg.max_message;
+        if (k && k->reply_min > limit)
+                limit = k->reply_min;
         int err = status_build_init(&b, c);
         if (err == 0)
-                err = status_build_sections(&b, rq->kind);
+                err = status_build_sections(&b, k);
         if (err < 0) {
                 err = wire_send_error(c->sock, -ENOMEM, "out of memory");
         } else {
-                err = wire_send(c->sock, &b.env, NULL, 0, c->d->cfg.max_message);
+                err = wire_send(c->sock, &b.env, NULL, 0, limit);
                 if (err == -EMSGSIZE)
                         err = wire_send_error(c->sock, -EMSGSIZE, "status reply larger than max_message_size");
         }

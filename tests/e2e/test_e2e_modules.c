@@ -168,6 +168,8 @@ static const struct refusal {
         { "no_run", "kernel 'tm_count': no run function" },
         { "bad_name", "kernel name 'Bad-Name' is not [a-z0-9_]{1,31}" },
         { "init_fail", "hbg_kernel_module_init failed: Operation not supported" },
+        /* A text every client would refuse in hbgd's table. */
+        { "long_summary", "kernel 'tm_count': the summary is not one line of text shorter than 512 bytes" },
 };
 
 START_TEST(refused_definitions) {
@@ -708,9 +710,14 @@ START_TEST(table_limit) {
         snprintf(conf, sizeof(conf), "%s/hbgd.conf", dir);
 
         /* 30 kernels of long texts (about 45 KB of table): hbgd starts and
-         * a client gets them all. */
+         * a client gets them all; so does hbgctl kernels, even with the
+         * smallest max_message_size. */
         module("many_fit", path, sizeof(path));
         write_conf(conf, path);
+        FILE *f = fopen(conf, "a");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "\n[limits]\nmax_message_size = 1024\n");
+        ck_assert_int_eq(fclose(f), 0);
         struct hbgd_proc *d;
         ck_assert_int_eq(daemon_start(&d, (const char *const[]){ "--config", conf, NULL }, NULL), 0);
         hbg_client *c;
@@ -718,6 +725,16 @@ START_TEST(table_limit) {
         ck_assert_uint_eq(hbg_client_kernel_count(c), HBG_KERNEL_COUNT - 1 + 30);
         ck_assert_int_eq(hbg_client_kernel_id(c, "tm_many_bd"), HBG_KERNEL_MODULE_FIRST + 29);
         hbg_disconnect(c);
+        char bin[512];
+        static char big[262144];
+        int got = run_prog(hbgctl_binary(bin, sizeof(bin)),
+                           (const char *const[]){ "--socket", d->socket_path, "--json", "kernels", NULL }, big,
+                           sizeof(big));
+        ck_assert_msg(got == 0, "hbgctl kernels: %d:\n%.2000s", got, big);
+        json_object *o = json_tokener_parse(big);
+        ck_assert_msg(o, "not JSON:\n%.2000s", big);
+        ck_assert_uint_eq(json_object_array_length(get(o, "kernels")), HBG_KERNEL_COUNT - 1 + 30);
+        json_object_put(o);
         ck_assert_int_eq(daemon_stop(d, 10000), 0);
         daemon_destroy(d);
 
