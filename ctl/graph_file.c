@@ -475,6 +475,24 @@ int graph_file_task(struct plan *p, size_t i, hbg_task *t) {
         return p->resolved ? check_kernel_rules(p, i, sg, t) : 0;
 }
 
+bool graph_file_names_unknown_kernel(const struct plan *p) {
+        json_object *tasks, *kernel;
+        if (!json_object_is_type(p->root, json_type_object) || !json_object_object_get_ex(p->root, "tasks", &tasks) ||
+            !json_object_is_type(tasks, json_type_array))
+                return false;
+        size_t n = json_object_array_length(tasks);
+        for (size_t i = 0; i < n; i++) {
+                json_object *t = json_object_array_get_idx(tasks, i);
+                if (!json_object_is_type(t, json_type_object) || !json_object_object_get_ex(t, "kernel", &kernel) ||
+                    !json_object_is_type(kernel, json_type_string))
+                        continue;
+                const char *name = json_object_get_string(kernel);
+                if (strcmp(name, "dummy") != 0 && !kernel_table_by_name(&p->kernels, name))
+                        return true;
+        }
+        return false;
+}
+
 int graph_file_parse(struct plan *p) {
         if (!json_object_is_type(p->root, json_type_object))
                 return perr(p, "$", "expected an object, got %s", type_name(p->root));

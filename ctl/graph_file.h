@@ -60,6 +60,9 @@ size_t graph_file_n_errors(const struct plan *p);
 /* Check the whole document and index tensors and tasks, every error
  * noted (a task's first); -EINVAL if there was any. */
 int graph_file_parse(struct plan *p);
+/* Does the loaded file name a kernel p->kernels does not have (before
+ * graph_file_parse(); a malformed document: false, parse says why)? */
+bool graph_file_names_unknown_kernel(const struct plan *p);
 /* Task i as an hbg_task (tensors allocated: with the kernel's rules
  * between its tensors checked), its deps the file indices of earlier
  * tasks; -EINVAL after noting its error. */
