@@ -114,6 +114,97 @@ static struct verdict refuse(struct conn *c, int err, const char *msg) {
         return send_error(c, err, msg);
 }
 
+/* May c open a session now (one per connection, not a monitor, hbgd
+ * not stopping)? false: *v is the refusal's verdict. */
+static bool session_allowed(struct conn *c, struct verdict *v) {
+        struct hbgd *d = c->d;
+        char msg[256];
+        if (c->session) {
+                *v = send_error(c, -EBUSY, "this connection already has a session");
+                return false;
+        }
+        /* A monitor (the metrics exporter) asks, it does not run: unless
+         * it is an admin too (docs/SECURITY.md, "Who sees what"). */
+        if (access_role(&d->cfg, c->sock, &c->cred) == ACCESS_MONITOR) {
+                snprintf(msg, sizeof(msg), "uid %u is in [access] monitor_groups: it may query status and "
+                         "metrics, not open sessions", (unsigned)c->cred.uid);
+                *v = refuse(c, -EACCES, msg);
+                return false;
+        }
+        if (d->stopping) {
+                metrics_count_refusal(&d->counters, -ESHUTDOWN);
+                hbgd_log_session(LOG_DEBUG, c->log_limit, "session %" PRIu64 " (pid %d uid %u): refused: hbgd is "
+                                 "shutting down", c->id, (int)c->cred.pid, (unsigned)c->cred.uid);
+                *v = send_error(c, -ESHUTDOWN, "hbgd is shutting down");
+                return false;
+        }
+        return true;
+}
+
+/* The session reply: the geometry, the four descriptors and hbgd's kernel
+ * table. */
+static struct verdict send_session_reply(struct conn *c, struct session *s, const struct hbg_geometry *g,
+                                         uint64_t stall_ms) {
+        Hbg__SessionReply r = HBG__SESSION_REPLY__INIT;
+        r.session_id = c->id;
+        r.task_window = g->task_window;
+        r.flag_window = g->flag_window;
+        r.heap_size = g->heap_size;
+        r.mailbox_entries = g->mailbox_entries;
+        r.graph_table_entries = g->graph_table_entries;
+        r.sub_region_size = g->sub_region_size;
+        r.cpl_region_size = g->cpl_region_size;
+        r.first_id = s->first_id;
+        r.fds = 4;
+        r.stall_timeout_ms = stall_ms;
+        /* hbgd's kernel table (protocol 1.3): the client validates and
+         * names kernels with it. */
+        void *rows = kernel_rows_new(&r.kernels, &r.n_kernels);
+        if (!rows)
+                return close_with(-ENOMEM, "out of memory for the session reply");
+        Hbg__Envelope out = HBG__ENVELOPE__INIT;
+        out.msg_case = HBG__ENVELOPE__MSG_SESSION_REPLY;
+        out.session_reply = &r;
+        int fds[4];
+        session_client_fds(s, fds);
+        /* Sent within what every client reads, whatever max_message_size
+         * says: the table is hbgd's own, not the client's, and hbgd checked
+         * at start that it fits (docs/PROTOCOL.md, "The kernel table"). */
+        struct verdict v = send_reply_within(c, &out, fds, 4, HBG_WIRE_SESSION_REPLY_MAX);
+        free(rows);
+        return v;
+}
+
+/* The session opened: its geometry and charge (and, at debug, the uid's
+ * totals against the limits). */
+static void log_session_opened(struct conn *c, const struct hbg_geometry *g, uint64_t memory, uint64_t stall_ms) {
+        struct hbgd *d = c->d;
+        const struct hbgd_config *cfg = &d->cfg;
+        hbgd_log_session(LOG_INFO, c->log_limit,
+                         "session %" PRIu64 " (pid %d uid %u, %s): D=%" PRIu64 " F=%" PRIu64
+                         " heap=%" PRIu64 ", %" PRIu64 " MiB charged, weight %u (the uid's, shared by its sessions),"
+                         " stall limit %" PRIu64 " ms",
+                         c->id, (int)c->cred.pid, (unsigned)c->cred.uid, c->name, g->task_window,
+                         g->flag_window, g->heap_size, (memory + (1u << 20) - 1) >> 20,
+                         hbgd_config_session_weight(cfg, c->cred.uid), stall_ms);
+        if (hbgd_log_enabled(LOG_DEBUG)) {
+                const struct uid_usage *u = acct_user(&d->acct, c->cred.uid);
+                hbgd_log_session(LOG_DEBUG, c->log_limit,
+                                 "session %" PRIu64 ": geometry task_window %" PRIu64 ", flag_window %" PRIu64
+                                 ", heap %" PRIu64 " bytes, mailbox %" PRIu64 " entries, graph table %" PRIu64
+                                 " entries; submission region %" PRIu64 " bytes, completion region %" PRIu64
+                                 " bytes; %" PRIu64 " bytes charged; uid %u holds %" PRIu64 " bytes in %u session%s"
+                                 " (max_memory_per_uid %" PRIu64 "), all sessions %" PRIu64 " bytes (max_memory %"
+                                 PRIu64 ")",
+                                 c->id, g->task_window, g->flag_window, g->heap_size, g->mailbox_entries,
+                                 g->graph_table_entries, g->sub_region_size, g->cpl_region_size, memory,
+                                 (unsigned)c->cred.uid, u ? u->memory : 0, u ? u->sessions : 0,
+                                 u && u->sessions == 1 ? "" : "s",
+                                 acct_max_memory_per_uid(&cfg->limits), d->acct.memory,
+                                 acct_max_memory(&cfg->limits));
+        }
+}
+
 static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, const int *in_fds) {
         (void)in_fds;
         const Hbg__SessionRequest *rq = env->session_request;
@@ -128,22 +219,10 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         };
         struct hbg_geometry g;
         char msg[256];
+        struct verdict v;
 
-        if (c->session)
-                return send_error(c, -EBUSY, "this connection already has a session");
-        /* A monitor (the metrics exporter) asks, it does not run: unless
-         * it is an admin too (docs/SECURITY.md, "Who sees what"). */
-        if (access_role(cfg, c->sock, &c->cred) == ACCESS_MONITOR) {
-                snprintf(msg, sizeof(msg), "uid %u is in [access] monitor_groups: it may query status and "
-                         "metrics, not open sessions", (unsigned)c->cred.uid);
-                return refuse(c, -EACCES, msg);
-        }
-        if (d->stopping) {
-                metrics_count_refusal(&d->counters, -ESHUTDOWN);
-                hbgd_log_session(LOG_DEBUG, c->log_limit, "session %" PRIu64 " (pid %d uid %u): refused: hbgd is "
-                                 "shutting down", c->id, (int)c->cred.pid, (unsigned)c->cred.uid);
-                return send_error(c, -ESHUTDOWN, "hbgd is shutting down");
-        }
+        if (!session_allowed(c, &v))
+                return v;
         hbgd_log_session(LOG_DEBUG, c->log_limit,
                          "session %" PRIu64 " (pid %d uid %u): asks task_window %" PRIu64 ", flag_window %" PRIu64
                          ", heap_size %" PRIu64 ", mailbox_entries %" PRIu64 ", graph_table_entries %" PRIu64
@@ -185,61 +264,13 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         d->n_sessions++;
         d->counters.sessions_opened++;
 
-        Hbg__SessionReply r = HBG__SESSION_REPLY__INIT;
-        r.session_id = c->id;
-        r.task_window = g.task_window;
-        r.flag_window = g.flag_window;
-        r.heap_size = g.heap_size;
-        r.mailbox_entries = g.mailbox_entries;
-        r.graph_table_entries = g.graph_table_entries;
-        r.sub_region_size = g.sub_region_size;
-        r.cpl_region_size = g.cpl_region_size;
-        r.first_id = s->first_id;
-        r.fds = 4;
-        r.stall_timeout_ms = stall_ms;
-        /* hbgd's kernel table (protocol 1.3): the client validates and
-         * names kernels with it. */
-        void *rows = kernel_rows_new(&r.kernels, &r.n_kernels);
-        if (!rows)
-                return close_with(-ENOMEM, "out of memory for the session reply");
-        Hbg__Envelope out = HBG__ENVELOPE__INIT;
-        out.msg_case = HBG__ENVELOPE__MSG_SESSION_REPLY;
-        out.session_reply = &r;
-        int fds[4];
-        session_client_fds(s, fds);
-        /* Sent within what every client reads, whatever max_message_size
-         * says: the table is hbgd's own, not the client's, and hbgd checked
-         * at start that it fits (docs/PROTOCOL.md, "The kernel table"). */
-        struct verdict v = send_reply_within(c, &out, fds, 4, HBG_WIRE_SESSION_REPLY_MAX);
-        free(rows);
+        v = send_session_reply(c, s, &g, stall_ms);
         if (v.err)
                 return v;
         /* The client has its own copies now (the mappings and our ends of
          * the channels stay). */
         session_client_fds_sent(s);
-        hbgd_log_session(LOG_INFO, c->log_limit,
-                         "session %" PRIu64 " (pid %d uid %u, %s): D=%" PRIu64 " F=%" PRIu64
-                         " heap=%" PRIu64 ", %" PRIu64 " MiB charged, weight %u (the uid's, shared by its sessions),"
-                         " stall limit %" PRIu64 " ms",
-                         c->id, (int)c->cred.pid, (unsigned)c->cred.uid, c->name, g.task_window,
-                         g.flag_window, g.heap_size, (memory + (1u << 20) - 1) >> 20,
-                         hbgd_config_session_weight(cfg, c->cred.uid), stall_ms);
-        if (hbgd_log_enabled(LOG_DEBUG)) {
-                const struct uid_usage *u = acct_user(&d->acct, c->cred.uid);
-                hbgd_log_session(LOG_DEBUG, c->log_limit,
-                                 "session %" PRIu64 ": geometry task_window %" PRIu64 ", flag_window %" PRIu64
-                                 ", heap %" PRIu64 " bytes, mailbox %" PRIu64 " entries, graph table %" PRIu64
-                                 " entries; submission region %" PRIu64 " bytes, completion region %" PRIu64
-                                 " bytes; %" PRIu64 " bytes charged; uid %u holds %" PRIu64 " bytes in %u session%s"
-                                 " (max_memory_per_uid %" PRIu64 "), all sessions %" PRIu64 " bytes (max_memory %"
-                                 PRIu64 ")",
-                                 c->id, g.task_window, g.flag_window, g.heap_size, g.mailbox_entries,
-                                 g.graph_table_entries, g.sub_region_size, g.cpl_region_size, memory,
-                                 (unsigned)c->cred.uid, u ? u->memory : 0, u ? u->sessions : 0,
-                                 u && u->sessions == 1 ? "" : "s",
-                                 acct_max_memory_per_uid(&cfg->limits), d->acct.memory,
-                                 acct_max_memory(&cfg->limits));
-        }
+        log_session_opened(c, &g, memory, stall_ms);
         return carry_on;
 }
 
