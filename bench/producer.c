@@ -23,6 +23,13 @@
  *                       "hog done" when it finished (the fairness case)
  *   quit                prints "rss_kib K" (this process's peak) and exits
  *
+ * With --kernel NAME --floats F every task of the shape runs kernel NAME
+ * (a built-in or a module's, resolved once through the client's table,
+ * hbg_client_kernel_id()) in place on a tensor of F floats of its own,
+ * allocated at start: every tensor argument is that tensor, every f32
+ * scalar 1.0. The kernel must be element-wise and run in place (one
+ * tensor, or in_place); the shape's edges stay the only ones.
+ *
  * Any failure prints "error WHY" and exits 1.
  */
 #include <errno.h>
@@ -50,6 +57,9 @@ struct producer {
         hbg_tensor *tiles;              /* DAG_GEMM: one tensor per tile */
         bool recorded;                  /* `replay`: the graph is recorded as `rec` */
         uint32_t rec;
+        int kernel_id;                  /* --kernel: its id; 0: noop tasks */
+        hbg_kernel_desc kernel;         /* its signature */
+        hbg_tensor *tensors;            /* --kernel: one per task */
 };
 
 static int fail(struct producer *p, const char *what, int err) {
@@ -72,6 +82,17 @@ static int add_task(struct producer *p, uint32_t i) {
                 t.scalars[0] = t.scalars[1] = t.scalars[2] = d->tile;
                 /* The k-chain of each C tile is derived from the tensors;
                  * the explicit edges below are the same ones. */
+        } else if (p->kernel_id > 0) {
+                t = HBG_TASK_INIT(NULL);
+                t.kernel_id = (uint16_t)p->kernel_id;
+                t.n_args = (uint8_t)p->kernel.n_tensors;
+                for (unsigned a = 0; a < p->kernel.n_tensors; a++) {
+                        t.args[a].tensor = p->tensors[i];
+                        t.args[a].dir = p->kernel.tensor_dirs[a];
+                }
+                t.n_scalars = (uint8_t)p->kernel.n_scalars;
+                for (unsigned a = 0; a < p->kernel.n_scalars; a++)
+                        t.scalars[a] = hbg_f32(1.0f);
         } else {
                 t = HBG_TASK_INIT("noop");
         }
@@ -198,17 +219,61 @@ static int make_tiles(struct producer *p) {
         return 0;
 }
 
+/* --kernel: kernel `name` from the client's table (hbgd's built-ins and
+ * modules), checked to be element-wise in place, and one tensor of
+ * `floats` floats per task, half of its elements negative. */
+static int setup_kernel(struct producer *p, const char *name, uint64_t floats) {
+        int id = hbg_client_kernel_id(p->c, name);
+        if (id < 0)
+                return fail(p, name, id);
+        size_t n = hbg_client_kernel_count(p->c), i;
+        for (i = 0; i < n; i++) {
+                p->kernel = HBG_KERNEL_DESC_INIT;
+                if (hbg_client_kernel_info(p->c, i, &p->kernel) == 0 && p->kernel.id == id)
+                        break;
+        }
+        bool scalars_f32 = true;
+        for (unsigned a = 0; i < n && a < p->kernel.n_scalars; a++)
+                scalars_f32 &= p->kernel.scalar_types[a] == HBG_SCALAR_TYPE_F32;
+        if (i == n || p->kernel.n_tensors == 0 || (p->kernel.n_tensors > 1 && !p->kernel.in_place) ||
+            !scalars_f32) {
+                printf("error kernel %s: not an element-wise kernel that runs in place\n", name);
+                fflush(stdout);
+                return BENCH_EXIT_USAGE;
+        }
+        if (p->d.body != DAG_NOOP) {
+                printf("error kernel %s: shape %s has a body of its own\n", name, p->d.shape);
+                fflush(stdout);
+                return BENCH_EXIT_USAGE;
+        }
+        p->kernel_id = id;
+        p->tensors = calloc(p->d.n ? p->d.n : 1, sizeof(*p->tensors));
+        if (!p->tensors)
+                return fail(p, "tensors", -ENOMEM);
+        for (uint32_t t = 0; t < p->d.n; t++) {
+                int err = hbg_tensor_alloc(p->c, (size_t)floats * sizeof(float), &p->tensors[t]);
+                if (err < 0)
+                        return fail(p, "hbg_tensor_alloc", err);
+                float *f = hbg_tensor_data(p->c, p->tensors[t]);
+                for (uint64_t k = 0; k < floats; k++)
+                        f[k] = (float)((int)((t + k) % 5) - 2) * 0.5f;
+        }
+        return BENCH_EXIT_OK;
+}
+
 void bench_producer_usage(FILE *out) {
         fputs("producer: one producer process, driven by hbg-bench itself\n"
               "  hbg-bench producer --socket PATH --shape NAME [--size N] [--quick] [--seed S]\n"
+              "                     [--kernel NAME --floats F]\n"
               "  stdin: run | replay | lat TASKS COUNT IDLE_US | hog NS COUNT | quit (bench/producer.c)\n",
               out);
 }
 
 int bench_producer_main(int argc, char **argv) {
-        static const char *const names[] = { "--socket", "--shape", "--size", "--seed", "--quick", NULL };
-        const char *socket = NULL, *shape = NULL;
-        uint64_t size = 0, seed = 1;
+        static const char *const names[] = { "--socket", "--shape", "--size", "--seed", "--quick", "--kernel",
+                                             "--floats", NULL };
+        const char *socket = NULL, *shape = NULL, *kernel = NULL;
+        uint64_t size = 0, seed = 1, floats = 16;
         bool quick = false;
         for (int i = 1; i < argc; i++) {
                 const char *name, *value;
@@ -222,7 +287,12 @@ int bench_producer_main(int argc, char **argv) {
                         socket = value;
                 else if (strcmp(name, "--shape") == 0)
                         shape = value;
-                else if (strcmp(name, "--size") == 0) {
+                else if (strcmp(name, "--kernel") == 0)
+                        kernel = value;
+                else if (strcmp(name, "--floats") == 0) {
+                        if (!bench_option_u64("producer", name, value, 1, 1u << 24, &floats))
+                                return BENCH_EXIT_USAGE;
+                } else if (strcmp(name, "--size") == 0) {
                         if (!bench_option_u64("producer", name, value, 0, UINT32_MAX, &size))
                                 return BENCH_EXIT_USAGE;
                 } else if (!bench_option_u64("producer", name, value, 0, UINT64_MAX, &seed))
@@ -258,6 +328,8 @@ int bench_producer_main(int argc, char **argv) {
         }
         if (p.d.body == DAG_GEMM && (err = make_tiles(&p)) < 0)
                 return fail(&p, "tiles", err);
+        if (kernel && (err = setup_kernel(&p, kernel, floats)) != BENCH_EXIT_OK)
+                return err;
         printf("connect_ns %" PRId64 "\n", connect_ns);
         fflush(stdout);
 
@@ -289,6 +361,7 @@ int bench_producer_main(int argc, char **argv) {
         fflush(stdout);
         free(p.ids);
         free(p.tiles);
+        free(p.tensors);
         dag_free(&p.d);
         return rc;
 }
