@@ -21,3 +21,7 @@ double probe_quantile(double *v, unsigned n, double q);
 
 /* The total instruction count (Ir) of a callgrind out file; 0 if none. */
 uint64_t probe_callgrind_total(const char *path);
+/* The inclusive Ir of function fn in a callgrind out file (one event,
+ * Ir): its own cost, inlined parts from other files included, plus that
+ * of the calls it makes (but not to itself); 0 if fn is not there. */
+uint64_t probe_callgrind_inclusive(const char *path, const char *fn);
