@@ -129,6 +129,7 @@ CLIENT_PC   := $(B)/lib/pkgconfig/hbgclient.pc
 
 BENCH_SRCS := bench/hbg_bench.c bench/bench_completion.c bench/bench_engine.c bench/bench_util.c \
               bench/compare.c bench/compare_hbg.c bench/compare_peers.c bench/compare_instr.c \
+              bench/compare_kernels.c \
               bench/report.c bench/regress.c bench/probes.c bench/child.c bench/hbgd_proc.c \
               bench/producer.c bench/dag.c tests/engine/harness.c
 BENCH_BIN  := $(B)/bin/hbg-bench
@@ -628,7 +629,7 @@ bench-deps:
 ifeq ($(SANITIZE)$(RELEASE),)
   TEST_PLAIN_ONLY := tests/scripts/test-install.sh tests/scripts/test-bench.sh tests/scripts/test-model.sh tests/scripts/check-man.sh \
                      tests/scripts/test-mpi.sh tests/scripts/test-completion.sh tests/scripts/check-layers.sh
-  TEST_PROGRAMS := $(BENCH_BIN) $(HBGD_BIN) $(HBGCTL_BIN) $(MPI_EXAMPLE_BIN)
+  TEST_PROGRAMS := $(BENCH_BIN) $(HBGD_BIN) $(HBGCTL_BIN) $(MPI_EXAMPLE_BIN) $(KMOD_EXAMPLE)
 else
   TEST_PLAIN_ONLY :=
   TEST_PROGRAMS :=

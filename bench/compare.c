@@ -28,7 +28,9 @@ const char *cmp_hbgd_config(const struct cmp *c, char *buf, unsigned len) {
         /* Replay rows record whole shapes: up to 2^17 tasks each. */
         int n = snprintf(buf, len, "[limits]\nmax_recorded_tasks = 16777216\n");
         if (c->flag_window && n > 0 && (unsigned)n < len)
-                snprintf(buf + n, len - (unsigned)n, "[session]\nflag_window = %u\n", c->flag_window);
+                n += snprintf(buf + n, len - (unsigned)n, "[session]\nflag_window = %u\n", c->flag_window);
+        if (c->module[0] && n > 0 && (unsigned)n < len)
+                snprintf(buf + n, len - (unsigned)n, "[kernels]\nmodules = %s\n", c->module);
         return buf;
 }
 
@@ -63,9 +65,11 @@ void bench_compare_usage(FILE *out) {
               "  hbg-bench [--quick] [--shapes LIST] [--sizes N|SHAPE=N,...] [--threads LIST]\n"
               "            [--clients LIST] [--repeat R] [--warmup W] [--modes LIST] [--peers LIST|none]\n"
               "            [--out DIR] [--seed S] [--flag-window N] [--no-instructions] [--no-latency]\n"
-              "            [--no-reuse]\n"
+              "            [--no-reuse] [--kernels [--module PATH]]\n"
               "  --quick            smaller graphs and fewer samples: under 5 minutes on 2 cores\n"
-              "  --shapes LIST      of chain,independent,tree,wavefront,layered,gemm,attention (all)\n"
+              "  --shapes LIST      of chain,independent,tree,wavefront,layered,gemm,attention (all),\n"
+              "                     or none (no shape rows, hbg's or the peers': with --kernels and\n"
+              "                     --peers none, only the kernel rows)\n"
               "  --sizes ...        tasks per graph, for every shape (N) or some (SHAPE=N)\n"
               "  --threads LIST     hbgd and peer worker threads (4)\n"
               "  --clients LIST     concurrent producer processes (1,2,4,8)\n"
@@ -80,6 +84,13 @@ void bench_compare_usage(FILE *out) {
               "  --no-instructions  skip the callgrind runs\n"
               "  --no-latency       skip the 1- and 16-task latency runs\n"
               "  --no-reuse         skip the pass with 256 flags per session (flag slots reused)\n"
+              "  --kernels          also the chain and independent graphs with a tensor per task run\n"
+              "                     by built-in kernels (copy_f32, scale_f32) and by the example\n"
+              "                     module's relu_f32, on one hbgd that loaded it: ns per task,\n"
+              "                     hbgd's instructions per task, module / built-in (shapes NAME-64B,\n"
+              "                     NAME-64KiB; systems hbg-KERNEL)\n"
+              "  --module PATH      the example module (else $HBG_BENCH_MODULE, else\n"
+              "                     ../lib/hbg/kernels/hbg-nn.so from hbg-bench's directory)\n"
               "  hbg-bench --compare OLD.csv NEW.csv   per-row ratios of two results.csv\n",
               out);
 }
@@ -113,7 +124,7 @@ static bool parse_sizes(struct cmp *c, const char *value) {
 static int parse(struct cmp *c, int argc, char **argv) {
         static const char *const names[] = { "--shapes", "--sizes", "--threads", "--clients", "--repeat",
                                              "--warmup", "--modes", "--peers", "--out", "--seed",
-                                             "--flag-window", NULL };
+                                             "--flag-window", "--module", NULL };
         const char *shape_names[CMP_MAX_SHAPES], *mode_names[CMP_MAX_LIST];
         unsigned n_modes = hbg_completion_mode_count();
         unsigned n_shapes = dag_shape_count();
@@ -133,10 +144,14 @@ static int parse(struct cmp *c, int argc, char **argv) {
                         c->latency = false;
                 else if (strcmp(argv[i], "--no-reuse") == 0)
                         c->no_reuse = true;
+                else if (strcmp(argv[i], "--kernels") == 0)
+                        c->kernels = true;
                 else if (bench_option("compare", argc, argv, &i, names, &name, &value) < 0)
                         return BENCH_EXIT_USAGE;
                 else if (strcmp(name, "--shapes") == 0) {
-                        if (!bench_option_name_list("compare", name, value, shape_names, n_shapes, c->shapes,
+                        if (strcmp(value, "none") == 0)
+                                c->n_shapes = 0;
+                        else if (!bench_option_name_list("compare", name, value, shape_names, n_shapes, c->shapes,
                                                     &c->n_shapes, CMP_MAX_SHAPES))
                                 return BENCH_EXIT_USAGE;
                 } else if (strcmp(name, "--sizes") == 0) {
@@ -177,6 +192,8 @@ static int parse(struct cmp *c, int argc, char **argv) {
                 } else if (strcmp(name, "--seed") == 0) {
                         if (!bench_option_u64("compare", name, value, 0, UINT64_MAX, &c->seed))
                                 return BENCH_EXIT_USAGE;
+                } else if (strcmp(name, "--module") == 0) {
+                        c->module_opt = value;
                 } else if (*value == '\0') {
                         fprintf(stderr, "hbg-bench: --out: empty directory name\n");
                         return BENCH_EXIT_USAGE;
@@ -256,24 +273,26 @@ int bench_compare_main(int argc, char **argv) {
                 return BENCH_EXIT_FAIL;
         machine(&c);
         cmp_pingpong(&c);
-        for (unsigned t = 0; t < c.n_threads; t++)
+        for (unsigned t = 0; t < c.n_threads && c.n_shapes; t++)
                 for (unsigned m = 0; m < c.n_modes; m++)
                         cmp_hbg(&c, c.modes[m], c.threads[t]);
         /* With few flags per session, if no window was forced: the
          * question the completion policies differ on. */
         unsigned flag_window = c.flag_window;
-        if (!flag_window && !c.no_reuse)
+        if (!flag_window && !c.no_reuse && c.n_shapes)
                 for (unsigned m = 0; m < c.n_modes; m++)
                         cmp_hbg_reuse(&c, c.modes[m], plot_threads, 256);
         c.flag_window = flag_window;
-        for (unsigned p = 0; p < c.n_peers; p++)
+        if (c.kernels)
+                cmp_kernels(&c);
+        for (unsigned p = 0; p < c.n_peers && c.n_shapes; p++)
                 for (unsigned t = 0; t < c.n_threads; t++) {
                         /* The floor is one thread: once is enough. */
                         if (t > 0 && strcmp(cmp_peer_names[c.peers[p]], "floor") == 0)
                                 break;
                         cmp_peer(&c, c.peers[p], c.threads[t]);
                 }
-        if (c.instructions)
+        if (c.instructions && c.n_shapes)
                 cmp_instructions(&c);
         if (report_close(&c.report) < 0)
                 c.failures++;

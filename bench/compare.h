@@ -27,6 +27,11 @@ struct cmp {
         unsigned flag_window;           /* hbgd's session flag_window; 0: its default */
         bool reuse_pass;                /* cmp_hbg_reuse running: rows to the metrics */
         bool no_reuse;                  /* --no-reuse */
+        bool kernels;                   /* --kernels: the module-kernel rows */
+        const char *module_opt;         /* --module PATH (else HBG_BENCH_MODULE, else next to us) */
+        char module[300];               /* the module's private copy hbgd loads; "": none */
+        const char *kernel;             /* producers' tasks run it (--kernel); NULL: noop */
+        uint64_t floats;                /* ... on a tensor of this many floats each */
         uint64_t seed;
         const char *out;
         /* where the programs are */
@@ -67,12 +72,31 @@ void cmp_peer(struct cmp *c, unsigned peer, unsigned threads);
 int cmp_peer_run(struct cmp *c, const char *name, unsigned threads, const char *shape, uint64_t size,
                  const char *const *wrap, bool rerun, double *ns, unsigned *n, uint64_t *tasks,
                  uint64_t *rss_kib);
+/* bench/compare_kernels.c: the same graphs with a built-in element-wise
+ * kernel and with the example module's relu_f32, on one hbgd that loaded
+ * the module (--kernels). */
+void cmp_kernels(struct cmp *c);
 /* bench/compare_instr.c: instructions per task under callgrind. */
 void cmp_instructions(struct cmp *c);
+bool cmp_have_valgrind(void);
+/* hbgd and one producer (this run's kernel, if any) under callgrind: Ir of
+ * each for warmup + repeat runs of `command` on `size` tasks of shape;
+ * profiles named by tag in the output directory. 0 or -errno. */
+struct cmp_instr {
+        uint64_t hbgd, producer;        /* Ir of each process; 0: failed */
+        uint64_t tasks;
+};
+int cmp_hbg_instr(struct cmp *c, const char *mode, unsigned threads, const char *shape, uint64_t size,
+                  const char *tag, const char *command, unsigned warmup, unsigned repeat, struct cmp_instr *ret);
+/* (Ir(run) - Ir(base)) / (tasks - 1): per task with a 1-task run's Ir
+ * subtracted; 0 if that is not positive. */
+double cmp_per_task(uint64_t run, uint64_t base, uint64_t tasks);
 /* The eventfd ping-pong rows of the metrics (bench/compare_hbg.c). */
 void cmp_pingpong(struct cmp *c);
 
-/* The hbgd.conf of this run's hbgd into buf. */
+/* The hbgd.conf of this run's hbgd into buf (CMP_CONFIG_LEN bytes: the
+ * module's path included). */
+#define CMP_CONFIG_LEN 512
 const char *cmp_hbgd_config(const struct cmp *c, char *buf, unsigned len);
 
 /* One row's producers: `clients` processes of `hbg-bench producer` (under

@@ -57,7 +57,7 @@ int cmp_run_producers(struct cmp *c, const char *socket, const char *shape, uint
                       unsigned warmup, unsigned repeat, const char *const *wrap, const char *command,
                       struct cmp_run *ret) {
         struct bench_child kids[64];
-        char size_s[24], seed_s[24], line[512];
+        char size_s[24], seed_s[24], floats_s[24], line[512];
         int err = 0;
 
         memset(ret, 0, sizeof(*ret));
@@ -67,8 +67,9 @@ int cmp_run_producers(struct cmp *c, const char *socket, const char *shape, uint
         if (!ret->graph_ns)
                 return -ENOMEM;
         snprintf(size_s, sizeof(size_s), "%" PRIu64, size);
+        snprintf(floats_s, sizeof(floats_s), "%" PRIu64, c->floats);
         for (unsigned i = 0; i < clients; i++) {
-                const char *argv[40];
+                const char *argv[44];
                 unsigned n = 0;
                 for (unsigned w = 0; wrap && wrap[w] && n < 24; w++)
                         argv[n++] = wrap[w];
@@ -85,6 +86,12 @@ int cmp_run_producers(struct cmp *c, const char *socket, const char *shape, uint
                 argv[n++] = seed_s;
                 if (c->quick)
                         argv[n++] = "--quick";
+                if (c->kernel) {
+                        argv[n++] = "--kernel";
+                        argv[n++] = c->kernel;
+                        argv[n++] = "--floats";
+                        argv[n++] = floats_s;
+                }
                 argv[n] = NULL;
                 char name[64];
                 snprintf(name, sizeof(name), "producer %u (%s)", i, shape);
@@ -554,7 +561,7 @@ static void hbgctl_compile(struct cmp *c, struct bench_hbgd *h, const char *mode
  * PERFORMANCE.md). One producer, each mode, each shape. */
 void cmp_hbg_reuse(struct cmp *c, unsigned mode_index, unsigned threads, unsigned flag_window) {
         const char *mode = hbg_completion_mode_name(mode_index);
-        char hbgd[300], conf[128];
+        char hbgd[300], conf[CMP_CONFIG_LEN];
         struct bench_hbgd h;
         if (threads < hbg_completion_mode_min_threads(mode_index))
                 return;
@@ -587,7 +594,7 @@ void cmp_hbg(struct cmp *c, unsigned mode_index, unsigned threads) {
         }
         snprintf(hbgd, sizeof(hbgd), "%s/hbgd", c->dir);
         printf("\n-- hbg, completion %s, %u threads [%s]\n", mode, threads, cmp_elapsed(c));
-        char conf[128];
+        char conf[CMP_CONFIG_LEN];
         if (bench_hbgd_start_config(&h, hbgd, mode, threads, cmp_hbgd_config(c, conf, sizeof(conf)), NULL,
                                     30000) < 0) {
                 c->failures++;

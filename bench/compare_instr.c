@@ -28,19 +28,12 @@
 #include "bench/probes.h"
 #include "daemon/engine/engine.h"
 
-struct instr {
-        uint64_t hbgd, producer;        /* Ir of each process; 0: failed */
-        uint64_t tasks;
-};
-
-static bool have_valgrind(void) {
+bool cmp_have_valgrind(void) {
         return system("valgrind --version >/dev/null 2>&1") == 0;
 }
 
-/* hbgd and one producer of `size` tasks of shape, both under callgrind,
- * asked `command` warmup + repeat times. */
-static int hbg_instr(struct cmp *c, const char *mode, unsigned threads, const char *shape, uint64_t size,
-                     const char *tag, const char *command, unsigned warmup, unsigned repeat, struct instr *ret) {
+int cmp_hbg_instr(struct cmp *c, const char *mode, unsigned threads, const char *shape, uint64_t size,
+                  const char *tag, const char *command, unsigned warmup, unsigned repeat, struct cmp_instr *ret) {
         char hbgd[300], hbgd_out[320], prod_out[320], hbgd_file[360], prod_file[360];
         snprintf(hbgd, sizeof(hbgd), "%s/hbgd", c->dir);
         snprintf(hbgd_out, sizeof(hbgd_out), "%s/callgrind.hbgd.%s.%s.out", c->out, mode, tag);
@@ -56,7 +49,7 @@ static int hbg_instr(struct cmp *c, const char *mode, unsigned threads, const ch
         memset(ret, 0, sizeof(*ret));
         unlink(hbgd_out);
         unlink(prod_out);
-        char conf[128];
+        char conf[CMP_CONFIG_LEN];
         if (bench_hbgd_start_config(&h, hbgd, mode, threads, cmp_hbgd_config(c, conf, sizeof(conf)), hbgd_wrap,
                                     120000) < 0)
                 return -EIO;
@@ -72,7 +65,7 @@ static int hbg_instr(struct cmp *c, const char *mode, unsigned threads, const ch
 }
 
 static int peer_instr(struct cmp *c, const char *name, unsigned threads, const char *shape, uint64_t size,
-                      const char *tag, struct instr *ret) {
+                      const char *tag, struct cmp_instr *ret) {
         char out[320], file[360];
         snprintf(out, sizeof(out), "%s/callgrind.%s.%s.out", c->out, name, tag);
         snprintf(file, sizeof(file), "--callgrind-out-file=%s", out);
@@ -97,7 +90,7 @@ static bool counted_shape(const struct cmp *c, const char *shape) {
                strcmp(shape, "layered") == 0;
 }
 
-static double per_task(uint64_t run, uint64_t base, uint64_t tasks) {
+double cmp_per_task(uint64_t run, uint64_t base, uint64_t tasks) {
         return tasks > 1 && run > base ? (double)(run - base) / (double)(tasks - 1) : 0;
 }
 
@@ -106,18 +99,19 @@ static double per_task(uint64_t run, uint64_t base, uint64_t tasks) {
  * process start cancel out between 1 and 3 launches after it,
  *   Ir per task = (Ir(record + 3 launches) - Ir(record + 1 launch)) / 2N. */
 static void replay_instr(struct cmp *c, const char *mode, unsigned threads, const char *shape, uint64_t size) {
-        struct instr one, three;
+        struct cmp_instr one, three;
         char tag1[64], tag3[64];
         snprintf(tag1, sizeof(tag1), "%s.replay1", shape);
         snprintf(tag3, sizeof(tag3), "%s.replay3", shape);
-        if (hbg_instr(c, mode, threads, shape, size, tag1, "replay", 1, 1, &one) < 0 ||
-            hbg_instr(c, mode, threads, shape, size, tag3, "replay", 1, 3, &three) < 0) {
+        if (cmp_hbg_instr(c, mode, threads, shape, size, tag1, "replay", 1, 1, &one) < 0 ||
+            cmp_hbg_instr(c, mode, threads, shape, size, tag3, "replay", 1, 3, &three) < 0) {
                 fprintf(stderr, "hbg-bench: callgrind run of a replay (%s, %s) failed\n", mode, shape);
                 c->failures++;
                 return;
         }
         uint64_t n = 2 * three.tasks;
-        double d = per_task(three.hbgd, one.hbgd, n + 1), p = per_task(three.producer, one.producer, n + 1);
+        double d = cmp_per_task(three.hbgd, one.hbgd, n + 1);
+        double p = cmp_per_task(three.producer, one.producer, n + 1);
         report_metric(&c->report, "instructions_per_task_hbgd", shape, "hbg-replay", mode, threads, 1, d,
                       "instructions");
         report_metric(&c->report, "instructions_per_task_producer", shape, "hbg-replay", mode, threads, 1, p,
@@ -128,7 +122,7 @@ static void replay_instr(struct cmp *c, const char *mode, unsigned threads, cons
 }
 
 void cmp_instructions(struct cmp *c) {
-        if (!have_valgrind()) {
+        if (!cmp_have_valgrind()) {
                 printf("\ninstruction counts skipped: valgrind is not installed (make bench-deps installs it)\n");
                 return;
         }
@@ -141,24 +135,24 @@ void cmp_instructions(struct cmp *c) {
                 const char *mode = hbg_completion_mode_name(c->modes[m]);
                 if (threads < hbg_completion_mode_min_threads(c->modes[m]))
                         continue;
-                struct instr base;
-                if (hbg_instr(c, mode, threads, "independent", 1, "base", "run", 0, 1, &base) < 0) {
+                struct cmp_instr base;
+                if (cmp_hbg_instr(c, mode, threads, "independent", 1, "base", "run", 0, 1, &base) < 0) {
                         fprintf(stderr, "hbg-bench: callgrind run of hbgd (%s) failed\n", mode);
                         c->failures++;
                         continue;
                 }
                 for (unsigned s = 0; s < c->n_shapes; s++) {
                         const char *shape = cmp_shape(c, s);
-                        struct instr run;
+                        struct cmp_instr run;
                         if (!counted_shape(c, shape))
                                 continue;
-                        if (hbg_instr(c, mode, threads, shape, size, shape, "run", 0, 1, &run) < 0) {
+                        if (cmp_hbg_instr(c, mode, threads, shape, size, shape, "run", 0, 1, &run) < 0) {
                                 fprintf(stderr, "hbg-bench: callgrind run of hbgd (%s, %s) failed\n", mode, shape);
                                 c->failures++;
                                 continue;
                         }
-                        double d = per_task(run.hbgd, base.hbgd, run.tasks);
-                        double p = per_task(run.producer, base.producer, run.tasks);
+                        double d = cmp_per_task(run.hbgd, base.hbgd, run.tasks);
+                        double p = cmp_per_task(run.producer, base.producer, run.tasks);
                         report_metric(&c->report, "instructions_per_task_hbgd", shape, "hbg", mode, threads, 1,
                                       d, "instructions");
                         report_metric(&c->report, "instructions_per_task_producer", shape, "hbg", mode, threads,
@@ -180,21 +174,21 @@ void cmp_instructions(struct cmp *c) {
                 snprintf(path, sizeof(path), "%s/hbg-bench-%s", c->dir, name);
                 if (access(path, X_OK) != 0)
                         continue;
-                struct instr base;
+                struct cmp_instr base;
                 if (peer_instr(c, name, t, "independent", 1, "base", &base) < 0) {
                         c->failures++;
                         continue;
                 }
                 for (unsigned s = 0; s < c->n_shapes; s++) {
                         const char *shape = cmp_shape(c, s);
-                        struct instr run;
+                        struct cmp_instr run;
                         if (!counted_shape(c, shape))
                                 continue;
                         if (peer_instr(c, name, t, shape, size, shape, &run) < 0) {
                                 c->failures++;
                                 continue;
                         }
-                        double p = per_task(run.producer, base.producer, run.tasks);
+                        double p = cmp_per_task(run.producer, base.producer, run.tasks);
                         report_metric(&c->report, "instructions_per_task", shape, name, "", t, 1, p,
                                       "instructions");
                         printf("%-11s %-10s %-13s %12.0f\n", shape, name, "-", p);

@@ -85,7 +85,7 @@ int report_open(struct report *r, const char *dir, unsigned plot_threads) {
 
 void report_table_header(struct report *r) {
         (void)r;
-        printf("%-11s %-10s %-13s %3s %3s %8s %11s %10s %9s %9s %9s\n", "shape", "system", "mode",
+        printf("%-17s %-15s %-13s %3s %3s %8s %11s %10s %9s %9s %9s\n", "shape", "system", "mode",
                "thr", "cli", "tasks", "tasks/s", "ns/task", "p50_us", "p99_us", "rss_kib");
 }
 
@@ -102,7 +102,7 @@ void report_row(struct report *r, const struct report_row *row) {
                 snprintf(s50, sizeof(s50), "%.1f", p50);
                 snprintf(s99, sizeof(s99), "%.1f", p99);
         }
-        printf("%-11s %-10s %-13s %3u %3u %8" PRIu64 " %11.0f %10.1f %9s %9s %9" PRIu64 "\n", row->shape,
+        printf("%-17s %-15s %-13s %3u %3u %8" PRIu64 " %11.0f %10.1f %9s %9s %9" PRIu64 "\n", row->shape,
                row->system, row->mode[0] ? row->mode : "-", row->threads, row->clients, row->tasks,
                row->tasks_per_s, row->ns_per_task, s50, s99, row->rss_kib);
         fflush(stdout);
@@ -180,12 +180,15 @@ static int write_overhead_data(struct report *r) {
         for (unsigned i = 0; i < N_PLOT_SYSTEMS; i++)
                 plot_title(f, i);
         fputc('\n', f);
-        /* Shapes in the order they were run. */
+        /* Shapes in the order they were run, those with a bar (not the
+         * kernel rows' shapes: their systems are not the plot's). */
         for (unsigned k = 0; k < r->n_rows; k++) {
-                bool seen = false;
+                bool seen = false, bar = false;
                 for (unsigned j = 0; j < k && !seen; j++)
                         seen = strcmp(r->rows[j].shape, r->rows[k].shape) == 0;
-                if (seen)
+                for (unsigned i = 0; i < N_PLOT_SYSTEMS && !bar; i++)
+                        bar = find_row(r, r->rows[k].shape, i) != NULL;
+                if (seen || !bar)
                         continue;
                 fprintf(f, "%s", r->rows[k].shape);
                 for (unsigned i = 0; i < N_PLOT_SYSTEMS; i++) {

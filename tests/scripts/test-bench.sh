@@ -4,7 +4,10 @@
 # and 2 producer processes on every shape and replays each, writes results.csv with exactly
 # the documented columns and a row per shape x policy x clients, metrics.csv
 # in the long format, and --compare reads two results.csv. Timings are not
-# checked (the bench never fails on a slow figure). Exit 0 passed, 1
+# checked (the bench never fails on a slow figure). --kernels: the
+# module-kernel rows (each graph with two built-ins and the example
+# module's relu_f32, on an hbgd that loaded it) and their ratios, and
+# the rows skipped, saying why, when the module is not there. Exit 0 passed, 1
 # failed. Environment: B (build directory). Not for sanitizer builds: the
 # benchmark's numbers mean nothing there, and it is not a test of hbgd.
 set -u
@@ -49,4 +52,24 @@ awk -F, 'NR > 1 && NF != 8 { exit 1 }' "$tmp/a/metrics.csv" || fail "metrics.csv
         fail "--compare exited $?"
 grep -q "geometric mean of new/old over 84 rows: 1.000" "$tmp/cmp.log" || { cat "$tmp/cmp.log"; fail "--compare of a file with itself"; }
 "$bench" --compare "$tmp/a/metrics.csv" "$tmp/a/results.csv" >/dev/null 2>&1 && fail "--compare took a metrics.csv"
-echo "test-bench: ok (84 rows, metrics, --compare)"
+
+# The kernel rows alone: 3 graphs x 3 kernels, on hbgd with the module.
+"$bench" --quick --kernels --shapes none --sizes 200 --repeat 2 --warmup 0 --peers none --no-instructions \
+        --out "$tmp/k" >"$tmp/k.log" 2>&1 || { cat "$tmp/k.log"; fail "hbg-bench --kernels exited $?"; }
+rows=$(tail -n +2 "$tmp/k/results.csv" | awk -F, '
+        NF != 11 || $2 !~ /^hbg-(copy|scale|relu)_f32$/ || $6 != 200 || $8 + 0 <= 0 { bad++ }
+        END { print NR + 0, bad + 0 }')
+[ "$rows" = "9 0" ] || { cat "$tmp/k.log"; fail "--kernels: rows, bad rows = $rows"; }
+for shape in independent-64B chain-64B independent-64KiB; do
+        grep -q "^$shape,hbg-relu_f32,[a-z-]*,4,1,200," "$tmp/k/results.csv" || fail "--kernels: no relu_f32 row for $shape"
+        for builtin in copy_f32 scale_f32; do
+                grep -q "^module_over_builtin_ns_per_task,$shape,relu_f32/$builtin,.*,ratio$" "$tmp/k/metrics.csv" ||
+                        fail "--kernels: no ratio relu_f32/$builtin for $shape"
+        done
+done
+# No module: no row, no failure, and the reason printed.
+"$bench" --quick --kernels --shapes none --peers none --no-instructions --module "$tmp/none/hbg-nn.so" \
+        --out "$tmp/n" >"$tmp/n.log" 2>&1 || { cat "$tmp/n.log"; fail "hbg-bench --kernels without a module exited $?"; }
+grep -q "kernel rows skipped: no module at $tmp/none/hbg-nn.so" "$tmp/n.log" || { cat "$tmp/n.log"; fail "no module: no reason"; }
+[ "$(wc -l <"$tmp/n/results.csv")" = 1 ] || fail "no module: results.csv has rows"
+echo "test-bench: ok (84 rows, metrics, --compare, 9 kernel rows)"
