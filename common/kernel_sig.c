@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/text.h"
+
 #define IN HBG_DIR_IN
 #define OUT HBG_DIR_OUT
 #define INOUT HBG_DIR_INOUT
@@ -116,13 +118,7 @@ bool kernel_sig_name_ok(const char *s, bool capitals) {
 }
 
 bool kernel_sig_text_ok(const char *s, size_t max) {
-        if (!s)
-                return false;
-        size_t n = 0;
-        for (; s[n] && n < max; n++)
-                if ((unsigned char)s[n] < 0x20 || s[n] == 0x7f)
-                        return false;
-        return n < max;
+        return text_is_plain(s, max);
 }
 
 const struct hbg_kernel_sig *kernel_sig_by_id(uint16_t id) {

@@ -92,14 +92,16 @@ extern const struct hbg_kernel_sig kernel_sigs[HBG_KERNEL_COUNT - 1];
 /* The rules of the kernel table's texts, one for hbgd registering a
  * kernel and for a client importing hbgd's table (docs/PROTOCOL.md): a
  * summary or length rule is shorter than HBG_KERNEL_TEXT_MAX bytes, a
- * module's name (its path) than HBG_KERNEL_MODULE_TEXT_MAX, and none has
- * control characters. */
+ * module's name (its path) than HBG_KERNEL_MODULE_TEXT_MAX, and each is
+ * valid UTF-8 without control characters (protobuf strings must be UTF-8,
+ * and hbgctl prints them). */
 #define HBG_KERNEL_TEXT_MAX 512u
 #define HBG_KERNEL_MODULE_TEXT_MAX 4096u
 /* [a-z0-9_]{1,31}; with capitals, an argument's name ([A-Za-z0-9_]{1,31}).
  * false for NULL. */
 bool kernel_sig_name_ok(const char *s, bool capitals);
-/* Shorter than max bytes, no control characters; false for NULL. */
+/* Shorter than max bytes, valid UTF-8, no control or format characters
+ * (text_is_plain()); false for NULL. */
 bool kernel_sig_text_ok(const char *s, size_t max);
 
 /* NULL if unknown (HBG_KERNEL_NONE included) or name is NULL. */

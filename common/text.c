@@ -81,6 +81,25 @@ static int class_of(uint32_t cp) {
         return C_PLAIN;
 }
 
+bool text_is_plain(const char *s, size_t max) {
+        if (!s)
+                return false;
+        size_t n = strnlen(s, max);
+        if (n >= max)
+                return false;
+        for (size_t at = 0; at < n;) {
+                uint32_t cp;
+                size_t k = text_utf8_char(s + at, n - at, &cp);
+                if (k == 0)
+                        return false;
+                int c = class_of(cp);
+                if (c != C_PLAIN && c != C_BACKSLASH)
+                        return false;
+                at += k;
+        }
+        return true;
+}
+
 /* The longest piece: "\u202e". */
 #define PIECE_MAX 6
 

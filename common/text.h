@@ -28,6 +28,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,6 +45,10 @@ enum text_style {
  * (a continuation byte, an overlong form, a surrogate, above U+10FFFF, or
  * cut short by len). */
 size_t text_utf8_char(const char *s, size_t len, uint32_t *ret_cp);
+/* Is s (NUL-terminated) shorter than max bytes and plain text: valid
+ * UTF-8 with no control character (C0, DEL, C1) and none of the format
+ * characters that rearrange what a terminal shows? false for NULL. */
+bool text_is_plain(const char *s, size_t max);
 
 /* src[0..len) in `style` into dst (sz >= 1 bytes, NUL-terminated): as many
  * whole characters and escapes as fit. Returns the bytes written, the NUL

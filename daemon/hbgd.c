@@ -258,16 +258,6 @@ static int apply_args(struct hbgd_config *cfg, const struct args *a) {
 
 /* Run hbgd with cfg until it is told to stop: the exit status. */
 static int run_daemon(const struct hbgd_config *cfg) {
-        /* Signals are read from a signalfd by the io thread: block them
-         * before any thread exists, so every thread inherits the mask. */
-        sigset_t mask;
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGHUP);
-        sigprocmask(SIG_BLOCK, &mask, NULL);
-        signal(SIGPIPE, SIG_IGN);
-
         struct hbgd *d;
         hbgd_set_log_level(cfg->log_level);
         /* From here on lines are written by the log's own thread (after
@@ -306,6 +296,17 @@ int main(int argc, char **argv) {
          * connect). A fixed threshold also ends the dynamic one. */
         mallopt(M_MMAP_THRESHOLD, 1 << 20);
         mallopt(M_TRIM_THRESHOLD, 64 << 20);
+        /* Signals are read from a signalfd by the io thread: block them
+         * before any thread exists, so every thread inherits the mask;
+         * before the kernel modules too, whose code may start threads of
+         * its own as it loads. */
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
         hbgd_config_default(&cfg);
         if (!read_args(argc, argv, &a, &rc))
                 return rc;

@@ -42,35 +42,44 @@ static bool trusted_owner(uid_t uid) {
 }
 
 /*
- * The file and every directory above it, on the path with no symbolic
- * link left (real): the file and its directory owned by root or hbgd's
- * user and writable by neither group nor others; the directories above
- * writable by group or others only when sticky (like /tmp: nobody else can
- * rename or remove what root or hbgd owns there). Then nobody but root
- * and hbgd's user can change what the path names.
+ * Every directory above the file on path p, from the top: owned by root
+ * or hbgd's user, and writable by group or others only when sticky (like
+ * /tmp: nobody else can rename or remove what root or hbgd owns there),
+ * never the file's own directory. Checked on the path as configured (where
+ * a component may be a symbolic link, owned by root or hbgd's user) and on
+ * the path with no link left. Then nobody but root and hbgd's user can
+ * change what the configured path names.
  */
-static int check_dirs(struct loading *l, const char *real) {
+static int check_dirs(struct loading *l, const char *p, bool configured) {
         char dir[PATH_MAX];
-        snprintf(dir, sizeof(dir), "%s", real);
-        bool first = true;
-        for (char *slash = strrchr(dir, '/'); slash; slash = strrchr(dir, '/'), first = false) {
-                if (slash == dir)
-                        slash[1] = 0; /* "/" itself */
-                else
-                        *slash = 0;
+        size_t n = strlen(p);
+        if (n >= sizeof(dir))
+                return fail(l, -ENAMETOOLONG, "path too long");
+        const char *last = strrchr(p, '/');
+        for (size_t end = 0; p + end <= last; end++) {
+                if (p[end] != '/')
+                        continue;
+                /* The prefix up to this slash ("/" for the first). */
+                memcpy(dir, p, end ? end : 1);
+                dir[end ? end : 1] = 0;
+                bool own_dir = p + end == last;
                 struct stat st;
                 if (lstat(dir, &st) < 0)
                         return fail(l, -errno, "directory %s: %s", dir, strerror(errno));
+                if (configured && S_ISLNK(st.st_mode)) {
+                        if (!trusted_owner(st.st_uid))
+                                return fail(l, -EPERM, "symbolic link %s is owned by uid %u, not by root or hbgd's uid %u",
+                                            dir, (unsigned)st.st_uid, (unsigned)geteuid());
+                        continue;
+                }
                 if (!S_ISDIR(st.st_mode))
                         return fail(l, -ENOTDIR, "%s is not a directory", dir);
-                if (first && !trusted_owner(st.st_uid))
+                if (!trusted_owner(st.st_uid))
                         return fail(l, -EPERM, "directory %s is owned by uid %u, not by root or hbgd's uid %u", dir,
                                     (unsigned)st.st_uid, (unsigned)geteuid());
-                if ((st.st_mode & (S_IWGRP | S_IWOTH)) && (first || !(st.st_mode & S_ISVTX)))
+                if ((st.st_mode & (S_IWGRP | S_IWOTH)) && (own_dir || !(st.st_mode & S_ISVTX)))
                         return fail(l, -EPERM, "directory %s is writable by group or others (mode %04o%s)", dir,
-                                    (unsigned)(st.st_mode & 07777), first ? "" : ", not sticky");
-                if (slash == dir)
-                        break;
+                                    (unsigned)(st.st_mode & 07777), own_dir ? "" : ", not sticky");
         }
         return 0;
 }
@@ -83,7 +92,7 @@ static int open_checked(struct loading *l) {
         /* The path names the module in hbgd's kernel table: a text every
          * client must accept (common/kernel_sig.h). */
         if (!kernel_sig_text_ok(path, HBG_KERNEL_MODULE_TEXT_MAX))
-                return fail(l, -EINVAL, "the path is longer than %u bytes or has control characters",
+                return fail(l, -EINVAL, "the path is longer than %u bytes, not UTF-8 or has control characters",
                             HBG_KERNEL_MODULE_TEXT_MAX - 1);
         char real[PATH_MAX];
         if (!realpath(path, real))
@@ -104,7 +113,7 @@ static int open_checked(struct loading *l) {
                          (unsigned)geteuid());
         else if (st.st_mode & (S_IWGRP | S_IWOTH))
                 r = fail(l, -EPERM, "writable by group or others (mode %04o)", (unsigned)(st.st_mode & 07777));
-        else if ((r = check_dirs(l, real)) < 0)
+        else if ((r = check_dirs(l, real, false)) < 0 || (r = check_dirs(l, path, true)) < 0)
                 ;
         /* What the checked directories name is still the open file (they
          * cannot have changed since unless root or hbgd changed them). */
@@ -150,9 +159,11 @@ static int load_one(struct loading *l) {
         typedef int init_fn(struct hbg_kernel_host *);
         init_fn *init;
         *(void **)&init = dlsym(h, HBG_KERNEL_MODULE_INIT_NAME);
+        /* From here a refused module's fd stays open too: dlclose() may
+         * leave it loaded (-z nodelete, unique symbols), and its name must
+         * not come back for another module (hbgd exits anyway). */
         if (!init) {
                 dlclose(h);
-                close(fd);
                 return fail(l, -ENOEXEC, "no function " HBG_KERNEL_MODULE_INIT_NAME " (not an hbg kernel module)");
         }
         size_t mark = kernel_module_kernels();
@@ -160,16 +171,15 @@ static int load_one(struct loading *l) {
                 .size = sizeof(host), .api_version = HBG_KERNEL_API_VERSION, .add = host_add, .hbgd = l,
         };
         int r = init(&host);
-        if (l->err == 0 && r < 0)
+        if (l->err == 0 && r < 0 && r >= -4095)
                 fail(l, r, HBG_KERNEL_MODULE_INIT_NAME " failed: %s", strerror(-r));
-        else if (l->err == 0 && r > 0)
+        else if (l->err == 0 && r != 0)
                 fail(l, -EINVAL, HBG_KERNEL_MODULE_INIT_NAME " returned %d, not 0 or a negative errno", r);
         else if (l->err == 0 && l->added == 0)
                 fail(l, -EINVAL, "registers no kernel");
         if (l->err) {
                 kernel_unregister_to(mark);
                 dlclose(h);
-                close(fd);
                 return l->err;
         }
         return 0;

@@ -56,7 +56,7 @@ static int check_row(size_t i, const Hbg__KernelInfo *k, uint32_t prev_id, size_
                 return refuse(buf, len, i, k, "ids are not unique and in increasing order");
         if (!kernel_sig_text_ok(str(k->summary), HBG_KERNEL_TEXT_MAX) || !kernel_sig_text_ok(str(k->length_rule), HBG_KERNEL_TEXT_MAX) ||
             !kernel_sig_text_ok(module, HBG_KERNEL_MODULE_TEXT_MAX))
-                return refuse(buf, len, i, k, "summary, length rule or module too long or with control characters");
+                return refuse(buf, len, i, k, "summary, length rule or module too long, not UTF-8 or with control characters");
         if (k->length != HBG__KERNEL_LENGTH__LENGTH_ANY && k->length != HBG__KERNEL_LENGTH__LENGTH_EQUAL &&
             k->length != HBG__KERNEL_LENGTH__LENGTH_SHAPE)
                 return refuse(buf, len, i, k, "unknown length rule %d", (int)k->length);

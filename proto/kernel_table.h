@@ -49,7 +49,8 @@ struct kernel_table {
  *     then scalars (f32, u64, i64, at most HBG_MAX_SCALAR_ARGS);
  *   - a known length rule; summary and rule words
  *     shorter than HBG_KERNEL_TEXT_MAX bytes, module than
- *     HBG_KERNEL_MODULE_TEXT_MAX, none with control characters.
+ *     HBG_KERNEL_MODULE_TEXT_MAX, each valid UTF-8 without control or format
+ *     characters (kernel_sig_text_ok()).
  * On failure *t is left empty (kernel_table_free() is still fine).
  */
 int kernel_table_import(struct kernel_table *t, Hbg__KernelInfo *const *rows, size_t n, char *buf, size_t len);

@@ -23,6 +23,20 @@
 #include "daemon/engine/wakeup.h"
 #include "common/clock.h"
 
+/* A run's result as the task's status: a module's kernel that ignored a
+ * stop (returned 0 after hbg_kernel_check() failed) gets the stop's
+ * code, never a success with half its outputs; a return that is no
+ * negative errno is -EIO (docs/KERNELS.md). Built-ins never need this. */
+static int run_result(int rc, const struct kernel_run_ctx *ctx) {
+        if (rc > 0 || rc < -4095)
+                return -EIO;
+        if (rc == 0 && ctx->stopped == KERNEL_STOP_BUDGET)
+                return -ETIME;
+        if (rc == 0 && ctx->stopped == KERNEL_STOP_CANCEL)
+                return -ECANCELED;
+        return rc;
+}
+
 /* Run up to `max_blocks` blocks of task `id`; returns the blocks taken. The
  * caller holds the task's only queue entry, so it alone may claim. */
 static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t id,
@@ -91,6 +105,8 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                                 continue;
                         const struct kernel_info *k = s->kernel[lane];
                         int rc = k->run(&ctx.k, r->heap, &s->args, b * s->lanes + j, parts);
+                        if (__builtin_expect(rc != 0 || ctx.stopped != KERNEL_STOP_NONE, 0))
+                                rc = run_result(rc, &ctx);
                         if (rc < 0 && err == 0) {
                                 err = rc;
                                 err_kernel = k->sig->id;

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/text.h"
 #include "daemon/engine/kernels_builtin.h"
 
 /* ------------------------------------------------------------ the run contract */
@@ -76,6 +77,7 @@ struct kernel_msgs {
         const char *overlap[HBG_MAX_TENSOR_ARGS][HBG_MAX_TENSOR_ARGS];
         const char *length[HBG_MAX_TENSOR_ARGS];
         const char *check[MAX_CHECK_MSGS];
+        const char *bad_reason;         /* its check gave no reason of its list */
 };
 
 /* The pool: the built-ins' messages fit the static first block (a test
@@ -146,12 +148,13 @@ static void build_msgs(struct kernel_msgs *m, const struct hbg_kernel_sig *s, co
                         m->f32_high[i] = msg("%s: f32 scalar %s has its upper 32 bits set", kn, s->scalars[i].name);
         for (unsigned i = 0; i < d->n_reasons && i < MAX_CHECK_MSGS; i++)
                 m->check[i] = msg("%s: %s", kn, d->reasons[i]);
+        m->bad_reason = msg("%s: its check refused the task without a reason of its own", kn);
 }
 
 /* A kernel's own reason, with the kernel's name. */
 static const char *check_message(const struct kernel_info *k, unsigned i) {
         if (i >= k->n_check_msgs || i >= MAX_CHECK_MSGS)
-                return "kernel: bad check message index";
+                return k->msgs->bad_reason;
         return k->msgs->check[i];
 }
 
@@ -225,8 +228,10 @@ static int refuse(char *why, size_t len, const char *fmt, ...) {
 /* def's fields, each checked; *d the copy kernel_register() keeps. */
 static int check_def(const struct hbg_kernel_def *def, uint32_t api_version, struct hbg_kernel_def *d, char *why,
                      size_t len) {
-        if (api_version != HBG_KERNEL_API_VERSION) {
-                refuse(why, len, "built for kernel API version %u; this hbgd speaks version %u", api_version,
+        /* A module built against an older header keeps working: its
+         * definitions are shorter (size) and mean what they meant. */
+        if (api_version == 0 || api_version > HBG_KERNEL_API_VERSION) {
+                refuse(why, len, "built for kernel API version %u; this hbgd speaks versions 1 to %u", api_version,
                        HBG_KERNEL_API_VERSION);
                 return -EPROTONOSUPPORT;
         }
@@ -524,7 +529,14 @@ int kernel_explain(const struct kernel_info *k, const struct hbg_kernel_args *a,
                 }
         }
         for (unsigned i = 0; k->explain && i < k->n_check_msgs && i < MAX_CHECK_MSGS; i++)
-                if (why == m->check[i])
-                        k->explain(a, i, buf + used, len - used);
+                if (why == m->check[i] && used + 1 < len) {
+                        /* A module's words: into a buffer of our own, cut
+                         * and NUL-terminated whatever it returns, then only
+                         * plain UTF-8 kept (this goes to a client). */
+                        char said[256] = { 0 };
+                        k->explain(a, i, said, sizeof(said) - 1);
+                        said[sizeof(said) - 1] = 0;
+                        text_copy_str(buf + used, len - used, said, TEXT_JSON);
+                }
         return err;
 }

@@ -162,7 +162,7 @@ static const struct refusal {
         const char *variant;
         const char *reason;
 } refusals[] = {
-        { "bad_version", "built for kernel API version 2; this hbgd speaks version 1" },
+        { "bad_version", "built for kernel API version 2; this hbgd speaks versions 1 to 1" },
         { "clash_builtin", "kernel 'add_f32': name clash with the built-in kernel add_f32" },
         { "too_many_args", "kernel 'tm_count': too many tensor arguments (9; at most 8)" },
         { "no_run", "kernel 'tm_count': no run function" },
@@ -704,6 +704,48 @@ END_TEST
 
 /* ------------------------------------------------------------ the session reply's limit */
 
+/* A module's kernel that ignores a stop, or returns what is no errno,
+ * fails its task all the same: -ETIME past the time budget (never a
+ * success with half its outputs), -EIO; the next graph runs. */
+START_TEST(run_contract) {
+        char path[256], conf[128];
+        setup_dir();
+        module("misbehaving", path, sizeof(path));
+        snprintf(conf, sizeof(conf), "%s/hbgd.conf", dir);
+        write_conf(conf, path);
+        FILE *f = fopen(conf, "a");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "\n[limits]\nkernel_time_budget_ms = 1\n");
+        ck_assert_int_eq(fclose(f), 0);
+        struct hbgd_proc *d;
+        ck_assert_int_eq(daemon_start(&d, (const char *const[]){ "--config", conf, NULL }, NULL), 0);
+        hbg_client *c;
+        ck_assert_msg(hbg_connect(&c, d->socket_path) == 0, "%s", hbg_last_error(NULL));
+        static const struct {
+                const char *kernel;
+                int code;
+        } cases[] = { { "tm_ignore_stop", -ETIME }, { "tm_bad_return", -EIO } };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                hbg_task t = HBG_TASK_INIT(cases[i].kernel);
+                uint64_t g;
+                ck_assert_msg(hbg_graph_add(c, &t, NULL) == 0, "%s", hbg_last_error(c));
+                ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+                ck_assert_int_eq(hbg_graph_wait(c, g, WAIT_MS), cases[i].code);
+                hbg_graph_error_info e = HBG_GRAPH_ERROR_INFO_INIT;
+                ck_assert_int_eq(hbg_graph_error(c, g, &e), 0);
+                ck_assert_str_eq(e.kernel, cases[i].kernel);
+                hbg_task ok = HBG_TASK_INIT("noop");
+                ck_assert_int_eq(hbg_graph_add(c, &ok, NULL), 0);
+                ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+                ck_assert_int_eq(hbg_graph_wait(c, g, WAIT_MS), 0);
+        }
+        hbg_disconnect(c);
+        ck_assert_int_eq(daemon_stop(d, 10000), 0);
+        daemon_destroy(d);
+        teardown_dir();
+}
+END_TEST
+
 START_TEST(table_limit) {
         char path[256], conf[128], out[8192], sock[128];
         setup_dir();
@@ -772,6 +814,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, producer);
         tcase_add_test(tc, graph_files);
         tcase_add_test(tc, table_limit);
+        tcase_add_test(tc, run_contract);
         suite_add_tcase(s, tc);
         return s;
 }

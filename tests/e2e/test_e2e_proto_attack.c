@@ -1279,6 +1279,12 @@ START_TEST(kernel_table_hostile) {
         r->k[2].summary = (char *)"out[i] = v\033[2J";
         refused(r, "control characters", "a control character");
         r = builtin_rows();
+        r->k[2].summary = (char *)"out[i] = \xff";
+        refused(r, "not UTF-8", "invalid UTF-8");
+        r = builtin_rows();
+        r->k[2].summary = (char *)"out[i] = \xc2\x9b2J"; /* U+009B, CSI */
+        refused(r, "control characters", "a C1 control character");
+        r = builtin_rows();
         char *longtext = malloc(HBG_KERNEL_TEXT_MAX + 1);
         memset(longtext, 'x', HBG_KERNEL_TEXT_MAX);
         longtext[HBG_KERNEL_TEXT_MAX] = 0;

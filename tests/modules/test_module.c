@@ -6,7 +6,9 @@
  * what its name says. "counting" is a good module whose kernel counts its
  * check() calls; the others are each refused for one reason, except
  * "many_fit" and "many_over": many kernels with long texts, whose table
- * fits the session reply and does not (hbgd refuses to start).
+ * fits the session reply and does not (hbgd refuses to start), and
+ * "misbehaving": kernels that break the run contract in the ways hbgd
+ * must still turn into a failed task.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -46,6 +48,29 @@ static int count_run(struct hbg_kernel_ctx *ctx, uint8_t *heap, const struct hbg
         if (part == 0)
                 hbg_kernel_f32(heap, &a->tensors[1])[0] = (float)checks;
         return 0;
+}
+
+/* Checks until told to stop, then returns 0 as if it had finished. */
+static int ignore_stop_run(struct hbg_kernel_ctx *ctx, uint8_t *heap, const struct hbg_kernel_args *a,
+                           uint32_t part, uint32_t parts) {
+        (void)heap;
+        (void)a;
+        (void)part;
+        (void)parts;
+        while (hbg_kernel_check(ctx, HBG_KERNEL_CHECK_CHUNK) == 0)
+                ;
+        return 0;
+}
+
+/* Returns what is no errno. */
+static int bad_return_run(struct hbg_kernel_ctx *ctx, uint8_t *heap, const struct hbg_kernel_args *a,
+                          uint32_t part, uint32_t parts) {
+        (void)ctx;
+        (void)heap;
+        (void)a;
+        (void)part;
+        (void)parts;
+        return 7;
 }
 
 static int variant(const char *name) {
@@ -146,6 +171,19 @@ HBG_KERNEL_MODULE_EXPORT int hbg_kernel_module_init(struct hbg_kernel_host *host
         }
         if (variant("empty"))
                 return 0;
+        if (variant("misbehaving")) {
+                struct hbg_kernel_def m = HBG_KERNEL_DEF_INIT;
+                m.summary = "breaks the run contract (tests)";
+                m.length_rule = "no tensors";
+                m.splittable = true;
+                m.cost = count_cost;
+                m.name = "tm_ignore_stop";
+                m.run = ignore_stop_run;
+                int r = hbg_kernel_register(host, &m);
+                m.name = "tm_bad_return";
+                m.run = bad_return_run;
+                return r < 0 ? r : hbg_kernel_register(host, &m);
+        }
         if (variant("many_fit"))
                 return register_many(host, 30, &d);
         if (variant("many_over"))

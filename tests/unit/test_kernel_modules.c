@@ -263,7 +263,7 @@ static const struct refusal {
         { "no_run", "kernel 'tm_count': no run function" },
         { "too_many_args", "kernel 'tm_count': too many tensor arguments (9; at most 8)" },
         { "bad_dir", "kernel 'tm_count': tensor out: bad direction 9 (in 1, out 2, inout 3)" },
-        { "bad_version", "built for kernel API version 2; this hbgd speaks version 1" },
+        { "bad_version", "built for kernel API version 2; this hbgd speaks versions 1 to 1" },
         { "bad_size", "has non-zero fields this hbgd does not know" },
         { "empty", "registers no kernel" },
         { "no_init", "no function hbg_kernel_module_init (not an hbg kernel module)" },
@@ -352,6 +352,31 @@ START_TEST(file_checks) {
         snprintf(want, sizeof(want),
                  "kernel module %s: directory %s is writable by group or others (mode 0757, not sticky)", inner, dir);
         ck_assert_str_eq(err, want);
+        ck_assert_int_eq(chmod(dir, 0755), 0);
+        if (geteuid() == 0) {
+                /* A directory above owned by another user, who could swap
+                 * what is below it. */
+                ck_assert_int_eq(chown(dir, 65534, 65534), 0);
+                ck_assert_int_eq(load(inner, err, sizeof(err)), -EINVAL);
+                snprintf(want, sizeof(want),
+                         "kernel module %s: directory %s is owned by uid 65534, not by root or hbgd's uid 0", inner,
+                         dir);
+                ck_assert_str_eq(err, want);
+                ck_assert_int_eq(chown(dir, 0, 0), 0);
+                /* A symbolic link on the configured path owned by another
+                 * user (the real path is fine). */
+                char link[256], via[300];
+                snprintf(link, sizeof(link), "%s/link", dir);
+                ck_assert_int_eq(symlink(sub, link), 0);
+                ck_assert_int_eq(lchown(link, 65534, 65534), 0);
+                snprintf(via, sizeof(via), "%s/m.so", link);
+                ck_assert_int_eq(load(via, err, sizeof(err)), -EINVAL);
+                snprintf(want, sizeof(want),
+                         "kernel module %s: symbolic link %s is owned by uid 65534, not by root or hbgd's uid 0", via,
+                         link);
+                ck_assert_str_eq(err, want);
+                ck_assert_int_eq(unlink(link), 0);
+        }
         /* Sticky above (like /tmp): fine. */
         ck_assert_int_eq(chmod(dir, 01757), 0);
         ck_assert_msg(load(inner, err, sizeof(err)) == 0, "%s", err);

@@ -11,7 +11,7 @@
  *
  * which registers its kernels with hbg_kernel_register(host, &def) and
  * returns 0 (or a negative errno: hbgd then refuses to start). hbgd's
- * twelve built-in kernels are registered through the same definitions.
+ * thirteen built-in kernels are registered through the same definitions.
  *
  * The header needs no library: a module links nothing of hbg's, and hbgd
  * gives it what it calls through the host handle and the run context.
