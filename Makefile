@@ -120,7 +120,8 @@ HBGD_BIN  := $(B)/bin/hbgd
 SOVERSION  := $(firstword $(subst ., ,$(VERSION)))
 CLIENT_SRCS := libclient/connect.c libclient/replay.c libclient/graph.c libclient/recording.c \
                libclient/wait.c libclient/host.c libclient/graph_status.c libclient/deps.c \
-               libclient/tensor.c libclient/session.c libclient/hangup.c libclient/kernels.c libclient/errors.c
+               libclient/tensor.c libclient/session.c libclient/hangup.c libclient/kernels.c libclient/errors.c \
+               libclient/workers.c
 CLIENT_PIC  := $(CLIENT_SRCS:%.c=$(B)/pic/%.o) $(SHM_SRCS:%.c=$(B)/pic/%.o) \
                $(B)/pic/proto/wire.o $(B)/pic/proto/kernel_table.o $(B)/pic/gen/hbg.pb-c.o
 CLIENT_SO   := $(B)/lib/libhbgclient.so.$(VERSION)
@@ -141,7 +142,8 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_engine_validation test_engine_behaviour test_engine_replay test_e2e_daemon \
               test_e2e_hostile test_e2e_systemd test_e2e_hbgctl test_e2e_client \
               test_e2e_api test_e2e_errors test_e2e_replay test_e2e_proto_attack test_text \
-              test_e2e_faults test_e2e_shm_attack test_e2e_access test_e2e_metrics test_e2e_journal
+              test_e2e_faults test_e2e_shm_attack test_e2e_access test_e2e_metrics test_e2e_journal \
+              test_e2e_host_threads
 TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
 # The same stress test built with the store->load ordering removed: it must
 # be able to catch the watermark freeze (docs/RUNTIME_LOGIC.md §4).

@@ -7,6 +7,7 @@
  *   recording.c     the graph being recorded: its tasks, dependencies, host functions
  *   wait.c          the wait loop (spin, yield, poll) that runs host tasks
  *   host.c          host (external) tasks and the completion mailbox
+ *   workers.c       host worker threads, their sleep and the hang-up watcher
  *   graph_status.c  reading retired graphs back, graph statuses and errors
  *   deps.c          the session's dependency tracking, bound to the client
  *   tensor.c        the session heap's allocator, tensor helpers
@@ -23,6 +24,7 @@
  */
 #pragma once
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -42,12 +44,17 @@ struct hbg_kernel_sig;
 #define HBGC_PUBLISH_BATCH 64        /* publish `submitted` at least this often */
 #define HBGC_HANDSHAKE_TIMEOUT_MS 10000
 
-/* A host function waiting for its task to become ready; slot id & (D-1). */
+/* A host function waiting for its task to become ready; slot id & (D-1).
+ * Written by the thread that adds tasks, taken by whichever thread runs
+ * it (a worker, or the caller's in hbg_client_process()): every field is
+ * atomic, and `tag` says whose it is and whether it was taken
+ * (RUNTIME_LOGIC §10.7). */
+#define HOST_TAG_READY(id) (2 * (id) + 2) /* registered, not taken */
+#define HOST_TAG_TAKEN(id) (2 * (id) + 1) /* a thread runs (or ran) it */
 struct host_slot {
-        uint64_t id;
-        hbg_host_fn fn;
-        void *userdata;
-        bool used;
+        _Atomic uint64_t tag;      /* 0: never used */
+        _Atomic(hbg_host_fn) fn;
+        _Atomic(void *) userdata;
 };
 
 /* A host function of a recorded graph: for its task with recording id
@@ -117,6 +124,22 @@ struct host_failure {
         int32_t status;
 };
 
+/* Host worker threads (workers.c): host_threads > 0 at connect. */
+struct host_pool {
+        unsigned n;                /* workers; 0: none (hbg_connect_options.host_threads) */
+        unsigned started;
+        pthread_t *threads;
+        pthread_t watcher;
+        bool watcher_started;
+        int stop_fd;               /* eventfd: hbg_disconnect() tells the watcher */
+        _Atomic bool stopping;     /* hbg_disconnect() began */
+        _Atomic bool gone;         /* the watcher saw hbgd hang up */
+        /* Threads counted in a sleepers word right now: the kick after
+         * stopping/gone repeats its wake until it is zero (§10.7). Private,
+         * so that the shared words' values never matter to us. */
+        _Atomic uint32_t sleeping;
+};
+
 /* The watch on the control socket and the completion pipe (hangup.c):
  * one-shot io_uring polls whose completions the kernel posts into memory
  * we map, so that "has hbgd hung up?" costs a load, not a system call. */
@@ -145,8 +168,7 @@ struct hbg_client {
         int completion_fd;         /* read end of a pipe hbgd writes */
         int rearm_fd;              /* eventfd: "call hbg_client_process() again" */
         int notify_fd;             /* epoll of the two above: hbg_client_fd() */
-        bool dead;                 /* hbgd hung up */
-        bool in_host;              /* inside a host function */
+        bool dead;                 /* hbgd hung up (the caller's threads only) */
 
         struct hbg_geometry g;
         uint64_t session_id;
@@ -172,7 +194,12 @@ struct hbg_client {
         struct hangup_watch hangup;
 
         /* Host tasks. */
-        struct host_slot *host;    /* D slots, allocated on first use */
+        struct host_slot *host;    /* D slots, allocated on first use (at
+                                      connect when there are workers) */
+        struct host_pool pool;
+        /* host_failed[] and n_host_failed: workers add, the caller's
+         * thread reads back (graph_status.c). */
+        pthread_mutex_t host_lock;
 
         /* The session's dependency records, and the set tasks are added
          * to now: &deps, or a recording's own (record.c). */
@@ -207,6 +234,15 @@ int hbgc_kernels_take(hbg_client *c, const struct Hbg__SessionReply *r);
 const struct hbg_kernel_sig *hbgc_kernel_by_name(hbg_client *c, const char *name, const char *fn);
 
 /* ---------------------------------------------------------------- errors.c */
+
+/* What the library knows of the calling thread (initial-exec TLS: one
+ * load, also when the library is dlopen()ed, at a few bytes' cost). */
+struct hbgc_thread {
+        const hbg_client *in_host;   /* running a host function of this client */
+        const hbg_client *worker_of; /* a worker thread of this client */
+        char *error;                 /* a worker's last error (HBGC_ERROR_MAX bytes) */
+};
+extern _Thread_local struct hbgc_thread hbgc_self __attribute__((tls_model("initial-exec")));
 
 /* Record a message for hbg_last_error(c) (c may be NULL: the calling
  * thread's connect message) and return err. */
@@ -247,8 +283,8 @@ int hbgc_check_socket(hbg_client *c);
 struct Hbg__Error;
 int hbgc_daemon_error(hbg_client *c, const struct Hbg__Error *e, const char *when);
 /* The checks every entry point makes: c not NULL, not inside a host
- * function, connection not known dead. 0 or a negative errno (message
- * set). */
+ * function (this thread's, hbgc_self), connection not known dead. 0 or a
+ * negative errno (message set). */
 int hbgc_usable(hbg_client *c, const char *fn);
 /* hbgc_check_alive() past its free look (below, hangup.c section). */
 int hbgc_check_alive_slow(hbg_client *c, const char *fn);
@@ -411,4 +447,30 @@ void hbgc_host_register(hbg_client *c, uint64_t id, hbg_host_fn fn, void *userda
 /* Run ready host tasks and post their completions (never blocks for
  * long); returns how many ran. Also harvests retired graphs. */
 int hbgc_process(hbg_client *c);
+/* Run external task id (taken from the ring by this thread) if it is ours
+ * and still waiting, and post its status. 1 if a host function ran. */
+int hbgc_host_run(hbg_client *c, uint64_t id);
+/* Is task id complete? Without the client's completer cache: any thread. */
+bool hbgc_task_done_shared(const hbg_client *c, uint64_t id);
 void hbgc_host_free(hbg_client *c);
+
+/* ---------------------------------------------------------------- workers.c */
+
+/* Start n workers and the hang-up watcher (at connect, regions mapped),
+ * all signals blocked in them. 0 or a negative errno (message set; what
+ * was started is stopped by hbgc_workers_stop()). */
+int hbgc_workers_start(hbg_client *c, unsigned n);
+/* Stop and join the workers and the watcher (hbg_disconnect()): running
+ * host functions finish first. Accepts a half-started pool. */
+void hbgc_workers_stop(hbg_client *c);
+/* Has the watcher seen hbgd go, or did hbg_disconnect() begin? */
+static inline bool hbgc_workers_ended(hbg_client *c) {
+        return atomic_load_explicit(&c->pool.gone, memory_order_seq_cst) ||
+               atomic_load_explicit(&c->pool.stopping, memory_order_seq_cst);
+}
+/* Sleep on futex word `word` (the completion region's ext_wake or
+ * graph_wake), counted in `sleepers` (the submission region's word), unless
+ * done(c, arg) or the pool ended: the client half of §10.7's pair.
+ * timeout relative, NULL none. 0, or -ETIMEDOUT; may return early. */
+int hbgc_sleep_on(hbg_client *c, const _Atomic uint32_t *word, _Atomic uint32_t *sleepers,
+                  bool (*done)(hbg_client *c, void *arg), void *arg, const struct timespec *timeout);

@@ -146,6 +146,8 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
 static void client_free(hbg_client *c) {
         if (!c)
                 return;
+        /* First: the workers use everything below. */
+        hbgc_workers_stop(c);
         if (c->sub)
                 munmap(c->sub, c->g.sub_region_size);
         if (c->cpl)
@@ -169,6 +171,7 @@ static void client_free(hbg_client *c) {
         free(c->failures);
         free(c->messages);
         free(c->host_failed);
+        pthread_mutex_destroy(&c->host_lock);
         free(c);
 }
 
@@ -269,6 +272,9 @@ static int take_options(const hbg_connect_options *opts, hbg_connect_options *o)
          * zero (the defaults). */
         memcpy(o, opts, opts->size < sizeof(*o) ? opts->size : sizeof(*o));
         o->size = sizeof(*o);
+        if (o->host_threads > HBG_MAX_HOST_THREADS)
+                return hbgc_fail(NULL, -EINVAL, "hbg_connect_opts: host_threads %" PRIu64 " is more than %u "
+                                 "(HBG_MAX_HOST_THREADS)", o->host_threads, HBG_MAX_HOST_THREADS);
         return 0;
 }
 
@@ -303,6 +309,8 @@ HBG_EXPORT int hbg_connect_opts(hbg_client **ret, const hbg_connect_options *opt
         memset(c, 0, size);
         c->sock = c->doorbell_fd = c->completion_fd = c->rearm_fd = c->notify_fd = -1;
         c->hangup.ring_fd = -1;
+        c->pool.stop_fd = -1;
+        pthread_mutex_init(&c->host_lock, NULL);
 
         c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         if (c->sock < 0) {
@@ -335,12 +343,20 @@ HBG_EXPORT int hbg_connect_opts(hbg_client **ret, const hbg_connect_options *opt
                 return err;
         }
         hbgc_hangup_init(c);
+        err = hbgc_workers_start(c, (unsigned)o.host_threads);
+        if (err < 0) {
+                client_free(c);
+                return err;
+        }
         hbgc_set_error(NULL, "");
         *ret = c;
         return 0;
 }
 
 HBG_EXPORT void hbg_disconnect(hbg_client *c) {
+        /* Not from a host function: it would join its own thread. */
+        if (c && hbgc_self.in_host == c)
+                return;
         client_free(c);
 }
 

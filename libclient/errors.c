@@ -28,17 +28,29 @@ HBG_EXPORT const char *hbg_strerror(int err) {
         return errtext(err, buf, sizeof(buf));
 }
 
+_Thread_local struct hbgc_thread hbgc_self __attribute__((tls_model("initial-exec")));
+
+/* Where c's message goes on this thread: a worker thread keeps its own
+ * (the caller's threads use c->last_error meanwhile). */
+static char *error_buffer(const hbg_client *c) {
+        if (!c)
+                return connect_error;
+        if (hbgc_self.worker_of == c)
+                return hbgc_self.error;
+        return (char *)c->last_error;
+}
+
 HBG_EXPORT const char *hbg_last_error(const hbg_client *c) {
-        return c ? c->last_error : connect_error;
+        return error_buffer(c);
 }
 
 void hbgc_set_error(hbg_client *c, const char *msg) {
-        char *dst = c ? c->last_error : connect_error;
+        char *dst = error_buffer(c);
         snprintf(dst, HBGC_ERROR_MAX, "%s", msg ? msg : "");
 }
 
 int hbgc_fail(hbg_client *c, int err, const char *fmt, ...) {
-        char *dst = c ? c->last_error : connect_error;
+        char *dst = error_buffer(c);
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(dst, HBGC_ERROR_MAX, fmt, ap);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "libclient/client_private.h"
+#include "common/clock.h"
 #include "common/kernel_sig.h"
 
 /* ---------------------------------------------------------------- tasks */
@@ -469,10 +470,50 @@ HBG_EXPORT int hbg_graph_submit(hbg_client *c, uint64_t *ret_graph) {
         return 0;
 }
 
+/* Graph *arg finished (its entry or graphs_retired says so)? */
+static bool graph_finished(hbg_client *c, void *arg) {
+        struct graph_outcome o;
+        return hbgc_graph_state(c, *(const uint64_t *)arg, &o) != 1;
+}
+
+/*
+ * hbg_graph_wait() of a client with workers: they run the host tasks, this
+ * thread publishes and sleeps on graph_wake until the graph retires
+ * (RUNTIME_LOGIC §10.7), hbgd goes (the watcher wakes it) or the timeout
+ * (the futex's) passes. No polling: a long wait costs no CPU.
+ */
+static int graph_wait_sleeping(hbg_client *c, uint64_t graph, int timeout_ms) {
+        int64_t deadline = timeout_ms < 0 ? -1 : clock_now_ns() + (int64_t)timeout_ms * 1000000;
+        int err = hbgc_publish(c);
+        struct graph_outcome o;
+        for (;;) {
+                int st = hbgc_graph_state(c, graph, &o);
+                if (st != 1)
+                        return hbgc_graph_result(c, graph, &o, "hbg_graph_wait");
+                if (err < 0 || c->dead || atomic_load_explicit(&c->pool.gone, memory_order_seq_cst)) {
+                        c->dead = true;
+                        return hbgc_fail(c, -ECONNRESET, "hbg_graph_wait: hbgd went away before graph %" PRIu64
+                                         " finished", graph);
+                }
+                struct timespec ts, *timeout = NULL;
+                if (deadline >= 0) {
+                        int64_t left = deadline - clock_now_ns();
+                        if (left <= 0)
+                                return hbgc_fail(c, -ETIMEDOUT, "hbg_graph_wait: graph %" PRIu64
+                                                 " still running after %d ms", graph, timeout_ms);
+                        ts = (struct timespec){ .tv_sec = left / 1000000000, .tv_nsec = left % 1000000000 };
+                        timeout = &ts;
+                }
+                hbgc_sleep_on(c, &c->ch->graph_wake, &c->sh->graph_sleepers, graph_finished, &graph, timeout);
+        }
+}
+
 HBG_EXPORT int hbg_graph_wait(hbg_client *c, uint64_t graph, int timeout_ms) {
         int err = hbgc_graph_check(c, graph, "hbg_graph_wait");
         if (err < 0)
                 return err;
+        if (c->pool.n)
+                return graph_wait_sleeping(c, graph, timeout_ms);
         struct graph_outcome o;
         struct hbgc_wait w;
         hbgc_wait_begin(&w, timeout_ms, true);
@@ -500,7 +541,7 @@ HBG_EXPORT int hbg_graph_wait(hbg_client *c, uint64_t graph, int timeout_ms) {
 HBG_EXPORT int hbg_tensor_wait_ready(hbg_client *c, hbg_tensor t, int timeout_ms) {
         if (!c)
                 return -EINVAL;
-        if (c->in_host)
+        if (hbgc_self.in_host == c)
                 return hbgc_fail(c, -EDEADLK, "hbg_tensor_wait_ready: called from a host function of this client");
         if (!hbgc_in_heap(c, t.offset, t.bytes))
                 return hbgc_fail(c, -EINVAL, "hbg_tensor_wait_ready: the tensor is empty or not inside the session heap");

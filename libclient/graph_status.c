@@ -47,7 +47,19 @@ static uint32_t message_intern(hbg_client *c, const char *m) {
 
 /* ---------------------------------------------------------------- host failures */
 
-int hbgc_host_failed(hbg_client *c, uint64_t id, int status) {
+/* With workers, host failures are added by them and read back by the
+ * caller's thread: under host_lock. Without, one thread does both. */
+static void host_failures_lock(hbg_client *c) {
+        if (c->pool.n)
+                pthread_mutex_lock(&c->host_lock);
+}
+
+static void host_failures_unlock(hbg_client *c) {
+        if (c->pool.n)
+                pthread_mutex_unlock(&c->host_lock);
+}
+
+static int host_failed_locked(hbg_client *c, uint64_t id, int status) {
         if (GROW(c->host_failed, c->cap_host_failed, c->n_host_failed + 1, 8) < 0)
                 return -ENOMEM; /* the graph then says what hbgd says */
         /* Host tasks run in id order mostly: insert from the end. */
@@ -61,7 +73,17 @@ int hbgc_host_failed(hbg_client *c, uint64_t id, int status) {
         return 0;
 }
 
-static const struct host_failure *host_failure_find(const hbg_client *c, uint64_t id) {
+int hbgc_host_failed(hbg_client *c, uint64_t id, int status) {
+        host_failures_lock(c);
+        int err = host_failed_locked(c, id, status);
+        host_failures_unlock(c);
+        return err;
+}
+
+/* The status host task id's function returned, if it failed: true and
+ * *ret_status. */
+static bool host_failure_find(hbg_client *c, uint64_t id, int32_t *ret_status) {
+        host_failures_lock(c);
         size_t a = 0, b = c->n_host_failed;
         while (a < b) {
                 size_t m = a + (b - a) / 2;
@@ -70,18 +92,24 @@ static const struct host_failure *host_failure_find(const hbg_client *c, uint64_
                 else
                         b = m;
         }
-        return a < c->n_host_failed && c->host_failed[a].id == id ? &c->host_failed[a] : NULL;
+        bool found = a < c->n_host_failed && c->host_failed[a].id == id;
+        if (found)
+                *ret_status = c->host_failed[a].status;
+        host_failures_unlock(c);
+        return found;
 }
 
 /* Graph k was read back: its host failures are not needed any more (the
  * record is ours and not overwritten before k is read back). */
 static void host_failures_drop(hbg_client *c, uint64_t k) {
         uint64_t last = c->prod.records[k & (c->g.graph_table_entries - 1)].last_id;
+        host_failures_lock(c);
         size_t n = 0;
         while (n < c->n_host_failed && c->host_failed[n].id <= last)
                 n++;
         memmove(c->host_failed, c->host_failed + n, (c->n_host_failed - n) * sizeof(c->host_failed[0]));
         c->n_host_failed -= n;
+        host_failures_unlock(c);
 }
 
 /* ---------------------------------------------------------------- entries */
@@ -122,16 +150,16 @@ static void entry_outcome(hbg_client *c, const struct hbg_graph_entry *e, struct
         }
         /* hbgd knows only that the client reported a failure; this library
          * knows which host function returned what. */
-        const struct host_failure *h = host_failure_find(c, o->task);
-        if (h && h->status == o->status) {
+        int32_t hst;
+        if (host_failure_find(c, o->task, &hst) && hst == o->status) {
                 o->kernel = -1;
                 /* Its errno's name, not its words: a reader prints those
                  * beside the code (as for hbgd's "kernel NAME returned"). */
-                const char *name = strerrorname_np(-h->status);
+                const char *name = strerrorname_np(-hst);
                 if (name)
                         snprintf(o->message, sizeof(o->message), "host task returned -%s", name);
                 else
-                        snprintf(o->message, sizeof(o->message), "host task returned %d", h->status);
+                        snprintf(o->message, sizeof(o->message), "host task returned %d", hst);
         }
 }
 
@@ -162,7 +190,7 @@ void hbgc_harvest(hbg_client *c) {
                                                               .kernel = o.kernel,
                                                               .message = message_intern(c, o.message) }) < 0)
                         break; /* try again later */
-                if (c->n_host_failed)
+                if (c->pool.n || c->n_host_failed)
                         host_failures_drop(c, k);
                 c->harvested = k + 1;
         }
@@ -225,7 +253,7 @@ int hbgc_graph_result(hbg_client *c, uint64_t k, const struct graph_outcome *o, 
 int hbgc_graph_check(hbg_client *c, uint64_t graph, const char *fn) {
         if (!c)
                 return -EINVAL;
-        if (c->in_host)
+        if (hbgc_self.in_host == c)
                 return hbgc_fail(c, -EDEADLK, "%s: called from a host function of this client", fn);
         if (graph >= c->prod.graphs)
                 return hbgc_fail(c, -EINVAL, "%s: graph %" PRIu64 " has not been submitted", fn, graph);

@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Host (external) tasks: hbgd appends the id of each ready external task to
- * the completion region's external-ready ring; we run its host function
- * and post {task_id, status} into the async completion mailbox
- * (RUNTIME_LOGIC.md §10.5).
+ * the completion region's external-ready ring; a thread of ours takes it,
+ * runs its host function and posts {task_id, status} into the async
+ * completion mailbox (RUNTIME_LOGIC.md §10.5). Taking, running and posting
+ * are safe from several threads at once (§10.7): the library's workers
+ * (workers.c) and the caller's thread in hbg_client_process().
  */
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "libclient/client_private.h"
@@ -25,9 +28,13 @@ int hbgc_host_reserve(hbg_client *c) {
 void hbgc_host_register(hbg_client *c, uint64_t id, hbg_host_fn fn, void *userdata) {
         /* The slot's previous user, id - D or older, is complete (id is
          * written only once id < WM + D): it either ran or never will
-         * (skipped, predicate false). */
-        c->host[id & (c->g.task_window - 1)] =
-                (struct host_slot){ .id = id, .fn = fn, .userdata = userdata, .used = true };
+         * (skipped, predicate false, or failed by the stall limit). The
+         * fields before the tag (release): a taker that sees the tag
+         * (acquire) sees them. */
+        struct host_slot *s = &c->host[id & (c->g.task_window - 1)];
+        atomic_store_explicit(&s->fn, fn, memory_order_relaxed);
+        atomic_store_explicit(&s->userdata, userdata, memory_order_relaxed);
+        atomic_store_explicit(&s->tag, HOST_TAG_READY(id), memory_order_release);
 }
 
 void hbgc_host_free(hbg_client *c) {
@@ -35,8 +42,18 @@ void hbgc_host_free(hbg_client *c) {
         c->host = NULL;
 }
 
+bool hbgc_task_done_shared(const hbg_client *c, uint64_t id) {
+        /* completer_flag_is_set() without its cache (the caller's thread
+         * owns c->completer): the watermark, then the task's own stamp. */
+        const struct hbg_flag_window *w = &c->window;
+        if (id < atomic_load_explicit(w->watermark, memory_order_acquire))
+                return true;
+        return atomic_load_explicit(flag_slot(w, id), memory_order_acquire) == flag_stamp_of(w, id);
+}
+
 /* Wait a little for room in the mailbox (hbgd consumes it continuously
- * while it is awake). false if there is still none. */
+ * while it is awake). false if there is still none. A hint when workers
+ * post too. */
 static bool mailbox_room(hbg_client *c) {
         if (producer_mailbox_room(&c->prod))
                 return true;
@@ -50,18 +67,86 @@ static bool mailbox_room(hbg_client *c) {
         return true;
 }
 
-/* Room was made sure of (mailbox_room()). */
-static void post(hbg_client *c, uint64_t id, int status) {
-        bool ring;
-        if (producer_complete_external(&c->prod, id, status, &ring) == 0)
+/* The doorbell from any thread: a worker does not look at the socket (the
+ * watcher does, and only the caller's threads mark the client dead). */
+static void ring_from(hbg_client *c, bool ring) {
+        if (hbgc_self.worker_of != c) {
                 (void)hbgc_ring(c, ring);
+                return;
+        }
+        if (ring) {
+                char one = 1;
+                ssize_t n = send(c->doorbell_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+                (void)n;
+        }
+}
+
+/* Post id's status. The mailbox may be full for a moment when several
+ * threads post (or while hbgd sleeps): ring and wait, bounded by hbgd's
+ * consuming; give up once the session ended or failed (hbgd consumes no
+ * more: its graphs fail anyway). */
+static void post(hbg_client *c, uint64_t id, int status) {
+        for (;;) {
+                bool ring;
+                if (producer_complete_external(&c->prod, id, status, &ring) == 0) {
+                        ring_from(c, ring);
+                        return;
+                }
+                ring_from(c, atomic_load_explicit(&c->ch->need_wakeup, memory_order_seq_cst) != 0);
+                /* c->dead is the caller's threads' (a worker asks the pool). */
+                bool ended = hbgc_self.worker_of == c ? hbgc_workers_ended(c) : c->dead;
+                if (ended ||
+                    atomic_load_explicit(&c->ch->error_code, memory_order_relaxed) != 0)
+                        return;
+                sched_yield();
+        }
+}
+
+int hbgc_host_run(hbg_client *c, uint64_t id) {
+        /* hbgd's stall detector completes an external task that takes
+         * longer than the session's stall limit (-ETIME). A completion
+         * posted after that would be a protocol error that stops the whole
+         * session: for a task no longer waiting, run nothing and post
+         * nothing. (A narrow race with the detector remains: only hbgd can
+         * close it.) */
+        if (hbgc_task_done_shared(c, id))
+                return 0;
+        int status;
+        bool ours = false;
+        struct host_slot *s = c->host ? &c->host[id & (c->g.task_window - 1)] : NULL;
+        uint64_t tag = s ? atomic_load_explicit(&s->tag, memory_order_acquire) : 0;
+        if (tag == HOST_TAG_READY(id) &&
+            atomic_compare_exchange_strong_explicit(&s->tag, &tag, HOST_TAG_TAKEN(id), memory_order_acq_rel,
+                                                    memory_order_acquire)) {
+                hbg_host_fn fn = atomic_load_explicit(&s->fn, memory_order_relaxed);
+                void *ud = atomic_load_explicit(&s->userdata, memory_order_relaxed);
+                const hbg_client *outer = hbgc_self.in_host;
+                hbgc_self.in_host = c;
+                status = fn(ud);
+                hbgc_self.in_host = outer;
+                if (status > 0 || status < -4095)
+                        status = -EINVAL;
+                ours = true;
+        } else if (tag == HOST_TAG_TAKEN(id)) {
+                /* Another thread took the same id (an entry read after
+                 * hbgd reused its slot, §10.7): it runs and posts. */
+                return 0;
+        } else {
+                status = -EINVAL; /* not a host task of ours */
+        }
+        if (hbgc_task_done_shared(c, id))
+                return ours; /* timed out while it ran */
+        /* Its graph's error will say what the function returned. */
+        if (ours && status < 0)
+                (void)hbgc_host_failed(c, id, status);
+        post(c, id, status);
+        return ours;
 }
 
 int hbgc_process(hbg_client *c) {
         int ran = 0;
-        uint64_t tail = atomic_load_explicit(&c->ch->ext_ready_tail, memory_order_acquire);
         /* At most D entries per call: hbgd never has more ready. */
-        for (uint64_t taken = 0; taken < c->g.task_window && c->prod.ext_head != tail; taken++) {
+        for (uint64_t taken = 0; taken < c->g.task_window && producer_external_pending(&c->prod); taken++) {
                 if (!mailbox_room(c)) {
                         /* Come back later: make hbg_client_fd() readable
                          * again so an event loop calls hbg_client_process(). */
@@ -73,37 +158,7 @@ int hbgc_process(hbg_client *c) {
                 uint64_t id;
                 if (!producer_next_external(&c->prod, &id))
                         break;
-                /* hbgd's stall detector completes an external task that
-                 * takes longer than the session's stall limit (-ETIME). A
-                 * completion posted after that would be a protocol error
-                 * that stops the whole session: for a task no longer
-                 * waiting, run nothing and post nothing. (A narrow race with
-                 * the detector remains: only hbgd can close it.) */
-                if (hbgc_task_done(c, id))
-                        continue;
-                int status;
-                bool ours = false;
-                struct host_slot *s = c->host ? &c->host[id & (c->g.task_window - 1)] : NULL;
-                if (s && s->used && s->id == id) {
-                        hbg_host_fn fn = s->fn;
-                        void *ud = s->userdata;
-                        s->used = false;
-                        c->in_host = true;
-                        status = fn(ud);
-                        c->in_host = false;
-                        if (status > 0 || status < -4095)
-                                status = -EINVAL;
-                        ours = true;
-                        ran++;
-                } else {
-                        status = -EINVAL; /* not a host task of ours */
-                }
-                if (hbgc_task_done(c, id))
-                        continue; /* timed out while it ran */
-                /* Its graph's error will say what the function returned. */
-                if (ours && status < 0)
-                        (void)hbgc_host_failed(c, id, status);
-                post(c, id, status);
+                ran += hbgc_host_run(c, id);
         }
         hbgc_harvest(c);
         return ran;

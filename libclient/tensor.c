@@ -15,8 +15,12 @@
 HBG_EXPORT int hbg_tensor_alloc(hbg_client *c, size_t bytes, hbg_tensor *ret) {
         if (!c)
                 return -EINVAL;
-        /* Host functions may allocate (no in_host check); hbgd gone: the
-         * heap is of no use any more. */
+        /* Host functions may allocate on the caller's thread (no in_host
+         * check); not on a worker thread, beside the caller's own calls
+         * (the allocator is the caller's thread's). hbgd gone: the heap is
+         * of no use any more. */
+        if (hbgc_self.worker_of == c)
+                return hbgc_fail(c, -EDEADLK, "hbg_tensor_alloc: called from a host function on a worker thread");
         int err = hbgc_check_alive(c, "hbg_tensor_alloc");
         if (err < 0)
                 return err;

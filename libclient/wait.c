@@ -33,7 +33,12 @@ bool hbgc_wait_spun(const struct hbgc_wait *w) {
 int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
         if (hbgc_publish(c) < 0)
                 return -ECONNRESET;
-        hbgc_process(c);
+        /* With workers, they run the host tasks (at most host_threads at
+         * once); the waits only read graphs back. */
+        if (c->pool.n)
+                hbgc_harvest(c);
+        else
+                hbgc_process(c);
         w->iter++;
         int64_t now = clock_now_ns();
         if (w->deadline_ns >= 0 && now >= w->deadline_ns)

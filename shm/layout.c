@@ -24,6 +24,8 @@ void layout_sub_region_init(void *base, const struct hbg_geometry *g) {
         atomic_store_explicit(&h->submitted, 0, memory_order_relaxed);
         atomic_store_explicit(&h->mailbox_tail, 0, memory_order_relaxed);
         atomic_store_explicit(&h->graphs_submitted, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->ext_sleepers, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->graph_sleepers, 0, memory_order_relaxed);
 }
 
 void layout_cpl_region_init(void *base, const struct hbg_geometry *g, uint64_t first_id) {
@@ -47,6 +49,8 @@ void layout_cpl_region_init(void *base, const struct hbg_geometry *g, uint64_t f
         atomic_store_explicit(&h->graphs_retired, 0, memory_order_relaxed);
         atomic_store_explicit(&h->ext_ready_tail, 0, memory_order_relaxed);
         atomic_store_explicit(&h->mailbox_consumed, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->ext_wake, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->graph_wake, 0, memory_order_relaxed);
 
         /* The flags stay as the caller gave them, zero: the stamp of lap -1,
          * every slot's previous occupant (RUNTIME_LOGIC.md §3.3). Nothing

@@ -25,8 +25,9 @@
 #include "shm/geometry.h"
 
 #define HBG_CACHE_LINE 64u
-#define HBG_LAYOUT_VERSION 5u  /* 2: lap stamps (RUNTIME_LOGIC.md §3.2); 3: inline fanins, window_waiting;
-                                  4: launch records (§14); 5: graph entries with kernel and message (§12.1) */
+#define HBG_LAYOUT_VERSION 6u  /* 2: lap stamps (RUNTIME_LOGIC.md §3.2); 3: inline fanins, window_waiting;
+                                  4: launch records (§14); 5: graph entries with kernel and message (§12.1);
+                                  6: the wake words and their sleepers counts (§10.7) */
 #define HBG_SUB_MAGIC UINT32_C(0x42534248) /* "HBSB" little endian */
 #define HBG_CPL_MAGIC UINT32_C(0x43504248) /* "HBPC" */
 
@@ -93,8 +94,10 @@ struct hbg_sub_header {
         _Atomic uint64_t window_waiting;
         uint8_t pad1[HBG_CACHE_LINE - 2 * sizeof(uint64_t)];
 
-        /* line 3: mailbox producer cursor (client side of the async
-         * completion mailbox). */
+        /* line 3: mailbox entries posted (a hint for a reader of the
+         * region; hbgd never reads it: it consumes by each entry's `seq`,
+         * §10.5). Since layout 6 the library's posters reserve entries on
+         * a private counter and leave this zero (§10.7). */
         alignas(HBG_CACHE_LINE) _Atomic uint64_t mailbox_tail;
         uint8_t pad3[HBG_CACHE_LINE - sizeof(uint64_t)];
 
@@ -102,8 +105,20 @@ struct hbg_sub_header {
          * are written (release by the client, acquire by hbgd). */
         alignas(HBG_CACHE_LINE) _Atomic uint64_t graphs_submitted;
         uint8_t pad4[HBG_CACHE_LINE - sizeof(uint64_t)];
+
+        /* line 5: how many of the client's threads sleep (or are about to)
+         * on the completion region's ext_wake word; hbgd makes its futex
+         * wake only when this is non-zero (seq_cst both sides, §10.7).
+         * Client-written: it only decides whether hbgd makes one wake
+         * system call per publication for this client's own ring. */
+        alignas(HBG_CACHE_LINE) _Atomic uint32_t ext_sleepers;
+        uint8_t pad5[HBG_CACHE_LINE - sizeof(uint32_t)];
+
+        /* line 6: the same for graph_wake (hbg_graph_wait's sleepers). */
+        alignas(HBG_CACHE_LINE) _Atomic uint32_t graph_sleepers;
+        uint8_t pad6[HBG_CACHE_LINE - sizeof(uint32_t)];
 };
-_Static_assert(sizeof(struct hbg_sub_header) == 5 * HBG_CACHE_LINE, "sub header size");
+_Static_assert(sizeof(struct hbg_sub_header) == 7 * HBG_CACHE_LINE, "sub header size");
 _Static_assert(offsetof(struct hbg_sub_header, magic) == 0, "magic");
 _Static_assert(offsetof(struct hbg_sub_header, layout_version) == 4, "layout_version");
 _Static_assert(offsetof(struct hbg_sub_header, region_size) == 8, "region_size");
@@ -120,6 +135,8 @@ _Static_assert(offsetof(struct hbg_sub_header, submitted) == 128, "submitted");
 _Static_assert(offsetof(struct hbg_sub_header, window_waiting) == 136, "window_waiting");
 _Static_assert(offsetof(struct hbg_sub_header, mailbox_tail) == 192, "mailbox_tail");
 _Static_assert(offsetof(struct hbg_sub_header, graphs_submitted) == 256, "graphs_submitted");
+_Static_assert(offsetof(struct hbg_sub_header, ext_sleepers) == 320, "ext_sleepers");
+_Static_assert(offsetof(struct hbg_sub_header, graph_sleepers) == 384, "graph_sleepers");
 
 /* One task, slot id & (D-1). The client writes it before publishing
  * `submitted`; hbgd copies it once, then validates the copy. */
@@ -271,8 +288,20 @@ struct hbg_cpl_header {
          * entry k only while k < mailbox_consumed + M. */
         alignas(HBG_CACHE_LINE) _Atomic uint64_t mailbox_consumed;
         uint8_t pad7[HBG_CACHE_LINE - sizeof(uint64_t)];
+
+        /* line 8: futex word, bumped (seq_cst) after hbgd published ready
+         * external tasks (ext_ready_tail); the client's host workers sleep
+         * on it (FUTEX_WAIT on the read-only mapping, §10.7). */
+        alignas(HBG_CACHE_LINE) _Atomic uint32_t ext_wake;
+        uint8_t pad8[HBG_CACHE_LINE - sizeof(uint32_t)];
+
+        /* line 9: futex word, bumped after graphs retired (graph entries
+         * and graphs_retired published) and when the ring stops;
+         * hbg_graph_wait() sleeps on it when the client has workers. */
+        alignas(HBG_CACHE_LINE) _Atomic uint32_t graph_wake;
+        uint8_t pad9[HBG_CACHE_LINE - sizeof(uint32_t)];
 };
-_Static_assert(sizeof(struct hbg_cpl_header) == 8 * HBG_CACHE_LINE, "cpl header size");
+_Static_assert(sizeof(struct hbg_cpl_header) == 10 * HBG_CACHE_LINE, "cpl header size");
 _Static_assert(offsetof(struct hbg_cpl_header, task_window_log2) == 16, "cpl D");
 _Static_assert(offsetof(struct hbg_cpl_header, flag_window_log2) == 20, "cpl F");
 _Static_assert(offsetof(struct hbg_cpl_header, graph_table_log2) == 24, "cpl graphs");
@@ -288,6 +317,8 @@ _Static_assert(offsetof(struct hbg_cpl_header, error_task) == 264, "cpl error_ta
 _Static_assert(offsetof(struct hbg_cpl_header, graphs_retired) == 320, "cpl graphs_retired");
 _Static_assert(offsetof(struct hbg_cpl_header, ext_ready_tail) == 384, "cpl ext_ready_tail");
 _Static_assert(offsetof(struct hbg_cpl_header, mailbox_consumed) == 448, "cpl mailbox_consumed");
+_Static_assert(offsetof(struct hbg_cpl_header, ext_wake) == 512, "cpl ext_wake");
+_Static_assert(offsetof(struct hbg_cpl_header, graph_wake) == 576, "cpl graph_wake");
 
 /* Graph table entry k & (G-1): the final status of graph record k
  * (RUNTIME_LOGIC.md §12.1), two cache lines. hbgd writes it as a seqlock:

@@ -22,8 +22,9 @@ void producer_init(struct hbg_producer *p, const struct hbg_geometry *g, void *s
                 .published = first_id,
                 .graph_first = first_id,
         };
-        /* Where hbgd stands (a fresh session: nothing). */
-        p->mailbox_tail = atomic_load_explicit(&p->sh->mailbox_tail, memory_order_relaxed);
+        /* A fresh session: nothing posted, nothing taken. */
+        atomic_init(&p->mailbox_next, 0);
+        atomic_init(&p->ext_head, 0);
 }
 
 uint64_t producer_arm_window_wait(struct hbg_producer *p) {
@@ -125,33 +126,68 @@ int64_t producer_end_graph(struct hbg_producer *p, uint64_t graph_id, bool *ret_
         return (int64_t)k;
 }
 
+/*
+ * Several consumers, one producer (hbgd), RUNTIME_LOGIC §10.7. Take entry
+ * `head` by moving ext_head from head to head + 1 (CAS, acq_rel): only one
+ * caller succeeds per entry. The slot was read before the CAS; it still
+ * held entry head's id then unless hbgd had already written entry
+ * head + D over it, which needs D later external tasks ready, i.e. entry
+ * head's task complete without our post (the stall detector): then the id
+ * read is a later ready task's, which the host table's claim keeps from
+ * running twice (libclient/host.c).
+ */
 bool producer_next_external(struct hbg_producer *p, uint64_t *ret_id) {
-        uint64_t tail = atomic_load_explicit(&p->ch->ext_ready_tail, memory_order_acquire);
-        /* hbgd never has more than D external tasks ready: a larger gap is
-         * not ours to trust. */
-        if (tail - p->ext_head > p->g.task_window)
-                tail = p->ext_head + p->g.task_window;
-        if (p->ext_head >= tail)
-                return false;
-        *ret_id = atomic_load_explicit(&p->ext_ready[p->ext_head & (p->g.task_window - 1)],
-                                       memory_order_relaxed);
-        p->ext_head++;
-        return true;
+        uint64_t head = atomic_load_explicit(&p->ext_head, memory_order_acquire);
+        for (;;) {
+                /* Acquire: pairs with hbgd's release of the tail, so the
+                 * slots below it are written. */
+                uint64_t tail = atomic_load_explicit(&p->ch->ext_ready_tail, memory_order_acquire);
+                /* hbgd never has more than D external tasks ready: a
+                 * larger gap is not ours to trust. */
+                if (tail - head > p->g.task_window)
+                        tail = head + p->g.task_window;
+                if (head >= tail)
+                        return false;
+                uint64_t id = atomic_load_explicit(&p->ext_ready[head & (p->g.task_window - 1)],
+                                                   memory_order_relaxed);
+                /* On failure head is reloaded: another taker moved it. */
+                if (atomic_compare_exchange_weak_explicit(&p->ext_head, &head, head + 1, memory_order_acq_rel,
+                                                          memory_order_acquire)) {
+                        *ret_id = id;
+                        return true;
+                }
+        }
 }
 
+/*
+ * Several posters (RUNTIME_LOGIC §10.7): reserve entry k with a CAS on the
+ * private mailbox_next while k < mailbox_consumed + M (entry k - M, in
+ * the same slot, was consumed: acquire pairs with hbgd's release of
+ * mailbox_consumed, after its reads of that entry), write it, then publish
+ * it with seq = k + 1. hbgd consumes strictly in order by seq, so an entry
+ * published before an earlier one waits for it; the earlier one's poster
+ * is between its CAS and its seq store, which does not block.
+ */
 int producer_complete_external(struct hbg_producer *p, uint64_t id, int32_t status, bool *ret_ring) {
         *ret_ring = false;
-        if (!producer_mailbox_room(p))
-                return -EAGAIN;
-        struct hbg_mailbox_entry *e = &p->mailbox[p->mailbox_tail & (p->g.mailbox_entries - 1)];
+        uint64_t k = atomic_load_explicit(&p->mailbox_next, memory_order_relaxed);
+        do {
+                if (k >= atomic_load_explicit(&p->ch->mailbox_consumed, memory_order_acquire) +
+                                 p->g.mailbox_entries)
+                        return -EAGAIN;
+        } while (!atomic_compare_exchange_weak_explicit(&p->mailbox_next, &k, k + 1, memory_order_relaxed,
+                                                        memory_order_relaxed));
+        struct hbg_mailbox_entry *e = &p->mailbox[k & (p->g.mailbox_entries - 1)];
         e->task_id = id;
         e->status = status;
         e->reserved0 = 0;
         e->reserved1 = 0;
-        atomic_store_explicit(&e->seq, p->mailbox_tail + 1, memory_order_release);
-        p->mailbox_tail++;
-        /* seq_cst, then need_wakeup: the same pair as `submitted` (§9.4). */
-        atomic_store_explicit(&p->sh->mailbox_tail, p->mailbox_tail, memory_order_seq_cst);
+        /* seq_cst (a release too: the fields before it), then need_wakeup:
+         * the pair against the engine's "set need_wakeup; look at the
+         * mailbox head's seq" (§9.4). Each poster makes its own pair: an
+         * entry hbgd's last look missed is published after that look, so
+         * its poster sees need_wakeup. */
+        atomic_store_explicit(&e->seq, k + 1, memory_order_seq_cst);
         *ret_ring = doorbell_needed(p);
         return 0;
 }

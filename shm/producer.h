@@ -9,7 +9,10 @@
  * It never waits and does no I/O: when the task window, the graph ring or
  * the mailbox is full it says so and the caller waits its own way; after a
  * publish it says whether the doorbell must be rung (need_wakeup), and the
- * caller rings it. One producer per session, used by one thread at a time.
+ * caller rings it. One producer per session, used by one thread at a time,
+ * except for the external-task side (producer_next_external(),
+ * producer_mailbox_room(), producer_complete_external()), which any number
+ * of threads may call at once (RUNTIME_LOGIC §10.7).
  */
 #pragma once
 
@@ -46,8 +49,11 @@ struct hbg_producer {
         uint64_t published;               /* `submitted` as last stored */
         uint64_t graph_first;             /* first id of the graph being built */
         uint64_t graphs;                  /* graph records written */
-        uint64_t mailbox_tail;            /* mailbox entries written */
-        uint64_t ext_head;                /* external-ready entries taken */
+        /* The external-task side, shared by the threads that take and
+         * post (§10.7): 64-bit counters that never wrap, so a CAS on them
+         * cannot suffer ABA. */
+        _Atomic uint64_t mailbox_next;    /* mailbox entries reserved */
+        _Atomic uint64_t ext_head;        /* external-ready entries taken */
         uint64_t window_limit;            /* WM + D as last read: ids below it fit */
 };
 
@@ -124,16 +130,26 @@ static inline int producer_graph_entry(const struct hbg_producer *p, uint64_t k,
         return layout_graph_entry_read(&p->graph_table[k & (p->g.graph_table_entries - 1)], k, ret);
 }
 
-/* Take the next external task hbgd made ready: true and its id. Entries
- * beyond D ahead of ours are not trusted (at most D tasks are in flight). */
+/* Take the next external task hbgd made ready: true and its id, taken by
+ * this caller alone (a CAS on ext_head; several threads may take at
+ * once). Entries beyond D ahead of ours are not trusted (at most D tasks
+ * are in flight). */
 bool producer_next_external(struct hbg_producer *p, uint64_t *ret_id);
+/* Are there entries nobody took yet (a hint: another thread may take
+ * them first)? */
+static inline bool producer_external_pending(const struct hbg_producer *p) {
+        return atomic_load_explicit(&p->ch->ext_ready_tail, memory_order_acquire) !=
+               atomic_load_explicit(&p->ext_head, memory_order_relaxed);
+}
 
-/* May a mailbox entry be written (k < mailbox_consumed + M)? */
+/* May a mailbox entry be reserved now (next < mailbox_consumed + M)? A
+ * hint when several threads post. */
 static inline bool producer_mailbox_room(const struct hbg_producer *p) {
-        return p->mailbox_tail < atomic_load_explicit(&p->ch->mailbox_consumed, memory_order_acquire) +
-                                         p->g.mailbox_entries;
+        return atomic_load_explicit(&p->mailbox_next, memory_order_relaxed) <
+               atomic_load_explicit(&p->ch->mailbox_consumed, memory_order_acquire) + p->g.mailbox_entries;
 }
 
 /* Post external task id's status (0 or a negative errno) in the mailbox:
- * 0, or -EAGAIN while it is full. *ret_ring: the doorbell must be rung. */
+ * 0, or -EAGAIN while it is full. Several threads may post at once (each
+ * reserves its entry with a CAS). *ret_ring: the doorbell must be rung. */
 int producer_complete_external(struct hbg_producer *p, uint64_t id, int32_t status, bool *ret_ring);

@@ -247,10 +247,12 @@ void retire_graphs(struct hbg_ring *r) {
         atomic_store(&r->retire_pending, 1);
         while (atomic_load(&r->retire_pending) && graph_lock(r)) {
                 atomic_store(&r->retire_pending, 0);
-                bool any = retire_graphs_locked(r);
-                any = signal_window_waiter_due(r) || any;
+                bool retired = retire_graphs_locked(r);
+                bool window = signal_window_waiter_due(r);
                 graph_unlock(r);
-                if (any)
+                if (retired)
+                        signal_graph_wake(r);
+                if (retired || window)
                         signal_pipe(r);
         }
 }
@@ -304,6 +306,8 @@ void retire_stopped(struct hbg_ring *r, int code) {
         if (any)
                 atomic_store_explicit(&r->cpl->graphs_retired, r->graph_next, memory_order_release);
         graph_unlock(r);
-        if (any)
+        if (any) {
+                signal_graph_wake(r);
                 signal_pipe(r);
+        }
 }

@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Telling the client (RUNTIME_LOGIC.md §2.1, §12.1): the completion pipe's
- * byte, written when graphs retired, an external task became ready or a
- * producer waiting for window space may go on; and that waiter's test.
+ * Telling the client (RUNTIME_LOGIC.md §2.1, §10.7, §12.1): the completion
+ * pipe's byte, written when graphs retired, an external task became ready
+ * or a producer waiting for window space may go on; that waiter's test;
+ * and the futex words the client's threads sleep on.
  */
 #include "daemon/engine/signal.h"
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
+#include "common/futex.h"
 #include "daemon/engine/ring.h"
 
 /* One byte into the completion pipe. The write end is ours alone and
@@ -40,4 +43,32 @@ bool signal_window_waiter_due(struct hbg_ring *r) {
         /* Once per request: a producer that asks again re-arms it. */
         return atomic_compare_exchange_strong_explicit(&r->sub->window_waiting, &want, 0,
                                                        memory_order_seq_cst, memory_order_relaxed);
+}
+
+/*
+ * The wake words (RUNTIME_LOGIC §10.7), called after the publication they
+ * announce (the release store of ext_ready_tail, of the graph entries and
+ * graphs_retired). Bump the word, then look whether anybody sleeps on it:
+ * both seq_cst, against the sleeper's "load word; count itself in
+ * (seq_cst); look at the condition; FUTEX_WAIT(word)". Either its look sees
+ * our publication, or our load sees its count and we wake it; a bump
+ * between its word load and its FUTEX_WAIT makes the wait return at once.
+ * The count is client-written: a garbage value costs this client one wake
+ * system call per publication on its own word, nothing else; nobody
+ * sleeping (the busy path) costs no system call.
+ */
+static void wake_word(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, int n) {
+        atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(sleepers, memory_order_seq_cst) != 0)
+                futex_wake_shared(word, n);
+}
+
+void signal_ext_wake(struct hbg_ring *r) {
+        /* One: a worker that takes a task and sees more wakes a peer. */
+        wake_word(&r->cpl->ext_wake, &r->sub->ext_sleepers, 1);
+}
+
+void signal_graph_wake(struct hbg_ring *r) {
+        /* Every waiter: each waits for its own graph. */
+        wake_word(&r->cpl->graph_wake, &r->sub->graph_sleepers, INT_MAX);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* signal.c: telling the client, the last stage of a task's walk: one byte
- * into the session's completion pipe, and whether a producer waiting for
- * window space is due one (RUNTIME_LOGIC.md §2.1). */
+ * into the session's completion pipe, whether a producer waiting for
+ * window space is due one (RUNTIME_LOGIC.md §2.1), and the futex words the
+ * client's threads sleep on (§10.7). */
 #pragma once
 
 #include <stdbool.h>
@@ -13,3 +14,9 @@ void signal_pipe(struct hbg_ring *r);
 /* Does a producer sleep for window space that the watermark now gives?
  * True once per request (it is taken). */
 bool signal_window_waiter_due(struct hbg_ring *r);
+/* After publishing ready external tasks: bump ext_wake, wake one
+ * sleeper if the client says one sleeps. */
+void signal_ext_wake(struct hbg_ring *r);
+/* After graphs retired (or failed when the ring stopped): bump
+ * graph_wake, wake every sleeper if the client says one sleeps. */
+void signal_graph_wake(struct hbg_ring *r);

@@ -55,7 +55,7 @@ extern "C" {
  * fields at the end of size-carrying structs): a program built against
  * MAJOR.MINOR runs with any library MAJOR.M, M >= MINOR. */
 #define HBG_VERSION_MAJOR 1
-#define HBG_VERSION_MINOR 4
+#define HBG_VERSION_MINOR 5
 #define HBG_VERSION_PATCH 0
 
 typedef struct hbg_client hbg_client;
@@ -151,7 +151,16 @@ typedef struct hbg_connect_options {
          * stall_timeout_ms; above its [limits] max_stall_timeout_ms the
          * connection is refused (-E2BIG). */
         uint64_t stall_timeout_ms;
+        /* Since 1.5: host worker threads the library starts for this
+         * client (0: none, host functions run inside the waits and
+         * hbg_client_process() on the calling thread, as before 1.5). With
+         * N > 0, up to N host functions run at once on the library's
+         * threads, as soon as hbgd makes them ready; see "Host functions
+         * in parallel" above. At most HBG_MAX_HOST_THREADS (-EINVAL). */
+        uint64_t host_threads;
 } hbg_connect_options;
+
+#define HBG_MAX_HOST_THREADS 256
 
 #define HBG_CONNECT_OPTIONS_INIT ((hbg_connect_options){ .size = sizeof(hbg_connect_options) })
 
@@ -347,6 +356,9 @@ HBG_EXPORT int hbg_graph_launch(hbg_client *c, uint32_t recorded, uint64_t *ret_
 /* For the caller's own event loop: readable when graphs finished or host
  * tasks are ready; then call hbg_client_process(). */
 HBG_EXPORT int hbg_client_fd(const hbg_client *c);
+/* How many host worker threads c has (hbg_connect_options.host_threads;
+ * 0: none), or -EINVAL for NULL. Any thread, any time. Since 1.5. */
+HBG_EXPORT int hbg_client_host_threads(const hbg_client *c);
 /* Run ready host tasks and note finished graphs; never waits (except
  * ~0.2 ms when the completion mailbox is full). Returns the number of host
  * tasks run, or -ECONNRESET once hbgd went away. */

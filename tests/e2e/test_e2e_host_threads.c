@@ -1,0 +1,500 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Host functions in parallel (hbg_connect_options.host_threads,
+ * RUNTIME_LOGIC.md §10.7) against a real hbgd. Counts, never times:
+ *   parallel       64 independent host tasks of ~2 ms on 4 workers: each
+ *                  ran once, at most 4 and at least 2 at once, while the
+ *                  main thread sleeps in hbg_graph_wait();
+ *   chain          a chain of host tasks runs in its order;
+ *   mixed          kernels and host functions in one graph (the host
+ *                  functions read and write tensors with hbg_tensor_data()):
+ *                  the results are right;
+ *   reentry        a host function on a worker calling hbg_graph_add(),
+ *                  hbg_graph_wait() or hbg_tensor_alloc() gets -EDEADLK, with
+ *                  its message on that thread only;
+ *   stall          a host function that blocks costs its task -ETIME from the
+ *                  stall limit and holds its worker; the others go on;
+ *   hbgd_killed    hbgd dies while workers sleep and the main thread waits:
+ *                  the wait and every later call return -ECONNRESET, and
+ *                  hbg_disconnect() joins every thread;
+ *   disconnect     hbg_disconnect() with the workers idle, and busy (it waits
+ *                  for the running functions);
+ *   idle_cpu       a connected producer with 4 idle workers uses < 50 ms of
+ *                  CPU over 1 s (a resource count: nobody polls);
+ *   options        host_threads above HBG_MAX_HOST_THREADS is -EINVAL;
+ *                  hbg_client_host_threads() says how many run.
+ */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "hbg/hbg.h"
+#include "tests/e2e/daemon_util.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/check_main.h"
+
+#define WORKERS 4
+
+static void nap_us(long us) {
+        struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000 };
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+}
+
+static hbg_client *connect_workers(struct hbgd_proc *d, unsigned workers, uint64_t stall_ms) {
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        o.host_threads = workers;
+        o.stall_timeout_ms = stall_ms;
+        hbg_client *c = NULL;
+        int err = hbg_connect_opts(&c, &o);
+        D_ASSERT(d, err == 0, "hbg_connect_opts: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        ck_assert_int_eq(hbg_client_host_threads(c), (int)workers);
+        return c;
+}
+
+static uint64_t add_host(struct hbgd_proc *d, hbg_client *c, hbg_host_fn fn, void *ud, const uint64_t *dep) {
+        hbg_task t = HBG_TASK_INIT(NULL);
+        t.host_fn = fn;
+        t.host_userdata = ud;
+        if (dep) {
+                t.n_deps = 1;
+                t.deps[0] = *dep;
+        }
+        uint64_t id;
+        int err = hbg_graph_add(c, &t, &id);
+        D_ASSERT(d, err == 0, "hbg_graph_add(host): %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        return id;
+}
+
+static uint64_t submit(struct hbgd_proc *d, hbg_client *c) {
+        uint64_t g;
+        int err = hbg_graph_submit(c, &g);
+        D_ASSERT(d, err == 0, "hbg_graph_submit: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        return g;
+}
+
+static void wait_ok(struct hbgd_proc *d, hbg_client *c, uint64_t g) {
+        int err = hbg_graph_wait(c, g, WAIT_MS);
+        D_ASSERT(d, err == 0, "hbg_graph_wait(%llu): %s [%s]", (unsigned long long)g, hbg_strerror(err),
+                 hbg_last_error(c));
+}
+
+/* ---------------------------------------------------------------- parallel */
+
+#define PAR_TASKS 64
+
+struct par {
+        _Atomic int running, most;
+        _Atomic int ran[PAR_TASKS];
+        _Atomic int caller_thread; /* a function ran on the thread that waits */
+        pthread_t main;
+};
+
+struct par_arg {
+        struct par *p;
+        int i;
+};
+
+static int par_host(void *ud) {
+        struct par_arg *a = ud;
+        struct par *p = a->p;
+        if (pthread_equal(pthread_self(), p->main))
+                atomic_store(&p->caller_thread, 1);
+        int now = atomic_fetch_add(&p->running, 1) + 1;
+        int most = atomic_load(&p->most);
+        while (now > most && !atomic_compare_exchange_weak(&p->most, &most, now))
+                ;
+        nap_us(2000);
+        atomic_fetch_add(&p->ran[a->i], 1);
+        atomic_fetch_sub(&p->running, 1);
+        return 0;
+}
+
+START_TEST(parallel) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_workers(d, WORKERS, 0);
+        static struct par p;
+        static struct par_arg args[PAR_TASKS];
+        memset(&p, 0, sizeof(p));
+        p.main = pthread_self();
+        for (int i = 0; i < PAR_TASKS; i++) {
+                args[i] = (struct par_arg){ .p = &p, .i = i };
+                add_host(d, c, par_host, &args[i], NULL);
+        }
+        wait_ok(d, c, submit(d, c));
+        for (int i = 0; i < PAR_TASKS; i++)
+                ck_assert_msg(atomic_load(&p.ran[i]) == 1, "host task %d ran %d times", i, atomic_load(&p.ran[i]));
+        int most = atomic_load(&p.most);
+        ck_assert_msg(most <= WORKERS, "%d host functions ran at once on %d workers", most, WORKERS);
+        ck_assert_msg(most >= 2, "never more than %d host function ran at once on %d workers", most, WORKERS);
+        ck_assert_msg(!atomic_load(&p.caller_thread), "a host function ran on the thread in hbg_graph_wait()");
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- chain */
+
+#define CHAIN 24
+
+struct chain {
+        _Atomic int next;
+        int seen[CHAIN];
+};
+
+struct chain_arg {
+        struct chain *ch;
+        int i;
+};
+
+static int chain_host(void *ud) {
+        struct chain_arg *a = ud;
+        a->ch->seen[a->i] = atomic_fetch_add(&a->ch->next, 1);
+        return 0;
+}
+
+START_TEST(chain) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_workers(d, WORKERS, 0);
+        static struct chain ch;
+        static struct chain_arg args[CHAIN];
+        memset(&ch, 0, sizeof(ch));
+        uint64_t prev = 0;
+        for (int i = 0; i < CHAIN; i++) {
+                args[i] = (struct chain_arg){ .ch = &ch, .i = i };
+                prev = add_host(d, c, chain_host, &args[i], i ? &prev : NULL);
+        }
+        wait_ok(d, c, submit(d, c));
+        ck_assert_int_eq(atomic_load(&ch.next), CHAIN);
+        for (int i = 0; i < CHAIN; i++)
+                ck_assert_msg(ch.seen[i] == i, "chain task %d ran as number %d", i, ch.seen[i]);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- mixed */
+
+#define MIX_N 256u
+#define MIX_LANES 8
+
+struct mix_arg {
+        hbg_client *c;
+        hbg_tensor in, out;
+        float k;
+};
+
+/* out = in * k + 1, through hbg_tensor_data() on a worker. */
+static int mix_host(void *ud) {
+        struct mix_arg *a = ud;
+        const float *in = hbg_tensor_data(a->c, a->in);
+        float *out = hbg_tensor_data(a->c, a->out);
+        if (!in || !out)
+                return -EFAULT;
+        for (unsigned i = 0; i < MIX_N; i++)
+                out[i] = in[i] * a->k + 1.0f;
+        return 0;
+}
+
+START_TEST(mixed) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_workers(d, WORKERS, 0);
+        hbg_tensor x[MIX_LANES], y[MIX_LANES], z[MIX_LANES];
+        static struct mix_arg args[MIX_LANES];
+        for (int l = 0; l < MIX_LANES; l++) {
+                ck_assert_int_eq(hbg_tensor_alloc(c, MIX_N * sizeof(float), &x[l]), 0);
+                ck_assert_int_eq(hbg_tensor_alloc(c, MIX_N * sizeof(float), &y[l]), 0);
+                ck_assert_int_eq(hbg_tensor_alloc(c, MIX_N * sizeof(float), &z[l]), 0);
+        }
+        for (int round = 0; round < 3; round++) {
+                for (int l = 0; l < MIX_LANES; l++) {
+                        /* x = l + round (kernel); y = 2x + 1 (host); z = x + y
+                         * (kernel) = 3x + 1. */
+                        hbg_task t = HBG_TASK_INIT("fill_f32");
+                        t.n_args = 1;
+                        t.args[0].tensor = x[l];
+                        t.args[0].dir = HBG_OUT;
+                        t.n_scalars = 1;
+                        t.scalars[0] = hbg_f32((float)(l + round));
+                        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
+                        args[l] = (struct mix_arg){ .c = c, .in = x[l], .out = y[l], .k = 2.0f };
+                        hbg_task h = HBG_TASK_INIT(NULL);
+                        h.host_fn = mix_host;
+                        h.host_userdata = &args[l];
+                        h.host_reads = &x[l];
+                        h.n_host_reads = 1;
+                        h.host_writes = &y[l];
+                        h.n_host_writes = 1;
+                        ck_assert_int_eq(hbg_graph_add(c, &h, NULL), 0);
+                        hbg_task a = HBG_TASK_INIT("add_f32");
+                        a.n_args = 3;
+                        a.args[0].tensor = x[l];
+                        a.args[0].dir = HBG_IN;
+                        a.args[1].tensor = y[l];
+                        a.args[1].dir = HBG_IN;
+                        a.args[2].tensor = z[l];
+                        a.args[2].dir = HBG_OUT;
+                        ck_assert_int_eq(hbg_graph_add(c, &a, NULL), 0);
+                }
+                wait_ok(d, c, submit(d, c));
+                for (int l = 0; l < MIX_LANES; l++) {
+                        const float *pz = hbg_tensor_data(c, z[l]);
+                        float want = 3.0f * (float)(l + round) + 1.0f;
+                        for (unsigned i = 0; i < MIX_N; i++)
+                                ck_assert_msg(pz[i] == want, "round %d lane %d z[%u] = %g, want %g", round, l, i,
+                                              (double)pz[i], (double)want);
+                }
+        }
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- reentry */
+
+struct reentry {
+        hbg_client *c;
+        int add, wait, alloc;
+        char message[256];
+};
+
+static int reentry_host(void *ud) {
+        struct reentry *r = ud;
+        hbg_task t = HBG_TASK_INIT("noop");
+        r->add = hbg_graph_add(r->c, &t, NULL);
+        snprintf(r->message, sizeof(r->message), "%s", hbg_last_error(r->c));
+        r->wait = hbg_graph_wait(r->c, 0, 0);
+        hbg_tensor x;
+        r->alloc = hbg_tensor_alloc(r->c, 64, &x);
+        return 0;
+}
+
+START_TEST(reentry) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_workers(d, WORKERS, 0);
+        static struct reentry r;
+        memset(&r, 0, sizeof(r));
+        r.c = c;
+        add_host(d, c, reentry_host, &r, NULL);
+        wait_ok(d, c, submit(d, c));
+        ck_assert_int_eq(r.add, -EDEADLK);
+        ck_assert_int_eq(r.wait, -EDEADLK);
+        ck_assert_int_eq(r.alloc, -EDEADLK);
+        ck_assert_msg(strstr(r.message, "host function"), "message on the worker: %s", r.message);
+        /* The worker's messages stayed on its thread. */
+        ck_assert_msg(!strstr(hbg_last_error(c), "host function"), "main thread's message: %s", hbg_last_error(c));
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- stall */
+
+static _Atomic int stall_release, stall_entered;
+
+static int stall_host(void *ud) {
+        (void)ud;
+        atomic_store(&stall_entered, 1);
+        /* Blocks until the test lets it go (bounded: never hangs a run). */
+        for (int i = 0; i < 60000 && !atomic_load(&stall_release); i++)
+                nap_us(1000);
+        return 0;
+}
+
+static int count_host(void *ud) {
+        atomic_fetch_add((_Atomic int *)ud, 1);
+        return 0;
+}
+
+START_TEST(stall) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_workers(d, WORKERS, 300);
+        atomic_store(&stall_release, 0);
+        atomic_store(&stall_entered, 0);
+        add_host(d, c, stall_host, NULL, NULL);
+        uint64_t blocked = submit(d, c);
+        static _Atomic int ran;
+        atomic_store(&ran, 0);
+        for (int round = 0; round < 4; round++) {
+                for (int i = 0; i < 16; i++)
+                        add_host(d, c, count_host, (void *)&ran, NULL);
+                wait_ok(d, c, submit(d, c));
+        }
+        ck_assert_int_eq(atomic_load(&ran), 64);
+        int err = hbg_graph_wait(c, blocked, WAIT_MS);
+        D_ASSERT(d, err == -ETIME, "the blocked host task's graph: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        ck_assert(atomic_load(&stall_entered));
+        /* Its late return posts nothing; the session goes on. */
+        atomic_store(&stall_release, 1);
+        for (int i = 0; i < 8; i++)
+                add_host(d, c, count_host, (void *)&ran, NULL);
+        wait_ok(d, c, submit(d, c));
+        ck_assert_int_eq(atomic_load(&ran), 72);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- hbgd killed */
+
+static _Atomic int kill_release, kill_entered;
+
+static int kill_host(void *ud) {
+        (void)ud;
+        atomic_store(&kill_entered, 1);
+        for (int i = 0; i < 60000 && !atomic_load(&kill_release); i++)
+                nap_us(1000);
+        return 0;
+}
+
+struct killer {
+        struct hbgd_proc *d;
+};
+
+static void *killer_main(void *arg) {
+        struct killer *k = arg;
+        while (!atomic_load(&kill_entered))
+                nap_us(1000);
+        kill(k->d->pid, SIGKILL);
+        atomic_store(&kill_release, 1);
+        return NULL;
+}
+
+START_TEST(hbgd_killed) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_workers(d, WORKERS, 0);
+        /* One graph completes first: the workers are known started. */
+        static _Atomic int ran;
+        add_host(d, c, count_host, (void *)&ran, NULL);
+        wait_ok(d, c, submit(d, c));
+        /* One worker blocks in a host function, three sleep, the main
+         * thread sleeps in hbg_graph_wait(): hbgd dies. */
+        add_host(d, c, kill_host, NULL, NULL);
+        uint64_t g = submit(d, c);
+        struct killer k = { .d = d };
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, killer_main, &k), 0);
+        int err = hbg_graph_wait(c, g, -1);
+        pthread_join(t, NULL);
+        ck_assert_msg(err == -ECONNRESET, "hbg_graph_wait: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        ck_assert_int_eq(hbg_graph_wait(c, g, -1), -ECONNRESET);
+        hbg_task t2 = HBG_TASK_INIT(NULL);
+        t2.host_fn = count_host;
+        t2.host_userdata = (void *)&ran;
+        ck_assert_int_eq(hbg_graph_add(c, &t2, NULL), -ECONNRESET);
+        uint64_t g2;
+        ck_assert_int_eq(hbg_graph_submit(c, &g2), -ECONNRESET);
+        ck_assert_int_eq(hbg_client_process(c), -ECONNRESET);
+        /* Joins every worker and the watcher (the test's timeout is the
+         * watchdog). */
+        hbg_disconnect(c);
+        daemon_destroy(d);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- disconnect */
+
+static _Atomic int busy_running, busy_done;
+
+static int busy_host(void *ud) {
+        (void)ud;
+        atomic_fetch_add(&busy_running, 1);
+        nap_us(20000);
+        atomic_fetch_add(&busy_done, 1);
+        return 0;
+}
+
+START_TEST(disconnect) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        /* Idle workers: nothing ever ran. */
+        hbg_client *c = connect_workers(d, WORKERS, 0);
+        hbg_disconnect(c);
+        /* Busy workers: hbg_disconnect() waits for the functions running. */
+        c = connect_workers(d, WORKERS, 0);
+        atomic_store(&busy_running, 0);
+        atomic_store(&busy_done, 0);
+        for (int i = 0; i < 16; i++)
+                add_host(d, c, busy_host, NULL, NULL);
+        submit(d, c);
+        while (atomic_load(&busy_running) == 0)
+                nap_us(1000);
+        hbg_disconnect(c);
+        ck_assert_int_eq(atomic_load(&busy_running), atomic_load(&busy_done));
+        assert_serving(d);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- idle cpu */
+
+static long long cpu_us(void) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        return (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + ru.ru_utime.tv_usec +
+               ru.ru_stime.tv_usec;
+}
+
+START_TEST(idle_cpu) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_workers(d, WORKERS, 0);
+        static _Atomic int ran;
+        for (int i = 0; i < 8; i++)
+                add_host(d, c, count_host, (void *)&ran, NULL);
+        wait_ok(d, c, submit(d, c));
+        long long before = cpu_us();
+        nap_us(1000000);
+        long long used = cpu_us() - before;
+        ck_assert_msg(used < 50000, "4 idle workers used %lld us of CPU in 1 s", used);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- options */
+
+START_TEST(options) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        o.host_threads = HBG_MAX_HOST_THREADS + 1;
+        hbg_client *c = NULL;
+        ck_assert_int_eq(hbg_connect_opts(&c, &o), -EINVAL);
+        ck_assert_ptr_null(c);
+        ck_assert_msg(strstr(hbg_last_error(NULL), "host_threads"), "message: %s", hbg_last_error(NULL));
+        c = connect_workers(d, 0, 0);
+        hbg_disconnect(c);
+        ck_assert_int_eq(hbg_client_host_threads(NULL), -EINVAL);
+        stop_hbgd(d);
+}
+END_TEST
+
+static Suite *suite(void) {
+        Suite *s = suite_create("e2e_host_threads");
+        TCase *tc = tcase_create("host_threads");
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, parallel);
+        tcase_add_test(tc, chain);
+        tcase_add_test(tc, mixed);
+        tcase_add_test(tc, reentry);
+        tcase_add_test(tc, stall);
+        tcase_add_test(tc, hbgd_killed);
+        tcase_add_test(tc, disconnect);
+        tcase_add_test(tc, idle_cpu);
+        tcase_add_test(tc, options);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+const struct check_main check_main = {
+        .suite = suite,
+        .ignore_sigpipe = true,
+        .setup = daemon_util_setup,
+        .teardown = daemon_util_cleanup,
+};
