@@ -138,6 +138,11 @@ struct host_pool {
          * stopping/gone repeats its wake until it is zero (§10.7). Private,
          * so that the shared words' values never matter to us. */
         _Atomic uint32_t sleeping;
+        /* Host functions returned (release, each one): the caller's
+         * thread loads it (acquire) when it learns that graphs or tasks
+         * finished, so that their effects happen before in this process's
+         * own terms, not only through hbgd's memory (hbgc_host_effects()). */
+        _Atomic uint64_t returned;
 };
 
 /* The watch on the control socket and the completion pipe (hangup.c):
@@ -463,6 +468,15 @@ int hbgc_workers_start(hbg_client *c, unsigned n);
 /* Stop and join the workers and the watcher (hbg_disconnect()): running
  * host functions finish first. Accepts a half-started pool. */
 void hbgc_workers_stop(hbg_client *c);
+/* The caller's thread learnt that tasks finished: every host function
+ * that returned before (on a worker) happens before what it does next.
+ * The chain through hbgd (the mailbox's release, hbgd's acquire, its
+ * release of the flags and graph entries, our acquire) orders them too,
+ * but across processes, where ThreadSanitizer cannot follow it. */
+static inline void hbgc_host_effects(hbg_client *c) {
+        if (c->pool.n)
+                (void)atomic_load_explicit(&c->pool.returned, memory_order_acquire);
+}
 /* Has the watcher seen hbgd go, or did hbg_disconnect() begin? */
 static inline bool hbgc_workers_ended(hbg_client *c) {
         return atomic_load_explicit(&c->pool.gone, memory_order_seq_cst) ||

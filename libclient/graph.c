@@ -557,5 +557,6 @@ HBG_EXPORT int hbg_tensor_wait_ready(hbg_client *c, hbg_tensor t, int timeout_ms
                                          err == -ETIMEDOUT ? "has not completed in time" : "never completed: hbgd went away");
                 }
         }
+        hbgc_host_effects(c);
         return 0;
 }

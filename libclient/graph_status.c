@@ -176,6 +176,7 @@ static int failures_push(hbg_client *c, struct graph_failure f) {
  * (32 bytes each; their messages are kept once per distinct message). */
 void hbgc_harvest(hbg_client *c) {
         uint64_t r = atomic_load_explicit(&c->ch->graphs_retired, memory_order_acquire);
+        hbgc_host_effects(c);
         if (r > c->prod.graphs)
                 r = c->prod.graphs; /* never more than we submitted */
         while (c->harvested < r) {
@@ -223,6 +224,7 @@ int hbgc_graph_state(hbg_client *c, uint64_t k, struct graph_outcome *o) {
         /* Retired but graphs_retired not advanced yet: the entry says so. */
         struct hbg_graph_entry e;
         if (producer_graph_entry(&c->prod, k, &e) == 0) {
+                hbgc_host_effects(c);
                 entry_outcome(c, &e, o);
                 return o->status;
         }

@@ -124,6 +124,9 @@ int hbgc_host_run(hbg_client *c, uint64_t id) {
                 hbgc_self.in_host = c;
                 status = fn(ud);
                 hbgc_self.in_host = outer;
+                /* Release, an RMW: joins every returned function's
+                 * effects for hbgc_host_effects(). */
+                atomic_fetch_add_explicit(&c->pool.returned, 1, memory_order_release);
                 if (status > 0 || status < -4095)
                         status = -EINVAL;
                 ours = true;

@@ -21,6 +21,10 @@
  * as from a thread, and the sanitizers do not report the attacker's
  * deliberate races on its own memory.
  *
+ * The last test (g) holds the sleepers words of a session with host
+ * workers at 0xffffffff: hbgd then makes a futex wake per publication for
+ * that session's ring, and nothing else changes (SECURITY.md).
+ *
  * Every test starts hbgd with stall_timeout_ms = 1000, so that tasks an
  * attack leaves waiting for ever (a forged external task, a graph record
  * promising tasks never submitted) end in one second, not ten.
@@ -1735,6 +1739,113 @@ END_TEST
 
 /* ------------------------------------------------------------ main */
 
+/* ------------------------------------------------------------ g. the sleepers words */
+
+/* The sleepers counts (RUNTIME_LOGIC §10.7) held at 0xffffffff by another
+ * process, over and over: hbgd believes somebody always sleeps. */
+static void garbage_sleepers(const void *ctx, uint64_t ms) {
+        const struct victim *v = ctx;
+        long long end = daemon_now_ms() + (long long)ms;
+        while (daemon_now_ms() < end) {
+                atomic_store(&v->sh->ext_sleepers, UINT32_MAX);
+                atomic_store(&v->sh->graph_sleepers, UINT32_MAX);
+                sleep_us(100);
+        }
+}
+
+static int host_count(void *userdata) {
+        atomic_fetch_add((_Atomic unsigned *)userdata, 1);
+        return 0;
+}
+
+/* Host tasks and fills on a client with workers while the sleepers words
+ * are garbage: every result right, every host function run once. */
+static int sleepers_graphs(int sock, struct victim *v, hbg_tensor t, unsigned rounds, struct tally *tl) {
+        static _Atomic unsigned ran;
+        atomic_store(&ran, 0);
+        for (unsigned r = 0; r < rounds; r++) {
+                for (unsigned i = 0; i < 8; i++) {
+                        hbg_task h = HBG_TASK_INIT(NULL);
+                        h.host_fn = host_count;
+                        h.host_userdata = (void *)&ran;
+                        if (hbg_graph_add(v->c, &h, NULL) < 0) {
+                                kid_say(sock, "FAIL hbg_graph_add(host): %s", hbg_last_error(v->c));
+                                return -1;
+                        }
+                }
+                int err = fill_graph(v, t, 2.0f + (float)r, tl);
+                if (err != 0 || tl->corrupted) {
+                        kid_say(sock, "FAIL graph %u with the sleepers words garbage: %d [%s]", r, err,
+                                hbg_last_error(v->c));
+                        return -1;
+                }
+        }
+        if (atomic_load(&ran) != 8 * rounds) {
+                kid_say(sock, "FAIL %u host functions ran, %u were added", atomic_load(&ran), 8 * rounds);
+                return -1;
+        }
+        return 0;
+}
+
+static int sleepers_fn(int sock, void *arg) {
+        const struct target *tg = arg;
+        struct victim v = { .doorbell = -1, .control = -1 };
+        /* A session with host workers: its own library sleeps on the words
+         * too (victim_open()'s session has none; this one is opened the
+         * same way, with host_threads). */
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = tg->path;
+        o.name = "shm-attacker";
+        o.heap_bytes = ATTACK_HEAP;
+        o.task_window = ATTACK_WINDOW;
+        o.host_threads = 2;
+        if (hbg_connect_opts(&v.c, &o) < 0) {
+                kid_say(sock, "FAIL hbg_connect_opts: %s", hbg_last_error(NULL));
+                return 1;
+        }
+        uint64_t session = 0, cpl_size = 0;
+        v.sub = find_mapping("sub", &session, &v.sub_size);
+        v.cpl = v.sub ? find_mapping("cpl", &session, &cpl_size) : NULL;
+        if (!v.sub || !v.cpl) {
+                kid_say(sock, "FAIL the session's regions not found");
+                return 1;
+        }
+        v.sh = (struct hbg_sub_header *)(void *)v.sub;
+        v.ch = (const struct hbg_cpl_header *)(const void *)v.cpl;
+        kid_say(sock, "READY");
+        if (kid_cmd(sock) != 'G')
+                return 1;
+        hbg_tensor t;
+        if (hbg_tensor_alloc(v.c, 4096, &t) < 0) {
+                kid_say(sock, "FAIL hbg_tensor_alloc: %s", hbg_last_error(v.c));
+                return 1;
+        }
+        struct tally tl = { 0 };
+        /* Set once, between graphs: every publication now wakes. */
+        atomic_store(&v.sh->ext_sleepers, UINT32_MAX);
+        atomic_store(&v.sh->graph_sleepers, UINT32_MAX);
+        if (sleepers_graphs(sock, &v, t, 2, &tl) < 0)
+                return 1;
+        /* And rewritten by another process while graphs run. */
+        pid_t w = fork_writer(garbage_sleepers, &v, 200);
+        while (writer_running(w))
+                if (sleepers_graphs(sock, &v, t, 1, &tl) < 0)
+                        return 1;
+        uint32_t ext = atomic_load(&v.ch->ext_wake), graph = atomic_load(&v.ch->graph_wake);
+        if (ext == 0 || graph == 0) {
+                kid_say(sock, "FAIL hbgd never bumped the wake words (ext_wake %u, graph_wake %u)", ext, graph);
+                return 1;
+        }
+        tally_say(sock, &tl, "graphs with the sleepers words at 0xffffffff");
+        kid_say(sock, "NOTE ext_wake %u, graph_wake %u bumps; every host function ran once", ext, graph);
+        return attacker_end(sock, &v, 0);
+}
+
+START_TEST(garbage_sleepers_words) {
+        run_attack("garbage_sleepers_words", sleepers_fn);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("e2e_shm_attack");
         TCase *tc = tcase_create("shm");
@@ -1746,6 +1857,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, forged_records_and_mailbox);
         tcase_add_test(tc, flip_published_descriptors);
         tcase_add_test(tc, sealed_regions);
+        tcase_add_test(tc, garbage_sleepers_words);
         suite_add_tcase(s, tc);
         return s;
 }
