@@ -25,14 +25,45 @@
  *
  * Thread safety: a hbg_client is used by one thread at a time (calls from
  * several threads need the caller's lock), except hbg_client_fd(),
- * hbg_strerror() and hbg_version(), which any thread may call at any time.
- * Different clients are independent.
+ * hbg_client_host_threads(), hbg_strerror() and hbg_version(), which any
+ * thread may call at any time. Different clients are independent. The
+ * library's own worker threads (below) run beside that one thread: it may
+ * call anything meanwhile, hbg_graph_wait() included.
  *
- * Host functions (hbg_task.host_fn) run inside hbg_graph_wait(),
- * hbg_tensor_wait_ready(), hbg_client_process() and the waits of
- * hbg_graph_add()/hbg_graph_submit(), on the calling thread. They may use
- * hbg_tensor_data() (and hbg_tensor_alloc()) but must not add, submit or
- * wait on the same client: those calls fail with -EDEADLK there.
+ * Host functions (hbg_task.host_fn), without workers (host_threads 0, the
+ * default), run inside hbg_graph_wait(), hbg_tensor_wait_ready(),
+ * hbg_client_process() and the waits of hbg_graph_add()/hbg_graph_submit(),
+ * on the calling thread. They may use hbg_tensor_data() (and
+ * hbg_tensor_alloc()) but must not add, submit or wait on the same client:
+ * those calls fail with -EDEADLK there.
+ *
+ * Host functions in parallel (since 1.5): with
+ * hbg_connect_options.host_threads = N, N library threads run host
+ * functions as soon as hbgd makes them ready, up to N at once; the waits
+ * then run none (hbg_graph_wait() sleeps until its graph is done, using no
+ * CPU), hbg_client_process() still runs ready ones on its caller's thread,
+ * and hbg_client_fd() still becomes readable. A host function on a worker
+ * may call hbg_tensor_data(), hbg_tensor_slice_f32(), hbg_f32(),
+ * hbg_i64(), hbg_kernel_id(), the hbg_client_kernel_*() lookups,
+ * hbg_client_fd(), hbg_client_host_threads(), hbg_strerror(),
+ * hbg_version() and hbg_last_error(c) (that thread's own message); every
+ * other call on the same client, hbg_tensor_alloc() included, fails with
+ * -EDEADLK (it would race the caller's thread), and hbg_disconnect() there
+ * does nothing. Host functions of independent tasks run concurrently:
+ * they must not share unsynchronised data beyond what their tasks'
+ * dependencies order. What a host function wrote is visible to the
+ * caller's thread once a wait saw its task or graph complete.
+ *  - A host function that blocks holds its worker until it returns; the
+ *    other workers go on, and hbgd fails its task with -ETIME after the
+ *    stall limit (its late result is dropped).
+ *  - hbg_disconnect() stops the workers: it waits for the host functions
+ *    running to return, then joins the threads. When hbgd goes away,
+ *    every waiting call returns -ECONNRESET and no worker stays blocked.
+ *  - Signals: the library's threads block every signal, so handlers run
+ *    on the program's own threads.
+ *  - fork(): a child of a process with workers must not use the client
+ *    (its threads do not exist in the child); it may only exec or exit.
+ *    There is no pthread_atfork() handler.
  */
 #ifndef HBG_HBG_H
 #define HBG_HBG_H
