@@ -170,6 +170,8 @@ endif
 # A newcomer's first client program, linked against the shared library
 # like any user program (rpath: it finds build/lib/ from build/bin/).
 EXAMPLE_BIN := $(B)/bin/hbg-example-gemm-softmax
+# Host functions on the library's worker threads (host_threads, API 1.5).
+HOST_EXAMPLE_BIN := $(B)/bin/hbg-example-host-parallel
 
 HBGCTL_BIN := $(B)/bin/hbgctl
 
@@ -179,7 +181,7 @@ HBGCTL_BIN := $(B)/bin/hbgctl
 MPICC ?= mpicc
 MPI_EXAMPLE_BIN := $(B)/bin/hbg-example-mpi-producer
 
-PROGRAMS := $(HBGD_BIN) $(HBGCTL_BIN) $(BENCH_BIN) $(EXAMPLE_BIN)
+PROGRAMS := $(HBGD_BIN) $(HBGCTL_BIN) $(BENCH_BIN) $(EXAMPLE_BIN) $(HOST_EXAMPLE_BIN)
 
 # The example kernel module (docs/KERNELS.md), installed under
 # $(LIBDIR)/hbg/kernels/, and the tests' modules: one source built per
@@ -297,6 +299,11 @@ $(B)/obj/examples/%.o: examples/%.c
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) -Ilibclient/include -c -o $@ $<
 
 $(EXAMPLE_BIN): $(B)/obj/examples/gemm_softmax.o $(CLIENT_SO) $(CLIENT_LINKS)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $< -L$(B)/lib -lhbgclient -Wl,-rpath,'$$ORIGIN/../lib' $(LDFLAGS) $(HBG_LDFLAGS) -lm
+
+$(HOST_EXAMPLE_BIN): $(B)/obj/examples/host_parallel.o $(CLIENT_SO) $(CLIENT_LINKS)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $< -L$(B)/lib -lhbgclient -Wl,-rpath,'$$ORIGIN/../lib' $(LDFLAGS) $(HBG_LDFLAGS) -lm
