@@ -107,8 +107,10 @@ static void host_failures_drop(hbg_client *c, uint64_t k) {
         size_t n = 0;
         while (n < c->n_host_failed && c->host_failed[n].id <= last)
                 n++;
-        memmove(c->host_failed, c->host_failed + n, (c->n_host_failed - n) * sizeof(c->host_failed[0]));
-        c->n_host_failed -= n;
+        if (n > 0) {
+                memmove(c->host_failed, c->host_failed + n, (c->n_host_failed - n) * sizeof(c->host_failed[0]));
+                c->n_host_failed -= n;
+        }
         host_failures_unlock(c);
 }
 

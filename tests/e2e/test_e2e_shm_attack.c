@@ -21,9 +21,9 @@
  * as from a thread, and the sanitizers do not report the attacker's
  * deliberate races on its own memory.
  *
- * The last test (g) holds the sleepers words of a session with host
- * workers at 0xffffffff: hbgd then makes a futex wake per publication for
- * that session's ring, and nothing else changes (SECURITY.md).
+ * The last test (g) holds a session's sleepers words at 0xffffffff: hbgd
+ * then makes a futex wake per publication for that session's ring, and
+ * nothing else changes (SECURITY.md).
  *
  * Every test starts hbgd with stall_timeout_ms = 1000, so that tasks an
  * attack leaves waiting for ever (a forged external task, a graph record
@@ -1758,8 +1758,8 @@ static int host_count(void *userdata) {
         return 0;
 }
 
-/* Host tasks and fills on a client with workers while the sleepers words
- * are garbage: every result right, every host function run once. */
+/* Host tasks and fills while the sleepers words are garbage: every result
+ * right, every host function run once. */
 static int sleepers_graphs(int sock, struct victim *v, hbg_tensor t, unsigned rounds, struct tally *tl) {
         static _Atomic unsigned ran;
         atomic_store(&ran, 0);
@@ -1790,15 +1790,15 @@ static int sleepers_graphs(int sock, struct victim *v, hbg_tensor t, unsigned ro
 static int sleepers_fn(int sock, void *arg) {
         const struct target *tg = arg;
         struct victim v = { .doorbell = -1, .control = -1 };
-        /* A session with host workers: its own library sleeps on the words
-         * too (victim_open()'s session has none; this one is opened the
-         * same way, with host_threads). */
+        /* A session without host workers: its library never touches the
+         * words, so hbgd reads exactly what this attacker writes. (A
+         * library with workers counts itself in with +1/-1: garbage there
+         * can only lose that client's own wake-ups, RUNTIME_LOGIC §10.7.) */
         hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
         o.socket_path = tg->path;
         o.name = "shm-attacker";
         o.heap_bytes = ATTACK_HEAP;
         o.task_window = ATTACK_WINDOW;
-        o.host_threads = 2;
         if (hbg_connect_opts(&v.c, &o) < 0) {
                 kid_say(sock, "FAIL hbg_connect_opts: %s", hbg_last_error(NULL));
                 return 1;

@@ -217,7 +217,9 @@ HBG_EXPORT int hbg_connect(hbg_client **ret, const char *path);
 /* hbg_connect() with options (opts NULL: the defaults). -EINVAL for a
  * size smaller than version 1.0's struct. */
 HBG_EXPORT int hbg_connect_opts(hbg_client **ret, const hbg_connect_options *opts);
-/* Pending graphs are abandoned (the daemon fails them). NULL is fine. */
+/* Pending graphs are abandoned (the daemon fails them). NULL is fine.
+ * Host worker threads are stopped and joined: running host functions
+ * finish first. From a host function of c it does nothing (since 1.5). */
 HBG_EXPORT void hbg_disconnect(hbg_client *c);
 
 /* Tensors in the session heap (64-byte aligned). -ENOMEM when full. There
