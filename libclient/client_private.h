@@ -25,6 +25,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -224,6 +225,13 @@ struct hbg_client {
                                       (.n: the callers count them) */
 
         char last_error[HBGC_ERROR_MAX];
+
+        /* Host functions of this client running now, on any thread: the
+         * entry points' free look before the per-thread one
+         * (hbgc_in_host()). Relaxed: a thread's own increment is visible
+         * to itself, and another thread's only sends it to that look. Its
+         * own line: workers write it per host task. */
+        alignas(HBG_CACHE_LINE) _Atomic uint32_t hosts_running;
 };
 
 /* ---------------------------------------------------------------- kernels.c */
@@ -255,6 +263,12 @@ int hbgc_fail(hbg_client *c, int err, const char *fmt, ...) __attribute__((forma
 void hbgc_set_error(hbg_client *c, const char *msg);
 
 /* ---------------------------------------------------------------- session.c */
+
+/* Is the calling thread inside a host function of c? One load of c when
+ * none runs (the per-task entry points ask). */
+static inline bool hbgc_in_host(const hbg_client *c) {
+        return atomic_load_explicit(&c->hosts_running, memory_order_relaxed) != 0 && hbgc_self.in_host == c;
+}
 
 static inline uint64_t hbgc_watermark(const hbg_client *c) {
         return atomic_load_explicit(&c->ch->completed_watermark, memory_order_acquire);

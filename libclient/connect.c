@@ -355,7 +355,7 @@ HBG_EXPORT int hbg_connect_opts(hbg_client **ret, const hbg_connect_options *opt
 
 HBG_EXPORT void hbg_disconnect(hbg_client *c) {
         /* Not from a host function: it would join its own thread. */
-        if (c && hbgc_self.in_host == c)
+        if (c && hbgc_in_host(c))
                 return;
         client_free(c);
 }

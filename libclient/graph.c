@@ -541,7 +541,7 @@ HBG_EXPORT int hbg_graph_wait(hbg_client *c, uint64_t graph, int timeout_ms) {
 HBG_EXPORT int hbg_tensor_wait_ready(hbg_client *c, hbg_tensor t, int timeout_ms) {
         if (!c)
                 return -EINVAL;
-        if (hbgc_self.in_host == c)
+        if (hbgc_in_host(c))
                 return hbgc_fail(c, -EDEADLK, "hbg_tensor_wait_ready: called from a host function of this client");
         if (!hbgc_in_heap(c, t.offset, t.bytes))
                 return hbgc_fail(c, -EINVAL, "hbg_tensor_wait_ready: the tensor is empty or not inside the session heap");

@@ -257,7 +257,7 @@ int hbgc_graph_result(hbg_client *c, uint64_t k, const struct graph_outcome *o, 
 int hbgc_graph_check(hbg_client *c, uint64_t graph, const char *fn) {
         if (!c)
                 return -EINVAL;
-        if (hbgc_self.in_host == c)
+        if (hbgc_in_host(c))
                 return hbgc_fail(c, -EDEADLK, "%s: called from a host function of this client", fn);
         if (graph >= c->prod.graphs)
                 return hbgc_fail(c, -EINVAL, "%s: graph %" PRIu64 " has not been submitted", fn, graph);

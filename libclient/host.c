@@ -122,7 +122,9 @@ int hbgc_host_run(hbg_client *c, uint64_t id) {
                 void *ud = atomic_load_explicit(&s->userdata, memory_order_relaxed);
                 const hbg_client *outer = hbgc_self.in_host;
                 hbgc_self.in_host = c;
+                atomic_fetch_add_explicit(&c->hosts_running, 1, memory_order_relaxed);
                 status = fn(ud);
+                atomic_fetch_sub_explicit(&c->hosts_running, 1, memory_order_relaxed);
                 hbgc_self.in_host = outer;
                 /* Release, an RMW: joins every returned function's
                  * effects for hbgc_host_effects(). */

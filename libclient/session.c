@@ -41,7 +41,7 @@ int hbgc_daemon_error(hbg_client *c, const Hbg__Error *e, const char *when) {
 int hbgc_usable(hbg_client *c, const char *fn) {
         if (!c)
                 return -EINVAL;
-        if (hbgc_self.in_host == c)
+        if (hbgc_in_host(c))
                 return hbgc_fail(c, -EDEADLK, "%s: called from a host function of this client", fn);
         if (c->dead)
                 return hbgc_fail(c, -ECONNRESET, "%s: hbgd went away", fn);
