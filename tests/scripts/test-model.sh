@@ -1,7 +1,8 @@
 #!/bin/sh
 # The completion protocol's model (model/completion.pml, docs/RUNTIME_LOGIC.md
-# §15) checked with spin: every correct policy exhaustively, and every
-# mutant must be caught with the failure it stands for. Exit 0 passed, 1
+# §15) and the host-task hand-off's (model/host.pml, §15.1) checked with
+# spin: every correct variant exhaustively, and every mutant must be caught
+# with the failure it stands for. Exit 0 passed, 1
 # failed, 77 skipped (no spin, or no C compiler for pan).
 # Environment: CC (default cc), MODEL_JOBS (1: one check at a time; default 2).
 set -u
@@ -14,18 +15,19 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/hbg-model.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 cp "$model"/*.pml "$tmp"/ || exit 1
 
-# check NAME EXPECT SPIN_DEFINES PAN_RUN_FLAGS [CC_FLAGS]
+# check NAME MODEL EXPECT SPIN_DEFINES PAN_RUN_FLAGS [CC_FLAGS]
+#   MODEL: the model file's name without .pml.
 #   EXPECT: pass (no error, search complete), or the text pan must report.
 # Writes $tmp/NAME.result: "ok|FAIL <summary>".
 check() {
-        name=$1 expect=$2 defs=$3 runflags=$4 ccflags=${5:-}
+        name=$1 pml=$2.pml expect=$3 defs=$4 runflags=$5 ccflags=${6:-}
         dir=$tmp/$name
         mkdir "$dir" && cp "$tmp"/*.pml "$dir"/ || return 1
         start=$(date +%s)
         (
                 cd "$dir" || exit 1
                 # shellcheck disable=SC2086
-                spin $defs -a completion.pml >spin.log 2>&1 || { echo "FAIL spin: $(cat spin.log)"; exit 0; }
+                spin $defs -a "$pml" >spin.log 2>&1 || { echo "FAIL spin: $(cat spin.log)"; exit 0; }
                 # shellcheck disable=SC2086
                 "$cc" -w -DMEMLIM=3072 $ccflags -o pan pan.c >cc.log 2>&1 ||
                         { echo "FAIL cc: $(head -n 5 cc.log)"; exit 0; }
@@ -53,25 +55,43 @@ safety="-DNOCLAIM -DSAFETY"
 lost='assertion violated 0'         # the monitor: a published frontier nobody walks past
 freeze='invalid end state'          # a completer blocked for ever behind the watermark
 
-# lane | name | expect | spin defines | pan flags | compile flags
+# lane | name | model | expect | spin defines | pan flags | compile flags
 # Two lanes run side by side, each in order (about the same CPU time).
+# host.pml: its pass runs at its default bounds (2 workers, D = 4, M = 2,
+# 5 tasks) and with 3 workers at smaller ones; the mutants at the
+# defaults, the SC/barrier runs that show which failure needs what at the
+# smallest bounds that show it.
 cat >"$tmp/plan" <<EOF
-1|eager|pass||-a -w23|-O2
-2|batched|pass|-DBATCHED -DNIDS=4|-w24|-O2 -DCOLLAPSE $safety
-1|lazy|pass|-DLAZY -DNIDS=5|-w23|-O2 $safety
-1|unordered-frontier|$lost|-DUNORDERED_FRONTIER||-O0 $safety
-1|unordered-frontier-freeze|$freeze|-DUNORDERED_FRONTIER|-A|-O0 $safety
-1|unordered-frontier-sc|pass|-DUNORDERED_FRONTIER -DSC -DNIDS=4|-w21|-O1 $safety
-2|no-recheck|$lost|-DNO_RECHECK|-w20|-O0 $safety
-2|no-recheck-freeze|$freeze|-DNO_RECHECK|-A -w20|-O0 $safety
-2|no-batch-fence|$lost|-DBATCHED -DNO_BATCH_FENCE -DNIDS=4|-w20|-O0 $safety
-2|no-laps|assertion violated done|-DNO_LAPS|-w20|-O0 $safety
-2|heap-d-minus-f|assertion violated (hlen<2)|-DHEAP_CAP=2 -DNIDS=5|-w22|-O0 $safety
+1|eager|completion|pass||-a -w23|-O2
+2|batched|completion|pass|-DBATCHED -DNIDS=4|-w24|-O2 -DCOLLAPSE $safety
+1|lazy|completion|pass|-DLAZY -DNIDS=5|-w23|-O2 $safety
+1|unordered-frontier|completion|$lost|-DUNORDERED_FRONTIER||-O0 $safety
+1|unordered-frontier-freeze|completion|$freeze|-DUNORDERED_FRONTIER|-A|-O0 $safety
+1|unordered-frontier-sc|completion|pass|-DUNORDERED_FRONTIER -DSC -DNIDS=4|-w21|-O1 $safety
+2|no-recheck|completion|$lost|-DNO_RECHECK|-w20|-O0 $safety
+2|no-recheck-freeze|completion|$freeze|-DNO_RECHECK|-A -w20|-O0 $safety
+2|no-batch-fence|completion|$lost|-DBATCHED -DNO_BATCH_FENCE -DNIDS=4|-w20|-O0 $safety
+2|no-laps|completion|assertion violated done|-DNO_LAPS|-w20|-O0 $safety
+2|heap-d-minus-f|completion|assertion violated (hlen<2)|-DHEAP_CAP=2 -DNIDS=5|-w22|-O0 $safety
+1|host-3-workers|host|pass|-DNW=3 -DD=2 -DM=1 -DE=2|-w25|-O2 $safety
+1|host-plain-sleepers|host|$freeze|-DPLAIN_SLEEPERS|-w22|-O0 $safety
+1|host-plain-sleepers-1w|host|$freeze|-DPLAIN_SLEEPERS -DNW=1|-w20|-O0 $safety
+1|host-plain-sleepers-1w-sc|host|pass|-DPLAIN_SLEEPERS -DNW=1 -DSC|-w20|-O0 $safety
+1|host-plain-sleepers-1w-futex|host|pass|-DPLAIN_SLEEPERS -DNW=1 -DFUTEX_BARRIER|-w20|-O0 $safety
+1|host-sleepers-first|host|$freeze|-DSLEEPERS_FIRST|-w22|-O0 $safety
+1|host-sleepers-first-sc|host|pass|-DSLEEPERS_FIRST -DSC -DD=2 -DM=1 -DE=4|-w22|-O2 $safety
+2|host|host|pass||-w25|-O2 $safety
+2|host-no-recheck|host|$freeze|-DNO_RECHECK|-w22|-O0 $safety
+2|host-take-no-cas|host|assertion violated  !(executed|-DTAKE_NO_CAS|-w22|-O0 $safety
+2|host-no-room|host|assertion violated ((kof|-DNO_ROOM|-w22|-O0 $safety
+2|host-seq-first|host|assertion violated (v==(task_of|-DSEQ_FIRST|-w22|-O0 $safety
+2|host-tail-first|host|assertion violated (v==(h+1))|-DTAIL_FIRST|-w22|-O0 $safety
+2|host-stop-once|host|$freeze|-DSTOP_ONCE|-w22|-O0 $safety
 EOF
 
 lane() {
-        grep "^$1|" "$tmp/plan" | while IFS='|' read -r _ name expect defs runflags ccflags; do
-                check "$name" "$expect" "$defs" "$runflags" "$ccflags"
+        grep "^$1|" "$tmp/plan" | while IFS='|' read -r _ name pml expect defs runflags ccflags; do
+                check "$name" "$pml" "$expect" "$defs" "$runflags" "$ccflags"
         done
 }
 
@@ -88,7 +108,7 @@ fi
 fail=0
 while IFS='|' read -r _ name _; do
         result=$(cat "$tmp/$name.result" 2>/dev/null || echo "FAIL no result")
-        printf '%-26s %s\n' "$name" "$result"
+        printf '%-30s %s\n' "$name" "$result"
         case $result in ok*) ;; *) fail=1 ;; esac
 done <"$tmp/plan"
 echo "test-model: $(( $(date +%s) - t0 ))s"
