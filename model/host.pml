@@ -36,9 +36,14 @@
  *                   weaker CPU need not): hbgd reads a stale entry;
  *   TAIL_FIRST      (g) hbgd publishes ext_ready_tail before it writes the
  *                   slot: a worker takes a stale id;
- *   STOP_ONCE       (h) the stop is one FUTEX_WAKE with no change of the
- *                   word: a worker between its re-check and FUTEX_WAIT
- *                   sleeps for ever (the word is read-only to the client).
+ *   STOP_ONCE       (h) the stop is one FUTEX_WAKE(INT_MAX) with no change
+ *                   of the word, not repeated until no sleeper is counted:
+ *                   a worker between its re-check and FUTEX_WAIT sleeps
+ *                   for ever (the word is read-only to the client);
+ * and a variant that must pass:
+ *   NO_PEER_WAKE    a worker that takes a task does not wake a peer: the
+ *                   peer wake is for parallelism, no wake-up rests on it
+ *                   (hbgd wakes one sleeper per publication).
  */
 
 /* ---- bounds ---------------------------------------------------------- */
@@ -67,9 +72,10 @@
 #define A_NEXT (D + 4)          /* mailbox_next (client-private) */
 #define A_CONSUMED (D + 5)      /* mailbox_consumed (completion region) */
 #define A_STOP (D + 6)          /* stopping (client-private) */
-#define A_MBTASK (D + 7)        /* M mailbox entries: task id ... */
-#define A_MBSEQ (D + 7 + M)     /* ... and seq */
-#define NADDR (D + 7 + 2 * M)
+#define A_SLEEPING (D + 7)      /* the pool's own count of sleepers (client-private) */
+#define A_MBTASK (D + 8)        /* M mailbox entries: task id ... */
+#define A_MBSEQ (D + 8 + M)     /* ... and seq */
+#define NADDR (D + 8 + 2 * M)
 byte mem[NADDR];
 
 /* x86-TSO, as completion.pml: one FIFO store buffer per thread. A plain
@@ -106,7 +112,6 @@ byte done;                      /* how many hbgd completed */
 byte consumed_g;                /* mailbox entries hbgd has read */
 byte kof[E];                    /* the mailbox entry reserved for a task */
 byte task_of[E];                /* the task an entry was reserved for */
-byte exited;                    /* workers that returned */
 
 /* A store reaching memory: a ring slot only once the task it held was
  * taken (its CAS won), a mailbox entry only once hbgd has read the entry
@@ -194,6 +199,9 @@ inline futex_wait(p, seq) {
  *    the CAS;
  *  - the sleeper's seq load is its increment's step: a seq read earlier
  *    can only be older, which makes FUTEX_WAIT return EAGAIN (a retry);
+ *    the pool's private count `sleeping` moves in the same steps as
+ *    ext_sleepers (C: just before the increment, just after the
+ *    decrement, both locked; each observer reads only one of the two);
  *  - the re-check reads tail, head and stopping in one step (as the take).
  */
 active [NW] proctype worker() {
@@ -275,10 +283,10 @@ active [NW] proctype worker() {
                          * re-check; FUTEX_WAIT(seq); ext_sleepers -= 1
                          * (seq_cst). */
 #ifdef PLAIN_SLEEPERS
-                        atomic { seq = mem[A_WAKE]; s = LOAD(p, A_SLEEPERS) };
+                        atomic { LOCKED_READY(p) -> seq = mem[A_WAKE]; mem[A_SLEEPING]++; s = LOAD(p, A_SLEEPERS) };
                         atomic { PLAIN_READY(p) -> PLAIN(p, A_SLEEPERS, s + 1); s = 0 };
 #else
-                        atomic { LOCKED_READY(p) -> seq = mem[A_WAKE]; mem[A_SLEEPERS]++ };
+                        atomic { LOCKED_READY(p) -> seq = mem[A_WAKE]; mem[A_SLEEPING]++; mem[A_SLEEPERS]++ };
 #endif
 #ifndef NO_RECHECK
                         atomic { t = mem[A_TAIL]; h = LOAD(p, A_HEAD); st = mem[A_STOP] };
@@ -289,10 +297,9 @@ active [NW] proctype worker() {
                         :: t == h && !st -> futex_wait(p, seq)
                         :: else -> skip
                         fi;
-                        atomic { LOCKED_READY(p) -> mem[A_SLEEPERS]--; seq = 0; h = 0; t = 0; st = 0 }
+                        atomic { LOCKED_READY(p) -> mem[A_SLEEPERS]--; mem[A_SLEEPING]--; seq = 0; h = 0; t = 0; st = 0 }
                 fi
-        od;
-        exited++
+        od
 }
 
 /* ---- hbgd: ready.c's external publish, signal.c's wake, mailbox.c ----- */
@@ -361,11 +368,18 @@ active proctype producer() {
 #ifdef STOP_ONCE
         futex_wake_all()
 #else
-        /* The word is read-only to the client, so a wake without a change
-         * of it can come before a worker queues: wake until all returned. */
+        /* The word is hbgd's, read-only to the client: a wake without a
+         * change of it can come before a sleeper queues. So wake, then
+         * load the pool's count of sleepers (seq_cst), and again until
+         * it is zero: a sleeper counted after that load sees stopping
+         * (the same store->load pair as hbgd's, with stopping for the
+         * publication and `sleeping` for ext_sleepers). */
         do
-        :: exited == NW -> break
-        :: else -> futex_wake_all()
+        :: futex_wake_all();
+           if
+           :: mem[A_SLEEPING] == 0 -> break
+           :: else -> skip
+           fi
         od
 #endif
 }

@@ -79,6 +79,7 @@ cat >"$tmp/plan" <<EOF
 1|host-plain-sleepers-1w-sc|host|pass|-DPLAIN_SLEEPERS -DNW=1 -DSC|-w20|-O0 $safety
 1|host-plain-sleepers-1w-futex|host|pass|-DPLAIN_SLEEPERS -DNW=1 -DFUTEX_BARRIER|-w20|-O0 $safety
 1|host-sleepers-first|host|$freeze|-DSLEEPERS_FIRST|-w22|-O0 $safety
+1|host-sleepers-first-futex|host|$freeze|-DSLEEPERS_FIRST -DFUTEX_BARRIER|-w22|-O0 $safety
 1|host-sleepers-first-sc|host|pass|-DSLEEPERS_FIRST -DSC -DD=2 -DM=1 -DE=4|-w22|-O2 $safety
 2|host|host|pass||-w25|-O2 $safety
 2|host-no-recheck|host|$freeze|-DNO_RECHECK|-w22|-O0 $safety
