@@ -104,7 +104,9 @@ byte sb_len[NW + 1];
 /* ---- the futex: who is queued on ext_wake ---------------------------- */
 bit queued[NW];
 
-/* ---- ghost state: what the properties talk about, no protocol reads it */
+/* ---- ghost state: what the properties talk about; no protocol step reads
+ * it, but the producer waits for `done == E` (the end of hbg_graph_wait,
+ * whose own sleep is not modelled) */
 bit taken[E];                   /* a worker's take claimed it */
 bit executed[E];                /* the host function ran */
 bit completed[E];               /* hbgd completed it from its mailbox entry */
