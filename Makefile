@@ -624,8 +624,9 @@ bench-deps:
 # build/, so only without sanitizers).
 # tests/scripts/test-bench.sh: hbg-bench's comparison at toy sizes (no peers, no
 # valgrind): its CSVs and --compare.
-# tests/scripts/test-model.sh: the completion protocol's Promela model checked with
-# spin (docs/RUNTIME_LOGIC.md §15); it builds nothing of ours.
+# tests/scripts/test-model.sh: the Promela models checked with spin, the completion
+# protocol's and the host-task hand-off's (docs/RUNTIME_LOGIC.md §15, §15.1), each
+# with its mutants; it builds nothing of ours.
 # tests/scripts/check-man.sh: every exported call has its man page with ERRORS and
 # THREAD SAFETY, links resolve, man-db and groff have no warnings (man-db,
 # groff-base); it builds nothing of ours.
