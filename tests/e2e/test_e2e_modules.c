@@ -50,22 +50,9 @@
 #include "tests/check_main.h"
 #include "tests/e2e/daemon_util.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/module_util.h"
 
 static char dir[64];
-
-static void copy_file(const char *src, const char *dst) {
-        int in = open(src, O_RDONLY | O_CLOEXEC);
-        ck_assert_msg(in >= 0, "cannot open %s (build the tests' modules)", src);
-        int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        ck_assert_int_ge(out, 0);
-        char buf[65536];
-        ssize_t n;
-        while ((n = read(in, buf, sizeof(buf))) > 0)
-                ck_assert_int_eq(write(out, buf, (size_t)n), n);
-        close(in);
-        ck_assert_int_eq(fchmod(out, 0644), 0);
-        close(out);
-}
 
 /* dir/VARIANT.so from the tests' modules (or the example for "example"). */
 static void module(const char *variant, char *ret, size_t len) {
@@ -75,7 +62,7 @@ static void module(const char *variant, char *ret, size_t len) {
         else
                 snprintf(src, sizeof(src), "%s/%s.so", HBG_TEST_MODULES_DIR, variant);
         snprintf(ret, len, "%s/%s.so", dir, variant);
-        copy_file(src, ret);
+        module_copy(src, ret);
 }
 
 static void write_conf(const char *path, const char *modules) {

@@ -64,6 +64,7 @@
 #include "shm/layout.h"
 #include "tests/e2e/e2e_kid.h"
 #include "tests/e2e/e2e_util.h"
+#include "tests/module_util.h"
 #include "tests/test_util.h"
 #include "tests/check_main.h"
 
@@ -1033,17 +1034,7 @@ END_TEST
  * tree may lie under one others may write, which hbgd refuses). */
 static void copy_module(const char *src, const char *dir, const char *name, char *ret, size_t len) {
         snprintf(ret, len, "%s/%s", dir, name);
-        int in = open(src, O_RDONLY | O_CLOEXEC);
-        ck_assert_msg(in >= 0, "cannot open %s (build the tests' modules)", src);
-        int out = open(ret, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        ck_assert_int_ge(out, 0);
-        char buf[65536];
-        ssize_t n;
-        while ((n = read(in, buf, sizeof(buf))) > 0)
-                ck_assert_int_eq(write(out, buf, (size_t)n), n);
-        close(in);
-        ck_assert_int_eq(fchmod(out, 0644), 0);
-        close(out);
+        module_copy(src, ret);
 }
 
 START_TEST(forged_module_descriptors) {

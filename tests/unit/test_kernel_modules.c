@@ -24,6 +24,7 @@
 #include "daemon/engine/kernels.h"
 #include "daemon/kernel_modules.h"
 #include "tests/check_main.h"
+#include "tests/module_util.h"
 
 static char dir[64];
 
@@ -31,17 +32,7 @@ static char dir[64];
  * site: the caller copies). */
 static void install(const char *src, const char *name, char *ret, size_t len) {
         snprintf(ret, len, "%s/%s", dir, name);
-        int in = open(src, O_RDONLY | O_CLOEXEC);
-        ck_assert_msg(in >= 0, "cannot open %s (build the tests' modules)", src);
-        int out = open(ret, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        ck_assert_int_ge(out, 0);
-        char buf[65536];
-        ssize_t n;
-        while ((n = read(in, buf, sizeof(buf))) > 0)
-                ck_assert_int_eq(write(out, buf, (size_t)n), n);
-        close(in);
-        ck_assert_int_eq(fchmod(out, 0644), 0);
-        close(out);
+        module_copy(src, ret);
 }
 
 static void test_module(const char *variant, char *ret, size_t len) {
