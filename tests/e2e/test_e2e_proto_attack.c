@@ -1282,7 +1282,7 @@ START_TEST(kernel_table_hostile) {
         r->k[2].summary = (char *)"out[i] = \xff";
         refused(r, "not UTF-8", "invalid UTF-8");
         r = builtin_rows();
-        r->k[2].summary = (char *)"out[i] = \xc2\x9b2J"; /* U+009B, CSI */
+        r->k[2].summary = (char *)"out[i] = \xc2\x9b" "2J"; /* U+009B, CSI */
         refused(r, "control characters", "a C1 control character");
         r = builtin_rows();
         char *longtext = malloc(HBG_KERNEL_TEXT_MAX + 1);
