@@ -27,11 +27,19 @@ int hbgc_host_reserve(hbg_client *c) {
 
 void hbgc_host_register(hbg_client *c, uint64_t id, hbg_host_fn fn, void *userdata) {
         /* The slot's previous user, id - D or older, is complete (id is
-         * written only once id < WM + D): it either ran or never will
-         * (skipped, predicate false, or failed by the stall limit). The
-         * fields before the tag (release): a taker that sees the tag
-         * (acquire) sees them. */
+         * written only once id < WM + D): it either ran, is running or
+         * never will (skipped, predicate false), or the stall limit failed
+         * it, and then a taker may still be about to claim it. A seqlock
+         * (§10.7.3): the tag leaves READY(id - D) first (relaxed, then a
+         * release fence), the fields follow, the tag READY(id) last
+         * (release). A taker reads the fields between its acquire load
+         * of the tag and its claiming CAS, behind an acquire fence: if it
+         * read a field written here, the fences order the tag's 0 before
+         * its CAS, which fails, so it never runs id's function as
+         * id - D's. */
         struct host_slot *s = &c->host[id & (c->g.task_window - 1)];
+        atomic_store_explicit(&s->tag, 0, memory_order_relaxed);
+        atomic_thread_fence(memory_order_release);
         atomic_store_explicit(&s->fn, fn, memory_order_relaxed);
         atomic_store_explicit(&s->userdata, userdata, memory_order_relaxed);
         atomic_store_explicit(&s->tag, HOST_TAG_READY(id), memory_order_release);
@@ -86,6 +94,7 @@ static void ring_from(hbg_client *c, bool ring) {
  * consuming; give up once the session ended or failed (hbgd consumes no
  * more: its graphs fail anyway). */
 static void post(hbg_client *c, uint64_t id, int status) {
+        unsigned rounds = 0;
         for (;;) {
                 bool ring;
                 if (producer_complete_external(&c->prod, id, status, &ring) == 0) {
@@ -93,8 +102,15 @@ static void post(hbg_client *c, uint64_t id, int status) {
                         return;
                 }
                 ring_from(c, atomic_load_explicit(&c->ch->need_wakeup, memory_order_seq_cst) != 0);
-                /* c->dead is the caller's threads' (a worker asks the pool). */
-                bool ended = hbgc_self.worker_of == c ? hbgc_workers_ended(c) : c->dead;
+                /* The pool's flags for everyone (the watcher sets gone
+                 * when hbgd goes, even while it was awake and rings
+                 * nothing); c->dead is the caller's threads' own, and the
+                 * caller looks at the socket now and then itself (with no
+                 * workers, nobody else does). */
+                bool caller = hbgc_self.worker_of != c;
+                if (caller && ++rounds % 64 == 0)
+                        (void)hbgc_check_socket(c);
+                bool ended = hbgc_workers_ended(c) || (caller && c->dead);
                 if (ended ||
                     atomic_load_explicit(&c->ch->error_code, memory_order_relaxed) != 0)
                         return;
@@ -115,11 +131,18 @@ int hbgc_host_run(hbg_client *c, uint64_t id) {
         bool ours = false;
         struct host_slot *s = c->host ? &c->host[id & (c->g.task_window - 1)] : NULL;
         uint64_t tag = s ? atomic_load_explicit(&s->tag, memory_order_acquire) : 0;
+        hbg_host_fn fn = NULL;
+        void *ud = NULL;
+        if (tag == HOST_TAG_READY(id)) {
+                /* The seqlock's reader (hbgc_host_register()): the fields,
+                 * then the fence, then the claim. */
+                fn = atomic_load_explicit(&s->fn, memory_order_relaxed);
+                ud = atomic_load_explicit(&s->userdata, memory_order_relaxed);
+                atomic_thread_fence(memory_order_acquire);
+        }
         if (tag == HOST_TAG_READY(id) &&
             atomic_compare_exchange_strong_explicit(&s->tag, &tag, HOST_TAG_TAKEN(id), memory_order_acq_rel,
                                                     memory_order_acquire)) {
-                hbg_host_fn fn = atomic_load_explicit(&s->fn, memory_order_relaxed);
-                void *ud = atomic_load_explicit(&s->userdata, memory_order_relaxed);
                 const hbg_client *outer = hbgc_self.in_host;
                 hbgc_self.in_host = c;
                 atomic_fetch_add_explicit(&c->hosts_running, 1, memory_order_relaxed);
@@ -132,9 +155,11 @@ int hbgc_host_run(hbg_client *c, uint64_t id) {
                 if (status > 0 || status < -4095)
                         status = -EINVAL;
                 ours = true;
-        } else if (tag == HOST_TAG_TAKEN(id)) {
+        } else if (tag == HOST_TAG_TAKEN(id) || hbgc_task_done_shared(c, id)) {
                 /* Another thread took the same id (an entry read after
-                 * hbgd reused its slot, §10.7): it runs and posts. */
+                 * hbgd reused its slot, §10.7): it runs and posts. Or the
+                 * stall limit failed id and the slot went on to id + D
+                 * (or is being written for it): nothing to run or post. */
                 return 0;
         } else {
                 status = -EINVAL; /* not a host task of ours */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "libclient/client_private.h"
+#include "common/clock.h"
 #include "common/futex.h"
 
 /* ---------------------------------------------------------------- sleeping */
@@ -73,16 +74,37 @@ static bool ext_ready(hbg_client *c, void *arg) {
         return producer_external_pending(&c->prod);
 }
 
+/* Look for a ready host task for up to WORKER_SPIN_NS before sleeping:
+ * in a chain, the next task is made ready a few microseconds after this
+ * one's answer, and a wake-up of a sleeping worker costs more than that.
+ * Bounded, and only after work: an idle producer still costs no CPU. */
+#define WORKER_SPIN_NS 20000
+
+static bool spin_for_work(hbg_client *c) {
+        int64_t until = clock_now_ns() + WORKER_SPIN_NS;
+        do {
+                for (unsigned i = 0; i < 64; i++)
+                        cpu_relax();
+                if (producer_external_pending(&c->prod) || hbgc_workers_ended(c))
+                        return true;
+        } while (clock_now_ns() < until);
+        return false;
+}
+
 static void *worker_main(void *arg) {
         hbg_client *c = arg;
         char error[HBGC_ERROR_MAX] = "";
+        bool worked = false;
         hbgc_self = (struct hbgc_thread){ .worker_of = c, .error = error };
         while (!hbgc_workers_ended(c)) {
                 uint64_t id;
                 if (!producer_next_external(&c->prod, &id)) {
-                        hbgc_sleep_on(c, &c->ch->ext_wake, &c->sh->ext_sleepers, ext_ready, NULL, NULL);
+                        if (!(worked && spin_for_work(c)))
+                                hbgc_sleep_on(c, &c->ch->ext_wake, &c->sh->ext_sleepers, ext_ready, NULL, NULL);
+                        worked = false;
                         continue;
                 }
+                worked = true;
                 /* hbgd wakes one sleeper per publication: more waiting
                  * than we take, and a peer sleeps, wake one (§10.7). */
                 if (producer_external_pending(&c->prod) &&
@@ -124,11 +146,17 @@ static void *watcher_main(void *arg) {
 
 /* ---------------------------------------------------------------- the pool */
 
-/* Threads of the library take no signal: the program's handlers run on
- * its own threads (hbg_connect(3), Signals). */
+/* Threads of the library take no asynchronous signal: the program's
+ * handlers run on its own threads (hbg_connect(3), Signals). A fault a
+ * host function causes on a worker (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+ * SIGTRAP, SIGSYS) is delivered there as anywhere: blocked, it would kill
+ * the process without the program's handler. */
 static int start_thread(pthread_t *t, void *(*fn)(void *), void *arg) {
+        static const int faults[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS };
         sigset_t all, old;
         sigfillset(&all);
+        for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
+                sigdelset(&all, faults[i]);
         pthread_sigmask(SIG_SETMASK, &all, &old);
         int err = pthread_create(t, NULL, fn, arg);
         pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -7,7 +7,6 @@
  */
 #include "daemon/engine/signal.h"
 
-#include <limits.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
@@ -69,6 +68,9 @@ void signal_ext_wake(struct hbg_ring *r) {
 }
 
 void signal_graph_wake(struct hbg_ring *r) {
-        /* Every waiter: each waits for its own graph. */
-        wake_word(&r->cpl->graph_wake, &r->sub->graph_sleepers, INT_MAX);
+        /* One: only the caller's thread waits for graphs (hbg.h: a
+         * client is used from one thread at a time), and waking every
+         * thread a client parked there would cost hbgd what the client
+         * chooses. */
+        wake_word(&r->cpl->graph_wake, &r->sub->graph_sleepers, 1);
 }

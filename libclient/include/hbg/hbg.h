@@ -59,8 +59,9 @@
  *  - hbg_disconnect() stops the workers: it waits for the host functions
  *    running to return, then joins the threads. When hbgd goes away,
  *    every waiting call returns -ECONNRESET and no worker stays blocked.
- *  - Signals: the library's threads block every signal, so handlers run
- *    on the program's own threads.
+ *  - Signals: the library's threads block every asynchronous signal, so
+ *    handlers run on the program's own threads; a fault a host function
+ *    causes on a worker (SIGSEGV, SIGBUS, SIGFPE, ...) is delivered there.
  *  - fork(): a child of a process with workers must not use the client
  *    (its threads do not exist in the child); it may only exec or exit.
  *    There is no pthread_atfork() handler.
