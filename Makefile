@@ -130,7 +130,7 @@ CLIENT_PC   := $(B)/lib/pkgconfig/hbgclient.pc
 
 BENCH_SRCS := bench/hbg_bench.c bench/bench_completion.c bench/bench_engine.c bench/bench_util.c \
               bench/compare.c bench/compare_hbg.c bench/compare_peers.c bench/compare_instr.c \
-              bench/compare_kernels.c \
+              bench/compare_kernels.c bench/compare_host.c \
               bench/report.c bench/regress.c bench/probes.c bench/child.c bench/hbgd_proc.c \
               bench/producer.c bench/dag.c tests/engine/harness.c
 BENCH_BIN  := $(B)/bin/hbg-bench
@@ -724,6 +724,13 @@ bench-micro: bench-deps
 # the core library (dag.c runs the daemon's gemm kernel).
 BENCH_PEERS := $(B)/bin/hbg-bench-tbb $(B)/bin/hbg-bench-openmp $(B)/bin/hbg-bench-starpu \
                $(B)/bin/hbg-bench-floor
+# Taskflow is header-only and not a Debian package: its peer is built when
+# TASKFLOW_INC names the directory that holds taskflow/taskflow.hpp
+# (hbg-bench skips it, saying so, when it is not built).
+TASKFLOW_INC ?=
+ifneq ($(TASKFLOW_INC),)
+  BENCH_PEERS += $(B)/bin/hbg-bench-taskflow
+endif
 PEER_COMMON := $(B)/obj/bench/peers/peer_main.o $(B)/obj/bench/dag.o $(B)/obj/bench/bench_util.o \
                $(CORE_LIB) $(SHM_LIB)
 # CXX is make's default, g++ (bench-deps installs it).
@@ -764,6 +771,20 @@ $(B)/bin/hbg-bench-starpu: $(B)/obj/bench/peers/starpu.o $(PEER_COMMON)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(STARPU_LIBS) -lm
+
+# Taskflow 4 needs C++20; its headers as system headers (our warnings are
+# for our code). -Wnull-dereference fires in std::function once g++ 12
+# inlines Taskflow's executor into this file: off for this one object.
+$(B)/obj/bench/peers/taskflow.o: bench/peers/taskflow.cpp
+	$(say) CXX $@
+	@mkdir -p $(@D)
+	$(Q)$(CXX) $(CXXFLAGS) -std=c++20 -D_GNU_SOURCE $(CXX_WARN) -pthread -MMD -MP -I. $(SAN_CFLAGS) \
+		-Wno-null-dereference -isystem $(TASKFLOW_INC) -c -o $@ $<
+
+$(B)/bin/hbg-bench-taskflow: $(B)/obj/bench/peers/taskflow.o $(PEER_COMMON)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CXX) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) -pthread -lm
 
 $(B)/bin/hbg-bench-floor: $(B)/obj/bench/peers/floor.o $(PEER_COMMON)
 	$(say) LD $@

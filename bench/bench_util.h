@@ -59,6 +59,16 @@ uint64_t bench_splitmix64(uint64_t *state);
  * the middle two when n is even). */
 void bench_min_median(double *ns, unsigned n, double *min, double *median);
 
+/* The host section's task body (bench/compare_host.c), the same machine
+ * code in every system: `iters` rounds of a dependent multiply-add that
+ * the compiler cannot drop. A fixed amount of work, not a time: two of
+ * them on one core take twice as long, so a speed-up above the cores
+ * cannot show. Returns the last value (meaningless). */
+uint64_t bench_spin(uint64_t iters);
+/* Rounds of bench_spin() that take about ns on this machine now: the
+ * fastest of a few timed runs, scaled (at least 1). */
+uint64_t bench_spin_calibrate(uint64_t ns);
+
 /* sum / count rounded to nearest (count >= 1). */
 uint64_t bench_mean_u64(uint64_t sum, unsigned count);
 

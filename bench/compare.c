@@ -65,11 +65,11 @@ void bench_compare_usage(FILE *out) {
               "  hbg-bench [--quick] [--shapes LIST] [--sizes N|SHAPE=N,...] [--threads LIST]\n"
               "            [--clients LIST] [--repeat R] [--warmup W] [--modes LIST] [--peers LIST|none]\n"
               "            [--out DIR] [--seed S] [--flag-window N] [--no-instructions] [--no-latency]\n"
-              "            [--no-reuse] [--kernels [--module PATH]]\n"
+              "            [--no-reuse] [--kernels [--module PATH]] [--host]\n"
               "  --quick            smaller graphs and fewer samples: under 5 minutes on 2 cores\n"
               "  --shapes LIST      of chain,independent,tree,wavefront,layered,gemm,attention (all),\n"
-              "                     or none (no shape rows, hbg's or the peers': with --kernels and\n"
-              "                     --peers none, only the kernel rows)\n"
+              "                     or none (no shape rows, hbg's or the peers': with --kernels or\n"
+              "                     --host and --peers none, only those rows)\n"
               "  --sizes ...        tasks per graph, for every shape (N) or some (SHAPE=N)\n"
               "  --threads LIST     hbgd and peer worker threads (4)\n"
               "  --clients LIST     concurrent producer processes (1,2,4,8)\n"
@@ -77,7 +77,7 @@ void bench_compare_usage(FILE *out) {
               "  --warmup W         repetitions run first and not measured (1)\n",
               out);
         fprintf(out, "  --modes LIST       completion modes, of %s (all)\n", hbg_completion_mode_list());
-        fputs("  --peers LIST       tbb,openmp,starpu,floor (all built), or none\n"
+        fputs("  --peers LIST       tbb,openmp,starpu,floor,taskflow (all built), or none\n"
               "  --out DIR          results.csv, metrics.csv, plots, profiles (build/bench)\n"
               "  --flag-window N    hbgd's sessions get N completion flags (default: hbgd's, as many\n"
               "                     as task slots); fewer make slots wait for their reuse (§3)\n"
@@ -91,6 +91,12 @@ void bench_compare_usage(FILE *out) {
               "                     NAME-64KiB; systems hbg-KERNEL)\n"
               "  --module PATH      the example module (else $HBG_BENCH_MODULE, else\n"
               "                     ../lib/hbg/kernels/hbg-nn.so from hbg-bench's directory)\n"
+              "  --host             also host functions (hbg_task.host_fn) on libhbgclient's worker threads\n"
+              "                     (host_threads 0,1,2,4) beside oneTBB, OpenMP, Taskflow running the same\n"
+              "                     C function (those of --peers that are built): speed-up of 64 ~1 ms\n"
+              "                     functions, ns per empty function (chain, independent), the layered\n"
+              "                     graph with every fourth task a host function; goals met or not\n"
+              "                     (shapes host-*; systems hbg-host and the peers)\n"
               "  hbg-bench --compare OLD.csv NEW.csv   per-row ratios of two results.csv\n",
               out);
 }
@@ -146,6 +152,8 @@ static int parse(struct cmp *c, int argc, char **argv) {
                         c->no_reuse = true;
                 else if (strcmp(argv[i], "--kernels") == 0)
                         c->kernels = true;
+                else if (strcmp(argv[i], "--host") == 0)
+                        c->host = true;
                 else if (bench_option("compare", argc, argv, &i, names, &name, &value) < 0)
                         return BENCH_EXIT_USAGE;
                 else if (strcmp(name, "--shapes") == 0) {
@@ -285,6 +293,8 @@ int bench_compare_main(int argc, char **argv) {
         c.flag_window = flag_window;
         if (c.kernels)
                 cmp_kernels(&c);
+        if (c.host)
+                cmp_host(&c);
         for (unsigned p = 0; p < c.n_peers && c.n_shapes; p++)
                 for (unsigned t = 0; t < c.n_threads; t++) {
                         /* The floor is one thread: once is enough. */

@@ -30,6 +30,13 @@ struct cmp {
         bool kernels;                   /* --kernels: the module-kernel rows */
         const char *module_opt;         /* --module PATH (else HBG_BENCH_MODULE, else next to us) */
         char module[300];               /* the module's private copy hbgd loads; "": none */
+        bool host;                      /* --host: the host-function rows */
+        /* Set by the host section for one row: every host_every-th task a
+         * host function (producers) or a spin (peers) of spin_iters
+         * rounds of bench_spin(); hbg's producers connect with
+         * host_threads workers. host_every 0: off. */
+        unsigned host_every, host_threads;
+        uint64_t spin_iters;
         const char *kernel;             /* producers' tasks run it (--kernel); NULL: noop */
         uint64_t floats;                /* ... on a tensor of this many floats each */
         uint64_t seed;
@@ -44,7 +51,7 @@ struct cmp {
 };
 
 extern const char *const cmp_peer_names[];
-#define CMP_N_PEERS 4
+#define CMP_N_PEERS 5
 
 const char *cmp_shape(const struct cmp *c, unsigned k);
 /* "m:ss since start", for section headers. */
@@ -76,6 +83,10 @@ int cmp_peer_run(struct cmp *c, const char *name, unsigned threads, const char *
  * kernel and with the example module's relu_f32, on one hbgd that loaded
  * the module (--kernels). */
 void cmp_kernels(struct cmp *c);
+/* bench/compare_host.c: host functions (hbg_task.host_fn) on the
+ * client's worker threads beside the peers running the same function
+ * (--host): speed-up, per-task overhead, a mixed graph. */
+void cmp_host(struct cmp *c);
 /* bench/compare_instr.c: instructions per task under callgrind. */
 void cmp_instructions(struct cmp *c);
 bool cmp_have_valgrind(void);

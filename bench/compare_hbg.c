@@ -57,7 +57,7 @@ int cmp_run_producers(struct cmp *c, const char *socket, const char *shape, uint
                       unsigned warmup, unsigned repeat, const char *const *wrap, const char *command,
                       struct cmp_run *ret) {
         struct bench_child kids[64];
-        char size_s[24], seed_s[24], floats_s[24], line[512];
+        char size_s[24], seed_s[24], floats_s[24], line[512], every_s[16], spin_s[24], host_s[16];
         int err = 0;
 
         memset(ret, 0, sizeof(*ret));
@@ -68,8 +68,11 @@ int cmp_run_producers(struct cmp *c, const char *socket, const char *shape, uint
                 return -ENOMEM;
         snprintf(size_s, sizeof(size_s), "%" PRIu64, size);
         snprintf(floats_s, sizeof(floats_s), "%" PRIu64, c->floats);
+        snprintf(every_s, sizeof(every_s), "%u", c->host_every);
+        snprintf(spin_s, sizeof(spin_s), "%" PRIu64, c->spin_iters);
+        snprintf(host_s, sizeof(host_s), "%u", c->host_threads);
         for (unsigned i = 0; i < clients; i++) {
-                const char *argv[44];
+                const char *argv[52];
                 unsigned n = 0;
                 for (unsigned w = 0; wrap && wrap[w] && n < 24; w++)
                         argv[n++] = wrap[w];
@@ -91,6 +94,14 @@ int cmp_run_producers(struct cmp *c, const char *socket, const char *shape, uint
                         argv[n++] = c->kernel;
                         argv[n++] = "--floats";
                         argv[n++] = floats_s;
+                }
+                if (c->host_every) {
+                        argv[n++] = "--host-every";
+                        argv[n++] = every_s;
+                        argv[n++] = "--spin";
+                        argv[n++] = spin_s;
+                        argv[n++] = "--host-threads";
+                        argv[n++] = host_s;
                 }
                 argv[n] = NULL;
                 char name[64];

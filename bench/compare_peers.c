@@ -15,24 +15,24 @@
 #include "bench/child.h"
 #include "bench/compare.h"
 
-const char *const cmp_peer_names[CMP_N_PEERS] = { "tbb", "openmp", "starpu", "floor" };
+const char *const cmp_peer_names[CMP_N_PEERS] = { "tbb", "openmp", "starpu", "floor", "taskflow" };
 /* Peers with a graph object a program keeps and runs again (peer_rerun):
  * their "rerun" rows stand beside hbg's replay. */
-static const bool peer_reruns[CMP_N_PEERS] = { true, false, false, false };
+static const bool peer_reruns[CMP_N_PEERS] = { true, false, false, false, false };
 
 #define PEER_MS (10 * 60 * 1000)
 
 int cmp_peer_run(struct cmp *c, const char *name, unsigned threads, const char *shape, uint64_t size,
                  const char *const *wrap, bool rerun, double *ns, unsigned *n, uint64_t *tasks,
                  uint64_t *rss_kib) {
-        char path[320], thr[16], rep[16], warm[16], size_s[24], seed_s[24], line[256];
+        char path[320], thr[16], rep[16], warm[16], size_s[24], seed_s[24], line[256], spin_s[24], every_s[16];
         snprintf(path, sizeof(path), "%s/hbg-bench-%s", c->dir, name);
         snprintf(thr, sizeof(thr), "%u", threads);
         snprintf(rep, sizeof(rep), "%u", wrap ? 1 : c->repeat);
         snprintf(warm, sizeof(warm), "%u", wrap ? 0 : c->warmup);
         snprintf(size_s, sizeof(size_s), "%" PRIu64, size);
         snprintf(seed_s, sizeof(seed_s), "%" PRIu64, c->seed);
-        const char *argv[40];
+        const char *argv[48];
         unsigned a = 0;
         for (unsigned w = 0; wrap && wrap[w] && a < 24; w++)
                 argv[a++] = wrap[w];
@@ -44,6 +44,14 @@ int cmp_peer_run(struct cmp *c, const char *name, unsigned threads, const char *
                 argv[a++] = "--quick";
         if (rerun)
                 argv[a++] = "--rerun";
+        if (c->host_every) {
+                snprintf(spin_s, sizeof(spin_s), "%" PRIu64, c->spin_iters);
+                snprintf(every_s, sizeof(every_s), "%u", c->host_every);
+                argv[a++] = "--spin";
+                argv[a++] = spin_s;
+                argv[a++] = "--spin-every";
+                argv[a++] = every_s;
+        }
         argv[a] = NULL;
 
         struct bench_child kid;

@@ -30,6 +30,14 @@
  * scalar 1.0. The kernel must be element-wise and run in place (one
  * tensor, or in_place); the shape's edges stay the only ones.
  *
+ * With --host-every K --spin ITERS, task i of the shape with i % K == K - 1
+ * is a host function instead (hbg_task.host_fn) that runs
+ * bench_spin(ITERS) in this process (ITERS 0: an empty function), its
+ * edges the shape's; the others stay noop kernels in hbgd. --host-threads
+ * N connects with hbg_connect_options.host_threads = N (0: the host
+ * functions run inside hbg_graph_wait(), as before API 1.5). The host
+ * section of the comparison (bench/compare_host.c).
+ *
  * Any failure prints "error WHY" and exits 1.
  */
 #include <errno.h>
@@ -60,7 +68,15 @@ struct producer {
         int kernel_id;                  /* --kernel: its id; 0: noop tasks */
         hbg_kernel_desc kernel;         /* its signature */
         hbg_tensor *tensors;            /* --kernel: one per task */
+        uint32_t host_every;            /* --host-every: 0, or every K-th task a host function */
+        uint64_t spin_iters;            /* --spin: its body */
 };
+
+/* The host functions' body: the same bench_spin() the peers run. */
+static int host_spin(void *userdata) {
+        bench_spin(*(const uint64_t *)userdata);
+        return 0;
+}
 
 static int fail(struct producer *p, const char *what, int err) {
         printf("error %s: %s (%s)\n", what, hbg_strerror(err), p->c ? hbg_last_error(p->c) : "");
@@ -82,6 +98,10 @@ static int add_task(struct producer *p, uint32_t i) {
                 t.scalars[0] = t.scalars[1] = t.scalars[2] = d->tile;
                 /* The k-chain of each C tile is derived from the tensors;
                  * the explicit edges below are the same ones. */
+        } else if (p->host_every && i % p->host_every == p->host_every - 1) {
+                t = HBG_TASK_INIT(NULL);
+                t.host_fn = host_spin;
+                t.host_userdata = &p->spin_iters;
         } else if (p->kernel_id > 0) {
                 t = HBG_TASK_INIT(NULL);
                 t.kernel_id = (uint16_t)p->kernel_id;
@@ -264,17 +284,18 @@ static int setup_kernel(struct producer *p, const char *name, uint64_t floats) {
 void bench_producer_usage(FILE *out) {
         fputs("producer: one producer process, driven by hbg-bench itself\n"
               "  hbg-bench producer --socket PATH --shape NAME [--size N] [--quick] [--seed S]\n"
-              "                     [--kernel NAME --floats F]\n"
+              "                     [--kernel NAME --floats F] [--host-every K --spin ITERS]\n"
+              "                     [--host-threads N]\n"
               "  stdin: run | replay | lat TASKS COUNT IDLE_US | hog NS COUNT | quit (bench/producer.c)\n",
               out);
 }
 
 int bench_producer_main(int argc, char **argv) {
         static const char *const names[] = { "--socket", "--shape", "--size", "--seed", "--quick", "--kernel",
-                                             "--floats", NULL };
+                                             "--floats", "--host-every", "--spin", "--host-threads", NULL };
         const char *socket = NULL, *shape = NULL, *kernel = NULL;
-        uint64_t size = 0, seed = 1, floats = 16;
-        bool quick = false;
+        uint64_t size = 0, seed = 1, floats = 16, host_every = 0, spin = 0, host_threads = 0;
+        bool quick = false, opts = false;
         for (int i = 1; i < argc; i++) {
                 const char *name, *value;
                 if (strcmp(argv[i], "--quick") == 0) {
@@ -292,6 +313,16 @@ int bench_producer_main(int argc, char **argv) {
                 else if (strcmp(name, "--floats") == 0) {
                         if (!bench_option_u64("producer", name, value, 1, 1u << 24, &floats))
                                 return BENCH_EXIT_USAGE;
+                } else if (strcmp(name, "--host-every") == 0) {
+                        if (!bench_option_u64("producer", name, value, 1, UINT32_MAX, &host_every))
+                                return BENCH_EXIT_USAGE;
+                } else if (strcmp(name, "--spin") == 0) {
+                        if (!bench_option_u64("producer", name, value, 0, UINT64_MAX, &spin))
+                                return BENCH_EXIT_USAGE;
+                } else if (strcmp(name, "--host-threads") == 0) {
+                        if (!bench_option_u64("producer", name, value, 0, HBG_MAX_HOST_THREADS, &host_threads))
+                                return BENCH_EXIT_USAGE;
+                        opts = true;
                 } else if (strcmp(name, "--size") == 0) {
                         if (!bench_option_u64("producer", name, value, 0, UINT32_MAX, &size))
                                 return BENCH_EXIT_USAGE;
@@ -314,13 +345,22 @@ int bench_producer_main(int argc, char **argv) {
                 printf("error shape %s: %s\n", shape, strerror(-err));
                 return err == -EINVAL ? BENCH_EXIT_USAGE : BENCH_EXIT_FAIL;
         }
+        if (host_every && (p.d.body != DAG_NOOP || kernel)) {
+                printf("error --host-every: shape %s has a body of its own, or --kernel is set\n", shape);
+                return BENCH_EXIT_USAGE;
+        }
+        p.host_every = (uint32_t)host_every;
+        p.spin_iters = spin;
         p.ids = calloc(p.d.n ? p.d.n : 1, sizeof(*p.ids));
         if (!p.ids) {
                 printf("error out of memory\n");
                 return BENCH_EXIT_FAIL;
         }
         int64_t t0 = bench_now_ns();
-        err = hbg_connect(&p.c, socket);
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = socket;
+        o.host_threads = host_threads;
+        err = opts ? hbg_connect_opts(&p.c, &o) : hbg_connect(&p.c, socket);
         int64_t connect_ns = bench_now_ns() - t0;
         if (err < 0) {
                 printf("error hbg_connect: %s (%s)\n", hbg_strerror(err), hbg_last_error(NULL));

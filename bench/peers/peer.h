@@ -28,9 +28,15 @@ struct peer_ctx {
          * __atomic builtins (peer_main.c), so that this header is also
          * C++ (tbb.cpp), where _Atomic does not exist. */
         unsigned long violations;
+        /* --spin-every K (0: off): task t with t % K == K - 1 also runs
+         * bench_spin(spin_iters), the host section's function (bench/
+         * compare_host.c), the same code hbg's host functions run. */
+        uint32_t spin_every;
+        uint64_t spin_iters;
 };
 
-/* The task body every system runs: nothing, or the gemm tile. With
+/* The task body every system runs: nothing, the gemm tile, or the spin
+ * (--spin-every). With
  * ctx->check, also verifies that every fanin ran first and marks the task
  * done. Defined in peer_main.c (one body for all peers). */
 void peer_body(struct peer_ctx *ctx, uint32_t task);

@@ -3,6 +3,7 @@
  * The main of every peer program (bench/peers/peer.h):
  *   hbg-bench-PEER --shape NAME [--size N] [--quick] [--threads T]
  *                  [--repeat R] [--warmup W] [--seed S] [--check] [--rerun]
+ *                  [--spin ITERS --spin-every K]
  * prints, per measured repetition, one line "rep I ns TOTAL tasks N" (build
  * plus run of the whole graph, wall clock; with --rerun the graph is built
  * in the first run, a warm-up, and only run again after), then "rss_kib K" (the
@@ -34,19 +35,22 @@ void peer_body(struct peer_ctx *ctx, uint32_t task) {
                 bench_gemm_tile(ctx->tiles + g->a * tt, ctx->tiles + g->b * tt, ctx->tiles + g->c * tt,
                                 d->tile);
         }
+        if (ctx->spin_every && task % ctx->spin_every == ctx->spin_every - 1)
+                bench_spin(ctx->spin_iters);
         if (ctx->check)
                 atomic_store_explicit((_Atomic uint32_t *)&ctx->done[task], 1, memory_order_release);
 }
 
 static int usage(void) {
         fprintf(stderr, "usage: hbg-bench-%s --shape NAME [--size N] [--quick] [--threads T] [--repeat R]\n"
-                        "       [--warmup W] [--seed S] [--check] [--rerun]\n", peer_name);
+                        "       [--warmup W] [--seed S] [--check] [--rerun] [--spin ITERS --spin-every K]\n",
+                peer_name);
         return 2;
 }
 
 int main(int argc, char **argv) {
         const char *shape = NULL;
-        unsigned long long size = 0, threads = 4, repeat = 5, warmup = 1, seed = 1;
+        unsigned long long size = 0, threads = 4, repeat = 5, warmup = 1, seed = 1, spin = 0, spin_every = 0;
         bool quick = false, check = false, rerun = false;
         for (int i = 1; i < argc; i++) {
                 const char *a = argv[i];
@@ -70,6 +74,10 @@ int main(int argc, char **argv) {
                         num = &warmup;
                 else if (strcmp(a, "--seed") == 0)
                         num = &seed;
+                else if (strcmp(a, "--spin") == 0)
+                        num = &spin;
+                else if (strcmp(a, "--spin-every") == 0)
+                        num = &spin_every;
                 else
                         return usage();
                 if (num) {
@@ -83,7 +91,7 @@ int main(int argc, char **argv) {
                         i++;
                 }
         }
-        if (!shape || threads < 1 || threads > 256 || repeat < 1)
+        if (!shape || threads < 1 || threads > 256 || repeat < 1 || spin_every > UINT32_MAX)
                 return usage();
         struct dag d;
         int err = dag_make(&d, shape, size, quick, seed);
@@ -91,7 +99,8 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "hbg-bench-%s: shape %s: %s\n", peer_name, shape, strerror(-err));
                 return err == -EINVAL ? 2 : 1;
         }
-        struct peer_ctx ctx = { .d = &d, .threads = (unsigned)threads, .check = check };
+        struct peer_ctx ctx = { .d = &d, .threads = (unsigned)threads, .check = check,
+                                .spin_every = (uint32_t)spin_every, .spin_iters = spin };
         if (d.body == DAG_GEMM) {
                 size_t n = (size_t)d.n_tiles * d.tile * d.tile;
                 ctx.tiles = malloc(n * sizeof(float));
