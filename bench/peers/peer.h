@@ -3,7 +3,7 @@
  * A peer: another task runtime measured on the same graphs as hbg (bench/
  * dag.h), building and running each graph in its own process, as a producer
  * would. Each peer is its own program (hbg-bench-tbb, -openmp, -starpu,
- * -floor), so that runtimes never share a process (their worker threads
+ * -floor, -taskflow), so that runtimes never share a process (their worker threads
  * and spinning would disturb each other) and so that hbg-bench itself does
  * not depend on them; all share peer_main.c, which parses the options,
  * builds the graph and prints one line per repetition for hbg-bench to read.
@@ -42,7 +42,7 @@ struct peer_ctx {
 void peer_body(struct peer_ctx *ctx, uint32_t task);
 
 /* Each peer program defines these two. */
-extern const char *const peer_name;      /* "tbb", "openmp", "starpu", "floor" */
+extern const char *const peer_name;      /* "tbb", "openmp", "starpu", "floor", "taskflow" */
 /* Build the graph (every task and edge) and run it to completion, once.
  * Called once per repetition, the first ones as warm-up. 0 or -errno. */
 int peer_run(struct peer_ctx *ctx);

@@ -7,7 +7,9 @@
 # checked (the bench never fails on a slow figure). --kernels: the
 # module-kernel rows (each graph with two built-ins and the example
 # module's relu_f32, on an hbgd that loaded it) and their ratios, and
-# the rows skipped, saying why, when the module is not there. Exit 0 passed, 1
+# the rows skipped, saying why, when the module is not there. --host: the
+# host-function rows of hbg (each case on every worker count, positive
+# figures, the speed-ups and goals in the metrics). Exit 0 passed, 1
 # failed. Environment: B (build directory). Not for sanitizer builds: the
 # benchmark's numbers mean nothing there, and it is not a test of hbgd.
 set -u
@@ -72,4 +74,33 @@ done
         --out "$tmp/n" >"$tmp/n.log" 2>&1 || { cat "$tmp/n.log"; fail "hbg-bench --kernels without a module exited $?"; }
 grep -q "kernel rows skipped: no module at $tmp/none/hbg-nn.so" "$tmp/n.log" || { cat "$tmp/n.log"; fail "no module: no reason"; }
 [ "$(wc -l <"$tmp/n/results.csv")" = 1 ] || fail "no module: results.csv has rows"
-echo "test-bench: ok (84 rows, metrics, --compare, 9 kernel rows)"
+# The host rows alone, hbg only: 4 cases x their worker counts (1,2,4 for
+# the speed-up; 0,1,2,4 for the others), 1 repetition of --quick sizes.
+"$bench" --quick --host --shapes none --repeat 1 --warmup 0 --peers none --no-instructions --no-latency \
+        --out "$tmp/h" >"$tmp/h.log" 2>&1 || { cat "$tmp/h.log"; fail "hbg-bench --host exited $?"; }
+rows=$(tail -n +2 "$tmp/h/results.csv" | awk -F, '
+        NF != 11 || $2 != "hbg-host" || $6 + 0 <= 0 || $8 + 0 <= 0 { bad++ }
+        $1 == "host-spin1ms" && ($6 != 64 || $4 == 0) { bad++ }
+        { seen[$1 "/" $4]++ }
+        END { print NR + 0, bad + 0, length(seen) }')
+[ "$rows" = "15 0 15" ] || { cat "$tmp/h.log"; fail "--host: rows, bad rows, distinct = $rows"; }
+for w in 0 1 2 4; do
+        for shape in host-empty-chain host-empty-indep host-mixed; do
+                grep -q "^$shape,hbg-host,[a-z-]*,$w,1," "$tmp/h/results.csv" || fail "--host: no $shape row for $w workers"
+        done
+done
+for w in 1 2 4; do
+        grep -q "^host_speedup,host-spin1ms,hbg-host,,$w,1,[0-9.]*,ratio$" "$tmp/h/metrics.csv" ||
+                fail "--host: no speed-up for $w workers"
+        grep -q "^host_speedup_goal_met,host-spin1ms,hbg-host,,$w,1,[01],bool$" "$tmp/h/metrics.csv" ||
+                fail "--host: no speed-up goal for $w workers"
+done
+# metrics.csv prints a thread count of 0 as an empty field (report.h).
+for w in "" 1 2 4; do
+        grep -q "^host_overhead_goal_5us_met,host-empty-chain,hbg-host,,$w,1,[01],bool$" "$tmp/h/metrics.csv" ||
+                fail "--host: no 5 us goal for ${w:-0} workers"
+done
+awk -F, '$1 == "host_body_rounds" && $2 == "host-spin1ms" && $7 + 0 > 0 { ok = 1 } END { exit !ok }' \
+        "$tmp/h/metrics.csv" || fail "--host: the 1 ms body was not calibrated"
+grep -q "^tbb: not in --peers: skipped$" "$tmp/h.log" || fail "--host: no word on the skipped peers"
+echo "test-bench: ok (84 rows, metrics, --compare, 9 kernel rows, 15 host rows)"
