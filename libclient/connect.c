@@ -343,6 +343,13 @@ HBG_EXPORT int hbg_connect_opts(hbg_client **ret, const hbg_connect_options *opt
                 return err;
         }
         hbgc_hangup_init(c);
+        /* Without workers every wait sleeps on the completion pipe: hbgd
+         * writes its byte for every retired graph and ready host task.
+         * With workers they and hbg_graph_wait() sleep on the futex words,
+         * and the pipe's byte is asked for only by hbg_client_fd() or a
+         * wait polling it (RUNTIME_LOGIC §10.7). */
+        if (o.host_threads == 0)
+                atomic_store_explicit(&c->sh->pipe_wanted, HBG_PIPE_ALWAYS, memory_order_seq_cst);
         err = hbgc_workers_start(c, (unsigned)o.host_threads);
         if (err < 0) {
                 client_free(c);
@@ -361,6 +368,10 @@ HBG_EXPORT void hbg_disconnect(hbg_client *c) {
 }
 
 HBG_EXPORT int hbg_client_fd(const hbg_client *c) {
-        return c ? c->notify_fd : -EINVAL;
+        if (!c)
+                return -EINVAL;
+        /* An event loop on it wants a byte for every event. */
+        atomic_fetch_or_explicit(&c->sh->pipe_wanted, HBG_PIPE_ALWAYS, memory_order_seq_cst);
+        return c->notify_fd;
 }
 

@@ -23,6 +23,7 @@ void hbgc_wait_begin(struct hbgc_wait *w, int timeout_ms, bool eventful) {
         w->deadline_ns = timeout_ms < 0 ? -1 : w->start_ns + (int64_t)timeout_ms * 1000000;
         w->iter = 0;
         w->spun = false;
+        w->pipe_armed = false;
         w->eventful = eventful;
 }
 
@@ -61,6 +62,18 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
                         return hbgc_check_socket(c);
                 return 0;
         }
+        /* With workers hbgd writes the pipe's byte only when asked
+         * (§10.7): ask, then one more look at the condition before the
+         * poll. The fence makes it a store->load pair against hbgd's
+         * "publish; bump (seq_cst); load pipe_wanted (seq_cst)": either the
+         * look sees the publication or hbgd sees the request. */
+        bool ask = c->pool.n && !(atomic_load_explicit(&c->sh->pipe_wanted, memory_order_relaxed) & HBG_PIPE_ALWAYS);
+        if (ask && !w->pipe_armed) {
+                atomic_fetch_or_explicit(&c->sh->pipe_wanted, HBG_PIPE_WAITING, memory_order_seq_cst);
+                atomic_thread_fence(memory_order_seq_cst);
+                w->pipe_armed = true;
+                return 0;
+        }
         int cap = w->eventful ? POLL_CAP_MS_EVENTFUL : POLL_CAP_MS_WATERMARK;
         int timeout = cap;
         if (w->deadline_ns >= 0) {
@@ -73,6 +86,11 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
                 { .fd = c->sock, .events = POLLIN | POLLRDHUP },
         };
         int n = poll(p, 2, timeout);
+        if (w->pipe_armed) {
+                /* Asked again before the next poll, after a look. */
+                atomic_fetch_and_explicit(&c->sh->pipe_wanted, ~HBG_PIPE_WAITING, memory_order_relaxed);
+                w->pipe_armed = false;
+        }
         if (n < 0)
                 return 0; /* EINTR: just look again */
         if (p[0].revents & POLLIN)

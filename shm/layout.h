@@ -116,8 +116,18 @@ struct hbg_sub_header {
 
         /* line 6: the same for graph_wake (hbg_graph_wait's sleepers). */
         alignas(HBG_CACHE_LINE) _Atomic uint32_t graph_sleepers;
-        uint8_t pad6[HBG_CACHE_LINE - sizeof(uint32_t)];
+        /* Does the client want the completion pipe's byte for retired
+         * graphs and ready external tasks (HBG_PIPE_*; §10.7)? hbgd loads
+         * it (seq_cst) after the wake words' bump and writes the byte only
+         * when non-zero: a client whose workers sleep on the futex words
+         * makes the busy path free of system calls. Client-written: it
+         * only decides whether hbgd writes that client's own pipe. */
+        _Atomic uint32_t pipe_wanted;
+        uint8_t pad6[HBG_CACHE_LINE - 2 * sizeof(uint32_t)];
 };
+/* pipe_wanted's bits. */
+#define HBG_PIPE_ALWAYS 2u   /* no host workers, or hbg_client_fd() was asked for */
+#define HBG_PIPE_WAITING 1u  /* a wait of the caller's thread polls the pipe now */
 _Static_assert(sizeof(struct hbg_sub_header) == 7 * HBG_CACHE_LINE, "sub header size");
 _Static_assert(offsetof(struct hbg_sub_header, magic) == 0, "magic");
 _Static_assert(offsetof(struct hbg_sub_header, layout_version) == 4, "layout_version");
@@ -137,6 +147,7 @@ _Static_assert(offsetof(struct hbg_sub_header, mailbox_tail) == 192, "mailbox_ta
 _Static_assert(offsetof(struct hbg_sub_header, graphs_submitted) == 256, "graphs_submitted");
 _Static_assert(offsetof(struct hbg_sub_header, ext_sleepers) == 320, "ext_sleepers");
 _Static_assert(offsetof(struct hbg_sub_header, graph_sleepers) == 384, "graph_sleepers");
+_Static_assert(offsetof(struct hbg_sub_header, pipe_wanted) == 388, "pipe_wanted");
 
 /* One task, slot id & (D-1). The client writes it before publishing
  * `submitted`; hbgd copies it once, then validates the copy. */

@@ -62,7 +62,8 @@ static void publish_external(struct hbg_ring *r, struct task_slot *s) {
         atomic_store_explicit(&r->cpl->ext_ready_tail, k + 1, memory_order_release);
         pthread_mutex_unlock(&r->cold_lock);
         signal_ext_wake(r);
-        signal_pipe(r);
+        if (signal_pipe_wanted(r))
+                signal_pipe(r);
 }
 
 static bool predicate_false(struct hbg_ring *r, struct task_slot *s) {

@@ -252,7 +252,8 @@ void retire_graphs(struct hbg_ring *r) {
                 graph_unlock(r);
                 if (retired)
                         signal_graph_wake(r);
-                if (retired || window)
+                /* The window's byte was asked for (window_waiting). */
+                if (window || (retired && signal_pipe_wanted(r)))
                         signal_pipe(r);
         }
 }

@@ -74,3 +74,7 @@ void signal_graph_wake(struct hbg_ring *r) {
          * chooses. */
         wake_word(&r->cpl->graph_wake, &r->sub->graph_sleepers, 1);
 }
+
+bool signal_pipe_wanted(struct hbg_ring *r) {
+        return atomic_load_explicit(&r->sub->pipe_wanted, memory_order_seq_cst) != 0;
+}

@@ -20,3 +20,9 @@ void signal_ext_wake(struct hbg_ring *r);
 /* After graphs retired (or failed when the ring stopped): bump
  * graph_wake, wake every sleeper if the client says one sleeps. */
 void signal_graph_wake(struct hbg_ring *r);
+/* Does the client want the completion pipe's byte for retired graphs and
+ * ready external tasks (sub->pipe_wanted, RUNTIME_LOGIC §10.7)? Call after
+ * the signal_*_wake() of the same publication: its seq_cst bump and this
+ * seq_cst load are hbgd's half of the pair against a waiting client's
+ * "set pipe_wanted; fence; look at the condition". */
+bool signal_pipe_wanted(struct hbg_ring *r);

@@ -180,6 +180,62 @@ START_TEST(chain) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ busy path */
+
+/* hbgd's write system calls so far (/proc/PID/io syscw). */
+static long hbgd_writes(const struct hbgd_proc *d) {
+        char path[64], line[128];
+        snprintf(path, sizeof(path), "/proc/%d/io", (int)d->pid);
+        FILE *f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        long v = -1;
+        while (fgets(line, sizeof(line), f))
+                if (sscanf(line, "syscw: %ld", &v) == 1)
+                        break;
+        fclose(f);
+        ck_assert_int_ge(v, 0);
+        return v;
+}
+
+static int empty_host(void *ud) {
+        (void)ud;
+        return 0;
+}
+
+#define BUSY_N 400
+
+/* hbgd's writes for a chain of BUSY_N host tasks of a client with
+ * `workers` (asking for hbg_client_fd() or not). */
+static long busy_writes(struct hbgd_proc *d, unsigned workers, bool event_loop) {
+        hbg_client *c = connect_workers(d, workers, 0);
+        if (event_loop)
+                ck_assert_int_ge(hbg_client_fd(c), 0);
+        uint64_t prev = 0;
+        long before = hbgd_writes(d);
+        for (int i = 0; i < BUSY_N; i++)
+                prev = add_host(d, c, empty_host, NULL, i ? &prev : NULL);
+        wait_ok(d, c, submit(d, c));
+        long n = hbgd_writes(d) - before;
+        hbg_disconnect(c);
+        return n;
+}
+
+/* With workers the busy path makes no system call in hbgd for the pipe:
+ * the workers sleep on the futex words and nobody asked for the pipe's
+ * byte. A client without workers, or one that asked for hbg_client_fd(),
+ * gets a byte per ready host task (the count shows the measure works). */
+START_TEST(busy_path) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        long with_workers = busy_writes(d, WORKERS, false);
+        long event_loop = busy_writes(d, WORKERS, true);
+        fprintf(stderr, "busy_path: hbgd's writes for %d host tasks: %ld with workers, %ld with workers and "
+                "hbg_client_fd()\n", BUSY_N, with_workers, event_loop);
+        ck_assert_msg(with_workers < BUSY_N / 8, "%ld writes for %d host tasks with workers", with_workers, BUSY_N);
+        ck_assert_msg(event_loop >= BUSY_N, "%ld writes for %d host tasks with hbg_client_fd()", event_loop, BUSY_N);
+        stop_hbgd(d);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- mixed */
 
 #define MIX_N 256u
@@ -481,6 +537,7 @@ static Suite *suite(void) {
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, parallel);
         tcase_add_test(tc, chain);
+        tcase_add_test(tc, busy_path);
         tcase_add_test(tc, mixed);
         tcase_add_test(tc, reentry);
         tcase_add_test(tc, stall);

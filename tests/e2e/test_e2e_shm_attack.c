@@ -1740,6 +1740,7 @@ static void garbage_sleepers(const void *ctx, uint64_t ms) {
         while (daemon_now_ms() < end) {
                 atomic_store(&v->sh->ext_sleepers, UINT32_MAX);
                 atomic_store(&v->sh->graph_sleepers, UINT32_MAX);
+                atomic_store(&v->sh->pipe_wanted, UINT32_MAX);
                 sleep_us(100);
         }
 }
@@ -1815,6 +1816,7 @@ static int sleepers_fn(int sock, void *arg) {
         /* Set once, between graphs: every publication now wakes. */
         atomic_store(&v.sh->ext_sleepers, UINT32_MAX);
         atomic_store(&v.sh->graph_sleepers, UINT32_MAX);
+        atomic_store(&v.sh->pipe_wanted, UINT32_MAX);
         if (sleepers_graphs(sock, &v, t, 2, &tl) < 0)
                 return 1;
         /* And rewritten by another process while graphs run. */

@@ -50,6 +50,8 @@ int harness_ring_init_share(struct harness_ring *h, struct hbg_engine *e, const 
         h->first_id = first_id;
         atomic_store(&h->sh->submitted, first_id);
         producer_init(&h->prod, &h->g, h->sub, h->cpl, first_id);
+        /* We wait on the completion pipe, as a client without workers. */
+        atomic_store(&h->sh->pipe_wanted, HBG_PIPE_ALWAYS);
         /* The completion pipe, as hbgd has it: the engine writes one byte
          * into the write end, we poll the read end. */
         int pfd[2];
