@@ -528,7 +528,7 @@ $(B)/obj-O3/%.o: %.c | $(B)/gen/hbg.pb-c.h
 
 $(KERNELS_O3_BIN): $(B)/obj-O3/tests/unit/test_kernels.o $(B)/obj-O3/tests/check_main.o $(B)/obj-O3/daemon/engine/kernels.o \
                    $(B)/obj-O3/daemon/engine/kernels_builtin.o \
-                   $(B)/obj-O3/common/kernel_sig.o
+                   $(B)/obj-O3/common/kernel_sig.o $(B)/obj-O3/common/text.o
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) -lm
