@@ -85,6 +85,10 @@ static int check_row(size_t i, const Hbg__KernelInfo *k, uint32_t prev_id, size_
         return 0;
 }
 
+/* A kernel name's slot: [a-z0-9_]{1,31} and its NUL. */
+#define NAME_SLOT 32u
+_Static_assert(NAME_SLOT % 16 == 0 && NAME_SLOT >= 31 + 1, "a name and its NUL fit a slot");
+
 /* s into the string area at *at; the copy. */
 static const char *copy_str(char **at, const char *s) {
         size_t n = strlen(s) + 1;
@@ -125,20 +129,26 @@ int kernel_table_import(struct kernel_table *t, Hbg__KernelInfo *const *rows, si
                         if (strcmp(rows[i]->name, rows[j]->name) == 0)
                                 return refuse(buf, len, i, rows[i], "name '%s' is also row %zu's", rows[i]->name, j);
         size_t n_module = prev >= HBG_KERNEL_MODULE_FIRST ? prev - HBG_KERNEL_MODULE_FIRST + 1 : 0;
-        /* One allocation: signatures, row pointers, the module index,
-         * strings. */
-        size_t bytes = n * sizeof(struct hbg_kernel_sig) + (n + n_module) * sizeof(void *) + strings;
-        char *mem = calloc(1, bytes);
+        /* One allocation: the names, each in a 32-byte slot of its own
+         * (hbg_graph_add() compares the name a task gives with its last
+         * kernel's: a slot never crosses a page, so the vector strcmp
+         * takes its short path), signatures, row pointers, the module
+         * index, the other strings. */
+        size_t names = n * NAME_SLOT;
+        size_t bytes = names + n * sizeof(struct hbg_kernel_sig) + (n + n_module) * sizeof(void *) + strings;
+        char *mem = aligned_alloc(NAME_SLOT, (bytes + NAME_SLOT - 1) / NAME_SLOT * NAME_SLOT);
         if (!mem)
                 return refuse(buf, len, 0, NULL, "out of memory for %zu kernels", n);
-        struct hbg_kernel_sig *sigs = (struct hbg_kernel_sig *)mem;
+        memset(mem, 0, bytes);
+        char *name_at = mem;
+        struct hbg_kernel_sig *sigs = (struct hbg_kernel_sig *)(mem + names);
         const struct hbg_kernel_sig **ptrs = (const struct hbg_kernel_sig **)(sigs + n);
         char *at = (char *)(ptrs + n + n_module);
         for (size_t i = 0; i < n; i++) {
                 const Hbg__KernelInfo *k = rows[i];
                 struct hbg_kernel_sig *s = &sigs[i];
                 s->id = (uint16_t)k->id;
-                s->name = copy_str(&at, k->name);
+                s->name = memcpy(name_at + i * NAME_SLOT, k->name, strlen(k->name) + 1);
                 s->summary = copy_str(&at, str(k->summary));
                 s->length_rule = copy_str(&at, str(k->length_rule));
                 s->module = str(k->module)[0] ? copy_str(&at, k->module) : NULL;
