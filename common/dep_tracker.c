@@ -62,6 +62,18 @@ int dep_tracker_add_alloc(struct dep_tracker *dt, uint64_t offset, uint64_t size
         return 0;
 }
 
+long dep_tracker_find_alloc(const struct dep_tracker *dt, uint64_t offset) {
+        size_t i = alloc_first(dt, offset);
+        return i < dt->n_allocs && dt->allocs[i].offset == offset ? (long)i : -1;
+}
+
+void dep_tracker_remove_alloc(struct dep_tracker *dt, size_t i) {
+        dt->n_recs -= dt->allocs[i].recs.n;
+        free(dt->allocs[i].recs.v);
+        memmove(&dt->allocs[i], &dt->allocs[i + 1], (dt->n_allocs - i - 1) * sizeof(dt->allocs[0]));
+        dt->n_allocs--;
+}
+
 /* Call fn for each list holding records of [lo, hi), with the part of the
  * range that falls in it. Stops at the first non-zero return. */
 typedef int (*visit_fn)(struct dep_tracker *dt, struct dep_list *l, uint64_t lo, uint64_t hi, void *arg);

@@ -23,9 +23,10 @@ struct dep_list {
         size_t n, cap;
 };
 
-/* An allocation of the heap; records of the tasks touching it. */
+/* An allocation of the heap; records of the tasks touching it. bytes:
+ * the size asked for (size rounded up), 0 when the owner keeps none. */
 struct heap_alloc {
-        uint64_t offset, size;
+        uint64_t offset, size, bytes;
         struct dep_list recs;
 };
 
@@ -63,6 +64,14 @@ static inline int dep_ids_reserve(struct dep_ids *ids, size_t n) {
 /* Insert the allocation [offset, offset + size) at its place in the
  * sorted list (it must overlap none). 0 or -ENOMEM. */
 int dep_tracker_add_alloc(struct dep_tracker *dt, uint64_t offset, uint64_t size);
+
+/* The allocation starting at offset: its index, or -1 if none does. */
+long dep_tracker_find_alloc(const struct dep_tracker *dt, uint64_t offset);
+
+/* Forget allocation i and its records: later accesses of its bytes
+ * depend on nothing recorded before (until an allocation covers them
+ * again, they fall in the unallocated list). */
+void dep_tracker_remove_alloc(struct dep_tracker *dt, size_t i);
 
 /* Append to ids the tasks an access list depends on (RAW on writers, WAR
  * and WAW for a write), duplicates possible. Records of tasks below

@@ -80,6 +80,12 @@ struct recording {
         bool broken;               /* a task went in without its records */
 };
 
+/* A freed tensor's bytes (tensor.c): reused once every task added before
+ * the free completed (the completion watermark reached `after`). */
+struct freed_range {
+        uint64_t offset, size, after;
+};
+
 /* A recorded graph as launches need it (replay.c). */
 struct recorded {
         uint32_t graph;            /* hbgd's number */
@@ -214,6 +220,10 @@ struct hbg_client {
         struct recording *rec;     /* recording (hbg_graph_record_begin) */
         struct recorded **recorded; /* recorded graphs, by number */
         size_t n_recorded, cap_recorded;
+        /* Freed tensors not reusable yet, by offset, overlapping no
+         * allocation of deps (tensor.c). */
+        struct freed_range *freed;
+        size_t n_freed, cap_freed;
         /* The kernels of the hbgd we are connected to (its session reply;
          * the built-ins of this build from an hbgd older than protocol 1.3):
          * tasks are checked and names resolved with it. Read-only after

@@ -18,6 +18,9 @@ bool hbgc_deps_pending_writer(hbg_client *c, uint64_t lo, uint64_t hi, uint64_t 
 
 void hbgc_deps_free(hbg_client *c) {
         dep_tracker_free(&c->deps);
+        free(c->freed);
+        c->freed = NULL;
+        c->n_freed = c->cap_freed = 0;
         free(c->scratch.v);
         c->scratch = (struct dep_ids){ 0 };
 }

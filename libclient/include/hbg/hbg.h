@@ -87,7 +87,7 @@ extern "C" {
  * fields at the end of size-carrying structs): a program built against
  * MAJOR.MINOR runs with any library MAJOR.M, M >= MINOR. */
 #define HBG_VERSION_MAJOR 1
-#define HBG_VERSION_MINOR 5
+#define HBG_VERSION_MINOR 6
 #define HBG_VERSION_PATCH 0
 
 typedef struct hbg_client hbg_client;
@@ -223,9 +223,17 @@ HBG_EXPORT int hbg_connect_opts(hbg_client **ret, const hbg_connect_options *opt
  * finish first. From a host function of c it does nothing (since 1.5). */
 HBG_EXPORT void hbg_disconnect(hbg_client *c);
 
-/* Tensors in the session heap (64-byte aligned). -ENOMEM when full. There
- * is no free: tensors live until hbg_disconnect(). */
+/* Tensors in the session heap (64-byte aligned). -ENOMEM when full (what
+ * is freed comes back once the tasks added before its free completed).
+ * Tensors not freed live until hbg_disconnect(). */
 HBG_EXPORT int hbg_tensor_alloc(hbg_client *c, size_t bytes, hbg_tensor *ret);
+/* Free t, exactly as hbg_tensor_alloc() returned it (a slice, a freed or
+ * unknown tensor: -EINVAL). Never waits: its bytes are reused by a later
+ * hbg_tensor_alloc() only once every task added before the free
+ * completed, and later tasks take no dependency on its earlier users.
+ * A tensor a recorded graph (or the one being recorded) uses: -EBUSY.
+ * Since 1.6. */
+HBG_EXPORT int hbg_tensor_free(hbg_client *c, hbg_tensor t);
 /* Where t is in this process (shared with hbgd); NULL if t is empty or
  * not inside the heap. Read results after the writer completed
  * (hbg_graph_wait(), hbg_tensor_wait_ready()). */
