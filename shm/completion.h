@@ -172,8 +172,12 @@ static inline bool completer_try_publish(struct hbg_completer *c, uint64_t id, m
                 if (!completer_slot_free(c, id))
                         return false;
         }
-        atomic_store_explicit(flag_slot(c->window, id), flag_stamp_of(c->window, id), store_order);
+        /* Counted first: once the stamp is out, another thread may walk
+         * the watermark past id and its graph retire, and whoever then
+         * reads the counters (acquire, through the graph's entry) must
+         * find it counted. */
         stat_inc(&c->stats.published, 1);
+        atomic_store_explicit(flag_slot(c->window, id), flag_stamp_of(c->window, id), store_order);
         return true;
 }
 
