@@ -689,7 +689,7 @@ START_TEST(graph_files) {
 }
 END_TEST
 
-/* ------------------------------------------------------------ the session reply's limit */
+/* ------------------------------------------------------------ the run contract */
 
 /* A module's kernel that ignores a stop, or returns what is no errno,
  * fails its task all the same: -ETIME past the time budget (never a
@@ -732,6 +732,8 @@ START_TEST(run_contract) {
         teardown_dir();
 }
 END_TEST
+
+/* ------------------------------------------------------------ the session reply's limit */
 
 START_TEST(table_limit) {
         char path[256], conf[128], out[8192], sock[128];
