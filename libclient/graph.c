@@ -421,6 +421,17 @@ HBG_EXPORT int hbg_graph_add_n(hbg_client *c, const hbg_task *tasks, size_t n, u
         return 0;
 }
 
+HBG_EXPORT int64_t hbg_graph_room(hbg_client *c) {
+        int err = hbgc_usable(c, "hbg_graph_room");
+        if (err < 0)
+                return err;
+        /* The watermark now, not the limit cached at the last full window:
+         * room made since counts. */
+        c->prod.window_limit = producer_watermark(&c->prod) + c->prod.g.task_window;
+        uint64_t room = producer_room(&c->prod);
+        return room > INT64_MAX ? INT64_MAX : (int64_t)room;
+}
+
 HBG_EXPORT int hbg_kernel_id(const char *name) {
         const struct hbg_kernel_sig *sig = kernel_sig_by_name(name);
         return sig ? sig->id : -ENOENT;

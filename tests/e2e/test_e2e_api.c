@@ -343,6 +343,60 @@ START_TEST(small_window) {
 }
 END_TEST
 
+/* hbg_graph_room(): the window's free ids, exactly; 0 when the next add
+ * would wait; what completes comes back; refused from a host function. */
+struct room_probe {
+        hbg_client *c;
+        int64_t seen;
+};
+
+static int room_probe_fn(void *arg) {
+        struct room_probe *p = arg;
+        p->seen = hbg_graph_room(p->c);
+        return 0;
+}
+
+START_TEST(graph_room) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        o.task_window = 256;
+        o.flag_window = 256;
+        hbg_client *c = connect_ok(d, &o);
+        ck_assert_int_eq(hbg_graph_room(NULL), -EINVAL);
+        ck_assert_int_eq(hbg_graph_room(c), 256);
+        /* A host task first: nothing completes until the wait runs it. */
+        struct room_probe probe = { .c = c, .seen = 1 };
+        hbg_task h = HBG_TASK_INIT(NULL);
+        h.host_fn = room_probe_fn;
+        h.host_userdata = &probe;
+        ck_assert_int_eq(hbg_graph_add(c, &h, NULL), 0);
+        hbg_task dummy = HBG_TASK_INIT(NULL);
+        uint64_t last = 0;
+        for (unsigned i = 1; i < 256; i++) {
+                ck_assert_int_eq(hbg_graph_room(c), 256 - i);
+                dummy.n_deps = 1;
+                dummy.deps[0] = last;
+                ck_assert_int_eq(hbg_graph_add(c, &dummy, &last), 0);
+        }
+        ck_assert_int_eq(hbg_graph_room(c), 0);
+        uint64_t g;
+        ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+        int err = hbg_graph_wait(c, g, 10000);
+        D_ASSERT(d, err == 0, "wait: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        ck_assert_int_eq(probe.seen, -EDEADLK);
+        ck_assert_int_eq(hbg_graph_room(c), 256);
+        /* Recording does not use the window. */
+        ck_assert_int_eq(hbg_graph_record_begin(c), 0);
+        ck_assert_int_eq(hbg_graph_add(c, &HBG_TASK_INIT(NULL), NULL), 0);
+        ck_assert_int_eq(hbg_graph_room(c), 256);
+        uint32_t rec;
+        ck_assert_int_eq(hbg_graph_record_end(c, &rec), 0);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- tensor_free */
 
 enum { FREE_N = 1024 }; /* floats: 4 KiB tensors */
@@ -551,6 +605,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, task_size);
         tcase_add_test(tc, add_n);
         tcase_add_test(tc, small_window);
+        tcase_add_test(tc, graph_room);
         tcase_add_test(tc, tensor_free);
         tcase_add_test(tc, tensor_free_cycles);
         suite_add_tcase(s, tc);

@@ -258,6 +258,15 @@ HBG_EXPORT int hbg_graph_add(hbg_client *c, const hbg_task *t, uint64_t *ret_id)
  * was not (hbg_last_error() names its index): the ones before it were
  * added, as with n calls of hbg_graph_add(). */
 HBG_EXPORT int hbg_graph_add_n(hbg_client *c, const hbg_task *tasks, size_t n, uint64_t *ret_ids);
+/* How many tasks hbg_graph_add() can add now without waiting for window
+ * space (0: the next add waits), or a negative errno: -EINVAL for NULL,
+ * -EDEADLK from a host function of c, -ECONNRESET once hbgd went away. A
+ * task with more than 16 dependencies takes one more id per 15 beyond
+ * them (the joining dummies), and adds while a graph is being recorded
+ * never wait. For a caller holding a lock of its own (a language
+ * binding's interpreter lock): add without releasing it while the room
+ * suffices. Never waits, no system call. Since 1.6. */
+HBG_EXPORT int64_t hbg_graph_room(hbg_client *c);
 /* A built-in kernel's id by name (for hbg_task.kernel_id: no name lookup
  * per task), or -ENOENT, from the table compiled into this library: it
  * knows no module kernel (hbg_client_kernel_id() does). Ids of built-ins
