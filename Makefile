@@ -313,6 +313,39 @@ $(KMOD_EXAMPLE): examples/kernels_nn.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) -fPIC -Ilibclient/include -shared -o $@ $< $(LDFLAGS) $(HBG_LDFLAGS) -lm
 
+# ---------------------------------------------------------------- python
+# The Python package (python/, docs/PYTHON.md) built in the tree for the
+# tests: $(PY_BUILD)/hbg is importable with PYTHONPATH=$(PY_BUILD). Debian's
+# python3 (not one earlier in PATH): the one python3-numpy serves. Its
+# headers are system headers (-isystem): our warnings are for our code;
+# -Wno-write-strings: CPython's keyword lists are char *[] of literals.
+PYTHON ?= /usr/bin/python3
+PY_BUILD := $(B)/python
+PY_EXT_SUFFIX = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
+PY_CFLAGS = -isystem $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null) \
+            -isystem $(shell $(PYTHON) -c 'import numpy; print(numpy.get_include())' 2>/dev/null)
+PY_SRCS := $(wildcard python/src/*.c)
+PY_OBJS := $(PY_SRCS:python/src/%.c=$(B)/obj/python/%.o)
+PY_FILES := $(wildcard python/hbg/*.py python/hbg/*.pyi) python/hbg/py.typed
+PY_MODULE = $(PY_BUILD)/hbg/_hbg$(PY_EXT_SUFFIX)
+
+$(B)/obj/python/%.o: python/src/%.c
+	$(say) CC $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) -Wno-write-strings -fvisibility=default -fPIC -Ilibclient/include $(PY_CFLAGS) \
+		-c -o $@ $<
+
+$(PY_BUILD)/hbg/_hbg%: $(PY_OBJS) $(CLIENT_SO) $(CLIENT_LINKS)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -shared -o $@ $(PY_OBJS) -L$(B)/lib -lhbgclient -Wl,-rpath,'$$ORIGIN/../../lib' $(LDFLAGS) $(HBG_LDFLAGS)
+
+$(PY_BUILD)/hbg/%: python/hbg/%
+	@mkdir -p $(@D)
+	$(Q)cp $< $@
+
+python: $(PY_MODULE) $(PY_FILES:python/%=$(PY_BUILD)/%)
+
 $(B)/tests/modules/%.so: tests/modules/test_module.c
 	$(say) CC $@
 	@mkdir -p $(@D)

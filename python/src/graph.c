@@ -1,0 +1,916 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hbg.Graph (adding tasks), hbg.Handle (waiting for a submitted graph)
+ * and hbg.Recording (record once, launch many times).
+ */
+#include "hbgpy.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+enum graph_state { GRAPH_OPEN, GRAPH_SUBMITTED, GRAPH_RECORDING, GRAPH_RECORDED };
+
+typedef struct {
+        PyObject_HEAD
+        ClientObject *client;
+        enum graph_state state;
+        uint64_t n_tasks;
+} GraphObject;
+
+typedef struct {
+        PyObject_HEAD
+        ClientObject *client;
+        uint64_t graph;
+} HandleObject;
+
+enum recording_state { REC_NEW, REC_OPEN, REC_DONE, REC_FAILED };
+
+typedef struct {
+        PyObject_HEAD
+        ClientObject *client;
+        GraphObject *graph;
+        enum recording_state state;
+        uint32_t id;
+} RecordingObject;
+
+static PyObject *kw_scalars, *kw_after, *kw_blocks;
+
+static int intern_keywords(void) {
+        if (kw_scalars)
+                return 0;
+        kw_scalars = PyUnicode_InternFromString("scalars");
+        kw_after = PyUnicode_InternFromString("after");
+        kw_blocks = PyUnicode_InternFromString("blocks");
+        return kw_scalars && kw_after && kw_blocks ? 0 : -1;
+}
+
+static int kw_is(PyObject *name, PyObject *interned) {
+        return name == interned || PyUnicode_Compare(name, interned) == 0;
+}
+
+/* ---------------------------------------------------------------- adding */
+
+/* May g take a task now? Exactly one graph of a client takes tasks. */
+static int graph_may_add(GraphObject *g, const char *what) {
+        ClientObject *cl = g->client;
+        if (hbgpy_client_check(cl, what) < 0)
+                return -1;
+        switch (g->state) {
+        case GRAPH_SUBMITTED:
+                PyErr_Format(PyExc_RuntimeError, "%s: the graph was submitted; client.graph() starts another", what);
+                return -1;
+        case GRAPH_RECORDED:
+                PyErr_Format(PyExc_RuntimeError, "%s: the recording is over; rec.launch() runs it", what);
+                return -1;
+        case GRAPH_RECORDING:
+                return 0;
+        case GRAPH_OPEN:
+                break;
+        }
+        if (cl->recording) {
+                PyErr_Format(PyExc_RuntimeError, "%s: a recording of this client is open: add to its rec.graph",
+                             what);
+                return -1;
+        }
+        if (cl->active_graph && cl->active_graph != (PyObject *)g) {
+                PyErr_Format(PyExc_RuntimeError,
+                             "%s: another graph of this client has tasks not submitted; submit it first", what);
+                return -1;
+        }
+        return 0;
+}
+
+/* after=: ids of earlier tasks (an int or a sequence of them). */
+static int parse_after(PyObject *after, hbg_task *t, const char *what) {
+        if (!after || after == Py_None)
+                return 0;
+        if (PyLong_Check(after)) {
+                t->deps[0] = PyLong_AsUnsignedLongLong(after);
+                if (PyErr_Occurred())
+                        goto bad_id;
+                t->n_deps = 1;
+                return 0;
+        }
+        PyObject *seq = PySequence_Fast(after, "after must be a task id or a sequence of them");
+        if (!seq)
+                return -1;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        if (n > HBG_MAX_TASK_DEPS) {
+                Py_DECREF(seq);
+                PyErr_Format(PyExc_ValueError, "%s: after has %zd task ids; at most %d", what, n, HBG_MAX_TASK_DEPS);
+                return -1;
+        }
+        PyObject **items = PySequence_Fast_ITEMS(seq);
+        for (Py_ssize_t i = 0; i < n; i++) {
+                if (!PyLong_Check(items[i])) {
+                        PyErr_Format(PyExc_TypeError, "%s: after[%zd] must be a task id (int), not %.80s", what, i,
+                                     Py_TYPE(items[i])->tp_name);
+                        Py_DECREF(seq);
+                        return -1;
+                }
+                t->deps[i] = PyLong_AsUnsignedLongLong(items[i]);
+                if (PyErr_Occurred()) {
+                        Py_DECREF(seq);
+                        goto bad_id;
+                }
+        }
+        t->n_deps = (uint8_t)n;
+        Py_DECREF(seq);
+        return 0;
+bad_id:
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "%s: after holds a negative or too large task id", what);
+        return -1;
+}
+
+/* scalars=: as the kernel's signature types them. */
+static int parse_scalars(const struct hbgpy_kernel *k, PyObject *scalars, hbg_task *t, const char *what) {
+        Py_ssize_t n = 0;
+        PyObject *seq = NULL;
+        if (scalars && scalars != Py_None) {
+                seq = PySequence_Fast(scalars, "scalars must be a sequence of numbers");
+                if (!seq)
+                        return -1;
+                n = PySequence_Fast_GET_SIZE(seq);
+        }
+        unsigned want = k ? k->n_scalars : 0;
+        if (n != (Py_ssize_t)want) {
+                PyErr_Format(PyExc_ValueError, "%s: %S takes %u scalars, %zd given", what,
+                             k ? k->name : Py_None, want, n);
+                Py_XDECREF(seq);
+                return -1;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+                PyObject *v = PySequence_Fast_GET_ITEM(seq, i);
+                switch (k->scalar_types[i]) {
+                case HBG_SCALAR_TYPE_F32: {
+                        double d = PyFloat_AsDouble(v);
+                        if (d == -1.0 && PyErr_Occurred())
+                                goto bad;
+                        t->scalars[i] = hbg_f32((float)d);
+                        break;
+                }
+                case HBG_SCALAR_TYPE_I64: {
+                        long long x = PyLong_AsLongLong(v);
+                        if (x == -1 && PyErr_Occurred())
+                                goto bad;
+                        t->scalars[i] = hbg_i64(x);
+                        break;
+                }
+                default: {
+                        unsigned long long x = PyLong_AsUnsignedLongLong(v);
+                        if (x == (unsigned long long)-1 && PyErr_Occurred())
+                                goto bad;
+                        t->scalars[i] = x;
+                        break;
+                }
+                }
+                continue;
+        bad:
+                PyErr_Clear();
+                PyErr_Format(PyExc_TypeError, "%s: %U must be %s, not %R", what, k->scalar_names[i],
+                             k->scalar_types[i] == HBG_SCALAR_TYPE_F32 ? "a number"
+                             : k->scalar_types[i] == HBG_SCALAR_TYPE_I64 ? "an int"
+                                                                          : "a non-negative int",
+                             v);
+                Py_DECREF(seq);
+                return -1;
+        }
+        t->n_scalars = (uint8_t)n;
+        Py_XDECREF(seq);
+        return 0;
+}
+
+/* Hand t to the library. The GIL stays held while the window has room
+ * for certain: a task takes its own id and at most one joining dummy per
+ * 14 dependencies, and its derived dependencies are on pending tasks
+ * (at most window - room of them) plus 16 explicit ones. Else it is
+ * released: the add may wait, and host functions need the GIL. */
+static int add_task(GraphObject *g, const hbg_task *t, uint64_t *ret_id, const char *what) {
+        ClientObject *cl = g->client;
+        int held = hbgpy_client_enter(cl, what);
+        if (held < 0)
+                return -1;
+        int err;
+        int64_t room = hbg_graph_room(cl->c);
+        if (g->state == GRAPH_RECORDING || (room >= 0 && (uint64_t)room * 15 >= cl->window + 58)) {
+                err = hbg_graph_add(cl->c, t, ret_id);
+        } else {
+                Py_BEGIN_ALLOW_THREADS
+                err = hbg_graph_add(cl->c, t, ret_id);
+                Py_END_ALLOW_THREADS
+        }
+        if (err < 0) {
+                hbgpy_raise(cl, err, what);
+                hbgpy_client_leave(cl, held);
+                return -1;
+        }
+        g->n_tasks++;
+        if (g->state == GRAPH_OPEN)
+                cl->active_graph = (PyObject *)g;
+        hbgpy_client_leave(cl, held);
+        return 0;
+}
+
+static PyObject *graph_add(GraphObject *g, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
+        static const char what[] = "Graph.add";
+        Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+        if (nargs < 1) {
+                PyErr_SetString(PyExc_TypeError, "Graph.add() needs a kernel (its name, or None for an empty task)");
+                return NULL;
+        }
+        PyObject *scalars = NULL, *after = NULL, *blocks = NULL;
+        Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+        for (Py_ssize_t i = 0; i < nkw; i++) {
+                PyObject *name = PyTuple_GET_ITEM(kwnames, i), *v = args[nargs + i];
+                if (kw_is(name, kw_scalars))
+                        scalars = v;
+                else if (kw_is(name, kw_after))
+                        after = v;
+                else if (kw_is(name, kw_blocks))
+                        blocks = v;
+                else {
+                        PyErr_Format(PyExc_TypeError, "Graph.add() got an unexpected keyword argument %R", name);
+                        return NULL;
+                }
+        }
+        if (graph_may_add(g, what) < 0)
+                return NULL;
+        ClientObject *cl = g->client;
+        hbg_task t = HBG_TASK_INIT(NULL);
+        const struct hbgpy_kernel *k = NULL;
+        Py_ssize_t n_arrays = nargs - 1;
+        if (args[0] != Py_None) {
+                if (!(k = hbgpy_kernel_lookup(cl, args[0])))
+                        return NULL;
+                if (n_arrays != (Py_ssize_t)k->n_tensors) {
+                        PyErr_Format(PyExc_TypeError, "%s: %S takes %u arrays, %zd given", what, k->name,
+                                     k->n_tensors, n_arrays);
+                        return NULL;
+                }
+                t.kernel_id = (uint16_t)k->id;
+                for (unsigned i = 0; i < k->n_tensors; i++) {
+                        if (hbgpy_array_tensor(cl, args[1 + i], k->dirs[i] & HBG_OUT, k->f32_only,
+                                               k->tensor_names[i], &t.args[i].tensor) < 0)
+                                return NULL;
+                        t.args[i].dir = k->dirs[i];
+                }
+                t.n_args = (uint8_t)k->n_tensors;
+        } else if (n_arrays) {
+                PyErr_Format(PyExc_TypeError, "%s: an empty task (kernel None) takes no arrays, %zd given", what,
+                             n_arrays);
+                return NULL;
+        }
+        if (parse_scalars(k, scalars, &t, what) < 0 || parse_after(after, &t, what) < 0)
+                return NULL;
+        if (blocks && blocks != Py_None) {
+                long b = PyLong_Check(blocks) ? PyLong_AsLong(blocks) : -1;
+                if (b < 1 || b > 65535) {
+                        PyErr_Clear();
+                        PyErr_Format(PyExc_ValueError, "%s: blocks must be an int from 1 to 65535, not %R", what,
+                                     blocks);
+                        return NULL;
+                }
+                t.blocks = (uint16_t)b;
+        }
+        uint64_t id;
+        if (add_task(g, &t, &id, what) < 0)
+                return NULL;
+        return PyLong_FromUnsignedLongLong(id);
+}
+
+/* reads= / writes= of a host function: heap arrays, as tensors. */
+static int host_tensors(ClientObject *cl, PyObject *arrays, int write, hbg_tensor *v, uint8_t *ret_n,
+                        PyObject **ret_seq) {
+        const char *kw = write ? "writes" : "reads";
+        *ret_n = 0;
+        *ret_seq = NULL;
+        if (!arrays || arrays == Py_None)
+                return 0;
+        if (PyArray_Check(arrays)) {
+                PyErr_Format(PyExc_TypeError, "Graph.add_host: %s must be a sequence of arrays (a tuple or list)",
+                             kw);
+                return -1;
+        }
+        PyObject *seq = PySequence_Fast(arrays, "reads and writes must be sequences of arrays");
+        if (!seq)
+                return -1;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        if (n > 255) {
+                Py_DECREF(seq);
+                PyErr_Format(PyExc_ValueError, "Graph.add_host: %s has %zd arrays; at most 255", kw, n);
+                return -1;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+                PyObject *what = PyUnicode_FromFormat("%s[%zd] of Graph.add_host", kw, i);
+                int rc = what ? hbgpy_array_tensor(cl, PySequence_Fast_GET_ITEM(seq, i), write, 0, what, &v[i]) : -1;
+                Py_XDECREF(what);
+                if (rc < 0) {
+                        Py_DECREF(seq);
+                        return -1;
+                }
+        }
+        *ret_n = (uint8_t)n;
+        *ret_seq = seq;
+        return 0;
+}
+
+static PyObject *graph_add_host(GraphObject *g, PyObject *args, PyObject *kwds) {
+        static const char what[] = "Graph.add_host";
+        static char *kwlist[] = { "fn", "reads", "writes", "after", NULL };
+        PyObject *fn, *reads = NULL, *writes = NULL, *after = NULL;
+        if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OOO:add_host", kwlist, &fn, &reads, &writes, &after))
+                return NULL;
+        if (!PyCallable_Check(fn)) {
+                PyErr_Format(PyExc_TypeError, "%s: fn must be callable, not %.80s", what, Py_TYPE(fn)->tp_name);
+                return NULL;
+        }
+        if (graph_may_add(g, what) < 0)
+                return NULL;
+        ClientObject *cl = g->client;
+        hbg_tensor rv[255], wv[255];
+        hbg_task t = HBG_TASK_INIT(NULL);
+        PyObject *rseq = NULL, *wseq = NULL;
+        if (host_tensors(cl, reads, 0, rv, &t.n_host_reads, &rseq) < 0 ||
+            host_tensors(cl, writes, 1, wv, &t.n_host_writes, &wseq) < 0 || parse_after(after, &t, what) < 0) {
+                Py_XDECREF(rseq);
+                Py_XDECREF(wseq);
+                return NULL;
+        }
+        Py_XDECREF(rseq);
+        Py_XDECREF(wseq);
+        t.host_reads = rv;
+        t.host_writes = wv;
+        t.host_fn = hbgpy_host_fn;
+        PyObject *call = hbgpy_host_call_new(cl, fn, g->state == GRAPH_RECORDING, &t.host_userdata);
+        if (!call)
+                return NULL;
+        uint64_t id;
+        if (add_task(g, &t, &id, what) < 0) {
+                PyObject *list = g->state == GRAPH_RECORDING ? cl->recorded_calls : cl->host_calls;
+                PyObject *exc_type, *exc_value, *exc_tb;
+                PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+                if (list && PyList_GET_SIZE(list) && PyList_GET_ITEM(list, PyList_GET_SIZE(list) - 1) == call)
+                        (void)PyList_SetSlice(list, PyList_GET_SIZE(list) - 1, PyList_GET_SIZE(list), NULL);
+                PyErr_Restore(exc_type, exc_value, exc_tb);
+                return NULL;
+        }
+        hbgpy_host_calls_set_task(call, id);
+        return PyLong_FromUnsignedLongLong(id);
+}
+
+/* ---------------------------------------------------------------- submit */
+
+static PyObject *graph_submit(GraphObject *g, PyObject *unused) {
+        static const char what[] = "Graph.submit";
+        (void)unused;
+        if (g->state == GRAPH_RECORDING || g->state == GRAPH_RECORDED) {
+                PyErr_Format(PyExc_RuntimeError, "%s: a recorded graph runs with rec.launch()", what);
+                return NULL;
+        }
+        if (g->state == GRAPH_SUBMITTED) {
+                PyErr_Format(PyExc_RuntimeError, "%s: the graph was submitted already", what);
+                return NULL;
+        }
+        if (g->n_tasks == 0) {
+                PyErr_Format(PyExc_ValueError, "%s: the graph is empty (add tasks first)", what);
+                return NULL;
+        }
+        ClientObject *cl = g->client;
+        int held = hbgpy_client_enter(cl, what);
+        if (held < 0)
+                return NULL;
+        uint64_t graph;
+        int err;
+        Py_BEGIN_ALLOW_THREADS
+        err = hbg_graph_submit(cl->c, &graph);
+        Py_END_ALLOW_THREADS
+        if (err < 0) {
+                hbgpy_raise(cl, err, what);
+                hbgpy_client_leave(cl, held);
+                return NULL;
+        }
+        g->state = GRAPH_SUBMITTED;
+        cl->active_graph = NULL;
+        hbgpy_host_calls_submitted(cl, graph);
+        hbgpy_host_calls_sweep(cl);
+        hbgpy_client_leave(cl, held);
+        return hbgpy_handle_new(cl, graph);
+}
+
+static PyObject *handle_wait_impl(HandleObject *h, PyObject *timeout);
+
+static PyObject *graph_run(GraphObject *g, PyObject *args, PyObject *kwds) {
+        static char *kwlist[] = { "timeout", NULL };
+        PyObject *timeout = Py_None;
+        if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:run", kwlist, &timeout))
+                return NULL;
+        PyObject *h = graph_submit(g, NULL);
+        if (!h)
+                return NULL;
+        PyObject *r = handle_wait_impl((HandleObject *)h, timeout);
+        Py_DECREF(h);
+        return r;
+}
+
+static void graph_dealloc(GraphObject *g) {
+        ClientObject *cl = g->client;
+        /* Tasks added but never submitted: hbgd has them; submit them so
+         * that the client's next graph does not take them in. */
+        if (cl && g->state == GRAPH_OPEN && cl->active_graph == (PyObject *)g) {
+                PyObject *exc_type, *exc_value, *exc_tb;
+                PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+                PyObject *h = graph_submit(g, NULL);
+                if (!h)
+                        PyErr_WriteUnraisable((PyObject *)g);
+                Py_XDECREF(h);
+                PyErr_Restore(exc_type, exc_value, exc_tb);
+                if (cl->active_graph == (PyObject *)g)
+                        cl->active_graph = NULL;
+        }
+        Py_XDECREF(cl);
+        Py_TYPE(g)->tp_free((PyObject *)g);
+}
+
+static Py_ssize_t graph_len(GraphObject *g) {
+        return (Py_ssize_t)g->n_tasks;
+}
+
+static PyObject *graph_repr(GraphObject *g) {
+        static const char *states[] = { "open", "submitted", "being recorded", "recorded" };
+        return PyUnicode_FromFormat("<hbg.Graph %s, %llu tasks>", states[g->state], (unsigned long long)g->n_tasks);
+}
+
+static PyObject *graph_new(ClientObject *cl, enum graph_state state) {
+        if (intern_keywords() < 0)
+                return NULL;
+        GraphObject *g = PyObject_New(GraphObject, &hbgpy_GraphType);
+        if (!g)
+                return NULL;
+        Py_INCREF(cl);
+        g->client = cl;
+        g->state = state;
+        g->n_tasks = 0;
+        return (PyObject *)g;
+}
+
+PyObject *hbgpy_client_graph(ClientObject *cl, PyObject *unused) {
+        (void)unused;
+        if (hbgpy_client_check(cl, "Client.graph") < 0)
+                return NULL;
+        return graph_new(cl, GRAPH_OPEN);
+}
+
+static PyMethodDef graph_methods[] = {
+        { "add", (PyCFunction)(void (*)(void))graph_add, METH_FASTCALL | METH_KEYWORDS,
+          "add(kernel, *arrays, scalars=(), after=(), blocks=1) -> int\n\n"
+          "Add a task running kernel (a name from client.kernels(), an hbg.Kernel, or None for an\n"
+          "empty task) on arrays of the session heap, in the order of the kernel's signature; an\n"
+          "output may be the very array of an input for in-place kernels, as numpy's out=.\n"
+          "Dependencies on earlier tasks are derived from the arrays (read after write, write\n"
+          "after read or write); after= adds task ids (at most 16). scalars= as the signature\n"
+          "types them. Returns the task's id. TypeError/ValueError name the bad argument before\n"
+          "anything reaches hbgd. The GIL is released when the task window is nearly full (the\n"
+          "add may wait for room)." },
+        { "add_host", (PyCFunction)(void (*)(void))graph_add_host, METH_VARARGS | METH_KEYWORDS,
+          "add_host(fn, *, reads=(), writes=(), after=()) -> int\n\n"
+          "Add a task that calls fn() in this process once its dependencies completed; reads and\n"
+          "writes are the heap arrays it touches (for dependencies). fn runs with the GIL, inside\n"
+          "a wait of this client (host_threads=0) or on one of its worker threads. If it raises,\n"
+          "the task fails (errno: an OSError's, else EIO) and the GraphError's __cause__ is the\n"
+          "exception. Returns the task's id." },
+        { "submit", (PyCFunction)graph_submit, METH_NOARGS,
+          "submit() -> hbg.Handle\n\nHand the graph to hbgd; wait on the handle. Waits (without the GIL)\n"
+          "while too many graphs are in flight." },
+        { "run", (PyCFunction)(void (*)(void))graph_run, METH_VARARGS | METH_KEYWORDS,
+          "run(timeout=None) -> None\n\nsubmit() and wait(timeout)." },
+        { NULL, NULL, 0, NULL },
+};
+
+static PySequenceMethods graph_as_sequence = {
+        .sq_length = (lenfunc)graph_len,
+};
+
+PyTypeObject hbgpy_GraphType = {
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hbg.Graph",
+        .tp_basicsize = sizeof(GraphObject),
+        .tp_flags = Py_TPFLAGS_DEFAULT,
+        .tp_doc = "A task graph being built (client.graph(), or rec.graph of a recording).\n\n"
+                  "len(graph) is the number of tasks added. A graph dropped with tasks not submitted\n"
+                  "is submitted then (hbgd has its tasks already).",
+        .tp_dealloc = (destructor)graph_dealloc,
+        .tp_repr = (reprfunc)graph_repr,
+        .tp_methods = graph_methods,
+        .tp_as_sequence = &graph_as_sequence,
+};
+
+/* ---------------------------------------------------------------- handles */
+
+PyObject *hbgpy_handle_new(ClientObject *cl, uint64_t graph) {
+        HandleObject *h = PyObject_New(HandleObject, &hbgpy_HandleType);
+        if (!h)
+                return NULL;
+        Py_INCREF(cl);
+        h->client = cl;
+        h->graph = graph;
+        return (PyObject *)h;
+}
+
+static void handle_dealloc(HandleObject *h) {
+        Py_XDECREF(h->client);
+        Py_TYPE(h)->tp_free((PyObject *)h);
+}
+
+static void set_attr(PyObject *o, const char *name, PyObject *v) {
+        if (v) {
+                if (PyObject_SetAttrString(o, name, v) < 0)
+                        PyErr_Clear();
+                Py_DECREF(v);
+        } else {
+                PyErr_Clear();
+        }
+}
+
+/* Raise hbg.GraphError for graph's failure err (lock held). */
+static PyObject *raise_graph_error(ClientObject *cl, uint64_t graph, int err) {
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        int have = hbg_graph_error(cl->c, graph, &info) == 0 && info.code != 0;
+        const char *message = have && info.message[0] ? info.message : hbg_last_error(cl->c);
+        if (!message || !*message)
+                message = hbg_strerror(err);
+        PyObject *exc;
+        if (have)
+                exc = PyObject_CallFunction(hbgpy_GraphError, "s", "");
+        else
+                exc = PyObject_CallFunction(hbgpy_GraphError, "s", message);
+        if (!exc)
+                return NULL;
+        PyObject *text = have ? PyUnicode_FromFormat("graph %llu failed: task %llu%s%s%s: %s",
+                                                     (unsigned long long)graph, (unsigned long long)info.task,
+                                                     info.kernel && *info.kernel ? " (" : "",
+                                                     info.kernel && *info.kernel ? info.kernel : "",
+                                                     info.kernel && *info.kernel ? ")" : "", message)
+                              : NULL;
+        if (text) {
+                PyObject *args = PyTuple_Pack(1, text);
+                if (args) {
+                        if (PyObject_SetAttrString(exc, "args", args) < 0)
+                                PyErr_Clear();
+                        Py_DECREF(args);
+                }
+                Py_DECREF(text);
+        }
+        set_attr(exc, "graph", PyLong_FromUnsignedLongLong(graph));
+        set_attr(exc, "task", have ? PyLong_FromUnsignedLongLong(info.task) : Py_NewRef(Py_None));
+        set_attr(exc, "kernel", PyUnicode_FromString(have && info.kernel ? info.kernel : ""));
+        set_attr(exc, "message", PyUnicode_FromString(message));
+        set_attr(exc, "errno", PyLong_FromLong(have ? -info.code : -err));
+        if (have && info.kernel_id < 0) { /* a task without kernel: a host function's? */
+                PyObject *cause = hbgpy_host_exception_for(cl, graph, info.task);
+                if (cause && cause != Py_None)
+                        PyException_SetCause(exc, cause);
+                else
+                        Py_XDECREF(cause);
+        }
+        PyErr_SetObject(hbgpy_GraphError, exc);
+        Py_DECREF(exc);
+        return NULL;
+}
+
+/* timeout: None (for ever) or seconds. */
+static int parse_timeout(PyObject *timeout, double *ret) {
+        *ret = -1.0;
+        if (!timeout || timeout == Py_None)
+                return 0;
+        double s = PyFloat_AsDouble(timeout);
+        if (s == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_TypeError, "timeout must be None or a number of seconds, not %.80s",
+                             Py_TYPE(timeout)->tp_name);
+                return -1;
+        }
+        if (!(s >= 0) || isnan(s)) {
+                PyErr_Format(PyExc_ValueError, "timeout must be None or >= 0 seconds, not %R", timeout);
+                return -1;
+        }
+        *ret = s;
+        return 0;
+}
+
+static double now_s(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Wait in slices of at most 50 ms without the GIL (and with the client's
+ * lock let go between them): Ctrl-C raises KeyboardInterrupt within one
+ * slice, and other threads get the client in between. */
+static PyObject *handle_wait_impl(HandleObject *h, PyObject *timeout) {
+        static const char what[] = "Handle.wait";
+        ClientObject *cl = h->client;
+        double limit;
+        if (parse_timeout(timeout, &limit) < 0)
+                return NULL;
+        double deadline = limit >= 0 ? now_s() + limit : 0;
+        for (;;) {
+                int held = hbgpy_client_enter(cl, what);
+                if (held < 0)
+                        return NULL;
+                int slice = 50;
+                if (limit >= 0) {
+                        double left = deadline - now_s();
+                        slice = left <= 0 ? 0 : left * 1000 < 50 ? (int)ceil(left * 1000) : 50;
+                }
+                int err;
+                Py_BEGIN_ALLOW_THREADS
+                err = hbg_graph_wait(cl->c, h->graph, slice);
+                Py_END_ALLOW_THREADS
+                int running = err == -ETIMEDOUT && hbg_graph_status(cl->c, h->graph, NULL) == 1;
+                if (!running) {
+                        PyObject *r = NULL;
+                        if (err == 0)
+                                r = Py_NewRef(Py_None);
+                        else if (err == -ECONNRESET || err == -EINVAL)
+                                hbgpy_raise(cl, err, what);
+                        else
+                                raise_graph_error(cl, h->graph, err);
+                        hbgpy_host_calls_sweep(cl);
+                        hbgpy_client_leave(cl, held);
+                        return r;
+                }
+                hbgpy_client_leave(cl, held);
+                if (PyErr_CheckSignals() < 0)
+                        return NULL;
+                if (limit >= 0 && now_s() >= deadline) {
+                        PyErr_Format(PyExc_TimeoutError, "%s: graph %llu still running after %g s", what,
+                                     (unsigned long long)h->graph, limit);
+                        return NULL;
+                }
+        }
+}
+
+static PyObject *handle_wait(HandleObject *h, PyObject *args, PyObject *kwds) {
+        static char *kwlist[] = { "timeout", NULL };
+        PyObject *timeout = Py_None;
+        if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:wait", kwlist, &timeout))
+                return NULL;
+        return handle_wait_impl(h, timeout);
+}
+
+static PyObject *handle_done(HandleObject *h, PyObject *unused) {
+        (void)unused;
+        ClientObject *cl = h->client;
+        int held = hbgpy_client_enter(cl, "Handle.done");
+        if (held < 0)
+                return NULL;
+        /* Ready host functions run here, as in a wait (none run otherwise
+         * without worker threads). */
+        if (held == 0 && cl->host_threads == 0)
+                (void)hbg_client_process(cl->c);
+        int st = hbg_graph_status(cl->c, h->graph, NULL);
+        hbgpy_client_leave(cl, held);
+        return PyBool_FromLong(st != 1);
+}
+
+static PyObject *handle_cancel(HandleObject *h, PyObject *unused) {
+        (void)unused;
+        ClientObject *cl = h->client;
+        int held = hbgpy_client_enter(cl, "Handle.cancel");
+        if (held < 0)
+                return NULL;
+        int err;
+        Py_BEGIN_ALLOW_THREADS
+        err = hbg_graph_cancel(cl->c, h->graph);
+        Py_END_ALLOW_THREADS
+        PyObject *r = err == 0 ? Py_NewRef(Py_True) : err == -EALREADY ? Py_NewRef(Py_False) : NULL;
+        if (!r)
+                hbgpy_raise(cl, err, "Handle.cancel");
+        hbgpy_client_leave(cl, held);
+        return r;
+}
+
+static PyObject *handle_get_id(HandleObject *h, void *unused) {
+        (void)unused;
+        return PyLong_FromUnsignedLongLong(h->graph);
+}
+
+static PyObject *handle_repr(HandleObject *h) {
+        return PyUnicode_FromFormat("<hbg.Handle of graph %llu>", (unsigned long long)h->graph);
+}
+
+static PyMethodDef handle_methods[] = {
+        { "wait", (PyCFunction)(void (*)(void))handle_wait, METH_VARARGS | METH_KEYWORDS,
+          "wait(timeout=None) -> None\n\n"
+          "Wait until the graph finished (timeout in seconds; None: for ever), without the GIL.\n"
+          "Raises hbg.GraphError if it failed, TimeoutError if it still runs after timeout,\n"
+          "ConnectionResetError if hbgd went away, KeyboardInterrupt on Ctrl-C (the graph goes\n"
+          "on; wait again). Without host threads, host functions run inside it." },
+        { "done", (PyCFunction)handle_done, METH_NOARGS,
+          "done() -> bool\n\nTrue once the graph finished (succeeded or failed); never waits." },
+        { "cancel", (PyCFunction)handle_cancel, METH_NOARGS,
+          "cancel() -> bool\n\nAsk hbgd to cancel the graph: True if it took the cancel (wait() then raises\n"
+          "GraphError with errno ECANCELED unless it finished first), False if it had finished." },
+        { NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef handle_getset[] = {
+        { "id", (getter)handle_get_id, NULL, "The graph's number (0, 1, 2, ... per client).", NULL },
+        { NULL, NULL, NULL, NULL, NULL },
+};
+
+PyTypeObject hbgpy_HandleType = {
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hbg.Handle",
+        .tp_basicsize = sizeof(HandleObject),
+        .tp_flags = Py_TPFLAGS_DEFAULT,
+        .tp_doc = "A submitted graph (Graph.submit(), Recording.launch()).",
+        .tp_dealloc = (destructor)handle_dealloc,
+        .tp_repr = (reprfunc)handle_repr,
+        .tp_methods = handle_methods,
+        .tp_getset = handle_getset,
+};
+
+/* ---------------------------------------------------------------- recordings */
+
+PyObject *hbgpy_client_record(ClientObject *cl, PyObject *unused) {
+        (void)unused;
+        if (hbgpy_client_check(cl, "Client.record") < 0)
+                return NULL;
+        RecordingObject *r = PyObject_New(RecordingObject, &hbgpy_RecordingType);
+        if (!r)
+                return NULL;
+        Py_INCREF(cl);
+        r->client = cl;
+        r->graph = NULL;
+        r->state = REC_NEW;
+        r->id = 0;
+        return (PyObject *)r;
+}
+
+static PyObject *recording_enter(RecordingObject *r, PyObject *unused) {
+        static const char what[] = "Recording.__enter__";
+        (void)unused;
+        ClientObject *cl = r->client;
+        if (r->state != REC_NEW) {
+                PyErr_Format(PyExc_RuntimeError, "%s: a Recording is used once", what);
+                return NULL;
+        }
+        if (cl->recording || cl->active_graph) {
+                PyErr_Format(PyExc_RuntimeError, "%s: %s", what,
+                             cl->recording ? "another recording of this client is open"
+                                           : "a graph of this client has tasks not submitted; submit it first");
+                return NULL;
+        }
+        GraphObject *g = (GraphObject *)graph_new(cl, GRAPH_RECORDING);
+        if (!g)
+                return NULL;
+        int held = hbgpy_client_enter(cl, what);
+        if (held < 0) {
+                Py_DECREF(g);
+                return NULL;
+        }
+        int err = hbg_graph_record_begin(cl->c);
+        if (err < 0) {
+                hbgpy_raise(cl, err, what);
+                hbgpy_client_leave(cl, held);
+                Py_DECREF(g);
+                return NULL;
+        }
+        cl->recording = 1;
+        hbgpy_client_leave(cl, held);
+        r->graph = g;
+        r->state = REC_OPEN;
+        Py_INCREF(r);
+        return (PyObject *)r;
+}
+
+static PyObject *recording_exit(RecordingObject *r, PyObject *args) {
+        static const char what[] = "Recording.__exit__";
+        PyObject *et = Py_None, *ev = Py_None, *tb = Py_None;
+        if (!PyArg_UnpackTuple(args, "__exit__", 0, 3, &et, &ev, &tb))
+                return NULL;
+        if (r->state != REC_OPEN)
+                Py_RETURN_FALSE;
+        ClientObject *cl = r->client;
+        r->graph->state = GRAPH_RECORDED;
+        r->state = REC_FAILED;
+        int held = hbgpy_client_enter(cl, what);
+        if (held < 0) {
+                cl->recording = 0;
+                return et == Py_None ? NULL : (PyErr_Clear(), Py_NewRef(Py_False));
+        }
+        uint32_t id = 0;
+        int err;
+        Py_BEGIN_ALLOW_THREADS
+        err = hbg_graph_record_end(cl->c, &id); /* sends it to hbgd: one round trip */
+        Py_END_ALLOW_THREADS
+        cl->recording = 0;
+        if (err == 0) {
+                r->state = REC_DONE;
+                r->id = id;
+        } else if (et == Py_None) {
+                const char *why = hbg_last_error(cl->c);
+                PyObject *exc = PyObject_CallFunction(hbgpy_GraphError, "s", why && *why ? why : hbg_strerror(err));
+                if (exc) {
+                        set_attr(exc, "graph", Py_NewRef(Py_None));
+                        set_attr(exc, "task", Py_NewRef(Py_None));
+                        set_attr(exc, "kernel", PyUnicode_FromString(""));
+                        set_attr(exc, "message", PyUnicode_FromString(why && *why ? why : hbg_strerror(err)));
+                        set_attr(exc, "errno", PyLong_FromLong(-err));
+                        PyErr_SetObject(hbgpy_GraphError, exc);
+                        Py_DECREF(exc);
+                }
+                hbgpy_client_leave(cl, held);
+                return NULL;
+        }
+        hbgpy_client_leave(cl, held);
+        Py_RETURN_FALSE; /* an exception of the body goes on */
+}
+
+static PyObject *recording_launch(RecordingObject *r, PyObject *unused) {
+        static const char what[] = "Recording.launch";
+        (void)unused;
+        ClientObject *cl = r->client;
+        if (r->state != REC_DONE) {
+                PyErr_Format(PyExc_RuntimeError, "%s: %s", what,
+                             r->state == REC_FAILED ? "the recording failed"
+                                                    : "the recording is not finished (leave the with block first)");
+                return NULL;
+        }
+        if (cl->active_graph) {
+                PyErr_Format(PyExc_RuntimeError, "%s: a graph of this client has tasks not submitted; submit it first",
+                             what);
+                return NULL;
+        }
+        int held = hbgpy_client_enter(cl, what);
+        if (held < 0)
+                return NULL;
+        uint64_t graph;
+        int err;
+        Py_BEGIN_ALLOW_THREADS
+        err = hbg_graph_launch(cl->c, r->id, &graph);
+        Py_END_ALLOW_THREADS
+        if (err < 0) {
+                hbgpy_raise(cl, err, what);
+                hbgpy_client_leave(cl, held);
+                return NULL;
+        }
+        hbgpy_host_calls_sweep(cl);
+        hbgpy_client_leave(cl, held);
+        return hbgpy_handle_new(cl, graph);
+}
+
+static void recording_dealloc(RecordingObject *r) {
+        if (r->state == REC_OPEN && r->client)
+                r->client->recording = 0; /* cannot end it here; the next record_begin says so */
+        Py_XDECREF(r->graph);
+        Py_XDECREF(r->client);
+        Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static PyObject *recording_get_graph(RecordingObject *r, void *unused) {
+        (void)unused;
+        if (!r->graph) {
+                PyErr_SetString(PyExc_RuntimeError, "Recording.graph: enter the recording first (with ... as rec)");
+                return NULL;
+        }
+        return Py_NewRef((PyObject *)r->graph);
+}
+
+static PyObject *recording_get_id(RecordingObject *r, void *unused) {
+        (void)unused;
+        if (r->state != REC_DONE)
+                Py_RETURN_NONE;
+        return PyLong_FromUnsignedLong(r->id);
+}
+
+static PyMethodDef recording_methods[] = {
+        { "__enter__", (PyCFunction)recording_enter, METH_NOARGS, NULL },
+        { "__exit__", (PyCFunction)recording_exit, METH_VARARGS, NULL },
+        { "launch", (PyCFunction)recording_launch, METH_NOARGS,
+          "launch() -> hbg.Handle\n\nRun the recorded graph once more: its tasks as if added now (after the\n"
+          "earlier users of their arrays), for a few records instead of one per task." },
+        { NULL, NULL, 0, NULL },
+};
+
+static PyGetSetDef recording_getset[] = {
+        { "graph", (getter)recording_get_graph, NULL, "The hbg.Graph whose add() calls are recorded.", NULL },
+        { "id", (getter)recording_get_id, NULL, "hbgd's number of the recording (None until it ended).", NULL },
+        { NULL, NULL, NULL, NULL, NULL },
+};
+
+PyTypeObject hbgpy_RecordingType = {
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hbg.Recording",
+        .tp_basicsize = sizeof(RecordingObject),
+        .tp_flags = Py_TPFLAGS_DEFAULT,
+        .tp_doc = "A graph recorded once and launched many times (client.record()).\n\n"
+                  "    with client.record() as rec:\n"
+                  "        rec.graph.add(\"add_f32\", a, b, a)\n"
+                  "    rec.launch().wait()\n\n"
+                  "hbgd validates the recorded tasks once, when the with block ends (hbg.GraphError if\n"
+                  "it refuses one). Arrays a recording uses are kept until the client disconnects.",
+        .tp_dealloc = (destructor)recording_dealloc,
+        .tp_methods = recording_methods,
+        .tp_getset = recording_getset,
+};

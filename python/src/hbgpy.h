@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The hbg extension module (_hbg): Python over libhbgclient's public API.
+ *
+ * Locking. A hbg_client is used by one thread at a time, and the GIL is
+ * released around everything that may wait. Each Client therefore has a
+ * mutex taken around every call into the library (client_enter() /
+ * client_leave()); a thread that finds it taken waits for it without the
+ * GIL, so the holder can take the GIL back (a host function needs it).
+ * Lock order: the client mutex, then the GIL; never block on the mutex
+ * while holding the GIL.
+ *
+ * Lifetimes. Every array made by a client holds a HeapBlock, which holds
+ * the Client: close() ends the session at once when no such array is
+ * alive, else when the last one goes (the arrays stay valid until then).
+ */
+#ifndef HBGPY_H
+#define HBGPY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <hbg/hbg.h>
+
+/* Every translation unit shares the numpy API table module.c imports. */
+#define PY_ARRAY_UNIQUE_SYMBOL hbgpy_numpy_api
+#ifndef HBGPY_IMPORTS_NUMPY
+#define NO_IMPORT_ARRAY
+#endif
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+/* One kernel of the connected hbgd, as graph.add() checks its arguments. */
+struct hbgpy_kernel {
+        int id;
+        unsigned n_tensors, n_scalars;
+        enum hbg_dir dirs[HBG_MAX_TASK_TENSORS];
+        enum hbg_scalar_type scalar_types[HBG_MAX_TASK_SCALARS];
+        int in_place;
+        int f32_only;           /* name ends in _f32: float32 arrays only */
+        PyObject *name;         /* str */
+        PyObject *tensor_names[HBG_MAX_TASK_TENSORS]; /* str, for messages */
+        PyObject *scalar_names[HBG_MAX_TASK_SCALARS];
+};
+
+/* A tensor whose array died while the client was busy: freed later. */
+struct hbgpy_deferred_free {
+        hbg_tensor t;
+};
+
+typedef struct ClientObject {
+        PyObject_HEAD
+        hbg_client *c;                  /* NULL once disconnected */
+        pthread_mutex_t lock;           /* around every call on c */
+        pid_t pid;                      /* the process that connected */
+        int closed;                     /* close() was called */
+        int host_threads;
+        uint64_t window;                /* the task window (D) */
+        Py_ssize_t live_blocks;         /* HeapBlocks of this client alive */
+        struct hbgpy_kernel *kernels;
+        size_t n_kernels;
+        PyObject *kernel_by_name;       /* dict str -> int index */
+        PyObject *active_graph;         /* Graph with tasks not submitted (borrowed) */
+        int recording;                  /* a Recording is open */
+        PyObject *host_calls;           /* list of HostCall of graphs, oldest first */
+        PyObject *recorded_calls;       /* HostCalls of recordings: until disconnect */
+        PyObject *last_host_exc;        /* latest exception a host function raised */
+        struct hbgpy_deferred_free *deferred;
+        size_t n_deferred, cap_deferred;
+        PyObject *weakrefs;
+} ClientObject;
+
+/* The owner of one hbg_tensor_alloc() range; the base of its arrays. */
+typedef struct {
+        PyObject_HEAD
+        ClientObject *client;
+        hbg_tensor t;
+        char *data;
+} HeapBlockObject;
+
+extern PyTypeObject hbgpy_ClientType, hbgpy_HeapBlockType, hbgpy_GraphType, hbgpy_HandleType,
+        hbgpy_RecordingType, hbgpy_HostCallType;
+extern PyObject *hbgpy_GraphError;
+extern PyTypeObject *hbgpy_KernelType;
+
+/* module.c */
+PyObject *hbgpy_raise(ClientObject *cl, int err, const char *what);
+PyObject *hbgpy_raise_msg(int err, const char *msg);
+
+/* client.c */
+/* 0: locked; 1: this thread runs a host function of cl inside a wait,
+ * the lock is its own already; -1: exception set. Pass it to leave. */
+int hbgpy_client_enter(ClientObject *cl, const char *what);
+void hbgpy_client_leave(ClientObject *cl, int held);
+int hbgpy_client_check(ClientObject *cl, const char *what);
+void hbgpy_client_block_gone(ClientObject *cl);
+ClientObject *hbgpy_host_client(void);
+
+/* heap.c */
+PyObject *hbgpy_client_empty(ClientObject *cl, PyObject *args, PyObject *kwds);
+PyObject *hbgpy_client_zeros(ClientObject *cl, PyObject *args, PyObject *kwds);
+PyObject *hbgpy_client_asarray(ClientObject *cl, PyObject *args, PyObject *kwds);
+int hbgpy_array_tensor(ClientObject *cl, PyObject *obj, int write, int f32_only, PyObject *what,
+                       hbg_tensor *ret);
+void hbgpy_free_deferred(ClientObject *cl);
+
+/* graph.c */
+PyObject *hbgpy_client_graph(ClientObject *cl, PyObject *unused);
+PyObject *hbgpy_client_record(ClientObject *cl, PyObject *unused);
+PyObject *hbgpy_handle_new(ClientObject *cl, uint64_t graph);
+
+/* host.c */
+int hbgpy_host_fn(void *token);
+PyObject *hbgpy_host_call_new(ClientObject *cl, PyObject *fn, int recorded, void **ret_userdata);
+void hbgpy_host_calls_set_task(PyObject *call, uint64_t task);
+void hbgpy_host_calls_submitted(ClientObject *cl, uint64_t graph);
+void hbgpy_host_calls_sweep(ClientObject *cl);
+PyObject *hbgpy_host_exception_for(ClientObject *cl, uint64_t graph, uint64_t task);
+void hbgpy_host_calls_drop_all(ClientObject *cl);
+int hbgpy_host_init(PyObject *module);
+
+/* kernels.c */
+int hbgpy_kernels_load(ClientObject *cl);
+void hbgpy_kernels_free(ClientObject *cl);
+const struct hbgpy_kernel *hbgpy_kernel_lookup(ClientObject *cl, PyObject *kernel);
+PyObject *hbgpy_client_kernels(ClientObject *cl, PyObject *unused);
+int hbgpy_kernels_init(PyObject *module);
+
+#endif
