@@ -207,7 +207,7 @@ MAN_SED := -e 's|@VERSION@|$(VERSION)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 
            -e 's|@UNITDIR@|$(UNITDIR)|g' -e 's|@SYSUSERSDIR@|$(SYSUSERSDIR)|g'
 MAN_BUILT := $(patsubst docs/%,$(B)/%,$(MAN1) $(MAN3) $(MAN5) $(MAN8))
 
-all: $(SHM_LIB) $(CORE_LIB) $(PROGRAMS) $(CLIENT_SO) $(CLIENT_LINKS) $(CLIENT_PC) $(MAN_BUILT) $(KMOD_EXAMPLE)
+all: $(SHM_LIB) $(CORE_LIB) $(PROGRAMS) $(CLIENT_SO) $(CLIENT_LINKS) $(CLIENT_PC) $(MAN_BUILT) $(KMOD_EXAMPLE) python
 
 $(B)/man/%: docs/man/% Makefile
 	@mkdir -p $(@D)
@@ -621,7 +621,8 @@ fuzz fuzz-merge: deps
 # Debian packages needed to build and test. As root they are installed; as
 # anyone else the exact apt-get line is printed and make stops.
 BUILD_DEPS := gcc make libc6-dev pkgconf check liburing-dev libprotobuf-c-dev protobuf-c-compiler systemd \
-              libsystemd-dev libjson-c-dev spin man-db groff-base openmpi-bin libopenmpi-dev
+              libsystemd-dev libjson-c-dev spin man-db groff-base openmpi-bin libopenmpi-dev \
+              python3-dev python3-numpy python3-setuptools python3-pytest python3-hypothesis python3-pip python3-venv
 # valgrind: instruction counts; gnuplot-nox: the plots; g++, libtbb-dev,
 # libstarpu-dev: the peer runtimes (bench-peers).
 BENCH_DEPS := valgrind gnuplot-nox g++ pkgconf libtbb-dev libstarpu-dev
@@ -667,6 +668,8 @@ bench-deps:
 # one private hbgd (docs/SCALING.md).
 # tests/scripts/test-completion.sh: the bash completion against the built hbgctl
 # and hbgd (the script asks them for the names).
+# tests/scripts/test-python.sh: the Python package's pytest suite (python/tests)
+# against this build's extension, library and hbgd, in every build.
 # tests/scripts/check-layers.sh: no product file calls up the stated order of
 # tests/scripts/layers.txt (nm of the objects), and a call up fed to it fails it.
 ifeq ($(SANITIZE)$(RELEASE),)
@@ -677,8 +680,9 @@ else
   TEST_PLAIN_ONLY :=
   TEST_PROGRAMS :=
 endif
-test: $(SHM_LIB) $(TEST_RUN) $(CLIENT_LINKS) $(TEST_PROGRAMS)
-	$(Q)B=$(B) STRESS=$(STRESS) tests/scripts/run-tests.sh $(TEST_RUN) tests/scripts/check-abi.sh $(TEST_PLAIN_ONLY)
+test: $(SHM_LIB) $(TEST_RUN) $(CLIENT_LINKS) $(TEST_PROGRAMS) python $(HBGD_BIN) $(KMOD_EXAMPLE)
+	$(Q)B=$(B) STRESS=$(STRESS) tests/scripts/run-tests.sh $(TEST_RUN) tests/scripts/check-abi.sh \
+		tests/scripts/test-python.sh $(TEST_PLAIN_ONLY)
 
 model:
 	$(Q)tests/scripts/test-model.sh
@@ -943,7 +947,7 @@ uninstall:
 clean:
 	rm -rf build
 
-.PHONY: all deps bench-deps bench-peers bench-micro test model check hostile soak bench demo install uninstall \
+.PHONY: all deps bench-deps bench-peers bench-micro test model check hostile soak bench demo install uninstall python \
         clean fuzz fuzz-merge
 .SECONDARY:
 

@@ -181,9 +181,13 @@ static int client_init(ClientObject *cl, PyObject *args, PyObject *kwds) {
         Py_END_ALLOW_THREADS
         Py_XDECREF(path);
         if (err < 0) {
-                char msg[400];
-                snprintf(msg, sizeof(msg), "hbg.connect: %s", *why ? why : hbg_strerror(err));
-                hbgpy_raise_msg(err, msg);
+                /* OSError(errno, msg) is the subclass of its errno:
+                 * PermissionError, ConnectionRefusedError, FileNotFoundError... */
+                PyObject *exc_args = Py_BuildValue("(is)", -err, *why ? why : hbg_strerror(err));
+                if (exc_args) {
+                        PyErr_SetObject(PyExc_OSError, exc_args);
+                        Py_DECREF(exc_args);
+                }
                 return -1;
         }
         cl->c = c;

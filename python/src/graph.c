@@ -192,6 +192,11 @@ static int add_task(GraphObject *g, const hbg_task *t, uint64_t *ret_id, const c
         int held = hbgpy_client_enter(cl, what);
         if (held < 0)
                 return -1;
+        /* Again under the lock: entering may have let another thread add. */
+        if (graph_may_add(g, what) < 0) {
+                hbgpy_client_leave(cl, held);
+                return -1;
+        }
         int err;
         int64_t room = hbg_graph_room(cl->c);
         if (g->state == GRAPH_RECORDING || (room >= 0 && (uint64_t)room * 15 >= cl->window + 58)) {
@@ -627,15 +632,21 @@ static PyObject *handle_wait_impl(HandleObject *h, PyObject *timeout) {
                 Py_BEGIN_ALLOW_THREADS
                 err = hbg_graph_wait(cl->c, h->graph, slice);
                 Py_END_ALLOW_THREADS
-                int running = err == -ETIMEDOUT && hbg_graph_status(cl->c, h->graph, NULL) == 1;
+                int running = 0;
+                if (err == -ETIMEDOUT) { /* a graph's own error may be -ETIMEDOUT too */
+                        int st = hbg_graph_status(cl->c, h->graph, NULL);
+                        running = st == 1;
+                        err = st; /* or it finished since: its outcome */
+                }
                 if (!running) {
                         PyObject *r = NULL;
+                        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
                         if (err == 0)
                                 r = Py_NewRef(Py_None);
-                        else if (err == -ECONNRESET || err == -EINVAL)
+                        else if (hbg_graph_error(cl->c, h->graph, &info) == 0 && info.code != 0)
+                                raise_graph_error(cl, h->graph, err); /* its errno, whatever it is */
+                        else /* no outcome: hbgd went away, or not a graph of this client */
                                 hbgpy_raise(cl, err, what);
-                        else
-                                raise_graph_error(cl, h->graph, err);
                         hbgpy_host_calls_sweep(cl);
                         hbgpy_client_leave(cl, held);
                         return r;
@@ -756,17 +767,19 @@ static PyObject *recording_enter(RecordingObject *r, PyObject *unused) {
                 PyErr_Format(PyExc_RuntimeError, "%s: a Recording is used once", what);
                 return NULL;
         }
-        if (cl->recording || cl->active_graph) {
-                PyErr_Format(PyExc_RuntimeError, "%s: %s", what,
-                             cl->recording ? "another recording of this client is open"
-                                           : "a graph of this client has tasks not submitted; submit it first");
-                return NULL;
-        }
         GraphObject *g = (GraphObject *)graph_new(cl, GRAPH_RECORDING);
         if (!g)
                 return NULL;
         int held = hbgpy_client_enter(cl, what);
         if (held < 0) {
+                Py_DECREF(g);
+                return NULL;
+        }
+        if (cl->recording || cl->active_graph) {
+                PyErr_Format(PyExc_RuntimeError, "%s: %s", what,
+                             cl->recording ? "another recording of this client is open"
+                                           : "a graph of this client has tasks not submitted; submit it first");
+                hbgpy_client_leave(cl, held);
                 Py_DECREF(g);
                 return NULL;
         }
@@ -838,14 +851,16 @@ static PyObject *recording_launch(RecordingObject *r, PyObject *unused) {
                                                     : "the recording is not finished (leave the with block first)");
                 return NULL;
         }
-        if (cl->active_graph) {
-                PyErr_Format(PyExc_RuntimeError, "%s: a graph of this client has tasks not submitted; submit it first",
-                             what);
-                return NULL;
-        }
         int held = hbgpy_client_enter(cl, what);
         if (held < 0)
                 return NULL;
+        if (cl->active_graph || cl->recording) {
+                PyErr_Format(PyExc_RuntimeError, "%s: %s", what,
+                             cl->recording ? "a recording of this client is open"
+                                           : "a graph of this client has tasks not submitted; submit it first");
+                hbgpy_client_leave(cl, held);
+                return NULL;
+        }
         uint64_t graph;
         int err;
         Py_BEGIN_ALLOW_THREADS

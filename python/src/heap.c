@@ -179,7 +179,7 @@ PyObject *hbgpy_client_asarray(ClientObject *cl, PyObject *args, PyObject *kwds)
                         return obj;
                 }
         }
-        PyArrayObject *src = (PyArrayObject *)PyArray_FromAny(obj, descr, 0, 0, 0, NULL); /* steals descr */
+        PyArrayObject *src = (PyArrayObject *)PyArray_FromAny(obj, descr, 0, 0, NPY_ARRAY_FORCECAST, NULL); /* steals descr; casts as numpy.asarray */
         if (!src)
                 return NULL;
         PyArray_Descr *d = PyArray_DESCR(src);

@@ -20,8 +20,8 @@ BUILD = os.path.abspath(os.environ.get("HBG_BUILD", os.path.join(HERE, "..", "..
 HBGD = os.path.join(BUILD, "bin", "hbgd")
 NN_MODULE = os.path.join(BUILD, "lib", "hbg", "kernels", "hbg-nn.so")
 
-# Sanitizer builds are slower: the tests size their loops by this.
-SCALE = float(os.environ.get("HBG_TEST_BUILD_SCALE", "1"))
+# Sanitizer builds are slower: the tests size their loops by this fraction.
+SCALE = float(os.environ.get("HBG_PY_TEST_SCALE", "1"))
 
 _running = set()
 
@@ -53,12 +53,10 @@ class Hbgd:
         _running.add(self.proc)
         deadline = time.monotonic() + 20
         while "ready:" not in self.log():
-            if self.proc.poll() is not None:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                log = self.log()
                 self.stop()
-                raise RuntimeError("hbgd exited before it was ready:\n" + self.log())
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("hbgd not ready after 20 s:\n" + self.log())
+                raise RuntimeError("hbgd did not become ready:\n" + log)
             time.sleep(0.01)
 
     def log(self):
