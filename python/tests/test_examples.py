@@ -6,18 +6,23 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
+import hbg
 from conftest import HERE, SCALE
 
 EXAMPLES = os.path.abspath(os.path.join(HERE, "..", "..", "examples", "python"))
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(hbg.__file__)))
 
 
 def run_example(name, socket, *args, timeout=300):
     env = dict(os.environ)
     env["HBG_SOCKET"] = socket
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [os.environ.get("PYTHONPATH", "")] if p)
+    # This test's PYTHONPATH, led by where it found hbg: the examples
+    # import the very package under test.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_DIR, os.environ.get("PYTHONPATH")) if p)
     return subprocess.run([sys.executable, os.path.join(EXAMPLES, name), *args], env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
 
@@ -57,8 +62,15 @@ def test_multiprocess(hbgd, start):
     assert total, out
     assert total.groups() == (str(procs), str(procs * graphs * tasks), start), out
     assert out.rstrip().endswith("multiprocess: all results match numpy"), out
-    # Each worker had a session of its own, from a process of its own.
-    sessions = re.findall(r"\(pid (\d+) uid \d+, multiprocess-(\d+)\)", hbgd.log()[log_start:])
+    # Each worker had a session of its own, from a process of its own
+    # (hbgd logs a session once its reply is sent: give the line time).
+    pattern = re.compile(r"\(pid (\d+) uid \d+, multiprocess-(\d+)\)")
+    deadline = time.monotonic() + 10
+    while True:
+        sessions = pattern.findall(hbgd.log()[log_start:])
+        if len(sessions) >= procs or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
     assert sorted(int(rank) for _, rank in sessions) == list(range(procs)), hbgd.log()[log_start:]
     assert len({pid for pid, _ in sessions}) == procs
 
