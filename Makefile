@@ -835,6 +835,12 @@ $(B)/bin/hbg-bench-floor: $(B)/obj/bench/peers/floor.o $(PEER_COMMON)
 INSTALL_DOCS := README.md LICENSE $(wildcard docs/*.md) systemd/hbgd.conf.example
 INSTALL_EXAMPLES := $(wildcard examples/*.c examples/*.json) examples/Makefile examples/README.md
 EXAMPLEDIR := $(DOCDIR)/examples
+INSTALL_PY_EXAMPLES := $(wildcard examples/python/*.py)
+# The Python package, where Debian's python3 looks for packages of the
+# prefix (its own is externally managed: no pip into it). The module is
+# linked at install time: an rpath to LIBDIR unless the loader searches it.
+PYTHONDIR ?= $(PREFIX)/lib/python3/dist-packages
+PY_INSTALL_RPATH = $(if $(filter /usr/lib /usr/lib/ /lib,$(LIBDIR)),,-Wl,-rpath,$(LIBDIR))
 # hbgd.service names the installed paths: generated at install time.
 SERVICE_SED := -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g'
 # hbgclient.pc too: the one in $(B)/lib/pkgconfig keeps the PREFIX of the
@@ -901,8 +907,13 @@ install: all
 	install -d $(DESTDIR)$(LIBDIR)/hbg/kernels
 	install -m 0644 $(KMOD_EXAMPLE) $(DESTDIR)$(LIBDIR)/hbg/kernels/
 	install -m 0644 $(INSTALL_DOCS) $(DESTDIR)$(DOCDIR)/
-	install -d $(DESTDIR)$(EXAMPLEDIR)
+	install -d $(DESTDIR)$(EXAMPLEDIR) $(DESTDIR)$(EXAMPLEDIR)/python $(DESTDIR)$(PYTHONDIR)/hbg
 	install -m 0644 $(INSTALL_EXAMPLES) $(DESTDIR)$(EXAMPLEDIR)/
+	install -m 0644 $(INSTALL_PY_EXAMPLES) $(DESTDIR)$(EXAMPLEDIR)/python/
+	install -m 0644 $(PY_FILES) $(DESTDIR)$(PYTHONDIR)/hbg/
+	$(CC) -shared -o $(DESTDIR)$(PYTHONDIR)/hbg/$(notdir $(PY_MODULE)) $(PY_OBJS) -L$(B)/lib -lhbgclient \
+		$(PY_INSTALL_RPATH) $(LDFLAGS) $(HBG_LDFLAGS)
+	chmod 0644 $(DESTDIR)$(PYTHONDIR)/hbg/$(notdir $(PY_MODULE))
 	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(SYSCONFDIR)/hbg
 	sed $(SERVICE_SED) systemd/hbgd.service.in > $(DESTDIR)$(UNITDIR)/hbgd.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/hbgd.service
@@ -930,7 +941,11 @@ uninstall:
 	-rmdir $(DESTDIR)$(LIBDIR)/hbg/kernels $(DESTDIR)$(LIBDIR)/hbg 2>/dev/null
 	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(INSTALL_DOCS)))
 	rm -f $(addprefix $(DESTDIR)$(EXAMPLEDIR)/,$(notdir $(INSTALL_EXAMPLES)))
-	-rmdir $(DESTDIR)$(EXAMPLEDIR) 2>/dev/null
+	rm -f $(addprefix $(DESTDIR)$(EXAMPLEDIR)/python/,$(notdir $(INSTALL_PY_EXAMPLES)))
+	rm -f $(addprefix $(DESTDIR)$(PYTHONDIR)/hbg/,$(notdir $(PY_FILES) $(PY_MODULE)))
+	rm -rf $(DESTDIR)$(PYTHONDIR)/hbg/__pycache__
+	-rmdir $(DESTDIR)$(PYTHONDIR)/hbg $(DESTDIR)$(PYTHONDIR) $(DESTDIR)$(PREFIX)/lib/python3 2>/dev/null
+	-rmdir $(DESTDIR)$(EXAMPLEDIR)/python $(DESTDIR)$(EXAMPLEDIR) 2>/dev/null
 	rm -f $(DESTDIR)$(UNITDIR)/hbgd.service $(DESTDIR)$(UNITDIR)/hbgd.socket \
 		$(DESTDIR)$(SYSUSERSDIR)/hbg.conf
 	! cmp -s systemd/hbgd.conf.example $(DESTDIR)$(SYSCONFDIR)/hbg/hbgd.conf || \

@@ -15,7 +15,7 @@ import hbg
 from conftest import SCALE
 
 EXAMPLES = max(5, int(25 * SCALE))
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None,
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 SUBNORMAL = np.float32(1e-40)

@@ -99,7 +99,7 @@ ver=$(sed -n 's/^#define HBG_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
 major=${ver%%.*}
 so=libhbgclient.so.$ver
 for f in usr/bin/hbgd usr/bin/hbgctl usr/lib/$so usr/include/hbg/hbg.h usr/include/hbg/kernel.h \
-         usr/lib/pkgconfig/hbgclient.pc usr/lib/hbg/kernels/hbg-nn.so usr/share/man/man3/hbg_kernel_module_init.3 \
+         usr/lib/pkgconfig/hbgclient.pc usr/lib/hbg/kernels/hbg-nn.so usr/lib/python3/dist-packages/hbg/_hbg$(/usr/bin/python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))" 2>/dev/null) usr/share/man/man3/hbg_kernel_module_init.3 \
          usr/lib/systemd/system/hbgd.service usr/lib/systemd/system/hbgd.socket \
          usr/lib/sysusers.d/hbg.conf etc/hbg/hbgd.conf \
          usr/share/doc/hbg/hbgd.conf.example usr/share/doc/hbg/OPERATIONS.md \
@@ -165,10 +165,16 @@ done
 for f in "$root"/examples/*.c "$root"/examples/*.json "$root/examples/Makefile" "$root/examples/README.md"; do
         same "$f" "$doc/examples/${f##*/}"
 done
-for f in "$doc"/* "$doc"/examples/*; do
+for f in "$root"/examples/python/*.py; do
+        same "$f" "$doc/examples/python/${f##*/}"
+done
+for f in "$root"/python/hbg/*.py "$root"/python/hbg/*.pyi "$root/python/hbg/py.typed"; do
+        same "$f" "$usr/lib/python3/dist-packages/hbg/${f##*/}"
+done
+for f in "$doc"/* "$doc"/examples/* "$doc"/examples/python/*; do
         n=${f#$doc/}
         case $n in
-        examples) continue ;;
+        examples|examples/python) continue ;;
         examples/*) [ -f "$root/$n" ] ;;
         *) [ -f "$root/docs/$n" ] || [ -f "$root/$n" ] || [ -f "$root/systemd/$n" ] ;;
         esac || bad "${f#$dest/} is not a file of the tree"
@@ -296,6 +302,55 @@ if [ -n "$mpi" ] && command -v mpirun >/dev/null 2>&1; then
                 show "$tmp/mpi.out"
                 bad "mpi_producer under mpirun -np 2: exit $rc"
         fi
+fi
+# The installed Python package (PYTHONDIR: the prefix's dist-packages),
+# its module linked at install time, and the installed numpy example run
+# with it against the installed hbgd.
+pyd=$usr/lib/python3/dist-packages
+py=/usr/bin/python3
+if [ -x "$py" ] && "$py" -c 'import numpy' 2>/dev/null; then
+        if PYTHONPATH=$pyd LD_LIBRARY_PATH=$usr/lib PYTHONDONTWRITEBYTECODE=1 "$py" -c \
+                'import hbg, sys; sys.exit(0 if hbg.__file__.startswith(sys.argv[1]) else 1)' "$pyd" \
+                >"$tmp/py.out" 2>&1; then
+                ok "import hbg finds the installed package in $pyd"
+        else
+                show "$tmp/py.out"; bad "import hbg of the installed package failed"
+        fi
+        HBG_SOCKET=$sock PYTHONPATH=$pyd LD_LIBRARY_PATH=$usr/lib PYTHONDONTWRITEBYTECODE=1 \
+                timeout 120 "$py" "$doc/examples/python/numpy_pipeline.py" --steps 5 >"$tmp/pyex.out" 2>&1
+        rc=$?
+        if [ $rc -eq 0 ] && grep -q 'all results match numpy' "$tmp/pyex.out"; then
+                ok "the installed examples/python/numpy_pipeline.py runs with the installed package"
+        else
+                show "$tmp/pyex.out"; bad "the installed numpy_pipeline.py: exit $rc"
+        fi
+        # pip into a virtualenv, offline, from a copy of the package's
+        # source, against the staged headers and library.
+        if "$py" -m venv --system-site-packages "$tmp/venv" >"$tmp/venv.log" 2>&1; then
+                mkdir -p "$tmp/pysrc"
+                (cd "$root/python" && tar --exclude=__pycache__ --exclude=build --exclude='*.egg-info' -cf - .) |
+                        (cd "$tmp/pysrc" && tar -xf -)
+                if HBG_INCLUDE_DIR=$usr/include HBG_LIB_DIR=$usr/lib PIP_NO_CACHE_DIR=1 \
+                        "$tmp/venv/bin/pip" install --no-build-isolation --no-index "$tmp/pysrc" \
+                        >"$tmp/pip.log" 2>&1 &&
+                        HBG_SOCKET=$sock PYTHONDONTWRITEBYTECODE=1 "$tmp/venv/bin/python" -c '
+import sys, numpy as np, hbg
+assert hbg.__file__.startswith(sys.argv[1]), hbg.__file__
+with hbg.connect() as c:
+    x = c.asarray(np.arange(8, dtype=np.float32))
+    g = c.graph(); g.add("add_f32", x, x, x); g.run()
+    assert list(x) == [2 * i for i in range(8)], x
+' "$tmp/venv/lib" >"$tmp/pyvenv.out" 2>&1; then
+                        ok "pip install --no-build-isolation --no-index into a virtualenv: runs a graph"
+                else
+                        show "$tmp/pip.log"; show "$tmp/pyvenv.out"
+                        bad "pip install --no-build-isolation of python/ into a virtualenv"
+                fi
+        else
+                show "$tmp/venv.log"; bad "python3 -m venv failed (package python3-venv)"
+        fi
+else
+        echo "  skip /usr/bin/python3 with numpy not found: the Python package not tried"
 fi
 # hbgctl finds the library through its rpath ($ORIGIN/../lib).
 if env -u LD_LIBRARY_PATH "$usr/bin/hbgctl" --socket "$sock" status >"$tmp/hbgctl.out" 2>&1; then

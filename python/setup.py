@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: MIT
+"""Builds hbg's extension module against an installed libhbgclient.
+
+    pip install --no-build-isolation ./python
+
+libhbgclient is found by pkg-config (hbgclient.pc, which `make install`
+installs), or in HBG_INCLUDE_DIR / HBG_LIB_DIR when they are set (a
+staged install, a build tree: HBG_INCLUDE_DIR=libclient/include
+HBG_LIB_DIR=build/lib). A library outside the loader's default
+directories is found at run time by an rpath to its directory.
+"""
+import glob
+import os
+import subprocess
+
+import numpy
+from setuptools import Extension, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SYSTEM_LIBDIRS = {"/lib", "/usr/lib", "/lib64", "/usr/lib64", "/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu"}
+
+
+def pkg_config(*args):
+    try:
+        return subprocess.run(["pkg-config", *args, "hbgclient"], check=True, capture_output=True,
+                              text=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def libhbgclient():
+    """(include dirs, library dirs) of libhbgclient."""
+    inc, lib = os.environ.get("HBG_INCLUDE_DIR"), os.environ.get("HBG_LIB_DIR")
+    if inc and lib:
+        return [os.path.abspath(inc)], [os.path.abspath(lib)]
+    cflags, libdir = pkg_config("--cflags-only-I"), pkg_config("--variable=libdir")
+    if cflags is None or not libdir:
+        raise SystemExit("hbg: libhbgclient not found: `make install` it (pkg-config finds its hbgclient.pc), "
+                         "or set HBG_INCLUDE_DIR and HBG_LIB_DIR")
+    return [f[2:] for f in cflags if f.startswith("-I")], libdir
+
+
+include_dirs, library_dirs = libhbgclient()
+rpath = [d for d in library_dirs if os.path.normpath(d) not in SYSTEM_LIBDIRS]
+
+setup(
+    ext_modules=[Extension(
+        "hbg._hbg",
+        sources=sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, "src", "*.c"))),
+        depends=[os.path.relpath(os.path.join(HERE, "src", "hbgpy.h"), HERE)],
+        include_dirs=include_dirs + [numpy.get_include()],
+        library_dirs=library_dirs,
+        runtime_library_dirs=rpath,
+        libraries=["hbgclient"],
+        extra_compile_args=["-std=gnu11", "-D_GNU_SOURCE", "-pthread"],
+        extra_link_args=["-pthread"],
+    )],
+)
