@@ -12,8 +12,18 @@
 #include <string.h>
 #include <unistd.h>
 
+unsigned hbgpy_forks;
+
+static void count_fork(void) {
+        hbgpy_forks++;
+}
+
+int hbgpy_fork_watch(void) {
+        return -pthread_atfork(NULL, NULL, count_fork);
+}
+
 int hbgpy_client_check(ClientObject *cl, const char *what) {
-        if (cl->pid != getpid()) {
+        if (hbgpy_client_foreign(cl)) {
                 PyErr_Format(PyExc_RuntimeError,
                              "%s: this hbg.Client was connected by process %ld; a forked child must "
                              "connect its own (hbg.connect())",
@@ -73,7 +83,7 @@ static void client_disconnect(ClientObject *cl) {
         cl->c = NULL;
         cl->active_graph = NULL;
         cl->n_deferred = 0;
-        if (cl->pid == getpid()) {
+        if (!hbgpy_client_foreign(cl)) {
                 Py_BEGIN_ALLOW_THREADS
                 hbg_disconnect(c);
                 Py_END_ALLOW_THREADS
@@ -192,6 +202,7 @@ static int client_init(ClientObject *cl, PyObject *args, PyObject *kwds) {
         }
         cl->c = c;
         cl->pid = getpid();
+        cl->forks = hbgpy_forks;
         cl->host_threads = (int)o.host_threads;
         int64_t room = hbg_graph_room(c); /* no task yet: the whole window */
         cl->window = room > 0 ? (uint64_t)room : 0;
@@ -210,6 +221,7 @@ static PyObject *client_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
                 return NULL;
         pthread_mutex_init(&cl->lock, NULL);
         cl->pid = getpid();
+        cl->forks = hbgpy_forks;
         cl->host_calls = PyList_New(0);
         cl->recorded_calls = PyList_New(0);
         if (!cl->host_calls || !cl->recorded_calls) {
@@ -250,7 +262,7 @@ static void client_dealloc(ClientObject *cl) {
 
 static PyObject *client_close(ClientObject *cl, PyObject *unused) {
         (void)unused;
-        if (cl->closed || !cl->c || cl->pid != getpid()) {
+        if (cl->closed || !cl->c || hbgpy_client_foreign(cl)) {
                 cl->closed = 1;
                 Py_RETURN_NONE;
         }
@@ -282,7 +294,7 @@ static PyObject *client_exit_ctx(ClientObject *cl, PyObject *args) {
 }
 
 static PyObject *client_repr(ClientObject *cl) {
-        const char *state = cl->pid != getpid() ? "of another process"
+        const char *state = hbgpy_client_foreign(cl) ? "of another process"
                             : !cl->c            ? "closed"
                             : cl->closed        ? "closing once its arrays are gone"
                                                 : "connected";

@@ -240,9 +240,7 @@ static PyObject *graph_add(GraphObject *g, PyObject *const *args, Py_ssize_t nar
                         return NULL;
                 }
         }
-        if (graph_may_add(g, what) < 0)
-                return NULL;
-        ClientObject *cl = g->client;
+        ClientObject *cl = g->client; /* graph_may_add() runs under its lock */
         hbg_task t = HBG_TASK_INIT(NULL);
         const struct hbgpy_kernel *k = NULL;
         Py_ssize_t n_arrays = nargs - 1;

@@ -56,6 +56,7 @@ typedef struct ClientObject {
         hbg_client *c;                  /* NULL once disconnected */
         pthread_mutex_t lock;           /* around every call on c */
         pid_t pid;                      /* the process that connected */
+        unsigned forks;                 /* hbgpy_forks then: differs in a child */
         int closed;                     /* close() was called */
         int host_threads;
         uint64_t window;                /* the task window (D) */
@@ -63,6 +64,8 @@ typedef struct ClientObject {
         struct hbgpy_kernel *kernels;
         size_t n_kernels;
         PyObject *kernel_by_name;       /* dict str -> int index */
+        PyObject *last_kernel_key;      /* the str last looked up (a loop adds the same kernel) */
+        const struct hbgpy_kernel *last_kernel;
         PyObject *active_graph;         /* Graph with tasks not submitted (borrowed) */
         int recording;                  /* a Recording is open */
         PyObject *host_calls;           /* list of HostCall of graphs, oldest first */
@@ -91,6 +94,14 @@ PyObject *hbgpy_raise(ClientObject *cl, int err, const char *what);
 PyObject *hbgpy_raise_msg(int err, const char *msg);
 
 /* client.c */
+/* Counts fork()s into this process's lineage (a pthread_atfork child
+ * handler): a client of another process is told without a getpid()
+ * system call per call. */
+extern unsigned hbgpy_forks;
+int hbgpy_fork_watch(void);
+static inline int hbgpy_client_foreign(const struct ClientObject *cl) {
+        return cl->forks != hbgpy_forks;
+}
 /* 0: locked; 1: this thread runs a host function of cl inside a wait,
  * the lock is its own already; -1: exception set. Pass it to leave. */
 int hbgpy_client_enter(ClientObject *cl, const char *what);

@@ -38,7 +38,7 @@ void hbgpy_free_deferred(ClientObject *cl) {
 static void heap_block_dealloc(HeapBlockObject *b) {
         ClientObject *cl = b->client;
         if (cl) {
-                if (cl->c && cl->pid == getpid()) {
+                if (cl->c && !hbgpy_client_foreign(cl)) {
                         int freed = 0;
                         if (hbgpy_host_client() != cl && pthread_mutex_trylock(&cl->lock) == 0) {
                                 freed = hbg_tensor_free(cl->c, b->t) != -EDEADLK;

@@ -103,6 +103,8 @@ void hbgpy_kernels_free(ClientObject *cl) {
                 for (unsigned j = 0; j < HBG_MAX_TASK_SCALARS; j++)
                         Py_CLEAR(k->scalar_names[j]);
         }
+        Py_CLEAR(cl->last_kernel_key);
+        cl->last_kernel = NULL;
         free(cl->kernels);
         cl->kernels = NULL;
         cl->n_kernels = 0;
@@ -112,10 +114,15 @@ void hbgpy_kernels_free(ClientObject *cl) {
 /* A kernel by name (str), id (int) or hbg.Kernel; NULL with an exception
  * set when unknown or of another type. */
 const struct hbgpy_kernel *hbgpy_kernel_lookup(ClientObject *cl, PyObject *kernel) {
+        if (kernel == cl->last_kernel_key) /* the very object: a str is immutable */
+                return cl->last_kernel;
         if (PyUnicode_Check(kernel)) {
                 PyObject *idx = PyDict_GetItemWithError(cl->kernel_by_name, kernel);
-                if (idx)
-                        return &cl->kernels[PyLong_AsSize_t(idx)];
+                if (idx) {
+                        Py_INCREF(kernel);
+                        Py_XSETREF(cl->last_kernel_key, kernel);
+                        return cl->last_kernel = &cl->kernels[PyLong_AsSize_t(idx)];
+                }
                 if (!PyErr_Occurred())
                         PyErr_Format(PyExc_ValueError, "unknown kernel %R: client.kernels() lists this hbgd's",
                                      kernel);

@@ -103,6 +103,8 @@ PyMODINIT_FUNC PyInit__hbg(void) {
                              hbg_version(), HBG_VERSION_MAJOR, HBG_VERSION_MINOR);
                 return NULL;
         }
+        if (hbgpy_fork_watch() < 0)
+                return PyErr_NoMemory();
         PyObject *m = PyModule_Create(&module_def);
         if (!m)
                 return NULL;
