@@ -362,7 +362,8 @@ PyTypeObject hbgpy_ClientType = {
                   "task; host_threads: library threads running host functions in parallel (0: they\n"
                   "run inside the waits, on the waiting thread); name: the session's name in\n"
                   "hbgctl. None means hbgd's default. A context manager: close() at the end.\n\n"
-                  "A client may be shared by threads: its calls take turns (a wait holds it).",
+                  "A client may be shared by threads: its calls take turns (a wait lets the others in\n"
+                  "between its 50 ms slices). One graph of a client takes tasks at a time.",
         .tp_new = client_new,
         .tp_init = (initproc)client_init,
         .tp_dealloc = (destructor)client_dealloc,
