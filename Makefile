@@ -5,7 +5,7 @@
 #                        then the same tests under ASan+UBSan, under TSan and
 #                        built -O3 -DNDEBUG (RELEASE=1)
 #   make test            run the tests of one build (honours SANITIZE=)
-#   make bench           hbg beside oneTBB, OpenMP, StarPU: table, CSVs, plots in build/bench/
+#   make bench           hbg beside oneTBB, OpenMP, StarPU, Dask (--python): table, CSVs, plots in build/bench/
 #   make bench-micro     the protocol and engine micro-benchmarks
 #   make bench-peers     the peer runtimes (TBB, OpenMP, StarPU, floor) in build/bin/
 #   make SANITIZE=address,undefined test  |  make SANITIZE=thread test
@@ -130,7 +130,7 @@ CLIENT_PC   := $(B)/lib/pkgconfig/hbgclient.pc
 
 BENCH_SRCS := bench/hbg_bench.c bench/bench_completion.c bench/bench_engine.c bench/bench_util.c \
               bench/compare.c bench/compare_hbg.c bench/compare_peers.c bench/compare_instr.c \
-              bench/compare_kernels.c bench/compare_host.c \
+              bench/compare_kernels.c bench/compare_host.c bench/compare_python.c \
               bench/report.c bench/regress.c bench/probes.c bench/child.c bench/hbgd_proc.c \
               bench/producer.c bench/dag.c tests/engine/harness.c
 BENCH_BIN  := $(B)/bin/hbg-bench
@@ -345,6 +345,13 @@ $(PY_BUILD)/hbg/%: python/hbg/%
 	$(Q)cp $< $@
 
 python: $(PY_MODULE) $(PY_FILES:python/%=$(PY_BUILD)/%)
+
+# hbg-bench --python's driver, next to the package it imports (hbg-bench
+# finds it in ../python from its own directory).
+PY_BENCH := $(PY_BUILD)/bench_py.py
+$(PY_BENCH): bench/python/bench_py.py $(PY_MODULE) $(PY_FILES:python/%=$(PY_BUILD)/%)
+	@mkdir -p $(@D)
+	$(Q)cp $< $@
 
 $(B)/tests/modules/%.so: tests/modules/test_module.c
 	$(say) CC $@
@@ -624,8 +631,9 @@ BUILD_DEPS := gcc make libc6-dev pkgconf check liburing-dev libprotobuf-c-dev pr
               libsystemd-dev libjson-c-dev spin man-db groff-base openmpi-bin libopenmpi-dev \
               python3-dev python3-numpy python3-setuptools python3-pytest python3-hypothesis python3-pip python3-venv
 # valgrind: instruction counts; gnuplot-nox: the plots; g++, libtbb-dev,
-# libstarpu-dev: the peer runtimes (bench-peers).
-BENCH_DEPS := valgrind gnuplot-nox g++ pkgconf libtbb-dev libstarpu-dev
+# libstarpu-dev: the peer runtimes (bench-peers); python3-numpy, python3-dask:
+# the Python rows' peers (hbg-bench --python).
+BENCH_DEPS := valgrind gnuplot-nox g++ pkgconf libtbb-dev libstarpu-dev python3-numpy python3-dask
 
 define install_missing
 	@command -v dpkg-query >/dev/null 2>&1 || { echo "deps: not a Debian system, assuming $(1) are present"; exit 0; }; \
@@ -675,7 +683,7 @@ bench-deps:
 ifeq ($(SANITIZE)$(RELEASE),)
   TEST_PLAIN_ONLY := tests/scripts/test-install.sh tests/scripts/test-bench.sh tests/scripts/test-model.sh tests/scripts/check-man.sh \
                      tests/scripts/test-mpi.sh tests/scripts/test-completion.sh tests/scripts/check-layers.sh
-  TEST_PROGRAMS := $(BENCH_BIN) $(HBGD_BIN) $(HBGCTL_BIN) $(MPI_EXAMPLE_BIN) $(KMOD_EXAMPLE)
+  TEST_PROGRAMS := $(BENCH_BIN) $(HBGD_BIN) $(HBGCTL_BIN) $(MPI_EXAMPLE_BIN) $(KMOD_EXAMPLE) $(PY_BENCH)
 else
   TEST_PLAIN_ONLY :=
   TEST_PROGRAMS :=
@@ -747,8 +755,8 @@ demo: deps
 # its own hbgd and producers. BENCH_ARGS=--quick for the short one.
 # make bench-micro: the protocol and engine micro-benchmarks.
 bench: bench-deps bench-peers
-	$(Q)$(MAKE) --no-print-directory all
-	$(Q)$(BENCH_BIN) --out $(B)/bench $(BENCH_ARGS)
+	$(Q)$(MAKE) --no-print-directory all $(PY_BENCH)
+	$(Q)$(BENCH_BIN) --out $(B)/bench --python $(BENCH_ARGS)
 
 bench-micro: bench-deps
 	$(Q)$(MAKE) --no-print-directory $(BENCH_BIN)

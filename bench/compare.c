@@ -65,7 +65,7 @@ void bench_compare_usage(FILE *out) {
               "  hbg-bench [--quick] [--shapes LIST] [--sizes N|SHAPE=N,...] [--threads LIST]\n"
               "            [--clients LIST] [--repeat R] [--warmup W] [--modes LIST] [--peers LIST|none]\n"
               "            [--out DIR] [--seed S] [--flag-window N] [--no-instructions] [--no-latency]\n"
-              "            [--no-reuse] [--kernels [--module PATH]] [--host]\n"
+              "            [--no-reuse] [--kernels [--module PATH]] [--host] [--python [--python-size N]]\n"
               "  --quick            smaller graphs and fewer samples: under 5 minutes on 2 cores\n"
               "  --shapes LIST      of chain,independent,tree,wavefront,layered,gemm,attention (all),\n"
               "                     or none (no shape rows, hbg's or the peers': with --kernels or\n"
@@ -97,6 +97,13 @@ void bench_compare_usage(FILE *out) {
               "                     functions, ns per empty function (chain, independent), the layered\n"
               "                     graph with every fourth task a host function; goals met or not\n"
               "                     (shapes host-*; systems hbg-host and the peers)\n"
+              "  --python           also the shapes (not gemm) from Python through the hbg package\n"
+              "                     (build/python, Debian's /usr/bin/python3 or $HBG_BENCH_PYTHON):\n"
+              "                     built and run by 1, 2, 4 processes, replayed, beside Dask's threaded\n"
+              "                     scheduler, concurrent.futures and a plain loop, with empty tasks\n"
+              "                     and with add_f32 on 64 KiB arrays; the same replays from C; goals\n"
+              "                     met or not (shapes py-*; skipped, saying why, without numpy)\n"
+              "  --python-size N    tasks of the Python graphs (10000; --quick 2000; 64 KiB: a tenth)\n"
               "  hbg-bench --compare OLD.csv NEW.csv   per-row ratios of two results.csv\n",
               out);
 }
@@ -130,7 +137,7 @@ static bool parse_sizes(struct cmp *c, const char *value) {
 static int parse(struct cmp *c, int argc, char **argv) {
         static const char *const names[] = { "--shapes", "--sizes", "--threads", "--clients", "--repeat",
                                              "--warmup", "--modes", "--peers", "--out", "--seed",
-                                             "--flag-window", "--module", NULL };
+                                             "--flag-window", "--module", "--python-size", NULL };
         const char *shape_names[CMP_MAX_SHAPES], *mode_names[CMP_MAX_LIST];
         unsigned n_modes = hbg_completion_mode_count();
         unsigned n_shapes = dag_shape_count();
@@ -154,6 +161,8 @@ static int parse(struct cmp *c, int argc, char **argv) {
                         c->kernels = true;
                 else if (strcmp(argv[i], "--host") == 0)
                         c->host = true;
+                else if (strcmp(argv[i], "--python") == 0)
+                        c->python = true;
                 else if (bench_option("compare", argc, argv, &i, names, &name, &value) < 0)
                         return BENCH_EXIT_USAGE;
                 else if (strcmp(name, "--shapes") == 0) {
@@ -199,6 +208,9 @@ static int parse(struct cmp *c, int argc, char **argv) {
                         c->flag_window = (unsigned)v;
                 } else if (strcmp(name, "--seed") == 0) {
                         if (!bench_option_u64("compare", name, value, 0, UINT64_MAX, &c->seed))
+                                return BENCH_EXIT_USAGE;
+                } else if (strcmp(name, "--python-size") == 0) {
+                        if (!bench_option_u64("compare", name, value, 1, 1u << 20, &c->python_size))
                                 return BENCH_EXIT_USAGE;
                 } else if (strcmp(name, "--module") == 0) {
                         c->module_opt = value;
@@ -295,6 +307,8 @@ int bench_compare_main(int argc, char **argv) {
                 cmp_kernels(&c);
         if (c.host)
                 cmp_host(&c);
+        if (c.python)
+                cmp_python(&c);
         for (unsigned p = 0; p < c.n_peers && c.n_shapes; p++)
                 for (unsigned t = 0; t < c.n_threads; t++) {
                         /* The floor is one thread: once is enough. */

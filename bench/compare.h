@@ -31,6 +31,8 @@ struct cmp {
         const char *module_opt;         /* --module PATH (else HBG_BENCH_MODULE, else next to us) */
         char module[300];               /* the module's private copy hbgd loads; "": none */
         bool host;                      /* --host: the host-function rows */
+        bool python;                    /* --python: the Python rows (bench/compare_python.c) */
+        uint64_t python_size;           /* --python-size: their graphs' tasks; 0: the default */
         /* Set by the host section for one row: every host_every-th task a
          * host function (producers) or a spin (peers) of spin_iters
          * rounds of bench_spin(); hbg's producers connect with
@@ -87,6 +89,11 @@ void cmp_kernels(struct cmp *c);
  * client's worker threads beside the peers running the same function
  * (--host): speed-up, per-task overhead, a mixed graph. */
 void cmp_host(struct cmp *c);
+/* bench/compare_python.c: the shapes from Python through the hbg package
+ * (run, replayed; 1, 2, 4 processes) beside Dask's threaded scheduler and
+ * concurrent.futures, empty tasks and add_f32 on 64 KiB arrays, and the
+ * same replays from C (--python). */
+void cmp_python(struct cmp *c);
 /* bench/compare_instr.c: instructions per task under callgrind. */
 void cmp_instructions(struct cmp *c);
 bool cmp_have_valgrind(void);

@@ -9,7 +9,9 @@
 # module's relu_f32, on an hbgd that loaded it) and their ratios, and
 # the rows skipped, saying why, when the module is not there. --host: the
 # host-function rows of hbg (each case on every worker count, positive
-# figures, the speed-ups and goals in the metrics). Exit 0 passed, 1
+# figures, the speed-ups and goals in the metrics). --python: the Python
+# rows (the package beside Dask and concurrent.futures; without numpy
+# skipped, saying why; without dask no dask rows, said). Exit 0 passed, 1
 # failed. Environment: B (build directory). Not for sanitizer builds: the
 # benchmark's numbers mean nothing there, and it is not a test of hbgd.
 set -u
@@ -103,4 +105,56 @@ done
 awk -F, '$1 == "host_body_rounds" && $2 == "host-spin1ms" && $7 + 0 > 0 { ok = 1 } END { exit !ok }' \
         "$tmp/h/metrics.csv" || fail "--host: the 1 ms body was not calibrated"
 grep -q "^tbb: not in --peers: skipped$" "$tmp/h.log" || fail "--host: no word on the skipped peers"
-echo "test-bench: ok (84 rows, metrics, --compare, 9 kernel rows, 15 host rows)"
+# The Python rows alone (hbg-bench --python, bench/python/bench_py.py), at
+# toy size: every shape but gemm, empty tasks and 64 KiB arrays, each by
+# hbg's package (1, 2, 4 processes; replayed), Dask, futures, the plain
+# loop, and the empty-task replays from C. Counted, never timed.
+"$bench" --quick --python --shapes none --python-size 300 --repeat 2 --warmup 0 --peers none --no-instructions \
+        --no-latency --no-reuse --out "$tmp/p" >"$tmp/p.log" 2>&1 || { cat "$tmp/p.log"; fail "hbg-bench --python exited $?"; }
+if ! /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+        grep -q "python rows skipped: " "$tmp/p.log" || { cat "$tmp/p.log"; fail "--python without numpy: no reason"; }
+        [ "$(wc -l <"$tmp/p/results.csv")" = 1 ] || fail "--python without numpy: results.csv has rows"
+        echo "test-bench: note: no numpy for /usr/bin/python3: the Python rows were skipped"
+        py_rows=0
+else
+        dask=12
+        if ! /usr/bin/python3 -c 'import dask' 2>/dev/null; then
+                grep -q "dask is not installed" "$tmp/p.log" || fail "--python without dask: no note"
+                echo "test-bench: note: no dask for /usr/bin/python3: no dask-threaded rows"
+                dask=0
+        fi
+        # Per system: rows, and rows whose fields are wrong. One process's
+        # graph of each shape: tasks[shape]; n processes build n of them.
+        rows=$(tail -n +2 "$tmp/p/results.csv" | awk -F, '
+                { n[$2]++ }
+                NF != 11 || $1 !~ /^py-(chain|independent|tree|wavefront|layered|attention)(-64KiB)?$/ ||
+                        $6 + 0 <= 0 || $8 + 0 <= 0 || $11 + 0 <= 0 { bad++ }
+                $2 ~ /^hbg-/ && $3 == "" { bad++ }
+                $2 !~ /^hbg-/ && $3 != "" { bad++ }
+                $2 != "hbg-py" && $5 != 1 { bad++ }
+                $5 == 1 && ($9 != "" || $10 != "") { bad++ }
+                $5 > 1 && ($9 == "" || $10 == "") { bad++ }
+                $2 == "hbg-py" && $5 == 1 { one[$1] = $6 }
+                { tasks[NR] = $6; shape[NR] = $1; clients[NR] = $5 }
+                END {
+                        for (r in tasks)
+                                if (tasks[r] != clients[r] * one[shape[r]]) bad++
+                        printf "%d %d %d %d %d %d %d", n["hbg-py"], n["hbg-py-replay"], n["hbg-c-replay"],
+                               n["dask-threaded"], n["futures"], n["py-floor"], bad + 0
+                }')
+        [ "$rows" = "36 12 6 $dask 12 12 0" ] ||
+                { cat "$tmp/p.log"; fail "--python: hbg-py, replay, C replay, dask, futures, floor, bad = $rows"; }
+        for shape in chain independent tree wavefront layered attention; do
+                for clients in 1 2 4; do
+                        grep -q "^py-$shape-64KiB,hbg-py,[a-z-]*,4,$clients," "$tmp/p/results.csv" ||
+                                fail "--python: no 64 KiB $shape row for $clients processes"
+                done
+                grep -q "^py_replay_over_c_met,py-$shape,hbg-py-replay,[a-z-]*,4,1,[01],bool$" "$tmp/p/metrics.csv" ||
+                        fail "--python: no replay goal for $shape"
+        done
+        goals=$(awk -F, '$1 == "py_add_ns_per_task_met" { a++ } $1 == "py_dask_over_hbg_met" { d++ }
+                $1 == "py_scaling_met" && ($5 == 2 || $5 == 4) { s++ } END { print a + 0, d + 0, s + 0 }' "$tmp/p/metrics.csv")
+        [ "$goals" = "12 $dask 24" ] || fail "--python: add, dask, scaling goals = $goals"
+        py_rows=$(( 78 + dask ))
+fi
+echo "test-bench: ok (84 rows, metrics, --compare, 9 kernel rows, 15 host rows, $py_rows Python rows)"
