@@ -30,11 +30,13 @@ static int list_push(struct dep_tracker *dt, struct dep_list *l, struct dep_rec 
         if (GROW(l->v, l->cap, l->n + 1, 8) < 0)
                 return -ENOMEM;
         l->v[l->n++] = r;
+        l->n_writes += r.write;
         dt->n_recs++;
         return 0;
 }
 
 static void list_remove(struct dep_tracker *dt, struct dep_list *l, size_t i) {
+        l->n_writes -= l->v[i].write;
         l->v[i] = l->v[--l->n];
         dt->n_recs--;
 }
@@ -107,6 +109,11 @@ struct collect_arg {
 static int collect_one(struct dep_tracker *dt, struct dep_list *l, uint64_t lo, uint64_t hi, void *arg) {
         struct collect_arg *ca = arg;
         struct dep_ids *ids = ca->ids;
+        /* A read depends on writers only: none here, nothing to scan (an
+         * input every task reads would otherwise cost a scan of all its
+         * readers per task; the sweep drops complete records). */
+        if (!ca->write && l->n_writes == 0)
+                return 0;
         for (size_t i = 0; i < l->n;) {
                 struct dep_rec *r = &l->v[i];
                 if (r->id < ca->complete_below) {
@@ -214,6 +221,8 @@ struct writer_arg {
 static int writer_one(struct dep_tracker *dt, struct dep_list *l, uint64_t lo, uint64_t hi, void *arg) {
         struct writer_arg *wa = arg;
         (void)dt;
+        if (l->n_writes == 0)
+                return 0;
         for (size_t i = 0; i < l->n; i++) {
                 const struct dep_rec *r = &l->v[i];
                 if (r->write && r->lo < hi && lo < r->hi && wa->pending(wa->arg, r->id)) {

@@ -21,6 +21,7 @@ struct dep_rec {
 struct dep_list {
         struct dep_rec *v;
         size_t n, cap;
+        size_t n_writes;        /* records with write set: a read needs none of the others */
 };
 
 /* An allocation of the heap; records of the tasks touching it. bytes:
