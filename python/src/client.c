@@ -40,12 +40,20 @@ int hbgpy_client_check(ClientObject *cl, const char *what) {
 int hbgpy_client_enter(ClientObject *cl, const char *what) {
         if (hbgpy_client_check(cl, what) < 0)
                 return -1;
-        if (hbgpy_host_client() == cl) {
-                /* A host function of cl: without worker threads it runs on
-                 * the thread that holds the lock, inside a wait; the library
-                 * refuses what it may not do there (-EDEADLK). */
-                if (cl->host_threads == 0)
+        if (cl->owned && pthread_equal(cl->owner, pthread_self())) {
+                /* A host function of cl without worker threads runs on
+                 * the thread that holds the lock, inside a wait: the
+                 * library refuses what it may not do there (-EDEADLK).
+                 * Any other code run inside a call of cl may not use it. */
+                if (cl->inline_hosts > 0)
                         return 1;
+                PyErr_Format(PyExc_RuntimeError,
+                             "%s: re-entered from code run inside a call of the same client "
+                             "(a __del__, a weakref callback, another client's host function)",
+                             what);
+                return -1;
+        }
+        if (hbgpy_host_client() == cl) {
                 PyErr_Format(PyExc_RuntimeError,
                              "%s: not from a host function running on the client's worker threads "
                              "(it would race the thread that uses the client)",
@@ -63,14 +71,18 @@ int hbgpy_client_enter(ClientObject *cl, const char *what) {
                 PyErr_Format(PyExc_ValueError, "%s: the client is closed", what);
                 return -1;
         }
+        cl->owner = pthread_self();
+        cl->owned = 1;
         if (cl->n_deferred)
                 hbgpy_free_deferred(cl);
         return 0;
 }
 
 void hbgpy_client_leave(ClientObject *cl, int held) {
-        if (held == 0)
+        if (held == 0) {
+                cl->owned = 0;
                 pthread_mutex_unlock(&cl->lock);
+        }
 }
 
 /* End the session: the worker threads are joined without the GIL (a
@@ -91,10 +103,29 @@ static void client_disconnect(ClientObject *cl) {
         hbgpy_host_calls_drop_all(cl);
 }
 
+/* The session of a closed client whose last array died where it cannot
+ * end (hbg_disconnect() does nothing from a host function): the main
+ * thread ends it at its next chance. */
+static int disconnect_later(void *arg) {
+        ClientObject *cl = arg;
+        client_disconnect(cl);
+        Py_DECREF(cl);
+        return 0;
+}
+
 void hbgpy_client_block_gone(ClientObject *cl) {
         cl->live_blocks--;
-        if (cl->closed && cl->live_blocks == 0)
-                client_disconnect(cl);
+        if (!cl->closed || cl->live_blocks != 0 || !cl->c || cl->disconnect_scheduled)
+                return;
+        if (hbgpy_host_client() == cl || (cl->owned && pthread_equal(cl->owner, pthread_self()))) {
+                Py_INCREF(cl);
+                if (Py_AddPendingCall(disconnect_later, cl) == 0)
+                        cl->disconnect_scheduled = 1;
+                else
+                        Py_DECREF(cl); /* ends at the client's dealloc instead */
+                return;
+        }
+        client_disconnect(cl);
 }
 
 /* ---------------------------------------------------------------- connect */
@@ -161,15 +192,16 @@ static int client_init(ClientObject *cl, PyObject *args, PyObject *kwds) {
                 }
         }
         if (ok && threads && threads != Py_None) {
-                long n = PyLong_Check(threads) && !PyBool_Check(threads) ? PyLong_AsLong(threads) : -2;
-                if (n == -2 || (n == -1 && PyErr_Occurred())) {
-                        PyErr_Clear();
+                int is_int = PyLong_Check(threads) && !PyBool_Check(threads);
+                long n = is_int ? PyLong_AsLong(threads) : 0;
+                if (!is_int) {
                         PyErr_Format(PyExc_TypeError, "host_threads must be an int, not %.80s",
                                      Py_TYPE(threads)->tp_name);
                         ok = 0;
-                } else if (n < 0 || n > HBG_MAX_HOST_THREADS) {
-                        PyErr_Format(PyExc_ValueError, "host_threads must be 0 to %d, not %ld", HBG_MAX_HOST_THREADS,
-                                     n);
+                } else if ((n == -1 && PyErr_Occurred()) || n < 0 || n > HBG_MAX_HOST_THREADS) {
+                        PyErr_Clear();
+                        PyErr_Format(PyExc_ValueError, "host_threads must be 0 to %d, not %R", HBG_MAX_HOST_THREADS,
+                                     threads);
                         ok = 0;
                 } else {
                         o.host_threads = (uint64_t)n;
@@ -208,6 +240,7 @@ static int client_init(ClientObject *cl, PyObject *args, PyObject *kwds) {
         cl->window = room > 0 ? (uint64_t)room : 0;
         if (hbgpy_kernels_load(cl) < 0) {
                 client_disconnect(cl);
+                hbgpy_kernels_free(cl);
                 return -1;
         }
         return 0;
@@ -275,6 +308,10 @@ static PyObject *client_close(ClientObject *cl, PyObject *unused) {
                 return NULL;
         cl->closed = 1;
         hbgpy_client_leave(cl, held);
+        /* Host functions and their exceptions may hold arrays of the
+         * client (a closure, a traceback): let go of them, or the arrays
+         * keep the session open for ever. Late runs find no code. */
+        hbgpy_host_calls_forget_code(cl);
         if (cl->live_blocks == 0)
                 client_disconnect(cl);
         Py_RETURN_NONE;

@@ -81,13 +81,37 @@ static int graph_may_add(GraphObject *g, const char *what) {
         return 0;
 }
 
+/* An integer (int, numpy's, anything with __index__) as a u64. */
+static int index_u64(PyObject *v, uint64_t *ret) {
+        PyObject *i = PyNumber_Index(v);
+        if (!i)
+                return -1;
+        unsigned long long x = PyLong_AsUnsignedLongLong(i);
+        Py_DECREF(i);
+        if (x == (unsigned long long)-1 && PyErr_Occurred())
+                return -1;
+        *ret = x;
+        return 0;
+}
+
+static int index_i64(PyObject *v, int64_t *ret) {
+        PyObject *i = PyNumber_Index(v);
+        if (!i)
+                return -1;
+        long long x = PyLong_AsLongLong(i);
+        Py_DECREF(i);
+        if (x == -1 && PyErr_Occurred())
+                return -1;
+        *ret = x;
+        return 0;
+}
+
 /* after=: ids of earlier tasks (an int or a sequence of them). */
 static int parse_after(PyObject *after, hbg_task *t, const char *what) {
         if (!after || after == Py_None)
                 return 0;
-        if (PyLong_Check(after)) {
-                t->deps[0] = PyLong_AsUnsignedLongLong(after);
-                if (PyErr_Occurred())
+        if (PyIndex_Check(after)) { /* one id: an int, numpy's integers */
+                if (index_u64(after, &t->deps[0]) < 0)
                         goto bad_id;
                 t->n_deps = 1;
                 return 0;
@@ -103,14 +127,13 @@ static int parse_after(PyObject *after, hbg_task *t, const char *what) {
         }
         PyObject **items = PySequence_Fast_ITEMS(seq);
         for (Py_ssize_t i = 0; i < n; i++) {
-                if (!PyLong_Check(items[i])) {
+                if (!PyIndex_Check(items[i])) {
                         PyErr_Format(PyExc_TypeError, "%s: after[%zd] must be a task id (int), not %.80s", what, i,
                                      Py_TYPE(items[i])->tp_name);
                         Py_DECREF(seq);
                         return -1;
                 }
-                t->deps[i] = PyLong_AsUnsignedLongLong(items[i]);
-                if (PyErr_Occurred()) {
+                if (index_u64(items[i], &t->deps[i]) < 0) {
                         Py_DECREF(seq);
                         goto bad_id;
                 }
@@ -152,19 +175,16 @@ static int parse_scalars(const struct hbgpy_kernel *k, PyObject *scalars, hbg_ta
                         break;
                 }
                 case HBG_SCALAR_TYPE_I64: {
-                        long long x = PyLong_AsLongLong(v);
-                        if (x == -1 && PyErr_Occurred())
+                        int64_t x;
+                        if (index_i64(v, &x) < 0)
                                 goto bad;
                         t->scalars[i] = hbg_i64(x);
                         break;
                 }
-                default: {
-                        unsigned long long x = PyLong_AsUnsignedLongLong(v);
-                        if (x == (unsigned long long)-1 && PyErr_Occurred())
+                default:
+                        if (index_u64(v, &t->scalars[i]) < 0)
                                 goto bad;
-                        t->scalars[i] = x;
                         break;
-                }
                 }
                 continue;
         bad:
@@ -335,22 +355,25 @@ static PyObject *graph_add_host(GraphObject *g, PyObject *args, PyObject *kwds) 
         hbg_tensor rv[255], wv[255];
         hbg_task t = HBG_TASK_INIT(NULL);
         PyObject *rseq = NULL, *wseq = NULL;
+        /* The sequences keep their arrays (and so the bytes) alive until
+         * the task is added. */
         if (host_tensors(cl, reads, 0, rv, &t.n_host_reads, &rseq) < 0 ||
             host_tensors(cl, writes, 1, wv, &t.n_host_writes, &wseq) < 0 || parse_after(after, &t, what) < 0) {
                 Py_XDECREF(rseq);
                 Py_XDECREF(wseq);
                 return NULL;
         }
-        Py_XDECREF(rseq);
-        Py_XDECREF(wseq);
         t.host_reads = rv;
         t.host_writes = wv;
         t.host_fn = hbgpy_host_fn;
         PyObject *call = hbgpy_host_call_new(cl, fn, g->state == GRAPH_RECORDING, &t.host_userdata);
+        uint64_t id;
+        int added = call ? add_task(g, &t, &id, what) : -1;
+        Py_XDECREF(rseq);
+        Py_XDECREF(wseq);
         if (!call)
                 return NULL;
-        uint64_t id;
-        if (add_task(g, &t, &id, what) < 0) {
+        if (added < 0) {
                 PyObject *list = g->state == GRAPH_RECORDING ? cl->recorded_calls : cl->host_calls;
                 PyObject *exc_type, *exc_value, *exc_tb;
                 PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
@@ -397,8 +420,9 @@ static PyObject *graph_submit(GraphObject *g, PyObject *unused) {
         g->state = GRAPH_SUBMITTED;
         cl->active_graph = NULL;
         hbgpy_host_calls_submitted(cl, graph);
-        hbgpy_host_calls_sweep(cl);
+        PyObject *dropped = held == 0 ? hbgpy_host_calls_sweep(cl) : NULL;
         hbgpy_client_leave(cl, held);
+        Py_XDECREF(dropped); /* may run any code: not under the lock */
         return hbgpy_handle_new(cl, graph);
 }
 
@@ -422,13 +446,20 @@ static void graph_dealloc(GraphObject *g) {
         /* Tasks added but never submitted: hbgd has them; submit them so
          * that the client's next graph does not take them in. */
         if (cl && g->state == GRAPH_OPEN && cl->active_graph == (PyObject *)g) {
-                PyObject *exc_type, *exc_value, *exc_tb;
-                PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
-                PyObject *h = graph_submit(g, NULL);
-                if (!h)
-                        PyErr_WriteUnraisable((PyObject *)g);
-                Py_XDECREF(h);
-                PyErr_Restore(exc_type, exc_value, exc_tb);
+                /* Not where the client cannot submit (closed, a forked
+                 * child's, busy on this very thread): its next graph or
+                 * its end deals with them. */
+                int can = cl->c && !cl->closed && !hbgpy_client_foreign(cl) && hbgpy_host_client() != cl &&
+                          !(cl->owned && pthread_equal(cl->owner, pthread_self()));
+                if (can) {
+                        PyObject *exc_type, *exc_value, *exc_tb;
+                        PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+                        PyObject *h = graph_submit(g, NULL);
+                        if (!h)
+                                PyErr_WriteUnraisable(NULL); /* g is being freed: not it */
+                        Py_XDECREF(h);
+                        PyErr_Restore(exc_type, exc_value, exc_tb);
+                }
                 if (cl->active_graph == (PyObject *)g)
                         cl->active_graph = NULL;
         }
@@ -621,6 +652,10 @@ static PyObject *handle_wait_impl(HandleObject *h, PyObject *timeout) {
                 int held = hbgpy_client_enter(cl, what);
                 if (held < 0)
                         return NULL;
+                if (held == 1) { /* the wait running this host function is the client's */
+                        PyErr_Format(PyExc_RuntimeError, "%s: not from a host function of the same client", what);
+                        return NULL;
+                }
                 int slice = 50;
                 if (limit >= 0) {
                         double left = deadline - now_s();
@@ -645,8 +680,9 @@ static PyObject *handle_wait_impl(HandleObject *h, PyObject *timeout) {
                                 raise_graph_error(cl, h->graph, err); /* its errno, whatever it is */
                         else /* no outcome: hbgd went away, or not a graph of this client */
                                 hbgpy_raise(cl, err, what);
-                        hbgpy_host_calls_sweep(cl);
+                        PyObject *dropped = hbgpy_host_calls_sweep(cl);
                         hbgpy_client_leave(cl, held);
+                        Py_XDECREF(dropped);
                         return r;
                 }
                 hbgpy_client_leave(cl, held);
@@ -674,9 +710,13 @@ static PyObject *handle_done(HandleObject *h, PyObject *unused) {
         int held = hbgpy_client_enter(cl, "Handle.done");
         if (held < 0)
                 return NULL;
+        if (held == 1) {
+                PyErr_SetString(PyExc_RuntimeError, "Handle.done: not from a host function of the same client");
+                return NULL;
+        }
         /* Ready host functions run here, as in a wait (none run otherwise
          * without worker threads). */
-        if (held == 0 && cl->host_threads == 0)
+        if (cl->host_threads == 0)
                 (void)hbg_client_process(cl->c);
         int st = hbg_graph_status(cl->c, h->graph, NULL);
         hbgpy_client_leave(cl, held);
@@ -869,14 +909,26 @@ static PyObject *recording_launch(RecordingObject *r, PyObject *unused) {
                 hbgpy_client_leave(cl, held);
                 return NULL;
         }
-        hbgpy_host_calls_sweep(cl);
+        PyObject *dropped = held == 0 ? hbgpy_host_calls_sweep(cl) : NULL;
         hbgpy_client_leave(cl, held);
+        Py_XDECREF(dropped);
         return hbgpy_handle_new(cl, graph);
 }
 
 static void recording_dealloc(RecordingObject *r) {
-        if (r->state == REC_OPEN && r->client)
-                r->client->recording = 0; /* cannot end it here; the next record_begin says so */
+        ClientObject *cl = r->client;
+        if (r->state == REC_OPEN && cl) {
+                /* Dropped inside its with block (a generator left
+                 * unfinished): end it, or the client's adds would go on
+                 * being recorded. */
+                if (cl->c && !hbgpy_client_foreign(cl) && !(cl->owned && pthread_equal(cl->owner, pthread_self())) &&
+                    hbgpy_host_client() != cl && pthread_mutex_trylock(&cl->lock) == 0) {
+                        uint32_t id;
+                        (void)hbg_graph_record_end(cl->c, &id);
+                        pthread_mutex_unlock(&cl->lock);
+                }
+                cl->recording = 0;
+        }
         Py_XDECREF(r->graph);
         Py_XDECREF(r->client);
         Py_TYPE(r)->tp_free((PyObject *)r);

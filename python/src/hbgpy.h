@@ -55,6 +55,10 @@ typedef struct ClientObject {
         PyObject_HEAD
         hbg_client *c;                  /* NULL once disconnected */
         pthread_mutex_t lock;           /* around every call on c */
+        pthread_t owner;                /* the thread holding lock, when owned (both under the GIL) */
+        int owned;
+        int inline_hosts;               /* host functions of c running inside the owner's call */
+        int disconnect_scheduled;       /* the end of the session handed to the main thread */
         pid_t pid;                      /* the process that connected */
         unsigned forks;                 /* hbgpy_forks then: differs in a child */
         int closed;                     /* close() was called */
@@ -102,8 +106,11 @@ int hbgpy_fork_watch(void);
 static inline int hbgpy_client_foreign(const struct ClientObject *cl) {
         return cl->forks != hbgpy_forks;
 }
-/* 0: locked; 1: this thread runs a host function of cl inside a wait,
- * the lock is its own already; -1: exception set. Pass it to leave. */
+/* 0: locked; 1: this thread runs a host function of cl inside a call of
+ * cl (a wait), the lock is its own already; -1: exception set (also for
+ * any other re-entry of the thread holding the lock: a __del__, a weakref
+ * callback or another client's host function run inside a call of cl).
+ * Pass it to leave. */
 int hbgpy_client_enter(ClientObject *cl, const char *what);
 void hbgpy_client_leave(ClientObject *cl, int held);
 int hbgpy_client_check(ClientObject *cl, const char *what);
@@ -128,7 +135,11 @@ int hbgpy_host_fn(void *token);
 PyObject *hbgpy_host_call_new(ClientObject *cl, PyObject *fn, int recorded, void **ret_userdata);
 void hbgpy_host_calls_set_task(PyObject *call, uint64_t task);
 void hbgpy_host_calls_submitted(ClientObject *cl, uint64_t graph);
-void hbgpy_host_calls_sweep(ClientObject *cl);
+/* Drops the calls of finished graphs; returns them (a new list, or NULL)
+ * for the caller to release once it let go of the lock: releasing them
+ * may run any Python code (__del__, weakref callbacks). */
+PyObject *hbgpy_host_calls_sweep(ClientObject *cl);
+void hbgpy_host_calls_forget_code(ClientObject *cl);
 PyObject *hbgpy_host_exception_for(ClientObject *cl, uint64_t graph, uint64_t task);
 void hbgpy_host_calls_drop_all(ClientObject *cl);
 int hbgpy_host_init(PyObject *module);

@@ -124,9 +124,11 @@ void hbgpy_host_calls_submitted(ClientObject *cl, uint64_t graph) {
         }
 }
 
-/* Drop the calls of finished graphs from the front (with the lock held).
- * Bounded: a few graphs' worth per call, the rest at the next. */
-void hbgpy_host_calls_sweep(ClientObject *cl) {
+/* Drop the calls of finished graphs from the front (with the lock held,
+ * not from a host function). Bounded: a few graphs' worth per call, the
+ * rest at the next. A status that is not an outcome (running, or the
+ * library refusing to tell) stops it. */
+PyObject *hbgpy_host_calls_sweep(ClientObject *cl) {
         Py_ssize_t n = PyList_GET_SIZE(cl->host_calls), done = 0;
         uint64_t checked = GRAPH_PENDING;
         int graphs = 0;
@@ -135,15 +137,39 @@ void hbgpy_host_calls_sweep(ClientObject *cl) {
                 if (h->graph == GRAPH_PENDING)
                         break;
                 if (h->graph != checked) {
-                        if (hbg_graph_status(cl->c, h->graph, NULL) == 1)
+                        int st = hbg_graph_status(cl->c, h->graph, NULL);
+                        if (st == 1 || st == -EDEADLK || st == -EINVAL)
                                 break;
                         checked = h->graph;
                         graphs++;
                 }
                 done++;
         }
-        if (done && PyList_SetSlice(cl->host_calls, 0, done, NULL) < 0)
+        if (!done)
+                return NULL;
+        PyObject *dropped = PyList_GetSlice(cl->host_calls, 0, done);
+        if (!dropped || PyList_SetSlice(cl->host_calls, 0, done, NULL) < 0) {
                 PyErr_Clear();
+                Py_XDECREF(dropped);
+                return NULL;
+        }
+        return dropped;
+}
+
+/* The client closed: its calls' code and exceptions go (they may hold
+ * its arrays); the calls stay, so that a late run finds no code. */
+static void forget_list(PyObject *list) {
+        for (Py_ssize_t i = 0; list && i < PyList_GET_SIZE(list); i++) {
+                HostCallObject *h = (HostCallObject *)PyList_GET_ITEM(list, i);
+                Py_CLEAR(h->fn);
+                Py_CLEAR(h->exc);
+        }
+}
+
+void hbgpy_host_calls_forget_code(ClientObject *cl) {
+        forget_list(cl->host_calls);
+        forget_list(cl->recorded_calls);
+        Py_CLEAR(cl->last_host_exc);
 }
 
 /* The exception the host function of task `task` of `graph` raised, or
@@ -204,24 +230,36 @@ int hbgpy_host_fn(void *userdata) {
         PyObject *addr = key ? PyDict_GetItemWithError(token_table, key) : NULL;
         Py_XDECREF(key);
         HostCallObject *h = addr ? PyLong_AsVoidPtr(addr) : NULL;
-        if (h && h->fn) {
+        /* No code (the client closed, or the collector cleared a cycle
+         * through it) or no session (it is ending): nothing runs. */
+        if (h && h->fn && h->client && h->client->c) {
                 Py_INCREF(h);
-                ClientObject *outer = current_host_client;
-                current_host_client = h->client;
-                PyObject *r = PyObject_CallNoArgs(h->fn);
+                ClientObject *cl = h->client, *outer = current_host_client;
+                Py_INCREF(cl);
+                PyObject *fn = Py_NewRef(h->fn); /* close() may drop h->fn meanwhile */
+                /* Run inside a call of cl on this thread (no worker threads):
+                 * cl's calls may re-enter (hbgpy_client_enter). */
+                int inline_run = cl->owned && pthread_equal(cl->owner, pthread_self());
+                cl->inline_hosts += inline_run;
+                current_host_client = cl;
+                PyObject *r = PyObject_CallNoArgs(fn);
                 current_host_client = outer;
+                cl->inline_hosts -= inline_run;
+                Py_DECREF(fn);
                 if (r) {
                         ret = 0;
                         Py_DECREF(r);
                 } else {
                         PyObject *exc = raised_exception();
                         ret = exception_errno(exc);
-                        Py_XSETREF(h->exc, Py_NewRef(exc));
-                        if (h->client)
-                                Py_XSETREF(h->client->last_host_exc, exc);
-                        else
+                        if (cl->closed) { /* nobody will ask for it */
                                 Py_DECREF(exc);
+                        } else {
+                                Py_XSETREF(h->exc, Py_NewRef(exc));
+                                Py_XSETREF(cl->last_host_exc, exc);
+                        }
                 }
+                Py_DECREF(cl);
                 Py_DECREF(h);
         }
         PyErr_Clear();

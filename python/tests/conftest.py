@@ -76,6 +76,17 @@ class Hbgd:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def run_child(code, *args, timeout=90):
+    """Run Python code in a child interpreter (a crash or a hang there
+    fails the test instead of killing or stalling pytest); its stdout."""
+    import sys
+    import textwrap
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+                       timeout=timeout, env=dict(os.environ))
+    assert r.returncode == 0, "exit %d\n%s\n%s" % (r.returncode, r.stdout, r.stderr)
+    return r.stdout
+
+
 @pytest.fixture(scope="module")
 def hbgd():
     d = Hbgd()

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import hbg
+from conftest import run_child
 
 
 def spin_graph(c, seconds, tasks=1):
@@ -46,13 +47,6 @@ def test_wait_releases_the_gil(client):
         stop.set()
         t.join()
     assert during > 1000, "the other thread counted %d while hbgd ran the graph" % during
-
-
-def run_child(code, socket, timeout=90):
-    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code), socket], capture_output=True, text=True,
-                       timeout=timeout, env=dict(os.environ))
-    assert r.returncode == 0, "exit %d\n%s\n%s" % (r.returncode, r.stdout, r.stderr)
-    return r.stdout
 
 
 @pytest.mark.parametrize("threads", [0, 2])
