@@ -25,7 +25,8 @@ static int cmp_u64(const void *a, const void *b) {
 
 /* ids sorted, duplicates dropped; returns the new count. */
 static size_t sort_unique(uint64_t *v, size_t n) {
-        qsort(v, n, sizeof(*v), cmp_u64);
+        if (n > 1)
+                qsort(v, n, sizeof(*v), cmp_u64);
         size_t k = 0;
         for (size_t i = 0; i < n; i++)
                 if (k == 0 || v[k - 1] != v[i])
