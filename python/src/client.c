@@ -37,16 +37,25 @@ int hbgpy_client_check(ClientObject *cl, const char *what) {
         return 0;
 }
 
-int hbgpy_client_enter(ClientObject *cl, const char *what) {
+int hbgpy_client_enter(ClientObject *cl, const char *what, int host_ok) {
         if (hbgpy_client_check(cl, what) < 0)
                 return -1;
         if (cl->owned && pthread_equal(cl->owner, pthread_self())) {
                 /* A host function of cl without worker threads runs on
-                 * the thread that holds the lock, inside a wait: the
-                 * library refuses what it may not do there (-EDEADLK).
-                 * Any other code run inside a call of cl may not use it. */
-                if (cl->inline_hosts > 0)
+                 * the thread that holds the lock, inside a wait: it may
+                 * allocate and read the kernel table (as hbg.h allows),
+                 * nothing else (a host function of another client nested
+                 * in it is not seen by the library's own guard). Any
+                 * other code run inside a call of cl may not use it. */
+                if (cl->inline_hosts > 0 && host_ok)
                         return 1;
+                if (cl->inline_hosts > 0) {
+                        PyErr_Format(PyExc_RuntimeError,
+                                     "%s: not from a host function of the same client (it runs inside the "
+                                     "client's wait)",
+                                     what);
+                        return -1;
+                }
                 PyErr_Format(PyExc_RuntimeError,
                              "%s: re-entered from code run inside a call of the same client "
                              "(a __del__, a weakref callback, another client's host function)",
@@ -85,9 +94,25 @@ void hbgpy_client_leave(ClientObject *cl, int held) {
         }
 }
 
-/* End the session: the worker threads are joined without the GIL (a
- * running host function needs it to finish). In a forked child the
- * session is the parent's: it is left alone. */
+/* hbg_disconnect() with the GIL released (a running host function needs
+ * it to finish), on the main thread (a pending call) when the session
+ * ended where it cannot: inside a host function, where hbg_disconnect()
+ * does nothing or (a host function of another client) would free what a
+ * wait below it still uses. Not while a host function runs on this
+ * thread: then it asks to be called again. */
+static int disconnect_raw(void *arg) {
+        if (hbgpy_host_depth() > 0) {
+                (void)Py_AddPendingCall(disconnect_raw, arg); /* full: the session ends with the process */
+                return 0;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        hbg_disconnect(arg);
+        Py_END_ALLOW_THREADS
+        return 0;
+}
+
+/* End the session. In a forked child the session is the parent's: it is
+ * left alone. */
 static void client_disconnect(ClientObject *cl) {
         hbg_client *c = cl->c;
         if (!c)
@@ -96,36 +121,20 @@ static void client_disconnect(ClientObject *cl) {
         cl->active_graph = NULL;
         cl->n_deferred = 0;
         if (!hbgpy_client_foreign(cl)) {
-                Py_BEGIN_ALLOW_THREADS
-                hbg_disconnect(c);
-                Py_END_ALLOW_THREADS
+                if (hbgpy_host_depth() > 0 || (cl->owned && pthread_equal(cl->owner, pthread_self()))) {
+                        if (Py_AddPendingCall(disconnect_raw, c) != 0)
+                                c = NULL; /* the queue is full: the session ends with the process */
+                } else {
+                        disconnect_raw(c);
+                }
         }
         hbgpy_host_calls_drop_all(cl);
 }
 
-/* The session of a closed client whose last array died where it cannot
- * end (hbg_disconnect() does nothing from a host function): the main
- * thread ends it at its next chance. */
-static int disconnect_later(void *arg) {
-        ClientObject *cl = arg;
-        client_disconnect(cl);
-        Py_DECREF(cl);
-        return 0;
-}
-
 void hbgpy_client_block_gone(ClientObject *cl) {
         cl->live_blocks--;
-        if (!cl->closed || cl->live_blocks != 0 || !cl->c || cl->disconnect_scheduled)
-                return;
-        if (hbgpy_host_client() == cl || (cl->owned && pthread_equal(cl->owner, pthread_self()))) {
-                Py_INCREF(cl);
-                if (Py_AddPendingCall(disconnect_later, cl) == 0)
-                        cl->disconnect_scheduled = 1;
-                else
-                        Py_DECREF(cl); /* ends at the client's dealloc instead */
-                return;
-        }
-        client_disconnect(cl);
+        if (cl->closed && cl->live_blocks == 0)
+                client_disconnect(cl);
 }
 
 /* ---------------------------------------------------------------- connect */
@@ -303,7 +312,7 @@ static PyObject *client_close(ClientObject *cl, PyObject *unused) {
                 PyErr_SetString(PyExc_RuntimeError, "Client.close: not from one of the client's host functions");
                 return NULL;
         }
-        int held = hbgpy_client_enter(cl, "Client.close");
+        int held = hbgpy_client_enter(cl, "Client.close", 0);
         if (held < 0)
                 return NULL;
         cl->closed = 1;

@@ -209,7 +209,7 @@ static int parse_scalars(const struct hbgpy_kernel *k, PyObject *scalars, hbg_ta
  * released: the add may wait, and host functions need the GIL. */
 static int add_task(GraphObject *g, const hbg_task *t, uint64_t *ret_id, const char *what) {
         ClientObject *cl = g->client;
-        int held = hbgpy_client_enter(cl, what);
+        int held = hbgpy_client_enter(cl, what, 0);
         if (held < 0)
                 return -1;
         /* Again under the lock: entering may have let another thread add. */
@@ -404,7 +404,7 @@ static PyObject *graph_submit(GraphObject *g, PyObject *unused) {
                 return NULL;
         }
         ClientObject *cl = g->client;
-        int held = hbgpy_client_enter(cl, what);
+        int held = hbgpy_client_enter(cl, what, 0);
         if (held < 0)
                 return NULL;
         uint64_t graph;
@@ -420,7 +420,7 @@ static PyObject *graph_submit(GraphObject *g, PyObject *unused) {
         g->state = GRAPH_SUBMITTED;
         cl->active_graph = NULL;
         hbgpy_host_calls_submitted(cl, graph);
-        PyObject *dropped = held == 0 ? hbgpy_host_calls_sweep(cl) : NULL;
+        PyObject *dropped = hbgpy_host_calls_sweep(cl);
         hbgpy_client_leave(cl, held);
         Py_XDECREF(dropped); /* may run any code: not under the lock */
         return hbgpy_handle_new(cl, graph);
@@ -649,13 +649,9 @@ static PyObject *handle_wait_impl(HandleObject *h, PyObject *timeout) {
                 return NULL;
         double deadline = limit >= 0 ? now_s() + limit : 0;
         for (;;) {
-                int held = hbgpy_client_enter(cl, what);
+                int held = hbgpy_client_enter(cl, what, 0);
                 if (held < 0)
                         return NULL;
-                if (held == 1) { /* the wait running this host function is the client's */
-                        PyErr_Format(PyExc_RuntimeError, "%s: not from a host function of the same client", what);
-                        return NULL;
-                }
                 int slice = 50;
                 if (limit >= 0) {
                         double left = deadline - now_s();
@@ -707,13 +703,9 @@ static PyObject *handle_wait(HandleObject *h, PyObject *args, PyObject *kwds) {
 static PyObject *handle_done(HandleObject *h, PyObject *unused) {
         (void)unused;
         ClientObject *cl = h->client;
-        int held = hbgpy_client_enter(cl, "Handle.done");
+        int held = hbgpy_client_enter(cl, "Handle.done", 0);
         if (held < 0)
                 return NULL;
-        if (held == 1) {
-                PyErr_SetString(PyExc_RuntimeError, "Handle.done: not from a host function of the same client");
-                return NULL;
-        }
         /* Ready host functions run here, as in a wait (none run otherwise
          * without worker threads). */
         if (cl->host_threads == 0)
@@ -726,7 +718,7 @@ static PyObject *handle_done(HandleObject *h, PyObject *unused) {
 static PyObject *handle_cancel(HandleObject *h, PyObject *unused) {
         (void)unused;
         ClientObject *cl = h->client;
-        int held = hbgpy_client_enter(cl, "Handle.cancel");
+        int held = hbgpy_client_enter(cl, "Handle.cancel", 0);
         if (held < 0)
                 return NULL;
         int err;
@@ -808,7 +800,7 @@ static PyObject *recording_enter(RecordingObject *r, PyObject *unused) {
         GraphObject *g = (GraphObject *)graph_new(cl, GRAPH_RECORDING);
         if (!g)
                 return NULL;
-        int held = hbgpy_client_enter(cl, what);
+        int held = hbgpy_client_enter(cl, what, 0);
         if (held < 0) {
                 Py_DECREF(g);
                 return NULL;
@@ -846,7 +838,7 @@ static PyObject *recording_exit(RecordingObject *r, PyObject *args) {
         ClientObject *cl = r->client;
         r->graph->state = GRAPH_RECORDED;
         r->state = REC_FAILED;
-        int held = hbgpy_client_enter(cl, what);
+        int held = hbgpy_client_enter(cl, what, 0);
         if (held < 0) {
                 cl->recording = 0;
                 return et == Py_None ? NULL : (PyErr_Clear(), Py_NewRef(Py_False));
@@ -889,7 +881,7 @@ static PyObject *recording_launch(RecordingObject *r, PyObject *unused) {
                                                     : "the recording is not finished (leave the with block first)");
                 return NULL;
         }
-        int held = hbgpy_client_enter(cl, what);
+        int held = hbgpy_client_enter(cl, what, 0);
         if (held < 0)
                 return NULL;
         if (cl->active_graph || cl->recording) {
@@ -909,7 +901,7 @@ static PyObject *recording_launch(RecordingObject *r, PyObject *unused) {
                 hbgpy_client_leave(cl, held);
                 return NULL;
         }
-        PyObject *dropped = held == 0 ? hbgpy_host_calls_sweep(cl) : NULL;
+        PyObject *dropped = hbgpy_host_calls_sweep(cl);
         hbgpy_client_leave(cl, held);
         Py_XDECREF(dropped);
         return hbgpy_handle_new(cl, graph);

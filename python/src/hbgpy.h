@@ -58,7 +58,6 @@ typedef struct ClientObject {
         pthread_t owner;                /* the thread holding lock, when owned (both under the GIL) */
         int owned;
         int inline_hosts;               /* host functions of c running inside the owner's call */
-        int disconnect_scheduled;       /* the end of the session handed to the main thread */
         pid_t pid;                      /* the process that connected */
         unsigned forks;                 /* hbgpy_forks then: differs in a child */
         int closed;                     /* close() was called */
@@ -111,7 +110,13 @@ static inline int hbgpy_client_foreign(const struct ClientObject *cl) {
  * any other re-entry of the thread holding the lock: a __del__, a weakref
  * callback or another client's host function run inside a call of cl).
  * Pass it to leave. */
-int hbgpy_client_enter(ClientObject *cl, const char *what);
+int hbgpy_client_enter(ClientObject *cl, const char *what, int host_ok);
+/* host_ok for hbgpy_client_enter(): what a host function of the client may
+ * do inside its wait (allocate, read the kernel table); anything else is a
+ * RuntimeError there. */
+#define HBGPY_HOST_OK 1
+/* Host functions running on this thread (any client's), nested or not. */
+int hbgpy_host_depth(void);
 void hbgpy_client_leave(ClientObject *cl, int held);
 int hbgpy_client_check(ClientObject *cl, const char *what);
 void hbgpy_client_block_gone(ClientObject *cl);

@@ -87,7 +87,7 @@ static PyObject *new_array(ClientObject *cl, int nd, npy_intp *dims, PyArray_Des
                         return NULL;
                 }
         }
-        int held = hbgpy_client_enter(cl, what);
+        int held = hbgpy_client_enter(cl, what, HBGPY_HOST_OK);
         if (held < 0) {
                 Py_DECREF(descr);
                 return NULL;

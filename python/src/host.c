@@ -31,9 +31,14 @@ typedef struct {
 static PyObject *token_table; /* int token -> int address of the HostCall */
 static uint64_t next_token = 1;
 static _Thread_local ClientObject *current_host_client;
+static _Thread_local int host_depth;
 
 ClientObject *hbgpy_host_client(void) {
         return current_host_client;
+}
+
+int hbgpy_host_depth(void) {
+        return host_depth;
 }
 
 static int host_call_traverse(HostCallObject *h, visitproc visit, void *arg) {
@@ -160,9 +165,12 @@ PyObject *hbgpy_host_calls_sweep(ClientObject *cl) {
  * its arrays); the calls stay, so that a late run finds no code. */
 static void forget_list(PyObject *list) {
         for (Py_ssize_t i = 0; list && i < PyList_GET_SIZE(list); i++) {
-                HostCallObject *h = (HostCallObject *)PyList_GET_ITEM(list, i);
+                /* Dropping the code may drop the client's last array, end
+                 * its session and empty the list: h is held meanwhile. */
+                HostCallObject *h = (HostCallObject *)Py_NewRef(PyList_GET_ITEM(list, i));
                 Py_CLEAR(h->fn);
                 Py_CLEAR(h->exc);
+                Py_DECREF(h);
         }
 }
 
@@ -242,9 +250,11 @@ int hbgpy_host_fn(void *userdata) {
                 int inline_run = cl->owned && pthread_equal(cl->owner, pthread_self());
                 cl->inline_hosts += inline_run;
                 current_host_client = cl;
+                host_depth++;
                 PyObject *r = PyObject_CallNoArgs(fn);
-                current_host_client = outer;
-                cl->inline_hosts -= inline_run;
+                /* Still "in" the host function until the references it
+                 * leaves are dropped: the last of an array may go with
+                 * them, and end a closed client's session. */
                 Py_DECREF(fn);
                 if (r) {
                         ret = 0;
@@ -259,8 +269,11 @@ int hbgpy_host_fn(void *userdata) {
                                 Py_XSETREF(cl->last_host_exc, exc);
                         }
                 }
-                Py_DECREF(cl);
                 Py_DECREF(h);
+                host_depth--;
+                current_host_client = outer;
+                cl->inline_hosts -= inline_run;
+                Py_DECREF(cl);
         }
         PyErr_Clear();
         PyGILState_Release(gil);

@@ -213,7 +213,7 @@ fail:
 
 PyObject *hbgpy_client_kernels(ClientObject *cl, PyObject *unused) {
         (void)unused;
-        int held = hbgpy_client_enter(cl, "Client.kernels");
+        int held = hbgpy_client_enter(cl, "Client.kernels", HBGPY_HOST_OK);
         if (held < 0)
                 return NULL;
         size_t n = hbg_client_kernel_count(cl->c);

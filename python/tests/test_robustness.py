@@ -154,9 +154,9 @@ def test_close_ends_the_session_despite_host_functions(hbgd, kind):
                     g.run()
                 except hbg.GraphError:
                     pass
-            c.close()
             return c
-        c = main()
+        c = main()  # now only the client's host calls hold the array
+        c.close()
         gc.collect()
         print("ended" if session_ended(sys.argv[4], name) else "still open", repr(c))
     """), hbgd.socket, kind, "cycle-" + kind, hbgd.log_path)
@@ -220,3 +220,24 @@ def test_recording_dropped_inside_its_block(client):
     g = client.graph()
     g.add(None)  # added to a graph, not recorded
     g.run()
+
+
+def test_close_from_a_nested_host_function(hbgd):
+    """c1's host function waits on c2, whose host function closes c1: c1's
+    wait is below on the stack, so the close is refused, not a crash."""
+    out = run_child("""
+        import sys, hbg
+        c1, c2 = hbg.connect(sys.argv[1]), hbg.connect(sys.argv[1])
+        seen = []
+        def inner():
+            for call in (c1.close, lambda: c1.graph().add(None)):
+                try:
+                    call()
+                except RuntimeError as e:
+                    seen.append("host function" in str(e))
+        def outer():
+            g2 = c2.graph(); g2.add_host(inner); g2.run()
+        g1 = c1.graph(); g1.add_host(outer); g1.add(None); g1.run()
+        print(seen, c1.closed)
+    """, hbgd.socket, timeout=60)
+    assert out.strip() == "[True, True] False"
