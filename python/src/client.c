@@ -84,6 +84,11 @@ int hbgpy_client_enter(ClientObject *cl, const char *what, int host_ok) {
         cl->owned = 1;
         if (cl->n_deferred)
                 hbgpy_free_deferred(cl);
+        if (cl->orphan_recording) { /* before anything is added to it */
+                uint32_t id;
+                (void)hbg_graph_record_end(cl->c, &id);
+                cl->orphan_recording = 0;
+        }
         return 0;
 }
 

@@ -918,6 +918,8 @@ static void recording_dealloc(RecordingObject *r) {
                         uint32_t id;
                         (void)hbg_graph_record_end(cl->c, &id);
                         pthread_mutex_unlock(&cl->lock);
+                } else {
+                        cl->orphan_recording = 1; /* the client's next call ends it */
                 }
                 cl->recording = 0;
         }

@@ -71,6 +71,7 @@ typedef struct ClientObject {
         const struct hbgpy_kernel *last_kernel;
         PyObject *active_graph;         /* Graph with tasks not submitted (borrowed) */
         int recording;                  /* a Recording is open */
+        int orphan_recording;           /* one dropped open while the client was busy: end it */
         PyObject *host_calls;           /* list of HostCall of graphs, oldest first */
         PyObject *recorded_calls;       /* HostCalls of recordings: until disconnect */
         PyObject *last_host_exc;        /* latest exception a host function raised */
