@@ -90,7 +90,8 @@ endif
 # build that is not the mapped layout): in libhbgshm.a for hbgd, hbgctl and
 # the tests, compiled into the library (docs/ARCHITECTURE.md, Shared code).
 SHM_SRCS := shm/geometry.c shm/layout.c shm/completion.c shm/failsafe_heap.c shm/producer.c \
-            common/kernel_sig.c common/text.c common/errtext.c common/sockperm.c common/dep_tracker.c
+            common/kernel_sig.c common/text.c common/errtext.c common/sockperm.c common/dep_tracker.c \
+            common/procstat.c
 SHM_OBJS := $(SHM_SRCS:%.c=$(B)/obj/%.o)
 SHM_LIB  := $(B)/lib/libhbgshm.a
 
@@ -260,7 +261,7 @@ $(B)/obj/proto/wire.o $(B)/obj/proto/kernel_table.o $(HBGD_SRCS:%.c=$(B)/obj/%.o
 JSONC_CFLAGS = $(shell pkg-config --cflags json-c 2>/dev/null)
 JSONC_LIBS   = $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c)
 
-CTL_SRCS := ctl/hbgctl.c ctl/top.c ctl/run.c ctl/progress.c ctl/dot.c ctl/status.c ctl/metrics.c ctl/graph_file.c \
+CTL_SRCS := ctl/hbgctl.c ctl/top.c ctl/run.c ctl/progress.c ctl/dot.c ctl/status.c ctl/metrics.c ctl/exporter.c ctl/graph_file.c \
             ctl/output.c ctl/daemon_conn.c ctl/admin.c ctl/error.c
 CTL_OBJS := $(CTL_SRCS:%.c=$(B)/obj/%.o)
 
@@ -628,7 +629,7 @@ fuzz fuzz-merge: deps
 # Debian packages needed to build and test. As root they are installed; as
 # anyone else the exact apt-get line is printed and make stops.
 BUILD_DEPS := gcc make libc6-dev pkgconf check liburing-dev libprotobuf-c-dev protobuf-c-compiler systemd \
-              libsystemd-dev libjson-c-dev spin man-db groff-base openmpi-bin libopenmpi-dev \
+              libsystemd-dev libjson-c-dev spin man-db groff-base openmpi-bin libopenmpi-dev prometheus \
               python3-dev python3-numpy python3-setuptools python3-pytest python3-hypothesis python3-pip python3-venv
 # valgrind: instruction counts; gnuplot-nox: the plots; g++, libtbb-dev,
 # libstarpu-dev: the peer runtimes (bench-peers); python3-numpy, python3-dask:
@@ -680,9 +681,13 @@ bench-deps:
 # against this build's extension, library and hbgd, in every build.
 # tests/scripts/check-layers.sh: no product file calls up the stated order of
 # tests/scripts/layers.txt (nm of the objects), and a call up fed to it fails it.
+# tests/scripts/test-prometheus.sh: Debian's prometheus scrapes `hbgctl metrics
+# --listen` of a private hbgd; a counter, a histogram quantile and the
+# counter's type read back through its HTTP API (package prometheus).
 ifeq ($(SANITIZE)$(RELEASE),)
   TEST_PLAIN_ONLY := tests/scripts/test-install.sh tests/scripts/test-bench.sh tests/scripts/test-model.sh tests/scripts/check-man.sh \
-                     tests/scripts/test-mpi.sh tests/scripts/test-completion.sh tests/scripts/check-layers.sh
+                     tests/scripts/test-mpi.sh tests/scripts/test-completion.sh tests/scripts/check-layers.sh \
+                     tests/scripts/test-prometheus.sh
   TEST_PROGRAMS := $(BENCH_BIN) $(HBGD_BIN) $(HBGCTL_BIN) $(MPI_EXAMPLE_BIN) $(KMOD_EXAMPLE) $(PY_BENCH)
 else
   TEST_PLAIN_ONLY :=
@@ -849,7 +854,7 @@ INSTALL_PY_EXAMPLES := $(wildcard examples/python/*.py)
 # linked at install time: an rpath to LIBDIR unless the loader searches it.
 PYTHONDIR ?= $(PREFIX)/lib/python3/dist-packages
 PY_INSTALL_RPATH = $(if $(filter /usr/lib /usr/lib/ /lib,$(LIBDIR)),,-Wl,-rpath,$(LIBDIR))
-# hbgd.service names the installed paths: generated at install time.
+# hbgd.service and hbg-exporter.service name the installed paths: generated at install time.
 SERVICE_SED := -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g'
 # hbgclient.pc too: the one in $(B)/lib/pkgconfig keeps the PREFIX of the
 # build, which need not be the PREFIX given to `make install`.
@@ -924,7 +929,8 @@ install: all
 	chmod 0644 $(DESTDIR)$(PYTHONDIR)/hbg/$(notdir $(PY_MODULE))
 	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(SYSCONFDIR)/hbg
 	sed $(SERVICE_SED) systemd/hbgd.service.in > $(DESTDIR)$(UNITDIR)/hbgd.service
-	chmod 0644 $(DESTDIR)$(UNITDIR)/hbgd.service
+	sed $(SERVICE_SED) systemd/hbg-exporter.service.in > $(DESTDIR)$(UNITDIR)/hbg-exporter.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/hbgd.service $(DESTDIR)$(UNITDIR)/hbg-exporter.service
 	install -m 0644 systemd/hbgd.socket $(DESTDIR)$(UNITDIR)/
 	install -m 0644 systemd/hbg.sysusers $(DESTDIR)$(SYSUSERSDIR)/hbg.conf
 	[ -e $(DESTDIR)$(SYSCONFDIR)/hbg/hbgd.conf ] || \
@@ -954,7 +960,7 @@ uninstall:
 	rm -rf $(DESTDIR)$(PYTHONDIR)/hbg/__pycache__
 	-rmdir $(DESTDIR)$(PYTHONDIR)/hbg $(DESTDIR)$(PYTHONDIR) $(DESTDIR)$(PREFIX)/lib/python3 2>/dev/null
 	-rmdir $(DESTDIR)$(EXAMPLEDIR)/python $(DESTDIR)$(EXAMPLEDIR) 2>/dev/null
-	rm -f $(DESTDIR)$(UNITDIR)/hbgd.service $(DESTDIR)$(UNITDIR)/hbgd.socket \
+	rm -f $(DESTDIR)$(UNITDIR)/hbgd.service $(DESTDIR)$(UNITDIR)/hbgd.socket $(DESTDIR)$(UNITDIR)/hbg-exporter.service \
 		$(DESTDIR)$(SYSUSERSDIR)/hbg.conf
 	! cmp -s systemd/hbgd.conf.example $(DESTDIR)$(SYSCONFDIR)/hbg/hbgd.conf || \
 		rm -f $(DESTDIR)$(SYSCONFDIR)/hbg/hbgd.conf

@@ -7,7 +7,9 @@
  *   top.c         `top`: rates from successive status replies
  *   run.c         `run FILE`: compile a graph file and run it via libhbgclient
  *   status.c      the status verbs: one request to hbgd, printed; wait
- *   metrics.c     `metrics`: OpenMetrics text made from a status reply
+ *   metrics.c     `metrics`: Prometheus' text formats made from a status
+ *                 reply                                    (metrics.h)
+ *   exporter.c    `metrics --listen`: that text over HTTP   (exporter.h)
  *   admin.c       `cancel` and `kill`: one admin request each
  *   progress.c    run --progress: the progress line        (progress.h)
  *   dot.c         run --dot: the graph in Graphviz form    (dot.h)
@@ -40,6 +42,8 @@ struct ctl_opts {
         long iterations;        /* top -n (-1: until stopped) */
         double delay_s;         /* top -d */
         double timeout_s;       /* wait --timeout */
+        const char *metrics_format; /* metrics --format (NULL: OpenMetrics) */
+        const char *listen;     /* metrics --listen ADDR:PORT: the exporter */
         const char *const *args; /* the command's arguments (verbs of more than one) */
 };
 
@@ -61,7 +65,7 @@ int cmd_wait(const struct ctl_opts *o);
 
 /* metrics.c: --output FILE (NULL: stdout). */
 extern const char *opt_output;
-int cmd_metrics(const char *path);
+int cmd_metrics(const struct ctl_opts *o);
 
 /* admin.c: `cancel SESSION GRAPH`, `kill SESSION`. */
 int cmd_cancel(const struct ctl_opts *o, const char *session, const char *graph);

@@ -71,6 +71,11 @@ _hbgctl() {
                 # sizes with the suffixes hbgctl takes (K, M, G)
                 --heap) COMPREPLY=($(compgen -W "64M 128M 256M 512M 1G" -- "$cur")) ;;
                 --window) COMPREPLY=($(compgen -W "1K 4K 16K 64K" -- "$cur")) ;;
+                --output) _hbg_files "$cur" ;;
+                # the formats hbgctl lists (its table)
+                --format) COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" metrics --format=help 2>/dev/null)" -- "$cur")) ;;
+                # the exporter's usual address (hbg-exporter.service)
+                --listen) COMPREPLY=($(compgen -W "127.0.0.1:9464" -- "$cur")) ;;
                 esac
                 return 0
         fi

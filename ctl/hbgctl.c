@@ -53,7 +53,7 @@ static int verb_top(const struct verb *v, const struct ctl_opts *o, const char *
 
 static int verb_metrics(const struct verb *v, const struct ctl_opts *o, const char *arg) {
         (void)v, (void)arg;
-        return cmd_metrics(o->socket);
+        return cmd_metrics(o);
 }
 
 static int verb_wait(const struct verb *v, const struct ctl_opts *o, const char *arg) {
@@ -106,8 +106,10 @@ static const struct verb verbs[] = {
           "The format is GRAPH_FILES.md (man hbgctl: FILES). --dry-run asks hbgd to check\n"
           "every task (without hbgd: the file's own rules, and it says what was not\n"
           "checked); --dot needs no hbgd.\n", verb_run, 0 },
-        { "metrics", NULL, false, NULL, "OpenMetrics text for Prometheus",
-          "hbgd's counters and latency histograms (OPERATIONS.md, \"Metrics\"; man hbgd: FILES).\n", verb_metrics,
+        { "metrics", NULL, false, NULL, "metrics for Prometheus (OpenMetrics or text 0.0.4; --listen: served)",
+          "hbgd's counters, gauges and latency histograms (OPERATIONS.md, \"Metrics\"; man hbgd:\n"
+          "FILES). --format=prometheus for node exporter's textfile collector; --listen\n"
+          "ADDR:PORT serves GET /metrics over HTTP, fresh from hbgd at each scrape.\n", verb_metrics,
           HBG__STATUS_KIND__STATUS_METRICS },
         { "wait", NULL, false, NULL, "wait until hbgd answers (after starting it)",
           "Exit 0 once hbgd answers a status request; 3 if its socket takes no connection\n"
@@ -139,6 +141,8 @@ enum {
         OPT_OUTPUT,
         OPT_LIST,
         OPT_TIMEOUT,
+        OPT_FORMAT,
+        OPT_LISTEN,
         OPT_HELP = 'h',
         OPT_VERSION = 'V',
         OPT_BATCH = 'b',
@@ -166,6 +170,8 @@ static const struct opt_def {
         { "top", "iterations", OPT_ITERATIONS, "N", "stop after N snapshots" },
         { "top", "delay", OPT_DELAY, "SECONDS", "between snapshots (default 1)" },
         { "metrics", "output", OPT_OUTPUT, "FILE", "write FILE (replaced atomically) instead of stdout" },
+        { "metrics", "format", OPT_FORMAT, "FORMAT", "openmetrics (default) or prometheus (text 0.0.4); help: the names" },
+        { "metrics", "listen", OPT_LISTEN, "ADDR:PORT", "serve GET /metrics over HTTP there (the exporter)" },
         { "help", "list", OPT_LIST, NULL, "names only, one a line (for shell completion)" },
         { "wait", "timeout", OPT_TIMEOUT, "SECONDS", "give up after SECONDS (default 30; 0: try once)" },
 };
@@ -374,6 +380,12 @@ static int take_option(struct cmdline *cl, const struct opt_def *d, int c, char 
                 break;
         case OPT_OUTPUT:
                 opt_output = value;
+                break;
+        case OPT_FORMAT:
+                o->metrics_format = value;
+                break;
+        case OPT_LISTEN:
+                o->listen = value;
                 break;
         case OPT_BATCH:
                 o->batch = true;

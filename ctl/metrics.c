@@ -1,16 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * `hbgctl metrics`: hbgd's counters and latency histograms as OpenMetrics
- * text (https://github.com/OpenObservability/OpenMetrics, text format
- * 1.0.0), for Prometheus' node exporter textfile collector or any scraper
- * (docs/OPERATIONS.md, "Metrics"). hbgd sends structured values (a
- * STATUS_METRICS reply); every metric's name, type, unit and help is one
- * entry of the table below, and only this file writes the text.
- *
- * The output also parses as Prometheus' older text format (0.0.4), which
- * node exporter's textfile collector reads: its parser takes "# UNIT" and
- * "# EOF" for comments, so only TYPE, HELP and the samples matter there,
- * and no family uses a type that format lacks (info, stateset, ...).
+ * `hbgctl metrics`: hbgd's counters, gauges and latency histograms as
+ * text for Prometheus (docs/OPERATIONS.md, "Metrics"), in either of its
+ * two text formats (formats[] below):
+ *   openmetrics  OpenMetrics 1.0.0 (https://github.com/OpenObservability/
+ *                OpenMetrics): "# UNIT" lines, a counter's family named
+ *                without the _total its samples carry, "# EOF" last. What
+ *                Prometheus keeps the types of when it scrapes it itself.
+ *   prometheus   Prometheus' text format 0.0.4, which node exporter's
+ *                textfile collector reads: no UNIT, no EOF, and a counter's
+ *                family named as its sample is (hbg_x_total), or that
+ *                format's parsers take the samples for another, untyped,
+ *                family and promtool finds no help for them.
+ * hbgd sends structured values (a STATUS_METRICS reply); every metric's
+ * name, type, unit and help is one entry of families[], and only this
+ * file writes the text, in both formats from that one table. The
+ * exporter (ctl/exporter.c) serves the same text over HTTP, with its own
+ * process_* families added.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,18 +33,49 @@
 #include "ctl/ctl.h"
 #include "ctl/daemon_conn.h"
 #include "ctl/error.h"
+#include "ctl/exporter.h"
+#include "ctl/metrics.h"
 #include "ctl/output.h"
 
 const char *opt_output;
 
-/* Where a family's values come from in the reply. */
+/* ------------------------------------------------------------ formats */
+
+static const struct metrics_format formats[] = {
+        { "openmetrics", "application/openmetrics-text; version=1.0.0; charset=utf-8", true, false, true },
+        { "prometheus", "text/plain; version=0.0.4; charset=utf-8", false, true, false },
+};
+#define N_FORMATS (sizeof(formats) / sizeof(formats[0]))
+
+const struct metrics_format *metrics_format_find(const char *name) {
+        for (size_t i = 0; i < N_FORMATS; i++)
+                if (strcmp(formats[i].name, name) == 0)
+                        return &formats[i];
+        return NULL;
+}
+
+void metrics_format_names(FILE *out, const char *sep) {
+        for (size_t i = 0; i < N_FORMATS; i++)
+                fprintf(out, "%s%s", i ? sep : "", formats[i].name);
+}
+
+const struct metrics_format *metrics_format_default(void) {
+        return &formats[0];
+}
+
+/* ------------------------------------------------------------ families */
+
+/* Where a family's values come from. */
 enum source {
         SRC_DAEMON,            /* a field of DaemonStatus */
         SRC_METRICS,           /* a field of Metrics */
         SRC_THREADS,           /* a field of each ThreadStatus: label thread */
+        SRC_USERS,             /* a field of each MetricUser of Metrics: label uid */
         SRC_ERRNO,             /* a MetricErrno list of Metrics: label errno */
         SRC_HISTOGRAM,         /* a Histogram of Metrics */
         SRC_THREAD_HISTOGRAM,  /* each MetricThread's task_run: label thread */
+        SRC_BUILD_INFO,        /* 1, labelled with DaemonStatus' version, io backend, completion mode */
+        SRC_SELF,              /* a field of the exporter's own struct procstat (exporter only) */
 };
 
 struct family {
@@ -49,17 +86,30 @@ struct family {
         enum source src;
         size_t offset;         /* of the field; SRC_ERRNO: of its n_ count */
         size_t width;          /* of an integer field, bytes; SRC_ERRNO: offset of the list */
-        unsigned divisor;      /* integer fields: shown divided by this (ms -> s) */
+        unsigned divisor;      /* integer fields: shown divided by this (ms -> s), a power of 10 */
 };
 
 #define DAEMON(f) SRC_DAEMON, offsetof(Hbg__DaemonStatus, f), sizeof(((Hbg__DaemonStatus *)0)->f)
 #define METRICS(f) SRC_METRICS, offsetof(Hbg__Metrics, f), sizeof(((Hbg__Metrics *)0)->f)
 #define THREADS(f) SRC_THREADS, offsetof(Hbg__ThreadStatus, f), sizeof(((Hbg__ThreadStatus *)0)->f)
+#define USERS(f) SRC_USERS, offsetof(Hbg__MetricUser, f), sizeof(((Hbg__MetricUser *)0)->f)
 #define ERRNO_LIST(f) SRC_ERRNO, offsetof(Hbg__Metrics, n_##f), offsetof(Hbg__Metrics, f)
 #define HISTOGRAM(f) SRC_HISTOGRAM, offsetof(Hbg__Metrics, f), 0
+#define SELF(f) SRC_SELF, offsetof(struct procstat, f), sizeof(((struct procstat *)0)->f)
 
 static const struct family families[] = {
+        { "hbg_build_info", "gauge", "", "hbgd's version, io backend and completion mode; the value is 1.",
+          SRC_BUILD_INFO, 0, 0, 1 },
         { "hbg_uptime_seconds", "gauge", "seconds", "Time since hbgd started.", DAEMON(uptime_ms), 1000 },
+        { "hbg_process_start_time_seconds", "gauge", "seconds", "hbgd's start time since the Unix epoch.",
+          METRICS(process_start_time_ms), 1000 },
+        { "hbg_process_cpu_seconds", "counter", "seconds", "CPU time hbgd used, user and system.",
+          METRICS(process_cpu_us), 1000000 },
+        { "hbg_process_resident_memory_bytes", "gauge", "bytes", "hbgd's resident memory.",
+          METRICS(process_resident_bytes), 1 },
+        { "hbg_process_open_fds", "gauge", "", "File descriptors hbgd has open.", METRICS(process_open_fds), 1 },
+        { "hbg_process_max_fds", "gauge", "", "hbgd's limit of open file descriptors (0: none).",
+          METRICS(process_max_fds), 1 },
         { "hbg_scheduler_threads", "gauge", "", "Scheduler threads.", DAEMON(threads), 1 },
         { "hbg_connections", "gauge", "", "Control connections open now.", DAEMON(connections), 1 },
         { "hbg_connections_accepted", "counter", "", "Control connections accepted, refused ones included.",
@@ -72,6 +122,20 @@ static const struct family families[] = {
           "Connections and session requests refused (user not allowed, a limit, shutting down, bad geometry), "
           "by errno.",
           ERRNO_LIST(sessions_refused), 1 },
+        { "hbg_memory_charged_bytes", "gauge", "bytes",
+          "Memory charged to all sessions (their regions and hbgd's arrays), against hbg_memory_limit_bytes.",
+          METRICS(memory_charged), 1 },
+        { "hbg_memory_limit_bytes", "gauge", "bytes", "The memory all sessions may be charged ([limits] max_memory).",
+          METRICS(memory_limit), 1 },
+        { "hbg_user_memory_charged_bytes", "gauge", "bytes",
+          "Memory charged to one user's sessions, against hbg_user_memory_limit_bytes (root is spared it).",
+          USERS(memory), 1 },
+        { "hbg_user_memory_limit_bytes", "gauge", "bytes",
+          "The memory one user's sessions may be charged ([limits] max_memory_per_uid).",
+          METRICS(memory_limit_per_uid), 1 },
+        { "hbg_user_sessions", "gauge", "", "Sessions of one user open now.", USERS(sessions), 1 },
+        { "hbg_graphs_in_flight", "gauge", "", "Graphs submitted and not retired yet, all sessions.",
+          METRICS(graphs_in_flight), 1 },
         { "hbg_graphs_submitted", "counter", "", "Graphs submitted (graph records hbgd read).",
           METRICS(graphs_submitted), 1 },
         { "hbg_graphs_retired", "counter", "", "Graphs finished, with success or failure.",
@@ -107,6 +171,15 @@ static const struct family families[] = {
         { "hbg_thread_parks", "counter", "", "Times a scheduler thread went to sleep for want of work.",
           THREADS(parks), 1 },
         { "hbg_thread_wakeups", "counter", "", "Times a sleeping scheduler thread woke up.", THREADS(wakeups), 1 },
+        /* The exporter's own process, as every Prometheus client library names it. */
+        { "process_start_time_seconds", "gauge", "seconds", "Start time of the process since the Unix epoch.",
+          SELF(start_time_ms), 1000 },
+        { "process_cpu_seconds", "counter", "seconds", "Total user and system CPU time spent.", SELF(cpu_us),
+          1000000 },
+        { "process_resident_memory_bytes", "gauge", "bytes", "Resident memory size.", SELF(resident_bytes), 1 },
+        { "process_open_fds", "gauge", "", "Number of open file descriptors.", SELF(open_fds), 1 },
+        { "process_max_fds", "gauge", "", "Maximum number of open file descriptors (0: no limit).", SELF(max_fds),
+          1 },
 };
 #define N_FAMILIES (sizeof(families) / sizeof(families[0]))
 
@@ -124,11 +197,31 @@ static uint64_t field_u(const void *msg, const struct family *f) {
         return v;
 }
 
+/* v / divisor exactly, with as many decimals as the divisor has zeros
+ * (a float: OpenMetrics wants its decimal point). */
 static void print_value(FILE *out, uint64_t v, unsigned divisor) {
-        if (divisor <= 1)
+        if (divisor <= 1) {
                 fprintf(out, "%" PRIu64 "\n", v);
-        else /* a float: OpenMetrics wants its decimal point */
-                fprintf(out, "%.3f\n", (double)v / divisor);
+                return;
+        }
+        int digits = 0;
+        for (unsigned d = divisor; d > 1; d /= 10)
+                digits++;
+        fprintf(out, "%" PRIu64 ".%0*" PRIu64 "\n", v / divisor, digits, v % divisor);
+}
+
+/* A label value, escaped as both formats want (\\, \", \n). */
+static void print_label_value(FILE *out, const char *s) {
+        fputc('"', out);
+        for (; s && *s; s++) {
+                if (*s == '\\' || *s == '"')
+                        fprintf(out, "\\%c", *s);
+                else if (*s == '\n')
+                        fputs("\\n", out);
+                else
+                        fputc(*s, out);
+        }
+        fputc('"', out);
 }
 
 /* "EIO"; "other" for codes outside the errno range hbgd counts. */
@@ -179,18 +272,24 @@ static int print_histogram(FILE *out, const char *name, const char *labels, cons
         return 0;
 }
 
-/* One family: metadata, then its samples. -EPROTO for a malformed reply. */
-static int print_family(FILE *out, const struct family *f, const Hbg__StatusReply *r) {
+/* One family in format fmt: metadata, then its samples. -EPROTO for a
+ * malformed reply. */
+static int print_family(FILE *out, const struct family *f, const Hbg__StatusReply *r, const struct procstat *self,
+                        const struct metrics_format *fmt) {
         const Hbg__Metrics *m = r->metrics;
-        fprintf(out, "# TYPE %s %s\n", f->name, f->type);
-        if (f->unit[0])
-                fprintf(out, "# UNIT %s %s\n", f->name, f->unit);
+        bool counter = strcmp(f->type, "counter") == 0;
+        /* The sample's suffix, and the family's name in this format. */
+        const char *suffix = counter ? "_total" : "";
+        char family[96];
+        snprintf(family, sizeof(family), "%s%s", f->name, fmt->counter_family_total ? suffix : "");
+        fprintf(out, "# TYPE %s %s\n", family, f->type);
+        if (fmt->unit_lines && f->unit[0])
+                fprintf(out, "# UNIT %s %s\n", family, f->unit);
         if (f->src == SRC_THREAD_HISTOGRAM)
-                fprintf(out, "# HELP %s %s; sampled: one run in %u is timed.\n", f->name, f->help,
+                fprintf(out, "# HELP %s %s; sampled: one run in %u is timed.\n", family, f->help,
                         m->task_sample_every);
         else
-                fprintf(out, "# HELP %s %s\n", f->name, f->help);
-        const char *suffix = strcmp(f->type, "counter") == 0 ? "_total" : "";
+                fprintf(out, "# HELP %s %s\n", family, f->help);
 
         switch (f->src) {
         case SRC_DAEMON:
@@ -201,10 +300,20 @@ static int print_family(FILE *out, const struct family *f, const Hbg__StatusRepl
                 fprintf(out, "%s%s ", f->name, suffix);
                 print_value(out, field_u(m, f), f->divisor);
                 return 0;
+        case SRC_SELF:
+                fprintf(out, "%s%s ", f->name, suffix);
+                print_value(out, field_u(self, f), f->divisor);
+                return 0;
         case SRC_THREADS:
                 for (size_t i = 0; i < r->n_threads; i++) {
                         fprintf(out, "%s%s{thread=\"%u\"} ", f->name, suffix, r->threads[i]->index);
                         print_value(out, field_u(r->threads[i], f), f->divisor);
+                }
+                return 0;
+        case SRC_USERS:
+                for (size_t i = 0; i < m->n_users; i++) {
+                        fprintf(out, "%s%s{uid=\"%u\"} ", f->name, suffix, m->users[i]->uid);
+                        print_value(out, field_u(m->users[i], f), f->divisor);
                 }
                 return 0;
         case SRC_ERRNO: {
@@ -232,8 +341,48 @@ static int print_family(FILE *out, const struct family *f, const Hbg__StatusRepl
                                 return -EPROTO;
                 }
                 return 0;
+        case SRC_BUILD_INFO:
+                fprintf(out, "%s{version=", f->name);
+                print_label_value(out, r->daemon->version);
+                fputs(",io_backend=", out);
+                print_label_value(out, r->daemon->io_backend);
+                fputs(",completion_mode=", out);
+                print_label_value(out, r->daemon->completion_mode);
+                fputs("} 1\n", out);
+                return 0;
         }
         return -EPROTO;
+}
+
+int metrics_write(FILE *out, const Hbg__StatusReply *r, const struct procstat *self,
+                  const struct metrics_format *fmt) {
+        if (!r->daemon || !r->metrics)
+                return -EPROTO;
+        for (size_t i = 0; i < N_FAMILIES; i++) {
+                if (families[i].src == SRC_SELF && !self)
+                        continue;
+                int err = print_family(out, &families[i], r, self, fmt);
+                if (err < 0)
+                        return err;
+        }
+        if (fmt->eof)
+                fprintf(out, "# EOF\n");
+        return 0;
+}
+
+int metrics_fetch(const char *path, Hbg__Envelope **ret) {
+        struct ctl_failure fail;
+        Hbg__Envelope *reply = NULL;
+        if (ctl_status(path, HBG__STATUS_KIND__STATUS_METRICS, &reply, &fail) < 0)
+                return ctl_exit_status(&fail);
+        const Hbg__StatusReply *r = reply->status_reply;
+        if (!r->daemon || !r->metrics) {
+                ctl_error(-EPROTO, "hbgd sent no metrics (an hbgd older than this hbgctl?)");
+                wire_free(reply);
+                return EXIT_FAIL;
+        }
+        *ret = reply;
+        return 0;
 }
 
 /* ------------------------------------------------------------ output */
@@ -277,17 +426,26 @@ static int write_atomically(const char *path, const char *data, size_t len) {
         return 0;
 }
 
-int cmd_metrics(const char *path) {
-        Hbg__Envelope *reply = NULL;
-        struct ctl_failure fail;
-        if (ctl_status(path, HBG__STATUS_KIND__STATUS_METRICS, &reply, &fail) < 0)
-                return ctl_exit_status(&fail);
-        const Hbg__StatusReply *r = reply->status_reply;
-        if (!r->daemon || !r->metrics) {
-                ctl_error(-EPROTO, "hbgd sent no metrics (an hbgd older than this hbgctl?)");
-                wire_free(reply);
-                return EXIT_FAIL;
+int cmd_metrics(const struct ctl_opts *o) {
+        const struct metrics_format *fmt = metrics_format_default();
+        if (o->metrics_format && strcmp(o->metrics_format, "help") == 0) {
+                metrics_format_names(stdout, "\n");
+                putchar('\n');
+                return 0;
         }
+        if (o->metrics_format && !(fmt = metrics_format_find(o->metrics_format))) {
+                fprintf(stderr, "hbgctl: --format: '%s' is not a format (", o->metrics_format);
+                metrics_format_names(stderr, ", ");
+                fprintf(stderr, ")\n");
+                return EXIT_USAGE;
+        }
+        if (o->listen)
+                return exporter_run(o->socket, o->listen);
+        Hbg__Envelope *reply = NULL;
+        int rc = metrics_fetch(o->socket, &reply);
+        if (rc)
+                return rc;
+        const Hbg__StatusReply *r = reply->status_reply;
         char *text = NULL;
         size_t len = 0;
         FILE *out = open_memstream(&text, &len);
@@ -298,13 +456,11 @@ int cmd_metrics(const char *path) {
         }
         int bad = 0;
         if (opt_json) {
-                json_object *o = pb_to_json(&r->base);
-                write_json(out, o, JSON_C_TO_STRING_PRETTY);
-                json_object_put(o);
+                json_object *j = pb_to_json(&r->base);
+                write_json(out, j, JSON_C_TO_STRING_PRETTY);
+                json_object_put(j);
         } else {
-                for (size_t i = 0; i < N_FAMILIES && !bad; i++)
-                        bad = print_family(out, &families[i], r);
-                fprintf(out, "# EOF\n");
+                bad = metrics_write(out, r, NULL, fmt);
         }
         wire_free(reply);
         if (fclose(out) != 0 || bad) {
@@ -312,7 +468,6 @@ int cmd_metrics(const char *path) {
                 free(text);
                 return EXIT_FAIL;
         }
-        int rc = 0;
         if (opt_output)
                 rc = write_atomically(opt_output, text, len) < 0 ? EXIT_FAIL : 0;
         else if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0)

@@ -93,11 +93,7 @@ static void notify_status(struct hbgd *d, int64_t now) {
                 struct hbg_ring_stats st;
                 hbg_ring_stats(c->session->ring, &st);
                 completed += st.completed;
-                struct hbg_sub_header *sh = c->session->sub;
-                struct hbg_cpl_header *ch = c->session->cpl;
-                uint64_t sub = atomic_load_explicit(&sh->graphs_submitted, memory_order_relaxed);
-                uint64_t ret = atomic_load_explicit(&ch->graphs_retired, memory_order_relaxed);
-                in_flight += sub > ret ? sub - ret : 0;
+                in_flight += metrics_graphs_in_flight(c->session);
         }
         double secs = (double)(now - d->last_status_ms) / 1000.0;
         double rate = secs > 0 ? (double)(completed - d->last_status_completed) / secs : 0;

@@ -3,10 +3,13 @@
 #include "daemon/metrics.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
+#include "common/procstat.h"
 #include "daemon/daemon_private.h"
 #include "daemon/log.h"
+#include "shm/layout.h"
 
 /* The three per-errno tables of a Metrics message. */
 enum { TABLE_GRAPHS, TABLE_TASKS, TABLE_REFUSED, N_TABLES };
@@ -22,7 +25,21 @@ struct metrics_reply {
         Hbg__MetricThread **thread_ptrs;
         Hbg__Histogram *thread_hists;
         struct hbg_hist_snapshot *thread_times;
+        /* One per user the asker sees. */
+        Hbg__MetricUser *users;
+        Hbg__MetricUser **user_ptrs;
 };
+
+/* Two counters read separately (relaxed: a figure for people, not a
+ * decision): the difference is clamped at 0 because the client writes
+ * graphs_submitted and may write anything there. */
+uint64_t metrics_graphs_in_flight(const struct session *s) {
+        struct hbg_sub_header *sh = s->sub;
+        struct hbg_cpl_header *ch = s->cpl;
+        uint64_t sub = atomic_load_explicit(&sh->graphs_submitted, memory_order_relaxed);
+        uint64_t ret = atomic_load_explicit(&ch->graphs_retired, memory_order_relaxed);
+        return sub > ret ? sub - ret : 0;
+}
 
 void metrics_fill_daemon(const struct hbgd *d, Hbg__DaemonStatus *ds) {
         ds->connections = d->n_conns;
@@ -58,7 +75,41 @@ static void errno_table(struct metrics_reply *r, unsigned table, const uint64_t 
         *ret = r->code_ptrs[table];
 }
 
-int metrics_reply_new(const struct hbgd *d, Hbg__StatusReply *reply, struct metrics_reply **ret) {
+/* hbgd's process, its graphs in flight and the memory charged: per user
+ * only those the asker sees (access_sees(), as the session lists). */
+static void fill_resources(const struct hbgd *d, uid_t asker, enum access_role role, struct metrics_reply *r) {
+        Hbg__Metrics *m = &r->m;
+        struct procstat ps;
+        procstat_self(&ps); /* without /proc: what could be read, the rest 0 */
+        m->process_resident_bytes = ps.resident_bytes;
+        m->process_open_fds = ps.open_fds;
+        m->process_max_fds = ps.max_fds;
+        m->process_cpu_us = ps.cpu_us;
+        m->process_start_time_ms = ps.start_time_ms;
+        for (const struct conn *c = d->conns; c; c = c->next)
+                if (c->session)
+                        m->graphs_in_flight += metrics_graphs_in_flight(c->session);
+        m->memory_charged = d->acct.memory;
+        m->memory_limit = acct_max_memory(&d->cfg.limits);
+        m->memory_limit_per_uid = acct_max_memory_per_uid(&d->cfg.limits);
+        size_t n = 0;
+        for (size_t i = 0; i < d->acct.n_users; i++) {
+                const struct uid_usage *u = &d->acct.users[i];
+                if (!u->memory || !access_sees(&d->cfg, role, asker, u->uid))
+                        continue;
+                Hbg__MetricUser *mu = &r->users[n];
+                hbg__metric_user__init(mu);
+                mu->uid = u->uid;
+                mu->memory = u->memory;
+                mu->sessions = u->sessions;
+                r->user_ptrs[n++] = mu;
+        }
+        m->n_users = n;
+        m->users = r->user_ptrs;
+}
+
+int metrics_reply_new(const struct hbgd *d, uid_t asker, enum access_role role, Hbg__StatusReply *reply,
+                      struct metrics_reply **ret) {
         unsigned nthreads = hbg_engine_threads(d->engine);
         struct metrics_reply *r = calloc(1, sizeof(*r));
         if (!r)
@@ -67,7 +118,9 @@ int metrics_reply_new(const struct hbgd *d, Hbg__StatusReply *reply, struct metr
         r->thread_ptrs = calloc(nthreads, sizeof(*r->thread_ptrs));
         r->thread_hists = calloc(nthreads, sizeof(*r->thread_hists));
         r->thread_times = calloc(nthreads, sizeof(*r->thread_times));
-        if (!r->threads || !r->thread_ptrs || !r->thread_hists || !r->thread_times) {
+        r->users = calloc(d->acct.n_users + 1, sizeof(*r->users));
+        r->user_ptrs = calloc(d->acct.n_users + 1, sizeof(*r->user_ptrs));
+        if (!r->threads || !r->thread_ptrs || !r->thread_hists || !r->thread_times || !r->users || !r->user_ptrs) {
                 metrics_reply_free(r);
                 return -ENOMEM;
         }
@@ -94,6 +147,7 @@ int metrics_reply_new(const struct hbgd *d, Hbg__StatusReply *reply, struct metr
         m->n_threads = nthreads;
         m->threads = r->thread_ptrs;
         m->task_sample_every = HBG_TASK_TIME_SAMPLE;
+        fill_resources(d, asker, role, r);
         reply->metrics = m;
         *ret = r;
         return 0;
@@ -106,6 +160,8 @@ struct metrics_reply *metrics_reply_free(struct metrics_reply *r) {
         free(r->thread_ptrs);
         free(r->thread_hists);
         free(r->thread_times);
+        free(r->users);
+        free(r->user_ptrs);
         free(r);
         return NULL;
 }

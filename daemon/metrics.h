@@ -8,6 +8,7 @@
 #pragma once
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "daemon/engine/engine.h"
 #include "hbg.pb-c.h"
@@ -25,11 +26,17 @@ static inline void metrics_count_refusal(struct hbgd_counters *c, int err) {
 
 struct hbgd;
 struct metrics_reply;
+struct session;
+enum access_role;
 
 /* DaemonStatus's counters (connections, accepted, sessions opened, log
  * lines dropped). */
 void metrics_fill_daemon(const struct hbgd *d, Hbg__DaemonStatus *ds);
-/* reply->metrics for a STATUS_METRICS request, in memory *ret owns (free
- * it with metrics_reply_free() after sending). 0 or -ENOMEM. */
-int metrics_reply_new(const struct hbgd *d, Hbg__StatusReply *reply, struct metrics_reply **ret);
+/* Graphs the session's client submitted that have not retired yet. */
+uint64_t metrics_graphs_in_flight(const struct session *s);
+/* reply->metrics for a STATUS_METRICS request of a peer of uid asker and
+ * role, in memory *ret owns (free it with metrics_reply_free() after
+ * sending). 0 or -ENOMEM. */
+int metrics_reply_new(const struct hbgd *d, uid_t asker, enum access_role role, Hbg__StatusReply *reply,
+                      struct metrics_reply **ret);
 struct metrics_reply *metrics_reply_free(struct metrics_reply *m);

@@ -270,7 +270,7 @@ static int section_kernels(struct status_build *b) {
 
 /* Counters and histograms (daemon/metrics.c). */
 static int section_metrics(struct status_build *b) {
-        return metrics_reply_new(b->d, &b->reply, &b->metrics);
+        return metrics_reply_new(b->d, b->asker->cred.uid, b->role, &b->reply, &b->metrics);
 }
 
 /* ------------------------------------------------------------ kinds */

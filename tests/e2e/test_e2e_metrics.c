@@ -7,10 +7,19 @@
  *              counts against what the test ran, exactly; more graphs, a
  *              second scrape (no counter went down, the graph counts went up
  *              by what ran), the session closed, a third one;
+ *              hbgd's process, memory charged per uid and graphs in flight
+ *              (a graph held by its host task) in the same scrapes;
  *   output     --output FILE replaces FILE atomically (a reader holding
  *              the old file keeps it whole; mode 0644; no temporary file
  *              left), fails cleanly where it cannot write, and leaves FILE
  *              alone when hbgd is down.
+ *   prometheus --format=prometheus: Debian's promtool check metrics has
+ *              nothing to say about it; counters' families carry _total,
+ *              no UNIT, no EOF; the same samples as the OpenMetrics text.
+ *   exporter   --listen 127.0.0.1:0: GET /metrics negotiated by Accept
+ *              (OpenMetrics with the exporter's process_* families, or
+ *              0.0.4), fresh values at each scrape, 404, 405, 400, 431,
+ *              503 while hbgd is down, exit 0 on SIGTERM.
  * $HBGCTL overrides the hbgctl binary (default: ../bin/hbgctl next to this
  * test).
  */
@@ -27,7 +36,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemon/engine/engine.h"
@@ -300,6 +314,7 @@ static void parse_openmetrics(const char *text, struct scrape *sc) {
                 char want[128];
                 bool integer = true;
                 if (strcmp(type, "counter") == 0) {
+                        integer = !ends_with(family, "_seconds"); /* CPU time */
                         snprintf(want, sizeof(want), "%s_total", family);
                         ck_assert_msg(strcmp(name, want) == 0, "counter %s: sample %s", family, line);
                 } else if (strcmp(type, "gauge") == 0) {
@@ -374,6 +389,22 @@ static double sum_of(const struct scrape *sc, const char *name) {
         return v;
 }
 
+/* The first sample of name whose labels start with prefix; -1 if none. */
+static double value_with(const struct scrape *sc, const char *name, const char *prefix) {
+        for (size_t i = 0; i < sc->n; i++)
+                if (strcmp(sc->s[i].name, name) == 0 && strncmp(sc->s[i].labels, prefix, strlen(prefix)) == 0)
+                        return sc->s[i].value;
+        return -1;
+}
+
+/* How many samples name has (label sets). */
+static unsigned samples_of(const struct scrape *sc, const char *name) {
+        unsigned n = 0;
+        for (size_t i = 0; i < sc->n; i++)
+                n += strcmp(sc->s[i].name, name) == 0;
+        return n;
+}
+
 static bool is_counter_sample(const struct scrape *sc, const struct sample *s) {
         for (size_t i = 0; i < sc->n_families; i++) {
                 size_t n = strlen(sc->families[i]);
@@ -443,6 +474,11 @@ static int finish(struct hbgd_proc *d, hbg_client *c) {
         int err = hbg_graph_submit(c, &g);
         D_ASSERT(d, err == 0, "submit: %s [%s]", hbg_strerror(err), hbg_last_error(c));
         return hbg_graph_wait(c, g, WAIT_MS);
+}
+
+static int host_nothing(void *userdata) {
+        (void)userdata;
+        return 0;
 }
 
 /* n graphs of two kernel tasks each (fill, then scale): all succeed. */
@@ -517,6 +553,30 @@ START_TEST(counts) {
         D_ASSERT(d, value_of(s1, "hbg_sessions_opened_total", "") == 1, "sessions opened");
         D_ASSERT(d, value_of(s1, "hbg_sessions_refused_total", "errno=\"E2BIG\"") == 1, "sessions refused");
         D_ASSERT(d, value_of(s1, "hbg_scheduler_threads", "") == THREADS, "threads");
+        /* hbgd's build and process. */
+        char build[96];
+        snprintf(build, sizeof(build), "version=\"%s\",", HBG_VERSION);
+        D_ASSERT(d, value_with(s1, "hbg_build_info", build) == 1 && samples_of(s1, "hbg_build_info") == 1,
+                 "hbg_build_info{%s...}", build);
+        D_ASSERT(d, value_of(s1, "hbg_process_open_fds", "") >= 4, "hbgd's open fds: %g",
+                 value_of(s1, "hbg_process_open_fds", ""));
+        D_ASSERT(d, value_of(s1, "hbg_process_resident_memory_bytes", "") > 0, "hbgd's resident memory");
+        D_ASSERT(d, value_of(s1, "hbg_process_cpu_seconds_total", "") >= 0, "hbgd's CPU time");
+        double started = value_of(s1, "hbg_process_start_time_seconds", ""), now = (double)time(NULL);
+        D_ASSERT(d, started > now - 3600 && started <= now + 1, "hbgd started at %f, now is %f", started, now);
+        /* Memory: the one session open, this test's uid's, all of it. */
+        char uid[32];
+        snprintf(uid, sizeof(uid), "uid=\"%u\"", (unsigned)geteuid());
+        double charged = value_of(s1, "hbg_memory_charged_bytes", "");
+        D_ASSERT(d, charged > 0 && value_of(s1, "hbg_user_memory_charged_bytes", uid) == charged,
+                 "memory charged: %g in all, %g to %s", charged, value_of(s1, "hbg_user_memory_charged_bytes", uid), uid);
+        D_ASSERT(d, samples_of(s1, "hbg_user_memory_charged_bytes") == 1, "memory charged to other users");
+        D_ASSERT(d, value_of(s1, "hbg_user_sessions", uid) == 1, "sessions of %s", uid);
+        D_ASSERT(d, value_of(s1, "hbg_memory_limit_bytes", "") >= charged &&
+                            value_of(s1, "hbg_user_memory_limit_bytes", "") > 0,
+                 "memory limits");
+        D_ASSERT(d, value_of(s1, "hbg_graphs_in_flight", "") == 0, "graphs in flight: %g",
+                 value_of(s1, "hbg_graphs_in_flight", ""));
         /* Per thread: every thread labelled; one run in N timed, runs
          * being single blocks here. */
         ck_assert_uint_eq(s1->sample_every, HBG_TASK_TIME_SAMPLE);
@@ -539,6 +599,31 @@ START_TEST(counts) {
         D_ASSERT(d, sum_of(s2, "hbg_tasks_executed_total") == 2 * GOOD + 2 + 40, "tasks executed: %g",
                  sum_of(s2, "hbg_tasks_executed_total"));
 
+        /* A graph in flight: its host task runs only in this client's
+         * wait. */
+        hbg_task h = HBG_TASK_INIT(NULL);
+        h.host_fn = host_nothing;
+        uint64_t held;
+        ck_assert_int_eq(hbg_graph_add(c, &h, NULL), 0);
+        ck_assert_int_eq(hbg_graph_submit(c, &held), 0);
+        struct scrape *s_held = NULL;
+        for (long long end = daemon_now_ms() + WAIT_MS;;) { /* until hbgd has read the graph's record */
+                free(s_held);
+                s_held = scrape(d);
+                if (value_of(s_held, "hbg_graphs_submitted_total", "") == graphs + 21 || daemon_now_ms() > end)
+                        break;
+                sleep_us(20000);
+        }
+        D_ASSERT(d, value_of(s_held, "hbg_graphs_in_flight", "") == 1, "graphs in flight, one held: %g",
+                 value_of(s_held, "hbg_graphs_in_flight", ""));
+        err = hbg_graph_wait(c, held, WAIT_MS);
+        D_ASSERT(d, err == 0, "the host task's graph: %s", hbg_strerror(err));
+        free(s_held);
+        s_held = scrape(d);
+        D_ASSERT(d, value_of(s_held, "hbg_graphs_in_flight", "") == 0, "graphs in flight after the wait: %g",
+                 value_of(s_held, "hbg_graphs_in_flight", ""));
+        free(s_held);
+
         /* The session gone (its ring freed and its counters folded into
          * the totals once its last kernel returned): nothing went down. */
         hbg_disconnect(c);
@@ -555,10 +640,14 @@ START_TEST(counts) {
         struct scrape *s4 = scrape(d);
         assert_not_decreasing(s2, s3, "after the session closed");
         assert_not_decreasing(s3, s4, "after its ring was freed");
-        D_ASSERT(d, value_of(s4, "hbg_graphs_retired_total", "") == graphs + 20, "graphs retired: %g",
+        D_ASSERT(d, value_of(s4, "hbg_graphs_retired_total", "") == graphs + 21, "graphs retired: %g",
                  value_of(s4, "hbg_graphs_retired_total", ""));
-        D_ASSERT(d, value_of(s4, "hbg_graphs_submitted_total", "") == graphs + 20, "graphs submitted: %g",
+        D_ASSERT(d, value_of(s4, "hbg_graphs_submitted_total", "") == graphs + 21, "graphs submitted: %g",
                  value_of(s4, "hbg_graphs_submitted_total", ""));
+        /* Nothing charged with no session. */
+        D_ASSERT(d, value_of(s4, "hbg_memory_charged_bytes", "") == 0 &&
+                            samples_of(s4, "hbg_user_memory_charged_bytes") == 0,
+                 "memory charged with no session: %g", value_of(s4, "hbg_memory_charged_bytes", ""));
         free(s1);
         free(s2);
         free(s3);
@@ -642,6 +731,241 @@ START_TEST(output) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ --format=prometheus */
+
+/* `promtool check metrics` on text: its exit status, what it said in *ret_said. */
+static int promtool_check(const char *text, char **ret_said) {
+        FILE *in = tmpfile(), *o = tmpfile();
+        ck_assert(in && o);
+        ck_assert_uint_eq(fwrite(text, 1, strlen(text), in), strlen(text));
+        fflush(in);
+        lseek(fileno(in), 0, SEEK_SET);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                if (dup2(fileno(in), 0) < 0 || dup2(fileno(o), 1) < 0 || dup2(fileno(o), 2) < 0)
+                        _exit(126);
+                execlp("promtool", "promtool", "check", "metrics", (char *)NULL);
+                _exit(127);
+        }
+        int st;
+        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+        *ret_said = slurp_fd(fileno(o));
+        fclose(in);
+        fclose(o);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Check text as Prometheus' 0.0.4 format the way hbgctl writes it: every
+ * family has TYPE and HELP; a counter's family is named as its sample
+ * (with _total); no UNIT, no EOF. Then promtool has nothing to say. */
+static void check_prometheus_text(struct hbgd_proc *d, const char *text) {
+        ck_assert_msg(!strstr(text, "# EOF") && !strstr(text, "# UNIT"), "OpenMetrics-only lines in 0.0.4 text");
+        ck_assert_msg(strstr(text, "# TYPE hbg_graphs_submitted_total counter\n# HELP hbg_graphs_submitted_total ") &&
+                              strstr(text, "\nhbg_graphs_submitted_total "),
+                      "a counter's family is not named as its sample");
+        char *said = NULL;
+        int code = promtool_check(text, &said);
+        D_ASSERT(d, code != 127, "promtool not found (Debian's prometheus package; make deps installs it)");
+        D_ASSERT(d, code == 0 && said[0] == 0, "promtool check metrics: exit %d: %s", code, said);
+        free(said);
+}
+
+START_TEST(prometheus) {
+        const char *const args[] = { "--threads", "2", NULL };
+        struct hbgd_proc *d = start_hbgd(MODE_URING, args);
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "hbg_connect: %s", hbg_strerror(err));
+        hbg_tensor x;
+        ck_assert_int_eq(hbg_tensor_alloc(c, 4 * sizeof(float), &x), 0);
+        good_graphs(d, c, x, 3);
+        hbg_task k = fail_task(-EIO);
+        ck_assert_int_eq(hbg_graph_add(c, &k, NULL), 0);
+        err = finish(d, c);
+        D_ASSERT(d, err == -EIO, "the failing kernel's graph: %s", hbg_strerror(err));
+
+        struct result r = hbgctl(d->socket_path, "metrics", "--format=prometheus", NULL);
+        D_ASSERT(d, r.code == 0, "metrics --format=prometheus: exit %d: %s", r.code, r.err);
+        check_prometheus_text(d, r.out);
+        /* The same figures as the OpenMetrics text. */
+        struct scrape *om = scrape(d);
+        D_ASSERT(d, strstr(r.out, "\nhbg_graphs_retired_total 4\n") && value_of(om, "hbg_graphs_retired_total", "") == 4,
+                 "graphs retired in both formats");
+        D_ASSERT(d, strstr(r.out, "\nhbg_tasks_failed_total{errno=\"EIO\"} 1\n"), "tasks failed in 0.0.4");
+        free(om);
+        result_free(&r);
+        /* An explicit --format=openmetrics is the default's text. */
+        r = hbgctl(d->socket_path, "metrics", "--format=openmetrics", NULL);
+        D_ASSERT(d, r.code == 0 && ends_with(r.out, "# EOF\n"), "metrics --format=openmetrics: exit %d", r.code);
+        result_free(&r);
+        r = hbgctl(d->socket_path, "metrics", "--format=json", NULL);
+        ck_assert_int_eq(r.code, 2);
+        ck_assert_msg(strstr(r.err, "openmetrics, prometheus"), "stderr: %s", r.err);
+        result_free(&r);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ --listen */
+
+/* hbgctl --socket sock metrics --listen 127.0.0.1:0: its pid; the port it
+ * says it bound in *ret_port. */
+static pid_t start_exporter(const char *sock, int *ret_port) {
+        int p[2];
+        ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+        pid_t pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                /* Ended with this test, whatever way it ends. */
+                if (dup2(p[1], 2) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+                        _exit(126);
+                execl(hbgctl_bin, hbgctl_bin, "--socket", sock, "metrics", "--listen", "127.0.0.1:0", (char *)NULL);
+                _exit(127);
+        }
+        close(p[1]);
+        char line[512];
+        size_t n = 0;
+        while (n < sizeof(line) - 1) {
+                ssize_t r = read(p[0], line + n, 1);
+                if (r <= 0 || line[n] == '\n')
+                        break;
+                n++;
+        }
+        line[n] = 0;
+        close(p[0]); /* later lines (failed scrapes) get EPIPE: stderr only */
+        const char *at = strstr(line, "http://127.0.0.1:");
+        ck_assert_msg(at && sscanf(at, "http://127.0.0.1:%d/metrics", ret_port) == 1, "exporter said: %s", line);
+        return pid;
+}
+
+struct http_reply {
+        int status;
+        char *head;      /* status line and headers */
+        char *body;
+};
+
+/* Send request to 127.0.0.1:port, read the reply to the end (the
+ * exporter closes). */
+static struct http_reply http(int port, const char *request) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ck_assert_int_ge(fd, 0);
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+        size_t len = strlen(request);
+        ck_assert_int_eq(send(fd, request, len, MSG_NOSIGNAL), (ssize_t)len);
+        char *all = slurp_fd(fd);
+        close(fd);
+        struct http_reply r = { 0 };
+        char *split = strstr(all, "\r\n\r\n");
+        ck_assert_msg(split && sscanf(all, "HTTP/1.1 %d ", &r.status) == 1, "not an HTTP reply: %s", all);
+        *split = 0;
+        r.head = all;
+        r.body = strdup(split + 4);
+        return r;
+}
+
+static void http_free(struct http_reply *r) {
+        free(r->head);
+        free(r->body);
+}
+
+#define PROM_ACCEPT                                                                                            \
+        "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"      \
+        "text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+
+START_TEST(exporter) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        int port;
+        pid_t exp = start_exporter(d->socket_path, &port);
+
+        /* As Prometheus asks: OpenMetrics, with the exporter's process. */
+        struct http_reply r = http(port, "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: " PROM_ACCEPT "\r\n\r\n");
+        D_ASSERT(d, r.status == 200, "status %d", r.status);
+        D_ASSERT(d, strstr(r.head, "\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8"),
+                 "head: %s", r.head);
+        struct scrape *sc = malloc(sizeof(*sc));
+        ck_assert_ptr_nonnull(sc);
+        parse_openmetrics(r.body, sc);
+        D_ASSERT(d, value_of(sc, "process_open_fds", "") >= 3 && value_of(sc, "process_resident_memory_bytes", "") > 0 &&
+                            value_of(sc, "process_cpu_seconds_total", "") >= 0,
+                 "the exporter's process_* families");
+        D_ASSERT(d, value_of(sc, "hbg_sessions_opened_total", "") == 0, "sessions opened");
+        http_free(&r);
+
+        /* Fresh at each scrape: a session opened in between shows. */
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "hbg_connect: %s", hbg_strerror(err));
+        r = http(port, "GET /metrics?x=1 HTTP/1.1\r\nHost: x\r\nAccept: application/openmetrics-text\r\n\r\n");
+        D_ASSERT(d, r.status == 200, "status %d", r.status);
+        parse_openmetrics(r.body, sc);
+        D_ASSERT(d, value_of(sc, "hbg_sessions_opened_total", "") == 1 && value_of(sc, "hbg_sessions", "") == 1,
+                 "a second scrape without the session opened since");
+        http_free(&r);
+        hbg_disconnect(c);
+
+        /* No Accept, or one ranking text/plain higher: text 0.0.4. */
+        const char *plain[] = { "GET /metrics HTTP/1.1\r\n\r\n",
+                                "GET /metrics HTTP/1.0\r\naccept: text/plain;q=0.9, application/openmetrics-text;q=0.5\r\n\r\n",
+                                "GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text;q=0\r\n\r\n" };
+        for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+                r = http(port, plain[i]);
+                D_ASSERT(d, r.status == 200 && strstr(r.head, "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8"),
+                         "request %zu: %d %s", i, r.status, r.head);
+                check_prometheus_text(d, r.body);
+                D_ASSERT(d, strstr(r.body, "\nprocess_open_fds "), "request %zu: no process_open_fds", i);
+                http_free(&r);
+        }
+
+        /* What else it answers. */
+        static const struct {
+                const char *request;
+                int status;
+        } other[] = {
+                { "GET / HTTP/1.1\r\n\r\n", 404 },
+                { "GET /metricsx HTTP/1.1\r\n\r\n", 404 },
+                { "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 405 },
+                { "DELETE /metrics HTTP/1.1\r\n\r\n", 405 },
+                { "hello\r\n\r\n", 400 },
+                { "GET /metrics SPDY/3\r\n\r\n", 400 },
+        };
+        for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+                r = http(port, other[i].request);
+                D_ASSERT(d, r.status == other[i].status, "request %zu: %d, not %d", i, r.status, other[i].status);
+                http_free(&r);
+        }
+        /* A head larger than the exporter reads: 431, and it serves on. */
+        size_t big = 16384;
+        char *huge = malloc(big + 64);
+        ck_assert_ptr_nonnull(huge);
+        int n = snprintf(huge, big + 64, "GET /metrics HTTP/1.1\r\nX-Big: ");
+        memset(huge + n, 'a', big - (size_t)n);
+        snprintf(huge + big, 64, "\r\n\r\n");
+        r = http(port, huge);
+        D_ASSERT(d, r.status == 431, "a huge request: %d", r.status);
+        http_free(&r);
+        free(huge);
+
+        /* hbgd gone: 503 with the reason, until it is back. */
+        char sock[sizeof(d->socket_path)];
+        snprintf(sock, sizeof(sock), "%s", d->socket_path);
+        stop_hbgd(d);
+        r = http(port, "GET /metrics HTTP/1.1\r\n\r\n");
+        ck_assert_msg(r.status == 503 && strstr(r.body, "did not answer"), "hbgd down: %d %s", r.status, r.body);
+        http_free(&r);
+
+        /* SIGTERM: exit 0. */
+        ck_assert_int_eq(kill(exp, SIGTERM), 0);
+        int st;
+        ck_assert_int_eq(waitpid(exp, &st, 0), exp);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exporter exit status %#x", st);
+        free(sc);
+}
+END_TEST
+
 static bool find_hbgctl(void) {
         const char *e = getenv("HBGCTL");
         if (e && *e) {
@@ -668,6 +992,8 @@ static Suite *suite(void) {
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, counts);
         tcase_add_test(tc, output);
+        tcase_add_test(tc, prometheus);
+        tcase_add_test(tc, exporter);
         suite_add_tcase(s, tc);
         return s;
 }

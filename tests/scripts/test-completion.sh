@@ -58,6 +58,15 @@ expect _hbgctl "tests/graphs/deps.json" "" -- "$hbgctl" run --dot tests/graphs/d
 expect _hbgctl "tests/graphs" "" -- "$hbgctl" --socket = tests/gra
 expect _hbgctl "" "status top" -- "$hbgctl" top -d ""
 expect _hbgctl "run" "" -- "$hbgctl" help r
+expect _hbgctl "--output= --format= --listen= --json" "--batch" -- "$hbgctl" metrics --
+# the formats offered are those hbgctl lists (its table), every one accepted
+formats=$("$hbgctl" metrics --format=help | tr '\n' ' ')
+[[ $formats == *openmetrics* && $formats == *prometheus* ]] ||
+        { echo "  FAIL hbgctl metrics --format=help lists '$formats'"; fails=$((fails + 1)); }
+expect _hbgctl "$formats" "" -- "$hbgctl" metrics --format ""
+expect _hbgctl "prometheus" "openmetrics" -- "$hbgctl" metrics --format = pr
+expect _hbgctl "127.0.0.1:9464" "" -- "$hbgctl" metrics --listen ""
+expect _hbgctl "tests/graphs" "" -- "$hbgctl" metrics --output tests/gra
 expect _hbgctl "--timeout= --socket= --json" "--batch --dot=" -- "$hbgctl" wait --
 expect _hbgd "--socket= --config= --threads= --completion= --check-config= --help --version" "" -- "$hbgd" --
 expect _hbgd "ctl/hbg-completion.bash" "" -- "$hbgd" --config ctl/hbg-c

@@ -101,7 +101,7 @@ so=libhbgclient.so.$ver
 for f in usr/bin/hbgd usr/bin/hbgctl usr/lib/$so usr/include/hbg/hbg.h usr/include/hbg/kernel.h \
          usr/lib/pkgconfig/hbgclient.pc usr/lib/hbg/kernels/hbg-nn.so usr/lib/python3/dist-packages/hbg/_hbg$(/usr/bin/python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))" 2>/dev/null) usr/share/man/man3/hbg_kernel_module_init.3 \
          usr/lib/systemd/system/hbgd.service usr/lib/systemd/system/hbgd.socket \
-         usr/lib/sysusers.d/hbg.conf etc/hbg/hbgd.conf \
+         usr/lib/systemd/system/hbg-exporter.service usr/lib/sysusers.d/hbg.conf etc/hbg/hbgd.conf \
          usr/share/doc/hbg/hbgd.conf.example usr/share/doc/hbg/OPERATIONS.md \
          usr/share/doc/hbg/README.md usr/share/doc/hbg/LICENSE \
          usr/share/man/man1/hbgctl.1 usr/share/man/man3/libhbgclient.3 \
@@ -124,6 +124,11 @@ grep -q '^ExecStart=/usr/bin/hbgd --config /etc/hbg/hbgd.conf' "$usr/lib/systemd
         ! grep -q '@[A-Z]*@' "$usr/lib/systemd/system/hbgd.service" &&
         ok "hbgd.service: ExecStart=/usr/bin/hbgd --config /etc/hbg/hbgd.conf" ||
         bad "hbgd.service: ExecStart or an unreplaced @VAR@"
+grep -q '^ExecStart=/usr/bin/hbgctl metrics --listen 127.0.0.1:9464$' "$usr/lib/systemd/system/hbg-exporter.service" &&
+        grep -qx 'User=hbg-exporter' "$usr/lib/systemd/system/hbg-exporter.service" &&
+        ! grep -q '@[A-Z]*@' "$usr/lib/systemd/system/hbg-exporter.service" &&
+        ok "hbg-exporter.service: ExecStart=/usr/bin/hbgctl metrics --listen 127.0.0.1:9464 as hbg-exporter" ||
+        bad "hbg-exporter.service: ExecStart, User or an unreplaced @VAR@"
 cmp -s "$root/systemd/hbgd.conf.example" "$dest/etc/hbg/hbgd.conf" &&
         ok "etc/hbg/hbgd.conf is the example" || bad "etc/hbg/hbgd.conf differs from the example"
 # The man pages as installed: every footer carries the version of hbg.h,
@@ -500,7 +505,8 @@ else
         # The units as installed here name real paths: systemd-analyze verify.
         if command -v systemd-analyze >/dev/null 2>&1; then
                 if systemd-analyze verify "$prefix/lib/systemd/system/hbgd.socket" \
-                        "$prefix/lib/systemd/system/hbgd.service" >"$tmp/verify.log" 2>&1 &&
+                        "$prefix/lib/systemd/system/hbgd.service" \
+                        "$prefix/lib/systemd/system/hbg-exporter.service" >"$tmp/verify.log" 2>&1 &&
                         [ ! -s "$tmp/verify.log" ]; then
                         ok "systemd-analyze verify: the installed units, no warnings"
                 else

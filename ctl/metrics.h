@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/* The metrics text (ctl/metrics.c), for `hbgctl metrics` and its exporter. */
+#pragma once
+
+#include <stdio.h>
+
+#include "common/procstat.h"
+#include "proto/wire.h"
+
+/* One of Prometheus' two text formats. */
+struct metrics_format {
+        const char *name;              /* --format's value */
+        const char *media_type;        /* the HTTP Content-Type */
+        bool unit_lines;               /* "# UNIT" lines */
+        bool counter_family_total;     /* a counter's family is named hbg_x_total, as its sample */
+        bool eof;                      /* "# EOF" last */
+};
+
+/* The format named `name`, NULL if none is. */
+const struct metrics_format *metrics_format_find(const char *name);
+/* The formats' names, separated by sep ("openmetrics, prometheus"). */
+void metrics_format_names(FILE *out, const char *sep);
+/* The default: OpenMetrics. */
+const struct metrics_format *metrics_format_default(void);
+/* The exposition of reply r (a STATUS_METRICS StatusReply, as ctl_status()
+ * returns it) in format f; with self (the exporter) also that process's
+ * process_* families. 0, or -EPROTO for a malformed reply (the text
+ * written so far is then of no use). */
+int metrics_write(FILE *out, const Hbg__StatusReply *r, const struct procstat *self,
+                  const struct metrics_format *f);
+/* A STATUS_METRICS reply from hbgd at socket path: 0 and *ret (free it
+ * with wire_free()), or the exit status of the failure, printed. */
+int metrics_fetch(const char *path, Hbg__Envelope **ret);
