@@ -86,9 +86,11 @@ static void fill_resources(const struct hbgd *d, uid_t asker, enum access_role r
         m->process_max_fds = ps.max_fds;
         m->process_cpu_us = ps.cpu_us;
         m->process_start_time_ms = ps.start_time_ms;
-        for (const struct conn *c = d->conns; c; c = c->next)
-                if (c->session)
-                        m->graphs_in_flight += metrics_graphs_in_flight(c->session);
+        /* Saturating: a client's graphs_submitted is whatever it wrote. */
+        for (const struct conn *c = d->conns; c; c = c->next) {
+                uint64_t n = c->session ? metrics_graphs_in_flight(c->session) : 0;
+                m->graphs_in_flight = n > UINT64_MAX - m->graphs_in_flight ? UINT64_MAX : m->graphs_in_flight + n;
+        }
         m->memory_charged = d->acct.memory;
         m->memory_limit = acct_max_memory(&d->cfg.limits);
         m->memory_limit_per_uid = acct_max_memory_per_uid(&d->cfg.limits);
