@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -54,16 +55,32 @@ static int open_fds(uint64_t *ret) {
         return 0;
 }
 
-/* Boot time (s since the epoch) plus field 22 of /proc/self/stat (clock
- * ticks after boot). The command field (2) may hold spaces and
- * parentheses: the fields after it follow the last ')'. */
+/* The btime line of /proc/stat (s since the epoch), read line by line:
+ * the per-cpu lines before it take more than a page on a large machine. */
+static int boot_time(unsigned long long *ret) {
+        FILE *f = fopen("/proc/stat", "re");
+        if (!f)
+                return -errno;
+        char *line = NULL;
+        size_t cap = 0;
+        int err = -ENOENT;
+        while (getline(&line, &cap, f) > 0)
+                if (strncmp(line, "btime ", 6) == 0) {
+                        err = sscanf(line + 6, "%llu", ret) == 1 ? 0 : -ENOENT;
+                        break;
+                }
+        free(line);
+        fclose(f);
+        return err;
+}
+
+/* Boot time plus field 22 of /proc/self/stat (clock ticks after boot).
+ * The command field (2) may hold spaces and parentheses: the fields after
+ * it follow the last ')'. */
 static int start_time(uint64_t *ret_ms) {
         char buf[4096];
-        if (read_small("/proc/stat", buf, sizeof(buf)) < 0)
-                return -ENOENT;
-        const char *b = strstr(buf, "\nbtime ");
         unsigned long long btime;
-        if (!b || sscanf(b + 7, "%llu", &btime) != 1)
+        if (boot_time(&btime) < 0)
                 return -ENOENT;
         if (read_small("/proc/self/stat", buf, sizeof(buf)) < 0)
                 return -ENOENT;

@@ -93,7 +93,7 @@ static void notify_status(struct hbgd *d, int64_t now) {
                 struct hbg_ring_stats st;
                 hbg_ring_stats(c->session->ring, &st);
                 completed += st.completed;
-                in_flight += metrics_graphs_in_flight(c->session);
+                in_flight = metrics_add_sat(in_flight, metrics_graphs_in_flight(&st));
         }
         double secs = (double)(now - d->last_status_ms) / 1000.0;
         double rate = secs > 0 ? (double)(completed - d->last_status_completed) / secs : 0;

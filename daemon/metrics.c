@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "common/clock.h"
 #include "common/procstat.h"
 #include "daemon/daemon_private.h"
 #include "daemon/log.h"
@@ -30,15 +31,11 @@ struct metrics_reply {
         Hbg__MetricUser **user_ptrs;
 };
 
-/* Two counters read separately (relaxed: a figure for people, not a
- * decision): the difference is clamped at 0 because the client writes
- * graphs_submitted and may write anything there. */
-uint64_t metrics_graphs_in_flight(const struct session *s) {
-        struct hbg_sub_header *sh = s->sub;
-        struct hbg_cpl_header *ch = s->cpl;
-        uint64_t sub = atomic_load_explicit(&sh->graphs_submitted, memory_order_relaxed);
-        uint64_t ret = atomic_load_explicit(&ch->graphs_retired, memory_order_relaxed);
-        return sub > ret ? sub - ret : 0;
+/* Two counters read separately (a figure for people, not a decision):
+ * retired is read first and noticed never falls behind it, but the
+ * difference is clamped at 0 all the same. */
+uint64_t metrics_graphs_in_flight(const struct hbg_ring_stats *st) {
+        return st->graphs_noticed > st->graphs_retired ? st->graphs_noticed - st->graphs_retired : 0;
 }
 
 void metrics_fill_daemon(const struct hbgd *d, Hbg__DaemonStatus *ds) {
@@ -75,21 +72,40 @@ static void errno_table(struct metrics_reply *r, unsigned table, const uint64_t 
         *ret = r->code_ptrs[table];
 }
 
+/* hbgd's process figures, read at most once a second: a client asking
+ * for metrics in a loop makes the io thread list /proc/self/fd once a
+ * second, not at every request. The io thread alone calls this. */
+#define PROCSTAT_MAX_AGE_MS 1000
+static void procstat_cached(struct procstat *ret) {
+        static struct procstat cache;
+        static int64_t read_at;
+        static bool have;
+        int64_t now = clock_now_ms();
+        if (!have || now - read_at >= PROCSTAT_MAX_AGE_MS || now < read_at) {
+                procstat_self(&cache); /* without /proc: what could be read, the rest 0 */
+                read_at = now;
+                have = true;
+        }
+        *ret = cache;
+}
+
 /* hbgd's process, its graphs in flight and the memory charged: per user
  * only those the asker sees (access_sees(), as the session lists). */
 static void fill_resources(const struct hbgd *d, uid_t asker, enum access_role role, struct metrics_reply *r) {
         Hbg__Metrics *m = &r->m;
         struct procstat ps;
-        procstat_self(&ps); /* without /proc: what could be read, the rest 0 */
+        procstat_cached(&ps);
         m->process_resident_bytes = ps.resident_bytes;
         m->process_open_fds = ps.open_fds;
         m->process_max_fds = ps.max_fds;
         m->process_cpu_us = ps.cpu_us;
         m->process_start_time_ms = ps.start_time_ms;
-        /* Saturating: a client's graphs_submitted is whatever it wrote. */
         for (const struct conn *c = d->conns; c; c = c->next) {
-                uint64_t n = c->session ? metrics_graphs_in_flight(c->session) : 0;
-                m->graphs_in_flight = n > UINT64_MAX - m->graphs_in_flight ? UINT64_MAX : m->graphs_in_flight + n;
+                if (!c->session)
+                        continue;
+                struct hbg_ring_stats st;
+                hbg_ring_stats(c->session->ring, &st);
+                m->graphs_in_flight = metrics_add_sat(m->graphs_in_flight, metrics_graphs_in_flight(&st));
         }
         m->memory_charged = d->acct.memory;
         m->memory_limit = acct_max_memory(&d->cfg.limits);
@@ -97,7 +113,7 @@ static void fill_resources(const struct hbgd *d, uid_t asker, enum access_role r
         size_t n = 0;
         for (size_t i = 0; i < d->acct.n_users; i++) {
                 const struct uid_usage *u = &d->acct.users[i];
-                if (!u->memory || !access_sees(&d->cfg, role, asker, u->uid))
+                if ((!u->memory && !u->sessions) || !access_sees(&d->cfg, role, asker, u->uid))
                         continue;
                 Hbg__MetricUser *mu = &r->users[n];
                 hbg__metric_user__init(mu);

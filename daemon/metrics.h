@@ -32,8 +32,14 @@ enum access_role;
 /* DaemonStatus's counters (connections, accepted, sessions opened, log
  * lines dropped). */
 void metrics_fill_daemon(const struct hbgd *d, Hbg__DaemonStatus *ds);
-/* Graphs the session's client submitted that have not retired yet. */
-uint64_t metrics_graphs_in_flight(const struct session *s);
+/* A session's graphs in flight from its ring's stats: records hbgd has
+ * read and not retired yet. hbgd's own figures, not the client's
+ * graphs_submitted: at most a graph ring per session. */
+uint64_t metrics_graphs_in_flight(const struct hbg_ring_stats *st);
+/* a + b, UINT64_MAX where it would wrap. */
+static inline uint64_t metrics_add_sat(uint64_t a, uint64_t b) {
+        return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
 /* reply->metrics for a STATUS_METRICS request of a peer of uid asker and
  * role, in memory *ret owns (free it with metrics_reply_free() after
  * sending). 0 or -ENOMEM. */

@@ -259,6 +259,9 @@ struct hbg_ring_stats {
         uint64_t completed;        /* tasks completed (any status) */
         uint64_t failed;           /* tasks failed or skipped */
         uint64_t graphs_retired;
+        /* Graph records the retirer has read (hbgd's own count, at most a
+         * graph ring past graph_next whatever graphs_submitted says). */
+        uint64_t graphs_noticed;
         uint64_t graphs_failed;
         int32_t error;             /* ring error latch, 0 if none */
         bool broken;               /* stopped because of a protocol error */

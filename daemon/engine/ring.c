@@ -157,6 +157,7 @@ void hbg_ring_stats(const struct hbg_ring *r, struct hbg_ring_stats *ret) {
                 .completed = completed,
                 .failed = failed,
                 .graphs_retired = atomic_load(&r->cpl->graphs_retired),
+                .graphs_noticed = atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed),
                 .graphs_failed = atomic_load(&r->graphs_failed),
                 .error = atomic_load(&r->cpl->error_code),
                 .broken = atomic_load(&r->broken),
