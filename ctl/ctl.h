@@ -44,6 +44,7 @@ struct ctl_opts {
         double timeout_s;       /* wait --timeout */
         const char *metrics_format; /* metrics --format (NULL: OpenMetrics) */
         const char *listen;     /* metrics --listen ADDR:PORT: the exporter */
+        bool per_uid;           /* metrics --per-uid: the exporter serves hbg_user_* */
         const char *const *args; /* the command's arguments (verbs of more than one) */
 };
 

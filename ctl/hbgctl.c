@@ -109,7 +109,8 @@ static const struct verb verbs[] = {
         { "metrics", NULL, false, NULL, "metrics for Prometheus (OpenMetrics or text 0.0.4; --listen: served)",
           "hbgd's counters, gauges and latency histograms (OPERATIONS.md, \"Metrics\"; man hbgd:\n"
           "FILES). --format=prometheus for node exporter's textfile collector; --listen\n"
-          "ADDR:PORT serves GET /metrics over HTTP, fresh from hbgd at each scrape.\n", verb_metrics,
+          "ADDR:PORT serves GET /metrics over HTTP, fresh from hbgd at each scrape, without\n"
+          "the rows per uid unless --per-uid (whoever reaches the port sees them).\n", verb_metrics,
           HBG__STATUS_KIND__STATUS_METRICS },
         { "wait", NULL, false, NULL, "wait until hbgd answers (after starting it)",
           "Exit 0 once hbgd answers a status request; 3 if its socket takes no connection\n"
@@ -143,6 +144,7 @@ enum {
         OPT_TIMEOUT,
         OPT_FORMAT,
         OPT_LISTEN,
+        OPT_PER_UID,
         OPT_HELP = 'h',
         OPT_VERSION = 'V',
         OPT_BATCH = 'b',
@@ -172,6 +174,7 @@ static const struct opt_def {
         { "metrics", "output", OPT_OUTPUT, "FILE", "write FILE (replaced atomically) instead of stdout" },
         { "metrics", "format", OPT_FORMAT, "FORMAT", "openmetrics (default) or prometheus (text 0.0.4); help: the names" },
         { "metrics", "listen", OPT_LISTEN, "ADDR:PORT", "serve GET /metrics over HTTP there (the exporter)" },
+        { "metrics", "per-uid", OPT_PER_UID, NULL, "the exporter serves the rows per uid too (hbg_user_*)" },
         { "help", "list", OPT_LIST, NULL, "names only, one a line (for shell completion)" },
         { "wait", "timeout", OPT_TIMEOUT, "SECONDS", "give up after SECONDS (default 30; 0: try once)" },
 };
@@ -386,6 +389,9 @@ static int take_option(struct cmdline *cl, const struct opt_def *d, int c, char 
                 break;
         case OPT_LISTEN:
                 o->listen = value;
+                break;
+        case OPT_PER_UID:
+                o->per_uid = true;
                 break;
         case OPT_BATCH:
                 o->batch = true;

@@ -42,8 +42,8 @@ const char *opt_output;
 /* ------------------------------------------------------------ formats */
 
 static const struct metrics_format formats[] = {
-        { "openmetrics", "application/openmetrics-text; version=1.0.0; charset=utf-8", true, false, true },
-        { "prometheus", "text/plain; version=0.0.4; charset=utf-8", false, true, false },
+        { "openmetrics", "application/openmetrics-text; version=1.0.0; charset=utf-8", true, false, true, true },
+        { "prometheus", "text/plain; version=0.0.4; charset=utf-8", false, true, false, false },
 };
 #define N_FORMATS (sizeof(formats) / sizeof(formats[0]))
 
@@ -74,19 +74,29 @@ enum source {
         SRC_ERRNO,             /* a MetricErrno list of Metrics: label errno */
         SRC_HISTOGRAM,         /* a Histogram of Metrics */
         SRC_THREAD_HISTOGRAM,  /* each MetricThread's task_run: label thread */
-        SRC_BUILD_INFO,        /* 1, labelled with DaemonStatus' version, io backend, completion mode */
+        SRC_BUILD_INFO,        /* an info: DaemonStatus' version, io backend, completion mode */
         SRC_SELF,              /* a field of the exporter's own struct procstat (exporter only) */
 };
 
+/* What else a family is (family.flags). */
+enum {
+        /* Rows per uid: the exporter serves them only with --per-uid. */
+        FAM_PER_UID = 1 << 0,
+        /* From Metrics fields 9-18, which an older hbgd does not send:
+         * left out rather than shown as zeros when they are absent. */
+        FAM_NEWER = 1 << 1,
+};
+
 struct family {
-        const char *name;      /* a counter's samples add _total */
-        const char *type;      /* counter, gauge or histogram */
+        const char *name;      /* a counter's samples add _total, an info's _info */
+        const char *type;      /* counter, gauge, histogram or info */
         const char *unit;      /* "" or the last part of the name */
         const char *help;      /* SRC_THREAD_HISTOGRAM: the sampling rate follows */
         enum source src;
         size_t offset;         /* of the field; SRC_ERRNO: of its n_ count */
         size_t width;          /* of an integer field, bytes; SRC_ERRNO: offset of the list */
         unsigned divisor;      /* integer fields: shown divided by this (ms -> s), a power of 10 */
+        unsigned flags;        /* FAM_* */
 };
 
 #define DAEMON(f) SRC_DAEMON, offsetof(Hbg__DaemonStatus, f), sizeof(((Hbg__DaemonStatus *)0)->f)
@@ -98,18 +108,18 @@ struct family {
 #define SELF(f) SRC_SELF, offsetof(struct procstat, f), sizeof(((struct procstat *)0)->f)
 
 static const struct family families[] = {
-        { "hbg_build_info", "gauge", "", "hbgd's version, io backend and completion mode; the value is 1.",
-          SRC_BUILD_INFO, 0, 0, 1 },
+        { "hbg_build", "info", "", "hbgd's version, io backend and completion mode.", SRC_BUILD_INFO, 0, 0, 1 },
         { "hbg_uptime_seconds", "gauge", "seconds", "Time since hbgd started.", DAEMON(uptime_ms), 1000 },
         { "hbg_process_start_time_seconds", "gauge", "seconds", "hbgd's start time since the Unix epoch.",
-          METRICS(process_start_time_ms), 1000 },
+          METRICS(process_start_time_ms), 1000, FAM_NEWER },
         { "hbg_process_cpu_seconds", "counter", "seconds", "CPU time hbgd used, user and system.",
-          METRICS(process_cpu_us), 1000000 },
+          METRICS(process_cpu_us), 1000000, FAM_NEWER },
         { "hbg_process_resident_memory_bytes", "gauge", "bytes", "hbgd's resident memory.",
-          METRICS(process_resident_bytes), 1 },
-        { "hbg_process_open_fds", "gauge", "", "File descriptors hbgd has open.", METRICS(process_open_fds), 1 },
+          METRICS(process_resident_bytes), 1, FAM_NEWER },
+        { "hbg_process_open_fds", "gauge", "", "File descriptors hbgd has open.", METRICS(process_open_fds), 1,
+          FAM_NEWER },
         { "hbg_process_max_fds", "gauge", "", "hbgd's limit of open file descriptors (0: none).",
-          METRICS(process_max_fds), 1 },
+          METRICS(process_max_fds), 1, FAM_NEWER },
         { "hbg_scheduler_threads", "gauge", "", "Scheduler threads.", DAEMON(threads), 1 },
         { "hbg_connections", "gauge", "", "Control connections open now.", DAEMON(connections), 1 },
         { "hbg_connections_accepted", "counter", "", "Control connections accepted, refused ones included.",
@@ -124,18 +134,19 @@ static const struct family families[] = {
           ERRNO_LIST(sessions_refused), 1 },
         { "hbg_memory_charged_bytes", "gauge", "bytes",
           "Memory charged to all sessions (their regions and hbgd's arrays), against hbg_memory_limit_bytes.",
-          METRICS(memory_charged), 1 },
+          METRICS(memory_charged), 1, FAM_NEWER },
         { "hbg_memory_limit_bytes", "gauge", "bytes", "The memory all sessions may be charged ([limits] max_memory).",
-          METRICS(memory_limit), 1 },
+          METRICS(memory_limit), 1, FAM_NEWER },
         { "hbg_user_memory_charged_bytes", "gauge", "bytes",
           "Memory charged to one user's sessions, against hbg_user_memory_limit_bytes (root is spared it).",
-          USERS(memory), 1 },
+          USERS(memory), 1, FAM_NEWER | FAM_PER_UID },
         { "hbg_user_memory_limit_bytes", "gauge", "bytes",
           "The memory one user's sessions may be charged ([limits] max_memory_per_uid).",
-          METRICS(memory_limit_per_uid), 1 },
-        { "hbg_user_sessions", "gauge", "", "Sessions of one user open now.", USERS(sessions), 1 },
+          METRICS(memory_limit_per_uid), 1, FAM_NEWER | FAM_PER_UID },
+        { "hbg_user_sessions", "gauge", "", "Sessions of one user open now.", USERS(sessions), 1,
+          FAM_NEWER | FAM_PER_UID },
         { "hbg_graphs_in_flight", "gauge", "", "Graphs submitted and not retired yet, all sessions.",
-          METRICS(graphs_in_flight), 1 },
+          METRICS(graphs_in_flight), 1, FAM_NEWER },
         { "hbg_graphs_submitted", "counter", "", "Graphs submitted (graph records hbgd read).",
           METRICS(graphs_submitted), 1 },
         { "hbg_graphs_retired", "counter", "", "Graphs finished, with success or failure.",
@@ -277,12 +288,13 @@ static int print_histogram(FILE *out, const char *name, const char *labels, cons
 static int print_family(FILE *out, const struct family *f, const Hbg__StatusReply *r, const struct procstat *self,
                         const struct metrics_format *fmt) {
         const Hbg__Metrics *m = r->metrics;
-        bool counter = strcmp(f->type, "counter") == 0;
-        /* The sample's suffix, and the family's name in this format. */
-        const char *suffix = counter ? "_total" : "";
+        bool counter = strcmp(f->type, "counter") == 0, info = strcmp(f->type, "info") == 0;
+        /* The sample's suffix, and the family's name and type in this
+         * format (0.0.4 has no info: a gauge named as its sample). */
+        const char *suffix = counter ? "_total" : info ? "_info" : "";
         char family[96];
         snprintf(family, sizeof(family), "%s%s", f->name, fmt->counter_family_total ? suffix : "");
-        fprintf(out, "# TYPE %s %s\n", family, f->type);
+        fprintf(out, "# TYPE %s %s\n", family, info && !fmt->info_type ? "gauge" : f->type);
         if (fmt->unit_lines && f->unit[0])
                 fprintf(out, "# UNIT %s %s\n", family, f->unit);
         if (f->src == SRC_THREAD_HISTOGRAM)
@@ -342,7 +354,7 @@ static int print_family(FILE *out, const struct family *f, const Hbg__StatusRepl
                 }
                 return 0;
         case SRC_BUILD_INFO:
-                fprintf(out, "%s{version=", f->name);
+                fprintf(out, "%s%s{version=", f->name, suffix);
                 print_label_value(out, r->daemon->version);
                 fputs(",io_backend=", out);
                 print_label_value(out, r->daemon->io_backend);
@@ -354,14 +366,23 @@ static int print_family(FILE *out, const struct family *f, const Hbg__StatusRepl
         return -EPROTO;
 }
 
-int metrics_write(FILE *out, const Hbg__StatusReply *r, const struct procstat *self,
+/* Does this hbgd send Metrics fields 9-18? max_memory as it applies it is
+ * never 0 there; an older hbgd sends none of them (all read 0). */
+static bool sends_newer(const Hbg__Metrics *m) {
+        return m->memory_limit != 0;
+}
+
+int metrics_write(FILE *out, const Hbg__StatusReply *r, const struct procstat *self, bool per_uid,
                   const struct metrics_format *fmt) {
         if (!r->daemon || !r->metrics)
                 return -EPROTO;
+        bool newer = sends_newer(r->metrics);
         for (size_t i = 0; i < N_FAMILIES; i++) {
-                if (families[i].src == SRC_SELF && !self)
+                const struct family *f = &families[i];
+                if ((f->src == SRC_SELF && !self) || ((f->flags & FAM_PER_UID) && !per_uid) ||
+                    ((f->flags & FAM_NEWER) && !newer))
                         continue;
-                int err = print_family(out, &families[i], r, self, fmt);
+                int err = print_family(out, f, r, self, fmt);
                 if (err < 0)
                         return err;
         }
@@ -439,8 +460,13 @@ int cmd_metrics(const struct ctl_opts *o) {
                 fprintf(stderr, ")\n");
                 return EXIT_USAGE;
         }
+        if (o->per_uid && !o->listen) {
+                fprintf(stderr, "hbgctl: --per-uid is the exporter's (--listen); hbgctl metrics shows the rows "
+                                "its user may see\n");
+                return EXIT_USAGE;
+        }
         if (o->listen)
-                return exporter_run(o->socket, o->listen);
+                return exporter_run(o->socket, o->listen, o->per_uid);
         Hbg__Envelope *reply = NULL;
         int rc = metrics_fetch(o->socket, &reply);
         if (rc)
@@ -460,7 +486,7 @@ int cmd_metrics(const struct ctl_opts *o) {
                 write_json(out, j, JSON_C_TO_STRING_PRETTY);
                 json_object_put(j);
         } else {
-                bad = metrics_write(out, r, NULL, fmt);
+                bad = metrics_write(out, r, NULL, true, fmt);
         }
         wire_free(reply);
         if (fclose(out) != 0 || bad) {

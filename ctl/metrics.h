@@ -12,8 +12,9 @@ struct metrics_format {
         const char *name;              /* --format's value */
         const char *media_type;        /* the HTTP Content-Type */
         bool unit_lines;               /* "# UNIT" lines */
-        bool counter_family_total;     /* a counter's family is named hbg_x_total, as its sample */
+        bool counter_family_total;     /* a counter's (info's) family is named hbg_x_total (_info), as its sample */
         bool eof;                      /* "# EOF" last */
+        bool info_type;                /* "# TYPE hbg_x info" (else an info is a gauge) */
 };
 
 /* The format named `name`, NULL if none is. */
@@ -24,9 +25,10 @@ void metrics_format_names(FILE *out, const char *sep);
 const struct metrics_format *metrics_format_default(void);
 /* The exposition of reply r (a STATUS_METRICS StatusReply, as ctl_status()
  * returns it) in format f; with self (the exporter) also that process's
- * process_* families. 0, or -EPROTO for a malformed reply (the text
- * written so far is then of no use). */
-int metrics_write(FILE *out, const Hbg__StatusReply *r, const struct procstat *self,
+ * process_* families; the per-uid families (hbg_user_*) only if per_uid.
+ * Families an older hbgd does not send are left out. 0, or -EPROTO for a
+ * malformed reply (the text written so far is then of no use). */
+int metrics_write(FILE *out, const Hbg__StatusReply *r, const struct procstat *self, bool per_uid,
                   const struct metrics_format *f);
 /* A STATUS_METRICS reply from hbgd at socket path: 0 and *ret (free it
  * with wire_free()), or the exit status of the failure, printed. */

@@ -19,11 +19,19 @@
  *   exporter   --listen 127.0.0.1:0: GET /metrics negotiated by Accept
  *              (OpenMetrics with the exporter's process_* families, or
  *              0.0.4), fresh values at each scrape, 404, 405, 400, 431,
- *              503 while hbgd is down, exit 0 on SIGTERM.
+ *              503 while hbgd is down, exit 0 on SIGTERM; no rows per uid
+ *              without --per-uid; the request line exactly, a NUL, a head
+ *              of 8 KiB with and without its end, a pipelined request.
+ *   exporter_conns  idle connections hold up no scrape, the oldest idle
+ *              ones dropped when all are taken; --per-uid; its start time
+ *              with btime far into /proc/stat.
+ *   in_flight_hostile  a client writing graphs_submitted: the graphs in
+ *              flight stay within what hbgd read.
  * $HBGCTL overrides the hbgctl binary (default: ../bin/hbgctl next to this
  * test).
  */
 #include <check.h>
+#include <sched.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -31,10 +39,12 @@
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -46,6 +56,7 @@
 
 #include "daemon/engine/engine.h"
 #include "hbg/hbg.h"
+#include "shm/layout.h"
 #include "tests/e2e/daemon_util.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/check_main.h"
@@ -117,7 +128,8 @@ static void result_free(struct result *r) {
  * Checks the text format of OpenMetrics 1.0 as far as hbgctl uses it:
  * metadata lines (TYPE first, then UNIT, then HELP; a UNIT is the name's
  * suffix), every sample belonging to the family declared last (a counter's
- * samples end in _total; a gauge's are the name; a histogram's _bucket with
+ * samples end in _total; an info's in _info, value 1; a gauge's are the
+ * name; a histogram's _bucket with
  * an "le" label, _count and _sum), no family twice, label syntax, numbers,
  * and "# EOF" as the last line. Histograms per label set: bounds
  * increasing up to le="+Inf", buckets cumulative, +Inf equal to _count,
@@ -258,7 +270,7 @@ static void parse_openmetrics(const char *text, struct scrape *sc) {
                                 for (size_t i = 0; i < sc->n_families; i++)
                                         ck_assert_msg(strcmp(sc->families[i], name) != 0, "family %s twice", name);
                                 ck_assert_msg(strcmp(rest, "counter") == 0 || strcmp(rest, "gauge") == 0 ||
-                                                      strcmp(rest, "histogram") == 0,
+                                                      strcmp(rest, "histogram") == 0 || strcmp(rest, "info") == 0,
                                               "type hbgctl does not use (or a bad one): %s", line);
                                 ck_assert_uint_lt(sc->n_families, MAX_FAMILIES);
                                 snprintf(sc->families[sc->n_families], sizeof(sc->families[0]), "%s", name);
@@ -320,6 +332,10 @@ static void parse_openmetrics(const char *text, struct scrape *sc) {
                 } else if (strcmp(type, "gauge") == 0) {
                         ck_assert_msg(strcmp(name, family) == 0, "gauge %s: sample %s", family, line);
                         integer = false;
+                } else if (strcmp(type, "info") == 0) {
+                        snprintf(want, sizeof(want), "%s_info", family);
+                        ck_assert_msg(strcmp(name, want) == 0 && strcmp(p, "1") == 0, "info %s: sample %s", family,
+                                      line);
                 } else {
                         char set[160];
                         without_le(labels, set, sizeof(set));
@@ -403,6 +419,14 @@ static unsigned samples_of(const struct scrape *sc, const char *name) {
         for (size_t i = 0; i < sc->n; i++)
                 n += strcmp(sc->s[i].name, name) == 0;
         return n;
+}
+
+/* The type of family name, "" if there is no such family. */
+static const char *type_of(const struct scrape *sc, const char *name) {
+        for (size_t i = 0; i < sc->n_families; i++)
+                if (strcmp(sc->families[i], name) == 0)
+                        return sc->types[i];
+        return "";
 }
 
 static bool is_counter_sample(const struct scrape *sc, const struct sample *s) {
@@ -558,6 +582,7 @@ START_TEST(counts) {
         snprintf(build, sizeof(build), "version=\"%s\",", HBG_VERSION);
         D_ASSERT(d, value_with(s1, "hbg_build_info", build) == 1 && samples_of(s1, "hbg_build_info") == 1,
                  "hbg_build_info{%s...}", build);
+        D_ASSERT(d, strcmp(type_of(s1, "hbg_build"), "info") == 0, "hbg_build's type: '%s'", type_of(s1, "hbg_build"));
         D_ASSERT(d, value_of(s1, "hbg_process_open_fds", "") >= 4, "hbgd's open fds: %g",
                  value_of(s1, "hbg_process_open_fds", ""));
         D_ASSERT(d, value_of(s1, "hbg_process_resident_memory_bytes", "") > 0, "hbgd's resident memory");
@@ -764,6 +789,7 @@ static void check_prometheus_text(struct hbgd_proc *d, const char *text) {
         ck_assert_msg(strstr(text, "# TYPE hbg_graphs_submitted_total counter\n# HELP hbg_graphs_submitted_total ") &&
                               strstr(text, "\nhbg_graphs_submitted_total "),
                       "a counter's family is not named as its sample");
+        ck_assert_msg(strstr(text, "# TYPE hbg_build_info gauge\n"), "0.0.4 has no info type: a gauge");
         char *said = NULL;
         int code = promtool_check(text, &said);
         D_ASSERT(d, code != 127, "promtool not found (Debian's prometheus package; make deps installs it)");
@@ -810,9 +836,11 @@ END_TEST
 
 /* ------------------------------------------------------------ --listen */
 
-/* hbgctl --socket sock metrics --listen 127.0.0.1:0: its pid; the port it
- * says it bound in *ret_port. */
-static pid_t start_exporter(const char *sock, int *ret_port) {
+/* hbgctl --socket sock metrics --listen 127.0.0.1:0 [--per-uid]: its
+ * pid; the port it says it bound in *ret_port. With fake_stat, the
+ * exporter runs in its own mount namespace with that file over
+ * /proc/stat. */
+static pid_t start_exporter(const char *sock, bool per_uid, const char *fake_stat, int *ret_port) {
         int p[2];
         ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
         pid_t pid = fork();
@@ -821,7 +849,13 @@ static pid_t start_exporter(const char *sock, int *ret_port) {
                 /* Ended with this test, whatever way it ends. */
                 if (dup2(p[1], 2) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
                         _exit(126);
-                execl(hbgctl_bin, hbgctl_bin, "--socket", sock, "metrics", "--listen", "127.0.0.1:0", (char *)NULL);
+                if (fake_stat && (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+                                  mount(fake_stat, "/proc/stat", NULL, MS_BIND, NULL) < 0)) {
+                        fprintf(stderr, "cannot put %s over /proc/stat: %s\n", fake_stat, strerror(errno));
+                        _exit(125);
+                }
+                execl(hbgctl_bin, hbgctl_bin, "--socket", sock, "metrics", "--listen", "127.0.0.1:0",
+                      per_uid ? "--per-uid" : (char *)NULL, (char *)NULL);
                 _exit(127);
         }
         close(p[1]);
@@ -846,15 +880,20 @@ struct http_reply {
         char *body;
 };
 
-/* Send request to 127.0.0.1:port, read the reply to the end (the
- * exporter closes). */
-static struct http_reply http(int port, const char *request) {
+/* A connection to 127.0.0.1:port. */
+static int connect_to(int port) {
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         ck_assert_int_ge(fd, 0);
         struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-        size_t len = strlen(request);
+        return fd;
+}
+
+/* Send len bytes of request to 127.0.0.1:port (the write side left
+ * open), read the reply to the end (the exporter closes). */
+static struct http_reply http_n(int port, const char *request, size_t len) {
+        int fd = connect_to(port);
         ck_assert_int_eq(send(fd, request, len, MSG_NOSIGNAL), (ssize_t)len);
         char *all = slurp_fd(fd);
         close(fd);
@@ -865,6 +904,10 @@ static struct http_reply http(int port, const char *request) {
         r.head = all;
         r.body = strdup(split + 4);
         return r;
+}
+
+static struct http_reply http(int port, const char *request) {
+        return http_n(port, request, strlen(request));
 }
 
 static void http_free(struct http_reply *r) {
@@ -879,7 +922,7 @@ static void http_free(struct http_reply *r) {
 START_TEST(exporter) {
         struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
         int port;
-        pid_t exp = start_exporter(d->socket_path, &port);
+        pid_t exp = start_exporter(d->socket_path, false, NULL, &port);
 
         /* As Prometheus asks: OpenMetrics, with the exporter's process. */
         struct http_reply r = http(port, "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: " PROM_ACCEPT "\r\n\r\n");
@@ -904,6 +947,9 @@ START_TEST(exporter) {
         parse_openmetrics(r.body, sc);
         D_ASSERT(d, value_of(sc, "hbg_sessions_opened_total", "") == 1 && value_of(sc, "hbg_sessions", "") == 1,
                  "a second scrape without the session opened since");
+        /* Whoever reaches the port: no rows per uid without --per-uid. */
+        D_ASSERT(d, !strstr(r.body, "hbg_user_") && value_of(sc, "hbg_memory_charged_bytes", "") > 0,
+                 "rows per uid served without --per-uid");
         http_free(&r);
         hbg_disconnect(c);
 
@@ -931,6 +977,14 @@ START_TEST(exporter) {
                 { "DELETE /metrics HTTP/1.1\r\n\r\n", 405 },
                 { "hello\r\n\r\n", 400 },
                 { "GET /metrics SPDY/3\r\n\r\n", 400 },
+                /* Exactly METHOD SP TARGET SP HTTP/x.y. */
+                { "GET\t/metrics HTTP/1.1\r\n\r\n", 400 },
+                { "GET  /metrics HTTP/1.1\r\n\r\n", 400 },
+                { "GET /metrics HTTP/1.1 x\r\n\r\n", 400 },
+                { "GET /metrics HTTP/1.x\r\n\r\n", 400 },
+                { "GET /metrics HTTP/1.10\r\n\r\n", 400 },
+                { " GET /metrics HTTP/1.1\r\n\r\n", 400 },
+                { "GET /metrics HTTP/2.0\r\n\r\n", 505 },
         };
         for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
                 r = http(port, other[i].request);
@@ -947,7 +1001,32 @@ START_TEST(exporter) {
         r = http(port, huge);
         D_ASSERT(d, r.status == 431, "a huge request: %d", r.status);
         http_free(&r);
+        /* A head of exactly 8 KiB, blank line included, is read whole; 8
+         * KiB without its end is too large at once (the exporter waits
+         * for no more). */
+        const size_t max = 8192;
+        n = snprintf(huge, big, "GET /metrics HTTP/1.1\r\nX-Big: ");
+        memset(huge + n, 'a', max - (size_t)n - 4);
+        memcpy(huge + max - 4, "\r\n\r\n", 4);
+        r = http_n(port, huge, max);
+        D_ASSERT(d, r.status == 200, "a head of 8 KiB: %d", r.status);
+        http_free(&r);
+        huge[max - 4] = 'a';
+        r = http_n(port, huge, max);
+        D_ASSERT(d, r.status == 431, "8 KiB and no end of the head: %d", r.status);
+        http_free(&r);
         free(huge);
+        /* A NUL in the head: 400 at once. */
+        static const char nul[] = "GET /metrics HTTP/1.1\r\nX-A: a\0b\r\n\r\n";
+        r = http_n(port, nul, sizeof(nul) - 1);
+        D_ASSERT(d, r.status == 400, "a NUL in the head: %d", r.status);
+        http_free(&r);
+        /* Only the first request's head counts: a pipelined second one
+         * asking for OpenMetrics changes nothing. */
+        r = http(port, "GET /metrics HTTP/1.1\r\n\r\nGET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text\r\n\r\n");
+        D_ASSERT(d, r.status == 200 && strstr(r.head, "\r\nContent-Type: text/plain; version=0.0.4;"),
+                 "a pipelined request: %d %s", r.status, r.head);
+        http_free(&r);
 
         /* hbgd gone: 503 with the reason, until it is back. */
         char sock[sizeof(d->socket_path)];
@@ -963,6 +1042,139 @@ START_TEST(exporter) {
         ck_assert_int_eq(waitpid(exp, &st, 0), exp);
         ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exporter exit status %#x", st);
         free(sc);
+}
+END_TEST
+
+/* Is fd still open at the other end (nothing to read, no EOF)? */
+static bool still_open(int fd) {
+        char b;
+        ssize_t r = recv(fd, &b, 1, MSG_DONTWAIT);
+        return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+#define EXPORTER_CONNS 16 /* MAX_CONNS of ctl/exporter.c */
+
+/*
+ * Connections that send half a request line and wait hold up no scrape:
+ * with 3 of them open the scrape is answered while they are all still
+ * open (the exporter has closed none of them for its read deadline yet);
+ * with more than the exporter serves at once, each new connection drops
+ * the oldest idle one, and the rest stay open. Then --per-uid serves the
+ * rows per uid, and an exporter that finds btime past the first 4 KiB of
+ * /proc/stat knows its start time.
+ */
+START_TEST(exporter_conns) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        int port;
+        pid_t exp = start_exporter(d->socket_path, false, NULL, &port);
+        int idle[EXPORTER_CONNS + 2];
+        for (unsigned i = 0; i < 3; i++) {
+                idle[i] = connect_to(port);
+                ck_assert_int_eq(send(idle[i], "GET /metrics HTTP/1.1\r\n", 23, MSG_NOSIGNAL), 23);
+        }
+        struct http_reply r = http(port, "GET /metrics HTTP/1.1\r\n\r\n");
+        D_ASSERT(d, r.status == 200, "a scrape beside 3 idle connections: %d", r.status);
+        http_free(&r);
+        for (unsigned i = 0; i < 3; i++)
+                D_ASSERT(d, still_open(idle[i]), "idle connection %u closed before the scrape was answered", i);
+        /* Two more than it takes: the three oldest make room for the two
+         * and the scrape. */
+        for (unsigned i = 3; i < EXPORTER_CONNS + 2; i++) {
+                idle[i] = connect_to(port);
+                ck_assert_int_eq(send(idle[i], "GET /", 5, MSG_NOSIGNAL), 5);
+        }
+        r = http(port, "GET /metrics HTTP/1.1\r\n\r\n");
+        D_ASSERT(d, r.status == 200, "a scrape beside %u idle connections: %d", EXPORTER_CONNS + 2, r.status);
+        http_free(&r);
+        for (unsigned i = 0; i < EXPORTER_CONNS + 2; i++) {
+                D_ASSERT(d, still_open(idle[i]) == (i >= 3), "idle connection %u: %s", i,
+                         i >= 3 ? "closed" : "still open");
+                close(idle[i]);
+        }
+        ck_assert_int_eq(kill(exp, SIGTERM), 0);
+        int st;
+        ck_assert_int_eq(waitpid(exp, &st, 0), exp);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exporter exit status %#x", st);
+
+        /* --per-uid: this uid's rows, with a session open. A /proc/stat
+         * with btime after 300 more cpu lines. */
+        char fake[] = "/tmp/hbg-test-stat-XXXXXX";
+        int fd = mkstemp(fake);
+        ck_assert_int_ge(fd, 0);
+        FILE *in = fopen("/proc/stat", "re"), *out = fdopen(fd, "w");
+        ck_assert(in && out);
+        char line[4096];
+        while (fgets(line, sizeof(line), in)) {
+                if (strncmp(line, "btime ", 6) == 0)
+                        for (unsigned i = 0; i < 300; i++)
+                                fprintf(out, "cpu%u 1000 20 300 400000 50 0 6 0 0 0\n", 1000 + i);
+                fputs(line, out);
+        }
+        fclose(in);
+        ck_assert_int_eq(fclose(out), 0);
+        exp = start_exporter(d->socket_path, true, fake, &port);
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "hbg_connect: %s", hbg_strerror(err));
+        r = http(port, "GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text\r\n\r\n");
+        D_ASSERT(d, r.status == 200, "status %d", r.status);
+        struct scrape *sc = malloc(sizeof(*sc));
+        ck_assert_ptr_nonnull(sc);
+        parse_openmetrics(r.body, sc);
+        char uid[32];
+        snprintf(uid, sizeof(uid), "uid=\"%u\"", (unsigned)geteuid());
+        D_ASSERT(d, value_of(sc, "hbg_user_sessions", uid) == 1 && value_of(sc, "hbg_user_memory_charged_bytes", uid) > 0,
+                 "--per-uid: no rows of %s", uid);
+        double started = value_of(sc, "process_start_time_seconds", ""), now = (double)time(NULL);
+        D_ASSERT(d, started > now - 3600 && started <= now + 1, "the exporter started at %f, now is %f", started, now);
+        http_free(&r);
+        free(sc);
+        hbg_disconnect(c);
+        ck_assert_int_eq(kill(exp, SIGTERM), 0);
+        ck_assert_int_eq(waitpid(exp, &st, 0), exp);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exporter exit status %#x", st);
+        unlink(fake);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* This process's mapping of hbgd's memfd "hbg-<what>-N"; NULL if none. */
+static void *find_mapping(const char *what) {
+        FILE *f = fopen("/proc/self/maps", "re");
+        ck_assert_ptr_nonnull(f);
+        char line[512], needle[32];
+        void *found = NULL;
+        snprintf(needle, sizeof(needle), "/memfd:hbg-%s-", what);
+        while (!found && fgets(line, sizeof(line), f)) {
+                unsigned long lo, hi;
+                if (strstr(line, needle) && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
+                        found = (void *)lo;
+        }
+        fclose(f);
+        return found;
+}
+
+/* A client writing any graphs_submitted into its region: the graphs in
+ * flight are what hbgd read, at most a graph ring of the session. */
+START_TEST(in_flight_hostile) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "hbg_connect: %s", hbg_strerror(err));
+        struct hbg_sub_header *sh = find_mapping("sub");
+        ck_assert_ptr_nonnull(sh);
+        uint64_t G = UINT64_C(1) << sh->graph_ring_log2;
+        static const uint64_t lies[] = { UINT64_C(1) << 62, UINT64_MAX, 3 };
+        for (size_t i = 0; i < sizeof(lies) / sizeof(lies[0]); i++) {
+                atomic_store_explicit(&sh->graphs_submitted, lies[i], memory_order_release);
+                struct scrape *sc = scrape(d);
+                double v = value_of(sc, "hbg_graphs_in_flight", "");
+                D_ASSERT(d, v >= 0 && v <= (double)G, "graphs_submitted %llu: %g graphs in flight (graph ring %llu)",
+                         (unsigned long long)lies[i], v, (unsigned long long)G);
+                free(sc);
+        }
+        hbg_disconnect(c);
+        stop_hbgd(d);
 }
 END_TEST
 
@@ -994,6 +1206,8 @@ static Suite *suite(void) {
         tcase_add_test(tc, output);
         tcase_add_test(tc, prometheus);
         tcase_add_test(tc, exporter);
+        tcase_add_test(tc, exporter_conns);
+        tcase_add_test(tc, in_flight_hostile);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -58,7 +58,7 @@ expect _hbgctl "tests/graphs/deps.json" "" -- "$hbgctl" run --dot tests/graphs/d
 expect _hbgctl "tests/graphs" "" -- "$hbgctl" --socket = tests/gra
 expect _hbgctl "" "status top" -- "$hbgctl" top -d ""
 expect _hbgctl "run" "" -- "$hbgctl" help r
-expect _hbgctl "--output= --format= --listen= --json" "--batch" -- "$hbgctl" metrics --
+expect _hbgctl "--output= --format= --listen= --per-uid --json" "--batch" -- "$hbgctl" metrics --
 # the formats offered are those hbgctl lists (its table), every one accepted
 formats=$("$hbgctl" metrics --format=help | tr '\n' ' ')
 [[ $formats == *openmetrics* && $formats == *prometheus* ]] ||
