@@ -90,7 +90,9 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         /* Metrics: one run in HBG_TASK_TIME_SAMPLE is timed (a power of
          * two; the tick is this thread's own). */
         bool timed = (++t->task_time_tick & (HBG_TASK_TIME_SAMPLE - 1)) == 0;
-        int64_t started = timed ? clock_now_ns() : 0;
+        /* Tracing (trace.h): one relaxed load and a branch while off. */
+        uint32_t trace = trace_epoch(&r->engine->trace);
+        int64_t started = timed || __builtin_expect(trace != 0, 0) ? clock_now_ns() : 0;
         for (uint32_t b = first; b < first + n && ctx.stopped == KERNEL_STOP_NONE; b++) {
                 /* A ring being removed starts no new block; the blocks not
                  * run still count as done so the task completes. */
@@ -125,6 +127,9 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                 hbg_hist_observe(&t->task_time, took > 0 ? (uint64_t)took : 0);
         }
         stat_add(&t->stats.dispatched, n);
+        /* Before the count below: then the slot may go to id + D. */
+        if (__builtin_expect(trace != 0, 0))
+                trace_task(&r->engine->trace, trace, r, s, id, first, n, err, started);
         if (err < 0) {
                 /* The first error becomes the task's status, and its
                  * kernel the one a failure names (§12.2): written only by

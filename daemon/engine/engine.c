@@ -135,6 +135,8 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
                 goto fail;
         memset(e->shares, 0, cfg->max_rings * sizeof(*e->shares));
         memset(e->threads, 0, cfg->threads * sizeof(*e->threads));
+        if ((err = trace_init(&e->trace, cfg->threads)) < 0)
+                goto fail;
         if (e->completion->engine_init && (err = e->completion->engine_init(e)) < 0)
                 goto fail;
         if (cfg->test_stall && cfg->test_stall_thread < cfg->threads) {
@@ -197,6 +199,7 @@ struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
         free(e->rings);
         free(e->shares);
         free(e->threads);
+        trace_fini(&e->trace);
         free(e->budget_why);
         free(e);
         return NULL;

@@ -373,3 +373,69 @@ struct hbg_thread_alive {
 };
 void hbg_engine_thread_alive(const struct hbg_engine *e, unsigned thread,
                              struct hbg_thread_alive *ret);
+
+/* ------------------------------------------------------------ tracing */
+
+/*
+ * The task timeline (docs/OPERATIONS.md, "Tracing"): while a trace is on,
+ * each scheduler thread records what it does into a buffer of its own of
+ * HBG_TRACE_THREAD_EVENTS records (full: further records are dropped and
+ * counted, never waited for). Times are CLOCK_MONOTONIC in ns. One trace
+ * at a time; start, stop and read from one thread (hbgd's io thread).
+ */
+#define HBG_TRACE_THREAD_EVENTS 65536u
+
+enum hbg_trace_kind {
+        HBG_TRACE_TASK = 1,            /* blocks of a kernel task run by this thread */
+        HBG_TRACE_HOST = 2,            /* a host task: made ready .. its answer read */
+        HBG_TRACE_GRAPH = 3,           /* a graph: noticed .. retired */
+        HBG_TRACE_PARK = 4,            /* the thread parks (an instant) */
+        HBG_TRACE_WAKE = 5,            /* the thread woke (an instant) */
+};
+
+struct hbg_trace_event {
+        int64_t start_ns;              /* instants: start == end */
+        int64_t end_ns;
+        uint64_t session;              /* the ring's hbg_ring_params.log_fields.session */
+        uint64_t id;                   /* task id; graph record number */
+        union {
+                struct {
+                        int64_t ready_ns;      /* made ready; 0: before the trace */
+                        uint32_t block;        /* first block run */
+                        uint32_t blocks;       /* blocks run */
+                } task;
+                struct {
+                        uint64_t first_id, last_id;
+                } graph;
+        } u;
+        uint16_t kernel;               /* task: its first active lane's kernel id */
+        uint8_t kind;                  /* enum hbg_trace_kind */
+        uint8_t reserved;
+        int32_t result;                /* 0 or a negative errno */
+};
+
+_Static_assert(sizeof(struct hbg_trace_event) == 56, "a trace record is 56 bytes (docs/OPERATIONS.md, \"Tracing\")");
+
+/* Record only rings of this session (0: any) and of this uid (-1: any);
+ * parks and wake-ups are the threads' own and always recorded. */
+struct hbg_trace_filter {
+        uint64_t session;
+        int64_t uid;
+};
+
+/* Start a trace (the previous one's records are gone). 0, -EBUSY (one is
+ * on) or -ENOMEM. */
+int hbg_engine_trace_start(struct hbg_engine *e, const struct hbg_trace_filter *f);
+/* Stop recording. A thread in the middle of a record may still finish it:
+ * a reader sees it or not, never half of it. */
+void hbg_engine_trace_stop(struct hbg_engine *e);
+/* When the running (or last) trace started (CLOCK_MONOTONIC ns). */
+int64_t hbg_engine_trace_started(const struct hbg_engine *e);
+/* Thread `thread`'s records of the last trace from index `from`: up to
+ * max copied into ret, their number returned; *ret_total: how many it
+ * holds, *ret_dropped: how many did not fit. */
+size_t hbg_engine_trace_read(const struct hbg_engine *e, unsigned thread, uint64_t from, struct hbg_trace_event *ret,
+                             size_t max, uint64_t *ret_total, uint64_t *ret_dropped);
+/* Records lost because a thread with no buffer made them (hbgd's io
+ * thread retiring a closed session's graphs), since the engine started. */
+uint64_t hbg_engine_trace_unbuffered(const struct hbg_engine *e);

@@ -14,6 +14,7 @@
 
 #include "daemon/engine/engine.h"
 #include "daemon/engine/histogram.h"
+#include "daemon/engine/trace.h"
 #include "shm/layout.h"
 #include "common/clock.h"
 
@@ -64,6 +65,9 @@ struct hbg_engine {
          * heartbeat MS ms after start. -1: off. */
         int test_stall_thread;
         int64_t test_stall_at_ms;
+        /* The task timeline (trace.h): its epoch word is read on every
+         * task's path, and sits on a line of its own. */
+        struct trace_state trace;
 };
 
 /* A spin-then-yield step for waits that need nothing from anyone. */

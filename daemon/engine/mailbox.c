@@ -8,6 +8,7 @@
 #include <errno.h>
 
 #include "daemon/engine/complete.h"
+#include "daemon/engine/engine_state.h"
 #include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
 
@@ -57,6 +58,9 @@ bool mailbox_poll(struct sched_thread *t, struct hbg_ring *r) {
                         continue; /* completed by the stall detector meanwhile */
                 if (status > 0 || status < -4095)
                         status = -EINVAL;
+                uint32_t trace = trace_epoch(&r->engine->trace);
+                if (trace)
+                        trace_host(&r->engine->trace, trace, r, s, id, status);
                 complete_task(t, r, id, status, status ? "host task reported failure" : NULL);
         }
         atomic_store(&r->mailbox_lock, 0);

@@ -170,6 +170,8 @@ void *sched_thread_main(void *arg) {
 
         bool test_stall = e->test_stall_thread == (int)t->index;
 
+        trace_thread_bind(&e->trace, t->index);
+
         t->now_ms = clock_now_ms();
         while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
                 bool work = false;

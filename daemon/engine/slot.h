@@ -76,6 +76,10 @@ struct task_slot {
         const struct kernel_info *kernel[HBG_LANES];
         uint64_t fanins[HBG_MAX_FANINS];
         struct hbg_kernel_args args;
+        /* When the task was made ready, stamped only while a trace is on
+         * (trace.h): written before the task is queued or handed to the
+         * client, read by whoever runs or completes it after taking it. */
+        int64_t trace_ready_ns;
 };
 
 /* Everything a task's life touches per step (wake list, ownership, block

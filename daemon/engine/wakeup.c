@@ -71,11 +71,17 @@ void wakeup_futex_wake(_Atomic uint32_t *word, int n) {
 
 void wakeup_thread_sleep(struct sched_thread *t, _Atomic uint32_t *word, uint32_t val,
                          const struct timespec *timeout) {
+        struct trace_state *ts = &t->engine->trace;
+        uint32_t trace = trace_epoch(ts);
         stat_add(&t->stats.parks, 1);
+        if (trace)
+                trace_instant(ts, trace, HBG_TRACE_PARK);
         atomic_store_explicit(&t->parked, true, memory_order_relaxed);
         wakeup_futex_wait(word, val, timeout);
         atomic_store_explicit(&t->parked, false, memory_order_relaxed);
         stat_add(&t->stats.wakeups, 1);
+        if ((trace = trace_epoch(ts)) != 0)
+                trace_instant(ts, trace, HBG_TRACE_WAKE);
 }
 
 /* Stopping: the schedulers, and the completion policy's own thread
