@@ -111,7 +111,7 @@ PROTO_LIB  := $(B)/lib/libhbgproto.a
 
 # hbgd's io side (io_uring/epoll loop, sessions, control protocol).
 HBGD_SRCS := daemon/io_loop.c daemon/io_probe.c daemon/log.c daemon/notify.c daemon/accounting.c daemon/session.c \
-             daemon/slow_work.c daemon/record.c daemon/validate_request.c daemon/conn.c daemon/status.c daemon/kernel_rows.c daemon/metrics.c daemon/listener.c daemon/tick.c \
+             daemon/slow_work.c daemon/record.c daemon/validate_request.c daemon/conn.c daemon/tracing.c daemon/status.c daemon/kernel_rows.c daemon/metrics.c daemon/listener.c daemon/tick.c \
              daemon/daemon.c daemon/config.c daemon/access.c daemon/refusal.c daemon/kernel_modules.c
 HBGD_LIB  := $(B)/lib/libhbgd.a
 HBGD_BIN  := $(B)/bin/hbgd
@@ -262,7 +262,7 @@ JSONC_CFLAGS = $(shell pkg-config --cflags json-c 2>/dev/null)
 JSONC_LIBS   = $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c)
 
 CTL_SRCS := ctl/hbgctl.c ctl/top.c ctl/run.c ctl/progress.c ctl/dot.c ctl/status.c ctl/metrics.c ctl/exporter.c ctl/graph_file.c \
-            ctl/output.c ctl/daemon_conn.c ctl/admin.c ctl/error.c
+            ctl/output.c ctl/daemon_conn.c ctl/admin.c ctl/trace.c ctl/trace_svg.c ctl/error.c
 CTL_OBJS := $(CTL_SRCS:%.c=$(B)/obj/%.o)
 
 $(CTL_OBJS): $(B)/obj/ctl/%.o: ctl/%.c $(B)/gen/hbg.pb-c.h

@@ -11,6 +11,8 @@
  *                 reply                                    (metrics.h)
  *   exporter.c    `metrics --listen`: that text over HTTP   (exporter.h)
  *   admin.c       `cancel` and `kill`: one admin request each
+ *   trace.c       `trace`: the task timeline, Chrome JSON  (trace.h)
+ *   trace_svg.c   trace --svg: the timeline drawn as SVG
  *   progress.c    run --progress: the progress line        (progress.h)
  *   dot.c         run --dot: the graph in Graphviz form    (dot.h)
  *   graph_file.c  the graph-file compiler (docs/GRAPH_FILES.md) (graph_file.h)
@@ -45,6 +47,9 @@ struct ctl_opts {
         const char *metrics_format; /* metrics --format (NULL: OpenMetrics) */
         const char *listen;     /* metrics --listen ADDR:PORT: the exporter */
         bool per_uid;           /* metrics --per-uid: the exporter serves hbg_user_* */
+        uint32_t trace_duration_ms; /* trace --duration */
+        uint64_t trace_session; /* trace --session (0: every session the user may trace) */
+        const char *trace_svg;  /* trace --svg FILE */
         const char *const *args; /* the command's arguments (verbs of more than one) */
 };
 
@@ -64,9 +69,12 @@ int cmd_status(const struct ctl_opts *o, Hbg__StatusKind kind);
  * status request's failure. */
 int cmd_wait(const struct ctl_opts *o);
 
-/* metrics.c: --output FILE (NULL: stdout). */
+/* metrics.c: --output FILE (NULL: stdout); trace's too. */
 extern const char *opt_output;
 int cmd_metrics(const struct ctl_opts *o);
+
+/* trace.c: the task timeline as Chrome trace-event JSON (and SVG). */
+int cmd_trace(const struct ctl_opts *o);
 
 /* admin.c: `cancel SESSION GRAPH`, `kill SESSION`. */
 int cmd_cancel(const struct ctl_opts *o, const char *session, const char *graph);

@@ -243,7 +243,11 @@ int ctl_roundtrip(int fd, Hbg__Envelope *env, Hbg__Envelope **ret, struct ctl_fa
         if (err < 0)
                 return print_failure(fd, err, "cannot talk to hbgd", ret_fail);
         struct pollfd p = { .fd = fd, .events = POLLIN };
-        if (poll(&p, 1, 10000) <= 0) {
+        int ready;
+        /* A signal hbgctl handles (trace's SIGINT) is no reason to give up. */
+        while ((ready = poll(&p, 1, 10000)) < 0 && errno == EINTR)
+                ;
+        if (ready <= 0) {
                 *ret_fail = (struct ctl_failure){ .at = CTL_AT_EXCHANGE, .err = -ETIMEDOUT };
                 return ctl_error(-ETIMEDOUT, "hbgd did not answer within 10 s");
         }

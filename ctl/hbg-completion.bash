@@ -71,7 +71,9 @@ _hbgctl() {
                 # sizes with the suffixes hbgctl takes (K, M, G)
                 --heap) COMPREPLY=($(compgen -W "64M 128M 256M 512M 1G" -- "$cur")) ;;
                 --window) COMPREPLY=($(compgen -W "1K 4K 16K 64K" -- "$cur")) ;;
-                --output) _hbg_files "$cur" ;;
+                --output | -o | --svg) _hbg_files "$cur" ;;
+                # trace: seconds to record
+                --duration) COMPREPLY=($(compgen -W "1 5 10 30" -- "$cur")) ;;
                 # the formats hbgctl lists (its table)
                 --format) COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" metrics --format=help 2>/dev/null)" -- "$cur")) ;;
                 # the exporter's usual address (hbg-exporter.service)

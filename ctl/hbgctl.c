@@ -84,6 +84,11 @@ static int verb_version(const struct verb *v, const struct ctl_opts *o, const ch
         return 0;
 }
 
+static int verb_trace(const struct verb *v, const struct ctl_opts *o, const char *arg) {
+        (void)v, (void)arg;
+        return cmd_trace(o);
+}
+
 static int verb_help(const struct verb *v, const struct ctl_opts *o, const char *arg);
 
 static const struct verb verbs[] = {
@@ -124,6 +129,14 @@ static const struct verb verbs[] = {
           "Its client gets -ECONNRESET with hbgd's reason, its unfinished graphs fail.\n"
           "The session's own user, root and [access] admin_groups may.\n",
           verb_kill, 0, 0 },
+        { "trace", NULL, false, NULL, "record what hbgd's threads do: a timeline for Perfetto (or SVG)",
+          "Records --duration seconds (default 1) of every session you may trace (yours;\n"
+          "root and admin_groups: all), or --session N's, and writes Chrome trace-event\n"
+          "JSON (Perfetto, chrome://tracing) to -o FILE or stdout: a track per scheduler\n"
+          "thread, a slice per task run named by its kernel, graphs as async slices,\n"
+          "parks and wake-ups as instants, host tasks on a track per session. --svg FILE\n"
+          "draws the timeline as SVG instead (with -o, both). Dropped events are\n"
+          "reported on stderr and in the JSON's otherData.\n", verb_trace, 0 },
         { "help", "COMMAND", true, NULL, "this help, or a command's", NULL, verb_help, 0 },
         { "version", NULL, false, NULL, "hbgctl's version", NULL, verb_version, 0 },
 };
@@ -139,12 +152,15 @@ enum {
         OPT_DRY_RUN,
         OPT_HEAP,
         OPT_WINDOW,
-        OPT_OUTPUT,
         OPT_LIST,
         OPT_TIMEOUT,
         OPT_FORMAT,
         OPT_LISTEN,
         OPT_PER_UID,
+        OPT_DURATION,
+        OPT_SESSION,
+        OPT_SVG,
+        OPT_OUTPUT = 'o',
         OPT_HELP = 'h',
         OPT_VERSION = 'V',
         OPT_BATCH = 'b',
@@ -171,10 +187,13 @@ static const struct opt_def {
         { "top", "batch", OPT_BATCH, NULL, "print snapshots, no screen control" },
         { "top", "iterations", OPT_ITERATIONS, "N", "stop after N snapshots" },
         { "top", "delay", OPT_DELAY, "SECONDS", "between snapshots (default 1)" },
-        { "metrics", "output", OPT_OUTPUT, "FILE", "write FILE (replaced atomically) instead of stdout" },
+        { "metrics trace", "output", OPT_OUTPUT, "FILE", "write FILE instead of stdout (metrics: replaced atomically)" },
         { "metrics", "format", OPT_FORMAT, "FORMAT", "openmetrics (default) or prometheus (text 0.0.4); help: the names" },
         { "metrics", "listen", OPT_LISTEN, "ADDR:PORT", "serve GET /metrics over HTTP there (the exporter)" },
         { "metrics", "per-uid", OPT_PER_UID, NULL, "the exporter serves the rows per uid too (hbg_user_*)" },
+        { "trace", "duration", OPT_DURATION, "SECONDS", "how long to record (default 1, at most 600)" },
+        { "trace", "session", OPT_SESSION, "N", "only session N (as `hbgctl sessions` shows)" },
+        { "trace", "svg", OPT_SVG, "FILE", "draw the timeline as SVG into FILE" },
         { "help", "list", OPT_LIST, NULL, "names only, one a line (for shell completion)" },
         { "wait", "timeout", OPT_TIMEOUT, "SECONDS", "give up after SECONDS (default 30; 0: try once)" },
 };
@@ -189,8 +208,18 @@ static const struct verb *find_verb(const char *name) {
         return NULL;
 }
 
+/* d->verb is NULL (every verb's) or the names of the verbs that take it,
+ * space-separated. */
 static bool opt_of(const struct opt_def *d, const struct verb *v) {
-        return d->verb == NULL || (v && strcmp(d->verb, v->name) == 0);
+        if (d->verb == NULL)
+                return true;
+        if (!v)
+                return false;
+        size_t n = strlen(v->name);
+        for (const char *p = d->verb; (p = strstr(p, v->name)) != NULL; p += n)
+                if ((p == d->verb || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+                        return true;
+        return false;
 }
 
 /* "-b, --batch" or "--socket PATH" */
@@ -393,6 +422,32 @@ static int take_option(struct cmdline *cl, const struct opt_def *d, int c, char 
         case OPT_PER_UID:
                 o->per_uid = true;
                 break;
+        case OPT_DURATION: {
+                char *end;
+                errno = 0;
+                double t = strtod(value, &end);
+                if (errno || end == value || *end || !isfinite(t) || t < 0.001 || t > 600) {
+                        fprintf(stderr, "hbgctl: --duration: '%s' is not a number of seconds (0.001 to 600)\n", value);
+                        return EXIT_USAGE;
+                }
+                o->trace_duration_ms = (uint32_t)(t * 1000 + 0.5);
+                break;
+        }
+        case OPT_SESSION: {
+                char *end;
+                errno = 0;
+                unsigned long long n = strtoull(value, &end, 10);
+                if (errno || end == value || *end || *value == '-' || n == 0) {
+                        fprintf(stderr, "hbgctl: --session: '%s' is not a session number (as `hbgctl sessions` shows)\n",
+                                value);
+                        return EXIT_USAGE;
+                }
+                o->trace_session = n;
+                break;
+        }
+        case OPT_SVG:
+                o->trace_svg = value;
+                break;
         case OPT_BATCH:
                 o->batch = true;
                 break;
@@ -521,7 +576,7 @@ static int run_verb(const struct verb *v, const struct ctl_opts *o, const char *
 }
 
 int main(int argc, char **argv) {
-        struct cmdline cl = { .o = { .iterations = -1, .delay_s = 1.0, .timeout_s = 30.0 } };
+        struct cmdline cl = { .o = { .iterations = -1, .delay_s = 1.0, .timeout_s = 30.0, .trace_duration_ms = 1000 } };
         int rc = take_options(argc, argv, &cl);
         if (rc)
                 return rc;

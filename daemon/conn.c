@@ -493,6 +493,16 @@ static struct verdict handle_validate(struct conn *c, const Hbg__Envelope *env, 
         return carry_on;
 }
 
+/* The task timeline (tracing.c): who may trace what is decided per
+ * request, like the admin requests'. */
+static struct verdict handle_trace(struct conn *c, const Hbg__Envelope *env, const int *fds) {
+        (void)fds;
+        int err = tracing_reply(c, env->trace_request);
+        if (err == 0)
+                return carry_on;
+        return close_with(err, err == -EAGAIN ? "the client does not read its replies" : "disconnected");
+}
+
 /* The verbs of the protocol: one entry per request a client may send. */
 struct request_handler {
         Hbg__Envelope__MsgCase msg;
@@ -513,6 +523,8 @@ static const struct request_handler handlers[] = {
         { HBG__ENVELOPE__MSG_KILL_REQUEST, false, 0, false, handle_kill },
         /* Validated on the slow-work thread, like a recording. */
         { HBG__ENVELOPE__MSG_VALIDATE_REQUEST, false, 1, true, handle_validate },
+        /* A fetch copies up to a message of records: the others go next. */
+        { HBG__ENVELOPE__MSG_TRACE_REQUEST, false, 0, true, handle_trace },
 };
 
 static bool ends_turn(Hbg__Envelope__MsgCase msg) {
@@ -688,6 +700,7 @@ void conn_close(struct conn *c, const char *why) {
                                          "session %" PRIu64 " (pid %d uid %u): closed: %s", c->id,
                                          (int)c->cred.pid, (unsigned)c->cred.uid, why);
         }
+        tracing_conn_closed(d, c->id);
         acct_remove_connection(&d->acct, c->cred.uid);
         io_source_del(d->loop, c->src);
         close(c->sock);

@@ -263,6 +263,7 @@ static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
         }
         conn_expire(d, now);
         refusal_expire(d, now);
+        tracing_tick(d, now);
         /* Rings of closed sessions whose last kernel has returned. */
         unsigned held = hbg_engine_collect(d->engine);
         /* Accepting may have stopped for want of descriptors. */

@@ -21,6 +21,7 @@
 #include "daemon/record.h"
 #include "daemon/session.h"
 #include "daemon/slow_work.h"
+#include "daemon/tracing.h"
 
 struct conn {
         struct hbgd *d;
@@ -87,6 +88,7 @@ struct hbgd {
         bool watchdog_withheld;       /* logged once per stuck episode */
         int64_t last_status_ms;
         uint64_t last_status_completed;
+        struct hbgd_trace trace;      /* the task timeline being taken (tracing.c) */
 };
 
 /* conn.c */

@@ -13,9 +13,9 @@
 #include "hbg.pb-c.h"
 
 #define HBG_PROTO_MAJOR 1u
-#define HBG_PROTO_MINOR 3u  /* 1: RecordRequest (graph replay); 2: CancelRequest, KillRequest,
+#define HBG_PROTO_MINOR 4u  /* 1: RecordRequest (graph replay); 2: CancelRequest, KillRequest,
                                ValidateRequest (dry runs); 3: the kernel table (SessionReply.kernels,
-                               KernelInfo's full signature) */
+                               KernelInfo's full signature); 4: TraceRequest (the task timeline) */
 #define HBG_WIRE_MAX_FDS 4u
 #define HBG_WIRE_MAX_MSG_DEFAULT 65536u
 /* The largest session reply: what every client reads of one record

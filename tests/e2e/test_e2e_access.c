@@ -865,7 +865,7 @@ static unsigned long long session_of(struct hbgd_proc *d, const char *S, unsigne
  * [access] visibility = own (the default), admin_groups, monitor_groups:
  * two users each see their own session only, an admin and a monitor see
  * both; the monitor may ask for status and metrics but opens no session;
- * another user may not cancel or kill (exit 4, -EPERM), an admin may
+ * another user may not cancel, kill or trace (exit 4, -EPERM), an admin may
  * cancel ("cancelled by uid 4244") and the owner may kill its own. With
  * visibility = all (SIGHUP), everyone sees everyone.
  */
@@ -924,6 +924,14 @@ START_TEST(visibility_roles) {
         ctl_run_as2(&r, AS_4243, S, "cancel", s42id, "0");
         ASSERT_CTL(d, r, 4, "cancel of another user's graph");
         ASSERT_SAYS(d, r, "only its own uid and [access] admin_groups", "cancel refused");
+        /* nor trace it (the task timeline); its owner and an admin may */
+        ctl_run_argv(&r, AS_4243, S, IDS("trace", "--session", s42id, "--duration", "0.05", "-o", "/dev/null"));
+        ASSERT_CTL(d, r, 4, "trace of another user's session");
+        ASSERT_SAYS(d, r, "may not trace session", "trace refused");
+        ctl_run_argv(&r, AS_4242, S, IDS("trace", "--session", s42id, "--duration", "0.05", "-o", "/dev/null"));
+        ASSERT_CTL(d, r, 0, "trace of one's own session");
+        ctl_run_argv(&r, AS_ADMIN, S, IDS("trace", "--session", s42id, "--duration", "0.05", "-o", "/dev/null"));
+        ASSERT_CTL(d, r, 0, "trace by an admin");
         /* an admin may */
         ctl_run_as2(&r, AS_ADMIN, S, "cancel", s42id, "0");
         ASSERT_CTL(d, r, 0, "cancel by an admin");

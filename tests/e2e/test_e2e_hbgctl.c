@@ -2140,6 +2140,275 @@ START_TEST(hbgd_by_hand) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ trace */
+
+/* Start hbgctl with args (HBG_SOCKET = S) without waiting: its pid. */
+static pid_t ctl_spawn(const char *S, const char *const *args, const char *out, const char *err) {
+        const char *argv[16] = { hbgctl_bin };
+        int n = 1;
+        for (; args[n - 1] && n < 15; n++)
+                argv[n] = args[n - 1];
+        argv[n] = NULL;
+        pid_t pid = fork();
+        ck_assert(pid >= 0);
+        if (pid == 0) {
+                int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+                int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+                if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
+                        _exit(126);
+                setenv("HBG_SOCKET", S, 1);
+                execv(hbgctl_bin, (char *const *)argv);
+                _exit(127);
+        }
+        return pid;
+}
+
+/* hbgd's log says `needle` (it is written before the trace reply). */
+static bool hbgd_log_says(struct hbgd_proc *d, const char *needle) {
+        for (int i = 0; i < WAIT_MS / 10; i++) {
+                char *log = slurp(d->log_path);
+                bool found = strstr(log, needle) != NULL;
+                free(log);
+                if (found)
+                        return true;
+                usleep(10000);
+        }
+        return false;
+}
+
+static int64_t jint(json_object *o, const char *key) {
+        return json_object_get_int64(get(o, key));
+}
+
+/* Well-formed XML, as far as an SVG of ours goes: every element closed in
+ * order, attributes quoted, only the five entities; counts the elements
+ * <rect class="task". */
+static bool xml_well_formed(const char *x, unsigned *ret_task_boxes, char *why, size_t size) {
+        const char *stack[64];
+        size_t lens[64], depth = 0;
+        *ret_task_boxes = 0;
+        if (strncmp(x, "<?xml ", 6) == 0) {
+                x = strstr(x, "?>");
+                if (!x)
+                        return snprintf(why, size, "unterminated XML declaration"), false;
+                x += 2;
+        }
+        bool root_seen = false;
+        while (*x) {
+                if (*x == '&') {
+                        static const char *const ents[] = { "&amp;", "&lt;", "&gt;", "&quot;", "&apos;" };
+                        bool ok = false;
+                        for (size_t i = 0; i < 5 && !ok; i++)
+                                ok = strncmp(x, ents[i], strlen(ents[i])) == 0;
+                        if (!ok)
+                                return snprintf(why, size, "bad entity at %.20s", x), false;
+                        x++;
+                        continue;
+                }
+                if (*x != '<') {
+                        if (depth == 0 && *x != '\n' && *x != ' ')
+                                return snprintf(why, size, "text outside the root: %.20s", x), false;
+                        x++;
+                        continue;
+                }
+                if (x[1] == '/') {
+                        const char *name = x + 2;
+                        size_t len = strcspn(name, "> \n");
+                        if (depth == 0 || lens[depth - 1] != len || strncmp(stack[depth - 1], name, len) != 0)
+                                return snprintf(why, size, "</%.*s> closes nothing open", (int)len, name), false;
+                        depth--;
+                        if (!(x = strchr(name, '>')))
+                                return snprintf(why, size, "unterminated end tag"), false;
+                        x++;
+                        continue;
+                }
+                const char *name = x + 1;
+                size_t len = strcspn(name, "/> \n");
+                if (len == 0)
+                        return snprintf(why, size, "a tag without a name: %.20s", x), false;
+                if (depth == 0 && root_seen)
+                        return snprintf(why, size, "a second root element"), false;
+                root_seen = true;
+                if (len == 4 && strncmp(name, "rect", 4) == 0 && strncmp(name + 4, " class=\"task\"", 13) == 0)
+                        ++*ret_task_boxes;
+                /* The attributes: name="value" pairs, no < inside. */
+                const char *p = name + len;
+                bool quoted = false;
+                for (; *p && (quoted || (*p != '>' && !(*p == '/' && p[1] == '>'))); p++) {
+                        if (*p == '"')
+                                quoted = !quoted;
+                        else if (*p == '<')
+                                return snprintf(why, size, "< inside a tag: %.30s", x), false;
+                }
+                if (!*p)
+                        return snprintf(why, size, "unterminated tag: %.30s", x), false;
+                if (*p == '/') {
+                        x = p + 2;
+                        continue;
+                }
+                if (depth == 64)
+                        return snprintf(why, size, "nested too deep"), false;
+                stack[depth] = name;
+                lens[depth++] = len;
+                x = p + 1;
+        }
+        if (depth || !root_seen)
+                return snprintf(why, size, depth ? "<%.*s> not closed" : "no root element", (int)(depth ? lens[depth - 1] : 0),
+                                depth ? stack[depth - 1] : ""), false;
+        return true;
+}
+
+#define TRACE_GRAPHS 3u
+#define TRACE_FAN 6u  /* noops between the root and the join, beside the host task */
+
+/*
+ * hbgctl trace on a graph whose shape the test knows: TRACE_GRAPHS graphs
+ * of a root noop, TRACE_FAN noops and a host task after it, a join noop
+ * after all of those, run while `trace --session N -o FILE --svg FILE`
+ * records (for 600 s, ended by SIGINT once they are done: nothing timed).
+ * The JSON: every slice is on a named track of hbgd's pid, begins no
+ * later than it ends; one "X" slice per kernel task run, each task id of
+ * ours once, named by its kernel, with the graph it belongs to; one host
+ * slice per host task on the session's track; the graphs' "b" and "e"
+ * pair up by id; no drops. The SVG is well-formed with one box per task.
+ */
+START_TEST(trace_timeline) {
+        struct hbgd_proc *d = start();
+        const char *S = d->socket_path;
+        hbg_client *c;
+        ck_assert_int_eq(hbg_connect(&c, S), 0);
+        uint64_t sess;
+        ck_assert_int_eq(my_sessions(S, &sess, 1), 1);
+        char session[32], json_path[PATH_MAX], svg_path[PATH_MAX], out[PATH_MAX], err[PATH_MAX], started[96];
+        snprintf(session, sizeof(session), "%llu", (unsigned long long)sess);
+        snprintf(json_path, sizeof(json_path), "%s/trace.json", d->dir);
+        snprintf(svg_path, sizeof(svg_path), "%s/trace.svg", d->dir);
+        snprintf(out, sizeof(out), "%s/trace.out", d->dir);
+        snprintf(err, sizeof(err), "%s/trace.err", d->dir);
+        pid_t ctl_pid = ctl_spawn(S, (const char *const[]){ "trace", "--session", session, "--duration", "600", "-o",
+                                                            json_path, "--svg", svg_path, NULL },
+                                  out, err);
+        snprintf(started, sizeof(started), "trace of session %s for 600000 ms started", session);
+        ck_assert_msg(hbgd_log_says(d, started), "no \"%s\" in hbgd's log", started);
+
+        uint64_t kernel_ids[TRACE_GRAPHS * (TRACE_FAN + 2)], graphs[TRACE_GRAPHS];
+        size_t n_ids = 0;
+        for (unsigned g = 0; g < TRACE_GRAPHS; g++) {
+                hbg_task root = HBG_TASK_INIT("noop"), join = HBG_TASK_INIT("noop"), h = HBG_TASK_INIT(NULL);
+                uint64_t root_id, host_id;
+                ck_assert_int_eq(hbg_graph_add(c, &root, &root_id), 0);
+                kernel_ids[n_ids++] = root_id;
+                for (unsigned i = 0; i < TRACE_FAN; i++) {
+                        uint64_t id = add_noop_after(c, root_id);
+                        kernel_ids[n_ids++] = id;
+                        join.deps[join.n_deps++] = id;
+                }
+                h.host_fn = host_ok;
+                h.n_deps = 1;
+                h.deps[0] = root_id;
+                ck_assert_int_eq(hbg_graph_add(c, &h, &host_id), 0);
+                join.deps[join.n_deps++] = host_id;
+                ck_assert_int_eq(hbg_graph_add(c, &join, &kernel_ids[n_ids++]), 0);
+                ck_assert_int_eq(hbg_graph_submit(c, &graphs[g]), 0);
+                ck_assert_int_eq(hbg_graph_wait(c, graphs[g], WAIT_MS), 0);
+        }
+        ck_assert_int_eq(kill(ctl_pid, SIGINT), 0);
+        int st;
+        while (waitpid(ctl_pid, &st, 0) < 0)
+                ck_assert(errno == EINTR);
+        char *errs = slurp(err);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "hbgctl trace: status %d\n%s", st, errs);
+        free(errs);
+
+        char *text = slurp(json_path);
+        json_object *o = json_tokener_parse(text);
+        ck_assert_msg(o, "the trace is not JSON:\n%.2000s", text);
+        free(text);
+        json_object *evs = get(o, "traceEvents");
+        ck_assert_int_eq(jint(get(o, "otherData"), "dropped"), 0);
+        int64_t pid = -1;
+        uint64_t tracks[128];
+        size_t n_tracks = 0, n_tasks = 0, n_host = 0, n_begin = 0, n_end = 0;
+        bool seen[TRACE_GRAPHS * (TRACE_FAN + 2)] = { false };
+        char begins[TRACE_GRAPHS][48] = { { 0 } };
+        int64_t begin_ts[TRACE_GRAPHS] = { 0 };
+        /* The tracks first: metadata names them. */
+        for (size_t i = 0; i < json_object_array_length(evs); i++) {
+                json_object *e = json_object_array_get_idx(evs, i);
+                const char *ph = json_object_get_string(get(e, "ph"));
+                if (strcmp(ph, "M") != 0)
+                        continue;
+                if (strcmp(json_object_get_string(get(e, "name")), "process_name") == 0)
+                        pid = jint(e, "pid");
+                else if (n_tracks < 128)
+                        tracks[n_tracks++] = (uint64_t)jint(e, "tid");
+        }
+        ck_assert_int_eq(pid, d->pid);
+        for (size_t i = 0; i < json_object_array_length(evs); i++) {
+                json_object *e = json_object_array_get_idx(evs, i);
+                const char *ph = json_object_get_string(get(e, "ph"));
+                if (strcmp(ph, "M") == 0)
+                        continue;
+                bool tracked = false;
+                for (size_t k = 0; k < n_tracks; k++)
+                        tracked = tracked || tracks[k] == (uint64_t)jint(e, "tid");
+                ck_assert_msg(tracked && jint(e, "pid") == pid, "an event on no named track: %s", json_object_to_json_string(e));
+                double ts = json_object_get_double(get(e, "ts"));
+                if (strcmp(ph, "X") == 0) {
+                        ck_assert_msg(json_object_get_double(get(e, "dur")) >= 0, "ends before it begins: %s",
+                                      json_object_to_json_string(e));
+                        json_object *a = get(e, "args");
+                        ck_assert_int_eq(jint(a, "session"), (int64_t)sess);
+                        ck_assert_int_eq(jint(a, "result"), 0);
+                        if (strcmp(json_object_get_string(get(e, "cat")), "host") == 0) {
+                                n_host++;
+                                continue;
+                        }
+                        n_tasks++;
+                        ck_assert_str_eq(json_object_get_string(get(e, "name")), "noop");
+                        uint64_t task = (uint64_t)jint(a, "task");
+                        size_t k = 0;
+                        while (k < n_ids && kernel_ids[k] != task)
+                                k++;
+                        ck_assert_msg(k < n_ids && !seen[k], "task %" PRIu64 ": not ours, or run twice", task);
+                        seen[k] = true;
+                        ck_assert_int_eq(jint(a, "graph"), (int64_t)graphs[k / (TRACE_FAN + 2)]);
+                } else if (strcmp(ph, "b") == 0 || strcmp(ph, "e") == 0) {
+                        const char *id = json_object_get_string(get(e, "id"));
+                        bool begin = ph[0] == 'b';
+                        size_t k = 0;
+                        if (begin) {
+                                ck_assert_uint_lt(n_begin, TRACE_GRAPHS);
+                                snprintf(begins[n_begin], sizeof(begins[0]), "%s", id);
+                                begin_ts[n_begin++] = (int64_t)(ts * 1000);
+                                continue;
+                        }
+                        while (k < n_begin && strcmp(begins[k], id) != 0)
+                                k++;
+                        ck_assert_msg(k < n_begin, "graph %s ends without a beginning", id);
+                        ck_assert_msg(begin_ts[k] <= (int64_t)(ts * 1000), "graph %s ends before it begins", id);
+                        begins[k][0] = 0;
+                        n_end++;
+                } else {
+                        ck_assert_msg(strcmp(ph, "i") == 0, "unexpected phase %s", ph);
+                }
+        }
+        ck_assert_uint_eq(n_tasks, n_ids);
+        ck_assert_uint_eq(n_host, TRACE_GRAPHS);
+        ck_assert_uint_eq(n_begin, TRACE_GRAPHS);
+        ck_assert_uint_eq(n_end, TRACE_GRAPHS);
+        json_object_put(o);
+
+        char *svg = slurp(svg_path), why[128];
+        unsigned boxes;
+        ck_assert_msg(xml_well_formed(svg, &boxes, why, sizeof(why)), "the SVG is not well-formed: %s", why);
+        ck_assert_uint_eq(boxes, n_ids + TRACE_GRAPHS);
+        free(svg);
+        hbg_disconnect(c);
+        daemon_destroy(d);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("hbgctl");
         TCase *tc = tcase_create("usage");
@@ -2178,6 +2447,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, hostile_names);
         tcase_add_test(tc, hbgd_options);
         tcase_add_test(tc, hbgd_by_hand);
+        tcase_add_test(tc, trace_timeline);
         suite_add_tcase(s, tc);
         tc = tcase_create("big");
         tcase_set_timeout(tc, 300);

@@ -59,6 +59,11 @@ expect _hbgctl "tests/graphs" "" -- "$hbgctl" --socket = tests/gra
 expect _hbgctl "" "status top" -- "$hbgctl" top -d ""
 expect _hbgctl "run" "" -- "$hbgctl" help r
 expect _hbgctl "--output= --format= --listen= --per-uid --json" "--batch" -- "$hbgctl" metrics --
+expect _hbgctl "trace" "" -- "$hbgctl" tr
+expect _hbgctl "--duration= --session= --output= --svg= --socket= --json" "--batch --format=" -- "$hbgctl" trace --
+expect _hbgctl "5" "" -- "$hbgctl" trace --duration ""
+expect _hbgctl "tests/graphs" "status" -- "$hbgctl" trace --svg tests/gra
+expect _hbgctl "tests/graphs" "status" -- "$hbgctl" trace -o tests/gra
 # the formats offered are those hbgctl lists (its table), every one accepted
 formats=$("$hbgctl" metrics --format=help | tr '\n' ' ')
 [[ $formats == *openmetrics* && $formats == *prometheus* ]] ||

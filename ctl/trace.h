@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/* `hbgctl trace` (ctl/trace.c): the records hbgd sent, and the two ways
+ * they are written: Chrome trace-event JSON (trace.c) and SVG
+ * (trace_svg.c). */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One record as hbgd sent it (hbg.proto TraceEvent); times in ns from the
+ * trace's start. */
+struct trace_event {
+        int kind;                       /* Hbg__TraceKind */
+        uint32_t thread;
+        int64_t start_ns, end_ns;
+        uint64_t session, id;
+        int64_t wait_ns;                /* -1: unknown */
+        uint32_t block, blocks, kernel;
+        int32_t result;
+        uint64_t first_id, last_id;     /* graphs */
+};
+
+struct trace_data {
+        uint32_t pid;                   /* hbgd's */
+        char **kernel_names;            /* by kernel id; NULL: no such kernel */
+        size_t n_kernels;
+        struct trace_event *events;     /* tasks, host tasks, parks, wake-ups: thread by thread */
+        size_t n_events, cap_events;
+        struct trace_event *graphs;     /* sorted by session, then first task */
+        size_t n_graphs, cap_graphs;
+        uint32_t n_threads;
+        uint64_t duration_ns;
+        uint64_t dropped, unbuffered;
+        uint32_t buffer_events;
+};
+
+/* The kernel's name ("task" if hbgd did not list it). */
+const char *trace_kernel_name(const struct trace_data *t, uint32_t id);
+/* The graph number of task `id` of `session`, -1 if no retired graph of
+ * the trace holds it. */
+int64_t trace_graph_of(const struct trace_data *t, uint64_t session, uint64_t id);
+json_object *trace_chrome_json(const struct trace_data *t);
+/* The timeline as an SVG document (malloc()ed, *ret_len bytes); NULL:
+ * out of memory. */
+char *trace_svg(const struct trace_data *t, size_t *ret_len);

@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The task timeline's requests (docs/PROTOCOL.md, "Tracing";
+ * docs/OPERATIONS.md, "Tracing"): TRACE_START turns the engine's
+ * recording on for a duration, filtered to what the asker may trace;
+ * TRACE_FETCH says "running" until then (TRACE_STOP ends it early), and
+ * afterwards hands the
+ * threads' records out, as many per reply as fit a message, until done.
+ * All on the io thread; the engine's recorders never wait for it.
+ *
+ * Who may trace what follows the admin requests (conn.c admin_target):
+ * root and admin_groups every session, anyone else their own sessions
+ * only (docs/SECURITY.md, "Who sees what"). The threads' parks and
+ * wake-ups belong to no session and come with every trace.
+ */
+#include "daemon/tracing.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <syslog.h>
+
+#include "common/clock.h"
+#include "daemon/daemon_private.h"
+#include "daemon/log.h"
+#include "proto/wire.h"
+
+#define TRACE_MAX_DURATION_MS 600000u
+/* A finished trace nobody fetches is dropped after this. */
+#define TRACE_KEEP_MS 30000
+/* Records read from the engine at once while filling a reply. */
+#define TRACE_READ_CHUNK 256u
+
+static void trace_stop(struct hbgd *d) {
+        if (!d->trace.running)
+                return;
+        hbg_engine_trace_stop(d->engine);
+        d->trace.running = false;
+        d->trace.stop_ns = clock_now_ns();
+}
+
+static void trace_release(struct hbgd *d) {
+        trace_stop(d);
+        d->trace = (struct hbgd_trace){ 0 };
+}
+
+void tracing_conn_closed(struct hbgd *d, uint64_t id) {
+        if (d->trace.owner == id)
+                trace_release(d);
+}
+
+void tracing_tick(struct hbgd *d, int64_t now_ms) {
+        if (!d->trace.owner)
+                return;
+        if (d->trace.running && now_ms >= d->trace.deadline_ms)
+                trace_stop(d);
+        else if (!d->trace.running && now_ms >= d->trace.deadline_ms + TRACE_KEEP_MS)
+                trace_release(d);
+}
+
+static int send_error(struct conn *c, int code, const char *msg) {
+        int err = wire_send_error(c->sock, code, msg);
+        return err == -EMSGSIZE ? 0 : err;
+}
+
+/* The filter of a trace c asks for, or an error with msg[]: a session it
+ * may not act on is -EPERM, one it may not even see -ENOENT, as for the
+ * admin requests. */
+static int trace_filter(struct conn *c, uint64_t session_id, struct hbg_trace_filter *f, char *msg, size_t size) {
+        struct hbgd *d = c->d;
+        enum access_role role = access_role(&d->cfg, c->sock, &c->cred);
+        *f = (struct hbg_trace_filter){ .session = session_id, .uid = role == ACCESS_ADMIN ? -1 : (int64_t)c->cred.uid };
+        if (!session_id)
+                return 0;
+        struct conn *t = NULL;
+        for (struct conn *x = d->conns; x && !t; x = x->next)
+                if (x->id == session_id && x->session)
+                        t = x;
+        if (t && (role == ACCESS_ADMIN || t->cred.uid == c->cred.uid))
+                return 0;
+        if (!t && (role != ACCESS_USER || d->cfg.visibility_all)) {
+                snprintf(msg, size, "trace: no session %" PRIu64, session_id);
+                return -ENOENT;
+        }
+        snprintf(msg, size, "trace: uid %u may not trace session %" PRIu64 ": only its own uid and [access] "
+                 "admin_groups (and root) may", (unsigned)c->cred.uid, session_id);
+        return -EPERM;
+}
+
+static int trace_start(struct conn *c, const Hbg__TraceRequest *rq) {
+        struct hbgd *d = c->d;
+        char msg[256];
+        if (rq->duration_ms == 0 || rq->duration_ms > TRACE_MAX_DURATION_MS) {
+                snprintf(msg, sizeof(msg), "trace: the duration must be 1 to %u ms", TRACE_MAX_DURATION_MS);
+                return send_error(c, -EINVAL, msg);
+        }
+        if (d->trace.owner && d->trace.owner != c->id) {
+                snprintf(msg, sizeof(msg), "trace: another trace is being taken (one at a time); try again later");
+                return send_error(c, -EBUSY, msg);
+        }
+        struct hbg_trace_filter f;
+        int err = trace_filter(c, rq->session_id, &f, msg, sizeof(msg));
+        if (err < 0) {
+                if (err == -EPERM) {
+                        struct hbg_log_fields lf = hbgd_log_limit_fields(c->log_limit);
+                        lf.err = err;
+                        hbgd_log_fields(LOG_NOTICE, &lf, "connection %" PRIu64 " (pid %d uid %u): refused: %s", c->id,
+                                        (int)c->cred.pid, (unsigned)c->cred.uid, msg);
+                }
+                return send_error(c, err, msg);
+        }
+        trace_release(d); /* this connection's previous one, if any */
+        err = hbg_engine_trace_start(d->engine, &f);
+        if (err < 0)
+                return send_error(c, err, "trace: out of memory for the trace buffers");
+        d->trace = (struct hbgd_trace){ .owner = c->id, .running = true,
+                                        .deadline_ms = clock_now_ms() + rq->duration_ms };
+        char what[64];
+        if (f.session)
+                snprintf(what, sizeof(what), "session %" PRIu64, f.session);
+        else if (f.uid < 0)
+                snprintf(what, sizeof(what), "every session");
+        else
+                snprintf(what, sizeof(what), "the sessions of uid %" PRId64, f.uid);
+        hbgd_log_session(LOG_INFO, c->log_limit, "connection %" PRIu64 " (pid %d uid %u): trace of %s for %u ms started",
+                         c->id, (int)c->cred.pid, (unsigned)c->cred.uid, what, rq->duration_ms);
+        Hbg__TraceReply r = HBG__TRACE_REPLY__INIT;
+        r.running = true;
+        r.remaining_ms = rq->duration_ms;
+        r.buffer_events = HBG_TRACE_THREAD_EVENTS;
+        Hbg__Envelope out = HBG__ENVELOPE__INIT;
+        out.msg_case = HBG__ENVELOPE__MSG_TRACE_REPLY;
+        out.trace_reply = &r;
+        return wire_send(c->sock, &out, NULL, 0, HBG_WIRE_MAX_MSG_DEFAULT);
+}
+
+static void event_to_proto(const struct hbg_trace_event *ev, unsigned thread, int64_t t0, Hbg__TraceEvent *p) {
+        hbg__trace_event__init(p);
+        p->kind = (Hbg__TraceKind)ev->kind;
+        p->thread = thread;
+        p->start_ns = ev->start_ns - t0;
+        p->end_ns = ev->end_ns - t0;
+        p->session_id = ev->session;
+        p->id = ev->id;
+        p->kernel = ev->kernel;
+        p->result = ev->result;
+        if (ev->kind == HBG_TRACE_GRAPH) {
+                p->first_id = ev->u.graph.first_id;
+                p->last_id = ev->u.graph.last_id;
+        } else if (ev->kind == HBG_TRACE_TASK || ev->kind == HBG_TRACE_HOST) {
+                p->block = ev->u.task.block;
+                p->blocks = ev->u.task.blocks;
+                p->wait_ns = ev->u.task.ready_ns ? ev->start_ns - ev->u.task.ready_ns : -1;
+        }
+}
+
+/* One fetch reply after the trace: every thread's counts, then records
+ * from the cursor while they fit what a client reads of one message. */
+static int trace_fetch_events(struct conn *c) {
+        struct hbgd *d = c->d;
+        struct hbgd_trace *tr = &d->trace;
+        unsigned nt = hbg_engine_threads(d->engine);
+        int64_t t0 = hbg_engine_trace_started(d->engine);
+        size_t limit = c->d->cfg.max_message < HBG_WIRE_MAX_MSG_DEFAULT ? c->d->cfg.max_message
+                                                                         : HBG_WIRE_MAX_MSG_DEFAULT;
+        Hbg__TraceReply r = HBG__TRACE_REPLY__INIT;
+        Hbg__TraceThread th[HBG_ENGINE_MAX_THREADS], *thp[HBG_ENGINE_MAX_THREADS];
+        for (unsigned i = 0; i < nt; i++) {
+                uint64_t total, dropped;
+                struct hbg_trace_event none;
+                hbg_engine_trace_read(d->engine, i, UINT64_MAX, &none, 0, &total, &dropped);
+                hbg__trace_thread__init(&th[i]);
+                th[i].index = i;
+                th[i].events = total;
+                th[i].dropped = dropped;
+                thp[i] = &th[i];
+        }
+        r.threads = thp;
+        r.n_threads = nt;
+        r.duration_ns = tr->stop_ns > t0 ? (uint64_t)(tr->stop_ns - t0) : 0;
+        r.unbuffered = hbg_engine_trace_unbuffered(d->engine);
+        r.buffer_events = HBG_TRACE_THREAD_EVENTS;
+        r.done = true; /* unless a record is left over below */
+        Hbg__Envelope out = HBG__ENVELOPE__INIT;
+        out.msg_case = HBG__ENVELOPE__MSG_TRACE_REPLY;
+        out.trace_reply = &r;
+        /* What the reply takes before events, with room for done and
+         * the envelope's length growing. */
+        size_t used = hbg__envelope__get_packed_size(&out) + 16;
+
+        size_t cap = limit / 8; /* an event takes more than 8 bytes */
+        Hbg__TraceEvent *evs = calloc(cap, sizeof(*evs));
+        Hbg__TraceEvent **evp = calloc(cap, sizeof(*evp));
+        struct hbg_trace_event *raw = calloc(TRACE_READ_CHUNK, sizeof(*raw));
+        if (!evs || !evp || !raw) {
+                free(evs);
+                free(evp);
+                free(raw);
+                return send_error(c, -ENOMEM, "trace: out of memory");
+        }
+        size_t n = 0;
+        bool full = false;
+        while (!full && tr->thread < nt) {
+                uint64_t total, dropped;
+                size_t got = hbg_engine_trace_read(d->engine, tr->thread, tr->index, raw, TRACE_READ_CHUNK, &total,
+                                                   &dropped);
+                if (got == 0) {
+                        tr->thread++;
+                        tr->index = 0;
+                        continue;
+                }
+                for (size_t k = 0; k < got; k++) {
+                        Hbg__TraceEvent *p = &evs[n];
+                        event_to_proto(&raw[k], tr->thread, t0, p);
+                        size_t sz = hbg__trace_event__get_packed_size(p) + 4; /* tag and length */
+                        if (n == cap || used + sz > limit) {
+                                full = true;
+                                break;
+                        }
+                        used += sz;
+                        evp[n++] = p;
+                        tr->index++;
+                }
+        }
+        r.events = evp;
+        r.n_events = n;
+        r.done = tr->thread >= nt;
+        int err = wire_send(c->sock, &out, NULL, 0, limit);
+        free(evs);
+        free(evp);
+        free(raw);
+        if (r.done)
+                trace_release(d);
+        return err;
+}
+
+/* TRACE_FETCH, and TRACE_STOP (stop first). */
+static int trace_fetch(struct conn *c, bool stop) {
+        struct hbgd *d = c->d;
+        if (d->trace.owner != c->id)
+                return send_error(c, -ENOENT, "trace: this connection has no trace (TRACE_START first)");
+        if (stop)
+                trace_stop(d);
+        int64_t now = clock_now_ms();
+        if (d->trace.running && now < d->trace.deadline_ms) {
+                Hbg__TraceReply r = HBG__TRACE_REPLY__INIT;
+                r.running = true;
+                r.remaining_ms = (uint64_t)(d->trace.deadline_ms - now);
+                r.buffer_events = HBG_TRACE_THREAD_EVENTS;
+                Hbg__Envelope out = HBG__ENVELOPE__INIT;
+                out.msg_case = HBG__ENVELOPE__MSG_TRACE_REPLY;
+                out.trace_reply = &r;
+                return wire_send(c->sock, &out, NULL, 0, HBG_WIRE_MAX_MSG_DEFAULT);
+        }
+        trace_stop(d);
+        return trace_fetch_events(c);
+}
+
+int tracing_reply(struct conn *c, const Hbg__TraceRequest *rq) {
+        switch (rq->action) {
+        case HBG__TRACE_ACTION__TRACE_START:
+                return trace_start(c, rq);
+        case HBG__TRACE_ACTION__TRACE_FETCH:
+        case HBG__TRACE_ACTION__TRACE_STOP:
+                return trace_fetch(c, rq->action == HBG__TRACE_ACTION__TRACE_STOP);
+        default:
+                return send_error(c, -EINVAL, "trace: unknown action");
+        }
+}
