@@ -95,7 +95,8 @@ static int trace_start(struct conn *c, const Hbg__TraceRequest *rq) {
                 snprintf(msg, sizeof(msg), "trace: the duration must be 1 to %u ms", TRACE_MAX_DURATION_MS);
                 return send_error(c, -EINVAL, msg);
         }
-        if (d->trace.owner && d->trace.owner != c->id) {
+        bool admin = access_role(&d->cfg, c->sock, &c->cred) == ACCESS_ADMIN;
+        if (d->trace.owner && d->trace.owner != c->id && (!admin || d->trace.admin)) {
                 snprintf(msg, sizeof(msg), "trace: another trace is being taken (one at a time); try again later");
                 return send_error(c, -EBUSY, msg);
         }
@@ -110,11 +111,16 @@ static int trace_start(struct conn *c, const Hbg__TraceRequest *rq) {
                 }
                 return send_error(c, err, msg);
         }
-        trace_release(d); /* this connection's previous one, if any */
+        if (d->trace.owner && d->trace.owner != c->id) /* an admin takes over a user's trace */
+                hbgd_log_session(LOG_NOTICE, c->log_limit,
+                                 "connection %" PRIu64 " (pid %d uid %u): trace of connection %" PRIu64
+                                 " ended to start its own (an admin's)",
+                                 c->id, (int)c->cred.pid, (unsigned)c->cred.uid, d->trace.owner);
+        trace_release(d); /* this connection's previous one, or the taken-over one */
         err = hbg_engine_trace_start(d->engine, &f);
         if (err < 0)
                 return send_error(c, err, "trace: out of memory for the trace buffers");
-        d->trace = (struct hbgd_trace){ .owner = c->id, .running = true,
+        d->trace = (struct hbgd_trace){ .owner = c->id, .admin = admin, .running = true,
                                         .deadline_ms = clock_now_ms() + rq->duration_ms };
         char what[64];
         if (f.session)
@@ -211,10 +217,14 @@ static int trace_fetch_events(struct conn *c) {
                         continue;
                 }
                 for (size_t k = 0; k < got; k++) {
+                        if (n == cap) { /* before evs[n] is touched */
+                                full = true;
+                                break;
+                        }
                         Hbg__TraceEvent *p = &evs[n];
                         event_to_proto(&raw[k], tr->thread, t0, p);
                         size_t sz = hbg__trace_event__get_packed_size(p) + 4; /* tag and length */
-                        if (n == cap || used + sz > limit) {
+                        if (used + sz > limit) {
                                 full = true;
                                 break;
                         }

@@ -14,6 +14,7 @@ struct Hbg__TraceRequest;
  * whose it is and how far its reader got). Zeroed: none. */
 struct hbgd_trace {
         uint64_t owner;                /* the connection that started it; 0: none */
+        bool admin;                    /* owner is an admin: not taken over by another */
         bool running;                  /* recording */
         int64_t deadline_ms;           /* recording ends then */
         int64_t stop_ns;               /* when it ended (CLOCK_MONOTONIC) */

@@ -201,6 +201,8 @@ static void *resolver_main(void *arg) {
         struct hbg_engine *e = t->engine;
         int64_t idle_since = 0;
 
+        trace_thread_bind(&e->trace, t->index); /* its parks and wake-ups */
+
         while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
                 bool work = false;
                 unsigned high = atomic_load_explicit(&e->rings_high, memory_order_acquire);

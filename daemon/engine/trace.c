@@ -77,10 +77,17 @@ static void record_end(uint32_t ep, uint32_t n) {
         atomic_store_explicit(&trace_self->head, ((uint64_t)ep << 32) | (n + 1), memory_order_release);
 }
 
-/* Is ring r's work recorded by the running trace? */
-static bool ring_traced(struct trace_state *ts, const struct hbg_ring *r) {
-        uint64_t session = atomic_load_explicit(&ts->session, memory_order_relaxed);
-        int64_t uid = atomic_load_explicit(&ts->uid, memory_order_relaxed);
+/* Is ring r's work recorded by trace ep? The epoch first, with acquire
+ * (pairs with the starter's release store of it): the filter read next is
+ * ep's or a later trace's. The filter loads are acquire too, pairing with
+ * its release stores: a later trace's filter (stored after the stop of
+ * ep) makes record_begin's epoch check see that stop, so no record of ep
+ * is ever made under another trace's filter (weakly ordered CPUs). */
+static bool ring_traced(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r) {
+        if (atomic_load_explicit(&ts->epoch, memory_order_acquire) != ep)
+                return false;
+        uint64_t session = atomic_load_explicit(&ts->session, memory_order_acquire);
+        int64_t uid = atomic_load_explicit(&ts->uid, memory_order_acquire);
         if (session && r->log_fields.session != session)
                 return false;
         return uid < 0 || (r->log_fields.has_uid && (int64_t)r->log_fields.uid == uid);
@@ -96,12 +103,12 @@ static uint16_t task_kernel(const struct task_slot *s) {
 /* A ready time from before this trace began tells nothing (a slot's
  * stamp from an earlier lap or trace): 0. */
 static int64_t ready_in_trace(struct trace_state *ts, int64_t ready_ns) {
-        return ready_ns >= atomic_load_explicit(&ts->started_ns, memory_order_relaxed) ? ready_ns : 0;
+        return ready_ns >= atomic_load_explicit(&ts->started_ns, memory_order_acquire) ? ready_ns : 0;
 }
 
 void trace_task(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r, const struct task_slot *s,
                 uint64_t id, uint32_t block, uint32_t blocks, int result, int64_t start_ns) {
-        if (!ring_traced(ts, r))
+        if (!ring_traced(ts, ep, r))
                 return;
         uint32_t n;
         struct hbg_trace_event *ev = record_begin(ts, ep, &n);
@@ -117,7 +124,7 @@ void trace_task(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r, c
 
 void trace_host(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r, const struct task_slot *s,
                 uint64_t id, int result) {
-        if (!ring_traced(ts, r))
+        if (!ring_traced(ts, ep, r))
                 return;
         int64_t ready = ready_in_trace(ts, s->trace_ready_ns);
         if (ready == 0)
@@ -136,7 +143,7 @@ void trace_host(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r, c
 
 void trace_graph(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r, uint64_t number, uint64_t first,
                  uint64_t last, int result, int64_t since_ns) {
-        if (!ring_traced(ts, r))
+        if (!ring_traced(ts, ep, r))
                 return;
         uint32_t n;
         struct hbg_trace_event *ev = record_begin(ts, ep, &n);
@@ -176,9 +183,11 @@ int hbg_engine_trace_start(struct hbg_engine *e, const struct hbg_trace_filter *
                 if (!ts->events)
                         return -ENOMEM;
         }
-        atomic_store_explicit(&ts->session, f->session, memory_order_relaxed);
-        atomic_store_explicit(&ts->uid, f->uid, memory_order_relaxed);
-        atomic_store_explicit(&ts->started_ns, clock_now_ns(), memory_order_relaxed);
+        /* Release: the stop of the previous trace (epoch 0) comes before
+         * these for whoever reads them (ring_traced()). */
+        atomic_store_explicit(&ts->session, f->session, memory_order_release);
+        atomic_store_explicit(&ts->uid, f->uid, memory_order_release);
+        atomic_store_explicit(&ts->started_ns, clock_now_ns(), memory_order_release);
         if (++ts->last_epoch == 0)
                 ts->last_epoch = 1;
         /* Release: a recorder that sees this epoch (acquire, record_begin)

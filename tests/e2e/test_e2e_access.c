@@ -932,6 +932,33 @@ START_TEST(visibility_roles) {
         ASSERT_CTL(d, r, 0, "trace of one's own session");
         ctl_run_argv(&r, AS_ADMIN, S, IDS("trace", "--session", s42id, "--duration", "0.05", "-o", "/dev/null"));
         ASSERT_CTL(d, r, 0, "trace by an admin");
+        /* One trace at a time, but a user's cannot lock admins out: while
+         * uid 4242 traces for 30 s, uid 4243 is told to wait, an admin's
+         * start ends the user's trace and takes the slot. */
+        fflush(NULL);
+        pid_t user = fork();
+        ck_assert_int_ge(user, 0);
+        if (user == 0) {
+                int null = open("/dev/null", O_WRONLY);
+                if (null < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+                        _exit(126);
+                execlp("setpriv", "setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", "--", ctl_bin,
+                       "--socket", S, "trace", "--session", s42id, "--duration", "30", "-o", "/dev/null", (char *)NULL);
+                _exit(127);
+        }
+        int busy_tries = 0;
+        do { /* until the user's trace runs (its start takes a moment) */
+                usleep(20000);
+                ctl_run_argv(&r, AS_4243, S, IDS("trace", "--duration", "0.01", "-o", "/dev/null"));
+        } while (r.code == 0 && ++busy_tries < 500);
+        ASSERT_CTL(d, r, 1, "a second trace while a user's runs");
+        ASSERT_SAYS(d, r, "another trace is being taken", "one trace at a time");
+        ctl_run_argv(&r, AS_ADMIN, S, IDS("trace", "--duration", "0.05", "-o", "/dev/null"));
+        ASSERT_CTL(d, r, 0, "an admin's trace while a user's runs");
+        int st;
+        while (waitpid(user, &st, 0) < 0)
+                ck_assert(errno == EINTR);
+        D_ASSERT(d, WIFEXITED(st) && WEXITSTATUS(st) != 0, "the user's trace, taken over, should fail (status %d)", st);
         /* an admin may */
         ctl_run_as2(&r, AS_ADMIN, S, "cancel", s42id, "0");
         ASSERT_CTL(d, r, 0, "cancel by an admin");
