@@ -18,6 +18,8 @@
 
 #include "ctl/ctl.h"
 #include "ctl/error.h"
+#include "ctl/exporter.h"
+#include "ctl/metrics.h"
 #include "ctl/output.h"
 
 struct verb;
@@ -51,9 +53,18 @@ static int verb_top(const struct verb *v, const struct ctl_opts *o, const char *
         return cmd_top(o);
 }
 
+/* The metrics, printed or (--listen) served: the exporter is above the
+ * printer, which checks the options for both first. */
 static int verb_metrics(const struct verb *v, const struct ctl_opts *o, const char *arg) {
         (void)v, (void)arg;
-        return cmd_metrics(o);
+        if (!o->listen)
+                return cmd_metrics(o);
+        if (o->metrics_format) { /* --format=help lists; a bad name is a usage error */
+                int rc = metrics_check_format(o->metrics_format);
+                if (rc >= 0)
+                        return rc;
+        }
+        return exporter_run(o->socket, o->listen, o->per_uid);
 }
 
 static int verb_wait(const struct verb *v, const struct ctl_opts *o, const char *arg) {

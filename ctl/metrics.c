@@ -33,7 +33,6 @@
 #include "ctl/ctl.h"
 #include "ctl/daemon_conn.h"
 #include "ctl/error.h"
-#include "ctl/exporter.h"
 #include "ctl/metrics.h"
 #include "ctl/output.h"
 
@@ -447,26 +446,36 @@ static int write_atomically(const char *path, const char *data, size_t len) {
         return 0;
 }
 
-int cmd_metrics(const struct ctl_opts *o) {
-        const struct metrics_format *fmt = metrics_format_default();
-        if (o->metrics_format && strcmp(o->metrics_format, "help") == 0) {
+int metrics_check_format(const char *name) {
+        if (strcmp(name, "help") == 0) {
                 metrics_format_names(stdout, "\n");
                 putchar('\n');
                 return 0;
         }
-        if (o->metrics_format && !(fmt = metrics_format_find(o->metrics_format))) {
-                fprintf(stderr, "hbgctl: --format: '%s' is not a format (", o->metrics_format);
+        if (!metrics_format_find(name)) {
+                fprintf(stderr, "hbgctl: --format: '%s' is not a format (", name);
                 metrics_format_names(stderr, ", ");
                 fprintf(stderr, ")\n");
                 return EXIT_USAGE;
+        }
+        return -1;
+}
+
+int cmd_metrics(const struct ctl_opts *o) {
+        const struct metrics_format *fmt = metrics_format_default();
+        if (o->metrics_format) {
+                int rc = metrics_check_format(o->metrics_format);
+                if (rc >= 0)
+                        return rc;
+                fmt = metrics_format_find(o->metrics_format);
         }
         if (o->per_uid && !o->listen) {
                 fprintf(stderr, "hbgctl: --per-uid is the exporter's (--listen); hbgctl metrics shows the rows "
                                 "its user may see\n");
                 return EXIT_USAGE;
         }
-        if (o->listen)
-                return exporter_run(o->socket, o->listen, o->per_uid);
+        if (o->listen) /* the exporter's (hbgctl.c): it calls down into this file */
+                return EXIT_USAGE;
         Hbg__Envelope *reply = NULL;
         int rc = metrics_fetch(o->socket, &reply);
         if (rc)

@@ -21,6 +21,8 @@ struct metrics_format {
 const struct metrics_format *metrics_format_find(const char *name);
 /* The formats' names, separated by sep ("openmetrics, prometheus"). */
 void metrics_format_names(FILE *out, const char *sep);
+/* --format NAME: -1 a format; 0 "help" (the names printed); EXIT_USAGE (said). */
+int metrics_check_format(const char *name);
 /* The default: OpenMetrics. */
 const struct metrics_format *metrics_format_default(void);
 /* The exposition of reply r (a STATUS_METRICS StatusReply, as ctl_status()

@@ -45,12 +45,6 @@ static void trace_free(struct trace_data *t) {
         memset(t, 0, sizeof(*t));
 }
 
-const char *trace_kernel_name(const struct trace_data *t, uint32_t id) {
-        if (id < t->n_kernels && t->kernel_names[id])
-                return t->kernel_names[id];
-        return "task";
-}
-
 static int by_session_first(const void *a, const void *b) {
         const struct trace_event *x = a, *y = b;
         if (x->session != y->session)

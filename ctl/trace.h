@@ -37,7 +37,9 @@ struct trace_data {
 };
 
 /* The kernel's name ("task" if hbgd did not list it). */
-const char *trace_kernel_name(const struct trace_data *t, uint32_t id);
+static inline const char *trace_kernel_name(const struct trace_data *t, uint32_t id) {
+        return id < t->n_kernels && t->kernel_names[id] ? t->kernel_names[id] : "task";
+}
 /* The graph number of task `id` of `session`, -1 if no retired graph of
  * the trace holds it. */
 int64_t trace_graph_of(const struct trace_data *t, uint64_t session, uint64_t id);
