@@ -480,6 +480,8 @@ int cmd_metrics(const struct ctl_opts *o) {
         int rc = metrics_fetch(o->socket, &reply);
         if (rc)
                 return rc;
+        if (!reply) /* metrics_fetch() gives one with 0: said for the optimiser */
+                return ctl_error(-EPROTO, "no reply from hbgd");
         const Hbg__StatusReply *r = reply->status_reply;
         char *text = NULL;
         size_t len = 0;
