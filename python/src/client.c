@@ -40,7 +40,7 @@ int hbgpy_client_check(ClientObject *cl, const char *what) {
 int hbgpy_client_enter(ClientObject *cl, const char *what, int host_ok) {
         if (hbgpy_client_check(cl, what) < 0)
                 return -1;
-        if (cl->owned && pthread_equal(cl->owner, pthread_self())) {
+        if (hbgpy_client_held_here(cl)) {
                 /* A host function of cl without worker threads runs on
                  * the thread that holds the lock, inside a wait: it may
                  * allocate and read the kernel table (as hbg.h allows),
@@ -126,7 +126,7 @@ static void client_disconnect(ClientObject *cl) {
         cl->active_graph = NULL;
         cl->n_deferred = 0;
         if (!hbgpy_client_foreign(cl)) {
-                if (hbgpy_host_depth() > 0 || (cl->owned && pthread_equal(cl->owner, pthread_self()))) {
+                if (hbgpy_host_depth() > 0 || hbgpy_client_held_here(cl)) {
                         if (Py_AddPendingCall(disconnect_raw, c) != 0)
                                 c = NULL; /* the queue is full: the session ends with the process */
                 } else {

@@ -449,8 +449,7 @@ static void graph_dealloc(GraphObject *g) {
                 /* Not where the client cannot submit (closed, a forked
                  * child's, busy on this very thread): its next graph or
                  * its end deals with them. */
-                int can = cl->c && !cl->closed && !hbgpy_client_foreign(cl) && hbgpy_host_client() != cl &&
-                          !(cl->owned && pthread_equal(cl->owner, pthread_self()));
+                int can = cl->c && !cl->closed && !hbgpy_client_foreign(cl) && !hbgpy_client_busy_here(cl);
                 if (can) {
                         PyObject *exc_type, *exc_value, *exc_tb;
                         PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
@@ -913,8 +912,8 @@ static void recording_dealloc(RecordingObject *r) {
                 /* Dropped inside its with block (a generator left
                  * unfinished): end it, or the client's adds would go on
                  * being recorded. */
-                if (cl->c && !hbgpy_client_foreign(cl) && !(cl->owned && pthread_equal(cl->owner, pthread_self())) &&
-                    hbgpy_host_client() != cl && pthread_mutex_trylock(&cl->lock) == 0) {
+                if (cl->c && !hbgpy_client_foreign(cl) && !hbgpy_client_busy_here(cl) &&
+                    pthread_mutex_trylock(&cl->lock) == 0) {
                         uint32_t id;
                         (void)hbg_graph_record_end(cl->c, &id);
                         pthread_mutex_unlock(&cl->lock);

@@ -122,6 +122,15 @@ void hbgpy_client_leave(ClientObject *cl, int held);
 int hbgpy_client_check(ClientObject *cl, const char *what);
 void hbgpy_client_block_gone(ClientObject *cl);
 ClientObject *hbgpy_host_client(void);
+/* This thread holds cl's lock: a call of cl is below on its stack. */
+static inline int hbgpy_client_held_here(const ClientObject *cl) {
+        return cl->owned && pthread_equal(cl->owner, pthread_self());
+}
+/* This thread is inside a call of cl or one of its host functions:
+ * what would enter cl (or end it) must not run here. */
+static inline int hbgpy_client_busy_here(const ClientObject *cl) {
+        return hbgpy_client_held_here(cl) || hbgpy_host_client() == cl;
+}
 
 /* heap.c */
 PyObject *hbgpy_client_empty(ClientObject *cl, PyObject *args, PyObject *kwds);

@@ -40,7 +40,7 @@ static void heap_block_dealloc(HeapBlockObject *b) {
         if (cl) {
                 if (cl->c && !hbgpy_client_foreign(cl)) {
                         int freed = 0;
-                        if (hbgpy_host_client() != cl && pthread_mutex_trylock(&cl->lock) == 0) {
+                        if (!hbgpy_client_busy_here(cl) && pthread_mutex_trylock(&cl->lock) == 0) {
                                 freed = hbg_tensor_free(cl->c, b->t) != -EDEADLK;
                                 pthread_mutex_unlock(&cl->lock);
                         }

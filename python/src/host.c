@@ -247,7 +247,7 @@ int hbgpy_host_fn(void *userdata) {
                 PyObject *fn = Py_NewRef(h->fn); /* close() may drop h->fn meanwhile */
                 /* Run inside a call of cl on this thread (no worker threads):
                  * cl's calls may re-enter (hbgpy_client_enter). */
-                int inline_run = cl->owned && pthread_equal(cl->owner, pthread_self());
+                int inline_run = hbgpy_client_held_here(cl);
                 cl->inline_hosts += inline_run;
                 current_host_client = cl;
                 host_depth++;
