@@ -100,7 +100,7 @@ CORE_SRCS := $(addprefix daemon/engine/,engine.c sched.c ring_table.c fair_share
                completion.c $(notdir $(sort $(wildcard daemon/engine/completion_*.c))) \
                ingest.c validate.c classify.c launch.c recorded.c ready.c complete.c retire.c signal.c failures.c \
                queues.c work.c mailbox.c stall.c ring.c cancel.c live_graphs.c \
-               wakeup.c trace.c engine_log.c histogram.c kernels.c kernels_builtin.c)
+               wakeup.c trace.c engine_log.c histogram.c ktime.c kernels.c kernels_builtin.c)
 CORE_OBJS := $(CORE_SRCS:%.c=$(B)/obj/%.o)
 CORE_LIB  := $(B)/lib/libhbgcore.a
 
@@ -477,7 +477,10 @@ $(B)/tests/test_e2e_hbgctl: | $(HBGCTL_BIN) $(EXAMPLE_BIN)
 # client's table with that built-in table.
 $(B)/tests/test_e2e_proto_attack $(B)/tests/test_e2e_api: TEST_EXTRA_LIBS = $(SHM_LIB)
 $(B)/tests/test_e2e_proto_attack $(B)/tests/test_e2e_api: $(SHM_LIB)
-# test_e2e_metrics runs hbgctl metrics (a subprocess).
+# test_e2e_metrics runs hbgctl metrics and kernels (subprocesses), reads
+# the latter's JSON with json-c.
+$(B)/obj/tests/e2e/test_e2e_metrics.o: TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)
+$(B)/tests/test_e2e_metrics: TEST_EXTRA_LIBS = $(JSONC_LIBS)
 $(B)/tests/test_e2e_metrics: | $(HBGCTL_BIN)
 # test_e2e_journal runs hbgd on a pseudo-terminal (forkpty).
 $(B)/tests/test_e2e_journal: TEST_EXTRA_LIBS = -lutil

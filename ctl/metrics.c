@@ -73,6 +73,8 @@ enum source {
         SRC_ERRNO,             /* a MetricErrno list of Metrics: label errno */
         SRC_HISTOGRAM,         /* a Histogram of Metrics */
         SRC_THREAD_HISTOGRAM,  /* each MetricThread's task_run: label thread */
+        SRC_KERNELS,           /* a field of each MetricKernel of Metrics: label kernel */
+        SRC_KERNEL_HISTOGRAM,  /* a Histogram of each MetricKernel: label kernel */
         SRC_BUILD_INFO,        /* an info: DaemonStatus' version, io backend, completion mode */
         SRC_SELF,              /* a field of the exporter's own struct procstat (exporter only) */
 };
@@ -90,7 +92,7 @@ struct family {
         const char *name;      /* a counter's samples add _total, an info's _info */
         const char *type;      /* counter, gauge, histogram or info */
         const char *unit;      /* "" or the last part of the name */
-        const char *help;      /* SRC_THREAD_HISTOGRAM: the sampling rate follows */
+        const char *help;      /* SRC_THREAD_HISTOGRAM: a sampling rate may follow */
         enum source src;
         size_t offset;         /* of the field; SRC_ERRNO: of its n_ count */
         size_t width;          /* of an integer field, bytes; SRC_ERRNO: offset of the list */
@@ -104,6 +106,8 @@ struct family {
 #define USERS(f) SRC_USERS, offsetof(Hbg__MetricUser, f), sizeof(((Hbg__MetricUser *)0)->f)
 #define ERRNO_LIST(f) SRC_ERRNO, offsetof(Hbg__Metrics, n_##f), offsetof(Hbg__Metrics, f)
 #define HISTOGRAM(f) SRC_HISTOGRAM, offsetof(Hbg__Metrics, f), 0
+#define KERNELS(f) SRC_KERNELS, offsetof(Hbg__MetricKernel, f), sizeof(((Hbg__MetricKernel *)0)->f)
+#define KERNEL_HISTOGRAM(f) SRC_KERNEL_HISTOGRAM, offsetof(Hbg__MetricKernel, f), 0
 #define SELF(f) SRC_SELF, offsetof(struct procstat, f), sizeof(((struct procstat *)0)->f)
 
 static const struct family families[] = {
@@ -171,8 +175,20 @@ static const struct family families[] = {
         { "hbg_task_blocks_dispatched", "counter", "", "Task blocks started on a core, per scheduler thread.",
           THREADS(dispatched), 1 },
         { "hbg_task_run_seconds", "histogram", "seconds",
-          "Kernel run time of the blocks of a task one thread runs in one go, per scheduler thread",
+          "Kernel task run time, first block's start to last block's end, of the tasks whose last block a thread "
+          "ran, per scheduler thread",
           SRC_THREAD_HISTOGRAM, 0, 0, 1 },
+        { "hbg_kernel_tasks", "counter", "",
+          "Tasks run to their end per kernel (of their first lane), failed ones included.", KERNELS(tasks), 1 },
+        { "hbg_kernel_failures", "counter", "",
+          "Tasks per kernel that failed (the kernel's error, its time budget, a cancel, the ring's end).",
+          KERNELS(failures), 1 },
+        { "hbg_kernel_run_seconds", "histogram", "seconds",
+          "Task run time per kernel, first block's start to last block's end; every task timed.",
+          KERNEL_HISTOGRAM(run), 1 },
+        { "hbg_kernel_wait_seconds", "histogram", "seconds",
+          "Task wait per kernel, from made ready (inputs complete) to first block's start; every task timed.",
+          KERNEL_HISTOGRAM(wait), 1 },
         { "hbg_watermark_advances", "counter", "", "Completed-watermark advances, per scheduler thread.",
           THREADS(watermark_advances), 1 },
         { "hbg_failsafe_pushes", "counter", "",
@@ -254,8 +270,32 @@ static void le_label(uint64_t ns, char *buf, size_t size) {
                 strncat(buf, ".0", size - strlen(buf) - 1);
 }
 
-/* A histogram's samples; labels: "" or `thread="N",`. -EPROTO if the
- * reply's histogram is malformed. */
+/* The longest labels print_histogram() takes: a kernel's name is at most
+ * HBG_KERNEL_NAME_MAX characters; hbgd's are checked, a reply's are not. */
+#define LABELS_MAX 160
+
+/* `key="value",` escaped (print_label_value()'s rules) into buf; -ENOSPC
+ * if it does not fit. */
+static int label_text(char *buf, size_t size, const char *key, const char *value) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        if (!f)
+                return -ENOMEM;
+        fprintf(f, "%s=", key);
+        print_label_value(f, value);
+        fputc(',', f);
+        int err = fclose(f) ? -ENOMEM : 0;
+        if (!err && len >= size)
+                err = -ENOSPC;
+        if (!err)
+                memcpy(buf, text, len + 1);
+        free(text);
+        return err;
+}
+
+/* A histogram's samples; labels: "" or `thread="N",` (at most
+ * LABELS_MAX). -EPROTO if the reply's histogram is malformed. */
 static int print_histogram(FILE *out, const char *name, const char *labels, const Hbg__Histogram *h) {
         if (!h || h->n_buckets != h->n_bounds_ns + 1)
                 return -EPROTO;
@@ -273,7 +313,7 @@ static int print_histogram(FILE *out, const char *name, const char *labels, cons
                 fprintf(out, "%s_bucket{%sle=\"%s\"} %" PRIu64 "\n", name, labels, le, total);
         }
         /* Labels without the trailing comma for _count and _sum. */
-        char plain[64];
+        char plain[LABELS_MAX];
         snprintf(plain, sizeof(plain), "%.*s", labels[0] ? (int)strlen(labels) - 1 : 0, labels);
         const char *open = plain[0] ? "{" : "", *close = plain[0] ? "}" : "";
         fprintf(out, "%s_count%s%s%s %" PRIu64 "\n", name, open, plain, close, total);
@@ -296,9 +336,11 @@ static int print_family(FILE *out, const struct family *f, const Hbg__StatusRepl
         fprintf(out, "# TYPE %s %s\n", family, info && !fmt->info_type ? "gauge" : f->type);
         if (fmt->unit_lines && f->unit[0])
                 fprintf(out, "# UNIT %s %s\n", family, f->unit);
-        if (f->src == SRC_THREAD_HISTOGRAM)
+        if (f->src == SRC_THREAD_HISTOGRAM && m->task_sample_every > 1)
                 fprintf(out, "# HELP %s %s; sampled: one run in %u is timed.\n", family, f->help,
                         m->task_sample_every);
+        else if (f->src == SRC_THREAD_HISTOGRAM)
+                fprintf(out, "# HELP %s %s.\n", family, f->help);
         else
                 fprintf(out, "# HELP %s %s\n", family, f->help);
 
@@ -349,6 +391,24 @@ static int print_family(FILE *out, const struct family *f, const Hbg__StatusRepl
                         char labels[32];
                         snprintf(labels, sizeof(labels), "thread=\"%u\",", m->threads[i]->index);
                         if (print_histogram(out, f->name, labels, m->threads[i]->task_run) < 0)
+                                return -EPROTO;
+                }
+                return 0;
+        case SRC_KERNELS:
+                for (size_t i = 0; i < m->n_kernels; i++) {
+                        fprintf(out, "%s%s{kernel=", f->name, suffix);
+                        print_label_value(out, m->kernels[i]->name);
+                        fputs("} ", out);
+                        print_value(out, field_u(m->kernels[i], f), f->divisor);
+                }
+                return 0;
+        case SRC_KERNEL_HISTOGRAM:
+                for (size_t i = 0; i < m->n_kernels; i++) {
+                        char labels[LABELS_MAX];
+                        const Hbg__Histogram *h;
+                        memcpy(&h, (const char *)m->kernels[i] + f->offset, sizeof(h));
+                        if (label_text(labels, sizeof(labels), "kernel", m->kernels[i]->name) < 0 ||
+                            print_histogram(out, f->name, labels, h) < 0)
                                 return -EPROTO;
                 }
                 return 0;

@@ -282,14 +282,76 @@ static json_object *threads_json(const Hbg__StatusReply *r) {
         return rows_json((void **)r->threads, r->n_threads, "index", "thread");
 }
 
+double hist_quantile_ns(const uint64_t *buckets, const uint64_t *bounds_ns, size_t nbounds, double q) {
+        uint64_t count = 0, below = 0;
+        for (size_t i = 0; i <= nbounds; i++)
+                count += buckets[i];
+        if (!count)
+                return -1;
+        double rank = q * (double)count;
+        for (size_t i = 0; i <= nbounds; i++) {
+                if (!buckets[i] || (double)(below + buckets[i]) < rank) {
+                        below += buckets[i];
+                        continue;
+                }
+                if (i == nbounds)
+                        return nbounds ? (double)bounds_ns[nbounds - 1] : 0;
+                double lo = i ? (double)bounds_ns[i - 1] : 0, hi = (double)bounds_ns[i];
+                return lo + (hi - lo) * (rank - (double)below) / (double)buckets[i];
+        }
+        return nbounds ? (double)bounds_ns[nbounds - 1] : 0;
+}
+
+static json_object *quantile_json(const Hbg__Histogram *h, double q) {
+        double v = h ? hist_quantile_ns(h->buckets, h->bounds_ns, h->n_bounds_ns, q) : -1;
+        return v < 0 ? NULL : json_object_new_uint64((uint64_t)(v + 0.5));
+}
+
+json_object *histogram_json(const Hbg__Histogram *h) {
+        /* A malformed one (hbgd sends one more bucket than bounds) as empty. */
+        if (h && h->n_buckets != h->n_bounds_ns + 1)
+                h = NULL;
+        json_object *o = json_object_new_object(), *bounds = json_object_new_array(),
+                    *buckets = json_object_new_array();
+        uint64_t count = 0;
+        for (size_t i = 0; h && i < h->n_buckets; i++) {
+                count += h->buckets[i];
+                json_object_array_add(buckets, json_object_new_uint64(h->buckets[i]));
+                if (i < h->n_bounds_ns)
+                        json_object_array_add(bounds, json_object_new_uint64(h->bounds_ns[i]));
+        }
+        json_object_object_add(o, "count", json_object_new_uint64(count));
+        json_object_object_add(o, "sum_ns", json_object_new_uint64(h ? h->sum_ns : 0));
+        json_object_object_add(o, "p50_ns", quantile_json(h, 0.5));
+        json_object_object_add(o, "p99_ns", quantile_json(h, 0.99));
+        json_object_object_add(o, "bounds_ns", bounds);
+        json_object_object_add(o, "buckets", buckets);
+        return o;
+}
+
+const Hbg__MetricKernel *metric_kernel_find(const Hbg__Metrics *m, uint32_t id) {
+        for (size_t i = 0; m && i < m->n_kernels; i++)
+                if (m->kernels[i]->id == id)
+                        return m->kernels[i];
+        return NULL;
+}
+
 /* Each kernel's module, "built-in" for hbgd's own (and for every kernel
- * of an hbgd older than modules, which sends none). */
+ * of an hbgd older than modules, which sends none), and what it ran
+ * since hbgd started: tasks, failures, run and wait histograms (0 and
+ * empty for a kernel that ran nothing, and from an hbgd older than
+ * per-kernel times). */
 static json_object *kernels_json(const Hbg__StatusReply *r) {
         json_object *a = rows_json((void **)r->kernels, r->n_kernels, NULL, NULL);
         for (size_t i = 0; a && i < json_object_array_length(a); i++) {
                 json_object *k = json_object_array_get_idx(a, i), *m = NULL;
                 if (!json_object_object_get_ex(k, "module", &m) || !json_object_get_string_len(m))
                         json_object_object_add(k, "module", json_object_new_string("built-in"));
+                const Hbg__MetricKernel *mk = metric_kernel_find(r->metrics, r->kernels[i]->id);
+                json_object_object_add(k, "tasks", json_object_new_uint64(mk ? mk->tasks : 0));
+                json_object_object_add(k, "failures", json_object_new_uint64(mk ? mk->failures : 0));
+                json_object_object_add(k, "run", histogram_json(mk ? mk->run : NULL));
+                json_object_object_add(k, "wait", histogram_json(mk ? mk->wait : NULL));
         }
         return a;
 }
@@ -394,6 +456,8 @@ static const struct column kernel_cols[] = {
         { "name", -18, NULL },
         { "module", -10, NULL },
         { "splittable", -10, NULL },
+        { "tasks", 10, NULL },
+        { "failures", 8, NULL },
         { "args", 0, args_text },
 };
 

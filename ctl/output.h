@@ -40,3 +40,15 @@ struct column {
 void print_table(FILE *f, const char *indent, const struct column *cols, size_t ncols, json_object *rows);
 /* "name value" lines for the keys of o given (width: of the names). */
 void print_labels(FILE *f, json_object *o, const char *const *keys, size_t nkeys);
+
+/* The q-quantile (0 < q < 1) of a histogram's observations, in ns, the
+ * way Prometheus' histogram_quantile() estimates it: linear within the
+ * bucket the rank falls in (the first from 0), the last bound for the
+ * bucket above every bound. buckets[nbounds + 1], not cumulative. -1 for
+ * an empty histogram. */
+double hist_quantile_ns(const uint64_t *buckets, const uint64_t *bounds_ns, size_t nbounds, double q);
+/* A Histogram as JSON: count, sum_ns, p50_ns, p99_ns (null when empty),
+ * bounds_ns and buckets (not cumulative); NULL h: an empty one. */
+json_object *histogram_json(const Hbg__Histogram *h);
+/* The MetricKernel of kernel `id` in r's metrics, NULL if none. */
+const Hbg__MetricKernel *metric_kernel_find(const Hbg__Metrics *m, uint32_t id);

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * `hbgctl top`: threads, sessions and totals with their rates, like pw-top
- * and top. Each snapshot is the difference of two status replies (the
- * daemon's uptime is the clock, so the rates are hbgd's, whatever the
- * round trips cost). Interactive on a terminal: the screen is redrawn
+ * `hbgctl top`: threads, sessions, kernels and totals with their rates,
+ * like pw-top and top. Each snapshot is the difference of two status
+ * replies (the daemon's uptime is the clock, so the rates are hbgd's,
+ * whatever the round trips cost); the kernels' come from two metrics
+ * replies, their quantiles from the histograms' difference: the
+ * interval's tasks only. Interactive on a terminal: the screen is redrawn
  * every delay, q or Ctrl-C quits. Batch (-b, or stdout not a terminal):
  * -n snapshots one after the other, with --json one object a line.
  */
@@ -59,8 +61,52 @@ static void add_rate(json_object *o, const char *key, double v) {
         json_object_object_add(o, key, json_object_new_double_s(strtod(text, NULL), text));
 }
 
-/* One snapshot: cur against prev (prev's sessions get sorted). */
-static json_object *snapshot(Hbg__StatusReply *prev, const Hbg__StatusReply *cur) {
+/* A quantile of the interval's observations (cur - prev, in µs to the
+ * hundredth), or null when it has none. */
+static void add_quantile(json_object *o, const char *key, const Hbg__Histogram *cur, const Hbg__Histogram *prev,
+                         double q) {
+        uint64_t d[64];
+        double v = -1;
+        if (cur && cur->n_buckets == cur->n_bounds_ns + 1 && cur->n_buckets <= sizeof(d) / sizeof(d[0])) {
+                bool same = prev && prev->n_buckets == cur->n_buckets;
+                for (size_t i = 0; i < cur->n_buckets; i++) {
+                        uint64_t p = same ? prev->buckets[i] : 0;
+                        d[i] = cur->buckets[i] > p ? cur->buckets[i] - p : 0;
+                }
+                v = hist_quantile_ns(d, cur->bounds_ns, cur->n_bounds_ns, q);
+        }
+        if (v < 0)
+                json_object_object_add(o, key, NULL);
+        else
+                add_rate(o, key, v / 1000.0);
+}
+
+/* The kernels that ran a task (cur's metrics against prev's): tasks per
+ * second, run time p50 and p99, wait p99 over the interval. */
+static json_object *kernels_snapshot(const Hbg__Metrics *prev, const Hbg__Metrics *cur, uint64_t dt) {
+        json_object *a = json_object_new_array();
+        for (size_t i = 0; cur && i < cur->n_kernels; i++) {
+                const Hbg__MetricKernel *k = cur->kernels[i], *p = metric_kernel_find(prev, k->id);
+                static const Hbg__MetricKernel zero = HBG__METRIC_KERNEL__INIT;
+                if (!p)
+                        p = &zero;
+                json_object *e = json_object_new_object();
+                json_object_object_add(e, "kernel", json_object_new_string(k->name ? k->name : ""));
+                add_rate(e, "tasks_per_s", rate(k->tasks, p->tasks, dt));
+                add_quantile(e, "run_p50_us", k->run, p->run, 0.5);
+                add_quantile(e, "run_p99_us", k->run, p->run, 0.99);
+                add_quantile(e, "wait_p99_us", k->wait, p->wait, 0.99);
+                json_object_object_add(e, "tasks", json_object_new_uint64(k->tasks));
+                json_object_object_add(e, "failures", json_object_new_uint64(k->failures));
+                json_object_array_add(a, e);
+        }
+        return a;
+}
+
+/* One snapshot: cur against prev (prev's sessions get sorted); the
+ * kernels from the metrics replies mprev and mcur. */
+static json_object *snapshot(Hbg__StatusReply *prev, const Hbg__StatusReply *cur, const Hbg__StatusReply *mprev,
+                             const Hbg__StatusReply *mcur) {
         const Hbg__DaemonStatus *pd = prev->daemon, *cd = cur->daemon;
         uint64_t dt = cd->uptime_ms > pd->uptime_ms ? cd->uptime_ms - pd->uptime_ms : 0;
         json_object *o = json_object_new_object(), *total = json_object_new_object();
@@ -117,6 +163,11 @@ static json_object *snapshot(Hbg__StatusReply *prev, const Hbg__StatusReply *cur
                 json_object_array_add(sessions, e);
         }
         json_object_object_add(o, "sessions", sessions);
+
+        uint64_t mdt = mcur->daemon && mprev->daemon && mcur->daemon->uptime_ms > mprev->daemon->uptime_ms
+                               ? mcur->daemon->uptime_ms - mprev->daemon->uptime_ms
+                               : 0;
+        json_object_object_add(o, "kernels", kernels_snapshot(mprev->metrics, mcur->metrics, mdt));
         return o;
 }
 
@@ -131,11 +182,18 @@ static const struct column session_cols[] = {
         { "failed", 10, NULL },
 };
 
+static const struct column kernel_cols[] = {
+        { "kernel", -18, NULL },       { "tasks_per_s", 12, NULL },  { "run_p50_us", 11, NULL },
+        { "run_p99_us", 11, NULL },    { "wait_p99_us", 11, NULL },  { "tasks", 12, NULL },
+        { "failures", 8, NULL },
+};
+
 static void snapshot_text(json_object *o, double delay_s) {
         static const char *const totals[] = { "sessions",         "tasks_per_s",     "graphs_per_s",
                                               "graphs_failed_per_s", "tasks_completed", "graphs_retired",
                                               "graphs_failed" };
-        json_object *v, *total = NULL, *threads = NULL, *sessions = NULL;
+        json_object *v, *total = NULL, *threads = NULL, *sessions = NULL, *kernels = NULL;
+        json_object_object_get_ex(o, "kernels", &kernels);
         json_object_object_get_ex(o, "total", &total);
         json_object_object_get_ex(o, "threads", &threads);
         json_object_object_get_ex(o, "sessions", &sessions);
@@ -151,6 +209,10 @@ static void snapshot_text(json_object *o, double delay_s) {
         print_table(stdout, "", thread_cols, sizeof(thread_cols) / sizeof(thread_cols[0]), threads);
         printf("\n");
         print_table(stdout, "", session_cols, sizeof(session_cols) / sizeof(session_cols[0]), sessions);
+        if (kernels && json_object_array_length(kernels) > 0) {
+                printf("\n");
+                print_table(stdout, "", kernel_cols, sizeof(kernel_cols) / sizeof(kernel_cols[0]), kernels);
+        }
 }
 
 /* The terminal in non-canonical mode without echo (keys one by one). */
@@ -200,9 +262,12 @@ int cmd_top(const struct ctl_opts *o) {
         struct term term = { 0 };
         int rc = 0;
         struct ctl_failure fail;
-        Hbg__Envelope *prev = NULL, *cur = NULL;
-        if (ctl_status(o->socket, HBG__STATUS_KIND__STATUS_DAEMON, &prev, &fail) < 0)
+        Hbg__Envelope *prev = NULL, *cur = NULL, *mprev = NULL, *mcur = NULL;
+        if (ctl_status(o->socket, HBG__STATUS_KIND__STATUS_DAEMON, &prev, &fail) < 0 ||
+            ctl_status(o->socket, HBG__STATUS_KIND__STATUS_METRICS, &mprev, &fail) < 0) {
+                wire_free(prev);
                 return ctl_exit_status(&fail);
+        }
         if (interactive) {
                 struct sigaction sa = { .sa_handler = on_signal };
                 sigemptyset(&sa.sa_mask);
@@ -219,7 +284,13 @@ int cmd_top(const struct ctl_opts *o) {
                         rc = ctl_exit_status(&fail);
                         break;
                 }
-                json_object *j = snapshot(prev->status_reply, cur->status_reply);
+                if (ctl_status(o->socket, HBG__STATUS_KIND__STATUS_METRICS, &mcur, &fail) < 0) {
+                        wire_free(cur);
+                        rc = ctl_exit_status(&fail);
+                        break;
+                }
+                json_object *j = snapshot(prev->status_reply, cur->status_reply, mprev->status_reply,
+                                          mcur->status_reply);
                 if (opt_json) {
                         print_json_line(j);
                 } else {
@@ -233,8 +304,11 @@ int cmd_top(const struct ctl_opts *o) {
                 json_object_put(j);
                 wire_free(prev);
                 prev = cur;
+                wire_free(mprev);
+                mprev = mcur;
         }
         wire_free(prev);
+        wire_free(mprev);
         term_restore(&term);
         return rc;
 }

@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/procstat.h"
 #include "daemon/daemon_private.h"
+#include "daemon/engine/kernels.h"
 #include "daemon/log.h"
 #include "shm/layout.h"
 
@@ -29,6 +30,11 @@ struct metrics_reply {
         /* One per user the asker sees. */
         Hbg__MetricUser *users;
         Hbg__MetricUser **user_ptrs;
+        /* One per kernel that ran a task (kernel_at() order). */
+        Hbg__MetricKernel *kernels;
+        Hbg__MetricKernel **kernel_ptrs;
+        Hbg__Histogram *kernel_hists;      /* run, wait of each */
+        struct ktime_snapshot *kernel_times;
 };
 
 /* Two counters read separately (a figure for people, not a decision):
@@ -126,25 +132,73 @@ static void fill_resources(const struct hbgd *d, uid_t asker, enum access_role r
         m->users = r->user_ptrs;
 }
 
+/* m->kernels: the kernels that ran a task. 0 or -ENOMEM. */
+static int fill_kernels(const struct hbgd *d, struct metrics_reply *r) {
+        size_t nk = kernel_count();
+        r->kernels = calloc(nk + 1, sizeof(*r->kernels));
+        r->kernel_ptrs = calloc(nk + 1, sizeof(*r->kernel_ptrs));
+        r->kernel_hists = calloc(2 * nk + 1, sizeof(*r->kernel_hists));
+        r->kernel_times = calloc(nk + 1, sizeof(*r->kernel_times));
+        if (!r->kernels || !r->kernel_ptrs || !r->kernel_hists || !r->kernel_times)
+                return -ENOMEM;
+        size_t n = 0;
+        for (size_t i = 0; i < nk; i++) {
+                struct ktime_snapshot *kt = &r->kernel_times[n];
+                hbg_engine_kernel_times(d->engine, i, kt);
+                if (!kt->tasks)
+                        continue;
+                const struct hbg_kernel_sig *sig = kernel_at(i)->sig;
+                Hbg__MetricKernel *mk = &r->kernels[n];
+                hbg__metric_kernel__init(mk);
+                mk->id = sig->id;
+                mk->name = (char *)sig->name; /* lives as long as hbgd */
+                mk->tasks = kt->tasks;
+                mk->failures = kt->failures;
+                histogram(&r->kernel_hists[2 * n], &kt->run);
+                histogram(&r->kernel_hists[2 * n + 1], &kt->wait);
+                mk->run = &r->kernel_hists[2 * n];
+                mk->wait = &r->kernel_hists[2 * n + 1];
+                r->kernel_ptrs[n++] = mk;
+        }
+        r->m.n_kernels = n;
+        r->m.kernels = r->kernel_ptrs;
+        return 0;
+}
+
+int metrics_kernels_reply_new(const struct hbgd *d, Hbg__StatusReply *reply, struct metrics_reply **ret) {
+        struct metrics_reply *r = calloc(1, sizeof(*r));
+        if (!r)
+                return -ENOMEM;
+        hbg__metrics__init(&r->m);
+        if (fill_kernels(d, r) < 0) {
+                metrics_reply_free(r);
+                return -ENOMEM;
+        }
+        reply->metrics = &r->m;
+        *ret = r;
+        return 0;
+}
+
 int metrics_reply_new(const struct hbgd *d, uid_t asker, enum access_role role, Hbg__StatusReply *reply,
                       struct metrics_reply **ret) {
         unsigned nthreads = hbg_engine_threads(d->engine);
         struct metrics_reply *r = calloc(1, sizeof(*r));
         if (!r)
                 return -ENOMEM;
+        hbg__metrics__init(&r->m);
         r->threads = calloc(nthreads, sizeof(*r->threads));
         r->thread_ptrs = calloc(nthreads, sizeof(*r->thread_ptrs));
         r->thread_hists = calloc(nthreads, sizeof(*r->thread_hists));
         r->thread_times = calloc(nthreads, sizeof(*r->thread_times));
         r->users = calloc(d->acct.n_users + 1, sizeof(*r->users));
         r->user_ptrs = calloc(d->acct.n_users + 1, sizeof(*r->user_ptrs));
-        if (!r->threads || !r->thread_ptrs || !r->thread_hists || !r->thread_times || !r->users || !r->user_ptrs) {
+        if (!r->threads || !r->thread_ptrs || !r->thread_hists || !r->thread_times || !r->users || !r->user_ptrs ||
+            fill_kernels(d, r) < 0) {
                 metrics_reply_free(r);
                 return -ENOMEM;
         }
 
         Hbg__Metrics *m = &r->m;
-        hbg__metrics__init(m);
         hbg_engine_metrics(d->engine, &r->em);
         m->graphs_submitted = r->em.graphs_submitted;
         m->graphs_retired = r->em.graphs_retired;
@@ -164,7 +218,7 @@ int metrics_reply_new(const struct hbgd *d, uid_t asker, enum access_role role, 
         }
         m->n_threads = nthreads;
         m->threads = r->thread_ptrs;
-        m->task_sample_every = HBG_TASK_TIME_SAMPLE;
+        m->task_sample_every = 1; /* every task is timed (daemon/engine/ktime.h) */
         fill_resources(d, asker, role, r);
         reply->metrics = m;
         *ret = r;
@@ -180,6 +234,10 @@ struct metrics_reply *metrics_reply_free(struct metrics_reply *r) {
         free(r->thread_times);
         free(r->users);
         free(r->user_ptrs);
+        free(r->kernels);
+        free(r->kernel_ptrs);
+        free(r->kernel_hists);
+        free(r->kernel_times);
         free(r);
         return NULL;
 }

@@ -45,4 +45,8 @@ static inline uint64_t metrics_add_sat(uint64_t a, uint64_t b) {
  * sending). 0 or -ENOMEM. */
 int metrics_reply_new(const struct hbgd *d, uid_t asker, enum access_role role, Hbg__StatusReply *reply,
                       struct metrics_reply **ret);
+/* reply->metrics with only its per-kernel figures (Metrics.kernels), for
+ * STATUS_KERNELS: daemon-wide aggregates, like every metric. The same
+ * ownership; 0 or -ENOMEM. */
+int metrics_kernels_reply_new(const struct hbgd *d, Hbg__StatusReply *reply, struct metrics_reply **ret);
 struct metrics_reply *metrics_reply_free(struct metrics_reply *m);

@@ -18,6 +18,7 @@
 #include "daemon/daemon_private.h"
 #include "daemon/metrics.h"
 #include "daemon/kernel_rows.h"
+#include "daemon/engine/kernels.h"
 #include "proto/wire.h"
 #include "shm/layout.h"
 #include "common/clock.h"
@@ -268,6 +269,11 @@ static int section_kernels(struct status_build *b) {
         return 0;
 }
 
+/* Each kernel's tasks and times (daemon/metrics.c), beside the table. */
+static int section_kernel_metrics(struct status_build *b) {
+        return metrics_kernels_reply_new(b->d, &b->reply, &b->metrics);
+}
+
 /* Counters and histograms (daemon/metrics.c). */
 static int section_metrics(struct status_build *b) {
         return metrics_reply_new(b->d, b->asker->cred.uid, b->role, &b->reply, &b->metrics);
@@ -283,6 +289,11 @@ typedef int (*status_section_fn)(struct status_build *b);
  * table is hbgd's own data, checked at start to fit a session reply
  * (HBG_WIRE_SESSION_REPLY_MAX), and hbgctl must see it whatever
  * max_message_size says (it reads up to 16 MiB). */
+/* Metrics.kernels at its largest: every kernel hbgd can hold ran a task,
+ * each a MetricKernel of under 1 KiB (two histograms, a name of at most
+ * HBG_KERNEL_NAME_MAX): hbgd's own data, whatever max_message_size says. */
+#define KERNEL_TIMES_MAX (((size_t)HBG_KERNEL_MODULE_FIRST + KERNEL_MODULE_MAX) * 1024u)
+
 static const struct status_kind {
         Hbg__StatusKind kind;
         status_section_fn sections[2];
@@ -292,9 +303,12 @@ static const struct status_kind {
         { HBG__STATUS_KIND__STATUS_THREADS, { section_threads } },
         { HBG__STATUS_KIND__STATUS_SESSIONS, { section_sessions } },
         { HBG__STATUS_KIND__STATUS_GRAPHS, { section_graphs } },
-        /* The table and the daemon section (a few hundred bytes). */
-        { HBG__STATUS_KIND__STATUS_KERNELS, { section_kernels }, 2 * HBG_WIRE_SESSION_REPLY_MAX },
-        { HBG__STATUS_KIND__STATUS_METRICS, { section_threads, section_metrics } },
+        /* The table and the daemon section (a few hundred bytes), and the
+         * kernels' times. */
+        { HBG__STATUS_KIND__STATUS_KERNELS, { section_kernels, section_kernel_metrics },
+          2 * HBG_WIRE_SESSION_REPLY_MAX + KERNEL_TIMES_MAX },
+        { HBG__STATUS_KIND__STATUS_METRICS, { section_threads, section_metrics },
+          HBG_WIRE_MAX_MSG_DEFAULT + KERNEL_TIMES_MAX },
 };
 
 static const struct status_kind *find_kind(Hbg__StatusKind kind) {

@@ -21,7 +21,6 @@
 #include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/wakeup.h"
-#include "common/clock.h"
 
 /* A run's result as the task's status: a module's kernel that ignored a
  * stop (returned 0 after hbg_kernel_check() failed) gets the stop's
@@ -37,6 +36,20 @@ static int run_result(int rc, const struct kernel_run_ctx *ctx) {
         return rc;
 }
 
+/* The times of task s, whose last block this thread ran, into the
+ * thread's table for the kernel of its first active lane (ktime.h); its
+ * failure was counted by the thread whose error became its status. The
+ * stamps may come from different cores, whose counters Linux keeps in
+ * step (it uses the TSC as its clock only then); were one behind, the
+ * difference would wrap: the time would count in the last bucket, and
+ * the sum, added modulo 2^64, would still be right. */
+static void kernel_times(struct sched_thread *t, const struct task_slot *s) {
+        uint64_t end = ktime_now(), start = s->start_tick;
+        struct ktime_kernel *k = &t->ktime[s->ktime_kernel];
+        ktime_observe(&t->ktime_clock, &k->run, end - start);
+        ktime_observe(&t->ktime_clock, &k->wait, start - s->ready_tick);
+}
+
 /* Run up to `max_blocks` blocks of task `id`; returns the blocks taken. The
  * caller holds the task's only queue entry, so it alone may claim. */
 static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t id,
@@ -47,6 +60,10 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
 
         if (n > max_blocks)
                 n = max_blocks;
+        /* This run's start (ktime.h): the task's if it is its first. */
+        uint64_t started = ktime_now();
+        if (first == 0)
+                s->start_tick = started;
         s->next_block = first + n;
         if (first + n < s->block_num) {
                 /* Hand the rest on before running ours. Cannot fail: one
@@ -87,12 +104,6 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                         ctx.stopped = KERNEL_STOP_CANCEL;
                 }
         }
-        /* Metrics: one run in HBG_TASK_TIME_SAMPLE is timed (a power of
-         * two; the tick is this thread's own). */
-        bool timed = (++t->task_time_tick & (HBG_TASK_TIME_SAMPLE - 1)) == 0;
-        /* Tracing (trace.h): one relaxed load and a branch while off. */
-        uint32_t trace = trace_epoch(&r->engine->trace);
-        int64_t started = timed || __builtin_expect(trace != 0, 0) ? clock_now_ns() : 0;
         for (uint32_t b = first; b < first + n && ctx.stopped == KERNEL_STOP_NONE; b++) {
                 /* A ring being removed starts no new block; the blocks not
                  * run still count as done so the task completes. */
@@ -122,12 +133,10 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                         j++;
                 }
         }
-        if (timed) {
-                int64_t took = clock_now_ns() - started;
-                hbg_hist_observe(&t->task_time, took > 0 ? (uint64_t)took : 0);
-        }
         stat_add(&t->stats.dispatched, n);
-        /* Before the count below: then the slot may go to id + D. */
+        /* Tracing (trace.h): one relaxed load and a branch while off.
+         * Before the count below: then the slot may go to id + D. */
+        uint32_t trace = trace_epoch(&r->engine->trace);
         if (__builtin_expect(trace != 0, 0))
                 trace_task(&r->engine->trace, trace, r, s, id, first, n, err, started);
         if (err < 0) {
@@ -135,9 +144,14 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                  * kernel the one a failure names (§12.2): written only by
                  * the winner, before the acq_rel add below. */
                 int32_t zero = 0;
-                if (atomic_compare_exchange_strong(&s->status, &zero, err) && err_kernel != HBG_KERNEL_NONE) {
-                        s->report_kernel = err_kernel;
-                        s->report_why = err_why;
+                if (atomic_compare_exchange_strong(&s->status, &zero, err)) {
+                        /* Once per task, here rather than on every
+                         * task's path: the failure of its kernel. */
+                        ktime_add(&t->ktime[s->ktime_kernel].failures, 1);
+                        if (err_kernel != HBG_KERNEL_NONE) {
+                                s->report_kernel = err_kernel;
+                                s->report_why = err_why;
+                        }
                 }
         }
         /* acq_rel: the last finisher sees every block's effects and status.
@@ -146,7 +160,9 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         uint32_t total = s->block_num;
         if (atomic_fetch_add_explicit(&s->done_blocks, n, memory_order_acq_rel) + n == total) {
                 int st = atomic_load_explicit(&s->status, memory_order_relaxed);
-                stat_add(&t->stats.executed_tasks, 1);
+                /* Counts the task too (hbg_engine_thread_stats()'s
+                 * executed_tasks). */
+                kernel_times(t, s);
                 /* The kernel's own error (§12.2): strerror, or the
                  * reason the winner above left. */
                 complete_task(t, r, id, st, st < 0 ? s->report_why : NULL);

@@ -131,12 +131,25 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         e->rings = calloc(cfg->max_rings, sizeof(*e->rings));
         e->shares = aligned_alloc(64, cfg->max_rings * sizeof(*e->shares));
         e->threads = aligned_alloc(64, cfg->threads * sizeof(*e->threads));
+        if (e->threads) /* before any failure: hbg_engine_free() frees their tables */
+                memset(e->threads, 0, cfg->threads * sizeof(*e->threads));
         if (!e->rings || !e->shares || !e->threads)
                 goto fail;
         memset(e->shares, 0, cfg->max_rings * sizeof(*e->shares));
-        memset(e->threads, 0, cfg->threads * sizeof(*e->threads));
         if ((err = trace_init(&e->trace, cfg->threads)) < 0)
                 goto fail;
+        err = -ENOMEM;
+        ktime_calibrate(&e->ktime_clock);
+        /* Each thread's kernel times in memory of its own (whole cache
+         * lines: a neighbour's writes share none). */
+        size_t ktime_bytes = (kernel_count() * sizeof(struct ktime_kernel) + 63) & ~(size_t)63;
+        for (unsigned i = 0; i < e->nthreads; i++) {
+                e->threads[i].ktime = aligned_alloc(64, ktime_bytes ? ktime_bytes : 64);
+                if (!e->threads[i].ktime)
+                        goto fail;
+                memset(e->threads[i].ktime, 0, ktime_bytes);
+                e->threads[i].ktime_clock = e->ktime_clock;
+        }
         if (e->completion->engine_init && (err = e->completion->engine_init(e)) < 0)
                 goto fail;
         if (cfg->test_stall && cfg->test_stall_thread < cfg->threads) {
@@ -198,6 +211,8 @@ struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
                 e->completion->engine_free(e);
         free(e->rings);
         free(e->shares);
+        for (unsigned i = 0; e->threads && i < e->nthreads; i++)
+                free(e->threads[i].ktime);
         free(e->threads);
         trace_fini(&e->trace);
         free(e->budget_why);
@@ -243,9 +258,28 @@ void hbg_engine_metrics(const struct hbg_engine *e, struct hbg_engine_metrics *r
                         ret->tasks_failed[i] += stat_get(&e->threads[t].tasks_failed[i]);
 }
 
+/* The tasks whose last block thread t ran: every one is timed, so its
+ * run histograms count them (no counter of its own on the task's path). */
+static uint64_t thread_tasks_timed(const struct hbg_engine *e, const struct sched_thread *t) {
+        struct hbg_hist_snapshot h = { 0 };
+        uint64_t n = 0;
+        for (size_t k = 0; k < kernel_count(); k++)
+                ktime_read_hist(&e->ktime_clock, &t->ktime[k].run, &h);
+        for (unsigned i = 0; i < HBG_HIST_BUCKETS; i++)
+                n += h.buckets[i];
+        return n;
+}
+
 void hbg_engine_thread_task_time(const struct hbg_engine *e, unsigned thread, struct hbg_hist_snapshot *ret) {
         memset(ret, 0, sizeof(*ret));
-        histogram_read(&e->threads[thread].task_time, ret);
+        for (size_t k = 0; k < kernel_count(); k++)
+                ktime_read_hist(&e->ktime_clock, &e->threads[thread].ktime[k].run, ret);
+}
+
+void hbg_engine_kernel_times(const struct hbg_engine *e, size_t kernel, struct ktime_snapshot *ret) {
+        memset(ret, 0, sizeof(*ret));
+        for (unsigned t = 0; t < e->nthreads; t++)
+                ktime_read(&e->ktime_clock, &e->threads[t].ktime[kernel], ret);
 }
 
 unsigned hbg_engine_threads(const struct hbg_engine *e) {
@@ -272,7 +306,7 @@ void hbg_engine_thread_stats(const struct hbg_engine *e, unsigned thread,
                 .classified = stat_get(&t->stats.classified),
                 .batch_linked = stat_get(&t->stats.batch_linked),
                 .dispatched = stat_get(&t->stats.dispatched),
-                .executed_tasks = stat_get(&t->stats.executed_tasks),
+                .executed_tasks = thread_tasks_timed(e, t),
                 .continued = stat_get(&t->stats.continued),
                 .stolen = stat_get(&t->stats.stolen),
                 .retired_inline = stat_get(&t->stats.retired_inline),

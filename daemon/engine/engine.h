@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "daemon/engine/histogram.h"
+#include "daemon/engine/ktime.h"
 #include "shm/geometry.h"
 
 #define HBG_ENGINE_MAX_THREADS 64u
@@ -282,12 +283,6 @@ static inline unsigned hbg_errno_slot(int code) {
         return code < 0 && -code < (int)HBG_ERRNO_SLOTS ? (unsigned)-code : 0u;
 }
 
-/* One thread's task run time is measured for one kernel run in this many
- * (a run: the blocks of one task one thread runs in one go), so that the
- * clock is not read twice per task (docs/PERFORMANCE.md). */
-#define HBG_TASK_TIME_SAMPLE 16u
-_Static_assert((HBG_TASK_TIME_SAMPLE & (HBG_TASK_TIME_SAMPLE - 1)) == 0, "a power of two");
-
 struct hbg_engine_metrics {
         uint64_t graphs_submitted;     /* graph records read (noticed) */
         uint64_t graphs_retired;       /* finished, with success or failure */
@@ -299,8 +294,12 @@ struct hbg_engine_metrics {
 };
 
 void hbg_engine_metrics(const struct hbg_engine *e, struct hbg_engine_metrics *ret);
-/* Thread `thread`'s sampled kernel run times (ns). */
+/* The run times (ns) of the tasks whose last block thread `thread` ran,
+ * every kernel's (daemon/engine/ktime.h). */
 void hbg_engine_thread_task_time(const struct hbg_engine *e, unsigned thread, struct hbg_hist_snapshot *ret);
+/* Kernel kernel_at(kernel)'s tasks, failures, run and wait times, every
+ * thread's added up (daemon/engine/ktime.h). */
+void hbg_engine_kernel_times(const struct hbg_engine *e, size_t kernel, struct ktime_snapshot *ret);
 /* A graph the client submitted that is not retired yet (hbgctl graphs,
  * RUNTIME_LOGIC.md §12.5). */
 enum hbg_live_state {

@@ -15,6 +15,7 @@
 #include "daemon/engine/engine.h"
 #include "daemon/engine/histogram.h"
 #include "daemon/engine/trace.h"
+#include "daemon/engine/ktime.h"
 #include "shm/layout.h"
 #include "common/clock.h"
 
@@ -61,6 +62,9 @@ struct hbg_engine {
          * its time budget of N ms" (§10.6). Built once and kept as long as
          * the engine, so a failure points to it like to a static reason. */
         char (*budget_why)[HBG_GRAPH_MESSAGE_MAX];
+        /* The cycle counter's rate and the histogram bounds in its ticks
+         * (ktime.h), fixed before the threads start. */
+        struct ktime_clock ktime_clock;
         /* Test only (cfg.test_stall): thread N stops its
          * heartbeat MS ms after start. -1: off. */
         int test_stall_thread;

@@ -64,6 +64,7 @@ static void copy_recorded(struct task_slot *s, const struct task_slot *src, uint
         s->predicate_offset = src->predicate_offset;
         memcpy(s->kernel, src->kernel, sizeof(s->kernel));
         s->report_kernel = src->report_kernel;
+        s->ktime_kernel = src->ktime_kernel;
         for (unsigned i = 0; i < src->n_fanins; i++)
                 s->fanins[i] = gate + src->fanins[i];
         s->n_fanins = src->n_fanins;

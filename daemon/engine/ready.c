@@ -55,8 +55,7 @@ void ready_route(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s
 }
 
 static void publish_external(struct hbg_ring *r, struct task_slot *s) {
-        if (trace_epoch(&r->engine->trace))
-                s->trace_ready_ns = clock_now_ns(); /* read by the mailbox's consumer (trace_host) */
+        s->host_ready_ns = trace_epoch(&r->engine->trace) ? clock_now_ns() : 0; /* for trace_host() */
         atomic_store_explicit(&s->state, SLOT_EXTERNAL, memory_order_release);
         pthread_mutex_lock(&r->cold_lock);
         uint64_t k = r->ext_ready_count++;
@@ -117,10 +116,8 @@ static void make_ready(struct sched_thread *t, struct hbg_ring *r, struct task_s
                 retire_later(t, r, s, inline_ok);
                 return;
         }
+        ktime_stamp(&s->ready_tick);
         atomic_store_explicit(&s->state, SLOT_QUEUED, memory_order_relaxed);
-        /* Tracing: the wait from here to the run (trace.h). */
-        if (__builtin_expect(trace_epoch(&r->engine->trace) != 0, 0))
-                s->trace_ready_ns = clock_now_ns();
         /* The first kernel task a thread that runs kernels makes ready
          * during its visit is its continuation: it runs it next, with no
          * queue traffic and warm caches (a chain stays on one core). */

@@ -11,6 +11,7 @@
 
 #include "daemon/engine/engine.h"
 #include "daemon/engine/histogram.h"
+#include "daemon/engine/ktime.h"
 #include "shm/completion.h"
 #include "common/clock.h"
 
@@ -28,15 +29,16 @@ struct sched_thread {
         alignas(64) _Atomic(struct hbg_ring *) hazard;
         _Atomic(struct hbg_ring *) peek_hazard;
         alignas(64) struct {
-                _Atomic uint64_t classified, batch_linked, dispatched, executed_tasks, continued, stolen, retired_inline,
+                _Atomic uint64_t classified, batch_linked, dispatched, continued, stolen, retired_inline,
                         failed;
                 _Atomic uint64_t parks, wakeups;
         } stats;
-        /* Metrics, written by this thread only: kernel run times (one run
-         * in HBG_TASK_TIME_SAMPLE, counted by task_time_tick) and failed
-         * tasks by errno (hbg_engine_metrics). */
-        alignas(64) struct hbg_histogram task_time;
-        unsigned task_time_tick;
+        /* Metrics, written by this thread only: the times of the tasks
+         * whose last block it ran, per kernel (kernel_at() order,
+         * daemon/engine/ktime.h), and failed tasks by errno
+         * (hbg_engine_metrics). */
+        alignas(64) struct ktime_kernel *ktime;
+        struct ktime_clock ktime_clock;   /* the engine's, copied: no pointer to follow per task */
         _Atomic uint64_t tasks_failed[HBG_ERRNO_SLOTS];
         /* Liveness for the systemd watchdog: bumped every loop iteration;
          * parked is set while waiting on the futex. */

@@ -68,18 +68,34 @@ struct task_slot {
          * `status` won, before its acq_rel add to done_blocks: the last
          * finisher reads it after its own). Read by complete_task(). */
         uint16_t report_kernel;
+        /* The kernel_at() index of the first active lane's kernel, under
+         * which the task's times count (ktime.h); set by validation. */
+        uint16_t ktime_kernel;
         /* With report_kernel, by the same writer: the kernel's own reason
          * when it was stopped (its time budget, §10.6); NULL: strerror of
          * the status. */
         const char *report_why;
-        const char *classify_why;
+        /* Kernel tasks' times (ktime.h), in ticks: made ready (by the
+         * thread that routed it, before the queue, deque or continuation
+         * hands it on) and first block started (by the thread that claimed
+         * block 0, before the rest of its blocks are queued and before
+         * its acq_rel add to done_blocks). Read by the last finisher,
+         * after its own add. The ready stamp takes classify_why's place:
+         * a task is made ready only after classify_run() is done with
+         * it (keeping the slot 512 bytes: ring_slot() a shift). A host
+         * task has no ticks: while a trace is on, the time it was handed
+         * to the client (CLOCK_MONOTONIC ns; 0: not stamped) takes that
+         * place, written before it is published (release) and read by the
+         * mailbox's consumer (trace_host()) after taking its answer. */
+        union {
+                const char *classify_why;
+                uint64_t ready_tick;
+                int64_t host_ready_ns;
+        };
+        uint64_t start_tick;
         const struct kernel_info *kernel[HBG_LANES];
         uint64_t fanins[HBG_MAX_FANINS];
         struct hbg_kernel_args args;
-        /* When the task was made ready, stamped only while a trace is on
-         * (trace.h): written before the task is queued or handed to the
-         * client, read by whoever runs or completes it after taking it. */
-        int64_t trace_ready_ns;
 };
 
 /* Everything a task's life touches per step (wake list, ownership, block
@@ -87,6 +103,10 @@ struct task_slot {
  * first cache line; the kernels, fanins and arguments follow. */
 _Static_assert(offsetof(struct task_slot, block_num) + sizeof(uint16_t) <= 64,
                "a task slot's hot fields must fit in its first cache line");
+/* ring_slot() multiplies by the size on every step of a task's life: a
+ * power of two makes it a shift. */
+_Static_assert((sizeof(struct task_slot) & (sizeof(struct task_slot) - 1)) == 0,
+               "a task slot's size must be a power of two");
 
 enum slot_state {
         SLOT_FREE = 0,       /* previous occupant finished with the slot */

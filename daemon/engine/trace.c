@@ -100,23 +100,37 @@ static uint16_t task_kernel(const struct task_slot *s) {
         return HBG_KERNEL_NONE;
 }
 
-/* A ready time from before this trace began tells nothing (a slot's
- * stamp from an earlier lap or trace): 0. */
+/* A ready time from before this trace began tells nothing (a host
+ * task's stamp from an earlier lap, before the trace): 0. */
 static int64_t ready_in_trace(struct trace_state *ts, int64_t ready_ns) {
         return ready_ns >= atomic_load_explicit(&ts->started_ns, memory_order_acquire) ? ready_ns : 0;
 }
 
+/* The CLOCK_MONOTONIC time of tick `then`, from a reading of both clocks
+ * now: the task's stamps are ticks (ktime.h), and over the microseconds
+ * to seconds back they reach the rate's error is negligible. A tick after
+ * now (another core's counter a little ahead) counts as now. */
+static int64_t tick_ns(const struct ktime_clock *c, uint64_t then, uint64_t now_tick, int64_t now_ns) {
+        int64_t back = (int64_t)(now_tick - then);
+        return back > 0 ? now_ns - (int64_t)((double)back * c->ns_per_tick) : now_ns;
+}
+
 void trace_task(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r, const struct task_slot *s,
-                uint64_t id, uint32_t block, uint32_t blocks, int result, int64_t start_ns) {
+                uint64_t id, uint32_t block, uint32_t blocks, int result, uint64_t start_tick) {
         if (!ring_traced(ts, ep, r))
                 return;
         uint32_t n;
         struct hbg_trace_event *ev = record_begin(ts, ep, &n);
         if (!ev)
                 return;
+        const struct ktime_clock *c = &r->engine->ktime_clock;
+        uint64_t now_tick = ktime_now();
+        int64_t now = clock_now_ns();
         *ev = (struct hbg_trace_event){
-                .start_ns = start_ns, .end_ns = clock_now_ns(), .session = r->log_fields.session, .id = id,
-                .u.task = { .ready_ns = ready_in_trace(ts, s->trace_ready_ns), .block = block, .blocks = blocks },
+                .start_ns = tick_ns(c, start_tick, now_tick, now), .end_ns = now,
+                .session = r->log_fields.session, .id = id,
+                .u.task = { .ready_ns = ready_in_trace(ts, tick_ns(c, s->ready_tick, now_tick, now)),
+                            .block = block, .blocks = blocks },
                 .kernel = task_kernel(s), .kind = HBG_TRACE_TASK, .result = result,
         };
         record_end(ep, n);
@@ -126,7 +140,7 @@ void trace_host(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r, c
                 uint64_t id, int result) {
         if (!ring_traced(ts, ep, r))
                 return;
-        int64_t ready = ready_in_trace(ts, s->trace_ready_ns);
+        int64_t ready = ready_in_trace(ts, s->host_ready_ns);
         if (ready == 0)
                 return; /* made ready before the trace: its start is unknown */
         uint32_t n;

@@ -61,9 +61,10 @@ void trace_thread_bind(struct trace_state *ts, unsigned index);
 
 /* The recorders, called only when trace_epoch() returned ep != 0. */
 /* A task run: blocks [block, block + blocks) of task id on this thread
- * from start_ns to now, with its result (0 or a negative errno). */
+ * from start_tick (ktime.h) to now, with its result (0 or a negative
+ * errno). */
 void trace_task(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r, const struct task_slot *s,
-                uint64_t id, uint32_t block, uint32_t blocks, int result, int64_t start_ns);
+                uint64_t id, uint32_t block, uint32_t blocks, int result, uint64_t start_tick);
 /* A host task from made ready to its answer read now. */
 void trace_host(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r, const struct task_slot *s,
                 uint64_t id, int result);

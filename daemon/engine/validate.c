@@ -33,9 +33,12 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
         s->report_kernel = HBG_KERNEL_NONE;
         for (unsigned lane = 0; lane < HBG_LANES; lane++) {
                 s->kernel[lane] = NULL;
+                const struct kernel_info *k;
                 if (s->report_kernel == HBG_KERNEL_NONE && (d->lane_mask & (1u << lane)) &&
-                    kernel_lookup(d->kernel[lane]))
+                    (k = kernel_lookup(d->kernel[lane]))) {
                         s->report_kernel = d->kernel[lane];
+                        s->ktime_kernel = (uint16_t)k->index; /* its times' kernel (ktime.h) */
+                }
         }
         if (d->id != id) {
                 *why = "descriptor id does not match its slot's id";

@@ -9,6 +9,11 @@
  *              by what ran), the session closed, a third one;
  *              hbgd's process, memory charged per uid and graphs in flight
  *              (a graph held by its host task) in the same scrapes;
+ *   kernels    per-kernel figures, every task timed: 100 add_f32 tasks
+ *              and 7 failing `fail` tasks, counted exactly per kernel in
+ *              hbg_kernel_tasks/failures, both histograms' counts equal
+ *              to the tasks run, the kernels' tasks adding up to the tasks
+ *              executed; the same in `hbgctl kernels --json`.
  *   output     --output FILE replaces FILE atomically (a reader holding
  *              the old file keeps it whole; mode 0644; no temporary file
  *              left), fails cleanly where it cannot write, and leaves FILE
@@ -53,6 +58,8 @@
 #include <arpa/inet.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <json-c/json.h>
 
 #include "daemon/engine/engine.h"
 #include "hbg/hbg.h"
@@ -150,7 +157,7 @@ struct scrape {
         char families[MAX_FAMILIES][96];
         char types[MAX_FAMILIES][16];
         size_t n_families;
-        unsigned sample_every; /* from hbg_task_run_seconds' help */
+        unsigned sample_every; /* from hbg_task_run_seconds' help; 1: every run timed */
 };
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -298,10 +305,10 @@ static void parse_openmetrics(const char *text, struct scrape *sc) {
                                 have_help = true;
                                 const char *every = strstr(rest, "one run in ");
                                 if (strcmp(name, "hbg_task_run_seconds") == 0) {
-                                        ck_assert_msg(every && sscanf(every, "one run in %u is timed",
-                                                                      &sc->sample_every) == 1,
-                                                      "the task run time's help does not state the sampling: %s",
-                                                      line);
+                                        sc->sample_every = 1;
+                                        ck_assert_msg(!every || sscanf(every, "one run in %u is timed",
+                                                                       &sc->sample_every) == 1,
+                                                      "the task run time's help garbles the sampling: %s", line);
                                 }
                         } else {
                                 ck_abort_msg("unknown metadata line: %s", line);
@@ -602,17 +609,17 @@ START_TEST(counts) {
                  "memory limits");
         D_ASSERT(d, value_of(s1, "hbg_graphs_in_flight", "") == 0, "graphs in flight: %g",
                  value_of(s1, "hbg_graphs_in_flight", ""));
-        /* Per thread: every thread labelled; one run in N timed, runs
-         * being single blocks here. */
-        ck_assert_uint_eq(s1->sample_every, HBG_TASK_TIME_SAMPLE);
+        /* Per thread: every thread labelled; every task timed, by the
+         * thread that ran its last block. */
+        ck_assert_uint_eq(s1->sample_every, 1);
         for (unsigned i = 0; i < THREADS; i++) {
                 char label[32];
                 snprintf(label, sizeof(label), "thread=\"%u\"", i);
-                double runs = value_of(s1, "hbg_task_blocks_dispatched_total", label);
-                D_ASSERT(d, runs >= 0 && value_of(s1, "hbg_tasks_executed_total", label) >= 0,
+                double runs = value_of(s1, "hbg_tasks_executed_total", label);
+                D_ASSERT(d, runs >= 0 && value_of(s1, "hbg_task_blocks_dispatched_total", label) >= 0,
                          "thread %u has no counters", i);
-                D_ASSERT(d, value_of(s1, "hbg_task_run_seconds_count", label) == floor(runs / s1->sample_every),
-                         "thread %u: %g runs, %g timed", i, runs, value_of(s1, "hbg_task_run_seconds_count", label));
+                D_ASSERT(d, value_of(s1, "hbg_task_run_seconds_count", label) == runs,
+                         "thread %u: %g tasks, %g timed", i, runs, value_of(s1, "hbg_task_run_seconds_count", label));
         }
 
         /* More graphs: a second scrape. */
@@ -677,6 +684,141 @@ START_TEST(counts) {
         free(s2);
         free(s3);
         free(s4);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ per kernel */
+
+static hbg_task add(hbg_tensor a, hbg_tensor b, hbg_tensor out) {
+        hbg_task t = HBG_TASK_INIT("add_f32");
+        t.n_args = 3;
+        t.args[0].tensor = a;
+        t.args[0].dir = HBG_IN;
+        t.args[1].tensor = b;
+        t.args[1].dir = HBG_IN;
+        t.args[2].tensor = out;
+        t.args[2].dir = HBG_OUT;
+        return t;
+}
+
+#define ADDS 100
+#define FAILS 7
+
+/* Kernel `name` of `hbgctl kernels --json`'s array; NULL if absent. */
+static json_object *json_kernel(json_object *kernels, const char *name) {
+        for (size_t i = 0; i < json_object_array_length(kernels); i++) {
+                json_object *k = json_object_array_get_idx(kernels, i), *n;
+                if (json_object_object_get_ex(k, "name", &n) && strcmp(json_object_get_string(n), name) == 0)
+                        return k;
+        }
+        return NULL;
+}
+
+static uint64_t json_u64(json_object *o, const char *key) {
+        json_object *v;
+        ck_assert_msg(json_object_object_get_ex(o, key, &v), "no %s in %s", key, json_object_to_json_string(o));
+        return json_object_get_uint64(v);
+}
+
+/* A histogram of kernels --json: its count, checked against its buckets. */
+static uint64_t json_hist_count(json_object *k, const char *key) {
+        json_object *h, *b, *bounds;
+        ck_assert_msg(json_object_object_get_ex(k, key, &h) && json_object_object_get_ex(h, "buckets", &b) &&
+                              json_object_object_get_ex(h, "bounds_ns", &bounds),
+                      "no %s histogram in %s", key, json_object_to_json_string(k));
+        uint64_t sum = 0;
+        for (size_t i = 0; i < json_object_array_length(b); i++)
+                sum += json_object_get_uint64(json_object_array_get_idx(b, i));
+        ck_assert_uint_eq(sum, json_u64(h, "count"));
+        ck_assert(json_object_array_length(b) == 0 ||
+                  json_object_array_length(b) == json_object_array_length(bounds) + 1);
+        return sum;
+}
+
+START_TEST(kernels) {
+        const char *const args[] = { "--threads", "2", NULL };
+        struct hbgd_proc *d = start_hbgd(MODE_URING, args);
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "hbg_connect: %s", hbg_strerror(err));
+        hbg_tensor a, b, out[ADDS];
+        ck_assert_int_eq(hbg_tensor_alloc(c, 64 * sizeof(float), &a), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, 64 * sizeof(float), &b), 0);
+        for (unsigned i = 0; i < ADDS; i++)
+                ck_assert_int_eq(hbg_tensor_alloc(c, 64 * sizeof(float), &out[i]), 0);
+        /* a and b first (fill_f32), then the adds, all at once: they wait
+         * for both. */
+        hbg_task fa = fill(a, 1.0f), fb = fill(b, 2.0f);
+        uint64_t ia, ib;
+        ck_assert_int_eq(hbg_graph_add(c, &fa, &ia), 0);
+        ck_assert_int_eq(hbg_graph_add(c, &fb, &ib), 0);
+        for (unsigned i = 0; i < ADDS; i++) {
+                hbg_task t = add(a, b, out[i]);
+                t.n_deps = 2;
+                t.deps[0] = ia;
+                t.deps[1] = ib;
+                ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
+        }
+        err = finish(d, c);
+        D_ASSERT(d, err == 0, "the adds' graph: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        /* Failing kernels, one graph each. */
+        for (unsigned i = 0; i < FAILS; i++) {
+                hbg_task k = fail_task(-EIO);
+                ck_assert_int_eq(hbg_graph_add(c, &k, NULL), 0);
+                err = finish(d, c);
+                D_ASSERT(d, err == -EIO, "failing graph %u: %s", i, hbg_strerror(err));
+        }
+
+        struct scrape *s = scrape(d);
+        static const struct {
+                const char *name;
+                double tasks, failures;
+        } want[] = { { "add_f32", ADDS, 0 }, { "fill_f32", 2, 0 }, { "fail", FAILS, FAILS } };
+        double all = 0;
+        for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+                char label[64];
+                snprintf(label, sizeof(label), "kernel=\"%s\"", want[i].name);
+                double tasks = value_of(s, "hbg_kernel_tasks_total", label);
+                D_ASSERT(d, tasks == want[i].tasks, "%s: %g tasks, want %g", want[i].name, tasks, want[i].tasks);
+                D_ASSERT(d, value_of(s, "hbg_kernel_failures_total", label) == want[i].failures,
+                         "%s: %g failures, want %g", want[i].name, value_of(s, "hbg_kernel_failures_total", label),
+                         want[i].failures);
+                D_ASSERT(d, value_of(s, "hbg_kernel_run_seconds_count", label) == tasks,
+                         "%s: %g run times for %g tasks", want[i].name,
+                         value_of(s, "hbg_kernel_run_seconds_count", label), tasks);
+                D_ASSERT(d, value_of(s, "hbg_kernel_wait_seconds_count", label) == tasks,
+                         "%s: %g waits for %g tasks", want[i].name,
+                         value_of(s, "hbg_kernel_wait_seconds_count", label), tasks);
+                all += tasks;
+        }
+        /* Only the kernels that ran are listed, and they are every task. */
+        D_ASSERT(d, samples_of(s, "hbg_kernel_tasks_total") == sizeof(want) / sizeof(want[0]),
+                 "%u kernels listed", samples_of(s, "hbg_kernel_tasks_total"));
+        D_ASSERT(d, sum_of(s, "hbg_tasks_executed_total") == all && sum_of(s, "hbg_task_run_seconds_count") == all,
+                 "tasks executed %g, timed per thread %g, per kernel %g", sum_of(s, "hbg_tasks_executed_total"),
+                 sum_of(s, "hbg_task_run_seconds_count"), all);
+        free(s);
+
+        struct result r = hbgctl(d->socket_path, "kernels", "--json", NULL);
+        D_ASSERT(d, r.code == 0, "hbgctl kernels --json: exit %d: %s", r.code, r.err);
+        json_object *o = json_tokener_parse(r.out), *ks = NULL;
+        D_ASSERT(d, o && json_object_object_get_ex(o, "kernels", &ks), "kernels --json: %s", r.out);
+        for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+                json_object *k = json_kernel(ks, want[i].name);
+                D_ASSERT(d, k, "kernels --json has no %s", want[i].name);
+                D_ASSERT(d, json_u64(k, "tasks") == want[i].tasks && json_u64(k, "failures") == want[i].failures,
+                         "kernels --json: %s", json_object_to_json_string(k));
+                D_ASSERT(d, json_hist_count(k, "run") == want[i].tasks && json_hist_count(k, "wait") == want[i].tasks,
+                         "kernels --json: %s", json_object_to_json_string(k));
+        }
+        /* A kernel that ran nothing: zeros, empty histograms. */
+        json_object *idle = json_kernel(ks, "gemm_f32");
+        D_ASSERT(d, idle && json_u64(idle, "tasks") == 0 && json_hist_count(idle, "run") == 0,
+                 "kernels --json: gemm_f32 ran nothing");
+        json_object_put(o);
+        result_free(&r);
+        hbg_disconnect(c);
         stop_hbgd(d);
 }
 END_TEST
@@ -1203,6 +1345,7 @@ static Suite *suite(void) {
         TCase *tc = tcase_create("metrics");
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, counts);
+        tcase_add_test(tc, kernels);
         tcase_add_test(tc, output);
         tcase_add_test(tc, prometheus);
         tcase_add_test(tc, exporter);
