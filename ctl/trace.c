@@ -7,10 +7,16 @@
  *   - pid hbgd's, one track (tid) per scheduler thread, named "scheduler N";
  *   - one complete slice ("X") per task run, named by its kernel, args
  *     session, graph, task, block, blocks, result, wait_us;
- *   - graphs as async slices ("b"/"e", category "graph") from hbgd noticing
- *     the graph to its retirement;
- *   - host tasks on a track per session ("session N"), from made
- *     ready to hbgd reading the answer;
+ *   - graphs as async slices ("b"/"e", category "graph", one track per
+ *     session: "graphs (session N)") from hbgd noticing the graph to its
+ *     retirement; one still in flight when the trace ended ends there,
+ *     args in_flight true;
+ *   - host tasks as async slices ("b"/"e", category "host", an id per
+ *     task) on a track per session, "host tasks (session N)", from made
+ *     ready to hbgd reading the answer (they overlap: not "X");
+ *   - dependencies as flows ("s" at the end of the fanin's slice, "f" bound
+ *     to the dependant's first slice, category "dep"), where both ran in
+ *     the trace;
  *   - parks and wake-ups as thread instants ("i");
  *   - otherData: what was dropped, the duration, the buffers' size.
  * Times are µs from the trace's start (hbgd's CLOCK_MONOTONIC). SIGINT or
@@ -42,6 +48,7 @@ static void trace_free(struct trace_data *t) {
         free(t->kernel_names);
         free(t->events);
         free(t->graphs);
+        free(t->deps);
         memset(t, 0, sizeof(*t));
 }
 
@@ -49,7 +56,22 @@ static int by_session_first(const void *a, const void *b) {
         const struct trace_event *x = a, *y = b;
         if (x->session != y->session)
                 return x->session < y->session ? -1 : 1;
-        return x->first_id < y->first_id ? -1 : x->first_id > y->first_id;
+        if (x->first_id != y->first_id)
+                return x->first_id < y->first_id ? -1 : 1;
+        return (int)x->in_flight - (int)y->in_flight; /* retired first */
+}
+
+/* A graph that retired as the trace stopped is in both lists: the
+ * retirement is kept. t->graphs is sorted. */
+static void drop_retired_open(struct trace_data *t) {
+        size_t k = 0;
+        for (size_t i = 0; i < t->n_graphs; i++) {
+                const struct trace_event *g = &t->graphs[i];
+                if (g->in_flight && k > 0 && t->graphs[k - 1].session == g->session && t->graphs[k - 1].id == g->id)
+                        continue;
+                t->graphs[k++] = *g;
+        }
+        t->n_graphs = k;
 }
 
 int64_t trace_graph_of(const struct trace_data *t, uint64_t session, uint64_t id) {
@@ -97,11 +119,21 @@ static int add_event(struct trace_data *t, const Hbg__TraceEvent *p) {
                 .kind = p->kind, .thread = p->thread, .start_ns = p->start_ns, .end_ns = p->end_ns,
                 .session = p->session_id, .id = p->id, .wait_ns = p->wait_ns, .block = p->block,
                 .blocks = p->blocks, .kernel = p->kernel, .result = p->result, .first_id = p->first_id,
-                .last_id = p->last_id,
+                .last_id = p->last_id, .in_flight = p->in_flight,
         };
-        struct trace_event **arr = ev.kind == HBG__TRACE_KIND__TRACE_GRAPH ? &t->graphs : &t->events;
-        size_t *n = ev.kind == HBG__TRACE_KIND__TRACE_GRAPH ? &t->n_graphs : &t->n_events;
-        size_t *cap = ev.kind == HBG__TRACE_KIND__TRACE_GRAPH ? &t->cap_graphs : &t->cap_events;
+        struct trace_event **arr = &t->events;
+        size_t *n = &t->n_events, *cap = &t->cap_events;
+        if (ev.kind == HBG__TRACE_KIND__TRACE_GRAPH) {
+                arr = &t->graphs;
+                n = &t->n_graphs;
+                cap = &t->cap_graphs;
+        } else if (ev.kind == HBG__TRACE_KIND__TRACE_FANINS) {
+                arr = &t->deps;
+                n = &t->n_deps;
+                cap = &t->cap_deps;
+                ev.n_fanins = p->n_fanins < 4 ? (unsigned)p->n_fanins : 4;
+                memcpy(ev.fanins, p->fanins, ev.n_fanins * sizeof(ev.fanins[0]));
+        }
         if (*n == *cap) {
                 size_t c = *cap ? 2 * *cap : 1024;
                 struct trace_event *a = realloc(*arr, c * sizeof(*a));
@@ -183,8 +215,10 @@ static int take_trace(const struct ctl_opts *o, struct trace_data *t, struct ctl
         close(fd);
         if (err < 0 && fail->err == 0)
                 *fail = (struct ctl_failure){ .at = CTL_AT_EXCHANGE, .err = err };
-        if (err == 0 && t->n_graphs)
+        if (err == 0 && t->n_graphs) {
                 qsort(t->graphs, t->n_graphs, sizeof(*t->graphs), by_session_first);
+                drop_retired_open(t);
+        }
         return err;
 }
 
@@ -234,25 +268,117 @@ static json_object *task_args(const struct trace_data *t, const struct trace_eve
         return a;
 }
 
-static void add_graph(json_object *arr, const struct trace_data *t, const struct trace_event *g) {
-        char name[64], id[48];
-        snprintf(name, sizeof(name), "graph %" PRIu64, g->id);
-        snprintf(id, sizeof(id), "s%" PRIu64 "g%" PRIu64, g->session, g->id);
+/* An async slice ("b" then "e") on session's track `track`. */
+static void add_async(json_object *arr, const struct trace_data *t, const char *cat, const char *track,
+                      const char *id, uint64_t session, int64_t start_ns, int64_t end_ns, json_object *args) {
         for (int end = 0; end < 2; end++) {
-                json_object *e = slice(end ? "e" : "b", name, "graph", t->pid, HOST_TID_BASE + g->session,
-                                       end ? g->end_ns : g->start_ns);
+                json_object *e = slice(end ? "e" : "b", track, cat, t->pid, HOST_TID_BASE + session,
+                                       end ? end_ns : start_ns);
                 json_object_object_add(e, "id", json_object_new_string(id));
-                if (!end) {
-                        json_object *a = json_object_new_object();
-                        json_object_object_add(a, "session", json_object_new_int64((int64_t)g->session));
-                        json_object_object_add(a, "graph", json_object_new_int64((int64_t)g->id));
-                        json_object_object_add(a, "first_task", json_object_new_int64((int64_t)g->first_id));
-                        json_object_object_add(a, "last_task", json_object_new_int64((int64_t)g->last_id));
-                        json_object_object_add(a, "result", json_object_new_int(g->result));
-                        json_object_object_add(e, "args", a);
-                }
+                if (!end)
+                        json_object_object_add(e, "args", args);
                 json_object_array_add(arr, e);
         }
+}
+
+/* Perfetto puts async slices of one name on one track (several where they
+ * overlap): the name says the track. */
+static void add_graph(json_object *arr, const struct trace_data *t, const struct trace_event *g) {
+        char track[64], id[48];
+        snprintf(track, sizeof(track), "graphs (session %" PRIu64 ")", g->session);
+        snprintf(id, sizeof(id), "s%" PRIu64 "g%" PRIu64, g->session, g->id);
+        json_object *a = json_object_new_object();
+        json_object_object_add(a, "session", json_object_new_int64((int64_t)g->session));
+        json_object_object_add(a, "graph", json_object_new_int64((int64_t)g->id));
+        json_object_object_add(a, "first_task", json_object_new_int64((int64_t)g->first_id));
+        json_object_object_add(a, "last_task", json_object_new_int64((int64_t)g->last_id));
+        json_object_object_add(a, "in_flight", json_object_new_boolean(g->in_flight));
+        json_object_object_add(a, "result", g->in_flight ? NULL : json_object_new_int(g->result));
+        add_async(arr, t, "graph", track, id, g->session, g->start_ns, g->end_ns, a);
+}
+
+static void add_host(json_object *arr, const struct trace_data *t, const struct trace_event *ev) {
+        char track[64], id[48];
+        snprintf(track, sizeof(track), "host tasks (session %" PRIu64 ")", ev->session);
+        snprintf(id, sizeof(id), "s%" PRIu64 "h%" PRIu64, ev->session, ev->id);
+        add_async(arr, t, "host", track, id, ev->session, ev->start_ns, ev->end_ns, task_args(t, ev));
+}
+
+/* ------------------------------------------------------------ flows */
+
+static int by_task(const void *a, const void *b) {
+        const struct trace_event *x = *(const struct trace_event *const *)a, *y = *(const struct trace_event *const *)b;
+        if (x->session != y->session)
+                return x->session < y->session ? -1 : 1;
+        if (x->id != y->id)
+                return x->id < y->id ? -1 : 1;
+        return x->block < y->block ? -1 : x->block > y->block;
+}
+
+/* The kernel task slices of (session, id) in the sorted index: [*ret_lo, return). */
+static size_t task_slices(const struct trace_event **idx, size_t n, uint64_t session, uint64_t id, size_t *ret_lo) {
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (idx[mid]->session < session || (idx[mid]->session == session && idx[mid]->id < id))
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *ret_lo = lo;
+        while (hi < n && idx[hi]->session == session && idx[hi]->id == id)
+                hi++;
+        return hi < lo ? lo : hi;
+}
+
+static json_object *flow(const char *ph, const struct trace_data *t, const struct trace_event *at, int64_t ts,
+                         uint64_t n, uint64_t from, uint64_t to) {
+        json_object *e = slice(ph, "dep", "dep", t->pid, at->thread, ts);
+        json_object_object_add(e, "id", json_object_new_int64((int64_t)n));
+        if (ph[0] == 'f')
+                json_object_object_add(e, "bp", json_object_new_string("e"));
+        json_object *a = json_object_new_object();
+        json_object_object_add(a, "from_task", json_object_new_int64((int64_t)from));
+        json_object_object_add(a, "to_task", json_object_new_int64((int64_t)to));
+        json_object_object_add(e, "args", a);
+        return e;
+}
+
+/* An arrow per dependency whose two tasks both have a slice: from the end
+ * of the fanin's last-ending slice to the start of the dependant's block
+ * 0, each 1 ns inside its slice (a viewer binds a flow to the slice that
+ * encloses it). Host tasks and tasks with nothing to run have no slice. */
+static void add_flows(json_object *arr, const struct trace_data *t) {
+        const struct trace_event **idx = calloc(t->n_events + 1, sizeof(*idx));
+        if (!idx)
+                return;
+        size_t n = 0;
+        for (size_t i = 0; i < t->n_events; i++)
+                if (t->events[i].kind == HBG__TRACE_KIND__TRACE_TASK)
+                        idx[n++] = &t->events[i];
+        qsort(idx, n, sizeof(*idx), by_task);
+        uint64_t flows = 0;
+        for (size_t d = 0; d < t->n_deps; d++) {
+                const struct trace_event *dep = &t->deps[d], *to = NULL;
+                size_t lo, hi = task_slices(idx, n, dep->session, dep->id, &lo);
+                if (lo < hi && idx[lo]->block == 0)
+                        to = idx[lo];
+                for (unsigned k = 0; to && k < dep->n_fanins; k++) {
+                        const struct trace_event *from = NULL;
+                        size_t flo, fhi = task_slices(idx, n, dep->session, dep->fanins[k], &flo);
+                        for (size_t i = flo; i < fhi; i++)
+                                if (!from || idx[i]->end_ns > from->end_ns)
+                                        from = idx[i];
+                        if (!from)
+                                continue;
+                        int64_t s_ts = from->end_ns - (from->end_ns > from->start_ns);
+                        int64_t f_ts = to->start_ns + (to->end_ns > to->start_ns);
+                        flows++;
+                        json_object_array_add(arr, flow("s", t, from, s_ts, flows, from->id, to->id));
+                        json_object_array_add(arr, flow("f", t, to, f_ts, flows, from->id, to->id));
+                }
+        }
+        free(idx);
 }
 
 static bool seen_session(const uint64_t *s, size_t n, uint64_t v) {
@@ -291,14 +417,13 @@ json_object *trace_chrome_json(const struct trace_data *t) {
                 json_object *e;
                 switch (ev->kind) {
                 case HBG__TRACE_KIND__TRACE_TASK:
-                case HBG__TRACE_KIND__TRACE_HOST: {
-                        bool host = ev->kind == HBG__TRACE_KIND__TRACE_HOST;
-                        e = slice("X", host ? "host task" : trace_kernel_name(t, ev->kernel), host ? "host" : "task",
-                                  t->pid, host ? HOST_TID_BASE + ev->session : ev->thread, ev->start_ns);
+                        e = slice("X", trace_kernel_name(t, ev->kernel), "task", t->pid, ev->thread, ev->start_ns);
                         json_object_object_add(e, "dur", jnum((double)(ev->end_ns - ev->start_ns) / 1000.0));
                         json_object_object_add(e, "args", task_args(t, ev));
                         break;
-                }
+                case HBG__TRACE_KIND__TRACE_HOST:
+                        add_host(arr, t, ev);
+                        continue;
                 case HBG__TRACE_KIND__TRACE_PARK:
                 case HBG__TRACE_KIND__TRACE_WAKE:
                         e = slice("i", ev->kind == HBG__TRACE_KIND__TRACE_PARK ? "park" : "wake", "thread", t->pid,
@@ -312,6 +437,7 @@ json_object *trace_chrome_json(const struct trace_data *t) {
         }
         for (size_t i = 0; i < t->n_graphs; i++)
                 add_graph(arr, t, &t->graphs[i]);
+        add_flows(arr, t);
         json_object_object_add(root, "traceEvents", arr);
         json_object_object_add(root, "displayTimeUnit", json_object_new_string("ms"));
         json_object *other = json_object_new_object();

@@ -20,6 +20,9 @@ struct trace_event {
         uint32_t block, blocks, kernel;
         int32_t result;
         uint64_t first_id, last_id;     /* graphs */
+        bool in_flight;                 /* graphs: not retired at the trace's end */
+        uint64_t fanins[4];             /* fanin records: n_fanins of them */
+        unsigned n_fanins;
 };
 
 struct trace_data {
@@ -30,6 +33,8 @@ struct trace_data {
         size_t n_events, cap_events;
         struct trace_event *graphs;     /* sorted by session, then first task */
         size_t n_graphs, cap_graphs;
+        struct trace_event *deps;       /* fanin records (TRACE_FANINS) */
+        size_t n_deps, cap_deps;
         uint32_t n_threads;
         uint64_t duration_ns;
         uint64_t dropped, unbuffered;

@@ -122,6 +122,8 @@ static const struct key keys[] = {
         { { "socket", "mode" }, KEY_MODE, offsetof(struct hbgd_config, socket_mode), sizeof(unsigned), 0, 0777 },
         { { "socket", "group" }, KEY_NAME, offsetof(struct hbgd_config, socket_group),
           sizeof(((struct hbgd_config *)0)->socket_group), 0, 0 },
+        NUM("trace", "thread_events", engine.trace_thread_events, HBG_TRACE_THREAD_EVENTS_MIN,
+            HBG_TRACE_THREAD_EVENTS_MAX),
         { { "kernels", "modules" }, KEY_PATHS, offsetof(struct hbgd_config, kernel_modules),
           sizeof(((struct hbgd_config *)0)->kernel_modules), 0, HBGD_MAX_KERNEL_MODULES },
 };

@@ -200,10 +200,10 @@ static void reload_config(struct hbgd *d) {
             ne->max_spinning_threads != o->max_spinning_threads ||
             ne->max_threads_per_share != o->max_threads_per_share || ne->max_task_cost != o->max_task_cost ||
             ne->kernel_time_budget_ms != o->kernel_time_budget_ms ||
-            ne->max_recorded_graphs != o->max_recorded_graphs)
+            ne->max_recorded_graphs != o->max_recorded_graphs || ne->trace_thread_events != o->trace_thread_events)
                 hbgd_log(LOG_WARNING, "SIGHUP: [scheduler] spin_before_park_us/max_spinning_threads/stall_timeout_ms, [limits] "
-                         "max_threads_per_session/max_task_cost/kernel_time_budget_ms/max_recorded_graphs changed: "
-                         "ignored (needs a restart)");
+                         "max_threads_per_session/max_task_cost/kernel_time_budget_ms/max_recorded_graphs, [trace] "
+                         "thread_events changed: ignored (needs a restart)");
         if (n.socket_mode != d->cfg.socket_mode || strcmp(n.socket_group, d->cfg.socket_group) != 0)
                 hbgd_log(LOG_WARNING, "SIGHUP: [socket] mode/group changed: ignored (applied when hbgd binds its "
                          "socket: needs a restart)");

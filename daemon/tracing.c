@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <syslog.h>
 
 #include "common/clock.h"
@@ -32,16 +33,59 @@
 /* Records read from the engine at once while filling a reply. */
 #define TRACE_READ_CHUNK 256u
 
-static void trace_stop(struct hbgd *d) {
+/* Graphs not retired when a trace stops, at most (per session, in all):
+ * the rest are left out (a graph ring holds at most 65536). */
+#define TRACE_OPEN_PER_SESSION 256u
+#define TRACE_OPEN_MAX 4096u
+
+/* The traced sessions' graphs still in flight at now_ns, as graph records
+ * ending then, into d->trace.open (none if out of memory: the trace is
+ * still good, it only lacks them). Their start: when a retirement pass
+ * noticed them, else when the io thread first saw the record, else now. */
+static void snapshot_open_graphs(struct hbgd *d, int64_t now_ns) {
+        struct hbgd_trace *tr = &d->trace;
+        struct hbg_trace_event *open = calloc(TRACE_OPEN_MAX, sizeof(*open));
+        struct hbg_live_graph *g = calloc(TRACE_OPEN_PER_SESSION, sizeof(*g));
+        size_t n = 0;
+        for (struct conn *x = d->conns; open && g && x && n < TRACE_OPEN_MAX; x = x->next) {
+                if (!x->session || (tr->session && x->id != tr->session) ||
+                    (tr->uid >= 0 && (int64_t)x->cred.uid != tr->uid))
+                        continue;
+                uint64_t live;
+                size_t max = TRACE_OPEN_MAX - n < TRACE_OPEN_PER_SESSION ? TRACE_OPEN_MAX - n : TRACE_OPEN_PER_SESSION;
+                size_t k = hbg_ring_live_graphs(x->session->ring, g, max, &live);
+                for (size_t i = 0; i < k; i++) {
+                        int64_t start = g[i].noticed_ns;
+                        if (!start && g[i].age_ms)
+                                start = now_ns - (int64_t)g[i].age_ms * 1000000;
+                        open[n++] = (struct hbg_trace_event){
+                                .session = x->id, .id = g[i].number, .start_ns = start && start < now_ns ? start : now_ns,
+                                .end_ns = now_ns, .u.graph = { .first_id = g[i].first_id, .last_id = g[i].last_id },
+                                .kind = HBG_TRACE_GRAPH,
+                        };
+                }
+        }
+        free(g);
+        tr->open = open;
+        tr->n_open = open ? n : 0;
+}
+
+/* Stop recording; with `open`, note the graphs still in flight first (a
+ * graph retiring meanwhile may be in both: hbgctl keeps the retirement). */
+static void trace_stop(struct hbgd *d, bool open) {
         if (!d->trace.running)
                 return;
+        int64_t now = clock_now_ns();
+        if (open)
+                snapshot_open_graphs(d, now);
         hbg_engine_trace_stop(d->engine);
         d->trace.running = false;
-        d->trace.stop_ns = clock_now_ns();
+        d->trace.stop_ns = now;
 }
 
 static void trace_release(struct hbgd *d) {
-        trace_stop(d);
+        trace_stop(d, false);
+        free(d->trace.open);
         d->trace = (struct hbgd_trace){ 0 };
 }
 
@@ -54,7 +98,7 @@ void tracing_tick(struct hbgd *d, int64_t now_ms) {
         if (!d->trace.owner)
                 return;
         if (d->trace.running && now_ms >= d->trace.deadline_ms)
-                trace_stop(d);
+                trace_stop(d, true);
         else if (!d->trace.running && now_ms >= d->trace.deadline_ms + TRACE_KEEP_MS)
                 trace_release(d);
 }
@@ -121,7 +165,8 @@ static int trace_start(struct conn *c, const Hbg__TraceRequest *rq) {
         if (err < 0)
                 return send_error(c, err, "trace: out of memory for the trace buffers");
         d->trace = (struct hbgd_trace){ .owner = c->id, .admin = admin, .running = true,
-                                        .deadline_ms = clock_now_ms() + rq->duration_ms };
+                                        .deadline_ms = clock_now_ms() + rq->duration_ms, .session = f.session,
+                                        .uid = f.uid };
         char what[64];
         if (f.session)
                 snprintf(what, sizeof(what), "session %" PRIu64, f.session);
@@ -134,31 +179,57 @@ static int trace_start(struct conn *c, const Hbg__TraceRequest *rq) {
         Hbg__TraceReply r = HBG__TRACE_REPLY__INIT;
         r.running = true;
         r.remaining_ms = rq->duration_ms;
-        r.buffer_events = HBG_TRACE_THREAD_EVENTS;
+        r.buffer_events = hbg_engine_trace_buffer_events(d->engine);
         Hbg__Envelope out = HBG__ENVELOPE__INIT;
         out.msg_case = HBG__ENVELOPE__MSG_TRACE_REPLY;
         out.trace_reply = &r;
         return wire_send(c->sock, &out, NULL, 0, HBG_WIRE_MAX_MSG_DEFAULT);
 }
 
-static void event_to_proto(const struct hbg_trace_event *ev, unsigned thread, int64_t t0, Hbg__TraceEvent *p) {
+/* Record ev as p; its fanins (if any) are copied into fanins[], which
+ * p points to. */
+static void event_to_proto(const struct hbg_trace_event *ev, unsigned thread, int64_t t0, bool in_flight,
+                           uint64_t fanins[HBG_TRACE_RECORD_FANINS], Hbg__TraceEvent *p) {
         hbg__trace_event__init(p);
         p->kind = (Hbg__TraceKind)ev->kind;
         p->thread = thread;
-        p->start_ns = ev->start_ns - t0;
-        p->end_ns = ev->end_ns - t0;
         p->session_id = ev->session;
         p->id = ev->id;
         p->kernel = ev->kernel;
         p->result = ev->result;
+        if (ev->kind == HBG_TRACE_FANINS) {
+                /* No times: the arrows bind to the tasks' own records. */
+                p->n_fanins = ev->n_fanins <= HBG_TRACE_RECORD_FANINS ? ev->n_fanins : HBG_TRACE_RECORD_FANINS;
+                memcpy(fanins, ev->fanins, p->n_fanins * sizeof(fanins[0]));
+                p->fanins = fanins;
+                return;
+        }
+        p->start_ns = ev->start_ns - t0;
+        p->end_ns = ev->end_ns - t0;
         if (ev->kind == HBG_TRACE_GRAPH) {
                 p->first_id = ev->u.graph.first_id;
                 p->last_id = ev->u.graph.last_id;
+                p->in_flight = in_flight;
         } else if (ev->kind == HBG_TRACE_TASK || ev->kind == HBG_TRACE_HOST) {
                 p->block = ev->u.task.block;
                 p->blocks = ev->u.task.blocks;
                 p->wait_ns = ev->u.task.ready_ns ? ev->start_ns - ev->u.task.ready_ns : -1;
         }
+}
+
+/* Records of the last trace from the cursor (thread, index) into ret, up
+ * to max: each thread's, then (thread == nt) the graphs open at its end.
+ * Returns how many (0: none left). */
+static size_t trace_read(struct hbgd *d, unsigned nt, struct hbg_trace_event *ret, size_t max) {
+        struct hbgd_trace *tr = &d->trace;
+        if (tr->thread < nt) {
+                uint64_t total, dropped;
+                return hbg_engine_trace_read(d->engine, tr->thread, tr->index, ret, max, &total, &dropped);
+        }
+        size_t k = 0;
+        for (uint64_t i = tr->index; i < tr->n_open && k < max; i++)
+                ret[k++] = tr->open[i];
+        return k;
 }
 
 /* One fetch reply after the trace: every thread's counts, then records
@@ -186,7 +257,7 @@ static int trace_fetch_events(struct conn *c) {
         r.n_threads = nt;
         r.duration_ns = tr->stop_ns > t0 ? (uint64_t)(tr->stop_ns - t0) : 0;
         r.unbuffered = hbg_engine_trace_unbuffered(d->engine);
-        r.buffer_events = HBG_TRACE_THREAD_EVENTS;
+        r.buffer_events = hbg_engine_trace_buffer_events(d->engine);
         r.done = true; /* unless a record is left over below */
         Hbg__Envelope out = HBG__ENVELOPE__INIT;
         out.msg_case = HBG__ENVELOPE__MSG_TRACE_REPLY;
@@ -199,18 +270,19 @@ static int trace_fetch_events(struct conn *c) {
         Hbg__TraceEvent *evs = calloc(cap, sizeof(*evs));
         Hbg__TraceEvent **evp = calloc(cap, sizeof(*evp));
         struct hbg_trace_event *raw = calloc(TRACE_READ_CHUNK, sizeof(*raw));
-        if (!evs || !evp || !raw) {
+        /* The events' fanin ids: raw is read into again, chunk by chunk. */
+        uint64_t(*fanins)[HBG_TRACE_RECORD_FANINS] = calloc(cap, sizeof(*fanins));
+        if (!evs || !evp || !raw || !fanins) {
                 free(evs);
                 free(evp);
                 free(raw);
+                free(fanins);
                 return send_error(c, -ENOMEM, "trace: out of memory");
         }
         size_t n = 0;
         bool full = false;
-        while (!full && tr->thread < nt) {
-                uint64_t total, dropped;
-                size_t got = hbg_engine_trace_read(d->engine, tr->thread, tr->index, raw, TRACE_READ_CHUNK, &total,
-                                                   &dropped);
+        while (!full && tr->thread <= nt) {
+                size_t got = trace_read(d, nt, raw, TRACE_READ_CHUNK);
                 if (got == 0) {
                         tr->thread++;
                         tr->index = 0;
@@ -222,7 +294,8 @@ static int trace_fetch_events(struct conn *c) {
                                 break;
                         }
                         Hbg__TraceEvent *p = &evs[n];
-                        event_to_proto(&raw[k], tr->thread, t0, p);
+                        event_to_proto(&raw[k], tr->thread < nt ? tr->thread : 0, t0, tr->thread == nt, fanins[n],
+                                       p);
                         size_t sz = hbg__trace_event__get_packed_size(p) + 4; /* tag and length */
                         if (used + sz > limit) {
                                 full = true;
@@ -235,11 +308,12 @@ static int trace_fetch_events(struct conn *c) {
         }
         r.events = evp;
         r.n_events = n;
-        r.done = tr->thread >= nt;
+        r.done = tr->thread > nt;
         int err = wire_send(c->sock, &out, NULL, 0, limit);
         free(evs);
         free(evp);
         free(raw);
+        free(fanins);
         if (r.done)
                 trace_release(d);
         return err;
@@ -251,19 +325,19 @@ static int trace_fetch(struct conn *c, bool stop) {
         if (d->trace.owner != c->id)
                 return send_error(c, -ENOENT, "trace: this connection has no trace (TRACE_START first)");
         if (stop)
-                trace_stop(d);
+                trace_stop(d, true);
         int64_t now = clock_now_ms();
         if (d->trace.running && now < d->trace.deadline_ms) {
                 Hbg__TraceReply r = HBG__TRACE_REPLY__INIT;
                 r.running = true;
                 r.remaining_ms = (uint64_t)(d->trace.deadline_ms - now);
-                r.buffer_events = HBG_TRACE_THREAD_EVENTS;
+                r.buffer_events = hbg_engine_trace_buffer_events(d->engine);
                 Hbg__Envelope out = HBG__ENVELOPE__INIT;
                 out.msg_case = HBG__ENVELOPE__MSG_TRACE_REPLY;
                 out.trace_reply = &r;
                 return wire_send(c->sock, &out, NULL, 0, HBG_WIRE_MAX_MSG_DEFAULT);
         }
-        trace_stop(d);
+        trace_stop(d, true);
         return trace_fetch_events(c);
 }
 

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct hbgd;
 struct conn;
 struct Hbg__TraceRequest;
+struct hbg_trace_event;
 
 /* The one trace hbgd holds at a time (the engine records it; this says
  * whose it is and how far its reader got). Zeroed: none. */
@@ -18,7 +20,13 @@ struct hbgd_trace {
         bool running;                  /* recording */
         int64_t deadline_ms;           /* recording ends then */
         int64_t stop_ns;               /* when it ended (CLOCK_MONOTONIC) */
-        unsigned thread;               /* the fetch cursor: thread, then record */
+        uint64_t session;              /* its filter (struct hbg_trace_filter) */
+        int64_t uid;
+        /* Graphs not retired when it stopped (HBG_TRACE_GRAPH records
+         * ending then), sent after the threads' records. */
+        struct hbg_trace_event *open;
+        size_t n_open;
+        unsigned thread;               /* the fetch cursor: thread (n: the open graphs), then record */
         uint64_t index;
 };
 

@@ -34,6 +34,7 @@ void hbg_engine_config_default(struct hbg_engine_config *ret) {
                 .kernel_time_budget_ms = 10000,
                 .max_recorded_graphs = 64,
                 .completion_mode = HBG_COMPLETION_DEFAULT,
+                .trace_thread_events = HBG_TRACE_THREAD_EVENTS,
         };
 }
 
@@ -63,6 +64,11 @@ int hbg_engine_config_validate(const struct hbg_engine_config *cfg, const char *
         }
         if (cfg->max_recorded_graphs > HBG_ENGINE_MAX_RECORDED) {
                 *ret_error = "max_recorded_graphs: must be between 0 (none) and 65536";
+                return -ERANGE;
+        }
+        if (cfg->trace_thread_events < HBG_TRACE_THREAD_EVENTS_MIN ||
+            cfg->trace_thread_events > HBG_TRACE_THREAD_EVENTS_MAX) {
+                *ret_error = "trace_thread_events: must be between 16 and 4194304";
                 return -ERANGE;
         }
         if (cfg->kernel_time_budget_ms < 1 || cfg->kernel_time_budget_ms > HBG_ENGINE_MAX_KERNEL_BUDGET_MS) {
@@ -136,7 +142,7 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         if (!e->rings || !e->shares || !e->threads)
                 goto fail;
         memset(e->shares, 0, cfg->max_rings * sizeof(*e->shares));
-        if ((err = trace_init(&e->trace, cfg->threads)) < 0)
+        if ((err = trace_init(&e->trace, cfg->threads, cfg->trace_thread_events)) < 0)
                 goto fail;
         err = -ENOMEM;
         ktime_calibrate(&e->ktime_clock);

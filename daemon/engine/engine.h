@@ -101,6 +101,9 @@ struct hbg_engine_config {
          * 0..HBG_ENGINE_MAX_RECORDED; 0: none (default 64). */
         unsigned max_recorded_graphs;
         unsigned completion_mode;      /* hbg_completion_mode_*(); min_threads applies */
+        /* Records of each scheduler thread's trace buffer (tracing, below),
+         * HBG_TRACE_THREAD_EVENTS_MIN..._MAX (default HBG_TRACE_THREAD_EVENTS). */
+        unsigned trace_thread_events;
         hbg_log_fn log;               /* NULL: stderr with <N> prefixes */
         void *log_userdata;
         /* Tests only, never set by hbgd's configuration: a wedged scheduler
@@ -320,6 +323,9 @@ struct hbg_live_graph {
         uint64_t tasks_done;       /* its tasks complete (in any order), a lower bound
                                       past 65536 flags read per listing */
         uint64_t age_ms;           /* since hbgd first saw its record; 0 not yet */
+        int64_t noticed_ns;        /* when a retirement pass first saw it (as
+                                      graph latency counts), CLOCK_MONOTONIC;
+                                      0: not yet */
         enum hbg_live_state state;
 };
 
@@ -378,11 +384,14 @@ void hbg_engine_thread_alive(const struct hbg_engine *e, unsigned thread,
 /*
  * The task timeline (docs/OPERATIONS.md, "Tracing"): while a trace is on,
  * each scheduler thread records what it does into a buffer of its own of
- * HBG_TRACE_THREAD_EVENTS records (full: further records are dropped and
+ * cfg.trace_thread_events records (full: further records are dropped and
  * counted, never waited for). Times are CLOCK_MONOTONIC in ns. One trace
  * at a time; start, stop and read from one thread (hbgd's io thread).
  */
-#define HBG_TRACE_THREAD_EVENTS 65536u
+#define HBG_TRACE_THREAD_EVENTS 65536u        /* the default buffer, in records */
+#define HBG_TRACE_THREAD_EVENTS_MIN 16u
+#define HBG_TRACE_THREAD_EVENTS_MAX (1u << 22) /* 224 MiB a thread */
+#define HBG_TRACE_RECORD_FANINS 4u            /* fanin ids in one HBG_TRACE_FANINS record */
 
 enum hbg_trace_kind {
         HBG_TRACE_TASK = 1,            /* blocks of a kernel task run by this thread */
@@ -390,26 +399,34 @@ enum hbg_trace_kind {
         HBG_TRACE_GRAPH = 3,           /* a graph: noticed .. retired */
         HBG_TRACE_PARK = 4,            /* the thread parks (an instant) */
         HBG_TRACE_WAKE = 5,            /* the thread woke (an instant) */
+        HBG_TRACE_FANINS = 6,          /* fanins of task id, recorded with its block 0 */
 };
 
 struct hbg_trace_event {
-        int64_t start_ns;              /* instants: start == end */
-        int64_t end_ns;
         uint64_t session;              /* the ring's hbg_ring_params.log_fields.session */
         uint64_t id;                   /* task id; graph record number */
         union {
                 struct {
-                        int64_t ready_ns;      /* made ready; 0: before the trace */
-                        uint32_t block;        /* first block run */
-                        uint32_t blocks;       /* blocks run */
-                } task;
-                struct {
-                        uint64_t first_id, last_id;
-                } graph;
-        } u;
+                        int64_t start_ns;      /* instants: start == end */
+                        int64_t end_ns;
+                        union {
+                                struct {
+                                        int64_t ready_ns;      /* made ready; 0: before the trace */
+                                        uint32_t block;        /* first block run */
+                                        uint32_t blocks;       /* blocks run */
+                                } task;
+                                struct {
+                                        uint64_t first_id, last_id;
+                                } graph;
+                        } u;
+                };
+                /* HBG_TRACE_FANINS: n_fanins of them, from the slot's
+                 * validated copy (several records for more). */
+                uint64_t fanins[HBG_TRACE_RECORD_FANINS];
+        };
         uint16_t kernel;               /* task: its first active lane's kernel id */
         uint8_t kind;                  /* enum hbg_trace_kind */
-        uint8_t reserved;
+        uint8_t n_fanins;              /* HBG_TRACE_FANINS: 1..HBG_TRACE_RECORD_FANINS; else 0 */
         int32_t result;                /* 0 or a negative errno */
 };
 
@@ -428,6 +445,8 @@ int hbg_engine_trace_start(struct hbg_engine *e, const struct hbg_trace_filter *
 /* Stop recording. A thread in the middle of a record may still finish it:
  * a reader sees it or not, never half of it. */
 void hbg_engine_trace_stop(struct hbg_engine *e);
+/* Each thread's buffer, in records (cfg.trace_thread_events). */
+unsigned hbg_engine_trace_buffer_events(const struct hbg_engine *e);
 /* When the running (or last) trace started (CLOCK_MONOTONIC ns). */
 int64_t hbg_engine_trace_started(const struct hbg_engine *e);
 /* Thread `thread`'s records of the last trace from index `from`: up to

@@ -110,6 +110,21 @@ static uint64_t count_done(const struct hbg_flag_window *w, uint64_t wm, uint64_
         return done;
 }
 
+/* When retirement first saw record k, 0 if not yet, for a k that was not
+ * retired at `retired` (ring.h, graph_noticed_ns). The acquire load of
+ * graphs_noticed makes k's time visible; a time read that is already
+ * k + G's was stored (release) after graphs_retired passed k, and the
+ * acquire fence makes that visible to the load after it: then 0 too (the
+ * caller drops retired records anyway). */
+static int64_t graph_noticed_at(struct hbg_ring *r, uint64_t k) {
+        if (k >= atomic_load_explicit(&r->graphs_noticed, memory_order_acquire))
+                return 0;
+        int64_t ns = atomic_load_explicit(&r->graph_noticed_ns[k & (r->g.graph_table_entries - 1)],
+                                          memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        return k < atomic_load_explicit(&r->cpl->graphs_retired, memory_order_relaxed) ? 0 : ns;
+}
+
 size_t hbg_ring_live_graphs(struct hbg_ring *r, struct hbg_live_graph *ret, size_t max, uint64_t *ret_live) {
         uint64_t G = r->g.graph_table_entries;
         /* Acquire: the table entries below it are final (not needed here,
@@ -143,6 +158,7 @@ size_t hbg_ring_live_graphs(struct hbg_ring *r, struct hbg_live_graph *ret, size
                         .first_id = rec.first_id,
                         .last_id = rec.last_id,
                         .tasks_done = count_done(&r->window, wm, rec.first_id, rec.last_id, &budget),
+                        .noticed_ns = graph_noticed_at(r, k),
                         .state = broken                ? HBG_LIVE_FAILED
                                  : wm > rec.last_id    ? HBG_LIVE_RETIRING
                                  : claim > rec.first_id ? HBG_LIVE_RUNNING

@@ -48,9 +48,14 @@ static void notice_graphs(struct hbg_ring *r, uint64_t submitted, int64_t *now) 
                 return;
         if (*now == 0)
                 *now = clock_now_ns();
+        /* Release, both: a reader that loads graphs_noticed (acquire) past
+         * n reads n's time; one that reads a time of n + G (a later pass,
+         * after graphs_retired passed n) then sees n retired
+         * (live_graphs.c, graph_noticed_at()). */
         for (; n < end; n++)
-                r->graph_noticed_ns[n & (r->g.graph_table_entries - 1)] = *now;
-        atomic_store_explicit(&r->graphs_noticed, n, memory_order_relaxed);
+                atomic_store_explicit(&r->graph_noticed_ns[n & (r->g.graph_table_entries - 1)], *now,
+                                      memory_order_release);
+        atomic_store_explicit(&r->graphs_noticed, n, memory_order_release);
 }
 
 /* Metrics of the graph being published: its latency and failure. */
@@ -59,10 +64,13 @@ static void count_graph(struct hbg_ring *r, int code, int64_t *now) {
                 *now = clock_now_ns();
         uint64_t n = r->graph_next;
         int64_t since = *now;
-        if (n < atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed))
-                since = r->graph_noticed_ns[n & (r->g.graph_table_entries - 1)];
-        else /* first seen as it retires (a stopped ring's): noticed now */
-                atomic_store_explicit(&r->graphs_noticed, n + 1, memory_order_relaxed);
+        _Atomic int64_t *at = &r->graph_noticed_ns[n & (r->g.graph_table_entries - 1)];
+        if (n < atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed)) {
+                since = atomic_load_explicit(at, memory_order_relaxed);
+        } else { /* first seen as it retires (a stopped ring's): noticed now */
+                atomic_store_explicit(at, since, memory_order_release);
+                atomic_store_explicit(&r->graphs_noticed, n + 1, memory_order_release);
+        }
         hbg_hist_observe(&r->graph_latency, since < *now ? (uint64_t)(*now - since) : 0);
         uint32_t trace = trace_epoch(&r->engine->trace);
         if (trace)

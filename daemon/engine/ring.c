@@ -30,7 +30,7 @@ static size_t failures_bytes(const struct hbg_geometry *g) {
 }
 
 static size_t graph_noticed_bytes(const struct hbg_geometry *g) {
-        return g->graph_table_entries * sizeof(int64_t);
+        return g->graph_table_entries * sizeof(_Atomic int64_t);
 }
 
 uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g) {

@@ -109,9 +109,13 @@ struct hbg_ring {
          * graph records noticed so far (the next record number to notice),
          * when each one in the graph ring was noticed (CLOCK_MONOTONIC ns,
          * entry n & (graph_table_entries - 1)), the time from there to
-         * retirement of every retired graph, and failed graphs by errno. */
+         * retirement of every retired graph, and failed graphs by errno.
+         * The times are also read by hbgd's io thread (hbg_ring_live_graphs):
+         * each is stored with release before graphs_noticed passes it
+         * (release), and an entry is stored again for record k + G only
+         * after graphs_retired passed k (an earlier retirement pass). */
         _Atomic uint64_t graphs_noticed;
-        int64_t *graph_noticed_ns;
+        _Atomic int64_t *graph_noticed_ns;
         struct hbg_histogram graph_latency;
         _Atomic uint64_t graphs_failed_by_errno[HBG_ERRNO_SLOTS];
 

@@ -19,8 +19,9 @@
 /* The buffer the calling thread records into (NULL: none, the io thread). */
 static _Thread_local struct trace_buf *trace_self;
 
-int trace_init(struct trace_state *ts, unsigned threads) {
+int trace_init(struct trace_state *ts, unsigned threads, unsigned thread_events) {
         memset(ts, 0, sizeof(*ts));
+        ts->thread_events = thread_events;
         atomic_store_explicit(&ts->uid, -1, memory_order_relaxed);
         ts->bufs = aligned_alloc(64, threads * sizeof(*ts->bufs));
         if (!ts->bufs)
@@ -63,12 +64,12 @@ static struct hbg_trace_event *record_begin(struct trace_state *ts, uint32_t ep,
                 atomic_store_explicit(&b->dropped, 0, memory_order_relaxed);
                 atomic_store_explicit(&b->head, (uint64_t)ep << 32, memory_order_release);
         }
-        if (n >= HBG_TRACE_THREAD_EVENTS) {
+        if (n >= ts->thread_events) {
                 atomic_fetch_add_explicit(&b->dropped, 1, memory_order_relaxed);
                 return NULL;
         }
         *ret_n = n;
-        return &ts->events[(size_t)(b - ts->bufs) * HBG_TRACE_THREAD_EVENTS + n];
+        return &ts->events[(size_t)(b - ts->bufs) * ts->thread_events + n];
 }
 
 /* Record n is written: publish it (release: the reader's acquire load of
@@ -115,6 +116,26 @@ static int64_t tick_ns(const struct ktime_clock *c, uint64_t then, uint64_t now_
         return back > 0 ? now_ns - (int64_t)((double)back * c->ns_per_tick) : now_ns;
 }
 
+/* The dependency edges into task id (arrows in hbgctl trace): the slot's
+ * validated fanins, HBG_TRACE_RECORD_FANINS per record, after the task's
+ * own record. Ring r is traced (checked by the caller). */
+static void trace_fanins(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r, const struct task_slot *s,
+                         uint64_t id) {
+        unsigned nf = s->n_fanins < HBG_MAX_FANINS ? s->n_fanins : HBG_MAX_FANINS;
+        for (unsigned i = 0; i < nf; i += HBG_TRACE_RECORD_FANINS) {
+                uint32_t n;
+                struct hbg_trace_event *ev = record_begin(ts, ep, &n);
+                if (!ev)
+                        return;
+                unsigned k = nf - i < HBG_TRACE_RECORD_FANINS ? nf - i : HBG_TRACE_RECORD_FANINS;
+                *ev = (struct hbg_trace_event){ .session = r->log_fields.session, .id = id,
+                                                .kernel = HBG_KERNEL_NONE, .kind = HBG_TRACE_FANINS,
+                                                .n_fanins = (uint8_t)k };
+                memcpy(ev->fanins, &s->fanins[i], k * sizeof(ev->fanins[0]));
+                record_end(ep, n);
+        }
+}
+
 void trace_task(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r, const struct task_slot *s,
                 uint64_t id, uint32_t block, uint32_t blocks, int result, uint64_t start_tick) {
         if (!ring_traced(ts, ep, r))
@@ -134,6 +155,8 @@ void trace_task(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r, c
                 .kernel = task_kernel(s), .kind = HBG_TRACE_TASK, .result = result,
         };
         record_end(ep, n);
+        if (block == 0)
+                trace_fanins(ts, ep, r, s, id);
 }
 
 void trace_host(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r, const struct task_slot *s,
@@ -193,7 +216,7 @@ int hbg_engine_trace_start(struct hbg_engine *e, const struct hbg_trace_filter *
                 /* Zero pages until a thread writes: a trace costs the
                  * memory its records use. Kept until the engine goes (a
                  * late recorder of a stopped trace may still write). */
-                ts->events = calloc((size_t)ts->nbufs * HBG_TRACE_THREAD_EVENTS, sizeof(*ts->events));
+                ts->events = calloc((size_t)ts->nbufs * ts->thread_events, sizeof(*ts->events));
                 if (!ts->events)
                         return -ENOMEM;
         }
@@ -212,6 +235,10 @@ int hbg_engine_trace_start(struct hbg_engine *e, const struct hbg_trace_filter *
 
 void hbg_engine_trace_stop(struct hbg_engine *e) {
         atomic_store_explicit(&e->trace.epoch, 0, memory_order_release);
+}
+
+unsigned hbg_engine_trace_buffer_events(const struct hbg_engine *e) {
+        return e->trace.thread_events;
 }
 
 int64_t hbg_engine_trace_started(const struct hbg_engine *e) {
@@ -234,7 +261,7 @@ size_t hbg_engine_trace_read(const struct hbg_engine *e, unsigned thread, uint64
         *ret_dropped = atomic_load_explicit(&b->dropped, memory_order_relaxed);
         size_t k = 0;
         for (uint64_t i = from; i < n && k < max; i++)
-                ret[k++] = ts->events[(size_t)thread * HBG_TRACE_THREAD_EVENTS + i];
+                ret[k++] = ts->events[(size_t)thread * ts->thread_events + i];
         return k;
 }
 

@@ -44,8 +44,9 @@ struct trace_state {
         _Atomic int64_t uid;              /* only rings of this uid; -1: any */
         _Atomic int64_t started_ns;       /* CLOCK_MONOTONIC at start */
         struct trace_buf *bufs;           /* one per engine thread, from hbg_engine_new() */
-        struct hbg_trace_event *events;   /* HBG_TRACE_THREAD_EVENTS per thread, at the first start */
+        struct hbg_trace_event *events;   /* thread_events per thread, at the first start */
         unsigned nbufs;
+        unsigned thread_events;           /* engine cfg.trace_thread_events */
         _Atomic uint64_t unbuffered;      /* recorded by a thread with no buffer: dropped */
 };
 
@@ -54,7 +55,7 @@ static inline uint32_t trace_epoch(const struct trace_state *ts) {
         return atomic_load_explicit(&ts->epoch, memory_order_relaxed);
 }
 
-int trace_init(struct trace_state *ts, unsigned threads);
+int trace_init(struct trace_state *ts, unsigned threads, unsigned thread_events);
 void trace_fini(struct trace_state *ts);
 /* The calling thread records into buffer `index` from now on. */
 void trace_thread_bind(struct trace_state *ts, unsigned index);
@@ -62,7 +63,8 @@ void trace_thread_bind(struct trace_state *ts, unsigned index);
 /* The recorders, called only when trace_epoch() returned ep != 0. */
 /* A task run: blocks [block, block + blocks) of task id on this thread
  * from start_tick (ktime.h) to now, with its result (0 or a negative
- * errno). */
+ * errno); the run of block 0 also records the task's fanins
+ * (HBG_TRACE_FANINS). */
 void trace_task(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r, const struct task_slot *s,
                 uint64_t id, uint32_t block, uint32_t blocks, int result, uint64_t start_tick);
 /* A host task from made ready to its answer read now. */

@@ -2268,9 +2268,13 @@ static bool xml_well_formed(const char *x, unsigned *ret_task_boxes, char *why, 
  * records (for 600 s, ended by SIGINT once they are done: nothing timed).
  * The JSON: every slice is on a named track of hbgd's pid, begins no
  * later than it ends; one "X" slice per kernel task run, each task id of
- * ours once, named by its kernel, with the graph it belongs to; one host
- * slice per host task on the session's track; the graphs' "b" and "e"
- * pair up by id; no drops. The SVG is well-formed with one box per task.
+ * ours once, named by its kernel, with the graph it belongs to; one async
+ * slice per host task (not "X": they overlap) on the session's host track,
+ * an id each; the graphs' "b" and "e" pair up by id, none in flight; one
+ * flow per dependency between two kernel tasks (root -> each fan noop ->
+ * join: 2 * TRACE_FAN a graph, none through the host task), its "s"
+ * inside the fanin's slice and its "f" inside the dependant's; no drops.
+ * The SVG is well-formed with one box per task.
  */
 START_TEST(trace_timeline) {
         struct hbgd_proc *d = start();
@@ -2291,6 +2295,7 @@ START_TEST(trace_timeline) {
         snprintf(started, sizeof(started), "trace of session %s for 600000 ms started", session);
         ck_assert_msg(hbgd_log_says(d, started), "no \"%s\" in hbgd's log", started);
 
+        /* Per graph: root, TRACE_FAN noops, join. */
         uint64_t kernel_ids[TRACE_GRAPHS * (TRACE_FAN + 2)], graphs[TRACE_GRAPHS];
         size_t n_ids = 0;
         for (unsigned g = 0; g < TRACE_GRAPHS; g++) {
@@ -2328,10 +2333,15 @@ START_TEST(trace_timeline) {
         ck_assert_int_eq(jint(get(o, "otherData"), "dropped"), 0);
         int64_t pid = -1;
         uint64_t tracks[128];
-        size_t n_tracks = 0, n_tasks = 0, n_host = 0, n_begin = 0, n_end = 0;
+        size_t n_tracks = 0, n_tasks = 0, n_host = 0, n_begin = 0, n_end = 0, n_flows = 0;
         bool seen[TRACE_GRAPHS * (TRACE_FAN + 2)] = { false };
-        char begins[TRACE_GRAPHS][48] = { { 0 } };
-        int64_t begin_ts[TRACE_GRAPHS] = { 0 };
+        /* Async slices (graphs and host tasks) by id: begun, then ended. */
+        char begins[2 * TRACE_GRAPHS][48] = { { 0 } };
+        int64_t begin_ts[2 * TRACE_GRAPHS] = { 0 };
+        /* Each kernel task's slice (one block each) and thread, by index. */
+        int64_t slice_start[TRACE_GRAPHS * (TRACE_FAN + 2)], slice_end[TRACE_GRAPHS * (TRACE_FAN + 2)];
+        int64_t slice_tid[TRACE_GRAPHS * (TRACE_FAN + 2)];
+        json_object *flows[4 * TRACE_GRAPHS * TRACE_FAN];
         /* The tracks first: metadata names them. */
         for (size_t i = 0; i < json_object_array_length(evs); i++) {
                 json_object *e = json_object_array_get_idx(evs, i);
@@ -2354,16 +2364,20 @@ START_TEST(trace_timeline) {
                         tracked = tracked || tracks[k] == (uint64_t)jint(e, "tid");
                 ck_assert_msg(tracked && jint(e, "pid") == pid, "an event on no named track: %s", json_object_to_json_string(e));
                 double ts = json_object_get_double(get(e, "ts"));
+                if (strcmp(ph, "s") == 0 || strcmp(ph, "f") == 0) {
+                        ck_assert_str_eq(json_object_get_string(get(e, "cat")), "dep");
+                        ck_assert_uint_lt(n_flows, 4 * TRACE_GRAPHS * TRACE_FAN);
+                        flows[n_flows++] = e;
+                        continue;
+                }
+                ck_assert_msg(strcmp(json_object_get_string(get(e, "cat")), "host") != 0 || strcmp(ph, "X") != 0,
+                              "a host task as an \"X\" slice (they overlap): %s", json_object_to_json_string(e));
                 if (strcmp(ph, "X") == 0) {
                         ck_assert_msg(json_object_get_double(get(e, "dur")) >= 0, "ends before it begins: %s",
                                       json_object_to_json_string(e));
                         json_object *a = get(e, "args");
                         ck_assert_int_eq(jint(a, "session"), (int64_t)sess);
                         ck_assert_int_eq(jint(a, "result"), 0);
-                        if (strcmp(json_object_get_string(get(e, "cat")), "host") == 0) {
-                                n_host++;
-                                continue;
-                        }
                         n_tasks++;
                         ck_assert_str_eq(json_object_get_string(get(e, "name")), "noop");
                         uint64_t task = (uint64_t)jint(a, "task");
@@ -2373,20 +2387,35 @@ START_TEST(trace_timeline) {
                         ck_assert_msg(k < n_ids && !seen[k], "task %" PRIu64 ": not ours, or run twice", task);
                         seen[k] = true;
                         ck_assert_int_eq(jint(a, "graph"), (int64_t)graphs[k / (TRACE_FAN + 2)]);
+                        slice_start[k] = llround(ts * 1000);
+                        slice_end[k] = slice_start[k] + llround(json_object_get_double(get(e, "dur")) * 1000);
+                        slice_tid[k] = jint(e, "tid");
                 } else if (strcmp(ph, "b") == 0 || strcmp(ph, "e") == 0) {
                         const char *id = json_object_get_string(get(e, "id"));
+                        const char *cat = json_object_get_string(get(e, "cat"));
                         bool begin = ph[0] == 'b';
                         size_t k = 0;
+                        while (k < n_begin && strcmp(begins[k], id) != 0)
+                                k++;
                         if (begin) {
-                                ck_assert_uint_lt(n_begin, TRACE_GRAPHS);
+                                ck_assert_msg(k == n_begin, "async slice %s begins twice", id);
+                                ck_assert_uint_lt(n_begin, 2 * TRACE_GRAPHS);
+                                json_object *a = get(e, "args");
+                                ck_assert_int_eq(jint(a, "session"), (int64_t)sess);
+                                if (strcmp(cat, "host") == 0) {
+                                        n_host++;
+                                        ck_assert_int_eq(jint(a, "result"), 0);
+                                } else {
+                                        ck_assert_str_eq(cat, "graph");
+                                        ck_assert_msg(!json_object_get_boolean(get(a, "in_flight")),
+                                                      "graph %s in flight after its wait", id);
+                                }
                                 snprintf(begins[n_begin], sizeof(begins[0]), "%s", id);
                                 begin_ts[n_begin++] = (int64_t)(ts * 1000);
                                 continue;
                         }
-                        while (k < n_begin && strcmp(begins[k], id) != 0)
-                                k++;
-                        ck_assert_msg(k < n_begin, "graph %s ends without a beginning", id);
-                        ck_assert_msg(begin_ts[k] <= (int64_t)(ts * 1000), "graph %s ends before it begins", id);
+                        ck_assert_msg(k < n_begin, "async slice %s ends without a beginning", id);
+                        ck_assert_msg(begin_ts[k] <= (int64_t)(ts * 1000), "async slice %s ends before it begins", id);
                         begins[k][0] = 0;
                         n_end++;
                 } else {
@@ -2395,8 +2424,40 @@ START_TEST(trace_timeline) {
         }
         ck_assert_uint_eq(n_tasks, n_ids);
         ck_assert_uint_eq(n_host, TRACE_GRAPHS);
-        ck_assert_uint_eq(n_begin, TRACE_GRAPHS);
-        ck_assert_uint_eq(n_end, TRACE_GRAPHS);
+        ck_assert_uint_eq(n_begin, 2 * TRACE_GRAPHS);
+        ck_assert_uint_eq(n_end, 2 * TRACE_GRAPHS);
+        /* The flows: "s" then "f" of one id, an edge of ours each, once,
+         * each end inside the slice of its task on that task's track. */
+        ck_assert_uint_eq(n_flows, 2 * 2 * TRACE_GRAPHS * TRACE_FAN);
+        bool edge_seen[TRACE_GRAPHS * (TRACE_FAN + 2)][2] = { { false } };
+        for (size_t i = 0; i < n_flows; i += 2) {
+                json_object *fs = flows[i], *ff = flows[i + 1];
+                ck_assert_str_eq(json_object_get_string(get(fs, "ph")), "s");
+                ck_assert_str_eq(json_object_get_string(get(ff, "ph")), "f");
+                ck_assert_int_eq(jint(fs, "id"), jint(ff, "id"));
+                uint64_t from = (uint64_t)jint(get(fs, "args"), "from_task"), to = (uint64_t)jint(get(fs, "args"), "to_task");
+                size_t kf = 0, kt = 0;
+                while (kf < n_ids && kernel_ids[kf] != from)
+                        kf++;
+                while (kt < n_ids && kernel_ids[kt] != to)
+                        kt++;
+                ck_assert_msg(kf < n_ids && kt < n_ids, "a flow %" PRIu64 " -> %" PRIu64 " between no tasks of ours",
+                              from, to);
+                size_t g = kf / (TRACE_FAN + 2), pf = kf % (TRACE_FAN + 2), pt = kt % (TRACE_FAN + 2);
+                /* root (0) -> a fan noop (1..FAN), or a fan noop -> join (FAN + 1) */
+                ck_assert_msg(kt / (TRACE_FAN + 2) == g && ((pf == 0 && pt >= 1 && pt <= TRACE_FAN) ||
+                                                            (pf >= 1 && pf <= TRACE_FAN && pt == TRACE_FAN + 1)),
+                              "a flow %" PRIu64 " -> %" PRIu64 " that is no dependency", from, to);
+                bool *once = &edge_seen[pf == 0 ? kt : kf][pf == 0 ? 0 : 1];
+                ck_assert_msg(!*once, "the flow %" PRIu64 " -> %" PRIu64 " twice", from, to);
+                *once = true;
+                int64_t s_ts = llround(json_object_get_double(get(fs, "ts")) * 1000);
+                int64_t f_ts = llround(json_object_get_double(get(ff, "ts")) * 1000);
+                ck_assert_msg(jint(fs, "tid") == slice_tid[kf] && s_ts >= slice_start[kf] && s_ts <= slice_end[kf],
+                              "flow start outside task %" PRIu64 "'s slice: %s", from, json_object_to_json_string(fs));
+                ck_assert_msg(jint(ff, "tid") == slice_tid[kt] && f_ts >= slice_start[kt] && f_ts <= slice_end[kt],
+                              "flow end outside task %" PRIu64 "'s slice: %s", to, json_object_to_json_string(ff));
+        }
         json_object_put(o);
 
         char *svg = slurp(svg_path), why[128];
@@ -2406,6 +2467,178 @@ START_TEST(trace_timeline) {
         free(svg);
         hbg_disconnect(c);
         daemon_destroy(d);
+}
+END_TEST
+
+/*
+ * A graph still in flight when the trace ends: root noop -> host task ->
+ * join noop, its host task left unanswered (no worker threads: it runs
+ * only inside our wait) while `hbgctl trace --duration 0.3` records. The
+ * JSON shows it as a graph slice with args in_flight, ending at the
+ * trace's end; the root's slice is there, the join's is not.
+ */
+START_TEST(trace_open_graph) {
+        struct hbgd_proc *d = start();
+        const char *S = d->socket_path;
+        hbg_client *c;
+        ck_assert_int_eq(hbg_connect(&c, S), 0);
+        uint64_t sess, root_id, host_id, join_id, graph;
+        ck_assert_int_eq(my_sessions(S, &sess, 1), 1);
+        char session[32];
+        snprintf(session, sizeof(session), "%llu", (unsigned long long)sess);
+        hbg_task root = HBG_TASK_INIT("noop"), join = HBG_TASK_INIT("noop"), h = HBG_TASK_INIT(NULL);
+        ck_assert_int_eq(hbg_graph_add(c, &root, &root_id), 0);
+        h.host_fn = host_ok;
+        h.n_deps = 1;
+        h.deps[0] = root_id;
+        ck_assert_int_eq(hbg_graph_add(c, &h, &host_id), 0);
+        join.deps[join.n_deps++] = host_id;
+        ck_assert_int_eq(hbg_graph_add(c, &join, &join_id), 0);
+
+        /* The trace starts first (its log line), then the graph goes. */
+        char dir[] = "/tmp/hbg-trace-open.XXXXXX", out[64], err[64];
+        ck_assert(mkdtemp(dir));
+        snprintf(out, sizeof(out), "%s/out", dir);
+        snprintf(err, sizeof(err), "%s/err", dir);
+        pid_t ctl_pid = ctl_spawn(S, (const char *const[]){ "trace", "--session", session, "--duration", "0.3", NULL },
+                                  out, err);
+        char started[96];
+        snprintf(started, sizeof(started), "trace of session %s for 300 ms started", session);
+        ck_assert_msg(hbgd_log_says(d, started), "no \"%s\" in hbgd's log", started);
+        ck_assert_int_eq(hbg_graph_submit(c, &graph), 0);
+        int st;
+        while (waitpid(ctl_pid, &st, 0) < 0)
+                ck_assert(errno == EINTR);
+        char *errs = slurp(err), *text = slurp(out);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "hbgctl trace: status %d\n%s", st, errs);
+        ck_assert_int_eq(hbg_graph_wait(c, graph, WAIT_MS), 0);
+        unlink(out);
+        unlink(err);
+        rmdir(dir);
+
+        json_object *o = json_tokener_parse(text);
+        ck_assert_msg(o, "the trace is not JSON:\n%.2000s", text);
+        int64_t end_ns = llround(json_object_get_double(get(get(o, "otherData"), "duration_us")) * 1000);
+        json_object *evs = get(o, "traceEvents");
+        size_t n_open = 0, n_open_end = 0, n_root = 0, n_join = 0;
+        char id[48] = "";
+        for (size_t i = 0; i < json_object_array_length(evs); i++) {
+                json_object *e = json_object_array_get_idx(evs, i);
+                const char *ph = json_object_get_string(get(e, "ph"));
+                if (strcmp(ph, "X") == 0) {
+                        uint64_t task = (uint64_t)jint(get(e, "args"), "task");
+                        n_root += task == root_id;
+                        n_join += task == join_id;
+                        continue;
+                }
+                if (strcmp(ph, "b") != 0 && strcmp(ph, "e") != 0)
+                        continue;
+                if (strcmp(json_object_get_string(get(e, "cat")), "graph") != 0)
+                        continue;
+                if (ph[0] == 'b') {
+                        json_object *a = get(e, "args");
+                        ck_assert_msg(json_object_get_boolean(get(a, "in_flight")), "graph retired in the trace: %s",
+                                      json_object_to_json_string(e));
+                        ck_assert_int_eq(jint(a, "graph"), (int64_t)graph);
+                        ck_assert_int_eq(jint(a, "first_task"), (int64_t)root_id);
+                        ck_assert_int_eq(jint(a, "last_task"), (int64_t)join_id);
+                        snprintf(id, sizeof(id), "%s", json_object_get_string(get(e, "id")));
+                        n_open++;
+                } else {
+                        ck_assert_str_eq(json_object_get_string(get(e, "id")), id);
+                        ck_assert_int_eq(llround(json_object_get_double(get(e, "ts")) * 1000), end_ns);
+                        n_open_end++;
+                }
+        }
+        ck_assert_uint_eq(n_open, 1);
+        ck_assert_uint_eq(n_open_end, 1);
+        ck_assert_uint_eq(n_root, 1);
+        ck_assert_uint_eq(n_join, 0);
+        json_object_put(o);
+        free(text);
+        free(errs);
+        hbg_disconnect(c);
+        daemon_destroy(d);
+}
+END_TEST
+
+/*
+ * [trace] thread_events = 16: a trace of TRACE_DROP_TASKS noops fills the
+ * scheduler threads' buffers; what did not fit is counted: otherData
+ * says buffer_events 16 and dropped > 0, no thread's track holds more
+ * than 16 records, the records kept and the dropped ones account for at
+ * least every task run, and hbgctl says so on stderr.
+ */
+#define TRACE_DROP_TASKS 200u
+
+START_TEST(trace_drops) {
+        char dir[] = "/tmp/hbg-trace-drops.XXXXXX", conf[64], out[64], err[64];
+        ck_assert(mkdtemp(dir));
+        snprintf(conf, sizeof(conf), "%s/hbgd.conf", dir);
+        snprintf(out, sizeof(out), "%s/out", dir);
+        snprintf(err, sizeof(err), "%s/err", dir);
+        write_text(conf, "[trace]\nthread_events = 16\n");
+        struct hbgd_proc *d;
+        const char *args[] = { "--config", conf, NULL };
+        ck_assert_int_eq(daemon_start(&d, args, NULL), 0);
+        const char *S = d->socket_path;
+        hbg_client *c;
+        ck_assert_int_eq(hbg_connect(&c, S), 0);
+        uint64_t sess;
+        ck_assert_int_eq(my_sessions(S, &sess, 1), 1);
+        char session[32], started[96];
+        snprintf(session, sizeof(session), "%llu", (unsigned long long)sess);
+        pid_t ctl_pid = ctl_spawn(S, (const char *const[]){ "trace", "--session", session, "--duration", "600", NULL },
+                                  out, err);
+        snprintf(started, sizeof(started), "trace of session %s for 600000 ms started", session);
+        ck_assert_msg(hbgd_log_says(d, started), "no \"%s\" in hbgd's log", started);
+        for (unsigned i = 0; i < TRACE_DROP_TASKS; i++) {
+                hbg_task t = HBG_TASK_INIT("noop");
+                ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
+        }
+        uint64_t graph;
+        ck_assert_int_eq(hbg_graph_submit(c, &graph), 0);
+        ck_assert_int_eq(hbg_graph_wait(c, graph, WAIT_MS), 0);
+        ck_assert_int_eq(kill(ctl_pid, SIGINT), 0);
+        int st;
+        while (waitpid(ctl_pid, &st, 0) < 0)
+                ck_assert(errno == EINTR);
+        char *errs = slurp(err), *text = slurp(out);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "hbgctl trace: status %d\n%s", st, errs);
+        ck_assert_msg(strstr(errs, "events dropped") && strstr(errs, "buffer of 16 events"),
+                      "hbgctl does not report the drops:\n%s", errs);
+        json_object *o = json_tokener_parse(text);
+        ck_assert_msg(o, "the trace is not JSON:\n%.2000s", text);
+        json_object *other = get(o, "otherData");
+        ck_assert_int_eq(jint(other, "buffer_events"), 16);
+        int64_t dropped = jint(other, "dropped");
+        ck_assert_int_gt(dropped, 0);
+        json_object *evs = get(o, "traceEvents");
+        size_t per_tid[64] = { 0 }, n_tasks = 0;
+        for (size_t i = 0; i < json_object_array_length(evs); i++) {
+                json_object *e = json_object_array_get_idx(evs, i);
+                const char *ph = json_object_get_string(get(e, "ph"));
+                if (strcmp(ph, "X") != 0 && strcmp(ph, "i") != 0)
+                        continue;
+                int64_t tid = jint(e, "tid");
+                ck_assert_msg(tid >= 0 && tid < 64, "a thread's record off the scheduler tracks: %s",
+                              json_object_to_json_string(e));
+                per_tid[tid]++;
+                n_tasks += ph[0] == 'X';
+        }
+        for (size_t i = 0; i < 64; i++)
+                ck_assert_msg(per_tid[i] <= 16, "scheduler %zu: %zu records in a buffer of 16", i, per_tid[i]);
+        ck_assert_msg(n_tasks + (uint64_t)dropped >= TRACE_DROP_TASKS, "%zu task slices + %" PRId64
+                      " dropped < %u tasks run", n_tasks, dropped, TRACE_DROP_TASKS);
+        json_object_put(o);
+        free(text);
+        free(errs);
+        hbg_disconnect(c);
+        daemon_destroy(d);
+        unlink(conf);
+        unlink(out);
+        unlink(err);
+        rmdir(dir);
 }
 END_TEST
 
@@ -2447,7 +2680,12 @@ static Suite *suite(void) {
         tcase_add_test(tc, hostile_names);
         tcase_add_test(tc, hbgd_options);
         tcase_add_test(tc, hbgd_by_hand);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("trace");
+        tcase_set_timeout(tc, 120);
         tcase_add_test(tc, trace_timeline);
+        tcase_add_test(tc, trace_open_graph);
+        tcase_add_test(tc, trace_drops);
         suite_add_tcase(s, tc);
         tc = tcase_create("big");
         tcase_set_timeout(tc, 300);

@@ -73,6 +73,7 @@ static const struct key_case keys[] = {
         { "access", "visibility", "all", "everyone" },
         { "access", "admin_groups", "0, 4500", "no-such-group-hbg" },
         { "access", "monitor_groups", "4501", "no-such-group-hbg" },
+        { "trace", "thread_events", "1024", "15" },
         { "log", "level", "debug", "chatty" },
         { "log", "journal_socket", "/run/hbg-test/journal", "journal.sock" },
         { "log", "ratelimit_interval_ms", "1000", "3600001" },
