@@ -110,18 +110,16 @@ static uint64_t count_done(const struct hbg_flag_window *w, uint64_t wm, uint64_
         return done;
 }
 
-/* When retirement first saw record k, 0 if not yet, for a k that was not
- * retired at `retired` (ring.h, graph_noticed_ns). The acquire load of
+/* When retirement first saw record k, 0 if not yet or if k retired
+ * meanwhile (ring.h, graph_noticed_ns). The acquire load of
  * graphs_noticed makes k's time visible; a time read that is already
  * k + G's was stored (release) after graphs_retired passed k, and the
- * acquire fence makes that visible to the load after it: then 0 too (the
- * caller drops retired records anyway). */
+ * acquire load of it makes that visible to the load after it. */
 static int64_t graph_noticed_at(struct hbg_ring *r, uint64_t k) {
         if (k >= atomic_load_explicit(&r->graphs_noticed, memory_order_acquire))
                 return 0;
         int64_t ns = atomic_load_explicit(&r->graph_noticed_ns[k & (r->g.graph_table_entries - 1)],
-                                          memory_order_relaxed);
-        atomic_thread_fence(memory_order_acquire);
+                                          memory_order_acquire);
         return k < atomic_load_explicit(&r->cpl->graphs_retired, memory_order_relaxed) ? 0 : ns;
 }
 

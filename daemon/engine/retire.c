@@ -51,7 +51,7 @@ static void notice_graphs(struct hbg_ring *r, uint64_t submitted, int64_t *now) 
         /* Release, both: a reader that loads graphs_noticed (acquire) past
          * n reads n's time; one that reads a time of n + G (a later pass,
          * after graphs_retired passed n) then sees n retired
-         * (live_graphs.c, graph_noticed_at()). */
+         * (acquire; live_graphs.c, graph_noticed_at()). */
         for (; n < end; n++)
                 atomic_store_explicit(&r->graph_noticed_ns[n & (r->g.graph_table_entries - 1)], *now,
                                       memory_order_release);

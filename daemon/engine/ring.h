@@ -113,7 +113,8 @@ struct hbg_ring {
          * The times are also read by hbgd's io thread (hbg_ring_live_graphs):
          * each is stored with release before graphs_noticed passes it
          * (release), and an entry is stored again for record k + G only
-         * after graphs_retired passed k (an earlier retirement pass). */
+         * after graphs_retired passed k (an earlier retirement pass); the
+         * reader loads both with acquire. */
         _Atomic uint64_t graphs_noticed;
         _Atomic int64_t *graph_noticed_ns;
         struct hbg_histogram graph_latency;
