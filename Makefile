@@ -131,7 +131,7 @@ CLIENT_PC   := $(B)/lib/pkgconfig/hbgclient.pc
 
 BENCH_SRCS := bench/hbg_bench.c bench/bench_completion.c bench/bench_engine.c bench/bench_util.c \
               bench/compare.c bench/compare_hbg.c bench/compare_peers.c bench/compare_instr.c \
-              bench/compare_kernels.c bench/compare_host.c bench/compare_python.c \
+              bench/compare_kernels.c bench/compare_host.c bench/compare_python.c bench/compare_trace.c \
               bench/report.c bench/regress.c bench/probes.c bench/child.c bench/hbgd_proc.c \
               bench/producer.c bench/dag.c tests/engine/harness.c
 BENCH_BIN  := $(B)/bin/hbg-bench
@@ -406,11 +406,13 @@ $(CORE_LIB): $(CORE_OBJS)
 # The producers it starts (bench/producer.c) are user programs: the public
 # header and the shared library, like the example.
 $(B)/obj/bench/producer.o: HBG_CFLAGS += -Ilibclient/include
+# --trace reads hbgctl's trace JSON back (bench/compare_trace.c).
+$(B)/obj/bench/compare_trace.o: HBG_CFLAGS += $(JSONC_CFLAGS)
 $(BENCH_BIN): $(BENCH_SRCS:%.c=$(B)/obj/%.o) $(CORE_LIB) $(SHM_LIB) $(CLIENT_SO) $(CLIENT_LINKS)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $(filter %.o %.a,$^) -L$(B)/lib -lhbgclient -Wl,-rpath,'$$ORIGIN/../lib' \
-	  $(LDFLAGS) $(HBG_LDFLAGS) -lm
+	  $(LDFLAGS) $(HBG_LDFLAGS) $(JSONC_LIBS) -lm
 
 # Tests may read files of this source tree (units, docs): HBG_SRCDIR.
 TEST_CFLAGS = $(CHECK_CFLAGS) -DHBG_SRCDIR='"$(abspath .)"'

@@ -66,6 +66,7 @@ void bench_compare_usage(FILE *out) {
               "            [--clients LIST] [--repeat R] [--warmup W] [--modes LIST] [--peers LIST|none]\n"
               "            [--out DIR] [--seed S] [--flag-window N] [--no-instructions] [--no-latency]\n"
               "            [--no-reuse] [--kernels [--module PATH]] [--host] [--python [--python-size N]]\n"
+              "            [--trace[=SHAPE] [--trace-size N] [--trace-task-us US]]\n"
               "  --quick            smaller graphs and fewer samples: under 5 minutes on 2 cores\n"
               "  --shapes LIST      of chain,independent,tree,wavefront,layered,gemm,attention (all),\n"
               "                     or none (no shape rows, hbg's or the peers': with --kernels or\n"
@@ -104,6 +105,14 @@ void bench_compare_usage(FILE *out) {
               "                     and with add_f32 on 64 KiB arrays; the same replays from C; goals\n"
               "                     met or not (shapes py-*; skipped, saying why, without numpy)\n"
               "  --python-size N    tasks of the Python graphs (10000; --quick 2000; 64 KiB: a tenth)\n"
+              "  --trace[=SHAPE]    also, after every other row, one graph of SHAPE (wavefront) of noop\n"
+              "                     tasks on an hbgd of its own (default completion policy, 4 threads)\n"
+              "                     recorded by `hbgctl trace` (found beside hbg-bench): DIR/trace.json\n"
+              "                     (Perfetto, chrome://tracing) and DIR/trace.svg, and per scheduler\n"
+              "                     thread its tasks, busy share, median wait from ready to start, parks\n"
+              "  --trace-size N     tasks of the traced graph (1600: a 40 x 40 wavefront)\n"
+              "  --trace-task-us US each traced task busy-waits US us in hbgd (spin_ns) instead of\n"
+              "                     being a noop (0): a body long enough to see the shape's parallelism\n"
               "  hbg-bench --compare OLD.csv NEW.csv   per-row ratios of two results.csv\n",
               out);
 }
@@ -137,7 +146,8 @@ static bool parse_sizes(struct cmp *c, const char *value) {
 static int parse(struct cmp *c, int argc, char **argv) {
         static const char *const names[] = { "--shapes", "--sizes", "--threads", "--clients", "--repeat",
                                              "--warmup", "--modes", "--peers", "--out", "--seed",
-                                             "--flag-window", "--module", "--python-size", NULL };
+                                             "--flag-window", "--module", "--python-size", "--trace-size",
+                                             "--trace-task-us", NULL };
         const char *shape_names[CMP_MAX_SHAPES], *mode_names[CMP_MAX_LIST];
         unsigned n_modes = hbg_completion_mode_count();
         unsigned n_shapes = dag_shape_count();
@@ -163,6 +173,15 @@ static int parse(struct cmp *c, int argc, char **argv) {
                         c->host = true;
                 else if (strcmp(argv[i], "--python") == 0)
                         c->python = true;
+                else if (strcmp(argv[i], "--trace") == 0 || strncmp(argv[i], "--trace=", 8) == 0) {
+                        /* An optional value: only as --trace=SHAPE. */
+                        unsigned one = 0;
+                        c->trace = true;
+                        if (argv[i][7] == '=' && !bench_option_name_list("compare", "--trace", argv[i] + 8,
+                                                                          shape_names, n_shapes, &c->trace_shape,
+                                                                          &one, 1))
+                                return BENCH_EXIT_USAGE;
+                }
                 else if (bench_option("compare", argc, argv, &i, names, &name, &value) < 0)
                         return BENCH_EXIT_USAGE;
                 else if (strcmp(name, "--shapes") == 0) {
@@ -212,6 +231,12 @@ static int parse(struct cmp *c, int argc, char **argv) {
                 } else if (strcmp(name, "--python-size") == 0) {
                         if (!bench_option_u64("compare", name, value, 1, 1u << 20, &c->python_size))
                                 return BENCH_EXIT_USAGE;
+                } else if (strcmp(name, "--trace-size") == 0) {
+                        if (!bench_option_u64("compare", name, value, 1, 1u << 20, &c->trace_size))
+                                return BENCH_EXIT_USAGE;
+                } else if (strcmp(name, "--trace-task-us") == 0) {
+                        if (!bench_option_u64("compare", name, value, 0, 1000000, &c->trace_task_us))
+                                return BENCH_EXIT_USAGE;
                 } else if (strcmp(name, "--module") == 0) {
                         c->module_opt = value;
                 } else if (*value == '\0') {
@@ -244,6 +269,9 @@ static void defaults(struct cmp *c) {
         c->warmup = 1;
         c->seed = 1;
         c->out = "build/bench";
+        for (unsigned s = 0; s < dag_shape_count(); s++)
+                if (strcmp(dag_shape_name(s), "wavefront") == 0)
+                        c->trace_shape = s;
 }
 
 static void machine(struct cmp *c) {
@@ -318,6 +346,9 @@ int bench_compare_main(int argc, char **argv) {
                 }
         if (c.instructions && c.n_shapes)
                 cmp_instructions(&c);
+        /* Last: the timeline's hbgd and hbgctl run beside no measured row. */
+        if (c.trace)
+                cmp_trace(&c);
         if (report_close(&c.report) < 0)
                 c.failures++;
         printf("\n[%s] results: %s/results.csv, %s/metrics.csv, plots %s/overhead.png and %s/latency.png\n", cmp_elapsed(&c), c.out,

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "bench/report.h"
@@ -33,6 +34,11 @@ struct cmp {
         bool host;                      /* --host: the host-function rows */
         bool python;                    /* --python: the Python rows (bench/compare_python.c) */
         uint64_t python_size;           /* --python-size: their graphs' tasks; 0: the default */
+        bool trace;                     /* --trace[=SHAPE]: a timeline of one shape (bench/compare_trace.c) */
+        unsigned trace_shape;           /* its index, dag_shape_name() */
+        uint64_t trace_size;            /* --trace-size: its tasks; 0: CMP_TRACE_SIZE */
+        uint64_t trace_task_us;         /* --trace-task-us: its tasks spin_ns this long; 0: noop */
+        uint64_t task_ns;               /* producers' tasks spin_ns this long (--trace-task-us); 0: noop */
         /* Set by the host section for one row: every host_every-th task a
          * host function (producers) or a spin (peers) of spin_iters
          * rounds of bench_spin(); hbg's producers connect with
@@ -94,6 +100,12 @@ void cmp_host(struct cmp *c);
  * concurrent.futures, empty tasks and add_f32 on 64 KiB arrays, and the
  * same replays from C (--python). */
 void cmp_python(struct cmp *c);
+/* bench/compare_trace.c: one graph of the --trace shape on an hbgd of
+ * its own (the default completion policy, 4 threads) while `hbgctl
+ * trace` records it: trace.json and trace.svg in the output directory,
+ * and a summary per thread read from the JSON (--trace). */
+#define CMP_TRACE_SIZE (40 * 40)
+void cmp_trace(struct cmp *c);
 /* bench/compare_instr.c: instructions per task under callgrind. */
 void cmp_instructions(struct cmp *c);
 bool cmp_have_valgrind(void);
@@ -131,6 +143,16 @@ struct cmp_run {
         uint64_t tasks;                 /* per repetition, all clients */
         uint64_t rss_kib;               /* sum of the producers' peaks */
 };
+/* Start producer number i of such a row (its seed c->seed + i) into kid,
+ * without waiting for it: 0 or -errno. */
+struct bench_child;
+int cmp_producer_start(struct cmp *c, const char *socket, const char *shape, uint64_t size, unsigned i,
+                       const char *const *wrap, struct bench_child *kid);
+/* The number after `key` in a producer's line ("key V ..."), or -1. */
+int64_t cmp_field(const char *line, const char *key);
+/* The next line of kid into line, expected to start with `want` (within
+ * timeout_ms): 0, or -EPROTO after printing what it said instead. */
+int cmp_expect(struct bench_child *kid, const char *want, char *line, size_t len, int timeout_ms);
 int cmp_run_producers(struct cmp *c, const char *socket, const char *shape, uint64_t size, unsigned clients,
                       unsigned warmup, unsigned repeat, const char *const *wrap, const char *command,
                       struct cmp_run *ret);

@@ -33,8 +33,7 @@ static void stop_all(struct bench_child *kids, unsigned n) {
                         bench_child_finish(&kids[i], 5000);
 }
 
-/* The value after `key` in line ("key V ..."), or -1. */
-static int64_t field(const char *line, const char *key) {
+int64_t cmp_field(const char *line, const char *key) {
         size_t n = strlen(key);
         for (const char *p = line; (p = strstr(p, key)); p += n)
                 if ((p == line || p[-1] == ' ') && p[n] == ' ')
@@ -42,9 +41,8 @@ static int64_t field(const char *line, const char *key) {
         return -1;
 }
 
-/* The next line of kid i, expected to start with `want`; prints what it
- * said instead (its "error ..." line) and returns -EPROTO. */
-static int expect(struct bench_child *kid, const char *want, char *line, size_t len, int timeout_ms) {
+/* Prints what kid said instead (its "error ..." line). */
+int cmp_expect(struct bench_child *kid, const char *want, char *line, size_t len, int timeout_ms) {
         int r = bench_child_line(kid, line, len, timeout_ms);
         if (r == 1 && strncmp(line, want, strlen(want)) == 0)
                 return 0;
@@ -53,11 +51,60 @@ static int expect(struct bench_child *kid, const char *want, char *line, size_t 
         return -EPROTO;
 }
 
+int cmp_producer_start(struct cmp *c, const char *socket, const char *shape, uint64_t size, unsigned i,
+                       const char *const *wrap, struct bench_child *kid) {
+        char size_s[24], seed_s[24], floats_s[24], every_s[16], spin_s[24], host_s[16], task_s[24], name[64];
+        const char *argv[52];
+        unsigned n = 0;
+        snprintf(size_s, sizeof(size_s), "%" PRIu64, size);
+        snprintf(floats_s, sizeof(floats_s), "%" PRIu64, c->floats);
+        snprintf(every_s, sizeof(every_s), "%u", c->host_every);
+        snprintf(spin_s, sizeof(spin_s), "%" PRIu64, c->spin_iters);
+        snprintf(host_s, sizeof(host_s), "%u", c->host_threads);
+        snprintf(task_s, sizeof(task_s), "%" PRIu64, c->task_ns);
+        for (unsigned w = 0; wrap && wrap[w] && n < 24; w++)
+                argv[n++] = wrap[w];
+        snprintf(seed_s, sizeof(seed_s), "%" PRIu64, c->seed + i);
+        argv[n++] = c->self;
+        argv[n++] = "producer";
+        argv[n++] = "--socket";
+        argv[n++] = socket;
+        argv[n++] = "--shape";
+        argv[n++] = shape;
+        argv[n++] = "--size";
+        argv[n++] = size_s;
+        argv[n++] = "--seed";
+        argv[n++] = seed_s;
+        if (c->quick)
+                argv[n++] = "--quick";
+        if (c->kernel) {
+                argv[n++] = "--kernel";
+                argv[n++] = c->kernel;
+                argv[n++] = "--floats";
+                argv[n++] = floats_s;
+        }
+        if (c->host_every) {
+                argv[n++] = "--host-every";
+                argv[n++] = every_s;
+                argv[n++] = "--spin";
+                argv[n++] = spin_s;
+                argv[n++] = "--host-threads";
+                argv[n++] = host_s;
+        }
+        if (c->task_ns) {
+                argv[n++] = "--task-ns";
+                argv[n++] = task_s;
+        }
+        argv[n] = NULL;
+        snprintf(name, sizeof(name), "producer %u (%s)", i, shape);
+        return bench_child_start(kid, name, argv);
+}
+
 int cmp_run_producers(struct cmp *c, const char *socket, const char *shape, uint64_t size, unsigned clients,
                       unsigned warmup, unsigned repeat, const char *const *wrap, const char *command,
                       struct cmp_run *ret) {
         struct bench_child kids[64];
-        char size_s[24], seed_s[24], floats_s[24], line[512], every_s[16], spin_s[24], host_s[16];
+        char line[512];
         int err = 0;
 
         memset(ret, 0, sizeof(*ret));
@@ -66,67 +113,27 @@ int cmp_run_producers(struct cmp *c, const char *socket, const char *shape, uint
         ret->graph_ns = calloc((size_t)repeat * clients, sizeof(*ret->graph_ns));
         if (!ret->graph_ns)
                 return -ENOMEM;
-        snprintf(size_s, sizeof(size_s), "%" PRIu64, size);
-        snprintf(floats_s, sizeof(floats_s), "%" PRIu64, c->floats);
-        snprintf(every_s, sizeof(every_s), "%u", c->host_every);
-        snprintf(spin_s, sizeof(spin_s), "%" PRIu64, c->spin_iters);
-        snprintf(host_s, sizeof(host_s), "%u", c->host_threads);
-        for (unsigned i = 0; i < clients; i++) {
-                const char *argv[52];
-                unsigned n = 0;
-                for (unsigned w = 0; wrap && wrap[w] && n < 24; w++)
-                        argv[n++] = wrap[w];
-                snprintf(seed_s, sizeof(seed_s), "%" PRIu64, c->seed + i);
-                argv[n++] = c->self;
-                argv[n++] = "producer";
-                argv[n++] = "--socket";
-                argv[n++] = socket;
-                argv[n++] = "--shape";
-                argv[n++] = shape;
-                argv[n++] = "--size";
-                argv[n++] = size_s;
-                argv[n++] = "--seed";
-                argv[n++] = seed_s;
-                if (c->quick)
-                        argv[n++] = "--quick";
-                if (c->kernel) {
-                        argv[n++] = "--kernel";
-                        argv[n++] = c->kernel;
-                        argv[n++] = "--floats";
-                        argv[n++] = floats_s;
-                }
-                if (c->host_every) {
-                        argv[n++] = "--host-every";
-                        argv[n++] = every_s;
-                        argv[n++] = "--spin";
-                        argv[n++] = spin_s;
-                        argv[n++] = "--host-threads";
-                        argv[n++] = host_s;
-                }
-                argv[n] = NULL;
-                char name[64];
-                snprintf(name, sizeof(name), "producer %u (%s)", i, shape);
-                if ((err = bench_child_start(&kids[i], name, argv)) < 0) {
+        for (unsigned i = 0; i < clients; i++)
+                if ((err = cmp_producer_start(c, socket, shape, size, i, wrap, &kids[i])) < 0) {
                         stop_all(kids, i);
                         return err;
                 }
-        }
         /* Connected, one by one: the connection is reported apart. */
         for (unsigned i = 0; i < clients && err == 0; i++)
-                if ((err = expect(&kids[i], "connect_ns ", line, sizeof(line), LINE_MS)) == 0)
-                        ret->connect_ns[i] = (double)field(line, "connect_ns");
+                if ((err = cmp_expect(&kids[i], "connect_ns ", line, sizeof(line), LINE_MS)) == 0)
+                        ret->connect_ns[i] = (double)cmp_field(line, "connect_ns");
         for (unsigned r = 0; r < warmup + repeat && err == 0; r++) {
                 for (unsigned i = 0; i < clients && err == 0; i++)
                         err = bench_child_send(&kids[i], command);
                 int64_t first = INT64_MAX, last = 0;
                 uint64_t tasks = 0;
                 for (unsigned i = 0; i < clients && err == 0; i++) {
-                        if ((err = expect(&kids[i], "rep ", line, sizeof(line), LINE_MS)) < 0)
+                        if ((err = cmp_expect(&kids[i], "rep ", line, sizeof(line), LINE_MS)) < 0)
                                 break;
-                        int64_t s = field(line, "start_ns"), e = field(line, "end_ns");
+                        int64_t s = cmp_field(line, "start_ns"), e = cmp_field(line, "end_ns");
                         first = s < first ? s : first;
                         last = e > last ? e : last;
-                        tasks += (uint64_t)field(line, "tasks");
+                        tasks += (uint64_t)cmp_field(line, "tasks");
                         if (r >= warmup)
                                 ret->graph_ns[(r - warmup) * clients + i] = (double)(e - s);
                 }
@@ -140,8 +147,8 @@ int cmp_run_producers(struct cmp *c, const char *socket, const char *shape, uint
         }
         for (unsigned i = 0; i < clients; i++) {
                 if (err == 0 && bench_child_send(&kids[i], "quit") == 0 &&
-                    expect(&kids[i], "rss_kib ", line, sizeof(line), LINE_MS) == 0)
-                        ret->rss_kib += (uint64_t)field(line, "rss_kib");
+                    cmp_expect(&kids[i], "rss_kib ", line, sizeof(line), LINE_MS) == 0)
+                        ret->rss_kib += (uint64_t)cmp_field(line, "rss_kib");
                 int st = bench_child_finish(&kids[i], err ? 2000 : LINE_MS);
                 if (err == 0 && st != 0) {
                         fprintf(stderr, "hbg-bench: %s exited with %d\n", kids[i].name, st);
@@ -347,10 +354,10 @@ static void hbg_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, u
                 c->failures++;
                 return;
         }
-        int err = expect(&kid, "connect_ns ", line, sizeof(line), LINE_MS);
+        int err = cmp_expect(&kid, "connect_ns ", line, sizeof(line), LINE_MS);
         /* Warm-up: the first graphs map the rings' pages. */
         if (err == 0 && (err = bench_child_send(&kid, "lat 16 200 0")) == 0)
-                while ((err = expect(&kid, "", line, sizeof(line), LINE_MS)) == 0 && strcmp(line, "end") != 0)
+                while ((err = cmp_expect(&kid, "", line, sizeof(line), LINE_MS)) == 0 && strcmp(line, "end") != 0)
                         ;
         for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]) && err == 0; i++) {
                 unsigned count = cases[i].idle_us ? parked : busy, n = 0;
@@ -358,9 +365,9 @@ static void hbg_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, u
                 snprintf(cmd, sizeof(cmd), "lat %u %u %u", cases[i].tasks, count, cases[i].idle_us);
                 if ((err = bench_child_send(&kid, cmd)) < 0)
                         break;
-                while ((err = expect(&kid, "", line, sizeof(line), LINE_MS)) == 0 && strcmp(line, "end") != 0)
-                        if (n < count && field(line, "lat") >= 0)
-                                ns[n++] = (double)field(line, "lat");
+                while ((err = cmp_expect(&kid, "", line, sizeof(line), LINE_MS)) == 0 && strcmp(line, "end") != 0)
+                        if (n < count && cmp_field(line, "lat") >= 0)
+                                ns[n++] = (double)cmp_field(line, "lat");
                 if (err < 0 || n == 0) {
                         err = err < 0 ? err : -EPROTO;
                         break;
@@ -417,20 +424,20 @@ static void hbg_fairness(struct cmp *c, struct bench_hbgd *h, const char *mode, 
                 c->failures++;
                 return;
         }
-        if ((err = expect(&hog, "connect_ns ", line, sizeof(line), LINE_MS)) == 0)
-                err = expect(&kid, "connect_ns ", line, sizeof(line), LINE_MS);
+        if ((err = cmp_expect(&hog, "connect_ns ", line, sizeof(line), LINE_MS)) == 0)
+                err = cmp_expect(&kid, "connect_ns ", line, sizeof(line), LINE_MS);
         snprintf(cmd, sizeof(cmd), "hog %" PRIu64 " %u", kernel_ns, hog_tasks);
         if (err == 0 && (err = bench_child_send(&hog, cmd)) == 0)
-                err = expect(&hog, "hog submitted", line, sizeof(line), LINE_MS);
+                err = cmp_expect(&hog, "hog submitted", line, sizeof(line), LINE_MS);
         snprintf(cmd, sizeof(cmd), "lat 1 %u 10000", graphs);
         if (err == 0 && (err = bench_child_send(&kid, cmd)) == 0)
-                while ((err = expect(&kid, "", line, sizeof(line), LINE_MS)) == 0 && strcmp(line, "end") != 0)
-                        if (n < graphs && field(line, "lat") >= 0)
-                                ns[n++] = (double)field(line, "lat");
+                while ((err = cmp_expect(&kid, "", line, sizeof(line), LINE_MS)) == 0 && strcmp(line, "end") != 0)
+                        if (n < graphs && cmp_field(line, "lat") >= 0)
+                                ns[n++] = (double)cmp_field(line, "lat");
         /* The backlog is twice what the measurement needs: it is still
          * running now. Wait for it. */
         if (err == 0)
-                err = expect(&hog, "hog done", line, sizeof(line), 10 * LINE_MS);
+                err = cmp_expect(&hog, "hog done", line, sizeof(line), 10 * LINE_MS);
         if (err == 0 && n > 0) {
                 double p50 = probe_quantile(ns, n, 0.50) / 1e6, p99 = probe_quantile(ns, n, 0.99) / 1e6;
                 double kernel_ms = (double)kernel_ns / 1e6;

@@ -38,6 +38,10 @@
  * functions run inside hbg_graph_wait(), as before API 1.5). The host
  * section of the comparison (bench/compare_host.c).
  *
+ * With --task-ns NS every task of the shape runs the built-in spin_ns,
+ * busy-waiting NS ns in hbgd, instead of noop: a body long enough to see
+ * in a trace (hbg-bench --trace-task-us, bench/compare_trace.c).
+ *
  * Any failure prints "error WHY" and exits 1.
  */
 #include <errno.h>
@@ -70,6 +74,7 @@ struct producer {
         hbg_tensor *tensors;            /* --kernel: one per task */
         uint32_t host_every;            /* --host-every: 0, or every K-th task a host function */
         uint64_t spin_iters;            /* --spin: its body */
+        uint64_t task_ns;               /* --task-ns: spin_ns tasks of this many ns; 0: noop */
 };
 
 /* The host functions' body: the same bench_spin() the peers run. */
@@ -113,6 +118,10 @@ static int add_task(struct producer *p, uint32_t i) {
                 t.n_scalars = (uint8_t)p->kernel.n_scalars;
                 for (unsigned a = 0; a < p->kernel.n_scalars; a++)
                         t.scalars[a] = hbg_f32(1.0f);
+        } else if (p->task_ns) {
+                t = HBG_TASK_INIT("spin_ns");
+                t.n_scalars = 1;
+                t.scalars[0] = p->task_ns;
         } else {
                 t = HBG_TASK_INIT("noop");
         }
@@ -285,16 +294,17 @@ void bench_producer_usage(FILE *out) {
         fputs("producer: one producer process, driven by hbg-bench itself\n"
               "  hbg-bench producer --socket PATH --shape NAME [--size N] [--quick] [--seed S]\n"
               "                     [--kernel NAME --floats F] [--host-every K --spin ITERS]\n"
-              "                     [--host-threads N]\n"
+              "                     [--host-threads N] [--task-ns NS]\n"
               "  stdin: run | replay | lat TASKS COUNT IDLE_US | hog NS COUNT | quit (bench/producer.c)\n",
               out);
 }
 
 int bench_producer_main(int argc, char **argv) {
         static const char *const names[] = { "--socket", "--shape", "--size", "--seed", "--quick", "--kernel",
-                                             "--floats", "--host-every", "--spin", "--host-threads", NULL };
+                                             "--floats", "--host-every", "--spin", "--host-threads", "--task-ns",
+                                             NULL };
         const char *socket = NULL, *shape = NULL, *kernel = NULL;
-        uint64_t size = 0, seed = 1, floats = 16, host_every = 0, spin = 0, host_threads = 0;
+        uint64_t size = 0, seed = 1, floats = 16, host_every = 0, spin = 0, host_threads = 0, task_ns = 0;
         bool quick = false, opts = false;
         for (int i = 1; i < argc; i++) {
                 const char *name, *value;
@@ -323,6 +333,10 @@ int bench_producer_main(int argc, char **argv) {
                         if (!bench_option_u64("producer", name, value, 0, HBG_MAX_HOST_THREADS, &host_threads))
                                 return BENCH_EXIT_USAGE;
                         opts = true;
+                } else if (strcmp(name, "--task-ns") == 0) {
+                        /* spin_ns's own bound: a second (common/kernel_sig.c). */
+                        if (!bench_option_u64("producer", name, value, 0, 1000000000, &task_ns))
+                                return BENCH_EXIT_USAGE;
                 } else if (strcmp(name, "--size") == 0) {
                         if (!bench_option_u64("producer", name, value, 0, UINT32_MAX, &size))
                                 return BENCH_EXIT_USAGE;
@@ -349,8 +363,13 @@ int bench_producer_main(int argc, char **argv) {
                 printf("error --host-every: shape %s has a body of its own, or --kernel is set\n", shape);
                 return BENCH_EXIT_USAGE;
         }
+        if (task_ns && (p.d.body != DAG_NOOP || kernel)) {
+                printf("error --task-ns: shape %s has a body of its own, or --kernel is set\n", shape);
+                return BENCH_EXIT_USAGE;
+        }
         p.host_every = (uint32_t)host_every;
         p.spin_iters = spin;
+        p.task_ns = task_ns;
         p.ids = calloc(p.d.n ? p.d.n : 1, sizeof(*p.ids));
         if (!p.ids) {
                 printf("error out of memory\n");

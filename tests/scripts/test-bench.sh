@@ -11,7 +11,10 @@
 # host-function rows of hbg (each case on every worker count, positive
 # figures, the speed-ups and goals in the metrics). --python: the Python
 # rows (the package beside Dask and concurrent.futures; without numpy
-# skipped, saying why; without dask no dask rows, said). Exit 0 passed, 1
+# skipped, saying why; without dask no dask rows, said). --trace: one
+# 10 x 10 wavefront recorded by hbgctl trace, its JSON (parsed by python3:
+# a task slice per task, on the 4 scheduler tracks) and its SVG kept, the
+# summary printed; without hbgctl beside hbg-bench, a clear failure. Exit 0 passed, 1
 # failed. Environment: B (build directory). Not for sanitizer builds: the
 # benchmark's numbers mean nothing there, and it is not a test of hbgd.
 set -u
@@ -157,4 +160,35 @@ else
         [ "$goals" = "12 $dask 24" ] || fail "--python: add, dask, scaling goals = $goals"
         py_rows=$(( 78 + dask ))
 fi
-echo "test-bench: ok (84 rows, metrics, --compare, 9 kernel rows, 15 host rows, $py_rows Python rows)"
+# The trace alone: one 10 x 10 wavefront (100 tasks) under hbgctl trace.
+"$bench" --trace --trace-size 100 --shapes none --peers none --no-instructions --no-latency --no-reuse \
+        --out "$tmp/t" >"$tmp/t.log" 2>&1 || { cat "$tmp/t.log"; fail "hbg-bench --trace exited $?"; }
+grep -q "^trace: $tmp/t/trace.json (.*), picture: $tmp/t/trace.svg$" "$tmp/t.log" ||
+        { cat "$tmp/t.log"; fail "--trace: does not say where the files are"; }
+grep -q "^wavefront: 100 tasks run$" "$tmp/t.log" || { cat "$tmp/t.log"; fail "--trace: not 100 tasks"; }
+[ "$(grep -c '^scheduler [0-3] ' "$tmp/t.log")" = 4 ] || { cat "$tmp/t.log"; fail "--trace: no row per thread"; }
+grep -q "^all  *100 " "$tmp/t.log" || { cat "$tmp/t.log"; fail "--trace: the summary does not count 100 slices"; }
+# Task slices ("X", category task, named by the kernel) on scheduler
+# tracks 0..3: one per task (noop tasks are never split); every task id once.
+counts=$(/usr/bin/python3 - "$tmp/t/trace.json" <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+x = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "task"]
+bad = sum(1 for e in x if e["name"] != "noop" or not 0 <= e["tid"] < 4 or e["dur"] < 0)
+names = sum(1 for e in ev if e.get("ph") == "M" and e.get("name") == "thread_name"
+            and str(e["args"]["name"]).startswith("scheduler "))
+print(len(x), len({e["args"]["task"] for e in x}), bad, names)
+PY
+) || fail "--trace: trace.json does not parse"
+[ "$counts" = "100 100 0 4" ] || fail "--trace: slices, distinct tasks, bad slices, scheduler tracks = $counts"
+head -c 5 "$tmp/t/trace.svg" | grep -q '^<?xml\|^<svg' || fail "--trace: trace.svg is not SVG"
+[ "$(grep -c 'class="task"' "$tmp/t/trace.svg")" = 100 ] || fail "--trace: trace.svg has not 100 task boxes"
+# No hbgctl beside hbg-bench: said, and a failure. hbg-bench finds its
+# programs in its own directory; this one has hbgd but no hbgctl.
+mkdir -p "$tmp/x/bin" && cp "$bench" "$tmp/x/bin/" && ln -s "$(cd "$B/bin" && pwd)/hbgd" "$tmp/x/bin/hbgd" &&
+        ln -s "$(cd "$B/lib" && pwd)" "$tmp/x/lib" || fail "cannot copy hbg-bench"
+"$tmp/x/bin/hbg-bench" --trace --trace-size 100 --shapes none --peers none --no-instructions --no-latency \
+        --no-reuse --out "$tmp/x/out" >"$tmp/x.log" 2>&1 && { cat "$tmp/x.log"; fail "--trace without hbgctl exited 0"; }
+grep -q "hbg-bench: --trace: no hbgctl beside hbg-bench ($tmp/x/bin/hbgctl: " "$tmp/x.log" ||
+        { cat "$tmp/x.log"; fail "--trace without hbgctl: no reason"; }
+echo "test-bench: ok (84 rows, metrics, --compare, 9 kernel rows, 15 host rows, $py_rows Python rows, a trace)"
