@@ -200,6 +200,7 @@ TEST_MODULES := $(TEST_MODULE_VARIANTS:%=$(B)/tests/modules/%.so) $(B)/tests/mod
 # the paths of the prefix. `make` writes them substituted to $(B)/man/
 # (man -l build/man/hbgd.8); `make install` substitutes again with the
 # paths it installs to, which may differ from those of the build.
+# docs/man/hbg-bench.1 is read in place (man -l): hbg-bench is not installed.
 MAN1 := docs/man/hbgctl.1
 MAN3 := $(wildcard docs/man/*.3)
 MAN5 := docs/man/hbgd.conf.5
@@ -762,11 +763,12 @@ demo: deps
 
 # ---------------------------------------------------------------- bench
 # make bench: the comparison (hbg-bench, docs/PERFORMANCE.md); it starts
-# its own hbgd and producers. BENCH_ARGS=--quick for the short one.
+# its own hbgd and producers, and keeps a trace of one wavefront graph
+# (trace.json, trace.svg). BENCH_ARGS=--quick for the short one.
 # make bench-micro: the protocol and engine micro-benchmarks.
 bench: bench-deps bench-peers
 	$(Q)$(MAKE) --no-print-directory all $(PY_BENCH)
-	$(Q)$(BENCH_BIN) --out $(B)/bench --python $(BENCH_ARGS)
+	$(Q)$(BENCH_BIN) --out $(B)/bench --python --trace $(BENCH_ARGS)
 
 bench-micro: bench-deps
 	$(Q)$(MAKE) --no-print-directory $(BENCH_BIN)

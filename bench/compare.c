@@ -105,14 +105,14 @@ void bench_compare_usage(FILE *out) {
               "                     and with add_f32 on 64 KiB arrays; the same replays from C; goals\n"
               "                     met or not (shapes py-*; skipped, saying why, without numpy)\n"
               "  --python-size N    tasks of the Python graphs (10000; --quick 2000; 64 KiB: a tenth)\n"
-              "  --trace[=SHAPE]    also, after every other row, one graph of SHAPE (wavefront) of noop\n"
-              "                     tasks on an hbgd of its own (default completion policy, 4 threads)\n"
+              "  --trace[=SHAPE]    also, after every other row, one graph of SHAPE (wavefront) on an\n"
+              "                     hbgd of its own (default completion policy, 4 threads)\n"
               "                     recorded by `hbgctl trace` (found beside hbg-bench): DIR/trace.json\n"
               "                     (Perfetto, chrome://tracing) and DIR/trace.svg, and per scheduler\n"
               "                     thread its tasks, busy share, median wait from ready to start, parks\n"
               "  --trace-size N     tasks of the traced graph (1600: a 40 x 40 wavefront)\n"
-              "  --trace-task-us US each traced task busy-waits US us in hbgd (spin_ns) instead of\n"
-              "                     being a noop (0): a body long enough to see the shape's parallelism\n"
+              "  --trace-task-us US each traced task busy-waits US us in hbgd (spin_ns; 20): long enough\n"
+              "                     to see the shape's parallelism; 0: noop tasks, as in the rows\n"
               "  hbg-bench --compare OLD.csv NEW.csv   per-row ratios of two results.csv\n",
               out);
 }
@@ -272,6 +272,7 @@ static void defaults(struct cmp *c) {
         for (unsigned s = 0; s < dag_shape_count(); s++)
                 if (strcmp(dag_shape_name(s), "wavefront") == 0)
                         c->trace_shape = s;
+        c->trace_task_us = CMP_TRACE_TASK_US;
 }
 
 static void machine(struct cmp *c) {

@@ -105,6 +105,7 @@ void cmp_python(struct cmp *c);
  * trace` records it: trace.json and trace.svg in the output directory,
  * and a summary per thread read from the JSON (--trace). */
 #define CMP_TRACE_SIZE (40 * 40)
+#define CMP_TRACE_TASK_US 20u
 void cmp_trace(struct cmp *c);
 /* bench/compare_instr.c: instructions per task under callgrind. */
 void cmp_instructions(struct cmp *c);

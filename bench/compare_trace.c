@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * `hbg-bench --trace[=SHAPE]` (bench/compare.h): one graph of a shape
- * (wavefront by default, 40 x 40 noop tasks) on an hbgd of its own, with
+ * (wavefront by default: 40 x 40 tasks, each busy-waiting 20 us in hbgd,
+ * or noop ones with --trace-task-us 0) on an hbgd of its own, with
  * the default completion policy and 4 scheduler threads, recorded by
  * `hbgctl trace` (ctl/trace.c): trace.json (Perfetto) and trace.svg in
  * the output directory. It runs after every other row, so it changes

@@ -168,13 +168,14 @@ grep -q "^trace: $tmp/t/trace.json (.*), picture: $tmp/t/trace.svg$" "$tmp/t.log
 grep -q "^wavefront: 100 tasks run$" "$tmp/t.log" || { cat "$tmp/t.log"; fail "--trace: not 100 tasks"; }
 [ "$(grep -c '^scheduler [0-3] ' "$tmp/t.log")" = 4 ] || { cat "$tmp/t.log"; fail "--trace: no row per thread"; }
 grep -q "^all  *100 " "$tmp/t.log" || { cat "$tmp/t.log"; fail "--trace: the summary does not count 100 slices"; }
-# Task slices ("X", category task, named by the kernel) on scheduler
-# tracks 0..3: one per task (noop tasks are never split); every task id once.
+# Task slices ("X", category task, named by the kernel: spin_ns, the
+# default body) on scheduler tracks 0..3: one per task (one block each);
+# every task id once.
 counts=$(/usr/bin/python3 - "$tmp/t/trace.json" <<'PY'
 import json, sys
 ev = json.load(open(sys.argv[1]))["traceEvents"]
 x = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "task"]
-bad = sum(1 for e in x if e["name"] != "noop" or not 0 <= e["tid"] < 4 or e["dur"] < 0)
+bad = sum(1 for e in x if e["name"] != "spin_ns" or not 0 <= e["tid"] < 4 or e["dur"] < 0)
 names = sum(1 for e in ev if e.get("ph") == "M" and e.get("name") == "thread_name"
             and str(e["args"]["name"]).startswith("scheduler "))
 print(len(x), len({e["args"]["task"] for e in x}), bad, names)
