@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <json-c/json.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,9 +231,9 @@ static int wait_trace_on(const struct bench_hbgd *h, struct bench_child *ctl) {
                         fclose(f);
                 if (on)
                         return 0;
-                /* Its output is empty (-o): an end of it is its exit. */
-                int r = bench_child_line(ctl, line, sizeof(line), 1);
-                if (r == 0)
+                /* Its stdout stays empty (-o FILE): its end is hbgctl's exit. */
+                struct pollfd p = { .fd = ctl->from_fd, .events = POLLIN };
+                if (poll(&p, 1, 1) > 0 && read(ctl->from_fd, line, sizeof(line)) == 0)
                         return -ECHILD;
         }
         return -ETIMEDOUT;
@@ -263,8 +264,9 @@ static int traced_run(struct cmp *c, struct bench_hbgd *h, const char *hbgctl, c
                         fprintf(stderr, "hbg-bench: --trace: cannot run %s: %s\n", hbgctl, strerror(-err));
         }
         if (err == 0 && (err = wait_trace_on(h, &ctl)) < 0)
-                fprintf(stderr, "hbg-bench: --trace: `hbgctl trace` %s (its message above; hbgd's log: %s)\n",
-                        err == -ECHILD ? "exited before its trace started" : "started no trace within 10 s", h->log);
+                fprintf(stderr, "hbg-bench: --trace: `hbgctl trace` %s\n",
+                        err == -ECHILD ? "exited before its trace started (its message above)"
+                                       : "started no trace within 10 s (hbgd's log said none)");
         if (err == 0 && (err = bench_child_send(&prod, "run")) == 0 &&
             (err = cmp_expect(&prod, "rep ", line, sizeof(line), STEP_MS)) == 0)
                 *tasks = (uint64_t)cmp_field(line, "tasks");
