@@ -36,18 +36,17 @@ static int run_result(int rc, const struct kernel_run_ctx *ctx) {
         return rc;
 }
 
-/* The times of task s, whose last block this thread ran, into the
- * thread's table for the kernel of its first active lane (ktime.h); its
- * failure was counted by the thread whose error became its status. The
- * stamps may come from different cores, whose counters Linux keeps in
- * step (it uses the TSC as its clock only then); were one behind, the
- * difference would wrap: the time would count in the last bucket, and
- * the sum, added modulo 2^64, would still be right. */
-static void kernel_times(struct sched_thread *t, const struct task_slot *s) {
+/* The times of task s, whose last block this thread ran, and its
+ * failure, into the thread's table for the kernel of its first active
+ * lane (ktime.h): the same thread counts a task and its failure, so
+ * failures never outnumber tasks. */
+static void kernel_times(struct sched_thread *t, const struct task_slot *s, int status) {
         uint64_t end = ktime_now(), start = s->start_tick;
         struct ktime_kernel *k = &t->ktime[s->ktime_kernel];
-        ktime_observe(&t->ktime_clock, &k->run, end - start);
-        ktime_observe(&t->ktime_clock, &k->wait, start - s->ready_tick);
+        ktime_observe(&t->ktime_clock, &k->run, ktime_since(start, end));
+        ktime_observe(&t->ktime_clock, &k->wait, ktime_since(s->ready_tick, start));
+        if (__builtin_expect(status < 0, 0))
+                ktime_add(&k->failures, 1);
 }
 
 /* Run up to `max_blocks` blocks of task `id`; returns the blocks taken. The
@@ -60,10 +59,6 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
 
         if (n > max_blocks)
                 n = max_blocks;
-        /* This run's start (ktime.h): the task's if it is its first. */
-        uint64_t started = ktime_now();
-        if (first == 0)
-                s->start_tick = started;
         s->next_block = first + n;
         if (first + n < s->block_num) {
                 /* Hand the rest on before running ours. Cannot fail: one
@@ -74,6 +69,13 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                 }
                 wakeup_executor(r->engine);
         }
+        /* This run's start (ktime.h), after handing the rest on (a wake
+         * may be a system call): the task's if it is its first. Stored
+         * before this run's acq_rel add to done_blocks, after which the
+         * last finisher reads it. */
+        uint64_t started = ktime_now();
+        if (first == 0)
+                s->start_tick = started;
 
         /* Subtask (block b, j-th active lane) is part b * lanes + j of
          * block_num * lanes: the kernels split their work by part. */
@@ -144,14 +146,9 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                  * kernel the one a failure names (§12.2): written only by
                  * the winner, before the acq_rel add below. */
                 int32_t zero = 0;
-                if (atomic_compare_exchange_strong(&s->status, &zero, err)) {
-                        /* Once per task, here rather than on every
-                         * task's path: the failure of its kernel. */
-                        ktime_add(&t->ktime[s->ktime_kernel].failures, 1);
-                        if (err_kernel != HBG_KERNEL_NONE) {
-                                s->report_kernel = err_kernel;
-                                s->report_why = err_why;
-                        }
+                if (atomic_compare_exchange_strong(&s->status, &zero, err) && err_kernel != HBG_KERNEL_NONE) {
+                        s->report_kernel = err_kernel;
+                        s->report_why = err_why;
                 }
         }
         /* acq_rel: the last finisher sees every block's effects and status.
@@ -162,7 +159,7 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                 int st = atomic_load_explicit(&s->status, memory_order_relaxed);
                 /* Counts the task too (hbg_engine_thread_stats()'s
                  * executed_tasks). */
-                kernel_times(t, s);
+                kernel_times(t, s, st);
                 /* The kernel's own error (§12.2): strerror, or the
                  * reason the winner above left. */
                 complete_task(t, r, id, st, st < 0 ? s->report_why : NULL);

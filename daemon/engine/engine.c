@@ -4,6 +4,7 @@
  * cycle, the threads' roles and counters.
  */
 #include "daemon/engine/engine.h"
+#include "daemon/engine/engine_trace.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -11,9 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "daemon/engine/completion.h"
+#include "daemon/engine/engine_log.h"
 #include "daemon/engine/engine_state.h"
 #include "daemon/engine/fair_share_slots.h"
 #include "daemon/engine/ring.h"
@@ -146,6 +149,8 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
                 goto fail;
         err = -ENOMEM;
         ktime_calibrate(&e->ktime_clock);
+        if (e->ktime_clock.doubt)
+                engine_log(e, LOG_WARNING, NULL, "per-kernel times and traces: %s", e->ktime_clock.doubt);
         /* Each thread's kernel times in memory of its own (whole cache
          * lines: a neighbour's writes share none). */
         size_t ktime_bytes = (kernel_count() * sizeof(struct ktime_kernel) + 63) & ~(size_t)63;

@@ -3,7 +3,12 @@
 #include "daemon/engine/ktime.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
+#if KTIME_CYCLES
+#include <cpuid.h>
+#endif
 
 /* CLOCK_MONOTONIC_RAW and the counter read back to back, the pair taken
  * whose reads were closest (a preemption between them spoils one). */
@@ -24,6 +29,25 @@ static void pair(int64_t *ret_ns, uint64_t *ret_ticks) {
 
 static struct ktime_clock calibrated;
 
+#if KTIME_CYCLES
+/* Is the TSC one rate on every core whatever their frequency? Linux uses
+ * it as its clock only when it also found the cores in step; CPUID says
+ * whether it is invariant. Either will do. */
+static bool tsc_trusted(void) {
+        char name[32] = "";
+        FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
+        if (f) {
+                if (!fgets(name, sizeof(name), f))
+                        name[0] = 0;
+                fclose(f);
+        }
+        if (strcmp(name, "tsc\n") == 0)
+                return true;
+        unsigned a, b, c, d;
+        return __get_cpuid(0x80000007, &a, &b, &c, &d) && (d & (1u << 8));
+}
+#endif
+
 static void calibrate(void) {
         struct ktime_clock *c = &calibrated;
         double k = 1.0;
@@ -39,6 +63,10 @@ static void calibrate(void) {
         pair(&ns1, &t1);
         if (t1 > t0 && ns1 > ns0)
                 k = (double)(ns1 - ns0) / (double)(t1 - t0);
+        else
+                c->doubt = "the cycle counter's rate could not be measured (times are in cycles)";
+        if (!c->doubt && !tsc_trusted())
+                c->doubt = "the cycle counter is neither Linux's clock nor invariant (times may be off)";
 #else
         (void)pair;
 #endif

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -71,9 +72,22 @@ static inline void ktime_stamp(uint64_t *p) {
 #endif
 }
 
+/* Ticks from `from` to `to`, 0 if `to` is earlier: two stamps from
+ * different cores, or rdtsc run a little out of order around its
+ * neighbours, may say so; a wrapped difference would count as the
+ * longest time and make the histogram's sum go down, which a scraper
+ * takes for a reset. */
+static inline uint64_t ktime_since(uint64_t from, uint64_t to) {
+        return (int64_t)(to - from) > 0 ? to - from : 0;
+}
+
 /* The tick rate and the bucket bounds in ticks, fixed at engine start. */
 struct ktime_clock {
         double ns_per_tick;
+        /* NULL, or why the times may be off (logged once at start): the
+         * counter is not one Linux keeps in step across cores at a fixed
+         * rate, or its rate could not be measured. */
+        const char *doubt;
         /* bounds[i] = hbg_hist_bounds_ns[i] in ticks (rounded down, so a
          * duration of at most bounds[i] ticks is at most bound i in ns);
          * bounds[HBG_HIST_BOUNDS] = UINT64_MAX. */
@@ -124,7 +138,7 @@ static inline uint64_t ktime_bucket(const struct ktime_clock *c, uint64_t d) {
  * access, the relaxed load and store. */
 static inline void ktime_add(_Atomic uint64_t *v, uint64_t n) {
 #if KTIME_CYCLES && !KTIME_TSAN
-        __asm__("addq %1, %0" : "+m"(*(uint64_t *)v) : "er"(n));
+        __asm__ __volatile__("addq %1, %0" : "+m"(*(uint64_t *)v) : "er"(n));
 #else
         hbg_hist_add(v, n);
 #endif

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "daemon/engine/engine.h"
+#include "daemon/engine/engine_trace.h"
 
 struct hbg_engine;
 struct hbg_ring;
