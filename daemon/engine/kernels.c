@@ -432,7 +432,6 @@ static int check_tensor(const struct hbg_kernel_tensor_arg *t, uint8_t dir, uint
 int kernel_validate(const struct kernel_info *k, const struct hbg_kernel_args *a, uint64_t heap_size,
                     const char **why) {
         const char *dummy;
-        int r;
 
         if (!why)
                 why = &dummy;
@@ -441,6 +440,13 @@ int kernel_validate(const struct kernel_info *k, const struct hbg_kernel_args *a
                 *why = "kernel: not an entry of the kernel table";
                 return -EINVAL;
         }
+        return kernel_validate_entry(k, a, heap_size, why);
+}
+
+int kernel_validate_entry(const struct kernel_info *k, const struct hbg_kernel_args *a, uint64_t heap_size,
+                          const char **why) {
+        int r;
+        *why = NULL;
         const struct hbg_kernel_sig *s = k->sig;
         const struct kernel_msgs *m = k->msgs;
 

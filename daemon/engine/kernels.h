@@ -241,6 +241,10 @@ const char *kernel_cost_message(const struct kernel_info *k);
  */
 int kernel_validate(const struct kernel_info *k, const struct hbg_kernel_args *a, uint64_t heap_size,
                     const char **why);
+/* The same for k just returned by kernel_lookup() (the per-task path,
+ * which has it: no second look-up); why must not be NULL. */
+int kernel_validate_entry(const struct kernel_info *k, const struct hbg_kernel_args *a, uint64_t heap_size,
+                          const char **why);
 
 /*
  * kernel_validate() with the numbers: its message, then (where they say

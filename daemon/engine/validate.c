@@ -24,18 +24,23 @@ struct task_rules {
         uint64_t max_task_cost;
 };
 
+/* Active lanes of a (checked) lane mask. */
+static const uint8_t lanes_of_mask[HBG_LANE_MASK_ALL + 1] = { 0, 1, 1, 2, 1, 2, 2, 3 };
+
 static int check_task(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
                       const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
-        /* No kernels until a lane's is known (a failure must not name the
+        /* Each active lane's kernel, looked up once, here. No kernels in
+         * the slot until its lane passes (a failure must not name the
          * slot's previous occupant's). The kernel a failure names (§12.2):
          * the first active lane's, if it is one, until a lane's own check
          * refuses the task. */
+        const struct kernel_info *lane_kernel[HBG_LANES];
         s->report_kernel = HBG_KERNEL_NONE;
         for (unsigned lane = 0; lane < HBG_LANES; lane++) {
                 s->kernel[lane] = NULL;
-                const struct kernel_info *k;
-                if (s->report_kernel == HBG_KERNEL_NONE && (d->lane_mask & (1u << lane)) &&
-                    (k = kernel_lookup(d->kernel[lane]))) {
+                const struct kernel_info *k = (d->lane_mask & (1u << lane)) ? kernel_lookup(d->kernel[lane]) : NULL;
+                lane_kernel[lane] = k;
+                if (k && s->report_kernel == HBG_KERNEL_NONE) {
                         s->report_kernel = d->kernel[lane];
                         s->ktime_kernel = (uint16_t)k->index; /* its times' kernel (ktime.h) */
                 }
@@ -44,7 +49,7 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
                 *why = "descriptor id does not match its slot's id";
                 return -EPROTO;
         }
-        if (d->reserved2 || d->reserved0[0] || d->reserved0[1] || d->reserved0[2]) {
+        if (d->reserved2 | d->reserved0[0] | d->reserved0[1] | d->reserved0[2]) {
                 *why = "descriptor reserved field not zero";
                 return -EPROTO;
         }
@@ -106,7 +111,7 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
         s->predicate_offset = d->predicate_offset;
         s->flags = d->flags;
         s->lane_mask = d->lane_mask;
-        s->lanes = (uint8_t)((d->lane_mask & 1u) + ((d->lane_mask >> 1) & 1u) + ((d->lane_mask >> 2) & 1u));
+        s->lanes = lanes_of_mask[d->lane_mask]; /* checked above: no bits beyond the lanes */
         s->block_num = d->block_num;
 
         if (d->lane_mask == 0 || inline_ || external) {
@@ -127,6 +132,13 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
         s->shape = s->lanes > 1 ? SHAPE_MIX : (d->lane_mask & 1u) ? SHAPE_AIC : SHAPE_AIV;
         s->args.n_tensors = d->n_tensors;
         s->args.n_scalars = d->n_scalars;
+        /* Each lane's checks, and the work this task makes a thread do,
+         * bounded per task so that no session can hold a thread for long
+         * (§9.5, docs/SECURITY.md): in one pass, the work refused only
+         * once every lane passed (a lane's own fault is said first). */
+        uint32_t parts = (uint32_t)s->block_num * s->lanes;
+        uint64_t cost = 0, limit = rules->max_task_cost;
+        const struct kernel_info *over = NULL; /* the lane whose work passed the limit */
         for (unsigned lane = 0; lane < HBG_LANES; lane++) {
                 if (!(d->lane_mask & (1u << lane))) {
                         if (d->kernel[lane] != HBG_KERNEL_NONE) {
@@ -135,34 +147,30 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
                         }
                         continue;
                 }
-                const struct kernel_info *k = kernel_lookup(d->kernel[lane]);
+                const struct kernel_info *k = lane_kernel[lane];
                 if (!k) {
                         *why = "unknown kernel";
                         return -ENOENT;
                 }
                 s->kernel[lane] = k;
-                int err = kernel_validate(k, &s->args, rules->heap_size, why);
+                int err = kernel_validate_entry(k, &s->args, rules->heap_size, why);
                 if (err < 0) {
                         s->report_kernel = d->kernel[lane];
                         return err;
                 }
-        }
-        /* The work this task makes a thread do, bounded per task so that no
-         * session can hold a thread for long (§9.5, docs/SECURITY.md). */
-        uint32_t parts = (uint32_t)s->block_num * s->lanes;
-        uint64_t cost = 0, limit = rules->max_task_cost;
-        for (unsigned lane = 0; lane < HBG_LANES; lane++) {
-                if (!s->kernel[lane])
-                        continue;
                 /* Each lane runs its kernel for its share of the parts:
                  * block_num of block_num * lanes (§9.1). */
-                uint64_t c = kernel_cost(s->kernel[lane], &s->args, parts) / s->lanes;
+                uint64_t c = kernel_cost(k, &s->args, parts);
+                if (s->lanes > 1)
+                        c /= s->lanes;
                 cost = __builtin_add_overflow(cost, c, &cost) ? UINT64_MAX : cost;
-                if (limit && cost > limit) {
-                        s->report_kernel = s->kernel[lane]->sig->id;
-                        *why = kernel_cost_message(s->kernel[lane]);
-                        return -E2BIG;
-                }
+                if (limit && cost > limit && !over)
+                        over = k;
+        }
+        if (over) {
+                s->report_kernel = over->sig->id;
+                *why = kernel_cost_message(over);
+                return -E2BIG;
         }
         return 0;
 }
