@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,6 +38,8 @@ int bench_child_start(struct bench_child *c, const char *name, const char *const
                 return err;
         }
         if (pid == 0) {
+                /* Ends with the bench, however the bench ends. */
+                prctl(PR_SET_PDEATHSIG, SIGTERM);
                 /* dup2 clears O_CLOEXEC on the copies: they survive exec. */
                 if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0)
                         _exit(127);

@@ -274,7 +274,9 @@ static int traced_run(struct cmp *c, struct bench_hbgd *h, const char *hbgctl, c
                 /* SIGINT: hbgctl stops the recording and writes both files. */
                 if (ctl.pid > 0)
                         kill(ctl.pid, SIGINT);
-                int st = bench_child_finish(&ctl, STEP_MS);
+                /* After a failure, a short wait: hbgctl may be stuck on
+                 * an hbgd that does not answer. */
+                int st = bench_child_finish(&ctl, err ? 5000 : STEP_MS);
                 if (st != 0 && err == 0) {
                         fprintf(stderr, "hbg-bench: --trace: `hbgctl trace` exited with %d (its message above)\n", st);
                         err = -EIO;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -127,6 +128,7 @@ int bench_hbgd_start_config(struct bench_hbgd *h, const char *hbgd, const char *
                 return err;
         }
         if (h->pid == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGTERM); /* ends with the bench, however the bench ends */
                 int log = open(h->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
                 if (log >= 0) {
                         dup2(log, 1);

@@ -61,8 +61,20 @@ static int by_session_first(const void *a, const void *b) {
         return (int)x->in_flight - (int)y->in_flight; /* retired first */
 }
 
+/* By session and graph number, the retired one first. */
+static int by_session_graph(const void *a, const void *b) {
+        const struct trace_event *x = a, *y = b;
+        if (x->session != y->session)
+                return x->session < y->session ? -1 : 1;
+        if (x->id != y->id)
+                return x->id < y->id ? -1 : 1;
+        return (int)x->in_flight - (int)y->in_flight;
+}
+
 /* A graph that retired as the trace stopped is in both lists: the
- * retirement is kept. t->graphs is sorted. */
+ * retirement is kept. t->graphs is sorted by_session_graph() (by graph
+ * number, not first task: the two copies of a record a client rewrote
+ * meanwhile may differ in their tasks, never in their number). */
 static void drop_retired_open(struct trace_data *t) {
         size_t k = 0;
         for (size_t i = 0; i < t->n_graphs; i++) {
@@ -181,6 +193,7 @@ static int take_trace(const struct ctl_opts *o, struct trace_data *t, struct ctl
         env.msg_case = HBG__ENVELOPE__MSG_TRACE_REQUEST;
         env.trace_request = &rq;
         bool done = false;
+        unsigned empty = 0; /* fetch replies in a row that brought nothing */
         while (err == 0 && !done) {
                 err = ctl_roundtrip(fd, &env, &reply, fail);
                 if (err < 0)
@@ -207,6 +220,16 @@ static int take_trace(const struct ctl_opts *o, struct trace_data *t, struct ctl
                         for (size_t i = 0; i < r->n_events && err == 0; i++)
                                 err = add_event(t, r->events[i]);
                         done = r->done;
+                        /* A reply with no record that is not the last: the
+                         * threads' table fills hbgd's message size. Twice
+                         * in a row would be forever. */
+                        empty = r->n_events || done || r->running ? 0 : empty + 1;
+                        if (empty == 2 && err == 0) {
+                                *fail = (struct ctl_failure){ .at = CTL_AT_EXCHANGE, .err = -EMSGSIZE };
+                                err = ctl_error(-EMSGSIZE, "hbgd's replies have no room for the trace's records "
+                                                           "([limits] max_message_size is too small for %zu threads)",
+                                                r->n_threads);
+                        }
                 }
                 wire_free(reply);
                 reply = NULL;
@@ -216,8 +239,9 @@ static int take_trace(const struct ctl_opts *o, struct trace_data *t, struct ctl
         if (err < 0 && fail->err == 0)
                 *fail = (struct ctl_failure){ .at = CTL_AT_EXCHANGE, .err = err };
         if (err == 0 && t->n_graphs) {
-                qsort(t->graphs, t->n_graphs, sizeof(*t->graphs), by_session_first);
+                qsort(t->graphs, t->n_graphs, sizeof(*t->graphs), by_session_graph);
                 drop_retired_open(t);
+                qsort(t->graphs, t->n_graphs, sizeof(*t->graphs), by_session_first);
         }
         return err;
 }

@@ -45,8 +45,8 @@ struct trace_data {
 static inline const char *trace_kernel_name(const struct trace_data *t, uint32_t id) {
         return id < t->n_kernels && t->kernel_names[id] ? t->kernel_names[id] : "task";
 }
-/* The graph number of task `id` of `session`, -1 if no retired graph of
- * the trace holds it. */
+/* The graph number of task `id` of `session`, -1 if no graph of the
+ * trace (retired, or in flight at its end) holds it. */
 int64_t trace_graph_of(const struct trace_data *t, uint64_t session, uint64_t id);
 json_object *trace_chrome_json(const struct trace_data *t);
 /* The timeline as an SVG document (malloc()ed, *ret_len bytes); NULL:

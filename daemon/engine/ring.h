@@ -114,7 +114,12 @@ struct hbg_ring {
          * each is stored with release before graphs_noticed passes it
          * (release), and an entry is stored again for record k + G only
          * after graphs_retired passed k (an earlier retirement pass); the
-         * reader loads both with acquire. */
+         * reader loads both with acquire. One exception: failing a broken
+         * ring's graphs (retire.c, fail_graphs_locked) notices and retires
+         * in one pass, so a client that keeps raising graphs_submitted
+         * meanwhile can make the reader see record k + G's time for k: a
+         * wrong start of its own in-flight graph in its own trace, nothing
+         * else. */
         _Atomic uint64_t graphs_noticed;
         _Atomic int64_t *graph_noticed_ns;
         struct hbg_histogram graph_latency;

@@ -1117,6 +1117,17 @@ static size_t my_sessions(const char *S, uint64_t *ret, size_t max) {
         return n;
 }
 
+/* hbgd's tasks completed so far, from `hbgctl status --json`. */
+static uint64_t daemon_tasks_completed(const char *S) {
+        struct result r = ctl(S, "status", "--json");
+        ASSERT_CODE(r, 0);
+        json_object *o = parse_json(&r);
+        uint64_t n = json_object_get_uint64(get(get(o, "daemon"), "tasks_completed"));
+        json_object_put(o);
+        result_free(&r);
+        return n;
+}
+
 static void assert_graph_error(hbg_client *c, uint64_t g, int code, uint64_t task, const char *kernel,
                                const char *message) {
         hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
@@ -2495,17 +2506,24 @@ START_TEST(trace_open_graph) {
         join.deps[join.n_deps++] = host_id;
         ck_assert_int_eq(hbg_graph_add(c, &join, &join_id), 0);
 
-        /* The trace starts first (its log line), then the graph goes. */
+        /* The trace starts first (its log line), then the graph goes; the
+         * trace ends (SIGINT) once the root ran: the host task is then
+         * ready and waits for this thread, which is not waiting yet. */
         char dir[] = "/tmp/hbg-trace-open.XXXXXX", out[64], err[64];
         ck_assert(mkdtemp(dir));
         snprintf(out, sizeof(out), "%s/out", dir);
         snprintf(err, sizeof(err), "%s/err", dir);
-        pid_t ctl_pid = ctl_spawn(S, (const char *const[]){ "trace", "--session", session, "--duration", "0.3", NULL },
+        pid_t ctl_pid = ctl_spawn(S, (const char *const[]){ "trace", "--session", session, "--duration", "600", NULL },
                                   out, err);
         char started[96];
-        snprintf(started, sizeof(started), "trace of session %s for 300 ms started", session);
+        snprintf(started, sizeof(started), "trace of session %s for 600000 ms started", session);
         ck_assert_msg(hbgd_log_says(d, started), "no \"%s\" in hbgd's log", started);
         ck_assert_int_eq(hbg_graph_submit(c, &graph), 0);
+        for (int waited = 0; daemon_tasks_completed(S) < 1; waited += 10) {
+                ck_assert_msg(waited < WAIT_MS, "the root did not run within %d ms", WAIT_MS);
+                usleep(10000);
+        }
+        ck_assert_int_eq(kill(ctl_pid, SIGINT), 0);
         int st;
         while (waitpid(ctl_pid, &st, 0) < 0)
                 ck_assert(errno == EINTR);

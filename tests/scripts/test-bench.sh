@@ -26,7 +26,7 @@ fail() { echo "test-bench: FAIL: $*"; exit 1; }
 
 "$bench" --quick --sizes 300 --clients 1,2 --repeat 2 --warmup 0 --peers none \
         --no-instructions --no-latency --no-reuse --out "$tmp/a" >"$tmp/a.log" 2>&1 ||
-        { cat "$tmp/a.log"; fail "hbg-bench exited $?"; }
+        { rc=$?; cat "$tmp/a.log"; fail "hbg-bench exited $rc"; }
 
 header=$(head -n 1 "$tmp/a/results.csv")
 [ "$header" = "shape,system,mode,threads,clients,tasks,tasks_per_s,ns_per_task,p50_us,p99_us,rss_kib" ] ||
@@ -62,7 +62,7 @@ grep -q "geometric mean of new/old over 84 rows: 1.000" "$tmp/cmp.log" || { cat 
 
 # The kernel rows alone: 3 graphs x 3 kernels, on hbgd with the module.
 "$bench" --quick --kernels --shapes none --sizes 200 --repeat 2 --warmup 0 --peers none --no-instructions \
-        --out "$tmp/k" >"$tmp/k.log" 2>&1 || { cat "$tmp/k.log"; fail "hbg-bench --kernels exited $?"; }
+        --out "$tmp/k" >"$tmp/k.log" 2>&1 || { rc=$?; cat "$tmp/k.log"; fail "hbg-bench --kernels exited $rc"; }
 rows=$(tail -n +2 "$tmp/k/results.csv" | awk -F, '
         NF != 11 || $2 !~ /^hbg-(copy|scale|relu)_f32$/ || $6 != 200 || $8 + 0 <= 0 { bad++ }
         END { print NR + 0, bad + 0 }')
@@ -76,13 +76,13 @@ for shape in independent-64B chain-64B independent-64KiB; do
 done
 # No module: no row, no failure, and the reason printed.
 "$bench" --quick --kernels --shapes none --peers none --no-instructions --module "$tmp/none/hbg-nn.so" \
-        --out "$tmp/n" >"$tmp/n.log" 2>&1 || { cat "$tmp/n.log"; fail "hbg-bench --kernels without a module exited $?"; }
+        --out "$tmp/n" >"$tmp/n.log" 2>&1 || { rc=$?; cat "$tmp/n.log"; fail "hbg-bench --kernels without a module exited $rc"; }
 grep -q "kernel rows skipped: no module at $tmp/none/hbg-nn.so" "$tmp/n.log" || { cat "$tmp/n.log"; fail "no module: no reason"; }
 [ "$(wc -l <"$tmp/n/results.csv")" = 1 ] || fail "no module: results.csv has rows"
 # The host rows alone, hbg only: 4 cases x their worker counts (1,2,4 for
 # the speed-up; 0,1,2,4 for the others), 1 repetition of --quick sizes.
 "$bench" --quick --host --shapes none --repeat 1 --warmup 0 --peers none --no-instructions --no-latency \
-        --out "$tmp/h" >"$tmp/h.log" 2>&1 || { cat "$tmp/h.log"; fail "hbg-bench --host exited $?"; }
+        --out "$tmp/h" >"$tmp/h.log" 2>&1 || { rc=$?; cat "$tmp/h.log"; fail "hbg-bench --host exited $rc"; }
 rows=$(tail -n +2 "$tmp/h/results.csv" | awk -F, '
         NF != 11 || $2 != "hbg-host" || $6 + 0 <= 0 || $8 + 0 <= 0 { bad++ }
         $1 == "host-spin1ms" && ($6 != 64 || $4 == 0) { bad++ }
@@ -113,7 +113,7 @@ grep -q "^tbb: not in --peers: skipped$" "$tmp/h.log" || fail "--host: no word o
 # hbg's package (1, 2, 4 processes; replayed), Dask, futures, the plain
 # loop, and the empty-task replays from C. Counted, never timed.
 "$bench" --quick --python --shapes none --python-size 300 --repeat 2 --warmup 0 --peers none --no-instructions \
-        --no-latency --no-reuse --out "$tmp/p" >"$tmp/p.log" 2>&1 || { cat "$tmp/p.log"; fail "hbg-bench --python exited $?"; }
+        --no-latency --no-reuse --out "$tmp/p" >"$tmp/p.log" 2>&1 || { rc=$?; cat "$tmp/p.log"; fail "hbg-bench --python exited $rc"; }
 if ! /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
         grep -q "python rows skipped: " "$tmp/p.log" || { cat "$tmp/p.log"; fail "--python without numpy: no reason"; }
         [ "$(wc -l <"$tmp/p/results.csv")" = 1 ] || fail "--python without numpy: results.csv has rows"
@@ -162,7 +162,7 @@ else
 fi
 # The trace alone: one 10 x 10 wavefront (100 tasks) under hbgctl trace.
 "$bench" --trace --trace-size 100 --shapes none --peers none --no-instructions --no-latency --no-reuse \
-        --out "$tmp/t" >"$tmp/t.log" 2>&1 || { cat "$tmp/t.log"; fail "hbg-bench --trace exited $?"; }
+        --out "$tmp/t" >"$tmp/t.log" 2>&1 || { rc=$?; cat "$tmp/t.log"; fail "hbg-bench --trace exited $rc"; }
 grep -q "^trace: $tmp/t/trace.json (.*), picture: $tmp/t/trace.svg$" "$tmp/t.log" ||
         { cat "$tmp/t.log"; fail "--trace: does not say where the files are"; }
 grep -q "^wavefront: 100 tasks run$" "$tmp/t.log" || { cat "$tmp/t.log"; fail "--trace: not 100 tasks"; }
