@@ -115,10 +115,10 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                         break;
                 }
                 uint32_t j = 0;
-                for (unsigned lane = 0; lane < HBG_LANES; lane++) {
-                        if (!(s->lane_mask & (1u << lane)))
-                                continue;
-                        const struct kernel_info *k = s->kernel[lane];
+                /* The active lanes, lowest first (the mask was validated:
+                 * no bit beyond HBG_LANES). */
+                for (unsigned lanes = s->lane_mask; lanes; lanes &= lanes - 1) {
+                        const struct kernel_info *k = s->kernel[__builtin_ctz(lanes)];
                         int rc = k->run(&ctx.k, r->heap, &s->args, b * s->lanes + j, parts);
                         if (__builtin_expect(rc != 0 || ctx.stopped != KERNEL_STOP_NONE, 0))
                                 rc = run_result(rc, &ctx);

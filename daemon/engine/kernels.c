@@ -466,7 +466,8 @@ int kernel_validate_entry(const struct kernel_info *k, const struct hbg_kernel_a
                 t[i] = (struct hbg_kernel_tensor){ a->tensors[i].offset, a->tensors[i].length };
         }
         unsigned i, j;
-        switch (kernel_sig_check_tensors(s, t, &i, &j)) {
+        /* One tensor or none: no pair to overlap or differ in length. */
+        switch (s->n_tensors > 1 ? kernel_sig_check_tensors(s, t, &i, &j) : HBG_TENSORS_OK) {
         case HBG_TENSORS_OVERLAP:
                 *why = m->overlap[i][j];
                 return -EINVAL;

@@ -73,11 +73,13 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
         /* Fanins: inline in the (copied) descriptor, the unused inline slots
          * zero, or all in the payload with the inline ones zero (§8). */
         unsigned inline_used = d->n_fanins <= HBG_INLINE_FANINS ? d->n_fanins : 0;
-        for (unsigned i = inline_used; i < HBG_INLINE_FANINS; i++)
-                if (d->fanins_inline[i]) {
-                        *why = "inline fanin slot beyond the task's fanins not zero";
-                        return -EPROTO;
-                }
+        uint64_t unused = 0;
+        for (unsigned i = 0; i < HBG_INLINE_FANINS; i++)
+                unused |= i >= inline_used ? d->fanins_inline[i] : 0;
+        if (unused) {
+                *why = "inline fanin slot beyond the task's fanins not zero";
+                return -EPROTO;
+        }
         /* Copy only the payload parts the (validated) counts cover, once;
          * everything below reads the copies. */
         if (d->n_fanins <= HBG_INLINE_FANINS)
