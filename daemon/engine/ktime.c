@@ -56,8 +56,8 @@ static void calibrate(void) {
          * hundred ns of each other, so the rate is good to about 1e-4.
          * Linux keeps the TSC in step on every core (it is its clock
          * source where it is usable; hbgd targets such machines). */
-        int64_t ns0, ns1;
-        uint64_t t0, t1;
+        int64_t ns0 = 0, ns1 = 0;
+        uint64_t t0 = 0, t1 = 0;
         pair(&ns0, &t0);
         nanosleep(&(struct timespec){ .tv_nsec = 5000000 }, NULL);
         pair(&ns1, &t1);
