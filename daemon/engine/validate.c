@@ -35,10 +35,14 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
          * the first active lane's, if it is one, until a lane's own check
          * refuses the task. */
         const struct kernel_info *lane_kernel[HBG_LANES];
+        _Static_assert(HBG_LANES == 3, "the lanes below are three");
+        s->kernel[0] = s->kernel[1] = s->kernel[2] = NULL;
         s->report_kernel = HBG_KERNEL_NONE;
-        for (unsigned lane = 0; lane < HBG_LANES; lane++) {
-                s->kernel[lane] = NULL;
-                const struct kernel_info *k = (d->lane_mask & (1u << lane)) ? kernel_lookup(d->kernel[lane]) : NULL;
+        /* The active lanes, lowest first (bits beyond the lanes are
+         * refused below, and never index here). */
+        for (unsigned lanes = d->lane_mask & HBG_LANE_MASK_ALL; lanes; lanes &= lanes - 1) {
+                unsigned lane = (unsigned)__builtin_ctz(lanes);
+                const struct kernel_info *k = kernel_lookup(d->kernel[lane]);
                 lane_kernel[lane] = k;
                 if (k && s->report_kernel == HBG_KERNEL_NONE) {
                         s->report_kernel = d->kernel[lane];
@@ -141,13 +145,15 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
         uint32_t parts = (uint32_t)s->block_num * s->lanes;
         uint64_t cost = 0, limit = rules->max_task_cost;
         const struct kernel_info *over = NULL; /* the lane whose work passed the limit */
-        for (unsigned lane = 0; lane < HBG_LANES; lane++) {
+        /* Lanes in order: an active one's checks, an inactive one given a
+         * kernel refused; the others need no look. */
+        unsigned given = (d->kernel[0] != HBG_KERNEL_NONE) | (d->kernel[1] != HBG_KERNEL_NONE) << 1 |
+                         (d->kernel[2] != HBG_KERNEL_NONE) << 2;
+        for (unsigned lanes = d->lane_mask | given; lanes; lanes &= lanes - 1) {
+                unsigned lane = (unsigned)__builtin_ctz(lanes);
                 if (!(d->lane_mask & (1u << lane))) {
-                        if (d->kernel[lane] != HBG_KERNEL_NONE) {
-                                *why = "kernel given for an inactive lane";
-                                return -EINVAL;
-                        }
-                        continue;
+                        *why = "kernel given for an inactive lane";
+                        return -EINVAL;
                 }
                 const struct kernel_info *k = lane_kernel[lane];
                 if (!k) {
