@@ -137,6 +137,7 @@ static json_object *snapshot(Hbg__StatusReply *prev, const Hbg__StatusReply *cur
                 add_rate(e, "dispatched_per_s", rate(t->dispatched, p->dispatched, dt));
                 add_rate(e, "parks_per_s", rate(t->parks, p->parks, dt));
                 add_rate(e, "wakeups_per_s", rate(t->wakeups, p->wakeups, dt));
+                add_rate(e, "spurious_per_s", rate(t->spurious_wakeups, p->spurious_wakeups, dt));
                 json_object_object_add(e, "executed_tasks", json_object_new_uint64(t->executed_tasks));
                 json_object_object_add(e, "parks", json_object_new_uint64(t->parks));
                 json_object_array_add(threads, e);
@@ -173,7 +174,8 @@ static json_object *snapshot(Hbg__StatusReply *prev, const Hbg__StatusReply *cur
 
 static const struct column thread_cols[] = {
         { "thread", -6, NULL },          { "executed_per_s", 14, NULL }, { "dispatched_per_s", 16, NULL },
-        { "parks_per_s", 12, NULL },     { "wakeups_per_s", 13, NULL },  { "executed_tasks", 14, NULL },
+        { "parks_per_s", 12, NULL },     { "wakeups_per_s", 13, NULL },  { "spurious_per_s", 14, NULL },
+        { "executed_tasks", 14, NULL },
 };
 
 static const struct column session_cols[] = {

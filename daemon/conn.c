@@ -93,6 +93,7 @@ static struct verdict handle_hello(struct conn *c, const Hbg__Envelope *env, con
          * its controls (common/text.h). */
         text_copy_str(c->name, sizeof(c->name), h->name ? h->name : "", TEXT_UTF8);
         c->hello = true;
+        c->client_minor = h->version_minor;
         Hbg__Hello reply;
         Hbg__Envelope out;
         wire_hello(&out, &reply, "hbgd " HBG_VERSION);
@@ -155,7 +156,10 @@ static struct verdict send_session_reply(struct conn *c, struct session *s, cons
         r.sub_region_size = g->sub_region_size;
         r.cpl_region_size = g->cpl_region_size;
         r.first_id = s->first_id;
-        r.fds = 4;
+        /* The wake page (protocol 1.5) to clients that know it: an older
+         * one takes exactly 4 fds. */
+        unsigned nfds = c->client_minor >= HBG_PROTO_MINOR_WAKE_PAGE ? 5 : 4;
+        r.fds = nfds;
         r.stall_timeout_ms = stall_ms;
         /* hbgd's kernel table (protocol 1.3): the client validates and
          * names kernels with it. */
@@ -165,12 +169,13 @@ static struct verdict send_session_reply(struct conn *c, struct session *s, cons
         Hbg__Envelope out = HBG__ENVELOPE__INIT;
         out.msg_case = HBG__ENVELOPE__MSG_SESSION_REPLY;
         out.session_reply = &r;
-        int fds[4];
+        int fds[5];
         session_client_fds(s, fds);
+        fds[4] = hbg_engine_wake_fd(c->d->engine);
         /* Sent within what every client reads, whatever max_message_size
          * says: the table is hbgd's own, not the client's, and hbgd checked
          * at start that it fits (docs/PROTOCOL.md, "The kernel table"). */
-        struct verdict v = send_reply_within(c, &out, fds, 4, HBG_WIRE_SESSION_REPLY_MAX);
+        struct verdict v = send_reply_within(c, &out, fds, nfds, HBG_WIRE_SESSION_REPLY_MAX);
         free(rows);
         return v;
 }

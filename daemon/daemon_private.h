@@ -32,6 +32,7 @@ struct conn {
         struct ucred cred;
         uint64_t id;
         bool hello;
+        uint32_t client_minor;      /* the client's protocol minor (its hello) */
         bool closed;                   /* freed after the current io round */
         int64_t deadline_ms;           /* closed if no complete request by then; 0: none */
         struct session *session;

@@ -146,6 +146,7 @@ static int section_threads(struct status_build *b) {
                 ts[i].watermark_cas_failures = t.watermark_cas_failures;
                 ts[i].parks = t.parks;
                 ts[i].wakeups = t.wakeups;
+                ts[i].spurious_wakeups = t.spurious_wakeups;
                 ts[i].batch_linked = t.batch_linked;
                 ts[i].continued = t.continued;
                 ts[i].stolen = t.stolen;

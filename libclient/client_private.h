@@ -177,6 +177,11 @@ struct hbg_client {
 
         int sock;                  /* control connection (SEQPACKET) */
         int doorbell_fd;           /* our end of a socketpair: we send, hbgd reads */
+        /* hbgd's wake page (protocol 1.5; NULL: an older hbgd, or its page
+         * was unusable): read-only; a FUTEX_WAKE of wake_n on its word
+         * comes before the doorbell (hbgc_ring). */
+        const struct hbg_wake_page *wake_page;
+        int wake_n;
         int completion_fd;         /* read end of a pipe hbgd writes */
         int rearm_fd;              /* eventfd: "call hbg_client_process() again" */
         int notify_fd;             /* epoll of the two above: hbg_client_fd() */

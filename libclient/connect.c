@@ -42,6 +42,23 @@ static bool fd_size_at_least(int fd, uint64_t size) {
         return fstat(fd, &st) == 0 && st.st_size >= 0 && (uint64_t)st.st_size >= size;
 }
 
+/* Map hbgd's wake page (protocol 1.5) read-only. Anything wrong with it
+ * leaves the doorbell alone to wake hbgd: no reason to refuse a session
+ * that works without it. */
+static void map_wake_page(hbg_client *c, int fd) {
+        if (!fd_size_at_least(fd, HBG_WAKE_PAGE_SIZE))
+                return;
+        const struct hbg_wake_page *p = mmap(NULL, HBG_WAKE_PAGE_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED)
+                return;
+        if (p->magic != HBG_WAKE_MAGIC) {
+                munmap((void *)(uintptr_t)p, HBG_WAKE_PAGE_SIZE);
+                return;
+        }
+        c->wake_n = p->wake_n == 0 ? 1 : p->wake_n > INT_MAX ? INT_MAX : (int)p->wake_n;
+        c->wake_page = p;
+}
+
 /* Map the regions of a session reply and check them. fds: sub, cpl,
  * doorbell, completion; the memfds are closed here, the channels kept. */
 static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
@@ -152,6 +169,8 @@ static void client_free(hbg_client *c) {
                 munmap(c->sub, c->g.sub_region_size);
         if (c->cpl)
                 munmap((void *)(uintptr_t)c->cpl, c->g.cpl_region_size);
+        if (c->wake_page)
+                munmap((void *)(uintptr_t)c->wake_page, HBG_WAKE_PAGE_SIZE);
         if (c->sock >= 0)
                 close(c->sock);
         if (c->doorbell_fd >= 0)
@@ -191,7 +210,7 @@ static int handshake_failed(int sock, int err, const char *what) {
 
 static int handshake(hbg_client *c, const hbg_connect_options *o) {
         Hbg__Envelope *env = NULL;
-        int fds[HBG_WIRE_MAX_FDS] = { -1, -1, -1, -1 };
+        int fds[HBG_WIRE_MAX_FDS] = { -1, -1, -1, -1, -1 };
         unsigned nfds = 0;
         int err;
 
@@ -240,16 +259,20 @@ static int handshake(hbg_client *c, const hbg_connect_options *o) {
                 wire_free(env);
                 return err;
         }
-        if (env->msg_case != HBG__ENVELOPE__MSG_SESSION_REPLY || nfds != 4 ||
-            env->session_reply->fds != 4) {
+        /* 4 fds, and the wake page from a 1.5 hbgd. */
+        unsigned want = c->hbgd_minor >= HBG_PROTO_MINOR_WAKE_PAGE ? 5 : 4;
+        if (env->msg_case != HBG__ENVELOPE__MSG_SESSION_REPLY || nfds != want ||
+            env->session_reply->fds != want) {
                 close_fds(fds, nfds);
                 wire_free(env);
-                return hbgc_fail(NULL, -EPROTO, "hbgd's session reply is not a reply with 4 fds");
+                return hbgc_fail(NULL, -EPROTO, "hbgd's session reply is not a reply with %u fds", want);
         }
         err = map_session(c, env->session_reply, fds);
+        if (err == 0 && want == 5)
+                map_wake_page(c, fds[4]);
         if (err == 0)
                 err = hbgc_kernels_take(c, env->session_reply);
-        close_fds(fds, 4);
+        close_fds(fds, want);
         wire_free(env);
         return err;
 }

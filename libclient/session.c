@@ -5,7 +5,9 @@
  * doorbell, the completion channel, and the control socket's health.
  */
 #include <errno.h>
+#include <linux/futex.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -78,8 +80,20 @@ void hbgc_drain_completion(hbg_client *c) {
                 ;
 }
 
+/*
+ * hbgd sleeps (NEED_WAKEUP was set after our seq_cst publish): wake a
+ * parked scheduler thread directly, FUTEX_WAKE on the wake page's word
+ * (a shared futex: it works on our read-only mapping; we write nothing).
+ * A thread woken so visits every ring and sees our publish. It woke
+ * nobody (0), or failed: a thread may be between its re-check and its
+ * FUTEX_WAIT, where only a bump of the word, which we cannot make, stops
+ * it from sleeping; the doorbell's kick makes it (RUNTIME_LOGIC.md §9.4).
+ */
 int hbgc_ring(hbg_client *c, bool ring) {
         if (!ring)
+                return 0;
+        if (c->wake_page &&
+            syscall(SYS_futex, &c->wake_page->word, FUTEX_WAKE, c->wake_n, NULL, NULL, 0) > 0)
                 return 0;
         char one = 1;
         /* EAGAIN: rings are queued already, hbgd wakes anyway;

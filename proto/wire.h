@@ -13,10 +13,12 @@
 #include "hbg.pb-c.h"
 
 #define HBG_PROTO_MAJOR 1u
-#define HBG_PROTO_MINOR 4u  /* 1: RecordRequest (graph replay); 2: CancelRequest, KillRequest,
+#define HBG_PROTO_MINOR 5u  /* 1: RecordRequest (graph replay); 2: CancelRequest, KillRequest,
                                ValidateRequest (dry runs); 3: the kernel table (SessionReply.kernels,
-                               KernelInfo's full signature); 4: TraceRequest (the task timeline) */
-#define HBG_WIRE_MAX_FDS 4u
+                               KernelInfo's full signature); 4: TraceRequest (the task timeline);
+                               5: the wake page (a 5th fd in SessionReply) */
+#define HBG_PROTO_MINOR_WAKE_PAGE 5u
+#define HBG_WIRE_MAX_FDS 5u
 #define HBG_WIRE_MAX_MSG_DEFAULT 65536u
 /* The largest session reply: what every client reads of one record
  * (libhbgclient and hbgctl receive within HBG_WIRE_MAX_MSG_DEFAULT),

@@ -331,6 +331,30 @@ _Static_assert(offsetof(struct hbg_cpl_header, mailbox_consumed) == 448, "cpl ma
 _Static_assert(offsetof(struct hbg_cpl_header, ext_wake) == 512, "cpl ext_wake");
 _Static_assert(offsetof(struct hbg_cpl_header, graph_wake) == 576, "cpl graph_wake");
 
+/*
+ * The wake page (RUNTIME_LOGIC.md §1, §9.4; protocol 1.5): one per hbgd,
+ * shared by every session, a sealed memfd that hbgd alone can write and
+ * every client maps read-only. The parked scheduler threads sleep on
+ * `word`; a client that finds NEED_WAKEUP set after publishing wakes
+ * `wake_n` of them with FUTEX_WAKE (a shared futex: a wake works on a
+ * read-only mapping) and rings the doorbell only when that woke nobody.
+ */
+#define HBG_WAKE_MAGIC UINT32_C(0x4b574248) /* "HBWK" */
+#define HBG_WAKE_PAGE_SIZE 4096u
+
+struct hbg_wake_page {
+        /* line 0: identity, written once before the first client. */
+        uint32_t magic;
+        uint32_t wake_n;                   /* sleepers a client's wake asks for (1, or all) */
+        uint8_t pad0[HBG_CACHE_LINE - 8];
+        /* line 1: the futex word, bumped (seq_cst) by hbgd's own wakes. */
+        alignas(HBG_CACHE_LINE) _Atomic uint32_t word;
+        uint8_t pad1[HBG_CACHE_LINE - sizeof(uint32_t)];
+};
+_Static_assert(sizeof(struct hbg_wake_page) <= HBG_WAKE_PAGE_SIZE, "wake page size");
+_Static_assert(offsetof(struct hbg_wake_page, wake_n) == 4, "wake page wake_n");
+_Static_assert(offsetof(struct hbg_wake_page, word) == 64, "wake page word");
+
 /* Graph table entry k & (G-1): the final status of graph record k
  * (RUNTIME_LOGIC.md §12.1), two cache lines. hbgd writes it as a seqlock:
  * `seq` = 0 (relaxed), the fields (release stores), then `seq` = k + 1

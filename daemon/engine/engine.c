@@ -123,6 +123,7 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         if (e->cfg.max_threads_per_share == 0)
                 e->cfg.max_threads_per_share = e->nschedulers > 1 ? e->nschedulers - 1 : 1;
         e->test_stall_thread = -1;
+        e->wake_fd = -1;
         e->budget_why = calloc(kernel_count(), sizeof(*e->budget_why));
         if (!e->budget_why) {
                 err = -ENOMEM;
@@ -182,6 +183,8 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
                 t->ring_cursor = i;
         }
         e->all_execute = cfg->clusters >= ns;
+        if ((err = wakeup_page_init(e)) < 0)
+                goto fail;
         for (unsigned i = 0; i < e->nthreads; i++) {
                 void *(*body)(void *) = i >= ns ? e->completion->thread_main : sched_thread_main;
                 err = -pthread_create(&e->threads[i].thread, NULL, body, &e->threads[i]);
@@ -227,6 +230,7 @@ struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
         free(e->threads);
         trace_fini(&e->trace);
         free(e->budget_why);
+        wakeup_page_free(e);
         free(e);
         return NULL;
 }
@@ -293,6 +297,10 @@ void hbg_engine_kernel_times(const struct hbg_engine *e, size_t kernel, struct k
                 ktime_read(&e->ktime_clock, &e->threads[t].ktime[kernel], ret);
 }
 
+int hbg_engine_wake_fd(const struct hbg_engine *e) {
+        return e->wake_fd;
+}
+
 unsigned hbg_engine_threads(const struct hbg_engine *e) {
         return e->nthreads;
 }
@@ -329,6 +337,7 @@ void hbg_engine_thread_stats(const struct hbg_engine *e, unsigned thread,
                 .watermark_cas_failures = stat_get(&sum.cas_failures),
                 .parks = stat_get(&t->stats.parks),
                 .wakeups = stat_get(&t->stats.wakeups),
+                .spurious_wakeups = stat_get(&t->stats.spurious),
                 .clusters = t->clusters,
         };
 }

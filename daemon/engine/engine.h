@@ -229,6 +229,9 @@ uint64_t hbg_engine_recorded_memory(uint32_t n);
  * client's next publishes do not ring again while the woken threads wait
  * for a CPU (RUNTIME_LOGIC.md §9.4). */
 void hbg_ring_kick(struct hbg_ring *r);
+/* The wake page's fd (read-only, shm/layout.h struct hbg_wake_page) that
+ * every session's client gets (protocol 1.5): the engine keeps it open. */
+int hbg_engine_wake_fd(const struct hbg_engine *e);
 
 /* ------------------------------------------------------------ counters */
 
@@ -253,6 +256,8 @@ struct hbg_thread_stats {
         uint64_t watermark_cas_failures;
         uint64_t parks;
         uint64_t wakeups;
+        uint64_t spurious_wakeups; /* wakes that found no work and that no
+                                      wake of hbgd's explains (a client's, §9.4) */
         uint32_t clusters;         /* clusters this thread owns */
 };
 

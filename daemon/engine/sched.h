@@ -31,7 +31,7 @@ struct sched_thread {
         alignas(64) struct {
                 _Atomic uint64_t classified, batch_linked, dispatched, continued, stolen, retired_inline,
                         failed;
-                _Atomic uint64_t parks, wakeups;
+                _Atomic uint64_t parks, wakeups, spurious;
         } stats;
         /* Metrics, written by this thread only: the times of the tasks
          * whose last block it ran, per kernel (kernel_at() order,
@@ -55,6 +55,13 @@ struct sched_thread {
         unsigned loops;                   /* scheduler loop turns: clock reads */
         int64_t now_ms;                   /* the clock as last read */
         int64_t last_stall_check_ms;
+        /* Spurious wakes (wakeup_spurious): the last park ended by a wake
+         * that no hbgd wake explains (a client's); the current window, its
+         * count, and until when this thread parks on the private word. */
+        bool woken_directly;
+        int64_t spurious_window_ms;
+        unsigned spurious_in_window;
+        int64_t calm_until_ms;
 };
 
 /* The body of a scheduler thread. */

@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Waking parked scheduler threads (RUNTIME_LOGIC.md §9.4): the futex
- * words and the doorbell's kick; the completion policy's own thread, if it
- * has one, through the policy's wake_all.
+ * Waking parked scheduler threads (RUNTIME_LOGIC.md §9.4): the wake page
+ * whose futex word they sleep on, the private word of threads over their
+ * spurious-wake budget, the doorbell's kick; the completion policy's own
+ * thread, if it has one, through the policy's wake_all.
  */
 #include "daemon/engine/wakeup.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <stdio.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -19,13 +24,77 @@ static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct tim
         return syscall(SYS_futex, word, op, val, timeout, NULL, 0);
 }
 
+/*
+ * The wake page: a memfd mapped writable here once, then sealed against
+ * resizing and against any later writable mapping (F_SEAL_FUTURE_WRITE:
+ * a client's PROT_WRITE shared mmap fails with EPERM, and so does
+ * mprotect to write and write(2)). Clients get a read-only reopen of it
+ * (O_RDONLY through /proc/self/fd: no F_ADD_SEALS, no ftruncate either),
+ * or the sealed fd itself where /proc is not there.
+ */
+int wakeup_page_init(struct hbg_engine *e) {
+        e->wake_fd = -1;
+        int fd = memfd_create("hbgd-wake", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0)
+                return -errno;
+        int err = 0;
+        void *p = MAP_FAILED;
+        if (ftruncate(fd, HBG_WAKE_PAGE_SIZE) < 0 ||
+            (p = mmap(NULL, HBG_WAKE_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED ||
+            fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) < 0) {
+                err = -errno;
+                if (p != MAP_FAILED)
+                        munmap(p, HBG_WAKE_PAGE_SIZE);
+                close(fd);
+                return err;
+        }
+        e->wake_page = p;
+        e->wake_page->magic = HBG_WAKE_MAGIC;
+        e->wake_page->wake_n = e->all_execute ? 1u : (uint32_t)INT_MAX;
+        e->wake_seq = &e->wake_page->word;
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        int ro = open(path, O_RDONLY | O_CLOEXEC);
+        if (ro >= 0) {
+                close(fd);
+                fd = ro;
+        }
+        e->wake_fd = fd;
+        return 0;
+}
+
+void wakeup_page_free(struct hbg_engine *e) {
+        if (e->wake_page)
+                munmap(e->wake_page, HBG_WAKE_PAGE_SIZE);
+        if (e->wake_fd >= 0)
+                close(e->wake_fd);
+        e->wake_page = NULL;
+        e->wake_seq = NULL;
+        e->wake_fd = -1;
+}
+
+/* Wake up to n sleepers of the wake page's word (the caller bumped it),
+ * and those of the private word too when some thread sleeps there: it
+ * is bumped here, after the caller's bump of the page's word and its look
+ * at e->idle, all seq_cst. A thread going to park on the private word
+ * counts itself in calm_parked before reading that word, then counts
+ * itself idle and re-reads the rings: either we see it counted (and bump
+ * and wake its word) or its re-read sees the work (§9.4). */
+static void wake_sleepers(struct hbg_engine *e, int n) {
+        futex(e->wake_seq, FUTEX_WAKE, (uint32_t)n, NULL);
+        if (atomic_load(&e->calm_parked) > 0) {
+                atomic_fetch_add(&e->calm_seq, 1);
+                futex(&e->calm_seq, FUTEX_WAKE_PRIVATE, (uint32_t)n, NULL);
+        }
+}
+
 /* Bump the word (seq_cst) before looking for sleepers: a thread going to
  * park counts itself idle and re-reads the rings first, so either it sees
  * the work or we see it idle (§9.4). Wakes at most n. */
 static void kick(struct hbg_engine *e, int n) {
-        atomic_fetch_add(&e->wake_seq, 1);
+        atomic_fetch_add(e->wake_seq, 1);
         if (atomic_load(&e->idle) > 0)
-                futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, (uint32_t)n, NULL);
+                wake_sleepers(e, n);
 }
 
 void wakeup_kick(struct hbg_engine *e) {
@@ -46,8 +115,8 @@ void hbg_ring_kick(struct hbg_ring *r) {
 void wakeup_one(struct hbg_engine *e) {
         if (atomic_load_explicit(&e->idle, memory_order_relaxed) == 0)
                 return;
-        atomic_fetch_add(&e->wake_seq, 1);
-        futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, 1, NULL);
+        atomic_fetch_add(e->wake_seq, 1);
+        wake_sleepers(e, 1);
 }
 
 /* Ready tasks appeared that need a core: make sure a parked thread that
@@ -57,8 +126,8 @@ void wakeup_one(struct hbg_engine *e) {
 void wakeup_executor(struct hbg_engine *e) {
         if (atomic_load_explicit(&e->idle_executors, memory_order_relaxed) == 0)
                 return;
-        atomic_fetch_add(&e->wake_seq, 1);
-        futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, e->all_execute ? 1 : INT_MAX, NULL);
+        atomic_fetch_add(e->wake_seq, 1);
+        wake_sleepers(e, e->all_execute ? 1 : INT_MAX);
 }
 
 void wakeup_futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *timeout) {
@@ -69,19 +138,34 @@ void wakeup_futex_wake(_Atomic uint32_t *word, int n) {
         futex(word, FUTEX_WAKE_PRIVATE, (uint32_t)n, NULL);
 }
 
-void wakeup_thread_sleep(struct sched_thread *t, _Atomic uint32_t *word, uint32_t val,
-                         const struct timespec *timeout) {
+int wakeup_thread_sleep(struct sched_thread *t, _Atomic uint32_t *word, bool shared, uint32_t val,
+                        const struct timespec *timeout) {
         struct trace_state *ts = &t->engine->trace;
         uint32_t trace = trace_epoch(ts);
         stat_add(&t->stats.parks, 1);
         if (trace)
                 trace_instant(ts, trace, HBG_TRACE_PARK);
         atomic_store_explicit(&t->parked, true, memory_order_relaxed);
-        wakeup_futex_wait(word, val, timeout);
+        int ret = futex(word, shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, val, timeout) < 0 ? -errno : 0;
         atomic_store_explicit(&t->parked, false, memory_order_relaxed);
         stat_add(&t->stats.wakeups, 1);
         if ((trace = trace_epoch(ts)) != 0)
                 trace_instant(ts, trace, HBG_TRACE_WAKE);
+        return ret;
+}
+
+/* A wake that found no work: counted; past WAKEUP_SPURIOUS_MAX of them in
+ * one window of WAKEUP_SPURIOUS_WINDOW_MS the thread sleeps on the private
+ * word for the rest of the window, where only hbgd's own wakes (and the
+ * doorbell's) reach it. */
+void wakeup_spurious(struct sched_thread *t, int64_t now_ms) {
+        stat_add(&t->stats.spurious, 1);
+        if (now_ms - t->spurious_window_ms >= WAKEUP_SPURIOUS_WINDOW_MS) {
+                t->spurious_window_ms = now_ms;
+                t->spurious_in_window = 0;
+        }
+        if (++t->spurious_in_window > WAKEUP_SPURIOUS_MAX)
+                t->calm_until_ms = t->spurious_window_ms + WAKEUP_SPURIOUS_WINDOW_MS;
 }
 
 /* Stopping: the schedulers, and the completion policy's own thread

@@ -130,6 +130,9 @@ void list_fds(pid_t pid);
 int raw_connect(const char *path);
 
 #define RAW_MAX_FDS 32
+/* A session reply's fds (protocol 1.5): submission and completion
+ * regions, doorbell, completion channel, the wake page. */
+#define SESSION_FDS 5u
 
 /* One record of len bytes with nfds fds (SCM_RIGHTS). 0 or -errno. */
 int raw_send(int fd, const void *buf, size_t len, const int *fds, unsigned nfds);

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/futex.h>
 #include <linux/io_uring.h>
 #include <poll.h>
 #include <signal.h>
@@ -34,6 +35,7 @@
 
 #include "hbg/hbg.h"
 #include "proto/wire.h"
+#include "shm/layout.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/test_util.h"
 #include "tests/check_main.h"
@@ -488,10 +490,10 @@ START_TEST(session_regions_sealed) {
         env.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
         env.session_request = &sr;
         send_env(sock, &env, NULL, 0);
-        int fds[4];
-        Hbg__Envelope *e = expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, 4);
+        int fds[SESSION_FDS];
+        Hbg__Envelope *e = expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, SESSION_FDS);
         const Hbg__SessionReply *r = e->session_reply;
-        ck_assert_uint_eq(r->fds, 4);
+        ck_assert_uint_eq(r->fds, SESSION_FDS);
         ck_assert_uint_gt(r->sub_region_size, 0);
         ck_assert_uint_gt(r->cpl_region_size, 0);
         size_t sub_size = r->sub_region_size, cpl_size = r->cpl_region_size;
@@ -565,9 +567,41 @@ START_TEST(session_regions_sealed) {
         ck_assert_msg(sub != MAP_FAILED, "submission memfd cannot be mapped writable: %s", strerror(errno));
         munmap(sub, sub_size);
 
+        /* The wake page (protocol 1.5): hbgd's, shared by every session,
+         * read-only here. Its word can be read and woken, never written:
+         * no writable shared mapping, no write(2), no resizing, no seal
+         * added (the fd is read-only, and F_SEAL_SEAL). */
+        ck_assert_msg(read_only_end(fds[4]), "the wake page's fd is not read-only");
+        int seals4 = fcntl(fds[4], F_GET_SEALS);
+        int want4 = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
+        ck_assert_msg(seals4 >= 0 && (seals4 & want4) == want4, "wake page seals 0x%x lack 0x%x", seals4, want4);
+        ck_assert_int_eq(fstat(fds[4], &st), 0);
+        ck_assert_uint_eq((uint64_t)st.st_size, HBG_WAKE_PAGE_SIZE);
+        errno = 0;
+        p = mmap(NULL, HBG_WAKE_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fds[4], 0);
+        mmap_errno = errno;
+        if (p != MAP_FAILED)
+                munmap(p, HBG_WAKE_PAGE_SIZE);
+        ck_assert_msg(p == MAP_FAILED && (mmap_errno == EACCES || mmap_errno == EPERM),
+                      "wake page mapped PROT_WRITE|MAP_SHARED (%s)", strerror(mmap_errno));
+        const struct hbg_wake_page *wp = mmap(NULL, HBG_WAKE_PAGE_SIZE, PROT_READ, MAP_SHARED, fds[4], 0);
+        ck_assert_msg(wp != MAP_FAILED, "wake page cannot be mapped read-only: %s", strerror(errno));
+        ck_assert_uint_eq(wp->magic, HBG_WAKE_MAGIC);
+        ck_assert_uint_ge(wp->wake_n, 1);
+        ck_assert_msg(mprotect((void *)(uintptr_t)wp, HBG_WAKE_PAGE_SIZE, PROT_READ | PROT_WRITE) < 0,
+                      "mprotect of the wake page to PROT_WRITE succeeded");
+        /* A wake is all a client can do with it (nobody need be asleep). */
+        ck_assert_msg(syscall(SYS_futex, &wp->word, FUTEX_WAKE, 1, NULL, NULL, 0) >= 0,
+                      "FUTEX_WAKE on the read-only wake page: %s", strerror(errno));
+        munmap((void *)(uintptr_t)wp, HBG_WAKE_PAGE_SIZE);
+        errno = 0;
+        ck_assert_msg(write(fds[4], zero, sizeof(zero)) < 0, "write() to the wake page succeeded");
+        ck_assert_msg(ftruncate(fds[4], 0) < 0, "ftruncate() of the wake page succeeded");
+        ck_assert_msg(fcntl(fds[4], F_ADD_SEALS, F_SEAL_WRITE) < 0, "F_ADD_SEALS on the wake page succeeded");
+
         /* hbgd's session holds the socket and its ends of the two
-         * channels; all gone once we hang up. */
-        for (unsigned i = 0; i < 4; i++)
+         * channels; all gone once we hang up (the wake page is hbgd's). */
+        for (unsigned i = 0; i < SESSION_FDS; i++)
                 close(fds[i]);
         close(sock);
         abuse_epilogue(d, base, "session by hand");

@@ -21,6 +21,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -34,12 +36,14 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "hbg/hbg.h"
 #include "proto/wire.h"
 #include "shm/layout.h"
+#include "daemon/engine/wakeup.h"
 #include "tests/e2e/e2e_kid.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/test_util.h"
@@ -364,9 +368,9 @@ END_TEST
  */
 #define DOORBELL_RECORDED_TASKS 65536
 
-/* In a child: a connection with a session (its 4 fds in fds[]); the
+/* In a child: a connection with a session (its fds in fds[]); the
  * socket, or -1 after telling the parent why. */
-static int kid_session(int sock, const char *path, int fds[4]) {
+static int kid_session(int sock, const char *path, int fds[SESSION_FDS]) {
         int fd = cx_connect(path, false);
         if (fd < 0) {
                 kid_say(sock, "FAIL connect: %s", strerror(-fd));
@@ -381,11 +385,11 @@ static int kid_session(int sock, const char *path, int fds[4]) {
         }
         struct rx r;
         rx(fd, IO_MS, &r);
-        if (r.kind != RX_RECORD || !r.env || r.env->msg_case != HBG__ENVELOPE__MSG_SESSION_REPLY || r.nfds != 4) {
+        if (r.kind != RX_RECORD || !r.env || r.env->msg_case != HBG__ENVELOPE__MSG_SESSION_REPLY || r.nfds != SESSION_FDS) {
                 kid_say(sock, "FAIL no session reply");
                 return -1;
         }
-        memcpy(fds, r.fds, 4 * sizeof(int));
+        memcpy(fds, r.fds, SESSION_FDS * sizeof(int));
         return fd;
 }
 
@@ -408,7 +412,7 @@ static int recording_of(size_t n) {
 }
 
 static int doorbell_in_flight_fn(int sock, void *arg) {
-        int fds[4];
+        int fds[SESSION_FDS];
         int fd = kid_session(sock, arg, fds);
         int mfd = recording_of(DOORBELL_RECORDED_TASKS);
         if (fd < 0 || mfd < 0) {
@@ -465,7 +469,7 @@ END_TEST
 enum { STORM_TASKS = 65536, STORM_RECORDINGS = 4 };
 
 static int storm_kid_fn(int sock, void *arg) {
-        int fds[4];
+        int fds[SESSION_FDS];
         int fd = kid_session(sock, arg, fds);
         int mfd = recording_of(STORM_TASKS);
         if (fd < 0 || mfd < 0) {
@@ -988,6 +992,102 @@ START_TEST(one_session_all_threads) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ wake page */
+
+/*
+ * A client spinning FUTEX_WAKE on the wake page's word (docs/SECURITY.md,
+ * RUNTIME_LOGIC.md §9.4): it burns its own CPU and wakes hbgd's parked
+ * threads for nothing, which hbgd counts (spurious_wakeups) and bounds
+ * (WAKEUP_SPURIOUS_MAX per thread and window, then the thread sleeps out
+ * of the clients' reach until the window ends, where the doorbell still
+ * wakes it). Counts only: the bound on hbgd's wake-ups is computed from
+ * the windows the attack lasted, however long that was on a busy
+ * machine. An honest client's graphs complete meanwhile.
+ */
+enum { WAKE_ATTACK_THREADS = 2, WAKE_ATTACK_WAKES = 400000 };
+
+static int wake_attack_fn(int sock, void *arg) {
+        int fds[SESSION_FDS];
+        int fd = kid_session(sock, arg, fds);
+        if (fd < 0)
+                return 1;
+        const struct hbg_wake_page *p = mmap(NULL, HBG_WAKE_PAGE_SIZE, PROT_READ, MAP_SHARED, fds[4], 0);
+        if (p == MAP_FAILED) {
+                kid_say(sock, "FAIL mapping the wake page: %s", strerror(errno));
+                return 1;
+        }
+        kid_say(sock, "READY");
+        kid_cmd(sock);
+        unsigned long woke = 0;
+        for (unsigned i = 0; i < WAKE_ATTACK_WAKES; i++) {
+                long n = syscall(SYS_futex, &p->word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+                if (n < 0) {
+                        kid_say(sock, "FAIL FUTEX_WAKE: %s", strerror(errno));
+                        return 1;
+                }
+                woke += (unsigned long)n;
+        }
+        kid_say(sock, "DONE %lu", woke);
+        /* And on, while the honest client runs, until told to stop. */
+        while (!kid_cmd_pending(sock))
+                syscall(SYS_futex, &p->word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        kid_cmd(sock);
+        _exit(0);
+}
+
+/* The threads' wake-ups and spurious wake-ups, summed. */
+static void wake_counts(struct hbgd_proc *d, int fd, uint64_t *wakeups, uint64_t *spurious) {
+        Hbg__Envelope *r = status_of(d, fd, HBG__STATUS_KIND__STATUS_THREADS);
+        *wakeups = *spurious = 0;
+        for (size_t i = 0; i < r->status_reply->n_threads; i++) {
+                *wakeups += r->status_reply->threads[i]->wakeups;
+                *spurious += r->status_reply->threads[i]->spurious_wakeups;
+        }
+        wire_free(r);
+}
+
+START_TEST(wake_page_abuse) {
+        char conf[128];
+        snprintf(conf, sizeof(conf), "[scheduler]\nthreads = %d\n", WAKE_ATTACK_THREADS);
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, conf);
+        int base = fd_baseline(d);
+        int mon = raw_connect(d->socket_path);
+        raw_hello(mon);
+        struct kid k;
+        char buf[256];
+        kid_start(&k, SAME_UID, wake_attack_fn, d->socket_path);
+        kid_expect(d, &k, "READY", IO_MS, buf, sizeof(buf), "wake_page_abuse: the attacker");
+        uint64_t w0, s0, w1, s1;
+        wake_counts(d, mon, &w0, &s0);
+        long long t0 = daemon_now_ms();
+        kid_tell(&k, 'G');
+        kid_expect(d, &k, "DONE", WAIT_MS, buf, sizeof(buf), "wake_page_abuse: the attacker");
+        long long windows = (daemon_now_ms() - t0) / WAKEUP_SPURIOUS_WINDOW_MS + 2;
+        wake_counts(d, mon, &w1, &s1);
+        unsigned long woke = strtoul(buf + strlen("DONE "), NULL, 10);
+        /* Per thread and window: the budget, the wake that ends the
+         * window's calm sleep, the requeue timeout's, and a little more
+         * for status requests and the stall check. */
+        uint64_t bound = (uint64_t)WAKE_ATTACK_THREADS * (WAKEUP_SPURIOUS_MAX + 4) * (uint64_t)windows;
+        fprintf(stderr, "wake_page_abuse: %u wakes sent, %lu sleepers woken, hbgd woke %" PRIu64
+                " times (%" PRIu64 " spurious) in %lld windows, bound %" PRIu64 "\n",
+                (unsigned)WAKE_ATTACK_WAKES, woke, w1 - w0, s1 - s0, windows, bound);
+        D_ASSERT(d, s1 > s0, "a client's %u FUTEX_WAKEs on the wake page counted no spurious wake-up",
+                 (unsigned)WAKE_ATTACK_WAKES);
+        D_ASSERT(d, w1 - w0 <= bound,
+                 "a client's FUTEX_WAKEs woke hbgd's threads %" PRIu64 " times in %lld windows (bound %" PRIu64 ")",
+                 w1 - w0, windows, bound);
+        /* The attacker still spinning: an honest client runs. */
+        honest_graphs(d, 64 / hostile_scale() + 1, "wake_page_abuse");
+        kid_tell(&k, 'Q');
+        kid_end(d, &k, IO_MS, "wake_page_abuse: the attacker");
+        close(mon);
+        assert_fd_baseline(d, base, "wake_page_abuse: after the attacker left");
+        assert_serving(d);
+        stop_hbgd(d);
+}
+END_TEST
+
 /* ------------------------------------------------------------ 9. task cost */
 
 /* One graph of one task; hbg_graph_wait's result. */
@@ -1305,14 +1405,14 @@ START_TEST(big_window_session_cheap) {
                 env.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
                 env.session_request = &sr;
                 send_env(fd, &env, NULL, 0);
-                int fds[4];
-                Hbg__Envelope *e = expect_env(fd, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, 4);
+                int fds[SESSION_FDS];
+                Hbg__Envelope *e = expect_env(fd, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, SESSION_FDS);
                 D_ASSERT(d, e->session_reply->task_window == sr.task_window &&
                                     e->session_reply->heap_size == sr.heap_size,
                          "session %u: granted window %" PRIu64 ", heap %" PRIu64, i, e->session_reply->task_window,
                          e->session_reply->heap_size);
                 hbg__envelope__free_unpacked(e, NULL);
-                for (unsigned j = 0; j < 4; j++)
+                for (unsigned j = 0; j < SESSION_FDS; j++)
                         close(fds[j]);
                 close(fd);
                 long long took = daemon_now_ms() - t0;
@@ -1369,9 +1469,9 @@ START_TEST(record_request_abuse) {
         env.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
         env.session_request = &sr;
         send_env(sock, &env, NULL, 0);
-        int fds[4];
-        wire_free(expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, 4));
-        for (int i = 0; i < 4; i++)
+        int fds[SESSION_FDS];
+        wire_free(expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, SESSION_FDS));
+        for (unsigned i = 0; i < SESSION_FDS; i++)
                 close(fds[i]);
 
         int pipefd[2];
@@ -1689,7 +1789,7 @@ static Suite *suite(bool root, unsigned *ret_skipped) {
                                 accept_backlog_burst, accept_backlog_out_of_fds, connection_caps,
                                 handshake_timeout, pipelining, record_request_abuse, doorbell_fd_in_flight } },
                 { "engine", false, { dead_client_long_kernel, one_session_all_threads, task_cost_limit,
-                                     task_cost_subnormal, big_window_session_cheap } },
+                                     task_cost_subnormal, big_window_session_cheap, wake_page_abuse } },
                 { "limits", false, { memory_budget_per_uid, memory_budget_total, sessions_per_uid,
                                      recording_storm } },
                 { "fair_share", false, { fair_share_per_uid } },

@@ -128,11 +128,11 @@ static void send_session_request(int sock, uint64_t task_window, uint64_t heap, 
 }
 
 /* A session granted on sock (hello done): its reply (wire_free() it) and
- * its four fds. */
+ * its fds (SESSION_FDS). */
 static Hbg__Envelope *raw_session(int sock, uint64_t task_window, uint64_t heap, uint64_t graph_table,
-                                  int fds[4]) {
+                                  int fds[SESSION_FDS]) {
         send_session_request(sock, task_window, heap, graph_table, NULL, 0);
-        return expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, 4);
+        return expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, SESSION_FDS);
 }
 
 static void close_all(int *fds, unsigned n) {
@@ -286,9 +286,9 @@ START_TEST(wrong_kind_fds) {
                         send_record_request(sock, 1, &fd, 1);
                         snprintf(desc, sizeof(desc), "RecordRequest with %s, no session", fd_kind_names[kind]);
                         expect_error_stays(d, sock, -EINVAL, "no session", desc);
-                        int sfds[4];
+                        int sfds[SESSION_FDS];
                         wire_free(raw_session(sock, 0, 0, 0, sfds));
-                        close_all(sfds, 4);
+                        close_all(sfds, SESSION_FDS);
                         send_record_request(sock, 1, &fd, 1);
                         snprintf(desc, sizeof(desc), "RecordRequest with %s", fd_kind_names[kind]);
                         if (kind == FD_WRONG_SIZE_MEMFD)
@@ -354,9 +354,9 @@ START_TEST(too_many_fds) {
                         /* A recording takes one: N = 1 works, more do not. */
                         sock = raw_connect(d->socket_path);
                         raw_hello(sock);
-                        int sfds[4];
+                        int sfds[SESSION_FDS];
                         wire_free(raw_session(sock, 0, 0, 0, sfds));
-                        close_all(sfds, 4);
+                        close_all(sfds, SESSION_FDS);
                         int good = recording_memfd(sizeof(struct hbg_recorded_task), true);
                         send_record_request(sock, 1, &good, 1);
                         wire_free(expect_env(sock, HBG__ENVELOPE__MSG_RECORD_REPLY, NULL, 0));
@@ -435,9 +435,9 @@ static void message_size_at_limit(struct hbgd_proc *d, size_t n) {
         /* On a connection with a session: closed, and the reason logged. */
         sock = raw_connect(d->socket_path);
         raw_hello(sock);
-        int sfds[4];
+        int sfds[SESSION_FDS];
         wire_free(raw_session(sock, 0, 0, 0, sfds));
-        close_all(sfds, 4);
+        close_all(sfds, SESSION_FDS);
         ck_assert_int_eq(raw_send(sock, buf, n + 1, NULL, 0), 0);
         free(buf);
         snprintf(desc, sizeof(desc), "a record of %zu bytes on a session", n + 1);
@@ -538,9 +538,9 @@ START_TEST(garbage_records) {
         /* Garbage from a client with a session. */
         int sock = raw_connect(d->socket_path);
         raw_hello(sock);
-        int sfds[4];
+        int sfds[SESSION_FDS];
         wire_free(raw_session(sock, 0, 0, 0, sfds));
-        close_all(sfds, 4);
+        close_all(sfds, SESSION_FDS);
         size_t len = garbage(&rng, buf, 512);
         ck_assert_int_eq(raw_send(sock, buf, len, NULL, 0), 0);
         expect_refusal(d, sock, -EPROTO, CLOSE_ERROR_REQUIRED, "garbage on a session");
@@ -630,9 +630,9 @@ START_TEST(out_of_order) {
                 good = recording_memfd(sizeof(struct hbg_recorded_task), true);
                 send_record_request(sock, 1, &good, 1);
                 expect_error_stays(d, sock, -EINVAL, "no session", "RecordRequest before a session");
-                int sfds[4];
+                int sfds[SESSION_FDS];
                 wire_free(raw_session(sock, 0, 0, 0, sfds));
-                close_all(sfds, 4);
+                close_all(sfds, SESSION_FDS);
                 send_session_request(sock, 0, 0, 0, NULL, 0);
                 expect_error_stays(d, sock, -EBUSY, "already has a session", "a second SessionRequest");
                 send_record_request(sock, 1, &good, 1);
@@ -865,9 +865,9 @@ START_TEST(never_reads) {
                 int sock = raw_connect(d->socket_path);
                 raw_hello(sock);
                 if (i % 2) {
-                        int sfds[4];
+                        int sfds[SESSION_FDS];
                         wire_free(raw_session(sock, 0, 0, 0, sfds));
-                        close_all(sfds, 4);
+                        close_all(sfds, SESSION_FDS);
                 }
                 char how[160];
                 unsigned sent = flood_unread(sock, 1000000, how, sizeof(how));
@@ -907,14 +907,14 @@ static void session_at(struct hbgd_proc *d, uint64_t window, uint64_t heap, int 
         raw_hello(sock);
         send_session_request(sock, window, heap, 0, NULL, 0);
         if (code == 0) {
-                int sfds[4];
-                Hbg__Envelope *e = expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, sfds, 4);
+                int sfds[SESSION_FDS];
+                Hbg__Envelope *e = expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, sfds, SESSION_FDS);
                 D_ASSERT(d, (!window || e->session_reply->task_window == window) &&
                                     (!heap || e->session_reply->heap_size == heap),
                          "%s: granted window %" PRIu64 " heap %" PRIu64, what, e->session_reply->task_window,
                          e->session_reply->heap_size);
                 wire_free(e);
-                close_all(sfds, 4);
+                close_all(sfds, SESSION_FDS);
         } else {
                 expect_error_stays(d, sock, code, needle, what);
                 send_status_request(sock, HBG__STATUS_KIND__STATUS_DAEMON, NULL, 0);
@@ -939,15 +939,15 @@ START_TEST(limits_at_n) {
         struct hbgd_proc *d = g.d;
 
         /* max_sessions = 4: the honest one and 3 more; the 5th waits for one. */
-        int socks[4], sfds[4];
+        int socks[4], sfds[SESSION_FDS];
         for (unsigned i = 0; i < 4; i++) {
                 socks[i] = raw_connect(d->socket_path);
                 raw_hello(socks[i]);
                 send_session_request(socks[i], 0, 0, 0, NULL, 0);
         }
         for (unsigned i = 0; i < 3; i++) {
-                wire_free(expect_env(socks[i], HBG__ENVELOPE__MSG_SESSION_REPLY, sfds, 4));
-                close_all(sfds, 4);
+                wire_free(expect_env(socks[i], HBG__ENVELOPE__MSG_SESSION_REPLY, sfds, SESSION_FDS));
+                close_all(sfds, SESSION_FDS);
         }
         expect_error_stays(d, socks[3], -EUSERS, "max_sessions = 4", "session 5 with max_sessions = 4");
         close(socks[0]);
@@ -1005,7 +1005,7 @@ END_TEST
 
 /* The submission region of a raw session, and its completion header. */
 struct raw_ring {
-        int sock, fds[4];
+        int sock, fds[SESSION_FDS];
         uint8_t *sub;
         const struct hbg_cpl_header *cpl;
         size_t sub_size, cpl_size;
@@ -1047,7 +1047,7 @@ static void raw_ring_graphs(struct raw_ring *rr, uint64_t n) {
 static void raw_ring_close(struct raw_ring *rr) {
         munmap(rr->sub, rr->sub_size);
         munmap((void *)rr->cpl, rr->cpl_size);
-        close_all(rr->fds, 4);
+        close_all(rr->fds, SESSION_FDS);
         close(rr->sock);
 }
 

@@ -1455,7 +1455,7 @@ END_TEST
  * of one-task graphs of its own (fill_f32 into the heap's first 256
  * bytes). */
 struct raw_session {
-        int sock, fds[4];          /* sub, cpl, doorbell, completion */
+        int sock, fds[SESSION_FDS]; /* sub, cpl, doorbell, completion, wake page */
         uint8_t *sub;
         const uint8_t *cpl;
         uint64_t sub_size, cpl_size, heap_size, D, G;
@@ -1471,7 +1471,7 @@ struct raw_session {
 
 static int raw_open(struct raw_session *s, int sock, const char *path) {
         char why[256];
-        *s = (struct raw_session){ .fds = { -1, -1, -1, -1 } };
+        *s = (struct raw_session){ .fds = { -1, -1, -1, -1, -1 } };
         s->sock = cx_connect(path, false);
         if (s->sock < 0 || cx_send(s->sock, HBG__ENVELOPE__MSG_HELLO, 0, 0) < 0 ||
             cx_expect(s->sock, HBG__ENVELOPE__MSG_HELLO, IO_MS, why, sizeof(why)) < 0 ||
@@ -1482,10 +1482,10 @@ static int raw_open(struct raw_session *s, int sock, const char *path) {
         struct pollfd p = { .fd = s->sock, .events = POLLIN };
         Hbg__Envelope *env = NULL;
         unsigned nfds = 0;
-        int err = poll(&p, 1, IO_MS) == 1 ? wire_recv(s->sock, HBG_WIRE_MAX_MSG_DEFAULT, &env, s->fds, 4, &nfds)
+        int err = poll(&p, 1, IO_MS) == 1 ? wire_recv(s->sock, HBG_WIRE_MAX_MSG_DEFAULT, &env, s->fds, SESSION_FDS, &nfds)
                                           : -ETIMEDOUT;
-        if (err < 0 || env->msg_case != HBG__ENVELOPE__MSG_SESSION_REPLY || nfds != 4) {
-                kid_say(sock, "FAIL no session reply with 4 fds: %s", err < 0 ? strerror(-err) : "other message");
+        if (err < 0 || env->msg_case != HBG__ENVELOPE__MSG_SESSION_REPLY || nfds != SESSION_FDS) {
+                kid_say(sock, "FAIL no session reply with its fds: %s", err < 0 ? strerror(-err) : "other message");
                 return -1;
         }
         s->sub_size = env->session_reply->sub_region_size;
@@ -1520,7 +1520,7 @@ static int raw_open(struct raw_session *s, int sock, const char *path) {
 static void raw_close(struct raw_session *s) {
         munmap(s->sub, s->sub_size);
         munmap((void *)(uintptr_t)s->cpl, s->cpl_size);
-        for (unsigned i = 0; i < 4; i++)
+        for (unsigned i = 0; i < SESSION_FDS; i++)
                 close(s->fds[i]);
         close(s->sock);
 }

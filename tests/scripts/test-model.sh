@@ -1,6 +1,7 @@
 #!/bin/sh
 # The completion protocol's model (model/completion.pml, docs/RUNTIME_LOGIC.md
-# §15) and the host-task hand-off's (model/host.pml, §15.1) checked with
+# §15), the host-task hand-off's (model/host.pml, §15.1) and the producer ->
+# hbgd wake-up's (model/wake.pml, §15.2) checked with
 # spin: every correct variant exhaustively, and every mutant must be caught
 # with the failure it stands for. Exit 0 passed, 1
 # failed, 77 skipped (no spin, or no C compiler for pan).
@@ -88,6 +89,10 @@ cat >"$tmp/plan" <<EOF
 2|host-seq-first|host|assertion violated (v==(task_of|-DSEQ_FIRST|-w22|-O0 $safety
 2|host-tail-first|host|assertion violated (v==(h+1))|-DTAIL_FIRST|-w22|-O0 $safety
 2|host-stop-once|host|$freeze|-DSTOP_ONCE|-w22|-O0 $safety
+1|wake|wake|pass|||-O2 -DCOLLAPSE $safety
+2|wake-no-fallback|wake|$lost|-DNO_FALLBACK||-O0 $safety
+2|wake-no-recheck|wake|$lost|-DNO_RECHECK||-O0 $safety
+2|wake-calm-late|wake|$lost|-DCALM_LATE||-O0 $safety
 EOF
 
 lane() {
