@@ -107,7 +107,8 @@ static void park(struct sched_thread *t) {
                  * (a client may requeue its sleepers elsewhere); the
                  * private word: the rest of the calm window. */
                 uint64_t cap_ms = shared ? WAKEUP_SHARED_SLEEP_MAX_MS : (uint64_t)calm_ms;
-                bool capped = !timeout || (uint64_t)timeout->tv_sec * 1000 + (uint64_t)timeout->tv_nsec / 1000000 > cap_ms;
+                bool capped = !timeout ||
+                              (uint64_t)timeout->tv_sec * 1000 + (uint64_t)timeout->tv_nsec / 1000000 > cap_ms;
                 if (capped) {
                         ts = (struct timespec){ .tv_sec = (time_t)(cap_ms / 1000),
                                                 .tv_nsec = (long)(cap_ms % 1000) * 1000000 };

@@ -480,6 +480,38 @@ static bool read_only_end(int fd) {
         return fl >= 0 && (fl & O_ACCMODE) == O_RDONLY;
 }
 
+/* A protocol 1.4 client (before the wake page) gets the 4 fds it
+ * expects: hbgd sends the page only to a client that says 1.5. */
+START_TEST(session_fds_of_older_client) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        int sock = raw_connect(d->socket_path);
+        Hbg__Hello h = HBG__HELLO__INIT;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        h.version_major = HBG_PROTO_MAJOR;
+        h.version_minor = HBG_PROTO_MINOR_WAKE_PAGE - 1;
+        h.name = (char *)"a protocol 1.4 client";
+        env.msg_case = HBG__ENVELOPE__MSG_HELLO;
+        env.hello = &h;
+        send_env(sock, &env, NULL, 0);
+        hbg__envelope__free_unpacked(expect_env(sock, HBG__ENVELOPE__MSG_HELLO, NULL, 0), NULL);
+        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
+        Hbg__Envelope req = HBG__ENVELOPE__INIT;
+        req.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
+        req.session_request = &sr;
+        send_env(sock, &req, NULL, 0);
+        int fds[4];
+        Hbg__Envelope *e = expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, 4);
+        ck_assert_uint_eq(e->session_reply->fds, 4);
+        hbg__envelope__free_unpacked(e, NULL);
+        ck_assert_msg(is_kind(fds[3], S_IFIFO) && read_only_end(fds[3]), "fd 4 is not the completion pipe");
+        for (unsigned i = 0; i < 4; i++)
+                close(fds[i]);
+        close(sock);
+        abuse_epilogue(d, base, "session of a protocol 1.4 client");
+}
+END_TEST
+
 START_TEST(session_regions_sealed) {
         struct hbgd_proc *d = start_hbgd(_i, NULL);
         int base = fd_baseline(d);
@@ -874,7 +906,7 @@ static Suite *suite(void) {
                 { "probe", { io_probe_fallback } },
                 { "abuse", { abuse_wrong_major, abuse_oversized, abuse_garbage, abuse_not_hello_first,
                              abuse_truncated, abuse_fds, abuse_empty_record } },
-                { "session", { session_regions_sealed } },
+                { "session", { session_regions_sealed, session_fds_of_older_client } },
                 { "status", { status_over_socket } },
                 { "sigterm", { sigterm_in_flight } },
         };

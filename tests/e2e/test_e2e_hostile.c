@@ -385,7 +385,8 @@ static int kid_session(int sock, const char *path, int fds[SESSION_FDS]) {
         }
         struct rx r;
         rx(fd, IO_MS, &r);
-        if (r.kind != RX_RECORD || !r.env || r.env->msg_case != HBG__ENVELOPE__MSG_SESSION_REPLY || r.nfds != SESSION_FDS) {
+        if (r.kind != RX_RECORD || !r.env || r.env->msg_case != HBG__ENVELOPE__MSG_SESSION_REPLY ||
+            r.nfds != SESSION_FDS) {
                 kid_say(sock, "FAIL no session reply");
                 return -1;
         }

@@ -1482,8 +1482,9 @@ static int raw_open(struct raw_session *s, int sock, const char *path) {
         struct pollfd p = { .fd = s->sock, .events = POLLIN };
         Hbg__Envelope *env = NULL;
         unsigned nfds = 0;
-        int err = poll(&p, 1, IO_MS) == 1 ? wire_recv(s->sock, HBG_WIRE_MAX_MSG_DEFAULT, &env, s->fds, SESSION_FDS, &nfds)
-                                          : -ETIMEDOUT;
+        int err = poll(&p, 1, IO_MS) == 1
+                          ? wire_recv(s->sock, HBG_WIRE_MAX_MSG_DEFAULT, &env, s->fds, SESSION_FDS, &nfds)
+                          : -ETIMEDOUT;
         if (err < 0 || env->msg_case != HBG__ENVELOPE__MSG_SESSION_REPLY || nfds != SESSION_FDS) {
                 kid_say(sock, "FAIL no session reply with its fds: %s", err < 0 ? strerror(-err) : "other message");
                 return -1;
