@@ -11,9 +11,9 @@
  * The gemm shape is left out: its tiles' arithmetic would drown the rest.
  * --quick counts 2000-task graphs of three shapes (no edges, one chain,
  * random edges): valgrind runs threads one at a time, and the resolver's
- * hand-offs between threads make its runs slow there. Replay (eager) is
- * counted as the difference between one and three launches of a graph
- * recorded first (replay_instr()).
+ * hand-offs between threads make its runs slow there. Replay (the default
+ * policy) is counted as the difference between one and three launches of
+ * a graph recorded first (replay_instr()).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -94,7 +94,7 @@ double cmp_per_task(uint64_t run, uint64_t base, uint64_t tasks) {
         return tasks > 1 && run > base ? (double)(run - base) / (double)(tasks - 1) : 0;
 }
 
-/* A launch of a recorded graph (eager only: the policies differ after
+/* A launch of a recorded graph (the default policy only: they differ after
  * classification, where replay changes nothing): the recording and the
  * process start cancel out between 1 and 3 launches after it,
  *   Ir per task = (Ir(record + 3 launches) - Ir(record + 1 launch)) / 2N. */

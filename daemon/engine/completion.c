@@ -2,7 +2,10 @@
 /*
  * The completion policies' table (daemon/engine/completion.h): the one
  * place that lists them. Its order is the modes' numbers; the first is
- * the default. Everything that names modes asks here.
+ * the default (HBG_COMPLETION_DEFAULT): eager-batched, the one that did
+ * best across the benchmark's shapes (docs/PERFORMANCE.md, "The default
+ * policy"). Eager, the seed's design, follows it and stays selectable.
+ * Everything that names modes asks here.
  */
 #include "daemon/engine/completion.h"
 
@@ -15,10 +18,10 @@ extern const struct completion_policy completion_eager, completion_lazy, complet
         completion_eager_batched;
 
 static const struct completion_policy *const policies[] = {
+        &completion_eager_batched,
         &completion_eager,
         &completion_lazy,
         &completion_resolver,
-        &completion_eager_batched,
 };
 #define N_POLICIES (sizeof(policies) / sizeof(policies[0]))
 

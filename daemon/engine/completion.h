@@ -2,9 +2,10 @@
 /*
  * The completion step (RUNTIME_LOGIC.md §11): what happens once a task's
  * status is final. One seam, one table of policies, chosen at engine start
- * (completion_mode):
+ * (completion_mode; the default is the table's first, eager-batched):
  *
- *   eager     the frontier completer walks the watermark (§4, #1618);
+ *   eager     the frontier completer walks the watermark (§4, #1618; the
+ *             seed's design);
  *   lazy      bounded advances per completion, a full walk by every thread
  *             every loop iteration (§11.2, #1619);
  *   resolver  scheduler threads hand finished ids to one core-less
@@ -16,7 +17,8 @@
  *             (§11.4): a policy of its own (completion_eager_batched.c),
  *             since it changes eager's defining rule (the frontier
  *             completer walks at once); it shares eager's retry of
- *             deferred ids (completion_eager.h).
+ *             deferred ids (completion_eager.h). The default: it did
+ *             best across the benchmark (docs/PERFORMANCE.md).
  *
  * A policy is one file (completion_NAME.c, defining its struct
  * completion_policy) plus one line of the table in completion.c; its

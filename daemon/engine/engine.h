@@ -28,15 +28,15 @@
 
 /* How the completion step is done (RUNTIME_LOGIC.md §11): a mode is the
  * number of a policy in the table (daemon/engine/completion.c), which
- * alone lists them; 0, eager, is the default. */
+ * alone lists them; 0, the table's first (eager-batched), is the default. */
 #define HBG_COMPLETION_DEFAULT 0u
 /* How many modes there are: numbers 0 .. count - 1. */
 unsigned hbg_completion_mode_count(void);
-/* "eager", "lazy", "resolver", "eager-batched", ...; NULL for anything else. */
+/* "eager-batched", "eager", "lazy", "resolver", ...; NULL for anything else. */
 const char *hbg_completion_mode_name(unsigned mode);
 /* 0 and *ret, or -EINVAL for an unknown name. */
 int hbg_completion_mode_parse(const char *name, unsigned *ret);
-/* Every name in table order, ", " between: "eager, lazy, ..." (static). */
+/* Every name in table order, ", " between: "eager-batched, eager, ..." (static). */
 const char *hbg_completion_mode_list(void);
 /* The fewest threads the mode runs with (2 for one with a thread of its
  * own: the resolver's), 1 for an unknown mode. */

@@ -1943,7 +1943,7 @@ START_TEST(hbgd_options) {
         r = hbgd("--check-config", "--socket", sock);
         ASSERT_CODE(r, 0);
         ck_assert_msg(strstr(r.out, "\n[scheduler]\nthreads = 4\n") && strstr(r.out, "\n[limits]\n") &&
-                              strstr(r.out, "\nmax_sessions = 64\n") && strstr(r.out, "\ncompletion_mode = eager\n"),
+                              strstr(r.out, "\nmax_sessions = 64\n") && strstr(r.out, "\ncompletion_mode = eager-batched\n"),
                       "%s", r.out);
         result_free(&r);
         r = hbgd("--check-config", conf, "--socket", sock);

@@ -1093,6 +1093,41 @@ START_TEST(docs_list_every_completion_mode) {
 }
 END_TEST
 
+/* Every place a doc names the default completion mode names the table's
+ * default (HBG_COMPLETION_DEFAULT): `before`, the mode's name, `after`
+ * occur together in the file. */
+static const struct {
+        const char *file, *before, *after;
+} default_mentions[] = {
+        { "README.md", "(`", "`, the default" },
+        { "docs/GLOSSARY.md", "`", "` (default)" },
+        { "docs/OPERATIONS.md", "| scheduler | `completion_mode` | ", " |" },
+        { "docs/RUNTIME_LOGIC.md", "The default is the table's first entry, `", "`" },
+        { "docs/man/hbgd.8", ".B ", "\n(default" },
+        { "docs/man/hbgd.conf.5", ".BR completion_mode \" (name, default ", ";" },
+        { "systemd/hbgd.conf.example", "\n;completion_mode = ", "\n" },
+        { "tests/fuzz/corpus/config/example.conf", "\n;completion_mode = ", "\n" },
+};
+
+START_TEST(docs_name_the_default_completion_mode) {
+        static char doc[1 << 18];
+        const char *mode = hbg_completion_mode_name(HBG_COMPLETION_DEFAULT);
+        ck_assert_ptr_nonnull(mode);
+        for (size_t i = 0; i < sizeof(default_mentions) / sizeof(default_mentions[0]); i++) {
+                char path[512], want[256];
+                snprintf(path, sizeof(path), "%s/%s", HBG_SRCDIR, default_mentions[i].file);
+                FILE *f = fopen(path, "r");
+                ck_assert_msg(f, "cannot open %s", path);
+                size_t n = fread(doc, 1, sizeof(doc) - 1, f);
+                fclose(f);
+                doc[n] = 0;
+                snprintf(want, sizeof(want), "%s%s%s", default_mentions[i].before, mode, default_mentions[i].after);
+                ck_assert_msg(strstr(doc, want), "%s does not name the default completion mode %s: no '%s'",
+                              default_mentions[i].file, mode, want);
+        }
+}
+END_TEST
+
 /* One graph of every shape on the engine; checks outputs. */
 static void run_shapes(struct hbg_engine *e) {
         struct harness_ring h;
@@ -1564,6 +1599,7 @@ static Suite *suite(void) {
         tc = tcase(s, "config");
         tcase_add_test(tc, config_limits);
         tcase_add_test(tc, docs_list_every_completion_mode);
+        tcase_add_test(tc, docs_name_the_default_completion_mode);
         tcase_add_test(tc, config_small_and_uneven);
         tc = tcase(s, "rings");
         tcase_add_test(tc, ring_add_beyond_max);
