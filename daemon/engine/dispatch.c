@@ -117,7 +117,7 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                 uint32_t j = 0;
                 /* The active lanes, lowest first (the mask was validated:
                  * no bit beyond HBG_LANES). */
-                for (unsigned lanes = s->lane_mask; lanes; lanes &= lanes - 1) {
+                for (unsigned lanes = s->lane_mask & HBG_LANE_MASK_ALL; lanes; lanes &= lanes - 1) {
                         const struct kernel_info *k = s->kernel[__builtin_ctz(lanes)];
                         int rc = k->run(&ctx.k, r->heap, &s->args, b * s->lanes + j, parts);
                         if (__builtin_expect(rc != 0 || ctx.stopped != KERNEL_STOP_NONE, 0))

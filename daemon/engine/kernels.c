@@ -465,7 +465,7 @@ int kernel_validate_entry(const struct kernel_info *k, const struct hbg_kernel_a
                         return r;
                 t[i] = (struct hbg_kernel_tensor){ a->tensors[i].offset, a->tensors[i].length };
         }
-        unsigned i, j;
+        unsigned i = 0, j = 0;
         /* One tensor or none: no pair to overlap or differ in length. */
         switch (s->n_tensors > 1 ? kernel_sig_check_tensors(s, t, &i, &j) : HBG_TENSORS_OK) {
         case HBG_TENSORS_OVERLAP:

@@ -30,11 +30,11 @@ static const uint8_t lanes_of_mask[HBG_LANE_MASK_ALL + 1] = { 0, 1, 1, 2, 1, 2, 
 static int check_task(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
                       const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
         /* Each active lane's kernel, looked up once, here. No kernels in
-         * the slot until its lane passes (a failure must not name the
+         * the slot until its lane's checks (a failure must not name the
          * slot's previous occupant's). The kernel a failure names (§12.2):
          * the first active lane's, if it is one, until a lane's own check
          * refuses the task. */
-        const struct kernel_info *lane_kernel[HBG_LANES];
+        const struct kernel_info *lane_kernel[HBG_LANES] = { NULL };
         _Static_assert(HBG_LANES == 3, "the lanes below are three");
         s->kernel[0] = s->kernel[1] = s->kernel[2] = NULL;
         s->report_kernel = HBG_KERNEL_NONE;
@@ -117,7 +117,7 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
         s->predicate_offset = d->predicate_offset;
         s->flags = d->flags;
         s->lane_mask = d->lane_mask;
-        s->lanes = lanes_of_mask[d->lane_mask]; /* checked above: no bits beyond the lanes */
+        s->lanes = lanes_of_mask[d->lane_mask & HBG_LANE_MASK_ALL]; /* (checked above, masked anyway) */
         s->block_num = d->block_num;
 
         if (d->lane_mask == 0 || inline_ || external) {
@@ -149,7 +149,7 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
          * kernel refused; the others need no look. */
         unsigned given = (d->kernel[0] != HBG_KERNEL_NONE) | (d->kernel[1] != HBG_KERNEL_NONE) << 1 |
                          (d->kernel[2] != HBG_KERNEL_NONE) << 2;
-        for (unsigned lanes = d->lane_mask | given; lanes; lanes &= lanes - 1) {
+        for (unsigned lanes = (d->lane_mask | given) & HBG_LANE_MASK_ALL; lanes; lanes &= lanes - 1) {
                 unsigned lane = (unsigned)__builtin_ctz(lanes);
                 if (!(d->lane_mask & (1u << lane))) {
                         *why = "kernel given for an inactive lane";

@@ -891,6 +891,70 @@ START_TEST(transitive_after_retirement) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ lanes and the work bound */
+
+struct first_refusal {
+        int code;
+        char message[HBG_VALIDATE_MESSAGE_MAX];
+        unsigned n;
+};
+
+static void keep_refusal(void *userdata, uint32_t task, int code, const char *message) {
+        struct first_refusal *f = userdata;
+        (void)task;
+        if (f->n++ == 0) {
+                f->code = code;
+                snprintf(f->message, sizeof(f->message), "%s", message);
+        }
+}
+
+/* One two-lane task (lanes 0 and 1, one block, one scalar shared by both
+ * kernels) through hbg_engine_validate() with a work limit of 1000. */
+static struct first_refusal two_lanes(struct hbg_engine *e, uint16_t k0, uint16_t k1, uint64_t scalar) {
+        struct hbg_recorded_task t;
+        memset(&t, 0, sizeof(t));
+        t.desc.id = 1;
+        t.desc.kernel[0] = k0;
+        t.desc.kernel[1] = k1;
+        t.desc.lane_mask = 3;
+        t.desc.block_num = 1;
+        t.desc.n_scalars = 1;
+        t.payload.scalars[0] = scalar;
+        struct first_refusal f = { 0 };
+        ck_assert_int_eq(hbg_engine_validate(e, HEAP_BYTES, &t, 1, keep_refusal, &f), (int)f.n);
+        return f;
+}
+
+/* The work bound is refused only once every lane passed its own checks,
+ * at the lane where the total first passes the limit. */
+START_TEST(work_bound_after_every_lane) {
+        struct hbg_engine_config cfg;
+        struct hbg_engine *e;
+        hbg_engine_config_default(&cfg);
+        cfg.threads = 1;
+        cfg.clusters = 1;
+        cfg.max_task_cost = 1000;
+        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        /* Lane 0 (spin_ns, 1 s) alone passes the bound; lane 1 (fail, code
+         * 1e9) is refused by its own check: that is said. */
+        struct first_refusal f = two_lanes(e, HBG_KERNEL_SPIN_NS, HBG_KERNEL_FAIL, 1000000000);
+        ck_assert_uint_eq(f.n, 1);
+        ck_assert_int_eq(f.code, -ERANGE);
+        ck_assert_msg(strncmp(f.message, "fail: ", 6) == 0, "%s", f.message);
+        /* Both lanes spin_ns for 600 ns over 2 parts: 600 units each; the
+         * total passes 1000 at lane 1. */
+        f = two_lanes(e, HBG_KERNEL_SPIN_NS, HBG_KERNEL_SPIN_NS, 600);
+        ck_assert_uint_eq(f.n, 1);
+        ck_assert_int_eq(f.code, -E2BIG);
+        ck_assert_msg(strncmp(f.message, "spin_ns: ", 9) == 0 && strstr(f.message, "1200 units, the limit is 1000"),
+                      "%s", f.message);
+        /* 400 each: 800 in all, within the bound. */
+        f = two_lanes(e, HBG_KERNEL_SPIN_NS, HBG_KERNEL_SPIN_NS, 400);
+        ck_assert_uint_eq(f.n, 0);
+        hbg_engine_free(e);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("engine_validation");
         TCase *tc = tcase_create("rules");
@@ -900,6 +964,7 @@ static Suite *suite(void) {
         tcase_add_loop_test(tc, controls, 0, C_COUNT);
         tcase_add_test(tc, transitive_in_flight);
         tcase_add_test(tc, transitive_after_retirement);
+        tcase_add_test(tc, work_bound_after_every_lane);
         suite_add_tcase(s, tc);
         return s;
 }
