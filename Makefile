@@ -405,8 +405,10 @@ $(CORE_LIB): $(CORE_OBJS)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 # The producers it starts (bench/producer.c) are user programs: the public
-# header and the shared library, like the example.
+# header and the shared library, like the example; so is the connect
+# burst's (bench/probes.c).
 $(B)/obj/bench/producer.o: HBG_CFLAGS += -Ilibclient/include
+$(B)/obj/bench/probes.o: HBG_CFLAGS += -Ilibclient/include
 # --trace reads hbgctl's trace JSON back (bench/compare_trace.c).
 $(B)/obj/bench/compare_trace.o: HBG_CFLAGS += $(JSONC_CFLAGS)
 $(BENCH_BIN): $(BENCH_SRCS:%.c=$(B)/obj/%.o) $(CORE_LIB) $(SHM_LIB) $(CLIENT_SO) $(CLIENT_LINKS)

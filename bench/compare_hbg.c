@@ -394,6 +394,24 @@ static void hbg_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, u
         free(ns);
 }
 
+/* hbg_connect()'s time while 8 producers connect at once (session set-up
+ * on hbgd's side included), over several bursts. */
+static void hbg_connect_burst(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads) {
+        const unsigned producers = 8, rounds = c->quick ? 10 : 25;
+        double ns[8 * 25];
+        if (probe_connect_burst(h->socket, producers, rounds, ns) < 0) {
+                fprintf(stderr, "hbg-bench: connect burst (hbg %s, %u threads) failed\n", mode, threads);
+                c->failures++;
+                return;
+        }
+        unsigned n = producers * rounds;
+        double p50 = probe_quantile(ns, n, 0.50) / 1e3, p99 = probe_quantile(ns, n, 0.99) / 1e3;
+        report_metric(&c->report, "connect_burst_8_p50", "", "hbg", mode, threads, producers, p50, "us");
+        report_metric(&c->report, "connect_burst_8_p99", "", "hbg", mode, threads, producers, p99, "us");
+        printf("  hbg_connect, %u producers at once: p50 %8.1f us  p99 %8.1f us  (%u connects; target p99 "
+               "<= 1000 us)\n", producers, p50, p99, n);
+}
+
 /*
  * Fair share between sessions (RUNTIME_LOGIC §9.5): one session submits a
  * backlog of long spin_ns kernels, 4 per thread, then another session runs
@@ -626,6 +644,7 @@ void cmp_hbg(struct cmp *c, unsigned mode_index, unsigned threads) {
                 hbg_row(c, &h, mode, threads, s, 1, true);
         if (c->latency) {
                 hbg_latency(c, &h, mode, threads);
+                hbg_connect_burst(c, &h, mode, threads);
                 hbg_fairness(c, &h, mode, threads);
         }
         hbgctl_compile(c, &h, mode, threads);

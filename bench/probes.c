@@ -3,6 +3,7 @@
 #include "bench/probes.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "bench/bench_util.h"
+#include <hbg/hbg.h>
 
 static int read_full(int fd, uint64_t *v) {
         for (;;) {
@@ -72,6 +74,90 @@ int probe_eventfd_pingpong(unsigned rounds, unsigned idle_us, double *ret_ns) {
         close(pong);
         if (err == 0 && (!WIFEXITED(st) || WEXITSTATUS(st) != 0))
                 err = -EIO;
+        return err;
+}
+
+/* One producer of a burst: per round, wait for the go byte, connect,
+ * report the time (0 when the connect failed), disconnect. */
+static void connect_burst_child(const char *socket, int go, int results, unsigned rounds) {
+        for (unsigned r = 0; r < rounds; r++) {
+                char b;
+                if (read(go, &b, 1) != 1)
+                        _exit(1);
+                hbg_client *c = NULL;
+                int64_t t0 = bench_now_ns();
+                int err = hbg_connect(&c, socket);
+                uint64_t ns = err < 0 ? 0 : (uint64_t)(bench_now_ns() - t0);
+                if (err == 0)
+                        hbg_disconnect(c);
+                else
+                        fprintf(stderr, "hbg-bench: connect burst: hbg_connect: %s (%s)\n", hbg_strerror(err),
+                                hbg_last_error(NULL));
+                if (write(results, &ns, sizeof(ns)) != sizeof(ns))
+                        _exit(1);
+        }
+        _exit(0);
+}
+
+int probe_connect_burst(const char *socket, unsigned producers, unsigned rounds, double *ret_ns) {
+        int go[2], results[2];
+        pid_t pids[64];
+        unsigned started = 0;
+        int err = 0;
+        if (producers == 0 || producers > 64)
+                return -EINVAL;
+        if (pipe2(go, O_CLOEXEC) < 0)
+                return -errno;
+        if (pipe2(results, O_CLOEXEC) < 0) {
+                err = -errno;
+                close(go[0]), close(go[1]);
+                return err;
+        }
+        fflush(NULL);
+        for (; started < producers; started++) {
+                pid_t pid = fork();
+                if (pid < 0) {
+                        err = -errno;
+                        break;
+                }
+                if (pid == 0) {
+                        close(go[1]);
+                        close(results[0]);
+                        connect_burst_child(socket, go[0], results[1], rounds);
+                }
+                pids[started] = pid;
+        }
+        close(go[0]);
+        close(results[1]);
+        for (unsigned r = 0; r < rounds && err == 0; r++) {
+                /* From an hbgd at rest: the last burst's sessions released
+                 * (their hang-ups are read asynchronously; without a pause
+                 * max_sessions may refuse the next burst). */
+                struct timespec rest = { .tv_nsec = 20 * 1000000L };
+                nanosleep(&rest, NULL);
+                char bytes[64];
+                memset(bytes, 'g', sizeof(bytes));
+                if (write(go[1], bytes, producers) != (ssize_t)producers) {
+                        err = -EIO;
+                        break;
+                }
+                for (unsigned i = 0; i < producers && err == 0; i++) {
+                        uint64_t ns;
+                        if ((err = read_full(results[0], &ns)) == 0 && ns == 0)
+                                err = -EIO;
+                        ret_ns[r * producers + i] = (double)ns;
+                }
+        }
+        close(go[1]);
+        close(results[0]);
+        for (unsigned i = 0; i < started; i++) {
+                int st;
+                if (err < 0)
+                        kill(pids[i], SIGKILL);
+                waitpid(pids[i], &st, 0);
+                if (err == 0 && (!WIFEXITED(st) || WEXITSTATUS(st) != 0))
+                        err = -EIO;
+        }
         return err;
 }
 
