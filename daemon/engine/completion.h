@@ -46,6 +46,7 @@
 
 struct sched_thread;
 struct hbg_ring;
+struct lazy_span;
 struct hbg_engine;
 
 struct completion_policy {
@@ -80,8 +81,11 @@ struct completion_policy {
         /* Per-ring state, the same (ring_policy_state()). */
         int (*ring_init)(struct hbg_ring *r);
         void (*ring_free)(struct hbg_ring *r);
-        /* Bytes of that state per ring of window D with n threads. */
+        /* Bytes of that state per ring of window D with n threads, every
+         * page of its lazy arrays counted. */
         uint64_t (*ring_memory)(uint64_t task_window, unsigned nthreads);
+        /* Its i-th lazy array (hbg_ring_prefault()); false past the last. */
+        bool (*ring_lazy_array)(const struct hbg_ring *r, unsigned i, struct lazy_span *ret);
 };
 
 /* NULL for a mode that does not exist. */

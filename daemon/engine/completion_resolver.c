@@ -278,7 +278,15 @@ static void resolver_ring_free(struct hbg_ring *r) {
 }
 
 static uint64_t resolver_ring_memory(uint64_t task_window, unsigned nthreads) {
-        return (uint64_t)(nthreads - 1) * task_window * sizeof(uint64_t);
+        return (uint64_t)(nthreads - 1) * lazy_bytes(task_window * sizeof(uint64_t));
+}
+
+static bool resolver_ring_lazy_array(const struct hbg_ring *r, unsigned i, struct lazy_span *ret) {
+        const struct spsc *queues = r->policy_state;
+        if (i >= r->engine->nschedulers)
+                return false;
+        *ret = (struct lazy_span){ queues[i].cells, (queues[i].mask + 1) * sizeof(uint64_t) };
+        return true;
 }
 
 const struct completion_policy completion_resolver = {
@@ -294,4 +302,5 @@ const struct completion_policy completion_resolver = {
         .ring_init = resolver_ring_init,
         .ring_free = resolver_ring_free,
         .ring_memory = resolver_ring_memory,
+        .ring_lazy_array = resolver_ring_lazy_array,
 };

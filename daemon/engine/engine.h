@@ -176,8 +176,18 @@ void hbg_engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason
  * are still held by a thread. Call it from the thread that removes rings.
  */
 unsigned hbg_engine_collect(struct hbg_engine *e);
+/*
+ * Fault in the ring's private arrays ahead of its first graph, a piece at
+ * a time: at most max_bytes from *cursor (0 at first) on, advancing it.
+ * Returns 1 while some remain, 0 once all are in, or a negative errno
+ * (-EINVAL: the kernel cannot, before Linux 5.14; the pages then come on
+ * first touch). Nothing is written: any thread may call it while the ring
+ * is served, but not after it is removed.
+ */
+int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes);
 /* Bytes of engine-private memory a ring of geometry g costs when every page
- * is in use (the regions are the caller's and not counted). */
+ * is in use, as after hbg_ring_prefault() (the regions are the caller's and
+ * not counted). */
 uint64_t hbg_engine_ring_memory(const struct hbg_engine *e, const struct hbg_geometry *g);
 
 /*

@@ -4,14 +4,23 @@
  * whose pages the kernel supplies (zeroed) on first touch. A ring's private
  * arrays are sized by its task window and mostly untouched for small
  * graphs, so creating a session stays cheap however large its window is
- * (docs/SECURITY.md: session set-up never stalls the io thread). Every
+ * (docs/SECURITY.md: session set-up never stalls the io thread); hbgd
+ * faults them in afterwards, a piece at a time on its slow-work thread
+ * (hbg_ring_prefault(), lazy_populate()). Every
  * structure kept in them reads all-zero bytes as its initial state.
  * Page aligned, hence cache-line aligned.
  */
 #pragma once
 
+#include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
 
 #define LAZY_HUGE_MIN ((size_t)4 << 20)
 
@@ -28,6 +37,40 @@ static inline void *lazy_zalloc(size_t size) {
         if (size >= LAZY_HUGE_MIN)
                 madvise(p, size, MADV_HUGEPAGE);
         return p;
+}
+
+/* One lazy array: where, how long. */
+struct lazy_span {
+        void *p;
+        size_t bytes;
+};
+
+/* The bytes a lazy array of `size` bytes occupies once every page of it
+ * is in use: whole pages. */
+static inline size_t lazy_bytes(size_t size) {
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        if (size == 0)
+                size = 1;
+        return (size + page - 1) / page * page;
+}
+
+/*
+ * Fault in [p, p + size) of a lazy array ahead of its first use
+ * (MADV_POPULATE_WRITE: the pages are allocated and mapped writable as a
+ * write would, but nothing is written, so other threads may use the array
+ * meanwhile). 0, or -EINVAL where the kernel lacks it (before 5.14: the
+ * pages then come on first touch, as without this call), -ENOMEM, ...
+ */
+static inline int lazy_populate(void *p, size_t size) {
+        if (size == 0)
+                return 0;
+        /* Whole pages: madvise() wants an aligned start; the page p is
+         * in is the same lazy array's (page aligned). */
+        uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+        uintptr_t start = (uintptr_t)p & ~(page - 1), end = (uintptr_t)p + size;
+        if (madvise((void *)start, end - start, MADV_POPULATE_WRITE) < 0)
+                return -errno;
+        return 0;
 }
 
 static inline void lazy_free(void *p, size_t size) {

@@ -15,6 +15,7 @@
 #include "daemon/engine/failures.h"
 #include "daemon/engine/live_graphs.h"
 #include "daemon/engine/recorded.h"
+#include "daemon/engine/lazy_alloc.h"
 #include "common/clock.h"
 
 static size_t slots_bytes(const struct hbg_geometry *g) {
@@ -33,11 +34,74 @@ static size_t graph_noticed_bytes(const struct hbg_geometry *g) {
         return g->graph_table_entries * sizeof(_Atomic int64_t);
 }
 
+/* Every lazy array counts whole pages: pre-faulted (hbg_ring_prefault()),
+ * all of them are resident. */
 uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g) {
-        uint64_t queues = (SHAPE_EXEC_COUNT + 1) * g->task_window * sizeof(struct mpmc_cell);
+        uint64_t queues = (SHAPE_EXEC_COUNT + 1) * lazy_bytes(g->task_window * sizeof(struct mpmc_cell));
         uint64_t per_thread = sizeof(struct ring_thread) + (uint64_t)failsafe_capacity(g) * sizeof(uint64_t);
-        return sizeof(struct hbg_ring) + slots_bytes(g) + fail_tags_bytes(g) + failures_bytes(g) +
-               graph_noticed_bytes(g) + live_graphs_seen_bytes(g) + queues + nthreads * per_thread;
+        return sizeof(struct hbg_ring) + lazy_bytes(slots_bytes(g)) + lazy_bytes(fail_tags_bytes(g)) +
+               lazy_bytes(failures_bytes(g)) + lazy_bytes(graph_noticed_bytes(g)) +
+               lazy_bytes(live_graphs_seen_bytes(g)) + queues + nthreads * per_thread;
+}
+
+/* The i-th lazy array hbg_ring_prefault() faults in, false past the last,
+ * in the order a first graph needs them: its tasks' slots, the queues
+ * they pass through, then what only failures and graph bookkeeping touch,
+ * then the completion policy's. The regions are not among them: the
+ * client touches their pages first (it writes the descriptors), hbgd's
+ * mapping of them then takes minor faults only; and faulting them in
+ * here, measured, held the connects of a burst back several times more
+ * than it saved (docs/PERFORMANCE.md). */
+static bool lazy_array(const struct hbg_ring *r, unsigned i, struct lazy_span *ret) {
+        const struct hbg_geometry *g = &r->g;
+        size_t cells = g->task_window * sizeof(struct mpmc_cell);
+        if (i == 0) {
+                *ret = (struct lazy_span){ r->slots, slots_bytes(g) };
+                return true;
+        }
+        i--;
+        if (i < SHAPE_EXEC_COUNT) {
+                *ret = (struct lazy_span){ r->ready[i].cells, cells };
+                return true;
+        }
+        i -= SHAPE_EXEC_COUNT;
+        const struct lazy_span rest[] = {
+                { r->retire.cells, cells },
+                { (void *)r->fail_tags, fail_tags_bytes(g) },
+                { r->failures, failures_bytes(g) },
+                { r->graph_noticed_ns, graph_noticed_bytes(g) },
+                { (void *)r->graph_seen, live_graphs_seen_bytes(g) },
+        };
+        if (i < sizeof(rest) / sizeof(rest[0])) {
+                *ret = rest[i];
+                return true;
+        }
+        i -= sizeof(rest) / sizeof(rest[0]);
+        const struct completion_policy *policy = r->engine->completion;
+        return policy->ring_lazy_array && policy->ring_lazy_array(r, i, ret);
+}
+
+int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes) {
+        struct lazy_span a;
+        uint64_t at = *cursor, start = 0;
+        for (unsigned i = 0; lazy_array(r, i, &a); i++) {
+                uint64_t end = start + a.bytes;
+                if (at < end) {
+                        if (max_bytes == 0) {
+                                *cursor = at;
+                                return 1;
+                        }
+                        uint64_t len = end - at < max_bytes ? end - at : max_bytes;
+                        int err = lazy_populate((char *)a.p + (at - start), len);
+                        if (err < 0)
+                                return err;
+                        at += len;
+                        max_bytes -= len;
+                }
+                start = end;
+        }
+        *cursor = at;
+        return 0;
 }
 
 /*

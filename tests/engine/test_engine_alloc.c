@@ -14,11 +14,13 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "daemon/engine/engine.h"
 #include "shm/geometry.h"
@@ -66,12 +68,25 @@ int __wrap_posix_memalign(void **ret, size_t align, size_t n) {
         return fail_now() ? ENOMEM : __real_posix_memalign(ret, align, n);
 }
 
+/* The lazy arrays (anonymous, MAP_NORESERVE) mapped while `noting`. */
+static bool noting;
+static struct {
+        void *p;
+        size_t len;
+} noted[64];
+static unsigned n_noted;
+
 void *__wrap_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
         if (fail_now()) {
                 errno = ENOMEM;
                 return MAP_FAILED;
         }
-        return __real_mmap(addr, len, prot, flags, fd, off);
+        void *p = __real_mmap(addr, len, prot, flags, fd, off);
+        if (noting && p != MAP_FAILED && (flags & MAP_ANONYMOUS) && (flags & MAP_NORESERVE) && n_noted < 64) {
+                noted[n_noted].p = p;
+                noted[n_noted++].len = len;
+        }
+        return p;
 }
 
 int __wrap_pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg) {
@@ -179,12 +194,97 @@ START_TEST(ring_add_fails_cleanly) {
 }
 END_TEST
 
+/* Pages of the noted arrays resident now (mincore), and how many in all. */
+static size_t resident_pages(size_t *ret_total) {
+        size_t page = (size_t)sysconf(_SC_PAGESIZE), resident = 0, total = 0;
+        for (unsigned i = 0; i < n_noted; i++) {
+                size_t n = (noted[i].len + page - 1) / page;
+                unsigned char *vec = malloc(n);
+                ck_assert_ptr_nonnull(vec);
+                ck_assert_int_eq(mincore(noted[i].p, noted[i].len, vec), 0);
+                for (size_t k = 0; k < n; k++)
+                        resident += vec[k] & 1;
+                total += n;
+                free(vec);
+        }
+        *ret_total = total;
+        return resident;
+}
+
+/*
+ * A new ring's private arrays are lazy (nothing resident: creating it is
+ * cheap whatever its window); hbg_ring_prefault(), a piece at a time,
+ * makes every page of them resident, and the memory a session is charged
+ * for (hbg_engine_ring_memory()) covers all those pages.
+ */
+START_TEST(ring_prefault_resident) {
+        struct hbg_engine_config cfg;
+        config(&cfg, (unsigned)_i);
+        struct hbg_engine *e = NULL;
+        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        struct hbg_geometry_request req;
+        struct hbg_geometry g;
+        geometry_request_default(&req);
+        req.task_window = 4096;
+        req.flag_window = 1024;
+        req.heap_size = 1 << 16;
+        ck_assert_int_eq(geometry_init(&g, &req, NULL), 0);
+        void *sub = calloc(1, g.sub_region_size), *cpl = calloc(1, g.cpl_region_size);
+        ck_assert(sub && cpl);
+        layout_sub_region_init(sub, &g);
+        layout_cpl_region_init(cpl, &g, 0);
+        unsigned n_released = 0;
+        struct hbg_ring_params p = {
+                .geometry = g, .sub_region = sub, .cpl_region = cpl, .first_id = 0,
+                .completion_fd = -1, .name = "prefault", .released = released, .released_userdata = &n_released,
+        };
+        struct hbg_ring *r = NULL;
+        n_noted = 0;
+        noting = true;
+        ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), 0);
+        noting = false;
+        ck_assert_uint_ge(n_noted, 3);
+        size_t total, before = resident_pages(&total);
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        ck_assert_msg(before < total / 8, "a new ring has %zu of its %zu lazy pages resident already", before, total);
+        ck_assert_msg((uint64_t)total * page <= hbg_engine_ring_memory(e, &g),
+                      "the charge (%" PRIu64 " bytes) does not cover the %zu pages of the ring's arrays",
+                      hbg_engine_ring_memory(e, &g), total);
+
+        uint64_t cursor = 0;
+        unsigned pieces = 0;
+        int more;
+        while ((more = hbg_ring_prefault(r, &cursor, 64 << 10)) > 0)
+                ck_assert_uint_lt(++pieces, 100000);
+        ck_assert_int_eq(more, 0);
+        size_t after = resident_pages(&total);
+        ck_assert_msg(after == total, "after hbg_ring_prefault(): %zu of %zu pages resident (%zu before)", after,
+                      total, before);
+        /* In pieces of at most 64 KiB: the ring's slots alone are 32. */
+        ck_assert_uint_ge(pieces, 32);
+        /* Done: nothing more to do. */
+        ck_assert_int_eq(hbg_ring_prefault(r, &cursor, 64 << 10), 0);
+        printf("ring_prefault_resident (%s): %zu -> %zu of %zu pages, %u pieces\n", hbg_completion_mode_name(_i),
+               before, after, total, pieces + 1);
+
+        hbg_engine_ring_remove(e, r, -ESHUTDOWN);
+        while (n_released == 0) {
+                hbg_engine_collect(e);
+                sched_yield();
+        }
+        hbg_engine_free(e);
+        free(sub);
+        free(cpl);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("engine_alloc");
         TCase *tc = tcase_create("alloc");
         tcase_set_timeout(tc, 120);
         tcase_add_loop_test(tc, engine_new_fails_cleanly, 0, (int)hbg_completion_mode_count());
         tcase_add_loop_test(tc, ring_add_fails_cleanly, 0, (int)hbg_completion_mode_count());
+        tcase_add_loop_test(tc, ring_prefault_resident, 0, (int)hbg_completion_mode_count());
         suite_add_tcase(s, tc);
         return s;
 }
