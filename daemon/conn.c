@@ -210,6 +210,43 @@ static void log_session_opened(struct conn *c, const struct hbg_geometry *g, uin
         }
 }
 
+/* A session was built (io thread): start it and reply, or refuse; then
+ * the connection's next requests. */
+static void session_built(struct slow_job *work) {
+        struct conn *c = work->userdata;
+        struct hbgd *d = c->d;
+        struct session *s = c->creating;
+        const char *why = NULL;
+        char msg[256];
+        struct verdict v;
+        c->creating = NULL;
+        int err = session_start(s, &why);
+        if (err < 0) {
+                session_close(s, -ECONNRESET);
+                snprintf(msg, sizeof(msg), "%s: %s", why, strerror(-err));
+                v = refuse(c, err, msg);
+        } else {
+                c->session = s;
+                c->deadline_ms = 0; /* a session may be idle as long as it likes */
+                d->n_sessions++;
+                d->counters.sessions_opened++;
+                v = send_session_reply(c, s, &s->g, s->stall_timeout_ms);
+                if (v.err == 0) {
+                        /* The client has its own copies now (the mappings
+                         * and our ends of the channels stay). */
+                        session_client_fds_sent(s);
+                        log_session_opened(c, &s->g, s->memory, s->stall_timeout_ms);
+                }
+        }
+        if (v.err) {
+                conn_close(c, v.why);
+                return;
+        }
+        if (!c->session)
+                c->deadline_ms = clock_now_ms() + d->cfg.handshake_timeout_ms;
+        io_source_again(d->loop, c->src);
+}
+
 static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, const int *in_fds) {
         (void)in_fds;
         const Hbg__SessionRequest *rq = env->session_request;
@@ -257,25 +294,21 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         if (err < 0)
                 return refuse(c, err, msg);
         struct session *s;
-        const char *why = NULL;
-        err = session_new(&s, d->engine, d->loop, &d->acct, &g, memory, c->id, c->cred.uid, c->cred.pid,
-                          c->log_limit, hbgd_config_session_weight(cfg, c->cred.uid), stall_ms, &why);
+        err = session_new(&s, d->engine, d->loop, d->slow, &d->acct, &g, memory, c->id, c->cred.uid, c->cred.pid,
+                          c->log_limit, hbgd_config_session_weight(cfg, c->cred.uid), stall_ms);
         if (err < 0) {
-                snprintf(msg, sizeof(msg), "%s: %s", why, strerror(-err));
+                snprintf(msg, sizeof(msg), "out of memory: %s", strerror(-err));
                 return refuse(c, err, msg);
         }
-        c->session = s;
-        c->deadline_ms = 0; /* a session may be idle as long as it likes */
-        d->n_sessions++;
-        d->counters.sessions_opened++;
-
-        v = send_session_reply(c, s, &g, stall_ms);
-        if (v.err)
-                return v;
-        /* The client has its own copies now (the mappings and our ends of
-         * the channels stay). */
-        session_client_fds_sent(s);
-        log_session_opened(c, &g, memory, stall_ms);
+        /* Built on the slow-work thread: the io thread answers others
+         * meanwhile, and connects at once do not wait for each other here;
+         * the connection reads nothing more until the reply
+         * (session_built()). */
+        struct slow_job *work = session_build_job(s);
+        work->done = session_built;
+        work->userdata = c;
+        c->creating = s;
+        slow_work_submit(d->slow, work);
         return carry_on;
 }
 
@@ -564,10 +597,11 @@ static void on_readable(struct io_source *src, uint32_t events, void *userdata) 
         struct hbgd *d = c->d;
         unsigned turn = d->cfg.requests_per_turn;
 
-        /* A recording or a validate-only request is being validated: its
-         * reply comes first, then the next requests (record_done() and
-         * validate_done() call us again). */
-        if (c->recording || c->validating)
+        /* A recording or a validate-only request is being validated, or a
+         * session built: its reply comes first, then the next requests
+         * (record_done(), validate_done() and session_built() call us
+         * again). */
+        if (c->recording || c->validating || c->creating)
                 return;
         for (unsigned i = 0; i < turn; i++) {
                 Hbg__Envelope *env = NULL;
@@ -597,10 +631,12 @@ static void on_readable(struct io_source *src, uint32_t events, void *userdata) 
                         return;
                 }
                 /* Without a session, a connection must keep asking (not
-                 * while hbgd validates for it: validate_done() sets it). */
+                 * while hbgd works for it: validate_done() and
+                 * session_built() set it). */
                 if (!c->session)
-                        c->deadline_ms = c->validating ? 0 : clock_now_ms() + d->cfg.handshake_timeout_ms;
-                if (c->recording || c->validating)
+                        c->deadline_ms = c->validating || c->creating ? 0
+                                                                     : clock_now_ms() + d->cfg.handshake_timeout_ms;
+                if (c->recording || c->validating || c->creating)
                         return;
                 if (costly)
                         break;
@@ -690,6 +726,12 @@ void conn_close(struct conn *c, const char *why) {
                 slow_work_cancel(d->slow, validate_job_work(c->validating));
                 validate_free(c->validating);
                 c->validating = NULL;
+        }
+        if (c->creating) {
+                /* Its build is taken back (waited for if it runs) and
+                 * whatever it made is freed, the charge refunded. */
+                session_close(c->creating, d->stopping ? -ESHUTDOWN : -ECONNRESET);
+                c->creating = NULL;
         }
         if (c->session) {
                 struct hbg_ring_stats st;

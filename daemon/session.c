@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,16 +155,12 @@ static void on_doorbell(struct io_source *src, uint32_t events, void *userdata) 
         io_source_again(s->loop, src);
 }
 
-int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop,
-                struct accounting *acct, const struct hbg_geometry *g, uint64_t memory,
-                uint64_t id, uid_t uid, pid_t pid, struct hbg_log_limit *log_limit, unsigned weight,
-                uint64_t stall_timeout_ms, const char **why) {
+int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop, struct slow_work *slow,
+                struct accounting *acct, const struct hbg_geometry *g, uint64_t memory, uint64_t id, uid_t uid,
+                pid_t pid, struct hbg_log_limit *log_limit, unsigned weight, uint64_t stall_timeout_ms) {
         struct session *s = calloc(1, sizeof(*s));
-        int err;
-
         if (!s) {
                 acct_remove_session(acct, uid, memory);
-                *why = "out of memory";
                 return -ENOMEM;
         }
         s->id = id;
@@ -175,16 +172,30 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
         s->acct = acct;
         s->engine = e;
         s->loop = loop;
+        s->slow = slow;
+        s->weight = weight;
+        s->stall_timeout_ms = stall_timeout_ms;
         s->sub_fd = s->cpl_fd = s->doorbell_fd = s->doorbell_peer_fd = -1;
         s->completion_fd = s->completion_peer_fd = -1;
         s->log_limit = hbgd_log_limit_ref(log_limit);
+        *ret = s;
+        return 0;
+}
+
+/* The build (slow-work thread): everything a session is made of but the
+ * doorbell's watch, the engine ring published. Touches the session, which
+ * nothing else does until done, and the engine (its ring table is
+ * locked). A failure leaves what was made for session_close(). */
+static int session_build(struct session *s, const char **why) {
+        const struct hbg_geometry *g = &s->g;
+        int err;
 
         *why = "cannot create the session's shared memory";
-        if ((err = make_memfd(id, "sub", g->sub_region_size, &s->sub_fd)) < 0 ||
-            (err = make_memfd(id, "cpl", g->cpl_region_size, &s->cpl_fd)) < 0 ||
+        if ((err = make_memfd(s->id, "sub", g->sub_region_size, &s->sub_fd)) < 0 ||
+            (err = make_memfd(s->id, "cpl", g->cpl_region_size, &s->cpl_fd)) < 0 ||
             (err = map_shared(s->sub_fd, g->sub_region_size, &s->sub)) < 0 ||
             (err = map_shared(s->cpl_fd, g->cpl_region_size, &s->cpl)) < 0)
-                goto fail;
+                return err;
 
         /* Fresh memfds read as zero; initialise the headers and flags. */
         layout_sub_region_init(s->sub, g);
@@ -195,29 +206,23 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
          * every writable mapping made from now on: ours exists already. */
         if (fcntl(s->sub_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0 ||
             fcntl(s->cpl_fd, F_ADD_SEALS,
-                  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) < 0) {
-                err = -errno;
-                goto fail;
-        }
+                  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) < 0)
+                return -errno;
 
         /* Channels: two file descriptions per channel, one for each side. */
         *why = "cannot create the session's doorbell and completion channels";
         int db[2], cp[2];
-        if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, db) < 0) {
-                err = -errno;
-                goto fail;
-        }
+        if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, db) < 0)
+                return -errno;
         s->doorbell_fd = db[0];
         s->doorbell_peer_fd = db[1];
-        if (pipe2(cp, O_NONBLOCK | O_CLOEXEC) < 0) {
-                err = -errno;
-                goto fail;
-        }
+        if (pipe2(cp, O_NONBLOCK | O_CLOEXEC) < 0)
+                return -errno;
         s->completion_peer_fd = cp[0];
         s->completion_fd = cp[1];
 
         char ring_name[96];
-        snprintf(ring_name, sizeof(ring_name), "session %" PRIu64 " (pid %d)", id, (int)pid);
+        snprintf(ring_name, sizeof(ring_name), "session %" PRIu64 " (pid %d)", s->id, (int)s->pid);
         struct hbg_ring_params p = {
                 .geometry = *g,
                 .sub_region = s->sub,
@@ -225,32 +230,78 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
                 .first_id = s->first_id,
                 .completion_fd = s->completion_fd,
                 .name = ring_name,
-                .log_fields = hbgd_log_limit_fields(log_limit),
+                .log_fields = hbgd_log_limit_fields(s->log_limit),
                 /* One share per uid: a user's sessions take turns
                  * together, whatever their number (§9.5). */
-                .share_id = (uint32_t)uid,
-                .weight = weight,
-                .stall_timeout_ms = stall_timeout_ms,
+                .share_id = (uint32_t)s->uid,
+                .weight = s->weight,
+                .stall_timeout_ms = s->stall_timeout_ms,
                 .released = session_released,
                 .released_userdata = s,
         };
         *why = "cannot start the session";
-        err = hbg_engine_ring_add(e, &p, &s->ring);
-        if (err < 0)
-                goto fail;
-        err = io_loop_add(loop, s->doorbell_fd, on_doorbell, s, &s->doorbell_src);
-        if (err < 0) {
-                session_close(s, -ECONNRESET);
-                return err;
-        }
-        *why = NULL;
-        *ret = s;
-        return 0;
-fail:
-        session_free(s);
-        return err;
+        return hbg_engine_ring_add(s->engine, &p, &s->ring);
 }
 
+#define SESSION_OF(job, member) ((struct session *)((char *)(job) - offsetof(struct session, member)))
+
+static void build_run(struct slow_job *job) {
+        struct session *s = SESSION_OF(job, build);
+        s->build_err = session_build(s, &s->build_why);
+}
+
+struct slow_job *session_build_job(struct session *s) {
+        s->build.run = build_run;
+        s->build.uid = s->uid;
+        return &s->build;
+}
+
+/* What one pre-fault job faults in: 256 KiB, 0.1 to 1 ms here (first
+ * touches are dear in a VM), so that a request's job (a connect, a
+ * recording) waits at most that long behind it, and so does
+ * session_close(); with 1 MiB pieces a burst of 8 connects measured a p99
+ * several times longer (docs/PERFORMANCE.md). */
+#define PREFAULT_PIECE ((uint64_t)256 << 10)
+
+static void prefault_run(struct slow_job *job) {
+        struct session *s = SESSION_OF(job, prefault);
+        s->prefault_more = hbg_ring_prefault(s->ring, &s->prefault_cursor, PREFAULT_PIECE);
+        s->prefault_pieces++;
+}
+
+/* io thread: the next piece, behind the jobs queued meanwhile (round robin
+ * by uid). A kernel that cannot (-EINVAL, before Linux 5.14) or memory
+ * short now (-ENOMEM) ends it: the pages then come on first touch. */
+static void prefault_done(struct slow_job *job) {
+        struct session *s = SESSION_OF(job, prefault);
+        if (s->prefault_more > 0) {
+                slow_work_submit(s->slow, &s->prefault);
+                return;
+        }
+        if (s->prefault_more < 0)
+                hbgd_log_session(LOG_DEBUG, s->log_limit,
+                                 "session %" PRIu64 ": pre-faulting stopped after %" PRIu64 " bytes: %s; the rest "
+                                 "comes on first touch", s->id, s->prefault_cursor, strerror(-s->prefault_more));
+}
+
+int session_start(struct session *s, const char **why) {
+        int err = s->build_err;
+        *why = s->build_why;
+        if (err < 0)
+                return err;
+        *why = "cannot start the session";
+        err = io_loop_add(s->loop, s->doorbell_fd, on_doorbell, s, &s->doorbell_src);
+        if (err < 0)
+                return err;
+        *why = NULL;
+        s->prefault.run = prefault_run;
+        s->prefault.done = prefault_done;
+        s->prefault.uid = s->uid;
+        s->prefault.background = true;
+        s->prefault_more = 1;
+        slow_work_submit(s->slow, &s->prefault);
+        return 0;
+}
 void session_client_fds(const struct session *s, int ret_fds[4]) {
         ret_fds[0] = s->sub_fd;
         ret_fds[1] = s->cpl_fd;
@@ -268,6 +319,15 @@ void session_client_fds_sent(struct session *s) {
 void session_close(struct session *s, int reason) {
         if (!s)
                 return;
+        /* Nothing runs on its behalf from here on. */
+        slow_work_cancel(s->slow, &s->build);
+        slow_work_cancel(s->slow, &s->prefault);
+        if (!s->ring) {
+                /* Never served (its build failed, or never ran): no engine
+                 * to wait for. */
+                session_free(s);
+                return;
+        }
         if (s->doorbell_src) {
                 io_source_del(s->loop, s->doorbell_src);
                 s->doorbell_src = NULL;

@@ -14,10 +14,19 @@
  * descriptors (clearing O_NONBLOCK, reading first, filling them) can make
  * an hbgd thread block (docs/SECURITY.md).
  *
+ * Opening takes three steps, so that no connect waits for another on the
+ * io thread: session_new() (io thread) takes the charge, the build job
+ * (session_build_job(), on the slow-work thread) creates the regions,
+ * channels and ring, session_start() (io thread) watches the doorbell.
+ * Then the pre-fault jobs (slow-work thread, a piece each) fault in what
+ * the first graph touches (hbg_ring_prefault()), while the client builds
+ * it: the charge covers every page of it (docs/OPERATIONS.md).
+ *
  * Closing is asynchronous: session_close() detaches the ring from the
  * engine and returns at once; the memory is freed, and the charge
  * refunded, when the engine releases the ring (hbg_engine_collect(), after
- * a kernel still running on it returned). io thread only.
+ * a kernel still running on it returned). io thread only, but the jobs'
+ * run.
  */
 #pragma once
 
@@ -28,6 +37,7 @@
 #include "daemon/config.h"
 #include "daemon/engine/engine.h"
 #include "daemon/io_loop.h"
+#include "daemon/slow_work.h"
 #include "shm/geometry.h"
 
 struct session {
@@ -51,6 +61,16 @@ struct session {
         struct io_source *doorbell_src;
         uint64_t doorbell_fds_dropped; /* datagrams that carried fds (closed by the kernel) */
         struct hbg_log_limit *log_limit; /* the ring's lines' (daemon/log.h); a reference */
+        unsigned weight;               /* fair share (§9.5), for the build */
+        uint64_t stall_timeout_ms;     /* §12.3, for the build */
+        struct slow_work *slow;
+        struct slow_job build;         /* session_build_job() */
+        int build_err;                 /* its outcome, read in session_start() */
+        const char *build_why;
+        struct slow_job prefault;      /* a piece of hbg_ring_prefault() per run */
+        uint64_t prefault_cursor;
+        int prefault_more;             /* its last result: 1 more to do, 0 done, < 0 stopped */
+        uint64_t prefault_pieces;      /* runs so far */
 };
 
 /* The geometry a client asking for `asked` gets under cfg (0 fields:
@@ -66,24 +86,32 @@ int session_geometry(const struct hbgd_config *cfg, const struct hbg_geometry_re
 uint64_t session_memory(const struct hbg_engine *e, const struct hbg_geometry *g);
 
 /*
- * Create the session's regions and channels, bind an engine ring to them
- * (its lines under log_limit, which the session holds a reference of;
- * in uid's fair share, of weight `weight`, RUNTIME_LOGIC.md §9.5, and the stall
- * limit stall_timeout_ms, 0 the engine's, §12.3) and watch the
- * doorbell. `memory` must already be charged to uid in acct:
- * from here on the session owns the charge and refunds it when it is
- * freed (also on failure). Returns 0, or a negative errno with *why.
+ * A session to build: its charge (`memory`, already charged to uid in
+ * acct: from here on the session owns it and refunds it when it is freed,
+ * also on failure) and what the build needs; nothing created yet. Its
+ * ring's lines go under log_limit (the session holds a reference), in
+ * uid's fair share of weight `weight` (RUNTIME_LOGIC.md §9.5), with the
+ * stall limit stall_timeout_ms (0: the engine's, §12.3). 0 or -ENOMEM.
  */
-int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop,
-                struct accounting *acct, const struct hbg_geometry *g, uint64_t memory,
-                uint64_t id, uid_t uid, pid_t pid, struct hbg_log_limit *log_limit, unsigned weight,
-                uint64_t stall_timeout_ms, const char **why);
+int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop, struct slow_work *slow,
+                struct accounting *acct, const struct hbg_geometry *g, uint64_t memory, uint64_t id, uid_t uid,
+                pid_t pid, struct hbg_log_limit *log_limit, unsigned weight, uint64_t stall_timeout_ms);
+/* The job that builds it (regions, channels, the engine ring): the caller
+ * sets done and userdata and submits it to the session's slow_work; the
+ * session's uid is set. Its run touches only the session and the engine. */
+struct slow_job *session_build_job(struct session *s);
+/* After the build job's done: its outcome (0, or a negative errno with
+ * *why); on success, watch the doorbell and queue the pre-fault. On
+ * failure the caller closes the session (session_close()). */
+int session_start(struct session *s, const char **why);
 /* The fds to send with the session reply, in protocol order: submission
  * memfd, completion memfd, doorbell socket, completion pipe (read end). */
 void session_client_fds(const struct session *s, int ret_fds[4]);
 /* The client has its copies: close ours of its fds. */
 void session_client_fds_sent(struct session *s);
-/* Stop serving: the ring is detached (its pending graphs fail with
- * `reason`); the rest is freed when the engine releases it. s must not be
- * used after this. */
+/* Stop serving: a build or pre-fault job in flight is taken back (one
+ * that runs is waited for: one build, or one piece of pre-fault), the ring
+ * is detached (its pending graphs fail with `reason`); the rest is freed
+ * when the engine releases it, at once if it has no ring. Takes a session
+ * in any state, built or not. s must not be used after this. */
 void session_close(struct session *s, int reason);

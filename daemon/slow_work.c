@@ -34,11 +34,17 @@ struct slow_work {
         unsigned pending;
 };
 
-/* The next job: the oldest of the lowest uid above the last one served,
- * else the oldest of the lowest uid. Under lock. */
+/* The next job: of the jobs of the first class with any queued (a
+ * request's before background work), the oldest of the lowest uid above
+ * the last one served, else the oldest of the lowest uid. Under lock. */
 static struct slow_job *take_next(struct slow_work *w) {
+        bool background = true;
+        for (struct slow_job *j = w->queued; j && background; j = j->next)
+                background = j->background;
         struct slow_job **best = NULL, **lowest = NULL;
         for (struct slow_job **p = &w->queued; *p; p = &(*p)->next) {
+                if ((*p)->background != background)
+                        continue;
                 uid_t u = (*p)->uid;
                 if (!lowest || u < (*lowest)->uid)
                         lowest = p;

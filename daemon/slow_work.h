@@ -10,7 +10,10 @@
  * queue of jobs delays another user's job by at most one job per uid
  * ahead of it, however many it queues. A caller keeps at most one job per
  * connection in flight (conn.c stops reading until `done`), so the queue
- * is bounded by the connection limits.
+ * is bounded by the connection limits. Background jobs (a session's
+ * pre-fault, at most one per session) run only when no other job waits,
+ * round robin among themselves: a request waits for at most the one that
+ * runs.
  *
  * All calls but the job's `run` are the io thread's.
  */
@@ -30,6 +33,7 @@ struct slow_job {
         /* On the io thread, once run returned (not after slow_work_cancel()). */
         void (*done)(struct slow_job *job);
         uid_t uid;                     /* whose work: the fairness key */
+        bool background;               /* after every other job (see above) */
         void *userdata;                /* the submitter's */
         /* The queue's own (slow_work.c). */
         struct slow_job *next;

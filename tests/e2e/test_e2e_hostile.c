@@ -551,6 +551,72 @@ START_TEST(recording_storm) {
 }
 END_TEST
 
+/*
+ * Sessions are built on the slow-work thread, not the io thread: with a
+ * long recording being validated there, a session request waits behind it
+ * (the same uid's jobs run in order) while the io thread answers a status
+ * request meanwhile. Observable as an order, not a time: the recording's
+ * reply comes before the session's. Before, the io thread built the
+ * session itself, and its reply came at once, long before the recording's.
+ */
+enum { SETUP_RECORDED_TASKS = 262144 };
+
+static void session_request(int fd) {
+        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
+        env.session_request = &sr;
+        send_env(fd, &env, NULL, 0);
+}
+
+static void expect_session(int fd) {
+        int fds[4];
+        wire_free(expect_env(fd, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, 4));
+        for (unsigned i = 0; i < 4; i++)
+                close(fds[i]);
+}
+
+START_TEST(session_setup_off_io_thread) {
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "[limits]\nmax_recorded_tasks = 262144\n");
+        int base = fd_baseline(d);
+        int rec = raw_connect(d->socket_path), st = raw_connect(d->socket_path);
+        raw_hello(rec);
+        raw_hello(st);
+        session_request(rec);
+        expect_session(rec);
+        int mfd = recording_of(SETUP_RECORDED_TASKS);
+        ck_assert_int_ge(mfd, 0);
+        send_record_request(rec, SETUP_RECORDED_TASKS, &mfd, 1);
+        close(mfd);
+        /* The recording is on the slow-work thread (its session's
+         * pre-fault may be there too: the status counts both). */
+        long jobs = 0;
+        for (long long deadline = daemon_now_ms() + WAIT_MS; jobs < 1 && daemon_now_ms() < deadline;)
+                jobs = status_slow_jobs(st);
+        D_ASSERT(d, jobs >= 1, "the recording never showed in slow_jobs (%ld)", jobs);
+
+        int fd = raw_connect(d->socket_path);
+        raw_hello(fd);
+        session_request(fd);
+        long during = status_slow_jobs(st);
+        D_ASSERT(d, during >= 1, "a status request was not answered while a session was being built (%ld)", during);
+        expect_session(fd);
+        /* Sent before the session's reply, so here already. */
+        struct pollfd pfd = { .fd = rec, .events = POLLIN };
+        D_ASSERT(d, poll(&pfd, 1, 0) == 1,
+                 "the session's reply came while the recording before it was still being validated: the session "
+                 "was not built on the slow-work thread");
+        wire_free(expect_env(rec, HBG__ENVELOPE__MSG_RECORD_REPLY, NULL, 0));
+        fprintf(stderr, "session_setup_off_io_thread: status answered with %ld slow jobs while a session waited "
+                "behind a recording of %u tasks; its reply came after the recording's\n", during,
+                SETUP_RECORDED_TASKS);
+        close(fd);
+        close(rec);
+        close(st);
+        abuse_epilogue(d, base, "session_setup_off_io_thread");
+}
+END_TEST
+
 /* ------------------------------------------------------------ 4. accept backlog */
 
 START_TEST(accept_backlog_burst) {
@@ -1792,7 +1858,7 @@ static Suite *suite(bool root, unsigned *ret_skipped) {
                 { "engine", false, { dead_client_long_kernel, one_session_all_threads, task_cost_limit,
                                      task_cost_subnormal, big_window_session_cheap, wake_page_abuse } },
                 { "limits", false, { memory_budget_per_uid, memory_budget_total, sessions_per_uid,
-                                     recording_storm } },
+                                     recording_storm, session_setup_off_io_thread } },
                 { "fair_share", false, { fair_share_per_uid } },
         };
         *ret_skipped = 0;
