@@ -570,9 +570,9 @@ static void session_request(int fd) {
 }
 
 static void expect_session(int fd) {
-        int fds[4];
-        wire_free(expect_env(fd, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, 4));
-        for (unsigned i = 0; i < 4; i++)
+        int fds[SESSION_FDS];
+        wire_free(expect_env(fd, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, SESSION_FDS));
+        for (unsigned i = 0; i < SESSION_FDS; i++)
                 close(fds[i]);
 }
 
