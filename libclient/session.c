@@ -83,18 +83,18 @@ void hbgc_drain_completion(hbg_client *c) {
 /*
  * hbgd sleeps (NEED_WAKEUP was set after our seq_cst publish): wake a
  * parked scheduler thread directly, FUTEX_WAKE on the wake page's word
- * (a shared futex: it works on our read-only mapping; we write nothing).
- * A thread woken so visits every ring and sees our publish. It woke
- * nobody (0), or failed: a thread may be between its re-check and its
- * FUTEX_WAIT, where only a bump of the word, which we cannot make, stops
- * it from sleeping; the doorbell's kick makes it (RUNTIME_LOGIC.md §9.4).
+ * (a shared futex: it works on our read-only mapping; we write nothing),
+ * so that it starts at once; then ring the doorbell all the same. What
+ * the wake returns proves nothing: another client may wait on the same
+ * word and take it, or make it fail, and a thread between its re-check
+ * and its wait is not asleep yet; the doorbell's kick reaches hbgd's
+ * private word, which no client can touch (RUNTIME_LOGIC.md §9.4).
  */
 int hbgc_ring(hbg_client *c, bool ring) {
         if (!ring)
                 return 0;
-        if (c->wake_page &&
-            syscall(SYS_futex, &c->wake_page->word, FUTEX_WAKE, c->wake_n, NULL, NULL, 0) > 0)
-                return 0;
+        if (c->wake_page)
+                (void)syscall(SYS_futex, &c->wake_page->word, FUTEX_WAKE, c->wake_n, NULL, NULL, 0);
         char one = 1;
         /* EAGAIN: rings are queued already, hbgd wakes anyway;
          * MSG_NOSIGNAL: hbgd gone is an error, not a SIGPIPE. A closed

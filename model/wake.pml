@@ -1,70 +1,72 @@
 /*
  * The producer -> hbgd wake-up (docs/RUNTIME_LOGIC.md §9.4; what it
  * covers, the bounds and what spin reported: §15.2): parked scheduler
- * threads, a client that publishes and wakes them directly through the
- * wake page's futex word (FUTEX_WAKE, read-only: it cannot bump the
- * word), the doorbell as the fallback when that wake found nobody, the
- * io thread's kick, a hostile client's extra wakes, and the private word
- * of threads over their spurious-wake budget.
+ * threads that sleep on hbgd's private word and, within their spurious-
+ * wake budget, on the wake page's word as well (futex_waitv: a wake of
+ * either ends the sleep); a client that publishes, wakes the page's word
+ * directly (FUTEX_WAKE, read-only: it cannot bump the word) and rings the
+ * doorbell whatever that wake said; the io thread's kick, which bumps and
+ * wakes the private word; and a hostile client that wakes the page's word
+ * at will, waits on it itself (so that a client's wake of one sleeper may
+ * land on its waiter and say "woke one"), makes every wake of it fail
+ * (a FUTEX_WAIT_REQUEUE_PI sleeper) and requeues hbgd's sleepers off it.
  * tests/scripts/test-model.sh checks it and its mutants.
  *
  * Every access the argument rests on is seq_cst in the code (the publish
  * of `submitted`, the load of need_wakeup, the bump of the word, the idle
- * and calm_parked counts, the re-check): Promela's interleaving is that
- * total order. A futex call is one atomic step (the kernel's hash-bucket
- * lock): FUTEX_WAIT compares and enqueues, FUTEX_WAKE dequeues and says
- * how many. Timeouts are left out: they only ever wake a thread.
+ * count, the re-check): Promela's interleaving is that total order. A
+ * futex call is one atomic step (the kernel's hash-bucket lock):
+ * FUTEX_WAIT/futex_waitv compare and enqueue, FUTEX_WAKE dequeues.
+ * Timeouts are left out: they only ever wake a thread.
  *
  * Mutants, each of which the checker must catch (a lost wake-up: work
  * published, client and io thread done, every thread asleep):
- *   NO_FALLBACK   the client does not ring the doorbell when its wake
- *                 woke nobody (a thread between its re-check and its
- *                 FUTEX_WAIT sleeps on an unchanged word);
+ *   TRUST_WAKE    the client rings the doorbell only when its wake said
+ *                 it woke nobody (a hostile waiter takes the wake);
  *   NO_RECHECK    the parking thread does not look at the rings after
  *                 setting need_wakeup;
- *   CALM_LATE     a thread going to the private word counts itself in
- *                 calm_parked after its re-check, not before reading the
- *                 word (the kick may skip the private word).
+ *   KICK_PAGE     the io thread's kick wakes the page's word instead of
+ *                 the private one (the hostile waiter takes it, or a
+ *                 requeue moved the sleeper off it).
  */
 #define NT 2                    /* scheduler threads */
 #ifndef NG
 #define NG 2                    /* the client's publishes */
 #endif
 #ifndef NH
-#define NH 2                    /* the hostile client's wakes */
+#define NH 2                    /* the hostile client's moves */
 #endif
 
 byte submitted;                 /* the client's cursor */
 byte taken;                     /* work the threads took */
 bit need_wakeup = 1;            /* a new ring starts with it set */
-byte word;                      /* the wake page's futex word */
-byte calm;                      /* the private word (calm_seq) */
-byte calm_parked;
+byte priv;                      /* hbgd's private word */
+bit asleep[NT];                 /* inside its wait: the private word */
+bit onpage[NT];                 /* ... and the page's word too */
 byte idle;
-bit onpage[NT];                 /* inside FUTEX_WAIT on the page's word */
-bit oncalm[NT];                 /* inside FUTEX_WAIT on the private word */
 byte doorbells;                 /* datagrams not read yet */
 bit io_busy;
 bit client_done;
 
-#define ASLEEP(i) (onpage[i] || oncalm[i])
-
-/* FUTEX_WAKE(1): one sleeper of the word, if any; n: how many. */
+/* A wake of one sleeper of the page's word: one of hbgd's (its whole
+ * wait ends), or the hostile waiter's (n = 1 all the same), or it fails
+ * (n = 0: nobody, or -EINVAL). */
 inline wake_page(n) {
         atomic {
                 if
-                :: onpage[0] -> onpage[0] = 0; n = 1
-                :: onpage[1] -> onpage[1] = 0; n = 1
-                :: else -> n = 0
+                :: onpage[0] -> onpage[0] = 0; asleep[0] = 0; n = 1
+                :: onpage[1] -> onpage[1] = 0; asleep[1] = 0; n = 1
+                :: n = 1
+                :: n = 0
                 fi
         }
 }
 
-inline wake_calm() {
+inline wake_priv() {
         atomic {
                 if
-                :: oncalm[0] -> oncalm[0] = 0
-                :: oncalm[1] -> oncalm[1] = 0
+                :: asleep[0] -> asleep[0] = 0; onpage[0] = 0
+                :: asleep[1] -> asleep[1] = 0; onpage[1] = 0
                 :: else -> skip
                 fi
         }
@@ -72,7 +74,7 @@ inline wake_calm() {
 
 proctype sched(byte me) {
         byte seq;
-        bit use_calm;
+        bit page;
 loop:
         /* A visit of the ring: take what was published. */
         atomic {
@@ -81,19 +83,13 @@ loop:
                 :: else -> skip
                 fi
         }
-        /* Park. Over its budget or not: a hostile client decides. */
+        /* Park. Within its budget (the page's word too) or not: a hostile
+         * client decides. */
         if
-        :: use_calm = 1
-        :: use_calm = 0
+        :: page = 1
+        :: page = 0
         fi;
-        if
-        :: use_calm ->
-#ifndef CALM_LATE
-                calm_parked++;
-#endif
-                seq = calm
-        :: else -> seq = word
-        fi;
+        seq = priv;
         idle++;
         if
         :: idle == NT -> need_wakeup = 1
@@ -101,44 +97,25 @@ loop:
         fi;
 #ifndef NO_RECHECK
         if
-        :: taken < submitted ->
-                idle--;
-#ifndef CALM_LATE
-                if
-                :: use_calm -> calm_parked--
-                :: else -> skip
-                fi;
-#endif
-                goto loop
+        :: taken < submitted -> idle--; goto loop
         :: else -> skip
         fi;
 #endif
-#ifdef CALM_LATE
-        if
-        :: use_calm -> calm_parked++
-        :: else -> skip
-        fi;
-#endif
-        /* FUTEX_WAIT(word, seq): sleeps only while the word holds seq. */
+        /* futex_waitv: sleeps only while the private word holds seq. */
         atomic {
                 if
-                :: use_calm && calm == seq -> oncalm[me] = 1
-                :: !use_calm && word == seq -> onpage[me] = 1
+                :: priv == seq -> asleep[me] = 1; onpage[me] = page
                 :: else -> skip
                 fi
         }
-end:    !ASLEEP(me);
-        if
-        :: use_calm -> calm_parked--
-        :: else -> skip
-        fi;
+end:    !asleep[me];
         idle--;
         need_wakeup = 0;        /* somebody is awake: clients need not wake */
         goto loop
 }
 
 /* Publish, then look at need_wakeup (store->load); wake directly, and
- * ring the doorbell only if that woke nobody. */
+ * ring the doorbell. */
 active proctype client() {
         byte n;
         do
@@ -147,11 +124,13 @@ active proctype client() {
                 if
                 :: need_wakeup ->
                         wake_page(n);
-#ifndef NO_FALLBACK
+#ifdef TRUST_WAKE
                         if
                         :: n == 0 -> doorbells++
                         :: else -> skip
                         fi
+#else
+                        doorbells++
 #endif
                 :: else -> skip
                 fi
@@ -160,33 +139,34 @@ active proctype client() {
         client_done = 1
 }
 
-/* The doorbell's kick (hbg_ring_kick): clear need_wakeup, bump the word,
- * wake one sleeper if some thread is idle, and the private word's too
- * when some thread sleeps there (wake_sleepers). */
+/* The doorbell's kick (hbg_ring_kick): clear need_wakeup, bump the
+ * private word, wake one of its sleepers if some thread is idle. */
 active proctype io() {
         byte n;
 end:    do
         :: atomic { doorbells > 0 -> doorbells--; io_busy = 1 }
                 need_wakeup = 0;
-                word++;
+                priv++;
                 if
                 :: idle > 0 ->
-                        wake_page(n);
-                        if
-                        :: calm_parked > 0 -> calm++; wake_calm()
-                        :: else -> skip
-                        fi
+#ifdef KICK_PAGE
+                        wake_page(n)
+#else
+                        wake_priv()
+#endif
                 :: else -> skip
                 fi;
                 io_busy = 0
         od
 }
 
-/* Another client of the same hbgd: FUTEX_WAKE on the page at will. */
+/* Another client of the same hbgd: wakes the page's word at will, and
+ * requeues hbgd's sleepers off it (they stay asleep on the private word). */
 active proctype hostile() {
         byte n, h;
         do
         :: h < NH -> wake_page(n); h++
+        :: h < NH -> atomic { onpage[0] = 0; onpage[1] = 0 }; h++
         :: else -> break
         od
 }
@@ -195,7 +175,7 @@ active proctype hostile() {
  * attacker, and every thread asleep. */
 active proctype monitor() {
 end:    atomic {
-                client_done && doorbells == 0 && !io_busy && taken < submitted && ASLEEP(0) && ASLEEP(1) ->
+                client_done && doorbells == 0 && !io_busy && taken < submitted && asleep[0] && asleep[1] ->
                 assert(false)
         }
 }

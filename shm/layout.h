@@ -347,7 +347,8 @@ struct hbg_wake_page {
         uint32_t magic;
         uint32_t wake_n;                   /* sleepers a client's wake asks for (1, or all) */
         uint8_t pad0[HBG_CACHE_LINE - 8];
-        /* line 1: the futex word, bumped (seq_cst) by hbgd's own wakes. */
+        /* line 1: the futex word clients FUTEX_WAKE; it stays 0 (parked
+         * threads wait for it to be woken, not for it to change). */
         alignas(HBG_CACHE_LINE) _Atomic uint32_t word;
         uint8_t pad1[HBG_CACHE_LINE - sizeof(uint32_t)];
 };

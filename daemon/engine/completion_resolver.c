@@ -189,7 +189,7 @@ static void resolver_park(struct sched_thread *t) {
                 ring_table_leave(t);
         }
         if (!work && !atomic_load(&e->stop))
-                wakeup_thread_sleep(t, &re->seq, false, seq, NULL);
+                wakeup_thread_sleep(t, &re->seq, seq, NULL);
         atomic_store(&re->sleeping, 0);
 }
 

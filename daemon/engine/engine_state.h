@@ -50,16 +50,16 @@ struct hbg_engine {
         struct hbg_histogram freed_graph_latency;
         uint64_t freed_graphs_failed[HBG_ERRNO_SLOTS];
 
-        /* The wake page (§9.4, shm/layout.h): a sealed memfd mapped
-         * writable here alone; clients get wake_fd, read-only, and may
-         * FUTEX_WAKE its word. Parked threads sleep on wake_seq (that word,
-         * a shared futex) or, over their spurious-wake budget, on calm_seq
-         * (private: only hbgd's own wakes reach it), counted in calm_parked. */
+        /* Parking (§9.4): parked threads sleep on wake_seq, private (hbgd's
+         * own wakes bump and wake it; no client can reach it), and, where
+         * the kernel has futex_waitv (page_waits) and the thread is within
+         * its spurious-wake budget, on the wake page's word too (shm/layout.h:
+         * a sealed memfd mapped writable here alone; clients get wake_fd,
+         * read-only, and FUTEX_WAKE its word; hbgd never writes it). */
+        alignas(64) _Atomic uint32_t wake_seq;
         struct hbg_wake_page *wake_page;
-        _Atomic uint32_t *wake_seq;
         int wake_fd;
-        alignas(64) _Atomic uint32_t calm_seq;
-        _Atomic unsigned calm_parked;
+        bool page_waits;
         _Atomic unsigned idle;
         _Atomic unsigned spinners;        /* threads spinning idle now (§9.4) */
         unsigned max_spinners;            /* cfg.max_spinning_threads, resolved */

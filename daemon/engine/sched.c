@@ -32,21 +32,17 @@
  * Park (§9.4). The last thread to go idle sets NEED_WAKEUP in every ring,
  * then re-checks every ring for client-made work; the client publishes
  * `submitted` then reads NEED_WAKEUP. Both sides seq_cst (store->load
- * pair), so either we see the work or the client wakes us: FUTEX_WAKE on
- * the wake page's word, and the doorbell when that woke nobody (a thread
- * between its re-check and its FUTEX_WAIT is not asleep yet, and the
- * client cannot bump the word; the doorbell's kick does). A thread over
- * its spurious-wake budget sleeps on the private word instead, counted
- * in calm_parked before it reads that word (wakeup.c, wake_sleepers).
+ * pair), so either we see the work or the client wakes us: its doorbell,
+ * whose kick bumps the private word we read before our idle count (so a
+ * thread between its re-check and its wait does not sleep) and wakes it.
+ * The client also FUTEX_WAKEs the wake page's word, which a thread within
+ * its spurious-wake budget waits on too (futex_waitv): that only makes it
+ * start sooner; no client can stop the private word's wakes.
  */
 static void park(struct sched_thread *t) {
         struct hbg_engine *e = t->engine;
-        int64_t calm_ms = t->calm_until_ms - t->now_ms;
-        bool shared = calm_ms <= 0;
-        _Atomic uint32_t *word = shared ? e->wake_seq : &e->calm_seq;
-        if (!shared)
-                atomic_fetch_add(&e->calm_parked, 1);
-        uint32_t seq = atomic_load(word);
+        bool page = t->calm_until_ms <= clock_now_ms();
+        uint32_t seq = atomic_load(&e->wake_seq);
         unsigned idle = atomic_fetch_add(&e->idle, 1) + 1;
         bool last = idle == e->nschedulers;
         bool work = false, deferred = false, ready = false;
@@ -103,30 +99,10 @@ static void park(struct sched_thread *t) {
                                                 .tv_nsec = (long)(ms % 1000) * 1000000 };
                         timeout = &ts;
                 }
-                /* The wake page's word: at most WAKEUP_SHARED_SLEEP_MAX_MS
-                 * (a client may requeue its sleepers elsewhere); the
-                 * private word: the rest of the calm window. */
-                uint64_t cap_ms = shared ? WAKEUP_SHARED_SLEEP_MAX_MS : (uint64_t)calm_ms;
-                bool capped = !timeout ||
-                              (uint64_t)timeout->tv_sec * 1000 + (uint64_t)timeout->tv_nsec / 1000000 > cap_ms;
-                if (capped) {
-                        ts = (struct timespec){ .tv_sec = (time_t)(cap_ms / 1000),
-                                                .tv_nsec = (long)(cap_ms % 1000) * 1000000 };
-                        timeout = &ts;
-                }
-                int err = wakeup_thread_sleep(t, word, shared, seq, timeout);
-                /* No wake of hbgd's explains a wake-up that left the word
-                 * as it was: a client's (counted if it finds no work, in
-                 * the loop). A timeout that finds the word moved missed a
-                 * wake of hbgd's: the client moved us off the word. */
-                uint32_t now_seq = atomic_load(word);
-                if (shared && err == 0 && now_seq == seq)
-                        t->woken_directly = true;
-                else if (shared && capped && err == -ETIMEDOUT && now_seq != seq)
-                        wakeup_spurious(t, clock_now_ms());
+                /* Woken through the page: a client's wake, counted in the
+                 * loop if it finds no work. */
+                t->woken_directly = wakeup_thread_park(t, page, seq, timeout) == 1;
         }
-        if (!shared)
-                atomic_fetch_sub(&e->calm_parked, 1);
         if (t->clusters > 0)
                 atomic_fetch_sub(&e->idle_executors, 1);
         atomic_fetch_sub(&e->idle, 1);

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Waking parked scheduler threads (RUNTIME_LOGIC.md §9.4): the wake page
- * whose futex word they sleep on, the private word of threads over their
- * spurious-wake budget, the doorbell's kick; the completion policy's own
- * thread, if it has one, through the policy's wake_all.
+ * Waking parked scheduler threads (RUNTIME_LOGIC.md §9.4): the private
+ * word they sleep on, which only hbgd bumps and wakes, the wake page whose
+ * word clients may wake them through as well, the doorbell's kick; the
+ * completion policy's own thread, if it has one, through the policy's
+ * wake_all.
  */
 #include "daemon/engine/wakeup.h"
 
@@ -13,8 +14,11 @@
 #include <linux/futex.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "common/clock.h"
 
 #include "daemon/engine/completion.h"
 #include "daemon/engine/engine_state.h"
@@ -28,9 +32,14 @@ static long futex(_Atomic uint32_t *word, int op, uint32_t val, const struct tim
  * The wake page: a memfd mapped writable here once, then sealed against
  * resizing and against any later writable mapping (F_SEAL_FUTURE_WRITE:
  * a client's PROT_WRITE shared mmap fails with EPERM, and so does
- * mprotect to write and write(2)). Clients get a read-only reopen of it
- * (O_RDONLY through /proc/self/fd: no F_ADD_SEALS, no ftruncate either),
- * or the sealed fd itself where /proc is not there.
+ * mprotect to write and write(2); F_SEAL_SEAL: no seal comes off). The
+ * seals are what protect it: a client can reopen its fd read-write
+ * through /proc, and gets nothing more by it. Clients get a read-only
+ * reopen (mode 0400 first), or the sealed fd itself where /proc is not
+ * there. Nothing hbgd needs rests on the page: parked threads also sleep
+ * on the private word, which every wake of hbgd's own uses, and clients
+ * ring the doorbell as well (§9.4); a client's wake of the page only
+ * makes a parked thread start sooner.
  */
 int wakeup_page_init(struct hbg_engine *e) {
         e->wake_fd = -1;
@@ -51,7 +60,13 @@ int wakeup_page_init(struct hbg_engine *e) {
         e->wake_page = p;
         e->wake_page->magic = HBG_WAKE_MAGIC;
         e->wake_page->wake_n = e->all_execute ? 1u : (uint32_t)INT_MAX;
-        e->wake_seq = &e->wake_page->word;
+        /* futex_waitv (Linux 5.16): a zero-length wait set answers -EINVAL
+         * where the call exists, -ENOSYS where it does not. Without it
+         * threads sleep on the private word alone: clients' wakes of the
+         * page find nobody and their doorbells wake hbgd, as before the
+         * page. */
+        e->page_waits = syscall(SYS_futex_waitv, NULL, 0, 0, NULL, CLOCK_MONOTONIC) < 0 && errno != ENOSYS;
+        (void)fchmod(fd, 0400);
         char path[64];
         snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
         int ro = open(path, O_RDONLY | O_CLOEXEC);
@@ -69,30 +84,20 @@ void wakeup_page_free(struct hbg_engine *e) {
         if (e->wake_fd >= 0)
                 close(e->wake_fd);
         e->wake_page = NULL;
-        e->wake_seq = NULL;
         e->wake_fd = -1;
 }
 
-/* Wake up to n sleepers of the wake page's word (the caller bumped it),
- * and those of the private word too when some thread sleeps there: it
- * is bumped here, after the caller's bump of the page's word and its look
- * at e->idle, all seq_cst. A thread going to park on the private word
- * counts itself in calm_parked before reading that word, then counts
- * itself idle and re-reads the rings: either we see it counted (and bump
- * and wake its word) or its re-read sees the work (§9.4). */
+/* Wake up to n sleepers of the private word (the caller bumped it). */
 static void wake_sleepers(struct hbg_engine *e, int n) {
-        futex(e->wake_seq, FUTEX_WAKE, (uint32_t)n, NULL);
-        if (atomic_load(&e->calm_parked) > 0) {
-                atomic_fetch_add(&e->calm_seq, 1);
-                futex(&e->calm_seq, FUTEX_WAKE_PRIVATE, (uint32_t)n, NULL);
-        }
+        futex(&e->wake_seq, FUTEX_WAKE_PRIVATE, (uint32_t)n, NULL);
 }
 
 /* Bump the word (seq_cst) before looking for sleepers: a thread going to
- * park counts itself idle and re-reads the rings first, so either it sees
- * the work or we see it idle (§9.4). Wakes at most n. */
+ * park reads the word, counts itself idle and re-reads the rings, so
+ * either it sees the work, or we see it idle and its wait finds the word
+ * moved or is woken (§9.4). Wakes at most n. */
 static void kick(struct hbg_engine *e, int n) {
-        atomic_fetch_add(e->wake_seq, 1);
+        atomic_fetch_add(&e->wake_seq, 1);
         if (atomic_load(&e->idle) > 0)
                 wake_sleepers(e, n);
 }
@@ -115,7 +120,7 @@ void hbg_ring_kick(struct hbg_ring *r) {
 void wakeup_one(struct hbg_engine *e) {
         if (atomic_load_explicit(&e->idle, memory_order_relaxed) == 0)
                 return;
-        atomic_fetch_add(e->wake_seq, 1);
+        atomic_fetch_add(&e->wake_seq, 1);
         wake_sleepers(e, 1);
 }
 
@@ -126,7 +131,7 @@ void wakeup_one(struct hbg_engine *e) {
 void wakeup_executor(struct hbg_engine *e) {
         if (atomic_load_explicit(&e->idle_executors, memory_order_relaxed) == 0)
                 return;
-        atomic_fetch_add(e->wake_seq, 1);
+        atomic_fetch_add(&e->wake_seq, 1);
         wake_sleepers(e, e->all_execute ? 1 : INT_MAX);
 }
 
@@ -138,26 +143,66 @@ void wakeup_futex_wake(_Atomic uint32_t *word, int n) {
         futex(word, FUTEX_WAKE_PRIVATE, (uint32_t)n, NULL);
 }
 
-int wakeup_thread_sleep(struct sched_thread *t, _Atomic uint32_t *word, bool shared, uint32_t val,
-                        const struct timespec *timeout) {
+/* futex_waitv on the private word (while it holds val) and the page's
+ * word (while it holds 0, which it always does): the index of the word
+ * woken, or -errno. The timeout is absolute there. */
+static long wait_both(struct hbg_engine *e, uint32_t val, const struct timespec *timeout) {
+        struct futex_waitv w[2] = {
+                { .val = val, .uaddr = (uintptr_t)&e->wake_seq, .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG },
+                { .val = 0, .uaddr = (uintptr_t)&e->wake_page->word, .flags = FUTEX_32 },
+        };
+        struct timespec until, *at = NULL;
+        if (timeout) {
+                int64_t ns = clock_now_ns() + (int64_t)timeout->tv_sec * 1000000000 + timeout->tv_nsec;
+                until = (struct timespec){ .tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000 };
+                at = &until;
+        }
+        long r = syscall(SYS_futex_waitv, w, 2, 0, at, CLOCK_MONOTONIC);
+        return r < 0 ? -errno : r;
+}
+
+/* Around a sleep: counted, traced, shown parked. */
+static void sleep_begin(struct sched_thread *t) {
         struct trace_state *ts = &t->engine->trace;
         uint32_t trace = trace_epoch(ts);
         stat_add(&t->stats.parks, 1);
         if (trace)
                 trace_instant(ts, trace, HBG_TRACE_PARK);
         atomic_store_explicit(&t->parked, true, memory_order_relaxed);
-        int ret = futex(word, shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, val, timeout) < 0 ? -errno : 0;
+}
+
+static void sleep_end(struct sched_thread *t) {
+        struct trace_state *ts = &t->engine->trace;
+        uint32_t trace;
         atomic_store_explicit(&t->parked, false, memory_order_relaxed);
         stat_add(&t->stats.wakeups, 1);
         if ((trace = trace_epoch(ts)) != 0)
                 trace_instant(ts, trace, HBG_TRACE_WAKE);
+}
+
+void wakeup_thread_sleep(struct sched_thread *t, _Atomic uint32_t *word, uint32_t val,
+                         const struct timespec *timeout) {
+        sleep_begin(t);
+        futex(word, FUTEX_WAIT_PRIVATE, val, timeout);
+        sleep_end(t);
+}
+
+int wakeup_thread_park(struct sched_thread *t, bool page, uint32_t val, const struct timespec *timeout) {
+        struct hbg_engine *e = t->engine;
+        int ret = 0;
+        sleep_begin(t);
+        if (page && e->page_waits)
+                ret = wait_both(e, val, timeout) == 1;
+        else
+                futex(&e->wake_seq, FUTEX_WAIT_PRIVATE, val, timeout);
+        sleep_end(t);
         return ret;
 }
 
-/* A wake that found no work: counted; past WAKEUP_SPURIOUS_MAX of them in
- * one window of WAKEUP_SPURIOUS_WINDOW_MS the thread sleeps on the private
- * word for the rest of the window, where only hbgd's own wakes (and the
- * doorbell's) reach it. */
+/* A client's wake that found no work: counted; past WAKEUP_SPURIOUS_MAX of
+ * them in one window of WAKEUP_SPURIOUS_WINDOW_MS the thread sleeps on the
+ * private word alone for the rest of the window, where only hbgd's own
+ * wakes (and the doorbell's) reach it. */
 void wakeup_spurious(struct sched_thread *t, int64_t now_ms) {
         stat_add(&t->stats.spurious, 1);
         if (now_ms - t->spurious_window_ms >= WAKEUP_SPURIOUS_WINDOW_MS) {

@@ -12,16 +12,13 @@ struct hbg_engine;
 struct sched_thread;
 
 /* Spurious wakes (a wake by a client that found no work) a thread takes
- * per window before it parks out of the clients' reach for the rest of
- * the window; and the longest a thread sleeps on the wake page's word
- * (a client can requeue that word's sleepers onto a futex of its own:
- * they come back by this timeout and notice the wakes they missed). */
+ * per window before it parks out of the clients' reach (on the private
+ * word alone) for the rest of the window. */
 #define WAKEUP_SPURIOUS_MAX 64
 #define WAKEUP_SPURIOUS_WINDOW_MS 1000
-#define WAKEUP_SHARED_SLEEP_MAX_MS 1000
 
-/* Create the wake page (e->wake_page, e->wake_seq, e->wake_fd) once
- * e->all_execute is known: 0 or -errno. */
+/* Create the wake page (e->wake_page, e->wake_fd) once e->all_execute is
+ * known, and find whether the kernel has futex_waitv: 0 or -errno. */
 int wakeup_page_init(struct hbg_engine *e);
 void wakeup_page_free(struct hbg_engine *e);
 /* Wake every parked scheduler thread; cheap when nobody is parked. */
@@ -34,10 +31,15 @@ void wakeup_all(struct hbg_engine *e);
 void wakeup_futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *timeout);
 /* Wake at most n sleepers of a private futex word. */
 void wakeup_futex_wake(_Atomic uint32_t *word, int n);
-/* Thread t parks on word while it holds val: counted, and shown parked.
- * shared: the wake page's word (a shared futex). 0 when woken, or the
- * futex's -errno (-ETIMEDOUT, -EAGAIN: the word moved, -EINTR). */
-int wakeup_thread_sleep(struct sched_thread *t, _Atomic uint32_t *word, bool shared, uint32_t val,
-                        const struct timespec *timeout);
+/* Thread t parks while e->wake_seq holds val, and, with page, until a
+ * client wakes the wake page's word (futex_waitv): counted, and shown
+ * parked. 1: a client's wake of the page's word woke it; 0: anything
+ * else did (hbgd's wake, a timeout, the word moved, a signal). timeout:
+ * relative, NULL for none. */
+int wakeup_thread_park(struct sched_thread *t, bool page, uint32_t val, const struct timespec *timeout);
+/* Thread t sleeps on a private word of its own while it holds val
+ * (timeout NULL: no limit): counted, and shown parked. */
+void wakeup_thread_sleep(struct sched_thread *t, _Atomic uint32_t *word, uint32_t val,
+                         const struct timespec *timeout);
 /* Thread t's wake found no work (at now_ms): counted and bounded. */
 void wakeup_spurious(struct sched_thread *t, int64_t now_ms);

@@ -1133,8 +1133,8 @@ START_TEST(wake_page_abuse) {
         wake_counts(d, mon, &w1, &s1);
         unsigned long woke = strtoul(buf + strlen("DONE "), NULL, 10);
         /* Per thread and window: the budget, the wake that ends the
-         * window's calm sleep, the requeue timeout's, and a little more
-         * for status requests and the stall check. */
+         * window's calm sleep, and a little more for status requests and
+         * the stall check. */
         uint64_t bound = (uint64_t)WAKE_ATTACK_THREADS * (WAKEUP_SPURIOUS_MAX + 4) * (uint64_t)windows;
         fprintf(stderr, "wake_page_abuse: %u wakes sent, %lu sleepers woken, hbgd woke %" PRIu64
                 " times (%" PRIu64 " spurious) in %lld windows, bound %" PRIu64 "\n",
@@ -1150,6 +1150,105 @@ START_TEST(wake_page_abuse) {
         kid_end(d, &k, IO_MS, "wake_page_abuse: the attacker");
         close(mon);
         assert_fd_baseline(d, base, "wake_page_abuse: after the attacker left");
+        assert_serving(d);
+        stop_hbgd(d);
+}
+END_TEST
+
+/*
+ * Waiters of its own on the wake page's word: FUTEX_WAIT sleepers that
+ * take other clients' wakes (a FUTEX_WAKE of 1 that reaches one of them
+ * says 1: "woke somebody"), a FUTEX_WAIT_REQUEUE_PI sleeper that makes
+ * every FUTEX_WAKE of the word fail, and FUTEX_CMP_REQUEUEs that move
+ * hbgd's sleepers onto a word of its own. hbgd's own wakes never go
+ * through that word and clients ring the doorbell whatever their wake
+ * said, so an honest client's graphs after idle moments all run.
+ */
+enum { PAGE_WAITERS = 4 };
+
+struct page_waiter {
+        const _Atomic uint32_t *word;
+        _Atomic uint32_t own;          /* the requeue target / PI word */
+        int pi;
+};
+
+static void *page_waiter_main(void *arg) {
+        struct page_waiter *w = arg;
+        for (;;) {
+                if (w->pi)
+                        syscall(SYS_futex, w->word, FUTEX_WAIT_REQUEUE_PI, 0, NULL, &w->own, 0);
+                else
+                        syscall(SYS_futex, w->word, FUTEX_WAIT, 0, NULL, NULL, 0);
+        }
+        return NULL;
+}
+
+/* What the attacker does: 0 plain waiters only, 1 also the PI sleeper
+ * and the requeues. Set before the kid is forked. */
+static int page_attack;
+
+static int page_waiters_fn(int sock, void *arg) {
+        int fds[SESSION_FDS];
+        int fd = kid_session(sock, arg, fds);
+        if (fd < 0)
+                return 1;
+        const struct hbg_wake_page *p = mmap(NULL, HBG_WAKE_PAGE_SIZE, PROT_READ, MAP_SHARED, fds[4], 0);
+        if (p == MAP_FAILED) {
+                kid_say(sock, "FAIL mapping the wake page: %s", strerror(errno));
+                return 1;
+        }
+        static struct page_waiter w[PAGE_WAITERS + 1];
+        for (unsigned i = 0; i < PAGE_WAITERS + (page_attack ? 1u : 0u); i++) {
+                w[i] = (struct page_waiter){ .word = &p->word, .pi = i == PAGE_WAITERS };
+                pthread_t th;
+                if (pthread_create(&th, NULL, page_waiter_main, &w[i]) != 0) {
+                        kid_say(sock, "FAIL pthread_create");
+                        return 1;
+                }
+        }
+        kid_say(sock, "READY");
+        /* Requeue whatever sleeps on the word (hbgd's threads among them)
+         * onto a word of our own, until told to stop. */
+        while (!kid_cmd_pending(sock)) {
+                if (page_attack)
+                        syscall(SYS_futex, &p->word, FUTEX_CMP_REQUEUE, 0, INT_MAX, &w[0].own, 0);
+                usleep(1000);
+        }
+        kid_cmd(sock);
+        _exit(0);
+}
+
+START_TEST(wake_page_waiters) {
+        page_attack = _i;
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        struct kid k;
+        char buf[256];
+        kid_start(&k, SAME_UID, page_waiters_fn, d->socket_path);
+        kid_expect(d, &k, "READY", IO_MS, buf, sizeof(buf), "wake_page_waiters: the attacker");
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "wake_page_waiters: hbg_connect: %s", hbg_strerror(err));
+        /* One-task graphs after idle moments: hbgd's threads park between
+         * them, so each one needs a wake-up from the client. */
+        unsigned n = 20, ok = 0;
+        for (unsigned i = 0; i < n; i++) {
+                usleep(20000);
+                hbg_task t = HBG_TASK_INIT("noop");
+                uint64_t g;
+                err = hbg_graph_add(c, &t, NULL);
+                if (err == 0)
+                        err = hbg_graph_submit(c, &g);
+                if (err == 0)
+                        err = hbg_graph_wait(c, g, WAIT_MS);
+                D_ASSERT(d, err == 0, "wake_page_waiters: graph %u after an idle moment: %s", i, hbg_strerror(err));
+                ok++;
+        }
+        fprintf(stderr, "wake_page_waiters: %u of %u graphs after idle moments ran while %d waiters%s held the wake "
+                "page's word\n", ok, n, PAGE_WAITERS,
+                page_attack ? ", a FUTEX_WAIT_REQUEUE_PI sleeper and requeues" : "");
+        hbg_disconnect(c);
+        kid_tell(&k, 'Q');
+        kid_end(d, &k, IO_MS, "wake_page_waiters: the attacker");
         assert_serving(d);
         stop_hbgd(d);
 }
@@ -1856,7 +1955,8 @@ static Suite *suite(bool root, unsigned *ret_skipped) {
                                 accept_backlog_burst, accept_backlog_out_of_fds, connection_caps,
                                 handshake_timeout, pipelining, record_request_abuse, doorbell_fd_in_flight } },
                 { "engine", false, { dead_client_long_kernel, one_session_all_threads, task_cost_limit,
-                                     task_cost_subnormal, big_window_session_cheap, wake_page_abuse } },
+                                     task_cost_subnormal, big_window_session_cheap, wake_page_abuse,
+                                     wake_page_waiters } },
                 { "limits", false, { memory_budget_per_uid, memory_budget_total, sessions_per_uid,
                                      recording_storm, session_setup_off_io_thread } },
                 { "fair_share", false, { fair_share_per_uid } },
@@ -1877,6 +1977,8 @@ static Suite *suite(bool root, unsigned *ret_skipped) {
                                 tcase_add_loop_test(tc, t, MODE_URING, N_MODES);
                         else if (t == one_session_all_threads)
                                 tcase_add_loop_test(tc, t, 0, 2); /* honest client first, late */
+                        else if (t == wake_page_waiters)
+                                tcase_add_loop_test(tc, t, 0, 2); /* plain waiters; and PI, requeues */
                         else if (t == fair_share_per_uid)
                                 tcase_add_loop_test(tc, t, 0, sizeof(fair_sessions) / sizeof(fair_sessions[0]));
                         else
