@@ -826,9 +826,8 @@ START_TEST(idle_engine_parks) {
         int64_t used = test_cpu_ns() - c0;
         stats_sum(e, &s1);
         ck_assert_msg(used < 50 * 1000000, "idle engine used %lld us of CPU in 1 s", (long long)(used / 1000));
-        /* A parked thread's sleep on the wake page is capped (1 s, against
-         * a client that requeues it): one may be between its timed wake
-         * and its next park, with need_wakeup cleared for that moment. */
+        /* A parked thread that wakes for anything (a timer, a stray
+         * wake) clears need_wakeup until it parks again: wait for it. */
         deadline = clock_now_ms() + WAIT_MS;
         while (!atomic_load(&h.ch->need_wakeup)) {
                 ck_assert_msg(clock_now_ms() < deadline, "engine never set need_wakeup again");
