@@ -220,7 +220,10 @@ static void session_built(struct slow_job *work) {
         char msg[256];
         struct verdict v;
         c->creating = NULL;
-        int err = session_start(s, &why);
+        /* SIGTERM came while it was being built: no new session. */
+        int err = d->stopping ? -ESHUTDOWN : session_start(s, &why);
+        if (d->stopping)
+                why = "hbgd is shutting down";
         if (err < 0) {
                 session_close(s, -ECONNRESET);
                 snprintf(msg, sizeof(msg), "%s: %s", why, strerror(-err));

@@ -253,6 +253,7 @@ static void build_run(struct slow_job *job) {
 struct slow_job *session_build_job(struct session *s) {
         s->build.run = build_run;
         s->build.uid = s->uid;
+        s->build.class = SLOW_SETUP;
         return &s->build;
 }
 
@@ -297,7 +298,7 @@ int session_start(struct session *s, const char **why) {
         s->prefault.run = prefault_run;
         s->prefault.done = prefault_done;
         s->prefault.uid = s->uid;
-        s->prefault.background = true;
+        s->prefault.class = SLOW_BACKGROUND;
         s->prefault_more = 1;
         slow_work_submit(s->slow, &s->prefault);
         return 0;

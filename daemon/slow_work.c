@@ -34,16 +34,23 @@ struct slow_work {
         unsigned pending;
 };
 
-/* The next job: of the jobs of the first class with any queued (a
- * request's before background work), the oldest of the lowest uid above
- * the last one served, else the oldest of the lowest uid. Under lock. */
+/* The next job: of the jobs of the first class with any queued, the
+ * oldest of the lowest uid above the last one served, else the oldest of
+ * the lowest uid. Under lock. */
+static const unsigned class_rank[SLOW_CLASSES] = {
+        [SLOW_SETUP] = 0,
+        [SLOW_REQUEST] = 1,
+        [SLOW_BACKGROUND] = 2,
+};
+
 static struct slow_job *take_next(struct slow_work *w) {
-        bool background = true;
-        for (struct slow_job *j = w->queued; j && background; j = j->next)
-                background = j->background;
+        unsigned first = SLOW_CLASSES;
+        for (struct slow_job *j = w->queued; j; j = j->next)
+                if (class_rank[j->class % SLOW_CLASSES] < first)
+                        first = class_rank[j->class % SLOW_CLASSES];
         struct slow_job **best = NULL, **lowest = NULL;
         for (struct slow_job **p = &w->queued; *p; p = &(*p)->next) {
-                if ((*p)->background != background)
+                if (class_rank[(*p)->class % SLOW_CLASSES] != first)
                         continue;
                 uid_t u = (*p)->uid;
                 if (!lowest || u < (*lowest)->uid)
@@ -89,7 +96,12 @@ static void *worker_main(void *arg) {
         return NULL;
 }
 
-/* io thread: run the finished jobs' done, oldest first. */
+/* io thread: run the finished jobs' done, oldest first, one at a time:
+ * each is taken off the list under the lock just before its done runs,
+ * so a done that cancels (or frees) another finished job finds it still
+ * on the list, where slow_work_cancel() takes it off; none is run after
+ * it was cancelled. (The list is short: one job per connection at most
+ * and a session's background piece.) */
 static void on_finished(struct io_source *src, uint32_t events, void *userdata) {
         struct slow_work *w = userdata;
         uint64_t n;
@@ -97,21 +109,20 @@ static void on_finished(struct io_source *src, uint32_t events, void *userdata) 
         (void)events;
         while (read(w->event_fd, &n, sizeof(n)) > 0)
                 ;
-        pthread_mutex_lock(&w->lock);
-        struct slow_job *list = NULL;
-        while (w->finished) {
-                struct slow_job *j = w->finished;
-                w->finished = j->next;
-                j->next = list;
-                list = j;
-        }
-        pthread_mutex_unlock(&w->lock);
-        while (list) {
-                struct slow_job *j = list;
-                list = j->next;
-                j->next = NULL;
-                j->state = JOB_IDLE;
-                w->pending--;
+        for (;;) {
+                pthread_mutex_lock(&w->lock);
+                struct slow_job **oldest = NULL;
+                for (struct slow_job **p = &w->finished; *p; p = &(*p)->next)
+                        oldest = p;
+                struct slow_job *j = oldest ? *oldest : NULL;
+                if (j) {
+                        *oldest = NULL; /* the last of the LIFO list */
+                        j->state = JOB_IDLE;
+                        w->pending--;
+                }
+                pthread_mutex_unlock(&w->lock);
+                if (!j)
+                        return;
                 j->done(j);
         }
 }

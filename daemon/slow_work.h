@@ -10,10 +10,12 @@
  * queue of jobs delays another user's job by at most one job per uid
  * ahead of it, however many it queues. A caller keeps at most one job per
  * connection in flight (conn.c stops reading until `done`), so the queue
- * is bounded by the connection limits. Background jobs (a session's
- * pre-fault, at most one per session) run only when no other job waits,
- * round robin among themselves: a request waits for at most the one that
- * runs.
+ * is bounded by the connection limits. Jobs come in classes, each taken
+ * only when no job of a class before it waits: a session's set-up (about
+ * 100 us) before requests (recordings, validations), and those before
+ * background work (a session's pre-fault, at most one piece per session).
+ * A job waits for at most the one that runs, and the jobs of the classes
+ * before its own.
  *
  * All calls but the job's `run` are the io thread's.
  */
@@ -26,6 +28,14 @@
 
 struct slow_work;
 
+/* In the order they are taken (slow_work.c's table). */
+enum slow_class {
+        SLOW_REQUEST = 0,              /* a request's work (the default: zero) */
+        SLOW_SETUP,                    /* a session's set-up: a connect waits for it; first */
+        SLOW_BACKGROUND,               /* nobody waits for it; last */
+        SLOW_CLASSES,
+};
+
 struct slow_job {
         /* On the worker thread: the work. Touches only what the job owns
          * and what does not change while it runs. */
@@ -33,7 +43,7 @@ struct slow_job {
         /* On the io thread, once run returned (not after slow_work_cancel()). */
         void (*done)(struct slow_job *job);
         uid_t uid;                     /* whose work: the fairness key */
-        bool background;               /* after every other job (see above) */
+        enum slow_class class;         /* see above */
         void *userdata;                /* the submitter's */
         /* The queue's own (slow_work.c). */
         struct slow_job *next;
