@@ -547,7 +547,7 @@ $(B)/tests/test_e2e_shm_attack: | $(TEST_MODULES) $(KMOD_EXAMPLE)
 $(B)/tests/test_e2e_modules: TEST_EXTRA_LIBS = $(JSONC_LIBS)
 $(B)/tests/test_e2e_modules: | $(TEST_MODULES) $(KMOD_EXAMPLE) $(HBGCTL_BIN)
 
-# hbgd's slow-work queue on its io loop.
+# hbgd's slow-work thread, its classes and holds, on the io loop it reports to.
 $(B)/tests/test_slow_work: $(B)/obj/tests/unit/test_slow_work.o $(CHECK_MAIN) $(HBGD_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)

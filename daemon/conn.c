@@ -311,6 +311,7 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         work->done = session_built;
         work->userdata = c;
         c->creating = s;
+        session_prefault_hold(d->slow);
         slow_work_submit(d->slow, work);
         return carry_on;
 }
@@ -684,6 +685,8 @@ void conn_accept(struct hbgd *d, int fd) {
                 refusal_start(d, fd, &cr, err, why);
                 return;
         }
+        /* Most connections are connects: the pre-faults wait (session.h). */
+        session_prefault_hold(d->slow);
         struct conn *c = calloc(1, sizeof(*c));
         if (!c) {
                 acct_remove_connection(&d->acct, cr.uid);

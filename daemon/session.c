@@ -264,6 +264,18 @@ struct slow_job *session_build_job(struct session *s) {
  * several times longer (docs/PERFORMANCE.md). */
 #define PREFAULT_PIECE ((uint64_t)256 << 10)
 
+/* How long the pre-fault holds back after the last sign of a connect
+ * (session_prefault_hold()). A connect's own work after hbgd's reply (the
+ * client maps its regions, sets up its hang-up watch) takes about a
+ * millisecond here, several while eight connect at once; a pre-fault
+ * running meanwhile took one of the two cores from them and made the p99
+ * of a burst of connects 4-6x longer (docs/PERFORMANCE.md). */
+#define PREFAULT_QUIET_NS ((int64_t)5 * 1000000)
+
+void session_prefault_hold(struct slow_work *slow) {
+        slow_work_hold_background(slow, PREFAULT_QUIET_NS);
+}
+
 static void prefault_run(struct slow_job *job) {
         struct session *s = SESSION_OF(job, prefault);
         s->prefault_more = hbg_ring_prefault(s->ring, &s->prefault_cursor, PREFAULT_PIECE);
@@ -300,6 +312,8 @@ int session_start(struct session *s, const char **why) {
         s->prefault.uid = s->uid;
         s->prefault.class = SLOW_BACKGROUND;
         s->prefault_more = 1;
+        /* The client is still connecting: not yet. */
+        session_prefault_hold(s->slow);
         slow_work_submit(s->slow, &s->prefault);
         return 0;
 }

@@ -104,6 +104,11 @@ struct slow_job *session_build_job(struct session *s);
  * *why); on success, watch the doorbell and queue the pre-fault. On
  * failure the caller closes the session (session_close()). */
 int session_start(struct session *s, const char **why);
+/* A connect is under way (a connection accepted, a session asked for or
+ * answered): every session's pre-fault holds back for a few ms more
+ * (session.c, PREFAULT_QUIET_NS), leaving the cores to the clients that
+ * connect. */
+void session_prefault_hold(struct slow_work *slow);
 /* The fds to send with the session reply, in protocol order: submission
  * memfd, completion memfd, doorbell socket, completion pipe (read end). */
 void session_client_fds(const struct session *s, int ret_fds[4]);

@@ -7,7 +7,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "common/clock.h"
 
 enum job_state {
         JOB_IDLE,                      /* not submitted, done, or cancelled */
@@ -32,22 +35,32 @@ struct slow_work {
         bool served_any;
         uid_t last_uid;
         unsigned pending;
+        int64_t hold_until_ns;         /* background jobs wait until then (CLOCK_MONOTONIC) */
 };
 
 /* The next job: of the jobs of the first class with any queued, the
  * oldest of the lowest uid above the last one served, else the oldest of
- * the lowest uid. Under lock. */
+ * the lowest uid. Background work is held until hold_until_ns: then NULL,
+ * and *ret_wait_until says until when (0 otherwise). Under lock. */
 static const unsigned class_rank[SLOW_CLASSES] = {
         [SLOW_SETUP] = 0,
         [SLOW_REQUEST] = 1,
         [SLOW_BACKGROUND] = 2,
 };
 
-static struct slow_job *take_next(struct slow_work *w) {
+static struct slow_job *take_next(struct slow_work *w, int64_t *ret_wait_until) {
         unsigned first = SLOW_CLASSES;
+        *ret_wait_until = 0;
         for (struct slow_job *j = w->queued; j; j = j->next)
                 if (class_rank[j->class % SLOW_CLASSES] < first)
                         first = class_rank[j->class % SLOW_CLASSES];
+        if (first == class_rank[SLOW_BACKGROUND] && w->hold_until_ns > 0) {
+                if (clock_now_ns() < w->hold_until_ns) {
+                        *ret_wait_until = w->hold_until_ns;
+                        return NULL;
+                }
+                w->hold_until_ns = 0;
+        }
         struct slow_job **best = NULL, **lowest = NULL;
         for (struct slow_job **p = &w->queued; *p; p = &(*p)->next) {
                 if (class_rank[(*p)->class % SLOW_CLASSES] != first)
@@ -73,9 +86,19 @@ static void *worker_main(void *arg) {
         struct slow_work *w = arg;
         pthread_mutex_lock(&w->lock);
         for (;;) {
-                struct slow_job *job;
-                while (!w->stop && !(job = take_next(w)))
-                        pthread_cond_wait(&w->wake, &w->lock);
+                struct slow_job *job = NULL;
+                int64_t until;
+                while (!w->stop && !(job = take_next(w, &until))) {
+                        if (until == 0) {
+                                pthread_cond_wait(&w->wake, &w->lock);
+                                continue;
+                        }
+                        /* Only held background work: wait for the end of
+                         * the hold (w->wake's clock is CLOCK_MONOTONIC),
+                         * a request's job, or stop. */
+                        struct timespec ts = { .tv_sec = until / 1000000000, .tv_nsec = until % 1000000000 };
+                        pthread_cond_timedwait(&w->wake, &w->lock, &ts);
+                }
                 if (w->stop)
                         break;
                 job->state = JOB_RUNNING;
@@ -135,7 +158,11 @@ int slow_work_new(struct slow_work **ret, struct io_loop *loop) {
         w->loop = loop;
         w->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         pthread_mutex_init(&w->lock, NULL);
-        pthread_cond_init(&w->wake, NULL);
+        pthread_condattr_t attr;
+        pthread_condattr_init(&attr);
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        pthread_cond_init(&w->wake, &attr);
+        pthread_condattr_destroy(&attr);
         pthread_cond_init(&w->ran, NULL);
         if (w->event_fd < 0) {
                 err = -errno;
@@ -210,6 +237,16 @@ bool slow_work_cancel(struct slow_work *w, struct slow_job *job) {
         job->state = JOB_IDLE;
         pthread_mutex_unlock(&w->lock);
         return ran;
+}
+
+void slow_work_hold_background(struct slow_work *w, int64_t ns) {
+        int64_t until = clock_now_ns() + ns;
+        pthread_mutex_lock(&w->lock);
+        /* A longer hold needs no wake-up: the worker wakes at the old
+         * end, finds the new one and waits again. */
+        if (until > w->hold_until_ns)
+                w->hold_until_ns = until;
+        pthread_mutex_unlock(&w->lock);
 }
 
 unsigned slow_work_pending(const struct slow_work *w) {

@@ -15,13 +15,16 @@
  * 100 us) before requests (recordings, validations), and those before
  * background work (a session's pre-fault, at most one piece per session).
  * A job waits for at most the one that runs, and the jobs of the classes
- * before its own.
+ * before its own. Background jobs do not start while a hold lasts
+ * (slow_work_hold_background()), so that they do not take a core from
+ * clients busy connecting.
  *
  * All calls but the job's `run` are the io thread's.
  */
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "daemon/io_loop.h"
@@ -60,6 +63,10 @@ void slow_work_submit(struct slow_work *w, struct slow_job *job);
  * removed without running; a running one is waited for (one job's time at
  * most); `done` is not called either way. Returns whether `run` ran. */
 bool slow_work_cancel(struct slow_work *w, struct slow_job *job);
+
+/* Background jobs start none for ns from now (a longer hold already set
+ * stays); one running goes on. A job of the other class ends no hold. */
+void slow_work_hold_background(struct slow_work *w, int64_t ns);
 
 /* Jobs waiting and running now (for status). */
 unsigned slow_work_pending(const struct slow_work *w);

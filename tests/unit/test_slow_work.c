@@ -1,18 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hbgd's slow-work queue (daemon/slow_work.c): a job's done that takes
- * back another job finished in the same batch (a connection closed from
- * its recording's done cancels its session's pre-fault piece, then frees
- * the session that holds it) must find that job not yet delivered: its
- * done never runs, the count of jobs in flight is right, and nothing
- * touches it after the cancel (AddressSanitizer would say so: the job is
- * freed in the first done). And the order in which jobs are taken.
+ * hbgd's slow-work thread (daemon/slow_work.c):
+ * - a job's done that takes back another job finished in the same batch
+ *   (a connection closed from its recording's done cancels its session's
+ *   pre-fault piece, then frees the session that holds it) must find that
+ *   job not yet delivered: its done never runs, the count of jobs in
+ *   flight is right, and nothing touches it after the cancel
+ *   (AddressSanitizer would say so: the job is freed in the first done);
+ * - jobs are taken by class;
+ * - a background job (a session's pre-fault) waits while a hold lasts,
+ *   which connects renew (session_prefault_hold()), so that it does not
+ *   take a core from the clients connecting; a request's job is never
+ *   held; a held job is taken back at once (a session closed meanwhile);
+ *   and the hold ends by itself.
+ * Counts and orders only, never how long anything took.
  */
 #include <check.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "daemon/io_loop.h"
 #include "daemon/slow_work.h"
 #include "tests/check_main.h"
 
@@ -119,6 +127,101 @@ START_TEST(classes_in_order) {
 }
 END_TEST
 
+struct counted {
+        struct slow_job job;
+        unsigned runs, dones;
+};
+
+static void counted_run(struct slow_job *job) {
+        ((struct counted *)job->userdata)->runs++;
+}
+
+static void counted_done(struct slow_job *job) {
+        ((struct counted *)job->userdata)->dones++;
+}
+
+static void counted_init(struct counted *c, bool background) {
+        *c = (struct counted){ 0 };
+        c->job.run = counted_run;
+        c->job.done = counted_done;
+        c->job.uid = 1000;
+        c->job.class = background ? SLOW_BACKGROUND : SLOW_REQUEST;
+        c->job.userdata = c;
+}
+
+/* Run the io loop until c's done ran (at most about 10 s). */
+static void wait_done(struct io_loop *l, const struct counted *c) {
+        for (unsigned i = 0; i < 1000 && c->dones == 0; i++)
+                ck_assert_int_ge(io_loop_run_once(l, 10), 0);
+        ck_assert_msg(c->dones == 1, "the job's done did not run");
+}
+
+static void setup(struct io_loop **l, struct slow_work **w) {
+        const char *note;
+        ck_assert_int_eq(io_loop_new(l, false, &note), 0);
+        ck_assert_int_eq(slow_work_new(w, *l), 0);
+}
+
+/* While a hold lasts, a background job does not start, even with the
+ * worker idle after a request's job; the request's job is not held; the
+ * held job is taken back without running. Without the hold, the worker
+ * takes the background job as soon as the request's job returns, before
+ * its done reaches the io thread. */
+START_TEST(background_held) {
+        struct io_loop *l;
+        struct slow_work *w;
+        struct counted bg, req;
+        setup(&l, &w);
+        counted_init(&bg, true);
+        counted_init(&req, false);
+        slow_work_hold_background(w, (int64_t)60 * 1000000000);
+        slow_work_submit(w, &bg.job);
+        slow_work_submit(w, &req.job);
+        wait_done(l, &req);
+        ck_assert_uint_eq(req.runs, 1);
+        ck_assert_uint_eq(slow_work_pending(w), 1);
+        ck_assert_msg(!slow_work_cancel(w, &bg.job), "the background job ran during the hold");
+        ck_assert_uint_eq(bg.runs, 0);
+        ck_assert_uint_eq(bg.dones, 0);
+        ck_assert_uint_eq(slow_work_pending(w), 0);
+        /* The worker waits for the hold's end: stop wakes it. */
+        slow_work_free(w);
+        io_loop_free(l);
+}
+END_TEST
+
+/* A hold ends by itself: a background job queued under it runs once it
+ * is over, with nothing else to wake the worker; a shorter hold asked
+ * for meanwhile does not cut a longer one short (the job still waits). */
+START_TEST(hold_ends) {
+        struct io_loop *l;
+        struct slow_work *w;
+        struct counted bg, req;
+        setup(&l, &w);
+        counted_init(&bg, true);
+        counted_init(&req, false);
+        slow_work_hold_background(w, (int64_t)60 * 1000000000);
+        slow_work_hold_background(w, 1000000);
+        slow_work_submit(w, &bg.job);
+        /* Time for the 1 ms to pass: the job must still wait. */
+        for (unsigned i = 0; i < 10; i++)
+                ck_assert_int_ge(io_loop_run_once(l, 10), 0);
+        slow_work_submit(w, &req.job);
+        wait_done(l, &req);
+        ck_assert_msg(!slow_work_cancel(w, &bg.job) && bg.runs == 0, "a shorter hold ended a longer one");
+        slow_work_free(w);
+        ck_assert_int_eq(slow_work_new(&w, l), 0);
+        counted_init(&bg, true);
+        slow_work_hold_background(w, 1000000); /* 1 ms, far shorter than wait_done's patience */
+        slow_work_submit(w, &bg.job);
+        wait_done(l, &bg);
+        ck_assert_uint_eq(bg.runs, 1);
+        ck_assert_uint_eq(slow_work_pending(w), 0);
+        slow_work_free(w);
+        io_loop_free(l);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("slow_work");
         TCase *t = tcase_create("done");
@@ -126,6 +229,11 @@ static Suite *suite(void) {
         /* _i: 0 io_uring, 1 epoll */
         tcase_add_loop_test(t, cancel_from_done_of_same_batch, 0, 2);
         tcase_add_loop_test(t, classes_in_order, 0, 2);
+        suite_add_tcase(s, t);
+        t = tcase_create("hold");
+        tcase_set_timeout(t, 60);
+        tcase_add_test(t, background_held);
+        tcase_add_test(t, hold_ends);
         suite_add_tcase(s, t);
         return s;
 }
