@@ -139,23 +139,36 @@ active proctype client() {
         client_done = 1
 }
 
-/* The doorbell's kick (hbg_ring_kick): clear need_wakeup, bump the
- * private word, wake one of its sleepers if some thread is idle. */
+/* The doorbell's kick (hbg_ring_kick): if need_wakeup is still set,
+ * clear it, bump the private word, wake one of its sleepers if some
+ * thread is idle; clear already, a thread woke since and will see the
+ * work (it clears the flag before its visit). KICK_ALWAYS_CHECKED: the
+ * kick without that look (the form before it). */
 active proctype io() {
         byte n;
 end:    do
         :: atomic { doorbells > 0 -> doorbells--; io_busy = 1 }
-                need_wakeup = 0;
-                priv++;
+#ifndef KICK_ALWAYS_CHECKED
                 if
-                :: idle > 0 ->
-#ifdef KICK_PAGE
-                        wake_page(n)
-#else
-                        wake_priv()
+                :: need_wakeup ->
 #endif
+                        need_wakeup = 0;
+                        priv++;
+                        if
+                        :: idle > 0 ->
+#ifdef KICK_PAGE
+                                wake_page(n)
+#else
+                                wake_priv()
+#endif
+                        :: else -> skip
+                        fi
+#ifndef KICK_ALWAYS_CHECKED
                 :: else -> skip
                 fi;
+#else
+                ;
+#endif
                 io_busy = 0
         od
 }

@@ -106,14 +106,17 @@ static void park(struct sched_thread *t) {
         if (t->clusters > 0)
                 atomic_fetch_sub(&e->idle_executors, 1);
         atomic_fetch_sub(&e->idle, 1);
-        /* Somebody is awake now: clients need not ring. */
+        /* Somebody is awake now: clients need not ring. seq_cst, before
+         * the rings are visited: a doorbell that finds the flag clear
+         * kicks nobody, counting on this thread to see the publish that
+         * rang it (hbg_ring_kick, §9.4). */
         high = atomic_load(&e->rings_high);
         for (unsigned i = 0; i < high; i++) {
                 struct hbg_ring *r = ring_table_enter(t, i);
                 if (!r)
                         continue;
-                if (atomic_load_explicit(&r->cpl->need_wakeup, memory_order_relaxed))
-                        atomic_store_explicit(&r->cpl->need_wakeup, 0, memory_order_relaxed);
+                if (atomic_load(&r->cpl->need_wakeup))
+                        atomic_store(&r->cpl->need_wakeup, 0);
                 ring_table_leave(t);
         }
 }

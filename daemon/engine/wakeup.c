@@ -109,11 +109,14 @@ void wakeup_kick(struct hbg_engine *e) {
 /* The doorbell: one thread is enough (it wakes a peer if it finds more
  * work than it takes, §9.4); waking all of them on a 2-CPU machine only
  * makes them fight the producer for the CPUs. All of them when some own
- * no cluster (wakeup_executor's reason). */
+ * no cluster (wakeup_executor's reason). None when need_wakeup is clear
+ * already: a client rings only after it read it set (after its publish,
+ * seq_cst), so a clear one means a thread woke since, and it clears the
+ * flag (seq_cst) before it visits the rings: it sees the publish (the
+ * client's direct wake has usually woken it; §9.4, model/wake.pml). */
 void hbg_ring_kick(struct hbg_ring *r) {
-        if (atomic_load_explicit(&r->cpl->need_wakeup, memory_order_relaxed))
-                atomic_store_explicit(&r->cpl->need_wakeup, 0, memory_order_relaxed);
-        kick(r->engine, r->engine->all_execute ? 1 : INT_MAX);
+        if (atomic_exchange(&r->cpl->need_wakeup, 0))
+                kick(r->engine, r->engine->all_execute ? 1 : INT_MAX);
 }
 
 /* Surplus work any thread can do appeared: wake one parked peer (§9.4). */
