@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <poll.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
@@ -93,8 +94,7 @@ void hbgc_drain_completion(hbg_client *c) {
 int hbgc_ring(hbg_client *c, bool ring) {
         if (!ring)
                 return 0;
-        if (c->wake_page)
-                (void)syscall(SYS_futex, &c->wake_page->word, FUTEX_WAKE, c->wake_n, NULL, NULL, 0);
+        long woke = c->wake_page ? syscall(SYS_futex, &c->wake_page->word, FUTEX_WAKE, c->wake_n, NULL, NULL, 0) : 0;
         char one = 1;
         /* EAGAIN: rings are queued already, hbgd wakes anyway;
          * MSG_NOSIGNAL: hbgd gone is an error, not a SIGPIPE. A closed
@@ -103,6 +103,11 @@ int hbgc_ring(hbg_client *c, bool ring) {
         if (send(c->doorbell_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN &&
             errno != EINTR && hbgc_check_socket(c) < 0)
                 return -ECONNRESET;
+        /* A thread our wake woke may have been put on this CPU: let it
+         * run now rather than after our wait's first spin (free when it
+         * went to another one). */
+        if (woke > 0)
+                sched_yield();
         return 0;
 }
 

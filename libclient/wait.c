@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Waiting: a loop of "check the condition; hbgc_wait_step()". Each step
- * publishes pending tasks and runs ready host tasks, spins first, then
- * yields (watermark waits) or polls the completion pipe and the socket.
+ * publishes pending tasks and runs ready host tasks, spins first (a few
+ * microseconds purely, then yielding the CPU each step), then yields
+ * (watermark waits) or polls the completion pipe and the socket.
  */
 #include <errno.h>
 #include <poll.h>
@@ -13,7 +14,15 @@
 
 /* ---------------------------------------------------------------- waiting */
 
-#define SPIN_NS 20000          /* pure spinning first */
+/* A spin that held the CPU for all of SPIN_NS kept the hbgd thread that
+ * had to answer off it whenever the scheduler put that thread on this
+ * CPU (a parked thread woken, or a spinning one sharing it): the answer
+ * came only after the spin, and after the poll's sleep (about 100 us of
+ * a parked 1-task graph's round trip on a 2-CPU machine). After
+ * SPIN_PURE_NS, long enough for a busy graph's answer from another CPU,
+ * each step yields instead: free with nothing else runnable here. */
+#define SPIN_PURE_NS 3000      /* pure spinning first */
+#define SPIN_NS 20000          /* then spinning that yields */
 #define YIELD_NS 2000000       /* then sched_yield() (watermark waits) */
 #define POLL_CAP_MS_WATERMARK 1
 #define POLL_CAP_MS_EVENTFUL 100
@@ -46,8 +55,11 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
                 return hbgc_check_socket(c) < 0 ? -ECONNRESET : -ETIMEDOUT;
         int64_t elapsed = now - w->start_ns;
         if (elapsed < SPIN_NS) {
-                for (unsigned i = 0; i < 64; i++)
-                        cpu_relax();
+                if (elapsed < SPIN_PURE_NS)
+                        for (unsigned i = 0; i < 64; i++)
+                                cpu_relax();
+                else
+                        sched_yield();
                 return 0;
         }
         if (!w->spun) {

@@ -200,6 +200,7 @@ static void *resolver_main(void *arg) {
         struct sched_thread *t = arg;
         struct hbg_engine *e = t->engine;
         int64_t idle_since = 0;
+        unsigned spins = 0;
 
         trace_thread_bind(&e->trace, t->index); /* its parks and wake-ups */
 
@@ -222,7 +223,12 @@ static void *resolver_main(void *arg) {
                 if (idle_since == 0)
                         idle_since = now;
                 if ((uint64_t)(now - idle_since) < e->cfg.spin_before_park_ns) {
-                        cpu_relax();
+                        /* Gives way as the scheduler threads' spin does
+                         * (sched.c, §9.4). */
+                        if (++spins % 8 == 0)
+                                sched_yield();
+                        else
+                                cpu_relax();
                         continue;
                 }
                 resolver_park(t);

@@ -239,7 +239,13 @@ void *sched_thread_main(void *arg) {
                 }
                 if (idle_since != INT64_MIN &&
                     (uint64_t)(clock_now_ns() - idle_since) < e->cfg.spin_before_park_ns) {
-                        cpu_relax();
+                        /* Every CLOCK_EVERY idle turns the spin gives way:
+                         * a thread woken onto this CPU (the producer this
+                         * thread just answered, or a peer) runs first, not
+                         * after the spin or the rest of a time slice
+                         * (§9.4). With nothing else runnable here it
+                         * returns at once. */
+                        sched_yield();
                         continue;
                 }
                 spin_slot_drop(t);
