@@ -32,14 +32,22 @@ struct slow_work {
         struct slow_job *queued;       /* FIFO */
         struct slow_job *finished;     /* LIFO; order is restored when taken */
         bool stop;
-        bool served_any;
-        uid_t last_uid;
+        /* Per class (its rank): the uid served last, round robin. */
+        bool served_any[SLOW_CLASSES];
+        uid_t last_uid[SLOW_CLASSES];
+        unsigned setups_in_row;        /* set-ups taken since the last request */
         unsigned pending;
         int64_t hold_until_ns;         /* background jobs wait until then (CLOCK_MONOTONIC) */
 };
 
-/* The next job: of the jobs of the first class with any queued, the
- * oldest of the lowest uid above the last one served, else the oldest of
+/* Set-ups taken in a row before a waiting request gets its turn: set-ups
+ * come first, but a user who connects in a loop must not starve other
+ * users' recordings. */
+#define SETUPS_BEFORE_A_REQUEST 8u
+
+/* The next job: of the jobs of the first class with any queued (a request
+ * after SETUPS_BEFORE_A_REQUEST set-ups in a row), the oldest of the
+ * lowest uid above the last one of that class served, else the oldest of
  * the lowest uid. Background work is held until hold_until_ns: then NULL,
  * and *ret_wait_until says until when (0 otherwise). Under lock. */
 static const unsigned class_rank[SLOW_CLASSES] = {
@@ -50,10 +58,15 @@ static const unsigned class_rank[SLOW_CLASSES] = {
 
 static struct slow_job *take_next(struct slow_work *w, int64_t *ret_wait_until) {
         unsigned first = SLOW_CLASSES;
+        bool request = false;
         *ret_wait_until = 0;
-        for (struct slow_job *j = w->queued; j; j = j->next)
+        for (struct slow_job *j = w->queued; j; j = j->next) {
                 if (class_rank[j->class % SLOW_CLASSES] < first)
                         first = class_rank[j->class % SLOW_CLASSES];
+                request = request || j->class == SLOW_REQUEST;
+        }
+        if (first == class_rank[SLOW_SETUP] && request && w->setups_in_row >= SETUPS_BEFORE_A_REQUEST)
+                first = class_rank[SLOW_REQUEST];
         if (first == class_rank[SLOW_BACKGROUND] && w->hold_until_ns > 0) {
                 if (clock_now_ns() < w->hold_until_ns) {
                         *ret_wait_until = w->hold_until_ns;
@@ -68,7 +81,7 @@ static struct slow_job *take_next(struct slow_work *w, int64_t *ret_wait_until) 
                 uid_t u = (*p)->uid;
                 if (!lowest || u < (*lowest)->uid)
                         lowest = p;
-                if (w->served_any && u > w->last_uid && (!best || u < (*best)->uid))
+                if (w->served_any[first] && u > w->last_uid[first] && (!best || u < (*best)->uid))
                         best = p;
         }
         struct slow_job **pick = best ? best : lowest;
@@ -77,8 +90,9 @@ static struct slow_job *take_next(struct slow_work *w, int64_t *ret_wait_until) 
         struct slow_job *job = *pick;
         *pick = job->next;
         job->next = NULL;
-        w->served_any = true;
-        w->last_uid = job->uid;
+        w->served_any[first] = true;
+        w->last_uid[first] = job->uid;
+        w->setups_in_row = job->class == SLOW_SETUP ? w->setups_in_row + 1 : 0;
         return job;
 }
 
@@ -132,7 +146,15 @@ static void on_finished(struct io_source *src, uint32_t events, void *userdata) 
         (void)events;
         while (read(w->event_fd, &n, sizeof(n)) > 0)
                 ;
-        for (;;) {
+        /* Only the jobs finished by now: those that finish meanwhile (a
+         * done may queue its next piece) signal again, and the io thread
+         * serves other sources in between. */
+        unsigned due = 0;
+        pthread_mutex_lock(&w->lock);
+        for (struct slow_job *p = w->finished; p; p = p->next)
+                due++;
+        pthread_mutex_unlock(&w->lock);
+        for (; due > 0; due--) {
                 pthread_mutex_lock(&w->lock);
                 struct slow_job **oldest = NULL;
                 for (struct slow_job **p = &w->finished; *p; p = &(*p)->next)

@@ -12,7 +12,8 @@
  * connection in flight (conn.c stops reading until `done`), so the queue
  * is bounded by the connection limits. Jobs come in classes, each taken
  * only when no job of a class before it waits: a session's set-up (about
- * 100 us) before requests (recordings, validations), and those before
+ * 100 us) before requests (recordings, validations; after 8 set-ups in a
+ * row a waiting request has its turn), and those before
  * background work (a session's pre-fault, at most one piece per session).
  * A job waits for at most the one that runs, and the jobs of the classes
  * before its own. Background jobs do not start while a hold lasts

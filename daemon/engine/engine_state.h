@@ -59,7 +59,7 @@ struct hbg_engine {
         alignas(64) _Atomic uint32_t wake_seq;
         struct hbg_wake_page *wake_page;
         int wake_fd;
-        bool page_waits;
+        _Atomic bool page_waits;          /* futex_waitv works (relaxed: a hint, fixed or turned off once) */
         _Atomic unsigned idle;
         _Atomic unsigned spinners;        /* threads spinning idle now (§9.4) */
         unsigned max_spinners;            /* cfg.max_spinning_threads, resolved */

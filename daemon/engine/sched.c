@@ -101,7 +101,8 @@ static void park(struct sched_thread *t) {
                 }
                 /* Woken through the page: a client's wake, counted in the
                  * loop if it finds no work. */
-                t->woken_directly = wakeup_thread_park(t, page, seq, timeout) == 1;
+                t->woken_directly = wakeup_thread_park(t, page, seq, timeout) == 1 &&
+                                    atomic_load(&e->wake_seq) == seq; /* not hbgd's own wake too */
         }
         if (t->clusters > 0)
                 atomic_fetch_sub(&e->idle_executors, 1);

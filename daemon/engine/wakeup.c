@@ -60,12 +60,16 @@ int wakeup_page_init(struct hbg_engine *e) {
         e->wake_page = p;
         e->wake_page->magic = HBG_WAKE_MAGIC;
         e->wake_page->wake_n = e->all_execute ? 1u : (uint32_t)INT_MAX;
-        /* futex_waitv (Linux 5.16): a zero-length wait set answers -EINVAL
-         * where the call exists, -ENOSYS where it does not. Without it
-         * threads sleep on the private word alone: clients' wakes of the
-         * page find nobody and their doorbells wake hbgd, as before the
-         * page. */
-        e->page_waits = syscall(SYS_futex_waitv, NULL, 0, 0, NULL, CLOCK_MONOTONIC) < 0 && errno != ENOSYS;
+        /* futex_waitv (Linux 5.16): a real wait on a word that does not
+         * hold the value asked for answers -EAGAIN where the call works;
+         * anything else (-ENOSYS, a seccomp filter's -EPERM) and threads
+         * sleep on the private word alone: clients' wakes of the page find
+         * nobody and their doorbells wake hbgd, as before the page. */
+        _Atomic uint32_t probe = 1;
+        struct futex_waitv w = { .val = 0, .uaddr = (uintptr_t)&probe, .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG };
+        atomic_store_explicit(&e->page_waits,
+                              syscall(SYS_futex_waitv, &w, 1, 0, NULL, CLOCK_MONOTONIC) < 0 && errno == EAGAIN,
+                              memory_order_relaxed);
         (void)fchmod(fd, 0400);
         char path[64];
         snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
@@ -192,14 +196,21 @@ void wakeup_thread_sleep(struct sched_thread *t, _Atomic uint32_t *word, uint32_
 
 int wakeup_thread_park(struct sched_thread *t, bool page, uint32_t val, const struct timespec *timeout) {
         struct hbg_engine *e = t->engine;
-        int ret = 0;
+        long r = -EAGAIN;
         sleep_begin(t);
-        if (page && e->page_waits)
-                ret = wait_both(e, val, timeout) == 1;
-        else
+        if (page && atomic_load_explicit(&e->page_waits, memory_order_relaxed)) {
+                r = wait_both(e, val, timeout);
+                /* Refused now (a seccomp filter, say): never again, and
+                 * sleep the plain way, or an idle thread would spin. */
+                if (r < 0 && r != -EAGAIN && r != -ETIMEDOUT && r != -EINTR) {
+                        atomic_store_explicit(&e->page_waits, false, memory_order_relaxed);
+                        futex(&e->wake_seq, FUTEX_WAIT_PRIVATE, val, timeout);
+                }
+        } else {
                 futex(&e->wake_seq, FUTEX_WAIT_PRIVATE, val, timeout);
+        }
         sleep_end(t);
-        return ret;
+        return r == 1;
 }
 
 /* A client's wake that found no work: counted; past WAKEUP_SPURIOUS_MAX of

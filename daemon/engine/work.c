@@ -115,7 +115,9 @@ bool work_kernel(struct hbg_ring *r) {
         return work_claim_size(r, atomic_load_explicit(&r->claim, memory_order_acquire), 1, &launch) > 0;
 }
 
+/* seq_cst: a thread that just woke and cleared need_wakeup must see a
+ * graph record published before the client read the flag (§9.4). */
 bool work_graphs_arrived(struct hbg_ring *r) {
-        return atomic_load_explicit(&r->sub->graphs_submitted, memory_order_acquire) >
+        return atomic_load_explicit(&r->sub->graphs_submitted, memory_order_seq_cst) >
                atomic_load_explicit(&r->graphs_seen, memory_order_relaxed);
 }

@@ -16,8 +16,10 @@
  * Counts and orders only, never how long anything took.
  */
 #include <check.h>
+#include <semaphore.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "daemon/io_loop.h"
@@ -34,8 +36,11 @@ static void run_first(struct slow_job *j) {
         usleep(2000);
 }
 
+static sem_t other_running;
+
 static void run_other(struct slow_job *j) {
         (void)j;
+        sem_post(&other_running);
 }
 
 static void done_other(struct slow_job *j) {
@@ -61,12 +66,17 @@ START_TEST(cancel_from_done_of_same_batch) {
         ck_assert(first && other);
         *first = (struct slow_job){ .run = run_first, .done = done_first, .uid = 1 };
         *other = (struct slow_job){ .run = run_other, .done = done_other, .uid = 1, .class = SLOW_BACKGROUND };
+        ck_assert_int_eq(sem_init(&other_running, 0, 0), 0);
         slow_work_submit(work, first);
         slow_work_submit(work, other);
         ck_assert_uint_eq(slow_work_pending(work), 2);
-        /* The io thread busy elsewhere meanwhile: both finish, then their
-         * dones run in one turn of the loop. */
-        usleep(200000);
+        /* The io thread busy elsewhere meanwhile: both finish (the second
+         * after the first: one worker), then their dones run in one turn
+         * of the loop. The pause only gives the worker time to file the
+         * second as finished; were it still running, the cancel would
+         * wait for it, which is right too. */
+        ck_assert_int_eq(sem_wait(&other_running), 0);
+        usleep(20000);
         for (int i = 0; i < 20 && first_done == 0; i++)
                 io_loop_run_once(l, 100);
         ck_assert_uint_eq(first_done, 1);
@@ -83,13 +93,16 @@ END_TEST
 
 /* Jobs are taken by class: a session's set-up before requests, requests
  * before background work, whatever order they were queued in. */
-static char order[8];
+static char order[32];
 static unsigned n_order;
 static char names[] = "arbs";
 
+static sem_t slow_started, slow_release;
+
 static void run_slow(struct slow_job *j) {
         (void)j;
-        usleep(20000);
+        sem_post(&slow_started);
+        sem_wait(&slow_release);
 }
 
 static void run_quick(struct slow_job *j) {
@@ -113,15 +126,50 @@ START_TEST(classes_in_order) {
         struct slow_job s = { .run = run_quick, .done = done_note, .uid = 9, .userdata = &names[3],
                               .class = SLOW_SETUP };
         n_order = 0;
-        slow_work_submit(work, &a); /* runs at once, for 20 ms */
-        usleep(5000);
+        ck_assert_int_eq(sem_init(&slow_started, 0, 0), 0);
+        ck_assert_int_eq(sem_init(&slow_release, 0, 0), 0);
+        slow_work_submit(work, &a); /* runs until released */
+        ck_assert_int_eq(sem_wait(&slow_started), 0);
         slow_work_submit(work, &b);
         slow_work_submit(work, &r);
         slow_work_submit(work, &s);
+        sem_post(&slow_release);
         for (int i = 0; i < 100 && n_order < 4; i++)
                 io_loop_run_once(l, 50);
         order[n_order] = 0;
         ck_assert_str_eq(order, "asrb");
+        work = slow_work_free(work);
+        io_loop_free(l);
+}
+END_TEST
+
+/* Set-ups come first, but after 8 in a row a waiting request has its
+ * turn: a user connecting in a loop does not starve others' recordings. */
+START_TEST(setups_yield_to_a_request) {
+        struct io_loop *l;
+        const char *note;
+        ck_assert_int_eq(io_loop_new(&l, false, &note), 0);
+        ck_assert_int_eq(slow_work_new(&work, l), 0);
+        static char names_s[] = "aSr";
+        struct slow_job a = { .run = run_slow, .done = done_note, .uid = 5, .userdata = &names_s[0] };
+        struct slow_job r = { .run = run_quick, .done = done_note, .uid = 2, .userdata = &names_s[2] };
+        struct slow_job set[10];
+        n_order = 0;
+        ck_assert_int_eq(sem_init(&slow_started, 0, 0), 0);
+        ck_assert_int_eq(sem_init(&slow_release, 0, 0), 0);
+        slow_work_submit(work, &a);
+        ck_assert_int_eq(sem_wait(&slow_started), 0);
+        slow_work_submit(work, &r);
+        for (unsigned i = 0; i < 10; i++) {
+                set[i] = (struct slow_job){ .run = run_quick, .done = done_note, .uid = 9,
+                                            .userdata = &names_s[1], .class = SLOW_SETUP };
+                slow_work_submit(work, &set[i]);
+        }
+        sem_post(&slow_release);
+        for (int i = 0; i < 200 && n_order < 12; i++)
+                io_loop_run_once(l, 50);
+        order[n_order] = 0;
+        ck_assert_str_eq(order, "aSSSSSSSSrSS");
         work = slow_work_free(work);
         io_loop_free(l);
 }
@@ -229,6 +277,7 @@ static Suite *suite(void) {
         /* _i: 0 io_uring, 1 epoll */
         tcase_add_loop_test(t, cancel_from_done_of_same_batch, 0, 2);
         tcase_add_loop_test(t, classes_in_order, 0, 2);
+        tcase_add_test(t, setups_yield_to_a_request);
         suite_add_tcase(s, t);
         t = tcase_create("hold");
         tcase_set_timeout(t, 60);
