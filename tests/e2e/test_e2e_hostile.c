@@ -1073,16 +1073,24 @@ END_TEST
  */
 enum { WAKE_ATTACK_THREADS = 2, WAKE_ATTACK_WAKES = 400000 };
 
-static int wake_attack_fn(int sock, void *arg) {
+/* A session of the kid's own, and the wake page (its fifth fd) mapped
+ * as a client maps it: NULL after saying why. */
+static const struct hbg_wake_page *kid_wake_page(int sock, void *arg) {
         int fds[SESSION_FDS];
-        int fd = kid_session(sock, arg, fds);
-        if (fd < 0)
-                return 1;
+        if (kid_session(sock, arg, fds) < 0)
+                return NULL;
         const struct hbg_wake_page *p = mmap(NULL, HBG_WAKE_PAGE_SIZE, PROT_READ, MAP_SHARED, fds[4], 0);
         if (p == MAP_FAILED) {
                 kid_say(sock, "FAIL mapping the wake page: %s", strerror(errno));
-                return 1;
+                return NULL;
         }
+        return p;
+}
+
+static int wake_attack_fn(int sock, void *arg) {
+        const struct hbg_wake_page *p = kid_wake_page(sock, arg);
+        if (!p)
+                return 1;
         kid_say(sock, "READY");
         kid_cmd(sock);
         unsigned long woke = 0;
@@ -1188,15 +1196,9 @@ static void *page_waiter_main(void *arg) {
 static int page_attack;
 
 static int page_waiters_fn(int sock, void *arg) {
-        int fds[SESSION_FDS];
-        int fd = kid_session(sock, arg, fds);
-        if (fd < 0)
+        const struct hbg_wake_page *p = kid_wake_page(sock, arg);
+        if (!p)
                 return 1;
-        const struct hbg_wake_page *p = mmap(NULL, HBG_WAKE_PAGE_SIZE, PROT_READ, MAP_SHARED, fds[4], 0);
-        if (p == MAP_FAILED) {
-                kid_say(sock, "FAIL mapping the wake page: %s", strerror(errno));
-                return 1;
-        }
         static struct page_waiter w[PAGE_WAITERS + 1];
         for (unsigned i = 0; i < PAGE_WAITERS + (page_attack ? 1u : 0u); i++) {
                 w[i] = (struct page_waiter){ .word = &p->word, .pi = i == PAGE_WAITERS };

@@ -114,6 +114,25 @@ static void done_note(struct slow_job *j) {
                 order[n_order++] = *(const char *)j->userdata;
 }
 
+/* Job a (run_slow) submitted and running: the worker is busy until
+ * unblock(), whatever is queued meanwhile. */
+static void block_worker(struct slow_job *a) {
+        n_order = 0;
+        ck_assert_int_eq(sem_init(&slow_started, 0, 0), 0);
+        ck_assert_int_eq(sem_init(&slow_release, 0, 0), 0);
+        slow_work_submit(work, a);
+        ck_assert_int_eq(sem_wait(&slow_started), 0);
+}
+
+/* Release the worker, and the order in which n dones ran. */
+static const char *unblock_and_collect(struct io_loop *l, unsigned n) {
+        sem_post(&slow_release);
+        for (int i = 0; i < 200 && n_order < n; i++)
+                io_loop_run_once(l, 50);
+        order[n_order] = 0;
+        return order;
+}
+
 START_TEST(classes_in_order) {
         struct io_loop *l;
         const char *note;
@@ -125,19 +144,11 @@ START_TEST(classes_in_order) {
                               .class = SLOW_BACKGROUND };
         struct slow_job s = { .run = run_quick, .done = done_note, .uid = 9, .userdata = &names[3],
                               .class = SLOW_SETUP };
-        n_order = 0;
-        ck_assert_int_eq(sem_init(&slow_started, 0, 0), 0);
-        ck_assert_int_eq(sem_init(&slow_release, 0, 0), 0);
-        slow_work_submit(work, &a); /* runs until released */
-        ck_assert_int_eq(sem_wait(&slow_started), 0);
+        block_worker(&a);
         slow_work_submit(work, &b);
         slow_work_submit(work, &r);
         slow_work_submit(work, &s);
-        sem_post(&slow_release);
-        for (int i = 0; i < 100 && n_order < 4; i++)
-                io_loop_run_once(l, 50);
-        order[n_order] = 0;
-        ck_assert_str_eq(order, "asrb");
+        ck_assert_str_eq(unblock_and_collect(l, 4), "asrb");
         work = slow_work_free(work);
         io_loop_free(l);
 }
@@ -154,22 +165,14 @@ START_TEST(setups_yield_to_a_request) {
         struct slow_job a = { .run = run_slow, .done = done_note, .uid = 5, .userdata = &names_s[0] };
         struct slow_job r = { .run = run_quick, .done = done_note, .uid = 2, .userdata = &names_s[2] };
         struct slow_job set[10];
-        n_order = 0;
-        ck_assert_int_eq(sem_init(&slow_started, 0, 0), 0);
-        ck_assert_int_eq(sem_init(&slow_release, 0, 0), 0);
-        slow_work_submit(work, &a);
-        ck_assert_int_eq(sem_wait(&slow_started), 0);
+        block_worker(&a);
         slow_work_submit(work, &r);
         for (unsigned i = 0; i < 10; i++) {
                 set[i] = (struct slow_job){ .run = run_quick, .done = done_note, .uid = 9,
                                             .userdata = &names_s[1], .class = SLOW_SETUP };
                 slow_work_submit(work, &set[i]);
         }
-        sem_post(&slow_release);
-        for (int i = 0; i < 200 && n_order < 12; i++)
-                io_loop_run_once(l, 50);
-        order[n_order] = 0;
-        ck_assert_str_eq(order, "aSSSSSSSSrSS");
+        ck_assert_str_eq(unblock_and_collect(l, 12), "aSSSSSSSSrSS");
         work = slow_work_free(work);
         io_loop_free(l);
 }
