@@ -100,7 +100,7 @@ CORE_SRCS := $(addprefix daemon/engine/,engine.c sched.c ring_table.c fair_share
                completion.c $(notdir $(sort $(wildcard daemon/engine/completion_*.c))) \
                ingest.c validate.c classify.c launch.c recorded.c ready.c complete.c retire.c signal.c failures.c \
                queues.c work.c mailbox.c stall.c ring.c cancel.c live_graphs.c \
-               wakeup.c trace.c engine_log.c histogram.c ktime.c kernels.c kernels_builtin.c)
+               wakeup.c wake_pages.c trace.c engine_log.c histogram.c ktime.c kernels.c kernels_builtin.c)
 CORE_OBJS := $(CORE_SRCS:%.c=$(B)/obj/%.o)
 CORE_LIB  := $(B)/lib/libhbgcore.a
 

@@ -171,7 +171,6 @@ static struct verdict send_session_reply(struct conn *c, struct session *s, cons
         out.session_reply = &r;
         int fds[5];
         session_client_fds(s, fds);
-        fds[4] = hbg_engine_wake_fd(c->d->engine);
         /* Sent within what every client reads, whatever max_message_size
          * says: the table is hbgd's own, not the client's, and hbgd checked
          * at start that it fits (docs/PROTOCOL.md, "The kernel table"). */

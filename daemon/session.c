@@ -101,6 +101,8 @@ static void session_free(struct session *s) {
         close_fd(&s->doorbell_peer_fd);
         close_fd(&s->completion_fd);
         close_fd(&s->completion_peer_fd);
+        if (s->wake_fd >= 0)
+                hbg_engine_wake_page_release(s->engine, s->wake_page);
         acct_remove_session(s->acct, s->uid, s->memory);
         hbgd_log_limit_unref(s->log_limit);
         free(s);
@@ -177,6 +179,7 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
         s->stall_timeout_ms = stall_timeout_ms;
         s->sub_fd = s->cpl_fd = s->doorbell_fd = s->doorbell_peer_fd = -1;
         s->completion_fd = s->completion_peer_fd = -1;
+        s->wake_fd = -1;
         s->log_limit = hbgd_log_limit_ref(log_limit);
         *ret = s;
         return 0;
@@ -220,6 +223,10 @@ static int session_build(struct session *s, const char **why) {
                 return -errno;
         s->completion_peer_fd = cp[0];
         s->completion_fd = cp[1];
+
+        /* The uid's wake page (§9.4): its sessions share it with no
+         * other uid's. */
+        s->wake_page = hbg_engine_wake_page_acquire(s->engine, s->uid, &s->wake_fd);
 
         char ring_name[96];
         snprintf(ring_name, sizeof(ring_name), "session %" PRIu64 " (pid %d)", s->id, (int)s->pid);
@@ -317,11 +324,12 @@ int session_start(struct session *s, const char **why) {
         slow_work_submit(s->slow, &s->prefault);
         return 0;
 }
-void session_client_fds(const struct session *s, int ret_fds[4]) {
+void session_client_fds(const struct session *s, int ret_fds[5]) {
         ret_fds[0] = s->sub_fd;
         ret_fds[1] = s->cpl_fd;
         ret_fds[2] = s->doorbell_peer_fd;
         ret_fds[3] = s->completion_peer_fd;
+        ret_fds[4] = s->wake_fd;
 }
 
 void session_client_fds_sent(struct session *s) {

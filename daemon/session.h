@@ -52,6 +52,8 @@ struct session {
         struct hbg_engine *engine;
         struct io_loop *loop;
         int sub_fd, cpl_fd;            /* memfds, sent to the client, then closed */
+        int wake_page;                 /* hbg_engine_wake_page_acquire()'s handle */
+        int wake_fd;                   /* its fd (the engine's: never closed here) */
         int doorbell_fd;               /* our end of the doorbell socketpair */
         int doorbell_peer_fd;          /* the client's end, closed once sent */
         int completion_fd;             /* the completion pipe's write end (ours) */
@@ -110,8 +112,9 @@ int session_start(struct session *s, const char **why);
  * connect. */
 void session_prefault_hold(struct slow_work *slow);
 /* The fds to send with the session reply, in protocol order: submission
- * memfd, completion memfd, doorbell socket, completion pipe (read end). */
-void session_client_fds(const struct session *s, int ret_fds[4]);
+ * memfd, completion memfd, doorbell socket, completion pipe (read end),
+ * the uid's wake page (protocol 1.5; sent to clients that know it). */
+void session_client_fds(const struct session *s, int ret_fds[5]);
 /* The client has its copies: close ours of its fds. */
 void session_client_fds_sent(struct session *s);
 /* Stop serving: a build or pre-fault job in flight is taken back (one

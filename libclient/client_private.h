@@ -182,6 +182,8 @@ struct hbg_client {
          * comes before the doorbell (hbgc_ring). */
         const struct hbg_wake_page *wake_page;
         int wake_n;
+        bool wake_own;   /* the page is our uid's own: a wake that woke somebody is enough */
+        _Atomic bool wake_unconfirmed; /* such a wake, not checked yet (hbgc_ring_confirm) */
         int completion_fd;         /* read end of a pipe hbgd writes */
         int rearm_fd;              /* eventfd: "call hbg_client_process() again" */
         int notify_fd;             /* epoll of the two above: hbg_client_fd() */
@@ -301,6 +303,9 @@ int hbgc_publish(hbg_client *c);
 int hbgc_ring(hbg_client *c, bool ring);
 /* Ring the doorbell if need_wakeup is set (seq_cst load). */
 void hbgc_doorbell(hbg_client *c);
+/* Before sleeping: ring the doorbell if a direct wake that skipped it
+ * left need_wakeup set (no hbgd thread woke). */
+void hbgc_ring_confirm(hbg_client *c);
 /* Read what hbgd wrote into the completion pipe (never blocks). */
 void hbgc_drain_completion(hbg_client *c);
 /* Receive one envelope from the control socket, waiting up to

@@ -56,6 +56,7 @@ static void map_wake_page(hbg_client *c, int fd) {
                 return;
         }
         c->wake_n = p->wake_n == 0 ? 1 : p->wake_n > INT_MAX ? INT_MAX : (int)p->wake_n;
+        c->wake_own = (p->flags & HBG_WAKE_OWN) != 0;
         c->wake_page = p;
 }
 

@@ -81,27 +81,43 @@ void hbgc_drain_completion(hbg_client *c) {
                 ;
 }
 
+/* EAGAIN: rings are queued already, hbgd wakes anyway; MSG_NOSIGNAL:
+ * hbgd gone is an error, not a SIGPIPE. A closed peer (ECONNREFUSED for a
+ * datagram pair) is confirmed on the control socket, which also reads
+ * hbgd's last words. */
+static int doorbell_send(hbg_client *c) {
+        char one = 1;
+        if (send(c->doorbell_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN &&
+            errno != EINTR && hbgc_check_socket(c) < 0)
+                return -ECONNRESET;
+        return 0;
+}
+
 /*
  * hbgd sleeps (NEED_WAKEUP was set after our seq_cst publish): wake a
  * parked scheduler thread directly, FUTEX_WAKE on the wake page's word
  * (a shared futex: it works on our read-only mapping; we write nothing),
- * so that it starts at once; then ring the doorbell all the same. What
- * the wake returns proves nothing: another client may wait on the same
- * word and take it, or make it fail, and a thread between its re-check
- * and its wait is not asleep yet; the doorbell's kick reaches hbgd's
- * private word, which no client can touch (RUNTIME_LOGIC.md §9.4).
+ * so that it starts at once. On our uid's own page, a wake that woke
+ * somebody woke one of hbgd's threads (only a client of our uid could
+ * wait on that word instead), which visits every ring after it woke and
+ * sees our publish: that is enough. Otherwise (it woke nobody: a thread
+ * between its re-check and its wait is not asleep yet; or the page is
+ * shared with other uids, whose clients may wait on the word and take
+ * the wake) ring the doorbell too: its kick reaches hbgd's private word,
+ * which no client can touch (RUNTIME_LOGIC.md §9.4). A trusted wake is
+ * confirmed before this client sleeps (hbgc_ring_confirm), so that even
+ * a client of our uid that takes our wakes delays our graphs, no more.
  */
 int hbgc_ring(hbg_client *c, bool ring) {
         if (!ring)
                 return 0;
         long woke = c->wake_page ? syscall(SYS_futex, &c->wake_page->word, FUTEX_WAKE, c->wake_n, NULL, NULL, 0) : 0;
-        char one = 1;
-        /* EAGAIN: rings are queued already, hbgd wakes anyway;
-         * MSG_NOSIGNAL: hbgd gone is an error, not a SIGPIPE. A closed
-         * peer (ECONNREFUSED for a datagram pair) is confirmed on the
-         * control socket, which also reads hbgd's last words. */
-        if (send(c->doorbell_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN &&
-            errno != EINTR && hbgc_check_socket(c) < 0)
+        if (woke > 0 && c->wake_own) {
+                atomic_store_explicit(&c->wake_unconfirmed, true, memory_order_relaxed);
+                sched_yield(); /* the woken thread may be on this CPU: below */
+                return 0;
+        }
+        if (doorbell_send(c) < 0)
                 return -ECONNRESET;
         /* A thread our wake woke may have been put on this CPU: let it
          * run now rather than after our wait's first spin (free when it
@@ -113,6 +129,19 @@ int hbgc_ring(hbg_client *c, bool ring) {
 
 int hbgc_publish(hbg_client *c) {
         return hbgc_ring(c, producer_publish(&c->prod));
+}
+
+/* A woken hbgd thread clears need_wakeup (seq_cst) before it visits the
+ * rings. Still set when this client is about to sleep, after its spin:
+ * the wake we trusted reached no hbgd thread (a waiter of our uid's took
+ * it), or one that has not run since; the doorbell makes sure. Set again
+ * by threads that parked once more after our work: one doorbell too
+ * many, which costs hbgd a look. */
+void hbgc_ring_confirm(hbg_client *c) {
+        if (!atomic_exchange_explicit(&c->wake_unconfirmed, false, memory_order_relaxed))
+                return;
+        if (atomic_load_explicit(&c->ch->need_wakeup, memory_order_seq_cst))
+                (void)doorbell_send(c);
 }
 
 /* ---------------------------------------------------------------- socket */

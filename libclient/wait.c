@@ -64,8 +64,9 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
         }
         if (!w->spun) {
                 /* One more look before any sleep: the caller arms its
-                 * wake-up now (hbgc_wait_spun()). */
+                 * wake-up now (hbgc_wait_spun()); and hbgd is awake. */
                 w->spun = true;
+                hbgc_ring_confirm(c);
                 return 0;
         }
         if (!w->eventful && elapsed < YIELD_NS) {

@@ -2,32 +2,41 @@
  * The producer -> hbgd wake-up (docs/RUNTIME_LOGIC.md §9.4; what it
  * covers, the bounds and what spin reported: §15.2): parked scheduler
  * threads that sleep on hbgd's private word and, within their spurious-
- * wake budget, on the wake page's word as well (futex_waitv: a wake of
- * either ends the sleep); a client that publishes, wakes the page's word
- * directly (FUTEX_WAKE, read-only: it cannot bump the word) and rings the
- * doorbell whatever that wake said; the io thread's kick, which bumps and
- * wakes the private word; and a hostile client that wakes the page's word
- * at will, waits on it itself (so that a client's wake of one sleeper may
- * land on its waiter and say "woke one"), makes every wake of it fail
- * (a FUTEX_WAIT_REQUEUE_PI sleeper) and requeues hbgd's sleepers off it.
- * tests/scripts/test-model.sh checks it and its mutants.
+ * wake budget, on the words of the wake pages in use as well (one
+ * futex_waitv: a wake of any word ends the sleep); an honest client that
+ * publishes, wakes its uid's page's word directly (FUTEX_WAKE, read-only:
+ * it cannot bump the word), skips the doorbell when that wake woke
+ * somebody on a page marked its uid's own, and confirms before it sleeps
+ * (need_wakeup still set: the doorbell after all); the io thread's kick,
+ * which bumps and wakes the private word; and a hostile client that
+ * wakes its page's word at will, waits on it itself (a wake of one
+ * sleeper may land on its waiter and say "woke one"), makes every wake
+ * of it fail (a FUTEX_WAIT_REQUEUE_PI sleeper) and requeues hbgd's
+ * sleepers off it.
+ *
+ * The hostile client's page: by default another uid's (it never touches
+ * the honest client's word); SAME_UID: the honest client's own (a client
+ * of the same uid); SHARED: the page the uids past hbgd's first 32 share,
+ * not marked own, so the honest client rings the doorbell after every
+ * wake. tests/scripts/test-model.sh checks it and its mutants.
  *
  * Every access the argument rests on is seq_cst in the code (the publish
  * of `submitted`, the load of need_wakeup, the bump of the word, the idle
- * count, the re-check): Promela's interleaving is that total order. A
+ * count, the re-check, the clearing of need_wakeup by a woken thread and
+ * the confirm's load): Promela's interleaving is that total order. A
  * futex call is one atomic step (the kernel's hash-bucket lock):
  * FUTEX_WAIT/futex_waitv compare and enqueue, FUTEX_WAKE dequeues.
  * Timeouts are left out: they only ever wake a thread.
  *
  * Mutants, each of which the checker must catch (a lost wake-up: work
  * published, client and io thread done, every thread asleep):
- *   TRUST_WAKE    the client rings the doorbell only when its wake said
- *                 it woke nobody (a hostile waiter takes the wake);
+ *   TRUST_WAKE    (with SAME_UID) the client trusts a wake that "woke
+ *                 one" and never confirms: a waiter of its uid took it;
  *   NO_RECHECK    the parking thread does not look at the rings after
  *                 setting need_wakeup;
- *   KICK_PAGE     the io thread's kick wakes the page's word instead of
- *                 the private one (the hostile waiter takes it, or a
- *                 requeue moved the sleeper off it).
+ *   KICK_PAGE     (with SAME_UID) the io thread's kick wakes the page's
+ *                 word instead of the private one (the hostile waiter
+ *                 takes it, or a requeue moved the sleeper off it).
  */
 #define NT 2                    /* scheduler threads */
 #ifndef NG
@@ -36,28 +45,48 @@
 #ifndef NH
 #define NH 2                    /* the hostile client's moves */
 #endif
+#if defined(SAME_UID) || defined(SHARED)
+#define HOSTILE_ON_PAGE 1       /* the hostile client reaches the honest page's word */
+#endif
 
 byte submitted;                 /* the client's cursor */
 byte taken;                     /* work the threads took */
 bit need_wakeup = 1;            /* a new ring starts with it set */
 byte priv;                      /* hbgd's private word */
 bit asleep[NT];                 /* inside its wait: the private word */
-bit onpage[NT];                 /* ... and the page's word too */
+bit onpage[NT];                 /* ... and the honest client's page's word */
+bit onother[NT];                /* ... and the hostile client's own page's word */
 byte idle;
 byte doorbells;                 /* datagrams not read yet */
 bit io_busy;
 bit client_done;
+bit unconfirmed;                /* a trusted wake not confirmed yet */
 
-/* A wake of one sleeper of the page's word: one of hbgd's (its whole
- * wait ends), or the hostile waiter's (n = 1 all the same), or it fails
- * (n = 0: nobody, or -EINVAL). */
+/* A wake of one sleeper of the honest page's word: one of hbgd's (its
+ * whole wait ends); with the hostile client on that page, its waiter
+ * instead (n = 1 all the same), or a failure (n = 0: its PI sleeper's
+ * -EINVAL); n = 0 when nobody sleeps there. */
 inline wake_page(n) {
         atomic {
                 if
-                :: onpage[0] -> onpage[0] = 0; asleep[0] = 0; n = 1
-                :: onpage[1] -> onpage[1] = 0; asleep[1] = 0; n = 1
+                :: onpage[0] -> asleep[0] = 0; onpage[0] = 0; onother[0] = 0; n = 1
+                :: onpage[1] -> asleep[1] = 0; onpage[1] = 0; onother[1] = 0; n = 1
+#ifdef HOSTILE_ON_PAGE
                 :: n = 1
                 :: n = 0
+#endif
+                :: !onpage[0] && !onpage[1] -> n = 0
+                fi
+        }
+}
+
+/* The hostile client's wake of its own page's word (another uid's). */
+inline wake_other() {
+        atomic {
+                if
+                :: onother[0] -> asleep[0] = 0; onpage[0] = 0; onother[0] = 0
+                :: onother[1] -> asleep[1] = 0; onpage[1] = 0; onother[1] = 0
+                :: else -> skip
                 fi
         }
 }
@@ -65,8 +94,8 @@ inline wake_page(n) {
 inline wake_priv() {
         atomic {
                 if
-                :: asleep[0] -> asleep[0] = 0; onpage[0] = 0
-                :: asleep[1] -> asleep[1] = 0; onpage[1] = 0
+                :: asleep[0] -> asleep[0] = 0; onpage[0] = 0; onother[0] = 0
+                :: asleep[1] -> asleep[1] = 0; onpage[1] = 0; onother[1] = 0
                 :: else -> skip
                 fi
         }
@@ -83,8 +112,8 @@ loop:
                 :: else -> skip
                 fi
         }
-        /* Park. Within its budget (the page's word too) or not: a hostile
-         * client decides. */
+        /* Park. Within its budget (the pages' words too) or not: a
+         * hostile client decides. */
         if
         :: page = 1
         :: page = 0
@@ -104,7 +133,7 @@ loop:
         /* futex_waitv: sleeps only while the private word holds seq. */
         atomic {
                 if
-                :: priv == seq -> asleep[me] = 1; onpage[me] = page
+                :: priv == seq -> asleep[me] = 1; onpage[me] = page; onother[me] = page
                 :: else -> skip
                 fi
         }
@@ -114,8 +143,23 @@ end:    !asleep[me];
         goto loop
 }
 
-/* Publish, then look at need_wakeup (store->load); wake directly, and
- * ring the doorbell. */
+/* Before the client sleeps (or any time after a trusted wake): need_wakeup
+ * still set means no hbgd thread woke since: ring after all. */
+inline confirm() {
+        atomic {
+                if
+                :: unconfirmed -> unconfirmed = 0;
+                        if
+                        :: need_wakeup -> doorbells++
+                        :: else -> skip
+                        fi
+                :: else -> skip
+                fi
+        }
+}
+
+/* Publish, then look at need_wakeup (store->load); wake directly; ring
+ * the doorbell unless the wake woke somebody on a page of its own. */
 active proctype client() {
         byte n;
         do
@@ -124,18 +168,25 @@ active proctype client() {
                 if
                 :: need_wakeup ->
                         wake_page(n);
-#ifdef TRUST_WAKE
-                        if
-                        :: n == 0 -> doorbells++
-                        :: else -> skip
-                        fi
-#else
+#ifdef SHARED
                         doorbells++
+#else
+                        if
+#ifndef TRUST_WAKE
+                        :: n == 1 -> unconfirmed = 1
+#else
+                        :: n == 1 -> skip
+#endif
+                        :: else -> doorbells++
+                        fi
 #endif
                 :: else -> skip
                 fi
+        :: unconfirmed -> confirm()
         :: else -> break
         od;
+        /* The wait for the work: its spin, then the confirm, then sleep. */
+        confirm();
         client_done = 1
 }
 
@@ -173,13 +224,19 @@ end:    do
         od
 }
 
-/* Another client of the same hbgd: wakes the page's word at will, and
- * requeues hbgd's sleepers off it (they stay asleep on the private word). */
+/* The hostile client: wakes its page's word at will, and requeues
+ * hbgd's sleepers off it (they stay asleep on the other words). Its page
+ * is the honest client's with HOSTILE_ON_PAGE, another uid's otherwise. */
 active proctype hostile() {
         byte n, h;
         do
+#ifdef HOSTILE_ON_PAGE
         :: h < NH -> wake_page(n); h++
         :: h < NH -> atomic { onpage[0] = 0; onpage[1] = 0 }; h++
+#else
+        :: h < NH -> wake_other(); h++
+        :: h < NH -> atomic { onother[0] = 0; onother[1] = 0 }; h++
+#endif
         :: else -> break
         od
 }

@@ -332,21 +332,29 @@ _Static_assert(offsetof(struct hbg_cpl_header, ext_wake) == 512, "cpl ext_wake")
 _Static_assert(offsetof(struct hbg_cpl_header, graph_wake) == 576, "cpl graph_wake");
 
 /*
- * The wake page (RUNTIME_LOGIC.md §1, §9.4; protocol 1.5): one per hbgd,
- * shared by every session, a sealed memfd that hbgd alone can write and
- * every client maps read-only. The parked scheduler threads sleep on
- * `word`; a client that finds NEED_WAKEUP set after publishing wakes
- * `wake_n` of them with FUTEX_WAKE (a shared futex: a wake works on a
- * read-only mapping) and rings the doorbell only when that woke nobody.
+ * The wake page (RUNTIME_LOGIC.md §1, §9.4; protocol 1.5): one per uid
+ * (the uids past hbgd's first 32 at once share one), a sealed memfd that
+ * hbgd alone can write and the uid's clients map read-only. The parked
+ * scheduler threads sleep on `word`; a client that finds NEED_WAKEUP set
+ * after publishing wakes `wake_n` of them with FUTEX_WAKE (a shared
+ * futex: a wake works on a read-only mapping), and rings the doorbell
+ * unless the page is its uid's own and the wake woke somebody.
  */
 #define HBG_WAKE_MAGIC UINT32_C(0x4b574248) /* "HBWK" */
 #define HBG_WAKE_PAGE_SIZE 4096u
+/* flags: the page is the client's uid's own: a wake that woke somebody
+ * woke one of hbgd's threads, unless a client of the same uid waits on
+ * the word; the doorbell may be left out then. Without it (a page shared
+ * between uids, or an hbgd whose page had one for all, which left the
+ * field 0) the client rings the doorbell after every wake. */
+#define HBG_WAKE_OWN UINT32_C(1)
 
 struct hbg_wake_page {
         /* line 0: identity, written once before the first client. */
         uint32_t magic;
         uint32_t wake_n;                   /* sleepers a client's wake asks for (1, or all) */
-        uint8_t pad0[HBG_CACHE_LINE - 8];
+        uint32_t flags;                    /* HBG_WAKE_OWN, or 0 */
+        uint8_t pad0[HBG_CACHE_LINE - 12];
         /* line 1: the futex word clients FUTEX_WAKE; it stays 0 (parked
          * threads wait for it to be woken, not for it to change). */
         alignas(HBG_CACHE_LINE) _Atomic uint32_t word;
@@ -354,6 +362,7 @@ struct hbg_wake_page {
 };
 _Static_assert(sizeof(struct hbg_wake_page) <= HBG_WAKE_PAGE_SIZE, "wake page size");
 _Static_assert(offsetof(struct hbg_wake_page, wake_n) == 4, "wake page wake_n");
+_Static_assert(offsetof(struct hbg_wake_page, flags) == 8, "wake page flags");
 _Static_assert(offsetof(struct hbg_wake_page, word) == 64, "wake page word");
 
 /* Graph table entry k & (G-1): the final status of graph record k

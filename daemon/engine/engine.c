@@ -123,7 +123,6 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         if (e->cfg.max_threads_per_share == 0)
                 e->cfg.max_threads_per_share = e->nschedulers > 1 ? e->nschedulers - 1 : 1;
         e->test_stall_thread = -1;
-        e->wake_fd = -1;
         e->budget_why = calloc(kernel_count(), sizeof(*e->budget_why));
         if (!e->budget_why) {
                 err = -ENOMEM;
@@ -183,8 +182,10 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
                 t->ring_cursor = i;
         }
         e->all_execute = cfg->clusters >= ns;
-        if ((err = wakeup_page_init(e)) < 0)
+        bool page_waits;
+        if ((err = wake_pages_init(&e->wake_pages, e->all_execute ? 1u : (uint32_t)INT_MAX, &page_waits)) < 0)
                 goto fail;
+        atomic_store_explicit(&e->page_waits, page_waits, memory_order_relaxed);
         for (unsigned i = 0; i < e->nthreads; i++) {
                 void *(*body)(void *) = i >= ns ? e->completion->thread_main : sched_thread_main;
                 err = -pthread_create(&e->threads[i].thread, NULL, body, &e->threads[i]);
@@ -230,7 +231,7 @@ struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
         free(e->threads);
         trace_fini(&e->trace);
         free(e->budget_why);
-        wakeup_page_free(e);
+        wake_pages_free(&e->wake_pages);
         free(e);
         return NULL;
 }
@@ -297,8 +298,19 @@ void hbg_engine_kernel_times(const struct hbg_engine *e, size_t kernel, struct k
                 ktime_read(&e->ktime_clock, &e->threads[t].ktime[kernel], ret);
 }
 
-int hbg_engine_wake_fd(const struct hbg_engine *e) {
-        return e->wake_fd;
+int hbg_engine_wake_page_acquire(struct hbg_engine *e, uid_t uid, int *ret_fd) {
+        bool made;
+        int handle = wake_pages_acquire(&e->wake_pages, uid, ret_fd, &made);
+        /* Threads parked before the page existed do not wait on it: wake
+         * them to park again with it, or the uid's first wakes find
+         * nobody (and ring the doorbell: slower, nothing lost). */
+        if (made)
+                wakeup_kick(e);
+        return handle;
+}
+
+void hbg_engine_wake_page_release(struct hbg_engine *e, int handle) {
+        wake_pages_release(&e->wake_pages, handle);
 }
 
 unsigned hbg_engine_threads(const struct hbg_engine *e) {

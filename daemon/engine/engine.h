@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "daemon/engine/histogram.h"
 #include "daemon/engine/ktime.h"
@@ -239,9 +240,12 @@ uint64_t hbg_engine_recorded_memory(uint32_t n);
  * client's next publishes do not ring again while the woken threads wait
  * for a CPU (RUNTIME_LOGIC.md §9.4). */
 void hbg_ring_kick(struct hbg_ring *r);
-/* The wake page's fd (read-only, shm/layout.h struct hbg_wake_page) that
- * every session's client gets (protocol 1.5): the engine keeps it open. */
-int hbg_engine_wake_fd(const struct hbg_engine *e);
+/* The wake page (shm/layout.h struct hbg_wake_page; protocol 1.5) for a
+ * session of uid: a handle for the release and, in *ret_fd, the page's
+ * read-only fd for the client (the engine keeps it open). The uid's own
+ * page while fewer than 32 uids hold one, else one they share. */
+int hbg_engine_wake_page_acquire(struct hbg_engine *e, uid_t uid, int *ret_fd);
+void hbg_engine_wake_page_release(struct hbg_engine *e, int handle);
 
 /* ------------------------------------------------------------ counters */
 

@@ -15,6 +15,7 @@
 #include "daemon/engine/engine.h"
 #include "daemon/engine/histogram.h"
 #include "daemon/engine/trace.h"
+#include "daemon/engine/wake_pages.h"
 #include "daemon/engine/ktime.h"
 #include "shm/layout.h"
 #include "common/clock.h"
@@ -53,12 +54,12 @@ struct hbg_engine {
         /* Parking (§9.4): parked threads sleep on wake_seq, private (hbgd's
          * own wakes bump and wake it; no client can reach it), and, where
          * the kernel has futex_waitv (page_waits) and the thread is within
-         * its spurious-wake budget, on the wake page's word too (shm/layout.h:
-         * a sealed memfd mapped writable here alone; clients get wake_fd,
-         * read-only, and FUTEX_WAKE its word; hbgd never writes it). */
+         * its spurious-wake budget, on the words of the wake pages in use
+         * too (wake_pages.c: one per uid, sealed memfds mapped writable
+         * here alone; clients map them read-only and FUTEX_WAKE the word;
+         * hbgd never writes it). */
         alignas(64) _Atomic uint32_t wake_seq;
-        struct hbg_wake_page *wake_page;
-        int wake_fd;
+        struct wake_pages wake_pages;
         _Atomic bool page_waits;          /* futex_waitv works (relaxed: a hint, fixed or turned off once) */
         _Atomic unsigned idle;
         _Atomic unsigned spinners;        /* threads spinning idle now (§9.4) */

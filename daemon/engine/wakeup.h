@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* wakeup.c: waking and parking threads (RUNTIME_LOGIC.md §9.4): the wake
- * page's futex word, the private word, the doorbell's kick. */
+ * pages' futex words, the private word, the doorbell's kick. */
 #pragma once
 
 #include <stdatomic.h>
@@ -17,10 +17,6 @@ struct sched_thread;
 #define WAKEUP_SPURIOUS_MAX 64
 #define WAKEUP_SPURIOUS_WINDOW_MS 1000
 
-/* Create the wake page (e->wake_page, e->wake_fd) once e->all_execute is
- * known, and find whether the kernel has futex_waitv: 0 or -errno. */
-int wakeup_page_init(struct hbg_engine *e);
-void wakeup_page_free(struct hbg_engine *e);
 /* Wake every parked scheduler thread; cheap when nobody is parked. */
 void wakeup_kick(struct hbg_engine *e);
 void wakeup_one(struct hbg_engine *e);
@@ -32,8 +28,8 @@ void wakeup_futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timesp
 /* Wake at most n sleepers of a private futex word. */
 void wakeup_futex_wake(_Atomic uint32_t *word, int n);
 /* Thread t parks while e->wake_seq holds val, and, with page, until a
- * client wakes the wake page's word (futex_waitv): counted, and shown
- * parked. 1: a client's wake of the page's word woke it; 0: anything
+ * client wakes a wake page's word (futex_waitv): counted, and shown
+ * parked. 1: a client's wake of a page's word woke it; 0: anything
  * else did (hbgd's wake, a timeout, the word moved, a signal). timeout:
  * relative, NULL for none. */
 int wakeup_thread_park(struct sched_thread *t, bool page, uint32_t val, const struct timespec *timeout);

@@ -599,8 +599,8 @@ START_TEST(session_regions_sealed) {
         ck_assert_msg(sub != MAP_FAILED, "submission memfd cannot be mapped writable: %s", strerror(errno));
         munmap(sub, sub_size);
 
-        /* The wake page (protocol 1.5): hbgd's, shared by every session,
-         * read-only here. Its word can be read and woken, never written:
+        /* The wake page (protocol 1.5): this uid's, shared by its
+         * sessions, read-only here. Its word can be read and woken, never written:
          * no writable shared mapping, no write(2), no resizing, no seal
          * added (the fd is read-only, and F_SEAL_SEAL). */
         ck_assert_msg(read_only_end(fds[4]), "the wake page's fd is not read-only");
@@ -620,6 +620,7 @@ START_TEST(session_regions_sealed) {
         ck_assert_msg(wp != MAP_FAILED, "wake page cannot be mapped read-only: %s", strerror(errno));
         ck_assert_uint_eq(wp->magic, HBG_WAKE_MAGIC);
         ck_assert_uint_ge(wp->wake_n, 1);
+        ck_assert_msg(wp->flags & HBG_WAKE_OWN, "the first uid's wake page is not marked its own");
         ck_assert_msg(mprotect((void *)(uintptr_t)wp, HBG_WAKE_PAGE_SIZE, PROT_READ | PROT_WRITE) < 0,
                       "mprotect of the wake page to PROT_WRITE succeeded");
         /* A wake is all a client can do with it (nobody need be asleep). */
@@ -632,7 +633,7 @@ START_TEST(session_regions_sealed) {
         ck_assert_msg(fcntl(fds[4], F_ADD_SEALS, F_SEAL_WRITE) < 0, "F_ADD_SEALS on the wake page succeeded");
 
         /* hbgd's session holds the socket and its ends of the two
-         * channels; all gone once we hang up (the wake page is hbgd's). */
+         * channels, and the uid's wake page; all gone once we hang up. */
         for (unsigned i = 0; i < SESSION_FDS; i++)
                 close(fds[i]);
         close(sock);

@@ -1169,8 +1169,13 @@ END_TEST
  * says 1: "woke somebody"), a FUTEX_WAIT_REQUEUE_PI sleeper that makes
  * every FUTEX_WAKE of the word fail, and FUTEX_CMP_REQUEUEs that move
  * hbgd's sleepers onto a word of its own. hbgd's own wakes never go
- * through that word and clients ring the doorbell whatever their wake
- * said, so an honest client's graphs after idle moments all run.
+ * through that word. As another uid the attacker has a page of its own
+ * and never sees the honest client's wakes; as the same uid it shares
+ * the honest client's page and takes its wakes, and the honest client,
+ * which skipped the doorbell after a wake that "woke somebody", rings
+ * it before it sleeps (need_wakeup still set): its graphs after idle
+ * moments all run, either way. _i: bit 0 the PI sleeper and requeues,
+ * bit 1 as uid 65534.
  */
 enum { PAGE_WAITERS = 4 };
 
@@ -1221,11 +1226,18 @@ static int page_waiters_fn(int sock, void *arg) {
 }
 
 START_TEST(wake_page_waiters) {
-        page_attack = _i;
+        page_attack = _i & 1;
+        bool other_uid = (_i & 2) != 0;
+        if (other_uid && geteuid() != 0) {
+                fprintf(stderr, "wake_page_waiters: the attacker as uid 65534 skipped: it needs root\n");
+                return;
+        }
         struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        if (other_uid)
+                open_to_all(d);
         struct kid k;
         char buf[256];
-        kid_start(&k, SAME_UID, page_waiters_fn, d->socket_path);
+        kid_start(&k, other_uid ? NOBODY : SAME_UID, page_waiters_fn, d->socket_path);
         kid_expect(d, &k, "READY", IO_MS, buf, sizeof(buf), "wake_page_waiters: the attacker");
         hbg_client *c = NULL;
         int err = hbg_connect(&c, d->socket_path);
@@ -1245,12 +1257,93 @@ START_TEST(wake_page_waiters) {
                 D_ASSERT(d, err == 0, "wake_page_waiters: graph %u after an idle moment: %s", i, hbg_strerror(err));
                 ok++;
         }
-        fprintf(stderr, "wake_page_waiters: %u of %u graphs after idle moments ran while %d waiters%s held the wake "
-                "page's word\n", ok, n, PAGE_WAITERS,
-                page_attack ? ", a FUTEX_WAIT_REQUEUE_PI sleeper and requeues" : "");
+        fprintf(stderr, "wake_page_waiters: %u of %u graphs after idle moments ran while %d waiters%s of %s held "
+                "its wake page's word\n", ok, n, PAGE_WAITERS,
+                page_attack ? ", a FUTEX_WAIT_REQUEUE_PI sleeper and requeues" : "",
+                other_uid ? "uid 65534" : "the same uid");
         hbg_disconnect(c);
         kid_tell(&k, 'Q');
         kid_end(d, &k, IO_MS, "wake_page_waiters: the attacker");
+        assert_serving(d);
+        stop_hbgd(d);
+}
+END_TEST
+
+/*
+ * One wake page per uid (RUNTIME_LOGIC.md §9.4): sessions of one uid share
+ * a page marked HBG_WAKE_OWN, each uid has its own, the uids past the
+ * first WAKE_PAGES_OWN with a page share one without the mark; a page
+ * goes with its uid's last session (hbgd keeps no fd) and a new uid gets
+ * a fresh one. Each kid opens a session as uid PAGE_UID0 + its number and
+ * says its page's inode and flags.
+ */
+enum { PAGE_UID0 = 61000, PAGE_OWN = 32, PAGE_KIDS = PAGE_OWN + 2 };
+
+static int page_of_uid_fn(int sock, void *arg) {
+        int fds[SESSION_FDS];
+        if (kid_session(sock, arg, fds) < 0)
+                return 1;
+        struct stat st;
+        const struct hbg_wake_page *p = mmap(NULL, HBG_WAKE_PAGE_SIZE, PROT_READ, MAP_SHARED, fds[4], 0);
+        if (p == MAP_FAILED || fstat(fds[4], &st) < 0) {
+                kid_say(sock, "FAIL the wake page: %s", strerror(errno));
+                return 1;
+        }
+        kid_say(sock, "PAGE %lu %u", (unsigned long)st.st_ino, (unsigned)p->flags);
+        kid_cmd(sock); /* hold the session until told */
+        _exit(0);
+}
+
+static void page_of_uid(struct hbgd_proc *d, struct kid *k, uid_t uid, unsigned long *ino, unsigned *flags) {
+        char buf[128], what[64];
+        snprintf(what, sizeof(what), "wake_page_per_uid: uid %u", (unsigned)uid);
+        kid_start(k, uid, page_of_uid_fn, d->socket_path);
+        const char *msg = kid_expect(d, k, "PAGE", IO_MS, buf, sizeof(buf), what);
+        D_ASSERT(d, sscanf(msg, "%lu %u", ino, flags) == 2, "%s: %s", what, msg);
+}
+
+START_TEST(wake_page_per_uid) {
+        ck_assert_msg(geteuid() == 0, "wake_page_per_uid needs root");
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "[limits]\nmax_sessions = 256\n");
+        open_to_all(d);
+        int base = fd_baseline(d);
+        struct kid k[PAGE_KIDS + 1];
+        unsigned long ino[PAGE_KIDS + 1];
+        unsigned flags[PAGE_KIDS + 1];
+        for (unsigned i = 0; i < PAGE_KIDS; i++)
+                page_of_uid(d, &k[i], PAGE_UID0 + i, &ino[i], &flags[i]);
+        /* A second session of the first uid: its page again. */
+        page_of_uid(d, &k[PAGE_KIDS], PAGE_UID0, &ino[PAGE_KIDS], &flags[PAGE_KIDS]);
+        for (unsigned i = 0; i < PAGE_OWN; i++) {
+                D_ASSERT(d, flags[i] & HBG_WAKE_OWN, "uid %u: its page is not marked its own", PAGE_UID0 + i);
+                for (unsigned j = 0; j < i; j++)
+                        D_ASSERT(d, ino[i] != ino[j], "uids %u and %u share a page", PAGE_UID0 + j, PAGE_UID0 + i);
+        }
+        D_ASSERT(d, ino[PAGE_KIDS] == ino[0] && (flags[PAGE_KIDS] & HBG_WAKE_OWN),
+                 "a second session of uid %u got another page", PAGE_UID0);
+        for (unsigned i = PAGE_OWN; i < PAGE_KIDS; i++) {
+                D_ASSERT(d, !(flags[i] & HBG_WAKE_OWN), "uid %u, past %u uids: its page is marked its own",
+                         PAGE_UID0 + i, (unsigned)PAGE_OWN);
+                D_ASSERT(d, ino[i] == ino[PAGE_OWN], "the uids past %u do not share one page", (unsigned)PAGE_OWN);
+                for (unsigned j = 0; j < PAGE_OWN; j++)
+                        D_ASSERT(d, ino[i] != ino[j], "uid %u got uid %u's own page", PAGE_UID0 + i, PAGE_UID0 + j);
+        }
+        for (unsigned i = 0; i <= PAGE_KIDS; i++) {
+                kid_tell(&k[i], 'Q');
+                kid_end(d, &k[i], IO_MS, "wake_page_per_uid");
+        }
+        /* Every uid gone: hbgd holds no page of theirs. */
+        assert_fd_baseline(d, base, "wake_page_per_uid: after every uid left");
+        /* A new uid: a page of its own, none seen before. */
+        unsigned long fresh;
+        unsigned fresh_flags;
+        page_of_uid(d, &k[0], PAGE_UID0 + 100, &fresh, &fresh_flags);
+        D_ASSERT(d, fresh_flags & HBG_WAKE_OWN, "a new uid after the others left: no page of its own");
+        kid_tell(&k[0], 'Q');
+        kid_end(d, &k[0], IO_MS, "wake_page_per_uid");
+        fprintf(stderr, "wake_page_per_uid: %u uids, %u pages of their own, the rest on one shared page; all "
+                "closed with their sessions\n", (unsigned)PAGE_KIDS, (unsigned)PAGE_OWN);
+        assert_fd_baseline(d, base, "wake_page_per_uid: at the end");
         assert_serving(d);
         stop_hbgd(d);
 }
@@ -1943,7 +2036,7 @@ END_TEST
 static bool needs_root(const TTest *t) {
         return t == connection_caps || t == memory_budget_per_uid || t == sessions_per_uid ||
                t == doorbell_fd_in_flight || t == recording_storm || t == one_session_all_threads ||
-               t == fair_share_per_uid;
+               t == fair_share_per_uid || t == wake_page_per_uid;
 }
 
 static Suite *suite(bool root, unsigned *ret_skipped) {
@@ -1958,7 +2051,7 @@ static Suite *suite(bool root, unsigned *ret_skipped) {
                                 handshake_timeout, pipelining, record_request_abuse, doorbell_fd_in_flight } },
                 { "engine", false, { dead_client_long_kernel, one_session_all_threads, task_cost_limit,
                                      task_cost_subnormal, big_window_session_cheap, wake_page_abuse,
-                                     wake_page_waiters } },
+                                     wake_page_waiters, wake_page_per_uid } },
                 { "limits", false, { memory_budget_per_uid, memory_budget_total, sessions_per_uid,
                                      recording_storm, session_setup_off_io_thread } },
                 { "fair_share", false, { fair_share_per_uid } },
@@ -1980,7 +2073,7 @@ static Suite *suite(bool root, unsigned *ret_skipped) {
                         else if (t == one_session_all_threads)
                                 tcase_add_loop_test(tc, t, 0, 2); /* honest client first, late */
                         else if (t == wake_page_waiters)
-                                tcase_add_loop_test(tc, t, 0, 2); /* plain waiters; and PI, requeues */
+                                tcase_add_loop_test(tc, t, 0, 4); /* plain waiters; and PI, requeues; other uid */
                         else if (t == fair_share_per_uid)
                                 tcase_add_loop_test(tc, t, 0, sizeof(fair_sessions) / sizeof(fair_sessions[0]));
                         else

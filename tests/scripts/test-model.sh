@@ -90,9 +90,11 @@ cat >"$tmp/plan" <<EOF
 2|host-tail-first|host|assertion violated (v==(h+1))|-DTAIL_FIRST|-w22|-O0 $safety
 2|host-stop-once|host|$freeze|-DSTOP_ONCE|-w22|-O0 $safety
 1|wake|wake|pass|||-O2 -DCOLLAPSE $safety
-2|wake-trust-wake|wake|$lost|-DTRUST_WAKE||-O0 $safety
+1|wake-same-uid|wake|pass|-DSAME_UID||-O2 -DCOLLAPSE $safety
+2|wake-shared|wake|pass|-DSHARED||-O2 -DCOLLAPSE $safety
+2|wake-trust-wake|wake|$lost|-DSAME_UID -DTRUST_WAKE||-O0 $safety
 2|wake-no-recheck|wake|$lost|-DNO_RECHECK||-O0 $safety
-2|wake-kick-page|wake|$lost|-DKICK_PAGE||-O0 $safety
+2|wake-kick-page|wake|$lost|-DSAME_UID -DKICK_PAGE||-O0 $safety
 EOF
 
 lane() {
