@@ -199,6 +199,9 @@ static const struct family families[] = {
         { "hbg_thread_wakeups", "counter", "", "Times a sleeping scheduler thread woke up.", THREADS(wakeups), 1 },
         { "hbg_thread_spurious_wakeups", "counter", "",
           "Times a client woke a sleeping scheduler thread that then found no work.", THREADS(spurious_wakeups), 1 },
+        { "hbg_thread_cpu_moves", "counter", "",
+          "Times an idle scheduler thread moved off a CPU whose other task kept taking its yields.",
+          THREADS(cpu_moves), 1 },
         /* The exporter's own process, as every Prometheus client library names it. */
         { "process_start_time_seconds", "gauge", "seconds", "Start time of the process since the Unix epoch.",
           SELF(start_time_ms), 1000 },

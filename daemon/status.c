@@ -147,6 +147,7 @@ static int section_threads(struct status_build *b) {
                 ts[i].parks = t.parks;
                 ts[i].wakeups = t.wakeups;
                 ts[i].spurious_wakeups = t.spurious_wakeups;
+                ts[i].cpu_moves = t.cpu_moves;
                 ts[i].batch_linked = t.batch_linked;
                 ts[i].continued = t.continued;
                 ts[i].stolen = t.stolen;

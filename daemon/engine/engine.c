@@ -350,6 +350,7 @@ void hbg_engine_thread_stats(const struct hbg_engine *e, unsigned thread,
                 .parks = stat_get(&t->stats.parks),
                 .wakeups = stat_get(&t->stats.wakeups),
                 .spurious_wakeups = stat_get(&t->stats.spurious),
+                .cpu_moves = stat_get(&t->stats.moves),
                 .clusters = t->clusters,
         };
 }

@@ -272,6 +272,7 @@ struct hbg_thread_stats {
         uint64_t wakeups;
         uint64_t spurious_wakeups; /* wakes that found no work and that no
                                       wake of hbgd's explains (a client's, §9.4) */
+        uint64_t cpu_moves;        /* moves off a CPU its idle spin shared (§9.4) */
         uint32_t clusters;         /* clusters this thread owns */
 };
 

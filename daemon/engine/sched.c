@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <syslog.h>
 #include <time.h>
@@ -176,6 +177,58 @@ static void spin_slot_drop(struct sched_thread *t) {
         atomic_fetch_sub_explicit(&t->engine->spinners, 1, memory_order_relaxed);
 }
 
+/* A yield longer than this ran another task on our CPU. */
+#define YIELD_TAKEN_NS 2000
+/* That many in a row: the task is there to stay (the producer this
+ * thread answers, spinning for its answer). */
+#define YIELDS_TAKEN_TO_MOVE 4
+/* Moves at most this often per thread. */
+#define MOVE_EVERY_NS 1000000
+
+/*
+ * Move this thread off the CPU it is on, to any other it may run on:
+ * its allowed set without this CPU, then the set as it was (the kernel
+ * migrates it at the first call; the second keeps it where it landed).
+ * Nothing else changes; it fails quietly where the set has one CPU or
+ * the calls are refused.
+ */
+static void move_off_cpu(void) {
+        cpu_set_t allowed, others;
+        int cpu = sched_getcpu();
+        if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof(allowed), &allowed) < 0)
+                return;
+        others = allowed;
+        CPU_CLR(cpu, &others);
+        if (CPU_COUNT(&others) == 0 || sched_setaffinity(0, sizeof(others), &others) < 0)
+                return;
+        (void)sched_setaffinity(0, sizeof(allowed), &allowed);
+}
+
+/*
+ * The idle spin gives way (§9.4). Where a producer and the spinning
+ * thread were put on one CPU while another sits idle, they take turns:
+ * each answer waits for the producer's yield, then for ours, about 8 us
+ * a 1-task graph instead of 2, and the scheduler keeps them there (each
+ * is runnable only while the other runs). A run of yields that each let
+ * something run here says so; the thread then moves to another CPU,
+ * once per MOVE_EVERY_NS at most. Where every CPU is busy the move costs
+ * two system calls and the balancer may undo it.
+ */
+static void spin_yield(struct sched_thread *t, int64_t now_ns) {
+        sched_yield();
+        int64_t after = clock_now_ns();
+        if (after - now_ns < YIELD_TAKEN_NS) {
+                t->yields_taken = 0;
+                return;
+        }
+        if (++t->yields_taken < YIELDS_TAKEN_TO_MOVE || after - t->moved_ns < MOVE_EVERY_NS)
+                return;
+        t->yields_taken = 0;
+        t->moved_ns = after;
+        move_off_cpu();
+        stat_add(&t->stats.moves, 1);
+}
+
 void *sched_thread_main(void *arg) {
         struct sched_thread *t = arg;
         struct hbg_engine *e = t->engine;
@@ -238,15 +291,15 @@ void *sched_thread_main(void *arg) {
                         cpu_relax();
                         continue;
                 }
-                if (idle_since != INT64_MIN &&
-                    (uint64_t)(clock_now_ns() - idle_since) < e->cfg.spin_before_park_ns) {
+                int64_t now_ns = idle_since != INT64_MIN ? clock_now_ns() : 0;
+                if (idle_since != INT64_MIN && (uint64_t)(now_ns - idle_since) < e->cfg.spin_before_park_ns) {
                         /* Every CLOCK_EVERY idle turns the spin gives way:
                          * a thread woken onto this CPU (the producer this
                          * thread just answered, or a peer) runs first, not
                          * after the spin or the rest of a time slice
                          * (§9.4). With nothing else runnable here it
                          * returns at once. */
-                        sched_yield();
+                        spin_yield(t, now_ns);
                         continue;
                 }
                 spin_slot_drop(t);

@@ -31,7 +31,7 @@ struct sched_thread {
         alignas(64) struct {
                 _Atomic uint64_t classified, batch_linked, dispatched, continued, stolen, retired_inline,
                         failed;
-                _Atomic uint64_t parks, wakeups, spurious;
+                _Atomic uint64_t parks, wakeups, spurious, moves;
         } stats;
         /* Metrics, written by this thread only: the times of the tasks
          * whose last block it ran, per kernel (kernel_at() order,
@@ -62,6 +62,11 @@ struct sched_thread {
         int64_t spurious_window_ms;
         unsigned spurious_in_window;
         int64_t calm_until_ms;
+        /* The idle spin's yields that let another task run on this CPU,
+         * in a row, and when this thread last moved off its CPU for it
+         * (sched.c, spin_yield). */
+        unsigned yields_taken;
+        int64_t moved_ns;
 };
 
 /* The body of a scheduler thread. */

@@ -6,7 +6,7 @@
  * backend: _i = MODE_URING (the default) and MODE_EPOLL (HBGD_IO=epoll).
  *
  * Run one group with CK_RUN_CASE=producers|killed|abuse|session|status|
- * sigterm; HBG_TEST_SEED fixes the random numbers; STRESS=long kills more
+ * sigterm|spin; HBG_TEST_SEED fixes the random numbers; STRESS=long kills more
  * clients; HBG_TEST_VERBOSE=1 shows hbgd's log as it runs.
  */
 #include <check.h>
@@ -17,6 +17,7 @@
 #include <linux/futex.h>
 #include <linux/io_uring.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -894,6 +895,118 @@ START_TEST(sigterm_in_flight) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ spin moves */
+
+/* Every thread of process pid to CPUs `set`: 0, or -errno. */
+static int pin_threads(pid_t pid, const cpu_set_t *set) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+        DIR *dir = opendir(path);
+        if (!dir)
+                return -errno;
+        int err = 0;
+        struct dirent *de;
+        while ((de = readdir(dir)) != NULL)
+                if (de->d_name[0] != '.' && sched_setaffinity(atoi(de->d_name), sizeof(*set), set) < 0)
+                        err = -errno;
+        closedir(dir);
+        return err;
+}
+
+/* Every thread of pid may run on exactly `set`. */
+static bool threads_allowed(pid_t pid, const cpu_set_t *set, char *why, size_t size) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+        DIR *dir = opendir(path);
+        if (!dir)
+                return snprintf(why, size, "%s: %s", path, strerror(errno)), false;
+        bool ok = true;
+        struct dirent *de;
+        while (ok && (de = readdir(dir)) != NULL) {
+                cpu_set_t now;
+                if (de->d_name[0] == '.' || sched_getaffinity(atoi(de->d_name), sizeof(now), &now) < 0)
+                        continue; /* a thread that just ended */
+                if (!CPU_EQUAL(&now, set)) {
+                        snprintf(why, size, "thread %.16s may run on %d CPUs, not the %d it was given",
+                                 de->d_name, CPU_COUNT(&now), CPU_COUNT(set));
+                        ok = false;
+                }
+        }
+        closedir(dir);
+        return ok;
+}
+
+/*
+ * An idle scheduler thread whose spin shares its CPU with the producer it
+ * answers moves itself to another CPU (RUNTIME_LOGIC §9.4), and leaves its
+ * allowed CPUs as they were. Made to happen: hbgd's threads and this
+ * producer pinned to CPU 0, then hbgd's threads given CPUs 0 and 1 (they
+ * stay on 0 until something moves them), and 1-task graphs back to back.
+ * The moves are counted (cpu_moves); the balancer may move a thread
+ * first, so the count must be seen in one of three rounds.
+ */
+START_TEST(spin_moves_keep_affinity) {
+        int mode = _i;
+        if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+                fprintf(stderr, "spin_moves_keep_affinity: one CPU, skipped\n");
+                return;
+        }
+        cpu_set_t mine, cpu0, both;
+        ck_assert_int_eq(sched_getaffinity(0, sizeof(mine), &mine), 0);
+        if (!CPU_ISSET(0, &mine) || !CPU_ISSET(1, &mine)) {
+                fprintf(stderr, "spin_moves_keep_affinity: CPUs 0 and 1 not both allowed, skipped\n");
+                return;
+        }
+        CPU_ZERO(&cpu0);
+        CPU_SET(0, &cpu0);
+        both = cpu0;
+        CPU_SET(1, &both);
+        struct hbgd_proc *d = start_hbgd(mode, NULL);
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "hbg_connect: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        int fd = raw_connect(d->socket_path);
+        raw_hello(fd);
+        uint64_t moves = 0;
+        char why[160];
+        for (unsigned round = 0; round < 3 && moves == 0; round++) {
+                D_ASSERT(d, pin_threads(d->pid, &cpu0) == 0, "pinning hbgd to CPU 0");
+                ck_assert_int_eq(sched_setaffinity(0, sizeof(cpu0), &cpu0), 0);
+                for (unsigned i = 0; i < 200; i++) { /* every thread runs on CPU 0 once */
+                        hbg_task t = HBG_TASK_INIT("noop");
+                        uint64_t g;
+                        err = hbg_graph_add(c, &t, NULL);
+                        err = err ? err : hbg_graph_submit(c, &g);
+                        err = err ? err : hbg_graph_wait(c, g, 10000);
+                        D_ASSERT(d, err == 0, "warm-up graph %u: %s", i, hbg_strerror(err));
+                }
+                D_ASSERT(d, pin_threads(d->pid, &both) == 0, "giving hbgd CPUs 0 and 1");
+                for (unsigned i = 0; i < 20000; i++) {
+                        hbg_task t = HBG_TASK_INIT("noop");
+                        uint64_t g;
+                        err = hbg_graph_add(c, &t, NULL);
+                        err = err ? err : hbg_graph_submit(c, &g);
+                        err = err ? err : hbg_graph_wait(c, g, 10000);
+                        D_ASSERT(d, err == 0, "graph %u: %s", i, hbg_strerror(err));
+                }
+                ck_assert_int_eq(sched_setaffinity(0, sizeof(mine), &mine), 0);
+                D_ASSERT(d, threads_allowed(d->pid, &both, why, sizeof(why)), "after the moves: %s", why);
+                Hbg__Envelope *env;
+                Hbg__StatusReply *s = status(fd, HBG__STATUS_KIND__STATUS_THREADS, &env);
+                moves = 0;
+                for (size_t i = 0; i < s->n_threads; i++)
+                        moves += s->threads[i]->cpu_moves;
+                wire_free(env);
+                fprintf(stderr, "spin_moves_keep_affinity (%s): round %u: %" PRIu64 " moves off the producer's CPU\n",
+                        mode_name(mode), round, moves);
+        }
+        D_ASSERT(d, moves > 0, "no scheduler thread moved off the CPU it shared with a spinning producer");
+        close(fd);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
 /* ------------------------------------------------------------ suite */
 
 static Suite *suite(void) {
@@ -910,6 +1023,7 @@ static Suite *suite(void) {
                 { "session", { session_regions_sealed, session_fds_of_older_client } },
                 { "status", { status_over_socket } },
                 { "sigterm", { sigterm_in_flight } },
+                { "spin", { spin_moves_keep_affinity } },
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 TCase *tc = tcase_create(cases[i].name);
