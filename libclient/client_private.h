@@ -182,8 +182,12 @@ struct hbg_client {
          * comes before the doorbell (hbgc_ring). */
         const struct hbg_wake_page *wake_page;
         int wake_n;
-        bool wake_own;   /* the page is our uid's own: a wake that woke somebody is enough */
-        _Atomic bool wake_unconfirmed; /* such a wake, not checked yet (hbgc_ring_confirm) */
+        /* The page is our uid's own and no event loop polls us: a wake
+         * that woke somebody is enough (hbgc_ring). */
+        _Atomic bool wake_trust;
+        /* When such a wake was made, not confirmed yet; 0: none
+         * (hbgc_ring_confirm). */
+        _Atomic int64_t wake_unconfirmed_ns;
         int completion_fd;         /* read end of a pipe hbgd writes */
         int rearm_fd;              /* eventfd: "call hbg_client_process() again" */
         int notify_fd;             /* epoll of the two above: hbg_client_fd() */
@@ -303,9 +307,15 @@ int hbgc_publish(hbg_client *c);
 int hbgc_ring(hbg_client *c, bool ring);
 /* Ring the doorbell if need_wakeup is set (seq_cst load). */
 void hbgc_doorbell(hbg_client *c);
-/* Before sleeping: ring the doorbell if a direct wake that skipped it
- * left need_wakeup set (no hbgd thread woke). */
-void hbgc_ring_confirm(hbg_client *c);
+/* Before sleeping (min_age_ns 0), or in a check that does not sleep (a
+ * wake at least min_age_ns old): ring the doorbell if a direct wake that
+ * skipped it left need_wakeup set (no hbgd thread woke). */
+void hbgc_ring_confirm(hbg_client *c, int64_t min_age_ns);
+/* Within a non-blocking check, how old a trusted wake must be before it
+ * is confirmed: a woken thread clears need_wakeup within a few us. */
+#define HBGC_CONFIRM_AGE_NS 50000
+/* Before a sleep, how long a trusted wake may take to be seen at most. */
+#define HBGC_CONFIRM_GRACE_NS 20000
 /* Read what hbgd wrote into the completion pipe (never blocks). */
 void hbgc_drain_completion(hbg_client *c);
 /* Receive one envelope from the control socket, waiting up to

@@ -56,7 +56,7 @@ static void map_wake_page(hbg_client *c, int fd) {
                 return;
         }
         c->wake_n = p->wake_n == 0 ? 1 : p->wake_n > INT_MAX ? INT_MAX : (int)p->wake_n;
-        c->wake_own = (p->flags & HBG_WAKE_OWN) != 0;
+        atomic_store_explicit(&c->wake_trust, (p->flags & HBG_WAKE_OWN) != 0, memory_order_relaxed);
         c->wake_page = p;
 }
 
@@ -394,8 +394,11 @@ HBG_EXPORT void hbg_disconnect(hbg_client *c) {
 HBG_EXPORT int hbg_client_fd(const hbg_client *c) {
         if (!c)
                 return -EINVAL;
-        /* An event loop on it wants a byte for every event. */
+        /* An event loop on it wants a byte for every event. It sleeps
+         * where we cannot confirm a trusted wake: ring the doorbell
+         * after every wake from now on (hbgc_ring). */
         atomic_fetch_or_explicit(&c->sh->pipe_wanted, HBG_PIPE_ALWAYS, memory_order_seq_cst);
+        atomic_store_explicit((_Atomic bool *)&c->wake_trust, false, memory_order_relaxed);
         return c->notify_fd;
 }
 

@@ -287,6 +287,8 @@ HBG_EXPORT int hbg_graph_status(hbg_client *c, uint64_t graph, uint64_t *ret_tas
                 *ret_task = o.task;
         if (st == o.status)
                 hbgc_graph_result(c, graph, &o, "hbg_graph_status");
+        else /* still running: a caller polling us never sleeps in the library */
+                hbgc_ring_confirm(c, HBGC_CONFIRM_AGE_NS);
         return st;
 }
 

@@ -208,5 +208,7 @@ HBG_EXPORT int hbg_client_process(hbg_client *c) {
                 hbgc_harvest(c);
                 return hbgc_fail(c, -ECONNRESET, "hbg_client_process: hbgd went away");
         }
+        /* A caller that polls us instead of sleeping on hbg_client_fd(). */
+        hbgc_ring_confirm(c, HBGC_CONFIRM_AGE_NS);
         return hbgc_process(c);
 }

@@ -106,14 +106,17 @@ static int doorbell_send(hbg_client *c) {
  * the wake) ring the doorbell too: its kick reaches hbgd's private word,
  * which no client can touch (RUNTIME_LOGIC.md §9.4). A trusted wake is
  * confirmed before this client sleeps (hbgc_ring_confirm), so that even
- * a client of our uid that takes our wakes delays our graphs, no more.
+ * a client of our uid that takes our wakes delays our graphs, no more;
+ * a client whose event loop sleeps on hbg_client_fd() trusts no wake.
  */
 int hbgc_ring(hbg_client *c, bool ring) {
         if (!ring)
                 return 0;
         long woke = c->wake_page ? syscall(SYS_futex, &c->wake_page->word, FUTEX_WAKE, c->wake_n, NULL, NULL, 0) : 0;
-        if (woke > 0 && c->wake_own) {
-                atomic_store_explicit(&c->wake_unconfirmed, true, memory_order_relaxed);
+        if (woke > 0 && atomic_load_explicit(&c->wake_trust, memory_order_relaxed)) {
+                /* Release: the thread that confirms (acquire) reads
+                 * need_wakeup after our publish and our read of it. */
+                atomic_store_explicit(&c->wake_unconfirmed_ns, clock_now_ns(), memory_order_release);
                 sched_yield(); /* the woken thread may be on this CPU: below */
                 return 0;
         }
@@ -132,16 +135,32 @@ int hbgc_publish(hbg_client *c) {
 }
 
 /* A woken hbgd thread clears need_wakeup (seq_cst) before it visits the
- * rings. Still set when this client is about to sleep, after its spin:
- * the wake we trusted reached no hbgd thread (a waiter of our uid's took
- * it), or one that has not run since; the doorbell makes sure. Set again
- * by threads that parked once more after our work: one doorbell too
- * many, which costs hbgd a look. */
-void hbgc_ring_confirm(hbg_client *c) {
-        if (!atomic_exchange_explicit(&c->wake_unconfirmed, false, memory_order_relaxed))
+ * rings. Still set when this client is about to sleep: the wake we
+ * trusted reached no hbgd thread (a waiter of our uid's took it), or one
+ * that has not run since; the doorbell makes sure. Set again by threads
+ * that parked once more after our work: one doorbell too many, which
+ * costs hbgd a look. Any thread of the client may confirm another's
+ * wake (the exchange hands it to one). The byte is sent without the
+ * socket check hbgc_ring makes: a worker never reads the socket, and a
+ * hbgd gone is found by the caller's own checks. */
+void hbgc_ring_confirm(hbg_client *c, int64_t min_age_ns) {
+        int64_t at = atomic_load_explicit(&c->wake_unconfirmed_ns, memory_order_relaxed);
+        if (at == 0 || (min_age_ns > 0 && clock_now_ns() - at < min_age_ns))
                 return;
-        if (atomic_load_explicit(&c->ch->need_wakeup, memory_order_seq_cst))
-                (void)doorbell_send(c);
+        /* About to sleep right after the wake (a worker that posted a
+         * result): give the woken thread the few us it takes to clear
+         * the flag, rather than ring for nothing. Bounded. */
+        for (unsigned i = 0; i < 64 && min_age_ns == 0 && clock_now_ns() - at < HBGC_CONFIRM_GRACE_NS &&
+                             atomic_load_explicit(&c->ch->need_wakeup, memory_order_relaxed);
+             i++)
+                sched_yield();
+        if (!atomic_compare_exchange_strong_explicit(&c->wake_unconfirmed_ns, &at, 0, memory_order_acq_rel,
+                                                     memory_order_relaxed))
+                return; /* another thread took it, or a newer wake came: its own turn */
+        if (atomic_load_explicit(&c->ch->need_wakeup, memory_order_seq_cst)) {
+                char one = 1;
+                (void)send(c->doorbell_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+        }
 }
 
 /* ---------------------------------------------------------------- socket */

@@ -62,11 +62,13 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
                         sched_yield();
                 return 0;
         }
+        /* Past the spin, every step may sleep: a wake trusted by this
+         * wait's publishes (or another thread's) is confirmed first. */
+        hbgc_ring_confirm(c, 0);
         if (!w->spun) {
                 /* One more look before any sleep: the caller arms its
-                 * wake-up now (hbgc_wait_spun()); and hbgd is awake. */
+                 * wake-up now (hbgc_wait_spun()). */
                 w->spun = true;
-                hbgc_ring_confirm(c);
                 return 0;
         }
         if (!w->eventful && elapsed < YIELD_NS) {

@@ -37,7 +37,7 @@ int hbgc_sleep_on(hbg_client *c, const _Atomic uint32_t *word, _Atomic uint32_t 
         /* Acquire: a value hbgd bumped after a publication brings the
          * publication with it (the bump is a seq_cst RMW, a release). */
         uint32_t seq = atomic_load_explicit(word, memory_order_acquire);
-        hbgc_ring_confirm(c);
+        hbgc_ring_confirm(c, 0);
         atomic_fetch_add_explicit(&c->pool.sleeping, 1, memory_order_seq_cst);
         atomic_fetch_add_explicit(sleepers, 1, memory_order_seq_cst);
         int err = 0;

@@ -135,8 +135,8 @@ int wakeup_thread_park(struct sched_thread *t, bool page, uint32_t val, const st
         sleep_begin(t);
         if (page && atomic_load_explicit(&e->page_waits, memory_order_relaxed)) {
                 r = wait_pages(e, val, timeout);
-                /* A page unmapped under us (its slot went to another
-                 * uid): this sleep the plain way. Refused (a seccomp
+                /* A page unmapped under us (its uid's last session
+                 * went): this sleep the plain way. Refused (a seccomp
                  * filter, say): never again, and the plain way, or an
                  * idle thread would spin. */
                 if (r < 0 && r != -EAGAIN && r != -ETIMEDOUT && r != -EINTR) {

@@ -1174,8 +1174,13 @@ END_TEST
  * the honest client's page and takes its wakes, and the honest client,
  * which skipped the doorbell after a wake that "woke somebody", rings
  * it before it sleeps (need_wakeup still set): its graphs after idle
- * moments all run, either way. _i: bit 0 the PI sleeper and requeues,
- * bit 1 as uid 65534.
+ * moments all run, either way. Each graph also publishes from inside the
+ * wait (a kernel, then a host task the waiting thread runs, whose answer
+ * wakes hbgd, then a task after it), under a stall limit of 0 (no timed
+ * wake of the parked threads): a trusted wake made there is confirmed
+ * too. The attacker counts the wakes its waiters took: none as another
+ * uid, some as the same uid. _i: bit 0 the PI sleeper and requeues, bit
+ * 1 as uid 65534.
  */
 enum { PAGE_WAITERS = 4 };
 
@@ -1185,13 +1190,16 @@ struct page_waiter {
         int pi;
 };
 
+static _Atomic unsigned long page_waiter_wakes; /* wakes the waiters took */
+
 static void *page_waiter_main(void *arg) {
         struct page_waiter *w = arg;
         for (;;) {
-                if (w->pi)
+                if (w->pi) {
                         syscall(SYS_futex, w->word, FUTEX_WAIT_REQUEUE_PI, 0, NULL, &w->own, 0);
-                else
-                        syscall(SYS_futex, w->word, FUTEX_WAIT, 0, NULL, NULL, 0);
+                } else if (syscall(SYS_futex, w->word, FUTEX_WAIT, 0, NULL, NULL, 0) == 0) {
+                        atomic_fetch_add(&page_waiter_wakes, 1);
+                }
         }
         return NULL;
 }
@@ -1222,7 +1230,15 @@ static int page_waiters_fn(int sock, void *arg) {
                 usleep(1000);
         }
         kid_cmd(sock);
+        kid_say(sock, "TOOK %lu", atomic_load(&page_waiter_wakes));
+        kid_cmd(sock);
         _exit(0);
+}
+
+static int page_host_fn(void *arg) {
+        (void)arg;
+        usleep(2000);
+        return 0;
 }
 
 START_TEST(wake_page_waiters) {
@@ -1232,7 +1248,7 @@ START_TEST(wake_page_waiters) {
                 fprintf(stderr, "wake_page_waiters: the attacker as uid 65534 skipped: it needs root\n");
                 return;
         }
-        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "[scheduler]\nstall_timeout_ms = 0\n");
         if (other_uid)
                 open_to_all(d);
         struct kid k;
@@ -1248,13 +1264,28 @@ START_TEST(wake_page_waiters) {
         for (unsigned i = 0; i < n; i++) {
                 usleep(20000);
                 hbg_task t = HBG_TASK_INIT("noop");
-                uint64_t g;
+                uint64_t g, id;
                 err = hbg_graph_add(c, &t, NULL);
                 if (err == 0)
                         err = hbg_graph_submit(c, &g);
                 if (err == 0)
                         err = hbg_graph_wait(c, g, WAIT_MS);
                 D_ASSERT(d, err == 0, "wake_page_waiters: graph %u after an idle moment: %s", i, hbg_strerror(err));
+                /* Publishes from inside the wait: the host task's answer
+                 * (the kernel before it let hbgd's threads park). */
+                hbg_task spin = HBG_TASK_INIT("spin_ns");
+                spin.n_scalars = 1;
+                spin.scalars[0] = 2000000;
+                err = hbg_graph_add(c, &spin, &id);
+                hbg_task host = { .size = sizeof(hbg_task), .host_fn = page_host_fn, .n_deps = 1, .deps = { id } };
+                err = err ? err : hbg_graph_add(c, &host, &id);
+                hbg_task after = HBG_TASK_INIT("noop");
+                after.n_deps = 1;
+                after.deps[0] = id;
+                err = err ? err : hbg_graph_add(c, &after, NULL);
+                err = err ? err : hbg_graph_submit(c, &g);
+                err = err ? err : hbg_graph_wait(c, g, WAIT_MS);
+                D_ASSERT(d, err == 0, "wake_page_waiters: graph %u with a host task: %s", i, hbg_strerror(err));
                 ok++;
         }
         fprintf(stderr, "wake_page_waiters: %u of %u graphs after idle moments ran while %d waiters%s of %s held "
@@ -1262,6 +1293,14 @@ START_TEST(wake_page_waiters) {
                 page_attack ? ", a FUTEX_WAIT_REQUEUE_PI sleeper and requeues" : "",
                 other_uid ? "uid 65534" : "the same uid");
         hbg_disconnect(c);
+        kid_tell(&k, 'Q');
+        const char *took = kid_expect(d, &k, "TOOK", IO_MS, buf, sizeof(buf), "wake_page_waiters: the attacker");
+        unsigned long stolen = strtoul(took, NULL, 10);
+        fprintf(stderr, "wake_page_waiters: the attacker's waiters took %lu wakes\n", stolen);
+        if (other_uid)
+                D_ASSERT(d, stolen == 0, "uid 65534's waiters took %lu wakes through its page", stolen);
+        else if (!page_attack)
+                D_ASSERT(d, stolen > 0, "the same uid's waiters took no wake: is the page its uid's?");
         kid_tell(&k, 'Q');
         kid_end(d, &k, IO_MS, "wake_page_waiters: the attacker");
         assert_serving(d);
@@ -1304,7 +1343,8 @@ static void page_of_uid(struct hbgd_proc *d, struct kid *k, uid_t uid, unsigned 
 
 START_TEST(wake_page_per_uid) {
         ck_assert_msg(geteuid() == 0, "wake_page_per_uid needs root");
-        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "[limits]\nmax_sessions = 256\n");
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "[limits]\nmax_sessions = 256\n[session]\n"
+                                                          "heap_size = 1048576\ntask_window = 1024\nflag_window = 1024\n");
         open_to_all(d);
         int base = fd_baseline(d);
         struct kid k[PAGE_KIDS + 1];
@@ -1339,6 +1379,8 @@ START_TEST(wake_page_per_uid) {
         unsigned fresh_flags;
         page_of_uid(d, &k[0], PAGE_UID0 + 100, &fresh, &fresh_flags);
         D_ASSERT(d, fresh_flags & HBG_WAKE_OWN, "a new uid after the others left: no page of its own");
+        for (unsigned i = 0; i <= PAGE_KIDS; i++)
+                D_ASSERT(d, fresh != ino[i], "a new uid got a page uid %u had", PAGE_UID0 + (i % PAGE_KIDS));
         kid_tell(&k[0], 'Q');
         kid_end(d, &k[0], IO_MS, "wake_page_per_uid");
         fprintf(stderr, "wake_page_per_uid: %u uids, %u pages of their own, the rest on one shared page; all "
