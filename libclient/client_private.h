@@ -369,7 +369,7 @@ struct hbgc_wait {
         unsigned iter;
         bool eventful;             /* the condition comes with an eventfd signal */
         bool spun;                 /* past the spinning */
-        bool pipe_armed;           /* with workers: HBG_PIPE_WAITING set for the next poll */
+        bool pipe_armed;           /* HBG_PIPE_WAITING set for the next poll */
 };
 void hbgc_wait_begin(struct hbgc_wait *w, int timeout_ms, bool eventful);
 /* Past the spinning: the next step may sleep, so a caller whose wake-up

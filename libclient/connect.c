@@ -367,13 +367,11 @@ HBG_EXPORT int hbg_connect_opts(hbg_client **ret, const hbg_connect_options *opt
                 return err;
         }
         hbgc_hangup_init(c);
-        /* Without workers every wait sleeps on the completion pipe: hbgd
-         * writes its byte for every retired graph and ready host task.
-         * With workers they and hbg_graph_wait() sleep on the futex words,
-         * and the pipe's byte is asked for only by hbg_client_fd() or a
-         * wait polling it (RUNTIME_LOGIC §10.7). */
-        if (o.host_threads == 0)
-                atomic_store_explicit(&c->sh->pipe_wanted, HBG_PIPE_ALWAYS, memory_order_seq_cst);
+        /* The pipe's byte is asked for only by hbg_client_fd() (an event
+         * loop) or by a wait about to poll it (HBG_PIPE_WAITING): with
+         * workers, they and hbg_graph_wait() sleep on the futex words;
+         * without, a wait that spun asks before it polls. A client that
+         * spins for its answer costs hbgd no write (RUNTIME_LOGIC §10.7). */
         err = hbgc_workers_start(c, (unsigned)o.host_threads);
         if (err < 0) {
                 client_free(c);

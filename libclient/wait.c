@@ -77,12 +77,13 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
                         return hbgc_check_socket(c);
                 return 0;
         }
-        /* With workers hbgd writes the pipe's byte only when asked
-         * (§10.7): ask, then one more look at the condition before the
+        /* hbgd writes the pipe's byte only when asked (§10.7; always
+         * once hbg_client_fd() was called): ask, then one more look at
+         * the condition before the
          * poll. The fence makes it a store->load pair against hbgd's
          * "publish; bump (seq_cst); load pipe_wanted (seq_cst)": either the
          * look sees the publication or hbgd sees the request. */
-        bool ask = c->pool.n && !(atomic_load_explicit(&c->sh->pipe_wanted, memory_order_relaxed) & HBG_PIPE_ALWAYS);
+        bool ask = !(atomic_load_explicit(&c->sh->pipe_wanted, memory_order_relaxed) & HBG_PIPE_ALWAYS);
         if (ask && !w->pipe_armed) {
                 atomic_fetch_or_explicit(&c->sh->pipe_wanted, HBG_PIPE_WAITING, memory_order_seq_cst);
                 atomic_thread_fence(memory_order_seq_cst);
