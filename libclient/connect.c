@@ -396,7 +396,13 @@ HBG_EXPORT int hbg_client_fd(const hbg_client *c) {
          * where we cannot confirm a trusted wake: ring the doorbell
          * after every wake from now on (hbgc_ring). */
         atomic_fetch_or_explicit(&c->sh->pipe_wanted, HBG_PIPE_ALWAYS, memory_order_seq_cst);
-        atomic_store_explicit((_Atomic bool *)&c->wake_trust, false, memory_order_relaxed);
+        hbg_client *w = (hbg_client *)(uintptr_t)c; /* allocated, not const: its flags */
+        atomic_store_explicit(&w->wake_trust, false, memory_order_seq_cst);
+        /* A wake trusted before: confirmed now, the loop may sleep next.
+         * One trusted concurrently confirms itself (hbgc_ring): store;
+         * fence; load on both sides, so one of us sees the other. */
+        atomic_thread_fence(memory_order_seq_cst);
+        hbgc_ring_confirm(w, 0);
         return c->notify_fd;
 }
 

@@ -117,6 +117,12 @@ int hbgc_ring(hbg_client *c, bool ring) {
                 /* Release: the thread that confirms (acquire) reads
                  * need_wakeup after our publish and our read of it. */
                 atomic_store_explicit(&c->wake_unconfirmed_ns, clock_now_ns(), memory_order_release);
+                /* hbg_client_fd() on another thread turned trust off
+                 * (seq_cst), then confirmed: either it sees our mark or
+                 * we see trust off, and confirm ourselves. */
+                atomic_thread_fence(memory_order_seq_cst);
+                if (!atomic_load_explicit(&c->wake_trust, memory_order_relaxed))
+                        hbgc_ring_confirm(c, 0);
                 sched_yield(); /* the woken thread may be on this CPU: below */
                 return 0;
         }

@@ -51,8 +51,11 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
                 hbgc_process(c);
         w->iter++;
         int64_t now = clock_now_ns();
-        if (w->deadline_ns >= 0 && now >= w->deadline_ns)
+        if (w->deadline_ns >= 0 && now >= w->deadline_ns) {
+                /* A caller polling with short timeouts never sleeps here. */
+                hbgc_ring_confirm(c, HBGC_CONFIRM_AGE_NS);
                 return hbgc_check_socket(c) < 0 ? -ECONNRESET : -ETIMEDOUT;
+        }
         int64_t elapsed = now - w->start_ns;
         if (elapsed < SPIN_NS) {
                 if (elapsed < SPIN_PURE_NS)

@@ -29,6 +29,7 @@ void hbg_engine_config_default(struct hbg_engine_config *ret) {
                 .threads = 4,
                 .clusters = 8,
                 .spin_before_park_ns = 50000,
+                .move_off_shared_cpu = 1,
                 .stall_timeout_ms = 10000,
                 .classify_batch = 64,
                 .max_rings = 256,

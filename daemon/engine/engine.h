@@ -80,6 +80,10 @@ struct hbg_engine_config {
          * once (RUNTIME_LOGIC §9.4). 0: the online CPUs - 1, at least 1, so
          * that spinning never takes the core a producer runs on. */
         unsigned max_spinning_threads;
+        /* 1: a spinning thread whose yields keep running another task on
+         * its CPU moves itself to another allowed CPU (sched.c; default);
+         * 0: never touches its affinity. */
+        unsigned move_off_shared_cpu;
         uint64_t stall_timeout_ms;    /* no-progress limit per ring, 0 = off (default 10 s);
                                          a ring may have its own (hbg_ring_params) */
         unsigned classify_batch;      /* ids claimed at once, 1..4096 (default 64) */

@@ -179,29 +179,36 @@ static void spin_slot_drop(struct sched_thread *t) {
 
 /* A yield longer than this ran another task on our CPU. */
 #define YIELD_TAKEN_NS 2000
-/* That many in a row: the task is there to stay (the producer this
- * thread answers, spinning for its answer). */
+/* That many in a row within YIELDS_TAKEN_WINDOW_NS: the task is there to
+ * stay (the producer this thread answers, spinning for its answer). */
 #define YIELDS_TAKEN_TO_MOVE 4
-/* Moves at most this often per thread. */
-#define MOVE_EVERY_NS 1000000
+#define YIELDS_TAKEN_WINDOW_NS 1000000
+/* Moves at most this often per thread; a move soon after the last one
+ * (the balancer or the producer undid it) doubles the gap, up to the
+ * most; a quiet spell resets it. */
+#define MOVE_GAP_MIN_NS 1000000
+#define MOVE_GAP_MAX_NS 128000000
 
 /*
  * Move this thread off the CPU it is on, to any other it may run on:
  * its allowed set without this CPU, then the set as it was (the kernel
  * migrates it at the first call; the second keeps it where it landed).
- * Nothing else changes; it fails quietly where the set has one CPU or
+ * Nothing else changes (what the set written back leaves out:
+ * hbgd.conf(5), move_off_shared_cpu). False where the set has one CPU or
  * the calls are refused.
  */
-static void move_off_cpu(void) {
+static bool move_off_cpu(void) {
         cpu_set_t allowed, others;
         int cpu = sched_getcpu();
-        if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof(allowed), &allowed) < 0)
-                return;
+        if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof(allowed), &allowed) < 0 ||
+            !CPU_ISSET(cpu, &allowed))
+                return false;
         others = allowed;
         CPU_CLR(cpu, &others);
         if (CPU_COUNT(&others) == 0 || sched_setaffinity(0, sizeof(others), &others) < 0)
-                return;
+                return false;
         (void)sched_setaffinity(0, sizeof(allowed), &allowed);
+        return true;
 }
 
 /*
@@ -210,9 +217,10 @@ static void move_off_cpu(void) {
  * each answer waits for the producer's yield, then for ours, about 8 us
  * a 1-task graph instead of 2, and the scheduler keeps them there (each
  * is runnable only while the other runs). A run of yields that each let
- * something run here says so; the thread then moves to another CPU,
- * once per MOVE_EVERY_NS at most. Where every CPU is busy the move costs
- * two system calls and the balancer may undo it.
+ * something run here, close together, says so; the thread then moves to
+ * another CPU, spaced by a gap that grows while moves keep recurring
+ * (other load on every CPU, which no move helps). Only successful moves
+ * are counted.
  */
 static void spin_yield(struct sched_thread *t, int64_t now_ns) {
         sched_yield();
@@ -221,12 +229,24 @@ static void spin_yield(struct sched_thread *t, int64_t now_ns) {
                 t->yields_taken = 0;
                 return;
         }
-        if (++t->yields_taken < YIELDS_TAKEN_TO_MOVE || after - t->moved_ns < MOVE_EVERY_NS)
+        if (t->yields_taken == 0 || after - t->taken_since_ns > YIELDS_TAKEN_WINDOW_NS) {
+                t->yields_taken = 0;
+                t->taken_since_ns = after;
+        }
+        if (++t->yields_taken < YIELDS_TAKEN_TO_MOVE || !t->engine->cfg.move_off_shared_cpu)
                 return;
         t->yields_taken = 0;
+        if (t->move_gap_ns == 0)
+                t->move_gap_ns = MOVE_GAP_MIN_NS;
+        if (after - t->moved_ns < t->move_gap_ns)
+                return;
+        if (after - t->moved_ns < 4 * t->move_gap_ns)
+                t->move_gap_ns = t->move_gap_ns * 2 > MOVE_GAP_MAX_NS ? MOVE_GAP_MAX_NS : t->move_gap_ns * 2;
+        else
+                t->move_gap_ns = MOVE_GAP_MIN_NS;
         t->moved_ns = after;
-        move_off_cpu();
-        stat_add(&t->stats.moves, 1);
+        if (move_off_cpu())
+                stat_add(&t->stats.moves, 1);
 }
 
 void *sched_thread_main(void *arg) {
@@ -305,6 +325,7 @@ void *sched_thread_main(void *arg) {
                 spin_slot_drop(t);
                 park(t);
                 t->now_ms = clock_now_ms();
+                t->yields_taken = 0; /* a run of taken yields is one spin's */
                 idle_since = 0;
         }
         spin_slot_drop(t);

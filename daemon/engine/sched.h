@@ -63,10 +63,12 @@ struct sched_thread {
         unsigned spurious_in_window;
         int64_t calm_until_ms;
         /* The idle spin's yields that let another task run on this CPU,
-         * in a row, and when this thread last moved off its CPU for it
-         * (sched.c, spin_yield). */
+         * in a row, since when; when this thread last moved off its CPU
+         * for it, and the gap before the next move (sched.c, spin_yield). */
         unsigned yields_taken;
+        int64_t taken_since_ns;
         int64_t moved_ns;
+        int64_t move_gap_ns;
 };
 
 /* The body of a scheduler thread. */

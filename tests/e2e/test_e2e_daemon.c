@@ -936,17 +936,60 @@ static bool threads_allowed(pid_t pid, const cpu_set_t *set, char *why, size_t s
         return ok;
 }
 
+/* Every thread of pid may run on exactly `set`, once any move in flight
+ * ended (a thread between a move's two calls holds one CPU less): true,
+ * or false with why after 10 looks 2 ms apart. */
+static bool threads_settle_on(pid_t pid, const cpu_set_t *set, char *why, size_t size) {
+        for (unsigned i = 0; i < 10; i++) {
+                if (threads_allowed(pid, set, why, size))
+                        return true;
+                usleep(2000);
+        }
+        return false;
+}
+
+/* The threads' cpu_moves, summed, through a fresh connection (an idle one
+ * is closed after the handshake timeout, which a slow, sanitized loop
+ * passes). */
+static uint64_t cpu_moves(struct hbgd_proc *d) {
+        int fd = raw_connect(d->socket_path);
+        raw_hello(fd);
+        Hbg__Envelope *env;
+        Hbg__StatusReply *s = status(fd, HBG__STATUS_KIND__STATUS_THREADS, &env);
+        uint64_t moves = 0;
+        for (size_t i = 0; i < s->n_threads; i++)
+                moves += s->threads[i]->cpu_moves;
+        wire_free(env);
+        close(fd);
+        return moves;
+}
+
+/* n 1-task graphs back to back. */
+static void busy_graphs(struct hbgd_proc *d, hbg_client *c, unsigned n, const char *what) {
+        for (unsigned i = 0; i < n; i++) {
+                hbg_task t = HBG_TASK_INIT("noop");
+                uint64_t g;
+                int err = hbg_graph_add(c, &t, NULL);
+                err = err ? err : hbg_graph_submit(c, &g);
+                err = err ? err : hbg_graph_wait(c, g, 10000);
+                D_ASSERT(d, err == 0, "%s graph %u: %s", what, i, hbg_strerror(err));
+        }
+}
+
 /*
  * An idle scheduler thread whose spin shares its CPU with the producer it
  * answers moves itself to another CPU (RUNTIME_LOGIC §9.4), and leaves its
- * allowed CPUs as they were. Made to happen: hbgd's threads and this
- * producer pinned to CPU 0, then hbgd's threads given CPUs 0 and 1 (they
- * stay on 0 until something moves them), and 1-task graphs back to back.
- * The moves are counted (cpu_moves); the balancer may move a thread
- * first, so the count must be seen in one of three rounds.
+ * allowed CPUs as they were; with [scheduler] move_off_shared_cpu = 0 it
+ * never does. Made to happen: hbgd's threads and this producer pinned to
+ * CPU 0 (no move can succeed there, and failed ones are not counted),
+ * then hbgd's threads given CPUs 0 and 1 (they stay on 0 until something
+ * moves them), and 1-task graphs back to back. The balancer may move a
+ * thread first, so a move must be seen in one of three rounds. _i: the
+ * io backend, then (N_MODES) moves turned off.
  */
 START_TEST(spin_moves_keep_affinity) {
-        int mode = _i;
+        bool off = _i >= N_MODES;
+        int mode = off ? MODE_URING : _i;
         if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
                 fprintf(stderr, "spin_moves_keep_affinity: one CPU, skipped\n");
                 return;
@@ -961,49 +1004,30 @@ START_TEST(spin_moves_keep_affinity) {
         CPU_SET(0, &cpu0);
         both = cpu0;
         CPU_SET(1, &both);
-        struct hbgd_proc *d = start_hbgd(mode, NULL);
+        struct hbgd_proc *d = off ? start_hbgd_conf(mode, "[scheduler]\nmove_off_shared_cpu = 0\n")
+                                  : start_hbgd(mode, NULL);
         hbg_client *c = NULL;
         int err = hbg_connect(&c, d->socket_path);
         D_ASSERT(d, err == 0, "hbg_connect: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
         uint64_t moves = 0;
         char why[160];
-        for (unsigned round = 0; round < 3 && moves == 0; round++) {
+        for (unsigned round = 0; round < (off ? 1u : 3u) && moves == 0; round++) {
                 D_ASSERT(d, pin_threads(d->pid, &cpu0) == 0, "pinning hbgd to CPU 0");
                 ck_assert_int_eq(sched_setaffinity(0, sizeof(cpu0), &cpu0), 0);
-                for (unsigned i = 0; i < 200; i++) { /* every thread runs on CPU 0 once */
-                        hbg_task t = HBG_TASK_INIT("noop");
-                        uint64_t g;
-                        err = hbg_graph_add(c, &t, NULL);
-                        err = err ? err : hbg_graph_submit(c, &g);
-                        err = err ? err : hbg_graph_wait(c, g, 10000);
-                        D_ASSERT(d, err == 0, "warm-up graph %u: %s", i, hbg_strerror(err));
-                }
+                busy_graphs(d, c, 200, "warm-up"); /* every thread runs on CPU 0 once */
+                uint64_t before = cpu_moves(d);
                 D_ASSERT(d, pin_threads(d->pid, &both) == 0, "giving hbgd CPUs 0 and 1");
-                for (unsigned i = 0; i < 20000; i++) {
-                        hbg_task t = HBG_TASK_INIT("noop");
-                        uint64_t g;
-                        err = hbg_graph_add(c, &t, NULL);
-                        err = err ? err : hbg_graph_submit(c, &g);
-                        err = err ? err : hbg_graph_wait(c, g, 10000);
-                        D_ASSERT(d, err == 0, "graph %u: %s", i, hbg_strerror(err));
-                }
+                busy_graphs(d, c, 20000, "busy");
                 ck_assert_int_eq(sched_setaffinity(0, sizeof(mine), &mine), 0);
-                D_ASSERT(d, threads_allowed(d->pid, &both, why, sizeof(why)), "after the moves: %s", why);
-                /* A fresh connection: an idle one is closed after the
-                 * handshake timeout, which a slow (sanitized) loop passes. */
-                int fd = raw_connect(d->socket_path);
-                raw_hello(fd);
-                Hbg__Envelope *env;
-                Hbg__StatusReply *s = status(fd, HBG__STATUS_KIND__STATUS_THREADS, &env);
-                moves = 0;
-                for (size_t i = 0; i < s->n_threads; i++)
-                        moves += s->threads[i]->cpu_moves;
-                wire_free(env);
-                close(fd);
-                fprintf(stderr, "spin_moves_keep_affinity (%s): round %u: %" PRIu64 " moves off the producer's CPU\n",
-                        mode_name(mode), round, moves);
+                D_ASSERT(d, threads_settle_on(d->pid, &both, why, sizeof(why)), "after the moves: %s", why);
+                moves = cpu_moves(d) - before;
+                fprintf(stderr, "spin_moves_keep_affinity (%s%s): round %u: %" PRIu64 " moves off the producer's "
+                        "CPU\n", mode_name(mode), off ? ", move_off_shared_cpu = 0" : "", round, moves);
         }
-        D_ASSERT(d, moves > 0, "no scheduler thread moved off the CPU it shared with a spinning producer");
+        if (off)
+                D_ASSERT(d, moves == 0, "move_off_shared_cpu = 0, yet %" PRIu64 " moves", moves);
+        else
+                D_ASSERT(d, moves > 0, "no scheduler thread moved off the CPU it shared with a spinning producer");
         hbg_disconnect(c);
         stop_hbgd(d);
 }
@@ -1036,6 +1060,8 @@ static Suite *suite(void) {
                                 tcase_add_loop_test(tc, t, 0, (int)(N_MODES * completion_count()));
                         else if (t == io_probe_fallback)
                                 tcase_add_test(tc, t);
+                        else if (t == spin_moves_keep_affinity)
+                                tcase_add_loop_test(tc, t, MODE_URING, N_MODES + 1); /* and moves off */
                         else
                                 tcase_add_loop_test(tc, t, MODE_URING, N_MODES);
                 }
