@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +17,10 @@
 #include "bench/bench_util.h"
 
 int bench_child_start(struct bench_child *c, const char *name, const char *const *argv) {
+        return bench_child_start_as(c, name, argv, (uid_t)-1);
+}
+
+int bench_child_start_as(struct bench_child *c, const char *name, const char *const *argv, uid_t uid) {
         int in[2], out[2];
 
         memset(c, 0, sizeof(*c));
@@ -38,7 +43,14 @@ int bench_child_start(struct bench_child *c, const char *name, const char *const
                 return err;
         }
         if (pid == 0) {
-                /* Ends with the bench, however the bench ends. */
+                if (uid != (uid_t)-1 && (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 ||
+                                         setresuid(uid, uid, uid) < 0)) {
+                        fprintf(stderr, "hbg-bench: cannot run %s as uid %u: %s\n", argv[0], (unsigned)uid,
+                                strerror(errno));
+                        _exit(126);
+                }
+                /* Ends with the bench, however the bench ends (set after
+                 * the uid change, which clears it). */
                 prctl(PR_SET_PDEATHSIG, SIGTERM);
                 /* dup2 clears O_CLOEXEC on the copies: they survive exec. */
                 if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0)

@@ -21,6 +21,9 @@ struct bench_child {
 
 /* Start argv (argv[0] found in $PATH or by path). 0 or -errno. */
 int bench_child_start(struct bench_child *c, const char *name, const char *const *argv);
+/* The same as uid (and group uid), not ours: root only; (uid_t)-1 is
+ * bench_child_start(). A child that cannot change exits 126. */
+int bench_child_start_as(struct bench_child *c, const char *name, const char *const *argv, uid_t uid);
 /* Write the line s ("\n" added). 0, or -errno (-EPIPE once it exited). */
 int bench_child_send(struct bench_child *c, const char *s);
 /* The next line of its output, without "\n", into line (truncated to len);

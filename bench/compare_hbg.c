@@ -413,12 +413,17 @@ static void hbg_connect_burst(struct cmp *c, struct bench_hbgd *h, const char *m
 }
 
 /*
- * Fair share between sessions (RUNTIME_LOGIC §9.5): one session submits a
- * backlog of long spin_ns kernels, 4 per thread, then another session runs
- * 1-task graphs one at a time (10 ms apart) while the backlog lasts. Its
- * latency should stay within one kernel's duration: it waits for a running
- * kernel to end, never behind the backlog.
+ * Fair share between users (RUNTIME_LOGIC §9.5): one session submits a
+ * backlog of long spin_ns kernels, 4 per thread, then another user's
+ * session runs 1-task graphs one at a time (10 ms apart) while the
+ * backlog lasts. Its latency should stay within one kernel's duration: it
+ * waits for a running kernel to end, never behind the backlog. Shares are
+ * per uid: as root the backlog runs as uid 65534 (nobody); otherwise, or
+ * if that child cannot start, both run as this uid, one share whose
+ * sessions take its turns in ring order (reported so: the bound is not
+ * the design's there).
  */
+#define FAIRNESS_OTHER_UID ((uid_t)65534)
 static void hbg_fairness(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads) {
         const uint64_t kernel_ns = c->quick ? 20000000 : 50000000;
         const unsigned graphs = c->quick ? 10 : 20;
@@ -431,10 +436,23 @@ static void hbg_fairness(struct cmp *c, struct bench_hbgd *h, const char *mode, 
         double *ns = calloc(graphs, sizeof(double));
         unsigned n = 0;
         int err = -ENOMEM;
-        if (!ns || bench_child_start(&hog, "fairness backlog", argv) < 0) {
+        bool other = geteuid() == 0 && bench_hbgd_open_to_all(h) == 0;
+        if (!ns || bench_child_start_as(&hog, "fairness backlog", argv, other ? FAIRNESS_OTHER_UID : (uid_t)-1) < 0) {
                 free(ns);
                 c->failures++;
                 return;
+        }
+        if (other && cmp_expect(&hog, "connect_ns ", line, sizeof(line), LINE_MS) != 0) {
+                /* uid 65534 cannot run us (a 0700 directory on the way): as ourselves. */
+                fprintf(stderr, "hbg-bench: fairness: the backlog cannot run as uid %u; both as this uid\n",
+                        (unsigned)FAIRNESS_OTHER_UID);
+                bench_child_finish(&hog, 1000);
+                other = false;
+                if (bench_child_start(&hog, "fairness backlog", argv) < 0) {
+                        free(ns);
+                        c->failures++;
+                        return;
+                }
         }
         if (bench_child_start(&kid, "fairness producer", argv) < 0) {
                 bench_child_finish(&hog, 1000);
@@ -442,7 +460,8 @@ static void hbg_fairness(struct cmp *c, struct bench_hbgd *h, const char *mode, 
                 c->failures++;
                 return;
         }
-        if ((err = cmp_expect(&hog, "connect_ns ", line, sizeof(line), LINE_MS)) == 0)
+        err = other ? 0 : cmp_expect(&hog, "connect_ns ", line, sizeof(line), LINE_MS);
+        if (err == 0)
                 err = cmp_expect(&kid, "connect_ns ", line, sizeof(line), LINE_MS);
         snprintf(cmd, sizeof(cmd), "hog %" PRIu64 " %u", kernel_ns, hog_tasks);
         if (err == 0 && (err = bench_child_send(&hog, cmd)) == 0)
@@ -462,9 +481,11 @@ static void hbg_fairness(struct cmp *c, struct bench_hbgd *h, const char *mode, 
                 report_metric(&c->report, "fairness_1_task_p50", "", "hbg", mode, threads, 2, p50, "ms");
                 report_metric(&c->report, "fairness_1_task_p99", "", "hbg", mode, threads, 2, p99, "ms");
                 report_metric(&c->report, "fairness_kernel", "", "hbg", mode, threads, 2, kernel_ms, "ms");
-                printf("  fairness: 1-task graphs beside a backlog of %u x %.0f ms kernels: p50 %.1f ms, "
-                       "p99 %.1f ms (one kernel %.0f ms; target p99 <= %.0f ms)\n",
-                       hog_tasks, kernel_ms, p50, p99, kernel_ms, kernel_ms + 5);
+                report_metric(&c->report, "fairness_other_uid", "", "hbg", mode, threads, 2, other ? 1 : 0, "bool");
+                printf("  fairness: 1-task graphs beside a backlog of %u x %.0f ms kernels %s: p50 %.1f ms, "
+                       "p99 %.1f ms (one kernel %.0f ms; target p99 <= %.0f ms%s)\n",
+                       hog_tasks, kernel_ms, other ? "of uid 65534" : "of the same uid", p50, p99, kernel_ms,
+                       kernel_ms + 5, other ? "" : "; one share: not the design's bound");
         }
         if (err == 0) {
                 bench_child_send(&kid, "quit");

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -59,6 +60,12 @@ static int wait_ready(struct bench_hbgd *h, int timeout_ms) {
 int bench_hbgd_start(struct bench_hbgd *h, const char *hbgd, const char *mode, unsigned threads,
                      const char *const *wrap, int timeout_ms) {
         return bench_hbgd_start_config(h, hbgd, mode, threads, NULL, wrap, timeout_ms);
+}
+
+int bench_hbgd_open_to_all(const struct bench_hbgd *h) {
+        if (chmod(h->dir, 0755) < 0 || chmod(h->socket, 0777) < 0)
+                return -errno;
+        return 0;
 }
 
 int bench_hbgd_start_config(struct bench_hbgd *h, const char *hbgd, const char *mode, unsigned threads,
