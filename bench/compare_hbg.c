@@ -492,6 +492,8 @@ static void hbg_fairness(struct cmp *c, struct bench_hbgd *h, const char *mode, 
                 bench_child_send(&hog, "quit");
         }
         int st1 = bench_child_finish(&kid, 10000), st2 = bench_child_finish(&hog, 60000);
+        if (geteuid() == 0)
+                bench_hbgd_close_to_others(h); /* the directory closed: the socket with it */
         if (st1 != 0 || st2 != 0 || err < 0 || n == 0) {
                 fprintf(stderr, "hbg-bench: fairness (hbg %s, %u threads) failed\n", mode, threads);
                 c->failures++;

@@ -68,6 +68,10 @@ int bench_hbgd_open_to_all(const struct bench_hbgd *h) {
         return 0;
 }
 
+void bench_hbgd_close_to_others(const struct bench_hbgd *h) {
+        (void)chmod(h->dir, 0700);
+}
+
 int bench_hbgd_start_config(struct bench_hbgd *h, const char *hbgd, const char *mode, unsigned threads,
                             const char *config, const char *const *wrap, int timeout_ms) {
         memset(h, 0, sizeof(*h));

@@ -32,8 +32,10 @@ int bench_hbgd_start(struct bench_hbgd *h, const char *hbgd, const char *mode, u
  * the socket and passed as --config. */
 int bench_hbgd_start_config(struct bench_hbgd *h, const char *hbgd, const char *mode, unsigned threads,
                             const char *config, const char *const *wrap, int timeout_ms);
-/* Let any uid reach h's socket (its directory is 0700): 0 or -errno. */
+/* Let any uid reach h's socket (its directory is 0700): 0 or -errno;
+ * and close it to them again. */
 int bench_hbgd_open_to_all(const struct bench_hbgd *h);
+void bench_hbgd_close_to_others(const struct bench_hbgd *h);
 /* SIGTERM and wait (SIGKILL after timeout_ms); removes the directory.
  * Returns hbgd's exit status (as waitpid's), or -errno. */
 int bench_hbgd_stop(struct bench_hbgd *h, int timeout_ms);

@@ -364,6 +364,7 @@ int hbgc_maybe_publish(hbg_client *c);
  * watermark moves) or poll()s the completion pipe and the socket (graph
  * waits; window waits, which ask hbgd for the signal, §2.1). */
 struct hbgc_wait {
+        hbg_client *c;
         int64_t start_ns;
         int64_t deadline_ns;       /* < 0: none */
         unsigned iter;
@@ -371,7 +372,12 @@ struct hbgc_wait {
         bool spun;                 /* past the spinning */
         bool pipe_armed;           /* HBG_PIPE_WAITING set for the next poll */
 };
-void hbgc_wait_begin(struct hbgc_wait *w, int timeout_ms, bool eventful);
+void hbgc_wait_begin(hbg_client *c, struct hbgc_wait *w, int timeout_ms, bool eventful);
+/* A wait's end, on every path out of its scope (HBGC_WAIT): a request
+ * for the pipe's byte the last step left set is withdrawn, or hbgd would
+ * write the pipe for every graph until the next wait polls. */
+void hbgc_wait_end(struct hbgc_wait *w);
+#define HBGC_WAIT(w) struct hbgc_wait w __attribute__((cleanup(hbgc_wait_end))) = { 0 }
 /* Past the spinning: the next step may sleep, so a caller whose wake-up
  * must be asked for (window space) asks now. */
 bool hbgc_wait_spun(const struct hbgc_wait *w);

@@ -22,8 +22,8 @@ int hbgc_wait_window(hbg_client *c) {
                 return 0;
         /* Spin briefly, then sleep on the completion pipe: hbgd signals it
          * once the watermark makes room (§2.1). */
-        struct hbgc_wait w;
-        hbgc_wait_begin(&w, -1, true);
+        HBGC_WAIT(w);
+        hbgc_wait_begin(c, &w, -1, true);
         while (producer_room(&c->prod) == 0) {
                 if (hbgc_wait_spun(&w) && producer_arm_window_wait(&c->prod) > 0)
                         break;
@@ -454,8 +454,8 @@ HBG_EXPORT int hbg_graph_submit(hbg_client *c, uint64_t *ret_graph) {
         /* Record k only while k < graphs_retired + G (§12.1), and once the
          * entry k - G it will overwrite has been read back. */
         uint64_t k = c->prod.graphs, G = c->g.graph_table_entries;
-        struct hbgc_wait w;
-        hbgc_wait_begin(&w, -1, true);
+        HBGC_WAIT(w);
+        hbgc_wait_begin(c, &w, -1, true);
         for (;;) {
                 hbgc_harvest(c);
                 if (producer_graph_room(&c->prod) && c->harvested + G > k)
@@ -526,8 +526,8 @@ HBG_EXPORT int hbg_graph_wait(hbg_client *c, uint64_t graph, int timeout_ms) {
         if (c->pool.n)
                 return graph_wait_sleeping(c, graph, timeout_ms);
         struct graph_outcome o;
-        struct hbgc_wait w;
-        hbgc_wait_begin(&w, timeout_ms, true);
+        HBGC_WAIT(w);
+        hbgc_wait_begin(c, &w, timeout_ms, true);
         for (;;) {
                 int st = hbgc_graph_state(c, graph, &o);
                 if (st != 1)
@@ -556,8 +556,8 @@ HBG_EXPORT int hbg_tensor_wait_ready(hbg_client *c, hbg_tensor t, int timeout_ms
                 return hbgc_fail(c, -EDEADLK, "hbg_tensor_wait_ready: called from a host function of this client");
         if (!hbgc_in_heap(c, t.offset, t.bytes))
                 return hbgc_fail(c, -EINVAL, "hbg_tensor_wait_ready: the tensor is empty or not inside the session heap");
-        struct hbgc_wait w;
-        hbgc_wait_begin(&w, timeout_ms, false);
+        HBGC_WAIT(w);
+        hbgc_wait_begin(c, &w, timeout_ms, false);
         uint64_t id;
         while (hbgc_deps_pending_writer(c, t.offset, t.offset + t.bytes, &id)) {
                 int err = c->dead ? -ECONNRESET : hbgc_wait_step(c, &w);

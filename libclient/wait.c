@@ -27,13 +27,20 @@
 #define POLL_CAP_MS_WATERMARK 1
 #define POLL_CAP_MS_EVENTFUL 100
 
-void hbgc_wait_begin(struct hbgc_wait *w, int timeout_ms, bool eventful) {
+void hbgc_wait_begin(hbg_client *c, struct hbgc_wait *w, int timeout_ms, bool eventful) {
+        w->c = c;
         w->start_ns = clock_now_ns();
         w->deadline_ns = timeout_ms < 0 ? -1 : w->start_ns + (int64_t)timeout_ms * 1000000;
         w->iter = 0;
         w->spun = false;
         w->pipe_armed = false;
         w->eventful = eventful;
+}
+
+void hbgc_wait_end(struct hbgc_wait *w) {
+        if (w->c && w->pipe_armed)
+                atomic_fetch_and_explicit(&w->c->sh->pipe_wanted, ~HBG_PIPE_WAITING, memory_order_relaxed);
+        w->pipe_armed = false;
 }
 
 bool hbgc_wait_spun(const struct hbgc_wait *w) {

@@ -126,7 +126,8 @@ struct hbg_sub_header {
         uint8_t pad6[HBG_CACHE_LINE - 2 * sizeof(uint32_t)];
 };
 /* pipe_wanted's bits. */
-#define HBG_PIPE_ALWAYS 2u   /* no host workers, or hbg_client_fd() was asked for */
+#define HBG_PIPE_ALWAYS 2u   /* hbg_client_fd() was asked for (an event loop; before 1.6.0's
+                              * last change, also a client without host workers) */
 #define HBG_PIPE_WAITING 1u  /* a wait of the caller's thread polls the pipe now */
 _Static_assert(sizeof(struct hbg_sub_header) == 7 * HBG_CACHE_LINE, "sub header size");
 _Static_assert(offsetof(struct hbg_sub_header, magic) == 0, "magic");
