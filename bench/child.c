@@ -36,6 +36,7 @@ int bench_child_start_as(struct bench_child *c, const char *name, const char *co
                 return err;
         }
         fflush(NULL);
+        pid_t parent = getpid();
         pid_t pid = fork();
         if (pid < 0) {
                 int err = -errno;
@@ -52,6 +53,8 @@ int bench_child_start_as(struct bench_child *c, const char *name, const char *co
                 /* Ends with the bench, however the bench ends (set after
                  * the uid change, which clears it). */
                 prctl(PR_SET_PDEATHSIG, SIGTERM);
+                if (getppid() != parent) /* the bench died before the line above */
+                        _exit(127);
                 /* dup2 clears O_CLOEXEC on the copies: they survive exec. */
                 if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0)
                         _exit(127);

@@ -303,8 +303,12 @@ HBG_EXPORT int hbg_graph_error(hbg_client *c, uint64_t graph, hbg_graph_error_in
                                  "(HBG_GRAPH_ERROR_INFO_INIT)");
         struct graph_outcome o;
         int st = outcome_now(c, graph, &o, "hbg_graph_error");
-        if (st == 1 || st != o.status)
-                return st; /* running, or -ECONNRESET */
+        if (st == 1 || st != o.status) {
+                /* running (a caller polling us never sleeps in the
+                 * library: confirm a trusted wake), or -ECONNRESET */
+                hbgc_ring_confirm(c, HBGC_CONFIRM_AGE_NS);
+                return st;
+        }
         ret_info->code = o.status;
         ret_info->task = o.status ? o.task : 0;
         ret_info->kernel_id = o.status ? o.kernel : -1;

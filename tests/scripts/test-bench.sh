@@ -4,7 +4,8 @@
 # and 2 producer processes on every shape and replays each, writes results.csv with exactly
 # the documented columns and a row per shape x policy x clients, metrics.csv
 # in the long format, and --compare reads two results.csv. Timings are not
-# checked (the bench never fails on a slow figure). --kernels: the
+# checked (the bench never fails on a slow figure). The latency rows of
+# one policy, among them fairness with its backlog as another uid. --kernels: the
 # module-kernel rows (each graph with two built-ins and the example
 # module's relu_f32, on an hbgd that loaded it) and their ratios, and
 # the rows skipped, saying why, when the module is not there. --host: the
@@ -54,6 +55,25 @@ for metric in spread connect_us_median idle_cpu hbgctl_compile_ns_per_task fails
         grep -q "^$metric," "$tmp/a/metrics.csv" || fail "metrics.csv has no $metric"
 done
 awk -F, 'NR > 1 && NF != 8 { exit 1 }' "$tmp/a/metrics.csv" || fail "metrics.csv: a row without 8 fields"
+
+# The latency rows of one policy: 1- and 16-task graphs busy and parked,
+# connects at once, and the fairness row, whose backlog runs as uid 65534
+# when we are root (or, if that child cannot start, as us: said so).
+"$bench" --quick --sizes 300 --clients 1 --peers none --modes eager-batched --shapes chain \
+        --no-instructions --no-reuse --out "$tmp/l" >"$tmp/l.log" 2>&1 ||
+        { rc=$?; cat "$tmp/l.log"; fail "hbg-bench (latency rows) exited $rc"; }
+for metric in latency_1_task_parked_p50 connect_burst_8_p99 fairness_1_task_p99 fairness_other_uid; do
+        grep -q "^$metric," "$tmp/l/metrics.csv" || { cat "$tmp/l.log"; fail "metrics.csv has no $metric"; }
+done
+other=$(awk -F, '$1 == "fairness_other_uid" { print $7 + 0 }' "$tmp/l/metrics.csv")
+if [ "$(id -u)" = 0 ] && [ "$other" != 1 ]; then
+        grep -q "the backlog cannot run as uid 65534" "$tmp/l.log" ||
+                { cat "$tmp/l.log"; fail "root, yet the fairness backlog ran as root without saying why"; }
+fi
+[ "$(id -u)" = 0 ] || [ "$other" = 0 ] || fail "fairness_other_uid is $other, not being root"
+grep -q "fairness: .* of $([ "$other" = 1 ] && echo 'uid 65534' || echo 'the same uid')" "$tmp/l.log" ||
+        { cat "$tmp/l.log"; fail "the fairness line does not say whose backlog it was"; }
+echo "test-bench: latency rows ok (fairness backlog as $([ "$other" = 1 ] && echo 'uid 65534' || echo 'this uid'))"
 
 "$bench" --compare "$tmp/a/results.csv" "$tmp/a/results.csv" >"$tmp/cmp.log" 2>&1 ||
         fail "--compare exited $?"
