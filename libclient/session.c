@@ -82,13 +82,13 @@ void hbgc_drain_completion(hbg_client *c) {
 }
 
 /* EAGAIN: rings are queued already, hbgd wakes anyway; MSG_NOSIGNAL:
- * hbgd gone is an error, not a SIGPIPE. A closed peer (ECONNREFUSED for a
- * datagram pair) is confirmed on the control socket, which also reads
- * hbgd's last words. */
-static int doorbell_send(hbg_client *c) {
+ * hbgd gone is an error, not a SIGPIPE. With check, a closed peer
+ * (ECONNREFUSED for a datagram pair) is confirmed on the control socket,
+ * which also reads hbgd's last words. */
+static int doorbell_send(hbg_client *c, bool check) {
         char one = 1;
         if (send(c->doorbell_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN &&
-            errno != EINTR && hbgc_check_socket(c) < 0)
+            errno != EINTR && check && hbgc_check_socket(c) < 0)
                 return -ECONNRESET;
         return 0;
 }
@@ -123,11 +123,9 @@ int hbgc_ring(hbg_client *c, bool ring) {
                 atomic_thread_fence(memory_order_seq_cst);
                 if (!atomic_load_explicit(&c->wake_trust, memory_order_relaxed))
                         hbgc_ring_confirm(c, 0);
-                sched_yield(); /* the woken thread may be on this CPU: below */
-                return 0;
-        }
-        if (doorbell_send(c) < 0)
+        } else if (doorbell_send(c, true) < 0) {
                 return -ECONNRESET;
+        }
         /* A thread our wake woke may have been put on this CPU: let it
          * run now rather than after our wait's first spin (free when it
          * went to another one). */
@@ -163,10 +161,8 @@ void hbgc_ring_confirm(hbg_client *c, int64_t min_age_ns) {
         if (!atomic_compare_exchange_strong_explicit(&c->wake_unconfirmed_ns, &at, 0, memory_order_acq_rel,
                                                      memory_order_relaxed))
                 return; /* another thread took it, or a newer wake came: its own turn */
-        if (atomic_load_explicit(&c->ch->need_wakeup, memory_order_seq_cst)) {
-                char one = 1;
-                (void)send(c->doorbell_fd, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-        }
+        if (atomic_load_explicit(&c->ch->need_wakeup, memory_order_seq_cst))
+                (void)doorbell_send(c, false);
 }
 
 /* ---------------------------------------------------------------- socket */

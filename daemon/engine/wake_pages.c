@@ -167,8 +167,7 @@ void wake_pages_release(struct wake_pages *w, int handle) {
 /* Which pages a parking thread waits on is a matter of speed alone: a
  * client whose wake finds nobody rings the doorbell (§9.4), so a page
  * left out (its uid's first session arriving now) only means the slower
- * wake-up, and one kept in (the uid's last session gone) a wake nobody
- * gives. Relaxed counts for that reason. */
+ * wake-up. A slot holds a page exactly while its uid has sessions. */
 unsigned wake_pages_waitv(struct wake_pages *w, struct futex_waitv *v) {
         unsigned n = 0;
         struct hbg_wake_page *p = atomic_load_explicit(&w->shared.page, memory_order_acquire);
@@ -176,8 +175,6 @@ unsigned wake_pages_waitv(struct wake_pages *w, struct futex_waitv *v) {
                 v[n++] = (struct futex_waitv){ .val = 0, .uaddr = (uintptr_t)&p->word, .flags = FUTEX_32 };
         unsigned used = atomic_load_explicit(&w->used, memory_order_acquire);
         for (unsigned i = 0; i < used && i < WAKE_PAGES_OWN; i++) {
-                if (atomic_load_explicit(&w->own[i].sessions, memory_order_relaxed) == 0)
-                        continue;
                 p = atomic_load_explicit(&w->own[i].page, memory_order_acquire);
                 if (p)
                         v[n++] = (struct futex_waitv){ .val = 0, .uaddr = (uintptr_t)&p->word, .flags = FUTEX_32 };

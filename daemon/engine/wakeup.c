@@ -131,22 +131,20 @@ void wakeup_thread_sleep(struct sched_thread *t, _Atomic uint32_t *word, uint32_
 
 int wakeup_thread_park(struct sched_thread *t, bool page, uint32_t val, const struct timespec *timeout) {
         struct hbg_engine *e = t->engine;
-        long r = -EAGAIN;
+        long r = 0;
+        bool plain = true;
         sleep_begin(t);
         if (page && atomic_load_explicit(&e->page_waits, memory_order_relaxed)) {
                 r = wait_pages(e, val, timeout);
-                /* A page unmapped under us (its uid's last session
-                 * went): this sleep the plain way. Refused (a seccomp
-                 * filter, say): never again, and the plain way, or an
-                 * idle thread would spin. */
-                if (r < 0 && r != -EAGAIN && r != -ETIMEDOUT && r != -EINTR) {
-                        if (r != -EFAULT)
-                                atomic_store_explicit(&e->page_waits, false, memory_order_relaxed);
-                        futex(&e->wake_seq, FUTEX_WAIT_PRIVATE, val, timeout);
-                }
-        } else {
-                futex(&e->wake_seq, FUTEX_WAIT_PRIVATE, val, timeout);
+                /* A page unmapped under us (its uid's last session went):
+                 * this sleep the plain way. Refused (a seccomp filter,
+                 * say): never again, or an idle thread would spin. */
+                plain = r < 0 && r != -EAGAIN && r != -ETIMEDOUT && r != -EINTR;
+                if (plain && r != -EFAULT)
+                        atomic_store_explicit(&e->page_waits, false, memory_order_relaxed);
         }
+        if (plain)
+                futex(&e->wake_seq, FUTEX_WAIT_PRIVATE, val, timeout);
         sleep_end(t);
         return r >= 1;
 }
