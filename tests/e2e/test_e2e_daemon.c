@@ -897,43 +897,57 @@ END_TEST
 
 /* ------------------------------------------------------------ spin moves */
 
-/* Every thread of process pid to CPUs `set`: 0, or -errno. */
-static int pin_threads(pid_t pid, const cpu_set_t *set) {
+/* fn(tid, arg) for every thread of process pid (a thread that just ended
+ * may be left out): 0, or the last -errno fn or /proc gave. */
+static int each_thread(pid_t pid, int (*fn)(pid_t tid, void *arg), void *arg) {
         char path[64];
         snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
         DIR *dir = opendir(path);
         if (!dir)
                 return -errno;
-        int err = 0;
+        int err = 0, e;
         struct dirent *de;
         while ((de = readdir(dir)) != NULL)
-                if (de->d_name[0] != '.' && sched_setaffinity(atoi(de->d_name), sizeof(*set), set) < 0)
-                        err = -errno;
+                if (de->d_name[0] != '.' && (e = fn((pid_t)atoi(de->d_name), arg)) < 0)
+                        err = e;
         closedir(dir);
         return err;
 }
 
+static int pin_one(pid_t tid, void *set) {
+        return sched_setaffinity(tid, sizeof(cpu_set_t), set) < 0 ? -errno : 0;
+}
+
+/* Every thread of process pid to CPUs `set`: 0, or -errno. */
+static int pin_threads(pid_t pid, const cpu_set_t *set) {
+        return each_thread(pid, pin_one, (void *)(uintptr_t)set);
+}
+
+struct allowed_check {
+        const cpu_set_t *set;
+        char *why;
+        size_t size;
+};
+
+static int allowed_one(pid_t tid, void *arg) {
+        struct allowed_check *a = arg;
+        cpu_set_t now;
+        if (sched_getaffinity(tid, sizeof(now), &now) < 0)
+                return 0; /* a thread that just ended */
+        if (CPU_EQUAL(&now, a->set))
+                return 0;
+        snprintf(a->why, a->size, "thread %d may run on %d CPUs, not the %d it was given", (int)tid,
+                 CPU_COUNT(&now), CPU_COUNT(a->set));
+        return -EINVAL;
+}
+
 /* Every thread of pid may run on exactly `set`. */
 static bool threads_allowed(pid_t pid, const cpu_set_t *set, char *why, size_t size) {
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-        DIR *dir = opendir(path);
-        if (!dir)
-                return snprintf(why, size, "%s: %s", path, strerror(errno)), false;
-        bool ok = true;
-        struct dirent *de;
-        while (ok && (de = readdir(dir)) != NULL) {
-                cpu_set_t now;
-                if (de->d_name[0] == '.' || sched_getaffinity(atoi(de->d_name), sizeof(now), &now) < 0)
-                        continue; /* a thread that just ended */
-                if (!CPU_EQUAL(&now, set)) {
-                        snprintf(why, size, "thread %.16s may run on %d CPUs, not the %d it was given",
-                                 de->d_name, CPU_COUNT(&now), CPU_COUNT(set));
-                        ok = false;
-                }
-        }
-        closedir(dir);
-        return ok;
+        struct allowed_check a = { set, why, size };
+        int err = each_thread(pid, allowed_one, &a);
+        if (err < 0 && err != -EINVAL)
+                snprintf(why, size, "/proc/%d/task: %s", (int)pid, strerror(-err));
+        return err == 0;
 }
 
 /* Every thread of pid may run on exactly `set`, once any move in flight
