@@ -1742,10 +1742,12 @@ END_TEST
 /* A real deadline, on data as slow as it gets: gemm_f32 on subnormal A
  * with the smallest budget (1 ms) stops early with -ETIME, rows left
  * unwritten. Sized so that even ordinary numbers take far longer than
- * 1 ms (~16 M multiply-adds), so the test does not depend on how slow a
- * CPU is on subnormals. */
+ * 1 ms, so the test does not depend on how slow a CPU is on subnormals:
+ * ~268 M multiply-adds, over 2.5 ms at 100 GFLOP/s (16 M, the size
+ * before, ran in under 1 ms at -O3 on a CPU that does subnormal
+ * multiply-adds at full speed, and the kernel finished). */
 START_TEST(test_budget_gemm_subnormal_deadline) {
-        const uint64_t m = 256, n = 256, k = 256;
+        const uint64_t m = 1024, n = 512, k = 512;
         struct hbg_kernel_args a = { .n_tensors = 3, .n_scalars = 3, .scalars = { m, n, k } };
         size_t bytes = (size_t)(m * k + k * n + m * n) * 4;
         uint8_t *h = big_heap(bytes);
