@@ -78,8 +78,10 @@ int probe_eventfd_pingpong(unsigned rounds, unsigned idle_us, double *ret_ns) {
 }
 
 /* One producer of a burst: per round, wait for the go byte, connect,
- * report the time (0 when the connect failed), disconnect. */
-static void connect_burst_child(const char *socket, int go, int results, unsigned rounds) {
+ * report the time (0 when the connect failed), then disconnect: at once,
+ * or (release >= 0) once the round's release byte says every producer of
+ * the burst has connected. */
+static void connect_burst_child(const char *socket, int go, int release, int results, unsigned rounds) {
         for (unsigned r = 0; r < rounds; r++) {
                 char b;
                 if (read(go, &b, 1) != 1)
@@ -88,19 +90,22 @@ static void connect_burst_child(const char *socket, int go, int results, unsigne
                 int64_t t0 = bench_now_ns();
                 int err = hbg_connect(&c, socket);
                 uint64_t ns = err < 0 ? 0 : (uint64_t)(bench_now_ns() - t0);
-                if (err == 0)
-                        hbg_disconnect(c);
-                else
+                if (err < 0)
                         fprintf(stderr, "hbg-bench: connect burst: hbg_connect: %s (%s)\n", hbg_strerror(err),
                                 hbg_last_error(NULL));
                 if (write(results, &ns, sizeof(ns)) != sizeof(ns))
                         _exit(1);
+                if (release >= 0 && read(release, &b, 1) != 1)
+                        _exit(1);
+                if (err == 0)
+                        hbg_disconnect(c);
         }
         _exit(0);
 }
 
-int probe_connect_burst(const char *socket, unsigned producers, unsigned rounds, double *ret_ns) {
-        int go[2], results[2];
+int probe_connect_burst(const char *socket, unsigned producers, unsigned rounds, bool hold, double *ret_ns) {
+        /* go, release and results: [0] read end, [1] write end. */
+        int go[2], release[2] = { -1, -1 }, results[2];
         pid_t pids[64];
         unsigned started = 0;
         int err = 0;
@@ -108,9 +113,16 @@ int probe_connect_burst(const char *socket, unsigned producers, unsigned rounds,
                 return -EINVAL;
         if (pipe2(go, O_CLOEXEC) < 0)
                 return -errno;
+        if (hold && pipe2(release, O_CLOEXEC) < 0) {
+                err = -errno;
+                close(go[0]), close(go[1]);
+                return err;
+        }
         if (pipe2(results, O_CLOEXEC) < 0) {
                 err = -errno;
                 close(go[0]), close(go[1]);
+                if (hold)
+                        close(release[0]), close(release[1]);
                 return err;
         }
         fflush(NULL);
@@ -123,20 +135,24 @@ int probe_connect_burst(const char *socket, unsigned producers, unsigned rounds,
                 if (pid == 0) {
                         close(go[1]);
                         close(results[0]);
-                        connect_burst_child(socket, go[0], results[1], rounds);
+                        if (hold)
+                                close(release[1]);
+                        connect_burst_child(socket, go[0], release[0], results[1], rounds);
                 }
                 pids[started] = pid;
         }
         close(go[0]);
         close(results[1]);
+        if (hold)
+                close(release[0]);
+        char bytes[64];
+        memset(bytes, 'g', sizeof(bytes));
         for (unsigned r = 0; r < rounds && err == 0; r++) {
                 /* From an hbgd at rest: the last burst's sessions released
                  * (their hang-ups are read asynchronously; without a pause
                  * max_sessions may refuse the next burst). */
                 struct timespec rest = { .tv_nsec = 20 * 1000000L };
                 nanosleep(&rest, NULL);
-                char bytes[64];
-                memset(bytes, 'g', sizeof(bytes));
                 if (write(go[1], bytes, producers) != (ssize_t)producers) {
                         err = -EIO;
                         break;
@@ -147,9 +163,13 @@ int probe_connect_burst(const char *socket, unsigned producers, unsigned rounds,
                                 err = -EIO;
                         ret_ns[r * producers + i] = (double)ns;
                 }
+                if (err == 0 && hold && write(release[1], bytes, producers) != (ssize_t)producers)
+                        err = -EIO;
         }
         close(go[1]);
         close(results[0]);
+        if (hold)
+                close(release[1]);
         for (unsigned i = 0; i < started; i++) {
                 int st;
                 if (err < 0)

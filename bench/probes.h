@@ -6,6 +6,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /*
@@ -18,11 +19,14 @@ int probe_eventfd_pingpong(unsigned rounds, unsigned idle_us, double *ret_ns);
 
 /*
  * `rounds` bursts of `producers` forked processes calling hbg_connect() on
- * socket at once (released together through a pipe), each disconnecting
- * before the next burst, 20 ms later. ret_ns[0..rounds*producers) gets each
- * hbg_connect()'s time. 0 or -errno (a failed connect: -EIO).
+ * socket at once (released together through a pipe), 20 ms apart. With
+ * `hold`, each stays connected until every producer of its burst has (the
+ * producers of a service starting together); without, each disconnects
+ * as soon as it has connected (teardowns among the connects).
+ * ret_ns[0..rounds*producers) gets each hbg_connect()'s time. 0 or -errno
+ * (a failed connect: -EIO).
  */
-int probe_connect_burst(const char *socket, unsigned producers, unsigned rounds, double *ret_ns);
+int probe_connect_burst(const char *socket, unsigned producers, unsigned rounds, bool hold, double *ret_ns);
 
 /* The q-quantile (0..1, nearest rank) of v[0..n), n >= 1; sorts v. */
 double probe_quantile(double *v, unsigned n, double q);
