@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,11 +12,18 @@
 
 #include "common/grow.h"
 
+/* Read once: glibc asks the kernel (sysinfo()) at every call, and the
+ * default budgets are looked at for every session request. */
 static uint64_t physical_memory(void) {
+        static _Atomic uint64_t known;
+        uint64_t bytes = atomic_load_explicit(&known, memory_order_relaxed);
+        if (bytes)
+                return bytes;
         long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-        if (pages <= 0 || size <= 0)
-                return UINT64_C(4) << 30; /* unknown: assume a small machine */
-        return (uint64_t)pages * (uint64_t)size;
+        bytes = pages <= 0 || size <= 0 ? UINT64_C(4) << 30 /* unknown: assume a small machine */
+                                        : (uint64_t)pages * (uint64_t)size;
+        atomic_store_explicit(&known, bytes, memory_order_relaxed);
+        return bytes;
 }
 
 uint64_t acct_max_memory(const struct hbgd_limits *l) {

@@ -138,7 +138,8 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
                                  "channel not a pipe");
         for (unsigned i = 2; i < 4; i++) {
                 int fl = fcntl(fds[i], F_GETFL);
-                if (fl < 0 || fcntl(fds[i], F_SETFL, fl | O_NONBLOCK) < 0)
+                /* hbgd sends them non-blocking: no second call then. */
+                if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(fds[i], F_SETFL, fl | O_NONBLOCK) < 0))
                         return hbgc_fail(NULL, -EPROTO, "hbgd's channels are not usable: %s", strerror(errno));
         }
         c->doorbell_fd = fds[2];

@@ -77,3 +77,54 @@ static inline void lazy_free(void *p, size_t size) {
         if (p)
                 munmap(p, size ? size : 1);
 }
+
+/*
+ * Several lazy arrays in one mapping, each on a page of its own: one
+ * mmap() makes them all and one munmap() frees them. A ring's arrays were
+ * nine mappings: nine system calls at every session's set-up and nine at
+ * its teardown (each a TLB shoot-down across hbgd's threads), which a
+ * burst of connects queued behind (docs/PERFORMANCE.md). The arrays are
+ * taken in the order given; only the first may be a huge-page candidate
+ * (lazy_arena_huge()), so a small array's first touch never faults in a
+ * 2 MiB page.
+ */
+struct lazy_arena {
+        char *base;
+        size_t size;    /* of the mapping: the sum of lazy_bytes() taken */
+        size_t used;
+};
+
+/* Map `size` bytes (a sum of lazy_bytes()). 0 or -ENOMEM. */
+static inline int lazy_arena_map(struct lazy_arena *a, size_t size) {
+        *a = (struct lazy_arena){ 0 };
+        void *p = mmap(NULL, size ? size : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                       -1, 0);
+        if (p == MAP_FAILED)
+                return -ENOMEM;
+        a->base = p;
+        a->size = size;
+        return 0;
+}
+
+/* The next array of `size` bytes (whole pages), NULL once the mapping's
+ * bytes are all taken (a sizing bug, not a lack of memory). */
+static inline void *lazy_arena_take(struct lazy_arena *a, size_t size) {
+        size_t bytes = lazy_bytes(size);
+        if (!a->base || bytes > a->size - a->used)
+                return NULL;
+        void *p = a->base + a->used;
+        a->used += bytes;
+        return p;
+}
+
+/* The huge-page hint of lazy_zalloc() for one array taken from the arena
+ * (the first: its start is the mapping's). */
+static inline void lazy_arena_huge(void *p, size_t size) {
+        if (size >= LAZY_HUGE_MIN)
+                madvise(p, lazy_bytes(size), MADV_HUGEPAGE);
+}
+
+static inline void lazy_arena_unmap(struct lazy_arena *a) {
+        lazy_free(a->base, a->size);
+        *a = (struct lazy_arena){ 0 };
+}

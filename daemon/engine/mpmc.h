@@ -9,7 +9,6 @@
  */
 #pragma once
 
-#include <errno.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -17,7 +16,6 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "daemon/engine/lazy_alloc.h"
 
 /* Vyukov's cell sequence, stored relative to the cell's index (seq - i),
  * so that an all-zero cell array is an empty queue: no initialisation
@@ -34,22 +32,13 @@ struct mpmc {
         alignas(64) _Atomic uint64_t dequeue_pos;
 };
 
-/* capacity must be a power of two. Returns 0 or -ENOMEM. Cheap: the cells
- * are zero pages until used. */
-static inline int mpmc_init(struct mpmc *q, uint64_t capacity) {
-        q->cells = lazy_zalloc(capacity * sizeof(*q->cells));
-        if (!q->cells)
-                return -ENOMEM;
+/* capacity must be a power of two; cells: capacity zeroed cells (a lazy
+ * array: zero pages until used), owned by the caller. */
+static inline void mpmc_init(struct mpmc *q, struct mpmc_cell *cells, uint64_t capacity) {
+        q->cells = cells;
         q->mask = capacity - 1;
         atomic_store_explicit(&q->enqueue_pos, 0, memory_order_relaxed);
         atomic_store_explicit(&q->dequeue_pos, 0, memory_order_relaxed);
-        return 0;
-}
-
-/* Accepts a queue that mpmc_init() never set up (cells NULL). */
-static inline void mpmc_destroy(struct mpmc *q) {
-        lazy_free(q->cells, (q->mask + 1) * sizeof(*q->cells));
-        q->cells = NULL;
 }
 
 /* The absolute sequence of cell i (its relative encoding above). */

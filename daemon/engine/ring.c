@@ -34,14 +34,23 @@ static size_t graph_noticed_bytes(const struct hbg_geometry *g) {
         return g->graph_table_entries * sizeof(_Atomic int64_t);
 }
 
+static size_t queue_bytes(const struct hbg_geometry *g) {
+        return g->task_window * sizeof(struct mpmc_cell);
+}
+
+/* The ring's lazy arrays, whole pages each: the size of their one
+ * mapping (ring_new() takes them in this order). */
+static uint64_t arrays_bytes(const struct hbg_geometry *g) {
+        return lazy_bytes(slots_bytes(g)) + (SHAPE_EXEC_COUNT + 1) * lazy_bytes(queue_bytes(g)) +
+               lazy_bytes(fail_tags_bytes(g)) + lazy_bytes(failures_bytes(g)) +
+               lazy_bytes(graph_noticed_bytes(g)) + lazy_bytes(live_graphs_seen_bytes(g));
+}
+
 /* Every lazy array counts whole pages: pre-faulted (hbg_ring_prefault()),
  * all of them are resident. */
 uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g) {
-        uint64_t queues = (SHAPE_EXEC_COUNT + 1) * lazy_bytes(g->task_window * sizeof(struct mpmc_cell));
         uint64_t per_thread = sizeof(struct ring_thread) + (uint64_t)failsafe_capacity(g) * sizeof(uint64_t);
-        return sizeof(struct hbg_ring) + lazy_bytes(slots_bytes(g)) + lazy_bytes(fail_tags_bytes(g)) +
-               lazy_bytes(failures_bytes(g)) + lazy_bytes(graph_noticed_bytes(g)) +
-               lazy_bytes(live_graphs_seen_bytes(g)) + queues + nthreads * per_thread;
+        return sizeof(struct hbg_ring) + arrays_bytes(g) + nthreads * per_thread;
 }
 
 /* The i-th lazy array hbg_ring_prefault() faults in, false past the last,
@@ -54,7 +63,7 @@ uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g) {
  * than it saved (docs/PERFORMANCE.md). */
 static bool lazy_array(const struct hbg_ring *r, unsigned i, struct lazy_span *ret) {
         const struct hbg_geometry *g = &r->g;
-        size_t cells = g->task_window * sizeof(struct mpmc_cell);
+        size_t cells = queue_bytes(g);
         if (i == 0) {
                 *ret = (struct lazy_span){ r->slots, slots_bytes(g) };
                 return true;
@@ -150,20 +159,27 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         r->stall_since_ms = clock_now_ms();
         pthread_mutex_init(&r->cold_lock, NULL);
 
-        r->slots = lazy_zalloc(slots_bytes(g));
         r->per_thread = aligned_alloc(64, e->nthreads * sizeof(*r->per_thread));
         /* Zeroed before anything can fail: ring_free() destroys every
          * completer, initialised or not (a zeroed one is empty). */
         if (r->per_thread)
                 memset(r->per_thread, 0, e->nthreads * sizeof(*r->per_thread));
         r->max_failures = (uint32_t)g->task_window;
-        r->failures = lazy_zalloc(failures_bytes(g));
         r->fail_mask = 2 * g->task_window - 1;
-        r->fail_tags = lazy_zalloc(fail_tags_bytes(g));
-        r->graph_noticed_ns = lazy_zalloc(graph_noticed_bytes(g));
-        r->graph_seen = lazy_zalloc(live_graphs_seen_bytes(g));
-        if (!r->slots || !r->per_thread || !r->failures || !r->fail_tags || !r->graph_noticed_ns || !r->graph_seen)
+        if (!r->per_thread || lazy_arena_map(&r->arrays, arrays_bytes(g)) < 0)
                 goto fail;
+        /* The slots first: the one array big enough for huge pages. */
+        r->slots = lazy_arena_take(&r->arrays, slots_bytes(g));
+        lazy_arena_huge(r->slots, slots_bytes(g));
+        for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
+                mpmc_init(&r->ready[i], lazy_arena_take(&r->arrays, queue_bytes(g)), g->task_window);
+        mpmc_init(&r->retire, lazy_arena_take(&r->arrays, queue_bytes(g)), g->task_window);
+        r->fail_tags = lazy_arena_take(&r->arrays, fail_tags_bytes(g));
+        r->failures = lazy_arena_take(&r->arrays, failures_bytes(g));
+        r->graph_noticed_ns = lazy_arena_take(&r->arrays, graph_noticed_bytes(g));
+        r->graph_seen = lazy_arena_take(&r->arrays, live_graphs_seen_bytes(g));
+        if (!r->graph_seen)
+                goto fail; /* arrays_bytes() too small: cannot happen */
         for (unsigned i = 0; i < e->nthreads; i++) {
                 err = completer_init(&r->per_thread[i].completer, &r->window,
                                          failsafe_capacity(g));
@@ -171,11 +187,6 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
                         goto fail;
         }
         err = -ENOMEM;
-        for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
-                if (mpmc_init(&r->ready[i], g->task_window) < 0)
-                        goto fail;
-        if (mpmc_init(&r->retire, g->task_window) < 0)
-                goto fail;
         if (e->completion->ring_init && (err = e->completion->ring_init(r)) < 0)
                 goto fail;
         *ret = r;
@@ -194,17 +205,10 @@ void ring_free(struct hbg_ring *r) {
                 for (unsigned i = 0; i < r->engine->nthreads; i++)
                         completer_destroy(&r->per_thread[i].completer);
         }
-        for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
-                mpmc_destroy(&r->ready[i]);
-        mpmc_destroy(&r->retire);
         recorded_free_ring(r);
         pthread_mutex_destroy(&r->cold_lock);
-        lazy_free(r->failures, failures_bytes(&r->g));
-        lazy_free((void *)r->fail_tags, fail_tags_bytes(&r->g));
-        lazy_free(r->graph_noticed_ns, graph_noticed_bytes(&r->g));
-        lazy_free((void *)r->graph_seen, live_graphs_seen_bytes(&r->g));
+        lazy_arena_unmap(&r->arrays);
         free(r->per_thread);
-        lazy_free(r->slots, slots_bytes(&r->g));
         free(r);
 }
 

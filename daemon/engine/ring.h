@@ -14,6 +14,7 @@
 #include "daemon/engine/engine.h"
 #include "daemon/engine/histogram.h"
 #include "daemon/engine/launch.h"
+#include "daemon/engine/lazy_alloc.h"
 #include "daemon/engine/mpmc.h"
 #include "daemon/engine/sched.h"
 #include "daemon/engine/slot.h"
@@ -76,6 +77,8 @@ struct hbg_ring {
         struct hbg_flag_window window;
         int completion_fd;
 
+        /* The lazy arrays below, one mapping (lazy_alloc.h). */
+        struct lazy_arena arrays;
         struct task_slot *slots;
         struct ring_thread *per_thread;   /* one per scheduler thread */
         void *policy_state;               /* the completion policy's (ring_init) */

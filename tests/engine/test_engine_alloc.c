@@ -243,7 +243,9 @@ START_TEST(ring_prefault_resident) {
         noting = true;
         ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), 0);
         noting = false;
-        ck_assert_uint_ge(n_noted, 3);
+        /* The ring's arrays are one mapping (lazy_arena), the resolver's
+         * queues more. */
+        ck_assert_uint_ge(n_noted, 1);
         size_t total, before = resident_pages(&total);
         size_t page = (size_t)sysconf(_SC_PAGESIZE);
         ck_assert_msg(before < total / 8, "a new ring has %zu of its %zu lazy pages resident already", before, total);
