@@ -176,6 +176,7 @@ struct hbg_client {
         struct hbg_flag_window window;
 
         int sock;                  /* control connection (SEQPACKET) */
+        pid_t sock_owner;          /* the process that connected it (client_free()) */
         int doorbell_fd;           /* our end of a socketpair: we send, hbgd reads */
         /* hbgd's wake page (protocol 1.5; NULL: an older hbgd, or its page
          * was unusable): read-only; a FUTEX_WAKE of wake_n on its word

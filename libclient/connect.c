@@ -173,8 +173,17 @@ static void client_free(hbg_client *c) {
                 munmap((void *)(uintptr_t)c->cpl, c->g.cpl_region_size);
         if (c->wake_page)
                 munmap((void *)(uintptr_t)c->wake_page, HBG_WAKE_PAGE_SIZE);
-        if (c->sock >= 0)
+        if (c->sock >= 0) {
+                /* The hang-up hbgd waits for, now: our io_uring's poll
+                 * holds the socket open until the kernel tears the ring
+                 * down, later, on a worker of its own; meanwhile hbgd
+                 * would still count the session, and a client that
+                 * connects again at once could find max_sessions reached.
+                 * Not from a forked child: the socket is its parent's too. */
+                if (getpid() == c->sock_owner)
+                        shutdown(c->sock, SHUT_RDWR);
                 close(c->sock);
+        }
         if (c->doorbell_fd >= 0)
                 close(c->doorbell_fd);
         if (c->completion_fd >= 0)
@@ -338,6 +347,7 @@ HBG_EXPORT int hbg_connect_opts(hbg_client **ret, const hbg_connect_options *opt
         pthread_mutex_init(&c->host_lock, NULL);
 
         c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        c->sock_owner = getpid();
         if (c->sock < 0) {
                 err = -errno;
                 client_free(c);
