@@ -99,7 +99,7 @@ SHM_LIB  := $(B)/lib/libhbgshm.a
 CORE_SRCS := $(addprefix daemon/engine/,engine.c sched.c ring_table.c fair_share_slots.c fair_share.c dispatch.c \
                completion.c $(notdir $(sort $(wildcard daemon/engine/completion_*.c))) \
                ingest.c validate.c classify.c launch.c recorded.c ready.c complete.c retire.c signal.c failures.c \
-               queues.c work.c mailbox.c stall.c ring.c cancel.c live_graphs.c \
+               queues.c work.c mailbox.c stall.c ring.c ring_spares.c cancel.c live_graphs.c \
                wakeup.c wake_pages.c trace.c engine_log.c histogram.c ktime.c kernels.c kernels_builtin.c)
 CORE_OBJS := $(CORE_SRCS:%.c=$(B)/obj/%.o)
 CORE_LIB  := $(B)/lib/libhbgcore.a
@@ -111,7 +111,7 @@ PROTO_LIB  := $(B)/lib/libhbgproto.a
 
 # hbgd's io side (io_uring/epoll loop, sessions, control protocol).
 HBGD_SRCS := daemon/io_loop.c daemon/io_probe.c daemon/log.c daemon/notify.c daemon/accounting.c daemon/session.c \
-             daemon/slow_work.c daemon/record.c daemon/validate_request.c daemon/conn.c daemon/tracing.c daemon/status.c daemon/kernel_rows.c daemon/metrics.c daemon/listener.c daemon/tick.c \
+             daemon/slow_work.c daemon/spare_rings.c daemon/record.c daemon/validate_request.c daemon/conn.c daemon/tracing.c daemon/status.c daemon/kernel_rows.c daemon/metrics.c daemon/listener.c daemon/tick.c \
              daemon/daemon.c daemon/config.c daemon/access.c daemon/refusal.c daemon/kernel_modules.c
 HBGD_LIB  := $(B)/lib/libhbgd.a
 HBGD_BIN  := $(B)/bin/hbgd

@@ -28,6 +28,7 @@ struct hbgd_config {
         char config_path[4096];   /* --config FILE, re-read on SIGHUP; "" = none */
         struct hbg_engine_config engine;
         struct hbg_geometry_request session_default; /* used for zero request fields */
+        unsigned spare_rings;     /* [session] spare_rings: rings' arrays faulted in ahead (spare_rings.c) */
         uint64_t max_task_window;
         uint64_t max_heap_size;
         uint64_t max_recorded_tasks; /* per session, all its recorded graphs */

@@ -224,7 +224,8 @@ static void session_built(struct slow_job *work) {
         if (d->stopping)
                 why = "hbgd is shutting down";
         if (err < 0) {
-                session_close(s, -ECONNRESET);
+                if (session_close(s, -ECONNRESET))
+                        hbgd_collect_soon(d);
                 snprintf(msg, sizeof(msg), "%s: %s", why, strerror(-err));
                 v = refuse(c, err, msg);
         } else {
@@ -238,6 +239,7 @@ static void session_built(struct slow_job *work) {
                          * and our ends of the channels stay). */
                         session_client_fds_sent(s);
                         log_session_opened(c, &s->g, s->memory, s->stall_timeout_ms);
+                        spare_rings_want(d); /* it may have taken one */
                 }
         }
         if (v.err) {
@@ -735,7 +737,8 @@ void conn_close(struct conn *c, const char *why) {
         if (c->creating) {
                 /* Its build is taken back (waited for if it runs) and
                  * whatever it made is freed, the charge refunded. */
-                session_close(c->creating, d->stopping ? -ESHUTDOWN : -ECONNRESET);
+                if (session_close(c->creating, d->stopping ? -ESHUTDOWN : -ECONNRESET))
+                        hbgd_collect_soon(d);
                 c->creating = NULL;
         }
         if (c->session) {
@@ -745,8 +748,10 @@ void conn_close(struct conn *c, const char *why) {
                 d->done_graphs += st.graphs_retired;
                 d->done_graphs_failed += st.graphs_failed;
                 d->n_sessions--;
-                session_close(c->session, d->stopping ? -ESHUTDOWN : -ECONNRESET);
+                if (session_close(c->session, d->stopping ? -ESHUTDOWN : -ECONNRESET))
+                        hbgd_collect_soon(d);
                 c->session = NULL;
+                spare_rings_want(d); /* memory for one may be free again */
                 if (why)
                         hbgd_log_session(LOG_INFO, c->log_limit,
                                          "session %" PRIu64 " (pid %d uid %u): closed: %s", c->id,

@@ -231,6 +231,7 @@ static void reload_config(struct hbgd *d) {
                  d->cfg.config_path, d->cfg.limits.max_sessions, d->cfg.limits.max_sessions_per_uid,
                  d->cfg.n_allowed_uids, d->cfg.n_allowed_gids, d->cfg.n_session_weights);
         log_effective_config(d, "reload");
+        spare_rings_want(d); /* the default geometry or the count may have changed */
 out:
         hbgd_notify("READY=1");
         notify_status(d, clock_now_ms());
@@ -353,6 +354,7 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
                                 "cannot start the slow-work thread: %s", strerror(-err));
                 goto fail;
         }
+        spare_rings_want(d);
         if ((err = io_loop_add(d->loop, d->listen_fd, listener_on_readable, d, &d->listen_src)) < 0 ||
             (err = io_loop_add(d->loop, d->signal_fd, on_signal, d, &d->signal_src)) < 0 ||
             (err = io_loop_add(d->loop, d->timer_fd, on_timer, d, &d->timer_src)) < 0)
@@ -362,6 +364,32 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
 fail:
         hbgd_free(d);
         return err;
+}
+
+void hbgd_collect_soon(struct hbgd *d) {
+        if (d->collect_wait_ms)
+                return;
+        d->collect_wait_ms = 1;
+        d->collect_at_ms = clock_now_ms() + 1;
+}
+
+#define COLLECT_WAIT_MAX_MS 64
+
+/* hbgd_collect_soon()'s look, when due; the loop's timeout until the
+ * next one (the tick takes over past COLLECT_WAIT_MAX_MS). */
+static int collect_due(struct hbgd *d) {
+        if (!d->collect_wait_ms)
+                return 1000;
+        int64_t now = clock_now_ms();
+        if (now >= d->collect_at_ms) {
+                if (hbg_engine_collect(d->engine) == 0 || d->collect_wait_ms >= COLLECT_WAIT_MAX_MS) {
+                        d->collect_wait_ms = 0;
+                        return 1000;
+                }
+                d->collect_wait_ms *= 2;
+                d->collect_at_ms = now + d->collect_wait_ms;
+        }
+        return (int)(d->collect_at_ms - now);
 }
 
 int hbgd_run(struct hbgd *d) {
@@ -378,7 +406,7 @@ int hbgd_run(struct hbgd *d) {
         if (d->watchdog_usec)
                 hbgd_notify("WATCHDOG=1");
         while (!d->done) {
-                int n = io_loop_run_once(d->loop, 1000);
+                int n = io_loop_run_once(d->loop, collect_due(d));
                 conn_free_dead(d);
                 if (n < 0 && n != -EINTR) {
                         hbgd_log_fields(LOG_ERR, &(struct hbg_log_fields){ .err = n }, "event loop failed: %s",
@@ -396,6 +424,7 @@ struct hbgd *hbgd_free(struct hbgd *d) {
                 conn_close(d->conns, NULL);
         conn_free_dead(d);
         /* Every connection's job was cancelled with it. */
+        spare_rings_stop(d);
         slow_work_free(d->slow);
         refusal_close_all(d);
         listener_close(d);

@@ -21,6 +21,7 @@
 #include "daemon/record.h"
 #include "daemon/session.h"
 #include "daemon/slow_work.h"
+#include "daemon/spare_rings.h"
 #include "daemon/tracing.h"
 
 struct conn {
@@ -58,6 +59,7 @@ struct hbgd {
         struct hbg_engine *engine;
         struct io_loop *loop;
         struct slow_work *slow;       /* slow jobs off the io thread (recordings) */
+        struct spare_rings spares;    /* rings' arrays faulted in ahead (spare_rings.h) */
         struct accounting acct;
         int listen_fd;
         bool listen_owned;            /* we bound it: unlink at exit */
@@ -68,6 +70,10 @@ struct hbgd {
         struct io_source *signal_src;
         int timer_fd;
         int tick_ms;                  /* the timer's period now */
+        /* Rings of closed sessions still held: the next look (daemon.c's
+         * hbgd_collect_soon()); 0: none pending. */
+        int collect_wait_ms;
+        int64_t collect_at_ms;
         struct io_source *timer_src;
         struct conn *conns;
         struct conn *dead_conns;      /* closed, freed after the io round */
@@ -92,6 +98,12 @@ struct hbgd {
         uint64_t last_status_completed;
         struct hbgd_trace trace;      /* the task timeline being taken (tracing.c) */
 };
+
+/* A closed session's ring was still held by a scheduler thread: collect
+ * again after 1 ms, then 2, 4 ... 64 ms while it stays held, not only at
+ * the next tick, so that a client that closes and connects again at once
+ * finds its session's count and memory given back. */
+void hbgd_collect_soon(struct hbgd *d);
 
 /* conn.c */
 /* Take an accepted socket: check the peer, charge the connection, watch

@@ -264,13 +264,6 @@ struct slow_job *session_build_job(struct session *s) {
         return &s->build;
 }
 
-/* What one pre-fault job faults in: 256 KiB, 0.1 to 1 ms here (first
- * touches are dear in a VM), so that a request's job (a connect, a
- * recording) waits at most that long behind it, and so does
- * session_close(); with 1 MiB pieces a burst of 8 connects measured a p99
- * several times longer (docs/PERFORMANCE.md). */
-#define PREFAULT_PIECE ((uint64_t)256 << 10)
-
 /* How long the pre-fault holds back after the last sign of a connect
  * (session_prefault_hold()). A connect's own work after hbgd's reply (the
  * client maps its regions, sets up its hang-up watch) takes about a
@@ -285,7 +278,7 @@ void session_prefault_hold(struct slow_work *slow) {
 
 static void prefault_run(struct slow_job *job) {
         struct session *s = SESSION_OF(job, prefault);
-        s->prefault_more = hbg_ring_prefault(s->ring, &s->prefault_cursor, PREFAULT_PIECE);
+        s->prefault_more = hbg_ring_prefault(s->ring, &s->prefault_cursor, SESSION_PREFAULT_PIECE);
         s->prefault_pieces++;
 }
 
@@ -339,9 +332,9 @@ void session_client_fds_sent(struct session *s) {
         close_fd(&s->completion_peer_fd);
 }
 
-void session_close(struct session *s, int reason) {
+bool session_close(struct session *s, int reason) {
         if (!s)
-                return;
+                return false;
         /* Nothing runs on its behalf from here on. */
         slow_work_cancel(s->slow, &s->build);
         slow_work_cancel(s->slow, &s->prefault);
@@ -349,7 +342,7 @@ void session_close(struct session *s, int reason) {
                 /* Never served (its build failed, or never ran): no engine
                  * to wait for. */
                 session_free(s);
-                return;
+                return false;
         }
         if (s->doorbell_src) {
                 io_source_del(s->loop, s->doorbell_src);
@@ -361,5 +354,5 @@ void session_close(struct session *s, int reason) {
         struct hbg_ring *r = s->ring;
         s->ring = NULL;
         hbg_engine_ring_remove(s->engine, r, reason);
-        hbg_engine_collect(s->engine);
+        return hbg_engine_collect(s->engine) > 0;
 }

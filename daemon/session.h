@@ -30,6 +30,7 @@
  */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -74,6 +75,13 @@ struct session {
         int prefault_more;             /* its last result: 1 more to do, 0 done, < 0 stopped */
         uint64_t prefault_pieces;      /* runs so far */
 };
+
+/* What one pre-fault job faults in (a session's, spare_rings.c's): 256
+ * KiB, 0.1 to 1 ms here (first touches are dear in a VM), so that a
+ * request's job (a connect, a recording) waits at most that long behind
+ * it, and so does session_close(); with 1 MiB pieces a burst of 8
+ * connects measured a p99 several times longer (docs/PERFORMANCE.md). */
+#define SESSION_PREFAULT_PIECE ((uint64_t)256 << 10)
 
 /* The geometry a client asking for `asked` gets under cfg (0 fields:
  * cfg's session defaults; a flag window not asked for follows an asked
@@ -121,5 +129,7 @@ void session_client_fds_sent(struct session *s);
  * that runs is waited for: one build, or one piece of pre-fault), the ring
  * is detached (its pending graphs fail with `reason`); the rest is freed
  * when the engine releases it, at once if it has no ring. Takes a session
- * in any state, built or not. s must not be used after this. */
-void session_close(struct session *s, int reason);
+ * in any state, built or not. s must not be used after this. Returns
+ * whether rings of closed sessions are still held by a scheduler thread
+ * (hbg_engine_collect()): the caller collects again soon. */
+bool session_close(struct session *s, int reason);

@@ -112,6 +112,7 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         if (!e)
                 return -ENOMEM;
         e->cfg = *cfg;
+        ring_spares_init(&e->spares); /* before any failure: hbg_engine_free() destroys it */
         e->completion = completion_policy(cfg->completion_mode);
         e->nthreads = cfg->threads;
         e->nschedulers = cfg->threads - (e->completion->thread_main ? 1u : 0u);
@@ -233,6 +234,7 @@ struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
         trace_fini(&e->trace);
         free(e->budget_why);
         wake_pages_free(&e->wake_pages);
+        ring_spares_destroy(&e->spares);
         free(e);
         return NULL;
 }

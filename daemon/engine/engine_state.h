@@ -14,6 +14,7 @@
 
 #include "daemon/engine/engine.h"
 #include "daemon/engine/histogram.h"
+#include "daemon/engine/ring_spares.h"
 #include "daemon/engine/trace.h"
 #include "daemon/engine/wake_pages.h"
 #include "daemon/engine/ktime.h"
@@ -79,6 +80,8 @@ struct hbg_engine {
          * heartbeat MS ms after start. -1: off. */
         int test_stall_thread;
         int64_t test_stall_at_ms;
+        /* Ring arrays faulted in ahead of sessions (ring_spares.h). */
+        struct ring_spares spares;
         /* The task timeline (trace.h): its epoch word is read on every
          * task's path, and sits on a line of its own. */
         struct trace_state trace;

@@ -15,6 +15,7 @@
 #include "daemon/engine/failures.h"
 #include "daemon/engine/live_graphs.h"
 #include "daemon/engine/recorded.h"
+#include "daemon/engine/ring_spares.h"
 #include "daemon/engine/lazy_alloc.h"
 #include "common/clock.h"
 
@@ -52,6 +53,17 @@ uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g) {
         uint64_t per_thread = sizeof(struct ring_thread) + (uint64_t)failsafe_capacity(g) * sizeof(uint64_t);
         return sizeof(struct hbg_ring) + arrays_bytes(g) + nthreads * per_thread;
 }
+
+int hbg_engine_spare_fill(struct hbg_engine *e, const struct hbg_geometry *g, unsigned want, uint64_t max_bytes) {
+        return ring_spares_fill(&e->spares, arrays_bytes(g), slots_bytes(g), want, max_bytes);
+}
+
+unsigned hbg_engine_spares(struct hbg_engine *e, uint64_t *ret_bytes) {
+        return ring_spares_ready(&e->spares, ret_bytes);
+}
+
+/* The arrays of the ring's arena are lazy_array()'s first ones. */
+#define RING_ARENA_ARRAYS (1u + SHAPE_EXEC_COUNT + 5u)
 
 /* The i-th lazy array hbg_ring_prefault() faults in, false past the last,
  * in the order a first graph needs them: its tasks' slots, the queues
@@ -95,6 +107,9 @@ int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes) 
         uint64_t at = *cursor, start = 0;
         for (unsigned i = 0; lazy_array(r, i, &a); i++) {
                 uint64_t end = start + a.bytes;
+                /* A spare's arrays are all resident already. */
+                if (r->arrays_warm && i < RING_ARENA_ARRAYS && at < end)
+                        at = end;
                 if (at < end) {
                         if (max_bytes == 0) {
                                 *cursor = at;
@@ -166,11 +181,18 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
                 memset(r->per_thread, 0, e->nthreads * sizeof(*r->per_thread));
         r->max_failures = (uint32_t)g->task_window;
         r->fail_mask = 2 * g->task_window - 1;
-        if (!r->per_thread || lazy_arena_map(&r->arrays, arrays_bytes(g)) < 0)
+        if (!r->per_thread)
                 goto fail;
-        /* The slots first: the one array big enough for huge pages. */
+        /* A spare of this size if hbgd keeps one ready (faulted in, so
+         * the first graph touches warm pages), else cold pages. */
+        r->arrays_warm = ring_spares_take(&e->spares, arrays_bytes(g), &r->arrays);
+        if (!r->arrays_warm) {
+                if (lazy_arena_map(&r->arrays, arrays_bytes(g)) < 0)
+                        goto fail;
+                /* The slots first: the one array big enough for huge pages. */
+                lazy_arena_huge(r->arrays.base, slots_bytes(g));
+        }
         r->slots = lazy_arena_take(&r->arrays, slots_bytes(g));
-        lazy_arena_huge(r->slots, slots_bytes(g));
         for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
                 mpmc_init(&r->ready[i], lazy_arena_take(&r->arrays, queue_bytes(g)), g->task_window);
         mpmc_init(&r->retire, lazy_arena_take(&r->arrays, queue_bytes(g)), g->task_window);

@@ -77,8 +77,10 @@ struct hbg_ring {
         struct hbg_flag_window window;
         int completion_fd;
 
-        /* The lazy arrays below, one mapping (lazy_alloc.h). */
+        /* The lazy arrays below, one mapping (lazy_alloc.h); warm: a
+         * spare, faulted in already (ring_spares.h). */
         struct lazy_arena arrays;
+        bool arrays_warm;
         struct task_slot *slots;
         struct ring_thread *per_thread;   /* one per scheduler thread */
         void *policy_state;               /* the completion policy's (ring_init) */

@@ -671,6 +671,23 @@ void raw_hello(int fd) {
         hbg__envelope__free_unpacked(e, NULL);
 }
 
+void wait_slow_work_idle(struct hbgd_proc *d) {
+        int fd = raw_connect(d->socket_path);
+        D_ASSERT(d, fd >= 0, "cannot connect to hbgd");
+        raw_hello(fd);
+        unsigned idle = 0;
+        for (int i = 0; i < 3000 && idle < 2; i++) {
+                send_status_request(fd, HBG__STATUS_KIND__STATUS_DAEMON, NULL, 0);
+                Hbg__Envelope *e = expect_env(fd, HBG__ENVELOPE__MSG_STATUS_REPLY, NULL, 0);
+                idle = e->status_reply->daemon && e->status_reply->daemon->slow_jobs == 0 ? idle + 1 : 0;
+                hbg__envelope__free_unpacked(e, NULL);
+                if (idle < 2)
+                        sleep_us(10000);
+        }
+        close(fd);
+        D_ASSERT(d, idle >= 2, "hbgd's slow-work thread still busy after 30 s");
+}
+
 /*
  * hbgd's fds when idle. Not simply a count right after READY=1: sd_notify()
  * closes its socket only after sending. A hello answered on a connection

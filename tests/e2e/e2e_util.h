@@ -205,6 +205,11 @@ int fd_baseline(struct hbgd_proc *d);
 struct hbgd_proc *start_hbgd_conf(int mode, const char *conf);
 /* The same with hbgd's stdout and stderr on out_fd (daemon_start_fd()). */
 struct hbgd_proc *start_hbgd_conf_fd(int mode, const char *conf, int out_fd);
+/* Until hbgd's slow-work thread has nothing to do, twice 10 ms apart:
+ * sessions' pre-faults and the spare rings ([session] spare_rings) made,
+ * so that its memory is what it keeps (an RSS baseline). */
+void wait_slow_work_idle(struct hbgd_proc *d);
+
 /* SIGTERM; hbgd must exit 0 within the grace period (and some slack).
  * Frees d. */
 void stop_within_grace(struct hbgd_proc *d, const char *what);

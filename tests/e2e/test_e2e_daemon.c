@@ -1047,6 +1047,108 @@ START_TEST(spin_moves_keep_affinity) {
 }
 END_TEST
 
+/*
+ * A client that closes its session and connects again at once, 1000
+ * times, never finds max_sessions (64) reached: hbg_disconnect() hangs up
+ * there and then (its io_uring's poll would keep the socket open until the
+ * kernel tears the ring down, later: before, the sessions of a fast loop
+ * piled up in hbgd and the 65th connect was refused), and hbgd frees a
+ * ring a scheduler thread still held within a few ms, not at its next
+ * 100 ms tick.
+ */
+START_TEST(reconnect_at_once) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        for (int i = 0; i < 1000; i++) {
+                hbg_client *c = NULL;
+                int err = hbg_connect(&c, d->socket_path);
+                D_ASSERT(d, err == 0, "connect %d: %s [%s]", i, hbg_strerror(err), hbg_last_error(NULL));
+                struct workload w;
+                ck_assert_msg(wl_init(&w, c, 2) == 0, "%s", w.msg);
+                ck_assert_msg(wl_run(&w, 1, -1) == 1, "connect %d: %s", i, w.msg);
+                hbg_disconnect(c);
+        }
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ------------------------------------------------------------ spare rings */
+
+/* hbgd's spare rings now (status). */
+static unsigned spares_now(int sock, uint64_t *ret_bytes) {
+        Hbg__Envelope *env;
+        const Hbg__StatusReply *st = status(sock, HBG__STATUS_KIND__STATUS_DAEMON, &env);
+        unsigned n = st->daemon->spare_rings;
+        *ret_bytes = st->daemon->spare_ring_bytes;
+        hbg__envelope__free_unpacked(env, NULL);
+        return n;
+}
+
+/* Until hbgd holds `want` spares (within 20 s: the slow-work thread fills
+ * them in pieces, slower under the sanitizers); how many it holds. */
+static unsigned wait_spares(int sock, unsigned want, uint64_t *ret_bytes) {
+        unsigned n = 0;
+        for (int i = 0; i < 2000 && (n = spares_now(sock, ret_bytes)) != want; i++)
+                sleep_us(10000);
+        return n;
+}
+
+/*
+ * [session] spare_rings: hbgd fills that many and shows them in status
+ * (the bytes of a ring's arrays each); a session of the default geometry
+ * takes one and hbgd makes it again once the session went; 0 makes none;
+ * nor does a [limits] max_memory too small to hold one beside the
+ * sessions. (The engine test spare_rings_taken checks what a ring takes.)
+ */
+START_TEST(spare_rings_status) {
+        static const struct {
+                const char *conf;
+                unsigned want;
+        } cases[] = {
+                { "[session]\nspare_rings = 2\n", 2 },
+                { "[session]\nspare_rings = 0\n", 0 },
+                { "[limits]\nmax_memory = 4M\n", 0 },
+        };
+        for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+                struct hbgd_proc *d = start_hbgd_conf_fd(_i, cases[k].conf, -1);
+                int sock = raw_connect(d->socket_path);
+                raw_hello(sock);
+                uint64_t bytes = 0;
+                unsigned n;
+                if (cases[k].want) {
+                        n = wait_spares(sock, cases[k].want, &bytes);
+                        D_ASSERT(d, n == cases[k].want, "%s: %u spare rings, not %u", cases[k].conf, n,
+                                 cases[k].want);
+                        /* A ring's arrays each: at least its slots. */
+                        D_ASSERT(d, bytes >= (uint64_t)n * 16384 * 512, "%s: %u spares of %" PRIu64 " bytes",
+                                 cases[k].conf, n, bytes);
+                }
+                /* A session comes and goes; the count comes back. */
+                hbg_client *c = NULL;
+                int err = hbg_connect(&c, d->socket_path);
+                if (cases[k].want) {
+                        D_ASSERT(d, err == 0, "hbg_connect: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+                        struct workload w;
+                        ck_assert_msg(wl_init(&w, c, 2) == 0, "%s", w.msg);
+                        ck_assert_msg(wl_run(&w, 2, -1) == 2, "%s", w.msg);
+                        hbg_disconnect(c);
+                        uint64_t again;
+                        n = wait_spares(sock, cases[k].want, &again);
+                        D_ASSERT(d, n == cases[k].want && again == bytes, "%s: after a session, %u spares of %"
+                                 PRIu64 " bytes, not %u of %" PRIu64, cases[k].conf, n, again, cases[k].want, bytes);
+                } else {
+                        if (err == 0)
+                                hbg_disconnect(c);
+                        sleep_us(500000);
+                        n = spares_now(sock, &bytes);
+                        D_ASSERT(d, n == 0 && bytes == 0, "%s: %u spare rings (%" PRIu64 " bytes), wanted none",
+                                 cases[k].conf, n, bytes);
+                }
+                close(sock);
+                stop_hbgd(d);
+        }
+}
+END_TEST
+
 /* ------------------------------------------------------------ suite */
 
 static Suite *suite(void) {
@@ -1064,6 +1166,8 @@ static Suite *suite(void) {
                 { "status", { status_over_socket } },
                 { "sigterm", { sigterm_in_flight } },
                 { "spin", { spin_moves_keep_affinity } },
+                { "spares", { spare_rings_status } },
+                { "reconnect", { reconnect_at_once } },
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 TCase *tc = tcase_create(cases[i].name);

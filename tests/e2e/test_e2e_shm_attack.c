@@ -505,6 +505,8 @@ static void run_attack_conf(const char *name, kid_fn fn, const char *conf, const
         int base = fd_baseline(d);
         honest_graphs(d, 4, "warm-up");
         assert_fd_baseline(d, base, "after the warm-up");
+        /* The spare ring the warm-up took made again, its pre-fault done. */
+        wait_slow_work_idle(d);
         long rss0 = rss_kb(d->pid);
         D_ASSERT(d, rss0 > 0, "cannot read hbgd's VmRSS");
 

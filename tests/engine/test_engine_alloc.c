@@ -280,6 +280,120 @@ START_TEST(ring_prefault_resident) {
 }
 END_TEST
 
+/* A geometry of `window` tasks with its regions (calloc'd, initialised). */
+static void small_geometry(struct hbg_geometry *g, uint64_t window, void **sub, void **cpl) {
+        struct hbg_geometry_request req;
+        geometry_request_default(&req);
+        req.task_window = window;
+        req.flag_window = window / 4;
+        req.heap_size = 1 << 16;
+        ck_assert_int_eq(geometry_init(g, &req, NULL), 0);
+        *sub = calloc(1, g->sub_region_size);
+        *cpl = calloc(1, g->cpl_region_size);
+        ck_assert(*sub && *cpl);
+        layout_sub_region_init(*sub, g);
+        layout_cpl_region_init(*cpl, g, 0);
+}
+
+/*
+ * Spare ring arrays (ring_spares.h): filled a piece at a time up to the
+ * number wanted, all resident; a ring of their size takes one (no new
+ * mapping, its arrays resident, nothing left for its own pre-fault); a
+ * ring of another size does not; a fill for another size drops them, and
+ * so does a fill wanting fewer.
+ */
+START_TEST(spare_rings_taken) {
+        struct hbg_engine_config cfg;
+        config(&cfg, (unsigned)_i);
+        struct hbg_engine *e = NULL;
+        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        struct hbg_geometry g, other;
+        void *sub, *cpl, *osub, *ocpl;
+        small_geometry(&g, 4096, &sub, &cpl);
+        small_geometry(&other, 2048, &osub, &ocpl);
+        uint64_t bytes;
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes), 0);
+
+        /* Two spares, 64 KiB a step. */
+        unsigned steps = 0;
+        int more;
+        n_noted = 0;
+        noting = true;
+        while ((more = hbg_engine_spare_fill(e, &g, 2, 64 << 10)) > 0)
+                ck_assert_uint_lt(++steps, 100000);
+        noting = false;
+        ck_assert_int_eq(more, 0);
+        ck_assert_uint_eq(n_noted, 2); /* one mapping each */
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes), 2);
+        ck_assert_uint_eq(bytes, noted[0].len + noted[1].len);
+        ck_assert_uint_ge(steps, 2 * (noted[0].len >> 16) - 1);
+        size_t total, resident = resident_pages(&total);
+        ck_assert_msg(resident == total, "spares: %zu of %zu pages resident", resident, total);
+        /* Done: another call changes nothing. */
+        ck_assert_int_eq(hbg_engine_spare_fill(e, &g, 2, 64 << 10), 0);
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes), 2);
+
+        /* A ring of that size takes one and maps no arrays of its own. */
+        unsigned n_released = 0;
+        struct hbg_ring_params p = {
+                .geometry = g, .sub_region = sub, .cpl_region = cpl, .first_id = 0,
+                .completion_fd = -1, .name = "spare", .released = released, .released_userdata = &n_released,
+        };
+        struct hbg_ring *r = NULL;
+        unsigned before = n_noted;
+        noting = true;
+        ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), 0);
+        noting = false;
+        unsigned policy_maps = n_noted - before; /* the resolver's queues */
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes), 1);
+        /* Its pre-fault has only the policy's arrays left. */
+        uint64_t cursor = 0;
+        unsigned pieces = 0;
+        while ((more = hbg_ring_prefault(r, &cursor, 64 << 10)) > 0)
+                ck_assert_uint_lt(++pieces, 100000);
+        ck_assert_int_eq(more, 0);
+        if (policy_maps == 0)
+                ck_assert_uint_eq(pieces, 0);
+
+        /* A ring of another size maps its own: the spare stays. */
+        struct hbg_ring_params po = p;
+        po.geometry = other;
+        po.sub_region = osub;
+        po.cpl_region = ocpl;
+        struct hbg_ring *ro = NULL;
+        n_noted = 0;
+        noting = true;
+        ck_assert_int_eq(hbg_engine_ring_add(e, &po, &ro), 0);
+        noting = false;
+        ck_assert_uint_ge(n_noted, 1);
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes), 1);
+
+        /* A fill for the other size drops the spare of this one; one
+         * wanting none drops the rest. */
+        ck_assert_int_eq(hbg_engine_spare_fill(e, &other, 1, 0), 1);
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes), 0);
+        ck_assert_int_eq(hbg_engine_spare_fill(e, &other, 1, UINT64_MAX), 0);
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes), 1);
+        ck_assert_int_eq(hbg_engine_spare_fill(e, &other, 0, UINT64_MAX), 0);
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes), 0);
+        ck_assert_uint_eq(bytes, 0);
+        printf("spare_rings_taken (%s): 2 spares of %zu bytes in %u steps\n", hbg_completion_mode_name(_i),
+               (size_t)noted[0].len, steps + 1);
+
+        hbg_engine_ring_remove(e, r, -ESHUTDOWN);
+        hbg_engine_ring_remove(e, ro, -ESHUTDOWN);
+        while (n_released < 2) {
+                hbg_engine_collect(e);
+                sched_yield();
+        }
+        hbg_engine_free(e);
+        free(sub);
+        free(cpl);
+        free(osub);
+        free(ocpl);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("engine_alloc");
         TCase *tc = tcase_create("alloc");
@@ -287,6 +401,7 @@ static Suite *suite(void) {
         tcase_add_loop_test(tc, engine_new_fails_cleanly, 0, (int)hbg_completion_mode_count());
         tcase_add_loop_test(tc, ring_add_fails_cleanly, 0, (int)hbg_completion_mode_count());
         tcase_add_loop_test(tc, ring_prefault_resident, 0, (int)hbg_completion_mode_count());
+        tcase_add_loop_test(tc, spare_rings_taken, 0, (int)hbg_completion_mode_count());
         suite_add_tcase(s, tc);
         return s;
 }

@@ -51,6 +51,7 @@ static const struct key_case keys[] = {
         { "session", "heap_size", "16M", "16Q" },
         { "session", "mailbox_entries", "256", "" },
         { "session", "graph_table_entries", "64", "2097152" },
+        { "session", "spare_rings", "0", "9" },
         { "limits", "max_connections", "100", "0" },
         { "limits", "max_connections_per_uid", "4", "1000001" },
         { "limits", "max_sessions", "8", "x8" },

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/* Rings' arrays faulted in ahead of sessions (spare_rings.h). */
+#include "daemon/spare_rings.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "daemon/daemon_private.h"
+#include "daemon/log.h"
+#include "daemon/session.h"
+
+static void spare_run(struct slow_job *job) {
+        struct spare_rings *s = (struct spare_rings *)((char *)job - offsetof(struct spare_rings, job));
+        struct hbgd *d = job->userdata;
+        s->result = hbg_engine_spare_fill(d->engine, &s->g, s->want, SESSION_PREFAULT_PIECE);
+}
+
+static void spare_done(struct slow_job *job) {
+        struct hbgd *d = job->userdata;
+        struct spare_rings *s = &d->spares;
+        s->queued = false;
+        if (s->result > 0) {
+                spare_rings_want(d);
+                return;
+        }
+        if (s->result < 0) {
+                /* -EINVAL: no MADV_POPULATE_WRITE (before Linux 5.14), for
+                 * good; -ENOMEM: tried again with the next session. */
+                s->gave_up = s->result == -EINVAL;
+                hbgd_log(LOG_NOTICE, "spare rings: cannot fault a ring's arrays in ahead: %s; sessions' "
+                         "arrays come on first touch%s", strerror(-s->result),
+                         s->gave_up ? "" : " (tried again with the next session)");
+        }
+}
+
+void spare_rings_want(struct hbgd *d) {
+        struct spare_rings *s = &d->spares;
+        if (s->queued || s->gave_up || d->stopping)
+                return;
+        char msg[256];
+        const struct hbg_geometry_request defaults = { 0 };
+        if (session_geometry(&d->cfg, &defaults, &s->g, msg, sizeof(msg)) < 0)
+                return; /* the config's defaults were checked at load: cannot happen */
+        /* Within [limits] max_memory beside the sessions' charges: spares
+         * never take memory a session could be refused for. */
+        uint64_t each = hbg_engine_ring_memory(d->engine, &s->g), max = acct_max_memory(&d->cfg.limits);
+        uint64_t room = max > d->acct.memory ? max - d->acct.memory : 0;
+        s->want = d->cfg.spare_rings;
+        if (each && room / each < s->want)
+                s->want = (unsigned)(room / each);
+        s->job = (struct slow_job){
+                .run = spare_run,
+                .done = spare_done,
+                .uid = 0,
+                .class = SLOW_BACKGROUND,
+                .userdata = d,
+        };
+        s->queued = true;
+        slow_work_submit(d->slow, &s->job);
+}
+
+void spare_rings_stop(struct hbgd *d) {
+        if (d->spares.queued && d->slow)
+                slow_work_cancel(d->slow, &d->spares.job);
+        d->spares.queued = false;
+}
