@@ -77,6 +77,9 @@ int probe_eventfd_pingpong(unsigned rounds, unsigned idle_us, double *ret_ns) {
         return err;
 }
 
+/* A producer's word after its disconnect, with hold. */
+#define CONNECT_BURST_GONE UINT64_MAX
+
 /* One producer of a burst: per round, wait for the go byte, connect,
  * report the time (0 when the connect failed), then disconnect: at once,
  * or (release >= 0) once the round's release byte says every producer of
@@ -99,6 +102,11 @@ static void connect_burst_child(const char *socket, int go, int release, int res
                         _exit(1);
                 if (err == 0)
                         hbg_disconnect(c);
+                /* Disconnected: the next round's bytes are not taken
+                 * before every producer has its own (CONNECT_BURST_GONE). */
+                uint64_t gone = CONNECT_BURST_GONE;
+                if (release >= 0 && write(results, &gone, sizeof(gone)) != sizeof(gone))
+                        _exit(1);
         }
         _exit(0);
 }
@@ -165,6 +173,11 @@ int probe_connect_burst(const char *socket, unsigned producers, unsigned rounds,
                 }
                 if (err == 0 && hold && write(release[1], bytes, producers) != (ssize_t)producers)
                         err = -EIO;
+                for (unsigned i = 0; i < producers && err == 0 && hold; i++) {
+                        uint64_t gone;
+                        if ((err = read_full(results[0], &gone)) == 0 && gone != CONNECT_BURST_GONE)
+                                err = -EIO;
+                }
         }
         close(go[1]);
         close(results[0]);

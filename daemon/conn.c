@@ -226,6 +226,7 @@ static void session_built(struct slow_job *work) {
         if (err < 0) {
                 if (session_close(s, -ECONNRESET))
                         hbgd_collect_soon(d);
+                spare_rings_want(d); /* it may have taken one */
                 snprintf(msg, sizeof(msg), "%s: %s", why, strerror(-err));
                 v = refuse(c, err, msg);
         } else {
@@ -294,6 +295,7 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
 
         /* Charged before anything is allocated; the session refunds it. */
         uint64_t memory = session_memory(d->engine, &g);
+        spare_rings_make_room(d, memory);
         err = acct_add_session(&d->acct, &cfg->limits, c->cred.uid, memory, msg, sizeof(msg));
         if (err < 0)
                 return refuse(c, err, msg);
@@ -739,6 +741,7 @@ void conn_close(struct conn *c, const char *why) {
                  * whatever it made is freed, the charge refunded. */
                 if (session_close(c->creating, d->stopping ? -ESHUTDOWN : -ECONNRESET))
                         hbgd_collect_soon(d);
+                spare_rings_want(d); /* its build may have taken one */
                 c->creating = NULL;
         }
         if (c->session) {

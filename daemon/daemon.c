@@ -367,8 +367,6 @@ fail:
 }
 
 void hbgd_collect_soon(struct hbgd *d) {
-        if (d->collect_wait_ms)
-                return;
         d->collect_wait_ms = 1;
         d->collect_at_ms = clock_now_ms() + 1;
 }
@@ -382,7 +380,9 @@ static int collect_due(struct hbgd *d) {
                 return 1000;
         int64_t now = clock_now_ms();
         if (now >= d->collect_at_ms) {
-                if (hbg_engine_collect(d->engine) == 0 || d->collect_wait_ms >= COLLECT_WAIT_MAX_MS) {
+                unsigned held = hbg_engine_collect(d->engine);
+                spare_rings_want(d); /* memory given back: room for a spare */
+                if (held == 0 || d->collect_wait_ms >= COLLECT_WAIT_MAX_MS) {
                         d->collect_wait_ms = 0;
                         return 1000;
                 }

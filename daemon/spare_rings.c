@@ -21,23 +21,33 @@ static void spare_done(struct slow_job *job) {
         struct hbgd *d = job->userdata;
         struct spare_rings *s = &d->spares;
         s->queued = false;
-        if (s->result > 0) {
-                spare_rings_want(d);
-                return;
-        }
+        if (s->result >= 0)
+                s->logged = 0;
         if (s->result < 0) {
                 /* -EINVAL: no MADV_POPULATE_WRITE (before Linux 5.14), for
-                 * good; -ENOMEM: tried again with the next session. */
+                 * good; -ENOMEM: tried again at the next session. Logged
+                 * once until a fill succeeds. */
                 s->gave_up = s->result == -EINVAL;
-                hbgd_log(LOG_NOTICE, "spare rings: cannot fault a ring's arrays in ahead: %s; sessions' "
-                         "arrays come on first touch%s", strerror(-s->result),
-                         s->gave_up ? "" : " (tried again with the next session)");
+                if (s->logged != s->result)
+                        hbgd_log(LOG_NOTICE, "spare rings: cannot fault a ring's arrays in ahead: %s; sessions' "
+                                 "arrays come on first touch%s", strerror(-s->result),
+                                 s->gave_up ? "" : " (tried again at the next session)");
+                s->logged = s->result;
         }
+        /* More to fill, or asked for again meanwhile (a reload, memory
+         * given back): a fresh look at the config and the room. */
+        if (s->result > 0 || s->again)
+                spare_rings_want(d);
 }
 
 void spare_rings_want(struct hbgd *d) {
         struct spare_rings *s = &d->spares;
-        if (s->queued || s->gave_up || d->stopping)
+        if (s->queued) {
+                s->again = true;
+                return;
+        }
+        s->again = false;
+        if (s->gave_up || d->stopping)
                 return;
         char msg[256];
         const struct hbg_geometry_request defaults = { 0 };
@@ -59,6 +69,15 @@ void spare_rings_want(struct hbgd *d) {
         };
         s->queued = true;
         slow_work_submit(d->slow, &s->job);
+}
+
+void spare_rings_make_room(struct hbgd *d, uint64_t memory) {
+        uint64_t bytes, max = acct_max_memory(&d->cfg.limits);
+        unsigned n = hbg_engine_spares(d->engine, &bytes, NULL);
+        if (n == 0 || d->acct.memory + memory + bytes <= max)
+                return;
+        uint64_t each = bytes / n, room = max > d->acct.memory + memory ? max - d->acct.memory - memory : 0;
+        hbg_engine_spares_trim(d->engine, (unsigned)(room / each));
 }
 
 void spare_rings_stop(struct hbgd *d) {

@@ -22,6 +22,8 @@ struct hbgd;
 struct spare_rings {
         struct slow_job job;
         bool queued;                    /* job submitted, not done yet */
+        bool again;                     /* asked for meanwhile: submit again when done */
+        int logged;                     /* the last error logged (once until a fill succeeds) */
         bool gave_up;                   /* the kernel cannot pre-fault: never again */
         struct hbg_geometry g;          /* the job's copies of the config's */
         unsigned want;
@@ -32,6 +34,10 @@ struct spare_rings {
  * (after a start, a session that may have taken one, a reload): the job is
  * queued unless it is already. */
 void spare_rings_want(struct hbgd *d);
+
+/* A session of `memory` bytes is being charged: drop the spares that
+ * would no longer fit in [limits] max_memory beside the sessions. */
+void spare_rings_make_room(struct hbgd *d, uint64_t memory);
 
 /* Take the job back (before the slow-work thread is freed). */
 void spare_rings_stop(struct hbgd *d);

@@ -116,7 +116,7 @@ static int section_daemon(struct status_build *b) {
         ds->graphs_failed = gfailed;
         ds->io_backend = (char *)io_loop_backend(d->loop);
         ds->slow_jobs = slow_work_pending(d->slow);
-        ds->spare_rings = hbg_engine_spares(d->engine, &ds->spare_ring_bytes);
+        ds->spare_rings = hbg_engine_spares(d->engine, &ds->spare_ring_bytes, &ds->spare_rings_taken);
         ds->completion_mode = (char *)hbg_completion_mode_name(d->cfg.engine.completion_mode);
         metrics_fill_daemon(d, ds);
         b->reply.daemon = ds;

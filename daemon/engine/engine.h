@@ -192,8 +192,11 @@ unsigned hbg_engine_collect(struct hbg_engine *e);
  */
 #define HBG_ENGINE_MAX_SPARE_RINGS 8u
 int hbg_engine_spare_fill(struct hbg_engine *e, const struct hbg_geometry *g, unsigned want, uint64_t max_bytes);
-/* Spares ready now, and their bytes. */
-unsigned hbg_engine_spares(struct hbg_engine *e, uint64_t *ret_bytes);
+/* Spares ready now, their bytes, and how many rings took one since start
+ * (ret_taken may be NULL). */
+unsigned hbg_engine_spares(struct hbg_engine *e, uint64_t *ret_bytes, uint64_t *ret_taken);
+/* Keep at most `keep` ready spares (any caller: the store is locked). */
+void hbg_engine_spares_trim(struct hbg_engine *e, unsigned keep);
 
 /*
  * Fault in the ring's private arrays ahead of its first graph, a piece at

@@ -58,8 +58,12 @@ int hbg_engine_spare_fill(struct hbg_engine *e, const struct hbg_geometry *g, un
         return ring_spares_fill(&e->spares, arrays_bytes(g), slots_bytes(g), want, max_bytes);
 }
 
-unsigned hbg_engine_spares(struct hbg_engine *e, uint64_t *ret_bytes) {
-        return ring_spares_ready(&e->spares, ret_bytes);
+unsigned hbg_engine_spares(struct hbg_engine *e, uint64_t *ret_bytes, uint64_t *ret_taken) {
+        return ring_spares_ready(&e->spares, ret_bytes, ret_taken);
+}
+
+void hbg_engine_spares_trim(struct hbg_engine *e, unsigned keep) {
+        ring_spares_trim(&e->spares, keep);
 }
 
 /* The arrays of the ring's arena are lazy_array()'s first ones. */
@@ -200,8 +204,8 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         r->failures = lazy_arena_take(&r->arrays, failures_bytes(g));
         r->graph_noticed_ns = lazy_arena_take(&r->arrays, graph_noticed_bytes(g));
         r->graph_seen = lazy_arena_take(&r->arrays, live_graphs_seen_bytes(g));
-        if (!r->graph_seen)
-                goto fail; /* arrays_bytes() too small: cannot happen */
+        if (r->arrays.used != r->arrays.size)
+                goto fail; /* not laid out as arrays_bytes() says: cannot happen */
         for (unsigned i = 0; i < e->nthreads; i++) {
                 err = completer_init(&r->per_thread[i].completer, &r->window,
                                          failsafe_capacity(g));

@@ -24,6 +24,7 @@ bool ring_spares_take(struct ring_spares *sp, size_t bytes, struct lazy_arena *r
                 if (sp->ready[i].size == bytes) {
                         *ret = sp->ready[i];
                         sp->ready[i] = sp->ready[--sp->n_ready];
+                        sp->taken++;
                         found = true;
                         break;
                 }
@@ -32,14 +33,14 @@ bool ring_spares_take(struct ring_spares *sp, size_t bytes, struct lazy_arena *r
         return found;
 }
 
-/* Drops the ready spares that are not of `bytes` or beyond `want`; how
- * many stay. */
+/* Drops the ready spares that are not of `bytes` (any size if 0) or
+ * beyond `want`; how many stay. */
 static unsigned keep_only(struct ring_spares *sp, size_t bytes, unsigned want) {
         struct lazy_arena drop[RING_SPARES_MAX];
         unsigned n_drop = 0, n = 0;
         pthread_mutex_lock(&sp->lock);
         for (unsigned i = 0; i < sp->n_ready; i++) {
-                if (sp->ready[i].size == bytes && n < want)
+                if ((bytes == 0 || sp->ready[i].size == bytes) && n < want)
                         sp->ready[n++] = sp->ready[i];
                 else
                         drop[n_drop++] = sp->ready[i];
@@ -86,12 +87,18 @@ int ring_spares_fill(struct ring_spares *sp, size_t bytes, size_t huge_bytes, un
         return ready < want ? 1 : 0;
 }
 
-unsigned ring_spares_ready(struct ring_spares *sp, uint64_t *ret_bytes) {
+void ring_spares_trim(struct ring_spares *sp, unsigned keep) {
+        keep_only(sp, 0, keep);
+}
+
+unsigned ring_spares_ready(struct ring_spares *sp, uint64_t *ret_bytes, uint64_t *ret_taken) {
         uint64_t bytes = 0;
         pthread_mutex_lock(&sp->lock);
         unsigned n = sp->n_ready;
         for (unsigned i = 0; i < n; i++)
                 bytes += sp->ready[i].size;
+        if (ret_taken)
+                *ret_taken = sp->taken;
         pthread_mutex_unlock(&sp->lock);
         *ret_bytes = bytes;
         return n;

@@ -25,6 +25,7 @@ struct ring_spares {
         pthread_mutex_t lock;                   /* ready[], n_ready */
         struct lazy_arena ready[RING_SPARES_MAX];
         unsigned n_ready;
+        uint64_t taken;                         /* by rings, since start */
         /* The filler's, one caller at a time (hbg_engine_spare_fill()). */
         struct lazy_arena filling;
         uint64_t filled;                        /* bytes of filling faulted in */
@@ -46,5 +47,8 @@ bool ring_spares_take(struct ring_spares *sp, size_t bytes, struct lazy_arena *r
  */
 int ring_spares_fill(struct ring_spares *sp, size_t bytes, size_t huge_bytes, unsigned want, uint64_t max_bytes);
 
-/* Spares ready now, and their bytes (for status). */
-unsigned ring_spares_ready(struct ring_spares *sp, uint64_t *ret_bytes);
+/* Keep at most `keep` ready spares (the others unmapped). */
+void ring_spares_trim(struct ring_spares *sp, unsigned keep);
+
+/* Spares ready now, their bytes, and how many rings took one (status). */
+unsigned ring_spares_ready(struct ring_spares *sp, uint64_t *ret_bytes, uint64_t *ret_taken);

@@ -1073,12 +1073,14 @@ END_TEST
 
 /* ------------------------------------------------------------ spare rings */
 
-/* hbgd's spare rings now (status). */
+/* hbgd's spare rings now, and how many sessions took one (status). */
+static uint64_t spares_taken;
 static unsigned spares_now(int sock, uint64_t *ret_bytes) {
         Hbg__Envelope *env;
         const Hbg__StatusReply *st = status(sock, HBG__STATUS_KIND__STATUS_DAEMON, &env);
         unsigned n = st->daemon->spare_rings;
         *ret_bytes = st->daemon->spare_ring_bytes;
+        spares_taken = st->daemon->spare_rings_taken;
         hbg__envelope__free_unpacked(env, NULL);
         return n;
 }
@@ -1095,7 +1097,7 @@ static unsigned wait_spares(int sock, unsigned want, uint64_t *ret_bytes) {
 /*
  * [session] spare_rings: hbgd fills that many and shows them in status
  * (the bytes of a ring's arrays each); a session of the default geometry
- * takes one and hbgd makes it again once the session went; 0 makes none;
+ * takes one (counted) and hbgd makes it again; 0 makes none;
  * nor does a [limits] max_memory too small to hold one beside the
  * sessions. (The engine test spare_rings_taken checks what a ring takes.)
  */
@@ -1135,13 +1137,16 @@ START_TEST(spare_rings_status) {
                         n = wait_spares(sock, cases[k].want, &again);
                         D_ASSERT(d, n == cases[k].want && again == bytes, "%s: after a session, %u spares of %"
                                  PRIu64 " bytes, not %u of %" PRIu64, cases[k].conf, n, again, cases[k].want, bytes);
+                        D_ASSERT(d, spares_taken == 1, "%s: the session took %" PRIu64 " spares, not 1",
+                                 cases[k].conf, spares_taken);
                 } else {
                         if (err == 0)
                                 hbg_disconnect(c);
                         sleep_us(500000);
                         n = spares_now(sock, &bytes);
-                        D_ASSERT(d, n == 0 && bytes == 0, "%s: %u spare rings (%" PRIu64 " bytes), wanted none",
-                                 cases[k].conf, n, bytes);
+                        D_ASSERT(d, n == 0 && bytes == 0 && spares_taken == 0,
+                                 "%s: %u spare rings (%" PRIu64 " bytes, %" PRIu64 " taken), wanted none",
+                                 cases[k].conf, n, bytes, spares_taken);
                 }
                 close(sock);
                 stop_hbgd(d);

@@ -305,6 +305,7 @@ static void channel_abuse(int mode, kid_fn attack_fn, const char *name) {
         struct attack a = { .path = d->socket_path, .verify = true, .rings = doorbell_rings() };
         struct kid k;
         long long t0 = daemon_now_ms();
+        wait_slow_work_idle(d); /* the spare ring made: in the baseline */
         long rss0 = daemon_status_kib(d->pid, "VmRSS");
         kid_start(&k, SAME_UID, attack_fn, &a);
         const char *what = kid_expect(d, &k, "READY", WAIT_MS + IO_MS, buf, sizeof(buf), who);

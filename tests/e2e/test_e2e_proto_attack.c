@@ -86,6 +86,7 @@ static void guard_begin(struct guard *g, struct hbgd_proc *d, const char *name) 
         kid_tell(&g->honest, 'G');
         g->base_honest = fd_baseline(d);
         sleep_us(200000);
+        wait_slow_work_idle(d); /* the spare ring the honest session took made again */
         g->rss = daemon_status_kib(d->pid, "VmRSS");
 }
 

@@ -312,7 +312,7 @@ START_TEST(spare_rings_taken) {
         small_geometry(&g, 4096, &sub, &cpl);
         small_geometry(&other, 2048, &osub, &ocpl);
         uint64_t bytes;
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes), 0);
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, NULL), 0);
 
         /* Two spares, 64 KiB a step. */
         unsigned steps = 0;
@@ -324,14 +324,14 @@ START_TEST(spare_rings_taken) {
         noting = false;
         ck_assert_int_eq(more, 0);
         ck_assert_uint_eq(n_noted, 2); /* one mapping each */
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes), 2);
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, NULL), 2);
         ck_assert_uint_eq(bytes, noted[0].len + noted[1].len);
         ck_assert_uint_ge(steps, 2 * (noted[0].len >> 16) - 1);
         size_t total, resident = resident_pages(&total);
         ck_assert_msg(resident == total, "spares: %zu of %zu pages resident", resident, total);
         /* Done: another call changes nothing. */
         ck_assert_int_eq(hbg_engine_spare_fill(e, &g, 2, 64 << 10), 0);
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes), 2);
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, NULL), 2);
 
         /* A ring of that size takes one and maps no arrays of its own. */
         unsigned n_released = 0;
@@ -345,7 +345,9 @@ START_TEST(spare_rings_taken) {
         ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), 0);
         noting = false;
         unsigned policy_maps = n_noted - before; /* the resolver's queues */
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes), 1);
+        uint64_t taken;
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, &taken), 1);
+        ck_assert_uint_eq(taken, 1);
         /* Its pre-fault has only the policy's arrays left. */
         uint64_t cursor = 0;
         unsigned pieces = 0;
@@ -366,19 +368,27 @@ START_TEST(spare_rings_taken) {
         ck_assert_int_eq(hbg_engine_ring_add(e, &po, &ro), 0);
         noting = false;
         ck_assert_uint_ge(n_noted, 1);
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes), 1);
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, &taken), 1);
+        ck_assert_uint_eq(taken, 1);
 
         /* A fill for the other size drops the spare of this one; one
          * wanting none drops the rest. */
         ck_assert_int_eq(hbg_engine_spare_fill(e, &other, 1, 0), 1);
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes), 0);
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, NULL), 0);
         ck_assert_int_eq(hbg_engine_spare_fill(e, &other, 1, UINT64_MAX), 0);
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes), 1);
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, NULL), 1);
         ck_assert_int_eq(hbg_engine_spare_fill(e, &other, 0, UINT64_MAX), 0);
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes), 0);
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, NULL), 0);
         ck_assert_uint_eq(bytes, 0);
-        printf("spare_rings_taken (%s): 2 spares of %zu bytes in %u steps\n", hbg_completion_mode_name(_i),
-               (size_t)noted[0].len, steps + 1);
+        /* Trimmed to a number, whatever their size. */
+        ck_assert_int_eq(hbg_engine_spare_fill(e, &g, 2, UINT64_MAX), 1);
+        ck_assert_int_eq(hbg_engine_spare_fill(e, &g, 2, UINT64_MAX), 0);
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, NULL), 2);
+        hbg_engine_spares_trim(e, 1);
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, NULL), 1);
+        hbg_engine_spares_trim(e, 0);
+        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, NULL), 0);
+        printf("spare_rings_taken (%s): 2 spares in %u steps of 64 KiB\n", hbg_completion_mode_name(_i), steps + 1);
 
         hbg_engine_ring_remove(e, r, -ESHUTDOWN);
         hbg_engine_ring_remove(e, ro, -ESHUTDOWN);
