@@ -18,7 +18,7 @@
 const char *const cmp_peer_names[CMP_N_PEERS] = { "tbb", "openmp", "starpu", "floor", "taskflow" };
 /* Peers with a graph object a program keeps and runs again (peer_rerun):
  * their "rerun" rows stand beside hbg's replay. */
-static const bool peer_reruns[CMP_N_PEERS] = { true, false, false, false, false };
+static const bool peer_reruns[CMP_N_PEERS] = { true, false, false, false, true };
 
 #define PEER_MS (10 * 60 * 1000)
 
