@@ -366,32 +366,6 @@ fail:
         return err;
 }
 
-void hbgd_collect_soon(struct hbgd *d) {
-        d->collect_wait_ms = 1;
-        d->collect_at_ms = clock_now_ms() + 1;
-}
-
-#define COLLECT_WAIT_MAX_MS 64
-
-/* hbgd_collect_soon()'s look, when due; the loop's timeout until the
- * next one (the tick takes over past COLLECT_WAIT_MAX_MS). */
-static int collect_due(struct hbgd *d) {
-        if (!d->collect_wait_ms)
-                return 1000;
-        int64_t now = clock_now_ms();
-        if (now >= d->collect_at_ms) {
-                unsigned held = hbg_engine_collect(d->engine);
-                spare_rings_want(d); /* memory given back: room for a spare */
-                if (held == 0 || d->collect_wait_ms >= COLLECT_WAIT_MAX_MS) {
-                        d->collect_wait_ms = 0;
-                        return 1000;
-                }
-                d->collect_wait_ms *= 2;
-                d->collect_at_ms = now + d->collect_wait_ms;
-        }
-        return (int)(d->collect_at_ms - now);
-}
-
 int hbgd_run(struct hbgd *d) {
         hbgd_log(LOG_INFO, "ready: %u scheduler threads, %u clusters, %s completion, %s, socket %s",
                  d->cfg.engine.threads, d->cfg.engine.clusters,
@@ -406,7 +380,7 @@ int hbgd_run(struct hbgd *d) {
         if (d->watchdog_usec)
                 hbgd_notify("WATCHDOG=1");
         while (!d->done) {
-                int n = io_loop_run_once(d->loop, collect_due(d));
+                int n = io_loop_run_once(d->loop, hbgd_collect_due(d));
                 conn_free_dead(d);
                 if (n < 0 && n != -EINTR) {
                         hbgd_log_fields(LOG_ERR, &(struct hbg_log_fields){ .err = n }, "event loop failed: %s",

@@ -104,6 +104,9 @@ struct hbgd {
  * the next tick, so that a client that closes and connects again at once
  * finds its session's count and memory given back. */
 void hbgd_collect_soon(struct hbgd *d);
+/* That look, when due (the io loop's turn); the loop's timeout in ms until
+ * the next one (1000 when none is pending: the tick takes over). */
+int hbgd_collect_due(struct hbgd *d);
 
 /* conn.c */
 /* Take an accepted socket: check the peer, charge the connection, watch

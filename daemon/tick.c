@@ -4,11 +4,14 @@
  * look after (connections, rings still to be freed, a shutdown), every
  * second otherwise, so that an idle hbgd hardly wakes (the watchdog's
  * period is far longer). daemon.c runs the tick; conn.c says when a
- * connection arrives.
+ * connection arrives. And the quicker looks for rings of closed sessions
+ * a scheduler thread still held (hbgd_collect_soon()).
  */
 #include <sys/timerfd.h>
 
 #include "daemon/daemon_private.h"
+#include "daemon/spare_rings.h"
+#include "common/clock.h"
 
 #define TICK_BUSY_MS 100
 #define TICK_IDLE_MS 1000
@@ -21,4 +24,30 @@ void hbgd_tick_set(struct hbgd *d, bool busy) {
         struct timespec period = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
         struct itimerspec its = { .it_interval = period, .it_value = period };
         timerfd_settime(d->timer_fd, 0, &its, NULL);
+}
+
+void hbgd_collect_soon(struct hbgd *d) {
+        d->collect_wait_ms = 1;
+        d->collect_at_ms = clock_now_ms() + 1;
+}
+
+#define COLLECT_WAIT_MAX_MS 64
+
+/* hbgd_collect_soon()'s look, when due; the loop's timeout until the
+ * next one (the tick takes over past COLLECT_WAIT_MAX_MS). */
+int hbgd_collect_due(struct hbgd *d) {
+        if (!d->collect_wait_ms)
+                return 1000;
+        int64_t now = clock_now_ms();
+        if (now >= d->collect_at_ms) {
+                unsigned held = hbg_engine_collect(d->engine);
+                spare_rings_want(d); /* memory given back: room for a spare */
+                if (held == 0 || d->collect_wait_ms >= COLLECT_WAIT_MAX_MS) {
+                        d->collect_wait_ms = 0;
+                        return 1000;
+                }
+                d->collect_wait_ms *= 2;
+                d->collect_at_ms = now + d->collect_wait_ms;
+        }
+        return (int)(d->collect_at_ms - now);
 }
