@@ -29,7 +29,8 @@ int cmp_peer_run(struct cmp *c, const char *name, unsigned threads, const char *
         snprintf(path, sizeof(path), "%s/hbg-bench-%s", c->dir, name);
         snprintf(thr, sizeof(thr), "%u", threads);
         snprintf(rep, sizeof(rep), "%u", wrap ? 1 : c->repeat);
-        snprintf(warm, sizeof(warm), "%u", wrap ? 0 : c->warmup);
+        /* A rerun builds its graph in the first run: always a warm-up. */
+        snprintf(warm, sizeof(warm), "%u", wrap ? 0 : rerun && c->warmup == 0 ? 1 : c->warmup);
         snprintf(size_s, sizeof(size_s), "%" PRIu64, size);
         snprintf(seed_s, sizeof(seed_s), "%" PRIu64, c->seed);
         const char *argv[48];

@@ -295,10 +295,12 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
 
         /* Charged before anything is allocated; the session refunds it. */
         uint64_t memory = session_memory(d->engine, &g);
-        spare_rings_make_room(d, memory);
         err = acct_add_session(&d->acct, &cfg->limits, c->cred.uid, memory, msg, sizeof(msg));
         if (err < 0)
                 return refuse(c, err, msg);
+        /* Charged: the spares that no longer fit beside it go (a refused
+         * request drops none). */
+        spare_rings_make_room(d);
         struct session *s;
         err = session_new(&s, d->engine, d->loop, d->slow, &d->acct, &g, memory, c->id, c->cred.uid, c->cred.pid,
                           c->log_limit, hbgd_config_session_weight(cfg, c->cred.uid), stall_ms);

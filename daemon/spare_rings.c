@@ -71,12 +71,12 @@ void spare_rings_want(struct hbgd *d) {
         slow_work_submit(d->slow, &s->job);
 }
 
-void spare_rings_make_room(struct hbgd *d, uint64_t memory) {
+void spare_rings_make_room(struct hbgd *d) {
         uint64_t bytes, max = acct_max_memory(&d->cfg.limits);
         unsigned n = hbg_engine_spares(d->engine, &bytes, NULL);
-        if (n == 0 || d->acct.memory + memory + bytes <= max)
+        if (n == 0 || d->acct.memory + bytes <= max)
                 return;
-        uint64_t each = bytes / n, room = max > d->acct.memory + memory ? max - d->acct.memory - memory : 0;
+        uint64_t each = bytes / n, room = max > d->acct.memory ? max - d->acct.memory : 0;
         hbg_engine_spares_trim(d->engine, (unsigned)(room / each));
 }
 

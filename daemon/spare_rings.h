@@ -35,9 +35,9 @@ struct spare_rings {
  * queued unless it is already. */
 void spare_rings_want(struct hbgd *d);
 
-/* A session of `memory` bytes is being charged: drop the spares that
- * would no longer fit in [limits] max_memory beside the sessions. */
-void spare_rings_make_room(struct hbgd *d, uint64_t memory);
+/* A session was charged: drop the spares that no longer fit in [limits]
+ * max_memory beside the sessions' charges. */
+void spare_rings_make_room(struct hbgd *d);
 
 /* Take the job back (before the slow-work thread is freed). */
 void spare_rings_stop(struct hbgd *d);

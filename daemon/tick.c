@@ -40,8 +40,10 @@ int hbgd_collect_due(struct hbgd *d) {
                 return 1000;
         int64_t now = clock_now_ms();
         if (now >= d->collect_at_ms) {
+                uint64_t charged = d->acct.memory;
                 unsigned held = hbg_engine_collect(d->engine);
-                spare_rings_want(d); /* memory given back: room for a spare */
+                if (d->acct.memory < charged)
+                        spare_rings_want(d); /* memory given back: room for a spare */
                 if (held == 0 || d->collect_wait_ms >= COLLECT_WAIT_MAX_MS) {
                         d->collect_wait_ms = 0;
                         return 1000;

@@ -5,7 +5,8 @@
  * (make bench-peers TASKFLOW_INC=DIR). Per run, a tf::Taskflow with one
  * task per graph task and one precede() per fanin, run on a tf::Executor of
  * --threads workers made once; the calling thread waits on the run's
- * future. A task runs once all its predecessors ran, which is "after
+ * future. With --rerun, one tf::Taskflow built in the first run and run
+ * again. A task runs once all its predecessors ran, which is "after
  * every fanin ran".
  */
 #include <cerrno>
@@ -48,8 +49,9 @@ std::unique_ptr<tf::Taskflow> kept;
 
 int rerun(peer_ctx *ctx) {
         if (!kept) {
-                kept = std::make_unique<tf::Taskflow>();
-                build(ctx, *kept);
+                auto flow = std::make_unique<tf::Taskflow>();
+                build(ctx, *flow);
+                kept = std::move(flow);
         }
         executor->run(*kept).wait();
         return 0;
