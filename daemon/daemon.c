@@ -266,10 +266,7 @@ static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
         refusal_expire(d, now);
         tracing_tick(d, now);
         /* Rings of closed sessions whose last kernel has returned. */
-        uint64_t charged = d->acct.memory;
-        unsigned held = hbg_engine_collect(d->engine);
-        if (d->acct.memory < charged)
-                spare_rings_want(d); /* memory given back: room for a spare */
+        unsigned held = hbgd_collect(d);
         /* Accepting may have stopped for want of descriptors. */
         if (d->listen_src)
                 io_source_again(d->loop, d->listen_src);

@@ -99,6 +99,10 @@ struct hbgd {
         struct hbgd_trace trace;      /* the task timeline being taken (tracing.c) */
 };
 
+/* hbg_engine_collect(), and a spare ring asked for when it gave session
+ * memory back (spare_rings.h); the rings still held. */
+unsigned hbgd_collect(struct hbgd *d);
+
 /* A closed session's ring was still held by a scheduler thread: collect
  * again after 1 ms, then 2, 4 ... 64 ms while it stays held, not only at
  * the next tick, so that a client that closes and connects again at once

@@ -26,6 +26,14 @@ void hbgd_tick_set(struct hbgd *d, bool busy) {
         timerfd_settime(d->timer_fd, 0, &its, NULL);
 }
 
+unsigned hbgd_collect(struct hbgd *d) {
+        uint64_t charged = d->acct.memory;
+        unsigned held = hbg_engine_collect(d->engine);
+        if (d->acct.memory < charged)
+                spare_rings_want(d); /* memory given back: room for a spare */
+        return held;
+}
+
 void hbgd_collect_soon(struct hbgd *d) {
         d->collect_wait_ms = 1;
         d->collect_at_ms = clock_now_ms() + 1;
@@ -40,10 +48,7 @@ int hbgd_collect_due(struct hbgd *d) {
                 return 1000;
         int64_t now = clock_now_ms();
         if (now >= d->collect_at_ms) {
-                uint64_t charged = d->acct.memory;
-                unsigned held = hbg_engine_collect(d->engine);
-                if (d->acct.memory < charged)
-                        spare_rings_want(d); /* memory given back: room for a spare */
+                unsigned held = hbgd_collect(d);
                 if (held == 0 || d->collect_wait_ms >= COLLECT_WAIT_MAX_MS) {
                         d->collect_wait_ms = 0;
                         return 1000;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -24,18 +25,25 @@
 
 #define LAZY_HUGE_MIN ((size_t)4 << 20)
 
-static inline void *lazy_zalloc(size_t size) {
-        if (size == 0)
-                size = 1;
-        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+/* Zero pages, none resident: NULL when the mapping fails. */
+static inline void *lazy_map(size_t size) {
+        void *p = mmap(NULL, size ? size : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                        -1, 0);
-        if (p == MAP_FAILED)
-                return NULL;
-        /* The first lap through a window touches every page of these
-         * arrays: huge pages make that a few faults, not thousands (where
-         * transparent huge pages are enabled for madvise; a hint). */
+        return p == MAP_FAILED ? NULL : p;
+}
+
+/* The first lap through a window touches every page of an array: huge
+ * pages make that a few faults, not thousands (where transparent huge
+ * pages are enabled for madvise; a hint), for arrays large enough. */
+static inline void lazy_hint_huge(void *p, size_t size) {
         if (size >= LAZY_HUGE_MIN)
                 madvise(p, size, MADV_HUGEPAGE);
+}
+
+static inline void *lazy_zalloc(size_t size) {
+        void *p = lazy_map(size);
+        if (p)
+                lazy_hint_huge(p, size);
         return p;
 }
 
@@ -85,8 +93,8 @@ static inline void lazy_free(void *p, size_t size) {
  * its teardown (each a TLB shoot-down across hbgd's threads), which a
  * burst of connects queued behind (docs/PERFORMANCE.md). The arrays are
  * taken in the order given; only the first may be a huge-page candidate
- * (lazy_arena_huge()), so a small array's first touch never faults in a
- * 2 MiB page.
+ * (lazy_hint_huge() on it), so a small array's first touch never faults
+ * in a 2 MiB page.
  */
 struct lazy_arena {
         char *base;
@@ -96,14 +104,10 @@ struct lazy_arena {
 
 /* Map `size` bytes (a sum of lazy_bytes()). 0 or -ENOMEM. */
 static inline int lazy_arena_map(struct lazy_arena *a, size_t size) {
-        *a = (struct lazy_arena){ 0 };
-        void *p = mmap(NULL, size ? size : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                       -1, 0);
-        if (p == MAP_FAILED)
-                return -ENOMEM;
-        a->base = p;
-        a->size = size;
-        return 0;
+        *a = (struct lazy_arena){ .base = lazy_map(size), .size = size };
+        if (!a->base)
+                a->size = 0;
+        return a->base ? 0 : -ENOMEM;
 }
 
 /* The next array of `size` bytes (whole pages), NULL once the mapping's
@@ -117,11 +121,9 @@ static inline void *lazy_arena_take(struct lazy_arena *a, size_t size) {
         return p;
 }
 
-/* The huge-page hint of lazy_zalloc() for one array taken from the arena
- * (the first: its start is the mapping's). */
-static inline void lazy_arena_huge(void *p, size_t size) {
-        if (size >= LAZY_HUGE_MIN)
-                madvise(p, lazy_bytes(size), MADV_HUGEPAGE);
+/* Whether p is in the arena's mapping. */
+static inline bool lazy_arena_holds(const struct lazy_arena *a, const void *p) {
+        return a->base && (const char *)p >= a->base && (const char *)p < a->base + a->size;
 }
 
 static inline void lazy_arena_unmap(struct lazy_arena *a) {

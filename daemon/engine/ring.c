@@ -66,9 +66,6 @@ void hbg_engine_spares_trim(struct hbg_engine *e, unsigned keep) {
         ring_spares_trim(&e->spares, keep);
 }
 
-/* The arrays of the ring's arena are lazy_array()'s first ones. */
-#define RING_ARENA_ARRAYS (1u + SHAPE_EXEC_COUNT + 5u)
-
 /* The i-th lazy array hbg_ring_prefault() faults in, false past the last,
  * in the order a first graph needs them: its tasks' slots, the queues
  * they pass through, then what only failures and graph bookkeeping touch,
@@ -112,7 +109,7 @@ int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes) 
         for (unsigned i = 0; lazy_array(r, i, &a); i++) {
                 uint64_t end = start + a.bytes;
                 /* A spare's arrays are all resident already. */
-                if (r->arrays_warm && i < RING_ARENA_ARRAYS && at < end)
+                if (r->arrays_warm && lazy_arena_holds(&r->arrays, a.p) && at < end)
                         at = end;
                 if (at < end) {
                         if (max_bytes == 0) {
@@ -194,7 +191,7 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
                 if (lazy_arena_map(&r->arrays, arrays_bytes(g)) < 0)
                         goto fail;
                 /* The slots first: the one array big enough for huge pages. */
-                lazy_arena_huge(r->arrays.base, slots_bytes(g));
+                lazy_hint_huge(r->arrays.base, slots_bytes(g));
         }
         r->slots = lazy_arena_take(&r->arrays, slots_bytes(g));
         for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)

@@ -65,7 +65,7 @@ int ring_spares_fill(struct ring_spares *sp, size_t bytes, size_t huge_bytes, un
         if (!sp->filling.base) {
                 if (lazy_arena_map(&sp->filling, bytes) < 0)
                         return -ENOMEM;
-                lazy_arena_huge(sp->filling.base, huge_bytes);
+                lazy_hint_huge(sp->filling.base, huge_bytes);
                 sp->filled = 0;
         }
         uint64_t len = bytes - sp->filled < max_bytes ? bytes - sp->filled : max_bytes;
