@@ -209,6 +209,15 @@ static void log_session_opened(struct conn *c, const struct hbg_geometry *g, uin
         }
 }
 
+/* session_close(), then what follows it: another look soon for a ring a
+ * scheduler thread still holds, and the spare ring the session may have
+ * taken, or room for one its memory gave back. */
+static void close_session(struct hbgd *d, struct session *s, int reason) {
+        if (session_close(s, reason))
+                hbgd_collect_soon(d);
+        spare_rings_want(d);
+}
+
 /* A session was built (io thread): start it and reply, or refuse; then
  * the connection's next requests. */
 static void session_built(struct slow_job *work) {
@@ -224,9 +233,7 @@ static void session_built(struct slow_job *work) {
         if (d->stopping)
                 why = "hbgd is shutting down";
         if (err < 0) {
-                if (session_close(s, -ECONNRESET))
-                        hbgd_collect_soon(d);
-                spare_rings_want(d); /* it may have taken one */
+                close_session(d, s, -ECONNRESET);
                 snprintf(msg, sizeof(msg), "%s: %s", why, strerror(-err));
                 v = refuse(c, err, msg);
         } else {
@@ -741,9 +748,7 @@ void conn_close(struct conn *c, const char *why) {
         if (c->creating) {
                 /* Its build is taken back (waited for if it runs) and
                  * whatever it made is freed, the charge refunded. */
-                if (session_close(c->creating, d->stopping ? -ESHUTDOWN : -ECONNRESET))
-                        hbgd_collect_soon(d);
-                spare_rings_want(d); /* its build may have taken one */
+                close_session(d, c->creating, d->stopping ? -ESHUTDOWN : -ECONNRESET);
                 c->creating = NULL;
         }
         if (c->session) {
@@ -753,10 +758,8 @@ void conn_close(struct conn *c, const char *why) {
                 d->done_graphs += st.graphs_retired;
                 d->done_graphs_failed += st.graphs_failed;
                 d->n_sessions--;
-                if (session_close(c->session, d->stopping ? -ESHUTDOWN : -ECONNRESET))
-                        hbgd_collect_soon(d);
+                close_session(d, c->session, d->stopping ? -ESHUTDOWN : -ECONNRESET);
                 c->session = NULL;
-                spare_rings_want(d); /* memory for one may be free again */
                 if (why)
                         hbgd_log_session(LOG_INFO, c->log_limit,
                                          "session %" PRIu64 " (pid %d uid %u): closed: %s", c->id,
