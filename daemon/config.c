@@ -13,6 +13,7 @@
 #include <strings.h>
 #include <syslog.h>
 
+#include "daemon/engine/engine_spares.h"
 #include "daemon/engine/engine_trace.h"
 #include "daemon/engine/fair_share.h"
 #include "proto/wire.h"

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 
 #include "daemon/engine/engine.h"
+#include "daemon/engine/engine_spares.h"
 #include "daemon/slow_work.h"
 
 struct hbgd;

@@ -18,6 +18,7 @@
 #include "daemon/daemon_private.h"
 #include "daemon/metrics.h"
 #include "daemon/kernel_rows.h"
+#include "daemon/engine/engine_spares.h"
 #include "daemon/engine/kernels.h"
 #include "proto/wire.h"
 #include "shm/layout.h"

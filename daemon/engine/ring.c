@@ -15,6 +15,7 @@
 #include "daemon/engine/failures.h"
 #include "daemon/engine/live_graphs.h"
 #include "daemon/engine/recorded.h"
+#include "daemon/engine/engine_spares.h"
 #include "daemon/engine/ring_spares.h"
 #include "daemon/engine/lazy_alloc.h"
 #include "common/clock.h"

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "daemon/engine/engine.h"
+#include "daemon/engine/engine_spares.h"
 #include "daemon/engine/lazy_alloc.h"
 
 #define RING_SPARES_MAX HBG_ENGINE_MAX_SPARE_RINGS

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "daemon/engine/engine.h"
+#include "daemon/engine/engine_spares.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
 #include "tests/check_main.h"
