@@ -193,10 +193,10 @@ static unsigned run_task(struct sched_thread *t, struct hbg_ring *r, uint64_t id
         return n;
 }
 
-/* Tasks run from the thread's own continuation and deque, and stolen,
- * at most this many per visit, so that a long chain still lets the visit
- * ingest and poll in between; those left over are queued at the visit's
- * end. */
+/* Tasks run from the thread's own continuation and deque, stolen, and
+ * from the queues' fills: no new round of either once this many ran in a
+ * visit, so that a long chain or a wide graph still lets the visit ingest
+ * and poll in between; private ones left over are queued at its end. */
 #define LOCAL_RUNS_PER_VISIT 64u
 
 static bool has_local(struct ring_thread *rt) {
@@ -248,6 +248,40 @@ static bool steal(struct sched_thread *t, struct hbg_ring *r, struct ring_thread
         return did;
 }
 
+/* One fill of the thread's clusters from the ring's ready queues (§10.4):
+ * MIX blocks first, one per whole cluster, then one AIC and two AIV cores
+ * per cluster left; a continuation a task leaves runs after it. Each task
+ * counts in *runs. True if a task ran. */
+static bool fill_clusters(struct sched_thread *t, struct hbg_ring *r, struct ring_thread *rt, bool turns,
+                          unsigned *runs) {
+        unsigned clusters = t->clusters;
+        bool did = false;
+        uint64_t id;
+        while (clusters > 0 && may_start(t, r, turns) && mpmc_pop(&r->ready[SHAPE_MIX], &id)) {
+                clusters -= run_task(t, r, id, clusters, turns);
+                ++*runs;
+                if (has_local(rt))
+                        run_continuations(t, r, rt, turns, runs);
+                did = true;
+        }
+        unsigned aic = clusters, aiv = 2 * clusters;
+        while (aic > 0 && may_start(t, r, turns) && mpmc_pop(&r->ready[SHAPE_AIC], &id)) {
+                aic -= run_task(t, r, id, aic, turns);
+                ++*runs;
+                if (has_local(rt))
+                        run_continuations(t, r, rt, turns, runs);
+                did = true;
+        }
+        while (aiv > 0 && may_start(t, r, turns) && mpmc_pop(&r->ready[SHAPE_AIV], &id)) {
+                aiv -= run_task(t, r, id, aiv, turns);
+                ++*runs;
+                if (has_local(rt))
+                        run_continuations(t, r, rt, turns, runs);
+                did = true;
+        }
+        return did;
+}
+
 bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r) {
         if (t->clusters == 0 || atomic_load_explicit(&r->broken, memory_order_relaxed) ||
             atomic_load_explicit(&r->removing, memory_order_relaxed))
@@ -262,34 +296,24 @@ bool dispatch_ring(struct sched_thread *t, struct hbg_ring *r) {
         struct ring_thread *rt = &r->per_thread[t->index];
         bool turns = atomic_load_explicit(&r->engine->shares_in_use, memory_order_relaxed) > 1;
 
-        unsigned clusters = t->clusters, runs = 0;
-        uint64_t id;
+        unsigned runs = 0;
         /* A continuation left by ingest or a completion before this call.
          * The private flag is tested here, not in a call: most tasks of
          * wide graphs leave none. */
         bool did = has_local(rt) && run_continuations(t, r, rt, turns, &runs);
 
-        /* MIX: one block per whole cluster. */
-        while (clusters > 0 && may_start(t, r, turns) && mpmc_pop(&r->ready[SHAPE_MIX], &id)) {
-                clusters -= run_task(t, r, id, clusters, turns);
-                if (has_local(rt))
-                        run_continuations(t, r, rt, turns, &runs);
-                did = true;
-        }
-        /* The clusters left give one AIC and two AIV cores each. */
-        unsigned aic = clusters, aiv = 2 * clusters;
-        while (aic > 0 && may_start(t, r, turns) && mpmc_pop(&r->ready[SHAPE_AIC], &id)) {
-                aic -= run_task(t, r, id, aic, turns);
-                if (has_local(rt))
-                        run_continuations(t, r, rt, turns, &runs);
-                did = true;
-        }
-        while (aiv > 0 && may_start(t, r, turns) && mpmc_pop(&r->ready[SHAPE_AIV], &id)) {
-                aiv -= run_task(t, r, id, aiv, turns);
-                if (has_local(rt))
-                        run_continuations(t, r, rt, turns, &runs);
-                did = true;
-        }
+        /* Fills of the thread's clusters, each as the seed's visit: MIX
+         * blocks first (a block takes a whole cluster), then one AIC and two
+         * AIV cores per cluster left. The thread runs a fill's tasks one
+         * after another, so a visit takes fills while the last one found
+         * work, up to the per-visit bound private work has: a wide graph
+         * then pays the visit's ingest, mailbox and retire looks once per
+         * fill of up to LOCAL_RUNS_PER_VISIT tasks, not once per task. */
+        bool filled;
+        do {
+                filled = fill_clusters(t, r, rt, turns, &runs);
+                did |= filled;
+        } while (filled && runs < LOCAL_RUNS_PER_VISIT);
         /* Idle with respect to this ring: help a peer. */
         if (!did)
                 did = steal(t, r, rt, turns, &runs);
