@@ -27,28 +27,28 @@ struct task_rules {
 /* Active lanes of a (checked) lane mask. */
 static const uint8_t lanes_of_mask[HBG_LANE_MASK_ALL + 1] = { 0, 1, 1, 2, 1, 2, 2, 3 };
 
-static int check_task(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
-                      const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
-        /* Each active lane's kernel, looked up once, here. No kernels in
-         * the slot until its lane's checks (a failure must not name the
-         * slot's previous occupant's). The kernel a failure names (§12.2):
-         * the first active lane's, if it is one, until a lane's own check
-         * refuses the task. */
-        const struct kernel_info *lane_kernel[HBG_LANES] = { NULL };
+/* A refused task's kernel (§12.2), when no lane's own check named one:
+ * the first active lane's, if it is one. Only on the failure path: a task
+ * that passes gets its first lane's kernel in check_fields()'s lane pass. */
+static void name_first_kernel(struct task_slot *s, const struct hbg_task_desc *d) {
+        for (unsigned lanes = d->lane_mask & HBG_LANE_MASK_ALL; lanes; lanes &= lanes - 1) {
+                unsigned lane = (unsigned)__builtin_ctz(lanes);
+                if (kernel_lookup(d->kernel[lane])) {
+                        s->report_kernel = d->kernel[lane];
+                        return;
+                }
+        }
+}
+
+static inline __attribute__((always_inline)) int check_fields(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
+                        const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
+        /* No kernels in the slot until its lane's checks (a failure must
+         * not name the slot's previous occupant's); the kernel a failure
+         * names is set where a lane's check refuses the task, else by
+         * check_task() (name_first_kernel()). */
         _Static_assert(HBG_LANES == 3, "the lanes below are three");
         s->kernel[0] = s->kernel[1] = s->kernel[2] = NULL;
         s->report_kernel = HBG_KERNEL_NONE;
-        /* The active lanes, lowest first (bits beyond the lanes are
-         * refused below, and never index here). */
-        for (unsigned lanes = d->lane_mask & HBG_LANE_MASK_ALL; lanes; lanes &= lanes - 1) {
-                unsigned lane = (unsigned)__builtin_ctz(lanes);
-                const struct kernel_info *k = kernel_lookup(d->kernel[lane]);
-                lane_kernel[lane] = k;
-                if (k && s->report_kernel == HBG_KERNEL_NONE) {
-                        s->report_kernel = d->kernel[lane];
-                        s->ktime_kernel = (uint16_t)k->index; /* its times' kernel (ktime.h) */
-                }
-        }
         if (d->id != id) {
                 *why = "descriptor id does not match its slot's id";
                 return -EPROTO;
@@ -86,12 +86,15 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
         }
         /* Copy only the payload parts the (validated) counts cover, once;
          * everything below reads the copies. */
-        if (d->n_fanins <= HBG_INLINE_FANINS)
-                memcpy(s->fanins, d->fanins_inline, d->n_fanins * sizeof(s->fanins[0]));
+        _Static_assert(sizeof(s->fanins) >= sizeof(d->fanins_inline), "the inline fanins fit the slot's");
+        if (d->n_fanins <= HBG_INLINE_FANINS) /* all of them, in fixed moves: the unused are zero (above) */
+                memcpy(s->fanins, d->fanins_inline, sizeof(d->fanins_inline));
         else
                 memcpy(s->fanins, shared->fanins, d->n_fanins * sizeof(s->fanins[0]));
-        memcpy(s->args.tensors, shared->tensors, d->n_tensors * sizeof(s->args.tensors[0]));
-        memcpy(s->args.scalars, shared->scalars, d->n_scalars * sizeof(s->args.scalars[0]));
+        if (d->n_tensors)
+                memcpy(s->args.tensors, shared->tensors, d->n_tensors * sizeof(s->args.tensors[0]));
+        if (d->n_scalars)
+                memcpy(s->args.scalars, shared->scalars, d->n_scalars * sizeof(s->args.scalars[0]));
         for (unsigned i = 0; i < d->n_fanins; i++) {
                 uint64_t f = s->fanins[i];
                 if (f >= id || f < fanin_lo) {
@@ -143,10 +146,12 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
          * (§9.5, docs/SECURITY.md): in one pass, the work refused only
          * once every lane passed (a lane's own fault is said first). */
         uint32_t parts = (uint32_t)s->block_num * s->lanes;
-        uint64_t cost = 0, limit = rules->max_task_cost;
+        uint64_t cost = 0, limit = rules->max_task_cost ? rules->max_task_cost : UINT64_MAX; /* 0: none */
         const struct kernel_info *over = NULL; /* the lane whose work passed the limit */
         /* Lanes in order: an active one's checks, an inactive one given a
-         * kernel refused; the others need no look. */
+         * kernel refused; the others need no look. Each active lane's kernel
+         * is looked up once, here; the first one's names the task (its
+         * failures, its times' kernel in ktime.h). */
         unsigned given = (d->kernel[0] != HBG_KERNEL_NONE) | (d->kernel[1] != HBG_KERNEL_NONE) << 1 |
                          (d->kernel[2] != HBG_KERNEL_NONE) << 2;
         for (unsigned lanes = (d->lane_mask | given) & HBG_LANE_MASK_ALL; lanes; lanes &= lanes - 1) {
@@ -155,10 +160,14 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
                         *why = "kernel given for an inactive lane";
                         return -EINVAL;
                 }
-                const struct kernel_info *k = lane_kernel[lane];
+                const struct kernel_info *k = kernel_lookup(d->kernel[lane]);
                 if (!k) {
                         *why = "unknown kernel";
                         return -ENOENT;
+                }
+                if (s->report_kernel == HBG_KERNEL_NONE) {
+                        s->report_kernel = d->kernel[lane];
+                        s->ktime_kernel = (uint16_t)k->index;
                 }
                 s->kernel[lane] = k;
                 int err = kernel_validate_entry(k, &s->args, rules->heap_size, why);
@@ -172,7 +181,7 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
                 if (s->lanes > 1)
                         c /= s->lanes;
                 cost = __builtin_add_overflow(cost, c, &cost) ? UINT64_MAX : cost;
-                if (limit && cost > limit && !over)
+                if (cost > limit && !over)
                         over = k;
         }
         if (over) {
@@ -181,6 +190,15 @@ static int check_task(const struct task_rules *rules, struct task_slot *s, const
                 return -E2BIG;
         }
         return 0;
+}
+
+/* check_fields(), and the kernel a refused task names. */
+static int check_task(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
+                      const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
+        int err = check_fields(rules, s, d, shared, id, fanin_lo, why);
+        if (__builtin_expect(err < 0, 0) && s->report_kernel == HBG_KERNEL_NONE)
+                name_first_kernel(s, d);
+        return err;
 }
 
 int validate_task(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,

@@ -53,6 +53,7 @@ struct vctx {
         uint8_t *expect;        /* shadow heap */
         uint64_t g_out, bad_in, bad_in2, bad_out, dep_out, ind_out, chk_out, chk_out2;
         uint64_t heap_size;
+        uint16_t bad_kernel;    /* the kernel B's failure must name */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -240,6 +241,7 @@ enum rule {
         R_KERNEL_UNKNOWN_COUNT,
         R_KERNEL_NONE_ON_ACTIVE_LANE,
         R_KERNEL_UNKNOWN_MIX_LANE,
+        R_KERNEL_UNKNOWN_LOW_LANE,
         /* kernel_validate() */
         R_TENSOR_COUNT_HIGH,
         R_TENSOR_COUNT_ZERO,
@@ -324,6 +326,7 @@ static const struct {
         [R_KERNEL_UNKNOWN_COUNT] = { "unknown kernel HBG_KERNEL_COUNT", -ENOENT },
         [R_KERNEL_NONE_ON_ACTIVE_LANE] = { "kernel NONE on an active lane", -ENOENT },
         [R_KERNEL_UNKNOWN_MIX_LANE] = { "unknown kernel on a MIX lane", -ENOENT },
+        [R_KERNEL_UNKNOWN_LOW_LANE] = { "unknown kernel on the lower MIX lane", -ENOENT },
         [R_TENSOR_COUNT_HIGH] = { "wrong tensor count (2 for fill)", -EINVAL },
         [R_TENSOR_COUNT_ZERO] = { "wrong tensor count (0 for fill)", -EINVAL },
         [R_SCALAR_COUNT] = { "wrong scalar count", -EINVAL },
@@ -452,6 +455,11 @@ static uint64_t add_bad(struct vctx *c, enum rule r) {
                 t.lane_mask = 3;
                 t.kernel[1] = 0xffff;
                 break;
+        case R_KERNEL_UNKNOWN_LOW_LANE: /* the failure names lane 1's kernel, the first known */
+                t.lane_mask = 3;
+                t.kernel[1] = t.kernel[0];
+                t.kernel[0] = 0xffff;
+                break;
         case R_TENSOR_COUNT_HIGH:
                 t.n_tensors = 2;
                 t.tensors[1] = harness_tensor(c->bad_in, 4, HBG_DIR_IN);
@@ -558,6 +566,16 @@ static uint64_t add_bad(struct vctx *c, enum rule r) {
         case R_BLOCKS_ZERO: d->block_num = 0; break;
         default: break;
         }
+        /* The kernel B's failure names (§12.2): the lane whose own check
+         * refused it, else the first active lane's kernel that is one. */
+        c->bad_kernel = HBG_KERNEL_NONE;
+        if (r == R_MIX_SECOND_LANE_SIGNATURE)
+                c->bad_kernel = HBG_KERNEL_SCALE_F32;
+        else
+                for (unsigned lane = 0; lane < HBG_LANES && c->bad_kernel == HBG_KERNEL_NONE; lane++)
+                        if ((d->lane_mask & (1u << lane)) && d->kernel[lane] != HBG_KERNEL_NONE &&
+                            d->kernel[lane] < HBG_KERNEL_COUNT)
+                                c->bad_kernel = d->kernel[lane];
         return id;
 }
 
@@ -626,6 +644,9 @@ static void run_graph(struct vctx *c, const char *name, int want, enum rule r,
                 ck_assert_msg(ge.first_error_task == b, "%s: first_error_task %llu, expected %llu",
                               name, (unsigned long long)ge.first_error_task,
                               (unsigned long long)b);
+                if (!control)
+                        ck_assert_msg(ge.kernel == c->bad_kernel, "%s: the failure names kernel %u, expected %u",
+                                      name, ge.kernel, c->bad_kernel);
                 /* The validator's reason reaches the graph table. */
                 ck_assert_msg(memchr(ge.message, '\0', sizeof(ge.message)) && ge.message[0] &&
                                       strcmp(ge.message, "session stopped") != 0,
