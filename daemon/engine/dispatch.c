@@ -36,6 +36,24 @@ static int run_result(int rc, const struct kernel_run_ctx *ctx) {
         return rc;
 }
 
+/* Run part `part` of `parts` of task id (slot s) with kernel k; its
+ * failure, if it is the run's first, into *err, *err_kernel, *err_why. */
+static inline void run_part(struct hbg_ring *r, uint64_t id, struct task_slot *s, const struct kernel_info *k,
+                            struct kernel_run_ctx *ctx, uint32_t part, uint32_t parts, int *err, uint16_t *err_kernel,
+                            const char **err_why) {
+        int rc = k->run(&ctx->k, r->heap, &s->args, part, parts);
+        if (__builtin_expect(rc != 0 || ctx->stopped != KERNEL_STOP_NONE, 0))
+                rc = run_result(rc, ctx);
+        if (rc < 0 && *err == 0) {
+                *err = rc;
+                *err_kernel = k->sig->id;
+                if (ctx->stopped == KERNEL_STOP_BUDGET)
+                        *err_why = r->engine->budget_why[k->index];
+                else if (ctx->stopped == KERNEL_STOP_CANCEL)
+                        *err_why = cancel_find(r, id);
+        }
+}
+
 /* The times of task s, whose last block this thread ran, and its
  * failure, into the thread's table for the kernel of its first active
  * lane (ktime.h): the same thread counts a task and its failure, so
@@ -95,7 +113,7 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         struct kernel_run_ctx ctx;
         struct cancel_watch watch = { r, id };
         uint32_t cancel_word = atomic_load_explicit(&r->cancel_word, memory_order_relaxed);
-        kernel_run_ctx_init(&ctx, r->engine->cfg.kernel_time_budget_ms, &r->cancel_word);
+        kernel_run_ctx_init(&ctx, r->engine->kernel_budget_ns, &r->cancel_word);
         kernel_run_ctx_filter(&ctx, cancel_word, cancel_applies, &watch);
         if (cancel_word & CANCEL_COUNT) {
                 err_why = cancel_find(r, id);
@@ -106,33 +124,34 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                         ctx.stopped = KERNEL_STOP_CANCEL;
                 }
         }
-        for (uint32_t b = first; b < first + n && ctx.stopped == KERNEL_STOP_NONE; b++) {
-                /* A ring being removed starts no new block; the blocks not
-                 * run still count as done so the task completes. */
-                if (atomic_load_explicit(&r->removing, memory_order_relaxed)) {
-                        if (err == 0)
+        if (__builtin_expect(n == 1 && s->lanes == 1, 1)) {
+                /* One block of one lane, most tasks: the loop below, unrolled. */
+                if (ctx.stopped == KERNEL_STOP_NONE) {
+                        if (atomic_load_explicit(&r->removing, memory_order_relaxed))
                                 err = -ESHUTDOWN;
-                        break;
+                        else
+                                run_part(r, id, s, s->kernel[__builtin_ctz(s->lane_mask & HBG_LANE_MASK_ALL)],
+                                         &ctx, first, parts, &err, &err_kernel, &err_why);
                 }
-                uint32_t j = 0;
-                /* The active lanes, lowest first (the mask was validated:
-                 * no bit beyond HBG_LANES). */
-                for (unsigned lanes = s->lane_mask & HBG_LANE_MASK_ALL; lanes; lanes &= lanes - 1) {
-                        const struct kernel_info *k = s->kernel[__builtin_ctz(lanes)];
-                        int rc = k->run(&ctx.k, r->heap, &s->args, b * s->lanes + j, parts);
-                        if (__builtin_expect(rc != 0 || ctx.stopped != KERNEL_STOP_NONE, 0))
-                                rc = run_result(rc, &ctx);
-                        if (rc < 0 && err == 0) {
-                                err = rc;
-                                err_kernel = k->sig->id;
-                                if (ctx.stopped == KERNEL_STOP_BUDGET)
-                                        err_why = r->engine->budget_why[k->index];
-                                else if (ctx.stopped == KERNEL_STOP_CANCEL)
-                                        err_why = cancel_find(r, id);
-                        }
-                        if (ctx.stopped != KERNEL_STOP_NONE)
+        } else {
+                for (uint32_t b = first; b < first + n && ctx.stopped == KERNEL_STOP_NONE; b++) {
+                        /* A ring being removed starts no new block; the blocks
+                         * not run still count as done so the task completes. */
+                        if (atomic_load_explicit(&r->removing, memory_order_relaxed)) {
+                                if (err == 0)
+                                        err = -ESHUTDOWN;
                                 break;
-                        j++;
+                        }
+                        uint32_t j = 0;
+                        /* The active lanes, lowest first (the mask was
+                         * validated: no bit beyond HBG_LANES). */
+                        for (unsigned lanes = s->lane_mask & HBG_LANE_MASK_ALL; lanes; lanes &= lanes - 1) {
+                                run_part(r, id, s, s->kernel[__builtin_ctz(lanes)], &ctx, b * s->lanes + j,
+                                         parts, &err, &err_kernel, &err_why);
+                                if (ctx.stopped != KERNEL_STOP_NONE)
+                                        break;
+                                j++;
+                        }
                 }
         }
         stat_add(&t->stats.dispatched, n);

@@ -125,6 +125,7 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         if (e->cfg.max_threads_per_share == 0)
                 e->cfg.max_threads_per_share = e->nschedulers > 1 ? e->nschedulers - 1 : 1;
         e->test_stall_thread = -1;
+        e->kernel_budget_ns = kernel_budget_ns(cfg->kernel_time_budget_ms);
         e->budget_why = calloc(kernel_count(), sizeof(*e->budget_why));
         if (!e->budget_why) {
                 err = -ENOMEM;

@@ -73,6 +73,7 @@ struct hbg_engine {
          * its time budget of N ms" (§10.6). Built once and kept as long as
          * the engine, so a failure points to it like to a static reason. */
         char (*budget_why)[HBG_GRAPH_MESSAGE_MAX];
+        uint64_t kernel_budget_ns; /* cfg.kernel_time_budget_ms, once (kernel_budget_ns()) */
         /* The cycle counter's rate and the histogram bounds in its ticks
          * (ktime.h), fixed before the threads start. */
         struct ktime_clock ktime_clock;

@@ -116,16 +116,24 @@ struct kernel_run_ctx {
  * Reached only through hbg_kernel_check(); ctx is a kernel_run_ctx's k. */
 int kernel_check_slow(struct hbg_kernel_ctx *ctx);
 
-/* A context for one run of one or more kernel parts: budget_ms 0 means no
- * time budget (tests and benchmarks), stop may be NULL. Reads no clock. */
-static inline void kernel_run_ctx_init(struct kernel_run_ctx *ctx, uint64_t budget_ms,
-                                       const _Atomic uint32_t *stop) {
+/* A budget of budget_ms in nanoseconds, as kernel_run_ctx_init() takes it
+ * (0: none; at most INT64_MAX / 2, so a deadline never overflows). */
+static inline uint64_t kernel_budget_ns(uint64_t budget_ms) {
         uint64_t ns;
         if (__builtin_mul_overflow(budget_ms, UINT64_C(1000000), &ns) || ns > (uint64_t)INT64_MAX / 2)
                 ns = (uint64_t)INT64_MAX / 2;
-        *ctx = (struct kernel_run_ctx){ .k = { .credit = KERNEL_CHECK_WORK, .slow = kernel_check_slow },
-                                        .budget_ns = ns, .stop = stop };
+        return ns;
 }
+
+/* A context for one run of one or more kernel parts: budget_ns from
+ * kernel_budget_ns(), 0 meaning no time budget (tests and benchmarks);
+ * stop may be NULL. Reads no clock. */
+static inline void kernel_run_ctx_init(struct kernel_run_ctx *ctx, uint64_t budget_ns,
+                                       const _Atomic uint32_t *stop) {
+        *ctx = (struct kernel_run_ctx){ .k = { .credit = KERNEL_CHECK_WORK, .slow = kernel_check_slow },
+                                        .budget_ns = budget_ns, .stop = stop };
+}
+
 /* Stop only when the stop word differs from `seen` and applies(arg) says
  * the change concerns this run (called on the running thread). */
 static inline void kernel_run_ctx_filter(struct kernel_run_ctx *ctx, uint32_t seen, bool (*applies)(void *arg),

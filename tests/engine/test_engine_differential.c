@@ -521,7 +521,7 @@ static void ref_kernel(struct world *w, const struct harness_task *t, uint64_t i
         if (ks[0]->sig->id == HBG_KERNEL_SPIN_NS || ks[0]->sig->id == HBG_KERNEL_NOOP)
                 return; /* nothing observable */
         struct kernel_run_ctx ctx;
-        kernel_run_ctx_init(&ctx, 0, NULL);
+        kernel_run_ctx_init(&ctx, kernel_budget_ns(0), NULL);
         if (same) {
                 ck_assert_int_eq(ks[0]->run(&ctx.k, w->ref, &a, 0, 1), 0);
         } else {

@@ -94,7 +94,7 @@ static float input(unsigned i) {
 
 static int run_parts(const struct kernel_info *k, uint8_t *heap, const struct hbg_kernel_args *a, uint32_t parts) {
         struct kernel_run_ctx ctx;
-        kernel_run_ctx_init(&ctx, 0, NULL);
+        kernel_run_ctx_init(&ctx, kernel_budget_ns(0), NULL);
         /* Last part first: any order gives the same bits. */
         for (uint32_t p = parts; p-- > 0;) {
                 int r = k->run(&ctx.k, heap, a, p, parts);
@@ -176,7 +176,7 @@ START_TEST(example_module) {
                 heap[i] = 1.0f;
         _Atomic uint32_t stop = 1;
         struct kernel_run_ctx ctx;
-        kernel_run_ctx_init(&ctx, 0, &stop);
+        kernel_run_ctx_init(&ctx, kernel_budget_ns(0), &stop);
         ctx.k.credit = 1;
         b.scalars[0] = ROWS;
         b.scalars[1] = COLS;

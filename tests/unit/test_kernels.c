@@ -137,7 +137,7 @@ static int run_part(const struct kernel_info *k, uint8_t *heap, const struct hbg
                     uint32_t parts) {
         struct kernel_run_ctx ctx;
 
-        kernel_run_ctx_init(&ctx, 0, NULL);
+        kernel_run_ctx_init(&ctx, kernel_budget_ns(0), NULL);
         return k->run(&ctx.k, heap, a, part, parts);
 }
 
@@ -1561,10 +1561,10 @@ START_TEST(test_budget_stops_every_kernel) {
 
                 budget_case_setup(c, h, &a);
                 if (cancel) {
-                        kernel_run_ctx_init(&ctx, 3600000, &stop);
+                        kernel_run_ctx_init(&ctx, kernel_budget_ns(3600000), &stop);
                         atomic_store(&stop, 1);
                 } else {
-                        kernel_run_ctx_init(&ctx, 1, NULL);
+                        kernel_run_ctx_init(&ctx, kernel_budget_ns(1), NULL);
                         ctx.deadline_ns = 1; /* long past */
                 }
                 int r = k->run(&ctx.k, h, &a, 0, 1);
@@ -1588,7 +1588,7 @@ START_TEST(test_budget_stops_every_kernel) {
         /* With no budget and no flag the same task runs to the end. */
         struct kernel_run_ctx ctx;
         budget_case_setup(c, h, &a);
-        kernel_run_ctx_init(&ctx, 0, NULL);
+        kernel_run_ctx_init(&ctx, kernel_budget_ns(0), NULL);
         ck_assert_int_eq(k->run(&ctx.k, h, &a, 0, 1), 0);
         ck_assert_int_eq(ctx.stopped, KERNEL_STOP_NONE);
         ck_assert_uint_eq(count_not(h, &a.tensors[c->out], 1.0f), a.tensors[c->out].length / 4);
@@ -1614,7 +1614,7 @@ START_TEST(test_stop_filter) {
         _Atomic uint32_t word = 0x105;
         struct filter_probe probe = { 0, false };
         struct kernel_run_ctx ctx;
-        kernel_run_ctx_init(&ctx, 0, &word);
+        kernel_run_ctx_init(&ctx, kernel_budget_ns(0), &word);
         kernel_run_ctx_filter(&ctx, 0x105, probe_applies, &probe);
         /* unchanged: never asked, however much work */
         for (int i = 0; i < 4; i++)
@@ -1642,12 +1642,12 @@ START_TEST(test_budget_spin) {
         struct hbg_kernel_args a = { .n_scalars = 1, .scalars = { 1000000000 } };
         struct kernel_run_ctx ctx;
 
-        kernel_run_ctx_init(&ctx, 1, NULL);
+        kernel_run_ctx_init(&ctx, kernel_budget_ns(1), NULL);
         ctx.deadline_ns = 1;
         ck_assert_int_eq(K(HBG_KERNEL_SPIN_NS)->run(&ctx.k, NULL, &a, 0, 1), -ETIME);
         ck_assert_int_eq(ctx.stopped, KERNEL_STOP_BUDGET);
         /* A real 1 ms budget (the smallest) on a 1 s spin. */
-        kernel_run_ctx_init(&ctx, 1, NULL);
+        kernel_run_ctx_init(&ctx, kernel_budget_ns(1), NULL);
         ck_assert_int_eq(K(HBG_KERNEL_SPIN_NS)->run(&ctx.k, NULL, &a, 0, 1), -ETIME);
         ck_assert_int_eq(ctx.stopped, KERNEL_STOP_BUDGET);
 }
@@ -1658,7 +1658,7 @@ END_TEST
 START_TEST(test_budget_check_cadence) {
         struct kernel_run_ctx ctx;
 
-        kernel_run_ctx_init(&ctx, 5, NULL);
+        kernel_run_ctx_init(&ctx, kernel_budget_ns(5), NULL);
         ck_assert_uint_eq(ctx.budget_ns, 5000000);
         for (unsigned i = 0; i + 1 < KERNEL_CHECK_WORK / 1024; i++)
                 ck_assert_int_eq(hbg_kernel_check(&ctx.k, 1024), 0);
@@ -1666,8 +1666,9 @@ START_TEST(test_budget_check_cadence) {
         ck_assert_int_eq(hbg_kernel_check(&ctx.k, 1024), 0);
         ck_assert_int_ne(ctx.deadline_ns, 0);
         ck_assert_uint_eq(ctx.k.credit, KERNEL_CHECK_WORK);
-        /* An hour's budget does not overflow the deadline. */
-        kernel_run_ctx_init(&ctx, UINT64_MAX, NULL);
+        /* The largest budget does not overflow the deadline. */
+        ck_assert_uint_eq(kernel_budget_ns(UINT64_MAX), (uint64_t)INT64_MAX / 2);
+        kernel_run_ctx_init(&ctx, kernel_budget_ns(UINT64_MAX), NULL);
         ck_assert_int_eq(hbg_kernel_check(&ctx.k, KERNEL_CHECK_WORK), 0);
         ck_assert_int_eq(hbg_kernel_check(&ctx.k, KERNEL_CHECK_WORK), 0);
         ck_assert_int_gt(ctx.deadline_ns, 0);
@@ -1719,7 +1720,7 @@ START_TEST(test_budget_gemm_bit_identical) {
                 ref_gemm(want, &a);
 
                 struct kernel_run_ctx ctx;
-                kernel_run_ctx_init(&ctx, 3600000, NULL);
+                kernel_run_ctx_init(&ctx, kernel_budget_ns(3600000), NULL);
                 ck_assert_int_eq(K(HBG_KERNEL_GEMM_F32)->run(&ctx.k, h, &a, 0, 1), 0);
                 for (uint64_t i = 0; i < m * n; i++) {
                         float got = get_f32(h, a.tensors[2].offset + i * 4);
@@ -1760,7 +1761,7 @@ START_TEST(test_budget_gemm_subnormal_deadline) {
         fill_f32(h, &a.tensors[2], 1.0f);
         ck_assert_int_eq(kernel_validate(K(HBG_KERNEL_GEMM_F32), &a, bytes, NULL), 0);
         struct kernel_run_ctx ctx;
-        kernel_run_ctx_init(&ctx, 1, NULL);
+        kernel_run_ctx_init(&ctx, kernel_budget_ns(1), NULL);
         ck_assert_int_eq(K(HBG_KERNEL_GEMM_F32)->run(&ctx.k, h, &a, 0, 1), -ETIME);
         ck_assert_int_eq(ctx.stopped, KERNEL_STOP_BUDGET);
         /* The last row of C was never reached. */
