@@ -1154,6 +1154,75 @@ START_TEST(spare_rings_status) {
 }
 END_TEST
 
+/* Bytes charged to sessions now (status METRICS). */
+static uint64_t memory_charged(int sock) {
+        Hbg__Envelope *env;
+        const Hbg__StatusReply *st = status(sock, HBG__STATUS_KIND__STATUS_METRICS, &env);
+        ck_assert_ptr_nonnull(st->metrics);
+        uint64_t bytes = st->metrics->memory_charged;
+        hbg__envelope__free_unpacked(env, NULL);
+        return bytes;
+}
+
+/*
+ * Admission makes room: a session charged beside the spares drops, before
+ * hbgd answers it, the spares that no longer fit under [limits]
+ * max_memory. The session here has another task window, so it takes no
+ * spare and no fill follows its connect: what it leaves is the trim's
+ * doing. Its disconnect gives the memory back and the spares come back.
+ */
+START_TEST(spare_rings_make_room) {
+        /* The sizes first, on an hbgd without a memory limit: a spare's
+         * bytes and the small session's charge. */
+        struct hbgd_proc *d = start_hbgd_conf_fd(_i, "[session]\nspare_rings = 2\n", -1);
+        int sock = raw_connect(d->socket_path);
+        raw_hello(sock);
+        uint64_t bytes = 0;
+        unsigned n = wait_spares(sock, 2, &bytes);
+        D_ASSERT(d, n == 2, "%u spare rings, not 2", n);
+        uint64_t each = bytes / 2;
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        o.task_window = 1024;
+        hbg_client *c = NULL;
+        int err = hbg_connect_opts(&c, &o);
+        D_ASSERT(d, err == 0, "hbg_connect_opts: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        uint64_t session = memory_charged(sock);
+        D_ASSERT(d, session > 0, "no memory charged to the session");
+        hbg_disconnect(c);
+        close(sock);
+        stop_hbgd(d);
+
+        /* Room for the session and one and a half spares: two spares
+         * before it, one beside it. */
+        char conf[160];
+        snprintf(conf, sizeof(conf), "[session]\nspare_rings = 2\n[limits]\nmax_memory = %" PRIu64 "\n",
+                 session + each + each / 2);
+        d = start_hbgd_conf_fd(_i, conf, -1);
+        o.socket_path = d->socket_path;
+        sock = raw_connect(d->socket_path);
+        raw_hello(sock);
+        n = wait_spares(sock, 2, &bytes);
+        D_ASSERT(d, n == 2 && bytes == 2 * each, "before the session: %u spares of %" PRIu64 " bytes, not 2 of %" PRIu64,
+                 n, bytes, 2 * each);
+        err = hbg_connect_opts(&c, &o);
+        D_ASSERT(d, err == 0, "hbg_connect_opts: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        n = spares_now(sock, &bytes);
+        D_ASSERT(d, n == 1 && spares_taken == 0, "beside the session: %u spares (%" PRIu64 " taken), not 1 (0 taken)",
+                 n, spares_taken);
+        D_ASSERT(d, memory_charged(sock) + bytes <= session + each + each / 2,
+                 "the session and the spares hold more than max_memory");
+        struct workload w;
+        ck_assert_msg(wl_init(&w, c, 2) == 0, "%s", w.msg);
+        ck_assert_msg(wl_run(&w, 2, -1) == 2, "%s", w.msg);
+        hbg_disconnect(c);
+        n = wait_spares(sock, 2, &bytes);
+        D_ASSERT(d, n == 2, "after the session: %u spares, not 2", n);
+        close(sock);
+        stop_hbgd(d);
+}
+END_TEST
+
 /* ------------------------------------------------------------ suite */
 
 static Suite *suite(void) {
@@ -1171,7 +1240,7 @@ static Suite *suite(void) {
                 { "status", { status_over_socket } },
                 { "sigterm", { sigterm_in_flight } },
                 { "spin", { spin_moves_keep_affinity } },
-                { "spares", { spare_rings_status } },
+                { "spares", { spare_rings_status, spare_rings_make_room } },
                 { "reconnect", { reconnect_at_once } },
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
