@@ -71,6 +71,10 @@ static void kernel_times(struct sched_thread *t, const struct task_slot *s, int 
  * caller holds the task's only queue entry, so it alone may claim. */
 static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t id,
                            unsigned max_blocks) {
+        /* A task start is progress for the watchdog (OPERATIONS.md): a
+         * visit may run 64 long kernels back to back, and only one kernel
+         * past the watchdog's interval should stop the pings. */
+        sched_heartbeat(t);
         struct task_slot *s = ring_slot(r, id);
         uint32_t first = s->next_block;
         uint32_t n = s->block_num - first;

@@ -385,7 +385,8 @@ void hbg_engine_thread_stats(const struct hbg_engine *e, unsigned thread,
 void hbg_ring_stats(const struct hbg_ring *r, struct hbg_ring_stats *ret);
 
 /* Liveness of one scheduler thread (cheap: two relaxed loads). heartbeat
- * grows on every loop iteration; parked is true while the thread waits
+ * grows on every loop iteration and task start; parked is true while the
+ * thread waits
  * for work. A thread whose heartbeat has not moved and that is not parked
  * is stuck (or running one long kernel). hbgd's watchdog uses it.
  *

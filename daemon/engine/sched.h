@@ -78,7 +78,8 @@ static inline void stat_add(_Atomic uint64_t *c, uint64_t n) {
         stat_inc(c, n);
 }
 
-/* Thread t is alive: one loop turn (its only writer, relaxed). */
+/* Thread t is alive: one loop turn, or one task start (its only writer,
+ * relaxed). */
 static inline void sched_heartbeat(struct sched_thread *t) {
         atomic_store_explicit(&t->heartbeat, atomic_load_explicit(&t->heartbeat, memory_order_relaxed) + 1,
                               memory_order_relaxed);

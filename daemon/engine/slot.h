@@ -69,7 +69,8 @@ struct task_slot {
          * finisher reads it after its own). Read by complete_task(). */
         uint16_t report_kernel;
         /* The kernel_at() index of the first active lane's kernel, under
-         * which the task's times count (ktime.h); set by validation. */
+         * which the task's times count (ktime.h); set by validation of a
+         * task that passes (a refused one is never timed). */
         uint16_t ktime_kernel;
         /* With report_kernel, by the same writer: the kernel's own reason
          * when it was stopped (its time budget, §10.6); NULL: strerror of

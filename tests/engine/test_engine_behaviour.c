@@ -1389,6 +1389,42 @@ START_TEST(chain_runs_as_continuations) {
 END_TEST
 
 /*
+ * The watchdog's heartbeat moves at every task start, not only at every
+ * loop turn: one visit runs these 8 tasks of 40 ms back to back (the
+ * first as the continuation, the rest from the thread's deque), so a
+ * heartbeat per loop turn would stand still for 320 ms, as for one wedged
+ * kernel.
+ */
+START_TEST(heartbeat_per_task) {
+        struct hbg_engine *e = engine_new_with(1, 1, 10000);
+        struct harness_ring h;
+        ring_open(&h, e, 1024, 1024, 1);
+        for (unsigned i = 0; i < 8; i++) {
+                struct harness_task t = spin_task(40 * 1000 * 1000, 1);
+                harness_add_task(&h, &t);
+        }
+        uint64_t k = harness_end_graph(&h, 0);
+        struct hbg_graph_entry ge;
+        unsigned moves = 0, samples = 0;
+        struct hbg_thread_alive a;
+        hbg_engine_thread_alive(e, 0, &a);
+        uint64_t last = a.heartbeat;
+        while (poll_graph(&h, k, 0, &ge) != 0) {
+                ck_assert_msg(++samples < 4000, "graph not retired within 20 s");
+                sleep_ms(5);
+                hbg_engine_thread_alive(e, 0, &a);
+                moves += a.heartbeat != last;
+                last = a.heartbeat;
+        }
+        ck_assert_int_eq(ge.status, 0);
+        ck_assert_msg(moves >= 6, "the heartbeat moved %u times in %u samples while 8 tasks of 40 ms ran", moves,
+                      samples);
+        harness_ring_destroy(&h);
+        hbg_engine_free(e);
+}
+END_TEST
+
+/*
  * Stealing (§10.4): a root's completion makes 48 tasks of 2 ms ready on
  * the thread that ran it: one becomes its continuation, the rest go to its
  * deque, and its idle peer (woken for the surplus) steals from the deque's
@@ -1613,6 +1649,7 @@ static Suite *suite(void) {
         tc = tcase(s, "blocks");
         tcase_add_test(tc, multi_block_tasks_stream);
         tcase_add_test(tc, chain_runs_as_continuations);
+        tcase_add_test(tc, heartbeat_per_task);
         tcase_add_loop_test(tc, idle_thread_steals, 0, 2);
         tc = tcase(s, "counters");
         tcase_add_test(tc, counters_add_up);
