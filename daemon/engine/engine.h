@@ -386,9 +386,9 @@ void hbg_ring_stats(const struct hbg_ring *r, struct hbg_ring_stats *ret);
 
 /* Liveness of one scheduler thread (cheap: two relaxed loads). heartbeat
  * grows on every loop iteration and task start; parked is true while the
- * thread waits
- * for work. A thread whose heartbeat has not moved and that is not parked
- * is stuck (or running one long kernel). hbgd's watchdog uses it.
+ * thread waits for work. A thread whose heartbeat has not moved and that
+ * is not parked is stuck (or running one long kernel). hbgd's watchdog
+ * uses it.
  *
  * Test only: cfg.test_stall with test_stall_thread N and
  * test_stall_after_ms MS makes thread N busy-poll (never park) and, MS ms
