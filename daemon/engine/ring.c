@@ -70,11 +70,7 @@ void hbg_engine_spares_trim(struct hbg_engine *e, unsigned keep) {
 /* The i-th lazy array hbg_ring_prefault() faults in, false past the last,
  * in the order a first graph needs them: its tasks' slots, the queues
  * they pass through, then what only failures and graph bookkeeping touch,
- * then the completion policy's. The regions are not among them: the
- * client touches their pages first (it writes the descriptors), hbgd's
- * mapping of them then takes minor faults only; and faulting them in
- * here, measured, held the connects of a burst back several times more
- * than it saved (docs/PERFORMANCE.md). */
+ * then the completion policy's. */
 static bool lazy_array(const struct hbg_ring *r, unsigned i, struct lazy_span *ret) {
         const struct hbg_geometry *g = &r->g;
         size_t cells = queue_bytes(g);
@@ -104,10 +100,40 @@ static bool lazy_array(const struct hbg_ring *r, unsigned i, struct lazy_span *r
         return policy->ring_lazy_array && policy->ring_lazy_array(r, i, ret);
 }
 
+/* The i-th span of the session's regions hbg_ring_prefault() faults in
+ * after the ring's own arrays, false past the last: hbgd's mappings of
+ * the descriptors and payloads it reads for every task, and of the
+ * completion region it writes. The client's first write of a page
+ * allocates it, but hbgd's mapping still takes a fault of its own at its
+ * first read: on this VM some 15 µs, every 64 descriptors, which a
+ * parked 1-task graph paid once in 64 (docs/PERFORMANCE.md). Populating
+ * them changes no byte the client wrote. Not the heap: the client's. */
+static bool region_span(const struct hbg_ring *r, unsigned i, struct lazy_span *ret) {
+        const struct hbg_geometry *g = &r->g;
+        const struct lazy_span spans[] = {
+                { r->descs, g->task_window * sizeof(*r->descs) },
+                { r->cpl, g->cpl_region_size },
+                { r->payloads, g->task_window * sizeof(*r->payloads) },
+        };
+        if (i >= sizeof(spans) / sizeof(spans[0]))
+                return false;
+        *ret = spans[i];
+        return true;
+}
+
+/* The i-th span hbg_ring_prefault() faults in: the ring's n_arrays
+ * arrays, then the regions'. */
+static bool prefault_span(const struct hbg_ring *r, unsigned i, unsigned n_arrays, struct lazy_span *ret) {
+        return i < n_arrays ? lazy_array(r, i, ret) : region_span(r, i - n_arrays, ret);
+}
+
 int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes) {
         struct lazy_span a;
         uint64_t at = *cursor, start = 0;
-        for (unsigned i = 0; lazy_array(r, i, &a); i++) {
+        unsigned n_arrays = 0;
+        while (lazy_array(r, n_arrays, &a))
+                n_arrays++;
+        for (unsigned i = 0; prefault_span(r, i, n_arrays, &a); i++) {
                 uint64_t end = start + a.bytes;
                 /* A spare's arrays are all resident already. */
                 if (r->arrays_warm && lazy_arena_holds(&r->arrays, a.p) && at < end)
@@ -123,6 +149,10 @@ int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes) 
                                 return err;
                         at += len;
                         max_bytes -= len;
+                        if (at < end) { /* the piece ended inside this span */
+                                *cursor = at;
+                                return 1;
+                        }
                 }
                 start = end;
         }
