@@ -278,7 +278,7 @@ void session_prefault_hold(struct slow_work *slow) {
 
 static void prefault_run(struct slow_job *job) {
         struct session *s = SESSION_OF(job, prefault);
-        s->prefault_more = hbg_ring_prefault(s->ring, &s->prefault_cursor, SESSION_PREFAULT_PIECE);
+        s->prefault_more = hbg_ring_prefault(s->ring, &s->prefault_cursor, SESSION_PREFAULT_PIECE, &s->prefault_stop);
         s->prefault_pieces++;
 }
 
@@ -335,7 +335,10 @@ void session_client_fds_sent(struct session *s) {
 bool session_close(struct session *s, int reason) {
         if (!s)
                 return false;
-        /* Nothing runs on its behalf from here on. */
+        /* Nothing runs on its behalf from here on. A pre-fault piece
+         * running now stops at its next page: the io thread waits for one
+         * page's fault at most, however the client makes it wait. */
+        atomic_store_explicit(&s->prefault_stop, true, memory_order_relaxed);
         slow_work_cancel(s->slow, &s->build);
         slow_work_cancel(s->slow, &s->prefault);
         if (!s->ring) {

@@ -74,6 +74,7 @@ struct session {
         uint64_t prefault_cursor;
         int prefault_more;             /* its last result: 1 more to do, 0 done, < 0 stopped */
         uint64_t prefault_pieces;      /* runs so far */
+        _Atomic bool prefault_stop;    /* set by session_close(): a running piece stops at its next page */
 };
 
 /* What one pre-fault job faults in (a session's, spare_rings.c's): 256

@@ -182,14 +182,20 @@ void hbg_engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason
  */
 unsigned hbg_engine_collect(struct hbg_engine *e);
 /*
- * Fault in the ring's private arrays ahead of its first graph, a piece at
- * a time: at most max_bytes from *cursor (0 at first) on, advancing it.
+ * Fault in the ring's private arrays ahead of its first graph, then the
+ * engine's mapping of the regions' descriptors, payloads and completion
+ * region (not the heap), a piece at a time: at most max_bytes from
+ * *cursor (0 at first) on, advancing it. The regions a page at a time,
+ * and *stop (if not NULL) is looked at before each page: a client may
+ * make a fault on its submission region wait (punching holes in it), and
+ * the caller's owner, going away, should wait for one page at most.
  * Returns 1 while some remain, 0 once all are in, or a negative errno
- * (-EINVAL: the kernel cannot, before Linux 5.14; the pages then come on
- * first touch). Nothing is written: any thread may call it while the ring
- * is served, but not after it is removed.
+ * (-ECANCELED: *stop was set; -EINVAL: the kernel cannot, before Linux
+ * 5.14; the pages then come on first touch). Nothing is written: any
+ * thread may call it while the ring is served, but not after it is
+ * removed.
  */
-int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes);
+int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes, const _Atomic bool *stop);
 /* Bytes of engine-private memory a ring of geometry g costs when every page
  * is in use, as after hbg_ring_prefault() (the regions are the caller's and
  * not counted). */

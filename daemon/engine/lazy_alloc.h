@@ -72,8 +72,9 @@ static inline size_t lazy_bytes(size_t size) {
 static inline int lazy_populate(void *p, size_t size) {
         if (size == 0)
                 return 0;
-        /* Whole pages: madvise() wants an aligned start; the page p is
-         * in is the same lazy array's (page aligned). */
+        /* Whole pages: madvise() wants an aligned start. The page p is
+         * in is the same lazy array's (page aligned), or the same
+         * region's: a region's spans lie inside its page-aligned mapping. */
         uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
         uintptr_t start = (uintptr_t)p & ~(page - 1), end = (uintptr_t)p + size;
         if (madvise((void *)start, end - start, MADV_POPULATE_WRITE) < 0)

@@ -127,7 +127,8 @@ static bool prefault_span(const struct hbg_ring *r, unsigned i, unsigned n_array
         return i < n_arrays ? lazy_array(r, i, ret) : region_span(r, i - n_arrays, ret);
 }
 
-int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes) {
+int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes, const _Atomic bool *stop) {
+        const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
         struct lazy_span a;
         uint64_t at = *cursor, start = 0;
         unsigned n_arrays = 0;
@@ -138,21 +139,23 @@ int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes) 
                 /* A spare's arrays are all resident already. */
                 if (r->arrays_warm && lazy_arena_holds(&r->arrays, a.p) && at < end)
                         at = end;
-                if (at < end) {
-                        if (max_bytes == 0) {
+                while (at < end) {
+                        if (max_bytes == 0) { /* the piece ended inside this span */
                                 *cursor = at;
                                 return 1;
                         }
+                        if (stop && atomic_load_explicit(stop, memory_order_relaxed))
+                                return -ECANCELED;
+                        char *p = (char *)a.p + (at - start);
                         uint64_t len = end - at < max_bytes ? end - at : max_bytes;
-                        int err = lazy_populate((char *)a.p + (at - start), len);
+                        /* The regions a page at a time (above). */
+                        if (i >= n_arrays && len > page - (uintptr_t)p % page)
+                                len = page - (uintptr_t)p % page;
+                        int err = lazy_populate(p, len);
                         if (err < 0)
                                 return err;
                         at += len;
                         max_bytes -= len;
-                        if (at < end) { /* the piece ended inside this span */
-                                *cursor = at;
-                                return 1;
-                        }
                 }
                 start = end;
         }

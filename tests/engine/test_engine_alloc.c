@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,10 +278,15 @@ START_TEST(ring_prefault_resident) {
                       "the charge (%" PRIu64 " bytes) does not cover the %zu pages of the ring's arrays",
                       hbg_engine_ring_memory(e, &g), total);
 
+        /* A stop already set: nothing done. */
+        _Atomic bool stop = true;
         uint64_t cursor = 0;
+        ck_assert_int_eq(hbg_ring_prefault(r, &cursor, 64 << 10, &stop), -ECANCELED);
+        ck_assert_uint_eq(cursor, 0);
+        atomic_store(&stop, false);
         unsigned pieces = 0;
         int more;
-        while ((more = hbg_ring_prefault(r, &cursor, 64 << 10)) > 0)
+        while ((more = hbg_ring_prefault(r, &cursor, 64 << 10, &stop)) > 0)
                 ck_assert_uint_lt(++pieces, 100000);
         ck_assert_int_eq(more, 0);
         size_t after = resident_pages(&total);
@@ -305,7 +311,7 @@ START_TEST(ring_prefault_resident) {
         size_t heap_all, heap_in = resident_range((char *)sub + g.sub_heap_offset, g.heap_size, &heap_all);
         ck_assert_msg(heap_in <= 1, "hbg_ring_prefault() faulted in %zu of the heap's %zu pages", heap_in, heap_all);
         /* Done: nothing more to do. */
-        ck_assert_int_eq(hbg_ring_prefault(r, &cursor, 64 << 10), 0);
+        ck_assert_int_eq(hbg_ring_prefault(r, &cursor, 64 << 10, NULL), 0);
         printf("ring_prefault_resident (%s): %zu -> %zu of %zu pages, %u pieces\n", hbg_completion_mode_name(_i),
                before, after, total, pieces + 1);
 
@@ -393,7 +399,7 @@ START_TEST(spare_rings_taken) {
          * (hbgd's mapping of them) left. */
         uint64_t cursor = 0;
         unsigned pieces = 0;
-        while ((more = hbg_ring_prefault(r, &cursor, 64 << 10)) > 0)
+        while ((more = hbg_ring_prefault(r, &cursor, 64 << 10, NULL)) > 0)
                 ck_assert_uint_lt(++pieces, 100000);
         ck_assert_int_eq(more, 0);
         uint64_t regions = g.task_window * (sizeof(struct hbg_task_desc) + sizeof(struct hbg_task_payload)) +
