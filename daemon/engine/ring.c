@@ -102,23 +102,31 @@ static bool lazy_array(const struct hbg_ring *r, unsigned i, struct lazy_span *r
 
 /* The i-th span of the session's regions hbg_ring_prefault() faults in
  * after the ring's own arrays, false past the last: hbgd's mappings of
- * the descriptors and payloads it reads for every task, and of the
- * completion region it writes. The client's first write of a page
- * allocates it, but hbgd's mapping still takes a fault of its own at its
- * first read: on this VM some 15 µs, every 64 descriptors, which a
- * parked 1-task graph paid once in 64 (docs/PERFORMANCE.md). Populating
- * them changes no byte the client wrote. Not the heap: the client's. */
+ * the descriptors it reads for every task and of the completion region it
+ * writes. The client's first write of a page allocates it, but hbgd's
+ * mapping still takes a fault of its own at its first read: on this VM
+ * every 64th parked 1-task graph paid 10-40 µs for it (docs/PERFORMANCE.md).
+ * Populating them changes no byte the client wrote. Not the payloads (6
+ * MiB for the default window) nor the heap: the client's. */
 static bool region_span(const struct hbg_ring *r, unsigned i, struct lazy_span *ret) {
         const struct hbg_geometry *g = &r->g;
         const struct lazy_span spans[] = {
                 { r->descs, g->task_window * sizeof(*r->descs) },
                 { r->cpl, g->cpl_region_size },
-                { r->payloads, g->task_window * sizeof(*r->payloads) },
         };
         if (i >= sizeof(spans) / sizeof(spans[0]))
                 return false;
         *ret = spans[i];
         return true;
+}
+
+/* Every task the client submitted is complete (relaxed: a hint; a client
+ * that lies about its cursor only changes when its own pages fault). The
+ * regions are faulted in only then: a graph running meanwhile faults its
+ * pages in itself, and the pre-fault would take a core from it. */
+static bool ring_idle(const struct hbg_ring *r) {
+        return atomic_load_explicit(&r->cpl->completed_watermark, memory_order_relaxed) ==
+               atomic_load_explicit(&r->sub->submitted, memory_order_relaxed);
 }
 
 /* The i-th span hbg_ring_prefault() faults in: the ring's n_arrays
@@ -146,6 +154,10 @@ int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes, 
                         }
                         if (stop && atomic_load_explicit(stop, memory_order_relaxed))
                                 return -ECANCELED;
+                        if (i >= n_arrays && !ring_idle(r)) {
+                                *cursor = at; /* a busy ring: the rest on first touch */
+                                return 0;
+                        }
                         char *p = (char *)a.p + (at - start);
                         uint64_t len = end - at < max_bytes ? end - at : max_bytes;
                         /* The regions a page at a time (above). */

@@ -240,8 +240,8 @@ static size_t resident_pages(size_t *ret_total) {
  * cheap whatever its window); hbg_ring_prefault(), a piece at a time,
  * makes every page of them resident, and the memory a session is charged
  * for (hbg_engine_ring_memory()) covers all those pages. It then faults in
- * its mapping of the regions' descriptors, payloads and completion region
- * (the last span as wholly as the others), not the client's heap.
+ * its mapping of the regions' descriptors and completion region (the last
+ * span as wholly as the others), not the payloads or the client's heap.
  */
 START_TEST(ring_prefault_resident) {
         struct hbg_engine_config cfg;
@@ -300,7 +300,6 @@ START_TEST(ring_prefault_resident) {
                 uint64_t len;
         } spans[] = {
                 { "descriptors", (char *)sub + g.sub_descs_offset, g.task_window * sizeof(struct hbg_task_desc) },
-                { "payloads", (char *)sub + g.sub_payloads_offset, g.task_window * sizeof(struct hbg_task_payload) },
                 { "completion region", cpl, g.cpl_region_size },
         };
         for (size_t k = 0; k < sizeof(spans) / sizeof(spans[0]); k++) {
@@ -310,10 +309,68 @@ START_TEST(ring_prefault_resident) {
         }
         size_t heap_all, heap_in = resident_range((char *)sub + g.sub_heap_offset, g.heap_size, &heap_all);
         ck_assert_msg(heap_in <= 1, "hbg_ring_prefault() faulted in %zu of the heap's %zu pages", heap_in, heap_all);
+        /* The payloads' first and last pages may be the descriptors' and
+         * the graph records'; none between. */
+        size_t pl_all, pl_in = resident_range((char *)sub + g.sub_payloads_offset,
+                                              g.task_window * sizeof(struct hbg_task_payload), &pl_all);
+        ck_assert_msg(pl_in <= 2, "hbg_ring_prefault() faulted in %zu of the payloads' %zu pages", pl_in, pl_all);
         /* Done: nothing more to do. */
         ck_assert_int_eq(hbg_ring_prefault(r, &cursor, 64 << 10, NULL), 0);
         printf("ring_prefault_resident (%s): %zu -> %zu of %zu pages, %u pieces\n", hbg_completion_mode_name(_i),
                before, after, total, pieces + 1);
+
+        hbg_engine_ring_remove(e, r, -ESHUTDOWN);
+        while (n_released == 0) {
+                hbg_engine_collect(e);
+                sched_yield();
+        }
+        hbg_engine_free(e);
+        munmap(sub, g.sub_region_size);
+        munmap(cpl, g.cpl_region_size);
+}
+END_TEST
+
+/*
+ * A busy ring (a task submitted and not complete: here a host task nobody
+ * answers) gets its arrays faulted in, and not the regions: the graph
+ * running faults its own pages, and the pre-fault would take a core from
+ * it.
+ */
+START_TEST(ring_prefault_busy_skips_regions) {
+        struct hbg_engine_config cfg;
+        config(&cfg, (unsigned)_i);
+        struct hbg_engine *e = NULL;
+        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        struct hbg_geometry_request req;
+        struct hbg_geometry g;
+        geometry_request_default(&req);
+        req.task_window = 4096;
+        req.flag_window = 1024;
+        req.heap_size = 1 << 16;
+        ck_assert_int_eq(geometry_init(&g, &req, NULL), 0);
+        void *sub = map_region(g.sub_region_size), *cpl = map_region(g.cpl_region_size);
+        layout_sub_region_init(sub, &g);
+        layout_cpl_region_init(cpl, &g, 0);
+        unsigned n_released = 0;
+        struct hbg_ring_params p = {
+                .geometry = g, .sub_region = sub, .cpl_region = cpl, .first_id = 0,
+                .completion_fd = -1, .name = "busy", .released = released, .released_userdata = &n_released,
+        };
+        struct hbg_ring *r = NULL;
+        ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), 0);
+        struct hbg_task_desc *d = (struct hbg_task_desc *)(void *)((char *)sub + g.sub_descs_offset);
+        d[0] = (struct hbg_task_desc){ .id = 0, .flags = HBG_TASK_EXTERNAL, .block_num = 1 };
+        atomic_store(&((struct hbg_sub_header *)sub)->submitted, 1);
+        hbg_ring_kick(r);
+
+        uint64_t cursor = 0;
+        unsigned pieces = 0;
+        int more;
+        while ((more = hbg_ring_prefault(r, &cursor, 64 << 10, NULL)) > 0)
+                ck_assert_uint_lt(++pieces, 100000);
+        ck_assert_int_eq(more, 0);
+        size_t all, in = resident_range(d, g.task_window * sizeof(*d), &all);
+        ck_assert_msg(in <= 1, "a busy ring's pre-fault faulted in %zu of the descriptors' %zu pages", in, all);
 
         hbg_engine_ring_remove(e, r, -ESHUTDOWN);
         while (n_released == 0) {
@@ -461,6 +518,7 @@ static Suite *suite(void) {
         tcase_add_loop_test(tc, engine_new_fails_cleanly, 0, (int)hbg_completion_mode_count());
         tcase_add_loop_test(tc, ring_add_fails_cleanly, 0, (int)hbg_completion_mode_count());
         tcase_add_loop_test(tc, ring_prefault_resident, 0, (int)hbg_completion_mode_count());
+        tcase_add_loop_test(tc, ring_prefault_busy_skips_regions, 0, (int)hbg_completion_mode_count());
         tcase_add_loop_test(tc, spare_rings_taken, 0, (int)hbg_completion_mode_count());
         suite_add_tcase(s, tc);
         return s;
