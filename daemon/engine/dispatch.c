@@ -271,37 +271,32 @@ static bool steal(struct sched_thread *t, struct hbg_ring *r, struct ring_thread
         return did;
 }
 
+/* Tasks of one shape from the ring's ready queue, up to `cores` blocks
+ * (run_blocks() takes at most that many of a task); a continuation a
+ * task leaves runs after it. Each task counts in *runs and sets *did.
+ * Returns the cores left. */
+static unsigned fill_shape(struct sched_thread *t, struct hbg_ring *r, struct ring_thread *rt, bool turns,
+                           unsigned *runs, unsigned shape, unsigned cores, bool *did) {
+        uint64_t id;
+        while (cores > 0 && may_start(t, r, turns) && mpmc_pop(&r->ready[shape], &id)) {
+                cores -= run_task(t, r, id, cores, turns);
+                ++*runs;
+                if (has_local(rt))
+                        run_continuations(t, r, rt, turns, runs);
+                *did = true;
+        }
+        return cores;
+}
+
 /* One fill of the thread's clusters from the ring's ready queues (§10.4):
  * MIX blocks first, one per whole cluster, then one AIC and two AIV cores
- * per cluster left; a continuation a task leaves runs after it. Each task
- * counts in *runs. True if a task ran. */
+ * per cluster left. True if a task ran. */
 static bool fill_clusters(struct sched_thread *t, struct hbg_ring *r, struct ring_thread *rt, bool turns,
                           unsigned *runs) {
-        unsigned clusters = t->clusters;
         bool did = false;
-        uint64_t id;
-        while (clusters > 0 && may_start(t, r, turns) && mpmc_pop(&r->ready[SHAPE_MIX], &id)) {
-                clusters -= run_task(t, r, id, clusters, turns);
-                ++*runs;
-                if (has_local(rt))
-                        run_continuations(t, r, rt, turns, runs);
-                did = true;
-        }
-        unsigned aic = clusters, aiv = 2 * clusters;
-        while (aic > 0 && may_start(t, r, turns) && mpmc_pop(&r->ready[SHAPE_AIC], &id)) {
-                aic -= run_task(t, r, id, aic, turns);
-                ++*runs;
-                if (has_local(rt))
-                        run_continuations(t, r, rt, turns, runs);
-                did = true;
-        }
-        while (aiv > 0 && may_start(t, r, turns) && mpmc_pop(&r->ready[SHAPE_AIV], &id)) {
-                aiv -= run_task(t, r, id, aiv, turns);
-                ++*runs;
-                if (has_local(rt))
-                        run_continuations(t, r, rt, turns, runs);
-                did = true;
-        }
+        unsigned clusters = fill_shape(t, r, rt, turns, runs, SHAPE_MIX, t->clusters, &did);
+        fill_shape(t, r, rt, turns, runs, SHAPE_AIC, clusters, &did);
+        fill_shape(t, r, rt, turns, runs, SHAPE_AIV, 2 * clusters, &did);
         return did;
 }
 

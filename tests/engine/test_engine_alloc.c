@@ -235,6 +235,55 @@ static size_t resident_pages(size_t *ret_total) {
         return resident;
 }
 
+/* An engine of completion mode `mode` with one ring of a 4096-task
+ * window, its regions mapped as hbgd maps them; with `note`, the ring's
+ * lazy mappings noted (resident_pages()). */
+struct prefault_ring {
+        struct hbg_engine *e;
+        struct hbg_geometry g;
+        void *sub, *cpl;
+        struct hbg_ring *r;
+        unsigned n_released;
+};
+
+static void prefault_ring_open(struct prefault_ring *pr, unsigned mode, const char *name, bool note) {
+        struct hbg_engine_config cfg;
+        config(&cfg, mode);
+        pr->e = NULL;
+        ck_assert_int_eq(hbg_engine_new(&pr->e, &cfg), 0);
+        struct hbg_geometry_request req;
+        geometry_request_default(&req);
+        req.task_window = 4096;
+        req.flag_window = 1024;
+        req.heap_size = 1 << 16;
+        ck_assert_int_eq(geometry_init(&pr->g, &req, NULL), 0);
+        pr->sub = map_region(pr->g.sub_region_size);
+        pr->cpl = map_region(pr->g.cpl_region_size);
+        layout_sub_region_init(pr->sub, &pr->g);
+        layout_cpl_region_init(pr->cpl, &pr->g, 0);
+        pr->n_released = 0;
+        struct hbg_ring_params p = {
+                .geometry = pr->g, .sub_region = pr->sub, .cpl_region = pr->cpl, .first_id = 0,
+                .completion_fd = -1, .name = name, .released = released, .released_userdata = &pr->n_released,
+        };
+        pr->r = NULL;
+        n_noted = 0;
+        noting = note;
+        ck_assert_int_eq(hbg_engine_ring_add(pr->e, &p, &pr->r), 0);
+        noting = false;
+}
+
+static void prefault_ring_close(struct prefault_ring *pr) {
+        hbg_engine_ring_remove(pr->e, pr->r, -ESHUTDOWN);
+        while (pr->n_released == 0) {
+                hbg_engine_collect(pr->e);
+                sched_yield();
+        }
+        hbg_engine_free(pr->e);
+        munmap(pr->sub, pr->g.sub_region_size);
+        munmap(pr->cpl, pr->g.cpl_region_size);
+}
+
 /*
  * A new ring's private arrays are lazy (nothing resident: creating it is
  * cheap whatever its window); hbg_ring_prefault(), a piece at a time,
@@ -244,30 +293,12 @@ static size_t resident_pages(size_t *ret_total) {
  * span as wholly as the others), not the payloads or the client's heap.
  */
 START_TEST(ring_prefault_resident) {
-        struct hbg_engine_config cfg;
-        config(&cfg, (unsigned)_i);
-        struct hbg_engine *e = NULL;
-        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
-        struct hbg_geometry_request req;
-        struct hbg_geometry g;
-        geometry_request_default(&req);
-        req.task_window = 4096;
-        req.flag_window = 1024;
-        req.heap_size = 1 << 16;
-        ck_assert_int_eq(geometry_init(&g, &req, NULL), 0);
-        void *sub = map_region(g.sub_region_size), *cpl = map_region(g.cpl_region_size);
-        layout_sub_region_init(sub, &g);
-        layout_cpl_region_init(cpl, &g, 0);
-        unsigned n_released = 0;
-        struct hbg_ring_params p = {
-                .geometry = g, .sub_region = sub, .cpl_region = cpl, .first_id = 0,
-                .completion_fd = -1, .name = "prefault", .released = released, .released_userdata = &n_released,
-        };
-        struct hbg_ring *r = NULL;
-        n_noted = 0;
-        noting = true;
-        ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), 0);
-        noting = false;
+        struct prefault_ring pr;
+        prefault_ring_open(&pr, (unsigned)_i, "prefault", true);
+        struct hbg_engine *e = pr.e;
+        struct hbg_ring *r = pr.r;
+        const struct hbg_geometry g = pr.g;
+        void *sub = pr.sub, *cpl = pr.cpl;
         /* The ring's arrays are one mapping (lazy_arena), the resolver's
          * queues more. */
         ck_assert_uint_ge(n_noted, 1);
@@ -319,14 +350,7 @@ START_TEST(ring_prefault_resident) {
         printf("ring_prefault_resident (%s): %zu -> %zu of %zu pages, %u pieces\n", hbg_completion_mode_name(_i),
                before, after, total, pieces + 1);
 
-        hbg_engine_ring_remove(e, r, -ESHUTDOWN);
-        while (n_released == 0) {
-                hbg_engine_collect(e);
-                sched_yield();
-        }
-        hbg_engine_free(e);
-        munmap(sub, g.sub_region_size);
-        munmap(cpl, g.cpl_region_size);
+        prefault_ring_close(&pr);
 }
 END_TEST
 
@@ -337,49 +361,22 @@ END_TEST
  * it.
  */
 START_TEST(ring_prefault_busy_skips_regions) {
-        struct hbg_engine_config cfg;
-        config(&cfg, (unsigned)_i);
-        struct hbg_engine *e = NULL;
-        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
-        struct hbg_geometry_request req;
-        struct hbg_geometry g;
-        geometry_request_default(&req);
-        req.task_window = 4096;
-        req.flag_window = 1024;
-        req.heap_size = 1 << 16;
-        ck_assert_int_eq(geometry_init(&g, &req, NULL), 0);
-        void *sub = map_region(g.sub_region_size), *cpl = map_region(g.cpl_region_size);
-        layout_sub_region_init(sub, &g);
-        layout_cpl_region_init(cpl, &g, 0);
-        unsigned n_released = 0;
-        struct hbg_ring_params p = {
-                .geometry = g, .sub_region = sub, .cpl_region = cpl, .first_id = 0,
-                .completion_fd = -1, .name = "busy", .released = released, .released_userdata = &n_released,
-        };
-        struct hbg_ring *r = NULL;
-        ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), 0);
-        struct hbg_task_desc *d = (struct hbg_task_desc *)(void *)((char *)sub + g.sub_descs_offset);
+        struct prefault_ring pr;
+        prefault_ring_open(&pr, (unsigned)_i, "busy", false);
+        struct hbg_task_desc *d = (struct hbg_task_desc *)(void *)((char *)pr.sub + pr.g.sub_descs_offset);
         d[0] = (struct hbg_task_desc){ .id = 0, .flags = HBG_TASK_EXTERNAL, .block_num = 1 };
-        atomic_store(&((struct hbg_sub_header *)sub)->submitted, 1);
-        hbg_ring_kick(r);
+        atomic_store(&((struct hbg_sub_header *)pr.sub)->submitted, 1);
+        hbg_ring_kick(pr.r);
 
         uint64_t cursor = 0;
         unsigned pieces = 0;
         int more;
-        while ((more = hbg_ring_prefault(r, &cursor, 64 << 10, NULL)) > 0)
+        while ((more = hbg_ring_prefault(pr.r, &cursor, 64 << 10, NULL)) > 0)
                 ck_assert_uint_lt(++pieces, 100000);
         ck_assert_int_eq(more, 0);
-        size_t all, in = resident_range(d, g.task_window * sizeof(*d), &all);
+        size_t all, in = resident_range(d, pr.g.task_window * sizeof(*d), &all);
         ck_assert_msg(in <= 1, "a busy ring's pre-fault faulted in %zu of the descriptors' %zu pages", in, all);
-
-        hbg_engine_ring_remove(e, r, -ESHUTDOWN);
-        while (n_released == 0) {
-                hbg_engine_collect(e);
-                sched_yield();
-        }
-        hbg_engine_free(e);
-        munmap(sub, g.sub_region_size);
-        munmap(cpl, g.cpl_region_size);
+        prefault_ring_close(&pr);
 }
 END_TEST
 
