@@ -337,7 +337,9 @@ bool session_close(struct session *s, int reason) {
                 return false;
         /* Nothing runs on its behalf from here on. A pre-fault piece
          * running now stops at its next page: the io thread waits for one
-         * page's fault at most, however the client makes it wait. */
+         * page's fault at most, however the client makes it wait. Relaxed:
+         * the flag only shortens the piece; slow_work_cancel()'s lock
+         * orders its end before what follows. */
         atomic_store_explicit(&s->prefault_stop, true, memory_order_relaxed);
         slow_work_cancel(s->slow, &s->build);
         slow_work_cancel(s->slow, &s->prefault);

@@ -120,13 +120,15 @@ static bool region_span(const struct hbg_ring *r, unsigned i, struct lazy_span *
         return true;
 }
 
-/* Every task the client submitted is complete (relaxed: a hint; a client
- * that lies about its cursor only changes when its own pages fault). The
- * regions are faulted in only then: a graph running meanwhile faults its
- * pages in itself, and the pre-fault would take a core from it. */
+/* Every task the client submitted is complete: its cursor is not past the
+ * watermark (it is 0 before the first publish, below the first id).
+ * Relaxed loads: a hint; a client that lies about its cursor only changes
+ * when its own pages fault. The regions are faulted in only then: a graph
+ * running meanwhile faults its pages in itself, and the pre-fault would
+ * take a core from it. */
 static bool ring_idle(const struct hbg_ring *r) {
-        return atomic_load_explicit(&r->cpl->completed_watermark, memory_order_relaxed) ==
-               atomic_load_explicit(&r->sub->submitted, memory_order_relaxed);
+        return atomic_load_explicit(&r->sub->submitted, memory_order_relaxed) <=
+               atomic_load_explicit(&r->cpl->completed_watermark, memory_order_relaxed);
 }
 
 /* The i-th span hbg_ring_prefault() faults in: the ring's n_arrays
