@@ -446,8 +446,11 @@ static inline int hbgc_scratch_reserve(hbg_client *c, size_t n) {
         return dep_ids_reserve(&c->scratch, n);
 }
 /* Dependencies of a task with these accesses on earlier tasks: appended to
- * c->scratch from index *n on. 0 or -ENOMEM. */
+ * c->scratch from index *n on. 0 or -ENOMEM. No accesses, nothing to look
+ * up (most tasks of some graphs): no call at all. */
 static inline int hbgc_deps_collect(hbg_client *c, const struct access *a, size_t na, size_t *n) {
+        if (na == 0)
+                return 0;
         c->scratch.n = *n;
         int err = dep_tracker_collect(c->dt, a, na, c->dt->keep_all ? 0 : hbgc_watermark(c), &c->scratch);
         *n = c->scratch.n;
@@ -459,6 +462,8 @@ static inline int hbgc_deps_collect(hbg_client *c, const struct access *a, size_
  * tasks on this one may be missed). */
 static inline int hbgc_deps_commit_to(hbg_client *c, struct dep_tracker *dt, const struct access *a, size_t na,
                                       uint64_t id) {
+        if (na == 0) /* nothing recorded, no sweep due */
+                return 0;
         int err = dep_tracker_commit(dt, a, na, id);
         if (dep_tracker_sweep_due(dt))
                 dep_tracker_sweep(dt, hbgc_watermark(c));

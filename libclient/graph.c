@@ -347,9 +347,7 @@ static int add_one(hbg_client *c, const hbg_task *t, uint64_t *ret_id) {
                 return ADD_FAIL(-ENOMEM, "out of memory");
         for (n = 0; n < t->n_deps; n++)
                 c->scratch.v[n] = t->deps[n] + rec_base;
-        /* A task with no tensors, predicate or host accesses has nothing
-         * to look up or record in the tracker. */
-        if (na && hbgc_deps_collect(c, acc, na, &n) < 0)
+        if (hbgc_deps_collect(c, acc, na, &n) < 0)
                 return ADD_FAIL(-ENOMEM, "out of memory");
         n = hbgc_sort_unique(c->scratch.v, n);
         /* A recorded task without dependencies waits for the gate (id 0),
@@ -376,7 +374,7 @@ static int add_one(hbg_client *c, const hbg_task *t, uint64_t *ret_id) {
         int published = c->rec ? 0 : hbgc_maybe_publish(c);
         if (ret_id)
                 *ret_id = id - rec_base;
-        if (na && hbgc_deps_commit(c, acc, na, id) < 0) {
+        if (hbgc_deps_commit(c, acc, na, id) < 0) {
                 if (c->rec)
                         c->rec->broken = true;
                 return ADD_FAIL(-ENOMEM, "task %" PRIu64 " was added, but out of memory recording its tensors: "

@@ -182,20 +182,13 @@ void hbg_engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason
  */
 unsigned hbg_engine_collect(struct hbg_engine *e);
 /*
- * Fault in the ring's private arrays ahead of its first graph, then the
- * engine's mapping of the regions' descriptors and completion region
- * (while every submitted task is complete: a busy ring ends it there, the
- * rest faulting on first touch), a piece at a time: at most max_bytes
- * from *cursor (0 at first) on, advancing it. The regions a page at a
- * time, and *stop (if not NULL) is looked at before each page: a client
- * may make a fault on its submission region wait (punching holes in it),
- * and the caller's owner, going away, should wait for one page at most.
- * Returns 1 while some remain, 0 once all are in (or a busy ring ended
- * it), or a negative errno
- * (-ECANCELED: *stop was set; -EINVAL: the kernel cannot, before Linux
- * 5.14; the pages then come on first touch). Nothing is written: any
- * thread may call it while the ring is served, but not after it is
- * removed.
+ * Fault in the ring's private arrays, then (while the ring is idle) the
+ * engine's view of its regions (ring.c), a piece at a time: at most
+ * max_bytes from *cursor (0 at first) on, advancing it; *stop, if not
+ * NULL, is looked at before each page of the regions. Returns 1 while some
+ * remain, 0 once done, or a negative errno (-ECANCELED: *stop set;
+ * -EINVAL: before Linux 5.14). Nothing is written: any thread may call it
+ * while the ring is served, but not after it is removed.
  */
 int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes, const _Atomic bool *stop);
 /* Bytes of engine-private memory a ring of geometry g costs when every page

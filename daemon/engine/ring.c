@@ -137,6 +137,12 @@ static bool prefault_span(const struct hbg_ring *r, unsigned i, unsigned n_array
         return i < n_arrays ? lazy_array(r, i, ret) : region_span(r, i - n_arrays, ret);
 }
 
+/* The regions go a page at a time, *stop looked at before each: a client
+ * punching holes in its submission region makes a fault there wait for
+ * each punch, and the session's close, which waits for a running piece on
+ * the io thread, should wait for one page at most. A busy ring (not
+ * ring_idle()) ends the pre-fault there, the rest faulting on first
+ * touch. */
 int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes, const _Atomic bool *stop) {
         const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
         struct lazy_span a;

@@ -40,8 +40,9 @@ static void name_first_kernel(struct task_slot *s, const struct hbg_task_desc *d
         }
 }
 
-static inline __attribute__((always_inline)) int check_fields(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
-                        const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
+static inline __attribute__((always_inline)) int
+check_fields(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
+             const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
         /* No kernels in the slot until its lane's checks (a failure must
          * not name the slot's previous occupant's); the kernel a failure
          * names is set where a lane's check refuses the task, else by
