@@ -99,7 +99,7 @@ SHM_LIB  := $(B)/lib/libhbgshm.a
 CORE_SRCS := $(addprefix daemon/engine/,engine.c sched.c ring_table.c fair_share_slots.c fair_share.c dispatch.c \
                completion.c $(notdir $(sort $(wildcard daemon/engine/completion_*.c))) \
                ingest.c validate.c classify.c launch.c recorded.c ready.c complete.c retire.c signal.c failures.c \
-               queues.c work.c mailbox.c stall.c ring.c ring_spares.c cancel.c live_graphs.c \
+               queues.c work.c mailbox.c stall.c ring.c ring_spares.c cancel.c live_graphs.c client_read.c \
                wakeup.c wake_pages.c trace.c engine_log.c histogram.c ktime.c kernels.c kernels_builtin.c)
 CORE_OBJS := $(CORE_SRCS:%.c=$(B)/obj/%.o)
 CORE_LIB  := $(B)/lib/libhbgcore.a

@@ -233,6 +233,7 @@ static int session_build(struct session *s, const char **why) {
         struct hbg_ring_params p = {
                 .geometry = *g,
                 .sub_region = s->sub,
+                .sub_fd = s->sub_fd,
                 .cpl_region = s->cpl,
                 .first_id = s->first_id,
                 .completion_fd = s->completion_fd,
@@ -278,7 +279,8 @@ void session_prefault_hold(struct slow_work *slow) {
 
 static void prefault_run(struct slow_job *job) {
         struct session *s = SESSION_OF(job, prefault);
-        s->prefault_more = hbg_ring_prefault(s->ring, &s->prefault_cursor, SESSION_PREFAULT_PIECE, &s->prefault_stop);
+        s->prefault_more = hbg_ring_prefault(s->ring, &s->prefault_cursor, SESSION_PREFAULT_PIECE, &s->prefault_stop,
+                                              SESSION_PREFAULT_REGION_NS);
         s->prefault_pieces++;
 }
 
@@ -325,8 +327,9 @@ void session_client_fds(const struct session *s, int ret_fds[5]) {
         ret_fds[4] = s->wake_fd;
 }
 
+/* The submission memfd stays open: the io thread reads the region
+ * through it (client_read.h). */
 void session_client_fds_sent(struct session *s) {
-        close_fd(&s->sub_fd);
         close_fd(&s->cpl_fd);
         close_fd(&s->doorbell_peer_fd);
         close_fd(&s->completion_peer_fd);

@@ -52,7 +52,9 @@ struct session {
         struct accounting *acct;
         struct hbg_engine *engine;
         struct io_loop *loop;
-        int sub_fd, cpl_fd;            /* memfds, sent to the client, then closed */
+        int sub_fd, cpl_fd;            /* memfds, sent to the client; then cpl_fd
+                                          closed, sub_fd kept for the ring (until
+                                          session_free()) */
         int wake_page;                 /* hbg_engine_wake_page_acquire()'s handle */
         int wake_fd;                   /* its fd (the engine's: never closed here) */
         int doorbell_fd;               /* our end of the doorbell socketpair */
@@ -83,6 +85,10 @@ struct session {
  * it, and so does session_close(); with 1 MiB pieces a burst of 8
  * connects measured a p99 several times longer (docs/PERFORMANCE.md). */
 #define SESSION_PREFAULT_PIECE ((uint64_t)256 << 10)
+/* The time a piece's pages of the regions may take in all: 64 of them
+ * take up to 1 ms here, as above; longer means a client punching holes
+ * in its region, or memory short (hbg_ring_prefault()). */
+#define SESSION_PREFAULT_REGION_NS ((uint64_t)4 * 1000000)
 
 /* The geometry a client asking for `asked` gets under cfg (0 fields:
  * cfg's session defaults; a flag window not asked for follows an asked

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "daemon/engine/client_read.h"
 #include "daemon/engine/failures.h"
 #include "daemon/engine/ring.h"
 
@@ -48,12 +49,12 @@ int hbg_ring_cancel_graph(struct hbg_ring *r, uint64_t number, const char *why) 
         /* The client's cursor and record: hostile. A lying record only
          * cancels other tasks of the client's own ring (and the retirer
          * refuses it anyway); the range is bounded by nothing else. */
-        uint64_t submitted = atomic_load_explicit(&r->sub->graphs_submitted, memory_order_acquire);
+        uint64_t submitted = client_read_u64(r, &r->sub->graphs_submitted);
         uint64_t retired = atomic_load_explicit(&r->cpl->graphs_retired, memory_order_acquire);
         if (number < retired || number >= submitted || number - retired >= G)
                 return -ENOENT;
         struct hbg_graph_record rec;
-        memcpy(&rec, &r->graph_records[number & (G - 1)], sizeof(rec));
+        client_read(r, &r->graph_records[number & (G - 1)], &rec, sizeof(rec));
         if (rec.reserved != 0 || rec.last_id < rec.first_id)
                 return -ENOENT;
         int err = 0;

@@ -130,6 +130,12 @@ struct hbg_recorded_task;
 struct hbg_ring_params {
         struct hbg_geometry geometry;  /* validated by geometry_init() */
         void *sub_region;              /* initialised by layout_sub_region_init() */
+        int sub_fd;                    /* the memfd mapped at sub_region, or -1. The
+                                          calls made off the scheduler threads
+                                          (live graphs, cancel, the pre-fault's idle
+                                          check) read the region through it, not
+                                          through the mapping (client_read.h). Kept
+                                          open by the caller until `released`. */
         void *cpl_region;              /* initialised by layout_cpl_region_init() */
         uint64_t first_id;             /* as given to layout_cpl_region_init() */
         int completion_fd;             /* written one byte at a time when graphs finish
@@ -162,7 +168,8 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
 struct hbg_engine *hbg_engine_free(struct hbg_engine *e);
 
 /* Start serving a ring. Returns 0, -ENOSPC (max_rings reached), -EINVAL (a
- * weight above HBG_FAIR_SHARE_WEIGHT_MAX) or -ENOMEM.
+ * weight above HBG_FAIR_SHARE_WEIGHT_MAX, a sub_fd that is no file of the
+ * region's size) or -ENOMEM.
  * The ring's private memory is allocated lazily (zero pages until used),
  * so this is cheap even for large windows. */
 int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
@@ -185,12 +192,14 @@ unsigned hbg_engine_collect(struct hbg_engine *e);
  * Fault in the ring's private arrays, then (while the ring is idle) the
  * engine's view of its regions (ring.c), a piece at a time: at most
  * max_bytes from *cursor (0 at first) on, advancing it; *stop, if not
- * NULL, is looked at before each page of the regions. Returns 1 while some
- * remain, 0 once done, or a negative errno (-ECANCELED: *stop set;
- * -EINVAL: before Linux 5.14). Nothing is written: any thread may call it
- * while the ring is served, but not after it is removed.
+ * NULL, is looked at before each page of the regions, and the regions'
+ * pages of one call taking max_wait_ns in all end it. Returns 1 while
+ * some remain, 0 once done, or a negative errno (-ECANCELED: *stop set;
+ * -EINVAL: before Linux 5.14). Nothing is written: any thread may call it while the ring
+ * is served, but not after it is removed.
  */
-int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes, const _Atomic bool *stop);
+int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes, const _Atomic bool *stop,
+                      uint64_t max_wait_ns);
 /* Bytes of engine-private memory a ring of geometry g costs when every page
  * is in use, as after hbg_ring_prefault() (the regions are the caller's and
  * not counted). */

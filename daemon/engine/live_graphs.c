@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "daemon/engine/client_read.h"
 #include "daemon/engine/failures.h"
 #include "daemon/engine/ring.h"
 #include "common/clock.h"
@@ -48,7 +49,7 @@ size_t live_graphs_seen_bytes(const struct hbg_geometry *g) {
 void hbg_ring_note_graphs(struct hbg_ring *r, int64_t now_ms) {
         uint64_t G = r->g.graph_table_entries;
         uint64_t retired = atomic_load_explicit(&r->cpl->graphs_retired, memory_order_acquire);
-        uint64_t submitted = atomic_load_explicit(&r->sub->graphs_submitted, memory_order_acquire);
+        uint64_t submitted = client_read_u64(r, &r->sub->graphs_submitted);
         uint64_t from = r->graphs_noted > retired ? r->graphs_noted : retired;
         if (submitted <= from)
                 return;
@@ -129,7 +130,7 @@ size_t hbg_ring_live_graphs(struct hbg_ring *r, struct hbg_live_graph *ret, size
          * but the records below it may be reused by the client). */
         uint64_t retired = atomic_load_explicit(&r->cpl->graphs_retired, memory_order_acquire);
         /* The client's cursor: hostile, bounded by the ring of records. */
-        uint64_t submitted = atomic_load_explicit(&r->sub->graphs_submitted, memory_order_acquire);
+        uint64_t submitted = client_read_u64(r, &r->sub->graphs_submitted);
         uint64_t live = submitted > retired ? submitted - retired : 0;
         if (live > G)
                 live = G;
@@ -145,7 +146,7 @@ size_t hbg_ring_live_graphs(struct hbg_ring *r, struct hbg_live_graph *ret, size
         for (uint64_t k = retired; k < retired + live && n < max; k++) {
                 /* Copy once, then validate the copy. */
                 struct hbg_graph_record rec;
-                memcpy(&rec, &r->graph_records[k & (G - 1)], sizeof(rec));
+                client_read(r, &r->graph_records[k & (G - 1)], &rec, sizeof(rec));
                 if (rec.reserved != 0 || rec.last_id < rec.first_id || (n > 0 && rec.first_id != prev_last + 1))
                         break;  /* not a graph the retirer would take: list no further */
                 prev_last = rec.last_id;

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "daemon/engine/client_read.h"
 #include "daemon/engine/completion.h"
 #include "daemon/engine/engine_state.h"
 #include "daemon/engine/failures.h"
@@ -127,7 +129,7 @@ static bool region_span(const struct hbg_ring *r, unsigned i, struct lazy_span *
  * running meanwhile faults its pages in itself, and the pre-fault would
  * take a core from it. */
 static bool ring_idle(const struct hbg_ring *r) {
-        return atomic_load_explicit(&r->sub->submitted, memory_order_relaxed) <=
+        return client_read_u64(r, &r->sub->submitted) <=
                atomic_load_explicit(&r->cpl->completed_watermark, memory_order_relaxed);
 }
 
@@ -139,14 +141,18 @@ static bool prefault_span(const struct hbg_ring *r, unsigned i, unsigned n_array
 
 /* The regions go a page at a time, *stop looked at before each: a client
  * punching holes in its submission region makes a fault there wait for
- * each punch, and the session's close, which waits for a running piece on
- * the io thread, should wait for one page at most. A busy ring (not
- * ring_idle()) ends the pre-fault there, the rest faulting on first
+ * the whole punch (client_read.h), and the session's close, which waits
+ * for a running piece on the io thread, should wait for one page at most.
+ * The regions' pages of one call taking max_wait_ns in all (a punch, or
+ * memory short) end the pre-fault: the slow-work thread, which sets up
+ * every client's sessions, then waits for a punch once per session at
+ * most. So does a busy ring (not ring_idle()). The rest faults on first
  * touch. */
-int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes, const _Atomic bool *stop) {
+int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes, const _Atomic bool *stop,
+                      uint64_t max_wait_ns) {
         const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
         struct lazy_span a;
-        uint64_t at = *cursor, start = 0;
+        uint64_t at = *cursor, start = 0, waited = 0;
         unsigned n_arrays = 0;
         while (lazy_array(r, n_arrays, &a))
                 n_arrays++;
@@ -171,16 +177,28 @@ int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes, 
                         /* The regions a page at a time (above). */
                         if (i >= n_arrays && len > page - (uintptr_t)p % page)
                                 len = page - (uintptr_t)p % page;
+                        int64_t t0 = i >= n_arrays ? clock_now_ns() : 0;
                         int err = lazy_populate(p, len);
                         if (err < 0)
                                 return err;
                         at += len;
                         max_bytes -= len;
+                        if (i >= n_arrays && (waited += (uint64_t)(clock_now_ns() - t0)) >= max_wait_ns) {
+                                *cursor = at; /* pages that waited: the rest on first touch */
+                                return 0;
+                        }
                 }
                 start = end;
         }
         *cursor = at;
         return 0;
+}
+
+/* sub_fd, when given, holds the whole region: a file (a memfd), not some
+ * other descriptor a reader would block on. */
+static bool sub_fd_usable(int fd, const struct hbg_geometry *g) {
+        struct stat st;
+        return fd < 0 || (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size >= g->sub_region_size);
 }
 
 /*
@@ -192,6 +210,8 @@ int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes, 
  */
 int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_ring **ret) {
         const struct hbg_geometry *g = &p->geometry;
+        if (!sub_fd_usable(p->sub_fd, g))
+                return -EINVAL;
         struct hbg_ring *r = aligned_alloc(64, sizeof(*r));
         int err = -ENOMEM;
 
@@ -207,6 +227,7 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         r->first_id = p->first_id;
         r->task_mask = g->task_window - 1;
         r->completion_fd = p->completion_fd;
+        r->sub_fd = p->sub_fd;
         r->sub = p->sub_region;
         r->heap = (uint8_t *)p->sub_region + g->sub_heap_offset;
         r->descs = (struct hbg_task_desc *)((char *)p->sub_region + g->sub_descs_offset);

@@ -76,6 +76,7 @@ struct hbg_ring {
         _Atomic uint64_t *ext_ready;
         struct hbg_flag_window window;
         int completion_fd;
+        int sub_fd;                       /* hbg_ring_params.sub_fd */
 
         /* The lazy arrays below, one mapping (lazy_alloc.h); warm: a
          * spare, faulted in already (ring_spares.h). */

@@ -62,6 +62,7 @@ int harness_ring_init_share(struct harness_ring *h, struct hbg_engine *e, const 
         struct hbg_ring_params p = {
                 .geometry = h->g,
                 .sub_region = h->sub,
+                .sub_fd = -1,
                 .cpl_region = h->cpl,
                 .first_id = first_id,
                 .completion_fd = h->efd_write,

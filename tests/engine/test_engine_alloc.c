@@ -14,6 +14,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -165,7 +166,7 @@ START_TEST(ring_add_fails_cleanly) {
         layout_cpl_region_init(cpl, &g, 0);
         unsigned n_released = 0;
         struct hbg_ring_params p = {
-                .geometry = g, .sub_region = sub, .cpl_region = cpl, .first_id = 0,
+                .geometry = g, .sub_region = sub, .sub_fd = -1, .cpl_region = cpl, .first_id = 0,
                 .completion_fd = -1, .name = "alloc", .released = released, .released_userdata = &n_released,
         };
         unsigned long k;
@@ -263,7 +264,7 @@ static void prefault_ring_open(struct prefault_ring *pr, unsigned mode, const ch
         layout_cpl_region_init(pr->cpl, &pr->g, 0);
         pr->n_released = 0;
         struct hbg_ring_params p = {
-                .geometry = pr->g, .sub_region = pr->sub, .cpl_region = pr->cpl, .first_id = 0,
+                .geometry = pr->g, .sub_region = pr->sub, .sub_fd = -1, .cpl_region = pr->cpl, .first_id = 0,
                 .completion_fd = -1, .name = name, .released = released, .released_userdata = &pr->n_released,
         };
         pr->r = NULL;
@@ -312,12 +313,12 @@ START_TEST(ring_prefault_resident) {
         /* A stop already set: nothing done. */
         _Atomic bool stop = true;
         uint64_t cursor = 0;
-        ck_assert_int_eq(hbg_ring_prefault(r, &cursor, 64 << 10, &stop), -ECANCELED);
+        ck_assert_int_eq(hbg_ring_prefault(r, &cursor, 64 << 10, &stop, UINT64_MAX), -ECANCELED);
         ck_assert_uint_eq(cursor, 0);
         atomic_store(&stop, false);
         unsigned pieces = 0;
         int more;
-        while ((more = hbg_ring_prefault(r, &cursor, 64 << 10, &stop)) > 0)
+        while ((more = hbg_ring_prefault(r, &cursor, 64 << 10, &stop, UINT64_MAX)) > 0)
                 ck_assert_uint_lt(++pieces, 100000);
         ck_assert_int_eq(more, 0);
         size_t after = resident_pages(&total);
@@ -346,7 +347,7 @@ START_TEST(ring_prefault_resident) {
                                               g.task_window * sizeof(struct hbg_task_payload), &pl_all);
         ck_assert_msg(pl_in <= 2, "hbg_ring_prefault() faulted in %zu of the payloads' %zu pages", pl_in, pl_all);
         /* Done: nothing more to do. */
-        ck_assert_int_eq(hbg_ring_prefault(r, &cursor, 64 << 10, NULL), 0);
+        ck_assert_int_eq(hbg_ring_prefault(r, &cursor, 64 << 10, NULL, UINT64_MAX), 0);
         printf("ring_prefault_resident (%s): %zu -> %zu of %zu pages, %u pieces\n", hbg_completion_mode_name(_i),
                before, after, total, pieces + 1);
 
@@ -371,7 +372,7 @@ START_TEST(ring_prefault_busy_skips_regions) {
         uint64_t cursor = 0;
         unsigned pieces = 0;
         int more;
-        while ((more = hbg_ring_prefault(pr.r, &cursor, 64 << 10, NULL)) > 0)
+        while ((more = hbg_ring_prefault(pr.r, &cursor, 64 << 10, NULL, UINT64_MAX)) > 0)
                 ck_assert_uint_lt(++pieces, 100000);
         ck_assert_int_eq(more, 0);
         size_t all, in = resident_range(d, pr.g.task_window * sizeof(*d), &all);
@@ -394,6 +395,102 @@ static void small_geometry(struct hbg_geometry *g, uint64_t window, void **sub, 
         layout_sub_region_init(*sub, g);
         layout_cpl_region_init(*cpl, g, 0);
 }
+
+/*
+ * The regions' pages of one call taking max_wait_ns in all end the
+ * pre-fault (a client punching holes makes each fault wait for its punch,
+ * and the slow-work thread sets up every client's sessions): with 0, the
+ * first page of the regions ends it, the rest left to first touch.
+ */
+START_TEST(ring_prefault_waited_ends) {
+        struct prefault_ring pr;
+        prefault_ring_open(&pr, (unsigned)_i, "waited", false);
+        uint64_t cursor = 0;
+        unsigned pieces = 0;
+        int more;
+        while ((more = hbg_ring_prefault(pr.r, &cursor, 64 << 10, NULL, 0)) > 0)
+                ck_assert_uint_lt(++pieces, 100000);
+        ck_assert_int_eq(more, 0);
+        const char *descs = (const char *)pr.sub + pr.g.sub_descs_offset;
+        size_t all, in = resident_range(descs, pr.g.task_window * sizeof(struct hbg_task_desc), &all);
+        ck_assert_msg(in <= 2, "the pre-fault went on after a page that waited: %zu of the descriptors' %zu pages",
+                      in, all);
+        size_t cpl_all, cpl_in = resident_range(pr.cpl, pr.g.cpl_region_size, &cpl_all);
+        ck_assert_msg(cpl_in < cpl_all, "the pre-fault went on to the completion region (%zu of %zu pages)", cpl_in,
+                      cpl_all);
+        prefault_ring_close(&pr);
+}
+END_TEST
+
+/*
+ * A ring with the submission memfd (sub_fd): what the io thread reads of
+ * the region (the graph cursor and records, for hbgctl graphs and a
+ * cancel) comes through the memfd, not through the mapping, in which a
+ * fault could wait for a client's punch (client_read.h). Here the memfd
+ * holds a graph that the mapping does not: only reads of the memfd see
+ * it. A descriptor that is no file of the region's size is refused.
+ */
+START_TEST(io_reads_through_memfd) {
+        struct hbg_engine_config cfg;
+        config(&cfg, (unsigned)_i);
+        struct hbg_engine *e = NULL;
+        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        struct hbg_geometry g;
+        void *sub, *cpl;
+        small_geometry(&g, 1024, &sub, &cpl);
+
+        int fd = memfd_create("io-reads", MFD_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(ftruncate(fd, (off_t)g.sub_region_size), 0);
+        char *other = mmap(NULL, g.sub_region_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        ck_assert(other != MAP_FAILED);
+        layout_sub_region_init(other, &g);
+        struct hbg_graph_record *rec = (struct hbg_graph_record *)(void *)(other + g.sub_graphs_offset);
+        rec[0] = (struct hbg_graph_record){ .graph_id = 77, .first_id = 0, .last_id = 3 };
+        atomic_store(&((struct hbg_sub_header *)(void *)other)->graphs_submitted, 1);
+
+        unsigned n_released = 0;
+        struct hbg_ring_params p = {
+                .geometry = g, .sub_region = sub, .sub_fd = fd, .cpl_region = cpl, .first_id = 0,
+                .completion_fd = -1, .name = "io-reads", .released = released, .released_userdata = &n_released,
+        };
+        int fds[2];
+        ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
+        struct hbg_ring *r = NULL;
+        p.sub_fd = fds[0];
+        ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), -EINVAL);
+        int small = memfd_create("io-reads-small", MFD_CLOEXEC);
+        ck_assert_int_eq(ftruncate(small, (off_t)g.sub_region_size - 4096), 0);
+        p.sub_fd = small;
+        ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), -EINVAL);
+        p.sub_fd = fd;
+        ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), 0);
+
+        struct hbg_live_graph live[4];
+        uint64_t n_live = 0;
+        size_t n = hbg_ring_live_graphs(r, live, 4, &n_live);
+        ck_assert_uint_eq(n, 1);
+        ck_assert_uint_eq(n_live, 1);
+        ck_assert_uint_eq(live[0].graph_id, 77);
+        ck_assert_uint_eq(live[0].last_id, 3);
+        ck_assert_int_eq(hbg_ring_cancel_graph(r, 0, "io-reads"), 0);
+        ck_assert_int_eq(hbg_ring_cancel_graph(r, 1, "io-reads"), -ENOENT);
+
+        hbg_engine_ring_remove(e, r, -ESHUTDOWN);
+        while (n_released == 0) {
+                hbg_engine_collect(e);
+                sched_yield();
+        }
+        hbg_engine_free(e);
+        munmap(other, g.sub_region_size);
+        close(fd);
+        close(small);
+        close(fds[0]);
+        close(fds[1]);
+        free(sub);
+        free(cpl);
+}
+END_TEST
 
 /*
  * Spare ring arrays (ring_spares.h): filled a piece at a time up to the
@@ -437,7 +534,7 @@ START_TEST(spare_rings_taken) {
         /* A ring of that size takes one and maps no arrays of its own. */
         unsigned n_released = 0;
         struct hbg_ring_params p = {
-                .geometry = g, .sub_region = sub, .cpl_region = cpl, .first_id = 0,
+                .geometry = g, .sub_region = sub, .sub_fd = -1, .cpl_region = cpl, .first_id = 0,
                 .completion_fd = -1, .name = "spare", .released = released, .released_userdata = &n_released,
         };
         struct hbg_ring *r = NULL;
@@ -453,7 +550,7 @@ START_TEST(spare_rings_taken) {
          * (hbgd's mapping of them) left. */
         uint64_t cursor = 0;
         unsigned pieces = 0;
-        while ((more = hbg_ring_prefault(r, &cursor, 64 << 10, NULL)) > 0)
+        while ((more = hbg_ring_prefault(r, &cursor, 64 << 10, NULL, UINT64_MAX)) > 0)
                 ck_assert_uint_lt(++pieces, 100000);
         ck_assert_int_eq(more, 0);
         uint64_t regions = g.task_window * (sizeof(struct hbg_task_desc) + sizeof(struct hbg_task_payload)) +
@@ -516,6 +613,8 @@ static Suite *suite(void) {
         tcase_add_loop_test(tc, ring_add_fails_cleanly, 0, (int)hbg_completion_mode_count());
         tcase_add_loop_test(tc, ring_prefault_resident, 0, (int)hbg_completion_mode_count());
         tcase_add_loop_test(tc, ring_prefault_busy_skips_regions, 0, (int)hbg_completion_mode_count());
+        tcase_add_loop_test(tc, ring_prefault_waited_ends, 0, (int)hbg_completion_mode_count());
+        tcase_add_loop_test(tc, io_reads_through_memfd, 0, (int)hbg_completion_mode_count());
         tcase_add_loop_test(tc, spare_rings_taken, 0, (int)hbg_completion_mode_count());
         suite_add_tcase(s, tc);
         return s;
