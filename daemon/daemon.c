@@ -48,9 +48,10 @@ static bool sessions_idle(struct hbgd *d) {
         for (struct conn *c = d->conns; c; c = c->next) {
                 if (!c->session)
                         continue;
-                struct hbg_sub_header *sh = c->session->sub;
                 struct hbg_cpl_header *ch = c->session->cpl;
-                if (atomic_load(&sh->graphs_submitted) != atomic_load(&ch->graphs_retired))
+                /* Through the memfd: the io thread never faults on a
+                 * client's region (RUNTIME_LOGIC.md §8). */
+                if (hbg_ring_graphs_submitted(c->session->ring) != atomic_load(&ch->graphs_retired))
                         return false;
         }
         return true;

@@ -239,10 +239,9 @@ static int section_graphs(struct status_build *b) {
                 const struct session_snap *s = &b->snaps[i];
                 if (!s->visible)
                         continue;
-                struct hbg_sub_header *sh = s->conn->session->sub;
                 hbg__graph_status__init(&gs[ns]);
                 gs[ns].session_id = s->conn->id;
-                gs[ns].graphs_submitted = atomic_load_explicit(&sh->graphs_submitted, memory_order_relaxed);
+                gs[ns].graphs_submitted = hbg_ring_graphs_submitted(s->conn->session->ring);
                 gs[ns].graphs_retired = s->st.graphs_retired;
                 gs[ns].graphs_failed = s->st.graphs_failed;
                 gs[ns].watermark = s->st.watermark;

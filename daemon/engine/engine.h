@@ -363,6 +363,10 @@ struct hbg_live_graph {
         enum hbg_live_state state;
 };
 
+/* The client's graph cursor (its region's graphs_submitted), as the calls
+ * made off the scheduler threads read it: through the memfd when the ring
+ * has one (hbg_ring_params.sub_fd). The client's word: unchecked. */
+uint64_t hbg_ring_graphs_submitted(const struct hbg_ring *r);
 /* Note the graph records the client submitted since the last call, with
  * the time now_ms (the age hbg_ring_live_graphs() reports). Cheap: at
  * most a few thousand records per call, no task looked at. */

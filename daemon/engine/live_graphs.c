@@ -40,6 +40,10 @@ size_t live_graphs_seen_bytes(const struct hbg_geometry *g) {
         return g->graph_table_entries * sizeof(struct graph_seen);
 }
 
+uint64_t hbg_ring_graphs_submitted(const struct hbg_ring *r) {
+        return client_read_u64(r, &r->sub->graphs_submitted);
+}
+
 /*
  * Stamp the records hbgd has not seen yet with now_ms. The client's cursor
  * is hostile: one that moved back stamps nothing, one more than G ahead

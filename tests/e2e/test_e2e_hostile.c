@@ -618,6 +618,96 @@ START_TEST(session_setup_off_io_thread) {
 }
 END_TEST
 
+/*
+ * The io thread reads a session's submission region through its memfd,
+ * never through hbgd's mapping (RUNTIME_LOGIC.md §8): a fault on a page
+ * the client is punching out of its region waits for the whole punch. Seen
+ * in hbgd's page tables: the client punches its header page, which drops
+ * hbgd's mapping of it; then, while the scheduler threads sleep, it asks
+ * for the live graphs and the sessions and cancels a graph (the io thread
+ * reads the graph cursor there for each) and waits past a housekeeping
+ * tick (which reads it too). The page must still
+ * be absent from hbgd's mapping (/proc/PID/pagemap): reads through the
+ * mapping would have faulted it back.
+ */
+static uint64_t hbgd_region_start(struct hbgd_proc *d, uint64_t session) {
+        char path[64], line[512], name[64];
+        snprintf(path, sizeof(path), "/proc/%d/maps", (int)d->pid);
+        snprintf(name, sizeof(name), "hbg-sub-%" PRIu64 " ", session);
+        FILE *f = fopen(path, "r");
+        D_ASSERT(d, f != NULL, "cannot read %s: %s", path, strerror(errno));
+        uint64_t start = 0;
+        while (!start && fgets(line, sizeof(line), f))
+                if (strstr(line, name) && sscanf(line, "%" SCNx64, &start) != 1)
+                        start = 0;
+        fclose(f);
+        D_ASSERT(d, start != 0, "hbgd has no mapping of session %" PRIu64 "'s submission region", session);
+        return start;
+}
+
+/* Is hbgd's page at va mapped in its page tables (pagemap bit 63)? */
+static bool hbgd_page_present(struct hbgd_proc *d, uint64_t va) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/pagemap", (int)d->pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        D_ASSERT(d, fd >= 0, "cannot open %s: %s", path, strerror(errno));
+        uint64_t entry = 0;
+        ssize_t n = pread(fd, &entry, sizeof(entry), (off_t)(va / (uint64_t)sysconf(_SC_PAGESIZE) * sizeof(entry)));
+        close(fd);
+        D_ASSERT(d, n == (ssize_t)sizeof(entry), "cannot read %s: %s", path, strerror(errno));
+        return (entry >> 63) & 1;
+}
+
+START_TEST(punched_region_io_reads) {
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "");
+        int base = fd_baseline(d);
+        int fd = raw_connect(d->socket_path), st = raw_connect(d->socket_path);
+        raw_hello(fd);
+        raw_hello(st);
+        session_request(fd);
+        int fds[SESSION_FDS];
+        Hbg__Envelope *e = expect_env(fd, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, SESSION_FDS);
+        uint64_t session = e->session_reply->session_id;
+        wire_free(e);
+        /* Its pre-fault done (it maps the header page), and the scheduler
+         * threads parked: nothing of theirs reads the region any more. */
+        wait_slow_work_idle(d);
+        sleep_us(200000);
+        uint64_t va = hbgd_region_start(d, session);
+        D_ASSERT(d, hbgd_page_present(d, va), "hbgd's mapping of the header page is not in its page tables");
+        D_ASSERT(d, fallocate(fds[0], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096) == 0,
+                 "punching the header page: %s", strerror(errno));
+        D_ASSERT(d, !hbgd_page_present(d, va), "the punch left hbgd's mapping of the header page in place");
+
+        wire_free(status_of(d, st, HBG__STATUS_KIND__STATUS_GRAPHS));
+        wire_free(status_of(d, st, HBG__STATUS_KIND__STATUS_SESSIONS));
+        /* A cancel of its graph 0 (none: the cursor reads 0), answered. */
+        Hbg__CancelRequest cr = HBG__CANCEL_REQUEST__INIT;
+        cr.session_id = session;
+        cr.graph = 0;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_CANCEL_REQUEST;
+        env.cancel_request = &cr;
+        send_env(st, &env, NULL, 0);
+        struct rx r;
+        rx(st, WAIT_MS, &r);
+        D_ASSERT(d, r.kind == RX_RECORD, "no answer to a cancel request");
+        rx_free(&r);
+        sleep_us(250000); /* past a housekeeping tick (100 ms) */
+        wire_free(status_of(d, st, HBG__STATUS_KIND__STATUS_GRAPHS));
+        D_ASSERT(d, !hbgd_page_present(d, va),
+                 "the io thread read the punched header page through hbgd's mapping (a fault there waits for a "
+                 "client's punch)");
+        fprintf(stderr, "punched_region_io_reads: the header page stayed out of hbgd's page tables through two "
+                "listings, a cancel and a housekeeping tick\n");
+        for (unsigned i = 0; i < SESSION_FDS; i++)
+                close(fds[i]);
+        close(fd);
+        close(st);
+        abuse_epilogue(d, base, "punched_region_io_reads");
+}
+END_TEST
+
 /* ------------------------------------------------------------ 4. accept backlog */
 
 START_TEST(accept_backlog_burst) {
@@ -2096,7 +2186,7 @@ static Suite *suite(bool root, unsigned *ret_skipped) {
                                      task_cost_subnormal, big_window_session_cheap, wake_page_abuse,
                                      wake_page_waiters, wake_page_per_uid } },
                 { "limits", false, { memory_budget_per_uid, memory_budget_total, sessions_per_uid,
-                                     recording_storm, session_setup_off_io_thread } },
+                                     recording_storm, session_setup_off_io_thread, punched_region_io_reads } },
                 { "fair_share", false, { fair_share_per_uid } },
         };
         *ret_skipped = 0;
