@@ -279,7 +279,7 @@ void session_prefault_hold(struct slow_work *slow) {
 
 static void prefault_run(struct slow_job *job) {
         struct session *s = SESSION_OF(job, prefault);
-        s->prefault_more = hbg_ring_prefault(s->ring, &s->prefault_cursor, SESSION_PREFAULT_PIECE, &s->prefault_stop,
+        s->prefault_more = hbg_ring_prefault(s->prefault_ring, &s->prefault_cursor, SESSION_PREFAULT_PIECE, &s->prefault_stop,
                                               SESSION_PREFAULT_REGION_NS);
         s->prefault_pieces++;
 }
@@ -289,6 +289,17 @@ static void prefault_run(struct slow_job *job) {
  * short now (-ENOMEM) ends it: the pages then come on first touch. */
 static void prefault_done(struct slow_job *job) {
         struct session *s = SESSION_OF(job, prefault);
+        if (s->held_ring) {
+                /* The session closed while this piece ran: let its ring
+                 * go, which may free it and, through session_released(),
+                 * the session. */
+                struct hbg_engine *e = s->engine;
+                struct hbg_ring *r = s->held_ring;
+                s->held_ring = NULL;
+                hbg_ring_unhold(e, r);
+                hbg_engine_collect(e);
+                return;
+        }
         if (s->prefault_more > 0) {
                 slow_work_submit(s->slow, &s->prefault);
                 return;
@@ -309,6 +320,7 @@ int session_start(struct session *s, const char **why) {
         if (err < 0)
                 return err;
         *why = NULL;
+        s->prefault_ring = s->ring;
         s->prefault.run = prefault_run;
         s->prefault.done = prefault_done;
         s->prefault.uid = s->uid;
@@ -338,14 +350,15 @@ void session_client_fds_sent(struct session *s) {
 bool session_close(struct session *s, int reason) {
         if (!s)
                 return false;
-        /* Nothing runs on its behalf from here on. A pre-fault piece
-         * running now stops at its next page: the io thread waits for one
-         * page's fault at most, however the client makes it wait. Relaxed:
-         * the flag only shortens the piece; slow_work_cancel()'s lock
-         * orders its end before what follows. */
+        /* Nothing new runs on its behalf from here on. A pre-fault piece
+         * running now is not waited for: one fault of it may wait for as
+         * long as the client's punch of its region takes (client_read.h),
+         * and this is the io thread. It stops before its next page; the
+         * ring it works on stays held until its done (prefault_done()).
+         * Relaxed: the flag only shortens the piece. */
         atomic_store_explicit(&s->prefault_stop, true, memory_order_relaxed);
         slow_work_cancel(s->slow, &s->build);
-        slow_work_cancel(s->slow, &s->prefault);
+        bool piece_running = !slow_work_detach(s->slow, &s->prefault);
         if (!s->ring) {
                 /* Never served (its build failed, or never ran): no engine
                  * to wait for. */
@@ -361,6 +374,10 @@ bool session_close(struct session *s, int reason) {
         session_client_fds_sent(s);
         struct hbg_ring *r = s->ring;
         s->ring = NULL;
+        if (piece_running) {
+                hbg_ring_hold(s->engine, r);
+                s->held_ring = r;
+        }
         hbg_engine_ring_remove(s->engine, r, reason);
         return hbg_engine_collect(s->engine) > 0;
 }

@@ -73,10 +73,15 @@ struct session {
         int build_err;                 /* its outcome, read in session_start() */
         const char *build_why;
         struct slow_job prefault;      /* a piece of hbg_ring_prefault() per run */
+        struct hbg_ring *prefault_ring; /* what its pieces work on: the ring, set once
+                                           before the first and never changed after */
+        struct hbg_ring *held_ring;    /* closed while a piece ran: the ring, held
+                                          (hbg_ring_hold()) until the piece's done */
         uint64_t prefault_cursor;
         int prefault_more;             /* its last result: 1 more to do, 0 done, < 0 stopped */
         uint64_t prefault_pieces;      /* runs so far */
-        _Atomic bool prefault_stop;    /* set by session_close(): a running piece stops at its next page */
+        _Atomic bool prefault_stop;    /* set by session_close(): a running piece stops
+                                          before its next page */
 };
 
 /* What one pre-fault job faults in (a session's, spare_rings.c's): 256

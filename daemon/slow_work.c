@@ -245,10 +245,8 @@ static void unlink_job(struct slow_job **head, struct slow_job *job) {
                 }
 }
 
-bool slow_work_cancel(struct slow_work *w, struct slow_job *job) {
-        pthread_mutex_lock(&w->lock);
-        while (job->state == JOB_RUNNING)
-                pthread_cond_wait(&w->ran, &w->lock);
+/* Take back a job that is not running (w->lock held); did it run? */
+static bool take_back_locked(struct slow_work *w, struct slow_job *job) {
         bool ran = job->state == JOB_FINISHED;
         if (job->state == JOB_QUEUED)
                 unlink_job(&w->queued, job);
@@ -257,8 +255,25 @@ bool slow_work_cancel(struct slow_work *w, struct slow_job *job) {
         if (job->state != JOB_IDLE)
                 w->pending--;
         job->state = JOB_IDLE;
+        return ran;
+}
+
+bool slow_work_cancel(struct slow_work *w, struct slow_job *job) {
+        pthread_mutex_lock(&w->lock);
+        while (job->state == JOB_RUNNING)
+                pthread_cond_wait(&w->ran, &w->lock);
+        bool ran = take_back_locked(w, job);
         pthread_mutex_unlock(&w->lock);
         return ran;
+}
+
+bool slow_work_detach(struct slow_work *w, struct slow_job *job) {
+        pthread_mutex_lock(&w->lock);
+        bool running = job->state == JOB_RUNNING;
+        if (!running)
+                take_back_locked(w, job);
+        pthread_mutex_unlock(&w->lock);
+        return !running;
 }
 
 void slow_work_hold_background(struct slow_work *w, int64_t ns) {

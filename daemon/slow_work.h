@@ -64,6 +64,11 @@ void slow_work_submit(struct slow_work *w, struct slow_job *job);
  * removed without running; a running one is waited for (one job's time at
  * most); `done` is not called either way. Returns whether `run` ran. */
 bool slow_work_cancel(struct slow_work *w, struct slow_job *job);
+/* Take a submitted job back without waiting for it: true if it will not
+ * run (it was queued, or it ran and `done` is not called now); false if
+ * it is running: then `done` is called on the io thread once `run`
+ * returns, as for any job, and the job's owner must live until then. */
+bool slow_work_detach(struct slow_work *w, struct slow_job *job);
 
 /* Background jobs start none for ns from now (a longer hold already set
  * stays); one running goes on. A job of the other class ends no hold. */

@@ -33,8 +33,12 @@ uint64_t client_read_u64(const struct hbg_ring *r, const _Atomic uint64_t *at) {
          * covers; our copy of it came before this fence, and our later
          * reads after it: they see what the cursor covers, as after an
          * acquire load (the copy is plain loads in the kernel, on this
-         * thread). */
+         * thread). gcc's ThreadSanitizer refuses fences it cannot model
+         * (-Wtsan); it sees no kernel copy either, so it has nothing to
+         * order here. */
+#ifndef __SANITIZE_THREAD__
         atomic_thread_fence(memory_order_acquire);
+#endif
         return v;
 }
 
@@ -43,4 +47,24 @@ void client_read(const struct hbg_ring *r, const void *at, void *out, size_t len
                 memcpy(out, at, len);
         else
                 read_fd(r, at, out, len);
+}
+
+/* Relaxed: hbg_engine_ring_remove() stores `removing` (seq_cst) before it
+ * runs the ring's last steps on its own thread, which then sees it; a
+ * scheduler thread that reads it late only reads the mapping as before. */
+bool client_reachable(const struct hbg_ring *r) {
+        return !atomic_load_explicit(&r->removing, memory_order_relaxed);
+}
+
+uint64_t client_cursor(const struct hbg_ring *r, const _Atomic uint64_t *at) {
+        if (client_reachable(r))
+                return atomic_load_explicit(at, memory_order_acquire);
+        return client_read_u64(r, at);
+}
+
+void client_copy(const struct hbg_ring *r, const void *at, void *out, size_t len) {
+        if (client_reachable(r))
+                memcpy(out, at, len);
+        else
+                client_read(r, at, out, len);
 }

@@ -10,11 +10,23 @@
  * pages it frees (a 1 GiB heap: a quarter of a second). A read(2) of the
  * memfd waits for no punch: it copies the pages that are there, and a
  * hole reads as zeros. Scheduler threads read the region through the
- * mapping, as a kernel does: for them a punch costs as a kernel turn does.
+ * mapping, as a kernel does (SECURITY.md: they may wait for a punch).
+ *
+ * A ring being removed runs its last steps (failing its graphs, telling
+ * the client) on the io thread too, in code the scheduler threads share
+ * (retire.c, signal.c): there, the client_* calls below read through the
+ * memfd once the ring is removing, and client_reachable() says whether a
+ * word of the region may be touched at all (a wake or a pipe byte is then
+ * sent without looking at the client's words).
+ *
+ * A copy through the memfd is not one access: a cursor may read torn
+ * while the client writes it. It is the client's word either way,
+ * checked as such; only its own session can be hurt.
  */
 #pragma once
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,3 +38,12 @@ uint64_t client_read_u64(const struct hbg_ring *r, const _Atomic uint64_t *at);
 /* Copy len bytes at `at` (inside the region) into out; bytes that could
  * not be read are zero. */
 void client_read(const struct hbg_ring *r, const void *at, void *out, size_t len);
+
+/* May the calling thread touch the region through hbgd's mapping? Not
+ * once the ring is being removed (its last steps run on the io thread). */
+bool client_reachable(const struct hbg_ring *r);
+/* A cursor (acquire) and a copy for code shared by the scheduler threads
+ * and a ring's removal: through the mapping while client_reachable(),
+ * else through the memfd. */
+uint64_t client_cursor(const struct hbg_ring *r, const _Atomic uint64_t *at);
+void client_copy(const struct hbg_ring *r, const void *at, void *out, size_t len);

@@ -220,9 +220,12 @@ struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
                                 hbg_engine_ring_remove(e, r, -ESHUTDOWN);
                 }
         }
-        /* Every thread has exited: nothing holds a ring any more. */
-        if (e->threads)
+        /* Every thread has exited: nothing holds a ring any more (the
+         * owner's threads that held one are gone too). */
+        if (e->threads) {
+                ring_table_drop_holds(e);
                 hbg_engine_collect(e);
+        }
         if (e->rings_lock_ready)
                 pthread_mutex_destroy(&e->rings_lock);
         if (e->completion && e->completion->engine_free)

@@ -19,6 +19,7 @@
 #include <syslog.h>
 
 #include "common/errtext.h"
+#include "daemon/engine/client_read.h"
 #include "daemon/engine/engine_log.h"
 #include "daemon/engine/engine_state.h"
 #include "daemon/engine/failures.h"
@@ -140,7 +141,7 @@ static bool fetch_graph(struct hbg_ring *r, uint64_t submitted) {
         if (submitted <= r->graph_next)
                 return false;
         struct hbg_graph_record rec;
-        memcpy(&rec, &r->graph_records[r->graph_next & (r->g.graph_table_entries - 1)], sizeof(rec));
+        client_copy(r, &r->graph_records[r->graph_next & (r->g.graph_table_entries - 1)], &rec, sizeof(rec));
         if (rec.reserved != 0 || rec.first_id != r->graph_expected_first || rec.last_id < rec.first_id) {
                 retire_fail(r, -EPROTO, rec.first_id,
                             "graph record is not the contiguous continuation of the previous one");
@@ -173,14 +174,12 @@ static bool fail_graphs_locked(struct hbg_ring *r, int code) {
         int64_t now = 0;
         for (uint64_t n = 0; n < r->g.graph_table_entries; n++) {
                 if (!r->graph_have) {
-                        uint64_t submitted = atomic_load_explicit(&r->sub->graphs_submitted,
-                                                                  memory_order_acquire);
+                        uint64_t submitted = client_cursor(r, &r->sub->graphs_submitted);
                         if (submitted <= r->graph_next ||
                             submitted - r->graph_next > r->g.graph_table_entries)
                                 break;
-                        memcpy(&r->graph_cur,
-                               &r->graph_records[r->graph_next & (r->g.graph_table_entries - 1)],
-                               sizeof(r->graph_cur));
+                        client_copy(r, &r->graph_records[r->graph_next & (r->g.graph_table_entries - 1)],
+                                    &r->graph_cur, sizeof(r->graph_cur));
                         r->graph_have = true;
                 }
                 bool holds = why && task >= r->graph_cur.first_id && task <= r->graph_cur.last_id;
@@ -201,7 +200,7 @@ static bool retire_graphs_locked(struct hbg_ring *r) {
         uint64_t wm = watermark_read(&r->window);
         /* Records up to here have been looked at: work_graphs_arrived()
          * compares against this, not against what is fetched. */
-        uint64_t submitted = atomic_load_explicit(&r->sub->graphs_submitted, memory_order_acquire);
+        uint64_t submitted = client_cursor(r, &r->sub->graphs_submitted);
         atomic_store_explicit(&r->graphs_seen, submitted, memory_order_relaxed);
         bool any = false;
         int64_t now = 0;

@@ -6,6 +6,7 @@
 #include "daemon/engine/ring.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,11 +195,16 @@ int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes, 
         return 0;
 }
 
-/* sub_fd, when given, holds the whole region: a file (a memfd), not some
- * other descriptor a reader would block on. */
+/* sub_fd, when given, holds the whole region for good: a readable file
+ * (a memfd) sealed against shrinking, not some other descriptor a read
+ * could block on or come back short from. */
 static bool sub_fd_usable(int fd, const struct hbg_geometry *g) {
+        if (fd < 0)
+                return true;
         struct stat st;
-        return fd < 0 || (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size >= g->sub_region_size);
+        int fl = fcntl(fd, F_GETFL), seals = fcntl(fd, F_GET_SEALS);
+        return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size >= g->sub_region_size &&
+               fl >= 0 && (fl & O_ACCMODE) != O_WRONLY && !(fl & O_PATH) && seals >= 0 && (seals & F_SEAL_SHRINK);
 }
 
 /*

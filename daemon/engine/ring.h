@@ -58,6 +58,7 @@ struct hbg_ring {
         void (*released)(void *userdata); /* hbg_ring_params.released */
         void *released_userdata;
         struct hbg_ring *next_removed;    /* engine->removed list (rings_lock) */
+        unsigned holds;                   /* hbg_ring_hold()s not let go (rings_lock) */
         unsigned share;                   /* its slot in engine->shares (§9.5); fixed */
         int removal_reason;
 

@@ -127,7 +127,10 @@ void hbg_engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason
         retire_fail_quietly(r, r->removal_reason);
 }
 
+/* rings_lock held. */
 static bool ring_held(struct hbg_engine *e, struct hbg_ring *r) {
+        if (r->holds)
+                return true;
         for (unsigned i = 0; i < e->nthreads; i++)
                 if (atomic_load(&e->threads[i].hazard) == r ||
                     atomic_load(&e->threads[i].peek_hazard) == r)
@@ -161,6 +164,25 @@ static void ring_reclaim(struct hbg_ring *r) {
         ring_free(r);
         if (released)
                 released(userdata);
+}
+
+void hbg_ring_hold(struct hbg_engine *e, struct hbg_ring *r) {
+        pthread_mutex_lock(&e->rings_lock);
+        r->holds++;
+        pthread_mutex_unlock(&e->rings_lock);
+}
+
+void hbg_ring_unhold(struct hbg_engine *e, struct hbg_ring *r) {
+        pthread_mutex_lock(&e->rings_lock);
+        r->holds--;
+        pthread_mutex_unlock(&e->rings_lock);
+}
+
+void ring_table_drop_holds(struct hbg_engine *e) {
+        pthread_mutex_lock(&e->rings_lock);
+        for (struct hbg_ring *r = e->removed; r; r = r->next_removed)
+                r->holds = 0;
+        pthread_mutex_unlock(&e->rings_lock);
 }
 
 unsigned hbg_engine_collect(struct hbg_engine *e) {

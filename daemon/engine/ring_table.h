@@ -5,6 +5,7 @@
 
 #include "shm/completion.h"
 
+struct hbg_engine;
 struct hbg_ring;
 struct sched_thread;
 
@@ -15,3 +16,5 @@ void ring_table_leave(struct sched_thread *t);
 struct hbg_ring *ring_table_peek_enter(struct sched_thread *t, unsigned idx);
 void ring_table_peek_leave(struct sched_thread *t);
 void ring_table_fold_completer_stats(struct hbg_completer_stats *into, const struct hbg_completer_stats *s);
+/* hbg_engine_free(), its threads gone: every hbg_ring_hold() let go. */
+void ring_table_drop_holds(struct hbg_engine *e);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/futex.h"
+#include "daemon/engine/client_read.h"
 #include "daemon/engine/ring.h"
 
 /* One byte into the completion pipe. The write end is ours alone and
@@ -35,6 +36,9 @@ void signal_pipe(struct hbg_ring *r) {
  * is client-written: it only decides whether its own pipe is written.
  */
 bool signal_window_waiter_due(struct hbg_ring *r) {
+        /* Being removed (the io thread may be here): the byte, unasked. */
+        if (!client_reachable(r))
+                return true;
         uint64_t wm = atomic_load_explicit(&r->cpl->completed_watermark, memory_order_seq_cst);
         uint64_t want = atomic_load_explicit(&r->sub->window_waiting, memory_order_seq_cst);
         if (want == 0 || wm < want)
@@ -54,17 +58,18 @@ bool signal_window_waiter_due(struct hbg_ring *r) {
  * between its word load and its FUTEX_WAIT makes the wait return at once.
  * The count is client-written: a garbage value costs this client one wake
  * system call per publication on its own word, nothing else; nobody
- * sleeping (the busy path) costs no system call.
+ * sleeping (the busy path) costs no system call. A ring being removed
+ * wakes without looking (client_read.h).
  */
-static void wake_word(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, int n) {
+static void wake_word(const struct hbg_ring *r, _Atomic uint32_t *word, _Atomic uint32_t *sleepers, int n) {
         atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
-        if (atomic_load_explicit(sleepers, memory_order_seq_cst) != 0)
+        if (!client_reachable(r) || atomic_load_explicit(sleepers, memory_order_seq_cst) != 0)
                 futex_wake_shared(word, n);
 }
 
 void signal_ext_wake(struct hbg_ring *r) {
         /* One: a worker that takes a task and sees more wakes a peer. */
-        wake_word(&r->cpl->ext_wake, &r->sub->ext_sleepers, 1);
+        wake_word(r, &r->cpl->ext_wake, &r->sub->ext_sleepers, 1);
 }
 
 void signal_graph_wake(struct hbg_ring *r) {
@@ -72,9 +77,9 @@ void signal_graph_wake(struct hbg_ring *r) {
          * client is used from one thread at a time), and waking every
          * thread a client parked there would cost hbgd what the client
          * chooses. */
-        wake_word(&r->cpl->graph_wake, &r->sub->graph_sleepers, 1);
+        wake_word(r, &r->cpl->graph_wake, &r->sub->graph_sleepers, 1);
 }
 
 bool signal_pipe_wanted(struct hbg_ring *r) {
-        return atomic_load_explicit(&r->sub->pipe_wanted, memory_order_seq_cst) != 0;
+        return !client_reachable(r) || atomic_load_explicit(&r->sub->pipe_wanted, memory_order_seq_cst) != 0;
 }

@@ -428,7 +428,9 @@ END_TEST
  * cancel) comes through the memfd, not through the mapping, in which a
  * fault could wait for a client's punch (client_read.h). Here the memfd
  * holds a graph that the mapping does not: only reads of the memfd see
- * it. A descriptor that is no file of the region's size is refused.
+ * it, in the listing, the cancel, and the removal that fails it (its
+ * last steps run on the remover's thread). A descriptor that is no file
+ * of the region's size, or not sealed against shrinking, is refused.
  */
 START_TEST(io_reads_through_memfd) {
         struct hbg_engine_config cfg;
@@ -439,7 +441,7 @@ START_TEST(io_reads_through_memfd) {
         void *sub, *cpl;
         small_geometry(&g, 1024, &sub, &cpl);
 
-        int fd = memfd_create("io-reads", MFD_CLOEXEC);
+        int fd = memfd_create("io-reads", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         ck_assert_int_ge(fd, 0);
         ck_assert_int_eq(ftruncate(fd, (off_t)g.sub_region_size), 0);
         char *other = mmap(NULL, g.sub_region_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -459,11 +461,15 @@ START_TEST(io_reads_through_memfd) {
         struct hbg_ring *r = NULL;
         p.sub_fd = fds[0];
         ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), -EINVAL);
-        int small = memfd_create("io-reads-small", MFD_CLOEXEC);
+        int small = memfd_create("io-reads-small", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         ck_assert_int_eq(ftruncate(small, (off_t)g.sub_region_size - 4096), 0);
+        ck_assert_int_eq(fcntl(small, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
         p.sub_fd = small;
         ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), -EINVAL);
+        /* Not sealed against shrinking: a read could come back short. */
         p.sub_fd = fd;
+        ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), -EINVAL);
+        ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
         ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), 0);
 
         struct hbg_live_graph live[4];
@@ -476,11 +482,15 @@ START_TEST(io_reads_through_memfd) {
         ck_assert_int_eq(hbg_ring_cancel_graph(r, 0, "io-reads"), 0);
         ck_assert_int_eq(hbg_ring_cancel_graph(r, 1, "io-reads"), -ENOENT);
 
+        /* The ring's removal fails its graphs on this thread, as on hbgd's
+         * io thread: the one graph the memfd holds. */
         hbg_engine_ring_remove(e, r, -ESHUTDOWN);
         while (n_released == 0) {
                 hbg_engine_collect(e);
                 sched_yield();
         }
+        const struct hbg_cpl_header *ch = cpl;
+        ck_assert_uint_eq(atomic_load(&ch->graphs_retired), 1);
         hbg_engine_free(e);
         munmap(other, g.sub_region_size);
         close(fd);

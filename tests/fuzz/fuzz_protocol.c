@@ -52,6 +52,9 @@ static struct hbgd *the_daemon(void) {
         static char dir[] = "/tmp/hbg-fuzz-protocol.XXXXXX";
         if (!mkdtemp(dir))
                 abort();
+        /* As hbgd's main does (the engine writes completion pipes whose
+         * other end a client may have closed). */
+        signal(SIGPIPE, SIG_IGN);
         struct hbgd_config cfg;
         hbgd_config_default(&cfg);
         snprintf(cfg.socket_path, sizeof(cfg.socket_path), "%s/hbgd.sock", dir);

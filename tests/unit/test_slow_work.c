@@ -8,6 +8,8 @@
  *   flight is right, and nothing touches it after the cancel
  *   (AddressSanitizer would say so: the job is freed in the first done);
  * - jobs are taken by class;
+ * - a job taken back without waiting still gets its done if it was
+ *   running, and never runs if it was queued;
  * - a background job (a session's pre-fault) waits while a hold lasts,
  *   which connects renew (session_prefault_hold()), so that it does not
  *   take a core from the clients connecting; a request's job is never
@@ -154,6 +156,33 @@ START_TEST(classes_in_order) {
 }
 END_TEST
 
+/* A job taken back without waiting (a session closing while its
+ * pre-fault piece may wait for a client's punch): a running one is left
+ * to run, and its done still comes, once; a queued one never runs and
+ * its done never comes. */
+START_TEST(detach_without_waiting) {
+        struct io_loop *l;
+        const char *note;
+        ck_assert_int_eq(io_loop_new(&l, _i == 1, &note), 0);
+        ck_assert_int_eq(slow_work_new(&work, l), 0);
+        struct slow_job a = { .run = run_slow, .done = done_note, .uid = 5, .userdata = &names[0] };
+        struct slow_job b = { .run = run_quick, .done = done_note, .uid = 1, .userdata = &names[2],
+                              .class = SLOW_BACKGROUND };
+        block_worker(&a);
+        slow_work_submit(work, &b);
+        ck_assert_msg(!slow_work_detach(work, &a), "a running job was taken back");
+        ck_assert_msg(slow_work_detach(work, &b), "a queued job was not taken back");
+        ck_assert_uint_eq(slow_work_pending(work), 1);
+        ck_assert_str_eq(unblock_and_collect(l, 1), "a");
+        for (int i = 0; i < 5; i++)
+                io_loop_run_once(l, 10);
+        ck_assert_uint_eq(n_order, 1);
+        ck_assert_uint_eq(slow_work_pending(work), 0);
+        work = slow_work_free(work);
+        io_loop_free(l);
+}
+END_TEST
+
 /* Set-ups come first, but after 8 in a row a waiting request has its
  * turn: a user connecting in a loop does not starve others' recordings. */
 START_TEST(setups_yield_to_a_request) {
@@ -281,6 +310,7 @@ static Suite *suite(void) {
         tcase_add_loop_test(t, cancel_from_done_of_same_batch, 0, 2);
         tcase_add_loop_test(t, classes_in_order, 0, 2);
         tcase_add_test(t, setups_yield_to_a_request);
+        tcase_add_loop_test(t, detach_without_waiting, 0, 2);
         suite_add_tcase(s, t);
         t = tcase_create("hold");
         tcase_set_timeout(t, 60);
