@@ -70,8 +70,11 @@ static void copy_recorded(struct task_slot *s, const struct task_slot *src, uint
         s->n_fanins = src->n_fanins;
         s->args.n_tensors = src->args.n_tensors;
         s->args.n_scalars = src->args.n_scalars;
-        memcpy(s->args.tensors, src->args.tensors, src->args.n_tensors * sizeof(s->args.tensors[0]));
-        memcpy(s->args.scalars, src->args.scalars, src->args.n_scalars * sizeof(s->args.scalars[0]));
+        /* Empty lists, as validation skips them (many tasks have none). */
+        if (src->args.n_tensors)
+                memcpy(s->args.tensors, src->args.tensors, src->args.n_tensors * sizeof(s->args.tensors[0]));
+        if (src->args.n_scalars)
+                memcpy(s->args.scalars, src->args.scalars, src->args.n_scalars * sizeof(s->args.scalars[0]));
 }
 
 bool launch_pending(const struct sched_thread *t, const struct hbg_ring *r) {
