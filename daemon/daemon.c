@@ -398,7 +398,9 @@ struct hbgd *hbgd_free(struct hbgd *d) {
         while (d->conns)
                 conn_close(d->conns, NULL);
         conn_free_dead(d);
-        /* Every connection's job was cancelled with it. */
+        /* Every connection's job was taken back with it (a running
+         * pre-fault piece finishes in slow_work_free(), without its done;
+         * hbg_engine_free() then lets go of the ring it held). */
         spare_rings_stop(d);
         slow_work_free(d->slow);
         refusal_close_all(d);

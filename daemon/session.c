@@ -292,7 +292,9 @@ static void prefault_done(struct slow_job *job) {
         if (s->held_ring) {
                 /* The session closed while this piece ran: let its ring
                  * go, which may free it and, through session_released(),
-                 * the session. */
+                 * the session. (Collected here, not by hbgd's tick: the
+                 * memory it gives back then asks for no spare ring until
+                 * the next connect or close does.) */
                 struct hbg_engine *e = s->engine;
                 struct hbg_ring *r = s->held_ring;
                 s->held_ring = NULL;
@@ -358,13 +360,13 @@ bool session_close(struct session *s, int reason) {
          * Relaxed: the flag only shortens the piece. */
         atomic_store_explicit(&s->prefault_stop, true, memory_order_relaxed);
         slow_work_cancel(s->slow, &s->build);
-        bool piece_running = !slow_work_detach(s->slow, &s->prefault);
         if (!s->ring) {
                 /* Never served (its build failed, or never ran): no engine
-                 * to wait for. */
+                 * to wait for, and no pre-fault was ever submitted. */
                 session_free(s);
                 return false;
         }
+        bool piece_running = !slow_work_detach(s->slow, &s->prefault);
         if (s->doorbell_src) {
                 io_source_del(s->loop, s->doorbell_src);
                 s->doorbell_src = NULL;

@@ -81,14 +81,15 @@ struct session {
         int prefault_more;             /* its last result: 1 more to do, 0 done, < 0 stopped */
         uint64_t prefault_pieces;      /* runs so far */
         _Atomic bool prefault_stop;    /* set by session_close(): a running piece stops
-                                          before its next page */
+                                          before its next page of the regions, or
+                                          its next chunk of the ring's arrays */
 };
 
 /* What one pre-fault job faults in (a session's, spare_rings.c's): 256
  * KiB, 0.1 to 1 ms here (first touches are dear in a VM), so that a
  * request's job (a connect, a recording) waits at most that long behind
- * it, and so does session_close(); with 1 MiB pieces a burst of 8
- * connects measured a p99 several times longer (docs/PERFORMANCE.md). */
+ * it; with 1 MiB pieces a burst of 8 connects measured a p99 several
+ * times longer (docs/PERFORMANCE.md). */
 #define SESSION_PREFAULT_PIECE ((uint64_t)256 << 10)
 /* The time a piece's pages of the regions may take in all: 64 of them
  * take up to 1 ms here, as above; longer means a client punching holes
@@ -137,10 +138,11 @@ void session_prefault_hold(struct slow_work *slow);
 void session_client_fds(const struct session *s, int ret_fds[5]);
 /* The client has its copies: close ours of its fds. */
 void session_client_fds_sent(struct session *s);
-/* Stop serving: a build or pre-fault job in flight is taken back (one
- * that runs is waited for: one build, or one piece of pre-fault), the ring
- * is detached (its pending graphs fail with `reason`); the rest is freed
- * when the engine releases it, at once if it has no ring. Takes a session
+/* Stop serving: a build or pre-fault job in flight is taken back (a
+ * running build is waited for; a running piece of pre-fault is not: it
+ * holds the ring until its done), the ring is detached (its pending
+ * graphs fail with `reason`); the rest is freed when the engine releases
+ * it, at once if it has no ring. Takes a session
  * in any state, built or not. s must not be used after this. Returns
  * whether rings of closed sessions are still held by a scheduler thread
  * (hbg_engine_collect()): the caller collects again soon. */

@@ -67,7 +67,9 @@ bool slow_work_cancel(struct slow_work *w, struct slow_job *job);
 /* Take a submitted job back without waiting for it: true if it will not
  * run (it was queued, or it ran and `done` is not called now); false if
  * it is running: then `done` is called on the io thread once `run`
- * returns, as for any job, and the job's owner must live until then. */
+ * returns, as for any job, and the job's owner must live until then and
+ * neither submit nor cancel the job before that `done`. At
+ * slow_work_free() such a job finishes its run and gets no `done`. */
 bool slow_work_detach(struct slow_work *w, struct slow_job *job);
 
 /* Background jobs start none for ns from now (a longer hold already set

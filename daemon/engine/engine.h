@@ -201,8 +201,9 @@ void hbg_ring_unhold(struct hbg_engine *e, struct hbg_ring *r);
  * NULL, is looked at before each page of the regions, and the regions'
  * pages of one call taking max_wait_ns in all end it. Returns 1 while
  * some remain, 0 once done, or a negative errno (-ECANCELED: *stop set;
- * -EINVAL: before Linux 5.14). Nothing is written: any thread may call it while the ring
- * is served, but not after it is removed.
+ * -EINVAL: before Linux 5.14). Nothing is written: any thread may call
+ * it while the ring is served, or after its removal while the caller
+ * holds it (hbg_ring_hold()).
  */
 int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes, const _Atomic bool *stop,
                       uint64_t max_wait_ns);

@@ -142,8 +142,8 @@ static bool prefault_span(const struct hbg_ring *r, unsigned i, unsigned n_array
 
 /* The regions go a page at a time, *stop looked at before each: a client
  * punching holes in its submission region makes a fault there wait for
- * the whole punch (client_read.h), and the session's close, which waits
- * for a running piece on the io thread, should wait for one page at most.
+ * the whole punch (client_read.h), and a session's close should not
+ * leave the piece running longer than that page.
  * The regions' pages of one call taking max_wait_ns in all (a punch, or
  * memory short) end the pre-fault: the slow-work thread, which sets up
  * every client's sessions, then waits for a punch once per session at
