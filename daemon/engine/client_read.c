@@ -48,23 +48,3 @@ void client_read(const struct hbg_ring *r, const void *at, void *out, size_t len
         else
                 read_fd(r, at, out, len);
 }
-
-/* Relaxed: hbg_engine_ring_remove() stores `removing` (seq_cst) before it
- * runs the ring's last steps on its own thread, which then sees it; a
- * scheduler thread that reads it late only reads the mapping as before. */
-bool client_reachable(const struct hbg_ring *r) {
-        return !atomic_load_explicit(&r->removing, memory_order_relaxed);
-}
-
-uint64_t client_cursor(const struct hbg_ring *r, const _Atomic uint64_t *at) {
-        if (client_reachable(r))
-                return atomic_load_explicit(at, memory_order_acquire);
-        return client_read_u64(r, at);
-}
-
-void client_copy(const struct hbg_ring *r, const void *at, void *out, size_t len) {
-        if (client_reachable(r))
-                memcpy(out, at, len);
-        else
-                client_read(r, at, out, len);
-}

@@ -29,8 +29,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
-struct hbg_ring;
+#include "daemon/engine/ring.h"
 
 /* The client's cursor at `at` (inside the region), with acquire order:
  * what the caller reads after it (client_read()) is at least as new. */
@@ -40,10 +41,27 @@ uint64_t client_read_u64(const struct hbg_ring *r, const _Atomic uint64_t *at);
 void client_read(const struct hbg_ring *r, const void *at, void *out, size_t len);
 
 /* May the calling thread touch the region through hbgd's mapping? Not
- * once the ring is being removed (its last steps run on the io thread). */
-bool client_reachable(const struct hbg_ring *r);
+ * once the ring is being removed (its last steps run on the io thread).
+ * Relaxed: hbg_engine_ring_remove() stores `removing` (seq_cst) before it
+ * runs the ring's last steps on its own thread, which then sees it; a
+ * scheduler thread that reads it late only reads the mapping as before. */
+static inline bool client_reachable(const struct hbg_ring *r) {
+        return !atomic_load_explicit(&r->removing, memory_order_relaxed);
+}
+
 /* A cursor (acquire) and a copy for code shared by the scheduler threads
  * and a ring's removal: through the mapping while client_reachable(),
- * else through the memfd. */
-uint64_t client_cursor(const struct hbg_ring *r, const _Atomic uint64_t *at);
-void client_copy(const struct hbg_ring *r, const void *at, void *out, size_t len);
+ * else through the memfd. Inline: the scheduler threads' retirement
+ * pass copies a record per graph, as it did before with a plain copy. */
+static inline uint64_t client_cursor(const struct hbg_ring *r, const _Atomic uint64_t *at) {
+        if (client_reachable(r))
+                return atomic_load_explicit(at, memory_order_acquire);
+        return client_read_u64(r, at);
+}
+
+static inline void client_copy(const struct hbg_ring *r, const void *at, void *out, size_t len) {
+        if (client_reachable(r))
+                memcpy(out, at, len);
+        else
+                client_read(r, at, out, len);
+}

@@ -121,10 +121,15 @@ void hbg_engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason
         atomic_fetch_sub(&e->ring_count, 1);
         r->next_removed = e->removed;
         e->removed = r;
+        /* Held while we fail its graphs below: a collect on another
+         * thread (the engine's tests remove from several) must not free
+         * it under us. */
+        r->holds++;
         pthread_mutex_unlock(&e->rings_lock);
         /* Fail what is pending now, so the client (if still there) hears at
          * once; safe while threads still run: the combining retire lock. */
         retire_fail_quietly(r, r->removal_reason);
+        hbg_ring_unhold(e, r);
 }
 
 /* rings_lock held. */
