@@ -190,8 +190,9 @@ void hbg_engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason
 unsigned hbg_engine_collect(struct hbg_engine *e);
 /* Keep a ring from being freed while a thread of the caller's (not a
  * scheduler thread) still uses it after hbg_engine_ring_remove(): the
- * ring is collected only once every hold is let go. hbg_engine_free()
- * ignores holds: the caller's threads must be gone by then. */
+ * ring is collected only once every hold is let go (removal itself holds
+ * it while it fails the ring's graphs). hbg_engine_free() ignores holds:
+ * the caller's threads must be gone by then. */
 void hbg_ring_hold(struct hbg_engine *e, struct hbg_ring *r);
 void hbg_ring_unhold(struct hbg_engine *e, struct hbg_ring *r);
 /*
