@@ -279,8 +279,8 @@ void session_prefault_hold(struct slow_work *slow) {
 
 static void prefault_run(struct slow_job *job) {
         struct session *s = SESSION_OF(job, prefault);
-        s->prefault_more = hbg_ring_prefault(s->prefault_ring, &s->prefault_cursor, SESSION_PREFAULT_PIECE, &s->prefault_stop,
-                                              SESSION_PREFAULT_REGION_NS);
+        s->prefault_more = hbg_ring_prefault(s->prefault_ring, &s->prefault_cursor, SESSION_PREFAULT_PIECE,
+                                             &s->prefault_stop, SESSION_PREFAULT_REGION_NS);
         s->prefault_pieces++;
 }
 

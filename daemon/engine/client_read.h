@@ -7,7 +7,7 @@
  * A client may punch a hole in its own region (fallocate, MADV_REMOVE)
  * while hbgd reads it. Linux makes a fault on a page inside a hole being
  * punched wait until the whole punch is done, about 0.25 ms per MiB of
- * pages it frees (a 1 GiB heap: a quarter of a second). A read(2) of the
+ * pages it frees (a 1 GiB heap: a quarter of a second). A pread(2) of the
  * memfd waits for no punch: it copies the pages that are there, and a
  * hole reads as zeros. Scheduler threads read the region through the
  * mapping, as a kernel does (SECURITY.md: they may wait for a punch).
