@@ -131,9 +131,10 @@ struct hbg_ring_params {
         struct hbg_geometry geometry;  /* validated by geometry_init() */
         void *sub_region;              /* initialised by layout_sub_region_init() */
         int sub_fd;                    /* the memfd mapped at sub_region, or -1. The
-                                          calls made off the scheduler threads
-                                          (live graphs, cancel, the pre-fault's idle
-                                          check) read the region through it, not
+                                          calls made off the scheduler threads (live
+                                          graphs and the graph cursor, cancel, the
+                                          pre-fault's idle check, a removal's last
+                                          steps) read the region through it, not
                                           through the mapping (client_read.h). Kept
                                           open by the caller until `released`. */
         void *cpl_region;              /* initialised by layout_cpl_region_init() */
