@@ -14,6 +14,16 @@
  * of it fail (a FUTEX_WAIT_REQUEUE_PI sleeper) and requeues hbgd's
  * sleepers off it.
  *
+ * UNSERVED (OLD_CLIENT implies it): the ring starts unserved (§9.3:
+ * hbgd serves a session once its
+ * submission region is sealed against punching): no thread visits it,
+ * so none sets or clears its need_wakeup, until the io thread serves it
+ * at the first doorbell: at once (a 1.6 client sealed the region and rang
+ * as it connected), or a while later (hbgd seals the region itself on
+ * its slow-work thread, for an older client: OLD_CLIENT, which rings no
+ * doorbell at connect). Serving sets `served`, then kicks: bumps the
+ * private word and wakes every sleeper (wakeup_kick()).
+ *
  * The hostile client's page: by default another uid's (it never touches
  * the honest client's word); SAME_UID: the honest client's own (a client
  * of the same uid); SHARED: the page the uids past hbgd's first 32 share,
@@ -36,7 +46,15 @@
  *                 setting need_wakeup;
  *   KICK_PAGE     (with SAME_UID) the io thread's kick wakes the page's
  *                 word instead of the private one (the hostile waiter
- *                 takes it, or a requeue moved the sleeper off it).
+ *                 takes it, or a requeue moved the sleeper off it);
+ *   SERVE_NO_KICK serving sets `served` and wakes nobody;
+ *   SERVE_BUMP_FIRST serving bumps the private word before it sets
+ *                 `served` (a thread that read the new word and then
+ *                 missed `served` sleeps);
+ *   CLEAR_UNSERVED (with OLD_CLIENT) a woken thread clears need_wakeup of
+ *                 a ring it does not visit (not served yet): the older
+ *                 client's confirm then never rings, and nothing serves
+ *                 the ring.
  */
 #define NT 2                    /* scheduler threads */
 #ifndef NG
@@ -48,6 +66,9 @@
 #if defined(SAME_UID) || defined(SHARED)
 #define HOSTILE_ON_PAGE 1       /* the hostile client reaches the honest page's word */
 #endif
+#if defined(OLD_CLIENT) && !defined(UNSERVED)
+#define UNSERVED 1
+#endif
 
 byte submitted;                 /* the client's cursor */
 byte taken;                     /* work the threads took */
@@ -57,7 +78,17 @@ bit asleep[NT];                 /* inside its wait: the private word */
 bit onpage[NT];                 /* ... and the honest client's page's word */
 bit onother[NT];                /* ... and the hostile client's own page's word */
 byte idle;
+#if defined(UNSERVED) && !defined(OLD_CLIENT)
+byte doorbells = 1;             /* datagrams not read yet: the connect's (1.6) */
+#else
 byte doorbells;                 /* datagrams not read yet */
+#endif
+#ifdef UNSERVED
+bit served;                     /* threads visit the ring (§9.3) */
+#else
+bit served = 1;
+#endif
+bit sealing;                    /* hbgd seals the region: served after */
 bit io_busy;
 bit client_done;
 bit unconfirmed;                /* a trusted wake not confirmed yet */
@@ -91,6 +122,14 @@ inline wake_other() {
         }
 }
 
+/* The kick of wakeup_kick(): every sleeper of the private word. */
+inline wake_priv_all() {
+        atomic {
+                asleep[0] = 0; onpage[0] = 0; onother[0] = 0;
+                asleep[1] = 0; onpage[1] = 0; onother[1] = 0
+        }
+}
+
 inline wake_priv() {
         atomic {
                 if
@@ -105,10 +144,10 @@ proctype sched(byte me) {
         byte seq;
         bit page;
 loop:
-        /* A visit of the ring: take what was published. */
+        /* A visit of the ring (if served): take what was published. */
         atomic {
                 if
-                :: taken < submitted -> taken++
+                :: served && taken < submitted -> taken++
                 :: else -> skip
                 fi
         }
@@ -121,12 +160,12 @@ loop:
         seq = priv;
         idle++;
         if
-        :: idle == NT -> need_wakeup = 1
+        :: idle == NT && served -> need_wakeup = 1
         :: else -> skip
         fi;
 #ifndef NO_RECHECK
         if
-        :: taken < submitted -> idle--; goto loop
+        :: served && taken < submitted -> idle--; goto loop
         :: else -> skip
         fi;
 #endif
@@ -139,7 +178,16 @@ loop:
         }
 end:    !asleep[me];
         idle--;
-        need_wakeup = 0;        /* somebody is awake: clients need not wake */
+        /* Somebody is awake: clients need not wake (on the rings it
+         * visits: the served ones). */
+#ifndef CLEAR_UNSERVED
+        if
+        :: served -> need_wakeup = 0
+        :: else -> skip
+        fi;
+#else
+        need_wakeup = 0;
+#endif
         goto loop
 }
 
@@ -195,10 +243,41 @@ active proctype client() {
  * thread is idle; clear already, a thread woke since and will see the
  * work (it clears the flag before its visit). KICK_ALWAYS_CHECKED: the
  * kick without that look (the form before it). */
+inline serve() {
+#ifndef SERVE_BUMP_FIRST
+        served = 1;
+        priv++;
+#else
+        priv++;
+        served = 1;
+#endif
+#ifndef SERVE_NO_KICK
+        if
+        :: idle > 0 -> wake_priv_all()
+        :: else -> skip
+        fi
+#else
+        skip
+#endif
+}
+
 active proctype io() {
         byte n;
 end:    do
-        :: atomic { doorbells > 0 -> doorbells--; io_busy = 1 }
+        /* The first doorbell serves the ring: at once (the client sealed
+         * its region), or once hbgd's own seal is done. */
+        :: atomic { doorbells > 0 && !served && !sealing -> doorbells--; io_busy = 1 }
+                if
+                :: serve()
+                :: sealing = 1
+                fi;
+                io_busy = 0
+        :: atomic { sealing && !served -> io_busy = 1 }
+                serve();
+                io_busy = 0
+        /* A doorbell while hbgd seals: the serve's kick covers it. */
+        :: atomic { doorbells > 0 && sealing && !served -> doorbells-- }
+        :: atomic { doorbells > 0 && served -> doorbells--; io_busy = 1 }
 #ifndef KICK_ALWAYS_CHECKED
                 if
                 :: need_wakeup ->
@@ -245,7 +324,8 @@ active proctype hostile() {
  * attacker, and every thread asleep. */
 active proctype monitor() {
 end:    atomic {
-                client_done && doorbells == 0 && !io_busy && taken < submitted && asleep[0] && asleep[1] ->
+                client_done && doorbells == 0 && !io_busy && !(sealing && !served) && taken < submitted &&
+                asleep[0] && asleep[1] ->
                 assert(false)
         }
 }

@@ -162,6 +162,11 @@ struct hbg_ring_params {
          * unmap the regions. May be NULL. */
         void (*released)(void *userdata);
         void *released_userdata;
+        /* Added but not served: no scheduler thread visits the ring (nor
+         * reads its regions) until hbg_engine_ring_serve(). hbgd serves a
+         * session once its submission region is sealed against punching
+         * (F_SEAL_FUTURE_WRITE, RUNTIME_LOGIC.md §9.3). */
+        bool serve_later;
 };
 
 int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg);
@@ -175,6 +180,10 @@ struct hbg_engine *hbg_engine_free(struct hbg_engine *e);
  * so this is cheap even for large windows. */
 int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
                         struct hbg_ring **ret);
+/* Let the scheduler threads visit a ring added with serve_later, and wake
+ * them. Once, before hbg_engine_ring_remove(), from the thread that adds
+ * and removes rings. */
+void hbg_engine_ring_serve(struct hbg_ring *r);
 /*
  * Stop serving a ring, without waiting: no new task starts, every unfinished
  * graph is failed with `reason` (a negative errno) in the graph table. A

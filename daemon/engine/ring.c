@@ -234,6 +234,8 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         r->task_mask = g->task_window - 1;
         r->completion_fd = p->completion_fd;
         r->sub_fd = p->sub_fd;
+        /* Published with the ring (rings[], seq_cst). */
+        atomic_store_explicit(&r->served, !p->serve_later, memory_order_relaxed);
         r->sub = p->sub_region;
         r->heap = (uint8_t *)p->sub_region + g->sub_heap_offset;
         r->descs = (struct hbg_task_desc *)((char *)p->sub_region + g->sub_descs_offset);

@@ -61,6 +61,10 @@ struct hbg_ring {
         unsigned holds;                   /* hbg_ring_hold()s not let go (rings_lock) */
         unsigned share;                   /* its slot in engine->shares (§9.5); fixed */
         int removal_reason;
+        /* Scheduler threads visit it (ring_table_enter()): set at its add,
+         * or by hbg_engine_ring_serve() for one added with serve_later
+         * (§9.3); never cleared. */
+        _Atomic bool served;
 
         /* Private geometry: never re-read from shared memory. */
         struct hbg_geometry g;

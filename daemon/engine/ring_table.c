@@ -16,15 +16,23 @@
 #include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/fair_share.h"
+#include "daemon/engine/wakeup.h"
 
 /* Hazard-pointer acquire (§9.3): publish, then re-check the slot. Both
- * seq_cst: against the remover's "clear slot; read hazards". */
+ * seq_cst: against the remover's "clear slot; read hazards". A ring not
+ * served yet is passed over: its client may still be able to punch holes
+ * in its region, and a fault on a page being punched waits for the whole
+ * punch. Acquire is enough for `served`: the thread read the wake word
+ * (seq_cst) before its pass, and hbg_engine_ring_serve() stores `served`
+ * before it bumps that word, so a thread that missed `served` finds the
+ * word moved and looks again (§9.4). */
 struct hbg_ring *ring_table_enter(struct sched_thread *t, unsigned idx) {
         struct hbg_ring *r = atomic_load_explicit(&t->engine->rings[idx], memory_order_acquire);
         if (!r)
                 return NULL;
         atomic_store(&t->hazard, r);
-        if (atomic_load(&t->engine->rings[idx]) != r) {
+        if (atomic_load(&t->engine->rings[idx]) != r ||
+            !atomic_load_explicit(&r->served, memory_order_acquire)) {
                 atomic_store_explicit(&t->hazard, NULL, memory_order_release);
                 return NULL;
         }
@@ -42,7 +50,8 @@ struct hbg_ring *ring_table_peek_enter(struct sched_thread *t, unsigned idx) {
         if (!r)
                 return NULL;
         atomic_store(&t->peek_hazard, r);
-        if (atomic_load(&t->engine->rings[idx]) != r) {
+        if (atomic_load(&t->engine->rings[idx]) != r ||
+            !atomic_load_explicit(&r->served, memory_order_acquire)) {
                 atomic_store_explicit(&t->peek_hazard, NULL, memory_order_release);
                 return NULL;
         }
@@ -89,6 +98,14 @@ int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
         /* No kick: the ring has no work before its first doorbell. */
         *ret = r;
         return 0;
+}
+
+void hbg_engine_ring_serve(struct hbg_ring *r) {
+        /* seq_cst, before the kick bumps the wake word (wakeup_kick()): a
+         * thread whose pass missed it sees the word moved and passes again
+         * (ring_table_enter()). */
+        atomic_store(&r->served, true);
+        wakeup_kick(r->engine);
 }
 
 uint64_t hbg_engine_ring_memory(const struct hbg_engine *e, const struct hbg_geometry *g) {

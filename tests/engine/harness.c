@@ -28,8 +28,8 @@ int harness_ring_init(struct harness_ring *h, struct hbg_engine *e,
         return harness_ring_init_share(h, e, req, first_id, 0, 0);
 }
 
-int harness_ring_init_share(struct harness_ring *h, struct hbg_engine *e, const struct hbg_geometry_request *req,
-                            uint64_t first_id, uint32_t share_id, unsigned weight) {
+static int ring_init(struct harness_ring *h, struct hbg_engine *e, const struct hbg_geometry_request *req,
+                     uint64_t first_id, uint32_t share_id, unsigned weight, bool serve_later) {
         const char *why = NULL;
         memset(h, 0, sizeof(*h));
         int err = geometry_init(&h->g, req, &why);
@@ -71,8 +71,19 @@ int harness_ring_init_share(struct harness_ring *h, struct hbg_engine *e, const 
                 .weight = weight,
                 .released = harness_released,
                 .released_userdata = h,
+                .serve_later = serve_later,
         };
         return hbg_engine_ring_add(e, &p, &h->ring);
+}
+
+int harness_ring_init_share(struct harness_ring *h, struct hbg_engine *e, const struct hbg_geometry_request *req,
+                            uint64_t first_id, uint32_t share_id, unsigned weight) {
+        return ring_init(h, e, req, first_id, share_id, weight, false);
+}
+
+int harness_ring_init_unserved(struct harness_ring *h, struct hbg_engine *e, const struct hbg_geometry_request *req,
+                               uint64_t first_id) {
+        return ring_init(h, e, req, first_id, 0, 0, true);
 }
 
 void harness_ring_remove(struct harness_ring *h, int reason) {

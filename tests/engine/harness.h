@@ -65,6 +65,10 @@ int harness_ring_init(struct harness_ring *h, struct hbg_engine *e,
  * harness_ring_init() puts every ring in share 0 with weight 1. */
 int harness_ring_init_share(struct harness_ring *h, struct hbg_engine *e, const struct hbg_geometry_request *req,
                             uint64_t first_id, uint32_t share_id, unsigned weight);
+/* The same, added with hbg_ring_params.serve_later: no scheduler thread
+ * visits it until hbg_engine_ring_serve(). */
+int harness_ring_init_unserved(struct harness_ring *h, struct hbg_engine *e, const struct hbg_geometry_request *req,
+                               uint64_t first_id);
 void harness_ring_destroy(struct harness_ring *h);
 /* Remove the ring from the engine and wait until it is released (its
  * regions stay, for the caller to inspect). */

@@ -875,6 +875,59 @@ START_TEST(rings_outnumber_threads_long_tasks) {
 }
 END_TEST
 
+/* A ring added with serve_later is not visited (RUNTIME_LOGIC.md §9.3):
+ * its graph waits while another ring's runs, until it is served; one never
+ * served, removed, has its graph failed and is freed. */
+static uint64_t noop_graph(struct harness_ring *h, uint64_t graph_id) {
+        struct harness_task t = { .kernel = { HBG_KERNEL_NOOP, HBG_KERNEL_NOOP }, .lane_mask = 3, .block_num = 1 };
+        harness_add_task(h, &t);
+        return harness_end_graph(h, graph_id);
+}
+
+START_TEST(ring_served_later) {
+        struct hbg_engine_config cfg;
+        struct hbg_engine *e = NULL;
+        hbg_engine_config_default(&cfg);
+        cfg.threads = 2;
+        cfg.completion_mode = _i;
+        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        struct hbg_geometry_request req;
+        geometry_request_default(&req);
+        req.task_window = D;
+        req.flag_window = D;
+        req.heap_size = 1u << 20;
+        req.mailbox_entries = 16;
+        req.graph_table_entries = 4;
+        struct harness_ring later, now, never;
+        ck_assert_int_eq(harness_ring_init_unserved(&later, e, &req, 1), 0);
+        ck_assert_int_eq(harness_ring_init(&now, e, &req, 1), 0);
+        ck_assert_int_eq(harness_ring_init_unserved(&never, e, &req, 1), 0);
+        uint64_t k_later = noop_graph(&later, 1), k_now = noop_graph(&now, 2), k_never = noop_graph(&never, 3);
+        struct hbg_graph_entry ge;
+        ck_assert_int_eq(harness_wait_graph(&now, k_now, 10000, &ge), 0);
+        ck_assert_int_eq(ge.status, 0);
+        /* The threads ran the other ring's graph and parked: this one's,
+         * published as early, was never looked at. */
+        ck_assert_msg(harness_wait_graph(&later, k_later, 300, &ge) == -ETIMEDOUT,
+                      "%s: a graph of a ring not served yet ran", hbg_completion_mode_name(_i));
+        struct hbg_ring_stats st;
+        hbg_ring_stats(later.ring, &st);
+        ck_assert_uint_eq(st.completed, 0);
+        ck_assert_uint_eq(st.classified, 1); /* its claim cursor: nothing claimed */
+        hbg_engine_ring_serve(later.ring);
+        ck_assert_int_eq(harness_wait_graph(&later, k_later, 10000, &ge), 0);
+        ck_assert_int_eq(ge.status, 0);
+        ck_assert_uint_eq(ge.graph_id, 1);
+        harness_ring_remove(&never, -ECONNRESET);
+        ck_assert_int_eq(harness_wait_graph(&never, k_never, 1000, &ge), 0);
+        ck_assert_int_eq(ge.status, -ECONNRESET);
+        harness_ring_destroy(&later);
+        harness_ring_destroy(&now);
+        harness_ring_destroy(&never);
+        hbg_engine_free(e);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("engine_rings");
         TCase *tc = tcase_create("rings");
@@ -882,6 +935,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, rings_concurrent);
         tcase_add_loop_test(tc, rings_outnumber_threads_long_tasks, 0, (int)hbg_completion_mode_count());
         tcase_add_test(tc, fair_share_turns);
+        tcase_add_loop_test(tc, ring_served_later, 0, (int)hbg_completion_mode_count());
         suite_add_tcase(s, tc);
         return s;
 }
