@@ -113,6 +113,47 @@ static void session_released(void *userdata) {
         session_free(userdata);
 }
 
+static void session_served(struct session *s) {
+        s->serving = SESSION_SERVED;
+        hbg_engine_ring_serve(s->ring);
+        /* Then the pre-fault, behind what the client still does to connect. */
+        s->prefault.class = SLOW_BACKGROUND;
+        session_prefault_hold(s->slow);
+        slow_work_submit(s->slow, &s->prefault);
+}
+
+/*
+ * The first doorbell: serve the ring once the submission region is sealed
+ * F_SEAL_FUTURE_WRITE. Before, the client could punch holes in it, and a
+ * scheduler thread's fault on a page being punched waits for the whole
+ * punch (docs/SECURITY.md); after, no writable mapping can be made, and
+ * fallocate(2) and MADV_REMOVE fail. A protocol 1.6 client seals it
+ * itself, once it has mapped it, and then rings (docs/PROTOCOL.md).
+ * Another (an older client, or one that did not) is sealed here, on the
+ * slow-work thread: F_ADD_SEALS takes the file's lock, which a punch under
+ * way holds. A client that rang before it mapped its region can then map
+ * it read-only only: its own loss.
+ */
+static void session_serve(struct session *s) {
+        int seals = fcntl(s->sub_fd, F_GET_SEALS);
+        if (seals >= 0 && (seals & F_SEAL_FUTURE_WRITE)) {
+                session_served(s);
+                return;
+        }
+        s->serving = SESSION_SEALING;
+        s->prefault.class = SLOW_SETUP; /* the client's first graph waits for it */
+        slow_work_submit(s->slow, &s->prefault);
+}
+
+static void doorbell_rang(struct session *s) {
+        if (s->serving == SESSION_SERVED)
+                hbg_ring_kick(s->ring);
+        else if (s->serving == SESSION_UNSERVED)
+                session_serve(s);
+        /* Sealing: served (and kicked) when that is done. Unservable: the
+         * client's own doing (prefault_done()). */
+}
+
 /* Datagrams read from a doorbell per turn before the other sources go. */
 #define DOORBELL_READS_PER_TURN 64
 
@@ -150,10 +191,10 @@ static void on_doorbell(struct io_source *src, uint32_t events, void *userdata) 
                         continue;
                 /* EAGAIN: drained. Another error: the hang-up of the
                  * control socket closes the session. */
-                hbg_ring_kick(s->ring);
+                doorbell_rang(s);
                 return;
         }
-        hbg_ring_kick(s->ring);
+        doorbell_rang(s);
         io_source_again(s->loop, src);
 }
 
@@ -206,8 +247,10 @@ static int session_build(struct session *s, const char **why) {
 
         /* Sizes fixed for good: a client cannot shrink a region under us
          * (SIGBUS) nor grow it. The completion region additionally refuses
-         * every writable mapping made from now on: ours exists already. */
-        if (fcntl(s->sub_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0 ||
+         * every writable mapping made from now on: ours exists already.
+         * The submission region gets that seal once the client has mapped
+         * it (session_serve()): then no hole can be punched in it. */
+        if (fcntl(s->sub_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0 ||
             fcntl(s->cpl_fd, F_ADD_SEALS,
                   F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) < 0)
                 return -errno;
@@ -246,6 +289,8 @@ static int session_build(struct session *s, const char **why) {
                 .stall_timeout_ms = s->stall_timeout_ms,
                 .released = session_released,
                 .released_userdata = s,
+                /* Not before its region is sealed (session_serve()). */
+                .serve_later = true,
         };
         *why = "cannot start the session";
         return hbg_engine_ring_add(s->engine, &p, &s->ring);
@@ -279,6 +324,14 @@ void session_prefault_hold(struct slow_work *slow) {
 
 static void prefault_run(struct slow_job *job) {
         struct session *s = SESSION_OF(job, prefault);
+        if (s->serving == SESSION_SEALING) {
+                /* The client may have sealed it meanwhile, F_SEAL_SEAL
+                 * with it (then this fails): the seal is what counts. */
+                int err = fcntl(s->sub_fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) < 0 ? -errno : 0;
+                int seals = fcntl(s->sub_fd, F_GET_SEALS);
+                s->seal_err = seals >= 0 && (seals & F_SEAL_FUTURE_WRITE) ? 0 : err < 0 ? err : -EPERM;
+                return;
+        }
         s->prefault_more = hbg_ring_prefault(s->prefault_ring, &s->prefault_cursor, SESSION_PREFAULT_PIECE,
                                              &s->prefault_stop, SESSION_PREFAULT_REGION_NS);
         s->prefault_pieces++;
@@ -300,6 +353,23 @@ static void prefault_done(struct slow_job *job) {
                 s->held_ring = NULL;
                 hbg_ring_unhold(e, r);
                 hbg_engine_collect(e);
+                return;
+        }
+        if (s->serving == SESSION_SEALING) {
+                if (s->seal_err < 0) {
+                        /* Only the client can have made the seal impossible
+                         * (F_SEAL_SEAL without it): its graphs never run. */
+                        s->serving = SESSION_UNSERVABLE;
+                        hbgd_log_session(LOG_WARNING, s->log_limit,
+                                         "session %" PRIu64 ": cannot seal its submission region against "
+                                         "writes (%s): not served; its graphs never run",
+                                         s->id, strerror(-s->seal_err));
+                        return;
+                }
+                hbgd_log_session(LOG_DEBUG, s->log_limit,
+                                 "session %" PRIu64 ": its client rang before it sealed its submission region "
+                                 "(protocol 1.5 or older): sealed by hbgd", s->id);
+                session_served(s);
                 return;
         }
         if (s->prefault_more > 0) {
@@ -326,11 +396,9 @@ int session_start(struct session *s, const char **why) {
         s->prefault.run = prefault_run;
         s->prefault.done = prefault_done;
         s->prefault.uid = s->uid;
-        s->prefault.class = SLOW_BACKGROUND;
         s->prefault_more = 1;
-        /* The client is still connecting: not yet. */
-        session_prefault_hold(s->slow);
-        slow_work_submit(s->slow, &s->prefault);
+        /* Submitted at the first doorbell (session_serve()): nothing of
+         * the regions is read before they are sealed. */
         return 0;
 }
 void session_client_fds(const struct session *s, int ret_fds[5]) {
@@ -352,17 +420,17 @@ void session_client_fds_sent(struct session *s) {
 bool session_close(struct session *s, int reason) {
         if (!s)
                 return false;
-        /* Nothing new runs on its behalf from here on. A pre-fault piece
-         * running now is not waited for: one fault of it may wait for as
-         * long as the client's punch of its region takes (client_read.h),
-         * and this is the io thread. It stops before its next page; the
-         * ring it works on stays held until its done (prefault_done()).
-         * Relaxed: the flag only shortens the piece. */
+        /* Nothing new runs on its behalf from here on. The prefault job
+         * running now is not waited for: hbgd's seal of the region waits
+         * for a punch of it under way (session_serve()), and this is the
+         * io thread. A pre-fault piece stops before its next page; the
+         * ring the job works on stays held until its done
+         * (prefault_done()). Relaxed: the flag only shortens the piece. */
         atomic_store_explicit(&s->prefault_stop, true, memory_order_relaxed);
         slow_work_cancel(s->slow, &s->build);
         if (!s->ring) {
-                /* Never served (its build failed, or never ran): no engine
-                 * to wait for, and no pre-fault was ever submitted. */
+                /* Never built (its build failed, or never ran): no engine
+                 * to wait for, and no prefault job was ever submitted. */
                 session_free(s);
                 return false;
         }

@@ -18,9 +18,13 @@
  * io thread: session_new() (io thread) takes the charge, the build job
  * (session_build_job(), on the slow-work thread) creates the regions,
  * channels and ring, session_start() (io thread) watches the doorbell.
- * Then the pre-fault jobs (slow-work thread, a piece each) fault in what
- * the first graph touches (hbg_ring_prefault()), while the client builds
- * it: the charge covers every page of it (docs/OPERATIONS.md).
+ * The ring is served from the first doorbell on, once the submission
+ * region is sealed against writable mappings and hole punching (by the
+ * client, which has mapped it then, or by a job on the slow-work thread;
+ * session.c, session_serve()). Then the pre-fault jobs (slow-work thread,
+ * a piece each) fault in what the first graph touches
+ * (hbg_ring_prefault()), while the client builds it: the charge covers
+ * every page of it (docs/OPERATIONS.md).
  *
  * Closing is asynchronous: session_close() detaches the ring from the
  * engine and returns at once; the memory is freed, and the charge
@@ -40,6 +44,15 @@
 #include "daemon/io_loop.h"
 #include "daemon/slow_work.h"
 #include "shm/geometry.h"
+
+/* Where a session's ring is on its way to being served (session.c). */
+enum session_serving {
+        SESSION_UNSERVED = 0,          /* no doorbell yet: no hbgd thread reads the regions
+                                          but through the memfd (client_read.h) */
+        SESSION_SEALING,               /* the prefault job seals the submission region */
+        SESSION_SERVED,                /* sealed: the scheduler threads visit the ring */
+        SESSION_UNSERVABLE,            /* the client made the seal impossible */
+};
 
 struct session {
         uint64_t id;
@@ -72,7 +85,10 @@ struct session {
         struct slow_job build;         /* session_build_job() */
         int build_err;                 /* its outcome, read in session_start() */
         const char *build_why;
-        struct slow_job prefault;      /* a piece of hbg_ring_prefault() per run */
+        enum session_serving serving;  /* io thread's; the job reads it while it runs */
+        int seal_err;                  /* the sealing run's outcome, for its done */
+        struct slow_job prefault;      /* first the seal if needed (SESSION_SEALING),
+                                          then a piece of hbg_ring_prefault() per run */
         struct hbg_ring *prefault_ring; /* what its pieces work on: the ring, set once
                                            before the first and never changed after */
         struct hbg_ring *held_ring;    /* closed while a piece ran: the ring, held
@@ -124,7 +140,8 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
  * session's uid is set. Its run touches only the session and the engine. */
 struct slow_job *session_build_job(struct session *s);
 /* After the build job's done: its outcome (0, or a negative errno with
- * *why); on success, watch the doorbell and queue the pre-fault. On
+ * *why); on success, watch the doorbell (whose first ring serves the
+ * session and queues the pre-fault). On
  * failure the caller closes the session (session_close()). */
 int session_start(struct session *s, const char **why);
 /* A connect is under way (a connection accepted, a session asked for or

@@ -308,6 +308,11 @@ int hbgc_publish(hbg_client *c);
 int hbgc_ring(hbg_client *c, bool ring);
 /* Ring the doorbell if need_wakeup is set (seq_cst load). */
 void hbgc_doorbell(hbg_client *c);
+/* Send the doorbell's byte, whatever need_wakeup says, and no wake
+ * through the wake page (the session's first ring: hbgd serves the
+ * session from it on, protocol 1.6). A full or closed doorbell is left to
+ * the next publish and the socket's checks. */
+void hbgc_doorbell_send(hbg_client *c);
 /* Before sleeping (min_age_ns 0), or in a check that does not sleep (a
  * wake at least min_age_ns old): ring the doorbell if a direct wake that
  * skipped it left need_wakeup set (no hbgd thread woke). */

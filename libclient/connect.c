@@ -86,6 +86,16 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
                 return hbgc_fail(NULL, err, "cannot map the submission region: %s", strerror(-err));
         }
         c->sub = sub;
+        /* Mapped: now nobody may map it writable again, nor punch holes in
+         * it, which would make hbgd's threads wait (docs/SECURITY.md); a
+         * 1.6 hbgd serves the session once this seal is on (and puts it on
+         * itself at our first doorbell otherwise). An older hbgd sealed
+         * the memfd's seals already. */
+        if (c->hbgd_minor >= HBG_PROTO_MINOR_SEALED_SUB &&
+            fcntl(fds[0], F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) < 0) {
+                err = -errno;
+                return hbgc_fail(NULL, err, "cannot seal the submission region: %s", strerror(-err));
+        }
         /* Read-only: the memfd is sealed F_SEAL_FUTURE_WRITE. */
         void *cpl = mmap(NULL, c->g.cpl_region_size, PROT_READ, MAP_SHARED, fds[1], 0);
         if (cpl == MAP_FAILED) {
@@ -145,6 +155,9 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
         c->doorbell_fd = fds[2];
         c->completion_fd = fds[3];
         fds[2] = fds[3] = -1;
+        /* The regions are mapped and sealed: hbgd serves the session from
+         * this first doorbell on (a 1.6 hbgd; an older one just looks). */
+        hbgc_doorbell_send(c);
         /* hbg_client_fd(): one descriptor for the caller's loop, readable
          * when hbgd signalled or when we asked ourselves to be called
          * again (rearm_fd). */

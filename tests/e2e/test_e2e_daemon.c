@@ -545,10 +545,14 @@ START_TEST(session_regions_sealed) {
                       "fd 4 is not the read end of a pipe");
         int seals0 = fcntl(fds[0], F_GET_SEALS), seals1 = fcntl(fds[1], F_GET_SEALS);
         ck_assert_msg(seals0 >= 0 && seals1 >= 0, "F_GET_SEALS: %s (not memfds?)", strerror(errno));
-        int want0 = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+        /* The submission memfd's last seal is the client's to add, once
+         * it has mapped the region (protocol 1.6; below). */
+        int want0 = F_SEAL_SHRINK | F_SEAL_GROW;
         ck_assert_msg((seals0 & want0) == want0, "submission memfd seals 0x%x lack 0x%x", seals0, want0);
-        ck_assert_msg((seals1 & (want0 | F_SEAL_FUTURE_WRITE)) == (want0 | F_SEAL_FUTURE_WRITE),
-                      "completion memfd seals 0x%x lack 0x%x", seals1, want0 | F_SEAL_FUTURE_WRITE);
+        ck_assert_msg(!(seals0 & (F_SEAL_FUTURE_WRITE | F_SEAL_SEAL)),
+                      "submission memfd seals 0x%x: sealed before the client could map it", seals0);
+        int want1 = want0 | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
+        ck_assert_msg((seals1 & want1) == want1, "completion memfd seals 0x%x lack 0x%x", seals1, want1);
 
         /* The completion region: no writable shared mapping, ever. */
         void *p = mmap(NULL, cpl_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
@@ -590,14 +594,52 @@ START_TEST(session_regions_sealed) {
                               "ftruncate(memfd %u, 0): %s, expected EPERM", i, errno ? strerror(errno) : "succeeded");
                 ck_assert_int_eq(fstat(fds[i], &st), 0);
                 ck_assert_uint_eq((uint64_t)st.st_size, (uint64_t)size);
-                /* F_SEAL_SEAL: the seals themselves cannot be changed. */
+                /* No write seal: F_SEAL_SEAL on the completion memfd,
+                 * hbgd's own writable mapping of the submission one. */
                 errno = 0;
-                ck_assert_msg(fcntl(fds[i], F_ADD_SEALS, F_SEAL_WRITE) < 0 && errno == EPERM,
-                              "F_ADD_SEALS on memfd %u: %s, expected EPERM", i, errno ? strerror(errno) : "succeeded");
+                ck_assert_msg(fcntl(fds[i], F_ADD_SEALS, F_SEAL_WRITE) < 0 && errno == (i == 0 ? EBUSY : EPERM),
+                              "F_ADD_SEALS(F_SEAL_WRITE) on memfd %u: %s, expected %s", i,
+                              errno ? strerror(errno) : "succeeded", i == 0 ? "EBUSY" : "EPERM");
         }
         /* The submission region is the client's to write. */
-        void *sub = mmap(NULL, sub_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+        uint8_t *sub = mmap(NULL, sub_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
         ck_assert_msg(sub != MAP_FAILED, "submission memfd cannot be mapped writable: %s", strerror(errno));
+
+        /* This client rings without sealing it (as one of protocol 1.5
+         * would): hbgd seals it before it serves the session. From then
+         * on no hole can be punched in it (a fault of hbgd's on a page
+         * being punched would wait for the punch) and no new writable
+         * mapping made; the one we have still writes. */
+        char one = 1;
+        ck_assert_int_eq(send(fds[2], &one, 1, MSG_DONTWAIT), 1);
+        long long until = daemon_now_ms() + WAIT_MS;
+        while (!(fcntl(fds[0], F_GET_SEALS) & F_SEAL_FUTURE_WRITE) && daemon_now_ms() < until)
+                sleep_us(1000);
+        seals0 = fcntl(fds[0], F_GET_SEALS);
+        ck_assert_msg(seals0 & F_SEAL_FUTURE_WRITE, "hbgd did not seal the submission memfd after the first "
+                      "doorbell (seals 0x%x)", seals0);
+        errno = 0;
+        ck_assert_msg(fallocate(fds[0], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096) < 0 && errno == EPERM,
+                      "punching a hole in the sealed submission memfd: %s, expected EPERM",
+                      errno ? strerror(errno) : "succeeded");
+        errno = 0;
+        ck_assert_msg(madvise(sub, 4096, MADV_REMOVE) < 0 && errno == EPERM,
+                      "MADV_REMOVE on the sealed submission region: %s, expected EPERM",
+                      errno ? strerror(errno) : "succeeded");
+        errno = 0;
+        ck_assert_msg(pwrite(fds[0], zero, sizeof(zero), 0) < 0 && errno == EPERM,
+                      "pwrite() to the sealed submission memfd: %s, expected EPERM",
+                      errno ? strerror(errno) : "succeeded");
+        p = mmap(NULL, sub_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+        mmap_errno = errno;
+        if (p != MAP_FAILED)
+                munmap(p, sub_size);
+        ck_assert_msg(p == MAP_FAILED && mmap_errno == EPERM,
+                      "a second writable mapping of the sealed submission memfd: %s, expected EPERM",
+                      p == MAP_FAILED ? strerror(mmap_errno) : "succeeded");
+        uint8_t *heap_end = sub + sub_size - 1;
+        *heap_end = 0x5a;
+        ck_assert_uint_eq(*heap_end, 0x5a);
         munmap(sub, sub_size);
 
         /* The wake page (protocol 1.5): this uid's, shared by its
