@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "daemon/log.h"
+#include "daemon/region_seal.h"
 #include "shm/layout.h"
 
 static uint64_t pick(uint64_t asked, uint64_t dflt) {
@@ -91,6 +92,10 @@ static void close_fd(int *fd) {
 static void session_free(struct session *s) {
         if (!s)
                 return;
+        /* Still sealing only when hbgd stops (the engine let go of a held
+         * ring): the thread cleans up after itself. */
+        region_seal_abandon(s->seal);
+        s->seal = NULL;
         if (s->sub)
                 munmap(s->sub, s->g.sub_region_size);
         if (s->cpl)
@@ -122,6 +127,35 @@ static void session_served(struct session *s) {
         slow_work_submit(s->slow, &s->prefault);
 }
 
+/* hbgd's seal of the region is done (io thread). */
+static void region_sealed(void *userdata, int result) {
+        struct session *s = userdata;
+        s->seal = NULL;
+        if (s->held_ring) {
+                /* The session closed meanwhile: let its ring go, which may
+                 * free it and, through session_released(), the session. */
+                struct hbg_engine *e = s->engine;
+                struct hbg_ring *r = s->held_ring;
+                s->held_ring = NULL;
+                hbg_ring_unhold(e, r);
+                hbg_engine_collect(e);
+                return;
+        }
+        if (result < 0) {
+                /* Only the client can have made the seal impossible
+                 * (F_SEAL_SEAL without it): its graphs never run. */
+                s->serving = SESSION_UNSERVABLE;
+                hbgd_log_session(LOG_WARNING, s->log_limit,
+                                 "session %" PRIu64 ": cannot seal its submission region against writes (%s): "
+                                 "not served; its graphs never run", s->id, strerror(-result));
+                return;
+        }
+        hbgd_log_session(LOG_DEBUG, s->log_limit,
+                         "session %" PRIu64 ": its client rang before it sealed its submission region "
+                         "(protocol 1.5 or older): sealed by hbgd", s->id);
+        session_served(s);
+}
+
 /*
  * The first doorbell: serve the ring once the submission region is sealed
  * F_SEAL_FUTURE_WRITE. Before, the client could punch holes in it, and a
@@ -129,10 +163,10 @@ static void session_served(struct session *s) {
  * punch (docs/SECURITY.md); after, no writable mapping can be made, and
  * fallocate(2) and MADV_REMOVE fail. A protocol 1.6 client seals it
  * itself, once it has mapped it, and then rings (docs/PROTOCOL.md).
- * Another (an older client, or one that did not) is sealed here, on the
- * slow-work thread: F_ADD_SEALS takes the file's lock, which a punch under
- * way holds. A client that rang before it mapped its region can then map
- * it read-only only: its own loss.
+ * Another (an older client, or one that did not) is sealed by hbgd, on a
+ * thread of its own (region_seal.h: the client can hold the lock that
+ * takes for as long as it likes). A client that rang before it mapped its
+ * region can then map it read-only only: its own loss.
  */
 static void session_serve(struct session *s) {
         int seals = fcntl(s->sub_fd, F_GET_SEALS);
@@ -140,9 +174,16 @@ static void session_serve(struct session *s) {
                 session_served(s);
                 return;
         }
+        int err = region_seal_start(s->loop, s->sub_fd, region_sealed, s, &s->seal);
+        if (err < 0) {
+                /* Out of threads or descriptors now: the next doorbell
+                 * tries again. */
+                hbgd_log_session(LOG_WARNING, s->log_limit,
+                                 "session %" PRIu64 ": cannot start sealing its submission region: %s; "
+                                 "trying again at its next doorbell", s->id, strerror(-err));
+                return;
+        }
         s->serving = SESSION_SEALING;
-        s->prefault.class = SLOW_SETUP; /* the client's first graph waits for it */
-        slow_work_submit(s->slow, &s->prefault);
 }
 
 static void doorbell_rang(struct session *s) {
@@ -324,14 +365,6 @@ void session_prefault_hold(struct slow_work *slow) {
 
 static void prefault_run(struct slow_job *job) {
         struct session *s = SESSION_OF(job, prefault);
-        if (s->serving == SESSION_SEALING) {
-                /* The client may have sealed it meanwhile, F_SEAL_SEAL
-                 * with it (then this fails): the seal is what counts. */
-                int err = fcntl(s->sub_fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) < 0 ? -errno : 0;
-                int seals = fcntl(s->sub_fd, F_GET_SEALS);
-                s->seal_err = seals >= 0 && (seals & F_SEAL_FUTURE_WRITE) ? 0 : err < 0 ? err : -EPERM;
-                return;
-        }
         s->prefault_more = hbg_ring_prefault(s->prefault_ring, &s->prefault_cursor, SESSION_PREFAULT_PIECE,
                                              &s->prefault_stop, SESSION_PREFAULT_REGION_NS);
         s->prefault_pieces++;
@@ -353,23 +386,6 @@ static void prefault_done(struct slow_job *job) {
                 s->held_ring = NULL;
                 hbg_ring_unhold(e, r);
                 hbg_engine_collect(e);
-                return;
-        }
-        if (s->serving == SESSION_SEALING) {
-                if (s->seal_err < 0) {
-                        /* Only the client can have made the seal impossible
-                         * (F_SEAL_SEAL without it): its graphs never run. */
-                        s->serving = SESSION_UNSERVABLE;
-                        hbgd_log_session(LOG_WARNING, s->log_limit,
-                                         "session %" PRIu64 ": cannot seal its submission region against "
-                                         "writes (%s): not served; its graphs never run",
-                                         s->id, strerror(-s->seal_err));
-                        return;
-                }
-                hbgd_log_session(LOG_DEBUG, s->log_limit,
-                                 "session %" PRIu64 ": its client rang before it sealed its submission region "
-                                 "(protocol 1.5 or older): sealed by hbgd", s->id);
-                session_served(s);
                 return;
         }
         if (s->prefault_more > 0) {
@@ -420,12 +436,11 @@ void session_client_fds_sent(struct session *s) {
 bool session_close(struct session *s, int reason) {
         if (!s)
                 return false;
-        /* Nothing new runs on its behalf from here on. The prefault job
-         * running now is not waited for: hbgd's seal of the region waits
-         * for a punch of it under way (session_serve()), and this is the
-         * io thread. A pre-fault piece stops before its next page; the
-         * ring the job works on stays held until its done
-         * (prefault_done()). Relaxed: the flag only shortens the piece. */
+        /* Nothing new runs on its behalf from here on. A pre-fault piece
+         * running now is not waited for (the io thread waits for no
+         * fault): it stops before its next page; the ring it works on
+         * stays held until its done (prefault_done()). Relaxed: the flag
+         * only shortens the piece. */
         atomic_store_explicit(&s->prefault_stop, true, memory_order_relaxed);
         slow_work_cancel(s->slow, &s->build);
         if (!s->ring) {
@@ -444,7 +459,11 @@ bool session_close(struct session *s, int reason) {
         session_client_fds_sent(s);
         struct hbg_ring *r = s->ring;
         s->ring = NULL;
-        if (piece_running) {
+        /* hbgd's seal of the region, under way, is not waited for either
+         * (region_seal.h): the ring, and with it the session and its
+         * charge, stays until it is done (region_sealed()). At most one
+         * of the two runs: the pre-fault starts once the seal is on. */
+        if (piece_running || s->seal) {
                 hbg_ring_hold(s->engine, r);
                 s->held_ring = r;
         }

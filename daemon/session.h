@@ -20,7 +20,7 @@
  * channels and ring, session_start() (io thread) watches the doorbell.
  * The ring is served from the first doorbell on, once the submission
  * region is sealed against writable mappings and hole punching (by the
- * client, which has mapped it then, or by a job on the slow-work thread;
+ * client, which has mapped it then, or by hbgd on a thread of its own;
  * session.c, session_serve()). Then the pre-fault jobs (slow-work thread,
  * a piece each) fault in what the first graph touches
  * (hbg_ring_prefault()), while the client builds it: the charge covers
@@ -49,10 +49,12 @@
 enum session_serving {
         SESSION_UNSERVED = 0,          /* no doorbell yet: no hbgd thread reads the regions
                                           but through the memfd (client_read.h) */
-        SESSION_SEALING,               /* the prefault job seals the submission region */
+        SESSION_SEALING,               /* hbgd seals the submission region (`seal`) */
         SESSION_SERVED,                /* sealed: the scheduler threads visit the ring */
         SESSION_UNSERVABLE,            /* the client made the seal impossible */
 };
+
+struct region_seal;
 
 struct session {
         uint64_t id;
@@ -85,14 +87,13 @@ struct session {
         struct slow_job build;         /* session_build_job() */
         int build_err;                 /* its outcome, read in session_start() */
         const char *build_why;
-        enum session_serving serving;  /* io thread's; the job reads it while it runs */
-        int seal_err;                  /* the sealing run's outcome, for its done */
-        struct slow_job prefault;      /* first the seal if needed (SESSION_SEALING),
-                                          then a piece of hbg_ring_prefault() per run */
+        enum session_serving serving;
+        struct region_seal *seal;      /* SESSION_SEALING: hbgd's seal, under way */
+        struct slow_job prefault;      /* a piece of hbg_ring_prefault() per run */
         struct hbg_ring *prefault_ring; /* what its pieces work on: the ring, set once
                                            before the first and never changed after */
-        struct hbg_ring *held_ring;    /* closed while a piece ran: the ring, held
-                                          (hbg_ring_hold()) until the piece's done */
+        struct hbg_ring *held_ring;    /* closed while a piece ran or hbgd sealed: the
+                                          ring, held (hbg_ring_hold()) until that is done */
         uint64_t prefault_cursor;
         int prefault_more;             /* its last result: 1 more to do, 0 done, < 0 stopped */
         uint64_t prefault_pieces;      /* runs so far */
@@ -108,8 +109,9 @@ struct session {
  * times longer (docs/PERFORMANCE.md). */
 #define SESSION_PREFAULT_PIECE ((uint64_t)256 << 10)
 /* The time a piece's pages of the regions may take in all: 64 of them
- * take up to 1 ms here, as above; longer means a client punching holes
- * in its region, or memory short (hbg_ring_prefault()). */
+ * take up to 1 ms here, as above; longer means memory short (no punch:
+ * the region is sealed against them before the pre-fault starts;
+ * hbg_ring_prefault()). */
 #define SESSION_PREFAULT_REGION_NS ((uint64_t)4 * 1000000)
 
 /* The geometry a client asking for `asked` gets under cfg (0 fields:

@@ -10,7 +10,9 @@
  * pages it frees (a 1 GiB heap: a quarter of a second). A pread(2) of the
  * memfd waits for no punch: it copies the pages that are there, and a
  * hole reads as zeros. Scheduler threads read the region through the
- * mapping, as a kernel does (SECURITY.md: they may wait for a punch).
+ * mapping, as a kernel does, and only once the ring is served: hbgd
+ * serves a session once its region is sealed against punching
+ * (hbg_ring_params.serve_later, RUNTIME_LOGIC.md §8).
  *
  * A ring being removed runs its last steps (failing its graphs, telling
  * the client) on the io thread too, in code the scheduler threads share

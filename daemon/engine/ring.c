@@ -140,15 +140,14 @@ static bool prefault_span(const struct hbg_ring *r, unsigned i, unsigned n_array
         return i < n_arrays ? lazy_array(r, i, ret) : region_span(r, i - n_arrays, ret);
 }
 
-/* The regions go a page at a time, *stop looked at before each: a client
- * punching holes in its submission region makes a fault there wait for
- * the whole punch (client_read.h), and a session's close should not
- * leave the piece running longer than that page.
- * The regions' pages of one call taking max_wait_ns in all (a punch, or
- * memory short) end the pre-fault: the slow-work thread, which sets up
- * every client's sessions, then waits for a punch once per session at
- * most. So does a busy ring (not ring_idle()). The rest faults on first
- * touch. */
+/* The regions go a page at a time, *stop looked at before each, so that
+ * a session's close does not leave the piece running longer than that
+ * page. A fault on a page a client is punching waits for the whole punch
+ * (client_read.h); hbgd pre-faults a session's ring only once its region
+ * is sealed against punches, but the engine does not rely on it. The
+ * regions' pages of one call taking max_wait_ns in all (memory short, or
+ * a punch) end the pre-fault, as does a busy ring (not ring_idle()). The
+ * rest faults on first touch. */
 int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes, const _Atomic bool *stop,
                       uint64_t max_wait_ns) {
         const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);

@@ -513,6 +513,38 @@ START_TEST(session_fds_of_older_client) {
 }
 END_TEST
 
+/* A client that sealed its submission memfd's seals (F_SEAL_SEAL) without
+ * F_SEAL_FUTURE_WRITE and rang: hbgd cannot seal it, so it never serves
+ * the session, and says why in its log; it goes on serving others. */
+START_TEST(session_seal_made_impossible) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        int sock = raw_connect(d->socket_path);
+        raw_hello(sock);
+        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
+        env.session_request = &sr;
+        send_env(sock, &env, NULL, 0);
+        int fds[SESSION_FDS];
+        Hbg__Envelope *e = expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, SESSION_FDS);
+        uint64_t session = e->session_reply->session_id;
+        hbg__envelope__free_unpacked(e, NULL);
+        ck_assert_int_eq(fcntl(fds[0], F_ADD_SEALS, F_SEAL_SEAL), 0);
+        char one = 1;
+        ck_assert_int_eq(send(fds[2], &one, 1, MSG_DONTWAIT), 1);
+        char needle[128];
+        snprintf(needle, sizeof(needle), "session %" PRIu64 ": cannot seal its submission region", session);
+        D_ASSERT(d, log_has(d, needle), "hbgd did not say why it does not serve the session");
+        ck_assert_msg(!(fcntl(fds[0], F_GET_SEALS) & F_SEAL_FUTURE_WRITE), "sealed after all");
+        assert_serving(d);
+        for (unsigned i = 0; i < SESSION_FDS; i++)
+                close(fds[i]);
+        close(sock);
+        abuse_epilogue(d, base, "session_seal_made_impossible");
+}
+END_TEST
+
 START_TEST(session_regions_sealed) {
         struct hbgd_proc *d = start_hbgd(_i, NULL);
         int base = fd_baseline(d);
@@ -1278,7 +1310,7 @@ static Suite *suite(void) {
                 { "probe", { io_probe_fallback } },
                 { "abuse", { abuse_wrong_major, abuse_oversized, abuse_garbage, abuse_not_hello_first,
                              abuse_truncated, abuse_fds, abuse_empty_record } },
-                { "session", { session_regions_sealed, session_fds_of_older_client } },
+                { "session", { session_regions_sealed, session_fds_of_older_client, session_seal_made_impossible } },
                 { "status", { status_over_socket } },
                 { "sigterm", { sigterm_in_flight } },
                 { "spin", { spin_moves_keep_affinity } },

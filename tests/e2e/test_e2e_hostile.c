@@ -32,6 +32,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/userfaultfd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -727,15 +729,15 @@ struct puncher {
         unsigned ms;
 };
 
-/* A session of the raw protocol asking for a 256 MiB heap, its submission
- * region mapped writable and never rung for: 0 and *ret_fds, or -1 with
- * "FAIL" said. */
-static int puncher_raw_session(int sock, const char *path, int ret_fds[SESSION_FDS], uint8_t **ret_sub,
-                               size_t *ret_len) {
+/* A session of the raw protocol asking for heap_size, its submission
+ * region mapped writable and never rung for: 0, its control socket and
+ * *ret_fds, or -1 with "FAIL" said. */
+static int kid_raw_session(int sock, const char *path, uint64_t heap_size, int *ret_ctl, int ret_fds[SESSION_FDS],
+                           uint8_t **ret_sub, size_t *ret_len) {
         int fd = raw_connect(path);
         raw_hello(fd);
         Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
-        sr.heap_size = (uint64_t)256 << 20;
+        sr.heap_size = heap_size;
         Hbg__Envelope env = HBG__ENVELOPE__INIT;
         env.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
         env.session_request = &sr;
@@ -758,6 +760,7 @@ static int puncher_raw_session(int sock, const char *path, int ret_fds[SESSION_F
         }
         *ret_sub = sub;
         *ret_len = len;
+        *ret_ctl = fd;
         return 0;
 }
 
@@ -790,10 +793,10 @@ static int puncher_fn(int sock, void *arg) {
                         errno ? strerror(errno) : "succeeded");
                 return 1;
         }
-        int fds[SESSION_FDS];
+        int ctl, fds[SESSION_FDS];
         uint8_t *region;
         size_t len, page = (size_t)sysconf(_SC_PAGESIZE);
-        if (puncher_raw_session(sock, p->path, fds, &region, &len) < 0)
+        if (kid_raw_session(sock, p->path, (uint64_t)256 << 20, &ctl, fds, &region, &len) < 0)
                 return 1;
         kid_say(sock, "READY");
         if (kid_cmd(sock) != 'G')
@@ -879,6 +882,139 @@ START_TEST(punching_client_others_connect) {
         }
         close(st);
         abuse_epilogue(d, base, "punching_client_others_connect");
+}
+END_TEST
+
+/*
+ * hbgd seals the region of a client that rang without sealing it, and
+ * F_ADD_SEALS waits for the file's lock, which the client can hold for
+ * as long as it likes: here a pwrite(2) into its memfd from a buffer
+ * whose page fault a userfaultfd of the client's never answers (a FUSE
+ * mapping would do the same without root). While that seal is stuck:
+ * other clients connect (their sessions are built on the slow-work
+ * thread) and run graphs, the stuck client's session closes, and hbgd
+ * answers; once the client lets go, hbgd's descriptors return to their
+ * baseline (the seal's thread and the closed session cleaned up). Where
+ * userfaultfd is not allowed (a container's seccomp filter) the test says
+ * so and checks nothing.
+ */
+struct lock_holder {
+        const char *path;
+        int mfd;
+        void *buf;
+};
+
+static void *hold_lock_main(void *arg) {
+        struct lock_holder *h = arg;
+        /* Blocks in the fault on buf, inside the write: the memfd's lock
+         * held until the fault is answered. */
+        ssize_t n = pwrite(h->mfd, h->buf, 4096, 0);
+        return (void *)(intptr_t)n;
+}
+
+static int lock_holder_fn(int sock, void *arg) {
+        struct lock_holder *h = arg;
+        int ctl, fds[SESSION_FDS];
+        uint8_t *region;
+        size_t len;
+        if (kid_raw_session(sock, h->path, 0, &ctl, fds, &region, &len) < 0)
+                return 1;
+        int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
+        struct uffdio_api api = { .api = UFFD_API };
+        if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api) < 0) {
+                kid_say(sock, "SKIP userfaultfd: %s", strerror(errno));
+                return 0;
+        }
+        h->buf = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        struct uffdio_register reg = { .range = { (uintptr_t)h->buf, 4096 }, .mode = UFFDIO_REGISTER_MODE_MISSING };
+        if (h->buf == MAP_FAILED || ioctl(uffd, UFFDIO_REGISTER, &reg) < 0) {
+                kid_say(sock, "SKIP userfaultfd registration: %s", strerror(errno));
+                return 0;
+        }
+        h->mfd = fds[0];
+        pthread_t writer;
+        if (pthread_create(&writer, NULL, hold_lock_main, h) != 0) {
+                kid_say(sock, "FAIL pthread_create");
+                return 1;
+        }
+        struct pollfd pfd = { .fd = uffd, .events = POLLIN };
+        if (poll(&pfd, 1, WAIT_MS) != 1) {
+                kid_say(sock, "FAIL the write into the memfd did not fault on the registered buffer");
+                return 1;
+        }
+        /* The lock is held: ring, unsealed. hbgd starts its seal. */
+        char one = 1;
+        if (send(fds[2], &one, 1, MSG_DONTWAIT) != 1) {
+                kid_say(sock, "FAIL doorbell: %s", strerror(errno));
+                return 1;
+        }
+        sleep_us(300000);
+        if (fcntl(fds[0], F_GET_SEALS) & F_SEAL_FUTURE_WRITE) {
+                kid_say(sock, "FAIL the region was sealed while its lock was held");
+                return 1;
+        }
+        kid_say(sock, "READY");
+        if (kid_cmd(sock) != 'C')
+                return 1;
+        close(ctl); /* the session closes, its seal still stuck */
+        if (kid_cmd(sock) != 'R')
+                return 1;
+        struct uffdio_zeropage z = { .range = { (uintptr_t)h->buf, 4096 } };
+        if (ioctl(uffd, UFFDIO_ZEROPAGE, &z) < 0) {
+                kid_say(sock, "FAIL UFFDIO_ZEROPAGE: %s", strerror(errno));
+                return 1;
+        }
+        void *written;
+        pthread_join(writer, &written);
+        long long until = daemon_now_ms() + WAIT_MS;
+        while (!(fcntl(fds[0], F_GET_SEALS) & F_SEAL_FUTURE_WRITE) && daemon_now_ms() < until)
+                sleep_us(1000);
+        if (!(fcntl(fds[0], F_GET_SEALS) & F_SEAL_FUTURE_WRITE)) {
+                kid_say(sock, "FAIL hbgd's seal did not come once the lock was let go");
+                return 1;
+        }
+        kid_say(sock, "DONE the write returned %ld; hbgd's seal came once it did", (long)(intptr_t)written);
+        kid_cmd(sock);
+        return 0;
+}
+
+START_TEST(seal_waits_alone) {
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "");
+        int base = fd_baseline(d);
+        struct lock_holder h = { .path = d->socket_path };
+        struct kid k;
+        char buf[256];
+        kid_start(&k, SAME_UID, lock_holder_fn, &h);
+        D_ASSERT(d, kid_line(&k, WAIT_MS, buf, sizeof(buf)) == 0, "the lock holder said nothing");
+        if (strncmp(buf, "SKIP", 4) == 0) {
+                fprintf(stderr, "seal_waits_alone: skipped, no %s\n", buf + 5);
+                kid_end(d, &k, WAIT_MS, "the lock holder");
+                abuse_epilogue(d, base, "seal_waits_alone");
+                return;
+        }
+        D_ASSERT(d, strncmp(buf, "READY", 5) == 0, "the lock holder: %s", buf);
+        /* hbgd's seal of it waits for the lock now. Others are served. */
+        long long t0 = daemon_now_ms();
+        for (unsigned i = 0; i < 4; i++) {
+                hbg_client *c = NULL;
+                int err = hbg_connect(&c, d->socket_path);
+                D_ASSERT(d, err == 0, "connect %u while hbgd's seal of another session waited: %s [%s]", i,
+                         hbg_strerror(err), hbg_last_error(NULL));
+                struct workload w;
+                D_ASSERT(d, wl_init(&w, c, 2) == 0, "workload");
+                D_ASSERT(d, wl_run(&w, 3, -1) == 3, "graphs while hbgd's seal of another session waited");
+                hbg_disconnect(c);
+        }
+        long long served_ms = daemon_now_ms() - t0;
+        kid_tell(&k, 'C');
+        fresh_status(d, WAIT_MS, "seal_waits_alone: after the stuck session closed");
+        kid_tell(&k, 'R');
+        const char *done = kid_expect(d, &k, "DONE", WAIT_MS, buf, sizeof(buf), "the lock holder");
+        fprintf(stderr, "seal_waits_alone: 4 connects and 12 graphs in %lld ms while hbgd's seal waited; %s\n",
+                served_ms, done);
+        kid_tell(&k, 'Q');
+        kid_end(d, &k, WAIT_MS, "the lock holder");
+        abuse_epilogue(d, base, "seal_waits_alone");
 }
 END_TEST
 
@@ -2361,7 +2497,7 @@ static Suite *suite(bool root, unsigned *ret_skipped) {
                                      wake_page_waiters, wake_page_per_uid } },
                 { "limits", false, { memory_budget_per_uid, memory_budget_total, sessions_per_uid,
                                      recording_storm, session_setup_off_io_thread, punched_region_io_reads,
-                                     punching_client_others_connect } },
+                                     punching_client_others_connect, seal_waits_alone } },
                 { "fair_share", false, { fair_share_per_uid } },
         };
         *ret_skipped = 0;

@@ -73,12 +73,18 @@ static int ring_init(struct harness_ring *h, struct hbg_engine *e, const struct 
                 .released_userdata = h,
                 .serve_later = serve_later,
         };
+        h->served = !serve_later;
         return hbg_engine_ring_add(e, &p, &h->ring);
 }
 
 int harness_ring_init_share(struct harness_ring *h, struct hbg_engine *e, const struct hbg_geometry_request *req,
                             uint64_t first_id, uint32_t share_id, unsigned weight) {
         return ring_init(h, e, req, first_id, share_id, weight, false);
+}
+
+void harness_ring_serve(struct harness_ring *h) {
+        h->served = true;
+        hbg_engine_ring_serve(h->ring);
 }
 
 int harness_ring_init_unserved(struct harness_ring *h, struct hbg_engine *e, const struct hbg_geometry_request *req,
@@ -131,8 +137,10 @@ uint64_t harness_f32_scalar(float v) {
         return bits;
 }
 
+/* A ring not served yet is served by its owner (hbg_engine_ring_serve()),
+ * not kicked (engine.h): the doorbell waits until then, as hbgd's does. */
 static void ring_doorbell(struct harness_ring *h, bool ring) {
-        if (ring) {
+        if (ring && h->served) {
                 h->doorbells++;
                 hbg_ring_kick(h->ring);
         }

@@ -57,6 +57,7 @@ struct harness_ring {
         uint64_t doorbells;        /* kicks because NEED_WAKEUP was set */
         harness_external_fn external;
         void *external_userdata;
+        bool served;               /* hbg_ring_params.serve_later was not set, or served since */
 };
 
 int harness_ring_init(struct harness_ring *h, struct hbg_engine *e,
@@ -69,6 +70,8 @@ int harness_ring_init_share(struct harness_ring *h, struct hbg_engine *e, const 
  * visits it until hbg_engine_ring_serve(). */
 int harness_ring_init_unserved(struct harness_ring *h, struct hbg_engine *e, const struct hbg_geometry_request *req,
                                uint64_t first_id);
+/* hbg_engine_ring_serve(); the harness's doorbell kicks from then on. */
+void harness_ring_serve(struct harness_ring *h);
 void harness_ring_destroy(struct harness_ring *h);
 /* Remove the ring from the engine and wait until it is released (its
  * regions stay, for the caller to inspect). */

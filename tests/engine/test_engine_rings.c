@@ -914,7 +914,7 @@ START_TEST(ring_served_later) {
         hbg_ring_stats(later.ring, &st);
         ck_assert_uint_eq(st.completed, 0);
         ck_assert_uint_eq(st.classified, 1); /* its claim cursor: nothing claimed */
-        hbg_engine_ring_serve(later.ring);
+        harness_ring_serve(&later);
         ck_assert_int_eq(harness_wait_graph(&later, k_later, 10000, &ge), 0);
         ck_assert_int_eq(ge.status, 0);
         ck_assert_uint_eq(ge.graph_id, 1);
