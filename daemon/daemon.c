@@ -252,6 +252,7 @@ static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
                 next = c->next;
                 if (!c->session)
                         continue;
+                session_tick(c->session);
                 struct hbg_ring_stats st;
                 hbg_ring_stats(c->session->ring, &st);
                 /* the age hbgctl graphs shows (RUNTIME_LOGIC.md §12.5) */

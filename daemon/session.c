@@ -93,7 +93,12 @@ static void session_free(struct session *s) {
         if (!s)
                 return;
         /* Still sealing only when hbgd stops (the engine let go of a held
-         * ring): the thread cleans up after itself. */
+         * ring): the thread cleans up after itself, and hbgd's exit waits
+         * for it (region_seal.h). */
+        if (s->seal)
+                hbgd_log(LOG_WARNING, "session %" PRIu64 " (pid %d uid %u): its client still holds its "
+                         "submission region's lock, which hbgd's seal of it waits for: hbgd cannot exit "
+                         "before it lets go (end that process to let it)", s->id, (int)s->pid, (unsigned)s->uid);
         region_seal_abandon(s->seal);
         s->seal = NULL;
         if (s->sub)
@@ -176,14 +181,22 @@ static void session_serve(struct session *s) {
         }
         int err = region_seal_start(s->loop, s->sub_fd, region_sealed, s, &s->seal);
         if (err < 0) {
-                /* Out of threads or descriptors now: the next doorbell
-                 * tries again. */
-                hbgd_log_session(LOG_WARNING, s->log_limit,
-                                 "session %" PRIu64 ": cannot start sealing its submission region: %s; "
-                                 "trying again at its next doorbell", s->id, strerror(-err));
+                /* Out of threads or descriptors now: the next doorbell or
+                 * housekeeping tick tries again (session_tick()). */
+                if (!s->seal_retry)
+                        hbgd_log_session(LOG_WARNING, s->log_limit,
+                                         "session %" PRIu64 ": cannot start sealing its submission region: %s; "
+                                         "trying again", s->id, strerror(-err));
+                s->seal_retry = true;
                 return;
         }
+        s->seal_retry = false;
         s->serving = SESSION_SEALING;
+}
+
+void session_tick(struct session *s) {
+        if (s->seal_retry && s->serving == SESSION_UNSERVED)
+                session_serve(s);
 }
 
 static void doorbell_rang(struct session *s) {
@@ -192,7 +205,7 @@ static void doorbell_rang(struct session *s) {
         else if (s->serving == SESSION_UNSERVED)
                 session_serve(s);
         /* Sealing: served (and kicked) when that is done. Unservable: the
-         * client's own doing (prefault_done()). */
+         * client's own doing (region_sealed()). */
 }
 
 /* Datagrams read from a doorbell per turn before the other sources go. */
@@ -467,6 +480,12 @@ bool session_close(struct session *s, int reason) {
                 hbg_ring_hold(s->engine, r);
                 s->held_ring = r;
         }
+        if (s->seal)
+                hbgd_log_session(LOG_NOTICE, s->log_limit,
+                                 "session %" PRIu64 " (pid %d uid %u) closed while hbgd's seal of its submission "
+                                 "region waits for the client to let go of the region's lock: its memory stays "
+                                 "charged to uid %u until then", s->id, (int)s->pid, (unsigned)s->uid,
+                                 (unsigned)s->uid);
         hbg_engine_ring_remove(s->engine, r, reason);
         return hbg_engine_collect(s->engine) > 0;
 }

@@ -89,6 +89,7 @@ struct session {
         const char *build_why;
         enum session_serving serving;
         struct region_seal *seal;      /* SESSION_SEALING: hbgd's seal, under way */
+        bool seal_retry;               /* starting it failed: session_tick() tries again */
         struct slow_job prefault;      /* a piece of hbg_ring_prefault() per run */
         struct hbg_ring *prefault_ring; /* what its pieces work on: the ring, set once
                                            before the first and never changed after */
@@ -157,9 +158,13 @@ void session_prefault_hold(struct slow_work *slow);
 void session_client_fds(const struct session *s, int ret_fds[5]);
 /* The client has its copies: close ours of its fds. */
 void session_client_fds_sent(struct session *s);
+/* The housekeeping tick's look (io thread): a seal that could not be
+ * started at the doorbell is tried again. */
+void session_tick(struct session *s);
 /* Stop serving: a build or pre-fault job in flight is taken back (a
- * running build is waited for; a running piece of pre-fault is not: it
- * holds the ring until its done), the ring is detached (its pending
+ * running build is waited for; a running piece of pre-fault is not, nor
+ * hbgd's seal of the region: either holds the ring, and so the session
+ * and its charge, until it is done), the ring is detached (its pending
  * graphs fail with `reason`); the rest is freed when the engine releases
  * it, at once if it has no ring. Takes a session
  * in any state, built or not. s must not be used after this. Returns

@@ -202,7 +202,7 @@ unsigned hbg_engine_collect(struct hbg_engine *e);
  * scheduler thread) still uses it after hbg_engine_ring_remove(): the
  * ring is collected only once every hold is let go (removal itself holds
  * it while it fails the ring's graphs). hbg_engine_free() ignores holds:
- * the caller's threads must be gone by then. */
+ * the caller's threads that use the ring must be gone by then. */
 void hbg_ring_hold(struct hbg_engine *e, struct hbg_ring *r);
 void hbg_ring_unhold(struct hbg_engine *e, struct hbg_ring *r);
 /*
