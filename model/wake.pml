@@ -21,8 +21,9 @@
  * at the first doorbell: at once (a 1.6 client sealed the region and rang
  * as it connected), or a while later (hbgd seals the region itself on
  * its slow-work thread, for an older client: OLD_CLIENT, which rings no
- * doorbell at connect). Serving sets `served`, then kicks: bumps the
- * private word and wakes every sleeper (wakeup_kick()).
+ * doorbell at connect). Serving sets `served`, then kicks as a doorbell
+ * does, whatever need_wakeup says: clears need_wakeup, bumps the private
+ * word and wakes one sleeper (wakeup_ring_served()).
  *
  * The hostile client's page: by default another uid's (it never touches
  * the honest client's word); SAME_UID: the honest client's own (a client
@@ -119,14 +120,6 @@ inline wake_other() {
                 :: onother[1] -> asleep[1] = 0; onpage[1] = 0; onother[1] = 0
                 :: else -> skip
                 fi
-        }
-}
-
-/* The kick of wakeup_kick(): every sleeper of the private word. */
-inline wake_priv_all() {
-        atomic {
-                asleep[0] = 0; onpage[0] = 0; onother[0] = 0;
-                asleep[1] = 0; onpage[1] = 0; onother[1] = 0
         }
 }
 
@@ -243,17 +236,21 @@ active proctype client() {
  * thread is idle; clear already, a thread woke since and will see the
  * work (it clears the flag before its visit). KICK_ALWAYS_CHECKED: the
  * kick without that look (the form before it). */
+/* wakeup_ring_served(): the doorbell's kick, need_wakeup cleared whatever
+ * it was, one sleeper woken. */
 inline serve() {
 #ifndef SERVE_BUMP_FIRST
         served = 1;
+        need_wakeup = 0;
         priv++;
 #else
         priv++;
         served = 1;
+        need_wakeup = 0;
 #endif
 #ifndef SERVE_NO_KICK
         if
-        :: idle > 0 -> wake_priv_all()
+        :: idle > 0 -> wake_priv()
         :: else -> skip
         fi
 #else

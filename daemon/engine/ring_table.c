@@ -101,11 +101,11 @@ int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
 }
 
 void hbg_engine_ring_serve(struct hbg_ring *r) {
-        /* seq_cst, before the kick bumps the wake word (wakeup_kick()): a
-         * thread whose pass missed it sees the word moved and passes again
+        /* seq_cst, before the kick bumps the wake word: a thread whose pass
+         * missed it sees the word moved and passes again
          * (ring_table_enter()). */
         atomic_store(&r->served, true);
-        wakeup_kick(r->engine);
+        wakeup_ring_served(r);
 }
 
 uint64_t hbg_engine_ring_memory(const struct hbg_engine *e, const struct hbg_geometry *g) {

@@ -9,6 +9,7 @@
 #include <time.h>
 
 struct hbg_engine;
+struct hbg_ring;
 struct sched_thread;
 
 /* Spurious wakes (a wake by a client that found no work) a thread takes
@@ -19,6 +20,9 @@ struct sched_thread;
 
 /* Wake every parked scheduler thread; cheap when nobody is parked. */
 void wakeup_kick(struct hbg_engine *e);
+/* A ring just served (hbg_engine_ring_serve()): the doorbell's kick,
+ * whatever its need_wakeup says. */
+void wakeup_ring_served(struct hbg_ring *r);
 void wakeup_one(struct hbg_engine *e);
 void wakeup_executor(struct hbg_engine *e);
 /* Wake everyone: the completion policy's thread too (stopping). */
