@@ -132,20 +132,28 @@ static void session_served(struct session *s) {
         slow_work_submit(s->slow, &s->prefault);
 }
 
+/* The session closed while its pre-fault piece or hbgd's seal ran, which
+ * is done now: let its ring go, which may free it and, through
+ * session_released(), the session. (Collected here, not by hbgd's tick:
+ * the memory it gives back then asks for no spare ring until the next
+ * connect or close does.) Returns whether it did: s may be gone then. */
+static bool release_held_ring(struct session *s) {
+        if (!s->held_ring)
+                return false;
+        struct hbg_engine *e = s->engine;
+        struct hbg_ring *r = s->held_ring;
+        s->held_ring = NULL;
+        hbg_ring_unhold(e, r);
+        hbg_engine_collect(e);
+        return true;
+}
+
 /* hbgd's seal of the region is done (io thread). */
 static void region_sealed(void *userdata, int result) {
         struct session *s = userdata;
         s->seal = NULL;
-        if (s->held_ring) {
-                /* The session closed meanwhile: let its ring go, which may
-                 * free it and, through session_released(), the session. */
-                struct hbg_engine *e = s->engine;
-                struct hbg_ring *r = s->held_ring;
-                s->held_ring = NULL;
-                hbg_ring_unhold(e, r);
-                hbg_engine_collect(e);
+        if (release_held_ring(s))
                 return;
-        }
         if (result < 0) {
                 /* Only the client can have made the seal impossible
                  * (F_SEAL_SEAL without it): its graphs never run. */
@@ -388,19 +396,8 @@ static void prefault_run(struct slow_job *job) {
  * short now (-ENOMEM) ends it: the pages then come on first touch. */
 static void prefault_done(struct slow_job *job) {
         struct session *s = SESSION_OF(job, prefault);
-        if (s->held_ring) {
-                /* The session closed while this piece ran: let its ring
-                 * go, which may free it and, through session_released(),
-                 * the session. (Collected here, not by hbgd's tick: the
-                 * memory it gives back then asks for no spare ring until
-                 * the next connect or close does.) */
-                struct hbg_engine *e = s->engine;
-                struct hbg_ring *r = s->held_ring;
-                s->held_ring = NULL;
-                hbg_ring_unhold(e, r);
-                hbg_engine_collect(e);
+        if (release_held_ring(s))
                 return;
-        }
         if (s->prefault_more > 0) {
                 slow_work_submit(s->slow, &s->prefault);
                 return;

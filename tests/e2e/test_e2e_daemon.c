@@ -513,6 +513,17 @@ START_TEST(session_fds_of_older_client) {
 }
 END_TEST
 
+/* A session asked for by hand on sock: its reply (the caller frees it)
+ * and its fds. */
+static Hbg__Envelope *raw_session(int sock, int fds[SESSION_FDS]) {
+        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT;
+        env.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
+        env.session_request = &sr;
+        send_env(sock, &env, NULL, 0);
+        return expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, SESSION_FDS);
+}
+
 /* A client that sealed its submission memfd's seals (F_SEAL_SEAL) without
  * F_SEAL_FUTURE_WRITE and rang: hbgd cannot seal it, so it never serves
  * the session, and says why in its log; it goes on serving others. */
@@ -521,13 +532,8 @@ START_TEST(session_seal_made_impossible) {
         int base = fd_baseline(d);
         int sock = raw_connect(d->socket_path);
         raw_hello(sock);
-        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
-        Hbg__Envelope env = HBG__ENVELOPE__INIT;
-        env.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
-        env.session_request = &sr;
-        send_env(sock, &env, NULL, 0);
         int fds[SESSION_FDS];
-        Hbg__Envelope *e = expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, SESSION_FDS);
+        Hbg__Envelope *e = raw_session(sock, fds);
         uint64_t session = e->session_reply->session_id;
         hbg__envelope__free_unpacked(e, NULL);
         ck_assert_int_eq(fcntl(fds[0], F_ADD_SEALS, F_SEAL_SEAL), 0);
@@ -550,13 +556,8 @@ START_TEST(session_regions_sealed) {
         int base = fd_baseline(d);
         int sock = raw_connect(d->socket_path);
         raw_hello(sock);
-        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
-        Hbg__Envelope env = HBG__ENVELOPE__INIT;
-        env.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
-        env.session_request = &sr;
-        send_env(sock, &env, NULL, 0);
         int fds[SESSION_FDS];
-        Hbg__Envelope *e = expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, SESSION_FDS);
+        Hbg__Envelope *e = raw_session(sock, fds);
         const Hbg__SessionReply *r = e->session_reply;
         ck_assert_uint_eq(r->fds, SESSION_FDS);
         ck_assert_uint_gt(r->sub_region_size, 0);
