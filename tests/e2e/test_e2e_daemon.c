@@ -516,11 +516,7 @@ END_TEST
 /* A session asked for by hand on sock: its reply (the caller frees it)
  * and its fds. */
 static Hbg__Envelope *raw_session(int sock, int fds[SESSION_FDS]) {
-        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
-        Hbg__Envelope env = HBG__ENVELOPE__INIT;
-        env.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
-        env.session_request = &sr;
-        send_env(sock, &env, NULL, 0);
+        ck_assert_int_eq(cx_send(sock, HBG__ENVELOPE__MSG_SESSION_REQUEST, 0, 0), 0);
         return expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, SESSION_FDS);
 }
 

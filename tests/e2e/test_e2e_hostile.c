@@ -736,12 +736,10 @@ static int kid_raw_session(int sock, const char *path, uint64_t heap_size, int *
                            uint8_t **ret_sub, size_t *ret_len) {
         int fd = raw_connect(path);
         raw_hello(fd);
-        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
-        sr.heap_size = heap_size;
-        Hbg__Envelope env = HBG__ENVELOPE__INIT;
-        env.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
-        env.session_request = &sr;
-        send_env(fd, &env, NULL, 0);
+        if (cx_send(fd, HBG__ENVELOPE__MSG_SESSION_REQUEST, 0, heap_size) < 0) {
+                kid_say(sock, "FAIL cannot ask for a session");
+                return -1;
+        }
         struct rx r;
         rx(fd, WAIT_MS, &r);
         if (r.kind != RX_RECORD || !r.env || r.env->msg_case != HBG__ENVELOPE__MSG_SESSION_REPLY ||
