@@ -270,9 +270,9 @@ uint64_t hbg_engine_recorded_memory(uint32_t n);
 
 /* The doorbell of one ring: also clears its need_wakeup at once, so the
  * client's next publishes do not ring again while the woken threads wait
- * for a CPU (RUNTIME_LOGIC.md §9.4). For a served ring: the threads pass
- * one that is not over, and its need_wakeup must stay set until it is
- * (hbgd serves it at its first doorbell instead). */
+ * for a CPU (RUNTIME_LOGIC.md §9.4). Only for a served ring: the threads
+ * pass over one that is not served yet, whose need_wakeup must stay set
+ * until it is (hbgd serves it at its first doorbell instead). */
 void hbg_ring_kick(struct hbg_ring *r);
 /* The wake page (shm/layout.h struct hbg_wake_page; protocol 1.5) for a
  * session of uid: a handle for the release and, in *ret_fd, the page's
