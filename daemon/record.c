@@ -153,6 +153,13 @@ int record_finish(struct record_job *j, uint32_t *ret_graph, char *msg, size_t m
         struct session *s = j->s;
         int err = j->err;
         if (err == 0) {
+                /* Charged for the most n tasks can keep; now what they
+                 * keep (hbg_recorded_graph_memory() <= the charge). */
+                uint64_t kept = hbg_recorded_graph_memory(j->graph);
+                if (kept < j->memory) {
+                        acct_remove_memory(s->acct, s->uid, j->memory - kept);
+                        j->memory = kept;
+                }
                 err = hbg_ring_record_add(s->ring, j->graph);
                 j->graph = NULL; /* taken, or freed on -ENOSPC */
         }

@@ -265,8 +265,11 @@ void hbg_recorded_graph_free(struct recorded_graph *g);
 typedef void (*hbg_validate_report_fn)(void *userdata, uint32_t task, int code, const char *message);
 int hbg_engine_validate(const struct hbg_engine *e, uint64_t heap_size, const struct hbg_recorded_task *tasks,
                         uint32_t n, hbg_validate_report_fn report, void *userdata);
-/* Bytes hbg_ring_record() keeps for n tasks (for accounting). */
+/* The most bytes hbg_ring_record() keeps for n tasks, and the bytes a
+ * validated graph g keeps (at most that): what a recording is charged
+ * before its validation, and after. */
 uint64_t hbg_engine_recorded_memory(uint32_t n);
+uint64_t hbg_recorded_graph_memory(const struct recorded_graph *g);
 
 /* The doorbell of one ring: also clears its need_wakeup at once, so the
  * client's next publishes do not ring again while the woken threads wait

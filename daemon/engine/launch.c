@@ -52,9 +52,11 @@ static int launch_check(struct hbg_ring *r, const struct hbg_task_desc *d, uint6
         return 0;
 }
 
-/* The validated copy of a recorded task, its fanins made absolute: only
- * the parts its counts cover, as validation copies them (§10.1). */
-static void copy_recorded(struct task_slot *s, const struct task_slot *src, uint64_t gate) {
+/* Recorded task src of g, validated when recorded, into slot s with its
+ * fanins made absolute: only the parts its counts cover, as validation
+ * copies them (§10.1). */
+static void copy_recorded(struct task_slot *s, const struct recorded_graph *g, const struct recorded_task *src,
+                          uint64_t gate) {
         s->kind = src->kind;
         s->shape = src->shape;
         s->lane_mask = src->lane_mask;
@@ -65,16 +67,20 @@ static void copy_recorded(struct task_slot *s, const struct task_slot *src, uint
         memcpy(s->kernel, src->kernel, sizeof(s->kernel));
         s->report_kernel = src->report_kernel;
         s->ktime_kernel = src->ktime_kernel;
+        const uint64_t *w = g->words + src->words;
         for (unsigned i = 0; i < src->n_fanins; i++)
-                s->fanins[i] = gate + src->fanins[i];
+                s->fanins[i] = gate + w[i];
+        w += src->n_fanins;
         s->n_fanins = src->n_fanins;
-        s->args.n_tensors = src->args.n_tensors;
-        s->args.n_scalars = src->args.n_scalars;
+        s->args.n_tensors = src->n_tensors;
+        s->args.n_scalars = src->n_scalars;
         /* Empty lists, as validation skips them (many tasks have none). */
-        if (src->args.n_tensors)
-                memcpy(s->args.tensors, src->args.tensors, src->args.n_tensors * sizeof(s->args.tensors[0]));
-        if (src->args.n_scalars)
-                memcpy(s->args.scalars, src->args.scalars, src->args.n_scalars * sizeof(s->args.scalars[0]));
+        if (src->n_tensors) {
+                memcpy(s->args.tensors, w, src->n_tensors * sizeof(s->args.tensors[0]));
+                w += src->n_tensors * RECORDED_TENSOR_WORDS;
+        }
+        if (src->n_scalars)
+                memcpy(s->args.scalars, w, src->n_scalars * sizeof(s->args.scalars[0]));
 }
 
 bool launch_pending(const struct sched_thread *t, const struct hbg_ring *r) {
@@ -96,7 +102,7 @@ bool launch_continue(struct sched_thread *t, struct hbg_ring *r) {
         for (uint64_t id = x->next; id < stop; id++) {
                 struct task_slot *s = classify_begin(r, id);
                 if (x->err == 0)
-                        copy_recorded(s, &x->g->tasks[x->first + (id - x->start)], x->gate);
+                        copy_recorded(s, x->g, &x->g->tasks[x->first + (id - x->start)], x->gate);
                 s->classify_err = x->err;
                 s->classify_why = x->why;
                 classify_link(r, s, x->next, &set);

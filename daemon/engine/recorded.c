@@ -12,19 +12,60 @@
 #include "daemon/engine/engine_state.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/validate.h"
+#include "common/grow.h"
 
 uint64_t hbg_engine_recorded_memory(uint32_t n) {
-        return sizeof(struct recorded_graph) + (uint64_t)n * sizeof(struct task_slot);
+        return sizeof(struct recorded_graph) +
+               (uint64_t)n * (sizeof(struct recorded_task) + RECORDED_WORDS_MAX * sizeof(uint64_t));
+}
+
+uint64_t hbg_recorded_graph_memory(const struct recorded_graph *g) {
+        return sizeof(*g) + (uint64_t)g->n * sizeof(struct recorded_task) + g->n_words * sizeof(uint64_t);
 }
 
 void hbg_recorded_graph_free(struct recorded_graph *g) {
-        if (g)
+        if (g) {
                 free(g->tasks);
+                free(g->words);
+        }
         free(g);
 }
 
 bool hbg_ring_record_full(const struct hbg_ring *r) {
         return atomic_load_explicit(&r->n_recorded, memory_order_relaxed) >= r->engine->cfg.max_recorded_graphs;
+}
+
+/* Task i of g from its validated slot s: what a launch copies back
+ * (launch.c), its variable parts appended to g->words (capacity *cap). */
+static int pack_task(struct recorded_graph *g, size_t *cap, uint32_t i, const struct task_slot *s) {
+        size_t tensor_words = s->args.n_tensors * RECORDED_TENSOR_WORDS;
+        size_t need = s->n_fanins + tensor_words + s->args.n_scalars;
+        if (GROW(g->words, *cap, g->n_words + need, 1024) < 0)
+                return -ENOMEM;
+        g->tasks[i] = (struct recorded_task){
+                .words = g->n_words,
+                .kernel = { s->kernel[0], s->kernel[1], s->kernel[2] },
+                .predicate_offset = s->predicate_offset,
+                .block_num = s->block_num,
+                .report_kernel = s->report_kernel,
+                .ktime_kernel = s->ktime_kernel,
+                .kind = s->kind,
+                .shape = s->shape,
+                .lane_mask = s->lane_mask,
+                .lanes = s->lanes,
+                .flags = s->flags,
+                .n_fanins = s->n_fanins,
+                .n_tensors = s->args.n_tensors,
+                .n_scalars = s->args.n_scalars,
+        };
+        uint64_t *w = g->words + g->n_words;
+        memcpy(w, s->fanins, s->n_fanins * sizeof(w[0]));
+        w += s->n_fanins;
+        memcpy(w, s->args.tensors, tensor_words * sizeof(w[0]));
+        w += tensor_words;
+        memcpy(w, s->args.scalars, s->args.n_scalars * sizeof(w[0]));
+        g->n_words += need;
+        return 0;
 }
 
 int hbg_ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint32_t n,
@@ -37,25 +78,42 @@ int hbg_ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task 
                 return -EINVAL;
         }
         struct recorded_graph *g = calloc(1, sizeof(*g));
-        if (!g || !(g->tasks = aligned_alloc(64, (size_t)n * sizeof(*g->tasks)))) {
+        /* Validated into one slot, then packed (struct recorded_task). */
+        struct task_slot *s = aligned_alloc(64, sizeof(*s));
+        if (!g || !s || !(g->tasks = malloc((size_t)n * sizeof(*g->tasks)))) {
+                free(s);
                 hbg_recorded_graph_free(g);
                 return -ENOMEM;
         }
         g->n = n;
-        for (uint32_t i = 0; i < n; i++) {
+        size_t cap = 0;
+        int err = 0;
+        for (uint32_t i = 0; i < n && err == 0; i++) {
                 /* Task i has id i + 1; its fanins lie in [0, i + 1): the
                  * gate or earlier tasks. Copied first: validation reads a
                  * count, then copies what it covers (the caller's memory
                  * is sealed, but the rule is the same everywhere). */
                 struct hbg_recorded_task copy = tasks[i];
-                struct task_slot *s = &g->tasks[i];
                 memset(s, 0, sizeof(*s));
-                int err = validate_task(r, s, &copy.desc, &copy.payload, (uint64_t)i + 1, 0, ret_error);
-                if (err < 0) {
+                err = validate_task(r, s, &copy.desc, &copy.payload, (uint64_t)i + 1, 0, ret_error);
+                if (err < 0)
                         *ret_task = i;
-                        hbg_recorded_graph_free(g);
-                        return err;
-                }
+                else
+                        err = pack_task(g, &cap, i, s);
+        }
+        free(s);
+        if (err < 0) {
+                hbg_recorded_graph_free(g);
+                return err;
+        }
+        /* Kept as long as the session: no doubling's slack. */
+        if (g->n_words == 0) {
+                free(g->words);
+                g->words = NULL;
+        } else if (g->n_words < cap) {
+                uint64_t *w = realloc(g->words, g->n_words * sizeof(*w));
+                if (w)
+                        g->words = w;
         }
         *ret = g;
         return 0;

@@ -17,13 +17,20 @@
  *                   the budget all the same), max_recorded_tasks,
  *                   max_recorded_graphs, a launch of a graph never
  *                   recorded, submit and launch while recording, an empty
- *                   recording; then a good graph still records and runs.
+ *                   recording; then a good graph still records and runs;
+ *   recording_charge  what a recording keeps is charged, not the most its
+ *                   tasks could take: a chain of 4096 noop tasks costs
+ *                   its uid under 128 bytes a task (a validated task slot
+ *                   is 512), the charge stays while it is launched, and
+ *                   all of it goes with the session.
  */
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hbg/hbg.h"
 #include "tests/e2e/daemon_util.h"
@@ -274,6 +281,61 @@ START_TEST(refusals) {
 }
 END_TEST
 
+/* Bytes charged to every session now (status METRICS). */
+static uint64_t charged(struct hbgd_proc *d, int sock) {
+        Hbg__Envelope *r = status_of(d, sock, HBG__STATUS_KIND__STATUS_METRICS);
+        D_ASSERT(d, r->status_reply->metrics, "no metrics in the status reply");
+        uint64_t bytes = r->status_reply->metrics->memory_charged;
+        wire_free(r);
+        return bytes;
+}
+
+START_TEST(recording_charge) {
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "[session]\nspare_rings = 0\n");
+        int sock = raw_connect(d->socket_path);
+        raw_hello(sock);
+        uint64_t idle = charged(d, sock);
+        hbg_client *c = connect_ok(d, 1024);
+        uint64_t connected = charged(d, sock);
+        enum { TASKS = 4096 };
+        ck_assert_int_eq(hbg_graph_record_begin(c), 0);
+        uint64_t prev = 0;
+        for (int i = 0; i < TASKS; i++) {
+                hbg_task t = HBG_TASK_INIT("noop");
+                if (i) {
+                        t.deps[0] = prev;
+                        t.n_deps = 1;
+                }
+                int err = hbg_graph_add(c, &t, &prev);
+                D_ASSERT(d, err == 0, "record task %d: %s [%s]", i, hbg_strerror(err), hbg_last_error(c));
+        }
+        uint32_t rec;
+        int err = hbg_graph_record_end(c, &rec);
+        D_ASSERT(d, err == 0, "hbg_graph_record_end: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        uint64_t recorded = charged(d, sock);
+        D_ASSERT(d, recorded > connected && recorded - connected < (uint64_t)TASKS * 128,
+                 "a recording of %d noop tasks charged %" PRIu64 " bytes (%" PRIu64 " a task), not under 128 a task",
+                 TASKS, recorded - connected, (recorded - connected) / TASKS);
+        for (int k = 0; k < 2; k++) {
+                uint64_t g;
+                err = hbg_graph_launch(c, rec, &g);
+                D_ASSERT(d, err == 0, "hbg_graph_launch: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+                err = hbg_graph_wait(c, g, 60000);
+                D_ASSERT(d, err == 0, "launch %d: %s [%s]", k, hbg_strerror(err), hbg_last_error(c));
+        }
+        D_ASSERT(d, charged(d, sock) == recorded, "the charge changed while the graph was launched: %" PRIu64
+                 " bytes, was %" PRIu64, charged(d, sock), recorded);
+        hbg_disconnect(c);
+        /* The session's close gives back all of it, recording included. */
+        uint64_t now = 0;
+        for (int tries = 0; tries < 500 && (now = charged(d, sock)) != idle; tries++)
+                usleep(10000);
+        D_ASSERT(d, now == idle, "after the session: %" PRIu64 " bytes charged, %" PRIu64 " before it", now, idle);
+        close(sock);
+        stop_hbgd(d);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("e2e_replay");
         TCase *tc = tcase_create("replay");
@@ -281,6 +343,7 @@ static Suite *suite(void) {
         tcase_add_loop_test(tc, results, 0, (int)completion_count());
         tcase_add_loop_test(tc, larger_than_window, 0, (int)completion_count());
         tcase_add_test(tc, refusals);
+        tcase_add_test(tc, recording_charge);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -20,10 +20,15 @@
  *                   published: the threads park, the stall detector stops
  *                   the ring (-ETIME);
  *   recording       hbg_ring_record() refuses an invalid task and names it,
- *                   an empty graph, and more than max_recorded_graphs.
+ *                   an empty graph, and more than max_recorded_graphs;
+ *   recorded_forms  every part of a task a recording keeps comes back at
+ *                   each launch: tensors and scalars, fanins beyond the
+ *                   inline ones, a predicate (off and on), three lanes of
+ *                   four blocks, a task without a kernel.
  */
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -353,6 +358,96 @@ START_TEST(recording) {
 }
 END_TEST
 
+/* A task of a recorded graph: `t`, its fanins relative ids (0: the gate,
+ * j + 1: task j), as task i. */
+static struct hbg_recorded_task recorded(struct hbg_task_record t, unsigned i, const uint64_t *fanins,
+                                         unsigned n_fanins) {
+        struct hbg_recorded_task rt;
+        memset(&rt, 0, sizeof(rt));
+        producer_task_encode(&rt.desc, &rt.payload, i + 1, &t, fanins, n_fanins);
+        return rt;
+}
+
+static struct hbg_task_record fill_record(uint64_t off, float v, uint8_t mask, uint16_t blocks) {
+        struct hbg_task_record t = { .lane_mask = mask, .block_num = blocks, .n_tensors = 1, .n_scalars = 1 };
+        for (unsigned l = 0; l < HBG_LANES; l++)
+                if (mask & (1u << l))
+                        t.kernel[l] = HBG_KERNEL_FILL_F32;
+        t.tensors[0] = harness_tensor(off, N * 4, HBG_DIR_OUT);
+        t.scalars[0] = harness_f32_scalar(v);
+        return t;
+}
+
+static void expect_all(struct fixture *f, uint64_t off, float v, const char *what, int launch) {
+        for (unsigned i = 0; i < N; i++)
+                ck_assert_msg(harness_f32(&f->h, off)[i] == v, "launch %d: %s[%u] = %g, not %g", launch, what, i,
+                              (double)harness_f32(&f->h, off)[i], (double)v);
+}
+
+START_TEST(recorded_forms) {
+        struct fixture f;
+        setup(&f, (unsigned)_i, false);
+        uint64_t a = harness_alloc(&f.h, N * 4), b = harness_alloc(&f.h, N * 4), c = harness_alloc(&f.h, N * 4),
+                 m = harness_alloc(&f.h, N * 4), off = harness_alloc(&f.h, 4), on = harness_alloc(&f.h, 4);
+        harness_f32(&f.h, off)[0] = 0.0f;
+        harness_f32(&f.h, on)[0] = 1.0f;
+
+        enum { T_A, T_B, T_AXPY, T_OFF, T_MIX, T_JOIN, T_SCALE, T_N };
+        struct hbg_recorded_task tasks[T_N];
+        const uint64_t gate_only[] = { 0 };
+        /* a = 2, b = 3 */
+        tasks[T_A] = recorded(fill_record(a, 2.0f, 2, 1), T_A, gate_only, 1);
+        tasks[T_B] = recorded(fill_record(b, 3.0f, 2, 1), T_B, gate_only, 1);
+        /* b = 0.5 a + b = 4: two tensors and a scalar, after both fills */
+        struct hbg_task_record axpy = { .kernel = { 0, HBG_KERNEL_AXPY_F32 }, .lane_mask = 2, .block_num = 2,
+                                        .n_tensors = 2, .n_scalars = 1 };
+        axpy.tensors[0] = harness_tensor(a, N * 4, HBG_DIR_IN);
+        axpy.tensors[1] = harness_tensor(b, N * 4, HBG_DIR_INOUT);
+        axpy.scalars[0] = harness_f32_scalar(0.5f);
+        const uint64_t after_fills[] = { T_A + 1, T_B + 1 };
+        tasks[T_AXPY] = recorded(axpy, T_AXPY, after_fills, 2);
+        /* c = 7 under a predicate that is 0: never runs */
+        struct hbg_task_record never = fill_record(c, 7.0f, 2, 1);
+        never.flags = HBG_TASK_HAS_PREDICATE;
+        never.predicate_offset = off;
+        tasks[T_OFF] = recorded(never, T_OFF, gate_only, 1);
+        /* m = 9 by three lanes of four blocks */
+        tasks[T_MIX] = recorded(fill_record(m, 9.0f, 7, 4), T_MIX, gate_only, 1);
+        /* No kernel, five fanins: more than the descriptor holds inline. */
+        struct hbg_task_record join = { .block_num = 1 };
+        const uint64_t five[] = { T_A + 1, T_B + 1, T_AXPY + 1, T_OFF + 1, T_MIX + 1 };
+        tasks[T_JOIN] = recorded(join, T_JOIN, five, 5);
+        /* b = 2 b = 8 after the join, under a predicate that is 1 */
+        struct hbg_task_record scale = { .kernel = { 0, HBG_KERNEL_SCALE_F32 }, .lane_mask = 2, .block_num = 1,
+                                         .n_tensors = 1, .n_scalars = 1, .flags = HBG_TASK_HAS_PREDICATE,
+                                         .predicate_offset = on };
+        scale.tensors[0] = harness_tensor(b, N * 4, HBG_DIR_INOUT);
+        scale.scalars[0] = harness_f32_scalar(2.0f);
+        const uint64_t after_join[] = { T_JOIN + 1 };
+        tasks[T_SCALE] = recorded(scale, T_SCALE, after_join, 1);
+        uint32_t bad;
+        const char *why;
+        ck_assert_int_eq(hbg_ring_record(f.h.ring, tasks, T_N, &bad, &why), 0);
+
+        uint64_t last = UINT64_MAX;
+        for (int launch = 0; launch < 3; launch++) {
+                for (unsigned i = 0; i < N; i++)
+                        harness_f32(&f.h, a)[i] = harness_f32(&f.h, b)[i] = harness_f32(&f.h, m)[i] = 0.0f,
+                        harness_f32(&f.h, c)[i] = -1.0f;
+                gate(&f, last);
+                last = producer_write_launch(&f.h.prod, 0, 0, T_N) + T_N - 1;
+                uint64_t failed = 0;
+                int st = run_graph(&f, &failed);
+                ck_assert_msg(st == 0, "launch %d: status %d (task %" PRIu64 ")", launch, st, failed);
+                expect_all(&f, a, 2.0f, "a", launch);
+                expect_all(&f, b, 8.0f, "b", launch);
+                expect_all(&f, c, -1.0f, "c (predicated off)", launch);
+                expect_all(&f, m, 9.0f, "m (three lanes, four blocks)", launch);
+        }
+        teardown(&f);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("engine_replay");
         TCase *tc = tcase_create("replay");
@@ -362,6 +457,7 @@ static Suite *suite(void) {
         tcase_add_loop_test(tc, long_launch, 0, (int)hbg_completion_mode_count());
         tcase_add_loop_test(tc, launch_beyond_submitted, 0, (int)hbg_completion_mode_count());
         tcase_add_test(tc, recording);
+        tcase_add_loop_test(tc, recorded_forms, 0, (int)hbg_completion_mode_count());
         suite_add_tcase(s, tc);
         return s;
 }
