@@ -67,13 +67,16 @@ static void copy_recorded(struct task_slot *s, const struct recorded_graph *g, c
         memcpy(s->kernel, src->kernel, sizeof(s->kernel));
         s->report_kernel = src->report_kernel;
         s->ktime_kernel = src->ktime_kernel;
+        s->n_fanins = src->n_fanins;
+        s->args.n_tensors = src->n_tensors;
+        s->args.n_scalars = src->n_scalars;
+        /* A graph whose tasks have no words has no word array at all. */
+        if (!(src->n_fanins | src->n_tensors | src->n_scalars))
+                return;
         const uint64_t *w = g->words + src->words;
         for (unsigned i = 0; i < src->n_fanins; i++)
                 s->fanins[i] = gate + w[i];
         w += src->n_fanins;
-        s->n_fanins = src->n_fanins;
-        s->args.n_tensors = src->n_tensors;
-        s->args.n_scalars = src->n_scalars;
         /* Empty lists, as validation skips them (many tasks have none). */
         if (src->n_tensors) {
                 memcpy(s->args.tensors, w, src->n_tensors * sizeof(s->args.tensors[0]));

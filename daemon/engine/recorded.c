@@ -12,7 +12,6 @@
 #include "daemon/engine/engine_state.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/validate.h"
-#include "common/grow.h"
 
 uint64_t hbg_engine_recorded_memory(uint32_t n) {
         return sizeof(struct recorded_graph) +
@@ -36,15 +35,13 @@ bool hbg_ring_record_full(const struct hbg_ring *r) {
 }
 
 /* Task i of g from its validated slot s: what a launch copies back
- * (launch.c), its variable parts appended to g->words (capacity *cap). */
-static int pack_task(struct recorded_graph *g, size_t *cap, uint32_t i, const struct task_slot *s) {
+ * (launch.c), its variable parts appended to g->words (room for
+ * RECORDED_WORDS_MAX a task was made). */
+static void pack_task(struct recorded_graph *g, uint32_t i, const struct task_slot *s) {
         size_t tensor_words = s->args.n_tensors * RECORDED_TENSOR_WORDS;
-        size_t need = s->n_fanins + tensor_words + s->args.n_scalars;
-        if (GROW(g->words, *cap, g->n_words + need, 1024) < 0)
-                return -ENOMEM;
-        g->tasks[i] = (struct recorded_task){
+        struct recorded_task *t = &g->tasks[i];
+        *t = (struct recorded_task){
                 .words = g->n_words,
-                .kernel = { s->kernel[0], s->kernel[1], s->kernel[2] },
                 .predicate_offset = s->predicate_offset,
                 .block_num = s->block_num,
                 .report_kernel = s->report_kernel,
@@ -58,14 +55,14 @@ static int pack_task(struct recorded_graph *g, size_t *cap, uint32_t i, const st
                 .n_tensors = s->args.n_tensors,
                 .n_scalars = s->args.n_scalars,
         };
+        memcpy(t->kernel, s->kernel, sizeof(t->kernel));
         uint64_t *w = g->words + g->n_words;
         memcpy(w, s->fanins, s->n_fanins * sizeof(w[0]));
         w += s->n_fanins;
         memcpy(w, s->args.tensors, tensor_words * sizeof(w[0]));
         w += tensor_words;
         memcpy(w, s->args.scalars, s->args.n_scalars * sizeof(w[0]));
-        g->n_words += need;
-        return 0;
+        g->n_words += s->n_fanins + tensor_words + s->args.n_scalars;
 }
 
 int hbg_ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint32_t n,
@@ -78,15 +75,18 @@ int hbg_ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task 
                 return -EINVAL;
         }
         struct recorded_graph *g = calloc(1, sizeof(*g));
-        /* Validated into one slot, then packed (struct recorded_task). */
+        /* Validated into one slot, then packed (struct recorded_task):
+         * room for the most every task can keep, which is what the
+         * recording was charged (hbg_engine_recorded_memory()); pages
+         * never written cost nothing, and the rest is given back below. */
         struct task_slot *s = aligned_alloc(64, sizeof(*s));
-        if (!g || !s || !(g->tasks = malloc((size_t)n * sizeof(*g->tasks)))) {
+        if (!g || !s || !(g->tasks = malloc((size_t)n * sizeof(*g->tasks))) ||
+            !(g->words = malloc((size_t)n * RECORDED_WORDS_MAX * sizeof(*g->words)))) {
                 free(s);
                 hbg_recorded_graph_free(g);
                 return -ENOMEM;
         }
         g->n = n;
-        size_t cap = 0;
         int err = 0;
         for (uint32_t i = 0; i < n && err == 0; i++) {
                 /* Task i has id i + 1; its fanins lie in [0, i + 1): the
@@ -99,18 +99,18 @@ int hbg_ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task 
                 if (err < 0)
                         *ret_task = i;
                 else
-                        err = pack_task(g, &cap, i, s);
+                        pack_task(g, i, s);
         }
         free(s);
         if (err < 0) {
                 hbg_recorded_graph_free(g);
                 return err;
         }
-        /* Kept as long as the session: no doubling's slack. */
+        /* Kept as long as the session: only the words it filled. */
         if (g->n_words == 0) {
                 free(g->words);
                 g->words = NULL;
-        } else if (g->n_words < cap) {
+        } else {
                 uint64_t *w = realloc(g->words, g->n_words * sizeof(*w));
                 if (w)
                         g->words = w;

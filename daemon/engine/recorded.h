@@ -12,8 +12,8 @@ struct hbg_ring;
 
 /*
  * A recorded task's validated form, packed: the fields of its task_slot
- * that validation set and a launch copies (launch.c), a tenth of a slot's
- * 512 bytes. Its variable parts lie in the graph's words[], from `words`
+ * that validation set and a launch copies (launch.c), 56 of a slot's 512
+ * bytes. Its variable parts lie in the graph's words[], from `words`
  * on: n_fanins relative fanins, then n_tensors tensors of three words
  * each, then n_scalars scalars. A launch reads the tasks in order, so the
  * graph is read as two streams, not a slot's stride.
@@ -38,7 +38,8 @@ _Static_assert(sizeof(struct recorded_task) == 56, "a recorded task's size chang
 _Static_assert(sizeof(struct hbg_kernel_tensor_arg) % sizeof(uint64_t) == 0,
                "a tensor argument is a whole number of words");
 /* The most words one task takes: what the charge before validation
- * (hbg_engine_recorded_memory()) allows for. */
+ * (hbg_engine_recorded_memory()) allows for, and the room validation
+ * makes. */
 #define RECORDED_WORDS_MAX (HBG_MAX_FANINS + HBG_MAX_TENSOR_ARGS * RECORDED_TENSOR_WORDS + HBG_MAX_SCALAR_ARGS)
 
 /* A recorded graph (§14), validated once: task i's fanins are relative,

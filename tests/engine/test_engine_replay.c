@@ -24,7 +24,9 @@
  *   recorded_forms  every part of a task a recording keeps comes back at
  *                   each launch: tensors and scalars, fanins beyond the
  *                   inline ones, a predicate (off and on), three lanes of
- *                   four blocks, a task without a kernel.
+ *                   four blocks, a task without a kernel, a host task
+ *                   (external), a host-inline one; and a graph whose
+ *                   tasks keep nothing but their fixed part.
  */
 #include <check.h>
 #include <errno.h>
@@ -378,6 +380,12 @@ static struct hbg_task_record fill_record(uint64_t off, float v, uint8_t mask, u
         return t;
 }
 
+static int count_host(void *userdata, uint64_t id) {
+        (void)id;
+        ++*(unsigned *)userdata;
+        return 0;
+}
+
 static void expect_all(struct fixture *f, uint64_t off, float v, const char *what, int launch) {
         for (unsigned i = 0; i < N; i++)
                 ck_assert_msg(harness_f32(&f->h, off)[i] == v, "launch %d: %s[%u] = %g, not %g", launch, what, i,
@@ -391,8 +399,15 @@ START_TEST(recorded_forms) {
                  m = harness_alloc(&f.h, N * 4), off = harness_alloc(&f.h, 4), on = harness_alloc(&f.h, 4);
         harness_f32(&f.h, off)[0] = 0.0f;
         harness_f32(&f.h, on)[0] = 1.0f;
+        /* Offset 0 (x) reads nonzero: a launch that lost the predicate's
+         * offset would run the task predicated off. */
+        ck_assert_uint_eq(f.x, 0);
+        harness_f32(&f.h, f.x)[0] = 1.0f;
+        unsigned host_calls = 0;
+        f.h.external = count_host;
+        f.h.external_userdata = &host_calls;
 
-        enum { T_A, T_B, T_AXPY, T_OFF, T_MIX, T_JOIN, T_SCALE, T_N };
+        enum { T_A, T_B, T_AXPY, T_OFF, T_MIX, T_JOIN, T_SCALE, T_HOST, T_INLINE, T_N };
         struct hbg_recorded_task tasks[T_N];
         const uint64_t gate_only[] = { 0 };
         /* a = 2, b = 3 */
@@ -425,9 +440,20 @@ START_TEST(recorded_forms) {
         scale.scalars[0] = harness_f32_scalar(2.0f);
         const uint64_t after_join[] = { T_JOIN + 1 };
         tasks[T_SCALE] = recorded(scale, T_SCALE, after_join, 1);
+        /* Host tasks: one the client runs (external), one it ran inline. */
+        struct hbg_task_record host = { .block_num = 1, .flags = HBG_TASK_EXTERNAL };
+        tasks[T_HOST] = recorded(host, T_HOST, after_join, 1);
+        struct hbg_task_record host_inline = { .block_num = 1, .flags = HBG_TASK_HOST_INLINE };
+        tasks[T_INLINE] = recorded(host_inline, T_INLINE, gate_only, 1);
         uint32_t bad;
         const char *why;
         ck_assert_int_eq(hbg_ring_record(f.h.ring, tasks, T_N, &bad, &why), 0);
+        /* Tasks with no fanins and no arguments: a graph with no words. */
+        struct hbg_recorded_task bare[4];
+        struct hbg_task_record noop = { .kernel = { HBG_KERNEL_NOOP }, .lane_mask = 1, .block_num = 1 };
+        for (unsigned i = 0; i < 4; i++)
+                bare[i] = recorded(i % 2 ? noop : (struct hbg_task_record){ .block_num = 1 }, i, NULL, 0);
+        ck_assert_int_eq(hbg_ring_record(f.h.ring, bare, 4, &bad, &why), 1);
 
         uint64_t last = UINT64_MAX;
         for (int launch = 0; launch < 3; launch++) {
@@ -443,6 +469,13 @@ START_TEST(recorded_forms) {
                 expect_all(&f, b, 8.0f, "b", launch);
                 expect_all(&f, c, -1.0f, "c (predicated off)", launch);
                 expect_all(&f, m, 9.0f, "m (three lanes, four blocks)", launch);
+                ck_assert_msg(host_calls == (unsigned)launch + 1, "launch %d: the host task ran %u times in all",
+                              launch, host_calls);
+                gate(&f, last);
+                last = producer_write_launch(&f.h.prod, 1, 0, 4) + 3;
+                st = run_graph(&f, &failed);
+                ck_assert_msg(st == 0, "launch %d of the bare graph: status %d (task %" PRIu64 ")", launch, st,
+                              failed);
         }
         teardown(&f);
 }
