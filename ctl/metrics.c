@@ -129,6 +129,10 @@ static const struct family families[] = {
           DAEMON(connections_accepted), 1 },
         { "hbg_sessions", "gauge", "", "Client sessions open now.", DAEMON(sessions), 1 },
         { "hbg_sessions_opened", "counter", "", "Client sessions opened.", DAEMON(sessions_opened), 1 },
+        { "hbg_sessions_closing", "gauge", "",
+          "Sessions closed and not freed yet, still charged: a kernel of theirs still runs, or hbgd's seal of "
+          "their region waits for their client.",
+          DAEMON(sessions_closing), 1 },
         { "hbg_log_lines_dropped", "counter", "", "Log lines dropped: hbgd's log writer fell behind its reader.",
           DAEMON(log_lines_dropped), 1 },
         { "hbg_sessions_refused", "counter", "",

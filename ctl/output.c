@@ -361,7 +361,7 @@ static void daemon_text(json_object *o) {
                                               "io_backend", "sessions",      "tasks_completed",
                                               "graphs_retired", "graphs_failed", "slow_jobs",
                                               "spare_rings", "spare_ring_bytes", "spare_rings_taken",
-                                              "log_lines_dropped" };
+                                              "sessions_closing", "log_lines_dropped" };
         json_object *v;
         const char *version = json_object_object_get_ex(o, "version", &v) ? json_object_get_string(v) : "?";
         uint64_t pid = json_object_object_get_ex(o, "pid", &v) ? json_object_get_uint64(v) : 0;
@@ -388,7 +388,7 @@ static const struct column session_cols[] = {
         { "session", -8, NULL },       { "pid", -8, NULL },          { "user", -10, NULL },
         { "name", -24, NULL },         { "submitted", 12, NULL },    { "watermark", 12, NULL },
         { "completed", 12, NULL },     { "failed", 8, NULL },        { "graphs_retired", 0, NULL },
-        { "graphs_failed", 0, NULL },  { "error", -8, error_text },
+        { "graphs_failed", 0, NULL },  { "error", -8, error_text },   { "serving", -10, NULL },
 };
 
 static void sessions_text(json_object *a) {

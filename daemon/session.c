@@ -202,6 +202,17 @@ static void session_serve(struct session *s) {
         s->serving = SESSION_SEALING;
 }
 
+const char *session_serving_name(const struct session *s) {
+        static const char *const names[] = {
+                [SESSION_UNSERVED] = "unserved",
+                [SESSION_SEALING] = "sealing",
+                [SESSION_SERVED] = "served",
+                [SESSION_UNSERVABLE] = "unservable",
+        };
+        unsigned i = (unsigned)s->serving;
+        return i < sizeof(names) / sizeof(names[0]) && names[i] ? names[i] : "?";
+}
+
 void session_tick(struct session *s) {
         if (s->seal_retry && s->serving == SESSION_UNSERVED)
                 session_serve(s);

@@ -161,6 +161,9 @@ void session_client_fds_sent(struct session *s);
 /* The housekeeping tick's look (io thread): a seal that could not be
  * started at the doorbell is tried again. */
 void session_tick(struct session *s);
+/* Where the session is on its way to being served, as status shows it:
+ * "unserved", "sealing", "served" or "unservable" (io thread). */
+const char *session_serving_name(const struct session *s);
 /* Stop serving: a build or pre-fault job in flight is taken back (a
  * running build is waited for; a running piece of pre-fault is not, nor
  * hbgd's seal of the region: either holds the ring, and so the session

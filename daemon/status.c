@@ -118,6 +118,7 @@ static int section_daemon(struct status_build *b) {
         ds->io_backend = (char *)io_loop_backend(d->loop);
         ds->slow_jobs = slow_work_pending(d->slow);
         ds->spare_rings = hbg_engine_spares(d->engine, &ds->spare_ring_bytes, &ds->spare_rings_taken);
+        ds->sessions_closing = hbg_engine_rings_removed(d->engine);
         ds->completion_mode = (char *)hbg_completion_mode_name(d->cfg.engine.completion_mode);
         metrics_fill_daemon(d, ds);
         b->reply.daemon = ds;
@@ -184,6 +185,7 @@ static int section_sessions(struct status_build *b) {
                 ss[ns].graphs_retired = s->st.graphs_retired;
                 ss[ns].graphs_failed = s->st.graphs_failed;
                 ss[ns].error = s->st.error;
+                ss[ns].serving = (char *)session_serving_name(x->session);
                 ssp[ns] = &ss[ns];
                 ns++;
         }

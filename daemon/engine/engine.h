@@ -198,6 +198,9 @@ void hbg_engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason
  * are still held by a thread. Call it from the thread that removes rings.
  */
 unsigned hbg_engine_collect(struct hbg_engine *e);
+/* Rings removed and not freed yet (held by a thread, or by the caller),
+ * as the next hbg_engine_collect() would find them. Any thread. */
+unsigned hbg_engine_rings_removed(struct hbg_engine *e);
 /* Keep a ring from being freed while a thread of the caller's (not a
  * scheduler thread) still uses it after hbg_engine_ring_remove(): the
  * ring is collected only once every hold is let go (removal itself holds

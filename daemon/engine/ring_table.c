@@ -200,6 +200,15 @@ void hbg_ring_unhold(struct hbg_engine *e, struct hbg_ring *r) {
         pthread_mutex_unlock(&e->rings_lock);
 }
 
+unsigned hbg_engine_rings_removed(struct hbg_engine *e) {
+        unsigned n = 0;
+        pthread_mutex_lock(&e->rings_lock);
+        for (struct hbg_ring *r = e->removed; r; r = r->next_removed)
+                n++;
+        pthread_mutex_unlock(&e->rings_lock);
+        return n;
+}
+
 void ring_table_drop_holds(struct hbg_engine *e) {
         pthread_mutex_lock(&e->rings_lock);
         for (struct hbg_ring *r = e->removed; r; r = r->next_removed)

@@ -520,9 +520,40 @@ static Hbg__Envelope *raw_session(int sock, int fds[SESSION_FDS]) {
         return expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, SESSION_FDS);
 }
 
+/* Where session `id` is on its way to being served, as `hbgctl sessions`
+ * shows it (a status request on a connection of its own); waits up to
+ * WAIT_MS for `want` (NULL: answers at once). The caller frees it. */
+static char *session_serving(struct hbgd_proc *d, uint64_t id, const char *want) {
+        int sock = raw_connect(d->socket_path);
+        raw_hello(sock);
+        char *serving = NULL;
+        long long until = daemon_now_ms() + WAIT_MS;
+        do {
+                free(serving);
+                serving = NULL;
+                if (want)
+                        sleep_us(1000);
+                Hbg__Envelope *r = status_of(d, sock, HBG__STATUS_KIND__STATUS_SESSIONS);
+                for (size_t i = 0; i < r->status_reply->n_sessions; i++)
+                        if (r->status_reply->sessions[i]->session_id == id)
+                                serving = strdup(r->status_reply->sessions[i]->serving);
+                wire_free(r);
+                D_ASSERT(d, serving, "session %" PRIu64 " is not in hbgd's status", id);
+        } while (want && strcmp(serving, want) != 0 && daemon_now_ms() < until);
+        close(sock);
+        return serving;
+}
+
+static void expect_serving(struct hbgd_proc *d, uint64_t id, const char *want) {
+        char *serving = session_serving(d, id, want);
+        D_ASSERT(d, strcmp(serving, want) == 0, "session %" PRIu64 " is %s, not %s", id, serving, want);
+        free(serving);
+}
+
 /* A client that sealed its submission memfd's seals (F_SEAL_SEAL) without
  * F_SEAL_FUTURE_WRITE and rang: hbgd cannot seal it, so it never serves
- * the session, and says why in its log; it goes on serving others. */
+ * the session, and says why in its log (and its status: unservable); it
+ * goes on serving others. */
 START_TEST(session_seal_made_impossible) {
         struct hbgd_proc *d = start_hbgd(_i, NULL);
         int base = fd_baseline(d);
@@ -539,6 +570,7 @@ START_TEST(session_seal_made_impossible) {
         snprintf(needle, sizeof(needle), "session %" PRIu64 ": cannot seal its submission region", session);
         D_ASSERT(d, log_has(d, needle), "hbgd did not say why it does not serve the session");
         ck_assert_msg(!(fcntl(fds[0], F_GET_SEALS) & F_SEAL_FUTURE_WRITE), "sealed after all");
+        expect_serving(d, session, "unservable");
         assert_serving(d);
         for (unsigned i = 0; i < SESSION_FDS; i++)
                 close(fds[i]);
@@ -555,6 +587,7 @@ START_TEST(session_regions_sealed) {
         int fds[SESSION_FDS];
         Hbg__Envelope *e = raw_session(sock, fds);
         const Hbg__SessionReply *r = e->session_reply;
+        uint64_t session = r->session_id;
         ck_assert_uint_eq(r->fds, SESSION_FDS);
         ck_assert_uint_gt(r->sub_region_size, 0);
         ck_assert_uint_gt(r->cpl_region_size, 0);
@@ -639,6 +672,10 @@ START_TEST(session_regions_sealed) {
          * on no hole can be punched in it (a fault of hbgd's on a page
          * being punched would wait for the punch) and no new writable
          * mapping made; the one we have still writes. */
+        char *serving = session_serving(d, session, NULL);
+        D_ASSERT(d, strcmp(serving, "unserved") == 0, "before its first doorbell session %" PRIu64 " is %s, not "
+                 "unserved", session, serving);
+        free(serving);
         char one = 1;
         ck_assert_int_eq(send(fds[2], &one, 1, MSG_DONTWAIT), 1);
         long long until = daemon_now_ms() + WAIT_MS;
@@ -647,6 +684,7 @@ START_TEST(session_regions_sealed) {
         seals0 = fcntl(fds[0], F_GET_SEALS);
         ck_assert_msg(seals0 & F_SEAL_FUTURE_WRITE, "hbgd did not seal the submission memfd after the first "
                       "doorbell (seals 0x%x)", seals0);
+        expect_serving(d, session, "served");
         errno = 0;
         ck_assert_msg(fallocate(fds[0], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096) < 0 && errno == EPERM,
                       "punching a hole in the sealed submission memfd: %s, expected EPERM",

@@ -1003,6 +1003,26 @@ static uint64_t charged_now(struct hbgd_proc *d, int st) {
         return bytes;
 }
 
+/* Sessions closed and not freed yet (DaemonStatus.sessions_closing). */
+static uint32_t closing_now(struct hbgd_proc *d, int st) {
+        Hbg__Envelope *e = status_of(d, st, HBG__STATUS_KIND__STATUS_DAEMON);
+        D_ASSERT(d, e->status_reply && e->status_reply->daemon, "no daemon in the status reply");
+        uint32_t n = e->status_reply->daemon->sessions_closing;
+        wire_free(e);
+        return n;
+}
+
+/* The open sessions, and how many of them hbgd is sealing. */
+static size_t sessions_sealing(struct hbgd_proc *d, int st, size_t *ret_open) {
+        Hbg__Envelope *e = status_of(d, st, HBG__STATUS_KIND__STATUS_SESSIONS);
+        size_t n = 0;
+        *ret_open = e->status_reply->n_sessions;
+        for (size_t i = 0; i < e->status_reply->n_sessions; i++)
+                n += strcmp(e->status_reply->sessions[i]->serving, "sealing") == 0;
+        wire_free(e);
+        return n;
+}
+
 START_TEST(seal_waits_alone) {
         struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "");
         int base = fd_baseline(d);
@@ -1044,6 +1064,9 @@ START_TEST(seal_waits_alone) {
                 hbg_disconnect(c);
         }
         long long served_ms = daemon_now_ms() - t0;
+        size_t open = 0, sealing = sessions_sealing(d, st, &open);
+        D_ASSERT(d, open == 1 && sealing == 1, "%zu sessions open, %zu of them sealing; expected the lock holder's, "
+                 "sealing", open, sealing);
         kid_tell(&k, 'C');
         fresh_status(d, WAIT_MS, "seal_waits_alone: after the stuck session closed");
         sleep_us(300000); /* past a housekeeping tick, which collects closed sessions' rings */
@@ -1052,12 +1075,17 @@ START_TEST(seal_waits_alone) {
                  "(%" PRIu64 " bytes charged, %" PRIu64 " before the close)", kept, charged);
         D_ASSERT(d, log_has(d, "closed while hbgd's seal of its submission region waits"),
                  "hbgd did not log the session kept for its seal");
+        uint32_t closing = closing_now(d, st);
+        D_ASSERT(d, closing == 1, "status shows %u sessions closing, not the one its seal keeps", closing);
         kid_tell(&k, 'R');
         const char *done = kid_expect(d, &k, "DONE", WAIT_MS, buf, sizeof(buf), "the lock holder");
         long long until = daemon_now_ms() + WAIT_MS;
         while (charged_now(d, st) != 0 && daemon_now_ms() < until)
                 sleep_us(10000);
         D_ASSERT(d, charged_now(d, st) == 0, "the closed session's charge stayed after hbgd's seal returned");
+        while (closing_now(d, st) != 0 && daemon_now_ms() < until)
+                sleep_us(10000);
+        D_ASSERT(d, closing_now(d, st) == 0, "status still shows a session closing after hbgd's seal returned");
         close(st);
         fprintf(stderr, "seal_waits_alone: 4 connects and 12 graphs in %lld ms while hbgd's seal waited; %s\n",
                 served_ms, done);
