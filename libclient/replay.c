@@ -231,6 +231,15 @@ void hbgc_recorded_free_all(hbg_client *c) {
 
 /* ---------------------------------------------------------------- launch */
 
+/* The most ids one launch record stands for. hbgd claims a record whole,
+ * with one thread, which expands it classify_batch ids per visit (§14):
+ * records as long as the room in the window (up to the whole window) left
+ * every other thread idle while one expanded, and replay of a wide graph
+ * was slower than building it anew. As many as hbgd claims of plain tasks
+ * at once (classify_batch's default), each record goes to whichever thread
+ * claims it, in one visit (docs/PERFORMANCE.md). */
+#define LAUNCH_RECORD_IDS 64u
+
 /* Room for at least one task in the window (waits like hbg_graph_add). */
 static int window_room(hbg_client *c, uint64_t *ret_room) {
         int err = hbgc_wait_window(c);
@@ -268,14 +277,17 @@ HBG_EXPORT int hbg_graph_launch(hbg_client *c, uint32_t recorded, uint64_t *ret_
             (err = hbgc_write_task(c, &gate_task, c->scratch.v, n, &gate)) < 0)
                 return err;
 
-        /* The tasks: a launch record per run of ids the window has room
-         * for; host functions registered before their ids are published. */
+        /* The tasks: a launch record per run of at most LAUNCH_RECORD_IDS
+         * ids the window has room for; host functions registered before
+         * their ids are published. */
         size_t h = 0;
         for (uint64_t first = 0; first < g->n;) {
                 uint64_t room;
                 if ((err = window_room(c, &room)) < 0)
                         return err;
                 uint64_t count = g->n - first < room ? g->n - first : room;
+                if (count > LAUNCH_RECORD_IDS)
+                        count = LAUNCH_RECORD_IDS;
                 for (; h < g->n_host && g->host[h].id <= first + count; h++)
                         hbgc_host_register(c, gate + g->host[h].id, g->host[h].fn, g->host[h].userdata);
                 producer_write_launch(&c->prod, g->graph, first, count);
