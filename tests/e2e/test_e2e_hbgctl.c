@@ -493,6 +493,8 @@ START_TEST(status_verbs) {
         r = ctl(S, "status");
         ASSERT_CODE(r, 0);
         ck_assert(strstr(r.out, "completed"));
+        ck_assert_msg(strstr(r.out, "\nsessions_closing  0\n"), "%s", r.out);
+        ck_assert_msg(strstr(r.out, " served\n"), "no served session in the table:\n%s", r.out);
         result_free(&r);
         r = ctl(NULL, "sessions", "--socket", S);
         ASSERT_CODE(r, 0);
@@ -523,6 +525,8 @@ START_TEST(status_verbs) {
         ck_assert_int_eq(json_object_get_int64(get(dm, "pid")), d->pid);
         ck_assert_int_ge(json_object_get_int64(get(dm, "sessions")), 1);
         ck_assert_int_ge(json_object_get_int64(get(dm, "graphs_retired")), 1);
+        /* No session closed: none kept. */
+        ck_assert_int_eq(json_object_get_int64(get(dm, "sessions_closing")), 0);
         json_object_put(o);
         result_free(&r);
 
@@ -534,6 +538,8 @@ START_TEST(status_verbs) {
         json_object *s0 = json_object_array_get_idx(a, 0);
         ck_assert_int_eq(json_object_get_int64(get(s0, "pid")), getpid());
         ck_assert_int_ge(json_object_get_int64(get(s0, "submitted")), 1);
+        /* A library session that ran a graph is served. */
+        ck_assert_str_eq(json_object_get_string(get(s0, "serving")), "served");
         /* the uid as a number, and its user's name beside it (as ps) */
         ck_assert_int_eq(json_object_get_int64(get(s0, "uid")), getuid());
         struct passwd *pw = getpwuid(getuid());

@@ -1064,7 +1064,12 @@ START_TEST(seal_waits_alone) {
                 hbg_disconnect(c);
         }
         long long served_ms = daemon_now_ms() - t0;
+        /* hbg_disconnect() does not wait for hbgd to see the hang-up. */
         size_t open = 0, sealing = sessions_sealing(d, st, &open);
+        for (long long until = daemon_now_ms() + WAIT_MS; open > 1 && daemon_now_ms() < until;) {
+                sleep_us(10000);
+                sealing = sessions_sealing(d, st, &open);
+        }
         D_ASSERT(d, open == 1 && sealing == 1, "%zu sessions open, %zu of them sealing; expected the lock holder's, "
                  "sealing", open, sealing);
         kid_tell(&k, 'C');

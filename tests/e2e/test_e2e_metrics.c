@@ -582,6 +582,8 @@ START_TEST(counts) {
                  sum_of(s1, "hbg_tasks_classified_total"));
         D_ASSERT(d, value_of(s1, "hbg_sessions", "") == 1, "sessions");
         D_ASSERT(d, value_of(s1, "hbg_sessions_opened_total", "") == 1, "sessions opened");
+        D_ASSERT(d, value_of(s1, "hbg_sessions_closing", "") == 0 && samples_of(s1, "hbg_sessions_closing") == 1,
+                 "sessions closing");
         D_ASSERT(d, value_of(s1, "hbg_sessions_refused_total", "errno=\"E2BIG\"") == 1, "sessions refused");
         D_ASSERT(d, value_of(s1, "hbg_scheduler_threads", "") == THREADS, "threads");
         /* hbgd's build and process. */
