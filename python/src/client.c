@@ -388,7 +388,7 @@ static PyMethodDef client_methods[] = {
         { "record", (PyCFunction)hbgpy_client_record, METH_NOARGS,
           "record() -> hbg.Recording\n\n"
           "with client.record() as rec: rec.graph.add(...)  records a graph that hbgd validates\n"
-          "once; rec.launch() then runs it (any number of times) for a few records each." },
+          "once; rec.launch() then runs it (any number of times) for a record per 64 tasks." },
         { "kernels", (PyCFunction)hbgpy_client_kernels, METH_NOARGS,
           "kernels() -> list[hbg.Kernel]\n\nThe kernels of the hbgd this client is connected to (built-in and\n"
           "from modules), with their signatures, in id order." },

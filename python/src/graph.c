@@ -948,7 +948,7 @@ static PyMethodDef recording_methods[] = {
         { "__exit__", (PyCFunction)recording_exit, METH_VARARGS, NULL },
         { "launch", (PyCFunction)recording_launch, METH_NOARGS,
           "launch() -> hbg.Handle\n\nRun the recorded graph once more: its tasks as if added now (after the\n"
-          "earlier users of their arrays), for a few records instead of one per task." },
+          "earlier users of their arrays), for a record per 64 tasks instead of one per task." },
         { NULL, NULL, 0, NULL },
 };
 

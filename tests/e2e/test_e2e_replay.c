@@ -18,6 +18,10 @@
  *                   max_recorded_graphs, a launch of a graph never
  *                   recorded, submit and launch while recording, an empty
  *                   recording; then a good graph still records and runs;
+ *   host_tasks_across_records  host functions at the edges of the launch
+ *                   records a launch is written in (the library's records
+ *                   stand for 64 tasks at most): each runs once per
+ *                   launch, noop tasks around them;
  *   recording_charge  what a recording keeps is charged, not the most its
  *                   tasks could take: a chain of 4096 noop tasks costs
  *                   its uid 56 to 64 bytes a task (a validated task slot
@@ -281,6 +285,47 @@ START_TEST(refusals) {
 }
 END_TEST
 
+static int count_call(void *userdata) {
+        ++*(unsigned *)userdata;
+        return 0;
+}
+
+START_TEST(host_tasks_across_records) {
+        struct hbgd_proc *d = start_hbgd_completion(MODE_URING, completion_name((unsigned)_i));
+        hbg_client *c = connect_ok(d, 0);
+        enum { TASKS = 200 };
+        /* Recording positions at, before and after the 64-task edges. */
+        static const unsigned at[] = { 0, 62, 63, 64, 65, 127, 128, 129, 191, 192, 199 };
+        enum { HOSTS = sizeof(at) / sizeof(at[0]) };
+        unsigned calls[HOSTS] = { 0 };
+        ck_assert_int_eq(hbg_graph_record_begin(c), 0);
+        for (unsigned i = 0, h = 0; i < TASKS; i++) {
+                hbg_task t = HBG_TASK_INIT("noop");
+                if (h < HOSTS && at[h] == i) {
+                        t = (hbg_task)HBG_TASK_INIT(NULL);
+                        t.host_fn = count_call;
+                        t.host_userdata = &calls[h++];
+                }
+                add_ok(d, c, &t, "record");
+        }
+        uint32_t rec;
+        int err = hbg_graph_record_end(c, &rec);
+        D_ASSERT(d, err == 0, "hbg_graph_record_end: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        for (unsigned round = 1; round <= 3; round++) {
+                uint64_t g;
+                err = hbg_graph_launch(c, rec, &g);
+                D_ASSERT(d, err == 0, "hbg_graph_launch: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+                err = hbg_graph_wait(c, g, 60000);
+                D_ASSERT(d, err == 0, "launch %u: %s [%s]", round, hbg_strerror(err), hbg_last_error(c));
+                for (unsigned h = 0; h < HOSTS; h++)
+                        D_ASSERT(d, calls[h] == round, "launch %u: the host function of recorded task %u ran %u "
+                                 "times in all", round, at[h], calls[h]);
+        }
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
 /* Bytes charged to every session now (status METRICS). */
 static uint64_t charged(struct hbgd_proc *d, int sock) {
         Hbg__Envelope *r = status_of(d, sock, HBG__STATUS_KIND__STATUS_METRICS);
@@ -344,6 +389,7 @@ static Suite *suite(void) {
         tcase_add_loop_test(tc, results, 0, (int)completion_count());
         tcase_add_loop_test(tc, larger_than_window, 0, (int)completion_count());
         tcase_add_test(tc, refusals);
+        tcase_add_loop_test(tc, host_tasks_across_records, 0, (int)completion_count());
         tcase_add_test(tc, recording_charge);
         suite_add_tcase(s, tc);
         return s;

@@ -380,7 +380,8 @@ HBG_EXPORT int hbg_tensor_wait_ready(hbg_client *c, hbg_tensor t, int timeout_ms
  * Graph replay (since 1.1): record a graph once, launch it many times.
  * hbgd validates the recorded tasks once and keeps them for the session
  * (within [limits] max_recorded_graphs and max_recorded_tasks); a launch
- * costs the producer a few records, not one per task.
+ * costs the producer a gate task and a launch record per 64 tasks, not
+ * one descriptor per task.
  *
  * Between hbg_graph_record_begin() and hbg_graph_record_end(),
  * hbg_graph_add() records instead of adding: ids are the recording's task
