@@ -58,6 +58,22 @@ static void add_ok(struct hbgd_proc *d, hbg_client *c, const hbg_task *t, const 
         D_ASSERT(d, err == 0, "%s: %s [%s]", what, hbg_strerror(err), hbg_last_error(c));
 }
 
+static uint32_t record_end_ok(struct hbgd_proc *d, hbg_client *c) {
+        uint32_t rec = 99;
+        int err = hbg_graph_record_end(c, &rec);
+        D_ASSERT(d, err == 0, "hbg_graph_record_end: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        return rec;
+}
+
+/* Launch recorded graph rec as a graph of its own and wait for it. */
+static void launch_wait_ok(struct hbgd_proc *d, hbg_client *c, uint32_t rec, unsigned round) {
+        uint64_t g;
+        int err = hbg_graph_launch(c, rec, &g);
+        D_ASSERT(d, err == 0, "hbg_graph_launch: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        err = hbg_graph_wait(c, g, 60000);
+        D_ASSERT(d, err == 0, "launch %u: %s [%s]", round, hbg_strerror(err), hbg_last_error(c));
+}
+
 static hbg_task binary(const char *kernel, hbg_tensor a, hbg_tensor b, hbg_tensor out) {
         hbg_task t = HBG_TASK_INIT(kernel);
         t.n_args = 3;
@@ -142,10 +158,9 @@ START_TEST(results) {
         pred.has_predicate = 1;
         pred.predicate = p;
         add_ok(d, c, &pred, "record the predicated copy");
-        uint32_t rec = 99;
-        int err = hbg_graph_record_end(c, &rec);
-        D_ASSERT(d, err == 0, "hbg_graph_record_end: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        uint32_t rec = record_end_ok(d, c);
         ck_assert_uint_eq(rec, 0);
+        int err;
         /* Nothing ran while recording. */
         all_eq(c, x, N, 0.0f, "x after recording", 0);
 
@@ -200,15 +215,9 @@ START_TEST(larger_than_window) {
                 hbg_task t = binary("add_f32", wi, oi, wi);
                 add_ok(d, c, &t, "record the wide part");
         }
-        uint32_t rec;
-        int err = hbg_graph_record_end(c, &rec);
-        D_ASSERT(d, err == 0, "hbg_graph_record_end: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        uint32_t rec = record_end_ok(d, c);
         for (unsigned round = 1; round <= 3; round++) {
-                uint64_t g;
-                err = hbg_graph_launch(c, rec, &g);
-                D_ASSERT(d, err == 0, "hbg_graph_launch: %s [%s]", hbg_strerror(err), hbg_last_error(c));
-                err = hbg_graph_wait(c, g, 60000);
-                D_ASSERT(d, err == 0, "launch %u: %s [%s]", round, hbg_strerror(err), hbg_last_error(c));
+                launch_wait_ok(d, c, rec, round);
                 all_eq(c, x, N, (float)(CHAIN * round), "chain", round);
                 all_eq(c, w, WIDE, (float)round, "wide", round);
         }
@@ -308,15 +317,9 @@ START_TEST(host_tasks_across_records) {
                 }
                 add_ok(d, c, &t, "record");
         }
-        uint32_t rec;
-        int err = hbg_graph_record_end(c, &rec);
-        D_ASSERT(d, err == 0, "hbg_graph_record_end: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        uint32_t rec = record_end_ok(d, c);
         for (unsigned round = 1; round <= 3; round++) {
-                uint64_t g;
-                err = hbg_graph_launch(c, rec, &g);
-                D_ASSERT(d, err == 0, "hbg_graph_launch: %s [%s]", hbg_strerror(err), hbg_last_error(c));
-                err = hbg_graph_wait(c, g, 60000);
-                D_ASSERT(d, err == 0, "launch %u: %s [%s]", round, hbg_strerror(err), hbg_last_error(c));
+                launch_wait_ok(d, c, rec, round);
                 for (unsigned h = 0; h < HOSTS; h++)
                         D_ASSERT(d, calls[h] == round, "launch %u: the host function of recorded task %u ran %u "
                                  "times in all", round, at[h], calls[h]);
@@ -354,21 +357,14 @@ START_TEST(recording_charge) {
                 int err = hbg_graph_add(c, &t, &prev);
                 D_ASSERT(d, err == 0, "record task %d: %s [%s]", i, hbg_strerror(err), hbg_last_error(c));
         }
-        uint32_t rec;
-        int err = hbg_graph_record_end(c, &rec);
-        D_ASSERT(d, err == 0, "hbg_graph_record_end: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        uint32_t rec = record_end_ok(d, c);
         uint64_t recorded = charged(d, sock);
         /* 56 bytes a task, 8 its fanin (the first has none), 32 the graph. */
         D_ASSERT(d, recorded >= connected + (uint64_t)TASKS * 56 && recorded <= connected + (uint64_t)TASKS * 64 + 64,
                  "a recording of %d noop tasks charged %" PRIu64 " bytes (%" PRIu64 " a task), not 56 to 64 a task",
                  TASKS, recorded - connected, (recorded - connected) / TASKS);
-        for (int k = 0; k < 2; k++) {
-                uint64_t g;
-                err = hbg_graph_launch(c, rec, &g);
-                D_ASSERT(d, err == 0, "hbg_graph_launch: %s [%s]", hbg_strerror(err), hbg_last_error(c));
-                err = hbg_graph_wait(c, g, 60000);
-                D_ASSERT(d, err == 0, "launch %d: %s [%s]", k, hbg_strerror(err), hbg_last_error(c));
-        }
+        for (unsigned round = 1; round <= 2; round++)
+                launch_wait_ok(d, c, rec, round);
         D_ASSERT(d, charged(d, sock) == recorded, "the charge changed while the graph was launched: %" PRIu64
                  " bytes, was %" PRIu64, charged(d, sock), recorded);
         hbg_disconnect(c);
