@@ -371,6 +371,8 @@ int hbgd_log_start(void) {
         writer_stopping = writer_exited = false;
         err = pthread_create(&writer_thread, NULL, writer_main, NULL);
         writer_running = err == 0;
+        if (writer_running)
+                (void)pthread_setname_np(writer_thread, "hbgd-log");
         pthread_mutex_unlock(&log_lock);
         return -err;
 }

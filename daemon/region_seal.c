@@ -45,6 +45,9 @@ static void seal_unref(struct region_seal *s) {
 
 static void *seal_main(void *arg) {
         struct region_seal *s = arg;
+        /* Named from within: the thread is detached. A seal that waits
+         * long shows as this name in ps -L, in state D. */
+        (void)pthread_setname_np(pthread_self(), "hbgd-seal");
         int err = fcntl(s->fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) < 0 ? -errno : 0;
         /* The client may have sealed it meanwhile, and the seals with it
          * (then the add fails): the seal is what counts. */

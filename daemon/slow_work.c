@@ -195,6 +195,7 @@ int slow_work_new(struct slow_work **ret, struct io_loop *loop) {
         if ((err = -pthread_create(&w->thread, NULL, worker_main, w)) < 0)
                 goto fail;
         w->thread_started = true;
+        (void)pthread_setname_np(w->thread, "hbgd-slow");
         *ret = w;
         return 0;
 fail:

@@ -195,6 +195,14 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
                 if (err < 0)
                         goto fail;
                 e->threads_started++;
+                /* For ps -L, top -H and perf: 15 characters at most. */
+                char name[32];
+                if (i < ns)
+                        snprintf(name, sizeof(name), "hbgd-sched%u", i);
+                else
+                        snprintf(name, sizeof(name), "hbgd-%s", hbg_completion_mode_name(cfg->completion_mode));
+                name[15] = '\0';
+                (void)pthread_setname_np(e->threads[i].thread, name);
         }
         *ret = e;
         return 0;

@@ -510,6 +510,32 @@ int daemon_fd_count(pid_t pid) {
         return n;
 }
 
+int daemon_threads_named(pid_t pid, const char *name) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+        DIR *dir = opendir(path);
+        if (!dir)
+                return -errno;
+        int n = 0;
+        struct dirent *e;
+        while ((e = readdir(dir))) {
+                if (e->d_name[0] == '.')
+                        continue;
+                char comm_path[sizeof(path) + sizeof(e->d_name) + 8], comm[32] = "";
+                snprintf(comm_path, sizeof(comm_path), "%s/%s/comm", path, e->d_name);
+                FILE *f = fopen(comm_path, "re");
+                if (!f)
+                        continue; /* the thread ended meanwhile */
+                if (fgets(comm, sizeof(comm), f)) {
+                        comm[strcspn(comm, "\n")] = '\0';
+                        n += strcmp(comm, name) == 0;
+                }
+                fclose(f);
+        }
+        closedir(dir);
+        return n;
+}
+
 long daemon_status_kib(pid_t pid, const char *field) {
         char path[64], line[256];
         snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);

@@ -83,6 +83,8 @@ void daemon_dump_log(const struct hbgd_proc *d);
 
 /* Open fds of a process (entries of /proc/PID/fd), or -errno. */
 int daemon_fd_count(pid_t pid);
+/* Threads of a process named `name` (/proc/PID/task/TID/comm), or -errno. */
+int daemon_threads_named(pid_t pid, const char *name);
 
 /* A size field of /proc/PID/status ("VmRSS", "RssAnon", "VmSize"...) in
  * KiB, or -errno. */

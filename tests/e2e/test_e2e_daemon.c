@@ -1210,6 +1210,27 @@ static unsigned wait_spares(int sock, unsigned want, uint64_t *ret_bytes) {
  * nor does a [limits] max_memory too small to hold one beside the
  * sessions. (The engine test spare_rings_taken checks what a ring takes.)
  */
+/* hbgd's threads carry names ps -L, top -H and perf show: its io thread
+ * keeps the process's, the others say what they are. */
+START_TEST(thread_names) {
+        static const char *const names[] = { "hbgd", "hbgd-log", "hbgd-slow", "hbgd-sched0", "hbgd-sched1",
+                                             "hbgd-sched2", "hbgd-sched3" };
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+                int n = daemon_threads_named(d->pid, names[i]);
+                D_ASSERT(d, n == 1, "%d threads of hbgd named %s, not 1", n, names[i]);
+        }
+        stop_hbgd(d);
+        /* The resolver's own thread (RUNTIME_LOGIC §11.3). */
+        d = start_hbgd_conf(_i, "[scheduler]\ncompletion_mode = resolver\n");
+        int n = daemon_threads_named(d->pid, "hbgd-resolver");
+        D_ASSERT(d, n == 1, "%d threads of hbgd named hbgd-resolver under the resolver, not 1", n);
+        D_ASSERT(d, daemon_threads_named(d->pid, "hbgd-sched2") == 1 && daemon_threads_named(d->pid, "hbgd-sched3") == 0,
+                 "the resolver's hbgd has not three scheduler threads and the resolver's");
+        stop_hbgd(d);
+}
+END_TEST
+
 START_TEST(spare_rings_status) {
         static const struct {
                 const char *conf;
@@ -1346,7 +1367,7 @@ static Suite *suite(void) {
                 { "abuse", { abuse_wrong_major, abuse_oversized, abuse_garbage, abuse_not_hello_first,
                              abuse_truncated, abuse_fds, abuse_empty_record } },
                 { "session", { session_regions_sealed, session_fds_of_older_client, session_seal_made_impossible } },
-                { "status", { status_over_socket } },
+                { "status", { status_over_socket, thread_names } },
                 { "sigterm", { sigterm_in_flight } },
                 { "spin", { spin_moves_keep_affinity } },
                 { "spares", { spare_rings_status, spare_rings_make_room } },

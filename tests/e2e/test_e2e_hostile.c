@@ -1072,6 +1072,8 @@ START_TEST(seal_waits_alone) {
         }
         D_ASSERT(d, open == 1 && sealing == 1, "%zu sessions open, %zu of them sealing; expected the lock holder's, "
                  "sealing", open, sealing);
+        int sealers = daemon_threads_named(d->pid, "hbgd-seal");
+        D_ASSERT(d, sealers == 1, "%d threads of hbgd named hbgd-seal while its seal waits, not 1", sealers);
         kid_tell(&k, 'C');
         fresh_status(d, WAIT_MS, "seal_waits_alone: after the stuck session closed");
         sleep_us(300000); /* past a housekeeping tick, which collects closed sessions' rings */
@@ -1091,6 +1093,9 @@ START_TEST(seal_waits_alone) {
         while (closing_now(d, st) != 0 && daemon_now_ms() < until)
                 sleep_us(10000);
         D_ASSERT(d, closing_now(d, st) == 0, "status still shows a session closing after hbgd's seal returned");
+        while (daemon_threads_named(d->pid, "hbgd-seal") != 0 && daemon_now_ms() < until)
+                sleep_us(10000);
+        D_ASSERT(d, daemon_threads_named(d->pid, "hbgd-seal") == 0, "hbgd's seal thread stayed after it returned");
         close(st);
         fprintf(stderr, "seal_waits_alone: 4 connects and 12 graphs in %lld ms while hbgd's seal waited; %s\n",
                 served_ms, done);
