@@ -158,16 +158,45 @@ void harness_serve_external(struct harness_ring *h) {
         }
 }
 
+/* A wait for the engine that lasts this long is a hang: say what the
+ * engine and the producer show, then stop. A test's own timeout would
+ * end it saying nothing. */
+#define HARNESS_STUCK_MS 60000
+
+static void harness_stuck(struct harness_ring *h, const char *what) {
+        struct hbg_ring_stats rs;
+        hbg_ring_stats(h->ring, &rs);
+        fprintf(stderr,
+                "harness: %s: no progress for %d s: submitted %llu, claimed %llu, watermark %llu, completed %llu, "
+                "graphs retired %llu, ring error %d%s; need_wakeup %u; producer next id %llu, published %llu, "
+                "doorbells %llu\n",
+                what, HARNESS_STUCK_MS / 1000, (unsigned long long)rs.submitted, (unsigned long long)rs.classified,
+                (unsigned long long)rs.watermark, (unsigned long long)rs.completed,
+                (unsigned long long)rs.graphs_retired, rs.error, rs.broken ? " (broken)" : "",
+                (unsigned)atomic_load(&h->ch->need_wakeup), (unsigned long long)h->prod.next_id,
+                (unsigned long long)h->prod.published, (unsigned long long)h->doorbells);
+        for (unsigned i = 0; i < hbg_engine_threads(h->engine); i++) {
+                struct hbg_thread_stats t;
+                hbg_engine_thread_stats(h->engine, i, &t);
+                fprintf(stderr, "harness:   thread %u: classified %llu, dispatched %llu, parks %llu, wakeups %llu\n", i,
+                        (unsigned long long)t.classified, (unsigned long long)t.dispatched,
+                        (unsigned long long)t.parks, (unsigned long long)t.wakeups);
+        }
+        abort();
+}
+
 void harness_publish(struct harness_ring *h) {
         ring_doorbell(h, producer_publish(&h->prod));
 }
 
 uint64_t harness_add_task(struct harness_ring *h, const struct harness_task *t) {
         /* Window: id < WM + D. Publish what we have so it can progress. */
-        while (producer_room(&h->prod) == 0) {
+        for (int64_t since = clock_now_ms(); producer_room(&h->prod) == 0;) {
                 harness_publish(h);
                 harness_serve_external(h);
                 sched_yield();
+                if (clock_now_ms() - since > HARNESS_STUCK_MS)
+                        harness_stuck(h, "waiting for room in the window");
         }
         struct hbg_task_record rec = {
                 .lane_mask = t->lane_mask,
@@ -185,7 +214,7 @@ uint64_t harness_add_task(struct harness_ring *h, const struct harness_task *t) 
 }
 
 uint64_t harness_end_graph(struct harness_ring *h, uint64_t graph_id) {
-        for (;;) {
+        for (int64_t since = clock_now_ms();;) {
                 bool ring;
                 int64_t k = producer_end_graph(&h->prod, graph_id, &ring);
                 ring_doorbell(h, ring);
@@ -195,6 +224,8 @@ uint64_t harness_end_graph(struct harness_ring *h, uint64_t graph_id) {
                         return UINT64_MAX;
                 harness_serve_external(h);
                 sched_yield();
+                if (clock_now_ms() - since > HARNESS_STUCK_MS)
+                        harness_stuck(h, "waiting for room in the graph table");
         }
 }
 
