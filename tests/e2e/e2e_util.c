@@ -953,6 +953,14 @@ Hbg__Envelope *status_of(struct hbgd_proc *d, int fd, Hbg__StatusKind kind) {
         return r;
 }
 
+uint64_t memory_charged_now(struct hbgd_proc *d, int fd) {
+        Hbg__Envelope *r = status_of(d, fd, HBG__STATUS_KIND__STATUS_METRICS);
+        D_ASSERT(d, r->status_reply->metrics, "no metrics in the status reply");
+        uint64_t bytes = r->status_reply->metrics->memory_charged;
+        wire_free(r);
+        return bytes;
+}
+
 /* Sums of the scheduler threads' counters. */
 void thread_counts(struct hbgd_proc *d, int fd, uint64_t *classified, uint64_t *dispatched) {
         Hbg__Envelope *r = status_of(d, fd, HBG__STATUS_KIND__STATUS_THREADS);

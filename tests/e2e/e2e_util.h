@@ -256,6 +256,8 @@ long long fresh_status_shed(struct hbgd_proc *d, int bound_ms, const char *what,
 /* One status request of `kind` on fd (hello done): the reply, asserted
  * (wire_free() it). */
 Hbg__Envelope *status_of(struct hbgd_proc *d, int fd, Hbg__StatusKind kind);
+/* Bytes charged to every session now (status METRICS on fd, hello done). */
+uint64_t memory_charged_now(struct hbgd_proc *d, int fd);
 /* Sums of the scheduler threads' counters (STATUS_THREADS on fd). */
 void thread_counts(struct hbgd_proc *d, int fd, uint64_t *classified, uint64_t *dispatched);
 /* Poll until the scheduler threads classified at least n tasks. */

@@ -1287,16 +1287,6 @@ START_TEST(spare_rings_status) {
 }
 END_TEST
 
-/* Bytes charged to sessions now (status METRICS). */
-static uint64_t memory_charged(int sock) {
-        Hbg__Envelope *env;
-        const Hbg__StatusReply *st = status(sock, HBG__STATUS_KIND__STATUS_METRICS, &env);
-        ck_assert_ptr_nonnull(st->metrics);
-        uint64_t bytes = st->metrics->memory_charged;
-        hbg__envelope__free_unpacked(env, NULL);
-        return bytes;
-}
-
 /*
  * Admission makes room: a session charged beside the spares drops, before
  * hbgd answers it, the spares that no longer fit under [limits]
@@ -1320,7 +1310,7 @@ START_TEST(spare_rings_make_room) {
         hbg_client *c = NULL;
         int err = hbg_connect_opts(&c, &o);
         D_ASSERT(d, err == 0, "hbg_connect_opts: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
-        uint64_t session = memory_charged(sock);
+        uint64_t session = memory_charged_now(d, sock);
         D_ASSERT(d, session > 0, "no memory charged to the session");
         hbg_disconnect(c);
         close(sock);
@@ -1343,7 +1333,7 @@ START_TEST(spare_rings_make_room) {
         n = spares_now(sock, &bytes);
         D_ASSERT(d, n == 1 && spares_taken == 0, "beside the session: %u spares (%" PRIu64 " taken), not 1 (0 taken)",
                  n, spares_taken);
-        D_ASSERT(d, memory_charged(sock) + bytes <= session + each + each / 2,
+        D_ASSERT(d, memory_charged_now(d, sock) + bytes <= session + each + each / 2,
                  "the session and the spares hold more than max_memory");
         struct workload w;
         ck_assert_msg(wl_init(&w, c, 2) == 0, "%s", w.msg);

@@ -995,14 +995,6 @@ static int lock_holder_fn(int sock, void *arg) {
         return 0;
 }
 
-static uint64_t charged_now(struct hbgd_proc *d, int st) {
-        Hbg__Envelope *e = status_of(d, st, HBG__STATUS_KIND__STATUS_METRICS);
-        D_ASSERT(d, e->status_reply && e->status_reply->metrics, "no metrics in the status reply");
-        uint64_t bytes = e->status_reply->metrics->memory_charged;
-        wire_free(e);
-        return bytes;
-}
-
 /* Sessions closed and not freed yet (DaemonStatus.sessions_closing). */
 static uint32_t closing_now(struct hbgd_proc *d, int st) {
         Hbg__Envelope *e = status_of(d, st, HBG__STATUS_KIND__STATUS_DAEMON);
@@ -1049,7 +1041,7 @@ START_TEST(seal_waits_alone) {
         D_ASSERT(d, strncmp(buf, "READY", 5) == 0, "the lock holder: %s", buf);
         int st = raw_connect(d->socket_path);
         raw_hello(st);
-        uint64_t charged = charged_now(d, st);
+        uint64_t charged = memory_charged_now(d, st);
         D_ASSERT(d, charged > 0, "the lock holder's session is not charged");
         /* hbgd's seal of it waits for the lock now. Others are served. */
         long long t0 = daemon_now_ms();
@@ -1077,7 +1069,7 @@ START_TEST(seal_waits_alone) {
         kid_tell(&k, 'C');
         fresh_status(d, WAIT_MS, "seal_waits_alone: after the stuck session closed");
         sleep_us(300000); /* past a housekeeping tick, which collects closed sessions' rings */
-        uint64_t kept = charged_now(d, st);
+        uint64_t kept = memory_charged_now(d, st);
         D_ASSERT(d, kept == charged, "the session closed during hbgd's seal was freed before the seal returned "
                  "(%" PRIu64 " bytes charged, %" PRIu64 " before the close)", kept, charged);
         D_ASSERT(d, log_has(d, "closed while hbgd's seal of its submission region waits"),
@@ -1087,9 +1079,9 @@ START_TEST(seal_waits_alone) {
         kid_tell(&k, 'R');
         const char *done = kid_expect(d, &k, "DONE", WAIT_MS, buf, sizeof(buf), "the lock holder");
         long long until = daemon_now_ms() + WAIT_MS;
-        while (charged_now(d, st) != 0 && daemon_now_ms() < until)
+        while (memory_charged_now(d, st) != 0 && daemon_now_ms() < until)
                 sleep_us(10000);
-        D_ASSERT(d, charged_now(d, st) == 0, "the closed session's charge stayed after hbgd's seal returned");
+        D_ASSERT(d, memory_charged_now(d, st) == 0, "the closed session's charge stayed after hbgd's seal returned");
         while (closing_now(d, st) != 0 && daemon_now_ms() < until)
                 sleep_us(10000);
         D_ASSERT(d, closing_now(d, st) == 0, "status still shows a session closing after hbgd's seal returned");

@@ -329,22 +329,13 @@ START_TEST(host_tasks_across_records) {
 }
 END_TEST
 
-/* Bytes charged to every session now (status METRICS). */
-static uint64_t charged(struct hbgd_proc *d, int sock) {
-        Hbg__Envelope *r = status_of(d, sock, HBG__STATUS_KIND__STATUS_METRICS);
-        D_ASSERT(d, r->status_reply->metrics, "no metrics in the status reply");
-        uint64_t bytes = r->status_reply->metrics->memory_charged;
-        wire_free(r);
-        return bytes;
-}
-
 START_TEST(recording_charge) {
         struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "[session]\nspare_rings = 0\n");
         int sock = raw_connect(d->socket_path);
         raw_hello(sock);
-        uint64_t idle = charged(d, sock);
+        uint64_t idle = memory_charged_now(d, sock);
         hbg_client *c = connect_ok(d, 1024);
-        uint64_t connected = charged(d, sock);
+        uint64_t connected = memory_charged_now(d, sock);
         enum { TASKS = 4096 };
         ck_assert_int_eq(hbg_graph_record_begin(c), 0);
         uint64_t prev = 0;
@@ -358,19 +349,19 @@ START_TEST(recording_charge) {
                 D_ASSERT(d, err == 0, "record task %d: %s [%s]", i, hbg_strerror(err), hbg_last_error(c));
         }
         uint32_t rec = record_end_ok(d, c);
-        uint64_t recorded = charged(d, sock);
+        uint64_t recorded = memory_charged_now(d, sock);
         /* 56 bytes a task, 8 its fanin (the first has none), 32 the graph. */
         D_ASSERT(d, recorded >= connected + (uint64_t)TASKS * 56 && recorded <= connected + (uint64_t)TASKS * 64 + 64,
                  "a recording of %d noop tasks charged %" PRIu64 " bytes (%" PRIu64 " a task), not 56 to 64 a task",
                  TASKS, recorded - connected, (recorded - connected) / TASKS);
         for (unsigned round = 1; round <= 2; round++)
                 launch_wait_ok(d, c, rec, round);
-        D_ASSERT(d, charged(d, sock) == recorded, "the charge changed while the graph was launched: %" PRIu64
-                 " bytes, was %" PRIu64, charged(d, sock), recorded);
+        D_ASSERT(d, memory_charged_now(d, sock) == recorded, "the charge changed while the graph was launched: %" PRIu64
+                 " bytes, was %" PRIu64, memory_charged_now(d, sock), recorded);
         hbg_disconnect(c);
         /* The session's close gives back all of it, recording included. */
         uint64_t now = 0;
-        for (int tries = 0; tries < 500 && (now = charged(d, sock)) != idle; tries++)
+        for (int tries = 0; tries < 500 && (now = memory_charged_now(d, sock)) != idle; tries++)
                 usleep(10000);
         D_ASSERT(d, now == idle, "after the session: %" PRIu64 " bytes charged, %" PRIu64 " before it", now, idle);
         close(sock);
