@@ -130,8 +130,8 @@ static const struct family families[] = {
         { "hbg_sessions", "gauge", "", "Client sessions open now.", DAEMON(sessions), 1 },
         { "hbg_sessions_opened", "counter", "", "Client sessions opened.", DAEMON(sessions_opened), 1 },
         { "hbg_sessions_closing", "gauge", "",
-          "Sessions closed and not freed yet, still charged: a kernel of theirs still runs, or hbgd's seal of "
-          "their region waits for their client.",
+          "Sessions closed and not freed yet, still charged and counted against max_sessions: a kernel of "
+          "theirs still runs, a pre-fault piece ends, or hbgd's seal of their region waits for their client.",
           DAEMON(sessions_closing), 1 },
         { "hbg_log_lines_dropped", "counter", "", "Log lines dropped: hbgd's log writer fell behind its reader.",
           DAEMON(log_lines_dropped), 1 },
