@@ -85,6 +85,7 @@ static const struct key keys[] = {
         { { "scheduler", "spin_before_park_us" }, KEY_US_AS_NS,
           offsetof(struct hbgd_config, engine.spin_before_park_ns), sizeof(uint64_t), 0, 1000000 },
         NUM("scheduler", "max_spinning_threads", engine.max_spinning_threads, 0, HBG_ENGINE_MAX_THREADS),
+        NUM("scheduler", "max_awake_threads", engine.max_awake_threads, 0, HBG_ENGINE_MAX_THREADS),
         NUM("scheduler", "move_off_shared_cpu", engine.move_off_shared_cpu, 0, 1),
         NUM("scheduler", "stall_timeout_ms", engine.stall_timeout_ms, 0, UINT64_C(86400000)),
         { { "scheduler", "completion_mode" }, KEY_COMPLETION, 0, 0, 0, 0 },

@@ -198,11 +198,13 @@ static void reload_config(struct hbgd *d) {
                 hbgd_log(LOG_WARNING, "SIGHUP: [scheduler] clusters: %u in the file, running with %u "
                          "(needs a restart)", ne->clusters, o->clusters);
         if (ne->spin_before_park_ns != o->spin_before_park_ns || ne->stall_timeout_ms != o->stall_timeout_ms ||
-            ne->max_spinning_threads != o->max_spinning_threads || ne->move_off_shared_cpu != o->move_off_shared_cpu ||
+            ne->max_spinning_threads != o->max_spinning_threads || ne->max_awake_threads != o->max_awake_threads ||
+            ne->move_off_shared_cpu != o->move_off_shared_cpu ||
             ne->max_threads_per_share != o->max_threads_per_share || ne->max_task_cost != o->max_task_cost ||
             ne->kernel_time_budget_ms != o->kernel_time_budget_ms ||
             ne->max_recorded_graphs != o->max_recorded_graphs || ne->trace_thread_events != o->trace_thread_events)
-                hbgd_log(LOG_WARNING, "SIGHUP: [scheduler] spin_before_park_us/max_spinning_threads/move_off_shared_cpu/stall_timeout_ms, [limits] "
+                hbgd_log(LOG_WARNING, "SIGHUP: [scheduler] spin_before_park_us/max_spinning_threads/max_awake_threads/move_off_shared_cpu/"
+                         "stall_timeout_ms, [limits] "
                          "max_threads_per_session/max_task_cost/kernel_time_budget_ms/max_recorded_graphs, [trace] "
                          "thread_events changed: ignored (needs a restart)");
         if (n.socket_mode != d->cfg.socket_mode || strcmp(n.socket_group, d->cfg.socket_group) != 0)

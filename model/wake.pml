@@ -39,6 +39,15 @@
  * FUTEX_WAIT/futex_waitv compare and enqueue, FUTEX_WAKE dequeues.
  * Timeouts are left out: they only ever wake a thread.
  *
+ * PEER: the completion policy's own thread (the resolver, which
+ * schedules nothing) makes work claimable once (it moved the watermark)
+ * and wakes a peer as wakeup_one() does: only if some thread is idle and
+ * fewer than CAP (max_awake_threads, 1 here: the tightest) scheduler
+ * threads are awake; a bump of the private word, then a wake of one of
+ * its sleepers. (The fences the code puts between the publish and the
+ * idle count, on both sides, are what lets the interleaving stand for
+ * them.)
+ *
  * Mutants, each of which the checker must catch (a lost wake-up: work
  * published, client and io thread done, every thread asleep):
  *   TRUST_WAKE    (with SAME_UID) the client trusts a wake that "woke
@@ -55,7 +64,13 @@
  *   CLEAR_UNSERVED (with OLD_CLIENT) a woken thread clears need_wakeup of
  *                 a ring it does not visit (not served yet): the older
  *                 client's confirm then never rings, and nothing serves
- *                 the ring.
+ *                 the ring;
+ *   AWAKE_COUNTS_POLICY (with PEER) the awake count is threads - idle,
+ *                 the policy's own thread included, where the code counts
+ *                 schedulers - idle and skips only while one is awake: the
+ *                 policy's thread is always awake, so the cap always looks
+ *                 reached, and its wake is skipped while both schedulers
+ *                 sleep.
  */
 #define NT 2                    /* scheduler threads */
 #ifndef NG
@@ -93,6 +108,15 @@ bit sealing;                    /* hbgd seals the region: served after */
 bit io_busy;
 bit client_done;
 bit unconfirmed;                /* a trusted wake not confirmed yet */
+#ifdef PEER
+#define CAP 1                   /* max_awake_threads */
+bit made;                       /* work the policy's thread made claimable */
+bit ptaken;                     /* ... taken by a scheduler */
+bit peer_done;
+#define PEER_WORK (ptaken < made)
+#else
+#define PEER_WORK false
+#endif
 
 /* A wake of one sleeper of the honest page's word: one of hbgd's (its
  * whole wait ends); with the hostile client on that page, its waiter
@@ -141,6 +165,9 @@ loop:
         atomic {
                 if
                 :: served && taken < submitted -> taken++
+#ifdef PEER
+                :: ptaken < made -> ptaken = 1
+#endif
                 :: else -> skip
                 fi
         }
@@ -158,7 +185,7 @@ loop:
         fi;
 #ifndef NO_RECHECK
         if
-        :: served && taken < submitted -> idle--; goto loop
+        :: (served && taken < submitted) || PEER_WORK -> idle--; goto loop
         :: else -> skip
         fi;
 #endif
@@ -300,6 +327,26 @@ end:    do
         od
 }
 
+#ifdef PEER
+/* The policy's thread: publish, then wakeup_one(): not when nobody is
+ * idle or CAP schedulers are awake (they re-check before they park). */
+#ifndef AWAKE_COUNTS_POLICY
+#define AWAKE_ENOUGH (idle < NT && NT - idle >= CAP)
+#else
+#define AWAKE_ENOUGH (NT + 1 - idle >= CAP)
+#endif
+active proctype policy() {
+        made = 1;
+        if
+        :: idle > 0 && !AWAKE_ENOUGH ->
+                priv++;
+                wake_priv()
+        :: else -> skip
+        fi;
+        peer_done = 1
+}
+#endif
+
 /* The hostile client: wakes its page's word at will, and requeues
  * hbgd's sleepers off it (they stay asleep on the other words). Its page
  * is the honest client's with HOSTILE_ON_PAGE, another uid's otherwise. */
@@ -321,7 +368,12 @@ active proctype hostile() {
  * attacker, and every thread asleep. */
 active proctype monitor() {
 end:    atomic {
-                client_done && doorbells == 0 && !io_busy && !(sealing && !served) && taken < submitted &&
+                client_done && doorbells == 0 && !io_busy && !(sealing && !served) &&
+#ifdef PEER
+                peer_done && (taken < submitted || ptaken < made) &&
+#else
+                taken < submitted &&
+#endif
                 asleep[0] && asleep[1] ->
                 assert(false)
         }

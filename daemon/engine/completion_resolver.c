@@ -153,8 +153,10 @@ static bool resolver_resolve(struct sched_thread *t, struct hbg_ring *r) {
                         /* The window moved: ids the schedulers could not
                          * claim may be claimable now, and they may sleep
                          * (they finish no task of their own to notice). */
-                        if (work_external(r))
+                        if (work_external(r)) {
+                                wakeup_fence(); /* the watermark's store before the idle count */
                                 wakeup_one(e);
+                        }
                 }
                 did |= moved || retried;
                 if (!retried)

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,10 @@ int hbg_engine_config_validate(const struct hbg_engine_config *cfg, const char *
                 *ret_error = "max_spinning_threads: must be between 0 (automatic) and 64";
                 return -ERANGE;
         }
+        if (cfg->max_awake_threads > HBG_ENGINE_MAX_THREADS) {
+                *ret_error = "max_awake_threads: must be between 0 (automatic) and 64";
+                return -ERANGE;
+        }
         if (cfg->max_recorded_graphs > HBG_ENGINE_MAX_RECORDED) {
                 *ret_error = "max_recorded_graphs: must be between 0 (none) and 65536";
                 return -ERANGE;
@@ -100,6 +105,15 @@ int hbg_engine_config_validate(const struct hbg_engine_config *cfg, const char *
         return 0;
 }
 
+/* The CPUs this process may run on (its affinity mask: a cpuset or
+ * systemd's CPUAffinity= narrows it), at least 1; the online CPUs if the
+ * mask cannot be read. */
+static unsigned cpus_allowed(void) {
+        cpu_set_t set;
+        long n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+        return n > 0 ? (unsigned)n : 1u;
+}
+
 /* One cleanup path: hbg_engine_free() takes the engine in any state this
  * constructor can leave it in (threads_started counts the live threads). */
 int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg) {
@@ -122,6 +136,7 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
                 long cpus = sysconf(_SC_NPROCESSORS_ONLN);
                 e->max_spinners = cpus > 2 ? (unsigned)(cpus - 1) : 1u;
         }
+        e->max_awake = cfg->max_awake_threads ? cfg->max_awake_threads : cpus_allowed();
         if (e->cfg.max_threads_per_share == 0)
                 e->cfg.max_threads_per_share = e->nschedulers > 1 ? e->nschedulers - 1 : 1;
         e->test_stall_thread = -1;

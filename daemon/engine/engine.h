@@ -80,6 +80,12 @@ struct hbg_engine_config {
          * once (RUNTIME_LOGIC §9.4). 0: the online CPUs - 1, at least 1, so
          * that spinning never takes the core a producer runs on. */
         unsigned max_spinning_threads;
+        /* A thread that finds more work than it takes wakes a parked peer
+         * only while fewer than this many threads are awake (§9.4); a
+         * doorbell still wakes one. 0: the CPUs hbgd may run on (its
+         * affinity at start), at least 1: on two CPUs, a third and fourth
+         * awake thread only preempt the ones holding the work. */
+        unsigned max_awake_threads;
         /* 1: a spinning thread whose yields keep running another task on
          * its CPU moves itself to another allowed CPU (sched.c; default);
          * 0: never touches its affinity. */

@@ -164,6 +164,11 @@ void ready_continuation_flush(struct sched_thread *t, struct hbg_ring *r) {
  * next, wake a parked peer (one futex wake per batch at most). A thread
  * that owns no cluster takes no ready task itself: any is a surplus. */
 void ready_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
+        /* A completion policy's own thread (the resolver, §11.3) retires
+         * nothing itself: its wake must not be lost. */
+        bool policy_thread = t->index >= r->engine->nschedulers;
+        if (policy_thread)
+                wakeup_fence();
         /* Nobody to wake: skip reading the queues' shared cursors. The
          * wake functions below make the same relaxed check. */
         if (atomic_load_explicit(&r->engine->idle, memory_order_relaxed) == 0)
@@ -171,11 +176,9 @@ void ready_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
         uint64_t ready = ws_size_hint(&r->per_thread[t->index].deque);
         for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
                 ready += mpmc_size_hint(&r->ready[i]);
-        /* A completion policy's own thread (the resolver, §11.3) retires
-         * nothing itself. A thread holding a continuation runs that next:
-         * every queued task is a surplus; otherwise it takes one of them
-         * itself. */
-        bool policy_thread = t->index >= r->engine->nschedulers;
+        /* The policy's thread takes none of them. A thread holding a
+         * continuation runs that next: every queued task is a surplus;
+         * otherwise it takes one of them itself. */
         bool takes_one = t->clusters > 0 && !r->per_thread[t->index].has_continuation;
         if (ready > (takes_one ? 1u : 0u))
                 wakeup_executor(r->engine);

@@ -50,6 +50,11 @@ static void park(struct sched_thread *t) {
         uint64_t stall_ms = 0; /* the smallest stall limit of a ring with work pending */
         if (t->clusters > 0)
                 atomic_fetch_add(&e->idle_executors, 1);
+        /* The counts before the re-check below, against a waker's fence
+         * between its publish and its look at them (wakeup_fence()): the
+         * counts are seq_cst RMWs, but the re-check's loads are not all
+         * seq_cst, and an RMW is no fence. */
+        wakeup_fence();
         unsigned high = atomic_load(&e->rings_high);
 
         for (unsigned i = 0; i < high && !work; i++) {
@@ -78,8 +83,10 @@ static void park(struct sched_thread *t) {
         }
         /* Ready tasks this thread cannot run (it owns no cluster) while an
          * owner sleeps: wake the owners before sleeping. */
-        if (!work && ready && t->clusters == 0)
+        if (!work && ready && t->clusters == 0) {
+                wakeup_fence(); /* this thread parks: the flush's pushes before the count */
                 wakeup_executor(e);
+        }
         if (!work && !atomic_load(&e->stop)) {
                 struct timespec ts, *timeout = NULL;
                 if (deferred) {

@@ -68,9 +68,23 @@ void wakeup_ring_served(struct hbg_ring *r) {
         kick(r->engine, r->engine->all_execute ? 1 : INT_MAX);
 }
 
-/* Surplus work any thread can do appeared: wake one parked peer (§9.4). */
+/* Enough threads awake already (max_awake_threads, §9.4): a peer woken
+ * now would only take a CPU from one holding the work. `idle` as the
+ * caller read it. Skipping is safe whenever at least one scheduler thread
+ * is awake: it has not counted itself idle yet, so its park's re-check
+ * comes after the caller's publish and sees the work (the store->load
+ * pair of park(); max_awake is at least 1, and idle < nschedulers here). */
+static bool awake_enough(const struct hbg_engine *e, unsigned idle) {
+        return idle < e->nschedulers && e->nschedulers - idle >= e->max_awake;
+}
+
+/* Surplus work any thread can do appeared: wake one parked peer (§9.4).
+ * The idle count is relaxed, a hint, for a caller that stays awake and
+ * sees its own work before it parks; a caller whose wake must not be
+ * lost fences first (wakeup_fence()). */
 void wakeup_one(struct hbg_engine *e) {
-        if (atomic_load_explicit(&e->idle, memory_order_relaxed) == 0)
+        unsigned idle = atomic_load_explicit(&e->idle, memory_order_relaxed);
+        if (idle == 0 || awake_enough(e, idle))
                 return;
         atomic_fetch_add(&e->wake_seq, 1);
         wake_sleepers(e, 1);
@@ -79,12 +93,25 @@ void wakeup_one(struct hbg_engine *e) {
 /* Ready tasks appeared that need a core: make sure a parked thread that
  * owns clusters wakes. When some threads own none, a single futex wake may
  * land on one of those, which cannot run the task: wake them all then
- * (such configurations are the unusual ones). */
+ * (such configurations are the unusual ones), whatever max_awake_threads
+ * says (an awake thread may own no cluster). */
 void wakeup_executor(struct hbg_engine *e) {
         if (atomic_load_explicit(&e->idle_executors, memory_order_relaxed) == 0)
                 return;
+        if (e->all_execute && awake_enough(e, atomic_load_explicit(&e->idle, memory_order_relaxed)))
+                return;
         atomic_fetch_add(&e->wake_seq, 1);
         wake_sleepers(e, e->all_execute ? 1 : INT_MAX);
+}
+
+/* Before a wake that must not be lost (by a thread that may park or that
+ * schedules nothing): orders the caller's publish before its look at the
+ * idle counts, against park()'s fence between counting itself idle and
+ * its re-check (§9.4). A relaxed RMW or a release store alone does not:
+ * x86 orders a locked RMW before later loads, ARM does not, and neither
+ * orders a plain store before a later load. */
+void wakeup_fence(void) {
+        atomic_thread_fence(memory_order_seq_cst);
 }
 
 void wakeup_futex_wait(_Atomic uint32_t *word, uint32_t val, const struct timespec *timeout) {

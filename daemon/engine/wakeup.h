@@ -25,6 +25,9 @@ void wakeup_kick(struct hbg_engine *e);
 void wakeup_ring_served(struct hbg_ring *r);
 void wakeup_one(struct hbg_engine *e);
 void wakeup_executor(struct hbg_engine *e);
+/* A seq_cst fence before wakeup_one()/wakeup_executor() or a look at the
+ * idle count that must not miss a parking thread (wakeup.c). */
+void wakeup_fence(void);
 /* Wake everyone: the completion policy's thread too (stopping). */
 void wakeup_all(struct hbg_engine *e);
 /* Sleep on a private futex word while it holds val (timeout NULL: no limit). */

@@ -953,6 +953,72 @@ START_TEST(spinning_threads_capped) {
 }
 END_TEST
 
+/* Threads that ran at least one task of the graph, from each thread's
+ * dispatched count before and after. */
+static unsigned threads_that_ran(struct hbg_engine *e, const uint64_t *before) {
+        unsigned n = 0;
+        for (unsigned i = 0; i < hbg_engine_threads(e); i++) {
+                struct hbg_thread_stats t;
+                hbg_engine_thread_stats(e, i, &t);
+                n += t.dispatched > before[i];
+        }
+        return n;
+}
+
+/* Peers are woken only while fewer than max_awake_threads threads are
+ * awake (RUNTIME_LOGIC §9.4). From four parked threads, one graph of 256
+ * independent 100 us tasks, one doorbell: with max_awake_threads 1 the
+ * thread the doorbell woke runs them all (no stall check wakes the
+ * others: no stall limit); with 4 its surplus wakes bring peers in. */
+START_TEST(awake_threads_capped) {
+        const unsigned caps[] = { 1, 4 };
+        for (unsigned c = 0; c < 2; c++) {
+                struct hbg_engine_config cfg;
+                struct hbg_engine *e = NULL;
+                hbg_engine_config_default(&cfg);
+                cfg.threads = 4;
+                cfg.clusters = 4;
+                cfg.stall_timeout_ms = 0;
+                cfg.spin_before_park_ns = 0;
+                cfg.max_awake_threads = caps[c];
+                cfg.log = quiet_log;
+                ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+                struct harness_ring h;
+                ring_open(&h, e, 1024, 1024, 0);
+                uint64_t before[4];
+                int64_t deadline = clock_now_ms() + WAIT_MS;
+                for (unsigned parked = 0; parked < 4;) {
+                        ck_assert_msg(clock_now_ms() < deadline, "threads not parked within %d ms", WAIT_MS);
+                        sleep_ms(1);
+                        parked = 0;
+                        for (unsigned i = 0; i < 4; i++) {
+                                struct hbg_thread_alive a;
+                                hbg_engine_thread_alive(e, i, &a);
+                                parked += a.parked;
+                        }
+                }
+                for (unsigned i = 0; i < 4; i++) {
+                        struct hbg_thread_stats t;
+                        hbg_engine_thread_stats(e, i, &t);
+                        before[i] = t.dispatched;
+                }
+                for (unsigned i = 0; i < 256; i++) {
+                        struct harness_task t = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2,
+                                                  .block_num = 1, .n_scalars = 1, .scalars = { 100000 } };
+                        harness_add_task(&h, &t);
+                }
+                wait_graph_ok(&h, harness_end_graph(&h, 0));
+                unsigned ran = threads_that_ran(e, before);
+                if (caps[c] == 1)
+                        ck_assert_msg(ran == 1, "max_awake_threads 1: %u threads ran tasks", ran);
+                else
+                        ck_assert_msg(ran > 1, "max_awake_threads 4: only %u thread ran tasks", ran);
+                harness_ring_destroy(&h);
+                hbg_engine_free(e);
+        }
+}
+END_TEST
+
 /* A producer out of window space asks to be woken (RUNTIME_LOGIC §2.1):
  * the engine writes the completion pipe once the watermark reaches what
  * it asked for, and clears the request. No graph record is written, so
@@ -1638,6 +1704,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, need_wakeup_saves_doorbells);
         tcase_add_test(tc, window_waiter_signalled);
         tcase_add_test(tc, spinning_threads_capped);
+        tcase_add_test(tc, awake_threads_capped);
         tc = tcase(s, "config");
         tcase_add_test(tc, config_limits);
         tcase_add_test(tc, docs_list_every_completion_mode);

@@ -101,6 +101,8 @@ cat >"$tmp/plan" <<EOF
 2|wake-serve-no-kick|wake|$lost|-DUNSERVED -DNG=1 -DSERVE_NO_KICK||-O0 $safety
 1|wake-serve-bump-first|wake|$lost|-DUNSERVED -DNG=1 -DSERVE_BUMP_FIRST||-O0 $safety
 2|wake-clear-unserved|wake|$lost|-DOLD_CLIENT -DNG=1 -DCLEAR_UNSERVED||-O0 $safety
+1|wake-peer|wake|pass|-DPEER -DNG=1||-O2 -DCOLLAPSE $safety
+2|wake-awake-counts-policy|wake|$lost|-DPEER -DNG=1 -DAWAKE_COUNTS_POLICY||-O0 $safety
 EOF
 
 lane() {

@@ -42,6 +42,7 @@ static const struct key_case keys[] = {
         { "scheduler", "clusters", "16", "1025" },
         { "scheduler", "spin_before_park_us", "10", "-1" },
         { "scheduler", "max_spinning_threads", "2", "65" },
+        { "scheduler", "max_awake_threads", "2", "65" },
         { "scheduler", "move_off_shared_cpu", "0", "2" },
         { "scheduler", "stall_timeout_ms", "2000", "ten" },
         { "scheduler", "completion_mode", "lazy", "fast" },
