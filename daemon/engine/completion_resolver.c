@@ -18,6 +18,7 @@
 
 #include "daemon/engine/completion.h"
 #include "daemon/engine/engine_state.h"
+#include "daemon/engine/ready.h"
 #include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/ring_table.h"
@@ -215,6 +216,7 @@ static void *resolver_main(void *arg) {
                         if (!r)
                                 continue;
                         work |= resolver_resolve(t, r);
+                        ready_policy_wake_check(t, r);
                         ring_table_leave(t);
                 }
                 if (work) {

@@ -163,12 +163,7 @@ void ready_continuation_flush(struct sched_thread *t, struct hbg_ring *r) {
 /* After making tasks ready: if more are queued than this thread will take
  * next, wake a parked peer (one futex wake per batch at most). A thread
  * that owns no cluster takes no ready task itself: any is a surplus. */
-void ready_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
-        /* A completion policy's own thread (the resolver, §11.3) retires
-         * nothing itself: its wake must not be lost. */
-        bool policy_thread = t->index >= r->engine->nschedulers;
-        if (policy_thread)
-                wakeup_fence();
+static void wake_for_surplus(struct sched_thread *t, struct hbg_ring *r, bool policy_thread) {
         /* Nobody to wake: skip reading the queues' shared cursors. The
          * wake functions below make the same relaxed check. */
         if (atomic_load_explicit(&r->engine->idle, memory_order_relaxed) == 0)
@@ -184,6 +179,27 @@ void ready_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
                 wakeup_executor(r->engine);
         else if (mpmc_size_hint(&r->retire) > (policy_thread ? 0u : 1u))
                 wakeup_one(r->engine);
+}
+
+/* A scheduler thread stays awake and sees its own surplus before it
+ * parks: a relaxed look is enough. A completion policy's own thread (the
+ * resolver, §11.3) runs nothing itself, so a wake it skips must be made
+ * up for: the same look now (a prompt wake, usually) and a fenced one at
+ * the end of its pass, one fence per pass rather than per task. */
+void ready_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
+        bool policy_thread = t->index >= r->engine->nschedulers;
+        if (policy_thread)
+                r->per_thread[t->index].wake_check_due = true;
+        wake_for_surplus(t, r, policy_thread);
+}
+
+void ready_policy_wake_check(struct sched_thread *t, struct hbg_ring *r) {
+        struct ring_thread *rt = &r->per_thread[t->index];
+        if (!rt->wake_check_due)
+                return;
+        rt->wake_check_due = false;
+        wakeup_fence(); /* the pass's pushes before the idle counts */
+        wake_for_surplus(t, r, true);
 }
 
 /* Route every task of a list of links (a wake or batch list), at most D:

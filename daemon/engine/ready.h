@@ -16,6 +16,10 @@ struct task_slot;
 void ready_route(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, bool inline_ok);
 /* Wake a parked peer if more ready work is queued than this thread takes. */
 void ready_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r);
+/* The completion policy's own thread, at the end of its pass over r: the
+ * wake check of ready_wake_for_surplus() again, after a fence, if the
+ * pass made work ready (its wakes must not be lost, §9.4). */
+void ready_policy_wake_check(struct sched_thread *t, struct hbg_ring *r);
 /* End of a visit: a continuation still held, and the tasks left in the
  * thread's deque, go to the ready queues. */
 void ready_continuation_flush(struct sched_thread *t, struct hbg_ring *r);

@@ -36,6 +36,10 @@ struct ring_thread {
          * visit's end if it is still here (ready_continuation_flush). */
         uint64_t continuation;
         bool has_continuation;
+        /* The completion policy's own thread made work ready in this
+         * ring during its pass: a fenced wake check at the pass's end
+         * (ready_policy_wake_check()). */
+        bool wake_check_due;
         /* Further kernel tasks it made ready during the visit: taken by
          * it newest first, stolen by idle peers oldest first; emptied
          * into the ready queues by the visit's end, as the continuation. */

@@ -84,7 +84,7 @@ static void park(struct sched_thread *t) {
         /* Ready tasks this thread cannot run (it owns no cluster) while an
          * owner sleeps: wake the owners before sleeping. */
         if (!work && ready && t->clusters == 0) {
-                wakeup_fence(); /* this thread parks: the flush's pushes before the count */
+                wakeup_fence(); /* this thread parks: the ready tasks it saw before the count */
                 wakeup_executor(e);
         }
         if (!work && !atomic_load(&e->stop)) {

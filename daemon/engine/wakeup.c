@@ -75,7 +75,12 @@ void wakeup_ring_served(struct hbg_ring *r) {
  * comes after the caller's publish and sees the work (the store->load
  * pair of park(); max_awake is at least 1, and idle < nschedulers here). */
 static bool awake_enough(const struct hbg_engine *e, unsigned idle) {
-        return idle < e->nschedulers && e->nschedulers - idle >= e->max_awake;
+        /* Not while users compete: fair share keeps a thread from the
+         * share at its max_threads_per_session for the others (§9.5), and
+         * that thread must not stay parked while the share's kernels hold
+         * the awake ones. */
+        return idle < e->nschedulers && e->nschedulers - idle >= e->max_awake &&
+               atomic_load_explicit(&e->shares_in_use, memory_order_relaxed) <= 1;
 }
 
 /* Surplus work any thread can do appeared: wake one parked peer (§9.4).

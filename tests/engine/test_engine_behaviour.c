@@ -965,57 +965,86 @@ static unsigned threads_that_ran(struct hbg_engine *e, const uint64_t *before) {
         return n;
 }
 
+/* The parks of every thread, summed. */
+static uint64_t parks_now(struct hbg_engine *e) {
+        struct hbg_thread_stats s;
+        stats_sum(e, &s);
+        return s.parks;
+}
+
 /* Peers are woken only while fewer than max_awake_threads threads are
- * awake (RUNTIME_LOGIC §9.4). From four parked threads, one graph of 256
- * independent 100 us tasks, one doorbell: with max_awake_threads 1 the
- * thread the doorbell woke runs them all (no stall check wakes the
- * others: no stall limit); with 4 its surplus wakes bring peers in. */
+ * awake, and only while one user has sessions (RUNTIME_LOGIC §9.4). From
+ * four parked threads, one graph of 128 independent 1 ms tasks, one
+ * doorbell: with max_awake_threads 1 the thread the doorbell woke runs
+ * them all (no stall check wakes the others: no stall limit); with 4,
+ * or with 1 while a second share's ring is open, its surplus wakes bring
+ * peers in. */
 START_TEST(awake_threads_capped) {
-        const unsigned caps[] = { 1, 4 };
-        for (unsigned c = 0; c < 2; c++) {
-                struct hbg_engine_config cfg;
-                struct hbg_engine *e = NULL;
-                hbg_engine_config_default(&cfg);
-                cfg.threads = 4;
-                cfg.clusters = 4;
-                cfg.stall_timeout_ms = 0;
-                cfg.spin_before_park_ns = 0;
-                cfg.max_awake_threads = caps[c];
-                cfg.log = quiet_log;
-                ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
-                struct harness_ring h;
-                ring_open(&h, e, 1024, 1024, 0);
-                uint64_t before[4];
-                int64_t deadline = clock_now_ms() + WAIT_MS;
-                for (unsigned parked = 0; parked < 4;) {
-                        ck_assert_msg(clock_now_ms() < deadline, "threads not parked within %d ms", WAIT_MS);
-                        sleep_ms(1);
-                        parked = 0;
-                        for (unsigned i = 0; i < 4; i++) {
-                                struct hbg_thread_alive a;
-                                hbg_engine_thread_alive(e, i, &a);
-                                parked += a.parked;
-                        }
-                }
-                for (unsigned i = 0; i < 4; i++) {
-                        struct hbg_thread_stats t;
-                        hbg_engine_thread_stats(e, i, &t);
-                        before[i] = t.dispatched;
-                }
-                for (unsigned i = 0; i < 256; i++) {
-                        struct harness_task t = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2,
-                                                  .block_num = 1, .n_scalars = 1, .scalars = { 100000 } };
-                        harness_add_task(&h, &t);
-                }
-                wait_graph_ok(&h, harness_end_graph(&h, 0));
-                unsigned ran = threads_that_ran(e, before);
-                if (caps[c] == 1)
-                        ck_assert_msg(ran == 1, "max_awake_threads 1: %u threads ran tasks", ran);
-                else
-                        ck_assert_msg(ran > 1, "max_awake_threads 4: only %u thread ran tasks", ran);
-                harness_ring_destroy(&h);
-                hbg_engine_free(e);
+        const struct {
+                unsigned cap;
+                bool second_share;
+                bool one_thread;
+        } cases[] = { { 1, false, true }, { 4, false, false }, { 1, true, false } };
+        struct hbg_engine_config cfg;
+        struct hbg_engine *e = NULL;
+        hbg_engine_config_default(&cfg);
+        cfg.threads = 4;
+        cfg.clusters = 4;
+        cfg.stall_timeout_ms = 0;
+        cfg.spin_before_park_ns = 0;
+        cfg.max_awake_threads = cases[_i].cap;
+        cfg.log = quiet_log;
+        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        struct harness_ring h, other;
+        ring_open(&h, e, 1024, 1024, 0);
+        if (cases[_i].second_share) {
+                struct hbg_geometry_request req;
+                geometry_request_default(&req);
+                req.task_window = 256;
+                req.flag_window = 256;
+                req.heap_size = 1u << 20;
+                req.graph_table_entries = 64;
+                req.mailbox_entries = 64;
+                ck_assert_int_eq(harness_ring_init_share(&other, e, &req, 0, 1, 1), 0);
         }
+        /* Every thread parked, and staying so for 10 ms (a thread counts
+         * as parked just before its futex call). */
+        int64_t deadline = clock_now_ms() + WAIT_MS;
+        for (;;) {
+                ck_assert_msg(clock_now_ms() < deadline, "threads not parked within %d ms", WAIT_MS);
+                unsigned parked = 0;
+                for (unsigned i = 0; i < 4; i++) {
+                        struct hbg_thread_alive a;
+                        hbg_engine_thread_alive(e, i, &a);
+                        parked += a.parked;
+                }
+                uint64_t parks = parks_now(e);
+                sleep_ms(10);
+                if (parked == 4 && parks_now(e) == parks)
+                        break;
+        }
+        uint64_t before[4];
+        for (unsigned i = 0; i < 4; i++) {
+                struct hbg_thread_stats t;
+                hbg_engine_thread_stats(e, i, &t);
+                before[i] = t.dispatched;
+        }
+        for (unsigned i = 0; i < 128; i++) {
+                struct harness_task t = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2,
+                                          .block_num = 1, .n_scalars = 1, .scalars = { 1000000 } };
+                harness_add_task(&h, &t);
+        }
+        wait_graph_ok(&h, harness_end_graph(&h, 0));
+        unsigned ran = threads_that_ran(e, before);
+        if (cases[_i].one_thread)
+                ck_assert_msg(ran == 1, "max_awake_threads %u: %u threads ran tasks", cases[_i].cap, ran);
+        else
+                ck_assert_msg(ran > 1, "max_awake_threads %u%s: only %u thread ran tasks", cases[_i].cap,
+                              cases[_i].second_share ? ", two shares" : "", ran);
+        if (cases[_i].second_share)
+                harness_ring_destroy(&other);
+        harness_ring_destroy(&h);
+        hbg_engine_free(e);
 }
 END_TEST
 
@@ -1704,7 +1733,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, need_wakeup_saves_doorbells);
         tcase_add_test(tc, window_waiter_signalled);
         tcase_add_test(tc, spinning_threads_capped);
-        tcase_add_test(tc, awake_threads_capped);
+        tcase_add_loop_test(tc, awake_threads_capped, 0, 3);
         tc = tcase(s, "config");
         tcase_add_test(tc, config_limits);
         tcase_add_test(tc, docs_list_every_completion_mode);
