@@ -85,6 +85,7 @@ static void retire_later(struct sched_thread *t, struct hbg_ring *r, struct task
                 return;
         }
         atomic_store_explicit(&s->state, SLOT_QUEUED, memory_order_relaxed);
+        r->per_thread[t->index].queued = true;
         if (!mpmc_push(&r->retire, s->id))
                 retire_fail(r, -EOVERFLOW, s->id, "retire queue full (engine bug)");
 }
@@ -128,11 +129,13 @@ static void make_ready(struct sched_thread *t, struct hbg_ring *r, struct task_s
                         rt->has_continuation = true;
                         return;
                 }
+                rt->queued = true;
                 /* The next ones to the thread's deque, which idle peers
                  * steal from; the queue when it is full. */
                 if (ws_push(&rt->deque, s->id))
                         return;
         }
+        rt->queued = true;
         if (!mpmc_push(&r->ready[s->shape], s->id)) {
                 retire_fail(r, -EOVERFLOW, s->id, "ready queue full (engine bug)");
                 return;
@@ -187,9 +190,15 @@ static void wake_for_surplus(struct sched_thread *t, struct hbg_ring *r, bool po
  * up for: the same look now (a prompt wake, usually) and a fenced one at
  * the end of its pass, one fence per pass rather than per task. */
 void ready_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
+        struct ring_thread *rt = &r->per_thread[t->index];
+        /* Nothing queued since the last look (a chain's next task is the
+         * continuation): no new surplus; any older one had its look. */
+        if (!rt->queued)
+                return;
+        rt->queued = false;
         bool policy_thread = t->index >= r->engine->nschedulers;
         if (policy_thread)
-                r->per_thread[t->index].wake_check_due = true;
+                rt->wake_check_due = true;
         wake_for_surplus(t, r, policy_thread);
 }
 

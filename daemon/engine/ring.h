@@ -36,6 +36,10 @@ struct ring_thread {
          * visit's end if it is still here (ready_continuation_flush). */
         uint64_t continuation;
         bool has_continuation;
+        /* A task went to a queue or the deque (not the continuation)
+         * since the thread's last surplus check: only then can there be
+         * a new surplus to wake a peer for (ready_wake_for_surplus()). */
+        bool queued;
         /* The completion policy's own thread made work ready in this
          * ring during its pass: a fenced wake check at the pass's end
          * (ready_policy_wake_check()). */
