@@ -384,9 +384,7 @@ static void error_text(json_object *v, char *buf, size_t sz) {
                 snprintf(buf, sz, "%d", code);
 }
 
-/* Where the session is on its way to being served; "-" from an hbgd
- * older than protocol 1.6, which does not say. */
-static void serving_text(json_object *v, char *buf, size_t sz) {
+void session_serving_text(json_object *v, char *buf, size_t sz) {
         const char *serving = v ? json_object_get_string(v) : NULL;
         snprintf(buf, sz, "%s", serving && *serving ? serving : "-");
 }
@@ -395,7 +393,7 @@ static const struct column session_cols[] = {
         { "session", -8, NULL },       { "pid", -8, NULL },          { "user", -10, NULL },
         { "name", -24, NULL },         { "submitted", 12, NULL },    { "watermark", 12, NULL },
         { "completed", 12, NULL },     { "failed", 8, NULL },        { "graphs_retired", 0, NULL },
-        { "graphs_failed", 0, NULL },  { "error", -8, error_text },   { "serving", -10, serving_text },
+        { "graphs_failed", 0, NULL },  { "error", -8, error_text },   { "serving", -10, session_serving_text },
 };
 
 static void sessions_text(json_object *a) {

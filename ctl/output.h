@@ -38,6 +38,9 @@ struct column {
         void (*text)(json_object *v, char *buf, size_t sz);
 };
 void print_table(FILE *f, const char *indent, const struct column *cols, size_t ncols, json_object *rows);
+/* A session's `serving` column: where it is on its way to being served;
+ * "-" from an hbgd older than protocol 1.6, which does not say. */
+void session_serving_text(json_object *v, char *buf, size_t sz);
 /* "name value" lines for the keys of o given (width: of the names). */
 void print_labels(FILE *f, json_object *o, const char *const *keys, size_t nkeys);
 

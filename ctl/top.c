@@ -161,6 +161,7 @@ static json_object *snapshot(Hbg__StatusReply *prev, const Hbg__StatusReply *cur
                 json_object_object_add(e, "graphs_failed", json_object_new_uint64(s->graphs_failed));
                 json_object_object_add(e, "failed", json_object_new_uint64(s->failed));
                 json_object_object_add(e, "completed", json_object_new_uint64(s->completed));
+                json_object_object_add(e, "serving", json_object_new_string(s->serving ? s->serving : ""));
                 json_object_array_add(sessions, e);
         }
         json_object_object_add(o, "sessions", sessions);
@@ -181,7 +182,7 @@ static const struct column thread_cols[] = {
 static const struct column session_cols[] = {
         { "session", -8, NULL },       { "pid", -8, NULL },          { "name", -20, NULL },
         { "tasks_per_s", 12, NULL },   { "graphs_per_s", 12, NULL }, { "graphs_failed", 13, NULL },
-        { "failed", 10, NULL },
+        { "failed", 10, NULL },        { "serving", -10, session_serving_text },
 };
 
 static const struct column kernel_cols[] = {

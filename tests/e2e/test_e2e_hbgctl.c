@@ -1402,6 +1402,8 @@ START_TEST(top_batch) {
         char want[64];
         snprintf(want, sizeof(want), " %d ", (int)prod);
         ck_assert_msg(strstr(second, want), "the producer's session (pid %d) is not in:\n%s", (int)prod, r.out);
+        ck_assert_msg(strstr(second, " serving") && strstr(second, " served"),
+                      "no serving column, or the producer's session not served:\n%s", r.out);
         char *text = r.out;
         free(r.err);
 
@@ -1431,8 +1433,14 @@ START_TEST(top_batch) {
                 ck_assert_int_ge(json_object_get_int64(get(t, "sessions")), 1);
                 bool found = false;
                 json_object *ss = get(snap[i], "sessions");
-                for (size_t k = 0; k < json_object_array_length(ss); k++)
-                        found = found || json_object_get_int64(get(json_object_array_get_idx(ss, k), "pid")) == prod;
+                for (size_t k = 0; k < json_object_array_length(ss); k++) {
+                        json_object *e = json_object_array_get_idx(ss, k);
+                        if (json_object_get_int64(get(e, "pid")) != prod)
+                                continue;
+                        found = true;
+                        /* its first graph ran: hbgd serves it */
+                        ck_assert_str_eq(json_object_get_string(get(e, "serving")), "served");
+                }
                 ck_assert_msg(found, "producer not in %s", json_object_to_json_string(snap[i]));
                 if (i == 0)
                         continue;
