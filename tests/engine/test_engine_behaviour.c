@@ -70,8 +70,9 @@ static struct hbg_engine *engine_new_with(unsigned threads, unsigned clusters, u
         return e;
 }
 
-static void ring_open(struct harness_ring *h, struct hbg_engine *e, uint64_t d, uint64_t f,
-                      uint64_t first_id) {
+/* A ring in fair share `share` (weight 0: 1, as harness_ring_init()). */
+static void ring_open_share(struct harness_ring *h, struct hbg_engine *e, uint64_t d, uint64_t f,
+                            uint64_t first_id, uint32_t share) {
         struct hbg_geometry_request req;
         geometry_request_default(&req);
         req.task_window = d;
@@ -79,7 +80,12 @@ static void ring_open(struct harness_ring *h, struct hbg_engine *e, uint64_t d, 
         req.heap_size = 1u << 20;
         req.graph_table_entries = 64;
         req.mailbox_entries = 64;
-        ck_assert_int_eq(harness_ring_init(h, e, &req, first_id), 0);
+        ck_assert_int_eq(harness_ring_init_share(h, e, &req, first_id, share, 0), 0);
+}
+
+static void ring_open(struct harness_ring *h, struct hbg_engine *e, uint64_t d, uint64_t f,
+                      uint64_t first_id) {
+        ring_open_share(h, e, d, f, first_id, 0);
 }
 
 static void stats_sum(struct hbg_engine *e, struct hbg_thread_stats *s) {
@@ -997,16 +1003,8 @@ START_TEST(awake_threads_capped) {
         ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
         struct harness_ring h, other;
         ring_open(&h, e, 1024, 1024, 0);
-        if (cases[_i].second_share) {
-                struct hbg_geometry_request req;
-                geometry_request_default(&req);
-                req.task_window = 256;
-                req.flag_window = 256;
-                req.heap_size = 1u << 20;
-                req.graph_table_entries = 64;
-                req.mailbox_entries = 64;
-                ck_assert_int_eq(harness_ring_init_share(&other, e, &req, 0, 1, 1), 0);
-        }
+        if (cases[_i].second_share)
+                ring_open_share(&other, e, 256, 256, 0, 1);
         /* Every thread parked, and staying so for 10 ms (a thread counts
          * as parked just before its futex call). */
         int64_t deadline = clock_now_ms() + WAIT_MS;
