@@ -217,7 +217,15 @@ static void route_list(struct sched_thread *t, struct hbg_ring *r, uint32_t link
         for (uint64_t n = 0; link != WAKE_LINK_EMPTY && n < r->g.task_window; n++) {
                 struct task_slot *w = &r->slots[link - 1];
                 link = w->next_link; /* before ready_route() reuses it */
-                ready_route(t, r, w, false);
+                /* Each task on the list waited for the task that just
+                 * completed (its latest unmet fanin, released before this
+                 * call): with no other fanin it is ready, and the look at
+                 * the flags would only find that one set (a chain's every
+                 * task). */
+                if (w->n_fanins == 1)
+                        make_ready(t, r, w, false);
+                else
+                        ready_route(t, r, w, false);
         }
 }
 
