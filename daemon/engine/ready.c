@@ -166,22 +166,28 @@ void ready_continuation_flush(struct sched_thread *t, struct hbg_ring *r) {
 /* After making tasks ready: if more are queued than this thread will take
  * next, wake a parked peer (one futex wake per batch at most). A thread
  * that owns no cluster takes no ready task itself: any is a surplus. */
-static void wake_for_surplus(struct sched_thread *t, struct hbg_ring *r, bool policy_thread) {
+/* Whether the look settled it: a peer woken, or nothing queued at all.
+ * Otherwise (nobody idle as far as the relaxed count says, a wake the cap
+ * or the owners' count skipped, one task left for this thread to take)
+ * the verdict may go stale without a push, and the next call looks again. */
+static bool wake_for_surplus(struct sched_thread *t, struct hbg_ring *r, bool policy_thread) {
         /* Nobody to wake: skip reading the queues' shared cursors. The
          * wake functions below make the same relaxed check. */
         if (atomic_load_explicit(&r->engine->idle, memory_order_relaxed) == 0)
-                return;
+                return false;
         uint64_t ready = ws_size_hint(&r->per_thread[t->index].deque);
         for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
                 ready += mpmc_size_hint(&r->ready[i]);
+        uint64_t retire = mpmc_size_hint(&r->retire);
         /* The policy's thread takes none of them. A thread holding a
          * continuation runs that next: every queued task is a surplus;
          * otherwise it takes one of them itself. */
         bool takes_one = t->clusters > 0 && !r->per_thread[t->index].has_continuation;
         if (ready > (takes_one ? 1u : 0u))
-                wakeup_executor(r->engine);
-        else if (mpmc_size_hint(&r->retire) > (policy_thread ? 0u : 1u))
-                wakeup_one(r->engine);
+                return wakeup_executor(r->engine);
+        if (retire > (policy_thread ? 0u : 1u))
+                return wakeup_one(r->engine);
+        return ready == 0 && retire == 0;
 }
 
 /* A scheduler thread stays awake and sees its own surplus before it
@@ -191,15 +197,14 @@ static void wake_for_surplus(struct sched_thread *t, struct hbg_ring *r, bool po
  * the end of its pass, one fence per pass rather than per task. */
 void ready_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
         struct ring_thread *rt = &r->per_thread[t->index];
-        /* Nothing queued since the last look (a chain's next task is the
-         * continuation): no new surplus; any older one had its look. */
+        /* Nothing queued since the last look that settled it (a chain's
+         * next task is the continuation): no surplus to wake a peer for. */
         if (!rt->queued)
                 return;
-        rt->queued = false;
         bool policy_thread = t->index >= r->engine->nschedulers;
         if (policy_thread)
                 rt->wake_check_due = true;
-        wake_for_surplus(t, r, policy_thread);
+        rt->queued = !wake_for_surplus(t, r, policy_thread);
 }
 
 void ready_policy_wake_check(struct sched_thread *t, struct hbg_ring *r) {
@@ -208,7 +213,7 @@ void ready_policy_wake_check(struct sched_thread *t, struct hbg_ring *r) {
                 return;
         rt->wake_check_due = false;
         wakeup_fence(); /* the pass's pushes before the idle counts */
-        wake_for_surplus(t, r, true);
+        rt->queued = !wake_for_surplus(t, r, true);
 }
 
 /* Route every task of a list of links (a wake or batch list), at most D:

@@ -37,8 +37,9 @@ struct ring_thread {
         uint64_t continuation;
         bool has_continuation;
         /* A task went to a queue or the deque (not the continuation)
-         * since the thread's last surplus check: only then can there be
-         * a new surplus to wake a peer for (ready_wake_for_surplus()). */
+         * since the thread's last surplus check that settled it: only
+         * then is there a surplus to wake a peer for
+         * (ready_wake_for_surplus()). */
         bool queued;
         /* The completion policy's own thread made work ready in this
          * ring during its pass: a fenced wake check at the pass's end

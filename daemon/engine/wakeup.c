@@ -87,12 +87,13 @@ static bool awake_enough(const struct hbg_engine *e, unsigned idle) {
  * The idle count is relaxed, a hint, for a caller that stays awake and
  * sees its own work before it parks; a caller whose wake must not be
  * lost fences first (wakeup_fence()). */
-void wakeup_one(struct hbg_engine *e) {
+bool wakeup_one(struct hbg_engine *e) {
         unsigned idle = atomic_load_explicit(&e->idle, memory_order_relaxed);
         if (idle == 0 || awake_enough(e, idle))
-                return;
+                return false;
         atomic_fetch_add(&e->wake_seq, 1);
         wake_sleepers(e, 1);
+        return true;
 }
 
 /* Ready tasks appeared that need a core: make sure a parked thread that
@@ -100,13 +101,14 @@ void wakeup_one(struct hbg_engine *e) {
  * land on one of those, which cannot run the task: wake them all then
  * (such configurations are the unusual ones), whatever max_awake_threads
  * says (an awake thread may own no cluster). */
-void wakeup_executor(struct hbg_engine *e) {
+bool wakeup_executor(struct hbg_engine *e) {
         if (atomic_load_explicit(&e->idle_executors, memory_order_relaxed) == 0)
-                return;
+                return false;
         if (e->all_execute && awake_enough(e, atomic_load_explicit(&e->idle, memory_order_relaxed)))
-                return;
+                return false;
         atomic_fetch_add(&e->wake_seq, 1);
         wake_sleepers(e, e->all_execute ? 1 : INT_MAX);
+        return true;
 }
 
 /* Before a wake that must not be lost (by a thread that may park or that

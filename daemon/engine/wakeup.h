@@ -23,8 +23,9 @@ void wakeup_kick(struct hbg_engine *e);
 /* A ring just served (hbg_engine_ring_serve()): the doorbell's kick,
  * whatever its need_wakeup says. */
 void wakeup_ring_served(struct hbg_ring *r);
-void wakeup_one(struct hbg_engine *e);
-void wakeup_executor(struct hbg_engine *e);
+/* Whether a wake was made (not: nobody idle, or max_awake_threads). */
+bool wakeup_one(struct hbg_engine *e);
+bool wakeup_executor(struct hbg_engine *e);
 /* A seq_cst fence before wakeup_one()/wakeup_executor() or a look at the
  * idle count that must not miss a parking thread (wakeup.c). */
 void wakeup_fence(void);

@@ -1402,7 +1402,9 @@ START_TEST(top_batch) {
         char want[64];
         snprintf(want, sizeof(want), " %d ", (int)prod);
         ck_assert_msg(strstr(second, want), "the producer's session (pid %d) is not in:\n%s", (int)prod, r.out);
-        ck_assert_msg(strstr(second, " serving") && strstr(second, " served"),
+        /* the producer's row ends with its serving state */
+        const char *row = strstr(second, want), *eol = row ? strchr(row, '\n') : NULL;
+        ck_assert_msg(strstr(second, " serving") && eol && eol - row > 7 && strncmp(eol - 7, " served", 7) == 0,
                       "no serving column, or the producer's session not served:\n%s", r.out);
         char *text = r.out;
         free(r.err);
