@@ -165,10 +165,10 @@ void ready_continuation_flush(struct sched_thread *t, struct hbg_ring *r) {
 
 /* After making tasks ready: if more are queued than this thread will take
  * next, wake a parked peer (one futex wake per batch at most). A thread
- * that owns no cluster takes no ready task itself: any is a surplus. */
-/* Whether the look settled it: a peer woken, or nothing queued at all.
- * Otherwise (nobody idle as far as the relaxed count says, a wake the cap
- * or the owners' count skipped, one task left for this thread to take)
+ * that owns no cluster takes no ready task itself: any is a surplus.
+ * Returns whether the look settled it: a peer woken, or nothing queued at
+ * all. Otherwise (nobody idle as far as the relaxed count says, a wake the
+ * cap or the owners' count skipped, one task left for this thread to take)
  * the verdict may go stale without a push, and the next call looks again. */
 static bool wake_for_surplus(struct sched_thread *t, struct hbg_ring *r, bool policy_thread) {
         /* Nobody to wake: skip reading the queues' shared cursors. The
