@@ -130,13 +130,9 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         e->completion = completion_policy(cfg->completion_mode);
         e->nthreads = cfg->threads;
         e->nschedulers = cfg->threads - (e->completion->thread_main ? 1u : 0u);
-        if (cfg->max_spinning_threads) {
-                e->max_spinners = cfg->max_spinning_threads;
-        } else {
-                long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-                e->max_spinners = cpus > 2 ? (unsigned)(cpus - 1) : 1u;
-        }
-        e->max_awake = cfg->max_awake_threads ? cfg->max_awake_threads : cpus_allowed();
+        unsigned cpus = cpus_allowed(); /* both automatic limits count the same CPUs */
+        e->max_spinners = cfg->max_spinning_threads ? cfg->max_spinning_threads : cpus > 2 ? cpus - 1 : 1u;
+        e->max_awake = cfg->max_awake_threads ? cfg->max_awake_threads : cpus;
         if (e->cfg.max_threads_per_share == 0)
                 e->cfg.max_threads_per_share = e->nschedulers > 1 ? e->nschedulers - 1 : 1;
         e->test_stall_thread = -1;

@@ -77,7 +77,7 @@ struct hbg_engine_config {
         unsigned clusters;            /* AIC+2xAIV clusters, 1..1024 (default 8) */
         uint64_t spin_before_park_ns; /* idle spinning before parking (default 50 us) */
         /* At most this many threads spin idle at once; the others park at
-         * once (RUNTIME_LOGIC §9.4). 0: the online CPUs - 1, at least 1, so
+         * once (RUNTIME_LOGIC §9.4). 0: the CPUs hbgd may run on - 1, at least 1, so
          * that spinning never takes the core a producer runs on. */
         unsigned max_spinning_threads;
         /* A thread that finds more work than it takes wakes a parked peer
