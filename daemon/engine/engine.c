@@ -325,14 +325,15 @@ void hbg_engine_kernel_times(const struct hbg_engine *e, size_t kernel, struct k
 }
 
 int hbg_engine_wake_page_acquire(struct hbg_engine *e, uid_t uid, int *ret_fd) {
-        bool made;
-        int handle = wake_pages_acquire(&e->wake_pages, uid, ret_fd, &made);
-        /* Threads parked before the page existed do not wait on it: wake
-         * them to park again with it, or the uid's first wakes find
-         * nobody (and ring the doorbell: slower, nothing lost). */
-        if (made)
-                wakeup_kick(e);
-        return handle;
+        /* No kick for a page just made: threads parked before it do not
+         * wait on it, and wait on it the next time they park. The ring's
+         * serving kick (at its client's first doorbell) wakes one, and
+         * nothing the page could wake them for comes before that: an
+         * unserved ring is not visited. Waking every parked thread here
+         * cost a connect that made a page a wake-up per thread and their
+         * idle spins, on the CPUs the connecting client needs, and let a
+         * uid wake them by opening sessions. */
+        return wake_pages_acquire(&e->wake_pages, uid, ret_fd);
 }
 
 void hbg_engine_wake_page_release(struct hbg_engine *e, int handle) {

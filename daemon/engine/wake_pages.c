@@ -111,9 +111,8 @@ void wake_pages_free(struct wake_pages *w) {
         w->lock_ready = false;
 }
 
-int wake_pages_acquire(struct wake_pages *w, uid_t uid, int *ret_fd, bool *ret_new) {
+int wake_pages_acquire(struct wake_pages *w, uid_t uid, int *ret_fd) {
         int handle = -1;
-        *ret_new = false;
         pthread_mutex_lock(&w->lock);
         unsigned used = atomic_load_explicit(&w->used, memory_order_relaxed), free_slot = used;
         for (unsigned i = 0; i < used && handle < 0; i++) {
@@ -141,7 +140,6 @@ int wake_pages_acquire(struct wake_pages *w, uid_t uid, int *ret_fd, bool *ret_n
                         if (free_slot == used)
                                 atomic_store_explicit(&w->used, used + 1, memory_order_release);
                         handle = (int)free_slot;
-                        *ret_new = true;
                 }
         }
         struct wake_page *s = handle < 0 ? &w->shared : &w->own[handle];

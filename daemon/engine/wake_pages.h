@@ -46,10 +46,9 @@ struct wake_pages {
 int wake_pages_init(struct wake_pages *w, uint32_t wake_n, bool *ret_waits);
 void wake_pages_free(struct wake_pages *w);
 /* A page for a session of uid: its handle (0..WAKE_PAGES_OWN-1, the uid's
- * own; -1 the shared one), its fd (the table's: do not close) and whether
- * it was made just now (*ret_new). Never fails: the shared page stands in
- * when a page cannot be made. */
-int wake_pages_acquire(struct wake_pages *w, uid_t uid, int *ret_fd, bool *ret_new);
+ * own; -1 the shared one) and its fd (the table's: do not close). Never
+ * fails: the shared page stands in when a page cannot be made. */
+int wake_pages_acquire(struct wake_pages *w, uid_t uid, int *ret_fd);
 void wake_pages_release(struct wake_pages *w, int handle);
 /* The pages in use, as futex_waitv entries from w[0] on (at most
  * WAKE_PAGES_OWN + 1): their count. */

@@ -40,10 +40,6 @@ static void kick(struct hbg_engine *e, int n) {
                 wake_sleepers(e, n);
 }
 
-void wakeup_kick(struct hbg_engine *e) {
-        kick(e, INT_MAX);
-}
-
 /* The doorbell: one thread is enough (it wakes a peer if it finds more
  * work than it takes, §9.4); waking all of them on a 2-CPU machine only
  * makes them fight the producer for the CPUs. All of them when some own
@@ -211,7 +207,7 @@ void wakeup_spurious(struct sched_thread *t, int64_t now_ms) {
 /* Stopping: the schedulers, and the completion policy's own thread
  * wherever it sleeps. */
 void wakeup_all(struct hbg_engine *e) {
-        wakeup_kick(e);
+        kick(e, INT_MAX);
         if (e->completion->wake_all)
                 e->completion->wake_all(e);
 }

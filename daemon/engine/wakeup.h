@@ -18,8 +18,6 @@ struct sched_thread;
 #define WAKEUP_SPURIOUS_MAX 64
 #define WAKEUP_SPURIOUS_WINDOW_MS 1000
 
-/* Wake every parked scheduler thread; cheap when nobody is parked. */
-void wakeup_kick(struct hbg_engine *e);
 /* A ring just served (hbg_engine_ring_serve()): the doorbell's kick,
  * whatever its need_wakeup says. */
 void wakeup_ring_served(struct hbg_ring *r);

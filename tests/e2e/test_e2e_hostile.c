@@ -1554,7 +1554,10 @@ END_TEST
 enum { WAKE_ATTACK_THREADS = 2, WAKE_ATTACK_WAKES = 400000 };
 
 /* A session of the kid's own, and the wake page (its fifth fd) mapped
- * as a client maps it: NULL after saying why. */
+ * as a client maps it, then the doorbell rung, as a client rings once it
+ * has mapped its regions: hbgd serves the session, and the thread its
+ * serving kick wakes parks again on the page (a page's making wakes
+ * nobody, §9.4). NULL after saying why. */
 static const struct hbg_wake_page *kid_wake_page(int sock, void *arg) {
         int fds[SESSION_FDS];
         if (kid_session(sock, arg, fds) < 0)
@@ -1562,6 +1565,10 @@ static const struct hbg_wake_page *kid_wake_page(int sock, void *arg) {
         const struct hbg_wake_page *p = mmap(NULL, HBG_WAKE_PAGE_SIZE, PROT_READ, MAP_SHARED, fds[4], 0);
         if (p == MAP_FAILED) {
                 kid_say(sock, "FAIL mapping the wake page: %s", strerror(errno));
+                return NULL;
+        }
+        if (send(fds[2], "", 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1) {
+                kid_say(sock, "FAIL ringing the doorbell: %s", strerror(errno));
                 return NULL;
         }
         return p;
@@ -1601,6 +1608,29 @@ static void wake_counts(struct hbgd_proc *d, int fd, uint64_t *wakeups, uint64_t
         wire_free(r);
 }
 
+/* Until a thread has woken since the threads' wake-ups summed to `since`
+ * and every thread is parked again (each one's parks = its wake-ups + 1):
+ * a thread parks on the wake pages in use then (§9.4). */
+static void wait_parked_since(struct hbgd_proc *d, int fd, uint64_t since, const char *what) {
+        long long deadline = daemon_now_ms() + IO_MS;
+        for (;;) {
+                Hbg__Envelope *r = status_of(d, fd, HBG__STATUS_KIND__STATUS_THREADS);
+                uint64_t wakeups = 0;
+                bool parked = true;
+                for (size_t i = 0; i < r->status_reply->n_threads; i++) {
+                        const Hbg__ThreadStatus *t = r->status_reply->threads[i];
+                        wakeups += t->wakeups;
+                        parked &= t->parks == t->wakeups + 1;
+                }
+                wire_free(r);
+                if (wakeups > since && parked)
+                        return;
+                D_ASSERT(d, daemon_now_ms() < deadline, "%s: no thread woke and parked again (wake-ups %" PRIu64
+                         ", %" PRIu64 " before; all parked: %d)", what, wakeups, since, parked);
+                usleep(2000);
+        }
+}
+
 START_TEST(wake_page_abuse) {
         char conf[128];
         snprintf(conf, sizeof(conf), "[scheduler]\nthreads = %d\n", WAKE_ATTACK_THREADS);
@@ -1610,9 +1640,12 @@ START_TEST(wake_page_abuse) {
         raw_hello(mon);
         struct kid k;
         char buf[256];
+        uint64_t w0, s0, w1, s1;
+        wake_counts(d, mon, &w0, &s0);
         kid_start(&k, SAME_UID, wake_attack_fn, d->socket_path);
         kid_expect(d, &k, "READY", IO_MS, buf, sizeof(buf), "wake_page_abuse: the attacker");
-        uint64_t w0, s0, w1, s1;
+        /* The serving kick's thread parked again, on the page now. */
+        wait_parked_since(d, mon, w0, "wake_page_abuse: the attacker's doorbell");
         wake_counts(d, mon, &w0, &s0);
         long long t0 = daemon_now_ms();
         kid_tell(&k, 'G');
