@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Waiting: a loop of "check the condition; hbgc_wait_step()". Each step
- * publishes pending tasks and runs ready host tasks, spins first (a few
- * microseconds purely, then yielding the CPU each step), then yields
- * (watermark waits) or polls the completion pipe and the socket.
+ * publishes pending tasks and runs ready host tasks, spins first (yielding
+ * the CPU each step), then yields (watermark waits) or polls the
+ * completion pipe and the socket.
  */
 #include <errno.h>
 #include <poll.h>
@@ -14,15 +14,16 @@
 
 /* ---------------------------------------------------------------- waiting */
 
-/* A spin that held the CPU for all of SPIN_NS kept the hbgd thread that
- * had to answer off it whenever the scheduler put that thread on this
- * CPU (a parked thread woken, or a spinning one sharing it): the answer
- * came only after the spin, and after the poll's sleep (about 100 us of
- * a parked 1-task graph's round trip on a 2-CPU machine). After
- * SPIN_PURE_NS, long enough for a busy graph's answer from another CPU,
- * each step yields instead: free with nothing else runnable here. */
-#define SPIN_PURE_NS 3000      /* pure spinning first */
-#define SPIN_NS 20000          /* then spinning that yields */
+/* Each step of the spin yields: free with nothing else runnable here
+ * (about 0.2 us), and the hbgd thread that has to answer runs at once
+ * whenever the scheduler put it on this CPU (a parked thread woken, or a
+ * spinning one sharing it). A spin that held the CPU kept it off: for
+ * all of SPIN_NS it made a parked 1-task graph's round trip wait for the
+ * poll's sleep (about 100 us on a 2-CPU machine), and its first 3 us
+ * without a yield made a busy graph's 5.4 us instead of 1-2 whenever the
+ * two shared a CPU, which on 2 CPUs lasts for most of some runs
+ * (docs/PERFORMANCE.md). */
+#define SPIN_NS 20000          /* spinning that yields */
 #define YIELD_NS 2000000       /* then sched_yield() (watermark waits) */
 #define POLL_CAP_MS_WATERMARK 1
 #define POLL_CAP_MS_EVENTFUL 100
@@ -65,11 +66,7 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
         }
         int64_t elapsed = now - w->start_ns;
         if (elapsed < SPIN_NS) {
-                if (elapsed < SPIN_PURE_NS)
-                        for (unsigned i = 0; i < 64; i++)
-                                cpu_relax();
-                else
-                        sched_yield();
+                sched_yield();
                 return 0;
         }
         /* Past the spin, every step may sleep: a wake trusted by this

@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <syslog.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "daemon/engine/completion.h"
@@ -184,10 +185,14 @@ static void spin_slot_drop(struct sched_thread *t) {
         atomic_fetch_sub_explicit(&t->engine->spinners, 1, memory_order_relaxed);
 }
 
-/* A yield longer than this ran another task on our CPU. */
-#define YIELD_TAKEN_NS 2000
-/* That many in a row within YIELDS_TAKEN_WINDOW_NS: the task is there to
- * stay (the producer this thread answers, spinning for its answer). */
+/* A yield that took less than this let nothing else run here (a yield
+ * alone returns in about 0.2 us); a longer one may have. */
+#define YIELD_ALONE_NS 1000
+/* That many longer yields in a row within YIELDS_TAKEN_WINDOW_NS, each of
+ * which switched this thread away: a task is there to stay (the producer
+ * this thread answers, yielding while it waits for the answer). A
+ * producer that never yields needs no move: two tasks that both keep
+ * running are spread over the CPUs by the kernel. */
 #define YIELDS_TAKEN_TO_MOVE 4
 #define YIELDS_TAKEN_WINDOW_NS 1000000
 /* Moves at most this often per thread; a move soon after the last one
@@ -218,31 +223,47 @@ static bool move_off_cpu(void) {
         return true;
 }
 
+/* This thread's involuntary context switches so far, -1 if unknown. A
+ * yield that let another task run here counts one; a yield with nothing
+ * else runnable, or one that took long because the host ran something
+ * else in the machine's place, none. */
+static long switches_away(void) {
+        struct rusage ru;
+        return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nivcsw : -1;
+}
+
 /*
  * The idle spin gives way (§9.4). Where a producer and the spinning
  * thread were put on one CPU while another sits idle, they take turns:
- * each answer waits for the producer's yield, then for ours, about 8 us
- * a 1-task graph instead of 2, and the scheduler keeps them there (each
- * is runnable only while the other runs). A run of yields that each let
- * something run here, close together, says so; the thread then moves to
- * another CPU, spaced by a gap that grows while moves keep recurring
- * (other load on every CPU, which no move helps). Only successful moves
- * are counted.
+ * each answer waits for the producer's yield, then for ours, and the
+ * scheduler keeps them there (each is runnable only while the other
+ * runs). A run of yields that each let something run here, close
+ * together, says so; the thread then moves to another CPU, spaced by a
+ * gap that grows while moves keep recurring (other load on every CPU,
+ * which no move helps). Only successful moves are counted. The yields'
+ * times find a run; the kernel's count of this thread's switches,
+ * read at its first yield and its last (not at every yield: in a run,
+ * each read delays the producer's next answer), confirms that the
+ * others were switches too.
  */
-static void spin_yield(struct sched_thread *t, int64_t now_ns) {
+static void spin_yield(struct sched_thread *t, int64_t before_ns) {
         sched_yield();
         int64_t after = clock_now_ns();
-        if (after - now_ns < YIELD_TAKEN_NS) {
+        if (after - before_ns < YIELD_ALONE_NS) {
                 t->yields_taken = 0;
                 return;
         }
         if (t->yields_taken == 0 || after - t->taken_since_ns > YIELDS_TAKEN_WINDOW_NS) {
                 t->yields_taken = 0;
                 t->taken_since_ns = after;
+                t->switches_seen = switches_away();
         }
         if (++t->yields_taken < YIELDS_TAKEN_TO_MOVE || !t->engine->cfg.move_off_shared_cpu)
                 return;
         t->yields_taken = 0;
+        long now = switches_away();
+        if (t->switches_seen < 0 || now - t->switches_seen < YIELDS_TAKEN_TO_MOVE - 1)
+                return;
         if (t->move_gap_ns == 0)
                 t->move_gap_ns = MOVE_GAP_MIN_NS;
         if (after - t->moved_ns < t->move_gap_ns)
@@ -260,6 +281,7 @@ void *sched_thread_main(void *arg) {
         struct sched_thread *t = arg;
         struct hbg_engine *e = t->engine;
         int64_t idle_since = 0;
+        bool worked = false; /* the last turn did work: the next idle one yields */
 
         bool test_stall = e->test_stall_thread == (int)t->index;
 
@@ -302,6 +324,7 @@ void *sched_thread_main(void *arg) {
 
                 if (work) {
                         idle_since = 0;
+                        worked = true;
                         spin_slot_drop(t);
                         continue;
                 }
@@ -310,9 +333,21 @@ void *sched_thread_main(void *arg) {
                         continue;
                 }
                 if (idle_since == 0) {
+                        bool answered = worked;
+                        worked = false;
                         idle_since = clock_now_ns();
-                        if (!spin_slot_take(t))
+                        if (!spin_slot_take(t)) {
                                 idle_since = INT64_MIN; /* no spinning: park now */
+                        } else if (answered) {
+                                /* The first idle turn after work gives way
+                                 * at once, not CLOCK_EVERY turns later: a
+                                 * producer put on this CPU, waiting for the
+                                 * answer just published, reads it now
+                                 * (§9.4). Counted like the spin's yields
+                                 * towards a move off a shared CPU. */
+                                spin_yield(t, idle_since);
+                                continue;
+                        }
                 }
                 if (idle_since != INT64_MIN && t->loops % CLOCK_EVERY != 0) {
                         cpu_relax();

@@ -64,8 +64,11 @@ struct sched_thread {
         int64_t calm_until_ms;
         /* The idle spin's yields that let another task run on this CPU,
          * in a row, since when; when this thread last moved off its CPU
-         * for it, and the gap before the next move (sched.c, spin_yield). */
+         * for it, and the gap before the next move; its involuntary
+         * context switches at the run's first yield (sched.c,
+         * spin_yield). */
         unsigned yields_taken;
+        long switches_seen;
         int64_t taken_since_ns;
         int64_t moved_ns;
         int64_t move_gap_ns;
