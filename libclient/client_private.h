@@ -193,6 +193,7 @@ struct hbg_client {
         int rearm_fd;              /* eventfd: "call hbg_client_process() again" */
         int notify_fd;             /* epoll of the two above: hbg_client_fd() */
         bool dead;                 /* hbgd hung up (the caller's threads only) */
+        unsigned pure_spin_skip;   /* waits left that yield from their first step (wait.c) */
 
         struct hbg_geometry g;
         uint64_t session_id;
@@ -376,6 +377,7 @@ struct hbgc_wait {
         unsigned iter;
         bool eventful;             /* the condition comes with an eventfd signal */
         bool spun;                 /* past the spinning */
+        bool pure;                 /* spins without yielding first (wait.c) */
         bool pipe_armed;           /* HBG_PIPE_WAITING set for the next poll */
 };
 void hbgc_wait_begin(hbg_client *c, struct hbgc_wait *w, int timeout_ms, bool eventful);

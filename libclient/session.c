@@ -133,7 +133,7 @@ int hbgc_ring(hbg_client *c, bool ring) {
                 return -ECONNRESET;
         }
         /* A thread our wake woke may have been put on this CPU: let it
-         * run now rather than after our wait's first spin (free when it
+         * run now rather than after our wait's pure spin (free when it
          * went to another one). */
         if (woke > 0)
                 sched_yield();

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Waiting: a loop of "check the condition; hbgc_wait_step()". Each step
- * publishes pending tasks and runs ready host tasks, spins first (yielding
- * the CPU each step), then yields (watermark waits) or polls the
- * completion pipe and the socket.
+ * publishes pending tasks and runs ready host tasks, spins first (a few
+ * microseconds purely, unless that stopped paying, then yielding the CPU
+ * each step), then yields (watermark waits) or polls the completion pipe
+ * and the socket.
  */
 #include <errno.h>
 #include <poll.h>
@@ -14,16 +15,22 @@
 
 /* ---------------------------------------------------------------- waiting */
 
-/* Each step of the spin yields: free with nothing else runnable here
- * (about 0.2 us), and the hbgd thread that has to answer runs at once
- * whenever the scheduler put it on this CPU (a parked thread woken, or a
- * spinning one sharing it). A spin that held the CPU kept it off: for
- * all of SPIN_NS it made a parked 1-task graph's round trip wait for the
- * poll's sleep (about 100 us on a 2-CPU machine), and its first 3 us
- * without a yield made a busy graph's 5.4 us instead of 1-2 whenever the
- * two shared a CPU, which on 2 CPUs lasts for most of some runs
- * (docs/PERFORMANCE.md). */
-#define SPIN_NS 20000          /* spinning that yields */
+/* A spin that held the CPU kept the hbgd thread that had to answer off
+ * it whenever the scheduler put that thread on this CPU (a parked thread
+ * woken, or a spinning one sharing it): for all of SPIN_NS it made a
+ * parked 1-task graph's round trip wait for the poll's sleep (about 100
+ * us on a 2-CPU machine). After SPIN_PURE_NS, long enough for a busy
+ * graph's answer from another CPU, each step yields instead: free with
+ * nothing else runnable here (about 0.2 us). The pure spin stays: a yield
+ * may give a whole time slice to another thread of the caller's on this
+ * CPU. But where it did not catch the answer (on 2 CPUs the answering
+ * thread shares the client's for most of some runs, and a busy 1-task
+ * graph then took 5.4 us instead of about 2: the pure spin's 3 us, then
+ * the thread's turn), the next SPIN_PURE_SKIP waits yield from their
+ * first step, then one tries the pure spin again (docs/PERFORMANCE.md). */
+#define SPIN_PURE_NS 3000      /* pure spinning first */
+#define SPIN_PURE_SKIP 64      /* waits that skip it after it failed */
+#define SPIN_NS 20000          /* then spinning that yields */
 #define YIELD_NS 2000000       /* then sched_yield() (watermark waits) */
 #define POLL_CAP_MS_WATERMARK 1
 #define POLL_CAP_MS_EVENTFUL 100
@@ -34,6 +41,9 @@ void hbgc_wait_begin(hbg_client *c, struct hbgc_wait *w, int timeout_ms, bool ev
         w->deadline_ns = timeout_ms < 0 ? -1 : w->start_ns + (int64_t)timeout_ms * 1000000;
         w->iter = 0;
         w->spun = false;
+        w->pure = c->pure_spin_skip == 0;
+        if (!w->pure)
+                c->pure_spin_skip--;
         w->pipe_armed = false;
         w->eventful = eventful;
 }
@@ -66,6 +76,15 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
         }
         int64_t elapsed = now - w->start_ns;
         if (elapsed < SPIN_NS) {
+                if (w->pure && elapsed < SPIN_PURE_NS) {
+                        for (unsigned i = 0; i < 64; i++)
+                                cpu_relax();
+                        return 0;
+                }
+                if (w->pure) {
+                        w->pure = false;
+                        c->pure_spin_skip = SPIN_PURE_SKIP;
+                }
                 sched_yield();
                 return 0;
         }

@@ -249,24 +249,32 @@ static long switches_away(void) {
 static void spin_yield(struct sched_thread *t, int64_t before_ns) {
         sched_yield();
         int64_t after = clock_now_ns();
-        if (after - before_ns < YIELD_ALONE_NS) {
+        if (after - before_ns < YIELD_ALONE_NS || !t->engine->cfg.move_off_shared_cpu) {
                 t->yields_taken = 0;
                 return;
         }
+        if (t->move_gap_ns == 0)
+                t->move_gap_ns = MOVE_GAP_MIN_NS;
         if (t->yields_taken == 0 || after - t->taken_since_ns > YIELDS_TAKEN_WINDOW_NS) {
+                /* A run that cannot end in a move (too soon after the
+                 * last) is not counted: no reads of the switches for it. */
+                if (after + YIELDS_TAKEN_WINDOW_NS - t->moved_ns < t->move_gap_ns) {
+                        t->yields_taken = 0;
+                        return;
+                }
                 t->yields_taken = 0;
                 t->taken_since_ns = after;
                 t->switches_seen = switches_away();
         }
-        if (++t->yields_taken < YIELDS_TAKEN_TO_MOVE || !t->engine->cfg.move_off_shared_cpu)
+        if (++t->yields_taken < YIELDS_TAKEN_TO_MOVE)
                 return;
         t->yields_taken = 0;
-        long now = switches_away();
-        if (t->switches_seen < 0 || now - t->switches_seen < YIELDS_TAKEN_TO_MOVE - 1)
-                return;
-        if (t->move_gap_ns == 0)
-                t->move_gap_ns = MOVE_GAP_MIN_NS;
         if (after - t->moved_ns < t->move_gap_ns)
+                return;
+        /* Switches away since the run's first yield (whose own came
+         * before that read): one at each of the three yields since, or
+         * preemptions between them, another task here all the same. */
+        if (t->switches_seen < 0 || switches_away() - t->switches_seen < YIELDS_TAKEN_TO_MOVE - 1)
                 return;
         if (after - t->moved_ns < 4 * t->move_gap_ns)
                 t->move_gap_ns = t->move_gap_ns * 2 > MOVE_GAP_MAX_NS ? MOVE_GAP_MAX_NS : t->move_gap_ns * 2;
