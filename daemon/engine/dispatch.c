@@ -18,6 +18,7 @@
 #include "daemon/engine/fair_share.h"
 #include "daemon/engine/fair_share_slots.h"
 #include "daemon/engine/queues.h"
+#include "daemon/engine/ready.h"
 #include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/wakeup.h"
@@ -58,8 +59,8 @@ static inline void run_part(struct hbg_ring *r, uint64_t id, struct task_slot *s
  * failure, into the thread's table for the kernel of its first active
  * lane (ktime.h): the same thread counts a task and its failure, so
  * failures never outnumber tasks. */
-static void kernel_times(struct sched_thread *t, const struct task_slot *s, int status) {
-        uint64_t end = ktime_now(), start = s->start_tick;
+static void kernel_times(struct sched_thread *t, const struct task_slot *s, int status, uint64_t end) {
+        uint64_t start = s->start_tick;
         struct ktime_kernel *k = &t->ktime[s->ktime_kernel];
         ktime_observe(&t->ktime_clock, &k->run, ktime_since(start, end));
         ktime_observe(&t->ktime_clock, &k->wait, ktime_since(s->ready_tick, start));
@@ -159,6 +160,10 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                 }
         }
         stat_add(&t->stats.dispatched, n);
+        /* This run's time: the estimate of a queued task's work
+         * (ready.h), and the task's end if this run finishes it. */
+        uint64_t ended = ktime_now(), ran = ktime_since(started, ended);
+        t->run_ticks_avg = t->run_ticks_avg - (t->run_ticks_avg >> 3) + (ran >> 3);
         /* Tracing (trace.h): one relaxed load and a branch while off.
          * Before the count below: then the slot may go to id + D. */
         uint32_t trace = trace_epoch(&r->engine->trace);
@@ -182,11 +187,16 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                 int st = atomic_load_explicit(&s->status, memory_order_relaxed);
                 /* Counts the task too (hbg_engine_thread_stats()'s
                  * executed_tasks). */
-                kernel_times(t, s, st);
+                kernel_times(t, s, st, ended);
                 /* The kernel's own error (§12.2): strerror, or the
                  * reason the winner above left. */
                 complete_task(t, r, id, st, st < 0 ? s->report_why : NULL);
         }
+        /* A surplus held back as too little work (ready.h): looked at
+         * again once this thread has run that long in r. */
+        struct ring_thread *rt = &r->per_thread[t->index];
+        if (__builtin_expect(rt->surplus_held, 0) && (rt->held_ran += ran) >= r->engine->surplus_wake_ticks)
+                ready_held_surplus_look(t, r);
         return n;
 }
 

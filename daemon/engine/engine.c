@@ -22,6 +22,7 @@
 #include "daemon/engine/fair_share_slots.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/ring_table.h"
+#include "daemon/engine/ready.h"
 #include "daemon/engine/wakeup.h"
 #include "common/clock.h"
 
@@ -168,12 +169,14 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         /* Each thread's kernel times in memory of its own (whole cache
          * lines: a neighbour's writes share none). */
         size_t ktime_bytes = (kernel_count() * sizeof(struct ktime_kernel) + 63) & ~(size_t)63;
+        e->surplus_wake_ticks = (uint64_t)((double)READY_SURPLUS_WAKE_NS / e->ktime_clock.ns_per_tick);
         for (unsigned i = 0; i < e->nthreads; i++) {
                 e->threads[i].ktime = aligned_alloc(64, ktime_bytes ? ktime_bytes : 64);
                 if (!e->threads[i].ktime)
                         goto fail;
                 memset(e->threads[i].ktime, 0, ktime_bytes);
                 e->threads[i].ktime_clock = e->ktime_clock;
+                e->threads[i].run_ticks_avg = e->surplus_wake_ticks;
         }
         if (e->completion->engine_init && (err = e->completion->engine_init(e)) < 0)
                 goto fail;

@@ -66,6 +66,7 @@ struct hbg_engine {
         _Atomic unsigned spinners;        /* threads spinning idle now (§9.4) */
         unsigned max_spinners;            /* cfg.max_spinning_threads, resolved */
         unsigned max_awake;               /* cfg.max_awake_threads, resolved (§9.4) */
+        uint64_t surplus_wake_ticks;      /* READY_SURPLUS_WAKE_NS in ticks (ktime.h) */
         _Atomic unsigned idle_executors;  /* idle threads that own clusters */
         bool all_execute;                 /* every thread owns a cluster */
         _Atomic bool stop;

@@ -45,6 +45,11 @@ struct ring_thread {
          * ring during its pass: a fenced wake check at the pass's end
          * (ready_policy_wake_check()). */
         bool wake_check_due;
+        /* A surplus the last check held back as too little work for a
+         * peer's wake-up, and the ticks this thread has run in r since
+         * (run_blocks(), ready_held_surplus_look()). */
+        bool surplus_held;
+        uint64_t held_ran;
         /* Further kernel tasks it made ready during the visit: taken by
          * it newest first, stolen by idle peers oldest first; emptied
          * into the ready queues by the visit's end, as the continuation. */

@@ -39,6 +39,12 @@ struct sched_thread {
          * (hbg_engine_metrics). */
         alignas(64) struct ktime_kernel *ktime;
         struct ktime_clock ktime_clock;   /* the engine's, copied: no pointer to follow per task */
+        /* This thread's runs of tasks, in ticks: a moving average (1/8
+         * of each new one), the estimate of a queued task's work
+         * (ready_wake_for_surplus()); starts at the engine's
+         * surplus_wake_ticks, so that a thread that ran nothing yet wakes
+         * peers for any surplus. */
+        uint64_t run_ticks_avg;
         _Atomic uint64_t tasks_failed[HBG_ERRNO_SLOTS];
         /* Liveness for the systemd watchdog: bumped every loop iteration;
          * parked is set while waiting on the futex. */

@@ -11,6 +11,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <poll.h>
 #include <stdatomic.h>
@@ -1046,6 +1047,101 @@ START_TEST(awake_threads_capped) {
 }
 END_TEST
 
+/* Until all of e's n threads are parked and stay so for 10 ms (a thread
+ * counts as parked just before its futex call). */
+static void wait_all_parked(struct hbg_engine *e, unsigned n) {
+        int64_t deadline = clock_now_ms() + WAIT_MS;
+        for (;;) {
+                ck_assert_msg(clock_now_ms() < deadline, "threads not parked within %d ms", WAIT_MS);
+                unsigned parked = 0;
+                for (unsigned i = 0; i < n; i++) {
+                        struct hbg_thread_alive a;
+                        hbg_engine_thread_alive(e, i, &a);
+                        parked += a.parked;
+                }
+                uint64_t parks = parks_now(e);
+                sleep_ms(10);
+                if (parked == n && parks_now(e) == parks)
+                        return;
+        }
+}
+
+static void dispatched_now(struct hbg_engine *e, uint64_t *ret) {
+        for (unsigned i = 0; i < hbg_engine_threads(e); i++) {
+                struct hbg_thread_stats t;
+                hbg_engine_thread_stats(e, i, &t);
+                ret[i] = t.dispatched;
+        }
+}
+
+/* A surplus wakes a peer only if it is worth the wake-up (RUNTIME_LOGIC
+ * §9.4, READY_SURPLUS_WAKE_NS): once every thread has run no-op tasks (its
+ * estimate of a task's work is small), a graph of 16 no-op tasks after
+ * an idle moment runs on the one thread its doorbell woke; 16 tasks of
+ * 1 ms bring a peer in (the surplus held back, looked at again once the
+ * thread has run that long). No cap in the way: max_awake_threads 4. */
+START_TEST(small_surplus_wakes_nobody) {
+        struct hbg_engine_config cfg;
+        struct hbg_engine *e = NULL;
+        hbg_engine_config_default(&cfg);
+        cfg.threads = 4;
+        cfg.clusters = 4;
+        cfg.stall_timeout_ms = 0;
+        cfg.spin_before_park_ns = 0;
+        cfg.max_awake_threads = 4;
+        cfg.log = quiet_log;
+        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        struct harness_ring h;
+        ring_open(&h, e, 1024, 1024, 0);
+        struct harness_task noop = { .kernel = { 0, HBG_KERNEL_NOOP }, .lane_mask = 2, .block_num = 1 };
+        /* Warm-up: graphs of no-op tasks until every thread ran 64 or
+         * more (a thread that ran nothing estimates any surplus worth a
+         * wake, so the first graphs wake them all). */
+        uint64_t start[4], now[4];
+        dispatched_now(e, start);
+        int64_t deadline = clock_now_ms() + WAIT_MS;
+        for (bool all = false; !all;) {
+                ck_assert_msg(clock_now_ms() < deadline, "not every thread ran no-op tasks within %d ms", WAIT_MS);
+                for (unsigned i = 0; i < 1000; i++)
+                        harness_add_task(&h, &noop);
+                wait_graph_ok(&h, harness_end_graph(&h, 0));
+                dispatched_now(e, now);
+                all = true;
+                for (unsigned i = 0; i < 4; i++)
+                        all &= now[i] - start[i] >= 64;
+        }
+        wait_all_parked(e, 4);
+        dispatched_now(e, start);
+        struct hbg_thread_stats before, after;
+        stats_sum(e, &before);
+        for (unsigned i = 0; i < 16; i++)
+                harness_add_task(&h, &noop);
+        wait_graph_ok(&h, harness_end_graph(&h, 0));
+        wait_all_parked(e, 4);
+        stats_sum(e, &after);
+        unsigned ran = threads_that_ran(e, start);
+        ck_assert_msg(ran == 1, "16 no-op tasks after an idle moment ran on %u threads", ran);
+        /* The doorbell's wake-up, and no peer's (a peer woken too late to
+         * take a task still counts). */
+        ck_assert_msg(after.wakeups - before.wakeups == 1,
+                      "16 no-op tasks after an idle moment: %" PRIu64 " wake-ups, not the doorbell's one",
+                      after.wakeups - before.wakeups);
+
+        wait_all_parked(e, 4);
+        dispatched_now(e, start);
+        for (unsigned i = 0; i < 16; i++) {
+                struct harness_task t = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2,
+                                          .block_num = 1, .n_scalars = 1, .scalars = { 1000000 } };
+                harness_add_task(&h, &t);
+        }
+        wait_graph_ok(&h, harness_end_graph(&h, 0));
+        ran = threads_that_ran(e, start);
+        ck_assert_msg(ran > 1, "16 tasks of 1 ms ran on one thread: the held surplus woke no peer");
+        harness_ring_destroy(&h);
+        hbg_engine_free(e);
+}
+END_TEST
+
 /* A producer out of window space asks to be woken (RUNTIME_LOGIC §2.1):
  * the engine writes the completion pipe once the watermark reaches what
  * it asked for, and clears the request. No graph record is written, so
@@ -1732,6 +1828,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, window_waiter_signalled);
         tcase_add_test(tc, spinning_threads_capped);
         tcase_add_loop_test(tc, awake_threads_capped, 0, 3);
+        tcase_add_test(tc, small_surplus_wakes_nobody);
         tc = tcase(s, "config");
         tcase_add_test(tc, config_limits);
         tcase_add_test(tc, docs_list_every_completion_mode);
