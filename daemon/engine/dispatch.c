@@ -18,7 +18,6 @@
 #include "daemon/engine/fair_share.h"
 #include "daemon/engine/fair_share_slots.h"
 #include "daemon/engine/queues.h"
-#include "daemon/engine/ready.h"
 #include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/wakeup.h"
@@ -66,6 +65,21 @@ static void kernel_times(struct sched_thread *t, const struct task_slot *s, int 
         ktime_observe(&t->ktime_clock, &k->wait, ktime_since(s->ready_tick, start));
         if (__builtin_expect(status < 0, 0))
                 ktime_add(&k->failures, 1);
+}
+
+/* A surplus this thread held back as too little work (ready.c's
+ * wake_for_surplus()) while it ran `ran` more ticks in r: once that makes
+ * READY_SURPLUS_WAKE_NS, its estimate was low (the tasks took longer than
+ * their kernels' recent runs), and tasks still queued beyond the one it
+ * takes next wake a peer. A wake the cap or the idle counts skip leaves
+ * the surplus mark for the next look. */
+static void held_surplus_ran(struct sched_thread *t, struct hbg_ring *r, struct ring_thread *rt, uint64_t ran) {
+        if ((rt->held_ran += ran) < r->engine->surplus_wake_ticks)
+                return;
+        rt->surplus_held = false;
+        bool takes_one = !rt->has_continuation;
+        if (queues_ready_hint(t, r) > (takes_one ? 1u : 0u) && !wakeup_executor(r->engine))
+                rt->queued = true;
 }
 
 /* Run up to `max_blocks` blocks of task `id`; returns the blocks taken. The
@@ -163,7 +177,8 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         /* This run's time: the estimate of a queued task's work
          * (ready.h), and the task's end if this run finishes it. */
         uint64_t ended = ktime_now(), ran = ktime_since(started, ended);
-        t->run_ticks_avg = t->run_ticks_avg - (t->run_ticks_avg >> 3) + (ran >> 3);
+        uint64_t *avg = &t->run_avg[s->ktime_kernel];
+        *avg = ran < *avg ? ran : *avg + ((ran - *avg) >> 3);
         /* Tracing (trace.h): one relaxed load and a branch while off.
          * Before the count below: then the slot may go to id + D. */
         uint32_t trace = trace_epoch(&r->engine->trace);
@@ -192,11 +207,9 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                  * reason the winner above left. */
                 complete_task(t, r, id, st, st < 0 ? s->report_why : NULL);
         }
-        /* A surplus held back as too little work (ready.h): looked at
-         * again once this thread has run that long in r. */
         struct ring_thread *rt = &r->per_thread[t->index];
-        if (__builtin_expect(rt->surplus_held, 0) && (rt->held_ran += ran) >= r->engine->surplus_wake_ticks)
-                ready_held_surplus_look(t, r);
+        if (__builtin_expect(rt->surplus_held, 0))
+                held_surplus_ran(t, r, rt, ran);
         return n;
 }
 

@@ -169,14 +169,19 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         /* Each thread's kernel times in memory of its own (whole cache
          * lines: a neighbour's writes share none). */
         size_t ktime_bytes = (kernel_count() * sizeof(struct ktime_kernel) + 63) & ~(size_t)63;
-        e->surplus_wake_ticks = (uint64_t)((double)READY_SURPLUS_WAKE_NS / e->ktime_clock.ns_per_tick);
+        /* A counter whose rate is in doubt steers no wake-up: 0, every
+         * surplus is worth one. */
+        e->surplus_wake_ticks = e->ktime_clock.doubt ? 0
+                                : (uint64_t)((double)READY_SURPLUS_WAKE_NS / e->ktime_clock.ns_per_tick);
         for (unsigned i = 0; i < e->nthreads; i++) {
                 e->threads[i].ktime = aligned_alloc(64, ktime_bytes ? ktime_bytes : 64);
-                if (!e->threads[i].ktime)
+                e->threads[i].run_avg = calloc(kernel_count() ? kernel_count() : 1, sizeof(uint64_t));
+                if (!e->threads[i].ktime || !e->threads[i].run_avg)
                         goto fail;
                 memset(e->threads[i].ktime, 0, ktime_bytes);
                 e->threads[i].ktime_clock = e->ktime_clock;
-                e->threads[i].run_ticks_avg = e->surplus_wake_ticks;
+                for (size_t k = 0; k < kernel_count(); k++)
+                        e->threads[i].run_avg[k] = e->surplus_wake_ticks;
         }
         if (e->completion->engine_init && (err = e->completion->engine_init(e)) < 0)
                 goto fail;
@@ -254,8 +259,10 @@ struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
                 e->completion->engine_free(e);
         free(e->rings);
         free(e->shares);
-        for (unsigned i = 0; e->threads && i < e->nthreads; i++)
+        for (unsigned i = 0; e->threads && i < e->nthreads; i++) {
                 free(e->threads[i].ktime);
+                free(e->threads[i].run_avg);
+        }
         free(e->threads);
         trace_fini(&e->trace);
         free(e->budget_why);

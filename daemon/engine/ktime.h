@@ -10,7 +10,9 @@
  * made ready (ready.c, in its slot), when its first block starts and when
  * its last block ends (dispatch.c). Its wait is start - ready, its run
  * end - start (for a task split over several threads: from its first
- * block's start to its last block's end). Both are counted by the thread
+ * block's start to the end of the run of blocks that finished it, read
+ * right after that run, before the count that says so: another thread's
+ * run may end a little later). Both are counted by the thread
  * that ran its last block, in that thread's own table: one writer per
  * table, no shared cache line written per task. Readers add the threads'
  * tables up (ktime_read()).

@@ -14,6 +14,13 @@ bool queues_deques_nonempty(struct hbg_ring *r) {
         return false;
 }
 
+uint64_t queues_ready_hint(struct sched_thread *t, struct hbg_ring *r) {
+        uint64_t ready = ws_size_hint(&r->per_thread[t->index].deque);
+        for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
+                ready += mpmc_size_hint(&r->ready[i]);
+        return ready;
+}
+
 bool queues_continuation_take(struct sched_thread *t, struct hbg_ring *r, uint64_t *ret_id) {
         struct ring_thread *rt = &r->per_thread[t->index];
         if (!rt->has_continuation)

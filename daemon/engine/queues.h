@@ -75,5 +75,8 @@ static inline struct queues_wake_lists queues_wake_close(struct hbg_ring *r, uin
 /* Some thread's deque of r holds tasks (a hint, relaxed loads): work a
  * thread could steal (§10.4). */
 bool queues_deques_nonempty(struct hbg_ring *r);
+/* Kernel tasks queued for t in r: its deque and the ready queues (hints:
+ * the shared cursors read relaxed). */
+uint64_t queues_ready_hint(struct sched_thread *t, struct hbg_ring *r);
 /* This thread's continuation in r, taken (§10.4); false if none. */
 bool queues_continuation_take(struct sched_thread *t, struct hbg_ring *r, uint64_t *ret_id);

@@ -130,10 +130,13 @@ static void make_ready(struct sched_thread *t, struct hbg_ring *r, struct task_s
                         return;
                 }
                 rt->queued = true;
+                rt->queued_work += t->run_avg[s->ktime_kernel];
                 /* The next ones to the thread's deque, which idle peers
                  * steal from; the queue when it is full. */
                 if (ws_push(&rt->deque, s->id))
                         return;
+        } else {
+                rt->queued_work += t->run_avg[s->ktime_kernel];
         }
         rt->queued = true;
         if (!mpmc_push(&r->ready[s->shape], s->id)) {
@@ -163,51 +166,53 @@ void ready_continuation_flush(struct sched_thread *t, struct hbg_ring *r) {
                 wakeup_executor(r->engine);
 }
 
-/* Is a surplus of n queued tasks worth a peer's wake-up: at least
- * READY_SURPLUS_WAKE_NS of work by this thread's estimate? Sixteen no-op
- * tasks are not (the thread runs them in about 2 us; waking a peer for
- * them made such a graph 2-3 times slower), 128 tasks of 1 ms are. */
-static bool surplus_worth_a_wake(const struct sched_thread *t, uint64_t n) {
-        uint64_t work;
-        return __builtin_mul_overflow(n, t->run_ticks_avg, &work) || work >= t->engine->surplus_wake_ticks;
-}
-
 /* After making tasks ready: if more are queued than this thread will take
- * next, and the surplus is worth it, wake a parked peer (one futex wake
- * per batch at most). A thread that owns no cluster takes no ready task
- * itself: any is a surplus (and it runs none, so its estimate stays at
- * its start, worth a wake). Returns whether the look settled it: a peer
- * woken, nothing queued at all, or a surplus held back as too small
- * (looked at again after the thread has run that long,
- * ready_held_surplus_look()). Otherwise (nobody idle as far as the relaxed
- * count says, a wake the cap or the owners' count skipped, one task left
- * for this thread to take) the verdict may go stale without a push, and
- * the next call looks again. */
+ * next, and they are worth it, wake a parked peer (one futex wake per
+ * batch at most). Worth it: the tasks queued since the last look are at
+ * least READY_SURPLUS_WAKE_NS of work by this thread's estimate of each
+ * one's kernel (ring_thread.queued_work; each look starts it again: the
+ * thread runs queued tasks meanwhile, and a surplus that stays is
+ * run_blocks()'s to look at again). Sixteen no-op tasks are not (the thread runs them in about 2
+ * us; waking a peer for them made such a graph 2-3 times slower), 16
+ * tasks of a kernel that took 1 ms are. A thread that owns no cluster
+ * takes no ready task itself: any is a surplus (and it runs none, so its
+ * estimates stay at their start, worth a wake). Returns whether the look
+ * settled it: a peer woken, nothing queued at all, or a ready surplus held
+ * back as too little work (looked at again once the thread has run that
+ * long in r, dispatch.c's held_surplus_ran()). Otherwise (nobody idle as far
+ * as the relaxed count says, a wake the cap or the owners' count skipped,
+ * one task left for this thread to take) the verdict may go stale without
+ * a push, and the next call looks again. */
 static bool wake_for_surplus(struct sched_thread *t, struct hbg_ring *r, bool policy_thread) {
+        struct ring_thread *rt = &r->per_thread[t->index];
+        uint64_t work = rt->queued_work;
+        rt->queued_work = 0;
+        rt->surplus_held = false;
         /* Nobody to wake: skip reading the queues' shared cursors. The
          * wake functions below make the same relaxed check. */
-        struct ring_thread *rt = &r->per_thread[t->index];
-        rt->surplus_held = false;
         if (atomic_load_explicit(&r->engine->idle, memory_order_relaxed) == 0)
                 return false;
-        uint64_t ready = ws_size_hint(&r->per_thread[t->index].deque);
-        for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
-                ready += mpmc_size_hint(&r->ready[i]);
+        uint64_t ready = queues_ready_hint(t, r);
         uint64_t retire = mpmc_size_hint(&r->retire);
         /* The policy's thread takes none of them. A thread holding a
          * continuation runs that next: every queued task is a surplus;
          * otherwise it takes one of them itself. */
         bool takes_one = t->clusters > 0 && !r->per_thread[t->index].has_continuation;
+        bool held = false;
         if (ready > (takes_one ? 1u : 0u)) {
-                if (!surplus_worth_a_wake(t, ready - (takes_one ? 1u : 0u))) {
-                        rt->surplus_held = true;
-                        rt->held_ran = 0; /* counted in run_blocks() */
-                        return true;
-                }
-                return wakeup_executor(r->engine);
+                if (work >= r->engine->surplus_wake_ticks)
+                        return wakeup_executor(r->engine);
+                held = true;
         }
+        /* Kernel-less tasks (nothing to estimate) wake as before, held or
+         * not. */
         if (retire > (policy_thread ? 0u : 1u))
                 return wakeup_one(r->engine);
+        if (held) {
+                rt->surplus_held = true;
+                rt->held_ran = 0; /* counted in run_blocks() */
+                return true;
+        }
         return ready == 0 && retire == 0;
 }
 
@@ -226,14 +231,6 @@ void ready_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
         if (policy_thread)
                 rt->wake_check_due = true;
         rt->queued = !wake_for_surplus(t, r, policy_thread);
-}
-
-void ready_held_surplus_look(struct sched_thread *t, struct hbg_ring *r) {
-        struct ring_thread *rt = &r->per_thread[t->index];
-        /* The estimate was low: look again, with the runs since in it. */
-        rt->surplus_held = false;
-        rt->queued = true;
-        ready_wake_for_surplus(t, r);
 }
 
 void ready_policy_wake_check(struct sched_thread *t, struct hbg_ring *r) {

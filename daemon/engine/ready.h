@@ -14,19 +14,16 @@ struct task_slot;
 /* Route a classified task: ready, or onto the wake list of its latest
  * unmet fanin. inline_ok: kernel-less tasks may be retired right here. */
 void ready_route(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, bool inline_ok);
-/* A surplus of queued ready work wakes a parked peer only if it is at
- * least this much work by the thread's estimate (a task's run time, an
- * average of its recent ones): about what a peer's wake-up and start cost
- * on a 2-CPU VM. Less, and the thread runs it itself; it looks again once
- * it has run that long with the surplus still held (§9.4). */
+/* A surplus of queued ready tasks wakes a parked peer only if they are
+ * at least this much work by the thread's estimate (each one's kernel's
+ * recent runs on this thread): about what a peer's wake-up and start
+ * cost on a 2-CPU VM. Less, and the thread runs them itself; it looks
+ * again once it has run that long in the ring with the surplus still
+ * held (§9.4). */
 #define READY_SURPLUS_WAKE_NS 5000
 /* Wake a parked peer if more ready work is queued than this thread takes,
  * and the surplus is worth a peer's wake-up. */
 void ready_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r);
-/* A surplus held back as too little work (ring_thread.surplus_held),
- * after the thread has run READY_SURPLUS_WAKE_NS in r since (its
- * held_ran): the estimate was low, look at it again. */
-void ready_held_surplus_look(struct sched_thread *t, struct hbg_ring *r);
 /* The completion policy's own thread, at the end of its pass over r: the
  * wake check of ready_wake_for_surplus() again, after a fence, if the
  * pass made work ready (its wakes must not be lost, §9.4). */

@@ -39,12 +39,17 @@ struct sched_thread {
          * (hbg_engine_metrics). */
         alignas(64) struct ktime_kernel *ktime;
         struct ktime_clock ktime_clock;   /* the engine's, copied: no pointer to follow per task */
-        /* This thread's runs of tasks, in ticks: a moving average (1/8
-         * of each new one), the estimate of a queued task's work
-         * (ready_wake_for_surplus()); starts at the engine's
-         * surplus_wake_ticks, so that a thread that ran nothing yet wakes
-         * peers for any surplus. */
-        uint64_t run_ticks_avg;
+        /* Per kernel (kernel_at() order), this thread's runs of its tasks
+         * in ticks, the estimate of a task's work when it queues one
+         * (ready.h): down to a shorter run at once, up by 1/8 of a longer
+         * one's difference. A cold first run after a park takes several
+         * microseconds where the next take 50 ns; an average that kept
+         * it made the thread wake peers for 16 no-op tasks in some runs,
+         * and a peer that took half of them kept both estimates high. Too
+         * low an estimate costs one recheck (dispatch.c). Starts at the
+         * engine's surplus_wake_ticks, so that a task of a kernel the
+         * thread never ran counts as worth a peer's wake-up. */
+        uint64_t *run_avg;
         _Atomic uint64_t tasks_failed[HBG_ERRNO_SLOTS];
         /* Liveness for the systemd watchdog: bumped every loop iteration;
          * parked is set while waiting on the futex. */

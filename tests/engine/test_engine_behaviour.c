@@ -1075,11 +1075,12 @@ static void dispatched_now(struct hbg_engine *e, uint64_t *ret) {
 }
 
 /* A surplus wakes a peer only if it is worth the wake-up (RUNTIME_LOGIC
- * §9.4, READY_SURPLUS_WAKE_NS): once every thread has run no-op tasks (its
- * estimate of a task's work is small), a graph of 16 no-op tasks after
- * an idle moment runs on the one thread its doorbell woke; 16 tasks of
- * 1 ms bring a peer in (the surplus held back, looked at again once the
- * thread has run that long). No cap in the way: max_awake_threads 4. */
+ * §9.4, READY_SURPLUS_WAKE_NS): once every thread has run no-op tasks and
+ * spin_ns tasks of 0 ns (its estimates of both kernels are small), a
+ * graph of 16 no-op tasks after an idle moment runs on the one thread
+ * its doorbell woke; 16 spin_ns tasks of 1 ms, which the estimate takes
+ * for little work too, bring a peer in once the thread has run that long
+ * with them held (the recheck). No cap in the way: max_awake_threads 4. */
 START_TEST(small_surplus_wakes_nobody) {
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
@@ -1094,38 +1095,46 @@ START_TEST(small_surplus_wakes_nobody) {
         struct harness_ring h;
         ring_open(&h, e, 1024, 1024, 0);
         struct harness_task noop = { .kernel = { 0, HBG_KERNEL_NOOP }, .lane_mask = 2, .block_num = 1 };
-        /* Warm-up: graphs of no-op tasks until every thread ran 64 or
-         * more (a thread that ran nothing estimates any surplus worth a
-         * wake, so the first graphs wake them all). */
+        struct harness_task spin0 = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2, .block_num = 1,
+                                      .n_scalars = 1, .scalars = { 0 } };
+        /* Warm-up: graphs of no-op and 0 ns spin_ns tasks until every
+         * thread ran 128 or more (a kernel a thread never ran counts as
+         * worth a wake, so the first graphs wake them all). */
         uint64_t start[4], now[4];
         dispatched_now(e, start);
         int64_t deadline = clock_now_ms() + WAIT_MS;
         for (bool all = false; !all;) {
                 ck_assert_msg(clock_now_ms() < deadline, "not every thread ran no-op tasks within %d ms", WAIT_MS);
                 for (unsigned i = 0; i < 1000; i++)
-                        harness_add_task(&h, &noop);
+                        harness_add_task(&h, i % 2 ? &noop : &spin0);
                 wait_graph_ok(&h, harness_end_graph(&h, 0));
                 dispatched_now(e, now);
                 all = true;
                 for (unsigned i = 0; i < 4; i++)
-                        all &= now[i] - start[i] >= 64;
+                        all &= now[i] - start[i] >= 128;
         }
-        wait_all_parked(e, 4);
-        dispatched_now(e, start);
-        struct hbg_thread_stats before, after;
-        stats_sum(e, &before);
-        for (unsigned i = 0; i < 16; i++)
-                harness_add_task(&h, &noop);
-        wait_graph_ok(&h, harness_end_graph(&h, 0));
-        wait_all_parked(e, 4);
-        stats_sum(e, &after);
-        unsigned ran = threads_that_ran(e, start);
-        ck_assert_msg(ran == 1, "16 no-op tasks after an idle moment ran on %u threads", ran);
         /* The doorbell's wake-up, and no peer's (a peer woken too late to
-         * take a task still counts). */
-        ck_assert_msg(after.wakeups - before.wakeups == 1,
-                      "16 no-op tasks after an idle moment: %" PRIu64 " wake-ups, not the doorbell's one",
-                      after.wakeups - before.wakeups);
+         * take a task still counts). Three tries: a preemption of the
+         * woken thread inside one of its last no-op runs can lift its
+         * estimate over the line for once. */
+        unsigned ran = 0;
+        uint64_t wakeups = 0;
+        for (unsigned try = 0; try < 3 && !(ran == 1 && wakeups == 1); try++) {
+                wait_all_parked(e, 4);
+                dispatched_now(e, start);
+                struct hbg_thread_stats before, after;
+                stats_sum(e, &before);
+                for (unsigned i = 0; i < 16; i++)
+                        harness_add_task(&h, &noop);
+                wait_graph_ok(&h, harness_end_graph(&h, 0));
+                wait_all_parked(e, 4);
+                stats_sum(e, &after);
+                ran = threads_that_ran(e, start);
+                wakeups = after.wakeups - before.wakeups;
+        }
+        ck_assert_msg(ran == 1 && wakeups == 1,
+                      "16 no-op tasks after an idle moment, three times: ran on %u threads, %" PRIu64
+                      " wake-ups the last time, not one and the doorbell's one", ran, wakeups);
 
         wait_all_parked(e, 4);
         dispatched_now(e, start);
@@ -1136,7 +1145,7 @@ START_TEST(small_surplus_wakes_nobody) {
         }
         wait_graph_ok(&h, harness_end_graph(&h, 0));
         ran = threads_that_ran(e, start);
-        ck_assert_msg(ran > 1, "16 tasks of 1 ms ran on one thread: the held surplus woke no peer");
+        ck_assert_msg(ran > 1, "16 spin_ns tasks of 1 ms ran on one thread: the held surplus woke no peer");
         harness_ring_destroy(&h);
         hbg_engine_free(e);
 }
