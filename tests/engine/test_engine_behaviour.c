@@ -979,74 +979,6 @@ static uint64_t parks_now(struct hbg_engine *e) {
         return s.parks;
 }
 
-/* Peers are woken only while fewer than max_awake_threads threads are
- * awake, and only while one user has sessions (RUNTIME_LOGIC §9.4). From
- * four parked threads, one graph of 128 independent 1 ms tasks, one
- * doorbell: with max_awake_threads 1 the thread the doorbell woke runs
- * them all (no stall check wakes the others: no stall limit); with 4,
- * or with 1 while a second share's ring is open, its surplus wakes bring
- * peers in. */
-START_TEST(awake_threads_capped) {
-        const struct {
-                unsigned cap;
-                bool second_share;
-                bool one_thread;
-        } cases[] = { { 1, false, true }, { 4, false, false }, { 1, true, false } };
-        struct hbg_engine_config cfg;
-        struct hbg_engine *e = NULL;
-        hbg_engine_config_default(&cfg);
-        cfg.threads = 4;
-        cfg.clusters = 4;
-        cfg.stall_timeout_ms = 0;
-        cfg.spin_before_park_ns = 0;
-        cfg.max_awake_threads = cases[_i].cap;
-        cfg.log = quiet_log;
-        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
-        struct harness_ring h, other;
-        ring_open(&h, e, 1024, 1024, 0);
-        if (cases[_i].second_share)
-                ring_open_share(&other, e, 256, 256, 0, 1);
-        /* Every thread parked, and staying so for 10 ms (a thread counts
-         * as parked just before its futex call). */
-        int64_t deadline = clock_now_ms() + WAIT_MS;
-        for (;;) {
-                ck_assert_msg(clock_now_ms() < deadline, "threads not parked within %d ms", WAIT_MS);
-                unsigned parked = 0;
-                for (unsigned i = 0; i < 4; i++) {
-                        struct hbg_thread_alive a;
-                        hbg_engine_thread_alive(e, i, &a);
-                        parked += a.parked;
-                }
-                uint64_t parks = parks_now(e);
-                sleep_ms(10);
-                if (parked == 4 && parks_now(e) == parks)
-                        break;
-        }
-        uint64_t before[4];
-        for (unsigned i = 0; i < 4; i++) {
-                struct hbg_thread_stats t;
-                hbg_engine_thread_stats(e, i, &t);
-                before[i] = t.dispatched;
-        }
-        for (unsigned i = 0; i < 128; i++) {
-                struct harness_task t = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2,
-                                          .block_num = 1, .n_scalars = 1, .scalars = { 1000000 } };
-                harness_add_task(&h, &t);
-        }
-        wait_graph_ok(&h, harness_end_graph(&h, 0));
-        unsigned ran = threads_that_ran(e, before);
-        if (cases[_i].one_thread)
-                ck_assert_msg(ran == 1, "max_awake_threads %u: %u threads ran tasks", cases[_i].cap, ran);
-        else
-                ck_assert_msg(ran > 1, "max_awake_threads %u%s: only %u thread ran tasks", cases[_i].cap,
-                              cases[_i].second_share ? ", two shares" : "", ran);
-        if (cases[_i].second_share)
-                harness_ring_destroy(&other);
-        harness_ring_destroy(&h);
-        hbg_engine_free(e);
-}
-END_TEST
-
 /* Until all of e's n threads are parked and stay so for 10 ms (a thread
  * counts as parked just before its futex call). */
 static void wait_all_parked(struct hbg_engine *e, unsigned n) {
@@ -1074,6 +1006,63 @@ static void dispatched_now(struct hbg_engine *e, uint64_t *ret) {
         }
 }
 
+/* Four threads on four clusters, no stall limit, no idle spin, at most
+ * max_awake of them awake for surplus work: threads that park at once
+ * and that nothing but the work under test wakes. */
+static struct hbg_engine *quiet_engine_new(unsigned max_awake) {
+        struct hbg_engine_config cfg;
+        struct hbg_engine *e = NULL;
+        hbg_engine_config_default(&cfg);
+        cfg.threads = 4;
+        cfg.clusters = 4;
+        cfg.stall_timeout_ms = 0;
+        cfg.spin_before_park_ns = 0;
+        cfg.max_awake_threads = max_awake;
+        cfg.log = quiet_log;
+        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        return e;
+}
+
+/* Peers are woken only while fewer than max_awake_threads threads are
+ * awake, and only while one user has sessions (RUNTIME_LOGIC §9.4). From
+ * four parked threads, one graph of 128 independent 1 ms tasks, one
+ * doorbell: with max_awake_threads 1 the thread the doorbell woke runs
+ * them all (no stall check wakes the others: no stall limit); with 4,
+ * or with 1 while a second share's ring is open, its surplus wakes bring
+ * peers in. */
+START_TEST(awake_threads_capped) {
+        const struct {
+                unsigned cap;
+                bool second_share;
+                bool one_thread;
+        } cases[] = { { 1, false, true }, { 4, false, false }, { 1, true, false } };
+        struct hbg_engine *e = quiet_engine_new(cases[_i].cap);
+        struct harness_ring h, other;
+        ring_open(&h, e, 1024, 1024, 0);
+        if (cases[_i].second_share)
+                ring_open_share(&other, e, 256, 256, 0, 1);
+        wait_all_parked(e, 4);
+        uint64_t before[4];
+        dispatched_now(e, before);
+        for (unsigned i = 0; i < 128; i++) {
+                struct harness_task t = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2,
+                                          .block_num = 1, .n_scalars = 1, .scalars = { 1000000 } };
+                harness_add_task(&h, &t);
+        }
+        wait_graph_ok(&h, harness_end_graph(&h, 0));
+        unsigned ran = threads_that_ran(e, before);
+        if (cases[_i].one_thread)
+                ck_assert_msg(ran == 1, "max_awake_threads %u: %u threads ran tasks", cases[_i].cap, ran);
+        else
+                ck_assert_msg(ran > 1, "max_awake_threads %u%s: only %u thread ran tasks", cases[_i].cap,
+                              cases[_i].second_share ? ", two shares" : "", ran);
+        if (cases[_i].second_share)
+                harness_ring_destroy(&other);
+        harness_ring_destroy(&h);
+        hbg_engine_free(e);
+}
+END_TEST
+
 /* A surplus wakes a peer only if it is worth the wake-up (RUNTIME_LOGIC
  * §9.4, READY_SURPLUS_WAKE_NS): once every thread has run no-op tasks and
  * spin_ns tasks of 0 ns (its estimates of both kernels are small), a
@@ -1082,16 +1071,7 @@ static void dispatched_now(struct hbg_engine *e, uint64_t *ret) {
  * for little work too, bring a peer in once the thread has run that long
  * with them held (the recheck). No cap in the way: max_awake_threads 4. */
 START_TEST(small_surplus_wakes_nobody) {
-        struct hbg_engine_config cfg;
-        struct hbg_engine *e = NULL;
-        hbg_engine_config_default(&cfg);
-        cfg.threads = 4;
-        cfg.clusters = 4;
-        cfg.stall_timeout_ms = 0;
-        cfg.spin_before_park_ns = 0;
-        cfg.max_awake_threads = 4;
-        cfg.log = quiet_log;
-        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        struct hbg_engine *e = quiet_engine_new(4);
         struct harness_ring h;
         ring_open(&h, e, 1024, 1024, 0);
         struct harness_task noop = { .kernel = { 0, HBG_KERNEL_NOOP }, .lane_mask = 2, .block_num = 1 };
