@@ -68,18 +68,21 @@ static void kernel_times(struct sched_thread *t, const struct task_slot *s, int 
 }
 
 /* A surplus this thread held back as too little work (ready.c's
- * wake_for_surplus()) while it ran `ran` more ticks in r: once that makes
- * READY_SURPLUS_WAKE_NS, its estimate was low (the tasks took longer than
- * their kernels' recent runs), and tasks still queued beyond the one it
- * takes next wake a peer. A wake the cap or the idle counts skip leaves
- * the surplus mark for the next look. */
+ * wake_for_surplus()), after a run of `ran` ticks in r. None left beyond
+ * the task it takes next: released (its count starts again). Once the
+ * runs since the first hold make READY_SURPLUS_WAKE_NS, its estimate was
+ * low (the tasks took longer than their kernels' recent runs): tasks
+ * still queued beyond that one wake a peer. A wake the cap or the idle
+ * counts skip is not retried here; the surplus is then the next look's. */
 static void held_surplus_ran(struct sched_thread *t, struct hbg_ring *r, struct ring_thread *rt, uint64_t ran) {
-        if ((rt->held_ran += ran) < r->engine->surplus_wake_ticks)
+        bool takes_one = !rt->has_continuation;
+        bool surplus = queues_ready_hint(t, r) > (takes_one ? 1u : 0u);
+        if (surplus && (rt->held_ran += ran) < r->engine->surplus_wake_ticks)
                 return;
         rt->surplus_held = false;
-        bool takes_one = !rt->has_continuation;
-        if (queues_ready_hint(t, r) > (takes_one ? 1u : 0u) && !wakeup_executor(r->engine))
-                rt->queued = true;
+        rt->queued_work = 0;
+        if (surplus)
+                wakeup_executor(r->engine);
 }
 
 /* Run up to `max_blocks` blocks of task `id`; returns the blocks taken. The

@@ -169,13 +169,15 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         /* Each thread's kernel times in memory of its own (whole cache
          * lines: a neighbour's writes share none). */
         size_t ktime_bytes = (kernel_count() * sizeof(struct ktime_kernel) + 63) & ~(size_t)63;
+        /* Whole cache lines too: written at every run. */
+        size_t avg_bytes = (kernel_count() * sizeof(uint64_t) + 63) & ~(size_t)63;
         /* A counter whose rate is in doubt steers no wake-up: 0, every
          * surplus is worth one. */
         e->surplus_wake_ticks = e->ktime_clock.doubt ? 0
                                 : (uint64_t)((double)READY_SURPLUS_WAKE_NS / e->ktime_clock.ns_per_tick);
         for (unsigned i = 0; i < e->nthreads; i++) {
                 e->threads[i].ktime = aligned_alloc(64, ktime_bytes ? ktime_bytes : 64);
-                e->threads[i].run_avg = calloc(kernel_count() ? kernel_count() : 1, sizeof(uint64_t));
+                e->threads[i].run_avg = aligned_alloc(64, avg_bytes ? avg_bytes : 64);
                 if (!e->threads[i].ktime || !e->threads[i].run_avg)
                         goto fail;
                 memset(e->threads[i].ktime, 0, ktime_bytes);

@@ -166,17 +166,29 @@ void ready_continuation_flush(struct sched_thread *t, struct hbg_ring *r) {
                 wakeup_executor(r->engine);
 }
 
+/* A held surplus gone (woken for, drained, or the thread parks): its
+ * count starts again. */
+static void surplus_release(struct ring_thread *rt) {
+        rt->queued_work = 0;
+        rt->surplus_held = false;
+}
+
+void ready_surplus_forget(struct sched_thread *t, struct hbg_ring *r) {
+        surplus_release(&r->per_thread[t->index]);
+}
+
 /* After making tasks ready: if more are queued than this thread will take
  * next, and they are worth it, wake a parked peer (one futex wake per
- * batch at most). Worth it: the tasks queued since the last look are at
- * least READY_SURPLUS_WAKE_NS of work by this thread's estimate of each
- * one's kernel (ring_thread.queued_work; each look starts it again: the
- * thread runs queued tasks meanwhile, and a surplus that stays is
- * run_blocks()'s to look at again). Sixteen no-op tasks are not (the thread runs them in about 2
+ * batch at most). Worth it: the tasks queued since the surplus was last
+ * released (a wake, or none left) are at least READY_SURPLUS_WAKE_NS of
+ * work by this thread's estimate of each one's kernel
+ * (ring_thread.queued_work: an over-estimate once the thread has run some
+ * of them, which only wakes a peer sooner). Sixteen no-op tasks are not (the thread runs them in about 2
  * us; waking a peer for them made such a graph 2-3 times slower), 16
  * tasks of a kernel that took 1 ms are. A thread that owns no cluster
- * takes no ready task itself: any is a surplus (and it runs none, so its
- * estimates stay at their start, worth a wake). Returns whether the look
+ * takes no ready task itself: any is a surplus, always worth a wake (so
+ * the resolver's fenced look at the end of its pass, §11.3, loses none).
+ * Returns whether the look
  * settled it: a peer woken, nothing queued at all, or a ready surplus held
  * back as too little work (looked at again once the thread has run that
  * long in r, dispatch.c's held_surplus_ran()). Otherwise (nobody idle as far
@@ -185,9 +197,6 @@ void ready_continuation_flush(struct sched_thread *t, struct hbg_ring *r) {
  * a push, and the next call looks again. */
 static bool wake_for_surplus(struct sched_thread *t, struct hbg_ring *r, bool policy_thread) {
         struct ring_thread *rt = &r->per_thread[t->index];
-        uint64_t work = rt->queued_work;
-        rt->queued_work = 0;
-        rt->surplus_held = false;
         /* Nobody to wake: skip reading the queues' shared cursors. The
          * wake functions below make the same relaxed check. */
         if (atomic_load_explicit(&r->engine->idle, memory_order_relaxed) == 0)
@@ -200,8 +209,15 @@ static bool wake_for_surplus(struct sched_thread *t, struct hbg_ring *r, bool po
         bool takes_one = t->clusters > 0 && !r->per_thread[t->index].has_continuation;
         bool held = false;
         if (ready > (takes_one ? 1u : 0u)) {
-                if (work >= r->engine->surplus_wake_ticks)
-                        return wakeup_executor(r->engine);
+                /* A thread that runs no kernels (the policy's, one
+                 * without clusters) holds nothing back: nobody would
+                 * run it, and no run of its would look again. */
+                if (t->clusters == 0 || rt->queued_work >= r->engine->surplus_wake_ticks) {
+                        bool woke = wakeup_executor(r->engine);
+                        if (woke)
+                                surplus_release(rt);
+                        return woke;
+                }
                 held = true;
         }
         /* Kernel-less tasks (nothing to estimate) wake as before, held or
@@ -209,10 +225,13 @@ static bool wake_for_surplus(struct sched_thread *t, struct hbg_ring *r, bool po
         if (retire > (policy_thread ? 0u : 1u))
                 return wakeup_one(r->engine);
         if (held) {
+                if (!rt->surplus_held)
+                        rt->held_ran = 0; /* counted in run_blocks() from the first hold on */
                 rt->surplus_held = true;
-                rt->held_ran = 0; /* counted in run_blocks() */
                 return true;
         }
+        if (ready == 0 && retire == 0)
+                surplus_release(rt);
         return ready == 0 && retire == 0;
 }
 

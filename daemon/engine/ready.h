@@ -24,6 +24,9 @@ void ready_route(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s
 /* Wake a parked peer if more ready work is queued than this thread takes,
  * and the surplus is worth a peer's wake-up. */
 void ready_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r);
+/* The thread goes to sleep: the surplus it held back in r, run by now,
+ * is forgotten (the next one is counted from nothing). */
+void ready_surplus_forget(struct sched_thread *t, struct hbg_ring *r);
 /* The completion policy's own thread, at the end of its pass over r: the
  * wake check of ready_wake_for_surplus() again, after a fence, if the
  * pass made work ready (its wakes must not be lost, §9.4). */

@@ -89,6 +89,15 @@ static void park(struct sched_thread *t) {
                 wakeup_executor(e);
         }
         if (!work && !atomic_load(&e->stop)) {
+                /* Sleeping: whatever surplus it held back is run; the
+                 * next one is counted from nothing. */
+                for (unsigned i = 0; i < high; i++) {
+                        struct hbg_ring *r = ring_table_enter(t, i);
+                        if (!r)
+                                continue;
+                        ready_surplus_forget(t, r);
+                        ring_table_leave(t);
+                }
                 struct timespec ts, *timeout = NULL;
                 if (deferred) {
                         /* Our deferred stamps wait for the watermark, which
