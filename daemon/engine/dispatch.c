@@ -210,6 +210,9 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                  * reason the winner above left. */
                 complete_task(t, r, id, st, st < 0 ? s->report_why : NULL);
         }
+        /* The run whose completion made a held surplus counts too: a
+         * task of 5 us or more that queues a few others wakes a peer for
+         * them at once (their kernels may be as long). */
         struct ring_thread *rt = &r->per_thread[t->index];
         if (__builtin_expect(rt->surplus_held, 0))
                 held_surplus_ran(t, r, rt, ran);

@@ -41,16 +41,18 @@ struct ring_thread {
          * then is there a surplus to wake a peer for
          * (ready_wake_for_surplus()). */
         bool queued;
-        /* The estimated work of the tasks it queued since its last
-         * look, in ticks: each task's kernel's run_avg (sched.h). */
+        /* The estimated work of the tasks it queued since the surplus
+         * was last released (ready.c, surplus_release()), in ticks: each
+         * task's kernel's run_avg (sched.h). */
         uint64_t queued_work;
         /* The completion policy's own thread made work ready in this
          * ring during its pass: a fenced wake check at the pass's end
          * (ready_policy_wake_check()). */
         bool wake_check_due;
-        /* A surplus the last check held back as too little work for a
-         * peer's wake-up, and the ticks this thread has run in r since
-         * (dispatch.c, held_surplus_ran()). */
+        /* A surplus a check held back as too little work for a peer's
+         * wake-up, and the ticks this thread has run in r since the
+         * first such check, the run that made it included (dispatch.c,
+         * held_surplus_ran()). */
         bool surplus_held;
         uint64_t held_ran;
         /* Further kernel tasks it made ready during the visit: taken by
