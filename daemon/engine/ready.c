@@ -123,22 +123,18 @@ static void make_ready(struct sched_thread *t, struct hbg_ring *r, struct task_s
          * during its visit is its continuation: it runs it next, with no
          * queue traffic and warm caches (a chain stays on one core). */
         struct ring_thread *rt = &r->per_thread[t->index];
-        if (t->clusters > 0) {
-                if (!rt->has_continuation) {
-                        rt->continuation = s->id;
-                        rt->has_continuation = true;
-                        return;
-                }
-                rt->queued = true;
-                rt->queued_work += t->run_avg[s->ktime_kernel];
-                /* The next ones to the thread's deque, which idle peers
-                 * steal from; the queue when it is full. */
-                if (ws_push(&rt->deque, s->id))
-                        return;
-        } else {
-                rt->queued_work += t->run_avg[s->ktime_kernel];
+        if (t->clusters > 0 && !rt->has_continuation) {
+                rt->continuation = s->id;
+                rt->has_continuation = true;
+                return;
         }
+        /* Queued: a surplus to look at, and its estimated work. */
         rt->queued = true;
+        rt->queued_work += t->run_avg[s->ktime_kernel];
+        /* The next ones to the thread's deque, which idle peers steal
+         * from; the queue when it is full (or the thread runs none). */
+        if (t->clusters > 0 && ws_push(&rt->deque, s->id))
+                return;
         if (!mpmc_push(&r->ready[s->shape], s->id)) {
                 retire_fail(r, -EOVERFLOW, s->id, "ready queue full (engine bug)");
                 return;
