@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,17 +79,28 @@ static bool ext_ready(hbg_client *c, void *arg) {
 /* Look for a ready host task for up to WORKER_SPIN_NS before sleeping:
  * in a chain, the next task is made ready a few microseconds after this
  * one's answer, and a wake-up of a sleeping worker costs more than that.
- * Bounded, and only after work: an idle producer still costs no CPU. */
+ * Bounded, and only after work: an idle producer still costs no CPU.
+ * Purely for WORKER_SPIN_PURE_NS, then yielding at each look, as the
+ * waits of wait.c: on 2 CPUs a worker that held its CPU for the whole
+ * look kept the threads that make the next task ready (hbgd's, the
+ * producer's, a peer running a task) off it, and more workers made a
+ * chain slower (docs/PERFORMANCE.md, "The workers' look for work
+ * yields"). */
 #define WORKER_SPIN_NS 20000
+#define WORKER_SPIN_PURE_NS 3000
 
 static bool spin_for_work(hbg_client *c) {
-        int64_t until = clock_now_ns() + WORKER_SPIN_NS;
+        int64_t start = clock_now_ns(), now = start;
         do {
-                for (unsigned i = 0; i < 64; i++)
-                        cpu_relax();
+                if (now - start < WORKER_SPIN_PURE_NS)
+                        for (unsigned i = 0; i < 64; i++)
+                                cpu_relax();
+                else
+                        sched_yield();
                 if (producer_external_pending(&c->prod) || hbgc_workers_ended(c))
                         return true;
-        } while (clock_now_ns() < until);
+                now = clock_now_ns();
+        } while (now - start < WORKER_SPIN_NS);
         return false;
 }
 
