@@ -85,23 +85,44 @@ static bool ext_ready(hbg_client *c, void *arg) {
  * look kept the threads that make the next task ready (hbgd's, the
  * producer's, a peer running a task) off it, and more workers made a
  * chain slower (docs/PERFORMANCE.md, "The workers' look for work
- * yields"). */
-#define WORKER_SPIN_NS 20000
+ * yields").
+ *
+ * A looking worker is counted in ext_looking, so that hbgd does not wake
+ * a sleeping peer for a task this worker is about to take (a peer woken
+ * for nothing cost hbgd a system call and the peer a wake-up per task of
+ * a chain). It says until when it looks (ext_look_until_ns, before the
+ * count): past that hbgd ignores the count and wakes a sleeper for the
+ * tasks whose wake it skipped and nobody answered, so a looker that a
+ * yield or a preemption left behind another thread on its CPU delays
+ * them by a look at most. Our half of the pair (§10.7 step 5):
+ * decrement (seq_cst), then load ext_wake (seq_cst), before any look that
+ * decides what to do next. hbgd bumps the word, then loads the count:
+ * either it saw our decrement and woke a sleeper itself, or our load
+ * sees its bump, and the publication with it (the caller's take and peer
+ * wake, or hbgc_sleep_on()'s re-check, find the task). */
+#define WORKER_SPIN_NS HBG_EXT_LOOK_NS
 #define WORKER_SPIN_PURE_NS 3000
 
 static bool spin_for_work(hbg_client *c) {
         int64_t start = clock_now_ns(), now = start;
+        bool found = false;
+        atomic_store_explicit(&c->sh->ext_look_until_ns, (uint64_t)start + WORKER_SPIN_NS, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->sh->ext_looking, 1, memory_order_seq_cst);
         do {
                 if (now - start < WORKER_SPIN_PURE_NS)
                         for (unsigned i = 0; i < 64; i++)
                                 cpu_relax();
                 else
                         sched_yield();
-                if (producer_external_pending(&c->prod) || hbgc_workers_ended(c))
-                        return true;
+                if (producer_external_pending(&c->prod) || hbgc_workers_ended(c)) {
+                        found = true;
+                        break;
+                }
                 now = clock_now_ns();
-        } while (now - start < WORKER_SPIN_NS);
-        return false;
+        } while (now - start < (int64_t)WORKER_SPIN_NS);
+        atomic_fetch_sub_explicit(&c->sh->ext_looking, 1, memory_order_seq_cst);
+        (void)atomic_load_explicit(&c->ch->ext_wake, memory_order_seq_cst);
+        return found;
 }
 
 static void *worker_main(void *arg) {
@@ -118,10 +139,13 @@ static void *worker_main(void *arg) {
                         continue;
                 }
                 worked = true;
-                /* hbgd wakes one sleeper per publication: more waiting
-                 * than we take, and a peer sleeps, wake one (§10.7). */
+                /* hbgd wakes one sleeper per publication, none while a
+                 * worker looks: more waiting than we take, and a peer
+                 * sleeps, wake one (§10.7 step 5). seq_cst: after our
+                 * look's decrement and word load, a sleeper counted
+                 * before hbgd's bump is seen here. */
                 if (producer_external_pending(&c->prod) &&
-                    atomic_load_explicit(&c->sh->ext_sleepers, memory_order_relaxed) != 0)
+                    atomic_load_explicit(&c->sh->ext_sleepers, memory_order_seq_cst) != 0)
                         futex_wake_shared(&c->ch->ext_wake, 1);
                 hbgc_host_run(c, id);
         }

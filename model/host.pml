@@ -12,7 +12,10 @@
  * (multi-consumer: CAS on the client-private head), run, post to the
  * mailbox (multi-producer: CAS on the client-private mailbox_next, within
  * room), and sleep on ext_wake when there is nothing to take (Dekker-style
- * with ext_sleepers). The producer thread, once every task is complete,
+ * with ext_sleepers). A worker that has just run a task may look for the
+ * next one first, counted in ext_looking, which makes hbgd wake nobody
+ * until the look's time is over (§10.7 step 5; the model has no clock,
+ * so hbgd may take the look as over or not at any publication). The producer thread, once every task is complete,
  * stops the workers (hbg_disconnect).
  *
  * Selected with cpp (spin -DNAME):
@@ -40,6 +43,10 @@
  *                   of the word, not repeated until no sleeper is counted:
  *                   a worker between its re-check and FUTEX_WAIT sleeps
  *                   for ever (the word is read-only to the client);
+ *   LOOKERS_FIRST   (i) hbgd loads ext_looking before it bumps ext_wake:
+ *                   lost wake-up;
+ *   GIVE_UP_KEPT    (j) a looker that gives up sleeps still counted in
+ *                   ext_looking: hbgd skips the wake-up it needs;
  * and a variant that must pass:
  *   NO_PEER_WAKE    a worker that takes a task does not wake a peer: the
  *                   peer wake is for parallelism, no wake-up rests on it
@@ -75,7 +82,8 @@
 #define A_SLEEPING (D + 7)      /* the pool's own count of sleepers (client-private) */
 #define A_MBTASK (D + 8)        /* M mailbox entries: task id ... */
 #define A_MBSEQ (D + 8 + M)     /* ... and seq */
-#define NADDR (D + 8 + 2 * M)
+#define A_LOOKING (D + 8 + 2 * M) /* ext_looking (submission region) */
+#define NADDR (D + 9 + 2 * M)
 byte mem[NADDR];
 
 /* x86-TSO, as completion.pml: one FIFO store buffer per thread. A plain
@@ -204,12 +212,18 @@ inline futex_wait(p, seq) {
  *    the pool's private count `sleeping` moves in the same steps as
  *    ext_sleepers (C: just before the increment, just after the
  *    decrement, both locked; each observer reads only one of the two);
- *  - the re-check reads tail, head and stopping in one step (as the take).
+ *  - the re-check reads tail, head and stopping in one step (as the take);
+ *  - a looker's decrement and its seq_cst load of ext_wake are one step:
+ *    under TSO the locked decrement empties the buffer and the load reads
+ *    memory right after it (the load is C11's half of the pair, below the
+ *    model's level); what the looker does next re-reads everything.
  */
 active [NW] proctype worker() {
         byte p = _pid;          /* workers are declared first: 0 .. NW-1 */
         byte h, t, v, k, seq, s;
         bit ok, st;
+        bit looking;            /* counted in ext_looking */
+        bit worked;             /* ran a task since its last sleep */
 
         do
         :: true ->
@@ -217,7 +231,11 @@ active [NW] proctype worker() {
                  * CAS head -> head + 1 (acq_rel). */
                 atomic { h = LOAD(p, A_HEAD); t = mem[A_TAIL]; st = mem[A_STOP] };
                 if
-                :: h != t ->
+                :: h != t && looking ->
+                        /* The look found a task: stop looking, then take
+                         * it (or lose it to a peer) from the top. */
+                        atomic { LOCKED_READY(p) -> mem[A_LOOKING]--; looking = 0; h = 0; t = 0; st = 0 }
+                :: h != t && !looking ->
                         atomic { v = mem[A_SLOT + h % D] };
                         /* The winning take runs the task: the slot held the
                          * id claimed, and no task runs twice. */
@@ -245,6 +263,7 @@ active [NW] proctype worker() {
 #endif
                         if
                         :: ok ->
+                                worked = 1;
                                 /* Wake a peer when more is ready and
                                  * someone sleeps. */
                                 if
@@ -279,6 +298,23 @@ active [NW] proctype worker() {
                         :: else -> skip         /* lost the CAS: take again */
                         fi
                 :: st -> break                  /* nothing to take, stopping */
+                :: h == t && !st && !looking && worked ->
+                        /* Just ran a task: look for the next one, counted
+                         * (fetch_add, seq_cst), or sleep at once (below). */
+                        atomic { LOCKED_READY(p) -> mem[A_LOOKING]++; looking = 1; worked = 0; h = 0; t = 0 }
+                :: h == t && !st && looking ->
+                        /* Nothing yet: look again (from the top), or give
+                         * up: decrement, then sleep (the next time round,
+                         * not looking). */
+                        if
+                        :: skip
+#ifdef GIVE_UP_KEPT
+                        :: looking = 0; worked = 0
+#else
+                        :: atomic { LOCKED_READY(p) -> mem[A_LOOKING]--; looking = 0; worked = 0 }
+#endif
+                        fi;
+                        h = 0; t = 0
                 :: else ->
                         /* Nothing to take. The sleeper: seq = ext_wake
                          * (acquire); ext_sleepers += 1 (seq_cst);
@@ -299,14 +335,14 @@ active [NW] proctype worker() {
                         :: t == h && !st -> futex_wait(p, seq)
                         :: else -> skip
                         fi;
-                        atomic { LOCKED_READY(p) -> mem[A_SLEEPERS]--; mem[A_SLEEPING]--; seq = 0; h = 0; t = 0; st = 0 }
+                        atomic { LOCKED_READY(p) -> mem[A_SLEEPERS]--; mem[A_SLEEPING]--; seq = 0; h = 0; t = 0; st = 0; worked = 0 }
                 fi
         od
 }
 
 /* ---- hbgd: ready.c's external publish, signal.c's wake, mailbox.c ----- */
 active proctype hbgd() {
-        byte made, c, v, s;     /* c: mailbox_consumed, hbgd's own copy */
+        byte made, c, v, s, l;  /* c: mailbox_consumed, hbgd's own copy */
 
         do
         :: made < E && made - c < D ->
@@ -321,19 +357,33 @@ active proctype hbgd() {
 #endif
                 made++;
                 /* Wake: fetch_add(ext_wake) (seq_cst, lock xadd), then
-                 * load ext_sleepers (seq_cst), FUTEX_WAKE(1) if nonzero. */
-#ifdef SLEEPERS_FIRST
+                 * load ext_looking and, if zero, ext_sleepers (seq_cst),
+                 * FUTEX_WAKE(1) if that is nonzero. */
+#ifdef LOOKERS_FIRST
+                atomic { l = mem[A_LOOKING] };
+                atomic { LOCKED_READY(H) -> mem[A_WAKE]++ };
+#elif defined(SLEEPERS_FIRST)
                 atomic { s = mem[A_SLEEPERS] };
                 atomic { LOCKED_READY(H) -> mem[A_WAKE]++ };
+                atomic { l = mem[A_LOOKING] };
 #else
                 atomic { LOCKED_READY(H) -> mem[A_WAKE]++ };
-                atomic { s = mem[A_SLEEPERS] };
+                atomic { l = mem[A_LOOKING] };
+#endif
+#ifndef SLEEPERS_FIRST
+                /* Lookers counted and their look not over (ext_look_until_ns,
+                 * a clock the model has not: either way): no wake. */
+                if
+                :: l == 0 -> atomic { s = mem[A_SLEEPERS] }
+                :: l != 0 -> skip
+                :: l != 0 -> l = 0; atomic { s = mem[A_SLEEPERS] }
+                fi;
 #endif
                 if
-                :: s != 0 -> futex_wake_one()
+                :: l == 0 && s != 0 -> futex_wake_one()
                 :: else -> skip
                 fi;
-                s = 0
+                s = 0; l = 0
         :: atomic {
                 /* Consume entry c when its seq matches (acquire), then its
                  * task id, in one step (nothing may overwrite an entry not

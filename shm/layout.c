@@ -25,6 +25,8 @@ void layout_sub_region_init(void *base, const struct hbg_geometry *g) {
         atomic_store_explicit(&h->mailbox_tail, 0, memory_order_relaxed);
         atomic_store_explicit(&h->graphs_submitted, 0, memory_order_relaxed);
         atomic_store_explicit(&h->ext_sleepers, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->ext_looking, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->ext_look_until_ns, 0, memory_order_relaxed);
         atomic_store_explicit(&h->graph_sleepers, 0, memory_order_relaxed);
 }
 

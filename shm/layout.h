@@ -12,7 +12,10 @@
  *   - a word written by one side and polled by the other owns a cache line;
  *   - every offset the other side depends on is pinned by _Static_assert, so
  *     an accidental change breaks the build instead of the protocol; a
- *     deliberate change bumps HBG_LAYOUT_VERSION.
+ *     deliberate change bumps HBG_LAYOUT_VERSION (both sides refuse any
+ *     other), except a client-written hint put in padding that an older
+ *     hbgd never reads and an older client leaves zero, which changes
+ *     nothing either of them does (ext_looking).
  * The protocol that moves data through these structs is docs/RUNTIME_LOGIC.md.
  */
 #pragma once
@@ -112,7 +115,24 @@ struct hbg_sub_header {
          * Client-written: it only decides whether hbgd makes one wake
          * system call per publication for this client's own ring. */
         alignas(HBG_CACHE_LINE) _Atomic uint32_t ext_sleepers;
-        uint8_t pad5[HBG_CACHE_LINE - sizeof(uint32_t)];
+        /* How many of the client's worker threads look for a ready
+         * external task now, on their CPU, about to take what is
+         * published: while it is non-zero hbgd wakes no sleeper (each
+         * looker, when it stops looking, decrements it and then loads
+         * ext_wake, seq_cst both sides, §10.7 step 5). Client-written,
+         * like ext_sleepers: garbage loses only this client's own
+         * wake-ups. Once padding, with no layout version of its own
+         * (rules above). */
+        _Atomic uint32_t ext_looking;
+        /* Until when (CLOCK_MONOTONIC ns) the latest looker looks, at
+         * most HBG_EXT_LOOK_NS ahead (hbgd clamps it: another clock, or
+         * garbage): past it hbgd ignores ext_looking, and it wakes a
+         * sleeper then for tasks it skipped the wake of and nobody
+         * answered, so that a looker kept off its CPU delays them by a
+         * look at most. Written before the count, relaxed: it only ever
+         * makes hbgd wake, never not. */
+        _Atomic uint64_t ext_look_until_ns;
+        uint8_t pad5[HBG_CACHE_LINE - 2 * sizeof(uint32_t) - sizeof(uint64_t)];
 
         /* line 6: the same for graph_wake (hbg_graph_wait's sleepers). */
         alignas(HBG_CACHE_LINE) _Atomic uint32_t graph_sleepers;
@@ -125,6 +145,8 @@ struct hbg_sub_header {
         _Atomic uint32_t pipe_wanted;
         uint8_t pad6[HBG_CACHE_LINE - 2 * sizeof(uint32_t)];
 };
+/* The longest look for work of a client's worker (ext_look_until_ns). */
+#define HBG_EXT_LOOK_NS 20000u
 /* pipe_wanted's bits. */
 #define HBG_PIPE_ALWAYS 2u   /* hbg_client_fd() was asked for (an event loop; before 1.6.0's
                               * last change, also a client without host workers) */
@@ -147,6 +169,8 @@ _Static_assert(offsetof(struct hbg_sub_header, window_waiting) == 136, "window_w
 _Static_assert(offsetof(struct hbg_sub_header, mailbox_tail) == 192, "mailbox_tail");
 _Static_assert(offsetof(struct hbg_sub_header, graphs_submitted) == 256, "graphs_submitted");
 _Static_assert(offsetof(struct hbg_sub_header, ext_sleepers) == 320, "ext_sleepers");
+_Static_assert(offsetof(struct hbg_sub_header, ext_looking) == 324, "ext_looking");
+_Static_assert(offsetof(struct hbg_sub_header, ext_look_until_ns) == 328, "ext_look_until_ns");
 _Static_assert(offsetof(struct hbg_sub_header, graph_sleepers) == 384, "graph_sleepers");
 _Static_assert(offsetof(struct hbg_sub_header, pipe_wanted) == 388, "pipe_wanted");
 

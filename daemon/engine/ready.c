@@ -62,7 +62,7 @@ static void publish_external(struct hbg_ring *r, struct task_slot *s) {
         atomic_store_explicit(&r->ext_ready[k & r->task_mask], s->id, memory_order_relaxed);
         atomic_store_explicit(&r->cpl->ext_ready_tail, k + 1, memory_order_release);
         pthread_mutex_unlock(&r->cold_lock);
-        signal_ext_wake(r);
+        signal_ext_wake(r, k + 1);
         if (signal_pipe_wanted(r))
                 signal_pipe(r);
 }

@@ -170,6 +170,18 @@ struct hbg_ring {
         uint32_t failures_hi;             /* the highest id's entry, when known */
         bool failures_hi_known;
         uint64_t ext_ready_count;
+        /* Wakes of the client's sleeping workers skipped because one
+         * looked for work (signal_ext_wake()), looked at again when the
+         * look is over (signal_ext_skip_check()): due then (0: none), for
+         * the tasks published up to ext_skip_upto; whether one was skipped
+         * since. They bound how long a task may wait for a looker kept off
+         * its CPU; no wake-up rests on them. */
+        _Atomic uint64_t ext_skip_due_ns;
+        _Atomic uint64_t ext_skip_upto;
+        _Atomic bool ext_skipped_since;
+        /* External tasks the stall detector completed (no mailbox entry
+         * comes for them): with mailbox_head, the tasks answered. */
+        _Atomic uint64_t ext_stalled;
 
         /* Recorded graphs (§14): entries below n_recorded are complete
          * and immutable until ring_free(). One thread records (the

@@ -25,6 +25,7 @@
 #include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/ring_table.h"
+#include "daemon/engine/signal.h"
 #include "daemon/engine/stall.h"
 #include "daemon/engine/wakeup.h"
 #include "daemon/engine/work.h"
@@ -47,7 +48,7 @@ static void park(struct sched_thread *t) {
         uint32_t seq = atomic_load(&e->wake_seq);
         unsigned idle = atomic_fetch_add(&e->idle, 1) + 1;
         bool last = idle == e->nschedulers;
-        bool work = false, deferred = false, ready = false;
+        bool work = false, deferred = false, ready = false, skip_due = false;
         uint64_t stall_ms = 0; /* the smallest stall limit of a ring with work pending */
         if (t->clusters > 0)
                 atomic_fetch_add(&e->idle_executors, 1);
@@ -71,6 +72,7 @@ static void park(struct sched_thread *t) {
                 ready_continuation_flush(t, r); /* none hidden while we sleep */
                 work = work || work_external(r) || mpmc_maybe_nonempty(&r->retire) ||
                        launch_pending(t, r);
+                skip_due = signal_ext_skip_check(r) || skip_due;
                 for (unsigned s = 0; s < SHAPE_EXEC_COUNT; s++)
                         ready = ready || mpmc_maybe_nonempty(&r->ready[s]);
                 /* Tasks in a busy peer's deque are work to steal. */
@@ -99,7 +101,15 @@ static void park(struct sched_thread *t) {
                         ring_table_leave(t);
                 }
                 struct timespec ts, *timeout = NULL;
-                if (deferred) {
+                if (skip_due && last) {
+                        /* A wake skipped for a client's looking worker is
+                         * looked at again a look from now (signal.c): the
+                         * last thread to go idle comes back for it; one
+                         * that is not leaves it to a thread still awake.
+                         * (Sooner than any poll below.) */
+                        ts = (struct timespec){ .tv_nsec = HBG_EXT_LOOK_NS };
+                        timeout = &ts;
+                } else if (deferred) {
                         /* Our deferred stamps wait for the watermark, which
                          * others move without telling us: poll gently. */
                         ts = (struct timespec){ .tv_nsec = 1000000 };
@@ -140,6 +150,12 @@ static void park(struct sched_thread *t) {
         }
 }
 
+/* The clock is read every CLOCK_EVERY turns of the loop, not every turn:
+ * it only paces the stall check (100 ms), the idle spin (50 us) and the
+ * look again at a skipped wake (20 us), and a turn that did work took at
+ * least a task. */
+#define CLOCK_EVERY 8u
+
 static bool visit_ring(struct sched_thread *t, struct hbg_ring *r, bool check_stall) {
         const struct completion_policy *ops = t->engine->completion;
         bool work = false;
@@ -153,6 +169,9 @@ static bool visit_ring(struct sched_thread *t, struct hbg_ring *r, bool check_st
                 retire_graphs(r);
         if (check_stall)
                 stall_check(t, r);
+        /* Paced like the clock: a skipped wake waits a look (20 us). */
+        if (t->loops % CLOCK_EVERY == 0)
+                signal_ext_skip_check(r);
         if (ops->end_visit)
                 work |= ops->end_visit(t, r);
         /* Nothing hidden outlives the visit: park, removal and the stall
@@ -167,10 +186,6 @@ static void engine_sleep_ms(long ms) {
                 ;
 }
 
-/* The clock is read every CLOCK_EVERY turns of the loop, not every turn:
- * it only paces the stall check (100 ms) and the idle spin (50 us), and a
- * turn that did work took at least a task. */
-#define CLOCK_EVERY 8u
 
 /* Idle: may this thread spin, or must it park at once? At most
  * max_spinners threads spin together (the count is a hint, relaxed: one

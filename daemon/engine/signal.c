@@ -10,9 +10,12 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/futex.h"
 #include "daemon/engine/client_read.h"
+#include "daemon/engine/engine_state.h"
 #include "daemon/engine/ring.h"
+#include "daemon/engine/wakeup.h"
 
 /* One byte into the completion pipe. The write end is ours alone and
  * non-blocking, so nothing the client does with its read end can make this
@@ -56,20 +59,118 @@ bool signal_window_waiter_due(struct hbg_ring *r) {
  * (seq_cst); look at the condition; FUTEX_WAIT(word)". Either its look sees
  * our publication, or our load sees its count and we wake it; a bump
  * between its word load and its FUTEX_WAIT makes the wait return at once.
- * The count is client-written: a garbage value costs this client one wake
- * system call per publication on its own word, nothing else; nobody
- * sleeping (the busy path) costs no system call. A ring being removed
- * wakes without looking (client_read.h).
+ * The counts are client-written: a garbage value costs this client one
+ * wake system call per publication on its own word, or loses its own
+ * wake-ups, nothing else; nobody sleeping (the busy path) costs no system
+ * call. A ring being removed wakes without looking (client_read.h).
  */
-static void wake_word(const struct hbg_ring *r, _Atomic uint32_t *word, _Atomic uint32_t *sleepers, int n) {
-        atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
-        if (!client_reachable(r) || atomic_load_explicit(sleepers, memory_order_seq_cst) != 0)
+static void wake_sleeper(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, int n) {
+        if (atomic_load_explicit(sleepers, memory_order_seq_cst) != 0)
                 futex_wake_shared(word, n);
 }
 
-void signal_ext_wake(struct hbg_ring *r) {
+static void wake_word(const struct hbg_ring *r, _Atomic uint32_t *word, _Atomic uint32_t *sleepers, int n) {
+        atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
+        if (!client_reachable(r))
+                futex_wake_shared(word, n);
+        else
+                wake_sleeper(word, sleepers, n);
+}
+
+/*
+ * The same for ext_wake, but no wake while one of the client's workers
+ * looks for work (§10.7 step 5): it takes what we published. It
+ * decrements ext_looking when it stops looking, then loads the word
+ * (seq_cst), so either our load sees the decrement or its load sees our
+ * bump and, with it, the publication. Waking a sleeper as well only made
+ * it find nothing. Not past the look's end (ext_look_until_ns, clamped to
+ * a look from now); and a skipped wake is looked at again then
+ * (signal_ext_skip_check()): a looker kept off its CPU delays the tasks
+ * by a look at most.
+ */
+/* A skipped wake, for the tasks published up to `upto`: due at `due`,
+ * unless one is pending already (it looks at these too: the flag). The
+ * flag first, then the look at the pending one (seq_cst both, as the
+ * check's clear and its exchange of the flag): a check that cleared it
+ * either sees our flag, or we see it cleared and set our own. */
+static void skip_record(struct hbg_ring *r, uint64_t due, uint64_t upto) {
+        atomic_store_explicit(&r->ext_skipped_since, true, memory_order_seq_cst);
+        uint64_t none = 0;
+        if (atomic_load_explicit(&r->ext_skip_due_ns, memory_order_seq_cst) == 0) {
+                atomic_store_explicit(&r->ext_skip_upto, upto, memory_order_relaxed);
+                /* Release: a check that takes this due reads this upto. */
+                atomic_compare_exchange_strong_explicit(&r->ext_skip_due_ns, &none, due, memory_order_seq_cst,
+                                                        memory_order_relaxed);
+        }
+}
+
+/* The tasks answered: a mailbox entry each, or failed by the stall
+ * detector. */
+static uint64_t ext_answered(const struct hbg_ring *r) {
+        return atomic_load_explicit(&r->mailbox_head, memory_order_relaxed) +
+               atomic_load_explicit(&r->ext_stalled, memory_order_relaxed);
+}
+
+void signal_ext_wake(struct hbg_ring *r, uint64_t published) {
+        _Atomic uint32_t *word = &r->cpl->ext_wake;
+        atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
+        if (!client_reachable(r)) {
+                futex_wake_shared(word, 1);
+                return;
+        }
+        if (atomic_load_explicit(&r->sub->ext_looking, memory_order_seq_cst) != 0) {
+                uint64_t now = (uint64_t)clock_now_ns();
+                uint64_t until = atomic_load_explicit(&r->sub->ext_look_until_ns, memory_order_relaxed);
+                if (until > now + HBG_EXT_LOOK_NS)
+                        until = now + HBG_EXT_LOOK_NS;
+                if (now < until) {
+                        skip_record(r, until, published);
+                        /* Somebody must look again: a scheduler thread
+                         * awake now, or the last to go idle, whose look at
+                         * the rings comes after its idle count and a fence
+                         * (park()), against our record, this fence and our
+                         * load of the count. Every one idle already (we
+                         * are the resolver, or the last one parks): wake
+                         * as if nobody looked. */
+                        wakeup_fence();
+                        if (atomic_load_explicit(&r->engine->idle, memory_order_relaxed) < r->engine->nschedulers)
+                                return;
+                }
+        }
         /* One: a worker that takes a task and sees more wakes a peer. */
-        wake_word(r, &r->cpl->ext_wake, &r->sub->ext_sleepers, 1);
+        wake_sleeper(word, &r->sub->ext_sleepers, 1);
+}
+
+bool signal_ext_skip_check(struct hbg_ring *r) {
+        uint64_t due = atomic_load_explicit(&r->ext_skip_due_ns, memory_order_relaxed);
+        if (due == 0)
+                return false;
+        uint64_t now = (uint64_t)clock_now_ns();
+        if (now < due)
+                return true;
+        /* One thread takes it. */
+        if (!atomic_compare_exchange_strong_explicit(&r->ext_skip_due_ns, &due, 0, memory_order_seq_cst,
+                                                     memory_order_relaxed))
+                return true;
+        if (!client_reachable(r))
+                return false;
+        /* As many tasks answered as were published by the skip: workers
+         * take in order, so those were taken. Else one may wait for a
+         * looker off its CPU (or run long on a worker: then the sleeper
+         * woken finds nothing, once per look at most). */
+        uint64_t upto = atomic_load_explicit(&r->ext_skip_upto, memory_order_relaxed);
+        if (ext_answered(r) < upto) {
+                wake_sleeper(&r->cpl->ext_wake, &r->sub->ext_sleepers, 1);
+                return false;
+        }
+        /* Answered; wakes skipped since, for later tasks: their turn, a
+         * look from now. */
+        uint64_t published = atomic_load_explicit(&r->cpl->ext_ready_tail, memory_order_relaxed);
+        if (atomic_exchange_explicit(&r->ext_skipped_since, false, memory_order_seq_cst) && published > upto) {
+                skip_record(r, now + HBG_EXT_LOOK_NS, published);
+                return true;
+        }
+        return false;
 }
 
 void signal_graph_wake(struct hbg_ring *r) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct hbg_ring;
 
@@ -15,8 +16,15 @@ void signal_pipe(struct hbg_ring *r);
  * True once per request (it is taken). */
 bool signal_window_waiter_due(struct hbg_ring *r);
 /* After publishing ready external tasks: bump ext_wake, wake one
- * sleeper if the client says one sleeps. */
-void signal_ext_wake(struct hbg_ring *r);
+ * sleeper if the client says one sleeps and none of its workers looks
+ * for work (until its look's end; then signal_ext_skip_check()). */
+void signal_ext_wake(struct hbg_ring *r, uint64_t published);
+/* A wake signal_ext_wake() skipped for a looker whose look is over now:
+ * if the tasks published by then are not all answered, wake a sleeper.
+ * Any thread visiting the ring; cheap when none is pending. True while a
+ * look again is pending (not yet due, taken by another thread, or armed
+ * again for skips since): the last thread to park comes back for it. */
+bool signal_ext_skip_check(struct hbg_ring *r);
 /* After graphs retired (or failed when the ring stopped): bump
  * graph_wake, wake every sleeper if the client says one sleeps. */
 void signal_graph_wake(struct hbg_ring *r);

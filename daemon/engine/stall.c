@@ -76,6 +76,7 @@ void stall_check(struct sched_thread *t, struct hbg_ring *r) {
                         retire_fail(r, -ETIME, wm,
                                     "stall limit: a launch record covers tasks that were never submitted");
                 } else if (owned && atomic_compare_exchange_strong(&s->state, &ext, SLOT_COMPLETING)) {
+                        atomic_fetch_add_explicit(&r->ext_stalled, 1, memory_order_relaxed);
                         complete_task(t, r, wm, -ETIME,
                                        "host task not completed within the session's stall limit");
                 }

@@ -224,6 +224,10 @@ void open_to_all(struct hbgd_proc *d);
 /* For forked children (and the parent where it needs its own deadlines):
  * results, never Check assertions. */
 
+/* This process's mapping of hbgd's memfd "hbg-<what>-<session>" (what:
+ * "sub" or "cpl"; *session 0: the first found, its id stored), its size
+ * in *ret_size; NULL if none. */
+void *find_session_mapping(const char *what, uint64_t *session, uint64_t *ret_size);
 /* A SEQPACKET connection to path: fd or -errno. */
 int cx_connect(const char *path, bool nonblock);
 /* Non-blocking connects, retried while the backlog is full. */

@@ -6,6 +6,13 @@
  *                  ran once, at most 4 and at least 2 at once, while the
  *                  main thread sleeps in hbg_graph_wait();
  *   chain          a chain of host tasks runs in its order;
+ *   busy_path      a chain of host tasks on workers costs hbgd no write;
+ *   chain_sleeps   a chain of host tasks on 4 workers puts them to sleep no
+ *                  more often than on one (hbgd wakes no sleeper while a
+ *                  worker looks for work);
+ *   stale_looker   a looker counted for good (one kept off its CPU), its
+ *                  look over or claimed for ever, does not keep hbgd from
+ *                  waking the sleeping workers for long;
  *   mixed          kernels and host functions in one graph (the host
  *                  functions read and write tensors with hbg_tensor_data()):
  *                  the results are right;
@@ -35,6 +42,7 @@
 #include <time.h>
 
 #include "hbg/hbg.h"
+#include "shm/layout.h"
 #include "tests/e2e/daemon_util.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/check_main.h"
@@ -236,6 +244,75 @@ START_TEST(busy_path) {
                 "hbg_client_fd()\n", BUSY_N, with_workers, event_loop);
         ck_assert_msg(with_workers < BUSY_N / 8, "%ld writes for %d host tasks with workers", with_workers, BUSY_N);
         ck_assert_msg(event_loop >= BUSY_N, "%ld writes for %d host tasks with hbg_client_fd()", event_loop, BUSY_N);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* Voluntary context switches of this process (every thread, those that
+ * ended included): a worker's FUTEX_WAIT that sleeps is one. */
+static long voluntary_switches(void) {
+        struct rusage u;
+        ck_assert_int_eq(getrusage(RUSAGE_SELF, &u), 0);
+        return u.ru_nvcsw;
+}
+
+/* The sleeps of a chain of BUSY_N host tasks on `workers`. */
+static long chain_sleeps_of(struct hbgd_proc *d, unsigned workers) {
+        hbg_client *c = connect_workers(d, workers, 0);
+        wait_slow_work_idle(d);
+        uint64_t prev = 0;
+        long before = voluntary_switches();
+        for (int i = 0; i < BUSY_N; i++)
+                prev = add_host(d, c, empty_host, NULL, i ? &prev : NULL);
+        wait_ok(d, c, submit(d, c));
+        long n = voluntary_switches() - before;
+        hbg_disconnect(c);
+        return n;
+}
+
+/* In a chain one task is ready at a time, and the worker that ran the
+ * last one looks for it. hbgd used to wake a sleeping peer at every
+ * publication all the same: it found nothing and slept again, a sleep
+ * (and a wake system call in hbgd) per task that one worker never paid.
+ * Counted against one worker's sleeps in the same run, so that a slow
+ * build, where looks run out and workers sleep between tasks, compares
+ * like with like. */
+START_TEST(chain_sleeps) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        long one = chain_sleeps_of(d, 1);
+        long many = chain_sleeps_of(d, WORKERS);
+        fprintf(stderr, "chain_sleeps: %d chained host tasks: %ld sleeps on 1 worker, %ld on %d\n", BUSY_N, one,
+                many, WORKERS);
+        /* About one a task before; a slow build (TSan: 27-97 here), whose
+         * looks run out, wakes a sleeper now and then. */
+        ck_assert_msg(many <= one + BUSY_N / 2, "%ld sleeps on %d workers against %ld on one, for %d tasks", many,
+                      WORKERS, one, BUSY_N);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* A looker that never decrements ext_looking (in the library: one that a
+ * preemption keeps off its CPU), its look over (ext_look_until_ns in the
+ * past) or claimed to last for ever (clamped by hbgd to a look): hbgd
+ * still wakes the workers, which all sleep when a graph comes after an
+ * idle moment, at once or once the look is over. Ignoring the look's
+ * end, or never looking again at a wake it skipped, hbgd would wake
+ * nobody and the graph would end by the stall limit (-ETIME). */
+START_TEST(stale_looker) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_workers(d, WORKERS, 2000);
+        uint64_t session = 0, size = 0;
+        struct hbg_sub_header *sh = find_session_mapping("sub", &session, &size);
+        ck_assert_ptr_nonnull(sh);
+        atomic_fetch_add(&sh->ext_looking, 1);
+        for (int i = 0; i < 6; i++) {
+                nap_us(30000); /* every worker asleep */
+                atomic_store(&sh->ext_look_until_ns, i % 2 ? UINT64_MAX : 0);
+                add_host(d, c, empty_host, NULL, NULL);
+                wait_ok(d, c, submit(d, c));
+        }
+        atomic_fetch_sub(&sh->ext_looking, 1);
+        hbg_disconnect(c);
         stop_hbgd(d);
 }
 END_TEST
@@ -542,6 +619,8 @@ static Suite *suite(void) {
         tcase_add_test(tc, parallel);
         tcase_add_test(tc, chain);
         tcase_add_test(tc, busy_path);
+        tcase_add_test(tc, chain_sleeps);
+        tcase_add_test(tc, stale_looker);
         tcase_add_test(tc, mixed);
         tcase_add_test(tc, reentry);
         tcase_add_test(tc, stall);

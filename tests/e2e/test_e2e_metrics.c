@@ -1284,22 +1284,6 @@ START_TEST(exporter_conns) {
 }
 END_TEST
 
-/* This process's mapping of hbgd's memfd "hbg-<what>-N"; NULL if none. */
-static void *find_mapping(const char *what) {
-        FILE *f = fopen("/proc/self/maps", "re");
-        ck_assert_ptr_nonnull(f);
-        char line[512], needle[32];
-        void *found = NULL;
-        snprintf(needle, sizeof(needle), "/memfd:hbg-%s-", what);
-        while (!found && fgets(line, sizeof(line), f)) {
-                unsigned long lo, hi;
-                if (strstr(line, needle) && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
-                        found = (void *)lo;
-        }
-        fclose(f);
-        return found;
-}
-
 /* A client writing any graphs_submitted into its region: the graphs in
  * flight are what hbgd read, at most a graph ring of the session. */
 START_TEST(in_flight_hostile) {
@@ -1307,7 +1291,8 @@ START_TEST(in_flight_hostile) {
         hbg_client *c = NULL;
         int err = hbg_connect(&c, d->socket_path);
         D_ASSERT(d, err == 0, "hbg_connect: %s", hbg_strerror(err));
-        struct hbg_sub_header *sh = find_mapping("sub");
+        uint64_t session = 0, size = 0;
+        struct hbg_sub_header *sh = find_session_mapping("sub", &session, &size);
         ck_assert_ptr_nonnull(sh);
         uint64_t G = UINT64_C(1) << sh->graph_ring_log2;
         static const uint64_t lies[] = { UINT64_C(1) << 62, UINT64_MAX, 3 };

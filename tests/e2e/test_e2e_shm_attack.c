@@ -22,7 +22,8 @@
  * deliberate races on its own memory.
  *
  * The last test (g) holds a session's sleepers words at 0xffffffff: hbgd
- * then makes a futex wake per publication for that session's ring, and
+ * then makes a futex wake per publication for that session's ring (none
+ * while its ext_looking, flipped by a writer, claims a worker looks), and
  * nothing else changes (SECURITY.md).
  *
  * Every test starts hbgd with stall_timeout_ms = 1000, so that tasks an
@@ -123,31 +124,6 @@ struct victim {
         char name[96];             /* "session S (pid P)", as hbgd's log names the ring */
 };
 
-/* This process's mapping of hbgd's memfd "hbg-<what>-<session>"
- * (*session 0: the first found, its id stored). NULL if none. */
-static void *find_mapping(const char *what, uint64_t *session, uint64_t *ret_size) {
-        FILE *f = fopen("/proc/self/maps", "re");
-        if (!f)
-                return NULL;
-        char line[512], needle[32];
-        void *found = NULL;
-        snprintf(needle, sizeof(needle), "/memfd:hbg-%s-", what);
-        while (!found && fgets(line, sizeof(line), f)) {
-                unsigned long lo, hi;
-                const char *p = strstr(line, needle);
-                if (!p || sscanf(line, "%lx-%lx", &lo, &hi) != 2)
-                        continue;
-                uint64_t id = strtoull(p + strlen(needle), NULL, 10);
-                if (*session && id != *session)
-                        continue;
-                *session = id;
-                *ret_size = hi - lo;
-                found = (void *)lo;
-        }
-        fclose(f);
-        return found;
-}
-
 static int socket_type(int fd) {
         int type = 0;
         socklen_t len = sizeof(type);
@@ -181,8 +157,8 @@ static int victim_open(struct victim *v, int sock, const char *path) {
                         v->control = fd;
         }
         uint64_t cpl_size = 0;
-        v->sub = find_mapping("sub", &v->session, &v->sub_size);
-        v->cpl = v->sub ? find_mapping("cpl", &v->session, &cpl_size) : NULL;
+        v->sub = find_session_mapping("sub", &v->session, &v->sub_size);
+        v->cpl = v->sub ? find_session_mapping("cpl", &v->session, &cpl_size) : NULL;
         if (!v->sub || !v->cpl || v->doorbell < 0 || v->control < 0) {
                 kid_say(sock, "FAIL the session's regions or sockets not found (sub %p cpl %p doorbell %d "
                         "control %d)", (void *)v->sub, (const void *)v->cpl, v->doorbell, v->control);
@@ -1719,10 +1695,14 @@ END_TEST
 static void garbage_sleepers(const void *ctx, uint64_t ms) {
         const struct victim *v = ctx;
         long long end = daemon_now_ms() + (long long)ms;
-        while (daemon_now_ms() < end) {
+        for (unsigned i = 0; daemon_now_ms() < end; i++) {
                 atomic_store(&v->sh->ext_sleepers, UINT32_MAX);
                 atomic_store(&v->sh->graph_sleepers, UINT32_MAX);
                 atomic_store(&v->sh->pipe_wanted, UINT32_MAX);
+                /* Lookers claimed half the time, looking for ever: hbgd
+                 * then skips the wakes, the other half it makes them. */
+                atomic_store(&v->sh->ext_look_until_ns, UINT64_MAX);
+                atomic_store(&v->sh->ext_looking, i % 2 ? UINT32_MAX : 0);
                 sleep_us(100);
         }
 }
@@ -1766,8 +1746,9 @@ static int sleepers_fn(int sock, void *arg) {
         struct victim v = { .doorbell = -1, .control = -1 };
         /* A session without host workers: its library never touches the
          * words, so hbgd reads exactly what this attacker writes. (A
-         * library with workers counts itself in with +1/-1: garbage there
-         * can only lose that client's own wake-ups, RUNTIME_LOGIC §10.7.) */
+         * library with workers counts itself in with +1/-1: garbage there,
+         * ext_looking's above all, can only lose that client's own
+         * wake-ups, RUNTIME_LOGIC §10.7.) */
         hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
         o.socket_path = tg->path;
         o.name = "shm-attacker";
@@ -1778,8 +1759,8 @@ static int sleepers_fn(int sock, void *arg) {
                 return 1;
         }
         uint64_t session = 0, cpl_size = 0;
-        v.sub = find_mapping("sub", &session, &v.sub_size);
-        v.cpl = v.sub ? find_mapping("cpl", &session, &cpl_size) : NULL;
+        v.sub = find_session_mapping("sub", &session, &v.sub_size);
+        v.cpl = v.sub ? find_session_mapping("cpl", &session, &cpl_size) : NULL;
         if (!v.sub || !v.cpl) {
                 kid_say(sock, "FAIL the session's regions not found");
                 return 1;

@@ -89,6 +89,9 @@ cat >"$tmp/plan" <<EOF
 2|host-seq-first|host|assertion violated (v==(task_of|-DSEQ_FIRST|-w22|-O0 $safety
 2|host-tail-first|host|assertion violated (v==(h+1))|-DTAIL_FIRST|-w22|-O0 $safety
 2|host-stop-once|host|$freeze|-DSTOP_ONCE|-w22|-O0 $safety
+1|host-lookers-first|host|$freeze|-DLOOKERS_FIRST|-w22|-O0 $safety
+1|host-lookers-first-sc|host|pass|-DLOOKERS_FIRST -DSC -DD=2 -DM=1 -DE=4|-w22|-O2 $safety
+2|host-give-up-kept|host|$freeze|-DGIVE_UP_KEPT|-w22|-O0 $safety
 1|wake|wake|pass|||-O2 -DCOLLAPSE $safety
 1|wake-same-uid|wake|pass|-DSAME_UID||-O2 -DCOLLAPSE $safety
 2|wake-shared|wake|pass|-DSHARED||-O2 -DCOLLAPSE $safety
