@@ -94,7 +94,7 @@ static bool ext_ready(hbg_client *c, void *arg) {
  * count): past that hbgd ignores the count and wakes a sleeper for the
  * tasks whose wake it skipped and nobody answered, so a looker that a
  * yield or a preemption left behind another thread on its CPU delays
- * them by a look at most. Our half of the pair (§10.7 step 5):
+ * them by about a look. Our half of the pair (§10.7 step 5):
  * decrement (seq_cst), then load ext_wake (seq_cst), before any look that
  * decides what to do next. hbgd bumps the word, then loads the count:
  * either it saw our decrement and woke a sleeper itself, or our load

@@ -13,9 +13,10 @@
  *   - every offset the other side depends on is pinned by _Static_assert, so
  *     an accidental change breaks the build instead of the protocol; a
  *     deliberate change bumps HBG_LAYOUT_VERSION (both sides refuse any
- *     other), except a client-written hint put in padding that an older
- *     hbgd never reads and an older client leaves zero, which changes
- *     nothing either of them does (ext_looking).
+ *     other), except a client-written hint put in submission-header
+ *     padding, which hbgd never checks: an older hbgd does not read it
+ *     and an older client leaves it zero, so neither does anything
+ *     differently (ext_looking, ext_look_until_ns).
  * The protocol that moves data through these structs is docs/RUNTIME_LOGIC.md.
  */
 #pragma once
@@ -116,20 +117,20 @@ struct hbg_sub_header {
          * system call per publication for this client's own ring. */
         alignas(HBG_CACHE_LINE) _Atomic uint32_t ext_sleepers;
         /* How many of the client's worker threads look for a ready
-         * external task now, on their CPU, about to take what is
-         * published: while it is non-zero hbgd wakes no sleeper (each
-         * looker, when it stops looking, decrements it and then loads
-         * ext_wake, seq_cst both sides, §10.7 step 5). Client-written,
-         * like ext_sleepers: garbage loses only this client's own
-         * wake-ups. Once padding, with no layout version of its own
-         * (rules above). */
+         * external task now, about to take what is published: while it
+         * is non-zero hbgd wakes no sleeper (each looker, when it stops
+         * looking, decrements it and then loads ext_wake, seq_cst both
+         * sides, §10.7 step 5). Client-written, like ext_sleepers:
+         * garbage only delays this client's own wake-ups, by about a
+         * look. Once padding, with no layout version of its own (rules
+         * above). */
         _Atomic uint32_t ext_looking;
         /* Until when (CLOCK_MONOTONIC ns) the latest looker looks, at
          * most HBG_EXT_LOOK_NS ahead (hbgd clamps it: another clock, or
          * garbage): past it hbgd ignores ext_looking, and it wakes a
          * sleeper then for tasks it skipped the wake of and nobody
-         * answered, so that a looker kept off its CPU delays them by a
-         * look at most. Written before the count, relaxed: it only ever
+         * answered, so that a looker kept off its CPU delays them by
+         * about a look. Written before the count, relaxed: it only ever
          * makes hbgd wake, never not. */
         _Atomic uint64_t ext_look_until_ns;
         uint8_t pad5[HBG_CACHE_LINE - 2 * sizeof(uint32_t) - sizeof(uint64_t)];

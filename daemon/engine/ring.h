@@ -179,8 +179,9 @@ struct hbg_ring {
         _Atomic uint64_t ext_skip_due_ns;
         _Atomic uint64_t ext_skip_upto;
         _Atomic bool ext_skipped_since;
-        /* External tasks the stall detector completed (no mailbox entry
-         * comes for them): with mailbox_head, the tasks answered. */
+        /* External tasks the stall detector completed (the library posts
+         * no mailbox entry for them, but for a narrow race): with
+         * mailbox_head, the tasks answered (signal.c). */
         _Atomic uint64_t ext_stalled;
 
         /* Recorded graphs (§14): entries below n_recorded are complete

@@ -69,12 +69,37 @@ static void wake_sleeper(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, int
                 futex_wake_shared(word, n);
 }
 
-static void wake_word(const struct hbg_ring *r, _Atomic uint32_t *word, _Atomic uint32_t *sleepers, int n) {
+/* Bump the word; true if the client is still reachable (else every
+ * sleeper was woken without a look at the count). */
+static bool bump(const struct hbg_ring *r, _Atomic uint32_t *word, int n) {
         atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
-        if (!client_reachable(r))
-                futex_wake_shared(word, n);
-        else
+        if (client_reachable(r))
+                return true;
+        futex_wake_shared(word, n);
+        return false;
+}
+
+static void wake_word(const struct hbg_ring *r, _Atomic uint32_t *word, _Atomic uint32_t *sleepers, int n) {
+        if (bump(r, word, n))
                 wake_sleeper(word, sleepers, n);
+}
+
+/* A skipped wake, for the tasks published up to `upto`: due at `due`,
+ * unless one is pending already (it looks at these too: the flag). The
+ * flag first, then the look at the pending one (seq_cst both, as the
+ * look again's clear and its exchange of the flag): a look again that
+ * cleared it either sees our flag, or we see it cleared and set our own.
+ * Two records at once may pair one's upto with the other's due: both
+ * recent, and the flag covers the rest. */
+static void skip_record(struct hbg_ring *r, uint64_t due, uint64_t upto) {
+        atomic_store_explicit(&r->ext_skipped_since, true, memory_order_seq_cst);
+        uint64_t none = 0;
+        if (atomic_load_explicit(&r->ext_skip_due_ns, memory_order_seq_cst) == 0) {
+                atomic_store_explicit(&r->ext_skip_upto, upto, memory_order_relaxed);
+                /* Release: a look again that takes this due reads this upto. */
+                atomic_compare_exchange_strong_explicit(&r->ext_skip_due_ns, &none, due, memory_order_seq_cst,
+                                                        memory_order_relaxed);
+        }
 }
 
 /*
@@ -86,38 +111,12 @@ static void wake_word(const struct hbg_ring *r, _Atomic uint32_t *word, _Atomic 
  * it find nothing. Not past the look's end (ext_look_until_ns, clamped to
  * a look from now); and a skipped wake is looked at again then
  * (signal_ext_skip_check()): a looker kept off its CPU delays the tasks
- * by a look at most.
+ * by about a look.
  */
-/* A skipped wake, for the tasks published up to `upto`: due at `due`,
- * unless one is pending already (it looks at these too: the flag). The
- * flag first, then the look at the pending one (seq_cst both, as the
- * check's clear and its exchange of the flag): a check that cleared it
- * either sees our flag, or we see it cleared and set our own. */
-static void skip_record(struct hbg_ring *r, uint64_t due, uint64_t upto) {
-        atomic_store_explicit(&r->ext_skipped_since, true, memory_order_seq_cst);
-        uint64_t none = 0;
-        if (atomic_load_explicit(&r->ext_skip_due_ns, memory_order_seq_cst) == 0) {
-                atomic_store_explicit(&r->ext_skip_upto, upto, memory_order_relaxed);
-                /* Release: a check that takes this due reads this upto. */
-                atomic_compare_exchange_strong_explicit(&r->ext_skip_due_ns, &none, due, memory_order_seq_cst,
-                                                        memory_order_relaxed);
-        }
-}
-
-/* The tasks answered: a mailbox entry each, or failed by the stall
- * detector. */
-static uint64_t ext_answered(const struct hbg_ring *r) {
-        return atomic_load_explicit(&r->mailbox_head, memory_order_relaxed) +
-               atomic_load_explicit(&r->ext_stalled, memory_order_relaxed);
-}
-
 void signal_ext_wake(struct hbg_ring *r, uint64_t published) {
         _Atomic uint32_t *word = &r->cpl->ext_wake;
-        atomic_fetch_add_explicit(word, 1, memory_order_seq_cst);
-        if (!client_reachable(r)) {
-                futex_wake_shared(word, 1);
+        if (!bump(r, word, 1))
                 return;
-        }
         if (atomic_load_explicit(&r->sub->ext_looking, memory_order_seq_cst) != 0) {
                 uint64_t now = (uint64_t)clock_now_ns();
                 uint64_t until = atomic_load_explicit(&r->sub->ext_look_until_ns, memory_order_relaxed);
@@ -141,23 +140,24 @@ void signal_ext_wake(struct hbg_ring *r, uint64_t published) {
         wake_sleeper(word, &r->sub->ext_sleepers, 1);
 }
 
-bool signal_ext_skip_check(struct hbg_ring *r) {
-        uint64_t due = atomic_load_explicit(&r->ext_skip_due_ns, memory_order_relaxed);
-        if (due == 0)
-                return false;
-        uint64_t now = (uint64_t)clock_now_ns();
-        if (now < due)
-                return true;
-        /* One thread takes it. */
-        if (!atomic_compare_exchange_strong_explicit(&r->ext_skip_due_ns, &due, 0, memory_order_seq_cst,
-                                                     memory_order_relaxed))
-                return true;
+/* The tasks answered: a mailbox entry each, or failed by the stall
+ * detector (a late entry for one of those, which the library avoids,
+ * counts twice: the look again may then wake nobody, a delay only). */
+static uint64_t ext_answered(const struct hbg_ring *r) {
+        return atomic_load_explicit(&r->mailbox_head, memory_order_relaxed) +
+               atomic_load_explicit(&r->ext_stalled, memory_order_relaxed);
+}
+
+/* The look again at the skip this thread took, due now: true if it armed
+ * another (for wakes skipped since). */
+static bool look_again(struct hbg_ring *r, uint64_t now) {
         if (!client_reachable(r))
                 return false;
         /* As many tasks answered as were published by the skip: workers
          * take in order, so those were taken. Else one may wait for a
          * looker off its CPU (or run long on a worker: then the sleeper
-         * woken finds nothing, once per look at most). */
+         * woken finds nothing). The flag of skips since stays: those get
+         * a look again later, which may find them answered. */
         uint64_t upto = atomic_load_explicit(&r->ext_skip_upto, memory_order_relaxed);
         if (ext_answered(r) < upto) {
                 wake_sleeper(&r->cpl->ext_wake, &r->sub->ext_sleepers, 1);
@@ -171,6 +171,20 @@ bool signal_ext_skip_check(struct hbg_ring *r) {
                 return true;
         }
         return false;
+}
+
+bool signal_ext_skip_check(struct hbg_ring *r) {
+        uint64_t due = atomic_load_explicit(&r->ext_skip_due_ns, memory_order_relaxed);
+        if (due == 0)
+                return false;
+        uint64_t now = (uint64_t)clock_now_ns();
+        if (now < due)
+                return true;
+        /* One thread takes it; another's take leaves it pending for us. */
+        if (!atomic_compare_exchange_strong_explicit(&r->ext_skip_due_ns, &due, 0, memory_order_seq_cst,
+                                                     memory_order_relaxed))
+                return true;
+        return look_again(r, now);
 }
 
 void signal_graph_wake(struct hbg_ring *r) {

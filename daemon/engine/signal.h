@@ -15,9 +15,10 @@ void signal_pipe(struct hbg_ring *r);
 /* Does a producer sleep for window space that the watermark now gives?
  * True once per request (it is taken). */
 bool signal_window_waiter_due(struct hbg_ring *r);
-/* After publishing ready external tasks: bump ext_wake, wake one
- * sleeper if the client says one sleeps and none of its workers looks
- * for work (until its look's end; then signal_ext_skip_check()). */
+/* After publishing ready external tasks (published: ext_ready_tail now):
+ * bump ext_wake, wake one sleeper if the client says one sleeps and none
+ * of its workers looks for work (until its look's end; then
+ * signal_ext_skip_check()), or if every scheduler thread is idle. */
 void signal_ext_wake(struct hbg_ring *r, uint64_t published);
 /* A wake signal_ext_wake() skipped for a looker whose look is over now:
  * if the tasks published by then are not all answered, wake a sleeper.

@@ -7,9 +7,9 @@
  *                  main thread sleeps in hbg_graph_wait();
  *   chain          a chain of host tasks runs in its order;
  *   busy_path      a chain of host tasks on workers costs hbgd no write;
- *   chain_sleeps   a chain of host tasks on 4 workers puts them to sleep no
- *                  more often than on one (hbgd wakes no sleeper while a
- *                  worker looks for work);
+ *   chain_sleeps   a chain of host tasks on 4 workers puts them to sleep
+ *                  about as often as on one, far from once a task (hbgd
+ *                  wakes no sleeper while a worker looks for work);
  *   stale_looker   a looker counted for good (one kept off its CPU), its
  *                  look over or claimed for ever, does not keep hbgd from
  *                  waking the sleeping workers for long;

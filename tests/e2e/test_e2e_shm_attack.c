@@ -22,7 +22,7 @@
  * deliberate races on its own memory.
  *
  * The last test (g) holds a session's sleepers words at 0xffffffff: hbgd
- * then makes a futex wake per publication for that session's ring (none
+ * then makes a futex wake per publication for that session's ring (fewer
  * while its ext_looking, flipped by a writer, claims a worker looks), and
  * nothing else changes (SECURITY.md).
  *
@@ -1699,8 +1699,9 @@ static void garbage_sleepers(const void *ctx, uint64_t ms) {
                 atomic_store(&v->sh->ext_sleepers, UINT32_MAX);
                 atomic_store(&v->sh->graph_sleepers, UINT32_MAX);
                 atomic_store(&v->sh->pipe_wanted, UINT32_MAX);
-                /* Lookers claimed half the time, looking for ever: hbgd
-                 * then skips the wakes, the other half it makes them. */
+                /* Lookers claimed half the time, looking for ever (hbgd
+                 * clamps that to a look): hbgd then skips the wakes and
+                 * looks again later; the other half it makes them. */
                 atomic_store(&v->sh->ext_look_until_ns, UINT64_MAX);
                 atomic_store(&v->sh->ext_looking, i % 2 ? UINT32_MAX : 0);
                 sleep_us(100);
@@ -1746,9 +1747,9 @@ static int sleepers_fn(int sock, void *arg) {
         struct victim v = { .doorbell = -1, .control = -1 };
         /* A session without host workers: its library never touches the
          * words, so hbgd reads exactly what this attacker writes. (A
-         * library with workers counts itself in with +1/-1: garbage there,
-         * ext_looking's above all, can only lose that client's own
-         * wake-ups, RUNTIME_LOGIC §10.7.) */
+         * library with workers counts itself in with +1/-1: garbage there
+         * can only lose that client's own wake-ups, or, ext_looking's,
+         * delay them, RUNTIME_LOGIC §10.7.) */
         hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
         o.socket_path = tg->path;
         o.name = "shm-attacker";
