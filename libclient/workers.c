@@ -97,7 +97,7 @@ static bool ext_ready(hbg_client *c, void *arg) {
  * them by about a look. Our half of the pair (§10.7 step 5):
  * decrement (seq_cst), then load ext_wake (seq_cst), before any look that
  * decides what to do next. hbgd bumps the word, then loads the count:
- * either it saw our decrement and woke a sleeper itself, or our load
+ * either it saw our decrement and decided by ext_sleepers, or our load
  * sees its bump, and the publication with it (the caller's take and peer
  * wake, or hbgc_sleep_on()'s re-check, find the task). */
 #define WORKER_SPIN_NS HBG_EXT_LOOK_NS

@@ -186,7 +186,6 @@ static void engine_sleep_ms(long ms) {
                 ;
 }
 
-
 /* Idle: may this thread spin, or must it park at once? At most
  * max_spinners threads spin together (the count is a hint, relaxed: one
  * thread too many for a moment only costs a little CPU). */
