@@ -539,18 +539,42 @@ void cmp_pingpong(struct cmp *c) {
         free(ns);
 }
 
-/* hbgd's CPU while nothing is submitted: after the runs, once its threads
- * had time to park. */
-static void hbg_idle_cpu(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads) {
-        usleep(300 * 1000);
+/* hbgd's CPU over a second (quick) or three while nothing is submitted,
+ * in % of one core; < 0 if it cannot be read. */
+static double idle_cpu_pct(const struct cmp *c, const struct bench_hbgd *h) {
         int64_t cpu0 = bench_proc_cpu_ns(h->pid), t0 = bench_now_ns();
         usleep(c->quick ? 1000 * 1000 : 3000 * 1000);
         int64_t cpu1 = bench_proc_cpu_ns(h->pid), t1 = bench_now_ns();
-        if (cpu0 < 0 || cpu1 < 0)
+        return cpu0 < 0 || cpu1 < 0 ? -1 : 100.0 * (double)(cpu1 - cpu0) / (double)(t1 - t0);
+}
+
+/* hbgd's CPU while nothing is submitted: after the runs, once its threads
+ * had time to park; with no session, then with IDLE_SESSIONS open (a
+ * service's producers holding their connections between requests). */
+#define IDLE_SESSIONS 8
+static void hbg_idle_cpu(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads) {
+        usleep(300 * 1000);
+        double pct = idle_cpu_pct(c, h);
+        if (pct < 0)
                 return;
-        double pct = 100.0 * (double)(cpu1 - cpu0) / (double)(t1 - t0);
         report_metric(&c->report, "idle_cpu", "", "hbg", mode, threads, 0, pct, "percent_of_one_core");
         printf("  hbgd idle: %.3f%% of one core\n", pct);
+
+        struct probe_sessions *open;
+        int err = probe_sessions_open(h->socket, IDLE_SESSIONS, &open);
+        if (err < 0) {
+                fprintf(stderr, "hbg-bench: %u idle sessions (hbg %s): %s\n", IDLE_SESSIONS, mode, strerror(-err));
+                c->failures++;
+                return;
+        }
+        usleep(1000 * 1000); /* the spare rings they took, made again */
+        pct = idle_cpu_pct(c, h);
+        probe_sessions_close(open);
+        if (pct < 0)
+                return;
+        report_metric(&c->report, "idle_cpu_sessions", "", "hbg", mode, threads, IDLE_SESSIONS, pct,
+                      "percent_of_one_core");
+        printf("  hbgd idle, %u sessions open: %.3f%% of one core\n", IDLE_SESSIONS, pct);
 }
 
 /* A graph file of shape k (noop tasks, `after` edges), for hbgctl run. */

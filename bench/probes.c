@@ -194,6 +194,32 @@ int probe_connect_burst(const char *socket, unsigned producers, unsigned rounds,
         return err;
 }
 
+struct probe_sessions {
+        unsigned n;
+        hbg_client *c[];
+};
+
+int probe_sessions_open(const char *socket, unsigned n, struct probe_sessions **ret) {
+        struct probe_sessions *s = calloc(1, sizeof(*s) + (size_t)n * sizeof(s->c[0]));
+        if (!s)
+                return -ENOMEM;
+        int err = 0;
+        while (s->n < n && (err = hbg_connect(&s->c[s->n], socket)) == 0)
+                s->n++;
+        if (err < 0) {
+                probe_sessions_close(s);
+                return err;
+        }
+        *ret = s;
+        return 0;
+}
+
+void probe_sessions_close(struct probe_sessions *s) {
+        while (s->n > 0)
+                hbg_disconnect(s->c[--s->n]);
+        free(s);
+}
+
 static int cmp_double(const void *a, const void *b) {
         double x = *(const double *)a, y = *(const double *)b;
         return (x > y) - (x < y);

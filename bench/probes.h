@@ -2,7 +2,8 @@
 /*
  * The comparison's small measurements that are not a graph run: the
  * eventfd ping-pong between two processes (the floor under any graph
- * latency), percentiles, and reading a callgrind profile's total.
+ * latency), connects, sessions held open, percentiles, and reading a
+ * callgrind profile's total.
  */
 #pragma once
 
@@ -27,6 +28,12 @@ int probe_eventfd_pingpong(unsigned rounds, unsigned idle_us, double *ret_ns);
  * (a failed connect: -EIO).
  */
 int probe_connect_burst(const char *socket, unsigned producers, unsigned rounds, bool hold, double *ret_ns);
+
+/* `n` sessions opened on socket from this process, held doing nothing
+ * until probe_sessions_close(). 0 or -errno (none left open). */
+struct probe_sessions;
+int probe_sessions_open(const char *socket, unsigned n, struct probe_sessions **ret);
+void probe_sessions_close(struct probe_sessions *s);
 
 /* The q-quantile (0..1, nearest rank) of v[0..n), n >= 1; sorts v. */
 double probe_quantile(double *v, unsigned n, double q);
