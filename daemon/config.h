@@ -78,6 +78,10 @@ struct hbgd_config {
          * SIGHUP loads nothing); "" = none. */
         char kernel_modules[HBGD_KERNEL_MODULES_LEN];
         bool force_epoll;
+        /* Tests only, never set by hbgd's configuration (and kept by a
+         * reload): the housekeeping tick's slow period in ms, 0: 1000
+         * (tick.c). Set by the test build tests/hbgd-hooks. */
+        unsigned test_idle_tick_ms;
 };
 
 void hbgd_config_default(struct hbgd_config *ret);

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * hbgd's io thread, wired together: the event loop, the listener, the
- * connections, signals (SIGTERM/SIGINT shut down, SIGHUP reloads), a
- * 100 ms timer (deadlines, released sessions, systemd status and
- * watchdog), and shutdown. docs/PROTOCOL.md describes what a client sees.
+ * connections, signals (SIGTERM/SIGINT shut down, SIGHUP reloads), the
+ * housekeeping timer (deadlines, released sessions, graph ages, systemd
+ * status and watchdog; its period: tick.c), rings the engine stopped, and
+ * shutdown. docs/PROTOCOL.md describes what a client sees.
  */
 #include "daemon/daemon.h"
 
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
@@ -224,6 +226,7 @@ static void reload_config(struct hbgd *d) {
         n.socket_mode = d->cfg.socket_mode;
         snprintf(n.socket_group, sizeof(n.socket_group), "%s", d->cfg.socket_group);
         n.force_epoll = d->cfg.force_epoll;
+        n.test_idle_tick_ms = d->cfg.test_idle_tick_ms;
         d->cfg = n;
         hbgd_set_log_level(n.log_level);
         hbgd_log_set_journal_socket(n.journal_socket);
@@ -240,6 +243,45 @@ out:
         notify_status(d, clock_now_ms());
 }
 
+/* A ring stopped for a protocol error cannot be used any more: close its
+ * session, so the client sees a hang-up, not silence. Whether it did. */
+static bool close_if_stopped(struct conn *c) {
+        struct hbg_ring_stats st;
+        hbg_ring_stats(c->session->ring, &st);
+        if (!st.broken)
+                return false;
+        char why[96];
+        char eb[64];
+        snprintf(why, sizeof(why), "session stopped: %s", errtext(st.error, eb, sizeof(eb)));
+        conn_close(c, why);
+        return true;
+}
+
+/* The engine stopped a ring (hbg_engine_config.ring_stopped). */
+static void on_ring_stopped(struct io_source *src, uint32_t events, void *userdata) {
+        struct hbgd *d = userdata;
+        (void)src;
+        (void)events;
+        uint64_t v;
+        ssize_t n = read(d->stopped_fd, &v, sizeof(v));
+        (void)n;
+        for (struct conn *c = d->conns, *next; c; c = next) {
+                next = c->next;
+                if (c->session)
+                        close_if_stopped(c);
+        }
+}
+
+/* From the thread that stopped the ring, mostly a scheduler thread: never
+ * blocks (our own non-blocking eventfd, read by the io thread; a counter
+ * that cannot reach its limit). */
+static void ring_stopped(void *userdata) {
+        struct hbgd *d = userdata;
+        uint64_t one = 1;
+        ssize_t n = write(d->stopped_fd, &one, sizeof(one));
+        (void)n;
+}
+
 static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
         struct hbgd *d = userdata;
         (void)src;
@@ -248,23 +290,27 @@ static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
         ssize_t n = read(d->timer_fd, &v, sizeof(v));
         (void)n;
         int64_t now = clock_now_ms();
-        /* A ring stopped for a protocol error cannot be used any more:
-         * close its session, so the client sees a hang-up, not silence. */
+        /* The quick tick while anything here is timed or moving: a
+         * connection without a session (a handshake, an hbgctl request),
+         * a session's retry, graphs in flight (their ages), refusals,
+         * rings still held, a trace, a shutdown. Sessions that are merely
+         * open leave hbgd to the slow one. */
+        bool busy = d->refusals || d->stopping || d->trace.owner;
         for (struct conn *c = d->conns, *next; c; c = next) {
                 next = c->next;
-                if (!c->session)
+                if (!c->session) {
+                        busy = true;
                         continue;
-                session_tick(c->session);
-                struct hbg_ring_stats st;
-                hbg_ring_stats(c->session->ring, &st);
-                /* the age hbgctl graphs shows (RUNTIME_LOGIC.md §12.5) */
-                hbg_ring_note_graphs(c->session->ring, now);
-                if (st.broken) {
-                        char why[96];
-                        char eb[64];
-                        snprintf(why, sizeof(why), "session stopped: %s", errtext(st.error, eb, sizeof(eb)));
-                        conn_close(c, why);
                 }
+                if (c->deadline_ms)
+                        busy = true;
+                if (close_if_stopped(c))
+                        continue;
+                if (session_tick(c->session))
+                        busy = true;
+                /* the age hbgctl graphs shows (RUNTIME_LOGIC.md §12.5) */
+                if (hbg_ring_note_graphs(c->session->ring, now))
+                        busy = true;
         }
         conn_expire(d, now);
         refusal_expire(d, now);
@@ -284,7 +330,7 @@ static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
                         finish_shutdown(d);
                 }
         }
-        hbgd_tick_set(d, d->conns || d->refusals || held || d->stopping);
+        hbgd_tick_set(d, busy || held);
 }
 
 static void on_signal(struct io_source *src, uint32_t events, void *userdata) {
@@ -310,7 +356,7 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
         if (!d)
                 return -ENOMEM;
         d->cfg = *cfg;
-        d->listen_fd = d->signal_fd = d->timer_fd = d->reserve_fd = -1;
+        d->listen_fd = d->signal_fd = d->timer_fd = d->stopped_fd = d->reserve_fd = -1;
         d->started_ms = clock_now_ms();
         d->cfg.engine.log = hbgd_log_engine;
         hbgd_log_set_journal_socket(cfg->journal_socket);
@@ -338,12 +384,15 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
         sigaddset(&mask, SIGHUP);
         d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
         d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-        if (d->signal_fd < 0 || d->timer_fd < 0) {
+        d->stopped_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (d->signal_fd < 0 || d->timer_fd < 0 || d->stopped_fd < 0) {
                 err = -errno;
                 goto fail;
         }
         hbgd_tick_set(d, true);
 
+        d->cfg.engine.ring_stopped = ring_stopped;
+        d->cfg.engine.ring_stopped_userdata = d;
         err = hbg_engine_new(&d->engine, &d->cfg.engine);
         if (err < 0) {
                 hbgd_log_fields(LOG_ERR, &(struct hbg_log_fields){ .err = err },
@@ -361,7 +410,8 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
         spare_rings_want(d);
         if ((err = io_loop_add(d->loop, d->listen_fd, listener_on_readable, d, &d->listen_src)) < 0 ||
             (err = io_loop_add(d->loop, d->signal_fd, on_signal, d, &d->signal_src)) < 0 ||
-            (err = io_loop_add(d->loop, d->timer_fd, on_timer, d, &d->timer_src)) < 0)
+            (err = io_loop_add(d->loop, d->timer_fd, on_timer, d, &d->timer_src)) < 0 ||
+            (err = io_loop_add(d->loop, d->stopped_fd, on_ring_stopped, d, &d->stopped_src)) < 0)
                 goto fail;
         *ret = d;
         return 0;
@@ -412,6 +462,8 @@ struct hbgd *hbgd_free(struct hbgd *d) {
                 io_source_del(d->loop, d->signal_src);
         if (d->timer_src)
                 io_source_del(d->loop, d->timer_src);
+        if (d->stopped_src)
+                io_source_del(d->loop, d->stopped_src);
         /* Joins the threads (a running kernel finishes: bounded by
          * max_task_cost) and releases every session's ring. */
         hbg_engine_free(d->engine);
@@ -420,6 +472,8 @@ struct hbgd *hbgd_free(struct hbgd *d) {
                 close(d->signal_fd);
         if (d->timer_fd >= 0)
                 close(d->timer_fd);
+        if (d->stopped_fd >= 0)
+                close(d->stopped_fd); /* after the engine: its threads write it */
         io_loop_free(d->loop);
         free(d);
         return NULL;

@@ -70,6 +70,11 @@ struct hbgd {
         struct io_source *signal_src;
         int timer_fd;
         int tick_ms;                  /* the timer's period now */
+        /* Written by the engine when a ring stops for a protocol error
+         * (hbg_engine_config.ring_stopped): its session is closed at once,
+         * whatever the tick's period. hbgd's own eventfd. */
+        int stopped_fd;
+        struct io_source *stopped_src;
         /* Rings of closed sessions still held: the next look (daemon.c's
          * hbgd_collect_soon()); 0: none pending. */
         int collect_wait_ms;
@@ -116,8 +121,9 @@ int hbgd_collect_due(struct hbgd *d);
 /* Take an accepted socket: check the peer, charge the connection, watch
  * it. A refused peer gets an Error record with the reason (refusal.c). */
 void conn_accept(struct hbgd *d, int fd);
-/* tick.c: the housekeeping timer's period, often while busy (connections,
- * rings to free, a shutdown), rarely while idle. */
+/* tick.c: the housekeeping timer's period, often while busy (handshakes,
+ * graphs in flight, rings to free, a shutdown...: daemon.c's on_timer()),
+ * rarely while idle, open sessions or not. */
 void hbgd_tick_set(struct hbgd *d, bool busy);
 /* Close a connection (and its session, asynchronously), logging `why` if
  * not NULL. Safe inside the connection's own callback: the memory is freed

@@ -346,7 +346,8 @@ void listener_on_readable(struct io_source *src, uint32_t events, void *userdata
                 case ENOMEM:
                         if (shed_one(d))
                                 continue;
-                        return; /* the timer comes back */
+                        hbgd_tick_set(d, true);
+                        return; /* the timer comes back, quick */
                 default:
                         hbgd_log_fields(LOG_ERR, &(struct hbg_log_fields){ .err = -errno }, "accept: %s",
                                         strerror(errno));

@@ -213,9 +213,10 @@ const char *session_serving_name(const struct session *s) {
         return i < sizeof(names) / sizeof(names[0]) && names[i] ? names[i] : "?";
 }
 
-void session_tick(struct session *s) {
+bool session_tick(struct session *s) {
         if (s->seal_retry && s->serving == SESSION_UNSERVED)
                 session_serve(s);
+        return s->seal_retry && s->serving == SESSION_UNSERVED;
 }
 
 static void doorbell_rang(struct session *s) {

@@ -159,8 +159,9 @@ void session_client_fds(const struct session *s, int ret_fds[5]);
 /* The client has its copies: close ours of its fds. */
 void session_client_fds_sent(struct session *s);
 /* The housekeeping tick's look (io thread): a seal that could not be
- * started at the doorbell is tried again. */
-void session_tick(struct session *s);
+ * started at the doorbell is tried again. Whether it still waits to be
+ * (the quick tick, then). */
+bool session_tick(struct session *s);
 /* Where the session is on its way to being served, as status shows it:
  * "unserved", "sealing", "served" or "unservable" (io thread). */
 const char *session_serving_name(const struct session *s);

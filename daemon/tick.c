@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The housekeeping tick's period: every 100 ms while there is anything to
- * look after (connections, rings still to be freed, a shutdown), every
- * second otherwise, so that an idle hbgd hardly wakes (the watchdog's
- * period is far longer). daemon.c runs the tick; conn.c says when a
- * connection arrives. And the quicker looks for rings of closed sessions
- * a scheduler thread still held (hbgd_collect_soon()).
+ * The housekeeping tick's period: every 100 ms while there is anything
+ * timed or moving to look after (a handshake or hbgctl request, graphs in
+ * flight, rings still to be freed, a shutdown: daemon.c's on_timer()
+ * decides), every second otherwise, open but idle sessions included, so
+ * that an idle hbgd hardly wakes (the watchdog's period is far longer).
+ * conn.c says when a connection arrives; a ring stopped for a protocol
+ * error is closed at once, not on the tick (daemon.c). And the quicker
+ * looks for rings of closed sessions a scheduler thread still held
+ * (hbgd_collect_soon()).
  */
 #include <sys/timerfd.h>
 
@@ -17,7 +20,7 @@
 #define TICK_IDLE_MS 1000
 
 void hbgd_tick_set(struct hbgd *d, bool busy) {
-        int ms = busy ? TICK_BUSY_MS : TICK_IDLE_MS;
+        int ms = busy ? TICK_BUSY_MS : d->cfg.test_idle_tick_ms ? (int)d->cfg.test_idle_tick_ms : TICK_IDLE_MS;
         if (d->tick_ms == ms || d->timer_fd < 0)
                 return;
         d->tick_ms = ms;
@@ -51,6 +54,8 @@ int hbgd_collect_due(struct hbgd *d) {
                 unsigned held = hbgd_collect(d);
                 if (held == 0 || d->collect_wait_ms >= COLLECT_WAIT_MAX_MS) {
                         d->collect_wait_ms = 0;
+                        if (held)
+                                hbgd_tick_set(d, true); /* the tick takes over, quick */
                         return 1000;
                 }
                 d->collect_wait_ms *= 2;

@@ -168,6 +168,7 @@ static int trace_start(struct conn *c, const Hbg__TraceRequest *rq) {
         d->trace = (struct hbgd_trace){ .owner = c->id, .admin = admin, .running = true,
                                         .deadline_ms = clock_now_ms() + rq->duration_ms, .session = f.session,
                                         .uid = f.uid };
+        hbgd_tick_set(d, true); /* its end is the tick's to see */
         char what[64];
         if (f.session)
                 snprintf(what, sizeof(what), "session %" PRIu64, f.session);

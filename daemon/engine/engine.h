@@ -117,6 +117,14 @@ struct hbg_engine_config {
         unsigned trace_thread_events;
         hbg_log_fn log;               /* NULL: stderr with <N> prefixes */
         void *log_userdata;
+        /* Called once for each ring the engine stops on its own (a protocol
+         * error, the stall limit: its hbg_ring_stats().broken turns true; not
+         * a ring its owner removes), from the thread that stopped it, mostly
+         * a scheduler thread: it must not block. hbgd closes such a session,
+         * and learns of it here rather than on a timer. NULL: none (the
+         * owner polls hbg_ring_stats()). */
+        void (*ring_stopped)(void *userdata);
+        void *ring_stopped_userdata;
         /* Tests only, never set by hbgd's configuration: a wedged scheduler
          * thread (struct hbg_thread_alive). Set by the test build
          * tests/hbgd-hooks (tests/e2e/hbgd_hooks.c) from its environment. */
@@ -401,8 +409,10 @@ struct hbg_live_graph {
 uint64_t hbg_ring_graphs_submitted(const struct hbg_ring *r);
 /* Note the graph records the client submitted since the last call, with
  * the time now_ms (the age hbg_ring_live_graphs() reports). Cheap: at
- * most a few thousand records per call, no task looked at. */
-void hbg_ring_note_graphs(struct hbg_ring *r, int64_t now_ms);
+ * most a few thousand records per call, no task looked at. Returns
+ * whether graphs are in flight (submitted, by the client's word, past
+ * those retired). */
+bool hbg_ring_note_graphs(struct hbg_ring *r, int64_t now_ms);
 /* The ring's live graphs, oldest first (notes new records first): up to
  * max copied into ret (each record copied once and validated; the list
  * ends before the first record the retirer would refuse). Returns how

@@ -50,13 +50,13 @@ uint64_t hbg_ring_graphs_submitted(const struct hbg_ring *r) {
  * only the last G (the retirer stops such a ring), and at most NOTE_MAX
  * per call (the rest on the next). Records retired meanwhile are skipped.
  */
-void hbg_ring_note_graphs(struct hbg_ring *r, int64_t now_ms) {
+bool hbg_ring_note_graphs(struct hbg_ring *r, int64_t now_ms) {
         uint64_t G = r->g.graph_table_entries;
         uint64_t retired = atomic_load_explicit(&r->cpl->graphs_retired, memory_order_acquire);
         uint64_t submitted = client_read_u64(r, &r->sub->graphs_submitted);
         uint64_t from = r->graphs_noted > retired ? r->graphs_noted : retired;
         if (submitted <= from)
-                return;
+                return submitted > retired;
         if (submitted - from > G)
                 from = submitted - G;
         uint64_t to = submitted - from > NOTE_MAX ? from + NOTE_MAX : submitted;
@@ -66,6 +66,7 @@ void hbg_ring_note_graphs(struct hbg_ring *r, int64_t now_ms) {
                         *s = (struct graph_seen){ .number_plus_1 = k + 1, .ms = now_ms };
         }
         r->graphs_noted = to;
+        return true;
 }
 
 /* Mark the listed graphs that hold a pending failure (a bounded scan of

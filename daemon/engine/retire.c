@@ -294,6 +294,9 @@ void retire_fail(struct hbg_ring *r, int code, uint64_t task, const char *why) {
         char eb[64];
         engine_log_ring(r, LOG_WARNING, &(struct hbg_log_fields){ .has_task = true, .task = task, .err = code },
                         "%s: stopped: %s (task %" PRIu64 ": %s)", r->name, why, task, errtext(code, eb, sizeof(eb)));
+        const struct hbg_engine_config *cfg = &r->engine->cfg;
+        if (cfg->ring_stopped)
+                cfg->ring_stopped(cfg->ring_stopped_userdata);
         /* From inside the retire lock this only leaves a request, which the
          * holder serves when it unlocks. */
         retire_graphs(r);

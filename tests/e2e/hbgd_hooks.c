@@ -11,6 +11,9 @@
  *   HBGD_TEST_IO_PROBE=no-multishot the io_uring probe says multishot poll
  *                                   is missing: the epoll fallback's test,
  *                                   test_e2e_daemon
+ *   HBGD_TEST_IDLE_TICK_MS=MS       the housekeeping tick's slow period
+ *                                   (1000 as shipped): a stopped ring must
+ *                                   be closed without it, test_e2e_daemon
  */
 #include <limits.h>
 #include <stdbool.h>
@@ -37,6 +40,11 @@ int __wrap_hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
                 c.engine.test_stall = true;
                 c.engine.test_stall_thread = n > UINT_MAX ? UINT_MAX : (unsigned)n; /* past the threads: none */
                 c.engine.test_stall_after_ms = ms;
+        }
+        const char *idle_tick = getenv("HBGD_TEST_IDLE_TICK_MS");
+        if (idle_tick && *idle_tick) {
+                unsigned long ms = strtoul(idle_tick, NULL, 10);
+                c.test_idle_tick_ms = ms > INT_MAX ? INT_MAX : (unsigned)ms;
         }
         return __real_hbgd_new(ret, &c);
 }

@@ -1180,6 +1180,153 @@ START_TEST(reconnect_at_once) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ the housekeeping tick */
+
+/* Times hbgd's io thread (its main thread) has slept and woken. */
+static long io_thread_wakes(struct hbgd_proc *d) {
+        char path[64], line[128];
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)d->pid, (int)d->pid);
+        FILE *f = fopen(path, "r");
+        long n = -1;
+        while (f && fgets(line, sizeof(line), f))
+                if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+                        break;
+        if (f)
+                fclose(f);
+        D_ASSERT(d, n >= 0, "no voluntary_ctxt_switches in %s", path);
+        return n;
+}
+
+/* Until hbgd's housekeeping timer has the period "(S, NS)" (as
+ * /proc/PID/fdinfo shows a timerfd's it_interval), within IO_MS. */
+static void wait_tick_period(struct hbgd_proc *d, const char *period) {
+        char want[64], path[64], line[128];
+        snprintf(want, sizeof(want), "it_interval: %s", period);
+        long long until = daemon_now_ms() + IO_MS;
+        for (;;) {
+                bool found = false;
+                snprintf(path, sizeof(path), "/proc/%d/fdinfo", (int)d->pid);
+                DIR *dir = opendir(path);
+                for (struct dirent *e; dir && !found && (e = readdir(dir));) {
+                        char file[sizeof(path) + sizeof(e->d_name) + 1];
+                        snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
+                        FILE *f = fopen(file, "r");
+                        while (f && !found && fgets(line, sizeof(line), f))
+                                found = strncmp(line, want, strlen(want)) == 0;
+                        if (f)
+                                fclose(f);
+                }
+                if (dir)
+                        closedir(dir);
+                if (found)
+                        return;
+                D_ASSERT(d, daemon_now_ms() < until, "hbgd's tick never got the period %s", period);
+                sleep_us(2000);
+        }
+}
+
+#define TICK_QUICK "(0, 100000000)"
+#define TICK_SLOW "(1, 0)"
+
+static int count_host_runs(void *userdata) {
+        ++*(int *)userdata;
+        return 0;
+}
+
+/*
+ * Open sessions with nothing in flight leave hbgd's io thread to the slow
+ * tick (once a second, as with no session at all): a service holding its
+ * connection between requests costs hbgd hardly any CPU. Counted, not
+ * timed: the io thread's wake-ups over windows of 2 s once the slow-work
+ * thread is done, at most 8 in one of them (the quick tick alone makes
+ * 20; up to three windows, in case something else woke it). A graph in
+ * flight brings the quick tick back (its age, RUNTIME_LOGIC §12.5): a
+ * host task nobody runs until the wait holds it there. The sessions work
+ * afterwards.
+ */
+START_TEST(idle_sessions_tick_slowly) {
+        enum { SESSIONS = 4, WINDOWS = 3, WINDOW_MS = 2000, MAX_WAKES = 8 };
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        hbg_client *c[SESSIONS];
+        struct workload w[SESSIONS];
+        for (int i = 0; i < SESSIONS; i++) {
+                int err = hbg_connect(&c[i], d->socket_path);
+                D_ASSERT(d, err == 0, "connect %d: %s [%s]", i, hbg_strerror(err), hbg_last_error(NULL));
+                ck_assert_msg(wl_init(&w[i], c[i], 2) == 0, "%s", w[i].msg);
+                ck_assert_msg(wl_run(&w[i], 1, -1) == 1, "session %d: %s", i, w[i].msg);
+        }
+        wait_slow_work_idle(d);
+        wait_tick_period(d, TICK_SLOW);
+        long fewest = -1;
+        for (int k = 0; k < WINDOWS && (fewest < 0 || fewest > MAX_WAKES); k++) {
+                long before = io_thread_wakes(d);
+                sleep_us(WINDOW_MS * 1000L);
+                long wakes = io_thread_wakes(d) - before;
+                if (fewest < 0 || wakes < fewest)
+                        fewest = wakes;
+        }
+        fprintf(stderr, "idle_sessions_tick_slowly (%s): %d idle sessions, the io thread woke %ld times in %d ms\n",
+                mode_name(_i), SESSIONS, fewest, WINDOW_MS);
+        D_ASSERT(d, fewest <= MAX_WAKES, "%d idle sessions: the io thread woke %ld times in every %d ms window "
+                 "(the slow tick makes 2)", SESSIONS, fewest, WINDOW_MS);
+
+        int runs = 0;
+        hbg_task t = HBG_TASK_INIT(NULL);
+        t.host_fn = count_host_runs;
+        t.host_userdata = &runs;
+        uint64_t g;
+        ck_assert_int_eq(hbg_graph_add(c[0], &t, NULL), 0);
+        ck_assert_int_eq(hbg_graph_submit(c[0], &g), 0);
+        wait_tick_period(d, TICK_QUICK);
+        ck_assert_int_eq(runs, 0);
+        int err = hbg_graph_wait(c[0], g, IO_MS);
+        D_ASSERT(d, err == 0 && runs == 1, "the held graph: %s, its host function ran %d times", hbg_strerror(err),
+                 runs);
+        wait_tick_period(d, TICK_SLOW);
+        for (int i = 0; i < SESSIONS; i++) {
+                ck_assert_msg(wl_run(&w[i], 2, -1) == 2, "session %d after idling: %s", i, w[i].msg);
+                hbg_disconnect(c[i]);
+        }
+        stop_hbgd(d);
+}
+END_TEST
+
+/*
+ * A ring stopped for a protocol error is closed when it stops, not at the
+ * next tick: with the slow tick made 10 minutes (HBGD_TEST_IDLE_TICK_MS,
+ * read by the test build tests/hbgd-hooks), an idle session that then
+ * claims more graphs than its graph ring holds still gets its hang-up
+ * within IO_MS.
+ */
+START_TEST(stopped_ring_closed_at_once) {
+        static const char *const env[] = { "HBGD_TEST_IDLE_TICK_MS=600000", NULL };
+        struct hbgd_proc *d = NULL;
+        setenv("HBGD", HBG_TEST_HBGD_HOOKS, 1);
+        int err = daemon_start(&d, NULL, env);
+        unsetenv("HBGD");
+        ck_assert_msg(err == 0, "hbgd did not start: %s", strerror(-err));
+        int sock = raw_connect(d->socket_path);
+        raw_hello(sock);
+        int fds[SESSION_FDS];
+        Hbg__Envelope *e = raw_session(sock, fds);
+        size_t sub_size = e->session_reply->sub_region_size;
+        uint64_t graph_table = e->session_reply->graph_table_entries;
+        hbg__envelope__free_unpacked(e, NULL);
+        struct hbg_sub_header *h = mmap(NULL, sub_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+        ck_assert(h != MAP_FAILED);
+        /* The tick's first look finds the session idle: the slow period. */
+        wait_tick_period(d, "(600, 0)");
+        atomic_store_explicit(&h->graphs_submitted, graph_table + 1, memory_order_release);
+        ck_assert_int_eq(send(fds[2], "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL), 1);
+        expect_refusal(d, sock, 0, CLOSE_EOF_ONLY_OK, "a session stopped while the tick was slow");
+        D_ASSERT(d, log_has(d, "closed: session stopped"), "the stopped session's close was not logged");
+        munmap(h, sub_size);
+        for (unsigned i = 0; i < SESSION_FDS; i++)
+                close(fds[i]);
+        stop_hbgd(d);
+}
+END_TEST
+
 /* ------------------------------------------------------------ spare rings */
 
 /* hbgd's spare rings now, and how many sessions took one (status). */
@@ -1365,6 +1512,7 @@ static Suite *suite(void) {
                 { "spin", { spin_moves_keep_affinity } },
                 { "spares", { spare_rings_status, spare_rings_make_room } },
                 { "reconnect", { reconnect_at_once } },
+                { "tick", { idle_sessions_tick_slowly, stopped_ring_closed_at_once } },
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 TCase *tc = tcase_create(cases[i].name);
@@ -1373,7 +1521,7 @@ static Suite *suite(void) {
                         const TTest *t = cases[i].tests[j];
                         if (t == producers_8x100 || t == killed_clients)
                                 tcase_add_loop_test(tc, t, 0, (int)(N_MODES * completion_count()));
-                        else if (t == io_probe_fallback)
+                        else if (t == io_probe_fallback || t == stopped_ring_closed_at_once)
                                 tcase_add_test(tc, t);
                         else if (t == spin_moves_keep_affinity)
                                 tcase_add_loop_test(tc, t, MODE_URING, N_MODES + 1); /* and moves off */
