@@ -218,6 +218,7 @@ struct hbg_ring {
         _Atomic uint32_t stall_lock;
         uint64_t stall_wm;
         int64_t stall_since_ms;
+        bool stall_watching;              /* the last check saw work pending */
 };
 
 int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_ring **ret);

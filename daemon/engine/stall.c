@@ -52,9 +52,14 @@ void stall_check(struct sched_thread *t, struct hbg_ring *r) {
         uint64_t gsub = atomic_load_explicit(&r->sub->graphs_submitted, memory_order_acquire);
         bool pending = wm < submitted || gsub != atomic_load(&r->cpl->graphs_retired);
 
-        if (wm != r->stall_wm || !pending) {
+        /* The clock runs from the first check that saw this work pending,
+         * not from a check before an idle spell: no thread checks a ring
+         * while they all sleep, and the watermark a request starts from is
+         * the one an idle check noted. */
+        if (wm != r->stall_wm || !pending || !r->stall_watching) {
                 r->stall_wm = wm;
                 r->stall_since_ms = now;
+                r->stall_watching = pending;
         } else if ((uint64_t)(now - r->stall_since_ms) > timeout) {
                 uint64_t claim = atomic_load(&r->claim);
                 struct task_slot *s = ring_slot(r, wm);

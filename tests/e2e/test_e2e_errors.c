@@ -14,6 +14,10 @@
  *                  -ETIMEDOUT (hbg_graph_error(): 1, running) and the
  *                  kernel then finishes (the detector does not fail
  *                  running kernels);
+ *   stall_counts_from_the_request
+ *                  a host function under the limit, after an idle second
+ *                  in which hbgd's threads had checked the idle ring, is
+ *                  not failed by the stall detector;
  *   stall_limit    [limits] max_stall_timeout_ms at N (granted) and N + 1
  *                  (-E2BIG with hbgd's message);
  *   kernel_time_budget
@@ -294,6 +298,45 @@ START_TEST(stall) {
 }
 END_TEST
 
+static int nap_150ms(void *arg) {
+        (void)arg;
+        sleep_us(150 * 1000);
+        return 0;
+}
+
+/*
+ * The stall limit counts from when hbgd first saw the work pending, not
+ * from a check made while the ring was idle: another session keeps the
+ * scheduler threads awake (they check every ring, this idle one too),
+ * then everything sleeps for a second, then a host function of 150 ms
+ * runs under a limit of 400 ms. Counted from the idle checks, it was over
+ * the limit before it began, and its graph failed with -ETIME.
+ */
+START_TEST(stall_counts_from_the_request) {
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, conf);
+        hbg_client *c = connect_stall(d, 400);
+        hbg_client *busy = connect_stall(d, 0);
+        struct workload w;
+        ck_assert_msg(wl_init(&w, busy, 2) == 0, "%s", w.msg);
+        for (int round = 0; round < 3; round++) {
+                long long until = daemon_now_ms() + 500;
+                while (daemon_now_ms() < until)
+                        ck_assert_msg(wl_run(&w, 1, -1) == 1, "%s", w.msg);
+                sleep_us(1000 * 1000);
+                hbg_task h = HBG_TASK_INIT(NULL);
+                h.host_fn = nap_150ms;
+                add(d, c, &h, NULL);
+                uint64_t g = submit(d, c);
+                int err = hbg_graph_wait(c, g, WAIT_MS);
+                D_ASSERT(d, err == 0, "round %d: a 150 ms host function under a 400 ms stall limit, after an idle "
+                         "second: %s [%s]", round, hbg_strerror(err), hbg_last_error(c));
+        }
+        hbg_disconnect(busy);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
 START_TEST(stall_limit) {
         struct hbgd_proc *d = start_hbgd_conf(MODE_URING, conf);
         hbg_client *c = connect_stall(d, MAX_STALL_MS);
@@ -501,6 +544,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, kernel_runtime);
         tcase_add_test(tc, host_task);
         tcase_add_test(tc, stall);
+        tcase_add_test(tc, stall_counts_from_the_request);
         tcase_add_test(tc, stall_limit);
         tcase_add_test(tc, kernel_time_budget);
         tcase_add_test(tc, bad_arguments);
