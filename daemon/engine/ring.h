@@ -216,7 +216,7 @@ struct hbg_ring {
          * ring's limit (the session's, else cfg.stall_timeout_ms; 0 off). */
         uint64_t stall_timeout_ms;
         _Atomic uint32_t stall_lock;
-        uint64_t stall_wm;
+        uint64_t stall_wm, stall_retired; /* watermark, graphs_retired at the clock's start */
         int64_t stall_since_ms;
         bool stall_watching;              /* the last check saw work pending */
 };

@@ -50,14 +50,17 @@ void stall_check(struct sched_thread *t, struct hbg_ring *r) {
         uint64_t wm = watermark_read(&r->window);
         uint64_t submitted = atomic_load_explicit(&r->sub->submitted, memory_order_acquire);
         uint64_t gsub = atomic_load_explicit(&r->sub->graphs_submitted, memory_order_acquire);
-        bool pending = wm < submitted || gsub != atomic_load(&r->cpl->graphs_retired);
+        uint64_t retired = atomic_load(&r->cpl->graphs_retired);
+        bool pending = wm < submitted || gsub != retired;
 
-        /* The clock runs from the first check that saw this work pending,
-         * not from a check before an idle spell: no thread checks a ring
-         * while they all sleep, and the watermark a request starts from is
-         * the one an idle check noted. */
-        if (wm != r->stall_wm || !pending || !r->stall_watching) {
+        /* The clock runs from the first check that saw this work pending
+         * and restarts at any progress: the watermark, or a graph retired
+         * (which moves no watermark). Not from a check before an idle
+         * spell: no thread checks a ring while they all sleep, and the
+         * watermark a request starts from is the one the last check noted. */
+        if (wm != r->stall_wm || retired != r->stall_retired || !pending || !r->stall_watching) {
                 r->stall_wm = wm;
+                r->stall_retired = retired;
                 r->stall_since_ms = now;
                 r->stall_watching = pending;
         } else if ((uint64_t)(now - r->stall_since_ms) > timeout) {
