@@ -25,8 +25,9 @@ const char *cmp_shape(const struct cmp *c, unsigned k) {
 }
 
 const char *cmp_hbgd_config(const struct cmp *c, char *buf, unsigned len) {
-        /* Replay rows record whole shapes: up to 2^17 tasks each. */
-        int n = snprintf(buf, len, "[limits]\nmax_recorded_tasks = 16777216\n");
+        /* Replay rows record whole shapes: up to 2^17 tasks each. The
+         * latency's idle sessions open beside the others as any user's. */
+        int n = snprintf(buf, len, "[limits]\nmax_recorded_tasks = 16777216\nmax_sessions_per_uid = 64\n");
         if (c->flag_window && n > 0 && (unsigned)n < len)
                 n += snprintf(buf + n, len - (unsigned)n, "[session]\nflag_window = %u\n", c->flag_window);
         if (c->module[0] && n > 0 && (unsigned)n < len)

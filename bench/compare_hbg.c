@@ -338,11 +338,21 @@ static void hbg_row(struct cmp *c, struct bench_hbgd *h, const char *mode, unsig
 
 /* The latency of 1- and 16-task graphs from one producer: back to back
  * (hbgd busy with them) and after 3 ms idle (its threads parked). */
+#define LATENCY_IDLE_SESSIONS 32
 static void hbg_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads) {
+        /* The last two with LATENCY_IDLE_SESSIONS other sessions open and
+         * idle (a service's producers between requests), opened here. */
         static const struct {
                 unsigned tasks, idle_us;
                 const char *name;
-        } cases[] = { { 1, 0, "busy" }, { 16, 0, "busy" }, { 1, 3000, "parked" }, { 16, 3000, "parked" } };
+                unsigned idle_sessions;
+        } cases[] = { { 1, 0, "busy", 0 },
+                      { 16, 0, "busy", 0 },
+                      { 1, 3000, "parked", 0 },
+                      { 16, 3000, "parked", 0 },
+                      { 1, 0, "busy", LATENCY_IDLE_SESSIONS },
+                      { 1, 3000, "parked", LATENCY_IDLE_SESSIONS } };
+        struct probe_sessions *idle = NULL;
         const char *argv[] = { c->self, "producer", "--socket", h->socket, "--shape", "independent",
                                "--size", "1", NULL };
         struct bench_child kid;
@@ -362,6 +372,11 @@ static void hbg_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, u
         for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]) && err == 0; i++) {
                 unsigned count = cases[i].idle_us ? parked : busy, n = 0;
                 char cmd[64];
+                if (cases[i].idle_sessions && !idle) {
+                        if ((err = probe_sessions_open(h->socket, cases[i].idle_sessions, &idle)) < 0)
+                                break;
+                        bench_proc_settle(h->pid, 10000); /* the spare rings they took, made again */
+                }
                 snprintf(cmd, sizeof(cmd), "lat %u %u %u", cases[i].tasks, count, cases[i].idle_us);
                 if ((err = bench_child_send(&kid, cmd)) < 0)
                         break;
@@ -373,17 +388,28 @@ static void hbg_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, u
                         break;
                 }
                 double p50 = probe_quantile(ns, n, 0.50) / 1e3, p99 = probe_quantile(ns, n, 0.99) / 1e3;
-                char metric[64], label[64];
-                snprintf(metric, sizeof(metric), "latency_%u_task_%s_p50", cases[i].tasks, cases[i].name);
+                char metric[80], label[80], name[48];
+                if (cases[i].idle_sessions)
+                        snprintf(name, sizeof(name), "%s_%u_idle_sessions", cases[i].name, cases[i].idle_sessions);
+                else
+                        snprintf(name, sizeof(name), "%s", cases[i].name);
+                snprintf(metric, sizeof(metric), "latency_%u_task_%s_p50", cases[i].tasks, name);
                 report_metric(&c->report, metric, "", "hbg", mode, threads, 1, p50, "us");
-                snprintf(metric, sizeof(metric), "latency_%u_task_%s_p99", cases[i].tasks, cases[i].name);
+                snprintf(metric, sizeof(metric), "latency_%u_task_%s_p99", cases[i].tasks, name);
                 report_metric(&c->report, metric, "", "hbg", mode, threads, 1, p99, "us");
-                if (threads == c->report.plot_threads) {
+                if (threads == c->report.plot_threads && !cases[i].idle_sessions) {
                         snprintf(label, sizeof(label), "%s %u-task %s", mode, cases[i].tasks, cases[i].name);
                         report_latency(&c->report, label, p50, p99);
                 }
-                printf("  latency %2u-task graphs, %-6s p50 %8.1f us  p99 %8.1f us  (%u graphs)\n",
-                       cases[i].tasks, cases[i].name, p50, p99, n);
+                printf("  latency %2u-task graphs, %-6s p50 %8.1f us  p99 %8.1f us  (%u graphs", cases[i].tasks,
+                       cases[i].name, p50, p99, n);
+                if (cases[i].idle_sessions)
+                        printf(", %u other sessions open and idle", cases[i].idle_sessions);
+                printf(")\n");
+        }
+        if (idle) {
+                probe_sessions_close(idle);
+                bench_proc_settle(h->pid, 10000);
         }
         if (err == 0)
                 bench_child_send(&kid, "quit");
@@ -554,6 +580,7 @@ static double idle_cpu_pct(const struct cmp *c, const struct bench_hbgd *h) {
 #define IDLE_SESSIONS 8
 static void hbg_idle_cpu(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads) {
         usleep(300 * 1000);
+        bench_proc_settle(h->pid, 10000);
         double pct = idle_cpu_pct(c, h);
         if (pct < 0)
                 return;
@@ -567,7 +594,8 @@ static void hbg_idle_cpu(struct cmp *c, struct bench_hbgd *h, const char *mode, 
                 c->failures++;
                 return;
         }
-        usleep(1000 * 1000); /* the spare rings they took, made again */
+        usleep(300 * 1000);
+        bench_proc_settle(h->pid, 10000); /* the spare rings they took, made again */
         pct = idle_cpu_pct(c, h);
         probe_sessions_close(open);
         if (pct < 0)

@@ -239,3 +239,13 @@ int64_t bench_proc_cpu_ns(pid_t pid) {
         closedir(d);
         return total;
 }
+
+void bench_proc_settle(pid_t pid, int max_ms) {
+        for (int waited = 0; waited < max_ms; waited += 100) {
+                int64_t cpu0 = bench_proc_cpu_ns(pid);
+                usleep(100 * 1000);
+                int64_t cpu1 = bench_proc_cpu_ns(pid);
+                if (cpu0 < 0 || cpu1 < 0 || cpu1 - cpu0 < 1000 * 1000)
+                        return;
+        }
+}

@@ -44,6 +44,9 @@ int bench_hbgd_stop(struct bench_hbgd *h, int timeout_ms);
 uint64_t bench_proc_peak_rss_kib(pid_t pid);
 /* CPU time of all its threads alive now, in ns; -1 if unknown. */
 int64_t bench_proc_cpu_ns(pid_t pid);
+/* Until pid used under 1 % of a core over 100 ms (hbgd: spare rings made
+ * again, rings of closed sessions freed), at most max_ms. */
+void bench_proc_settle(pid_t pid, int max_ms);
 /* The directory of the running program (for hbgd and the peers next to
  * it), into buf. */
 const char *bench_self_dir(char *buf, size_t len);

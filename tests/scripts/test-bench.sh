@@ -51,7 +51,7 @@ for mode in $modes; do
 done
 [ "$(head -n 1 "$tmp/a/metrics.csv")" = "metric,shape,system,mode,threads,clients,value,unit" ] ||
         fail "metrics.csv header"
-for metric in spread connect_us_median idle_cpu hbgctl_compile_ns_per_task failsafe_pushes_per_task; do
+for metric in spread connect_us_median idle_cpu idle_cpu_sessions hbgctl_compile_ns_per_task failsafe_pushes_per_task; do
         grep -q "^$metric," "$tmp/a/metrics.csv" || fail "metrics.csv has no $metric"
 done
 awk -F, 'NR > 1 && NF != 8 { exit 1 }' "$tmp/a/metrics.csv" || fail "metrics.csv: a row without 8 fields"
@@ -62,7 +62,7 @@ awk -F, 'NR > 1 && NF != 8 { exit 1 }' "$tmp/a/metrics.csv" || fail "metrics.csv
 "$bench" --quick --sizes 300 --clients 1 --peers none --modes eager-batched --shapes chain \
         --no-instructions --no-reuse --out "$tmp/l" >"$tmp/l.log" 2>&1 ||
         { rc=$?; cat "$tmp/l.log"; fail "hbg-bench (latency rows) exited $rc"; }
-for metric in latency_1_task_parked_p50 connect_burst_8_p99 fairness_1_task_p99 fairness_other_uid; do
+for metric in latency_1_task_parked_p50 latency_1_task_busy_32_idle_sessions_p50 connect_burst_8_p99 fairness_1_task_p99 fairness_other_uid; do
         grep -q "^$metric," "$tmp/l/metrics.csv" || { cat "$tmp/l.log"; fail "metrics.csv has no $metric"; }
 done
 other=$(awk -F, '$1 == "fairness_other_uid" { print $7 + 0 }' "$tmp/l/metrics.csv")
