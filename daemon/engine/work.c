@@ -102,6 +102,31 @@ bool work_external(struct hbg_ring *r) {
         return atomic_load_explicit(&e->seq, memory_order_seq_cst) == head + 1;
 }
 
+/*
+ * With the watermark at the claim cursor every id claimed is complete, so
+ * nothing of the ring is queued, in a deque or a continuation, in the
+ * retire queue, deferred by a completer (a stamp waits only above the
+ * watermark), expanding as a launch (claimed whole, complete only once
+ * run) or awaited from the mailbox. The rest is what the client may have
+ * added since (work_external(): the loads a visit makes, seq_cst on the
+ * cursors) and the graph records the retirer holds. A ring it calls idle
+ * is one park()'s re-check finds nothing on either, so a thread that
+ * skips it does not spin on it. Stopped or removed rings: false (their
+ * visits are as before). On a busy ring the first comparison decides.
+ */
+bool work_none(struct hbg_ring *r) {
+        uint64_t claim = atomic_load_explicit(&r->claim, memory_order_acquire);
+        if (watermark_read(&r->window) != claim)
+                return false;
+        uint64_t seen = atomic_load_explicit(&r->graphs_seen, memory_order_relaxed);
+        if (atomic_load_explicit(&r->cpl->graphs_retired, memory_order_acquire) != seen ||
+            atomic_load_explicit(&r->ext_skip_due_ns, memory_order_relaxed) != 0 ||
+            atomic_load_explicit(&r->broken, memory_order_relaxed) ||
+            atomic_load_explicit(&r->removing, memory_order_relaxed))
+                return false;
+        return !work_external(r);
+}
+
 bool work_kernel(struct hbg_ring *r) {
         if (atomic_load_explicit(&r->broken, memory_order_relaxed) ||
             atomic_load_explicit(&r->removing, memory_order_relaxed))

@@ -22,6 +22,10 @@ bool work_launch_unsubmitted(struct hbg_ring *r, uint64_t claim, uint64_t submit
 
 /* Work the client made: claimable ids, graph records, mailbox entries. */
 bool work_external(struct hbg_ring *r);
+/* Nothing at all for a visit to do: the ring is between its client's
+ * requests (every id claimed complete, every graph record seen retired,
+ * no work_external(), no skipped wake pending). */
+bool work_none(struct hbg_ring *r);
 /* Kernel tasks ready (queued or in a deque) or ids to classify: what
  * makes a ring's share wait for its turn (a hint, §9.5). */
 bool work_kernel(struct hbg_ring *r);
