@@ -336,9 +336,13 @@ static void hbg_row(struct cmp *c, struct bench_hbgd *h, const char *mode, unsig
         cmp_run_free(&run);
 }
 
+/* Sessions open and idle beside the latency producer in its last cases. */
+#define LATENCY_IDLE_SESSIONS 32
+/* The longest wait for hbgd to settle (bench_proc_settle()). */
+#define SETTLE_MAX_MS 10000
+
 /* The latency of 1- and 16-task graphs from one producer: back to back
  * (hbgd busy with them) and after 3 ms idle (its threads parked). */
-#define LATENCY_IDLE_SESSIONS 32
 static void hbg_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads) {
         /* The last two with LATENCY_IDLE_SESSIONS other sessions open and
          * idle (a service's producers between requests), opened here. */
@@ -375,7 +379,7 @@ static void hbg_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, u
                 if (cases[i].idle_sessions && !idle) {
                         if ((err = probe_sessions_open(h->socket, cases[i].idle_sessions, &idle)) < 0)
                                 break;
-                        bench_proc_settle(h->pid, 10000); /* the spare rings they took, made again */
+                        bench_proc_settle(h->pid, SETTLE_MAX_MS); /* the spare rings they took, made again */
                 }
                 snprintf(cmd, sizeof(cmd), "lat %u %u %u", cases[i].tasks, count, cases[i].idle_us);
                 if ((err = bench_child_send(&kid, cmd)) < 0)
@@ -409,7 +413,7 @@ static void hbg_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, u
         }
         if (idle) {
                 probe_sessions_close(idle);
-                bench_proc_settle(h->pid, 10000);
+                bench_proc_settle(h->pid, SETTLE_MAX_MS);
         }
         if (err == 0)
                 bench_child_send(&kid, "quit");
@@ -574,13 +578,14 @@ static double idle_cpu_pct(const struct cmp *c, const struct bench_hbgd *h) {
         return cpu0 < 0 || cpu1 < 0 ? -1 : 100.0 * (double)(cpu1 - cpu0) / (double)(t1 - t0);
 }
 
+#define IDLE_SESSIONS 8
+
 /* hbgd's CPU while nothing is submitted: after the runs, once its threads
  * had time to park; with no session, then with IDLE_SESSIONS open (a
  * service's producers holding their connections between requests). */
-#define IDLE_SESSIONS 8
 static void hbg_idle_cpu(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads) {
         usleep(300 * 1000);
-        bench_proc_settle(h->pid, 10000);
+        bench_proc_settle(h->pid, SETTLE_MAX_MS);
         double pct = idle_cpu_pct(c, h);
         if (pct < 0)
                 return;
@@ -595,7 +600,7 @@ static void hbg_idle_cpu(struct cmp *c, struct bench_hbgd *h, const char *mode, 
                 return;
         }
         usleep(300 * 1000);
-        bench_proc_settle(h->pid, 10000); /* the spare rings they took, made again */
+        bench_proc_settle(h->pid, SETTLE_MAX_MS); /* the spare rings they took, made again */
         pct = idle_cpu_pct(c, h);
         probe_sessions_close(open);
         if (pct < 0)

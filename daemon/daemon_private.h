@@ -70,9 +70,8 @@ struct hbgd {
         struct io_source *signal_src;
         int timer_fd;
         int tick_ms;                  /* the timer's period now */
-        /* Written by the engine when a ring stops for a protocol error
-         * (hbg_engine_config.ring_stopped): its session is closed at once,
-         * whatever the tick's period. hbgd's own eventfd. */
+        /* hbgd's own eventfd, written by the engine's ring_stopped hook
+         * (RUNTIME_LOGIC §12.2). */
         int stopped_fd;
         struct io_source *stopped_src;
         /* Rings of closed sessions still held: the next look (daemon.c's
@@ -121,9 +120,8 @@ int hbgd_collect_due(struct hbgd *d);
 /* Take an accepted socket: check the peer, charge the connection, watch
  * it. A refused peer gets an Error record with the reason (refusal.c). */
 void conn_accept(struct hbgd *d, int fd);
-/* tick.c: the housekeeping timer's period, often while busy (handshakes,
- * graphs in flight, rings to free, a shutdown...: daemon.c's on_timer()),
- * rarely while idle, open sessions or not. */
+/* tick.c: the housekeeping timer's period, quick while busy (daemon.c's
+ * on_timer() says what is), slow while idle, open sessions or not. */
 void hbgd_tick_set(struct hbgd *d, bool busy);
 /* Close a connection (and its session, asynchronously), logging `why` if
  * not NULL. Safe inside the connection's own callback: the memory is freed

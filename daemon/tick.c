@@ -1,14 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The housekeeping tick's period: every 100 ms while there is anything
- * timed or moving to look after (a handshake or hbgctl request, graphs in
- * flight, rings still to be freed, a shutdown: daemon.c's on_timer()
- * decides), every second otherwise, open but idle sessions included, so
- * that an idle hbgd hardly wakes (the watchdog's period is far longer).
- * conn.c says when a connection arrives; a ring stopped for a protocol
- * error is closed at once, not on the tick (daemon.c). And the quicker
- * looks for rings of closed sessions a scheduler thread still held
- * (hbgd_collect_soon()).
+ * The housekeeping tick's period: every 100 ms while anything timed or
+ * moving needs looking after (daemon.c's on_timer() decides what), every
+ * second otherwise, open but idle sessions included, so that an idle hbgd
+ * hardly wakes (the watchdog's period is far longer). Code that starts
+ * such a state between ticks sets the quick period itself. And the
+ * quicker looks for rings of closed sessions a scheduler thread still
+ * held (hbgd_collect_soon()).
  */
 #include <sys/timerfd.h>
 
@@ -20,7 +18,9 @@
 #define TICK_IDLE_MS 1000
 
 void hbgd_tick_set(struct hbgd *d, bool busy) {
-        int ms = busy ? TICK_BUSY_MS : d->cfg.test_idle_tick_ms ? (int)d->cfg.test_idle_tick_ms : TICK_IDLE_MS;
+        int ms = TICK_BUSY_MS;
+        if (!busy)
+                ms = d->cfg.test_idle_tick_ms ? (int)d->cfg.test_idle_tick_ms : TICK_IDLE_MS;
         if (d->tick_ms == ms || d->timer_fd < 0)
                 return;
         d->tick_ms = ms;

@@ -119,10 +119,10 @@ struct hbg_engine_config {
         void *log_userdata;
         /* Called once for each ring the engine stops on its own (a protocol
          * error, the stall limit: its hbg_ring_stats().broken turns true; not
-         * a ring its owner removes), from the thread that stopped it, mostly
-         * a scheduler thread: it must not block. hbgd closes such a session,
-         * and learns of it here rather than on a timer. NULL: none (the
-         * owner polls hbg_ring_stats()). */
+         * a ring its owner removes), once its graphs are failed, from a
+         * scheduler thread as a rule: it must not block. An owner that
+         * closes such a session learns of it here rather than by polling
+         * hbg_ring_stats(). NULL: none. */
         void (*ring_stopped)(void *userdata);
         void *ring_stopped_userdata;
         /* Tests only, never set by hbgd's configuration: a wedged scheduler

@@ -254,10 +254,16 @@ bool retire_due(struct hbg_ring *r) {
  * Called after the watermark moved (and when a ring fails).
  */
 void retire_graphs(struct hbg_ring *r) {
+        const struct hbg_engine_config *cfg = &r->engine->cfg;
         atomic_store(&r->retire_pending, 1);
         while (atomic_load(&r->retire_pending) && graph_lock(r)) {
                 atomic_store(&r->retire_pending, 0);
+                bool broken = atomic_load(&r->broken);
                 bool retired = retire_graphs_locked(r);
+                /* The owner hears of a ring the engine stopped only from a
+                 * pass that found it broken, which failed its graphs: the
+                 * client never gets the hang-up before the reason. */
+                bool tell = broken && atomic_exchange(&r->stop_untold, false);
                 bool window = signal_window_waiter_due(r);
                 graph_unlock(r);
                 if (retired)
@@ -265,6 +271,8 @@ void retire_graphs(struct hbg_ring *r) {
                 /* The window's byte was asked for (window_waiting). */
                 if (window || (retired && signal_pipe_wanted(r)))
                         signal_pipe(r);
+                if (tell && cfg->ring_stopped)
+                        cfg->ring_stopped(cfg->ring_stopped_userdata);
         }
 }
 
@@ -294,9 +302,9 @@ void retire_fail(struct hbg_ring *r, int code, uint64_t task, const char *why) {
         char eb[64];
         engine_log_ring(r, LOG_WARNING, &(struct hbg_log_fields){ .has_task = true, .task = task, .err = code },
                         "%s: stopped: %s (task %" PRIu64 ": %s)", r->name, why, task, errtext(code, eb, sizeof(eb)));
-        const struct hbg_engine_config *cfg = &r->engine->cfg;
-        if (cfg->ring_stopped)
-                cfg->ring_stopped(cfg->ring_stopped_userdata);
+        /* After broken: a retire pass that takes this sees the ring broken
+         * and fails its graphs first (retire_graphs()). */
+        atomic_store(&r->stop_untold, true);
         /* From inside the retire lock this only leaves a request, which the
          * holder serves when it unlocks. */
         retire_graphs(r);

@@ -219,6 +219,9 @@ struct hbg_ring {
         uint64_t stall_wm, stall_retired; /* watermark, graphs_retired at the clock's start */
         int64_t stall_since_ms;
         bool stall_watching;              /* the last check saw work pending */
+        /* retire_fail() stopped the ring; the owner's ring_stopped hook is
+         * still to be called (retire_graphs()). */
+        _Atomic bool stop_untold;
 };
 
 int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_ring **ret);

@@ -160,10 +160,11 @@ static bool visit_ring(struct sched_thread *t, struct hbg_ring *r, bool check_st
         const struct completion_policy *ops = t->engine->completion;
         bool work = false;
 
-        /* A ring between requests: a few loads, not a visit's dozens of
-         * lines (many open, idle sessions cost the busy one little). The
-         * stall check's turn (every 100 ms) still visits in full: the check
-         * may complete a task, whose continuation the visit's end flushes. */
+        /* A ring between requests: a few loads, not a full visit (many
+         * open, idle sessions cost the busy one little). The stall check's
+         * turn (every 100 ms) still visits every ring in full: the check
+         * must see idle rings too (that restarts its clock), and a launch
+         * record waiting for ids never submitted looks idle but fails there. */
         if (!check_stall && work_none(r))
                 return false;
 

@@ -18,7 +18,9 @@ uint64_t work_claimable(struct hbg_ring *r, uint64_t claim, uint64_t max, bool a
         uint64_t wm = watermark_read(&r->window);
         uint64_t limit = wm + r->g.task_window;
 
-        atomic_store_explicit(&r->submitted_seen, submitted, memory_order_relaxed);
+        /* Stored only when it moved: idle rings are looked at every turn. */
+        if (atomic_load_explicit(&r->submitted_seen, memory_order_relaxed) != submitted)
+                atomic_store_explicit(&r->submitted_seen, submitted, memory_order_relaxed);
         if (submitted < limit)
                 limit = submitted;
         if (limit <= claim || (all && limit - claim < max))
@@ -109,10 +111,10 @@ bool work_external(struct hbg_ring *r) {
  * watermark), expanding as a launch (claimed whole, complete only once
  * run) or awaited from the mailbox. The rest is what the client may have
  * added since (work_external(): the loads a visit makes, seq_cst on the
- * cursors) and the graph records the retirer holds. A ring it calls idle
- * is one park()'s re-check finds nothing on either, so a thread that
- * skips it does not spin on it. Stopped or removed rings: false (their
- * visits are as before). On a busy ring the first comparison decides.
+ * cursors) and the graph records the retirer holds. Whatever park()'s
+ * re-check would find on a ring fails one of these, so no thread spins on
+ * a ring this passes over. Stopped or removed rings: false (their visits
+ * are as before). On a busy ring the first comparison decides.
  */
 bool work_none(struct hbg_ring *r) {
         uint64_t claim = atomic_load_explicit(&r->claim, memory_order_acquire);

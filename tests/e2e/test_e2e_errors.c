@@ -298,9 +298,9 @@ START_TEST(stall) {
 }
 END_TEST
 
-static int nap_150ms(void *arg) {
+static int nap_100ms(void *arg) {
         (void)arg;
-        sleep_us(150 * 1000);
+        sleep_us(100 * 1000);
         return 0;
 }
 
@@ -308,13 +308,14 @@ static int nap_150ms(void *arg) {
  * The stall limit counts from when hbgd first saw the work pending, not
  * from a check made while the ring was idle: another session keeps the
  * scheduler threads awake (they check every ring, this idle one too),
- * then everything sleeps for a second, then a host function of 150 ms
- * runs under a limit of 400 ms. Counted from the idle checks, it was over
- * the limit before it began, and its graph failed with -ETIME.
+ * then everything sleeps for two seconds, then a host function of 100 ms
+ * runs under a limit of 1 s (margins for a slow machine). Counted from the
+ * idle checks, it was over the limit before it began, and its graph
+ * failed with -ETIME.
  */
 START_TEST(stall_counts_from_the_request) {
         struct hbgd_proc *d = start_hbgd_conf(MODE_URING, conf);
-        hbg_client *c = connect_stall(d, 400);
+        hbg_client *c = connect_stall(d, MAX_STALL_MS);
         hbg_client *busy = connect_stall(d, 0);
         struct workload w;
         ck_assert_msg(wl_init(&w, busy, 2) == 0, "%s", w.msg);
@@ -322,14 +323,14 @@ START_TEST(stall_counts_from_the_request) {
                 long long until = daemon_now_ms() + 500;
                 while (daemon_now_ms() < until)
                         ck_assert_msg(wl_run(&w, 1, -1) == 1, "%s", w.msg);
-                sleep_us(1000 * 1000);
+                sleep_us(2 * MAX_STALL_MS * 1000L);
                 hbg_task h = HBG_TASK_INIT(NULL);
-                h.host_fn = nap_150ms;
+                h.host_fn = nap_100ms;
                 add(d, c, &h, NULL);
                 uint64_t g = submit(d, c);
                 int err = hbg_graph_wait(c, g, WAIT_MS);
-                D_ASSERT(d, err == 0, "round %d: a 150 ms host function under a 400 ms stall limit, after an idle "
-                         "second: %s [%s]", round, hbg_strerror(err), hbg_last_error(c));
+                D_ASSERT(d, err == 0, "round %d: a 100 ms host function under a %d ms stall limit, after two idle "
+                         "seconds: %s [%s]", round, MAX_STALL_MS, hbg_strerror(err), hbg_last_error(c));
         }
         hbg_disconnect(busy);
         hbg_disconnect(c);
