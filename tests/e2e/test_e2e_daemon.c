@@ -184,18 +184,23 @@ END_TEST
 
 /* ------------------------------------------------------------ io probe */
 
+/* hbgd's test build (tests/e2e/hbgd_hooks.c), reading the hooks in env. */
+static struct hbgd_proc *start_hooks_hbgd(const char *const *env) {
+        struct hbgd_proc *d = NULL;
+        setenv("HBGD", HBG_TEST_HBGD_HOOKS, 1);
+        int err = daemon_start(&d, NULL, env);
+        unsetenv("HBGD");
+        ck_assert_msg(err == 0, "hbgd (%s) did not start: %s", HBG_TEST_HBGD_HOOKS, strerror(-err));
+        return d;
+}
+
 /* hbgd needs io_uring's multishot poll (5.13): a kernel with io_uring but
  * without it must get epoll, not a loop that fails every client. The probe
  * is forced to say "no multishot" (HBGD_TEST_IO_PROBE, read by the test
  * build tests/hbgd-hooks). */
 START_TEST(io_probe_fallback) {
         static const char *const env[] = { "HBGD_TEST_IO_PROBE=no-multishot", NULL };
-        struct hbgd_proc *d = NULL;
-        /* The test build of hbgd reads the hook (tests/e2e/hbgd_hooks.c). */
-        setenv("HBGD", HBG_TEST_HBGD_HOOKS, 1);
-        int err = daemon_start(&d, NULL, env);
-        unsetenv("HBGD");
-        ck_assert_msg(err == 0, "hbgd did not start: %s", strerror(-err));
+        struct hbgd_proc *d = start_hooks_hbgd(env);
         int fd = raw_connect(d->socket_path);
         raw_hello(fd);
         send_status_request(fd, HBG__STATUS_KIND__STATUS_DAEMON, NULL, 0);
@@ -1182,18 +1187,12 @@ END_TEST
 
 /* ------------------------------------------------------------ the housekeeping tick */
 
-/* Times hbgd's io thread (its main thread) has slept and woken. */
+/* Times hbgd's io thread has slept and woken: /proc/PID/status counts
+ * the switches of the thread-group leader, hbgd's main thread, which runs
+ * the io loop. */
 static long io_thread_wakes(struct hbgd_proc *d) {
-        char path[64], line[128];
-        snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)d->pid, (int)d->pid);
-        FILE *f = fopen(path, "r");
-        long n = -1;
-        while (f && fgets(line, sizeof(line), f))
-                if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
-                        break;
-        if (f)
-                fclose(f);
-        D_ASSERT(d, n >= 0, "no voluntary_ctxt_switches in %s", path);
+        long n = daemon_status_kib(d->pid, "voluntary_ctxt_switches");
+        D_ASSERT(d, n >= 0, "no voluntary_ctxt_switches in hbgd's /proc status: %ld", n);
         return n;
 }
 
@@ -1300,11 +1299,7 @@ END_TEST
  */
 START_TEST(stopped_ring_closed_at_once) {
         static const char *const env[] = { "HBGD_TEST_IDLE_TICK_MS=600000", NULL };
-        struct hbgd_proc *d = NULL;
-        setenv("HBGD", HBG_TEST_HBGD_HOOKS, 1);
-        int err = daemon_start(&d, NULL, env);
-        unsetenv("HBGD");
-        ck_assert_msg(err == 0, "hbgd did not start: %s", strerror(-err));
+        struct hbgd_proc *d = start_hooks_hbgd(env);
         int sock = raw_connect(d->socket_path);
         raw_hello(sock);
         int fds[SESSION_FDS];
