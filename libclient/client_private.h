@@ -194,6 +194,7 @@ struct hbg_client {
         int notify_fd;             /* epoll of the two above: hbg_client_fd() */
         bool dead;                 /* hbgd hung up (the caller's threads only) */
         unsigned pure_spin_skip;   /* waits left that yield from their first step (wait.c) */
+        bool spin_long;            /* the last wait was short: the next spins longer (wait.c) */
 
         struct hbg_geometry g;
         uint64_t session_id;
@@ -379,6 +380,7 @@ struct hbgc_wait {
         bool spun;                 /* past the spinning */
         bool pure;                 /* spins without yielding first (wait.c) */
         bool pipe_armed;           /* HBG_PIPE_WAITING set for the next poll */
+        int64_t spin_ns;           /* the spin before any sleep (wait.c) */
 };
 void hbgc_wait_begin(hbg_client *c, struct hbgc_wait *w, int timeout_ms, bool eventful);
 /* A wait's end, on every path out of its scope (HBGC_WAIT): a request

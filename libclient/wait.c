@@ -31,6 +31,18 @@
 #define SPIN_PURE_NS 3000      /* pure spinning first */
 #define SPIN_PURE_SKIP 64      /* waits that skip it after it failed */
 #define SPIN_NS 20000          /* then spinning that yields */
+/* The spin that yields, longer, for a wait whose previous one took less
+ * (the producer of a busy ring, or of small graphs now and then). When
+ * one of hbgd's threads and this producer share a CPU, the thread moves
+ * to another (RUNTIME_LOGIC §9.4); the producer waits the move out (tens
+ * of us when the other CPU was idle and must wake). A wait that fell
+ * asleep meanwhile was woken by the moved thread's answer, and the
+ * kernel put it on that thread's CPU: sharing again (a busy 1-task graph
+ * 2.8 us instead of 1.1) until a later move stuck, milliseconds on, as
+ * recurring moves are spaced further. A wait that took longer makes the
+ * next one spin SPIN_NS only: a producer of long graphs gives up at most
+ * one long spin in a row (docs/PERFORMANCE.md). */
+#define SPIN_LONG_NS 100000
 #define YIELD_NS 2000000       /* then sched_yield() (watermark waits) */
 #define POLL_CAP_MS_WATERMARK 1
 #define POLL_CAP_MS_EVENTFUL 100
@@ -46,12 +58,16 @@ void hbgc_wait_begin(hbg_client *c, struct hbgc_wait *w, int timeout_ms, bool ev
                 c->pure_spin_skip--;
         w->pipe_armed = false;
         w->eventful = eventful;
+        w->spin_ns = c->spin_long ? SPIN_LONG_NS : SPIN_NS;
 }
 
 void hbgc_wait_end(struct hbgc_wait *w) {
-        if (w->c && w->pipe_armed)
+        if (!w->c)
+                return;
+        if (w->pipe_armed)
                 atomic_fetch_and_explicit(&w->c->sh->pipe_wanted, ~HBG_PIPE_WAITING, memory_order_relaxed);
         w->pipe_armed = false;
+        w->c->spin_long = clock_now_ns() - w->start_ns < SPIN_LONG_NS;
 }
 
 bool hbgc_wait_spun(const struct hbgc_wait *w) {
@@ -75,7 +91,7 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
                 return hbgc_check_socket(c) < 0 ? -ECONNRESET : -ETIMEDOUT;
         }
         int64_t elapsed = now - w->start_ns;
-        if (elapsed < SPIN_NS) {
+        if (elapsed < w->spin_ns) {
                 if (w->pure && elapsed < SPIN_PURE_NS) {
                         for (unsigned i = 0; i < 64; i++)
                                 cpu_relax();
@@ -85,6 +101,11 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
                         w->pure = false;
                         c->pure_spin_skip = SPIN_PURE_SKIP;
                 }
+                /* A wake trusted by our publishes is confirmed past
+                 * SPIN_NS in a longer spin too: one that a waiter of our
+                 * uid took delays us by that much, no more (§9.4). */
+                if (elapsed >= SPIN_NS)
+                        hbgc_ring_confirm(c, 0);
                 sched_yield();
                 return 0;
         }
