@@ -67,7 +67,10 @@ void hbgc_wait_end(struct hbgc_wait *w) {
         if (w->pipe_armed)
                 atomic_fetch_and_explicit(&w->c->sh->pipe_wanted, ~HBG_PIPE_WAITING, memory_order_relaxed);
         w->pipe_armed = false;
-        w->c->spin_long = clock_now_ns() - w->start_ns < SPIN_LONG_NS;
+        /* Only a wait that waited says how long answers take (not a
+         * submit's look for window space, nor a condition met at once). */
+        if (w->iter)
+                w->c->spin_long = clock_now_ns() - w->start_ns < SPIN_LONG_NS;
 }
 
 bool hbgc_wait_spun(const struct hbgc_wait *w) {
