@@ -115,6 +115,7 @@ bool cmp_have_valgrind(void);
  * profiles named by tag in the output directory. 0 or -errno. */
 struct cmp_instr {
         uint64_t hbgd, producer;        /* Ir of each process; 0: failed */
+        uint64_t generation;            /* of the producer's, the bench's own graph generation (dag_make()) */
         uint64_t tasks;
 };
 int cmp_hbg_instr(struct cmp *c, const char *mode, unsigned threads, const char *shape, uint64_t size,
