@@ -307,10 +307,13 @@ static int prepare(hbg_client *c, const hbg_task *t, struct hbg_task_record *tm,
         /* Lanes: 0 = one AIV core; one bit = that core; two or more bits:
          * the same kernel on every active lane (MIX). */
         if (kid) {
-                tm->lane_mask = t->lanes ? t->lanes : HBG_LANES_AIV;
-                for (unsigned l = 0; l < HBG_LANES; l++)
-                        if (tm->lane_mask & (1u << l))
-                                tm->kernel[l] = kid;
+                unsigned m = t->lanes ? t->lanes : HBG_LANES_AIV;
+                tm->lane_mask = (uint8_t)m;
+                /* Without branches: this runs for every task. */
+                _Static_assert(HBG_LANES == 3, "the lanes below are three");
+                tm->kernel[0] = m & 1u ? kid : 0;
+                tm->kernel[1] = m & 2u ? kid : 0;
+                tm->kernel[2] = m & 4u ? kid : 0;
         }
         tm->flags = (uint8_t)((t->host_inline ? HBG_TASK_HOST_INLINE : 0) | (t->host_fn ? HBG_TASK_EXTERNAL : 0));
         tm->block_num = t->blocks ? t->blocks : 1;
