@@ -103,6 +103,22 @@ double cmp_per_task(uint64_t run, uint64_t base, uint64_t tasks) {
         return tasks > 1 && run > base ? (double)(run - base) / (double)(tasks - 1) : 0;
 }
 
+/* The generation's share of a row: its metric, and its column into col
+ * ("-" where a profile has no dag_make(): a build that inlined it, not a
+ * cost of 0). */
+static void generation_share(struct cmp *c, const char *shape, const char *system, const char *mode,
+                             unsigned threads, const struct cmp_instr *run, const struct cmp_instr *base,
+                             char *col, size_t len) {
+        if (!run->generation || !base->generation) {
+                snprintf(col, len, "-");
+                return;
+        }
+        double g = cmp_per_task(run->generation, base->generation, run->tasks);
+        report_metric(&c->report, "instructions_per_task_generation", shape, system, mode, threads, 1, g,
+                      "instructions");
+        snprintf(col, len, "%.0f", g);
+}
+
 /* A launch of a recorded graph (the default policy only: they differ after
  * classification, where replay changes nothing): the recording and the
  * process start cancel out between 1 and 3 launches after it,
@@ -139,7 +155,8 @@ void cmp_instructions(struct cmp *c) {
         unsigned threads = c->report.plot_threads;
         printf("\n-- [%s] instructions per task (callgrind, whole process, %" PRIu64 "-task graphs, %u threads,"
                " a 1-task run subtracted)\n", cmp_elapsed(c), size, threads);
-        printf("(gen: of the producer's, the bench's own making of the graph's description)\n");
+        printf("(gen: part of the producer's count, or a peer's, the bench's own making of the graph's"
+               " description; - not found in the profile)\n");
         printf("%-11s %-10s %-13s %12s %12s %8s\n", "shape", "system", "mode", "Ir/task", "producer", "gen");
         for (unsigned m = 0; m < c->n_modes; m++) {
                 const char *mode = hbg_completion_mode_name(c->modes[m]);
@@ -163,17 +180,16 @@ void cmp_instructions(struct cmp *c) {
                         }
                         double d = cmp_per_task(run.hbgd, base.hbgd, run.tasks);
                         double p = cmp_per_task(run.producer, base.producer, run.tasks);
-                        double g = cmp_per_task(run.generation, base.generation, run.tasks);
+                        char gen[24];
+                        generation_share(c, shape, "hbg", mode, threads, &run, &base, gen, sizeof(gen));
                         report_metric(&c->report, "instructions_per_task_hbgd", shape, "hbg", mode, threads, 1,
                                       d, "instructions");
                         report_metric(&c->report, "instructions_per_task_producer", shape, "hbg", mode, threads,
                                       1, p, "instructions");
                         report_metric(&c->report, "instructions_per_task", shape, "hbg", mode, threads, 1, d + p,
                                       "instructions");
-                        report_metric(&c->report, "instructions_per_task_generation", shape, "hbg", mode, threads,
-                                      1, g, "instructions");
-                        printf("%-11s %-10s %-13s %12.0f %12.0f %8.0f   (hbgd %.0f)\n", shape, "hbg", mode, d + p, p,
-                               g, d);
+                        printf("%-11s %-10s %-13s %12.0f %12.0f %8s   (hbgd %.0f)\n", shape, "hbg", mode, d + p, p,
+                               gen, d);
                         if (c->modes[m] == HBG_COMPLETION_DEFAULT)
                                 replay_instr(c, mode, threads, shape, size);
                 }
@@ -203,12 +219,11 @@ void cmp_instructions(struct cmp *c) {
                                 continue;
                         }
                         double p = cmp_per_task(run.producer, base.producer, run.tasks);
-                        double g = cmp_per_task(run.generation, base.generation, run.tasks);
+                        char gen[24];
                         report_metric(&c->report, "instructions_per_task", shape, name, "", t, 1, p,
                                       "instructions");
-                        report_metric(&c->report, "instructions_per_task_generation", shape, name, "", t, 1, g,
-                                      "instructions");
-                        printf("%-11s %-10s %-13s %12.0f %12s %8.0f\n", shape, name, "-", p, "", g);
+                        generation_share(c, shape, name, "", t, &run, &base, gen, sizeof(gen));
+                        printf("%-11s %-10s %-13s %12.0f %12s %8s\n", shape, name, "-", p, "", gen);
                 }
         }
 }
