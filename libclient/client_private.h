@@ -368,9 +368,10 @@ int hbgc_maybe_publish(hbg_client *c);
 
 /* Waiting: a loop of "check the condition; hbgc_wait_step()". Each step
  * publishes pending tasks and runs ready host tasks, then spins (first
- * ~20 us, or up to 100 us after a short wait), then either yields (tensor waits: hbgd does not signal
- * watermark moves) or poll()s the completion pipe and the socket (graph
- * waits; window waits, which ask hbgd for the signal, §2.1). */
+ * ~20 us, or up to 100 us after a short wait), then either yields
+ * (tensor waits: hbgd does not signal watermark moves) or poll()s the
+ * completion pipe and the socket (graph waits; window waits, which ask
+ * hbgd for the signal, §2.1). */
 struct hbgc_wait {
         hbg_client *c;
         int64_t start_ns;

@@ -94,6 +94,12 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
                 return hbgc_check_socket(c) < 0 ? -ECONNRESET : -ETIMEDOUT;
         }
         int64_t elapsed = now - w->start_ns;
+        /* From SPIN_NS on, in a longer spin too, a wake trusted by this
+         * wait's publishes (or another thread's) is confirmed at every
+         * step: one that a waiter of our uid took delays us by that much,
+         * no more (§9.4); and every step past the spin may sleep. */
+        if (elapsed >= SPIN_NS)
+                hbgc_ring_confirm(c, 0);
         if (elapsed < w->spin_ns) {
                 if (w->pure && elapsed < SPIN_PURE_NS) {
                         for (unsigned i = 0; i < 64; i++)
@@ -104,17 +110,9 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
                         w->pure = false;
                         c->pure_spin_skip = SPIN_PURE_SKIP;
                 }
-                /* A wake trusted by our publishes is confirmed past
-                 * SPIN_NS in a longer spin too: one that a waiter of our
-                 * uid took delays us by that much, no more (§9.4). */
-                if (elapsed >= SPIN_NS)
-                        hbgc_ring_confirm(c, 0);
                 sched_yield();
                 return 0;
         }
-        /* Past the spin, every step may sleep: a wake trusted by this
-         * wait's publishes (or another thread's) is confirmed first. */
-        hbgc_ring_confirm(c, 0);
         if (!w->spun) {
                 /* One more look before any sleep: the caller arms its
                  * wake-up now (hbgc_wait_spun()). */
