@@ -18,17 +18,46 @@
 #include "ctl/graph_file.h"
 #include "common/kernel_sig.h"
 
+/*
+ * Where a value is in the file, as an error says it: a path as text, or
+ * member `key` of task `task` ("$.tasks[3].after"; NULL: the task
+ * itself), its element `index` unless NO_INDEX ("$.tasks[3].after[1]").
+ * Put into words only for an error: formatting the path of every task
+ * value read cost more than parsing the document.
+ */
+struct jpath {
+        const char *text;
+        size_t task;
+        const char *key;
+        size_t index;
+};
+#define NO_INDEX SIZE_MAX
+#define AT_TEXT(s) (&(const struct jpath){ .text = (s) })
+#define AT_TASK(i, k) (&(const struct jpath){ .task = (i), .key = (k), .index = NO_INDEX })
+#define AT_ELEM(i, k, x) (&(const struct jpath){ .task = (i), .key = (k), .index = (x) })
+
+static const char *jpath_text(const struct jpath *at, char *buf, size_t len) {
+        if (at->text)
+                return at->text;
+        int n = snprintf(buf, len, "$.tasks[%zu]", at->task);
+        if (at->key && n >= 0 && (size_t)n < len)
+                n += snprintf(buf + n, len - (size_t)n, ".%s", at->key);
+        if (at->index != NO_INDEX && n >= 0 && (size_t)n < len)
+                snprintf(buf + n, len - (size_t)n, "[%zu]", at->index);
+        return buf;
+}
+
 /* An error of the file at its JSON path: kept (every one is reported),
  * the first also in p->err. Returns -EINVAL. */
-static int perr(struct plan *p, const char *path, const char *fmt, ...)
+static int perr(struct plan *p, const struct jpath *at, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
-static int perr(struct plan *p, const char *path, const char *fmt, ...) {
-        char msg[sizeof(p->err)];
+static int perr(struct plan *p, const struct jpath *at, const char *fmt, ...) {
+        char msg[sizeof(p->err)], path[96];
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        graph_file_error(p, path, msg, "hbgctl");
+        graph_file_error(p, jpath_text(at, path, sizeof(path)), msg, "hbgctl");
         return -EINVAL;
 }
 
@@ -53,47 +82,47 @@ static const char *type_name(json_object *o) {
 }
 
 /* Keys of object o must be among the NULL-terminated list. */
-static int check_keys(struct plan *p, json_object *o, const char *path, const char *const *keys) {
+static int check_keys(struct plan *p, json_object *o, const struct jpath *at, const char *const *keys) {
         json_object_object_foreach(o, k, v) {
                 (void)v;
-                bool ok = false;
-                for (size_t i = 0; keys[i]; i++)
-                        ok = ok || strcmp(keys[i], k) == 0;
-                if (!ok)
-                        return perr(p, path, "unknown key \"%s\"", k);
+                size_t i = 0;
+                while (keys[i] && strcmp(keys[i], k) != 0)
+                        i++;
+                if (!keys[i])
+                        return perr(p, at, "unknown key \"%s\"", k);
         }
         return 0;
 }
 
-static int get_number(struct plan *p, json_object *o, const char *path, double *ret) {
+static int get_number(struct plan *p, json_object *o, const struct jpath *at, double *ret) {
         json_type t = json_object_get_type(o);
         if (t != json_type_int && t != json_type_double)
-                return perr(p, path, "expected a number, got %s", type_name(o));
+                return perr(p, at, "expected a number, got %s", type_name(o));
         *ret = json_object_get_double(o);
         return 0;
 }
 
-static int get_uint(struct plan *p, json_object *o, const char *path, uint64_t max, uint64_t *ret) {
+static int get_uint(struct plan *p, json_object *o, const struct jpath *at, uint64_t max, uint64_t *ret) {
         if (json_object_get_type(o) != json_type_int)
-                return perr(p, path, "expected an integer, got %s", type_name(o));
+                return perr(p, at, "expected an integer, got %s", type_name(o));
         const char *s = json_object_get_string(o);
         if (s[0] == '-')
-                return perr(p, path, "expected a non-negative integer, got %s", s);
+                return perr(p, at, "expected a non-negative integer, got %s", s);
         errno = 0;
         uint64_t v = strtoull(s, NULL, 10);
         if (errno || v > max)
-                return perr(p, path, "%s is out of range (at most %" PRIu64 ")", s, max);
+                return perr(p, at, "%s is out of range (at most %" PRIu64 ")", s, max);
         *ret = v;
         return 0;
 }
 
 /* "name" or "name[lo:hi]" (elements) or, with single, "name[i]". */
-int graph_file_ref(struct plan *p, const char *s, const char *path, bool single, hbg_tensor *ret) {
+static int ref_at(struct plan *p, const char *s, const struct jpath *at, bool single, hbg_tensor *ret) {
         const char *br = strchr(s, '[');
         size_t nl = br ? (size_t)(br - s) : strlen(s);
         char name[256];
         if (nl == 0 || nl >= sizeof(name))
-                return perr(p, path, "\"%s\" is not a tensor name", s);
+                return perr(p, at, "\"%s\" is not a tensor name", s);
         memcpy(name, s, nl);
         name[nl] = 0;
         json_object *ix;
@@ -101,7 +130,7 @@ int graph_file_ref(struct plan *p, const char *s, const char *path, bool single,
                 /* A tensor with errors of its own: reported there. */
                 if (p->broken_tensors && json_object_object_get_ex(p->broken_tensors, name, NULL))
                         return -EINVAL;
-                return perr(p, path, "unknown tensor \"%s\" (not in \"tensors\")", name);
+                return perr(p, at, "unknown tensor \"%s\" (not in \"tensors\")", name);
         }
         const struct gtensor *t = &p->tensors[json_object_get_int(ix)];
         uint64_t lo = 0, hi = t->len;
@@ -109,31 +138,35 @@ int graph_file_ref(struct plan *p, const char *s, const char *path, bool single,
                 char *end;
                 const char *q = br + 1;
                 if (*q < '0' || *q > '9')
-                        return perr(p, path, "bad range in \"%s\": expected name[lo:hi]", s);
+                        return perr(p, at, "bad range in \"%s\": expected name[lo:hi]", s);
                 errno = 0;
                 lo = strtoull(q, &end, 10);
                 if (*end == ']' && single) {
                         hi = lo + 1;
                 } else {
                         if (*end != ':' || end[1] < '0' || end[1] > '9')
-                                return perr(p, path, "bad range in \"%s\": expected %s", s,
+                                return perr(p, at, "bad range in \"%s\": expected %s", s,
                                             single ? "name[i]" : "name[lo:hi]");
                         hi = strtoull(end + 1, &end, 10);
                 }
                 if (errno || *end != ']' || end[1])
-                        return perr(p, path, "bad range in \"%s\": expected %s", s,
+                        return perr(p, at, "bad range in \"%s\": expected %s", s,
                                     single ? "name[i]" : "name[lo:hi]");
                 if (lo >= hi || hi > t->len)
-                        return perr(p, path,
+                        return perr(p, at,
                                     "bad range in \"%s\": need lo < hi <= %" PRIu64
                                     " (the length of %s)",
                                     s, t->len, name);
         }
         if (single && hi - lo != 1)
-                return perr(p, path, "\"%s\" must be one element, e.g. %s[0]", s, name);
+                return perr(p, at, "\"%s\" must be one element, e.g. %s[0]", s, name);
         return hbg_tensor_slice_f32(t->t, lo, hi, ret) < 0
-                       ? perr(p, path, "bad range in \"%s\"", s)
+                       ? perr(p, at, "bad range in \"%s\"", s)
                        : 0;
+}
+
+int graph_file_ref(struct plan *p, const char *s, const char *path, bool single, hbg_tensor *ret) {
+        return ref_at(p, s, AT_TEXT(path), single, ret);
 }
 
 static int parse_tensor(struct plan *p, const char *name, json_object *spec, struct gtensor *t);
@@ -141,17 +174,17 @@ static int parse_tensor(struct plan *p, const char *name, json_object *spec, str
 static int parse_tensors(struct plan *p) {
         json_object *ts;
         if (!json_object_object_get_ex(p->root, "tensors", &ts))
-                return perr(p, "$", "missing \"tensors\"");
+                return perr(p, AT_TEXT("$"), "missing \"tensors\"");
         if (!json_object_is_type(ts, json_type_object))
-                return perr(p, "$.tensors", "expected an object, got %s", type_name(ts));
+                return perr(p, AT_TEXT("$.tensors"), "expected an object, got %s", type_name(ts));
         size_t n = (size_t)json_object_object_length(ts), i = 0;
         p->tensors = calloc(n ? n : 1, sizeof(*p->tensors));
         p->tensor_index = json_object_new_object();
         if (!p->tensors || !p->tensor_index)
-                return perr(p, "$.tensors", "out of memory");
+                return perr(p, AT_TEXT("$.tensors"), "out of memory");
         p->broken_tensors = json_object_new_object();
         if (!p->broken_tensors)
-                return perr(p, "$.tensors", "out of memory");
+                return perr(p, AT_TEXT("$.tensors"), "out of memory");
         json_object_object_foreach(ts, name, spec) {
                 /* Every tensor checked: one with errors is left out of the
                  * index (tasks naming it say nothing more about it). */
@@ -172,10 +205,10 @@ static int parse_tensor(struct plan *p, const char *name, json_object *spec, str
         char path[320];
         snprintf(path, sizeof(path), "$.tensors.%s", name);
         if (!name[0] || strchr(name, '[') || strlen(name) >= 256)
-                return perr(p, path, "bad tensor name");
+                return perr(p, AT_TEXT(path), "bad tensor name");
         if (!json_object_is_type(spec, json_type_object))
-                return perr(p, path, "expected an object, got %s", type_name(spec));
-        if (check_keys(p, spec, path, keys) < 0)
+                return perr(p, AT_TEXT(path), "expected an object, got %s", type_name(spec));
+        if (check_keys(p, spec, AT_TEXT(path), keys) < 0)
                 return -EINVAL;
         t->name = name;
         t->step = 1.0;
@@ -183,11 +216,11 @@ static int parse_tensor(struct plan *p, const char *name, json_object *spec, str
         char sub[360];
         snprintf(sub, sizeof(sub), "%s.len", path);
         if (!json_object_object_get_ex(spec, "len", &v))
-                return perr(p, path, "missing \"len\"");
-        if (get_uint(p, v, sub, UINT64_C(1) << 36, &t->len) < 0)
+                return perr(p, AT_TEXT(path), "missing \"len\"");
+        if (get_uint(p, v, AT_TEXT(sub), UINT64_C(1) << 36, &t->len) < 0)
                 return -EINVAL;
         if (t->len == 0)
-                return perr(p, sub, "must be at least 1");
+                return perr(p, AT_TEXT(sub), "must be at least 1");
         t->init = INIT_ZERO;
         if (json_object_object_get_ex(spec, "init", &v)) {
                 snprintf(sub, sizeof(sub), "%s.init", path);
@@ -195,7 +228,7 @@ static int parse_tensor(struct plan *p, const char *name, json_object *spec, str
                                         ? json_object_get_string(v)
                                         : NULL;
                 if (!s)
-                        return perr(p, sub, "expected a string, got %s", type_name(v));
+                        return perr(p, AT_TEXT(sub), "expected a string, got %s", type_name(v));
                 if (strcmp(s, "zero") == 0)
                         t->init = INIT_ZERO;
                 else if (strcmp(s, "fill") == 0)
@@ -203,16 +236,16 @@ static int parse_tensor(struct plan *p, const char *name, json_object *spec, str
                 else if (strcmp(s, "iota") == 0)
                         t->init = INIT_IOTA;
                 else
-                        return perr(p, sub, "unknown init \"%s\" (zero, fill, iota)", s);
+                        return perr(p, AT_TEXT(sub), "unknown init \"%s\" (zero, fill, iota)", s);
         }
         if (json_object_object_get_ex(spec, "value", &v)) {
                 snprintf(sub, sizeof(sub), "%s.value", path);
                 if (t->init != INIT_FILL)
-                        return perr(p, sub, "\"value\" is only for \"init\": \"fill\"");
-                if (get_number(p, v, sub, &t->value) < 0)
+                        return perr(p, AT_TEXT(sub), "\"value\" is only for \"init\": \"fill\"");
+                if (get_number(p, v, AT_TEXT(sub), &t->value) < 0)
                         return -EINVAL;
         } else if (t->init == INIT_FILL) {
-                return perr(p, path, "\"init\": \"fill\" needs \"value\"");
+                return perr(p, AT_TEXT(path), "\"init\": \"fill\" needs \"value\"");
         }
         static const char *const iota_keys[] = { "start", "step" };
         double *iota_dst[] = { &t->start, &t->step };
@@ -220,9 +253,9 @@ static int parse_tensor(struct plan *p, const char *name, json_object *spec, str
                 if (json_object_object_get_ex(spec, iota_keys[k], &v)) {
                         snprintf(sub, sizeof(sub), "%s.%s", path, iota_keys[k]);
                         if (t->init != INIT_IOTA)
-                                return perr(p, sub, "\"%s\" is only for \"init\": \"iota\"",
+                                return perr(p, AT_TEXT(sub), "\"%s\" is only for \"init\": \"iota\"",
                                             iota_keys[k]);
-                        if (get_number(p, v, sub, iota_dst[k]) < 0)
+                        if (get_number(p, v, AT_TEXT(sub), iota_dst[k]) < 0)
                                 return -EINVAL;
                 }
         t->t = (hbg_tensor){ 0, t->len * 4 };
@@ -242,17 +275,16 @@ static int check_kernel_rules(struct plan *p, size_t i, const struct hbg_kernel_
         for (unsigned a = 0; a < sg->n_tensors; a++)
                 kt[a] = (struct hbg_kernel_tensor){ t->args[a].tensor.offset, t->args[a].tensor.bytes };
         unsigned a, b;
-        char path[96];
         enum hbg_kernel_tensor_problem pr = kernel_sig_check_tensors(sg, kt, &a, &b);
         if (pr == HBG_TENSORS_OK)
                 return 0;
-        snprintf(path, sizeof(path), "$.tasks[%zu].args[%u]", i, a);
         if (pr == HBG_TENSORS_OVERLAP)
-                return perr(p, path, "%s: %s (argument %u) overlaps %s (argument %u)%s", sg->name,
+                return perr(p, AT_ELEM(i, "args", a), "%s: %s (argument %u) overlaps %s (argument %u)%s", sg->name,
                             sg->tensors[a].name, a, sg->tensors[b].name, b,
                             sg->in_place ? ": an output may share only the very same range with an input"
                                          : ": outputs of this kernel may not overlap other tensors");
-        return perr(p, path, "%s: %s (argument %u) has %" PRIu64 " elements, %s (argument %u) %" PRIu64 ": %s",
+        return perr(p, AT_ELEM(i, "args", a),
+                    "%s: %s (argument %u) has %" PRIu64 " elements, %s (argument %u) %" PRIu64 ": %s",
                     sg->name, sg->tensors[a].name, a, kt[a].length / 4, sg->tensors[b].name, b,
                     kt[b].length / 4, sg->length_rule);
 }
@@ -265,37 +297,34 @@ static int check_kernel_rules(struct plan *p, size_t i, const struct hbg_kernel_
  */
 /* The task's "name" into p->task_index (pass 1 only): later tasks may name
  * this one in "after" even when it has errors of its own. */
-static int task_name(struct plan *p, size_t i, json_object *o, const char *path) {
+static int task_name(struct plan *p, size_t i, json_object *o) {
         json_object *v;
-        char sub[96];
         if (p->resolved || !json_object_object_get_ex(o, "name", &v))
                 return 0;
-        snprintf(sub, sizeof(sub), "%s.name", path);
         if (!json_object_is_type(v, json_type_string))
-                return perr(p, sub, "expected a string, got %s", type_name(v));
+                return perr(p, AT_TASK(i, "name"), "expected a string, got %s", type_name(v));
         const char *nm = json_object_get_string(v);
         if (json_object_object_get_ex(p->task_index, nm, NULL))
-                return perr(p, sub, "task name \"%s\" is used twice", nm);
+                return perr(p, AT_TASK(i, "name"), "task name \"%s\" is used twice", nm);
         json_object_object_add(p->task_index, nm, json_object_new_int64((int64_t)i));
         return 0;
 }
 
 /* "kernel": its signature into *ret_sg (NULL: a dummy), its name *ret_name. */
-static int task_kernel(struct plan *p, json_object *o, const char *path, hbg_task *t,
+static int task_kernel(struct plan *p, size_t i, json_object *o, hbg_task *t,
                        const struct hbg_kernel_sig **ret_sg, const char **ret_name) {
         json_object *v;
-        char sub[96];
         if (!json_object_object_get_ex(o, "kernel", &v))
-                return perr(p, path, "missing \"kernel\"");
-        snprintf(sub, sizeof(sub), "%s.kernel", path);
+                return perr(p, AT_TASK(i, NULL), "missing \"kernel\"");
         if (!json_object_is_type(v, json_type_string))
-                return perr(p, sub, "expected a string, got %s", type_name(v));
+                return perr(p, AT_TASK(i, "kernel"), "expected a string, got %s", type_name(v));
         const char *kname = json_object_get_string(v);
         const struct hbg_kernel_sig *sg = NULL;
         if (strcmp(kname, "dummy") != 0) {
                 sg = kernel_table_by_name(&p->kernels, kname);
                 if (!sg)
-                        return perr(p, sub, "unknown kernel \"%s\" (see hbgctl kernels; \"dummy\" only orders)%s%s",
+                        return perr(p, AT_TASK(i, "kernel"),
+                                    "unknown kernel \"%s\" (see hbgctl kernels; \"dummy\" only orders)%s%s",
                                     kname, p->kernels_note[0] ? ": " : "", p->kernels_note);
                 t->kernel = sg->name;
         }
@@ -305,26 +334,23 @@ static int task_kernel(struct plan *p, json_object *o, const char *path, hbg_tas
 }
 
 /* "args": as many tensor references as the kernel takes. */
-static int task_args(struct plan *p, json_object *o, const char *path, const struct hbg_kernel_sig *sg,
+static int task_args(struct plan *p, size_t i, json_object *o, const struct hbg_kernel_sig *sg,
                      const char *kname, hbg_task *t) {
-        char sub[96];
         size_t want = sg ? sg->n_tensors : 0, n = 0;
         json_object *args = NULL;
         if (json_object_object_get_ex(o, "args", &args)) {
-                snprintf(sub, sizeof(sub), "%s.args", path);
                 if (!json_object_is_type(args, json_type_array))
-                        return perr(p, sub, "expected an array, got %s", type_name(args));
+                        return perr(p, AT_TASK(i, "args"), "expected an array, got %s", type_name(args));
                 n = json_object_array_length(args);
         }
         if (n != want)
-                return perr(p, path, "kernel %s takes %zu tensor argument%s, got %zu", kname, want,
+                return perr(p, AT_TASK(i, NULL), "kernel %s takes %zu tensor argument%s, got %zu", kname, want,
                             want == 1 ? "" : "s", n);
         for (size_t a = 0; a < n; a++) {
                 json_object *e = json_object_array_get_idx(args, a);
-                snprintf(sub, sizeof(sub), "%s.args[%zu]", path, a);
                 if (!json_object_is_type(e, json_type_string))
-                        return perr(p, sub, "expected a string, got %s", type_name(e));
-                int err = graph_file_ref(p, json_object_get_string(e), sub, false, &t->args[a].tensor);
+                        return perr(p, AT_ELEM(i, "args", a), "expected a string, got %s", type_name(e));
+                int err = ref_at(p, json_object_get_string(e), AT_ELEM(i, "args", a), false, &t->args[a].tensor);
                 if (err < 0)
                         return err;
                 t->args[a].dir = (enum hbg_dir)sg->tensors[a].dir;
@@ -334,37 +360,35 @@ static int task_args(struct plan *p, json_object *o, const char *path, const str
 }
 
 /* "scalars": as many as the kernel takes, each of its kind. */
-static int task_scalars(struct plan *p, json_object *o, const char *path, const struct hbg_kernel_sig *sg,
+static int task_scalars(struct plan *p, size_t i, json_object *o, const struct hbg_kernel_sig *sg,
                         const char *kname, hbg_task *t) {
-        char sub[96];
         size_t want = sg ? sg->n_scalars : 0, n = 0;
         json_object *sc = NULL;
         if (json_object_object_get_ex(o, "scalars", &sc)) {
-                snprintf(sub, sizeof(sub), "%s.scalars", path);
                 if (!json_object_is_type(sc, json_type_array))
-                        return perr(p, sub, "expected an array, got %s", type_name(sc));
+                        return perr(p, AT_TASK(i, "scalars"), "expected an array, got %s", type_name(sc));
                 n = json_object_array_length(sc);
         }
         if (n != want)
-                return perr(p, path, "kernel %s takes %zu scalar%s, got %zu", kname, want,
+                return perr(p, AT_TASK(i, NULL), "kernel %s takes %zu scalar%s, got %zu", kname, want,
                             want == 1 ? "" : "s", n);
         for (size_t s = 0; s < n; s++) {
                 json_object *e = json_object_array_get_idx(sc, s);
-                snprintf(sub, sizeof(sub), "%s.scalars[%zu]", path, s);
+                const struct jpath *at = AT_ELEM(i, "scalars", s);
                 int err = 0;
                 if (sg->scalars[s].kind == HBG_SCALAR_F32) {
                         double d = 0; /* set by get_number() unless it fails */
-                        err = get_number(p, e, sub, &d);
+                        err = get_number(p, e, at, &d);
                         t->scalars[s] = hbg_f32((float)d);
                 } else if (sg->scalars[s].kind == HBG_SCALAR_U64) {
-                        err = get_uint(p, e, sub, UINT64_MAX, &t->scalars[s]);
+                        err = get_uint(p, e, at, UINT64_MAX, &t->scalars[s]);
                 } else {
                         if (json_object_get_type(e) != json_type_int)
-                                return perr(p, sub, "expected an integer, got %s", type_name(e));
+                                return perr(p, at, "expected an integer, got %s", type_name(e));
                         errno = 0;
                         int64_t x = json_object_get_int64(e);
                         if (errno)
-                                return perr(p, sub, "integer out of range");
+                                return perr(p, at, "integer out of range");
                         t->scalars[s] = (uint64_t)x;
                 }
                 if (err < 0)
@@ -375,29 +399,26 @@ static int task_scalars(struct plan *p, json_object *o, const char *path, const 
 }
 
 /* "blocks" and "lanes": a kernel's only. */
-static int task_placement(struct plan *p, json_object *o, const char *path, const struct hbg_kernel_sig *sg,
+static int task_placement(struct plan *p, size_t i, json_object *o, const struct hbg_kernel_sig *sg,
                           hbg_task *t) {
         json_object *v;
-        char sub[96];
         if (json_object_object_get_ex(o, "blocks", &v)) {
                 uint64_t b;
-                snprintf(sub, sizeof(sub), "%s.blocks", path);
-                int err = get_uint(p, v, sub, 4096, &b);
+                int err = get_uint(p, v, AT_TASK(i, "blocks"), 4096, &b);
                 if (err < 0)
                         return err;
                 if (b == 0)
-                        return perr(p, sub, "must be 1..4096");
+                        return perr(p, AT_TASK(i, "blocks"), "must be 1..4096");
                 if (!sg && b != 1)
-                        return perr(p, sub, "a dummy task has no blocks");
+                        return perr(p, AT_TASK(i, "blocks"), "a dummy task has no blocks");
                 t->blocks = (uint16_t)b;
         }
         if (json_object_object_get_ex(o, "lanes", &v)) {
-                snprintf(sub, sizeof(sub), "%s.lanes", path);
                 const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
                 if (!s)
-                        return perr(p, sub, "expected a string, got %s", type_name(v));
+                        return perr(p, AT_TASK(i, "lanes"), "expected a string, got %s", type_name(v));
                 if (!sg)
-                        return perr(p, sub, "a dummy task has no lanes");
+                        return perr(p, AT_TASK(i, "lanes"), "a dummy task has no lanes");
                 if (strcmp(s, "aiv") == 0)
                         t->lanes = HBG_LANES_AIV;
                 else if (strcmp(s, "aic") == 0)
@@ -405,21 +426,19 @@ static int task_placement(struct plan *p, json_object *o, const char *path, cons
                 else if (strcmp(s, "mix") == 0)
                         t->lanes = HBG_LANES_MIX;
                 else
-                        return perr(p, sub, "unknown lanes \"%s\" (aiv, aic, mix)", s);
+                        return perr(p, AT_TASK(i, "lanes"), "unknown lanes \"%s\" (aiv, aic, mix)", s);
         }
         return 0;
 }
 
 /* "when": the predicate, one element. */
-static int task_when(struct plan *p, json_object *o, const char *path, hbg_task *t) {
+static int task_when(struct plan *p, size_t i, json_object *o, hbg_task *t) {
         json_object *v;
-        char sub[96];
         if (!json_object_object_get_ex(o, "when", &v))
                 return 0;
-        snprintf(sub, sizeof(sub), "%s.when", path);
         if (!json_object_is_type(v, json_type_string))
-                return perr(p, sub, "expected a string, got %s", type_name(v));
-        int err = graph_file_ref(p, json_object_get_string(v), sub, true, &t->predicate);
+                return perr(p, AT_TASK(i, "when"), "expected a string, got %s", type_name(v));
+        int err = ref_at(p, json_object_get_string(v), AT_TASK(i, "when"), true, &t->predicate);
         if (err < 0)
                 return err;
         t->has_predicate = 1;
@@ -427,25 +446,22 @@ static int task_when(struct plan *p, json_object *o, const char *path, hbg_task 
 }
 
 /* "after": names of earlier tasks, as their file indices. */
-static int task_after(struct plan *p, size_t i, json_object *o, const char *path, hbg_task *t) {
+static int task_after(struct plan *p, size_t i, json_object *o, hbg_task *t) {
         json_object *v;
-        char sub[96];
         if (!json_object_object_get_ex(o, "after", &v))
                 return 0;
-        snprintf(sub, sizeof(sub), "%s.after", path);
         if (!json_object_is_type(v, json_type_array))
-                return perr(p, sub, "expected an array, got %s", type_name(v));
+                return perr(p, AT_TASK(i, "after"), "expected an array, got %s", type_name(v));
         size_t n = json_object_array_length(v);
         if (n > HBG_MAX_TASK_DEPS)
-                return perr(p, sub, "at most %d tasks", HBG_MAX_TASK_DEPS);
+                return perr(p, AT_TASK(i, "after"), "at most %d tasks", HBG_MAX_TASK_DEPS);
         for (size_t a = 0; a < n; a++) {
                 json_object *e = json_object_array_get_idx(v, a), *ix;
-                snprintf(sub, sizeof(sub), "%s.after[%zu]", path, a);
                 if (!json_object_is_type(e, json_type_string))
-                        return perr(p, sub, "expected a string, got %s", type_name(e));
+                        return perr(p, AT_ELEM(i, "after", a), "expected a string, got %s", type_name(e));
                 const char *dn = json_object_get_string(e);
                 if (!json_object_object_get_ex(p->task_index, dn, &ix) || (size_t)json_object_get_int64(ix) >= i)
-                        return perr(p, sub, "\"%s\" is not the name of an earlier task", dn);
+                        return perr(p, AT_ELEM(i, "after", a), "\"%s\" is not the name of an earlier task", dn);
                 t->deps[a] = (uint64_t)json_object_get_int64(ix);
         }
         t->n_deps = (uint8_t)n;
@@ -456,21 +472,19 @@ int graph_file_task(struct plan *p, size_t i, hbg_task *t) {
         static const char *const keys[] = { "name", "kernel", "args", "scalars", "blocks",
                                             "lanes", "after", "when", NULL };
         json_object *o = json_object_array_get_idx(p->tasks, i);
-        char path[64];
-        snprintf(path, sizeof(path), "$.tasks[%zu]", i);
         if (!json_object_is_type(o, json_type_object))
-                return perr(p, path, "expected an object, got %s", type_name(o));
-        int err = task_name(p, i, o, path);
+                return perr(p, AT_TASK(i, NULL), "expected an object, got %s", type_name(o));
+        int err = task_name(p, i, o);
         if (err == 0)
-                err = check_keys(p, o, path, keys);
+                err = check_keys(p, o, AT_TASK(i, NULL), keys);
         if (err < 0)
                 return err;
         *t = (hbg_task){ 0 };
         const struct hbg_kernel_sig *sg = NULL;
         const char *kname = NULL;
-        if ((err = task_kernel(p, o, path, t, &sg, &kname)) < 0 || (err = task_args(p, o, path, sg, kname, t)) < 0 ||
-            (err = task_scalars(p, o, path, sg, kname, t)) < 0 || (err = task_placement(p, o, path, sg, t)) < 0 ||
-            (err = task_when(p, o, path, t)) < 0 || (err = task_after(p, i, o, path, t)) < 0)
+        if ((err = task_kernel(p, i, o, t, &sg, &kname)) < 0 || (err = task_args(p, i, o, sg, kname, t)) < 0 ||
+            (err = task_scalars(p, i, o, sg, kname, t)) < 0 || (err = task_placement(p, i, o, sg, t)) < 0 ||
+            (err = task_when(p, i, o, t)) < 0 || (err = task_after(p, i, o, t)) < 0)
                 return err;
         return p->resolved ? check_kernel_rules(p, i, sg, t) : 0;
 }
@@ -495,23 +509,23 @@ bool graph_file_names_unknown_kernel(const struct plan *p) {
 
 int graph_file_parse(struct plan *p) {
         if (!json_object_is_type(p->root, json_type_object))
-                return perr(p, "$", "expected an object, got %s", type_name(p->root));
+                return perr(p, AT_TEXT("$"), "expected an object, got %s", type_name(p->root));
         static const char *const keys[] = { "tensors", "tasks", "outputs", NULL };
-        check_keys(p, p->root, "$", keys);
+        check_keys(p, p->root, AT_TEXT("$"), keys);
         /* A tensor's errors stop nothing: the tasks are checked too. */
         if (parse_tensors(p) < 0 && !p->tensor_index)
                 return -EINVAL;
         if (!json_object_object_get_ex(p->root, "tasks", &p->tasks))
-                return perr(p, "$", "missing \"tasks\"");
+                return perr(p, AT_TEXT("$"), "missing \"tasks\"");
         if (!json_object_is_type(p->tasks, json_type_array))
-                return perr(p, "$.tasks", "expected an array, got %s", type_name(p->tasks));
+                return perr(p, AT_TEXT("$.tasks"), "expected an array, got %s", type_name(p->tasks));
         p->n_tasks = json_object_array_length(p->tasks);
         if (p->n_tasks == 0)
-                return perr(p, "$.tasks", "no tasks");
+                return perr(p, AT_TEXT("$.tasks"), "no tasks");
         p->task_index = json_object_new_object();
         p->bad = calloc(p->n_tasks, sizeof(*p->bad));
         if (!p->task_index || !p->bad)
-                return perr(p, "$.tasks", "out of memory");
+                return perr(p, AT_TEXT("$.tasks"), "out of memory");
         /* Every task checked, whatever the others' errors. */
         for (size_t i = 0; i < p->n_tasks; i++) {
                 hbg_task t;
@@ -519,7 +533,7 @@ int graph_file_parse(struct plan *p) {
         }
         if (json_object_object_get_ex(p->root, "outputs", &p->outputs)) {
                 if (!json_object_is_type(p->outputs, json_type_array))
-                        return perr(p, "$.outputs", "expected an array, got %s",
+                        return perr(p, AT_TEXT("$.outputs"), "expected an array, got %s",
                                     type_name(p->outputs));
                 for (size_t i = 0; i < json_object_array_length(p->outputs); i++) {
                         json_object *e = json_object_array_get_idx(p->outputs, i);
@@ -527,7 +541,7 @@ int graph_file_parse(struct plan *p) {
                         hbg_tensor dummy;
                         snprintf(sub, sizeof(sub), "$.outputs[%zu]", i);
                         if (!json_object_is_type(e, json_type_string))
-                                return perr(p, sub, "expected a string, got %s", type_name(e));
+                                return perr(p, AT_TEXT(sub), "expected a string, got %s", type_name(e));
                         graph_file_ref(p, json_object_get_string(e), sub, false, &dummy);
                 }
         }
@@ -536,6 +550,18 @@ int graph_file_parse(struct plan *p) {
 
 const char *graph_file_name(const struct plan *p) {
         return strcmp(p->file, "-") == 0 ? "<stdin>" : p->file;
+}
+
+/* The line and column after `used` more bytes: an error's position only,
+ * but counted as the document goes by (the buffer is read again). */
+static void advance_position(const char *buf, size_t used, size_t *line, size_t *col) {
+        const char *at = buf, *end = buf + used, *nl;
+        while ((nl = memchr(at, '\n', (size_t)(end - at))) != NULL) {
+                ++*line;
+                *col = 1;
+                at = nl + 1;
+        }
+        *col += (size_t)(end - at);
 }
 
 int graph_file_load(struct plan *p) {
@@ -574,12 +600,7 @@ int graph_file_load(struct plan *p) {
                 jerr = json_tokener_get_error(tok);
                 size_t used = p->root || jerr != json_tokener_continue
                                       ? json_tokener_get_parse_end(tok) : n;
-                for (size_t k = 0; k < used && k < n; k++) {
-                        if (buf[k] == '\n')
-                                line++, col = 1;
-                        else
-                                col++;
-                }
+                advance_position(buf, used < n ? used : n, &line, &col);
                 if (jerr != json_tokener_success && jerr != json_tokener_continue)
                         break;
                 if (p->root) {
