@@ -289,17 +289,44 @@ static int check_kernel_rules(struct plan *p, size_t i, const struct hbg_kernel_
                     kt[b].length / 4, sg->length_rule);
 }
 
-/*
- * Build task i of the file into *t. Pass 1 (graph_file_parse) checks and
- * indexes the names; pass 2 (p->resolved: tensors allocated) builds. The
- * deps are the file indices of earlier tasks: the caller turns them into
- * task ids as it adds the tasks.
- */
+/* A task object's members, found in one walk over the object rather than
+ * a hashed lookup per key (every task is read twice). */
+enum { M_NAME, M_KERNEL, M_ARGS, M_SCALARS, M_BLOCKS, M_LANES, M_AFTER, M_WHEN, M_COUNT };
+static const char *const task_keys[M_COUNT] = { "name", "kernel", "args", "scalars",
+                                                "blocks", "lanes", "after", "when" };
+struct members {
+        unsigned present;        /* a bit per M_: the key is there */
+        json_object *v[M_COUNT]; /* its value (NULL: absent, or JSON null) */
+        const char *unknown;     /* the first key not among task_keys */
+};
+
+static void task_members(json_object *o, struct members *m) {
+        *m = (struct members){ 0 };
+        json_object_object_foreach(o, k, v) {
+                unsigned i = 0;
+                while (i < M_COUNT && strcmp(task_keys[i], k) != 0)
+                        i++;
+                if (i == M_COUNT) {
+                        if (!m->unknown)
+                                m->unknown = k;
+                        continue;
+                }
+                m->present |= 1u << i;
+                m->v[i] = v;
+        }
+}
+
+/* Is member `which` there; its value in *v (NULL for JSON null). */
+static bool member(const struct members *m, unsigned which, json_object **v) {
+        *v = m->v[which];
+        return (m->present >> which) & 1u;
+}
+
 /* The task's "name" into p->task_index (pass 1 only): later tasks may name
  * this one in "after" even when it has errors of its own. */
-static int task_name(struct plan *p, size_t i, json_object *o) {
+static int task_name(struct plan *p, size_t i, const struct members *m) {
         json_object *v;
-        if (p->resolved || !json_object_object_get_ex(o, "name", &v))
+        if (p->resolved || !member(m, M_NAME, &v))
                 return 0;
         if (!json_object_is_type(v, json_type_string))
                 return perr(p, AT_TASK(i, "name"), "expected a string, got %s", type_name(v));
@@ -311,10 +338,10 @@ static int task_name(struct plan *p, size_t i, json_object *o) {
 }
 
 /* "kernel": its signature into *ret_sg (NULL: a dummy), its name *ret_name. */
-static int task_kernel(struct plan *p, size_t i, json_object *o, hbg_task *t,
+static int task_kernel(struct plan *p, size_t i, const struct members *m, hbg_task *t,
                        const struct hbg_kernel_sig **ret_sg, const char **ret_name) {
         json_object *v;
-        if (!json_object_object_get_ex(o, "kernel", &v))
+        if (!member(m, M_KERNEL, &v))
                 return perr(p, AT_TASK(i, NULL), "missing \"kernel\"");
         if (!json_object_is_type(v, json_type_string))
                 return perr(p, AT_TASK(i, "kernel"), "expected a string, got %s", type_name(v));
@@ -334,11 +361,11 @@ static int task_kernel(struct plan *p, size_t i, json_object *o, hbg_task *t,
 }
 
 /* "args": as many tensor references as the kernel takes. */
-static int task_args(struct plan *p, size_t i, json_object *o, const struct hbg_kernel_sig *sg,
+static int task_args(struct plan *p, size_t i, const struct members *m, const struct hbg_kernel_sig *sg,
                      const char *kname, hbg_task *t) {
         size_t want = sg ? sg->n_tensors : 0, n = 0;
         json_object *args = NULL;
-        if (json_object_object_get_ex(o, "args", &args)) {
+        if (member(m, M_ARGS, &args)) {
                 if (!json_object_is_type(args, json_type_array))
                         return perr(p, AT_TASK(i, "args"), "expected an array, got %s", type_name(args));
                 n = json_object_array_length(args);
@@ -360,11 +387,11 @@ static int task_args(struct plan *p, size_t i, json_object *o, const struct hbg_
 }
 
 /* "scalars": as many as the kernel takes, each of its kind. */
-static int task_scalars(struct plan *p, size_t i, json_object *o, const struct hbg_kernel_sig *sg,
+static int task_scalars(struct plan *p, size_t i, const struct members *m, const struct hbg_kernel_sig *sg,
                         const char *kname, hbg_task *t) {
         size_t want = sg ? sg->n_scalars : 0, n = 0;
         json_object *sc = NULL;
-        if (json_object_object_get_ex(o, "scalars", &sc)) {
+        if (member(m, M_SCALARS, &sc)) {
                 if (!json_object_is_type(sc, json_type_array))
                         return perr(p, AT_TASK(i, "scalars"), "expected an array, got %s", type_name(sc));
                 n = json_object_array_length(sc);
@@ -399,10 +426,10 @@ static int task_scalars(struct plan *p, size_t i, json_object *o, const struct h
 }
 
 /* "blocks" and "lanes": a kernel's only. */
-static int task_placement(struct plan *p, size_t i, json_object *o, const struct hbg_kernel_sig *sg,
+static int task_placement(struct plan *p, size_t i, const struct members *m, const struct hbg_kernel_sig *sg,
                           hbg_task *t) {
         json_object *v;
-        if (json_object_object_get_ex(o, "blocks", &v)) {
+        if (member(m, M_BLOCKS, &v)) {
                 uint64_t b;
                 int err = get_uint(p, v, AT_TASK(i, "blocks"), 4096, &b);
                 if (err < 0)
@@ -413,7 +440,7 @@ static int task_placement(struct plan *p, size_t i, json_object *o, const struct
                         return perr(p, AT_TASK(i, "blocks"), "a dummy task has no blocks");
                 t->blocks = (uint16_t)b;
         }
-        if (json_object_object_get_ex(o, "lanes", &v)) {
+        if (member(m, M_LANES, &v)) {
                 const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
                 if (!s)
                         return perr(p, AT_TASK(i, "lanes"), "expected a string, got %s", type_name(v));
@@ -432,9 +459,9 @@ static int task_placement(struct plan *p, size_t i, json_object *o, const struct
 }
 
 /* "when": the predicate, one element. */
-static int task_when(struct plan *p, size_t i, json_object *o, hbg_task *t) {
+static int task_when(struct plan *p, size_t i, const struct members *m, hbg_task *t) {
         json_object *v;
-        if (!json_object_object_get_ex(o, "when", &v))
+        if (!member(m, M_WHEN, &v))
                 return 0;
         if (!json_object_is_type(v, json_type_string))
                 return perr(p, AT_TASK(i, "when"), "expected a string, got %s", type_name(v));
@@ -446,9 +473,9 @@ static int task_when(struct plan *p, size_t i, json_object *o, hbg_task *t) {
 }
 
 /* "after": names of earlier tasks, as their file indices. */
-static int task_after(struct plan *p, size_t i, json_object *o, hbg_task *t) {
+static int task_after(struct plan *p, size_t i, const struct members *m, hbg_task *t) {
         json_object *v;
-        if (!json_object_object_get_ex(o, "after", &v))
+        if (!member(m, M_AFTER, &v))
                 return 0;
         if (!json_object_is_type(v, json_type_array))
                 return perr(p, AT_TASK(i, "after"), "expected an array, got %s", type_name(v));
@@ -468,23 +495,29 @@ static int task_after(struct plan *p, size_t i, json_object *o, hbg_task *t) {
         return 0;
 }
 
+/*
+ * Build task i of the file into *t. Pass 1 (graph_file_parse) checks and
+ * indexes the names; pass 2 (p->resolved: tensors allocated) builds. The
+ * deps are the file indices of earlier tasks: the caller turns them into
+ * task ids as it adds the tasks.
+ */
 int graph_file_task(struct plan *p, size_t i, hbg_task *t) {
-        static const char *const keys[] = { "name", "kernel", "args", "scalars", "blocks",
-                                            "lanes", "after", "when", NULL };
         json_object *o = json_object_array_get_idx(p->tasks, i);
         if (!json_object_is_type(o, json_type_object))
                 return perr(p, AT_TASK(i, NULL), "expected an object, got %s", type_name(o));
-        int err = task_name(p, i, o);
-        if (err == 0)
-                err = check_keys(p, o, AT_TASK(i, NULL), keys);
+        struct members m;
+        task_members(o, &m);
+        int err = task_name(p, i, &m);
+        if (err == 0 && m.unknown)
+                err = perr(p, AT_TASK(i, NULL), "unknown key \"%s\"", m.unknown);
         if (err < 0)
                 return err;
         *t = (hbg_task){ 0 };
         const struct hbg_kernel_sig *sg = NULL;
         const char *kname = NULL;
-        if ((err = task_kernel(p, i, o, t, &sg, &kname)) < 0 || (err = task_args(p, i, o, sg, kname, t)) < 0 ||
-            (err = task_scalars(p, i, o, sg, kname, t)) < 0 || (err = task_placement(p, i, o, sg, t)) < 0 ||
-            (err = task_when(p, i, o, t)) < 0 || (err = task_after(p, i, o, t)) < 0)
+        if ((err = task_kernel(p, i, &m, t, &sg, &kname)) < 0 || (err = task_args(p, i, &m, sg, kname, t)) < 0 ||
+            (err = task_scalars(p, i, &m, sg, kname, t)) < 0 || (err = task_placement(p, i, &m, sg, t)) < 0 ||
+            (err = task_when(p, i, &m, t)) < 0 || (err = task_after(p, i, &m, t)) < 0)
                 return err;
         return p->resolved ? check_kernel_rules(p, i, sg, t) : 0;
 }
