@@ -826,6 +826,15 @@ static const struct {
         { "bad_arity.json", "$.tasks[0]: kernel add_f32 takes 3 tensor arguments, got 2" },
         { "bad_output.json", "$.outputs[0]: unknown tensor \"q\"" },
         { "bad_key.json", "$.tasks[0]: unknown key \"kernal\"" },
+        { "bad_keys_two.json", "$.tasks[0]: unknown key \"colour\"" },
+        { "bad_type_task.json", "$.tasks[1]: expected an object, got int" },
+        { "bad_type_name.json", "$.tasks[0].name: expected a string, got int" },
+        { "bad_name_twice.json", "$.tasks[1].name: task name \"a\" is used twice" },
+        { "bad_type_scalars.json", "$.tasks[0].scalars: expected an array, got int" },
+        { "bad_blocks.json", "$.tasks[0].blocks: must be 1..4096" },
+        { "bad_lanes.json", "$.tasks[0].lanes: unknown lanes \"wide\"" },
+        { "bad_type_after.json", "$.tasks[1].after: expected an array, got string" },
+        { "bad_null_after.json", "$.tasks[0].after: expected an array, got null" },
 };
 
 START_TEST(run_malformed) {
