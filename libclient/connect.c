@@ -19,6 +19,14 @@
 #include <unistd.h>
 
 #include "libclient/client_private.h"
+#include "libclient/deps.h"
+#include "libclient/errors.h"
+#include "libclient/hangup.h"
+#include "libclient/host.h"
+#include "libclient/kernels.h"
+#include "libclient/replay.h"
+#include "libclient/session.h"
+#include "libclient/workers.h"
 #include "common/sockperm.h"
 #include "proto/wire.h"
 #include "common/clock.h"

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The session's dependency tracking (dep_tracker.c) bound to its client,
- * past the inline calls of client_private.h: ids below the completion
+ * past the inline calls of deps.h: ids below the completion
  * watermark are complete.
  */
 #include <stdlib.h>
 
 #include "libclient/client_private.h"
+#include "libclient/deps.h"
+#include "libclient/session.h"
 
 static bool not_done(void *arg, uint64_t id) {
         return !hbgc_task_done(arg, id);

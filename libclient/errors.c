@@ -7,6 +7,7 @@
 
 #include "common/errtext.h"
 #include "libclient/client_private.h"
+#include "libclient/errors.h"
 
 /* hbg_connect() has no client to keep its message in before it succeeds:
  * a failing connect leaves it here, per thread (hbg_last_error(NULL)). */

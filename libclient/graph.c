@@ -11,6 +11,17 @@
 #include <string.h>
 
 #include "libclient/client_private.h"
+#include "libclient/deps.h"
+#include "libclient/errors.h"
+#include "libclient/graph.h"
+#include "libclient/graph_status.h"
+#include "libclient/hangup.h"
+#include "libclient/host.h"
+#include "libclient/kernels.h"
+#include "libclient/recording.h"
+#include "libclient/session.h"
+#include "libclient/wait.h"
+#include "libclient/workers.h"
 #include "common/clock.h"
 #include "common/kernel_sig.h"
 

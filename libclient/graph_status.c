@@ -11,6 +11,11 @@
 #include <string.h>
 
 #include "libclient/client_private.h"
+#include "libclient/errors.h"
+#include "libclient/graph_status.h"
+#include "libclient/hangup.h"
+#include "libclient/session.h"
+#include "libclient/workers.h"
 #include "proto/wire.h"
 #include "common/kernel_sig.h"
 #include "common/grow.h"

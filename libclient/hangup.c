@@ -31,6 +31,8 @@
 #include <unistd.h>
 
 #include "libclient/client_private.h"
+#include "libclient/hangup.h"
+#include "libclient/session.h"
 
 static void unmap(void *p, size_t n) {
         if (p && p != MAP_FAILED)

@@ -14,6 +14,11 @@
 #include <unistd.h>
 
 #include "libclient/client_private.h"
+#include "libclient/errors.h"
+#include "libclient/graph_status.h"
+#include "libclient/host.h"
+#include "libclient/session.h"
+#include "libclient/workers.h"
 #include "common/clock.h"
 
 int hbgc_host_reserve(hbg_client *c) {

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "libclient/client_private.h"
+#include "libclient/errors.h"
+#include "libclient/kernels.h"
 #include "proto/wire.h"
 
 /* The public enums are the table's values. */

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "libclient/client_private.h"
+#include "libclient/errors.h"
+#include "libclient/recording.h"
 #include "common/grow.h"
 
 int hbgc_rec_begin(hbg_client *c) {

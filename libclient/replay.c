@@ -14,6 +14,14 @@
 #include <unistd.h>
 
 #include "libclient/client_private.h"
+#include "libclient/deps.h"
+#include "libclient/errors.h"
+#include "libclient/graph.h"
+#include "libclient/hangup.h"
+#include "libclient/host.h"
+#include "libclient/recording.h"
+#include "libclient/replay.h"
+#include "libclient/session.h"
 #include "proto/wire.h"
 #include "common/grow.h"
 

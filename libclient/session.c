@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include "libclient/client_private.h"
+#include "libclient/errors.h"
+#include "libclient/hangup.h"
+#include "libclient/session.h"
 #include "proto/wire.h"
 #include "common/clock.h"
 

@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include "libclient/client_private.h"
+#include "libclient/errors.h"
+#include "libclient/hangup.h"
+#include "libclient/session.h"
 #include "common/grow.h"
 
 /* ---------------------------------------------------------------- tensors */

@@ -11,6 +11,10 @@
 #include <sched.h>
 
 #include "libclient/client_private.h"
+#include "libclient/graph_status.h"
+#include "libclient/host.h"
+#include "libclient/session.h"
+#include "libclient/wait.h"
 #include "common/clock.h"
 
 /* ---------------------------------------------------------------- waiting */

@@ -19,6 +19,10 @@
 #include <unistd.h>
 
 #include "libclient/client_private.h"
+#include "libclient/errors.h"
+#include "libclient/host.h"
+#include "libclient/session.h"
+#include "libclient/workers.h"
 #include "common/clock.h"
 #include "common/futex.h"
 
