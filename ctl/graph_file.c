@@ -81,14 +81,20 @@ static const char *type_name(json_object *o) {
         return o ? json_type_to_name(json_object_get_type(o)) : "null";
 }
 
+/* Key k's place in the NULL-terminated list keys (that of the NULL when
+ * it is not there). */
+static size_t key_index(const char *const *keys, const char *k) {
+        size_t i = 0;
+        while (keys[i] && strcmp(keys[i], k) != 0)
+                i++;
+        return i;
+}
+
 /* Keys of object o must be among the NULL-terminated list. */
 static int check_keys(struct plan *p, json_object *o, const struct jpath *at, const char *const *keys) {
         json_object_object_foreach(o, k, v) {
                 (void)v;
-                size_t i = 0;
-                while (keys[i] && strcmp(keys[i], k) != 0)
-                        i++;
-                if (!keys[i])
+                if (!keys[key_index(keys, k)])
                         return perr(p, at, "unknown key \"%s\"", k);
         }
         return 0;
@@ -292,8 +298,8 @@ static int check_kernel_rules(struct plan *p, size_t i, const struct hbg_kernel_
 /* A task object's members, found in one walk over the object rather than
  * a hashed lookup per key (every task is read twice). */
 enum { M_NAME, M_KERNEL, M_ARGS, M_SCALARS, M_BLOCKS, M_LANES, M_AFTER, M_WHEN, M_COUNT };
-static const char *const task_keys[M_COUNT] = { "name", "kernel", "args", "scalars",
-                                                "blocks", "lanes", "after", "when" };
+static const char *const task_keys[M_COUNT + 1] = { "name",  "kernel", "args",  "scalars", "blocks",
+                                                    "lanes", "after",  "when",  NULL };
 struct members {
         unsigned present;        /* a bit per M_: the key is there */
         json_object *v[M_COUNT]; /* its value (NULL: absent, or JSON null) */
@@ -303,9 +309,7 @@ struct members {
 static void task_members(json_object *o, struct members *m) {
         *m = (struct members){ 0 };
         json_object_object_foreach(o, k, v) {
-                unsigned i = 0;
-                while (i < M_COUNT && strcmp(task_keys[i], k) != 0)
-                        i++;
+                size_t i = key_index(task_keys, k);
                 if (i == M_COUNT) {
                         if (!m->unknown)
                                 m->unknown = k;
