@@ -21,9 +21,10 @@
  * at the first doorbell: at once (a 1.6 client sealed the region and rang
  * as it connected), or a while later (hbgd seals the region itself on
  * its slow-work thread, for an older client: OLD_CLIENT, which rings no
- * doorbell at connect). Serving sets `served`, then kicks as a doorbell
- * does, whatever need_wakeup says: clears need_wakeup, bumps the private
- * word and wakes one sleeper (wakeup_ring_served()).
+ * doorbell at connect). Serving sets `served`, then looks at the
+ * client's cursor: if it published, it kicks as a doorbell does, whatever
+ * need_wakeup says: clears need_wakeup, bumps the private word and wakes
+ * one sleeper (wakeup_ring_served()); if not, it leaves need_wakeup set.
  *
  * The hostile client's page: by default another uid's (it never touches
  * the honest client's word); SAME_UID: the honest client's own (a client
@@ -57,7 +58,16 @@
  *   KICK_PAGE     (with SAME_UID) the io thread's kick wakes the page's
  *                 word instead of the private one (the hostile waiter
  *                 takes it, or a requeue moved the sleeper off it);
- *   SERVE_NO_KICK serving sets `served` and wakes nobody;
+ *   SERVE_NO_KICK serving sets `served` and wakes nobody, though the
+ *                 client published;
+ *   SERVE_CLEAR_QUIET serving a ring its client has not published to
+ *                 clears need_wakeup all the same (without a kick): the
+ *                 client's publish then wakes nobody;
+ *   SERVE_LOOK_FIRST (with TRUST_WAKE: a client of another uid, which
+ *                 trusts a wake that woke a thread and never confirms)
+ *                 serving looks at the client's cursor before it sets
+ *                 `served`: a publish after the look wakes a thread that
+ *                 passes the ring over, and nothing kicks it;
  *   SERVE_BUMP_FIRST serving bumps the private word before it sets
  *                 `served` (a thread that read the new word and then
  *                 missed `served` sleeps);
@@ -263,17 +273,18 @@ active proctype client() {
  * thread is idle; clear already, a thread woke since and will see the
  * work (it clears the flag before its visit). KICK_ALWAYS_CHECKED: the
  * kick without that look (the form before it). */
+#ifdef SERVE_LOOK_FIRST
+#define LOOKED served = 1
+#else
+#define LOOKED skip
+#endif
+
 /* wakeup_ring_served(): the doorbell's kick, need_wakeup cleared whatever
  * it was, one sleeper woken. */
-inline serve() {
+inline serve_kick() {
+        need_wakeup = 0;
 #ifndef SERVE_BUMP_FIRST
-        served = 1;
-        need_wakeup = 0;
         priv++;
-#else
-        priv++;
-        served = 1;
-        need_wakeup = 0;
 #endif
 #ifndef SERVE_NO_KICK
         if
@@ -283,6 +294,29 @@ inline serve() {
 #else
         skip
 #endif
+}
+
+/* hbg_engine_ring_serve(): served, then a look at the client's cursor;
+ * if it published, the kick; after a new wake page, the kick whatever it
+ * published (either branch may be taken then); if neither, nothing:
+ * need_wakeup stays set from the ring's start, and the client's publish
+ * wakes a thread. */
+inline serve() {
+#ifdef SERVE_BUMP_FIRST
+        priv++;
+#endif
+#ifndef SERVE_LOOK_FIRST
+        served = 1;
+#endif
+        if
+        :: submitted > taken -> LOOKED; serve_kick()
+        :: true -> LOOKED; serve_kick()         /* a wake page was made */
+        :: submitted <= taken -> LOOKED;
+#ifdef SERVE_CLEAR_QUIET
+                need_wakeup = 0;
+#endif
+                skip
+        fi
 }
 
 active proctype io() {
@@ -299,7 +333,8 @@ end:    do
         :: atomic { sealing && !served -> io_busy = 1 }
                 serve();
                 io_busy = 0
-        /* A doorbell while hbgd seals: the serve's kick covers it. */
+        /* A doorbell while hbgd seals: the serve's look sees the
+         * publish that rang it. */
         :: atomic { doorbells > 0 && sealing && !served -> doorbells-- }
         :: atomic { doorbells > 0 && served -> doorbells--; io_busy = 1 }
 #ifndef KICK_ALWAYS_CHECKED

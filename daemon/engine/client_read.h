@@ -12,7 +12,11 @@
  * hole reads as zeros. Scheduler threads read the region through the
  * mapping, as a kernel does, and only once the ring is served: hbgd
  * serves a session once its region is sealed against punching
- * (hbg_ring_params.serve_later, RUNTIME_LOGIC.md §8).
+ * (hbg_ring_params.serve_later, RUNTIME_LOGIC.md §8). The one read the
+ * io thread makes through the mapping is the serve's own look at the
+ * client's cursors (hbg_engine_ring_serve(), work_external()), after
+ * that seal: no punch can be under way then, and no write(2) into the
+ * memfd (the seal waited for any in flight and refuses new ones).
  *
  * A ring being removed runs its last steps (failing its graphs, telling
  * the client) on the io thread too, in code the scheduler threads share

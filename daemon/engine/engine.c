@@ -338,10 +338,11 @@ void hbg_engine_kernel_times(const struct hbg_engine *e, size_t kernel, struct k
 
 int hbg_engine_wake_page_acquire(struct hbg_engine *e, uid_t uid, int *ret_fd) {
         /* No kick for a page just made: threads parked before it do not
-         * wait on it, and wait on it the next time they park. The ring's
-         * serving kick (at its client's first doorbell) wakes one, and
-         * nothing the page could wake them for comes before that: an
-         * unserved ring is not visited. Waking every parked thread here
+         * wait on it, and wait on it the next time they park. The next
+         * ring served (at its client's first doorbell) wakes one for it
+         * (wake_pages_take_unwaited()), and nothing the page could wake
+         * them for comes before that: an unserved ring is not visited.
+         * Waking every parked thread here
          * cost a connect that made a page a wake-up per thread and their
          * idle spins, on the CPUs the connecting client needs, and let a
          * uid wake them by opening sessions. */

@@ -195,8 +195,9 @@ struct hbg_engine *hbg_engine_free(struct hbg_engine *e);
 int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
                         struct hbg_ring **ret);
 /* Let the scheduler threads visit a ring added with serve_later, and wake
- * them. Once, before hbg_engine_ring_remove(), from the thread that adds
- * and removes rings. */
+ * one if its client published already (RUNTIME_LOGIC §9.3). Once, before
+ * hbg_engine_ring_remove(), from the thread that adds and removes rings,
+ * once the region is sealed (it reads the client's cursors). */
 void hbg_engine_ring_serve(struct hbg_ring *r);
 /*
  * Stop serving a ring, without waiting: no new task starts, every unfinished

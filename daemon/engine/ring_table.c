@@ -17,6 +17,7 @@
 #include "daemon/engine/ring.h"
 #include "daemon/engine/fair_share.h"
 #include "daemon/engine/wakeup.h"
+#include "daemon/engine/work.h"
 
 /* Hazard-pointer acquire (§9.3): publish, then re-check the slot. Both
  * seq_cst: against the remover's "clear slot; read hazards". A ring not
@@ -100,12 +101,27 @@ int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
         return 0;
 }
 
+/*
+ * Served, then the doorbell's kick if the client published already
+ * (§9.3). Nothing published yet (a session just set up, the usual case):
+ * no kick, and need_wakeup stays set from the ring's start, so the
+ * client's first publish wakes a thread. The look (work_external(),
+ * seq_cst loads of the cursors) comes after the flag's seq_cst store: a
+ * publish it misses comes after it, and that client then reads
+ * need_wakeup set and wakes a thread, which finds the ring served, or
+ * reads it clear, which only a thread that saw the ring served did, and
+ * that thread visits it or re-checks it before it parks (§9.3, §9.4). A
+ * kick all the same when a wake page was made since the last serve: the
+ * threads parked before it do not wait on it, and the one woken parks
+ * again on it (speed only: a client's wake that finds nobody rings).
+ */
 void hbg_engine_ring_serve(struct hbg_ring *r) {
         /* seq_cst, before the kick bumps the wake word: a thread whose pass
          * missed it sees the word moved and passes again
          * (ring_table_enter()). */
         atomic_store(&r->served, true);
-        wakeup_ring_served(r);
+        if (wake_pages_take_unwaited(&r->engine->wake_pages) || work_external(r))
+                wakeup_ring_served(r);
 }
 
 uint64_t hbg_engine_ring_memory(const struct hbg_engine *e, const struct hbg_geometry *g) {

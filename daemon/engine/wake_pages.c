@@ -137,6 +137,7 @@ int wake_pages_acquire(struct wake_pages *w, uid_t uid, int *ret_fd) {
                         /* Release: a parking thread that reads the page
                          * (acquire) sees it initialised. */
                         atomic_store_explicit(&s->page, p, memory_order_release);
+                        atomic_store_explicit(&w->unwaited, true, memory_order_relaxed);
                         if (free_slot == used)
                                 atomic_store_explicit(&w->used, used + 1, memory_order_release);
                         handle = (int)free_slot;
@@ -160,6 +161,11 @@ void wake_pages_release(struct wake_pages *w, int handle) {
         if (atomic_fetch_sub_explicit(&s->sessions, 1, memory_order_relaxed) == 1)
                 page_unmake(s);
         pthread_mutex_unlock(&w->lock);
+}
+
+bool wake_pages_take_unwaited(struct wake_pages *w) {
+        return atomic_load_explicit(&w->unwaited, memory_order_relaxed) &&
+               atomic_exchange_explicit(&w->unwaited, false, memory_order_relaxed);
 }
 
 /* Which pages a parking thread waits on is a matter of speed alone: a

@@ -40,6 +40,10 @@ struct wake_pages {
         struct wake_page shared;          /* sessions == 0: always in use */
         struct wake_page own[WAKE_PAGES_OWN];
         _Atomic unsigned used;            /* slots of own[] ever taken (release) */
+        /* A page was made that the threads parked before it do not wait
+         * on: the next ring served wakes one, which parks again on it
+         * (wakeup_ring_served()). A hint for speed only. */
+        _Atomic bool unwaited;
 };
 
 /* The shared page, and whether futex_waitv works (*ret_waits): 0 or -errno. */
@@ -50,6 +54,8 @@ void wake_pages_free(struct wake_pages *w);
  * fails: the shared page stands in when a page cannot be made. */
 int wake_pages_acquire(struct wake_pages *w, uid_t uid, int *ret_fd);
 void wake_pages_release(struct wake_pages *w, int handle);
+/* Whether a page was made since the last call (and no longer). */
+bool wake_pages_take_unwaited(struct wake_pages *w);
 /* The pages in use, as futex_waitv entries from w[0] on (at most
  * WAKE_PAGES_OWN + 1): their count. */
 unsigned wake_pages_waitv(struct wake_pages *w, struct futex_waitv *v);

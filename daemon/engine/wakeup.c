@@ -53,12 +53,13 @@ void hbg_ring_kick(struct hbg_ring *r) {
                 kick(r->engine, r->engine->all_execute ? 1 : INT_MAX);
 }
 
-/* A ring just served (hbg_engine_ring_serve(), after its served flag):
- * the doorbell's kick, whatever need_wakeup says. Doorbells its client
- * rang before were not kicked (the threads passed the ring over), and
- * need_wakeup is still set from the ring's start: clearing it here is
- * the kick's own rule (hbg_ring_kick()). One thread, as for a doorbell:
- * it wakes a peer if it finds more work than it takes. */
+/* A ring just served whose client published already, or after a new
+ * wake page (hbg_engine_ring_serve()): the doorbell's kick, whatever
+ * need_wakeup says. Doorbells its client rang before were not kicked (the
+ * threads passed the ring over), and need_wakeup is still set from the
+ * ring's start: clearing it here is the kick's own rule
+ * (hbg_ring_kick()). One thread, as for a doorbell: it wakes a peer if it
+ * finds more work than it takes. */
 void wakeup_ring_served(struct hbg_ring *r) {
         atomic_store(&r->cpl->need_wakeup, 0);
         kick(r->engine, r->engine->all_execute ? 1 : INT_MAX);

@@ -1491,6 +1491,95 @@ START_TEST(spare_rings_make_room) {
 }
 END_TEST
 
+/*
+ * A session set up wakes no scheduler thread when its client has not
+ * published yet and its uid's wake page exists already (RUNTIME_LOGIC
+ * §9.3): the threads' wake-ups stay where they were through several
+ * connects of the same uid, and each session's first graph still runs
+ * (its publish wakes a thread). Before, every serve woke one thread,
+ * which found nothing and spun and parked again: about 20 us of
+ * scheduler CPU per connect (docs/PERFORMANCE.md).
+ */
+static void thread_wakes(struct hbgd_proc *d, int fd, uint64_t *ret_wakeups, bool *ret_parked) {
+        Hbg__Envelope *r = status_of(d, fd, HBG__STATUS_KIND__STATUS_THREADS);
+        *ret_wakeups = 0;
+        *ret_parked = true;
+        for (size_t i = 0; i < r->status_reply->n_threads; i++) {
+                const Hbg__ThreadStatus *t = r->status_reply->threads[i];
+                *ret_wakeups += t->wakeups;
+                *ret_parked = *ret_parked && t->parks == t->wakeups + 1;
+        }
+        wire_free(r);
+}
+
+/* Wait until all `want` sessions are served (the doorbell each rang at
+ * its connect read). */
+static void wait_served(struct hbgd_proc *d, int fd, size_t want) {
+        long long deadline = daemon_now_ms() + IO_MS;
+        for (;;) {
+                Hbg__Envelope *r = status_of(d, fd, HBG__STATUS_KIND__STATUS_SESSIONS);
+                size_t served = 0;
+                for (size_t i = 0; i < r->status_reply->n_sessions; i++)
+                        served += strcmp(r->status_reply->sessions[i]->serving, "served") == 0;
+                wire_free(r);
+                if (served >= want)
+                        return;
+                D_ASSERT(d, daemon_now_ms() < deadline, "%zu of %zu sessions served", served, want);
+                sleep_us(1000);
+        }
+}
+
+START_TEST(idle_connect_wakes_nobody) {
+        enum { SESSIONS = 4, SETTLE_MS = 200 };
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int mon = raw_connect(d->socket_path);
+        raw_hello(mon);
+        /* The uid's first session makes its page: its serve wakes a
+         * thread, which parks again on it. Once it is served, wait until
+         * every thread is parked and the count stays for a while. */
+        hbg_client *first = NULL;
+        int err = hbg_connect(&first, d->socket_path);
+        D_ASSERT(d, err == 0, "connect: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        wait_served(d, mon, 1);
+        uint64_t w0 = UINT64_MAX, w;
+        bool parked = false;
+        long long deadline = daemon_now_ms() + IO_MS;
+        for (;;) {
+                sleep_us(SETTLE_MS * 1000L);
+                thread_wakes(d, mon, &w, &parked);
+                if (parked && w == w0)
+                        break;
+                w0 = w;
+                D_ASSERT(d, daemon_now_ms() < deadline, "the threads did not settle: wake-ups %" PRIu64 ", all "
+                         "parked: %d", w, parked);
+        }
+        hbg_client *c[SESSIONS];
+        for (int i = 0; i < SESSIONS; i++) {
+                err = hbg_connect(&c[i], d->socket_path);
+                D_ASSERT(d, err == 0, "connect %d: %s [%s]", i, hbg_strerror(err), hbg_last_error(NULL));
+        }
+        /* Then a while for a thread that was woken to show it. */
+        wait_served(d, mon, SESSIONS + 1);
+        sleep_us(SETTLE_MS * 1000L);
+        thread_wakes(d, mon, &w, &parked);
+        fprintf(stderr, "idle_connect_wakes_nobody (%s): %d sessions set up, the threads woke %" PRIu64
+                " times\n", mode_name(_i), SESSIONS, w - w0);
+        D_ASSERT(d, w == w0 && parked, "%d idle sessions set up woke the scheduler threads %" PRIu64 " times "
+                 "(all parked: %d)", SESSIONS, w - w0, parked);
+        for (int i = 0; i < SESSIONS; i++) {
+                struct workload wl;
+                ck_assert_msg(wl_init(&wl, c[i], 2) == 0, "%s", wl.msg);
+                ck_assert_msg(wl_run(&wl, 1, -1) == 1, "session %d's first graph: %s", i, wl.msg);
+                hbg_disconnect(c[i]);
+        }
+        thread_wakes(d, mon, &w, &parked);
+        D_ASSERT(d, w > w0, "the sessions' graphs ran, yet no thread woke");
+        hbg_disconnect(first);
+        close(mon);
+        stop_hbgd(d);
+}
+END_TEST
+
 /* ------------------------------------------------------------ suite */
 
 static Suite *suite(void) {
@@ -1509,7 +1598,7 @@ static Suite *suite(void) {
                 { "sigterm", { sigterm_in_flight } },
                 { "spin", { spin_moves_keep_affinity } },
                 { "spares", { spare_rings_status, spare_rings_make_room } },
-                { "reconnect", { reconnect_at_once } },
+                { "reconnect", { reconnect_at_once, idle_connect_wakes_nobody } },
                 { "tick", { idle_sessions_tick_slowly, stopped_ring_closed_at_once } },
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -102,6 +102,9 @@ cat >"$tmp/plan" <<EOF
 2|wake-unserved-same-uid|wake|pass|-DUNSERVED -DNG=1 -DSAME_UID||-O2 -DCOLLAPSE $safety
 1|wake-old-client|wake|pass|-DOLD_CLIENT -DNG=1||-O2 -DCOLLAPSE $safety
 2|wake-serve-no-kick|wake|$lost|-DUNSERVED -DNG=1 -DSERVE_NO_KICK||-O0 $safety
+1|wake-serve-clear-quiet|wake|$lost|-DUNSERVED -DNG=1 -DSERVE_CLEAR_QUIET||-O0 $safety
+2|wake-unserved-trusting|wake|pass|-DUNSERVED -DNG=1 -DTRUST_WAKE||-O2 -DCOLLAPSE $safety
+1|wake-serve-look-first|wake|$lost|-DUNSERVED -DNG=1 -DTRUST_WAKE -DSERVE_LOOK_FIRST||-O0 $safety
 1|wake-serve-bump-first|wake|$lost|-DUNSERVED -DNG=1 -DSERVE_BUMP_FIRST||-O0 $safety
 2|wake-clear-unserved|wake|$lost|-DOLD_CLIENT -DNG=1 -DCLEAR_UNSERVED||-O0 $safety
 1|wake-peer|wake|pass|-DPEER -DNG=1||-O2 -DCOLLAPSE $safety
