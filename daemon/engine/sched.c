@@ -228,9 +228,12 @@ static void spin_slot_drop(struct sched_thread *t) {
 #define YIELDS_TAKEN_WINDOW_NS 1000000
 /* Moves at most this often per thread; a move soon after the last one
  * (the balancer or the producer undid it) doubles the gap, up to the
- * most; a quiet spell resets it. */
+ * most; a quiet spell resets it. The most is short: a producer and the
+ * thread answering it, put on one CPU again, take turns there until the
+ * next move (each answer then about 1.7 us instead of 1.0), and a move
+ * costs two system calls (docs/PERFORMANCE.md). */
 #define MOVE_GAP_MIN_NS 1000000
-#define MOVE_GAP_MAX_NS 128000000
+#define MOVE_GAP_MAX_NS 4000000
 
 /*
  * Move this thread off the CPU it is on, to any other it may run on:
