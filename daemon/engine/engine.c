@@ -342,10 +342,10 @@ int hbg_engine_wake_page_acquire(struct hbg_engine *e, uid_t uid, int *ret_fd) {
          * ring served (at its client's first doorbell) wakes one for it
          * (wake_pages_take_unwaited()), and nothing the page could wake
          * them for comes before that: an unserved ring is not visited.
-         * Waking every parked thread here
-         * cost a connect that made a page a wake-up per thread and their
-         * idle spins, on the CPUs the connecting client needs, and let a
-         * uid wake them by opening sessions. */
+         * Waking every parked thread here cost a connect that made a page
+         * a wake-up per thread and their idle spins, on the CPUs the
+         * connecting client needs, and let a uid wake them by opening
+         * sessions. */
         return wake_pages_acquire(&e->wake_pages, uid, ret_fd);
 }
 

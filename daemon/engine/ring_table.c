@@ -116,9 +116,9 @@ int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
  * again on it (speed only: a client's wake that finds nobody rings).
  */
 void hbg_engine_ring_serve(struct hbg_ring *r) {
-        /* seq_cst, before the kick bumps the wake word: a thread whose pass
-         * missed it sees the word moved and passes again
-         * (ring_table_enter()). */
+        /* seq_cst, before the look and before the kick bumps the wake
+         * word: a thread whose pass missed it sees the word moved and
+         * passes again (ring_table_enter()). */
         atomic_store(&r->served, true);
         if (wake_pages_take_unwaited(&r->engine->wake_pages) || work_external(r))
                 wakeup_ring_served(r);
