@@ -995,6 +995,19 @@ void thread_counts(struct hbgd_proc *d, int fd, uint64_t *classified, uint64_t *
         wire_free(r);
 }
 
+void thread_wakes(struct hbgd_proc *d, int fd, uint64_t *wakeups, uint64_t *spurious, bool *all_parked) {
+        Hbg__Envelope *r = status_of(d, fd, HBG__STATUS_KIND__STATUS_THREADS);
+        *wakeups = *spurious = 0;
+        *all_parked = true;
+        for (size_t i = 0; i < r->status_reply->n_threads; i++) {
+                const Hbg__ThreadStatus *t = r->status_reply->threads[i];
+                *wakeups += t->wakeups;
+                *spurious += t->spurious_wakeups;
+                *all_parked = *all_parked && t->parks == t->wakeups + 1;
+        }
+        wire_free(r);
+}
+
 /* The kernels of pid's session are running: its tasks were classified,
  * none completed (failed validation counts as completed) and none failed. */
 void assert_running(struct hbgd_proc *d, int fd, pid_t pid, const char *what) {

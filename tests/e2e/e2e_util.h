@@ -264,6 +264,10 @@ Hbg__Envelope *status_of(struct hbgd_proc *d, int fd, Hbg__StatusKind kind);
 uint64_t memory_charged_now(struct hbgd_proc *d, int fd);
 /* Sums of the scheduler threads' counters (STATUS_THREADS on fd). */
 void thread_counts(struct hbgd_proc *d, int fd, uint64_t *classified, uint64_t *dispatched);
+/* The scheduler threads' wake-ups and spurious wake-ups summed, and
+ * whether every thread is parked now (each one's parks = its wake-ups +
+ * 1) (STATUS_THREADS on fd). */
+void thread_wakes(struct hbgd_proc *d, int fd, uint64_t *wakeups, uint64_t *spurious, bool *all_parked);
 /* Poll until the scheduler threads classified at least n tasks. */
 void wait_classified(struct hbgd_proc *d, int fd, uint64_t n, const char *what);
 /* The kernels of pid's session are running: none of its tasks completed

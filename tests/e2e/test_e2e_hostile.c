@@ -1599,13 +1599,8 @@ static int wake_attack_fn(int sock, void *arg) {
 
 /* The threads' wake-ups and spurious wake-ups, summed. */
 static void wake_counts(struct hbgd_proc *d, int fd, uint64_t *wakeups, uint64_t *spurious) {
-        Hbg__Envelope *r = status_of(d, fd, HBG__STATUS_KIND__STATUS_THREADS);
-        *wakeups = *spurious = 0;
-        for (size_t i = 0; i < r->status_reply->n_threads; i++) {
-                *wakeups += r->status_reply->threads[i]->wakeups;
-                *spurious += r->status_reply->threads[i]->spurious_wakeups;
-        }
-        wire_free(r);
+        bool parked;
+        thread_wakes(d, fd, wakeups, spurious, &parked);
 }
 
 /* Until a thread has woken since the threads' wake-ups summed to `since`
@@ -1614,15 +1609,9 @@ static void wake_counts(struct hbgd_proc *d, int fd, uint64_t *wakeups, uint64_t
 static void wait_parked_since(struct hbgd_proc *d, int fd, uint64_t since, const char *what) {
         long long deadline = daemon_now_ms() + IO_MS;
         for (;;) {
-                Hbg__Envelope *r = status_of(d, fd, HBG__STATUS_KIND__STATUS_THREADS);
-                uint64_t wakeups = 0;
-                bool parked = true;
-                for (size_t i = 0; i < r->status_reply->n_threads; i++) {
-                        const Hbg__ThreadStatus *t = r->status_reply->threads[i];
-                        wakeups += t->wakeups;
-                        parked &= t->parks == t->wakeups + 1;
-                }
-                wire_free(r);
+                uint64_t wakeups, spurious;
+                bool parked;
+                thread_wakes(d, fd, &wakeups, &spurious, &parked);
                 if (wakeups > since && parked)
                         return;
                 D_ASSERT(d, daemon_now_ms() < deadline, "%s: no thread woke and parked again (wake-ups %" PRIu64
