@@ -188,6 +188,43 @@ static bool visit_ring(struct sched_thread *t, struct hbg_ring *r, bool check_st
         return work;
 }
 
+/* A pass over many rings looks at the ring this thread last answered and
+ * left drained every ANSWERED_LOOK_EVERY rings: a client waiting for an
+ * answer, then sending its next request, would otherwise wait for the
+ * pass over every other session, idle ones included (§9.4). Fair share
+ * is not touched: it rules every kernel start, whatever the visits. */
+#define ANSWERED_LOOK_EVERY 4
+
+/* After a visit of r (ring idx) that did work: r is the answered ring if
+ * the visit left it drained; one that still has work gets ordinary turns. */
+static void note_answered(struct sched_thread *t, struct hbg_ring *r, unsigned idx) {
+        if (work_none(r)) {
+                t->answered_ring = idx + 1;
+                t->answered = r;
+        } else if (t->answered_ring == idx + 1) {
+                t->answered_ring = 0;
+        }
+}
+
+/* The look at the answered ring within a pass of `high` rings: its new
+ * request, if any, now. That ring gone from its index (removed, or
+ * another in its place: only the pointers are compared) ends the looks. */
+static bool visit_answered(struct sched_thread *t, unsigned high) {
+        unsigned idx = t->answered_ring - 1;
+        struct hbg_ring *r = idx < high ? ring_table_enter(t, idx) : NULL;
+        if (r != t->answered) {
+                if (r)
+                        ring_table_leave(t);
+                t->answered_ring = 0;
+                return false;
+        }
+        bool work = visit_ring(t, r, false);
+        if (work)
+                note_answered(t, r, idx);
+        ring_table_leave(t);
+        return work;
+}
+
 static void engine_sleep_ms(long ms) {
         struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
         while (nanosleep(&ts, &ts) < 0)
@@ -351,11 +388,17 @@ void *sched_thread_main(void *arg) {
                         t->last_stall_check_ms = now_ms;
 
                 for (unsigned n = 0; n < high; n++) {
-                        struct hbg_ring *r = ring_table_enter(t, (t->ring_cursor + n) % high);
-                        if (!r)
-                                continue;
-                        work |= visit_ring(t, r, check_stall);
-                        ring_table_leave(t);
+                        unsigned idx = (t->ring_cursor + n) % high;
+                        struct hbg_ring *r = ring_table_enter(t, idx);
+                        if (r) {
+                                bool did = visit_ring(t, r, check_stall);
+                                if (did)
+                                        note_answered(t, r, idx);
+                                work |= did;
+                                ring_table_leave(t);
+                        }
+                        if (t->answered_ring && high > ANSWERED_LOOK_EVERY && n % ANSWERED_LOOK_EVERY == 0)
+                                work |= visit_answered(t, high);
                 }
                 t->ring_cursor++;
                 if (t->woken_directly) {
@@ -408,6 +451,7 @@ void *sched_thread_main(void *arg) {
                 }
                 spin_slot_drop(t);
                 park(t);
+                t->answered_ring = 0; /* a spin's end: that client went quiet */
                 t->now_ms = clock_now_ms();
                 t->yields_taken = 0; /* a run of taken yields is one spin's */
                 idle_since = 0;
