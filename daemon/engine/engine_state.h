@@ -47,6 +47,7 @@ struct hbg_engine {
         pthread_mutex_t rings_lock;       /* add/remove/collect only */
         bool rings_lock_ready;
         struct hbg_ring *removed;         /* removed, not freed yet (rings_lock) */
+        uint64_t rings_added;             /* rings ever added: their serials (rings_lock) */
         /* The graph metrics of freed rings, folded in (rings_lock). */
         uint64_t freed_graphs_noticed;
         struct hbg_histogram freed_graph_latency;

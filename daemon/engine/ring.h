@@ -74,6 +74,7 @@ struct hbg_ring {
         char name[64];
         struct hbg_log_fields log_fields; /* hbg_ring_params.log_fields */
         unsigned index;                   /* slot in engine->rings */
+        uint64_t serial;                  /* 1, 2, ... in the order added: never reused */
         void (*released)(void *userdata); /* hbg_ring_params.released */
         void *released_userdata;
         struct hbg_ring *next_removed;    /* engine->removed list (rings_lock) */

@@ -91,6 +91,7 @@ int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
                 return err;
         }
         r->index = idx;
+        r->serial = ++e->rings_added;
         atomic_store(&e->rings[idx], r);
         atomic_fetch_add(&e->ring_count, 1);
         if (atomic_load(&e->rings_high) <= idx)

@@ -188,39 +188,40 @@ static bool visit_ring(struct sched_thread *t, struct hbg_ring *r, bool check_st
         return work;
 }
 
-/* A pass over many rings looks at the ring this thread last answered and
- * left drained every ANSWERED_LOOK_EVERY rings: a client waiting for an
- * answer, then sending its next request, would otherwise wait for the
- * pass over every other session, idle ones included (§9.4). Fair share
- * is not touched: it rules every kernel start, whatever the visits. */
+/* A pass over many ring slots looks at the ring this thread last
+ * answered and left drained every ANSWERED_LOOK_EVERY visits: a client
+ * waiting for an answer, then sending its next request, would otherwise
+ * wait for the pass over every other session, idle ones included (§9.4).
+ * Between users, fair share's turns still rule every kernel start. */
 #define ANSWERED_LOOK_EVERY 4
 
-/* After a visit of r (ring idx) that did work: r is the answered ring if
- * the visit left it drained; one that still has work gets ordinary turns. */
-static void note_answered(struct sched_thread *t, struct hbg_ring *r, unsigned idx) {
-        if (work_none(r)) {
+/* After a visit of r (ring idx) that did work (`did`), or any visit of
+ * the answered ring's slot: r is the answered ring if the visit did work
+ * and left it drained; that ring left with work, or another ring in its
+ * slot, ends the looks. */
+static void note_answered(struct sched_thread *t, struct hbg_ring *r, unsigned idx, bool did) {
+        bool drained = work_none(r);
+        if (did && drained) {
                 t->answered_ring = idx + 1;
-                t->answered = r;
-        } else if (t->answered_ring == idx + 1) {
+                t->answered_serial = r->serial;
+        } else if (t->answered_ring == idx + 1 && (!drained || r->serial != t->answered_serial)) {
                 t->answered_ring = 0;
         }
 }
 
-/* The look at the answered ring within a pass of `high` rings: its new
- * request, if any, now. That ring gone from its index (removed, or
- * another in its place: only the pointers are compared) ends the looks. */
+/* The look at the answered ring within a pass of `high` slots: its new
+ * request, if any, now. */
 static bool visit_answered(struct sched_thread *t, unsigned high) {
         unsigned idx = t->answered_ring - 1;
         struct hbg_ring *r = idx < high ? ring_table_enter(t, idx) : NULL;
-        if (r != t->answered) {
+        if (!r || r->serial != t->answered_serial) {
                 if (r)
                         ring_table_leave(t);
-                t->answered_ring = 0;
+                t->answered_ring = 0; /* removed, or another ring in its slot */
                 return false;
         }
         bool work = visit_ring(t, r, false);
-        if (work)
-                note_answered(t, r, idx);
+        note_answered(t, r, idx, work);
         ring_table_leave(t);
         return work;
 }
@@ -392,8 +393,8 @@ void *sched_thread_main(void *arg) {
                         struct hbg_ring *r = ring_table_enter(t, idx);
                         if (r) {
                                 bool did = visit_ring(t, r, check_stall);
-                                if (did)
-                                        note_answered(t, r, idx);
+                                if (did || idx + 1 == t->answered_ring)
+                                        note_answered(t, r, idx, did);
                                 work |= did;
                                 ring_table_leave(t);
                         }
@@ -451,7 +452,7 @@ void *sched_thread_main(void *arg) {
                 }
                 spin_slot_drop(t);
                 park(t);
-                t->answered_ring = 0; /* a spin's end: that client went quiet */
+                t->answered_ring = 0; /* a park ends the looks */
                 t->now_ms = clock_now_ms();
                 t->yields_taken = 0; /* a run of taken yields is one spin's */
                 idle_since = 0;

@@ -59,11 +59,11 @@ struct sched_thread {
         /* Completer counters of removed rings, folded in. */
         struct hbg_completer_stats retired_completer;
         unsigned ring_cursor;
-        /* The ring this thread last answered and left drained, index + 1
-         * (0: none), and which ring it was (compared, never followed):
+        /* The ring this thread last answered and left drained: its slot
+         * + 1 (0: none) and its serial (another ring may take the slot):
          * looked at often within a pass (sched.c). */
         unsigned answered_ring;
-        struct hbg_ring *answered;
+        uint64_t answered_serial;
         /* Fair share (§9.5), this thread's turn: the share slot it served
          * last and the kernels of that turn it may still start. */
         unsigned serving;
