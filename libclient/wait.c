@@ -47,6 +47,14 @@
  * next one spin SPIN_NS only: a producer of long graphs gives up at most
  * one long spin in a row (docs/PERFORMANCE.md). */
 #define SPIN_LONG_NS 100000
+/* hbgd sets answer_moving while the thread that answered this ring last
+ * moves to another CPU (RUNTIME_LOGIC §9.4): tens to hundreds of us
+ * when that CPU was idle. A wait that sleeps meanwhile is woken by the
+ * moved thread, and the kernel puts it on that thread's new CPU: the move
+ * undone. So a wait spins on while it sees the flag and SPIN_LONG_NS
+ * after, up to SPIN_MOVING_NS from its start (a flag left set by a ring
+ * torn down mid-move costs a wait no more). */
+#define SPIN_MOVING_NS 1000000
 #define YIELD_NS 2000000       /* then sched_yield() (watermark waits) */
 #define POLL_CAP_MS_WATERMARK 1
 #define POLL_CAP_MS_EVENTFUL 100
@@ -63,6 +71,7 @@ void hbgc_wait_begin(hbg_client *c, struct hbgc_wait *w, int timeout_ms, bool ev
         w->pipe_armed = false;
         w->eventful = eventful;
         w->spin_ns = c->spin_long ? SPIN_LONG_NS : SPIN_NS;
+        w->moving_seen_ns = 0;
 }
 
 void hbgc_wait_end(struct hbgc_wait *w) {
@@ -104,7 +113,11 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
          * no more (§9.4); and every step past the spin may sleep. */
         if (elapsed >= SPIN_NS)
                 hbgc_ring_confirm(c, 0);
-        if (elapsed < w->spin_ns) {
+        /* Relaxed: a hint; missed, the wait sleeps as it would have. */
+        if (atomic_load_explicit(&c->ch->answer_moving, memory_order_relaxed))
+                w->moving_seen_ns = now;
+        bool moving = w->moving_seen_ns && now - w->moving_seen_ns < SPIN_LONG_NS && elapsed < SPIN_MOVING_NS;
+        if (elapsed < w->spin_ns || moving) {
                 if (w->pure && elapsed < SPIN_PURE_NS) {
                         for (unsigned i = 0; i < 64; i++)
                                 cpu_relax();

@@ -20,6 +20,7 @@ struct hbgc_wait {
         bool pure;                 /* spins without yielding first (wait.c) */
         bool pipe_armed;           /* HBG_PIPE_WAITING set for the next poll */
         int64_t spin_ns;           /* the spin before any sleep (wait.c) */
+        int64_t moving_seen_ns;    /* last saw answer_moving set (0: never) */
 };
 void hbgc_wait_begin(hbg_client *c, struct hbgc_wait *w, int timeout_ms, bool eventful);
 /* A wait's end, on every path out of its scope (HBGC_WAIT): a request

@@ -303,7 +303,12 @@ struct hbg_cpl_header {
         /* line 3: non-zero while the schedulers are parked; the client rings
          * the doorbell eventfd only then (io_uring SQPOLL's NEED_WAKEUP). */
         alignas(HBG_CACHE_LINE) _Atomic uint32_t need_wakeup;
-        uint8_t pad3[HBG_CACHE_LINE - sizeof(uint32_t)];
+        /* Non-zero while the scheduler thread that answered this ring
+         * last moves to another CPU (RUNTIME_LOGIC §9.4): the client's
+         * wait spins through the move instead of sleeping. A hint; zero
+         * at creation, and clients before it took it for padding. */
+        _Atomic uint32_t answer_moving;
+        uint8_t pad3[HBG_CACHE_LINE - 2 * sizeof(uint32_t)];
 
         /* line 4: the session's error latch: first error wins. */
         alignas(HBG_CACHE_LINE) _Atomic int32_t error_code;

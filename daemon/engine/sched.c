@@ -295,6 +295,24 @@ static bool move_off_cpu(void) {
         return true;
 }
 
+/* Tell the client this thread answered last that its answer comes from
+ * a thread on the move (or no longer): a move onto an idle vCPU takes
+ * 50-250 us here, and a wait that slept meanwhile is woken by the moved
+ * thread onto that thread's new CPU, undoing the move (§9.4). */
+static void answered_moving(struct sched_thread *t, uint32_t moving) {
+        if (!t->answered_ring)
+                return;
+        unsigned idx = t->answered_ring - 1;
+        unsigned high = atomic_load_explicit(&t->engine->rings_high, memory_order_acquire);
+        struct hbg_ring *r = idx < high ? ring_table_enter(t, idx) : NULL;
+        if (!r)
+                return;
+        /* Relaxed: a hint that only lengthens the client's own spin. */
+        if (r->serial == t->answered_serial)
+                atomic_store_explicit(&r->cpl->answer_moving, moving, memory_order_relaxed);
+        ring_table_leave(t);
+}
+
 /* This thread's involuntary context switches so far, -1 if unknown. A
  * yield that let another task run here counts one; a yield with nothing
  * else runnable, or one that took long because the host ran something
@@ -353,8 +371,10 @@ static void spin_yield(struct sched_thread *t, int64_t before_ns) {
         else
                 t->move_gap_ns = MOVE_GAP_MIN_NS;
         t->moved_ns = after;
+        answered_moving(t, 1);
         if (move_off_cpu())
                 stat_add(&t->stats.moves, 1);
+        answered_moving(t, 0);
 }
 
 void *sched_thread_main(void *arg) {

@@ -1092,8 +1092,11 @@ static uint64_t cpu_moves(struct hbgd_proc *d) {
         return moves;
 }
 
-/* n 1-task graphs back to back. */
-static void busy_graphs(struct hbgd_proc *d, hbg_client *c, unsigned n, const char *what) {
+/* n 1-task graphs back to back; the graphs after which the session's
+ * answer_moving (ch, when not NULL) was seen set. */
+static unsigned busy_graphs(struct hbgd_proc *d, hbg_client *c, unsigned n, const char *what,
+                            const struct hbg_cpl_header *ch) {
+        unsigned moving = 0;
         for (unsigned i = 0; i < n; i++) {
                 hbg_task t = HBG_TASK_INIT("noop");
                 uint64_t g;
@@ -1101,7 +1104,10 @@ static void busy_graphs(struct hbgd_proc *d, hbg_client *c, unsigned n, const ch
                 err = err ? err : hbg_graph_submit(c, &g);
                 err = err ? err : hbg_graph_wait(c, g, 10000);
                 D_ASSERT(d, err == 0, "%s graph %u: %s", what, i, hbg_strerror(err));
+                if (ch && atomic_load_explicit(&ch->answer_moving, memory_order_relaxed))
+                        moving++;
         }
+        return moving;
 }
 
 /*
@@ -1115,8 +1121,11 @@ static void busy_graphs(struct hbgd_proc *d, hbg_client *c, unsigned n, const ch
  * thread first (the threads spread before any shares the producer's
  * CPU), and a round sees few moves: 0-5 in most, none in about one round
  * of four, in streaks, on a loaded 2-CPU machine. A move must be seen in
- * one of ten rounds (a round takes well under a second). _i: the io
- * backend, then (N_MODES) moves turned off.
+ * one of ten rounds (a round takes well under a second). A thread that
+ * moves marks the session it answered (answer_moving in its completion
+ * region, read here through this process's own mapping) for the move's
+ * length only: clear once the threads settled, and never set with moves
+ * off. _i: the io backend, then (N_MODES) moves turned off.
  */
 START_TEST(spin_moves_keep_affinity) {
         bool off = _i >= N_MODES;
@@ -1140,20 +1149,29 @@ START_TEST(spin_moves_keep_affinity) {
         hbg_client *c = NULL;
         int err = hbg_connect(&c, d->socket_path);
         D_ASSERT(d, err == 0, "hbg_connect: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        uint64_t session = 0, size = 0;
+        const struct hbg_cpl_header *ch = find_session_mapping("cpl", &session, &size);
+        D_ASSERT(d, ch && size >= sizeof(*ch), "the session's completion region is not in /proc/self/maps");
         uint64_t moves = 0;
         char why[160];
         for (unsigned round = 0; round < (off ? 1u : 10u) && moves == 0; round++) {
                 D_ASSERT(d, pin_threads(d->pid, &cpu0) == 0, "pinning hbgd to CPU 0");
                 ck_assert_int_eq(sched_setaffinity(0, sizeof(cpu0), &cpu0), 0);
-                busy_graphs(d, c, 200, "warm-up"); /* every thread runs on CPU 0 once */
+                busy_graphs(d, c, 200, "warm-up", NULL); /* every thread runs on CPU 0 once */
                 uint64_t before = cpu_moves(d);
                 D_ASSERT(d, pin_threads(d->pid, &both) == 0, "giving hbgd CPUs 0 and 1");
-                busy_graphs(d, c, 20000, "busy");
+                unsigned marked = busy_graphs(d, c, 20000, "busy", ch);
                 ck_assert_int_eq(sched_setaffinity(0, sizeof(mine), &mine), 0);
                 D_ASSERT(d, threads_settle_on(d->pid, &both, why, sizeof(why)), "after the moves: %s", why);
                 moves = cpu_moves(d) - before;
                 fprintf(stderr, "spin_moves_keep_affinity (%s%s): round %u: %" PRIu64 " moves off the producer's "
-                        "CPU\n", mode_name(mode), off ? ", move_off_shared_cpu = 0" : "", round, moves);
+                        "CPU, answer_moving seen after %u graphs\n", mode_name(mode),
+                        off ? ", move_off_shared_cpu = 0" : "", round, moves, marked);
+                D_ASSERT(d, atomic_load_explicit(&ch->answer_moving, memory_order_relaxed) == 0,
+                         "answer_moving still set after the threads settled (round %u, %" PRIu64 " moves)", round,
+                         moves);
+                if (off)
+                        D_ASSERT(d, marked == 0, "move_off_shared_cpu = 0, yet answer_moving was set");
         }
         if (off)
                 D_ASSERT(d, moves == 0, "move_off_shared_cpu = 0, yet %" PRIu64 " moves", moves);
