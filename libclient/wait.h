@@ -6,7 +6,8 @@
 
 /* Waiting: a loop of "check the condition; hbgc_wait_step()". Each step
  * publishes pending tasks and runs ready host tasks, then spins (first
- * ~20 us, or up to 100 us after a short wait), then either yields
+ * ~20 us, or up to 100 us after a short wait, or up to 1 ms while hbgd
+ * says its answering thread is moving), then either yields
  * (tensor waits: hbgd does not signal watermark moves) or poll()s the
  * completion pipe and the socket (graph waits; window waits, which ask
  * hbgd for the signal, §2.1). */

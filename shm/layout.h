@@ -13,10 +13,15 @@
  *   - every offset the other side depends on is pinned by _Static_assert, so
  *     an accidental change breaks the build instead of the protocol; a
  *     deliberate change bumps HBG_LAYOUT_VERSION (both sides refuse any
- *     other), except a client-written hint put in submission-header
- *     padding, which hbgd never checks: an older hbgd does not read it
- *     and an older client leaves it zero, so neither does anything
- *     differently (ext_looking, ext_look_until_ns).
+ *     other), except a hint put in header padding that the other side
+ *     checks only at connect, if at all: a client-written one in the
+ *     submission header, which hbgd never checks (ext_looking,
+ *     ext_look_until_ns), and an hbgd-written one in the completion
+ *     header, zero until hbgd serves the session, after the client's
+ *     connect-time check (answer_moving). An older reader never reads it
+ *     and an older writer leaves it zero, so neither side does anything
+ *     differently. Such a hint may share a polled word's line: it is
+ *     written rarely (answer_moving: at a thread's move).
  * The protocol that moves data through these structs is docs/RUNTIME_LOGIC.md.
  */
 #pragma once
@@ -303,10 +308,11 @@ struct hbg_cpl_header {
         /* line 3: non-zero while the schedulers are parked; the client rings
          * the doorbell eventfd only then (io_uring SQPOLL's NEED_WAKEUP). */
         alignas(HBG_CACHE_LINE) _Atomic uint32_t need_wakeup;
-        /* Non-zero while the scheduler thread that answered this ring
-         * last moves to another CPU (RUNTIME_LOGIC §9.4): the client's
-         * wait spins through the move instead of sleeping. A hint; zero
-         * at creation, and clients before it took it for padding. */
+        /* Non-zero while a scheduler thread whose last answer was to
+         * this ring moves to another CPU (RUNTIME_LOGIC §9.4): the
+         * client's wait spins through the move instead of sleeping. A
+         * hint (see the rules above); clients before it took it for
+         * padding. */
         _Atomic uint32_t answer_moving;
         uint8_t pad3[HBG_CACHE_LINE - 2 * sizeof(uint32_t)];
 
