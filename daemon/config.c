@@ -24,6 +24,8 @@ void hbgd_config_default(struct hbgd_config *ret) {
         hbg_engine_config_default(&ret->engine);
         geometry_request_default(&ret->session_default);
         ret->spare_rings = 1;
+        ret->spare_rings_burst = 8;
+        ret->spare_rings_burst_s = 60;
         ret->max_task_window = UINT64_C(1) << 20;
         ret->max_recorded_tasks = UINT64_C(1) << 16;
         ret->max_heap_size = UINT64_C(1) << 30;
@@ -96,6 +98,8 @@ static const struct key keys[] = {
         NUM("session", "mailbox_entries", session_default.mailbox_entries, 0, HBG_MAILBOX_MAX),
         NUM("session", "graph_table_entries", session_default.graph_table_entries, 0, HBG_GRAPH_TABLE_MAX),
         NUM("session", "spare_rings", spare_rings, 0, HBG_ENGINE_MAX_SPARE_RINGS),
+        NUM("session", "spare_rings_burst", spare_rings_burst, 0, HBG_ENGINE_MAX_SPARE_RINGS),
+        NUM("session", "spare_rings_burst_s", spare_rings_burst_s, 1, 86400),
         NUM("limits", "max_connections", limits.max_connections, 1, 1000000),
         NUM("limits", "max_connections_per_uid", limits.max_connections_per_uid, 1, 1000000),
         NUM("limits", "max_sessions", limits.max_sessions, 0, 65536),

@@ -29,6 +29,8 @@ struct hbgd_config {
         struct hbg_engine_config engine;
         struct hbg_geometry_request session_default; /* used for zero request fields */
         unsigned spare_rings;     /* [session] spare_rings: rings' arrays faulted in ahead (spare_rings.c) */
+        unsigned spare_rings_burst;   /* [session] spare_rings_burst: more of them after a burst */
+        unsigned spare_rings_burst_s; /* [session] spare_rings_burst_s: for that long */
         uint64_t max_task_window;
         uint64_t max_heap_size;
         uint64_t max_recorded_tasks; /* per session, all its recorded graphs */

@@ -213,6 +213,7 @@ static void log_session_opened(struct conn *c, const struct hbg_geometry *g, uin
  * scheduler thread still holds, and the spare ring the session may have
  * taken, or room for one its memory gave back. */
 static void close_session(struct hbgd *d, struct session *s, int reason) {
+        spare_rings_session_closing(d, s);
         if (session_close(s, reason))
                 hbgd_collect_soon(d);
         spare_rings_want(d);
@@ -247,7 +248,7 @@ static void session_built(struct slow_job *work) {
                          * and our ends of the channels stay). */
                         session_client_fds_sent(s);
                         log_session_opened(c, &s->g, s->memory, s->stall_timeout_ms);
-                        spare_rings_want(d); /* it may have taken one */
+                        spare_rings_session_set_up(d, s); /* it may have taken one */
                 }
         }
         if (v.err) {

@@ -315,6 +315,7 @@ static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
         conn_expire(d, now);
         refusal_expire(d, now);
         tracing_tick(d, now);
+        spare_rings_tick(d, now);
         /* Rings of closed sessions whose last kernel has returned. */
         unsigned held = hbgd_collect(d);
         /* Accepting may have stopped for want of descriptors. */

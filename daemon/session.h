@@ -78,6 +78,10 @@ struct session {
         int completion_peer_fd;        /* its read end, closed once sent */
         void *sub, *cpl;               /* hbgd's read-write mappings */
         struct hbg_ring *ring;
+        /* Spare rings' bursts (spare_rings.h): the burst it was set up in,
+         * and when (0: not set up). */
+        uint64_t spare_burst;
+        int64_t set_up_ms;
         struct io_source *doorbell_src;
         uint64_t doorbell_fds_dropped; /* datagrams that carried fds (closed by the kernel) */
         struct hbg_log_limit *log_limit; /* the ring's lines' (daemon/log.h); a reference */

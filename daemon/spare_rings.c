@@ -10,6 +10,7 @@
 #include "daemon/daemon_private.h"
 #include "daemon/log.h"
 #include "daemon/session.h"
+#include "common/clock.h"
 
 static void spare_run(struct slow_job *job) {
         struct spare_rings *s = (struct spare_rings *)((char *)job - offsetof(struct spare_rings, job));
@@ -40,6 +41,68 @@ static void spare_done(struct slow_job *job) {
                 spare_rings_want(d);
 }
 
+/* Sessions set up this close together make one burst: a job's
+ * producers starting together, not sessions of a busy day. */
+#define SPARE_BURST_GAP_MS 200
+/* A session of a burst counts, at its close, if it stayed this long: one
+ * that ran graphs, not one of a connect loop. */
+#define SPARE_BURST_STAYED_MS 100
+
+/* spare_rings, or the burst held, up to spare_rings_burst. */
+static unsigned spares_target(const struct hbgd *d) {
+        const struct spare_rings *s = &d->spares;
+        unsigned n = d->cfg.spare_rings, burst = s->burst_peak;
+        if (burst > d->cfg.spare_rings_burst)
+                burst = d->cfg.spare_rings_burst;
+        return burst > n ? burst : n;
+}
+
+void spare_rings_session_set_up(struct hbgd *d, struct session *ses) {
+        struct spare_rings *s = &d->spares;
+        int64_t now = clock_now_ms();
+        if (!s->last_setup_ms || now - s->last_setup_ms > SPARE_BURST_GAP_MS) {
+                s->burst++;
+                s->burst_stayed = 0;
+                s->burst_left = 0;
+        }
+        s->last_setup_ms = now;
+        ses->spare_burst = s->burst;
+        ses->set_up_ms = now;
+        spare_rings_want(d);
+}
+
+void spare_rings_session_closing(struct hbgd *d, struct session *ses) {
+        struct spare_rings *s = &d->spares;
+        if (!ses->set_up_ms || ses->spare_burst != s->burst)
+                return;
+        int64_t now = clock_now_ms();
+        if (now - ses->set_up_ms < SPARE_BURST_STAYED_MS) {
+                /* A connect loop's sessions (two that left at once, none
+                 * that stayed): no more spares for bursts until one stays. */
+                if (++s->burst_left >= 2 && s->burst_stayed == 0 && s->burst_peak) {
+                        s->burst_peak = 0;
+                        spare_rings_want(d);
+                }
+                return;
+        }
+        if (++s->burst_stayed < 2)
+                return;
+        s->burst_until_ms = now + (int64_t)d->cfg.spare_rings_burst_s * 1000;
+        if (s->burst_stayed > s->burst_peak) {
+                s->burst_peak = s->burst_stayed;
+                spare_rings_want(d);
+        }
+}
+
+void spare_rings_tick(struct hbgd *d, int64_t now_ms) {
+        struct spare_rings *s = &d->spares;
+        if (!s->burst_peak || now_ms < s->burst_until_ms)
+                return;
+        s->burst_peak = 0;
+        /* The fill trims to the count (ring_spares_fill()). */
+        spare_rings_want(d);
+}
+
 void spare_rings_want(struct hbgd *d) {
         struct spare_rings *s = &d->spares;
         if (s->queued) {
@@ -57,7 +120,7 @@ void spare_rings_want(struct hbgd *d) {
          * never take memory a session could be refused for. */
         uint64_t each = hbg_engine_ring_memory(d->engine, &s->g), max = acct_max_memory(&d->cfg.limits);
         uint64_t room = max > d->acct.memory ? max - d->acct.memory : 0;
-        s->want = d->cfg.spare_rings;
+        s->want = spares_target(d);
         if (each && room / each < s->want)
                 s->want = (unsigned)(room / each);
         s->job = (struct slow_job){

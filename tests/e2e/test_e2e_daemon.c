@@ -1509,6 +1509,77 @@ START_TEST(spare_rings_make_room) {
 }
 END_TEST
 
+/* n sessions set up one after another (one burst: each within 200 ms of
+ * the one before), each running a graph; `stay_us` later all closed. */
+static void spare_burst(struct hbgd_proc *d, unsigned n, unsigned stay_us) {
+        hbg_client *c[8];
+        ck_assert_uint_le(n, 8);
+        for (unsigned i = 0; i < n; i++) {
+                int err = hbg_connect(&c[i], d->socket_path);
+                D_ASSERT(d, err == 0, "hbg_connect %u: %s [%s]", i, hbg_strerror(err), hbg_last_error(NULL));
+        }
+        for (unsigned i = 0; i < n && stay_us; i++) {
+                struct workload w;
+                ck_assert_msg(wl_init(&w, c[i], 2) == 0, "%s", w.msg);
+                ck_assert_msg(wl_run(&w, 1, -1) == 1, "%s", w.msg);
+        }
+        sleep_us(stay_us);
+        for (unsigned i = 0; i < n; i++)
+                hbg_disconnect(c[i]);
+}
+
+/*
+ * [session] spare_rings_burst and spare_rings_burst_s: after a burst of 3
+ * sessions that stayed (past 100 ms) and closed, hbgd keeps 3 spares, not
+ * spare_rings' 1, for spare_rings_burst_s; then 1 again. A connect loop's
+ * sessions (closed at once) end such a hold at once. spare_rings_burst =
+ * 0: never more than spare_rings.
+ */
+START_TEST(spare_rings_follow_bursts) {
+        struct hbgd_proc *d = start_hbgd_conf_fd(
+                _i, "[session]\nspare_rings = 1\nspare_rings_burst = 3\nspare_rings_burst_s = 2\n", -1);
+        int sock = raw_connect(d->socket_path);
+        raw_hello(sock);
+        uint64_t bytes;
+        unsigned n = wait_spares(sock, 1, &bytes);
+        D_ASSERT(d, n == 1, "at start: %u spares, not 1", n);
+        spare_burst(d, 3, 200000);
+        n = wait_spares(sock, 3, &bytes);
+        D_ASSERT(d, n == 3, "after a burst of 3 sessions that stayed: %u spares, not 3", n);
+        n = wait_spares(sock, 1, &bytes); /* the hold (2 s) over */
+        D_ASSERT(d, n == 1, "after the burst's hold: %u spares, not 1", n);
+        close(sock);
+        stop_hbgd(d);
+
+        /* A hold of 10 minutes, ended by a connect loop. */
+        d = start_hbgd_conf_fd(_i, "[session]\nspare_rings = 1\nspare_rings_burst = 3\nspare_rings_burst_s = 600\n",
+                               -1);
+        sock = raw_connect(d->socket_path);
+        raw_hello(sock);
+        D_ASSERT(d, wait_spares(sock, 1, &bytes) == 1, "at start: not 1 spare");
+        spare_burst(d, 3, 200000);
+        n = wait_spares(sock, 3, &bytes);
+        D_ASSERT(d, n == 3, "after a burst of 3 sessions that stayed: %u spares, not 3", n);
+        sleep_us(300000); /* a new burst */
+        spare_burst(d, 2, 0);
+        n = wait_spares(sock, 1, &bytes);
+        D_ASSERT(d, n == 1, "after a connect loop's sessions: %u spares, not 1", n);
+        close(sock);
+        stop_hbgd(d);
+
+        d = start_hbgd_conf_fd(_i, "[session]\nspare_rings = 1\nspare_rings_burst = 0\n", -1);
+        sock = raw_connect(d->socket_path);
+        raw_hello(sock);
+        D_ASSERT(d, wait_spares(sock, 1, &bytes) == 1, "at start: not 1 spare");
+        spare_burst(d, 3, 200000);
+        sleep_us(500000);
+        n = wait_spares(sock, 1, &bytes);
+        D_ASSERT(d, n == 1 && spares_now(sock, &bytes) == 1, "spare_rings_burst = 0, yet %u spares after a burst", n);
+        close(sock);
+        stop_hbgd(d);
+}
+END_TEST
+
 /* Wait until all `want` sessions are served (the doorbell each rang at
  * its connect read). */
 static void wait_served(struct hbgd_proc *d, int fd, size_t want) {
@@ -1603,7 +1674,7 @@ static Suite *suite(void) {
                 { "status", { status_over_socket, thread_names } },
                 { "sigterm", { sigterm_in_flight } },
                 { "spin", { spin_moves_keep_affinity } },
-                { "spares", { spare_rings_status, spare_rings_make_room } },
+                { "spares", { spare_rings_status, spare_rings_make_room, spare_rings_follow_bursts } },
                 { "reconnect", { reconnect_at_once, idle_connect_wakes_nobody } },
                 { "tick", { idle_sessions_tick_slowly, stopped_ring_closed_at_once } },
         };

@@ -53,6 +53,8 @@ static const struct key_case keys[] = {
         { "session", "mailbox_entries", "256", "" },
         { "session", "graph_table_entries", "64", "2097152" },
         { "session", "spare_rings", "0", "9" },
+        { "session", "spare_rings_burst", "4", "9" },
+        { "session", "spare_rings_burst_s", "5", "0" },
         { "limits", "max_connections", "100", "0" },
         { "limits", "max_connections_per_uid", "4", "1000001" },
         { "limits", "max_sessions", "8", "x8" },
