@@ -42,19 +42,25 @@ static void spare_done(struct slow_job *job) {
 }
 
 /* Sessions set up this close together make one burst: a job's
- * producers starting together, not sessions of a busy day. */
+ * producers starting together. */
 #define SPARE_BURST_GAP_MS 200
 /* A session of a burst counts, at its close, if it stayed this long: one
  * that ran graphs, not one of a connect loop. */
 #define SPARE_BURST_STAYED_MS 100
 
-/* spare_rings, or the burst held, up to spare_rings_burst. */
+/* spare_rings, or the burst held, up to spare_rings_burst; none at all
+ * with spare_rings = 0. */
 static unsigned spares_target(const struct hbgd *d) {
         const struct spare_rings *s = &d->spares;
-        unsigned n = d->cfg.spare_rings, burst = s->burst_peak;
+        unsigned n = d->cfg.spare_rings, burst = s->held;
         if (burst > d->cfg.spare_rings_burst)
                 burst = d->cfg.spare_rings_burst;
-        return burst > n ? burst : n;
+        return n && burst > n ? burst : n;
+}
+
+/* A session of the spares' size: it could have taken one. */
+static bool spare_sized(struct hbgd *d, const struct session *ses) {
+        return hbg_engine_ring_memory(d->engine, &ses->g) == hbg_engine_ring_memory(d->engine, &d->spares.g);
 }
 
 void spare_rings_session_set_up(struct hbgd *d, struct session *ses) {
@@ -62,43 +68,50 @@ void spare_rings_session_set_up(struct hbgd *d, struct session *ses) {
         int64_t now = clock_now_ms();
         if (!s->last_setup_ms || now - s->last_setup_ms > SPARE_BURST_GAP_MS) {
                 s->burst++;
-                s->burst_stayed = 0;
-                s->burst_left = 0;
+                s->burst_open = s->burst_open_max = s->burst_stayed = s->burst_quit = 0;
         }
         s->last_setup_ms = now;
-        ses->spare_burst = s->burst;
         ses->set_up_ms = now;
+        ses->spare_burst = 0;
+        if (spare_sized(d, ses)) {
+                ses->spare_burst = s->burst;
+                if (++s->burst_open > s->burst_open_max)
+                        s->burst_open_max = s->burst_open;
+        }
         spare_rings_want(d);
 }
 
+/* Only the io thread's state: the caller asks for a fill after the
+ * session's close (its memory given back). */
 void spare_rings_session_closing(struct hbgd *d, struct session *ses) {
         struct spare_rings *s = &d->spares;
-        if (!ses->set_up_ms || ses->spare_burst != s->burst)
-                return;
+        if (!ses->spare_burst || ses->spare_burst != s->burst)
+                return; /* not of the spares' size, or a later burst began */
+        s->burst_open--;
         int64_t now = clock_now_ms();
         if (now - ses->set_up_ms < SPARE_BURST_STAYED_MS) {
-                /* A connect loop's sessions (two that left at once, none
-                 * that stayed): no more spares for bursts until one stays. */
-                if (++s->burst_left >= 2 && s->burst_stayed == 0 && s->burst_peak) {
-                        s->burst_peak = 0;
-                        spare_rings_want(d);
-                }
+                /* Two of a connect loop's sessions, none that stayed: the
+                 * hold ends, spares made for such sessions serve nobody. */
+                if (++s->burst_quit >= 2 && s->burst_stayed == 0)
+                        s->held = 0;
                 return;
         }
-        if (++s->burst_stayed < 2)
+        /* Held: this burst's sessions that stayed, no more than were open
+         * at once (not one at a time in a chain of set-ups). A later
+         * burst replaces an earlier one's count. */
+        unsigned stayed = ++s->burst_stayed < s->burst_open_max ? s->burst_stayed : s->burst_open_max;
+        if (stayed < 2)
                 return;
-        s->burst_until_ms = now + (int64_t)d->cfg.spare_rings_burst_s * 1000;
-        if (s->burst_stayed > s->burst_peak) {
-                s->burst_peak = s->burst_stayed;
-                spare_rings_want(d);
-        }
+        s->held = s->held_burst == s->burst && s->held > stayed ? s->held : stayed;
+        s->held_burst = s->burst;
+        s->held_until_ms = now + (int64_t)d->cfg.spare_rings_burst_s * 1000;
 }
 
 void spare_rings_tick(struct hbgd *d, int64_t now_ms) {
         struct spare_rings *s = &d->spares;
-        if (!s->burst_peak || now_ms < s->burst_until_ms)
+        if (!s->held || now_ms < s->held_until_ms)
                 return;
-        s->burst_peak = 0;
+        s->held = 0;
         /* The fill trims to the count (ring_spares_fill()). */
         spare_rings_want(d);
 }

@@ -10,16 +10,19 @@
  * [limits] max_memory less the sessions' charges would not hold them. All
  * calls are the io thread's.
  *
- * After a burst (sessions set up each within SPARE_BURST_GAP_MS of the
- * one before), hbgd keeps as many spares as the burst had sessions that
- * stayed at least SPARE_BURST_STAYED_MS (counted at their close), up to
- * [session] spare_rings_burst, for spare_rings_burst_s after the last of
- * them closed: producers that start together again (a
- * job's workers) find their arrays warm. Then the count goes back to
+ * After a burst (sessions of the spares' size set up each within
+ * SPARE_BURST_GAP_MS of the one before), hbgd keeps as many spares as the
+ * burst had sessions that stayed at least SPARE_BURST_STAYED_MS (counted
+ * at their close; no more than were open at once), up to [session]
+ * spare_rings_burst, for spare_rings_burst_s after the last of them
+ * closed: producers that start together again (a job's workers) find
+ * their arrays warm. Then (at the next tick) the count goes back to
  * spare_rings and the memory with it. Sessions that come and go at once
- * (a connect loop) count nothing, and a burst of them with none that
- * stayed ends the hold: spares faulted in for such sessions serve nobody,
- * and filling them takes a CPU from the connects.
+ * (a connect loop) count nothing, and two of them in a burst with none
+ * that stayed end the hold: spares faulted in for such sessions serve
+ * nobody, and filling them takes a CPU from the connects. With
+ * spare_rings = 0 there are none, bursts or not. A burst's sessions that
+ * close after a later burst began count for nothing.
  */
 #pragma once
 
@@ -40,15 +43,18 @@ struct spare_rings {
         struct hbg_geometry g;          /* the job's copies of the config's */
         unsigned want;
         int result;                     /* hbg_engine_spare_fill()'s, set by the job */
-        /* Bursts (spare_rings_session_set_up()): the last set-up, the
-         * current burst (1, 2, ...) and its sessions that stayed, the
-         * largest such count still held, and until when (clock_now_ms()). */
+        /* Bursts (spare_rings_session_set_up()) of sessions of the
+         * spares' size: the last set-up; the current burst (1, 2, ...),
+         * its sessions open now and at most at once, those closed after
+         * they stayed and before; the count held, the burst it is of,
+         * and until when (clock_now_ms()). */
         int64_t last_setup_ms;
         uint64_t burst;
-        unsigned burst_stayed;          /* closed after they stayed */
-        unsigned burst_left;            /* closed before */
-        unsigned burst_peak;
-        int64_t burst_until_ms;
+        unsigned burst_open, burst_open_max;
+        unsigned burst_stayed, burst_quit;
+        unsigned held;
+        uint64_t held_burst;
+        int64_t held_until_ms;
 };
 
 /* Fill towards [session] spare_rings of the default geometry now in force
@@ -63,8 +69,9 @@ struct session;
 void spare_rings_session_set_up(struct hbgd *d, struct session *s);
 
 /* Session s is closing: if it stayed long enough, it counts towards its
- * burst (the spares filled after the job, not while it runs); if not,
- * against. */
+ * burst (the spares filled after the job, not while it runs); two that
+ * did not, with none that did, end the hold. The caller asks for the
+ * fill (spare_rings_want()) after the session's close. */
 void spare_rings_session_closing(struct hbgd *d, struct session *s);
 
 /* The tick: a burst's hold over, the spares go back to spare_rings. */
