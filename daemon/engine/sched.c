@@ -189,7 +189,7 @@ static bool visit_ring(struct sched_thread *t, struct hbg_ring *r, bool check_st
 }
 
 /* A pass over many ring slots looks at the ring this thread last
- * answered and left drained every ANSWERED_LOOK_EVERY visits: a client
+ * answered and left drained every ANSWERED_LOOK_EVERY slots: a client
  * waiting for an answer, then sending its next request, would otherwise
  * wait for the pass over every other session, idle ones included (§9.4).
  * Between users, fair share's turns still rule every kernel start. */
