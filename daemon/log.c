@@ -290,6 +290,21 @@ static pthread_cond_t queue_drained;   /* CLOCK_MONOTONIC; sync and stop wait fo
 /* Lines dropped since start. Relaxed: a counter read for status only. */
 static _Atomic uint64_t lines_dropped;
 
+/* Under log_lock: a line was queued since the lock was taken. The writer
+ * is signalled after the unlock (log_unlock()), not under it: woken under
+ * the lock, it would wait for it at once (two more futex calls and a
+ * switch each way, for every line). */
+static bool writer_signal;
+
+/* Unlock log_lock, then wake the writer if a line was queued. */
+static void log_unlock(void) {
+        bool signal = writer_signal;
+        writer_signal = false;
+        pthread_mutex_unlock(&log_lock);
+        if (signal)
+                pthread_cond_signal(&queue_filled);
+}
+
 /* Under log_lock: queue the line for the writer, or write it now when
  * there is none. Never waits for a write while a writer runs. */
 static void emit_locked(int priority, const struct hbg_log_fields *f, const char *msg) {
@@ -315,7 +330,7 @@ static void emit_locked(int priority, const struct hbg_log_fields *f, const char
         memcpy(q->msg, msg, n);
         q->msg[n] = 0;
         queue_len++;
-        pthread_cond_signal(&queue_filled);
+        writer_signal = true;
 }
 
 static void *writer_main(void *arg) {
@@ -373,7 +388,7 @@ int hbgd_log_start(void) {
         writer_running = err == 0;
         if (writer_running)
                 (void)pthread_setname_np(writer_thread, "hbgd-log");
-        pthread_mutex_unlock(&log_lock);
+        log_unlock();
         return -err;
 }
 
@@ -405,14 +420,14 @@ static int wait_writer_locked(bool (*done)(void), int timeout_ms) {
 int hbgd_log_sync(int timeout_ms) {
         pthread_mutex_lock(&log_lock);
         int err = writer_running ? wait_writer_locked(queue_written, timeout_ms) : 0;
-        pthread_mutex_unlock(&log_lock);
+        log_unlock();
         return err;
 }
 
 int hbgd_log_stop(int timeout_ms) {
         pthread_mutex_lock(&log_lock);
         if (!writer_running) {
-                pthread_mutex_unlock(&log_lock);
+                log_unlock();
                 return 0;
         }
         writer_stopping = true;
@@ -422,7 +437,7 @@ int hbgd_log_stop(int timeout_ms) {
          * here on is queued or dropped, never written by this thread. */
         if (err == 0)
                 writer_running = false;
-        pthread_mutex_unlock(&log_lock);
+        log_unlock();
         if (err == 0)
                 pthread_join(writer_thread, NULL);
         return err;
@@ -500,7 +515,7 @@ static bool ratelimit_allow(struct hbgd_ratelimit *rl, int64_t now, unsigned *re
 bool hbgd_ratelimit_allow(struct hbgd_ratelimit *rl, int64_t now_ms, unsigned *ret_ended) {
         pthread_mutex_lock(&log_lock);
         bool ok = ratelimit_allow(rl, now_ms, ret_ended);
-        pthread_mutex_unlock(&log_lock);
+        log_unlock();
         return ok;
 }
 
@@ -558,7 +573,7 @@ int hbgd_log_limit_new(struct hbg_log_limit **ret, uint64_t session, int pid, ui
                 if (!u) {
                         u = calloc(1, sizeof(*u));
                         if (!u) {
-                                pthread_mutex_unlock(&log_lock);
+                                log_unlock();
                                 free(l);
                                 return -ENOMEM;
                         }
@@ -573,7 +588,7 @@ int hbgd_log_limit_new(struct hbg_log_limit **ret, uint64_t session, int pid, ui
         if (log_limits)
                 log_limits->prev = l;
         log_limits = l;
-        pthread_mutex_unlock(&log_lock);
+        log_unlock();
         *ret = l;
         return 0;
 }
@@ -581,7 +596,7 @@ int hbgd_log_limit_new(struct hbg_log_limit **ret, uint64_t session, int pid, ui
 struct hbg_log_limit *hbgd_log_limit_ref(struct hbg_log_limit *l) {
         pthread_mutex_lock(&log_lock);
         l->refs++;
-        pthread_mutex_unlock(&log_lock);
+        log_unlock();
         return l;
 }
 
@@ -590,7 +605,7 @@ struct hbg_log_limit *hbgd_log_limit_unref(struct hbg_log_limit *l) {
                 return NULL;
         pthread_mutex_lock(&log_lock);
         if (--l->refs > 0) {
-                pthread_mutex_unlock(&log_lock);
+                log_unlock();
                 return NULL;
         }
         if (l->rl.suppressed)
@@ -605,7 +620,7 @@ struct hbg_log_limit *hbgd_log_limit_unref(struct hbg_log_limit *l) {
                 l->user->refs--;
                 uids_expire(clock_now_ms());
         }
-        pthread_mutex_unlock(&log_lock);
+        log_unlock();
         free(l);
         return NULL;
 }
@@ -633,7 +648,7 @@ void hbgd_log_flush_suppressed(void) {
                 u->rl = (struct hbgd_ratelimit){ .window_start_ms = now };
         }
         uids_expire(now);
-        pthread_mutex_unlock(&log_lock);
+        log_unlock();
 }
 
 /* ------------------------------------------------------------ entry points */
@@ -653,14 +668,14 @@ void hbgd_log_set_ratelimit(unsigned interval_ms, unsigned burst, unsigned burst
         log_interval_ms = interval_ms;
         log_burst = burst ? burst : 1;
         log_burst_uid = burst_per_uid ? burst_per_uid : 1;
-        pthread_mutex_unlock(&log_lock);
+        log_unlock();
 }
 
 void hbgd_log_set_journal_socket(const char *path) {
         pthread_mutex_lock(&log_lock);
         snprintf(journal_path_set, sizeof(journal_path_set), "%s", path ? path : "");
         journal_path_changed = true;
-        pthread_mutex_unlock(&log_lock);
+        log_unlock();
 }
 
 static void log_v(int priority, const struct hbg_log_fields *f, const char *fmt, va_list ap)
@@ -676,7 +691,7 @@ static void log_v(int priority, const struct hbg_log_fields *f, const char *fmt,
         pthread_mutex_lock(&log_lock);
         if (!f->limit || limit_allow(f->limit, clock_now_ms()))
                 emit_locked(priority, f, buf);
-        pthread_mutex_unlock(&log_lock);
+        log_unlock();
 }
 
 void hbgd_log(int priority, const char *fmt, ...) {

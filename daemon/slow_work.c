@@ -124,10 +124,17 @@ static void *worker_main(void *arg) {
                 w->finished = job;
                 pthread_cond_broadcast(&w->ran);
                 /* The counter cannot overflow: the io thread reads it to
-                 * zero, and a write that would block is one it will see. */
+                 * zero, and a write that would block is one it will see.
+                 * Written unlocked: the io thread it wakes takes the lock
+                 * at once, and would wait for the write's end. The job is
+                 * on the finished list already: an io thread's pass that
+                 * read the eventfd before this write runs it, or the
+                 * write's count brings a next pass. */
+                pthread_mutex_unlock(&w->lock);
                 uint64_t one = 1;
                 ssize_t n = write(w->event_fd, &one, sizeof(one));
                 (void)n;
+                pthread_mutex_lock(&w->lock);
         }
         pthread_mutex_unlock(&w->lock);
         return NULL;
@@ -233,8 +240,12 @@ void slow_work_submit(struct slow_work *w, struct slow_job *job) {
                 p = &(*p)->next;
         *p = job;
         w->pending++;
-        pthread_cond_signal(&w->wake);
         pthread_mutex_unlock(&w->lock);
+        /* After the unlock: a worker woken under the lock would wait for
+         * it at once (two more futex calls and a switch each way). The
+         * worker looks at the queue under the lock before it waits, so
+         * the job is seen either way. */
+        pthread_cond_signal(&w->wake);
 }
 
 static void unlink_job(struct slow_job **head, struct slow_job *job) {
