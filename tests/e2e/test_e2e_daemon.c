@@ -1718,7 +1718,8 @@ static Suite *suite(void) {
                         const TTest *t = cases[i].tests[j];
                         if (t == producers_8x100 || t == killed_clients)
                                 tcase_add_loop_test(tc, t, 0, (int)(N_MODES * completion_count()));
-                        else if (t == io_probe_fallback || t == stopped_ring_closed_at_once)
+                        else if (t == io_probe_fallback || t == stopped_ring_closed_at_once ||
+                                 t == spare_rings_follow_bursts) /* bursts do not depend on the io backend */
                                 tcase_add_test(tc, t);
                         else if (t == spin_moves_keep_affinity)
                                 tcase_add_loop_test(tc, t, MODE_URING, N_MODES + 1); /* and moves off */
