@@ -1555,7 +1555,9 @@ static unsigned settled_spares(struct hbgd_proc *d, int sock) {
 /*
  * [session] spare_rings_burst and spare_rings_burst_s: after a burst of 3
  * sessions that stayed (past 100 ms) and closed, hbgd keeps 3 spares, not
- * spare_rings' 1, for spare_rings_burst_s; then 1 again. A connect loop's
+ * spare_rings' 1, for spare_rings_burst_s; then 1 again. Three sessions
+ * one at a time (each set up just after the last closed) are no burst of
+ * 3. A later burst's count replaces an earlier one's. A connect loop's
  * sessions (closed at once, two of them) end such a hold at once: the
  * spares they took are made again up to 1, not 3. spare_rings_burst = 0:
  * never more than spare_rings; spare_rings = 0: none.
@@ -1573,6 +1575,12 @@ START_TEST(spare_rings_follow_bursts) {
         D_ASSERT(d, n == 3, "after a burst of 3 sessions that stayed: %u spares, not 3", n);
         n = wait_spares(sock, 1, &bytes); /* the hold (2 s) over */
         D_ASSERT(d, n == 1, "after the burst's hold: %u spares, not 1", n);
+        /* One at a time, each within 200 ms of the one before: never
+         * more than one open. */
+        for (int i = 0; i < 3; i++)
+                spare_burst(d, 1, 120000);
+        n = settled_spares(d, sock);
+        D_ASSERT(d, n == 1, "after 3 sessions one at a time: %u spares, not 1", n);
         close(sock);
         stop_hbgd(d);
 
@@ -1585,6 +1593,10 @@ START_TEST(spare_rings_follow_bursts) {
         spare_burst(d, 3, 200000);
         n = wait_spares(sock, 3, &bytes);
         D_ASSERT(d, n == 3, "after a burst of 3 sessions that stayed: %u spares, not 3", n);
+        sleep_us(300000); /* a new burst, which replaces that one */
+        spare_burst(d, 2, 200000);
+        n = settled_spares(d, sock);
+        D_ASSERT(d, n == 2, "after a later burst of 2 that stayed: %u spares, not 2", n);
         sleep_us(300000); /* a new burst */
         spare_burst(d, 2, 0);
         n = settled_spares(d, sock);
