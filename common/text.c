@@ -81,6 +81,21 @@ static int class_of(uint32_t cp) {
         return C_PLAIN;
 }
 
+/* Printable ASCII but the backslash: C_PLAIN, which every style keeps
+ * as it is (actions[][C_PLAIN]). Most text is all of it, so runs of it
+ * skip the decoding: these checks run for every name hbgd logs and every
+ * string of the kernel table a client takes at connect. */
+static inline bool plain_ascii(unsigned char b) {
+        return b >= 0x20 && b < 0x7f && b != '\\';
+}
+
+static size_t plain_ascii_run(const char *s, size_t len) {
+        size_t k = 0;
+        while (k < len && plain_ascii((unsigned char)s[k]))
+                k++;
+        return k;
+}
+
 bool text_is_plain(const char *s, size_t max) {
         if (!s)
                 return false;
@@ -88,6 +103,10 @@ bool text_is_plain(const char *s, size_t max) {
         if (n >= max)
                 return false;
         for (size_t at = 0; at < n;) {
+                if (plain_ascii((unsigned char)s[at]) || s[at] == '\\') {
+                        at++;
+                        continue;
+                }
                 uint32_t cp;
                 size_t k = text_utf8_char(s + at, n - at, &cp);
                 if (k == 0)
@@ -140,6 +159,16 @@ static size_t piece(const char *s, size_t len, enum text_style style, char out[P
 size_t text_copy(char *dst, size_t sz, const char *src, size_t len, enum text_style style) {
         size_t w = 0;
         for (size_t i = 0; i < len;) {
+                size_t run = plain_ascii_run(src + i, len - i);
+                if (run) {
+                        size_t room = sz > w + 1 ? sz - w - 1 : 0;
+                        memcpy(dst + w, src + i, run < room ? run : room);
+                        w += run < room ? run : room;
+                        if (run > room)
+                                break;
+                        i += run;
+                        continue;
+                }
                 char p[PIECE_MAX];
                 size_t used, n = piece(src + i, len - i, style, p, &used);
                 if (w + n + 1 > sz)

@@ -198,6 +198,60 @@ START_TEST(test_write_long) {
 }
 END_TEST
 
+/* text_copy() and text_is_plain() take runs of printable ASCII whole;
+ * text_write() still goes one character at a time. Every pair of bytes
+ * between ASCII on both sides (a backslash among them) must come out the
+ * same both ways, whole and cut at every size, and be plain exactly when
+ * the terminal style changes nothing but its doubled backslashes. */
+START_TEST(test_ascii_runs) {
+        for (unsigned b1 = 0; b1 < 256; b1++) {
+                for (int st = 0; st < TEXT_STYLES; st++) {
+                        char *buf = NULL;
+                        size_t sz = 0;
+                        FILE *f = open_memstream(&buf, &sz);
+                        ck_assert_ptr_nonnull(f);
+                        static char copied[256 * 64];
+                        size_t w = 0;
+                        for (unsigned b2 = 0; b2 < 256; b2++) {
+                                const char in[] = { 'a', 'b', (char)b1, (char)b2, '\\', 'c' };
+                                char out[64];
+                                size_t n = text_copy(out, sizeof(out), in, sizeof(in), (enum text_style)st);
+                                REQUIRE(out[n] == 0, "bytes %02x %02x: no NUL", b1, b2);
+                                memcpy(copied + w, out, n);
+                                w += n;
+                                ck_assert_int_eq(text_write(f, in, sizeof(in), (enum text_style)st), 0);
+                                /* cut: a prefix of the whole, ending on a piece */
+                                for (size_t cut = 1; cut < n + 1; cut++) {
+                                        char part[64];
+                                        size_t k = text_copy(part, cut, in, sizeof(in), (enum text_style)st);
+                                        REQUIRE(k < cut && memcmp(part, out, k) == 0 && part[k] == 0,
+                                                "bytes %02x %02x style %d cut %zu", b1, b2, st, cut);
+                                }
+                        }
+                        fclose(f);
+                        REQUIRE(sz == w && memcmp(buf, copied, w) == 0, "byte %02x style %d: copy and write differ",
+                                b1, st);
+                        free(buf);
+                }
+                for (unsigned b2 = 1; b2 < 256 && b1; b2++) {
+                        const char in[] = { 'a', (char)b1, (char)b2, '\\', 0 };
+                        char term[64], doubled[64];
+                        text_copy_str(term, sizeof(term), in, TEXT_TERMINAL);
+                        size_t d = 0;
+                        for (const char *p = in; *p; p++) {
+                                doubled[d++] = *p;
+                                if (*p == '\\')
+                                        doubled[d++] = '\\';
+                        }
+                        doubled[d] = 0;
+                        REQUIRE(text_is_plain(in, sizeof(in)) == (strcmp(term, doubled) == 0),
+                                "bytes %02x %02x: plain %d, terminal \"%s\"", b1, b2, text_is_plain(in, sizeof(in)),
+                                term);
+                }
+        }
+}
+END_TEST
+
 static Suite *text_suite(void) {
         Suite *s = suite_create("text");
         TCase *tc = tcase_create("utf8");
@@ -209,6 +263,7 @@ static Suite *text_suite(void) {
         tcase_add_loop_test(tc, test_styles, 0, (int)(sizeof(examples) / sizeof(examples[0])));
         tcase_add_test(tc, test_cut_on_boundary);
         tcase_add_test(tc, test_write_long);
+        tcase_add_test(tc, test_ascii_runs);
         suite_add_tcase(s, tc);
         return s;
 }
