@@ -162,10 +162,8 @@ static struct verdict send_session_reply(struct conn *c, struct session *s, cons
         r.fds = nfds;
         r.stall_timeout_ms = stall_ms;
         /* hbgd's kernel table (protocol 1.3): the client validates and
-         * names kernels with it. */
-        void *rows = kernel_rows_new(&r.kernels, &r.n_kernels);
-        if (!rows)
-                return close_with(-ENOMEM, "out of memory for the session reply");
+         * names kernels with it. Packed once, at start. */
+        kernel_rows_attach(&c->d->kernel_reply, &r);
         Hbg__Envelope out = HBG__ENVELOPE__INIT;
         out.msg_case = HBG__ENVELOPE__MSG_SESSION_REPLY;
         out.session_reply = &r;
@@ -174,9 +172,7 @@ static struct verdict send_session_reply(struct conn *c, struct session *s, cons
         /* Sent within what every client reads, whatever max_message_size
          * says: the table is hbgd's own, not the client's, and hbgd checked
          * at start that it fits (docs/PROTOCOL.md, "The kernel table"). */
-        struct verdict v = send_reply_within(c, &out, fds, nfds, HBG_WIRE_SESSION_REPLY_MAX);
-        free(rows);
-        return v;
+        return send_reply_within(c, &out, fds, nfds, HBG_WIRE_SESSION_REPLY_MAX);
 }
 
 /* The session opened: its geometry and charge (and, at debug, the uid's

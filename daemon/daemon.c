@@ -364,6 +364,10 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
         hbgd_log_set_ratelimit(cfg->log_ratelimit_interval_ms, cfg->log_ratelimit_burst,
                                cfg->log_ratelimit_burst_per_uid);
         raise_fd_limit();
+        if ((err = kernel_rows_pack(&d->kernel_reply)) < 0) {
+                hbgd_log(LOG_ERR, "out of memory for the kernel table");
+                goto fail;
+        }
 
         err = io_loop_new(&d->loop, cfg->force_epoll, &note);
         if (err < 0) {
@@ -476,6 +480,7 @@ struct hbgd *hbgd_free(struct hbgd *d) {
         if (d->stopped_fd >= 0)
                 close(d->stopped_fd); /* after the engine: its threads write it */
         io_loop_free(d->loop);
+        kernel_rows_packed_free(&d->kernel_reply);
         free(d);
         return NULL;
 }

@@ -16,6 +16,7 @@
 #include "daemon/config.h"
 #include "daemon/engine/engine.h"
 #include "daemon/io_loop.h"
+#include "daemon/kernel_rows.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 #include "daemon/record.h"
@@ -60,6 +61,7 @@ struct hbgd {
         struct io_loop *loop;
         struct slow_work *slow;       /* slow jobs off the io thread (recordings) */
         struct spare_rings spares;    /* rings' arrays faulted in ahead (spare_rings.h) */
+        struct kernel_rows_packed kernel_reply; /* the session replies' kernel table (kernel_rows.h) */
         struct accounting acct;
         int listen_fd;
         bool listen_owned;            /* we bound it: unlink at exit */

@@ -86,3 +86,59 @@ int kernel_rows_check_fit(char *msg, size_t len) {
                  n, kernel_module_kernels(), packed, (unsigned)HBG_WIRE_SESSION_REPLY_MAX);
         return -EMSGSIZE;
 }
+
+/* A varint's bytes (protobuf's base-128, least significant group first). */
+static size_t varint(uint64_t v, uint8_t *out) {
+        size_t n = 0;
+        for (; v >= 0x80; v >>= 7)
+                out[n++] = (uint8_t)(v | 0x80);
+        out[n++] = (uint8_t)v;
+        return n;
+}
+
+int kernel_rows_pack(struct kernel_rows_packed *p) {
+        *p = (struct kernel_rows_packed){ 0 };
+        Hbg__KernelInfo **rows;
+        size_t n, bytes = 0;
+        void *mem = kernel_rows_new(&rows, &n);
+        if (!mem)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                bytes += 10 + hbg__kernel_info__get_packed_size(rows[i]);
+        p->fields = calloc(n ? n : 1, sizeof(*p->fields));
+        p->bytes = malloc(bytes ? bytes : 1);
+        if (!p->fields || !p->bytes) {
+                free(mem);
+                kernel_rows_packed_free(p);
+                return -ENOMEM;
+        }
+        const ProtobufCFieldDescriptor *f =
+                protobuf_c_message_descriptor_get_field_by_name(&hbg__session_reply__descriptor, "kernels");
+        uint8_t *at = p->bytes;
+        for (size_t i = 0; i < n; i++) {
+                /* A length-delimited field's data begins with its length. */
+                size_t len = hbg__kernel_info__get_packed_size(rows[i]), k = varint(len, at);
+                hbg__kernel_info__pack(rows[i], at + k);
+                p->fields[i] = (ProtobufCMessageUnknownField){ .tag = f->id,
+                                                               .wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED,
+                                                               .len = k + len,
+                                                               .data = at };
+                at += k + len;
+        }
+        p->n = n;
+        free(mem);
+        return 0;
+}
+
+void kernel_rows_packed_free(struct kernel_rows_packed *p) {
+        free(p->fields);
+        free(p->bytes);
+        *p = (struct kernel_rows_packed){ 0 };
+}
+
+void kernel_rows_attach(const struct kernel_rows_packed *p, Hbg__SessionReply *r) {
+        r->kernels = NULL;
+        r->n_kernels = 0;
+        r->base.n_unknown_fields = (unsigned)p->n;
+        r->base.unknown_fields = p->fields;
+}

@@ -23,6 +23,7 @@
 
 #include "daemon/engine/kernels.h"
 #include "daemon/kernel_modules.h"
+#include "daemon/kernel_rows.h"
 #include "tests/check_main.h"
 #include "tests/module_util.h"
 
@@ -377,6 +378,51 @@ START_TEST(file_checks) {
 }
 END_TEST
 
+/* The session reply's kernel table, packed once at start
+ * (kernel_rows_pack()), is byte for byte the table packed as rows, with a
+ * module's kernels too, and reads back as every kernel. */
+START_TEST(session_reply_table_packed_once) {
+        char path[256], err[1024];
+        setup_dir();
+        install(HBG_TEST_EXAMPLE_MODULE, "hbg-nn.so", path, sizeof(path));
+        ck_assert_msg(load(path, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_uint_gt(kernel_module_kernels(), 0);
+        Hbg__SessionReply rows = HBG__SESSION_REPLY__INIT, packed = HBG__SESSION_REPLY__INIT;
+        rows.session_id = packed.session_id = 7;
+        rows.first_id = packed.first_id = 1u << 20;
+        rows.fds = packed.fds = 5;
+        void *mem = kernel_rows_new(&rows.kernels, &rows.n_kernels);
+        ck_assert_ptr_nonnull(mem);
+        struct kernel_rows_packed p;
+        ck_assert_int_eq(kernel_rows_pack(&p), 0);
+        kernel_rows_attach(&p, &packed);
+        Hbg__Envelope a = HBG__ENVELOPE__INIT, b = HBG__ENVELOPE__INIT;
+        a.msg_case = b.msg_case = HBG__ENVELOPE__MSG_SESSION_REPLY;
+        a.session_reply = &rows;
+        b.session_reply = &packed;
+        size_t na = hbg__envelope__get_packed_size(&a), nb = hbg__envelope__get_packed_size(&b);
+        ck_assert_uint_eq(na, nb);
+        uint8_t *ba = malloc(na), *bb = malloc(nb);
+        ck_assert_uint_eq(hbg__envelope__pack(&a, ba), na);
+        ck_assert_uint_eq(hbg__envelope__pack(&b, bb), nb);
+        ck_assert(memcmp(ba, bb, na) == 0);
+        Hbg__Envelope *back = hbg__envelope__unpack(NULL, nb, bb);
+        ck_assert_ptr_nonnull(back);
+        ck_assert_uint_eq(back->session_reply->n_kernels, kernel_count());
+        ck_assert_uint_eq(back->session_reply->base.n_unknown_fields, 0);
+        for (size_t i = 0; i < kernel_count(); i++) {
+                ck_assert_uint_eq(back->session_reply->kernels[i]->id, kernel_at(i)->sig->id);
+                ck_assert_str_eq(back->session_reply->kernels[i]->name, kernel_at(i)->sig->name);
+        }
+        hbg__envelope__free_unpacked(back, NULL);
+        kernel_rows_packed_free(&p);
+        free(mem);
+        free(ba);
+        free(bb);
+        teardown_dir();
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("kernel_modules");
         TCase *tc = tcase_create("kernel_modules");
@@ -386,6 +432,7 @@ static Suite *suite(void) {
         tcase_add_loop_test(tc, refused, 0, (int)(sizeof(refusals) / sizeof(refusals[0])));
         tcase_add_test(tc, clash_between_modules);
         tcase_add_test(tc, file_checks);
+        tcase_add_test(tc, session_reply_table_packed_once);
         suite_add_tcase(s, tc);
         return s;
 }
