@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -107,89 +106,6 @@ static ssize_t recv_record(int sock, void *buf, size_t cap, int got[static RECV_
         return n;
 }
 
-/*
- * A received envelope lives in an arena: one malloc() for a small
- * message, where protobuf-c's own allocator made one for each submessage,
- * string and array (a session reply's kernel table is some 150), and
- * wire_free() frees a few chunks instead of walking the message. The
- * envelope is the arena's first allocation (protobuf-c allocates the
- * message it unpacks before its parts): wire_recv() checks that, so that
- * wire_free() finds the arena just before it.
- */
-#define ARENA_MAGIC UINT64_C(0x6862672d6172656e) /* "hbg-aren" */
-struct arena_chunk {
-        struct arena_chunk *next;
-        size_t size, used;
-        max_align_t data[];
-};
-struct arena {
-        uint64_t magic;
-        struct arena_chunk *chunks;      /* the newest first; the last holds this */
-        max_align_t first[];             /* the envelope */
-};
-#define ARENA_ALIGN _Alignof(max_align_t)
-
-static struct arena_chunk *arena_chunk_new(size_t cap) {
-        if (cap > SIZE_MAX / 2)
-                return NULL;
-        struct arena_chunk *c = malloc(sizeof(*c) + cap);
-        if (c)
-                *c = (struct arena_chunk){ .size = cap };
-        return c;
-}
-
-static void *arena_alloc(void *data, size_t size) {
-        struct arena *a = data;
-        if (size > SIZE_MAX / 4)
-                return NULL;
-        size = (size + ARENA_ALIGN - 1) & ~(ARENA_ALIGN - 1);
-        struct arena_chunk *c = a->chunks;
-        if (c->size - c->used < size) {
-                /* Doubling: a message of many small parts takes few chunks. */
-                struct arena_chunk *n = arena_chunk_new(c->size * 2 > size ? c->size * 2 : size);
-                if (!n)
-                        return NULL;
-                n->next = c;
-                a->chunks = c = n;
-        }
-        void *p = (char *)c->data + c->used;
-        c->used += size;
-        return p;
-}
-
-static void arena_free(void *data, void *ptr) {
-        (void)data, (void)ptr; /* everything at once, in arena_destroy() */
-}
-
-static void arena_destroy(struct arena *a) {
-        a->magic = 0;
-        for (struct arena_chunk *c = a->chunks, *next; c; c = next) {
-                next = c->next;
-                free(c);
-        }
-}
-
-/* bytes[0..n) unpacked into a new arena; NULL if they are not an
- * envelope (or memory ran out). */
-static Hbg__Envelope *unpack_in_arena(const uint8_t *bytes, size_t n) {
-        /* Room for the arena, and for a small message's parts: its bytes
-         * twice, and more for its structs. */
-        _Static_assert(sizeof(struct arena) % ARENA_ALIGN == 0, "the envelope follows the arena, aligned");
-        struct arena_chunk *first = arena_chunk_new(sizeof(struct arena) + 2 * n + 1024);
-        if (!first)
-                return NULL;
-        first->used = sizeof(struct arena);
-        struct arena *a = (struct arena *)first->data;
-        *a = (struct arena){ .magic = ARENA_MAGIC, .chunks = first };
-        ProtobufCAllocator alloc = { .alloc = arena_alloc, .free = arena_free, .allocator_data = a };
-        Hbg__Envelope *env = hbg__envelope__unpack(&alloc, n, bytes);
-        if (!env || (void *)env != (void *)a->first) {
-                arena_destroy(a);
-                return NULL;
-        }
-        return env;
-}
-
 int wire_recv(int sock, size_t max_msg, Hbg__Envelope **ret_env, int *fds, unsigned max_fds,
               unsigned *ret_nfds) {
         /* One byte more than allowed: a record that fills it is too long
@@ -220,10 +136,11 @@ int wire_recv(int sock, size_t max_msg, Hbg__Envelope **ret_env, int *fds, unsig
                 free(buf);
                 return err;
         }
-        Hbg__Envelope *env = unpack_in_arena(buf, (size_t)n);
+        Hbg__Envelope *env = hbg__envelope__unpack(NULL, (size_t)n, buf);
         free(buf);
         if (!env || env->msg_case == HBG__ENVELOPE__MSG__NOT_SET) {
-                wire_free(env);
+                if (env)
+                        hbg__envelope__free_unpacked(env, NULL);
                 close_fds(got, ngot);
                 return -EPROTO;
         }
@@ -250,12 +167,8 @@ int wire_discard(int sock) {
 }
 
 void wire_free(Hbg__Envelope *env) {
-        if (!env)
-                return;
-        struct arena *a = (struct arena *)((char *)env - offsetof(struct arena, first));
-        if (a->magic != ARENA_MAGIC)
-                abort(); /* not an envelope from wire_recv() */
-        arena_destroy(a);
+        if (env)
+                hbg__envelope__free_unpacked(env, NULL);
 }
 
 void wire_hello(Hbg__Envelope *env, Hbg__Hello *hello, const char *name) {

@@ -64,8 +64,6 @@ int wire_send(int sock, const Hbg__Envelope *env, const int *fds, unsigned nfds,
  */
 int wire_recv(int sock, size_t max_msg, Hbg__Envelope **ret_env, int *fds, unsigned max_fds,
               unsigned *ret_nfds);
-/* Free an envelope wire_recv() gave (in one arena: its parts go with it;
- * any other pointer aborts). NULL is ignored. */
 void wire_free(Hbg__Envelope *env);
 
 /* Read one record and drop it, closing every fd it carried (a refused
