@@ -98,6 +98,10 @@ static size_t varint(uint64_t v, uint8_t *out) {
 
 int kernel_rows_pack(struct kernel_rows_packed *p) {
         *p = (struct kernel_rows_packed){ 0 };
+        const ProtobufCFieldDescriptor *f =
+                protobuf_c_message_descriptor_get_field_by_name(&hbg__session_reply__descriptor, "kernels");
+        if (!f)
+                return -EINVAL; /* proto/hbg.proto without it: cannot be */
         Hbg__KernelInfo **rows;
         size_t n, bytes = 0;
         void *mem = kernel_rows_new(&rows, &n);
@@ -112,8 +116,6 @@ int kernel_rows_pack(struct kernel_rows_packed *p) {
                 kernel_rows_packed_free(p);
                 return -ENOMEM;
         }
-        const ProtobufCFieldDescriptor *f =
-                protobuf_c_message_descriptor_get_field_by_name(&hbg__session_reply__descriptor, "kernels");
         uint8_t *at = p->bytes;
         for (size_t i = 0; i < n; i++) {
                 /* A length-delimited field's data begins with its length. */

@@ -28,7 +28,7 @@ int kernel_rows_check_fit(char *msg, size_t len);
 /*
  * The rows packed once for the session replies: hbgd's table does not
  * change once its modules are loaded (before hbgd_new()), and packing it
- * into every reply cost the io thread some 40,000 instructions a
+ * into every reply cost the io thread about 50,000 instructions a
  * connect. Each row is kept as a field in wire form (its number, type,
  * length and bytes), which protobuf-c writes as it is after a message's
  * known fields; a reader cannot tell it from a packed kernels field.
@@ -38,7 +38,9 @@ struct kernel_rows_packed {
         ProtobufCMessageUnknownField *fields;
         uint8_t *bytes;
 };
-/* 0, or -ENOMEM (nothing held). */
+/* 0, or -ENOMEM (nothing held). The rows come out after the reply's
+ * other fields, as protobuf-c packs a message's own: kernels is the last
+ * field of SessionReply, so the record is byte for byte the same. */
 int kernel_rows_pack(struct kernel_rows_packed *p);
 void kernel_rows_packed_free(struct kernel_rows_packed *p);
 /* r carries p's rows as its kernels (r->kernels itself left empty); p
