@@ -26,6 +26,7 @@
 
 #include "daemon/engine/engine.h"
 #include "daemon/engine/engine_spares.h"
+#include "daemon/engine/lazy_alloc.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
 #include "tests/check_main.h"
@@ -510,6 +511,37 @@ END_TEST
  * ring of another size does not; a fill for another size drops them, and
  * so does a fill wanting fewer.
  */
+/* An arena large enough for huge pages (a ring's arrays of the default
+ * window, and its spares) starts on a 2 MiB boundary, inside its mapping;
+ * a smaller one where its mapping starts. */
+START_TEST(lazy_arena_huge_boundary) {
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        const size_t sizes[] = { LAZY_HUGE_MIN - page, LAZY_HUGE_MIN, (8u << 20) + 3 * page };
+        for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+                /* Several: where a mapping lands differs. */
+                struct lazy_arena a[8];
+                for (size_t i = 0; i < 8; i++) {
+                        ck_assert_int_eq(lazy_arena_map(&a[i], sizes[k]), 0);
+                        ck_assert_uint_eq(a[i].size, sizes[k]);
+                        ck_assert(a[i].base >= a[i].map);
+                        ck_assert(a[i].base + a[i].size <= a[i].map + a[i].map_size);
+                        if (sizes[k] >= LAZY_HUGE_MIN)
+                                ck_assert_uint_eq((uintptr_t)a[i].base % LAZY_HUGE_ALIGN, 0);
+                        else
+                                ck_assert_ptr_eq(a[i].base, a[i].map);
+                        a[i].base[0] = 1;
+                        a[i].base[a[i].size - 1] = 1;
+                        ck_assert_ptr_nonnull(lazy_arena_take(&a[i], sizes[k]));
+                        ck_assert_ptr_null(lazy_arena_take(&a[i], 1));
+                }
+                for (size_t i = 0; i < 8; i++) {
+                        lazy_arena_unmap(&a[i]);
+                        ck_assert_ptr_null(a[i].base);
+                }
+        }
+}
+END_TEST
+
 START_TEST(spare_rings_taken) {
         struct hbg_engine_config cfg;
         config(&cfg, (unsigned)_i);
@@ -626,6 +658,7 @@ static Suite *suite(void) {
         tcase_add_loop_test(tc, ring_prefault_waited_ends, 0, (int)hbg_completion_mode_count());
         tcase_add_loop_test(tc, io_reads_through_memfd, 0, (int)hbg_completion_mode_count());
         tcase_add_loop_test(tc, spare_rings_taken, 0, (int)hbg_completion_mode_count());
+        tcase_add_test(tc, lazy_arena_huge_boundary);
         suite_add_tcase(s, tc);
         return s;
 }
