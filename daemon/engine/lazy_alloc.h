@@ -100,19 +100,19 @@ static inline void lazy_free(void *p, size_t size) {
  */
 struct lazy_arena {
         char *base;
-        size_t size;    /* the sum of lazy_bytes() taken */
+        size_t size;    /* of the mapping: the sum of lazy_bytes() taken */
         size_t used;
-        char *map;      /* the mapping: [base, base + size) inside it */
-        size_t map_size;
 };
 
 /*
- * Map `size` bytes (a sum of lazy_bytes()). 0 or -ENOMEM. An arena large
- * enough for huge pages starts on a huge-page boundary: a mapping starts
- * on any page, and the part of its first array below the first 2 MiB
- * boundary took small pages (512 faults where one would do; the first
- * graph of a session set up without a spare touches them all). The slack
- * around it is address space only, never touched.
+ * Map `size` bytes (a sum of lazy_bytes()). 0 or -ENOMEM. An arena of
+ * LAZY_HUGE_MIN or more starts on a huge-page boundary: a mapping starts
+ * on any page, and an unaligned hinted first array lost up to 2 MiB of
+ * itself (below its first boundary and above its last) to small pages,
+ * 512 faults where one does, in every session set up without a spare.
+ * It is mapped 2 MiB longer and the slack on either side unmapped again
+ * (never touched: nothing to free), so the mapping is the arena's bytes
+ * alone and no huge page can take in anything beyond them.
  */
 static inline int lazy_arena_map(struct lazy_arena *a, size_t size) {
         size_t slack = size >= LAZY_HUGE_MIN ? LAZY_HUGE_ALIGN : 0;
@@ -121,10 +121,15 @@ static inline int lazy_arena_map(struct lazy_arena *a, size_t size) {
                 *a = (struct lazy_arena){ 0 };
                 return -ENOMEM;
         }
-        uintptr_t base = (uintptr_t)map;
-        if (slack)
-                base = (base + LAZY_HUGE_ALIGN - 1) & ~(uintptr_t)(LAZY_HUGE_ALIGN - 1);
-        *a = (struct lazy_arena){ .base = (char *)base, .size = size, .map = map, .map_size = size + slack };
+        char *base = map;
+        if (slack) {
+                base = (char *)(((uintptr_t)map + LAZY_HUGE_ALIGN - 1) & ~(uintptr_t)(LAZY_HUGE_ALIGN - 1));
+                if (base > map)
+                        munmap(map, (size_t)(base - map));
+                if (map + size + slack > base + size)
+                        munmap(base + size, (size_t)(map + size + slack - (base + size)));
+        }
+        *a = (struct lazy_arena){ .base = base, .size = size };
         return 0;
 }
 
@@ -145,6 +150,6 @@ static inline bool lazy_arena_holds(const struct lazy_arena *a, const void *p) {
 }
 
 static inline void lazy_arena_unmap(struct lazy_arena *a) {
-        lazy_free(a->map, a->map_size);
+        lazy_free(a->base, a->size);
         *a = (struct lazy_arena){ 0 };
 }
