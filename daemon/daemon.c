@@ -365,7 +365,7 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
                                cfg->log_ratelimit_burst_per_uid);
         raise_fd_limit();
         if ((err = kernel_rows_pack(&d->kernel_reply)) < 0) {
-                hbgd_log(LOG_ERR, "out of memory for the kernel table");
+                hbgd_log(LOG_ERR, "cannot pack the kernel table for the session replies: %s", strerror(-err));
                 goto fail;
         }
 

@@ -38,7 +38,7 @@ struct kernel_rows_packed {
         ProtobufCMessageUnknownField *fields;
         uint8_t *bytes;
 };
-/* 0, or -ENOMEM (nothing held). The rows come out after the reply's
+/* 0, or -ENOMEM, -EINVAL (nothing held). The rows come out after the reply's
  * other fields, as protobuf-c packs a message's own: kernels is the last
  * field of SessionReply, so the record is byte for byte the same. */
 int kernel_rows_pack(struct kernel_rows_packed *p);
