@@ -98,7 +98,7 @@ cat >"$tmp/plan" <<EOF
 2|wake-trust-wake|wake|$lost|-DSAME_UID -DTRUST_WAKE||-O0 $safety
 2|wake-no-recheck|wake|$lost|-DNO_RECHECK||-O0 $safety
 2|wake-kick-page|wake|$lost|-DSAME_UID -DKICK_PAGE||-O0 $safety
-1|wake-unserved|wake|pass|-DUNSERVED -DNG=1||-O2 -DCOLLAPSE $safety
+2|wake-unserved|wake|pass|-DUNSERVED -DNG=1||-O2 -DCOLLAPSE $safety
 2|wake-unserved-same-uid|wake|pass|-DUNSERVED -DNG=1 -DSAME_UID||-O2 -DCOLLAPSE $safety
 1|wake-old-client|wake|pass|-DOLD_CLIENT -DNG=1||-O2 -DCOLLAPSE $safety
 2|wake-serve-no-kick|wake|$lost|-DUNSERVED -DNG=1 -DSERVE_NO_KICK||-O0 $safety
