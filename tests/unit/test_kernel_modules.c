@@ -387,6 +387,15 @@ START_TEST(session_reply_table_packed_once) {
         install(HBG_TEST_EXAMPLE_MODULE, "hbg-nn.so", path, sizeof(path));
         ck_assert_msg(load(path, err, sizeof(err)) == 0, "%s", err);
         ck_assert_uint_gt(kernel_module_kernels(), 0);
+        /* The rows go after the reply's own fields (protobuf-c writes a
+         * message's unknown fields last): the same bytes only while
+         * kernels is its highest-numbered field. */
+        const ProtobufCMessageDescriptor *desc = &hbg__session_reply__descriptor;
+        const ProtobufCFieldDescriptor *kf = protobuf_c_message_descriptor_get_field_by_name(desc, "kernels");
+        ck_assert_ptr_nonnull(kf);
+        for (unsigned i = 0; i < desc->n_fields; i++)
+                ck_assert_msg(desc->fields[i].id <= kf->id, "SessionReply.%s (%u) comes after kernels (%u)",
+                              desc->fields[i].name, desc->fields[i].id, kf->id);
         Hbg__SessionReply rows = HBG__SESSION_REPLY__INIT, packed = HBG__SESSION_REPLY__INIT;
         rows.session_id = packed.session_id = 7;
         rows.first_id = packed.first_id = 1u << 20;
