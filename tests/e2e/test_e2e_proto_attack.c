@@ -1295,6 +1295,70 @@ START_TEST(kernel_table_hostile) {
 }
 END_TEST
 
+/* Tables of many sizes through the wire, up to one with every module id
+ * a client accepts (more than hbgd loads): each fits the reply, is read
+ * whole by wire_recv() and imports as the rows sent did. The same record
+ * cut short anywhere is refused (the reply is one length-prefixed field:
+ * no shorter record is an envelope), leaving nothing behind (the
+ * sanitizer builds check for leaks). */
+START_TEST(kernel_table_through_the_wire) {
+        static const size_t extras[] = { 0, 1, 100, HBG_KERNEL_MODULE_MAX / 2, HBG_KERNEL_MODULE_MAX };
+        for (size_t e = 0; e < sizeof(extras) / sizeof(extras[0]); e++) {
+                size_t extra = extras[e];
+                struct rows *r = builtin_rows();
+                add_module_rows(r, extra, HBG_KERNEL_MODULE_FIRST);
+                Hbg__SessionReply sr = HBG__SESSION_REPLY__INIT;
+                sr.kernels = r->p;
+                sr.n_kernels = r->n;
+                Hbg__Envelope env = HBG__ENVELOPE__INIT;
+                env.msg_case = HBG__ENVELOPE__MSG_SESSION_REPLY;
+                env.session_reply = &sr;
+                int sv[2];
+                ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+                ck_assert_int_eq(wire_send(sv[0], &env, NULL, 0, HBG_WIRE_SESSION_REPLY_MAX), 0);
+                Hbg__Envelope *got = NULL;
+                int fds[HBG_WIRE_MAX_FDS];
+                unsigned nfds = 9;
+                ck_assert_int_eq(wire_recv(sv[1], HBG_WIRE_SESSION_REPLY_MAX, &got, fds, 0, &nfds), 0);
+                ck_assert_uint_eq(nfds, 0);
+                ck_assert_int_eq(got->msg_case, HBG__ENVELOPE__MSG_SESSION_REPLY);
+                ck_assert_uint_eq(got->session_reply->n_kernels, r->n);
+                struct kernel_table sent, recv;
+                char why[256];
+                ck_assert_msg(kernel_table_import(&sent, r->p, r->n, why, sizeof(why)) == 0, "%zu rows: %s", r->n, why);
+                ck_assert_int_eq(kernel_table_import(&recv, got->session_reply->kernels, got->session_reply->n_kernels,
+                                                     why, sizeof(why)), 0);
+                ck_assert_uint_eq(recv.n, sent.n);
+                for (size_t i = 0; i < sent.n; i++) {
+                        const struct hbg_kernel_sig *a = kernel_table_at(&sent, i), *b = kernel_table_at(&recv, i);
+                        char u1[160], u2[160];
+                        ck_assert_uint_eq(a->id, b->id);
+                        ck_assert_str_eq(a->name, b->name);
+                        ck_assert_str_eq(kernel_sig_usage(a, u1, sizeof(u1)), kernel_sig_usage(b, u2, sizeof(u2)));
+                }
+                kernel_table_free(&sent);
+                kernel_table_free(&recv);
+                wire_free(got);
+                /* cut short: every prefix (every 97th of a large one) */
+                size_t len = hbg__envelope__get_packed_size(&env), step = len < 4096 ? 1 : 97;
+                ck_assert_uint_le(len, HBG_WIRE_SESSION_REPLY_MAX);
+                uint8_t *bytes = malloc(len);
+                ck_assert_ptr_nonnull(bytes);
+                hbg__envelope__pack(&env, bytes);
+                for (size_t cut = len - 1; cut > 0; cut = cut > step ? cut - step : cut - 1) {
+                        ck_assert_int_eq(send(sv[0], bytes, cut, 0), (ssize_t)cut);
+                        got = NULL;
+                        int err = wire_recv(sv[1], HBG_WIRE_SESSION_REPLY_MAX, &got, fds, 0, &nfds);
+                        ck_assert_msg(err == -EPROTO && !got, "cut at %zu of %zu: %d", cut, len, err);
+                }
+                free(bytes);
+                close(sv[0]);
+                close(sv[1]);
+                free(r);
+        }
+}
+END_TEST
+
 /* ------------------------------------------------------------ suite */
 
 static Suite *suite(void) {
@@ -1313,6 +1377,7 @@ static Suite *suite(void) {
         suite_add_tcase(s, limits);
         TCase *table = tcase_create("kernel_table");
         tcase_add_test(table, kernel_table_hostile);
+        tcase_add_test(table, kernel_table_through_the_wire);
         suite_add_tcase(s, table);
         return s;
 }
