@@ -124,10 +124,10 @@ static inline int lazy_arena_map(struct lazy_arena *a, size_t size) {
         char *base = map;
         if (slack) {
                 base = (char *)(((uintptr_t)map + LAZY_HUGE_ALIGN - 1) & ~(uintptr_t)(LAZY_HUGE_ALIGN - 1));
-                if (base > map)
-                        munmap(map, (size_t)(base - map));
-                if (map + size + slack > base + size)
-                        munmap(base + size, (size_t)(map + size + slack - (base + size)));
+                size_t head = (size_t)(base - map), tail = slack - head; /* head < slack: mmap() gives pages */
+                if (head)
+                        munmap(map, head);
+                munmap(base + size, tail);
         }
         *a = (struct lazy_arena){ .base = base, .size = size };
         return 0;
