@@ -8,9 +8,10 @@
  *   - one complete slice ("X") per task run, named by its kernel, args
  *     session, graph, task, block, blocks, result, wait_us;
  *   - graphs as async slices ("b"/"e", category "graph", one track per
- *     session: "graphs (session N)") from hbgd noticing the graph to its
- *     retirement; one still in flight when the trace ended ends there,
- *     args in_flight true;
+ *     session: "graphs (session N)") from hbgd noticing the graph, or the
+ *     first moment one of its traced tasks was ready if that came first
+ *     (graphs_hold_their_tasks()), to its retirement; one still in flight
+ *     when the trace ended ends there, args in_flight true;
  *   - host tasks as async slices ("b"/"e", category "host", an id per
  *     task) on a track per session, "host tasks (session N)", from made
  *     ready to hbgd reading the answer (they overlap: not "X");
@@ -86,7 +87,8 @@ static void drop_retired_open(struct trace_data *t) {
         t->n_graphs = k;
 }
 
-int64_t trace_graph_of(const struct trace_data *t, uint64_t session, uint64_t id) {
+/* The index in t->graphs of the graph holding task id of session, or -1. */
+static int64_t graph_index_of(const struct trace_data *t, uint64_t session, uint64_t id) {
         size_t lo = 0, hi = t->n_graphs;
         while (lo < hi) { /* the first graph after (session, id) */
                 size_t mid = (lo + hi) / 2;
@@ -99,7 +101,34 @@ int64_t trace_graph_of(const struct trace_data *t, uint64_t session, uint64_t id
         if (lo == 0)
                 return -1;
         const struct trace_event *g = &t->graphs[lo - 1];
-        return g->session == session && id >= g->first_id && id <= g->last_id ? (int64_t)g->id : -1;
+        return g->session == session && id >= g->first_id && id <= g->last_id ? (int64_t)(lo - 1) : -1;
+}
+
+int64_t trace_graph_of(const struct trace_data *t, uint64_t session, uint64_t id) {
+        int64_t i = graph_index_of(t, session, id);
+        return i >= 0 ? (int64_t)t->graphs[i].id : -1;
+}
+
+/* hbgd knows a graph once it has seen its record, which the client
+ * writes at hbg_graph_submit(), after its tasks: they may have been taken
+ * in, and run, before. A graph's slice begins no later than the
+ * earliest moment one of its tasks in the trace was ready (a run's start
+ * less its wait; the start where the wait is not known): it holds its
+ * tasks. */
+static void graphs_hold_their_tasks(struct trace_data *t) {
+        for (size_t i = 0; i < t->n_events; i++) {
+                const struct trace_event *ev = &t->events[i];
+                if (ev->kind != HBG__TRACE_KIND__TRACE_TASK && ev->kind != HBG__TRACE_KIND__TRACE_HOST)
+                        continue;
+                int64_t g = graph_index_of(t, ev->session, ev->id);
+                if (g < 0)
+                        continue;
+                int64_t ready = ev->start_ns;
+                if (ev->kind == HBG__TRACE_KIND__TRACE_TASK && ev->wait_ns > 0)
+                        ready -= ev->wait_ns;
+                if (ready < t->graphs[g].start_ns)
+                        t->graphs[g].start_ns = ready;
+        }
 }
 
 /* hbgd's kernel names by id, and its pid (a status request). */
@@ -242,6 +271,7 @@ static int take_trace(const struct ctl_opts *o, struct trace_data *t, struct ctl
                 qsort(t->graphs, t->n_graphs, sizeof(*t->graphs), by_session_graph);
                 drop_retired_open(t);
                 qsort(t->graphs, t->n_graphs, sizeof(*t->graphs), by_session_first);
+                graphs_hold_their_tasks(t);
         }
         return err;
 }

@@ -2306,7 +2306,8 @@ static bool xml_well_formed(const char *x, unsigned *ret_task_boxes, char *why, 
  * later than it ends; one "X" slice per kernel task run, each task id of
  * ours once, named by its kernel, with the graph it belongs to; one async
  * slice per host task (not "X": they overlap) on the session's host track,
- * an id each; the graphs' "b" and "e" pair up by id, none in flight; one
+ * an id each; the graphs' "b" and "e" pair up by id, none in flight, each
+ * holding its tasks' slices; one
  * flow per dependency between two kernel tasks (root -> each fan noop ->
  * join: 2 * TRACE_FAN a graph, none through the host task), its "s"
  * inside the fanin's slice and its "f" inside the dependant's; no drops.
@@ -2373,7 +2374,8 @@ START_TEST(trace_timeline) {
         bool seen[TRACE_GRAPHS * (TRACE_FAN + 2)] = { false };
         /* Async slices (graphs and host tasks) by id: begun, then ended. */
         char begins[2 * TRACE_GRAPHS][48] = { { 0 } };
-        int64_t begin_ts[2 * TRACE_GRAPHS] = { 0 };
+        int64_t begin_ts[2 * TRACE_GRAPHS] = { 0 }, end_ts[2 * TRACE_GRAPHS] = { 0 };
+        int64_t async_graph[2 * TRACE_GRAPHS]; /* a graph slice's graph, -1 for a host task's */
         /* Each kernel task's slice (one block each) and thread, by index. */
         int64_t slice_start[TRACE_GRAPHS * (TRACE_FAN + 2)], slice_end[TRACE_GRAPHS * (TRACE_FAN + 2)];
         int64_t slice_tid[TRACE_GRAPHS * (TRACE_FAN + 2)];
@@ -2438,20 +2440,23 @@ START_TEST(trace_timeline) {
                                 ck_assert_uint_lt(n_begin, 2 * TRACE_GRAPHS);
                                 json_object *a = get(e, "args");
                                 ck_assert_int_eq(jint(a, "session"), (int64_t)sess);
+                                async_graph[n_begin] = -1;
                                 if (strcmp(cat, "host") == 0) {
                                         n_host++;
                                         ck_assert_int_eq(jint(a, "result"), 0);
                                 } else {
+                                        async_graph[n_begin] = jint(a, "graph");
                                         ck_assert_str_eq(cat, "graph");
                                         ck_assert_msg(!json_object_get_boolean(get(a, "in_flight")),
                                                       "graph %s in flight after its wait", id);
                                 }
                                 snprintf(begins[n_begin], sizeof(begins[0]), "%s", id);
-                                begin_ts[n_begin++] = (int64_t)(ts * 1000);
+                                begin_ts[n_begin++] = llround(ts * 1000);
                                 continue;
                         }
                         ck_assert_msg(k < n_begin, "async slice %s ends without a beginning", id);
-                        ck_assert_msg(begin_ts[k] <= (int64_t)(ts * 1000), "async slice %s ends before it begins", id);
+                        ck_assert_msg(begin_ts[k] <= llround(ts * 1000), "async slice %s ends before it begins", id);
+                        end_ts[k] = llround(ts * 1000);
                         begins[k][0] = 0;
                         n_end++;
                 } else {
@@ -2462,6 +2467,17 @@ START_TEST(trace_timeline) {
         ck_assert_uint_eq(n_host, TRACE_GRAPHS);
         ck_assert_uint_eq(n_begin, 2 * TRACE_GRAPHS);
         ck_assert_uint_eq(n_end, 2 * TRACE_GRAPHS);
+        /* Each graph's slice holds its tasks' (a graph's record comes
+         * after its tasks, which may run before hbgd sees it). */
+        for (size_t k = 0; k < n_ids; k++) {
+                size_t a = 0;
+                while (a < n_begin && async_graph[a] != (int64_t)graphs[k / (TRACE_FAN + 2)])
+                        a++;
+                ck_assert_msg(a < n_begin, "no slice for graph %" PRIu64, graphs[k / (TRACE_FAN + 2)]);
+                ck_assert_msg(begin_ts[a] <= slice_start[k] && slice_end[k] <= end_ts[a],
+                              "task %" PRIu64 " runs %" PRId64 "..%" PRId64 " ns outside its graph's slice %" PRId64
+                              "..%" PRId64, kernel_ids[k], slice_start[k], slice_end[k], begin_ts[a], end_ts[a]);
+        }
         /* The flows: "s" then "f" of one id, an edge of ours each, once,
          * each end inside the slice of its task on that task's track. */
         ck_assert_uint_eq(n_flows, 2 * 2 * TRACE_GRAPHS * TRACE_FAN);
