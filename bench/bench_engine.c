@@ -164,9 +164,9 @@ static bool progress_ok(struct progress *p, const struct harness_ring *h) {
  * clean-up is attempted. */
 static __attribute__((noreturn)) void die_stuck(const struct harness_ring *h, const char *case_name,
                                                 const char *where) {
-        struct hbg_ring_stats rs;
+        struct ring_stats rs;
 
-        hbg_ring_stats(h->ring, &rs);
+        ring_stats(h->ring, &rs);
         fprintf(stderr, "hbg-bench " SUITE ": %s: %s: ring error %" PRId32 " (%s), watermark %"
                 PRIu64 ", submitted %" PRIu64 ", classified %" PRIu64 ", completed %" PRIu64
                 ", graphs retired %" PRIu64 " of %" PRIu64 "\n",
@@ -266,14 +266,14 @@ static int run_once(const struct options *o, unsigned threads, enum shape shape,
         const uint64_t n = o->tasks;
         int rc = 0;
 
-        hbg_engine_config_default(&cfg);
+        engine_config_default(&cfg);
         cfg.threads = threads;
         cfg.clusters = 2 * threads;
         if (o->no_spin)
                 cfg.spin_before_park_ns = 0;
-        int err = hbg_engine_new(&e, &cfg);
+        int err = engine_new(&e, &cfg);
         if (err < 0) {
-                fprintf(stderr, "hbg-bench " SUITE ": %s: hbg_engine_new: %s\n", case_name,
+                fprintf(stderr, "hbg-bench " SUITE ": %s: engine_new: %s\n", case_name,
                         strerror(-err));
                 return -1;
         }
@@ -283,7 +283,7 @@ static int run_once(const struct options *o, unsigned threads, enum shape shape,
         if (err < 0) {
                 fprintf(stderr, "hbg-bench " SUITE ": %s: ring: %s\n", case_name, strerror(-err));
                 harness_ring_destroy(&h);
-                hbg_engine_free(e);
+                engine_free(e);
                 return -1;
         }
 
@@ -302,10 +302,10 @@ static int run_once(const struct options *o, unsigned threads, enum shape shape,
                 .doorbells = h.doorbells,
         };
         uint64_t executed = 0;
-        for (unsigned i = 0; i < hbg_engine_threads(e); i++) {
+        for (unsigned i = 0; i < engine_threads(e); i++) {
                 struct hbg_thread_stats s;
 
-                hbg_engine_thread_stats(e, i, &s);
+                engine_thread_stats(e, i, &s);
                 ret->parks += s.parks;
                 ret->wakeups += s.wakeups;
                 ret->failsafe_pushes += s.failsafe_pushes;
@@ -313,8 +313,8 @@ static int run_once(const struct options *o, unsigned threads, enum shape shape,
                 ret->cas_failures += s.watermark_cas_failures;
                 executed += s.executed_tasks;
         }
-        struct hbg_ring_stats rs;
-        hbg_ring_stats(h.ring, &rs);
+        struct ring_stats rs;
+        ring_stats(h.ring, &rs);
         uint64_t graphs = h.prod.graphs;
 
         /* A run that computed a wrong result gives no numbers. */
@@ -340,7 +340,7 @@ static int run_once(const struct options *o, unsigned threads, enum shape shape,
                 rc = -1;
         }
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
         return rc;
 }
 
@@ -576,7 +576,7 @@ int bench_engine_main(int argc, char **argv) {
         if (r != 0)
                 return r > 0 ? BENCH_EXIT_OK : BENCH_EXIT_USAGE;
 
-        hbg_engine_config_default(&cfg);
+        engine_config_default(&cfg);
         uint64_t spin_ns = o.no_spin ? 0 : cfg.spin_before_park_ns;
 
         /* Built whatever the shapes and N: the same cost in every run,

@@ -78,7 +78,7 @@ void bench_compare_usage(FILE *out) {
               "  --repeat R         measured repetitions, the median reported (5)\n"
               "  --warmup W         repetitions run first and not measured (1)\n",
               out);
-        fprintf(out, "  --modes LIST       completion modes, of %s (all)\n", hbg_completion_mode_list());
+        fprintf(out, "  --modes LIST       completion modes, of %s (all)\n", completion_mode_list());
         fputs("  --peers LIST       tbb,openmp,starpu,floor,taskflow (all built), or none\n"
               "  --out DIR          results.csv, metrics.csv, plots, profiles (build/bench)\n"
               "  --flag-window N    hbgd's sessions get N completion flags (default: hbgd's, as many\n"
@@ -150,12 +150,12 @@ static int parse(struct cmp *c, int argc, char **argv) {
                                              "--flag-window", "--module", "--python-size", "--trace-size",
                                              "--trace-task-us", NULL };
         const char *shape_names[CMP_MAX_SHAPES], *mode_names[CMP_MAX_LIST];
-        unsigned n_modes = hbg_completion_mode_count();
+        unsigned n_modes = completion_mode_count();
         unsigned n_shapes = dag_shape_count();
         for (unsigned s = 0; s < n_shapes; s++)
                 shape_names[s] = dag_shape_name(s);
         for (unsigned m = 0; m < n_modes && m < CMP_MAX_LIST; m++)
-                mode_names[m] = hbg_completion_mode_name(m);
+                mode_names[m] = completion_mode_name(m);
 
         for (int i = 1; i < argc; i++) {
                 const char *name, *value;
@@ -260,7 +260,7 @@ static void defaults(struct cmp *c) {
         static const unsigned clients[] = { 1, 2, 4, 8 };
         c->n_clients = 4;
         memcpy(c->clients, clients, sizeof(clients));
-        c->n_modes = hbg_completion_mode_count();
+        c->n_modes = completion_mode_count();
         for (unsigned m = 0; m < c->n_modes; m++)
                 c->modes[m] = m;
         c->n_peers = CMP_N_PEERS;

@@ -22,7 +22,7 @@ struct cmp {
         uint64_t sizes[CMP_MAX_SHAPES];                 /* per shape index; 0: default */
         unsigned threads[CMP_MAX_LIST], n_threads;
         unsigned clients[CMP_MAX_LIST], n_clients;
-        unsigned modes[CMP_MAX_LIST], n_modes;          /* hbg_completion_mode_name()'s numbers */
+        unsigned modes[CMP_MAX_LIST], n_modes;          /* completion_mode_name()'s numbers */
         unsigned peers[CMP_MAX_LIST], n_peers;          /* indices into cmp_peer_names */
         unsigned repeat, warmup;
         unsigned flag_window;           /* hbgd's session flag_window; 0: its default */

@@ -689,10 +689,10 @@ static void hbgctl_compile(struct cmp *c, struct bench_hbgd *h, const char *mode
  * question the completion policies were designed around (docs/
  * PERFORMANCE.md). One producer, each mode, each shape. */
 void cmp_hbg_reuse(struct cmp *c, unsigned mode_index, unsigned threads, unsigned flag_window) {
-        const char *mode = hbg_completion_mode_name(mode_index);
+        const char *mode = completion_mode_name(mode_index);
         char hbgd[300], conf[CMP_CONFIG_LEN];
         struct bench_hbgd h;
-        if (threads < hbg_completion_mode_min_threads(mode_index))
+        if (threads < completion_mode_min_threads(mode_index))
                 return;
         c->flag_window = flag_window;
         c->reuse_pass = true;
@@ -713,11 +713,11 @@ void cmp_hbg_reuse(struct cmp *c, unsigned mode_index, unsigned threads, unsigne
 }
 
 void cmp_hbg(struct cmp *c, unsigned mode_index, unsigned threads) {
-        const char *mode = hbg_completion_mode_name(mode_index);
+        const char *mode = completion_mode_name(mode_index);
         char hbgd[300];
         struct bench_hbgd h;
-        if (threads < hbg_completion_mode_min_threads(mode_index)) {
-                printf("(%s needs %u threads or more: skipped at %u)\n", mode, hbg_completion_mode_min_threads(mode_index),
+        if (threads < completion_mode_min_threads(mode_index)) {
+                printf("(%s needs %u threads or more: skipped at %u)\n", mode, completion_mode_min_threads(mode_index),
                        threads);
                 return;
         }

@@ -223,13 +223,13 @@ void cmp_host(struct cmp *c) {
         for (unsigned m = 0; m < c->n_modes; m++)
                 if (c->modes[m] == HBG_COMPLETION_DEFAULT)
                         mode_index = HBG_COMPLETION_DEFAULT;
-        const char *mode = hbg_completion_mode_name(mode_index);
+        const char *mode = completion_mode_name(mode_index);
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         printf("\n-- host functions: libhbgclient's workers beside the in-process runtimes, the same function;"
                " hbgd %s, %u threads; %ld cores [%s]\n", mode, threads, cores, cmp_elapsed(c));
-        if (threads < hbg_completion_mode_min_threads(mode_index)) {
+        if (threads < completion_mode_min_threads(mode_index)) {
                 printf("host rows skipped: %s needs %u threads or more\n", mode,
-                       hbg_completion_mode_min_threads(mode_index));
+                       completion_mode_min_threads(mode_index));
                 return;
         }
         static struct host_results res;

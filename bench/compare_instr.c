@@ -159,8 +159,8 @@ void cmp_instructions(struct cmp *c) {
                " description; - not found in the profile)\n");
         printf("%-11s %-10s %-13s %12s %12s %8s\n", "shape", "system", "mode", "Ir/task", "producer", "gen");
         for (unsigned m = 0; m < c->n_modes; m++) {
-                const char *mode = hbg_completion_mode_name(c->modes[m]);
-                if (threads < hbg_completion_mode_min_threads(c->modes[m]))
+                const char *mode = completion_mode_name(c->modes[m]);
+                if (threads < completion_mode_min_threads(c->modes[m]))
                         continue;
                 struct cmp_instr base;
                 if (cmp_hbg_instr(c, mode, threads, "independent", 1, "base", "run", 0, 1, &base) < 0) {

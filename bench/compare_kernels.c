@@ -293,13 +293,13 @@ void cmp_kernels(struct cmp *c) {
         for (unsigned m = 0; m < c->n_modes; m++)
                 if (c->modes[m] == HBG_COMPLETION_DEFAULT)
                         mode_index = HBG_COMPLETION_DEFAULT;
-        const char *mode = hbg_completion_mode_name(mode_index);
+        const char *mode = completion_mode_name(mode_index);
         char src[300], dir[64] = "", hbgd[300], conf[CMP_CONFIG_LEN];
         printf("\n-- kernels: built-in and module kernels per task, completion %s, %u threads [%s]\n", mode, threads,
                cmp_elapsed(c));
-        if (threads < hbg_completion_mode_min_threads(mode_index)) {
+        if (threads < completion_mode_min_threads(mode_index)) {
                 printf("kernel rows skipped: %s needs %u threads or more\n", mode,
-                       hbg_completion_mode_min_threads(mode_index));
+                       completion_mode_min_threads(mode_index));
                 return;
         }
         /* No module, no rows: never a figure without it. */

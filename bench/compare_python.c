@@ -168,7 +168,7 @@ void cmp_python(struct cmp *c) {
         uint64_t size = c->python_size ? c->python_size : c->quick ? 2000 : 10000;
         uint64_t kernel_size = size / 10 > 100 ? size / 10 : 100;
         unsigned threads = c->report.plot_threads;
-        const char *mode = hbg_completion_mode_name(c->modes[0]);
+        const char *mode = completion_mode_name(c->modes[0]);
         char size_s[24], ksize_s[24], threads_s[16], repeat_s[16], warmup_s[16], seed_s[24];
         snprintf(size_s, sizeof(size_s), "%" PRIu64, size);
         snprintf(ksize_s, sizeof(ksize_s), "%" PRIu64, kernel_size);

@@ -294,7 +294,7 @@ static int traced_run(struct cmp *c, struct bench_hbgd *h, const char *hbgctl, c
 
 void cmp_trace(struct cmp *c) {
         const char *shape = dag_shape_name(c->trace_shape);
-        const char *mode = hbg_completion_mode_name(HBG_COMPLETION_DEFAULT);
+        const char *mode = completion_mode_name(HBG_COMPLETION_DEFAULT);
         uint64_t size = c->trace_size ? c->trace_size : CMP_TRACE_SIZE;
         char hbgd[300], hbgctl[300], json[512], svg[512], conf[CMP_CONFIG_LEN];
         char body[48] = "noop";

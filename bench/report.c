@@ -21,19 +21,19 @@ static const struct {
         { "tbb", "oneTBB" }, { "openmp", "OpenMP" }, { "starpu", "StarPU" }, { "floor", "floor" },
 };
 #define N_PLOT_PEERS (sizeof(plot_peers) / sizeof(plot_peers[0]))
-#define N_PLOT_SYSTEMS (hbg_completion_mode_count() + N_PLOT_PEERS)
+#define N_PLOT_SYSTEMS (completion_mode_count() + N_PLOT_PEERS)
 
 /* Column i of overhead.dat: its system and mode ("" for a peer). */
 static void plot_system(unsigned i, const char **system, const char **mode) {
-        unsigned n_modes = hbg_completion_mode_count();
+        unsigned n_modes = completion_mode_count();
         *system = i < n_modes ? "hbg" : plot_peers[i - n_modes].system;
-        *mode = i < n_modes ? hbg_completion_mode_name(i) : "";
+        *mode = i < n_modes ? completion_mode_name(i) : "";
 }
 
 static void plot_title(FILE *f, unsigned i) {
-        unsigned n_modes = hbg_completion_mode_count();
+        unsigned n_modes = completion_mode_count();
         if (i < n_modes)
-                fprintf(f, " hbg-%s", hbg_completion_mode_name(i));
+                fprintf(f, " hbg-%s", completion_mode_name(i));
         else
                 fprintf(f, " %s", plot_peers[i - n_modes].title);
 }

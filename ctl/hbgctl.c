@@ -613,6 +613,6 @@ int main(int argc, char **argv) {
         rc = take_arguments(v, &cl, argc, argv, &arg);
         if (rc)
                 return rc;
-        cl.o.socket = hbg_socket_path(cl.path);
+        cl.o.socket = wire_socket_path(cl.path);
         return run_verb(v, &cl.o, arg);
 }

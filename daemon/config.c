@@ -21,7 +21,7 @@
 void hbgd_config_default(struct hbgd_config *ret) {
         memset(ret, 0, sizeof(*ret));
         snprintf(ret->socket_path, sizeof(ret->socket_path), "%s", HBG_DEFAULT_SOCKET);
-        hbg_engine_config_default(&ret->engine);
+        engine_config_default(&ret->engine);
         geometry_request_default(&ret->session_default);
         ret->spare_rings = 1;
         ret->spare_rings_burst = 8;
@@ -60,7 +60,7 @@ enum key_type {
         KEY_WEIGHTS,     /* user:weight pairs */
         KEY_GROUPS,      /* names or gids */
         KEY_LOG_LEVEL,   /* emerg .. debug */
-        KEY_COMPLETION,  /* hbg_completion_mode_list() */
+        KEY_COMPLETION,  /* completion_mode_list() */
         KEY_SOCKET_PATH, /* an absolute AF_UNIX socket path (a char array field) */
         KEY_MODE,        /* permission bits in octal, 0 .. 0777 */
         KEY_NAME,        /* a user or group name or number, not looked up (a char array field) */
@@ -422,9 +422,9 @@ static bool apply_value(struct load *l, const struct key *k, const char *value) 
         case KEY_PATHS:
                 return parse_paths(l, k, value);
         case KEY_COMPLETION:
-                if (hbg_completion_mode_parse(value, &l->cfg.engine.completion_mode) < 0) {
+                if (completion_mode_parse(value, &l->cfg.engine.completion_mode) < 0) {
                         snprintf(l->msg, sizeof(l->msg),
-                                 "completion_mode: '%s' is not one of %s", value, hbg_completion_mode_list());
+                                 "completion_mode: '%s' is not one of %s", value, completion_mode_list());
                         return false;
                 }
                 return true;
@@ -509,7 +509,7 @@ int hbgd_config_format(const struct hbgd_config *cfg, size_t i, char *buf, size_
                 snprintf(buf, len, "%s", cfg->log_level >= 0 && cfg->log_level < 8 ? levels[cfg->log_level] : "?");
                 break;
         case KEY_COMPLETION: {
-                const char *m = hbg_completion_mode_name(cfg->engine.completion_mode);
+                const char *m = completion_mode_name(cfg->engine.completion_mode);
                 snprintf(buf, len, "%s", m ? m : "?");
                 break;
         }
@@ -753,7 +753,7 @@ int hbgd_config_load(struct hbgd_config *cfg, const char *path, char *err, size_
         /* The settings as a whole, also when a line failed: every
          * problem of the file in one go. */
         const char *why;
-        if (hbg_engine_config_validate(&l->cfg.engine, &why) < 0)
+        if (engine_config_validate(&l->cfg.engine, &why) < 0)
                 whole_error(l, "scheduler", why);
         struct hbg_geometry g;
         if (geometry_init(&g, &l->cfg.session_default, &why) < 0)

@@ -452,7 +452,7 @@ static struct verdict handle_cancel(struct conn *c, const Hbg__Envelope *env, co
                 return admin_refuse(c, err, msg);
         char why[HBG_GRAPH_MESSAGE_MAX];
         snprintf(why, sizeof(why), "cancelled by uid %u", (unsigned)c->cred.uid);
-        err = hbg_ring_cancel_graph(t->session->ring, rq->graph, why);
+        err = ring_cancel_graph(t->session->ring, rq->graph, why);
         if (err < 0) {
                 snprintf(msg, sizeof(msg), "cancel: graph %" PRIu64 " of session %" PRIu64 ": %s", rq->graph, t->id,
                          err == -ENOENT      ? "not live (finished, or not submitted)"
@@ -481,7 +481,7 @@ static struct verdict handle_kill(struct conn *c, const Hbg__Envelope *env, cons
         char why[HBG_GRAPH_MESSAGE_MAX];
         snprintf(why, sizeof(why), "session %" PRIu64 " closed by uid %u (hbgctl kill)", t->id,
                  (unsigned)c->cred.uid);
-        hbg_ring_set_stop_reason(t->session->ring, -ECONNRESET, why);
+        ring_set_stop_reason(t->session->ring, -ECONNRESET, why);
         /* Its last words first: the client reads them after the hang-up. */
         send_error(t, -ECONNRESET, why);
         if (t == c)
@@ -749,8 +749,8 @@ void conn_close(struct conn *c, const char *why) {
                 c->creating = NULL;
         }
         if (c->session) {
-                struct hbg_ring_stats st;
-                hbg_ring_stats(c->session->ring, &st);
+                struct ring_stats st;
+                ring_stats(c->session->ring, &st);
                 d->done_tasks += st.completed;
                 d->done_graphs += st.graphs_retired;
                 d->done_graphs_failed += st.graphs_failed;

@@ -53,7 +53,7 @@ static bool sessions_idle(struct hbgd *d) {
                 struct hbg_cpl_header *ch = c->session->cpl;
                 /* Through the memfd: the io thread never faults on a
                  * client's region (RUNTIME_LOGIC.md §8). */
-                if (hbg_ring_graphs_submitted(c->session->ring) != atomic_load(&ch->graphs_retired))
+                if (ring_graphs_submitted(c->session->ring) != atomic_load(&ch->graphs_retired))
                         return false;
         }
         return true;
@@ -93,8 +93,8 @@ static void notify_status(struct hbgd *d, int64_t now) {
         for (struct conn *c = d->conns; c; c = c->next) {
                 if (!c->session)
                         continue;
-                struct hbg_ring_stats st;
-                hbg_ring_stats(c->session->ring, &st);
+                struct ring_stats st;
+                ring_stats(c->session->ring, &st);
                 completed += st.completed;
                 in_flight = metrics_add_sat(in_flight, metrics_graphs_in_flight(&st));
         }
@@ -116,11 +116,11 @@ static void notify_status(struct hbgd *d, int64_t now) {
 
 /* Every scheduler thread moved since the last check, or is parked idle. */
 static bool engine_alive(struct hbgd *d, unsigned *ret_stuck) {
-        unsigned n = hbg_engine_threads(d->engine);
+        unsigned n = engine_threads(d->engine);
         bool ok = true;
         for (unsigned i = 0; i < n; i++) {
                 struct hbg_thread_alive a;
-                hbg_engine_thread_alive(d->engine, i, &a);
+                engine_thread_alive(d->engine, i, &a);
                 if (!a.parked && a.heartbeat == d->hb_last[i] && ok) {
                         ok = false;
                         *ret_stuck = i;
@@ -191,8 +191,8 @@ static void reload_config(struct hbgd *d) {
         const struct hbg_engine_config *o = &d->cfg.engine, *ne = &n.engine;
         if (ne->completion_mode != o->completion_mode)
                 hbgd_log(LOG_WARNING, "SIGHUP: [scheduler] completion_mode: %s in the file, running with %s "
-                         "(needs a restart)", hbg_completion_mode_name(ne->completion_mode),
-                         hbg_completion_mode_name(o->completion_mode));
+                         "(needs a restart)", completion_mode_name(ne->completion_mode),
+                         completion_mode_name(o->completion_mode));
         if (ne->threads != o->threads)
                 hbgd_log(LOG_WARNING, "SIGHUP: [scheduler] threads: %u in the file, running with %u "
                          "(needs a restart)", ne->threads, o->threads);
@@ -246,8 +246,8 @@ out:
 /* A ring stopped for a protocol error cannot be used any more: close its
  * session, so the client sees a hang-up, not silence. Whether it did. */
 static bool close_if_stopped(struct conn *c) {
-        struct hbg_ring_stats st;
-        hbg_ring_stats(c->session->ring, &st);
+        struct ring_stats st;
+        ring_stats(c->session->ring, &st);
         if (!st.broken)
                 return false;
         char why[96];
@@ -309,7 +309,7 @@ static void on_timer(struct io_source *src, uint32_t events, void *userdata) {
                 if (session_tick(c->session))
                         busy = true;
                 /* the age hbgctl graphs shows (RUNTIME_LOGIC.md §12.5) */
-                if (hbg_ring_note_graphs(c->session->ring, now))
+                if (ring_note_graphs(c->session->ring, now))
                         busy = true;
         }
         conn_expire(d, now);
@@ -398,7 +398,7 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
 
         d->cfg.engine.ring_stopped = ring_stopped;
         d->cfg.engine.ring_stopped_userdata = d;
-        err = hbg_engine_new(&d->engine, &d->cfg.engine);
+        err = engine_new(&d->engine, &d->cfg.engine);
         if (err < 0) {
                 hbgd_log_fields(LOG_ERR, &(struct hbg_log_fields){ .err = err },
                                 "cannot start the scheduler threads: %s", strerror(-err));
@@ -428,7 +428,7 @@ fail:
 int hbgd_run(struct hbgd *d) {
         hbgd_log(LOG_INFO, "ready: %u scheduler threads, %u clusters, %s completion, %s, socket %s",
                  d->cfg.engine.threads, d->cfg.engine.clusters,
-                 hbg_completion_mode_name(d->cfg.engine.completion_mode), io_loop_backend(d->loop),
+                 completion_mode_name(d->cfg.engine.completion_mode), io_loop_backend(d->loop),
                  d->listen_owned ? d->cfg.socket_path : "(activated)");
         log_effective_config(d, "start");
         /* Startup's lines are out before anyone is told hbgd is ready
@@ -458,7 +458,7 @@ struct hbgd *hbgd_free(struct hbgd *d) {
         conn_free_dead(d);
         /* Every connection's job was taken back with it (a running
          * pre-fault piece finishes in slow_work_free(), without its done;
-         * hbg_engine_free() then lets go of the ring it held). */
+         * engine_free() then lets go of the ring it held). */
         spare_rings_stop(d);
         slow_work_free(d->slow);
         refusal_close_all(d);
@@ -471,7 +471,7 @@ struct hbgd *hbgd_free(struct hbgd *d) {
                 io_source_del(d->loop, d->stopped_src);
         /* Joins the threads (a running kernel finishes: bounded by
          * max_task_cost) and releases every session's ring. */
-        hbg_engine_free(d->engine);
+        engine_free(d->engine);
         acct_free(&d->acct);
         if (d->signal_fd >= 0)
                 close(d->signal_fd);

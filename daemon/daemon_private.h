@@ -105,7 +105,7 @@ struct hbgd {
         struct hbgd_trace trace;      /* the task timeline being taken (tracing.c) */
 };
 
-/* hbg_engine_collect(), and a spare ring asked for when it gave session
+/* engine_collect(), and a spare ring asked for when it gave session
  * memory back (spare_rings.h); the rings still held. */
 unsigned hbgd_collect(struct hbgd *d);
 

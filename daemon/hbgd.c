@@ -52,7 +52,7 @@ static const struct opt_def {
 /* --completion's help: the modes as the engine's table names them. */
 static const char *completion_help(char *buf, size_t size) {
         snprintf(buf, size, "completion policy (default %s), one of:\n%s\n(MODE help: the names, one a line)",
-                 hbg_completion_mode_name(HBG_COMPLETION_DEFAULT), hbg_completion_mode_list());
+                 completion_mode_name(HBG_COMPLETION_DEFAULT), completion_mode_list());
         return buf;
 }
 
@@ -204,8 +204,8 @@ static bool read_args(int argc, char **argv, struct args *a, int *ret_exit) {
         }
         if (a->completion && strcmp(a->completion, "help") == 0) {
                 /* What shell completion offers: the table's names. */
-                for (unsigned m = 0; m < hbg_completion_mode_count(); m++)
-                        printf("%s\n", hbg_completion_mode_name(m));
+                for (unsigned m = 0; m < completion_mode_count(); m++)
+                        printf("%s\n", completion_mode_name(m));
                 *ret_exit = 0;
                 return false;
         }
@@ -241,15 +241,15 @@ static int apply_args(struct hbgd_config *cfg, const struct args *a) {
                 return -EINVAL;
         if (a->clusters && parse_uint("--clusters", a->clusters, HBG_ENGINE_MAX_CLUSTERS, &cfg->engine.clusters) < 0)
                 return -EINVAL;
-        if (a->completion && hbg_completion_mode_parse(a->completion, &cfg->engine.completion_mode) < 0) {
+        if (a->completion && completion_mode_parse(a->completion, &cfg->engine.completion_mode) < 0) {
                 fprintf(stderr, "hbgd: --completion: '%s' is not one of %s\n", a->completion,
-                        hbg_completion_mode_list());
+                        completion_mode_list());
                 return -EINVAL;
         }
         const char *io = getenv("HBGD_IO");
         cfg->force_epoll = io && strcmp(io, "epoll") == 0;
         const char *why;
-        if (hbg_engine_config_validate(&cfg->engine, &why) < 0) {
+        if (engine_config_validate(&cfg->engine, &why) < 0) {
                 fprintf(stderr, "hbgd: %s\n", why);
                 return -EINVAL;
         }

@@ -18,7 +18,7 @@ enum { TABLE_GRAPHS, TABLE_TASKS, TABLE_REFUSED, N_TABLES };
 
 struct metrics_reply {
         Hbg__Metrics m;
-        struct hbg_engine_metrics em;
+        struct engine_metrics em;
         Hbg__Histogram graph_latency;
         Hbg__MetricErrno codes[N_TABLES][HBG_ERRNO_SLOTS];
         Hbg__MetricErrno *code_ptrs[N_TABLES][HBG_ERRNO_SLOTS];
@@ -40,7 +40,7 @@ struct metrics_reply {
 /* Two counters read separately (a figure for people, not a decision):
  * retired is read first and noticed never falls behind it, but the
  * difference is clamped at 0 all the same. */
-uint64_t metrics_graphs_in_flight(const struct hbg_ring_stats *st) {
+uint64_t metrics_graphs_in_flight(const struct ring_stats *st) {
         return st->graphs_noticed > st->graphs_retired ? st->graphs_noticed - st->graphs_retired : 0;
 }
 
@@ -55,7 +55,7 @@ void metrics_fill_daemon(const struct hbgd *d, Hbg__DaemonStatus *ds) {
 static void histogram(Hbg__Histogram *h, struct hbg_hist_snapshot *snap) {
         hbg__histogram__init(h);
         h->n_bounds_ns = HBG_HIST_BOUNDS;
-        h->bounds_ns = (uint64_t *)hbg_hist_bounds_ns; /* only read by the packer */
+        h->bounds_ns = (uint64_t *)hist_bounds_ns; /* only read by the packer */
         h->n_buckets = HBG_HIST_BUCKETS;
         h->buckets = snap->buckets;
         h->sum_ns = snap->sum_ns;
@@ -109,8 +109,8 @@ static void fill_resources(const struct hbgd *d, uid_t asker, enum access_role r
         for (const struct conn *c = d->conns; c; c = c->next) {
                 if (!c->session)
                         continue;
-                struct hbg_ring_stats st;
-                hbg_ring_stats(c->session->ring, &st);
+                struct ring_stats st;
+                ring_stats(c->session->ring, &st);
                 m->graphs_in_flight = metrics_add_sat(m->graphs_in_flight, metrics_graphs_in_flight(&st));
         }
         m->memory_charged = d->acct.memory;
@@ -144,7 +144,7 @@ static int fill_kernels(const struct hbgd *d, struct metrics_reply *r) {
         size_t n = 0;
         for (size_t i = 0; i < nk; i++) {
                 struct ktime_snapshot *kt = &r->kernel_times[n];
-                hbg_engine_kernel_times(d->engine, i, kt);
+                engine_kernel_times(d->engine, i, kt);
                 if (!kt->tasks)
                         continue;
                 const struct hbg_kernel_sig *sig = kernel_at(i)->sig;
@@ -181,7 +181,7 @@ int metrics_kernels_reply_new(const struct hbgd *d, Hbg__StatusReply *reply, str
 
 int metrics_reply_new(const struct hbgd *d, uid_t asker, enum access_role role, Hbg__StatusReply *reply,
                       struct metrics_reply **ret) {
-        unsigned nthreads = hbg_engine_threads(d->engine);
+        unsigned nthreads = engine_threads(d->engine);
         struct metrics_reply *r = calloc(1, sizeof(*r));
         if (!r)
                 return -ENOMEM;
@@ -199,7 +199,7 @@ int metrics_reply_new(const struct hbgd *d, uid_t asker, enum access_role role, 
         }
 
         Hbg__Metrics *m = &r->m;
-        hbg_engine_metrics(d->engine, &r->em);
+        engine_metrics(d->engine, &r->em);
         m->graphs_submitted = r->em.graphs_submitted;
         m->graphs_retired = r->em.graphs_retired;
         errno_table(r, TABLE_GRAPHS, r->em.graphs_failed, &m->n_graphs_failed, &m->graphs_failed);
@@ -209,7 +209,7 @@ int metrics_reply_new(const struct hbgd *d, uid_t asker, enum access_role role, 
         histogram(&r->graph_latency, &r->em.graph_latency);
         m->graph_latency = &r->graph_latency;
         for (unsigned i = 0; i < nthreads; i++) {
-                hbg_engine_thread_task_time(d->engine, i, &r->thread_times[i]);
+                engine_thread_task_time(d->engine, i, &r->thread_times[i]);
                 histogram(&r->thread_hists[i], &r->thread_times[i]);
                 hbg__metric_thread__init(&r->threads[i]);
                 r->threads[i].index = i;

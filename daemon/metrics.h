@@ -21,7 +21,7 @@ struct hbgd_counters {
 };
 
 static inline void metrics_count_refusal(struct hbgd_counters *c, int err) {
-        c->sessions_refused[hbg_errno_slot(err)]++;
+        c->sessions_refused[errno_slot(err)]++;
 }
 
 struct hbgd;
@@ -35,7 +35,7 @@ void metrics_fill_daemon(const struct hbgd *d, Hbg__DaemonStatus *ds);
 /* A session's graphs in flight from its ring's stats: records hbgd has
  * read and not retired yet. hbgd's own figures, not the client's
  * graphs_submitted: at most a graph ring per session. */
-uint64_t metrics_graphs_in_flight(const struct hbg_ring_stats *st);
+uint64_t metrics_graphs_in_flight(const struct ring_stats *st);
 /* a + b, UINT64_MAX where it would wrap. */
 static inline uint64_t metrics_add_sat(uint64_t a, uint64_t b) {
         return b > UINT64_MAX - a ? UINT64_MAX : a + b;

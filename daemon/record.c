@@ -46,7 +46,7 @@ struct record_job {
 static void validate_run(struct slow_job *work) {
         struct record_job *j = (struct record_job *)work;
         int64_t t0 = clock_now_ns();
-        j->err = hbg_ring_record_validate(j->s->ring, j->map, j->tasks, &j->graph, &j->bad, &j->why);
+        j->err = ring_record_validate(j->s->ring, j->map, j->tasks, &j->graph, &j->bad, &j->why);
         j->validate_ns = clock_now_ns() - t0;
 }
 
@@ -68,7 +68,7 @@ static void log_summary(const struct record_job *j, int err, uint32_t graph, con
 static void record_job_free(struct record_job *j) {
         if (j->map)
                 munmap((void *)j->map, j->bytes);
-        hbg_recorded_graph_free(j->graph);
+        recorded_graph_free(j->graph);
         free(j);
 }
 
@@ -107,7 +107,7 @@ int record_start(struct record_job **ret, struct session *s, const struct hbgd_c
                          tasks, cfg->max_recorded_tasks, s->recorded_tasks);
                 return -E2BIG;
         }
-        if (hbg_ring_record_full(s->ring)) {
+        if (ring_record_full(s->ring)) {
                 snprintf(msg, msg_len, "max_recorded_graphs reached (%u)", cfg->engine.max_recorded_graphs);
                 return -ENOSPC;
         }
@@ -124,7 +124,7 @@ int record_start(struct record_job **ret, struct session *s, const struct hbgd_c
         j->cfg = cfg;
         j->tasks = (uint32_t)tasks;
         j->bytes = bytes;
-        j->memory = hbg_engine_recorded_memory((uint32_t)tasks);
+        j->memory = engine_recorded_memory((uint32_t)tasks);
         j->work.run = validate_run;
         j->work.uid = s->uid;
         err = acct_add_memory(s->acct, &cfg->limits, s->uid, j->memory, "the recorded graph", msg, msg_len);
@@ -154,13 +154,13 @@ int record_finish(struct record_job *j, uint32_t *ret_graph, char *msg, size_t m
         int err = j->err;
         if (err == 0) {
                 /* Charged for the most n tasks can keep; now what they
-                 * keep (hbg_recorded_graph_memory() <= the charge). */
-                uint64_t kept = hbg_recorded_graph_memory(j->graph);
+                 * keep (recorded_graph_memory() <= the charge). */
+                uint64_t kept = recorded_graph_memory(j->graph);
                 if (kept < j->memory) {
                         acct_remove_memory(s->acct, s->uid, j->memory - kept);
                         j->memory = kept;
                 }
-                err = hbg_ring_record_add(s->ring, j->graph);
+                err = ring_record_add(s->ring, j->graph);
                 j->graph = NULL; /* taken, or freed on -ENOSPC */
         }
         if (err < 0) {

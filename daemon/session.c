@@ -55,7 +55,7 @@ int session_geometry(const struct hbgd_config *cfg, const struct hbg_geometry_re
 }
 
 uint64_t session_memory(const struct hbg_engine *e, const struct hbg_geometry *g) {
-        return hbg_engine_ring_memory(e, g) + g->sub_region_size + g->cpl_region_size;
+        return engine_ring_memory(e, g) + g->sub_region_size + g->cpl_region_size;
 }
 
 static int make_memfd(uint64_t id, const char *what, uint64_t size, int *ret_fd) {
@@ -112,20 +112,20 @@ static void session_free(struct session *s) {
         close_fd(&s->completion_fd);
         close_fd(&s->completion_peer_fd);
         if (s->wake_fd >= 0)
-                hbg_engine_wake_page_release(s->engine, s->wake_page);
+                engine_wake_page_release(s->engine, s->wake_page);
         acct_remove_session(s->acct, s->uid, s->memory);
         hbgd_log_limit_unref(s->log_limit);
         free(s);
 }
 
-/* From hbg_engine_collect(): no scheduler thread touches the ring now. */
+/* From engine_collect(): no scheduler thread touches the ring now. */
 static void session_released(void *userdata) {
         session_free(userdata);
 }
 
 static void session_served(struct session *s) {
         s->serving = SESSION_SERVED;
-        hbg_engine_ring_serve(s->ring);
+        engine_ring_serve(s->ring);
         /* Then the pre-fault, behind what the client still does to connect. */
         s->prefault.class = SLOW_BACKGROUND;
         session_prefault_hold(s->slow);
@@ -143,8 +143,8 @@ static bool release_held_ring(struct session *s) {
         struct hbg_engine *e = s->engine;
         struct hbg_ring *r = s->held_ring;
         s->held_ring = NULL;
-        hbg_ring_unhold(e, r);
-        hbg_engine_collect(e);
+        ring_unhold(e, r);
+        engine_collect(e);
         return true;
 }
 
@@ -221,7 +221,7 @@ bool session_tick(struct session *s) {
 
 static void doorbell_rang(struct session *s) {
         if (s->serving == SESSION_SERVED)
-                hbg_ring_kick(s->ring);
+                ring_kick(s->ring);
         else if (s->serving == SESSION_UNSERVED)
                 session_serve(s);
         /* Sealing: served (and kicked) when that is done. Unservable: the
@@ -343,7 +343,7 @@ static int session_build(struct session *s, const char **why) {
 
         /* The uid's wake page (§9.4): its sessions share it with no
          * other uid's. */
-        s->wake_page = hbg_engine_wake_page_acquire(s->engine, s->uid, &s->wake_fd);
+        s->wake_page = engine_wake_page_acquire(s->engine, s->uid, &s->wake_fd);
 
         char ring_name[96];
         snprintf(ring_name, sizeof(ring_name), "session %" PRIu64 " (pid %d)", s->id, (int)s->pid);
@@ -367,7 +367,7 @@ static int session_build(struct session *s, const char **why) {
                 .serve_later = true,
         };
         *why = "cannot start the session";
-        return hbg_engine_ring_add(s->engine, &p, &s->ring);
+        return engine_ring_add(s->engine, &p, &s->ring);
 }
 
 #define SESSION_OF(job, member) ((struct session *)((char *)(job) - offsetof(struct session, member)))
@@ -398,8 +398,8 @@ void session_prefault_hold(struct slow_work *slow) {
 
 static void prefault_run(struct slow_job *job) {
         struct session *s = SESSION_OF(job, prefault);
-        s->prefault_more = hbg_ring_prefault(s->prefault_ring, &s->prefault_cursor, SESSION_PREFAULT_PIECE,
-                                             &s->prefault_stop, SESSION_PREFAULT_REGION_NS);
+        s->prefault_more = ring_prefault(s->prefault_ring, &s->prefault_cursor, SESSION_PREFAULT_PIECE,
+                                         &s->prefault_stop, SESSION_PREFAULT_REGION_NS);
         s->prefault_pieces++;
 }
 
@@ -486,7 +486,7 @@ bool session_close(struct session *s, int reason) {
          * charge, stays until it is done (region_sealed()). At most one
          * of the two runs: the pre-fault starts once the seal is on. */
         if (piece_running || s->seal) {
-                hbg_ring_hold(s->engine, r);
+                ring_hold(s->engine, r);
                 s->held_ring = r;
         }
         if (s->seal)
@@ -495,6 +495,6 @@ bool session_close(struct session *s, int reason) {
                                  "region waits for the client to let go of the region's lock: its memory stays "
                                  "charged to uid %u until then", s->id, (int)s->pid, (unsigned)s->uid,
                                  (unsigned)s->uid);
-        hbg_engine_ring_remove(s->engine, r, reason);
-        return hbg_engine_collect(s->engine) > 0;
+        engine_ring_remove(s->engine, r, reason);
+        return engine_collect(s->engine) > 0;
 }

@@ -23,12 +23,12 @@
  * client, which has mapped it then, or by hbgd on a thread of its own;
  * session.c, session_serve()). Then the pre-fault jobs (slow-work thread,
  * a piece each) fault in what the first graph touches
- * (hbg_ring_prefault()), while the client builds it: the charge covers
+ * (ring_prefault()), while the client builds it: the charge covers
  * every page of it (docs/OPERATIONS.md).
  *
  * Closing is asynchronous: session_close() detaches the ring from the
  * engine and returns at once; the memory is freed, and the charge
- * refunded, when the engine releases the ring (hbg_engine_collect(), after
+ * refunded, when the engine releases the ring (engine_collect(), after
  * a kernel still running on it returned). io thread only, but the jobs'
  * run.
  */
@@ -70,7 +70,7 @@ struct session {
         int sub_fd, cpl_fd;            /* memfds, sent to the client; then cpl_fd
                                           closed, sub_fd kept for the ring (until
                                           session_free()) */
-        int wake_page;                 /* hbg_engine_wake_page_acquire()'s handle */
+        int wake_page;                 /* engine_wake_page_acquire()'s handle */
         int wake_fd;                   /* its fd (the engine's: never closed here) */
         int doorbell_fd;               /* our end of the doorbell socketpair */
         int doorbell_peer_fd;          /* the client's end, closed once sent */
@@ -94,11 +94,11 @@ struct session {
         enum session_serving serving;
         struct region_seal *seal;      /* SESSION_SEALING: hbgd's seal, under way */
         bool seal_retry;               /* starting it failed: session_tick() tries again */
-        struct slow_job prefault;      /* a piece of hbg_ring_prefault() per run */
+        struct slow_job prefault;      /* a piece of ring_prefault() per run */
         struct hbg_ring *prefault_ring; /* what its pieces work on: the ring, set once
                                            before the first and never changed after */
         struct hbg_ring *held_ring;    /* closed while a piece ran or hbgd sealed: the
-                                          ring, held (hbg_ring_hold()) until that is done */
+                                          ring, held (ring_hold()) until that is done */
         uint64_t prefault_cursor;
         int prefault_more;             /* its last result: 1 more to do, 0 done, < 0 stopped */
         uint64_t prefault_pieces;      /* runs so far */
@@ -116,7 +116,7 @@ struct session {
 /* The time a piece's pages of the regions may take in all: 64 of them
  * take up to 1 ms here, as above; longer means memory short (no punch:
  * the region is sealed against them before the pre-fault starts;
- * hbg_ring_prefault()). */
+ * ring_prefault()). */
 #define SESSION_PREFAULT_REGION_NS ((uint64_t)4 * 1000000)
 
 /* The geometry a client asking for `asked` gets under cfg (0 fields:
@@ -177,5 +177,5 @@ const char *session_serving_name(const struct session *s);
  * it, at once if it has no ring. Takes a session
  * in any state, built or not. s must not be used after this. Returns
  * whether rings of closed sessions are still held by a scheduler thread
- * (hbg_engine_collect()): the caller collects again soon. */
+ * (engine_collect()): the caller collects again soon. */
 bool session_close(struct session *s, int reason);

@@ -15,7 +15,7 @@
 static void spare_run(struct slow_job *job) {
         struct spare_rings *s = (struct spare_rings *)((char *)job - offsetof(struct spare_rings, job));
         struct hbgd *d = job->userdata;
-        s->result = hbg_engine_spare_fill(d->engine, &s->g, s->want, SESSION_PREFAULT_PIECE);
+        s->result = engine_spare_fill(d->engine, &s->g, s->want, SESSION_PREFAULT_PIECE);
 }
 
 static void spare_done(struct slow_job *job) {
@@ -60,7 +60,7 @@ static unsigned spares_target(const struct hbgd *d) {
 
 /* A session of the spares' size: it could have taken one. */
 static bool spare_sized(struct hbgd *d, const struct session *ses) {
-        return hbg_engine_ring_memory(d->engine, &ses->g) == hbg_engine_ring_memory(d->engine, &d->spares.g);
+        return engine_ring_memory(d->engine, &ses->g) == engine_ring_memory(d->engine, &d->spares.g);
 }
 
 void spare_rings_session_set_up(struct hbgd *d, struct session *ses) {
@@ -131,7 +131,7 @@ void spare_rings_want(struct hbgd *d) {
                 return; /* the config's defaults were checked at load: cannot happen */
         /* Within [limits] max_memory beside the sessions' charges: spares
          * never take memory a session could be refused for. */
-        uint64_t each = hbg_engine_ring_memory(d->engine, &s->g), max = acct_max_memory(&d->cfg.limits);
+        uint64_t each = engine_ring_memory(d->engine, &s->g), max = acct_max_memory(&d->cfg.limits);
         uint64_t room = max > d->acct.memory ? max - d->acct.memory : 0;
         s->want = spares_target(d);
         if (each && room / each < s->want)
@@ -149,11 +149,11 @@ void spare_rings_want(struct hbgd *d) {
 
 void spare_rings_make_room(struct hbgd *d) {
         uint64_t bytes, max = acct_max_memory(&d->cfg.limits);
-        unsigned n = hbg_engine_spares(d->engine, &bytes, NULL);
+        unsigned n = engine_spares(d->engine, &bytes, NULL);
         if (n == 0 || d->acct.memory + bytes <= max)
                 return;
         uint64_t each = bytes / n, room = max > d->acct.memory ? max - d->acct.memory : 0;
-        hbg_engine_spares_trim(d->engine, (unsigned)(room / each));
+        engine_spares_trim(d->engine, (unsigned)(room / each));
 }
 
 void spare_rings_stop(struct hbgd *d) {

@@ -2,7 +2,7 @@
 /*
  * [session] spare_rings (docs/RUNTIME_LOGIC.md §10.1): hbgd keeps that many
  * rings' private arrays of the default session geometry mapped and faulted
- * in (hbg_engine_spare_fill()), so that the next sessions' first graphs
+ * in (engine_spare_fill()), so that the next sessions' first graphs
  * touch warm pages instead of taking a fault per page. The work is one
  * background job on the slow-work thread, a piece at a time, held back
  * while connects go on like a session's own pre-fault (session.c). The
@@ -42,7 +42,7 @@ struct spare_rings {
         bool gave_up;                   /* the kernel cannot pre-fault: never again */
         struct hbg_geometry g;          /* the job's copies of the config's */
         unsigned want;
-        int result;                     /* hbg_engine_spare_fill()'s, set by the job */
+        int result;                     /* engine_spare_fill()'s, set by the job */
         /* Bursts (spare_rings_session_set_up()) of sessions of the
          * spares' size: the last set-up; the current burst (1, 2, ...),
          * its sessions open now and at most at once, those closed after

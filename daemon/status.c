@@ -33,7 +33,7 @@
  * totals and the rows of one reply agree. */
 struct session_snap {
         struct conn *conn;
-        struct hbg_ring_stats st;
+        struct ring_stats st;
         bool visible;                   /* the asker sees it (access_sees()) */
 };
 
@@ -87,7 +87,7 @@ static int status_build_init(struct status_build *b, struct conn *c) {
                         continue;
                 struct session_snap *s = &b->snaps[b->n_snaps++];
                 s->conn = x;
-                hbg_ring_stats(x->session->ring, &s->st);
+                ring_stats(x->session->ring, &s->st);
                 s->visible = access_sees(&d->cfg, b->role, c->cred.uid, x->cred.uid);
                 b->n_visible += s->visible;
         }
@@ -109,7 +109,7 @@ static int section_daemon(struct status_build *b) {
         ds->version = (char *)HBG_VERSION;
         ds->pid = (uint32_t)getpid();
         ds->uptime_ms = (uint64_t)(clock_now_ms() - d->started_ms);
-        ds->threads = hbg_engine_threads(d->engine);
+        ds->threads = engine_threads(d->engine);
         ds->clusters = d->cfg.engine.clusters;
         ds->sessions = d->n_sessions;
         ds->tasks_completed = completed;
@@ -117,23 +117,23 @@ static int section_daemon(struct status_build *b) {
         ds->graphs_failed = gfailed;
         ds->io_backend = (char *)io_loop_backend(d->loop);
         ds->slow_jobs = slow_work_pending(d->slow);
-        ds->spare_rings = hbg_engine_spares(d->engine, &ds->spare_ring_bytes, &ds->spare_rings_taken);
-        ds->sessions_closing = hbg_engine_rings_removed(d->engine);
-        ds->completion_mode = (char *)hbg_completion_mode_name(d->cfg.engine.completion_mode);
+        ds->spare_rings = engine_spares(d->engine, &ds->spare_ring_bytes, &ds->spare_rings_taken);
+        ds->sessions_closing = engine_rings_removed(d->engine);
+        ds->completion_mode = (char *)completion_mode_name(d->cfg.engine.completion_mode);
         metrics_fill_daemon(d, ds);
         b->reply.daemon = ds;
         return 0;
 }
 
 static int section_threads(struct status_build *b) {
-        unsigned n = hbg_engine_threads(b->d->engine);
+        unsigned n = engine_threads(b->d->engine);
         Hbg__ThreadStatus *ts = status_alloc(b, n, sizeof(*ts));
         Hbg__ThreadStatus **tsp = status_alloc(b, n, sizeof(*tsp));
         if (!ts || !tsp)
                 return -ENOMEM;
         for (unsigned i = 0; i < n; i++) {
                 struct hbg_thread_stats t;
-                hbg_engine_thread_stats(b->d->engine, i, &t);
+                engine_thread_stats(b->d->engine, i, &t);
                 hbg__thread_status__init(&ts[i]);
                 ts[i].index = i;
                 ts[i].clusters = t.clusters;
@@ -201,14 +201,14 @@ static void list_live_graphs(const struct conn *x, Hbg__GraphStatus *st, Hbg__Li
                              size_t *used, size_t *budget) {
         struct hbg_live_graph g[LIVE_PER_SESSION];
         uint64_t live;
-        size_t n = hbg_ring_live_graphs(x->session->ring, g, LIVE_PER_SESSION, &live);
+        size_t n = ring_live_graphs(x->session->ring, g, LIVE_PER_SESSION, &live);
         st->live = &lgp[*used];
         for (size_t k = 0; k < n && *used < LIVE_PER_REPLY; k++) {
                 Hbg__LiveGraph *e = &lg[*used];
                 hbg__live_graph__init(e);
                 e->graph = g[k].number;
                 e->graph_id = g[k].graph_id;
-                e->state = (char *)hbg_live_state_name(g[k].state);
+                e->state = (char *)live_state_name(g[k].state);
                 e->tasks_done = g[k].tasks_done;
                 e->tasks = g[k].last_id - g[k].first_id + 1;
                 e->age_ms = g[k].age_ms;
@@ -243,7 +243,7 @@ static int section_graphs(struct status_build *b) {
                         continue;
                 hbg__graph_status__init(&gs[ns]);
                 gs[ns].session_id = s->conn->id;
-                gs[ns].graphs_submitted = hbg_ring_graphs_submitted(s->conn->session->ring);
+                gs[ns].graphs_submitted = ring_graphs_submitted(s->conn->session->ring);
                 gs[ns].graphs_retired = s->st.graphs_retired;
                 gs[ns].graphs_failed = s->st.graphs_failed;
                 gs[ns].watermark = s->st.watermark;

@@ -31,7 +31,7 @@ void hbgd_tick_set(struct hbgd *d, bool busy) {
 
 unsigned hbgd_collect(struct hbgd *d) {
         uint64_t charged = d->acct.memory;
-        unsigned held = hbg_engine_collect(d->engine);
+        unsigned held = engine_collect(d->engine);
         if (d->acct.memory < charged)
                 spare_rings_want(d); /* memory given back: room for a spare */
         return held;

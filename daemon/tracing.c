@@ -54,7 +54,7 @@ static void snapshot_open_graphs(struct hbgd *d, int64_t now_ns) {
                         continue;
                 uint64_t live;
                 size_t max = TRACE_OPEN_MAX - n < TRACE_OPEN_PER_SESSION ? TRACE_OPEN_MAX - n : TRACE_OPEN_PER_SESSION;
-                size_t k = hbg_ring_live_graphs(x->session->ring, g, max, &live);
+                size_t k = ring_live_graphs(x->session->ring, g, max, &live);
                 for (size_t i = 0; i < k; i++) {
                         int64_t start = g[i].noticed_ns;
                         if (!start && g[i].age_ms)
@@ -79,7 +79,7 @@ static void trace_stop(struct hbgd *d, bool open) {
         int64_t now = clock_now_ns();
         if (open)
                 snapshot_open_graphs(d, now);
-        hbg_engine_trace_stop(d->engine);
+        engine_trace_stop(d->engine);
         d->trace.running = false;
         d->trace.stop_ns = now;
 }
@@ -162,7 +162,7 @@ static int trace_start(struct conn *c, const Hbg__TraceRequest *rq) {
                                  " ended to start its own (an admin's)",
                                  c->id, (int)c->cred.pid, (unsigned)c->cred.uid, d->trace.owner);
         trace_release(d); /* this connection's previous one, or the taken-over one */
-        err = hbg_engine_trace_start(d->engine, &f);
+        err = engine_trace_start(d->engine, &f);
         if (err < 0)
                 return send_error(c, err, "trace: out of memory for the trace buffers");
         d->trace = (struct hbgd_trace){ .owner = c->id, .admin = admin, .running = true,
@@ -181,7 +181,7 @@ static int trace_start(struct conn *c, const Hbg__TraceRequest *rq) {
         Hbg__TraceReply r = HBG__TRACE_REPLY__INIT;
         r.running = true;
         r.remaining_ms = rq->duration_ms;
-        r.buffer_events = hbg_engine_trace_buffer_events(d->engine);
+        r.buffer_events = engine_trace_buffer_events(d->engine);
         Hbg__Envelope out = HBG__ENVELOPE__INIT;
         out.msg_case = HBG__ENVELOPE__MSG_TRACE_REPLY;
         out.trace_reply = &r;
@@ -226,7 +226,7 @@ static size_t trace_read(struct hbgd *d, unsigned nt, struct hbg_trace_event *re
         struct hbgd_trace *tr = &d->trace;
         if (tr->thread < nt) {
                 uint64_t total, dropped;
-                return hbg_engine_trace_read(d->engine, tr->thread, tr->index, ret, max, &total, &dropped);
+                return engine_trace_read(d->engine, tr->thread, tr->index, ret, max, &total, &dropped);
         }
         size_t k = 0;
         for (uint64_t i = tr->index; i < tr->n_open && k < max; i++)
@@ -239,8 +239,8 @@ static size_t trace_read(struct hbgd *d, unsigned nt, struct hbg_trace_event *re
 static int trace_fetch_events(struct conn *c) {
         struct hbgd *d = c->d;
         struct hbgd_trace *tr = &d->trace;
-        unsigned nt = hbg_engine_threads(d->engine);
-        int64_t t0 = hbg_engine_trace_started(d->engine);
+        unsigned nt = engine_threads(d->engine);
+        int64_t t0 = engine_trace_started(d->engine);
         size_t limit = c->d->cfg.max_message < HBG_WIRE_MAX_MSG_DEFAULT ? c->d->cfg.max_message
                                                                          : HBG_WIRE_MAX_MSG_DEFAULT;
         Hbg__TraceReply r = HBG__TRACE_REPLY__INIT;
@@ -248,7 +248,7 @@ static int trace_fetch_events(struct conn *c) {
         for (unsigned i = 0; i < nt; i++) {
                 uint64_t total, dropped;
                 struct hbg_trace_event none;
-                hbg_engine_trace_read(d->engine, i, UINT64_MAX, &none, 0, &total, &dropped);
+                engine_trace_read(d->engine, i, UINT64_MAX, &none, 0, &total, &dropped);
                 hbg__trace_thread__init(&th[i]);
                 th[i].index = i;
                 th[i].events = total;
@@ -258,8 +258,8 @@ static int trace_fetch_events(struct conn *c) {
         r.threads = thp;
         r.n_threads = nt;
         r.duration_ns = tr->stop_ns > t0 ? (uint64_t)(tr->stop_ns - t0) : 0;
-        r.unbuffered = hbg_engine_trace_unbuffered(d->engine);
-        r.buffer_events = hbg_engine_trace_buffer_events(d->engine);
+        r.unbuffered = engine_trace_unbuffered(d->engine);
+        r.buffer_events = engine_trace_buffer_events(d->engine);
         r.done = true; /* unless a record is left over below */
         Hbg__Envelope out = HBG__ENVELOPE__INIT;
         out.msg_case = HBG__ENVELOPE__MSG_TRACE_REPLY;
@@ -333,7 +333,7 @@ static int trace_fetch(struct conn *c, bool stop) {
                 Hbg__TraceReply r = HBG__TRACE_REPLY__INIT;
                 r.running = true;
                 r.remaining_ms = (uint64_t)(d->trace.deadline_ms - now);
-                r.buffer_events = hbg_engine_trace_buffer_events(d->engine);
+                r.buffer_events = engine_trace_buffer_events(d->engine);
                 Hbg__Envelope out = HBG__ENVELOPE__INIT;
                 out.msg_case = HBG__ENVELOPE__MSG_TRACE_REPLY;
                 out.trace_reply = &r;

@@ -2,7 +2,7 @@
 /*
  * Validate-only requests (docs/PROTOCOL.md, hbgctl run --dry-run): a
  * client's tasks checked by the engine's own validation
- * (hbg_engine_validate(), the code every submitted task passes, kernels'
+ * (engine_validate(), the code every submitted task passes, kernels'
  * checks included) against the heap its session would get, every error
  * reported, nothing run and nothing kept. Needs no session, so it works
  * for anyone [access] admits. Bounded like a recording: at most
@@ -66,7 +66,7 @@ static void collect(void *userdata, uint32_t task, int code, const char *message
 
 static void validate_run(struct slow_job *work) {
         struct validate_job *j = (struct validate_job *)work;
-        int n = hbg_engine_validate(j->e, j->heap_size, j->map, j->tasks, collect, j);
+        int n = engine_validate(j->e, j->heap_size, j->map, j->tasks, collect, j);
         j->err = n < 0 ? n : 0;
 }
 

@@ -347,7 +347,7 @@ HBG_EXPORT int hbg_connect_opts(hbg_client **ret, const hbg_connect_options *opt
         int err = take_options(opts, &o);
         if (err < 0)
                 return err;
-        const char *path = hbg_socket_path(o.socket_path);
+        const char *path = wire_socket_path(o.socket_path);
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         if (strlen(path) >= sizeof(sa.sun_path))
                 return hbgc_fail(NULL, -ENAMETOOLONG, "socket path longer than %zu bytes: %s",

@@ -268,7 +268,7 @@ active proctype client() {
         client_done = 1
 }
 
-/* The doorbell's kick (hbg_ring_kick): if need_wakeup is still set,
+/* The doorbell's kick (ring_kick): if need_wakeup is still set,
  * clear it, bump the private word, wake one of its sleepers if some
  * thread is idle; clear already, a thread woke since and will see the
  * work (it clears the flag before its visit). KICK_ALWAYS_CHECKED: the
@@ -296,7 +296,7 @@ inline serve_kick() {
 #endif
 }
 
-/* hbg_engine_ring_serve(): served, then a look at the client's cursor;
+/* engine_ring_serve(): served, then a look at the client's cursor;
  * if it published, the kick; after a new wake page, the kick whatever it
  * published (either branch may be taken then); if neither, nothing:
  * need_wakeup stays set from the ring's start, and the client's publish

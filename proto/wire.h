@@ -39,7 +39,7 @@
 
 /* The socket a client uses: `path` if given, else $HBG_SOCKET, else the
  * default (hbg_connect(), hbgctl). */
-static inline const char *hbg_socket_path(const char *path) {
+static inline const char *wire_socket_path(const char *path) {
         if (path && path[0])
                 return path;
         const char *env = getenv("HBG_SOCKET");

@@ -42,7 +42,7 @@ static unsigned cancels_in_use(const struct hbg_ring *r) {
         return n;
 }
 
-int hbg_ring_cancel_graph(struct hbg_ring *r, uint64_t number, const char *why) {
+int ring_cancel_graph(struct hbg_ring *r, uint64_t number, const char *why) {
         uint64_t G = r->g.graph_table_entries;
         if (atomic_load(&r->broken) || atomic_load(&r->removing))
                 return -ESHUTDOWN;
@@ -141,7 +141,7 @@ void cancel_prune(struct hbg_ring *r, uint64_t published) {
         pthread_mutex_unlock(&r->cold_lock);
 }
 
-void hbg_ring_set_stop_reason(struct hbg_ring *r, int code, const char *why) {
+void ring_set_stop_reason(struct hbg_ring *r, int code, const char *why) {
         pthread_mutex_lock(&r->cold_lock);
         if (!r->stop_why) {
                 snprintf(r->stop_msg, sizeof(r->stop_msg), "%s", why);

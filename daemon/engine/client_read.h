@@ -14,7 +14,7 @@
  * serves a session once its region is sealed against punching
  * (hbg_ring_params.serve_later, RUNTIME_LOGIC.md §8). The one read the
  * io thread makes through the mapping is the serve's own look at the
- * client's cursors (hbg_engine_ring_serve(), work_external()), after
+ * client's cursors (engine_ring_serve(), work_external()), after
  * that seal: no punch can be under way then, and no write(2) into the
  * memfd (the seal waited for any in flight and refuses new ones).
  *
@@ -48,7 +48,7 @@ void client_read(const struct hbg_ring *r, const void *at, void *out, size_t len
 
 /* May the calling thread touch the region through hbgd's mapping? Not
  * once the ring is being removed (its last steps run on the io thread).
- * Relaxed: hbg_engine_ring_remove() stores `removing` (seq_cst) before it
+ * Relaxed: engine_ring_remove() stores `removing` (seq_cst) before it
  * runs the ring's last steps on its own thread, which then sees it; a
  * scheduler thread that reads it late only reads the mapping as before. */
 static inline bool client_reachable(const struct hbg_ring *r) {

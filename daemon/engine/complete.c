@@ -28,7 +28,7 @@ void complete_task(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int 
                 stat_add(&rt->failed, 1);
                 if (status != -ECANCELED) { /* skipped ones count as retired */
                         stat_add(&t->stats.failed, 1);
-                        stat_add(&t->tasks_failed[hbg_errno_slot(status)], 1);
+                        stat_add(&t->tasks_failed[errno_slot(status)], 1);
                 }
         }
         atomic_store_explicit(&s->state, SLOT_COMPLETING, memory_order_relaxed);

@@ -29,16 +29,16 @@ const struct completion_policy *completion_policy(unsigned mode) {
         return mode < N_POLICIES ? policies[mode] : NULL;
 }
 
-unsigned hbg_completion_mode_count(void) {
+unsigned completion_mode_count(void) {
         return N_POLICIES;
 }
 
-const char *hbg_completion_mode_name(unsigned mode) {
+const char *completion_mode_name(unsigned mode) {
         const struct completion_policy *p = completion_policy(mode);
         return p ? p->name : NULL;
 }
 
-int hbg_completion_mode_parse(const char *name, unsigned *ret) {
+int completion_mode_parse(const char *name, unsigned *ret) {
         for (unsigned m = 0; name && m < N_POLICIES; m++)
                 if (strcmp(policies[m]->name, name) == 0) {
                         *ret = m;
@@ -47,7 +47,7 @@ int hbg_completion_mode_parse(const char *name, unsigned *ret) {
         return -EINVAL;
 }
 
-unsigned hbg_completion_mode_min_threads(unsigned mode) {
+unsigned completion_mode_min_threads(unsigned mode) {
         const struct completion_policy *p = completion_policy(mode);
         return p && p->thread_main ? 2u : 1u;
 }
@@ -69,7 +69,7 @@ static void mode_list_build(void) {
         snprintf(unknown_why, sizeof(unknown_why), UNKNOWN_WHY "%s)", mode_list);
 }
 
-const char *hbg_completion_mode_list(void) {
+const char *completion_mode_list(void) {
         pthread_once(&mode_list_once, mode_list_build);
         return mode_list;
 }

@@ -84,7 +84,7 @@ struct completion_policy {
         /* Bytes of that state per ring of window D with n threads, every
          * page of its lazy arrays counted. */
         uint64_t (*ring_memory)(uint64_t task_window, unsigned nthreads);
-        /* Its i-th lazy array (hbg_ring_prefault()); false past the last. */
+        /* Its i-th lazy array (ring_prefault()); false past the last. */
         bool (*ring_lazy_array)(const struct hbg_ring *r, unsigned i, struct lazy_span *ret);
 };
 

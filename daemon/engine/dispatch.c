@@ -203,7 +203,7 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         uint32_t total = s->block_num;
         if (atomic_fetch_add_explicit(&s->done_blocks, n, memory_order_acq_rel) + n == total) {
                 int st = atomic_load_explicit(&s->status, memory_order_relaxed);
-                /* Counts the task too (hbg_engine_thread_stats()'s
+                /* Counts the task too (engine_thread_stats()'s
                  * executed_tasks). */
                 kernel_times(t, s, st, ended);
                 /* The kernel's own error (§12.2): strerror, or the

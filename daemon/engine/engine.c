@@ -26,7 +26,7 @@
 #include "daemon/engine/wakeup.h"
 #include "common/clock.h"
 
-void hbg_engine_config_default(struct hbg_engine_config *ret) {
+void engine_config_default(struct hbg_engine_config *ret) {
         *ret = (struct hbg_engine_config){
                 .threads = 4,
                 .clusters = 8,
@@ -44,7 +44,7 @@ void hbg_engine_config_default(struct hbg_engine_config *ret) {
         };
 }
 
-int hbg_engine_config_validate(const struct hbg_engine_config *cfg, const char **ret_error) {
+int engine_config_validate(const struct hbg_engine_config *cfg, const char **ret_error) {
         const char *dummy;
         if (!ret_error)
                 ret_error = &dummy;
@@ -115,11 +115,11 @@ static unsigned cpus_allowed(void) {
         return n > 0 ? (unsigned)n : 1u;
 }
 
-/* One cleanup path: hbg_engine_free() takes the engine in any state this
+/* One cleanup path: engine_free() takes the engine in any state this
  * constructor can leave it in (threads_started counts the live threads). */
-int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg) {
+int engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg) {
         const char *why;
-        int err = hbg_engine_config_validate(cfg, &why);
+        int err = engine_config_validate(cfg, &why);
         if (err < 0)
                 return err;
 
@@ -127,7 +127,7 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         if (!e)
                 return -ENOMEM;
         e->cfg = *cfg;
-        ring_spares_init(&e->spares); /* before any failure: hbg_engine_free() destroys it */
+        ring_spares_init(&e->spares); /* before any failure: engine_free() destroys it */
         e->completion = completion_policy(cfg->completion_mode);
         e->nthreads = cfg->threads;
         e->nschedulers = cfg->threads - (e->completion->thread_main ? 1u : 0u);
@@ -155,7 +155,7 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
         e->rings = calloc(cfg->max_rings, sizeof(*e->rings));
         e->shares = aligned_alloc(64, cfg->max_rings * sizeof(*e->shares));
         e->threads = aligned_alloc(64, cfg->threads * sizeof(*e->threads));
-        if (e->threads) /* before any failure: hbg_engine_free() frees their tables */
+        if (e->threads) /* before any failure: engine_free() frees their tables */
                 memset(e->threads, 0, cfg->threads * sizeof(*e->threads));
         if (!e->rings || !e->shares || !e->threads)
                 goto fail;
@@ -221,18 +221,18 @@ int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg)
                 if (i < ns)
                         snprintf(name, sizeof(name), "hbgd-sched%u", i);
                 else
-                        snprintf(name, sizeof(name), "hbgd-%s", hbg_completion_mode_name(cfg->completion_mode));
+                        snprintf(name, sizeof(name), "hbgd-%s", completion_mode_name(cfg->completion_mode));
                 name[15] = '\0';
                 (void)pthread_setname_np(e->threads[i].thread, name);
         }
         *ret = e;
         return 0;
 fail:
-        hbg_engine_free(e);
+        engine_free(e);
         return err;
 }
 
-struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
+struct hbg_engine *engine_free(struct hbg_engine *e) {
         if (!e)
                 return NULL;
         atomic_store(&e->stop, true);
@@ -246,14 +246,14 @@ struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
                 for (unsigned i = 0; i < high; i++) {
                         struct hbg_ring *r = atomic_load(&e->rings[i]);
                         if (r)
-                                hbg_engine_ring_remove(e, r, -ESHUTDOWN);
+                                engine_ring_remove(e, r, -ESHUTDOWN);
                 }
         }
         /* Every thread has exited: nothing holds a ring any more (the
          * owner's threads that held one are gone too). */
         if (e->threads) {
                 ring_table_drop_holds(e);
-                hbg_engine_collect(e);
+                engine_collect(e);
         }
         if (e->rings_lock_ready)
                 pthread_mutex_destroy(&e->rings_lock);
@@ -274,22 +274,22 @@ struct hbg_engine *hbg_engine_free(struct hbg_engine *e) {
         return NULL;
 }
 
-void hbg_engine_thread_alive(const struct hbg_engine *e, unsigned thread,
-                             struct hbg_thread_alive *ret) {
+void engine_thread_alive(const struct hbg_engine *e, unsigned thread,
+                         struct hbg_thread_alive *ret) {
         const struct sched_thread *t = &e->threads[thread];
         ret->heartbeat = atomic_load_explicit(&t->heartbeat, memory_order_relaxed);
         ret->parked = atomic_load_explicit(&t->parked, memory_order_relaxed);
 }
 
 /* A ring's graph metrics, added to ret (the ring may be in use). */
-static void ring_graph_metrics(const struct hbg_ring *r, struct hbg_engine_metrics *ret) {
+static void ring_graph_metrics(const struct hbg_ring *r, struct engine_metrics *ret) {
         ret->graphs_submitted += atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed);
         histogram_read(&r->graph_latency, &ret->graph_latency);
         for (unsigned i = 0; i < HBG_ERRNO_SLOTS; i++)
                 ret->graphs_failed[i] += atomic_load_explicit(&r->graphs_failed_by_errno[i], memory_order_relaxed);
 }
 
-void hbg_engine_metrics(const struct hbg_engine *e, struct hbg_engine_metrics *ret) {
+void engine_metrics(const struct hbg_engine *e, struct engine_metrics *ret) {
         struct hbg_engine *me = (struct hbg_engine *)e;
         memset(ret, 0, sizeof(*ret));
         pthread_mutex_lock(&me->rings_lock);
@@ -324,19 +324,19 @@ static uint64_t thread_tasks_timed(const struct hbg_engine *e, const struct sche
         return n;
 }
 
-void hbg_engine_thread_task_time(const struct hbg_engine *e, unsigned thread, struct hbg_hist_snapshot *ret) {
+void engine_thread_task_time(const struct hbg_engine *e, unsigned thread, struct hbg_hist_snapshot *ret) {
         memset(ret, 0, sizeof(*ret));
         for (size_t k = 0; k < kernel_count(); k++)
                 ktime_read_hist(&e->ktime_clock, &e->threads[thread].ktime[k].run, ret);
 }
 
-void hbg_engine_kernel_times(const struct hbg_engine *e, size_t kernel, struct ktime_snapshot *ret) {
+void engine_kernel_times(const struct hbg_engine *e, size_t kernel, struct ktime_snapshot *ret) {
         memset(ret, 0, sizeof(*ret));
         for (unsigned t = 0; t < e->nthreads; t++)
                 ktime_read(&e->ktime_clock, &e->threads[t].ktime[kernel], ret);
 }
 
-int hbg_engine_wake_page_acquire(struct hbg_engine *e, uid_t uid, int *ret_fd) {
+int engine_wake_page_acquire(struct hbg_engine *e, uid_t uid, int *ret_fd) {
         /* No kick for a page just made: threads parked before it do not
          * wait on it, and wait on it the next time they park. The next
          * ring served (at its client's first doorbell) wakes one for it
@@ -349,16 +349,16 @@ int hbg_engine_wake_page_acquire(struct hbg_engine *e, uid_t uid, int *ret_fd) {
         return wake_pages_acquire(&e->wake_pages, uid, ret_fd);
 }
 
-void hbg_engine_wake_page_release(struct hbg_engine *e, int handle) {
+void engine_wake_page_release(struct hbg_engine *e, int handle) {
         wake_pages_release(&e->wake_pages, handle);
 }
 
-unsigned hbg_engine_threads(const struct hbg_engine *e) {
+unsigned engine_threads(const struct hbg_engine *e) {
         return e->nthreads;
 }
 
-void hbg_engine_thread_stats(const struct hbg_engine *e, unsigned thread,
-                             struct hbg_thread_stats *ret) {
+void engine_thread_stats(const struct hbg_engine *e, unsigned thread,
+                         struct hbg_thread_stats *ret) {
         struct hbg_engine *me = (struct hbg_engine *)e;
         const struct sched_thread *t = &e->threads[thread];
         struct hbg_completer_stats sum = { 0 };

@@ -32,16 +32,16 @@
  * alone lists them; 0, the table's first (eager-batched), is the default. */
 #define HBG_COMPLETION_DEFAULT 0u
 /* How many modes there are: numbers 0 .. count - 1. */
-unsigned hbg_completion_mode_count(void);
+unsigned completion_mode_count(void);
 /* "eager-batched", "eager", "lazy", "resolver", ...; NULL for anything else. */
-const char *hbg_completion_mode_name(unsigned mode);
+const char *completion_mode_name(unsigned mode);
 /* 0 and *ret, or -EINVAL for an unknown name. */
-int hbg_completion_mode_parse(const char *name, unsigned *ret);
+int completion_mode_parse(const char *name, unsigned *ret);
 /* Every name in table order, ", " between: "eager-batched, eager, ..." (static). */
-const char *hbg_completion_mode_list(void);
+const char *completion_mode_list(void);
 /* The fewest threads the mode runs with (2 for one with a thread of its
  * own: the resolver's), 1 for an unknown mode. */
-unsigned hbg_completion_mode_min_threads(unsigned mode);
+unsigned completion_mode_min_threads(unsigned mode);
 
 /*
  * What a log line is about, as structured fields beside its text (hbgd
@@ -118,11 +118,11 @@ struct hbg_engine_config {
         hbg_log_fn log;               /* NULL: stderr with <N> prefixes */
         void *log_userdata;
         /* Called once for each ring the engine stops on its own (a protocol
-         * error, the stall limit: its hbg_ring_stats().broken turns true; not
+         * error, the stall limit: its ring_stats().broken turns true; not
          * a ring its owner removes), once its graphs are failed, from a
          * scheduler thread as a rule: it must not block. An owner that
          * closes such a session learns of it here rather than by polling
-         * hbg_ring_stats(). NULL: none. */
+         * ring_stats(). NULL: none. */
         void (*ring_stopped)(void *userdata);
         void *ring_stopped_userdata;
         /* Tests only, never set by hbgd's configuration: a wedged scheduler
@@ -133,9 +133,9 @@ struct hbg_engine_config {
         uint64_t test_stall_after_ms;
 };
 
-void hbg_engine_config_default(struct hbg_engine_config *ret);
+void engine_config_default(struct hbg_engine_config *ret);
 /* 0 or -EINVAL/-ERANGE with a static message naming the field. */
-int hbg_engine_config_validate(const struct hbg_engine_config *cfg, const char **ret_error);
+int engine_config_validate(const struct hbg_engine_config *cfg, const char **ret_error);
 
 struct hbg_engine;
 struct hbg_ring;
@@ -172,57 +172,57 @@ struct hbg_ring_params {
          * engine's stall_timeout_ms. */
         uint64_t stall_timeout_ms;
         /* Called once when no scheduler thread touches the ring any more,
-         * from hbg_engine_collect() or hbg_engine_free(): the caller may then
+         * from engine_collect() or engine_free(): the caller may then
          * unmap the regions. May be NULL. */
         void (*released)(void *userdata);
         void *released_userdata;
         /* Added but not served: no scheduler thread visits the ring (nor
-         * reads its regions) until hbg_engine_ring_serve(). hbgd serves a
+         * reads its regions) until engine_ring_serve(). hbgd serves a
          * session once its submission region is sealed against punching
          * (F_SEAL_FUTURE_WRITE, RUNTIME_LOGIC.md §9.3). */
         bool serve_later;
 };
 
-int hbg_engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg);
+int engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg);
 /* Stops the threads (running kernels finish) and frees every ring. */
-struct hbg_engine *hbg_engine_free(struct hbg_engine *e);
+struct hbg_engine *engine_free(struct hbg_engine *e);
 
 /* Start serving a ring. Returns 0, -ENOSPC (max_rings reached), -EINVAL (a
  * weight above HBG_FAIR_SHARE_WEIGHT_MAX, a sub_fd that is no file of the
  * region's size) or -ENOMEM.
  * The ring's private memory is allocated lazily (zero pages until used),
  * so this is cheap even for large windows. */
-int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
-                        struct hbg_ring **ret);
+int engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
+                    struct hbg_ring **ret);
 /* Let the scheduler threads visit a ring added with serve_later, and wake
  * one if its client published already (RUNTIME_LOGIC §9.3). Once, before
- * hbg_engine_ring_remove(), from the thread that adds and removes rings,
+ * engine_ring_remove(), from the thread that adds and removes rings,
  * once the region is sealed (it reads the client's cursors). */
-void hbg_engine_ring_serve(struct hbg_ring *r);
+void engine_ring_serve(struct hbg_ring *r);
 /*
  * Stop serving a ring, without waiting: no new task starts, every unfinished
  * graph is failed with `reason` (a negative errno) in the graph table. A
  * kernel already running finishes on its thread; once no thread touches the
- * ring, hbg_engine_collect() frees it and calls params.released. The caller
+ * ring, engine_collect() frees it and calls params.released. The caller
  * must not use r after this call.
  */
-void hbg_engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason);
+void engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason);
 /*
  * Free the removed rings that no scheduler thread touches any more, calling
  * their `released` callbacks. Never waits. Returns how many removed rings
  * are still held by a thread. Call it from the thread that removes rings.
  */
-unsigned hbg_engine_collect(struct hbg_engine *e);
+unsigned engine_collect(struct hbg_engine *e);
 /* Rings removed and not freed yet (held by a thread, or by the caller),
- * as the next hbg_engine_collect() would find them. Any thread. */
-unsigned hbg_engine_rings_removed(struct hbg_engine *e);
+ * as the next engine_collect() would find them. Any thread. */
+unsigned engine_rings_removed(struct hbg_engine *e);
 /* Keep a ring from being freed while a thread of the caller's (not a
- * scheduler thread) still uses it after hbg_engine_ring_remove(): the
+ * scheduler thread) still uses it after engine_ring_remove(): the
  * ring is collected only once every hold is let go (removal itself holds
- * it while it fails the ring's graphs). hbg_engine_free() ignores holds:
+ * it while it fails the ring's graphs). engine_free() ignores holds:
  * the caller's threads that use the ring must be gone by then. */
-void hbg_ring_hold(struct hbg_engine *e, struct hbg_ring *r);
-void hbg_ring_unhold(struct hbg_engine *e, struct hbg_ring *r);
+void ring_hold(struct hbg_engine *e, struct hbg_ring *r);
+void ring_unhold(struct hbg_engine *e, struct hbg_ring *r);
 /*
  * Fault in the ring's private arrays, then (while the ring is idle) the
  * engine's view of its regions (ring.c), a piece at a time: at most
@@ -232,14 +232,14 @@ void hbg_ring_unhold(struct hbg_engine *e, struct hbg_ring *r);
  * some remain, 0 once done, or a negative errno (-ECANCELED: *stop set;
  * -EINVAL: before Linux 5.14). Nothing is written: any thread may call
  * it while the ring is served, or after its removal while the caller
- * holds it (hbg_ring_hold()).
+ * holds it (ring_hold()).
  */
-int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes, const _Atomic bool *stop,
-                      uint64_t max_wait_ns);
+int ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes, const _Atomic bool *stop,
+                  uint64_t max_wait_ns);
 /* Bytes of engine-private memory a ring of geometry g costs when every page
- * is in use, as after hbg_ring_prefault() (the regions are the caller's and
+ * is in use, as after ring_prefault() (the regions are the caller's and
  * not counted). */
-uint64_t hbg_engine_ring_memory(const struct hbg_engine *e, const struct hbg_geometry *g);
+uint64_t engine_ring_memory(const struct hbg_engine *e, const struct hbg_geometry *g);
 
 /*
  * Record a graph for replay (RUNTIME_LOGIC.md §14): validate each of the n
@@ -251,27 +251,27 @@ uint64_t hbg_engine_ring_memory(const struct hbg_engine *e, const struct hbg_geo
  * or the error of task *ret_task, which is invalid (*ret_error says why).
  * One thread per ring (the one that adds and removes rings).
  */
-int hbg_ring_record(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint32_t n,
-                    uint32_t *ret_task, const char **ret_error);
+int ring_record(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint32_t n,
+                uint32_t *ret_task, const char **ret_error);
 /*
- * hbg_ring_record() in two steps, so that the slow one runs off the thread
- * that adds and removes rings: hbg_ring_record_validate() (any thread, while
+ * ring_record() in two steps, so that the slow one runs off the thread
+ * that adds and removes rings: ring_record_validate() (any thread, while
  * the ring lives: it reads only the ring's fixed geometry and the engine's
  * fixed config) validates into *ret a graph nobody sees yet, with the
- * errors of hbg_ring_record() but -ENOSPC; hbg_ring_record_add() (the
+ * errors of ring_record() but -ENOSPC; ring_record_add() (the
  * ring's one thread) keeps it and returns its number, or -ENOSPC (g is
- * freed either way). hbg_ring_record_full(): whether max_recorded_graphs
+ * freed either way). ring_record_full(): whether max_recorded_graphs
  * are recorded (ask before validating).
  */
 struct recorded_graph;
-int hbg_ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint32_t n,
-                             struct recorded_graph **ret, uint32_t *ret_task, const char **ret_error);
-int hbg_ring_record_add(struct hbg_ring *r, struct recorded_graph *g);
-bool hbg_ring_record_full(const struct hbg_ring *r);
-void hbg_recorded_graph_free(struct recorded_graph *g);
+int ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint32_t n,
+                         struct recorded_graph **ret, uint32_t *ret_task, const char **ret_error);
+int ring_record_add(struct hbg_ring *r, struct recorded_graph *g);
+bool ring_record_full(const struct hbg_ring *r);
+void recorded_graph_free(struct recorded_graph *g);
 /*
  * Validate-only (a dry run, docs/PROTOCOL.md): each of the n tasks
- * checked as hbg_ring_record_validate() would (task i has id i + 1, its
+ * checked as ring_record_validate() would (task i has id i + 1, its
  * fanins in [0, i + 1)) against a heap of heap_size bytes and the
  * engine's limits, with no ring and nothing kept. report() is called for
  * every invalid task, in order, with its error and a message with the
@@ -281,26 +281,26 @@ void hbg_recorded_graph_free(struct recorded_graph *g);
  */
 #define HBG_VALIDATE_MESSAGE_MAX 256
 typedef void (*hbg_validate_report_fn)(void *userdata, uint32_t task, int code, const char *message);
-int hbg_engine_validate(const struct hbg_engine *e, uint64_t heap_size, const struct hbg_recorded_task *tasks,
-                        uint32_t n, hbg_validate_report_fn report, void *userdata);
-/* The most bytes hbg_ring_record() keeps for n tasks, and the bytes a
+int engine_validate(const struct hbg_engine *e, uint64_t heap_size, const struct hbg_recorded_task *tasks,
+                    uint32_t n, hbg_validate_report_fn report, void *userdata);
+/* The most bytes ring_record() keeps for n tasks, and the bytes a
  * validated graph g keeps (at most that): what a recording is charged
  * before its validation, and after. */
-uint64_t hbg_engine_recorded_memory(uint32_t n);
-uint64_t hbg_recorded_graph_memory(const struct recorded_graph *g);
+uint64_t engine_recorded_memory(uint32_t n);
+uint64_t recorded_graph_memory(const struct recorded_graph *g);
 
 /* The doorbell of one ring: also clears its need_wakeup at once, so the
  * client's next publishes do not ring again while the woken threads wait
  * for a CPU (RUNTIME_LOGIC.md §9.4). Only for a served ring: the threads
  * pass over one that is not served yet, whose need_wakeup must stay set
  * until it is (hbgd serves it at its first doorbell instead). */
-void hbg_ring_kick(struct hbg_ring *r);
+void ring_kick(struct hbg_ring *r);
 /* The wake page (shm/layout.h struct hbg_wake_page; protocol 1.5) for a
  * session of uid: a handle for the release and, in *ret_fd, the page's
  * read-only fd for the client (the engine keeps it open). The uid's own
  * page while fewer than 32 uids hold one, else one they share. */
-int hbg_engine_wake_page_acquire(struct hbg_engine *e, uid_t uid, int *ret_fd);
-void hbg_engine_wake_page_release(struct hbg_engine *e, int handle);
+int engine_wake_page_acquire(struct hbg_engine *e, uid_t uid, int *ret_fd);
+void engine_wake_page_release(struct hbg_engine *e, int handle);
 
 /* ------------------------------------------------------------ counters */
 
@@ -331,7 +331,7 @@ struct hbg_thread_stats {
         uint32_t clusters;         /* clusters this thread owns */
 };
 
-struct hbg_ring_stats {
+struct ring_stats {
         uint64_t submitted;        /* producer cursor as last seen */
         uint64_t classified;       /* claim cursor */
         uint64_t watermark;
@@ -357,11 +357,11 @@ struct hbg_ring_stats {
  */
 #define HBG_ERRNO_SLOTS 134u           /* Linux errnos end at 133 (EHWPOISON) */
 
-static inline unsigned hbg_errno_slot(int code) {
+static inline unsigned errno_slot(int code) {
         return code < 0 && -code < (int)HBG_ERRNO_SLOTS ? (unsigned)-code : 0u;
 }
 
-struct hbg_engine_metrics {
+struct engine_metrics {
         uint64_t graphs_submitted;     /* graph records read (noticed) */
         uint64_t graphs_retired;       /* finished, with success or failure */
         uint64_t graphs_failed[HBG_ERRNO_SLOTS];
@@ -371,13 +371,13 @@ struct hbg_engine_metrics {
         struct hbg_hist_snapshot graph_latency;
 };
 
-void hbg_engine_metrics(const struct hbg_engine *e, struct hbg_engine_metrics *ret);
+void engine_metrics(const struct hbg_engine *e, struct engine_metrics *ret);
 /* The run times (ns) of the tasks whose last block thread `thread` ran,
  * every kernel's (daemon/engine/ktime.h). */
-void hbg_engine_thread_task_time(const struct hbg_engine *e, unsigned thread, struct hbg_hist_snapshot *ret);
+void engine_thread_task_time(const struct hbg_engine *e, unsigned thread, struct hbg_hist_snapshot *ret);
 /* Kernel kernel_at(kernel)'s tasks, failures, run and wait times, every
  * thread's added up (daemon/engine/ktime.h). */
-void hbg_engine_kernel_times(const struct hbg_engine *e, size_t kernel, struct ktime_snapshot *ret);
+void engine_kernel_times(const struct hbg_engine *e, size_t kernel, struct ktime_snapshot *ret);
 /* A graph the client submitted that is not retired yet (hbgctl graphs,
  * RUNTIME_LOGIC.md §12.5). */
 enum hbg_live_state {
@@ -389,7 +389,7 @@ enum hbg_live_state {
         HBG_LIVE_STATE_COUNT,
 };
 /* "waiting", "running", "failed", "retiring". */
-const char *hbg_live_state_name(enum hbg_live_state s);
+const char *live_state_name(enum hbg_live_state s);
 
 struct hbg_live_graph {
         uint64_t number;           /* graph record number, 0, 1, ... per ring */
@@ -407,20 +407,20 @@ struct hbg_live_graph {
 /* The client's graph cursor (its region's graphs_submitted), as the calls
  * made off the scheduler threads read it: through the memfd when the ring
  * has one (hbg_ring_params.sub_fd). The client's word: unchecked. */
-uint64_t hbg_ring_graphs_submitted(const struct hbg_ring *r);
+uint64_t ring_graphs_submitted(const struct hbg_ring *r);
 /* Note the graph records the client submitted since the last call, with
- * the time now_ms (the age hbg_ring_live_graphs() reports). Cheap: at
+ * the time now_ms (the age ring_live_graphs() reports). Cheap: at
  * most a few thousand records per call, no task looked at. Returns
  * whether graphs are in flight (submitted, by the client's word, past
  * those retired). */
-bool hbg_ring_note_graphs(struct hbg_ring *r, int64_t now_ms);
+bool ring_note_graphs(struct hbg_ring *r, int64_t now_ms);
 /* The ring's live graphs, oldest first (notes new records first): up to
  * max copied into ret (each record copied once and validated; the list
  * ends before the first record the retirer would refuse). Returns how
  * many; *ret_live gets how many are live (at most the graph table's size).
- * This and hbg_ring_note_graphs() are called from one thread only (hbgd's
+ * This and ring_note_graphs() are called from one thread only (hbgd's
  * io thread): they share the ring's stamps without synchronisation. */
-size_t hbg_ring_live_graphs(struct hbg_ring *r, struct hbg_live_graph *ret, size_t max, uint64_t *ret_live);
+size_t ring_live_graphs(struct hbg_ring *r, struct hbg_live_graph *ret, size_t max, uint64_t *ret_live);
 
 /* Cancel graph record `number` of r (RUNTIME_LOGIC §12.6): its tasks
  * not started fail with -ECANCELED and message `why` (copied, cut to the
@@ -430,16 +430,16 @@ size_t hbg_ring_live_graphs(struct hbg_ring *r, struct hbg_live_graph *ret, size
  * touches no task: the scheduler threads act. 0; -ENOENT: not live (its
  * status is decided, or not submitted); -EALREADY: cancelled already;
  * -EBUSY: RING_CANCELS (8) cancels of r pending; -ESHUTDOWN: r stopped. */
-int hbg_ring_cancel_graph(struct hbg_ring *r, uint64_t number, const char *why);
-/* Why the owner stops r (before hbg_engine_ring_remove()): its unfinished
+int ring_cancel_graph(struct hbg_ring *r, uint64_t number, const char *why);
+/* Why the owner stops r (before engine_ring_remove()): its unfinished
  * graphs fail with code and "session stopped: why" instead of "session
  * stopped". The first reason given wins. */
-void hbg_ring_set_stop_reason(struct hbg_ring *r, int code, const char *why);
+void ring_set_stop_reason(struct hbg_ring *r, int code, const char *why);
 
-unsigned hbg_engine_threads(const struct hbg_engine *e);
-void hbg_engine_thread_stats(const struct hbg_engine *e, unsigned thread,
-                             struct hbg_thread_stats *ret);
-void hbg_ring_stats(const struct hbg_ring *r, struct hbg_ring_stats *ret);
+unsigned engine_threads(const struct hbg_engine *e);
+void engine_thread_stats(const struct hbg_engine *e, unsigned thread,
+                         struct hbg_thread_stats *ret);
+void ring_stats(const struct hbg_ring *r, struct ring_stats *ret);
 
 /* Liveness of one scheduler thread (cheap: two relaxed loads). heartbeat
  * grows on every loop iteration and task start; parked is true while the
@@ -458,5 +458,5 @@ struct hbg_thread_alive {
         uint64_t heartbeat;
         bool parked;
 };
-void hbg_engine_thread_alive(const struct hbg_engine *e, unsigned thread,
-                             struct hbg_thread_alive *ret);
+void engine_thread_alive(const struct hbg_engine *e, unsigned thread,
+                         struct hbg_thread_alive *ret);

@@ -14,15 +14,15 @@ struct hbg_geometry;
  * Spare ring arrays (docs/RUNTIME_LOGIC.md §10.1): one step towards `want`
  * (at most HBG_ENGINE_MAX_SPARE_RINGS) arenas of a ring of geometry g
  * mapped and faulted in ahead of sessions, at most max_bytes faulted in;
- * hbg_engine_ring_add() of a ring of that size then takes one instead of
+ * engine_ring_add() of a ring of that size then takes one instead of
  * cold pages. Spares of another size are dropped. 1: call again; 0: done;
  * -ENOMEM, or -EINVAL where the kernel cannot pre-fault. One caller at a
  * time (hbgd's slow-work thread).
  */
 #define HBG_ENGINE_MAX_SPARE_RINGS 8u
-int hbg_engine_spare_fill(struct hbg_engine *e, const struct hbg_geometry *g, unsigned want, uint64_t max_bytes);
+int engine_spare_fill(struct hbg_engine *e, const struct hbg_geometry *g, unsigned want, uint64_t max_bytes);
 /* Spares ready now, their bytes, and how many rings took one since start
  * (ret_taken may be NULL). */
-unsigned hbg_engine_spares(struct hbg_engine *e, uint64_t *ret_bytes, uint64_t *ret_taken);
+unsigned engine_spares(struct hbg_engine *e, uint64_t *ret_bytes, uint64_t *ret_taken);
 /* Keep at most `keep` ready spares (any caller: the store is locked). */
-void hbg_engine_spares_trim(struct hbg_engine *e, unsigned keep);
+void engine_spares_trim(struct hbg_engine *e, unsigned keep);

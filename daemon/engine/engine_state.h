@@ -35,7 +35,7 @@ struct hbg_engine {
         /* Threads that schedule: those below; the one above, if any, is
          * the completion policy's own (thread_main), and owns no core. */
         unsigned nschedulers;
-        unsigned threads_started;         /* joined by hbg_engine_free() */
+        unsigned threads_started;         /* joined by engine_free() */
 
         _Atomic(struct hbg_ring *) *rings;
         _Atomic unsigned rings_high;      /* rings[] entries in use are below */

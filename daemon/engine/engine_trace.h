@@ -70,19 +70,19 @@ struct hbg_trace_filter {
 
 /* Start a trace (the previous one's records are gone). 0, -EBUSY (one is
  * on) or -ENOMEM. */
-int hbg_engine_trace_start(struct hbg_engine *e, const struct hbg_trace_filter *f);
+int engine_trace_start(struct hbg_engine *e, const struct hbg_trace_filter *f);
 /* Stop recording. A thread in the middle of a record may still finish it:
  * a reader sees it or not, never half of it. */
-void hbg_engine_trace_stop(struct hbg_engine *e);
+void engine_trace_stop(struct hbg_engine *e);
 /* Each thread's buffer, in records (cfg.trace_thread_events). */
-unsigned hbg_engine_trace_buffer_events(const struct hbg_engine *e);
+unsigned engine_trace_buffer_events(const struct hbg_engine *e);
 /* When the running (or last) trace started (CLOCK_MONOTONIC ns). */
-int64_t hbg_engine_trace_started(const struct hbg_engine *e);
+int64_t engine_trace_started(const struct hbg_engine *e);
 /* Thread `thread`'s records of the last trace from index `from`: up to
  * max copied into ret, their number returned; *ret_total: how many it
  * holds, *ret_dropped: how many did not fit. */
-size_t hbg_engine_trace_read(const struct hbg_engine *e, unsigned thread, uint64_t from, struct hbg_trace_event *ret,
-                             size_t max, uint64_t *ret_total, uint64_t *ret_dropped);
+size_t engine_trace_read(const struct hbg_engine *e, unsigned thread, uint64_t from, struct hbg_trace_event *ret,
+                         size_t max, uint64_t *ret_total, uint64_t *ret_dropped);
 /* Records lost because a thread with no buffer made them (hbgd's io
  * thread retiring a closed session's graphs), since the engine started. */
-uint64_t hbg_engine_trace_unbuffered(const struct hbg_engine *e);
+uint64_t engine_trace_unbuffered(const struct hbg_engine *e);

@@ -2,7 +2,7 @@
 /* Latency histograms (daemon/engine/histogram.h). */
 #include "daemon/engine/histogram.h"
 
-const uint64_t hbg_hist_bounds_ns[HBG_HIST_BOUNDS] = {
+const uint64_t hist_bounds_ns[HBG_HIST_BOUNDS] = {
         100,        250,        500,                                  /* ns */
         1000,       2500,       5000,                                 /* us */
         10000,      25000,      50000,
@@ -15,8 +15,8 @@ const uint64_t hbg_hist_bounds_ns[HBG_HIST_BOUNDS] = {
 
 void histogram_fold(struct hbg_histogram *into, const struct hbg_histogram *h) {
         for (unsigned i = 0; i < HBG_HIST_BUCKETS; i++)
-                hbg_hist_add(&into->buckets[i], atomic_load_explicit(&h->buckets[i], memory_order_relaxed));
-        hbg_hist_add(&into->sum_ns, atomic_load_explicit(&h->sum_ns, memory_order_relaxed));
+                hist_add(&into->buckets[i], atomic_load_explicit(&h->buckets[i], memory_order_relaxed));
+        hist_add(&into->sum_ns, atomic_load_explicit(&h->sum_ns, memory_order_relaxed));
 }
 
 void histogram_read(const struct hbg_histogram *h, struct hbg_hist_snapshot *acc) {

@@ -22,7 +22,7 @@
 #define HBG_HIST_BOUNDS 25u
 #define HBG_HIST_BUCKETS (HBG_HIST_BOUNDS + 1u)
 
-extern const uint64_t hbg_hist_bounds_ns[HBG_HIST_BOUNDS];
+extern const uint64_t hist_bounds_ns[HBG_HIST_BOUNDS];
 
 struct hbg_histogram {
         _Atomic uint64_t buckets[HBG_HIST_BUCKETS];
@@ -37,11 +37,11 @@ struct hbg_hist_snapshot {
 
 /* The bucket of a value: the first bound >= ns (values equal to a bound
  * are in its bucket, as OpenMetrics' "le" says), else the last bucket. */
-static inline unsigned hbg_hist_bucket(uint64_t ns) {
+static inline unsigned hist_bucket(uint64_t ns) {
         unsigned lo = 0, hi = HBG_HIST_BOUNDS;
         while (lo < hi) {
                 unsigned mid = (lo + hi) / 2;
-                if (ns <= hbg_hist_bounds_ns[mid])
+                if (ns <= hist_bounds_ns[mid])
                         hi = mid;
                 else
                         lo = mid + 1;
@@ -49,15 +49,15 @@ static inline unsigned hbg_hist_bucket(uint64_t ns) {
         return lo;
 }
 
-static inline void hbg_hist_add(_Atomic uint64_t *v, uint64_t n) {
+static inline void hist_add(_Atomic uint64_t *v, uint64_t n) {
         /* The one writer's relaxed load and store (see above). */
         atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n, memory_order_relaxed);
 }
 
 /* One observation, by the histogram's one writer. */
-static inline void hbg_hist_observe(struct hbg_histogram *h, uint64_t ns) {
-        hbg_hist_add(&h->buckets[hbg_hist_bucket(ns)], 1);
-        hbg_hist_add(&h->sum_ns, ns);
+static inline void hist_observe(struct hbg_histogram *h, uint64_t ns) {
+        hist_add(&h->buckets[hist_bucket(ns)], 1);
+        hist_add(&h->sum_ns, ns);
 }
 
 /* *into += h (into's one writer calls it). */

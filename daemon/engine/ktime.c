@@ -72,7 +72,7 @@ static void calibrate(void) {
 #endif
         c->ns_per_tick = k;
         for (unsigned i = 0; i < HBG_HIST_BOUNDS; i++)
-                c->bounds[i] = (uint64_t)((double)hbg_hist_bounds_ns[i] / k);
+                c->bounds[i] = (uint64_t)((double)hist_bounds_ns[i] / k);
         c->bounds[HBG_HIST_BOUNDS] = UINT64_MAX;
         for (unsigned b = 0, e = 0; e < 64; e++) {
                 while (c->bounds[b] < UINT64_C(1) << e)

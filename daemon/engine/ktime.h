@@ -90,7 +90,7 @@ struct ktime_clock {
          * counter is not one Linux keeps in step across cores at a fixed
          * rate, or its rate could not be measured. */
         const char *doubt;
-        /* bounds[i] = hbg_hist_bounds_ns[i] in ticks (rounded down, so a
+        /* bounds[i] = hist_bounds_ns[i] in ticks (rounded down, so a
          * duration of at most bounds[i] ticks is at most bound i in ns);
          * bounds[HBG_HIST_BOUNDS] = UINT64_MAX. */
         uint64_t bounds[HBG_HIST_BOUNDS + 1];
@@ -142,7 +142,7 @@ static inline void ktime_add(_Atomic uint64_t *v, uint64_t n) {
 #if KTIME_CYCLES && !KTIME_TSAN
         __asm__ __volatile__("addq %1, %0" : "+m"(*(uint64_t *)v) : "er"(n));
 #else
-        hbg_hist_add(v, n);
+        hist_add(v, n);
 #endif
 }
 

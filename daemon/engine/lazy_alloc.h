@@ -6,7 +6,7 @@
  * graphs, so creating a session stays cheap however large its window is
  * (docs/SECURITY.md: session set-up never stalls the io thread); hbgd
  * faults them in afterwards, a piece at a time on its slow-work thread
- * (hbg_ring_prefault(), lazy_populate()). Every
+ * (ring_prefault(), lazy_populate()). Every
  * structure kept in them reads all-zero bytes as its initial state.
  * Page aligned, hence cache-line aligned.
  */

@@ -32,7 +32,7 @@ static const char *const state_names[HBG_LIVE_STATE_COUNT] = {
         [HBG_LIVE_RETIRING] = "retiring",
 };
 
-const char *hbg_live_state_name(enum hbg_live_state s) {
+const char *live_state_name(enum hbg_live_state s) {
         return (unsigned)s < HBG_LIVE_STATE_COUNT ? state_names[s] : "unknown";
 }
 
@@ -40,7 +40,7 @@ size_t live_graphs_seen_bytes(const struct hbg_geometry *g) {
         return g->graph_table_entries * sizeof(struct graph_seen);
 }
 
-uint64_t hbg_ring_graphs_submitted(const struct hbg_ring *r) {
+uint64_t ring_graphs_submitted(const struct hbg_ring *r) {
         return client_read_u64(r, &r->sub->graphs_submitted);
 }
 
@@ -50,7 +50,7 @@ uint64_t hbg_ring_graphs_submitted(const struct hbg_ring *r) {
  * only the last G (the retirer stops such a ring), and at most NOTE_MAX
  * per call (the rest on the next). Records retired meanwhile are skipped.
  */
-bool hbg_ring_note_graphs(struct hbg_ring *r, int64_t now_ms) {
+bool ring_note_graphs(struct hbg_ring *r, int64_t now_ms) {
         uint64_t G = r->g.graph_table_entries;
         uint64_t retired = atomic_load_explicit(&r->cpl->graphs_retired, memory_order_acquire);
         uint64_t submitted = client_read_u64(r, &r->sub->graphs_submitted);
@@ -129,7 +129,7 @@ static int64_t graph_noticed_at(struct hbg_ring *r, uint64_t k) {
         return k < atomic_load_explicit(&r->cpl->graphs_retired, memory_order_relaxed) ? 0 : ns;
 }
 
-size_t hbg_ring_live_graphs(struct hbg_ring *r, struct hbg_live_graph *ret, size_t max, uint64_t *ret_live) {
+size_t ring_live_graphs(struct hbg_ring *r, struct hbg_live_graph *ret, size_t max, uint64_t *ret_live) {
         uint64_t G = r->g.graph_table_entries;
         /* Acquire: the table entries below it are final (not needed here,
          * but the records below it may be reused by the client). */
@@ -145,7 +145,7 @@ size_t hbg_ring_live_graphs(struct hbg_ring *r, struct hbg_live_graph *ret, size
         int64_t now = clock_now_ms();
         size_t n = 0;
 
-        hbg_ring_note_graphs(r, now);
+        ring_note_graphs(r, now);
         uint64_t prev_last = 0, budget = LIVE_FLAG_SCAN;
 
         for (uint64_t k = retired; k < retired + live && n < max; k++) {

@@ -13,16 +13,16 @@
 #include "daemon/engine/ring.h"
 #include "daemon/engine/validate.h"
 
-uint64_t hbg_engine_recorded_memory(uint32_t n) {
+uint64_t engine_recorded_memory(uint32_t n) {
         return sizeof(struct recorded_graph) +
                (uint64_t)n * (sizeof(struct recorded_task) + RECORDED_WORDS_MAX * sizeof(uint64_t));
 }
 
-uint64_t hbg_recorded_graph_memory(const struct recorded_graph *g) {
+uint64_t recorded_graph_memory(const struct recorded_graph *g) {
         return sizeof(*g) + (uint64_t)g->n * sizeof(struct recorded_task) + g->n_words * sizeof(uint64_t);
 }
 
-void hbg_recorded_graph_free(struct recorded_graph *g) {
+void recorded_graph_free(struct recorded_graph *g) {
         if (g) {
                 free(g->tasks);
                 free(g->words);
@@ -30,7 +30,7 @@ void hbg_recorded_graph_free(struct recorded_graph *g) {
         free(g);
 }
 
-bool hbg_ring_record_full(const struct hbg_ring *r) {
+bool ring_record_full(const struct hbg_ring *r) {
         return atomic_load_explicit(&r->n_recorded, memory_order_relaxed) >= r->engine->cfg.max_recorded_graphs;
 }
 
@@ -65,8 +65,8 @@ static void pack_task(struct recorded_graph *g, uint32_t i, const struct task_sl
         g->n_words += s->n_fanins + tensor_words + s->args.n_scalars;
 }
 
-int hbg_ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint32_t n,
-                             struct recorded_graph **ret, uint32_t *ret_task, const char **ret_error) {
+int ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint32_t n,
+                         struct recorded_graph **ret, uint32_t *ret_task, const char **ret_error) {
         *ret = NULL;
         *ret_task = 0;
         *ret_error = NULL;
@@ -77,13 +77,13 @@ int hbg_ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task 
         struct recorded_graph *g = calloc(1, sizeof(*g));
         /* Validated into one slot, then packed (struct recorded_task):
          * room for the most every task can keep, which is what the
-         * recording was charged (hbg_engine_recorded_memory()); pages
+         * recording was charged (engine_recorded_memory()); pages
          * never written cost nothing, and the rest is given back below. */
         struct task_slot *s = aligned_alloc(64, sizeof(*s));
         if (!g || !s || !(g->tasks = malloc((size_t)n * sizeof(*g->tasks))) ||
             !(g->words = malloc((size_t)n * RECORDED_WORDS_MAX * sizeof(*g->words)))) {
                 free(s);
-                hbg_recorded_graph_free(g);
+                recorded_graph_free(g);
                 return -ENOMEM;
         }
         g->n = n;
@@ -103,7 +103,7 @@ int hbg_ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task 
         }
         free(s);
         if (err < 0) {
-                hbg_recorded_graph_free(g);
+                recorded_graph_free(g);
                 return err;
         }
         /* Kept as long as the session: only the words it filled. */
@@ -119,15 +119,15 @@ int hbg_ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task 
         return 0;
 }
 
-int hbg_ring_record_add(struct hbg_ring *r, struct recorded_graph *g) {
+int ring_record_add(struct hbg_ring *r, struct recorded_graph *g) {
         unsigned max = r->engine->cfg.max_recorded_graphs;
         uint32_t k = atomic_load_explicit(&r->n_recorded, memory_order_relaxed);
         if (k >= max) {
-                hbg_recorded_graph_free(g);
+                recorded_graph_free(g);
                 return -ENOSPC;
         }
         if (!r->recorded && !(r->recorded = calloc(max, sizeof(*r->recorded)))) {
-                hbg_recorded_graph_free(g);
+                recorded_graph_free(g);
                 return -ENOMEM;
         }
         r->recorded[k] = g;
@@ -136,19 +136,19 @@ int hbg_ring_record_add(struct hbg_ring *r, struct recorded_graph *g) {
         return (int)k;
 }
 
-int hbg_ring_record(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint32_t n,
-                    uint32_t *ret_task, const char **ret_error) {
+int ring_record(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint32_t n,
+                uint32_t *ret_task, const char **ret_error) {
         *ret_task = 0;
         *ret_error = NULL;
-        if (n != 0 && hbg_ring_record_full(r)) {
+        if (n != 0 && ring_record_full(r)) {
                 *ret_error = "max_recorded_graphs reached";
                 return -ENOSPC;
         }
         struct recorded_graph *g;
-        int err = hbg_ring_record_validate(r, tasks, n, &g, ret_task, ret_error);
+        int err = ring_record_validate(r, tasks, n, &g, ret_task, ret_error);
         if (err < 0)
                 return err;
-        err = hbg_ring_record_add(r, g);
+        err = ring_record_add(r, g);
         if (err == -ENOSPC)
                 *ret_error = "max_recorded_graphs reached";
         return err;
@@ -159,7 +159,7 @@ void recorded_free_ring(struct hbg_ring *r) {
                 return;
         uint32_t k = atomic_load_explicit(&r->n_recorded, memory_order_relaxed);
         for (uint32_t i = 0; i < k; i++)
-                hbg_recorded_graph_free(r->recorded[i]);
+                recorded_graph_free(r->recorded[i]);
         free(r->recorded);
         r->recorded = NULL;
 }

@@ -38,7 +38,7 @@ _Static_assert(sizeof(struct recorded_task) == 56, "a recorded task's size chang
 _Static_assert(sizeof(struct hbg_kernel_tensor_arg) % sizeof(uint64_t) == 0,
                "a tensor argument is a whole number of words");
 /* The most words one task takes: what the charge before validation
- * (hbg_engine_recorded_memory()) allows for, and the room validation
+ * (engine_recorded_memory()) allows for, and the room validation
  * makes. */
 #define RECORDED_WORDS_MAX (HBG_MAX_FANINS + HBG_MAX_TENSOR_ARGS * RECORDED_TENSOR_WORDS + HBG_MAX_SCALAR_ARGS)
 

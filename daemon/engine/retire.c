@@ -72,12 +72,12 @@ static void count_graph(struct hbg_ring *r, int code, int64_t *now) {
                 atomic_store_explicit(at, since, memory_order_release);
                 atomic_store_explicit(&r->graphs_noticed, n + 1, memory_order_release);
         }
-        hbg_hist_observe(&r->graph_latency, since < *now ? (uint64_t)(*now - since) : 0);
+        hist_observe(&r->graph_latency, since < *now ? (uint64_t)(*now - since) : 0);
         uint32_t trace = trace_epoch(&r->engine->trace);
         if (trace)
                 trace_graph(&r->engine->trace, trace, r, n, r->graph_cur.first_id, r->graph_cur.last_id, code, since);
         if (code)
-                stat_add(&r->graphs_failed_by_errno[hbg_errno_slot(code)], 1);
+                stat_add(&r->graphs_failed_by_errno[errno_slot(code)], 1);
 }
 
 /* The graph's message (§12.1): why as it is; for a kernel's own error

@@ -51,26 +51,26 @@ static uint64_t arrays_bytes(const struct hbg_geometry *g) {
                lazy_bytes(graph_noticed_bytes(g)) + lazy_bytes(live_graphs_seen_bytes(g));
 }
 
-/* Every lazy array counts whole pages: pre-faulted (hbg_ring_prefault()),
+/* Every lazy array counts whole pages: pre-faulted (ring_prefault()),
  * all of them are resident. */
 uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g) {
         uint64_t per_thread = sizeof(struct ring_thread) + (uint64_t)failsafe_capacity(g) * sizeof(uint64_t);
         return sizeof(struct hbg_ring) + arrays_bytes(g) + nthreads * per_thread;
 }
 
-int hbg_engine_spare_fill(struct hbg_engine *e, const struct hbg_geometry *g, unsigned want, uint64_t max_bytes) {
+int engine_spare_fill(struct hbg_engine *e, const struct hbg_geometry *g, unsigned want, uint64_t max_bytes) {
         return ring_spares_fill(&e->spares, arrays_bytes(g), slots_bytes(g), want, max_bytes);
 }
 
-unsigned hbg_engine_spares(struct hbg_engine *e, uint64_t *ret_bytes, uint64_t *ret_taken) {
+unsigned engine_spares(struct hbg_engine *e, uint64_t *ret_bytes, uint64_t *ret_taken) {
         return ring_spares_ready(&e->spares, ret_bytes, ret_taken);
 }
 
-void hbg_engine_spares_trim(struct hbg_engine *e, unsigned keep) {
+void engine_spares_trim(struct hbg_engine *e, unsigned keep) {
         ring_spares_trim(&e->spares, keep);
 }
 
-/* The i-th lazy array hbg_ring_prefault() faults in, false past the last,
+/* The i-th lazy array ring_prefault() faults in, false past the last,
  * in the order a first graph needs them: its tasks' slots, the queues
  * they pass through, then what only failures and graph bookkeeping touch,
  * then the completion policy's. */
@@ -103,7 +103,7 @@ static bool lazy_array(const struct hbg_ring *r, unsigned i, struct lazy_span *r
         return policy->ring_lazy_array && policy->ring_lazy_array(r, i, ret);
 }
 
-/* The i-th span of the session's regions hbg_ring_prefault() faults in
+/* The i-th span of the session's regions ring_prefault() faults in
  * after the ring's own arrays, false past the last: hbgd's mappings of
  * the descriptors it reads for every task and of the completion region it
  * writes. The client's first write of a page allocates it, but hbgd's
@@ -134,7 +134,7 @@ static bool ring_idle(const struct hbg_ring *r) {
                atomic_load_explicit(&r->cpl->completed_watermark, memory_order_relaxed);
 }
 
-/* The i-th span hbg_ring_prefault() faults in: the ring's n_arrays
+/* The i-th span ring_prefault() faults in: the ring's n_arrays
  * arrays, then the regions'. */
 static bool prefault_span(const struct hbg_ring *r, unsigned i, unsigned n_arrays, struct lazy_span *ret) {
         return i < n_arrays ? lazy_array(r, i, ret) : region_span(r, i - n_arrays, ret);
@@ -148,8 +148,8 @@ static bool prefault_span(const struct hbg_ring *r, unsigned i, unsigned n_array
  * regions' pages of one call taking max_wait_ns in all (memory short, or
  * a punch) end the pre-fault, as does a busy ring (not ring_idle()). The
  * rest faults on first touch. */
-int hbg_ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes, const _Atomic bool *stop,
-                      uint64_t max_wait_ns) {
+int ring_prefault(struct hbg_ring *r, uint64_t *cursor, uint64_t max_bytes, const _Atomic bool *stop,
+                  uint64_t max_wait_ns) {
         const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
         struct lazy_span a;
         uint64_t at = *cursor, start = 0, waited = 0;
@@ -317,13 +317,13 @@ void ring_free(struct hbg_ring *r) {
         free(r);
 }
 
-void hbg_ring_stats(const struct hbg_ring *r, struct hbg_ring_stats *ret) {
+void ring_stats(const struct hbg_ring *r, struct ring_stats *ret) {
         uint64_t completed = 0, failed = 0;
         for (unsigned i = 0; i < r->engine->nthreads; i++) {
                 completed += stat_get(&r->per_thread[i].completed);
                 failed += stat_get(&r->per_thread[i].failed);
         }
-        *ret = (struct hbg_ring_stats){
+        *ret = (struct ring_stats){
                 .submitted = atomic_load_explicit(&r->submitted_seen, memory_order_relaxed),
                 .classified = atomic_load_explicit(&r->claim, memory_order_relaxed),
                 .watermark = watermark_read(&r->window),

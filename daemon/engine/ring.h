@@ -78,11 +78,11 @@ struct hbg_ring {
         void (*released)(void *userdata); /* hbg_ring_params.released */
         void *released_userdata;
         struct hbg_ring *next_removed;    /* engine->removed list (rings_lock) */
-        unsigned holds;                   /* hbg_ring_hold()s not let go (rings_lock) */
+        unsigned holds;                   /* ring_hold()s not let go (rings_lock) */
         unsigned share;                   /* its slot in engine->shares (§9.5); fixed */
         int removal_reason;
         /* Scheduler threads visit it (ring_table_enter()): set at its add,
-         * or by hbg_engine_ring_serve() for one added with serve_later
+         * or by engine_ring_serve() for one added with serve_later
          * (§9.3); never cleared. */
         _Atomic bool served;
 
@@ -125,7 +125,7 @@ struct hbg_ring {
         struct hbg_graph_record graph_cur;
         _Atomic uint64_t graphs_seen;     /* graphs_submitted as last read by the retirer */
         /* When hbgd first saw graph record k: slot k & (G-1). Only the
-         * thread calling hbg_ring_note_graphs()/hbg_ring_live_graphs()
+         * thread calling ring_note_graphs()/ring_live_graphs()
          * (hbgd's io thread) touches these (live_graphs.c, §12.5). */
         struct graph_seen *graph_seen;
         uint64_t graphs_noted;            /* records below: stamped or retired */
@@ -136,12 +136,12 @@ struct hbg_ring {
          * one while its graph is unretired (§12.1). */
         _Atomic uint64_t retire_at;
         _Atomic uint64_t graphs_failed;
-        /* Metrics (hbg_engine_metrics), written under the retire lock:
+        /* Metrics (engine_metrics), written under the retire lock:
          * graph records noticed so far (the next record number to notice),
          * when each one in the graph ring was noticed (CLOCK_MONOTONIC ns,
          * entry n & (graph_table_entries - 1)), the time from there to
          * retirement of every retired graph, and failed graphs by errno.
-         * The times are also read by hbgd's io thread (hbg_ring_live_graphs):
+         * The times are also read by hbgd's io thread (ring_live_graphs):
          * each is stored with release before graphs_noticed passes it
          * (release), and an entry is stored again for record k + G only
          * after graphs_retired passed k (an earlier retirement pass); the
@@ -209,7 +209,7 @@ struct hbg_ring {
         _Atomic uint32_t cancel_word;
         struct ring_cancel cancels[RING_CANCELS];
         uint64_t graphs_decided;          /* cold_lock: graphs whose status is decided */
-        /* An owner's reason for stopping the ring (hbg_ring_set_stop_reason),
+        /* An owner's reason for stopping the ring (ring_set_stop_reason),
          * which stop_why may point to: set once, under cold_lock. */
         char stop_msg[HBG_GRAPH_MESSAGE_MAX];
         alignas(64) _Atomic uint64_t submitted_seen;

@@ -5,7 +5,7 @@
  * sessions that will use them, so that a session's first graph does not
  * take the first touch of every page of its slots and queues. hbgd fills
  * them on its slow-work thread while nothing else waits
- * (hbg_engine_spare_fill()); ring_new() takes one of the right size
+ * (engine_spare_fill()); ring_new() takes one of the right size
  * instead of mapping cold pages. Fresh anonymous pages are zero, the
  * arrays' initial state: a spare is never a ring's memory used before.
  */
@@ -26,7 +26,7 @@ struct ring_spares {
         struct lazy_arena ready[RING_SPARES_MAX];
         unsigned n_ready;
         uint64_t taken;                         /* by rings, since start */
-        /* The filler's, one caller at a time (hbg_engine_spare_fill()). */
+        /* The filler's, one caller at a time (engine_spare_fill()). */
         struct lazy_arena filling;
         uint64_t filled;                        /* bytes of filling faulted in */
 };

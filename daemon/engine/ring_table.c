@@ -24,7 +24,7 @@
  * served yet is passed over: its client may still be able to punch holes
  * in its region, and a fault on a page being punched waits for the whole
  * punch. Acquire is enough for `served`: the thread read the wake word
- * (seq_cst) before its pass, and hbg_engine_ring_serve() stores `served`
+ * (seq_cst) before its pass, and engine_ring_serve() stores `served`
  * before it bumps that word, so a thread that missed `served` finds the
  * word moved and looks again (§9.4). */
 struct hbg_ring *ring_table_enter(struct sched_thread *t, unsigned idx) {
@@ -63,8 +63,8 @@ void ring_table_peek_leave(struct sched_thread *t) {
         atomic_store_explicit(&t->peek_hazard, NULL, memory_order_release);
 }
 
-int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
-                        struct hbg_ring **ret) {
+int engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
+                    struct hbg_ring **ret) {
         struct hbg_ring *r;
         if (p->weight > HBG_FAIR_SHARE_WEIGHT_MAX)
                 return -EINVAL;
@@ -116,7 +116,7 @@ int hbg_engine_ring_add(struct hbg_engine *e, const struct hbg_ring_params *p,
  * threads parked before it do not wait on it, and the one woken parks
  * again on it (speed only: a client's wake that finds nobody rings).
  */
-void hbg_engine_ring_serve(struct hbg_ring *r) {
+void engine_ring_serve(struct hbg_ring *r) {
         /* seq_cst, before the look and before the kick bumps the wake
          * word: a thread whose pass missed it sees the word moved and
          * passes again (ring_table_enter()). */
@@ -125,7 +125,7 @@ void hbg_engine_ring_serve(struct hbg_ring *r) {
                 wakeup_ring_served(r);
 }
 
-uint64_t hbg_engine_ring_memory(const struct hbg_engine *e, const struct hbg_geometry *g) {
+uint64_t engine_ring_memory(const struct hbg_engine *e, const struct hbg_geometry *g) {
         uint64_t policy = e->completion->ring_memory ? e->completion->ring_memory(g->task_window, e->nthreads) : 0;
         return ring_memory(e->nthreads, g) + policy;
 }
@@ -143,9 +143,9 @@ void ring_table_fold_completer_stats(struct hbg_completer_stats *into, const str
  * rings[] (seq_cst, against ring_table_enter()'s re-check), its graphs are
  * failed, and it waits on e->removed until no hazard pointer holds it. A
  * thread inside a long kernel of this ring keeps its hazard until the
- * kernel returns; hbg_engine_collect() frees the ring after that.
+ * kernel returns; engine_collect() frees the ring after that.
  */
-void hbg_engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason) {
+void engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason) {
         if (!r)
                 return;
         atomic_store(&r->removing, true);
@@ -163,7 +163,7 @@ void hbg_engine_ring_remove(struct hbg_engine *e, struct hbg_ring *r, int reason
         /* Fail what is pending now, so the client (if still there) hears at
          * once; safe while threads still run: the combining retire lock. */
         retire_fail_quietly(r, r->removal_reason);
-        hbg_ring_unhold(e, r);
+        ring_unhold(e, r);
 }
 
 /* rings_lock held. */
@@ -205,19 +205,19 @@ static void ring_reclaim(struct hbg_ring *r) {
                 released(userdata);
 }
 
-void hbg_ring_hold(struct hbg_engine *e, struct hbg_ring *r) {
+void ring_hold(struct hbg_engine *e, struct hbg_ring *r) {
         pthread_mutex_lock(&e->rings_lock);
         r->holds++;
         pthread_mutex_unlock(&e->rings_lock);
 }
 
-void hbg_ring_unhold(struct hbg_engine *e, struct hbg_ring *r) {
+void ring_unhold(struct hbg_engine *e, struct hbg_ring *r) {
         pthread_mutex_lock(&e->rings_lock);
         r->holds--;
         pthread_mutex_unlock(&e->rings_lock);
 }
 
-unsigned hbg_engine_rings_removed(struct hbg_engine *e) {
+unsigned engine_rings_removed(struct hbg_engine *e) {
         unsigned n = 0;
         pthread_mutex_lock(&e->rings_lock);
         for (struct hbg_ring *r = e->removed; r; r = r->next_removed)
@@ -233,7 +233,7 @@ void ring_table_drop_holds(struct hbg_engine *e) {
         pthread_mutex_unlock(&e->rings_lock);
 }
 
-unsigned hbg_engine_collect(struct hbg_engine *e) {
+unsigned engine_collect(struct hbg_engine *e) {
         struct hbg_ring *free_list = NULL;
         unsigned held = 0;
 

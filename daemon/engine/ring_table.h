@@ -16,5 +16,5 @@ void ring_table_leave(struct sched_thread *t);
 struct hbg_ring *ring_table_peek_enter(struct sched_thread *t, unsigned idx);
 void ring_table_peek_leave(struct sched_thread *t);
 void ring_table_fold_completer_stats(struct hbg_completer_stats *into, const struct hbg_completer_stats *s);
-/* hbg_engine_free(), its threads gone: every hbg_ring_hold() let go. */
+/* engine_free(), its threads gone: every ring_hold() let go. */
 void ring_table_drop_holds(struct hbg_engine *e);

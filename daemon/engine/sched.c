@@ -138,7 +138,7 @@ static void park(struct sched_thread *t) {
         /* Somebody is awake now: clients need not ring. seq_cst, before
          * the rings are visited: a doorbell that finds the flag clear
          * kicks nobody, counting on this thread to see the publish that
-         * rang it (hbg_ring_kick, §9.4). */
+         * rang it (ring_kick, §9.4). */
         high = atomic_load(&e->rings_high);
         for (unsigned i = 0; i < high; i++) {
                 struct hbg_ring *r = ring_table_enter(t, i);

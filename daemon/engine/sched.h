@@ -36,7 +36,7 @@ struct sched_thread {
         /* Metrics, written by this thread only: the times of the tasks
          * whose last block it ran, per kernel (kernel_at() order,
          * daemon/engine/ktime.h), and failed tasks by errno
-         * (hbg_engine_metrics). */
+         * (engine_metrics). */
         alignas(64) struct ktime_kernel *ktime;
         struct ktime_clock ktime_clock;   /* the engine's, copied: no pointer to follow per task */
         /* Per kernel (kernel_at() order), this thread's runs of its tasks

@@ -208,7 +208,7 @@ void trace_instant(struct trace_state *ts, uint32_t ep, enum hbg_trace_kind kind
 
 /* ------------------------------------------------------------ the reader */
 
-int hbg_engine_trace_start(struct hbg_engine *e, const struct hbg_trace_filter *f) {
+int engine_trace_start(struct hbg_engine *e, const struct hbg_trace_filter *f) {
         struct trace_state *ts = &e->trace;
         if (atomic_load_explicit(&ts->epoch, memory_order_relaxed))
                 return -EBUSY;
@@ -233,20 +233,20 @@ int hbg_engine_trace_start(struct hbg_engine *e, const struct hbg_trace_filter *
         return 0;
 }
 
-void hbg_engine_trace_stop(struct hbg_engine *e) {
+void engine_trace_stop(struct hbg_engine *e) {
         atomic_store_explicit(&e->trace.epoch, 0, memory_order_release);
 }
 
-unsigned hbg_engine_trace_buffer_events(const struct hbg_engine *e) {
+unsigned engine_trace_buffer_events(const struct hbg_engine *e) {
         return e->trace.thread_events;
 }
 
-int64_t hbg_engine_trace_started(const struct hbg_engine *e) {
+int64_t engine_trace_started(const struct hbg_engine *e) {
         return atomic_load_explicit(&e->trace.started_ns, memory_order_relaxed);
 }
 
-size_t hbg_engine_trace_read(const struct hbg_engine *e, unsigned thread, uint64_t from, struct hbg_trace_event *ret,
-                             size_t max, uint64_t *ret_total, uint64_t *ret_dropped) {
+size_t engine_trace_read(const struct hbg_engine *e, unsigned thread, uint64_t from, struct hbg_trace_event *ret,
+                         size_t max, uint64_t *ret_total, uint64_t *ret_dropped) {
         const struct trace_state *ts = &e->trace;
         *ret_total = *ret_dropped = 0;
         if (thread >= ts->nbufs || !ts->events || ts->last_epoch == 0)
@@ -265,6 +265,6 @@ size_t hbg_engine_trace_read(const struct hbg_engine *e, unsigned thread, uint64
         return k;
 }
 
-uint64_t hbg_engine_trace_unbuffered(const struct hbg_engine *e) {
+uint64_t engine_trace_unbuffered(const struct hbg_engine *e) {
         return atomic_load_explicit(&e->trace.unbuffered, memory_order_relaxed);
 }

@@ -44,7 +44,7 @@ struct trace_state {
         _Atomic uint64_t session;         /* record only this ring's session; 0: any */
         _Atomic int64_t uid;              /* only rings of this uid; -1: any */
         _Atomic int64_t started_ns;       /* CLOCK_MONOTONIC at start */
-        struct trace_buf *bufs;           /* one per engine thread, from hbg_engine_new() */
+        struct trace_buf *bufs;           /* one per engine thread, from engine_new() */
         struct hbg_trace_event *events;   /* thread_events per thread, at the first start */
         unsigned nbufs;
         unsigned thread_events;           /* engine cfg.trace_thread_events */

@@ -234,8 +234,8 @@ static void explain_task(const struct task_rules *rules, const struct task_slot 
                 kernel_explain(k, &s->args, rules->heap_size, buf, len);
 }
 
-int hbg_engine_validate(const struct hbg_engine *e, uint64_t heap_size, const struct hbg_recorded_task *tasks,
-                        uint32_t n, hbg_validate_report_fn report, void *userdata) {
+int engine_validate(const struct hbg_engine *e, uint64_t heap_size, const struct hbg_recorded_task *tasks,
+                    uint32_t n, hbg_validate_report_fn report, void *userdata) {
         const struct task_rules rules = { heap_size, e->cfg.max_task_cost };
         struct task_slot *s = aligned_alloc(64, sizeof(*s));
         if (!s)

@@ -42,7 +42,7 @@ struct wake_pages {
         _Atomic unsigned used;            /* slots of own[] ever taken (release) */
         /* A page was made that the threads parked before it do not wait
          * on: the next ring served wakes one, which parks again on it
-         * (hbg_engine_ring_serve()). Relaxed: a hint for speed only (a
+         * (engine_ring_serve()). Relaxed: a hint for speed only (a
          * client's wake that finds nobody rings the doorbell). */
         _Atomic bool unwaited;
 };

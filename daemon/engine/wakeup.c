@@ -48,17 +48,17 @@ static void kick(struct hbg_engine *e, int n) {
  * seq_cst), so a clear one means a thread woke since, and it clears the
  * flag (seq_cst) before it visits the rings: it sees the publish (the
  * client's direct wake has usually woken it; §9.4, model/wake.pml). */
-void hbg_ring_kick(struct hbg_ring *r) {
+void ring_kick(struct hbg_ring *r) {
         if (atomic_exchange(&r->cpl->need_wakeup, 0))
                 kick(r->engine, r->engine->all_execute ? 1 : INT_MAX);
 }
 
 /* A ring just served whose client published already, or after a new
- * wake page (hbg_engine_ring_serve()): the doorbell's kick, whatever
+ * wake page (engine_ring_serve()): the doorbell's kick, whatever
  * need_wakeup says. Doorbells its client rang before were not kicked (the
  * threads passed the ring over), and need_wakeup is still set from the
  * ring's start: clearing it here is the kick's own rule
- * (hbg_ring_kick()). One thread, as for a doorbell: it wakes a peer if it
+ * (ring_kick()). One thread, as for a doorbell: it wakes a peer if it
  * finds more work than it takes. */
 void wakeup_ring_served(struct hbg_ring *r) {
         atomic_store(&r->cpl->need_wakeup, 0);

@@ -19,7 +19,7 @@ struct sched_thread;
 #define WAKEUP_SPURIOUS_WINDOW_MS 1000
 
 /* A ring just served whose client published already, or after a new
- * wake page (hbg_engine_ring_serve()): the doorbell's kick, whatever its
+ * wake page (engine_ring_serve()): the doorbell's kick, whatever its
  * need_wakeup says. */
 void wakeup_ring_served(struct hbg_ring *r);
 /* Whether a wake was made (not: nobody idle, or max_awake_threads). */

@@ -74,7 +74,7 @@ static int ring_init(struct harness_ring *h, struct hbg_engine *e, const struct 
                 .serve_later = serve_later,
         };
         h->served = !serve_later;
-        return hbg_engine_ring_add(e, &p, &h->ring);
+        return engine_ring_add(e, &p, &h->ring);
 }
 
 int harness_ring_init_share(struct harness_ring *h, struct hbg_engine *e, const struct hbg_geometry_request *req,
@@ -84,7 +84,7 @@ int harness_ring_init_share(struct harness_ring *h, struct hbg_engine *e, const 
 
 void harness_ring_serve(struct harness_ring *h) {
         h->served = true;
-        hbg_engine_ring_serve(h->ring);
+        engine_ring_serve(h->ring);
 }
 
 int harness_ring_init_unserved(struct harness_ring *h, struct hbg_engine *e, const struct hbg_geometry_request *req,
@@ -95,12 +95,12 @@ int harness_ring_init_unserved(struct harness_ring *h, struct hbg_engine *e, con
 void harness_ring_remove(struct harness_ring *h, int reason) {
         if (!h->ring)
                 return;
-        hbg_engine_ring_remove(h->engine, h->ring, reason);
+        engine_ring_remove(h->engine, h->ring, reason);
         h->ring = NULL;
         /* Removal does not wait for the scheduler threads: collect until
          * the engine let go of the ring. */
         while (!atomic_load_explicit(&h->released, memory_order_acquire)) {
-                hbg_engine_collect(h->engine);
+                engine_collect(h->engine);
                 if (!atomic_load_explicit(&h->released, memory_order_acquire))
                         sched_yield();
         }
@@ -137,12 +137,12 @@ uint64_t harness_f32_scalar(float v) {
         return bits;
 }
 
-/* A ring not served yet is served by its owner (hbg_engine_ring_serve()),
+/* A ring not served yet is served by its owner (engine_ring_serve()),
  * not kicked (engine.h): the doorbell waits until then, as hbgd's does. */
 static void ring_doorbell(struct harness_ring *h, bool ring) {
         if (ring && h->served) {
                 h->doorbells++;
-                hbg_ring_kick(h->ring);
+                ring_kick(h->ring);
         }
 }
 
@@ -164,8 +164,8 @@ void harness_serve_external(struct harness_ring *h) {
 #define HARNESS_STUCK_MS 60000
 
 static void harness_stuck(struct harness_ring *h, const char *what) {
-        struct hbg_ring_stats rs;
-        hbg_ring_stats(h->ring, &rs);
+        struct ring_stats rs;
+        ring_stats(h->ring, &rs);
         fprintf(stderr,
                 "harness: %s: no progress for %d s: submitted %llu, claimed %llu, watermark %llu, completed %llu, "
                 "graphs retired %llu, ring error %d%s; need_wakeup %u; producer next id %llu, published %llu, "
@@ -175,9 +175,9 @@ static void harness_stuck(struct harness_ring *h, const char *what) {
                 (unsigned long long)rs.graphs_retired, rs.error, rs.broken ? " (broken)" : "",
                 (unsigned)atomic_load(&h->ch->need_wakeup), (unsigned long long)h->prod.next_id,
                 (unsigned long long)h->prod.published, (unsigned long long)h->doorbells);
-        for (unsigned i = 0; i < hbg_engine_threads(h->engine); i++) {
+        for (unsigned i = 0; i < engine_threads(h->engine); i++) {
                 struct hbg_thread_stats t;
-                hbg_engine_thread_stats(h->engine, i, &t);
+                engine_thread_stats(h->engine, i, &t);
                 fprintf(stderr, "harness:   thread %u: classified %llu, dispatched %llu, parks %llu, wakeups %llu\n", i,
                         (unsigned long long)t.classified, (unsigned long long)t.dispatched,
                         (unsigned long long)t.parks, (unsigned long long)t.wakeups);

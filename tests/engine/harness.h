@@ -47,7 +47,7 @@ struct harness_ring {
         int efd;                   /* completion pipe: read end */
         int efd_write;             /* its write end, the engine's */
         /* The engine let go of the ring. Set by whichever thread's
-         * hbg_engine_collect() frees it (release), read by the owner
+         * engine_collect() frees it (release), read by the owner
          * (acquire) before it frees the regions. */
         _Atomic bool released;
         uint64_t first_id;
@@ -67,10 +67,10 @@ int harness_ring_init(struct harness_ring *h, struct hbg_engine *e,
 int harness_ring_init_share(struct harness_ring *h, struct hbg_engine *e, const struct hbg_geometry_request *req,
                             uint64_t first_id, uint32_t share_id, unsigned weight);
 /* The same, added with hbg_ring_params.serve_later: no scheduler thread
- * visits it until hbg_engine_ring_serve(). */
+ * visits it until engine_ring_serve(). */
 int harness_ring_init_unserved(struct harness_ring *h, struct hbg_engine *e, const struct hbg_geometry_request *req,
                                uint64_t first_id);
-/* hbg_engine_ring_serve(); the harness's doorbell kicks from then on. */
+/* engine_ring_serve(); the harness's doorbell kicks from then on. */
 void harness_ring_serve(struct harness_ring *h);
 void harness_ring_destroy(struct harness_ring *h);
 /* Remove the ring from the engine and wait until it is released (its

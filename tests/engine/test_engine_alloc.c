@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The engine's constructors when allocation fails: hbg_engine_new() and
- * hbg_engine_ring_add() (ring_new()) with the k-th allocation (malloc,
+ * The engine's constructors when allocation fails: engine_new() and
+ * engine_ring_add() (ring_new()) with the k-th allocation (malloc,
  * calloc, aligned_alloc, posix_memalign, mmap) or thread creation failing,
  * for every k until one run needs no failure. Each must return -ENOMEM or
  * -EAGAIN and leave nothing behind: the error path is the destructor, and
@@ -112,13 +112,13 @@ static bool disarm(void) {
 /* ------------------------------------------------------------ tests */
 
 static void config(struct hbg_engine_config *cfg, unsigned mode) {
-        hbg_engine_config_default(cfg);
+        engine_config_default(cfg);
         cfg->threads = 3;
         cfg->clusters = 4;
         cfg->completion_mode = mode;
 }
 
-/* Every allocation of hbg_engine_new() failing in turn, under each policy. */
+/* Every allocation of engine_new() failing in turn, under each policy. */
 START_TEST(engine_new_fails_cleanly) {
         unsigned long k;
         for (k = 1; k < 10000; k++) {
@@ -126,20 +126,20 @@ START_TEST(engine_new_fails_cleanly) {
                 config(&cfg, (unsigned)_i);
                 struct hbg_engine *e = NULL;
                 arm(k);
-                int err = hbg_engine_new(&e, &cfg);
+                int err = engine_new(&e, &cfg);
                 bool failed = disarm();
                 if (!failed) {
                         ck_assert_int_eq(err, 0);
-                        hbg_engine_free(e);
+                        engine_free(e);
                         break;
                 }
                 ck_assert_msg(err == -ENOMEM || err == -EAGAIN, "allocation %lu failing: %d (%s)", k, err,
                               strerror(-err));
                 ck_assert_ptr_null(e);
         }
-        ck_assert_msg(k > 1 && k < 10000, "hbg_engine_new: %lu allocations", k);
+        ck_assert_msg(k > 1 && k < 10000, "engine_new: %lu allocations", k);
         printf("engine_new (%s): each of %lu allocations failed in turn\n",
-               hbg_completion_mode_name(_i), k - 1);
+               completion_mode_name(_i), k - 1);
 }
 END_TEST
 
@@ -153,7 +153,7 @@ START_TEST(ring_add_fails_cleanly) {
         struct hbg_engine_config cfg;
         config(&cfg, (unsigned)_i);
         struct hbg_engine *e = NULL;
-        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
         struct hbg_geometry_request req;
         struct hbg_geometry g;
         geometry_request_default(&req);
@@ -174,13 +174,13 @@ START_TEST(ring_add_fails_cleanly) {
         for (k = 1; k < 10000; k++) {
                 struct hbg_ring *r = NULL;
                 arm(k);
-                int err = hbg_engine_ring_add(e, &p, &r);
+                int err = engine_ring_add(e, &p, &r);
                 bool failed = disarm();
                 if (!failed) {
                         ck_assert_int_eq(err, 0);
-                        hbg_engine_ring_remove(e, r, -ESHUTDOWN);
+                        engine_ring_remove(e, r, -ESHUTDOWN);
                         while (n_released == 0) {
-                                hbg_engine_collect(e);
+                                engine_collect(e);
                                 sched_yield();
                         }
                         break;
@@ -189,10 +189,10 @@ START_TEST(ring_add_fails_cleanly) {
                 /* A ring that never started is not "released". */
                 ck_assert_uint_eq(n_released, 0);
         }
-        ck_assert_msg(k > 1 && k < 10000, "hbg_engine_ring_add: %lu allocations", k);
+        ck_assert_msg(k > 1 && k < 10000, "engine_ring_add: %lu allocations", k);
         printf("ring_add (%s): each of %lu allocations failed in turn\n",
-               hbg_completion_mode_name(_i), k - 1);
-        hbg_engine_free(e);
+               completion_mode_name(_i), k - 1);
+        engine_free(e);
         free(sub);
         free(cpl);
 }
@@ -252,7 +252,7 @@ static void prefault_ring_open(struct prefault_ring *pr, unsigned mode, const ch
         struct hbg_engine_config cfg;
         config(&cfg, mode);
         pr->e = NULL;
-        ck_assert_int_eq(hbg_engine_new(&pr->e, &cfg), 0);
+        ck_assert_int_eq(engine_new(&pr->e, &cfg), 0);
         struct hbg_geometry_request req;
         geometry_request_default(&req);
         req.task_window = 4096;
@@ -271,26 +271,26 @@ static void prefault_ring_open(struct prefault_ring *pr, unsigned mode, const ch
         pr->r = NULL;
         n_noted = 0;
         noting = note;
-        ck_assert_int_eq(hbg_engine_ring_add(pr->e, &p, &pr->r), 0);
+        ck_assert_int_eq(engine_ring_add(pr->e, &p, &pr->r), 0);
         noting = false;
 }
 
 static void prefault_ring_close(struct prefault_ring *pr) {
-        hbg_engine_ring_remove(pr->e, pr->r, -ESHUTDOWN);
+        engine_ring_remove(pr->e, pr->r, -ESHUTDOWN);
         while (pr->n_released == 0) {
-                hbg_engine_collect(pr->e);
+                engine_collect(pr->e);
                 sched_yield();
         }
-        hbg_engine_free(pr->e);
+        engine_free(pr->e);
         munmap(pr->sub, pr->g.sub_region_size);
         munmap(pr->cpl, pr->g.cpl_region_size);
 }
 
 /*
  * A new ring's private arrays are lazy (nothing resident: creating it is
- * cheap whatever its window); hbg_ring_prefault(), a piece at a time,
+ * cheap whatever its window); ring_prefault(), a piece at a time,
  * makes every page of them resident, and the memory a session is charged
- * for (hbg_engine_ring_memory()) covers all those pages. It then faults in
+ * for (engine_ring_memory()) covers all those pages. It then faults in
  * its mapping of the regions' descriptors and completion region (the last
  * span as wholly as the others), not the payloads or the client's heap.
  */
@@ -307,23 +307,23 @@ START_TEST(ring_prefault_resident) {
         size_t total, before = resident_pages(&total);
         size_t page = (size_t)sysconf(_SC_PAGESIZE);
         ck_assert_msg(before < total / 8, "a new ring has %zu of its %zu lazy pages resident already", before, total);
-        ck_assert_msg((uint64_t)total * page <= hbg_engine_ring_memory(e, &g),
+        ck_assert_msg((uint64_t)total * page <= engine_ring_memory(e, &g),
                       "the charge (%" PRIu64 " bytes) does not cover the %zu pages of the ring's arrays",
-                      hbg_engine_ring_memory(e, &g), total);
+                      engine_ring_memory(e, &g), total);
 
         /* A stop already set: nothing done. */
         _Atomic bool stop = true;
         uint64_t cursor = 0;
-        ck_assert_int_eq(hbg_ring_prefault(r, &cursor, 64 << 10, &stop, UINT64_MAX), -ECANCELED);
+        ck_assert_int_eq(ring_prefault(r, &cursor, 64 << 10, &stop, UINT64_MAX), -ECANCELED);
         ck_assert_uint_eq(cursor, 0);
         atomic_store(&stop, false);
         unsigned pieces = 0;
         int more;
-        while ((more = hbg_ring_prefault(r, &cursor, 64 << 10, &stop, UINT64_MAX)) > 0)
+        while ((more = ring_prefault(r, &cursor, 64 << 10, &stop, UINT64_MAX)) > 0)
                 ck_assert_uint_lt(++pieces, 100000);
         ck_assert_int_eq(more, 0);
         size_t after = resident_pages(&total);
-        ck_assert_msg(after == total, "after hbg_ring_prefault(): %zu of %zu pages resident (%zu before)", after,
+        ck_assert_msg(after == total, "after ring_prefault(): %zu of %zu pages resident (%zu before)", after,
                       total, before);
         /* In pieces of at most 64 KiB: the ring's slots alone are 32. */
         ck_assert_uint_ge(pieces, 32);
@@ -337,19 +337,19 @@ START_TEST(ring_prefault_resident) {
         };
         for (size_t k = 0; k < sizeof(spans) / sizeof(spans[0]); k++) {
                 size_t all, in = resident_range(spans[k].p, spans[k].len, &all);
-                ck_assert_msg(in == all, "after hbg_ring_prefault(): %zu of the %s' %zu pages resident", in,
+                ck_assert_msg(in == all, "after ring_prefault(): %zu of the %s' %zu pages resident", in,
                               spans[k].what, all);
         }
         size_t heap_all, heap_in = resident_range((char *)sub + g.sub_heap_offset, g.heap_size, &heap_all);
-        ck_assert_msg(heap_in <= 1, "hbg_ring_prefault() faulted in %zu of the heap's %zu pages", heap_in, heap_all);
+        ck_assert_msg(heap_in <= 1, "ring_prefault() faulted in %zu of the heap's %zu pages", heap_in, heap_all);
         /* The payloads' first and last pages may be the descriptors' and
          * the graph records'; none between. */
         size_t pl_all, pl_in = resident_range((char *)sub + g.sub_payloads_offset,
                                               g.task_window * sizeof(struct hbg_task_payload), &pl_all);
-        ck_assert_msg(pl_in <= 2, "hbg_ring_prefault() faulted in %zu of the payloads' %zu pages", pl_in, pl_all);
+        ck_assert_msg(pl_in <= 2, "ring_prefault() faulted in %zu of the payloads' %zu pages", pl_in, pl_all);
         /* Done: nothing more to do. */
-        ck_assert_int_eq(hbg_ring_prefault(r, &cursor, 64 << 10, NULL, UINT64_MAX), 0);
-        printf("ring_prefault_resident (%s): %zu -> %zu of %zu pages, %u pieces\n", hbg_completion_mode_name(_i),
+        ck_assert_int_eq(ring_prefault(r, &cursor, 64 << 10, NULL, UINT64_MAX), 0);
+        printf("ring_prefault_resident (%s): %zu -> %zu of %zu pages, %u pieces\n", completion_mode_name(_i),
                before, after, total, pieces + 1);
 
         prefault_ring_close(&pr);
@@ -368,12 +368,12 @@ START_TEST(ring_prefault_busy_skips_regions) {
         struct hbg_task_desc *d = (struct hbg_task_desc *)(void *)((char *)pr.sub + pr.g.sub_descs_offset);
         d[0] = (struct hbg_task_desc){ .id = 0, .flags = HBG_TASK_EXTERNAL, .block_num = 1 };
         atomic_store(&((struct hbg_sub_header *)pr.sub)->submitted, 1);
-        hbg_ring_kick(pr.r);
+        ring_kick(pr.r);
 
         uint64_t cursor = 0;
         unsigned pieces = 0;
         int more;
-        while ((more = hbg_ring_prefault(pr.r, &cursor, 64 << 10, NULL, UINT64_MAX)) > 0)
+        while ((more = ring_prefault(pr.r, &cursor, 64 << 10, NULL, UINT64_MAX)) > 0)
                 ck_assert_uint_lt(++pieces, 100000);
         ck_assert_int_eq(more, 0);
         size_t all, in = resident_range(d, pr.g.task_window * sizeof(*d), &all);
@@ -409,7 +409,7 @@ START_TEST(ring_prefault_waited_ends) {
         uint64_t cursor = 0;
         unsigned pieces = 0;
         int more;
-        while ((more = hbg_ring_prefault(pr.r, &cursor, 64 << 10, NULL, 0)) > 0)
+        while ((more = ring_prefault(pr.r, &cursor, 64 << 10, NULL, 0)) > 0)
                 ck_assert_uint_lt(++pieces, 100000);
         ck_assert_int_eq(more, 0);
         const char *descs = (const char *)pr.sub + pr.g.sub_descs_offset;
@@ -437,7 +437,7 @@ START_TEST(io_reads_through_memfd) {
         struct hbg_engine_config cfg;
         config(&cfg, (unsigned)_i);
         struct hbg_engine *e = NULL;
-        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
         struct hbg_geometry g;
         void *sub, *cpl;
         small_geometry(&g, 1024, &sub, &cpl);
@@ -461,38 +461,38 @@ START_TEST(io_reads_through_memfd) {
         ck_assert_int_eq(pipe2(fds, O_CLOEXEC), 0);
         struct hbg_ring *r = NULL;
         p.sub_fd = fds[0];
-        ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), -EINVAL);
+        ck_assert_int_eq(engine_ring_add(e, &p, &r), -EINVAL);
         int small = memfd_create("io-reads-small", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         ck_assert_int_eq(ftruncate(small, (off_t)g.sub_region_size - 4096), 0);
         ck_assert_int_eq(fcntl(small, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
         p.sub_fd = small;
-        ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), -EINVAL);
+        ck_assert_int_eq(engine_ring_add(e, &p, &r), -EINVAL);
         /* Not sealed against shrinking: a read could come back short. */
         p.sub_fd = fd;
-        ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), -EINVAL);
+        ck_assert_int_eq(engine_ring_add(e, &p, &r), -EINVAL);
         ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
-        ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), 0);
+        ck_assert_int_eq(engine_ring_add(e, &p, &r), 0);
 
         struct hbg_live_graph live[4];
         uint64_t n_live = 0;
-        size_t n = hbg_ring_live_graphs(r, live, 4, &n_live);
+        size_t n = ring_live_graphs(r, live, 4, &n_live);
         ck_assert_uint_eq(n, 1);
         ck_assert_uint_eq(n_live, 1);
         ck_assert_uint_eq(live[0].graph_id, 77);
         ck_assert_uint_eq(live[0].last_id, 3);
-        ck_assert_int_eq(hbg_ring_cancel_graph(r, 0, "io-reads"), 0);
-        ck_assert_int_eq(hbg_ring_cancel_graph(r, 1, "io-reads"), -ENOENT);
+        ck_assert_int_eq(ring_cancel_graph(r, 0, "io-reads"), 0);
+        ck_assert_int_eq(ring_cancel_graph(r, 1, "io-reads"), -ENOENT);
 
         /* The ring's removal fails its graphs on this thread, as on hbgd's
          * io thread: the one graph the memfd holds. */
-        hbg_engine_ring_remove(e, r, -ESHUTDOWN);
+        engine_ring_remove(e, r, -ESHUTDOWN);
         while (n_released == 0) {
-                hbg_engine_collect(e);
+                engine_collect(e);
                 sched_yield();
         }
         const struct hbg_cpl_header *ch = cpl;
         ck_assert_uint_eq(atomic_load(&ch->graphs_retired), 1);
-        hbg_engine_free(e);
+        engine_free(e);
         munmap(other, g.sub_region_size);
         close(fd);
         close(small);
@@ -558,32 +558,32 @@ START_TEST(spare_rings_taken) {
         struct hbg_engine_config cfg;
         config(&cfg, (unsigned)_i);
         struct hbg_engine *e = NULL;
-        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
         struct hbg_geometry g, other;
         void *sub, *cpl, *osub, *ocpl;
         small_geometry(&g, 4096, &sub, &cpl);
         small_geometry(&other, 2048, &osub, &ocpl);
         uint64_t bytes;
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, NULL), 0);
+        ck_assert_uint_eq(engine_spares(e, &bytes, NULL), 0);
 
         /* Two spares, 64 KiB a step. */
         unsigned steps = 0;
         int more;
         n_noted = 0;
         noting = true;
-        while ((more = hbg_engine_spare_fill(e, &g, 2, 64 << 10)) > 0)
+        while ((more = engine_spare_fill(e, &g, 2, 64 << 10)) > 0)
                 ck_assert_uint_lt(++steps, 100000);
         noting = false;
         ck_assert_int_eq(more, 0);
         ck_assert_uint_eq(n_noted, 2); /* one mapping each */
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, NULL), 2);
+        ck_assert_uint_eq(engine_spares(e, &bytes, NULL), 2);
         ck_assert_uint_eq(bytes, noted[0].len + noted[1].len);
         ck_assert_uint_ge(steps, 2 * (noted[0].len >> 16) - 1);
         size_t total, resident = resident_pages(&total);
         ck_assert_msg(resident == total, "spares: %zu of %zu pages resident", resident, total);
         /* Done: another call changes nothing. */
-        ck_assert_int_eq(hbg_engine_spare_fill(e, &g, 2, 64 << 10), 0);
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, NULL), 2);
+        ck_assert_int_eq(engine_spare_fill(e, &g, 2, 64 << 10), 0);
+        ck_assert_uint_eq(engine_spares(e, &bytes, NULL), 2);
 
         /* A ring of that size takes one and maps no arrays of its own. */
         unsigned n_released = 0;
@@ -594,17 +594,17 @@ START_TEST(spare_rings_taken) {
         struct hbg_ring *r = NULL;
         unsigned before = n_noted;
         noting = true;
-        ck_assert_int_eq(hbg_engine_ring_add(e, &p, &r), 0);
+        ck_assert_int_eq(engine_ring_add(e, &p, &r), 0);
         noting = false;
         unsigned policy_maps = n_noted - before; /* the resolver's queues */
         uint64_t taken;
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, &taken), 1);
+        ck_assert_uint_eq(engine_spares(e, &bytes, &taken), 1);
         ck_assert_uint_eq(taken, 1);
         /* Its pre-fault has only the policy's arrays and the regions
          * (hbgd's mapping of them) left. */
         uint64_t cursor = 0;
         unsigned pieces = 0;
-        while ((more = hbg_ring_prefault(r, &cursor, 64 << 10, NULL, UINT64_MAX)) > 0)
+        while ((more = ring_prefault(r, &cursor, 64 << 10, NULL, UINT64_MAX)) > 0)
                 ck_assert_uint_lt(++pieces, 100000);
         ck_assert_int_eq(more, 0);
         uint64_t regions = g.task_window * (sizeof(struct hbg_task_desc) + sizeof(struct hbg_task_payload)) +
@@ -620,38 +620,38 @@ START_TEST(spare_rings_taken) {
         struct hbg_ring *ro = NULL;
         n_noted = 0;
         noting = true;
-        ck_assert_int_eq(hbg_engine_ring_add(e, &po, &ro), 0);
+        ck_assert_int_eq(engine_ring_add(e, &po, &ro), 0);
         noting = false;
         ck_assert_uint_ge(n_noted, 1);
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, &taken), 1);
+        ck_assert_uint_eq(engine_spares(e, &bytes, &taken), 1);
         ck_assert_uint_eq(taken, 1);
 
         /* A fill for the other size drops the spare of this one; one
          * wanting none drops the rest. */
-        ck_assert_int_eq(hbg_engine_spare_fill(e, &other, 1, 0), 1);
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, NULL), 0);
-        ck_assert_int_eq(hbg_engine_spare_fill(e, &other, 1, UINT64_MAX), 0);
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, NULL), 1);
-        ck_assert_int_eq(hbg_engine_spare_fill(e, &other, 0, UINT64_MAX), 0);
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, NULL), 0);
+        ck_assert_int_eq(engine_spare_fill(e, &other, 1, 0), 1);
+        ck_assert_uint_eq(engine_spares(e, &bytes, NULL), 0);
+        ck_assert_int_eq(engine_spare_fill(e, &other, 1, UINT64_MAX), 0);
+        ck_assert_uint_eq(engine_spares(e, &bytes, NULL), 1);
+        ck_assert_int_eq(engine_spare_fill(e, &other, 0, UINT64_MAX), 0);
+        ck_assert_uint_eq(engine_spares(e, &bytes, NULL), 0);
         ck_assert_uint_eq(bytes, 0);
         /* Trimmed to a number, whatever their size. */
-        ck_assert_int_eq(hbg_engine_spare_fill(e, &g, 2, UINT64_MAX), 1);
-        ck_assert_int_eq(hbg_engine_spare_fill(e, &g, 2, UINT64_MAX), 0);
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, NULL), 2);
-        hbg_engine_spares_trim(e, 1);
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, NULL), 1);
-        hbg_engine_spares_trim(e, 0);
-        ck_assert_uint_eq(hbg_engine_spares(e, &bytes, NULL), 0);
-        printf("spare_rings_taken (%s): 2 spares in %u steps of 64 KiB\n", hbg_completion_mode_name(_i), steps + 1);
+        ck_assert_int_eq(engine_spare_fill(e, &g, 2, UINT64_MAX), 1);
+        ck_assert_int_eq(engine_spare_fill(e, &g, 2, UINT64_MAX), 0);
+        ck_assert_uint_eq(engine_spares(e, &bytes, NULL), 2);
+        engine_spares_trim(e, 1);
+        ck_assert_uint_eq(engine_spares(e, &bytes, NULL), 1);
+        engine_spares_trim(e, 0);
+        ck_assert_uint_eq(engine_spares(e, &bytes, NULL), 0);
+        printf("spare_rings_taken (%s): 2 spares in %u steps of 64 KiB\n", completion_mode_name(_i), steps + 1);
 
-        hbg_engine_ring_remove(e, r, -ESHUTDOWN);
-        hbg_engine_ring_remove(e, ro, -ESHUTDOWN);
+        engine_ring_remove(e, r, -ESHUTDOWN);
+        engine_ring_remove(e, ro, -ESHUTDOWN);
         while (n_released < 2) {
-                hbg_engine_collect(e);
+                engine_collect(e);
                 sched_yield();
         }
-        hbg_engine_free(e);
+        engine_free(e);
         free(sub);
         free(cpl);
         free(osub);
@@ -663,13 +663,13 @@ static Suite *suite(void) {
         Suite *s = suite_create("engine_alloc");
         TCase *tc = tcase_create("alloc");
         tcase_set_timeout(tc, 120);
-        tcase_add_loop_test(tc, engine_new_fails_cleanly, 0, (int)hbg_completion_mode_count());
-        tcase_add_loop_test(tc, ring_add_fails_cleanly, 0, (int)hbg_completion_mode_count());
-        tcase_add_loop_test(tc, ring_prefault_resident, 0, (int)hbg_completion_mode_count());
-        tcase_add_loop_test(tc, ring_prefault_busy_skips_regions, 0, (int)hbg_completion_mode_count());
-        tcase_add_loop_test(tc, ring_prefault_waited_ends, 0, (int)hbg_completion_mode_count());
-        tcase_add_loop_test(tc, io_reads_through_memfd, 0, (int)hbg_completion_mode_count());
-        tcase_add_loop_test(tc, spare_rings_taken, 0, (int)hbg_completion_mode_count());
+        tcase_add_loop_test(tc, engine_new_fails_cleanly, 0, (int)completion_mode_count());
+        tcase_add_loop_test(tc, ring_add_fails_cleanly, 0, (int)completion_mode_count());
+        tcase_add_loop_test(tc, ring_prefault_resident, 0, (int)completion_mode_count());
+        tcase_add_loop_test(tc, ring_prefault_busy_skips_regions, 0, (int)completion_mode_count());
+        tcase_add_loop_test(tc, ring_prefault_waited_ends, 0, (int)completion_mode_count());
+        tcase_add_loop_test(tc, io_reads_through_memfd, 0, (int)completion_mode_count());
+        tcase_add_loop_test(tc, spare_rings_taken, 0, (int)completion_mode_count());
         tcase_add_test(tc, lazy_arena_huge_boundary);
         suite_add_tcase(s, tc);
         return s;

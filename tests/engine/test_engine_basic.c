@@ -15,11 +15,11 @@
 static struct hbg_engine *engine_start(unsigned threads, unsigned clusters) {
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
-        hbg_engine_config_default(&cfg);
+        engine_config_default(&cfg);
         cfg.threads = threads;
         cfg.clusters = clusters;
         cfg.stall_timeout_ms = 2000;
-        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
         return e;
 }
 
@@ -70,7 +70,7 @@ START_TEST(add_then_reduce) {
                 ck_assert_float_eq(harness_f32(&h, c)[i], 3.5f);
         ck_assert_float_eq(harness_f32(&h, s)[0], 3500.0f);
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -100,7 +100,7 @@ START_TEST(stream_many_graphs) {
                 ck_assert_int_eq(ge.status, 0);
         }
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 

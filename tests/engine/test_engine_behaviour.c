@@ -62,12 +62,12 @@ static void sleep_ms(long ms) {
 static struct hbg_engine *engine_new_with(unsigned threads, unsigned clusters, uint64_t stall_ms) {
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
-        hbg_engine_config_default(&cfg);
+        engine_config_default(&cfg);
         cfg.threads = threads;
         cfg.clusters = clusters;
         cfg.stall_timeout_ms = stall_ms;
         cfg.log = quiet_log;
-        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
         ck_assert_ptr_nonnull(e);
         return e;
 }
@@ -92,9 +92,9 @@ static void ring_open(struct harness_ring *h, struct hbg_engine *e, uint64_t d, 
 
 static void stats_sum(struct hbg_engine *e, struct hbg_thread_stats *s) {
         memset(s, 0, sizeof(*s));
-        for (unsigned i = 0; i < hbg_engine_threads(e); i++) {
+        for (unsigned i = 0; i < engine_threads(e); i++) {
                 struct hbg_thread_stats t;
-                hbg_engine_thread_stats(e, i, &t);
+                engine_thread_stats(e, i, &t);
                 s->classified += t.classified;
                 s->batch_linked += t.batch_linked;
                 s->dispatched += t.dispatched;
@@ -197,7 +197,7 @@ static void post_mailbox(struct harness_ring *h, uint64_t id, int status) {
         atomic_store(&h->sh->mailbox_tail, k + 1);
         if (atomic_load(&h->ch->need_wakeup)) {
                 h->doorbells++;
-                hbg_ring_kick(h->ring);
+                ring_kick(h->ring);
         }
 }
 
@@ -254,7 +254,7 @@ START_TEST(host_inline_completes_without_dispatch) {
         ck_assert_uint_eq(s2.retired_inline, s1.retired_inline + 2);
         ck_assert_uint_eq(s2.failed, 0);
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -368,7 +368,7 @@ START_TEST(predicates) {
         ck_assert_uint_eq(s1.executed_tasks - s0.executed_tasks, on + 2 /* f0, f5 */);
         ck_assert_uint_eq(s1.failed, 0);
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -511,7 +511,7 @@ START_TEST(external_tasks) {
         ck_assert_uint_eq(atomic_load(&h.ch->ext_ready_tail), 4u * rounds);
         ck_assert_uint_eq(atomic_load(&h.ch->mailbox_consumed), 4u * rounds);
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -561,12 +561,12 @@ START_TEST(external_error_status) {
         harness_add_task(&h, &dep);
         wait_graph_ok(&h, harness_end_graph(&h, 99));
         ck_assert(all_eq(&h, o1, 16, 9.0f));
-        struct hbg_ring_stats rs;
-        hbg_ring_stats(h.ring, &rs);
+        struct ring_stats rs;
+        ring_stats(h.ring, &rs);
         ck_assert(!rs.broken);
         ck_assert_int_eq(rs.error, -EPIPE); /* the latch keeps the first */
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -616,8 +616,8 @@ START_TEST(stall_times_out_external) {
         h.external = NULL;
         harness_serve_external(&h);
         ck_assert_uint_eq(atomic_load(&h.prod.mailbox_next), 1);
-        struct hbg_ring_stats rs;
-        hbg_ring_stats(h.ring, &rs);
+        struct ring_stats rs;
+        ring_stats(h.ring, &rs);
         ck_assert(!rs.broken);
         ck_assert_uint_gt(atomic_load(&log_lines), 0); /* the stall was logged */
         ck_assert_uint_gt(atomic_load(&graph_fail_lines), 0); /* and the failed graph */
@@ -636,10 +636,10 @@ START_TEST(stall_times_out_external) {
         wait_graph_ok(&h, harness_end_graph(&h, 2));
         ck_assert(all_eq(&h, b, 16, 4.0f));
         ck_assert_uint_eq(x.calls[e2 - 5], 1);
-        hbg_ring_stats(h.ring, &rs);
+        ring_stats(h.ring, &rs);
         ck_assert(!rs.broken);
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -668,13 +668,13 @@ START_TEST(stall_graph_beyond_submitted) {
         atomic_store(&h.sh->graphs_submitted, h.prod.graphs);
         if (atomic_load(&h.ch->need_wakeup)) {
                 h.doorbells++;
-                hbg_ring_kick(h.ring);
+                ring_kick(h.ring);
         }
 
         struct hbg_graph_entry ge;
         int rc = poll_graph(&h, k, 10000, &ge);
-        struct hbg_ring_stats rs;
-        hbg_ring_stats(h.ring, &rs);
+        struct ring_stats rs;
+        ring_stats(h.ring, &rs);
         ck_assert_msg(rc == 0, "graph waiting for unsubmitted tasks never failed (watermark %llu, "
                                "broken %d, error %d)",
                       (unsigned long long)rs.watermark, rs.broken, rs.error);
@@ -686,7 +686,7 @@ START_TEST(stall_graph_beyond_submitted) {
         ck_assert_int_eq(rs.error, -ETIME);
         ck_assert_uint_eq(rs.watermark, 2);
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -740,8 +740,8 @@ START_TEST(bogus_mailbox_breaks_ring) {
         ck_assert_msg(poll_graph(&ha, k1, WAIT_MS, &ge) == 0, "case %d: pending graph never failed", _i);
         ck_assert_msg(ge.status == -EPROTO, "case %d: pending graph status %d", _i, ge.status);
         ck_assert_uint_eq(ge.graph_id, 1);
-        struct hbg_ring_stats rs;
-        hbg_ring_stats(ha.ring, &rs);
+        struct ring_stats rs;
+        ring_stats(ha.ring, &rs);
         ck_assert(rs.broken);
         ck_assert_int_eq(rs.error, -EPROTO);
         ck_assert_uint_eq(atomic_load(&ha.ch->error_task), target);
@@ -764,12 +764,12 @@ START_TEST(bogus_mailbox_breaks_ring) {
                 wait_graph_ok(&hb, harness_end_graph(&hb, 11 + (uint64_t)g));
                 ck_assert(all_eq(&hb, bo, 256, 3.0f + (float)g));
         }
-        hbg_ring_stats(hb.ring, &rs);
+        ring_stats(hb.ring, &rs);
         ck_assert(!rs.broken);
         ck_assert_int_eq(rs.error, 0);
         harness_ring_destroy(&ha);
         harness_ring_destroy(&hb);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -791,12 +791,12 @@ START_TEST(late_external_answer_ignored) {
                 wait_graph_ok(&h, harness_end_graph(&h, 1 + (uint64_t)g));
                 ck_assert(all_eq(&h, a, 16, 1.0f + (float)g));
         }
-        struct hbg_ring_stats rs;
-        hbg_ring_stats(h.ring, &rs);
+        struct ring_stats rs;
+        ring_stats(h.ring, &rs);
         ck_assert(!rs.broken);
         ck_assert_int_eq(rs.error, 0);
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -851,7 +851,7 @@ START_TEST(idle_engine_parks) {
         ck_assert_uint_gt(h.doorbells, bells);
         ck_assert(all_eq(&h, o, 1024, 42.0f));
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -862,7 +862,7 @@ END_TEST
  * (publishes that found need_wakeup set) against the publishes, streaming
  * single-block noop tasks. The count follows how often the engine parks,
  * which the machine's load influences; it stays far below the bound
- * because the doorbell (hbg_ring_kick) clears need_wakeup itself. When
+ * because the doorbell (ring_kick) clears need_wakeup itself. When
  * only the woken thread cleared it, every publish made while that thread
  * waited for a CPU rang again: 65-93% doorbells under CPU contention.
  */
@@ -925,7 +925,7 @@ START_TEST(need_wakeup_saves_doorbells) {
         ck_assert_msg(h.doorbells < publishes / 10, "%llu doorbells for %llu publishes",
                       (unsigned long long)h.doorbells, (unsigned long long)publishes);
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -936,13 +936,13 @@ END_TEST
 START_TEST(spinning_threads_capped) {
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
-        hbg_engine_config_default(&cfg);
+        engine_config_default(&cfg);
         cfg.threads = 4;
         cfg.clusters = 4;
         cfg.spin_before_park_ns = UINT64_C(1000000000); /* the most allowed */
         cfg.max_spinning_threads = 1;
         cfg.log = quiet_log;
-        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
         struct harness_ring h;
         ring_open(&h, e, 1024, 1024, 0);
         struct harness_task t = { .block_num = 1 };
@@ -957,7 +957,7 @@ START_TEST(spinning_threads_capped) {
         ck_assert_msg(s.parks >= 3, "%llu parks within 800 ms of a 1 s spin: more than one thread spins",
                       (unsigned long long)s.parks);
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -965,9 +965,9 @@ END_TEST
  * dispatched count before and after. */
 static unsigned threads_that_ran(struct hbg_engine *e, const uint64_t *before) {
         unsigned n = 0;
-        for (unsigned i = 0; i < hbg_engine_threads(e); i++) {
+        for (unsigned i = 0; i < engine_threads(e); i++) {
                 struct hbg_thread_stats t;
-                hbg_engine_thread_stats(e, i, &t);
+                engine_thread_stats(e, i, &t);
                 n += t.dispatched > before[i];
         }
         return n;
@@ -989,7 +989,7 @@ static void wait_all_parked(struct hbg_engine *e, unsigned n) {
                 unsigned parked = 0;
                 for (unsigned i = 0; i < n; i++) {
                         struct hbg_thread_alive a;
-                        hbg_engine_thread_alive(e, i, &a);
+                        engine_thread_alive(e, i, &a);
                         parked += a.parked;
                 }
                 uint64_t parks = parks_now(e);
@@ -1000,9 +1000,9 @@ static void wait_all_parked(struct hbg_engine *e, unsigned n) {
 }
 
 static void dispatched_now(struct hbg_engine *e, uint64_t *ret) {
-        for (unsigned i = 0; i < hbg_engine_threads(e); i++) {
+        for (unsigned i = 0; i < engine_threads(e); i++) {
                 struct hbg_thread_stats t;
-                hbg_engine_thread_stats(e, i, &t);
+                engine_thread_stats(e, i, &t);
                 ret[i] = t.dispatched;
         }
 }
@@ -1013,14 +1013,14 @@ static void dispatched_now(struct hbg_engine *e, uint64_t *ret) {
 static struct hbg_engine *quiet_engine_new(unsigned max_awake) {
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
-        hbg_engine_config_default(&cfg);
+        engine_config_default(&cfg);
         cfg.threads = 4;
         cfg.clusters = 4;
         cfg.stall_timeout_ms = 0;
         cfg.spin_before_park_ns = 0;
         cfg.max_awake_threads = max_awake;
         cfg.log = quiet_log;
-        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
         return e;
 }
 
@@ -1060,7 +1060,7 @@ START_TEST(awake_threads_capped) {
         if (cases[_i].second_share)
                 harness_ring_destroy(&other);
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -1136,7 +1136,7 @@ START_TEST(small_surplus_wakes_nobody) {
         ran = threads_that_ran(e, start);
         ck_assert_msg(ran > 1, "16 spin_ns tasks of 1 ms ran on one thread: the held surplus woke no peer");
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -1174,7 +1174,7 @@ START_TEST(window_waiter_signalled) {
         wait_graph_ok(&h, k);
         ck_assert_uint_eq(atomic_load(&h.sh->window_waiting), UINT64_MAX);
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -1194,7 +1194,7 @@ START_TEST(config_limits) {
         };
         for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 struct hbg_engine_config cfg;
-                hbg_engine_config_default(&cfg);
+                engine_config_default(&cfg);
                 cfg.threads = bad[i].threads;
                 cfg.clusters = bad[i].clusters;
                 cfg.classify_batch = bad[i].batch;
@@ -1203,35 +1203,35 @@ START_TEST(config_limits) {
                         cfg.spin_before_park_ns = bad[i].spin;
                 cfg.log = quiet_log;
                 const char *why = NULL;
-                ck_assert_int_eq(hbg_engine_config_validate(&cfg, &why), -ERANGE);
+                ck_assert_int_eq(engine_config_validate(&cfg, &why), -ERANGE);
                 ck_assert_ptr_nonnull(why);
                 ck_assert_msg(strncmp(why, bad[i].field, strlen(bad[i].field)) == 0,
                               "case %u: message \"%s\" does not name %s", i, why, bad[i].field);
                 struct hbg_engine *e = NULL;
-                ck_assert_int_eq(hbg_engine_new(&e, &cfg), -ERANGE);
+                ck_assert_int_eq(engine_new(&e, &cfg), -ERANGE);
                 ck_assert_ptr_null(e);
         }
         struct hbg_engine_config cfg;
-        hbg_engine_config_default(&cfg);
-        ck_assert_int_eq(hbg_engine_config_validate(&cfg, NULL), 0);
+        engine_config_default(&cfg);
+        ck_assert_int_eq(engine_config_validate(&cfg, NULL), 0);
         /* Every policy of the table is valid; anything else is not. */
-        for (unsigned m = 0; m < hbg_completion_mode_count(); m++) {
+        for (unsigned m = 0; m < completion_mode_count(); m++) {
                 cfg.completion_mode = m;
-                ck_assert_int_eq(hbg_engine_config_validate(&cfg, NULL), 0);
+                ck_assert_int_eq(engine_config_validate(&cfg, NULL), 0);
         }
-        cfg.completion_mode = hbg_completion_mode_count();
-        ck_assert_int_eq(hbg_engine_config_validate(&cfg, NULL), -EINVAL);
+        cfg.completion_mode = completion_mode_count();
+        ck_assert_int_eq(engine_config_validate(&cfg, NULL), -EINVAL);
         cfg.completion_mode = 99;
-        ck_assert_int_eq(hbg_engine_config_validate(&cfg, NULL), -EINVAL);
+        ck_assert_int_eq(engine_config_validate(&cfg, NULL), -EINVAL);
         /* The resolver needs a thread besides the schedulers. */
-        ck_assert_int_eq(hbg_completion_mode_parse("resolver", &cfg.completion_mode), 0);
-        ck_assert_uint_eq(hbg_completion_mode_min_threads(cfg.completion_mode), 2);
+        ck_assert_int_eq(completion_mode_parse("resolver", &cfg.completion_mode), 0);
+        ck_assert_uint_eq(completion_mode_min_threads(cfg.completion_mode), 2);
         cfg.threads = 1;
         const char *why = NULL;
-        ck_assert_int_eq(hbg_engine_config_validate(&cfg, &why), -EINVAL);
+        ck_assert_int_eq(engine_config_validate(&cfg, &why), -EINVAL);
         ck_assert_ptr_nonnull(strstr(why, "resolver"));
         cfg.threads = 2;
-        ck_assert_int_eq(hbg_engine_config_validate(&cfg, NULL), 0);
+        ck_assert_int_eq(engine_config_validate(&cfg, NULL), 0);
 }
 END_TEST
 
@@ -1278,10 +1278,10 @@ START_TEST(docs_list_every_completion_mode) {
                 const char *e = strstr(b + strlen(mode_lists[i].begin), mode_lists[i].end);
                 ck_assert_msg(e, "%s: no '%s' after '%s'", mode_lists[i].file, mode_lists[i].end,
                               mode_lists[i].begin);
-                for (unsigned m = 0; m < hbg_completion_mode_count(); m++)
-                        ck_assert_msg(names_word(b, e, hbg_completion_mode_name(m)),
+                for (unsigned m = 0; m < completion_mode_count(); m++)
+                        ck_assert_msg(names_word(b, e, completion_mode_name(m)),
                                       "%s: the completion modes at '%s' leave out %s", mode_lists[i].file,
-                                      mode_lists[i].begin, hbg_completion_mode_name(m));
+                                      mode_lists[i].begin, completion_mode_name(m));
         }
 }
 END_TEST
@@ -1304,7 +1304,7 @@ static const struct {
 
 START_TEST(docs_name_the_default_completion_mode) {
         static char doc[1 << 18];
-        const char *mode = hbg_completion_mode_name(HBG_COMPLETION_DEFAULT);
+        const char *mode = completion_mode_name(HBG_COMPLETION_DEFAULT);
         ck_assert_ptr_nonnull(mode);
         for (size_t i = 0; i < sizeof(default_mentions) / sizeof(default_mentions[0]); i++) {
                 char path[512], want[256];
@@ -1356,18 +1356,18 @@ START_TEST(config_small_and_uneven) {
         /* 1 thread owns the only cluster. */
         struct hbg_engine *e = engine_new_with(1, 1, 10000);
         struct hbg_thread_stats t;
-        ck_assert_uint_eq(hbg_engine_threads(e), 1);
-        hbg_engine_thread_stats(e, 0, &t);
+        ck_assert_uint_eq(engine_threads(e), 1);
+        engine_thread_stats(e, 0, &t);
         ck_assert_uint_eq(t.clusters, 1);
         run_shapes(e);
-        hbg_engine_free(e);
+        engine_free(e);
 
         /* 8 threads, 2 clusters: two threads own one each, six own none. */
         e = engine_new_with(8, 2, 10000);
-        ck_assert_uint_eq(hbg_engine_threads(e), 8);
+        ck_assert_uint_eq(engine_threads(e), 8);
         unsigned sum = 0, owners = 0;
         for (unsigned i = 0; i < 8; i++) {
-                hbg_engine_thread_stats(e, i, &t);
+                engine_thread_stats(e, i, &t);
                 ck_assert_uint_le(t.clusters, 1);
                 sum += t.clusters;
                 owners += t.clusters != 0;
@@ -1379,24 +1379,24 @@ START_TEST(config_small_and_uneven) {
         stats_sum(e, &s);
         ck_assert_uint_gt(s.dispatched, 0);
         for (unsigned i = 0; i < 8; i++) {
-                hbg_engine_thread_stats(e, i, &t);
+                engine_thread_stats(e, i, &t);
                 if (t.clusters == 0)
                         ck_assert_msg(t.dispatched == 0, "thread %u owns no cluster but dispatched %llu",
                                       i, (unsigned long long)t.dispatched);
         }
-        hbg_engine_free(e);
+        engine_free(e);
 
         /* The upper bounds are accepted. */
         e = engine_new_with(64, 1024, 10000);
         sum = 0;
         for (unsigned i = 0; i < 64; i++) {
-                hbg_engine_thread_stats(e, i, &t);
+                engine_thread_stats(e, i, &t);
                 ck_assert_uint_eq(t.clusters, 16);
                 sum += t.clusters;
         }
         ck_assert_uint_eq(sum, 1024);
         run_shapes(e);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -1405,12 +1405,12 @@ END_TEST
 START_TEST(ring_add_beyond_max) {
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
-        hbg_engine_config_default(&cfg);
+        engine_config_default(&cfg);
         cfg.threads = 2;
         cfg.clusters = 2;
         cfg.max_rings = 2;
         cfg.log = quiet_log;
-        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
         struct harness_ring r1, r2, r3;
         ring_open(&r1, e, 256, 256, 0);
         ring_open(&r2, e, 256, 256, 0);
@@ -1435,7 +1435,7 @@ START_TEST(ring_add_beyond_max) {
         }
         harness_ring_destroy(&r2);
         harness_ring_destroy(&r3);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -1496,7 +1496,7 @@ START_TEST(ring_remove_with_graph_in_flight) {
                 ck_assert(all_eq(&hb, bo, 16, 3.0f + (float)g));
         }
         harness_ring_destroy(&hb);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -1520,8 +1520,8 @@ START_TEST(multi_block_tasks_stream) {
         stream_tasks(&h, total, 64, 0);
         struct hbg_thread_stats s;
         stats_sum(e, &s);
-        struct hbg_ring_stats rs;
-        hbg_ring_stats(h.ring, &rs);
+        struct ring_stats rs;
+        ring_stats(h.ring, &rs);
         ck_assert_uint_eq(rs.completed, total);
         ck_assert_uint_eq(rs.failed, 0);
         ck_assert_uint_eq(rs.watermark, 9 + total);
@@ -1530,7 +1530,7 @@ START_TEST(multi_block_tasks_stream) {
         ck_assert_uint_eq(s.dispatched, 64 * total);
         ck_assert(!rs.broken);
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -1570,7 +1570,7 @@ START_TEST(chain_runs_as_continuations) {
                         ck_assert_msg(s.continued >= n / 2, "%llu of %llu tasks continued",
                                       (unsigned long long)s.continued, (unsigned long long)n);
                 harness_ring_destroy(&h);
-                hbg_engine_free(e);
+                engine_free(e);
         }
 }
 END_TEST
@@ -1594,12 +1594,12 @@ START_TEST(heartbeat_per_task) {
         struct hbg_graph_entry ge;
         unsigned moves = 0, samples = 0;
         struct hbg_thread_alive a;
-        hbg_engine_thread_alive(e, 0, &a);
+        engine_thread_alive(e, 0, &a);
         uint64_t last = a.heartbeat;
         while (poll_graph(&h, k, 0, &ge) != 0) {
                 ck_assert_msg(++samples < 4000, "graph not retired within 20 s");
                 sleep_ms(5);
-                hbg_engine_thread_alive(e, 0, &a);
+                engine_thread_alive(e, 0, &a);
                 moves += a.heartbeat != last;
                 last = a.heartbeat;
         }
@@ -1607,7 +1607,7 @@ START_TEST(heartbeat_per_task) {
         ck_assert_msg(moves >= 6, "the heartbeat moved %u times in %u samples while 8 tasks of 40 ms ran", moves,
                       samples);
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -1642,7 +1642,7 @@ START_TEST(idle_thread_steals) {
         if (_i == 1)
                 harness_ring_destroy(&other);
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -1696,8 +1696,8 @@ START_TEST(counters_add_up) {
                 wait_graph_ok(&h, (uint64_t)g);
         struct hbg_thread_stats s;
         stats_sum(e, &s);
-        struct hbg_ring_stats rs;
-        hbg_ring_stats(h.ring, &rs);
+        struct ring_stats rs;
+        ring_stats(h.ring, &rs);
         ck_assert_uint_eq(s.classified, tasks);
         ck_assert_uint_eq(s.published, tasks);
         ck_assert_uint_eq(s.failed, 0);
@@ -1712,7 +1712,7 @@ START_TEST(counters_add_up) {
         ck_assert_uint_eq(rs.graphs_retired, (uint64_t)graphs);
         ck_assert_uint_eq(rs.graphs_failed, 0);
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -1768,8 +1768,8 @@ START_TEST(counters_with_failures) {
         }
         struct hbg_thread_stats s;
         stats_sum(e, &s);
-        struct hbg_ring_stats rs;
-        hbg_ring_stats(h.ring, &rs);
+        struct ring_stats rs;
+        ring_stats(h.ring, &rs);
         fprintf(stderr,
                 "counters_with_failures: tasks %llu: classified %llu published %llu executed %llu "
                 "retired_inline %llu failed %llu (ran %llu, no-run %llu, skipped %llu, invalid %llu, "
@@ -1794,7 +1794,7 @@ START_TEST(counters_with_failures) {
                       (unsigned long long)s.failed, (unsigned long long)(invalid + kernel_failed),
                       (unsigned long long)skipped);
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 

@@ -553,8 +553,8 @@ static void ref_external(struct world *w, const struct gen *g, uint64_t id) {
 /* ------------------------------------------------------------ external */
 
 static uint64_t ring_completed(struct world *w) {
-        struct hbg_ring_stats rs;
-        hbg_ring_stats(w->h.ring, &rs);
+        struct ring_stats rs;
+        ring_stats(w->h.ring, &rs);
         return rs.completed;
 }
 
@@ -758,23 +758,23 @@ static void world_init(struct world *w, const struct run_cfg *cfg, unsigned mode
                        uint64_t seed) {
         memset(w, 0, sizeof(*w));
         w->cfg = cfg;
-        snprintf(w->run_name_buf, sizeof(w->run_name_buf), "%s/%s", cfg->name, hbg_completion_mode_name(mode));
+        snprintf(w->run_name_buf, sizeof(w->run_name_buf), "%s/%s", cfg->name, completion_mode_name(mode));
         w->run_name = w->run_name_buf;
         w->seed = seed;
         w->rng.s = seed;
         w->gate_id = NONE;
 
         struct hbg_engine_config ec;
-        hbg_engine_config_default(&ec);
+        engine_config_default(&ec);
         ec.completion_mode = mode;
         /* The resolver takes a thread of its own: at least two. */
-        ec.threads = cfg->threads < hbg_completion_mode_min_threads(mode) ? hbg_completion_mode_min_threads(mode)
+        ec.threads = cfg->threads < completion_mode_min_threads(mode) ? completion_mode_min_threads(mode)
                                                                          : cfg->threads;
         ec.clusters = cfg->clusters;
         ec.classify_batch = cfg->classify_batch;
         ec.spin_before_park_ns = cfg->spin_before_park_ns;
         ec.stall_timeout_ms = 120000;
-        ck_assert_int_eq(hbg_engine_new(&w->e, &ec), 0);
+        ck_assert_int_eq(engine_new(&w->e, &ec), 0);
 
         struct hbg_geometry_request req;
         geometry_request_default(&req);
@@ -826,7 +826,7 @@ static void world_init(struct world *w, const struct run_cfg *cfg, unsigned mode
 
 static void world_destroy(struct world *w) {
         harness_ring_destroy(&w->h);
-        hbg_engine_free(w->e);
+        engine_free(w->e);
         free(w->ref);
         free(w->ref_writer);
         free(w->ref_what);
@@ -921,9 +921,9 @@ static void run_gate_batch(struct world *w, uint64_t batch) {
 
 static uint64_t failsafe_pushes(struct world *w, uint64_t *ret_classified) {
         uint64_t pushes = 0, classified = 0;
-        for (unsigned i = 0; i < hbg_engine_threads(w->e); i++) {
+        for (unsigned i = 0; i < engine_threads(w->e); i++) {
                 struct hbg_thread_stats st;
-                hbg_engine_thread_stats(w->e, i, &st);
+                engine_thread_stats(w->e, i, &st);
                 pushes += st.failsafe_pushes;
                 classified += st.classified;
         }
@@ -940,7 +940,7 @@ START_TEST(differential) {
          * only that policy (debugging). */
         const char *only = getenv("HBG_TEST_RUN"), *only_mode = getenv("HBG_TEST_MODE");
         if ((only && strcmp(only, cfg->name) != 0) ||
-            (only_mode && strcmp(only_mode, hbg_completion_mode_name(mode)) != 0))
+            (only_mode && strcmp(only_mode, completion_mode_name(mode)) != 0))
                 return;
         unsigned scale = test_scale();
         uint64_t seed = test_seed((unsigned)_i);
@@ -972,8 +972,8 @@ START_TEST(differential) {
         /* Counters: read before the ring goes away. */
         uint64_t classified;
         uint64_t pushes = failsafe_pushes(&w, &classified);
-        struct hbg_ring_stats rs;
-        hbg_ring_stats(w.h.ring, &rs);
+        struct ring_stats rs;
+        ring_stats(w.h.ring, &rs);
         uint64_t tasks = w.h.prod.next_id - cfg->first_id;
         ck_assert_uint_eq(tasks, w.tasks);
         ck_assert_uint_eq(rs.completed, tasks);
@@ -1005,7 +1005,7 @@ static Suite *suite(void) {
         Suite *s = suite_create("engine_differential");
         TCase *tc = tcase_create("differential");
         tcase_set_timeout(tc, 900);
-        tcase_add_loop_test(tc, differential, 0, (int)(N_RUNS * hbg_completion_mode_count()));
+        tcase_add_loop_test(tc, differential, 0, (int)(N_RUNS * completion_mode_count()));
         suite_add_tcase(s, tc);
         return s;
 }

@@ -19,7 +19,7 @@
  *   launch_beyond_submitted  a launch record whose ids are not all
  *                   published: the threads park, the stall detector stops
  *                   the ring (-ETIME);
- *   recording       hbg_ring_record() refuses an invalid task and names it,
+ *   recording       ring_record() refuses an invalid task and names it,
  *                   an empty graph, and more than max_recorded_graphs;
  *   recorded_forms  every part of a task a recording keeps comes back at
  *                   each launch: tensors and scalars, fanins beyond the
@@ -56,17 +56,17 @@ static void quiet_log(void *ud, int priority, const struct hbg_log_fields *f, co
 
 static uint64_t stall_ms = 10000;
 
-static struct hbg_engine *engine_new(unsigned mode) {
+static struct hbg_engine *replay_engine(unsigned mode) {
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
-        hbg_engine_config_default(&cfg);
+        engine_config_default(&cfg);
         cfg.stall_timeout_ms = stall_ms;
         cfg.threads = 3;
         cfg.clusters = 2;
         cfg.completion_mode = mode;
         cfg.max_recorded_graphs = 2;
         cfg.log = quiet_log;
-        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
         return e;
 }
 
@@ -103,7 +103,7 @@ static struct hbg_recorded_task chain_task(const struct fixture *f, unsigned i) 
 }
 
 static void setup(struct fixture *f, unsigned mode, bool record) {
-        f->e = engine_new(mode);
+        f->e = replay_engine(mode);
         ring_open(&f->h, f->e);
         f->x = harness_alloc(&f->h, N * 4);
         f->one = harness_alloc(&f->h, N * 4);
@@ -118,12 +118,12 @@ static void setup(struct fixture *f, unsigned mode, bool record) {
                 tasks[i] = chain_task(f, i);
         uint32_t bad;
         const char *why;
-        ck_assert_int_eq(hbg_ring_record(f->h.ring, tasks, CHAIN, &bad, &why), 0);
+        ck_assert_int_eq(ring_record(f->h.ring, tasks, CHAIN, &bad, &why), 0);
 }
 
 static void teardown(struct fixture *f) {
         harness_ring_destroy(&f->h);
-        hbg_engine_free(f->e);
+        engine_free(f->e);
 }
 
 /* A gate after `after` (UINT64_MAX: none). */
@@ -234,8 +234,8 @@ START_TEST(forged) {
                               (unsigned long long)task, (unsigned long long)id);
                 ck_assert_msg(x0(&f) == 0.0f, "%s: a task ran", forgeries[k].what);
                 /* Only that graph: the ring goes on. */
-                struct hbg_ring_stats rs;
-                hbg_ring_stats(f.h.ring, &rs);
+                struct ring_stats rs;
+                ring_stats(f.h.ring, &rs);
                 ck_assert_msg(!rs.broken, "%s: the ring is broken", forgeries[k].what);
                 gate(&f, UINT64_MAX);
                 producer_write_launch(&f.h.prod, 0, 0, CHAIN);
@@ -270,7 +270,7 @@ START_TEST(long_launch) {
                 tasks[i] = chain_task(&f, i);
         uint32_t bad;
         const char *why;
-        ck_assert_int_eq(hbg_ring_record(f.h.ring, tasks, LONG, &bad, &why), 0);
+        ck_assert_int_eq(ring_record(f.h.ring, tasks, LONG, &bad, &why), 0);
         gate(&f, UINT64_MAX);
         uint64_t first = producer_write_launch(&f.h.prod, 0, 0, LONG);
         ck_assert_int_eq(run_graph(&f, NULL), 0);
@@ -331,7 +331,7 @@ START_TEST(recording) {
 
         /* Task 1 depends on itself (relative id 2). */
         tasks[1].desc.fanins_inline[0] = 2;
-        ck_assert_int_eq(hbg_ring_record(f.h.ring, tasks, 3, &bad, &why), -EINVAL);
+        ck_assert_int_eq(ring_record(f.h.ring, tasks, 3, &bad, &why), -EINVAL);
         ck_assert_uint_eq(bad, 1);
         ck_assert_ptr_nonnull(why);
         ck_assert_ptr_nonnull(strstr(why, "fanin"));
@@ -339,14 +339,14 @@ START_TEST(recording) {
 
         /* A task whose id is not its place. */
         tasks[2].desc.id = 7;
-        ck_assert_int_eq(hbg_ring_record(f.h.ring, tasks, 3, &bad, &why), -EPROTO);
+        ck_assert_int_eq(ring_record(f.h.ring, tasks, 3, &bad, &why), -EPROTO);
         ck_assert_uint_eq(bad, 2);
         tasks[2] = chain_task(&f, 2);
 
-        ck_assert_int_eq(hbg_ring_record(f.h.ring, tasks, 0, &bad, &why), -EINVAL);
-        ck_assert_int_eq(hbg_ring_record(f.h.ring, tasks, 3, &bad, &why), 0);
-        ck_assert_int_eq(hbg_ring_record(f.h.ring, tasks, 2, &bad, &why), 1);
-        ck_assert_int_eq(hbg_ring_record(f.h.ring, tasks, 1, &bad, &why), -ENOSPC);
+        ck_assert_int_eq(ring_record(f.h.ring, tasks, 0, &bad, &why), -EINVAL);
+        ck_assert_int_eq(ring_record(f.h.ring, tasks, 3, &bad, &why), 0);
+        ck_assert_int_eq(ring_record(f.h.ring, tasks, 2, &bad, &why), 1);
+        ck_assert_int_eq(ring_record(f.h.ring, tasks, 1, &bad, &why), -ENOSPC);
 
         /* Both run: 3 + 2. */
         uint64_t g = gate(&f, UINT64_MAX);
@@ -447,13 +447,13 @@ START_TEST(recorded_forms) {
         tasks[T_INLINE] = recorded(host_inline, T_INLINE, gate_only, 1);
         uint32_t bad;
         const char *why;
-        ck_assert_int_eq(hbg_ring_record(f.h.ring, tasks, T_N, &bad, &why), 0);
+        ck_assert_int_eq(ring_record(f.h.ring, tasks, T_N, &bad, &why), 0);
         /* Tasks with no fanins and no arguments: a graph with no words. */
         struct hbg_recorded_task bare[4];
         struct hbg_task_record noop = { .kernel = { HBG_KERNEL_NOOP }, .lane_mask = 1, .block_num = 1 };
         for (unsigned i = 0; i < 4; i++)
                 bare[i] = recorded(i % 2 ? noop : (struct hbg_task_record){ .block_num = 1 }, i, NULL, 0);
-        ck_assert_int_eq(hbg_ring_record(f.h.ring, bare, 4, &bad, &why), 1);
+        ck_assert_int_eq(ring_record(f.h.ring, bare, 4, &bad, &why), 1);
 
         uint64_t last = UINT64_MAX;
         for (int launch = 0; launch < 3; launch++) {
@@ -485,12 +485,12 @@ static Suite *suite(void) {
         Suite *s = suite_create("engine_replay");
         TCase *tc = tcase_create("replay");
         tcase_set_timeout(tc, 120);
-        tcase_add_loop_test(tc, launches, 0, (int)hbg_completion_mode_count());
-        tcase_add_loop_test(tc, forged, 0, (int)hbg_completion_mode_count());
-        tcase_add_loop_test(tc, long_launch, 0, (int)hbg_completion_mode_count());
-        tcase_add_loop_test(tc, launch_beyond_submitted, 0, (int)hbg_completion_mode_count());
+        tcase_add_loop_test(tc, launches, 0, (int)completion_mode_count());
+        tcase_add_loop_test(tc, forged, 0, (int)completion_mode_count());
+        tcase_add_loop_test(tc, long_launch, 0, (int)completion_mode_count());
+        tcase_add_loop_test(tc, launch_beyond_submitted, 0, (int)completion_mode_count());
         tcase_add_test(tc, recording);
-        tcase_add_loop_test(tc, recorded_forms, 0, (int)hbg_completion_mode_count());
+        tcase_add_loop_test(tc, recorded_forms, 0, (int)completion_mode_count());
         suite_add_tcase(s, tc);
         return s;
 }

@@ -106,7 +106,7 @@ struct ring_ctx {
         /* out */
         char err[512];
         uint64_t tasks, graphs_done, graphs_failed_expected, fail_tasks, externals, ext_calls;
-        struct hbg_ring_stats stats;
+        struct ring_stats stats;
 };
 
 static void fail_ctx(struct ring_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -640,7 +640,7 @@ static void *ring_main(void *arg) {
                 run_failing(c);
         else
                 run_good(c);
-        hbg_ring_stats(c->h.ring, &c->stats);
+        ring_stats(c->h.ring, &c->stats);
         harness_ring_destroy(&c->h);
         return NULL;
 }
@@ -648,11 +648,11 @@ static void *ring_main(void *arg) {
 START_TEST(rings_concurrent) {
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
-        hbg_engine_config_default(&cfg);
+        engine_config_default(&cfg);
         cfg.threads = 4;
         cfg.clusters = 8;
         cfg.stall_timeout_ms = 120000;
-        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
 
         unsigned graphs = GRAPHS / test_scale();
         if (graphs < 3)
@@ -698,9 +698,9 @@ START_TEST(rings_concurrent) {
                 tasks += c->tasks;
         }
         uint64_t pushes = 0;
-        for (unsigned i = 0; i < hbg_engine_threads(e); i++) {
+        for (unsigned i = 0; i < engine_threads(e); i++) {
                 struct hbg_thread_stats st;
-                hbg_engine_thread_stats(e, i, &st);
+                engine_thread_stats(e, i, &st);
                 pushes += st.failsafe_pushes;
         }
         printf("rings: %u rings x %u graphs, %" PRIu64 " tasks, failing ring: %" PRIu64 " of %u graphs failed, %"
@@ -709,7 +709,7 @@ START_TEST(rings_concurrent) {
                ctx[N_RINGS - 1].fail_tasks, pushes);
         fflush(stdout);
         free(ctx);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -852,11 +852,11 @@ static void *fair_ring_main(void *arg) {
 START_TEST(rings_outnumber_threads_long_tasks) {
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
-        hbg_engine_config_default(&cfg);
+        engine_config_default(&cfg);
         cfg.threads = 2;
         cfg.clusters = 4;
         cfg.completion_mode = _i;
-        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
         struct fair_ctx ctx[FAIR_RINGS];
         pthread_t th[FAIR_RINGS];
         for (unsigned i = 0; i < FAIR_RINGS; i++) {
@@ -868,10 +868,10 @@ START_TEST(rings_outnumber_threads_long_tasks) {
         for (unsigned i = 0; i < FAIR_RINGS; i++)
                 ck_assert_msg(ctx[i].result == 0,
                               "%s: ring %u of %u (2 threads, long tasks): graph wait returned %d%s",
-                              hbg_completion_mode_name(_i), i, FAIR_RINGS,
+                              completion_mode_name(_i), i, FAIR_RINGS,
                               ctx[i].result,
                               ctx[i].result == -ETIMEDOUT ? " (no progress in 30 s: fair share livelock)" : "");
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -887,10 +887,10 @@ static uint64_t noop_graph(struct harness_ring *h, uint64_t graph_id) {
 START_TEST(ring_served_later) {
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
-        hbg_engine_config_default(&cfg);
+        engine_config_default(&cfg);
         cfg.threads = 2;
         cfg.completion_mode = _i;
-        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
         struct hbg_geometry_request req;
         geometry_request_default(&req);
         req.task_window = D;
@@ -909,9 +909,9 @@ START_TEST(ring_served_later) {
         /* The threads ran the other ring's graph and parked: this one's,
          * published as early, was never looked at. */
         ck_assert_msg(harness_wait_graph(&later, k_later, 300, &ge) == -ETIMEDOUT,
-                      "%s: a graph of a ring not served yet ran", hbg_completion_mode_name(_i));
-        struct hbg_ring_stats st;
-        hbg_ring_stats(later.ring, &st);
+                      "%s: a graph of a ring not served yet ran", completion_mode_name(_i));
+        struct ring_stats st;
+        ring_stats(later.ring, &st);
         ck_assert_uint_eq(st.completed, 0);
         ck_assert_uint_eq(st.classified, 1); /* its claim cursor: nothing claimed */
         harness_ring_serve(&later);
@@ -924,7 +924,7 @@ START_TEST(ring_served_later) {
         harness_ring_destroy(&later);
         harness_ring_destroy(&now);
         harness_ring_destroy(&never);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -933,9 +933,9 @@ static Suite *suite(void) {
         TCase *tc = tcase_create("rings");
         tcase_set_timeout(tc, 900);
         tcase_add_test(tc, rings_concurrent);
-        tcase_add_loop_test(tc, rings_outnumber_threads_long_tasks, 0, (int)hbg_completion_mode_count());
+        tcase_add_loop_test(tc, rings_outnumber_threads_long_tasks, 0, (int)completion_mode_count());
         tcase_add_test(tc, fair_share_turns);
-        tcase_add_loop_test(tc, ring_served_later, 0, (int)hbg_completion_mode_count());
+        tcase_add_loop_test(tc, ring_served_later, 0, (int)completion_mode_count());
         suite_add_tcase(s, tc);
         return s;
 }

@@ -41,15 +41,15 @@ static unsigned scale(void) {
 
 START_TEST(stress) {
         unsigned mode = (unsigned)_i;
-        const char *name = hbg_completion_mode_name(mode);
+        const char *name = completion_mode_name(mode);
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
-        hbg_engine_config_default(&cfg);
+        engine_config_default(&cfg);
         cfg.threads = 3;
         cfg.clusters = 2;
         cfg.completion_mode = mode;
         cfg.stall_timeout_ms = 0;
-        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
 
         struct harness_ring h;
         struct hbg_geometry_request req;
@@ -102,12 +102,12 @@ START_TEST(stress) {
                         npending = 0;
                 }
         }
-        struct hbg_ring_stats rs;
-        hbg_ring_stats(h.ring, &rs);
+        struct ring_stats rs;
+        ring_stats(h.ring, &rs);
         uint64_t pushes = 0, published = 0;
-        for (unsigned i = 0; i < hbg_engine_threads(e); i++) {
+        for (unsigned i = 0; i < engine_threads(e); i++) {
                 struct hbg_thread_stats st;
-                hbg_engine_thread_stats(e, i, &st);
+                engine_thread_stats(e, i, &st);
                 pushes += st.failsafe_pushes;
                 published += st.published;
         }
@@ -121,7 +121,7 @@ START_TEST(stress) {
                name, total, first, h.prod.next_id - 1, pushes, clock_now_ms() - t0);
         fflush(stdout);
         harness_ring_destroy(&h);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 
@@ -129,7 +129,7 @@ static Suite *suite(void) {
         Suite *s = suite_create("engine_stress");
         TCase *tc = tcase_create("stress");
         tcase_set_timeout(tc, 600);
-        tcase_add_loop_test(tc, stress, 0, (int)hbg_completion_mode_count());
+        tcase_add_loop_test(tc, stress, 0, (int)completion_mode_count());
         suite_add_tcase(s, tc);
         return s;
 }

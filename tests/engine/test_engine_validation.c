@@ -84,11 +84,11 @@ static void setup(struct vctx *c) {
         struct hbg_geometry_request req;
 
         memset(c, 0, sizeof(*c));
-        hbg_engine_config_default(&cfg);
+        engine_config_default(&cfg);
         cfg.threads = 2;
         cfg.clusters = 2;
         cfg.stall_timeout_ms = 5000;
-        ck_assert_int_eq(hbg_engine_new(&c->e, &cfg), 0);
+        ck_assert_int_eq(engine_new(&c->e, &cfg), 0);
         geometry_request_default(&req);
         req.task_window = D_WINDOW;
         req.flag_window = D_WINDOW;
@@ -120,7 +120,7 @@ static void setup(struct vctx *c) {
 
 static void teardown(struct vctx *c) {
         harness_ring_destroy(&c->h);
-        hbg_engine_free(c->e);
+        engine_free(c->e);
         free(c->expect);
 }
 
@@ -661,8 +661,8 @@ static void run_graph(struct vctx *c, const char *name, int want, enum rule r,
         check_heap(c, name, "after the graph");
 
         /* The error latch names B; the ring goes on; nothing external. */
-        struct hbg_ring_stats rs;
-        hbg_ring_stats(c->h.ring, &rs);
+        struct ring_stats rs;
+        ring_stats(c->h.ring, &rs);
         ck_assert_msg(!rs.broken, "%s: ring broken", name);
         ck_assert_int_eq(rs.error, want);
         ck_assert_int_eq(atomic_load(&c->h.ch->error_code), want);
@@ -679,7 +679,7 @@ static void run_graph(struct vctx *c, const char *name, int want, enum rule r,
         ck_assert_uint_eq(atomic_load(&c->h.ch->ext_ready_tail), 0);
 
         good_graph_after(c, name);
-        hbg_ring_stats(c->h.ring, &rs);
+        ring_stats(c->h.ring, &rs);
         ck_assert_uint_eq(rs.completed, 6);
         ck_assert_uint_eq(rs.graphs_retired, 2);
         ck_assert(!rs.broken);
@@ -930,7 +930,7 @@ static void keep_refusal(void *userdata, uint32_t task, int code, const char *me
 }
 
 /* One two-lane task (lanes 0 and 1, one block, one scalar shared by both
- * kernels) through hbg_engine_validate() with a work limit of 1000. */
+ * kernels) through engine_validate() with a work limit of 1000. */
 static struct first_refusal two_lanes(struct hbg_engine *e, uint16_t k0, uint16_t k1, uint64_t scalar) {
         struct hbg_recorded_task t;
         memset(&t, 0, sizeof(t));
@@ -942,7 +942,7 @@ static struct first_refusal two_lanes(struct hbg_engine *e, uint16_t k0, uint16_
         t.desc.n_scalars = 1;
         t.payload.scalars[0] = scalar;
         struct first_refusal f = { 0 };
-        ck_assert_int_eq(hbg_engine_validate(e, HEAP_BYTES, &t, 1, keep_refusal, &f), (int)f.n);
+        ck_assert_int_eq(engine_validate(e, HEAP_BYTES, &t, 1, keep_refusal, &f), (int)f.n);
         return f;
 }
 
@@ -951,11 +951,11 @@ static struct first_refusal two_lanes(struct hbg_engine *e, uint16_t k0, uint16_
 START_TEST(work_bound_after_every_lane) {
         struct hbg_engine_config cfg;
         struct hbg_engine *e;
-        hbg_engine_config_default(&cfg);
+        engine_config_default(&cfg);
         cfg.threads = 1;
         cfg.clusters = 1;
         cfg.max_task_cost = 1000;
-        ck_assert_int_eq(hbg_engine_new(&e, &cfg), 0);
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
         /* Lane 0 (spin_ns, 1 s) alone passes the bound; lane 1 (fail, code
          * 1e9) is refused by its own check: that is said. */
         struct first_refusal f = two_lanes(e, HBG_KERNEL_SPIN_NS, HBG_KERNEL_FAIL, 1000000000);
@@ -972,7 +972,7 @@ START_TEST(work_bound_after_every_lane) {
         /* 400 each: 800 in all, within the bound. */
         f = two_lanes(e, HBG_KERNEL_SPIN_NS, HBG_KERNEL_SPIN_NS, 400);
         ck_assert_uint_eq(f.n, 0);
-        hbg_engine_free(e);
+        engine_free(e);
 }
 END_TEST
 

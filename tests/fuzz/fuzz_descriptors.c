@@ -76,7 +76,7 @@ static struct hbg_engine *the_engine(void) {
         if (engine)
                 return engine;
         struct hbg_engine_config cfg;
-        hbg_engine_config_default(&cfg);
+        engine_config_default(&cfg);
         cfg.threads = ENGINE_THREADS;
         cfg.clusters = 2;
         /* A graph that can never finish (its record forged past the last
@@ -84,7 +84,7 @@ static struct hbg_engine *the_engine(void) {
         cfg.stall_timeout_ms = 200;
         cfg.max_task_cost = UINT64_C(1) << 22; /* each kernel a few ms at most */
         cfg.log = quiet_log;
-        int err = hbg_engine_new(&engine, &cfg);
+        int err = engine_new(&engine, &cfg);
         if (err < 0) {
                 fprintf(stderr, "engine: %s\n", strerror(-err));
                 abort();
@@ -224,8 +224,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         struct hbg_graph_entry entry;
         int rc = harness_wait_graph(&h, k, WAIT_MS, &entry);
-        struct hbg_ring_stats st;
-        hbg_ring_stats(h.ring, &st);
+        struct ring_stats st;
+        ring_stats(h.ring, &st);
         if (rc < 0 && !st.broken) {
                 fprintf(stderr, "graph neither retired nor its ring stopped after %d ms "
                         "(submitted %llu classified %llu watermark %llu completed %llu)\n",

@@ -1,6 +1,8 @@
 #!/bin/sh
 # The functions libhbgclient.so exports must be exactly the globals of
 # libclient/libhbgclient.map: prints both differences, exits 1 if any.
+# And no internal object (hbgd's, hbgctl's, the code they share) defines
+# a global hbg_ symbol: that prefix is the public API's.
 # Usage: tests/scripts/check-abi.sh [LIBRARY]   (default $B/lib/libhbgclient.so,
 # B defaulting to build; relative paths are tried from here and from the
 # repository root). Runs under tests/scripts/run-tests.sh like the test binaries.
@@ -123,5 +125,21 @@ if [ "$soname" != "libhbgclient.so.$major" ]; then
         echo "check-abi: SONAME of $lib is '$soname', not libhbgclient.so.$major"
         exit 1
 fi
-echo "check-abi: $(wc -l <"$tmp/lib") exported functions match $map (versions HBG_$major.x, SONAME $soname)"
+
+# Internal code carries no hbg_ prefix (docs/ARCHITECTURE.md, "Names"):
+# no object of hbgd, hbgctl or the code they share defines a global
+# hbg_ symbol (protobuf-c's generated hbg__ aside).
+obj=$(dirname "$(dirname "$lib")")/obj
+if [ -d "$obj" ]; then
+        find "$obj/daemon" "$obj/common" "$obj/shm" "$obj/proto" "$obj/ctl" -name '*.o' 2>/dev/null |
+                xargs -r nm -g --defined-only 2>/dev/null |
+                awk 'NF >= 3 && $NF ~ /^hbg_/ && $NF !~ /^hbg__/ { print "  " $NF }' | sort -u >"$tmp/internal"
+        if [ -s "$tmp/internal" ]; then
+                echo "check-abi: internal objects define public-looking hbg_ symbols:"
+                cat "$tmp/internal"
+                exit 1
+        fi
+fi
+echo "check-abi: $(wc -l <"$tmp/lib") exported functions match $map (versions HBG_$major.x, SONAME $soname);" \
+        "no internal hbg_ symbol"
 exit 0
