@@ -865,9 +865,13 @@ INSTALL_EXAMPLES := $(wildcard examples/*.c examples/*.json) examples/Makefile e
 EXAMPLEDIR := $(DOCDIR)/examples
 INSTALL_PY_EXAMPLES := $(wildcard examples/python/*.py)
 # The Python package, where Debian's python3 looks for packages of the
-# prefix (its own is externally managed: no pip into it). The module is
-# linked at install time: an rpath to LIBDIR unless the loader searches it.
-PYTHONDIR ?= $(PREFIX)/lib/python3/dist-packages
+# prefix (its own is externally managed: no pip into it): /usr's in
+# lib/python3/dist-packages, any other prefix's (/usr/local, which it
+# searches, or one on PYTHONPATH) in lib/python3.X/dist-packages. The
+# module is linked at install time: an rpath to LIBDIR unless the loader
+# searches it.
+PY_VERSION_DIR = $(shell $(PYTHON) -c 'import sys; print("python%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PYTHONDIR ?= $(if $(filter /usr /usr/,$(PREFIX)),$(PREFIX)/lib/python3/dist-packages,$(PREFIX)/lib/$(PY_VERSION_DIR)/dist-packages)
 PY_INSTALL_RPATH = $(if $(filter /usr/lib /usr/lib/ /lib,$(LIBDIR)),,-Wl,-rpath,$(LIBDIR))
 # hbgd.service and hbg-exporter.service name the installed paths: generated at install time.
 SERVICE_SED := -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g'
@@ -973,7 +977,7 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(EXAMPLEDIR)/python/,$(notdir $(INSTALL_PY_EXAMPLES)))
 	rm -f $(addprefix $(DESTDIR)$(PYTHONDIR)/hbg/,$(notdir $(PY_FILES) $(PY_MODULE)))
 	rm -rf $(DESTDIR)$(PYTHONDIR)/hbg/__pycache__
-	-rmdir $(DESTDIR)$(PYTHONDIR)/hbg $(DESTDIR)$(PYTHONDIR) $(DESTDIR)$(PREFIX)/lib/python3 2>/dev/null
+	-rmdir $(DESTDIR)$(PYTHONDIR)/hbg $(DESTDIR)$(PYTHONDIR) $(DESTDIR)$(patsubst %/,%,$(dir $(PYTHONDIR))) 2>/dev/null
 	-rmdir $(DESTDIR)$(EXAMPLEDIR)/python $(DESTDIR)$(EXAMPLEDIR) 2>/dev/null
 	rm -f $(DESTDIR)$(UNITDIR)/hbgd.service $(DESTDIR)$(UNITDIR)/hbgd.socket $(DESTDIR)$(UNITDIR)/hbg-exporter.service \
 		$(DESTDIR)$(SYSUSERSDIR)/hbg.conf

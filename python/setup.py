@@ -3,11 +3,12 @@
 
     pip install --no-build-isolation ./python
 
-libhbgclient is found by pkg-config (hbgclient.pc, which `make install`
-installs), or in HBG_INCLUDE_DIR / HBG_LIB_DIR when they are set (a
-staged install, a build tree: HBG_INCLUDE_DIR=libclient/include
-HBG_LIB_DIR=build/lib). A library outside the loader's default
-directories is found at run time by an rpath to its directory.
+libhbgclient is found in HBG_INCLUDE_DIR / HBG_LIB_DIR when they are set
+(a staged install, say), else by pkg-config (hbgclient.pc, which `make
+install` installs), else in the source tree this directory belongs to
+once `make` has built it there (libclient/include, build/lib). A library
+outside the loader's default directories is found at run time by an rpath
+to its directory.
 """
 import glob
 import os
@@ -28,16 +29,31 @@ def pkg_config(*args):
         return None
 
 
+def build_tree():
+    """The source tree's headers and built library, when this is python/ of
+    a tree where `make` ran: (include dirs, library dirs), or None."""
+    top = os.path.dirname(HERE)
+    inc, lib = os.path.join(top, "libclient", "include"), os.path.join(top, "build", "lib")
+    if os.path.isfile(os.path.join(inc, "hbg", "hbg.h")) and os.path.isfile(os.path.join(lib, "libhbgclient.so")):
+        return [inc], [lib]
+    return None
+
+
 def libhbgclient():
-    """(include dirs, library dirs) of libhbgclient."""
+    """(include dirs, library dirs) of libhbgclient: HBG_INCLUDE_DIR and
+    HBG_LIB_DIR, else pkg-config's (an installed hbg), else the source tree's
+    own build (`make` run, nothing installed)."""
     inc, lib = os.environ.get("HBG_INCLUDE_DIR"), os.environ.get("HBG_LIB_DIR")
     if inc and lib:
         return [os.path.abspath(inc)], [os.path.abspath(lib)]
     cflags, libdir = pkg_config("--cflags-only-I"), pkg_config("--variable=libdir")
-    if cflags is None or not libdir:
-        raise SystemExit("hbg: libhbgclient not found: `make install` it (pkg-config finds its hbgclient.pc), "
-                         "or set HBG_INCLUDE_DIR and HBG_LIB_DIR")
-    return [f[2:] for f in cflags if f.startswith("-I")], libdir
+    if cflags is not None and libdir:
+        return [f[2:] for f in cflags if f.startswith("-I")], libdir
+    tree = build_tree()
+    if tree:
+        return tree
+    raise SystemExit("hbg: libhbgclient not found: `make install` it (pkg-config finds its hbgclient.pc), "
+                     "run `make` in the source tree this python/ belongs to, or set HBG_INCLUDE_DIR and HBG_LIB_DIR")
 
 
 include_dirs, library_dirs = libhbgclient()

@@ -57,9 +57,10 @@ def connect(socket=None, *, heap=None, window=None, stall_timeout=None, host_thr
     inside the waits, on the waiting thread); name: the session's name in hbgctl.
     None means hbgd's default; hbgd refuses sizes above its limits.
 
-    Raises PermissionError or ConnectionRefusedError (FileNotFoundError when no
-    socket is there) with hbgd's reason; TypeError/ValueError for bad arguments,
-    before anything is sent.
+    Raises PermissionError (this user is not let in) or ConnectionRefusedError
+    (nobody listens, or hbgd refused the session: a limit, a size, shutting down;
+    .errno is hbgd's) with hbgd's reason, FileNotFoundError when no socket is
+    there; TypeError/ValueError for bad arguments, before anything is sent.
     """
     return Client(socket, heap=heap, window=window, stall_timeout=stall_timeout,
                   host_threads=host_threads, name=name)

@@ -67,7 +67,6 @@ class Graph:
     def add_host(
         self,
         fn: Callable[[], Any],
-        *,
         reads: _Arrays = ...,
         writes: _Arrays = ...,
         after: _TaskIds = ...,

@@ -165,6 +165,26 @@ static int opt_positive(PyObject *v, const char *name, uint64_t *ret) {
         return 0;
 }
 
+/* A failed connect as Python says it, with hbgd's reason: a refusal of
+ * this user (EACCES, EPERM) is PermissionError; any other refusal by hbgd
+ * (a limit, a geometry above its maximum, hbgd shutting down: the
+ * library's message then begins "hbgd refused") ConnectionRefusedError,
+ * keeping hbgd's errno; anything else the OSError subclass of its errno
+ * (ConnectionRefusedError where nothing listens, FileNotFoundError where
+ * there is no socket). */
+static void connect_error(int err, const char *why) {
+        PyObject *type = PyExc_OSError;
+        if (err == -EACCES || err == -EPERM)
+                type = PyExc_PermissionError;
+        else if (strncmp(why, "hbgd refused", strlen("hbgd refused")) == 0)
+                type = PyExc_ConnectionRefusedError;
+        PyObject *exc_args = Py_BuildValue("(is)", -err, why);
+        if (exc_args) {
+                PyErr_SetObject(type, exc_args);
+                Py_DECREF(exc_args);
+        }
+}
+
 static int client_init(ClientObject *cl, PyObject *args, PyObject *kwds) {
         static char *kwlist[] = { "socket", "heap", "window", "stall_timeout", "host_threads", "name", NULL };
         PyObject *socket = Py_None, *heap = Py_None, *window = Py_None, *stall = Py_None, *threads = NULL;
@@ -179,8 +199,14 @@ static int client_init(ClientObject *cl, PyObject *args, PyObject *kwds) {
         hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
         PyObject *path = NULL;
         if (socket != Py_None) {
-                if (!PyUnicode_FSConverter(socket, &path))
+                if (!PyUnicode_FSConverter(socket, &path)) {
+                        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+                                PyErr_Clear();
+                                PyErr_Format(PyExc_TypeError, "socket must be a path (str, bytes or os.PathLike), "
+                                             "not %.80s", Py_TYPE(socket)->tp_name);
+                        }
                         return -1;
+                }
                 o.socket_path = PyBytes_AS_STRING(path);
         }
         int ok = opt_positive(heap, "heap", &o.heap_bytes) == 0 && opt_positive(window, "window", &o.task_window) == 0;
@@ -237,13 +263,7 @@ static int client_init(ClientObject *cl, PyObject *args, PyObject *kwds) {
         Py_END_ALLOW_THREADS
         Py_XDECREF(path);
         if (err < 0) {
-                /* OSError(errno, msg) is the subclass of its errno:
-                 * PermissionError, ConnectionRefusedError, FileNotFoundError... */
-                PyObject *exc_args = Py_BuildValue("(is)", -err, *why ? why : hbg_strerror(err));
-                if (exc_args) {
-                        PyErr_SetObject(PyExc_OSError, exc_args);
-                        Py_DECREF(exc_args);
-                }
+                connect_error(err, *why ? why : hbg_strerror(err));
                 return -1;
         }
         cl->c = c;
@@ -365,31 +385,39 @@ static PyObject *client_get_host_threads(ClientObject *cl, void *unused) {
 
 static PyMethodDef client_methods[] = {
         { "close", (PyCFunction)client_close, METH_NOARGS,
-          "close()\n\nEnd the session. Graphs not waited for are abandoned (hbgd fails them). Arrays of\n"
+          "close($self, /)\n--\n\nEnd the session. Graphs not waited for are abandoned (hbgd fails them). Arrays of\n"
           "the client stay valid: the session ends once the last of them is gone. Calling it\n"
           "again does nothing." },
-        { "__enter__", (PyCFunction)client_enter_ctx, METH_NOARGS, NULL },
-        { "__exit__", (PyCFunction)client_exit_ctx, METH_VARARGS, NULL },
+        { "__enter__", (PyCFunction)client_enter_ctx, METH_NOARGS, "__enter__($self, /)\n--\n\nThe client itself." },
+        { "__exit__", (PyCFunction)client_exit_ctx, METH_VARARGS,
+          "__exit__($self, exc_type=None, exc_value=None, traceback=None, /)\n--\n\nclose()." },
         { "empty", (PyCFunction)(void (*)(void))hbgpy_client_empty, METH_VARARGS | METH_KEYWORDS,
+          "empty($self, /, shape, dtype=None)\n--\n\n"
           "empty(shape, dtype=numpy.float32) -> numpy.ndarray\n\n"
-          "A new C-contiguous array in the session heap (64-byte aligned), not initialised.\n"
+          "A new C-contiguous array in the session heap (64-byte aligned), not initialised;\n"
+          "dtype None is numpy.float32.\n"
           "Its memory goes back to the heap when the array and every view of it are gone\n"
           "and the tasks added before then have completed. MemoryError when the heap is full;\n"
           "TypeError for dtypes holding Python objects." },
         { "zeros", (PyCFunction)(void (*)(void))hbgpy_client_zeros, METH_VARARGS | METH_KEYWORDS,
+          "zeros($self, /, shape, dtype=None)\n--\n\n"
           "zeros(shape, dtype=numpy.float32) -> numpy.ndarray\n\nLike empty(), filled with zeros." },
         { "asarray", (PyCFunction)(void (*)(void))hbgpy_client_asarray, METH_VARARGS | METH_KEYWORDS,
+          "asarray($self, /, array, dtype=None)\n--\n\n"
           "asarray(array, dtype=None) -> numpy.ndarray\n\n"
           "array in the session heap: itself when it is a C-contiguous array of this client's\n"
           "heap (and of dtype, if given), else a copy there (one copy, C order)." },
         { "graph", (PyCFunction)hbgpy_client_graph, METH_NOARGS,
+          "graph($self, /)\n--\n\n"
           "graph() -> hbg.Graph\n\nA new graph to add tasks to. One graph of a client takes tasks at a time:\n"
           "submit it before adding to another." },
         { "record", (PyCFunction)hbgpy_client_record, METH_NOARGS,
+          "record($self, /)\n--\n\n"
           "record() -> hbg.Recording\n\n"
           "with client.record() as rec: rec.graph.add(...)  records a graph that hbgd validates\n"
           "once; rec.launch() then runs it (any number of times) for a record per 64 tasks." },
         { "kernels", (PyCFunction)hbgpy_client_kernels, METH_NOARGS,
+          "kernels($self, /)\n--\n\n"
           "kernels() -> list[hbg.Kernel]\n\nThe kernels of the hbgd this client is connected to (built-in and\n"
           "from modules), with their signatures, in id order." },
         { NULL, NULL, 0, NULL },
@@ -406,7 +434,7 @@ PyTypeObject hbgpy_ClientType = {
         PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hbg.Client",
         .tp_basicsize = sizeof(ClientObject),
         .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-        .tp_doc = "Client(socket=None, *, heap=None, window=None, stall_timeout=None, host_threads=0, name=None)\n\n"
+        .tp_doc = "Client(socket=None, *, heap=None, window=None, stall_timeout=None, host_threads=0, name=None)\n--\n\n"
                   "A session with hbgd; hbg.connect() makes one. socket: hbgd's socket path (None:\n"
                   "$HBG_SOCKET, else /run/hbgd/hbgd.sock); heap: the session heap in bytes; window:\n"
                   "tasks in flight, a power of two; stall_timeout: seconds hbgd waits for a host\n"

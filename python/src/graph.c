@@ -343,7 +343,7 @@ static PyObject *graph_add_host(GraphObject *g, PyObject *args, PyObject *kwds) 
         static const char what[] = "Graph.add_host";
         static char *kwlist[] = { "fn", "reads", "writes", "after", NULL };
         PyObject *fn, *reads = NULL, *writes = NULL, *after = NULL;
-        if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OOO:add_host", kwlist, &fn, &reads, &writes, &after))
+        if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|OOO:add_host", kwlist, &fn, &reads, &writes, &after))
                 return NULL;
         if (!PyCallable_Check(fn)) {
                 PyErr_Format(PyExc_TypeError, "%s: fn must be callable, not %.80s", what, Py_TYPE(fn)->tp_name);
@@ -497,6 +497,7 @@ PyObject *hbgpy_client_graph(ClientObject *cl, PyObject *unused) {
 
 static PyMethodDef graph_methods[] = {
         { "add", (PyCFunction)(void (*)(void))graph_add, METH_FASTCALL | METH_KEYWORDS,
+          "add($self, kernel, /, *arrays, scalars=(), after=(), blocks=1)\n--\n\n"
           "add(kernel, *arrays, scalars=(), after=(), blocks=1) -> int\n\n"
           "Add a task running kernel (a name from client.kernels(), an hbg.Kernel, or None for an\n"
           "empty task) on arrays of the session heap, in the order of the kernel's signature; an\n"
@@ -507,16 +508,19 @@ static PyMethodDef graph_methods[] = {
           "anything reaches hbgd. The GIL is released when the task window is nearly full (the\n"
           "add may wait for room)." },
         { "add_host", (PyCFunction)(void (*)(void))graph_add_host, METH_VARARGS | METH_KEYWORDS,
-          "add_host(fn, *, reads=(), writes=(), after=()) -> int\n\n"
+          "add_host($self, /, fn, reads=(), writes=(), after=())\n--\n\n"
+          "add_host(fn, reads=(), writes=(), after=()) -> int\n\n"
           "Add a task that calls fn() in this process once its dependencies completed; reads and\n"
           "writes are the heap arrays it touches (for dependencies). fn runs with the GIL, inside\n"
           "a wait of this client (host_threads=0) or on one of its worker threads. If it raises,\n"
           "the task fails (errno: an OSError's, else EIO) and the GraphError's __cause__ is the\n"
           "exception. Returns the task's id." },
         { "submit", (PyCFunction)graph_submit, METH_NOARGS,
+          "submit($self, /)\n--\n\n"
           "submit() -> hbg.Handle\n\nHand the graph to hbgd; wait on the handle. Waits (without the GIL)\n"
           "while too many graphs are in flight." },
         { "run", (PyCFunction)(void (*)(void))graph_run, METH_VARARGS | METH_KEYWORDS,
+          "run($self, /, timeout=None)\n--\n\n"
           "run(timeout=None) -> None\n\nsubmit() and wait(timeout)." },
         { NULL, NULL, 0, NULL },
 };
@@ -742,14 +746,17 @@ static PyObject *handle_repr(HandleObject *h) {
 
 static PyMethodDef handle_methods[] = {
         { "wait", (PyCFunction)(void (*)(void))handle_wait, METH_VARARGS | METH_KEYWORDS,
+          "wait($self, /, timeout=None)\n--\n\n"
           "wait(timeout=None) -> None\n\n"
           "Wait until the graph finished (timeout in seconds; None: for ever), without the GIL.\n"
           "Raises hbg.GraphError if it failed, TimeoutError if it still runs after timeout,\n"
           "ConnectionResetError if hbgd went away, KeyboardInterrupt on Ctrl-C (the graph goes\n"
           "on; wait again). Without host threads, host functions run inside it." },
         { "done", (PyCFunction)handle_done, METH_NOARGS,
+          "done($self, /)\n--\n\n"
           "done() -> bool\n\nTrue once the graph finished (succeeded or failed); never waits." },
         { "cancel", (PyCFunction)handle_cancel, METH_NOARGS,
+          "cancel($self, /)\n--\n\n"
           "cancel() -> bool\n\nAsk hbgd to cancel the graph: True if it took the cancel (wait() then raises\n"
           "GraphError with errno ECANCELED unless it finished first), False if it had finished." },
         { NULL, NULL, 0, NULL },
@@ -944,9 +951,12 @@ static PyObject *recording_get_id(RecordingObject *r, void *unused) {
 }
 
 static PyMethodDef recording_methods[] = {
-        { "__enter__", (PyCFunction)recording_enter, METH_NOARGS, NULL },
-        { "__exit__", (PyCFunction)recording_exit, METH_VARARGS, NULL },
+        { "__enter__", (PyCFunction)recording_enter, METH_NOARGS,
+          "__enter__($self, /)\n--\n\nThe recording itself: add to rec.graph." },
+        { "__exit__", (PyCFunction)recording_exit, METH_VARARGS,
+          "__exit__($self, exc_type=None, exc_value=None, traceback=None, /)\n--\n\nEnd the recording (hbgd validates it)." },
         { "launch", (PyCFunction)recording_launch, METH_NOARGS,
+          "launch($self, /)\n--\n\n"
           "launch() -> hbg.Handle\n\nRun the recorded graph once more: its tasks as if added now (after the\n"
           "earlier users of their arrays), for a record per 64 tasks instead of one per task." },
         { NULL, NULL, 0, NULL },

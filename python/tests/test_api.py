@@ -95,11 +95,30 @@ def test_connect_refused_not_listening(tmp_path):
 
 
 def test_connect_refused_by_hbgd_limits(hbgd):
-    # hbgd's reason comes back: a heap above its max_heap_bytes.
-    with pytest.raises(OSError) as e:
+    # hbgd's refusal is ConnectionRefusedError with its errno and reason:
+    # a heap above its max_heap_size.
+    with pytest.raises(ConnectionRefusedError) as e:
         hbg.connect(hbgd.socket, heap=1 << 50)
-    assert e.value.errno == errno.E2BIG or isinstance(e.value, ValueError)
+    assert e.value.errno == errno.E2BIG
     assert "heap" in str(e.value)
+
+
+def test_connect_refused_too_many_sessions():
+    d = Hbgd(conf="\n[limits]\nmax_sessions = 1\n")
+    try:
+        with hbg.connect(d.socket):
+            with pytest.raises(ConnectionRefusedError) as e:
+                hbg.connect(d.socket)
+            assert e.value.errno == errno.EUSERS
+            assert "max_sessions" in str(e.value)
+    finally:
+        d.stop()
+
+
+def test_connect_socket_not_a_path():
+    with pytest.raises(TypeError) as e:
+        hbg.connect(123)
+    assert "socket" in str(e.value)
 
 
 NOBODY = pwd.getpwnam("nobody").pw_uid if os.getuid() == 0 else None
@@ -228,8 +247,41 @@ def test_add_host_argument_errors(client):
         g.add_host(print, reads=client.zeros(2))
     with pytest.raises(ValueError, match=r"writes\[0\] of Graph.add_host is not in this client's session heap"):
         g.add_host(print, writes=[np.zeros(2)])
-    with pytest.raises(TypeError):
-        g.add_host(print, [client.zeros(2)])  # reads= is a keyword
+    with pytest.raises(TypeError, match="reads must be a sequence"):
+        g.add_host(print, client.zeros(2))  # positional reads, not a sequence
+
+
+def test_add_host_positional(client):
+    # add_host(fn, reads, writes, after), as its signature reads.
+    x, y = client.zeros(4), client.zeros(4)
+    g = client.graph()
+    g.add("fill_f32", x, scalars=(2.0,))
+
+    def double():
+        y[:] = x * 2
+
+    t = g.add_host(double, [x], [y])
+    seen = []
+    g.add_host(lambda: seen.append(float(y[0])), (y,), (), (t,))
+    g.run()
+    assert (y == 4).all() and seen == [4.0]
+
+
+def test_signatures():
+    # help() and inspect see every call's parameters.
+    import inspect
+    params = lambda f: list(inspect.signature(f).parameters)  # noqa: E731
+    assert params(hbg.connect) == ["socket", "heap", "window", "stall_timeout", "host_threads", "name"]
+    assert params(hbg.Client) == ["socket", "heap", "window", "stall_timeout", "host_threads", "name"]
+    assert params(hbg.Graph.add) == ["self", "kernel", "arrays", "scalars", "after", "blocks"]
+    assert params(hbg.Graph.add_host) == ["self", "fn", "reads", "writes", "after"]
+    assert params(hbg.Handle.wait) == ["self", "timeout"]
+    assert params(hbg.Client.empty) == ["self", "shape", "dtype"]
+    assert params(hbg.Client.zeros) == ["self", "shape", "dtype"]
+    for cls in (hbg.Client, hbg.Graph, hbg.Handle, hbg.Recording):
+        for name, member in vars(cls).items():
+            if callable(member) and (not name.startswith("_") or name in ("__enter__", "__exit__")):
+                inspect.signature(member)  # ValueError where a call has none
 
 
 def test_graph_rules(client):

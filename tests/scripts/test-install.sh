@@ -351,6 +351,26 @@ with hbg.connect() as c:
                         show "$tmp/pip.log"; show "$tmp/pyvenv.out"
                         bad "pip install --no-build-isolation of python/ into a virtualenv"
                 fi
+                # The command as the README gives it, from the source tree
+                # where `make` ran and nothing is installed: no HBG_*_DIR,
+                # and a pkg-config that finds no hbgclient.pc. setup.py then
+                # takes libclient/include and build/lib (an rpath to it).
+                mkdir -p "$tmp/no-pc"
+                if (cd "$root" && env -u HBG_INCLUDE_DIR -u HBG_LIB_DIR -u LD_LIBRARY_PATH \
+                        PKG_CONFIG_LIBDIR="$tmp/no-pc" PKG_CONFIG_PATH= PIP_NO_CACHE_DIR=1 \
+                        "$tmp/venv/bin/pip" install --no-build-isolation --no-index --force-reinstall --no-deps ./python) \
+                        >"$tmp/pip-tree.log" 2>&1 &&
+                        env -u LD_LIBRARY_PATH HBG_SOCKET=$sock PYTHONDONTWRITEBYTECODE=1 "$tmp/venv/bin/python" -c '
+import sys, numpy as np, hbg
+assert hbg.__file__.startswith(sys.argv[1]), hbg.__file__
+with hbg.connect() as c:
+    x = c.zeros(4); g = c.graph(); g.add("scale_f32", x, scalars=(2.0,)); g.run()
+' "$tmp/venv/lib" >"$tmp/pytree.out" 2>&1; then
+                        ok "pip install --no-build-isolation ./python from the built source tree, nothing installed"
+                else
+                        show "$tmp/pip-tree.log"; show "$tmp/pytree.out"
+                        bad "pip install --no-build-isolation ./python from the source tree"
+                fi
         else
                 show "$tmp/venv.log"; bad "python3 -m venv failed (package python3-venv)"
         fi
@@ -440,6 +460,23 @@ for p in /usr:/etc /usr/local:/usr/local/etc /opt/hbg:/opt/hbg/etc; do
                 bad "PREFIX=${p%%:*}: the config does not go to ${p#*:}/hbg/hbgd.conf"
         fi
 done
+# The Python package goes where Debian's python3 looks for that prefix's
+# packages: /usr/lib/python3/dist-packages for /usr, and for /usr/local
+# the directory of site.getsitepackages() under it (python3.X).
+if [ -x /usr/bin/python3 ]; then
+        for p in /usr /usr/local; do
+                want=$(/usr/bin/python3 -c 'import site, sys
+print(next((d for d in site.getsitepackages() if d.startswith(sys.argv[1] + "/lib/")), ""))' "$p")
+                make --no-print-directory -n -C "$root" install DESTDIR="$dest" PREFIX="$p" SANITIZE= \
+                        >"$tmp/dry-p.log" 2>&1
+                if [ -n "$want" ] && grep -qE "^install -m 0644 .* $dest$want/hbg/\$" "$tmp/dry-p.log"; then
+                        ok "PREFIX=$p: the Python package goes to $want, which python3 searches"
+                else
+                        grep -F "/hbg/" "$tmp/dry-p.log" | grep -F python | sed 's/^/    | /'
+                        bad "PREFIX=$p: the Python package does not go to ${want:-a directory python3 searches}"
+                fi
+        done
+fi
 
 # A private PREFIX with the default LDCONFIG (ldconfig): the system's
 # cache is not refreshed, and install says how programs find the library
