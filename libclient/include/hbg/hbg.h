@@ -325,7 +325,8 @@ HBG_EXPORT int hbg_client_kernel_info(hbg_client *c, size_t i, hbg_kernel_desc *
  * graphs are in flight. */
 HBG_EXPORT int hbg_graph_submit(hbg_client *c, uint64_t *ret_graph);
 /* Wait for a graph (timeout_ms < 0: for ever). Runs host tasks while
- * waiting. 0 if it succeeded, its negative errno if it failed (-ETIME:
+ * waiting on a client without worker threads (with host_threads, the
+ * workers run them and the wait sleeps). 0 if it succeeded, its negative errno if it failed (-ETIME:
  * hbgd's stall limit failed it; hbg_last_error() and hbg_graph_error()
  * say which task, kernel and why), -ETIMEDOUT if it is still running
  * after timeout_ms, or -ECONNRESET if hbgd went away. */
@@ -333,8 +334,9 @@ HBG_EXPORT int hbg_graph_wait(hbg_client *c, uint64_t graph, int timeout_ms);
 /* Status without waiting: 1 running, 0 ok, negative errno failed (also
  * -ECONNRESET if it is running and hbgd went away, -EINVAL for a graph
  * never submitted). *ret_task (may be NULL) gets the first failing task
- * when it failed. Runs no host tasks: a graph with host tasks needs
- * hbg_graph_wait() or hbg_client_process() to finish. */
+ * when it failed. Runs no host tasks: without worker threads, a graph
+ * with host tasks needs hbg_graph_wait() or hbg_client_process() to
+ * finish (with host_threads, the workers run them). */
 HBG_EXPORT int hbg_graph_status(hbg_client *c, uint64_t graph, uint64_t *ret_task);
 
 /* Why a graph failed (since 1.2). */
