@@ -231,7 +231,12 @@ static int check_def(const struct hbg_kernel_def *def, uint32_t api_version, str
         /* A module built against an older header keeps working: its
          * definitions are shorter (size) and mean what they meant. */
         if (api_version == 0 || api_version > HBG_KERNEL_API_VERSION) {
-                refuse(why, len, "built for kernel API version %u; this hbgd speaks versions 1 to %u", api_version,
+                /* The kernel named where its definition reads as one: size
+                 * and name come first in every version of the header. */
+                bool named = def && def->size >= DEF_V1_SIZE && def->size <= DEF_MAX_SIZE &&
+                             kernel_sig_name_ok(def->name, false);
+                refuse(why, len, "%s%s%sbuilt for kernel API version %u; this hbgd speaks versions 1 to %u",
+                       named ? "kernel '" : "", named ? def->name : "", named ? "': " : "", api_version,
                        HBG_KERNEL_API_VERSION);
                 return -EPROTONOSUPPORT;
         }

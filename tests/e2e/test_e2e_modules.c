@@ -149,7 +149,7 @@ static const struct refusal {
         const char *variant;
         const char *reason;
 } refusals[] = {
-        { "bad_version", "built for kernel API version 2; this hbgd speaks versions 1 to 1" },
+        { "bad_version", "kernel 'tm_count': built for kernel API version 2; this hbgd speaks versions 1 to 1" },
         { "clash_builtin", "kernel 'add_f32': name clash with the built-in kernel add_f32" },
         { "too_many_args", "kernel 'tm_count': too many tensor arguments (9; at most 8)" },
         { "no_run", "kernel 'tm_count': no run function" },

@@ -128,7 +128,9 @@ static inline void hbg_kernel_part_range(uint64_t n, uint32_t part, uint32_t par
 /*
  * One kernel. Initialise with HBG_KERNEL_DEF_INIT (sets size), then fill
  * in. Strings and the reasons array must stay valid while hbgd runs (a
- * module is never unloaded): string literals and static arrays.
+ * module is never unloaded): string literals and static arrays. size and
+ * name stay the first two fields in every version of this header (an hbgd
+ * refusing a version names the kernel).
  */
 struct hbg_kernel_def {
         size_t size;                    /* sizeof(struct hbg_kernel_def) */
