@@ -20,6 +20,7 @@
 #include "ctl/daemon_conn.h"
 
 #include "ctl/error.h"
+#include "common/errtext.h"
 #include "common/sockperm.h"
 
 /* ------------------------------------------------------------ who we are */
@@ -191,7 +192,8 @@ int ctl_exit_status(const struct ctl_failure *f) {
 
 /* An Error from hbgd: print it (a refusal with its fix). Its code. */
 static int print_error(const Hbg__Error *e, struct ctl_failure *ret_fail) {
-        const char *msg = e->message && e->message[0] ? e->message : strerror(e->code < 0 ? -e->code : EPROTO);
+        char buf[128];
+        const char *msg = e->message && e->message[0] ? e->message : errtext(e->code < 0 ? e->code : -EPROTO, buf, sizeof(buf));
         *ret_fail = (struct ctl_failure){ .at = CTL_AT_HBGD, .err = e->code < 0 ? e->code : -EPROTO };
         if (!find_refusal(e->code)) {
                 ctl_error(e->code, "hbgd: %s", msg);

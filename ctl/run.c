@@ -77,8 +77,9 @@ static int graph_failed(struct plan *p, const hbg_graph_error_info *info) {
                          named ? "\"" : "");
         if (info->kernel[0])
                 snprintf(kern, sizeof(kern), " (kernel %s)", info->kernel);
-        ctl_error(info->code, "graph failed%s%s: %s: %s", where, kern, strerror(-info->code),
-                  info->message[0] ? info->message : hbg_strerror(info->code));
+        /* The code in the words hbgd's log and the library use (common/errtext.c). */
+        ctl_error(info->code, "graph failed%s%s: %s%s%s", where, kern, hbg_strerror(info->code),
+                  info->message[0] ? ": " : "", info->message);
         if (opt_json) {
                 json_object *o = json_object_new_object();
                 json_object *e = ctl_error_json(EXIT_FAIL);
@@ -362,7 +363,7 @@ static void ask_hbgd(const struct ctl_opts *o, struct plan *p, struct hbgd_check
         if (reply->msg_case == HBG__ENVELOPE__MSG_ERROR) {
                 /* An older hbgd does not know the request (EPROTO). */
                 snprintf(hc->why, sizeof(hc->why), "hbgd refused the check: %s",
-                         reply->error->message ? reply->error->message : strerror(-reply->error->code));
+                         reply->error->message ? reply->error->message : hbg_strerror(reply->error->code));
                 wire_free(reply);
                 return;
         }
@@ -385,7 +386,7 @@ static void ask_hbgd(const struct ctl_opts *o, struct plan *p, struct hbgd_check
                 if (e->task >= p->n_tasks)
                         continue;       /* not one we sent */
                 snprintf(path, sizeof(path), "$.tasks[%" PRIu32 "]", e->task);
-                graph_file_error(p, path, e->message ? e->message : strerror(-e->code), "hbgd");
+                graph_file_error(p, path, e->message ? e->message : hbg_strerror(e->code), "hbgd");
         }
         wire_free(reply);
 }
