@@ -6,7 +6,9 @@
  *
  *   byte 0        graph-record forgery: bit 0 set -> bytes 1..3 are XORed
  *                 into the record's first_id, last_id and reserved fields
- *                 (low byte) after it is published
+ *                 (low byte) after it is published; bit 1 set -> the
+ *                 heap's arrays start as subnormal floats, both signs
+ *                 (the kernels' inputs; else zero)
  *   then per task (until the input ends, at most MAX_TASKS):
  *     kind        a valid task to start from (templates[kind % N]),
  *                 depending on the task before it
@@ -169,6 +171,17 @@ static void forge_slot(struct harness_ring *h, uint64_t id, size_t off, uint8_t 
                 slot_payload(h, id)[off - sizeof(struct hbg_task_desc)] ^= value;
 }
 
+/* Subnormal floats of both signs, every one different, in the array at
+ * offset: what the kernels must take without a trap or a slow path that
+ * outruns their cost (hbgd sets no flush-to-zero). */
+static void fill_subnormal(struct harness_ring *h, uint64_t offset) {
+        for (unsigned i = 0; i < BUF_BYTES / sizeof(uint32_t); i++) {
+                uint32_t bits = ((i + 1) * 2654435761u) & 0x007fffffu; /* exponent 0: subnormal */
+                bits |= (i & 1) ? 0x80000000u : 0;
+                memcpy(h->heap + offset + i * sizeof(bits), &bits, sizeof(bits));
+        }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size < 1)
                 return 0;
@@ -190,6 +203,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         uint64_t buf[N_BUFS];
         for (unsigned b = 0; b < N_BUFS; b++)
                 buf[b] = harness_alloc(&h, BUF_BYTES);
+        if (data[0] & 2)
+                for (unsigned b = 0; b < N_BUFS; b++)
+                        fill_subnormal(&h, buf[b]);
 
         uint8_t record_forgery = data[0];
         size_t pos = 1 + ((record_forgery & 1) ? 3 : 0);
@@ -258,6 +274,9 @@ int fuzz_write_seeds(const char *dir) {
         static const uint8_t forged_kernel[] = { 0, 0, 1, 16, 0, 0x7f };
         static const uint8_t forged_fanin[] = { 0, 1, 0, 2, 1, 40, 0, 0xff };
         static const uint8_t forged_record[] = { 1, 0, 3, 0, 4, 0 };
+        in[0] = 2; /* the chain again, on subnormal inputs */
+        if (!err)
+                err = fuzz_seed(dir, "subnormal_chain_all", in, n);
         if (!err)
                 err = fuzz_seed(dir, "forged_id", forged_id, sizeof(forged_id));
         if (!err)

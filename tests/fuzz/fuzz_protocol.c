@@ -15,6 +15,11 @@
  *     4 a pipe's read end              5 /dev/null
  *     6 a socket                       7 two sealed memfds
  *   ctl & 8: run hbgd's loop and read its replies before the next record.
+ *   ctl & 16: the record is a datagram on the session's doorbell instead
+ *   (the doorbell of the last session reply read, waited for up to
+ *   DOORBELL_WAIT_MS: hbgd builds a session off its io thread; none: the
+ *   record is dropped), with the same fds attached, which hbgd must never
+ *   take in.
  *
  * After the last record the client reads what is there, closes, and hbgd
  * runs until the connection is gone and everything it charged (the
@@ -42,6 +47,7 @@
 #include "tests/fuzz/fuzz.h"
 
 #define SETTLE_MS 10000
+#define DOORBELL_WAIT_MS 2000
 #define MAX_RECORDS 64u
 
 static struct hbgd *daemon_here;
@@ -78,12 +84,22 @@ static struct hbgd *the_daemon(void) {
         return daemon_here;
 }
 
+/* Is a session being built (its reply not sent yet)? */
+static bool session_building(const struct hbgd *d) {
+        for (const struct conn *c = d->conns; c; c = c->next)
+                if (c->creating)
+                        return true;
+        return false;
+}
+
 static void turn(struct hbgd *d) {
         io_loop_run_once(d->loop, 0);
         conn_free_dead(d);
 }
 
-static void drain_replies(int sock) {
+/* The replies waiting on sock, their fds closed but a session reply's
+ * doorbell (its third of four or five), kept in *doorbell. */
+static void drain_replies(int sock, int *doorbell) {
         char buf[1 << 16];
         for (unsigned i = 0; i < 1024; i++) {
                 char cmsg[CMSG_SPACE(sizeof(int) * HBG_WIRE_MAX_FDS)];
@@ -96,8 +112,15 @@ static void drain_replies(int sock) {
                         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
                                 int *fds = (int *)(void *)CMSG_DATA(c);
                                 size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-                                for (size_t k = 0; k < n; k++)
+                                for (size_t k = 0; k < n; k++) {
+                                        if (k == 2 && n >= 4) {
+                                                if (*doorbell >= 0)
+                                                        close(*doorbell);
+                                                *doorbell = fds[k];
+                                                continue;
+                                        }
                                         close(fds[k]);
+                                }
                         }
         }
 }
@@ -185,6 +208,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         conn_accept(d, sv[1]);
 
         size_t pos = 0;
+        int doorbell = -1;
         for (unsigned r = 0; r < MAX_RECORDS && pos + 3 <= size; r++) {
                 unsigned ctl = data[pos];
                 size_t len = (size_t)data[pos + 1] | (size_t)data[pos + 2] << 8;
@@ -195,16 +219,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 pos += len;
                 int fds[2] = { -1, -1 };
                 unsigned nfds = make_fds(ctl & 7, data, size, &pos, fds);
-                send_record(sv[0], rec, len, fds, nfds);
+                if (ctl & 16)
+                        for (int64_t until = clock_now_ms() + DOORBELL_WAIT_MS; doorbell < 0 && clock_now_ms() < until;) {
+                                bool building = session_building(d);
+                                io_loop_run_once(d->loop, building ? 5 : 0);
+                                conn_free_dead(d);
+                                drain_replies(sv[0], &doorbell);
+                                if (!building)
+                                        break;
+                        }
+                if (!(ctl & 16))
+                        send_record(sv[0], rec, len, fds, nfds);
+                else if (doorbell >= 0)
+                        send_record(doorbell, rec, len, fds, nfds);
                 for (unsigned k = 0; k < nfds; k++)
                         close(fds[k]);
                 if (ctl & 8) {
                         turn(d);
-                        drain_replies(sv[0]);
+                        drain_replies(sv[0], &doorbell);
                 }
         }
         turn(d);
-        drain_replies(sv[0]);
+        drain_replies(sv[0], &doorbell);
+        if (doorbell >= 0)
+                close(doorbell);
         close(sv[0]);
 
         /* hbgd sees the close, ends the session; the engine lets go of the
@@ -341,6 +379,15 @@ int fuzz_write_seeds(const char *dir) {
         SEED("record_no_session", hello(&s, HBG_PROTO_MAJOR); record(&s, 8 | 1, 1, 1));
         SEED("status_with_eventfd", hello(&s, HBG_PROTO_MAJOR); status(&s, HBG__STATUS_KIND__STATUS_DAEMON, 3));
         SEED("status_with_socket", hello(&s, HBG_PROTO_MAJOR); status(&s, HBG__STATUS_KIND__STATUS_DAEMON, 6));
+        /* Doorbells: rung with one byte, with a datagram of 300 and one
+         * of none, with an eventfd and with two memfds in flight. */
+        static const uint8_t ring[300] = { 1 };
+        SEED("doorbell", hello(&s, HBG_PROTO_MAJOR); session(&s, 256, 65536); put_raw(&s, 16 | 8, ring, 1));
+        SEED("doorbell_sizes", hello(&s, HBG_PROTO_MAJOR); session(&s, 256, 65536); put_raw(&s, 16, ring, 300);
+             put_raw(&s, 16, NULL, 0); put_raw(&s, 16 | 8, ring, 1));
+        SEED("doorbell_with_fds", hello(&s, HBG_PROTO_MAJOR); session(&s, 256, 65536);
+             put_raw(&s, 16 | 8 | 3, ring, 1); put_raw(&s, 16 | 8 | 7, ring, 1);
+             s.buf[s.n++] = 1; s.buf[s.n++] = 0; s.buf[s.n++] = 0xaa);
         static const uint8_t garbage[] = { 0xff, 0xff, 0xff, 0xff, 0x0f, 0x08, 0x01, 0x12 };
         SEED("garbage", put_raw(&s, 8, garbage, sizeof(garbage)));
         SEED("empty_record", hello(&s, HBG_PROTO_MAJOR); put_raw(&s, 8, NULL, 0));
