@@ -85,6 +85,122 @@ static void held_surplus_ran(struct sched_thread *t, struct hbg_ring *r, struct 
                 wakeup_executor(r->engine);
 }
 
+/* What a run of a task's blocks came to: its first failure, if any, with
+ * the kernel and reason a failure names (not s->report_kernel: a peer
+ * running other blocks of the task may be writing it). */
+struct run_outcome {
+        int err;
+        uint16_t err_kernel;
+        const char *err_why;
+};
+
+/* Run blocks first .. first + n - 1 of task id (slot s). */
+static inline __attribute__((always_inline)) void run_taken(struct hbg_ring *r, uint64_t id, struct task_slot *s,
+                                                            uint32_t first, uint32_t n, struct run_outcome *o) {
+        /* Subtask (block b, j-th active lane) is part b * lanes + j of
+         * block_num * lanes: the kernels split their work by part. */
+        uint32_t parts = (uint32_t)s->block_num * s->lanes;
+        /* One context for all the blocks taken: the time budget bounds how
+         * long this thread stays in the task (§10.6). Its stop word is the
+         * ring's cancel word (§12.6): a relaxed load, nonzero count only
+         * while a cancel of this ring is pending; then the table is looked
+         * at under the cold lock. A cancel that comes later changes the
+         * word, which the kernel's next check sees; the filter then says
+         * whether it is about this task. */
+        struct kernel_run_ctx ctx;
+        struct cancel_watch watch = { r, id };
+        uint32_t cancel_word = atomic_load_explicit(&r->cancel_word, memory_order_relaxed);
+        kernel_run_ctx_init(&ctx, r->engine->kernel_budget_ns, &r->cancel_word);
+        kernel_run_ctx_filter(&ctx, cancel_word, cancel_applies, &watch);
+        if (cancel_word & CANCEL_COUNT) {
+                o->err_why = cancel_find(r, id);
+                if (o->err_why) {
+                        /* Not started: its blocks count as done, unrun. */
+                        o->err = -ECANCELED;
+                        o->err_kernel = s->report_kernel;
+                        ctx.stopped = KERNEL_STOP_CANCEL;
+                }
+        }
+        if (__builtin_expect(n == 1 && s->lanes == 1, 1)) {
+                /* One block of one lane, most tasks: the loop below, unrolled. */
+                if (ctx.stopped == KERNEL_STOP_NONE) {
+                        if (atomic_load_explicit(&r->removing, memory_order_relaxed))
+                                o->err = -ESHUTDOWN;
+                        else
+                                run_part(r, id, s, s->kernel[__builtin_ctz(s->lane_mask & HBG_LANE_MASK_ALL)],
+                                         &ctx, first, parts, &o->err, &o->err_kernel, &o->err_why);
+                }
+                return;
+        }
+        for (uint32_t b = first; b < first + n && ctx.stopped == KERNEL_STOP_NONE; b++) {
+                /* A ring being removed starts no new block; the blocks
+                 * not run still count as done so the task completes. */
+                if (atomic_load_explicit(&r->removing, memory_order_relaxed)) {
+                        if (o->err == 0)
+                                o->err = -ESHUTDOWN;
+                        break;
+                }
+                uint32_t j = 0;
+                /* The active lanes, lowest first (the mask was
+                 * validated: no bit beyond HBG_LANES). */
+                for (unsigned lanes = s->lane_mask & HBG_LANE_MASK_ALL; lanes; lanes &= lanes - 1) {
+                        run_part(r, id, s, s->kernel[__builtin_ctz(lanes)], &ctx, b * s->lanes + j, parts, &o->err,
+                                 &o->err_kernel, &o->err_why);
+                        if (ctx.stopped != KERNEL_STOP_NONE)
+                                break;
+                        j++;
+                }
+        }
+}
+
+/* After a run of n blocks of task id begun at `started`: its time, its
+ * trace, its failure, and the task's completion if this run finished it. */
+static inline __attribute__((always_inline)) void run_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id,
+                                                           struct task_slot *s, uint32_t first, uint32_t n,
+                                                           uint64_t started, const struct run_outcome *o) {
+        stat_add(&t->stats.dispatched, n);
+        /* This run's time: the estimate of a queued task's work
+         * (ready.h), and the task's end if this run finishes it. */
+        uint64_t ended = ktime_now(), ran = ktime_since(started, ended);
+        uint64_t *avg = &t->run_avg[s->ktime_kernel];
+        *avg = ran < *avg ? ran : *avg + ((ran - *avg) >> 3);
+        /* Tracing (trace.h): one relaxed load and a branch while off.
+         * Before the count below: then the slot may go to id + D. */
+        uint32_t trace = trace_epoch(&r->engine->trace);
+        if (__builtin_expect(trace != 0, 0))
+                trace_task(&r->engine->trace, trace, r, s, id, first, n, o->err, started);
+        if (o->err < 0) {
+                /* The first error becomes the task's status, and its
+                 * kernel the one a failure names (§12.2): written only by
+                 * the winner, before the acq_rel add below. */
+                int32_t zero = 0;
+                if (atomic_compare_exchange_strong(&s->status, &zero, o->err) && o->err_kernel != HBG_KERNEL_NONE) {
+                        s->report_kernel = o->err_kernel;
+                        s->report_why = o->err_why;
+                }
+        }
+        /* acq_rel: the last finisher sees every block's effects and status.
+         * block_num is read before: once the count is in, a peer may finish
+         * the task and the slot may be re-classified for id + D. */
+        uint32_t total = s->block_num;
+        if (atomic_fetch_add_explicit(&s->done_blocks, n, memory_order_acq_rel) + n == total) {
+                int st = atomic_load_explicit(&s->status, memory_order_relaxed);
+                /* Counts the task too (engine_thread_stats()'s
+                 * executed_tasks). */
+                kernel_times(t, s, st, ended);
+                /* The kernel's own error (§12.2): strerror, or the
+                 * reason the winner above left. */
+                complete_task(t, r, id, st, st < 0 ? s->report_why : NULL);
+        }
+        /* The run whose completion made a held surplus counts too: a
+         * task of 5 us or more that queues a few others wakes a peer for
+         * them at once (their kernels may be as long). The slot may be
+         * id + D's by now: ran is this run's own. */
+        struct ring_thread *rt = &r->per_thread[t->index];
+        if (__builtin_expect(rt->surplus_held, 0))
+                held_surplus_ran(t, r, rt, ran);
+}
+
 /* Run up to `max_blocks` blocks of task `id`; returns the blocks taken. The
  * caller holds the task's only queue entry, so it alone may claim. */
 static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t id,
@@ -116,106 +232,9 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         uint64_t started = ktime_now();
         if (first == 0)
                 s->start_tick = started;
-
-        /* Subtask (block b, j-th active lane) is part b * lanes + j of
-         * block_num * lanes: the kernels split their work by part. */
-        uint32_t parts = (uint32_t)s->block_num * s->lanes;
-        int err = 0;
-        /* Not s->report_kernel: a peer running other blocks of the task
-         * may be writing it (below). */
-        uint16_t err_kernel = HBG_KERNEL_NONE;
-        const char *err_why = NULL;
-        /* One context for all the blocks taken: the time budget bounds how
-         * long this thread stays in the task (§10.6). Its stop word is the
-         * ring's cancel word (§12.6): a relaxed load, nonzero count only
-         * while a cancel of this ring is pending; then the table is looked
-         * at under the cold lock. A cancel that comes later changes the
-         * word, which the kernel's next check sees; the filter then says
-         * whether it is about this task. */
-        struct kernel_run_ctx ctx;
-        struct cancel_watch watch = { r, id };
-        uint32_t cancel_word = atomic_load_explicit(&r->cancel_word, memory_order_relaxed);
-        kernel_run_ctx_init(&ctx, r->engine->kernel_budget_ns, &r->cancel_word);
-        kernel_run_ctx_filter(&ctx, cancel_word, cancel_applies, &watch);
-        if (cancel_word & CANCEL_COUNT) {
-                err_why = cancel_find(r, id);
-                if (err_why) {
-                        /* Not started: its blocks count as done, unrun. */
-                        err = -ECANCELED;
-                        err_kernel = s->report_kernel;
-                        ctx.stopped = KERNEL_STOP_CANCEL;
-                }
-        }
-        if (__builtin_expect(n == 1 && s->lanes == 1, 1)) {
-                /* One block of one lane, most tasks: the loop below, unrolled. */
-                if (ctx.stopped == KERNEL_STOP_NONE) {
-                        if (atomic_load_explicit(&r->removing, memory_order_relaxed))
-                                err = -ESHUTDOWN;
-                        else
-                                run_part(r, id, s, s->kernel[__builtin_ctz(s->lane_mask & HBG_LANE_MASK_ALL)],
-                                         &ctx, first, parts, &err, &err_kernel, &err_why);
-                }
-        } else {
-                for (uint32_t b = first; b < first + n && ctx.stopped == KERNEL_STOP_NONE; b++) {
-                        /* A ring being removed starts no new block; the blocks
-                         * not run still count as done so the task completes. */
-                        if (atomic_load_explicit(&r->removing, memory_order_relaxed)) {
-                                if (err == 0)
-                                        err = -ESHUTDOWN;
-                                break;
-                        }
-                        uint32_t j = 0;
-                        /* The active lanes, lowest first (the mask was
-                         * validated: no bit beyond HBG_LANES). */
-                        for (unsigned lanes = s->lane_mask & HBG_LANE_MASK_ALL; lanes; lanes &= lanes - 1) {
-                                run_part(r, id, s, s->kernel[__builtin_ctz(lanes)], &ctx, b * s->lanes + j,
-                                         parts, &err, &err_kernel, &err_why);
-                                if (ctx.stopped != KERNEL_STOP_NONE)
-                                        break;
-                                j++;
-                        }
-                }
-        }
-        stat_add(&t->stats.dispatched, n);
-        /* This run's time: the estimate of a queued task's work
-         * (ready.h), and the task's end if this run finishes it. */
-        uint64_t ended = ktime_now(), ran = ktime_since(started, ended);
-        uint64_t *avg = &t->run_avg[s->ktime_kernel];
-        *avg = ran < *avg ? ran : *avg + ((ran - *avg) >> 3);
-        /* Tracing (trace.h): one relaxed load and a branch while off.
-         * Before the count below: then the slot may go to id + D. */
-        uint32_t trace = trace_epoch(&r->engine->trace);
-        if (__builtin_expect(trace != 0, 0))
-                trace_task(&r->engine->trace, trace, r, s, id, first, n, err, started);
-        if (err < 0) {
-                /* The first error becomes the task's status, and its
-                 * kernel the one a failure names (§12.2): written only by
-                 * the winner, before the acq_rel add below. */
-                int32_t zero = 0;
-                if (atomic_compare_exchange_strong(&s->status, &zero, err) && err_kernel != HBG_KERNEL_NONE) {
-                        s->report_kernel = err_kernel;
-                        s->report_why = err_why;
-                }
-        }
-        /* acq_rel: the last finisher sees every block's effects and status.
-         * block_num is read before: once the count is in, a peer may finish
-         * the task and the slot may be re-classified for id + D. */
-        uint32_t total = s->block_num;
-        if (atomic_fetch_add_explicit(&s->done_blocks, n, memory_order_acq_rel) + n == total) {
-                int st = atomic_load_explicit(&s->status, memory_order_relaxed);
-                /* Counts the task too (engine_thread_stats()'s
-                 * executed_tasks). */
-                kernel_times(t, s, st, ended);
-                /* The kernel's own error (§12.2): strerror, or the
-                 * reason the winner above left. */
-                complete_task(t, r, id, st, st < 0 ? s->report_why : NULL);
-        }
-        /* The run whose completion made a held surplus counts too: a
-         * task of 5 us or more that queues a few others wakes a peer for
-         * them at once (their kernels may be as long). */
-        struct ring_thread *rt = &r->per_thread[t->index];
-        if (__builtin_expect(rt->surplus_held, 0))
-                held_surplus_ran(t, r, rt, ran);
+        struct run_outcome o = { 0, HBG_KERNEL_NONE, NULL };
+        run_taken(r, id, s, first, n, &o);
+        run_done(t, r, id, s, first, n, started, &o);
         return n;
 }
 

@@ -40,16 +40,11 @@ static void name_first_kernel(struct task_slot *s, const struct hbg_task_desc *d
         }
 }
 
-static inline __attribute__((always_inline)) int
-check_fields(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
-             const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
-        /* No kernels in the slot until its lane's checks (a failure must
-         * not name the slot's previous occupant's); the kernel a failure
-         * names is set where a lane's check refuses the task, else by
-         * check_task() (name_first_kernel()). */
-        _Static_assert(HBG_LANES == 3, "the lanes below are three");
-        s->kernel[0] = s->kernel[1] = s->kernel[2] = NULL;
-        s->report_kernel = HBG_KERNEL_NONE;
+#define STEP static inline __attribute__((always_inline)) int
+
+/* The descriptor's own fields: its id, zero reserved fields, known flags
+ * and lanes, counts within the limits, unused inline fanins zero (§8). */
+STEP check_header(const struct hbg_task_desc *d, uint64_t id, const char **why) {
         if (d->id != id) {
                 *why = "descriptor id does not match its slot's id";
                 return -EPROTO;
@@ -85,10 +80,16 @@ check_fields(const struct task_rules *rules, struct task_slot *s, const struct h
                 *why = "inline fanin slot beyond the task's fanins not zero";
                 return -EPROTO;
         }
-        /* Copy only the payload parts the (validated) counts cover, once;
-         * everything below reads the copies. */
+        return 0;
+}
+
+/* Copy only the payload parts the (validated) counts cover, once;
+ * everything after reads the copies. The fanins must be earlier tasks
+ * of this ring: [fanin_lo, id). */
+STEP copy_payload(struct task_slot *s, const struct hbg_task_desc *d, const struct hbg_task_payload *shared,
+                  uint64_t id, uint64_t fanin_lo, const char **why) {
         _Static_assert(sizeof(s->fanins) >= sizeof(d->fanins_inline), "the inline fanins fit the slot's");
-        if (d->n_fanins <= HBG_INLINE_FANINS) /* all of them, in fixed moves: the unused are zero (above) */
+        if (d->n_fanins <= HBG_INLINE_FANINS) /* all of them, in fixed moves: the unused are zero (checked) */
                 memcpy(s->fanins, d->fanins_inline, sizeof(d->fanins_inline));
         else
                 memcpy(s->fanins, shared->fanins, d->n_fanins * sizeof(s->fanins[0]));
@@ -104,9 +105,14 @@ check_fields(const struct task_rules *rules, struct task_slot *s, const struct h
                 }
         }
         s->n_fanins = d->n_fanins;
+        return 0;
+}
 
-        bool inline_ = d->flags & HBG_TASK_HOST_INLINE, external = d->flags & HBG_TASK_EXTERNAL;
-        if (inline_ && external) {
+/* What every kind of task has: its kind flags (not both host kinds), its
+ * predicate inside the heap, its lanes and blocks, into the slot. */
+STEP take_common(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
+                 const char **why) {
+        if ((d->flags & HBG_TASK_HOST_INLINE) && (d->flags & HBG_TASK_EXTERNAL)) {
                 *why = "a task cannot be both host-inline and a host task";
                 return -EINVAL;
         }
@@ -121,31 +127,38 @@ check_fields(const struct task_rules *rules, struct task_slot *s, const struct h
         s->predicate_offset = d->predicate_offset;
         s->flags = d->flags;
         s->lane_mask = d->lane_mask;
-        s->lanes = lanes_of_mask[d->lane_mask & HBG_LANE_MASK_ALL]; /* (checked above, masked anyway) */
+        s->lanes = lanes_of_mask[d->lane_mask & HBG_LANE_MASK_ALL]; /* (checked, masked anyway) */
         s->block_num = d->block_num;
+        return 0;
+}
 
-        if (d->lane_mask == 0 || inline_ || external) {
-                if (d->lane_mask != 0 || d->kernel[0] || d->kernel[1] || d->kernel[2]) {
-                        *why = "dummy, host-inline and host tasks have no lanes or kernels";
-                        return -EINVAL;
-                }
-                if (d->n_tensors || d->n_scalars) {
-                        *why = "dummy, host-inline and host tasks take no arguments";
-                        return -EINVAL;
-                }
-                s->kind = inline_ ? KIND_INLINE : external ? KIND_EXTERNAL : KIND_DUMMY;
-                s->shape = SHAPE_DUMMY;
-                return 0;
+/* A dummy, host-inline or host task: no lanes, kernels or arguments. */
+STEP take_laneless(struct task_slot *s, const struct hbg_task_desc *d, const char **why) {
+        if (d->lane_mask != 0 || d->kernel[0] || d->kernel[1] || d->kernel[2]) {
+                *why = "dummy, host-inline and host tasks have no lanes or kernels";
+                return -EINVAL;
         }
+        if (d->n_tensors || d->n_scalars) {
+                *why = "dummy, host-inline and host tasks take no arguments";
+                return -EINVAL;
+        }
+        s->kind = (d->flags & HBG_TASK_HOST_INLINE) ? KIND_INLINE
+                  : (d->flags & HBG_TASK_EXTERNAL) ? KIND_EXTERNAL
+                                                   : KIND_DUMMY;
+        s->shape = SHAPE_DUMMY;
+        return 0;
+}
 
+/* A kernel task: each lane's checks, and the work this task makes a
+ * thread do, bounded per task so that no session can hold a thread for
+ * long (§9.5, docs/SECURITY.md): in one pass, the work refused only once
+ * every lane passed (a lane's own fault is said first). */
+STEP take_lanes(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
+                const char **why) {
         s->kind = KIND_KERNEL;
         s->shape = s->lanes > 1 ? SHAPE_MIX : (d->lane_mask & 1u) ? SHAPE_AIC : SHAPE_AIV;
         s->args.n_tensors = d->n_tensors;
         s->args.n_scalars = d->n_scalars;
-        /* Each lane's checks, and the work this task makes a thread do,
-         * bounded per task so that no session can hold a thread for long
-         * (§9.5, docs/SECURITY.md): in one pass, the work refused only
-         * once every lane passed (a lane's own fault is said first). */
         uint32_t parts = (uint32_t)s->block_num * s->lanes;
         uint64_t cost = 0, limit = rules->max_task_cost ? rules->max_task_cost : UINT64_MAX; /* 0: none */
         const struct kernel_info *over = NULL; /* the lane whose work passed the limit */
@@ -192,6 +205,30 @@ check_fields(const struct task_rules *rules, struct task_slot *s, const struct h
         }
         return 0;
 }
+
+/* The task's checks in order, the slot filled as they pass. */
+STEP check_fields(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
+                  const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
+        /* No kernels in the slot until its lane's checks (a failure must
+         * not name the slot's previous occupant's); the kernel a failure
+         * names is set where a lane's check refuses the task, else by
+         * check_task() (name_first_kernel()). */
+        _Static_assert(HBG_LANES == 3, "the lanes below are three");
+        s->kernel[0] = s->kernel[1] = s->kernel[2] = NULL;
+        s->report_kernel = HBG_KERNEL_NONE;
+        int err = check_header(d, id, why);
+        if (err == 0)
+                err = copy_payload(s, d, shared, id, fanin_lo, why);
+        if (err == 0)
+                err = take_common(rules, s, d, why);
+        if (err < 0)
+                return err;
+        if (d->lane_mask == 0 || (d->flags & (HBG_TASK_HOST_INLINE | HBG_TASK_EXTERNAL)))
+                return take_laneless(s, d, why);
+        return take_lanes(rules, s, d, why);
+}
+
+#undef STEP
 
 /* check_fields(), and the kernel a refused task names. */
 static int check_task(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
