@@ -38,6 +38,7 @@
 #include "ctl/error.h"
 #include "ctl/output.h"
 #include "ctl/trace.h"
+#include "common/grow.h"
 
 /* Host tasks' tracks: tid HOST_TID_BASE + session (scheduler threads are
  * 0 .. 63). */
@@ -175,14 +176,8 @@ static int add_event(struct trace_data *t, const Hbg__TraceEvent *p) {
                 ev.n_fanins = p->n_fanins < 4 ? (unsigned)p->n_fanins : 4;
                 memcpy(ev.fanins, p->fanins, ev.n_fanins * sizeof(ev.fanins[0]));
         }
-        if (*n == *cap) {
-                size_t c = *cap ? 2 * *cap : 1024;
-                struct trace_event *a = realloc(*arr, c * sizeof(*a));
-                if (!a)
-                        return ctl_error(-ENOMEM, "trace: out of memory");
-                *arr = a;
-                *cap = c;
-        }
+        if (GROW(*arr, *cap, *n + 1, 1024) < 0)
+                return ctl_error(-ENOMEM, "trace: out of memory");
         (*arr)[(*n)++] = ev;
         return 0;
 }

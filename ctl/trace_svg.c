@@ -14,6 +14,7 @@
 
 #include "ctl/trace.h"
 #include "proto/wire.h"
+#include "common/grow.h"
 
 #define K_TASK HBG__TRACE_KIND__TRACE_TASK
 #define K_HOST HBG__TRACE_KIND__TRACE_HOST
@@ -49,16 +50,10 @@ static void out(struct svg *s, const char *fmt, ...) {
                         s->len += (size_t)n;
                         return;
                 }
-                size_t cap = s->cap ? s->cap * 2 : 65536;
-                while (cap < s->len + (size_t)n + 1)
-                        cap *= 2;
-                char *b = realloc(s->buf, cap);
-                if (!b) {
+                if (GROW(s->buf, s->cap, s->len + (size_t)n + 1, 65536) < 0) {
                         s->oom = true;
                         return;
                 }
-                s->buf = b;
-                s->cap = cap;
         }
 }
 
