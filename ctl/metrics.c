@@ -149,7 +149,7 @@ static const struct family families[] = {
           USERS(memory), 1, FAM_NEWER | FAM_PER_UID },
         { "hbg_user_memory_limit_bytes", "gauge", "bytes",
           "The memory one user's sessions may be charged ([limits] max_memory_per_uid).",
-          METRICS(memory_limit_per_uid), 1, FAM_NEWER | FAM_PER_UID },
+          METRICS(memory_limit_per_uid), 1, FAM_NEWER }, /* the configured limit: no uid in it */
         { "hbg_user_sessions", "gauge", "", "Sessions of one user open now.", USERS(sessions), 1,
           FAM_NEWER | FAM_PER_UID },
         { "hbg_graphs_in_flight", "gauge", "", "Graphs submitted and not retired yet, all sessions.",

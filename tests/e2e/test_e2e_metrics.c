@@ -1093,9 +1093,12 @@ START_TEST(exporter) {
         parse_openmetrics(r.body, sc);
         D_ASSERT(d, value_of(sc, "hbg_sessions_opened_total", "") == 1 && value_of(sc, "hbg_sessions", "") == 1,
                  "a second scrape without the session opened since");
-        /* Whoever reaches the port: no rows per uid without --per-uid. */
-        D_ASSERT(d, !strstr(r.body, "hbg_user_") && value_of(sc, "hbg_memory_charged_bytes", "") > 0,
+        /* Whoever reaches the port: no rows per uid without --per-uid;
+         * the budget per uid (a setting, no uid in it) is served. */
+        D_ASSERT(d, !strstr(r.body, "uid=\"") && !strstr(r.body, "hbg_user_memory_charged") &&
+                            !strstr(r.body, "hbg_user_sessions") && value_of(sc, "hbg_memory_charged_bytes", "") > 0,
                  "rows per uid served without --per-uid");
+        D_ASSERT(d, value_of(sc, "hbg_user_memory_limit_bytes", "") > 0, "no hbg_user_memory_limit_bytes");
         http_free(&r);
         hbg_disconnect(c);
 
