@@ -977,7 +977,12 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(EXAMPLEDIR)/python/,$(notdir $(INSTALL_PY_EXAMPLES)))
 	rm -f $(addprefix $(DESTDIR)$(PYTHONDIR)/hbg/,$(notdir $(PY_FILES) $(PY_MODULE)))
 	rm -rf $(DESTDIR)$(PYTHONDIR)/hbg/__pycache__
-	-rmdir $(DESTDIR)$(PYTHONDIR)/hbg $(DESTDIR)$(PYTHONDIR) $(DESTDIR)$(patsubst %/,%,$(dir $(PYTHONDIR))) 2>/dev/null
+	-rmdir $(DESTDIR)$(PYTHONDIR)/hbg 2>/dev/null
+# Where 1.6.0 put it for every prefix (lib/python3/dist-packages).
+	rm -f $(addprefix $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/hbg/,$(notdir $(PY_FILES) $(PY_MODULE)))
+	rm -rf $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/hbg/__pycache__
+	-rmdir $(DESTDIR)$(PREFIX)/lib/python3/dist-packages/hbg $(DESTDIR)$(PREFIX)/lib/python3/dist-packages \
+		$(DESTDIR)$(PREFIX)/lib/python3 2>/dev/null
 	-rmdir $(DESTDIR)$(EXAMPLEDIR)/python $(DESTDIR)$(EXAMPLEDIR) 2>/dev/null
 	rm -f $(DESTDIR)$(UNITDIR)/hbgd.service $(DESTDIR)$(UNITDIR)/hbgd.socket $(DESTDIR)$(UNITDIR)/hbg-exporter.service \
 		$(DESTDIR)$(SYSUSERSDIR)/hbg.conf

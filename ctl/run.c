@@ -363,7 +363,8 @@ static void ask_hbgd(const struct ctl_opts *o, struct plan *p, struct hbgd_check
         if (reply->msg_case == HBG__ENVELOPE__MSG_ERROR) {
                 /* An older hbgd does not know the request (EPROTO). */
                 snprintf(hc->why, sizeof(hc->why), "hbgd refused the check: %s",
-                         reply->error->message ? reply->error->message : hbg_strerror(reply->error->code));
+                         reply->error->message && reply->error->message[0] ? reply->error->message
+                                                                            : hbg_strerror(reply->error->code));
                 wire_free(reply);
                 return;
         }
@@ -386,7 +387,7 @@ static void ask_hbgd(const struct ctl_opts *o, struct plan *p, struct hbgd_check
                 if (e->task >= p->n_tasks)
                         continue;       /* not one we sent */
                 snprintf(path, sizeof(path), "$.tasks[%" PRIu32 "]", e->task);
-                graph_file_error(p, path, e->message ? e->message : hbg_strerror(e->code), "hbgd");
+                graph_file_error(p, path, e->message && e->message[0] ? e->message : hbg_strerror(e->code), "hbgd");
         }
         wire_free(reply);
 }

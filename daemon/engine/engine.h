@@ -111,7 +111,7 @@ struct hbg_engine_config {
         /* Graphs each ring may record for replay (RUNTIME_LOGIC.md §14),
          * 0..HBG_ENGINE_MAX_RECORDED; 0: none (default 64). */
         unsigned max_recorded_graphs;
-        unsigned completion_mode;      /* hbg_completion_mode_*(); min_threads applies */
+        unsigned completion_mode;      /* completion_mode_*(); min_threads applies */
         /* Records of each scheduler thread's trace buffer (tracing, below),
          * HBG_TRACE_THREAD_EVENTS_MIN..._MAX (default HBG_TRACE_THREAD_EVENTS). */
         unsigned trace_thread_events;

@@ -64,7 +64,7 @@ static PyObject *mod_version(PyObject *self, PyObject *unused) {
 
 static PyMethodDef module_methods[] = {
         { "version", mod_version, METH_NOARGS,
-          "version() -> str\n\nThe version of the libhbgclient this module runs with, \"MAJOR.MINOR.PATCH\"." },
+          "version($module, /)\n--\n\nversion() -> str\n\nThe version of the libhbgclient this module runs with, \"MAJOR.MINOR.PATCH\"." },
         { NULL, NULL, 0, NULL },
 };
 

@@ -130,16 +130,22 @@ fi
 # no object of hbgd, hbgctl or the code they share defines a global
 # hbg_ symbol (protobuf-c's generated hbg__ aside).
 obj=$(dirname "$(dirname "$lib")")/obj
-if [ -d "$obj" ]; then
-        find "$obj/daemon" "$obj/common" "$obj/shm" "$obj/proto" "$obj/ctl" -name '*.o' 2>/dev/null |
-                xargs -r nm -g --defined-only 2>/dev/null |
+internal="internal objects not checked (no $obj/daemon: not a build tree)"
+if [ -d "$obj/daemon" ]; then
+        find "$obj/daemon" "$obj/common" "$obj/shm" "$obj/proto" "$obj/ctl" -name '*.o' 2>/dev/null >"$tmp/objs"
+        if [ ! -s "$tmp/objs" ]; then
+                echo "check-abi: no objects under $obj" >&2
+                exit 1
+        fi
+        xargs nm -g --defined-only <"$tmp/objs" 2>/dev/null |
                 awk 'NF >= 3 && $NF ~ /^hbg_/ && $NF !~ /^hbg__/ { print "  " $NF }' | sort -u >"$tmp/internal"
         if [ -s "$tmp/internal" ]; then
                 echo "check-abi: internal objects define public-looking hbg_ symbols:"
                 cat "$tmp/internal"
                 exit 1
         fi
+        internal="no hbg_ symbol in $(wc -l <"$tmp/objs") internal objects"
 fi
 echo "check-abi: $(wc -l <"$tmp/lib") exported functions match $map (versions HBG_$major.x, SONAME $soname);" \
-        "no internal hbg_ symbol"
+        "$internal"
 exit 0

@@ -351,12 +351,19 @@ with hbg.connect() as c:
                         show "$tmp/pip.log"; show "$tmp/pyvenv.out"
                         bad "pip install --no-build-isolation of python/ into a virtualenv"
                 fi
-                # The command as the README gives it, from the source tree
+                # The command as the README gives it, from a source tree
                 # where `make` ran and nothing is installed: no HBG_*_DIR,
                 # and a pkg-config that finds no hbgclient.pc. setup.py then
                 # takes libclient/include and build/lib (an rpath to it).
-                mkdir -p "$tmp/no-pc"
-                if (cd "$root" && env -u HBG_INCLUDE_DIR -u HBG_LIB_DIR -u LD_LIBRARY_PATH \
+                # The tree is a copy of the parts it reads (pip builds in
+                # the tree: nothing of it stays in the checkout, and no
+                # earlier build of it is taken for this one).
+                mkdir -p "$tmp/no-pc" "$tmp/tree/libclient" "$tmp/tree/build/lib"
+                (cd "$root" && tar --exclude=__pycache__ --exclude=build --exclude='*.egg-info' -cf - python) |
+                        (cd "$tmp/tree" && tar -xf -)
+                cp -a "$root/libclient/include" "$tmp/tree/libclient/"
+                cp -a "$root/build/lib/"libhbgclient.so* "$tmp/tree/build/lib/"
+                if (cd "$tmp/tree" && env -u HBG_INCLUDE_DIR -u HBG_LIB_DIR -u LD_LIBRARY_PATH \
                         PKG_CONFIG_LIBDIR="$tmp/no-pc" PKG_CONFIG_PATH= PIP_NO_CACHE_DIR=1 \
                         "$tmp/venv/bin/pip" install --no-build-isolation --no-index --force-reinstall --no-deps ./python) \
                         >"$tmp/pip-tree.log" 2>&1 &&
