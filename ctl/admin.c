@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "ctl/ctl.h"
+#include "ctl/admin.h"
 #include "ctl/daemon_conn.h"
 #include "ctl/error.h"
 #include "ctl/output.h"

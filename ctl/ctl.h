@@ -1,16 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hbgctl's modules, each calling only those below it (each has its own
- * header; this one declares the verbs, which hbgctl.c's table calls):
+ * hbgctl's modules, each calling only those below it, each with its own
+ * header (this one holds what the verbs share: struct ctl_opts):
  *   hbgctl.c      options, the verb table, help; a verb's exit status
  *                 goes out as it is
- *   top.c         `top`: rates from successive status replies
- *   run.c         `run FILE`: compile a graph file and run it via libhbgclient
+ *   top.c         `top`: rates from successive status replies (top.h)
+ *   run.c         `run FILE`: compile a graph file and run it via
+ *                 libhbgclient                              (run.h)
  *   status.c      the status verbs: one request to hbgd, printed; wait
+ *                                                          (status.h)
  *   metrics.c     `metrics`: Prometheus' text formats made from a status
  *                 reply                                    (metrics.h)
  *   exporter.c    `metrics --listen`: that text over HTTP   (exporter.h)
- *   admin.c       `cancel` and `kill`: one admin request each
+ *   admin.c       `cancel` and `kill`: one admin request each (admin.h)
  *   trace.c       `trace`: the task timeline, Chrome JSON  (trace.h)
  *   trace_svg.c   trace --svg: the timeline drawn as SVG
  *   progress.c    run --progress: the progress line        (progress.h)
@@ -52,30 +54,3 @@ struct ctl_opts {
         const char *trace_svg;  /* trace --svg FILE */
         const char *const *args; /* the command's arguments (verbs of more than one) */
 };
-
-/* top.c */
-int cmd_top(const struct ctl_opts *o);
-
-/* run.c */
-int cmd_run(const struct ctl_opts *o, const char *file);
-/* "1048576", "64K", "80M", "1G" (binary suffixes) into *ret; -EINVAL if
- * not a size (--heap, --window). */
-int run_parse_size(const char *s, uint64_t *ret);
-
-/* status.c */
-int cmd_status(const struct ctl_opts *o, Hbg__StatusKind kind);
-/* Wait until hbgd answers a status request (o->timeout_s for the socket
- * to take connections): 0, EXIT_NOT_RUNNING after the timeout, or the
- * status request's failure. */
-int cmd_wait(const struct ctl_opts *o);
-
-/* metrics.c: --output FILE (NULL: stdout); trace's too. */
-extern const char *opt_output;
-int cmd_metrics(const struct ctl_opts *o);
-
-/* trace.c: the task timeline as Chrome trace-event JSON (and SVG). */
-int cmd_trace(const struct ctl_opts *o);
-
-/* admin.c: `cancel SESSION GRAPH`, `kill SESSION`. */
-int cmd_cancel(const struct ctl_opts *o, const char *session, const char *graph);
-int cmd_kill(const struct ctl_opts *o, const char *session);

@@ -17,6 +17,11 @@
 #include <string.h>
 
 #include "ctl/ctl.h"
+#include "ctl/admin.h"
+#include "ctl/run.h"
+#include "ctl/status.h"
+#include "ctl/top.h"
+#include "ctl/trace.h"
 #include "ctl/error.h"
 #include "ctl/exporter.h"
 #include "ctl/metrics.h"

@@ -35,3 +35,9 @@ int metrics_write(FILE *out, const Hbg__StatusReply *r, const struct procstat *s
 /* A STATUS_METRICS reply from hbgd at socket path: 0 and *ret (free it
  * with wire_free()), or the exit status of the failure, printed. */
 int metrics_fetch(const char *path, Hbg__Envelope **ret);
+
+struct ctl_opts;
+/* --output FILE (NULL: stdout), metrics' and trace's. */
+extern const char *opt_output;
+/* `hbgctl metrics`: the text on stdout or --output. */
+int cmd_metrics(const struct ctl_opts *o);

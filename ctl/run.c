@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ctl/ctl.h"
+#include "ctl/run.h"
 #include "ctl/daemon_conn.h"
 #include "ctl/dot.h"
 #include "ctl/error.h"

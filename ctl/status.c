@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ctl/ctl.h"
+#include "ctl/status.h"
 #include "ctl/daemon_conn.h"
 #include "ctl/error.h"
 #include "ctl/output.h"

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "ctl/ctl.h"
+#include "ctl/top.h"
 #include "ctl/daemon_conn.h"
 #include "ctl/error.h"
 #include "ctl/output.h"

@@ -52,3 +52,7 @@ json_object *trace_chrome_json(const struct trace_data *t);
 /* The timeline as an SVG document (malloc()ed, *ret_len bytes); NULL:
  * out of memory. */
 char *trace_svg(const struct trace_data *t, size_t *ret_len);
+
+struct ctl_opts;
+/* `hbgctl trace`: the task timeline as Chrome trace-event JSON (and SVG). */
+int cmd_trace(const struct ctl_opts *o);

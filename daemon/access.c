@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 
 #include "daemon/daemon_private.h"
+#include "daemon/access.h"
 
 /* What the stack holds before the heap is asked (ERANGE tells the size). */
 #define PEER_GROUPS_INLINE 64

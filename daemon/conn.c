@@ -28,6 +28,11 @@
 
 #include "common/text.h"
 #include "daemon/daemon_private.h"
+#include "daemon/access.h"
+#include "daemon/conn.h"
+#include "daemon/refusal.h"
+#include "daemon/status.h"
+#include "daemon/tick.h"
 #include "daemon/kernel_rows.h"
 #include "daemon/log.h"
 #include "daemon/record.h"

@@ -25,6 +25,10 @@
 
 #include "common/errtext.h"
 #include "daemon/daemon_private.h"
+#include "daemon/conn.h"
+#include "daemon/listener.h"
+#include "daemon/refusal.h"
+#include "daemon/tick.h"
 #include "daemon/log.h"
 #include "daemon/notify.h"
 #include "shm/layout.h"

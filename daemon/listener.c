@@ -25,6 +25,9 @@
 #include <unistd.h>
 
 #include "daemon/daemon_private.h"
+#include "daemon/conn.h"
+#include "daemon/listener.h"
+#include "daemon/tick.h"
 #include "common/text.h"
 #include "daemon/log.h"
 #include "proto/wire.h"

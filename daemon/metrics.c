@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/procstat.h"
 #include "daemon/daemon_private.h"
+#include "daemon/access.h"
 #include "daemon/engine/kernels.h"
 #include "daemon/log.h"
 #include "shm/layout.h"

@@ -39,6 +39,8 @@
 #include <unistd.h>
 
 #include "daemon/daemon_private.h"
+#include "daemon/refusal.h"
+#include "daemon/tick.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 #include "proto/wire.h"

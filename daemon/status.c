@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "daemon/daemon_private.h"
+#include "daemon/access.h"
+#include "daemon/status.h"
 #include "daemon/metrics.h"
 #include "daemon/kernel_rows.h"
 #include "daemon/engine/engine_spares.h"

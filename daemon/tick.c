@@ -11,6 +11,7 @@
 #include <sys/timerfd.h>
 
 #include "daemon/daemon_private.h"
+#include "daemon/tick.h"
 #include "daemon/spare_rings.h"
 #include "common/clock.h"
 

@@ -24,6 +24,8 @@
 
 #include "common/clock.h"
 #include "daemon/daemon_private.h"
+#include "daemon/access.h"
+#include "daemon/tick.h"
 #include "daemon/engine/engine_trace.h"
 #include "daemon/log.h"
 #include "proto/wire.h"

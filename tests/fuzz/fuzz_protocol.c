@@ -40,6 +40,7 @@
 
 #include "daemon/daemon.h"
 #include "daemon/daemon_private.h"
+#include "daemon/conn.h"
 #include "daemon/log.h"
 #include "proto/wire.h"
 #include "shm/layout.h"
