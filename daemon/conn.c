@@ -30,9 +30,12 @@
 #include "daemon/daemon_private.h"
 #include "daemon/access.h"
 #include "daemon/conn.h"
+#include "daemon/conn_close.h"
+#include "daemon/conn_reply.h"
 #include "daemon/refusal.h"
 #include "daemon/status.h"
 #include "daemon/tick.h"
+#include "daemon/tool_requests.h"
 #include "daemon/kernel_rows.h"
 #include "daemon/log.h"
 #include "daemon/record.h"
@@ -41,57 +44,21 @@
 #include "shm/layout.h"
 #include "common/clock.h"
 
-/* A handler's verdict when it cannot go on: close with this reason. */
-struct verdict {
-        int err;                       /* 0: carry on */
-        const char *why;
-};
-
-static const struct verdict carry_on = { 0, NULL };
-
-static struct verdict close_with(int err, const char *why) {
-        return (struct verdict){ err, why };
-}
-
-/* Send one reply; a failure means the connection must go. */
-static struct verdict send_reply_within(struct conn *c, Hbg__Envelope *env, const int *fds, unsigned nfds,
-                                        size_t max_msg) {
-        int err = wire_send(c->sock, env, fds, nfds, max_msg);
-        if (err == 0)
-                return carry_on;
-        if (err == -EAGAIN)
-                return close_with(err, "the client does not read its replies");
-        if (err == -EMSGSIZE)
-                return close_with(err, "reply larger than max_message_size");
-        return close_with(err, "disconnected");
-}
-
-static struct verdict send_reply(struct conn *c, Hbg__Envelope *env, const int *fds, unsigned nfds) {
-        return send_reply_within(c, env, fds, nfds, c->d->cfg.max_message);
-}
-
-static struct verdict send_error(struct conn *c, int code, const char *msg) {
-        int err = wire_send_error(c->sock, code, msg);
-        if (err == 0 || err == -EMSGSIZE)
-                return carry_on;
-        return close_with(err, err == -EAGAIN ? "the client does not read its replies" : "disconnected");
-}
-
 /* ------------------------------------------------------------ handlers */
 
 static struct verdict handle_hello(struct conn *c, const Hbg__Envelope *env, const int *fds) {
         (void)fds;
         const Hbg__Hello *h = env->hello;
         if (c->hello) {
-                send_error(c, -EPROTO, "hello sent twice");
-                return close_with(-EPROTO, "hello sent twice");
+                conn_reply_error(c, -EPROTO, "hello sent twice");
+                return verdict_close(-EPROTO, "hello sent twice");
         }
         if (h->version_major != HBG_PROTO_MAJOR) {
                 char msg[128];
                 snprintf(msg, sizeof(msg), "protocol version %u not supported (hbgd speaks %u.%u)",
                          h->version_major, HBG_PROTO_MAJOR, HBG_PROTO_MINOR);
-                send_error(c, -EPROTONOSUPPORT, msg);
-                return close_with(-EPROTONOSUPPORT, "protocol version mismatch");
+                conn_reply_error(c, -EPROTONOSUPPORT, msg);
+                return verdict_close(-EPROTONOSUPPORT, "protocol version mismatch");
         }
         /* The name is the client's data: kept as valid UTF-8 (a proto3
          * string), cut on a character boundary; whoever shows it escapes
@@ -102,7 +69,7 @@ static struct verdict handle_hello(struct conn *c, const Hbg__Envelope *env, con
         Hbg__Hello reply;
         Hbg__Envelope out;
         wire_hello(&out, &reply, "hbgd " HBG_VERSION);
-        return send_reply(c, &out, NULL, 0);
+        return conn_reply(c, &out, NULL, 0);
 }
 
 static uint64_t pick(uint64_t asked, uint64_t dflt) {
@@ -117,7 +84,7 @@ static struct verdict refuse(struct conn *c, int err, const char *msg) {
         f.err = err;
         hbgd_log_fields(LOG_NOTICE, &f, "session %" PRIu64 " (pid %d uid %u): refused: %s", c->id, (int)c->cred.pid,
                         (unsigned)c->cred.uid, msg);
-        return send_error(c, err, msg);
+        return conn_reply_error(c, err, msg);
 }
 
 /* May c open a session now (one per connection, not a monitor, hbgd
@@ -126,7 +93,7 @@ static bool session_allowed(struct conn *c, struct verdict *v) {
         struct hbgd *d = c->d;
         char msg[256];
         if (c->session) {
-                *v = send_error(c, -EBUSY, "this connection already has a session");
+                *v = conn_reply_error(c, -EBUSY, "this connection already has a session");
                 return false;
         }
         /* A monitor (the metrics exporter) asks, it does not run: unless
@@ -141,7 +108,7 @@ static bool session_allowed(struct conn *c, struct verdict *v) {
                 metrics_count_refusal(&d->counters, -ESHUTDOWN);
                 hbgd_log_session(LOG_DEBUG, c->log_limit, "session %" PRIu64 " (pid %d uid %u): refused: hbgd is "
                                  "shutting down", c->id, (int)c->cred.pid, (unsigned)c->cred.uid);
-                *v = send_error(c, -ESHUTDOWN, "hbgd is shutting down");
+                *v = conn_reply_error(c, -ESHUTDOWN, "hbgd is shutting down");
                 return false;
         }
         return true;
@@ -177,7 +144,7 @@ static struct verdict send_session_reply(struct conn *c, struct session *s, cons
         /* Sent within what every client reads, whatever max_message_size
          * says: the table is hbgd's own, not the client's, and hbgd checked
          * at start that it fits (docs/PROTOCOL.md, "The kernel table"). */
-        return send_reply_within(c, &out, fds, nfds, HBG_WIRE_SESSION_REPLY_MAX);
+        return conn_reply_within(c, &out, fds, nfds, HBG_WIRE_SESSION_REPLY_MAX);
 }
 
 /* The session opened: its geometry and charge (and, at debug, the uid's
@@ -210,16 +177,6 @@ static void log_session_opened(struct conn *c, const struct hbg_geometry *g, uin
         }
 }
 
-/* session_close(), then what follows it: another look soon for a ring a
- * scheduler thread still holds, and the spare ring the session may have
- * taken, or room for one its memory gave back. */
-static void close_session(struct hbgd *d, struct session *s, int reason) {
-        spare_rings_session_closing(d, s);
-        if (session_close(s, reason))
-                hbgd_collect_soon(d);
-        spare_rings_want(d);
-}
-
 /* A session was built (io thread): start it and reply, or refuse; then
  * the connection's next requests. */
 static void session_built(struct slow_job *work) {
@@ -235,7 +192,7 @@ static void session_built(struct slow_job *work) {
         if (d->stopping)
                 why = "hbgd is shutting down";
         if (err < 0) {
-                close_session(d, s, -ECONNRESET);
+                conn_close_session(d, s, -ECONNRESET);
                 snprintf(msg, sizeof(msg), "%s: %s", why, strerror(-err));
                 v = refuse(c, err, msg);
         } else {
@@ -292,7 +249,7 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
                 metrics_count_refusal(&d->counters, err);
                 hbgd_log_session(LOG_DEBUG, c->log_limit, "session %" PRIu64 " (pid %d uid %u): refused: %s",
                                  c->id, (int)c->cred.pid, (unsigned)c->cred.uid, msg);
-                return send_error(c, err, msg);
+                return conn_reply_error(c, err, msg);
         }
         if (rq->stall_timeout_ms > cfg->max_stall_timeout_ms) {
                 snprintf(msg, sizeof(msg), "stall_timeout_ms %" PRIu64 " is above [limits] max_stall_timeout_ms = %" PRIu64,
@@ -327,15 +284,15 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         c->creating = s;
         session_prefault_hold(d->slow);
         slow_work_submit(d->slow, work);
-        return carry_on;
+        return verdict_ok();
 }
 
 static struct verdict handle_status(struct conn *c, const Hbg__Envelope *env, const int *fds) {
         (void)fds;
         int err = status_reply(c, env->status_request);
         if (err == 0)
-                return carry_on;
-        return close_with(err, err == -EAGAIN ? "the client does not read its replies" : "disconnected");
+                return verdict_ok();
+        return verdict_close(err, err == -EAGAIN ? "the client does not read its replies" : "disconnected");
 }
 
 /* The recording's validation finished (io thread): answer, then read
@@ -351,14 +308,14 @@ static void record_done(struct slow_job *work) {
         if (err < 0) {
                 char full[300];
                 snprintf(full, sizeof(full), "record: %s", msg);
-                v = send_error(c, err, full);
+                v = conn_reply_error(c, err, full);
         } else {
                 Hbg__RecordReply r = HBG__RECORD_REPLY__INIT;
                 r.graph = graph;
                 Hbg__Envelope out = HBG__ENVELOPE__INIT;
                 out.msg_case = HBG__ENVELOPE__MSG_RECORD_REPLY;
                 out.record_reply = &r;
-                v = send_reply(c, &out, NULL, 0);
+                v = conn_reply(c, &out, NULL, 0);
         }
         if (v.err) {
                 conn_close(c, v.why);
@@ -374,189 +331,20 @@ static void record_done(struct slow_job *work) {
 static struct verdict handle_record(struct conn *c, const Hbg__Envelope *env, const int *fds) {
         char msg[256];
         if (!c->session)
-                return send_error(c, -EINVAL, "record: this connection has no session");
+                return conn_reply_error(c, -EINVAL, "record: this connection has no session");
         struct record_job *j;
         int err = record_start(&j, c->session, &c->d->cfg, fds[0], env->record_request->tasks, msg, sizeof(msg));
         if (err < 0) {
                 char full[300];
                 snprintf(full, sizeof(full), "record: %s", msg);
-                return send_error(c, err, full);
+                return conn_reply_error(c, err, full);
         }
         struct slow_job *work = record_job_work(j);
         work->done = record_done;
         work->userdata = c;
         c->recording = j;
         slow_work_submit(c->d->slow, work);
-        return carry_on;
-}
-
-/* ------------------------------------------------------------ admin requests */
-
-static struct conn *find_session(struct hbgd *d, uint64_t id) {
-        for (struct conn *x = d->conns; x; x = x->next)
-                if (x->id == id && x->session)
-                        return x;
-        return NULL;
-}
-
-/* The session an admin request names (0: the asker's own), if the asker
- * may act on it: root, admin_groups, or its own uid (docs/SECURITY.md).
- * NULL with msg[] and *ret_err otherwise. */
-static struct conn *admin_target(struct conn *c, uint64_t session_id, const char *verb, int *ret_err, char *msg,
-                                 size_t size) {
-        struct hbgd *d = c->d;
-        struct conn *t = session_id ? find_session(d, session_id) : c->session ? c : NULL;
-        enum access_role role = access_role(&d->cfg, c->sock, &c->cred);
-        if (t && (role == ACCESS_ADMIN || t->cred.uid == c->cred.uid))
-                return t;
-        /* Whether a session the asker may not see exists is not said. */
-        if (!t && (session_id == 0 || role != ACCESS_USER || d->cfg.visibility_all)) {
-                *ret_err = -ENOENT;
-                if (session_id)
-                        snprintf(msg, size, "%s: no session %" PRIu64, verb, session_id);
-                else
-                        snprintf(msg, size, "%s: this connection has no session", verb);
-                return NULL;
-        }
-        *ret_err = -EPERM;
-        snprintf(msg, size, "%s: uid %u may not act on session %" PRIu64 ": only its own uid and [access] "
-                 "admin_groups (and root) may", verb, (unsigned)c->cred.uid, session_id);
-        return NULL;
-}
-
-/* An admin request refused: told, and logged when it was not allowed
- * (rate limited per connection). Not a session refusal: not counted. */
-static struct verdict admin_refuse(struct conn *c, int err, const char *msg) {
-        if (err == -EPERM) {
-                struct hbg_log_fields f = hbgd_log_limit_fields(c->log_limit);
-                f.err = err;
-                hbgd_log_fields(LOG_NOTICE, &f, "connection %" PRIu64 " (pid %d uid %u): refused: %s", c->id,
-                                (int)c->cred.pid, (unsigned)c->cred.uid, msg);
-        }
-        return send_error(c, err, msg);
-}
-
-static struct verdict send_admin_reply(struct conn *c, const char *text) {
-        Hbg__AdminReply r = HBG__ADMIN_REPLY__INIT;
-        r.message = (char *)text;
-        Hbg__Envelope out = HBG__ENVELOPE__INIT;
-        out.msg_case = HBG__ENVELOPE__MSG_ADMIN_REPLY;
-        out.admin_reply = &r;
-        return send_reply(c, &out, NULL, 0);
-}
-
-/* hbgctl cancel SESSION GRAPH, hbg_graph_cancel(): the engine fails the
- * graph's unfinished tasks (RUNTIME_LOGIC §12.6). */
-static struct verdict handle_cancel(struct conn *c, const Hbg__Envelope *env, const int *fds) {
-        (void)fds;
-        const Hbg__CancelRequest *rq = env->cancel_request;
-        char msg[256];
-        int err;
-        struct conn *t = admin_target(c, rq->session_id, "cancel", &err, msg, sizeof(msg));
-        if (!t)
-                return admin_refuse(c, err, msg);
-        char why[HBG_GRAPH_MESSAGE_MAX];
-        snprintf(why, sizeof(why), "cancelled by uid %u", (unsigned)c->cred.uid);
-        err = ring_cancel_graph(t->session->ring, rq->graph, why);
-        if (err < 0) {
-                snprintf(msg, sizeof(msg), "cancel: graph %" PRIu64 " of session %" PRIu64 ": %s", rq->graph, t->id,
-                         err == -ENOENT      ? "not live (finished, or not submitted)"
-                         : err == -EALREADY  ? "cancelled already"
-                         : err == -EBUSY     ? "8 cancels of this session are pending; try again"
-                                             : "the session is stopping");
-                return send_error(c, err, msg);
-        }
-        hbgd_log_session(LOG_NOTICE, t->log_limit,
-                         "session %" PRIu64 " (pid %d uid %u): graph %" PRIu64 " cancelled by uid %u (pid %d)", t->id,
-                         (int)t->cred.pid, (unsigned)t->cred.uid, rq->graph, (unsigned)c->cred.uid, (int)c->cred.pid);
-        snprintf(msg, sizeof(msg), "graph %" PRIu64 " of session %" PRIu64 " cancelled", rq->graph, t->id);
-        return send_admin_reply(c, msg);
-}
-
-/* hbgctl kill SESSION: the session's client reads Error{-ECONNRESET,
- * reason} and its unfinished graphs fail with that reason. */
-static struct verdict handle_kill(struct conn *c, const Hbg__Envelope *env, const int *fds) {
-        (void)fds;
-        const Hbg__KillRequest *rq = env->kill_request;
-        char msg[256];
-        int err;
-        struct conn *t = admin_target(c, rq->session_id, "kill", &err, msg, sizeof(msg));
-        if (!t)
-                return admin_refuse(c, err, msg);
-        char why[HBG_GRAPH_MESSAGE_MAX];
-        snprintf(why, sizeof(why), "session %" PRIu64 " closed by uid %u (hbgctl kill)", t->id,
-                 (unsigned)c->cred.uid);
-        ring_set_stop_reason(t->session->ring, -ECONNRESET, why);
-        /* Its last words first: the client reads them after the hang-up. */
-        send_error(t, -ECONNRESET, why);
-        if (t == c)
-                return close_with(-ECONNRESET, why);
-        conn_close(t, why);
-        snprintf(msg, sizeof(msg), "session %" PRIu64 " closed", rq->session_id);
-        return send_admin_reply(c, msg);
-}
-
-/* A validate-only request was checked (io thread): the reply, then the
- * connection's next requests. */
-static void validate_done(struct slow_job *work) {
-        struct conn *c = work->userdata;
-        struct validate_job *j = c->validating;
-        char msg[256];
-        Hbg__ValidateReply r;
-        c->validating = NULL;
-        int err = validate_reply(j, &r, msg, sizeof(msg));
-        struct verdict v;
-        if (err < 0) {
-                char full[300];
-                snprintf(full, sizeof(full), "validate: %s", msg);
-                v = send_error(c, err, full);
-        } else {
-                Hbg__Envelope out = HBG__ENVELOPE__INIT;
-                out.msg_case = HBG__ENVELOPE__MSG_VALIDATE_REPLY;
-                out.validate_reply = &r;
-                v = send_reply(c, &out, NULL, 0);
-        }
-        validate_free(j);
-        if (v.err) {
-                conn_close(c, v.why);
-                return;
-        }
-        if (!c->session)
-                c->deadline_ms = clock_now_ms() + c->d->cfg.handshake_timeout_ms;
-        io_source_again(c->d->loop, c->src);
-}
-
-/* Validate tasks without a session, running or keeping nothing (a dry
- * run): on the slow-work thread, like a recording; the connection reads
- * nothing more until the reply (validate_done). A refusal is an Error;
- * the connection stays. */
-static struct verdict handle_validate(struct conn *c, const Hbg__Envelope *env, const int *fds) {
-        char msg[256];
-        const Hbg__ValidateRequest *rq = env->validate_request;
-        struct validate_job *j;
-        int err = validate_start(&j, c->d->engine, &c->d->cfg, c->cred.uid, fds[0], rq->tasks, rq->task_window, rq->heap_size,
-                                 msg, sizeof(msg));
-        if (err < 0) {
-                char full[300];
-                snprintf(full, sizeof(full), "validate: %s", msg);
-                return send_error(c, err, full);
-        }
-        struct slow_job *work = validate_job_work(j);
-        work->done = validate_done;
-        work->userdata = c;
-        c->validating = j;
-        slow_work_submit(c->d->slow, work);
-        return carry_on;
-}
-
-/* The task timeline (tracing.c): who may trace what is decided per
- * request, like the admin requests'. */
-static struct verdict handle_trace(struct conn *c, const Hbg__Envelope *env, const int *fds) {
-        (void)fds;
-        int err = tracing_reply(c, env->trace_request);
-        if (err == 0)
-                return carry_on;
-        return close_with(err, err == -EAGAIN ? "the client does not read its replies" : "disconnected");
+        return verdict_ok();
 }
 
 /* The verbs of the protocol: one entry per request a client may send. */
@@ -575,12 +363,12 @@ static const struct request_handler handlers[] = {
         /* Validates up to max_recorded_tasks tasks on the slow-work thread. */
         { HBG__ENVELOPE__MSG_RECORD_REQUEST, false, 1, true, handle_record },
         /* Admin requests: who may is decided per request (SIGHUP applies). */
-        { HBG__ENVELOPE__MSG_CANCEL_REQUEST, false, 0, false, handle_cancel },
-        { HBG__ENVELOPE__MSG_KILL_REQUEST, false, 0, false, handle_kill },
+        { HBG__ENVELOPE__MSG_CANCEL_REQUEST, false, 0, false, tool_cancel },
+        { HBG__ENVELOPE__MSG_KILL_REQUEST, false, 0, false, tool_kill },
         /* Validated on the slow-work thread, like a recording. */
-        { HBG__ENVELOPE__MSG_VALIDATE_REQUEST, false, 1, true, handle_validate },
+        { HBG__ENVELOPE__MSG_VALIDATE_REQUEST, false, 1, true, tool_validate },
         /* A fetch copies up to a message of records: the others go next. */
-        { HBG__ENVELOPE__MSG_TRACE_REQUEST, false, 0, true, handle_trace },
+        { HBG__ENVELOPE__MSG_TRACE_REQUEST, false, 0, true, tool_trace },
 };
 
 static bool ends_turn(Hbg__Envelope__MsgCase msg) {
@@ -598,14 +386,14 @@ static struct verdict dispatch(struct conn *c, const Hbg__Envelope *env, const i
                 if (!c->hello && !h->before_hello)
                         break;
                 if (nfds != h->fds) {
-                        send_error(c, -EPROTO, "wrong number of file descriptors for this request");
-                        return close_with(-EPROTO, "protocol error");
+                        conn_reply_error(c, -EPROTO, "wrong number of file descriptors for this request");
+                        return verdict_close(-EPROTO, "protocol error");
                 }
                 return h->handle(c, env, fds);
         }
         const char *why = c->hello ? "unexpected message" : "the first message must be a hello";
-        send_error(c, -EPROTO, why);
-        return close_with(-EPROTO, "protocol error");
+        conn_reply_error(c, -EPROTO, why);
+        return verdict_close(-EPROTO, "protocol error");
 }
 
 /* ------------------------------------------------------------ reading */
@@ -635,7 +423,7 @@ static void on_readable(struct io_source *src, uint32_t events, void *userdata) 
                                           : err == -EMSGSIZE ? "record larger than max_message_size"
                                                              : "malformed record or unexpected fds";
                         if (err != -ECONNRESET)
-                                send_error(c, err, why);
+                                conn_reply_error(c, err, why);
                         conn_close(c, why);
                         return;
                 }
@@ -725,66 +513,6 @@ void conn_accept(struct hbgd *d, int fd) {
         d->n_conns++;
 }
 
-void conn_close(struct conn *c, const char *why) {
-        struct hbgd *d = c->d;
-        if (c->closed)
-                return;
-        c->closed = true;
-        for (struct conn **p = &d->conns; *p; p = &(*p)->next)
-                if (*p == c) {
-                        *p = c->next;
-                        break;
-                }
-        d->n_conns--;
-        if (c->recording) {
-                /* Before the session goes: the validation reads its ring. */
-                slow_work_cancel(d->slow, record_job_work(c->recording));
-                record_abandon(c->recording);
-                c->recording = NULL;
-        }
-        if (c->validating) {
-                slow_work_cancel(d->slow, validate_job_work(c->validating));
-                validate_free(c->validating);
-                c->validating = NULL;
-        }
-        if (c->creating) {
-                /* Its build is taken back (waited for if it runs) and
-                 * whatever it made is freed, the charge refunded. */
-                close_session(d, c->creating, d->stopping ? -ESHUTDOWN : -ECONNRESET);
-                c->creating = NULL;
-        }
-        if (c->session) {
-                struct ring_stats st;
-                ring_stats(c->session->ring, &st);
-                d->done_tasks += st.completed;
-                d->done_graphs += st.graphs_retired;
-                d->done_graphs_failed += st.graphs_failed;
-                d->n_sessions--;
-                close_session(d, c->session, d->stopping ? -ESHUTDOWN : -ECONNRESET);
-                c->session = NULL;
-                if (why)
-                        hbgd_log_session(LOG_INFO, c->log_limit,
-                                         "session %" PRIu64 " (pid %d uid %u): closed: %s", c->id,
-                                         (int)c->cred.pid, (unsigned)c->cred.uid, why);
-        }
-        tracing_conn_closed(d, c->id);
-        acct_remove_connection(&d->acct, c->cred.uid);
-        io_source_del(d->loop, c->src);
-        close(c->sock);
-        c->sock = -1;
-        c->next_dead = d->dead_conns;
-        d->dead_conns = c;
-}
-
-void conn_free_dead(struct hbgd *d) {
-        while (d->dead_conns) {
-                struct conn *c = d->dead_conns;
-                d->dead_conns = c->next_dead;
-                hbgd_log_limit_unref(c->log_limit);
-                free(c);
-        }
-}
-
 void conn_expire(struct hbgd *d, int64_t now_ms) {
         for (struct conn *c = d->conns, *next; c; c = next) {
                 next = c->next;
@@ -794,7 +522,7 @@ void conn_expire(struct hbgd *d, int64_t now_ms) {
                                          "within %u ms (handshake_timeout_ms)",
                                          c->id, (int)c->cred.pid, (unsigned)c->cred.uid,
                                          d->cfg.handshake_timeout_ms);
-                        send_error(c, -ETIMEDOUT, "no request within handshake_timeout_ms");
+                        conn_reply_error(c, -ETIMEDOUT, "no request within handshake_timeout_ms");
                         conn_close(c, NULL);
                 }
         }

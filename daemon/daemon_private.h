@@ -2,7 +2,9 @@
 /*
  * The io side's shared state: struct hbgd and the connections. Used by the
  * io side's modules only (daemon.c wires them; listener.c accepts; conn.c
- * speaks the protocol; access.c says who may connect; refusal.c tells the
+ * speaks the protocol, with conn_reply.c's replies, conn_close.c's
+ * closing and tool_requests.c's answers to hbgctl's requests; access.c
+ * says who may connect; refusal.c tells the
  * others why not; status.c answers status requests, metrics.c builds
  * their metrics).
  */

@@ -41,6 +41,7 @@
 #include "daemon/daemon.h"
 #include "daemon/daemon_private.h"
 #include "daemon/conn.h"
+#include "daemon/conn_close.h"
 #include "daemon/log.h"
 #include "proto/wire.h"
 #include "shm/layout.h"
