@@ -112,7 +112,7 @@ PROTO_LIB  := $(B)/lib/libhbgproto.a
 # hbgd's io side (io_uring/epoll loop, sessions, control protocol).
 HBGD_SRCS := daemon/io_loop.c daemon/io_probe.c daemon/log.c daemon/notify.c daemon/accounting.c daemon/session.c \
              daemon/slow_work.c daemon/region_seal.c daemon/spare_rings.c daemon/record.c daemon/validate_request.c daemon/conn.c daemon/conn_reply.c daemon/conn_close.c daemon/tool_requests.c daemon/tracing.c daemon/status.c daemon/kernel_rows.c daemon/metrics.c daemon/listener.c daemon/tick.c \
-             daemon/daemon.c daemon/config.c daemon/access.c daemon/refusal.c daemon/kernel_modules.c
+             daemon/daemon.c daemon/config.c daemon/config_keys.c daemon/access.c daemon/refusal.c daemon/kernel_modules.c
 HBGD_LIB  := $(B)/lib/libhbgd.a
 HBGD_BIN  := $(B)/bin/hbgd
 

@@ -103,8 +103,4 @@ struct hbgd_config_key {
         const char *section;
         const char *key;
 };
-const struct hbgd_config_key *hbgd_config_key_at(size_t i); /* NULL past the end */
-/* Key i's value in cfg as hbgd.conf would say it (names for users and
- * groups where known, microseconds for spin_before_park_us). 0, or
- * -EINVAL past the end. */
-int hbgd_config_format(const struct hbgd_config *cfg, size_t i, char *buf, size_t len);
+/* hbgd_config_key_at(), hbgd_config_format(): config_keys.h. */

@@ -26,6 +26,7 @@
 #include "common/errtext.h"
 #include "daemon/daemon_private.h"
 #include "daemon/conn.h"
+#include "daemon/config_keys.h"
 #include "daemon/conn_close.h"
 #include "daemon/listener.h"
 #include "daemon/refusal.h"

@@ -10,6 +10,7 @@
 #include <syslog.h>
 
 #include "daemon/config.h"
+#include "daemon/config_keys.h"
 #include "daemon/daemon.h"
 #include "daemon/engine/kernels.h"
 #include "daemon/kernel_modules.h"

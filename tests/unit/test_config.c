@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "daemon/config.h"
+#include "daemon/config_keys.h"
 #include "daemon/daemon.h"
 #include "tests/check_main.h"
 
