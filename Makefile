@@ -262,7 +262,7 @@ $(B)/obj/proto/wire.o $(B)/obj/proto/kernel_table.o $(HBGD_SRCS:%.c=$(B)/obj/%.o
 JSONC_CFLAGS = $(shell pkg-config --cflags json-c 2>/dev/null)
 JSONC_LIBS   = $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c)
 
-CTL_SRCS := ctl/hbgctl.c ctl/top.c ctl/run.c ctl/progress.c ctl/dot.c ctl/status.c ctl/metrics.c ctl/exporter.c ctl/graph_file.c \
+CTL_SRCS := ctl/hbgctl.c ctl/top.c ctl/run.c ctl/run_dry.c ctl/run_report.c ctl/progress.c ctl/dot.c ctl/status.c ctl/metrics.c ctl/exporter.c ctl/graph_file.c \
             ctl/output.c ctl/daemon_conn.c ctl/admin.c ctl/trace.c ctl/trace_svg.c ctl/error.c
 CTL_OBJS := $(CTL_SRCS:%.c=$(B)/obj/%.o)
 

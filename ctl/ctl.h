@@ -7,6 +7,8 @@
  *   top.c         `top`: rates from successive status replies (top.h)
  *   run.c         `run FILE`: compile a graph file and run it via
  *                 libhbgclient                              (run.h)
+ *   run_dry.c     run --dry-run and --dot: without a session (run_dry.h)
+ *   run_report.c  run's failures, on stderr and in JSON    (run_report.h)
  *   status.c      the status verbs: one request to hbgd, printed; wait
  *                                                          (status.h)
  *   metrics.c     `metrics`: Prometheus' text formats made from a status
