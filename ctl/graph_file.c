@@ -16,181 +16,25 @@
 #include <sys/stat.h>
 
 #include "ctl/graph_file.h"
+#include "ctl/graph_read.h"
 #include "common/kernel_sig.h"
-
-/*
- * Where a value is in the file, as an error says it: a path as text, or
- * member `key` of task `task` ("$.tasks[3].after"; NULL: the task
- * itself), its element `index` unless NO_INDEX ("$.tasks[3].after[1]").
- * Put into words only for an error: formatting the path of every task
- * value read cost more than parsing the document.
- */
-struct jpath {
-        const char *text;
-        size_t task;
-        const char *key;
-        size_t index;
-};
-#define NO_INDEX SIZE_MAX
-#define AT_TEXT(s) (&(const struct jpath){ .text = (s) })
-#define AT_TASK(i, k) (&(const struct jpath){ .task = (i), .key = (k), .index = NO_INDEX })
-#define AT_ELEM(i, k, x) (&(const struct jpath){ .task = (i), .key = (k), .index = (x) })
-
-static const char *jpath_text(const struct jpath *at, char *buf, size_t len) {
-        if (at->text)
-                return at->text;
-        int n = snprintf(buf, len, "$.tasks[%zu]", at->task);
-        if (at->key && n >= 0 && (size_t)n < len)
-                n += snprintf(buf + n, len - (size_t)n, ".%s", at->key);
-        if (at->index != NO_INDEX && n >= 0 && (size_t)n < len)
-                snprintf(buf + n, len - (size_t)n, "[%zu]", at->index);
-        return buf;
-}
-
-/* An error of the file at its JSON path: kept (every one is reported),
- * the first also in p->err. Returns -EINVAL. */
-static int perr(struct plan *p, const struct jpath *at, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-static int perr(struct plan *p, const struct jpath *at, const char *fmt, ...) {
-        char msg[sizeof(p->err)], path[96];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        graph_file_error(p, jpath_text(at, path, sizeof(path)), msg, "hbgctl");
-        return -EINVAL;
-}
-
-void graph_file_error(struct plan *p, const char *path, const char *msg, const char *by) {
-        if (!p->errors && !p->err[0])
-                snprintf(p->err, sizeof(p->err), "%s: %s: %s", graph_file_name(p), path, msg);
-        if (!p->errors && !(p->errors = json_object_new_array()))
-                return;
-        json_object *e = json_object_new_object();
-        json_object_object_add(e, "path", json_object_new_string(path));
-        json_object_object_add(e, "message", json_object_new_string(msg));
-        json_object_object_add(e, "by", json_object_new_string(by));
-        json_object_array_add(p->errors, e);
-}
-
-size_t graph_file_n_errors(const struct plan *p) {
-        return p->errors ? json_object_array_length(p->errors) : 0;
-}
-
-static const char *type_name(json_object *o) {
-        return o ? json_type_to_name(json_object_get_type(o)) : "null";
-}
-
-/* Key k's place in the NULL-terminated list keys (that of the NULL when
- * it is not there). */
-static size_t key_index(const char *const *keys, const char *k) {
-        size_t i = 0;
-        while (keys[i] && strcmp(keys[i], k) != 0)
-                i++;
-        return i;
-}
-
-/* Keys of object o must be among the NULL-terminated list. */
-static int check_keys(struct plan *p, json_object *o, const struct jpath *at, const char *const *keys) {
-        json_object_object_foreach(o, k, v) {
-                (void)v;
-                if (!keys[key_index(keys, k)])
-                        return perr(p, at, "unknown key \"%s\"", k);
-        }
-        return 0;
-}
-
-static int get_number(struct plan *p, json_object *o, const struct jpath *at, double *ret) {
-        json_type t = json_object_get_type(o);
-        if (t != json_type_int && t != json_type_double)
-                return perr(p, at, "expected a number, got %s", type_name(o));
-        *ret = json_object_get_double(o);
-        return 0;
-}
-
-static int get_uint(struct plan *p, json_object *o, const struct jpath *at, uint64_t max, uint64_t *ret) {
-        if (json_object_get_type(o) != json_type_int)
-                return perr(p, at, "expected an integer, got %s", type_name(o));
-        const char *s = json_object_get_string(o);
-        if (s[0] == '-')
-                return perr(p, at, "expected a non-negative integer, got %s", s);
-        errno = 0;
-        uint64_t v = strtoull(s, NULL, 10);
-        if (errno || v > max)
-                return perr(p, at, "%s is out of range (at most %" PRIu64 ")", s, max);
-        *ret = v;
-        return 0;
-}
-
-/* "name" or "name[lo:hi]" (elements) or, with single, "name[i]". */
-static int ref_at(struct plan *p, const char *s, const struct jpath *at, bool single, hbg_tensor *ret) {
-        const char *br = strchr(s, '[');
-        size_t nl = br ? (size_t)(br - s) : strlen(s);
-        char name[256];
-        if (nl == 0 || nl >= sizeof(name))
-                return perr(p, at, "\"%s\" is not a tensor name", s);
-        memcpy(name, s, nl);
-        name[nl] = 0;
-        json_object *ix;
-        if (!json_object_object_get_ex(p->tensor_index, name, &ix)) {
-                /* A tensor with errors of its own: reported there. */
-                if (p->broken_tensors && json_object_object_get_ex(p->broken_tensors, name, NULL))
-                        return -EINVAL;
-                return perr(p, at, "unknown tensor \"%s\" (not in \"tensors\")", name);
-        }
-        const struct gtensor *t = &p->tensors[json_object_get_int(ix)];
-        uint64_t lo = 0, hi = t->len;
-        if (br) {
-                char *end;
-                const char *q = br + 1;
-                if (*q < '0' || *q > '9')
-                        return perr(p, at, "bad range in \"%s\": expected name[lo:hi]", s);
-                errno = 0;
-                lo = strtoull(q, &end, 10);
-                if (*end == ']' && single) {
-                        hi = lo + 1;
-                } else {
-                        if (*end != ':' || end[1] < '0' || end[1] > '9')
-                                return perr(p, at, "bad range in \"%s\": expected %s", s,
-                                            single ? "name[i]" : "name[lo:hi]");
-                        hi = strtoull(end + 1, &end, 10);
-                }
-                if (errno || *end != ']' || end[1])
-                        return perr(p, at, "bad range in \"%s\": expected %s", s,
-                                    single ? "name[i]" : "name[lo:hi]");
-                if (lo >= hi || hi > t->len)
-                        return perr(p, at,
-                                    "bad range in \"%s\": need lo < hi <= %" PRIu64
-                                    " (the length of %s)",
-                                    s, t->len, name);
-        }
-        if (single && hi - lo != 1)
-                return perr(p, at, "\"%s\" must be one element, e.g. %s[0]", s, name);
-        return hbg_tensor_slice_f32(t->t, lo, hi, ret) < 0
-                       ? perr(p, at, "bad range in \"%s\"", s)
-                       : 0;
-}
-
-int graph_file_ref(struct plan *p, const char *s, const char *path, bool single, hbg_tensor *ret) {
-        return ref_at(p, s, AT_TEXT(path), single, ret);
-}
 
 static int parse_tensor(struct plan *p, const char *name, json_object *spec, struct gtensor *t);
 
 static int parse_tensors(struct plan *p) {
         json_object *ts;
         if (!json_object_object_get_ex(p->root, "tensors", &ts))
-                return perr(p, AT_TEXT("$"), "missing \"tensors\"");
+                return graph_read_error(p, AT_TEXT("$"), "missing \"tensors\"");
         if (!json_object_is_type(ts, json_type_object))
-                return perr(p, AT_TEXT("$.tensors"), "expected an object, got %s", type_name(ts));
+                return graph_read_error(p, AT_TEXT("$.tensors"), "expected an object, got %s", graph_read_type_name(ts));
         size_t n = (size_t)json_object_object_length(ts), i = 0;
         p->tensors = calloc(n ? n : 1, sizeof(*p->tensors));
         p->tensor_index = json_object_new_object();
         if (!p->tensors || !p->tensor_index)
-                return perr(p, AT_TEXT("$.tensors"), "out of memory");
+                return graph_read_error(p, AT_TEXT("$.tensors"), "out of memory");
         p->broken_tensors = json_object_new_object();
         if (!p->broken_tensors)
-                return perr(p, AT_TEXT("$.tensors"), "out of memory");
+                return graph_read_error(p, AT_TEXT("$.tensors"), "out of memory");
         json_object_object_foreach(ts, name, spec) {
                 /* Every tensor checked: one with errors is left out of the
                  * index (tasks naming it say nothing more about it). */
@@ -211,10 +55,10 @@ static int parse_tensor(struct plan *p, const char *name, json_object *spec, str
         char path[320];
         snprintf(path, sizeof(path), "$.tensors.%s", name);
         if (!name[0] || strchr(name, '[') || strlen(name) >= 256)
-                return perr(p, AT_TEXT(path), "bad tensor name");
+                return graph_read_error(p, AT_TEXT(path), "bad tensor name");
         if (!json_object_is_type(spec, json_type_object))
-                return perr(p, AT_TEXT(path), "expected an object, got %s", type_name(spec));
-        if (check_keys(p, spec, AT_TEXT(path), keys) < 0)
+                return graph_read_error(p, AT_TEXT(path), "expected an object, got %s", graph_read_type_name(spec));
+        if (graph_read_check_keys(p, spec, AT_TEXT(path), keys) < 0)
                 return -EINVAL;
         t->name = name;
         t->step = 1.0;
@@ -222,11 +66,11 @@ static int parse_tensor(struct plan *p, const char *name, json_object *spec, str
         char sub[360];
         snprintf(sub, sizeof(sub), "%s.len", path);
         if (!json_object_object_get_ex(spec, "len", &v))
-                return perr(p, AT_TEXT(path), "missing \"len\"");
-        if (get_uint(p, v, AT_TEXT(sub), UINT64_C(1) << 36, &t->len) < 0)
+                return graph_read_error(p, AT_TEXT(path), "missing \"len\"");
+        if (graph_read_uint(p, v, AT_TEXT(sub), UINT64_C(1) << 36, &t->len) < 0)
                 return -EINVAL;
         if (t->len == 0)
-                return perr(p, AT_TEXT(sub), "must be at least 1");
+                return graph_read_error(p, AT_TEXT(sub), "must be at least 1");
         t->init = INIT_ZERO;
         if (json_object_object_get_ex(spec, "init", &v)) {
                 snprintf(sub, sizeof(sub), "%s.init", path);
@@ -234,7 +78,7 @@ static int parse_tensor(struct plan *p, const char *name, json_object *spec, str
                                         ? json_object_get_string(v)
                                         : NULL;
                 if (!s)
-                        return perr(p, AT_TEXT(sub), "expected a string, got %s", type_name(v));
+                        return graph_read_error(p, AT_TEXT(sub), "expected a string, got %s", graph_read_type_name(v));
                 if (strcmp(s, "zero") == 0)
                         t->init = INIT_ZERO;
                 else if (strcmp(s, "fill") == 0)
@@ -242,16 +86,16 @@ static int parse_tensor(struct plan *p, const char *name, json_object *spec, str
                 else if (strcmp(s, "iota") == 0)
                         t->init = INIT_IOTA;
                 else
-                        return perr(p, AT_TEXT(sub), "unknown init \"%s\" (zero, fill, iota)", s);
+                        return graph_read_error(p, AT_TEXT(sub), "unknown init \"%s\" (zero, fill, iota)", s);
         }
         if (json_object_object_get_ex(spec, "value", &v)) {
                 snprintf(sub, sizeof(sub), "%s.value", path);
                 if (t->init != INIT_FILL)
-                        return perr(p, AT_TEXT(sub), "\"value\" is only for \"init\": \"fill\"");
-                if (get_number(p, v, AT_TEXT(sub), &t->value) < 0)
+                        return graph_read_error(p, AT_TEXT(sub), "\"value\" is only for \"init\": \"fill\"");
+                if (graph_read_number(p, v, AT_TEXT(sub), &t->value) < 0)
                         return -EINVAL;
         } else if (t->init == INIT_FILL) {
-                return perr(p, AT_TEXT(path), "\"init\": \"fill\" needs \"value\"");
+                return graph_read_error(p, AT_TEXT(path), "\"init\": \"fill\" needs \"value\"");
         }
         static const char *const iota_keys[] = { "start", "step" };
         double *iota_dst[] = { &t->start, &t->step };
@@ -259,9 +103,9 @@ static int parse_tensor(struct plan *p, const char *name, json_object *spec, str
                 if (json_object_object_get_ex(spec, iota_keys[k], &v)) {
                         snprintf(sub, sizeof(sub), "%s.%s", path, iota_keys[k]);
                         if (t->init != INIT_IOTA)
-                                return perr(p, AT_TEXT(sub), "\"%s\" is only for \"init\": \"iota\"",
+                                return graph_read_error(p, AT_TEXT(sub), "\"%s\" is only for \"init\": \"iota\"",
                                             iota_keys[k]);
-                        if (get_number(p, v, AT_TEXT(sub), iota_dst[k]) < 0)
+                        if (graph_read_number(p, v, AT_TEXT(sub), iota_dst[k]) < 0)
                                 return -EINVAL;
                 }
         t->t = (hbg_tensor){ 0, t->len * 4 };
@@ -285,11 +129,11 @@ static int check_kernel_rules(struct plan *p, size_t i, const struct hbg_kernel_
         if (pr == HBG_TENSORS_OK)
                 return 0;
         if (pr == HBG_TENSORS_OVERLAP)
-                return perr(p, AT_ELEM(i, "args", a), "%s: %s (argument %u) overlaps %s (argument %u)%s", sg->name,
+                return graph_read_error(p, AT_ELEM(i, "args", a), "%s: %s (argument %u) overlaps %s (argument %u)%s", sg->name,
                             sg->tensors[a].name, a, sg->tensors[b].name, b,
                             sg->in_place ? ": an output may share only the very same range with an input"
                                          : ": outputs of this kernel may not overlap other tensors");
-        return perr(p, AT_ELEM(i, "args", a),
+        return graph_read_error(p, AT_ELEM(i, "args", a),
                     "%s: %s (argument %u) has %" PRIu64 " elements, %s (argument %u) %" PRIu64 ": %s",
                     sg->name, sg->tensors[a].name, a, kt[a].length / 4, sg->tensors[b].name, b,
                     kt[b].length / 4, sg->length_rule);
@@ -309,7 +153,7 @@ struct members {
 static void task_members(json_object *o, struct members *m) {
         *m = (struct members){ 0 };
         json_object_object_foreach(o, k, v) {
-                size_t i = key_index(task_keys, k);
+                size_t i = graph_read_key_index(task_keys, k);
                 if (i == M_COUNT) {
                         if (!m->unknown)
                                 m->unknown = k;
@@ -333,10 +177,10 @@ static int task_name(struct plan *p, size_t i, const struct members *m) {
         if (p->resolved || !member(m, M_NAME, &v))
                 return 0;
         if (!json_object_is_type(v, json_type_string))
-                return perr(p, AT_TASK(i, "name"), "expected a string, got %s", type_name(v));
+                return graph_read_error(p, AT_TASK(i, "name"), "expected a string, got %s", graph_read_type_name(v));
         const char *nm = json_object_get_string(v);
         if (json_object_object_get_ex(p->task_index, nm, NULL))
-                return perr(p, AT_TASK(i, "name"), "task name \"%s\" is used twice", nm);
+                return graph_read_error(p, AT_TASK(i, "name"), "task name \"%s\" is used twice", nm);
         json_object_object_add(p->task_index, nm, json_object_new_int64((int64_t)i));
         return 0;
 }
@@ -346,15 +190,15 @@ static int task_kernel(struct plan *p, size_t i, const struct members *m, hbg_ta
                        const struct hbg_kernel_sig **ret_sg, const char **ret_name) {
         json_object *v;
         if (!member(m, M_KERNEL, &v))
-                return perr(p, AT_TASK(i, NULL), "missing \"kernel\"");
+                return graph_read_error(p, AT_TASK(i, NULL), "missing \"kernel\"");
         if (!json_object_is_type(v, json_type_string))
-                return perr(p, AT_TASK(i, "kernel"), "expected a string, got %s", type_name(v));
+                return graph_read_error(p, AT_TASK(i, "kernel"), "expected a string, got %s", graph_read_type_name(v));
         const char *kname = json_object_get_string(v);
         const struct hbg_kernel_sig *sg = NULL;
         if (strcmp(kname, "dummy") != 0) {
                 sg = kernel_table_by_name(&p->kernels, kname);
                 if (!sg)
-                        return perr(p, AT_TASK(i, "kernel"),
+                        return graph_read_error(p, AT_TASK(i, "kernel"),
                                     "unknown kernel \"%s\" (see hbgctl kernels; \"dummy\" only orders)%s%s",
                                     kname, p->kernels_note[0] ? ": " : "", p->kernels_note);
                 t->kernel = sg->name;
@@ -371,17 +215,17 @@ static int task_args(struct plan *p, size_t i, const struct members *m, const st
         json_object *args = NULL;
         if (member(m, M_ARGS, &args)) {
                 if (!json_object_is_type(args, json_type_array))
-                        return perr(p, AT_TASK(i, "args"), "expected an array, got %s", type_name(args));
+                        return graph_read_error(p, AT_TASK(i, "args"), "expected an array, got %s", graph_read_type_name(args));
                 n = json_object_array_length(args);
         }
         if (n != want)
-                return perr(p, AT_TASK(i, NULL), "kernel %s takes %zu tensor argument%s, got %zu", kname, want,
+                return graph_read_error(p, AT_TASK(i, NULL), "kernel %s takes %zu tensor argument%s, got %zu", kname, want,
                             want == 1 ? "" : "s", n);
         for (size_t a = 0; a < n; a++) {
                 json_object *e = json_object_array_get_idx(args, a);
                 if (!json_object_is_type(e, json_type_string))
-                        return perr(p, AT_ELEM(i, "args", a), "expected a string, got %s", type_name(e));
-                int err = ref_at(p, json_object_get_string(e), AT_ELEM(i, "args", a), false, &t->args[a].tensor);
+                        return graph_read_error(p, AT_ELEM(i, "args", a), "expected a string, got %s", graph_read_type_name(e));
+                int err = graph_read_ref(p, json_object_get_string(e), AT_ELEM(i, "args", a), false, &t->args[a].tensor);
                 if (err < 0)
                         return err;
                 t->args[a].dir = (enum hbg_dir)sg->tensors[a].dir;
@@ -397,29 +241,29 @@ static int task_scalars(struct plan *p, size_t i, const struct members *m, const
         json_object *sc = NULL;
         if (member(m, M_SCALARS, &sc)) {
                 if (!json_object_is_type(sc, json_type_array))
-                        return perr(p, AT_TASK(i, "scalars"), "expected an array, got %s", type_name(sc));
+                        return graph_read_error(p, AT_TASK(i, "scalars"), "expected an array, got %s", graph_read_type_name(sc));
                 n = json_object_array_length(sc);
         }
         if (n != want)
-                return perr(p, AT_TASK(i, NULL), "kernel %s takes %zu scalar%s, got %zu", kname, want,
+                return graph_read_error(p, AT_TASK(i, NULL), "kernel %s takes %zu scalar%s, got %zu", kname, want,
                             want == 1 ? "" : "s", n);
         for (size_t s = 0; s < n; s++) {
                 json_object *e = json_object_array_get_idx(sc, s);
                 const struct jpath *at = AT_ELEM(i, "scalars", s);
                 int err = 0;
                 if (sg->scalars[s].kind == HBG_SCALAR_F32) {
-                        double d = 0; /* set by get_number() unless it fails */
-                        err = get_number(p, e, at, &d);
+                        double d = 0; /* set by graph_read_number() unless it fails */
+                        err = graph_read_number(p, e, at, &d);
                         t->scalars[s] = hbg_f32((float)d);
                 } else if (sg->scalars[s].kind == HBG_SCALAR_U64) {
-                        err = get_uint(p, e, at, UINT64_MAX, &t->scalars[s]);
+                        err = graph_read_uint(p, e, at, UINT64_MAX, &t->scalars[s]);
                 } else {
                         if (json_object_get_type(e) != json_type_int)
-                                return perr(p, at, "expected an integer, got %s", type_name(e));
+                                return graph_read_error(p, at, "expected an integer, got %s", graph_read_type_name(e));
                         errno = 0;
                         int64_t x = json_object_get_int64(e);
                         if (errno)
-                                return perr(p, at, "integer out of range");
+                                return graph_read_error(p, at, "integer out of range");
                         t->scalars[s] = (uint64_t)x;
                 }
                 if (err < 0)
@@ -435,21 +279,21 @@ static int task_placement(struct plan *p, size_t i, const struct members *m, con
         json_object *v;
         if (member(m, M_BLOCKS, &v)) {
                 uint64_t b;
-                int err = get_uint(p, v, AT_TASK(i, "blocks"), 4096, &b);
+                int err = graph_read_uint(p, v, AT_TASK(i, "blocks"), 4096, &b);
                 if (err < 0)
                         return err;
                 if (b == 0)
-                        return perr(p, AT_TASK(i, "blocks"), "must be 1..4096");
+                        return graph_read_error(p, AT_TASK(i, "blocks"), "must be 1..4096");
                 if (!sg && b != 1)
-                        return perr(p, AT_TASK(i, "blocks"), "a dummy task has no blocks");
+                        return graph_read_error(p, AT_TASK(i, "blocks"), "a dummy task has no blocks");
                 t->blocks = (uint16_t)b;
         }
         if (member(m, M_LANES, &v)) {
                 const char *s = json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
                 if (!s)
-                        return perr(p, AT_TASK(i, "lanes"), "expected a string, got %s", type_name(v));
+                        return graph_read_error(p, AT_TASK(i, "lanes"), "expected a string, got %s", graph_read_type_name(v));
                 if (!sg)
-                        return perr(p, AT_TASK(i, "lanes"), "a dummy task has no lanes");
+                        return graph_read_error(p, AT_TASK(i, "lanes"), "a dummy task has no lanes");
                 if (strcmp(s, "aiv") == 0)
                         t->lanes = HBG_LANES_AIV;
                 else if (strcmp(s, "aic") == 0)
@@ -457,7 +301,7 @@ static int task_placement(struct plan *p, size_t i, const struct members *m, con
                 else if (strcmp(s, "mix") == 0)
                         t->lanes = HBG_LANES_MIX;
                 else
-                        return perr(p, AT_TASK(i, "lanes"), "unknown lanes \"%s\" (aiv, aic, mix)", s);
+                        return graph_read_error(p, AT_TASK(i, "lanes"), "unknown lanes \"%s\" (aiv, aic, mix)", s);
         }
         return 0;
 }
@@ -468,8 +312,8 @@ static int task_when(struct plan *p, size_t i, const struct members *m, hbg_task
         if (!member(m, M_WHEN, &v))
                 return 0;
         if (!json_object_is_type(v, json_type_string))
-                return perr(p, AT_TASK(i, "when"), "expected a string, got %s", type_name(v));
-        int err = ref_at(p, json_object_get_string(v), AT_TASK(i, "when"), true, &t->predicate);
+                return graph_read_error(p, AT_TASK(i, "when"), "expected a string, got %s", graph_read_type_name(v));
+        int err = graph_read_ref(p, json_object_get_string(v), AT_TASK(i, "when"), true, &t->predicate);
         if (err < 0)
                 return err;
         t->has_predicate = 1;
@@ -482,17 +326,17 @@ static int task_after(struct plan *p, size_t i, const struct members *m, hbg_tas
         if (!member(m, M_AFTER, &v))
                 return 0;
         if (!json_object_is_type(v, json_type_array))
-                return perr(p, AT_TASK(i, "after"), "expected an array, got %s", type_name(v));
+                return graph_read_error(p, AT_TASK(i, "after"), "expected an array, got %s", graph_read_type_name(v));
         size_t n = json_object_array_length(v);
         if (n > HBG_MAX_TASK_DEPS)
-                return perr(p, AT_TASK(i, "after"), "at most %d tasks", HBG_MAX_TASK_DEPS);
+                return graph_read_error(p, AT_TASK(i, "after"), "at most %d tasks", HBG_MAX_TASK_DEPS);
         for (size_t a = 0; a < n; a++) {
                 json_object *e = json_object_array_get_idx(v, a), *ix;
                 if (!json_object_is_type(e, json_type_string))
-                        return perr(p, AT_ELEM(i, "after", a), "expected a string, got %s", type_name(e));
+                        return graph_read_error(p, AT_ELEM(i, "after", a), "expected a string, got %s", graph_read_type_name(e));
                 const char *dn = json_object_get_string(e);
                 if (!json_object_object_get_ex(p->task_index, dn, &ix) || (size_t)json_object_get_int64(ix) >= i)
-                        return perr(p, AT_ELEM(i, "after", a), "\"%s\" is not the name of an earlier task", dn);
+                        return graph_read_error(p, AT_ELEM(i, "after", a), "\"%s\" is not the name of an earlier task", dn);
                 t->deps[a] = (uint64_t)json_object_get_int64(ix);
         }
         t->n_deps = (uint8_t)n;
@@ -508,12 +352,12 @@ static int task_after(struct plan *p, size_t i, const struct members *m, hbg_tas
 int graph_file_task(struct plan *p, size_t i, hbg_task *t) {
         json_object *o = json_object_array_get_idx(p->tasks, i);
         if (!json_object_is_type(o, json_type_object))
-                return perr(p, AT_TASK(i, NULL), "expected an object, got %s", type_name(o));
+                return graph_read_error(p, AT_TASK(i, NULL), "expected an object, got %s", graph_read_type_name(o));
         struct members m;
         task_members(o, &m);
         int err = task_name(p, i, &m);
         if (err == 0 && m.unknown)
-                err = perr(p, AT_TASK(i, NULL), "unknown key \"%s\"", m.unknown);
+                err = graph_read_error(p, AT_TASK(i, NULL), "unknown key \"%s\"", m.unknown);
         if (err < 0)
                 return err;
         *t = (hbg_task){ 0 };
@@ -546,23 +390,23 @@ bool graph_file_names_unknown_kernel(const struct plan *p) {
 
 int graph_file_parse(struct plan *p) {
         if (!json_object_is_type(p->root, json_type_object))
-                return perr(p, AT_TEXT("$"), "expected an object, got %s", type_name(p->root));
+                return graph_read_error(p, AT_TEXT("$"), "expected an object, got %s", graph_read_type_name(p->root));
         static const char *const keys[] = { "tensors", "tasks", "outputs", NULL };
-        check_keys(p, p->root, AT_TEXT("$"), keys);
+        graph_read_check_keys(p, p->root, AT_TEXT("$"), keys);
         /* A tensor's errors stop nothing: the tasks are checked too. */
         if (parse_tensors(p) < 0 && !p->tensor_index)
                 return -EINVAL;
         if (!json_object_object_get_ex(p->root, "tasks", &p->tasks))
-                return perr(p, AT_TEXT("$"), "missing \"tasks\"");
+                return graph_read_error(p, AT_TEXT("$"), "missing \"tasks\"");
         if (!json_object_is_type(p->tasks, json_type_array))
-                return perr(p, AT_TEXT("$.tasks"), "expected an array, got %s", type_name(p->tasks));
+                return graph_read_error(p, AT_TEXT("$.tasks"), "expected an array, got %s", graph_read_type_name(p->tasks));
         p->n_tasks = json_object_array_length(p->tasks);
         if (p->n_tasks == 0)
-                return perr(p, AT_TEXT("$.tasks"), "no tasks");
+                return graph_read_error(p, AT_TEXT("$.tasks"), "no tasks");
         p->task_index = json_object_new_object();
         p->bad = calloc(p->n_tasks, sizeof(*p->bad));
         if (!p->task_index || !p->bad)
-                return perr(p, AT_TEXT("$.tasks"), "out of memory");
+                return graph_read_error(p, AT_TEXT("$.tasks"), "out of memory");
         /* Every task checked, whatever the others' errors. */
         for (size_t i = 0; i < p->n_tasks; i++) {
                 hbg_task t;
@@ -570,24 +414,21 @@ int graph_file_parse(struct plan *p) {
         }
         if (json_object_object_get_ex(p->root, "outputs", &p->outputs)) {
                 if (!json_object_is_type(p->outputs, json_type_array))
-                        return perr(p, AT_TEXT("$.outputs"), "expected an array, got %s",
-                                    type_name(p->outputs));
+                        return graph_read_error(p, AT_TEXT("$.outputs"), "expected an array, got %s",
+                                    graph_read_type_name(p->outputs));
                 for (size_t i = 0; i < json_object_array_length(p->outputs); i++) {
                         json_object *e = json_object_array_get_idx(p->outputs, i);
                         char sub[64];
                         hbg_tensor dummy;
                         snprintf(sub, sizeof(sub), "$.outputs[%zu]", i);
                         if (!json_object_is_type(e, json_type_string))
-                                return perr(p, AT_TEXT(sub), "expected a string, got %s", type_name(e));
+                                return graph_read_error(p, AT_TEXT(sub), "expected a string, got %s", graph_read_type_name(e));
                         graph_file_ref(p, json_object_get_string(e), sub, false, &dummy);
                 }
         }
         return graph_file_n_errors(p) ? -EINVAL : 0;
 }
 
-const char *graph_file_name(const struct plan *p) {
-        return strcmp(p->file, "-") == 0 ? "<stdin>" : p->file;
-}
 
 /* The line and column after `used` more bytes: an error's position only,
  * but counted as the document goes by (the buffer is read again). */
