@@ -268,8 +268,7 @@ int ctl_roundtrip(int fd, Hbg__Envelope *env, Hbg__Envelope **ret, struct ctl_fa
         return 0;
 }
 
-int ctl_request(const char *path, Hbg__Envelope *rq, Hbg__Envelope__MsgCase want, Hbg__Envelope **ret,
-                struct ctl_failure *ret_fail) {
+int ctl_open(const char *path, uint32_t *ret_minor, struct ctl_failure *ret_fail) {
         int fd = ctl_connect(path);
         if (fd < 0) {
                 *ret_fail = (struct ctl_failure){ .at = CTL_AT_CONNECT, .err = fd };
@@ -280,11 +279,27 @@ int ctl_request(const char *path, Hbg__Envelope *rq, Hbg__Envelope__MsgCase want
         wire_hello(&env, &hello, "hbgctl");
         Hbg__Envelope *reply = NULL;
         int err = ctl_roundtrip(fd, &env, &reply, ret_fail);
-        if (err == 0) {
-                wire_free(reply);
-                reply = NULL;
-                err = ctl_roundtrip(fd, rq, &reply, ret_fail);
+        if (err == 0 && reply->msg_case != HBG__ENVELOPE__MSG_HELLO) {
+                *ret_fail = (struct ctl_failure){ .at = CTL_AT_EXCHANGE, .err = -EPROTO };
+                err = ctl_error(-EPROTO, "hbgd did not answer the hello with one (message %d)", (int)reply->msg_case);
         }
+        if (err == 0 && ret_minor)
+                *ret_minor = reply->hello->version_minor;
+        wire_free(reply);
+        if (err < 0) {
+                close(fd);
+                return err;
+        }
+        return fd;
+}
+
+int ctl_request(const char *path, Hbg__Envelope *rq, Hbg__Envelope__MsgCase want, Hbg__Envelope **ret,
+                struct ctl_failure *ret_fail) {
+        int fd = ctl_open(path, NULL, ret_fail);
+        if (fd < 0)
+                return fd;
+        Hbg__Envelope *reply = NULL;
+        int err = ctl_roundtrip(fd, rq, &reply, ret_fail);
         close(fd);
         if (err < 0)
                 return err;

@@ -34,7 +34,11 @@ int ctl_connect(const char *path);
  * it): 0, or a negative errno after a printed error (hbgd's refusal with
  * its fix) with *ret_fail set. */
 int ctl_roundtrip(int fd, Hbg__Envelope *env, Hbg__Envelope **ret, struct ctl_failure *ret_fail);
-/* The one request path of every verb: connect, hello, request rq, its
+/* Every conversation with hbgd starts here: connect and say hello. The
+ * connected socket, hbgd's protocol minor in *ret_minor (may be NULL);
+ * or a negative errno after a printed message, *ret_fail set. */
+int ctl_open(const char *path, uint32_t *ret_minor, struct ctl_failure *ret_fail);
+/* The one request path of every verb: ctl_open(), request rq, its
  * reply into *ret if it is of case `want`. 0, or a negative errno after a
  * printed message (hbgd's Error with its fix), *ret_fail set. */
 int ctl_request(const char *path, Hbg__Envelope *rq, Hbg__Envelope__MsgCase want, Hbg__Envelope **ret,

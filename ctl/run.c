@@ -346,18 +346,10 @@ static void fetch_kernels(const struct ctl_opts *o, struct plan *p) {
         if (faccessat(AT_FDCWD, o->socket, W_OK, AT_EACCESS) < 0)
                 return;
         ctl_errors_quiet(true);
-        int fd = ctl_connect(o->socket);
         Hbg__Envelope *reply = NULL, env;
-        Hbg__Hello hello;
         struct ctl_failure fail;
         uint32_t minor = 0;
-        if (fd >= 0) {
-                wire_hello(&env, &hello, "hbgctl");
-                if (ctl_roundtrip(fd, &env, &reply, &fail) == 0 && reply->msg_case == HBG__ENVELOPE__MSG_HELLO)
-                        minor = reply->hello->version_minor;
-                wire_free(reply);
-                reply = NULL;
-        }
+        int fd = ctl_open(o->socket, &minor, &fail);
         if (fd >= 0 && minor >= KERNEL_TABLE_MINOR) {
                 Hbg__StatusRequest rq = HBG__STATUS_REQUEST__INIT;
                 rq.kind = HBG__STATUS_KIND__STATUS_KERNELS;

@@ -151,30 +151,22 @@ struct hbgd_check {
 
 static void ask_hbgd(const struct ctl_opts *o, struct plan *p, struct hbgd_check *hc) {
         hc->exit = EXIT_NOT_RUNNING;
-        ctl_errors_quiet(true);
-        int fd = ctl_connect(o->socket);
-        ctl_errors_quiet(false);
-        if (fd < 0) {
-                hc->exit = ctl_exit_status(&(struct ctl_failure){ .at = CTL_AT_CONNECT, .err = fd });
-                snprintf(hc->why, sizeof(hc->why), "%s on %s",
-                         hc->exit == EXIT_ACCESS ? "this user may not use hbgd" : "hbgd is not running", o->socket);
-                return;
-        }
-        Hbg__Hello hello;
-        Hbg__Envelope env;
-        wire_hello(&env, &hello, "hbgctl");
-        Hbg__Envelope *reply = NULL;
         struct ctl_failure fail;
         ctl_errors_quiet(true);
-        int err = ctl_roundtrip(fd, &env, &reply, &fail);
+        int fd = ctl_open(o->socket, NULL, &fail);
         ctl_errors_quiet(false);
-        if (err < 0) {
+        if (fd < 0) {
                 hc->exit = ctl_exit_status(&fail);
-                snprintf(hc->why, sizeof(hc->why), "hbgd on %s did not take the connection", o->socket);
-                close(fd);
+                if (fail.at == CTL_AT_CONNECT)
+                        snprintf(hc->why, sizeof(hc->why), "%s on %s",
+                                 hc->exit == EXIT_ACCESS ? "this user may not use hbgd" : "hbgd is not running",
+                                 o->socket);
+                else
+                        snprintf(hc->why, sizeof(hc->why), "hbgd on %s did not take the connection", o->socket);
                 return;
         }
-        wire_free(reply);
+        Hbg__Envelope env, *reply = NULL;
+        int err;
         int mfd;
         err = tasks_memfd(p, &mfd);
         if (err < 0) {

@@ -199,17 +199,11 @@ static void sleep_ms(uint64_t ms) {
 
 /* Start the trace, wait for it, fetch every record into t. */
 static int take_trace(const struct ctl_opts *o, struct trace_data *t, struct ctl_failure *fail) {
-        int fd = ctl_connect(o->socket);
-        if (fd < 0) {
-                *fail = (struct ctl_failure){ .at = CTL_AT_CONNECT, .err = fd };
+        int fd = ctl_open(o->socket, NULL, fail);
+        if (fd < 0)
                 return fd;
-        }
-        Hbg__Hello hello;
         Hbg__Envelope env, *reply = NULL;
-        wire_hello(&env, &hello, "hbgctl");
-        int err = ctl_roundtrip(fd, &env, &reply, fail);
-        wire_free(reply);
-        reply = NULL;
+        int err = 0;
         Hbg__TraceRequest rq = HBG__TRACE_REQUEST__INIT;
         rq.action = HBG__TRACE_ACTION__TRACE_START;
         rq.session_id = o->trace_session;
