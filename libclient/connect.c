@@ -398,7 +398,9 @@ HBG_EXPORT int hbg_connect_opts(hbg_client **ret, const hbg_connect_options *opt
                 client_free(c);
                 return err;
         }
-        hbgc_hangup_init(c);
+        /* The hang-up watch comes with the first submit (hangup.h): a
+         * connect does not pay for an io_uring it may never need. */
+        c->hangup.later = true;
         /* The pipe's byte is asked for only by hbg_client_fd() (an event
          * loop) or by a wait about to poll it (HBG_PIPE_WAITING): with
          * workers, they and hbg_graph_wait() sleep on the futex words;

@@ -5,9 +5,10 @@
 #include "libclient/client_private.h"
 #include "libclient/session.h"
 
-/* Arm the watch on c->sock (at connect; without io_uring, or with
+/* Set up the watch and arm it (at the first submit, which asked the
+ * socket itself: c->hangup.later; without io_uring, or with
  * HBG_IO_URING=0 in the environment, every look asks the socket). */
-void hbgc_hangup_init(hbg_client *c);
+void hbgc_hangup_start(hbg_client *c);
 void hbgc_hangup_free(hbg_client *c);
 /* Both polls in flight (struct hangup_watch.armed). */
 #define HBGC_WATCH_BOTH 3u

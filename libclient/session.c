@@ -61,7 +61,10 @@ int hbgc_check_alive_slow(hbg_client *c, const char *fn) {
                 return 0;
         if (hbgc_check_socket(c) < 0)
                 return hbgc_fail(c, -ECONNRESET, "%s: hbgd went away", fn);
-        hbgc_hangup_rearm(c);
+        if (c->hangup.later)
+                hbgc_hangup_start(c); /* the first submit: from now on a look is a load */
+        else
+                hbgc_hangup_rearm(c);
         return 0;
 }
 

@@ -33,9 +33,13 @@
  *   hbgd_killed    after hbgd was killed (and reaped) the next
  *                  hbg_graph_submit() fails with -ECONNRESET, with the
  *                  io_uring hang-up watch and without it (HBG_IO_URING=0);
- *                  a running graph's hbg_graph_error() too.
+ *                  a running graph's hbg_graph_error() too;
+ *   hangup_watch_at_first_submit  a connect sets up no io_uring, the first
+ *                  submit does (one, kept); a client killed out from under
+ *                  before its first submit still gets -ECONNRESET from it.
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -537,6 +541,61 @@ START_TEST(hbgd_killed) {
 }
 END_TEST
 
+/* This process's io_uring fds. */
+static unsigned my_io_urings(void) {
+        unsigned n = 0;
+        DIR *dir = opendir("/proc/self/fd");
+        ck_assert_ptr_nonnull(dir);
+        struct dirent *e;
+        while ((e = readdir(dir))) {
+                char link[300], target[64];
+                snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
+                ssize_t len = readlink(link, target, sizeof(target) - 1);
+                target[len > 0 ? len : 0] = 0;
+                n += strcmp(target, "anon_inode:[io_uring]") == 0;
+        }
+        closedir(dir);
+        return n;
+}
+
+START_TEST(hangup_watch_at_first_submit) {
+        if (!uring_available()) {
+                fprintf(stderr, "hangup_watch_at_first_submit: skipped: io_uring is unavailable here\n");
+                return;
+        }
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        unsigned before = my_io_urings();
+        hbg_client *c = connect_with(d), *idle = connect_with(d);
+        ck_assert_uint_eq(my_io_urings(), before);
+        hbg_task n = HBG_TASK_INIT("noop");
+        add(d, c, &n, NULL);
+        expect_success_info(d, c, submit(d, c));
+        ck_assert_uint_eq(my_io_urings(), before + 1);
+        add(d, c, &n, NULL);
+        expect_success_info(d, c, submit(d, c));
+        ck_assert_uint_eq(my_io_urings(), before + 1);
+
+        ck_assert_int_eq(kill(d->pid, SIGKILL), 0);
+        D_ASSERT(d, daemon_wait_exit(d, IO_MS) == 0, "hbgd did not die");
+        /* The add may see it already (its doorbell fails), else the
+         * submit must. */
+        uint64_t g;
+        int err = hbg_graph_add(idle, &n, NULL);
+        if (err == 0)
+                err = hbg_graph_submit(idle, &g);
+        ck_assert_msg(err == -ECONNRESET, "first add and submit after hbgd was killed: %d (%s)", err,
+                      hbg_strerror(err));
+        err = hbg_graph_add(c, &n, NULL);
+        if (err == 0)
+                err = hbg_graph_submit(c, &g);
+        ck_assert_msg(err == -ECONNRESET, "add and submit after hbgd was killed: %d (%s)", err, hbg_strerror(err));
+        hbg_disconnect(c);
+        hbg_disconnect(idle);
+        ck_assert_uint_eq(my_io_urings(), before);
+        daemon_destroy(d);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("e2e_errors");
         TCase *tc = tcase_create("errors");
@@ -550,6 +609,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, kernel_time_budget);
         tcase_add_test(tc, bad_arguments);
         tcase_add_test(tc, hbgd_killed);
+        tcase_add_test(tc, hangup_watch_at_first_submit);
         suite_add_tcase(s, tc);
         return s;
 }
