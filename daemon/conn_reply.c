@@ -3,8 +3,11 @@
 #include "daemon/conn_reply.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <syslog.h>
 
 #include "daemon/daemon_private.h"
+#include "daemon/log.h"
 
 /* Send one reply; a failure means the connection must go. */
 struct verdict conn_reply_within(struct conn *c, Hbg__Envelope *env, const int *fds, unsigned nfds, size_t max_msg) {
@@ -27,4 +30,14 @@ struct verdict conn_reply_error(struct conn *c, int code, const char *msg) {
         if (err == 0 || err == -EMSGSIZE)
                 return verdict_ok();
         return verdict_close(err, err == -EAGAIN ? "the client does not read its replies" : "disconnected");
+}
+
+struct verdict conn_reply_refused(struct conn *c, int err, const char *msg) {
+        if (err == -EPERM) {
+                struct hbg_log_fields f = hbgd_log_limit_fields(c->log_limit);
+                f.err = err;
+                hbgd_log_fields(LOG_NOTICE, &f, "connection %" PRIu64 " (pid %d uid %u): refused: %s", c->id,
+                                (int)c->cred.pid, (unsigned)c->cred.uid, msg);
+        }
+        return conn_reply_error(c, err, msg);
 }

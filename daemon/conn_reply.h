@@ -30,3 +30,7 @@ struct verdict conn_reply(struct conn *c, Hbg__Envelope *env, const int *fds, un
 /* An Error record: code and msg. A message too large is not a reason to
  * close; a client that does not read is. */
 struct verdict conn_reply_error(struct conn *c, int code, const char *msg);
+/* An admin request (or a trace) refused: told, and logged when it was not
+ * allowed (-EPERM; rate limited per connection). Not a session refusal:
+ * not counted. */
+struct verdict conn_reply_refused(struct conn *c, int err, const char *msg);

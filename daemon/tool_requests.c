@@ -53,18 +53,6 @@ static struct conn *admin_target(struct conn *c, uint64_t session_id, const char
         return NULL;
 }
 
-/* An admin request refused: told, and logged when it was not allowed
- * (rate limited per connection). Not a session refusal: not counted. */
-static struct verdict admin_refuse(struct conn *c, int err, const char *msg) {
-        if (err == -EPERM) {
-                struct hbg_log_fields f = hbgd_log_limit_fields(c->log_limit);
-                f.err = err;
-                hbgd_log_fields(LOG_NOTICE, &f, "connection %" PRIu64 " (pid %d uid %u): refused: %s", c->id,
-                                (int)c->cred.pid, (unsigned)c->cred.uid, msg);
-        }
-        return conn_reply_error(c, err, msg);
-}
-
 static struct verdict send_admin_reply(struct conn *c, const char *text) {
         Hbg__AdminReply r = HBG__ADMIN_REPLY__INIT;
         r.message = (char *)text;
@@ -83,7 +71,7 @@ struct verdict tool_cancel(struct conn *c, const Hbg__Envelope *env, const int *
         int err;
         struct conn *t = admin_target(c, rq->session_id, "cancel", &err, msg, sizeof(msg));
         if (!t)
-                return admin_refuse(c, err, msg);
+                return conn_reply_refused(c, err, msg);
         char why[HBG_GRAPH_MESSAGE_MAX];
         snprintf(why, sizeof(why), "cancelled by uid %u", (unsigned)c->cred.uid);
         err = ring_cancel_graph(t->session->ring, rq->graph, why);
@@ -111,7 +99,7 @@ struct verdict tool_kill(struct conn *c, const Hbg__Envelope *env, const int *fd
         int err;
         struct conn *t = admin_target(c, rq->session_id, "kill", &err, msg, sizeof(msg));
         if (!t)
-                return admin_refuse(c, err, msg);
+                return conn_reply_refused(c, err, msg);
         char why[HBG_GRAPH_MESSAGE_MAX];
         snprintf(why, sizeof(why), "session %" PRIu64 " closed by uid %u (hbgctl kill)", t->id,
                  (unsigned)c->cred.uid);

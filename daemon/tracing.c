@@ -25,6 +25,7 @@
 #include "common/clock.h"
 #include "daemon/daemon_private.h"
 #include "daemon/access.h"
+#include "daemon/conn_reply.h"
 #include "daemon/tick.h"
 #include "daemon/engine/engine_trace.h"
 #include "daemon/log.h"
@@ -106,11 +107,6 @@ void tracing_tick(struct hbgd *d, int64_t now_ms) {
                 trace_release(d);
 }
 
-static int send_error(struct conn *c, int code, const char *msg) {
-        int err = wire_send_error(c->sock, code, msg);
-        return err == -EMSGSIZE ? 0 : err;
-}
-
 /* The filter of a trace c asks for, or an error with msg[]: a session it
  * may not act on is -EPERM, one it may not even see -ENOENT, as for the
  * admin requests. */
@@ -140,23 +136,17 @@ static int trace_start(struct conn *c, const Hbg__TraceRequest *rq) {
         char msg[256];
         if (rq->duration_ms == 0 || rq->duration_ms > TRACE_MAX_DURATION_MS) {
                 snprintf(msg, sizeof(msg), "trace: the duration must be 1 to %u ms", TRACE_MAX_DURATION_MS);
-                return send_error(c, -EINVAL, msg);
+                return conn_reply_error(c, -EINVAL, msg).err;
         }
         bool admin = access_role(&d->cfg, c->sock, &c->cred) == ACCESS_ADMIN;
         if (d->trace.owner && d->trace.owner != c->id && (!admin || d->trace.admin)) {
                 snprintf(msg, sizeof(msg), "trace: another trace is being taken (one at a time); try again later");
-                return send_error(c, -EBUSY, msg);
+                return conn_reply_error(c, -EBUSY, msg).err;
         }
         struct hbg_trace_filter f;
         int err = trace_filter(c, rq->session_id, &f, msg, sizeof(msg));
         if (err < 0) {
-                if (err == -EPERM) {
-                        struct hbg_log_fields lf = hbgd_log_limit_fields(c->log_limit);
-                        lf.err = err;
-                        hbgd_log_fields(LOG_NOTICE, &lf, "connection %" PRIu64 " (pid %d uid %u): refused: %s", c->id,
-                                        (int)c->cred.pid, (unsigned)c->cred.uid, msg);
-                }
-                return send_error(c, err, msg);
+                return conn_reply_refused(c, err, msg).err;
         }
         if (d->trace.owner && d->trace.owner != c->id) /* an admin takes over a user's trace */
                 hbgd_log_session(LOG_NOTICE, c->log_limit,
@@ -166,7 +156,7 @@ static int trace_start(struct conn *c, const Hbg__TraceRequest *rq) {
         trace_release(d); /* this connection's previous one, or the taken-over one */
         err = engine_trace_start(d->engine, &f);
         if (err < 0)
-                return send_error(c, err, "trace: out of memory for the trace buffers");
+                return conn_reply_error(c, err, "trace: out of memory for the trace buffers").err;
         d->trace = (struct hbgd_trace){ .owner = c->id, .admin = admin, .running = true,
                                         .deadline_ms = clock_now_ms() + rq->duration_ms, .session = f.session,
                                         .uid = f.uid };
@@ -281,7 +271,7 @@ static int trace_fetch_events(struct conn *c) {
                 free(evp);
                 free(raw);
                 free(fanins);
-                return send_error(c, -ENOMEM, "trace: out of memory");
+                return conn_reply_error(c, -ENOMEM, "trace: out of memory").err;
         }
         size_t n = 0;
         bool full = false;
@@ -327,7 +317,7 @@ static int trace_fetch_events(struct conn *c) {
 static int trace_fetch(struct conn *c, bool stop) {
         struct hbgd *d = c->d;
         if (d->trace.owner != c->id)
-                return send_error(c, -ENOENT, "trace: this connection has no trace (TRACE_START first)");
+                return conn_reply_error(c, -ENOENT, "trace: this connection has no trace (TRACE_START first)").err;
         if (stop)
                 trace_stop(d, true);
         int64_t now = clock_now_ms();
@@ -353,6 +343,6 @@ int tracing_reply(struct conn *c, const Hbg__TraceRequest *rq) {
         case HBG__TRACE_ACTION__TRACE_STOP:
                 return trace_fetch(c, rq->action == HBG__TRACE_ACTION__TRACE_STOP);
         default:
-                return send_error(c, -EINVAL, "trace: unknown action");
+                return conn_reply_error(c, -EINVAL, "trace: unknown action").err;
         }
 }
