@@ -451,9 +451,11 @@ static void read_section(struct load *l, char *s) {
                 return;
         }
         if (l->section_line[i]) {
+                /* Its keys are still checked (every error of the file is
+                 * said): against the first one's, and their values. */
                 load_error(l, l->line, "section [%s] given again (first on line %u); a file has each section once",
                            name, l->section_line[i]);
-                l->section = -2;
+                l->section = i;
                 return;
         }
         l->section_line[i] = l->line;

@@ -236,6 +236,25 @@ START_TEST(every_error_reported) {
         ck_assert_msg(!strstr(err, "syntax error"), "%s", err);
         ck_assert_msg(memcmp(&cfg, &dflt, sizeof(cfg)) == 0, "a failing file changed the config");
 
+        /* A section given again: said, and its keys still checked. */
+        ck_assert_int_eq(load("[access]\n"                     /* 1 */
+                              "visibility = own\n"             /* 2 */
+                              "[log]\n"                        /* 3 */
+                              "[access]\n"                     /* 4 */
+                              "visibility = mine\n"            /* 5 */
+                              "bogus = 1\n"                    /* 6 */
+                              "admin_groups = root\n"          /* 7: fine */
+                              "[log]\n"                        /* 8 */
+                              "level = loud\n",                /* 9 */
+                              &cfg, err, sizeof(err)),
+                         -EINVAL);
+        assert_has_line(err, "4: section [access] given again (first on line 1)");
+        assert_has_line(err, "5: visibility: given again in [access] (first on line 2)");
+        assert_has_line(err, "6: unknown key 'bogus' in section [access]");
+        assert_has_line(err, "8: section [log] given again (first on line 3)");
+        assert_has_line(err, "9: level: 'loud' is not one of");
+        ck_assert_msg(err_lines(err) == 5, "want 5 lines:\n%s", err);
+
         /* The case: the range at the line of the value. */
         ck_assert_int_eq(load("[scheduler]\nthreads = 99\nclusters = 4\n", &cfg, err, sizeof(err)), -EINVAL);
         assert_has_line(err, "2: threads: '99' is not a number from 1 to 64");
