@@ -39,7 +39,8 @@ static const struct opt_def {
           "read settings from FILE (INI; options given on the command\n"
           "line win over it); SIGHUP re-reads it" },
         { "threads", OPT_THREADS, required_argument, "N", "scheduler threads (default 4)" },
-        { "clusters", OPT_CLUSTERS, required_argument, "N", "core clusters (default 8)" },
+        { "clusters", OPT_CLUSTERS, required_argument, "N",
+          "groups of task slots, not hardware (default 8)" },
         /* help: completion_help(), from the engine's table of policies */
         { "completion", OPT_COMPLETION, required_argument, "MODE", NULL },
         { "check-config", OPT_CHECK_CONFIG, optional_argument, "FILE",
