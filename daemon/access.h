@@ -25,7 +25,7 @@ enum access_role {
 enum access_role access_role(const struct hbgd_config *cfg, int fd, const struct ucred *cr);
 /* May a peer of role `role` and uid `uid` see (or act on) a session of
  * `owner`? Admins and monitors see everything, everyone with
- * visibility = all; acting is for admins and the owner (conn.c). */
+ * visibility = all; acting is for admins and the owner (tool_requests.c). */
 static inline bool access_sees(const struct hbgd_config *cfg, enum access_role role, uid_t uid, uid_t owner) {
         return role != ACCESS_USER || cfg->visibility_all || uid == owner;
 }

@@ -169,7 +169,7 @@ struct hangup_watch {
         uint32_t *sq_array;
         uint32_t sq_mask, cq_mask;
         unsigned armed;            /* polls in flight: bit 0 socket, bit 1 pipe */
-        bool later;                /* set up at the first submit (hbgc_hangup_start()) */
+        bool later;                /* set up at the first ask of the socket (hbgc_hangup_start()) */
 };
 
 struct hbg_client {

@@ -398,8 +398,10 @@ HBG_EXPORT int hbg_connect_opts(hbg_client **ret, const hbg_connect_options *opt
                 client_free(c);
                 return err;
         }
-        /* The hang-up watch comes with the first submit (hangup.h): a
-         * connect does not pay for an io_uring it may never need. */
+        /* The hang-up watch comes with the first call that asks the
+         * socket (a submit, an allocation, a cancel, a recording's end:
+         * hangup.h): a connect does not pay for an io_uring it may never
+         * need. */
         c->hangup.later = true;
         /* The pipe's byte is asked for only by hbg_client_fd() (an event
          * loop) or by a wait about to poll it (HBG_PIPE_WAITING): with

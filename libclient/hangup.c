@@ -21,8 +21,9 @@
  * Where io_uring is not allowed (seccomp, kernel.io_uring_disabled) or
  * HBG_IO_URING=0 is set, there is no ring and every look asks the socket.
  *
- * The ring is set up by the first submit (which asks the socket itself
- * first), not at connect: about 20 us of system calls that a connect of
+ * The ring is set up by the first call that asks the socket itself (a
+ * submit, a tensor allocation, a cancel, a recording's end), not at
+ * connect: about 20 us of system calls that a connect of
  * many producers at once shares two cores for, and that a client which
  * only asks hbgd things never needs. Until then the per-task look is free
  * and says nothing, as without io_uring.

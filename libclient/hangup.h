@@ -5,8 +5,9 @@
 #include "libclient/client_private.h"
 #include "libclient/session.h"
 
-/* Set up the watch and arm it (at the first submit, which asked the
- * socket itself: c->hangup.later; without io_uring, or with
+/* Set up the watch and arm it (at the first call that asked the socket
+ * itself, hbgc_check_alive_slow(): a submit, an allocation, a cancel, a
+ * recording's end; c->hangup.later; without io_uring, or with
  * HBG_IO_URING=0 in the environment, every look asks the socket). */
 void hbgc_hangup_start(hbg_client *c);
 void hbgc_hangup_free(hbg_client *c);

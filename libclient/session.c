@@ -62,7 +62,7 @@ int hbgc_check_alive_slow(hbg_client *c, const char *fn) {
         if (hbgc_check_socket(c) < 0)
                 return hbgc_fail(c, -ECONNRESET, "%s: hbgd went away", fn);
         if (c->hangup.later)
-                hbgc_hangup_start(c); /* the first submit: from now on a look is a load */
+                hbgc_hangup_start(c); /* the first ask: from now on a look is a load */
         else
                 hbgc_hangup_rearm(c);
         return 0;
