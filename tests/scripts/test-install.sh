@@ -242,11 +242,12 @@ case " $flags " in
 *) bad "libs do not name $usr/lib" ;;
 esac
 cp -r "$doc/examples" "$tmp/ex"
-if with_pc make --no-print-directory -C "$tmp/ex" >"$tmp/cc.log" 2>&1 && [ -x "$tmp/ex/gemm_softmax" ]; then
-        ok "the installed examples/Makefile builds gemm_softmax against the installed files"
+if with_pc make --no-print-directory -C "$tmp/ex" >"$tmp/cc.log" 2>&1 && [ -x "$tmp/ex/gemm_softmax" ] &&
+        [ -x "$tmp/ex/host_parallel" ] && [ -f "$tmp/ex/hbg-nn.so" ]; then
+        ok "the installed examples/Makefile builds gemm_softmax, host_parallel and hbg-nn.so against the installed files"
 else
         show "$tmp/cc.log"
-        die "the installed examples/Makefile does not build gemm_softmax"
+        die "the installed examples/Makefile does not build gemm_softmax, host_parallel and hbg-nn.so"
 fi
 mpi=
 if command -v mpicc >/dev/null 2>&1; then
