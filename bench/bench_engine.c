@@ -41,6 +41,7 @@
 #include "bench/bench.h"
 #include "bench/bench_util.h"
 #include "daemon/engine/engine.h"
+#include "daemon/engine/engine_stats.h"
 #include "daemon/engine/kernels.h"
 #include "shm/completion.h"
 #include "shm/geometry.h"

@@ -12,6 +12,7 @@
 #include "daemon/log.h"
 #include "daemon/record.h"
 #include "daemon/validate_request.h"
+#include "daemon/engine/engine_stats.h"
 
 void conn_close_session(struct hbgd *d, struct session *s, int reason) {
         spare_rings_session_closing(d, s);

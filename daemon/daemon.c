@@ -35,6 +35,7 @@
 #include "daemon/notify.h"
 #include "shm/layout.h"
 #include "common/clock.h"
+#include "daemon/engine/engine_stats.h"
 
 /* Startup's log lines get this long to be written before READY=1. */
 #define LOG_SYNC_MS 1000

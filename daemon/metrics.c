@@ -13,6 +13,7 @@
 #include "daemon/engine/kernels.h"
 #include "daemon/log.h"
 #include "shm/layout.h"
+#include "daemon/engine/engine_stats.h"
 
 /* The three per-errno tables of a Metrics message. */
 enum { TABLE_GRAPHS, TABLE_TASKS, TABLE_REFUSED, N_TABLES };

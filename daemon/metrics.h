@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "daemon/engine/engine.h"
+#include "daemon/engine/engine_stats.h"
 #include "hbg.pb-c.h"
 
 /* Counted by the io thread (conn.c), read by status replies. */

@@ -22,6 +22,7 @@
 #include "daemon/log.h"
 #include "shm/layout.h"
 #include "common/clock.h"
+#include "daemon/engine/engine_recorded.h"
 
 /* Seals that make the memfd's contents fixed: what we read cannot change
  * under us, and the mapping cannot fault (SIGBUS) by shrinking. */

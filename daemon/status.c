@@ -25,6 +25,7 @@
 #include "proto/wire.h"
 #include "shm/layout.h"
 #include "common/clock.h"
+#include "daemon/engine/engine_stats.h"
 
 /* STATUS_GRAPHS lists at most this many live graphs per session and per
  * reply, and only what fits max_message_size (docs/PROTOCOL.md). */

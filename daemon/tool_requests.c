@@ -20,6 +20,7 @@
 #include "daemon/validate_request.h"
 #include "shm/layout.h"
 #include "common/clock.h"
+#include "daemon/engine/engine_stats.h"
 
 static struct conn *find_session(struct hbgd *d, uint64_t id) {
         for (struct conn *x = d->conns; x; x = x->next)

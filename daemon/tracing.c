@@ -30,6 +30,7 @@
 #include "daemon/engine/engine_trace.h"
 #include "daemon/log.h"
 #include "proto/wire.h"
+#include "daemon/engine/engine_stats.h"
 
 #define TRACE_MAX_DURATION_MS 600000u
 /* A finished trace nobody fetches is dropped after this. */

@@ -25,6 +25,7 @@
 
 #include "shm/geometry.h"
 #include "shm/layout.h"
+#include "daemon/engine/engine_recorded.h"
 
 /* An error's share of a reply: its message, the fields and the framing. */
 #define ERROR_BYTES (HBG_VALIDATE_MESSAGE_MAX + 32)

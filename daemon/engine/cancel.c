@@ -25,6 +25,7 @@
 #include "daemon/engine/client_read.h"
 #include "daemon/engine/failures.h"
 #include "daemon/engine/ring.h"
+#include "daemon/engine/engine_stats.h"
 
 /* Under cold_lock: the table changed (count n entries in use). Relaxed:
  * readers that act on the word take cold_lock, whose acquire orders the

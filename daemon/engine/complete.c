@@ -14,6 +14,7 @@
 #include "daemon/engine/engine_state.h"
 #include "daemon/engine/failures.h"
 #include "daemon/engine/ring.h"
+#include "daemon/engine/engine_stats.h"
 
 void complete_task(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int status, const char *why) {
         struct task_slot *s = ring_slot(r, id);

@@ -21,6 +21,7 @@
 #include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/wakeup.h"
+#include "daemon/engine/engine_stats.h"
 
 /* A run's result as the task's status: a module's kernel that ignored a
  * stop (returned 0 after hbg_kernel_check() failed) gets the stop's

@@ -4,6 +4,7 @@
  * cycle, the threads' roles and counters.
  */
 #include "daemon/engine/engine.h"
+#include "daemon/engine/engine_stats.h"
 #include "daemon/engine/engine_trace.h"
 
 #include <errno.h>

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "daemon/engine/engine.h"
+#include "daemon/engine/engine_stats.h"
 #include "daemon/engine/histogram.h"
 #include "daemon/engine/ring_spares.h"
 #include "daemon/engine/trace.h"

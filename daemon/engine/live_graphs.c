@@ -16,6 +16,7 @@
 #include "daemon/engine/failures.h"
 #include "daemon/engine/ring.h"
 #include "common/clock.h"
+#include "daemon/engine/engine_stats.h"
 
 /* Scanned for the failed state at most; the failure list is pruned as
  * graphs retire, so it is short unless a client never sends records. */

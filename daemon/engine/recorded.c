@@ -12,6 +12,7 @@
 #include "daemon/engine/engine_state.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/validate.h"
+#include "daemon/engine/engine_recorded.h"
 
 uint64_t engine_recorded_memory(uint32_t n) {
         return sizeof(struct recorded_graph) +

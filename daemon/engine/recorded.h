@@ -7,6 +7,7 @@
 
 #include "daemon/engine/kernels.h"
 #include "shm/layout.h"
+#include "daemon/engine/engine_recorded.h"
 
 struct hbg_ring;
 

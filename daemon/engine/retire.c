@@ -25,6 +25,7 @@
 #include "daemon/engine/failures.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/signal.h"
+#include "daemon/engine/engine_stats.h"
 
 static bool graph_lock(struct hbg_ring *r) {
         uint32_t expected = 0;

@@ -22,6 +22,7 @@
 #include "daemon/engine/ring_spares.h"
 #include "daemon/engine/lazy_alloc.h"
 #include "common/clock.h"
+#include "daemon/engine/engine_stats.h"
 
 static size_t slots_bytes(const struct hbg_geometry *g) {
         return g->task_window * sizeof(struct task_slot);

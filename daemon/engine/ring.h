@@ -12,6 +12,7 @@
 #include "daemon/engine/cancel.h"
 #include "daemon/engine/deque.h"
 #include "daemon/engine/engine.h"
+#include "daemon/engine/engine_stats.h"
 #include "daemon/engine/histogram.h"
 #include "daemon/engine/launch.h"
 #include "daemon/engine/lazy_alloc.h"

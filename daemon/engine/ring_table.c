@@ -18,6 +18,7 @@
 #include "daemon/engine/fair_share.h"
 #include "daemon/engine/wakeup.h"
 #include "daemon/engine/work.h"
+#include "daemon/engine/engine_stats.h"
 
 /* Hazard-pointer acquire (§9.3): publish, then re-check the slot. Both
  * seq_cst: against the remover's "clear slot; read hazards". A ring not

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "daemon/engine/engine.h"
+#include "daemon/engine/engine_stats.h"
 #include "daemon/engine/histogram.h"
 #include "daemon/engine/ktime.h"
 #include "shm/completion.h"

@@ -15,6 +15,7 @@
 
 #include "daemon/engine/engine_state.h"
 #include "daemon/engine/ring.h"
+#include "daemon/engine/engine_recorded.h"
 
 /* What a task is validated against: its ring's heap and the engine's
  * limit (a ring's fixed geometry and config, or a validate-only

@@ -2,6 +2,7 @@
 #include "tests/engine/harness.h"
 
 #include "common/clock.h"
+#include "daemon/engine/engine_stats.h"
 
 #include <errno.h>
 #include <poll.h>

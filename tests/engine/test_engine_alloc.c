@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "daemon/engine/engine.h"
+#include "daemon/engine/engine_stats.h"
 #include "daemon/engine/engine_spares.h"
 #include "daemon/engine/lazy_alloc.h"
 #include "shm/geometry.h"

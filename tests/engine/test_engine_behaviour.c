@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "daemon/engine/engine.h"
+#include "daemon/engine/engine_stats.h"
 #include "daemon/engine/ktime.h"
 #include "daemon/engine/kernels.h"
 #include "tests/engine/harness.h"

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "daemon/engine/engine.h"
+#include "daemon/engine/engine_stats.h"
 #include "daemon/engine/kernels.h"
 #include "tests/engine/harness.h"
 #include "tests/test_util.h"

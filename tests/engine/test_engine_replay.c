@@ -37,6 +37,8 @@
 #include <time.h>
 
 #include "daemon/engine/engine.h"
+#include "daemon/engine/engine_recorded.h"
+#include "daemon/engine/engine_stats.h"
 #include "common/kernel_sig.h"
 #include "tests/engine/harness.h"
 #include "tests/test_util.h"

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "daemon/engine/engine.h"
+#include "daemon/engine/engine_stats.h"
 #include "daemon/engine/fair_share.h"
 #include "daemon/engine/kernels.h"
 #include "tests/engine/harness.h"

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "daemon/engine/engine.h"
+#include "daemon/engine/engine_stats.h"
 #include "common/kernel_sig.h"
 #include "common/clock.h"
 #include "tests/engine/harness.h"

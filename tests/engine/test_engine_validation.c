@@ -28,6 +28,8 @@
 #include <string.h>
 
 #include "daemon/engine/engine.h"
+#include "daemon/engine/engine_recorded.h"
+#include "daemon/engine/engine_stats.h"
 #include "daemon/engine/kernels.h"
 #include "tests/engine/harness.h"
 #include "tests/check_main.h"

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "daemon/engine/engine.h"
+#include "daemon/engine/engine_stats.h"
 #include "common/kernel_sig.h"
 #include "tests/fuzz/fuzz.h"
 #include "tests/engine/harness.h"
