@@ -35,7 +35,10 @@ int hbgc_recv_env(int sock, int timeout_ms, Hbg__Envelope **env, int *fds, unsig
         }
 }
 
-/* An Error envelope from hbgd: its code (negative, else -EPROTO) and text. */
+/* An Error envelope from hbgd: its code (negative, else -EPROTO) and text.
+ * The message begins "hbgd refused": the Python binding tells hbgd's
+ * refusals of a connect from local failures by it (python/src/client.c
+ * connect_error(); test_api's connect tests check both). */
 int hbgc_daemon_error(hbg_client *c, const Hbg__Error *e, const char *when) {
         int code = e->code < 0 && e->code >= -4095 ? e->code : -EPROTO;
         return hbgc_fail(c, code, "hbgd refused the %s: %s", when,
