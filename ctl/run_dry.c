@@ -104,7 +104,7 @@ static void encode_task(const struct plan *p, size_t i, struct hbg_recorded_task
                 for (; nf < t->n_deps; nf++)
                         fanins[nf] = t->deps[nf] + 1;
         }
-        producer_task_encode(&rt->desc, &rt->payload, (uint64_t)i + 1, &r, fanins, nf);
+        producer_task_encode(&rt->desc, rt->payload.fanins, &rt->payload.args, (uint64_t)i + 1, &r, fanins, nf);
 }
 
 /* The compiled tasks in a memfd sealed as hbgd requires. */

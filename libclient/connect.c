@@ -125,7 +125,7 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
         if (sh->magic != HBG_SUB_MAGIC || sh->layout_version != HBG_LAYOUT_VERSION ||
             sh->region_size != c->g.sub_region_size || sh->heap_size != c->g.heap_size ||
             sh->descs_offset != c->g.sub_descs_offset ||
-            sh->payloads_offset != c->g.sub_payloads_offset ||
+            sh->fanins_offset != c->g.sub_fanins_offset || sh->args_offset != c->g.sub_args_offset ||
             sh->mailbox_offset != c->g.sub_mailbox_offset || sh->heap_offset != c->g.sub_heap_offset ||
             sh->graphs_offset != c->g.sub_graphs_offset)
                 return hbgc_fail(NULL, -EPROTO, "submission region: header differs from the session reply");

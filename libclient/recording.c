@@ -51,7 +51,7 @@ int hbgc_rec_append(hbg_client *c, const struct hbg_task_record *t, const uint64
         uint64_t id = r->n + 1;
         struct hbg_recorded_task *rt = &r->tasks[r->n];
         memset(rt, 0, sizeof(*rt));
-        producer_task_encode(&rt->desc, &rt->payload, id, t, fanins, (unsigned)n_fanins);
+        producer_task_encode(&rt->desc, rt->payload.fanins, &rt->payload.args, id, t, fanins, (unsigned)n_fanins);
         r->n++;
         *ret_id = id;
         return 0;

@@ -124,7 +124,8 @@ int geometry_init(struct hbg_geometry *ret, const struct hbg_geometry_request *r
 
         uint64_t off = sizeof(struct hbg_sub_header);
         if (!place(&off, &g.sub_descs_offset, g.task_window, sizeof(struct hbg_task_desc)) ||
-            !place(&off, &g.sub_payloads_offset, g.task_window, sizeof(struct hbg_task_payload)) ||
+            !place(&off, &g.sub_fanins_offset, g.task_window, sizeof(struct hbg_task_fanins)) ||
+            !place(&off, &g.sub_args_offset, g.task_window, sizeof(struct hbg_task_args)) ||
             !place(&off, &g.sub_graphs_offset, g.graph_table_entries, sizeof(struct hbg_graph_record)) ||
             !place(&off, &g.sub_mailbox_offset, g.mailbox_entries, sizeof(struct hbg_mailbox_entry)) ||
             !place(&off, &g.sub_heap_offset, g.heap_size, 1) ||

@@ -73,9 +73,11 @@ struct hbg_geometry {
         uint64_t graph_table_entries;
 
         /* Submission region:
-         *   header | descriptors | payloads | graph records | mailbox | heap */
+         *   header | descriptors | fanins | arguments | graph records |
+         *   mailbox | heap */
         uint64_t sub_descs_offset;
-        uint64_t sub_payloads_offset;
+        uint64_t sub_fanins_offset;
+        uint64_t sub_args_offset;
         uint64_t sub_graphs_offset;
         uint64_t sub_mailbox_offset;
         uint64_t sub_heap_offset;

@@ -16,7 +16,8 @@ void layout_sub_region_init(void *base, const struct hbg_geometry *g) {
         h->mailbox_log2 = g->mailbox_log2;
         h->heap_size = g->heap_size;
         h->descs_offset = g->sub_descs_offset;
-        h->payloads_offset = g->sub_payloads_offset;
+        h->fanins_offset = g->sub_fanins_offset;
+        h->args_offset = g->sub_args_offset;
         h->mailbox_offset = g->sub_mailbox_offset;
         h->heap_offset = g->sub_heap_offset;
         h->graphs_offset = g->sub_graphs_offset;
@@ -112,7 +113,8 @@ int layout_cpl_region_check(const void *base, uint64_t size, const char **ret_er
         if (h->magic != HBG_CPL_MAGIC)
                 return fail(ret_error, "completion region: bad magic");
         if (h->layout_version != HBG_LAYOUT_VERSION)
-                return fail(ret_error, "completion region: unsupported layout version");
+                return fail(ret_error, "completion region: another layout version than this library's "
+                                       "(hbgd and libhbgclient must come from the same release)");
         if (h->reserved0 || h->reserved4 ||
             !all_zero(h->pad1, sizeof(h->pad1)) || !all_zero(h->pad2, sizeof(h->pad2)) ||
             !all_zero(h->pad3, sizeof(h->pad3)) || !all_zero(h->pad4, sizeof(h->pad4)) ||

@@ -34,9 +34,10 @@
 #include "shm/geometry.h"
 
 #define HBG_CACHE_LINE 64u
-#define HBG_LAYOUT_VERSION 6u  /* 2: lap stamps (RUNTIME_LOGIC.md §3.2); 3: inline fanins, window_waiting;
+#define HBG_LAYOUT_VERSION 7u  /* 2: lap stamps (RUNTIME_LOGIC.md §3.2); 3: inline fanins, window_waiting;
                                   4: launch records (§14); 5: graph entries with kernel and message (§12.1);
-                                  6: the wake words and their sleepers counts (§10.7) */
+                                  6: the wake words and their sleepers counts (§10.7);
+                                  7: fanins and arguments in arrays of their own (§8) */
 #define HBG_SUB_MAGIC UINT32_C(0x42534248) /* "HBSB" little endian */
 #define HBG_CPL_MAGIC UINT32_C(0x43504248) /* "HBPC" */
 
@@ -86,13 +87,14 @@ struct hbg_sub_header {
         uint32_t mailbox_log2;
         uint64_t heap_size;
         uint64_t descs_offset;
-        uint64_t payloads_offset;
+        uint64_t fanins_offset;
         uint64_t mailbox_offset;
         uint64_t heap_offset;
         uint64_t graphs_offset;            /* graph record ring */
         uint32_t graph_ring_log2;
         uint32_t reserved0;                /* must be zero */
-        uint64_t reserved1[6];             /* must be zero */
+        uint64_t args_offset;
+        uint64_t reserved1[5];             /* must be zero */
 
         /* line 2: producer cursor. ids < submitted are fully written
          * (release by the client, acquire by hbgd; still validated). */
@@ -165,11 +167,12 @@ _Static_assert(offsetof(struct hbg_sub_header, task_window_log2) == 16, "task_wi
 _Static_assert(offsetof(struct hbg_sub_header, mailbox_log2) == 20, "mailbox_log2");
 _Static_assert(offsetof(struct hbg_sub_header, heap_size) == 24, "heap_size");
 _Static_assert(offsetof(struct hbg_sub_header, descs_offset) == 32, "descs_offset");
-_Static_assert(offsetof(struct hbg_sub_header, payloads_offset) == 40, "payloads_offset");
+_Static_assert(offsetof(struct hbg_sub_header, fanins_offset) == 40, "fanins_offset");
 _Static_assert(offsetof(struct hbg_sub_header, mailbox_offset) == 48, "mailbox_offset");
 _Static_assert(offsetof(struct hbg_sub_header, heap_offset) == 56, "heap_offset");
 _Static_assert(offsetof(struct hbg_sub_header, graphs_offset) == 64, "graphs_offset");
 _Static_assert(offsetof(struct hbg_sub_header, graph_ring_log2) == 72, "graph_ring_log2");
+_Static_assert(offsetof(struct hbg_sub_header, args_offset) == 80, "args_offset");
 _Static_assert(offsetof(struct hbg_sub_header, submitted) == 128, "submitted");
 _Static_assert(offsetof(struct hbg_sub_header, window_waiting) == 136, "window_waiting");
 _Static_assert(offsetof(struct hbg_sub_header, mailbox_tail) == 192, "mailbox_tail");
@@ -195,9 +198,9 @@ struct hbg_task_desc {
         uint8_t reserved0[3];              /* must be zero */
         uint64_t predicate_offset;         /* heap byte offset of an f32 */
         /* Up to HBG_INLINE_FANINS fanins live here, the rest of the array
-         * zero, and the payload's fanins are not read; with more, this is
-         * all zero and the payload holds them. Most tasks then never touch
-         * their payload line (RUNTIME_LOGIC §8). */
+         * zero, and the slot's hbg_task_fanins are not read; with more,
+         * this is all zero and hbg_task_fanins holds them. Most tasks then
+         * never touch a line beyond this one (RUNTIME_LOGIC §8). */
         union {
                 uint64_t fanins_inline[3];
                 /* flags == HBG_DESC_LAUNCH, every other field zero: ids
@@ -234,17 +237,34 @@ struct hbg_tensor_arg {
 };
 _Static_assert(sizeof(struct hbg_tensor_arg) == 24, "tensor arg size");
 
-/* Arguments of the task in the same slot. */
-struct hbg_task_payload {
-        uint64_t fanins[HBG_MAX_FANINS];   /* producer ids, each < own id */
+/* The fanins of the task in the same slot when it has more than
+ * HBG_INLINE_FANINS, and its arguments: two arrays of their own (layout
+ * version 7), so that a graph whose tasks have many fanins and no
+ * arguments touches 128 bytes a task beyond its descriptor, not 384, and
+ * a fresh session's first such graph faults in a third of the pages. */
+struct hbg_task_fanins {
+        uint64_t ids[HBG_MAX_FANINS];      /* producer ids, each < own id */
+};
+_Static_assert(sizeof(struct hbg_task_fanins) == 128, "fanins size");
+
+struct hbg_task_args {
         struct hbg_tensor_arg tensors[HBG_MAX_TENSOR_ARGS];
         uint64_t scalars[HBG_MAX_SCALAR_ARGS]; /* raw bits; a kernel's signature
                                                   says how each is read */
 };
+_Static_assert(sizeof(struct hbg_task_args) == 256, "args size");
+_Static_assert(sizeof(struct hbg_task_args) % HBG_CACHE_LINE == 0, "args lines");
+_Static_assert(offsetof(struct hbg_task_args, scalars) == 192, "args scalars");
+
+/* A task's fanins and arguments side by side, as a recorded graph keeps
+ * them (below). */
+struct hbg_task_payload {
+        uint64_t fanins[HBG_MAX_FANINS];
+        struct hbg_task_args args;
+};
 _Static_assert(sizeof(struct hbg_task_payload) == 384, "payload size");
-_Static_assert(sizeof(struct hbg_task_payload) % HBG_CACHE_LINE == 0, "payload lines");
-_Static_assert(offsetof(struct hbg_task_payload, tensors) == 128, "payload tensors");
-_Static_assert(offsetof(struct hbg_task_payload, scalars) == 320, "payload scalars");
+_Static_assert(offsetof(struct hbg_task_payload, args.tensors) == 128, "payload tensors");
+_Static_assert(offsetof(struct hbg_task_payload, args.scalars) == 320, "payload scalars");
 
 /* One task of a recorded graph as the client hands it to hbgd (a memfd
  * of n of these, §14): task i's descriptor has id i + 1, and its fanins

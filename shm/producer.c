@@ -12,7 +12,8 @@ void producer_init(struct hbg_producer *p, const struct hbg_geometry *g, void *s
                 .sh = sub,
                 .ch = cpl,
                 .descs = (struct hbg_task_desc *)((char *)sub + g->sub_descs_offset),
-                .payloads = (struct hbg_task_payload *)((char *)sub + g->sub_payloads_offset),
+                .fanins = (struct hbg_task_fanins *)((char *)sub + g->sub_fanins_offset),
+                .args = (struct hbg_task_args *)((char *)sub + g->sub_args_offset),
                 .records = (struct hbg_graph_record *)((char *)sub + g->sub_graphs_offset),
                 .mailbox = (struct hbg_mailbox_entry *)((char *)sub + g->sub_mailbox_offset),
                 .graph_table = (const struct hbg_graph_entry *)((const char *)cpl + g->cpl_graphs_offset),
@@ -36,12 +37,12 @@ uint64_t producer_arm_window_wait(struct hbg_producer *p) {
         return producer_room(p);
 }
 
-void producer_task_encode(struct hbg_task_desc *desc, struct hbg_task_payload *pl, uint64_t id,
-                     const struct hbg_task_record *t, const uint64_t *fanins, unsigned n_fanins) {
+void producer_task_encode(struct hbg_task_desc *desc, uint64_t *fanins_out, struct hbg_task_args *args,
+                          uint64_t id, const struct hbg_task_record *t, const uint64_t *fanins, unsigned n_fanins) {
         /* The descriptor is one cache line, written whole (reserved fields
-         * zero), with up to 3 fanins inline; of the payload only what the
-         * counts cover is written: hbgd copies no more than that
-         * (RUNTIME_LOGIC §8, §10.1). */
+         * zero), with up to 3 fanins inline; of the fanins and arguments
+         * only what the counts cover is written: hbgd copies no more than
+         * that (RUNTIME_LOGIC §8, §10.1). */
         struct hbg_task_desc d = {
                 .id = id,
                 .kernel = { t->kernel[0], t->kernel[1], t->kernel[2] },
@@ -63,20 +64,20 @@ void producer_task_encode(struct hbg_task_desc *desc, struct hbg_task_payload *p
                         d.fanins_inline[i] = fanins[i];
         } else {
                 for (unsigned i = 0; i < nf; i++)
-                        pl->fanins[i] = fanins[i];
+                        fanins_out[i] = fanins[i];
         }
         *desc = d;
         for (unsigned i = 0; i < nt; i++)
-                pl->tensors[i] = t->tensors[i];
+                args->tensors[i] = t->tensors[i];
         for (unsigned i = 0; i < ns; i++)
-                pl->scalars[i] = t->scalars[i];
+                args->scalars[i] = t->scalars[i];
 }
 
 uint64_t producer_write(struct hbg_producer *p, const struct hbg_task_record *t,
                             const uint64_t *fanins, unsigned n_fanins) {
         uint64_t id = p->next_id;
         uint64_t slot = id & (p->g.task_window - 1);
-        producer_task_encode(&p->descs[slot], &p->payloads[slot], id, t, fanins, n_fanins);
+        producer_task_encode(&p->descs[slot], p->fanins[slot].ids, &p->args[slot], id, t, fanins, n_fanins);
         p->next_id++;
         return id;
 }

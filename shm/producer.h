@@ -39,7 +39,8 @@ struct hbg_producer {
         struct hbg_sub_header *sh;
         const struct hbg_cpl_header *ch;
         struct hbg_task_desc *descs;
-        struct hbg_task_payload *payloads;
+        struct hbg_task_fanins *fanins;
+        struct hbg_task_args *args;
         struct hbg_graph_record *records;
         struct hbg_mailbox_entry *mailbox;
         const struct hbg_graph_entry *graph_table;
@@ -95,10 +96,11 @@ uint64_t producer_write(struct hbg_producer *p, const struct hbg_task_record *t,
  * of them (count <= producer_room()). Returns the first id. */
 uint64_t producer_write_launch(struct hbg_producer *p, uint64_t graph, uint64_t first, uint64_t count);
 
-/* Encode a task with its id and fanins into a descriptor and payload (the
+/* Encode a task with its id and fanins into a descriptor, the fanins
+ * beyond the inline ones (HBG_MAX_FANINS of room) and the arguments (the
  * window's slot, or a recorded task), as producer_write() does. */
-void producer_task_encode(struct hbg_task_desc *desc, struct hbg_task_payload *pl, uint64_t id,
-                     const struct hbg_task_record *t, const uint64_t *fanins, unsigned n_fanins);
+void producer_task_encode(struct hbg_task_desc *desc, uint64_t *fanins_out, struct hbg_task_args *args,
+                          uint64_t id, const struct hbg_task_record *t, const uint64_t *fanins, unsigned n_fanins);
 
 /* Publish the tasks written so far (seq_cst, RUNTIME_LOGIC §9.4). True when
  * hbgd's threads sleep and the doorbell must be rung. */

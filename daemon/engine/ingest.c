@@ -45,7 +45,8 @@ static void classify_plain(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                         uint64_t id = first + base + i;
                         struct task_slot *s = classify_begin(r, id);
                         const char *why = NULL;
-                        s->classify_err = validate_task(r, s, &copy[i], &r->payloads[id & r->task_mask], id,
+                        uint64_t slot = id & r->task_mask;
+                        s->classify_err = validate_task(r, s, &copy[i], r->fanins[slot].ids, &r->args[slot], id,
                                                         r->first_id, &why);
                         s->classify_why = why;
                         classify_link(r, s, first, &set);

@@ -96,7 +96,8 @@ int ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task *tas
                  * is sealed, but the rule is the same everywhere). */
                 struct hbg_recorded_task copy = tasks[i];
                 memset(s, 0, sizeof(*s));
-                err = validate_task(r, s, &copy.desc, &copy.payload, (uint64_t)i + 1, 0, ret_error);
+                err = validate_task(r, s, &copy.desc, copy.payload.fanins, &copy.payload.args, (uint64_t)i + 1, 0,
+                                    ret_error);
                 if (err < 0)
                         *ret_task = i;
                 else

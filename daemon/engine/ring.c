@@ -110,8 +110,8 @@ static bool lazy_array(const struct hbg_ring *r, unsigned i, struct lazy_span *r
  * writes. The client's first write of a page allocates it, but hbgd's
  * mapping still takes a fault of its own at its first read: on this VM
  * every 64th parked 1-task graph paid 10-40 µs for it (docs/PERFORMANCE.md).
- * Populating them changes no byte the client wrote. Not the payloads (6
- * MiB for the default window) nor the heap: the client's. */
+ * Populating them changes no byte the client wrote. Not the fanins and
+ * arguments (6 MiB for the default window) nor the heap: the client's. */
 static bool region_span(const struct hbg_ring *r, unsigned i, struct lazy_span *ret) {
         const struct hbg_geometry *g = &r->g;
         const struct lazy_span spans[] = {
@@ -239,7 +239,8 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         r->sub = p->sub_region;
         r->heap = (uint8_t *)p->sub_region + g->sub_heap_offset;
         r->descs = (struct hbg_task_desc *)((char *)p->sub_region + g->sub_descs_offset);
-        r->payloads = (struct hbg_task_payload *)((char *)p->sub_region + g->sub_payloads_offset);
+        r->fanins = (struct hbg_task_fanins *)((char *)p->sub_region + g->sub_fanins_offset);
+        r->args = (struct hbg_task_args *)((char *)p->sub_region + g->sub_args_offset);
         r->graph_records = (struct hbg_graph_record *)((char *)p->sub_region + g->sub_graphs_offset);
         r->mailbox = (struct hbg_mailbox_entry *)((char *)p->sub_region + g->sub_mailbox_offset);
         r->cpl = p->cpl_region;

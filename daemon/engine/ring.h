@@ -94,7 +94,8 @@ struct hbg_ring {
         uint8_t *heap;
         struct hbg_sub_header *sub;
         struct hbg_task_desc *descs;
-        struct hbg_task_payload *payloads;
+        struct hbg_task_fanins *fanins;
+        struct hbg_task_args *args;
         struct hbg_graph_record *graph_records;
         struct hbg_mailbox_entry *mailbox;
         struct hbg_cpl_header *cpl;

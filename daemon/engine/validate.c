@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A task's validation (RUNTIME_LOGIC.md §10.1, §14): the checks a copied
- * descriptor and the payload parts its counts cover must pass, the copy
+ * descriptor and the fanins and arguments its counts cover must pass, the copy
  * into the daemon's slot, and the work bound per task (§9.5). Used for
  * submitted tasks and, once, for recorded ones.
  */
@@ -23,6 +23,14 @@
 struct task_rules {
         uint64_t heap_size;
         uint64_t max_task_cost;
+};
+
+/* Where a task's fanins beyond the inline ones (HBG_MAX_FANINS of room)
+ * and its arguments are: the submission region's arrays, or a recorded
+ * task's payload. Read only as far as the descriptor's counts cover. */
+struct task_parts {
+        const uint64_t *fanins;
+        const struct hbg_task_args *args;
 };
 
 /* Active lanes of a (checked) lane mask. */
@@ -72,7 +80,7 @@ STEP check_header(const struct hbg_task_desc *d, uint64_t id, const char **why) 
                 return -E2BIG;
         }
         /* Fanins: inline in the (copied) descriptor, the unused inline slots
-         * zero, or all in the payload with the inline ones zero (§8). */
+         * zero, or all in the slot's fanins with the inline ones zero (§8). */
         unsigned inline_used = d->n_fanins <= HBG_INLINE_FANINS ? d->n_fanins : 0;
         uint64_t unused = 0;
         for (unsigned i = 0; i < HBG_INLINE_FANINS; i++)
@@ -84,10 +92,10 @@ STEP check_header(const struct hbg_task_desc *d, uint64_t id, const char **why) 
         return 0;
 }
 
-/* Copy only the payload parts the (validated) counts cover, once;
+/* Copy only the fanins and arguments the (validated) counts cover, once;
  * everything after reads the copies. The fanins must be earlier tasks
  * of this ring: [fanin_lo, id). */
-STEP copy_payload(struct task_slot *s, const struct hbg_task_desc *d, const struct hbg_task_payload *shared,
+STEP copy_parts(struct task_slot *s, const struct hbg_task_desc *d, const struct task_parts *shared,
                   uint64_t id, uint64_t fanin_lo, const char **why) {
         _Static_assert(sizeof(s->fanins) >= sizeof(d->fanins_inline), "the inline fanins fit the slot's");
         if (d->n_fanins <= HBG_INLINE_FANINS) /* all of them, in fixed moves: the unused are zero (checked) */
@@ -95,9 +103,9 @@ STEP copy_payload(struct task_slot *s, const struct hbg_task_desc *d, const stru
         else
                 memcpy(s->fanins, shared->fanins, d->n_fanins * sizeof(s->fanins[0]));
         if (d->n_tensors)
-                memcpy(s->args.tensors, shared->tensors, d->n_tensors * sizeof(s->args.tensors[0]));
+                memcpy(s->args.tensors, shared->args->tensors, d->n_tensors * sizeof(s->args.tensors[0]));
         if (d->n_scalars)
-                memcpy(s->args.scalars, shared->scalars, d->n_scalars * sizeof(s->args.scalars[0]));
+                memcpy(s->args.scalars, shared->args->scalars, d->n_scalars * sizeof(s->args.scalars[0]));
         for (unsigned i = 0; i < d->n_fanins; i++) {
                 uint64_t f = s->fanins[i];
                 if (f >= id || f < fanin_lo) {
@@ -209,7 +217,7 @@ STEP take_lanes(const struct task_rules *rules, struct task_slot *s, const struc
 
 /* The task's checks in order, the slot filled as they pass. */
 STEP check_fields(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
-                  const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
+                  const struct task_parts *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
         /* No kernels in the slot until its lane's checks (a failure must
          * not name the slot's previous occupant's); the kernel a failure
          * names is set where a lane's check refuses the task, else by
@@ -219,7 +227,7 @@ STEP check_fields(const struct task_rules *rules, struct task_slot *s, const str
         s->report_kernel = HBG_KERNEL_NONE;
         int err = check_header(d, id, why);
         if (err == 0)
-                err = copy_payload(s, d, shared, id, fanin_lo, why);
+                err = copy_parts(s, d, shared, id, fanin_lo, why);
         if (err == 0)
                 err = take_common(rules, s, d, why);
         if (err < 0)
@@ -233,17 +241,18 @@ STEP check_fields(const struct task_rules *rules, struct task_slot *s, const str
 
 /* check_fields(), and the kernel a refused task names. */
 static int check_task(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
-                      const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
+                      const struct task_parts *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
         int err = check_fields(rules, s, d, shared, id, fanin_lo, why);
         if (__builtin_expect(err < 0, 0) && s->report_kernel == HBG_KERNEL_NONE)
                 name_first_kernel(s, d);
         return err;
 }
 
-int validate_task(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
-                  const struct hbg_task_payload *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
+int validate_task(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d, const uint64_t *fanins,
+                  const struct hbg_task_args *args, uint64_t id, uint64_t fanin_lo, const char **why) {
         const struct task_rules rules = { r->g.heap_size, r->engine->cfg.max_task_cost };
-        return check_task(&rules, s, d, shared, id, fanin_lo, why);
+        const struct task_parts shared = { fanins, args };
+        return check_task(&rules, s, d, &shared, id, fanin_lo, why);
 }
 
 /* Task s failed check_task() with err and why: the message with its
@@ -285,7 +294,8 @@ int engine_validate(const struct hbg_engine *e, uint64_t heap_size, const struct
                 struct hbg_recorded_task copy = tasks[i];
                 const char *why = NULL;
                 memset(s, 0, sizeof(*s));
-                int err = check_task(&rules, s, &copy.desc, &copy.payload, (uint64_t)i + 1, 0, &why);
+                const struct task_parts parts = { copy.payload.fanins, &copy.payload.args };
+                int err = check_task(&rules, s, &copy.desc, &parts, (uint64_t)i + 1, 0, &why);
                 if (err == 0)
                         continue;
                 explain_task(&rules, s, err, why, msg, sizeof(msg));

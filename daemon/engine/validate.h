@@ -7,10 +7,10 @@
 struct hbg_ring;
 struct task_slot;
 struct hbg_task_desc;
-struct hbg_task_payload;
+struct hbg_task_args;
 
-/* Validate a copied descriptor (and the payload parts its counts cover)
- * into s; fanins must lie in [fanin_lo, id). 0 or a negative errno with
- * *why (static). */
-int validate_task(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d,
-                  const struct hbg_task_payload *payload, uint64_t id, uint64_t fanin_lo, const char **why);
+/* Validate a copied descriptor into s, copying the parts of its fanins
+ * (HBG_MAX_FANINS of room) and arguments that its counts cover; fanins
+ * must lie in [fanin_lo, id). 0 or a negative errno with *why (static). */
+int validate_task(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d, const uint64_t *fanins,
+                  const struct hbg_task_args *args, uint64_t id, uint64_t fanin_lo, const char **why);

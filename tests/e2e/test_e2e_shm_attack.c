@@ -114,7 +114,8 @@ struct victim {
         struct hbg_sub_header *sh;
         const struct hbg_cpl_header *ch;
         struct hbg_task_desc *descs;
-        struct hbg_task_payload *payloads;
+        struct hbg_task_fanins *fanins;
+        struct hbg_task_args *args;
         struct hbg_graph_record *records;
         struct hbg_mailbox_entry *mailbox;
         uint64_t heap_size, D, G, M;
@@ -173,7 +174,8 @@ static int victim_open(struct victim *v, int sock, const char *path) {
                 return -1;
         }
         v->descs = (struct hbg_task_desc *)(void *)(v->sub + v->sh->descs_offset);
-        v->payloads = (struct hbg_task_payload *)(void *)(v->sub + v->sh->payloads_offset);
+        v->fanins = (struct hbg_task_fanins *)(void *)(v->sub + v->sh->fanins_offset);
+        v->args = (struct hbg_task_args *)(void *)(v->sub + v->sh->args_offset);
         v->records = (struct hbg_graph_record *)(void *)(v->sub + v->sh->graphs_offset);
         v->mailbox = (struct hbg_mailbox_entry *)(void *)(v->sub + v->sh->mailbox_offset);
         v->sub_size = v->sh->region_size;
@@ -639,7 +641,7 @@ enum field {
         F_FANIN,        /* one inline fanin: own id + (int64_t)value */
         F_FANIN_ABS,    /* one inline fanin: value */
         F_INLINE_STRAY, /* fanins_inline[2] = value with no fanins */
-        F_PAYLOAD_FANINS, /* four fanins in the payload, the last own id + value */
+        F_SLOT_FANINS, /* four fanins in the slot's fanins, the last own id + value */
         F_T_OFFSET,     /* tensor `index` (0 unless said): offset = value */
         F_T_OFFSET_ADD, /* tensor index: offset += value */
         F_T_LENGTH,
@@ -696,8 +698,8 @@ static const struct mutation mutations[] = {
         { "fanin equal to its own id", F_FANIN, 0, -EINVAL, "fanin is not an earlier task of this ring" },
         { "fanin own id + 1", F_FANIN, 1, -EINVAL, "fanin is not an earlier task of this ring" },
         { "fanin 2^64 - 1", F_FANIN_ABS, UINT64_MAX, -EINVAL, "fanin is not an earlier task of this ring" },
-        { "payload fanin equal to its own id", F_PAYLOAD_FANINS, 0, -EINVAL, "fanin is not an earlier task of this ring" },
-        { "payload fanin own id + 1000", F_PAYLOAD_FANINS, 1000, -EINVAL, "fanin is not an earlier task of this ring" },
+        { "fanin beyond the inline ones equal to its own id", F_SLOT_FANINS, 0, -EINVAL, "fanin is not an earlier task of this ring" },
+        { "fanin beyond the inline ones own id + 1000", F_SLOT_FANINS, 1000, -EINVAL, "fanin is not an earlier task of this ring" },
         { "a cycle of two tasks", F_CYCLE, 0, -EINVAL, "fanin is not an earlier task of this ring" },
         { "inline fanin slot beyond the count", F_INLINE_STRAY, 1, -EPROTO, "inline fanin slot beyond the task's fanins not zero" },
         { "id of the next lap", F_ID, ATTACK_WINDOW, -EPROTO, "descriptor id does not match its slot's id" },
@@ -813,7 +815,8 @@ static hbg_task forged_task(const struct mutation *m, hbg_tensor t1, hbg_tensor 
 
 static void mutate(const struct victim *v, const struct mutation *m, uint64_t id, uint64_t partner) {
         struct hbg_task_desc *d = &v->descs[id & (v->D - 1)];
-        struct hbg_task_payload *p = &v->payloads[id & (v->D - 1)];
+        struct hbg_task_args *p = &v->args[id & (v->D - 1)];
+        uint64_t *fanins = v->fanins[id & (v->D - 1)].ids;
         uint64_t value = m->value;
         unsigned ix = m->index;
         switch (m->field) {
@@ -831,11 +834,11 @@ static void mutate(const struct victim *v, const struct mutation *m, uint64_t id
         case F_FANIN: d->n_fanins = 1; d->fanins_inline[0] = id + value; break;
         case F_FANIN_ABS: d->n_fanins = 1; d->fanins_inline[0] = value; break;
         case F_INLINE_STRAY: d->fanins_inline[2] = value; break;
-        case F_PAYLOAD_FANINS:
+        case F_SLOT_FANINS:
                 d->n_fanins = 4;
                 for (unsigned i = 0; i < 3; i++)
-                        p->fanins[i] = id - 1;
-                p->fanins[3] = id + value;
+                        fanins[i] = id - 1;
+                fanins[3] = id + value;
                 break;
         case F_T_OFFSET: p->tensors[ix].offset = value; break;
         case F_T_OFFSET_ADD: p->tensors[ix].offset += value; break;
@@ -1343,7 +1346,7 @@ END_TEST
 
 /* ------------------------------------------------------------ e. flipping published descriptors */
 
-/* For arg ms: random bits flipped in the descriptors and payloads of the
+/* For arg ms: random bits flipped in the descriptors, fanins and arguments of the
  * last ids published (those hbgd is copying), now and then anywhere. */
 static void flip_published(const void *ctx, uint64_t ms) {
         const struct victim *v = ctx;
@@ -1358,9 +1361,12 @@ static void flip_published(const void *ctx, uint64_t ms) {
                 if (r & 1) {
                         bytes = (volatile uint8_t *)(void *)&v->descs[id & (v->D - 1)];
                         size = sizeof(struct hbg_task_desc);
+                } else if (r & 2) {
+                        bytes = (volatile uint8_t *)(void *)&v->fanins[id & (v->D - 1)];
+                        size = sizeof(struct hbg_task_fanins);
                 } else {
-                        bytes = (volatile uint8_t *)(void *)&v->payloads[id & (v->D - 1)];
-                        size = sizeof(struct hbg_task_payload);
+                        bytes = (volatile uint8_t *)(void *)&v->args[id & (v->D - 1)];
+                        size = sizeof(struct hbg_task_args);
                 }
                 bytes[(r >> 8) % size] ^= (uint8_t)(1u << ((r >> 4) % 8));
                 if ((i & 1023) == 1023)
@@ -1439,7 +1445,7 @@ struct raw_session {
         uint64_t sub_size, cpl_size, heap_size, D, G;
         struct hbg_sub_header *sh;
         struct hbg_task_desc *descs;
-        struct hbg_task_payload *payloads;
+        struct hbg_task_args *args;
         struct hbg_graph_record *records;
         uint8_t *heap;
         uint64_t sh_descs_offset, sh_graphs_offset, sh_heap_offset;
@@ -1483,7 +1489,7 @@ static int raw_open(struct raw_session *s, int sock, const char *path) {
         s->sh = sub;
         const struct hbg_cpl_header *ch = cpl;
         s->descs = (struct hbg_task_desc *)(void *)(s->sub + s->sh->descs_offset);
-        s->payloads = (struct hbg_task_payload *)(void *)(s->sub + s->sh->payloads_offset);
+        s->args = (struct hbg_task_args *)(void *)(s->sub + s->sh->args_offset);
         s->records = (struct hbg_graph_record *)(void *)(s->sub + s->sh->graphs_offset);
         s->heap = s->sub + s->sh->heap_offset;
         s->sh_descs_offset = s->sh->descs_offset;
@@ -1520,7 +1526,7 @@ static int raw_graph(struct raw_session *s, float value, int timeout_ms, bool *r
                 .id = id, .kernel = { [HBG_LANE_AIV0] = HBG_KERNEL_FILL_F32 },
                 .lane_mask = 1u << HBG_LANE_AIV0, .block_num = 1, .n_tensors = 1, .n_scalars = 1,
         };
-        struct hbg_task_payload *p = &s->payloads[id & (s->D - 1)];
+        struct hbg_task_args *p = &s->args[id & (s->D - 1)];
         p->tensors[0] = (struct hbg_tensor_arg){ .offset = 0, .length = 256, .direction = HBG_DIR_OUT };
         p->scalars[0] = bits;
         atomic_store(&s->sh->submitted, s->next_id);

@@ -30,6 +30,7 @@
 #include "daemon/engine/lazy_alloc.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
+#include "shm/producer.h"
 #include "tests/check_main.h"
 
 /* ------------------------------------------------------------ injection */
@@ -293,7 +294,8 @@ static void prefault_ring_close(struct prefault_ring *pr) {
  * makes every page of them resident, and the memory a session is charged
  * for (engine_ring_memory()) covers all those pages. It then faults in
  * its mapping of the regions' descriptors and completion region (the last
- * span as wholly as the others), not the payloads or the client's heap.
+ * span as wholly as the others), not the fanins, arguments or the
+ * client's heap.
  */
 START_TEST(ring_prefault_resident) {
         struct prefault_ring pr;
@@ -343,11 +345,12 @@ START_TEST(ring_prefault_resident) {
         }
         size_t heap_all, heap_in = resident_range((char *)sub + g.sub_heap_offset, g.heap_size, &heap_all);
         ck_assert_msg(heap_in <= 1, "ring_prefault() faulted in %zu of the heap's %zu pages", heap_in, heap_all);
-        /* The payloads' first and last pages may be the descriptors' and
-         * the graph records'; none between. */
-        size_t pl_all, pl_in = resident_range((char *)sub + g.sub_payloads_offset,
+        /* The fanins' and arguments' first and last pages may be the
+         * descriptors' and the graph records'; none between. */
+        size_t pl_all, pl_in = resident_range((char *)sub + g.sub_fanins_offset,
                                               g.task_window * sizeof(struct hbg_task_payload), &pl_all);
-        ck_assert_msg(pl_in <= 2, "ring_prefault() faulted in %zu of the payloads' %zu pages", pl_in, pl_all);
+        ck_assert_msg(pl_in <= 2, "ring_prefault() faulted in %zu of the fanins' and arguments' %zu pages", pl_in,
+                      pl_all);
         /* Done: nothing more to do. */
         ck_assert_int_eq(ring_prefault(r, &cursor, 64 << 10, NULL, UINT64_MAX), 0);
         printf("ring_prefault_resident (%s): %zu -> %zu of %zu pages, %u pieces\n", completion_mode_name(_i),
@@ -380,6 +383,52 @@ START_TEST(ring_prefault_busy_skips_regions) {
         size_t all, in = resident_range(d, pr.g.task_window * sizeof(*d), &all);
         ck_assert_msg(in <= 1, "a busy ring's pre-fault faulted in %zu of the descriptors' %zu pages", in, all);
         prefault_ring_close(&pr);
+}
+END_TEST
+
+/*
+ * A task with more than three fanins and no arguments writes 128 bytes
+ * beyond its descriptor, beside its neighbours' (layout version 7): a
+ * window of such tasks on a fresh region makes the descriptors and the
+ * fanins resident and leaves the arguments untouched. In one 384-byte
+ * payload a task, the same tasks made three times the pages resident.
+ */
+START_TEST(fanins_apart_from_arguments) {
+        struct hbg_geometry_request req;
+        struct hbg_geometry g;
+        geometry_request_default(&req);
+        req.task_window = 4096;
+        req.flag_window = 1024;
+        req.heap_size = 1 << 16;
+        ck_assert_int_eq(geometry_init(&g, &req, NULL), 0);
+        void *sub = map_region(g.sub_region_size), *cpl = map_region(g.cpl_region_size);
+        layout_sub_region_init(sub, &g);
+        layout_cpl_region_init(cpl, &g, 0);
+        struct hbg_producer p;
+        producer_init(&p, &g, sub, cpl, 0);
+        const struct hbg_task_record t = { .block_num = 1 };
+        for (uint64_t id = 0; id < g.task_window; id++) {
+                uint64_t fanins[4] = { 0, 0, 0, 0 };
+                unsigned n = id >= 4 ? 4 : 0;
+                for (unsigned i = 0; i < n; i++)
+                        fanins[i] = id - 1 - i;
+                ck_assert_uint_eq(producer_write(&p, &t, fanins, n), id);
+        }
+        const struct hbg_task_fanins *f = (const void *)((char *)sub + g.sub_fanins_offset);
+        const struct hbg_task_desc *d = (const void *)((char *)sub + g.sub_descs_offset);
+        ck_assert_uint_eq(d[4095].n_fanins, 4);
+        ck_assert_uint_eq(d[4095].fanins_inline[0], 0);
+        ck_assert_uint_eq(f[4095].ids[0], 4094);
+        ck_assert_uint_eq(f[4095].ids[3], 4091);
+        size_t fanins_all, fanins_in = resident_range(f, g.task_window * sizeof(*f), &fanins_all);
+        ck_assert_msg(fanins_in == fanins_all, "%zu of the fanins' %zu pages resident", fanins_in, fanins_all);
+        /* The first page may be the fanins' last, the last the graph
+         * records'; none between. */
+        size_t args_all, args_in = resident_range((char *)sub + g.sub_args_offset,
+                                                  g.task_window * sizeof(struct hbg_task_args), &args_all);
+        ck_assert_msg(args_in <= 1, "%zu of the arguments' %zu pages resident", args_in, args_all);
+        munmap(sub, g.sub_region_size);
+        munmap(cpl, g.cpl_region_size);
 }
 END_TEST
 
@@ -672,6 +721,7 @@ static Suite *suite(void) {
         tcase_add_loop_test(tc, io_reads_through_memfd, 0, (int)completion_mode_count());
         tcase_add_loop_test(tc, spare_rings_taken, 0, (int)completion_mode_count());
         tcase_add_test(tc, lazy_arena_huge_boundary);
+        tcase_add_test(tc, fanins_apart_from_arguments);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -100,7 +100,7 @@ static struct hbg_recorded_task chain_task(const struct fixture *f, unsigned i) 
         uint64_t fanin = i;
         struct hbg_recorded_task rt;
         memset(&rt, 0, sizeof(rt));
-        producer_task_encode(&rt.desc, &rt.payload, i + 1, &t, &fanin, 1);
+        producer_task_encode(&rt.desc, rt.payload.fanins, &rt.payload.args, i + 1, &t, &fanin, 1);
         return rt;
 }
 
@@ -368,7 +368,7 @@ static struct hbg_recorded_task recorded(struct hbg_task_record t, unsigned i, c
                                          unsigned n_fanins) {
         struct hbg_recorded_task rt;
         memset(&rt, 0, sizeof(rt));
-        producer_task_encode(&rt.desc, &rt.payload, i + 1, &t, fanins, n_fanins);
+        producer_task_encode(&rt.desc, rt.payload.fanins, &rt.payload.args, i + 1, &t, fanins, n_fanins);
         return rt;
 }
 

@@ -294,7 +294,7 @@ static const struct {
         [R_RESERVED1_0] = { "fanins_inline[0] set, no fanins", -EPROTO },
         [R_RESERVED1_1] = { "fanins_inline[1] set, no fanins", -EPROTO },
         [R_RESERVED1_2] = { "fanins_inline[2] set, no fanins", -EPROTO },
-        [R_INLINE_BESIDE_PAYLOAD] = { "fanins_inline[0] set, 4 fanins in the payload", -EPROTO },
+        [R_INLINE_BESIDE_PAYLOAD] = { "fanins_inline[0] set, 4 fanins in the slot's fanins", -EPROTO },
         [R_FLAG_UNKNOWN_BIT3] = { "unknown flag bit 3", -EINVAL },
         [R_FLAG_UNKNOWN_BIT7] = { "unknown flag bit 7", -EINVAL },
         [R_LANE_BIT3] = { "lane mask bit 3", -EINVAL },
@@ -942,7 +942,7 @@ static struct first_refusal two_lanes(struct hbg_engine *e, uint16_t k0, uint16_
         t.desc.lane_mask = 3;
         t.desc.block_num = 1;
         t.desc.n_scalars = 1;
-        t.payload.scalars[0] = scalar;
+        t.payload.args.scalars[0] = scalar;
         struct first_refusal f = { 0 };
         ck_assert_int_eq(engine_validate(e, HEAP_BYTES, &t, 1, keep_refusal, &f), (int)f.n);
         return f;

@@ -12,8 +12,9 @@
  *   then per task (until the input ends, at most MAX_TASKS):
  *     kind        a valid task to start from (templates[kind % N]),
  *                 depending on the task before it
- *     n           then n (offset, value) pairs: desc+payload byte
- *                 `offset % 448` of the task's slot is XORed with `value`
+ *     n           then n (offset, value) pairs: byte `offset % 448` of
+ *                 the task's descriptor, fanins and arguments, one after
+ *                 the other, is XORed with `value`
  *                 before the task is published
  *
  * So an all-zero forgery is a valid graph, and the fuzzer reaches each
@@ -41,7 +42,7 @@
 #define HEAP_BYTES 4096u
 #define MAX_TASKS 48u
 #define WAIT_MS 10000
-#define SLOT_BYTES (sizeof(struct hbg_task_desc) + sizeof(struct hbg_task_payload))
+#define SLOT_BYTES (sizeof(struct hbg_task_desc) + sizeof(struct hbg_task_fanins) + sizeof(struct hbg_task_args))
 
 static struct hbg_engine *engine;
 
@@ -159,17 +160,24 @@ static uint8_t *slot_desc(struct harness_ring *h, uint64_t id) {
         return (uint8_t *)h->sub + h->g.sub_descs_offset + (id & (h->g.task_window - 1)) * sizeof(struct hbg_task_desc);
 }
 
-static uint8_t *slot_payload(struct harness_ring *h, uint64_t id) {
-        return (uint8_t *)h->sub + h->g.sub_payloads_offset +
-               (id & (h->g.task_window - 1)) * sizeof(struct hbg_task_payload);
+static uint8_t *slot_fanins(struct harness_ring *h, uint64_t id) {
+        return (uint8_t *)h->sub + h->g.sub_fanins_offset +
+               (id & (h->g.task_window - 1)) * sizeof(struct hbg_task_fanins);
+}
+
+static uint8_t *slot_args(struct harness_ring *h, uint64_t id) {
+        return (uint8_t *)h->sub + h->g.sub_args_offset + (id & (h->g.task_window - 1)) * sizeof(struct hbg_task_args);
 }
 
 static void forge_slot(struct harness_ring *h, uint64_t id, size_t off, uint8_t value) {
+        const size_t desc = sizeof(struct hbg_task_desc), fanins = sizeof(struct hbg_task_fanins);
         off %= SLOT_BYTES;
-        if (off < sizeof(struct hbg_task_desc))
+        if (off < desc)
                 slot_desc(h, id)[off] ^= value;
+        else if (off < desc + fanins)
+                slot_fanins(h, id)[off - desc] ^= value;
         else
-                slot_payload(h, id)[off - sizeof(struct hbg_task_desc)] ^= value;
+                slot_args(h, id)[off - desc - fanins] ^= value;
 }
 
 /* Subnormal floats of both signs, every one different, in the array at

@@ -23,7 +23,8 @@
 #define SUB_HEADER_BYTES ((uint64_t)sizeof(struct hbg_sub_header))
 #define CPL_HEADER_BYTES ((uint64_t)sizeof(struct hbg_cpl_header))
 #define DESC_BYTES 64u
-#define PAYLOAD_BYTES 384u
+#define FANINS_BYTES 128u
+#define ARGS_BYTES 256u
 #define GRAPH_RECORD_BYTES 32u
 #define MAILBOX_ENTRY_BYTES 32u
 #define GRAPH_ENTRY_BYTES 128u
@@ -286,31 +287,36 @@ static void check_layout(const struct hbg_geometry_request *req) {
         ck_assert_uint_eq(POW2(g.graph_table_log2), gt);
 
         /* Submission region:
-         *   header | descs | payloads | graph records | mailbox | heap. */
+         *   header | descs | fanins | arguments | graph records | mailbox |
+         *   heap. */
         uint64_t descs = align64(SUB_HEADER_BYTES);
-        uint64_t payloads = align64(descs + d * DESC_BYTES);
-        uint64_t records = align64(payloads + d * PAYLOAD_BYTES);
+        uint64_t fanins = align64(descs + d * DESC_BYTES);
+        uint64_t args = align64(fanins + d * FANINS_BYTES);
+        uint64_t records = align64(args + d * ARGS_BYTES);
         uint64_t mailbox = align64(records + gt * GRAPH_RECORD_BYTES);
         uint64_t heap_off = align64(mailbox + m * MAILBOX_ENTRY_BYTES);
         uint64_t sub_size = align64(heap_off + heap);
 
         ck_assert_uint_eq(g.sub_descs_offset, descs);
-        ck_assert_uint_eq(g.sub_payloads_offset, payloads);
+        ck_assert_uint_eq(g.sub_fanins_offset, fanins);
+        ck_assert_uint_eq(g.sub_args_offset, args);
         ck_assert_uint_eq(g.sub_graphs_offset, records);
         ck_assert_uint_eq(g.sub_mailbox_offset, mailbox);
         ck_assert_uint_eq(g.sub_heap_offset, heap_off);
         ck_assert_uint_eq(g.sub_region_size, sub_size);
 
         ck_assert_uint_eq(g.sub_descs_offset % 64, 0);
-        ck_assert_uint_eq(g.sub_payloads_offset % 64, 0);
+        ck_assert_uint_eq(g.sub_fanins_offset % 64, 0);
+        ck_assert_uint_eq(g.sub_args_offset % 64, 0);
         ck_assert_uint_eq(g.sub_graphs_offset % 64, 0);
         ck_assert_uint_eq(g.sub_mailbox_offset % 64, 0);
         ck_assert_uint_eq(g.sub_heap_offset % 64, 0);
         ck_assert_uint_eq(g.sub_region_size % 64, 0);
         /* In order, no overlap. */
         ck_assert_uint_ge(g.sub_descs_offset, sizeof(struct hbg_sub_header));
-        ck_assert_uint_ge(g.sub_payloads_offset, g.sub_descs_offset + d * DESC_BYTES);
-        ck_assert_uint_ge(g.sub_graphs_offset, g.sub_payloads_offset + d * PAYLOAD_BYTES);
+        ck_assert_uint_ge(g.sub_fanins_offset, g.sub_descs_offset + d * DESC_BYTES);
+        ck_assert_uint_ge(g.sub_args_offset, g.sub_fanins_offset + d * FANINS_BYTES);
+        ck_assert_uint_ge(g.sub_graphs_offset, g.sub_args_offset + d * ARGS_BYTES);
         ck_assert_uint_ge(g.sub_mailbox_offset, g.sub_graphs_offset + gt * GRAPH_RECORD_BYTES);
         ck_assert_uint_ge(g.sub_heap_offset, g.sub_mailbox_offset + m * MAILBOX_ENTRY_BYTES);
         ck_assert_uint_ge(g.sub_region_size, g.sub_heap_offset + heap);
@@ -344,7 +350,9 @@ START_TEST(test_default_layout) {
         ck_assert_uint_eq(sizeof(struct hbg_sub_header) % 64, 0);
         ck_assert_uint_eq(sizeof(struct hbg_cpl_header) % 64, 0);
         ck_assert_uint_eq(sizeof(struct hbg_task_desc), DESC_BYTES);
-        ck_assert_uint_eq(sizeof(struct hbg_task_payload), PAYLOAD_BYTES);
+        ck_assert_uint_eq(sizeof(struct hbg_task_fanins), FANINS_BYTES);
+        ck_assert_uint_eq(sizeof(struct hbg_task_args), ARGS_BYTES);
+        ck_assert_uint_eq(sizeof(struct hbg_task_payload), FANINS_BYTES + ARGS_BYTES);
         ck_assert_uint_eq(sizeof(struct hbg_graph_record), GRAPH_RECORD_BYTES);
         ck_assert_uint_eq(sizeof(struct hbg_mailbox_entry), MAILBOX_ENTRY_BYTES);
         ck_assert_uint_eq(sizeof(struct hbg_graph_entry), GRAPH_ENTRY_BYTES);
@@ -360,7 +368,8 @@ START_TEST(test_default_layout) {
         ck_assert_uint_eq(g.task_window, 16384);
         ck_assert_uint_eq(g.flag_window, 16384);
         ck_assert_uint_eq(g.sub_descs_offset, sh);
-        ck_assert_uint_eq(g.sub_payloads_offset, sh + 16384 * 64);
+        ck_assert_uint_eq(g.sub_fanins_offset, sh + 16384 * 64);
+        ck_assert_uint_eq(g.sub_args_offset, sh + 16384 * 64 + 16384 * 128);
         ck_assert_uint_eq(g.sub_graphs_offset, sh + 16384 * 64 + 16384 * 384);
         ck_assert_uint_eq(g.sub_mailbox_offset, sh + 16384 * 64 + 16384 * 384 + 256 * 32);
         ck_assert_uint_eq(g.sub_heap_offset,
