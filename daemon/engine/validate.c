@@ -239,9 +239,13 @@ STEP check_fields(const struct task_rules *rules, struct task_slot *s, const str
 
 #undef STEP
 
-/* check_fields(), and the kernel a refused task names. */
-static int check_task(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
-                      const struct task_parts *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
+/* check_fields(), and the kernel a refused task names. Inline in
+ * validate_task(), whose arguments then stay in registers (a call kept
+ * the rules and the parts on the stack: 20 instructions a task). */
+static inline __attribute__((always_inline)) int check_task(const struct task_rules *rules, struct task_slot *s,
+                                                            const struct hbg_task_desc *d,
+                                                            const struct task_parts *shared, uint64_t id,
+                                                            uint64_t fanin_lo, const char **why) {
         int err = check_fields(rules, s, d, shared, id, fanin_lo, why);
         if (__builtin_expect(err < 0, 0) && s->report_kernel == HBG_KERNEL_NONE)
                 name_first_kernel(s, d);
