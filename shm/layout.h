@@ -241,7 +241,8 @@ _Static_assert(sizeof(struct hbg_tensor_arg) == 24, "tensor arg size");
  * HBG_INLINE_FANINS, and its arguments: two arrays of their own (layout
  * version 7), so that a graph whose tasks have many fanins and no
  * arguments touches 128 bytes a task beyond its descriptor, not 384, and
- * a fresh session's first such graph faults in a third of the pages. */
+ * a fresh session's first such graph faults in a third of the pages
+ * beyond the descriptors'. */
 struct hbg_task_fanins {
         uint64_t ids[HBG_MAX_FANINS];      /* producer ids, each < own id */
 };

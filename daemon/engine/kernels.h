@@ -31,7 +31,8 @@
 #include "shm/layout.h"
 
 /* A validated, daemon-private copy of one task's arguments: the module
- * API's struct (hbg/kernel.h), the very layout of the shared payload's. */
+ * API's struct (hbg/kernel.h), the very layout of the submission
+ * region's struct hbg_task_args. */
 _Static_assert(sizeof(struct hbg_kernel_tensor_arg) == sizeof(struct hbg_tensor_arg) &&
                        offsetof(struct hbg_kernel_tensor_arg, direction) ==
                                offsetof(struct hbg_tensor_arg, direction) &&

@@ -39,7 +39,7 @@ __all__ = [
     "library_version",
 ]
 
-__version__ = "1.6.0"
+__version__ = "1.6.1"
 
 
 def library_version():

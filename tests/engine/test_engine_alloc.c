@@ -348,7 +348,9 @@ START_TEST(ring_prefault_resident) {
         /* The fanins' and arguments' first and last pages may be the
          * descriptors' and the graph records'; none between. */
         size_t pl_all, pl_in = resident_range((char *)sub + g.sub_fanins_offset,
-                                              g.task_window * sizeof(struct hbg_task_payload), &pl_all);
+                                              g.task_window * (sizeof(struct hbg_task_fanins) +
+                                                               sizeof(struct hbg_task_args)),
+                                              &pl_all);
         ck_assert_msg(pl_in <= 2, "ring_prefault() faulted in %zu of the fanins' and arguments' %zu pages", pl_in,
                       pl_all);
         /* Done: nothing more to do. */
@@ -392,6 +394,8 @@ END_TEST
  * window of such tasks on a fresh region makes the descriptors and the
  * fanins resident and leaves the arguments untouched. In one 384-byte
  * payload a task, the same tasks made three times the pages resident.
+ * Then, a lap on (ids masked into slots), tasks with arguments write
+ * them into the arguments' slots and nothing into the fanins'.
  */
 START_TEST(fanins_apart_from_arguments) {
         struct hbg_geometry_request req;
@@ -402,31 +406,54 @@ START_TEST(fanins_apart_from_arguments) {
         req.heap_size = 1 << 16;
         ck_assert_int_eq(geometry_init(&g, &req, NULL), 0);
         void *sub = map_region(g.sub_region_size), *cpl = map_region(g.cpl_region_size);
+        const uint64_t first = 1000, D = g.task_window;
         layout_sub_region_init(sub, &g);
-        layout_cpl_region_init(cpl, &g, 0);
+        layout_cpl_region_init(cpl, &g, first);
         struct hbg_producer p;
-        producer_init(&p, &g, sub, cpl, 0);
+        producer_init(&p, &g, sub, cpl, first);
         const struct hbg_task_record t = { .block_num = 1 };
-        for (uint64_t id = 0; id < g.task_window; id++) {
+        for (uint64_t id = first; id < first + D; id++) {
                 uint64_t fanins[4] = { 0, 0, 0, 0 };
-                unsigned n = id >= 4 ? 4 : 0;
+                unsigned n = id >= first + 4 ? 4 : 0;
                 for (unsigned i = 0; i < n; i++)
                         fanins[i] = id - 1 - i;
                 ck_assert_uint_eq(producer_write(&p, &t, fanins, n), id);
         }
         const struct hbg_task_fanins *f = (const void *)((char *)sub + g.sub_fanins_offset);
+        const struct hbg_task_args *a = (const void *)((char *)sub + g.sub_args_offset);
         const struct hbg_task_desc *d = (const void *)((char *)sub + g.sub_descs_offset);
-        ck_assert_uint_eq(d[4095].n_fanins, 4);
-        ck_assert_uint_eq(d[4095].fanins_inline[0], 0);
-        ck_assert_uint_eq(f[4095].ids[0], 4094);
-        ck_assert_uint_eq(f[4095].ids[3], 4091);
-        size_t fanins_all, fanins_in = resident_range(f, g.task_window * sizeof(*f), &fanins_all);
+        uint64_t last = first + D - 1;
+        ck_assert_uint_eq(d[last & (D - 1)].n_fanins, 4);
+        ck_assert_uint_eq(d[last & (D - 1)].fanins_inline[0], 0);
+        ck_assert_uint_eq(f[last & (D - 1)].ids[0], last - 1);
+        ck_assert_uint_eq(f[last & (D - 1)].ids[3], last - 4);
+        size_t fanins_all, fanins_in = resident_range(f, D * sizeof(*f), &fanins_all);
         ck_assert_msg(fanins_in == fanins_all, "%zu of the fanins' %zu pages resident", fanins_in, fanins_all);
         /* The first page may be the fanins' last, the last the graph
          * records'; none between. */
-        size_t args_all, args_in = resident_range((char *)sub + g.sub_args_offset,
-                                                  g.task_window * sizeof(struct hbg_task_args), &args_all);
+        size_t args_all, args_in = resident_range(a, D * sizeof(*a), &args_all);
         ck_assert_msg(args_in <= 1, "%zu of the arguments' %zu pages resident", args_in, args_all);
+
+        /* A task with two tensors and a scalar on the next lap: its
+         * arguments in its slot of the arguments, its slot's fanins as
+         * the lap before left them. */
+        struct hbg_task_record k = { .kernel = { 0, 1, 0 }, .lane_mask = 2, .block_num = 1, .n_tensors = 2,
+                                     .n_scalars = 1 };
+        k.tensors[0] = (struct hbg_tensor_arg){ .offset = 64, .length = 64, .direction = HBG_DIR_IN };
+        k.tensors[1] = (struct hbg_tensor_arg){ .offset = 128, .length = 64, .direction = HBG_DIR_OUT };
+        k.scalars[0] = 77;
+        uint64_t slot = (first + D) & (D - 1);
+        struct hbg_task_fanins lap_before = f[slot];
+        uint64_t id = producer_write(&p, &k, NULL, 0);
+        ck_assert_uint_eq(id, first + D);
+        ck_assert_uint_ne(slot, id);
+        ck_assert_uint_eq(a[slot].tensors[0].offset, 64);
+        ck_assert_uint_eq(a[slot].tensors[1].offset, 128);
+        ck_assert_uint_eq(a[slot].tensors[1].direction, HBG_DIR_OUT);
+        ck_assert_uint_eq(a[slot].scalars[0], 77);
+        ck_assert_uint_eq(d[slot].n_tensors, 2);
+        ck_assert_uint_eq(d[slot].n_fanins, 0);
+        ck_assert(memcmp(&f[slot], &lap_before, sizeof(lap_before)) == 0);
         munmap(sub, g.sub_region_size);
         munmap(cpl, g.cpl_region_size);
 }
@@ -657,7 +684,8 @@ START_TEST(spare_rings_taken) {
         while ((more = ring_prefault(r, &cursor, 64 << 10, NULL, UINT64_MAX)) > 0)
                 ck_assert_uint_lt(++pieces, 100000);
         ck_assert_int_eq(more, 0);
-        uint64_t regions = g.task_window * (sizeof(struct hbg_task_desc) + sizeof(struct hbg_task_payload)) +
+        uint64_t regions = g.task_window * (sizeof(struct hbg_task_desc) + sizeof(struct hbg_task_fanins) +
+                                            sizeof(struct hbg_task_args)) +
                            g.cpl_region_size;
         if (policy_maps == 0)
                 ck_assert_uint_le(pieces, regions >> 16);

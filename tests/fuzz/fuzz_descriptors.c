@@ -43,6 +43,7 @@
 #define MAX_TASKS 48u
 #define WAIT_MS 10000
 #define SLOT_BYTES (sizeof(struct hbg_task_desc) + sizeof(struct hbg_task_fanins) + sizeof(struct hbg_task_args))
+_Static_assert(SLOT_BYTES == 448, "the corpus's offsets are of 448-byte slots");
 
 static struct hbg_engine *engine;
 

@@ -88,7 +88,7 @@ extern "C" {
  * MAJOR.MINOR runs with any library MAJOR.M, M >= MINOR. */
 #define HBG_VERSION_MAJOR 1
 #define HBG_VERSION_MINOR 6
-#define HBG_VERSION_PATCH 0
+#define HBG_VERSION_PATCH 1
 
 typedef struct hbg_client hbg_client;
 
