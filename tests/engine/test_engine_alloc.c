@@ -120,6 +120,17 @@ static void config(struct hbg_engine_config *cfg, unsigned mode) {
         cfg->completion_mode = mode;
 }
 
+/* The default geometry with a task window of `window`, a flag window a
+ * quarter of it and a 64 KiB heap. */
+static void window_geometry(struct hbg_geometry *g, uint64_t window) {
+        struct hbg_geometry_request req;
+        geometry_request_default(&req);
+        req.task_window = window;
+        req.flag_window = window / 4;
+        req.heap_size = 1 << 16;
+        ck_assert_int_eq(geometry_init(g, &req, NULL), 0);
+}
+
 /* Every allocation of engine_new() failing in turn, under each policy. */
 START_TEST(engine_new_fails_cleanly) {
         unsigned long k;
@@ -156,13 +167,8 @@ START_TEST(ring_add_fails_cleanly) {
         config(&cfg, (unsigned)_i);
         struct hbg_engine *e = NULL;
         ck_assert_int_eq(engine_new(&e, &cfg), 0);
-        struct hbg_geometry_request req;
         struct hbg_geometry g;
-        geometry_request_default(&req);
-        req.task_window = 1024;
-        req.flag_window = 256;
-        req.heap_size = 1 << 16;
-        ck_assert_int_eq(geometry_init(&g, &req, NULL), 0);
+        window_geometry(&g, 1024);
         void *sub = calloc(1, g.sub_region_size), *cpl = calloc(1, g.cpl_region_size);
         ck_assert(sub && cpl);
         layout_sub_region_init(sub, &g);
@@ -255,12 +261,7 @@ static void prefault_ring_open(struct prefault_ring *pr, unsigned mode, const ch
         config(&cfg, mode);
         pr->e = NULL;
         ck_assert_int_eq(engine_new(&pr->e, &cfg), 0);
-        struct hbg_geometry_request req;
-        geometry_request_default(&req);
-        req.task_window = 4096;
-        req.flag_window = 1024;
-        req.heap_size = 1 << 16;
-        ck_assert_int_eq(geometry_init(&pr->g, &req, NULL), 0);
+        window_geometry(&pr->g, 4096);
         pr->sub = map_region(pr->g.sub_region_size);
         pr->cpl = map_region(pr->g.cpl_region_size);
         layout_sub_region_init(pr->sub, &pr->g);
@@ -398,13 +399,8 @@ END_TEST
  * them into the arguments' slots and nothing into the fanins'.
  */
 START_TEST(fanins_apart_from_arguments) {
-        struct hbg_geometry_request req;
         struct hbg_geometry g;
-        geometry_request_default(&req);
-        req.task_window = 4096;
-        req.flag_window = 1024;
-        req.heap_size = 1 << 16;
-        ck_assert_int_eq(geometry_init(&g, &req, NULL), 0);
+        window_geometry(&g, 4096);
         void *sub = map_region(g.sub_region_size), *cpl = map_region(g.cpl_region_size);
         const uint64_t first = 1000, D = g.task_window;
         layout_sub_region_init(sub, &g);
@@ -461,12 +457,7 @@ END_TEST
 
 /* A geometry of `window` tasks with its regions (calloc'd, initialised). */
 static void small_geometry(struct hbg_geometry *g, uint64_t window, void **sub, void **cpl) {
-        struct hbg_geometry_request req;
-        geometry_request_default(&req);
-        req.task_window = window;
-        req.flag_window = window / 4;
-        req.heap_size = 1 << 16;
-        ck_assert_int_eq(geometry_init(g, &req, NULL), 0);
+        window_geometry(g, window);
         *sub = calloc(1, g->sub_region_size);
         *cpl = calloc(1, g->cpl_region_size);
         ck_assert(*sub && *cpl);
