@@ -28,7 +28,14 @@
  *                 user; slices, double and unknown frees -EINVAL; tensors
  *                 of a recording -EBUSY;
  *   tensor_free_cycles  1,000 alloc + graph + free cycles in a 64 KiB heap
- *                 leave the whole heap free.
+ *                 leave the whole heap free;
+ *   tensor_wait_ready  hbg_tensor_wait_ready(): 0 ms only looks
+ *                 (-ETIMEDOUT, the writer named), a wait returns once the
+ *                 tensor's writer completed while a task added before it
+ *                 still runs (the watermark held back) and again once the
+ *                 watermark passes a writer, with the values written;
+ *                 -EINVAL for a tensor outside the heap, -EDEADLK from a
+ *                 host function.
  */
 #include <check.h>
 #include <errno.h>
@@ -594,6 +601,97 @@ START_TEST(tensor_free_cycles) {
 }
 END_TEST
 
+/* A host function that tries hbg_tensor_wait_ready() on its client. */
+struct wait_in_host {
+        hbg_client *c;
+        hbg_tensor t;
+        int ret;
+};
+
+static int wait_in_host_fn(void *arg) {
+        struct wait_in_host *w = arg;
+        w->ret = hbg_tensor_wait_ready(w->c, w->t, 0);
+        return 0;
+}
+
+static void add_spin(struct hbgd_proc *d, hbg_client *c, uint64_t ns, uint64_t *ret_id) {
+        hbg_task t = HBG_TASK_INIT("spin_ns");
+        t.n_scalars = 1;
+        t.scalars[0] = ns;
+        int err = hbg_graph_add(c, &t, ret_id);
+        D_ASSERT(d, err == 0, "spin_ns: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+}
+
+static void add_fill(struct hbgd_proc *d, hbg_client *c, hbg_tensor x, float v, uint64_t after) {
+        hbg_task t = HBG_TASK_INIT("fill_f32");
+        t.n_args = 1;
+        t.args[0].tensor = x;
+        t.args[0].dir = HBG_OUT;
+        t.n_scalars = 1;
+        t.scalars[0] = hbg_f32(v);
+        t.n_deps = 1;
+        t.deps[0] = after;
+        int err = hbg_graph_add(c, &t, NULL);
+        D_ASSERT(d, err == 0, "fill_f32: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+}
+
+START_TEST(tensor_wait_ready) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        hbg_client *c = connect_ok(d, &o);
+        enum { N = 1024 };
+        hbg_tensor x, y;
+        ck_assert_int_eq(hbg_tensor_alloc(c, N * sizeof(float), &x), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, N * sizeof(float), &y), 0);
+        const float *px = hbg_tensor_data(c, x), *py = hbg_tensor_data(c, y);
+
+        /* A 1 s task first, then a 20 ms one and x's writer after it: the
+         * writer completes while the first task holds the watermark
+         * back, so no pipe byte says so; the wait sees it anyway. */
+        uint64_t hold, spin;
+        add_spin(d, c, 1000000000, &hold);
+        add_spin(d, c, 20000000, &spin);
+        add_fill(d, c, x, 7.0f, spin);
+        uint64_t g;
+        ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+        ck_assert_int_eq(hbg_tensor_wait_ready(c, x, 0), -ETIMEDOUT);
+        ck_assert_msg(strstr(hbg_last_error(c), "has not completed in time"), "%s", hbg_last_error(c));
+        int err = hbg_tensor_wait_ready(c, x, 30000);
+        D_ASSERT(d, err == 0, "x: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        for (unsigned i = 0; i < N; i++)
+                ck_assert_float_eq(px[i], 7.0f);
+        /* Returned for x, not for the graph: the first task still runs. */
+        ck_assert_int_eq(hbg_graph_wait(c, g, 0), -ETIMEDOUT);
+        ck_assert_int_eq(hbg_graph_wait(c, g, 60000), 0);
+
+        /* Nothing before the writer: the watermark passing it wakes the
+         * wait. */
+        add_spin(d, c, 20000000, &spin);
+        add_fill(d, c, y, 3.0f, spin);
+        ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+        err = hbg_tensor_wait_ready(c, y, 30000);
+        D_ASSERT(d, err == 0, "y: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        for (unsigned i = 0; i < N; i++)
+                ck_assert_float_eq(py[i], 3.0f);
+        ck_assert_int_eq(hbg_graph_wait(c, g, 60000), 0);
+        ck_assert_int_eq(hbg_tensor_wait_ready(c, y, 0), 0);
+
+        ck_assert_int_eq(hbg_tensor_wait_ready(NULL, y, 0), -EINVAL);
+        ck_assert_int_eq(hbg_tensor_wait_ready(c, (hbg_tensor){ 0 }, 0), -EINVAL);
+        /* From a host function of the client (run inside the wait). */
+        struct wait_in_host w = { c, y, 1 };
+        hbg_task h = HBG_TASK_INIT(NULL);
+        h.host_fn = wait_in_host_fn;
+        h.host_userdata = &w;
+        ck_assert_int_eq(hbg_graph_add(c, &h, NULL), 0);
+        run_graph(d, c, "host function");
+        ck_assert_int_eq(w.ret, -EDEADLK);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("e2e_api");
         TCase *tc = tcase_create("api");
@@ -608,6 +706,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, graph_room);
         tcase_add_test(tc, tensor_free);
         tcase_add_test(tc, tensor_free_cycles);
+        tcase_add_test(tc, tensor_wait_ready);
         suite_add_tcase(s, tc);
         return s;
 }
