@@ -77,6 +77,10 @@ void cmp_hbg(struct cmp *c, unsigned mode, unsigned threads);
 /* The same rows (one producer) on an hbgd whose sessions have only
  * flag_window completion flags: to the metrics, "..._flag_window_N". */
 void cmp_hbg_reuse(struct cmp *c, unsigned mode, unsigned threads, unsigned flag_window);
+/* bench/compare_wait.c: hbg_tensor_wait_ready()'s lateness and cost, on
+ * the hbgd of cmp_hbg(). */
+struct bench_hbgd;
+void cmp_tensor_wait(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads);
 /* bench/compare_peers.c: every shape for one peer and thread count (the
  * floor runs one thread whatever the count). */
 void cmp_peer(struct cmp *c, unsigned peer, unsigned threads);

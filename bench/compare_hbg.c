@@ -737,6 +737,7 @@ void cmp_hbg(struct cmp *c, unsigned mode_index, unsigned threads) {
                 hbg_row(c, &h, mode, threads, s, 1, true);
         if (c->latency) {
                 hbg_latency(c, &h, mode, threads);
+                cmp_tensor_wait(c, &h, mode, threads);
                 hbg_connect_burst(c, &h, mode, threads);
                 hbg_fairness(c, &h, mode, threads);
         }

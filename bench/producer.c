@@ -21,6 +21,13 @@
  *   hog NS COUNT        one graph of COUNT independent spin_ns tasks of NS
  *                       ns each: prints "hog submitted" once submitted,
  *                       "hog done" when it finished (the fairness case)
+ *   twait NS COUNT      COUNT graphs, one at a time, of a spin_ns task of
+ *                       NS ns, a fill_f32 of a 256-float tensor after it
+ *                       and the rest of the graph, a 2 NS ns task added
+ *                       after them; then hbg_tensor_wait_ready() on the
+ *                       tensor; prints "tw WALL_NS CPU_NS" (from the first
+ *                       add to the wait's return, and this thread's CPU
+ *                       time in the wait), then "end"
  *   quit                prints "rss_kib K" (this process's peak) and exits
  *
  * With --kernel NAME --floats F every task of the shape runs kernel NAME
@@ -231,6 +238,53 @@ static int run_hog(struct producer *p, uint64_t ns, unsigned count) {
         return 0;
 }
 
+/* The tensor-wait case: how late hbg_tensor_wait_ready() returns after
+ * its writer, and what the wait costs the waiting thread. */
+static int run_tensor_wait(struct producer *p, uint64_t ns, unsigned count) {
+        hbg_tensor x;
+        int err = hbg_tensor_alloc(p->c, 256 * sizeof(float), &x);
+        if (err < 0)
+                return fail(p, "hbg_tensor_alloc (twait)", err);
+        for (unsigned r = 0; r < count; r++) {
+                hbg_task spin = HBG_TASK_INIT("spin_ns"), fill = HBG_TASK_INIT("fill_f32");
+                hbg_task rest = HBG_TASK_INIT("spin_ns");
+                spin.n_scalars = rest.n_scalars = 1;
+                spin.scalars[0] = ns;
+                rest.scalars[0] = 2 * ns;
+                fill.n_args = 1;
+                fill.args[0].tensor = x;
+                fill.args[0].dir = HBG_OUT;
+                fill.n_scalars = 1;
+                fill.scalars[0] = hbg_f32((float)r);
+                fill.n_deps = 1;
+                uint64_t g;
+                /* From the first add: hbgd may start the first task as
+                 * soon as it is published, before the submit. */
+                int64_t start = bench_now_ns();
+                /* The rest of the graph runs on after the tensor is
+                 * written: the wait returns before the graph's end. */
+                if ((err = hbg_graph_add(p->c, &spin, &fill.deps[0])) < 0 ||
+                    (err = hbg_graph_add(p->c, &fill, NULL)) < 0 || (err = hbg_graph_add(p->c, &rest, NULL)) < 0 ||
+                    (err = hbg_graph_submit(p->c, &g)) < 0)
+                        return fail(p, "twait graph", err);
+                struct timespec c0, c1;
+                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+                err = hbg_tensor_wait_ready(p->c, x, WAIT_MS);
+                int64_t wall = bench_now_ns() - start;
+                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+                if (err < 0)
+                        return fail(p, "hbg_tensor_wait_ready", err);
+                if ((err = hbg_graph_wait(p->c, g, WAIT_MS)) < 0)
+                        return fail(p, "hbg_graph_wait (twait)", err);
+                int64_t cpu = (int64_t)(c1.tv_sec - c0.tv_sec) * 1000000000 + (c1.tv_nsec - c0.tv_nsec);
+                printf("tw %" PRId64 " %" PRId64 "\n", wall, cpu);
+        }
+        printf("end\n");
+        fflush(stdout);
+        err = hbg_tensor_free(p->c, x);
+        return err < 0 ? fail(p, "hbg_tensor_free (twait)", err) : 0;
+}
+
 static int make_tiles(struct producer *p) {
         const struct dag *d = &p->d;
         size_t floats = (size_t)d->tile * d->tile;
@@ -295,7 +349,8 @@ void bench_producer_usage(FILE *out) {
               "  hbg-bench producer --socket PATH --shape NAME [--size N] [--quick] [--seed S]\n"
               "                     [--kernel NAME --floats F] [--host-every K --spin ITERS]\n"
               "                     [--host-threads N] [--task-ns NS]\n"
-              "  stdin: run | replay | lat TASKS COUNT IDLE_US | hog NS COUNT | quit (bench/producer.c)\n",
+              "  stdin: run | replay | lat TASKS COUNT IDLE_US | hog NS COUNT | twait NS COUNT | quit\n"
+              "  (bench/producer.c)\n",
               out);
 }
 
@@ -407,6 +462,9 @@ int bench_producer_main(int argc, char **argv) {
                 else if (sscanf(line, "lat %u %u %u", &tasks, &count, &idle_us) == 3 && tasks >= 1 &&
                          tasks <= 4096)
                         rc = run_latency(&p, tasks, count, idle_us);
+                else if (sscanf(line, "twait %" SCNu64 " %u", &ns, &count) == 2 && count >= 1 && count <= 100000 &&
+                         ns <= 500000000)
+                        rc = run_tensor_wait(&p, ns, count);
                 else if (strcmp(line, "quit\n") == 0)
                         break;
                 else {

@@ -573,15 +573,30 @@ HBG_EXPORT int hbg_tensor_wait_ready(hbg_client *c, hbg_tensor t, int timeout_ms
         HBGC_WAIT(w);
         hbgc_wait_begin(c, &w, timeout_ms, false);
         uint64_t id;
+        bool armed = false;
+        int err = 0;
         while (hbgc_deps_pending_writer(c, t.offset, t.offset + t.bytes, &id)) {
-                int err = c->dead ? -ECONNRESET : hbgc_wait_step(c, &w);
+                /* Past the spin, before each sleep: hbgd writes the pipe
+                 * once the watermark passes this writer (§2.1). A writer
+                 * that completes while an earlier task holds the watermark
+                 * back is seen at the next look, within the 1 ms cap. */
+                if (hbgc_wait_spun(&w) && !c->dead) {
+                        armed = true;
+                        if (producer_arm_watermark_wait(&c->prod, id + 1) > id)
+                                continue;
+                }
+                err = c->dead ? -ECONNRESET : hbgc_wait_step(c, &w);
                 if (err < 0) {
                         if (!hbgc_deps_pending_writer(c, t.offset, t.offset + t.bytes, &id))
-                                break;
-                        return hbgc_fail(c, err, "hbg_tensor_wait_ready: task %" PRIu64 " writing it %s", id,
-                                         err == -ETIMEDOUT ? "has not completed in time" : "never completed: hbgd went away");
+                                err = 0;
+                        break;
                 }
         }
+        if (armed)
+                producer_disarm_watermark_wait(&c->prod);
+        if (err < 0)
+                return hbgc_fail(c, err, "hbg_tensor_wait_ready: task %" PRIu64 " writing it %s", id,
+                                 err == -ETIMEDOUT ? "has not completed in time" : "never completed: hbgd went away");
         hbgc_host_effects(c);
         return 0;
 }

@@ -3,8 +3,7 @@
  * Waiting: a loop of "check the condition; hbgc_wait_step()". Each step
  * publishes pending tasks and runs ready host tasks, spins first (a few
  * microseconds purely, unless that stopped paying, then yielding the CPU
- * each step), then yields (watermark waits) or polls the completion pipe
- * and the socket.
+ * each step), then polls the completion pipe and the socket.
  */
 #include <errno.h>
 #include <poll.h>
@@ -55,7 +54,10 @@
  * after, up to SPIN_MOVING_NS from its start (a flag left set by a ring
  * torn down mid-move costs a wait no more). */
 #define SPIN_MOVING_NS 1000000
-#define YIELD_NS 2000000       /* then sched_yield() (watermark waits) */
+/* The longest sleep of a wait whose pipe byte may come after its
+ * condition came true (a tensor's writer completed while an earlier task
+ * holds the watermark back, §2.1), and of one whose byte comes with it
+ * (a guard against a vanished hbgd). */
 #define POLL_CAP_MS_WATERMARK 1
 #define POLL_CAP_MS_EVENTFUL 100
 
@@ -134,12 +136,6 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
                 /* One more look before any sleep: the caller arms its
                  * wake-up now (hbgc_wait_spun()). */
                 w->spun = true;
-                return 0;
-        }
-        if (!w->eventful && elapsed < YIELD_NS) {
-                sched_yield();
-                if (w->iter % 256 == 0)
-                        return hbgc_check_socket(c);
                 return 0;
         }
         /* hbgd writes the pipe's byte only when asked (§10.7; always

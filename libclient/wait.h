@@ -7,16 +7,18 @@
 /* Waiting: a loop of "check the condition; hbgc_wait_step()". Each step
  * publishes pending tasks and runs ready host tasks, then spins (first
  * ~20 us, or up to 100 us after a short wait, or up to 1 ms while hbgd
- * says its answering thread is moving), then either yields
- * (tensor waits: hbgd does not signal watermark moves) or poll()s the
- * completion pipe and the socket (graph waits; window waits, which ask
- * hbgd for the signal, §2.1). */
+ * says its answering thread is moving), then poll()s the completion pipe
+ * and the socket: for 100 ms at most where hbgd writes the pipe when the
+ * condition comes true (graph waits; window waits, which ask for it,
+ * §2.1), for 1 ms where its byte may come later than that (tensor waits:
+ * the byte comes once the watermark passes the writer, §2.1, and a
+ * writer may complete before). */
 struct hbgc_wait {
         hbg_client *c;
         int64_t start_ns;
         int64_t deadline_ns;       /* < 0: none */
         unsigned iter;
-        bool eventful;             /* the condition comes with an eventfd signal */
+        bool eventful;             /* the condition comes with the pipe's byte, not later */
         bool spun;                 /* past the spinning */
         bool pure;                 /* spins without yielding first (wait.c) */
         bool pipe_armed;           /* HBG_PIPE_WAITING set for the next poll */

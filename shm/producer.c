@@ -28,13 +28,21 @@ void producer_init(struct hbg_producer *p, const struct hbg_geometry *g, void *s
         atomic_init(&p->ext_head, 0);
 }
 
+uint64_t producer_arm_watermark_wait(struct hbg_producer *p, uint64_t want) {
+        atomic_store_explicit(&p->sh->window_waiting, want, memory_order_seq_cst);
+        return atomic_load_explicit(&p->ch->completed_watermark, memory_order_seq_cst);
+}
+
 uint64_t producer_arm_window_wait(struct hbg_producer *p) {
         /* Room for next_id needs WM + D > next_id. */
-        uint64_t want = p->next_id - p->g.task_window + 1;
-        atomic_store_explicit(&p->sh->window_waiting, want, memory_order_seq_cst);
-        p->window_limit = atomic_load_explicit(&p->ch->completed_watermark, memory_order_seq_cst) +
-                          p->g.task_window;
+        p->window_limit = producer_arm_watermark_wait(p, p->next_id - p->g.task_window + 1) + p->g.task_window;
         return producer_room(p);
+}
+
+void producer_disarm_watermark_wait(struct hbg_producer *p) {
+        /* Relaxed: hbgd's CAS either takes the old request (one byte,
+         * drained by a later wait) or finds zero. */
+        atomic_store_explicit(&p->sh->window_waiting, 0, memory_order_relaxed);
 }
 
 void producer_task_encode(struct hbg_task_desc *desc, uint64_t *fanins_out, struct hbg_task_args *args,

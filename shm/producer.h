@@ -77,11 +77,18 @@ static inline uint64_t producer_room(struct hbg_producer *p) {
         return p->window_limit > p->next_id ? p->window_limit - p->next_id : 0;
 }
 
-/* Before sleeping for window space: tell hbgd which watermark would make
- * room (seq_cst store), then read the watermark again (seq_cst): either
- * this read sees the room or hbgd sees the request and signals the
- * completion pipe (RUNTIME_LOGIC §2.1). Returns the room now. */
+/* Before sleeping until the watermark reaches `want`: tell hbgd (seq_cst
+ * store of window_waiting), then read the watermark again (seq_cst):
+ * either this read sees it at `want` or hbgd sees the request and writes
+ * the completion pipe once it is (RUNTIME_LOGIC §2.1). Returns the
+ * watermark read. */
+uint64_t producer_arm_watermark_wait(struct hbg_producer *p, uint64_t want);
+/* The same for window space (the watermark that makes room for next_id).
+ * Returns the room now. */
 uint64_t producer_arm_window_wait(struct hbg_producer *p);
+/* Withdraw a request of producer_arm_watermark_wait() whose wait ended
+ * otherwise: hbgd would write the pipe for it once, for nothing. */
+void producer_disarm_watermark_wait(struct hbg_producer *p);
 
 /* Write the next task with its fanins (each an earlier id); not published
  * yet. The caller made sure of room. Counts are written as given (hbgd

@@ -57,12 +57,13 @@ done
 awk -F, 'NR > 1 && NF != 8 { exit 1 }' "$tmp/a/metrics.csv" || fail "metrics.csv: a row without 8 fields"
 
 # The latency rows of one policy: 1- and 16-task graphs busy and parked,
-# connects at once, and the fairness row, whose backlog runs as uid 65534
+# tensor waits, connects at once, and the fairness row, whose backlog runs as uid 65534
 # when we are root (or, if that child cannot start, as us: said so).
 "$bench" --quick --sizes 300 --clients 1 --peers none --modes eager-batched --shapes chain \
         --no-instructions --no-reuse --out "$tmp/l" >"$tmp/l.log" 2>&1 ||
         { rc=$?; cat "$tmp/l.log"; fail "hbg-bench (latency rows) exited $rc"; }
-for metric in latency_1_task_parked_p50 latency_1_task_busy_32_idle_sessions_p50 connect_burst_8_p99 fairness_1_task_p99 fairness_other_uid; do
+for metric in latency_1_task_parked_p50 latency_1_task_busy_32_idle_sessions_p50 connect_burst_8_p99 fairness_1_task_p99 \
+              fairness_other_uid tensor_wait_2ms_late_p50 tensor_wait_10ms_cpu_p50; do
         grep -q "^$metric," "$tmp/l/metrics.csv" || { cat "$tmp/l.log"; fail "metrics.csv has no $metric"; }
 done
 other=$(awk -F, '$1 == "fairness_other_uid" { print $7 + 0 }' "$tmp/l/metrics.csv")
