@@ -2,8 +2,8 @@
 /*
  * The comparison's tensor-wait cases (bench/compare.h): one producer waits
  * with hbg_tensor_wait_ready() for a tensor whose writer runs after a
- * task of 2 ms, then of 10 ms, graph after graph, while the rest of the
- * graph (a task twice as long) runs on. Metrics, for N of 2
+ * task of 2 ms, then of 10 ms, graph after graph, the rest of the graph
+ * (a task twice as long) after the writer. Metrics, for N of 2
  * and 10: how late the wait returns after that time
  * (tensor_wait_Nms_late_p50/_p99, µs: the writer's own run, its
  * completion, hbgd's pipe byte and the wake-up), and the waiting
@@ -48,6 +48,8 @@ static void tensor_wait_case(struct cmp *c, struct bench_hbgd *h, const char *mo
                 if (n < count && sscanf(line, "tw %" SCNd64 " %" SCNd64, &wall, &thread_cpu) == 2) {
                         late[n] = (double)(wall - task_ns) / 1e3;
                         cpu[n++] = (double)thread_cpu / 1e3;
+                } else {
+                        fprintf(stderr, "hbg-bench: tensor-wait producer: %s\n", line);
                 }
         }
         if (err == 0 && n > 0) {

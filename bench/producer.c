@@ -23,8 +23,8 @@
  *                       "hog done" when it finished (the fairness case)
  *   twait NS COUNT      COUNT graphs, one at a time, of a spin_ns task of
  *                       NS ns, a fill_f32 of a 256-float tensor after it
- *                       and the rest of the graph, a 2 NS ns task added
- *                       after them; then hbg_tensor_wait_ready() on the
+ *                       and the rest of the graph, a 2 NS ns task after
+ *                       that; then hbg_tensor_wait_ready() on the
  *                       tensor; prints "tw WALL_NS CPU_NS" (from the first
  *                       add to the wait's return, and this thread's CPU
  *                       time in the wait), then "end"
@@ -262,9 +262,12 @@ static int run_tensor_wait(struct producer *p, uint64_t ns, unsigned count) {
                  * soon as it is published, before the submit. */
                 int64_t start = bench_now_ns();
                 /* The rest of the graph runs on after the tensor is
-                 * written: the wait returns before the graph's end. */
+                 * written (the wait returns before the graph's end), and
+                 * only then: no task of its own delays the writer. */
+                rest.n_deps = 1;
                 if ((err = hbg_graph_add(p->c, &spin, &fill.deps[0])) < 0 ||
-                    (err = hbg_graph_add(p->c, &fill, NULL)) < 0 || (err = hbg_graph_add(p->c, &rest, NULL)) < 0 ||
+                    (err = hbg_graph_add(p->c, &fill, &rest.deps[0])) < 0 ||
+                    (err = hbg_graph_add(p->c, &rest, NULL)) < 0 ||
                     (err = hbg_graph_submit(p->c, &g)) < 0)
                         return fail(p, "twait graph", err);
                 struct timespec c0, c1;
@@ -278,11 +281,13 @@ static int run_tensor_wait(struct producer *p, uint64_t ns, unsigned count) {
                         return fail(p, "hbg_graph_wait (twait)", err);
                 int64_t cpu = (int64_t)(c1.tv_sec - c0.tv_sec) * 1000000000 + (c1.tv_nsec - c0.tv_nsec);
                 printf("tw %" PRId64 " %" PRId64 "\n", wall, cpu);
+                fflush(stdout);
         }
+        if ((err = hbg_tensor_free(p->c, x)) < 0)
+                return fail(p, "hbg_tensor_free (twait)", err);
         printf("end\n");
         fflush(stdout);
-        err = hbg_tensor_free(p->c, x);
-        return err < 0 ? fail(p, "hbg_tensor_free (twait)", err) : 0;
+        return 0;
 }
 
 static int make_tiles(struct producer *p) {

@@ -582,7 +582,7 @@ HBG_EXPORT int hbg_tensor_wait_ready(hbg_client *c, hbg_tensor t, int timeout_ms
                  * back is seen at the next look, within the 1 ms cap. */
                 if (hbgc_wait_spun(&w) && !c->dead) {
                         armed = true;
-                        if (producer_arm_watermark_wait(&c->prod, id + 1) > id)
+                        if (producer_arm_watermark_wait(&c->prod, id + 1) > id || hbgc_task_done(c, id))
                                 continue;
                 }
                 err = c->dead ? -ECONNRESET : hbgc_wait_step(c, &w);

@@ -34,7 +34,7 @@
  *                 tensor's writer completed while a task added before it
  *                 still runs (the watermark held back) and again once the
  *                 watermark passes a writer, with the values written;
- *                 -EINVAL for a tensor outside the heap, -EDEADLK from a
+ *                 -EINVAL for NULL or an empty tensor, -EDEADLK from a
  *                 host function.
  */
 #include <check.h>
@@ -636,7 +636,9 @@ static void add_fill(struct hbgd_proc *d, hbg_client *c, hbg_tensor x, float v, 
 }
 
 START_TEST(tensor_wait_ready) {
-        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        /* Two threads awake, whatever the CPUs: the second task must run
+         * beside the first. */
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "[scheduler]\nmax_awake_threads = 2\n");
         hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
         o.socket_path = d->socket_path;
         hbg_client *c = connect_ok(d, &o);
@@ -646,12 +648,12 @@ START_TEST(tensor_wait_ready) {
         ck_assert_int_eq(hbg_tensor_alloc(c, N * sizeof(float), &y), 0);
         const float *px = hbg_tensor_data(c, x), *py = hbg_tensor_data(c, y);
 
-        /* A 1 s task first, then a 20 ms one and x's writer after it: the
-         * writer completes while the first task holds the watermark
+        /* A 1 s task first, then a 200 ms one and x's writer after it:
+         * the writer completes while the first task holds the watermark
          * back, so no pipe byte says so; the wait sees it anyway. */
         uint64_t hold, spin;
         add_spin(d, c, 1000000000, &hold);
-        add_spin(d, c, 20000000, &spin);
+        add_spin(d, c, 200000000, &spin);
         add_fill(d, c, x, 7.0f, spin);
         uint64_t g;
         ck_assert_int_eq(hbg_graph_submit(c, &g), 0);

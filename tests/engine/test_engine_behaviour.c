@@ -1179,6 +1179,44 @@ START_TEST(window_waiter_signalled) {
 }
 END_TEST
 
+/* A tensor wait's request (RUNTIME_LOGIC §2.1): the watermark past task
+ * 1, which completes at once while task 0 runs for a second. No byte
+ * while task 0 holds the watermark back (200 ms of its second), one once
+ * it has passed; a request withdrawn is zero, and a later watermark move
+ * writes nothing for it. */
+START_TEST(watermark_waiter_signalled) {
+        struct hbg_engine *e = engine_new_with(2, 2, 10000);
+        struct harness_ring h;
+        ring_open(&h, e, 256, 256, 0);
+        struct harness_task hold = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2, .block_num = 1,
+                                     .n_scalars = 1, .scalars = { 1000000000 } };
+        struct harness_task dummy = { .block_num = 1 };
+        harness_add_task(&h, &hold);
+        harness_add_task(&h, &dummy);
+        ck_assert_uint_eq(producer_arm_watermark_wait(&h.prod, 2), 0);
+        ck_assert_uint_eq(atomic_load(&h.sh->window_waiting), 2);
+        harness_publish(&h);
+        struct pollfd p = { .fd = h.efd, .events = POLLIN };
+        ck_assert_msg(poll(&p, 1, 200) == 0, "a byte while task 0 held the watermark back");
+        ck_assert_uint_eq(atomic_load(&h.sh->window_waiting), 2);
+        ck_assert_msg(poll(&p, 1, WAIT_MS) == 1, "no byte once the watermark passed task 1 within %d ms", WAIT_MS);
+        char byte;
+        ck_assert_int_eq(read(h.efd, &byte, 1), 1);
+        ck_assert_uint_eq(atomic_load(&h.sh->window_waiting), 0);
+        ck_assert_uint_ge(atomic_load(&h.ch->completed_watermark), 2);
+
+        /* Withdrawn before the watermark could reach it: nothing. */
+        ck_assert_uint_lt(producer_arm_watermark_wait(&h.prod, 3), 3);
+        producer_disarm_watermark_wait(&h.prod);
+        ck_assert_uint_eq(atomic_load(&h.sh->window_waiting), 0);
+        harness_add_task(&h, &dummy);
+        harness_publish(&h);
+        ck_assert_msg(poll(&p, 1, 200) == 0, "a byte for a withdrawn request");
+        harness_ring_destroy(&h);
+        engine_free(e);
+}
+END_TEST
+
 /* ------------------------------------------------------------ config */
 
 START_TEST(config_limits) {
@@ -1825,6 +1863,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, idle_engine_parks);
         tcase_add_test(tc, need_wakeup_saves_doorbells);
         tcase_add_test(tc, window_waiter_signalled);
+        tcase_add_test(tc, watermark_waiter_signalled);
         tcase_add_test(tc, spinning_threads_capped);
         tcase_add_loop_test(tc, awake_threads_capped, 0, 3);
         tcase_add_test(tc, small_surplus_wakes_nobody);
