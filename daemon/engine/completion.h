@@ -68,9 +68,10 @@ struct completion_policy {
         /* A parking thread's last look, after it counted itself idle
          * (§9.4). Returns true when it found work. May be NULL. */
         bool (*before_park)(struct sched_thread *t, struct hbg_ring *r);
-        /* The end of a scheduler thread's visit of a ring: what the policy
-         * put off during the visit. Returns whether it did any. May be
-         * NULL. */
+        /* The end of a scheduler thread's visit of a ring, and before a
+         * long task within it (dispatch.c: a graph done before it must
+         * not wait for it): what the policy put off during the visit.
+         * Returns whether it did any. May be NULL. */
         bool (*end_visit)(struct sched_thread *t, struct hbg_ring *r);
         /* Per-engine state, the policy's own (engine_policy_state()),
          * NULL: none. engine_init returns 0 or -ENOMEM before any thread

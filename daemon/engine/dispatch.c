@@ -14,6 +14,7 @@
 #include <errno.h>
 
 #include "daemon/engine/complete.h"
+#include "daemon/engine/completion.h"
 #include "daemon/engine/engine_state.h"
 #include "daemon/engine/fair_share.h"
 #include "daemon/engine/fair_share_slots.h"
@@ -226,6 +227,14 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                 }
                 wakeup_executor(r->engine);
         }
+        /* A long task (its kernel's recent runs on this thread took
+         * READY_SURPLUS_WAKE_NS or more; a kernel's first run counts as
+         * long) waits for no batched walk: what the visit put off is done
+         * first, so that graphs and waits its predecessors completed do
+         * not wait for it (RUNTIME_LOGIC §11.4). */
+        const struct completion_policy *ops = r->engine->completion;
+        if (__builtin_expect(t->run_avg[s->ktime_kernel] >= r->engine->long_run_ticks, 0) && ops->end_visit)
+                ops->end_visit(t, r);
         /* This run's start (ktime.h), after handing the rest on (a wake
          * may be a system call): the task's if it is its first. Stored
          * before this run's acq_rel add to done_blocks, after which the

@@ -174,8 +174,8 @@ int engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg) {
         size_t avg_bytes = (kernel_count() * sizeof(uint64_t) + 63) & ~(size_t)63;
         /* A counter whose rate is in doubt steers no wake-up: 0, every
          * surplus is worth one. */
-        e->surplus_wake_ticks = e->ktime_clock.doubt ? 0
-                                : (uint64_t)((double)READY_SURPLUS_WAKE_NS / e->ktime_clock.ns_per_tick);
+        e->long_run_ticks = (uint64_t)((double)READY_SURPLUS_WAKE_NS / e->ktime_clock.ns_per_tick);
+        e->surplus_wake_ticks = e->ktime_clock.doubt ? 0 : e->long_run_ticks;
         for (unsigned i = 0; i < e->nthreads; i++) {
                 e->threads[i].ktime = aligned_alloc(64, ktime_bytes ? ktime_bytes : 64);
                 e->threads[i].run_avg = aligned_alloc(64, avg_bytes ? avg_bytes : 64);

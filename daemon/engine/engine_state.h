@@ -69,6 +69,8 @@ struct hbg_engine {
         unsigned max_spinners;            /* cfg.max_spinning_threads, resolved */
         unsigned max_awake;               /* cfg.max_awake_threads, resolved (§9.4) */
         uint64_t surplus_wake_ticks;      /* READY_SURPLUS_WAKE_NS in ticks (ktime.h) */
+        uint64_t long_run_ticks;          /* the same, also when the rate is in doubt: a long
+                                           * task, which no batched walk waits for (dispatch.c) */
         _Atomic unsigned idle_executors;  /* idle threads that own clusters */
         bool all_execute;                 /* every thread owns a cluster */
         _Atomic bool stop;

@@ -1179,6 +1179,55 @@ START_TEST(window_waiter_signalled) {
 }
 END_TEST
 
+/* A graph whose last task is followed, on the same thread, by a long one
+ * (its continuation: a task of the next graph that depends on it) retires
+ * while the long one runs, under every policy: eager-batched walks the
+ * watermark before a task whose kernel's recent runs were long, not only
+ * at the visit's end (RUNTIME_LOGIC §11.4). One scheduler thread (and
+ * the resolver's own), so the long task is that thread's continuation. */
+START_TEST(graph_retires_before_long_successor) {
+        struct hbg_engine_config cfg;
+        struct hbg_engine *e = NULL;
+        engine_config_default(&cfg);
+        cfg.threads = 1;
+        cfg.clusters = 1;
+        cfg.completion_mode = (unsigned)_i;
+        cfg.log = quiet_log;
+        int err = engine_new(&e, &cfg);
+        if (err == -EINVAL) {
+                /* The resolver's own thread needs another. */
+                cfg.threads = 2;
+                err = engine_new(&e, &cfg);
+        }
+        ck_assert_int_eq(err, 0);
+        struct harness_ring h;
+        ring_open(&h, e, 256, 256, 0);
+        struct harness_task noop = { .kernel = { 0, HBG_KERNEL_NOOP }, .lane_mask = 2, .block_num = 1 };
+        struct harness_task spin = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2, .block_num = 1,
+                                     .n_scalars = 1, .scalars = { 1000000000 } };
+        /* Twice: the first time the spin's kernel is new to the thread,
+         * the second time its estimate is its last run's (short ones
+         * before it would lower it). */
+        for (unsigned round = 0; round < 2; round++) {
+                uint64_t a = harness_add_task(&h, &noop);
+                uint64_t ka = harness_end_graph(&h, 2 * round);
+                spin.n_fanins = 1;
+                spin.fanins[0] = a;
+                uint64_t b = harness_add_task(&h, &spin);
+                uint64_t kb = harness_end_graph(&h, 2 * round + 1);
+                struct hbg_graph_entry ge;
+                wait_graph(&h, ka, &ge);
+                ck_assert_int_eq(ge.status, 0);
+                ck_assert_msg(atomic_load(&h.ch->completed_watermark) <= b,
+                              "round %u: graph %llu retired only after its successor's 1 s task (%s)", round,
+                              (unsigned long long)ka, completion_mode_name((unsigned)_i));
+                wait_graph_ok(&h, kb);
+        }
+        harness_ring_destroy(&h);
+        engine_free(e);
+}
+END_TEST
+
 /* A tensor wait's request (RUNTIME_LOGIC §2.1): the watermark past task
  * 1, which completes at once while task 0 runs for a second. No byte
  * while task 0 holds the watermark back (200 ms of its second), one once
@@ -1864,6 +1913,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, need_wakeup_saves_doorbells);
         tcase_add_test(tc, window_waiter_signalled);
         tcase_add_test(tc, watermark_waiter_signalled);
+        tcase_add_loop_test(tc, graph_retires_before_long_successor, 0, (int)completion_mode_count());
         tcase_add_test(tc, spinning_threads_capped);
         tcase_add_loop_test(tc, awake_threads_capped, 0, 3);
         tcase_add_test(tc, small_surplus_wakes_nobody);
