@@ -96,7 +96,7 @@ STEP check_header(const struct hbg_task_desc *d, uint64_t id, const char **why) 
  * everything after reads the copies. The fanins must be earlier tasks
  * of this ring: [fanin_lo, id). */
 STEP copy_parts(struct task_slot *s, const struct hbg_task_desc *d, const struct task_parts *shared,
-                  uint64_t id, uint64_t fanin_lo, const char **why) {
+                uint64_t id, uint64_t fanin_lo, const char **why) {
         _Static_assert(sizeof(s->fanins) >= sizeof(d->fanins_inline), "the inline fanins fit the slot's");
         if (d->n_fanins <= HBG_INLINE_FANINS) /* all of them, in fixed moves: the unused are zero (checked) */
                 memcpy(s->fanins, d->fanins_inline, sizeof(d->fanins_inline));
