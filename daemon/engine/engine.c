@@ -184,7 +184,7 @@ int engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg) {
                 memset(e->threads[i].ktime, 0, ktime_bytes);
                 e->threads[i].ktime_clock = e->ktime_clock;
                 for (size_t k = 0; k < kernel_count(); k++)
-                        e->threads[i].run_avg[k] = e->surplus_wake_ticks;
+                        e->threads[i].run_avg[k] = e->long_run_ticks;
         }
         if (e->completion->engine_init && (err = e->completion->engine_init(e)) < 0)
                 goto fail;

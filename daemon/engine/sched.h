@@ -48,8 +48,10 @@ struct sched_thread {
          * it made the thread wake peers for 16 no-op tasks in some runs,
          * and a peer that took half of them kept both estimates high. Too
          * low an estimate costs one recheck (dispatch.c). Starts at the
-         * engine's surplus_wake_ticks, so that a task of a kernel the
-         * thread never ran counts as worth a peer's wake-up. */
+         * engine's long_run_ticks, so that a task of a kernel the thread
+         * never ran counts as worth a peer's wake-up (surplus_wake_ticks
+         * is that or 0) and as long (dispatch.c), also when the clock's
+         * rate is in doubt. */
         uint64_t *run_avg;
         _Atomic uint64_t tasks_failed[HBG_ERRNO_SLOTS];
         /* Liveness for the systemd watchdog: bumped every loop iteration;

@@ -1182,9 +1182,11 @@ END_TEST
 /* A graph whose last task is followed, on the same thread, by a long one
  * (its continuation: a task of the next graph that depends on it) retires
  * while the long one runs, under every policy: eager-batched walks the
- * watermark before a task whose kernel's recent runs were long, not only
- * at the visit's end (RUNTIME_LOGIC §11.4). One scheduler thread (and
- * the resolver's own), so the long task is that thread's continuation. */
+ * watermark before a task whose kernel's recent runs were long, or that
+ * the thread never ran, not only at the visit's end (RUNTIME_LOGIC
+ * §11.4). One scheduler thread (and the resolver's own); both graphs are
+ * written before the ring is served, so that the thread's first visit
+ * takes both and the long task is its continuation. */
 START_TEST(graph_retires_before_long_successor) {
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
@@ -1200,21 +1202,26 @@ START_TEST(graph_retires_before_long_successor) {
                 err = engine_new(&e, &cfg);
         }
         ck_assert_int_eq(err, 0);
-        struct harness_ring h;
-        ring_open(&h, e, 256, 256, 0);
+        struct hbg_geometry_request req;
+        geometry_request_default(&req);
+        req.task_window = req.flag_window = 256;
+        req.heap_size = 1u << 20;
+        req.graph_table_entries = req.mailbox_entries = 64;
         struct harness_task noop = { .kernel = { 0, HBG_KERNEL_NOOP }, .lane_mask = 2, .block_num = 1 };
         struct harness_task spin = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2, .block_num = 1,
                                      .n_scalars = 1, .scalars = { 1000000000 } };
         /* Twice: the first time the spin's kernel is new to the thread,
-         * the second time its estimate is its last run's (short ones
-         * before it would lower it). */
+         * the second time its estimate follows its first run. */
         for (unsigned round = 0; round < 2; round++) {
+                struct harness_ring h;
+                ck_assert_int_eq(harness_ring_init_unserved(&h, e, &req, 0), 0);
                 uint64_t a = harness_add_task(&h, &noop);
-                uint64_t ka = harness_end_graph(&h, 2 * round);
+                uint64_t ka = harness_end_graph(&h, 0);
                 spin.n_fanins = 1;
                 spin.fanins[0] = a;
                 uint64_t b = harness_add_task(&h, &spin);
-                uint64_t kb = harness_end_graph(&h, 2 * round + 1);
+                uint64_t kb = harness_end_graph(&h, 1);
+                harness_ring_serve(&h);
                 struct hbg_graph_entry ge;
                 wait_graph(&h, ka, &ge);
                 ck_assert_int_eq(ge.status, 0);
@@ -1222,8 +1229,8 @@ START_TEST(graph_retires_before_long_successor) {
                               "round %u: graph %llu retired only after its successor's 1 s task (%s)", round,
                               (unsigned long long)ka, completion_mode_name((unsigned)_i));
                 wait_graph_ok(&h, kb);
+                harness_ring_destroy(&h);
         }
-        harness_ring_destroy(&h);
         engine_free(e);
 }
 END_TEST
