@@ -510,7 +510,9 @@ int daemon_fd_count(pid_t pid) {
         return n;
 }
 
-int daemon_threads_named(pid_t pid, const char *name) {
+/* Call fn(task_dir, arg) for each thread of pid named `name`; the count,
+ * or -errno. */
+static int for_threads_named(pid_t pid, const char *name, void (*fn)(const char *task_dir, void *arg), void *arg) {
         char path[64];
         snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
         DIR *dir = opendir(path);
@@ -521,19 +523,46 @@ int daemon_threads_named(pid_t pid, const char *name) {
         while ((e = readdir(dir))) {
                 if (e->d_name[0] == '.')
                         continue;
-                char comm_path[sizeof(path) + sizeof(e->d_name) + 8], comm[32] = "";
-                snprintf(comm_path, sizeof(comm_path), "%s/%s/comm", path, e->d_name);
+                char task_dir[sizeof(path) + sizeof(e->d_name) + 2], comm_path[sizeof(task_dir) + 8], comm[32] = "";
+                snprintf(task_dir, sizeof(task_dir), "%s/%s", path, e->d_name);
+                snprintf(comm_path, sizeof(comm_path), "%s/comm", task_dir);
                 FILE *f = fopen(comm_path, "re");
                 if (!f)
                         continue; /* the thread ended meanwhile */
                 if (fgets(comm, sizeof(comm), f)) {
                         comm[strcspn(comm, "\n")] = '\0';
-                        n += strcmp(comm, name) == 0;
+                        if (strcmp(comm, name) == 0) {
+                                n++;
+                                if (fn)
+                                        fn(task_dir, arg);
+                        }
                 }
                 fclose(f);
         }
         closedir(dir);
         return n;
+}
+
+int daemon_threads_named(pid_t pid, const char *name) {
+        return for_threads_named(pid, name, NULL, NULL);
+}
+
+/* schedstat's first field: the thread's time on a CPU, ns. */
+static void add_cpu_ns(const char *task_dir, void *arg) {
+        char path[128];
+        snprintf(path, sizeof(path), "%s/schedstat", task_dir);
+        FILE *f = fopen(path, "re");
+        unsigned long long ns;
+        if (f && fscanf(f, "%llu", &ns) == 1)
+                *(long long *)arg += (long long)ns;
+        if (f)
+                fclose(f);
+}
+
+long long daemon_threads_cpu_ns(pid_t pid, const char *name) {
+        long long ns = 0;
+        int n = for_threads_named(pid, name, add_cpu_ns, &ns);
+        return n < 0 ? n : ns;
 }
 
 long daemon_status_kib(pid_t pid, const char *field) {

@@ -85,6 +85,8 @@ void daemon_dump_log(const struct hbgd_proc *d);
 int daemon_fd_count(pid_t pid);
 /* Threads of a process named `name` (/proc/PID/task/TID/comm), or -errno. */
 int daemon_threads_named(pid_t pid, const char *name);
+/* Their time on a CPU so far (/proc/PID/task/TID/schedstat), ns, or -errno. */
+long long daemon_threads_cpu_ns(pid_t pid, const char *name);
 
 /* A size field of /proc/PID/status ("VmRSS", "RssAnon", "VmSize"...) in
  * KiB, or -errno. */

@@ -558,10 +558,14 @@ END_TEST
 /*
  * Sessions are built on the slow-work thread, not the io thread: with a
  * long recording being validated there, a session request waits behind it
- * (the same uid's jobs run in order) while the io thread answers a status
+ * (a job waits for the one that runs) while the io thread answers a status
  * request meanwhile. Observable as an order, not a time: the recording's
  * reply comes before the session's. Before, the io thread built the
  * session itself, and its reply came at once, long before the recording's.
+ * The recording must be running, not only queued: a set-up is taken
+ * before a queued request (slow_work.h). So the session request waits for
+ * the slow-work thread's time to grow by what only the recording can take
+ * here (the sessions are small, and no spare ring is filled).
  */
 enum { SETUP_RECORDED_TASKS = 262144 };
 
@@ -581,7 +585,10 @@ static void expect_session(int fd) {
 }
 
 START_TEST(session_setup_off_io_thread) {
-        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "[limits]\nmax_recorded_tasks = 262144\n");
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "[limits]\nmax_recorded_tasks = 262144\n"
+                                                          "[session]\ntask_window = 256\nflag_window = 256\n"
+                                                          "heap_size = 64K\n"
+                                                          "spare_rings = 0\n");
         int base = fd_baseline(d);
         int rec = raw_connect(d->socket_path), st = raw_connect(d->socket_path);
         raw_hello(rec);
@@ -590,14 +597,19 @@ START_TEST(session_setup_off_io_thread) {
         expect_session(rec);
         int mfd = recording_of(SETUP_RECORDED_TASKS);
         ck_assert_int_ge(mfd, 0);
+        long long cpu0 = daemon_threads_cpu_ns(d->pid, "hbgd-slow");
+        ck_assert_int_ge(cpu0, 0);
+        long long sent_ms = daemon_now_ms();
         send_record_request(rec, SETUP_RECORDED_TASKS, &mfd, 1);
         close(mfd);
-        /* The recording is on the slow-work thread (its session's
-         * pre-fault may be there too: the status counts both). */
-        long jobs = 0;
-        for (long long deadline = daemon_now_ms() + WAIT_MS; jobs < 1 && daemon_now_ms() < deadline;)
-                jobs = status_slow_jobs(st);
-        D_ASSERT(d, jobs >= 1, "the recording never showed in slow_jobs (%ld)", jobs);
+        /* The recording runs: 2 ms of the slow-work thread's time since
+         * it was sent, which a small session's pre-fault is far from. */
+        long long ran_ns = 0;
+        for (long long deadline = daemon_now_ms() + WAIT_MS; ran_ns < 2000000 && daemon_now_ms() < deadline;)
+                ran_ns = daemon_threads_cpu_ns(d->pid, "hbgd-slow") - cpu0;
+        D_ASSERT(d, ran_ns >= 2000000, "the slow-work thread ran %lld us in %d ms after the recording was sent",
+                 ran_ns / 1000, WAIT_MS);
+        D_ASSERT(d, status_slow_jobs(st) >= 1, "the recording was validated before a session could be asked for");
 
         int fd = raw_connect(d->socket_path);
         raw_hello(fd);
@@ -612,8 +624,9 @@ START_TEST(session_setup_off_io_thread) {
                  "was not built on the slow-work thread");
         wire_free(expect_env(rec, HBG__ENVELOPE__MSG_RECORD_REPLY, NULL, 0));
         fprintf(stderr, "session_setup_off_io_thread: status answered with %ld slow jobs while a session waited "
-                "behind a recording of %u tasks; its reply came after the recording's\n", during,
-                SETUP_RECORDED_TASKS);
+                "behind a recording of %u tasks (running for %lld us when it was asked for, answered %lld ms after "
+                "it was sent); its reply came after the recording's\n", during, SETUP_RECORDED_TASKS, ran_ns / 1000,
+                daemon_now_ms() - sent_ms);
         close(fd);
         close(rec);
         close(st);
