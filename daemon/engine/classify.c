@@ -8,8 +8,10 @@
 #include "daemon/engine/classify.h"
 
 #include "daemon/engine/complete.h"
+#include "daemon/engine/failures.h"
 #include "daemon/engine/ready.h"
 #include "daemon/engine/ring.h"
+#include "daemon/engine/validate.h"
 
 struct task_slot *classify_begin(struct hbg_ring *r, uint64_t id) {
         struct task_slot *s = ring_slot(r, id);
@@ -28,11 +30,21 @@ struct task_slot *classify_begin(struct hbg_ring *r, uint64_t id) {
         return s;
 }
 
+/* A refused task: the numbers behind its refusal kept for its graph's
+ * message while the slot still holds its arguments, then completed. */
+static __attribute__((cold, noinline)) void hand_on_refused(struct sched_thread *t, struct hbg_ring *r,
+                                                            struct task_slot *s) {
+        char text[FAILURE_DETAIL_MAX];
+        if (validate_explain(r, s, s->classify_err, s->classify_why, text, sizeof(text)))
+                failures_record_detail(r, s->id, text);
+        complete_task(t, r, s->id, s->classify_err, s->classify_why);
+}
+
 /* A task of the run that is not linked to another: failed, retired inline
  * or routed. */
 static void hand_on(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s) {
         if (s->classify_err < 0) {
-                complete_task(t, r, s->id, s->classify_err, s->classify_why);
+                hand_on_refused(t, r, s);
                 return;
         }
         if (s->kind == KIND_INLINE && s->n_fanins == 0) {

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 
 #include "daemon/engine/cancel.h"
 #include "daemon/engine/ring.h"
@@ -44,6 +45,43 @@ void failures_record(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel,
         pthread_mutex_unlock(&r->cold_lock);
 }
 
+void failures_record_detail(struct hbg_ring *r, uint64_t id, const char *text) {
+        pthread_mutex_lock(&r->cold_lock);
+        /* A free entry, else the highest id's if it is above this one:
+         * graphs retire in order, so the lowest ids are the ones asked
+         * for first. */
+        struct failure_detail *at = NULL;
+        for (unsigned i = 0; i < FAILURE_DETAILS; i++) {
+                struct failure_detail *e = &r->failure_details[i];
+                if (e->id_plus_1 == 0) {
+                        at = e;
+                        break;
+                }
+                if (e->id_plus_1 > id + 1 && (!at || e->id_plus_1 > at->id_plus_1))
+                        at = e;
+        }
+        if (at) {
+                at->id_plus_1 = id + 1;
+                snprintf(at->text, sizeof(at->text), "%s", text);
+        }
+        pthread_mutex_unlock(&r->cold_lock);
+}
+
+/* The graph [first, last] is decided: its details are dropped, and the
+ * one of its failure f (a real one), if kept, copied for the retirer. */
+static void take_detail_locked(struct hbg_ring *r, uint64_t first, uint64_t last, struct failure *f, bool real) {
+        for (unsigned i = 0; i < FAILURE_DETAILS; i++) {
+                struct failure_detail *e = &r->failure_details[i];
+                if (e->id_plus_1 == 0 || e->id_plus_1 - 1 < first || e->id_plus_1 - 1 > last)
+                        continue;
+                if (real && e->id_plus_1 - 1 == f->id) {
+                        snprintf(r->failure_detail_out, sizeof(r->failure_detail_out), "%s", e->text);
+                        f->why = r->failure_detail_out;
+                }
+                e->id_plus_1 = 0;
+        }
+}
+
 /* The status of graph `number` [first, last]: its lowest real failure,
  * else its cancel (§12.6), else its lowest skipped task (-ECANCELED), in
  * *ret. Entries of the graph are dropped. */
@@ -67,6 +105,7 @@ int failures_graph_status(struct hbg_ring *r, uint64_t number, uint64_t first, u
         }
         r->n_failures = keep;
         r->failures_hi_known = false;
+        take_detail_locked(r, first, last, ret, real);
         cancel_status_locked(r, number, first, ret, real);
         pthread_mutex_unlock(&r->cold_lock);
         return ret->code;

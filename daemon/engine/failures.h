@@ -20,7 +20,24 @@ struct failure {
 
 /* Task id failed with `code` (or was skipped, -ECANCELED). Any thread. */
 void failures_record(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel, const char *why);
+
+/* The numbers behind a refused task's `why` (validate_explain()), which
+ * only the thread that refused it can work out (the slot's copy of its
+ * arguments is gone once it completes). The ring keeps them for the
+ * lowest FAILURE_DETAILS ids of graphs not yet decided; a graph whose
+ * status is that task's failure says them instead of `why`. Any thread,
+ * before the task completes. */
+#define FAILURE_DETAILS 4u
+/* Longer than a graph entry's message: hbgd's log line says it whole. */
+#define FAILURE_DETAIL_MAX 256u
+struct failure_detail {
+        uint64_t id_plus_1;            /* 0: free */
+        char text[FAILURE_DETAIL_MAX];
+};
+void failures_record_detail(struct hbg_ring *r, uint64_t id, const char *text);
 /* The status of graph `number` [first, last]: its lowest real failure,
  * else its cancel (§12.6), else its lowest skipped task (-ECANCELED), in
- * *ret. Entries of the graph are dropped. */
+ * *ret (its why the failure's detail, if one was kept: then in the ring's
+ * buffer for the retirer, valid until its next call). Entries of the
+ * graph are dropped. */
 int failures_graph_status(struct hbg_ring *r, uint64_t number, uint64_t first, uint64_t last, struct failure *ret);

@@ -103,7 +103,8 @@ static void failure_message(const struct failure *f, const struct kernel_info *k
  * `now`: the clock as read by this retirement pass (0: not yet). */
 static void publish_graph(struct hbg_ring *r, const struct failure *f, int64_t *now) {
         struct hbg_graph_entry *e = &r->graph_table[r->graph_next & (r->g.graph_table_entries - 1)];
-        char msg[HBG_GRAPH_MESSAGE_MAX];
+        /* A failure's detail whole for the log; the entry holds what fits. */
+        char msg[FAILURE_DETAIL_MAX];
 
         msg[0] = '\0';
         if (f->code) {

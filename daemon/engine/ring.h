@@ -13,6 +13,7 @@
 #include "daemon/engine/deque.h"
 #include "daemon/engine/engine.h"
 #include "daemon/engine/engine_stats.h"
+#include "daemon/engine/failures.h"
 #include "daemon/engine/histogram.h"
 #include "daemon/engine/launch.h"
 #include "daemon/engine/lazy_alloc.h"
@@ -210,6 +211,11 @@ struct hbg_ring {
          * their stop word. Read-mostly, beside removing and broken. */
         _Atomic uint32_t cancel_word;
         struct ring_cancel cancels[RING_CANCELS];
+        /* Refusals' numbers (failures.h), under cold_lock, and the copy
+         * of the one a graph's status takes (its retirer's, under the
+         * retire lock). */
+        struct failure_detail failure_details[FAILURE_DETAILS];
+        char failure_detail_out[FAILURE_DETAIL_MAX];
         uint64_t graphs_decided;          /* cold_lock: graphs whose status is decided */
         /* An owner's reason for stopping the ring (ring_set_stop_reason),
          * which stop_why may point to: set once, under cold_lock. */

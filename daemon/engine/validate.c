@@ -262,13 +262,13 @@ int validate_task(struct hbg_ring *r, struct task_slot *s, const struct hbg_task
 
 /* Task s failed check_task() with err and why: the message with its
  * numbers where a kernel's check gives them (kernel_explain()) or the
- * work limit refused it. */
-static void explain_task(const struct task_rules *rules, const struct task_slot *s, int err, const char *why,
+ * work limit refused it. Whether it has numbers. */
+static bool explain_task(const struct task_rules *rules, const struct task_slot *s, int err, const char *why,
                          char *buf, size_t len) {
         const struct kernel_info *k = kernel_lookup(s->report_kernel);
         snprintf(buf, len, "%s", why ? why : "invalid task");
         if (!k || s->kind != KIND_KERNEL)
-                return;
+                return false;
         if (why == kernel_cost_message(k)) {
                 uint32_t parts = (uint32_t)s->block_num * s->lanes;
                 uint64_t cost = 0;
@@ -279,11 +279,21 @@ static void explain_task(const struct task_rules *rules, const struct task_slot 
                         }
                 snprintf(buf, len, "%s: %" PRIu64 " units, the limit is %" PRIu64, why, cost,
                          rules->max_task_cost);
-                return;
+                return true;
         }
+        /* The slot's arguments are this task's only if its kernel's check
+         * refused it: then the check, run again, says the same. */
         const char *again;
-        if (kernel_validate(k, &s->args, rules->heap_size, &again) == err && again == why)
-                kernel_explain(k, &s->args, rules->heap_size, buf, len);
+        if (kernel_validate(k, &s->args, rules->heap_size, &again) != err || again != why)
+                return false;
+        kernel_explain(k, &s->args, rules->heap_size, buf, len);
+        return strcmp(buf, why) != 0;
+}
+
+bool validate_explain(const struct hbg_ring *r, const struct task_slot *s, int err, const char *why, char *buf,
+                      size_t len) {
+        const struct task_rules rules = { r->g.heap_size, r->engine->cfg.max_task_cost };
+        return why && explain_task(&rules, s, err, why, buf, len);
 }
 
 int engine_validate(const struct hbg_engine *e, uint64_t heap_size, const struct hbg_recorded_task *tasks,

@@ -162,7 +162,9 @@ START_TEST(validator) {
         uint64_t bad;
         add(d, c, &t, &bad);
         uint64_t g = submit(d, c);
-        expect_failure(d, c, g, -EINVAL, bad, "gemm_f32", "gemm_f32: shape does not fit A");
+        /* With the numbers behind it, as a dry run says them. */
+        expect_failure(d, c, g, -EINVAL, bad, "gemm_f32",
+                       "gemm_f32: shape does not fit A: m*k = 4*4 = 16 elements, A has 4");
         hbg_disconnect(c);
         stop_hbgd(d);
 }

@@ -30,6 +30,7 @@
 #include "daemon/engine/engine.h"
 #include "daemon/engine/engine_recorded.h"
 #include "daemon/engine/engine_stats.h"
+#include "daemon/engine/failures.h"
 #include "daemon/engine/kernels.h"
 #include "tests/engine/harness.h"
 #include "tests/check_main.h"
@@ -613,6 +614,11 @@ static void good_graph_after(struct vctx *c, const char *name) {
         check_heap(c, name, "after the good graph");
 }
 
+/* What a dry run (engine_validate()) says of B as task 0 of a recording:
+ * its code, and its message in *msg; 0 if it passes there (a rule on B's
+ * id or fanins, which a recording numbers otherwise). */
+static int dry_run_message(struct vctx *c, uint64_t b, char *msg, size_t len);
+
 /*
  * [G, B, P(B, G), I(G)] on a fresh ring. `bad` adds B (for rules) or is
  * NULL and `control` adds a valid task (for controls) whose expected heap
@@ -653,6 +659,14 @@ static void run_graph(struct vctx *c, const char *name, int want, enum rule r,
                 ck_assert_msg(memchr(ge.message, '\0', sizeof(ge.message)) && ge.message[0] &&
                                       strcmp(ge.message, "session stopped") != 0,
                               "%s: no message in the graph entry", name);
+                /* With the numbers a dry run gives (as far as the entry
+                 * holds them). */
+                char dry[HBG_VALIDATE_MESSAGE_MAX];
+                if (!control && dry_run_message(c, b, dry, sizeof(dry)) == want) {
+                        dry[sizeof(ge.message) - 1] = '\0';
+                        ck_assert_msg(strcmp(ge.message, dry) == 0, "%s: the run says '%s', a dry run '%s'", name,
+                                      ge.message, dry);
+                }
         }
 
         /* G and I ran; P ran only if B succeeded. */
@@ -687,10 +701,84 @@ static void run_graph(struct vctx *c, const char *name, int want, enum rule r,
         ck_assert(!rs.broken);
 }
 
+struct first_refusal {
+        uint32_t n;
+        int code;
+        char message[HBG_VALIDATE_MESSAGE_MAX];
+};
+
+static void keep_refusal(void *userdata, uint32_t task, int code, const char *message) {
+        (void)task;
+        struct first_refusal *f = userdata;
+        if (f->n++ == 0) {
+                f->code = code;
+                snprintf(f->message, sizeof(f->message), "%s", message);
+        }
+}
+
+static int dry_run_message(struct vctx *c, uint64_t b, char *msg, size_t len) {
+        uint64_t slot = b & (c->h.g.task_window - 1);
+        const char *sub = (const char *)c->h.sub;
+        struct hbg_recorded_task t;
+        memcpy(&t.desc, desc_of(&c->h, b), sizeof(t.desc));
+        t.desc.id = 1;
+        memcpy(t.payload.fanins, sub + c->h.g.sub_fanins_offset + slot * sizeof(struct hbg_task_fanins),
+               sizeof(t.payload.fanins));
+        memcpy(&t.payload.args, sub + c->h.g.sub_args_offset + slot * sizeof(struct hbg_task_args),
+               sizeof(t.payload.args));
+        struct first_refusal f = { 0 };
+        ck_assert_int_eq(engine_validate(c->e, c->heap_size, &t, 1, keep_refusal, &f), (int)f.n);
+        snprintf(msg, len, "%s", f.n ? f.message : "");
+        return f.n ? f.code : 0;
+}
+
 START_TEST(validation_rule) {
         struct vctx c;
         setup(&c);
         run_graph(&c, rules[_i].name, rules[_i].err, (enum rule)_i, NULL, 0);
+        teardown(&c);
+}
+END_TEST
+
+/*
+ * A refusal's numbers reach its own graph's message, for the lowest
+ * FAILURE_DETAILS refused tasks of graphs not yet decided: a 500 ms task
+ * holds the watermark while graphs 1..5 each refuse one softmax whose
+ * rows differ; graphs 1..4 say their own numbers, graph 5 only the
+ * reason. Once they are decided, a later refusal has its numbers again.
+ */
+START_TEST(refusal_numbers_bounded) {
+        struct vctx c;
+        setup(&c);
+        enum { REFUSED = FAILURE_DETAILS + 1 };
+        struct harness_task hold = spin_task(500000000);
+        harness_add_task(&c.h, &hold);
+        ck_assert_uint_eq(harness_end_graph(&c.h, 0), 0);
+        for (unsigned g = 1; g <= REFUSED + 1; g++) {
+                if (g == REFUSED + 1) {
+                        struct hbg_graph_entry ge;
+                        for (unsigned k = 0; k <= REFUSED; k++)
+                                wait_ok(&c, k, "refusal_numbers_bounded", &ge);
+                }
+                struct harness_task t = softmax_task(&c);
+                t.scalars[0] = 16 + g; /* rows: 16 + g times 16 columns of the 64 floats of bad_out */
+                harness_add_task(&c.h, &t);
+                ck_assert_uint_eq(harness_end_graph(&c.h, g), g);
+        }
+        for (unsigned g = 1; g <= REFUSED + 1; g++) {
+                struct hbg_graph_entry ge;
+                wait_ok(&c, g, "refusal_numbers_bounded", &ge);
+                ck_assert_int_eq(ge.status, -EINVAL);
+                char want[HBG_GRAPH_MESSAGE_MAX];
+                if (g == REFUSED)
+                        snprintf(want, sizeof(want), "softmax_rows_f32: shape does not fit X");
+                else
+                        snprintf(want, sizeof(want),
+                                 "softmax_rows_f32: shape does not fit X: rows*cols = %u*16 = %u elements, X has %u",
+                                 16 + g, (16 + g) * 16, NF);
+                ck_assert_msg(strcmp(ge.message, want) == 0, "graph %u says '%s', expected '%s'", g, ge.message,
+                              want);
+        }
         teardown(&c);
 }
 END_TEST
@@ -916,20 +1004,6 @@ END_TEST
 
 /* ------------------------------------------------------------ lanes and the work bound */
 
-struct first_refusal {
-        int code;
-        char message[HBG_VALIDATE_MESSAGE_MAX];
-        unsigned n;
-};
-
-static void keep_refusal(void *userdata, uint32_t task, int code, const char *message) {
-        struct first_refusal *f = userdata;
-        (void)task;
-        if (f->n++ == 0) {
-                f->code = code;
-                snprintf(f->message, sizeof(f->message), "%s", message);
-        }
-}
 
 /* One two-lane task (lanes 0 and 1, one block, one scalar shared by both
  * kernels) through engine_validate() with a work limit of 1000. */
@@ -984,6 +1058,7 @@ static Suite *suite(void) {
         tcase_set_timeout(tc, 120);
         tcase_add_loop_test(tc, validation_rule, 0, R_COUNT);
         tcase_add_test(tc, kernel_failure_skips_dependants);
+        tcase_add_test(tc, refusal_numbers_bounded);
         tcase_add_loop_test(tc, controls, 0, C_COUNT);
         tcase_add_test(tc, transitive_in_flight);
         tcase_add_test(tc, transitive_after_retirement);
