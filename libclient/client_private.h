@@ -120,7 +120,8 @@ struct graph_outcome {
 };
 
 /* Distinct failure messages, kept once each: failures name them by
- * index (graph_status.c). At most HBGC_MAX_MESSAGES. */
+ * index (graph_status.c). At most HBGC_MAX_MESSAGES; past them each
+ * failure keeps its own (spilled). */
 #define HBGC_MAX_MESSAGES 1024u
 struct message_entry {
         uint32_t hash;
@@ -219,6 +220,8 @@ struct hbg_client {
         size_t n_failures, cap_failures;
         struct message_entry *messages;
         size_t n_messages, cap_messages;
+        struct message_entry *spilled;     /* past HBGC_MAX_MESSAGES, one per failure */
+        size_t n_spilled, cap_spilled;
         struct host_failure *host_failed; /* in id order */
         size_t n_host_failed, cap_host_failed;
         struct hangup_watch hangup;

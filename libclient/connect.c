@@ -221,6 +221,7 @@ static void client_free(hbg_client *c) {
         hbgc_hangup_free(c);
         free(c->failures);
         free(c->messages);
+        free(c->spilled);
         free(c->host_failed);
         pthread_mutex_destroy(&c->host_lock);
         free(c);

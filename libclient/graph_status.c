@@ -32,22 +32,32 @@ static uint32_t message_hash(const char *m) {
 #define MESSAGE_NOT_KEPT UINT32_MAX
 
 /* The index of message m in the client's table, added if new. Failures
- * mostly repeat a few messages (a validator's reason, "kernel K failed:
- * ...", a host task's error), so each is kept once; past
- * HBGC_MAX_MESSAGES distinct ones, MESSAGE_NOT_KEPT. */
+ * mostly repeat a few messages (a reason, "kernel K returned ...", a host
+ * task's error), so each is kept once. A refusal's numbers make its
+ * message distinct: past HBGC_MAX_MESSAGES distinct ones (the look-up's
+ * bound), each further one is kept with its failure (spilled, at
+ * HBGC_MAX_MESSAGES + its place), so that none is lost; MESSAGE_NOT_KEPT
+ * only when out of memory. */
 static uint32_t message_intern(hbg_client *c, const char *m) {
         uint32_t h = message_hash(m);
         for (size_t i = c->n_messages; i-- > 0;)
                 if (c->messages[i].hash == h && strcmp(c->messages[i].text, m) == 0)
                         return (uint32_t)i;
-        if (c->n_messages >= HBGC_MAX_MESSAGES)
+        bool spill = c->n_messages >= HBGC_MAX_MESSAGES;
+        struct message_entry **v = spill ? &c->spilled : &c->messages;
+        size_t *n = spill ? &c->n_spilled : &c->n_messages, *cap = spill ? &c->cap_spilled : &c->cap_messages;
+        if (*n >= MESSAGE_NOT_KEPT - HBGC_MAX_MESSAGES || GROW(*v, *cap, *n + 1, 8) < 0)
                 return MESSAGE_NOT_KEPT;
-        if (GROW(c->messages, c->cap_messages, c->n_messages + 1, 8) < 0)
-                return MESSAGE_NOT_KEPT;
-        struct message_entry *e = &c->messages[c->n_messages];
+        struct message_entry *e = &(*v)[*n];
         e->hash = h;
         snprintf(e->text, sizeof(e->text), "%s", m);
-        return (uint32_t)c->n_messages++;
+        return (uint32_t)((spill ? HBGC_MAX_MESSAGES : 0) + (*n)++);
+}
+
+static const char *message_text(const hbg_client *c, uint32_t i) {
+        if (i == MESSAGE_NOT_KEPT)
+                return "(message not kept: out of memory)";
+        return i < HBGC_MAX_MESSAGES ? c->messages[i].text : c->spilled[i - HBGC_MAX_MESSAGES].text;
 }
 
 /* ---------------------------------------------------------------- host failures */
@@ -180,7 +190,8 @@ static int failures_push(hbg_client *c, struct graph_failure f) {
 /* Graph entries are read back as they retire and only failures are kept
  * (graph numbers ascending), so the status of a graph the table has long
  * reused stays known, at a cost proportional to the failed graphs only
- * (32 bytes each; their messages are kept once per distinct message). */
+ * (32 bytes each; their messages are kept once per distinct message, and
+ * past HBGC_MAX_MESSAGES of them, 132 bytes per further failure). */
 void hbgc_harvest(hbg_client *c) {
         uint64_t r = atomic_load_explicit(&c->ch->graphs_retired, memory_order_acquire);
         hbgc_host_effects(c);
@@ -221,10 +232,7 @@ int hbgc_graph_state(hbg_client *c, uint64_t k, struct graph_outcome *o) {
                         o->status = f->status;
                         o->task = f->task;
                         o->kernel = f->kernel;
-                        snprintf(o->message, sizeof(o->message), "%s",
-                                 f->message == MESSAGE_NOT_KEPT
-                                         ? "(message not kept: too many distinct messages in this session)"
-                                         : c->messages[f->message].text);
+                        snprintf(o->message, sizeof(o->message), "%s", message_text(c, f->message));
                 }
                 return o->status;
         }

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "daemon/engine/cancel.h"
 #include "daemon/engine/ring.h"
@@ -46,15 +47,20 @@ void failures_record(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel,
 }
 
 void failures_record_detail(struct hbg_ring *r, uint64_t id, const char *text) {
+        if (id == UINT64_MAX)
+                return; /* id + 1 is the entry's key */
         pthread_mutex_lock(&r->cold_lock);
+        if (!r->failure_details)
+                r->failure_details = calloc(FAILURE_DETAILS, sizeof(*r->failure_details));
         /* A free entry, else the highest id's if it is above this one:
-         * graphs retire in order, so the lowest ids are the ones asked
-         * for first. */
+         * graphs are decided in order, so the lowest ids are the ones
+         * asked for first. Out of memory: the reason alone. */
         struct failure_detail *at = NULL;
-        for (unsigned i = 0; i < FAILURE_DETAILS; i++) {
+        for (unsigned i = 0; r->failure_details && i < FAILURE_DETAILS; i++) {
                 struct failure_detail *e = &r->failure_details[i];
                 if (e->id_plus_1 == 0) {
                         at = e;
+                        r->n_failure_details++;
                         break;
                 }
                 if (e->id_plus_1 > id + 1 && (!at || e->id_plus_1 > at->id_plus_1))
@@ -70,7 +76,7 @@ void failures_record_detail(struct hbg_ring *r, uint64_t id, const char *text) {
 /* The graph [first, last] is decided: its details are dropped, and the
  * one of its failure f (a real one), if kept, copied for the retirer. */
 static void take_detail_locked(struct hbg_ring *r, uint64_t first, uint64_t last, struct failure *f, bool real) {
-        for (unsigned i = 0; i < FAILURE_DETAILS; i++) {
+        for (unsigned i = 0; r->n_failure_details > 0 && i < FAILURE_DETAILS; i++) {
                 struct failure_detail *e = &r->failure_details[i];
                 if (e->id_plus_1 == 0 || e->id_plus_1 - 1 < first || e->id_plus_1 - 1 > last)
                         continue;
@@ -79,6 +85,7 @@ static void take_detail_locked(struct hbg_ring *r, uint64_t first, uint64_t last
                         f->why = r->failure_detail_out;
                 }
                 e->id_plus_1 = 0;
+                r->n_failure_details--;
         }
 }
 

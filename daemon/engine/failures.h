@@ -8,8 +8,9 @@
 struct hbg_ring;
 
 /* Failure record (§12.2): the kernel is the one named when the task
- * failed (its slot may be reused before its graph retires). why: static;
- * NULL when the kernel returned the error (the graph's message is then
+ * failed (its slot may be reused before its graph retires). why: static
+ * (or, from failures_graph_status(), a refusal's detail in the ring's
+ * buffer for the retirer, valid until its next call); NULL when the kernel returned the error (the graph's message is then
  * "kernel NAME returned -EIO"). */
 struct failure {
         uint64_t id;
@@ -24,10 +25,11 @@ void failures_record(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel,
 /* The numbers behind a refused task's `why` (validate_explain()), which
  * only the thread that refused it can work out (the slot's copy of its
  * arguments is gone once it completes). The ring keeps them for the
- * lowest FAILURE_DETAILS ids of graphs not yet decided; a graph whose
- * status is that task's failure says them instead of `why`. Any thread,
- * before the task completes. */
-#define FAILURE_DETAILS 4u
+ * lowest FAILURE_DETAILS ids of graphs not yet decided, in a table
+ * allocated at its first refusal; a graph whose status is that task's
+ * failure says them instead of `why`. Any thread, before the task
+ * completes. */
+#define FAILURE_DETAILS 64u
 /* Longer than a graph entry's message: hbgd's log line says it whole. */
 #define FAILURE_DETAIL_MAX 256u
 struct failure_detail {

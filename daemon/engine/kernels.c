@@ -544,7 +544,8 @@ int kernel_explain(const struct kernel_info *k, const struct hbg_kernel_args *a,
                 if (why == m->check[i] && used + 1 < len) {
                         /* A module's words: into a buffer of our own, cut
                          * and NUL-terminated whatever it returns, then only
-                         * plain UTF-8 kept (this goes to a client). */
+                         * plain UTF-8 kept (this goes to a client and to
+                         * hbgd's log). */
                         char said[256] = { 0 };
                         k->explain(a, i, said, sizeof(said) - 1);
                         said[sizeof(said) - 1] = 0;

@@ -313,6 +313,7 @@ void ring_free(struct hbg_ring *r) {
                         completer_destroy(&r->per_thread[i].completer);
         }
         recorded_free_ring(r);
+        free(r->failure_details); /* failures.c's table of refusals' numbers */
         pthread_mutex_destroy(&r->cold_lock);
         lazy_arena_unmap(&r->arrays);
         free(r->per_thread);

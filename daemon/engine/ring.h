@@ -214,7 +214,8 @@ struct hbg_ring {
         /* Refusals' numbers (failures.h), under cold_lock, and the copy
          * of the one a graph's status takes (its retirer's, under the
          * retire lock). */
-        struct failure_detail failure_details[FAILURE_DETAILS];
+        struct failure_detail *failure_details; /* NULL until a refusal's */
+        uint32_t n_failure_details;             /* entries in use */
         char failure_detail_out[FAILURE_DETAIL_MAX];
         uint64_t graphs_decided;          /* cold_lock: graphs whose status is decided */
         /* An owner's reason for stopping the ring (ring_set_stop_reason),

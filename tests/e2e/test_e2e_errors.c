@@ -170,6 +170,50 @@ START_TEST(validator) {
 }
 END_TEST
 
+/* A refusal's numbers make each message distinct: past the library's
+ * table of distinct messages (1024), every graph still says its own.
+ * Waited for 32 at a time: hbgd keeps the numbers of 64 refusals of
+ * graphs not yet decided (RUNTIME_LOGIC §12.2). */
+START_TEST(distinct_messages_all_kept) {
+        enum { GRAPHS = 1100 };
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_with(d);
+        hbg_tensor a, b, x;
+        ck_assert_int_eq(hbg_tensor_alloc(c, 16, &a), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, 16, &b), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, 16, &x), 0);
+        uint64_t first = 0, g = 0;
+        for (unsigned i = 0; i < GRAPHS; i++) {
+                hbg_task t = HBG_TASK_INIT("gemm_f32");
+                t.n_args = 3;
+                t.args[0].tensor = a, t.args[0].dir = HBG_IN;
+                t.args[1].tensor = b, t.args[1].dir = HBG_IN;
+                t.args[2].tensor = x, t.args[2].dir = HBG_INOUT;
+                t.n_scalars = 3;
+                t.scalars[0] = t.scalars[1] = 4;
+                t.scalars[2] = 4 + i; /* k: A needs 4 * k elements */
+                add(d, c, &t, NULL);
+                g = submit(d, c);
+                if (i == 0)
+                        first = g;
+                if (i % 32 == 31)
+                        ck_assert_int_eq(hbg_graph_wait(c, g, WAIT_MS), -EINVAL);
+        }
+        ck_assert_int_eq(hbg_graph_wait(c, g, WAIT_MS), -EINVAL);
+        for (unsigned i = 0; i < GRAPHS; i++) {
+                hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+                ck_assert_int_eq(hbg_graph_error(c, first + i, &info), 0);
+                char want[128];
+                snprintf(want, sizeof(want), "gemm_f32: shape does not fit A: m*k = 4*%u = %u elements, A has 4",
+                         4 + i, 4 * (4 + i));
+                D_ASSERT(d, strcmp(info.message, want) == 0, "graph %u says '%s', expected '%s'", i, info.message,
+                         want);
+        }
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
 START_TEST(kernel_runtime) {
         struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
         hbg_client *c = connect_with(d);
@@ -603,6 +647,7 @@ static Suite *suite(void) {
         TCase *tc = tcase_create("errors");
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, validator);
+        tcase_add_test(tc, distinct_messages_all_kept);
         tcase_add_test(tc, kernel_runtime);
         tcase_add_test(tc, host_task);
         tcase_add_test(tc, stall);

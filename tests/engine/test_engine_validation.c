@@ -26,7 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "common/clock.h"
 #include "daemon/engine/engine.h"
 #include "daemon/engine/engine_recorded.h"
 #include "daemon/engine/engine_stats.h"
@@ -742,43 +744,66 @@ END_TEST
 
 /*
  * A refusal's numbers reach its own graph's message, for the lowest
- * FAILURE_DETAILS refused tasks of graphs not yet decided: a 500 ms task
- * holds the watermark while graphs 1..5 each refuse one softmax whose
- * rows differ; graphs 1..4 say their own numbers, graph 5 only the
- * reason. Once they are decided, a later refusal has its numbers again.
+ * FAILURE_DETAILS refused tasks of graphs not yet decided. A host task
+ * (external, answered only once the test waits) holds the watermark
+ * while graph 1 refuses FAILURE_DETAILS softmax tasks whose rows differ
+ * and graph 2 one more: graph 1 says its first task's numbers, graph 2
+ * only the reason. Once they are decided, graph 3's refusal has its
+ * numbers again.
  */
+static uint64_t refuse_softmax(struct vctx *c, unsigned rows) {
+        struct harness_task t = softmax_task(c);
+        t.scalars[0] = rows; /* rows of 16 columns: more than bad_out's NF floats */
+        return harness_add_task(&c->h, &t);
+}
+
+static void expect_softmax_message(struct vctx *c, uint64_t k, unsigned rows, bool numbers) {
+        struct hbg_graph_entry ge;
+        wait_ok(c, k, "refusal_numbers_bounded", &ge);
+        ck_assert_int_eq(ge.status, -EINVAL);
+        char want[HBG_GRAPH_MESSAGE_MAX];
+        if (numbers)
+                snprintf(want, sizeof(want),
+                         "softmax_rows_f32: shape does not fit X: rows*cols = %u*16 = %u elements, X has %u", rows,
+                         rows * 16, NF);
+        else
+                snprintf(want, sizeof(want), "softmax_rows_f32: shape does not fit X");
+        ck_assert_msg(strcmp(ge.message, want) == 0, "graph %llu says '%s', expected '%s'", (unsigned long long)k,
+                      ge.message, want);
+}
+
 START_TEST(refusal_numbers_bounded) {
         struct vctx c;
         setup(&c);
-        enum { REFUSED = FAILURE_DETAILS + 1 };
-        struct harness_task hold = spin_task(500000000);
+        c.h.external = NULL; /* the hold: answered 0 once the test waits */
+        struct harness_task hold = { .flags = HBG_TASK_EXTERNAL, .block_num = 1 };
         harness_add_task(&c.h, &hold);
         ck_assert_uint_eq(harness_end_graph(&c.h, 0), 0);
-        for (unsigned g = 1; g <= REFUSED + 1; g++) {
-                if (g == REFUSED + 1) {
-                        struct hbg_graph_entry ge;
-                        for (unsigned k = 0; k <= REFUSED; k++)
-                                wait_ok(&c, k, "refusal_numbers_bounded", &ge);
-                }
-                struct harness_task t = softmax_task(&c);
-                t.scalars[0] = 16 + g; /* rows: 16 + g times 16 columns of the 64 floats of bad_out */
-                harness_add_task(&c.h, &t);
-                ck_assert_uint_eq(harness_end_graph(&c.h, g), g);
+        for (unsigned i = 0; i < FAILURE_DETAILS; i++)
+                refuse_softmax(&c, 17 + i);
+        ck_assert_uint_eq(harness_end_graph(&c.h, 1), 1);
+        refuse_softmax(&c, 99);
+        ck_assert_uint_eq(harness_end_graph(&c.h, 2), 2);
+        harness_publish(&c.h);
+        /* Every refusal completed, nothing decided (the hold is not
+         * answered before harness_wait_graph() serves it). */
+        struct ring_stats rs = { 0 };
+        for (int64_t end = clock_now_ms() + WAIT_MS; clock_now_ms() < end;) {
+                ring_stats(c.h.ring, &rs);
+                if (rs.completed >= FAILURE_DETAILS + 1)
+                        break;
+                usleep(1000);
         }
-        for (unsigned g = 1; g <= REFUSED + 1; g++) {
-                struct hbg_graph_entry ge;
-                wait_ok(&c, g, "refusal_numbers_bounded", &ge);
-                ck_assert_int_eq(ge.status, -EINVAL);
-                char want[HBG_GRAPH_MESSAGE_MAX];
-                if (g == REFUSED)
-                        snprintf(want, sizeof(want), "softmax_rows_f32: shape does not fit X");
-                else
-                        snprintf(want, sizeof(want),
-                                 "softmax_rows_f32: shape does not fit X: rows*cols = %u*16 = %u elements, X has %u",
-                                 16 + g, (16 + g) * 16, NF);
-                ck_assert_msg(strcmp(ge.message, want) == 0, "graph %u says '%s', expected '%s'", g, ge.message,
-                              want);
-        }
+        ck_assert_uint_eq(rs.completed, FAILURE_DETAILS + 1);
+        ck_assert_uint_eq(rs.graphs_retired, 0);
+        struct hbg_graph_entry ge;
+        wait_ok(&c, 0, "refusal_numbers_bounded", &ge);
+        ck_assert_int_eq(ge.status, 0);
+        expect_softmax_message(&c, 1, 17, true);
+        expect_softmax_message(&c, 2, 99, false);
+        refuse_softmax(&c, 42);
+        ck_assert_uint_eq(harness_end_graph(&c.h, 3), 3);
+        expect_softmax_message(&c, 3, 42, true);
         teardown(&c);
 }
 END_TEST
