@@ -900,7 +900,8 @@ static int forged_graph(int sock, struct victim *v, const struct mutation *m, hb
         }
         char lb[200], lr[300];
         snprintf(lb, sizeof(lb), "%s: graph %" PRIu64 " ", v->name, graph);
-        snprintf(lr, sizeof(lr), "failed: %s at task %" PRIu64 " (%s)", hbg_strerror(m->code), id, m->why);
+        /* The reason, then the numbers behind it where it has some. */
+        snprintf(lr, sizeof(lr), "failed: %s at task %" PRIu64 " (%s", hbg_strerror(m->code), id, m->why);
         expect_log(sock, lb, lr);
         return 0;
 }
