@@ -28,6 +28,12 @@
  *                       tensor; prints "tw WALL_NS CPU_NS" (from the first
  *                       add to the wait's return, and this thread's CPU
  *                       time in the wait), then "end"
+ *   twait_beside NS COUNT  the same with the fill_f32 beside the first
+ *                       task, not after it, of a 1 MiB tensor, and no
+ *                       rest: the writer runs at once (some 100 us,
+ *                       longer than the wait's spin) while that task
+ *                       holds the watermark back (and one CPU of two is
+ *                       left to the waiter)
  *   quit                prints "rss_kib K" (this process's peak) and exits
  *
  * With --kernel NAME --floats F every task of the shape runs kernel NAME
@@ -240,9 +246,9 @@ static int run_hog(struct producer *p, uint64_t ns, unsigned count) {
 
 /* The tensor-wait case: how late hbg_tensor_wait_ready() returns after
  * its writer, and what the wait costs the waiting thread. */
-static int run_tensor_wait(struct producer *p, uint64_t ns, unsigned count) {
+static int run_tensor_wait(struct producer *p, uint64_t ns, unsigned count, bool beside) {
         hbg_tensor x;
-        int err = hbg_tensor_alloc(p->c, 256 * sizeof(float), &x);
+        int err = hbg_tensor_alloc(p->c, (beside ? 262144 : 256) * sizeof(float), &x);
         if (err < 0)
                 return fail(p, "hbg_tensor_alloc (twait)", err);
         for (unsigned r = 0; r < count; r++) {
@@ -256,7 +262,7 @@ static int run_tensor_wait(struct producer *p, uint64_t ns, unsigned count) {
                 fill.args[0].dir = HBG_OUT;
                 fill.n_scalars = 1;
                 fill.scalars[0] = hbg_f32((float)r);
-                fill.n_deps = 1;
+                fill.n_deps = beside ? 0 : 1;
                 uint64_t g;
                 /* From the first add: hbgd may start the first task as
                  * soon as it is published, before the submit. */
@@ -265,9 +271,12 @@ static int run_tensor_wait(struct producer *p, uint64_t ns, unsigned count) {
                  * written (the wait returns before the graph's end), and
                  * only then: no task of its own delays the writer. */
                 rest.n_deps = 1;
+                /* Beside: fill.deps[0] is set but not counted, and the
+                 * spin holds the graph back anyway (no rest, which would
+                 * take the waiter's CPU). */
                 if ((err = hbg_graph_add(p->c, &spin, &fill.deps[0])) < 0 ||
                     (err = hbg_graph_add(p->c, &fill, &rest.deps[0])) < 0 ||
-                    (err = hbg_graph_add(p->c, &rest, NULL)) < 0 ||
+                    (!beside && (err = hbg_graph_add(p->c, &rest, NULL)) < 0) ||
                     (err = hbg_graph_submit(p->c, &g)) < 0)
                         return fail(p, "twait graph", err);
                 struct timespec c0, c1;
@@ -354,7 +363,8 @@ void bench_producer_usage(FILE *out) {
               "  hbg-bench producer --socket PATH --shape NAME [--size N] [--quick] [--seed S]\n"
               "                     [--kernel NAME --floats F] [--host-every K --spin ITERS]\n"
               "                     [--host-threads N] [--task-ns NS]\n"
-              "  stdin: run | replay | lat TASKS COUNT IDLE_US | hog NS COUNT | twait NS COUNT | quit\n"
+              "  stdin: run | replay | lat TASKS COUNT IDLE_US | hog NS COUNT | twait NS COUNT |\n"
+              "         twait_beside NS COUNT | quit\n"
               "  (bench/producer.c)\n",
               out);
 }
@@ -469,7 +479,10 @@ int bench_producer_main(int argc, char **argv) {
                         rc = run_latency(&p, tasks, count, idle_us);
                 else if (sscanf(line, "twait %" SCNu64 " %u", &ns, &count) == 2 && count >= 1 && count <= 100000 &&
                          ns <= 500000000)
-                        rc = run_tensor_wait(&p, ns, count);
+                        rc = run_tensor_wait(&p, ns, count, false);
+                else if (sscanf(line, "twait_beside %" SCNu64 " %u", &ns, &count) == 2 && count >= 1 &&
+                         count <= 100000 && ns <= 500000000)
+                        rc = run_tensor_wait(&p, ns, count, true);
                 else if (strcmp(line, "quit\n") == 0)
                         break;
                 else {

@@ -576,13 +576,17 @@ HBG_EXPORT int hbg_tensor_wait_ready(hbg_client *c, hbg_tensor t, int timeout_ms
         bool armed = false;
         int err = 0;
         while (hbgc_deps_pending_writer(c, t.offset, t.offset + t.bytes, &id)) {
-                /* Past the spin, before each sleep: hbgd writes the pipe
-                 * once the watermark passes this writer (§2.1). A writer
-                 * that completes while an earlier task holds the watermark
-                 * back is seen at the next look, within the 1 ms cap. */
+                /* Past the spin, before each sleep, two requests (§2.1):
+                 * hbgd writes the pipe once the writer's own stamp is out
+                 * (task_waiting, which the eager policies answer), and
+                 * once the watermark passes it (window_waiting, every
+                 * policy; a writer completed while an earlier task holds
+                 * the watermark back is then seen at the next look,
+                 * within the 1 ms cap). */
                 if (hbgc_wait_spun(&w) && !c->dead) {
                         armed = true;
-                        if (producer_arm_watermark_wait(&c->prod, id + 1) > id || hbgc_task_done(c, id))
+                        producer_arm_task_wait(&c->prod, id);
+                        if (producer_arm_watermark_wait(&c->prod, id + 1) > id || flag_done_seq_cst(&c->window, id))
                                 continue;
                 }
                 err = c->dead ? -ECONNRESET : hbgc_wait_step(c, &w);
@@ -592,8 +596,10 @@ HBG_EXPORT int hbg_tensor_wait_ready(hbg_client *c, hbg_tensor t, int timeout_ms
                         break;
                 }
         }
-        if (armed)
+        if (armed) {
+                producer_disarm_task_wait(&c->prod);
                 producer_disarm_watermark_wait(&c->prod);
+        }
         if (err < 0)
                 return hbgc_fail(c, err, "hbg_tensor_wait_ready: task %" PRIu64 " writing it %s", id,
                                  err == -ETIMEDOUT ? "has not completed in time" : "never completed: hbgd went away");

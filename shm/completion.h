@@ -147,6 +147,21 @@ static inline bool completer_flag_is_set(struct hbg_completer *c, uint64_t id) {
         return id < c->cached_watermark;
 }
 
+/* Is id complete, read seq_cst (the watermark, then its stamp): the
+ * second half of a waiter's "store its request (seq_cst); look", against
+ * hbgd's "publish the stamp; seq_cst fence or store; load the request"
+ * (RUNTIME_LOGIC §2.1). Either this look sees the stamp, or hbgd sees
+ * the request. An id at WM + F or beyond cannot have published yet
+ * (§3.4): its stamp, a lap count cut to 32 bits, is not looked at. */
+static inline bool flag_done_seq_cst(const struct hbg_flag_window *w, uint64_t id) {
+        uint64_t wm = atomic_load_explicit(w->watermark, memory_order_seq_cst);
+        if (id < wm)
+                return true;
+        if (id - wm >= w->flag_window)
+                return false;
+        return atomic_load_explicit(flag_slot(w, id), memory_order_seq_cst) == flag_stamp_of(w, id);
+}
+
 /* The slot of `id` may take its stamp once its previous occupant id - F is
  * below the watermark, i.e. id < WM + F (§3.4). */
 static inline bool completer_slot_free(const struct hbg_completer *c, uint64_t id) {

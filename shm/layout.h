@@ -16,7 +16,7 @@
  *     other), except a hint put in header padding that the other side
  *     checks only at connect, if at all: a client-written one in the
  *     submission header, which hbgd never checks (ext_looking,
- *     ext_look_until_ns), and an hbgd-written one in the completion
+ *     ext_look_until_ns, task_waiting), and an hbgd-written one in the completion
  *     header, zero until hbgd serves the session, after the client's
  *     connect-time check (answer_moving). An older reader never reads it
  *     and an older writer leaves it zero, so neither side does anything
@@ -103,7 +103,14 @@ struct hbg_sub_header {
          * watermark it waits for. hbgd signals the completion pipe once
          * the watermark reaches it and clears it (RUNTIME_LOGIC §2.1). */
         _Atomic uint64_t window_waiting;
-        uint8_t pad1[HBG_CACHE_LINE - 2 * sizeof(uint64_t)];
+        /* Non-zero while the client sleeps for one task (a tensor wait):
+         * that task's id + 1. hbgd signals the completion pipe once the
+         * task's stamp is out and clears it (§2.1), where window_waiting
+         * waits for the watermark, which an earlier task may hold back.
+         * A hint once padding (rules above): hbgd of the same layout that
+         * does not read it leaves the wait to window_waiting. */
+        _Atomic uint64_t task_waiting;
+        uint8_t pad1[HBG_CACHE_LINE - 3 * sizeof(uint64_t)];
 
         /* line 3: mailbox entries posted (a hint for a reader of the
          * region; hbgd never reads it: it consumes by each entry's `seq`,
@@ -175,6 +182,7 @@ _Static_assert(offsetof(struct hbg_sub_header, graph_ring_log2) == 72, "graph_ri
 _Static_assert(offsetof(struct hbg_sub_header, args_offset) == 80, "args_offset");
 _Static_assert(offsetof(struct hbg_sub_header, submitted) == 128, "submitted");
 _Static_assert(offsetof(struct hbg_sub_header, window_waiting) == 136, "window_waiting");
+_Static_assert(offsetof(struct hbg_sub_header, task_waiting) == 144, "task_waiting");
 _Static_assert(offsetof(struct hbg_sub_header, mailbox_tail) == 192, "mailbox_tail");
 _Static_assert(offsetof(struct hbg_sub_header, graphs_submitted) == 256, "graphs_submitted");
 _Static_assert(offsetof(struct hbg_sub_header, ext_sleepers) == 320, "ext_sleepers");

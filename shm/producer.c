@@ -45,6 +45,15 @@ void producer_disarm_watermark_wait(struct hbg_producer *p) {
         atomic_store_explicit(&p->sh->window_waiting, 0, memory_order_relaxed);
 }
 
+void producer_arm_task_wait(struct hbg_producer *p, uint64_t id) {
+        atomic_store_explicit(&p->sh->task_waiting, id + 1, memory_order_seq_cst);
+}
+
+void producer_disarm_task_wait(struct hbg_producer *p) {
+        /* Relaxed, as producer_disarm_watermark_wait(). */
+        atomic_store_explicit(&p->sh->task_waiting, 0, memory_order_relaxed);
+}
+
 void producer_task_encode(struct hbg_task_desc *desc, uint64_t *fanins_out, struct hbg_task_args *args,
                           uint64_t id, const struct hbg_task_record *t, const uint64_t *fanins, unsigned n_fanins) {
         /* The descriptor is one cache line, written whole (reserved fields

@@ -89,6 +89,13 @@ uint64_t producer_arm_window_wait(struct hbg_producer *p);
 /* Withdraw a request of producer_arm_watermark_wait() whose wait ended
  * otherwise: hbgd would write the pipe for it once, for nothing. */
 void producer_disarm_watermark_wait(struct hbg_producer *p);
+/* Before sleeping until task `id` is complete: tell hbgd (seq_cst store
+ * of task_waiting); the caller then looks at the task with
+ * flag_done_seq_cst(): either it sees the task complete or hbgd sees the
+ * request and writes the completion pipe once the task's stamp is out
+ * (RUNTIME_LOGIC §2.1). Withdrawn by producer_disarm_task_wait(). */
+void producer_arm_task_wait(struct hbg_producer *p, uint64_t id);
+void producer_disarm_task_wait(struct hbg_producer *p);
 
 /* Write the next task with its fanins (each an earlier id); not published
  * yet. The caller made sure of room. Counts are written as given (hbgd

@@ -14,6 +14,7 @@
 #include "daemon/engine/ready.h"
 #include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
+#include "daemon/engine/signal.h"
 
 static void finish_published(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
         struct hbg_completer *c = ring_completer(t, r);
@@ -25,6 +26,10 @@ static void finish_published(struct sched_thread *t, struct hbg_ring *r, uint64_
         ring_slot_release(r, id);
         if (advanced && retire_due(r))
                 retire_graphs(r);
+        /* After the stamp's seq_cst store: a tensor wait for this task,
+         * which the watermark may not have passed (§2.1). */
+        if (signal_task_waiter_due(r))
+                signal_pipe(r);
 }
 
 static void eager_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {

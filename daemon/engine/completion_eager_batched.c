@@ -15,6 +15,7 @@
 #include "daemon/engine/ready.h"
 #include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
+#include "daemon/engine/signal.h"
 
 /*
  * eager-batched (§11.4). Per task: the stamp with a release store (no
@@ -67,6 +68,10 @@ static bool batched_walk(struct sched_thread *t, struct hbg_ring *r) {
         bool advanced = watermark_walk_after_batch(ring_completer(t, r));
         if (advanced && retire_due(r))
                 retire_graphs(r);
+        /* After the walk's fence: a tensor wait for one of this visit's
+         * tasks, which the watermark may not have passed (§2.1). */
+        if (signal_task_waiter_due(r))
+                signal_pipe(r);
         return advanced;
 }
 

@@ -52,6 +52,26 @@ bool signal_window_waiter_due(struct hbg_ring *r) {
 }
 
 /*
+ * Does a client sleep for one task whose stamp is out (task_waiting,
+ * RUNTIME_LOGIC §2.1)? The caller published its stamps, then made a
+ * seq_cst fence or seq_cst stores; the client stores its request
+ * (seq_cst), then looks at the task (flag_done_seq_cst()). Either its
+ * look sees the stamp or this load sees the request. The value is
+ * client-written: any id reads a stamp of this ring's window (masked), and
+ * at worst writes this client's own pipe once per request.
+ */
+bool signal_task_waiter_due(struct hbg_ring *r) {
+        if (!client_reachable(r))
+                return false; /* its last steps tell the client */
+        uint64_t want = atomic_load_explicit(&r->sub->task_waiting, memory_order_seq_cst);
+        if (want == 0 || !flag_done_seq_cst(&r->window, want - 1))
+                return false;
+        /* Once per request, as for window_waiting. */
+        return atomic_compare_exchange_strong_explicit(&r->sub->task_waiting, &want, 0, memory_order_seq_cst,
+                                                       memory_order_relaxed);
+}
+
+/*
  * The wake words (RUNTIME_LOGIC §10.7), called after the publication they
  * announce (the release store of ext_ready_tail, of the graph entries and
  * graphs_retired). Bump the word, then look whether anybody sleeps on it:

@@ -15,6 +15,10 @@ void signal_pipe(struct hbg_ring *r);
 /* Does a producer sleep for window space that the watermark now gives?
  * True once per request (it is taken). */
 bool signal_window_waiter_due(struct hbg_ring *r);
+/* Does a client sleep for one task (a tensor wait) whose stamp is out?
+ * Call after publishing stamps and a seq_cst fence (or seq_cst stores).
+ * True once per request (it is taken). */
+bool signal_task_waiter_due(struct hbg_ring *r);
 /* After publishing ready external tasks (published: ext_ready_tail now):
  * bump ext_wake, wake one sleeper if the client says one sleeps and none
  * of its workers looks for work (until its look's end; then

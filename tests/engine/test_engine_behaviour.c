@@ -1273,6 +1273,59 @@ START_TEST(watermark_waiter_signalled) {
 }
 END_TEST
 
+/* A tensor wait's request for one task (task_waiting, RUNTIME_LOGIC
+ * §2.1), under the policies that answer it, eager and eager-batched: task
+ * 1 completes at once while task 0 runs for a second, and the byte comes
+ * while the watermark is still held back, the request taken. A request for
+ * a task not run yet, or for an id far past the ring's (a client's
+ * garbage, whose 32-bit stamp would read as complete), writes nothing. */
+START_TEST(task_waiter_signalled) {
+        const char *policy = _i == 0 ? "eager" : "eager-batched";
+        struct hbg_engine_config cfg;
+        struct hbg_engine *e = NULL;
+        engine_config_default(&cfg);
+        cfg.threads = 2;
+        cfg.clusters = 2;
+        cfg.log = quiet_log;
+        for (unsigned m = 0; m < completion_mode_count(); m++)
+                if (strcmp(completion_mode_name(m), policy) == 0)
+                        cfg.completion_mode = m;
+        ck_assert_str_eq(completion_mode_name(cfg.completion_mode), policy);
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
+        struct harness_ring h;
+        ring_open(&h, e, 256, 256, 0);
+        struct harness_task hold = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2, .block_num = 1,
+                                     .n_scalars = 1, .scalars = { 1000000000 } };
+        struct harness_task dummy = { .block_num = 1 };
+        harness_add_task(&h, &hold);
+        harness_add_task(&h, &dummy);
+        producer_arm_task_wait(&h.prod, 1);
+        ck_assert_uint_eq(atomic_load(&h.sh->task_waiting), 2);
+        harness_publish(&h);
+        struct pollfd p = { .fd = h.efd, .events = POLLIN };
+        ck_assert_msg(poll(&p, 1, WAIT_MS) == 1, "%s: no byte for task 1 within %d ms", policy, WAIT_MS);
+        ck_assert_msg(atomic_load(&h.ch->completed_watermark) == 0,
+                      "%s: the byte came only once the watermark passed task 0", policy);
+        char byte;
+        ck_assert_int_eq(read(h.efd, &byte, 1), 1);
+        ck_assert_uint_eq(atomic_load(&h.sh->task_waiting), 0);
+
+        const uint64_t never[] = { 3, UINT64_MAX - 5 };
+        for (unsigned i = 0; i < 2; i++) {
+                producer_arm_task_wait(&h.prod, never[i]);
+                harness_add_task(&h, &dummy); /* task 2: a visit's walk */
+                harness_publish(&h);
+                ck_assert_msg(poll(&p, 1, 200) == 0, "%s: a byte for task %llu, which never ran", policy,
+                              (unsigned long long)never[i]);
+                ck_assert_uint_eq(atomic_load(&h.sh->task_waiting), never[i] + 1);
+                producer_disarm_task_wait(&h.prod);
+                ck_assert_uint_eq(atomic_load(&h.sh->task_waiting), 0);
+        }
+        harness_ring_destroy(&h);
+        engine_free(e);
+}
+END_TEST
+
 /* ------------------------------------------------------------ config */
 
 START_TEST(config_limits) {
@@ -1920,6 +1973,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, need_wakeup_saves_doorbells);
         tcase_add_test(tc, window_waiter_signalled);
         tcase_add_test(tc, watermark_waiter_signalled);
+        tcase_add_loop_test(tc, task_waiter_signalled, 0, 2);
         tcase_add_loop_test(tc, graph_retires_before_long_successor, 0, (int)completion_mode_count());
         tcase_add_test(tc, spinning_threads_capped);
         tcase_add_loop_test(tc, awake_threads_capped, 0, 3);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The completion protocol's model (model/completion.pml, docs/RUNTIME_LOGIC.md
-# §15), the host-task hand-off's (model/host.pml, §15.1) and the producer ->
-# hbgd wake-up's (model/wake.pml, §15.2) checked with
+# §15), the host-task hand-off's (model/host.pml, §15.1), the producer ->
+# hbgd wake-up's (model/wake.pml, §15.2) and a tensor wait's request for one
+# task (model/taskwait.pml, §2.1) checked with
 # spin: every correct variant exhaustively, and every mutant must be caught
 # with the failure it stands for. Exit 0 passed, 1
 # failed, 77 skipped (no spin, or no C compiler for pan).
@@ -109,6 +110,9 @@ cat >"$tmp/plan" <<EOF
 2|wake-clear-unserved|wake|$lost|-DOLD_CLIENT -DNG=1 -DCLEAR_UNSERVED||-O0 $safety
 1|wake-peer|wake|pass|-DPEER -DNG=1||-O2 -DCOLLAPSE $safety
 2|wake-awake-counts-policy|wake|$lost|-DPEER -DNG=1 -DAWAKE_COUNTS_POLICY||-O0 $safety
+1|taskwait|taskwait|pass|||-O2 $safety
+2|taskwait-look-first|taskwait|$lost|-DLOOK_FIRST||-O0 $safety
+1|taskwait-load-first|taskwait|$lost|-DLOAD_FIRST||-O0 $safety
 EOF
 
 lane() {
