@@ -87,6 +87,49 @@ static void held_surplus_ran(struct sched_thread *t, struct hbg_ring *r, struct 
                 wakeup_executor(r->engine);
 }
 
+/*
+ * Before a task that looks long (its kernel's recent runs on this thread
+ * took READY_SURPLUS_WAKE_NS or more; a kernel's first run counts as long;
+ * RUNTIME_LOGIC §9.4): nothing waits for it that need not.
+ * - What the visit put off (the policy's end_visit: the batched walk), so
+ *   that graphs and waits its predecessors completed do not wait (§11.4).
+ * - Whatever is queued beyond it, however little work it is: a peer is
+ *   woken for it if one is idle (a surplus held back as too little work is
+ *   released, as once the runs make that much, held_surplus_ran()).
+ * - What the ring's client publishes while it runs: need_wakeup is clear
+ *   while a thread is awake, so the client would not ring, and the other
+ *   threads may be parked, or park while it runs (the last to park sets
+ *   the flag, and this thread is not parked). The thread sets it (seq_cst,
+ *   as a parking thread does): the client's publish then wakes a parked
+ *   thread, or rings once for nothing if none is (the doorbell's kick
+ *   clears the flag). Returns whether it set it; after the task,
+ *   after_long() clears it.
+ */
+static bool before_long(struct sched_thread *t, struct hbg_ring *r) {
+        struct hbg_engine *e = r->engine;
+        if (e->completion->end_visit)
+                e->completion->end_visit(t, r);
+        struct ring_thread *rt = &r->per_thread[t->index];
+        rt->surplus_held = false;
+        rt->queued_work = 0;
+        if (queues_ready_hint(t, r) > 0)
+                wakeup_executor(e);
+        if (e->nschedulers < 2 || atomic_load_explicit(&r->cpl->need_wakeup, memory_order_relaxed))
+                return false; /* nobody else to wake, or set already */
+        atomic_store(&r->cpl->need_wakeup, 1);
+        return true;
+}
+
+/* After the long task: the flag before_long() set is cleared, as a
+ * woken thread clears it (seq_cst, §9.4): a client that publishes after
+ * this finds it clear and counts on this thread, which looks at the ring
+ * again in its visit or before it parks. One it woke meanwhile cleared
+ * it already. */
+static void after_long(struct hbg_ring *r) {
+        if (atomic_load_explicit(&r->cpl->need_wakeup, memory_order_relaxed))
+                atomic_store(&r->cpl->need_wakeup, 0);
+}
+
 /* What a run of a task's blocks came to: its first failure, if any, with
  * the kernel and reason a failure names (not s->report_kernel: a peer
  * running other blocks of the task may be writing it). */
@@ -227,14 +270,10 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                 }
                 wakeup_executor(r->engine);
         }
-        /* A long task (its kernel's recent runs on this thread took
-         * READY_SURPLUS_WAKE_NS or more; a kernel's first run counts as
-         * long) waits for no batched walk: what the visit put off is done
-         * first, so that graphs and waits its predecessors completed do
-         * not wait for it (RUNTIME_LOGIC §11.4). */
-        const struct completion_policy *ops = r->engine->completion;
-        if (__builtin_expect(t->run_avg[s->ktime_kernel] >= r->engine->long_run_ticks, 0) && ops->end_visit)
-                ops->end_visit(t, r);
+        /* Nothing waits for a long task that need not (before_long()). */
+        bool flagged = false;
+        if (__builtin_expect(t->run_avg[s->ktime_kernel] >= r->engine->long_run_ticks, 0))
+                flagged = before_long(t, r);
         /* This run's start (ktime.h), after handing the rest on (a wake
          * may be a system call): the task's if it is its first. Stored
          * before this run's acq_rel add to done_blocks, after which the
@@ -245,6 +284,8 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         struct run_outcome o = { 0, HBG_KERNEL_NONE, NULL };
         run_taken(r, id, s, first, n, &o);
         run_done(t, r, id, s, first, n, started, &o);
+        if (__builtin_expect(flagged, 0))
+                after_long(r);
         return n;
 }
 

@@ -1273,6 +1273,44 @@ START_TEST(watermark_waiter_signalled) {
 }
 END_TEST
 
+/* Work published while a long task runs on the only scheduler thread
+ * awake (RUNTIME_LOGIC §9.4): that thread set need_wakeup before the
+ * task, so the client's publish wakes a parked peer, which runs the new
+ * task while the long one still holds the watermark. Without it the new
+ * task waits for the long one: need_wakeup is clear while a thread is
+ * awake, and the client does not ring. */
+START_TEST(published_beside_long_task_runs) {
+        struct hbg_engine *e = engine_new_with(2, 2, 10000);
+        struct harness_ring h;
+        ring_open(&h, e, 256, 256, 0);
+        uint64_t out = harness_alloc(&h, 16 * 4);
+        struct harness_task hold = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2, .block_num = 1,
+                                     .n_scalars = 1, .scalars = { 500000000 } };
+        harness_add_task(&h, &hold);
+        harness_end_graph(&h, 0);
+        harness_publish(&h);
+        /* The hold runs, and the other thread has parked again. */
+        struct ring_stats rs = { 0 };
+        for (int64_t end = clock_now_ms() + WAIT_MS; rs.classified < 1 && clock_now_ms() < end; usleep(1000))
+                ring_stats(h.ring, &rs);
+        ck_assert_uint_eq(rs.classified, 1);
+        usleep(50000);
+        struct harness_task fill = fill_task(out, 16, 7.0f, 2, 1);
+        harness_add_task(&h, &fill);
+        harness_end_graph(&h, 1);
+        harness_publish(&h);
+        bool written = false;
+        for (int64_t end = clock_now_ms() + 300; !written && clock_now_ms() < end; usleep(1000))
+                written = all_eq(&h, out, 16, 7.0f);
+        ck_assert_msg(written, "the task published beside the long one did not run within 300 ms");
+        ck_assert_uint_eq(atomic_load(&h.ch->completed_watermark), 0);
+        wait_graph_ok(&h, 0);
+        wait_graph_ok(&h, 1);
+        harness_ring_destroy(&h);
+        engine_free(e);
+}
+END_TEST
+
 /* A tensor wait's request for one task (task_waiting, RUNTIME_LOGIC
  * §2.1), under the policies that answer it, eager and eager-batched: task
  * 1 completes at once while task 0 runs for a second, and the byte comes
@@ -1974,6 +2012,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, window_waiter_signalled);
         tcase_add_test(tc, watermark_waiter_signalled);
         tcase_add_loop_test(tc, task_waiter_signalled, 0, 2);
+        tcase_add_test(tc, published_beside_long_task_runs);
         tcase_add_loop_test(tc, graph_retires_before_long_successor, 0, (int)completion_mode_count());
         tcase_add_test(tc, spinning_threads_capped);
         tcase_add_loop_test(tc, awake_threads_capped, 0, 3);
