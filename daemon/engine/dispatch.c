@@ -96,16 +96,20 @@ static void held_surplus_ran(struct sched_thread *t, struct hbg_ring *r, struct 
  * - Whatever is queued beyond it, however little work it is: a peer is
  *   woken for it if one is idle (a surplus held back as too little work is
  *   released, as once the runs make that much, held_surplus_ran()).
- * - What the ring's client publishes while it runs: need_wakeup is clear
- *   while a thread is awake, so the client would not ring, and the other
- *   threads may be parked, or park while it runs (the last to park sets
- *   the flag, and this thread is not parked). The thread sets it (seq_cst,
- *   as a parking thread does): the client's publish then wakes a parked
- *   thread, or rings once for nothing if none is (the doorbell's kick
- *   clears the flag). Returns whether it set it; after the task,
- *   after_long() clears it.
+ * - What clients publish while it runs. need_wakeup is clear while a
+ *   thread is awake (the last to park sets it), so a client does not ring,
+ *   counting on that thread to look, which one inside a long kernel does
+ *   not. The thread counts itself in in_long (seq_cst): a peer that parks
+ *   while it runs then takes the threads in long tasks for parked ones
+ *   and sets the flag as the last to park does (sched.c park()); and if
+ *   the others are parked already, it sets this ring's flag itself
+ *   (seq_cst). Either way only when a ring could wake a thread that may
+ *   run (wakeup_could_help(): not while max_awake_threads are awake). Its
+ *   seq_cst RMW and load of `idle` against the parking peer's RMW of
+ *   `idle` and its load of in_long: one of them sees the other. A flag set
+ *   only makes clients ring; a miss only delays, as before.
  */
-static bool before_long(struct sched_thread *t, struct hbg_ring *r) {
+static void before_long(struct sched_thread *t, struct hbg_ring *r) {
         struct hbg_engine *e = r->engine;
         if (e->completion->end_visit)
                 e->completion->end_visit(t, r);
@@ -114,18 +118,19 @@ static bool before_long(struct sched_thread *t, struct hbg_ring *r) {
         rt->queued_work = 0;
         if (queues_ready_hint(t, r) > 0)
                 wakeup_executor(e);
-        if (e->nschedulers < 2 || atomic_load_explicit(&r->cpl->need_wakeup, memory_order_relaxed))
-                return false; /* nobody else to wake, or set already */
-        atomic_store(&r->cpl->need_wakeup, 1);
-        return true;
+        atomic_fetch_add(&e->in_long, 1);
+        unsigned idle = atomic_load(&e->idle);
+        if (idle + 1 >= e->nschedulers && wakeup_could_help(e, idle) &&
+            !atomic_load_explicit(&r->cpl->need_wakeup, memory_order_relaxed))
+                atomic_store(&r->cpl->need_wakeup, 1);
 }
 
-/* After the long task: the flag before_long() set is cleared, as a
+/* After the long task: out of in_long, and this ring's flag cleared as a
  * woken thread clears it (seq_cst, §9.4): a client that publishes after
  * this finds it clear and counts on this thread, which looks at the ring
- * again in its visit or before it parks. One it woke meanwhile cleared
- * it already. */
+ * again in its visit or before it parks. */
 static void after_long(struct hbg_ring *r) {
+        atomic_fetch_sub(&r->engine->in_long, 1);
         if (atomic_load_explicit(&r->cpl->need_wakeup, memory_order_relaxed))
                 atomic_store(&r->cpl->need_wakeup, 0);
 }
@@ -271,9 +276,9 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                 wakeup_executor(r->engine);
         }
         /* Nothing waits for a long task that need not (before_long()). */
-        bool flagged = false;
-        if (__builtin_expect(t->run_avg[s->ktime_kernel] >= r->engine->long_run_ticks, 0))
-                flagged = before_long(t, r);
+        bool long_task = t->run_avg[s->ktime_kernel] >= r->engine->long_run_ticks;
+        if (__builtin_expect(long_task, 0))
+                before_long(t, r);
         /* This run's start (ktime.h), after handing the rest on (a wake
          * may be a system call): the task's if it is its first. Stored
          * before this run's acq_rel add to done_blocks, after which the
@@ -284,7 +289,7 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         struct run_outcome o = { 0, HBG_KERNEL_NONE, NULL };
         run_taken(r, id, s, first, n, &o);
         run_done(t, r, id, s, first, n, started, &o);
-        if (__builtin_expect(flagged, 0))
+        if (__builtin_expect(long_task, 0))
                 after_long(r);
         return n;
 }

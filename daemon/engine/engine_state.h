@@ -72,6 +72,8 @@ struct hbg_engine {
         uint64_t long_run_ticks;          /* the same, also when the rate is in doubt: a long
                                            * task, which no batched walk waits for (dispatch.c) */
         _Atomic unsigned idle_executors;  /* idle threads that own clusters */
+        _Atomic unsigned in_long;         /* scheduler threads inside a long task: they look at
+                                           * no ring until it ends (dispatch.c before_long()) */
         bool all_execute;                 /* every thread owns a cluster */
         _Atomic bool stop;
         /* Per kernel (kernel_at() order): the message of a task whose

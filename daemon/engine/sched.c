@@ -48,6 +48,10 @@ static void park(struct sched_thread *t) {
         uint32_t seq = atomic_load(&e->wake_seq);
         unsigned idle = atomic_fetch_add(&e->idle, 1) + 1;
         bool last = idle == e->nschedulers;
+        /* Who sets need_wakeup: the last thread to park, or one that parks
+         * while the others are inside long tasks, if a ring could wake a
+         * thread that may run (dispatch.c before_long(), §9.4). */
+        bool ask = last || (idle + atomic_load(&e->in_long) >= e->nschedulers && wakeup_could_help(e, idle));
         bool work = false, deferred = false, ready = false, skip_due = false;
         uint64_t stall_ms = 0; /* the smallest stall limit of a ring with work pending */
         if (t->clusters > 0)
@@ -63,7 +67,7 @@ static void park(struct sched_thread *t) {
                 struct hbg_ring *r = ring_table_enter(t, i);
                 if (!r)
                         continue;
-                if (last)
+                if (ask)
                         atomic_store(&r->cpl->need_wakeup, 1);
                 /* The policy's last look (lazy: the walk that keeps the
                  * watermark live, after our idle count went up). */

@@ -80,6 +80,10 @@ static bool awake_enough(const struct hbg_engine *e, unsigned idle) {
                atomic_load_explicit(&e->shares_in_use, memory_order_relaxed) <= 1;
 }
 
+bool wakeup_could_help(const struct hbg_engine *e, unsigned idle) {
+        return idle > 0 && !awake_enough(e, idle);
+}
+
 /* Surplus work any thread can do appeared: wake one parked peer (§9.4).
  * The idle count is relaxed, a hint, for a caller that stays awake and
  * sees its own work before it parks; a caller whose wake must not be

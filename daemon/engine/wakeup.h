@@ -24,6 +24,11 @@ struct sched_thread;
 void wakeup_ring_served(struct hbg_ring *r);
 /* Whether a wake was made (not: nobody idle, or max_awake_threads). */
 bool wakeup_one(struct hbg_engine *e);
+/* With `idle` scheduler threads parked (as the caller read it), could a
+ * client's ring wake one that may then run (some parked, fewer than
+ * max_awake_threads awake)? The test for asking clients to ring while
+ * the threads awake are inside long tasks (§9.4). */
+bool wakeup_could_help(const struct hbg_engine *e, unsigned idle);
 bool wakeup_executor(struct hbg_engine *e);
 /* A seq_cst fence before wakeup_one()/wakeup_executor() or a look at the
  * idle count that must not miss a parking thread (wakeup.c). */

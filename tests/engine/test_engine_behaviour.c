@@ -1274,27 +1274,28 @@ START_TEST(watermark_waiter_signalled) {
 END_TEST
 
 /* Work published while a long task runs on the only scheduler thread
- * awake (RUNTIME_LOGIC §9.4): that thread set need_wakeup before the
- * task, so the client's publish wakes a parked peer, which runs the new
- * task while the long one still holds the watermark. Without it the new
- * task waits for the long one: need_wakeup is clear while a thread is
- * awake, and the client does not ring. */
+ * awake (RUNTIME_LOGIC §9.4): need_wakeup is set for the task (by the
+ * thread, or by its peer as it parks), so the client's publish wakes a
+ * parked peer, which runs the new task while the long one still runs.
+ * Without it the new task waits for the long one: need_wakeup is clear
+ * while a thread is awake, and the client does not ring. */
 START_TEST(published_beside_long_task_runs) {
         struct hbg_engine *e = engine_new_with(2, 2, 10000);
         struct harness_ring h;
         ring_open(&h, e, 256, 256, 0);
         uint64_t out = harness_alloc(&h, 16 * 4);
         struct harness_task hold = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2, .block_num = 1,
-                                     .n_scalars = 1, .scalars = { 500000000 } };
+                                     .n_scalars = 1, .scalars = { 1000000000 } };
         harness_add_task(&h, &hold);
         harness_end_graph(&h, 0);
         harness_publish(&h);
-        /* The hold runs, and the other thread has parked again. */
+        /* The hold runs (1 s), and the other thread has parked again. */
         struct ring_stats rs = { 0 };
         for (int64_t end = clock_now_ms() + WAIT_MS; rs.classified < 1 && clock_now_ms() < end; usleep(1000))
                 ring_stats(h.ring, &rs);
         ck_assert_uint_eq(rs.classified, 1);
         usleep(50000);
+        ck_assert_uint_eq(atomic_load(&h.ch->completed_watermark), 0);
         struct harness_task fill = fill_task(out, 16, 7.0f, 2, 1);
         harness_add_task(&h, &fill);
         harness_end_graph(&h, 1);
@@ -1348,12 +1349,17 @@ START_TEST(task_waiter_signalled) {
         ck_assert_int_eq(read(h.efd, &byte, 1), 1);
         ck_assert_uint_eq(atomic_load(&h.sh->task_waiting), 0);
 
-        const uint64_t never[] = { 3, UINT64_MAX - 5 };
+        const uint64_t never[] = { 5, UINT64_MAX - 5 };
         for (unsigned i = 0; i < 2; i++) {
                 producer_arm_task_wait(&h.prod, never[i]);
-                harness_add_task(&h, &dummy); /* task 2: a visit's walk */
+                harness_add_task(&h, &dummy); /* tasks 2, 3: a visit's walk each */
                 harness_publish(&h);
-                ck_assert_msg(poll(&p, 1, 200) == 0, "%s: a byte for task %llu, which never ran", policy,
+                struct ring_stats rs = { 0 };
+                for (int64_t end = clock_now_ms() + WAIT_MS; rs.completed < 2 + i && clock_now_ms() < end;
+                     usleep(1000))
+                        ring_stats(h.ring, &rs);
+                ck_assert_uint_ge(rs.completed, 2 + i);
+                ck_assert_msg(poll(&p, 1, 100) == 0, "%s: a byte for task %llu, which never ran", policy,
                               (unsigned long long)never[i]);
                 ck_assert_uint_eq(atomic_load(&h.sh->task_waiting), never[i] + 1);
                 producer_disarm_task_wait(&h.prod);

@@ -2,7 +2,7 @@
 # The completion protocol's model (model/completion.pml, docs/RUNTIME_LOGIC.md
 # §15), the host-task hand-off's (model/host.pml, §15.1), the producer ->
 # hbgd wake-up's (model/wake.pml, §15.2) and a tensor wait's request for one
-# task (model/taskwait.pml, §2.1) checked with
+# task (model/taskwait.pml, §15.3) checked with
 # spin: every correct variant exhaustively, and every mutant must be caught
 # with the failure it stands for. Exit 0 passed, 1
 # failed, 77 skipped (no spin, or no C compiler for pan).
