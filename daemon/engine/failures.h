@@ -10,8 +10,9 @@ struct hbg_ring;
 /* Failure record (§12.2): the kernel is the one named when the task
  * failed (its slot may be reused before its graph retires). why: static
  * (or, from failures_graph_status(), a refusal's detail in the ring's
- * buffer for the retirer, valid until its next call); NULL when the kernel returned the error (the graph's message is then
- * "kernel NAME returned -EIO"). */
+ * buffer for the retirer, valid until its next call); NULL when the
+ * kernel returned the error (the graph's message is then "kernel NAME
+ * returned -EIO"). */
 struct failure {
         uint64_t id;
         int32_t code;
