@@ -8,9 +8,9 @@
  * woken, it looks again (a byte of an earlier request may wake it), and
  * withdraws its request when it is done. The scheduler threads complete
  * tasks 1 and 2 (another task of the ring, completed by the other
- * thread): each publishes its task's stamp and then, under eager, right
- * after that seq_cst store, or under eager-batched, at the visit's walk
- * after its seq_cst fence, loads the request; if the task it names is
+ * thread): each publishes its task's stamp and then, at the visit's end
+ * (under eager, after that seq_cst store; under eager-batched, at the
+ * walk after its seq_cst fence), loads the request; if the task it names is
  * complete, it takes the request (CAS) and writes the pipe. Both
  * threads' loads and CASes race on the one word.
  *

@@ -26,10 +26,6 @@ static void finish_published(struct sched_thread *t, struct hbg_ring *r, uint64_
         ring_slot_release(r, id);
         if (advanced && retire_due(r))
                 retire_graphs(r);
-        /* After the stamp's seq_cst store: a tensor wait for this task,
-         * which the watermark may not have passed (§2.1). */
-        if (signal_task_waiter_due(r))
-                signal_pipe(r);
 }
 
 static void eager_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
@@ -47,8 +43,20 @@ static bool eager_tick(struct sched_thread *t, struct hbg_ring *r) {
         return completion_eager_publish_deferred(t, r, finish_published);
 }
 
+/* A tensor wait for one of this visit's tasks, which the watermark may
+ * not have passed (§2.1): after their stamps' seq_cst stores, once a
+ * visit rather than once a task (the request shares a line with the
+ * client's cursor, which it writes at every publish). Nothing to do. */
+static bool eager_end_visit(struct sched_thread *t, struct hbg_ring *r) {
+        (void)t;
+        if (signal_task_waiter_due(r))
+                signal_pipe(r);
+        return false;
+}
+
 const struct completion_policy completion_eager = {
         .name = "eager",
         .complete = eager_complete,
         .tick = eager_tick,
+        .end_visit = eager_end_visit,
 };

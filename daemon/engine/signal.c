@@ -59,8 +59,8 @@ bool signal_window_waiter_due(struct hbg_ring *r) {
  * look sees the stamp or this load sees the request. The value is
  * client-written: any id reads a stamp of this ring's window (masked),
  * and writes this client's own pipe once per request; a client that asks
- * again and again gets a byte per call here at most (a completion under
- * eager, a visit under eager-batched), as with window_waiting.
+ * again and again gets a byte per call here at most (once a visit), as
+ * with window_waiting.
  */
 bool signal_task_waiter_due(struct hbg_ring *r) {
         if (!client_reachable(r))
