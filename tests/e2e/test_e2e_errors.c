@@ -141,6 +141,19 @@ static void expect_session_goes_on(struct hbgd_proc *d, hbg_client *c) {
 }
 
 
+/* gemm_f32 of A (4 x k) by B (k x 4) into X (4 x 4). */
+static hbg_task gemm(hbg_tensor a, hbg_tensor b, hbg_tensor x, uint64_t k) {
+        hbg_task t = HBG_TASK_INIT("gemm_f32");
+        t.n_args = 3;
+        t.args[0].tensor = a, t.args[0].dir = HBG_IN;
+        t.args[1].tensor = b, t.args[1].dir = HBG_IN;
+        t.args[2].tensor = x, t.args[2].dir = HBG_INOUT;
+        t.n_scalars = 3;
+        t.scalars[0] = t.scalars[1] = 4;
+        t.scalars[2] = k;
+        return t;
+}
+
 START_TEST(validator) {
         struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
         hbg_client *c = connect_with(d);
@@ -152,13 +165,7 @@ START_TEST(validator) {
         add(d, c, &f, NULL);
         /* 4 x 4 times 4 x 4 needs 64 bytes per tensor: hbgd's gemm check
          * refuses it (the library knows only the signature). */
-        hbg_task t = HBG_TASK_INIT("gemm_f32");
-        t.n_args = 3;
-        t.args[0].tensor = a, t.args[0].dir = HBG_IN;
-        t.args[1].tensor = b, t.args[1].dir = HBG_IN;
-        t.args[2].tensor = x, t.args[2].dir = HBG_INOUT;
-        t.n_scalars = 3;
-        t.scalars[0] = t.scalars[1] = t.scalars[2] = 4;
+        hbg_task t = gemm(a, b, x, 4);
         uint64_t bad;
         add(d, c, &t, &bad);
         uint64_t g = submit(d, c);
@@ -184,14 +191,7 @@ START_TEST(distinct_messages_all_kept) {
         ck_assert_int_eq(hbg_tensor_alloc(c, 16, &x), 0);
         uint64_t first = 0, g = 0;
         for (unsigned i = 0; i < GRAPHS; i++) {
-                hbg_task t = HBG_TASK_INIT("gemm_f32");
-                t.n_args = 3;
-                t.args[0].tensor = a, t.args[0].dir = HBG_IN;
-                t.args[1].tensor = b, t.args[1].dir = HBG_IN;
-                t.args[2].tensor = x, t.args[2].dir = HBG_INOUT;
-                t.n_scalars = 3;
-                t.scalars[0] = t.scalars[1] = 4;
-                t.scalars[2] = 4 + i; /* k: A needs 4 * k elements */
+                hbg_task t = gemm(a, b, x, 4 + i); /* A needs 4 * k elements */
                 add(d, c, &t, NULL);
                 g = submit(d, c);
                 if (i == 0)

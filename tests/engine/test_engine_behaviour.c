@@ -177,6 +177,14 @@ static struct harness_task spin_task(uint64_t ns, uint16_t blocks) {
         return t;
 }
 
+/* One block of spin_ns on lane AIV0 (mask 2): the long tasks below that
+ * hold a watermark back or follow a graph. */
+static struct harness_task spin_aiv0(uint64_t ns) {
+        struct harness_task t = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2, .block_num = 1,
+                                  .n_scalars = 1, .scalars = { ns } };
+        return t;
+}
+
 static void add_dep(struct harness_task *t, uint64_t f) {
         ck_assert_uint_lt(t->n_fanins, HBG_MAX_FANINS);
         t->fanins[t->n_fanins++] = f;
@@ -1208,8 +1216,7 @@ START_TEST(graph_retires_before_long_successor) {
         req.heap_size = 1u << 20;
         req.graph_table_entries = req.mailbox_entries = 64;
         struct harness_task noop = { .kernel = { 0, HBG_KERNEL_NOOP }, .lane_mask = 2, .block_num = 1 };
-        struct harness_task spin = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2, .block_num = 1,
-                                     .n_scalars = 1, .scalars = { 1000000000 } };
+        struct harness_task spin = spin_aiv0(1000000000);
         /* Twice: the first time the spin's kernel is new to the thread,
          * the second time its estimate follows its first run. */
         for (unsigned round = 0; round < 2; round++) {
@@ -1244,8 +1251,7 @@ START_TEST(watermark_waiter_signalled) {
         struct hbg_engine *e = engine_new_with(2, 2, 10000);
         struct harness_ring h;
         ring_open(&h, e, 256, 256, 0);
-        struct harness_task hold = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2, .block_num = 1,
-                                     .n_scalars = 1, .scalars = { 1000000000 } };
+        struct harness_task hold = spin_aiv0(1000000000);
         struct harness_task dummy = { .block_num = 1 };
         harness_add_task(&h, &hold);
         harness_add_task(&h, &dummy);
@@ -1284,8 +1290,7 @@ START_TEST(published_beside_long_task_runs) {
         struct harness_ring h;
         ring_open(&h, e, 256, 256, 0);
         uint64_t out = harness_alloc(&h, 16 * 4);
-        struct harness_task hold = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2, .block_num = 1,
-                                     .n_scalars = 1, .scalars = { 1000000000 } };
+        struct harness_task hold = spin_aiv0(1000000000);
         harness_add_task(&h, &hold);
         harness_end_graph(&h, 0);
         harness_publish(&h);
@@ -1333,8 +1338,7 @@ START_TEST(task_waiter_signalled) {
         ck_assert_int_eq(engine_new(&e, &cfg), 0);
         struct harness_ring h;
         ring_open(&h, e, 256, 256, 0);
-        struct harness_task hold = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2, .block_num = 1,
-                                     .n_scalars = 1, .scalars = { 1000000000 } };
+        struct harness_task hold = spin_aiv0(1000000000);
         struct harness_task dummy = { .block_num = 1 };
         harness_add_task(&h, &hold);
         harness_add_task(&h, &dummy);
