@@ -138,7 +138,7 @@ BENCH_SRCS := bench/hbg_bench.c bench/bench_completion.c bench/bench_engine.c be
 BENCH_BIN  := $(B)/bin/hbg-bench
 
 TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap test_config test_kernel_modules \
-              test_e2e_modules test_io_loop test_slow_work \
+              test_e2e_modules test_io_loop test_slow_work test_wire \
               test_completion_stress test_kernels test_engine_basic \
               test_engine_differential test_engine_rings test_engine_stress test_engine_alloc \
               test_engine_validation test_engine_behaviour test_engine_replay test_e2e_daemon \
@@ -553,6 +553,13 @@ $(B)/tests/test_slow_work: $(B)/obj/tests/unit/test_slow_work.o $(CHECK_MAIN) $(
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) $(SYS_LIBS) -lm
+
+# The control protocol's framing: records, fds and the unpack arena.
+$(B)/tests/test_wire: $(B)/obj/tests/unit/test_wire.o $(CHECK_MAIN) $(PROTO_LIB)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) \
+		$(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c) -lm
 
 # The io loop with io_uring's submissions refused at will (link-time wrap).
 $(B)/tests/test_io_loop: $(B)/obj/tests/unit/test_io_loop.o $(CHECK_MAIN) $(HBGD_LIB)

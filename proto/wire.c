@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -42,6 +43,152 @@ int wire_send(int sock, const Hbg__Envelope *env, const int *fds, unsigned nfds,
         if (err == 0 && (size_t)n != len)
                 err = -EIO; /* a SEQPACKET record is sent whole or not at all */
         return err;
+}
+
+/* The unpacked envelope's memory (wire_recv()): protobuf-c allocates every
+ * message, string and array of a record separately; the small ones here
+ * come from a few blocks freed together by wire_free(), which saves a
+ * malloc and a free each (a session reply's unpack and free took a third
+ * fewer instructions; docs/PERFORMANCE.md). Larger ones are mallocs of
+ * their own that protobuf-c's free does free: merging a repeated singular
+ * field's copies frees the last merge's arrays, and kept, they would grow
+ * with the square of the copies. The small ones together stay within
+ * WIRE_SMALL_PER_BYTE times the record's bytes and WIRE_SMALL_SLACK (no
+ * real record comes near: a few times its bytes), so a hostile record
+ * costs hbgd memory in proportion to its size only. The envelope is
+ * unpack's first allocation (protobuf_c_message_unpack() allocates the
+ * message before its fields), small: it sits right after the arena's
+ * header, which is how wire_free() finds the arena; a tag before it
+ * catches an envelope from anywhere else. */
+struct wire_block {
+        struct wire_block *next;
+        size_t used, cap;
+        _Alignas(16) unsigned char mem[];
+};
+
+struct wire_big {
+        struct wire_big *prev, *next;
+        _Alignas(16) unsigned char mem[];
+};
+
+struct wire_arena {
+        struct wire_block *blocks;      /* the first block (holding this) last */
+        struct wire_big *big;
+        size_t small, small_max;        /* bytes of the blocks handed out, their cap */
+        uint64_t tag;
+};
+
+#define WIRE_ARENA_TAG UINT64_C(0x68626777697265e1)
+#define WIRE_ALIGN 16u
+/* Larger allocations are mallocs of their own. */
+#define WIRE_BIG 512u
+#define WIRE_SMALL_PER_BYTE 64u
+#define WIRE_SMALL_SLACK ((size_t)1 << 20)
+/* No record is larger (16 MiB at most are received): no sum wraps. */
+#define WIRE_UNPACK_MAX ((size_t)1 << 32)
+/* The arena's header within the first block, rounded to WIRE_ALIGN: the
+ * envelope's offset. */
+#define WIRE_ARENA_HEAD ((sizeof(struct wire_arena) + WIRE_ALIGN - 1) / WIRE_ALIGN * WIRE_ALIGN)
+_Static_assert(sizeof(Hbg__Envelope) <= WIRE_BIG, "the envelope is a small allocation");
+
+static struct wire_block *block_new(size_t cap) {
+        struct wire_block *b = malloc(sizeof(*b) + cap);
+        if (b) {
+                b->next = NULL;
+                b->used = 0;
+                b->cap = cap;
+        }
+        return b;
+}
+
+static void *arena_alloc(void *data, size_t size) {
+        struct wire_arena *a = data;
+        if (size > WIRE_UNPACK_MAX)
+                return NULL; /* protobuf-c's sizes come from the record's: never near this */
+        if (size > WIRE_BIG) {
+                struct wire_big *g = malloc(sizeof(*g) + size);
+                if (!g)
+                        return NULL;
+                g->prev = NULL;
+                g->next = a->big;
+                if (a->big)
+                        a->big->prev = g;
+                a->big = g;
+                return g->mem;
+        }
+        size = (size + WIRE_ALIGN - 1) / WIRE_ALIGN * WIRE_ALIGN;
+        if (size > a->small_max - a->small)
+                return NULL; /* far past any real record's: refused */
+        struct wire_block *b = a->blocks;
+        if (size > b->cap - b->used) {
+                /* A new block twice the last: few blocks for a large reply. */
+                struct wire_block *n = block_new(b->cap * 2);
+                if (!n)
+                        return NULL;
+                n->next = b;
+                a->blocks = b = n;
+        }
+        void *p = b->mem + b->used;
+        b->used += size;
+        a->small += size;
+        return p;
+}
+
+/* A small allocation's memory goes with the blocks; a large one now. */
+static void arena_free(void *data, void *ptr) {
+        struct wire_arena *a = data;
+        if (!ptr)
+                return;
+        for (struct wire_block *b = a->blocks; b; b = b->next)
+                if ((unsigned char *)ptr >= b->mem && (unsigned char *)ptr < b->mem + b->cap)
+                        return;
+        struct wire_big *g = (struct wire_big *)(void *)((unsigned char *)ptr - offsetof(struct wire_big, mem));
+        if (g->prev)
+                g->prev->next = g->next;
+        else
+                a->big = g->next;
+        if (g->next)
+                g->next->prev = g->prev;
+        free(g);
+}
+
+static void arena_release(struct wire_arena *a) {
+        struct wire_big *g = a->big;
+        while (g) {
+                struct wire_big *next = g->next;
+                free(g);
+                g = next;
+        }
+        struct wire_block *b = a->blocks;
+        while (b) {
+                struct wire_block *next = b->next;
+                free(b); /* the first block, holding *a, comes last */
+                b = next;
+        }
+}
+
+Hbg__Envelope *wire_unpack(const uint8_t *buf, size_t n) {
+        if (n > WIRE_UNPACK_MAX)
+                return NULL;
+        /* Room for what an unpacked record takes, mostly: its bytes
+         * again, each field's pointer and each string's terminator. */
+        struct wire_block *first = block_new(WIRE_ARENA_HEAD + 4 * n + 1024);
+        if (!first)
+                return NULL;
+        struct wire_arena *a = (struct wire_arena *)(void *)first->mem;
+        *a = (struct wire_arena){
+                .blocks = first,
+                .small_max = WIRE_SMALL_PER_BYTE * n + WIRE_SMALL_SLACK,
+                .tag = WIRE_ARENA_TAG,
+        };
+        first->used = WIRE_ARENA_HEAD;
+        ProtobufCAllocator alloc = { .alloc = arena_alloc, .free = arena_free, .allocator_data = a };
+        Hbg__Envelope *env = hbg__envelope__unpack(&alloc, n, buf);
+        if (env && (void *)env != first->mem + WIRE_ARENA_HEAD)
+                env = NULL; /* not the layout wire_free() relies on: refused, never freed wrong */
+        if (!env)
+                arena_release(a);
+        return env;
 }
 
 static void close_fds(int *fds, unsigned n) {
@@ -136,11 +283,10 @@ int wire_recv(int sock, size_t max_msg, Hbg__Envelope **ret_env, int *fds, unsig
                 free(buf);
                 return err;
         }
-        Hbg__Envelope *env = hbg__envelope__unpack(NULL, (size_t)n, buf);
+        Hbg__Envelope *env = wire_unpack(buf, (size_t)n);
         free(buf);
         if (!env || env->msg_case == HBG__ENVELOPE__MSG__NOT_SET) {
-                if (env)
-                        hbg__envelope__free_unpacked(env, NULL);
+                wire_free(env);
                 close_fds(got, ngot);
                 return -EPROTO;
         }
@@ -167,8 +313,13 @@ int wire_discard(int sock) {
 }
 
 void wire_free(Hbg__Envelope *env) {
-        if (env)
-                hbg__envelope__free_unpacked(env, NULL);
+        if (!env)
+                return;
+        struct wire_arena *a = (struct wire_arena *)(void *)((unsigned char *)env - WIRE_ARENA_HEAD);
+        if (a->tag != WIRE_ARENA_TAG)
+                abort(); /* not wire_recv()'s: freeing it here would corrupt the heap */
+        a->tag = 0;
+        arena_release(a);
 }
 
 void wire_hello(Hbg__Envelope *env, Hbg__Hello *hello, const char *name) {

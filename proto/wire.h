@@ -53,8 +53,7 @@ int wire_send(int sock, const Hbg__Envelope *env, const int *fds, unsigned nfds,
 /*
  * Receive one record. The size cap is enforced before unpacking; fds come
  * with MSG_CMSG_CLOEXEC and every received fd is closed on every error
- * path. Returns 0 with *ret_env (free with wire_free()) and *ret_nfds fds
- * in fds[], or:
+ * path. Returns 0 with *ret_env and *ret_nfds fds in fds[], or:
  *   -ECONNRESET  orderly end of stream (or reset)
  *   -EMSGSIZE    record longer than max_msg
  *   -EPROTO      control data truncated, more than max_fds fds, a
@@ -64,6 +63,14 @@ int wire_send(int sock, const Hbg__Envelope *env, const int *fds, unsigned nfds,
  */
 int wire_recv(int sock, size_t max_msg, Hbg__Envelope **ret_env, int *fds, unsigned max_fds,
               unsigned *ret_nfds);
+/* One record's bytes unpacked as wire_recv() does (an Envelope whatever
+ * its case): free with wire_free(); NULL if they do not unpack. */
+Hbg__Envelope *wire_unpack(const uint8_t *buf, size_t len);
+
+/* Frees an envelope of wire_recv()'s or wire_unpack()'s (NULL: nothing),
+ * and only such a one: its messages and strings are one arena of blocks, not protobuf-c's
+ * separate allocations (hbg__envelope__free_unpacked() must not see it;
+ * an envelope from anywhere else aborts here). */
 void wire_free(Hbg__Envelope *env);
 
 /* Read one record and drop it, closing every fd it carried (a refused

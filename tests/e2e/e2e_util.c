@@ -565,14 +565,14 @@ void rx(int fd, int timeout_ms, struct rx *r) {
                 ck_assert_msg(!(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)), "record from hbgd truncated");
                 r->kind = RX_RECORD;
                 r->len = (size_t)n;
-                r->env = hbg__envelope__unpack(NULL, (size_t)n, buf);
+                r->env = wire_unpack(buf, (size_t)n);
                 return;
         }
 }
 
 void rx_free(struct rx *r) {
         if (r->env)
-                hbg__envelope__free_unpacked(r->env, NULL);
+                wire_free(r->env);
         r->env = NULL;
 }
 
@@ -668,7 +668,7 @@ void raw_hello(int fd) {
         ck_assert_uint_eq(e->hello->version_major, HBG_PROTO_MAJOR);
         ck_assert_ptr_nonnull(e->hello->name);
         ck_assert_msg(strncmp(e->hello->name, "hbgd ", 5) == 0, "hbgd's hello name is \"%s\"", e->hello->name);
-        hbg__envelope__free_unpacked(e, NULL);
+        wire_free(e);
 }
 
 void wait_slow_work_idle(struct hbgd_proc *d) {
@@ -680,7 +680,7 @@ void wait_slow_work_idle(struct hbgd_proc *d) {
                 send_status_request(fd, HBG__STATUS_KIND__STATUS_DAEMON, NULL, 0);
                 Hbg__Envelope *e = expect_env(fd, HBG__ENVELOPE__MSG_STATUS_REPLY, NULL, 0);
                 idle = e->status_reply->daemon && e->status_reply->daemon->slow_jobs == 0 ? idle + 1 : 0;
-                hbg__envelope__free_unpacked(e, NULL);
+                wire_free(e);
                 if (idle < 2)
                         sleep_us(10000);
         }

@@ -208,7 +208,7 @@ START_TEST(io_probe_fallback) {
         D_ASSERT(d, strcmp(e->status_reply->daemon->io_backend, "epoll") == 0,
                  "io backend %s with multishot poll unavailable, expected epoll",
                  e->status_reply->daemon->io_backend);
-        hbg__envelope__free_unpacked(e, NULL);
+        wire_free(e);
         close(fd);
         char log[8192] = "";
         FILE *f = fopen(d->log_path, "r");
@@ -500,7 +500,7 @@ START_TEST(session_fds_of_older_client) {
         env.msg_case = HBG__ENVELOPE__MSG_HELLO;
         env.hello = &h;
         send_env(sock, &env, NULL, 0);
-        hbg__envelope__free_unpacked(expect_env(sock, HBG__ENVELOPE__MSG_HELLO, NULL, 0), NULL);
+        wire_free(expect_env(sock, HBG__ENVELOPE__MSG_HELLO, NULL, 0));
         Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
         Hbg__Envelope req = HBG__ENVELOPE__INIT;
         req.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
@@ -509,7 +509,7 @@ START_TEST(session_fds_of_older_client) {
         int fds[4];
         Hbg__Envelope *e = expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, 4);
         ck_assert_uint_eq(e->session_reply->fds, 4);
-        hbg__envelope__free_unpacked(e, NULL);
+        wire_free(e);
         ck_assert_msg(is_kind(fds[3], S_IFIFO) && read_only_end(fds[3]), "fd 4 is not the completion pipe");
         for (unsigned i = 0; i < 4; i++)
                 close(fds[i]);
@@ -567,7 +567,7 @@ START_TEST(session_seal_made_impossible) {
         int fds[SESSION_FDS];
         Hbg__Envelope *e = raw_session(sock, fds);
         uint64_t session = e->session_reply->session_id;
-        hbg__envelope__free_unpacked(e, NULL);
+        wire_free(e);
         ck_assert_int_eq(fcntl(fds[0], F_ADD_SEALS, F_SEAL_SEAL), 0);
         char one = 1;
         ck_assert_int_eq(send(fds[2], &one, 1, MSG_DONTWAIT), 1);
@@ -597,7 +597,7 @@ START_TEST(session_regions_sealed) {
         ck_assert_uint_gt(r->sub_region_size, 0);
         ck_assert_uint_gt(r->cpl_region_size, 0);
         size_t sub_size = r->sub_region_size, cpl_size = r->cpl_region_size;
-        hbg__envelope__free_unpacked(e, NULL);
+        wire_free(e);
 
         /* What arrived: two memfds of the announced sizes, the doorbell
          * (our end of a socketpair) and the completion channel (the read
@@ -855,7 +855,7 @@ START_TEST(status_over_socket) {
         ck_assert_uint_eq(theirs->submitted, 0);
         ck_assert_uint_eq(s->n_kernels, 0);
         uint64_t my_session = mine->session_id;
-        hbg__envelope__free_unpacked(env, NULL);
+        wire_free(env);
 
         /* STATUS_THREADS: threads only. */
         s = status(fd, HBG__STATUS_KIND__STATUS_THREADS, &env);
@@ -865,7 +865,7 @@ START_TEST(status_over_socket) {
         for (size_t i = 0; i < s->n_threads; i++)
                 executed += s->threads[i]->executed_tasks;
         ck_assert_uint_ge(executed, 4 * 5);
-        hbg__envelope__free_unpacked(env, NULL);
+        wire_free(env);
 
         /* STATUS_SESSIONS */
         s = status(fd, HBG__STATUS_KIND__STATUS_SESSIONS, &env);
@@ -873,7 +873,7 @@ START_TEST(status_over_socket) {
         ck_assert_uint_eq(s->n_threads, 0);
         ck_assert_ptr_nonnull(find_session(s, getpid()));
         ck_assert_ptr_nonnull(find_session(s, kid));
-        hbg__envelope__free_unpacked(env, NULL);
+        wire_free(env);
 
         /* STATUS_GRAPHS */
         s = status(fd, HBG__STATUS_KIND__STATUS_GRAPHS, &env);
@@ -887,7 +887,7 @@ START_TEST(status_over_socket) {
                         ck_assert_uint_eq(s->graphs[i]->graphs_failed, 0);
                 }
         ck_assert_msg(found, "our session is not in STATUS_GRAPHS");
-        hbg__envelope__free_unpacked(env, NULL);
+        wire_free(env);
 
         /* STATUS_KERNELS: the built-in table. */
         s = status(fd, HBG__STATUS_KIND__STATUS_KERNELS, &env);
@@ -915,7 +915,7 @@ START_TEST(status_over_socket) {
         for (size_t i = 0; i < 6; i++)
                 ck_assert_str_eq(gemm->args[i]->kind, gemm_kinds[i]);
         ck_assert(gemm->splittable);
-        hbg__envelope__free_unpacked(env, NULL);
+        wire_free(env);
 
         /* The second client leaves: one session remains. */
         close(hold[1]);
@@ -929,7 +929,7 @@ START_TEST(status_over_socket) {
                 s = status(fd, HBG__STATUS_KIND__STATUS_SESSIONS, &env);
                 sessions = s->daemon->sessions;
                 bool gone = !find_session(s, kid);
-                hbg__envelope__free_unpacked(env, NULL);
+                wire_free(env);
                 if ((sessions == 1 && gone) || daemon_now_ms() >= deadline)
                         break;
                 sleep_us(5000);
@@ -1327,7 +1327,7 @@ START_TEST(stopped_ring_closed_at_once) {
         Hbg__Envelope *e = raw_session(sock, fds);
         size_t sub_size = e->session_reply->sub_region_size;
         uint64_t graph_table = e->session_reply->graph_table_entries;
-        hbg__envelope__free_unpacked(e, NULL);
+        wire_free(e);
         struct hbg_sub_header *h = mmap(NULL, sub_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
         ck_assert(h != MAP_FAILED);
         /* The tick's first look finds the session idle: the slow period. */
@@ -1353,7 +1353,7 @@ static unsigned spares_now(int sock, uint64_t *ret_bytes) {
         unsigned n = st->daemon->spare_rings;
         *ret_bytes = st->daemon->spare_ring_bytes;
         spares_taken = st->daemon->spare_rings_taken;
-        hbg__envelope__free_unpacked(env, NULL);
+        wire_free(env);
         return n;
 }
 
@@ -1541,7 +1541,7 @@ static unsigned settled_spares(struct hbgd_proc *d, int sock) {
                 Hbg__Envelope *env;
                 const Hbg__StatusReply *st = status(sock, HBG__STATUS_KIND__STATUS_DAEMON, &env);
                 unsigned jobs = st->daemon->slow_jobs;
-                hbg__envelope__free_unpacked(env, NULL);
+                wire_free(env);
                 if (jobs == 0 && ++idle == 3)
                         return spares_now(sock, &bytes);
                 if (jobs)

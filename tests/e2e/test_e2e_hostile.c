@@ -2229,7 +2229,7 @@ START_TEST(big_window_session_cheap) {
                                     e->session_reply->heap_size == sr.heap_size,
                          "session %u: granted window %" PRIu64 ", heap %" PRIu64, i, e->session_reply->task_window,
                          e->session_reply->heap_size);
-                hbg__envelope__free_unpacked(e, NULL);
+                wire_free(e);
                 for (unsigned j = 0; j < SESSION_FDS; j++)
                         close(fds[j]);
                 close(fd);
