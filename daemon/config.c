@@ -28,6 +28,7 @@ void hbgd_config_default(struct hbgd_config *ret) {
         ret->spare_rings = 1;
         ret->spare_rings_burst = 8;
         ret->spare_rings_burst_s = 60;
+        ret->spare_regions = 8;
         ret->max_task_window = UINT64_C(1) << 20;
         ret->max_recorded_tasks = UINT64_C(1) << 16;
         ret->max_heap_size = UINT64_C(1) << 30;

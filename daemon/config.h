@@ -31,6 +31,7 @@ struct hbgd_config {
         unsigned spare_rings;     /* [session] spare_rings: rings' arrays faulted in ahead (spare_rings.c) */
         unsigned spare_rings_burst;   /* [session] spare_rings_burst: more of them after a burst */
         unsigned spare_rings_burst_s; /* [session] spare_rings_burst_s: for that long */
+        unsigned spare_regions;   /* [session] spare_regions: regions and channels made ahead (spare_regions.c) */
         uint64_t max_task_window;
         uint64_t max_heap_size;
         uint64_t max_recorded_tasks; /* per session, all its recorded graphs */

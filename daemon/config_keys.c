@@ -11,6 +11,7 @@
 
 #include "daemon/engine/engine.h"
 #include "daemon/engine/engine_spares.h"
+#include "daemon/spare_regions.h"
 #include "daemon/engine/engine_trace.h"
 #include "daemon/engine/fair_share.h"
 #include "proto/wire.h"
@@ -38,6 +39,7 @@ const struct config_key config_keys[] = {
         NUM("session", "spare_rings", spare_rings, 0, HBG_ENGINE_MAX_SPARE_RINGS),
         NUM("session", "spare_rings_burst", spare_rings_burst, 0, HBG_ENGINE_MAX_SPARE_RINGS),
         NUM("session", "spare_rings_burst_s", spare_rings_burst_s, 1, 86400),
+        NUM("session", "spare_regions", spare_regions, 0, SPARE_REGIONS_MAX),
         NUM("limits", "max_connections", limits.max_connections, 1, 1000000),
         NUM("limits", "max_connections_per_uid", limits.max_connections_per_uid, 1, 1000000),
         NUM("limits", "max_sessions", limits.max_sessions, 0, 65536),

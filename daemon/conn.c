@@ -278,12 +278,16 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
          * meanwhile, and connects at once do not wait for each other here;
          * the connection reads nothing more until the reply
          * (session_built()). */
-        struct slow_job *work = session_build_job(s);
+        struct slow_job *work = session_build_job(s, &d->regions);
         work->done = session_built;
         work->userdata = c;
         c->creating = s;
         session_prefault_hold(d->slow);
         slow_work_submit(d->slow, work);
+        /* The build may take a set of regions made ahead: the fill, a
+         * background job, runs after it, whatever comes of the session
+         * (a close while it is built cancels its done, not this). */
+        spare_regions_want(d);
         return verdict_ok();
 }
 

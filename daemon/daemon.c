@@ -57,7 +57,7 @@ static bool sessions_idle(struct hbgd *d) {
         for (struct conn *c = d->conns; c; c = c->next) {
                 if (!c->session)
                         continue;
-                struct hbg_cpl_header *ch = c->session->cpl;
+                struct hbg_cpl_header *ch = c->session->regions.cpl;
                 /* Through the memfd: the io thread never faults on a
                  * client's region (RUNTIME_LOGIC.md §8). */
                 if (ring_graphs_submitted(c->session->ring) != atomic_load(&ch->graphs_retired))
@@ -245,6 +245,7 @@ static void reload_config(struct hbgd *d) {
                  d->cfg.n_allowed_uids, d->cfg.n_allowed_gids, d->cfg.n_session_weights);
         log_effective_config(d, "reload");
         spare_rings_want(d); /* the default geometry or the count may have changed */
+        spare_regions_want(d);
 out:
         hbgd_notify("READY=1");
         notify_status(d, clock_now_ms());
@@ -371,6 +372,10 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
         hbgd_log_set_ratelimit(cfg->log_ratelimit_interval_ms, cfg->log_ratelimit_burst,
                                cfg->log_ratelimit_burst_per_uid);
         raise_fd_limit();
+        if ((err = spare_regions_init(&d->regions)) < 0) {
+                hbgd_log(LOG_ERR, "cannot set up the spare regions: %s", strerror(-err));
+                goto fail;
+        }
         if ((err = kernel_rows_pack(&d->kernel_reply)) < 0) {
                 hbgd_log(LOG_ERR, "cannot pack the kernel table for the session replies: %s", strerror(-err));
                 goto fail;
@@ -420,6 +425,7 @@ int hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
                 goto fail;
         }
         spare_rings_want(d);
+        spare_regions_want(d);
         if ((err = io_loop_add(d->loop, d->listen_fd, listener_on_readable, d, &d->listen_src)) < 0 ||
             (err = io_loop_add(d->loop, d->signal_fd, on_signal, d, &d->signal_src)) < 0 ||
             (err = io_loop_add(d->loop, d->timer_fd, on_timer, d, &d->timer_src)) < 0 ||
@@ -467,6 +473,7 @@ struct hbgd *hbgd_free(struct hbgd *d) {
          * pre-fault piece finishes in slow_work_free(), without its done;
          * engine_free() then lets go of the ring it held). */
         spare_rings_stop(d);
+        spare_regions_stop(d);
         slow_work_free(d->slow);
         refusal_close_all(d);
         listener_close(d);

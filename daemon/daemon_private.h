@@ -24,6 +24,7 @@
 #include "daemon/record.h"
 #include "daemon/session.h"
 #include "daemon/slow_work.h"
+#include "daemon/spare_regions.h"
 #include "daemon/spare_rings.h"
 #include "daemon/tracing.h"
 
@@ -63,6 +64,7 @@ struct hbgd {
         struct io_loop *loop;
         struct slow_work *slow;       /* slow jobs off the io thread (recordings) */
         struct spare_rings spares;    /* rings' arrays faulted in ahead (spare_rings.h) */
+        struct spare_regions regions; /* sessions' regions and channels made ahead (spare_regions.h) */
         struct kernel_rows_packed kernel_reply; /* the session replies' kernel table (kernel_rows.h) */
         struct accounting acct;
         int listen_fd;

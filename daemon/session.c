@@ -17,6 +17,7 @@
 
 #include "daemon/log.h"
 #include "daemon/region_seal.h"
+#include "daemon/spare_regions.h"
 #include "shm/layout.h"
 
 static uint64_t pick(uint64_t asked, uint64_t dflt) {
@@ -58,29 +59,6 @@ uint64_t session_memory(const struct hbg_engine *e, const struct hbg_geometry *g
         return engine_ring_memory(e, g) + g->sub_region_size + g->cpl_region_size;
 }
 
-static int make_memfd(uint64_t id, const char *what, uint64_t size, int *ret_fd) {
-        char label[64];
-        snprintf(label, sizeof(label), "hbg-%s-%" PRIu64, what, id);
-        int fd = memfd_create(label, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-        if (fd < 0)
-                return -errno;
-        if (ftruncate(fd, (off_t)size) < 0) {
-                int err = -errno;
-                close(fd);
-                return err;
-        }
-        *ret_fd = fd;
-        return 0;
-}
-
-static int map_shared(int fd, uint64_t size, void **ret) {
-        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (p == MAP_FAILED)
-                return -errno;
-        *ret = p;
-        return 0;
-}
-
 static void close_fd(int *fd) {
         if (*fd >= 0) {
                 close(*fd);
@@ -101,16 +79,7 @@ static void session_free(struct session *s) {
                          "before it lets go (end that process to let it)", s->id, (int)s->pid, (unsigned)s->uid);
         region_seal_abandon(s->seal);
         s->seal = NULL;
-        if (s->sub)
-                munmap(s->sub, s->g.sub_region_size);
-        if (s->cpl)
-                munmap(s->cpl, s->g.cpl_region_size);
-        close_fd(&s->sub_fd);
-        close_fd(&s->cpl_fd);
-        close_fd(&s->doorbell_fd);
-        close_fd(&s->doorbell_peer_fd);
-        close_fd(&s->completion_fd);
-        close_fd(&s->completion_peer_fd);
+        session_regions_free(&s->regions, &s->g);
         if (s->wake_fd >= 0)
                 engine_wake_page_release(s->engine, s->wake_page);
         acct_remove_session(s->acct, s->uid, s->memory);
@@ -182,12 +151,12 @@ static void region_sealed(void *userdata, int result) {
  * region can then map it read-only only: its own loss.
  */
 static void session_serve(struct session *s) {
-        int seals = fcntl(s->sub_fd, F_GET_SEALS);
+        int seals = fcntl(s->regions.sub_fd, F_GET_SEALS);
         if (seals >= 0 && (seals & F_SEAL_FUTURE_WRITE)) {
                 session_served(s);
                 return;
         }
-        int err = region_seal_start(s->loop, s->sub_fd, region_sealed, s, &s->seal);
+        int err = region_seal_start(s->loop, s->regions.sub_fd, region_sealed, s, &s->seal);
         if (err < 0) {
                 /* Out of threads or descriptors now: the next doorbell or
                  * housekeeping tick tries again (session_tick()). */
@@ -252,7 +221,7 @@ static void on_doorbell(struct io_source *src, uint32_t events, void *userdata) 
         for (unsigned i = 0; i < DOORBELL_READS_PER_TURN; i++) {
                 struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
                 struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-                ssize_t n = recvmsg(s->doorbell_fd, &m, MSG_DONTWAIT);
+                ssize_t n = recvmsg(s->regions.doorbell_fd, &m, MSG_DONTWAIT);
                 if (n >= 0) {
                         if ((m.msg_flags & MSG_CTRUNC) && s->doorbell_fds_dropped++ == 0)
                                 hbgd_log_session(LOG_WARNING, s->log_limit,
@@ -292,8 +261,7 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
         s->slow = slow;
         s->weight = weight;
         s->stall_timeout_ms = stall_timeout_ms;
-        s->sub_fd = s->cpl_fd = s->doorbell_fd = s->doorbell_peer_fd = -1;
-        s->completion_fd = s->completion_peer_fd = -1;
+        session_regions_clear(&s->regions);
         s->wake_fd = -1;
         s->log_limit = hbgd_log_limit_ref(log_limit);
         *ret = s;
@@ -306,40 +274,16 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
  * locked). A failure leaves what was made for session_close(). */
 static int session_build(struct session *s, const char **why) {
         const struct hbg_geometry *g = &s->g;
+        char label[24];
+        snprintf(label, sizeof(label), "%" PRIu64, s->id);
         int err;
 
-        *why = "cannot create the session's shared memory";
-        if ((err = make_memfd(s->id, "sub", g->sub_region_size, &s->sub_fd)) < 0 ||
-            (err = make_memfd(s->id, "cpl", g->cpl_region_size, &s->cpl_fd)) < 0 ||
-            (err = map_shared(s->sub_fd, g->sub_region_size, &s->sub)) < 0 ||
-            (err = map_shared(s->cpl_fd, g->cpl_region_size, &s->cpl)) < 0)
+        /* A set made ahead if one of this geometry is ready (a fresh
+         * one: never handed out), else made now. */
+        if (spare_regions_take(s->spare_regions, g, &s->regions))
+                layout_cpl_region_init(s->regions.cpl, g, s->first_id);
+        else if ((err = session_regions_make(&s->regions, g, label, s->first_id, why)) < 0)
                 return err;
-
-        /* Fresh memfds read as zero; initialise the headers and flags. */
-        layout_sub_region_init(s->sub, g);
-        layout_cpl_region_init(s->cpl, g, s->first_id);
-
-        /* Sizes fixed for good: a client cannot shrink a region under us
-         * (SIGBUS) nor grow it. The completion region additionally refuses
-         * every writable mapping made from now on: ours exists already.
-         * The submission region gets that seal once the client has mapped
-         * it (session_serve()): then no hole can be punched in it. */
-        if (fcntl(s->sub_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0 ||
-            fcntl(s->cpl_fd, F_ADD_SEALS,
-                  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) < 0)
-                return -errno;
-
-        /* Channels: two file descriptions per channel, one for each side. */
-        *why = "cannot create the session's doorbell and completion channels";
-        int db[2], cp[2];
-        if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, db) < 0)
-                return -errno;
-        s->doorbell_fd = db[0];
-        s->doorbell_peer_fd = db[1];
-        if (pipe2(cp, O_NONBLOCK | O_CLOEXEC) < 0)
-                return -errno;
-        s->completion_peer_fd = cp[0];
-        s->completion_fd = cp[1];
 
         /* The uid's wake page (§9.4): its sessions share it with no
          * other uid's. */
@@ -349,11 +293,11 @@ static int session_build(struct session *s, const char **why) {
         snprintf(ring_name, sizeof(ring_name), "session %" PRIu64 " (pid %d)", s->id, (int)s->pid);
         struct hbg_ring_params p = {
                 .geometry = *g,
-                .sub_region = s->sub,
-                .sub_fd = s->sub_fd,
-                .cpl_region = s->cpl,
+                .sub_region = s->regions.sub,
+                .sub_fd = s->regions.sub_fd,
+                .cpl_region = s->regions.cpl,
                 .first_id = s->first_id,
-                .completion_fd = s->completion_fd,
+                .completion_fd = s->regions.completion_fd,
                 .name = ring_name,
                 .log_fields = hbgd_log_limit_fields(s->log_limit),
                 /* One share per uid: a user's sessions take turns
@@ -377,7 +321,8 @@ static void build_run(struct slow_job *job) {
         s->build_err = session_build(s, &s->build_why);
 }
 
-struct slow_job *session_build_job(struct session *s) {
+struct slow_job *session_build_job(struct session *s, struct spare_regions *spares) {
+        s->spare_regions = spares;
         s->build.run = build_run;
         s->build.uid = s->uid;
         s->build.class = SLOW_SETUP;
@@ -426,7 +371,7 @@ int session_start(struct session *s, const char **why) {
         if (err < 0)
                 return err;
         *why = "cannot start the session";
-        err = io_loop_add(s->loop, s->doorbell_fd, on_doorbell, s, &s->doorbell_src);
+        err = io_loop_add(s->loop, s->regions.doorbell_fd, on_doorbell, s, &s->doorbell_src);
         if (err < 0)
                 return err;
         *why = NULL;
@@ -440,19 +385,19 @@ int session_start(struct session *s, const char **why) {
         return 0;
 }
 void session_client_fds(const struct session *s, int ret_fds[5]) {
-        ret_fds[0] = s->sub_fd;
-        ret_fds[1] = s->cpl_fd;
-        ret_fds[2] = s->doorbell_peer_fd;
-        ret_fds[3] = s->completion_peer_fd;
+        ret_fds[0] = s->regions.sub_fd;
+        ret_fds[1] = s->regions.cpl_fd;
+        ret_fds[2] = s->regions.doorbell_peer_fd;
+        ret_fds[3] = s->regions.completion_peer_fd;
         ret_fds[4] = s->wake_fd;
 }
 
 /* The submission memfd stays open: the io thread reads the region
  * through it (client_read.h). */
 void session_client_fds_sent(struct session *s) {
-        close_fd(&s->cpl_fd);
-        close_fd(&s->doorbell_peer_fd);
-        close_fd(&s->completion_peer_fd);
+        close_fd(&s->regions.cpl_fd);
+        close_fd(&s->regions.doorbell_peer_fd);
+        close_fd(&s->regions.completion_peer_fd);
 }
 
 bool session_close(struct session *s, int reason) {

@@ -16,8 +16,8 @@
  *
  * Opening takes three steps, so that no connect waits for another on the
  * io thread: session_new() (io thread) takes the charge, the build job
- * (session_build_job(), on the slow-work thread) creates the regions,
- * channels and ring, session_start() (io thread) watches the doorbell.
+ * (session_build_job(), on the slow-work thread) creates the regions
+ * and channels (or takes a set made ahead, spare_regions.h) and the ring, session_start() (io thread) watches the doorbell.
  * The ring is served from the first doorbell on, once the submission
  * region is sealed against writable mappings and hole punching (by the
  * client, which has mapped it then, or by hbgd on a thread of its own;
@@ -42,7 +42,9 @@
 #include "daemon/config.h"
 #include "daemon/engine/engine.h"
 #include "daemon/io_loop.h"
+#include "daemon/session_regions.h"
 #include "daemon/slow_work.h"
+#include "daemon/spare_regions.h"
 #include "shm/geometry.h"
 
 /* Where a session's ring is on its way to being served (session.c). */
@@ -67,16 +69,13 @@ struct session {
         struct accounting *acct;
         struct hbg_engine *engine;
         struct io_loop *loop;
-        int sub_fd, cpl_fd;            /* memfds, sent to the client; then cpl_fd
-                                          closed, sub_fd kept for the ring (until
-                                          session_free()) */
+        /* The memfds, sent to the client (then cpl_fd closed, sub_fd
+         * kept for the ring until session_free()), hbgd's mappings, the
+         * channels (the client's ends closed once sent). */
+        struct session_regions regions;
+        struct spare_regions *spare_regions; /* sets made ahead, for the build (or NULL) */
         int wake_page;                 /* engine_wake_page_acquire()'s handle */
         int wake_fd;                   /* its fd (the engine's: never closed here) */
-        int doorbell_fd;               /* our end of the doorbell socketpair */
-        int doorbell_peer_fd;          /* the client's end, closed once sent */
-        int completion_fd;             /* the completion pipe's write end (ours) */
-        int completion_peer_fd;        /* its read end, closed once sent */
-        void *sub, *cpl;               /* hbgd's read-write mappings */
         struct hbg_ring *ring;
         /* Spare rings' bursts (spare_rings.h): the burst it was set up in,
          * and when (0: not set up). */
@@ -144,8 +143,10 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
                 pid_t pid, struct hbg_log_limit *log_limit, unsigned weight, uint64_t stall_timeout_ms);
 /* The job that builds it (regions, channels, the engine ring): the caller
  * sets done and userdata and submits it to the session's slow_work; the
- * session's uid is set. Its run touches only the session and the engine. */
-struct slow_job *session_build_job(struct session *s);
+ * session's uid is set. Its run touches only the session, the engine and
+ * `spares` (a set of the session's geometry taken from it if one is
+ * ready; NULL: none). */
+struct slow_job *session_build_job(struct session *s, struct spare_regions *spares);
 /* After the build job's done: its outcome (0, or a negative errno with
  * *why); on success, watch the doorbell (whose first ring serves the
  * session and queues the pre-fault). On

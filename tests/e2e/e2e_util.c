@@ -692,8 +692,11 @@ void wait_slow_work_idle(struct hbgd_proc *d) {
  * hbgd's fds when idle. Not simply a count right after READY=1: sd_notify()
  * closes its socket only after sending. A hello answered on a connection
  * proves the io thread is past that, and the connection is exactly one fd.
+ * The sets of regions made ahead ([session] spare_regions) are made first:
+ * they are part of what an idle hbgd holds.
  */
 int fd_baseline(struct hbgd_proc *d) {
+        wait_slow_work_idle(d);
         int fd = raw_connect(d->socket_path);
         raw_hello(fd);
         int with = daemon_fd_count(d->pid);

@@ -191,6 +191,7 @@ void raw_hello(int fd);
  * hbgd's fds when idle. Not simply a count right after READY=1: sd_notify()
  * closes its socket only after sending. A hello answered on a connection
  * proves the io thread is past that, and the connection is exactly one fd.
+ * After wait_slow_work_idle(): the regions made ahead count.
  */
 int fd_baseline(struct hbgd_proc *d);
 
@@ -226,7 +227,10 @@ void open_to_all(struct hbgd_proc *d);
 
 /* This process's mapping of hbgd's memfd "hbg-<what>-<session>" (what:
  * "sub" or "cpl"; *session 0: the first found, its id stored), its size
- * in *ret_size; NULL if none. */
+ * in *ret_size; NULL if none. Regions hbgd made ahead of the session
+ * (the default geometry's, spare_regions.h) are "hbg-<what>-ahead-N":
+ * their id reads 0, so that a session of the default geometry is found
+ * as the first (with *session 0) only. */
 void *find_session_mapping(const char *what, uint64_t *session, uint64_t *ret_size);
 /* A SEQPACKET connection to path: fd or -errno. */
 int cx_connect(const char *path, bool nonblock);

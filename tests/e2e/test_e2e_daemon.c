@@ -1625,6 +1625,141 @@ START_TEST(spare_rings_follow_bursts) {
 }
 END_TEST
 
+/* The label of this process's mapping of an hbgd submission memfd that
+ * holds p ("hbg-sub-LABEL"), and the memfd's inode; false if none. */
+static bool sub_region_of(const void *p, char *label, size_t len, unsigned long *ret_ino) {
+        FILE *f = fopen("/proc/self/maps", "re");
+        if (!f)
+                return false;
+        char line[512];
+        bool found = false;
+        while (!found && fgets(line, sizeof(line), f)) {
+                unsigned long lo, hi, ino;
+                const char *name = strstr(line, "/memfd:hbg-sub-");
+                if (!name || sscanf(line, "%lx-%lx %*s %*x %*s %lu", &lo, &hi, &ino) != 3 ||
+                    (uintptr_t)p < lo || (uintptr_t)p >= hi)
+                        continue;
+                name += strlen("/memfd:hbg-sub-");
+                snprintf(label, len, "%.*s", (int)strcspn(name, " \n"), name);
+                *ret_ino = ino;
+                found = true;
+        }
+        fclose(f);
+        return found;
+}
+
+/* A session of task window `window` (0: the default), a tensor of its
+ * heap, the label of the memfd holding it and that memfd's inode. */
+static hbg_client *labelled_session(struct hbgd_proc *d, uint64_t window, uint8_t **ret_heap, char *label,
+                                    size_t len, unsigned long *ret_ino) {
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        o.task_window = window;
+        hbg_client *c = NULL;
+        int err = hbg_connect_opts(&c, &o);
+        D_ASSERT(d, err == 0, "hbg_connect_opts: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        hbg_tensor t;
+        D_ASSERT(d, hbg_tensor_alloc(c, 4096, &t) == 0, "hbg_tensor_alloc: %s", hbg_last_error(c));
+        *ret_heap = hbg_tensor_data(c, t);
+        D_ASSERT(d, *ret_heap && sub_region_of(*ret_heap, label, len, ret_ino),
+                 "the session's heap is in no hbg-sub- mapping");
+        return c;
+}
+
+/* [session] spare_regions: a session of the default geometry gets regions
+ * and channels made ahead (memfds hbg-sub-ahead-N), each set once: two
+ * sessions have two memfds, and the second's heap reads zero where the
+ * first wrote. A session of another geometry, and any with spare_regions
+ * = 0, gets regions made at its connect (hbg-sub-SESSION). The sets taken
+ * are made again (hbgd's fd count back where it was), and a session after
+ * the others closed gets fresh ones too; after a reload that changes the
+ * default geometry, the sets are of the new one. */
+START_TEST(spare_regions_fresh) {
+        static const struct {
+                const char *conf;
+                bool ahead;
+        } cases[] = {
+                { "", true },
+                { "[session]\nspare_regions = 0\n", false },
+        };
+        for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+                struct hbgd_proc *d = start_hbgd_conf_fd(_i, cases[k].conf, -1);
+                wait_slow_work_idle(d);
+                int base = fd_baseline(d);
+                char la[64], lb[64], lc[64];
+                unsigned long ia, ib, ic;
+                uint8_t *ha, *hb, *hc;
+                hbg_client *a = labelled_session(d, 0, &ha, la, sizeof(la), &ia);
+                memset(ha, 0xa5, 4096);
+                hbg_client *b = labelled_session(d, 0, &hb, lb, sizeof(lb), &ib);
+                hbg_client *c = labelled_session(d, 1024, &hc, lc, sizeof(lc), &ic);
+                bool a_ahead = strncmp(la, "ahead-", 6) == 0, b_ahead = strncmp(lb, "ahead-", 6) == 0;
+                D_ASSERT(d, a_ahead == cases[k].ahead && b_ahead == cases[k].ahead,
+                         "'%s': default sessions' memfds hbg-sub-%s and hbg-sub-%s", cases[k].conf, la, lb);
+                D_ASSERT(d, strncmp(lc, "ahead-", 6) != 0, "'%s': a task window of 1024 got hbg-sub-%s",
+                         cases[k].conf, lc);
+                D_ASSERT(d, ia != ib && ia != ic && ib != ic && strcmp(la, lb) != 0,
+                         "'%s': sessions share a memfd (%s %lu, %s %lu, %s %lu)", cases[k].conf, la, ia, lb, ib,
+                         lc, ic);
+                for (unsigned i = 0; i < 4096; i++)
+                        D_ASSERT(d, hb[i] == 0 && hc[i] == 0, "'%s': a new session's heap byte %u is not zero",
+                                 cases[k].conf, i);
+                hbg_disconnect(a);
+                hbg_disconnect(b);
+                hbg_disconnect(c);
+                wait_slow_work_idle(d);
+                assert_fd_baseline(d, base, "after three sessions");
+                /* A closed session's regions are never another's. */
+                a = labelled_session(d, 0, &ha, la, sizeof(la), &ia);
+                for (unsigned i = 0; i < 4096; i++)
+                        D_ASSERT(d, ha[i] == 0, "'%s': after a close, a new session's heap byte %u is not zero",
+                                 cases[k].conf, i);
+                D_ASSERT(d, ia != ib && ia != ic, "'%s': a new session has a closed one's memfd (%s)", cases[k].conf,
+                         la);
+                hbg_disconnect(a);
+                stop_hbgd(d);
+        }
+
+        /* A reload to another default window: the sets made after it are
+         * of the new geometry, which a default session then gets. */
+        char path[] = "/tmp/hbg-spare-regions-XXXXXX";
+        int fd = mkstemp(path);
+        ck_assert_int_ge(fd, 0);
+        FILE *f = fdopen(fd, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("[session]\ntask_window = 4096\nflag_window = 4096\n", f);
+        fclose(f);
+        const char *args[] = { "--config", path, NULL };
+        struct hbgd_proc *d = start_hbgd(_i, args);
+        wait_slow_work_idle(d);
+        f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("[session]\ntask_window = 2048\nflag_window = 2048\n", f);
+        fclose(f);
+        ck_assert_int_eq(kill(d->pid, SIGHUP), 0);
+        char l[64] = "";
+        unsigned long ino;
+        uint8_t *heap;
+        unsigned log2 = 0;
+        bool ahead = false;
+        for (unsigned tries = 0; tries < 50 && !ahead; tries++) {
+                sleep_us(20000);
+                wait_slow_work_idle(d);
+                hbg_client *c = labelled_session(d, 0, &heap, l, sizeof(l), &ino);
+                ahead = strncmp(l, "ahead-", 6) == 0;
+                uint64_t session = 0, size = 0;
+                const struct hbg_sub_header *sh = find_session_mapping("sub", &session, &size);
+                log2 = sh ? sh->task_window_log2 : 0;
+                hbg_disconnect(c);
+        }
+        D_ASSERT(d, ahead && log2 == 11, "after the reload, a default session got hbg-sub-%s of a window 2^%u, "
+                 "not a set made ahead of 2^11", l, log2);
+        unlink(path);
+        stop_hbgd(d);
+}
+END_TEST
+
+
 /* Wait until all `want` sessions are served (the doorbell each rang at
  * its connect read). */
 static void wait_served(struct hbgd_proc *d, int fd, size_t want) {
@@ -1719,7 +1854,7 @@ static Suite *suite(void) {
                 { "status", { status_over_socket, thread_names } },
                 { "sigterm", { sigterm_in_flight } },
                 { "spin", { spin_moves_keep_affinity } },
-                { "spares", { spare_rings_status, spare_rings_make_room, spare_rings_follow_bursts } },
+                { "spares", { spare_rings_status, spare_rings_make_room, spare_rings_follow_bursts, spare_regions_fresh } },
                 { "reconnect", { reconnect_at_once, idle_connect_wakes_nobody } },
                 { "tick", { idle_sessions_tick_slowly, stopped_ring_closed_at_once } },
         };
@@ -1731,7 +1866,8 @@ static Suite *suite(void) {
                         if (t == producers_8x100 || t == killed_clients)
                                 tcase_add_loop_test(tc, t, 0, (int)(N_MODES * completion_count()));
                         else if (t == io_probe_fallback || t == stopped_ring_closed_at_once ||
-                                 t == spare_rings_follow_bursts) /* bursts do not depend on the io backend */
+                                 t == spare_rings_follow_bursts || /* bursts do not depend on the io backend */
+                                 t == spare_regions_fresh)
                                 tcase_add_test(tc, t);
                         else if (t == spin_moves_keep_affinity)
                                 tcase_add_loop_test(tc, t, MODE_URING, N_MODES + 1); /* and moves off */

@@ -646,18 +646,25 @@ END_TEST
  * be absent from hbgd's mapping (/proc/PID/pagemap): reads through the
  * mapping would have faulted it back.
  */
-static uint64_t hbgd_region_start(struct hbgd_proc *d, uint64_t session) {
-        char path[64], line[512], name[64];
+static uint64_t hbgd_region_start(struct hbgd_proc *d, int memfd) {
+        /* By the memfd's inode: its name says the session only when it
+         * was made at the connect, not ahead (spare_regions.h). */
+        struct stat st;
+        D_ASSERT(d, fstat(memfd, &st) == 0, "fstat of the submission memfd: %s", strerror(errno));
+        char path[64], line[512];
         snprintf(path, sizeof(path), "/proc/%d/maps", (int)d->pid);
-        snprintf(name, sizeof(name), "hbg-sub-%" PRIu64 " ", session);
         FILE *f = fopen(path, "r");
         D_ASSERT(d, f != NULL, "cannot read %s: %s", path, strerror(errno));
         uint64_t start = 0;
-        while (!start && fgets(line, sizeof(line), f))
-                if (strstr(line, name) && sscanf(line, "%" SCNx64, &start) != 1)
-                        start = 0;
+        while (!start && fgets(line, sizeof(line), f)) {
+                unsigned long long lo, ino;
+                if (strstr(line, "/memfd:hbg-sub-") &&
+                    sscanf(line, "%llx-%*x %*s %*x %*s %llu", &lo, &ino) == 2 && ino == (unsigned long long)st.st_ino)
+                        start = lo;
+        }
         fclose(f);
-        D_ASSERT(d, start != 0, "hbgd has no mapping of session %" PRIu64 "'s submission region", session);
+        D_ASSERT(d, start != 0, "hbgd has no mapping of the session's submission region (inode %llu)",
+                 (unsigned long long)st.st_ino);
         return start;
 }
 
@@ -690,7 +697,7 @@ START_TEST(punched_region_io_reads) {
          * threads parked and never look at it. */
         wait_slow_work_idle(d);
         sleep_us(200000);
-        uint64_t va = hbgd_region_start(d, session);
+        uint64_t va = hbgd_region_start(d, fds[0]);
         D_ASSERT(d, hbgd_page_present(d, va), "hbgd's mapping of the header page is not in its page tables");
         D_ASSERT(d, fallocate(fds[0], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096) == 0,
                  "punching the header page: %s", strerror(errno));

@@ -56,6 +56,7 @@ static const struct key_case keys[] = {
         { "session", "spare_rings", "0", "9" },
         { "session", "spare_rings_burst", "4", "9" },
         { "session", "spare_rings_burst_s", "5", "0" },
+        { "session", "spare_regions", "0", "65" },
         { "limits", "max_connections", "100", "0" },
         { "limits", "max_connections_per_uid", "4", "1000001" },
         { "limits", "max_sessions", "8", "x8" },

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * [session] spare_regions (docs/OPERATIONS.md): hbgd keeps that many sets
+ * of a session's regions and channels of the default geometry made ahead
+ * (session_regions.h), so that a session's build takes one instead of
+ * creating two memfds, mapping them, faulting in their headers and
+ * making two channels: about 70 us of the slow-work thread, which the
+ * connects of a burst wait for one after another (docs/PERFORMANCE.md,
+ * "Connects at once, without each other's set-up").
+ * A background job on the slow-work thread makes them, one set a run,
+ * held back while connects go on like the other background work; a set
+ * is never handed out before a build takes it, so each is fresh, and a
+ * build takes one only for exactly the sets' geometry. A set costs two
+ * header pages, two mappings' address space and six fds, charged to
+ * nobody. Calls are the io thread's but spare_regions_take() (the build's,
+ * on the slow-work thread).
+ */
+#pragma once
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "daemon/session_regions.h"
+#include "daemon/slow_work.h"
+#include "shm/geometry.h"
+
+/* The most [session] spare_regions may say. */
+#define SPARE_REGIONS_MAX 64u
+
+struct hbgd;
+
+struct spare_regions {
+        pthread_mutex_t lock;           /* the sets: taken by builds, made and dropped by
+                                           the job, freed at the stop */
+        bool lock_ready;
+        struct hbg_geometry g;          /* the sets' geometry */
+        struct session_regions set[SPARE_REGIONS_MAX];
+        unsigned n;
+        uint64_t made;                  /* sets made so far: their memfds' names */
+        /* The job: the io thread's but for its run. */
+        struct slow_job job;
+        bool queued;                    /* submitted, not done yet */
+        bool again;                     /* asked for meanwhile: submit again when done */
+        struct hbg_geometry want_g;     /* the default geometry at the ask */
+        unsigned want;                  /* [session] spare_regions at the ask */
+        int result;                     /* the run's: 1 more to make, 0 done, -errno */
+        int logged;                     /* the last error logged (once until a run succeeds) */
+};
+
+/* Before any other call: 0 or -errno. */
+int spare_regions_init(struct spare_regions *s);
+
+/* Towards [session] spare_regions of the default geometry now in force
+ * (after the start, a session's build submitted, a reload): the job is
+ * queued unless it is already. */
+void spare_regions_want(struct hbgd *d);
+
+/* A set of geometry g into *ret, if one is ready: true. The build's. */
+bool spare_regions_take(struct spare_regions *s, const struct hbg_geometry *g, struct session_regions *ret);
+
+/* The job taken back (a running run finishes first), every set freed.
+ * After it nothing but spare_regions_take() (which finds none). */
+void spare_regions_stop(struct hbgd *d);
