@@ -110,7 +110,7 @@ PROTO_OBJS := $(B)/obj/gen/hbg.pb-c.o $(B)/obj/proto/wire.o $(B)/obj/proto/kerne
 PROTO_LIB  := $(B)/lib/libhbgproto.a
 
 # hbgd's io side (io_uring/epoll loop, sessions, control protocol).
-HBGD_SRCS := daemon/io_loop.c daemon/io_probe.c daemon/log.c daemon/log_limit.c daemon/log_sink.c daemon/notify.c daemon/accounting.c daemon/session.c daemon/session_regions.c \
+HBGD_SRCS := daemon/io_loop.c daemon/io_probe.c daemon/log.c daemon/log_limit.c daemon/log_sink.c daemon/notify.c daemon/accounting.c daemon/session.c daemon/session_geometry.c daemon/session_regions.c \
              daemon/slow_work.c daemon/region_seal.c daemon/spare_rings.c daemon/spare_regions.c daemon/record.c daemon/validate_request.c daemon/conn.c daemon/conn_reply.c daemon/conn_close.c daemon/tool_requests.c daemon/tracing.c daemon/status.c daemon/kernel_rows.c daemon/metrics.c daemon/listener.c daemon/tick.c \
              daemon/daemon.c daemon/config.c daemon/config_keys.c daemon/access.c daemon/refusal.c daemon/kernel_modules.c
 HBGD_LIB  := $(B)/lib/libhbgd.a

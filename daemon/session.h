@@ -42,6 +42,7 @@
 #include "daemon/config.h"
 #include "daemon/engine/engine.h"
 #include "daemon/io_loop.h"
+#include "daemon/session_geometry.h"
 #include "daemon/session_regions.h"
 #include "daemon/slow_work.h"
 #include "daemon/spare_regions.h"
@@ -118,13 +119,6 @@ struct session {
  * ring_prefault()). */
 #define SESSION_PREFAULT_REGION_NS ((uint64_t)4 * 1000000)
 
-/* The geometry a client asking for `asked` gets under cfg (0 fields:
- * cfg's session defaults; a flag window not asked for follows an asked
- * task window), within [limits] max_task_window and max_heap_size: 0 and
- * *ret, or -E2BIG (a limit) or the geometry's error, with msg[] for the
- * client. The one rule for sessions and validate-only requests. */
-int session_geometry(const struct hbgd_config *cfg, const struct hbg_geometry_request *asked,
-                     struct hbg_geometry *ret, char *msg, size_t msg_len);
 
 /* The bytes a session of geometry g costs hbgd: the engine's private
  * memory for it and both regions, every page counted. */

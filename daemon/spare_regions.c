@@ -10,7 +10,7 @@
 
 #include "daemon/daemon_private.h"
 #include "daemon/log.h"
-#include "daemon/session.h"
+#include "daemon/session_geometry.h"
 
 int spare_regions_init(struct spare_regions *s) {
         memset(s, 0, sizeof(*s));
@@ -52,6 +52,14 @@ bool spare_regions_take(struct spare_regions *s, const struct hbg_geometry *g, s
 /* One set a run: a build waiting behind it waits one set's time. */
 static void fill_run(struct slow_job *job) {
         struct spare_regions *s = (struct spare_regions *)((char *)job - offsetof(struct spare_regions, job));
+        struct hbgd *d = job->userdata;
+        /* With the sets, a wake page for the next uid new here (a uid's
+         * first session makes one otherwise: about 70 us; failing, it
+         * still does). */
+        if (s->want > 0)
+                (void)engine_wake_page_ahead(d->engine);
+        else
+                engine_wake_page_drop_ahead(d->engine); /* none kept after a reload to 0 */
         pthread_mutex_lock(&s->lock);
         drop_locked(s, &s->want_g, s->want);
         s->g = s->want_g;

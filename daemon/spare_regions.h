@@ -12,8 +12,10 @@
  * is never handed out before a build takes it, so each is fresh, and a
  * build takes one only for exactly the sets' geometry. A set costs two
  * header pages, two mappings' address space and six fds, charged to
- * nobody. Calls are the io thread's but spare_regions_take() (the build's,
- * on the slow-work thread).
+ * nobody. With any sets, the job also keeps a wake page made ahead for
+ * the next uid new to hbgd (engine_wake_page_ahead()). Calls are the io
+ * thread's but spare_regions_take() (the build's, on the slow-work
+ * thread).
  */
 #pragma once
 

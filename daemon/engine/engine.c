@@ -354,6 +354,14 @@ void engine_wake_page_release(struct hbg_engine *e, int handle) {
         wake_pages_release(&e->wake_pages, handle);
 }
 
+int engine_wake_page_ahead(struct hbg_engine *e) {
+        return wake_pages_make_ahead(&e->wake_pages);
+}
+
+void engine_wake_page_drop_ahead(struct hbg_engine *e) {
+        wake_pages_drop_ahead(&e->wake_pages);
+}
+
 unsigned engine_threads(const struct hbg_engine *e) {
         return e->nthreads;
 }

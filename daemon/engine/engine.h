@@ -256,6 +256,12 @@ void ring_kick(struct hbg_ring *r);
  * page while fewer than 32 uids hold one, else one they share. */
 int engine_wake_page_acquire(struct hbg_engine *e, uid_t uid, int *ret_fd);
 void engine_wake_page_release(struct hbg_engine *e, int handle);
+/* Makes a page ahead, fresh, for the next uid new here (its first
+ * session's build then takes it instead of making one): 1 made, 0 one
+ * was ready, -errno. Any thread; background work. */
+int engine_wake_page_ahead(struct hbg_engine *e);
+/* The page made ahead, if any, given back (none kept any more). */
+void engine_wake_page_drop_ahead(struct hbg_engine *e);
 
 /* Recording and validating graphs: engine_recorded.h. The engine's
  * counters, metrics and live graphs: engine_stats.h. */

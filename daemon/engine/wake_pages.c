@@ -78,7 +78,7 @@ static void page_unmake(struct wake_page *s) {
 }
 
 int wake_pages_init(struct wake_pages *w, uint32_t wake_n, bool *ret_waits) {
-        *w = (struct wake_pages){ .wake_n = wake_n, .shared = { .fd = -1 } };
+        *w = (struct wake_pages){ .wake_n = wake_n, .shared = { .fd = -1 }, .ahead = { .fd = -1 } };
         for (unsigned i = 0; i < WAKE_PAGES_OWN; i++)
                 w->own[i].fd = -1;
         *ret_waits = false;
@@ -105,6 +105,7 @@ void wake_pages_free(struct wake_pages *w) {
         if (!w->lock_ready) /* never set up (the fds are not -1 yet) */
                 return;
         page_unmake(&w->shared);
+        page_unmake(&w->ahead);
         for (unsigned i = 0; i < WAKE_PAGES_OWN; i++)
                 page_unmake(&w->own[i]);
         pthread_mutex_destroy(&w->lock);
@@ -128,9 +129,13 @@ int wake_pages_acquire(struct wake_pages *w, uid_t uid, int *ret_fd) {
                 /* A fresh page for a uid new here: a page is never
                  * handed to a second uid (a client of the first may
                  * still map it). */
-                struct hbg_wake_page *p;
-                int fd;
-                if (page_make(&p, &fd, w->wake_n, HBG_WAKE_OWN) == 0) {
+                struct hbg_wake_page *p = atomic_load_explicit(&w->ahead.page, memory_order_relaxed);
+                int fd = w->ahead.fd;
+                if (p) { /* made ahead: fresh, nobody's yet */
+                        atomic_store_explicit(&w->ahead.page, NULL, memory_order_relaxed);
+                        w->ahead.fd = -1;
+                }
+                if (p || page_make(&p, &fd, w->wake_n, HBG_WAKE_OWN) == 0) {
                         struct wake_page *s = &w->own[free_slot];
                         s->fd = fd;
                         s->uid = uid;
@@ -160,6 +165,36 @@ void wake_pages_release(struct wake_pages *w, int handle) {
         struct wake_page *s = &w->own[handle];
         if (atomic_fetch_sub_explicit(&s->sessions, 1, memory_order_relaxed) == 1)
                 page_unmake(s);
+        pthread_mutex_unlock(&w->lock);
+}
+
+int wake_pages_make_ahead(struct wake_pages *w) {
+        pthread_mutex_lock(&w->lock);
+        bool there = atomic_load_explicit(&w->ahead.page, memory_order_relaxed) != NULL;
+        pthread_mutex_unlock(&w->lock);
+        if (there)
+                return 0;
+        struct wake_page made = { .fd = -1 };
+        struct hbg_wake_page *p;
+        int err = page_make(&p, &made.fd, w->wake_n, HBG_WAKE_OWN);
+        if (err < 0)
+                return err;
+        atomic_store_explicit(&made.page, p, memory_order_relaxed);
+        pthread_mutex_lock(&w->lock);
+        there = atomic_load_explicit(&w->ahead.page, memory_order_relaxed) != NULL;
+        if (!there) {
+                atomic_store_explicit(&w->ahead.page, p, memory_order_relaxed);
+                w->ahead.fd = made.fd;
+        }
+        pthread_mutex_unlock(&w->lock);
+        if (there)
+                page_unmake(&made); /* made meanwhile by another call: one is enough */
+        return !there;
+}
+
+void wake_pages_drop_ahead(struct wake_pages *w) {
+        pthread_mutex_lock(&w->lock);
+        page_unmake(&w->ahead);
         pthread_mutex_unlock(&w->lock);
 }
 

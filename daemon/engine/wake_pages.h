@@ -39,6 +39,10 @@ struct wake_pages {
         uint32_t wake_n;                  /* sleepers a client's wake asks for */
         struct wake_page shared;          /* sessions == 0: always in use */
         struct wake_page own[WAKE_PAGES_OWN];
+        /* A fresh page made ahead (off a connect's path) for the next uid
+         * new here, or page NULL; no thread waits on it, no client has
+         * it. Under the lock. */
+        struct wake_page ahead;
         _Atomic unsigned used;            /* slots of own[] ever taken (release) */
         /* A page was made that the threads parked before it do not wait
          * on: the next ring served wakes one, which parks again on it
@@ -55,6 +59,11 @@ void wake_pages_free(struct wake_pages *w);
  * fails: the shared page stands in when a page cannot be made. */
 int wake_pages_acquire(struct wake_pages *w, uid_t uid, int *ret_fd);
 void wake_pages_release(struct wake_pages *w, int handle);
+/* A page made ahead for the next uid new here, if there is none (made
+ * outside the lock): 1 made, 0 one was there, -errno. */
+int wake_pages_make_ahead(struct wake_pages *w);
+/* The page made ahead, if any, unmapped and closed. */
+void wake_pages_drop_ahead(struct wake_pages *w);
 /* Whether a page was made since the last call (and no longer). */
 bool wake_pages_take_unwaited(struct wake_pages *w);
 /* The pages in use, as futex_waitv entries from w[0] on (at most

@@ -1648,6 +1648,45 @@ static bool sub_region_of(const void *p, char *label, size_t len, unsigned long 
         return found;
 }
 
+/* The inodes of hbgd's wake page memfds ("hbgd-wake"), up to max: their
+ * count. */
+static unsigned hbgd_wake_inodes(struct hbgd_proc *d, unsigned long *ino, unsigned max) {
+        char dir[64];
+        snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)d->pid);
+        DIR *dp = opendir(dir);
+        D_ASSERT(d, dp != NULL, "cannot list %s: %s", dir, strerror(errno));
+        unsigned n = 0;
+        struct dirent *e;
+        while ((e = readdir(dp)) && n < max) {
+                char path[320], link[256];
+                snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+                ssize_t k = readlink(path, link, sizeof(link) - 1);
+                struct stat st;
+                if (k <= 0)
+                        continue;
+                link[k] = 0;
+                if (strstr(link, "memfd:hbgd-wake") && stat(path, &st) == 0)
+                        ino[n++] = (unsigned long)st.st_ino;
+        }
+        closedir(dp);
+        return n;
+}
+
+/* The inode of this process's mapping of a wake page, 0 if none; its
+ * flags in *ret_flags. */
+static unsigned long own_wake_inode(uint32_t *ret_flags) {
+        FILE *f = fopen("/proc/self/maps", "re");
+        char line[512];
+        unsigned long ino = 0, lo = 0;
+        while (f && !ino && fgets(line, sizeof(line), f))
+                if (!strstr(line, "memfd:hbgd-wake") || sscanf(line, "%lx-%*x %*s %*x %*s %lu", &lo, &ino) != 2)
+                        ino = 0;
+        if (f)
+                fclose(f);
+        *ret_flags = ino ? ((const struct hbg_wake_page *)(uintptr_t)lo)->flags : 0;
+        return ino;
+}
+
 /* A session of task window `window` (0: the default), a tensor of its
  * heap, the label of the memfd holding it and that memfd's inode. */
 static hbg_client *labelled_session(struct hbgd_proc *d, uint64_t window, uint8_t **ret_heap, char *label,
@@ -1670,7 +1709,9 @@ static hbg_client *labelled_session(struct hbgd_proc *d, uint64_t window, uint8_
  * and channels made ahead (memfds hbg-sub-ahead-N), each set once: two
  * sessions have two memfds, and the second's heap reads zero where the
  * first wrote. A session of another geometry, and any with spare_regions
- * = 0, gets regions made at its connect (hbg-sub-SESSION). The sets taken
+ * = 0, gets regions made at its connect (hbg-sub-SESSION); with the sets,
+ * hbgd keeps a wake page made ahead, which the uid's first session gets.
+ * The sets taken
  * are made again (hbgd's fd count back where it was), and a session after
  * the others closed gets fresh ones too; after a reload that changes the
  * default geometry, the sets are of the new one. */
@@ -1686,10 +1727,20 @@ START_TEST(spare_regions_fresh) {
                 struct hbgd_proc *d = start_hbgd_conf_fd(_i, cases[k].conf, -1);
                 wait_slow_work_idle(d);
                 int base = fd_baseline(d);
+                unsigned long pages[8];
+                unsigned n_pages = hbgd_wake_inodes(d, pages, 8);
+                D_ASSERT(d, n_pages == (cases[k].ahead ? 2u : 1u), "'%s': hbgd holds %u wake pages idle",
+                         cases[k].conf, n_pages);
                 char la[64], lb[64], lc[64];
                 unsigned long ia, ib, ic;
                 uint8_t *ha, *hb, *hc;
                 hbg_client *a = labelled_session(d, 0, &ha, la, sizeof(la), &ia);
+                uint32_t page_flags;
+                unsigned long page = own_wake_inode(&page_flags);
+                bool page_ahead = page == pages[0] || (n_pages > 1 && page == pages[1]);
+                D_ASSERT(d, page && (page_flags & HBG_WAKE_OWN) && page_ahead == cases[k].ahead,
+                         "'%s': the session's wake page (inode %lu, flags %#x) %s made ahead", cases[k].conf, page,
+                         page_flags, page_ahead ? "was" : "was not");
                 memset(ha, 0xa5, 4096);
                 hbg_client *b = labelled_session(d, 0, &hb, lb, sizeof(lb), &ib);
                 hbg_client *c = labelled_session(d, 1024, &hc, lc, sizeof(lc), &ic);
