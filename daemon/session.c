@@ -24,13 +24,6 @@ uint64_t session_memory(const struct hbg_engine *e, const struct hbg_geometry *g
         return engine_ring_memory(e, g) + g->sub_region_size + g->cpl_region_size;
 }
 
-static void close_fd(int *fd) {
-        if (*fd >= 0) {
-                close(*fd);
-                *fd = -1;
-        }
-}
-
 /* Takes any half-built session; refunds its charge. */
 static void session_free(struct session *s) {
         if (!s)
@@ -357,12 +350,8 @@ void session_client_fds(const struct session *s, int ret_fds[5]) {
         ret_fds[4] = s->wake_fd;
 }
 
-/* The submission memfd stays open: the io thread reads the region
- * through it (client_read.h). */
 void session_client_fds_sent(struct session *s) {
-        close_fd(&s->regions.cpl_fd);
-        close_fd(&s->regions.doorbell_peer_fd);
-        close_fd(&s->regions.completion_peer_fd);
+        session_regions_sent(&s->regions);
 }
 
 bool session_close(struct session *s, int reason) {

@@ -95,6 +95,12 @@ static void close_fd(int *fd) {
         *fd = -1;
 }
 
+void session_regions_sent(struct session_regions *r) {
+        close_fd(&r->cpl_fd);
+        close_fd(&r->doorbell_peer_fd);
+        close_fd(&r->completion_peer_fd);
+}
+
 void session_regions_free(struct session_regions *r, const struct hbg_geometry *g) {
         if (r->sub)
                 munmap(r->sub, g->sub_region_size);

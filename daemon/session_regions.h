@@ -30,5 +30,10 @@ void session_regions_clear(struct session_regions *r);
 int session_regions_make(struct session_regions *r, const struct hbg_geometry *g, const char *label,
                          uint64_t first_id, const char **why);
 
+/* The client has its copies: what only it needed closed (the completion
+ * memfd, the client's ends of the channels). The submission memfd stays
+ * open: the io thread reads the region through it (client_read.h). */
+void session_regions_sent(struct session_regions *r);
+
 /* Unmaps and closes what r holds (g: its geometry); r cleared. */
 void session_regions_free(struct session_regions *r, const struct hbg_geometry *g);
