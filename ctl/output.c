@@ -361,7 +361,8 @@ static void daemon_text(json_object *o) {
                                               "io_backend", "sessions",      "tasks_completed",
                                               "graphs_retired", "graphs_failed", "slow_jobs",
                                               "spare_rings", "spare_ring_bytes", "spare_rings_taken",
-                                              "sessions_closing", "log_lines_dropped" };
+                                              "spare_regions", "spare_regions_taken", "sessions_closing",
+                                              "log_lines_dropped" };
         json_object *v;
         const char *version = json_object_object_get_ex(o, "version", &v) ? json_object_get_string(v) : "?";
         uint64_t pid = json_object_object_get_ex(o, "pid", &v) ? json_object_get_uint64(v) : 0;

@@ -43,10 +43,24 @@ bool spare_regions_take(struct spare_regions *s, const struct hbg_geometry *g, s
         if (s->n > 0 && same_geometry(&s->g, g)) {
                 *ret = s->set[--s->n];
                 session_regions_clear(&s->set[s->n]);
+                s->taken++;
                 took = true;
         }
         pthread_mutex_unlock(&s->lock);
         return took;
+}
+
+unsigned spare_regions_ready(struct spare_regions *s, uint64_t *ret_taken) {
+        unsigned n = 0;
+        uint64_t taken = 0;
+        if (s->lock_ready) {
+                pthread_mutex_lock(&s->lock);
+                n = s->n;
+                taken = s->taken;
+                pthread_mutex_unlock(&s->lock);
+        }
+        *ret_taken = taken;
+        return n;
 }
 
 /* One set a run: a build waiting behind it waits one set's time. */

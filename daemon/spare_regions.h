@@ -15,7 +15,7 @@
  * nobody. With any sets, the job also keeps a wake page made ahead for
  * the next uid new to hbgd (engine_wake_page_ahead()). Calls are the io
  * thread's but spare_regions_take() (the build's, on the slow-work
- * thread).
+ * thread) and spare_regions_ready() (any thread's).
  */
 #pragma once
 
@@ -40,6 +40,7 @@ struct spare_regions {
         struct session_regions set[SPARE_REGIONS_MAX];
         unsigned n;
         uint64_t made;                  /* sets made so far: their memfds' names */
+        uint64_t taken;                 /* sets builds took so far (hbgctl status) */
         /* The job: the io thread's but for its run. */
         struct slow_job job;
         bool queued;                    /* submitted, not done yet */
@@ -60,6 +61,10 @@ void spare_regions_want(struct hbgd *d);
 
 /* A set of geometry g into *ret, if one is ready: true. The build's. */
 bool spare_regions_take(struct spare_regions *s, const struct hbg_geometry *g, struct session_regions *ret);
+
+/* The sets ready now; *ret_taken: how many builds took one since the
+ * start. */
+unsigned spare_regions_ready(struct spare_regions *s, uint64_t *ret_taken);
 
 /* The job taken back (a running run finishes first), every set freed.
  * After it nothing but spare_regions_take() (which finds none). */

@@ -121,6 +121,7 @@ static int section_daemon(struct status_build *b) {
         ds->io_backend = (char *)io_loop_backend(d->loop);
         ds->slow_jobs = slow_work_pending(d->slow);
         ds->spare_rings = engine_spares(d->engine, &ds->spare_ring_bytes, &ds->spare_rings_taken);
+        ds->spare_regions = spare_regions_ready(&d->regions, &ds->spare_regions_taken);
         ds->sessions_closing = engine_rings_removed(d->engine);
         ds->completion_mode = (char *)completion_mode_name(d->cfg.engine.completion_mode);
         metrics_fill_daemon(d, ds);

@@ -100,6 +100,19 @@ void daemon_util_cleanup(void) {
         }
 }
 
+int daemon_util_write_file(char *path, size_t len, const char *name, const char *text) {
+        int n = snprintf(path, len, "%s/%s", base_dir[0] ? base_dir : tmp_root(), name);
+        if (n < 0 || (size_t)n >= len)
+                return -ENAMETOOLONG;
+        FILE *f = fopen(path, "w");
+        if (!f)
+                return -errno;
+        int err = fputs(text, f) < 0 ? -EIO : 0;
+        if (fclose(f) != 0 && !err)
+                err = -errno;
+        return err;
+}
+
 /* ---------------------------------------------------------------- registry */
 
 static void kill_all(void) {

@@ -1366,13 +1366,6 @@ static unsigned wait_spares(int sock, unsigned want, uint64_t *ret_bytes) {
         return n;
 }
 
-/*
- * [session] spare_rings: hbgd fills that many and shows them in status
- * (the bytes of a ring's arrays each); a session of the default geometry
- * takes one (counted) and hbgd makes it again; 0 makes none;
- * nor does a [limits] max_memory too small to hold one beside the
- * sessions. (The engine test spare_rings_taken checks what a ring takes.)
- */
 /* hbgd's threads carry names ps -L, top -H and perf show: its io thread
  * keeps the process's (a sanitizer's own thread may share it), the others
  * say what they are. */
@@ -1397,6 +1390,13 @@ START_TEST(thread_names) {
 }
 END_TEST
 
+/*
+ * [session] spare_rings: hbgd fills that many and shows them in status
+ * (the bytes of a ring's arrays each); a session of the default geometry
+ * takes one (counted) and hbgd makes it again; 0 makes none;
+ * nor does a [limits] max_memory too small to hold one beside the
+ * sessions. (The engine test spare_rings_taken checks what a ring takes.)
+ */
 START_TEST(spare_rings_status) {
         static const struct {
                 const char *conf;
@@ -1687,6 +1687,17 @@ static unsigned long own_wake_inode(uint32_t *ret_flags) {
         return ino;
 }
 
+/* The sets of regions hbgd has made ahead now, and how many sessions
+ * took one (status). */
+static unsigned regions_now(int sock, uint64_t *ret_taken) {
+        Hbg__Envelope *env;
+        const Hbg__StatusReply *st = status(sock, HBG__STATUS_KIND__STATUS_DAEMON, &env);
+        unsigned n = st->daemon->spare_regions;
+        *ret_taken = st->daemon->spare_regions_taken;
+        wire_free(env);
+        return n;
+}
+
 /* A session of task window `window` (0: the default), a tensor of its
  * heap, the label of the memfd holding it and that memfd's inode. */
 static hbg_client *labelled_session(struct hbgd_proc *d, uint64_t window, uint8_t **ret_heap, char *label,
@@ -1711,8 +1722,8 @@ static hbg_client *labelled_session(struct hbgd_proc *d, uint64_t window, uint8_
  * first wrote. A session of another geometry, and any with spare_regions
  * = 0, gets regions made at its connect (hbg-sub-SESSION); with the sets,
  * hbgd keeps a wake page made ahead, which the uid's first session gets.
- * The sets taken
- * are made again (hbgd's fd count back where it was), and a session after
+ * Status shows the sets ready and how many sessions took one. The sets
+ * taken are made again (hbgd's fd count back where it was), and a session after
  * the others closed gets fresh ones too; after a reload that changes the
  * default geometry, the sets are of the new one. */
 START_TEST(spare_regions_fresh) {
@@ -1726,6 +1737,8 @@ START_TEST(spare_regions_fresh) {
         for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
                 struct hbgd_proc *d = start_hbgd_conf_fd(_i, cases[k].conf, -1);
                 wait_slow_work_idle(d);
+                int sock = raw_connect(d->socket_path); /* before the count: hbgd holds its end */
+                raw_hello(sock);
                 int base = fd_baseline(d);
                 unsigned long pages[8];
                 unsigned n_pages = hbgd_wake_inodes(d, pages, 8);
@@ -1734,6 +1747,11 @@ START_TEST(spare_regions_fresh) {
                 char la[64], lb[64], lc[64];
                 unsigned long ia, ib, ic;
                 uint8_t *ha, *hb, *hc;
+                uint64_t taken = 1;
+                unsigned ready = regions_now(sock, &taken);
+                D_ASSERT(d, ready == (cases[k].ahead ? 8u : 0u) && taken == 0,
+                         "'%s': status shows %u sets made ahead (%" PRIu64 " taken) idle", cases[k].conf, ready,
+                         taken);
                 hbg_client *a = labelled_session(d, 0, &ha, la, sizeof(la), &ia);
                 uint32_t page_flags;
                 unsigned long page = own_wake_inode(&page_flags);
@@ -1760,6 +1778,11 @@ START_TEST(spare_regions_fresh) {
                 hbg_disconnect(c);
                 wait_slow_work_idle(d);
                 assert_fd_baseline(d, base, "after three sessions");
+                ready = regions_now(sock, &taken);
+                D_ASSERT(d, ready == (cases[k].ahead ? 8u : 0u) && taken == (cases[k].ahead ? 2u : 0u),
+                         "'%s': after three sessions, status shows %u sets made ahead (%" PRIu64 " taken)",
+                         cases[k].conf, ready, taken);
+                close(sock);
                 /* A closed session's regions are never another's. */
                 a = labelled_session(d, 0, &ha, la, sizeof(la), &ia);
                 for (unsigned i = 0; i < 4096; i++)
@@ -1773,20 +1796,16 @@ START_TEST(spare_regions_fresh) {
 
         /* A reload to another default window: the sets made after it are
          * of the new geometry, which a default session then gets. */
-        char path[] = "/tmp/hbg-spare-regions-XXXXXX";
-        int fd = mkstemp(path);
-        ck_assert_int_ge(fd, 0);
-        FILE *f = fdopen(fd, "w");
-        ck_assert_ptr_nonnull(f);
-        fputs("[session]\ntask_window = 4096\nflag_window = 4096\n", f);
-        fclose(f);
+        char path[256];
+        int err = daemon_util_write_file(path, sizeof(path), "spare-regions.conf",
+                                         "[session]\ntask_window = 4096\nflag_window = 4096\n");
+        ck_assert_msg(err == 0, "%s: %s", path, strerror(-err));
         const char *args[] = { "--config", path, NULL };
         struct hbgd_proc *d = start_hbgd(_i, args);
         wait_slow_work_idle(d);
-        f = fopen(path, "w");
-        ck_assert_ptr_nonnull(f);
-        fputs("[session]\ntask_window = 2048\nflag_window = 2048\n", f);
-        fclose(f);
+        err = daemon_util_write_file(path, sizeof(path), "spare-regions.conf",
+                                     "[session]\ntask_window = 2048\nflag_window = 2048\n");
+        ck_assert_msg(err == 0, "%s: %s", path, strerror(-err));
         ck_assert_int_eq(kill(d->pid, SIGHUP), 0);
         char l[64] = "";
         unsigned long ino;
@@ -1805,7 +1824,6 @@ START_TEST(spare_regions_fresh) {
         }
         D_ASSERT(d, ahead && log2 == 11, "after the reload, a default session got hbg-sub-%s of a window 2^%u, "
                  "not a set made ahead of 2^11", l, log2);
-        unlink(path);
         stop_hbgd(d);
 }
 END_TEST

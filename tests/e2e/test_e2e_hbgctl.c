@@ -493,7 +493,10 @@ START_TEST(status_verbs) {
         r = ctl(S, "status");
         ASSERT_CODE(r, 0);
         ck_assert(strstr(r.out, "completed"));
-        ck_assert_msg(strstr(r.out, "\nsessions_closing  0\n"), "%s", r.out);
+        const char *closing = strstr(r.out, "\nsessions_closing ");
+        ck_assert_msg(closing && strtol(closing + 18, NULL, 10) == 0 && closing[18 + strspn(closing + 18, " ")] == '0',
+                      "%s", r.out);
+        ck_assert_msg(strstr(r.out, "\nspare_regions ") && strstr(r.out, "\nspare_regions_taken "), "%s", r.out);
         ck_assert_msg(strstr(r.out, " served\n"), "no served session in the table:\n%s", r.out);
         result_free(&r);
         r = ctl(NULL, "sessions", "--socket", S);
@@ -527,6 +530,9 @@ START_TEST(status_verbs) {
         ck_assert_int_ge(json_object_get_int64(get(dm, "graphs_retired")), 1);
         /* No session closed: none kept. */
         ck_assert_int_eq(json_object_get_int64(get(dm, "sessions_closing")), 0);
+        /* The session took a set made ahead only if the fill was done. */
+        ck_assert_int_le(json_object_get_int64(get(dm, "spare_regions_taken")), 1);
+        ck_assert_int_le(json_object_get_int64(get(dm, "spare_regions")), 8);
         json_object_put(o);
         result_free(&r);
 

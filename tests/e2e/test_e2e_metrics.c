@@ -585,6 +585,15 @@ START_TEST(counts) {
         D_ASSERT(d, value_of(s1, "hbg_sessions_closing", "") == 0 && samples_of(s1, "hbg_sessions_closing") == 1,
                  "sessions closing");
         D_ASSERT(d, value_of(s1, "hbg_sessions_refused_total", "errno=\"E2BIG\"") == 1, "sessions refused");
+        /* What hbgd keeps made ahead (status' numbers; a session took a
+         * set only if the fill had made one before its connect). */
+        static const char *const spares[] = { "hbg_spare_rings", "hbg_spare_ring_bytes", "hbg_spare_rings_taken_total",
+                                              "hbg_spare_regions", "hbg_spare_regions_taken_total" };
+        for (size_t i = 0; i < sizeof(spares) / sizeof(spares[0]); i++)
+                D_ASSERT(d, samples_of(s1, spares[i]) == 1, "%s: %u samples", spares[i], samples_of(s1, spares[i]));
+        D_ASSERT(d, value_of(s1, "hbg_spare_regions", "") <= 8 && value_of(s1, "hbg_spare_regions_taken_total", "") <= 1,
+                 "spare regions %g, taken %g", value_of(s1, "hbg_spare_regions", ""),
+                 value_of(s1, "hbg_spare_regions_taken_total", ""));
         D_ASSERT(d, value_of(s1, "hbg_scheduler_threads", "") == THREADS, "threads");
         /* hbgd's build and process. */
         char build[96];
