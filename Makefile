@@ -480,9 +480,10 @@ $(B)/tests/test_e2e_hbgctl: TEST_EXTRA_LIBS = $(JSONC_LIBS)
 $(B)/tests/test_e2e_hbgctl: | $(HBGCTL_BIN) $(EXAMPLE_BIN)
 # test_e2e_proto_attack checks the kernel table's import (proto/kernel_table.c,
 # which reads the built-in table of libhbgshm.a); test_e2e_api compares the
-# client's table with that built-in table.
-$(B)/tests/test_e2e_proto_attack $(B)/tests/test_e2e_api: TEST_EXTRA_LIBS = $(SHM_LIB)
-$(B)/tests/test_e2e_proto_attack $(B)/tests/test_e2e_api: $(SHM_LIB)
+# client's table with that built-in table; test_e2e_daemon asks for the
+# table by that table's digest.
+$(B)/tests/test_e2e_proto_attack $(B)/tests/test_e2e_api $(B)/tests/test_e2e_daemon: TEST_EXTRA_LIBS = $(SHM_LIB)
+$(B)/tests/test_e2e_proto_attack $(B)/tests/test_e2e_api $(B)/tests/test_e2e_daemon: $(SHM_LIB)
 # test_e2e_metrics runs hbgctl metrics and kernels (subprocesses), reads
 # the latter's JSON with json-c.
 $(B)/obj/tests/e2e/test_e2e_metrics.o: TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)

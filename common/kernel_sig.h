@@ -110,6 +110,22 @@ const struct hbg_kernel_sig *kernel_sig_by_name(const char *name);
 /* In id order: at(i) for i < kernel_sig_count(); NULL past the end. */
 size_t kernel_sig_count(void);
 const struct hbg_kernel_sig *kernel_sig_at(size_t i);
+/*
+ * A kernel table's digest, row by row in id order: h = kernel_sig_digest(h,
+ * row) from KERNEL_SIG_DIGEST_START, then kernel_sig_digest_end(h, rows).
+ * Every field a client keeps goes in (FNV-1a's step over them, 8 bytes
+ * at a time, strings with their length, NULL as ""), so two tables with
+ * one digest are the same table but by accident (a module's author could
+ * make one on purpose; modules are the administrator's, and a client
+ * that trusted a wrong table hurts only its own graphs, which hbgd
+ * checks against its own). A client sends its built-in table's in its
+ * session request, and hbgd whose own table has it sends no rows
+ * (docs/PROTOCOL.md, "The kernel table"). Never 0.
+ */
+#define KERNEL_SIG_DIGEST_START 0xcbf29ce484222325ull
+uint64_t kernel_sig_digest(uint64_t h, const struct hbg_kernel_sig *k);
+uint64_t kernel_sig_digest_end(uint64_t h, size_t rows);
+
 /* "add_f32(in a, in b, out out)" into buf; returns buf. */
 const char *kernel_sig_usage(const struct hbg_kernel_sig *k, char *buf, size_t len);
 /* "in", "out", "inout", "f32", "u64", "i64". */

@@ -134,8 +134,9 @@ static struct verdict send_session_reply(struct conn *c, struct session *s, cons
         r.fds = nfds;
         r.stall_timeout_ms = stall_ms;
         /* hbgd's kernel table (protocol 1.3): the client validates and
-         * names kernels with it. Packed once, at start. */
-        kernel_rows_attach(&c->d->kernel_reply, &r);
+         * names kernels with it. Packed once, at start; not sent to a
+         * client that has it (its request gave the table's digest). */
+        kernel_rows_attach(&c->d->kernel_reply, c->kernels_digest, &r);
         Hbg__Envelope out = HBG__ENVELOPE__INIT;
         out.msg_case = HBG__ENVELOPE__MSG_SESSION_REPLY;
         out.session_reply = &r;
@@ -236,6 +237,7 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
 
         if (!session_allowed(c, &v))
                 return v;
+        c->kernels_digest = rq->kernels_digest;
         hbgd_log_session(LOG_DEBUG, c->log_limit,
                          "session %" PRIu64 " (pid %d uid %u): asks task_window %" PRIu64 ", flag_window %" PRIu64
                          ", heap_size %" PRIu64 ", mailbox_entries %" PRIu64 ", graph_table_entries %" PRIu64

@@ -117,6 +117,10 @@ int kernel_rows_pack(struct kernel_rows_packed *p) {
                 return -ENOMEM;
         }
         uint8_t *at = p->bytes;
+        uint64_t digest = KERNEL_SIG_DIGEST_START;
+        for (size_t i = 0; i < n; i++)
+                digest = kernel_sig_digest(digest, kernel_at(i)->sig);
+        p->digest = kernel_sig_digest_end(digest, n);
         for (size_t i = 0; i < n; i++) {
                 /* A length-delimited field's data begins with its length. */
                 size_t len = hbg__kernel_info__get_packed_size(rows[i]), k = varint(len, at);
@@ -138,9 +142,13 @@ void kernel_rows_packed_free(struct kernel_rows_packed *p) {
         *p = (struct kernel_rows_packed){ 0 };
 }
 
-void kernel_rows_attach(const struct kernel_rows_packed *p, Hbg__SessionReply *r) {
+void kernel_rows_attach(const struct kernel_rows_packed *p, uint64_t client_digest, Hbg__SessionReply *r) {
         r->kernels = NULL;
         r->n_kernels = 0;
+        if (client_digest != 0 && client_digest == p->digest) {
+                r->kernels_as_digest = true;
+                return;
+        }
         r->base.n_unknown_fields = (unsigned)p->n;
         r->base.unknown_fields = p->fields;
 }

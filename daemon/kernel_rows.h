@@ -9,6 +9,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "hbg.pb-c.h"
 
@@ -34,15 +35,19 @@ int kernel_rows_check_fit(char *msg, size_t len);
  * known fields; a reader cannot tell it from a packed kernels field.
  */
 struct kernel_rows_packed {
+        uint64_t digest;   /* the table's (kernel_sig_digest()): a session request
+                              with it gets no rows, the client has them */
         size_t n;
         ProtobufCMessageUnknownField *fields;
         uint8_t *bytes;
 };
 /* 0, or -ENOMEM, -EINVAL (nothing held). The rows come out after the reply's
  * other fields, as protobuf-c packs a message's own: kernels is the last
- * field of SessionReply, so the record is byte for byte the same. */
+ * field of SessionReply but kernels_as_digest, which is never set beside
+ * rows, so the record is byte for byte the same. */
 int kernel_rows_pack(struct kernel_rows_packed *p);
 void kernel_rows_packed_free(struct kernel_rows_packed *p);
 /* r carries p's rows as its kernels (r->kernels itself left empty); p
- * must outlive r's packing. */
-void kernel_rows_attach(const struct kernel_rows_packed *p, Hbg__SessionReply *r);
+ * must outlive r's packing. A client whose request gave p's digest
+ * (client_digest) has the table already: r says so instead. */
+void kernel_rows_attach(const struct kernel_rows_packed *p, uint64_t client_digest, Hbg__SessionReply *r);

@@ -262,6 +262,8 @@ static int handshake(hbg_client *c, const hbg_connect_options *o) {
         sr.graph_table_entries = o->graph_table;
         sr.mailbox_entries = o->mailbox;
         sr.stall_timeout_ms = o->stall_timeout_ms;
+        /* hbgd sends no kernel table when its own is this one. */
+        sr.kernels_digest = kernel_table_builtin_digest();
         Hbg__Envelope req = HBG__ENVELOPE__INIT;
         req.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
         req.session_request = &sr;

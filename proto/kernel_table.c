@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,6 +183,21 @@ int kernel_table_import(struct kernel_table *t, Hbg__KernelInfo *const *rows, si
 void kernel_table_builtin(struct kernel_table *t) {
         *t = (struct kernel_table){ .n = kernel_sig_count() };
         index_rows(t);
+}
+
+uint64_t kernel_table_builtin_digest(void) {
+        /* Any thread may work it out; all get the same value. Relaxed:
+         * the value is the whole of what is shared. */
+        static _Atomic uint64_t done;
+        uint64_t h = atomic_load_explicit(&done, memory_order_relaxed);
+        if (h)
+                return h;
+        h = KERNEL_SIG_DIGEST_START;
+        for (size_t i = 0; i < kernel_sig_count(); i++)
+                h = kernel_sig_digest(h, kernel_sig_at(i));
+        h = kernel_sig_digest_end(h, kernel_sig_count());
+        atomic_store_explicit(&done, h, memory_order_relaxed);
+        return h;
 }
 
 void kernel_table_free(struct kernel_table *t) {

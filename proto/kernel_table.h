@@ -56,6 +56,8 @@ struct kernel_table {
 int kernel_table_import(struct kernel_table *t, Hbg__KernelInfo *const *rows, size_t n, char *buf, size_t len);
 /* The compiled-in table (built-ins only). */
 void kernel_table_builtin(struct kernel_table *t);
+/* The digest of that table (kernel_sig_digest()), worked out once. */
+uint64_t kernel_table_builtin_digest(void);
 void kernel_table_free(struct kernel_table *t);
 
 /* Row i (i < t->n), in id order. */

@@ -35,6 +35,8 @@
 #include <unistd.h>
 
 #include "hbg/hbg.h"
+#include "common/kernel_sig.h"
+#include "proto/kernel_table.h"
 #include "proto/wire.h"
 #include "shm/layout.h"
 #include "tests/e2e/e2e_util.h"
@@ -515,6 +517,51 @@ START_TEST(session_fds_of_older_client) {
                 close(fds[i]);
         close(sock);
         abuse_epilogue(d, base, "session of a protocol 1.4 client");
+}
+END_TEST
+
+/* The kernel table by its digest (docs/PROTOCOL.md, "The kernel table"):
+ * a session request with the digest of this build's built-in table gets
+ * no rows, hbgd's table being that one; with any other digest, or none
+ * (an older client), every row. The library's own connects send it
+ * (test_e2e_api lists the kernels it then knows; test_e2e_modules, a
+ * table with a module's kernels, which no digest of a built-in table
+ * spares). */
+START_TEST(kernel_table_by_digest) {
+        struct hbgd_proc *d = start_hbgd(_i, NULL);
+        int base = fd_baseline(d);
+        uint64_t mine = kernel_table_builtin_digest();
+        const uint64_t digests[] = { mine, mine ^ 1, 0 };
+        for (size_t i = 0; i < sizeof(digests) / sizeof(digests[0]); i++) {
+                int sock = raw_connect(d->socket_path);
+                raw_hello(sock);
+                Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
+                sr.kernels_digest = digests[i];
+                Hbg__Envelope req = HBG__ENVELOPE__INIT;
+                req.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
+                req.session_request = &sr;
+                send_env(sock, &req, NULL, 0);
+                int fds[SESSION_FDS];
+                Hbg__Envelope *e = expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, SESSION_FDS);
+                const Hbg__SessionReply *r = e->session_reply;
+                if (i == 0)
+                        D_ASSERT(d, r->kernels_as_digest && r->n_kernels == 0,
+                                 "the built-in table's digest: %zu rows, kernels_as_digest %d", r->n_kernels,
+                                 (int)r->kernels_as_digest);
+                else
+                        D_ASSERT(d, !r->kernels_as_digest && r->n_kernels == kernel_sig_count(),
+                                 "digest %#" PRIx64 ": %zu rows (not %zu), kernels_as_digest %d", digests[i],
+                                 r->n_kernels, kernel_sig_count(), (int)r->kernels_as_digest);
+                for (size_t k = 0; k < r->n_kernels; k++)
+                        D_ASSERT(d, r->kernels[k]->id == kernel_sig_at(k)->id &&
+                                            strcmp(r->kernels[k]->name, kernel_sig_at(k)->name) == 0,
+                                 "row %zu is not the built-in %s", k, kernel_sig_at(k)->name);
+                wire_free(e);
+                for (unsigned f = 0; f < SESSION_FDS; f++)
+                        close(fds[f]);
+                close(sock);
+        }
+        abuse_epilogue(d, base, "sessions asking for the table by its digest");
 }
 END_TEST
 
@@ -1919,7 +1966,8 @@ static Suite *suite(void) {
                 { "probe", { io_probe_fallback } },
                 { "abuse", { abuse_wrong_major, abuse_oversized, abuse_garbage, abuse_not_hello_first,
                              abuse_truncated, abuse_fds, abuse_empty_record } },
-                { "session", { session_regions_sealed, session_fds_of_older_client, session_seal_made_impossible } },
+                { "session", { session_regions_sealed, session_fds_of_older_client, session_seal_made_impossible,
+                               kernel_table_by_digest } },
                 { "status", { status_over_socket, thread_names } },
                 { "sigterm", { sigterm_in_flight } },
                 { "spin", { spin_moves_keep_affinity } },

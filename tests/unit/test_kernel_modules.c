@@ -24,6 +24,7 @@
 #include "daemon/engine/kernels.h"
 #include "daemon/kernel_modules.h"
 #include "daemon/kernel_rows.h"
+#include "proto/kernel_table.h"
 #include "tests/check_main.h"
 #include "tests/module_util.h"
 
@@ -77,6 +78,67 @@ START_TEST(builtins_registered) {
         }
         ck_assert_ptr_null(kernel_lookup(HBG_KERNEL_MODULE_FIRST));
         ck_assert_ptr_null(kernel_at(HBG_KERNEL_COUNT - 1));
+}
+END_TEST
+
+/* Without modules hbgd's table is a client's built-in one: the packed
+ * rows' digest is the client's (libclient sends it, and the reply carries
+ * no rows), and a reply to a client without it carries them all. Any
+ * field of a row changed, the digest changes. */
+START_TEST(builtin_digest) {
+        struct kernel_rows_packed p;
+        ck_assert_int_eq(kernel_rows_pack(&p), 0);
+        uint64_t mine = kernel_table_builtin_digest();
+        ck_assert_uint_ne(mine, 0);
+        ck_assert_uint_eq(p.digest, mine);
+        ck_assert_uint_eq(kernel_table_builtin_digest(), mine); /* worked out once, the same */
+        Hbg__SessionReply r = HBG__SESSION_REPLY__INIT;
+        kernel_rows_attach(&p, mine, &r);
+        ck_assert(r.kernels_as_digest);
+        ck_assert_uint_eq(r.base.n_unknown_fields, 0);
+        static const uint64_t others[] = { 0, 1 };
+        for (size_t i = 0; i < 2; i++) {
+                Hbg__SessionReply o = HBG__SESSION_REPLY__INIT;
+                kernel_rows_attach(&p, others[i] == 1 ? mine ^ 1 : 0, &o);
+                ck_assert(!o.kernels_as_digest);
+                ck_assert_uint_eq(o.base.n_unknown_fields, kernel_count());
+        }
+        kernel_rows_packed_free(&p);
+
+        /* Each change to one row, alone. */
+        uint64_t base = KERNEL_SIG_DIGEST_START;
+        for (size_t i = 0; i < kernel_sig_count(); i++)
+                base = kernel_sig_digest(base, kernel_sig_at(i));
+        ck_assert_uint_eq(kernel_sig_digest_end(base, kernel_sig_count()), mine);
+        const struct hbg_kernel_sig *gemm = kernel_sig_by_name("gemm_f32");
+        ck_assert_ptr_nonnull(gemm);
+        ck_assert_uint_ge(gemm->n_tensors, 2);
+        ck_assert_uint_ge(gemm->n_scalars, 1);
+        for (unsigned change = 0; change < 10; change++) {
+                struct hbg_kernel_sig k = *gemm;
+                switch (change) {
+                case 0: k.id++; break;
+                case 1: k.name = "gemm_f33"; break;
+                case 2: k.summary = "another summary"; break;
+                case 3: k.length_rule = ""; break;
+                case 4: k.module = "/usr/lib/hbg/kernels/x.so"; break;
+                case 5: k.splittable = !k.splittable; break;
+                case 6: k.in_place = !k.in_place; break;
+                case 7: k.tensors[1].dir = k.tensors[1].dir == HBG_DIR_IN ? HBG_DIR_OUT : HBG_DIR_IN; break;
+                case 8: k.scalars[0].name = "q"; break;
+                case 9: k.n_scalars--; break;
+                }
+                uint64_t h = KERNEL_SIG_DIGEST_START;
+                for (size_t i = 0; i < kernel_sig_count(); i++)
+                        h = kernel_sig_digest(h, kernel_sig_at(i) == gemm ? &k : kernel_sig_at(i));
+                ck_assert_msg(kernel_sig_digest_end(h, kernel_sig_count()) != mine, "change %u kept the digest",
+                              change);
+        }
+        /* A row fewer. */
+        uint64_t h = KERNEL_SIG_DIGEST_START;
+        for (size_t i = 0; i + 1 < kernel_sig_count(); i++)
+                h = kernel_sig_digest(h, kernel_sig_at(i));
+        ck_assert_uint_ne(kernel_sig_digest_end(h, kernel_sig_count() - 1), mine);
 }
 END_TEST
 
@@ -389,13 +451,15 @@ START_TEST(session_reply_table_packed_once) {
         ck_assert_uint_gt(kernel_module_kernels(), 0);
         /* The rows go after the reply's own fields (protobuf-c writes a
          * message's unknown fields last): the same bytes only while
-         * kernels is its highest-numbered field. */
+         * kernels is its highest-numbered field set with them
+         * (kernels_as_digest never is). */
         const ProtobufCMessageDescriptor *desc = &hbg__session_reply__descriptor;
         const ProtobufCFieldDescriptor *kf = protobuf_c_message_descriptor_get_field_by_name(desc, "kernels");
         ck_assert_ptr_nonnull(kf);
         for (unsigned i = 0; i < desc->n_fields; i++)
-                ck_assert_msg(desc->fields[i].id <= kf->id, "SessionReply.%s (%u) comes after kernels (%u)",
-                              desc->fields[i].name, desc->fields[i].id, kf->id);
+                ck_assert_msg(desc->fields[i].id <= kf->id || strcmp(desc->fields[i].name, "kernels_as_digest") == 0,
+                              "SessionReply.%s (%u) comes after kernels (%u)", desc->fields[i].name,
+                              desc->fields[i].id, kf->id);
         Hbg__SessionReply rows = HBG__SESSION_REPLY__INIT, packed = HBG__SESSION_REPLY__INIT;
         rows.session_id = packed.session_id = 7;
         rows.first_id = packed.first_id = 1u << 20;
@@ -404,7 +468,10 @@ START_TEST(session_reply_table_packed_once) {
         ck_assert_ptr_nonnull(mem);
         struct kernel_rows_packed p;
         ck_assert_int_eq(kernel_rows_pack(&p), 0);
-        kernel_rows_attach(&p, &packed);
+        /* With a module's kernels, the table is no client's built-in one. */
+        ck_assert_uint_ne(p.digest, kernel_table_builtin_digest());
+        kernel_rows_attach(&p, kernel_table_builtin_digest(), &packed);
+        ck_assert(!packed.kernels_as_digest);
         Hbg__Envelope a = HBG__ENVELOPE__INIT, b = HBG__ENVELOPE__INIT;
         a.msg_case = b.msg_case = HBG__ENVELOPE__MSG_SESSION_REPLY;
         a.session_reply = &rows;
@@ -436,6 +503,7 @@ static Suite *suite(void) {
         Suite *s = suite_create("kernel_modules");
         TCase *tc = tcase_create("kernel_modules");
         tcase_add_test(tc, builtins_registered);
+        tcase_add_test(tc, builtin_digest);
         tcase_add_test(tc, example_module);
         tcase_add_test(tc, generic_checks_first);
         tcase_add_loop_test(tc, refused, 0, (int)(sizeof(refusals) / sizeof(refusals[0])));
