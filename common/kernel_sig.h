@@ -113,12 +113,11 @@ const struct hbg_kernel_sig *kernel_sig_at(size_t i);
 /*
  * A kernel table's digest, row by row in id order: h = kernel_sig_digest(h,
  * row) from KERNEL_SIG_DIGEST_START, then kernel_sig_digest_end(h, rows).
- * Every field a client keeps goes in (FNV-1a's step over them, 8 bytes
- * at a time, strings with their length, NULL as ""), so two tables with
- * one digest are the same table but by accident (a module's author could
- * make one on purpose; modules are the administrator's, and a client
- * that trusted a wrong table hurts only its own graphs, which hbgd
- * checks against its own). A client sends its built-in table's in its
+ * Every field a client keeps goes in (FNV-1a's multiply over them, 8
+ * bytes at a time, strings with their length, NULL as ""), so two tables
+ * share a digest only by chance (or by a module author's design: modules
+ * are the administrator's, and a client that trusted a wrong table hurts
+ * only its own graphs, which hbgd checks against its own table). A client sends its built-in table's in its
  * session request, and hbgd whose own table has it sends no rows
  * (docs/PROTOCOL.md, "The kernel table"). Never 0.
  */

@@ -145,10 +145,7 @@ void kernel_rows_packed_free(struct kernel_rows_packed *p) {
 void kernel_rows_attach(const struct kernel_rows_packed *p, uint64_t client_digest, Hbg__SessionReply *r) {
         r->kernels = NULL;
         r->n_kernels = 0;
-        if (client_digest != 0 && client_digest == p->digest) {
-                r->kernels_as_digest = true;
-                return;
-        }
-        r->base.n_unknown_fields = (unsigned)p->n;
-        r->base.unknown_fields = p->fields;
+        r->kernels_by_digest = client_digest != 0 && client_digest == p->digest;
+        r->base.n_unknown_fields = r->kernels_by_digest ? 0 : (unsigned)p->n;
+        r->base.unknown_fields = r->kernels_by_digest ? NULL : p->fields;
 }

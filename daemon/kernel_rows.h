@@ -43,7 +43,7 @@ struct kernel_rows_packed {
 };
 /* 0, or -ENOMEM, -EINVAL (nothing held). The rows come out after the reply's
  * other fields, as protobuf-c packs a message's own: kernels is the last
- * field of SessionReply but kernels_as_digest, which is never set beside
+ * field of SessionReply but kernels_by_digest, which is never set beside
  * rows, so the record is byte for byte the same. */
 int kernel_rows_pack(struct kernel_rows_packed *p);
 void kernel_rows_packed_free(struct kernel_rows_packed *p);

@@ -25,7 +25,7 @@ _Static_assert((int)HBG_LENGTH_RULE_ANY == (int)HBG_LENGTH_ANY && (int)HBG_LENGT
 #define KERNEL_TABLE_MINOR 3u
 
 int hbgc_kernels_take(hbg_client *c, const Hbg__SessionReply *r) {
-        if (r->kernels_as_digest && r->n_kernels == 0) {
+        if (r->kernels_by_digest && r->n_kernels == 0) {
                 /* hbgd's table has our built-in table's digest: it is that
                  * table, and needs no checks (connect.c sent the digest). */
                 kernel_table_builtin(&c->kernels);

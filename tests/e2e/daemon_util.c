@@ -101,7 +101,9 @@ void daemon_util_cleanup(void) {
 }
 
 int daemon_util_write_file(char *path, size_t len, const char *name, const char *text) {
-        int n = snprintf(path, len, "%s/%s", base_dir[0] ? base_dir : tmp_root(), name);
+        if (!base_dir[0])
+                return -ENOENT; /* daemon_util_init() first: never a fixed name in a shared directory */
+        int n = snprintf(path, len, "%s/%s", base_dir, name);
         if (n < 0 || (size_t)n >= len)
                 return -ENAMETOOLONG;
         FILE *f = fopen(path, "w");

@@ -46,7 +46,7 @@ void daemon_util_cleanup(void);
 /* A file of the tests' own (a config file to change and reload) in that
  * parent directory, so that a test that fails before unlinking it leaves
  * nothing behind: its path into path (len bytes), written with text.
- * 0 or -errno. */
+ * 0 or -errno (-ENOENT before daemon_util_init()). */
 int daemon_util_write_file(char *path, size_t len, const char *name, const char *text);
 
 /* The hbgd binary: $HBGD, else the one of this build (compiled in). */

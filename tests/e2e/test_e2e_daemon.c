@@ -520,6 +520,26 @@ START_TEST(session_fds_of_older_client) {
 }
 END_TEST
 
+static const char *nonnull(const char *s) {
+        return s ? s : "";
+}
+
+/* An imported row against the built-in one: every field a client uses. */
+static void assert_same_sig(struct hbgd_proc *d, const struct hbg_kernel_sig *a, const struct hbg_kernel_sig *b) {
+        bool same = a->id == b->id && strcmp(a->name, b->name) == 0 &&
+                    strcmp(nonnull(a->summary), nonnull(b->summary)) == 0 &&
+                    strcmp(nonnull(a->length_rule), nonnull(b->length_rule)) == 0 &&
+                    strcmp(nonnull(a->module), nonnull(b->module)) == 0 && a->length == b->length &&
+                    a->splittable == b->splittable && a->in_place == b->in_place && a->n_tensors == b->n_tensors &&
+                    a->n_scalars == b->n_scalars;
+        for (unsigned i = 0; same && i < a->n_tensors; i++)
+                same = strcmp(a->tensors[i].name, b->tensors[i].name) == 0 && a->tensors[i].dir == b->tensors[i].dir;
+        for (unsigned i = 0; same && i < a->n_scalars; i++)
+                same = strcmp(a->scalars[i].name, b->scalars[i].name) == 0 &&
+                       a->scalars[i].kind == b->scalars[i].kind;
+        D_ASSERT(d, same, "hbgd's row for %s is not this build's built-in one", b->name);
+}
+
 /* The kernel table by its digest (docs/PROTOCOL.md, "The kernel table"):
  * a session request with the digest of this build's built-in table gets
  * no rows, hbgd's table being that one; with any other digest, or none
@@ -545,17 +565,25 @@ START_TEST(kernel_table_by_digest) {
                 Hbg__Envelope *e = expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, SESSION_FDS);
                 const Hbg__SessionReply *r = e->session_reply;
                 if (i == 0)
-                        D_ASSERT(d, r->kernels_as_digest && r->n_kernels == 0,
-                                 "the built-in table's digest: %zu rows, kernels_as_digest %d", r->n_kernels,
-                                 (int)r->kernels_as_digest);
+                        D_ASSERT(d, r->kernels_by_digest && r->n_kernels == 0,
+                                 "the built-in table's digest: %zu rows, kernels_by_digest %d", r->n_kernels,
+                                 (int)r->kernels_by_digest);
                 else
-                        D_ASSERT(d, !r->kernels_as_digest && r->n_kernels == kernel_sig_count(),
-                                 "digest %#" PRIx64 ": %zu rows (not %zu), kernels_as_digest %d", digests[i],
-                                 r->n_kernels, kernel_sig_count(), (int)r->kernels_as_digest);
-                for (size_t k = 0; k < r->n_kernels; k++)
-                        D_ASSERT(d, r->kernels[k]->id == kernel_sig_at(k)->id &&
-                                            strcmp(r->kernels[k]->name, kernel_sig_at(k)->name) == 0,
-                                 "row %zu is not the built-in %s", k, kernel_sig_at(k)->name);
+                        D_ASSERT(d, !r->kernels_by_digest && r->n_kernels == kernel_sig_count(),
+                                 "digest %#" PRIx64 ": %zu rows (not %zu), kernels_by_digest %d", digests[i],
+                                 r->n_kernels, kernel_sig_count(), (int)r->kernels_by_digest);
+                if (i > 0) {
+                        /* The rows, imported as a client does, are the
+                         * built-in table, field by field: what a client
+                         * that sent the digest uses instead. */
+                        struct kernel_table t;
+                        char why[256];
+                        D_ASSERT(d, kernel_table_import(&t, r->kernels, r->n_kernels, why, sizeof(why)) == 0, "%s",
+                                 why);
+                        for (size_t k = 0; k < t.n; k++)
+                                assert_same_sig(d, kernel_table_at(&t, k), kernel_sig_at(k));
+                        kernel_table_free(&t);
+                }
                 wire_free(e);
                 for (unsigned f = 0; f < SESSION_FDS; f++)
                         close(fds[f]);
@@ -1735,13 +1763,17 @@ static unsigned long own_wake_inode(uint32_t *ret_flags) {
 }
 
 /* The sets of regions hbgd has made ahead now, and how many sessions
- * took one (status). */
-static unsigned regions_now(int sock, uint64_t *ret_taken) {
+ * took one (status, on a connection of its own: hbgd closes one that
+ * stays idle without a session past its handshake timeout). */
+static unsigned regions_now(struct hbgd_proc *d, uint64_t *ret_taken) {
+        int sock = raw_connect(d->socket_path);
+        raw_hello(sock);
         Hbg__Envelope *env;
         const Hbg__StatusReply *st = status(sock, HBG__STATUS_KIND__STATUS_DAEMON, &env);
         unsigned n = st->daemon->spare_regions;
         *ret_taken = st->daemon->spare_regions_taken;
         wire_free(env);
+        close(sock);
         return n;
 }
 
@@ -1784,8 +1816,6 @@ START_TEST(spare_regions_fresh) {
         for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
                 struct hbgd_proc *d = start_hbgd_conf_fd(_i, cases[k].conf, -1);
                 wait_slow_work_idle(d);
-                int sock = raw_connect(d->socket_path); /* before the count: hbgd holds its end */
-                raw_hello(sock);
                 int base = fd_baseline(d);
                 unsigned long pages[8];
                 unsigned n_pages = hbgd_wake_inodes(d, pages, 8);
@@ -1795,7 +1825,7 @@ START_TEST(spare_regions_fresh) {
                 unsigned long ia, ib, ic;
                 uint8_t *ha, *hb, *hc;
                 uint64_t taken = 1;
-                unsigned ready = regions_now(sock, &taken);
+                unsigned ready = regions_now(d, &taken);
                 D_ASSERT(d, ready == (cases[k].ahead ? 8u : 0u) && taken == 0,
                          "'%s': status shows %u sets made ahead (%" PRIu64 " taken) idle", cases[k].conf, ready,
                          taken);
@@ -1825,11 +1855,10 @@ START_TEST(spare_regions_fresh) {
                 hbg_disconnect(c);
                 wait_slow_work_idle(d);
                 assert_fd_baseline(d, base, "after three sessions");
-                ready = regions_now(sock, &taken);
+                ready = regions_now(d, &taken);
                 D_ASSERT(d, ready == (cases[k].ahead ? 8u : 0u) && taken == (cases[k].ahead ? 2u : 0u),
                          "'%s': after three sessions, status shows %u sets made ahead (%" PRIu64 " taken)",
                          cases[k].conf, ready, taken);
-                close(sock);
                 /* A closed session's regions are never another's. */
                 a = labelled_session(d, 0, &ha, la, sizeof(la), &ia);
                 for (unsigned i = 0; i < 4096; i++)

@@ -43,6 +43,7 @@
 #include "daemon/conn.h"
 #include "daemon/conn_close.h"
 #include "daemon/log.h"
+#include "proto/kernel_table.h"
 #include "proto/wire.h"
 #include "shm/layout.h"
 #include "common/clock.h"
@@ -317,6 +318,19 @@ static void session_stall(struct seed *s, uint64_t window, uint64_t heap, uint64
         put_env(s, 8, &e);
 }
 
+/* A session request that names the table it has: hbgd's reply then
+ * carries none (kernels_by_digest). */
+static void session_digest(struct seed *s, uint64_t window, uint64_t heap, uint64_t digest) {
+        Hbg__SessionRequest r = HBG__SESSION_REQUEST__INIT;
+        r.task_window = window;
+        r.heap_size = heap;
+        r.kernels_digest = digest;
+        Hbg__Envelope e = HBG__ENVELOPE__INIT;
+        e.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
+        e.session_request = &r;
+        put_env(s, 8, &e);
+}
+
 static void session(struct seed *s, uint64_t window, uint64_t heap) {
         session_stall(s, window, heap, 0);
 }
@@ -373,6 +387,8 @@ int fuzz_write_seeds(const char *dir) {
         SEED("session_twice", hello(&s, HBG_PROTO_MAJOR); session(&s, 64, 65536); session(&s, 64, 65536));
         SEED("session_too_big", hello(&s, HBG_PROTO_MAJOR); session(&s, UINT64_C(1) << 40, 3));
         SEED("session_stall", hello(&s, HBG_PROTO_MAJOR); session_stall(&s, 64, 65536, 200));
+        SEED("session_kernels_by_digest", hello(&s, HBG_PROTO_MAJOR);
+             session_digest(&s, 64, 65536, kernel_table_builtin_digest()));
         SEED("session_stall_too_big", hello(&s, HBG_PROTO_MAJOR); session_stall(&s, 64, 65536, UINT64_MAX));
         SEED("status_all", hello(&s, HBG_PROTO_MAJOR); status(&s, HBG__STATUS_KIND__STATUS_DAEMON, 0);
              status(&s, HBG__STATUS_KIND__STATUS_THREADS, 0); status(&s, HBG__STATUS_KIND__STATUS_SESSIONS, 0);

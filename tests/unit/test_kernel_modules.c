@@ -94,13 +94,13 @@ START_TEST(builtin_digest) {
         ck_assert_uint_eq(kernel_table_builtin_digest(), mine); /* worked out once, the same */
         Hbg__SessionReply r = HBG__SESSION_REPLY__INIT;
         kernel_rows_attach(&p, mine, &r);
-        ck_assert(r.kernels_as_digest);
+        ck_assert(r.kernels_by_digest);
         ck_assert_uint_eq(r.base.n_unknown_fields, 0);
-        static const uint64_t others[] = { 0, 1 };
+        const uint64_t others[] = { 0, mine ^ 1 };
         for (size_t i = 0; i < 2; i++) {
                 Hbg__SessionReply o = HBG__SESSION_REPLY__INIT;
-                kernel_rows_attach(&p, others[i] == 1 ? mine ^ 1 : 0, &o);
-                ck_assert(!o.kernels_as_digest);
+                kernel_rows_attach(&p, others[i], &o);
+                ck_assert(!o.kernels_by_digest);
                 ck_assert_uint_eq(o.base.n_unknown_fields, kernel_count());
         }
         kernel_rows_packed_free(&p);
@@ -114,7 +114,7 @@ START_TEST(builtin_digest) {
         ck_assert_ptr_nonnull(gemm);
         ck_assert_uint_ge(gemm->n_tensors, 2);
         ck_assert_uint_ge(gemm->n_scalars, 1);
-        for (unsigned change = 0; change < 10; change++) {
+        for (unsigned change = 0; change < 14; change++) {
                 struct hbg_kernel_sig k = *gemm;
                 switch (change) {
                 case 0: k.id++; break;
@@ -127,6 +127,10 @@ START_TEST(builtin_digest) {
                 case 7: k.tensors[1].dir = k.tensors[1].dir == HBG_DIR_IN ? HBG_DIR_OUT : HBG_DIR_IN; break;
                 case 8: k.scalars[0].name = "q"; break;
                 case 9: k.n_scalars--; break;
+                case 10: k.length = k.length == HBG_LENGTH_ANY ? HBG_LENGTH_EQUAL : HBG_LENGTH_ANY; break;
+                case 11: k.tensors[0].name = "z"; break;
+                case 12: k.scalars[0].kind = k.scalars[0].kind == HBG_SCALAR_U64 ? HBG_SCALAR_I64 : HBG_SCALAR_U64; break;
+                case 13: k.n_tensors--; break;
                 }
                 uint64_t h = KERNEL_SIG_DIGEST_START;
                 for (size_t i = 0; i < kernel_sig_count(); i++)
@@ -452,12 +456,12 @@ START_TEST(session_reply_table_packed_once) {
         /* The rows go after the reply's own fields (protobuf-c writes a
          * message's unknown fields last): the same bytes only while
          * kernels is its highest-numbered field set with them
-         * (kernels_as_digest never is). */
+         * (kernels_by_digest never is). */
         const ProtobufCMessageDescriptor *desc = &hbg__session_reply__descriptor;
         const ProtobufCFieldDescriptor *kf = protobuf_c_message_descriptor_get_field_by_name(desc, "kernels");
         ck_assert_ptr_nonnull(kf);
         for (unsigned i = 0; i < desc->n_fields; i++)
-                ck_assert_msg(desc->fields[i].id <= kf->id || strcmp(desc->fields[i].name, "kernels_as_digest") == 0,
+                ck_assert_msg(desc->fields[i].id <= kf->id || strcmp(desc->fields[i].name, "kernels_by_digest") == 0,
                               "SessionReply.%s (%u) comes after kernels (%u)", desc->fields[i].name,
                               desc->fields[i].id, kf->id);
         Hbg__SessionReply rows = HBG__SESSION_REPLY__INIT, packed = HBG__SESSION_REPLY__INIT;
@@ -471,7 +475,7 @@ START_TEST(session_reply_table_packed_once) {
         /* With a module's kernels, the table is no client's built-in one. */
         ck_assert_uint_ne(p.digest, kernel_table_builtin_digest());
         kernel_rows_attach(&p, kernel_table_builtin_digest(), &packed);
-        ck_assert(!packed.kernels_as_digest);
+        ck_assert(!packed.kernels_by_digest);
         Hbg__Envelope a = HBG__ENVELOPE__INIT, b = HBG__ENVELOPE__INIT;
         a.msg_case = b.msg_case = HBG__ENVELOPE__MSG_SESSION_REPLY;
         a.session_reply = &rows;
