@@ -19,6 +19,7 @@ void conn_close_session(struct hbgd *d, struct session *s, int reason) {
         if (session_close(s, reason))
                 hbgd_collect_soon(d);
         spare_rings_want(d);
+        spare_regions_retry(d); /* its fds given back, unless a thread holds its ring (then hbgd_collect()) */
 }
 
 void conn_close(struct conn *c, const char *why) {

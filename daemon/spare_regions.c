@@ -107,10 +107,11 @@ static void fill_done(struct slow_job *job) {
         s->queued = false;
         if (s->result < 0) {
                 /* Out of fds or memory: sessions make theirs at their
-                 * build; tried again at the next session's set-up. */
+                 * build; tried again at the next session's set-up, or when
+                 * a session is freed (spare_regions_retry()). */
                 if (s->logged != s->result)
                         hbgd_log(LOG_NOTICE, "spare regions: cannot make a session's regions ahead: %s; "
-                                 "sessions make their own (tried again at the next session)",
+                                 "sessions make their own (tried again when a session is set up or freed)",
                                  strerror(-s->result));
                 s->logged = s->result;
                 return;
@@ -143,6 +144,11 @@ void spare_regions_want(struct hbgd *d) {
         };
         s->queued = true;
         slow_work_submit(d->slow, &s->job);
+}
+
+void spare_regions_retry(struct hbgd *d) {
+        if (d->regions.logged < 0)
+                spare_regions_want(d);
 }
 
 void spare_regions_stop(struct hbgd *d) {

@@ -15,7 +15,8 @@
  * nobody. With any sets, the job also keeps a wake page made ahead for
  * the next uid new to hbgd (engine_wake_page_ahead()). Calls are the io
  * thread's but spare_regions_take() (the build's, on the slow-work
- * thread) and spare_regions_ready() (any thread's).
+ * thread) and spare_regions_ready() (any thread's, before
+ * spare_regions_stop()).
  */
 #pragma once
 
@@ -58,6 +59,11 @@ int spare_regions_init(struct spare_regions *s);
  * (after the start, a session's build submitted, a reload): the job is
  * queued unless it is already. */
 void spare_regions_want(struct hbgd *d);
+
+/* After sessions were freed (their fds and memory given back): the fill
+ * again if its last run failed (out of fds or memory), not only at the
+ * next session's set-up. */
+void spare_regions_retry(struct hbgd *d);
 
 /* A set of geometry g into *ret, if one is ready: true. The build's. */
 bool spare_regions_take(struct spare_regions *s, const struct hbg_geometry *g, struct session_regions *ret);

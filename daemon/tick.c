@@ -33,8 +33,10 @@ void hbgd_tick_set(struct hbgd *d, bool busy) {
 unsigned hbgd_collect(struct hbgd *d) {
         uint64_t charged = d->acct.memory;
         unsigned held = engine_collect(d->engine);
-        if (d->acct.memory < charged)
-                spare_rings_want(d); /* memory given back: room for a spare */
+        if (d->acct.memory < charged) {
+                spare_rings_want(d);    /* memory given back: room for a spare */
+                spare_regions_retry(d); /* and fds: a failed fill may pass now */
+        }
         return held;
 }
 
