@@ -219,6 +219,11 @@ static void session_built(struct slow_job *work) {
         io_source_again(d->loop, c->src);
 }
 
+/* A closed session's ring let go after its close (session_on_release()). */
+static void collect_released(void *d) {
+        (void)hbgd_collect(d);
+}
+
 static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, const int *in_fds) {
         (void)in_fds;
         const Hbg__SessionRequest *rq = env->session_request;
@@ -280,6 +285,7 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
          * meanwhile, and connects at once do not wait for each other here;
          * the connection reads nothing more until the reply
          * (session_built()). */
+        session_on_release(s, collect_released, d);
         struct slow_job *work = session_build_job(s, &d->regions);
         work->done = session_built;
         work->userdata = c;

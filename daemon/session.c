@@ -61,17 +61,23 @@ static void session_served(struct session *s) {
 
 /* The session closed while its pre-fault piece or hbgd's seal ran, which
  * is done now: let its ring go, which may free it and, through
- * session_released(), the session. (Collected here, not by hbgd's tick:
- * the memory it gives back then asks for no spare ring until the next
- * connect or close does.) Returns whether it did: s may be gone then. */
+ * session_released(), the session. Collected at once, through hbgd's
+ * collect (session_on_release()), so that the memory and fds it gives
+ * back ask for spares now, not at the next connect. Returns whether it
+ * did: s may be gone then. */
 static bool release_held_ring(struct session *s) {
         if (!s->held_ring)
                 return false;
         struct hbg_engine *e = s->engine;
         struct hbg_ring *r = s->held_ring;
+        void (*collect)(void *) = s->collect;
+        void *arg = s->collect_arg;
         s->held_ring = NULL;
         ring_unhold(e, r);
-        engine_collect(e);
+        if (collect)
+                collect(arg); /* s may be freed from here on */
+        else
+                engine_collect(e);
         return true;
 }
 
@@ -277,6 +283,11 @@ static int session_build(struct session *s, const char **why) {
 static void build_run(struct slow_job *job) {
         struct session *s = SESSION_OF(job, build);
         s->build_err = session_build(s, &s->build_why);
+}
+
+void session_on_release(struct session *s, void (*collect)(void *arg), void *arg) {
+        s->collect = collect;
+        s->collect_arg = arg;
 }
 
 struct slow_job *session_build_job(struct session *s, struct spare_regions *spares) {

@@ -99,6 +99,8 @@ struct session {
                                            before the first and never changed after */
         struct hbg_ring *held_ring;    /* closed while a piece ran or hbgd sealed: the
                                           ring, held (ring_hold()) until that is done */
+        void (*collect)(void *arg);    /* what collects it then (session_on_release()) */
+        void *collect_arg;
         uint64_t prefault_cursor;
         int prefault_more;             /* its last result: 1 more to do, 0 done, < 0 stopped */
         uint64_t prefault_pieces;      /* runs so far */
@@ -141,6 +143,10 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
  * `spares` (a set of the session's geometry taken from it if one is
  * ready; NULL: none). */
 struct slow_job *session_build_job(struct session *s, struct spare_regions *spares);
+/* What collects the ring a close left held, once let go: hbgd's collect,
+ * which asks for spares with the memory and fds given back (otherwise
+ * engine_collect() alone, and nobody asks until the next connect). */
+void session_on_release(struct session *s, void (*collect)(void *arg), void *arg);
 /* After the build job's done: its outcome (0, or a negative errno with
  * *why); on success, watch the doorbell (whose first ring serves the
  * session and queues the pre-fault). On
