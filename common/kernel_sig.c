@@ -172,8 +172,11 @@ static uint64_t digest_u64(uint64_t h, uint64_t v) {
 }
 
 /* Every field below goes into the digest: a field added to the struct
- * must be added there too (then this size). */
+ * must be added there too (then this size; the unit test builtin_digest
+ * changes each field and wants another digest). */
+#if UINTPTR_MAX == UINT64_MAX
 _Static_assert(sizeof(struct hbg_kernel_sig) == 320, "a field of hbg_kernel_sig not in kernel_sig_digest()?");
+#endif
 
 uint64_t kernel_sig_digest(uint64_t h, const struct hbg_kernel_sig *k) {
         h = digest_u64(h, k->id);

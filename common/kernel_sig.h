@@ -117,9 +117,10 @@ const struct hbg_kernel_sig *kernel_sig_at(size_t i);
  * bytes at a time, strings with their length, NULL as ""), so two tables
  * share a digest only by chance (or by a module author's design: modules
  * are the administrator's, and a client that trusted a wrong table hurts
- * only its own graphs, which hbgd checks against its own table). A client sends its built-in table's in its
- * session request, and hbgd whose own table has it sends no rows
- * (docs/PROTOCOL.md, "The kernel table"). Never 0.
+ * only its own graphs, which hbgd checks against its own table). A
+ * client sends its built-in table's in its session request, and hbgd
+ * whose own table has it sends no rows (docs/PROTOCOL.md, "The kernel
+ * table"). Never 0.
  */
 #define KERNEL_SIG_DIGEST_START 0xcbf29ce484222325ull
 uint64_t kernel_sig_digest(uint64_t h, const struct hbg_kernel_sig *k);

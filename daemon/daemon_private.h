@@ -37,7 +37,7 @@ struct conn {
         struct ucred cred;
         uint64_t id;
         bool hello;
-        uint32_t client_minor;      /* the client's protocol minor (its hello) */
+        uint32_t client_minor;         /* the client's protocol minor (its hello) */
         uint64_t kernels_digest;       /* its session request's: the kernel table it has */
         bool closed;                   /* freed after the current io round */
         int64_t deadline_ms;           /* closed if no complete request by then; 0: none */

@@ -105,18 +105,24 @@ static void fill_done(struct slow_job *job) {
         struct hbgd *d = job->userdata;
         struct spare_regions *s = &d->regions;
         s->queued = false;
+        s->failed = s->result < 0;
         if (s->result < 0) {
                 /* Out of fds or memory: sessions make theirs at their
                  * build; tried again at the next session's set-up, or when
-                 * a session is freed (spare_regions_retry()). */
+                 * a session is freed (spare_regions_retry()), or now if one
+                 * was meanwhile (again). Logged once until a fill is
+                 * complete. */
                 if (s->logged != s->result)
                         hbgd_log(LOG_NOTICE, "spare regions: cannot make a session's regions ahead: %s; "
                                  "sessions make their own (tried again when a session is set up or freed)",
                                  strerror(-s->result));
                 s->logged = s->result;
+                if (s->again)
+                        spare_regions_want(d); /* clears again: no loop */
                 return;
         }
-        s->logged = 0;
+        if (s->result == 0)
+                s->logged = 0;
         if (s->result > 0 || s->again)
                 spare_regions_want(d);
 }
@@ -147,7 +153,7 @@ void spare_regions_want(struct hbgd *d) {
 }
 
 void spare_regions_retry(struct hbgd *d) {
-        if (d->regions.logged < 0)
+        if (d->regions.failed)
                 spare_regions_want(d);
 }
 

@@ -49,7 +49,8 @@ struct spare_regions {
         struct hbg_geometry want_g;     /* the default geometry at the ask */
         unsigned want;                  /* [session] spare_regions at the ask */
         int result;                     /* the run's: 1 more to make, 0 done, -errno */
-        int logged;                     /* the last error logged (once until a run succeeds) */
+        int logged;                     /* the last error logged (once until a fill is complete) */
+        bool failed;                    /* the last run failed: retried when a session is freed */
 };
 
 /* Before any other call: 0 or -errno. */

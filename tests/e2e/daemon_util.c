@@ -101,6 +101,8 @@ void daemon_util_cleanup(void) {
 }
 
 int daemon_util_write_file(char *path, size_t len, const char *name, const char *text) {
+        if (len)
+                path[0] = 0;
         if (!base_dir[0])
                 return -ENOENT; /* daemon_util_init() first: never a fixed name in a shared directory */
         int n = snprintf(path, len, "%s/%s", base_dir, name);

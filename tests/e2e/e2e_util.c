@@ -979,6 +979,17 @@ Hbg__Envelope *status_of(struct hbgd_proc *d, int fd, Hbg__StatusKind kind) {
         return r;
 }
 
+unsigned spare_regions_now(struct hbgd_proc *d, uint64_t *ret_taken) {
+        int sock = raw_connect(d->socket_path);
+        raw_hello(sock);
+        Hbg__Envelope *e = status_of(d, sock, HBG__STATUS_KIND__STATUS_DAEMON);
+        unsigned n = e->status_reply->daemon->spare_regions;
+        *ret_taken = e->status_reply->daemon->spare_regions_taken;
+        wire_free(e);
+        close(sock);
+        return n;
+}
+
 uint64_t memory_charged_now(struct hbgd_proc *d, int fd) {
         Hbg__Envelope *r = status_of(d, fd, HBG__STATUS_KIND__STATUS_METRICS);
         D_ASSERT(d, r->status_reply->metrics, "no metrics in the status reply");

@@ -264,6 +264,11 @@ long long fresh_status_shed(struct hbgd_proc *d, int bound_ms, const char *what,
 /* One status request of `kind` on fd (hello done): the reply, asserted
  * (wire_free() it). */
 Hbg__Envelope *status_of(struct hbgd_proc *d, int fd, Hbg__StatusKind kind);
+/* hbgd's sets of regions made ahead now ([session] spare_regions), and in
+ * *ret_taken how many sessions took one: status on a connection of its
+ * own (hbgd closes one that stays idle without a session past its
+ * handshake timeout). */
+unsigned spare_regions_now(struct hbgd_proc *d, uint64_t *ret_taken);
 /* Bytes charged to every session now (status METRICS on fd, hello done). */
 uint64_t memory_charged_now(struct hbgd_proc *d, int fd);
 /* Sums of the scheduler threads' counters (STATUS_THREADS on fd). */

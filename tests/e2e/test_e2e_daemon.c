@@ -1762,21 +1762,6 @@ static unsigned long own_wake_inode(uint32_t *ret_flags) {
         return ino;
 }
 
-/* The sets of regions hbgd has made ahead now, and how many sessions
- * took one (status, on a connection of its own: hbgd closes one that
- * stays idle without a session past its handshake timeout). */
-static unsigned regions_now(struct hbgd_proc *d, uint64_t *ret_taken) {
-        int sock = raw_connect(d->socket_path);
-        raw_hello(sock);
-        Hbg__Envelope *env;
-        const Hbg__StatusReply *st = status(sock, HBG__STATUS_KIND__STATUS_DAEMON, &env);
-        unsigned n = st->daemon->spare_regions;
-        *ret_taken = st->daemon->spare_regions_taken;
-        wire_free(env);
-        close(sock);
-        return n;
-}
-
 /* A session of task window `window` (0: the default), a tensor of its
  * heap, the label of the memfd holding it and that memfd's inode. */
 static hbg_client *labelled_session(struct hbgd_proc *d, uint64_t window, uint8_t **ret_heap, char *label,
@@ -1825,7 +1810,7 @@ START_TEST(spare_regions_fresh) {
                 unsigned long ia, ib, ic;
                 uint8_t *ha, *hb, *hc;
                 uint64_t taken = 1;
-                unsigned ready = regions_now(d, &taken);
+                unsigned ready = spare_regions_now(d, &taken);
                 D_ASSERT(d, ready == (cases[k].ahead ? 8u : 0u) && taken == 0,
                          "'%s': status shows %u sets made ahead (%" PRIu64 " taken) idle", cases[k].conf, ready,
                          taken);
@@ -1855,7 +1840,7 @@ START_TEST(spare_regions_fresh) {
                 hbg_disconnect(c);
                 wait_slow_work_idle(d);
                 assert_fd_baseline(d, base, "after three sessions");
-                ready = regions_now(d, &taken);
+                ready = spare_regions_now(d, &taken);
                 D_ASSERT(d, ready == (cases[k].ahead ? 8u : 0u) && taken == (cases[k].ahead ? 2u : 0u),
                          "'%s': after three sessions, status shows %u sets made ahead (%" PRIu64 " taken)",
                          cases[k].conf, ready, taken);

@@ -10,9 +10,10 @@
  *   fd_exhaustion          hbgd at a low RLIMIT_NOFILE, sessions opened
  *                          until one is refused: a clear error, the open
  *                          sessions go on, recovery once they close;
- *   spare_regions_after_exhaustion  the same with sessions that take
- *                          sets of regions made ahead: the failed fill is
- *                          made again once they are freed;
+ *   spare_regions_after_exhaustion
+ *                          the same with sessions that take sets of
+ *                          regions made ahead: the failed fill is made
+ *                          again once they are freed;
  *   memory_exhaustion      hbgd at a low RLIMIT_AS (shared regions) and
  *                          RLIMIT_DATA (private arrays): the same;
  *   allocation_failures    hbgd's own allocations failing (a link-time
@@ -416,19 +417,6 @@ START_TEST(fd_exhaustion) {
 }
 END_TEST
 
-/* hbgd's sets of regions made ahead now, and how many sessions took one
- * (status, on a connection of its own). */
-static unsigned regions_ready(struct hbgd_proc *d, uint64_t *ret_taken) {
-        int sock = raw_connect(d->socket_path);
-        raw_hello(sock);
-        Hbg__Envelope *e = status_of(d, sock, HBG__STATUS_KIND__STATUS_DAEMON);
-        unsigned n = e->status_reply->daemon->spare_regions;
-        *ret_taken = e->status_reply->daemon->spare_regions_taken;
-        wire_free(e);
-        close(sock);
-        return n;
-}
-
 /* The sets of regions made ahead ([session] spare_regions) run out of
  * fds with hbgd: sessions of the default geometry (each takes a set, and
  * the fill makes it again) opened until one is refused at a low
@@ -436,11 +424,13 @@ static unsigned regions_ready(struct hbgd_proc *d, uint64_t *ret_taken) {
  * fill is tried again without a new session: status shows every set
  * again and hbgd's fds are back where they were. */
 START_TEST(spare_regions_after_exhaustion) {
-        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, MANY_SESSIONS);
-        wait_slow_work_idle(d);
+        /* A small default geometry: the sessions run out of fds long
+         * before memory. */
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, MANY_SESSIONS "[session]\nheap_size = 1M\n"
+                                                                         "task_window = 1024\nflag_window = 1024\n");
         int base = fd_baseline(d);
         uint64_t taken;
-        unsigned sets = regions_ready(d, &taken);
+        unsigned sets = spare_regions_now(d, &taken);
         D_ASSERT(d, sets == 8, "%u sets made ahead, not 8", sets);
         struct rlimit rl = { (rlim_t)base + 16, (rlim_t)base + 16 };
         ck_assert_msg(prlimit(d->pid, RLIMIT_NOFILE, &rl, NULL) == 0, "prlimit: %s", strerror(errno));
@@ -454,7 +444,7 @@ START_TEST(spare_regions_after_exhaustion) {
         D_ASSERT(d, log_has(d, "cannot make a session's regions ahead"), "no failed fill in hbgd's log");
         run_and_close(d, c, n, "spare_regions_after_exhaustion");
         assert_fd_baseline(d, base, "the sessions freed, the sets made again");
-        sets = regions_ready(d, &taken);
+        sets = spare_regions_now(d, &taken);
         D_ASSERT(d, sets == 8 && taken >= 1, "after the sessions: %u sets made ahead (%" PRIu64 " taken)", sets,
                  taken);
         stop_hbgd(d);

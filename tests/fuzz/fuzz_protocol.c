@@ -307,23 +307,14 @@ static void hello(struct seed *s, unsigned major) {
         put_env(s, 8, &e);
 }
 
-static void session_stall(struct seed *s, uint64_t window, uint64_t heap, uint64_t stall_ms) {
+/* A session request with a stall limit and the digest of the kernel
+ * table the client has (hbgd's reply then carries none,
+ * kernels_by_digest); 0 for either: none. */
+static void session_full(struct seed *s, uint64_t window, uint64_t heap, uint64_t stall_ms, uint64_t digest) {
         Hbg__SessionRequest r = HBG__SESSION_REQUEST__INIT;
         r.task_window = window;
         r.heap_size = heap;
         r.stall_timeout_ms = stall_ms;
-        Hbg__Envelope e = HBG__ENVELOPE__INIT;
-        e.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
-        e.session_request = &r;
-        put_env(s, 8, &e);
-}
-
-/* A session request that names the table it has: hbgd's reply then
- * carries none (kernels_by_digest). */
-static void session_digest(struct seed *s, uint64_t window, uint64_t heap, uint64_t digest) {
-        Hbg__SessionRequest r = HBG__SESSION_REQUEST__INIT;
-        r.task_window = window;
-        r.heap_size = heap;
         r.kernels_digest = digest;
         Hbg__Envelope e = HBG__ENVELOPE__INIT;
         e.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
@@ -332,7 +323,7 @@ static void session_digest(struct seed *s, uint64_t window, uint64_t heap, uint6
 }
 
 static void session(struct seed *s, uint64_t window, uint64_t heap) {
-        session_stall(s, window, heap, 0);
+        session_full(s, window, heap, 0, 0);
 }
 
 /* A status request; fd_kind (ctl & 7) attaches an fd it must not carry. */
@@ -386,10 +377,10 @@ int fuzz_write_seeds(const char *dir) {
         SEED("session", hello(&s, HBG_PROTO_MAJOR); session(&s, 64, 65536));
         SEED("session_twice", hello(&s, HBG_PROTO_MAJOR); session(&s, 64, 65536); session(&s, 64, 65536));
         SEED("session_too_big", hello(&s, HBG_PROTO_MAJOR); session(&s, UINT64_C(1) << 40, 3));
-        SEED("session_stall", hello(&s, HBG_PROTO_MAJOR); session_stall(&s, 64, 65536, 200));
+        SEED("session_stall", hello(&s, HBG_PROTO_MAJOR); session_full(&s, 64, 65536, 200, 0));
         SEED("session_kernels_by_digest", hello(&s, HBG_PROTO_MAJOR);
-             session_digest(&s, 64, 65536, kernel_table_builtin_digest()));
-        SEED("session_stall_too_big", hello(&s, HBG_PROTO_MAJOR); session_stall(&s, 64, 65536, UINT64_MAX));
+             session_full(&s, 64, 65536, 0, kernel_table_builtin_digest()));
+        SEED("session_stall_too_big", hello(&s, HBG_PROTO_MAJOR); session_full(&s, 64, 65536, UINT64_MAX, 0));
         SEED("status_all", hello(&s, HBG_PROTO_MAJOR); status(&s, HBG__STATUS_KIND__STATUS_DAEMON, 0);
              status(&s, HBG__STATUS_KIND__STATUS_THREADS, 0); status(&s, HBG__STATUS_KIND__STATUS_SESSIONS, 0);
              status(&s, HBG__STATUS_KIND__STATUS_GRAPHS, 0); status(&s, HBG__STATUS_KIND__STATUS_KERNELS, 0));
