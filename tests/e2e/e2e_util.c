@@ -979,14 +979,19 @@ Hbg__Envelope *status_of(struct hbgd_proc *d, int fd, Hbg__StatusKind kind) {
         return r;
 }
 
-unsigned spare_regions_now(struct hbgd_proc *d, uint64_t *ret_taken) {
+Hbg__Envelope *daemon_status_fresh(struct hbgd_proc *d) {
         int sock = raw_connect(d->socket_path);
         raw_hello(sock);
         Hbg__Envelope *e = status_of(d, sock, HBG__STATUS_KIND__STATUS_DAEMON);
+        close(sock);
+        return e;
+}
+
+unsigned spare_regions_now(struct hbgd_proc *d, uint64_t *ret_taken) {
+        Hbg__Envelope *e = daemon_status_fresh(d);
         unsigned n = e->status_reply->daemon->spare_regions;
         *ret_taken = e->status_reply->daemon->spare_regions_taken;
         wire_free(e);
-        close(sock);
         return n;
 }
 

@@ -264,10 +264,12 @@ long long fresh_status_shed(struct hbgd_proc *d, int bound_ms, const char *what,
 /* One status request of `kind` on fd (hello done): the reply, asserted
  * (wire_free() it). */
 Hbg__Envelope *status_of(struct hbgd_proc *d, int fd, Hbg__StatusKind kind);
+/* STATUS_DAEMON on a connection of its own, closed before it returns
+ * (hbgd closes one that stays idle without a session past its handshake
+ * timeout); the caller frees it with wire_free(). */
+Hbg__Envelope *daemon_status_fresh(struct hbgd_proc *d);
 /* hbgd's sets of regions made ahead now ([session] spare_regions), and in
- * *ret_taken how many sessions took one: status on a connection of its
- * own (hbgd closes one that stays idle without a session past its
- * handshake timeout). */
+ * *ret_taken how many sessions took one (daemon_status_fresh()). */
 unsigned spare_regions_now(struct hbgd_proc *d, uint64_t *ret_taken);
 /* Bytes charged to every session now (status METRICS on fd, hello done). */
 uint64_t memory_charged_now(struct hbgd_proc *d, int fd);

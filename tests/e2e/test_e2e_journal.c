@@ -708,12 +708,9 @@ static int pipe_queued(int fd) {
 
 /* hbgd's DaemonStatus.log_lines_dropped, on a fresh connection. */
 static uint64_t lines_dropped(struct hbgd_proc *d) {
-        int fd = raw_connect(d->socket_path);
-        raw_hello(fd);
-        Hbg__Envelope *r = status_of(d, fd, HBG__STATUS_KIND__STATUS_DAEMON);
+        Hbg__Envelope *r = daemon_status_fresh(d);
         uint64_t n = r->status_reply->daemon->log_lines_dropped;
         wire_free(r);
-        close(fd);
         return n;
 }
 
