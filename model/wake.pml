@@ -34,11 +34,21 @@
  *
  * Every access the argument rests on is seq_cst in the code (the publish
  * of `submitted`, the load of need_wakeup, the bump of the word, the idle
- * count, the re-check, the clearing of need_wakeup by a woken thread and
- * the confirm's load): Promela's interleaving is that total order. A
+ * count, the re-check, the clearing of need_wakeup by an awake thread,
+ * the exchange of `asked` and the confirm's load): Promela's interleaving
+ * is that total order. A
  * futex call is one atomic step (the kernel's hash-bucket lock):
  * FUTEX_WAIT/futex_waitv compare and enqueue, FUTEX_WAKE dequeues.
  * Timeouts are left out: they only ever wake a thread.
+ *
+ * The flags the last thread to park set are cleared by one thread: the
+ * asker itself if its re-check found work, else the first thread to wake
+ * after it slept (it takes `asked`), at its first idle turn, followed by
+ * another pass; here that clear is made at the wake, before the next
+ * visit (the code's order in between only delays it: a flag left set
+ * only makes the client wake hbgd needlessly). Every thread clears the
+ * flag of a ring it finds work in, as it visits it (here: a visit that
+ * takes the client's work).
  *
  * PEER: the completion policy's own thread (the resolver, which
  * schedules nothing) makes work claimable once (it moved the watermark)
@@ -71,8 +81,9 @@
  *   SERVE_BUMP_FIRST serving bumps the private word before it sets
  *                 `served` (a thread that read the new word and then
  *                 missed `served` sleeps);
- *   CLEAR_UNSERVED (with OLD_CLIENT) a woken thread clears need_wakeup of
- *                 a ring it does not visit (not served yet): the older
+ *   CLEAR_UNSERVED (with OLD_CLIENT) the thread that took the flags
+ *                 clears need_wakeup of a ring it does not visit (not
+ *                 served yet): the older
  *                 client's confirm then never rings, and nothing serves
  *                 the ring;
  *   AWAKE_COUNTS_POLICY (with PEER) the awake count is threads - idle,
@@ -99,6 +110,7 @@
 byte submitted;                 /* the client's cursor */
 byte taken;                     /* work the threads took */
 bit need_wakeup = 1;            /* a new ring starts with it set */
+bit asked;                      /* a thread that set need_wakeup sleeps */
 byte priv;                      /* hbgd's private word */
 bit asleep[NT];                 /* inside its wait: the private word */
 bit onpage[NT];                 /* ... and the honest client's page's word */
@@ -170,11 +182,16 @@ inline wake_priv() {
 proctype sched(byte me) {
         byte seq;
         bit page;
+        bit asker;                      /* the last to park: it set the flags */
 loop:
-        /* A visit of the ring (if served): take what was published. */
+        /* A visit of the ring (if served): one with work has its flag
+         * cleared (seq_cst, before the loads that take the work; a
+         * publish after the clear is one after the visit, which the
+         * client then counts on this thread to see), and what was
+         * published is taken. */
         atomic {
                 if
-                :: served && taken < submitted -> taken++
+                :: served && taken < submitted -> need_wakeup = 0; taken++
 #ifdef PEER
                 :: ptaken < made -> ptaken = 1
 #endif
@@ -189,16 +206,31 @@ loop:
         fi;
         seq = priv;
         idle++;
-        if
-        :: idle == NT && served -> need_wakeup = 1
-        :: else -> skip
-        fi;
+        /* The last to park: the flags (one step here, a loop of seq_cst
+         * stores in the code: one ring). */
+        atomic {
+                if
+                :: idle == NT -> asker = 1;
+                        if
+                        :: served -> need_wakeup = 1
+                        :: else -> skip
+                        fi
+                :: else -> skip
+                fi
+        }
 #ifndef NO_RECHECK
         if
-        :: (served && taken < submitted) || PEER_WORK -> idle--; goto loop
+        :: (served && taken < submitted) || PEER_WORK -> idle--; asker = 0; goto loop
         :: else -> skip
         fi;
 #endif
+        /* The flags it set, for the first thread to wake to clear. */
+        atomic {
+                if
+                :: asker -> asked = 1; asker = 0
+                :: else -> skip
+                fi
+        }
         /* futex_waitv: sleeps only while the private word holds seq. */
         atomic {
                 if
@@ -208,21 +240,34 @@ loop:
         }
 end:    !asleep[me];
         idle--;
-        /* Somebody is awake: clients need not wake (on the rings it
-         * visits: the served ones). */
+        /* Somebody is awake: clients need not wake. The first thread to
+         * wake after an asker slept takes its flags (an exchange) and
+         * clears them (seq_cst) before its next visit of their rings:
+         * here, in the code at its first idle turn, with a pass after
+         * (flags_clear()); the rings it finds work in are cleared as they
+         * are visited (above). The asker whose re-check found work clears
+         * its flags the same way: in this one-ring model, the clear its
+         * visit makes. */
+        atomic {
+                if
+                :: asked -> asked = 0;
 #ifndef CLEAR_UNSERVED
-        if
-        :: served -> need_wakeup = 0
-        :: else -> skip
-        fi;
+                        if
+                        :: served -> need_wakeup = 0
+                        :: else -> skip
+                        fi
 #else
-        need_wakeup = 0;
+                        need_wakeup = 0
 #endif
+                :: else -> skip
+                fi
+        }
         goto loop
 }
 
 /* Before the client sleeps (or any time after a trusted wake): need_wakeup
- * still set means no hbgd thread woke since: ring after all. */
+ * still set means no hbgd thread looked at the ring's work since: ring
+ * after all. */
 inline confirm() {
         atomic {
                 if
@@ -270,8 +315,8 @@ active proctype client() {
 
 /* The doorbell's kick (ring_kick): if need_wakeup is still set,
  * clear it, bump the private word, wake one of its sleepers if some
- * thread is idle; clear already, a thread woke since and will see the
- * work (it clears the flag before its visit). KICK_ALWAYS_CHECKED: the
+ * thread is idle; clear already, an awake thread cleared it since and
+ * will see the work (it clears the flag before it looks again). KICK_ALWAYS_CHECKED: the
  * kick without that look (the form before it). */
 #ifdef SERVE_LOOK_FIRST
 #define LOOKED served = 1

@@ -96,10 +96,10 @@ static void held_surplus_ran(struct sched_thread *t, struct hbg_ring *r, struct 
  * - Whatever is queued beyond it, however little work it is: a peer is
  *   woken for it if one is idle (a surplus held back as too little work is
  *   released, as once the runs make that much, held_surplus_ran()).
- * - What clients publish while it runs. need_wakeup is clear while a
- *   thread is awake (the last to park sets it), so a client does not ring,
- *   counting on that thread to look, which one inside a long kernel does
- *   not. The thread counts itself in in_long (seq_cst): a peer that parks
+ * - What clients publish while it runs. need_wakeup is clear once an
+ *   awake thread looked at the ring (the last to park sets it), so a
+ *   client does not ring, counting on that thread to look, which one
+ *   inside a long kernel does not. The thread counts itself in in_long (seq_cst): a peer that parks
  *   while it runs then takes the threads in long tasks for parked ones
  *   and sets the flag as the last to park does (sched.c park()); and if
  *   the others are parked already, it sets this ring's flag itself
@@ -125,8 +125,8 @@ static void before_long(struct sched_thread *t, struct hbg_ring *r) {
                 atomic_store(&r->cpl->need_wakeup, 1);
 }
 
-/* After the long task: out of in_long, and this ring's flag cleared as a
- * woken thread clears it (seq_cst, §9.4): a client that publishes after
+/* After the long task: out of in_long, and this ring's flag cleared as an
+ * awake thread clears it (seq_cst, §9.4): a client that publishes after
  * this finds it clear and counts on this thread, which looks at the ring
  * again in its visit or before it parks. */
 static void after_long(struct hbg_ring *r) {

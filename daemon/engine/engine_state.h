@@ -65,6 +65,11 @@ struct hbg_engine {
         struct wake_pages wake_pages;
         _Atomic bool page_waits;          /* futex_waitv works (relaxed: a hint, fixed or turned off once) */
         _Atomic unsigned idle;
+        /* A thread that set need_wakeup in every ring went to sleep
+         * (park()): the first thread to wake after it takes this and
+         * clears every flag; any thread clears those of the rings it
+         * finds work in (§9.4). */
+        _Atomic bool wakeup_asked;
         _Atomic unsigned spinners;        /* threads spinning idle now (§9.4) */
         unsigned max_spinners;            /* cfg.max_spinning_threads, resolved */
         unsigned max_awake;               /* cfg.max_awake_threads, resolved (§9.4) */

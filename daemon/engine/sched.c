@@ -52,7 +52,7 @@ static void park(struct sched_thread *t) {
          * while the others are inside long tasks, if a ring could wake a
          * thread that may run (dispatch.c before_long(), §9.4). */
         bool ask = last || (idle + atomic_load(&e->in_long) >= e->nschedulers && wakeup_could_help(e, idle));
-        bool work = false, deferred = false, ready = false, skip_due = false;
+        bool work = false, deferred = false, ready = false, skip_due = false, slept = false;
         uint64_t stall_ms = 0; /* the smallest stall limit of a ring with work pending */
         if (t->clusters > 0)
                 atomic_fetch_add(&e->idle_executors, 1);
@@ -131,6 +131,11 @@ static void park(struct sched_thread *t) {
                                                 .tv_nsec = (long)(ms % 1000) * 1000000 };
                         timeout = &ts;
                 }
+                /* The flags this thread set, for the first to wake to
+                 * clear (seq_cst: after them, before the sleep). */
+                if (ask)
+                        atomic_store(&e->wakeup_asked, true);
+                slept = true;
                 /* Woken through the page: a client's wake, counted in the
                  * loop if it finds no work. */
                 t->woken_directly = wakeup_thread_park(t, page, seq, timeout) == 1 &&
@@ -139,11 +144,31 @@ static void park(struct sched_thread *t) {
         if (t->clusters > 0)
                 atomic_fetch_sub(&e->idle_executors, 1);
         atomic_fetch_sub(&e->idle, 1);
-        /* Somebody is awake now: clients need not ring. seq_cst, before
-         * the rings are visited: a doorbell that finds the flag clear
-         * kicks nobody, counting on this thread to see the publish that
-         * rang it (ring_kick, §9.4). */
-        high = atomic_load(&e->rings_high);
+        /* Somebody is awake now: clients need not ring. The flags an
+         * asker left (this thread's own, set without sleeping, or a
+         * sleeper's, which the first thread to wake after it takes) are
+         * cleared, but not here: a ring this thread finds work in is
+         * cleared as it is visited (visit_ring()), and the rest at its
+         * first idle turn (flags_clear()), so a wake-up answers its
+         * client before it walks every idle session's flag. Meanwhile a
+         * flag left set only makes that ring's client wake hbgd once
+         * needlessly (the visit or the kick clears it); a thread that
+         * takes nobody's flags clears only those of rings it finds work
+         * in. */
+        if ((ask && !slept) || (atomic_load_explicit(&e->wakeup_asked, memory_order_relaxed) &&
+                                atomic_exchange(&e->wakeup_asked, false)))
+                t->flags_to_clear = true;
+        t->just_woke = t->first_pass = slept;
+        t->gave_way_loop = 0;
+}
+
+/* The need_wakeup flags park() left this thread to clear: seq_cst, and
+ * a full pass follows before any park, so a doorbell that finds a flag
+ * clear kicks nobody, counting on this thread to see the publish that
+ * rang it (ring_kick, §9.4). Only served rings (ring_table_enter()). */
+static void flags_clear(struct sched_thread *t) {
+        unsigned high = atomic_load(&t->engine->rings_high);
+        t->flags_to_clear = false;
         for (unsigned i = 0; i < high; i++) {
                 struct hbg_ring *r = ring_table_enter(t, i);
                 if (!r)
@@ -169,8 +194,13 @@ static bool visit_ring(struct sched_thread *t, struct hbg_ring *r, bool check_st
          * turn (every 100 ms) still visits every ring in full: the check
          * must see idle rings too (that restarts its clock), and a launch
          * record waiting for ids never submitted looks idle but fails there. */
-        if (!check_stall && work_none(r))
+        bool idle = work_none(r);
+        if (!check_stall && idle)
                 return false;
+        /* Work here, and this thread looks at it: its client need not
+         * ring (seq_cst, before the visit's loads of its cursors, §9.4). */
+        if (!idle && atomic_load_explicit(&r->cpl->need_wakeup, memory_order_relaxed))
+                atomic_store(&r->cpl->need_wakeup, 0);
 
         work |= ops->tick(t, r);
         work |= mailbox_poll(t, r);
@@ -199,18 +229,36 @@ static bool visit_ring(struct sched_thread *t, struct hbg_ring *r, bool check_st
  * Between users, fair share's turns still rule every kernel start. */
 #define ANSWERED_LOOK_EVERY 4
 
+static void spin_yield(struct sched_thread *t, int64_t before_ns);
+
 /* After a visit of r (ring idx) that did work (`did`), or any visit of
  * the answered ring's slot: r is the answered ring if the visit did work
  * and left it drained; that ring left with work, or another ring in its
- * slot, ends the looks. */
-static void note_answered(struct sched_thread *t, struct hbg_ring *r, unsigned idx, bool did) {
+ * slot, ends the looks. True if r was answered now. */
+static bool note_answered(struct sched_thread *t, struct hbg_ring *r, unsigned idx, bool did) {
         bool drained = work_none(r);
         if (did && drained) {
                 t->answered_ring = idx + 1;
                 t->answered_serial = r->serial;
-        } else if (t->answered_ring == idx + 1 && (!drained || r->serial != t->answered_serial)) {
-                t->answered_ring = 0;
+                return true;
         }
+        if (t->answered_ring == idx + 1 && (!drained || r->serial != t->answered_serial))
+                t->answered_ring = 0;
+        return false;
+}
+
+/* A thread woken from its park that just answered a ring gives way at
+ * once, not after the rest of its pass and an idle one: the client that
+ * woke it was often put on this CPU, yielding there while it waits for
+ * the answer, and with many idle sessions open the passes are what it
+ * would wait for (§9.4). Once per wake: a busy thread's answers come
+ * from threads that did not park. */
+static void answer_given(struct sched_thread *t) {
+        if (!t->just_woke)
+                return;
+        t->just_woke = false;
+        t->gave_way_loop = t->loops;
+        spin_yield(t, clock_now_ns());
 }
 
 /* The look at the answered ring within a pass of `high` slots: its new
@@ -225,8 +273,10 @@ static bool visit_answered(struct sched_thread *t, unsigned high) {
                 return false;
         }
         bool work = visit_ring(t, r, false);
-        note_answered(t, r, idx, work);
+        bool answered = note_answered(t, r, idx, work);
         ring_table_leave(t);
+        if (answered)
+                answer_given(t);
         return work;
 }
 
@@ -408,7 +458,14 @@ void *sched_thread_main(void *arg) {
                                 engine_sleep_ms(10);
                         break;
                 }
+                /* Not in the first pass after a wake-up, which answers
+                 * it: the check's full visits of idle rings would come
+                 * first (after a park of 100 ms, every time). */
                 bool check_stall = now_ms - t->last_stall_check_ms >= 100;
+                /* Owed, it is made in a pass before any park. */
+                t->stall_owed = check_stall && t->first_pass;
+                check_stall = check_stall && !t->first_pass;
+                t->first_pass = false;
                 if (check_stall)
                         t->last_stall_check_ms = now_ms;
 
@@ -417,10 +474,12 @@ void *sched_thread_main(void *arg) {
                         struct hbg_ring *r = ring_table_enter(t, idx);
                         if (r) {
                                 bool did = visit_ring(t, r, check_stall);
-                                if (did || idx + 1 == t->answered_ring)
-                                        note_answered(t, r, idx, did);
+                                bool answered = (did || idx + 1 == t->answered_ring) &&
+                                                note_answered(t, r, idx, did);
                                 work |= did;
                                 ring_table_leave(t);
+                                if (answered)
+                                        answer_given(t);
                         }
                         if (t->answered_ring && high > ANSWERED_LOOK_EVERY && n % ANSWERED_LOOK_EVERY == 0)
                                 work |= visit_answered(t, high);
@@ -443,8 +502,11 @@ void *sched_thread_main(void *arg) {
                         continue;
                 }
                 if (idle_since == 0) {
-                        bool answered = worked;
+                        /* Not when the last pass with work gave way
+                         * already, right after its answer. */
+                        bool answered = worked && t->gave_way_loop + 1 != t->loops;
                         worked = false;
+                        t->just_woke = false; /* a wake that found nothing to answer */
                         idle_since = clock_now_ns();
                         if (!spin_slot_take(t)) {
                                 idle_since = INT64_MIN; /* no spinning: park now */
@@ -458,6 +520,13 @@ void *sched_thread_main(void *arg) {
                                 spin_yield(t, idle_since);
                                 continue;
                         }
+                }
+                if (t->flags_to_clear || t->stall_owed) {
+                        /* After the answer, before another pass: the
+                         * flags park() left, and the stall check. */
+                        if (t->flags_to_clear)
+                                flags_clear(t);
+                        continue;
                 }
                 if (idle_since != INT64_MIN && t->loops % CLOCK_EVERY != 0) {
                         cpu_relax();
@@ -476,7 +545,6 @@ void *sched_thread_main(void *arg) {
                 }
                 spin_slot_drop(t);
                 park(t);
-                t->answered_ring = 0; /* a park ends the looks */
                 t->now_ms = clock_now_ms();
                 t->yields_taken = 0; /* a run of taken yields is one spin's */
                 idle_since = 0;

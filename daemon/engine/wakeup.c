@@ -45,9 +45,10 @@ static void kick(struct hbg_engine *e, int n) {
  * makes them fight the producer for the CPUs. All of them when some own
  * no cluster (wakeup_executor's reason). None when need_wakeup is clear
  * already: a client rings only after it read it set (after its publish,
- * seq_cst), so a clear one means a thread woke since, and it clears the
- * flag (seq_cst) before it visits the rings: it sees the publish (the
- * client's direct wake has usually woken it; §9.4, model/wake.pml). */
+ * seq_cst), so a clear one means an awake thread cleared it since, and a
+ * thread clears a ring's flag (seq_cst) only before it looks at that ring
+ * again: it sees the publish (the client's direct wake has usually woken
+ * it; §9.4, model/wake.pml). */
 void ring_kick(struct hbg_ring *r) {
         if (atomic_exchange(&r->cpl->need_wakeup, 0))
                 kick(r->engine, r->engine->all_execute ? 1 : INT_MAX);

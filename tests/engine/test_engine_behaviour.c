@@ -942,16 +942,25 @@ END_TEST
  * with a spin of 1 s (the most allowed) and one spinning place, three of
  * four threads park right after a graph; without the cap none would
  * before 1 s. */
-START_TEST(spinning_threads_capped) {
+/* An engine of `threads` threads (a cluster each) that spin 1 s (the
+ * most allowed) before they park, `spinners` at once at most; no stall
+ * limit (its timer would wake parked threads). */
+static struct hbg_engine *engine_new_spinning(unsigned threads, unsigned spinners) {
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
         engine_config_default(&cfg);
-        cfg.threads = 4;
-        cfg.clusters = 4;
-        cfg.spin_before_park_ns = UINT64_C(1000000000); /* the most allowed */
-        cfg.max_spinning_threads = 1;
+        cfg.threads = threads;
+        cfg.clusters = threads;
+        cfg.stall_timeout_ms = 0;
+        cfg.spin_before_park_ns = UINT64_C(1000000000);
+        cfg.max_spinning_threads = spinners;
         cfg.log = quiet_log;
         ck_assert_int_eq(engine_new(&e, &cfg), 0);
+        return e;
+}
+
+START_TEST(spinning_threads_capped) {
+        struct hbg_engine *e = engine_new_spinning(4, 1);
         struct harness_ring h;
         ring_open(&h, e, 1024, 1024, 0);
         struct harness_task t = { .block_num = 1 };
@@ -1007,6 +1016,61 @@ static void wait_all_parked(struct hbg_engine *e, unsigned n) {
                         return;
         }
 }
+
+/*
+ * The need_wakeup flags the last thread to park set in every ring, idle
+ * ones included (RUNTIME_LOGIC §9.4): the thread woken for one ring's
+ * graph clears the others' at its first idle turn after the answer, so a
+ * client of an idle ring that publishes while hbgd is awake need not
+ * ring. Every thread spins a second after work here, so a cleared flag
+ * stays clear long enough to be seen; a thread that took the flags and
+ * never cleared them would leave it set until it parked again and set it
+ * anew (the first pass after the wake makes no stall check, whose full
+ * visits would not clear it either).
+ */
+START_TEST(woken_thread_clears_idle_rings_flags) {
+        struct hbg_engine *e = engine_new_spinning(2, 2);
+        struct harness_ring busy, idle;
+        ring_open(&busy, e, 1024, 1024, 0);
+        ring_open(&idle, e, 1024, 1024, 0);
+        struct harness_task t = { .block_num = 1 };
+        harness_add_task(&busy, &t);
+        wait_graph_ok(&busy, harness_end_graph(&busy, 0));
+
+        /* Both parked after their second of spin: both flags set. */
+        int64_t deadline = clock_now_ms() + WAIT_MS + 2000;
+        while (!atomic_load(&busy.ch->need_wakeup) || !atomic_load(&idle.ch->need_wakeup)) {
+                ck_assert_msg(clock_now_ms() < deadline, "the engine never set need_wakeup in both rings");
+                sleep_ms(5);
+        }
+        wait_all_parked(e, 2);
+        uint64_t wakeups = 0;
+        for (unsigned i = 0; i < 2; i++) {
+                struct hbg_thread_stats st;
+                engine_thread_stats(e, i, &st);
+                wakeups += st.wakeups;
+        }
+
+        harness_add_task(&busy, &t);
+        wait_graph_ok(&busy, harness_end_graph(&busy, 1));
+        deadline = clock_now_ms() + 900; /* within the woken thread's spin */
+        bool still_set;
+        while ((still_set = atomic_load(&idle.ch->need_wakeup)) && clock_now_ms() < deadline)
+                sleep_ms(1);
+        uint64_t after = 0;
+        for (unsigned i = 0; i < 2; i++) {
+                struct hbg_thread_stats st;
+                engine_thread_stats(e, i, &st);
+                after += st.wakeups;
+        }
+        ck_assert_uint_gt(after, wakeups);
+        ck_assert_msg(!still_set,
+                      "the idle ring's need_wakeup still set 900 ms after a woken thread answered");
+        harness_ring_destroy(&idle);
+        harness_ring_destroy(&busy);
+        engine_free(e);
+}
+END_TEST
 
 static void dispatched_now(struct hbg_engine *e, uint64_t *ret) {
         for (unsigned i = 0; i < engine_threads(e); i++) {
@@ -2019,6 +2083,7 @@ static Suite *suite(void) {
         tc = tcase(s, "idle");
         tcase_add_test(tc, idle_engine_parks);
         tcase_add_test(tc, need_wakeup_saves_doorbells);
+        tcase_add_test(tc, woken_thread_clears_idle_rings_flags);
         tcase_add_test(tc, window_waiter_signalled);
         tcase_add_test(tc, watermark_waiter_signalled);
         tcase_add_loop_test(tc, task_waiter_signalled, 0, 2);
