@@ -156,7 +156,8 @@ int hbgc_publish(hbg_client *c) {
 /* An awake hbgd thread clears need_wakeup (seq_cst) before it looks at
  * the ring's work. Still set when this client is about to sleep: the wake
  * we trusted reached no hbgd thread (a waiter of our uid's took it), or
- * one that has not looked at our ring since; the doorbell makes sure. Set again by threads
+ * one that has not looked at our ring since; the doorbell makes sure.
+ * Set again by threads
  * that parked once more after our work: one doorbell too many, which
  * costs hbgd a look. Any thread of the client may confirm another's
  * wake (the exchange hands it to one). The byte is sent without the

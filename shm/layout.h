@@ -335,8 +335,9 @@ struct hbg_cpl_header {
         uint8_t pad2[HBG_CACHE_LINE - sizeof(uint64_t)];
 
         /* line 3: non-zero while the schedulers are parked (and until an
-         * awake thread looks at this ring); the client wakes hbgd only
-         * then (io_uring SQPOLL's NEED_WAKEUP). */
+         * awake thread finds work in this ring, or clears the flags after
+         * a wake); the client wakes hbgd only then (io_uring SQPOLL's
+         * NEED_WAKEUP). */
         alignas(HBG_CACHE_LINE) _Atomic uint32_t need_wakeup;
         /* Non-zero while a scheduler thread whose last answer was to
          * this ring moves to another CPU (RUNTIME_LOGIC §9.4): the

@@ -97,9 +97,10 @@ static void held_surplus_ran(struct sched_thread *t, struct hbg_ring *r, struct 
  *   woken for it if one is idle (a surplus held back as too little work is
  *   released, as once the runs make that much, held_surplus_ran()).
  * - What clients publish while it runs. need_wakeup is clear once an
- *   awake thread looked at the ring (the last to park sets it), so a
- *   client does not ring, counting on that thread to look, which one
- *   inside a long kernel does not. The thread counts itself in in_long (seq_cst): a peer that parks
+ *   awake thread found work in the ring (the last to park sets it), so
+ *   a client does not ring, counting on that thread to look, which one
+ *   inside a long kernel does not. The thread counts itself in in_long
+ *   (seq_cst): a peer that parks
  *   while it runs then takes the threads in long tasks for parked ones
  *   and sets the flag as the last to park does (sched.c park()); and if
  *   the others are parked already, it sets this ring's flag itself

@@ -155,8 +155,9 @@ static void park(struct sched_thread *t) {
          * needlessly (the visit or the kick clears it); a thread that
          * takes nobody's flags clears only those of rings it finds work
          * in. */
-        if ((ask && !slept) || (atomic_load_explicit(&e->wakeup_asked, memory_order_relaxed) &&
-                                atomic_exchange(&e->wakeup_asked, false)))
+        bool taken = atomic_load_explicit(&e->wakeup_asked, memory_order_relaxed) &&
+                     atomic_exchange(&e->wakeup_asked, false);
+        if (taken || (ask && !slept))
                 t->flags_to_clear = true;
         t->just_woke = t->first_pass = slept;
         t->gave_way_loop = 0;
@@ -254,8 +255,13 @@ static bool note_answered(struct sched_thread *t, struct hbg_ring *r, unsigned i
  * would wait for (§9.4). Once per wake: a busy thread's answers come
  * from threads that did not park. */
 static void answer_given(struct sched_thread *t) {
-        if (!t->just_woke)
+        if (!t->just_woke) {
+                /* Another answer in the turn that gave way: its client
+                 * gets the idle turn's yield. */
+                if (t->gave_way_loop == t->loops)
+                        t->gave_way_loop = t->loops - 1;
                 return;
+        }
         t->just_woke = false;
         t->gave_way_loop = t->loops;
         spin_yield(t, clock_now_ns());
@@ -462,8 +468,8 @@ void *sched_thread_main(void *arg) {
                  * it: the check's full visits of idle rings would come
                  * first (after a park of 100 ms, every time). */
                 bool check_stall = now_ms - t->last_stall_check_ms >= 100;
-                /* Owed, it is made in a pass before any park. */
-                t->stall_owed = check_stall && t->first_pass;
+                /* Owed, it is made in the next pass, before any park. */
+                bool stall_owed = check_stall && t->first_pass;
                 check_stall = check_stall && !t->first_pass;
                 t->first_pass = false;
                 if (check_stall)
@@ -518,10 +524,12 @@ void *sched_thread_main(void *arg) {
                                  * (§9.4). Counted like the spin's yields
                                  * towards a move off a shared CPU. */
                                 spin_yield(t, idle_since);
+                                if (t->flags_to_clear)
+                                        flags_clear(t); /* after the answer, a pass after */
                                 continue;
                         }
                 }
-                if (t->flags_to_clear || t->stall_owed) {
+                if (t->flags_to_clear || stall_owed) {
                         /* After the answer, before another pass: the
                          * flags park() left, and the stall check. */
                         if (t->flags_to_clear)

@@ -85,13 +85,11 @@ struct sched_thread {
          * thread to clear at its first idle turn (flags_clear()); woken
          * and not idle since, so the first answer gives way at once
          * (answer_given()), and the loop turn it did; the pass after the
-         * wake, which skips the stall check, and that check owed before
-         * the next park. */
+         * wake, which skips the stall check (made in the next pass). */
         bool flags_to_clear;
         bool just_woke;
         unsigned gave_way_loop;
         bool first_pass;
-        bool stall_owed;
         /* The idle spin's yields that let another task run on this CPU,
          * in a row, since when; when this thread last moved off its CPU
          * for it, and the gap before the next move; its involuntary

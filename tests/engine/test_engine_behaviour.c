@@ -938,10 +938,6 @@ START_TEST(need_wakeup_saves_doorbells) {
 }
 END_TEST
 
-/* At most max_spinning_threads threads spin idle (RUNTIME_LOGIC §9.4):
- * with a spin of 1 s (the most allowed) and one spinning place, three of
- * four threads park right after a graph; without the cap none would
- * before 1 s. */
 /* An engine of `threads` threads (a cluster each) that spin 1 s (the
  * most allowed) before they park, `spinners` at once at most; no stall
  * limit (its timer would wake parked threads). */
@@ -959,6 +955,10 @@ static struct hbg_engine *engine_new_spinning(unsigned threads, unsigned spinner
         return e;
 }
 
+/* At most max_spinning_threads threads spin idle (RUNTIME_LOGIC §9.4):
+ * with a spin of 1 s (the most allowed) and one spinning place, three of
+ * four threads park right after a graph; without the cap none would
+ * before 1 s. */
 START_TEST(spinning_threads_capped) {
         struct hbg_engine *e = engine_new_spinning(4, 1);
         struct harness_ring h;
@@ -1348,7 +1348,8 @@ END_TEST
  * thread, or by its peer as it parks), so the client's publish wakes a
  * parked peer, which runs the new task while the long one still runs.
  * Without it the new task waits for the long one: need_wakeup is clear
- * while a thread is awake, and the client does not ring. */
+ * once an awake thread found work in the ring, and the client does not
+ * ring. */
 START_TEST(published_beside_long_task_runs) {
         struct hbg_engine *e = engine_new_with(2, 2, 10000);
         struct harness_ring h;
