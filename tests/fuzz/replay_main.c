@@ -2,9 +2,10 @@
 /*
  * The plain-build driver of a fuzz target: runs every file of its corpus
  * through LLVMFuzzerTestOneInput() once, in name order, and names each
- * before running it (a crash points at its input). With arguments, runs
- * those files or directories instead; `--write-seeds DIR` writes the
- * target's hand-made seeds.
+ * before running it (a crash points at its input), after checking that its
+ * hand-made seeds are what the seed writer makes now. With arguments,
+ * runs those files or directories instead; `--write-seeds DIR` writes
+ * the target's hand-made seeds.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,11 +25,12 @@
 #error "FUZZ_CORPUS: the target's corpus directory"
 #endif
 
-static int run_file(const char *path) {
+/* The whole of path, malloc'd (*len its size), or NULL (said why). */
+static uint8_t *read_all(const char *path, size_t *len) {
         FILE *f = fopen(path, "rb");
         if (!f) {
                 fprintf(stderr, "%s: %s\n", path, strerror(errno));
-                return -1;
+                return NULL;
         }
         size_t cap = 4096, n = 0;
         uint8_t *buf = malloc(cap);
@@ -46,10 +48,17 @@ static int run_file(const char *path) {
                 }
         }
         fclose(f);
-        if (!buf) {
+        if (!buf)
                 fprintf(stderr, "%s: out of memory\n", path);
+        *len = n;
+        return buf;
+}
+
+static int run_file(const char *path) {
+        size_t n;
+        uint8_t *buf = read_all(path, &n);
+        if (!buf)
                 return -1;
-        }
         fprintf(stderr, "  %s (%zu bytes)", path, n);
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -89,6 +98,52 @@ static int run_dir(const char *dir) {
         return rc < 0 ? -1 : ran;
 }
 
+/*
+ * The corpus's hand-made seeds are what the seed writer makes now: a
+ * seed whose bytes went stale (a field or a version moved on, a built-in
+ * kernel's text changed the table's digest) still replays, but no longer
+ * reaches the path it was made for, and nothing else would say so. The
+ * seeds are written into a fresh directory and compared by name; 0, or
+ * the count of seeds missing or different (each named), or -1.
+ */
+static int seeds_current(void) {
+        char dir[] = "/tmp/hbg-seeds-XXXXXX";
+        if (!mkdtemp(dir)) {
+                fprintf(stderr, "seeds: %s\n", strerror(errno));
+                return -1;
+        }
+        int stale = fuzz_write_seeds(dir) < 0 ? -1 : 0;
+        struct dirent **names;
+        int n = scandir(dir, &names, NULL, by_name);
+        for (int i = 0; i < n; i++) {
+                char mine[4096], kept[4096];
+                snprintf(mine, sizeof(mine), "%s/%s", dir, names[i]->d_name);
+                snprintf(kept, sizeof(kept), "%s/%s", FUZZ_CORPUS, names[i]->d_name);
+                struct stat st;
+                if (stale >= 0 && stat(mine, &st) == 0 && S_ISREG(st.st_mode)) {
+                        size_t a = 0, b = 0;
+                        uint8_t *want = read_all(mine, &a);
+                        uint8_t *have = access(kept, F_OK) == 0 ? read_all(kept, &b) : NULL;
+                        if (!want || !have || a != b || memcmp(want, have, a) != 0) {
+                                fprintf(stderr, "seed %s: not what the seed writer makes now\n", kept);
+                                stale++;
+                        }
+                        free(want);
+                        free(have);
+                }
+                unlink(mine);
+                free(names[i]);
+        }
+        if (n >= 0)
+                free(names);
+        rmdir(dir);
+        if (stale > 0)
+                fprintf(stderr, "%d stale seed(s): write them again with --write-seeds %s, keeping each old "
+                        "input under its SHA-1 name (sha1sum), as an input of an older client\n",
+                        stale, FUZZ_CORPUS);
+        return stale;
+}
+
 int main(int argc, char **argv) {
         if (argc == 3 && strcmp(argv[1], "--write-seeds") == 0) {
                 int err = fuzz_write_seeds(argv[2]);
@@ -98,6 +153,8 @@ int main(int argc, char **argv) {
         }
         int total = 0;
         if (argc < 2) {
+                if (seeds_current() != 0)
+                        return 1;
                 total = run_dir(FUZZ_CORPUS);
                 if (total == 0) {
                         fprintf(stderr, "%s: empty corpus\n", FUZZ_CORPUS);
