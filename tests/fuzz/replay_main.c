@@ -107,12 +107,18 @@ static int run_dir(const char *dir) {
  * the count of seeds missing or different (each named), or -1.
  */
 static int seeds_current(void) {
-        char dir[] = "/tmp/hbg-seeds-XXXXXX";
+        const char *tmp = getenv("TMPDIR");
+        char dir[2048];
+        snprintf(dir, sizeof(dir), "%s/hbg-seeds-XXXXXX", tmp && *tmp ? tmp : "/tmp");
         if (!mkdtemp(dir)) {
-                fprintf(stderr, "seeds: %s\n", strerror(errno));
+                fprintf(stderr, "seeds: %s: %s\n", dir, strerror(errno));
                 return -1;
         }
-        int stale = fuzz_write_seeds(dir) < 0 ? -1 : 0;
+        int err = fuzz_write_seeds(dir), stale = 0;
+        if (err < 0) {
+                fprintf(stderr, "seeds: cannot write them into %s: %s\n", dir, strerror(-err));
+                stale = -1;
+        }
         struct dirent **names;
         int n = scandir(dir, &names, NULL, by_name);
         for (int i = 0; i < n; i++) {
