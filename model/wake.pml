@@ -46,9 +46,11 @@
  * after it slept (it takes `asked`), at its first idle turn, followed by
  * another pass; here that clear is made at the wake, before the next
  * visit (the code's order in between only delays it: a flag left set
- * only makes the client wake hbgd needlessly). Every thread clears the
- * flag of a ring it finds work in, as it visits it (here: a visit that
- * takes the client's work).
+ * only makes the client wake hbgd needlessly), and the mark is made with
+ * the flags, kept even when the asker then finds work (more clears than
+ * the code makes, the direction that could lose a wake-up). Every thread
+ * clears the flag of a ring it finds work in, as it visits it (here: a
+ * visit that takes the client's work).
  *
  * PEER: the completion policy's own thread (the resolver, which
  * schedules nothing) makes work claimable once (it moved the watermark)
@@ -182,7 +184,6 @@ inline wake_priv() {
 proctype sched(byte me) {
         byte seq;
         bit page;
-        bit asker;                      /* the last to park: it set the flags */
 loop:
         /* A visit of the ring (if served): one with work has its flag
          * cleared (seq_cst, before the loads that take the work; a
@@ -207,10 +208,15 @@ loop:
         seq = priv;
         idle++;
         /* The last to park: the flags (one step here, a loop of seq_cst
-         * stores in the code: one ring). */
+         * stores in the code: one ring), and the mark that asks the first
+         * thread to wake after it to clear them. The code marks them only
+         * before it sleeps; here the mark stays also when the re-check
+         * below finds work, so more threads clear than in the code: the
+         * direction that could lose a wake-up, and a smaller state space
+         * than a bit per thread that remembers it asked. */
         atomic {
                 if
-                :: idle == NT -> asker = 1;
+                :: idle == NT -> asked = 1;
                         if
                         :: served -> need_wakeup = 1
                         :: else -> skip
@@ -220,17 +226,10 @@ loop:
         }
 #ifndef NO_RECHECK
         if
-        :: (served && taken < submitted) || PEER_WORK -> idle--; asker = 0; goto loop
+        :: (served && taken < submitted) || PEER_WORK -> idle--; goto loop
         :: else -> skip
         fi;
 #endif
-        /* The flags it set, for the first thread to wake to clear. */
-        atomic {
-                if
-                :: asker -> asked = 1; asker = 0
-                :: else -> skip
-                fi
-        }
         /* futex_waitv: sleeps only while the private word holds seq. */
         atomic {
                 if
