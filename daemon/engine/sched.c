@@ -286,6 +286,29 @@ static bool visit_answered(struct sched_thread *t, unsigned high) {
         return work;
 }
 
+/* One pass over the `high` ring slots from this thread's cursor (which
+ * moves on one for the next pass), the answered ring looked at every
+ * ANSWERED_LOOK_EVERY slots: true if any visit did work. */
+static bool visit_pass(struct sched_thread *t, unsigned high, bool check_stall) {
+        bool work = false;
+        for (unsigned n = 0; n < high; n++) {
+                unsigned idx = (t->ring_cursor + n) % high;
+                struct hbg_ring *r = ring_table_enter(t, idx);
+                if (r) {
+                        bool did = visit_ring(t, r, check_stall);
+                        bool answered = (did || idx + 1 == t->answered_ring) && note_answered(t, r, idx, did);
+                        work |= did;
+                        ring_table_leave(t);
+                        if (answered)
+                                answer_given(t);
+                }
+                if (t->answered_ring && high > ANSWERED_LOOK_EVERY && n % ANSWERED_LOOK_EVERY == 0)
+                        work |= visit_answered(t, high);
+        }
+        t->ring_cursor++;
+        return work;
+}
+
 static void engine_sleep_ms(long ms) {
         struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
         while (nanosleep(&ts, &ts) < 0)
@@ -449,7 +472,6 @@ void *sched_thread_main(void *arg) {
 
         t->now_ms = clock_now_ms();
         while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
-                bool work = false;
                 unsigned high = atomic_load_explicit(&e->rings_high, memory_order_acquire);
                 if (++t->loops % CLOCK_EVERY == 0)
                         t->now_ms = clock_now_ms();
@@ -475,22 +497,7 @@ void *sched_thread_main(void *arg) {
                 if (check_stall)
                         t->last_stall_check_ms = now_ms;
 
-                for (unsigned n = 0; n < high; n++) {
-                        unsigned idx = (t->ring_cursor + n) % high;
-                        struct hbg_ring *r = ring_table_enter(t, idx);
-                        if (r) {
-                                bool did = visit_ring(t, r, check_stall);
-                                bool answered = (did || idx + 1 == t->answered_ring) &&
-                                                note_answered(t, r, idx, did);
-                                work |= did;
-                                ring_table_leave(t);
-                                if (answered)
-                                        answer_given(t);
-                        }
-                        if (t->answered_ring && high > ANSWERED_LOOK_EVERY && n % ANSWERED_LOOK_EVERY == 0)
-                                work |= visit_answered(t, high);
-                }
-                t->ring_cursor++;
+                bool work = visit_pass(t, high, check_stall);
                 if (t->woken_directly) {
                         t->woken_directly = false;
                         if (!work)
