@@ -241,7 +241,13 @@ static inline __attribute__((always_inline)) void run_done(struct sched_thread *
                 kernel_times(t, s, st, ended);
                 /* The kernel's own error (§12.2): strerror, or the
                  * reason the winner above left. */
+                /* Its dependants made ready now take this run's end as
+                 * their ready stamp (sched.h); the outer value comes back
+                 * after, should a completion ever run inside another's. */
+                uint64_t outer = t->ready_tick;
+                t->ready_tick = ended;
                 complete_task(t, r, id, st, st < 0 ? s->report_why : NULL);
+                t->ready_tick = outer;
         }
         /* The run whose completion made a held surplus counts too: a
          * task of 5 us or more that queues a few others wakes a peer for

@@ -117,7 +117,12 @@ static void make_ready(struct sched_thread *t, struct hbg_ring *r, struct task_s
                 retire_later(t, r, s, inline_ok);
                 return;
         }
-        ktime_stamp(&s->ready_tick);
+        /* Ready since its inputs completed: the end of the run that
+         * completed the last of them, where this thread has it (sched.h). */
+        if (t->ready_tick)
+                s->ready_tick = t->ready_tick;
+        else
+                ktime_stamp(&s->ready_tick);
         atomic_store_explicit(&s->state, SLOT_QUEUED, memory_order_relaxed);
         /* The first kernel task a thread that runs kernels makes ready
          * during its visit is its continuation: it runs it next, with no

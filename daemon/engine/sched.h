@@ -53,6 +53,13 @@ struct sched_thread {
          * is that or 0) and as long (dispatch.c), also when the clock's
          * rate is in doubt. */
         uint64_t *run_avg;
+        /* While this thread hands on the dependants of a task whose last
+         * run it just ended: that run's end tick, which becomes their
+         * ready stamp (their inputs completed then), so that a chain
+         * reads the cycle counter twice a task, not three times
+         * (ready.c, dispatch.c run_done()). 0 at any other time: a task
+         * made ready then reads the counter. */
+        uint64_t ready_tick;
         _Atomic uint64_t tasks_failed[HBG_ERRNO_SLOTS];
         /* Liveness for the systemd watchdog: bumped every loop iteration;
          * parked is set while waiting on the futex. */

@@ -78,7 +78,8 @@ struct task_slot {
         const char *report_why;
         /* Kernel tasks' times (ktime.h), in ticks: made ready (by the
          * thread that routed it, before the queue, deque or continuation
-         * hands it on) and first block started (by the thread that claimed
+         * hands it on; the end of the completed run whose completion
+         * routed it, sched.h) and first block started (by the thread that claimed
          * block 0, before the rest of its blocks are queued and before
          * its acq_rel add to done_blocks). Read by the last finisher,
          * after its own add. The ready stamp takes classify_why's place:

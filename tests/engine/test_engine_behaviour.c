@@ -1837,6 +1837,50 @@ START_TEST(chain_runs_as_continuations) {
 END_TEST
 
 /*
+ * A task made ready by a completion takes the end of the run that
+ * completed its input as its ready stamp (no second read of the counter,
+ * daemon/engine/sched.h); that tick is the thread's only while it hands
+ * the dependants on. A task the same thread makes ready 300 ms later, at
+ * its ingest, must not take it: its wait would read 300 ms. The chain's
+ * own waits are counted, one a task, and add up to less than its graph
+ * took.
+ */
+START_TEST(ready_stamp_of_a_later_task) {
+        struct hbg_engine *e = engine_new_with(1, 2, 10000);
+        struct harness_ring h;
+        ring_open(&h, e, 1024, 1024, 1);
+        const uint64_t n = 64;
+        int64_t t0 = clock_now_ns();
+        for (uint64_t i = 0; i < n; i++) {
+                struct harness_task t = { .kernel = { 0, HBG_KERNEL_NOOP }, .lane_mask = 2, .block_num = 1 };
+                if (i > 0)
+                        add_dep(&t, h.prod.next_id - 1);
+                harness_add_task(&h, &t);
+        }
+        wait_graph_ok(&h, harness_end_graph(&h, 0));
+        int64_t chain_ns = clock_now_ns() - t0;
+        struct ktime_snapshot noop;
+        engine_kernel_times(e, kernel_lookup(HBG_KERNEL_NOOP)->index, &noop);
+        ck_assert_uint_eq(noop.tasks, n);
+        ck_assert_msg(noop.wait.sum_ns <= (uint64_t)chain_ns, "the chain's waits add up to %" PRIu64
+                      " ns, its graph took %" PRId64, noop.wait.sum_ns, chain_ns);
+
+        sleep_ms(300);
+        struct harness_task later = { .kernel = { 0, HBG_KERNEL_SPIN_NS }, .lane_mask = 2, .block_num = 1,
+                                      .n_scalars = 1, .scalars = { 0 } };
+        harness_add_task(&h, &later);
+        wait_graph_ok(&h, harness_end_graph(&h, 1));
+        struct ktime_snapshot spin;
+        engine_kernel_times(e, kernel_lookup(HBG_KERNEL_SPIN_NS)->index, &spin);
+        ck_assert_uint_eq(spin.tasks, 1);
+        ck_assert_msg(spin.wait.sum_ns < 150000000, "a task made ready 300 ms after the chain waited %" PRIu64
+                      " ns: the chain's last end tick was its ready stamp", spin.wait.sum_ns);
+        harness_ring_destroy(&h);
+        engine_free(e);
+}
+END_TEST
+
+/*
  * The watchdog's heartbeat moves at every task start, not only at every
  * loop turn: one visit runs these 8 tasks of 40 ms back to back (the
  * first as the continuation, the rest from the thread's deque), so a
@@ -2109,6 +2153,7 @@ static Suite *suite(void) {
         tc = tcase(s, "counters");
         tcase_add_test(tc, counters_add_up);
         tcase_add_test(tc, counters_with_failures);
+        tcase_add_test(tc, ready_stamp_of_a_later_task);
         return s;
 }
 
