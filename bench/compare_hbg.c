@@ -341,6 +341,44 @@ static void hbg_row(struct cmp *c, struct bench_hbgd *h, const char *mode, unsig
 /* The longest wait for hbgd to settle (bench_proc_settle()). */
 #define SETTLE_MAX_MS 10000
 
+/* Run COUNT "lat" graphs of the case in kid; their times into ns[*n...]. */
+static int lat_block(struct bench_child *kid, unsigned tasks, unsigned count, unsigned idle_us, double *ns,
+                     unsigned *n) {
+        char cmd[64], line[128];
+        unsigned got = 0;
+        snprintf(cmd, sizeof(cmd), "lat %u %u %u", tasks, count, idle_us);
+        int err = bench_child_send(kid, cmd);
+        while (err == 0 && (err = cmp_expect(kid, "", line, sizeof(line), LINE_MS)) == 0 && strcmp(line, "end") != 0)
+                if (got < count && cmp_field(line, "lat") >= 0) {
+                        ns[(*n)++] = (double)cmp_field(line, "lat");
+                        got++;
+                }
+        return err < 0 ? err : got ? 0 : -EPROTO;
+}
+
+/* The parked 1-task case in blocks alternated with blocks of the eventfd
+ * round trip after the same idle time (which goes first alternates too):
+ * a spell of this host that slows one slows the other, and their ratio is
+ * of the same moments. The run's own eventfd rows (cmp_pingpong()) come
+ * minutes earlier. */
+#define BESIDE_BLOCKS 4
+static int lat_beside_eventfd(struct bench_child *kid, unsigned count, unsigned idle_us, double *ns, unsigned *n,
+                              double *ev, unsigned *n_ev) {
+        unsigned block = count / BESIDE_BLOCKS;
+        int err = 0;
+        for (unsigned b = 0; b < BESIDE_BLOCKS && err == 0; b++)
+                for (unsigned k = 0; k < 2 && err == 0; k++) {
+                        if ((b + k) % 2 == 0) {
+                                err = lat_block(kid, 1, block, idle_us, ns, n);
+                        } else {
+                                err = probe_eventfd_pingpong(block, idle_us, ev + *n_ev);
+                                if (err == 0)
+                                        *n_ev += block;
+                        }
+                }
+        return err;
+}
+
 /* The latency of 1- and 16-task graphs from one producer: back to back
  * (hbgd busy with them) and after 3 ms idle (its threads parked). */
 static void hbg_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads) {
@@ -362,9 +400,10 @@ static void hbg_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, u
         struct bench_child kid;
         char line[128];
         unsigned busy = c->quick ? 1000 : 5000, parked = c->quick ? 200 : 1000;
-        double *ns = calloc(busy > parked ? busy : parked, sizeof(double));
-        if (!ns || bench_child_start(&kid, "latency producer", argv) < 0) {
+        double *ns = calloc(busy > parked ? busy : parked, sizeof(double)), *ev = calloc(parked, sizeof(double));
+        if (!ns || !ev || bench_child_start(&kid, "latency producer", argv) < 0) {
                 free(ns);
+                free(ev);
                 c->failures++;
                 return;
         }
@@ -374,23 +413,19 @@ static void hbg_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, u
                 while ((err = cmp_expect(&kid, "", line, sizeof(line), LINE_MS)) == 0 && strcmp(line, "end") != 0)
                         ;
         for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]) && err == 0; i++) {
-                unsigned count = cases[i].idle_us ? parked : busy, n = 0;
-                char cmd[64];
+                unsigned count = cases[i].idle_us ? parked : busy, n = 0, n_ev = 0;
                 if (cases[i].idle_sessions && !idle) {
                         if ((err = probe_sessions_open(h->socket, cases[i].idle_sessions, &idle)) < 0)
                                 break;
                         bench_proc_settle(h->pid, SETTLE_MAX_MS); /* the spare rings they took, made again */
                 }
-                snprintf(cmd, sizeof(cmd), "lat %u %u %u", cases[i].tasks, count, cases[i].idle_us);
-                if ((err = bench_child_send(&kid, cmd)) < 0)
+                bool beside = cases[i].tasks == 1 && cases[i].idle_us && !cases[i].idle_sessions;
+                if (beside)
+                        err = lat_beside_eventfd(&kid, count, cases[i].idle_us, ns, &n, ev, &n_ev);
+                else
+                        err = lat_block(&kid, cases[i].tasks, count, cases[i].idle_us, ns, &n);
+                if (err < 0)
                         break;
-                while ((err = cmp_expect(&kid, "", line, sizeof(line), LINE_MS)) == 0 && strcmp(line, "end") != 0)
-                        if (n < count && cmp_field(line, "lat") >= 0)
-                                ns[n++] = (double)cmp_field(line, "lat");
-                if (err < 0 || n == 0) {
-                        err = err < 0 ? err : -EPROTO;
-                        break;
-                }
                 double p50 = probe_quantile(ns, n, 0.50) / 1e3, p99 = probe_quantile(ns, n, 0.99) / 1e3;
                 char metric[80], label[80], name[48];
                 if (cases[i].idle_sessions)
@@ -410,6 +445,20 @@ static void hbg_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, u
                 if (cases[i].idle_sessions)
                         printf(", %u other sessions open and idle", cases[i].idle_sessions);
                 printf(")\n");
+                if (beside && n_ev) {
+                        double e50 = probe_quantile(ev, n_ev, 0.50) / 1e3, e99 = probe_quantile(ev, n_ev, 0.99) / 1e3;
+                        report_metric(&c->report, "eventfd_pingpong_parked_beside_p50", "", "eventfd", mode, threads,
+                                      1, e50, "us");
+                        report_metric(&c->report, "eventfd_pingpong_parked_beside_p99", "", "eventfd", mode, threads,
+                                      1, e99, "us");
+                        report_metric(&c->report, "latency_1_task_parked_over_eventfd_p50", "", "hbg", mode, threads,
+                                      1, e50 > 0 ? p50 / e50 : 0, "ratio");
+                        report_metric(&c->report, "latency_1_task_parked_over_eventfd_p99", "", "hbg", mode, threads,
+                                      1, e99 > 0 ? p99 / e99 : 0, "ratio");
+                        printf("  eventfd round trip beside it    p50 %8.1f us  p99 %8.1f us  (%u, in %u blocks "
+                               "alternated with the graphs'): parked %.2fx and %.2fx\n",
+                               e50, e99, n_ev, BESIDE_BLOCKS, e50 > 0 ? p50 / e50 : 0, e99 > 0 ? p99 / e99 : 0);
+                }
         }
         if (idle) {
                 probe_sessions_close(idle);
@@ -422,6 +471,7 @@ static void hbg_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, u
                 c->failures++;
         }
         free(ns);
+        free(ev);
 }
 
 /* hbg_connect()'s time while 8 producers connect at once (session set-up
