@@ -147,13 +147,6 @@ bool watermark_walk_after_batch(struct hbg_completer *c) {
         return watermark_update(c, cur);
 }
 
-int completer_publish_or_defer_ordered(struct hbg_completer *c, uint64_t id, memory_order store_order) {
-        if (completer_try_publish(c, id, store_order))
-                return 1;
-        int r = completer_defer(c, id);
-        return r < 0 ? r : 0;
-}
-
 int completer_publish_or_defer(struct hbg_completer *c, uint64_t id) {
         return completer_publish_or_defer_ordered(c, id, HBG_FRONTIER_STORE);
 }

@@ -245,8 +245,17 @@ bool watermark_walk_after_batch(struct hbg_completer *c);
  */
 int completer_publish_or_defer(struct hbg_completer *c, uint64_t id);
 /* The same with the stamp stored with `store_order` (release at least): the
- * policies that do not pair the store with their own watermark load (§11). */
-int completer_publish_or_defer_ordered(struct hbg_completer *c, uint64_t id, memory_order store_order);
+ * policies that do not pair the store with their own watermark load (§11).
+ * Inline, so that the order is a constant where the store is compiled: in
+ * a function of its own a variable order is stored as seq_cst (an xchg on
+ * x86-64, which waits for the store buffer to drain) whatever it says. */
+static inline int completer_publish_or_defer_ordered(struct hbg_completer *c, uint64_t id,
+                                                     memory_order store_order) {
+        if (completer_try_publish(c, id, store_order))
+                return 1;
+        int r = completer_defer(c, id);
+        return r < 0 ? r : 0;
+}
 
 /*
  * Try to publish the smallest deferred id. Returns 1 and the id (popped)
