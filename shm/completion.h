@@ -247,8 +247,8 @@ int completer_publish_or_defer(struct hbg_completer *c, uint64_t id);
 /* The same with the stamp stored with `store_order` (release at least): the
  * policies that do not pair the store with their own watermark load (§11).
  * Inline, so that the order is a constant where the store is compiled: in
- * a function of its own a variable order is stored as seq_cst (an xchg on
- * x86-64, which waits for the store buffer to drain) whatever it says. */
+ * a function of its own GCC stores a variable order as seq_cst (an xchg
+ * on x86-64, which waits for the store buffer to drain) whatever it says. */
 static inline int completer_publish_or_defer_ordered(struct hbg_completer *c, uint64_t id,
                                                      memory_order store_order) {
         if (completer_try_publish(c, id, store_order))

@@ -219,7 +219,7 @@ static inline __attribute__((always_inline)) void run_done(struct sched_thread *
          * Before the count below: then the slot may go to id + D. */
         uint32_t trace = trace_epoch(&r->engine->trace);
         if (__builtin_expect(trace != 0, 0))
-                trace_task(&r->engine->trace, trace, r, s, id, first, n, o->err, started);
+                trace_task(&r->engine->trace, trace, r, s, id, first, n, o->err, started, ended);
         if (o->err < 0) {
                 /* The first error becomes the task's status, and its
                  * kernel the one a failure names (§12.2): written only by
@@ -239,13 +239,14 @@ static inline __attribute__((always_inline)) void run_done(struct sched_thread *
                 /* Counts the task too (engine_thread_stats()'s
                  * executed_tasks). */
                 kernel_times(t, s, st, ended);
-                /* The kernel's own error (§12.2): strerror, or the
-                 * reason the winner above left. */
-                /* Its dependants made ready now take this run's end as
-                 * their ready stamp (sched.h); the outer value comes back
-                 * after, should a completion ever run inside another's. */
+                /* The dependants its completion hands on take this run's
+                 * end as their ready stamp (sched.h); the outer value
+                 * comes back after, should a completion ever run inside
+                 * another's. */
                 uint64_t outer = t->ready_tick;
                 t->ready_tick = ended;
+                /* The kernel's own error (§12.2): strerror, or the
+                 * reason the winner above left. */
                 complete_task(t, r, id, st, st < 0 ? s->report_why : NULL);
                 t->ready_tick = outer;
         }

@@ -117,8 +117,9 @@ static void make_ready(struct sched_thread *t, struct hbg_ring *r, struct task_s
                 retire_later(t, r, s, inline_ok);
                 return;
         }
-        /* Ready since its inputs completed: the end of the run that
-         * completed the last of them, where this thread has it (sched.h). */
+        /* Ready since the input that held it back completed: the end of
+         * the run whose completion hands it on, where this thread has it
+         * (sched.h); else now. */
         if (t->ready_tick)
                 s->ready_tick = t->ready_tick;
         else

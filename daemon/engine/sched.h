@@ -55,9 +55,10 @@ struct sched_thread {
         uint64_t *run_avg;
         /* While this thread hands on the dependants of a task whose last
          * run it just ended: that run's end tick, which becomes their
-         * ready stamp (their inputs completed then), so that a chain
-         * reads the cycle counter twice a task, not three times
-         * (ready.c, dispatch.c run_done()). 0 at any other time: a task
+         * ready stamp (the moment the input that held them back
+         * completed), so that a chain reads the cycle counter twice a
+         * task, not three times (ready.c, dispatch.c run_done()). 0 at
+         * any other time: a task
          * made ready then reads the counter. */
         uint64_t ready_tick;
         _Atomic uint64_t tasks_failed[HBG_ERRNO_SLOTS];

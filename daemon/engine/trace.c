@@ -137,7 +137,7 @@ static void trace_fanins(struct trace_state *ts, uint32_t ep, const struct hbg_r
 }
 
 void trace_task(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r, const struct task_slot *s,
-                uint64_t id, uint32_t block, uint32_t blocks, int result, uint64_t start_tick) {
+                uint64_t id, uint32_t block, uint32_t blocks, int result, uint64_t start_tick, uint64_t end_tick) {
         if (!ring_traced(ts, ep, r))
                 return;
         uint32_t n;
@@ -148,7 +148,7 @@ void trace_task(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r, c
         uint64_t now_tick = ktime_now();
         int64_t now = clock_now_ns();
         *ev = (struct hbg_trace_event){
-                .start_ns = tick_ns(c, start_tick, now_tick, now), .end_ns = now,
+                .start_ns = tick_ns(c, start_tick, now_tick, now), .end_ns = tick_ns(c, end_tick, now_tick, now),
                 .session = r->log_fields.session, .id = id,
                 .u.task = { .ready_ns = ready_in_trace(ts, tick_ns(c, s->ready_tick, now_tick, now)),
                             .block = block, .blocks = blocks },

@@ -63,11 +63,12 @@ void trace_thread_bind(struct trace_state *ts, unsigned index);
 
 /* The recorders, called only when trace_epoch() returned ep != 0. */
 /* A task run: blocks [block, block + blocks) of task id on this thread
- * from start_tick (ktime.h) to now, with its result (0 or a negative
- * errno); the run of block 0 also records the task's fanins
- * (HBG_TRACE_FANINS). */
+ * from start_tick to end_tick (ktime.h: the run's own stamps, so that a
+ * dependant stamped ready at end_tick is not drawn ready before its input
+ * ended), with its result (0 or a negative errno); the run of block 0
+ * also records the task's fanins (HBG_TRACE_FANINS). */
 void trace_task(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r, const struct task_slot *s,
-                uint64_t id, uint32_t block, uint32_t blocks, int result, uint64_t start_tick);
+                uint64_t id, uint32_t block, uint32_t blocks, int result, uint64_t start_tick, uint64_t end_tick);
 /* A host task from made ready to its answer read now. */
 void trace_host(struct trace_state *ts, uint32_t ep, const struct hbg_ring *r, const struct task_slot *s,
                 uint64_t id, int result);

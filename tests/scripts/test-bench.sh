@@ -62,11 +62,14 @@ awk -F, 'NR > 1 && NF != 8 { exit 1 }' "$tmp/a/metrics.csv" || fail "metrics.csv
 "$bench" --quick --sizes 300 --clients 1 --peers none --modes eager-batched --shapes chain \
         --no-instructions --no-reuse --out "$tmp/l" >"$tmp/l.log" 2>&1 ||
         { rc=$?; cat "$tmp/l.log"; fail "hbg-bench (latency rows) exited $rc"; }
-for metric in latency_1_task_parked_p50 latency_1_task_parked_over_eventfd_p50 \
+for metric in latency_1_task_parked_p50 latency_1_task_parked_over_eventfd_p50 eventfd_pingpong_parked_beside_p50 \
               latency_1_task_busy_32_idle_sessions_p50 connect_burst_8_p99 fairness_1_task_p99 \
               fairness_other_uid tensor_wait_2ms_late_p50 tensor_wait_10ms_cpu_p50 tensor_wait_beside_2ms_late_p50; do
         grep -q "^$metric," "$tmp/l/metrics.csv" || { cat "$tmp/l.log"; fail "metrics.csv has no $metric"; }
 done
+awk -F, '$1 == "latency_1_task_parked_over_eventfd_p50" && $7 + 0 > 0 { ok = 1 } END { exit !ok }' \
+        "$tmp/l/metrics.csv" ||
+        { cat "$tmp/l.log"; fail "latency_1_task_parked_over_eventfd_p50 is not a ratio above 0"; }
 other=$(awk -F, '$1 == "fairness_other_uid" { print $7 + 0 }' "$tmp/l/metrics.csv")
 if [ "$(id -u)" = 0 ] && [ "$other" != 1 ]; then
         grep -q "the backlog cannot run as uid 65534" "$tmp/l.log" ||
