@@ -8,8 +8,8 @@
 
 void geometry_request_default(struct hbg_geometry_request *ret) {
         *ret = (struct hbg_geometry_request){
-                .task_window = 16384,
-                .flag_window = 16384,
+                .task_window = 4096,
+                .flag_window = 4096,
                 .heap_size = UINT64_C(64) << 20,
                 .mailbox_entries = 1024,
                 .graph_table_entries = 256,

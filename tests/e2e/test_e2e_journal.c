@@ -867,7 +867,7 @@ START_TEST(debug_level) {
                 "<7>hbgd: config (reload): [access] allowed_users = root\n",
                 "<7>hbgd: config (reload): [socket] mode = 0660\n",
                 ": asks task_window 0, flag_window 0, heap_size 0",
-                ": geometry task_window 16384, flag_window 16384, heap 67108864 bytes, mailbox 1024 entries",
+                ": geometry task_window 4096, flag_window 4096, heap 67108864 bytes, mailbox 1024 entries",
                 "bytes charged; uid ",
                 ": recording of 2 tasks (",
                 " us: graph 0; the session has recorded 2 tasks of max_recorded_tasks 65536",

@@ -361,27 +361,27 @@ START_TEST(test_default_layout) {
         geometry_request_default(&req);
         check_layout(&req);
 
-        /* The default in numbers: D = F = 2^14, 64 MiB heap, M = 1024,
+        /* The default in numbers: D = F = 2^12, 64 MiB heap, M = 1024,
          * G = 256. */
         uint64_t sh = SUB_HEADER_BYTES, ch = CPL_HEADER_BYTES;
         ck_assert_int_eq(geometry_init(&g, &req, NULL), 0);
-        ck_assert_uint_eq(g.task_window, 16384);
-        ck_assert_uint_eq(g.flag_window, 16384);
+        ck_assert_uint_eq(g.task_window, 4096);
+        ck_assert_uint_eq(g.flag_window, 4096);
         ck_assert_uint_eq(g.sub_descs_offset, sh);
-        ck_assert_uint_eq(g.sub_fanins_offset, sh + 16384 * 64);
-        ck_assert_uint_eq(g.sub_args_offset, sh + 16384 * 64 + 16384 * 128);
-        ck_assert_uint_eq(g.sub_graphs_offset, sh + 16384 * 64 + 16384 * 384);
-        ck_assert_uint_eq(g.sub_mailbox_offset, sh + 16384 * 64 + 16384 * 384 + 256 * 32);
+        ck_assert_uint_eq(g.sub_fanins_offset, sh + 4096 * 64);
+        ck_assert_uint_eq(g.sub_args_offset, sh + 4096 * 64 + 4096 * 128);
+        ck_assert_uint_eq(g.sub_graphs_offset, sh + 4096 * 64 + 4096 * 384);
+        ck_assert_uint_eq(g.sub_mailbox_offset, sh + 4096 * 64 + 4096 * 384 + 256 * 32);
         ck_assert_uint_eq(g.sub_heap_offset,
-                          sh + 16384 * 64 + 16384 * 384 + 256 * 32 + 1024 * 32);
-        ck_assert_uint_eq(g.sub_region_size, sh + 16384 * 64 + 16384 * 384 + 256 * 32 +
+                          sh + 4096 * 64 + 4096 * 384 + 256 * 32 + 1024 * 32);
+        ck_assert_uint_eq(g.sub_region_size, sh + 4096 * 64 + 4096 * 384 + 256 * 32 +
                                                      1024 * 32 + (UINT64_C(64) << 20));
         ck_assert_uint_eq(g.cpl_graphs_offset, ch);
         ck_assert_uint_eq(g.cpl_ext_ready_offset, ch + 256 * GRAPH_ENTRY_BYTES);
-        ck_assert_uint_eq(g.cpl_flags_offset, ch + 256 * GRAPH_ENTRY_BYTES + 16384 * 8);
-        ck_assert_uint_eq(g.cpl_region_size, ch + 256 * GRAPH_ENTRY_BYTES + 16384 * 8 + 16384 * 4);
+        ck_assert_uint_eq(g.cpl_flags_offset, ch + 256 * GRAPH_ENTRY_BYTES + 4096 * 8);
+        ck_assert_uint_eq(g.cpl_region_size, ch + 256 * GRAPH_ENTRY_BYTES + 4096 * 8 + 4096 * 4);
         /* Every id a completer holds unpublished is in [WM, WM + D). */
-        ck_assert_uint_eq(failsafe_capacity(&g), 16384);
+        ck_assert_uint_eq(failsafe_capacity(&g), 4096);
 }
 END_TEST
 
