@@ -516,7 +516,7 @@ void bench_completion_usage(FILE *out) {
                 "\n"
                 "ns per task completion of the shared-memory completion protocol: publish or\n"
                 "defer, watermark walk, retry of deferred ids. No task bodies, no dependencies;\n"
-                "one case per thread count x order. Geometry: the defaults (D=16384, F=4096).\n"
+                "one case per thread count x order. Geometry: the defaults (printed above the table).\n"
                 "\n"
                 "  --threads LIST     thread counts, comma-separated (default 1,4; 1..%u)\n"
                 "  --order LIST       inorder,shuffled (default both)\n"

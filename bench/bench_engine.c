@@ -8,7 +8,8 @@
  * client's side of the protocol.
  *
  * One run: a fresh engine (T threads, 2T clusters) and one ring (default
- * geometry, D = F = 16384, heap 1 MiB) bound to it; the bench thread plays
+ * geometry, D = F = 4096 since it became the default, 16384 before:
+ * docs/PERFORMANCE.md's figures say which; heap 1 MiB) bound to it; the bench thread plays
  * the client through tests/engine/harness.c (shm/producer.c), writing N tasks in graphs of
  * GRAPH_TASKS, publishing every PUBLISH_EVERY tasks, then waiting for the
  * last graph. The time is taken from the first submit to the last graph
@@ -480,9 +481,9 @@ void bench_engine_usage(FILE *out) {
                 "\n"
                 "ns per task of the scheduler engine, end to end, with noop tasks (kernel noop on\n"
                 "the AIV0 lane, 1 block): a fresh engine (clusters = 2 x threads) and one ring\n"
-                "(D=F=16384, heap 1 MiB) per run; this thread is the client (tests/engine/harness.c),\n"
-                "writing N tasks in graphs of %u, publishing every %u, then waiting for the\n"
-                "last graph. One case per thread count x shape.\n"
+                "(hbgd's default D and F, heap 1 MiB) per run; this thread is the client\n"
+                "(tests/engine/harness.c), writing N tasks in graphs of %u, publishing every\n"
+                "%u, then waiting for the last graph. One case per thread count x shape.\n"
                 "\n"
                 "  --threads LIST     scheduler thread counts, comma-separated (default 1,4;\n"
                 "                     1..%u)\n"

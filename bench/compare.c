@@ -7,6 +7,7 @@
  * counts beside. Output: bench/report.h; what it means: docs/PERFORMANCE.md.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "bench/dag.h"
 #include "bench/hbgd_proc.h"
 #include "daemon/engine/engine.h"
+#include "shm/geometry.h"
 
 const char *cmp_shape(const struct cmp *c, unsigned k) {
         return dag_shape_name(c->shapes[k]);
@@ -28,8 +30,15 @@ const char *cmp_hbgd_config(const struct cmp *c, char *buf, unsigned len) {
         /* Replay rows record whole shapes: up to 2^17 tasks each. The
          * latency's idle sessions open beside the others as any user's. */
         int n = snprintf(buf, len, "[limits]\nmax_recorded_tasks = 16777216\nmax_sessions_per_uid = 64\n");
-        if (c->flag_window && n > 0 && (unsigned)n < len)
-                n += snprintf(buf + n, len - (unsigned)n, "[session]\nflag_window = %u\n", c->flag_window);
+        /* The task window as hbgd's default, or as large as the flag
+         * window asked for (F <= D). */
+        if (c->flag_window && n > 0 && (unsigned)n < len) {
+                struct hbg_geometry_request dflt;
+                geometry_request_default(&dflt);
+                uint64_t d = c->flag_window > dflt.task_window ? c->flag_window : dflt.task_window;
+                n += snprintf(buf + n, len - (unsigned)n, "[session]\ntask_window = %" PRIu64 "\nflag_window = %u\n",
+                              d, c->flag_window);
+        }
         if (c->module[0] && n > 0 && (unsigned)n < len)
                 snprintf(buf + n, len - (unsigned)n, "[kernels]\nmodules = %s\n", c->module);
         return buf;
@@ -222,8 +231,8 @@ static int parse(struct cmp *c, int argc, char **argv) {
                                 return BENCH_EXIT_USAGE;
                         c->warmup = (unsigned)v;
                 } else if (strcmp(name, "--flag-window") == 0) {
-                        if (!bench_option_u64("compare", name, value, 64, 1u << 20, &v) || (v & (v - 1))) {
-                                fprintf(stderr, "hbg-bench: --flag-window: a power of two from 64 to 2^20\n");
+                        if (!bench_option_u64("compare", name, value, 256, 1u << 20, &v) || (v & (v - 1))) {
+                                fprintf(stderr, "hbg-bench: --flag-window: a power of two from 256 to 2^20\n");
                                 return BENCH_EXIT_USAGE;
                         }
                         c->flag_window = (unsigned)v;

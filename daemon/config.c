@@ -573,8 +573,20 @@ int hbgd_config_load(struct hbgd_config *cfg, const char *path, char *err, size_
         const char *why;
         if (engine_config_validate(&l->cfg.engine, &why) < 0)
                 whole_error(l, "scheduler", why);
+        /* The flag window follows a task window set alone (as it does in
+         * a session's request); one set alone above the task window is
+         * said with both values (the default task window changed in 1.6:
+         * docs/OPERATIONS.md, "Upgrade"). */
+        unsigned task_at = key_line(l, "session", "task_window"), flag_at = key_line(l, "session", "flag_window");
+        struct hbg_geometry_request *sd = &l->cfg.session_default;
+        if (task_at && !flag_at)
+                sd->flag_window = sd->task_window;
+        if (flag_at && sd->flag_window > sd->task_window)
+                load_error(l, flag_at, "flag_window: %llu is above %stask_window (%llu): set [session] task_window "
+                           "to %llu or more too", (unsigned long long)sd->flag_window, task_at ? "" : "the default ",
+                           (unsigned long long)sd->task_window, (unsigned long long)sd->flag_window);
         struct hbg_geometry g;
-        if (geometry_init(&g, &l->cfg.session_default, &why) < 0)
+        if (!(flag_at && sd->flag_window > sd->task_window) && geometry_init(&g, sd, &why) < 0)
                 whole_error(l, "session", why);
         if (l->cfg.session_default.heap_size > l->cfg.max_heap_size) {
                 unsigned at = key_line(l, "session", "heap_size");

@@ -28,8 +28,17 @@ static size_t slots_bytes(const struct hbg_geometry *g) {
         return g->task_window * sizeof(struct task_slot);
 }
 
+/* The failure table's entries (RUNTIME_LOGIC §12.2): 2D, and no fewer
+ * than FAIL_TAGS_MIN, so that a fanin up to T - D ids back is answered
+ * exactly: at least 16,384 for every D up to 16,384 (the reach of the
+ * old default window's 2D), not only D. */
+#define FAIL_TAGS_MIN (UINT64_C(1) << 15)
+static uint64_t fail_tags_count(const struct hbg_geometry *g) {
+        return 2 * g->task_window > FAIL_TAGS_MIN ? 2 * g->task_window : FAIL_TAGS_MIN;
+}
+
 static size_t fail_tags_bytes(const struct hbg_geometry *g) {
-        return 2 * g->task_window * sizeof(_Atomic uint64_t);
+        return fail_tags_count(g) * sizeof(_Atomic uint64_t);
 }
 
 static size_t failures_bytes(const struct hbg_geometry *g) {
@@ -265,7 +274,7 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         if (r->per_thread)
                 memset(r->per_thread, 0, e->nthreads * sizeof(*r->per_thread));
         r->max_failures = (uint32_t)g->task_window;
-        r->fail_mask = 2 * g->task_window - 1;
+        r->fail_mask = fail_tags_count(g) - 1;
         if (!r->per_thread)
                 goto fail;
         /* A spare of this size if hbgd keeps one ready (faulted in, so

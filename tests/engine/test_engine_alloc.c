@@ -582,8 +582,8 @@ static size_t mapped_bytes(void) {
         return pages * (size_t)sysconf(_SC_PAGESIZE);
 }
 
-/* An arena of LAZY_HUGE_MIN or more (a ring's arrays at the default
- * window, and its spares) starts on a 2 MiB boundary, a smaller one
+/* An arena of LAZY_HUGE_MIN or more (a ring's arrays at a window of
+ * 8192 or more, and its spares) starts on a 2 MiB boundary, a smaller one
  * anywhere; either way exactly its bytes stay mapped (the slack taken to
  * align it is given back), and unmapping it leaves none of them. */
 START_TEST(lazy_arena_huge_boundary) {

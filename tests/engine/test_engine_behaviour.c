@@ -1881,6 +1881,42 @@ START_TEST(ready_stamp_of_a_later_task) {
 END_TEST
 
 /*
+ * Whether a fanin failed is kept in the failure table, whose entry for a
+ * task a later failing task may take over (RUNTIME_LOGIC §12.2). With a
+ * window of 4096, a table of 2D entries let the failure of task 8192 take
+ * task 0's entry, and a task depending on task 0 then ran; the table has
+ * 2^15 entries at least now, so that it is skipped: its graph fails.
+ */
+START_TEST(failed_dependency_far_back_seen) {
+        struct hbg_engine *e = engine_new_with(1, 2, 10000);
+        struct harness_ring h;
+        ring_open(&h, e, 4096, 4096, 0);
+        struct harness_task fail = { .kernel = { HBG_KERNEL_FAIL }, .lane_mask = 1, .block_num = 1,
+                                     .n_scalars = 1, .scalars = { (uint64_t)(int64_t)-EIO } };
+        struct harness_task noop = { .kernel = { 0, HBG_KERNEL_NOOP }, .lane_mask = 2, .block_num = 1 };
+        uint64_t first = harness_add_task(&h, &fail);
+        struct hbg_graph_entry ge;
+        wait_graph(&h, harness_end_graph(&h, 0), &ge);
+        ck_assert_int_eq(ge.status, -EIO);
+        while (h.prod.next_id < first + 2 * 4096)
+                harness_add_task(&h, &noop);
+        wait_graph_ok(&h, harness_end_graph(&h, 1));
+        uint64_t later = harness_add_task(&h, &fail);
+        ck_assert_uint_eq(later, first + 2 * 4096);
+        wait_graph(&h, harness_end_graph(&h, 2), &ge);
+        ck_assert_int_eq(ge.status, -EIO);
+        struct harness_task dependant = noop;
+        add_dep(&dependant, first);
+        uint64_t d = harness_add_task(&h, &dependant);
+        wait_graph(&h, harness_end_graph(&h, 3), &ge);
+        ck_assert_msg(ge.status != 0, "task %" PRIu64 " ran although task %" PRIu64 ", %" PRIu64
+                      " ids before it, failed", d, first, d - first);
+        harness_ring_destroy(&h);
+        engine_free(e);
+}
+END_TEST
+
+/*
  * The watchdog's heartbeat moves at every task start, not only at every
  * loop turn: one visit runs these 8 tasks of 40 ms back to back (the
  * first as the continuation, the rest from the thread's deque), so a
@@ -2154,6 +2190,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, counters_add_up);
         tcase_add_test(tc, counters_with_failures);
         tcase_add_test(tc, ready_stamp_of_a_later_task);
+        tcase_add_test(tc, failed_dependency_far_back_seen);
         return s;
 }
 

@@ -381,6 +381,27 @@ START_TEST(shipped_example) {
 }
 END_TEST
 
+/* [session] flag_window follows a task_window set alone (as a session's
+ * request's does); one set alone above the (default) task window is
+ * refused at its line, naming both values and what to set. */
+START_TEST(flag_window_follows_task_window) {
+        struct hbgd_config cfg;
+        char err[512] = "";
+        ck_assert_int_eq(load("[session]\ntask_window = 16384\n", &cfg, err, sizeof(err)), 0);
+        ck_assert_uint_eq(cfg.session_default.task_window, 16384);
+        ck_assert_uint_eq(cfg.session_default.flag_window, 16384);
+        ck_assert_int_eq(load("[session]\ntask_window = 1024\n", &cfg, err, sizeof(err)), 0);
+        ck_assert_uint_eq(cfg.session_default.flag_window, 1024);
+        ck_assert_int_eq(load("[session]\ntask_window = 16384\nflag_window = 2048\n", &cfg, err, sizeof(err)), 0);
+        ck_assert_uint_eq(cfg.session_default.flag_window, 2048);
+        ck_assert_int_eq(load("[session]\nflag_window = 16384\n", &cfg, err, sizeof(err)), -EINVAL);
+        ck_assert_msg(strstr(err, ":2: flag_window: 16384 is above the default task_window (4096): set [session] "
+                                  "task_window to 16384 or more too"), "%s", err);
+        ck_assert_int_eq(load("[session]\ntask_window = 8192\nflag_window = 16384\n", &cfg, err, sizeof(err)), -EINVAL);
+        ck_assert_msg(strstr(err, ":3: flag_window: 16384 is above task_window (8192)"), "%s", err);
+}
+END_TEST
+
 /* [limits] kernel_time_budget_ms: 10 s by default, 1 ms to an hour, and
  * no value that turns it off. */
 START_TEST(kernel_time_budget) {
@@ -462,6 +483,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, socket_keys);
         tcase_add_test(tc, shipped_example);
         tcase_add_test(tc, kernel_time_budget);
+        tcase_add_test(tc, flag_window_follows_task_window);
         tcase_add_test(tc, every_key_tested_and_documented);
         suite_add_tcase(s, tc);
         return s;

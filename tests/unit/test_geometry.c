@@ -138,7 +138,7 @@ START_TEST(test_flag_window) {
         expect_reject("flag_window", 16, -ERANGE);
         expect_reject("flag_window", 64, -ERANGE);
         expect_reject("flag_window", 128, -ERANGE);
-        /* Valid powers of two above task_window (default D = 2^14). */
+        /* Valid powers of two above task_window (default D = 2^12). */
         expect_reject("flag_window", POW2(15), -EINVAL);
         expect_reject("flag_window", POW2(24), -EINVAL);
 
