@@ -426,6 +426,10 @@ static void hbg_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, u
                 c->failures++;
                 return;
         }
+        /* After 3 ms idle means an idle hbgd: not one still at the work
+         * the rows before left it (their sessions' arrays given back,
+         * spare rings made again for the next burst). */
+        bench_proc_settle(h->pid, SETTLE_MAX_MS);
         int err = cmp_expect(&kid, "connect_ns ", line, sizeof(line), LINE_MS);
         /* Warm-up: the first graphs map the rings' pages. */
         if (err == 0 && (err = bench_child_send(&kid, "lat 16 200 0")) == 0)
