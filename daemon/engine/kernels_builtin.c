@@ -421,8 +421,11 @@ static int run_reduce(struct hbg_kernel_ctx *ctx, uint8_t *heap, const struct hb
  * row is cut into blocks of about KERNEL_CHECK_CHUNK multiply-adds: several
  * p steps of a narrow C, or chunks of j of a wide one; within a block p
  * still goes up for every element, so the sums are those of the plain
- * loop, bit for bit. */
-int kernel_gemm_f32_rows(struct hbg_kernel_ctx *ctx, const float *restrict A, const float *restrict B,
+ * loop, bit for bit. Aligned to a cache line: where the link put it after
+ * unrelated code grew, its inner loop's branches fell across a 32-byte
+ * boundary and gemm tasks took 15 % longer (docs/PERFORMANCE.md, "The gemm
+ * kernel on a cache line"). */
+__attribute__((aligned(64))) int kernel_gemm_f32_rows(struct hbg_kernel_ctx *ctx, const float *restrict A, const float *restrict B,
                          float *restrict C, uint64_t n, uint64_t k, uint64_t lo, uint64_t hi) {
         uint64_t jstep = n < KERNEL_CHECK_CHUNK ? n : KERNEL_CHECK_CHUNK;
         uint64_t pstep = KERNEL_CHECK_CHUNK / jstep;
