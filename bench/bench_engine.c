@@ -9,11 +9,11 @@
  *
  * One run: a fresh engine (T threads, 2T clusters) and one ring (default
  * geometry, D = F = 4096 since it became the default, 16384 before:
- * docs/PERFORMANCE.md's figures say which; heap 1 MiB) bound to it; the bench thread plays
- * the client through tests/engine/harness.c (shm/producer.c), writing N tasks in graphs of
- * GRAPH_TASKS, publishing every PUBLISH_EVERY tasks, then waiting for the
- * last graph. The time is taken from the first submit to the last graph
- * retired. Shapes:
+ * docs/PERFORMANCE.md's figures say which; heap 1 MiB) bound to it; the bench
+ * thread plays the client through tests/engine/harness.c (shm/producer.c),
+ * writing N tasks in graphs of GRAPH_TASKS, publishing every PUBLISH_EVERY
+ * tasks, then waiting for the last graph. The time is taken from the first
+ * submit to the last graph retired. Shapes:
  *
  *   - "chain":       task i depends on task i - 1: no parallelism at all,
  *                    every task goes through a wake list;

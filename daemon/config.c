@@ -575,8 +575,8 @@ int hbgd_config_load(struct hbgd_config *cfg, const char *path, char *err, size_
                 whole_error(l, "scheduler", why);
         /* The flag window follows a task window set alone (as it does in
          * a session's request); one set alone above the task window is
-         * said with both values (the default task window changed in 1.6:
-         * docs/OPERATIONS.md, "Upgrade"). */
+         * said with both values (the default task window went from 16384
+         * to 4096: docs/OPERATIONS.md, "Upgrade"). */
         unsigned task_at = key_line(l, "session", "task_window"), flag_at = key_line(l, "session", "flag_window");
         struct hbg_geometry_request *sd = &l->cfg.session_default;
         if (task_at && !flag_at)

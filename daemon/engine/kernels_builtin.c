@@ -425,8 +425,9 @@ static int run_reduce(struct hbg_kernel_ctx *ctx, uint8_t *heap, const struct hb
  * unrelated code grew, its inner loop's branches fell across a 32-byte
  * boundary and gemm tasks took 15 % longer (docs/PERFORMANCE.md, "The gemm
  * kernel on a cache line"). */
-__attribute__((aligned(64))) int kernel_gemm_f32_rows(struct hbg_kernel_ctx *ctx, const float *restrict A, const float *restrict B,
-                         float *restrict C, uint64_t n, uint64_t k, uint64_t lo, uint64_t hi) {
+__attribute__((aligned(64))) int kernel_gemm_f32_rows(struct hbg_kernel_ctx *ctx, const float *restrict A,
+                                                      const float *restrict B, float *restrict C, uint64_t n,
+                                                      uint64_t k, uint64_t lo, uint64_t hi) {
         uint64_t jstep = n < KERNEL_CHECK_CHUNK ? n : KERNEL_CHECK_CHUNK;
         uint64_t pstep = KERNEL_CHECK_CHUNK / jstep;
         int r;

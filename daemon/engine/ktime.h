@@ -5,21 +5,20 @@
  * run time and of their wait between ready and start. Every task is
  * timed, none sampled.
  *
- * The clock is the CPU's cycle counter (rdtsc on x86-64: one instruction,
- * no vDSO call), in "ticks". A task has three stamps: when it is made
- * ready (ready.c, in its slot), when its first block starts and when its
- * last block ends (dispatch.c). A task that the completion of a task's
- * last run hands on at once, on that run's thread, takes that run's end
- * as its ready stamp: the input that held it back was complete from then
- * on, and the counter is read twice a task on a chain rather than three
- * times (a read costs some 25 cycles; docs/PERFORMANCE.md). Its wait is start - ready, its run
- * end - start (for a task split over several threads: from its first
- * block's start to the end of the run of blocks that finished it, read
- * right after that run, before the count that says so: another thread's
- * run may end a little later). Both are counted by the thread
- * that ran its last block, in that thread's own table: one writer per
- * table, no shared cache line written per task. Readers add the threads'
- * tables up (ktime_read()).
+ * The clock is the CPU's cycle counter (rdtsc on x86-64: one instruction, no
+ * vDSO call), in "ticks". A task has three stamps: when it is made ready
+ * (ready.c, in its slot), when its first block starts and when its last block
+ * ends (dispatch.c). A task that the completion of a task's last run hands on
+ * at once, on that run's thread, takes that run's end as its ready stamp: the
+ * input that held it back was complete from then on, and the counter is read
+ * twice a task on a chain rather than three times (a read costs some 25
+ * cycles; docs/PERFORMANCE.md). Its wait is start - ready, its run end -
+ * start (for a task split over several threads: from its first block's start
+ * to the end of the run of blocks that finished it, read right after that
+ * run, before the count that says so: another thread's run may end a little
+ * later). Both are counted by the thread that ran its last block, in that
+ * thread's own table: one writer per table, no shared cache line written per
+ * task. Readers add the threads' tables up (ktime_read()).
  *
  * Ticks become nanoseconds only when read: the histograms' bucket bounds
  * are converted to ticks once, at engine start, after a calibration of

@@ -58,8 +58,7 @@ struct sched_thread {
          * ready stamp (the moment the input that held them back
          * completed), so that a chain reads the cycle counter twice a
          * task, not three times (ready.c, dispatch.c run_done()). 0 at
-         * any other time: a task
-         * made ready then reads the counter. */
+         * any other time: a task made ready then reads the counter. */
         uint64_t ready_tick;
         _Atomic uint64_t tasks_failed[HBG_ERRNO_SLOTS];
         /* Liveness for the systemd watchdog: bumped every loop iteration;

@@ -79,8 +79,8 @@ struct task_slot {
         /* Kernel tasks' times (ktime.h), in ticks: made ready (by the
          * thread that routed it, before the queue, deque or continuation
          * hands it on; the end of the completed run whose completion
-         * routed it, sched.h) and first block started (by the thread that claimed
-         * block 0, before the rest of its blocks are queued and before
+         * routed it, sched.h) and first block started (by the thread
+         * that claimed block 0, before the rest of its blocks are queued and before
          * its acq_rel add to done_blocks). Read by the last finisher,
          * after its own add. The ready stamp takes classify_why's place:
          * a task is made ready only after classify_run() is done with

@@ -1479,7 +1479,7 @@ START_TEST(spare_rings_status) {
         } cases[] = {
                 { "[session]\nspare_rings = 2\n", 2 },
                 { "[session]\nspare_rings = 0\n", 0 },
-                { "[limits]\nmax_memory = 2M\n", 0 }, /* a spare is 2.5 MB */
+                { "[limits]\nmax_memory = 2M\n", 0 }, /* a spare is 2.7 MB */
         };
         for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
                 struct hbgd_proc *d = start_hbgd_conf_fd(_i, cases[k].conf, -1);
