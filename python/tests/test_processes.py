@@ -143,5 +143,11 @@ def test_no_leak_across_1000_connects(hbgd):
     for _ in range(1000):
         once()
     assert _fds() == fds
+    # Under ASan freed memory waits in its quarantine (up to 256 MB) before
+    # it is reused, so RSS there grows with what connects free, leak or not
+    # (36 MB in one run once the default window was 4096; the plain build
+    # stayed within the bound): the plain build's run checks it.
+    if "libasan" in os.environ.get("LD_PRELOAD", ""):
+        return
     grown = _rss_kib() - rss
     assert grown < 4096, "RSS grew by %d KiB over 1000 connect/close" % grown
