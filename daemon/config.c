@@ -581,12 +581,12 @@ int hbgd_config_load(struct hbgd_config *cfg, const char *path, char *err, size_
         struct hbg_geometry_request *sd = &l->cfg.session_default;
         if (task_at && !flag_at)
                 sd->flag_window = sd->task_window;
+        struct hbg_geometry g;
         if (flag_at && sd->flag_window > sd->task_window)
                 load_error(l, flag_at, "flag_window: %llu is above %stask_window (%llu): set [session] task_window "
                            "to %llu or more too", (unsigned long long)sd->flag_window, task_at ? "" : "the default ",
                            (unsigned long long)sd->task_window, (unsigned long long)sd->flag_window);
-        struct hbg_geometry g;
-        if (!(flag_at && sd->flag_window > sd->task_window) && geometry_init(&g, sd, &why) < 0)
+        else if (geometry_init(&g, sd, &why) < 0)
                 whole_error(l, "session", why);
         if (l->cfg.session_default.heap_size > l->cfg.max_heap_size) {
                 unsigned at = key_line(l, "session", "heap_size");
