@@ -153,7 +153,10 @@ void spare_regions_want(struct hbgd *d) {
 }
 
 void spare_regions_retry(struct hbgd *d) {
-        if (d->regions.failed)
+        /* A run still queued or under way may fail for the fds just given
+         * back (made while the session held them, its end seen after this
+         * close): asked again, it is run once more after that one. */
+        if (d->regions.failed || d->regions.queued)
                 spare_regions_want(d);
 }
 

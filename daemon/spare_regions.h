@@ -62,8 +62,8 @@ int spare_regions_init(struct spare_regions *s);
 void spare_regions_want(struct hbgd *d);
 
 /* After sessions were freed (their fds and memory given back): the fill
- * again if its last run failed (out of fds or memory), not only at the
- * next session's set-up. */
+ * again if its last run failed (out of fds or memory) or may yet (one is
+ * queued or running), not only at the next session's set-up. */
 void spare_regions_retry(struct hbgd *d);
 
 /* A set of geometry g into *ret, if one is ready: true. The build's. */

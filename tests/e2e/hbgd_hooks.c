@@ -14,20 +14,32 @@
  *   HBGD_TEST_IDLE_TICK_MS=MS       the housekeeping tick's slow period
  *                                   (1000 as shipped): a stopped ring must
  *                                   be closed without it, test_e2e_daemon
+ *   HBGD_TEST_SPARE_FAIL_DELAY_MS=MS a set of regions made ahead that
+ *                                   failed ends its run MS ms later (said
+ *                                   on stderr first): a session closes
+ *                                   while it runs, test_e2e_daemon
  */
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "daemon/config.h"
 #include "daemon/daemon.h"
 #include "daemon/io_probe.h"
+#include "daemon/session_regions.h"
 
 int __real_hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg);
 int __wrap_hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg);
 const char *__real_io_probe_multishot(struct io_uring *ring);
 const char *__wrap_io_probe_multishot(struct io_uring *ring);
+int __real_session_regions_make(struct session_regions *r, const struct hbg_geometry *g, const char *label,
+                                uint64_t first_id, const char **why);
+int __wrap_session_regions_make(struct session_regions *r, const struct hbg_geometry *g, const char *label,
+                                uint64_t first_id, const char **why);
 
 int __wrap_hbgd_new(struct hbgd **ret, const struct hbgd_config *cfg) {
         struct hbgd_config c = *cfg;
@@ -54,4 +66,18 @@ const char *__wrap_io_probe_multishot(struct io_uring *ring) {
         if (force && strcmp(force, "no-multishot") == 0)
                 return "io_uring lacks multishot poll (HBGD_TEST_IO_PROBE); using epoll";
         return __real_io_probe_multishot(ring);
+}
+
+int __wrap_session_regions_make(struct session_regions *r, const struct hbg_geometry *g, const char *label,
+                                uint64_t first_id, const char **why) {
+        int err = __real_session_regions_make(r, g, label, first_id, why);
+        const char *delay = getenv("HBGD_TEST_SPARE_FAIL_DELAY_MS");
+        if (err < 0 && delay && *delay && strncmp(label, "ahead-", 6) == 0) {
+                unsigned long ms = strtoul(delay, NULL, 10);
+                fprintf(stderr, "hbgd-hooks: set %s made ahead failed (%s); its run ends in %lu ms\n", label,
+                        strerror(-err), ms);
+                struct timespec ts = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000 };
+                nanosleep(&ts, NULL);
+        }
+        return err;
 }

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -1967,6 +1968,75 @@ START_TEST(idle_connect_wakes_nobody) {
 }
 END_TEST
 
+/*
+ * A fill of the sets made ahead that fails for the fds a session holds,
+ * and whose run ends only after that session closed, is made again: the
+ * close asks for one more run of a fill still under way. Before, only a
+ * fill already marked failed was, and hbgd stayed a set short until the
+ * next session (seen as an fd count short by six in test_e2e_hostile's
+ * accept_backlog_out_of_fds under TSan). The hooks build holds a failed
+ * run's end for 1 s (HBGD_TEST_SPARE_FAIL_DELAY_MS), so that the close
+ * falls inside the run.
+ */
+/* How many of pid's fds are numbered at or above `from` (hbgd keeps one
+ * high, out of the range an RLIMIT_NOFILE below it leaves). */
+static int fds_numbered_from(pid_t pid, int from) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+        DIR *dir = opendir(path);
+        if (!dir)
+                return -errno;
+        int n = 0;
+        for (struct dirent *e; (e = readdir(dir));)
+                n += e->d_name[0] != '.' && atoi(e->d_name) >= from;
+        closedir(dir);
+        return n;
+}
+
+START_TEST(spare_regions_failed_while_closing) {
+        static const char *const env[] = { "HBGD_TEST_SPARE_FAIL_DELAY_MS=1000", NULL };
+        struct hbgd_proc *d = start_hooks_hbgd(env);
+        wait_slow_work_idle(d);
+        int base = fd_baseline(d);
+        uint64_t taken;
+        unsigned ready = spare_regions_now(d, &taken);
+        D_ASSERT(d, ready == 8 && taken == 0, "%u sets made ahead (%" PRIu64 " taken) idle", ready, taken);
+        /* The fds of a session with its set made again, measured. */
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "connect: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        wait_slow_work_idle(d);
+        int with = daemon_fd_count(d->pid);
+        D_ASSERT(d, with > base, "hbgd holds %d fds with a session, %d without", with, base);
+        hbg_disconnect(c);
+        wait_slow_work_idle(d);
+        assert_fd_baseline(d, base, "spare_regions_failed_while_closing: after the first session");
+        /* Room for the session, not for the set made again for it: an fd
+         * short of what the session and its set took, below the ones
+         * hbgd holds numbered high. */
+        int high = fds_numbered_from(d->pid, with - 1);
+        D_ASSERT(d, high >= 0 && high < with - 1, "hbgd's fds numbered from %d: %d", with - 1, high);
+        int limit = with - 1 - high;
+        struct rlimit rl = { (rlim_t)limit, (rlim_t)limit };
+        ck_assert_msg(prlimit(d->pid, RLIMIT_NOFILE, &rl, NULL) == 0, "prlimit: %s", strerror(errno));
+        err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "connect at %d fds: %s [%s]", limit, hbg_strerror(err), hbg_last_error(NULL));
+        long long deadline = daemon_now_ms() + IO_MS;
+        while (!log_has(d, "made ahead failed")) {
+                D_ASSERT(d, daemon_now_ms() < deadline, "the set made again did not fail at %d fds", limit);
+                sleep_us(2000);
+        }
+        hbg_disconnect(c);
+        /* The failed run ends, and the one asked for at the close runs. */
+        wait_slow_work_idle(d);
+        assert_fd_baseline(d, base, "spare_regions_failed_while_closing: a fill failed while its session closed");
+        ready = spare_regions_now(d, &taken);
+        D_ASSERT(d, ready == 8 && taken == 2, "after the failed fill: %u sets made ahead (%" PRIu64 " taken)", ready,
+                 taken);
+        stop_hbgd(d);
+}
+END_TEST
+
 /* ------------------------------------------------------------ suite */
 
 static Suite *suite(void) {
@@ -1985,7 +2055,8 @@ static Suite *suite(void) {
                 { "status", { status_over_socket, thread_names } },
                 { "sigterm", { sigterm_in_flight } },
                 { "spin", { spin_moves_keep_affinity } },
-                { "spares", { spare_rings_status, spare_rings_make_room, spare_rings_follow_bursts, spare_regions_fresh } },
+                { "spares", { spare_rings_status, spare_rings_make_room, spare_rings_follow_bursts, spare_regions_fresh,
+                             spare_regions_failed_while_closing } },
                 { "reconnect", { reconnect_at_once, idle_connect_wakes_nobody } },
                 { "tick", { idle_sessions_tick_slowly, stopped_ring_closed_at_once } },
         };
@@ -1998,7 +2069,7 @@ static Suite *suite(void) {
                                 tcase_add_loop_test(tc, t, 0, (int)(N_MODES * completion_count()));
                         else if (t == io_probe_fallback || t == stopped_ring_closed_at_once ||
                                  t == spare_rings_follow_bursts || /* bursts do not depend on the io backend */
-                                 t == spare_regions_fresh)
+                                 t == spare_regions_fresh || t == spare_regions_failed_while_closing)
                                 tcase_add_test(tc, t);
                         else if (t == spin_moves_keep_affinity)
                                 tcase_add_loop_test(tc, t, MODE_URING, N_MODES + 1); /* and moves off */
