@@ -14,12 +14,16 @@
  *   HBGD_TEST_IDLE_TICK_MS=MS       the housekeeping tick's slow period
  *                                   (1000 as shipped): a stopped ring must
  *                                   be closed without it, test_e2e_daemon
- *   HBGD_TEST_SPARE_FAIL_DELAY_MS=MS a set of regions made ahead that
- *                                   failed ends its run MS ms later (said
- *                                   on stderr first): a session closes
- *                                   while it runs, test_e2e_daemon
+ *   HBGD_TEST_SPARE_FAIL=LABEL:MS   the set of regions made ahead as
+ *                                   LABEL (ahead-N) fails once, out of
+ *                                   fds, its run ending MS ms after it
+ *                                   says so on stderr: a session closes
+ *                                   while that run is under way,
+ *                                   test_e2e_daemon
  */
+#include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,14 +74,17 @@ const char *__wrap_io_probe_multishot(struct io_uring *ring) {
 
 int __wrap_session_regions_make(struct session_regions *r, const struct hbg_geometry *g, const char *label,
                                 uint64_t first_id, const char **why) {
-        int err = __real_session_regions_make(r, g, label, first_id, why);
-        const char *delay = getenv("HBGD_TEST_SPARE_FAIL_DELAY_MS");
-        if (err < 0 && delay && *delay && strncmp(label, "ahead-", 6) == 0) {
-                unsigned long ms = strtoul(delay, NULL, 10);
-                fprintf(stderr, "hbgd-hooks: set %s made ahead failed (%s); its run ends in %lu ms\n", label,
-                        strerror(-err), ms);
+        static atomic_bool failed_once;
+        const char *fail = getenv("HBGD_TEST_SPARE_FAIL");
+        const char *colon = fail ? strchr(fail, ':') : NULL;
+        if (colon && strlen(label) == (size_t)(colon - fail) && strncmp(label, fail, strlen(label)) == 0 &&
+            !atomic_exchange(&failed_once, true)) {
+                unsigned long ms = strtoul(colon + 1, NULL, 10);
+                fprintf(stderr, "hbgd-hooks: set %s made ahead fails (out of fds); its run ends in %lu ms\n", label, ms);
                 struct timespec ts = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000 };
                 nanosleep(&ts, NULL);
+                *why = "out of fds (HBGD_TEST_SPARE_FAIL)";
+                return -EMFILE;
         }
-        return err;
+        return __real_session_regions_make(r, g, label, first_id, why);
 }

@@ -26,7 +26,6 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -1978,52 +1977,32 @@ END_TEST
  * run's end for 1 s (HBGD_TEST_SPARE_FAIL_DELAY_MS), so that the close
  * falls inside the run.
  */
-/* How many of pid's fds are numbered at or above `from` (hbgd keeps one
- * high, out of the range an RLIMIT_NOFILE below it leaves). */
-static int fds_numbered_from(pid_t pid, int from) {
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-        DIR *dir = opendir(path);
-        if (!dir)
-                return -errno;
-        int n = 0;
-        for (struct dirent *e; (e = readdir(dir));)
-                n += e->d_name[0] != '.' && atoi(e->d_name) >= from;
-        closedir(dir);
-        return n;
-}
-
+/*
+ * A fill of the sets made ahead that fails while a session holds its
+ * fds, and whose run ends only after that session closed, is made again:
+ * the close asks for one more run of a fill still under way. Before, only
+ * a fill already marked failed was, and hbgd stayed a set (six fds) short
+ * until the next session: test_e2e_hostile's accept_backlog_out_of_fds
+ * saw it under TSan, where a fill at a low RLIMIT_NOFILE ended after the
+ * close. The hooks build fails the set made again for the first session
+ * (ahead-8, after the 8 made at the start) once, out of fds, and holds
+ * that run's end for 1 s (HBGD_TEST_SPARE_FAIL), so that the close falls
+ * inside the run.
+ */
 START_TEST(spare_regions_failed_while_closing) {
-        static const char *const env[] = { "HBGD_TEST_SPARE_FAIL_DELAY_MS=1000", NULL };
+        static const char *const env[] = { "HBGD_TEST_SPARE_FAIL=ahead-8:1000", NULL };
         struct hbgd_proc *d = start_hooks_hbgd(env);
         wait_slow_work_idle(d);
         int base = fd_baseline(d);
         uint64_t taken;
         unsigned ready = spare_regions_now(d, &taken);
         D_ASSERT(d, ready == 8 && taken == 0, "%u sets made ahead (%" PRIu64 " taken) idle", ready, taken);
-        /* The fds of a session with its set made again, measured. */
         hbg_client *c = NULL;
         int err = hbg_connect(&c, d->socket_path);
         D_ASSERT(d, err == 0, "connect: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
-        wait_slow_work_idle(d);
-        int with = daemon_fd_count(d->pid);
-        D_ASSERT(d, with > base, "hbgd holds %d fds with a session, %d without", with, base);
-        hbg_disconnect(c);
-        wait_slow_work_idle(d);
-        assert_fd_baseline(d, base, "spare_regions_failed_while_closing: after the first session");
-        /* Room for the session, not for the set made again for it: an fd
-         * short of what the session and its set took, below the ones
-         * hbgd holds numbered high. */
-        int high = fds_numbered_from(d->pid, with - 1);
-        D_ASSERT(d, high >= 0 && high < with - 1, "hbgd's fds numbered from %d: %d", with - 1, high);
-        int limit = with - 1 - high;
-        struct rlimit rl = { (rlim_t)limit, (rlim_t)limit };
-        ck_assert_msg(prlimit(d->pid, RLIMIT_NOFILE, &rl, NULL) == 0, "prlimit: %s", strerror(errno));
-        err = hbg_connect(&c, d->socket_path);
-        D_ASSERT(d, err == 0, "connect at %d fds: %s [%s]", limit, hbg_strerror(err), hbg_last_error(NULL));
         long long deadline = daemon_now_ms() + IO_MS;
-        while (!log_has(d, "made ahead failed")) {
-                D_ASSERT(d, daemon_now_ms() < deadline, "the set made again did not fail at %d fds", limit);
+        while (!log_has(d, "set ahead-8 made ahead fails")) {
+                D_ASSERT(d, daemon_now_ms() < deadline, "the set made again for the session was not tried");
                 sleep_us(2000);
         }
         hbg_disconnect(c);
@@ -2031,8 +2010,9 @@ START_TEST(spare_regions_failed_while_closing) {
         wait_slow_work_idle(d);
         assert_fd_baseline(d, base, "spare_regions_failed_while_closing: a fill failed while its session closed");
         ready = spare_regions_now(d, &taken);
-        D_ASSERT(d, ready == 8 && taken == 2, "after the failed fill: %u sets made ahead (%" PRIu64 " taken)", ready,
+        D_ASSERT(d, ready == 8 && taken == 1, "after the failed fill: %u sets made ahead (%" PRIu64 " taken)", ready,
                  taken);
+        D_ASSERT(d, log_has(d, "cannot make a session's regions ahead"), "the failed fill was not logged");
         stop_hbgd(d);
 }
 END_TEST
