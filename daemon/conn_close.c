@@ -69,6 +69,9 @@ void conn_close(struct conn *c, const char *why) {
         io_source_del(d->loop, c->src);
         close(c->sock);
         c->sock = -1;
+        /* And the socket's fd: a fill asked for at the session's close may
+         * already have run short of just this one. */
+        spare_regions_retry(d);
         c->next_dead = d->dead_conns;
         d->dead_conns = c;
 }

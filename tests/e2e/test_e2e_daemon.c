@@ -1968,16 +1968,6 @@ START_TEST(idle_connect_wakes_nobody) {
 END_TEST
 
 /*
- * A fill of the sets made ahead that fails for the fds a session holds,
- * and whose run ends only after that session closed, is made again: the
- * close asks for one more run of a fill still under way. Before, only a
- * fill already marked failed was, and hbgd stayed a set short until the
- * next session (seen as an fd count short by six in test_e2e_hostile's
- * accept_backlog_out_of_fds under TSan). The hooks build holds a failed
- * run's end for 1 s (HBGD_TEST_SPARE_FAIL_DELAY_MS), so that the close
- * falls inside the run.
- */
-/*
  * A fill of the sets made ahead that fails while a session holds its
  * fds, and whose run ends only after that session closed, is made again:
  * the close asks for one more run of a fill still under way. Before, only
