@@ -23,14 +23,17 @@ B=${B:-build}
 bench=$B/bin/hbg-bench
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/hbg-bench-test.XXXXXX") || exit 1
 all_pid=
-trap '[ -z "$all_pid" ] || kill "$all_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+# The background run stopped and waited for before its directory goes
+# (its hbgd ends with it); an interrupt ends the script, and so the run.
+trap '[ -z "$all_pid" ] || { kill "$all_pid" 2>/dev/null; wait "$all_pid"; }; rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM HUP
 fail() { echo "test-bench: FAIL: $*"; exit 1; }
 
 # The comparison of every shape and policy spends most of its time
 # waiting (hbgd settling, its idle CPU read over a second): it runs beside
 # the other runs, each on an hbgd of its own, and is checked last. No
 # figure is checked, so sharing the CPUs changes nothing checked.
-"$bench" --quick --sizes 300 --clients 1,2 --repeat 2 --warmup 0 --peers none \
+TMPDIR="$tmp" "$bench" --quick --sizes 300 --clients 1,2 --repeat 2 --warmup 0 --peers none \
         --no-instructions --no-latency --no-reuse --out "$tmp/a" >"$tmp/a.log" 2>&1 &
 all_pid=$!
 

@@ -68,7 +68,7 @@ freeze='invalid end state'          # a completer blocked for ever behind the wa
 # smallest bounds that show it.
 cat >"$tmp/plan" <<EOF
 1|eager|completion|pass||-a -w23|-O2
-2|batched|completion|pass|-DBATCHED -DNIDS=4|-w24|-O2 $safety
+2|batched|completion|pass|-DBATCHED -DNIDS=4|-w26|-O2 $safety
 2|lazy|completion|pass|-DLAZY -DNIDS=5|-w23|-O2 $safety
 1|unordered-frontier|completion|$lost|-DUNORDERED_FRONTIER||-O0 $safety
 1|unordered-frontier-freeze|completion|$freeze|-DUNORDERED_FRONTIER|-A|-O0 $safety
