@@ -194,7 +194,7 @@ static void dep_add(struct world *w, unsigned *n, uint64_t id) {
         for (unsigned i = 0; i < *n; i++)
                 if (w->deps[i] == id)
                         return;
-        ck_assert_msg(*n < DEPS_CAP, "generator: dependency scratch overflow");
+        HOT_ASSERT_MSG(*n < DEPS_CAP, "generator: dependency scratch overflow");
         w->deps[(*n)++] = id;
 }
 
@@ -508,9 +508,9 @@ static void ref_kernel(struct world *w, const struct harness_task *t, uint64_t i
                         continue;
                 const char *why = NULL;
                 ks[lanes] = kernel_lookup(t->kernel[lane]);
-                ck_assert_msg(ks[lanes] != NULL, "generator: unknown kernel %u", t->kernel[lane]);
+                HOT_ASSERT_MSG(ks[lanes] != NULL, "generator: unknown kernel %u", t->kernel[lane]);
                 int err = kernel_validate(ks[lanes], &a, w->h.g.heap_size, &why);
-                ck_assert_msg(err == 0, "generator produced invalid arguments: %s", why ? why : "?");
+                HOT_ASSERT_MSG(err == 0, "generator produced invalid arguments: %s", why ? why : "?");
                 if (ks[lanes] != ks[0])
                         same = false;
                 lanes++;
@@ -524,13 +524,16 @@ static void ref_kernel(struct world *w, const struct harness_task *t, uint64_t i
         struct kernel_run_ctx ctx;
         kernel_run_ctx_init(&ctx, kernel_budget_ns(0), NULL);
         if (same) {
-                ck_assert_int_eq(ks[0]->run(&ctx.k, w->ref, &a, 0, 1), 0);
+                int rc = ks[0]->run(&ctx.k, w->ref, &a, 0, 1);
+                HOT_ASSERT_MSG(rc == 0, "reference run of a task's kernel: %d", rc);
         } else {
                 /* Lanes differ: the engine's split is the semantics. Part
                  * b * lanes + j runs the j-th active lane's kernel. */
                 uint32_t parts = (uint32_t)t->block_num * lanes;
-                for (uint32_t p = 0; p < parts; p++)
-                        ck_assert_int_eq(ks[p % lanes]->run(&ctx.k, w->ref, &a, p, parts), 0);
+                for (uint32_t p = 0; p < parts; p++) {
+                        int rc = ks[p % lanes]->run(&ctx.k, w->ref, &a, p, parts);
+                        HOT_ASSERT_MSG(rc == 0, "reference run of part %u of %u: %d", p, parts, rc);
+                }
                 w->mixed++;
         }
         for (unsigned i = 0; i < t->n_tensors; i++)

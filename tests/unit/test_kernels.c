@@ -40,6 +40,7 @@
 #include "common/kernel_sig.h"
 #include "shm/layout.h"
 #include "tests/check_main.h"
+#include "tests/test_util.h"
 
 #define HEAP_SIZE (64u * 1024u)
 #define CANARY 0xa5u
@@ -158,8 +159,8 @@ static void run_parts(const struct kernel_info *k, uint8_t *heap, const struct h
         }
         for (uint32_t i = 0; i < parts; i++) {
                 int r = run_part(k, heap, a, order[i], parts);
-                ck_assert_msg(r == expect, "%s: part %u of %u returned %d, expected %d", k->sig->name,
-                              order[i], parts, r, expect);
+                HOT_ASSERT_MSG(r == expect, "%s: part %u of %u returned %d, expected %d", k->sig->name,
+                               order[i], parts, r, expect);
         }
 }
 
