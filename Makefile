@@ -507,7 +507,8 @@ $(B)/tests/test_e2e_faults: | $(FAILALLOC_HBGD)
 # hbgd with its test hooks (tests/e2e/hbgd_hooks.c): hbgd's objects as
 # shipped, the hooks injected at link time; hbgd itself reads no test
 # variable. test_e2e_systemd (a wedged scheduler thread) and test_e2e_daemon
-# (the epoll fallback) start it.
+# (the epoll fallback, a ring stopped while the tick is slow, a spare fill
+# failing while a session closes) start it.
 HOOKS_HBGD := $(B)/tests/hbgd-hooks
 $(HOOKS_HBGD): $(B)/obj/daemon/hbgd.o $(B)/obj/tests/e2e/hbgd_hooks.o $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
 	$(say) LD $@

@@ -30,9 +30,9 @@
 
 /* ck_assert_msg for loops over every task: Check records the place of
  * every ck_assert that passes (in fork mode, a message written to the
- * test's channel each), which made those loops most of a test's time
- * under ASan. This one calls into Check only when cond fails. Needs
- * <check.h>. */
+ * test's channel each), which was two thirds of test_engine_differential's
+ * time plain and six sevenths under ASan. This one calls into Check only
+ * when cond fails. Needs <check.h>. */
 #define HOT_ASSERT_MSG(cond, ...)                       \
         do {                                            \
                 if (!(cond))                            \

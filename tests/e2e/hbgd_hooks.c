@@ -2,6 +2,7 @@
 /*
  * hbgd with test hooks: linked into tests/hbgd-hooks with hbgd's own
  * objects (main included) and -Wl,--wrap=hbgd_new,--wrap=io_probe_multishot,
+ * --wrap=session_regions_make,
  * so that hbgd's code stays as shipped and reads no test variable itself.
  * The hooks come from the environment of this test build only:
  *
