@@ -141,7 +141,7 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_e2e_modules test_io_loop test_slow_work test_wire \
               test_completion_stress test_kernels test_engine_basic \
               test_engine_differential test_engine_rings test_engine_stress test_engine_alloc \
-              test_engine_validation test_engine_behaviour test_engine_replay test_e2e_daemon \
+              test_engine_validation test_engine_behaviour test_engine_replay test_e2e_daemon test_e2e_affinity \
               test_e2e_hostile test_e2e_systemd test_e2e_hbgctl test_e2e_client \
               test_e2e_api test_e2e_errors test_e2e_replay test_e2e_proto_attack test_text \
               test_e2e_faults test_e2e_shm_attack test_e2e_access test_e2e_metrics test_e2e_journal \
@@ -717,14 +717,25 @@ else
   TEST_PLAIN_ONLY :=
   TEST_PROGRAMS :=
 endif
+# run-tests.sh runs as many tests at once as there are cores (HBG_TEST_JOBS,
+# 1 for one at a time) in this order: those that must run alone (they pin
+# hbgd and themselves to CPUs), then the long ones, longest first, so that
+# no long test starts last and runs alone.
+TEST_ALONE := test_e2e_affinity
+TEST_LONG := $(TEST_ALONE) test-model.sh test_e2e_hostile test_e2e_daemon test-python.sh test-bench.sh \
+             test-install.sh test_engine_behaviour test_e2e_hbgctl test_completion_stress \
+             test_engine_stress test_engine_differential test_e2e_errors test_e2e_proto_attack
+TEST_ALL := $(TEST_RUN) tests/scripts/check-abi.sh tests/scripts/test-python.sh $(TEST_PLAIN_ONLY)
+TEST_ORDER := $(foreach t,$(TEST_LONG),$(filter %/$(t),$(TEST_ALL))) \
+              $(filter-out $(addprefix %/,$(TEST_LONG)),$(TEST_ALL))
 test: $(SHM_LIB) $(TEST_RUN) $(CLIENT_LINKS) $(TEST_PROGRAMS) python $(HBGD_BIN) $(KMOD_EXAMPLE)
-	$(Q)B=$(B) STRESS=$(STRESS) tests/scripts/run-tests.sh $(TEST_RUN) tests/scripts/check-abi.sh \
-		tests/scripts/test-python.sh $(TEST_PLAIN_ONLY)
+	$(Q)B=$(B) STRESS=$(STRESS) HBG_TEST_ALONE="$(TEST_ALONE)" tests/scripts/run-tests.sh $(TEST_ORDER)
 
 model:
 	$(Q)tests/scripts/test-model.sh
 
-# Builds use every core (JOBS); the tests themselves run one at a time.
+# Builds use every core (JOBS); run-tests.sh runs the tests HBG_TEST_JOBS
+# at a time (default the number of cores).
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 check: deps
 	$(Q)$(MAKE) --no-print-directory -j$(JOBS) all

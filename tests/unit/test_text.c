@@ -219,7 +219,8 @@ START_TEST(test_ascii_runs) {
                                 REQUIRE(out[n] == 0, "bytes %02x %02x: no NUL", b1, b2);
                                 memcpy(copied + w, out, n);
                                 w += n;
-                                ck_assert_int_eq(text_write(f, in, sizeof(in), (enum text_style)st), 0);
+                                REQUIRE(text_write(f, in, sizeof(in), (enum text_style)st) == 0,
+                                        "bytes %02x %02x style %d: text_write failed", b1, b2, st);
                                 /* cut: a prefix of the whole, ending on a piece */
                                 for (size_t cut = 1; cut < n + 1; cut++) {
                                         char part[64];
@@ -260,6 +261,7 @@ static Suite *text_suite(void) {
         suite_add_tcase(s, tc);
 
         tc = tcase_create("styles");
+        tcase_set_timeout(tc, 60);
         tcase_add_loop_test(tc, test_styles, 0, (int)(sizeof(examples) / sizeof(examples[0])));
         tcase_add_test(tc, test_cut_on_boundary);
         tcase_add_test(tc, test_write_long);
