@@ -36,6 +36,7 @@
 #include "shm/layout.h"
 #include "common/clock.h"
 #include "tests/check_main.h"
+#include "tests/test_util.h"
 
 struct stress_cfg {
         const char *name;
@@ -57,6 +58,9 @@ struct stress_cfg {
          * (and before any wait), as eager-batched does (RUNTIME_LOGIC.md
          * §11.4); the blocking thread stays eager, so both meet. */
         bool batched;
+        /* When set, the ids run centred on it (first_id is ignored), so
+         * that a run made smaller still crosses it. */
+        uint64_t crossing;
 };
 
 #define BATCH 16u
@@ -400,21 +404,21 @@ static void report(const struct stress *s, int64_t ms) {
         fflush(stdout);
 }
 
-/* Scale for sanitizer builds and STRESS=long. */
+/* STRESS=long runs ten times more ids; sanitizer and -O3 builds fewer
+ * (tests/test_util.h: HBG_TEST_BUILD_SCALE, or HBG_TEST_SCALE if set). */
 static uint64_t scaled(uint64_t n) {
         const char *stress = getenv("STRESS");
-        const char *scale = getenv("HBG_STRESS_DIVISOR");
         if (stress && strcmp(stress, "long") == 0)
                 n *= 10;
-        if (scale && atoi(scale) > 1)
-                n /= (uint64_t)atoi(scale);
-        return n;
+        return n / test_scale_or(HBG_TEST_BUILD_SCALE);
 }
 
 static void run_case(struct stress_cfg cfg) {
         struct stress *s = malloc(sizeof(*s));
         ck_assert_ptr_nonnull(s);
         cfg.n = scaled(cfg.n);
+        if (cfg.crossing)
+                cfg.first_id = cfg.crossing - cfg.n / 2;
         stress_setup(s, &cfg);
         int64_t t0 = clock_now_ms();
         enum verdict v = stress_run(s);
@@ -437,7 +441,7 @@ static void run_case(struct stress_cfg cfg) {
 /* The main case: smallest F, ids crossing 2^32, fanins reaching 3F back. */
 static const struct stress_cfg tiny_window = {
         .name = "tiny F, crossing 2^32",
-        .first_id = (UINT64_C(1) << 32) - 2500000,
+        .crossing = UINT64_C(1) << 32,
         .n = 5000000,
         .task_window = 1024,
         .flag_window = 256,
@@ -457,7 +461,7 @@ END_TEST
 START_TEST(stress_crossing_2_31) {
         struct stress_cfg cfg = tiny_window;
         cfg.name = "tiny F, crossing 2^31";
-        cfg.first_id = (UINT64_C(1) << 31) - 250000;
+        cfg.crossing = UINT64_C(1) << 31;
         cfg.n = 500000;
         cfg.seed = 2;
         run_case(cfg);
@@ -467,6 +471,7 @@ END_TEST
 START_TEST(stress_large_window_from_zero) {
         struct stress_cfg cfg = tiny_window;
         cfg.name = "F=4096 D=16384 from 0";
+        cfg.crossing = 0;
         cfg.first_id = 0;
         cfg.n = 1000000;
         cfg.task_window = 16384;
@@ -480,6 +485,7 @@ END_TEST
 START_TEST(stress_one_completer) {
         struct stress_cfg cfg = tiny_window;
         cfg.name = "1 completer + 1 blocking";
+        cfg.crossing = 0;
         cfg.first_id = 12345;
         cfg.n = 500000;
         cfg.completers = 1;
@@ -493,8 +499,7 @@ END_TEST
 START_TEST(stress_batched_walks) {
         struct stress_cfg cfg = tiny_window;
         cfg.name = "batched walks, crossing 2^32";
-        cfg.first_id = (UINT64_C(1) << 32) - 500000;
-        cfg.n = 1000000;
+        cfg.n = 1000000; /* crossing 2^32, as tiny_window */
         cfg.seed = 6;
         cfg.batched = true;
         run_case(cfg);
@@ -505,6 +510,7 @@ START_TEST(stress_flags_equal_window) {
         /* F == D: the slot gate always holds, nothing is ever deferred. */
         struct stress_cfg cfg = tiny_window;
         cfg.name = "F == D, never deferred";
+        cfg.crossing = 0;
         cfg.first_id = 7;
         cfg.n = 500000;
         cfg.task_window = 256;
