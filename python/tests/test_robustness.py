@@ -47,7 +47,7 @@ def test_graph_dropped_where_it_cannot_submit(hbgd):
 
 def test_collector_clears_a_cycle_while_a_worker_waits(hbgd):
     out = run_child("""
-        import functools, gc, operator, sys, hbg
+        import functools, gc, operator, sys, time, hbg
         gc.disable()
         def scope():
             c = None
@@ -58,10 +58,16 @@ def test_collector_clears_a_cycle_while_a_worker_waits(hbgd):
             t = g.add("spin_ns", scalars=[100_000_000])
             g.add_host(fn, after=t)
             g.submit()      # not waited for
+        # Hold the GIL in C until the worker waits for it, then collect:
+        # a sum long enough for about a second, ten times the spin before
+        # the host call, whatever this interpreter's speed (under ASan,
+        # a sum takes ten times longer than plain; under TSan, no longer).
+        t0 = time.perf_counter()
+        sum(range(1_000_000))
+        n = int(1_000_000 / max(time.perf_counter() - t0, 1e-6))
         for _ in range(3):
             scope()
-            # Hold the GIL in C until the worker waits for it, then collect.
-            list(map(operator.call, [functools.partial(sum, range(30_000_000)), gc.collect]))
+            list(map(operator.call, [functools.partial(sum, range(n)), gc.collect]))
         print("ok")
     """, hbgd.socket)
     assert out.split()[-1] == "ok"
