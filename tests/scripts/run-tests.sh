@@ -1,7 +1,7 @@
 #!/bin/bash
 # Run test binaries and scripts, HBG_TEST_JOBS at a time, in the order
 # given (the Makefile puts the longest first); print each one's output
-# as one block when it ends, then a closing tally.
+# as one block when it ends, then a closing tally with the time it took.
 # Exit status 77 from a test means "skipped" (the test says why).
 # Environment: B (build dir, for the label), STRESS (passed through),
 # HBG_TEST_TIMEOUT (seconds per test, default 900), HBG_TEST_JOBS (tests
@@ -22,6 +22,7 @@ export CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-30}
 out=$(mktemp -d "${TMPDIR:-/tmp}/hbg-tests.XXXXXX") || exit 1
 
 declare -A name_of=() start_of=()
+began=$(date +%s)
 pass=0 fail=0 skip=0 failed=""
 
 # Stop what still runs (each under timeout, which passes the signal on)
@@ -84,5 +85,5 @@ done
 while [ "${#name_of[@]}" -gt 0 ]; do wait_one; done
 
 [ -n "$failed" ] && printf 'failed in %s:%s\n' "$label" "$failed"
-printf '%s: %d passed, %d failed, %d skipped\n' "$label" "$pass" "$fail" "$skip"
+printf '%s: %d passed, %d failed, %d skipped in %ss\n' "$label" "$pass" "$fail" "$skip" "$(( $(date +%s) - began ))"
 [ "$fail" -eq 0 ]
