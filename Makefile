@@ -38,6 +38,10 @@ BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 LDFLAGS ?=
+# The sanitizer and -O3 trees are for tests only: line tables (-g1) are all
+# their reports use, and they build about 14 % faster than with -g (TSan
+# tree: 65 -> 56 s on 2 cores). SAN_DEBUG=-g for a debugger's variables.
+SAN_DEBUG ?= -g1
 
 comma := ,
 ifneq ($(FUZZ),)
@@ -53,13 +57,13 @@ else ifneq ($(RELEASE),)
   # distribution would build it; no client may reach an assert (there is
   # none in daemon/, libclient/, shm/, proto/; tests use Check's).
   B := build/release
-  SAN_CFLAGS := -O3 -DNDEBUG
+  SAN_CFLAGS := -O3 -DNDEBUG $(SAN_DEBUG)
 else ifeq ($(SANITIZE),)
   B := build
   SAN_CFLAGS :=
 else
   B := build/san-$(subst $(comma),-,$(SANITIZE))
-  SAN_CFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+  SAN_CFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all $(SAN_DEBUG)
 endif
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
