@@ -28,7 +28,7 @@
 #define HBG_TEST_BUILD_SCALE 1u
 #endif
 
-/* ck_assert_msg for loops over every task: Check records the place of
+/* ck_assert_msg for loops (every task, byte or step): Check records the place of
  * every ck_assert that passes (in fork mode, a message written to the
  * test's channel each), which was two thirds of test_engine_differential's
  * time plain and six sevenths under ASan. This one calls into Check only

@@ -15,12 +15,7 @@
 #include "shm/geometry.h"
 #include "shm/layout.h"
 #include "tests/check_main.h"
-
-#define REQUIRE(cond, ...)                                                   \
-        do {                                                                 \
-                if (!(cond))                                                 \
-                        ck_abort_msg(__VA_ARGS__);                           \
-        } while (0)
+#include "tests/test_util.h"
 
 #define LLU(x) ((unsigned long long)(x))
 
@@ -42,18 +37,18 @@ static void drain_and_compare(struct hbg_failsafe_heap *h, uint64_t *want, uint3
         uint64_t id, peeked;
 
         qsort(want, n, sizeof(*want), cmp_u64);
-        REQUIRE(failsafe_heap_len(h) == n, "heap holds %u, expected %u",
-                failsafe_heap_len(h), n);
+        HOT_ASSERT_MSG(failsafe_heap_len(h) == n, "heap holds %u, expected %u",
+                       failsafe_heap_len(h), n);
         for (uint32_t i = 0; i < n; i++) {
-                REQUIRE(failsafe_heap_peek(h, &peeked), "peek failed at %u of %u", i, n);
-                REQUIRE(failsafe_heap_pop(h, &id), "pop failed at %u of %u", i, n);
-                REQUIRE(id == peeked, "pop %u: %llu, peek said %llu", i, LLU(id), LLU(peeked));
-                REQUIRE(id == want[i], "pop %u: %llu, expected %llu", i, LLU(id), LLU(want[i]));
-                REQUIRE(failsafe_heap_len(h) == n - 1 - i, "len after pop %u: %u", i,
-                        failsafe_heap_len(h));
+                HOT_ASSERT_MSG(failsafe_heap_peek(h, &peeked), "peek failed at %u of %u", i, n);
+                HOT_ASSERT_MSG(failsafe_heap_pop(h, &id), "pop failed at %u of %u", i, n);
+                HOT_ASSERT_MSG(id == peeked, "pop %u: %llu, peek said %llu", i, LLU(id), LLU(peeked));
+                HOT_ASSERT_MSG(id == want[i], "pop %u: %llu, expected %llu", i, LLU(id), LLU(want[i]));
+                HOT_ASSERT_MSG(failsafe_heap_len(h) == n - 1 - i, "len after pop %u: %u", i,
+                               failsafe_heap_len(h));
         }
-        REQUIRE(!failsafe_heap_peek(h, &id), "peek on drained heap succeeded");
-        REQUIRE(!failsafe_heap_pop(h, &id), "pop on drained heap succeeded");
+        HOT_ASSERT_MSG(!failsafe_heap_peek(h, &id), "peek on drained heap succeeded");
+        HOT_ASSERT_MSG(!failsafe_heap_pop(h, &id), "pop on drained heap succeeded");
 }
 
 /* ---------------------------------------------------------- sorted order */
@@ -78,7 +73,7 @@ START_TEST(test_random_sorted) {
                         else if (_i == 2)
                                 v = (UINT64_C(1) << 32) - 500 + v % 1000;
                         want[i] = v;
-                        REQUIRE(failsafe_heap_push(&h, v) == 0, "push %u of %u failed", i, n);
+                        HOT_ASSERT_MSG(failsafe_heap_push(&h, v) == 0, "push %u of %u failed", i, n);
                 }
                 drain_and_compare(&h, want, n);
                 free(want);
@@ -228,29 +223,29 @@ START_TEST(test_interleaved) {
                         uint64_t v = (r >> 8) % (_i == 0 ? UINT64_C(1) << 40 : 64);
                         int ret = failsafe_heap_push(&h, v);
                         if (n < cap) {
-                                REQUIRE(ret == 0, "op %d: push failed with %u of %u", op, n, cap);
+                                HOT_ASSERT_MSG(ret == 0, "op %d: push failed with %u of %u", op, n, cap);
                                 ref_insert(ref, &n, v);
                         } else {
-                                REQUIRE(ret == -ENOSPC, "op %d: push to a full heap: %d", op,
-                                        ret);
+                                HOT_ASSERT_MSG(ret == -ENOSPC, "op %d: push to a full heap: %d", op,
+                                               ret);
                         }
                 } else {
                         bool ok = failsafe_heap_pop(&h, &id);
-                        REQUIRE(ok == (n > 0), "op %d: pop %d with %u held", op, ok, n);
+                        HOT_ASSERT_MSG(ok == (n > 0), "op %d: pop %d with %u held", op, ok, n);
                         if (ok) {
-                                REQUIRE(id == ref[0], "op %d: pop %llu, expected %llu", op,
-                                        LLU(id), LLU(ref[0]));
+                                HOT_ASSERT_MSG(id == ref[0], "op %d: pop %llu, expected %llu", op,
+                                               LLU(id), LLU(ref[0]));
                                 memmove(ref, ref + 1, (n - 1) * sizeof(*ref));
                                 n--;
                         }
                 }
-                REQUIRE(failsafe_heap_len(&h) == n, "op %d: len %u, expected %u", op,
-                        failsafe_heap_len(&h), n);
+                HOT_ASSERT_MSG(failsafe_heap_len(&h) == n, "op %d: len %u, expected %u", op,
+                               failsafe_heap_len(&h), n);
                 uint64_t min;
                 bool has = failsafe_heap_peek(&h, &min);
-                REQUIRE(has == (n > 0), "op %d: peek %d with %u held", op, has, n);
-                REQUIRE(!has || min == ref[0], "op %d: peek %llu, expected %llu", op, LLU(min),
-                        LLU(ref[0]));
+                HOT_ASSERT_MSG(has == (n > 0), "op %d: peek %d with %u held", op, has, n);
+                HOT_ASSERT_MSG(!has || min == ref[0], "op %d: peek %llu, expected %llu", op, LLU(min),
+                               LLU(ref[0]));
         }
         drain_and_compare(&h, ref, n);
         failsafe_heap_destroy(&h);

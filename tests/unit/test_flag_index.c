@@ -18,6 +18,7 @@
 #include "shm/geometry.h"
 #include "shm/layout.h"
 #include "tests/check_main.h"
+#include "tests/test_util.h"
 
 #define LOG2_F_MIN 8
 #define LOG2_F_MAX 20
@@ -26,12 +27,6 @@
 
 /* Check's ck_assert_* records a mark point (a write to the runner) on every
  * success: far too slow for the million-step loops below. */
-#define REQUIRE(cond, ...)                                                   \
-        do {                                                                 \
-                if (!(cond))                                                 \
-                        ck_abort_msg(__VA_ARGS__);                           \
-        } while (0)
-
 struct ring {
         struct hbg_geometry g;
         void *cpl;
@@ -81,28 +76,28 @@ static void check_bijection(const struct ring *r, uint8_t *bitmap, uint64_t base
         for (uint64_t k = 0; k < f; k++) {
                 uint64_t id = base + k;
                 uint64_t idx = flag_index(&r->w, id);
-                REQUIRE(idx < f, "F=%llu id=%llu: index %llu out of range", (unsigned long long)f,
-                        (unsigned long long)id, (unsigned long long)idx);
-                REQUIRE(!(bitmap[idx / 8] & (1u << (idx % 8))),
-                        "F=%llu id=%llu: index %llu hit twice (base %llu)", (unsigned long long)f,
-                        (unsigned long long)id, (unsigned long long)idx, (unsigned long long)base);
+                HOT_ASSERT_MSG(idx < f, "F=%llu id=%llu: index %llu out of range", (unsigned long long)f,
+                               (unsigned long long)id, (unsigned long long)idx);
+                HOT_ASSERT_MSG(!(bitmap[idx / 8] & (1u << (idx % 8))),
+                               "F=%llu id=%llu: index %llu hit twice (base %llu)", (unsigned long long)f,
+                               (unsigned long long)id, (unsigned long long)idx, (unsigned long long)base);
                 bitmap[idx / 8] |= (uint8_t)(1u << (idx % 8));
 
                 /* The slot pointer is that index, inside the mapped region. */
                 const char *slot = (const char *)flag_slot(&r->w, id);
-                REQUIRE(slot == flags_lo + idx * sizeof(hbg_stamp_t),
-                        "F=%llu id=%llu: slot pointer does not match the index",
-                        (unsigned long long)f, (unsigned long long)id);
-                REQUIRE(slot >= flags_lo && slot + sizeof(hbg_stamp_t) <= flags_hi,
-                        "F=%llu id=%llu: slot outside the completion region",
-                        (unsigned long long)f, (unsigned long long)id);
+                HOT_ASSERT_MSG(slot == flags_lo + idx * sizeof(hbg_stamp_t),
+                               "F=%llu id=%llu: slot pointer does not match the index",
+                               (unsigned long long)f, (unsigned long long)id);
+                HOT_ASSERT_MSG(slot >= flags_lo && slot + sizeof(hbg_stamp_t) <= flags_hi,
+                               "F=%llu id=%llu: slot outside the completion region",
+                               (unsigned long long)f, (unsigned long long)id);
         }
         /* F distinct values below F, all hit: count them independently. */
         uint64_t hits = 0;
         for (uint64_t i = 0; i < f / 8; i++)
                 hits += (uint64_t)__builtin_popcount(bitmap[i]);
-        REQUIRE(hits == f, "F=%llu base=%llu: %llu of %llu slots hit", (unsigned long long)f,
-                (unsigned long long)base, (unsigned long long)hits, (unsigned long long)f);
+        HOT_ASSERT_MSG(hits == f, "F=%llu base=%llu: %llu of %llu slots hit", (unsigned long long)f,
+                       (unsigned long long)base, (unsigned long long)hits, (unsigned long long)f);
 }
 
 START_TEST(test_bijection) {
@@ -139,16 +134,16 @@ static void check_distinct_lines(const struct ring *r, uint32_t *seen, uint32_t 
                 /* The same thing measured on addresses: 64-byte lines. */
                 uint64_t addr_line = ((uintptr_t)flag_slot(&r->w, id) -
                                       (uintptr_t)r->w.flags) / HBG_CACHE_LINE;
-                REQUIRE(line == addr_line, "F=%llu id=%llu: line %llu vs address line %llu",
-                        (unsigned long long)f, (unsigned long long)id, (unsigned long long)line,
-                        (unsigned long long)addr_line);
-                REQUIRE(line < f / STAMPS_PER_LINE, "F=%llu id=%llu: line %llu out of range",
-                        (unsigned long long)f, (unsigned long long)id, (unsigned long long)line);
-                REQUIRE(seen[line] != *gen,
-                        "F=%llu: ids %llu..%llu share cache line %llu (id %llu)",
-                        (unsigned long long)f, (unsigned long long)start,
-                        (unsigned long long)(start + SHUFFLE_IDS - 1), (unsigned long long)line,
-                        (unsigned long long)id);
+                HOT_ASSERT_MSG(line == addr_line, "F=%llu id=%llu: line %llu vs address line %llu",
+                               (unsigned long long)f, (unsigned long long)id, (unsigned long long)line,
+                               (unsigned long long)addr_line);
+                HOT_ASSERT_MSG(line < f / STAMPS_PER_LINE, "F=%llu id=%llu: line %llu out of range",
+                               (unsigned long long)f, (unsigned long long)id, (unsigned long long)line);
+                HOT_ASSERT_MSG(seen[line] != *gen,
+                               "F=%llu: ids %llu..%llu share cache line %llu (id %llu)",
+                               (unsigned long long)f, (unsigned long long)start,
+                               (unsigned long long)(start + SHUFFLE_IDS - 1), (unsigned long long)line,
+                               (unsigned long long)id);
                 seen[line] = *gen;
         }
 }
@@ -193,27 +188,27 @@ START_TEST(test_period) {
         ring_init(&r, f, 0);
         /* Two full laps from 0, and around 2^31 and 2^32. */
         for (uint64_t id = 0; id < 2 * f; id++)
-                REQUIRE(flag_index(&r.w, id) == flag_index(&r.w, id + f),
-                        "F=%llu id=%llu: period broken", (unsigned long long)f,
-                        (unsigned long long)id);
+                HOT_ASSERT_MSG(flag_index(&r.w, id) == flag_index(&r.w, id + f),
+                               "F=%llu id=%llu: period broken", (unsigned long long)f,
+                               (unsigned long long)id);
         for (uint64_t id = (UINT64_C(1) << 31) - f; id < (UINT64_C(1) << 31) + f; id++)
-                REQUIRE(flag_index(&r.w, id) == flag_index(&r.w, id + f),
-                        "F=%llu id=%llu: period broken", (unsigned long long)f,
-                        (unsigned long long)id);
+                HOT_ASSERT_MSG(flag_index(&r.w, id) == flag_index(&r.w, id + f),
+                               "F=%llu id=%llu: period broken", (unsigned long long)f,
+                               (unsigned long long)id);
         for (uint64_t id = (UINT64_C(1) << 32) - f; id < (UINT64_C(1) << 32) + f; id++)
-                REQUIRE(flag_index(&r.w, id) == flag_index(&r.w, id + f),
-                        "F=%llu id=%llu: period broken", (unsigned long long)f,
-                        (unsigned long long)id);
+                HOT_ASSERT_MSG(flag_index(&r.w, id) == flag_index(&r.w, id + f),
+                               "F=%llu id=%llu: period broken", (unsigned long long)f,
+                               (unsigned long long)id);
         /* Random ids, several laps apart: index depends on id mod F only. */
         for (int n = 0; n < 20000; n++) {
                 uint64_t id = splitmix64(&rng);
                 uint64_t laps = splitmix64(&rng) % 1000;
-                REQUIRE(flag_index(&r.w, id) == flag_index(&r.w, id + laps * f),
-                        "F=%llu id=%llu laps=%llu: period broken", (unsigned long long)f,
-                        (unsigned long long)id, (unsigned long long)laps);
-                REQUIRE(flag_index(&r.w, id) == flag_index(&r.w, id & (f - 1)),
-                        "F=%llu id=%llu: index is not a function of id mod F",
-                        (unsigned long long)f, (unsigned long long)id);
+                HOT_ASSERT_MSG(flag_index(&r.w, id) == flag_index(&r.w, id + laps * f),
+                               "F=%llu id=%llu laps=%llu: period broken", (unsigned long long)f,
+                               (unsigned long long)id, (unsigned long long)laps);
+                HOT_ASSERT_MSG(flag_index(&r.w, id) == flag_index(&r.w, id & (f - 1)),
+                               "F=%llu id=%llu: index is not a function of id mod F",
+                               (unsigned long long)f, (unsigned long long)id);
         }
         ring_destroy(&r);
 }
@@ -235,11 +230,11 @@ START_TEST(test_period_f256_pure_function) {
                 else if (n < 120)
                         high = UINT64_C(1) << (n - 56); /* bits 8 .. 63 */
                 for (uint64_t v = 0; v < 256; v++)
-                        REQUIRE(flag_index(&r.w, high | v) == table[v],
-                                "F=256 id=%llu: index %llu, id & 255 gives %llu",
-                                (unsigned long long)(high | v),
-                                (unsigned long long)flag_index(&r.w, high | v),
-                                (unsigned long long)table[v]);
+                        HOT_ASSERT_MSG(flag_index(&r.w, high | v) == table[v],
+                                       "F=256 id=%llu: index %llu, id & 255 gives %llu",
+                                       (unsigned long long)(high | v),
+                                       (unsigned long long)flag_index(&r.w, high | v),
+                                       (unsigned long long)table[v]);
         }
         ring_destroy(&r);
 }
@@ -260,17 +255,17 @@ static void check_block_sets(const struct ring *r, uint32_t *uses, uint64_t bloc
                 if (uses[line]++ == 0)
                         lines[n_lines++] = line;
         }
-        REQUIRE(n_lines == 16, "F=%llu block %llu: uses %llu lines, expected 16",
-                (unsigned long long)f, (unsigned long long)block_start,
-                (unsigned long long)n_lines);
+        HOT_ASSERT_MSG(n_lines == 16, "F=%llu block %llu: uses %llu lines, expected 16",
+                       (unsigned long long)f, (unsigned long long)block_start,
+                       (unsigned long long)n_lines);
         for (uint64_t i = 0; i < n_lines; i++) {
-                REQUIRE(uses[lines[i]] == 16, "F=%llu block %llu: line %llu holds %u of its ids",
-                        (unsigned long long)f, (unsigned long long)block_start,
-                        (unsigned long long)lines[i], uses[lines[i]]);
+                HOT_ASSERT_MSG(uses[lines[i]] == 16, "F=%llu block %llu: line %llu holds %u of its ids",
+                               (unsigned long long)f, (unsigned long long)block_start,
+                               (unsigned long long)lines[i], uses[lines[i]]);
                 unsigned m = (unsigned)(lines[i] % 16);
-                REQUIRE(!(mod_seen & (1u << m)),
-                        "F=%llu block %llu: two of its lines are congruent to %u mod 16",
-                        (unsigned long long)f, (unsigned long long)block_start, m);
+                HOT_ASSERT_MSG(!(mod_seen & (1u << m)),
+                               "F=%llu block %llu: two of its lines are congruent to %u mod 16",
+                               (unsigned long long)f, (unsigned long long)block_start, m);
                 mod_seen |= 1u << m;
                 uses[lines[i]] = 0;
         }
@@ -320,17 +315,17 @@ START_TEST(test_initial_stamps) {
                 for (uint64_t id = first; id < first + f; id++) {
                         uint32_t want = 0; /* lap -1: the previous occupant (§3.3) */
                         uint32_t got = atomic_load(flag_slot(&r.w, id));
-                        REQUIRE(got == want, "F=%llu first=%llu id=%llu: stamp %u, expected %u",
-                                (unsigned long long)f, (unsigned long long)first,
-                                (unsigned long long)id, got, want);
-                        REQUIRE(got != flag_stamp_of(&r.w, id),
-                                "F=%llu first=%llu id=%llu: initial stamp looks complete",
-                                (unsigned long long)f, (unsigned long long)first,
-                                (unsigned long long)id);
-                        REQUIRE(!completer_flag_is_set(&c, id),
-                                "F=%llu first=%llu id=%llu: reported complete at start",
-                                (unsigned long long)f, (unsigned long long)first,
-                                (unsigned long long)id);
+                        HOT_ASSERT_MSG(got == want, "F=%llu first=%llu id=%llu: stamp %u, expected %u",
+                                       (unsigned long long)f, (unsigned long long)first,
+                                       (unsigned long long)id, got, want);
+                        HOT_ASSERT_MSG(got != flag_stamp_of(&r.w, id),
+                                       "F=%llu first=%llu id=%llu: initial stamp looks complete",
+                                       (unsigned long long)f, (unsigned long long)first,
+                                       (unsigned long long)id);
+                        HOT_ASSERT_MSG(!completer_flag_is_set(&c, id),
+                                       "F=%llu first=%llu id=%llu: reported complete at start",
+                                       (unsigned long long)f, (unsigned long long)first,
+                                       (unsigned long long)id);
                 }
                 if (first > 0) {
                         ck_assert_msg(completer_flag_is_set(&c, first - 1),

@@ -14,12 +14,7 @@
 
 #include "common/text.h"
 #include "tests/check_main.h"
-
-#define REQUIRE(cond, ...)                                                   \
-        do {                                                                 \
-                if (!(cond))                                                 \
-                        ck_abort_msg(__VA_ARGS__);                           \
-        } while (0)
+#include "tests/test_util.h"
 
 /* cp in exactly n bytes (n larger than needed: an overlong form). */
 static void encode(uint32_t cp, unsigned n, unsigned char *out) {
@@ -41,19 +36,19 @@ START_TEST(test_every_code_point) {
                 encode(cp, n, b);
                 size_t r = text_utf8_char((const char *)b, n, &got);
                 if (cp >= 0xd800 && cp <= 0xdfff) {
-                        REQUIRE(r == 0, "surrogate U+%04X accepted", (unsigned)cp);
+                        HOT_ASSERT_MSG(r == 0, "surrogate U+%04X accepted", (unsigned)cp);
                         continue;
                 }
-                REQUIRE(r == n && got == cp, "U+%04X: length %zu, read U+%04X", (unsigned)cp, r, (unsigned)got);
+                HOT_ASSERT_MSG(r == n && got == cp, "U+%04X: length %zu, read U+%04X", (unsigned)cp, r, (unsigned)got);
                 /* one byte short: not a character */
-                REQUIRE(n == 1 || text_utf8_char((const char *)b, n - 1, &got) == 0, "U+%04X cut short accepted",
-                        (unsigned)cp);
+                HOT_ASSERT_MSG(n == 1 || text_utf8_char((const char *)b, n - 1, &got) == 0, "U+%04X cut short accepted",
+                               (unsigned)cp);
                 /* every longer form is overlong */
                 for (unsigned m = n + 1; m <= 4 && cp < 0x10000; m++) {
                         unsigned char o[4];
                         encode(cp, m, o);
-                        REQUIRE(text_utf8_char((const char *)o, m, &got) == 0, "U+%04X in %u bytes accepted",
-                                (unsigned)cp, m);
+                        HOT_ASSERT_MSG(text_utf8_char((const char *)o, m, &got) == 0, "U+%04X in %u bytes accepted",
+                                       (unsigned)cp, m);
                 }
         }
         /* above U+10FFFF, with F4 and with the leads F5..FF */
@@ -129,9 +124,9 @@ START_TEST(test_styles) {
                 char out[256];
                 const struct bytes *want = &e->out[st];
                 size_t n = text_copy(out, sizeof(out), e->in.s, e->in.n, (enum text_style)st);
-                REQUIRE(n == want->n && memcmp(out, want->s, n) == 0 && out[n] == 0,
-                        "example %d style %d: got \"%.*s\" (%zu bytes), want \"%s\"", _i, st, (int)n, out, n,
-                        want->s);
+                HOT_ASSERT_MSG(n == want->n && memcmp(out, want->s, n) == 0 && out[n] == 0,
+                               "example %d style %d: got \"%.*s\" (%zu bytes), want \"%s\"", _i, st, (int)n, out, n,
+                               want->s);
                 /* the stream form writes the same bytes */
                 char *buf = NULL;
                 size_t sz = 0;
@@ -139,7 +134,7 @@ START_TEST(test_styles) {
                 ck_assert_ptr_nonnull(f);
                 ck_assert_int_eq(text_write(f, e->in.s, e->in.n, (enum text_style)st), 0);
                 fclose(f);
-                REQUIRE(sz == n && memcmp(buf, out, n) == 0, "example %d style %d: text_write differs", _i, st);
+                HOT_ASSERT_MSG(sz == n && memcmp(buf, out, n) == 0, "example %d style %d: text_write differs", _i, st);
                 free(buf);
         }
 }
@@ -193,7 +188,7 @@ START_TEST(test_write_long) {
         fclose(f);
         ck_assert_uint_eq(sz, 6 * N);
         for (size_t i = 0; i < N; i++)
-                REQUIRE(memcmp(buf + 6 * i, "\\u009b", 6) == 0, "piece %zu", i);
+                HOT_ASSERT_MSG(memcmp(buf + 6 * i, "\\u009b", 6) == 0, "piece %zu", i);
         free(buf);
 }
 END_TEST
@@ -216,22 +211,22 @@ START_TEST(test_ascii_runs) {
                                 const char in[] = { 'a', 'b', (char)b1, (char)b2, '\\', 'c' };
                                 char out[64];
                                 size_t n = text_copy(out, sizeof(out), in, sizeof(in), (enum text_style)st);
-                                REQUIRE(out[n] == 0, "bytes %02x %02x: no NUL", b1, b2);
+                                HOT_ASSERT_MSG(out[n] == 0, "bytes %02x %02x: no NUL", b1, b2);
                                 memcpy(copied + w, out, n);
                                 w += n;
-                                REQUIRE(text_write(f, in, sizeof(in), (enum text_style)st) == 0,
-                                        "bytes %02x %02x style %d: text_write failed", b1, b2, st);
+                                HOT_ASSERT_MSG(text_write(f, in, sizeof(in), (enum text_style)st) == 0,
+                                               "bytes %02x %02x style %d: text_write failed", b1, b2, st);
                                 /* cut: a prefix of the whole, ending on a piece */
                                 for (size_t cut = 1; cut < n + 1; cut++) {
                                         char part[64];
                                         size_t k = text_copy(part, cut, in, sizeof(in), (enum text_style)st);
-                                        REQUIRE(k < cut && memcmp(part, out, k) == 0 && part[k] == 0,
-                                                "bytes %02x %02x style %d cut %zu", b1, b2, st, cut);
+                                        HOT_ASSERT_MSG(k < cut && memcmp(part, out, k) == 0 && part[k] == 0,
+                                                       "bytes %02x %02x style %d cut %zu", b1, b2, st, cut);
                                 }
                         }
                         fclose(f);
-                        REQUIRE(sz == w && memcmp(buf, copied, w) == 0, "byte %02x style %d: copy and write differ",
-                                b1, st);
+                        HOT_ASSERT_MSG(sz == w && memcmp(buf, copied, w) == 0,
+                                       "byte %02x style %d: copy and write differ", b1, st);
                         free(buf);
                 }
                 for (unsigned b2 = 1; b2 < 256 && b1; b2++) {
@@ -245,9 +240,9 @@ START_TEST(test_ascii_runs) {
                                         doubled[d++] = '\\';
                         }
                         doubled[d] = 0;
-                        REQUIRE(text_is_plain(in, sizeof(in)) == (strcmp(term, doubled) == 0),
-                                "bytes %02x %02x: plain %d, terminal \"%s\"", b1, b2, text_is_plain(in, sizeof(in)),
-                                term);
+                        HOT_ASSERT_MSG(text_is_plain(in, sizeof(in)) == (strcmp(term, doubled) == 0),
+                                       "bytes %02x %02x: plain %d, terminal \"%s\"", b1, b2,
+                                       text_is_plain(in, sizeof(in)), term);
                 }
         }
 }
