@@ -722,10 +722,12 @@ else
   TEST_PROGRAMS :=
 endif
 # run-tests.sh runs as many tests at once as there are cores (HBG_TEST_JOBS,
-# 1 for one at a time) in this order: those that must run alone (they pin
-# hbgd and themselves to CPUs), then the long ones, longest first, so that
-# no long test starts last and runs alone.
-TEST_ALONE := test_e2e_affinity
+# 1 for one at a time) in this order: those that must run alone, then the
+# long ones, longest first, so that no long test starts last and runs
+# alone. Alone: test_e2e_affinity pins hbgd and itself to CPUs;
+# test_e2e_host_threads counts its workers' sleeps, which a busy
+# neighbour multiplies (chain_sleeps: 285 on 4 workers against 70 on one).
+TEST_ALONE := test_e2e_affinity test_e2e_host_threads
 TEST_LONG := $(TEST_ALONE) test-model.sh test_e2e_hostile test_e2e_daemon test-python.sh test-bench.sh \
              test-install.sh test_engine_behaviour test_e2e_hbgctl test_completion_stress \
              test_engine_stress test_engine_differential test_e2e_errors test_e2e_proto_attack

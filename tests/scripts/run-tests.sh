@@ -66,7 +66,7 @@ wait_one() {
 }
 
 # A test named in HBG_TEST_ALONE runs with nothing beside it: those that
-# pin hbgd and themselves to CPUs.
+# pin CPUs or count sleeps (the Makefile's TEST_ALONE says which).
 alone() {
         case " ${HBG_TEST_ALONE:-} " in *" $(basename "$1") "*) return 0 ;; esac
         return 1
