@@ -283,6 +283,7 @@ static int handshake(hbg_client *c, const hbg_connect_options *o) {
                                  HBG_PROTO_MAJOR);
         }
         c->hbgd_minor = env->hello->version_minor;
+        c->task_wake = c->hbgd_minor >= HBG_PROTO_MINOR_TASK_WAKE;
         wire_free(env);
 
         err = hbgc_recv_env(c->sock, HBGC_HANDSHAKE_TIMEOUT_MS, &env, fds, HBG_WIRE_MAX_FDS, &nfds);

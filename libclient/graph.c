@@ -571,18 +571,18 @@ HBG_EXPORT int hbg_tensor_wait_ready(hbg_client *c, hbg_tensor t, int timeout_ms
         if (!hbgc_in_heap(c, t.offset, t.bytes))
                 return hbgc_fail(c, -EINVAL, "hbg_tensor_wait_ready: the tensor is empty or not inside the session heap");
         HBGC_WAIT(w);
-        hbgc_wait_begin(c, &w, timeout_ms, false);
+        /* A 1.7 hbgd answers task_waiting under every policy: the wait
+         * sleeps until a byte (the poll's cap only a guard). An older one
+         * answers it under the eager policies only: a look every 1 ms. */
+        hbgc_wait_begin(c, &w, timeout_ms, c->task_wake);
         uint64_t id;
         bool armed = false;
         int err = 0;
         while (hbgc_deps_pending_writer(c, t.offset, t.offset + t.bytes, &id)) {
                 /* Past the spin, before each sleep, two requests (§2.1):
                  * hbgd writes the pipe once the writer's own stamp is out
-                 * (task_waiting, which the eager policies answer), and
-                 * once the watermark passes it (window_waiting, every
-                 * policy; a writer completed while an earlier task holds
-                 * the watermark back is then seen at the next look,
-                 * within the 1 ms cap). */
+                 * (task_waiting), and once the watermark passes it
+                 * (window_waiting). */
                 if (hbgc_wait_spun(&w) && !c->dead) {
                         armed = true;
                         producer_arm_task_wait(&c->prod, id);

@@ -56,8 +56,9 @@
 #define SPIN_MOVING_NS 1000000
 /* The longest sleep of a wait whose pipe byte may come after its
  * condition came true (a tensor's writer completed while an earlier task
- * holds the watermark back, §2.1), and of one whose byte comes with it
- * (a guard against a vanished hbgd). */
+ * holds the watermark back, from an hbgd older than 1.7 under the lazy or
+ * resolver policy, §2.1), and of one whose byte comes with it (a guard
+ * against a vanished hbgd). */
 #define POLL_CAP_MS_WATERMARK 1
 #define POLL_CAP_MS_EVENTFUL 100
 

@@ -10,13 +10,15 @@
  * tasks 1 and 2 (another task of the ring, completed by the other
  * thread): each publishes its task's stamp and then, at the visit's end
  * (under eager, after that seq_cst store; under eager-batched, at the
- * walk after its seq_cst fence), loads the request; if the task it names is
+ * walk after its seq_cst fence; under lazy and resolver, after a seq_cst
+ * fence), loads the request; if the task it names is
  * complete, it takes the request (CAS) and writes the pipe. Both
  * threads' loads and CASes race on the one word.
  *
  * Every access the argument rests on is seq_cst in the code (the
  * client's store and its look; the stamp store under eager, the fence
- * after the stamps under eager-batched, and the load of the request):
+ * after the stamps under eager-batched, lazy and resolver, and the load of
+ * the request):
  * Promela's interleaving is that total order.
  *
  * Mutants, each of which the checker must catch as a lost wake-up (the

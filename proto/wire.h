@@ -13,13 +13,16 @@
 #include "hbg.pb-c.h"
 
 #define HBG_PROTO_MAJOR 1u
-#define HBG_PROTO_MINOR 6u  /* 1: RecordRequest (graph replay); 2: CancelRequest, KillRequest,
+#define HBG_PROTO_MINOR 7u  /* 1: RecordRequest (graph replay); 2: CancelRequest, KillRequest,
                                ValidateRequest (dry runs); 3: the kernel table (SessionReply.kernels,
                                KernelInfo's full signature); 4: TraceRequest (the task timeline);
                                5: the wake page (a 5th fd in SessionReply); 6: the client seals
-                               its submission region once mapped, then rings (served from then) */
+                               its submission region once mapped, then rings (served from then);
+                               7: every completion policy answers task_waiting (a tensor wait
+                               sleeps until its writer's byte, not 1 ms at a time) */
 #define HBG_PROTO_MINOR_WAKE_PAGE 5u
 #define HBG_PROTO_MINOR_SEALED_SUB 6u
+#define HBG_PROTO_MINOR_TASK_WAKE 7u
 #define HBG_WIRE_MAX_FDS 5u
 #define HBG_WIRE_MAX_MSG_DEFAULT 65536u
 /* The largest session reply: what every client reads of one record

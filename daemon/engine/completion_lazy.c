@@ -6,13 +6,15 @@
  * watermark up to its own id + 1. Liveness comes from elsewhere: every
  * scheduler thread walks the whole completed prefix once per loop iteration
  * (tick), and a thread about to park walks once more after counting itself
- * idle, so the last thread to go idle sees every stamp.
+ * idle, so the last thread to go idle sees every stamp. The one fence is
+ * at the end of a visit, for a tensor wait's request (§2.1).
  */
 #include <errno.h>
 
 #include "daemon/engine/completion.h"
 #include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
+#include "daemon/engine/signal.h"
 
 static uint32_t stamp_at(const struct hbg_flag_window *w, uint64_t id) {
         /* acquire: the completed tasks' effects reach whoever reads the
@@ -128,9 +130,21 @@ static bool lazy_before_park(struct sched_thread *t, struct hbg_ring *r) {
         return false;
 }
 
+/* A tensor wait for a task of this visit, which the watermark may not
+ * have passed (§2.1): the stamps went out with release stores, so a
+ * seq_cst fence puts them before the load of the request, against the
+ * client's seq_cst store of it and seq_cst look at the stamp. Once a
+ * visit, as under eager. */
+static bool lazy_end_visit(struct sched_thread *t, struct hbg_ring *r) {
+        (void)t;
+        signal_task_waiter_fenced(r);
+        return false;
+}
+
 const struct completion_policy completion_lazy = {
         .name = "lazy",
         .complete = lazy_complete,
         .tick = lazy_tick,
         .before_park = lazy_before_park,
+        .end_visit = lazy_end_visit,
 };

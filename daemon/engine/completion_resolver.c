@@ -22,6 +22,7 @@
 #include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/ring_table.h"
+#include "daemon/engine/signal.h"
 #include "daemon/engine/wakeup.h"
 #include "daemon/engine/work.h"
 #include "daemon/engine/spsc.h"
@@ -163,6 +164,11 @@ static bool resolver_resolve(struct sched_thread *t, struct hbg_ring *r) {
                 if (!retried)
                         break;
         }
+        /* A tensor wait for a task published here, which the watermark
+         * may not have passed (§2.1): the stamps went out with release
+         * stores, the fence puts them before the load of the request. */
+        if (did)
+                signal_task_waiter_fenced(r);
         return did;
 }
 

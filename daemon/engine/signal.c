@@ -73,6 +73,15 @@ bool signal_task_waiter_due(struct hbg_ring *r) {
                                                        memory_order_relaxed);
 }
 
+/* The same for a policy whose stamps went out with release stores (lazy,
+ * resolver): a seq_cst fence puts them before the load of the request,
+ * then the pipe if it is due. */
+void signal_task_waiter_fenced(struct hbg_ring *r) {
+        atomic_thread_fence(memory_order_seq_cst);
+        if (signal_task_waiter_due(r))
+                signal_pipe(r);
+}
+
 /*
  * The wake words (RUNTIME_LOGIC §10.7), called after the publication they
  * announce (the release store of ext_ready_tail, of the graph entries and

@@ -19,6 +19,9 @@ bool signal_window_waiter_due(struct hbg_ring *r);
  * Call after publishing stamps and a seq_cst fence (or seq_cst stores).
  * True once per request (it is taken). */
 bool signal_task_waiter_due(struct hbg_ring *r);
+/* After stamps published with release stores: a seq_cst fence, then the
+ * pipe if a tensor wait's request is due. */
+void signal_task_waiter_fenced(struct hbg_ring *r);
 /* After publishing ready external tasks (published: ext_ready_tail now):
  * bump ext_wake, wake one sleeper if the client says one sleeps and none
  * of its workers looks for work (until its look's end; then

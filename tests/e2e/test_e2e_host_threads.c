@@ -26,6 +26,11 @@
  *                  hbg_disconnect() joins every thread;
  *   disconnect     hbg_disconnect() with the workers idle, and busy (it waits
  *                  for the running functions);
+ *   tensor_wait_sleeps
+ *                  under every completion policy, hbg_tensor_wait_ready() on a
+ *                  host function's output, an earlier host task holding the
+ *                  watermark back, returns before that task ends, and sleeps
+ *                  until hbgd's byte (a few sleeps, not one a millisecond);
  *   idle_cpu       a connected producer with 4 idle workers uses < 50 ms of
  *                  CPU over 1 s (a resource count: nobody polls);
  *   options        host_threads above HBG_MAX_HOST_THREADS is -EINVAL;
@@ -312,6 +317,65 @@ START_TEST(stale_looker) {
                 wait_ok(d, c, submit(d, c));
         }
         atomic_fetch_sub(&sh->ext_looking, 1);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* ---------------------------------------------------------- tensor wait */
+
+/* A host function that sleeps `ms`, then says it is done. */
+struct nap_task {
+        long ms;
+        _Atomic int done;
+};
+
+static int nap_host(void *ud) {
+        struct nap_task *n = ud;
+        nap_us(n->ms * 1000);
+        atomic_store(&n->done, 1);
+        return 0;
+}
+
+/* Voluntary context switches of the calling thread: each sleep of its
+ * wait is one. */
+static long thread_sleeps(void) {
+        struct rusage u;
+        ck_assert_int_eq(getrusage(RUSAGE_THREAD, &u), 0);
+        return u.ru_nvcsw;
+}
+
+/* hbg_tensor_wait_ready() on a tensor a host function writes for 200 ms,
+ * while an earlier host task (600 ms) holds the watermark back, under
+ * every completion policy: the wait sleeps until hbgd's byte for the
+ * writer (task_waiting, RUNTIME_LOGIC §2.1), so it returns before the
+ * earlier task is done and sleeps a few times, not once a millisecond
+ * (about 200 times when it looked every 1 ms). */
+START_TEST(tensor_wait_sleeps) {
+        const char *policy = completion_name((unsigned)_i);
+        struct hbgd_proc *d = start_hbgd_completion(MODE_URING, policy);
+        hbg_client *c = connect_workers(d, WORKERS, 0);
+        hbg_tensor x;
+        D_ASSERT(d, hbg_tensor_alloc(c, 64, &x) == 0, "hbg_tensor_alloc: %s", hbg_last_error(c));
+        struct nap_task holder = { .ms = 600 }, writer = { .ms = 200 };
+        add_host(d, c, nap_host, &holder, NULL);
+        hbg_task t = HBG_TASK_INIT(NULL);
+        t.host_fn = nap_host;
+        t.host_userdata = &writer;
+        t.host_writes = &x;
+        t.n_host_writes = 1;
+        D_ASSERT(d, hbg_graph_add(c, &t, NULL) == 0, "hbg_graph_add(writer): %s", hbg_last_error(c));
+        uint64_t g = submit(d, c);
+        long before = thread_sleeps();
+        int err = hbg_tensor_wait_ready(c, x, WAIT_MS);
+        long sleeps = thread_sleeps() - before;
+        int holder_done = atomic_load(&holder.done);
+        fprintf(stderr, "tensor_wait_sleeps: %s: the wait slept %ld times\n", policy, sleeps);
+        D_ASSERT(d, err == 0, "%s: hbg_tensor_wait_ready: %s [%s]", policy, hbg_strerror(err), hbg_last_error(c));
+        ck_assert_int_eq(atomic_load(&writer.done), 1);
+        ck_assert_msg(!holder_done, "%s: the wait returned only after the task holding the watermark back", policy);
+        ck_assert_msg(sleeps < 40, "%s: the wait slept %ld times in about 200 ms", policy, sleeps);
+        wait_ok(d, c, g);
         hbg_disconnect(c);
         stop_hbgd(d);
 }
@@ -621,6 +685,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, busy_path);
         tcase_add_test(tc, chain_sleeps);
         tcase_add_test(tc, stale_looker);
+        tcase_add_loop_test(tc, tensor_wait_sleeps, 0, (int)completion_count());
         tcase_add_test(tc, mixed);
         tcase_add_test(tc, reentry);
         tcase_add_test(tc, stall);

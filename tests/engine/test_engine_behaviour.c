@@ -1383,23 +1383,22 @@ START_TEST(published_beside_long_task_runs) {
 END_TEST
 
 /* A tensor wait's request for one task (task_waiting, RUNTIME_LOGIC
- * §2.1), under the policies that answer it, eager and eager-batched: task
- * 1 completes at once while task 0 runs for a second, and the byte comes
- * while the watermark is still held back, the request taken. A request for
- * a task not run yet, or for an id far past the ring's (a client's
- * garbage, whose 32-bit stamp would read as complete), writes nothing. */
+ * §2.1), under every policy: task 1 completes at once while task 0 runs
+ * for a second, and the byte comes while the watermark is still held
+ * back, the request taken. A request for a task not run yet, or for an id
+ * far past the ring's (a client's garbage, whose 32-bit stamp would read
+ * as complete), writes nothing. */
 START_TEST(task_waiter_signalled) {
-        const char *policy = _i == 0 ? "eager" : "eager-batched";
+        const char *policy = completion_mode_name((unsigned)_i);
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
         engine_config_default(&cfg);
-        cfg.threads = 2;
+        cfg.completion_mode = (unsigned)_i;
+        /* Two scheduler threads, one held by task 0 (resolver: and its
+         * own thread). */
+        cfg.threads = strcmp(policy, "resolver") == 0 ? 3 : 2;
         cfg.clusters = 2;
         cfg.log = quiet_log;
-        for (unsigned m = 0; m < completion_mode_count(); m++)
-                if (strcmp(completion_mode_name(m), policy) == 0)
-                        cfg.completion_mode = m;
-        ck_assert_str_eq(completion_mode_name(cfg.completion_mode), policy);
         ck_assert_int_eq(engine_new(&e, &cfg), 0);
         struct harness_ring h;
         ring_open(&h, e, 256, 256, 0);
@@ -2167,7 +2166,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, woken_thread_clears_idle_rings_flags);
         tcase_add_test(tc, window_waiter_signalled);
         tcase_add_test(tc, watermark_waiter_signalled);
-        tcase_add_loop_test(tc, task_waiter_signalled, 0, 2);
+        tcase_add_loop_test(tc, task_waiter_signalled, 0, (int)completion_mode_count());
         tcase_add_test(tc, published_beside_long_task_runs);
         tcase_add_loop_test(tc, graph_retires_before_long_successor, 0, (int)completion_mode_count());
         tcase_add_test(tc, spinning_threads_capped);
