@@ -31,6 +31,10 @@
  *                  host function's output, an earlier host task holding the
  *                  watermark back, returns before that task ends, and sleeps
  *                  until hbgd's byte (a few sleeps, not one a millisecond);
+ *   graphs_finish_in_order
+ *                  a graph whose host task is done is reported finished only
+ *                  with the graph submitted before it, whose host function
+ *                  still runs; its output is ready before that;
  *   idle_cpu       a connected producer with 4 idle workers uses < 50 ms of
  *                  CPU over 1 s (a resource count: nobody polls);
  *   options        host_threads above HBG_MAX_HOST_THREADS is -EINVAL;
@@ -381,6 +385,47 @@ START_TEST(tensor_wait_sleeps) {
 }
 END_TEST
 
+/* A host function that runs until the test releases it. */
+static int gate_host(void *ud) {
+        _Atomic int *release = ud;
+        while (!atomic_load(release))
+                nap_us(1000);
+        return 0;
+}
+
+/* A client's graphs finish in submission order (hbg_graph_wait(3)): graph
+ * 2's task runs and its output is ready while graph 1's host function
+ * still runs, but graph 2 is reported finished only with graph 1. */
+START_TEST(graphs_finish_in_order) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_workers(d, WORKERS, 0);
+        static _Atomic int release;
+        atomic_store(&release, 0);
+        add_host(d, c, gate_host, (void *)&release, NULL);
+        uint64_t g1 = submit(d, c);
+        hbg_tensor y;
+        D_ASSERT(d, hbg_tensor_alloc(c, 64, &y) == 0, "hbg_tensor_alloc: %s", hbg_last_error(c));
+        struct nap_task writer = { .ms = 0 };
+        hbg_task t = HBG_TASK_INIT(NULL);
+        t.host_fn = nap_host;
+        t.host_userdata = &writer;
+        t.host_writes = &y;
+        t.n_host_writes = 1;
+        D_ASSERT(d, hbg_graph_add(c, &t, NULL) == 0, "hbg_graph_add: %s", hbg_last_error(c));
+        uint64_t g2 = submit(d, c);
+        int err = hbg_tensor_wait_ready(c, y, WAIT_MS);
+        D_ASSERT(d, err == 0, "hbg_tensor_wait_ready: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        ck_assert_int_eq(atomic_load(&writer.done), 1);
+        ck_assert_int_eq(hbg_graph_wait(c, g2, 50), -ETIMEDOUT);
+        ck_assert_int_eq(hbg_graph_status(c, g2, NULL), 1);
+        atomic_store(&release, 1);
+        wait_ok(d, c, g2);
+        ck_assert_int_eq(hbg_graph_status(c, g1, NULL), 0);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- mixed */
 
 #define MIX_N 256u
@@ -686,6 +731,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, chain_sleeps);
         tcase_add_test(tc, stale_looker);
         tcase_add_loop_test(tc, tensor_wait_sleeps, 0, (int)completion_count());
+        tcase_add_test(tc, graphs_finish_in_order);
         tcase_add_test(tc, mixed);
         tcase_add_test(tc, reentry);
         tcase_add_test(tc, stall);

@@ -324,7 +324,9 @@ HBG_EXPORT int hbg_client_kernel_info(hbg_client *c, size_t i, hbg_kernel_desc *
  * a system call where the kernel allows io_uring). Waits while too many
  * graphs are in flight. */
 HBG_EXPORT int hbg_graph_submit(hbg_client *c, uint64_t *ret_graph);
-/* Wait for a graph (timeout_ms < 0: for ever). Runs host tasks while
+/* Wait for a graph (timeout_ms < 0: for ever). A client's graphs finish
+ * in submission order: one whose tasks are done is reported finished only
+ * once every graph submitted before it is (hbg_graph_wait(3)). Runs host tasks while
  * waiting on a client without worker threads (with host_threads, the
  * workers run them and the wait sleeps). 0 if it succeeded, its negative errno if it failed (-ETIME:
  * hbgd's stall limit failed it; hbg_last_error() and hbg_graph_error()
