@@ -225,37 +225,47 @@ static int refuse(char *why, size_t len, const char *fmt, ...) {
         return -EINVAL;
 }
 
+/* The name of a definition refused before its fields are copied, where it
+ * has one to read (size and name come first in every version of the
+ * header): NULL otherwise. */
+static const char *def_name(const struct hbg_kernel_def *def) {
+        size_t named = offsetof(struct hbg_kernel_def, name) + sizeof(def->name);
+        return def && def->size >= named && def->size <= DEF_MAX_SIZE && kernel_sig_name_ok(def->name, false)
+                       ? def->name
+                       : NULL;
+}
+
+/* A refusal of def as a whole: "kernel 'NAME': " first where it has a name. */
+#define REFUSE_DEF(def, why, len, fmt, ...)                                                                     \
+        refuse(why, len, "%s%s%s" fmt, def_name(def) ? "kernel '" : "", def_name(def) ? def_name(def) : "",      \
+               def_name(def) ? "': " : "", __VA_ARGS__)
+
 /* def's fields, each checked; *d the copy kernel_register() keeps. */
 static int check_def(const struct hbg_kernel_def *def, uint32_t api_version, struct hbg_kernel_def *d, char *why,
                      size_t len) {
         /* A module built against an older header keeps working: its
          * definitions are shorter (size) and mean what they meant. */
         if (api_version == 0 || api_version > HBG_KERNEL_API_VERSION) {
-                /* The kernel named where its definition reads as one: size
-                 * and name come first in every version of the header. */
-                bool named = def && def->size >= DEF_V1_SIZE && def->size <= DEF_MAX_SIZE &&
-                             kernel_sig_name_ok(def->name, false);
-                refuse(why, len, "%s%s%sbuilt for kernel API version %u; this hbgd speaks versions 1 to %u",
-                       named ? "kernel '" : "", named ? def->name : "", named ? "': " : "", api_version,
-                       HBG_KERNEL_API_VERSION);
+                REFUSE_DEF(def, why, len, "built for kernel API version %u; this hbgd speaks versions 1 to %u",
+                           api_version, HBG_KERNEL_API_VERSION);
                 return -EPROTONOSUPPORT;
         }
         if (!def)
                 return refuse(why, len, "a NULL kernel definition");
         if (def->size < DEF_V1_SIZE)
-                return refuse(why, len,
-                              "kernel definition size %zu is smaller than version 1's %zu "
-                              "(initialise it with HBG_KERNEL_DEF_INIT)",
-                              def->size, (size_t)DEF_V1_SIZE);
+                return REFUSE_DEF(def, why, len,
+                                  "kernel definition size %zu is smaller than version 1's %zu "
+                                  "(initialise it with HBG_KERNEL_DEF_INIT)",
+                                  def->size, (size_t)DEF_V1_SIZE);
         if (def->size > DEF_MAX_SIZE)
                 return refuse(why, len, "kernel definition size %zu is not a definition's (at most %u)", def->size,
                               DEF_MAX_SIZE);
         for (size_t i = sizeof(*d); i < def->size; i++)
                 if (((const unsigned char *)def)[i] != 0)
-                        return refuse(why, len,
-                                      "kernel definition of size %zu has non-zero fields this hbgd does not "
-                                      "know (it knows %zu bytes)",
-                                      def->size, sizeof(*d));
+                        return REFUSE_DEF(def, why, len,
+                                          "kernel definition of size %zu has non-zero fields this hbgd does not "
+                                          "know (it knows %zu bytes)",
+                                          def->size, sizeof(*d));
         memset(d, 0, sizeof(*d));
         memcpy(d, def, def->size < sizeof(*d) ? def->size : sizeof(*d));
         if (!kernel_sig_name_ok(d->name, false))

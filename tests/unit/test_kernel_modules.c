@@ -322,7 +322,8 @@ static const struct refusal {
         { "too_many_args", "kernel 'tm_count': too many tensor arguments (9; at most 8)" },
         { "bad_dir", "kernel 'tm_count': tensor out: bad direction 9 (in 1, out 2, inout 3)" },
         { "bad_version", "kernel 'tm_count': built for kernel API version 2; this hbgd speaks versions 1 to 1" },
-        { "bad_size", "has non-zero fields this hbgd does not know" },
+        { "bad_size", "kernel 'tm_count': kernel definition of size " },
+        { "small_size", "kernel 'tm_count': kernel definition size " },
         { "empty", "registers no kernel" },
         { "no_init", "no function hbg_kernel_module_init (not an hbg kernel module)" },
 };
