@@ -82,6 +82,12 @@ static int listen_on(const char *spec) {
         const char *colon = strrchr(spec, ':');
         if (!colon || !colon[1] || (size_t)(colon - spec) >= sizeof(host))
                 return ctl_error(-EINVAL, "--listen: '%s' is not ADDR:PORT", spec);
+        /* getaddrinfo() takes any number for the port and keeps its low
+         * 16 bits: 99999 would serve on 34463. */
+        size_t pl = strspn(colon + 1, "0123456789");
+        if (colon[1 + pl] || pl > 5 || strtoul(colon + 1, NULL, 10) > 65535)
+                return ctl_error(-EINVAL, "--listen: '%s' is not ADDR:PORT (the port a number from 0 to 65535)",
+                                 spec);
         size_t hl = (size_t)(colon - spec);
         memcpy(host, spec, hl);
         host[hl] = 0;

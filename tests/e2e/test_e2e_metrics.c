@@ -952,6 +952,22 @@ static void check_prometheus_text(struct hbgd_proc *d, const char *text) {
         free(said);
 }
 
+/* --listen that is not ADDR:PORT, a port above 65535 included (which the
+ * resolver would have cut to its low 16 bits): refused, exit 2. */
+START_TEST(listen_refused) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        static const char *const bad[] = { "127.0.0.1:99999", "127.0.0.1:65536", "127.0.0.1:80x",
+                                           "127.0.0.1:+80", "127.0.0.1:", "9464" };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                struct result r = hbgctl(d->socket_path, "metrics", "--listen", bad[i], NULL);
+                ck_assert_msg(r.code == 2 && strstr(r.err, "is not ADDR:PORT"), "--listen %s: exit %d, %s", bad[i],
+                              r.code, r.err);
+                result_free(&r);
+        }
+        stop_hbgd(d);
+}
+END_TEST
+
 START_TEST(prometheus) {
         const char *const args[] = { "--threads", "2", NULL };
         struct hbgd_proc *d = start_hbgd(MODE_URING, args);
@@ -1348,6 +1364,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, counts);
         tcase_add_test(tc, kernels);
         tcase_add_test(tc, output);
+        tcase_add_test(tc, listen_refused);
         tcase_add_test(tc, prometheus);
         tcase_add_test(tc, exporter);
         tcase_add_test(tc, exporter_conns);
