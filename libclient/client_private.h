@@ -251,6 +251,7 @@ struct hbg_client {
          * connect, freed by hbg_disconnect(). */
         struct kernel_table kernels;
         uint32_t hbgd_minor;       /* hbgd's protocol minor version (its hello) */
+        char hbgd_name[48];        /* its hello's name, "hbgd VERSION" (printable bytes only) */
         bool task_wake;            /* hbgd answers task_waiting under every policy (1.7) */
         const struct hbg_kernel_sig *last_kernel; /* of the last task added by name */
         struct dep_ids scratch;    /* dependency ids of the task being added

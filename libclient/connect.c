@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -68,6 +69,20 @@ static void map_wake_page(hbg_client *c, int fd) {
         c->wake_page = p;
 }
 
+/* Regions this library cannot read: hbgd comes from another release
+ * (the layout is not negotiated, PROTOCOL.md). Both sides' versions;
+ * hbgd's layout where its region says it (0: unknown). */
+static int other_release(const hbg_client *c, const char *what, uint32_t hbgd_layout) {
+        char layout[40] = "";
+        if (hbgd_layout)
+                snprintf(layout, sizeof(layout), ", shared-memory layout %u", hbgd_layout);
+        return hbgc_fail(NULL, -EPROTO,
+                         "%s: hbgd and libhbgclient must come from the same release (hbgd says '%s', protocol "
+                         "1.%u%s; this is libhbgclient %s, protocol 1.%u, shared-memory layout %u)",
+                         what, c->hbgd_name, c->hbgd_minor, layout, HBG_VERSION, HBG_PROTO_MINOR,
+                         HBG_LAYOUT_VERSION);
+}
+
 /* Map the regions of a session reply and check them. fds: sub, cpl,
  * doorbell, completion; the memfds are closed here, the channels kept. */
 static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
@@ -83,7 +98,7 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
         if (err < 0)
                 return hbgc_fail(NULL, -EPROTO, "hbgd sent an invalid session geometry: %s", why);
         if (r->sub_region_size != c->g.sub_region_size || r->cpl_region_size != c->g.cpl_region_size)
-                return hbgc_fail(NULL, -EPROTO, "hbgd's region sizes do not match its geometry");
+                return other_release(c, "hbgd's region sizes do not match its geometry", 0);
         if (!fd_size_at_least(fds[0], c->g.sub_region_size) ||
             !fd_size_at_least(fds[1], c->g.cpl_region_size))
                 return hbgc_fail(NULL, -EPROTO, "a session memfd is smaller than its region");
@@ -113,10 +128,13 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
         c->cpl = cpl;
         close_fds(fds, 2);
 
+        const struct hbg_cpl_header *ch = c->cpl;
+        if (ch->magic == HBG_CPL_MAGIC && ch->layout_version != HBG_LAYOUT_VERSION)
+                return other_release(c, "completion region: another layout version than this library's",
+                                     ch->layout_version);
         err = layout_cpl_region_check(c->cpl, c->g.cpl_region_size, &why);
         if (err < 0)
                 return hbgc_fail(NULL, err, "%s", why);
-        const struct hbg_cpl_header *ch = c->cpl;
         if (ch->task_window_log2 != c->g.task_window_log2 ||
             ch->flag_window_log2 != c->g.flag_window_log2 ||
             ch->graph_table_log2 != c->g.graph_table_log2 || ch->first_id != r->first_id)
@@ -128,7 +146,7 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
             sh->fanins_offset != c->g.sub_fanins_offset || sh->args_offset != c->g.sub_args_offset ||
             sh->mailbox_offset != c->g.sub_mailbox_offset || sh->heap_offset != c->g.sub_heap_offset ||
             sh->graphs_offset != c->g.sub_graphs_offset)
-                return hbgc_fail(NULL, -EPROTO, "submission region: header differs from the session reply");
+                return other_release(c, "submission region: header differs from the session reply", 0);
 
         c->sh = c->sub;
         c->ch = ch;
@@ -283,6 +301,12 @@ static int handshake(hbg_client *c, const hbg_connect_options *o) {
                                  HBG_PROTO_MAJOR);
         }
         c->hbgd_minor = env->hello->version_minor;
+        /* hbgd's words, for messages: printable bytes only. */
+        size_t n = 0;
+        for (const char *s = env->hello->name; s && *s && n + 1 < sizeof(c->hbgd_name); s++)
+                if (*s >= 0x20 && *s < 0x7f)
+                        c->hbgd_name[n++] = *s;
+        c->hbgd_name[n] = 0;
         c->task_wake = c->hbgd_minor >= HBG_PROTO_MINOR_TASK_WAKE;
         wire_free(env);
 

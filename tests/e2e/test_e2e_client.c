@@ -9,13 +9,25 @@
  *               shorter or longer than the output, are refused by
  *               hbg_graph_add() with -EINVAL and a message naming both
  *               arguments (hbgd refuses them too: test_kernels and
- *               test_engine_validation).
+ *               test_engine_validation);
+ *   other_release
+ *               an hbgd whose completion region says another shared-memory
+ *               layout (a stand-in passing on a real hbgd's session with a
+ *               copy of that region): hbg_connect() fails with -EPROTO and
+ *               a message giving both sides' versions.
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "hbg/hbg.h"
 #include "tests/e2e/daemon_util.h"
@@ -150,12 +162,102 @@ START_TEST(refused) {
 }
 END_TEST
 
+/* hbg_connect() to path in a child: its result and message on fd. */
+static void connect_in_child(const char *path, int fd) {
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, path);
+        char out[1024];
+        int n = snprintf(out, sizeof(out), "%d %s", err, err < 0 ? hbg_last_error(NULL) : "");
+        if (write(fd, out, (size_t)n) != n)
+                _exit(1);
+        _exit(0);
+}
+
+START_TEST(other_release) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        /* The real session, got on a raw connection. */
+        int real = raw_connect(d->socket_path);
+        raw_hello(real);
+        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
+        Hbg__Envelope req = HBG__ENVELOPE__INIT;
+        req.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
+        req.session_request = &sr;
+        send_env(real, &req, NULL, 0);
+        int fds[SESSION_FDS];
+        Hbg__Envelope *reply = expect_env(real, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, SESSION_FDS);
+        /* Its completion region, copied into a memfd of ours that says the
+         * next layout version. */
+        size_t size = reply->session_reply->cpl_region_size;
+        char *copy = calloc(1, size);
+        ck_assert_ptr_nonnull(copy);
+        ck_assert_int_eq(pread(fds[1], copy, size, 0), (ssize_t)size);
+        ((struct hbg_cpl_header *)(void *)copy)->layout_version = HBG_LAYOUT_VERSION + 1;
+        int other = memfd_create("hbg-cpl-other", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        ck_assert_int_ge(other, 0);
+        ck_assert_int_eq(write(other, copy, size), (ssize_t)size);
+        free(copy);
+        close(fds[1]);
+        fds[1] = other;
+
+        /* The stand-in's socket, and the client. */
+        struct sockaddr_un a = { .sun_family = AF_UNIX };
+        int len = snprintf(a.sun_path, sizeof(a.sun_path), "%.100s.other", d->socket_path);
+        ck_assert(len > 0 && (size_t)len < sizeof(a.sun_path));
+        int lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        ck_assert_int_ge(lfd, 0);
+        ck_assert_int_eq(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+        ck_assert_int_eq(listen(lfd, 1), 0);
+        int res[2];
+        ck_assert_int_eq(pipe2(res, O_CLOEXEC), 0);
+        pid_t kid = fork();
+        ck_assert_int_ge(kid, 0);
+        if (kid == 0) {
+                close(res[0]);
+                connect_in_child(a.sun_path, res[1]);
+        }
+        close(res[1]);
+        int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        ck_assert_int_ge(cfd, 0);
+        wire_free(expect_env(cfd, HBG__ENVELOPE__MSG_HELLO, NULL, 0));
+        wire_free(expect_env(cfd, HBG__ENVELOPE__MSG_SESSION_REQUEST, NULL, 0));
+        Hbg__Hello hello;
+        Hbg__Envelope out;
+        wire_hello(&out, &hello, "hbgd 9.0.0");
+        send_env(cfd, &out, NULL, 0);
+        send_env(cfd, reply, fds, SESSION_FDS);
+
+        char said[1024] = "";
+        ssize_t n = read(res[0], said, sizeof(said) - 1);
+        ck_assert_int_gt(n, 0);
+        said[n] = 0;
+        int st;
+        ck_assert_int_eq(waitpid(kid, &st, 0), kid);
+        char want_ours[64], want_theirs[64];
+        snprintf(want_ours, sizeof(want_ours), "shared-memory layout %u)", HBG_LAYOUT_VERSION);
+        snprintf(want_theirs, sizeof(want_theirs), "shared-memory layout %u;", HBG_LAYOUT_VERSION + 1);
+        ck_assert_msg(atoi(said) == -EPROTO && strstr(said, "must come from the same release") &&
+                              strstr(said, "hbgd says 'hbgd 9.0.0'") && strstr(said, want_ours) &&
+                              strstr(said, want_theirs) && strstr(said, "libhbgclient " HBG_VERSION),
+                      "hbg_connect to an hbgd of another layout: %s", said);
+        wire_free(reply);
+        for (unsigned i = 0; i < SESSION_FDS; i++)
+                close(fds[i]);
+        close(cfd);
+        close(lfd);
+        close(res[0]);
+        unlink(a.sun_path);
+        close(real);
+        stop_hbgd(d);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("e2e_client");
         TCase *tc = tcase_create("arguments");
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, in_place);
         tcase_add_test(tc, refused);
+        tcase_add_test(tc, other_release);
         suite_add_tcase(s, tc);
         return s;
 }
