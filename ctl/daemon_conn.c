@@ -195,6 +195,7 @@ static int print_error(const Hbg__Error *e, struct ctl_failure *ret_fail) {
         char buf[128];
         const char *msg = e->message && e->message[0] ? e->message : errtext(e->code < 0 ? e->code : -EPROTO, buf, sizeof(buf));
         *ret_fail = (struct ctl_failure){ .at = CTL_AT_HBGD, .err = e->code < 0 ? e->code : -EPROTO };
+        snprintf(ret_fail->message, sizeof(ret_fail->message), "%s", msg);
         if (!find_refusal(e->code)) {
                 ctl_error(e->code, "hbgd: %s", msg);
                 return ret_fail->err;
@@ -240,18 +241,19 @@ int ctl_connect(const char *path) {
 }
 
 /* Send one envelope, receive one (blocking with a timeout). */
-int ctl_roundtrip(int fd, Hbg__Envelope *env, Hbg__Envelope **ret, struct ctl_failure *ret_fail) {
-        int err = wire_send(fd, env, NULL, 0, HBG_WIRE_MAX_MSG_DEFAULT);
+int ctl_roundtrip(int fd, Hbg__Envelope *env, int send_fd, int timeout_ms, Hbg__Envelope **ret,
+                  struct ctl_failure *ret_fail) {
+        int err = wire_send(fd, env, send_fd >= 0 ? &send_fd : NULL, send_fd >= 0, HBG_WIRE_MAX_MSG_DEFAULT);
         if (err < 0)
                 return print_failure(fd, err, "cannot talk to hbgd", ret_fail);
         struct pollfd p = { .fd = fd, .events = POLLIN };
         int ready;
         /* A signal hbgctl handles (trace's SIGINT) is no reason to give up. */
-        while ((ready = poll(&p, 1, 10000)) < 0 && errno == EINTR)
+        while ((ready = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR)
                 ;
         if (ready <= 0) {
                 *ret_fail = (struct ctl_failure){ .at = CTL_AT_EXCHANGE, .err = -ETIMEDOUT };
-                return ctl_error(-ETIMEDOUT, "hbgd did not answer within 10 s");
+                return ctl_error(-ETIMEDOUT, "hbgd did not answer within %d s", timeout_ms / 1000);
         }
         Hbg__Envelope *reply = NULL;
         int fds[HBG_WIRE_MAX_FDS];
@@ -278,7 +280,7 @@ int ctl_open(const char *path, uint32_t *ret_minor, struct ctl_failure *ret_fail
         Hbg__Envelope env;
         wire_hello(&env, &hello, "hbgctl");
         Hbg__Envelope *reply = NULL;
-        int err = ctl_roundtrip(fd, &env, &reply, ret_fail);
+        int err = ctl_roundtrip(fd, &env, -1, CTL_REPLY_TIMEOUT_MS, &reply, ret_fail);
         if (err == 0 && reply->msg_case != HBG__ENVELOPE__MSG_HELLO) {
                 *ret_fail = (struct ctl_failure){ .at = CTL_AT_EXCHANGE, .err = -EPROTO };
                 err = ctl_error(-EPROTO, "hbgd did not answer the hello with one (message %d)", (int)reply->msg_case);
@@ -299,7 +301,7 @@ int ctl_request(const char *path, Hbg__Envelope *rq, Hbg__Envelope__MsgCase want
         if (fd < 0)
                 return fd;
         Hbg__Envelope *reply = NULL;
-        int err = ctl_roundtrip(fd, rq, &reply, ret_fail);
+        int err = ctl_roundtrip(fd, rq, -1, CTL_REPLY_TIMEOUT_MS, &reply, ret_fail);
         close(fd);
         if (err < 0)
                 return err;

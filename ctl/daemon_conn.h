@@ -19,7 +19,11 @@ enum ctl_stage {
 struct ctl_failure {
         enum ctl_stage at;
         int err;                /* negative errno */
+        char message[320];      /* at CTL_AT_HBGD: hbgd's own words, else "" */
 };
+
+/* How long a reply may take unless the request says otherwise. */
+#define CTL_REPLY_TIMEOUT_MS 10000
 
 /* The exit status of a failure: a refusal of hbgd's by its code (4 for
  * [access] and admin refusals, 3 when stopping), the socket's permission
@@ -30,10 +34,11 @@ int ctl_exit_status(const struct ctl_failure *f);
  * (at CTL_AT_CONNECT), its message printed: for a permission error the
  * socket's and its directory's owner and mode, and the fix. */
 int ctl_connect(const char *path);
-/* Send one envelope, receive one (with a timeout) into *ret (wire_free()
- * it): 0, or a negative errno after a printed error (hbgd's refusal with
- * its fix) with *ret_fail set. */
-int ctl_roundtrip(int fd, Hbg__Envelope *env, Hbg__Envelope **ret, struct ctl_failure *ret_fail);
+/* Send one envelope (with send_fd, unless it is -1), receive one within
+ * timeout_ms into *ret (wire_free() it): 0, or a negative errno after a
+ * printed error (hbgd's refusal with its fix) with *ret_fail set. */
+int ctl_roundtrip(int fd, Hbg__Envelope *env, int send_fd, int timeout_ms, Hbg__Envelope **ret,
+                  struct ctl_failure *ret_fail);
 /* Every conversation with hbgd starts here: connect and say hello. The
  * connected socket, hbgd's protocol minor in *ret_minor (may be NULL);
  * or a negative errno after a printed message, *ret_fail set. */

@@ -356,7 +356,8 @@ static void fetch_kernels(const struct ctl_opts *o, struct plan *p) {
                 env = (Hbg__Envelope)HBG__ENVELOPE__INIT;
                 env.msg_case = HBG__ENVELOPE__MSG_STATUS_REQUEST;
                 env.status_request = &rq;
-                if (ctl_roundtrip(fd, &env, &reply, &fail) == 0 && reply->msg_case == HBG__ENVELOPE__MSG_STATUS_REPLY) {
+                if (ctl_roundtrip(fd, &env, -1, CTL_REPLY_TIMEOUT_MS, &reply, &fail) == 0 &&
+                    reply->msg_case == HBG__ENVELOPE__MSG_STATUS_REPLY) {
                         struct kernel_table t;
                         char why[256];
                         const Hbg__StatusReply *r = reply->status_reply;

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
-#include <poll.h>
+#include <stdarg.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -138,7 +138,7 @@ static int tasks_memfd(const struct plan *p, int *ret_fd) {
 
 /* What hbgd said of the dry run. */
 struct hbgd_check {
-        bool ran;                   /* hbgd validated the tasks */
+        bool ran;                   /* hbgd answered: validated the tasks, or refused them as a run */
         int exit;                   /* else: why not, as an exit status */
         char why[512];              /* and in words */
         uint64_t heap_size, max_task_cost, omitted;
@@ -148,31 +148,50 @@ struct hbgd_check {
  * their tasks' paths. hbgd validates on its slow-work thread: a big file
  * may wait behind other users' work. */
 #define VALIDATE_TIMEOUT_MS 120000
+/* The first protocol minor with ValidateRequest (proto/wire.h). */
+#define VALIDATE_MINOR 2u
+
+/* hbgd could not check: why, and the exit status of that. */
+static void not_checked(struct hbgd_check *hc, int exit, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static void not_checked(struct hbgd_check *hc, int exit, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(hc->why, sizeof(hc->why), fmt, ap);
+        va_end(ap);
+        hc->exit = exit;
+}
 
 static void ask_hbgd(const struct ctl_opts *o, struct plan *p, struct hbgd_check *hc) {
-        hc->exit = EXIT_NOT_RUNNING;
         struct ctl_failure fail;
+        uint32_t minor = 0;
+        /* A failure is said once, below: as an error of the file or as
+         * why hbgd's checks did not run. */
         ctl_errors_quiet(true);
-        int fd = ctl_open(o->socket, NULL, &fail);
+        int fd = ctl_open(o->socket, &minor, &fail);
         ctl_errors_quiet(false);
         if (fd < 0) {
-                hc->exit = ctl_exit_status(&fail);
+                int exit = ctl_exit_status(&fail);
                 if (fail.at == CTL_AT_CONNECT)
-                        snprintf(hc->why, sizeof(hc->why), "%s on %s",
-                                 hc->exit == EXIT_ACCESS ? "this user may not use hbgd" : "hbgd is not running",
-                                 o->socket);
+                        not_checked(hc, exit, "%s on %s",
+                                    exit == EXIT_ACCESS ? "this user may not use hbgd" : "hbgd is not running",
+                                    o->socket);
                 else
-                        snprintf(hc->why, sizeof(hc->why), "hbgd on %s did not take the connection", o->socket);
+                        not_checked(hc, exit, "hbgd on %s did not take the connection%s%s", o->socket,
+                                    fail.message[0] ? ": " : "", fail.message);
                 return;
         }
-        Hbg__Envelope env, *reply = NULL;
-        int err;
-        int mfd;
-        err = tasks_memfd(p, &mfd);
+        if (minor < VALIDATE_MINOR) {
+                /* It would answer with Error{-EPROTO} and hang up. */
+                not_checked(hc, EXIT_FAIL, "hbgd on %s speaks protocol %u.%u, which has no validate request",
+                            o->socket, HBG_PROTO_MAJOR, minor);
+                close(fd);
+                return;
+        }
+        int mfd = -1;
+        int err = tasks_memfd(p, &mfd);
         if (err < 0) {
-                hc->exit = EXIT_FAIL;
-                snprintf(hc->why, sizeof(hc->why), "cannot make the memfd of %zu tasks: %s", p->n_tasks,
-                         strerror(-err));
+                not_checked(hc, EXIT_FAIL, "cannot make the memfd of %zu tasks: %s", p->n_tasks, strerror(-err));
                 close(fd);
                 return;
         }
@@ -180,41 +199,37 @@ static void ask_hbgd(const struct ctl_opts *o, struct plan *p, struct hbgd_check
         rq.tasks = p->n_tasks;
         rq.heap_size = o->heap;
         rq.task_window = o->window;
-        env = (Hbg__Envelope)HBG__ENVELOPE__INIT;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT, *reply = NULL;
         env.msg_case = HBG__ENVELOPE__MSG_VALIDATE_REQUEST;
         env.validate_request = &rq;
-        err = wire_send(fd, &env, &mfd, 1, HBG_WIRE_MAX_MSG_DEFAULT);
+        ctl_errors_quiet(true);
+        err = ctl_roundtrip(fd, &env, mfd, VALIDATE_TIMEOUT_MS, &reply, &fail);
+        ctl_errors_quiet(false);
         close(mfd);
-        struct pollfd pf = { .fd = fd, .events = POLLIN };
-        int fds[HBG_WIRE_MAX_FDS];
-        unsigned nfds = 0;
-        reply = NULL;
-        if (err == 0 && poll(&pf, 1, VALIDATE_TIMEOUT_MS) <= 0)
-                err = -ETIMEDOUT;
-        if (err == 0)
-                err = wire_recv(fd, 16u << 20, &reply, fds, 0, &nfds);
         close(fd);
-        hc->exit = EXIT_FAIL;
-        if (err < 0) {
-                snprintf(hc->why, sizeof(hc->why), "no answer from hbgd: %s", strerror(-err));
+        if (err < 0 && fail.at == CTL_AT_HBGD && ctl_exit_status(&fail) == EXIT_FAIL) {
+                /* Refused as the run's session would be (a window or
+                 * heap above hbgd's limits, too many tasks): the file
+                 * as run with these options has this error. */
+                hc->ran = true;
+                graph_file_error(p, "$", fail.message, "hbgd");
                 return;
         }
-        if (reply->msg_case == HBG__ENVELOPE__MSG_ERROR) {
-                /* An older hbgd does not know the request (EPROTO). */
-                snprintf(hc->why, sizeof(hc->why), "hbgd refused the check: %s",
-                         reply->error->message && reply->error->message[0] ? reply->error->message
-                                                                            : hbg_strerror(reply->error->code));
-                wire_free(reply);
+        if (err < 0) {
+                /* hbgd went away, did not answer in time, or refused as
+                 * it refuses a connection (stopping). */
+                not_checked(hc, ctl_exit_status(&fail), "%s%s",
+                            fail.at == CTL_AT_HBGD ? "hbgd refused the request: " : "no answer from hbgd: ",
+                            fail.at == CTL_AT_HBGD ? fail.message : strerror(-fail.err));
                 return;
         }
         if (reply->msg_case != HBG__ENVELOPE__MSG_VALIDATE_REPLY) {
-                snprintf(hc->why, sizeof(hc->why), "unexpected answer from hbgd (message %d)", (int)reply->msg_case);
+                not_checked(hc, EXIT_FAIL, "unexpected answer from hbgd (message %d)", (int)reply->msg_case);
                 wire_free(reply);
                 return;
         }
         const Hbg__ValidateReply *r = reply->validate_reply;
         hc->ran = true;
-        hc->exit = 0;
         hc->heap_size = r->heap_size;
         hc->max_task_cost = r->max_task_cost;
         hc->omitted = r->errors_omitted;
@@ -294,7 +309,8 @@ int run_dry(const struct ctl_opts *o, struct plan *p, int64_t compile_ns) {
                         json_object_object_add(res, "not_checked",
                                                hc.ran ? NULL : json_object_new_string(unchecked));
                         json_object_object_add(res, "not_checked_why", hc.ran ? NULL : json_object_new_string(hc.why));
-                        json_object_object_add(res, "heap_size", hc.ran ? json_object_new_uint64(hc.heap_size) : NULL);
+                        json_object_object_add(res, "heap_size",
+                                               hc.heap_size ? json_object_new_uint64(hc.heap_size) : NULL);
                         json_object_object_add(res, "errors", n_err ? json_object_get(p->errors) : json_object_new_array());
                         json_object_object_add(res, "errors_omitted", json_object_new_uint64(hc.omitted));
                 } else if (n_err) {

@@ -214,7 +214,7 @@ static int take_trace(const struct ctl_opts *o, struct trace_data *t, struct ctl
         bool done = false;
         unsigned empty = 0; /* fetch replies in a row that brought nothing */
         while (err == 0 && !done) {
-                err = ctl_roundtrip(fd, &env, &reply, fail);
+                err = ctl_roundtrip(fd, &env, -1, CTL_REPLY_TIMEOUT_MS, &reply, fail);
                 if (err < 0)
                         break;
                 if (reply->msg_case != HBG__ENVELOPE__MSG_TRACE_REPLY) {

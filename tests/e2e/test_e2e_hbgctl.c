@@ -1718,13 +1718,34 @@ START_TEST(run_heap) {
         /* hbgd's own limit: above max_heap_size (1 GiB) */
         r = ctl(S, "run", "--dry-run", "--heap", "2G", path);
         ASSERT_CODE(r, 1);
-        ck_assert_msg(strstr(r.err, "max_heap_size"), "%s", r.err);
+        ck_assert_msg(strstr(r.err, "max_heap_size") && !strstr(r.err, "not checked"), "%s", r.err);
         result_free(&r);
+        /* hbgd refusing the dry run's window or heap is an error of the
+         * file as run with them (the run is refused the same), not a
+         * check that did not happen */
+        static const char *const refused[][3] = { { "--heap", "2G", "max_heap_size" },
+                                                  { "--window", "1G", "max_task_window" } };
+        for (size_t i = 0; i < 2; i++) {
+                r = ctl(S, "run", "--dry-run", "--json", refused[i][0], refused[i][1], path);
+                ASSERT_CODE(r, 1);
+                json_object *o = parse_json(&r), *errs = get(o, "errors");
+                ck_assert_str_eq(json_object_get_string(get(o, "status")), "error");
+                ck_assert_msg(json_object_array_length(errs) == 1, "%s", r.out);
+                json_object *e = json_object_array_get_idx(errs, 0);
+                ck_assert_str_eq(json_object_get_string(get(e, "path")), "$");
+                ck_assert_str_eq(json_object_get_string(get(e, "by")), "hbgd");
+                ck_assert_msg(strstr(json_object_get_string(get(e, "message")), refused[i][2]), "%s", r.out);
+                ck_assert_msg(json_object_is_type(get(o, "not_checked"), json_type_null), "%s", r.out);
+                json_object_put(o);
+                result_free(&r);
+        }
         /* A window the run's session would be refused: the dry run says
          * so too (hbgd's geometry rule), and accepts one it would grant. */
         r = ctl(S, "run", "--dry-run", "--heap", "80M", "--window", "3000", path);
         ASSERT_CODE(r, 1);
-        ck_assert_msg(strstr(r.err, "task_window: must be a power of two"), "%s", r.err);
+        ck_assert_msg(strstr(r.err, "big.json: $: ") && strstr(r.err, "task_window: must be a power of two") &&
+                              !strstr(r.err, "not checked"),
+                      "%s", r.err);
         result_free(&r);
         r = ctl(S, "run", "--dry-run", "--heap", "80M", "--window", "4K", path);
         ASSERT_CODE(r, 0);
