@@ -425,7 +425,9 @@ static void section_names(char *buf, size_t len) {
         }
 }
 
-/* "[name]", with nothing after it but a comment. */
+/* "[name]", with nothing after it but a comment. After an error the
+ * section is still taken if its name is one: its keys are checked and a
+ * second header of it is said too (every error of the file is). */
 static void read_section(struct load *l, char *s) {
         char *close = strchr(s, ']');
         if (!close) {
@@ -438,11 +440,8 @@ static void read_section(struct load *l, char *s) {
         cut_comment(rest);
         rest = strip(rest);
         char *name = strip(s + 1);
-        if (*rest) {
+        if (*rest)
                 load_error(l, l->line, "text after ']' in the header of section [%s]: '%s'", name, rest);
-                l->section = -2;
-                return;
-        }
         int i = section_index(name);
         if (i < 0) {
                 char all[160];

@@ -256,6 +256,20 @@ START_TEST(every_error_reported) {
         assert_has_line(err, "9: level: 'loud' is not one of");
         ck_assert_msg(err_lines(err) == 5, "want 5 lines:\n%s", err);
 
+        /* Text after a header's ']': said, and the section still taken,
+         * so its keys and a second header of it are checked too. */
+        ck_assert_int_eq(load("[scheduler] junk\n"             /* 1 */
+                              "threads = 999\n"                /* 2 */
+                              "[scheduler]\n"                  /* 3 */
+                              "clusters = 0\n",                /* 4 */
+                              &cfg, err, sizeof(err)),
+                         -EINVAL);
+        assert_has_line(err, "1: text after ']' in the header of section [scheduler]: 'junk'");
+        assert_has_line(err, "2: threads: '999' is not a number from 1 to 64");
+        assert_has_line(err, "3: section [scheduler] given again (first on line 1)");
+        assert_has_line(err, "4: clusters: '0' is not a number from 1 to");
+        ck_assert_msg(err_lines(err) == 4, "want 4 lines:\n%s", err);
+
         /* The case: the range at the line of the value. */
         ck_assert_int_eq(load("[scheduler]\nthreads = 99\nclusters = 4\n", &cfg, err, sizeof(err)), -EINVAL);
         assert_has_line(err, "2: threads: '99' is not a number from 1 to 64");
