@@ -13,13 +13,16 @@
  * tensors each task declares). The main thread only builds the graph and
  * sleeps in hbg_graph_wait(). The sums are checked against the CPU.
  *
- *   hbg-example-host-parallel [workers]     (default 4; $HBG_SOCKET)
+ *   hbg-example-host-parallel [WORKERS]     (default 4; $HBG_SOCKET)
  */
 #include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <hbg/hbg.h>
@@ -63,14 +66,45 @@ static int fail(hbg_client *c, const char *what, int err) {
         return 1;
 }
 
+static void usage(FILE *f, const char *prog) {
+        fprintf(f,
+                "Usage: %s [WORKERS]\n"
+                "       %s --help\n"
+                "Blocks of a vector filled and summed by hbgd, each transformed between by a\n"
+                "host function of this program on WORKERS library threads (default 4; 0: none),\n"
+                "checked against the CPU. The socket: $HBG_SOCKET, else /run/hbgd/hbgd.sock.\n",
+                prog, prog);
+}
+
+/* A count of workers: digits only (strtoull() would take "--help" as 0). */
+static bool parse_workers(const char *s, uint64_t *ret) {
+        char *end;
+        if (*s < '0' || *s > '9')
+                return false;
+        errno = 0;
+        *ret = strtoull(s, &end, 10);
+        return !*end && errno == 0;
+}
+
 int main(int argc, char **argv) {
+        uint64_t workers = 4;
+        if (argc > 1) {
+                bool help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
+                int bad = help ? 0 : !parse_workers(argv[1], &workers) ? 1 : argc > 2 ? 2 : 0;
+                if (help || bad) {
+                        if (bad)
+                                fprintf(stderr, "%s: unexpected argument '%s'\n", argv[0], argv[bad]);
+                        usage(help ? stdout : stderr, argv[0]);
+                        return help ? 0 : 2;
+                }
+        }
         if (HBG_VERSION_CHECK() < 0) {
                 fprintf(stderr, "host_parallel: libhbgclient %s is older than this program's %d.%d\n", hbg_version(),
                         HBG_VERSION_MAJOR, HBG_VERSION_MINOR);
                 return 1;
         }
         hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
-        o.host_threads = argc > 1 ? strtoull(argv[1], NULL, 10) : 4;
+        o.host_threads = workers;
         hbg_client *c;
         int err = hbg_connect_opts(&c, &o);
         if (err < 0)

@@ -1758,21 +1758,33 @@ START_TEST(run_heap) {
 }
 END_TEST
 
-/* A directory for a graph file; the example's --help (it would connect
- * and run otherwise). */
+/* A directory for a graph file; the examples' --help and -h (they would
+ * connect and run otherwise), and a bad argument a usage error. */
 START_TEST(run_small_points) {
         struct result r = ctl("/nonexistent/hbgd.sock", "run", "--dry-run", graphs_dir);
         ASSERT_CODE(r, 1);
         ck_assert_msg(strstr(r.err, "is a directory, not a graph file") && !strstr(r.err, "read error"), "%s", r.err);
         result_free(&r);
-        char ex[PATH_MAX + 32];
-        snprintf(ex, sizeof(ex), "%s", hbgctl_bin);
-        snprintf(strrchr(ex, '/'), sizeof(ex) - (size_t)(strrchr(ex, '/') - ex), "/hbg-example-gemm-softmax");
-        const struct how how = { .bin = ex };
-        r = run_v(&how, "/nonexistent/hbgd.sock", (const char *const[]){ "--help", NULL });
-        ASSERT_CODE(r, 0);
-        ck_assert_msg(strncmp(r.out, "Usage: ", 7) == 0 && r.err[0] == 0, "%s\n%s", r.out, r.err);
-        result_free(&r);
+        static const char *const examples[] = { "hbg-example-gemm-softmax", "hbg-example-host-parallel" };
+        for (size_t i = 0; i < 2; i++) {
+                char ex[PATH_MAX + 32];
+                snprintf(ex, sizeof(ex), "%s", hbgctl_bin);
+                snprintf(strrchr(ex, '/'), sizeof(ex) - (size_t)(strrchr(ex, '/') - ex), "/%s", examples[i]);
+                const struct how how = { .bin = ex };
+                static const char *const helps[] = { "--help", "-h" };
+                for (size_t h = 0; h < 2; h++) {
+                        r = run_v(&how, "/nonexistent/hbgd.sock", (const char *const[]){ helps[h], NULL });
+                        ASSERT_CODE(r, 0);
+                        ck_assert_msg(strncmp(r.out, "Usage: ", 7) == 0 && r.err[0] == 0, "%s %s:\n%s\n%s",
+                                      examples[i], helps[h], r.out, r.err);
+                        result_free(&r);
+                }
+                r = run_v(&how, "/nonexistent/hbgd.sock", (const char *const[]){ "--bogus", NULL });
+                ASSERT_CODE(r, 2);
+                ck_assert_msg(strstr(r.err, "unexpected argument '--bogus'") && strstr(r.err, "Usage: "), "%s: %s",
+                              examples[i], r.err);
+                result_free(&r);
+        }
 }
 END_TEST
 
