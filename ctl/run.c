@@ -215,8 +215,8 @@ static void print_outputs(struct plan *p, hbg_client *c, int64_t compile_ns, dou
         json_object_object_add(res, "elapsed_us", json_object_new_int64((int64_t)elapsed));
         size_t n_out = p->outputs ? json_object_array_length(p->outputs) : 0;
         if (!opt_json) {
-                printf("ok: %zu tasks in %.3f ms (compiled in %.3f ms before)\n", p->n_tasks, elapsed / 1e3,
-                       (double)compile_ns / 1e6);
+                printf("ok: %zu task%s in %.3f ms (compiled in %.3f ms before)\n", p->n_tasks,
+                       p->n_tasks == 1 ? "" : "s", elapsed / 1e3, (double)compile_ns / 1e6);
                 if (n_out)
                         printf("%-16s %10s %16s %14s %14s  %s\n", "output", "len", "sum", "min", "max",
                                "head");

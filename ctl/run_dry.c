@@ -289,7 +289,8 @@ int run_dry(const struct ctl_opts *o, struct plan *p, int64_t compile_ns) {
         if (n_err)
                 run_print_errors(p, EXIT_FAIL);
         if (hc.omitted && !opt_json)
-                fprintf(stderr, "hbgctl: and %" PRIu64 " more tasks hbgd refused\n", hc.omitted);
+                fprintf(stderr, "hbgctl: and %" PRIu64 " more task%s hbgd refused\n", hc.omitted,
+                        hc.omitted == 1 ? "" : "s");
         if (o->dry_run && !hc.ran && !opt_json)
                 fprintf(stderr, "hbgctl: not checked: %s: %s\n", unchecked, hc.why);
         if (opt_json) {
@@ -323,8 +324,9 @@ int run_dry(const struct ctl_opts *o, struct plan *p, int64_t compile_ns) {
                 print_json(res);
                 json_object_put(res);
         } else if (!to_stdout && !n_err) {
-                printf("%s: %zu tasks checked by %s in %.3f ms, not run", rc ? "unchecked" : "ok", p->n_tasks,
-                       hc.ran ? "hbgctl and hbgd" : "hbgctl", (double)(compile_ns + check_ns) / 1e6);
+                printf("%s: %zu task%s checked by %s in %.3f ms, not run", rc ? "unchecked" : "ok", p->n_tasks,
+                       p->n_tasks == 1 ? "" : "s", hc.ran ? "hbgctl and hbgd" : "hbgctl",
+                       (double)(compile_ns + check_ns) / 1e6);
                 if (hc.ran)
                         printf(" (heap %" PRIu64 " bytes)", hc.heap_size);
                 if (o->dot)

@@ -1710,7 +1710,17 @@ START_TEST(run_heap) {
         result_free(&r);
         r = ctl(S, "run", "--dry-run", "--heap", "80M", path);
         ASSERT_CODE(r, 0);
-        ck_assert_msg(strstr(r.out, "(heap 83886080 bytes)"), "%s", r.out);
+        ck_assert_msg(strncmp(r.out, "ok: 1 task checked by hbgctl and hbgd in ", 41) == 0 &&
+                              strstr(r.out, "(heap 83886080 bytes)"),
+                      "%s", r.out);
+        result_free(&r);
+        r = ctl(S, "run", "--heap", "80M", path);
+        ASSERT_CODE(r, 0);
+        ck_assert_msg(strncmp(r.out, "ok: 1 task in ", 14) == 0, "%s", r.out);
+        result_free(&r);
+        r = ctl("/nonexistent/hbgd.sock", "run", "--dry-run", path);
+        ASSERT_CODE(r, 3);
+        ck_assert_msg(strncmp(r.out, "unchecked: 1 task checked by hbgctl in ", 39) == 0, "%s", r.out);
         result_free(&r);
         r = ctl(S, "run", "--heap", "80M", "--window", "1K", "--json", path);
         ASSERT_CODE(r, 0);
