@@ -79,8 +79,12 @@ static void begin_shutdown(struct hbgd *d, const char *why) {
         hbgd_tick_set(d, true);
         d->stop_deadline_ms = clock_now_ms() + d->cfg.shutdown_grace_ms;
         hbgd_notify("STOPPING=1");
-        hbgd_log(LOG_NOTICE, "%s: not accepting sessions; %u graphs' sessions get %u ms to finish",
-                 why, d->n_sessions, d->cfg.shutdown_grace_ms);
+        if (d->n_sessions == 0)
+                hbgd_log(LOG_NOTICE, "%s: not accepting sessions; none open", why);
+        else
+                hbgd_log(LOG_NOTICE, "%s: not accepting sessions; %u open session%s get%s %u ms to finish their graphs",
+                         why, d->n_sessions, d->n_sessions == 1 ? "" : "s", d->n_sessions == 1 ? "s" : "",
+                         d->cfg.shutdown_grace_ms);
         /* A socket systemd passed stays with systemd: connections made
          * now wait in its backlog for the next hbgd. On our own socket
          * they would be reset when we exit: accept them, and refuse them

@@ -1066,6 +1066,8 @@ START_TEST(sigterm_in_flight) {
                  "%s: hbgd did not exit 0 after the grace period (wait status 0x%x)", mode_name(mode),
                  (unsigned)d->wstatus);
         D_ASSERT(d, daemon_wait_notify(d, "STOPPING=1", 0) == 0, "%s: no STOPPING=1 from hbgd", mode_name(mode));
+        D_ASSERT(d, log_has(d, "not accepting sessions; 1 open session gets 1000 ms to finish their graphs"),
+                 "%s: hbgd did not log the one session's grace period", mode_name(mode));
         fprintf(stderr, "sigterm_in_flight (%s): wait returned %s after %lld ms, hbgd exited after %lld ms\n",
                 mode_name(mode), hbg_strerror(err), t_wait, t_exit);
 
@@ -1080,6 +1082,14 @@ START_TEST(sigterm_in_flight) {
         ck_assert_msg(err == -ECONNRESET, "a graph after hbgd exited: %d (%s), expected -ECONNRESET", err,
                       hbg_strerror(err));
         hbg_disconnect(c);
+        daemon_destroy(d);
+
+        /* Without sessions there is nothing to give the grace period. */
+        d = start_hbgd_conf(mode, SIGTERM_GRACE_CONF);
+        ck_assert_int_eq(kill(d->pid, SIGTERM), 0);
+        D_ASSERT(d, daemon_wait_exit(d, WAIT_MS) == 0, "%s: hbgd still runs after SIGTERM", mode_name(mode));
+        D_ASSERT(d, log_has(d, "not accepting sessions; none open"), "%s: hbgd's log of stopping idle",
+                 mode_name(mode));
         daemon_destroy(d);
 }
 END_TEST
