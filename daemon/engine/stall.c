@@ -26,12 +26,15 @@ bool stall_unfinished(struct hbg_ring *r) {
                mpmc_maybe_nonempty(&r->retire);
 }
 
+/* What the frontier task "is", in the stall report. */
 static const char *state_name(uint32_t st) {
         switch (st) {
         case SLOT_FREE: return "free";
         case SLOT_WAITING: return "waiting for a dependency";
         case SLOT_QUEUED: return "queued or running";
-        case SLOT_EXTERNAL: return "waiting for the client's mailbox completion";
+        /* The client runs the host function and posts its result to
+         * the mailbox: the user knows the former, not the latter. */
+        case SLOT_EXTERNAL: return "a host task waiting for its host function's result";
         case SLOT_COMPLETING: return "completing";
         }
         return "?";
@@ -71,7 +74,7 @@ void stall_check(struct sched_thread *t, struct hbg_ring *r) {
                 engine_log_ring(r, LOG_WARNING, &(struct hbg_log_fields){ .has_task = true, .task = wm },
                                 "%s: no progress for %" PRIu64 " ms: watermark %" PRIu64
                                 ", submitted %" PRIu64 ", classified %" PRIu64 ", graphs %" PRIu64
-                                " submitted / %" PRIu64 " retired; frontier task %s",
+                                " submitted / %" PRIu64 " retired; frontier task is %s",
                                 r->name, timeout, wm, submitted, claim, gsub,
                                 atomic_load(&r->cpl->graphs_retired),
                                 wm >= submitted ? "not submitted" : !owned ? "not classified" : state_name(st));

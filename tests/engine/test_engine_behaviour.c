@@ -36,6 +36,7 @@
 /* ------------------------------------------------------------ helpers */
 
 static _Atomic unsigned log_lines;      /* stall reports */
+static _Atomic unsigned host_stall_lines; /* of those: at a host task */
 static _Atomic unsigned graph_fail_lines;
 
 static void quiet_log(void *ud, int priority, const struct hbg_log_fields *f, const char *fmt, va_list ap) {
@@ -46,6 +47,9 @@ static void quiet_log(void *ud, int priority, const struct hbg_log_fields *f, co
         vsnprintf(buf, sizeof(buf), fmt, ap);
         if (strstr(buf, "no progress for"))
                 atomic_fetch_add(&log_lines, 1);
+        if (strstr(buf, "no progress for") &&
+            strstr(buf, "frontier task is a host task waiting for its host function's result"))
+                atomic_fetch_add(&host_stall_lines, 1);
         if (strstr(buf, ": graph ") && strstr(buf, "failed:"))
                 atomic_fetch_add(&graph_fail_lines, 1);
 }
@@ -629,6 +633,8 @@ START_TEST(stall_times_out_external) {
         ring_stats(h.ring, &rs);
         ck_assert(!rs.broken);
         ck_assert_uint_gt(atomic_load(&log_lines), 0); /* the stall was logged */
+        ck_assert_msg(atomic_load(&host_stall_lines) > 0,
+                      "no stall report says the frontier is a host task waiting for its host function's result");
         ck_assert_uint_gt(atomic_load(&graph_fail_lines), 0); /* and the failed graph */
 
         /* The ring keeps working, external tasks included. */
