@@ -205,14 +205,16 @@ TEST_MODULES := $(TEST_MODULE_VARIANTS:%=$(B)/tests/modules/%.so) $(B)/tests/mod
 # the paths of the prefix. `make` writes them substituted to $(B)/man/
 # (man -l build/man/hbgd.8); `make install` substitutes again with the
 # paths it installs to, which may differ from those of the build.
-# docs/man/hbg-bench.1 is read in place (man -l): hbg-bench is not installed.
+# hbg-bench is not installed, nor its page: it is read from the build
+# (man -l build/man/hbg-bench.1), which filled in its footer too.
 MAN1 := docs/man/hbgctl.1
 MAN3 := $(wildcard docs/man/*.3)
 MAN5 := docs/man/hbgd.conf.5
 MAN8 := docs/man/hbgd.8
+MAN_BENCH := docs/man/hbg-bench.1
 MAN_SED := -e 's|@VERSION@|$(VERSION)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' \
            -e 's|@UNITDIR@|$(UNITDIR)|g' -e 's|@SYSUSERSDIR@|$(SYSUSERSDIR)|g'
-MAN_BUILT := $(patsubst docs/%,$(B)/%,$(MAN1) $(MAN3) $(MAN5) $(MAN8))
+MAN_BUILT := $(patsubst docs/%,$(B)/%,$(MAN1) $(MAN3) $(MAN5) $(MAN8) $(MAN_BENCH))
 
 all: $(SHM_LIB) $(CORE_LIB) $(PROGRAMS) $(CLIENT_SO) $(CLIENT_LINKS) $(CLIENT_PC) $(MAN_BUILT) $(KMOD_EXAMPLE) python
 

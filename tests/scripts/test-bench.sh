@@ -1,4 +1,5 @@
 #!/bin/sh
+# hbg-bench's man page as the build writes it (version filled in), and
 # hbg-bench's comparison end to end, at toy sizes, without the peers and
 # without valgrind: it starts its own hbgd per completion policy, runs 1
 # and 2 producer processes on every shape and replays each, writes results.csv with exactly
@@ -28,6 +29,12 @@ all_pid=
 trap '[ -z "$all_pid" ] || { kill "$all_pid" 2>/dev/null; wait "$all_pid"; }; rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM HUP
 fail() { echo "test-bench: FAIL: $*"; exit 1; }
+
+# Its man page is read from the build (it is not installed): written
+# there with the version in its footer, no placeholder left.
+page=$B/man/hbg-bench.1
+[ -f "$page" ] || fail "no $page: the build writes hbg-bench's man page (man -l $page)"
+! grep -q '@[A-Z]*@' "$page" || fail "$page keeps a placeholder: $(grep -m1 '@[A-Z]*@' "$page")"
 
 # The comparison of every shape and policy spends most of its time
 # waiting (hbgd settling, its idle CPU read over a second): it runs beside
