@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 #include <syslog.h>
+#include <sys/stat.h>
 
 #include "daemon/engine/engine_spares.h"
 #include "daemon/engine/engine_trace.h"
@@ -552,18 +553,28 @@ int hbgd_config_load(struct hbgd_config *cfg, const char *path, char *err, size_
                 free(l);
                 return e;
         }
+        /* fopen() opens a directory; its first read fails (EISDIR). */
+        struct stat st;
+        if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+                snprintf(err, errlen, "%s: is a directory, not a configuration file", path);
+                fclose(f);
+                free(l);
+                return -EISDIR;
+        }
         char *line = NULL;
         size_t cap = 0;
         ssize_t n;
+        errno = 0;
         while ((n = getline(&line, &cap, f)) >= 0) {
                 l->line++;
                 read_line(l, line, (size_t)n);
+                errno = 0;
         }
-        int rerr = ferror(f) ? -EIO : 0;
+        int rerr = ferror(f) ? -(errno ? errno : EIO) : 0;
         free(line);
         fclose(f);
         if (rerr < 0) {
-                snprintf(err, errlen, "%s: read error after line %u", path, l->line);
+                snprintf(err, errlen, "%s: cannot read it after line %u: %s", path, l->line, strerror(-rerr));
                 free(l);
                 return rerr;
         }

@@ -184,6 +184,16 @@ START_TEST(whole_file_errors) {
         hbgd_config_default(&cfg);
         ck_assert_int_eq(hbgd_config_load(&cfg, "/nonexistent/hbgd.conf", err, sizeof(err)), -ENOENT);
         ck_assert_ptr_nonnull(strstr(err, "/nonexistent/hbgd.conf"));
+        /* A directory: said so, not "read error after line 0". */
+        char dir[] = "/tmp/hbg-config-dir-XXXXXX";
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        hbgd_config_default(&cfg);
+        int r = hbgd_config_load(&cfg, dir, err, sizeof(err));
+        rmdir(dir);
+        ck_assert_int_eq(r, -EISDIR);
+        char want[64];
+        snprintf(want, sizeof(want), "%s: is a directory", dir);
+        ck_assert_msg(strncmp(err, want, strlen(want)) == 0 && !strstr(err, "read error"), "%s", err);
 }
 END_TEST
 
