@@ -20,6 +20,7 @@
 #include "common/kernel_sig.h"
 
 static int parse_tensor(struct plan *p, const char *name, json_object *spec, struct gtensor *t);
+static int declare_implicit(struct plan *p, json_object *ts);
 
 static int parse_tensors(struct plan *p) {
         json_object *ts;
@@ -46,7 +47,104 @@ static int parse_tensors(struct plan *p) {
                 i++;
         }
         p->n_tensors = i;
+        if (declare_implicit(p, ts) < 0)
+                return -1;
         return graph_file_n_errors(p) ? -1 : 0;
+}
+
+/* The end of a range reference, "name[lo:hi]" (or, single, "name[i]"),
+ * with its name's length in *ret_nl; 0 for a whole tensor or a malformed
+ * range (graph_read_ref() says what is wrong with it). */
+static uint64_t range_end(const char *s, bool single, size_t *ret_nl) {
+        const char *br = strchr(s, '[');
+        *ret_nl = br ? (size_t)(br - s) : strlen(s);
+        if (!br || br[1] < '0' || br[1] > '9')
+                return 0;
+        char *end;
+        errno = 0;
+        uint64_t lo = strtoull(br + 1, &end, 10), hi;
+        if (*end == ']' && single)
+                hi = lo + 1;
+        else if (*end == ':' && end[1] >= '0' && end[1] <= '9')
+                hi = strtoull(end + 1, &end, 10);
+        else
+                return 0;
+        return errno || *end != ']' || end[1] || lo >= hi || hi > GRAPH_TENSOR_MAX_LEN ? 0 : hi;
+}
+
+/* A reference v of a task or an output to a tensor "tensors" (ts) does
+ * not name: its range's end in implicit (the largest), or its name in
+ * whole when it is used whole (or its range is malformed). */
+static void note_undeclared(json_object *ts, json_object *v, bool single, json_object *implicit, json_object *whole) {
+        if (!v || !json_object_is_type(v, json_type_string))
+                return;
+        size_t nl;
+        uint64_t hi = range_end(json_object_get_string(v), single, &nl);
+        char name[256];
+        if (nl == 0 || nl >= sizeof(name))
+                return;
+        memcpy(name, json_object_get_string(v), nl);
+        name[nl] = 0;
+        if (json_object_object_get_ex(ts, name, NULL))
+                return;
+        json_object *cur;
+        if (!hi)
+                json_object_object_add(whole, name, NULL);
+        else if (!json_object_object_get_ex(implicit, name, &cur) || (uint64_t)json_object_get_int64(cur) < hi)
+                json_object_object_add(implicit, name, json_object_new_int64((int64_t)hi));
+}
+
+/*
+ * Tensors a file uses only through element ranges without declaring them
+ * ("s[0:1]" in args, "p[0]" in when): zero-filled, as long as the largest
+ * range's end (docs/GRAPH_FILES.md). One used whole anywhere stays
+ * unknown: its length would be a guess. The names live in p->implicit.
+ */
+static int declare_implicit(struct plan *p, json_object *ts) {
+        json_object *tasks, *outputs, *whole = json_object_new_object();
+        p->implicit = json_object_new_object();
+        if (!whole || !p->implicit) {
+                json_object_put(whole);
+                return graph_read_error(p, AT_TEXT("$.tensors"), "out of memory");
+        }
+        size_t n = json_object_object_get_ex(p->root, "tasks", &tasks) && json_object_is_type(tasks, json_type_array)
+                           ? json_object_array_length(tasks)
+                           : 0;
+        for (size_t i = 0; i < n; i++) {
+                json_object *task = json_object_array_get_idx(tasks, i), *args, *when;
+                if (!json_object_is_type(task, json_type_object))
+                        continue;
+                if (json_object_object_get_ex(task, "args", &args) && json_object_is_type(args, json_type_array))
+                        for (size_t k = 0; k < json_object_array_length(args); k++)
+                                note_undeclared(ts, json_object_array_get_idx(args, k), false, p->implicit, whole);
+                if (json_object_object_get_ex(task, "when", &when))
+                        note_undeclared(ts, when, true, p->implicit, whole);
+        }
+        if (json_object_object_get_ex(p->root, "outputs", &outputs) && json_object_is_type(outputs, json_type_array))
+                for (size_t k = 0; k < json_object_array_length(outputs); k++)
+                        note_undeclared(ts, json_object_array_get_idx(outputs, k), false, p->implicit, whole);
+        size_t more = 0;
+        json_object_object_foreach(p->implicit, counted, end_counted) {
+                (void)end_counted;
+                more += !json_object_object_get_ex(whole, counted, NULL);
+        }
+        struct gtensor *t = more ? realloc(p->tensors, (p->n_tensors + more) * sizeof(*t)) : p->tensors;
+        if (!t) {
+                json_object_put(whole);
+                return graph_read_error(p, AT_TEXT("$.tensors"), "out of memory");
+        }
+        p->tensors = t;
+        json_object_object_foreach(p->implicit, name, end) {
+                if (json_object_object_get_ex(whole, name, NULL))
+                        continue;
+                uint64_t len = (uint64_t)json_object_get_int64(end);
+                p->tensors[p->n_tensors] = (struct gtensor){
+                        .name = name, .len = len, .init = INIT_ZERO, .step = 1.0, .t = { 0, len * 4 } };
+                json_object_object_add(p->tensor_index, name, json_object_new_int((int)p->n_tensors));
+                p->n_tensors++;
+        }
+        json_object_put(whole);
+        return 0;
 }
 
 /* Tensor `name` of "tensors" into *t; -1 after its error. */
@@ -67,7 +165,7 @@ static int parse_tensor(struct plan *p, const char *name, json_object *spec, str
         snprintf(sub, sizeof(sub), "%s.len", path);
         if (!json_object_object_get_ex(spec, "len", &v))
                 return graph_read_error(p, AT_TEXT(path), "missing \"len\"");
-        if (graph_read_uint(p, v, AT_TEXT(sub), UINT64_C(1) << 36, &t->len) < 0)
+        if (graph_read_uint(p, v, AT_TEXT(sub), GRAPH_TENSOR_MAX_LEN, &t->len) < 0)
                 return -EINVAL;
         if (t->len == 0)
                 return graph_read_error(p, AT_TEXT(sub), "must be at least 1");
@@ -531,6 +629,7 @@ void graph_file_free(struct plan *p) {
         free(p->compiled);
         free(p->tensors);
         json_object_put(p->tensor_index);
+        json_object_put(p->implicit);
         json_object_put(p->task_index);
         json_object_put(p->root);
 }

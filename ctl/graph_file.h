@@ -15,6 +15,9 @@
 
 enum { INIT_ZERO, INIT_FILL, INIT_IOTA };
 
+/* A tensor's length, in elements, at most. */
+#define GRAPH_TENSOR_MAX_LEN (UINT64_C(1) << 36)
+
 struct gtensor {
         const char *name;
         uint64_t len;
@@ -34,6 +37,7 @@ struct plan {
         struct gtensor *tensors;
         size_t n_tensors;
         json_object *tensor_index;   /* name -> index */
+        json_object *implicit;       /* tensors used only through ranges, not declared: name -> length */
         json_object *task_index;     /* task name -> task index */
         size_t n_tasks;
         bool resolved;               /* pass 2: tensors allocated */

@@ -111,7 +111,10 @@ int graph_read_ref(struct plan *p, const char *s, const struct jpath *at, bool s
                 /* A tensor with errors of its own: reported there. */
                 if (p->broken_tensors && json_object_object_get_ex(p->broken_tensors, name, NULL))
                         return -EINVAL;
-                return graph_read_error(p, at, "unknown tensor \"%s\" (not in \"tensors\")", name);
+                return graph_read_error(p, at,
+                                        "unknown tensor \"%s\" (not in \"tensors\"; only a tensor used "
+                                        "through element ranges alone may be left out)",
+                                        name);
         }
         const struct gtensor *t = &p->tensors[json_object_get_int(ix)];
         uint64_t lo = 0, hi = t->len;

@@ -701,9 +701,28 @@ static const struct expect_out pred[] = {
         { "s", 1, 16, 16, 16, 1, { 16 } },
 };
 
+/* The format's example as first written: s and p used only through
+ * ranges, not declared, so zero-filled (the reduce is skipped: p[0] is
+ * 0); c = a + b, its first half halved. */
+static void run_format_example(const char *S) {
+        struct expect_out c = { "c", 4096, 0, INFINITY, -INFINITY, 8, { 0 } };
+        for (int i = 0; i < 4096; i++) {
+                float v = 1.5f + (float)(0.0 + i * 0.001);
+                if (i < 2048)
+                        v *= 0.5f;
+                c.sum += v;
+                c.min = v < c.min ? v : c.min;
+                c.max = v > c.max ? v : c.max;
+                if (i < 8)
+                        c.head[i] = v;
+        }
+        run_ok(S, "format_example.json", 0, 4, &c, 1);
+}
+
 START_TEST(run_graphs) {
         struct hbgd_proc *d = start();
         const char *S = d->socket_path;
+        run_format_example(S);
         /* Every kernel once: x = 0..7, y = 1, A = [1 2; 3 4], B = ones, sm = 3. */
         static const struct expect_out kern[] = {
                 /* z[0:2] = 5, z[2:4] = x[2:4], z[4:8] = x[4:8] + 1 */
