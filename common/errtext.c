@@ -39,6 +39,12 @@ const char *errtext_hbg(int err) {
         return NULL;
 }
 
+const char *errtext_daemon(int err, char *buf, size_t len) {
+        if (err == -ECONNRESET)
+                return "the session closed (its client went away, or hbgctl kill)";
+        return errtext(err, buf, len);
+}
+
 const char *errtext(int err, char *buf, size_t len) {
         const char *m = errtext_hbg(err);
         if (m)

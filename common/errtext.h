@@ -15,3 +15,8 @@ const char *errtext_hbg(int err);
 
 /* hbg's wording, else strerror's (written to buf when needed, any thread). */
 const char *errtext(int err, char *buf, size_t len);
+
+/* The same for hbgd's own log and replies, where a few of the client's
+ * words would point at the wrong side: a session's -ECONNRESET is its
+ * close ("hbgd went away" is what its client sees). */
+const char *errtext_daemon(int err, char *buf, size_t len);

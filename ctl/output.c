@@ -438,7 +438,7 @@ static const struct column thread_cols[] = {
         { "failsafe_pushes", 0, NULL },   { "watermark_advances", 0, NULL },
         { "watermark_cas_failures", 0, NULL }, { "parks", 8, NULL },
         { "wakeups", 8, NULL },           { "spurious_wakeups", 0, NULL },
-        { "cpu_moves", 0, NULL },
+        { "cpu_moves", 9, NULL },
 };
 
 static void threads_text(json_object *a) {

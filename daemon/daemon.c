@@ -264,7 +264,7 @@ static bool close_if_stopped(struct conn *c) {
                 return false;
         char why[96];
         char eb[64];
-        snprintf(why, sizeof(why), "session stopped: %s", errtext(st.error, eb, sizeof(eb)));
+        snprintf(why, sizeof(why), "session stopped: %s", errtext_daemon(st.error, eb, sizeof(eb)));
         conn_close(c, why);
         return true;
 }
@@ -443,8 +443,9 @@ fail:
 }
 
 int hbgd_run(struct hbgd *d) {
-        hbgd_log(LOG_INFO, "ready: %u scheduler threads, %u clusters, %s completion, %s, socket %s",
-                 d->cfg.engine.threads, d->cfg.engine.clusters,
+        hbgd_log(LOG_INFO, "ready: %u scheduler thread%s, %u cluster%s, %s completion, %s, socket %s",
+                 d->cfg.engine.threads, d->cfg.engine.threads == 1 ? "" : "s", d->cfg.engine.clusters,
+                 d->cfg.engine.clusters == 1 ? "" : "s",
                  completion_mode_name(d->cfg.engine.completion_mode), io_loop_backend(d->loop),
                  d->listen_owned ? d->cfg.socket_path : "(activated)");
         log_effective_config(d, "start");

@@ -128,12 +128,12 @@ static int load_modules(const struct hbgd_config *cfg) {
         return -EINVAL;
 }
 
-static int parse_uint(const char *opt, const char *s, unsigned max, unsigned *ret) {
+static int parse_uint(const char *opt, const char *s, unsigned min, unsigned max, unsigned *ret) {
         char *end;
         errno = 0;
         unsigned long v = strtoul(s, &end, 10);
-        if (errno || *end || end == s || v > max) {
-                fprintf(stderr, "hbgd: %s: '%s' is not a number between 0 and %u\n", opt, s, max);
+        if (errno || *end || end == s || s[0] == '-' || v < min || v > max) {
+                fprintf(stderr, "hbgd: %s: '%s' is not a number between %u and %u\n", opt, s, min, max);
                 return -EINVAL;
         }
         *ret = (unsigned)v;
@@ -239,9 +239,9 @@ static int apply_args(struct hbgd_config *cfg, const struct args *a) {
                 }
                 snprintf(cfg->socket_path, sizeof(cfg->socket_path), "%s", a->sock_path);
         }
-        if (a->threads && parse_uint("--threads", a->threads, HBG_ENGINE_MAX_THREADS, &cfg->engine.threads) < 0)
+        if (a->threads && parse_uint("--threads", a->threads, 1, HBG_ENGINE_MAX_THREADS, &cfg->engine.threads) < 0)
                 return -EINVAL;
-        if (a->clusters && parse_uint("--clusters", a->clusters, HBG_ENGINE_MAX_CLUSTERS, &cfg->engine.clusters) < 0)
+        if (a->clusters && parse_uint("--clusters", a->clusters, 1, HBG_ENGINE_MAX_CLUSTERS, &cfg->engine.clusters) < 0)
                 return -EINVAL;
         if (a->completion && completion_mode_parse(a->completion, &cfg->engine.completion_mode) < 0) {
                 fprintf(stderr, "hbgd: --completion: '%s' is not one of %s\n", a->completion,

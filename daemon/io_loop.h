@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * hbgd's io thread event loop: readiness of file descriptors (the listening
- * socket, client sockets, doorbell eventfds, the signalfd, a timerfd), on
+ * socket, client sockets, session doorbells, the signalfd, a timerfd), on
  * io_uring multishot polls, or on epoll where io_uring is unavailable or
  * HBGD_IO=epoll. Single-threaded: only the io thread calls these.
  */

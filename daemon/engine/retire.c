@@ -117,7 +117,7 @@ static void publish_graph(struct hbg_ring *r, const struct failure *f, int64_t *
                                                    .task = f->id, .kernel = k ? k->sig->name : NULL,
                                                    .err = f->code },
                          "%s: graph %" PRIu64 " (client id %" PRIu64 ") failed: %s at task %" PRIu64 " (%s)",
-                         r->name, r->graph_next, r->graph_cur.graph_id, errtext(f->code, eb, sizeof(eb)), f->id,
+                         r->name, r->graph_next, r->graph_cur.graph_id, errtext_daemon(f->code, eb, sizeof(eb)), f->id,
                          msg);
                 atomic_fetch_add_explicit(&r->graphs_failed, 1, memory_order_relaxed);
         }
@@ -303,7 +303,8 @@ void retire_fail(struct hbg_ring *r, int code, uint64_t task, const char *why) {
                 return;
         char eb[64];
         engine_log_ring(r, LOG_WARNING, &(struct hbg_log_fields){ .has_task = true, .task = task, .err = code },
-                        "%s: stopped: %s (task %" PRIu64 ": %s)", r->name, why, task, errtext(code, eb, sizeof(eb)));
+                        "%s: stopped: %s (task %" PRIu64 ": %s)", r->name, why, task,
+                        errtext_daemon(code, eb, sizeof(eb)));
         /* After broken: a retire pass that takes this sees the ring broken
          * and fails its graphs first (retire_graphs()). */
         atomic_store(&r->stop_untold, true);

@@ -1023,6 +1023,30 @@ END_TEST
 #define CHAIN_TASK_NS 50000000ull /* 50 ms: 10 s in all, ten times the grace period */
 #define SIGTERM_GRACE_CONF "[limits]\nshutdown_grace_ms = 1000\n"
 
+/* A client that leaves with a graph running: hbgd's log says the session
+ * closed, not that hbgd went away (the client's words for -ECONNRESET). */
+START_TEST(client_gone_logged) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "hbg_connect: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        hbg_task t = HBG_TASK_INIT("spin_ns");
+        t.n_scalars = 1;
+        t.scalars[0] = 900000000; /* spin_ns takes up to 1 s */
+        uint64_t graph;
+        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
+        ck_assert_int_eq(hbg_graph_submit(c, &graph), 0);
+        hbg_disconnect(c);
+        long long deadline = daemon_now_ms() + WAIT_MS;
+        while (!log_has(d, "failed: the session closed (its client went away") && daemon_now_ms() < deadline)
+                usleep(10000);
+        D_ASSERT(d, log_has(d, "failed: the session closed (its client went away"),
+                 "the graph's failure after its client left was not logged as the session's close");
+        D_ASSERT(d, !log_has(d, "hbgd went away"), "hbgd's log blames hbgd for its client's leaving");
+        stop_hbgd(d);
+}
+END_TEST
+
 START_TEST(sigterm_in_flight) {
         int mode = _i;
         struct hbgd_proc *d = start_hbgd_conf(mode, SIGTERM_GRACE_CONF);
@@ -1853,7 +1877,7 @@ static Suite *suite(void) {
                 const TTest *tests[8];
         } cases[] = {
                 { "producers", { producers_8x100 } },
-                { "killed", { killed_clients } },
+                { "killed", { killed_clients, client_gone_logged } },
                 { "probe", { io_probe_fallback } },
                 { "abuse", { abuse_wrong_major, abuse_oversized, abuse_garbage, abuse_not_hello_first,
                              abuse_truncated, abuse_fds, abuse_empty_record } },
@@ -1874,6 +1898,7 @@ static Suite *suite(void) {
                         if (t == producers_8x100 || t == killed_clients)
                                 tcase_add_loop_test(tc, t, 0, (int)(N_MODES * completion_count()));
                         else if (t == io_probe_fallback || t == stopped_ring_closed_at_once ||
+                                 t == client_gone_logged ||
                                  t == spare_rings_follow_bursts || /* bursts do not depend on the io backend */
                                  t == spare_regions_fresh || t == spare_regions_failed_while_closing)
                                 tcase_add_test(tc, t);

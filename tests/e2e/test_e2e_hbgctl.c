@@ -2054,6 +2054,15 @@ START_TEST(hbgd_options) {
         ASSERT_CODE(r, 0);
         ck_assert_msg(strstr(r.out, "\nthreads = 2\n") && strstr(r.out, "\nmax_sessions = 7\n"), "%s", r.out);
         result_free(&r);
+        /* a count out of range says the range the option takes */
+        static const char *const bad_threads[] = { "0", "abc", "-1", "65" };
+        for (size_t i = 0; i < sizeof(bad_threads) / sizeof(bad_threads[0]); i++) {
+                r = hbgd(eq, "--threads", bad_threads[i], "--socket", sock);
+                ASSERT_CODE(r, 1); /* --check-config: 1 for what it found wrong */
+                ck_assert_msg(strstr(r.err, "is not a number between 1 and 64"), "--threads %s: %s", bad_threads[i],
+                              r.err);
+                result_free(&r);
+        }
         r = hbgd("--config", conf, "--check-config", "--socket", sock);
         ASSERT_CODE(r, 0);
         ck_assert_msg(strstr(r.out, "\nthreads = 3\n"), "%s", r.out);
