@@ -317,14 +317,18 @@ static bool may_start(struct sched_thread *t, struct hbg_ring *r, bool turns) {
 }
 
 /* run_blocks() of a task may_start() allowed; with turns, counted as a
- * kernel of the share's turn (§9.5). */
+ * kernel of the share's turn (§9.5). The thread's running_share says
+ * whose kernel it runs with turns or without: a share that starts
+ * competing counts the kernels already running, started while one share
+ * was alone, against its cap (fair_share_may_start()). Relaxed stores to
+ * the thread's own word: a hint, as every count the turns read. */
 static unsigned run_task(struct sched_thread *t, struct hbg_ring *r, uint64_t id, unsigned max_blocks,
                          bool turns) {
-        if (!turns)
-                return run_blocks(t, r, id, max_blocks);
-        fair_share_begin(t, r);
+        atomic_store_explicit(&t->running_share, r->share + 1, memory_order_relaxed);
+        if (turns)
+                fair_share_begin(t, r);
         unsigned n = run_blocks(t, r, id, max_blocks);
-        fair_share_end(t, r);
+        atomic_store_explicit(&t->running_share, 0, memory_order_relaxed);
         return n;
 }
 

@@ -19,10 +19,19 @@
  * moves a turn by one kernel at most, which the bound counts (the kernel
  * a thread had already picked).
  */
+/* The threads running a kernel of share slot s now: their running_share
+ * words (dispatch.c, run_task()), relaxed loads. */
+static unsigned share_running(const struct hbg_engine *e, unsigned s) {
+        unsigned n = 0;
+        for (unsigned i = 0; i < e->nthreads; i++)
+                n += atomic_load_explicit(&e->threads[i].running_share, memory_order_relaxed) == s + 1;
+        return n;
+}
+
 bool fair_share_may_start(struct sched_thread *t, struct hbg_ring *r) {
         struct hbg_engine *e = t->engine;
         unsigned x = r->share, cap = e->cfg.max_threads_per_share;
-        bool x_capped = atomic_load_explicit(&e->shares[x].running, memory_order_relaxed) >= cap;
+        bool x_capped = share_running(e, x) >= cap;
         if (!x_capped && x == t->serving && t->credit > 0)
                 return true;
         uint64_t waiting[FAIR_SHARE_WORDS] = { 0 };
@@ -32,9 +41,7 @@ bool fair_share_may_start(struct sched_thread *t, struct hbg_ring *r) {
                 if (!q)
                         continue;
                 unsigned s = q->share;
-                if (s != x && !fair_share_bit(waiting, s) &&
-                    atomic_load_explicit(&e->shares[s].running, memory_order_relaxed) < cap &&
-                    work_kernel(q))
+                if (s != x && !fair_share_bit(waiting, s) && share_running(e, s) < cap && work_kernel(q))
                         waiting[s / 64] |= UINT64_C(1) << (s % 64);
                 ring_table_peek_leave(t);
         }
@@ -46,11 +53,6 @@ bool fair_share_may_start(struct sched_thread *t, struct hbg_ring *r) {
 void fair_share_begin(struct sched_thread *t, struct hbg_ring *r) {
         struct fair_share_slot *f = &t->engine->shares[r->share];
         fair_share_turn_take(&t->serving, &t->credit, r->share, atomic_load_explicit(&f->weight, memory_order_relaxed));
-        atomic_fetch_add_explicit(&f->running, 1, memory_order_relaxed);
-}
-
-void fair_share_end(struct sched_thread *t, struct hbg_ring *r) {
-        atomic_fetch_sub_explicit(&t->engine->shares[r->share].running, 1, memory_order_relaxed);
 }
 
 /* A visit of r started nothing. If r has kernel work all the same and it

@@ -75,8 +75,8 @@ struct hbg_ring;
  * clusters, visiting r. */
 /* May t start a kernel of r now? */
 bool fair_share_may_start(struct sched_thread *t, struct hbg_ring *r);
-/* Around each run of a task's blocks that fair_share_may_start() allowed. */
+/* Before each run of a task's blocks that fair_share_may_start() allowed:
+ * the turn's count. */
 void fair_share_begin(struct sched_thread *t, struct hbg_ring *r);
-void fair_share_end(struct sched_thread *t, struct hbg_ring *r);
 /* A visit of r started no kernel. */
 void fair_share_visit_idle(struct sched_thread *t, struct hbg_ring *r);

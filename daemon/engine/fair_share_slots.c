@@ -17,8 +17,8 @@
  * is free again once its last ring is freed. A thread holding a ring (its
  * hazard) may therefore use the ring's slot's atomics: the slot outlives
  * every ring in it. `weight` (relaxed) is the weight given with the
- * newest ring of the share; `running` (relaxed, a hint) counts threads
- * running the share's kernels while shares compete.
+ * newest ring of the share. Whose kernels the threads run is theirs to
+ * say (sched_thread.running_share).
  */
 int fair_share_join(struct hbg_engine *e, struct hbg_ring *r, uint32_t id, unsigned weight) {
         unsigned free_slot = e->cfg.max_rings;

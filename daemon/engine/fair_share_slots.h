@@ -14,8 +14,7 @@ struct hbg_ring;
 /* A fair share (§9.5): the rings of one share id (hbgd: one uid). See
  * fair_share.c for who writes what. */
 struct fair_share_slot {
-        alignas(64) _Atomic unsigned running;
-        _Atomic unsigned weight;
+        alignas(64) _Atomic unsigned weight;
         uint32_t id;                      /* rings_lock */
         unsigned rings;                   /* rings_lock: its rings, until freed */
 };

@@ -29,6 +29,10 @@ struct sched_thread {
          * second one for a brief look at another ring (fair share). */
         alignas(64) _Atomic(struct hbg_ring *) hazard;
         _Atomic(struct hbg_ring *) peek_hazard;
+        /* Fair share (§9.5): the share slot + 1 of the kernel this thread
+         * runs, 0 none; written around every run, with turns or without,
+         * read by fair_share_may_start() to count a share's threads. */
+        _Atomic unsigned running_share;
         alignas(64) struct {
                 _Atomic uint64_t classified, batch_linked, dispatched, continued, stolen, retired_inline,
                         failed;

@@ -1438,6 +1438,7 @@ struct spinner {
         const char *path;
         uint64_t ns;
         unsigned tasks, blocks, graphs;
+        uint64_t first_ns; /* > 0: the first graph's first task runs this long */
 };
 
 static int spinner_fn(int sock, void *arg) {
@@ -1453,7 +1454,7 @@ static int spinner_fn(int sock, void *arg) {
                         hbg_task t = HBG_TASK_INIT("spin_ns");
                         t.blocks = (uint16_t)s->blocks;
                         t.n_scalars = 1;
-                        t.scalars[0] = s->ns;
+                        t.scalars[0] = s->first_ns && g == 0 && i == 0 ? s->first_ns : s->ns;
                         if ((err = hbg_graph_add(c, &t, NULL)) < 0)
                                 break;
                 }
@@ -1513,12 +1514,60 @@ END_TEST
  * session that keeps every thread busy (the attacker runs as uid 65534:
  * fair share is per uid, and a user's own sessions share its turns). */
 
+/* The honest client of one_session_all_threads' chain case: on 'G', one
+ * graph of CHAIN_FILLS fills of one tensor (each waits for the one
+ * before), then "DONE 1 MS" with the graph's time. */
+#define CHAIN_FILLS 16u
+static int honest_chain_fn(int sock, void *arg) {
+        hbg_client *c = NULL;
+        hbg_tensor t;
+        int err = hbg_connect(&c, arg);
+        if (err < 0 || (err = hbg_tensor_alloc(c, 1024 * sizeof(float), &t)) < 0) {
+                kid_say(sock, "FAIL hbg_connect/alloc: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+                return 1;
+        }
+        kid_say(sock, "READY");
+        if (kid_cmd(sock) != 'G')
+                return 0;
+        long long t0 = daemon_now_ms();
+        uint64_t graph;
+        for (unsigned i = 0; i < CHAIN_FILLS && err == 0; i++) {
+                hbg_task task = HBG_TASK_INIT("fill_f32");
+                task.n_args = 1;
+                task.args[0].tensor = t;
+                task.args[0].dir = HBG_OUT;
+                task.n_scalars = 1;
+                task.scalars[0] = hbg_f32((float)i);
+                err = hbg_graph_add(c, &task, NULL);
+        }
+        if (err < 0 || (err = hbg_graph_submit(c, &graph)) < 0 || (err = hbg_graph_wait(c, graph, WAIT_MS)) < 0) {
+                kid_say(sock, "FAIL the chain: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+                return 1;
+        }
+        const float *v = hbg_tensor_data(c, t);
+        if (v[0] != (float)(CHAIN_FILLS - 1)) {
+                kid_say(sock, "FAIL the chain's last fill is not the one left: %g", (double)v[0]);
+                return 1;
+        }
+        kid_cmd(sock); /* 'Q' */
+        kid_say(sock, "DONE 1 %lld", daemon_now_ms() - t0);
+        hbg_disconnect(c);
+        return 0;
+}
+
 /* _i == 0: the honest client connects first; _i == 1: it connects while
  * the attacker's kernels already hold every thread (a lone session's
- * visits must notice the newcomer, not finish their batch first). */
+ * visits must notice the newcomer, not finish their batch first); _i ==
+ * 2: the same with a chain of CHAIN_FILLS tasks, each ready only when the
+ * one before is done, and the attacker's first kernels of 0.2, 1, 1 and
+ * 1 s: the three it started while it was alone and still runs count
+ * against its cap, so the thread that comes free at 0.2 s runs the whole
+ * chain. Before, kernels started alone did not count: that thread ran
+ * the chain's first task, then one of the attacker's kernels, and the
+ * chain went on only when the others came free, at 1 s. Bound 0.5 s. */
 START_TEST(one_session_all_threads) {
         ck_assert_msg(geteuid() == 0, "one_session_all_threads needs root");
-        bool late = _i == 1;
+        bool late = _i >= 1, chain = _i == 2;
         struct hbgd_proc *d =
                 start_hbgd_conf(MODE_URING, "[scheduler]\nthreads = 4\nclusters = 8\nstall_timeout_ms = 2000\n");
         open_to_all(d);
@@ -1532,24 +1581,31 @@ START_TEST(one_session_all_threads) {
         /* 3 graphs of 8 independent 1 s kernels (spin_ns caps a block at
          * 1 s): 8 ready at all times, and each thread (2 clusters, 4 vector
          * cores) could run 4 of them back to back in one visit. */
-        struct spinner s = { .path = d->socket_path, .ns = 1000000000, .tasks = 8, .blocks = 1, .graphs = 3 };
+        struct spinner s = { .path = d->socket_path, .ns = 1000000000, .tasks = 8, .blocks = 1, .graphs = 3,
+                             .first_ns = chain ? 200000000 : 0 };
         kid_start(&attacker, NOBODY, spinner_fn, &s);
         kid_expect(d, &attacker, "SUBMITTED", IO_MS, buf, sizeof(buf), "the attacker");
         wait_classified(d, mon, 8, "one_session_all_threads");
-        sleep_us(300000);
+        sleep_us(chain ? 100000 : 300000); /* the chain's case: before its first kernel ends */
         assert_running(d, mon, attacker.pid, "one_session_all_threads");
-        if (late)
+        if (chain) {
+                kid_start(&honest, SAME_UID, honest_chain_fn, (void *)d->socket_path);
+                kid_expect(d, &honest, "READY", IO_MS, buf, sizeof(buf), "the honest client");
+        } else if (late) {
                 honest_start(d, &honest);
+        }
         /* Exactly one graph: 'Q' is there before it ends. */
         kid_tell(&honest, 'G');
         kid_tell(&honest, 'Q');
         long long ms = 0;
         honest_stop(d, &honest, &ms);
-        fprintf(stderr, "one_session_all_threads (honest client connects %s): the honest 1-task graph took "
-                "%lld ms (bound 3000)\n", late ? "late" : "first", ms);
-        D_ASSERT(d, ms <= 3000,
-                 "another uid's 1-task graph took %lld ms with one session's 1 s kernels on every thread "
-                 "(it may wait for one running kernel: bound 1.5 s plus 1.5 s margin)", ms);
+        long long bound = chain ? 500 : 3000;
+        fprintf(stderr, "one_session_all_threads (honest client connects %s): the honest %u-task graph took "
+                "%lld ms (bound %lld)\n", late ? "late" : "first", chain ? CHAIN_FILLS : 1u, ms, bound);
+        D_ASSERT(d, ms <= bound,
+                 "another uid's %u-task graph took %lld ms with one session's kernels of up to 1 s on every thread "
+                 "(it may wait for one running kernel: bound %lld ms with margin)", chain ? CHAIN_FILLS : 1u, ms,
+                 bound);
         fresh_status(d, LIVE_MS, "one_session_all_threads");
         kid_kill(&attacker);
         close(mon);
@@ -2636,7 +2692,7 @@ static Suite *suite(bool root, unsigned *ret_skipped) {
                         if (cases[i].both_modes)
                                 tcase_add_loop_test(tc, t, MODE_URING, N_MODES);
                         else if (t == one_session_all_threads)
-                                tcase_add_loop_test(tc, t, 0, 2); /* honest client first, late */
+                                tcase_add_loop_test(tc, t, 0, 3); /* honest client first, late, a late chain */
                         else if (t == wake_page_waiters)
                                 tcase_add_loop_test(tc, t, 0, 4); /* plain waiters; and PI, requeues; other uid */
                         else if (t == fair_share_per_uid)
