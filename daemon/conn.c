@@ -419,8 +419,10 @@ static void on_readable(struct io_source *src, uint32_t events, void *userdata) 
          * session built: its reply comes first, then the next requests
          * (record_done(), validate_done() and session_built() call us
          * again). */
-        if (c->recording || c->validating || c->creating)
+        if (c->recording || c->validating || c->creating) {
+                io_source_hold(d->loop, src);
                 return;
+        }
         for (unsigned i = 0; i < turn; i++) {
                 Hbg__Envelope *env = NULL;
                 int fds[HBG_WIRE_MAX_FDS];

@@ -29,6 +29,7 @@ struct io_source {
         bool dead;          /* deleted: free once the kernel is done with it */
         bool armed;         /* io_uring: a multishot poll is outstanding (or its arm is deferred) */
         bool again;         /* on the again list */
+        bool held;          /* epoll: disarmed by io_source_hold() */
         bool deferred;      /* on the deferred list (io_uring) */
         enum uring_op op;   /* what it waits there for; OP_NONE: nothing any more */
         unsigned cancels;   /* io_uring: cancels of its poll not completed yet */
@@ -245,8 +246,28 @@ int io_loop_add(struct io_loop *l, int fd, io_callback cb, void *userdata, struc
         return 0;
 }
 
+void io_source_hold(struct io_loop *l, struct io_source *s) {
+        if (!s || s->dead || s->held || l->uring)
+                return;
+        /* No events asked for, and one-shot: even the hang-up and error
+         * that epoll always reports come once, then nothing until the
+         * source is re-armed. */
+        struct epoll_event ev = { .events = EPOLLONESHOT, .data.ptr = s };
+        if (epoll_ctl(l->epfd, EPOLL_CTL_MOD, s->fd, &ev) == 0)
+                s->held = true;
+}
+
 void io_source_again(struct io_loop *l, struct io_source *s) {
-        if (!s || s->dead || s->again)
+        if (!s || s->dead)
+                return;
+        if (s->held) {
+                struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = s };
+                /* If it fails the source stays held: its callback, called
+                 * below, still reads what is there. */
+                if (epoll_ctl(l->epfd, EPOLL_CTL_MOD, s->fd, &ev) == 0)
+                        s->held = false;
+        }
+        if (s->again)
                 return;
         s->again = true;
         s->next_again = NULL;

@@ -32,6 +32,12 @@ void io_source_del(struct io_loop *l, struct io_source *src);
  * that others get their turn. Each such source gets one call per round, in
  * the order they asked, and the round does not block while any is waiting. */
 void io_source_again(struct io_loop *l, struct io_source *src);
+/* Stop calling src's callback when it is readable, until
+ * io_source_again(): for a source that leaves its data unread while it
+ * waits for something else (a connection's slow job). Level-triggered
+ * epoll would otherwise call it at every round, the io thread spinning;
+ * io_uring's multishot poll reports new readiness only (nothing to do). */
+void io_source_hold(struct io_loop *l, struct io_source *src);
 
 /* io_uring operations (poll arms and removals) that found no free SQE and
  * waited for a later round; none is ever dropped. 0 on epoll. */

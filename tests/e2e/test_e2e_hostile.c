@@ -464,6 +464,55 @@ START_TEST(doorbell_fd_in_flight) {
 END_TEST
 
 /*
+ * A connection whose recording is being validated, with its next request
+ * already queued behind it (unread until the validation's reply): on
+ * epoll, level-triggered, the io thread was called for it at every round
+ * and spun a whole core meanwhile. Rounds of a 65,536-task recording and
+ * a status request sent at once: the io thread's CPU time over them stays
+ * well below the time they took (it used all of it before).
+ */
+enum { PARKED_TASKS = 65536, PARKED_ROUNDS = 6 };
+
+START_TEST(parked_connection_quiet) {
+        int mode = _i;
+        if (skip_mode(mode, "parked_connection_quiet"))
+                return;
+        struct hbgd_proc *d = start_hbgd_conf(mode, "[limits]\nmax_recorded_tasks = 524288\n");
+        int fd = cx_connect(d->socket_path, false);
+        char why[256];
+        D_ASSERT(d, fd >= 0 && cx_send(fd, HBG__ENVELOPE__MSG_HELLO, 0, 0) == 0 &&
+                            cx_expect(fd, HBG__ENVELOPE__MSG_HELLO, IO_MS, why, sizeof(why)) == 0 &&
+                            cx_send(fd, HBG__ENVELOPE__MSG_SESSION_REQUEST, 0, 0) == 0,
+                 "hello and session request");
+        struct rx r;
+        rx(fd, IO_MS, &r);
+        D_ASSERT(d, r.kind == RX_RECORD && r.env && r.env->msg_case == HBG__ENVELOPE__MSG_SESSION_REPLY,
+                 "no session reply");
+        rx_free(&r);
+        int mfd = recording_of(PARKED_TASKS);
+        ck_assert_int_ge(mfd, 0);
+        long long cpu0 = daemon_threads_cpu_ns(d->pid, "hbgd"), t0 = daemon_now_ms();
+        ck_assert_int_ge(cpu0, 0);
+        for (unsigned i = 0; i < PARKED_ROUNDS; i++) {
+                send_record_request(fd, PARKED_TASKS, &mfd, 1);
+                D_ASSERT(d, cx_send(fd, HBG__ENVELOPE__MSG_STATUS_REQUEST, 0, 0) == 0, "status request");
+                D_ASSERT(d, cx_expect(fd, HBG__ENVELOPE__MSG_RECORD_REPLY, WAIT_MS, why, sizeof(why)) == 0,
+                         "recording %u: %s", i, why);
+                D_ASSERT(d, cx_expect(fd, HBG__ENVELOPE__MSG_STATUS_REPLY, IO_MS, why, sizeof(why)) == 0,
+                         "status after recording %u: %s", i, why);
+        }
+        long long io_ms = (daemon_threads_cpu_ns(d->pid, "hbgd") - cpu0) / 1000000, wall_ms = daemon_now_ms() - t0;
+        fprintf(stderr, "parked_connection_quiet (%s): %u validations with a request queued behind: the io "
+                "thread ran %lld ms of %lld\n", mode_name(mode), PARKED_ROUNDS, io_ms, wall_ms);
+        D_ASSERT(d, io_ms * 2 < wall_ms, "%s: the io thread ran %lld ms of the %lld ms a connection waited for "
+                 "its validations", mode_name(mode), io_ms, wall_ms);
+        close(mfd);
+        close(fd);
+        stop_hbgd(d);
+}
+END_TEST
+
+/*
  * A recording storm: uid 65534 records 65,536-task graphs back to back on
  * two connections (the validation of each takes the slow-work thread a
  * while). Meanwhile status requests are answered, other users connect and
@@ -2664,11 +2713,12 @@ static Suite *suite(bool root, unsigned *ret_skipped) {
         struct {
                 const char *name;
                 bool both_modes;
-                const TTest *tests[10];
+                const TTest *tests[11];
         } cases[] = {
                 { "io", true, { shut_rd_then_requests, completion_channel_abuse, doorbell_abuse,
                                 accept_backlog_burst, accept_backlog_out_of_fds, connection_caps,
-                                handshake_timeout, pipelining, record_request_abuse, doorbell_fd_in_flight } },
+                                handshake_timeout, pipelining, record_request_abuse, doorbell_fd_in_flight,
+                                parked_connection_quiet } },
                 { "engine", false, { dead_client_long_kernel, one_session_all_threads, task_cost_limit,
                                      task_cost_subnormal, big_window_session_cheap, wake_page_abuse,
                                      wake_page_waiters, wake_page_per_uid } },
@@ -2681,7 +2731,7 @@ static Suite *suite(bool root, unsigned *ret_skipped) {
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 TCase *tc = tcase_create(cases[i].name);
                 tcase_set_timeout(tc, 300);
-                for (size_t j = 0; j < 10 && cases[i].tests[j]; j++) {
+                for (size_t j = 0; j < 11 && cases[i].tests[j]; j++) {
                         const TTest *t = cases[i].tests[j];
                         if (needs_root(t) && !root) {
                                 fprintf(stderr, "test_e2e_hostile: %s skipped: it acts as uid 65534 and needs "
