@@ -341,6 +341,16 @@ static int nap_host(void *ud) {
         return 0;
 }
 
+/* A host task that naps as n says and writes x (host_writes). */
+static void add_nap_writer(struct hbgd_proc *d, hbg_client *c, struct nap_task *n, hbg_tensor *x) {
+        hbg_task t = HBG_TASK_INIT(NULL);
+        t.host_fn = nap_host;
+        t.host_userdata = n;
+        t.host_writes = x;
+        t.n_host_writes = 1;
+        D_ASSERT(d, hbg_graph_add(c, &t, NULL) == 0, "hbg_graph_add(writer): %s", hbg_last_error(c));
+}
+
 /* Voluntary context switches of the calling thread: each sleep of its
  * wait is one. */
 static long thread_sleeps(void) {
@@ -363,12 +373,7 @@ START_TEST(tensor_wait_sleeps) {
         D_ASSERT(d, hbg_tensor_alloc(c, 64, &x) == 0, "hbg_tensor_alloc: %s", hbg_last_error(c));
         struct nap_task holder = { .ms = 600 }, writer = { .ms = 200 };
         add_host(d, c, nap_host, &holder, NULL);
-        hbg_task t = HBG_TASK_INIT(NULL);
-        t.host_fn = nap_host;
-        t.host_userdata = &writer;
-        t.host_writes = &x;
-        t.n_host_writes = 1;
-        D_ASSERT(d, hbg_graph_add(c, &t, NULL) == 0, "hbg_graph_add(writer): %s", hbg_last_error(c));
+        add_nap_writer(d, c, &writer, &x);
         uint64_t g = submit(d, c);
         long before = thread_sleeps();
         int err = hbg_tensor_wait_ready(c, x, WAIT_MS);
@@ -406,12 +411,7 @@ START_TEST(graphs_finish_in_order) {
         hbg_tensor y;
         D_ASSERT(d, hbg_tensor_alloc(c, 64, &y) == 0, "hbg_tensor_alloc: %s", hbg_last_error(c));
         struct nap_task writer = { .ms = 0 };
-        hbg_task t = HBG_TASK_INIT(NULL);
-        t.host_fn = nap_host;
-        t.host_userdata = &writer;
-        t.host_writes = &y;
-        t.n_host_writes = 1;
-        D_ASSERT(d, hbg_graph_add(c, &t, NULL) == 0, "hbg_graph_add: %s", hbg_last_error(c));
+        add_nap_writer(d, c, &writer, &y);
         uint64_t g2 = submit(d, c);
         int err = hbg_tensor_wait_ready(c, y, WAIT_MS);
         D_ASSERT(d, err == 0, "hbg_tensor_wait_ready: %s [%s]", hbg_strerror(err), hbg_last_error(c));
