@@ -9,6 +9,15 @@
 #include "daemon/engine/ring_table.h"
 #include "daemon/engine/work.h"
 
+/* The threads running a kernel of share slot s now: their running_share
+ * words (dispatch.c, run_task()), relaxed loads. */
+static unsigned share_running(const struct hbg_engine *e, unsigned s) {
+        unsigned n = 0;
+        for (unsigned i = 0; i < e->nthreads; i++)
+                n += atomic_load_explicit(&e->threads[i].running_share, memory_order_relaxed) == s + 1;
+        return n;
+}
+
 /*
  * May thread t start a kernel of r now (§9.5)? Called only while shares
  * compete (shares_in_use > 1). While t's turn for r's share has credit
@@ -19,15 +28,6 @@
  * moves a turn by one kernel at most, which the bound counts (the kernel
  * a thread had already picked).
  */
-/* The threads running a kernel of share slot s now: their running_share
- * words (dispatch.c, run_task()), relaxed loads. */
-static unsigned share_running(const struct hbg_engine *e, unsigned s) {
-        unsigned n = 0;
-        for (unsigned i = 0; i < e->nthreads; i++)
-                n += atomic_load_explicit(&e->threads[i].running_share, memory_order_relaxed) == s + 1;
-        return n;
-}
-
 bool fair_share_may_start(struct sched_thread *t, struct hbg_ring *r) {
         struct hbg_engine *e = t->engine;
         unsigned x = r->share, cap = e->cfg.max_threads_per_share;
