@@ -483,7 +483,7 @@ $(B)/tests/test_e2e_%: $(B)/obj/tests/e2e/test_e2e_%.o $(E2E_UTIL_OBJS) $(CHECK_
 # test_e2e_hbgctl runs hbgctl (a subprocess) and reads its JSON with json-c.
 $(B)/obj/tests/e2e/test_e2e_hbgctl.o: TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)
 $(B)/tests/test_e2e_hbgctl: TEST_EXTRA_LIBS = $(JSONC_LIBS)
-$(B)/tests/test_e2e_hbgctl: | $(HBGCTL_BIN) $(EXAMPLE_BIN)
+$(B)/tests/test_e2e_hbgctl: | $(HBGCTL_BIN) $(EXAMPLE_BIN) $(HOST_EXAMPLE_BIN)
 # test_e2e_proto_attack checks the kernel table's import (proto/kernel_table.c,
 # which reads the built-in table of libhbgshm.a); test_e2e_api compares the
 # client's table with that built-in table; test_e2e_daemon asks for the
