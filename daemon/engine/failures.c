@@ -12,21 +12,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/kernel_sig.h"
 #include "daemon/engine/cancel.h"
 #include "daemon/engine/ring.h"
 
+/* Failure f left out of the full list (under cold_lock): what a graph
+ * that may hold it needs, its lowest one whole and the highest id. */
+static void note_dropped_locked(struct hbg_ring *r, struct failure f) {
+        if (!r->failures_dropped) {
+                r->failures_dropped = true;
+                r->dropped_low = f;
+                r->dropped_hi = f.id;
+                return;
+        }
+        if (f.id < r->dropped_low.id)
+                r->dropped_low = f;
+        if (f.id > r->dropped_hi)
+                r->dropped_hi = f.id;
+}
+
 void failures_record(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel, const char *why) {
+        struct failure f = { .id = id, .code = code, .kernel = kernel, .why = why };
         pthread_mutex_lock(&r->cold_lock);
         int32_t expected = 0;
         if (atomic_compare_exchange_strong(&r->cpl->error_code, &expected, code))
                 atomic_store_explicit(&r->cpl->error_task, id, memory_order_release);
         if (r->n_failures < r->max_failures) {
-                r->failures[r->n_failures++] =
-                        (struct failure){ .id = id, .code = code, .kernel = kernel, .why = why };
+                r->failures[r->n_failures++] = f;
                 r->failures_hi_known = false;
         } else {
                 /* Full (only if the client never sends graph records for
-                 * failing tasks): keep the lowest ids, they decide. Ids
+                 * failing tasks): keep the lowest ids, they decide; the
+                 * one left out is noted (note_dropped_locked()). Ids
                  * mostly come in increasing order, so the highest kept one
                  * is remembered: O(1) per failure then, not O(D) (a launch
                  * failing D tasks would cost D^2). */
@@ -38,9 +55,11 @@ void failures_record(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel,
                         r->failures_hi_known = true;
                 }
                 if (r->failures[r->failures_hi].id > id) {
-                        r->failures[r->failures_hi] =
-                                (struct failure){ .id = id, .code = code, .kernel = kernel, .why = why };
+                        note_dropped_locked(r, r->failures[r->failures_hi]);
+                        r->failures[r->failures_hi] = f;
                         r->failures_hi_known = false;
+                } else {
+                        note_dropped_locked(r, f);
                 }
         }
         pthread_mutex_unlock(&r->cold_lock);
@@ -89,9 +108,38 @@ static void take_detail_locked(struct hbg_ring *r, uint64_t first, uint64_t last
         }
 }
 
+enum dropped_status { DROPPED_NONE, DROPPED_EXACT, DROPPED_MAYBE };
+
+/* Graph [first, last] against the failures the list left out: the lowest
+ * one if it is the graph's (EXACT), else, when the graph may hold one
+ * (some id left out is at or above first), a failure at its first task
+ * (MAYBE): a graph must never report success for a failure hbgd did not
+ * keep. What the graph covers is then forgotten. */
+static enum dropped_status dropped_status_locked(struct hbg_ring *r, uint64_t first, uint64_t last,
+                                                 struct failure *ret) {
+        enum dropped_status st;
+        if (!r->failures_dropped || r->dropped_hi < first || r->dropped_low.id > last)
+                return DROPPED_NONE;
+        if (r->dropped_low.id >= first) {
+                *ret = r->dropped_low;
+                st = DROPPED_EXACT;
+        } else {
+                *ret = (struct failure){ .id = first, .code = -EPROTO, .kernel = HBG_KERNEL_NONE,
+                                         .why = "more failed tasks awaited their graph records than hbgd "
+                                                "keeps: one may be this graph's" };
+                st = DROPPED_MAYBE;
+        }
+        if (r->dropped_hi <= last)
+                r->failures_dropped = false;
+        else
+                r->dropped_low.id = last; /* below the next graph: which ids failed there is unknown */
+        return st;
+}
+
 /* The status of graph `number` [first, last]: its lowest real failure,
  * else its cancel (§12.6), else its lowest skipped task (-ECANCELED), in
- * *ret. Entries of the graph are dropped. */
+ * *ret; a failure the full list left out counts as the graph's when it
+ * may be. Entries of the graph are dropped. */
 int failures_graph_status(struct hbg_ring *r, uint64_t number, uint64_t first, uint64_t last, struct failure *ret) {
         bool real = false;
 
@@ -112,6 +160,15 @@ int failures_graph_status(struct hbg_ring *r, uint64_t number, uint64_t first, u
         }
         r->n_failures = keep;
         r->failures_hi_known = false;
+        struct failure d = { .code = 0 };
+        enum dropped_status dst = dropped_status_locked(r, first, last, &d);
+        bool d_real = d.code != -ECANCELED;
+        /* A failure kept of the graph says more than MAYBE's guess. */
+        if ((dst == DROPPED_EXACT && (ret->code == 0 || (d_real && !real) || (d_real == real && d.id < ret->id))) ||
+            (dst == DROPPED_MAYBE && !real)) {
+                *ret = d;
+                real = d_real;
+        }
         take_detail_locked(r, first, last, ret, real);
         cancel_status_locked(r, number, first, ret, real);
         pthread_mutex_unlock(&r->cold_lock);

@@ -173,6 +173,11 @@ struct hbg_ring {
         uint32_t max_failures;
         uint32_t failures_hi;             /* the highest id's entry, when known */
         bool failures_hi_known;
+        /* Failures the full list did not keep (failures.c): the lowest
+         * one whole, and the highest id; none while !failures_dropped. */
+        bool failures_dropped;
+        struct failure dropped_low;
+        uint64_t dropped_hi;
         uint64_t ext_ready_count;
         /* Wakes of the client's sleeping workers skipped because one
          * looked for work (signal_ext_wake()), looked at again when the
