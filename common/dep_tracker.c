@@ -102,7 +102,8 @@ static int visit(struct dep_tracker *dt, uint64_t lo, uint64_t hi, visit_fn fn, 
 
 struct collect_arg {
         bool write;
-        uint64_t complete_below;
+        bool reads;             /* the access reads (a write: reads_first) */
+        struct dep_cut cut;
         struct dep_ids *ids;
 };
 
@@ -116,11 +117,14 @@ static int collect_one(struct dep_tracker *dt, struct dep_list *l, uint64_t lo, 
                 return 0;
         for (size_t i = 0; i < l->n;) {
                 struct dep_rec *r = &l->v[i];
-                if (r->id < ca->complete_below) {
+                if (dep_cut_drops(ca->cut, r)) {
                         list_remove(dt, l, i);
                         continue;
                 }
-                if (r->lo < hi && lo < r->hi && (ca->write || r->write)) {
+                /* A complete record kept (a write hbgd may have failed)
+                 * is a dependency of a read only. */
+                bool complete = r->id < ca->cut.complete_below;
+                if (r->lo < hi && lo < r->hi && (ca->write || r->write) && (!complete || ca->reads)) {
                         if (dep_ids_reserve(ids, ids->n + 1) < 0)
                                 return -ENOMEM;
                         ids->v[ids->n++] = r->id;
@@ -130,11 +134,12 @@ static int collect_one(struct dep_tracker *dt, struct dep_list *l, uint64_t lo, 
         return 0;
 }
 
-int dep_tracker_collect(struct dep_tracker *dt, const struct access *a, size_t na, uint64_t complete_below,
-                             struct dep_ids *ids) {
-        struct collect_arg ca = { .complete_below = dt->keep_all ? 0 : complete_below, .ids = ids };
+int dep_tracker_collect(struct dep_tracker *dt, const struct access *a, size_t na, struct dep_cut cut,
+                        struct dep_ids *ids) {
+        struct collect_arg ca = { .cut = dt->keep_all ? DEP_CUT_NONE : cut, .ids = ids };
         for (size_t i = 0; i < na; i++) {
                 ca.write = a[i].write;
+                ca.reads = !a[i].write || a[i].reads_first;
                 int err = visit(dt, a[i].lo, a[i].hi, collect_one, &ca);
                 if (err < 0)
                         return err;
@@ -187,9 +192,9 @@ int dep_tracker_commit(struct dep_tracker *dt, const struct access *a, size_t na
 
 /* ---------------------------------------------------------------- sweep */
 
-static void sweep_list(struct dep_tracker *dt, struct dep_list *l, uint64_t complete_below) {
+static void sweep_list(struct dep_tracker *dt, struct dep_list *l, struct dep_cut cut) {
         for (size_t i = 0; i < l->n;) {
-                if (l->v[i].id < complete_below)
+                if (dep_cut_drops(cut, &l->v[i]))
                         list_remove(dt, l, i);
                 else
                         i++;
@@ -202,10 +207,10 @@ static void sweep_list(struct dep_tracker *dt, struct dep_list *l, uint64_t comp
 }
 
 /* Amortised O(1) per record: the next sweep once the count doubled. */
-void dep_tracker_sweep(struct dep_tracker *dt, uint64_t complete_below) {
+void dep_tracker_sweep(struct dep_tracker *dt, struct dep_cut cut) {
         for (size_t i = 0; i < dt->n_allocs; i++)
-                sweep_list(dt, &dt->allocs[i].recs, complete_below);
-        sweep_list(dt, &dt->unallocated, complete_below);
+                sweep_list(dt, &dt->allocs[i].recs, cut);
+        sweep_list(dt, &dt->unallocated, cut);
         dt->sweep_at = 2 * dt->n_recs > 4096 ? 2 * dt->n_recs : 4096;
 }
 

@@ -43,10 +43,13 @@ struct dep_tracker {
         bool keep_all;             /* never drop complete ones */
 };
 
-/* One heap access of a task being added. */
+/* One heap access of a task being added. reads_first: a write of bytes
+ * the task reads first (HBG_INOUT), which needs a failed writer's data
+ * as a read does (dep_cut). */
 struct access {
         uint64_t lo, hi;
         bool write;
+        bool reads_first;
 };
 
 /* A growable array of task ids (the dependencies found). */
@@ -74,12 +77,28 @@ long dep_tracker_find_alloc(const struct dep_tracker *dt, uint64_t offset);
  * again, they fall in the unallocated list). */
 void dep_tracker_remove_alloc(struct dep_tracker *dt, size_t i);
 
+/* Which records the tracker may forget: those of tasks below
+ * complete_below (complete), except writes at or above keep_writes_from,
+ * which stay dependencies of accesses that read: a task reading what a
+ * failed or skipped task should have written must name it, so that hbgd
+ * skips it too (RUNTIME_LOGIC §12.2); one that only overwrites it need
+ * not (a retry of the failed graph runs). keep_writes_from >=
+ * complete_below keeps none. */
+struct dep_cut {
+        uint64_t complete_below;
+        uint64_t keep_writes_from;
+};
+static inline bool dep_cut_drops(struct dep_cut cut, const struct dep_rec *r) {
+        return r->id < cut.complete_below && (!r->write || r->id < cut.keep_writes_from);
+}
+/* Nothing forgotten (a recording's ids, a graph file's). */
+#define DEP_CUT_NONE ((struct dep_cut){ 0, 0 })
+
 /* Append to ids the tasks an access list depends on (RAW on writers, WAR
- * and WAW for a write), duplicates possible. Records of tasks below
- * `complete_below` are dropped as they are met (unless keep_all).
- * 0 or -ENOMEM. */
-int dep_tracker_collect(struct dep_tracker *dt, const struct access *a, size_t na, uint64_t complete_below,
-                             struct dep_ids *ids);
+ * and WAW for a write), duplicates possible. Records `cut` drops are
+ * dropped as they are met (unless keep_all). 0 or -ENOMEM. */
+int dep_tracker_collect(struct dep_tracker *dt, const struct access *a, size_t na, struct dep_cut cut,
+                        struct dep_ids *ids);
 
 /* Record the accesses of task id (after its dependencies were collected):
  * a write covering a record's whole range supersedes the record. 0 or
@@ -87,11 +106,11 @@ int dep_tracker_collect(struct dep_tracker *dt, const struct access *a, size_t n
 int dep_tracker_commit(struct dep_tracker *dt, const struct access *a, size_t na, uint64_t id);
 
 /* Is a sweep of complete records due (the record count doubled since the
- * last)? Then dep_tracker_sweep drops those below complete_below. */
+ * last)? Then dep_tracker_sweep drops those `cut` drops. */
 static inline bool dep_tracker_sweep_due(const struct dep_tracker *dt) {
         return dt->n_recs >= dt->sweep_at && !dt->keep_all;
 }
-void dep_tracker_sweep(struct dep_tracker *dt, uint64_t complete_below);
+void dep_tracker_sweep(struct dep_tracker *dt, struct dep_cut cut);
 
 /* The first writer of bytes in [lo, hi) for which pending(arg, id) says
  * true: true and its id, else false. */

@@ -43,7 +43,7 @@ static int derive_task(struct derive *d, size_t i) {
         struct access a[HBG_MAX_TASK_TENSORS + 1];
         size_t na = accesses(&d->p->compiled[i], a);
         d->deps.n = 0;
-        int err = dep_tracker_collect(&d->dt, a, na, 0, &d->deps);
+        int err = dep_tracker_collect(&d->dt, a, na, DEP_CUT_NONE, &d->deps);
         return err < 0 ? err : dep_tracker_commit(&d->dt, a, na, i);
 }
 

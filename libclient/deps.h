@@ -12,6 +12,23 @@
 static inline int hbgc_scratch_reserve(hbg_client *c, size_t n) {
         return dep_ids_reserve(&c->scratch, n);
 }
+/* What the session's tracker may forget (dep_tracker.h): complete tasks'
+ * records; but once a task of the ring failed or was skipped, not the
+ * writes hbgd still answers a failure for (geometry_failure_reach() ids
+ * below the next task), so that a task reading what a failed task should
+ * have written is skipped, in its graph or a later one. The failed
+ * task's error_code CAS precedes its stamp's release store, and so the
+ * watermark's move past it: after the acquire load of the watermark, the
+ * relaxed load of error_code sees it (RUNTIME_LOGIC §12.2). A ring with
+ * no failure pays one load of a line hbgd writes only on failure. */
+static inline struct dep_cut hbgc_dep_cut(const hbg_client *c) {
+        uint64_t wm = hbgc_watermark(c);
+        if (atomic_load_explicit(&c->ch->error_code, memory_order_relaxed) == 0)
+                return (struct dep_cut){ wm, wm };
+        uint64_t reach = geometry_failure_reach(&c->g), next = c->prod.next_id;
+        return (struct dep_cut){ wm, next > reach ? next - reach : 0 };
+}
+
 /* Dependencies of a task with these accesses on earlier tasks: appended to
  * c->scratch from index *n on. 0 or -ENOMEM. No accesses, nothing to look
  * up (most tasks of some graphs): no call at all. */
@@ -19,7 +36,7 @@ static inline int hbgc_deps_collect(hbg_client *c, const struct access *a, size_
         if (na == 0)
                 return 0;
         c->scratch.n = *n;
-        int err = dep_tracker_collect(c->dt, a, na, c->dt->keep_all ? 0 : hbgc_watermark(c), &c->scratch);
+        int err = dep_tracker_collect(c->dt, a, na, c->dt->keep_all ? DEP_CUT_NONE : hbgc_dep_cut(c), &c->scratch);
         *n = c->scratch.n;
         return err;
 }
@@ -33,7 +50,7 @@ static inline int hbgc_deps_commit_to(hbg_client *c, struct dep_tracker *dt, con
                 return 0;
         int err = dep_tracker_commit(dt, a, na, id);
         if (dep_tracker_sweep_due(dt))
-                dep_tracker_sweep(dt, hbgc_watermark(c));
+                dep_tracker_sweep(dt, hbgc_dep_cut(c));
         return err;
 }
 /* The same in the tracker tasks are added to now. */

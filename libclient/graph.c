@@ -233,7 +233,8 @@ static int prepare_tensors(hbg_client *c, const hbg_task *t, const struct hbg_ke
                 tm->tensors[i] = (struct hbg_tensor_arg){
                         .offset = x->offset, .length = x->bytes, .direction = (uint32_t)dir };
                 /* INOUT is a write: a writer depends on everything a reader does. */
-                acc[(*na)++] = (struct access){ .lo = x->offset, .hi = x->offset + x->bytes, .write = dir != HBG_IN };
+                acc[(*na)++] = (struct access){ .lo = x->offset, .hi = x->offset + x->bytes, .write = dir != HBG_IN,
+                                                .reads_first = dir == HBG_INOUT };
         }
         /* The kernel's rules between its tensors: in place (an output the
          * very range of an input) where the kernel allows it, never a

@@ -47,9 +47,9 @@ static int cmp_access(const void *a, const void *b) {
 }
 
 /* Every access of the recording, merged into disjoint ranges (a range is
- * written if any access to it writes): what a launch's gate collects its
- * dependencies for. Coarser than the accesses, never finer: at worst an
- * extra dependency. */
+ * written if any access to it writes, and read first if any reads it):
+ * what a launch's gate collects its dependencies for. Coarser than the
+ * accesses, never finer: at worst an extra dependency. */
 static size_t merge_footprint(struct access *a, size_t n) {
         if (n == 0)
                 return 0;
@@ -59,7 +59,9 @@ static size_t merge_footprint(struct access *a, size_t n) {
                 if (a[i].lo <= a[out].hi) {
                         if (a[i].hi > a[out].hi)
                                 a[out].hi = a[i].hi;
+                        bool reads = !a[out].write || a[out].reads_first || !a[i].write || a[i].reads_first;
                         a[out].write = a[out].write || a[i].write;
+                        a[out].reads_first = a[out].write && reads;
                 } else {
                         a[++out] = a[i];
                 }

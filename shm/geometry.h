@@ -104,3 +104,17 @@ int geometry_init(struct hbg_geometry *ret, const struct hbg_geometry_request *r
 
 /* Defaults used by tests and, later, by hbgd's configuration. */
 void geometry_request_default(struct hbg_geometry_request *ret);
+
+/* hbgd's failure table (RUNTIME_LOGIC §12.2): 2D entries, and no fewer
+ * than 2^15, so that a fanin up to entries - D ids below its task is
+ * answered exactly: at least 16,384 for every D up to 16,384 (the reach
+ * of the old default window's 2D), not only D. The client keeps the
+ * writes a failed task's dependants must name as far back (its
+ * dependency tracker). */
+#define GEOMETRY_FAIL_TAGS_MIN (UINT64_C(1) << 15)
+static inline uint64_t geometry_fail_tags(const struct hbg_geometry *g) {
+        return 2 * g->task_window > GEOMETRY_FAIL_TAGS_MIN ? 2 * g->task_window : GEOMETRY_FAIL_TAGS_MIN;
+}
+static inline uint64_t geometry_failure_reach(const struct hbg_geometry *g) {
+        return geometry_fail_tags(g) - g->task_window;
+}

@@ -28,13 +28,10 @@ static size_t slots_bytes(const struct hbg_geometry *g) {
         return g->task_window * sizeof(struct task_slot);
 }
 
-/* The failure table's entries (RUNTIME_LOGIC §12.2): 2D, and no fewer
- * than FAIL_TAGS_MIN, so that a fanin up to T - D ids back is answered
- * exactly: at least 16,384 for every D up to 16,384 (the reach of the
- * old default window's 2D), not only D. */
-#define FAIL_TAGS_MIN (UINT64_C(1) << 15)
+/* The failure table's entries: geometry_fail_tags() (shm/geometry.h),
+ * whose reach the client relies on too. */
 static uint64_t fail_tags_count(const struct hbg_geometry *g) {
-        return 2 * g->task_window > FAIL_TAGS_MIN ? 2 * g->task_window : FAIL_TAGS_MIN;
+        return geometry_fail_tags(g);
 }
 
 static size_t fail_tags_bytes(const struct hbg_geometry *g) {

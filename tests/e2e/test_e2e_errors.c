@@ -9,6 +9,14 @@
  *                  returned -EIO"), a skipped dependant not hiding it, and a
  *                  later good graph's empty info;
  *   host_task      a host function's error: "host task returned -ENOSPC";
+ *   skipped_writer_read_later
+ *                  a task that reads what a skipped task should have
+ *                  written is skipped although the watermark passed the
+ *                  skipped one before it was added (a window of 256, more
+ *                  tasks between them): in the same graph, and alone in
+ *                  the next graph (-ECANCELED); its output keeps its
+ *                  bytes; a graph that writes the tensor again, then reads
+ *                  it, runs;
  *   stall          a session stall limit of 200 ms fails a hung host task
  *                  with -ETIME, while a short wait on a long kernel gives
  *                  -ETIMEDOUT (hbg_graph_error(): 1, running) and the
@@ -243,6 +251,77 @@ START_TEST(kernel_runtime) {
         ck_assert_int_eq(hbg_graph_error(c, g, &info), 0);
         ck_assert_int_eq(info.code, -EIO);
         ck_assert_str_eq(info.message, "kernel fail returned -EIO");
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+static hbg_task copy(hbg_tensor in, hbg_tensor out) {
+        hbg_task k = HBG_TASK_INIT("copy_f32");
+        k.n_args = 2;
+        k.args[0].tensor = in, k.args[0].dir = HBG_IN;
+        k.args[1].tensor = out, k.args[1].dir = HBG_OUT;
+        return k;
+}
+
+/* The first float of t. */
+static float first_of(hbg_client *c, hbg_tensor t) {
+        return ((const float *)hbg_tensor_data(c, t))[0];
+}
+
+START_TEST(skipped_writer_read_later) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.task_window = 256;
+        hbg_client *c = connect_opts(d, &o);
+        hbg_tensor a, z, junk;
+        ck_assert_int_eq(hbg_tensor_alloc(c, 64, &a), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, 64, &z), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, 64, &junk), 0);
+        hbg_task t = fill(z, 3.0f);
+        add(d, c, &t, NULL);
+        expect_success_info(d, c, submit(d, c));
+
+        hbg_task f = HBG_TASK_INIT("fail");
+        f.n_scalars = 1;
+        f.scalars[0] = (uint64_t)(int64_t)-EIO;
+        uint64_t bad, skipped;
+        add(d, c, &f, &bad);
+        t = fill(a, 7.0f); /* skipped: a keeps its zeros */
+        t.n_deps = 1;
+        t.deps[0] = bad;
+        add(d, c, &t, &skipped);
+        /* More than the window: the watermark passes both before the read. */
+        for (unsigned i = 0; i < 600; i++) {
+                t = fill(junk, (float)i);
+                add(d, c, &t, NULL);
+        }
+        t = copy(a, z);
+        add(d, c, &t, NULL);
+        expect_failure(d, c, submit(d, c), -EIO, bad, "fail", "kernel fail returned -EIO");
+        D_ASSERT(d, first_of(c, z) == 3.0f, "the copy of what task %llu (skipped) should have written ran in its "
+                 "graph: z[0] = %g", (unsigned long long)skipped, first_of(c, z));
+
+        /* Alone in the next graph: skipped, the graph says so. */
+        t = copy(a, z);
+        uint64_t reader;
+        add(d, c, &t, &reader);
+        uint64_t g = submit(d, c);
+        int err = hbg_graph_wait(c, g, WAIT_MS);
+        D_ASSERT(d, err == -ECANCELED, "a graph reading what skipped task %llu should have written: %d (%s), "
+                 "expected -ECANCELED [%s]", (unsigned long long)skipped, err, hbg_strerror(err), hbg_last_error(c));
+        uint64_t at = 0;
+        ck_assert_int_eq(hbg_graph_status(c, g, &at), -ECANCELED);
+        ck_assert_uint_eq(at, reader);
+        D_ASSERT(d, first_of(c, z) == 3.0f, "the later graph's copy ran: z[0] = %g", first_of(c, z));
+
+        /* Written again, then read: runs. */
+        t = fill(a, 5.0f);
+        add(d, c, &t, NULL);
+        t = copy(a, z);
+        add(d, c, &t, NULL);
+        expect_success_info(d, c, submit(d, c));
+        ck_assert_float_eq(first_of(c, z), 5.0f);
         hbg_disconnect(c);
         stop_hbgd(d);
 }
@@ -650,6 +729,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, distinct_messages_all_kept);
         tcase_add_test(tc, kernel_runtime);
         tcase_add_test(tc, host_task);
+        tcase_add_test(tc, skipped_writer_read_later);
         tcase_add_test(tc, stall);
         tcase_add_test(tc, stall_counts_from_the_request);
         tcase_add_test(tc, stall_limit);

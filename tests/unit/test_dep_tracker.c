@@ -8,7 +8,11 @@
  *             ordered (directly or through its dependencies) after every
  *             earlier conflicting access not swept as complete, depends
  *             on no access that does not conflict, and each list's count
- *             of write records matches its records.
+ *             of write records matches its records;
+ *   kept      a cut that keeps complete writes: a read, and a write that
+ *             reads first (INOUT), still depend on such a write; a pure
+ *             write and complete reads do not; a sweep keeps exactly
+ *             those writes.
  */
 #include <check.h>
 #include <stdint.h>
@@ -37,7 +41,7 @@ static size_t sort_unique(uint64_t *v, size_t n) {
 static size_t collect(struct dep_tracker *dt, uint64_t lo, uint64_t hi, bool write, struct dep_ids *ids) {
         struct access a = { .lo = lo, .hi = hi, .write = write };
         ids->n = 0;
-        ck_assert_int_eq(dep_tracker_collect(dt, &a, 1, 0, ids), 0);
+        ck_assert_int_eq(dep_tracker_collect(dt, &a, 1, DEP_CUT_NONE, ids), 0);
         return ids->n = sort_unique(ids->v, ids->n);
 }
 
@@ -68,7 +72,7 @@ START_TEST(readers) {
         ck_assert_uint_eq(ids.v[0], READERS);
         /* The sweep drops complete records and keeps the count right. */
         commit(&dt, 0, 8, false, READERS + 1);
-        dep_tracker_sweep(&dt, READERS + 1);
+        dep_tracker_sweep(&dt, (struct dep_cut){ READERS + 1, READERS + 1 });
         ck_assert_uint_eq(dt.allocs[0].recs.n_writes, 0);
         ck_assert_uint_eq(dt.allocs[0].recs.n, 1);
         ck_assert_uint_eq(collect(&dt, 0, 8, false, &ids), 0);
@@ -139,7 +143,7 @@ START_TEST(random_against_history) {
                 check_counts(&dt);
                 if (id % 1000 == 999) {
                         swept_below = id - 500;
-                        dep_tracker_sweep(&dt, swept_below);
+                        dep_tracker_sweep(&dt, (struct dep_cut){ swept_below, swept_below });
                         check_counts(&dt);
                 }
         }
@@ -151,11 +155,52 @@ START_TEST(random_against_history) {
 }
 END_TEST
 
+/* One access (with reads_first) collected under cut: the ids found. */
+static size_t collect_cut(struct dep_tracker *dt, struct access a, struct dep_cut cut, struct dep_ids *ids) {
+        ids->n = 0;
+        ck_assert_int_eq(dep_tracker_collect(dt, &a, 1, cut, ids), 0);
+        return ids->n = sort_unique(ids->v, ids->n);
+}
+
+START_TEST(kept_writes) {
+        struct dep_tracker dt = { 0 };
+        struct dep_ids ids = { 0 };
+        ck_assert_int_eq(dep_tracker_add_alloc(&dt, 0, 4096), 0);
+        commit(&dt, 0, 64, true, 10);    /* a write, complete below */
+        commit(&dt, 64, 128, false, 11); /* a read, complete below */
+        commit(&dt, 128, 192, true, 2);  /* a write below the kept range */
+        struct dep_cut cut = { .complete_below = 20, .keep_writes_from = 5 };
+        struct access rd = { .lo = 0, .hi = 192 }, out = { .lo = 0, .hi = 192, .write = true };
+        struct access inout = { .lo = 0, .hi = 192, .write = true, .reads_first = true };
+        ck_assert_uint_eq(collect_cut(&dt, out, cut, &ids), 0);
+        ck_assert_uint_eq(collect_cut(&dt, inout, cut, &ids), 1);
+        ck_assert_uint_eq(ids.v[0], 10);
+        ck_assert_uint_eq(collect_cut(&dt, rd, cut, &ids), 1);
+        ck_assert_uint_eq(ids.v[0], 10);
+        /* The collects dropped the read and the write below 5. */
+        ck_assert_uint_eq(dt.allocs[0].recs.n, 1);
+        ck_assert_uint_eq(dt.allocs[0].recs.n_writes, 1);
+        /* No failure: the cut keeps none. */
+        dep_tracker_sweep(&dt, (struct dep_cut){ 20, 20 });
+        ck_assert_uint_eq(dt.n_recs, 0);
+        /* A sweep under the cut keeps the write. */
+        commit(&dt, 0, 64, true, 30);
+        commit(&dt, 64, 128, false, 31);
+        dep_tracker_sweep(&dt, (struct dep_cut){ 40, 25 });
+        ck_assert_uint_eq(dt.allocs[0].recs.n, 1);
+        ck_assert_uint_eq(collect_cut(&dt, rd, (struct dep_cut){ 40, 25 }, &ids), 1);
+        ck_assert_uint_eq(ids.v[0], 30);
+        free(ids.v);
+        dep_tracker_free(&dt);
+}
+END_TEST
+
 static Suite *dep_tracker_suite(void) {
         Suite *s = suite_create("dep_tracker");
         TCase *tc = tcase_create("tracker");
         tcase_add_test(tc, readers);
         tcase_add_test(tc, random_against_history);
+        tcase_add_test(tc, kept_writes);
         suite_add_tcase(s, tc);
         return s;
 }
