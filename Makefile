@@ -695,8 +695,8 @@ bench-deps:
 # tests/scripts/test-install.sh: make install/uninstall into a temporary DESTDIR
 # and build and run the example against the installed files (it installs
 # build/, so only without sanitizers).
-# tests/scripts/test-bench.sh: hbg-bench's comparison at toy sizes (no peers, no
-# valgrind): its CSVs and --compare.
+# tests/scripts/test-bench.sh: hbg-bench's comparison at toy sizes (no valgrind;
+# of the peers, the floor and OpenMP): its CSVs, overhead.dat and --compare.
 # tests/scripts/test-model.sh: the Promela models checked with spin, the completion
 # protocol's and the host-task hand-off's (docs/RUNTIME_LOGIC.md §15, §15.1), each
 # with its mutants; it builds nothing of ours.
@@ -718,7 +718,9 @@ ifeq ($(SANITIZE)$(RELEASE),)
   TEST_PLAIN_ONLY := tests/scripts/test-install.sh tests/scripts/test-bench.sh tests/scripts/test-model.sh tests/scripts/check-man.sh \
                      tests/scripts/test-mpi.sh tests/scripts/test-completion.sh tests/scripts/check-layers.sh \
                      tests/scripts/test-prometheus.sh
-  TEST_PROGRAMS := $(BENCH_BIN) $(HBGD_BIN) $(HBGCTL_BIN) $(MPI_EXAMPLE_BIN) $(KMOD_EXAMPLE) $(PY_BENCH)
+  # The two peers gcc alone builds (bench, below): test-bench.sh runs them.
+  TEST_PROGRAMS := $(BENCH_BIN) $(HBGD_BIN) $(HBGCTL_BIN) $(MPI_EXAMPLE_BIN) $(KMOD_EXAMPLE) $(PY_BENCH) \
+                   $(B)/bin/hbg-bench-floor $(B)/bin/hbg-bench-openmp
 else
   TEST_PLAIN_ONLY :=
   TEST_PROGRAMS :=
@@ -812,10 +814,12 @@ bench-micro: bench-deps
 	$(Q)B=$(B) bench/run-bench.sh
 
 # The peers (bench/peers/peer.h): the same graphs (bench/dag.h) built and
-# run by other task runtimes, one program each. Not part of `all` or
-# `check`: only `make bench-peers` (and `make bench`) needs TBB, StarPU and
-# g++, which bench-deps installs. Each links peer_main.o, the graphs and
-# the core library (dag.c runs the daemon's gemm kernel).
+# run by other task runtimes, one program each. Not part of `all`: only
+# `make bench-peers` (and `make bench`) needs TBB, StarPU and g++, which
+# bench-deps installs. The floor and OpenMP need only gcc (and its
+# libgomp): the plain `make test` builds those two for test-bench.sh.
+# Each links peer_main.o, the graphs and the core library (dag.c runs the
+# daemon's gemm kernel).
 BENCH_PEERS := $(B)/bin/hbg-bench-tbb $(B)/bin/hbg-bench-openmp $(B)/bin/hbg-bench-starpu \
                $(B)/bin/hbg-bench-floor
 # Taskflow is header-only and not a Debian package: its peer is built when

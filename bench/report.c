@@ -95,6 +95,13 @@ static void csv_num(FILE *f, double v) {
                 fprintf(f, "%.1f", v);
 }
 
+/* The names report_row() copied for a kept row. */
+static void row_free_names(struct report_row *w) {
+        free((char *)w->shape);
+        free((char *)w->system);
+        free((char *)w->mode);
+}
+
 void report_row(struct report *r, const struct report_row *row) {
         double p50 = row->has_latency ? row->p50_us : NAN, p99 = row->has_latency ? row->p99_us : NAN;
         char s50[16] = "-", s99[16] = "-";
@@ -121,7 +128,18 @@ void report_row(struct report *r, const struct report_row *row) {
                 r->rows = v;
                 r->cap_rows = cap;
         }
-        r->rows[r->n_rows++] = *row;
+        /* The plots read the rows at report_close(), after the callers'
+         * buffers are gone (a peer's "tbb-rerun" is built on its stack):
+         * the row keeps copies of its names. */
+        struct report_row kept = *row;
+        kept.shape = strdup(row->shape);
+        kept.system = strdup(row->system);
+        kept.mode = strdup(row->mode);
+        if (!kept.shape || !kept.system || !kept.mode) {
+                row_free_names(&kept);
+                return; /* as above */
+        }
+        r->rows[r->n_rows++] = kept;
 }
 
 void report_metric(struct report *r, const char *metric, const char *shape, const char *system,
@@ -304,7 +322,10 @@ int report_close(struct report *r) {
                 if (r->n_latency && gnuplot(r, "latency", latency_gp, "") < 0)
                         err = -EIO;
         }
+        for (unsigned k = 0; k < r->n_rows; k++)
+                row_free_names(&r->rows[k]);
         free(r->rows);
         r->rows = NULL;
+        r->n_rows = r->cap_rows = 0;
         return err;
 }

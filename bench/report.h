@@ -47,7 +47,8 @@ struct report {
 int report_open(struct report *r, const char *dir, unsigned plot_threads);
 /* Print the table's header (once, before the first row). */
 void report_table_header(struct report *r);
-/* One row: a table line and a results.csv row. */
+/* One row: a table line and a results.csv row; the row is kept for the
+ * plots, its strings copied (they may be the caller's stack). */
 void report_row(struct report *r, const struct report_row *row);
 /* One metrics.csv row (mode "" and threads/clients 0 print as empty). */
 void report_metric(struct report *r, const char *metric, const char *shape, const char *system,

@@ -6,7 +6,9 @@
 # the documented columns and a row per shape x policy x clients, metrics.csv
 # in the long format, and --compare reads two results.csv. Timings are not
 # checked (the bench never fails on a slow figure). The latency rows of
-# one policy, among them fairness with its backlog as another uid. --kernels: the
+# one policy, among them fairness with its backlog as another uid, and
+# beside them the floor and OpenMP peers, each with its figure in
+# overhead.dat. --kernels: the
 # module-kernel rows (each graph with two built-ins and the example
 # module's relu_f32, on an hbgd that loaded it) and their ratios, and
 # the rows skipped, saying why, when the module is not there. --host: the
@@ -47,9 +49,20 @@ all_pid=$!
 # The latency rows of one policy: 1- and 16-task graphs busy and parked,
 # tensor waits, connects at once, and the fairness row, whose backlog runs as uid 65534
 # when we are root (or, if that child cannot start, as us: said so).
-"$bench" --quick --sizes 300 --clients 1 --peers none --modes eager-batched --shapes chain \
+# Beside them the two peers gcc alone builds (make test builds them).
+for peer in floor openmp; do
+        [ -x "$B/bin/hbg-bench-$peer" ] || fail "no $B/bin/hbg-bench-$peer (make test builds it)"
+done
+"$bench" --quick --sizes 300 --clients 1 --peers floor,openmp --modes eager-batched --shapes chain \
         --no-instructions --no-reuse --out "$tmp/l" >"$tmp/l.log" 2>&1 ||
         { rc=$?; cat "$tmp/l.log"; fail "hbg-bench (latency rows) exited $rc"; }
+# overhead.dat is written at the end from the rows hbg-bench kept: a
+# figure in hbg's column and in each peer's, named by its title.
+for title in hbg-eager-batched floor OpenMP; do
+        awk -v t="$title" 'NR == 1 { for (i = 2; i <= NF; i++) if ($i == t) col = i; next }
+                $1 == "chain" && col && $col ~ /^[0-9.]+$/ { ok = 1 } END { exit !ok }' "$tmp/l/overhead.dat" ||
+                { cat "$tmp/l/overhead.dat"; fail "overhead.dat has no $title figure for chain"; }
+done
 for metric in latency_1_task_parked_p50 latency_1_task_parked_over_eventfd_p50 eventfd_pingpong_parked_beside_p50 \
               latency_1_task_busy_32_idle_sessions_p50 connect_burst_8_p99 fairness_1_task_p99 \
               fairness_other_uid tensor_wait_2ms_late_p50 tensor_wait_10ms_cpu_p50 tensor_wait_beside_2ms_late_p50; do
