@@ -686,7 +686,9 @@ endef
 deps:
 	$(call install_missing,$(BUILD_DEPS))
 
-bench-deps:
+# After deps: the two must not run apt-get at once (make -j), and nothing
+# of ours builds without BUILD_DEPS (protobuf-c-compiler, liburing-dev, ...).
+bench-deps: deps
 	$(call install_missing,$(BENCH_DEPS))
 
 # ---------------------------------------------------------------- test
@@ -805,11 +807,11 @@ demo: deps
 # its own hbgd and producers, and keeps a trace of one wavefront graph
 # (trace.json, trace.svg). BENCH_ARGS=--quick for the short one.
 # make bench-micro: the protocol and engine micro-benchmarks.
-bench: bench-deps bench-peers
+bench: deps bench-deps bench-peers
 	$(Q)$(MAKE) --no-print-directory all $(PY_BENCH)
 	$(Q)$(BENCH_BIN) --out $(B)/bench --python --trace $(BENCH_ARGS)
 
-bench-micro: bench-deps
+bench-micro: deps bench-deps
 	$(Q)$(MAKE) --no-print-directory $(BENCH_BIN)
 	$(Q)B=$(B) bench/run-bench.sh
 
@@ -844,7 +846,7 @@ TBB_LIBS      = $(shell pkg-config --libs tbb 2>/dev/null || echo -ltbb)
 STARPU_CFLAGS = $(patsubst -I%,-isystem %,$(shell pkg-config --cflags starpu-1.3 2>/dev/null))
 STARPU_LIBS   = $(shell pkg-config --libs starpu-1.3 2>/dev/null || echo -lstarpu-1.3)
 
-bench-peers: bench-deps
+bench-peers: deps bench-deps
 	$(Q)$(MAKE) --no-print-directory $(BENCH_PEERS)
 
 $(B)/obj/bench/peers/tbb.o: bench/peers/tbb.cpp
