@@ -4,7 +4,9 @@
 # without valgrind: it starts its own hbgd per completion policy, runs 1
 # and 2 producer processes on every shape and replays each, writes results.csv with exactly
 # the documented columns and a row per shape x policy x clients, metrics.csv
-# in the long format, and --compare reads two results.csv. Timings are not
+# in the long format, and --compare reads two results.csv (a file beside
+# itself, and beside a copy with a row twice as fast and a row less). Each
+# peer that is built runs a graph with --check. Timings are not
 # checked (the bench never fails on a slow figure). The latency rows of
 # one policy, among them fairness with its backlog as another uid, and
 # beside them the floor and OpenMP peers, each with its figure in
@@ -62,6 +64,22 @@ for title in hbg-eager-batched floor OpenMP; do
         awk -v t="$title" 'NR == 1 { for (i = 2; i <= NF; i++) if ($i == t) col = i; next }
                 $1 == "chain" && col && $col ~ /^[0-9.]+$/ { ok = 1 } END { exit !ok }' "$tmp/l/overhead.dat" ||
                 { cat "$tmp/l/overhead.dat"; fail "overhead.dat has no $title figure for chain"; }
+done
+# Every peer that is built runs one graph checking its order (--check:
+# each task once, after its fanins, or exit 1); those with a graph object
+# to run again (compare_peers.c) also run it again.
+peers_checked=
+for peer in floor openmp tbb starpu taskflow; do
+        prog=$B/bin/hbg-bench-$peer
+        [ -x "$prog" ] || continue
+        rerun=
+        case $peer in tbb | taskflow) rerun=--rerun ;; esac
+        for mode in "" $rerun; do
+                "$prog" --check $mode --shape layered --size 300 --threads 2 --repeat 2 --warmup 0 \
+                        >"$tmp/peer.log" 2>&1 && grep -q '^ok$' "$tmp/peer.log" ||
+                        { cat "$tmp/peer.log"; fail "hbg-bench-$peer --check $mode failed"; }
+        done
+        peers_checked="$peers_checked${peers_checked:+,}$peer"
 done
 for metric in latency_1_task_parked_p50 latency_1_task_parked_over_eventfd_p50 eventfd_pingpong_parked_beside_p50 \
               latency_1_task_busy_32_idle_sessions_p50 connect_burst_8_p99 fairness_1_task_p99 \
@@ -246,5 +264,18 @@ awk -F, 'NR > 1 && NF != 8 { exit 1 }' "$tmp/a/metrics.csv" || fail "metrics.csv
         fail "--compare exited $?"
 grep -q "geometric mean of new/old over 84 rows: 1.000" "$tmp/cmp.log" || { cat "$tmp/cmp.log"; fail "--compare of a file with itself"; }
 "$bench" --compare "$tmp/a/metrics.csv" "$tmp/a/results.csv" >/dev/null 2>&1 && fail "--compare took a metrics.csv"
+# Against a copy with the first row twice as fast and the second gone:
+# new/old is 0.500 for the first and the second is "gone"; the other way
+# round 2.000, and the second a "new row".
+awk -F, -v OFS=, 'NR == 2 { $8 = sprintf("%.2f", $8 / 2) } NR != 3' "$tmp/a/results.csv" >"$tmp/b.csv"
+faster=$(sed -n 2p "$tmp/a/results.csv" | cut -d, -f1-5)
+gone=$(sed -n 3p "$tmp/a/results.csv" | cut -d, -f1-5)
+"$bench" --compare "$tmp/a/results.csv" "$tmp/b.csv" >"$tmp/cmp.log" 2>&1 || fail "--compare (a row halved, one gone) exited $?"
+grep -q "^$faster .* 0\.500$" "$tmp/cmp.log" || { cat "$tmp/cmp.log"; fail "--compare: $faster is not 0.500"; }
+grep -q "^$gone .* gone$" "$tmp/cmp.log" || { cat "$tmp/cmp.log"; fail "--compare: $gone is not gone"; }
+"$bench" --compare "$tmp/b.csv" "$tmp/a/results.csv" >"$tmp/cmp.log" 2>&1 || fail "--compare (one row new) exited $?"
+grep -q "^$faster .* 2\.000$" "$tmp/cmp.log" || { cat "$tmp/cmp.log"; fail "--compare: $faster is not 2.000"; }
+grep -q "^$gone .* new row$" "$tmp/cmp.log" || { cat "$tmp/cmp.log"; fail "--compare: $gone is not a new row"; }
 
-echo "test-bench: ok (84 rows, metrics, --compare, 9 kernel rows, 15 host rows, $py_rows Python rows, a trace)"
+echo "test-bench: ok (84 rows, metrics, --compare, peers checked: $peers_checked, 9 kernel rows, 15 host rows," \
+        "$py_rows Python rows, a trace)"
