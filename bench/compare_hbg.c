@@ -397,8 +397,9 @@ static int lat_beside_eventfd(struct bench_child *kid, unsigned count, unsigned 
         return err;
 }
 
-/* The latency of 1- and 16-task graphs from one producer: back to back
- * (hbgd busy with them) and after 3 ms idle (its threads parked). */
+/* The latency of 1- and 16-task graphs from one producer, submit to wait
+ * returned (the producer's "lat"): back to back (hbgd busy with them) and
+ * after 3 ms idle (its threads parked). */
 static void hbg_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads) {
         /* The last two with LATENCY_IDLE_SESSIONS other sessions open and
          * idle (a service's producers between requests), opened here. */
