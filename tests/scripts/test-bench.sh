@@ -51,13 +51,18 @@ all_pid=$!
 # The latency rows of one policy: 1- and 16-task graphs busy and parked,
 # tensor waits, connects at once, and the fairness row, whose backlog runs as uid 65534
 # when we are root (or, if that child cannot start, as us: said so).
-# Beside them the two peers gcc alone builds (make test builds them).
+# Beside them the two peers gcc alone builds (make test builds them), and
+# Taskflow, built only when make is told where it is.
 for peer in floor openmp; do
         [ -x "$B/bin/hbg-bench-$peer" ] || fail "no $B/bin/hbg-bench-$peer (make test builds it)"
 done
-"$bench" --quick --sizes 300 --clients 1 --peers floor,openmp --modes eager-batched --shapes chain \
+"$bench" --quick --sizes 300 --clients 1 --peers floor,openmp,taskflow --modes eager-batched --shapes chain \
         --no-instructions --no-reuse --out "$tmp/l" >"$tmp/l.log" 2>&1 ||
         { rc=$?; cat "$tmp/l.log"; fail "hbg-bench (latency rows) exited $rc"; }
+if [ ! -x "$B/bin/hbg-bench-taskflow" ]; then
+        grep -q "^-- taskflow: .* is not built (make bench-peers TASKFLOW_INC=DIR builds it, DIR holding taskflow/taskflow.hpp): skipped$" \
+                "$tmp/l.log" || { cat "$tmp/l.log"; fail "no Taskflow, and the note does not say how to build it"; }
+fi
 # overhead.dat is written at the end from the rows hbg-bench kept: a
 # figure in hbg's column and in each peer's, named by its title.
 for title in hbg-eager-batched floor OpenMP; do
