@@ -18,7 +18,8 @@
 static const struct {
         const char *system, *title;
 } plot_peers[] = {
-        { "tbb", "oneTBB" }, { "openmp", "OpenMP" }, { "starpu", "StarPU" }, { "floor", "floor" },
+        { "tbb", "oneTBB" }, { "openmp", "OpenMP" }, { "starpu", "StarPU" }, { "taskflow", "Taskflow" },
+        { "floor", "floor" },
 };
 #define N_PLOT_PEERS (sizeof(plot_peers) / sizeof(plot_peers[0]))
 #define N_PLOT_SYSTEMS (completion_mode_count() + N_PLOT_PEERS)

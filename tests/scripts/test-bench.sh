@@ -64,8 +64,12 @@ if [ ! -x "$B/bin/hbg-bench-taskflow" ]; then
                 "$tmp/l.log" || { cat "$tmp/l.log"; fail "no Taskflow, and the note does not say how to build it"; }
 fi
 # overhead.dat is written at the end from the rows hbg-bench kept: a
-# figure in hbg's column and in each peer's, named by its title.
-for title in hbg-eager-batched floor OpenMP; do
+# figure in hbg's column and in each peer's, named by its title; a
+# column for Taskflow, with a figure when it is built.
+head -n 1 "$tmp/l/overhead.dat" | grep -q ' Taskflow ' || { cat "$tmp/l/overhead.dat"; fail "overhead.dat has no Taskflow column"; }
+titles="hbg-eager-batched floor OpenMP"
+[ ! -x "$B/bin/hbg-bench-taskflow" ] || titles="$titles Taskflow"
+for title in $titles; do
         awk -v t="$title" 'NR == 1 { for (i = 2; i <= NF; i++) if ($i == t) col = i; next }
                 $1 == "chain" && col && $col ~ /^[0-9.]+$/ { ok = 1 } END { exit !ok }' "$tmp/l/overhead.dat" ||
                 { cat "$tmp/l/overhead.dat"; fail "overhead.dat has no $title figure for chain"; }
