@@ -363,8 +363,13 @@ int bench_compare_main(int argc, char **argv) {
                 cmp_trace(&c);
         if (report_close(&c.report) < 0)
                 c.failures++;
-        printf("\n[%s] results: %s/results.csv, %s/metrics.csv, plots %s/overhead.png and %s/latency.png\n", cmp_elapsed(&c), c.out,
-               c.out, c.out, c.out);
+        printf("\n[%s] results: %s/results.csv, %s/metrics.csv", cmp_elapsed(&c), c.out, c.out);
+        /* Only the plots drawn: without gnuplot report_close() said why. */
+        if (c.report.overhead_png && c.report.latency_png)
+                printf(", plots %s/overhead.png and %s/latency.png", c.out, c.out);
+        else if (c.report.overhead_png || c.report.latency_png)
+                printf(", plot %s/%s.png", c.out, c.report.overhead_png ? "overhead" : "latency");
+        putchar('\n');
         if (c.failures) {
                 fprintf(stderr, "hbg-bench: %d part%s of the run failed (see above)\n", c.failures,
                         c.failures == 1 ? "" : "s");

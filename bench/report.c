@@ -320,8 +320,12 @@ int report_close(struct report *r) {
                                                        at ? "" : ":xtic(1)", i + 2);
                 if (at && gnuplot(r, "overhead", overhead_gp, plot) < 0)
                         err = -EIO;
+                else
+                        r->overhead_png = at > 0;
                 if (r->n_latency && gnuplot(r, "latency", latency_gp, "") < 0)
                         err = -EIO;
+                else
+                        r->latency_png = r->n_latency > 0;
         }
         for (unsigned k = 0; k < r->n_rows; k++)
                 row_free_names(&r->rows[k]);

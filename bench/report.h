@@ -41,6 +41,7 @@ struct report {
         unsigned plot_threads;          /* the thread count the plots show */
         struct report_latency latency[64];
         unsigned n_latency;
+        bool overhead_png, latency_png; /* drawn by report_close() */
 };
 
 /* Create dir and open (truncate) both CSVs in it. 0 or -errno. */
@@ -57,6 +58,7 @@ void report_metric(struct report *r, const char *metric, const char *shape, cons
 /* A latency figure for latency.png (its metrics are written apart). */
 void report_latency(struct report *r, const char *label, double p50_us, double p99_us);
 /* Close the CSVs and draw the plots with gnuplot (skipped, with a message,
- * if gnuplot is missing). 0, or -EIO if a file could not be written or
- * gnuplot failed. */
+ * if gnuplot is missing; a plot with nothing to show is not drawn):
+ * r->overhead_png and r->latency_png say which were. 0, or -EIO if a file
+ * could not be written or gnuplot failed. */
 int report_close(struct report *r);

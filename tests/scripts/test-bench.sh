@@ -74,6 +74,15 @@ for title in $titles; do
                 $1 == "chain" && col && $col ~ /^[0-9.]+$/ { ok = 1 } END { exit !ok }' "$tmp/l/overhead.dat" ||
                 { cat "$tmp/l/overhead.dat"; fail "overhead.dat has no $title figure for chain"; }
 done
+# Its last line names the plots when gnuplot drew them, and only then.
+if command -v gnuplot >/dev/null 2>&1; then
+        grep -q " results: $tmp/l/results.csv, $tmp/l/metrics.csv, plots $tmp/l/overhead.png and $tmp/l/latency.png$" \
+                "$tmp/l.log" && [ -s "$tmp/l/overhead.png" ] && [ -s "$tmp/l/latency.png" ] ||
+                { cat "$tmp/l.log"; fail "the plots were not drawn, or not named"; }
+else
+        grep -q " results: $tmp/l/results.csv, $tmp/l/metrics.csv$" "$tmp/l.log" ||
+                { cat "$tmp/l.log"; fail "no gnuplot, yet plots are named"; }
+fi
 # Every peer that is built runs one graph checking its order (--check:
 # each task once, after its fanins, or exit 1); those with a graph object
 # to run again (compare_peers.c) also run it again.
@@ -115,6 +124,11 @@ rows=$(tail -n +2 "$tmp/k/results.csv" | awk -F, '
         NF != 11 || $2 !~ /^hbg-(copy|scale|relu)_f32$/ || $6 != 200 || $8 + 0 <= 0 { bad++ }
         END { print NR + 0, bad + 0 }')
 [ "$rows" = "9 0" ] || { cat "$tmp/k.log"; fail "--kernels: rows, bad rows = $rows"; }
+# None of these rows is overhead.png's (it has the shapes' systems): of
+# the plots only latency.png (the eventfd ping-pong's) is drawn and named.
+command -v gnuplot >/dev/null 2>&1 && k_plots=", plot $tmp/k/latency.png" || k_plots=
+grep -q " results: $tmp/k/results.csv, $tmp/k/metrics.csv$k_plots$" "$tmp/k.log" && [ ! -e "$tmp/k/overhead.png" ] ||
+        { cat "$tmp/k.log"; fail "--kernels: overhead.png named or drawn with nothing to plot"; }
 for shape in independent-64B chain-64B independent-64KiB; do
         grep -q "^$shape,hbg-relu_f32,[a-z-]*,4,1,200," "$tmp/k/results.csv" || fail "--kernels: no relu_f32 row for $shape"
         for builtin in copy_f32 scale_f32; do
