@@ -119,7 +119,8 @@ int layout_cpl_region_check(const void *base, uint64_t size, const char **ret_er
             !all_zero(h->pad1, sizeof(h->pad1)) || !all_zero(h->pad2, sizeof(h->pad2)) ||
             !all_zero(h->pad3, sizeof(h->pad3)) || !all_zero(h->pad4, sizeof(h->pad4)) ||
             !all_zero(h->pad5, sizeof(h->pad5)) || !all_zero(h->pad6, sizeof(h->pad6)) ||
-            !all_zero(h->pad7, sizeof(h->pad7)))
+            !all_zero(h->pad7, sizeof(h->pad7)) || !all_zero(h->pad8, sizeof(h->pad8)) ||
+            !all_zero(h->pad9, sizeof(h->pad9)))
                 return fail(ret_error, "completion region: non-zero padding");
         if (h->task_window_log2 > HBG_TASK_WINDOW_MAX_LOG2 ||
             h->flag_window_log2 > HBG_TASK_WINDOW_MAX_LOG2 ||

@@ -7,7 +7,10 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -436,15 +439,111 @@ static void region_init(struct region *r) {
         layout_cpl_region_init(r->base, &r->g, 0);
 }
 
-static void expect_region_rejected(const struct region *r, uint64_t size, const char *what) {
+typedef int region_check_fn(const void *base, uint64_t size, const char **ret_error);
+
+/* check() refuses the header at base with -EPROTO and a message that
+ * starts with the region's name. */
+static void expect_rejected(region_check_fn *check, const void *base, uint64_t size, const char *region,
+                            const char *what) {
         const char *msg = NULL;
-        int ret = layout_cpl_region_check(r->base, size, &msg);
+        int ret = check(base, size, &msg);
 
         ck_assert_msg(ret == -EPROTO, "%s: returned %d, expected -EPROTO", what, ret);
         ck_assert_msg(msg != NULL, "%s: no message", what);
-        ck_assert_msg(strncmp(msg, "completion region", 17) == 0, "%s: message \"%s\"", what,
-                      msg);
-        ck_assert_int_eq(layout_cpl_region_check(r->base, size, NULL), -EPROTO);
+        ck_assert_msg(strncmp(msg, region, strlen(region)) == 0, "%s: message \"%s\"", what, msg);
+        ck_assert_int_eq(check(base, size, NULL), -EPROTO);
+}
+
+static void expect_region_rejected(const struct region *r, uint64_t size, const char *what) {
+        expect_rejected(layout_cpl_region_check, r->base, size, "completion region", what);
+}
+
+/* Every field of a header, padding marked: the table must name each byte
+ * of the header once (header_fields_cover()), so that a pad field added
+ * to the header without a line here fails the test. */
+struct header_field {
+        const char *name;
+        size_t offset, size;
+        bool padding;
+};
+#define FIELD(type, f) { #f, offsetof(type, f), sizeof(((type *)0)->f), false }
+#define PAD(type, f) { #f, offsetof(type, f), sizeof(((type *)0)->f), true }
+
+static const struct header_field cpl_fields[] = {
+        FIELD(struct hbg_cpl_header, magic),
+        FIELD(struct hbg_cpl_header, layout_version),
+        FIELD(struct hbg_cpl_header, region_size),
+        FIELD(struct hbg_cpl_header, task_window_log2),
+        FIELD(struct hbg_cpl_header, flag_window_log2),
+        FIELD(struct hbg_cpl_header, graph_table_log2),
+        PAD(struct hbg_cpl_header, reserved0),
+        FIELD(struct hbg_cpl_header, graphs_offset),
+        FIELD(struct hbg_cpl_header, flags_offset),
+        FIELD(struct hbg_cpl_header, first_id),
+        FIELD(struct hbg_cpl_header, ext_ready_offset),
+        FIELD(struct hbg_cpl_header, completed_watermark),
+        PAD(struct hbg_cpl_header, pad1),
+        FIELD(struct hbg_cpl_header, classified),
+        PAD(struct hbg_cpl_header, pad2),
+        FIELD(struct hbg_cpl_header, need_wakeup),
+        FIELD(struct hbg_cpl_header, answer_moving),
+        PAD(struct hbg_cpl_header, pad3),
+        FIELD(struct hbg_cpl_header, error_code),
+        PAD(struct hbg_cpl_header, reserved4),
+        FIELD(struct hbg_cpl_header, error_task),
+        PAD(struct hbg_cpl_header, pad4),
+        FIELD(struct hbg_cpl_header, graphs_retired),
+        PAD(struct hbg_cpl_header, pad5),
+        FIELD(struct hbg_cpl_header, ext_ready_tail),
+        PAD(struct hbg_cpl_header, pad6),
+        FIELD(struct hbg_cpl_header, mailbox_consumed),
+        PAD(struct hbg_cpl_header, pad7),
+        FIELD(struct hbg_cpl_header, ext_wake),
+        PAD(struct hbg_cpl_header, pad8),
+        FIELD(struct hbg_cpl_header, graph_wake),
+        PAD(struct hbg_cpl_header, pad9),
+};
+
+static void header_fields_cover(const struct header_field *f, size_t n, size_t header_size) {
+        unsigned char owner[1024] = { 0 };
+
+        ck_assert_uint_le(header_size, sizeof(owner));
+        for (size_t i = 0; i < n; i++) {
+                ck_assert_msg(f[i].offset + f[i].size <= header_size, "%s beyond the header", f[i].name);
+                for (size_t b = f[i].offset; b < f[i].offset + f[i].size; b++) {
+                        ck_assert_msg(!owner[b], "byte %zu in %s and another field", b, f[i].name);
+                        owner[b] = 1;
+                }
+        }
+        for (size_t b = 0; b < header_size; b++)
+                ck_assert_msg(owner[b], "byte %zu of the header is in no field of the table", b);
+}
+
+/* One non-zero byte anywhere in any pad or reserved field is refused;
+ * the header is valid again after each. */
+static void expect_padding_checked(region_check_fn *check, unsigned char *base, uint64_t size,
+                                   const char *region, const struct header_field *f, size_t n,
+                                   size_t header_size) {
+        static const unsigned char values[] = { 0x01, 0x80, 0xff };
+        unsigned fields = 0;
+        char what[96];
+
+        header_fields_cover(f, n, header_size);
+        for (size_t i = 0; i < n; i++) {
+                if (!f[i].padding)
+                        continue;
+                fields++;
+                for (size_t b = 0; b < f[i].size; b++) {
+                        unsigned char *p = base + f[i].offset + b;
+                        ck_assert_uint_eq(*p, 0);
+                        *p = values[b % sizeof(values)];
+                        snprintf(what, sizeof(what), "%s byte %zu = 0x%02x", f[i].name, b, *p);
+                        expect_rejected(check, base, size, region, what);
+                        *p = 0;
+                }
+        }
+        ck_assert_uint_gt(fields, 0);
+        ck_assert_int_eq(check(base, size, NULL), 0);
 }
 
 START_TEST(test_region_check_fresh) {
@@ -514,33 +613,9 @@ START_TEST(test_region_check_damaged) {
         h->layout_version = HBG_LAYOUT_VERSION;
 
         /* One non-zero byte anywhere in a pad or reserved field. */
-        for (size_t i = 0; i < sizeof(h->pad1); i++) {
-                h->pad1[i] = 0x01;
-                expect_region_rejected(&r, r.g.cpl_region_size, "pad1");
-                h->pad1[i] = 0;
-        }
-        h->pad2[sizeof(h->pad2) - 1] = 0x80;
-        expect_region_rejected(&r, r.g.cpl_region_size, "pad2");
-        h->pad2[sizeof(h->pad2) - 1] = 0;
-        h->pad3[0] = 1;
-        expect_region_rejected(&r, r.g.cpl_region_size, "pad3");
-        h->pad3[0] = 0;
-        h->pad4[3] = 1;
-        expect_region_rejected(&r, r.g.cpl_region_size, "pad4");
-        h->pad4[3] = 0;
-        h->reserved0 = 1;
-        expect_region_rejected(&r, r.g.cpl_region_size, "reserved0");
-        h->reserved0 = 0;
-        h->pad5[sizeof(h->pad5) - 1] = 1;
-        expect_region_rejected(&r, r.g.cpl_region_size, "pad5");
-        h->pad5[sizeof(h->pad5) - 1] = 0;
-        h->pad6[0] = 0xff;
-        expect_region_rejected(&r, r.g.cpl_region_size, "pad6");
-        h->pad6[0] = 0;
-        h->reserved4 = 1;
-        expect_region_rejected(&r, r.g.cpl_region_size, "reserved4");
-        h->reserved4 = 0;
-        ck_assert_int_eq(layout_cpl_region_check(r.base, r.g.cpl_region_size, NULL), 0);
+        expect_padding_checked(layout_cpl_region_check, r.base, r.g.cpl_region_size, "completion region",
+                               cpl_fields, sizeof(cpl_fields) / sizeof(cpl_fields[0]),
+                               sizeof(struct hbg_cpl_header));
 
         /* The header claims more than is mapped. */
         expect_region_rejected(&r, r.g.cpl_region_size - 1, "mapping one byte short");
