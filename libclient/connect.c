@@ -147,6 +147,9 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
             sh->mailbox_offset != c->g.sub_mailbox_offset || sh->heap_offset != c->g.sub_heap_offset ||
             sh->graphs_offset != c->g.sub_graphs_offset)
                 return other_release(c, "submission region: header differs from the session reply", 0);
+        err = layout_sub_region_check(c->sub, c->g.sub_region_size, &why);
+        if (err < 0)
+                return hbgc_fail(NULL, err, "%s", why);
 
         c->sh = c->sub;
         c->ch = ch;

@@ -139,3 +139,42 @@ int layout_cpl_region_check(const void *base, uint64_t size, const char **ret_er
                 return fail(ret_error, "completion region: sizes do not match its geometry");
         return 0;
 }
+
+int layout_sub_region_check(const void *base, uint64_t size, const char **ret_error) {
+        const struct hbg_sub_header *h = base;
+        struct hbg_geometry_request req;
+        struct hbg_geometry g;
+
+        if (size < sizeof(*h))
+                return fail(ret_error, "submission region: smaller than its header");
+        if (h->magic != HBG_SUB_MAGIC)
+                return fail(ret_error, "submission region: bad magic");
+        if (h->layout_version != HBG_LAYOUT_VERSION)
+                return fail(ret_error, "submission region: another layout version than this library's "
+                                       "(hbgd and libhbgclient must come from the same release)");
+        if (h->reserved0 || !all_zero(h->reserved1, sizeof(h->reserved1)) ||
+            !all_zero(h->pad1, sizeof(h->pad1)) || !all_zero(h->pad3, sizeof(h->pad3)) ||
+            !all_zero(h->pad4, sizeof(h->pad4)) || !all_zero(h->pad5, sizeof(h->pad5)) ||
+            !all_zero(h->pad6, sizeof(h->pad6)))
+                return fail(ret_error, "submission region: non-zero padding");
+        if (h->task_window_log2 > HBG_TASK_WINDOW_MAX_LOG2 || h->mailbox_log2 > HBG_MAILBOX_MAX_LOG2 ||
+            h->graph_ring_log2 > HBG_GRAPH_TABLE_MAX_LOG2)
+                return fail(ret_error, "submission region: geometry out of range");
+
+        /* The submission layout does not depend on F: the smallest will do. */
+        req = (struct hbg_geometry_request){
+                .task_window = UINT64_C(1) << h->task_window_log2,
+                .flag_window = UINT64_C(1) << HBG_FLAG_WINDOW_MIN_LOG2,
+                .heap_size = h->heap_size,
+                .mailbox_entries = UINT64_C(1) << h->mailbox_log2,
+                .graph_table_entries = UINT64_C(1) << h->graph_ring_log2,
+        };
+        if (geometry_init(&g, &req, NULL) < 0)
+                return fail(ret_error, "submission region: invalid geometry");
+        if (h->region_size != g.sub_region_size || h->region_size > size ||
+            h->descs_offset != g.sub_descs_offset || h->fanins_offset != g.sub_fanins_offset ||
+            h->args_offset != g.sub_args_offset || h->graphs_offset != g.sub_graphs_offset ||
+            h->mailbox_offset != g.sub_mailbox_offset || h->heap_offset != g.sub_heap_offset)
+                return fail(ret_error, "submission region: sizes do not match its geometry");
+        return 0;
+}

@@ -509,6 +509,11 @@ static inline int layout_graph_entry_read(const struct hbg_graph_entry *e, uint6
         return 0;
 }
 
-/* Check a mapped completion region against the geometry the caller expects
- * (used by the client after mmap). Returns 0 or -EPROTO. */
+/* Check a mapped completion region's header: magic, version, padding zero,
+ * sizes and offsets that follow from the geometry it states, and a mapping
+ * of `size` bytes that holds the region (used by the client after mmap).
+ * Returns 0 or -EPROTO with a message in *ret_error (if not NULL). */
 int layout_cpl_region_check(const void *base, uint64_t size, const char **ret_error);
+/* The same for a fresh submission region's header, as hbgd wrote it: the
+ * client checks it after mmap, before it writes to the region. */
+int layout_sub_region_check(const void *base, uint64_t size, const char **ret_error);

@@ -2,8 +2,8 @@
 /*
  * geometry_init(): every invalid request is rejected with the documented
  * error and a message naming the field; a valid request gets the layout
- * computed here independently. layout_cpl_region_check() on fresh and damaged
- * completion regions.
+ * computed here independently. layout_cpl_region_check() and
+ * layout_sub_region_check() on fresh and damaged region headers.
  */
 #include <check.h>
 #include <errno.h>
@@ -504,6 +504,39 @@ static const struct header_field cpl_fields[] = {
         PAD(struct hbg_cpl_header, pad9),
 };
 
+static const struct header_field sub_fields[] = {
+        FIELD(struct hbg_sub_header, magic),
+        FIELD(struct hbg_sub_header, layout_version),
+        FIELD(struct hbg_sub_header, region_size),
+        FIELD(struct hbg_sub_header, task_window_log2),
+        FIELD(struct hbg_sub_header, mailbox_log2),
+        FIELD(struct hbg_sub_header, heap_size),
+        FIELD(struct hbg_sub_header, descs_offset),
+        FIELD(struct hbg_sub_header, fanins_offset),
+        FIELD(struct hbg_sub_header, mailbox_offset),
+        FIELD(struct hbg_sub_header, heap_offset),
+        FIELD(struct hbg_sub_header, graphs_offset),
+        FIELD(struct hbg_sub_header, graph_ring_log2),
+        PAD(struct hbg_sub_header, reserved0),
+        FIELD(struct hbg_sub_header, args_offset),
+        PAD(struct hbg_sub_header, reserved1),
+        FIELD(struct hbg_sub_header, submitted),
+        FIELD(struct hbg_sub_header, window_waiting),
+        FIELD(struct hbg_sub_header, task_waiting),
+        PAD(struct hbg_sub_header, pad1),
+        FIELD(struct hbg_sub_header, mailbox_tail),
+        PAD(struct hbg_sub_header, pad3),
+        FIELD(struct hbg_sub_header, graphs_submitted),
+        PAD(struct hbg_sub_header, pad4),
+        FIELD(struct hbg_sub_header, ext_sleepers),
+        FIELD(struct hbg_sub_header, ext_looking),
+        FIELD(struct hbg_sub_header, ext_look_until_ns),
+        PAD(struct hbg_sub_header, pad5),
+        FIELD(struct hbg_sub_header, graph_sleepers),
+        FIELD(struct hbg_sub_header, pipe_wanted),
+        PAD(struct hbg_sub_header, pad6),
+};
+
 static void header_fields_cover(const struct header_field *f, size_t n, size_t header_size) {
         unsigned char owner[1024] = { 0 };
 
@@ -664,6 +697,132 @@ START_TEST(test_region_check_damaged) {
 }
 END_TEST
 
+/* ------------------------------------------------ layout_sub_region_check */
+
+/* A fresh submission region, with a small heap. */
+static void sub_region_init(struct region *r) {
+        struct hbg_geometry_request req;
+
+        geometry_request_default(&req);
+        req.heap_size = 64 * 1024;
+        ck_assert_int_eq(geometry_init(&r->g, &req, NULL), 0);
+        r->base = aligned_alloc(64, r->g.sub_region_size);
+        ck_assert_ptr_nonnull(r->base);
+        memset(r->base, 0, r->g.sub_region_size);
+        layout_sub_region_init(r->base, &r->g);
+}
+
+static void expect_sub_rejected(const struct region *r, uint64_t size, const char *what) {
+        expect_rejected(layout_sub_region_check, r->base, size, "submission region", what);
+}
+
+START_TEST(test_sub_region_check_fresh) {
+        struct region r;
+        const char *msg = NULL;
+
+        sub_region_init(&r);
+        ck_assert_int_eq(layout_sub_region_check(r.base, r.g.sub_region_size, &msg), 0);
+        ck_assert_int_eq(layout_sub_region_check(r.base, r.g.sub_region_size, NULL), 0);
+        ck_assert_int_eq(layout_sub_region_check(r.base, r.g.sub_region_size + 4096, NULL), 0);
+        free(r.base);
+
+        /* Other geometries: the check derives the layout from the header's
+         * D, M, G and heap size alone. */
+        for (unsigned d = 8; d <= 14; d += 3) {
+                struct hbg_geometry_request req = {
+                        .task_window = POW2(d),
+                        .flag_window = POW2(8),
+                        .heap_size = 64 * 7,
+                        .mailbox_entries = POW2(d - 4),
+                        .graph_table_entries = POW2(d - 6),
+                };
+                ck_assert_int_eq(geometry_init(&r.g, &req, NULL), 0);
+                r.base = aligned_alloc(64, r.g.sub_region_size);
+                ck_assert_ptr_nonnull(r.base);
+                memset(r.base, 0, r.g.sub_region_size);
+                layout_sub_region_init(r.base, &r.g);
+                ck_assert_msg(layout_sub_region_check(r.base, r.g.sub_region_size, NULL) == 0,
+                              "D=2^%u rejected", d);
+                free(r.base);
+        }
+}
+END_TEST
+
+START_TEST(test_sub_region_check_damaged) {
+        struct region r;
+        struct hbg_sub_header *h;
+        uint64_t size;
+
+        sub_region_init(&r);
+        h = (void *)r.base;
+        size = r.g.sub_region_size;
+
+        h->magic ^= 1;
+        expect_sub_rejected(&r, size, "bad magic");
+        h->magic = HBG_CPL_MAGIC;
+        expect_sub_rejected(&r, size, "completion magic");
+        h->magic = HBG_SUB_MAGIC;
+        h->layout_version = HBG_LAYOUT_VERSION + 1;
+        expect_sub_rejected(&r, size, "version + 1");
+        h->layout_version = 0;
+        expect_sub_rejected(&r, size, "version 0");
+        h->layout_version = HBG_LAYOUT_VERSION;
+        ck_assert_int_eq(layout_sub_region_check(r.base, size, NULL), 0);
+
+        expect_padding_checked(layout_sub_region_check, r.base, size, "submission region", sub_fields,
+                               sizeof(sub_fields) / sizeof(sub_fields[0]), sizeof(struct hbg_sub_header));
+
+        /* The header claims more than is mapped. */
+        expect_sub_rejected(&r, size - 1, "mapping one byte short");
+        expect_sub_rejected(&r, sizeof(struct hbg_sub_header), "header-only mapping");
+        expect_sub_rejected(&r, sizeof(struct hbg_sub_header) - 1, "mapping below header");
+        expect_sub_rejected(&r, 0, "empty mapping");
+
+        /* Sizes and offsets that do not follow from the geometry. */
+        h->region_size += 64;
+        expect_sub_rejected(&r, size + 4096, "region_size + 64");
+        h->region_size -= 64;
+        uint64_t *offsets[] = { &h->descs_offset, &h->fanins_offset, &h->args_offset, &h->graphs_offset,
+                                &h->mailbox_offset, &h->heap_offset };
+        for (size_t i = 0; i < sizeof(offsets) / sizeof(offsets[0]); i++) {
+                *offsets[i] += 64;
+                expect_sub_rejected(&r, size, "an offset + 64");
+                *offsets[i] -= 64;
+        }
+        h->heap_size += 64;
+        expect_sub_rejected(&r, size + 4096, "heap_size + 64");
+        h->heap_size -= 32;
+        expect_sub_rejected(&r, size, "heap_size not a multiple of 64");
+        h->heap_size = 0;
+        expect_sub_rejected(&r, size, "heap_size 0");
+        h->heap_size = r.g.heap_size;
+
+        /* Geometry out of range or inconsistent. */
+        h->task_window_log2 = 7;
+        expect_sub_rejected(&r, size, "D = 2^7");
+        h->task_window_log2 = 25;
+        expect_sub_rejected(&r, size, "D = 2^25");
+        h->task_window_log2 = UINT32_MAX;
+        expect_sub_rejected(&r, size, "D = 2^(2^32-1)");
+        h->task_window_log2 = r.g.task_window_log2 + 1;
+        expect_sub_rejected(&r, 2 * size, "D doubled");
+        h->task_window_log2 = r.g.task_window_log2;
+        h->mailbox_log2 = 3;
+        expect_sub_rejected(&r, size, "M = 2^3");
+        h->mailbox_log2 = 64;
+        expect_sub_rejected(&r, size, "M = 2^64");
+        h->mailbox_log2 = r.g.mailbox_log2;
+        h->graph_ring_log2 = 1;
+        expect_sub_rejected(&r, size, "G = 2");
+        h->graph_ring_log2 = 21;
+        expect_sub_rejected(&r, size, "G = 2^21");
+        h->graph_ring_log2 = r.g.graph_table_log2;
+
+        ck_assert_int_eq(layout_sub_region_check(r.base, size, NULL), 0);
+        free(r.base);
+}
+END_TEST
+
 static Suite *geometry_suite(void) {
         Suite *s = suite_create("geometry");
         TCase *tc;
@@ -687,6 +846,8 @@ static Suite *geometry_suite(void) {
         tcase_add_test(tc, test_region_check_fresh);
         tcase_add_test(tc, test_region_check_other_geometries);
         tcase_add_test(tc, test_region_check_damaged);
+        tcase_add_test(tc, test_sub_region_check_fresh);
+        tcase_add_test(tc, test_sub_region_check_damaged);
         suite_add_tcase(s, tc);
 
         return s;
