@@ -179,7 +179,9 @@ _Static_assert(offsetof(struct hbg_sub_header, mailbox_offset) == 48, "mailbox_o
 _Static_assert(offsetof(struct hbg_sub_header, heap_offset) == 56, "heap_offset");
 _Static_assert(offsetof(struct hbg_sub_header, graphs_offset) == 64, "graphs_offset");
 _Static_assert(offsetof(struct hbg_sub_header, graph_ring_log2) == 72, "graph_ring_log2");
+_Static_assert(offsetof(struct hbg_sub_header, reserved0) == 76, "reserved0");
 _Static_assert(offsetof(struct hbg_sub_header, args_offset) == 80, "args_offset");
+_Static_assert(offsetof(struct hbg_sub_header, reserved1) == 88, "reserved1");
 _Static_assert(offsetof(struct hbg_sub_header, submitted) == 128, "submitted");
 _Static_assert(offsetof(struct hbg_sub_header, window_waiting) == 136, "window_waiting");
 _Static_assert(offsetof(struct hbg_sub_header, task_waiting) == 144, "task_waiting");
@@ -232,9 +234,11 @@ _Static_assert(offsetof(struct hbg_task_desc, block_num) == 24, "desc block_num"
 _Static_assert(offsetof(struct hbg_task_desc, n_fanins) == 26, "desc n_fanins");
 _Static_assert(offsetof(struct hbg_task_desc, n_tensors) == 27, "desc n_tensors");
 _Static_assert(offsetof(struct hbg_task_desc, n_scalars) == 28, "desc n_scalars");
+_Static_assert(offsetof(struct hbg_task_desc, reserved0) == 29, "desc reserved0");
 _Static_assert(offsetof(struct hbg_task_desc, predicate_offset) == 32, "desc predicate");
 _Static_assert(offsetof(struct hbg_task_desc, fanins_inline) == 40, "desc fanins_inline");
 _Static_assert(offsetof(struct hbg_task_desc, launch.graph) == 40, "desc launch.graph");
+_Static_assert(offsetof(struct hbg_task_desc, launch.first) == 48, "desc launch.first");
 _Static_assert(offsetof(struct hbg_task_desc, launch.count) == 56, "desc launch.count");
 
 struct hbg_tensor_arg {
@@ -244,6 +248,10 @@ struct hbg_tensor_arg {
         uint32_t reserved;                 /* must be zero */
 };
 _Static_assert(sizeof(struct hbg_tensor_arg) == 24, "tensor arg size");
+_Static_assert(offsetof(struct hbg_tensor_arg, offset) == 0, "tensor arg offset");
+_Static_assert(offsetof(struct hbg_tensor_arg, length) == 8, "tensor arg length");
+_Static_assert(offsetof(struct hbg_tensor_arg, direction) == 16, "tensor arg direction");
+_Static_assert(offsetof(struct hbg_tensor_arg, reserved) == 20, "tensor arg reserved");
 
 /* The fanins of the task in the same slot when it has more than
  * HBG_INLINE_FANINS, and its arguments: two arrays of their own (layout
@@ -285,6 +293,7 @@ struct hbg_recorded_task {
         struct hbg_task_payload payload;
 };
 _Static_assert(sizeof(struct hbg_recorded_task) == 448, "recorded task size");
+_Static_assert(offsetof(struct hbg_recorded_task, payload) == 64, "recorded task payload");
 
 /* Async completion mailbox entry: the client posts "task id finished with
  * status"; hbgd consumes entries in order. `seq` == lap-stamped position
@@ -297,6 +306,11 @@ struct hbg_mailbox_entry {
         uint64_t reserved1;                /* must be zero */
 };
 _Static_assert(sizeof(struct hbg_mailbox_entry) == 32, "mailbox entry size");
+_Static_assert(offsetof(struct hbg_mailbox_entry, seq) == 0, "mailbox entry seq");
+_Static_assert(offsetof(struct hbg_mailbox_entry, task_id) == 8, "mailbox entry task_id");
+_Static_assert(offsetof(struct hbg_mailbox_entry, status) == 16, "mailbox entry status");
+_Static_assert(offsetof(struct hbg_mailbox_entry, reserved0) == 20, "mailbox entry reserved0");
+_Static_assert(offsetof(struct hbg_mailbox_entry, reserved1) == 24, "mailbox entry reserved1");
 
 /* A graph: the contiguous id range [first_id, last_id]. The client writes
  * record number k at slot k & (G-1) after publishing the graph's tasks,
@@ -308,6 +322,10 @@ struct hbg_graph_record {
         uint64_t reserved;                 /* must be zero */
 };
 _Static_assert(sizeof(struct hbg_graph_record) == 32, "graph record size");
+_Static_assert(offsetof(struct hbg_graph_record, graph_id) == 0, "graph record graph_id");
+_Static_assert(offsetof(struct hbg_graph_record, first_id) == 8, "graph record first_id");
+_Static_assert(offsetof(struct hbg_graph_record, last_id) == 16, "graph record last_id");
+_Static_assert(offsetof(struct hbg_graph_record, reserved) == 24, "graph record reserved");
 
 /* ------------------------------------------------------ completion region */
 
@@ -381,9 +399,13 @@ struct hbg_cpl_header {
         uint8_t pad9[HBG_CACHE_LINE - sizeof(uint32_t)];
 };
 _Static_assert(sizeof(struct hbg_cpl_header) == 10 * HBG_CACHE_LINE, "cpl header size");
+_Static_assert(offsetof(struct hbg_cpl_header, magic) == 0, "cpl magic");
+_Static_assert(offsetof(struct hbg_cpl_header, layout_version) == 4, "cpl layout_version");
+_Static_assert(offsetof(struct hbg_cpl_header, region_size) == 8, "cpl region_size");
 _Static_assert(offsetof(struct hbg_cpl_header, task_window_log2) == 16, "cpl D");
 _Static_assert(offsetof(struct hbg_cpl_header, flag_window_log2) == 20, "cpl F");
 _Static_assert(offsetof(struct hbg_cpl_header, graph_table_log2) == 24, "cpl graphs");
+_Static_assert(offsetof(struct hbg_cpl_header, reserved0) == 28, "cpl reserved0");
 _Static_assert(offsetof(struct hbg_cpl_header, graphs_offset) == 32, "cpl graphs_offset");
 _Static_assert(offsetof(struct hbg_cpl_header, flags_offset) == 40, "cpl flags_offset");
 _Static_assert(offsetof(struct hbg_cpl_header, first_id) == 48, "cpl first_id");
@@ -391,7 +413,9 @@ _Static_assert(offsetof(struct hbg_cpl_header, ext_ready_offset) == 56, "cpl ext
 _Static_assert(offsetof(struct hbg_cpl_header, completed_watermark) == 64, "cpl watermark");
 _Static_assert(offsetof(struct hbg_cpl_header, classified) == 128, "cpl classified");
 _Static_assert(offsetof(struct hbg_cpl_header, need_wakeup) == 192, "cpl need_wakeup");
+_Static_assert(offsetof(struct hbg_cpl_header, answer_moving) == 196, "cpl answer_moving");
 _Static_assert(offsetof(struct hbg_cpl_header, error_code) == 256, "cpl error_code");
+_Static_assert(offsetof(struct hbg_cpl_header, reserved4) == 260, "cpl reserved4");
 _Static_assert(offsetof(struct hbg_cpl_header, error_task) == 264, "cpl error_task");
 _Static_assert(offsetof(struct hbg_cpl_header, graphs_retired) == 320, "cpl graphs_retired");
 _Static_assert(offsetof(struct hbg_cpl_header, ext_ready_tail) == 384, "cpl ext_ready_tail");
@@ -429,6 +453,7 @@ struct hbg_wake_page {
         uint8_t pad1[HBG_CACHE_LINE - sizeof(uint32_t)];
 };
 _Static_assert(sizeof(struct hbg_wake_page) <= HBG_WAKE_PAGE_SIZE, "wake page size");
+_Static_assert(offsetof(struct hbg_wake_page, magic) == 0, "wake page magic");
 _Static_assert(offsetof(struct hbg_wake_page, wake_n) == 4, "wake page wake_n");
 _Static_assert(offsetof(struct hbg_wake_page, flags) == 8, "wake page flags");
 _Static_assert(offsetof(struct hbg_wake_page, word) == 64, "wake page word");
@@ -455,8 +480,11 @@ struct hbg_graph_entry {
         char message[HBG_GRAPH_MESSAGE_MAX];
 };
 _Static_assert(sizeof(struct hbg_graph_entry) == 2 * HBG_CACHE_LINE, "graph entry size");
+_Static_assert(offsetof(struct hbg_graph_entry, seq) == 0, "graph entry seq");
+_Static_assert(offsetof(struct hbg_graph_entry, graph_id) == 8, "graph entry graph_id");
 _Static_assert(offsetof(struct hbg_graph_entry, status) == 16, "graph entry status");
 _Static_assert(offsetof(struct hbg_graph_entry, kernel) == 20, "graph entry kernel");
+_Static_assert(offsetof(struct hbg_graph_entry, reserved0) == 22, "graph entry reserved0");
 _Static_assert(offsetof(struct hbg_graph_entry, first_error_task) == 24, "graph entry first_error_task");
 _Static_assert(offsetof(struct hbg_graph_entry, message) == 32, "graph entry message");
 
