@@ -274,3 +274,17 @@ static inline int completer_retry_deferred(struct hbg_completer *c, uint64_t *re
 static inline uint64_t watermark_read(const struct hbg_flag_window *w) {
         return atomic_load_explicit(w->watermark, memory_order_acquire);
 }
+
+/* The protocol's design names (RUNTIME_LOGIC §1), kept usable as aliases. */
+static inline bool try_set_completion_flag(struct hbg_completer *c, uint64_t id) {
+        return completer_try_set_flag(c, id);
+}
+static inline int set_completion_flag(struct hbg_completer *c, uint64_t id, int64_t timeout_ns) {
+        return completer_set_flag(c, id, timeout_ns);
+}
+static inline bool is_completion_flag_set(struct hbg_completer *c, uint64_t id) {
+        return completer_flag_is_set(c, id);
+}
+static inline bool update_completed_watermark(struct hbg_completer *c, uint64_t id) {
+        return watermark_update(c, id);
+}

@@ -572,6 +572,48 @@ START_TEST(test_update_not_frontier) {
 }
 END_TEST
 
+/* ----------------------------------------------------------- design names */
+
+/* The protocol's design names (RUNTIME_LOGIC §1) are the same calls: 16
+ * ids in order, then 16 in reverse through the blocking set. */
+START_TEST(test_design_names) {
+        uint64_t first = firsts[_i];
+        struct ring r;
+
+        ring_init(&r, 256, 1024, first, 32);
+        ck_assert_ptr_eq(flag_slot(&r.w, first + 3), &r.w.flags[flag_index(&r.w, first + 3)]);
+
+        /* In order: each id is the frontier and moves the watermark by one. */
+        for (uint64_t id = first; id < first + 16; id++) {
+                ck_assert(!is_completion_flag_set(&r.reader, id));
+                ck_assert(try_set_completion_flag(&r.c, id));
+                ck_assert(is_completion_flag_set(&r.reader, id));
+                ck_assert(update_completed_watermark(&r.c, id));
+                ck_assert_uint_eq(watermark_read(&r.w), id + 1);
+        }
+
+        /* Reversed: the watermark waits for first + 16, then walks over
+         * all 16. */
+        for (uint64_t id = first + 32; id-- > first + 16;) {
+                ck_assert(!is_completion_flag_set(&r.reader, id));
+                ck_assert_int_eq(set_completion_flag(&r.c, id, 1000000000), 0);
+                ck_assert(is_completion_flag_set(&r.reader, id));
+                ck_assert(is_completion_flag_set(&r.reader, first + 16) == (id == first + 16));
+                ck_assert(update_completed_watermark(&r.c, id) == (id == first + 16));
+                ck_assert_uint_eq(watermark_read(&r.w), id == first + 16 ? first + 32 : first + 16);
+        }
+
+        for (uint64_t id = first; id < first + 32; id++)
+                ck_assert(is_completion_flag_set(&r.reader, id));
+        ck_assert(!is_completion_flag_set(&r.reader, first + 32));
+        /* Already below the watermark: true, nothing stored. */
+        ck_assert(try_set_completion_flag(&r.c, first));
+        ck_assert_uint_eq(stat_get(&r.c.stats.published), 32);
+        ck_assert_uint_eq(stat_get(&r.c.stats.walks), 17);
+        ring_destroy(&r);
+}
+END_TEST
+
 /* -------------------------------------------------------------- counters */
 
 START_TEST(test_counters_in_order) {
@@ -611,6 +653,10 @@ static Suite *watermark_suite(void) {
         tc = tcase_create("gate");
         tcase_add_loop_test(tc, test_slot_gate, 0, (int)N_FIRSTS);
         tcase_add_loop_test(tc, test_update_not_frontier, 0, (int)N_FIRSTS);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("names");
+        tcase_add_loop_test(tc, test_design_names, 0, (int)N_FIRSTS);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("counters");
