@@ -55,7 +55,13 @@ struct ring {
         char label[96];              /* names the run in failure messages */
 };
 
-static void ring_init(struct ring *r, uint64_t f, uint64_t d, uint64_t first, uint64_t n) {
+/* A ring whose first id is ring_first and which has completed every id
+ * below first, the first id of the run: the watermark is first, and each
+ * slot holds the stamp of its latest id below first, as I-window leaves
+ * it (§3.2). A fresh region's zeros are those stamps only while first is
+ * in lap 0. */
+static void ring_init_at(struct ring *r, uint64_t f, uint64_t d, uint64_t ring_first, uint64_t first,
+                         uint64_t n) {
         struct hbg_geometry_request req;
         const char *err = NULL;
 
@@ -67,8 +73,12 @@ static void ring_init(struct ring *r, uint64_t f, uint64_t d, uint64_t first, ui
         r->cpl = aligned_alloc(64, r->g.cpl_region_size);
         ck_assert_ptr_nonnull(r->cpl);
         memset(r->cpl, 0, r->g.cpl_region_size);
-        layout_cpl_region_init(r->cpl, &r->g, first);
-        flag_window_init(&r->w, &r->g, r->cpl, first);
+        layout_cpl_region_init(r->cpl, &r->g, ring_first);
+        flag_window_init(&r->w, &r->g, r->cpl, ring_first);
+        ck_assert_uint_ge(first, ring_first);
+        for (uint64_t x = first - ring_first > f ? first - f : ring_first; x < first; x++)
+                atomic_store(flag_slot(&r->w, x), flag_stamp_of(&r->w, x));
+        atomic_store(r->w.watermark, first);
 
         ck_assert_uint_eq(failsafe_capacity(&r->g), d);
         ck_assert_int_eq(completer_init(&r->c, &r->w, failsafe_capacity(&r->g)), 0);
@@ -87,6 +97,10 @@ static void ring_init(struct ring *r, uint64_t f, uint64_t d, uint64_t first, ui
         r->pending = calloc(n, sizeof(bool));
         ck_assert(r->done && r->published && r->pending);
         ck_assert_uint_eq(watermark_read(&r->w), first);
+}
+
+static void ring_init(struct ring *r, uint64_t f, uint64_t d, uint64_t first, uint64_t n) {
+        ring_init_at(r, f, d, first, first, n);
 }
 
 static void ring_destroy(struct ring *r) {
@@ -572,6 +586,81 @@ START_TEST(test_update_not_frontier) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ stamp wrap */
+
+/*
+ * Stamps are laps cut to 32 bits (§3.2): lap 2^32 - 2 has stamp
+ * 0xffffffff, lap 2^32 - 1 stamp 0 (also the stamp a fresh region holds),
+ * lap 2^32 stamp 1. A run of 4F ids from lap 2^32 - 2 on, completed in
+ * reversed chunks, crosses that wrap; the watermark and every answer of
+ * completer_flag_is_set() are checked after each completion. Chunks of 2F
+ * also send the upper half of each through the failsafe heap.
+ */
+static const struct {
+        uint64_t f, d, ring_first, offset, chunk_laps;
+} wrap_runs[] = {
+        { 256, 1024, 0, 0, 1 },                          /* from the lap's first id */
+        { 256, 1024, 12345, 128, 2 },                    /* mid-lap, deferrals */
+        { 1024, 4096, (UINT64_C(1) << 32) - 300, 7, 1 }, /* another F and first id */
+};
+
+START_TEST(test_stamp_wrap) {
+        const uint64_t f = wrap_runs[_i].f, d = wrap_runs[_i].d;
+        const uint64_t ring_first = wrap_runs[_i].ring_first;
+        const uint64_t lap = (UINT64_C(1) << 32) - 2;
+        const uint64_t lap_start = ring_first + lap * f;
+        const uint64_t first = lap_start + wrap_runs[_i].offset;
+        const uint64_t n = 4 * f, end = first + n;
+        struct ring r;
+        struct hbg_completer stale;
+        uint64_t *order = malloc(n * sizeof(*order));
+
+        ck_assert_ptr_nonnull(order);
+        ring_init_at(&r, f, d, ring_first, first, n);
+        snprintf(r.label, sizeof(r.label), "F=%llu D=%llu ring first=%llu run %llu..%llu", LLU(f), LLU(d),
+                 LLU(ring_first), LLU(first), LLU(end));
+        ck_assert_uint_eq(flag_stamp_of(&r.w, lap_start), UINT32_MAX);
+        ck_assert_uint_eq(flag_stamp_of(&r.w, lap_start + f), 0);
+        ck_assert_uint_eq(flag_stamp_of(&r.w, lap_start + 2 * f), 1);
+        ck_assert_uint_eq(flag_stamp_of(&r.w, lap_start - 1), UINT32_MAX - 1);
+        /* The slots hold the previous lap's stamps, not the fresh zero
+         * that is lap 2^32 - 1's stamp: nothing of the run looks done. */
+        ck_assert_uint_eq(slot_value(&r, first), flag_stamp_of(&r.w, first - f));
+        ck_assert(completer_flag_is_set(&r.reader, first - 1));
+        ck_assert(!completer_flag_is_set(&r.reader, first));
+        ck_assert(!completer_flag_is_set(&r.reader, lap_start + f));
+        ck_assert_int_eq(completer_init(&stale, &r.w, 0), 0);
+
+        make_order(order, n, wrap_runs[_i].chunk_laps * f, first, ORDER_CHUNK_REVERSED);
+        for (uint64_t k = 0; k < n; k++)
+                ring_complete(&r, first + order[k]);
+        ring_finish(&r);
+        if (wrap_runs[_i].chunk_laps > 1)
+                ck_assert_uint_gt(r.n_deferred, 0);
+
+        /* The ids of the first 3F have had their slots overwritten by a
+         * later lap's stamp: a completer whose cache is stale answers for
+         * them from a fresh watermark. The last F are found by stamp. */
+        for (uint64_t id = first; id < end; id++) {
+                bool overwritten = id < end - f;
+                stale.cached_watermark = first;
+                ck_assert_msg((slot_value(&r, id) == flag_stamp_of(&r.w, id)) == !overwritten,
+                              "id %llu: slot %u, stamp %u", LLU(id), slot_value(&r, id),
+                              flag_stamp_of(&r.w, id));
+                ck_assert_msg(completer_flag_is_set(&stale, id), "id %llu not complete", LLU(id));
+                ck_assert_msg(stale.cached_watermark == (overwritten ? end : first),
+                              "id %llu: answered with cache %llu", LLU(id), LLU(stale.cached_watermark));
+        }
+        stale.cached_watermark = first;
+        ck_assert(!completer_flag_is_set(&stale, end));
+        ck_assert(!completer_flag_is_set(&stale, end + f - 1));
+
+        completer_destroy(&stale);
+        free(order);
+        ring_destroy(&r);
+}
+END_TEST
+
 /* ----------------------------------------------------------- design names */
 
 /* The protocol's design names (RUNTIME_LOGIC §1) are the same calls: 16
@@ -653,6 +742,10 @@ static Suite *watermark_suite(void) {
         tc = tcase_create("gate");
         tcase_add_loop_test(tc, test_slot_gate, 0, (int)N_FIRSTS);
         tcase_add_loop_test(tc, test_update_not_frontier, 0, (int)N_FIRSTS);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("wrap");
+        tcase_add_loop_test(tc, test_stamp_wrap, 0, (int)(sizeof(wrap_runs) / sizeof(wrap_runs[0])));
         suite_add_tcase(s, tc);
 
         tc = tcase_create("names");
