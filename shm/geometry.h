@@ -94,7 +94,8 @@ struct hbg_geometry {
  * Validate a request and compute the layout. Returns 0, or:
  *   -EINVAL    a window is zero or not a power of two, or F > D, or the heap
  *              size is not a multiple of 64;
- *   -ERANGE    a value is below its minimum or above its maximum;
+ *   -ERANGE    a value is below its minimum or above its maximum (F's range
+ *              is checked before F > D: F > 2^24 is -ERANGE for any valid D);
  *   -EOVERFLOW a derived region size does not fit in 64 bits.
  * On failure *ret_error (if not NULL) points to a static message that starts
  * with the name of the offending field. Never undefined behaviour.

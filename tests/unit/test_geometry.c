@@ -144,6 +144,9 @@ START_TEST(test_flag_window) {
         /* Valid powers of two above task_window (default D = 2^12). */
         expect_reject("flag_window", POW2(15), -EINVAL);
         expect_reject("flag_window", POW2(24), -EINVAL);
+        /* Above the range the range check answers first, not F > D. */
+        expect_reject("flag_window", POW2(25), -ERANGE);
+        expect_reject("flag_window", POW2(63), -ERANGE);
 
         geometry_request_default(&req);
         for (unsigned l = 8; l <= 14; l++) {
