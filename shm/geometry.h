@@ -27,9 +27,11 @@
 #define HBG_FLAG_WINDOW_MIN_LOG2 8
 _Static_assert(HBG_FLAG_WINDOW_MIN_LOG2 == HBG_FLAG_SHUFFLE_BITS + HBG_STAMPS_PER_LINE_LOG2,
                "the smallest flag window is 2^(S + 4)");
-/* The largest task window. 32-bit stamps compare exactly while
- * D + F < 2^32 (docs/RUNTIME_LOGIC.md §3.2); 2^24 also keeps the
- * descriptor array of one session within 1 GiB. */
+/* The largest task window: it keeps the descriptor array of one session
+ * within 1 GiB. The 32-bit stamps do not bound it: an id in flight and the
+ * id whose stamp its slot holds are at most D/F laps apart
+ * (docs/RUNTIME_LOGIC.md §3.2), 2^16 at most, so stamps, laps cut to 32
+ * bits, compare exactly even where they wrap. */
 #define HBG_TASK_WINDOW_MAX_LOG2 24
 
 #define HBG_MAILBOX_MIN_LOG2 4
