@@ -98,7 +98,9 @@ struct hbg_geometry {
  *              size is not a multiple of 64;
  *   -ERANGE    a value is below its minimum or above its maximum (F's range
  *              is checked before F > D: F > 2^24 is -ERANGE for any valid D);
- *   -EOVERFLOW a derived region size does not fit in 64 bits.
+ *   -EOVERFLOW a derived region size does not fit in 64 bits: a guard only,
+ *              unreachable within the limits above (the largest region is
+ *              below 2^41 bytes).
  * On failure *ret_error (if not NULL) points to a static message that starts
  * with the name of the offending field. Never undefined behaviour.
  */
