@@ -424,7 +424,7 @@ _Static_assert(offsetof(struct hbg_cpl_header, ext_wake) == 512, "cpl ext_wake")
 _Static_assert(offsetof(struct hbg_cpl_header, graph_wake) == 576, "cpl graph_wake");
 
 /*
- * The wake page (RUNTIME_LOGIC.md §1, §9.4; protocol 1.5): one per uid
+ * The wake page (RUNTIME_LOGIC.md §8, §9.4; protocol 1.5): one per uid
  * (the uids past hbgd's first 32 at once share one), a sealed memfd that
  * hbgd alone can write and the uid's clients map read-only. The parked
  * scheduler threads sleep on `word`; a client that finds NEED_WAKEUP set

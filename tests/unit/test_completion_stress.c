@@ -195,7 +195,8 @@ static void complete(struct worker *wk, uint64_t id) {
                         if (++wk->unwalked >= BATCH)
                                 walk_batch(wk);
                 } else if (completer_defer(&wk->c, id) < 0) {
-                        fail_run(s, "failsafe heap full for %" PRIu64 " (capacity D-F must suffice)", id);
+                        fail_run(s, "failsafe heap full for %" PRIu64 " (capacity D must suffice, "
+                                 "RUNTIME_LOGIC §6.2)", id);
                 }
                 return;
         }
@@ -203,7 +204,8 @@ static void complete(struct worker *wk, uint64_t id) {
         if (r == 1)
                 watermark_update(&wk->c, id);
         else if (r < 0)
-                fail_run(s, "failsafe heap full for %" PRIu64 " (capacity D-F must suffice)", id);
+                fail_run(s, "failsafe heap full for %" PRIu64 " (capacity D must suffice, RUNTIME_LOGIC §6.2)",
+                         id);
 }
 
 static void *worker_main(void *arg) {
