@@ -380,6 +380,10 @@ void engine_thread_stats(const struct hbg_engine *e, unsigned thread,
                 if (r)
                         ring_table_fold_completer_stats(&sum, &r->per_thread[thread].completer.stats);
         }
+        /* Removed and not folded yet: left out, a counter would go down
+         * until engine_collect() frees the ring (as engine_metrics()). */
+        for (const struct hbg_ring *r = e->removed; r; r = r->next_removed)
+                ring_table_fold_completer_stats(&sum, &r->per_thread[thread].completer.stats);
         pthread_mutex_unlock(&me->rings_lock);
 
         *ret = (struct hbg_thread_stats){

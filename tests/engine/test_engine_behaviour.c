@@ -2144,6 +2144,58 @@ START_TEST(counters_with_failures) {
 }
 END_TEST
 
+/*
+ * A removed ring's counters stay in its threads' totals while the ring
+ * waits to be freed (a thread or the owner still holds it), and after it
+ * was folded in: no counter goes down in between (hbgctl metrics' counters
+ * must only grow).
+ */
+START_TEST(counters_keep_removed_rings) {
+        struct hbg_engine *e = engine_new_with(2, 2, 10000);
+        struct harness_ring h;
+        ring_open(&h, e, 512, 256, 0);
+        for (int i = 0; i < 200; i++) {
+                struct harness_task t = { .kernel = { 0, HBG_KERNEL_NOOP }, .lane_mask = 2, .block_num = 1 };
+                harness_add_task(&h, &t);
+        }
+        wait_graph_ok(&h, harness_end_graph(&h, 1));
+        struct hbg_thread_stats s0, s1, s2;
+        stats_sum(e, &s0);
+        ck_assert_uint_eq(s0.published, 200);
+
+        struct hbg_ring *r = h.ring;
+        ring_hold(e, r);
+        engine_ring_remove(e, r, -ESHUTDOWN);
+        h.ring = NULL;
+        engine_collect(e);
+        ck_assert_uint_eq(engine_rings_removed(e), 1);
+        stats_sum(e, &s1);
+        ring_unhold(e, r);
+        while (!atomic_load_explicit(&h.released, memory_order_acquire))
+                engine_collect(e);
+        stats_sum(e, &s2);
+        const struct {
+                const char *name;
+                uint64_t before, held, freed;
+        } c[] = {
+                { "published", s0.published, s1.published, s2.published },
+                { "dispatched", s0.dispatched, s1.dispatched, s2.dispatched },
+                { "failsafe_pushes", s0.failsafe_pushes, s1.failsafe_pushes, s2.failsafe_pushes },
+                { "failsafe_retries", s0.failsafe_retries, s1.failsafe_retries, s2.failsafe_retries },
+                { "watermark_advances", s0.watermark_advances, s1.watermark_advances, s2.watermark_advances },
+                { "watermark_cas_failures", s0.watermark_cas_failures, s1.watermark_cas_failures,
+                  s2.watermark_cas_failures },
+        };
+        for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+                ck_assert_msg(c[i].held >= c[i].before && c[i].freed >= c[i].held,
+                              "%s went down: %" PRIu64 " before the removal, %" PRIu64 " while held, %" PRIu64
+                              " once freed",
+                              c[i].name, c[i].before, c[i].held, c[i].freed);
+        harness_ring_destroy(&h);
+        engine_free(e);
+}
+END_TEST
+
 static TCase *tcase(Suite *s, const char *name) {
         TCase *tc = tcase_create(name);
         tcase_set_timeout(tc, 300);
@@ -2194,6 +2246,7 @@ static Suite *suite(void) {
         tc = tcase(s, "counters");
         tcase_add_test(tc, counters_add_up);
         tcase_add_test(tc, counters_with_failures);
+        tcase_add_test(tc, counters_keep_removed_rings);
         tcase_add_test(tc, ready_stamp_of_a_later_task);
         tcase_add_test(tc, failed_dependency_far_back_seen);
         return s;
