@@ -206,10 +206,13 @@ static inline __attribute__((always_inline)) void run_taken(struct hbg_ring *r, 
 
 /* After a run of n blocks of task id begun at `started`: its time, its
  * trace, its failure, and the task's completion if this run finished it. */
-static inline __attribute__((always_inline)) void run_done(struct sched_thread *t, struct hbg_ring *r, uint64_t id,
+static inline __attribute__((always_inline)) void run_done(struct sched_thread *t, struct hbg_ring *r,
+                                                           struct ring_thread *rt, uint64_t id,
                                                            struct task_slot *s, uint32_t first, uint32_t n,
                                                            uint64_t started, const struct run_outcome *o) {
-        stat_add(&t->stats.dispatched, n);
+        /* Before the completion below: whoever sees the task complete
+         * sees its blocks counted (ring.h). */
+        stat_add(&rt->dispatched, n);
         /* This run's time: the estimate of a queued task's work
          * (ready.h), and the task's end if this run finishes it. */
         uint64_t ended = ktime_now(), ran = ktime_since(started, ended);
@@ -254,14 +257,14 @@ static inline __attribute__((always_inline)) void run_done(struct sched_thread *
          * task of 5 us or more that queues a few others wakes a peer for
          * them at once (their kernels may be as long). The slot may be
          * id + D's by now: ran is this run's own. */
-        struct ring_thread *rt = &r->per_thread[t->index];
         if (__builtin_expect(rt->surplus_held, 0))
                 held_surplus_ran(t, r, rt, ran);
 }
 
 /* Run up to `max_blocks` blocks of task `id`; returns the blocks taken. The
- * caller holds the task's only queue entry, so it alone may claim. */
-static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t id,
+ * caller holds the task's only queue entry, so it alone may claim. rt:
+ * r->per_thread[t->index], as the visit found it. */
+static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, struct ring_thread *rt, uint64_t id,
                            unsigned max_blocks) {
         /* A task start is progress for the watchdog (OPERATIONS.md): a
          * visit may run 64 long kernels back to back, and only one kernel
@@ -296,7 +299,7 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                 s->start_tick = started;
         struct run_outcome o = { 0, HBG_KERNEL_NONE, NULL };
         run_taken(r, id, s, first, n, &o);
-        run_done(t, r, id, s, first, n, started, &o);
+        run_done(t, r, rt, id, s, first, n, started, &o);
         if (__builtin_expect(long_task, 0))
                 after_long(r);
         return n;
@@ -322,12 +325,12 @@ static bool may_start(struct sched_thread *t, struct hbg_ring *r, bool turns) {
  * competing counts the kernels already running, started while one share
  * was alone, against its cap (fair_share_may_start()). Relaxed stores to
  * the thread's own word: a hint, as every count the turns read. */
-static unsigned run_task(struct sched_thread *t, struct hbg_ring *r, uint64_t id, unsigned max_blocks,
-                         bool turns) {
+static unsigned run_task(struct sched_thread *t, struct hbg_ring *r, struct ring_thread *rt, uint64_t id,
+                         unsigned max_blocks, bool turns) {
         atomic_store_explicit(&t->running_share, r->share + 1, memory_order_relaxed);
         if (turns)
                 fair_share_begin(t, r);
-        unsigned n = run_blocks(t, r, id, max_blocks);
+        unsigned n = run_blocks(t, r, rt, id, max_blocks);
         atomic_store_explicit(&t->running_share, 0, memory_order_relaxed);
         return n;
 }
@@ -345,9 +348,10 @@ static bool has_local(struct ring_thread *rt) {
 /* Run a task taken from a private source (continuation, deque, theft)
  * with the thread's whole budget for its shape, as a task popped from the
  * queue first would get. */
-static void run_local(struct sched_thread *t, struct hbg_ring *r, uint64_t id, bool turns, unsigned *runs) {
+static void run_local(struct sched_thread *t, struct hbg_ring *r, struct ring_thread *rt, uint64_t id, bool turns,
+                      unsigned *runs) {
         uint8_t shape = ring_slot(r, id)->shape;
-        run_task(t, r, id, shape == SHAPE_AIV ? 2 * t->clusters : t->clusters, turns);
+        run_task(t, r, rt, id, shape == SHAPE_AIV ? 2 * t->clusters : t->clusters, turns);
         ++*runs;
 }
 
@@ -362,7 +366,7 @@ static bool run_continuations(struct sched_thread *t, struct hbg_ring *r, struct
                         stat_add(&t->stats.continued, 1);
                 else if (!ws_take(&rt->deque, &id))
                         break;
-                run_local(t, r, id, turns, runs);
+                run_local(t, r, rt, id, turns, runs);
                 did = true;
         }
         return did;
@@ -380,7 +384,7 @@ static bool steal(struct sched_thread *t, struct hbg_ring *r, struct ring_thread
                 if (!ws_steal(&r->per_thread[(t->index + k) % n].deque, &id))
                         continue;
                 stat_add(&t->stats.stolen, 1);
-                run_local(t, r, id, turns, runs);
+                run_local(t, r, rt, id, turns, runs);
                 run_continuations(t, r, rt, turns, runs);
                 did = true;
         }
@@ -395,7 +399,7 @@ static unsigned fill_shape(struct sched_thread *t, struct hbg_ring *r, struct ri
                            unsigned *runs, unsigned shape, unsigned cores, bool *did) {
         uint64_t id;
         while (cores > 0 && may_start(t, r, turns) && mpmc_pop(&r->ready[shape], &id)) {
-                cores -= run_task(t, r, id, cores, turns);
+                cores -= run_task(t, r, rt, id, cores, turns);
                 ++*runs;
                 if (has_local(rt))
                         run_continuations(t, r, rt, turns, runs);

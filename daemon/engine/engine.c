@@ -370,36 +370,35 @@ void engine_thread_stats(const struct hbg_engine *e, unsigned thread,
                          struct hbg_thread_stats *ret) {
         struct hbg_engine *me = (struct hbg_engine *)e;
         const struct sched_thread *t = &e->threads[thread];
-        struct hbg_completer_stats sum = { 0 };
 
-        ring_table_fold_completer_stats(&sum, &t->retired_completer);
         pthread_mutex_lock(&me->rings_lock);
+        struct ring_counters sum = t->retired;
         unsigned high = atomic_load(&e->rings_high);
         for (unsigned i = 0; i < high; i++) {
                 struct hbg_ring *r = atomic_load(&e->rings[i]);
                 if (r)
-                        ring_table_fold_completer_stats(&sum, &r->per_thread[thread].completer.stats);
+                        ring_counters_add_thread(r, thread, &sum);
         }
         /* Removed and not folded yet: left out, a counter would go down
          * until engine_collect() frees the ring (as engine_metrics()). */
         for (const struct hbg_ring *r = e->removed; r; r = r->next_removed)
-                ring_table_fold_completer_stats(&sum, &r->per_thread[thread].completer.stats);
+                ring_counters_add_thread(r, thread, &sum);
         pthread_mutex_unlock(&me->rings_lock);
 
         *ret = (struct hbg_thread_stats){
                 .classified = stat_get(&t->stats.classified),
                 .batch_linked = stat_get(&t->stats.batch_linked),
-                .dispatched = stat_get(&t->stats.dispatched),
+                .dispatched = sum.dispatched,
                 .executed_tasks = thread_tasks_timed(e, t),
                 .continued = stat_get(&t->stats.continued),
                 .stolen = stat_get(&t->stats.stolen),
                 .retired_inline = stat_get(&t->stats.retired_inline),
                 .failed = stat_get(&t->stats.failed),
-                .published = stat_get(&sum.published),
-                .failsafe_pushes = stat_get(&sum.deferred),
-                .failsafe_retries = stat_get(&sum.retries),
-                .watermark_advances = stat_get(&sum.advances),
-                .watermark_cas_failures = stat_get(&sum.cas_failures),
+                .published = sum.published,
+                .failsafe_pushes = sum.failsafe_pushes,
+                .failsafe_retries = sum.failsafe_retries,
+                .watermark_advances = sum.watermark_advances,
+                .watermark_cas_failures = sum.watermark_cas_failures,
                 .parks = stat_get(&t->stats.parks),
                 .wakeups = stat_get(&t->stats.wakeups),
                 .spurious_wakeups = stat_get(&t->stats.spurious),

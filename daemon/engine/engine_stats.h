@@ -56,6 +56,18 @@ struct ring_stats {
         bool broken;               /* stopped because of a protocol error */
 };
 
+/* The counters of struct hbg_thread_stats that each scheduler thread
+ * keeps per ring, under the same names: one ring's, or one thread's over
+ * its rings. */
+struct ring_counters {
+        uint64_t dispatched;
+        uint64_t published;
+        uint64_t failsafe_pushes;
+        uint64_t failsafe_retries;
+        uint64_t watermark_advances;
+        uint64_t watermark_cas_failures;
+};
+
 /* ------------------------------------------------------------ metrics */
 
 /*
@@ -150,6 +162,10 @@ unsigned engine_threads(const struct hbg_engine *e);
 void engine_thread_stats(const struct hbg_engine *e, unsigned thread,
                          struct hbg_thread_stats *ret);
 void ring_stats(const struct hbg_ring *r, struct ring_stats *ret);
+/* r's ring_counters, every thread's part added up (hbgctl sessions). It
+ * reads lines the scheduler threads write: for status requests, not for
+ * ring_stats()' callers on every tick. */
+void ring_counters(const struct hbg_ring *r, struct ring_counters *ret);
 
 /* Liveness of one scheduler thread (cheap: two relaxed loads). heartbeat
  * grows on every loop iteration and task start; parked is true while the

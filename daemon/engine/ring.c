@@ -345,3 +345,20 @@ void ring_stats(const struct hbg_ring *r, struct ring_stats *ret) {
                 .broken = atomic_load(&r->broken),
         };
 }
+
+void ring_counters_add_thread(const struct hbg_ring *r, unsigned thread, struct ring_counters *sum) {
+        const struct ring_thread *rt = &r->per_thread[thread];
+        const struct hbg_completer_stats *c = &rt->completer.stats;
+        sum->dispatched += stat_get(&rt->dispatched);
+        sum->published += stat_get(&c->published);
+        sum->failsafe_pushes += stat_get(&c->deferred);
+        sum->failsafe_retries += stat_get(&c->retries);
+        sum->watermark_advances += stat_get(&c->advances);
+        sum->watermark_cas_failures += stat_get(&c->cas_failures);
+}
+
+void ring_counters(const struct hbg_ring *r, struct ring_counters *ret) {
+        *ret = (struct ring_counters){ 0 };
+        for (unsigned i = 0; i < r->engine->nthreads; i++)
+                ring_counters_add_thread(r, i, ret);
+}

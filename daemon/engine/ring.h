@@ -63,6 +63,10 @@ struct ring_thread {
         struct ws_deque deque;
         alignas(64) _Atomic uint64_t completed;
         _Atomic uint64_t failed;
+        /* Blocks this thread ran here: counted per ring rather than per
+         * thread (one store either way, on a line the thread writes at
+         * completion), the thread's total adds its rings up (ring_counters). */
+        _Atomic uint64_t dispatched;
         /* To a power of two: per_thread[t->index], on every step of a
          * task, is then one shift (the size changed with the completion
          * policies' fields leaving; 960 bytes cost instructions). */
@@ -243,6 +247,9 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
 void ring_free(struct hbg_ring *r);
 /* Private bytes of a ring of geometry g with every page touched. */
 uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g);
+/* Thread `thread`'s ring_counters kept in r, added to *sum (the ring may
+ * be in use: relaxed loads). */
+void ring_counters_add_thread(const struct hbg_ring *r, unsigned thread, struct ring_counters *sum);
 
 static inline struct task_slot *ring_slot(struct hbg_ring *r, uint64_t id) {
         return &r->slots[id & r->task_mask];

@@ -131,14 +131,6 @@ uint64_t engine_ring_memory(const struct hbg_engine *e, const struct hbg_geometr
         return ring_memory(e->nthreads, g) + policy;
 }
 
-void ring_table_fold_completer_stats(struct hbg_completer_stats *into, const struct hbg_completer_stats *s) {
-        stat_inc(&into->published, stat_get(&s->published));
-        stat_inc(&into->deferred, stat_get(&s->deferred));
-        stat_inc(&into->retries, stat_get(&s->retries));
-        stat_inc(&into->advances, stat_get(&s->advances));
-        stat_inc(&into->cas_failures, stat_get(&s->cas_failures));
-}
-
 /*
  * Removal (§9.3) never waits for a scheduler thread: the ring leaves
  * rings[] (seq_cst, against ring_table_enter()'s re-check), its graphs are
@@ -189,8 +181,7 @@ static void ring_retire_locked(struct hbg_engine *e, struct hbg_ring *r) {
         retire_stopped(r, r->removal_reason);
         fair_share_leave(e, r);
         for (unsigned i = 0; i < e->nthreads; i++)
-                ring_table_fold_completer_stats(&e->threads[i].retired_completer,
-                                                &r->per_thread[i].completer.stats);
+                ring_counters_add_thread(r, i, &e->threads[i].retired);
         e->freed_graphs_noticed += atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed);
         histogram_fold(&e->freed_graph_latency, &r->graph_latency);
         for (unsigned i = 0; i < HBG_ERRNO_SLOTS; i++)

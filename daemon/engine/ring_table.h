@@ -3,8 +3,6 @@
  * removal and collection. */
 #pragma once
 
-#include "shm/completion.h"
-
 struct hbg_engine;
 struct hbg_ring;
 struct sched_thread;
@@ -15,6 +13,5 @@ void ring_table_leave(struct sched_thread *t);
 /* The same with the second hazard slot, for a look at another ring. */
 struct hbg_ring *ring_table_peek_enter(struct sched_thread *t, unsigned idx);
 void ring_table_peek_leave(struct sched_thread *t);
-void ring_table_fold_completer_stats(struct hbg_completer_stats *into, const struct hbg_completer_stats *s);
 /* engine_free(), its threads gone: every ring_hold() let go. */
 void ring_table_drop_holds(struct hbg_engine *e);

@@ -34,8 +34,7 @@ struct sched_thread {
          * read by fair_share_may_start() to count a share's threads. */
         _Atomic unsigned running_share;
         alignas(64) struct {
-                _Atomic uint64_t classified, batch_linked, dispatched, continued, stolen, retired_inline,
-                        failed;
+                _Atomic uint64_t classified, batch_linked, continued, stolen, retired_inline, failed;
                 _Atomic uint64_t parks, wakeups, spurious, moves;
         } stats;
         /* Metrics, written by this thread only: the times of the tasks
@@ -70,8 +69,9 @@ struct sched_thread {
         alignas(64) _Atomic uint64_t heartbeat;
         _Atomic bool parked;
         bool spinning;                    /* holds one of e->spinners */
-        /* Completer counters of removed rings, folded in. */
-        struct hbg_completer_stats retired_completer;
+        /* This thread's ring_counters of the rings freed, folded in
+         * (rings_lock); those of the rings alive are in the rings. */
+        struct ring_counters retired;
         unsigned ring_cursor;
         /* The ring this thread last answered and left drained: its slot
          * + 1 (0: none) and its serial (another ring may take the slot):

@@ -2057,6 +2057,17 @@ START_TEST(counters_add_up) {
         ck_assert_uint_eq(rs.watermark, 100 + tasks);
         ck_assert_uint_eq(rs.graphs_retired, (uint64_t)graphs);
         ck_assert_uint_eq(rs.graphs_failed, 0);
+        /* The only ring: its counters are the threads' (hbgctl sessions
+         * against hbgctl threads). */
+        struct ring_counters rc;
+        ring_counters(h.ring, &rc);
+        ck_assert_uint_eq(rc.dispatched, blocks);
+        ck_assert_uint_eq(rc.published, tasks);
+        ck_assert_uint_eq(rc.failsafe_pushes, s.failsafe_pushes);
+        ck_assert_uint_eq(rc.failsafe_retries, s.failsafe_retries);
+        ck_assert_uint_eq(rc.watermark_advances, s.watermark_advances);
+        ck_assert_uint_gt(rc.watermark_advances, 0);
+        ck_assert_uint_eq(rc.watermark_cas_failures, s.watermark_cas_failures);
         harness_ring_destroy(&h);
         engine_free(e);
 }
