@@ -430,12 +430,15 @@ static void graphs_text(json_object *a) {
         }
 }
 
+/* Every counter of ThreadStatus, as --json has them. */
 static const struct column thread_cols[] = {
         { "thread", -6, NULL },           { "clusters", 8, NULL },
-        { "classified", 10, NULL },       { "dispatched", 10, NULL },
-        { "executed_tasks", 0, NULL },    { "published", 10, NULL },
-        { "continued", 9, NULL },         { "stolen", 8, NULL },
-        { "failsafe_pushes", 0, NULL },   { "watermark_advances", 0, NULL },
+        { "classified", 10, NULL },       { "batch_linked", 0, NULL },
+        { "dispatched", 10, NULL },       { "executed_tasks", 0, NULL },
+        { "retired_inline", 0, NULL },    { "failed", 8, NULL },
+        { "published", 10, NULL },        { "continued", 9, NULL },
+        { "stolen", 8, NULL },            { "failsafe_pushes", 0, NULL },
+        { "failsafe_retries", 0, NULL },  { "watermark_advances", 0, NULL },
         { "watermark_cas_failures", 0, NULL }, { "parks", 8, NULL },
         { "wakeups", 8, NULL },           { "spurious_wakeups", 0, NULL },
         { "cpu_moves", 9, NULL },

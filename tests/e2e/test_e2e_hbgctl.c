@@ -420,6 +420,20 @@ static void assert_names(const char *line, json_object *row) {
         ck_assert_int_gt(words, 0);
 }
 
+/* The other way round: every key of the JSON object (a row) is a word of
+ * the table's header, the first line of text, but `except` (or NULL). */
+static void assert_all_shown(const char *text, json_object *row, const char *except) {
+        char header[1024];
+        snprintf(header, sizeof(header), " %.*s ", (int)strcspn(text, "\n"), text);
+        json_object_object_foreach(row, key, val) {
+                (void)val;
+                char w[80];
+                snprintf(w, sizeof(w), " %s ", key);
+                ck_assert_msg((except && strcmp(key, except) == 0) || strstr(header, w), "the text lacks %s:\n%s",
+                              key, text);
+        }
+}
+
 /* The first line of out starting with `prefix`. */
 static const char *line_at(const char *out, const char *prefix) {
         for (const char *l = out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
@@ -562,15 +576,7 @@ START_TEST(status_verbs) {
         {
                 struct result j = ctl(S, "sessions", "--json");
                 json_object *jo = parse_json(&j), *row = json_object_array_get_idx(get(jo, "sessions"), 0);
-                char header[1024];
-                snprintf(header, sizeof(header), " %.*s ", (int)strcspn(r.out, "\n"), r.out);
-                json_object_object_foreach(row, key, val) {
-                        (void)val;
-                        char w[80];
-                        snprintf(w, sizeof(w), " %s ", key);
-                        ck_assert_msg(strcmp(key, "uid") == 0 || strstr(header, w), "sessions text lacks %s:\n%s",
-                                      key, r.out);
-                }
+                assert_all_shown(r.out, row, "uid");
                 char me[80];
                 snprintf(me, sizeof(me), " %s ", pw->pw_name);
                 ck_assert_msg(strstr(strchr(r.out, '\n'), me), "the session's user is not shown:\n%s", r.out);
@@ -600,6 +606,15 @@ START_TEST(status_verbs) {
         get(json_object_array_get_idx(a, 0), "continued");
         get(json_object_array_get_idx(a, 0), "stolen");
         get(json_object_array_get_idx(a, 0), "batch_linked");
+        get(json_object_array_get_idx(a, 0), "failsafe_retries");
+        get(json_object_array_get_idx(a, 0), "watermark_cas_failures");
+        {
+                /* the text shows every counter of the JSON (hbgctl(1)) */
+                struct result text = ctl(S, "threads");
+                ASSERT_CODE(text, 0);
+                assert_all_shown(text.out, json_object_array_get_idx(a, 0), NULL);
+                result_free(&text);
+        }
         json_object_put(o);
         result_free(&r);
 
