@@ -391,10 +391,15 @@ void session_serving_text(json_object *v, char *buf, size_t sz) {
 }
 
 static const struct column session_cols[] = {
-        { "session", -8, NULL },       { "pid", -8, NULL },          { "user", -10, NULL },
-        { "name", -24, NULL },         { "submitted", 12, NULL },    { "watermark", 12, NULL },
-        { "completed", 12, NULL },     { "failed", 8, NULL },        { "graphs_retired", 0, NULL },
-        { "graphs_failed", 0, NULL },  { "error", -8, error_text },   { "serving", -10, session_serving_text },
+        { "session", -8, NULL },              { "pid", -8, NULL },
+        { "user", -10, NULL },                { "name", -24, NULL },
+        { "submitted", 12, NULL },            { "classified", 12, NULL },
+        { "dispatched", 12, NULL },           { "watermark", 12, NULL },
+        { "completed", 12, NULL },            { "failed", 8, NULL },
+        { "graphs_retired", 0, NULL },        { "graphs_failed", 0, NULL },
+        { "failsafe_pushes", 0, NULL },       { "failsafe_retries", 0, NULL },
+        { "watermark_advances", 0, NULL },    { "watermark_cas_failures", 0, NULL },
+        { "error", -8, error_text },          { "serving", -10, session_serving_text },
 };
 
 static void sessions_text(json_object *a) {

@@ -185,17 +185,25 @@ static int section_sessions(struct status_build *b) {
                 if (!s->visible)
                         continue;
                 struct conn *x = s->conn;
+                struct ring_counters rc;
+                ring_counters(x->session->ring, &rc);
                 hbg__session_status__init(&ss[ns]);
                 ss[ns].session_id = x->id;
                 ss[ns].pid = (uint32_t)x->cred.pid;
                 ss[ns].uid = x->cred.uid;
                 ss[ns].name = x->name;
                 ss[ns].submitted = s->st.submitted;
+                ss[ns].classified = s->st.classified;
+                ss[ns].dispatched = rc.dispatched;
                 ss[ns].watermark = s->st.watermark;
                 ss[ns].completed = s->st.completed;
                 ss[ns].failed = s->st.failed;
                 ss[ns].graphs_retired = s->st.graphs_retired;
                 ss[ns].graphs_failed = s->st.graphs_failed;
+                ss[ns].failsafe_pushes = rc.failsafe_pushes;
+                ss[ns].failsafe_retries = rc.failsafe_retries;
+                ss[ns].watermark_advances = rc.watermark_advances;
+                ss[ns].watermark_cas_failures = rc.watermark_cas_failures;
                 ss[ns].error = s->st.error;
                 ss[ns].serving = (char *)session_serving_name(x->session);
                 ssp[ns] = &ss[ns];

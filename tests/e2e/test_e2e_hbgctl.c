@@ -488,11 +488,15 @@ static void check_names(const char *S) {
 START_TEST(status_verbs) {
         struct hbgd_proc *d = start();
         const char *S = d->socket_path;
-        /* A session with one graph run, so sessions and graphs have rows. */
+        /* A session with one graph of N_TASKS kernel tasks run, so sessions
+         * and graphs have rows and the session's counters something to
+         * count. */
+        enum { N_TASKS = 8 };
         hbg_client *c;
         ck_assert_int_eq(hbg_connect(&c, S), 0);
         hbg_task t = HBG_TASK_INIT("noop");
-        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
+        for (int i = 0; i < N_TASKS; i++)
+                ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
         uint64_t g;
         ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
         ck_assert_int_eq(hbg_graph_wait(c, g, 20000), 0);
@@ -559,7 +563,15 @@ START_TEST(status_verbs) {
         ck_assert_int_ge(json_object_array_length(a), 1);
         json_object *s0 = json_object_array_get_idx(a, 0);
         ck_assert_int_eq(json_object_get_int64(get(s0, "pid")), getpid());
-        ck_assert_int_ge(json_object_get_int64(get(s0, "submitted")), 1);
+        ck_assert_int_ge(json_object_get_int64(get(s0, "submitted")), N_TASKS);
+        /* the scheduler threads' counters for this session (hbgctl(1)) */
+        ck_assert_int_ge(json_object_get_int64(get(s0, "classified")), N_TASKS);
+        ck_assert_int_gt(json_object_get_int64(get(s0, "dispatched")), 0);
+        ck_assert_int_ge(json_object_get_int64(get(s0, "completed")), N_TASKS);
+        get(s0, "failsafe_pushes");
+        get(s0, "failsafe_retries");
+        get(s0, "watermark_advances");
+        get(s0, "watermark_cas_failures");
         /* A library session that ran a graph is served. */
         ck_assert_str_eq(json_object_get_string(get(s0, "serving")), "served");
         /* the uid as a number, and its user's name beside it (as ps) */
