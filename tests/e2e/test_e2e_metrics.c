@@ -632,6 +632,18 @@ START_TEST(counts) {
                 D_ASSERT(d, value_of(s1, "hbg_task_run_seconds_count", label) == runs,
                          "thread %u: %g tasks, %g timed", i, runs, value_of(s1, "hbg_task_run_seconds_count", label));
         }
+        /* The completion path's counters, hbgctl threads' names: a
+         * counter each, a sample per thread. */
+        static const char *const completion[] = { "hbg_watermark_advances", "hbg_watermark_cas_failures",
+                                                  "hbg_failsafe_pushes", "hbg_failsafe_retries" };
+        for (size_t i = 0; i < sizeof(completion) / sizeof(completion[0]); i++) {
+                char total[64];
+                snprintf(total, sizeof(total), "%s_total", completion[i]);
+                D_ASSERT(d, strcmp(type_of(s1, completion[i]), "counter") == 0 && samples_of(s1, total) == THREADS,
+                         "%s: type '%s', %u samples for %u threads", completion[i], type_of(s1, completion[i]),
+                         samples_of(s1, total), THREADS);
+        }
+        D_ASSERT(d, sum_of(s1, "hbg_watermark_advances_total") > 0, "the watermark never moved");
 
         /* More graphs: a second scrape. */
         good_graphs(d, c, x, 20);
