@@ -66,7 +66,7 @@ struct hbg_kernel_sig {
         uint16_t id;
         const char *name;
         const char *summary;          /* what it computes, one line */
-        bool splittable;              /* false: block 0 does all the work */
+        bool splittable;              /* false: hbgd runs a task of it as one part */
         uint8_t n_tensors;
         struct {
                 const char *name;

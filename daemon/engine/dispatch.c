@@ -149,7 +149,9 @@ struct run_outcome {
 static inline __attribute__((always_inline)) void run_taken(struct hbg_ring *r, uint64_t id, struct task_slot *s,
                                                             uint32_t first, uint32_t n, struct run_outcome *o) {
         /* Subtask (block b, j-th active lane) is part b * lanes + j of
-         * block_num * lanes: the kernels split their work by part. */
+         * block_num * lanes: the kernels split their work by part. A
+         * kernel that does not split has one block of one lane in the
+         * slot (validate.c): part 0 of 1, below. */
         uint32_t parts = (uint32_t)s->block_num * s->lanes;
         /* One context for all the blocks taken: the time budget bounds how
          * long this thread stays in the task (§10.6). Its stop word is the

@@ -8,8 +8,9 @@
  * the arguments into a struct hbg_kernel_args, validates the copy once with
  * kernel_validate() against the heap size it trusts, and only then runs
  * the kernel, split into `parts` blocks that may run concurrently and in any
- * order. Every kernel is split-invariant: the heap after all parts ran is
- * bit-identical whatever `parts` is and whatever order the parts ran in.
+ * order (a kernel whose signature is not splittable: one part, validation
+ * decides). Every kernel is split-invariant: the heap after all parts ran
+ * is bit-identical whatever `parts` is and whatever order the parts ran in.
  * Kernels that may run in place (an output the very range of an input)
  * read each element before writing it and carry no `restrict`.
  *
@@ -164,10 +165,11 @@ struct kernel_info {
         /* The numbers behind check's reason msg (may be NULL): appended to
          * it by kernel_explain(); snprintf's return. */
         int (*explain)(const struct hbg_kernel_args *a, unsigned msg, char *buf, size_t len);
-        /* Run part `part` of `parts` (1 <= parts, part < parts) on the heap;
-         * arguments must have passed kernel_validate(). Checks ctx as the
-         * run contract says (above) and returns its error as is. Returns 0
-         * or a negative errno. */
+        /* Run part `part` of `parts` (1 <= parts, part < parts; 0 of 1 if
+         * the kernel does not split) on the heap; arguments must have
+         * passed kernel_validate(). Checks ctx as the run contract says
+         * (above) and returns its error as is. Returns 0 or a negative
+         * errno. */
         int (*run)(struct hbg_kernel_ctx *ctx, uint8_t *heap, const struct hbg_kernel_args *a, uint32_t part,
                    uint32_t parts);
         /* kernel_cost() for one full run of all parts (never NULL). */

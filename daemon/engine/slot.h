@@ -54,10 +54,12 @@ struct task_slot {
         uint8_t kind;
         uint8_t shape;
         uint8_t lane_mask;
-        uint8_t lanes;                    /* popcount(lane_mask) */
+        uint8_t lanes;                    /* parts a block runs: popcount(lane_mask), 1 for a
+                                             kernel that does not split (§9.1) */
         uint8_t flags;
         uint8_t n_fanins;
-        uint16_t block_num;
+        uint16_t block_num;               /* blocks to run and count: the descriptor's, 1 for
+                                             a kernel that does not split */
         uint64_t predicate_offset;
         /* Validation's verdict, from classify_begin() to classify_run(). */
         int32_t classify_err;

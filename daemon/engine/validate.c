@@ -158,6 +158,63 @@ STEP take_laneless(struct task_slot *s, const struct hbg_task_desc *d, const cha
         return 0;
 }
 
+/* The lanes a kernel task's checks look at, lowest first: the active
+ * ones, and the inactive ones given a kernel (refused). */
+static inline unsigned lanes_to_check(const struct hbg_task_desc *d) {
+        unsigned given = (d->kernel[0] != HBG_KERNEL_NONE) | (d->kernel[1] != HBG_KERNEL_NONE) << 1 |
+                         (d->kernel[2] != HBG_KERNEL_NONE) << 2;
+        return (d->lane_mask | given) & HBG_LANE_MASK_ALL;
+}
+
+/* The message of a task naming a kernel that does not split beside
+ * another kernel (§9.1). */
+static const char unsplit_beside_another[] = "a kernel that does not split must be its task's only kernel";
+
+/*
+ * A kernel task whose first active lane's kernel k does not split (§9.1),
+ * from take_lanes() once that lane passed the look-up: one part, 0 of 1,
+ * on that lane, whatever block_num and the other lanes say, decided here
+ * once so that dispatch and the completion count read the slot alone. Its
+ * other lanes must name k too and run nothing; k is checked and its work
+ * counted once, as that one part. Out of line: the common task's path
+ * pays one test of k's signature for it. The rules by value: their
+ * address taken, validate_task() would keep them on its stack for every
+ * task.
+ */
+static __attribute__((cold, noinline)) int take_unsplit(uint64_t heap_size, uint64_t max_task_cost,
+                                                        struct task_slot *s, const struct hbg_task_desc *d,
+                                                        const struct kernel_info *k, const char **why) {
+        s->block_num = 1;
+        s->lanes = 1;
+        unsigned lanes = lanes_to_check(d); /* the lowest is k's */
+        s->kernel[__builtin_ctz(lanes)] = k;
+        for (lanes &= lanes - 1; lanes; lanes &= lanes - 1) {
+                unsigned lane = (unsigned)__builtin_ctz(lanes);
+                if (!(d->lane_mask & (1u << lane))) {
+                        *why = "kernel given for an inactive lane";
+                        return -EINVAL;
+                }
+                if (d->kernel[lane] != k->sig->id) {
+                        if (!kernel_lookup(d->kernel[lane])) {
+                                *why = "unknown kernel";
+                                return -ENOENT;
+                        }
+                        s->report_kernel = d->kernel[lane];
+                        *why = unsplit_beside_another;
+                        return -EINVAL;
+                }
+                s->kernel[lane] = k;
+        }
+        int err = kernel_validate_entry(k, &s->args, heap_size, why);
+        if (err < 0)
+                return err;
+        if (max_task_cost && kernel_cost(k, &s->args, 1) > max_task_cost) {
+                *why = kernel_cost_message(k);
+                return -E2BIG;
+        }
+        return 0;
+}
+
 /* A kernel task: each lane's checks, and the work this task makes a
  * thread do, bounded per task so that no session can hold a thread for
  * long (§9.5, docs/SECURITY.md): in one pass, the work refused only once
@@ -174,10 +231,9 @@ STEP take_lanes(const struct task_rules *rules, struct task_slot *s, const struc
         /* Lanes in order: an active one's checks, an inactive one given a
          * kernel refused; the others need no look. Each active lane's kernel
          * is looked up once, here; the first one's names the task (its
-         * failures, its times' kernel in ktime.h). */
-        unsigned given = (d->kernel[0] != HBG_KERNEL_NONE) | (d->kernel[1] != HBG_KERNEL_NONE) << 1 |
-                         (d->kernel[2] != HBG_KERNEL_NONE) << 2;
-        for (unsigned lanes = (d->lane_mask | given) & HBG_LANE_MASK_ALL; lanes; lanes &= lanes - 1) {
+         * failures, its times' kernel in ktime.h) and says whether the
+         * task splits (§9.1). */
+        for (unsigned lanes = lanes_to_check(d); lanes; lanes &= lanes - 1) {
                 unsigned lane = (unsigned)__builtin_ctz(lanes);
                 if (!(d->lane_mask & (1u << lane))) {
                         *why = "kernel given for an inactive lane";
@@ -191,6 +247,13 @@ STEP take_lanes(const struct task_rules *rules, struct task_slot *s, const struc
                 if (s->report_kernel == HBG_KERNEL_NONE) {
                         s->report_kernel = d->kernel[lane];
                         s->ktime_kernel = (uint16_t)k->index;
+                        if (__builtin_expect(!k->sig->splittable, 0))
+                                return take_unsplit(rules->heap_size, rules->max_task_cost, s, d, k, why);
+                } else if (__builtin_expect(!k->sig->splittable, 0)) {
+                        /* A later lane's (the first one's splits). */
+                        s->report_kernel = d->kernel[lane];
+                        *why = unsplit_beside_another;
+                        return -EINVAL;
                 }
                 s->kernel[lane] = k;
                 int err = kernel_validate_entry(k, &s->args, rules->heap_size, why);
@@ -276,6 +339,8 @@ static bool explain_task(const struct task_rules *rules, const struct task_slot 
                         if (s->kernel[lane]) {
                                 uint64_t c = kernel_cost(s->kernel[lane], &s->args, parts) / s->lanes;
                                 cost = __builtin_add_overflow(cost, c, &cost) ? UINT64_MAX : cost;
+                                if (s->lanes == 1)
+                                        break; /* one lane runs (a kernel that does not split) */
                         }
                 snprintf(buf, len, "%s: %" PRIu64 " units, the limit is %" PRIu64, why, cost,
                          rules->max_task_cost);

@@ -28,7 +28,10 @@
  *   table     a module whose kernels fill most of the session reply
  *             loads and a client gets the whole table; one whose table
  *             would not fit the 64 KiB a client reads stops hbgd from
- *             starting, and --check-config says the same, with the sizes.
+ *             starting, and --check-config says the same, with the sizes;
+ *   unsplit   a module kernel declared not splittable, with no guard of
+ *             its own, runs once as part 0 of 1 in tasks of 8 blocks (AIV,
+ *             MIX, launched from a recording).
  * Modules are copied into a fresh 0755 directory under /tmp (sticky): the
  * build tree may lie under a directory others may write.
  */
@@ -733,6 +736,97 @@ START_TEST(run_contract) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ splitting, from the kernel table */
+
+/* The counters tm_calls and tm_calls_split leave (tests/modules): calls,
+ * the sum of the parts they were run as, the sum of the part counts. */
+struct calls {
+        uint32_t calls, part_sum, parts_sum;
+};
+
+/* One graph of `kernel` on counts (zeroed first), or a launch of recorded
+ * graph `recorded` (UINT32_MAX: none) `launches` times: the counters. */
+static struct calls run_counting(hbg_client *c, hbg_tensor counts, const char *kernel, uint8_t lanes,
+                                 uint16_t blocks, uint32_t recorded, unsigned launches) {
+        memset(hbg_tensor_data(c, counts), 0, sizeof(struct calls));
+        uint64_t g;
+        if (recorded == UINT32_MAX) {
+                hbg_task t = HBG_TASK_INIT(kernel);
+                arg(&t, counts, HBG_INOUT);
+                t.lanes = lanes;
+                t.blocks = blocks;
+                ck_assert_msg(hbg_graph_add(c, &t, NULL) == 0, "%s", hbg_last_error(c));
+                ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+                ck_assert_msg(hbg_graph_wait(c, g, WAIT_MS) == 0, "%s: %s", kernel, hbg_last_error(c));
+        }
+        for (unsigned i = 0; recorded != UINT32_MAX && i < launches; i++) {
+                ck_assert_msg(hbg_graph_launch(c, recorded, &g) == 0, "%s", hbg_last_error(c));
+                ck_assert_msg(hbg_graph_wait(c, g, WAIT_MS) == 0, "launch: %s", hbg_last_error(c));
+        }
+        struct calls n;
+        memcpy(&n, hbg_tensor_data(c, counts), sizeof(n));
+        return n;
+}
+
+static void assert_calls(struct calls got, uint32_t calls, uint32_t part_sum, uint32_t parts_sum, const char *what) {
+        ck_assert_msg(got.calls == calls && got.part_sum == part_sum && got.parts_sum == parts_sum,
+                      "%s: %u calls, parts summing to %u, part counts to %u; want %u, %u, %u", what, got.calls,
+                      got.part_sum, got.parts_sum, calls, part_sum, parts_sum);
+}
+
+/* A module kernel declared not splittable runs once, as part 0 of 1,
+ * whatever the task's blocks and lanes say, with no guard of its own
+ * (validation takes it from the kernel table): submitted, on a MIX task
+ * and launched from a recording. Its splittable twin, the same code, is
+ * run as every part, which shows the counters count. */
+START_TEST(unsplit_runs_once) {
+        char path[256], conf[128];
+        setup_dir();
+        module("unsplit", path, sizeof(path));
+        snprintf(conf, sizeof(conf), "%s/hbgd.conf", dir);
+        FILE *f = fopen(conf, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "[scheduler]\nthreads = 2\n\n[kernels]\nmodules = %s\n", path);
+        ck_assert_int_eq(fclose(f), 0);
+        struct hbgd_proc *d;
+        ck_assert_int_eq(daemon_start(&d, (const char *const[]){ "--config", conf, NULL }, NULL), 0);
+        hbg_client *c;
+        ck_assert_msg(hbg_connect(&c, d->socket_path) == 0, "%s", hbg_last_error(NULL));
+        int unsplit = -1;
+        for (size_t i = 0; i < hbg_client_kernel_count(c); i++) {
+                hbg_kernel_desc k = HBG_KERNEL_DESC_INIT;
+                ck_assert_int_eq(hbg_client_kernel_info(c, i, &k), 0);
+                if (strcmp(k.name, "tm_calls") == 0)
+                        unsplit = k.splittable;
+        }
+        ck_assert_int_eq(unsplit, 0);
+        hbg_tensor counts;
+        ck_assert_int_eq(hbg_tensor_alloc(c, sizeof(struct calls), &counts), 0);
+
+        assert_calls(run_counting(c, counts, "tm_calls", HBG_LANES_AIV, 8, UINT32_MAX, 0), 1, 0, 1, "8 blocks");
+        assert_calls(run_counting(c, counts, "tm_calls", HBG_LANES_MIX, 8, UINT32_MAX, 0), 1, 0, 1,
+                     "8 blocks of 3 lanes");
+        assert_calls(run_counting(c, counts, "tm_calls_split", HBG_LANES_AIV, 8, UINT32_MAX, 0), 8, 28, 64,
+                     "splittable, 8 blocks");
+        assert_calls(run_counting(c, counts, "tm_calls_split", HBG_LANES_MIX, 8, UINT32_MAX, 0), 24, 276, 576,
+                     "splittable, 8 blocks of 3 lanes");
+
+        uint32_t rec;
+        ck_assert_int_eq(hbg_graph_record_begin(c), 0);
+        hbg_task t = HBG_TASK_INIT("tm_calls");
+        arg(&t, counts, HBG_INOUT);
+        t.blocks = 8;
+        ck_assert_msg(hbg_graph_add(c, &t, NULL) == 0, "%s", hbg_last_error(c));
+        ck_assert_msg(hbg_graph_record_end(c, &rec) == 0, "%s", hbg_last_error(c));
+        assert_calls(run_counting(c, counts, "tm_calls", 0, 0, rec, 2), 2, 0, 2, "two launches of 8 blocks");
+
+        hbg_disconnect(c);
+        ck_assert_int_eq(daemon_stop(d, 10000), 0);
+        daemon_destroy(d);
+        teardown_dir();
+}
+END_TEST
+
 /* ------------------------------------------------------------ the session reply's limit */
 
 START_TEST(table_limit) {
@@ -804,6 +898,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, graph_files);
         tcase_add_test(tc, table_limit);
         tcase_add_test(tc, run_contract);
+        tcase_add_test(tc, unsplit_runs_once);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -177,6 +177,16 @@ static struct harness_task gemm_task(struct vctx *c) {
         return t;
 }
 
+/* bad_out[0] = the sum of bad_in (64 x 2.0), on AIC in 3 blocks: a
+ * kernel that does not split runs as one part all the same. */
+static struct harness_task reduce_task(struct vctx *c) {
+        struct harness_task t = { .kernel = { HBG_KERNEL_REDUCE_SUM_F32 }, .lane_mask = 1,
+                                  .block_num = 3, .n_tensors = 2 };
+        t.tensors[0] = harness_tensor(c->bad_in, BUF_BYTES, HBG_DIR_IN);
+        t.tensors[1] = harness_tensor(c->bad_out, 4, HBG_DIR_OUT);
+        return t;
+}
+
 static struct harness_task spin_task(uint64_t ns) {
         struct harness_task t = { .kernel = { HBG_KERNEL_SPIN_NS }, .lane_mask = 1,
                                   .block_num = 1, .n_scalars = 1, .scalars = { ns } };
@@ -278,6 +288,8 @@ enum rule {
         R_FAIL_CODE_ZERO,
         R_FAIL_CODE_TOO_LOW,
         R_MIX_SECOND_LANE_SIGNATURE,
+        R_MIX_UNSPLIT_AFTER_SPLIT,
+        R_MIX_SPLIT_AFTER_UNSPLIT,
         R_COUNT,
         /* Not validation: a valid fail kernel returning -EIO. */
         R_KERNEL_FAILS = R_COUNT,
@@ -286,6 +298,7 @@ enum rule {
 static const struct {
         const char *name;
         int err;
+        const char *why; /* what the message says, where another rule could refuse the same */
 } rules[R_COUNT + 1] = {
         [R_ID_NEXT_LAP] = { "descriptor id of the next lap", -EPROTO },
         [R_ID_PREV_LAP] = { "descriptor id of the previous lap", -EPROTO },
@@ -362,6 +375,10 @@ static const struct {
         [R_FAIL_CODE_ZERO] = { "fail code 0", -ERANGE },
         [R_FAIL_CODE_TOO_LOW] = { "fail code -4096", -ERANGE },
         [R_MIX_SECOND_LANE_SIGNATURE] = { "MIX lane kernel with another signature", -EINVAL },
+        [R_MIX_UNSPLIT_AFTER_SPLIT] = { "MIX lane kernel that does not split after one that does", -EINVAL,
+                                        "does not split" },
+        [R_MIX_SPLIT_AFTER_UNSPLIT] = { "MIX lane kernel that splits after one that does not", -EINVAL,
+                                        "does not split" },
         [R_KERNEL_FAILS] = { "kernel fail returns -EIO", -EIO },
 };
 
@@ -546,6 +563,19 @@ static uint64_t add_bad(struct vctx *c, enum rule r) {
                 t.lane_mask = 3;
                 t.kernel[1] = HBG_KERNEL_SCALE_F32;
                 break;
+        /* The one part a task of a kernel that does not split runs
+         * could run only one of two kernels. */
+        case R_MIX_UNSPLIT_AFTER_SPLIT:
+                t = copy_task(c);
+                t.lane_mask = 3;
+                t.kernel[0] = HBG_KERNEL_COPY_F32;
+                t.kernel[1] = HBG_KERNEL_REDUCE_SUM_F32;
+                break;
+        case R_MIX_SPLIT_AFTER_UNSPLIT:
+                t = reduce_task(c);
+                t.lane_mask = 5;
+                t.kernel[2] = HBG_KERNEL_COPY_F32;
+                break;
         case R_KERNEL_FAILS: t = fail_task(-EIO); break;
         default: break;
         }
@@ -576,6 +606,10 @@ static uint64_t add_bad(struct vctx *c, enum rule r) {
         c->bad_kernel = HBG_KERNEL_NONE;
         if (r == R_MIX_SECOND_LANE_SIGNATURE)
                 c->bad_kernel = HBG_KERNEL_SCALE_F32;
+        else if (r == R_MIX_UNSPLIT_AFTER_SPLIT)
+                c->bad_kernel = HBG_KERNEL_REDUCE_SUM_F32;
+        else if (r == R_MIX_SPLIT_AFTER_UNSPLIT)
+                c->bad_kernel = HBG_KERNEL_COPY_F32;
         else
                 for (unsigned lane = 0; lane < HBG_LANES && c->bad_kernel == HBG_KERNEL_NONE; lane++)
                         if ((d->lane_mask & (1u << lane)) && d->kernel[lane] != HBG_KERNEL_NONE &&
@@ -661,6 +695,9 @@ static void run_graph(struct vctx *c, const char *name, int want, enum rule r,
                 ck_assert_msg(memchr(ge.message, '\0', sizeof(ge.message)) && ge.message[0] &&
                                       strcmp(ge.message, "session stopped") != 0,
                               "%s: no message in the graph entry", name);
+                if (!control && rules[r].why)
+                        ck_assert_msg(strstr(ge.message, rules[r].why), "%s: message '%s', want '%s'", name,
+                                      ge.message, rules[r].why);
                 /* With the numbers a dry run gives (as far as the entry
                  * holds them). */
                 char dry[HBG_VALIDATE_MESSAGE_MAX];
@@ -827,6 +864,8 @@ enum control {
         C_8_TENSOR_SLOTS_UNUSED,
         C_MIX_ALL_LANES,
         C_AIV1_ONLY,
+        C_REDUCE_BLOCKS,
+        C_REDUCE_MIX,
         C_COPY,
         C_ADD_INPUTS_OVERLAP,
         C_GEMM,
@@ -846,6 +885,8 @@ static const char *const control_names[C_COUNT] = {
         [C_8_TENSOR_SLOTS_UNUSED] = "control: garbage in unused argument slots",
         [C_MIX_ALL_LANES] = "control: MIX on all three lanes",
         [C_AIV1_ONLY] = "control: AIV1 lane only",
+        [C_REDUCE_BLOCKS] = "control: reduce (does not split) in 3 blocks",
+        [C_REDUCE_MIX] = "control: reduce (does not split) on all three lanes, 5 blocks",
         [C_COPY] = "control: copy",
         [C_ADD_INPUTS_OVERLAP] = "control: add with identical inputs",
         [C_GEMM] = "control: gemm",
@@ -897,6 +938,17 @@ static uint64_t add_control(struct vctx *c, unsigned which) {
                 t.lane_mask = 4;
                 t.kernel[0] = 0;
                 t.kernel[2] = HBG_KERNEL_FILL_F32;
+                break;
+        case C_REDUCE_BLOCKS:
+        case C_REDUCE_MIX:
+                t = reduce_task(c);
+                if (which == C_REDUCE_MIX) {
+                        t.lane_mask = 7;
+                        t.kernel[1] = t.kernel[2] = HBG_KERNEL_REDUCE_SUM_F32;
+                        t.block_num = 5;
+                }
+                fx_len = 4;
+                fx = V_IN * NF;
                 break;
         case C_COPY:
                 t = copy_task(c);

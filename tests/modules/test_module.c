@@ -6,9 +6,10 @@
  * what its name says. "counting" is a good module whose kernel counts its
  * check() calls; the others are each refused for one reason, except
  * "many_fit" and "many_over": many kernels with long texts, whose table
- * fits the session reply and does not (hbgd refuses to start), and
+ * fits the session reply and does not (hbgd refuses to start),
  * "misbehaving": kernels that break the run contract in the ways hbgd
- * must still turn into a failed task.
+ * must still turn into a failed task, and "unsplit": a kernel that does
+ * not split and one that does, each counting the parts it is run as.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -71,6 +72,30 @@ static int bad_return_run(struct hbg_kernel_ctx *ctx, uint8_t *heap, const struc
         (void)part;
         (void)parts;
         return 7;
+}
+
+/* Three u32 counters in its one tensor: calls, the sum of the `part`s and
+ * of the `parts` it was given. Atomic: a split task's parts run at once on
+ * several threads. No guard against parts beyond the first: hbgd runs a
+ * kernel that does not split as one part. */
+static int calls_run(struct hbg_kernel_ctx *ctx, uint8_t *heap, const struct hbg_kernel_args *a, uint32_t part,
+                     uint32_t parts) {
+        (void)ctx;
+        uint32_t *n = (uint32_t *)(void *)(heap + a->tensors[0].offset);
+        __atomic_fetch_add(&n[0], 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&n[1], part, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&n[2], parts, __ATOMIC_RELAXED);
+        return 0;
+}
+
+static const char *const calls_reasons[] = { "counts must hold 3 u32" };
+
+static int calls_check(const struct hbg_kernel_args *a, unsigned *reason) {
+        if (a->tensors[0].length < 3 * sizeof(uint32_t)) {
+                *reason = 0;
+                return -ERANGE;
+        }
+        return 0;
 }
 
 static int variant(const char *name) {
@@ -189,6 +214,25 @@ HBG_KERNEL_MODULE_EXPORT int hbg_kernel_module_init(struct hbg_kernel_host *host
                 m.name = "tm_bad_return";
                 m.run = bad_return_run;
                 return r < 0 ? r : hbg_kernel_register(host, &m);
+        }
+        if (variant("unsplit")) {
+                struct hbg_kernel_def u = HBG_KERNEL_DEF_INIT;
+                u.summary = "counts its calls and parts (tests)";
+                u.n_tensors = 1;
+                u.tensors[0].name = "counts";
+                u.tensors[0].dir = HBG_KERNEL_INOUT;
+                u.length_rule = "counts holds 3 u32";
+                u.check = calls_check;
+                u.reasons = calls_reasons;
+                u.n_reasons = 1;
+                u.cost = count_cost;
+                u.run = calls_run;
+                u.name = "tm_calls";
+                u.splittable = false;
+                int r = hbg_kernel_register(host, &u);
+                u.name = "tm_calls_split";
+                u.splittable = true;
+                return r < 0 ? r : hbg_kernel_register(host, &u);
         }
         if (variant("many_fit"))
                 return register_many(host, 30, &d);

@@ -305,7 +305,7 @@ typedef struct hbg_kernel_desc {
         enum hbg_length_rule_kind length;
         const char *length_rule; /* the rule in words */
         int in_place;           /* 1: an output may be the very range of an input */
-        int splittable;         /* 1: hbg_task.blocks split its work; 0: block 0 does it all */
+        int splittable;         /* 1: hbg_task.blocks split its work; 0: it runs as one block */
 } hbg_kernel_desc;
 
 #define HBG_KERNEL_DESC_INIT ((hbg_kernel_desc){ .size = sizeof(hbg_kernel_desc) })

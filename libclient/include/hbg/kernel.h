@@ -151,8 +151,9 @@ struct hbg_kernel_def {
         /* An output may be the very same range as an input: the kernel
          * reads each element before writing it (and uses no restrict). */
         bool in_place;
-        /* Parts may run concurrently and in any order; false: part 0 does
-         * all the work, the others return 0. */
+        /* Parts may run concurrently and in any order; false: hbgd runs
+         * the task as one part, part 0 of 1, whatever its blocks and
+         * lanes (run needs no guard against other parts). */
         bool splittable;
         /*
          * The kernel's own checks, after hbgd's generic ones passed (counts,
@@ -173,11 +174,11 @@ struct hbg_kernel_def {
          * [limits] max_task_cost. A split kernel costs the same whatever
          * parts is. Never NULL. */
         uint64_t (*cost)(const struct hbg_kernel_args *a, uint32_t parts);
-        /* Run part `part` of `parts` (part < parts) on the heap, checking
-         * ctx as the contract above says. Split-invariant: the heap after
-         * all parts ran is bit-identical whatever parts is and whatever
-         * order they ran in. 0 or a negative errno (fails the graph).
-         * Never NULL. */
+        /* Run part `part` of `parts` (part < parts; 0 of 1 if not
+         * splittable) on the heap, checking ctx as the contract above
+         * says. Split-invariant: the heap after all parts ran is
+         * bit-identical whatever parts is and whatever order they ran in.
+         * 0 or a negative errno (fails the graph). Never NULL. */
         int (*run)(struct hbg_kernel_ctx *ctx, uint8_t *heap, const struct hbg_kernel_args *a, uint32_t part,
                    uint32_t parts);
 };
