@@ -87,7 +87,17 @@ struct hbgd_proc *start_hbgd_completion(int mode, const char *completion) {
         char opt[64];
         snprintf(opt, sizeof(opt), "--completion=%s", completion);
         const char *const args[] = { opt, NULL };
-        return start_hbgd(mode, args);
+        struct hbgd_proc *d = start_hbgd(mode, args);
+        /* The policy under test is the one running, as hbgd's status says
+         * (not just the option passed). */
+        Hbg__Envelope *e = daemon_status_fresh(d);
+        char running[64] = "(no daemon status)";
+        if (e->status_reply->daemon && e->status_reply->daemon->completion_mode)
+                snprintf(running, sizeof(running), "%s", e->status_reply->daemon->completion_mode);
+        wire_free(e);
+        D_ASSERT(d, strcmp(running, completion) == 0,
+                 "hbgd started with --completion=%s reports completion_mode %s", completion, running);
+        return d;
 }
 
 /* SIGTERM; hbgd must exit 0. */

@@ -47,7 +47,8 @@ const char *completion_name(unsigned i);
  * io mode i % N_MODES, policy i / N_MODES. */
 #define IO_MODE_OF(i) ((i) % N_MODES)
 #define COMPLETION_OF(i) (completion_name((unsigned)(i) / N_MODES))
-/* Start hbgd in io mode `mode` with --completion=`completion`. */
+/* Start hbgd in io mode `mode` with --completion=`completion`, asserting
+ * that its status reports that completion_mode. */
 struct hbgd_proc *start_hbgd_completion(int mode, const char *completion);
 
 /* On failure: hbgd's log to stderr (it is removed afterwards), and
