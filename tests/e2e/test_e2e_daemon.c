@@ -48,7 +48,7 @@
 #define N_PRODUCERS 8
 #define PRODUCER_GRAPHS 100
 
-/* Under every io mode and completion policy (one body, six runs). */
+/* Under every io mode and completion policy (one body, eight runs). */
 START_TEST(producers_8x100) {
         int mode = IO_MODE_OF(_i);
         struct hbgd_proc *d = start_hbgd_completion(mode, COMPLETION_OF(_i));

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The completion policies under stress, one test body run once per policy
- * (eager, lazy, resolver): millions of completions through a tiny flag
- * window (F = 256, D = 1024), so every flag slot is reused thousands of
- * times and ids that complete more than F ahead of the frontier go through
- * the failsafe heap. Tasks are noops and dummies with fanins reaching up to
- * 3F back, in graphs of 20000, three threads on two clusters (a thread
- * without cores, or the resolver, only completes). A graph that
- * does not finish within WAIT_MS is a hang: the watermark froze or a
- * completion was lost.
+ * of the engine's table (eager-batched, eager, lazy, resolver): millions
+ * of completions through a tiny flag window (F = 256, D = 1024), so every
+ * flag slot is reused thousands of times and ids that complete more than F
+ * ahead of the frontier go through the failsafe heap. Tasks are noops and
+ * dummies with fanins reaching up to 3F back, in graphs of 20000, three
+ * threads on two clusters (a thread without cores, or the resolver, only
+ * completes). A graph that does not finish within WAIT_MS is a hang: the
+ * watermark froze or a completion was lost.
  *
  * Checked: every graph succeeds; the watermark ends at the last id; every
  * task completed exactly once (ring counters); the failsafe heap was used.
