@@ -22,7 +22,7 @@ enum {
 int bench_completion_main(int argc, char **argv);
 void bench_completion_usage(FILE *out);
 
-/* "engine": the scheduler engine end to end with noop tasks (daemon/engine.h). */
+/* "engine": the scheduler engine end to end with noop tasks (daemon/engine/engine.h). */
 int bench_engine_main(int argc, char **argv);
 void bench_engine_usage(FILE *out);
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Suite "engine": what the scheduler engine (daemon/engine.h) costs per
- * task, end to end, with tasks that do nothing: kernel HBG_KERNEL_NOOP on
- * the AIV0 lane, block_num 1. What is left is classification (copy,
+ * Suite "engine": what the scheduler engine (daemon/engine/engine.h) costs
+ * per task, end to end, with tasks that do nothing: kernel HBG_KERNEL_NOOP
+ * on the AIV0 lane, block_num 1. What is left is classification (copy,
  * validate, route), the wake lists, the ready queue, dispatch, completion
  * (stamp, watermark), graph retirement, parking and waking, and the
  * client's side of the protocol.

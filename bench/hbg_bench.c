@@ -31,7 +31,7 @@ static const struct bench_suite suites[] = {
           bench_compare_main, bench_compare_usage },
         { "completion", "completion protocol: publish, defer, watermark walk (shm/completion.h)",
           bench_completion_main, bench_completion_usage },
-        { "engine", "scheduler engine: per-task cost of noop task graphs (daemon/engine.h)",
+        { "engine", "scheduler engine: per-task cost of noop task graphs (daemon/engine/engine.h)",
           bench_engine_main, bench_engine_usage },
         { "producer", "one producer process of the comparison (run by hbg-bench itself)",
           bench_producer_main, bench_producer_usage },

@@ -5,7 +5,7 @@
  * "when" element, whose writer's edge is a derived one); edges are the dependencies the
  * client library gives hbgd: the explicit ones ("after", dashed) and those
  * it derives from the tensors, found by the library's own tracker
- * (libclient/dep_tracker.c, linked in). Shown as the file says them: a
+ * (common/dep_tracker.c, linked in). Shown as the file says them: a
  * task with more than 16 dependencies is not split into the dummy tasks
  * the library adds to join them.
  */

@@ -2,7 +2,7 @@
 /*
  * hbgd's io side: the listening socket, client connections and their
  * sessions, doorbells, signals and shutdown. Everything here runs on the
- * io thread; the scheduler threads live in the engine (daemon/engine.h).
+ * io thread; the scheduler threads live in the engine (daemon/engine/engine.h).
  */
 #pragma once
 

@@ -121,7 +121,7 @@ bool watermark_update(struct hbg_completer *c, uint64_t id) {
                  * stored while we scanned (and keep walking), or its
                  * completer's watermark load sees our CAS and it walks.
                  * With weaker orders both can miss and the watermark
-                 * freezes for ever (digest §2.3). */
+                 * freezes for ever (RUNTIME_LOGIC §4.3). */
                 if (stamp_load(w, next, HBG_FRONTIER_LOAD) != flag_stamp_of(w, next))
                         return true;
                 cur = next;

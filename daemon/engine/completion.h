@@ -98,7 +98,7 @@ const char *completion_unknown_why(void);
  * (ready.c), then its slot released. */
 static inline void completion_task_released(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
         /* The list closes only after the stamp is visible: a waiter that
-         * finds it closed finds the producer complete (§10.2, seed P5). */
+         * finds it closed finds the producer complete (§10.2, §6.1). */
         ready_dependants(t, r, id);
         ring_slot_release(r, id);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The engine's public surface (daemon/engine.h): configuration, life
+ * The engine's public surface (daemon/engine/engine.h): configuration, life
  * cycle, the threads' roles and counters.
  */
 #include "daemon/engine/engine.h"

@@ -214,7 +214,7 @@ static bool sub_fd_usable(int fd, const struct hbg_geometry *g) {
 }
 
 /*
- * Every large array is a lazy zero mapping (daemon/lazy_alloc.h) whose
+ * Every large array is a lazy zero mapping (daemon/engine/lazy_alloc.h) whose
  * all-zero state is the initial one: slots FREE and unowned, wake lists
  * open for the first lap (ring_lap() counts from first_id), queues empty,
  * no failure tags. So creating a ring costs no more than its small header,

@@ -92,7 +92,7 @@ void stall_check(struct sched_thread *t, struct hbg_ring *r) {
                                        "host task not completed within the session's stall limit");
                 }
                 /* Otherwise the frontier is queued, running (a long kernel
-                 * is legitimate: seed P13) or completing: only logged. */
+                 * is legitimate, §12.3) or completing: only logged. */
                 r->stall_since_ms = now;
         }
         atomic_store(&r->stall_lock, 0);

@@ -27,7 +27,7 @@ struct task_slot;
  * change while that epoch lasts (the buffer only grows; a full one drops
  * and counts). A new epoch starts the buffer over, by the writer, at its
  * first record of that epoch: hbgd starts a new trace only once the
- * previous one is read or abandoned (daemon/trace.c).
+ * previous one is read or abandoned (daemon/tracing.c).
  */
 struct trace_buf {
         alignas(64) _Atomic uint64_t head;

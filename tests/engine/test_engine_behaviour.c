@@ -2075,7 +2075,7 @@ END_TEST
 
 /*
  * The same with failures and external tasks, against the meaning of each
- * counter in daemon/engine.h: executed_tasks = kernel tasks whose last
+ * counter in daemon/engine/engine_stats.h: executed_tasks = kernel tasks whose last
  * block ran (a failing kernel included), retired_inline = dummies,
  * host-inline, false predicates and skipped tasks, failed = tasks failed
  * by validation or by their kernel. External tasks completed by the
@@ -2146,7 +2146,7 @@ START_TEST(counters_with_failures) {
         ck_assert_uint_eq(rs.completed, tasks);
         /* Thread counter: "tasks failed (validation or kernel)". */
         ck_assert_msg(s.failed == invalid + kernel_failed,
-                      "thread stats count %llu failed tasks; daemon/engine.h defines failed as "
+                      "thread stats count %llu failed tasks; engine_stats.h defines failed as "
                       "validation or kernel failures: %llu (skipped tasks: %llu)",
                       (unsigned long long)s.failed, (unsigned long long)(invalid + kernel_failed),
                       (unsigned long long)skipped);
