@@ -7,9 +7,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "ctl/ctl.h"
 #include "ctl/status.h"
 #include "ctl/daemon_conn.h"
@@ -34,12 +34,6 @@ int cmd_status(const struct ctl_opts *o, Hbg__StatusKind kind) {
 /* How often `wait` tries to connect. */
 #define WAIT_RETRY_MS 50
 
-static double now_s(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Can a connection be made to path? 0, or -errno of connect(). */
 static int try_connect(const char *path) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -59,10 +53,10 @@ static int try_connect(const char *path) {
  * other failure to connect (permission) is reported at once: waiting
  * would not change it. */
 int cmd_wait(const struct ctl_opts *o) {
-        double deadline = now_s() + o->timeout_s;
+        int64_t deadline = clock_now_ns() + (int64_t)(o->timeout_s * 1e9); /* at most 86400 s */
         int err;
         while ((err = try_connect(o->socket)) == -ENOENT || err == -ECONNREFUSED || err == -ENOTDIR) {
-                if (now_s() >= deadline) {
+                if (clock_now_ns() >= deadline) {
                         ctl_error(-ETIMEDOUT, "hbgd did not answer on %s within %g s: %s", o->socket, o->timeout_s,
                                   strerror(-err));
                         return EXIT_NOT_RUNNING;
