@@ -467,14 +467,17 @@ static void args_text(json_object *v, char *buf, size_t sz) {
         }
 }
 
+/* The length rule in words last: the longest text of a row. */
 static const struct column kernel_cols[] = {
         { "id", -4, NULL },
         { "name", -18, NULL },
         { "module", -10, NULL },
         { "splittable", -10, NULL },
+        { "in_place", -8, NULL },
         { "tasks", 10, NULL },
         { "failures", 8, NULL },
-        { "args", 0, args_text },
+        { "args", -20, args_text },
+        { "length_rule", 0, NULL },
 };
 
 static void kernels_text(json_object *a) {

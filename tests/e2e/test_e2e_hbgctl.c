@@ -538,6 +538,10 @@ START_TEST(status_verbs) {
         ck_assert_msg(strstr(r.out, "add_f32") && strstr(r.out, "in a, in b, out out") &&
                               strstr(r.out, "gemm_f32") && strstr(r.out, "fail"),
                       "%s", r.out);
+        /* What --json has of a kernel's arguments, under the same names. */
+        ck_assert_msg(strstr(r.out, " splittable ") && strstr(r.out, " in_place ") && strstr(r.out, " length_rule\n") &&
+                              strstr(r.out, "every tensor exactly as long as the output\n"),
+                      "%s", r.out);
         result_free(&r);
 
         /* --json */

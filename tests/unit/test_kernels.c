@@ -364,14 +364,16 @@ static void render(bool man, char *out, size_t len) {
                 list_args(k, false, a, sizeof(a));
                 list_args(k, true, sc, sizeof(sc));
                 if (man)
-                        w = snprintf(out + at, len - at, ".TP\n.B %s\n%s.\nLengths: %s.%s\n",
+                        w = snprintf(out + at, len - at, ".TP\n.B %s\n%s.\nLengths: %s.%s%s\n",
                                      kernel_sig_usage(k, usage, sizeof(usage)), k->summary,
                                      k->length_rule,
                                      k->in_place ? " May run in place: an output may be the very range of an input."
-                                                 : "");
+                                                 : "",
+                                     k->splittable ? "" : " Does not split: runs once, whatever hbg_task.blocks.");
                 else
-                        w = snprintf(out + at, len - at, "| `%s` | %s | %s | %s%s |\n", k->name, a, sc,
-                                     k->summary, k->in_place ? "; in place allowed" : "");
+                        w = snprintf(out + at, len - at, "| `%s` | %s | %s | %s | %s | %s | %s |\n", k->name, a, sc,
+                                     k->summary, k->length_rule, k->in_place ? "yes" : "no",
+                                     k->splittable ? "yes" : "no: runs once");
                 at += w > 0 ? (size_t)w : 0;
         }
 }
