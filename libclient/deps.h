@@ -14,19 +14,23 @@ static inline int hbgc_scratch_reserve(hbg_client *c, size_t n) {
 }
 /* What the session's tracker may forget (dep_tracker.h): complete tasks'
  * records; but once a task of the ring failed or was skipped, not the
- * writes hbgd still answers a failure for (geometry_failure_reach() ids
- * below the next task), so that a task reading what a failed task should
- * have written is skipped, in its graph or a later one. The failed
- * task's error_code CAS precedes its stamp's release store, and so the
- * watermark's move past it: after the acquire load of the watermark, the
- * relaxed load of error_code sees it (RUNTIME_LOGIC §12.2). A ring with
- * no failure pays one load of a line hbgd writes only on failure. */
+ * writes of the graph being built (back to geometry_failure_reach() ids,
+ * as far as hbgd answers a failure), so that a task reading what a failed
+ * task of its own graph should have written is skipped however long ago
+ * that task completed. A later graph starts afresh: a writer complete
+ * when its reader is added is no dependency (hbg_graph_add(3)), so a
+ * retry of a failed graph runs. The failed task's error_code CAS precedes
+ * its stamp's release store, and so the watermark's move past it: after
+ * the acquire load of the watermark, the relaxed load of error_code sees
+ * it (RUNTIME_LOGIC §12.2). A ring with no failure pays one load of a
+ * line hbgd writes only on failure. */
 static inline struct dep_cut hbgc_dep_cut(const hbg_client *c) {
         uint64_t wm = hbgc_watermark(c);
         if (atomic_load_explicit(&c->ch->error_code, memory_order_relaxed) == 0)
                 return (struct dep_cut){ wm, wm };
         uint64_t reach = geometry_failure_reach(&c->g), next = c->prod.next_id;
-        return (struct dep_cut){ wm, next > reach ? next - reach : 0 };
+        uint64_t from = next > reach ? next - reach : 0;
+        return (struct dep_cut){ wm, c->prod.graph_first > from ? c->prod.graph_first : from };
 }
 
 /* Dependencies of a task with these accesses on earlier tasks: appended to
