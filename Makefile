@@ -70,9 +70,12 @@ WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes 
         -Wpointer-arith -Wformat=2 -Wundef -Wvla -Wcast-align -Wwrite-strings \
         -Wnull-dereference -Wimplicit-fallthrough -Wno-missing-field-initializers
 HBG_CFLAGS  := -std=gnu11 -D_GNU_SOURCE $(WARN) -fvisibility=hidden -pthread -ffp-contract=off \
-               -MMD -MP -I. -I$(B)/gen -DHBG_VERSION='"$(VERSION)"' $(SAN_CFLAGS) $(EXTRA_CFLAGS)
+               -MMD -MP -I. -Ilibclient/include -I$(B)/gen -DHBG_VERSION='"$(VERSION)"' $(SAN_CFLAGS) $(EXTRA_CFLAGS)
 # -ffp-contract=off: no fused multiply-add, so kernel results are the same
 # on every machine and for every block split (tests compare bit for bit).
+# -Ilibclient/include: the public headers are <hbg/...> everywhere, as in
+# a user's program or a kernel module (hbgd's kernel table includes
+# <hbg/kernel.h>), never a path into libclient/.
 HBG_LDFLAGS := -pthread $(SAN_CFLAGS)
 
 # Evaluated only when a rule needs them, i.e. after `make deps` has run.

@@ -18,7 +18,6 @@
 
 #include "daemon/engine/engine_spares.h"
 #include "daemon/engine/engine_trace.h"
-#include "daemon/engine/fair_share.h"
 #include "proto/wire.h"
 
 void hbgd_config_default(struct hbgd_config *ret) {

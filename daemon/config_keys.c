@@ -13,7 +13,6 @@
 #include "daemon/engine/engine_spares.h"
 #include "daemon/spare_regions.h"
 #include "daemon/engine/engine_trace.h"
-#include "daemon/engine/fair_share.h"
 #include "proto/wire.h"
 
 #define NUM(sec, k, field, lo, hi)                                                            \

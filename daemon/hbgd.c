@@ -12,7 +12,7 @@
 #include "daemon/config.h"
 #include "daemon/config_keys.h"
 #include "daemon/daemon.h"
-#include "daemon/engine/kernels.h"
+#include "daemon/engine/engine_kernels.h"
 #include "daemon/kernel_modules.h"
 #include "daemon/kernel_rows.h"
 #include "daemon/log.h"
@@ -104,8 +104,8 @@ static void print_config(const struct hbgd_config *cfg, const char *file) {
                 hbgd_config_format(cfg, i, value, sizeof(value));
                 printf("%s = %s\n", k->key, value);
         }
-        for (size_t i = 0; kernel_at(i); i++) {
-                const struct hbg_kernel_sig *s = kernel_at(i)->sig;
+        const struct hbg_kernel_sig *s;
+        for (size_t i = 0; (s = engine_kernel_sig(i)) != NULL; i++) {
                 if (s->module)
                         printf("# module kernel %s (id %u) from %s\n", s->name, s->id, s->module);
         }
@@ -269,8 +269,8 @@ static int run_daemon(const struct hbgd_config *cfg) {
                 fprintf(stderr, "hbgd: cannot start the log writer: %s\n", strerror(-err));
                 return 1;
         }
-        for (size_t i = 0; kernel_at(i); i++) {
-                const struct hbg_kernel_sig *s = kernel_at(i)->sig;
+        const struct hbg_kernel_sig *s;
+        for (size_t i = 0; (s = engine_kernel_sig(i)) != NULL; i++) {
                 if (s->module)
                         hbgd_log(LOG_NOTICE, "kernel module %s: kernel %s (id %u); its code runs inside hbgd",
                                  s->module, s->name, s->id);

@@ -14,8 +14,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <hbg/kernel.h>
+
 #include "common/kernel_sig.h"
-#include "daemon/engine/kernels.h"
+#include "daemon/engine/engine_kernels.h"
 
 /* One module being loaded: its path and the first problem found. */
 struct loading {

@@ -5,7 +5,7 @@
  * once. Each module's file is checked (owner, permissions, every directory
  * above it), opened once and loaded from that open file, its
  * hbg_kernel_module_init() called, and every kernel it registers checked
- * by the kernel table (daemon/engine/kernels.h). A module refused for any
+ * by the kernel table (daemon/engine/engine_kernels.h). A module refused for any
  * reason registers nothing.
  */
 #pragma once

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "common/kernel_sig.h"
-#include "daemon/engine/kernels.h"
+#include "daemon/engine/engine_kernels.h"
 #include "proto/wire.h"
 
 /* The protocol's length rule for the table's (the values are the same;
@@ -34,7 +34,7 @@ void *kernel_rows_new(Hbg__KernelInfo ***ret_rows, size_t *ret_n) {
         Hbg__KernelArg **kap = (Hbg__KernelArg **)(ksp + nk);
         size_t na = 0;
         for (size_t i = 0; i < nk; i++) {
-                const struct hbg_kernel_sig *k = kernel_at(i)->sig;
+                const struct hbg_kernel_sig *k = engine_kernel_sig(i);
                 Hbg__KernelInfo *r = &ks[i];
                 hbg__kernel_info__init(r);
                 r->id = k->id;
@@ -119,7 +119,7 @@ int kernel_rows_pack(struct kernel_rows_packed *p) {
         uint8_t *at = p->bytes;
         uint64_t digest = KERNEL_SIG_DIGEST_START;
         for (size_t i = 0; i < n; i++)
-                digest = kernel_sig_digest(digest, kernel_at(i)->sig);
+                digest = kernel_sig_digest(digest, engine_kernel_sig(i));
         p->digest = kernel_sig_digest_end(digest, n);
         for (size_t i = 0; i < n; i++) {
                 /* A length-delimited field's data begins with its length. */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * hbgd's kernel table as protocol rows (hbg.KernelInfo): every kernel
- * kernel_at() lists, built-in and from modules, in id order, with its full
- * signature. The one builder of both STATUS_KERNELS and the session
+ * engine_kernel_sig() lists, built-in and from modules, in id order, with
+ * its full signature. The one builder of both STATUS_KERNELS and the session
  * reply's table (docs/PROTOCOL.md, "The kernel table"), and the check
  * that the session reply can carry it.
  */

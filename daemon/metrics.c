@@ -10,7 +10,7 @@
 #include "common/procstat.h"
 #include "daemon/daemon_private.h"
 #include "daemon/access.h"
-#include "daemon/engine/kernels.h"
+#include "daemon/engine/engine_kernels.h"
 #include "daemon/log.h"
 #include "shm/layout.h"
 #include "daemon/engine/engine_stats.h"
@@ -32,7 +32,7 @@ struct metrics_reply {
         /* One per user the asker sees. */
         Hbg__MetricUser *users;
         Hbg__MetricUser **user_ptrs;
-        /* One per kernel that ran a task (kernel_at() order). */
+        /* One per kernel that ran a task (engine_kernel_sig() order). */
         Hbg__MetricKernel *kernels;
         Hbg__MetricKernel **kernel_ptrs;
         Hbg__Histogram *kernel_hists;      /* run, wait of each */
@@ -149,7 +149,7 @@ static int fill_kernels(const struct hbgd *d, struct metrics_reply *r) {
                 engine_kernel_times(d->engine, i, kt);
                 if (!kt->tasks)
                         continue;
-                const struct hbg_kernel_sig *sig = kernel_at(i)->sig;
+                const struct hbg_kernel_sig *sig = engine_kernel_sig(i);
                 Hbg__MetricKernel *mk = &r->kernels[n];
                 hbg__metric_kernel__init(mk);
                 mk->id = sig->id;

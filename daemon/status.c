@@ -20,7 +20,7 @@
 #include "daemon/metrics.h"
 #include "daemon/kernel_rows.h"
 #include "daemon/engine/engine_spares.h"
-#include "daemon/engine/kernels.h"
+#include "daemon/engine/engine_kernels.h"
 #include "proto/wire.h"
 #include "shm/layout.h"
 #include "common/clock.h"

@@ -3,10 +3,11 @@
  * The scheduler engine: uniform scheduler threads that classify, dispatch,
  * execute and complete the tasks of any number of rings (one ring per
  * client session), and signal finished graphs. The protocol is
- * docs/RUNTIME_LOGIC.md §9-§14. This header and four beside it are the
+ * docs/RUNTIME_LOGIC.md §9-§14. This header and five beside it are the
  * engine's whole surface: engine_recorded.h (recording and validating
  * graphs), engine_stats.h (counters, metrics, live graphs),
- * engine_trace.h (the timeline) and engine_spares.h (spare ring arrays).
+ * engine_trace.h (the timeline), engine_spares.h (spare ring arrays) and
+ * engine_kernels.h (loading kernel modules, the kernels' signatures).
  *
  * The engine owns no shared memory: a ring is bound to regions the caller
  * mapped (memfds in hbgd, plain memory in tests) and to an eventfd.
@@ -29,6 +30,10 @@
 #define HBG_ENGINE_MAX_RECORDED 65536u
 #define HBG_ENGINE_MAX_CLASSIFY_BATCH 4096u
 #define HBG_ENGINE_MAX_KERNEL_BUDGET_MS UINT64_C(3600000) /* an hour */
+/* A fair share's weight (hbg_ring_params.weight) when none is given, and
+ * the largest one. */
+#define HBG_FAIR_SHARE_WEIGHT_DEFAULT 1u
+#define HBG_FAIR_SHARE_WEIGHT_MAX 100u
 
 /* How the completion step is done (RUNTIME_LOGIC.md §11): a mode is the
  * number of a policy in the table (daemon/engine/completion.c), which

@@ -6,10 +6,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* A share's weight when none is given, and the largest one. */
-#define HBG_FAIR_SHARE_WEIGHT_DEFAULT 1u
-#define HBG_FAIR_SHARE_WEIGHT_MAX 100u
-
 /* Share slots (engine->shares[]) as bits: one per slot, at most
  * HBG_ENGINE_MAX_RINGS (1024) slots. */
 #define FAIR_SHARE_WORDS 16u

@@ -201,6 +201,11 @@ const struct kernel_info *kernel_at(size_t i) {
         return i < n_modules ? &modules[i].info : NULL;
 }
 
+const struct hbg_kernel_sig *engine_kernel_sig(size_t i) {
+        const struct kernel_info *k = kernel_at(i);
+        return k ? k->sig : NULL;
+}
+
 size_t kernel_module_kernels(void) {
         return n_modules;
 }

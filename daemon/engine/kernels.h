@@ -27,8 +27,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <hbg/kernel.h>
+
 #include "common/kernel_sig.h"
-#include "libclient/include/hbg/kernel.h"
+#include "daemon/engine/engine_kernels.h"
 #include "shm/layout.h"
 
 /* A validated, daemon-private copy of one task's arguments: the module
@@ -182,33 +184,9 @@ struct kernel_info {
 const struct kernel_info *kernel_lookup(uint16_t id);
 /* NULL if unknown or name is NULL. */
 const struct kernel_info *kernel_lookup_name(const char *name);
-/* In id order: kernel_at(i) for i < kernel_count(); NULL past the end.
- * The built-ins, then the modules' kernels (ids HBG_KERNEL_MODULE_FIRST
- * up, in load order). */
-size_t kernel_count(void);
+/* In id order: kernel_at(i) for i < kernel_count() (engine_kernels.h);
+ * NULL past the end. Registration is engine_kernels.h's too. */
 const struct kernel_info *kernel_at(size_t i);
-
-/*
- * Registration (kernels.c): the built-ins at program start, modules'
- * kernels while hbgd loads them (daemon/kernel_modules.c), before any
- * scheduler thread runs; the table is read-only afterwards. The first
- * module kernel gets id HBG_KERNEL_MODULE_FIRST, the next one more.
- */
-/* Module kernels one hbgd loads: its own cap, within the protocol's
- * HBG_KERNEL_MODULE_MAX (the module ids a client accepts,
- * common/kernel_sig.h). The session reply may hold fewer: hbgd also
- * refuses to start when the table would not fit it (daemon/kernel_rows.h). */
-#define KERNEL_MODULE_MAX 256u
-_Static_assert(KERNEL_MODULE_MAX <= HBG_KERNEL_MODULE_MAX, "hbgd's module kernels must be ids clients accept");
-/* Check def (made for api_version) and add it as a kernel of `module` (a
- * path, kept by the caller for hbgd's lifetime). 0, or a negative errno
- * with the reason in why (naming the kernel where there is one). */
-int kernel_register(const struct hbg_kernel_def *def, uint32_t api_version, const char *module, char *why,
-                    size_t len);
-/* How many module kernels there are; kernel_unregister_to(n) drops those
- * registered after the count was n (a module refused part way). */
-size_t kernel_module_kernels(void);
-void kernel_unregister_to(size_t n);
 
 /* gemm_f32's arithmetic for rows [lo, hi) of C (C += A B, row-major, A m x
  * k, B k x n), checking ctx as the run contract says: the benchmarks call
