@@ -9,6 +9,7 @@
 
 #include "bench/bench_util.h"
 #include "daemon/engine/kernels.h"
+#include "daemon/engine/kernels_builtin.h"
 
 /* Edges are appended task by task (indices ascending). */
 struct builder {

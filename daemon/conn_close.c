@@ -11,6 +11,7 @@
 #include "daemon/daemon_private.h"
 #include "daemon/log.h"
 #include "daemon/record.h"
+#include "daemon/tick.h"
 #include "daemon/validate_request.h"
 #include "daemon/engine/engine_stats.h"
 

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The engine's spare ring arrays, as hbgd's io side fills, counts and
- * trims them; the store is daemon/engine/ring_spares.h.
+ * trims them; the store is daemon/engine/ring_spares.h. These calls are
+ * defined in ring.c, not in the store: filling needs the size of a ring's
+ * arrays, which ring.c alone knows, and ring.c takes its arrays from the
+ * store, so the store asking ring.c would be a call up (a circle).
  */
 #pragma once
 

@@ -188,14 +188,6 @@ const struct kernel_info *kernel_lookup_name(const char *name);
  * NULL past the end. Registration is engine_kernels.h's too. */
 const struct kernel_info *kernel_at(size_t i);
 
-/* gemm_f32's arithmetic for rows [lo, hi) of C (C += A B, row-major, A m x
- * k, B k x n), checking ctx as the run contract says: the benchmarks call
- * it for the same tile work on every system (kernels_builtin.c). A, B and
- * C must not overlap. 0, or the check's error (C then holds part of the
- * result). */
-int kernel_gemm_f32_rows(struct hbg_kernel_ctx *ctx, const float *restrict A, const float *restrict B,
-                         float *restrict C, uint64_t n, uint64_t k, uint64_t lo, uint64_t hi);
-
 /*
  * The work of a task running kernel k on arguments a (already validated)
  * as `parts` parts, in cost units: one unit is about one element operation

@@ -65,6 +65,8 @@ uint64_t ring_memory(unsigned nthreads, const struct hbg_geometry *g) {
         return sizeof(struct hbg_ring) + arrays_bytes(g) + nthreads * per_thread;
 }
 
+/* engine_spares.h's calls: here, where the arrays' sizes are known
+ * (ring_spares.c, the store, sits below this file). */
 int engine_spare_fill(struct hbg_engine *e, const struct hbg_geometry *g, unsigned want, uint64_t max_bytes) {
         return ring_spares_fill(&e->spares, arrays_bytes(g), slots_bytes(g), want, max_bytes);
 }
