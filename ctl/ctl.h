@@ -16,7 +16,7 @@
  *   exporter.c    `metrics --listen`: that text over HTTP   (exporter.h)
  *   admin.c       `cancel` and `kill`: one admin request each (admin.h)
  *   trace.c       `trace`: the task timeline, Chrome JSON  (trace.h)
- *   trace_svg.c   trace --svg: the timeline drawn as SVG
+ *   trace_svg.c   trace --svg: the timeline drawn as SVG   (trace_svg.h)
  *   progress.c    run --progress: the progress line        (progress.h)
  *   dot.c         run --dot: the graph in Graphviz form    (dot.h)
  *   graph_file.c  the graph-file compiler (docs/GRAPH_FILES.md) (graph_file.h)

@@ -17,6 +17,7 @@
 #include "ctl/dot.h"
 
 #include "ctl/error.h"
+#include "ctl/graph_read.h"
 #include "common/dep_tracker.h"
 
 /* The tracker of the whole file (tensors are its allocations, task

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The graph-file compiler (docs/GRAPH_FILES.md): a JSON document checked
  * as a whole, then turned into hbg_tasks. Errors are noted in the plan
- * (every one, at its JSON path) and returned as -EINVAL. */
+ * (every one, at its JSON path: graph_read.h) and returned as -EINVAL. */
 #pragma once
 
 #include <stdbool.h>
@@ -55,12 +55,6 @@ struct plan {
 /* Read and parse the file (p->file; "-" reads standard input, at most
  * GRAPH_FILE_STDIN_MAX bytes); 0, or a negative errno with p->err set. */
 int graph_file_load(struct plan *p);
-/* The file's name in messages ("<stdin>" for "-"). */
-const char *graph_file_name(const struct plan *p);
-/* Note an error at a JSON path ("by": who found it, "hbgctl" or "hbgd"):
- * every one is kept in p->errors, the first also in p->err. */
-void graph_file_error(struct plan *p, const char *path, const char *msg, const char *by);
-size_t graph_file_n_errors(const struct plan *p);
 /* Check the whole document and index tensors and tasks, every error
  * noted (a task's first); -EINVAL if there was any. */
 int graph_file_parse(struct plan *p);
@@ -71,9 +65,6 @@ bool graph_file_names_unknown_kernel(const struct plan *p);
  * between its tensors checked), its deps the file indices of earlier
  * tasks; -EINVAL after noting its error. */
 int graph_file_task(struct plan *p, size_t i, hbg_task *t);
-/* A tensor reference ("x", "x[2:5]") as a tensor; -EINVAL after noting
- * its error. */
-int graph_file_ref(struct plan *p, const char *s, const char *path, bool single, hbg_tensor *ret);
 /* The task's "name", or "tasks[i]". */
 const char *graph_file_task_name(struct plan *p, size_t i, char *buf, size_t sz);
 void graph_file_free(struct plan *p);

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Reading a graph file's values (ctl/graph_read.h), and the plan's errors
- * and name (graph_file.h's graph_file_error(), _n_errors(), _ref(),
- * _name()). */
+/* Reading a graph file's values, and the plan's errors and name
+ * (ctl/graph_read.h). */
 #include "ctl/graph_read.h"
 
 #include <errno.h>

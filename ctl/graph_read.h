@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Reading a graph file's values (ctl/graph_read.c): where a value is, its
- * errors, numbers and tensor references; for the compiler (graph_file.c). */
+ * errors, numbers and tensor references; for the compiler (graph_file.c).
+ * And the plan's errors and the file's name, for the compiler and for
+ * what reports them (run, dry run, dot): noted here, below the compiler,
+ * since every value read may note one. */
 #pragma once
 
 #include <stdbool.h>
@@ -12,6 +15,16 @@
 #include "hbg/hbg.h"
 
 struct plan;
+
+/* The file's name in messages ("<stdin>" for "-"). */
+const char *graph_file_name(const struct plan *p);
+/* Note an error at a JSON path ("by": who found it, "hbgctl" or "hbgd"):
+ * every one is kept in p->errors, the first also in p->err. */
+void graph_file_error(struct plan *p, const char *path, const char *msg, const char *by);
+size_t graph_file_n_errors(const struct plan *p);
+/* A tensor reference ("x", "x[2:5]") as a tensor; -EINVAL after noting
+ * its error. */
+int graph_file_ref(struct plan *p, const char *s, const char *path, bool single, hbg_tensor *ret);
 
 /*
  * Where a value is in the file, as an error says it: a path as text, or

@@ -18,6 +18,7 @@
 #include "ctl/dot.h"
 #include "ctl/error.h"
 #include "ctl/graph_file.h"
+#include "ctl/graph_read.h"
 #include "ctl/output.h"
 #include "ctl/progress.h"
 #include "ctl/run_dry.h"

@@ -17,6 +17,7 @@
 #include "ctl/daemon_conn.h"
 #include "ctl/dot.h"
 #include "ctl/error.h"
+#include "ctl/graph_read.h"
 #include "ctl/output.h"
 #include "ctl/run_report.h"
 #include "proto/kernel_table.h"

@@ -10,6 +10,7 @@
 
 #include "ctl/ctl.h"
 #include "ctl/error.h"
+#include "ctl/graph_read.h"
 #include "ctl/output.h"
 
 /* With --json: {"status": "error", "error": {code, exit, message, name}}

@@ -39,6 +39,7 @@
 #include "ctl/error.h"
 #include "ctl/output.h"
 #include "ctl/trace.h"
+#include "ctl/trace_svg.h"
 #include "common/grow.h"
 
 /* Host tasks' tracks: tid HOST_TID_BASE + session (scheduler threads are

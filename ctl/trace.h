@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* `hbgctl trace` (ctl/trace.c): the records hbgd sent, and the two ways
  * they are written: Chrome trace-event JSON (trace.c) and SVG
- * (trace_svg.c). */
+ * (trace_svg.c, its own header trace_svg.h). */
 #pragma once
 
 #include <json-c/json.h>
@@ -49,9 +49,6 @@ static inline const char *trace_kernel_name(const struct trace_data *t, uint32_t
  * trace (retired, or in flight at its end) holds it. */
 int64_t trace_graph_of(const struct trace_data *t, uint64_t session, uint64_t id);
 json_object *trace_chrome_json(const struct trace_data *t);
-/* The timeline as an SVG document (malloc()ed, *ret_len bytes); NULL:
- * out of memory. */
-char *trace_svg(const struct trace_data *t, size_t *ret_len);
 
 struct ctl_opts;
 /* `hbgctl trace`: the task timeline as Chrome trace-event JSON (and SVG). */

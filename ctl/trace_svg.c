@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctl/trace_svg.h"
 #include "ctl/trace.h"
 #include "proto/wire.h"
 #include "common/grow.h"
