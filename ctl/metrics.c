@@ -36,8 +36,6 @@
 #include "ctl/metrics.h"
 #include "ctl/output.h"
 
-const char *opt_output;
-
 /* ------------------------------------------------------------ formats */
 
 static const struct metrics_format formats[] = {

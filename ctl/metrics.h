@@ -37,7 +37,5 @@ int metrics_write(FILE *out, const Hbg__StatusReply *r, const struct procstat *s
 int metrics_fetch(const char *path, Hbg__Envelope **ret);
 
 struct ctl_opts;
-/* --output FILE (NULL: stdout), metrics' and trace's. */
-extern const char *opt_output;
 /* `hbgctl metrics`: the text on stdout or --output. */
 int cmd_metrics(const struct ctl_opts *o);

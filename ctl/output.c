@@ -21,6 +21,7 @@
 #include "ctl/error.h"
 
 bool opt_json;
+const char *opt_output;
 
 static bool json_printed;
 

@@ -13,6 +13,8 @@
 
 /* --json: print JSON instead of tables. */
 extern bool opt_json;
+/* --output FILE (NULL: stdout), metrics' and trace's. */
+extern const char *opt_output;
 
 /* Whether print_json() printed anything yet. */
 bool ctl_json_printed(void);

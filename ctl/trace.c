@@ -34,7 +34,6 @@
 #include <unistd.h>
 
 #include "ctl/ctl.h"
-#include "ctl/metrics.h"
 #include "ctl/daemon_conn.h"
 #include "ctl/error.h"
 #include "ctl/output.h"
