@@ -47,6 +47,8 @@
 
 #include "common/clock.h"
 #include "common/procstat.h"
+#include "ctl/ctl.h"
+#include "ctl/daemon_conn.h"
 #include "ctl/error.h"
 #include "ctl/metrics.h"
 
@@ -226,11 +228,11 @@ static bool wants_openmetrics(const char *accept) {
  * 503 when hbgd does not answer. */
 static void serve_metrics(struct server *sv, struct conn *c, const struct metrics_format *fmt) {
         Hbg__Envelope *reply = NULL;
-        int rc = metrics_fetch(sv->path, &reply);
-        if (rc) {
+        struct ctl_failure fail;
+        if (metrics_fetch(sv->path, &reply, &fail) < 0) {
                 char msg[160];
                 snprintf(msg, sizeof(msg), "hbgd at %s did not answer (hbgctl exit status %d); see the exporter's log\n",
-                         sv->path, rc);
+                         sv->path, ctl_exit_status(&fail));
                 respond_text(c, "503 Service Unavailable", "", msg);
                 return;
         }
@@ -469,18 +471,16 @@ static void serve_loop(struct server *sv, int lfd, int stop_fd) {
         }
 }
 
-int exporter_run(const char *path, const char *listen, bool per_uid) {
-        int lfd = listen_on(listen);
-        if (lfd < 0)
-                return lfd == -EINVAL ? EXIT_USAGE : EXIT_FAIL;
+/* Serve on lfd (listen_on()'s, closed here) until SIGTERM or SIGINT: 0
+ * after a signal, or a negative errno when it cannot (said). */
+static int exporter_run(const char *path, int lfd, bool per_uid) {
         int sp[2];
         struct server *sv = calloc(1, sizeof(*sv));
         if (!sv || pipe2(sp, O_CLOEXEC | O_NONBLOCK) < 0 || fcntl(lfd, F_SETFL, O_NONBLOCK) < 0) {
                 int err = sv ? -errno : -ENOMEM;
                 free(sv);
                 close(lfd);
-                ctl_error(err, "cannot serve: %s", strerror(-err));
-                return EXIT_FAIL;
+                return ctl_error(err, "cannot serve: %s", strerror(-err));
         }
         sv->path = path;
         sv->per_uid = per_uid;
@@ -510,4 +510,18 @@ int exporter_run(const char *path, const char *listen, bool per_uid) {
         close(sp[1]);
         close(lfd);
         return 0;
+}
+
+int cmd_metrics_listen(const struct ctl_opts *o) {
+        if (o->metrics_format) { /* --format=help lists; a bad name is a usage error */
+                const struct metrics_format *fmt;
+                if (metrics_check_format(o->metrics_format, &fmt) < 0)
+                        return EXIT_USAGE;
+                if (!fmt)
+                        return 0;
+        }
+        int lfd = listen_on(o->listen);
+        if (lfd < 0) /* -EINVAL: not an address */
+                return lfd == -EINVAL ? EXIT_USAGE : EXIT_FAIL;
+        return exporter_run(o->socket, lfd, o->per_uid) < 0 ? EXIT_FAIL : 0;
 }

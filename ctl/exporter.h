@@ -2,11 +2,11 @@
 /* `hbgctl metrics --listen`: hbgd's metrics served over HTTP (ctl/exporter.c). */
 #pragma once
 
-#include <stdbool.h>
+struct ctl_opts;
 
-/* Serve GET /metrics on listen ("ADDR:PORT", "[ADDR6]:PORT") until SIGTERM
- * or SIGINT, each scrape asking hbgd at socket path afresh; the rows per
- * uid (hbg_user_*) only if per_uid. Returns the
- * exit status: 0 after a signal, EXIT_USAGE for a bad address, EXIT_FAIL
- * when it cannot listen. */
-int exporter_run(const char *path, const char *listen, bool per_uid);
+/* Serve GET /metrics on o->listen ("ADDR:PORT", "[ADDR6]:PORT") until
+ * SIGTERM or SIGINT, each scrape asking hbgd at o->socket afresh; the
+ * rows per uid (hbg_user_*) only if o->per_uid. Returns the exit status:
+ * 0 after a signal (or --format=help), EXIT_USAGE for a bad address or
+ * format, EXIT_FAIL when it cannot listen. */
+int cmd_metrics_listen(const struct ctl_opts *o);

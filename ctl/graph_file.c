@@ -47,9 +47,10 @@ static int parse_tensors(struct plan *p) {
                 i++;
         }
         p->n_tensors = i;
-        if (declare_implicit(p, ts) < 0)
-                return -1;
-        return graph_file_n_errors(p) ? -1 : 0;
+        int err = declare_implicit(p, ts);
+        if (err < 0)
+                return err;
+        return graph_file_n_errors(p) ? -EINVAL : 0;
 }
 
 /* The end of a range reference, "name[lo:hi]" (or, single, "name[i]"),
@@ -147,7 +148,7 @@ static int declare_implicit(struct plan *p, json_object *ts) {
         return 0;
 }
 
-/* Tensor `name` of "tensors" into *t; -1 after its error. */
+/* Tensor `name` of "tensors" into *t; -EINVAL after its error. */
 static int parse_tensor(struct plan *p, const char *name, json_object *spec, struct gtensor *t) {
         static const char *const keys[] = { "len", "init", "value", "start", "step", NULL };
         char path[320];

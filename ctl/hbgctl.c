@@ -59,17 +59,10 @@ static int verb_top(const struct verb *v, const struct ctl_opts *o, const char *
 }
 
 /* The metrics, printed or (--listen) served: the exporter is above the
- * printer, which checks the options for both first. */
+ * printer. */
 static int verb_metrics(const struct verb *v, const struct ctl_opts *o, const char *arg) {
         (void)v, (void)arg;
-        if (!o->listen)
-                return cmd_metrics(o);
-        if (o->metrics_format) { /* --format=help lists; a bad name is a usage error */
-                int rc = metrics_check_format(o->metrics_format);
-                if (rc >= 0)
-                        return rc;
-        }
-        return exporter_run(o->socket, o->listen, o->per_uid);
+        return o->listen ? cmd_metrics_listen(o) : cmd_metrics(o);
 }
 
 static int verb_wait(const struct verb *v, const struct ctl_opts *o, const char *arg) {

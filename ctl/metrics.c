@@ -474,16 +474,16 @@ int metrics_write(FILE *out, const Hbg__StatusReply *r, const struct procstat *s
         return 0;
 }
 
-int metrics_fetch(const char *path, Hbg__Envelope **ret) {
-        struct ctl_failure fail;
+int metrics_fetch(const char *path, Hbg__Envelope **ret, struct ctl_failure *ret_fail) {
         Hbg__Envelope *reply = NULL;
-        if (ctl_status(path, HBG__STATUS_KIND__STATUS_METRICS, &reply, &fail) < 0)
-                return ctl_exit_status(&fail);
+        int err = ctl_status(path, HBG__STATUS_KIND__STATUS_METRICS, &reply, ret_fail);
+        if (err < 0)
+                return err;
         const Hbg__StatusReply *r = reply->status_reply;
         if (!r->daemon || !r->metrics) {
-                ctl_error(-EPROTO, "hbgd sent no metrics (an hbgd older than this hbgctl?)");
+                *ret_fail = (struct ctl_failure){ .at = CTL_AT_EXCHANGE, .err = -EPROTO };
                 wire_free(reply);
-                return EXIT_FAIL;
+                return ctl_error(-EPROTO, "hbgd sent no metrics (an hbgd older than this hbgctl?)");
         }
         *ret = reply;
         return 0;
@@ -530,28 +530,29 @@ static int write_atomically(const char *path, const char *data, size_t len) {
         return 0;
 }
 
-int metrics_check_format(const char *name) {
+int metrics_check_format(const char *name, const struct metrics_format **ret) {
+        *ret = NULL;
         if (strcmp(name, "help") == 0) {
                 metrics_format_names(stdout, "\n");
                 putchar('\n');
                 return 0;
         }
-        if (!metrics_format_find(name)) {
+        if (!(*ret = metrics_format_find(name))) {
                 fprintf(stderr, "hbgctl: --format: '%s' is not a format (", name);
                 metrics_format_names(stderr, ", ");
                 fprintf(stderr, ")\n");
-                return EXIT_USAGE;
+                return -EINVAL;
         }
-        return -1;
+        return 0;
 }
 
 int cmd_metrics(const struct ctl_opts *o) {
         const struct metrics_format *fmt = metrics_format_default();
         if (o->metrics_format) {
-                int rc = metrics_check_format(o->metrics_format);
-                if (rc >= 0)
-                        return rc;
-                fmt = metrics_format_find(o->metrics_format);
+                if (metrics_check_format(o->metrics_format, &fmt) < 0)
+                        return EXIT_USAGE;
+                if (!fmt) /* help: the names are printed */
+                        return 0;
         }
         if (o->per_uid && !o->listen) {
                 fprintf(stderr, "hbgctl: --per-uid is the exporter's (--listen); hbgctl metrics shows the rows "
@@ -561,11 +562,13 @@ int cmd_metrics(const struct ctl_opts *o) {
         if (o->listen) /* the exporter's (hbgctl.c): it calls down into this file */
                 return EXIT_USAGE;
         Hbg__Envelope *reply = NULL;
-        int rc = metrics_fetch(o->socket, &reply);
-        if (rc)
-                return rc;
-        if (!reply) /* metrics_fetch() gives one with 0: said for the optimiser */
-                return ctl_error(-EPROTO, "no reply from hbgd");
+        struct ctl_failure fail;
+        if (metrics_fetch(o->socket, &reply, &fail) < 0)
+                return ctl_exit_status(&fail);
+        if (!reply) { /* metrics_fetch() gives one with 0: said for the optimiser */
+                ctl_error(-EPROTO, "no reply from hbgd");
+                return EXIT_FAIL;
+        }
         const Hbg__StatusReply *r = reply->status_reply;
         char *text = NULL;
         size_t len = 0;
@@ -589,6 +592,7 @@ int cmd_metrics(const struct ctl_opts *o) {
                 free(text);
                 return EXIT_FAIL;
         }
+        int rc = 0;
         if (opt_output)
                 rc = write_atomically(opt_output, text, len) < 0 ? EXIT_FAIL : 0;
         else if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0)

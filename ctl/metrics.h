@@ -21,8 +21,9 @@ struct metrics_format {
 const struct metrics_format *metrics_format_find(const char *name);
 /* The formats' names, separated by sep ("openmetrics, prometheus"). */
 void metrics_format_names(FILE *out, const char *sep);
-/* --format NAME: -1 a format; 0 "help" (the names printed); EXIT_USAGE (said). */
-int metrics_check_format(const char *name);
+/* --format NAME: 0 and *ret the format, or *ret NULL for "help" (the
+ * names printed: nothing more to do); -EINVAL (said) when it is none. */
+int metrics_check_format(const char *name, const struct metrics_format **ret);
 /* The default: OpenMetrics. */
 const struct metrics_format *metrics_format_default(void);
 /* The exposition of reply r (a STATUS_METRICS StatusReply, as ctl_status()
@@ -33,8 +34,10 @@ const struct metrics_format *metrics_format_default(void);
 int metrics_write(FILE *out, const Hbg__StatusReply *r, const struct procstat *self, bool per_uid,
                   const struct metrics_format *f);
 /* A STATUS_METRICS reply from hbgd at socket path: 0 and *ret (free it
- * with wire_free()), or the exit status of the failure, printed. */
-int metrics_fetch(const char *path, Hbg__Envelope **ret);
+ * with wire_free()), or a negative errno after a printed message with
+ * *ret_fail set (ctl_exit_status() says the exit status). */
+struct ctl_failure;
+int metrics_fetch(const char *path, Hbg__Envelope **ret, struct ctl_failure *ret_fail);
 
 struct ctl_opts;
 /* `hbgctl metrics`: the text on stdout or --output. */
