@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hbgctl's modules, each calling only those below it, each with its own
- * header (this one holds what the verbs share: struct ctl_opts):
+ * hbgctl's modules, each calling only those below it (one rank a line in
+ * tests/scripts/layers.txt, which check-layers.sh enforces), each with
+ * its own header (this one holds what the verbs share: struct ctl_opts):
  *   hbgctl.c      options, the verb table, help; a verb's exit status
  *                 goes out as it is
  *   top.c         `top`: rates from successive status replies (top.h)
@@ -11,9 +12,10 @@
  *   run_report.c  run's failures, on stderr and in JSON    (run_report.h)
  *   status.c      the status verbs: one request to hbgd, printed; wait
  *                                                          (status.h)
+ *   exporter.c    `metrics --listen`: metrics.c's text over HTTP
+ *                                                          (exporter.h)
  *   metrics.c     `metrics`: Prometheus' text formats made from a status
  *                 reply                                    (metrics.h)
- *   exporter.c    `metrics --listen`: that text over HTTP   (exporter.h)
  *   admin.c       `cancel` and `kill`: one admin request each (admin.h)
  *   trace.c       `trace`: the task timeline, Chrome JSON  (trace.h)
  *   trace_svg.c   trace --svg: the timeline drawn as SVG   (trace_svg.h)

@@ -559,7 +559,7 @@ int cmd_metrics(const struct ctl_opts *o) {
                                 "its user may see\n");
                 return EXIT_USAGE;
         }
-        if (o->listen) /* the exporter's (hbgctl.c): it calls down into this file */
+        if (o->listen) /* the exporter's verb (exporter.c), which calls down into this file */
                 return EXIT_USAGE;
         Hbg__Envelope *reply = NULL;
         struct ctl_failure fail;

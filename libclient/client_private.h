@@ -3,14 +3,15 @@
  * libhbgclient internals: the client's state (struct hbg_client and what
  * it holds). Each file's calls for the others are declared in its own
  * header, libclient/FILE.h, which includes this one. The files, each
- * calling only those below it:
+ * calling only those below it (one rank a line in tests/scripts/layers.txt,
+ * which check-layers.sh enforces):
  *   connect.c       hbg_connect/hbg_disconnect: handshake, regions, channels
  *   replay.c        recording graphs in hbgd, launching them (§14)
  *   graph.c         building tasks and graphs, submitting, waiting for them
  *   recording.c     the graph being recorded: its tasks, dependencies, host functions
  *   wait.c          the wait loop (spin, yield, poll) that runs host tasks
- *   host.c          host (external) tasks and the completion mailbox
  *   workers.c       host worker threads, their sleep and the hang-up watcher
+ *   host.c          host (external) tasks and the completion mailbox
  *   graph_status.c  reading retired graphs back, graph statuses and errors
  *   deps.c          the session's dependency tracking, bound to the client
  *   tensor.c        the session heap's allocator, tensor helpers
@@ -18,9 +19,9 @@
  *   hangup.c        knowing that hbgd went away without a system call
  *   kernels.c       hbgd's kernel table: names, signatures (hbg_client_kernel_*)
  *   errors.c        messages
- *   dep_tracker.c   dependencies derived from tensor regions (no client;
- *                   hbgctl run --dot uses it too)
- * and shm/producer.c, the code that writes into the submission region.
+ * and, compiled in from below, common/dep_tracker.c (dependencies derived
+ * from tensor regions, no client; hbgctl run --dot uses it too) and
+ * shm/producer.c, the code that writes into the submission region.
  * Nothing here is exported (-fvisibility=hidden; libhbgclient.map).
  * The protocol is docs/RUNTIME_LOGIC.md §2, §8-§12; the byte layout is
  * shm/layout.h. The library never prints.
@@ -235,7 +236,7 @@ struct hbg_client {
         pthread_mutex_t host_lock;
 
         /* The session's dependency records, and the set tasks are added
-         * to now: &deps, or a recording's own (record.c). */
+         * to now: &deps, or a recording's own (recording.c). */
         struct dep_tracker deps;
         struct dep_tracker *dt;
         struct recording *rec;     /* recording (hbg_graph_record_begin) */
