@@ -382,32 +382,10 @@ struct cmdline {
         size_t n_used;
 };
 
-/* One option d (its id c) with its argument: 0, or EXIT_USAGE with a
- * message. */
-static int take_option(struct cmdline *cl, const struct opt_def *d, int c, char *value) {
-        struct ctl_opts *o = &cl->o;
+/* An option whose argument is a number (sizes, counts, seconds): 0, or
+ * EXIT_USAGE with a message. */
+static int take_number(struct ctl_opts *o, const struct opt_def *d, int c, char *value) {
         switch (c) {
-        case OPT_SOCKET:
-                cl->path = value;
-                break;
-        case OPT_JSON:
-                opt_json = true;
-                break;
-        case OPT_HELP:
-                cl->help = true;
-                break;
-        case OPT_VERSION:
-                cl->version = true;
-                break;
-        case OPT_PROGRESS:
-                o->progress = true;
-                break;
-        case OPT_DOT:
-                o->dot = value;
-                break;
-        case OPT_DRY_RUN:
-                o->dry_run = true;
-                break;
         case OPT_HEAP:
         case OPT_WINDOW:
                 if (run_parse_size(value, c == OPT_HEAP ? &o->heap : &o->window) < 0) {
@@ -415,21 +393,6 @@ static int take_option(struct cmdline *cl, const struct opt_def *d, int c, char 
                                 d->name, value, c == OPT_HEAP ? "size in bytes" : "number of tasks");
                         return EXIT_USAGE;
                 }
-                break;
-        case OPT_LIST:
-                opt_list = true;
-                break;
-        case OPT_OUTPUT:
-                opt_output = value;
-                break;
-        case OPT_FORMAT:
-                o->metrics_format = value;
-                break;
-        case OPT_LISTEN:
-                o->listen = value;
-                break;
-        case OPT_PER_UID:
-                o->per_uid = true;
                 break;
         case OPT_DURATION: {
                 char *end;
@@ -454,12 +417,6 @@ static int take_option(struct cmdline *cl, const struct opt_def *d, int c, char 
                 o->trace_session = n;
                 break;
         }
-        case OPT_SVG:
-                o->trace_svg = value;
-                break;
-        case OPT_BATCH:
-                o->batch = true;
-                break;
         case OPT_ITERATIONS: {
                 char *end;
                 errno = 0;
@@ -490,6 +447,59 @@ static int take_option(struct cmdline *cl, const struct opt_def *d, int c, char 
                         return EXIT_USAGE;
                 }
                 break;
+        }
+        return 0;
+}
+
+/* One option d (its id c) with its argument: 0, or EXIT_USAGE with a
+ * message. */
+static int take_option(struct cmdline *cl, const struct opt_def *d, int c, char *value) {
+        struct ctl_opts *o = &cl->o;
+        switch (c) {
+        case OPT_SOCKET:
+                cl->path = value;
+                break;
+        case OPT_JSON:
+                opt_json = true;
+                break;
+        case OPT_HELP:
+                cl->help = true;
+                break;
+        case OPT_VERSION:
+                cl->version = true;
+                break;
+        case OPT_PROGRESS:
+                o->progress = true;
+                break;
+        case OPT_DOT:
+                o->dot = value;
+                break;
+        case OPT_DRY_RUN:
+                o->dry_run = true;
+                break;
+        case OPT_LIST:
+                opt_list = true;
+                break;
+        case OPT_OUTPUT:
+                opt_output = value;
+                break;
+        case OPT_FORMAT:
+                o->metrics_format = value;
+                break;
+        case OPT_LISTEN:
+                o->listen = value;
+                break;
+        case OPT_PER_UID:
+                o->per_uid = true;
+                break;
+        case OPT_SVG:
+                o->trace_svg = value;
+                break;
+        case OPT_BATCH:
+                o->batch = true;
+                break;
+        default:
+                return take_number(o, d, c, value);
         }
         return 0;
 }

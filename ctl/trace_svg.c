@@ -101,6 +101,61 @@ static double tick_step(double span_ms) {
         return step;
 }
 
+/* Event ev in row `row`: a park as a tick, a task as a box with its
+ * details in a tooltip. */
+static void draw_event(struct svg *s, const struct trace_data *t, const struct trace_event *ev, size_t row,
+                       double span, double plot_w) {
+        double x = LABEL_W + (double)(ev->start_ns > 0 ? ev->start_ns : 0) / span * plot_w;
+        double y = TOP + (double)row * ROW_H;
+        if (ev->kind == K_PARK) {
+                out(s, "<line class=\"park\" x1=\"%.2f\" x2=\"%.2f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>\n",
+                    x, x, y + ROW_H - 6, y + ROW_H - 2);
+                return;
+        }
+        double w = (double)(ev->end_ns - ev->start_ns) / span * plot_w;
+        if (w < 0.5)
+                w = 0.5;
+        bool host = ev->kind == K_HOST;
+        out(s, "<rect class=\"task\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"hsl(%u,65%%,%s)\">"
+               "<title>", x, y + 3, w, ROW_H - 6, host ? 0u : kernel_hue(ev->kernel), host ? "40%" : "55%");
+        out_text(s, host ? "host task" : trace_kernel_name(t, ev->kernel));
+        out(s, ": session %" PRIu64 " task %" PRIu64 ", %.1f us", ev->session, ev->id,
+            (double)(ev->end_ns - ev->start_ns) / 1000.0);
+        if (ev->wait_ns >= 0)
+                out(s, ", waited %.1f us", (double)ev->wait_ns / 1000.0);
+        if (ev->result)
+                out(s, ", result %d", ev->result);
+        out(s, "</title></rect>\n");
+}
+
+/* The time axis. */
+static void draw_axis(struct svg *s, double span, double plot_w, double axis_y) {
+        out(s, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n", LABEL_W, LABEL_W + plot_w,
+            axis_y, axis_y);
+        double span_ms = span / 1e6, step = tick_step(span_ms);
+        for (double ms = 0; ms <= span_ms + step / 2; ms += step) {
+                double x = LABEL_W + ms / span_ms * plot_w;
+                out(s, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>"
+                       "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g ms</text>\n",
+                    x, x, axis_y, axis_y + 4, x, axis_y + 16, ms);
+        }
+}
+
+/* The legend: kernels by colour, those `used` by a task. */
+static void draw_legend(struct svg *s, const struct trace_data *t, const bool *used, double axis_y) {
+        unsigned k_at = 0;
+        for (unsigned k = 0; k < KERNEL_IDS; k++) {
+                if (!used[k])
+                        continue;
+                double x = LABEL_W + (double)(k_at % 4) * 250, y = axis_y + 30 + (double)(k_at / 4) * 18;
+                out(s, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"hsl(%u,65%%,55%%)\"/>"
+                       "<text x=\"%.1f\" y=\"%.1f\">", x, y, kernel_hue(k), x + 16, y + 10);
+                out_text(s, trace_kernel_name(t, k));
+                out(s, "</text>\n");
+                k_at++;
+        }
+}
+
 char *trace_svg(const struct trace_data *t, size_t *ret_len) {
         struct svg s = { 0 };
         uint64_t *sessions = calloc(t->n_events + 1, sizeof(*sessions));
@@ -159,50 +214,10 @@ char *trace_svg(const struct trace_data *t, size_t *ret_len) {
                         continue;
                 if (row >= rows)
                         continue;
-                double x = LABEL_W + (double)(ev->start_ns > 0 ? ev->start_ns : 0) / span * plot_w;
-                double y = TOP + (double)row * ROW_H;
-                if (ev->kind == K_PARK) {
-                        out(&s, "<line class=\"park\" x1=\"%.2f\" x2=\"%.2f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>\n",
-                            x, x, y + ROW_H - 6, y + ROW_H - 2);
-                        continue;
-                }
-                double w = (double)(ev->end_ns - ev->start_ns) / span * plot_w;
-                if (w < 0.5)
-                        w = 0.5;
-                bool host = ev->kind == K_HOST;
-                out(&s, "<rect class=\"task\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"hsl(%u,65%%,%s)\">"
-                        "<title>", x, y + 3, w, ROW_H - 6, host ? 0u : kernel_hue(ev->kernel), host ? "40%" : "55%");
-                out_text(&s, host ? "host task" : trace_kernel_name(t, ev->kernel));
-                out(&s, ": session %" PRIu64 " task %" PRIu64 ", %.1f us", ev->session, ev->id,
-                    (double)(ev->end_ns - ev->start_ns) / 1000.0);
-                if (ev->wait_ns >= 0)
-                        out(&s, ", waited %.1f us", (double)ev->wait_ns / 1000.0);
-                if (ev->result)
-                        out(&s, ", result %d", ev->result);
-                out(&s, "</title></rect>\n");
+                draw_event(&s, t, ev, row, span, plot_w);
         }
-        /* The time axis. */
-        out(&s, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n", LABEL_W, LABEL_W + plot_w,
-            axis_y, axis_y);
-        double span_ms = span / 1e6, step = tick_step(span_ms);
-        for (double ms = 0; ms <= span_ms + step / 2; ms += step) {
-                double x = LABEL_W + ms / span_ms * plot_w;
-                out(&s, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>"
-                        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g ms</text>\n",
-                    x, x, axis_y, axis_y + 4, x, axis_y + 16, ms);
-        }
-        /* The legend: kernels by colour. */
-        unsigned k_at = 0;
-        for (unsigned k = 0; k < KERNEL_IDS; k++) {
-                if (!used[k])
-                        continue;
-                double x = LABEL_W + (double)(k_at % 4) * 250, y = axis_y + 30 + (double)(k_at / 4) * 18;
-                out(&s, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"hsl(%u,65%%,55%%)\"/>"
-                        "<text x=\"%.1f\" y=\"%.1f\">", x, y, kernel_hue(k), x + 16, y + 10);
-                out_text(&s, trace_kernel_name(t, k));
-                out(&s, "</text>\n");
-                k_at++;
-        }
+        draw_axis(&s, span, plot_w, axis_y);
+        draw_legend(&s, t, used, axis_y);
         out(&s, "</svg>\n");
         free(sessions);
         free(used);

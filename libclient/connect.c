@@ -83,9 +83,9 @@ static int other_release(const hbg_client *c, const char *what, uint32_t hbgd_la
                          HBG_LAYOUT_VERSION);
 }
 
-/* Map the regions of a session reply and check them. fds: sub, cpl,
- * doorbell, completion; the memfds are closed here, the channels kept. */
-static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
+/* Map the regions of a session reply (fds: sub, cpl), the submission
+ * region sealed against writable mappings; the memfds are closed. */
+static int map_regions(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
         struct hbg_geometry_request req = {
                 .task_window = r->task_window,
                 .flag_window = r->flag_window,
@@ -127,12 +127,18 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
         }
         c->cpl = cpl;
         close_fds(fds, 2);
+        return 0;
+}
 
+/* The mapped regions' headers against the session reply; then the
+ * client's views of them. */
+static int check_regions(hbg_client *c, const Hbg__SessionReply *r) {
+        const char *why = NULL;
         const struct hbg_cpl_header *ch = c->cpl;
         if (ch->magic == HBG_CPL_MAGIC && ch->layout_version != HBG_LAYOUT_VERSION)
                 return other_release(c, "completion region: another layout version than this library's",
                                      ch->layout_version);
-        err = layout_cpl_region_check(c->cpl, c->g.cpl_region_size, &why);
+        int err = layout_cpl_region_check(c->cpl, c->g.cpl_region_size, &why);
         if (err < 0)
                 return hbgc_fail(NULL, err, "%s", why);
         if (ch->task_window_log2 != c->g.task_window_log2 ||
@@ -154,18 +160,12 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
         c->sh = c->sub;
         c->ch = ch;
         c->heap = (uint8_t *)c->sub + c->g.sub_heap_offset;
+        return 0;
+}
 
-        /* Only reads through the window: the cast drops const for the
-         * shared type, nothing is ever stored through it. */
-        flag_window_init(&c->window, &c->g, (void *)(uintptr_t)c->cpl, r->first_id);
-        err = completer_init(&c->completer, &c->window, 0);
-        if (err < 0)
-                return hbgc_fail(NULL, err, "out of memory");
-
-        c->session_id = r->session_id;
-        c->first_id = r->first_id;
-        producer_init(&c->prod, &c->g, c->sub, c->cpl, r->first_id);
-        c->harvested = 0;
+/* The doorbell and the completion channel (fds[2], fds[3]), taken over;
+ * the first doorbell rung; hbg_client_fd()'s descriptor made. */
+static int take_channels(hbg_client *c, int *fds) {
         /* The doorbell is our end of a socketpair, the completion channel
          * the read end of a pipe (hbgd keeps the other ends to itself).
          * Ours are made non-blocking, so that no read or write of ours can
@@ -199,6 +199,30 @@ static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
         if (epoll_ctl(c->notify_fd, EPOLL_CTL_ADD, c->completion_fd, &ev) < 0 ||
             epoll_ctl(c->notify_fd, EPOLL_CTL_ADD, c->rearm_fd, &ev) < 0)
                 return hbgc_fail(NULL, -errno, "cannot watch the completion channel: %s", strerror(errno));
+        return 0;
+}
+
+/* Map the regions of a session reply and check them. fds: sub, cpl,
+ * doorbell, completion; the memfds are closed here, the channels kept. */
+static int map_session(hbg_client *c, const Hbg__SessionReply *r, int *fds) {
+        int err = map_regions(c, r, fds);
+        if (err < 0 || (err = check_regions(c, r)) < 0)
+                return err;
+
+        /* Only reads through the window: the cast drops const for the
+         * shared type, nothing is ever stored through it. */
+        flag_window_init(&c->window, &c->g, (void *)(uintptr_t)c->cpl, r->first_id);
+        err = completer_init(&c->completer, &c->window, 0);
+        if (err < 0)
+                return hbgc_fail(NULL, err, "out of memory");
+
+        c->session_id = r->session_id;
+        c->first_id = r->first_id;
+        producer_init(&c->prod, &c->g, c->sub, c->cpl, r->first_id);
+        c->harvested = 0;
+        err = take_channels(c, fds);
+        if (err < 0)
+                return err;
         c->deps.sweep_at = 4096;
         c->dt = &c->deps;
         return 0;
