@@ -273,8 +273,8 @@ $(B)/obj/proto/wire.o $(B)/obj/proto/kernel_table.o $(HBGD_SRCS:%.c=$(B)/obj/%.o
 JSONC_CFLAGS = $(shell pkg-config --cflags json-c 2>/dev/null)
 JSONC_LIBS   = $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c)
 
-CTL_SRCS := ctl/hbgctl.c ctl/top.c ctl/run.c ctl/run_dry.c ctl/run_report.c ctl/progress.c ctl/dot.c ctl/status.c ctl/metrics.c ctl/exporter.c ctl/graph_file.c ctl/graph_read.c \
-            ctl/output.c ctl/daemon_conn.c ctl/admin.c ctl/trace.c ctl/trace_svg.c ctl/error.c
+CTL_SRCS := ctl/hbgctl.c ctl/top.c ctl/run.c ctl/run_dry.c ctl/run_report.c ctl/progress.c ctl/dot.c ctl/status.c ctl/metrics.c ctl/exporter.c ctl/graph_file.c ctl/graph_tensors.c \
+            ctl/graph_read.c ctl/output.c ctl/daemon_conn.c ctl/admin.c ctl/trace.c ctl/trace_svg.c ctl/error.c
 CTL_OBJS := $(CTL_SRCS:%.c=$(B)/obj/%.o)
 
 $(CTL_OBJS): $(B)/obj/ctl/%.o: ctl/%.c $(B)/gen/hbg.pb-c.h
@@ -618,7 +618,7 @@ FUZZ_LINK_protocol    := $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
 FUZZ_LINK_descriptors := $(B)/obj/tests/engine/harness.o $(CORE_LIB) $(SHM_LIB)
 # (graph files name slices through the client library: its objects, as
 # clang's sanitizers cannot link a shared library without their runtime)
-FUZZ_LINK_graph_file  := $(B)/obj/ctl/graph_file.o $(B)/obj/ctl/graph_read.o $(CLIENT_PIC)
+FUZZ_LINK_graph_file  := $(B)/obj/ctl/graph_file.o $(B)/obj/ctl/graph_tensors.o $(B)/obj/ctl/graph_read.o $(CLIENT_PIC)
 FUZZ_LINK_text        := $(SHM_LIB)
 FUZZ_LIBS = $(SYS_LIBS) $(JSONC_LIBS) -lm
 

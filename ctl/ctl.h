@@ -22,6 +22,8 @@
  *   progress.c    run --progress: the progress line        (progress.h)
  *   dot.c         run --dot: the graph in Graphviz form    (dot.h)
  *   graph_file.c  the graph-file compiler (docs/GRAPH_FILES.md) (graph_file.h)
+ *   graph_tensors.c  its tensors: declared, and used through ranges alone
+ *                                                          (graph_tensors.h)
  *   graph_read.c  its values: paths, errors, numbers, tensor references
  *                                                          (graph_read.h)
  *   output.c      tables and JSON (one set of names for both), the
