@@ -35,7 +35,7 @@ struct plan {
         char kernels_note[256];
         json_object *root, *tasks, *outputs;
         struct gtensor *tensors;
-        size_t n_tensors;
+        size_t n_tensors, cap_tensors;
         json_object *tensor_index;   /* name -> index */
         json_object *implicit;       /* tensors used only through ranges, not declared: name -> length */
         json_object *task_index;     /* task name -> task index */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "ctl/graph_file.h"
 #include "ctl/graph_read.h"
 
@@ -28,6 +29,7 @@ int graph_tensors_parse(struct plan *p) {
         p->tensor_index = json_object_new_object();
         if (!p->tensors || !p->tensor_index)
                 return graph_read_error(p, AT_TEXT("$.tensors"), "out of memory");
+        p->cap_tensors = n ? n : 1;
         p->broken_tensors = json_object_new_object();
         if (!p->broken_tensors)
                 return graph_read_error(p, AT_TEXT("$.tensors"), "out of memory");
@@ -124,12 +126,10 @@ static int declare_implicit(struct plan *p, json_object *ts) {
                 (void)end_counted;
                 more += !json_object_object_get_ex(whole, counted, NULL);
         }
-        struct gtensor *t = more ? realloc(p->tensors, (p->n_tensors + more) * sizeof(*t)) : p->tensors;
-        if (!t) {
+        if (GROW(p->tensors, p->cap_tensors, p->n_tensors + more, p->n_tensors + more) < 0) {
                 json_object_put(whole);
                 return graph_read_error(p, AT_TEXT("$.tensors"), "out of memory");
         }
-        p->tensors = t;
         json_object_object_foreach(p->implicit, name, end) {
                 if (json_object_object_get_ex(whole, name, NULL))
                         continue;
