@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -41,10 +42,23 @@ static struct resolver_engine *engine_state(struct hbg_engine *e) {
         return e->policy_state;
 }
 
-/* A ring's state: its hand-off queues, one per scheduler thread (ids to
- * the resolver), an array of nschedulers. */
+/* A ring's state: the resolver's note and its hand-off queues, one per
+ * scheduler thread (ids to the resolver), nschedulers of them. */
+struct resolver_ring {
+        /* The resolver made work ready in this ring during its pass: a
+         * fenced wake check at the pass's end (ready_policy_wake_check()).
+         * The resolver's alone; on a line of its own, away from the
+         * schedulers' queue cursors. */
+        alignas(64) bool wake_check_due;
+        struct spsc queues[];
+};
+
+static struct resolver_ring *ring_state(struct hbg_ring *r) {
+        return r->policy_state;
+}
+
 static struct spsc *handoff(struct hbg_ring *r, unsigned thread) {
-        return &((struct spsc *)r->policy_state)[thread];
+        return &ring_state(r)->queues[thread];
 }
 
 /* The resolver is the engine's last thread, the one that schedules nothing. */
@@ -77,12 +91,20 @@ static void resolver_wake_all(struct hbg_engine *e) {
  * stops rather than lose the task. */
 static void resolver_complete(struct sched_thread *t, struct hbg_ring *r, uint64_t id);
 
+/* completion_task_released() on the resolver, which runs no task: a
+ * surplus it queued is looked at again, fenced, at its pass's end. */
+static void resolver_released(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
+        if (ready_dependants_by_policy_thread(t, r, id))
+                ring_state(r)->wake_check_due = true;
+        ring_slot_release(r, id);
+}
+
 static void publish_one(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
         /* release: the single writer needs no frontier pair (§11.3). */
         int rc = completer_publish_or_defer_ordered(ring_completer(t, r), id, memory_order_release);
 
         if (rc == 1)
-                completion_task_released(t, r, id);
+                resolver_released(t, r, id);
         else if (rc < 0)
                 retire_fail(r, rc, id, "failsafe heap full");
 }
@@ -147,7 +169,7 @@ static bool resolver_resolve(struct sched_thread *t, struct hbg_ring *r) {
                                 break;
                         failsafe_heap_pop(&c->heap, &id);
                         stat_inc(&c->stats.retry_published, 1);
-                        completion_task_released(t, r, id);
+                        resolver_released(t, r, id);
                         retried = true;
                 }
                 if (moved) {
@@ -222,7 +244,11 @@ static void *resolver_main(void *arg) {
                         if (!r)
                                 continue;
                         work |= resolver_resolve(t, r);
-                        ready_policy_wake_check(t, r);
+                        struct resolver_ring *rs = ring_state(r);
+                        if (rs->wake_check_due) {
+                                rs->wake_check_due = false;
+                                ready_policy_wake_check(t, r);
+                        }
                         ring_table_leave(t);
                 }
                 if (work) {
@@ -271,25 +297,26 @@ static void resolver_engine_free(struct hbg_engine *e) {
 
 static int resolver_ring_init(struct hbg_ring *r) {
         unsigned n = r->engine->nschedulers;
-        struct spsc *queues = aligned_alloc(64, n * sizeof(*queues));
-        if (!queues)
+        size_t bytes = sizeof(struct resolver_ring) + n * sizeof(struct spsc);
+        struct resolver_ring *rs = aligned_alloc(64, bytes);
+        if (!rs)
                 return -ENOMEM;
-        memset(queues, 0, n * sizeof(*queues));
-        r->policy_state = queues;
+        memset(rs, 0, bytes);
+        r->policy_state = rs;
         for (unsigned i = 0; i < n; i++)
-                if (spsc_init(&queues[i], r->g.task_window) < 0)
+                if (spsc_init(&rs->queues[i], r->g.task_window) < 0)
                         return -ENOMEM;
         return 0;
 }
 
 /* Accepts a ring whose init failed half-way (zeroed queues). */
 static void resolver_ring_free(struct hbg_ring *r) {
-        struct spsc *queues = r->policy_state;
-        if (!queues)
+        struct resolver_ring *rs = r->policy_state;
+        if (!rs)
                 return;
         for (unsigned i = 0; i < r->engine->nschedulers; i++)
-                spsc_destroy(&queues[i]);
-        free(queues);
+                spsc_destroy(&rs->queues[i]);
+        free(rs);
         r->policy_state = NULL;
 }
 
@@ -298,7 +325,7 @@ static uint64_t resolver_ring_memory(uint64_t task_window, unsigned nthreads) {
 }
 
 static bool resolver_ring_lazy_array(const struct hbg_ring *r, unsigned i, struct lazy_span *ret) {
-        const struct spsc *queues = r->policy_state;
+        const struct spsc *queues = ((const struct resolver_ring *)r->policy_state)->queues;
         if (i >= r->engine->nschedulers)
                 return false;
         *ret = (struct lazy_span){ queues[i].cells, (queues[i].mask + 1) * sizeof(uint64_t) };

@@ -244,27 +244,28 @@ static bool wake_for_surplus(struct sched_thread *t, struct hbg_ring *r, bool po
 }
 
 /* A scheduler thread stays awake and sees its own surplus before it
- * parks: a relaxed look is enough. A completion policy's own thread (the
- * resolver, §11.3) runs nothing itself, so a wake it skips must be made
- * up for: the same look now (a prompt wake, usually) and a fenced one at
- * the end of its pass, one fence per pass rather than per task. */
-void ready_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
+ * parks: a relaxed look is enough. A completion policy's own thread
+ * (policy_thread: the resolver, §11.3) runs nothing itself, so a wake it
+ * skips must be made up for: the same look now (a prompt wake, usually)
+ * and a fenced one at the end of its pass, one fence per pass rather
+ * than per task (ready_policy_wake_check()). Returns whether it looked,
+ * i.e. whether tasks were queued since the last look that settled it. */
+static inline bool look_for_surplus(struct sched_thread *t, struct hbg_ring *r, bool policy_thread) {
         struct ring_thread *rt = &r->per_thread[t->index];
         /* Nothing queued since the last look that settled it (a chain's
          * next task is the continuation): no surplus to wake a peer for. */
         if (!rt->queued)
-                return;
-        bool policy_thread = t->index >= r->engine->nschedulers;
-        if (policy_thread)
-                rt->wake_check_due = true;
+                return false;
         rt->queued = !wake_for_surplus(t, r, policy_thread);
+        return true;
+}
+
+void ready_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r) {
+        look_for_surplus(t, r, false);
 }
 
 void ready_policy_wake_check(struct sched_thread *t, struct hbg_ring *r) {
         struct ring_thread *rt = &r->per_thread[t->index];
-        if (!rt->wake_check_due)
-                return;
-        rt->wake_check_due = false;
         wakeup_fence(); /* the pass's pushes before the idle counts */
         rt->queued = !wake_for_surplus(t, r, true);
 }
@@ -287,13 +288,22 @@ static void route_list(struct sched_thread *t, struct hbg_ring *r, uint32_t link
         }
 }
 
-void ready_dependants(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
+/* Returns look_for_surplus()'s answer; false when nothing waited on id. */
+static inline bool dependants(struct sched_thread *t, struct hbg_ring *r, uint64_t id, bool policy_thread) {
         struct queues_wake_lists l = queues_wake_close(r, id);
 
         if (l.link == WAKE_LINK_EMPTY && l.batch == WAKE_LINK_EMPTY)
-                return;
+                return false;
         route_list(t, r, l.batch);
         route_list(t, r, l.link);
-        ready_wake_for_surplus(t, r);
+        return look_for_surplus(t, r, policy_thread);
+}
+
+void ready_dependants(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
+        dependants(t, r, id, false);
+}
+
+bool ready_dependants_by_policy_thread(struct sched_thread *t, struct hbg_ring *r, uint64_t id) {
+        return dependants(t, r, id, true);
 }
 

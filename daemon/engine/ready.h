@@ -27,13 +27,21 @@ void ready_wake_for_surplus(struct sched_thread *t, struct hbg_ring *r);
 /* The thread goes to sleep: the surplus it held back in r, run by now,
  * is forgotten (the next one is counted from nothing). */
 void ready_surplus_forget(struct sched_thread *t, struct hbg_ring *r);
-/* The completion policy's own thread, at the end of its pass over r: the
- * wake check of ready_wake_for_surplus() again, after a fence, if the
- * pass made work ready (its wakes must not be lost, §9.4). */
+/* A completion policy's own thread, at the end of a pass over r in which
+ * ready_dependants_by_policy_thread() returned true (the policy keeps
+ * that note in its own state): the wake check again, after a fence (its
+ * wakes must not be lost, §9.4). */
 void ready_policy_wake_check(struct sched_thread *t, struct hbg_ring *r);
 /* End of a visit: a continuation still held, and the tasks left in the
  * thread's deque, go to the ready queues. */
 void ready_continuation_flush(struct sched_thread *t, struct hbg_ring *r);
 /* After id's stamp is visible (the completion policy calls this): close
- * its wake list and route the tasks on it and on its batch list. */
+ * its wake list and route the tasks on it and on its batch list; then the
+ * wake check of ready_wake_for_surplus(). */
 void ready_dependants(struct sched_thread *t, struct hbg_ring *r, uint64_t id);
+/* The same, called on a completion policy's own thread, which runs no
+ * task itself (§11.3): every task it queued is a surplus. Returns whether
+ * it looked for one (tasks were queued since the last look that settled
+ * it): then ready_policy_wake_check() is due at the end of the thread's
+ * pass over r. */
+bool ready_dependants_by_policy_thread(struct sched_thread *t, struct hbg_ring *r, uint64_t id);

@@ -47,10 +47,6 @@ struct ring_thread {
          * was last released (ready.c, surplus_release()), in ticks: each
          * task's kernel's run_avg (sched.h). */
         uint64_t queued_work;
-        /* The completion policy's own thread made work ready in this
-         * ring during its pass: a fenced wake check at the pass's end
-         * (ready_policy_wake_check()). */
-        bool wake_check_due;
         /* A surplus a check held back as too little work for a peer's
          * wake-up, and the ticks this thread has run in r since the
          * first such check, the run that made it included (dispatch.c,
