@@ -79,10 +79,9 @@ static void kernel_times(struct sched_thread *t, const struct task_slot *s, int 
 static void held_surplus_ran(struct sched_thread *t, struct hbg_ring *r, struct ring_thread *rt, uint64_t ran) {
         bool takes_one = !rt->has_continuation;
         bool surplus = queues_ready_hint(t, r) > (takes_one ? 1u : 0u);
-        if (surplus && (rt->held_ran += ran) < r->engine->surplus_wake_ticks)
+        if (surplus && !queues_surplus_ran(rt, ran, r->engine->surplus_wake_ticks))
                 return;
-        rt->surplus_held = false;
-        rt->queued_work = 0;
+        queues_surplus_release(rt);
         if (surplus)
                 wakeup_executor(r->engine);
 }
@@ -114,9 +113,7 @@ static void before_long(struct sched_thread *t, struct hbg_ring *r) {
         struct hbg_engine *e = r->engine;
         if (e->completion->end_visit)
                 e->completion->end_visit(t, r);
-        struct ring_thread *rt = &r->per_thread[t->index];
-        rt->surplus_held = false;
-        rt->queued_work = 0;
+        queues_surplus_release(&r->per_thread[t->index]);
         if (queues_ready_hint(t, r) > 0)
                 wakeup_executor(e);
         atomic_fetch_add(&e->in_long, 1);
@@ -259,7 +256,7 @@ static inline __attribute__((always_inline)) void run_done(struct sched_thread *
          * task of 5 us or more that queues a few others wakes a peer for
          * them at once (their kernels may be as long). The slot may be
          * id + D's by now: ran is this run's own. */
-        if (__builtin_expect(rt->surplus_held, 0))
+        if (__builtin_expect(queues_surplus_held(rt), 0))
                 held_surplus_ran(t, r, rt, ran);
 }
 

@@ -1,11 +1,35 @@
 /* SPDX-License-Identifier: MIT */
 /* failures.c: the failure list of a ring (RUNTIME_LOGIC.md §12.2), below
- * the stages that write it (complete.c) and read it (retire.c). */
+ * the stages that write it (complete.c) and read it (retire.c); and the
+ * failed ids' tags (inline), which ready.c reads for a task's fanins. */
 #pragma once
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct hbg_ring;
+
+/* Failed or skipped ids (§12.2): entry id & mask (2D-1) holds id + 1.
+ * A ring's (hbg_ring.fail_tags): tagged as a task fails (complete.c),
+ * looked up for a fanin as a task is made ready (ready.c). */
+struct failure_tags {
+        _Atomic uint64_t *entries;
+        uint64_t mask;
+};
+
+/* Task id failed or was skipped. Before its stamp (release there,
+ * acquire by whoever sees the task complete): a dependant checks this
+ * entry. */
+static inline void failures_tag(struct failure_tags *ft, uint64_t id) {
+        atomic_store_explicit(&ft->entries[id & ft->mask], id + 1, memory_order_relaxed);
+}
+
+/* Did complete producer f fail (or was it skipped)? The table answers
+ * for every f >= WM - D. */
+static inline bool failures_tagged(const struct failure_tags *ft, uint64_t f) {
+        return atomic_load_explicit(&ft->entries[f & ft->mask], memory_order_acquire) == f + 1;
+}
 
 /* Failure record (§12.2): the kernel is the one named when the task
  * failed (its slot may be reused before its graph retires). why: static

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* queues.c: the primitives the completion path's stages share, below all
  * of them: the wake lists' two halves (RUNTIME_LOGIC.md §10.2), a
- * thread's continuation and the deques (§10.4). The ready queues and the
- * retire queue themselves are struct hbg_ring's (mpmc.h). */
+ * thread's continuation and the deques (§10.4), the surplus a thread
+ * holds back (§9.4). The ready queues and the retire queue themselves
+ * are struct hbg_ring's (mpmc.h). */
 #pragma once
 
 #include <stdatomic.h>
@@ -70,6 +71,45 @@ static inline struct queues_wake_lists queues_wake_close(struct hbg_ring *r, uin
         uint64_t h = atomic_exchange_explicit(&p->wake_head, (uint64_t)(lap + 1) << 32,
                                               memory_order_acq_rel);
         return (struct queues_wake_lists){ .batch = batch, .link = (uint32_t)h };
+}
+
+/*
+ * The surplus a thread queued in a ring (§9.4): ready.c counts it and
+ * decides whether it is worth a peer's wake-up (ready_wake_for_surplus());
+ * dispatch.c counts the runs while it is held back and lets it go before
+ * a long task. The fields are the thread's own (struct ring_thread):
+ * plain accesses.
+ */
+
+/* A task queued: its estimated work (ticks) counted towards the surplus. */
+static inline void queues_surplus_add(struct ring_thread *rt, uint64_t work) {
+        rt->queued = true;
+        rt->queued_work += work;
+}
+
+/* A held surplus gone (woken for, drained, run, or the thread parks):
+ * its count starts again. */
+static inline void queues_surplus_release(struct ring_thread *rt) {
+        rt->queued_work = 0;
+        rt->surplus_held = false;
+}
+
+/* A look held the surplus back as too little work: its runs are counted
+ * from the first such hold on (queues_surplus_ran()). */
+static inline void queues_surplus_hold(struct ring_thread *rt) {
+        if (!rt->surplus_held)
+                rt->held_ran = 0;
+        rt->surplus_held = true;
+}
+
+static inline bool queues_surplus_held(const struct ring_thread *rt) {
+        return rt->surplus_held;
+}
+
+/* A run of `ran` ticks with the surplus held: whether the runs since the
+ * first hold now make `worth` (its estimate was low). */
+static inline bool queues_surplus_ran(struct ring_thread *rt, uint64_t ran, uint64_t worth) {
+        return (rt->held_ran += ran) >= worth;
 }
 
 /* Some thread's deque of r holds tasks (a hint, relaxed loads): work a

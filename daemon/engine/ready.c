@@ -15,17 +15,12 @@
 
 #include "daemon/engine/complete.h"
 #include "daemon/engine/engine_state.h"
+#include "daemon/engine/failures.h"
 #include "daemon/engine/queues.h"
 #include "daemon/engine/retire.h"
 #include "daemon/engine/ring.h"
 #include "daemon/engine/signal.h"
 #include "daemon/engine/wakeup.h"
-
-/* Did complete producer f fail (or was it skipped)? The failure table
- * (§12.2) answers for every f >= WM - D. */
-static bool fanin_failed(struct hbg_ring *r, uint64_t f) {
-        return atomic_load_explicit(&r->fail_tags[f & r->fail_mask], memory_order_acquire) == f + 1;
-}
 
 static void make_ready(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, bool inline_ok);
 
@@ -92,7 +87,7 @@ static void retire_later(struct sched_thread *t, struct hbg_ring *r, struct task
 
 static void make_ready(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, bool inline_ok) {
         for (unsigned i = 0; i < s->n_fanins; i++) {
-                if (fanin_failed(r, s->fanins[i])) {
+                if (failures_tagged(&r->fail_tags, s->fanins[i])) {
                         /* A dependency failed: skip, do not run. */
                         atomic_store_explicit(&s->status, -ECANCELED, memory_order_relaxed);
                         retire_later(t, r, s, inline_ok);
@@ -135,8 +130,7 @@ static void make_ready(struct sched_thread *t, struct hbg_ring *r, struct task_s
                 return;
         }
         /* Queued: a surplus to look at, and its estimated work. */
-        rt->queued = true;
-        rt->queued_work += t->run_avg[s->ktime_kernel];
+        queues_surplus_add(rt, t->run_avg[s->ktime_kernel]);
         /* The next ones to the thread's deque, which idle peers steal
          * from; the queue when it is full (or the thread runs none). */
         if (t->clusters > 0 && ws_push(&rt->deque, s->id))
@@ -168,17 +162,10 @@ void ready_continuation_flush(struct sched_thread *t, struct hbg_ring *r) {
                 wakeup_executor(r->engine);
 }
 
-/* A held surplus gone (woken for, drained, or the thread parks): its
- * count starts again. */
-static void surplus_release(struct ring_thread *rt) {
-        rt->queued_work = 0;
-        rt->surplus_held = false;
-}
-
 void ready_surplus_forget(struct sched_thread *t, struct hbg_ring *r) {
         struct ring_thread *rt = &r->per_thread[t->index];
-        if (rt->surplus_held || rt->queued_work)
-                surplus_release(rt);
+        if (queues_surplus_held(rt) || rt->queued_work)
+                queues_surplus_release(rt);
 }
 
 /* After making tasks ready: if more are queued than this thread will take
@@ -223,7 +210,7 @@ static bool wake_for_surplus(struct sched_thread *t, struct hbg_ring *r, bool po
                 if (t->clusters == 0 || rt->queued_work >= r->engine->surplus_wake_ticks) {
                         bool woke = wakeup_executor(r->engine);
                         if (woke)
-                                surplus_release(rt);
+                                queues_surplus_release(rt);
                         return woke;
                 }
                 held = true;
@@ -233,13 +220,11 @@ static bool wake_for_surplus(struct sched_thread *t, struct hbg_ring *r, bool po
         if (retire > (policy_thread ? 0u : 1u))
                 return wakeup_one(r->engine);
         if (held) {
-                if (!rt->surplus_held)
-                        rt->held_ran = 0; /* counted in run_blocks() from the first hold on */
-                rt->surplus_held = true;
+                queues_surplus_hold(rt); /* its runs counted in run_blocks() */
                 return true;
         }
         if (ready == 0 && retire == 0)
-                surplus_release(rt);
+                queues_surplus_release(rt);
         return ready == 0 && retire == 0;
 }
 

@@ -98,7 +98,7 @@ static bool lazy_array(const struct hbg_ring *r, unsigned i, struct lazy_span *r
         i -= SHAPE_EXEC_COUNT;
         const struct lazy_span rest[] = {
                 { r->retire.cells, cells },
-                { (void *)r->fail_tags, fail_tags_bytes(g) },
+                { (void *)r->fail_tags.entries, fail_tags_bytes(g) },
                 { r->failures, failures_bytes(g) },
                 { r->graph_noticed_ns, graph_noticed_bytes(g) },
                 { (void *)r->graph_seen, live_graphs_seen_bytes(g) },
@@ -273,7 +273,7 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         if (r->per_thread)
                 memset(r->per_thread, 0, e->nthreads * sizeof(*r->per_thread));
         r->max_failures = (uint32_t)g->task_window;
-        r->fail_mask = fail_tags_count(g) - 1;
+        r->fail_tags.mask = fail_tags_count(g) - 1;
         if (!r->per_thread)
                 goto fail;
         /* A spare of this size if hbgd keeps one ready (faulted in, so
@@ -289,7 +289,7 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
                 mpmc_init(&r->ready[i], lazy_arena_take(&r->arrays, queue_bytes(g)), g->task_window);
         mpmc_init(&r->retire, lazy_arena_take(&r->arrays, queue_bytes(g)), g->task_window);
-        r->fail_tags = lazy_arena_take(&r->arrays, fail_tags_bytes(g));
+        r->fail_tags.entries = lazy_arena_take(&r->arrays, fail_tags_bytes(g));
         r->failures = lazy_arena_take(&r->arrays, failures_bytes(g));
         r->graph_noticed_ns = lazy_arena_take(&r->arrays, graph_noticed_bytes(g));
         r->graph_seen = lazy_arena_take(&r->arrays, live_graphs_seen_bytes(g));

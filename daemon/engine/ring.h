@@ -38,14 +38,16 @@ struct ring_thread {
          * visit's end if it is still here (ready_continuation_flush). */
         uint64_t continuation;
         bool has_continuation;
-        /* A task went to a queue or the deque (not the continuation)
+        /* The surplus (queued .. held_ran), changed by ready.c and
+         * dispatch.c through queues.h's queues_surplus_*().
+         * A task went to a queue or the deque (not the continuation)
          * since the thread's last surplus check that settled it: only
          * then is there a surplus to wake a peer for
          * (ready_wake_for_surplus()). */
         bool queued;
         /* The estimated work of the tasks it queued since the surplus
-         * was last released (ready.c, surplus_release()), in ticks: each
-         * task's kernel's run_avg (sched.h). */
+         * was last released (queues.h, queues_surplus_release()), in
+         * ticks: each task's kernel's run_avg (sched.h). */
         uint64_t queued_work;
         /* A surplus a check held back as too little work for a peer's
          * wake-up, and the ticks this thread has run in r since the
@@ -166,9 +168,7 @@ struct hbg_ring {
         /* Cold paths. */
         pthread_mutex_t cold_lock;        /* failures, ext-ready producer, stop reason */
         struct failure *failures;
-        /* Failed or skipped ids: entry id & (2D-1) holds id + 1 (§12.2). */
-        _Atomic uint64_t *fail_tags;
-        uint64_t fail_mask;
+        struct failure_tags fail_tags;    /* failed or skipped ids (failures.h) */
         uint32_t n_failures;
         uint32_t max_failures;
         uint32_t failures_hi;             /* the highest id's entry, when known */
