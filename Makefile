@@ -523,7 +523,8 @@ HOOKS_HBGD := $(B)/tests/hbgd-hooks
 $(HOOKS_HBGD): $(B)/obj/daemon/hbgd.o $(B)/obj/tests/e2e/hbgd_hooks.o $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
-	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) -Wl,--wrap=hbgd_new,--wrap=io_probe_multishot,--wrap=session_regions_make $(SYS_LIBS) -lm
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) -Wl,--wrap=hbgd_new,--wrap=io_probe_multishot,--wrap=session_regions_make \
+		-Wl,--wrap=wakeup_thread_park,--wrap=hbgd_config_idle_tick_ms $(SYS_LIBS) -lm
 $(B)/obj/tests/e2e/test_e2e_systemd.o $(B)/obj/tests/e2e/test_e2e_daemon.o: \
         TEST_EXTRA_CFLAGS = -DHBG_TEST_HBGD_HOOKS='"$(abspath $(HOOKS_HBGD))"'
 $(B)/tests/test_e2e_systemd $(B)/tests/test_e2e_daemon: | $(HOOKS_HBGD)

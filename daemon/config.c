@@ -206,6 +206,10 @@ static bool parse_weights(struct load *l, const char *value) {
         return true;
 }
 
+unsigned hbgd_config_idle_tick_ms(void) {
+        return 1000;
+}
+
 unsigned hbgd_config_session_weight(const struct hbgd_config *cfg, uid_t uid) {
         for (unsigned i = 0; i < cfg->n_session_weights && i < HBGD_MAX_ALLOWED; i++)
                 if (cfg->session_weights[i].uid == uid)

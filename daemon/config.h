@@ -81,16 +81,16 @@ struct hbgd_config {
          * SIGHUP loads nothing); "" = none. */
         char kernel_modules[HBGD_KERNEL_MODULES_LEN];
         bool force_epoll;
-        /* Tests only, never set by hbgd's configuration (and kept by a
-         * reload): the housekeeping tick's slow period in ms, 0: 1000
-         * (tick.c). Set by the test build tests/hbgd-hooks. */
-        unsigned test_idle_tick_ms;
 };
 
 void hbgd_config_default(struct hbgd_config *ret);
 /* The fair-share weight of uid (all its sessions together): its
  * session_weights entry, or 1. */
 unsigned hbgd_config_session_weight(const struct hbgd_config *cfg, uid_t uid);
+/* The housekeeping tick's slow period in ms (tick.c), not a key of the
+ * file. Out of line, in another object than its caller, so that the test
+ * build tests/hbgd-hooks can wrap it (HBGD_TEST_IDLE_TICK_MS). */
+unsigned hbgd_config_idle_tick_ms(void);
 
 /* Apply the file at `path` on top of *cfg. Returns 0, or -EINVAL with
  * every problem of the file in err, one a line ("FILE:LINE: message", in

@@ -237,7 +237,6 @@ static void reload_config(struct hbgd *d) {
         n.socket_mode = d->cfg.socket_mode;
         snprintf(n.socket_group, sizeof(n.socket_group), "%s", d->cfg.socket_group);
         n.force_epoll = d->cfg.force_epoll;
-        n.test_idle_tick_ms = d->cfg.test_idle_tick_ms;
         d->cfg = n;
         hbgd_set_log_level(n.log_level);
         hbgd_log_set_journal_socket(n.journal_socket);

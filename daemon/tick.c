@@ -10,18 +10,16 @@
  */
 #include <sys/timerfd.h>
 
+#include "daemon/config.h"
 #include "daemon/daemon_private.h"
 #include "daemon/tick.h"
 #include "daemon/spare_rings.h"
 #include "common/clock.h"
 
 #define TICK_BUSY_MS 100
-#define TICK_IDLE_MS 1000
 
 void hbgd_tick_set(struct hbgd *d, bool busy) {
-        int ms = TICK_BUSY_MS;
-        if (!busy)
-                ms = d->cfg.test_idle_tick_ms ? (int)d->cfg.test_idle_tick_ms : TICK_IDLE_MS;
+        int ms = busy ? TICK_BUSY_MS : (int)hbgd_config_idle_tick_ms();
         if (d->tick_ms == ms || d->timer_fd < 0)
                 return;
         d->tick_ms = ms;

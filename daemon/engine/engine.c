@@ -25,7 +25,6 @@
 #include "daemon/engine/ring_table.h"
 #include "daemon/engine/ready.h"
 #include "daemon/engine/wakeup.h"
-#include "common/clock.h"
 
 void engine_config_default(struct hbg_engine_config *ret) {
         *ret = (struct hbg_engine_config){
@@ -137,7 +136,6 @@ int engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg) {
         e->max_awake = cfg->max_awake_threads ? cfg->max_awake_threads : cpus;
         if (e->cfg.max_threads_per_share == 0)
                 e->cfg.max_threads_per_share = e->nschedulers > 1 ? e->nschedulers - 1 : 1;
-        e->test_stall_thread = -1;
         e->kernel_budget_ns = kernel_budget_ns(cfg->kernel_time_budget_ms);
         e->budget_why = calloc(kernel_count(), sizeof(*e->budget_why));
         if (!e->budget_why) {
@@ -188,11 +186,6 @@ int engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg) {
         }
         if (e->completion->engine_init && (err = e->completion->engine_init(e)) < 0)
                 goto fail;
-        if (cfg->test_stall && cfg->test_stall_thread < cfg->threads) {
-                /* Test only (struct hbg_thread_alive). */
-                e->test_stall_thread = (int)cfg->test_stall_thread;
-                e->test_stall_at_ms = clock_now_ms() + (int64_t)cfg->test_stall_after_ms;
-        }
 
         /* Cluster i belongs to scheduler thread i mod n: every cluster has
          * exactly one owner; with more schedulers than clusters the extra

@@ -133,12 +133,6 @@ struct hbg_engine_config {
          * ring_stats(). NULL: none. */
         void (*ring_stopped)(void *userdata);
         void *ring_stopped_userdata;
-        /* Tests only, never set by hbgd's configuration: a wedged scheduler
-         * thread (struct hbg_thread_alive). Set by the test build
-         * tests/hbgd-hooks (tests/e2e/hbgd_hooks.c) from its environment. */
-        bool test_stall;
-        unsigned test_stall_thread;
-        uint64_t test_stall_after_ms;
 };
 
 void engine_config_default(struct hbg_engine_config *ret);

@@ -90,10 +90,6 @@ struct hbg_engine {
         /* The cycle counter's rate and the histogram bounds in its ticks
          * (ktime.h), fixed before the threads start. */
         struct ktime_clock ktime_clock;
-        /* Test only (cfg.test_stall): thread N stops its
-         * heartbeat MS ms after start. -1: off. */
-        int test_stall_thread;
-        int64_t test_stall_at_ms;
         /* Ring arrays faulted in ahead of sessions (ring_spares.h). */
         struct ring_spares spares;
         /* The task timeline (trace.h): its epoch word is read on every

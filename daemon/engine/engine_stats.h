@@ -171,15 +171,8 @@ void ring_counters(const struct hbg_ring *r, struct ring_counters *ret);
  * grows on every loop iteration and task start; parked is true while the
  * thread waits for work. A thread whose heartbeat has not moved and that
  * is not parked is stuck (or running one long kernel). hbgd's watchdog
- * uses it.
- *
- * Test only: cfg.test_stall with test_stall_thread N and
- * test_stall_after_ms MS makes thread N busy-poll (never park) and, MS ms
- * after the engine started, stop its heartbeat and do nothing until the
- * engine is freed: a wedged thread for tests/e2e/test_e2e_systemd.c, through
- * the test build tests/hbgd-hooks (HBGD_TEST_STALL_THREAD=N[:MS]). hbgd
- * itself never sets it (work owned by that thread's clusters stops, and
- * clients may stop ringing the doorbell). */
+ * uses it (tests/e2e/test_e2e_systemd.c wedges a thread through the
+ * test build tests/hbgd-hooks, HBGD_TEST_STALL_THREAD). */
 struct hbg_thread_alive {
         uint64_t heartbeat;
         bool parked;

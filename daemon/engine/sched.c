@@ -10,13 +10,11 @@
 #include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
-#include <syslog.h>
 #include <sys/resource.h>
 #include <time.h>
 
 #include "daemon/engine/completion.h"
 #include "daemon/engine/dispatch.h"
-#include "daemon/engine/engine_log.h"
 #include "daemon/engine/engine_state.h"
 #include "daemon/engine/ingest.h"
 #include "daemon/engine/mailbox.h"
@@ -309,12 +307,6 @@ static bool visit_pass(struct sched_thread *t, unsigned high, bool check_stall) 
         return work;
 }
 
-static void engine_sleep_ms(long ms) {
-        struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
-        while (nanosleep(&ts, &ts) < 0)
-                ;
-}
-
 /* Idle: may this thread spin, or must it park at once? At most
  * max_spinners threads spin together (the count is a hint, relaxed: one
  * thread too many for a moment only costs a little CPU). */
@@ -466,8 +458,6 @@ void *sched_thread_main(void *arg) {
         int64_t idle_since = 0;
         bool worked = false; /* the last turn did work: the next idle one yields */
 
-        bool test_stall = e->test_stall_thread == (int)t->index;
-
         trace_thread_bind(&e->trace, t->index);
 
         t->now_ms = clock_now_ms();
@@ -477,15 +467,6 @@ void *sched_thread_main(void *arg) {
                         t->now_ms = clock_now_ms();
                 int64_t now_ms = t->now_ms;
                 sched_heartbeat(t);
-                if (test_stall && now_ms >= e->test_stall_at_ms) {
-                        /* Test only: a wedged scheduler thread (no
-                         * heartbeat, not parked) until the engine stops. */
-                        engine_log(e, LOG_WARNING, NULL, "thread %u: stalled on purpose (a test's wedged thread)",
-                                   t->index);
-                        while (!atomic_load_explicit(&e->stop, memory_order_relaxed))
-                                engine_sleep_ms(10);
-                        break;
-                }
                 /* Not in the first pass after a wake-up, which answers
                  * it: the check's full visits of idle rings would come
                  * first (after a park of 100 ms, every time). */
@@ -508,10 +489,6 @@ void *sched_thread_main(void *arg) {
                         idle_since = 0;
                         worked = true;
                         spin_slot_drop(t);
-                        continue;
-                }
-                if (test_stall) {
-                        cpu_relax();
                         continue;
                 }
                 if (idle_since == 0) {
