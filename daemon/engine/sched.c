@@ -29,6 +29,114 @@
 #include "daemon/engine/work.h"
 #include "common/clock.h"
 
+/* What a parking thread's last look over the rings found. */
+struct park_look {
+        bool work;          /* work it must not sleep through */
+        bool ready;         /* ready kernel tasks, its or a peer's to run */
+        bool deferred;      /* its own stamps deferred (the failsafe heap) */
+        bool skip_due;      /* a skipped wake of a client's worker is due a look */
+        uint64_t stall_ms;  /* the smallest stall limit of a ring with work pending */
+};
+
+/* The re-check after the idle count went up (§9.4): every ring of the
+ * `high` slots, until one has work; with ask, each ring's need_wakeup
+ * set first. */
+static void park_recheck(struct sched_thread *t, unsigned high, bool ask, struct park_look *l) {
+        struct hbg_engine *e = t->engine;
+        for (unsigned i = 0; i < high && !l->work; i++) {
+                struct hbg_ring *r = ring_table_enter(t, i);
+                if (!r)
+                        continue;
+                if (ask)
+                        atomic_store(&r->cpl->need_wakeup, 1);
+                /* The policy's last look (lazy: the walk that keeps the
+                 * watermark live, after our idle count went up). */
+                if (e->completion->before_park && e->completion->before_park(t, r))
+                        l->work = true;
+                ready_continuation_flush(t, r); /* none hidden while we sleep */
+                l->work = l->work || work_external(r) || mpmc_maybe_nonempty(&r->retire) ||
+                          launch_pending(t, r);
+                l->skip_due = signal_ext_skip_check(r) || l->skip_due;
+                for (unsigned s = 0; s < SHAPE_EXEC_COUNT; s++)
+                        l->ready = l->ready || mpmc_maybe_nonempty(&r->ready[s]);
+                /* Tasks in a busy peer's deque are work to steal. */
+                l->ready = l->ready || queues_deques_nonempty(r);
+                l->work = l->work || (t->clusters > 0 && l->ready);
+                if (r->stall_timeout_ms && (l->stall_ms == 0 || r->stall_timeout_ms < l->stall_ms) &&
+                    stall_unfinished(r))
+                        l->stall_ms = r->stall_timeout_ms;
+                l->deferred = l->deferred || failsafe_heap_len(&r->per_thread[t->index].completer.heap) > 0;
+                ring_table_leave(t);
+        }
+}
+
+/* Sleeping: whatever surplus it held back is run; the next one is
+ * counted from nothing. */
+static void park_surplus_forget(struct sched_thread *t, unsigned high) {
+        for (unsigned i = 0; i < high; i++) {
+                struct hbg_ring *r = ring_table_enter(t, i);
+                if (!r)
+                        continue;
+                ready_surplus_forget(t, r);
+                ring_table_leave(t);
+        }
+}
+
+/* How long the park may last, in *ts; NULL: until woken. */
+static struct timespec *park_timeout(const struct park_look *l, bool last, struct timespec *ts) {
+        if (l->skip_due && last) {
+                /* A wake skipped for a client's looking worker is
+                 * looked at again a look from now (signal.c): the
+                 * last thread to go idle comes back for it; one
+                 * that is not leaves it to a thread still awake.
+                 * (Sooner than any poll below.) */
+                *ts = (struct timespec){ .tv_nsec = HBG_EXT_LOOK_NS };
+                return ts;
+        }
+        if (l->deferred) {
+                /* Our deferred stamps wait for the watermark, which
+                 * others move without telling us: poll gently. */
+                *ts = (struct timespec){ .tv_nsec = 1000000 };
+                return ts;
+        }
+        if (l->stall_ms) {
+                /* The check itself runs every 100 ms at most: a
+                 * session's tiny limit must not make parked threads
+                 * wake more often than every 10 ms. */
+                uint64_t ms = l->stall_ms / 4;
+                if (ms > 1000)
+                        ms = 1000;
+                if (ms < 10)
+                        ms = 10;
+                *ts = (struct timespec){ .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000 };
+                return ts;
+        }
+        return NULL;
+}
+
+/* Out of the idle counts again. Somebody is awake now: clients need not
+ * ring. The flags an asker left (this thread's own, set without
+ * sleeping, or a sleeper's, which the first thread to wake after it
+ * takes) are cleared, but not here: a ring this thread finds work in is
+ * cleared as it is visited (visit_ring()), and the rest at its first idle
+ * turn (flags_clear()), so a wake-up answers its client before it walks
+ * every idle session's flag. Meanwhile a flag left set only makes that
+ * ring's client wake hbgd once needlessly (the visit or the kick clears
+ * it); a thread that takes nobody's flags clears only those of rings it
+ * finds work in. */
+static void park_end(struct sched_thread *t, bool ask, bool slept) {
+        struct hbg_engine *e = t->engine;
+        if (t->clusters > 0)
+                atomic_fetch_sub(&e->idle_executors, 1);
+        atomic_fetch_sub(&e->idle, 1);
+        bool taken = atomic_load_explicit(&e->wakeup_asked, memory_order_relaxed) &&
+                     atomic_exchange(&e->wakeup_asked, false);
+        if (taken || (ask && !slept))
+                t->flags_to_clear = true;
+        t->just_woke = t->first_pass = slept;
+        t->gave_way_loop = 0;
+}
+
 /*
  * Park (§9.4). The last thread to go idle sets NEED_WAKEUP in every ring,
  * then re-checks every ring for client-made work; the client publishes
@@ -50,8 +158,8 @@ static void park(struct sched_thread *t) {
          * while the others are inside long tasks, if a ring could wake a
          * thread that may run (dispatch.c before_long(), §9.4). */
         bool ask = last || (idle + atomic_load(&e->in_long) >= e->nschedulers && wakeup_could_help(e, idle));
-        bool work = false, deferred = false, ready = false, skip_due = false, slept = false;
-        uint64_t stall_ms = 0; /* the smallest stall limit of a ring with work pending */
+        struct park_look l = { 0 };
+        bool slept = false;
         if (t->clusters > 0)
                 atomic_fetch_add(&e->idle_executors, 1);
         /* The counts before the re-check below, against a waker's fence
@@ -60,75 +168,17 @@ static void park(struct sched_thread *t) {
          * seq_cst, and an RMW is no fence. */
         wakeup_fence();
         unsigned high = atomic_load(&e->rings_high);
-
-        for (unsigned i = 0; i < high && !work; i++) {
-                struct hbg_ring *r = ring_table_enter(t, i);
-                if (!r)
-                        continue;
-                if (ask)
-                        atomic_store(&r->cpl->need_wakeup, 1);
-                /* The policy's last look (lazy: the walk that keeps the
-                 * watermark live, after our idle count went up). */
-                if (e->completion->before_park && e->completion->before_park(t, r))
-                        work = true;
-                ready_continuation_flush(t, r); /* none hidden while we sleep */
-                work = work || work_external(r) || mpmc_maybe_nonempty(&r->retire) ||
-                       launch_pending(t, r);
-                skip_due = signal_ext_skip_check(r) || skip_due;
-                for (unsigned s = 0; s < SHAPE_EXEC_COUNT; s++)
-                        ready = ready || mpmc_maybe_nonempty(&r->ready[s]);
-                /* Tasks in a busy peer's deque are work to steal. */
-                ready = ready || queues_deques_nonempty(r);
-                work = work || (t->clusters > 0 && ready);
-                if (r->stall_timeout_ms && (stall_ms == 0 || r->stall_timeout_ms < stall_ms) &&
-                    stall_unfinished(r))
-                        stall_ms = r->stall_timeout_ms;
-                deferred = deferred || failsafe_heap_len(&r->per_thread[t->index].completer.heap) > 0;
-                ring_table_leave(t);
-        }
+        park_recheck(t, high, ask, &l);
         /* Ready tasks this thread cannot run (it owns no cluster) while an
          * owner sleeps: wake the owners before sleeping. */
-        if (!work && ready && t->clusters == 0) {
+        if (!l.work && l.ready && t->clusters == 0) {
                 wakeup_fence(); /* this thread parks: the ready tasks it saw before the count */
                 wakeup_executor(e);
         }
-        if (!work && !atomic_load(&e->stop)) {
-                /* Sleeping: whatever surplus it held back is run; the
-                 * next one is counted from nothing. */
-                for (unsigned i = 0; i < high; i++) {
-                        struct hbg_ring *r = ring_table_enter(t, i);
-                        if (!r)
-                                continue;
-                        ready_surplus_forget(t, r);
-                        ring_table_leave(t);
-                }
-                struct timespec ts, *timeout = NULL;
-                if (skip_due && last) {
-                        /* A wake skipped for a client's looking worker is
-                         * looked at again a look from now (signal.c): the
-                         * last thread to go idle comes back for it; one
-                         * that is not leaves it to a thread still awake.
-                         * (Sooner than any poll below.) */
-                        ts = (struct timespec){ .tv_nsec = HBG_EXT_LOOK_NS };
-                        timeout = &ts;
-                } else if (deferred) {
-                        /* Our deferred stamps wait for the watermark, which
-                         * others move without telling us: poll gently. */
-                        ts = (struct timespec){ .tv_nsec = 1000000 };
-                        timeout = &ts;
-                } else if (stall_ms) {
-                        /* The check itself runs every 100 ms at most: a
-                         * session's tiny limit must not make parked threads
-                         * wake more often than every 10 ms. */
-                        uint64_t ms = stall_ms / 4;
-                        if (ms > 1000)
-                                ms = 1000;
-                        if (ms < 10)
-                                ms = 10;
-                        ts = (struct timespec){ .tv_sec = (time_t)(ms / 1000),
-                                                .tv_nsec = (long)(ms % 1000) * 1000000 };
-                        timeout = &ts;
-                }
+        if (!l.work && !atomic_load(&e->stop)) {
+                park_surplus_forget(t, high);
+                struct timespec ts;
+                struct timespec *timeout = park_timeout(&l, last, &ts);
                 /* The flags this thread set, for the first to wake to
                  * clear (seq_cst: after them, before the sleep). */
                 if (ask)
@@ -139,26 +189,7 @@ static void park(struct sched_thread *t) {
                 t->woken_directly = wakeup_thread_park(t, page, seq, timeout) == 1 &&
                                     atomic_load(&e->wake_seq) == seq; /* not hbgd's own wake too */
         }
-        if (t->clusters > 0)
-                atomic_fetch_sub(&e->idle_executors, 1);
-        atomic_fetch_sub(&e->idle, 1);
-        /* Somebody is awake now: clients need not ring. The flags an
-         * asker left (this thread's own, set without sleeping, or a
-         * sleeper's, which the first thread to wake after it takes) are
-         * cleared, but not here: a ring this thread finds work in is
-         * cleared as it is visited (visit_ring()), and the rest at its
-         * first idle turn (flags_clear()), so a wake-up answers its
-         * client before it walks every idle session's flag. Meanwhile a
-         * flag left set only makes that ring's client wake hbgd once
-         * needlessly (the visit or the kick clears it); a thread that
-         * takes nobody's flags clears only those of rings it finds work
-         * in. */
-        bool taken = atomic_load_explicit(&e->wakeup_asked, memory_order_relaxed) &&
-                     atomic_exchange(&e->wakeup_asked, false);
-        if (taken || (ask && !slept))
-                t->flags_to_clear = true;
-        t->just_woke = t->first_pass = slept;
-        t->gave_way_loop = 0;
+        park_end(t, ask, slept);
 }
 
 /* The need_wakeup flags park() left this thread to clear: seq_cst, and
@@ -452,6 +483,73 @@ static void spin_yield(struct sched_thread *t, int64_t before_ns) {
         answered_moving(t, 0);
 }
 
+/* Does this pass make the stall check (every 100 ms)? Not the first pass
+ * after a wake-up, which answers it: the check's full visits of idle
+ * rings would come first (after a park of 100 ms, every time). Owed
+ * (*ret_owed), it is made in the next pass, before any park. */
+static inline bool stall_check_turn(struct sched_thread *t, int64_t now_ms, bool *ret_owed) {
+        bool check_stall = now_ms - t->last_stall_check_ms >= 100;
+        *ret_owed = check_stall && t->first_pass;
+        check_stall = check_stall && !t->first_pass;
+        t->first_pass = false;
+        if (check_stall)
+                t->last_stall_check_ms = now_ms;
+        return check_stall;
+}
+
+/* The first turn of an idle spell (from *idle_since, INT64_MIN: no spin,
+ * park at once). answered: the last pass with work answered a client and
+ * did not give way yet. True when this turn gave way, which ends it. */
+static inline bool idle_begin(struct sched_thread *t, bool answered, int64_t *idle_since) {
+        t->just_woke = false; /* a wake that found nothing to answer */
+        *idle_since = clock_now_ns();
+        if (!spin_slot_take(t)) {
+                *idle_since = INT64_MIN; /* no spinning: park now */
+                return false;
+        }
+        if (!answered)
+                return false;
+        /* The first idle turn after work gives way at once, not
+         * CLOCK_EVERY turns later: a producer put on this CPU, waiting for
+         * the answer just published, reads it now (§9.4). Counted like
+         * the spin's yields towards a move off a shared CPU. */
+        spin_yield(t, *idle_since);
+        if (t->flags_to_clear)
+                flags_clear(t); /* after the answer, a pass after */
+        return true;
+}
+
+/* Any later idle turn: what is owed, the spin, or the park once the spin
+ * is over (the spell ends: *idle_since 0). */
+static inline void idle_turn(struct sched_thread *t, bool stall_owed, int64_t *idle_since) {
+        if (t->flags_to_clear || stall_owed) {
+                /* After the answer, before another pass: the flags park()
+                 * left, and the stall check. */
+                if (t->flags_to_clear)
+                        flags_clear(t);
+                return;
+        }
+        if (*idle_since != INT64_MIN && t->loops % CLOCK_EVERY != 0) {
+                cpu_relax();
+                return;
+        }
+        int64_t now_ns = *idle_since != INT64_MIN ? clock_now_ns() : 0;
+        if (*idle_since != INT64_MIN && (uint64_t)(now_ns - *idle_since) < t->engine->cfg.spin_before_park_ns) {
+                /* Every CLOCK_EVERY idle turns the spin gives way: a thread
+                 * woken onto this CPU (the producer this thread just
+                 * answered, or a peer) runs first, not after the spin or
+                 * the rest of a time slice (§9.4). With nothing else
+                 * runnable here it returns at once. */
+                spin_yield(t, now_ns);
+                return;
+        }
+        spin_slot_drop(t);
+        park(t);
+        t->now_ms = clock_now_ms();
+        t->yields_taken = 0; /* a run of taken yields is one spin's */
+        *idle_since = 0;
+}
+
 void *sched_thread_main(void *arg) {
         struct sched_thread *t = arg;
         struct hbg_engine *e = t->engine;
@@ -465,18 +563,9 @@ void *sched_thread_main(void *arg) {
                 unsigned high = atomic_load_explicit(&e->rings_high, memory_order_acquire);
                 if (++t->loops % CLOCK_EVERY == 0)
                         t->now_ms = clock_now_ms();
-                int64_t now_ms = t->now_ms;
                 sched_heartbeat(t);
-                /* Not in the first pass after a wake-up, which answers
-                 * it: the check's full visits of idle rings would come
-                 * first (after a park of 100 ms, every time). */
-                bool check_stall = now_ms - t->last_stall_check_ms >= 100;
-                /* Owed, it is made in the next pass, before any park. */
-                bool stall_owed = check_stall && t->first_pass;
-                check_stall = check_stall && !t->first_pass;
-                t->first_pass = false;
-                if (check_stall)
-                        t->last_stall_check_ms = now_ms;
+                bool stall_owed;
+                bool check_stall = stall_check_turn(t, t->now_ms, &stall_owed);
 
                 bool work = visit_pass(t, high, check_stall);
                 if (t->woken_directly) {
@@ -496,50 +585,10 @@ void *sched_thread_main(void *arg) {
                          * already, right after its answer. */
                         bool answered = worked && t->gave_way_loop + 1 != t->loops;
                         worked = false;
-                        t->just_woke = false; /* a wake that found nothing to answer */
-                        idle_since = clock_now_ns();
-                        if (!spin_slot_take(t)) {
-                                idle_since = INT64_MIN; /* no spinning: park now */
-                        } else if (answered) {
-                                /* The first idle turn after work gives way
-                                 * at once, not CLOCK_EVERY turns later: a
-                                 * producer put on this CPU, waiting for the
-                                 * answer just published, reads it now
-                                 * (§9.4). Counted like the spin's yields
-                                 * towards a move off a shared CPU. */
-                                spin_yield(t, idle_since);
-                                if (t->flags_to_clear)
-                                        flags_clear(t); /* after the answer, a pass after */
+                        if (idle_begin(t, answered, &idle_since))
                                 continue;
-                        }
                 }
-                if (t->flags_to_clear || stall_owed) {
-                        /* After the answer, before another pass: the
-                         * flags park() left, and the stall check. */
-                        if (t->flags_to_clear)
-                                flags_clear(t);
-                        continue;
-                }
-                if (idle_since != INT64_MIN && t->loops % CLOCK_EVERY != 0) {
-                        cpu_relax();
-                        continue;
-                }
-                int64_t now_ns = idle_since != INT64_MIN ? clock_now_ns() : 0;
-                if (idle_since != INT64_MIN && (uint64_t)(now_ns - idle_since) < e->cfg.spin_before_park_ns) {
-                        /* Every CLOCK_EVERY idle turns the spin gives way:
-                         * a thread woken onto this CPU (the producer this
-                         * thread just answered, or a peer) runs first, not
-                         * after the spin or the rest of a time slice
-                         * (§9.4). With nothing else runnable here it
-                         * returns at once. */
-                        spin_yield(t, now_ns);
-                        continue;
-                }
-                spin_slot_drop(t);
-                park(t);
-                t->now_ms = clock_now_ms();
-                t->yields_taken = 0; /* a run of taken yields is one spin's */
-                idle_since = 0;
+                idle_turn(t, stall_owed, &idle_since);
         }
         spin_slot_drop(t);
         return NULL;
