@@ -115,19 +115,9 @@ static unsigned cpus_allowed(void) {
         return n > 0 ? (unsigned)n : 1u;
 }
 
-/* One cleanup path: engine_free() takes the engine in any state this
- * constructor can leave it in (threads_started counts the live threads). */
-int engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg) {
-        const char *why;
-        int err = engine_config_validate(cfg, &why);
-        if (err < 0)
-                return err;
-
-        struct hbg_engine *e = calloc(1, sizeof(*e));
-        if (!e)
-                return -ENOMEM;
-        e->cfg = *cfg;
-        ring_spares_init(&e->spares); /* before any failure: engine_free() destroys it */
+/* The engine's sizes from its configuration: threads and their roles,
+ * the automatic limits. */
+static void engine_sizes(struct hbg_engine *e, const struct hbg_engine_config *cfg) {
         e->completion = completion_policy(cfg->completion_mode);
         e->nthreads = cfg->threads;
         e->nschedulers = cfg->threads - (e->completion->thread_main ? 1u : 0u);
@@ -137,31 +127,23 @@ int engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg) {
         if (e->cfg.max_threads_per_share == 0)
                 e->cfg.max_threads_per_share = e->nschedulers > 1 ? e->nschedulers - 1 : 1;
         e->kernel_budget_ns = kernel_budget_ns(cfg->kernel_time_budget_ms);
+}
+
+/* Each kernel's message for a task that ran past its time budget. */
+static int budget_messages(struct hbg_engine *e, const struct hbg_engine_config *cfg) {
         e->budget_why = calloc(kernel_count(), sizeof(*e->budget_why));
-        if (!e->budget_why) {
-                err = -ENOMEM;
-                goto fail;
-        }
+        if (!e->budget_why)
+                return -ENOMEM;
         for (size_t i = 0; i < kernel_count(); i++)
                 snprintf(e->budget_why[i], sizeof(e->budget_why[i]),
                          "%s: kernel exceeded its time budget of %" PRIu64 " ms", kernel_at(i)->sig->name,
                          cfg->kernel_time_budget_ms);
-        err = -pthread_mutex_init(&e->rings_lock, NULL);
-        if (err < 0)
-                goto fail;
-        e->rings_lock_ready = true;
-        err = -ENOMEM;
-        e->rings = calloc(cfg->max_rings, sizeof(*e->rings));
-        e->shares = aligned_alloc(64, cfg->max_rings * sizeof(*e->shares));
-        e->threads = aligned_alloc(64, cfg->threads * sizeof(*e->threads));
-        if (e->threads) /* before any failure: engine_free() frees their tables */
-                memset(e->threads, 0, cfg->threads * sizeof(*e->threads));
-        if (!e->rings || !e->shares || !e->threads)
-                goto fail;
-        memset(e->shares, 0, cfg->max_rings * sizeof(*e->shares));
-        if ((err = trace_init(&e->trace, cfg->threads, cfg->trace_thread_events)) < 0)
-                goto fail;
-        err = -ENOMEM;
+        return 0;
+}
+
+/* The cycle counter calibrated, and each thread's kernel times and run
+ * averages. */
+static int thread_kernel_times(struct hbg_engine *e) {
         ktime_calibrate(&e->ktime_clock);
         if (e->ktime_clock.doubt)
                 engine_log(e, LOG_WARNING, NULL, "per-kernel times and traces: %s", e->ktime_clock.doubt);
@@ -178,19 +160,20 @@ int engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg) {
                 e->threads[i].ktime = aligned_alloc(64, ktime_bytes ? ktime_bytes : 64);
                 e->threads[i].run_avg = aligned_alloc(64, avg_bytes ? avg_bytes : 64);
                 if (!e->threads[i].ktime || !e->threads[i].run_avg)
-                        goto fail;
+                        return -ENOMEM;
                 memset(e->threads[i].ktime, 0, ktime_bytes);
                 e->threads[i].ktime_clock = e->ktime_clock;
                 for (size_t k = 0; k < kernel_count(); k++)
                         e->threads[i].run_avg[k] = e->long_run_ticks;
         }
-        if (e->completion->engine_init && (err = e->completion->engine_init(e)) < 0)
-                goto fail;
+        return 0;
+}
 
-        /* Cluster i belongs to scheduler thread i mod n: every cluster has
-         * exactly one owner; with more schedulers than clusters the extra
-         * ones own none and classify, complete and retire only (§9.2). A
-         * completion policy's own thread (the resolver, §11.3) owns none. */
+/* Cluster i belongs to scheduler thread i mod n: every cluster has
+ * exactly one owner; with more schedulers than clusters the extra ones
+ * own none and classify, complete and retire only (§9.2). A completion
+ * policy's own thread (the resolver, §11.3) owns none. */
+static void threads_assign(struct hbg_engine *e, const struct hbg_engine_config *cfg) {
         unsigned ns = e->nschedulers;
         for (unsigned i = 0; i < e->nthreads; i++) {
                 struct sched_thread *t = &e->threads[i];
@@ -200,15 +183,16 @@ int engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg) {
                 t->ring_cursor = i;
         }
         e->all_execute = cfg->clusters >= ns;
-        bool page_waits;
-        if ((err = wake_pages_init(&e->wake_pages, e->all_execute ? 1u : (uint32_t)INT_MAX, &page_waits)) < 0)
-                goto fail;
-        atomic_store_explicit(&e->page_waits, page_waits, memory_order_relaxed);
+}
+
+/* The threads started, each named; threads_started counts them. */
+static int threads_start(struct hbg_engine *e, const struct hbg_engine_config *cfg) {
+        unsigned ns = e->nschedulers;
         for (unsigned i = 0; i < e->nthreads; i++) {
                 void *(*body)(void *) = i >= ns ? e->completion->thread_main : sched_thread_main;
-                err = -pthread_create(&e->threads[i].thread, NULL, body, &e->threads[i]);
+                int err = -pthread_create(&e->threads[i].thread, NULL, body, &e->threads[i]);
                 if (err < 0)
-                        goto fail;
+                        return err;
                 e->threads_started++;
                 /* For ps -L, top -H and perf: 15 characters at most. */
                 char name[32];
@@ -219,6 +203,51 @@ int engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg) {
                 name[15] = '\0';
                 (void)pthread_setname_np(e->threads[i].thread, name);
         }
+        return 0;
+}
+
+/* One cleanup path: engine_free() takes the engine in any state this
+ * constructor can leave it in (threads_started counts the live threads). */
+int engine_new(struct hbg_engine **ret, const struct hbg_engine_config *cfg) {
+        const char *why;
+        int err = engine_config_validate(cfg, &why);
+        if (err < 0)
+                return err;
+
+        struct hbg_engine *e = calloc(1, sizeof(*e));
+        if (!e)
+                return -ENOMEM;
+        e->cfg = *cfg;
+        ring_spares_init(&e->spares); /* before any failure: engine_free() destroys it */
+        engine_sizes(e, cfg);
+        if ((err = budget_messages(e, cfg)) < 0)
+                goto fail;
+        err = -pthread_mutex_init(&e->rings_lock, NULL);
+        if (err < 0)
+                goto fail;
+        e->rings_lock_ready = true;
+        err = -ENOMEM;
+        e->rings = calloc(cfg->max_rings, sizeof(*e->rings));
+        e->shares = aligned_alloc(64, cfg->max_rings * sizeof(*e->shares));
+        e->threads = aligned_alloc(64, cfg->threads * sizeof(*e->threads));
+        if (e->threads) /* before any failure: engine_free() frees their tables */
+                memset(e->threads, 0, cfg->threads * sizeof(*e->threads));
+        if (!e->rings || !e->shares || !e->threads)
+                goto fail;
+        memset(e->shares, 0, cfg->max_rings * sizeof(*e->shares));
+        if ((err = trace_init(&e->trace, cfg->threads, cfg->trace_thread_events)) < 0)
+                goto fail;
+        if ((err = thread_kernel_times(e)) < 0)
+                goto fail;
+        if (e->completion->engine_init && (err = e->completion->engine_init(e)) < 0)
+                goto fail;
+        threads_assign(e, cfg);
+        bool page_waits;
+        if ((err = wake_pages_init(&e->wake_pages, e->all_execute ? 1u : (uint32_t)INT_MAX, &page_waits)) < 0)
+                goto fail;
+        atomic_store_explicit(&e->page_waits, page_waits, memory_order_relaxed);
+        if ((err = threads_start(e, cfg)) < 0)
+                goto fail;
         *ret = e;
         return 0;
 fail:
