@@ -1262,24 +1262,19 @@ END_TEST
  * while the long one runs, under every policy: eager-batched walks the
  * watermark before a task whose kernel's recent runs were long, or that
  * the thread never ran, not only at the visit's end (RUNTIME_LOGIC
- * §11.4). One scheduler thread (and the resolver's own); both graphs are
+ * §11.4). One scheduler thread (and a policy's own thread); both graphs are
  * written before the ring is served, so that the thread's first visit
  * takes both and the long task is its continuation. */
 START_TEST(graph_retires_before_long_successor) {
         struct hbg_engine_config cfg;
         struct hbg_engine *e = NULL;
         engine_config_default(&cfg);
-        cfg.threads = 1;
-        cfg.clusters = 1;
         cfg.completion_mode = (unsigned)_i;
+        /* One scheduler thread, and the policy's own if it has one. */
+        cfg.threads = completion_mode_min_threads(cfg.completion_mode);
+        cfg.clusters = 1;
         cfg.log = quiet_log;
-        int err = engine_new(&e, &cfg);
-        if (err == -EINVAL) {
-                /* The resolver's own thread needs another. */
-                cfg.threads = 2;
-                err = engine_new(&e, &cfg);
-        }
-        ck_assert_int_eq(err, 0);
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
         struct hbg_geometry_request req;
         geometry_request_default(&req);
         req.task_window = req.flag_window = 256;
@@ -1400,9 +1395,9 @@ START_TEST(task_waiter_signalled) {
         struct hbg_engine *e = NULL;
         engine_config_default(&cfg);
         cfg.completion_mode = (unsigned)_i;
-        /* Two scheduler threads, one held by task 0 (resolver: and its
-         * own thread). */
-        cfg.threads = strcmp(policy, "resolver") == 0 ? 3 : 2;
+        /* Two scheduler threads, one held by task 0, and the policy's own
+         * thread if it has one (min_threads counts it beside one). */
+        cfg.threads = 1 + completion_mode_min_threads(cfg.completion_mode);
         cfg.clusters = 2;
         cfg.log = quiet_log;
         ck_assert_int_eq(engine_new(&e, &cfg), 0);

@@ -76,12 +76,20 @@ expect _hbgctl "--timeout= --socket= --json" "--batch --dot=" -- "$hbgctl" wait 
 expect _hbgd "--socket= --config= --threads= --completion= --check-config= --help --version" "" -- "$hbgd" --
 expect _hbgd "ctl/hbg-completion.bash" "" -- "$hbgd" --config ctl/hbg-c
 expect _hbgd "systemd/hbgd.conf.example" "" -- "$hbgd" --check-config = systemd/hbgd.conf.ex
-# the modes offered are those hbgd lists (its table), every one accepted
+# the modes offered are those hbgd lists (its table): some, the same ones
+# its --help and its refusal of an unknown mode name, every one accepted
 modes=$("$hbgd" --completion=help | tr '\n' ' ')
 modes=${modes% }
-for m in eager lazy resolver eager-batched; do
-        [[ " $modes " == *" $m "* ]] || { echo "  FAIL hbgd --completion=help lists '$modes'"; fails=$((fails + 1)); }
+[ -n "$modes" ] || { echo "  FAIL hbgd --completion=help lists no mode"; fails=$((fails + 1)); }
+usage=$("$hbgd" --help)
+for m in $modes; do
+        [[ $usage == *"$m"* ]] || { echo "  FAIL hbgd --help does not name mode $m"; fails=$((fails + 1)); }
 done
+if why=$("$hbgd" --check-config --completion=no-such-mode 2>&1); then
+        echo "  FAIL hbgd accepts --completion=no-such-mode"; fails=$((fails + 1))
+elif [[ $why != *"${modes// /, }"* ]]; then
+        echo "  FAIL hbgd's refusal names other modes than '$modes': $why"; fails=$((fails + 1))
+fi
 expect _hbgd "$modes" "" -- "$hbgd" --completion ""
 for m in $modes; do
         "$hbgd" --check-config --completion="$m" >/dev/null ||
