@@ -15,6 +15,8 @@
 #include "common/kernel_sig.h"
 #include "daemon/engine/cancel.h"
 #include "daemon/engine/ring.h"
+#include "shm/completion.h"
+#include "shm/geometry.h"
 
 /* Failure f left out of the full list (under cold_lock): what a graph
  * that may hold it needs, its lowest one whole and the highest id. */
@@ -41,9 +43,11 @@ void failures_record(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel,
                 r->failures[r->n_failures++] = f;
                 r->failures_hi_known = false;
         } else {
-                /* Full (only if the client never sends graph records for
-                 * failing tasks): keep the lowest ids, they decide; the
-                 * one left out is noted (note_dropped_locked()). Ids
+                /* Full: more than D failed or skipped tasks wait for
+                 * their graphs' decision (a graph larger than D with that
+                 * many, or ids a client left unwritten). Keep the lowest
+                 * ids, they decide; the one left out is noted
+                 * (note_dropped_locked()). Ids
                  * mostly come in increasing order, so the highest kept one
                  * is remembered: O(1) per failure then, not O(D) (a launch
                  * failing D tasks would cost D^2). */
@@ -108,32 +112,58 @@ static void take_detail_locked(struct hbg_ring *r, uint64_t first, uint64_t last
         }
 }
 
-enum dropped_status { DROPPED_NONE, DROPPED_EXACT, DROPPED_MAYBE };
+enum dropped_status { DROPPED_NONE, DROPPED_EXACT, DROPPED_TAGGED, DROPPED_MAYBE };
 
-/* Graph [first, last] against the failures the list left out: the lowest
- * one if it is the graph's (EXACT), else, when the graph may hold one
- * (some id left out is at or above first), a failure at its first task
- * (MAYBE): a graph must never report success for a failure hbgd did not
- * keep. What the graph covers is then forgotten. */
+/* Graph [first, last] against the failures the list left out. The
+ * lowest one, if it is the graph's (EXACT: it may be a skip while a real
+ * failure of the graph was left out above it). Else, if some id left
+ * out is at or above first: the failure tags, which answer exactly for
+ * every id >= WM + D - T (§12.2), looked at over the graph's ids up to
+ * the highest left out: a tagged id is a failure of the graph, its code
+ * and reason lost (TAGGED); none, and the graph lies wholly within that
+ * reach: no failure (NONE); else it may hold one (MAYBE), reported at its
+ * first task, since a graph must never report success for a failure
+ * hbgd did not keep. What the graph covers is then forgotten. Only while
+ * the list has overflowed: a scan of at most T ids. */
 static enum dropped_status dropped_status_locked(struct hbg_ring *r, uint64_t first, uint64_t last,
                                                  struct failure *ret) {
-        enum dropped_status st;
         if (!r->failures_dropped || r->dropped_hi < first || r->dropped_low.id > last)
                 return DROPPED_NONE;
+        enum dropped_status st = DROPPED_NONE;
         if (r->dropped_low.id >= first) {
                 *ret = r->dropped_low;
                 st = DROPPED_EXACT;
         } else {
-                *ret = (struct failure){ .id = first, .code = -EPROTO, .kernel = HBG_KERNEL_NONE,
-                                         .why = "more failed tasks awaited their graph records than hbgd "
-                                                "keeps: one may be this graph's" };
-                st = DROPPED_MAYBE;
+                uint64_t wm = watermark_read(&r->window), reach = geometry_failure_reach(&r->g);
+                uint64_t exact_from = wm > reach ? wm - reach : 0;
+                uint64_t lo = first > exact_from ? first : exact_from;
+                uint64_t hi = last < r->dropped_hi ? last : r->dropped_hi;
+                for (uint64_t id = lo; id <= hi && st == DROPPED_NONE; id++)
+                        if (failures_tagged(&r->fail_tags, id)) {
+                                *ret = (struct failure){ .id = id, .code = -EPROTO, .kernel = HBG_KERNEL_NONE,
+                                                         .why = FAILURE_NOT_KEPT };
+                                st = DROPPED_TAGGED;
+                        }
+                if (st == DROPPED_NONE && lo > first) {
+                        *ret = (struct failure){ .id = first, .code = -EPROTO, .kernel = HBG_KERNEL_NONE,
+                                                 .why = "more failed tasks awaited their graphs than hbgd keeps: "
+                                                        "one may be this graph's" };
+                        st = DROPPED_MAYBE;
+                }
         }
         if (r->dropped_hi <= last)
                 r->failures_dropped = false;
         else
                 r->dropped_low.id = last; /* below the next graph: which ids failed there is unknown */
         return st;
+}
+
+/* Does f decide a graph's status before *cur (code 0: none yet; real:
+ * cur is a failure, not a skip)? The lowest real failure, else the
+ * lowest skip. */
+static bool failure_precedes(const struct failure *f, const struct failure *cur, bool real) {
+        bool f_real = f->code != -ECANCELED;
+        return cur->code == 0 || (f_real && !real) || (f_real == real && f->id < cur->id);
 }
 
 /* The status of graph `number` [first, last]: its lowest real failure,
@@ -152,22 +182,22 @@ int failures_graph_status(struct hbg_ring *r, uint64_t number, uint64_t first, u
                         r->failures[keep++] = f;
                         continue;
                 }
-                bool is_real = f.code != -ECANCELED;
-                if (ret->code == 0 || (is_real && !real) || (is_real == real && f.id < ret->id)) {
+                if (failure_precedes(&f, ret, real)) {
+                        real = f.code != -ECANCELED;
                         *ret = f;
-                        real = is_real;
                 }
         }
         r->n_failures = keep;
         r->failures_hi_known = false;
         struct failure d = { .code = 0 };
         enum dropped_status dst = dropped_status_locked(r, first, last, &d);
-        bool d_real = d.code != -ECANCELED;
-        /* A failure kept of the graph says more than MAYBE's guess. */
-        if ((dst == DROPPED_EXACT && (ret->code == 0 || (d_real && !real) || (d_real == real && d.id < ret->id))) ||
-            (dst == DROPPED_MAYBE && !real)) {
+        if (dst == DROPPED_EXACT && failure_precedes(&d, ret, real)) {
+                real = d.code != -ECANCELED;
                 *ret = d;
-                real = d_real;
+        } else if (dst != DROPPED_NONE && dst != DROPPED_EXACT && ret->code == 0) {
+                /* Failed or skipped, which is not known: a kept failure
+                 * of the graph, or its cancel, says more. */
+                *ret = d;
         }
         take_detail_locked(r, first, last, ret, real);
         cancel_status_locked(r, number, first, ret, real);

@@ -62,6 +62,9 @@ struct failure_detail {
         char text[FAILURE_DETAIL_MAX];
 };
 void failures_record_detail(struct hbg_ring *r, uint64_t id, const char *text);
+/* The reason of a graph whose failure the full list did not keep, but
+ * the failure tags show (failures_graph_status()). */
+#define FAILURE_NOT_KEPT "a task failed or was skipped, not kept: more failed tasks awaited their graphs than hbgd keeps"
 /* The status of graph `number` [first, last]: its lowest real failure,
  * else its cancel (§12.6), else its lowest skipped task (-ECANCELED), in
  * *ret (its why the failure's detail, if one was kept: then in the ring's

@@ -1524,8 +1524,8 @@ static bool raw_gone(const struct raw_session *s) {
 
 /* One graph of one fill task, waited for: its status, -ETIMEDOUT, or
  * -ECONNRESET once hbgd closed the session. */
-static int raw_graph(struct raw_session *s, float value, int timeout_ms, bool *ret_right) {
-        uint64_t id = s->next_id++, k = s->graphs++;
+/* Task id written: fill_f32 of value into the heap's first 256 bytes. */
+static void raw_write_fill(struct raw_session *s, uint64_t id, float value) {
         uint32_t bits;
         memcpy(&bits, &value, sizeof(bits));
         s->descs[id & (s->D - 1)] = (struct hbg_task_desc){
@@ -1535,6 +1535,11 @@ static int raw_graph(struct raw_session *s, float value, int timeout_ms, bool *r
         struct hbg_task_args *p = &s->args[id & (s->D - 1)];
         p->tensors[0] = (struct hbg_tensor_arg){ .offset = 0, .length = 256, .direction = HBG_DIR_OUT };
         p->scalars[0] = bits;
+}
+
+static int raw_graph(struct raw_session *s, float value, int timeout_ms, bool *ret_right) {
+        uint64_t id = s->next_id++, k = s->graphs++;
+        raw_write_fill(s, id, value);
         atomic_store(&s->sh->submitted, s->next_id);
         s->records[k & (s->G - 1)] = (struct hbg_graph_record){ .graph_id = k, .first_id = id, .last_id = id };
         atomic_store(&s->sh->graphs_submitted, s->graphs);
@@ -1557,8 +1562,6 @@ static int raw_graph(struct raw_session *s, float value, int timeout_ms, bool *r
         return e->status;
 }
 
-#define OVERFLOW_GRAPHS 3u
-
 /* The completion watermark of s at `upto` within timeout_ms. */
 static bool raw_wm_reaches(const struct raw_session *s, uint64_t upto, int timeout_ms) {
         const struct hbg_cpl_header *ch = (const void *)s->cpl;
@@ -1571,59 +1574,81 @@ static bool raw_wm_reaches(const struct raw_session *s, uint64_t upto, int timeo
         return true;
 }
 
+/* submitted moved to `upto` (the ids between written or not), and all of
+ * them complete. 0, or -1 with "FAIL" said. */
+static int raw_submit_upto(int sock, struct raw_session *s, uint64_t upto) {
+        atomic_store(&s->sh->submitted, upto);
+        ssize_t n = send(s->fds[2], "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)n;
+        if (!raw_wm_reaches(s, upto, IO_MS)) {
+                kid_say(sock, "FAIL failure list: the ids up to %" PRIu64 " did not complete", upto);
+                return -1;
+        }
+        return 0;
+}
+
+#define OVERFLOW_GOOD 10u /* the clean graph's tasks */
+
 /*
- * submitted moved a window ahead three times with nothing written and no
- * graph record: 3D ids claimed before they were written fail, and the
- * ring's failure list keeps D of them. Three records then cover the three
- * windows. Each graph must fail at its own first id: the second and third
- * windows' failures were all left out of the list, and their graphs
- * reported success before (graphs of tasks that never ran). hbgd keeps
- * the lowest failure left out whole (the second graph's); the third is
- * failed for one it may hold. The session goes on: the next graph is
- * right. 0, or -1 with "FAIL" said.
+ * More failures than the ring's list keeps, none with a graph record
+ * yet: submitted moved a window ahead with nothing written (D ids fail:
+ * the list is full), again (D more fail, left out), then OVERFLOW_GOOD
+ * written tasks, then a window ahead once more (D more left out). The
+ * graphs recorded then: G0, the first window (its kept failures); G1, the
+ * second (the lowest failure left out, kept whole); G2, the good tasks,
+ * which must succeed although failures left out lie on both sides of it
+ * (the failure tags say it has none); G3, the last window, whose
+ * failures were all left out: it must fail at its first id, and reported
+ * success before the list's overflow was tracked. The session goes on:
+ * the next graph is right. 0, or -1 with "FAIL" said.
  */
 static int failures_overflow(int sock, const struct target *tg) {
         struct raw_session s;
         if (raw_open(&s, sock, tg->path) < 0)
                 return -1;
-        for (uint64_t lap = 1; lap <= OVERFLOW_GRAPHS; lap++) {
-                atomic_store(&s.sh->submitted, lap * s.D);
-                ssize_t n = send(s.fds[2], "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-                (void)n;
-                if (!raw_wm_reaches(&s, lap * s.D, IO_MS)) {
-                        kid_say(sock, "FAIL failure list: the ids claimed unwritten did not complete (window %" PRIu64
-                                ")", lap);
-                        return -1;
-                }
-        }
-        for (uint64_t k = 0; k < OVERFLOW_GRAPHS; k++)
-                s.records[k] = (struct hbg_graph_record){ .graph_id = k, .first_id = k * s.D,
-                                                          .last_id = (k + 1) * s.D - 1 };
-        atomic_store(&s.sh->graphs_submitted, OVERFLOW_GRAPHS);
-        s.next_id = OVERFLOW_GRAPHS * s.D;
-        s.graphs = OVERFLOW_GRAPHS;
+        uint64_t D = s.D, good = 2 * D, last_first = good + OVERFLOW_GOOD;
+        if (raw_submit_upto(sock, &s, D) < 0 || raw_submit_upto(sock, &s, 2 * D) < 0)
+                return -1;
+        for (uint64_t id = good; id < last_first; id++)
+                raw_write_fill(&s, id, 1.25f);
+        if (raw_submit_upto(sock, &s, last_first) < 0 || raw_submit_upto(sock, &s, last_first + D) < 0)
+                return -1;
+        static const struct {
+                int code;        /* 0: success */
+                const char *says;
+        } want[] = {
+                { -ERANGE, "block_num" }, /* id 0's zeroed descriptor has the right id */
+                { -EPROTO, "descriptor id does not match" },
+                { 0, "" },
+                { -EPROTO, "more failed tasks awaited their graphs" },
+        };
+        const uint64_t firsts[] = { 0, D, good, last_first, last_first + D };
+        for (uint64_t k = 0; k < 4; k++)
+                s.records[k] = (struct hbg_graph_record){ .graph_id = k, .first_id = firsts[k],
+                                                          .last_id = firsts[k + 1] - 1 };
+        atomic_store(&s.sh->graphs_submitted, 4);
+        s.next_id = last_first + D;
+        s.graphs = 4;
         bool right = false;
         int err = raw_graph(&s, 7.5f, IO_MS, &right);
         if (err != 0 || !right) {
                 kid_say(sock, "FAIL failure list: the good graph after the overflow: %d (%s)", err, strerror(-err));
                 return -1;
         }
-        for (uint64_t k = 0; k < OVERFLOW_GRAPHS; k++) {
+        for (uint64_t k = 0; k < 4; k++) {
                 const struct hbg_graph_entry *e = &s.table[k & (s.G - 1)];
-                /* Id 0's zeroed descriptor has the right id: its block
-                 * count fails it. */
-                int want = k == 0 ? -ERANGE : -EPROTO;
-                const char *says = k == 2 ? "more failed tasks" : k == 1 ? "descriptor id does not match" : "";
-                if (atomic_load(&e->seq) != k + 1 || e->status != want || e->first_error_task != k * s.D ||
-                    !strstr(e->message, says)) {
-                        kid_say(sock, "FAIL failure list: graph %" PRIu64 " of %" PRIu64 " unwritten tasks came to %d "
-                                "(%s) at task %" PRIu64 " [%s], expected %s at %" PRIu64, k, s.D, e->status,
-                                strerror(-e->status), e->first_error_task, e->message, strerror(-want), k * s.D);
+                uint64_t at = want[k].code ? firsts[k] : 0;
+                if (atomic_load(&e->seq) != k + 1 || e->status != want[k].code ||
+                    (want[k].code && (e->first_error_task != at || !strstr(e->message, want[k].says)))) {
+                        kid_say(sock, "FAIL failure list: graph %" PRIu64 " [%" PRIu64 ", %" PRIu64 "] came to %d "
+                                "(%s) at task %" PRIu64 " [%s], expected %d (%s) at %" PRIu64, k, firsts[k],
+                                firsts[k + 1] - 1, e->status, strerror(-e->status), e->first_error_task, e->message,
+                                want[k].code, strerror(-want[k].code), at);
                         return -1;
                 }
         }
-        kid_say(sock, "NOTE failure list: 3D unwritten tasks, then their three graphs: each failed (the third: %s), "
-                "the next graph was right", s.table[2].message);
+        kid_say(sock, "NOTE failure list: 3D unwritten tasks around a clean graph: the clean graph succeeded, each "
+                "other failed (the last: %s), the next graph was right", s.table[3].message);
         raw_close(&s);
         return 0;
 }
