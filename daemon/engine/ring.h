@@ -38,8 +38,9 @@ struct ring_thread {
          * visit's end if it is still here (ready_continuation_flush). */
         uint64_t continuation;
         bool has_continuation;
-        /* The surplus (queued .. held_ran), changed by ready.c and
-         * dispatch.c through queues.h's queues_surplus_*().
+        /* The surplus (queued .. held_ran): dispatch.c changes it only
+         * through queues.h's queues_surplus_*(); ready.c, which owns it,
+         * also sets and reads queued and queued_work directly.
          * A task went to a queue or the deque (not the continuation)
          * since the thread's last surplus check that settled it: only
          * then is there a surplus to wake a peer for
