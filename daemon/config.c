@@ -1,18 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* hbgd's settings (daemon/config.h): defaults, values and the file, read by
- * the one table of keys (config_keys.c). */
+/* hbgd's settings (daemon/config.h): defaults and the file, each value
+ * read by its key's type in the one table of keys (config_keys.c). */
 #include "daemon/config.h"
 #include "daemon/config_keys.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <grp.h>
-#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <syslog.h>
 #include <sys/stat.h>
 
@@ -54,7 +51,18 @@ void hbgd_config_default(struct hbgd_config *ret) {
         snprintf(ret->socket_group, sizeof(ret->socket_group), "%s", "hbg");
 }
 
-/* ------------------------------------------------------------ values */
+unsigned hbgd_config_idle_tick_ms(void) {
+        return 1000;
+}
+
+unsigned hbgd_config_session_weight(const struct hbgd_config *cfg, uid_t uid) {
+        for (unsigned i = 0; i < cfg->n_session_weights && i < HBGD_MAX_ALLOWED; i++)
+                if (cfg->session_weights[i].uid == uid)
+                        return cfg->session_weights[i].weight;
+        return HBG_FAIR_SHARE_WEIGHT_DEFAULT;
+}
+
+/* ------------------------------------------------------------ the file */
 
 /* One file being read: the settings so far, the message of the value
  * just refused, and every problem found (load_error()). */
@@ -75,280 +83,6 @@ struct load {
 
 /* The end of err keeps this much for the "and N more" line. */
 #define ERR_TAIL 64
-
-/* A size with an optional K/M/G suffix (powers of 1024). */
-static bool parse_size(const char *s, uint64_t min, uint64_t max, uint64_t *ret) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(s, &end, 10);
-        if (errno || end == s || *s == '-')
-                return false;
-        unsigned shift = 0;
-        if (*end == 'K' || *end == 'k')
-                shift = 10, end++;
-        else if (*end == 'M' || *end == 'm')
-                shift = 20, end++;
-        else if (*end == 'G' || *end == 'g')
-                shift = 30, end++;
-        if (*end)
-                return false;
-        if (shift && v > (UINT64_MAX >> shift))
-                return false;
-        v <<= shift;
-        if (v < min || v > max)
-                return false;
-        *ret = v;
-        return true;
-}
-
-static void store(struct hbgd_config *c, const struct config_key *k, uint64_t v) {
-        char *field = (char *)c + k->offset;
-        if (k->width == sizeof(uint64_t)) {
-                memcpy(field, &v, sizeof(v));
-        } else {
-                unsigned u = (unsigned)v; /* max fits: the table says so */
-                memcpy(field, &u, sizeof(u));
-        }
-}
-
-/* A user (group) given by number or name: its id, or false and the
- * message. A number is taken as it is, whether or not it has a name. */
-static bool lookup_id(struct load *l, const char *tok, bool group, unsigned long *ret) {
-        char *end;
-        errno = 0;
-        unsigned long id = strtoul(tok, &end, 10);
-        if (*end == 0 && end != tok && errno == 0 && *tok != '-' && id <= UINT32_MAX - 1) {
-                *ret = id;
-                return true;
-        }
-        if (group) {
-                struct group *g = getgrnam(tok);
-                if (g)
-                        *ret = g->gr_gid;
-                else
-                        snprintf(l->msg, sizeof(l->msg), "unknown group '%s'", tok);
-                return g != NULL;
-        }
-        struct passwd *p = getpwnam(tok);
-        if (p)
-                *ret = p->pw_uid;
-        else
-                snprintf(l->msg, sizeof(l->msg), "unknown user '%s'", tok);
-        return p != NULL;
-}
-
-/* A list of users or groups into ids[] (HBGD_MAX_ALLOWED), *ret_n. */
-static bool parse_id_list(struct load *l, const char *value, bool groups, uint32_t *ids, unsigned *ret_n) {
-        char buf[512];
-        if (snprintf(buf, sizeof(buf), "%s", value) >= (int)sizeof(buf)) {
-                snprintf(l->msg, sizeof(l->msg), "%s: longer than %zu characters",
-                         groups ? "allowed_groups" : "allowed_users", sizeof(buf) - 1);
-                return false;
-        }
-        unsigned n = 0;
-        for (char *save = NULL, *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
-                if (n == HBGD_MAX_ALLOWED) {
-                        snprintf(l->msg, sizeof(l->msg), "more than %u entries", HBGD_MAX_ALLOWED);
-                        return false;
-                }
-                unsigned long id;
-                if (!lookup_id(l, tok, groups, &id))
-                        return false;
-                ids[n++] = (uint32_t)id;
-        }
-        *ret_n = n;
-        return true;
-}
-
-_Static_assert(sizeof(uid_t) == sizeof(uint32_t) && sizeof(gid_t) == sizeof(uint32_t), "ids are 32 bits");
-
-static bool parse_ids(struct load *l, const char *value, bool groups) {
-        if (groups)
-                return parse_id_list(l, value, true, (uint32_t *)l->cfg.allowed_gids, &l->cfg.n_allowed_gids);
-        return parse_id_list(l, value, false, (uint32_t *)l->cfg.allowed_uids, &l->cfg.n_allowed_uids);
-}
-
-/* "alice:4 bob:2 1001:3": user names or uids, weights 1..100. */
-static bool parse_weights(struct load *l, const char *value) {
-        char buf[512];
-        if (snprintf(buf, sizeof(buf), "%s", value) >= (int)sizeof(buf)) {
-                snprintf(l->msg, sizeof(l->msg), "session_weights: longer than %zu characters", sizeof(buf) - 1);
-                return false;
-        }
-        unsigned n = 0;
-        for (char *save = NULL, *tok = strtok_r(buf, " ,", &save); tok; tok = strtok_r(NULL, " ,", &save)) {
-                if (n == HBGD_MAX_ALLOWED) {
-                        snprintf(l->msg, sizeof(l->msg), "session_weights: more than %u entries", HBGD_MAX_ALLOWED);
-                        return false;
-                }
-                char *colon = strrchr(tok, ':');
-                uint64_t w;
-                if (!colon || colon == tok ||
-                    !parse_size(colon + 1, 1, HBG_FAIR_SHARE_WEIGHT_MAX, &w) || !isdigit((unsigned char)colon[1])) {
-                        snprintf(l->msg, sizeof(l->msg),
-                                 "session_weights: '%s' is not USER:WEIGHT with a weight from 1 to %u", tok,
-                                 HBG_FAIR_SHARE_WEIGHT_MAX);
-                        return false;
-                }
-                *colon = 0;
-                unsigned long id;
-                if (!lookup_id(l, tok, false, &id))
-                        return false;
-                uid_t uid = (uid_t)id;
-                for (unsigned i = 0; i < n; i++)
-                        if (l->cfg.session_weights[i].uid == uid) {
-                                snprintf(l->msg, sizeof(l->msg), "session_weights: user '%s' given twice", tok);
-                                return false;
-                        }
-                l->cfg.session_weights[n++] = (struct hbgd_session_weight){ uid, (unsigned)w };
-        }
-        l->cfg.n_session_weights = n;
-        return true;
-}
-
-unsigned hbgd_config_idle_tick_ms(void) {
-        return 1000;
-}
-
-unsigned hbgd_config_session_weight(const struct hbgd_config *cfg, uid_t uid) {
-        for (unsigned i = 0; i < cfg->n_session_weights && i < HBGD_MAX_ALLOWED; i++)
-                if (cfg->session_weights[i].uid == uid)
-                        return cfg->session_weights[i].weight;
-        return HBG_FAIR_SHARE_WEIGHT_DEFAULT;
-}
-
-static bool parse_level(struct load *l, const char *value) {
-        static const char *const names[] = { "emerg", "alert", "crit", "err",
-                                             "warning", "notice", "info", "debug" };
-        for (int i = 0; i < 8; i++)
-                if (strcasecmp(value, names[i]) == 0) {
-                        l->cfg.log_level = i;
-                        return true;
-                }
-        snprintf(l->msg, sizeof(l->msg),
-                 "level: '%s' is not one of emerg alert crit err warning notice info debug", value);
-        return false;
-}
-
-/* "PATH PATH ...": absolute, each once, at most k->max of them, into the
- * field with single spaces. Whether each is a module hbgd may load is the
- * loader's check (daemon/kernel_modules.c), at start and --check-config. */
-static bool parse_paths(struct load *l, const struct config_key *k, const char *value) {
-        const char *name = k->name.key;
-        char buf[HBGD_KERNEL_MODULES_LEN], out[HBGD_KERNEL_MODULES_LEN] = "";
-        if (snprintf(buf, sizeof(buf), "%s", value) >= (int)sizeof(buf) || strlen(value) >= k->width) {
-                snprintf(l->msg, sizeof(l->msg), "%s: longer than %zu characters", name, k->width - 1);
-                return false;
-        }
-        size_t used = 0;
-        unsigned n = 0;
-        for (char *save = NULL, *tok = strtok_r(buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
-                if (tok[0] != '/') {
-                        snprintf(l->msg, sizeof(l->msg), "%s: '%.100s' is not an absolute path", name, tok);
-                        return false;
-                }
-                if (++n > k->max) {
-                        snprintf(l->msg, sizeof(l->msg), "%s: more than %llu paths", name,
-                                 (unsigned long long)k->max);
-                        return false;
-                }
-                for (const char *p = out; *p;) {
-                        size_t len = strcspn(p, " ");
-                        if (len == strlen(tok) && strncmp(p, tok, len) == 0) {
-                                snprintf(l->msg, sizeof(l->msg), "%s: '%.100s' given twice", name, tok);
-                                return false;
-                        }
-                        p += len + (p[len] == ' ');
-                }
-                used += (size_t)snprintf(out + used, sizeof(out) - used, "%s%s", used ? " " : "", tok);
-        }
-        snprintf((char *)&l->cfg + k->offset, k->width, "%s", out);
-        return true;
-}
-
-/* Parse value for key k into l->cfg: true, or false with l->msg. */
-static bool apply_value(struct load *l, const struct config_key *k, const char *value) {
-        const char *name = k->name.key;
-        uint64_t v;
-        switch (k->type) {
-        case KEY_NUMBER:
-        case KEY_US_AS_NS:
-                if (!parse_size(value, k->min, k->max, &v)) {
-                        snprintf(l->msg, sizeof(l->msg), "%s: '%s' is not a number from %llu to %llu", name,
-                                 value, (unsigned long long)k->min, (unsigned long long)k->max);
-                        return false;
-                }
-                store(&l->cfg, k, k->type == KEY_US_AS_NS ? v * 1000 : v);
-                return true;
-        case KEY_USERS:
-        case KEY_GROUPS:
-                return parse_ids(l, value, k->type == KEY_GROUPS);
-        case KEY_WEIGHTS:
-                return parse_weights(l, value);
-        case KEY_LOG_LEVEL:
-                return parse_level(l, value);
-        case KEY_SOCKET_PATH:
-                /* Empty: the default. A socket path must fit sun_path. */
-                if ((value[0] && value[0] != '/') || strlen(value) >= k->width) {
-                        snprintf(l->msg, sizeof(l->msg), "%s: '%s' is not an absolute path shorter than %zu bytes",
-                                 name, value, k->width);
-                        return false;
-                }
-                snprintf((char *)&l->cfg + k->offset, k->width, "%s", value);
-                return true;
-        case KEY_MODE: {
-                char *end;
-                errno = 0;
-                unsigned long m = strtoul(value, &end, 8);
-                if (errno || end == value || *end || !isdigit((unsigned char)value[0]) || m > k->max) {
-                        snprintf(l->msg, sizeof(l->msg), "%s: '%s' is not an octal mode from 0 to %04llo", name,
-                                 value, (unsigned long long)k->max);
-                        return false;
-                }
-                store(&l->cfg, k, m);
-                return true;
-        }
-        case KEY_NAME:
-                /* Looked up when used: a group created later still counts. */
-                for (const char *c = value; *c; c++)
-                        if (isspace((unsigned char)*c) || *c == ':' || *c == ',') {
-                                snprintf(l->msg, sizeof(l->msg), "%s: '%s' is not one name", name, value);
-                                return false;
-                        }
-                if (strlen(value) >= k->width) {
-                        snprintf(l->msg, sizeof(l->msg), "%s: '%s' is longer than %zu characters", name, value,
-                                 k->width - 1);
-                        return false;
-                }
-                snprintf((char *)&l->cfg + k->offset, k->width, "%s", value);
-                return true;
-                return true;
-        case KEY_GROUP_LIST: {
-                struct hbgd_gids *g = (struct hbgd_gids *)((char *)&l->cfg + k->offset);
-                return parse_id_list(l, value, true, (uint32_t *)g->gids, &g->n);
-        }
-        case KEY_VISIBILITY:
-                if (strcmp(value, "own") != 0 && strcmp(value, "all") != 0) {
-                        snprintf(l->msg, sizeof(l->msg), "visibility: '%s' is not one of own, all", value);
-                        return false;
-                }
-                l->cfg.visibility_all = strcmp(value, "all") == 0;
-                return true;
-        case KEY_PATHS:
-                return parse_paths(l, k, value);
-        case KEY_COMPLETION:
-                if (completion_mode_parse(value, &l->cfg.engine.completion_mode) < 0) {
-                        snprintf(l->msg, sizeof(l->msg),
-                                 "completion_mode: '%s' is not one of %s", value, completion_mode_list());
-                        return false;
-                }
-                return true;
-        }
-        snprintf(l->msg, sizeof(l->msg), "%s: no parser for this key", name);
-        return false;
-}
-
-/* ------------------------------------------------------------ the file */
 
 /* Report one problem: "FILE:LINE: message" (line 0: "FILE: message"),
  * one a line in l->err, as many as fit. */
@@ -503,7 +237,7 @@ static void read_key(struct load *l, char *s) {
         }
         l->key_line[ki] = l->line;
         l->msg[0] = 0;
-        if (apply_value(l, k, value))
+        if (config_key_parse(&l->cfg, k, value, l->msg, sizeof(l->msg)))
                 return;
         /* Every message names its key. */
         size_t kl = strlen(name);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* hbgd.conf's keys: the one table (daemon/config_keys.c), what config.c
- * reads and hbgd --check-config prints. */
+ * reads and hbgd --check-config prints; each key's type reads its value
+ * and says it back (config_keys.c's key_types[]). */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +24,7 @@ enum key_type {
         KEY_GROUP_LIST,  /* names or gids into a struct hbgd_gids field */
         KEY_VISIBILITY,  /* own, all */
         KEY_PATHS,       /* absolute paths separated by spaces (a char array field) */
+        KEY_TYPES        /* how many there are */
 };
 
 struct config_key {
@@ -36,6 +39,11 @@ struct config_key {
 #define CONFIG_KEYS_MAX 64
 extern const struct config_key config_keys[];
 extern const size_t config_n_keys;
+
+/* Read value, as the file gives it, into k's field of cfg: true, or
+ * false with why in msg (most messages start "KEY: "). */
+bool config_key_parse(struct hbgd_config *cfg, const struct config_key *k, const char *value, char *msg,
+                      size_t msglen);
 
 /* The table's keys by index, for tests and documentation checks. */
 const struct hbgd_config_key *hbgd_config_key_at(size_t i); /* NULL past the end */
