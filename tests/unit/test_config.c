@@ -455,6 +455,78 @@ START_TEST(kernel_time_budget) {
 }
 END_TEST
 
+/* The settings as --check-config says them (hbgd.c's print_config(),
+ * without its comment lines): every key of the table, by section. */
+static void format_all(const struct hbgd_config *cfg, char *text, size_t len) {
+        size_t used = 0;
+        const char *section = "";
+        for (size_t i = 0; hbgd_config_key_at(i); i++) {
+                const struct hbgd_config_key *k = hbgd_config_key_at(i);
+                char value[1024];
+                ck_assert_int_eq(hbgd_config_format(cfg, i, value, sizeof(value)), 0);
+                int n = snprintf(text + used, len - used, "%s%s%s%s = %s\n", strcmp(section, k->section) ? "[" : "",
+                                 strcmp(section, k->section) ? k->section : "",
+                                 strcmp(section, k->section) ? "]\n" : "", k->key, value);
+                ck_assert(n > 0 && (size_t)n < len - used);
+                used += (size_t)n;
+                section = k->section;
+        }
+}
+
+/* What is said back reads back as the same settings. */
+static void assert_round_trip(const struct hbgd_config *cfg) {
+        static char text[16384];
+        char err[1024] = "";
+        struct hbgd_config back;
+        format_all(cfg, text, sizeof(text));
+        ck_assert_msg(load(text, &back, err, sizeof(err)) == 0, "%s\nin:\n%s", err, text);
+        for (size_t i = 0; hbgd_config_key_at(i); i++) {
+                char said[1024], again[1024];
+                hbgd_config_format(cfg, i, said, sizeof(said));
+                hbgd_config_format(&back, i, again, sizeof(again));
+                ck_assert_msg(strcmp(said, again) == 0, "%s = %s read back as %s", hbgd_config_key_at(i)->key,
+                              said, again);
+        }
+        ck_assert_msg(memcmp(&back, cfg, sizeof(back)) == 0, "read back as other settings:\n%s", text);
+}
+
+START_TEST(defaults_round_trip) {
+        struct hbgd_config cfg;
+        hbgd_config_default(&cfg);
+        assert_round_trip(&cfg);
+}
+END_TEST
+
+/* Every key's valid case above at once: a value other than the default
+ * for every key, so for every type of key. */
+START_TEST(values_round_trip) {
+        static char text[8192];
+        size_t used = 0;
+        for (size_t j = 0; j < sizeof(keys) / sizeof(keys[0]); j++) {
+                bool new_section = j == 0 || strcmp(keys[j - 1].section, keys[j].section) != 0;
+                used += (size_t)snprintf(text + used, sizeof(text) - used, "%s%s%s%s = %s\n",
+                                         new_section ? "[" : "", new_section ? keys[j].section : "",
+                                         new_section ? "]\n" : "", keys[j].key, keys[j].good);
+                ck_assert(used < sizeof(text));
+        }
+        struct hbgd_config cfg, dflt;
+        char err[1024] = "";
+        ck_assert_msg(load(text, &cfg, err, sizeof(err)) == 0, "%s\nin:\n%s", err, text);
+        hbgd_config_default(&dflt);
+        bool type_seen[KEY_TYPES] = { false };
+        for (size_t i = 0; i < config_n_keys; i++) {
+                char set[1024], dv[1024];
+                hbgd_config_format(&cfg, i, set, sizeof(set));
+                hbgd_config_format(&dflt, i, dv, sizeof(dv));
+                ck_assert_msg(strcmp(set, dv) != 0, "%s = %s is the default", config_keys[i].name.key, set);
+                type_seen[config_keys[i].type] = true;
+        }
+        for (int t = 0; t < KEY_TYPES; t++)
+                ck_assert_msg(type_seen[t], "no key of type %d in the table", t);
+        assert_round_trip(&cfg);
+}
+END_TEST
+
 /* Every key of hbgd's table has a case above, and is documented in the
  * three places an operator looks: OPERATIONS.md, hbgd.conf(5) and the
  * example file; the limits in SECURITY.md too. */
@@ -508,6 +580,8 @@ static Suite *suite(void) {
         tcase_add_test(tc, shipped_example);
         tcase_add_test(tc, kernel_time_budget);
         tcase_add_test(tc, flag_window_follows_task_window);
+        tcase_add_test(tc, defaults_round_trip);
+        tcase_add_test(tc, values_round_trip);
         tcase_add_test(tc, every_key_tested_and_documented);
         suite_add_tcase(s, tc);
         return s;
