@@ -288,14 +288,22 @@ static long chain_sleeps_of(struct hbgd_proc *d, unsigned workers) {
  * like with like. */
 START_TEST(chain_sleeps) {
         struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
-        long one = chain_sleeps_of(d, 1);
-        long many = chain_sleeps_of(d, WORKERS);
-        fprintf(stderr, "chain_sleeps: %d chained host tasks: %ld sleeps on 1 worker, %ld on %d\n", BUSY_N, one,
-                many, WORKERS);
+        long one = 0, many = 0;
         /* About one a task before; a slow build (TSan: 27-97 here), whose
-         * looks run out, wakes a sleeper now and then. */
-        ck_assert_msg(many <= one + BUSY_N / 2, "%ld sleeps on %d workers against %ld on one, for %d tasks", many,
-                      WORKERS, one, BUSY_N);
+         * looks run out, wakes a sleeper now and then, and so does a host
+         * busy with other work (280-322 seen with builds beside the
+         * test): a second measure must agree before the test fails. The
+         * old behaviour fails both (a sleep per task, each time). */
+        for (int round = 0; round < 2; round++) {
+                one = chain_sleeps_of(d, 1);
+                many = chain_sleeps_of(d, WORKERS);
+                fprintf(stderr, "chain_sleeps: %d chained host tasks: %ld sleeps on 1 worker, %ld on %d\n", BUSY_N,
+                        one, many, WORKERS);
+                if (many <= one + BUSY_N / 2)
+                        break;
+        }
+        ck_assert_msg(many <= one + BUSY_N / 2, "%ld sleeps on %d workers against %ld on one, for %d tasks (twice)",
+                      many, WORKERS, one, BUSY_N);
         stop_hbgd(d);
 }
 END_TEST
