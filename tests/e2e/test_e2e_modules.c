@@ -298,11 +298,12 @@ END_TEST
 
 /* ------------------------------------------------------------ the example's kernels in use */
 
-/* hbgd (two scheduler threads) with the example module; its path in path. */
-static struct hbgd_proc *start_example(char *path, size_t len) {
+/* hbgd (two scheduler threads) with the test module built as `variant`
+ * ("example", "unsplit"...); its path in path. */
+static struct hbgd_proc *start_with_module(const char *variant, char *path, size_t len) {
         char conf[128];
         setup_dir();
-        module("example", path, len);
+        module(variant, path, len);
         snprintf(conf, sizeof(conf), "%s/hbgd.conf", dir);
         FILE *f = fopen(conf, "w");
         ck_assert_ptr_nonnull(f);
@@ -384,7 +385,7 @@ static void arg(hbg_task *t, hbg_tensor x, enum hbg_dir how) {
 
 START_TEST(producer) {
         char path[256];
-        struct hbgd_proc *d = start_example(path, sizeof(path));
+        struct hbgd_proc *d = start_with_module("example", path, sizeof(path));
         hbg_client *c;
         ck_assert_msg(hbg_connect(&c, d->socket_path) == 0, "%s", hbg_last_error(NULL));
 
@@ -594,7 +595,7 @@ static json_object *get(json_object *o, const char *key) {
 
 START_TEST(graph_files) {
         char path[256], bin[512], file[128], out[65536];
-        struct hbgd_proc *d = start_example(path, sizeof(path));
+        struct hbgd_proc *d = start_with_module("example", path, sizeof(path));
         const char *ctl = hbgctl_binary(bin, sizeof(bin));
         const char *S = d->socket_path;
 
@@ -780,16 +781,8 @@ static void assert_calls(struct calls got, uint32_t calls, uint32_t part_sum, ui
  * and launched from a recording. Its splittable twin, the same code, is
  * run as every part, which shows the counters count. */
 START_TEST(unsplit_runs_once) {
-        char path[256], conf[128];
-        setup_dir();
-        module("unsplit", path, sizeof(path));
-        snprintf(conf, sizeof(conf), "%s/hbgd.conf", dir);
-        FILE *f = fopen(conf, "w");
-        ck_assert_ptr_nonnull(f);
-        fprintf(f, "[scheduler]\nthreads = 2\n\n[kernels]\nmodules = %s\n", path);
-        ck_assert_int_eq(fclose(f), 0);
-        struct hbgd_proc *d;
-        ck_assert_int_eq(daemon_start(&d, (const char *const[]){ "--config", conf, NULL }, NULL), 0);
+        char path[256];
+        struct hbgd_proc *d = start_with_module("unsplit", path, sizeof(path));
         hbg_client *c;
         ck_assert_msg(hbg_connect(&c, d->socket_path) == 0, "%s", hbg_last_error(NULL));
         int unsplit = -1;
