@@ -121,10 +121,11 @@ enum dropped_status { DROPPED_NONE, DROPPED_EXACT, DROPPED_TAGGED, DROPPED_MAYBE
  * every id >= WM + D - T (§12.2), looked at over the graph's ids up to
  * the highest left out: a tagged id is a failure of the graph, its code
  * and reason lost (TAGGED); none, and the graph lies wholly within that
- * reach: no failure (NONE); else it may hold one (MAYBE), reported at its
- * first task, since a graph must never report success for a failure
- * hbgd did not keep. What the graph covers is then forgotten. Only while
- * the list has overflowed: a scan of at most T ids. */
+ * reach, before and after the scan: no failure (NONE); else it may hold
+ * one (MAYBE), reported at its first task, since a graph must never
+ * report success for a failure hbgd did not keep. What the graph covers
+ * is then forgotten. Only while the list has overflowed: a scan of at
+ * most T ids. */
 static enum dropped_status dropped_status_locked(struct hbg_ring *r, uint64_t first, uint64_t last,
                                                  struct failure *ret) {
         if (!r->failures_dropped || r->dropped_hi < first || r->dropped_low.id > last)
@@ -144,7 +145,11 @@ static enum dropped_status dropped_status_locked(struct hbg_ring *r, uint64_t fi
                                                          .why = FAILURE_NOT_KEPT };
                                 st = DROPPED_TAGGED;
                         }
-                if (st == DROPPED_NONE && lo > first) {
+                /* The watermark may have moved on during the scan, and
+                 * a tag near the reach's end been taken by a later id
+                 * failing: only what is still within reach counts. */
+                wm = watermark_read(&r->window);
+                if (st == DROPPED_NONE && (lo > first || (wm > reach && wm - reach > first))) {
                         *ret = (struct failure){ .id = first, .code = -EPROTO, .kernel = HBG_KERNEL_NONE,
                                                  .why = "more failed tasks awaited their graphs than hbgd keeps: "
                                                         "one may be this graph's" };
