@@ -3,7 +3,6 @@
  * table of their types, each reading a value and saying it back. */
 #include "daemon/config_keys.h"
 
-#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <grp.h>
@@ -526,7 +525,12 @@ _Static_assert(sizeof(key_types) / sizeof(key_types[0]) == KEY_TYPES, "every key
 
 bool config_key_parse(struct hbgd_config *cfg, const struct config_key *k, const char *value, char *msg,
                       size_t msglen) {
-        assert(k->type < KEY_TYPES && key_types[k->type].parse);
+        /* A key type without its entry is a build's mistake: refused,
+         * as hbgd refuses the key (it has no assert()). */
+        if (k->type >= KEY_TYPES || !key_types[k->type].parse) {
+                snprintf(msg, msglen, "%s: hbgd cannot read this key's type", k->name.key);
+                return false;
+        }
         return key_types[k->type].parse(cfg, k, value, msg, msglen);
 }
 
@@ -534,7 +538,8 @@ int hbgd_config_format(const struct hbgd_config *cfg, size_t i, char *buf, size_
         if (i >= config_n_keys || len == 0)
                 return -EINVAL;
         const struct config_key *k = &config_keys[i];
-        assert(k->type < KEY_TYPES && key_types[k->type].format);
+        if (k->type >= KEY_TYPES || !key_types[k->type].format)
+                return -EINVAL;
         key_types[k->type].format(cfg, k, buf, len);
         return 0;
 }
