@@ -242,8 +242,8 @@ static bool parse_id_list(const char *value, bool groups, uint32_t *ids, unsigne
                           size_t msglen) {
         char buf[512];
         if (snprintf(buf, sizeof(buf), "%s", value) >= (int)sizeof(buf)) {
-                snprintf(msg, msglen, "%s: longer than %zu characters", groups ? "allowed_groups" : "allowed_users",
-                         sizeof(buf) - 1);
+                /* The caller names the key (admin_groups, monitor_groups...). */
+                snprintf(msg, msglen, "longer than %zu characters", sizeof(buf) - 1);
                 return false;
         }
         unsigned n = 0;

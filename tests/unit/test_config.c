@@ -121,6 +121,25 @@ START_TEST(each_key) {
 }
 END_TEST
 
+/* An over-long user or group list: the error names the key given. */
+START_TEST(long_lists_name_their_key) {
+        static const struct { const char *section, *key; } lists[] = {
+                { "access", "allowed_users" }, { "access", "allowed_groups" },
+                { "access", "admin_groups" },  { "access", "monitor_groups" },
+        };
+        char value[600], text[700], err[512], want[64];
+        memset(value, 'a', sizeof(value) - 1);
+        value[sizeof(value) - 1] = 0;
+        for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+                struct hbgd_config cfg;
+                snprintf(text, sizeof(text), "[%s]\n%s = %s\n", lists[i].section, lists[i].key, value);
+                ck_assert_int_eq(load(text, &cfg, err, sizeof(err)), -EINVAL);
+                snprintf(want, sizeof(want), "%s: longer than 511 characters", lists[i].key);
+                ck_assert_msg(strstr(err, want), "%s: '%s' does not say '%s'", lists[i].key, err, want);
+        }
+}
+END_TEST
+
 START_TEST(values_applied) {
         struct hbgd_config cfg;
         char err[512] = "";
@@ -571,6 +590,7 @@ static Suite *suite(void) {
         Suite *s = suite_create("config");
         TCase *tc = tcase_create("config");
         tcase_add_loop_test(tc, each_key, 0, (int)(sizeof(keys) / sizeof(keys[0])));
+        tcase_add_test(tc, long_lists_name_their_key);
         tcase_add_test(tc, values_applied);
         tcase_add_test(tc, session_weights);
         tcase_add_test(tc, whole_file_errors);
