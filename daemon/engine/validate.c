@@ -166,6 +166,22 @@ static inline unsigned lanes_to_check(const struct hbg_task_desc *d) {
         return (d->lane_mask | given) & HBG_LANE_MASK_ALL;
 }
 
+/* Lane `lane` of lanes_to_check(d): refused if inactive (a kernel
+ * given for it), else its kernel looked up, in *ret. */
+static inline int lane_kernel(const struct hbg_task_desc *d, unsigned lane, const struct kernel_info **ret,
+                              const char **why) {
+        if (!(d->lane_mask & (1u << lane))) {
+                *why = "kernel given for an inactive lane";
+                return -EINVAL;
+        }
+        *ret = kernel_lookup(d->kernel[lane]);
+        if (!*ret) {
+                *why = "unknown kernel";
+                return -ENOENT;
+        }
+        return 0;
+}
+
 /* The message of a task naming a kernel that does not split beside
  * another kernel (§9.1). */
 static const char unsplit_beside_another[] = "a kernel that does not split must be its task's only kernel";
@@ -190,15 +206,11 @@ static __attribute__((cold, noinline)) int take_unsplit(uint64_t heap_size, uint
         s->kernel[__builtin_ctz(lanes)] = k;
         for (lanes &= lanes - 1; lanes; lanes &= lanes - 1) {
                 unsigned lane = (unsigned)__builtin_ctz(lanes);
-                if (!(d->lane_mask & (1u << lane))) {
-                        *why = "kernel given for an inactive lane";
-                        return -EINVAL;
-                }
-                if (d->kernel[lane] != k->sig->id) {
-                        if (!kernel_lookup(d->kernel[lane])) {
-                                *why = "unknown kernel";
-                                return -ENOENT;
-                        }
+                const struct kernel_info *other;
+                int err = lane_kernel(d, lane, &other, why);
+                if (err < 0)
+                        return err;
+                if (other != k) {
                         s->report_kernel = d->kernel[lane];
                         *why = unsplit_beside_another;
                         return -EINVAL;
@@ -235,15 +247,10 @@ STEP take_lanes(const struct task_rules *rules, struct task_slot *s, const struc
          * task splits (§9.1). */
         for (unsigned lanes = lanes_to_check(d); lanes; lanes &= lanes - 1) {
                 unsigned lane = (unsigned)__builtin_ctz(lanes);
-                if (!(d->lane_mask & (1u << lane))) {
-                        *why = "kernel given for an inactive lane";
-                        return -EINVAL;
-                }
-                const struct kernel_info *k = kernel_lookup(d->kernel[lane]);
-                if (!k) {
-                        *why = "unknown kernel";
-                        return -ENOENT;
-                }
+                const struct kernel_info *k;
+                int err = lane_kernel(d, lane, &k, why);
+                if (err < 0)
+                        return err;
                 if (s->report_kernel == HBG_KERNEL_NONE) {
                         s->report_kernel = d->kernel[lane];
                         s->ktime_kernel = (uint16_t)k->index;
@@ -256,7 +263,7 @@ STEP take_lanes(const struct task_rules *rules, struct task_slot *s, const struc
                         return -EINVAL;
                 }
                 s->kernel[lane] = k;
-                int err = kernel_validate_entry(k, &s->args, rules->heap_size, why);
+                err = kernel_validate_entry(k, &s->args, rules->heap_size, why);
                 if (err < 0) {
                         s->report_kernel = d->kernel[lane];
                         return err;
