@@ -1524,8 +1524,9 @@ static bool raw_gone(const struct raw_session *s) {
 
 /* One graph of one fill task, waited for: its status, -ETIMEDOUT, or
  * -ECONNRESET once hbgd closed the session. */
-/* Task id written: fill_f32 of value into the heap's first 256 bytes. */
-static void raw_write_fill(struct raw_session *s, uint64_t id, float value) {
+/* Task id written: fill_f32 of value into the heap's 256 bytes at
+ * offset. */
+static void raw_write_fill(struct raw_session *s, uint64_t id, float value, uint64_t offset) {
         uint32_t bits;
         memcpy(&bits, &value, sizeof(bits));
         s->descs[id & (s->D - 1)] = (struct hbg_task_desc){
@@ -1533,13 +1534,13 @@ static void raw_write_fill(struct raw_session *s, uint64_t id, float value) {
                 .lane_mask = 1u << HBG_LANE_AIV0, .block_num = 1, .n_tensors = 1, .n_scalars = 1,
         };
         struct hbg_task_args *p = &s->args[id & (s->D - 1)];
-        p->tensors[0] = (struct hbg_tensor_arg){ .offset = 0, .length = 256, .direction = HBG_DIR_OUT };
+        p->tensors[0] = (struct hbg_tensor_arg){ .offset = offset, .length = 256, .direction = HBG_DIR_OUT };
         p->scalars[0] = bits;
 }
 
 static int raw_graph(struct raw_session *s, float value, int timeout_ms, bool *ret_right) {
         uint64_t id = s->next_id++, k = s->graphs++;
-        raw_write_fill(s, id, value);
+        raw_write_fill(s, id, value, 0);
         atomic_store(&s->sh->submitted, s->next_id);
         s->records[k & (s->G - 1)] = (struct hbg_graph_record){ .graph_id = k, .first_id = id, .last_id = id };
         atomic_store(&s->sh->graphs_submitted, s->graphs);
@@ -1609,8 +1610,9 @@ static int failures_overflow(int sock, const struct target *tg) {
         uint64_t D = s.D, good = 2 * D, last_first = good + OVERFLOW_GOOD;
         if (raw_submit_upto(sock, &s, D) < 0 || raw_submit_upto(sock, &s, 2 * D) < 0)
                 return -1;
+        /* Each its own bytes: they have no dependencies between them. */
         for (uint64_t id = good; id < last_first; id++)
-                raw_write_fill(&s, id, 1.25f);
+                raw_write_fill(&s, id, 1.25f, 256 * (1 + id - good));
         if (raw_submit_upto(sock, &s, last_first) < 0 || raw_submit_upto(sock, &s, last_first + D) < 0)
                 return -1;
         static const struct {
