@@ -145,17 +145,18 @@ static int check_regions(hbg_client *c, const Hbg__SessionReply *r) {
             ch->flag_window_log2 != c->g.flag_window_log2 ||
             ch->graph_table_log2 != c->g.graph_table_log2 || ch->first_id != r->first_id)
                 return hbgc_fail(NULL, -EPROTO, "completion region: geometry differs from the session reply");
+        /* The same for the submission region: its check derives the
+         * offsets from its sizes, so the sizes alone are compared here. */
         const struct hbg_sub_header *sh = c->sub;
-        if (sh->magic != HBG_SUB_MAGIC || sh->layout_version != HBG_LAYOUT_VERSION ||
-            sh->region_size != c->g.sub_region_size || sh->heap_size != c->g.heap_size ||
-            sh->descs_offset != c->g.sub_descs_offset ||
-            sh->fanins_offset != c->g.sub_fanins_offset || sh->args_offset != c->g.sub_args_offset ||
-            sh->mailbox_offset != c->g.sub_mailbox_offset || sh->heap_offset != c->g.sub_heap_offset ||
-            sh->graphs_offset != c->g.sub_graphs_offset)
-                return other_release(c, "submission region: header differs from the session reply", 0);
+        if (sh->magic == HBG_SUB_MAGIC && sh->layout_version != HBG_LAYOUT_VERSION)
+                return other_release(c, "submission region: another layout version than this library's",
+                                     sh->layout_version);
         err = layout_sub_region_check(c->sub, c->g.sub_region_size, &why);
         if (err < 0)
                 return hbgc_fail(NULL, err, "%s", why);
+        if (sh->task_window_log2 != c->g.task_window_log2 || sh->mailbox_log2 != c->g.mailbox_log2 ||
+            sh->graph_ring_log2 != c->g.graph_table_log2 || sh->heap_size != c->g.heap_size)
+                return other_release(c, "submission region: header differs from the session reply", 0);
 
         c->sh = c->sub;
         c->ch = ch;
