@@ -139,7 +139,7 @@ CLIENT_PC   := $(B)/lib/pkgconfig/hbgclient.pc
 BENCH_SRCS := bench/hbg_bench.c bench/bench_completion.c bench/bench_engine.c bench/bench_util.c \
               bench/compare.c bench/compare_hbg.c bench/compare_peers.c bench/compare_instr.c \
               bench/compare_kernels.c bench/compare_host.c bench/compare_python.c bench/compare_trace.c \
-              bench/compare_wait.c \
+              bench/compare_wait.c bench/callgrind_files.c bench/instr_stages.c \
               bench/report.c bench/regress.c bench/probes.c bench/child.c bench/hbgd_proc.c \
               bench/producer.c bench/dag.c tests/engine/harness.c
 BENCH_BIN  := $(B)/bin/hbg-bench
@@ -152,7 +152,7 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_e2e_hostile test_e2e_systemd test_e2e_hbgctl test_e2e_client \
               test_e2e_api test_e2e_errors test_e2e_replay test_e2e_proto_attack test_text \
               test_e2e_faults test_e2e_shm_attack test_e2e_access test_e2e_metrics test_e2e_journal \
-              test_e2e_host_threads test_dep_tracker
+              test_e2e_host_threads test_dep_tracker test_instr_stages
 TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
 # The same stress test built with the store->load ordering removed: it must
 # be able to catch the watermark freeze (docs/RUNTIME_LOGIC.md §4).
@@ -573,6 +573,13 @@ $(B)/tests/test_wire: $(B)/obj/tests/unit/test_wire.o $(CHECK_MAIN) $(PROTO_LIB)
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) \
 		$(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c) -lm
+
+# hbg-bench's instructions by stage: its profile reader and stage tables.
+$(B)/tests/test_instr_stages: $(B)/obj/tests/unit/test_instr_stages.o $(CHECK_MAIN) $(B)/obj/bench/callgrind_files.o \
+                              $(B)/obj/bench/instr_stages.o
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) -lm
 
 # The io loop with io_uring's submissions refused at will (link-time wrap).
 $(B)/tests/test_io_loop: $(B)/obj/tests/unit/test_io_loop.o $(CHECK_MAIN) $(HBGD_LIB)

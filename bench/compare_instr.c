@@ -21,6 +21,9 @@
  * runtime pays for the runtime: its share per task is shown beside the
  * total ("gen"), counted as dag_make()'s inclusive cost in the same
  * profile, the 1-task run's subtracted likewise.
+ *
+ * Under each of hbg's rows, the same counts by stage (bench/instr_stages.h):
+ * where a task's instructions go in hbgd and in the producer.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -32,6 +35,7 @@
 #include "bench/bench_util.h"
 #include "bench/compare.h"
 #include "bench/hbgd_proc.h"
+#include "bench/instr_stages.h"
 #include "bench/probes.h"
 #include "daemon/engine/engine.h"
 
@@ -119,6 +123,43 @@ static void generation_share(struct cmp *c, const char *shape, const char *syste
         snprintf(col, len, "%.0f", g);
 }
 
+/* The profile of one process's run, as cmp_hbg_instr() named it. */
+static int read_profile(const struct cmp *c, const char *process, const char *mode, const char *tag,
+                        struct cg_files *ret) {
+        char path[320];
+        snprintf(path, sizeof(path), "%s/callgrind.%s.%s.%s.out", c->out, process, mode, tag);
+        return cg_files_read(path, ret);
+}
+
+/* A row's instructions per task by stage, for hbgd and the producer: a
+ * line each under the row, and the metrics
+ * instructions_per_task_{hbgd,producer}_STAGE. */
+static void stage_lines(struct cmp *c, const char *mode, unsigned threads, const char *shape, uint64_t tasks) {
+        const struct instr_stages *sets[] = { &instr_stages_hbgd, &instr_stages_producer };
+        for (unsigned k = 0; k < 2; k++) {
+                const struct instr_stages *s = sets[k];
+                struct cg_files run, base;
+                if (read_profile(c, s->process, mode, shape, &run) < 0)
+                        continue;
+                if (read_profile(c, s->process, mode, "base", &base) < 0) {
+                        cg_files_free(&run);
+                        continue;
+                }
+                double v[INSTR_STAGES_MAX];
+                instr_stages_per_task(s, &run, &base, tasks, v);
+                printf("    %-9s", s->process);
+                for (unsigned i = 0; i < s->n; i++) {
+                        char metric[96];
+                        snprintf(metric, sizeof(metric), "instructions_per_task_%s_%s", s->process, s->v[i].name);
+                        report_metric(&c->report, metric, shape, "hbg", mode, threads, 1, v[i], "instructions");
+                        printf(" %s %.0f", s->v[i].name, v[i]);
+                }
+                printf("\n");
+                cg_files_free(&run);
+                cg_files_free(&base);
+        }
+}
+
 /* A launch of a recorded graph (the default policy only: they differ after
  * classification, where replay changes nothing): the recording and the
  * process start cancel out between 1 and 3 launches after it,
@@ -190,6 +231,7 @@ void cmp_instructions(struct cmp *c) {
                                       "instructions");
                         printf("%-11s %-10s %-13s %12.0f %12.0f %8s   (hbgd %.0f)\n", shape, "hbg", mode, d + p, p,
                                gen, d);
+                        stage_lines(c, mode, threads, shape, run.tasks);
                         if (c->modes[m] == HBG_COMPLETION_DEFAULT)
                                 replay_instr(c, mode, threads, shape, size);
                 }
