@@ -54,47 +54,61 @@ void producer_disarm_task_wait(struct hbg_producer *p) {
         atomic_store_explicit(&p->sh->task_waiting, 0, memory_order_relaxed);
 }
 
-void producer_task_encode(struct hbg_task_desc *desc, uint64_t *fanins_out, struct hbg_task_args *args,
-                          uint64_t id, const struct hbg_task_record *t, const uint64_t *fanins, unsigned n_fanins) {
+/* producer_task_encode(), inlined into producer_write(): every add of a
+ * task takes it. */
+static inline __attribute__((always_inline)) void encode(struct hbg_task_desc *desc, uint64_t *fanins_out,
+                                                         struct hbg_task_args *args, uint64_t id,
+                                                         const struct hbg_task_record *t, const uint64_t *fanins,
+                                                         unsigned n_fanins) {
         /* The descriptor is one cache line, written whole (reserved fields
          * zero), with up to 3 fanins inline; of the fanins and arguments
          * only what the counts cover is written: hbgd copies no more than
-         * that (RUNTIME_LOGIC §8, §10.1). */
-        struct hbg_task_desc d = {
-                .id = id,
-                .kernel = { t->kernel[0], t->kernel[1], t->kernel[2] },
-                .lane_mask = t->lane_mask,
-                .flags = t->flags,
-                .block_num = t->block_num ? t->block_num : 1,
-                /* The counts go in as given (hbgd validates them); the
-                 * arrays are copied only up to their size. */
-                .n_fanins = (uint8_t)n_fanins,
-                .n_tensors = t->n_tensors,
-                .n_scalars = t->n_scalars,
-                .predicate_offset = t->predicate_offset,
-        };
-        unsigned nf = n_fanins < HBG_MAX_FANINS ? n_fanins : HBG_MAX_FANINS;
+         * that (RUNTIME_LOGIC §8, §10.1). Field by field in place, each
+         * byte once: hbgd reads the line only after the publish. */
+        desc->id = id;
+        desc->reserved2 = 0;
+        desc->kernel[0] = t->kernel[0];
+        desc->kernel[1] = t->kernel[1];
+        desc->kernel[2] = t->kernel[2];
+        desc->lane_mask = t->lane_mask;
+        desc->flags = t->flags;
+        desc->block_num = t->block_num ? t->block_num : 1;
+        /* The counts go in as given (hbgd validates them); the arrays are
+         * copied only up to their size. */
+        desc->n_fanins = (uint8_t)n_fanins;
+        desc->n_tensors = t->n_tensors;
+        desc->n_scalars = t->n_scalars;
+        memset(desc->reserved0, 0, sizeof(desc->reserved0));
+        desc->predicate_offset = t->predicate_offset;
         unsigned nt = t->n_tensors < HBG_MAX_TENSOR_ARGS ? t->n_tensors : HBG_MAX_TENSOR_ARGS;
         unsigned ns = t->n_scalars < HBG_MAX_SCALAR_ARGS ? t->n_scalars : HBG_MAX_SCALAR_ARGS;
+        _Static_assert(HBG_INLINE_FANINS == 3, "the inline fanins below are three");
         if (n_fanins <= HBG_INLINE_FANINS) {
-                for (unsigned i = 0; i < n_fanins; i++)
-                        d.fanins_inline[i] = fanins[i];
+                desc->fanins_inline[0] = n_fanins > 0 ? fanins[0] : 0;
+                desc->fanins_inline[1] = n_fanins > 1 ? fanins[1] : 0;
+                desc->fanins_inline[2] = n_fanins > 2 ? fanins[2] : 0;
         } else {
+                unsigned nf = n_fanins < HBG_MAX_FANINS ? n_fanins : HBG_MAX_FANINS;
+                memset(desc->fanins_inline, 0, sizeof(desc->fanins_inline));
                 for (unsigned i = 0; i < nf; i++)
                         fanins_out[i] = fanins[i];
         }
-        *desc = d;
         for (unsigned i = 0; i < nt; i++)
                 args->tensors[i] = t->tensors[i];
         for (unsigned i = 0; i < ns; i++)
                 args->scalars[i] = t->scalars[i];
 }
 
+void producer_task_encode(struct hbg_task_desc *desc, uint64_t *fanins_out, struct hbg_task_args *args,
+                          uint64_t id, const struct hbg_task_record *t, const uint64_t *fanins, unsigned n_fanins) {
+        encode(desc, fanins_out, args, id, t, fanins, n_fanins);
+}
+
 uint64_t producer_write(struct hbg_producer *p, const struct hbg_task_record *t,
                             const uint64_t *fanins, unsigned n_fanins) {
         uint64_t id = p->next_id;
         uint64_t slot = id & (p->g.task_window - 1);
-        producer_task_encode(&p->descs[slot], p->fanins[slot].ids, &p->args[slot], id, t, fanins, n_fanins);
+        encode(&p->descs[slot], p->fanins[slot].ids, &p->args[slot], id, t, fanins, n_fanins);
         p->next_id++;
         return id;
 }
