@@ -19,6 +19,7 @@
 #include "bench/compare.h"
 #include "bench/dag.h"
 #include "bench/hbgd_proc.h"
+#include "bench/targets.h"
 #include "daemon/engine/engine.h"
 #include "shm/geometry.h"
 
@@ -361,6 +362,8 @@ int bench_compare_main(int argc, char **argv) {
         /* Last: the timeline's hbgd and hbgctl run beside no measured row. */
         if (c.trace)
                 cmp_trace(&c);
+        if (c.n_shapes)
+                cmp_targets(&c);
         if (report_close(&c.report) < 0)
                 c.failures++;
         printf("\n[%s] results: %s/results.csv, %s/metrics.csv", cmp_elapsed(&c), c.out, c.out);

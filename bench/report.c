@@ -103,6 +103,13 @@ static void row_free_names(struct report_row *w) {
         free((char *)w->mode);
 }
 
+static void value_free_names(struct report_value *v) {
+        free(v->metric);
+        free(v->shape);
+        free(v->system);
+        free(v->mode);
+}
+
 void report_row(struct report *r, const struct report_row *row) {
         double p50 = row->has_latency ? row->p50_us : NAN, p99 = row->has_latency ? row->p99_us : NAN;
         char s50[16] = "-", s99[16] = "-";
@@ -155,6 +162,46 @@ void report_metric(struct report *r, const char *metric, const char *shape, cons
                 fprintf(r->metrics, "%u", clients);
         fprintf(r->metrics, ",%.6g,%s\n", value, unit);
         fflush(r->metrics);
+        if (r->n_values == r->cap_values) {
+                unsigned cap = r->cap_values ? 2 * r->cap_values : 256;
+                struct report_value *v = realloc(r->values, cap * sizeof(*v));
+                if (!v)
+                        return; /* the targets miss it (said so: not measured); the CSV has it */
+                r->values = v;
+                r->cap_values = cap;
+        }
+        struct report_value kept = { strdup(metric), strdup(shape ? shape : ""), strdup(system ? system : ""),
+                                     strdup(mode ? mode : ""), threads, clients, value };
+        if (!kept.metric || !kept.shape || !kept.system || !kept.mode) {
+                value_free_names(&kept);
+                return; /* as above */
+        }
+        r->values[r->n_values++] = kept;
+}
+
+const struct report_row *report_find_row(const struct report *r, const char *shape, const char *system,
+                                         const char *mode, unsigned threads, unsigned clients) {
+        for (unsigned k = r->n_rows; k-- > 0;) {
+                const struct report_row *w = &r->rows[k];
+                if (strcmp(w->shape, shape) == 0 && strcmp(w->system, system) == 0 && strcmp(w->mode, mode) == 0 &&
+                    (!threads || w->threads == threads) && (!clients || w->clients == clients))
+                        return w;
+        }
+        return NULL;
+}
+
+bool report_find_value(const struct report *r, const char *metric, const char *shape, const char *system,
+                       const char *mode, unsigned threads, unsigned clients, double *ret) {
+        for (unsigned k = r->n_values; k-- > 0;) {
+                const struct report_value *v = &r->values[k];
+                if (strcmp(v->metric, metric) == 0 && strcmp(v->shape, shape) == 0 &&
+                    strcmp(v->system, system) == 0 && (!mode || strcmp(v->mode, mode) == 0) &&
+                    (!threads || v->threads == threads) && (!clients || v->clients == clients)) {
+                        *ret = v->value;
+                        return true;
+                }
+        }
+        return false;
 }
 
 void report_latency(struct report *r, const char *label, double p50_us, double p99_us) {
@@ -332,5 +379,10 @@ int report_close(struct report *r) {
         free(r->rows);
         r->rows = NULL;
         r->n_rows = r->cap_rows = 0;
+        for (unsigned k = 0; k < r->n_values; k++)
+                value_free_names(&r->values[k]);
+        free(r->values);
+        r->values = NULL;
+        r->n_values = r->cap_values = 0;
         return err;
 }

@@ -33,11 +33,20 @@ struct report_latency {
         double p50_us, p99_us;
 };
 
+/* A metrics.csv row, kept for the targets (bench/targets.c). */
+struct report_value {
+        char *metric, *shape, *system, *mode;
+        unsigned threads, clients;
+        double value;
+};
+
 struct report {
         char dir[256];
         FILE *results, *metrics;
-        struct report_row *rows;        /* kept for the plots */
+        struct report_row *rows;        /* kept for the plots and the targets */
         unsigned n_rows, cap_rows;
+        struct report_value *values;    /* every report_metric(), kept likewise */
+        unsigned n_values, cap_values;
         unsigned plot_threads;          /* the thread count the plots show */
         struct report_latency latency[64];
         unsigned n_latency;
@@ -55,6 +64,16 @@ void report_row(struct report *r, const struct report_row *row);
 void report_metric(struct report *r, const char *metric, const char *shape, const char *system,
                    const char *mode, unsigned threads, unsigned clients, double value,
                    const char *unit);
+/* The kept row of shape, system, mode, threads and clients (threads or
+ * clients 0: any), the last one given; NULL if none. Until
+ * report_close(). */
+const struct report_row *report_find_row(const struct report *r, const char *shape, const char *system,
+                                         const char *mode, unsigned threads, unsigned clients);
+/* The last value report_metric() gave metric for shape, system and mode
+ * (NULL: any), threads and clients (0: any), into *ret; false if none.
+ * Until report_close(). */
+bool report_find_value(const struct report *r, const char *metric, const char *shape, const char *system,
+                       const char *mode, unsigned threads, unsigned clients, double *ret);
 /* A latency figure for latency.png (its metrics are written apart). */
 void report_latency(struct report *r, const char *label, double p50_us, double p99_us);
 /* Close the CSVs and draw the plots with gnuplot (skipped, with a message,

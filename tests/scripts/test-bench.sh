@@ -117,6 +117,43 @@ grep -q "fairness: .* of $([ "$other" = 1 ] && echo 'uid 65534' || echo 'the sam
         { cat "$tmp/l.log"; fail "the fairness line does not say whose backlog it was"; }
 echo "test-bench: latency rows ok (fairness backlog as $([ "$other" = 1 ] && echo 'uid 65534' || echo 'this uid'))"
 
+# The targets, judged from the run's own figures: the twelve, each met,
+# not met or not measured ("-"); the latency ones measured here, each
+# verdict in metrics.csv as target_met (1 met, 0 not) agreeing with the
+# line; one producer only, so eight producers' target is not measured,
+# nor Taskflow's when it is not built, and those have no metric.
+targets_ok() { # LOG METRICS
+        awk '/^-- \[.*\] targets \(docs\/PERFORMANCE.md\), from this run: eager-batched, 4 threads/ { on = 1; next }
+             on && /^  (met     |not met |-       ) / { n++ } on && /^$/ { on = 0 } END { exit n != 12 }' "$1" ||
+                { cat "$1"; fail "the targets are not twelve lines of met, not met or -"; }
+        while read -r name words; do
+                line=$(grep -m1 "^  [a-z -]\{8\} $words" "$1") || { cat "$1"; fail "no target line for $name ($words)"; }
+                metric=$(awk -F, -v t="$name" '$1 == "target_met" && $2 == t { print $7 }' "$2")
+                case $line in
+                "  met      "*) [ "$metric" = 1 ] ;;
+                "  not met  "*) [ "$metric" = 0 ] ;;
+                *) [ -z "$metric" ] ;;
+                esac || { cat "$1"; fail "target $name: the line says '$line', target_met is '$metric'"; }
+        done <<EOF2
+parked_p50 parked 1-task graph p50
+busy_p50 busy 1-task graph p50
+vs_taskflow build+run per task <= Taskflow's
+connect_p99 hbg_connect p99
+fairness_p99 fairness: 1-task graph p99
+idle_cpu idle hbgd
+eight_producers 8 producers
+EOF2
+}
+targets_ok "$tmp/l.log" "$tmp/l/metrics.csv"
+for name in parked_p50 parked_p99 busy_p50 connect_p99 fairness_p99 idle_cpu; do
+        grep -q "^target_met,$name,hbg,eager-batched,4,," "$tmp/l/metrics.csv" ||
+                { cat "$tmp/l.log"; fail "target $name was measured, yet has no target_met"; }
+done
+! grep -q "^target_met,eight_producers," "$tmp/l/metrics.csv" || fail "eight producers judged from one"
+[ -x "$B/bin/hbg-bench-taskflow" ] || ! grep -q "^target_met,vs_taskflow," "$tmp/l/metrics.csv" ||
+        fail "Taskflow's target judged without Taskflow"
+echo "test-bench: targets ok"
+
 # The kernel rows alone: 3 graphs x 3 kernels, on hbgd with the module.
 "$bench" --quick --kernels --shapes none --sizes 200 --repeat 2 --warmup 0 --peers none --no-instructions \
         --out "$tmp/k" >"$tmp/k.log" 2>&1 || { rc=$?; cat "$tmp/k.log"; fail "hbg-bench --kernels exited $rc"; }
