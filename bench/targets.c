@@ -37,10 +37,12 @@ struct view {
         unsigned threads;
 };
 
-/* A verdict over several figures: met if each one measured is, not
- * measured if none is. */
+/* A verdict over several figures: not met if one measured is not; met
+ * if each is and all of `expected` were measured (0: whatever the run
+ * measured); else not measured (a target of three shapes is not met by
+ * the one the run had). */
 struct tally {
-        unsigned measured, met;
+        unsigned measured, met, expected;
 };
 
 static void count(struct tally *t, bool met) {
@@ -49,7 +51,17 @@ static void count(struct tally *t, bool met) {
 }
 
 static enum verdict tallied(const struct tally *t) {
-        return !t->measured ? NOT_MEASURED : t->met == t->measured ? MET : NOT_MET;
+        if (t->met < t->measured)
+                return NOT_MET;
+        return t->measured && t->measured >= t->expected ? MET : NOT_MEASURED;
+}
+
+/* The entries of a NULL-terminated list (0 for NULL: every shape). */
+static unsigned entries(const char *const *only) {
+        unsigned n = 0;
+        while (only && only[n])
+                n++;
+        return n;
 }
 
 static const char *const taskflow_shapes[] = { "chain", "independent", "wavefront", NULL };
@@ -69,7 +81,7 @@ static bool listed(const char *const *only, const char *shape) {
  * most limit. */
 static enum verdict ns_ratio(const struct view *v, const char *system, const char *peer,
                              const char *const *only, double limit, struct seen *s) {
-        struct tally t = { 0 };
+        struct tally t = { .expected = entries(only) };
         for (unsigned k = 0; k < v->c->n_shapes; k++) {
                 const char *shape = cmp_shape(v->c, k);
                 if (!listed(only, shape))
@@ -132,7 +144,7 @@ static enum verdict idle_cpu(const struct view *v, struct seen *s) {
  * and client count measured, or those of `only`). */
 static enum verdict per_shape(const struct view *v, const char *metric, const char *const *only, double limit,
                               const char *unit, struct seen *s) {
-        struct tally t = { 0 };
+        struct tally t = { .expected = entries(only) };
         for (unsigned k = 0; k < v->c->n_shapes; k++) {
                 const char *shape = cmp_shape(v->c, k);
                 if (!listed(only, shape))

@@ -3,8 +3,9 @@
  * The comparison's performance targets (docs/PERFORMANCE.md, "The
  * targets, judged by each run"): after the rows, each target judged from
  * this run's own figures, under the default completion policy and the
- * plotted thread count: met, not met, or not measured (what it needs was
- * not run: a peer not built, --no-latency, one client count ...).
+ * plotted thread count: not met when a figure misses, met when every
+ * figure it needs was measured and none misses, else not measured (a
+ * peer not built, --no-latency, one client count, a shape left out ...).
  */
 #pragma once
 
