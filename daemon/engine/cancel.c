@@ -6,13 +6,13 @@
  * through the failure path every failed task takes:
  *   - a task about to run whose id a cancel covers fails with -ECANCELED
  *     and the cancel's message, its blocks counted as done (dispatch.c);
- *   - a running kernel of the ring sees its stop word (cancel_word) change
+ *   - a running kernel of the ring sees its stop word (cancel.word) change
  *     at its next check and asks cancel_applies() whether the change
  *     is about its task; if so it stops with -ECANCELED (§10.6);
  *   - the graph is decided under the cold lock like any other
  *     (failures_graph_status): without a real failure, its status is
  *     the cancel.
- * The hot path pays one relaxed load of cancel_word per task (beside
+ * The hot path pays one relaxed load of cancel.word per task (beside
  * `removing` and `broken`, on a read-mostly line); only while a cancel of
  * this very ring is pending does a task take the cold lock to look.
  */
@@ -31,15 +31,15 @@
  * readers that act on the word take cold_lock, whose acquire orders the
  * table after this store (§12.6). */
 static void cancel_word_set(struct hbg_ring *r, unsigned n) {
-        uint32_t w = atomic_load_explicit(&r->cancel_word, memory_order_relaxed);
+        uint32_t w = atomic_load_explicit(&r->cancel.word, memory_order_relaxed);
         uint32_t gen = (w & ~CANCEL_COUNT) + CANCEL_GENERATION;
-        atomic_store_explicit(&r->cancel_word, gen | n, memory_order_relaxed);
+        atomic_store_explicit(&r->cancel.word, gen | n, memory_order_relaxed);
 }
 
 static unsigned cancels_in_use(const struct hbg_ring *r) {
         unsigned n = 0;
         for (unsigned i = 0; i < RING_CANCELS; i++)
-                n += r->cancels[i].used;
+                n += r->cancel.table[i].used;
         return n;
 }
 
@@ -62,13 +62,13 @@ int ring_cancel_graph(struct hbg_ring *r, uint64_t number, const char *why) {
         pthread_mutex_lock(&r->cold_lock);
         /* Decided already (the retirer took its status, or is past it): the
          * record may even be reused by now. */
-        if (number < r->graphs_decided) {
+        if (number < r->cancel.graphs_decided) {
                 err = -ENOENT;
                 goto out;
         }
         struct ring_cancel *free_entry = NULL;
         for (unsigned i = 0; i < RING_CANCELS; i++) {
-                struct ring_cancel *c = &r->cancels[i];
+                struct ring_cancel *c = &r->cancel.table[i];
                 if (c->used && c->number == number) {
                         err = -EALREADY;
                         goto out;
@@ -93,7 +93,7 @@ const char *cancel_find(struct hbg_ring *r, uint64_t id) {
         const char *why = NULL;
         pthread_mutex_lock(&r->cold_lock);
         for (unsigned i = 0; i < RING_CANCELS && !why; i++) {
-                const struct ring_cancel *c = &r->cancels[i];
+                const struct ring_cancel *c = &r->cancel.table[i];
                 if (c->used && id >= c->first && id <= c->last)
                         why = c->why;
         }
@@ -110,11 +110,11 @@ bool cancel_applies(void *arg) {
 
 void cancel_status_locked(struct hbg_ring *r, uint64_t number, uint64_t first, struct failure *f,
                           bool real) {
-        r->graphs_decided = number + 1;
-        if (real || (atomic_load_explicit(&r->cancel_word, memory_order_relaxed) & CANCEL_COUNT) == 0)
+        r->cancel.graphs_decided = number + 1;
+        if (real || (atomic_load_explicit(&r->cancel.word, memory_order_relaxed) & CANCEL_COUNT) == 0)
                 return;
         for (unsigned i = 0; i < RING_CANCELS; i++) {
-                const struct ring_cancel *c = &r->cancels[i];
+                const struct ring_cancel *c = &r->cancel.table[i];
                 if (!c->used || c->number != number)
                         continue;
                 /* Its lowest failed or skipped task if any (tasks that ran
@@ -126,12 +126,12 @@ void cancel_status_locked(struct hbg_ring *r, uint64_t number, uint64_t first, s
 }
 
 void cancel_prune(struct hbg_ring *r, uint64_t published) {
-        if ((atomic_load_explicit(&r->cancel_word, memory_order_relaxed) & CANCEL_COUNT) == 0)
+        if ((atomic_load_explicit(&r->cancel.word, memory_order_relaxed) & CANCEL_COUNT) == 0)
                 return;
         pthread_mutex_lock(&r->cold_lock);
         bool changed = false;
         for (unsigned i = 0; i < RING_CANCELS; i++) {
-                struct ring_cancel *c = &r->cancels[i];
+                struct ring_cancel *c = &r->cancel.table[i];
                 if (c->used && c->number < published) {
                         c->used = false;
                         changed = true;

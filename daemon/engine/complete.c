@@ -22,7 +22,7 @@ void complete_task(struct sched_thread *t, struct hbg_ring *r, uint64_t id, int 
 
         if (status < 0) {
                 atomic_store_explicit(&s->status, status, memory_order_relaxed);
-                failures_tag(&r->fail_tags, id); /* before the stamp */
+                failures_tag(&r->fail.tags, id); /* before the stamp */
                 failures_record(r, id, status, s->report_kernel, why);
                 stat_add(&rt->failed, 1);
                 if (status != -ECANCELED) { /* skipped ones count as retired */

@@ -159,8 +159,8 @@ static inline __attribute__((always_inline)) void run_taken(struct hbg_ring *r, 
          * whether it is about this task. */
         struct kernel_run_ctx ctx;
         struct cancel_watch watch = { r, id };
-        uint32_t cancel_word = atomic_load_explicit(&r->cancel_word, memory_order_relaxed);
-        kernel_run_ctx_init(&ctx, r->engine->kernel_budget_ns, &r->cancel_word);
+        uint32_t cancel_word = atomic_load_explicit(&r->cancel.word, memory_order_relaxed);
+        kernel_run_ctx_init(&ctx, r->engine->kernel_budget_ns, &r->cancel.word);
         kernel_run_ctx_filter(&ctx, cancel_word, cancel_applies, &watch);
         if (cancel_word & CANCEL_COUNT) {
                 o->err_why = cancel_find(r, id);

@@ -306,10 +306,11 @@ void engine_thread_alive(const struct hbg_engine *e, unsigned thread,
 
 /* A ring's graph metrics, added to ret (the ring may be in use). */
 static void ring_graph_metrics(const struct hbg_ring *r, struct engine_metrics *ret) {
-        ret->graphs_submitted += atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed);
-        histogram_read(&r->graph_latency, &ret->graph_latency);
+        ret->graphs_submitted += atomic_load_explicit(&r->retirer.graphs_noticed, memory_order_relaxed);
+        histogram_read(&r->retirer.graph_latency, &ret->graph_latency);
         for (unsigned i = 0; i < HBG_ERRNO_SLOTS; i++)
-                ret->graphs_failed[i] += atomic_load_explicit(&r->graphs_failed_by_errno[i], memory_order_relaxed);
+                ret->graphs_failed[i] +=
+                        atomic_load_explicit(&r->retirer.graphs_failed_by_errno[i], memory_order_relaxed);
 }
 
 void engine_metrics(const struct hbg_engine *e, struct engine_metrics *ret) {

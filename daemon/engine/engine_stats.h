@@ -49,7 +49,7 @@ struct ring_stats {
         uint64_t failed;           /* tasks failed or skipped */
         uint64_t graphs_retired;
         /* Graph records the retirer has read (hbgd's own count, at most a
-         * graph ring past graph_next whatever graphs_submitted says). */
+         * graph ring past retirer.next whatever graphs_submitted says). */
         uint64_t graphs_noticed;
         uint64_t graphs_failed;
         int32_t error;             /* ring error latch, 0 if none */

@@ -21,16 +21,16 @@
 /* Failure f left out of the full list (under cold_lock): what a graph
  * that may hold it needs, its lowest one whole and the highest id. */
 static void note_dropped_locked(struct hbg_ring *r, struct failure f) {
-        if (!r->failures_dropped) {
-                r->failures_dropped = true;
-                r->dropped_low = f;
-                r->dropped_hi = f.id;
+        if (!r->fail.dropped) {
+                r->fail.dropped = true;
+                r->fail.dropped_low = f;
+                r->fail.dropped_hi = f.id;
                 return;
         }
-        if (f.id < r->dropped_low.id)
-                r->dropped_low = f;
-        if (f.id > r->dropped_hi)
-                r->dropped_hi = f.id;
+        if (f.id < r->fail.dropped_low.id)
+                r->fail.dropped_low = f;
+        if (f.id > r->fail.dropped_hi)
+                r->fail.dropped_hi = f.id;
 }
 
 void failures_record(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel, const char *why) {
@@ -39,9 +39,9 @@ void failures_record(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel,
         int32_t expected = 0;
         if (atomic_compare_exchange_strong(&r->cpl->error_code, &expected, code))
                 atomic_store_explicit(&r->cpl->error_task, id, memory_order_release);
-        if (r->n_failures < r->max_failures) {
-                r->failures[r->n_failures++] = f;
-                r->failures_hi_known = false;
+        if (r->fail.n < r->fail.max) {
+                r->fail.list[r->fail.n++] = f;
+                r->fail.hi_known = false;
         } else {
                 /* Full: more than D failed or skipped tasks wait for
                  * their graphs' decision (a graph larger than D with that
@@ -51,17 +51,17 @@ void failures_record(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel,
                  * mostly come in increasing order, so the highest kept one
                  * is remembered: O(1) per failure then, not O(D) (a launch
                  * failing D tasks would cost D^2). */
-                if (!r->failures_hi_known) {
-                        r->failures_hi = 0;
-                        for (uint32_t i = 1; i < r->n_failures; i++)
-                                if (r->failures[i].id > r->failures[r->failures_hi].id)
-                                        r->failures_hi = i;
-                        r->failures_hi_known = true;
+                if (!r->fail.hi_known) {
+                        r->fail.hi = 0;
+                        for (uint32_t i = 1; i < r->fail.n; i++)
+                                if (r->fail.list[i].id > r->fail.list[r->fail.hi].id)
+                                        r->fail.hi = i;
+                        r->fail.hi_known = true;
                 }
-                if (r->failures[r->failures_hi].id > id) {
-                        note_dropped_locked(r, r->failures[r->failures_hi]);
-                        r->failures[r->failures_hi] = f;
-                        r->failures_hi_known = false;
+                if (r->fail.list[r->fail.hi].id > id) {
+                        note_dropped_locked(r, r->fail.list[r->fail.hi]);
+                        r->fail.list[r->fail.hi] = f;
+                        r->fail.hi_known = false;
                 } else {
                         note_dropped_locked(r, f);
                 }
@@ -73,17 +73,17 @@ void failures_record_detail(struct hbg_ring *r, uint64_t id, const char *text) {
         if (id == UINT64_MAX)
                 return; /* id + 1 is the entry's key */
         pthread_mutex_lock(&r->cold_lock);
-        if (!r->failure_details)
-                r->failure_details = calloc(FAILURE_DETAILS, sizeof(*r->failure_details));
+        if (!r->fail.details)
+                r->fail.details = calloc(FAILURE_DETAILS, sizeof(*r->fail.details));
         /* A free entry, else the highest id's if it is above this one:
          * graphs are decided in order, so the lowest ids are the ones
          * asked for first. Out of memory: the reason alone. */
         struct failure_detail *at = NULL;
-        for (unsigned i = 0; r->failure_details && i < FAILURE_DETAILS; i++) {
-                struct failure_detail *e = &r->failure_details[i];
+        for (unsigned i = 0; r->fail.details && i < FAILURE_DETAILS; i++) {
+                struct failure_detail *e = &r->fail.details[i];
                 if (e->id_plus_1 == 0) {
                         at = e;
-                        r->n_failure_details++;
+                        r->fail.n_details++;
                         break;
                 }
                 if (e->id_plus_1 > id + 1 && (!at || e->id_plus_1 > at->id_plus_1))
@@ -99,16 +99,16 @@ void failures_record_detail(struct hbg_ring *r, uint64_t id, const char *text) {
 /* The graph [first, last] is decided: its details are dropped, and the
  * one of its failure f (a real one), if kept, copied for the retirer. */
 static void take_detail_locked(struct hbg_ring *r, uint64_t first, uint64_t last, struct failure *f, bool real) {
-        for (unsigned i = 0; r->n_failure_details > 0 && i < FAILURE_DETAILS; i++) {
-                struct failure_detail *e = &r->failure_details[i];
+        for (unsigned i = 0; r->fail.n_details > 0 && i < FAILURE_DETAILS; i++) {
+                struct failure_detail *e = &r->fail.details[i];
                 if (e->id_plus_1 == 0 || e->id_plus_1 - 1 < first || e->id_plus_1 - 1 > last)
                         continue;
                 if (real && e->id_plus_1 - 1 == f->id) {
-                        snprintf(r->failure_detail_out, sizeof(r->failure_detail_out), "%s", e->text);
-                        f->why = r->failure_detail_out;
+                        snprintf(r->fail.detail_out, sizeof(r->fail.detail_out), "%s", e->text);
+                        f->why = r->fail.detail_out;
                 }
                 e->id_plus_1 = 0;
-                r->n_failure_details--;
+                r->fail.n_details--;
         }
 }
 
@@ -128,19 +128,19 @@ enum dropped_status { DROPPED_NONE, DROPPED_EXACT, DROPPED_TAGGED, DROPPED_MAYBE
  * most T ids. */
 static enum dropped_status dropped_status_locked(struct hbg_ring *r, uint64_t first, uint64_t last,
                                                  struct failure *ret) {
-        if (!r->failures_dropped || r->dropped_hi < first || r->dropped_low.id > last)
+        if (!r->fail.dropped || r->fail.dropped_hi < first || r->fail.dropped_low.id > last)
                 return DROPPED_NONE;
         enum dropped_status st = DROPPED_NONE;
-        if (r->dropped_low.id >= first) {
-                *ret = r->dropped_low;
+        if (r->fail.dropped_low.id >= first) {
+                *ret = r->fail.dropped_low;
                 st = DROPPED_EXACT;
         } else {
                 uint64_t wm = watermark_read(&r->window), reach = geometry_failure_reach(&r->g);
                 uint64_t exact_from = wm > reach ? wm - reach : 0;
                 uint64_t lo = first > exact_from ? first : exact_from;
-                uint64_t hi = last < r->dropped_hi ? last : r->dropped_hi;
+                uint64_t hi = last < r->fail.dropped_hi ? last : r->fail.dropped_hi;
                 for (uint64_t id = lo; id <= hi && st == DROPPED_NONE; id++)
-                        if (failures_tagged(&r->fail_tags, id)) {
+                        if (failures_tagged(&r->fail.tags, id)) {
                                 *ret = (struct failure){ .id = id, .code = -EPROTO, .kernel = HBG_KERNEL_NONE,
                                                          .why = FAILURE_NOT_KEPT };
                                 st = DROPPED_TAGGED;
@@ -156,10 +156,10 @@ static enum dropped_status dropped_status_locked(struct hbg_ring *r, uint64_t fi
                         st = DROPPED_MAYBE;
                 }
         }
-        if (r->dropped_hi <= last)
-                r->failures_dropped = false;
+        if (r->fail.dropped_hi <= last)
+                r->fail.dropped = false;
         else
-                r->dropped_low.id = last; /* below the next graph: which ids failed there is unknown */
+                r->fail.dropped_low.id = last; /* below the next graph: which ids failed there is unknown */
         return st;
 }
 
@@ -181,10 +181,10 @@ int failures_graph_status(struct hbg_ring *r, uint64_t number, uint64_t first, u
         *ret = (struct failure){ .code = 0 };
         pthread_mutex_lock(&r->cold_lock);
         uint32_t keep = 0;
-        for (uint32_t i = 0; i < r->n_failures; i++) {
-                struct failure f = r->failures[i];
+        for (uint32_t i = 0; i < r->fail.n; i++) {
+                struct failure f = r->fail.list[i];
                 if (f.id < first || f.id > last) {
-                        r->failures[keep++] = f;
+                        r->fail.list[keep++] = f;
                         continue;
                 }
                 if (failure_precedes(&f, ret, real)) {
@@ -192,8 +192,8 @@ int failures_graph_status(struct hbg_ring *r, uint64_t number, uint64_t first, u
                         *ret = f;
                 }
         }
-        r->n_failures = keep;
-        r->failures_hi_known = false;
+        r->fail.n = keep;
+        r->fail.hi_known = false;
         struct failure d = { .code = 0 };
         enum dropped_status dst = dropped_status_locked(r, first, last, &d);
         if (dst == DROPPED_EXACT && failure_precedes(&d, ret, real)) {

@@ -11,7 +11,7 @@
 struct hbg_ring;
 
 /* Failed or skipped ids (§12.2): entry id & mask (2D-1) holds id + 1.
- * A ring's (hbg_ring.fail_tags): tagged as a task fails (complete.c),
+ * A ring's (hbg_ring.fail.tags): tagged as a task fails (complete.c),
  * looked up for a fanin as a task is made ready (ready.c). */
 struct failure_tags {
         _Atomic uint64_t *entries;
@@ -71,3 +71,24 @@ void failures_record_detail(struct hbg_ring *r, uint64_t id, const char *text);
  * buffer for the retirer, valid until its next call). Entries of the
  * graph are dropped. */
 int failures_graph_status(struct hbg_ring *r, uint64_t number, uint64_t first, uint64_t last, struct failure *ret);
+
+/* A ring's failures (hbg_ring.fail), under its cold_lock but where said. */
+struct ring_failures {
+        struct failure *list;
+        struct failure_tags tags;         /* failed or skipped ids */
+        uint32_t n;
+        uint32_t max;
+        uint32_t hi;                      /* the highest id's entry, when known */
+        bool hi_known;
+        /* Failures the full list did not keep (failures.c): the lowest
+         * one whole, and the highest id; none while !dropped. */
+        bool dropped;
+        struct failure dropped_low;
+        uint64_t dropped_hi;
+        /* Refusals' numbers (failures_record_detail()), under cold_lock,
+         * and the copy of the one a graph's status takes (its retirer's,
+         * under the retire lock). */
+        struct failure_detail *details;   /* NULL until a refusal's */
+        uint32_t n_details;               /* entries in use */
+        char detail_out[FAILURE_DETAIL_MAX];
+};

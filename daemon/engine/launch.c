@@ -32,12 +32,12 @@ static int launch_check(struct hbg_ring *r, const struct hbg_task_desc *d, uint6
                 return -EPROTO;
         }
         /* Acquire: the recorded graph's entry was written before. */
-        uint32_t recorded = atomic_load_explicit(&r->n_recorded, memory_order_acquire);
+        uint32_t recorded = atomic_load_explicit(&r->recorded.n, memory_order_acquire);
         if (d->launch.graph >= recorded) {
                 *why = "launch record names a graph this session did not record";
                 return -EINVAL;
         }
-        const struct recorded_graph *g = r->recorded[d->launch.graph];
+        const struct recorded_graph *g = r->recorded.graphs[d->launch.graph];
         uint64_t end;
         if (d->launch.count != n || __builtin_add_overflow(d->launch.first, n, &end) || end > g->n) {
                 *why = "launch record's tasks are not inside the recorded graph";

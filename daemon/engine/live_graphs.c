@@ -55,18 +55,18 @@ bool ring_note_graphs(struct hbg_ring *r, int64_t now_ms) {
         uint64_t G = r->g.graph_table_entries;
         uint64_t retired = atomic_load_explicit(&r->cpl->graphs_retired, memory_order_acquire);
         uint64_t submitted = client_read_u64(r, &r->sub->graphs_submitted);
-        uint64_t from = r->graphs_noted > retired ? r->graphs_noted : retired;
+        uint64_t from = r->live.noted > retired ? r->live.noted : retired;
         if (submitted <= from)
                 return submitted > retired;
         if (submitted - from > G)
                 from = submitted - G;
         uint64_t to = submitted - from > NOTE_MAX ? from + NOTE_MAX : submitted;
         for (uint64_t k = from; k < to; k++) {
-                struct graph_seen *s = &r->graph_seen[k & (G - 1)];
+                struct graph_seen *s = &r->live.seen[k & (G - 1)];
                 if (s->number_plus_1 != k + 1)
                         *s = (struct graph_seen){ .number_plus_1 = k + 1, .ms = now_ms };
         }
-        r->graphs_noted = to;
+        r->live.noted = to;
         return true;
 }
 
@@ -76,9 +76,9 @@ static void mark_failed(struct hbg_ring *r, struct hbg_live_graph *g, size_t n) 
         if (n == 0)
                 return;
         pthread_mutex_lock(&r->cold_lock);
-        uint32_t nf = r->n_failures < LIVE_FAILURE_SCAN ? r->n_failures : LIVE_FAILURE_SCAN;
+        uint32_t nf = r->fail.n < LIVE_FAILURE_SCAN ? r->fail.n : LIVE_FAILURE_SCAN;
         for (uint32_t i = 0; i < nf; i++) {
-                uint64_t id = r->failures[i].id;
+                uint64_t id = r->fail.list[i].id;
                 if (id < g[0].first_id || id > g[n - 1].last_id)
                         continue;
                 size_t lo = 0, hi = n;
@@ -118,14 +118,14 @@ static uint64_t count_done(const struct hbg_flag_window *w, uint64_t wm, uint64_
 }
 
 /* When retirement first saw record k, 0 if not yet or if k retired
- * meanwhile (ring.h, graph_noticed_ns). The acquire load of
+ * meanwhile (retire.h, graph_noticed_ns). The acquire load of
  * graphs_noticed makes k's time visible; a time read that is already
  * k + G's was stored (release) after graphs_retired passed k, and the
  * acquire load of it makes that visible to the load after it. */
 static int64_t graph_noticed_at(struct hbg_ring *r, uint64_t k) {
-        if (k >= atomic_load_explicit(&r->graphs_noticed, memory_order_acquire))
+        if (k >= atomic_load_explicit(&r->retirer.graphs_noticed, memory_order_acquire))
                 return 0;
-        int64_t ns = atomic_load_explicit(&r->graph_noticed_ns[k & (r->g.graph_table_entries - 1)],
+        int64_t ns = atomic_load_explicit(&r->retirer.graph_noticed_ns[k & (r->g.graph_table_entries - 1)],
                                           memory_order_acquire);
         return k < atomic_load_explicit(&r->cpl->graphs_retired, memory_order_relaxed) ? 0 : ns;
 }
@@ -169,7 +169,7 @@ size_t ring_live_graphs(struct hbg_ring *r, struct hbg_live_graph *ret, size_t m
                                  : claim > rec.first_id ? HBG_LIVE_RUNNING
                                                         : HBG_LIVE_WAITING,
                 };
-                const struct graph_seen *seen = &r->graph_seen[k & (G - 1)];
+                const struct graph_seen *seen = &r->live.seen[k & (G - 1)];
                 if (seen->number_plus_1 == k + 1 && now > seen->ms)
                         g->age_ms = (uint64_t)(now - seen->ms);
         }

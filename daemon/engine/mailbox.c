@@ -16,24 +16,24 @@ bool mailbox_poll(struct sched_thread *t, struct hbg_ring *r) {
         if (atomic_load_explicit(&r->broken, memory_order_relaxed))
                 return false;
         uint64_t m = r->g.mailbox_entries;
-        uint64_t head = atomic_load_explicit(&r->mailbox_head, memory_order_relaxed);
+        uint64_t head = atomic_load_explicit(&r->mailbox_read.head, memory_order_relaxed);
         struct hbg_mailbox_entry *e0 = &r->mailbox[head & (m - 1)];
         /* Cheap unlocked peek first (a hint); then one consumer at a time. */
         uint32_t expected = 0;
         if (atomic_load_explicit(&e0->seq, memory_order_relaxed) != head + 1 ||
-            !atomic_compare_exchange_strong(&r->mailbox_lock, &expected, 1))
+            !atomic_compare_exchange_strong(&r->mailbox_read.lock, &expected, 1))
                 return false;
 
         unsigned n = 0;
         for (; n < m; n++) {
-                uint64_t k = atomic_load_explicit(&r->mailbox_head, memory_order_relaxed);
+                uint64_t k = atomic_load_explicit(&r->mailbox_read.head, memory_order_relaxed);
                 struct hbg_mailbox_entry *e = &r->mailbox[k & (m - 1)];
                 if (atomic_load_explicit(&e->seq, memory_order_acquire) != k + 1)
                         break;
                 uint64_t id = e->task_id;
                 int32_t status = e->status;
                 bool reserved = e->reserved0 || e->reserved1;
-                atomic_store_explicit(&r->mailbox_head, k + 1, memory_order_relaxed);
+                atomic_store_explicit(&r->mailbox_read.head, k + 1, memory_order_relaxed);
                 atomic_store_explicit(&r->cpl->mailbox_consumed, k + 1, memory_order_release);
 
                 struct task_slot *s = ring_slot(r, id);
@@ -63,6 +63,6 @@ bool mailbox_poll(struct sched_thread *t, struct hbg_ring *r) {
                         trace_host(&r->engine->trace, trace, r, s, id, status);
                 complete_task(t, r, id, status, status ? "host task reported failure" : NULL);
         }
-        atomic_store(&r->mailbox_lock, 0);
+        atomic_store(&r->mailbox_read.lock, 0);
         return n > 0;
 }

@@ -87,7 +87,7 @@ static void retire_later(struct sched_thread *t, struct hbg_ring *r, struct task
 
 static void make_ready(struct sched_thread *t, struct hbg_ring *r, struct task_slot *s, bool inline_ok) {
         for (unsigned i = 0; i < s->n_fanins; i++) {
-                if (failures_tagged(&r->fail_tags, s->fanins[i])) {
+                if (failures_tagged(&r->fail.tags, s->fanins[i])) {
                         /* A dependency failed: skip, do not run. */
                         atomic_store_explicit(&s->status, -ECANCELED, memory_order_relaxed);
                         retire_later(t, r, s, inline_ok);

@@ -32,7 +32,7 @@ void recorded_graph_free(struct recorded_graph *g) {
 }
 
 bool ring_record_full(const struct hbg_ring *r) {
-        return atomic_load_explicit(&r->n_recorded, memory_order_relaxed) >= r->engine->cfg.max_recorded_graphs;
+        return atomic_load_explicit(&r->recorded.n, memory_order_relaxed) >= r->engine->cfg.max_recorded_graphs;
 }
 
 /* Task i of g from its validated slot s: what a launch copies back
@@ -123,18 +123,18 @@ int ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task *tas
 
 int ring_record_add(struct hbg_ring *r, struct recorded_graph *g) {
         unsigned max = r->engine->cfg.max_recorded_graphs;
-        uint32_t k = atomic_load_explicit(&r->n_recorded, memory_order_relaxed);
+        uint32_t k = atomic_load_explicit(&r->recorded.n, memory_order_relaxed);
         if (k >= max) {
                 recorded_graph_free(g);
                 return -ENOSPC;
         }
-        if (!r->recorded && !(r->recorded = calloc(max, sizeof(*r->recorded)))) {
+        if (!r->recorded.graphs && !(r->recorded.graphs = calloc(max, sizeof(*r->recorded.graphs)))) {
                 recorded_graph_free(g);
                 return -ENOMEM;
         }
-        r->recorded[k] = g;
+        r->recorded.graphs[k] = g;
         /* The entry is complete before its number is (§14). */
-        atomic_store_explicit(&r->n_recorded, k + 1, memory_order_release);
+        atomic_store_explicit(&r->recorded.n, k + 1, memory_order_release);
         return (int)k;
 }
 
@@ -157,11 +157,11 @@ int ring_record(struct hbg_ring *r, const struct hbg_recorded_task *tasks, uint3
 }
 
 void recorded_free_ring(struct hbg_ring *r) {
-        if (!r->recorded)
+        if (!r->recorded.graphs)
                 return;
-        uint32_t k = atomic_load_explicit(&r->n_recorded, memory_order_relaxed);
+        uint32_t k = atomic_load_explicit(&r->recorded.n, memory_order_relaxed);
         for (uint32_t i = 0; i < k; i++)
-                recorded_graph_free(r->recorded[i]);
-        free(r->recorded);
-        r->recorded = NULL;
+                recorded_graph_free(r->recorded.graphs[i]);
+        free(r->recorded.graphs);
+        r->recorded.graphs = NULL;
 }

@@ -3,6 +3,7 @@
  * launched many times. */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "daemon/engine/kernels.h"
@@ -51,6 +52,15 @@ struct recorded_graph {
         struct recorded_task *tasks;
         uint64_t *words;
         uint64_t n_words;
+};
+
+/* A ring's recorded graphs (hbg_ring.recorded, §14): entries below n are
+ * complete and immutable until ring_free(). One thread records (the
+ * engine's owner); it fills an entry, then stores n (release);
+ * classifiers load n (acquire) first. */
+struct ring_recorded {
+        struct recorded_graph **graphs;   /* engine cfg.max_recorded_graphs */
+        _Atomic uint32_t n;
 };
 
 void recorded_free_ring(struct hbg_ring *r);

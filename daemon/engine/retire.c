@@ -29,23 +29,23 @@
 
 static bool graph_lock(struct hbg_ring *r) {
         uint32_t expected = 0;
-        return atomic_compare_exchange_strong(&r->retire_lock, &expected, 1);
+        return atomic_compare_exchange_strong(&r->retirer.lock, &expected, 1);
 }
 
 static void graph_unlock(struct hbg_ring *r) {
-        atomic_store(&r->retire_lock, 0);
+        atomic_store(&r->retirer.lock, 0);
 }
 
 /* Graph records up to `submitted` (at most a graph ring ahead of the
  * retired ones) are noticed now: their latency counts from here. Under
  * the retire lock. */
 static void notice_graphs(struct hbg_ring *r, uint64_t submitted, int64_t *now) {
-        uint64_t n = atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed);
-        uint64_t end = r->graph_next + r->g.graph_table_entries;
+        uint64_t n = atomic_load_explicit(&r->retirer.graphs_noticed, memory_order_relaxed);
+        uint64_t end = r->retirer.next + r->g.graph_table_entries;
         if (submitted < end)
                 end = submitted;
-        if (n < r->graph_next)
-                n = r->graph_next;
+        if (n < r->retirer.next)
+                n = r->retirer.next;
         if (n >= end)
                 return;
         if (*now == 0)
@@ -55,30 +55,31 @@ static void notice_graphs(struct hbg_ring *r, uint64_t submitted, int64_t *now) 
          * after graphs_retired passed n) then sees n retired
          * (acquire; live_graphs.c, graph_noticed_at()). */
         for (; n < end; n++)
-                atomic_store_explicit(&r->graph_noticed_ns[n & (r->g.graph_table_entries - 1)], *now,
+                atomic_store_explicit(&r->retirer.graph_noticed_ns[n & (r->g.graph_table_entries - 1)], *now,
                                       memory_order_release);
-        atomic_store_explicit(&r->graphs_noticed, n, memory_order_release);
+        atomic_store_explicit(&r->retirer.graphs_noticed, n, memory_order_release);
 }
 
 /* Metrics of the graph being published: its latency and failure. */
 static void count_graph(struct hbg_ring *r, int code, int64_t *now) {
         if (*now == 0)
                 *now = clock_now_ns();
-        uint64_t n = r->graph_next;
+        uint64_t n = r->retirer.next;
         int64_t since = *now;
-        _Atomic int64_t *at = &r->graph_noticed_ns[n & (r->g.graph_table_entries - 1)];
-        if (n < atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed)) {
+        _Atomic int64_t *at = &r->retirer.graph_noticed_ns[n & (r->g.graph_table_entries - 1)];
+        if (n < atomic_load_explicit(&r->retirer.graphs_noticed, memory_order_relaxed)) {
                 since = atomic_load_explicit(at, memory_order_relaxed);
         } else { /* first seen as it retires (a stopped ring's): noticed now */
                 atomic_store_explicit(at, since, memory_order_release);
-                atomic_store_explicit(&r->graphs_noticed, n + 1, memory_order_release);
+                atomic_store_explicit(&r->retirer.graphs_noticed, n + 1, memory_order_release);
         }
-        hist_observe(&r->graph_latency, since < *now ? (uint64_t)(*now - since) : 0);
+        hist_observe(&r->retirer.graph_latency, since < *now ? (uint64_t)(*now - since) : 0);
         uint32_t trace = trace_epoch(&r->engine->trace);
         if (trace)
-                trace_graph(&r->engine->trace, trace, r, n, r->graph_cur.first_id, r->graph_cur.last_id, code, since);
+                trace_graph(&r->engine->trace, trace, r, n, r->retirer.cur.first_id, r->retirer.cur.last_id, code,
+                            since);
         if (code)
-                stat_add(&r->graphs_failed_by_errno[errno_slot(code)], 1);
+                stat_add(&r->retirer.graphs_failed_by_errno[errno_slot(code)], 1);
 }
 
 /* The graph's message (§12.1): why as it is; for a kernel's own error
@@ -99,10 +100,10 @@ static void failure_message(const struct failure *f, const struct kernel_info *k
                 snprintf(buf, len, "task returned -%s", name);
 }
 
-/* Write graph record graph_next's entry, f its failure (code 0: none).
+/* Write graph record retirer.next's entry, f its failure (code 0: none).
  * `now`: the clock as read by this retirement pass (0: not yet). */
 static void publish_graph(struct hbg_ring *r, const struct failure *f, int64_t *now) {
-        struct hbg_graph_entry *e = &r->graph_table[r->graph_next & (r->g.graph_table_entries - 1)];
+        struct hbg_graph_entry *e = &r->graph_table[r->retirer.next & (r->g.graph_table_entries - 1)];
         /* A failure's detail whole for the log; the entry holds what fits. */
         char msg[FAILURE_DETAIL_MAX];
 
@@ -113,19 +114,19 @@ static void publish_graph(struct hbg_ring *r, const struct failure *f, int64_t *
                 failure_message(f, k, msg, sizeof(msg));
                 /* Rate-limited per session by hbgd's log. */
                 engine_log_ring(r, LOG_NOTICE,
-                                &(struct hbg_log_fields){ .has_graph = true, .graph = r->graph_next, .has_task = true,
-                                                   .task = f->id, .kernel = k ? k->sig->name : NULL,
-                                                   .err = f->code },
+                                &(struct hbg_log_fields){ .has_graph = true, .graph = r->retirer.next,
+                                                   .has_task = true, .task = f->id,
+                                                   .kernel = k ? k->sig->name : NULL, .err = f->code },
                          "%s: graph %" PRIu64 " (client id %" PRIu64 ") failed: %s at task %" PRIu64 " (%s)",
-                         r->name, r->graph_next, r->graph_cur.graph_id, errtext_daemon(f->code, eb, sizeof(eb)), f->id,
-                         msg);
-                atomic_fetch_add_explicit(&r->graphs_failed, 1, memory_order_relaxed);
+                         r->name, r->retirer.next, r->retirer.cur.graph_id, errtext_daemon(f->code, eb, sizeof(eb)),
+                         f->id, msg);
+                atomic_fetch_add_explicit(&r->retirer.graphs_failed, 1, memory_order_relaxed);
         }
         count_graph(r, f->code, now);
-        layout_graph_entry_publish(e, r->graph_next, r->graph_cur.graph_id, f->code, f->kernel, f->id, msg);
-        r->graph_expected_first = r->graph_cur.last_id + 1;
-        r->graph_next++;
-        r->graph_have = false;
+        layout_graph_entry_publish(e, r->retirer.next, r->retirer.cur.graph_id, f->code, f->kernel, f->id, msg);
+        r->retirer.expected_first = r->retirer.cur.last_id + 1;
+        r->retirer.next++;
+        r->retirer.have = false;
 }
 
 /* Copy the next graph record once and validate the copy. false: none
@@ -134,23 +135,23 @@ static bool fetch_graph(struct hbg_ring *r, uint64_t submitted) {
         /* The distance rule holds whether or not a record is held: a
          * client cannot publish past the graph ring while one of its
          * graphs waits (SECURITY.md, "graph records"). */
-        if (submitted > r->graph_next && submitted - r->graph_next > r->g.graph_table_entries) {
+        if (submitted > r->retirer.next && submitted - r->retirer.next > r->g.graph_table_entries) {
                 retire_fail(r, -EPROTO, 0, "graphs_submitted is more than the graph ring ahead");
                 return false;
         }
-        if (r->graph_have)
+        if (r->retirer.have)
                 return true;
-        if (submitted <= r->graph_next)
+        if (submitted <= r->retirer.next)
                 return false;
         struct hbg_graph_record rec;
-        client_copy(r, &r->graph_records[r->graph_next & (r->g.graph_table_entries - 1)], &rec, sizeof(rec));
-        if (rec.reserved != 0 || rec.first_id != r->graph_expected_first || rec.last_id < rec.first_id) {
+        client_copy(r, &r->graph_records[r->retirer.next & (r->g.graph_table_entries - 1)], &rec, sizeof(rec));
+        if (rec.reserved != 0 || rec.first_id != r->retirer.expected_first || rec.last_id < rec.first_id) {
                 retire_fail(r, -EPROTO, rec.first_id,
                             "graph record is not the contiguous continuation of the previous one");
                 return false;
         }
-        r->graph_cur = rec;
-        r->graph_have = true;
+        r->retirer.cur = rec;
+        r->retirer.have = true;
         return true;
 }
 
@@ -175,17 +176,17 @@ static bool fail_graphs_locked(struct hbg_ring *r, int code) {
         bool any = false;
         int64_t now = 0;
         for (uint64_t n = 0; n < r->g.graph_table_entries; n++) {
-                if (!r->graph_have) {
+                if (!r->retirer.have) {
                         uint64_t submitted = client_cursor(r, &r->sub->graphs_submitted);
-                        if (submitted <= r->graph_next ||
-                            submitted - r->graph_next > r->g.graph_table_entries)
+                        if (submitted <= r->retirer.next ||
+                            submitted - r->retirer.next > r->g.graph_table_entries)
                                 break;
-                        client_copy(r, &r->graph_records[r->graph_next & (r->g.graph_table_entries - 1)],
-                                    &r->graph_cur, sizeof(r->graph_cur));
-                        r->graph_have = true;
+                        client_copy(r, &r->graph_records[r->retirer.next & (r->g.graph_table_entries - 1)],
+                                    &r->retirer.cur, sizeof(r->retirer.cur));
+                        r->retirer.have = true;
                 }
-                bool holds = why && task >= r->graph_cur.first_id && task <= r->graph_cur.last_id;
-                struct failure f = { .id = holds ? task : r->graph_cur.first_id, .code = code,
+                bool holds = why && task >= r->retirer.cur.first_id && task <= r->retirer.cur.last_id;
+                struct failure f = { .id = holds ? task : r->retirer.cur.first_id, .code = code,
                                      .kernel = HBG_KERNEL_NONE, .why = holds ? why : other };
                 publish_graph(r, &f, &now);
                 any = true;
@@ -203,7 +204,7 @@ static bool retire_graphs_locked(struct hbg_ring *r) {
         /* Records up to here have been looked at: work_graphs_arrived()
          * compares against this, not against what is fetched. */
         uint64_t submitted = client_cursor(r, &r->sub->graphs_submitted);
-        atomic_store_explicit(&r->graphs_seen, submitted, memory_order_relaxed);
+        atomic_store_explicit(&r->retirer.graphs_seen, submitted, memory_order_relaxed);
         bool any = false;
         int64_t now = 0;
         notice_graphs(r, submitted, &now);
@@ -211,38 +212,39 @@ static bool retire_graphs_locked(struct hbg_ring *r) {
         for (uint64_t n = 0; n < r->g.graph_table_entries; n++) {
                 if (atomic_load(&r->broken) || !fetch_graph(r, submitted))
                         break;
-                if (wm <= r->graph_cur.last_id)
+                if (wm <= r->retirer.cur.last_id)
                         break;
                 struct failure f;
-                failures_graph_status(r, r->graph_next, r->graph_cur.first_id, r->graph_cur.last_id, &f);
+                failures_graph_status(r, r->retirer.next, r->retirer.cur.first_id, r->retirer.cur.last_id, &f);
                 publish_graph(r, &f, &now);
                 any = true;
         }
         /* After the entries: a cancel's message is in use until then. */
         if (any)
-                cancel_prune(r, r->graph_next);
+                cancel_prune(r, r->retirer.next);
         if (atomic_load(&r->broken))
                 any |= fail_graphs_locked(r, stop_code(r));
         if (any)
-                atomic_store_explicit(&r->cpl->graphs_retired, r->graph_next, memory_order_release);
+                atomic_store_explicit(&r->cpl->graphs_retired, r->retirer.next, memory_order_release);
         /* last_id is the client's: at worst (UINT64_MAX + 1 == 0) every
          * move asks again. */
-        atomic_store_explicit(&r->retire_at, r->graph_have && !atomic_load(&r->broken) ? r->graph_cur.last_id + 1 : 0,
+        atomic_store_explicit(&r->retirer.at,
+                              r->retirer.have && !atomic_load(&r->broken) ? r->retirer.cur.last_id + 1 : 0,
                               memory_order_relaxed);
         return any;
 }
 
 /*
  * The completer's test before retire_graphs() (§12.1). Graphs: a
- * nonzero retire_at = L + 1 was stored while graph L was the first
+ * nonzero retirer.at = L + 1 was stored while graph L was the first
  * unretired one, so every earlier graph was retired and every later one
  * ends above L; whichever stored value the relaxed load returns, skipping
- * when the watermark V < retire_at leaves no graph that V completes.
+ * when the watermark V < retirer.at leaves no graph that V completes.
  * Window space: the seq_cst pair of §2.1, the watermark loaded
  * (coherence-ordered after our move), then window_waiting.
  */
 bool retire_due(struct hbg_ring *r) {
-        uint64_t at = atomic_load_explicit(&r->retire_at, memory_order_relaxed);
+        uint64_t at = atomic_load_explicit(&r->retirer.at, memory_order_relaxed);
         uint64_t wm = atomic_load_explicit(&r->cpl->completed_watermark, memory_order_seq_cst);
         return at == 0 || wm >= at || atomic_load_explicit(&r->sub->window_waiting, memory_order_seq_cst) != 0;
 }
@@ -257,9 +259,9 @@ bool retire_due(struct hbg_ring *r) {
  */
 void retire_graphs(struct hbg_ring *r) {
         const struct hbg_engine_config *cfg = &r->engine->cfg;
-        atomic_store(&r->retire_pending, 1);
-        while (atomic_load(&r->retire_pending) && graph_lock(r)) {
-                atomic_store(&r->retire_pending, 0);
+        atomic_store(&r->retirer.pending, 1);
+        while (atomic_load(&r->retirer.pending) && graph_lock(r)) {
+                atomic_store(&r->retirer.pending, 0);
                 bool broken = atomic_load(&r->broken);
                 bool retired = retire_graphs_locked(r);
                 /* The owner hears of a ring the engine stopped only from a
@@ -329,7 +331,7 @@ void retire_stopped(struct hbg_ring *r, int code) {
                 engine_relax(&spins);
         bool any = fail_graphs_locked(r, code);
         if (any)
-                atomic_store_explicit(&r->cpl->graphs_retired, r->graph_next, memory_order_release);
+                atomic_store_explicit(&r->cpl->graphs_retired, r->retirer.next, memory_order_release);
         graph_unlock(r);
         if (any) {
                 signal_graph_wake(r);

@@ -98,10 +98,10 @@ static bool lazy_array(const struct hbg_ring *r, unsigned i, struct lazy_span *r
         i -= SHAPE_EXEC_COUNT;
         const struct lazy_span rest[] = {
                 { r->retire.cells, cells },
-                { (void *)r->fail_tags.entries, fail_tags_bytes(g) },
-                { r->failures, failures_bytes(g) },
-                { r->graph_noticed_ns, graph_noticed_bytes(g) },
-                { (void *)r->graph_seen, live_graphs_seen_bytes(g) },
+                { (void *)r->fail.tags.entries, fail_tags_bytes(g) },
+                { r->fail.list, failures_bytes(g) },
+                { r->retirer.graph_noticed_ns, graph_noticed_bytes(g) },
+                { (void *)r->live.seen, live_graphs_seen_bytes(g) },
         };
         if (i < sizeof(rest) / sizeof(rest[0])) {
                 *ret = rest[i];
@@ -261,10 +261,10 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
          * many), and adding it wakes nobody (§9.4). */
         atomic_store_explicit(&r->cpl->need_wakeup, 1, memory_order_relaxed);
         atomic_store(&r->claim, p->first_id);
-        r->graph_expected_first = p->first_id;
-        r->stall_timeout_ms = p->stall_timeout_ms ? p->stall_timeout_ms : e->cfg.stall_timeout_ms;
-        r->stall_wm = p->first_id;
-        r->stall_since_ms = clock_now_ms();
+        r->retirer.expected_first = p->first_id;
+        r->stall.timeout_ms = p->stall_timeout_ms ? p->stall_timeout_ms : e->cfg.stall_timeout_ms;
+        r->stall.wm = p->first_id;
+        r->stall.since_ms = clock_now_ms();
         pthread_mutex_init(&r->cold_lock, NULL);
 
         r->per_thread = aligned_alloc(64, e->nthreads * sizeof(*r->per_thread));
@@ -272,8 +272,8 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
          * completer, initialised or not (a zeroed one is empty). */
         if (r->per_thread)
                 memset(r->per_thread, 0, e->nthreads * sizeof(*r->per_thread));
-        r->max_failures = (uint32_t)g->task_window;
-        r->fail_tags.mask = fail_tags_count(g) - 1;
+        r->fail.max = (uint32_t)g->task_window;
+        r->fail.tags.mask = fail_tags_count(g) - 1;
         if (!r->per_thread)
                 goto fail;
         /* A spare of this size if hbgd keeps one ready (faulted in, so
@@ -289,10 +289,10 @@ int ring_new(struct hbg_engine *e, const struct hbg_ring_params *p, struct hbg_r
         for (unsigned i = 0; i < SHAPE_EXEC_COUNT; i++)
                 mpmc_init(&r->ready[i], lazy_arena_take(&r->arrays, queue_bytes(g)), g->task_window);
         mpmc_init(&r->retire, lazy_arena_take(&r->arrays, queue_bytes(g)), g->task_window);
-        r->fail_tags.entries = lazy_arena_take(&r->arrays, fail_tags_bytes(g));
-        r->failures = lazy_arena_take(&r->arrays, failures_bytes(g));
-        r->graph_noticed_ns = lazy_arena_take(&r->arrays, graph_noticed_bytes(g));
-        r->graph_seen = lazy_arena_take(&r->arrays, live_graphs_seen_bytes(g));
+        r->fail.tags.entries = lazy_arena_take(&r->arrays, fail_tags_bytes(g));
+        r->fail.list = lazy_arena_take(&r->arrays, failures_bytes(g));
+        r->retirer.graph_noticed_ns = lazy_arena_take(&r->arrays, graph_noticed_bytes(g));
+        r->live.seen = lazy_arena_take(&r->arrays, live_graphs_seen_bytes(g));
         if (r->arrays.used != r->arrays.size)
                 goto fail; /* not laid out as arrays_bytes() says: cannot happen */
         for (unsigned i = 0; i < e->nthreads; i++) {
@@ -321,7 +321,7 @@ void ring_free(struct hbg_ring *r) {
                         completer_destroy(&r->per_thread[i].completer);
         }
         recorded_free_ring(r);
-        free(r->failure_details); /* failures.c's table of refusals' numbers */
+        free(r->fail.details); /* failures.c's table of refusals' numbers */
         pthread_mutex_destroy(&r->cold_lock);
         lazy_arena_unmap(&r->arrays);
         free(r->per_thread);
@@ -341,8 +341,8 @@ void ring_stats(const struct hbg_ring *r, struct ring_stats *ret) {
                 .completed = completed,
                 .failed = failed,
                 .graphs_retired = atomic_load(&r->cpl->graphs_retired),
-                .graphs_noticed = atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed),
-                .graphs_failed = atomic_load(&r->graphs_failed),
+                .graphs_noticed = atomic_load_explicit(&r->retirer.graphs_noticed, memory_order_relaxed),
+                .graphs_failed = atomic_load(&r->retirer.graphs_failed),
                 .error = atomic_load(&r->cpl->error_code),
                 .broken = atomic_load(&r->broken),
         };

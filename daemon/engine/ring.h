@@ -17,16 +17,19 @@
 #include "daemon/engine/histogram.h"
 #include "daemon/engine/launch.h"
 #include "daemon/engine/lazy_alloc.h"
+#include "daemon/engine/live_graphs.h"
+#include "daemon/engine/mailbox.h"
 #include "daemon/engine/mpmc.h"
+#include "daemon/engine/recorded.h"
+#include "daemon/engine/retire.h"
 #include "daemon/engine/sched.h"
+#include "daemon/engine/signal.h"
 #include "daemon/engine/slot.h"
+#include "daemon/engine/stall.h"
 #include "shm/completion.h"
 #include "shm/layout.h"
 
 struct hbg_engine;
-struct failure;
-struct recorded_graph;
-struct graph_seen;
 
 /* One scheduler thread's private state for one ring. */
 struct ring_thread {
@@ -74,6 +77,10 @@ struct ring_thread {
 _Static_assert((sizeof(struct ring_thread) & (sizeof(struct ring_thread) - 1)) == 0,
                "struct ring_thread: keep its size a power of two (pad)");
 
+/* A ring. The hot fields are its own; each module's state is a member of
+ * the type its header defines (retire.h, mailbox.h, failures.h,
+ * signal.h, recorded.h, cancel.h, live_graphs.h, stall.h), placed here
+ * for the cache lines. */
 struct hbg_ring {
         struct hbg_engine *engine;
         char name[64];
@@ -122,84 +129,20 @@ struct hbg_ring {
         /* Classification cursor: ids below it are claimed. */
         alignas(64) _Atomic uint64_t claim;
 
-        /* Graph retirement, combining lock (§12.1). */
-        alignas(64) _Atomic uint32_t retire_pending;
-        _Atomic uint32_t retire_lock;
-        uint64_t graph_next;              /* next record number to retire */
-        uint64_t graph_expected_first;
-        bool graph_have;                  /* graph_cur holds a validated copy */
-        struct hbg_graph_record graph_cur;
-        _Atomic uint64_t graphs_seen;     /* graphs_submitted as last read by the retirer */
-        /* When hbgd first saw graph record k: slot k & (G-1). Only the
-         * thread calling ring_note_graphs()/ring_live_graphs()
-         * (hbgd's io thread) touches these (live_graphs.c, §12.5). */
-        struct graph_seen *graph_seen;
-        uint64_t graphs_noted;            /* records below: stamped or retired */
-        /* The watermark at which the next graph the retirer knows of
-         * retires (its last id + 1); 0: none known, every move must ask.
-         * Written under the retire lock (relaxed), read by completers
-         * (relaxed): a hint whose every stored value is at most the true
-         * one while its graph is unretired (§12.1). */
-        _Atomic uint64_t retire_at;
-        _Atomic uint64_t graphs_failed;
-        /* Metrics (engine_metrics), written under the retire lock:
-         * graph records noticed so far (the next record number to notice),
-         * when each one in the graph ring was noticed (CLOCK_MONOTONIC ns,
-         * entry n & (graph_table_entries - 1)), the time from there to
-         * retirement of every retired graph, and failed graphs by errno.
-         * The times are also read by hbgd's io thread (ring_live_graphs):
-         * each is stored with release before graphs_noticed passes it
-         * (release), and an entry is stored again for record k + G only
-         * after graphs_retired passed k (an earlier retirement pass); the
-         * reader loads both with acquire. One exception: failing a broken
-         * ring's graphs (retire.c, fail_graphs_locked) notices and retires
-         * in one pass, so a client that keeps raising graphs_submitted
-         * meanwhile can make the reader see record k + G's time for k: a
-         * wrong start of its own in-flight graph in its own trace, nothing
-         * else. */
-        _Atomic uint64_t graphs_noticed;
-        _Atomic int64_t *graph_noticed_ns;
-        struct hbg_histogram graph_latency;
-        _Atomic uint64_t graphs_failed_by_errno[HBG_ERRNO_SLOTS];
+        /* Graph retirement (retire.h), starting a cache line. */
+        alignas(64) struct ring_retire retirer;
 
-        /* Mailbox consumer (try-lock, one thread at a time). */
-        alignas(64) _Atomic uint32_t mailbox_lock;
-        _Atomic uint64_t mailbox_head;
+        /* Mailbox consumer (mailbox.h), starting a cache line. */
+        alignas(64) struct ring_mailbox_reader mailbox_read;
 
         /* Cold paths. */
         pthread_mutex_t cold_lock;        /* failures, ext-ready producer, stop reason */
-        struct failure *failures;
-        struct failure_tags fail_tags;    /* failed or skipped ids (failures.h) */
-        uint32_t n_failures;
-        uint32_t max_failures;
-        uint32_t failures_hi;             /* the highest id's entry, when known */
-        bool failures_hi_known;
-        /* Failures the full list did not keep (failures.c): the lowest
-         * one whole, and the highest id; none while !failures_dropped. */
-        bool failures_dropped;
-        struct failure dropped_low;
-        uint64_t dropped_hi;
+        struct ring_failures fail;        /* failure list, tags (failures.h) */
+        /* External tasks published (ready.c, publish_external()): the
+         * ext-ready producer's count, under cold_lock. */
         uint64_t ext_ready_count;
-        /* Wakes of the client's sleeping workers skipped because one
-         * looked for work (signal_ext_wake()), looked at again when the
-         * look is over (signal_ext_skip_check()): due then (0: none), for
-         * the tasks published up to ext_skip_upto; whether one was skipped
-         * since. They bound how long a task may wait for a looker kept off
-         * its CPU; no wake-up rests on them. */
-        _Atomic uint64_t ext_skip_due_ns;
-        _Atomic uint64_t ext_skip_upto;
-        _Atomic bool ext_skipped_since;
-        /* External tasks the stall detector completed (the library posts
-         * no mailbox entry for them, but for a narrow race): with
-         * mailbox_head, the tasks answered (signal.c). */
-        _Atomic uint64_t ext_stalled;
-
-        /* Recorded graphs (§14): entries below n_recorded are complete
-         * and immutable until ring_free(). One thread records (the
-         * engine's owner); it fills an entry, then stores n_recorded
-         * (release); classifiers load n_recorded (acquire) first. */
-        struct recorded_graph **recorded; /* engine cfg.max_recorded_graphs */
-        _Atomic uint32_t n_recorded;
+        struct ring_ext ext;              /* skipped wakes, stalled (signal.h) */
+        struct ring_recorded recorded;    /* recorded graphs (recorded.h) */
 
         _Atomic bool broken;              /* protocol error: stop serving */
         /* Why the ring broke, under cold_lock: the first retire_fail()'s
@@ -209,32 +152,15 @@ struct hbg_ring {
         uint64_t stop_task;
         int32_t stop_code;
         _Atomic bool removing;            /* being removed: start nothing new */
-        /* Cancels (§12.6): the table under cold_lock; cancel_word is
-         * CANCEL_COUNT (entries in use) in its low bits and a generation
-         * above, bumped on every change of the table. Stored under
-         * cold_lock (relaxed: a reader that acts on it takes the lock),
-         * read relaxed before every task runs and by running kernels as
-         * their stop word. Read-mostly, beside removing and broken. */
-        _Atomic uint32_t cancel_word;
-        struct ring_cancel cancels[RING_CANCELS];
-        /* Refusals' numbers (failures.h), under cold_lock, and the copy
-         * of the one a graph's status takes (its retirer's, under the
-         * retire lock). */
-        struct failure_detail *failure_details; /* NULL until a refusal's */
-        uint32_t n_failure_details;             /* entries in use */
-        char failure_detail_out[FAILURE_DETAIL_MAX];
-        uint64_t graphs_decided;          /* cold_lock: graphs whose status is decided */
+        /* Cancels (cancel.h): cancel.word first, read before every task
+         * runs, beside removing and broken. */
+        struct ring_cancels cancel;
         /* An owner's reason for stopping the ring (ring_set_stop_reason),
          * which stop_why may point to: set once, under cold_lock. */
         char stop_msg[HBG_GRAPH_MESSAGE_MAX];
+        struct ring_live_graphs live;     /* when graphs were seen (live_graphs.h) */
         alignas(64) _Atomic uint64_t submitted_seen;
-        /* Stall detection (§12.3), by whichever thread checks, with this
-         * ring's limit (the session's, else cfg.stall_timeout_ms; 0 off). */
-        uint64_t stall_timeout_ms;
-        _Atomic uint32_t stall_lock;
-        uint64_t stall_wm, stall_retired; /* watermark, graphs_retired at the clock's start */
-        int64_t stall_since_ms;
-        bool stall_watching;              /* the last check saw work pending */
+        struct ring_stall stall;          /* stall detection (stall.h) */
         /* retire_fail() stopped the ring; the owner's ring_stopped hook is
          * still to be called (retire_graphs()). */
         _Atomic bool stop_untold;

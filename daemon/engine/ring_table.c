@@ -182,10 +182,11 @@ static void ring_retire_locked(struct hbg_engine *e, struct hbg_ring *r) {
         fair_share_leave(e, r);
         for (unsigned i = 0; i < e->nthreads; i++)
                 ring_counters_add_thread(r, i, &e->threads[i].retired);
-        e->freed_graphs_noticed += atomic_load_explicit(&r->graphs_noticed, memory_order_relaxed);
-        histogram_fold(&e->freed_graph_latency, &r->graph_latency);
+        e->freed_graphs_noticed += atomic_load_explicit(&r->retirer.graphs_noticed, memory_order_relaxed);
+        histogram_fold(&e->freed_graph_latency, &r->retirer.graph_latency);
         for (unsigned i = 0; i < HBG_ERRNO_SLOTS; i++)
-                e->freed_graphs_failed[i] += atomic_load_explicit(&r->graphs_failed_by_errno[i], memory_order_relaxed);
+                e->freed_graphs_failed[i] +=
+                        atomic_load_explicit(&r->retirer.graphs_failed_by_errno[i], memory_order_relaxed);
 }
 
 /* Free a retired ring and tell its owner. */

@@ -62,9 +62,9 @@ static void park_recheck(struct sched_thread *t, unsigned high, bool ask, struct
                 /* Tasks in a busy peer's deque are work to steal. */
                 l->ready = l->ready || queues_deques_nonempty(r);
                 l->work = l->work || (t->clusters > 0 && l->ready);
-                if (r->stall_timeout_ms && (l->stall_ms == 0 || r->stall_timeout_ms < l->stall_ms) &&
+                if (r->stall.timeout_ms && (l->stall_ms == 0 || r->stall.timeout_ms < l->stall_ms) &&
                     stall_unfinished(r))
-                        l->stall_ms = r->stall_timeout_ms;
+                        l->stall_ms = r->stall.timeout_ms;
                 l->deferred = l->deferred || failsafe_heap_len(&r->per_thread[t->index].completer.heap) > 0;
                 ring_table_leave(t);
         }

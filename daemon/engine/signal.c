@@ -123,12 +123,12 @@ static void wake_word(const struct hbg_ring *r, _Atomic uint32_t *word, _Atomic 
  * Two records at once may pair one's upto with the other's due: both
  * recent, and the flag covers the rest. */
 static void skip_record(struct hbg_ring *r, uint64_t due, uint64_t upto) {
-        atomic_store_explicit(&r->ext_skipped_since, true, memory_order_seq_cst);
+        atomic_store_explicit(&r->ext.skipped_since, true, memory_order_seq_cst);
         uint64_t none = 0;
-        if (atomic_load_explicit(&r->ext_skip_due_ns, memory_order_seq_cst) == 0) {
-                atomic_store_explicit(&r->ext_skip_upto, upto, memory_order_relaxed);
+        if (atomic_load_explicit(&r->ext.skip_due_ns, memory_order_seq_cst) == 0) {
+                atomic_store_explicit(&r->ext.skip_upto, upto, memory_order_relaxed);
                 /* Release: a look again that takes this due reads this upto. */
-                atomic_compare_exchange_strong_explicit(&r->ext_skip_due_ns, &none, due, memory_order_seq_cst,
+                atomic_compare_exchange_strong_explicit(&r->ext.skip_due_ns, &none, due, memory_order_seq_cst,
                                                         memory_order_relaxed);
         }
 }
@@ -175,8 +175,8 @@ void signal_ext_wake(struct hbg_ring *r, uint64_t published) {
  * detector (a late entry for one of those, which the library avoids,
  * counts twice: the look again may then wake nobody, a delay only). */
 static uint64_t ext_answered(const struct hbg_ring *r) {
-        return atomic_load_explicit(&r->mailbox_head, memory_order_relaxed) +
-               atomic_load_explicit(&r->ext_stalled, memory_order_relaxed);
+        return atomic_load_explicit(&r->mailbox_read.head, memory_order_relaxed) +
+               atomic_load_explicit(&r->ext.stalled, memory_order_relaxed);
 }
 
 /* The look again at the skip this thread took, due now: true if it armed
@@ -189,7 +189,7 @@ static bool look_again(struct hbg_ring *r, uint64_t now) {
          * looker off its CPU (or run long on a worker: then the sleeper
          * woken finds nothing). The flag of skips since stays: those get
          * a look again later, which may find them answered. */
-        uint64_t upto = atomic_load_explicit(&r->ext_skip_upto, memory_order_relaxed);
+        uint64_t upto = atomic_load_explicit(&r->ext.skip_upto, memory_order_relaxed);
         if (ext_answered(r) < upto) {
                 wake_sleeper(&r->cpl->ext_wake, &r->sub->ext_sleepers, 1);
                 return false;
@@ -197,7 +197,7 @@ static bool look_again(struct hbg_ring *r, uint64_t now) {
         /* Answered; wakes skipped since, for later tasks: their turn, a
          * look from now. */
         uint64_t published = atomic_load_explicit(&r->cpl->ext_ready_tail, memory_order_relaxed);
-        if (atomic_exchange_explicit(&r->ext_skipped_since, false, memory_order_seq_cst) && published > upto) {
+        if (atomic_exchange_explicit(&r->ext.skipped_since, false, memory_order_seq_cst) && published > upto) {
                 skip_record(r, now + HBG_EXT_LOOK_NS, published);
                 return true;
         }
@@ -205,14 +205,14 @@ static bool look_again(struct hbg_ring *r, uint64_t now) {
 }
 
 bool signal_ext_skip_check(struct hbg_ring *r) {
-        uint64_t due = atomic_load_explicit(&r->ext_skip_due_ns, memory_order_relaxed);
+        uint64_t due = atomic_load_explicit(&r->ext.skip_due_ns, memory_order_relaxed);
         if (due == 0)
                 return false;
         uint64_t now = (uint64_t)clock_now_ns();
         if (now < due)
                 return true;
         /* One thread takes it; another's take leaves it pending for us. */
-        if (!atomic_compare_exchange_strong_explicit(&r->ext_skip_due_ns, &due, 0, memory_order_seq_cst,
+        if (!atomic_compare_exchange_strong_explicit(&r->ext.skip_due_ns, &due, 0, memory_order_seq_cst,
                                                      memory_order_relaxed))
                 return true;
         return look_again(r, now);

@@ -5,10 +5,29 @@
  * client's threads sleep on (§10.7). */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 struct hbg_ring;
+
+/* A ring's external tasks as signal.c tells the client of them
+ * (hbg_ring.ext). */
+struct ring_ext {
+        /* Wakes of the client's sleeping workers skipped because one
+         * looked for work (signal_ext_wake()), looked at again when the
+         * look is over (signal_ext_skip_check()): due then (0: none), for
+         * the tasks published up to skip_upto; whether one was skipped
+         * since. They bound how long a task may wait for a looker kept off
+         * its CPU; no wake-up rests on them. */
+        _Atomic uint64_t skip_due_ns;
+        _Atomic uint64_t skip_upto;
+        _Atomic bool skipped_since;
+        /* External tasks the stall detector completed (the library posts
+         * no mailbox entry for them, but for a narrow race): with
+         * the mailbox's head, the tasks answered (signal.c). */
+        _Atomic uint64_t stalled;
+};
 
 /* One byte into the completion pipe (never blocks, never retried). */
 void signal_pipe(struct hbg_ring *r);

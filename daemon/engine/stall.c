@@ -43,11 +43,11 @@ static const char *state_name(uint32_t st) {
 /* The stall detector fails with -ETIME ("timer expired"): a caller tells
  * it from its own wait's -ETIMEDOUT. */
 void stall_check(struct sched_thread *t, struct hbg_ring *r) {
-        uint64_t timeout = r->stall_timeout_ms;
+        uint64_t timeout = r->stall.timeout_ms;
         uint32_t expected = 0;
 
         if (timeout == 0 || atomic_load(&r->broken) ||
-            !atomic_compare_exchange_strong(&r->stall_lock, &expected, 1))
+            !atomic_compare_exchange_strong(&r->stall.lock, &expected, 1))
                 return;
         int64_t now = clock_now_ms();
         uint64_t wm = watermark_read(&r->window);
@@ -61,12 +61,12 @@ void stall_check(struct sched_thread *t, struct hbg_ring *r) {
          * (which moves no watermark). Not from a check before an idle
          * spell: no thread checks a ring while they all sleep, and the
          * watermark a request starts from is the one the last check noted. */
-        if (wm != r->stall_wm || retired != r->stall_retired || !pending || !r->stall_watching) {
-                r->stall_wm = wm;
-                r->stall_retired = retired;
-                r->stall_since_ms = now;
-                r->stall_watching = pending;
-        } else if ((uint64_t)(now - r->stall_since_ms) > timeout) {
+        if (wm != r->stall.wm || retired != r->stall.retired || !pending || !r->stall.watching) {
+                r->stall.wm = wm;
+                r->stall.retired = retired;
+                r->stall.since_ms = now;
+                r->stall.watching = pending;
+        } else if ((uint64_t)(now - r->stall.since_ms) > timeout) {
                 uint64_t claim = atomic_load(&r->claim);
                 struct task_slot *s = ring_slot(r, wm);
                 uint32_t st = atomic_load(&s->state);
@@ -87,13 +87,13 @@ void stall_check(struct sched_thread *t, struct hbg_ring *r) {
                         retire_fail(r, -ETIME, wm,
                                     "stall limit: a launch record covers tasks that were never submitted");
                 } else if (owned && atomic_compare_exchange_strong(&s->state, &ext, SLOT_COMPLETING)) {
-                        atomic_fetch_add_explicit(&r->ext_stalled, 1, memory_order_relaxed);
+                        atomic_fetch_add_explicit(&r->ext.stalled, 1, memory_order_relaxed);
                         complete_task(t, r, wm, -ETIME,
                                        "host task not completed within the session's stall limit");
                 }
                 /* Otherwise the frontier is queued, running (a long kernel
                  * is legitimate, §12.3) or completing: only logged. */
-                r->stall_since_ms = now;
+                r->stall.since_ms = now;
         }
-        atomic_store(&r->stall_lock, 0);
+        atomic_store(&r->stall.lock, 0);
 }

@@ -49,7 +49,7 @@ static bool peek_launch(struct hbg_ring *r, uint64_t id, uint64_t *ret_count) {
 
 bool work_launch_unsubmitted(struct hbg_ring *r, uint64_t claim, uint64_t submitted) {
         uint64_t count;
-        return atomic_load_explicit(&r->n_recorded, memory_order_relaxed) > 0 && peek_launch(r, claim, &count) &&
+        return atomic_load_explicit(&r->recorded.n, memory_order_relaxed) > 0 && peek_launch(r, claim, &count) &&
                claim < submitted && count > submitted - claim;
 }
 
@@ -75,13 +75,13 @@ static uint64_t batch_size(struct hbg_ring *r, uint64_t claim, uint64_t n, bool 
 /* The ids to claim at `claim` now (at most max; a launch whole), 0 if none.
  * Only a ring with a recorded graph looks for launch records (in others a
  * stray one fails validation as an unknown flag). The client launches only
- * after hbgd's reply to the recording, which followed n_recorded's store;
+ * after hbgd's reply to the recording, which followed recorded.n's store;
  * `submitted`, loaded seq_cst in work_claimable(), was stored after that reply,
  * so this load sees it (§14). */
 uint64_t work_claim_size(struct hbg_ring *r, uint64_t claim, uint64_t max, bool *launch) {
         *launch = false;
         uint64_t n = work_claimable(r, claim, max, false);
-        if (n == 0 || atomic_load_explicit(&r->n_recorded, memory_order_relaxed) == 0)
+        if (n == 0 || atomic_load_explicit(&r->recorded.n, memory_order_relaxed) == 0)
                 return n;
         return batch_size(r, claim, n, launch);
 }
@@ -97,9 +97,9 @@ bool work_external(struct hbg_ring *r) {
         if (work_claim_size(r, claim, 1, &launch))
                 return true;
         if (atomic_load_explicit(&r->sub->graphs_submitted, memory_order_seq_cst) >
-            atomic_load_explicit(&r->graphs_seen, memory_order_relaxed))
+            atomic_load_explicit(&r->retirer.graphs_seen, memory_order_relaxed))
                 return true;
-        uint64_t head = atomic_load_explicit(&r->mailbox_head, memory_order_relaxed);
+        uint64_t head = atomic_load_explicit(&r->mailbox_read.head, memory_order_relaxed);
         struct hbg_mailbox_entry *e = &r->mailbox[head & (r->g.mailbox_entries - 1)];
         return atomic_load_explicit(&e->seq, memory_order_seq_cst) == head + 1;
 }
@@ -120,9 +120,9 @@ bool work_none(struct hbg_ring *r) {
         uint64_t claim = atomic_load_explicit(&r->claim, memory_order_acquire);
         if (watermark_read(&r->window) != claim)
                 return false;
-        uint64_t seen = atomic_load_explicit(&r->graphs_seen, memory_order_relaxed);
+        uint64_t seen = atomic_load_explicit(&r->retirer.graphs_seen, memory_order_relaxed);
         if (atomic_load_explicit(&r->cpl->graphs_retired, memory_order_acquire) != seen ||
-            atomic_load_explicit(&r->ext_skip_due_ns, memory_order_relaxed) != 0 ||
+            atomic_load_explicit(&r->ext.skip_due_ns, memory_order_relaxed) != 0 ||
             atomic_load_explicit(&r->broken, memory_order_relaxed) ||
             atomic_load_explicit(&r->removing, memory_order_relaxed))
                 return false;
@@ -146,5 +146,5 @@ bool work_kernel(struct hbg_ring *r) {
  * graph record published before the client read the flag (§9.4). */
 bool work_graphs_arrived(struct hbg_ring *r) {
         return atomic_load_explicit(&r->sub->graphs_submitted, memory_order_seq_cst) >
-               atomic_load_explicit(&r->graphs_seen, memory_order_relaxed);
+               atomic_load_explicit(&r->retirer.graphs_seen, memory_order_relaxed);
 }
