@@ -134,6 +134,8 @@ int cg_files_read(const char *path, struct cg_files *ret) {
                         err = read_line(&t, line, positions, &fl, &call, &ret->total);
                 }
         }
+        if (err == 0 && ferror(f))
+                err = -EIO; /* a read that failed is not the file's end */
         free(line);
         fclose(f);
         if (err == 0 && !events)

@@ -139,10 +139,13 @@ static void stage_lines(struct cmp *c, const char *mode, unsigned threads, const
         for (unsigned k = 0; k < 2; k++) {
                 const struct instr_stages *s = sets[k];
                 struct cg_files run, base;
-                if (read_profile(c, s->process, mode, shape, &run) < 0)
-                        continue;
-                if (read_profile(c, s->process, mode, "base", &base) < 0) {
+                int err = read_profile(c, s->process, mode, shape, &run);
+                if (err == 0 && (err = read_profile(c, s->process, mode, "base", &base)) < 0)
                         cg_files_free(&run);
+                if (err < 0) {
+                        fprintf(stderr, "hbg-bench: %s's profile (%s, %s) cannot be read by stage: %s\n", s->process,
+                                mode, shape, strerror(-err));
+                        c->failures++;
                         continue;
                 }
                 double v[INSTR_STAGES_MAX];

@@ -15,11 +15,13 @@ static const struct instr_stage hbgd_stages[] = {
         { "validate", FILES("engine/validate.c", "engine/kernels.c", "engine/recorded.c") },
         /* The slot re-initialised, fanins linked; launched graphs. */
         { "classify", FILES("engine/classify.c", "engine/launch.c") },
-        /* Made ready: wake lists, continuation, deques, queues, shares. */
-        { "ready", FILES("engine/ready.c", "engine/queues.c", "engine/fair_share.c", "engine/fair_share_slots.c") },
-        /* Taken and run: the kernel, its times, cancels, tracing. */
-        { "run", FILES("engine/dispatch.c", "engine/kernels_builtin.c", "engine/ktime.c", "engine/cancel.c",
-                       "engine/trace.c") },
+        /* Made ready: wake lists, continuation, deques, queues (their
+         * pops by dispatch.c included). */
+        { "ready", FILES("engine/ready.c", "engine/queues.c") },
+        /* Taken and run: the fair share's turns, the kernel, its times,
+         * cancels, tracing. */
+        { "run", FILES("engine/dispatch.c", "engine/fair_share.c", "engine/kernels_builtin.c", "engine/ktime.c",
+                       "engine/cancel.c", "engine/trace.c") },
         /* The status final, the stamp published, the watermark moved. */
         { "complete", FILES("engine/complete.c", "engine/completion.c", "engine/completion_eager.c",
                             "engine/completion_eager_batched.c", "engine/completion_lazy.c",
@@ -28,7 +30,8 @@ static const struct instr_stage hbgd_stages[] = {
         { "retire", FILES("engine/retire.c", "engine/signal.c", "engine/live_graphs.c") },
         /* The threads' loop: visits, parking and waking, rings. */
         { "schedule", FILES("engine/sched.c", "engine/wakeup.c", "engine/wake_pages.c", "engine/stall.c",
-                            "engine/mailbox.c", "engine/ring.c", "engine/ring_table.c", "engine/engine.c") },
+                            "engine/mailbox.c", "engine/ring.c", "engine/ring_table.c", "engine/fair_share_slots.c",
+                            "engine/engine.c") },
         { "other", FILES("") },
 };
 

@@ -16,8 +16,11 @@
 #include "bench/instr_stages.h"
 #include "tests/check_main.h"
 
-/* path gets text; the caller unlinks it. */
+/* A new file in $TMPDIR (else /tmp) with text, its name into path (256
+ * bytes); the caller unlinks it. */
 static void write_profile(char *path, const char *text) {
+        const char *dir = getenv("TMPDIR");
+        snprintf(path, 256, "%s/hbg-test-cg-XXXXXX", dir && *dir ? dir : "/tmp");
         int fd = mkstemp(path);
         ck_assert_int_ge(fd, 0);
         FILE *f = fdopen(fd, "w");
@@ -73,7 +76,7 @@ static const char profile[] = "version: 1\n"
                               "totals: 198\n";
 
 START_TEST(test_files_add_up) {
-        char path[] = "/tmp/hbg-test-cg-XXXXXX";
+        char path[256];
         write_profile(path, profile);
         struct cg_files p;
         int err = cg_files_read(path, &p);
@@ -113,7 +116,7 @@ START_TEST(test_refused) {
                 "events: Ir\nfl=(x) a.c\n1 2\n",                 /* a broken file id */
         };
         for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-                char path[] = "/tmp/hbg-test-cg-XXXXXX";
+                char path[256];
                 write_profile(path, bad[i]);
                 struct cg_files p;
                 int err = cg_files_read(path, &p);
