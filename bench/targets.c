@@ -18,9 +18,12 @@ struct seen {
         size_t at;
 };
 
+static void say(struct seen *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(struct seen *s, const char *fmt, ...) {
-        if (s->at >= sizeof(s->text) - 1)
+        if (s->at >= sizeof(s->text) - 1) {
+                s->at = sizeof(s->text); /* full: what follows is cut, "..." */
                 return;
+        }
         va_list ap;
         va_start(ap, fmt);
         int n = vsnprintf(s->text + s->at, sizeof(s->text) - s->at, fmt, ap);
@@ -81,7 +84,7 @@ static bool listed(const char *const *only, const char *shape) {
  * most limit. */
 static enum verdict ns_ratio(const struct view *v, const char *system, const char *peer,
                              const char *const *only, double limit, struct seen *s) {
-        struct tally t = { .expected = entries(only) };
+        struct tally t = { .expected = only ? entries(only) : v->c->n_shapes };
         for (unsigned k = 0; k < v->c->n_shapes; k++) {
                 const char *shape = cmp_shape(v->c, k);
                 if (!listed(only, shape))
@@ -110,67 +113,58 @@ static enum verdict replay_vs_rerun(const struct view *v, struct seen *s) {
 }
 
 /* One metric of hbg's (shape "", one producer unless clients says) against
- * a bound: at most (or, with below, under) limit; said in fmt. */
+ * a bound: at most (or, with below, under) limit; said with `decimals`
+ * and unit. */
 static enum verdict bound(const struct view *v, const char *metric, unsigned clients, double limit, bool below,
-                          const char *fmt, struct seen *s) {
+                          int decimals, const char *unit, struct seen *s) {
         double x;
         if (!report_find_value(&v->c->report, metric, "", "hbg", v->mode, v->threads, clients, &x))
                 return NOT_MEASURED;
-        say(s, fmt, x);
+        say(s, "%.*f%s", decimals, x, unit);
         return (below ? x < limit : x <= limit) ? MET : NOT_MET;
 }
 
 static enum verdict parked_p50(const struct view *v, struct seen *s) {
-        return bound(v, "latency_1_task_parked_over_eventfd_p50", 1, 1.5, false, "%.2fx", s);
+        return bound(v, "latency_1_task_parked_over_eventfd_p50", 1, 1.5, false, 2, "x", s);
 }
 
 static enum verdict parked_p99(const struct view *v, struct seen *s) {
-        return bound(v, "latency_1_task_parked_over_eventfd_p99", 1, 2.0, false, "%.2fx", s);
+        return bound(v, "latency_1_task_parked_over_eventfd_p99", 1, 2.0, false, 2, "x", s);
 }
 
 static enum verdict busy_p50(const struct view *v, struct seen *s) {
-        return bound(v, "latency_1_task_busy_p50", 1, 2.0, true, "%.2f us", s);
+        return bound(v, "latency_1_task_busy_p50", 1, 2.0, true, 2, " us", s);
 }
 
 static enum verdict connect_p99(const struct view *v, struct seen *s) {
-        return bound(v, "connect_burst_8_p99", 8, 1000.0, false, "%.0f us", s);
+        return bound(v, "connect_burst_8_p99", 8, 1000.0, false, 0, " us", s);
 }
 
 static enum verdict idle_cpu(const struct view *v, struct seen *s) {
-        return bound(v, "idle_cpu", 0, 0.1, true, "%.3f %% of a core", s);
+        return bound(v, "idle_cpu", 0, 0.1, true, 3, " % of a core", s);
 }
 
-/* A per-shape metric of hbg's, each at most limit (every shape of the run
- * and client count measured, or those of `only`). */
-static enum verdict per_shape(const struct view *v, const char *metric, const char *const *only, double limit,
-                              const char *unit, struct seen *s) {
-        struct tally t = { .expected = entries(only) };
+/* hbg's instructions per task (counted with one producer) on each shape
+ * of the target, at most 1,000. */
+static enum verdict instructions(const struct view *v, struct seen *s) {
+        struct tally t = { .expected = entries(instruction_shapes) };
         for (unsigned k = 0; k < v->c->n_shapes; k++) {
                 const char *shape = cmp_shape(v->c, k);
-                if (!listed(only, shape))
+                double x;
+                if (!listed(instruction_shapes, shape) ||
+                    !report_find_value(&v->c->report, "instructions_per_task", shape, "hbg", v->mode, v->threads, 1,
+                                       &x))
                         continue;
-                for (unsigned n = 0; n < v->c->n_clients; n++) {
-                        unsigned clients = v->c->clients[n];
-                        double x;
-                        if (!report_find_value(&v->c->report, metric, shape, "hbg", v->mode, v->threads, clients, &x))
-                                continue;
-                        say(s, "%s%s", t.measured ? ", " : "", shape);
-                        if (v->c->n_clients > 1)
-                                say(s, " (%u)", clients);
-                        say(s, " %.0f%s", x, unit);
-                        count(&t, x <= limit);
-                }
+                say(s, "%s%s %.0f", t.measured ? ", " : "", shape, x);
+                count(&t, x <= 1000);
         }
         return tallied(&t);
 }
 
-static enum verdict instructions(const struct view *v, struct seen *s) {
-        return per_shape(v, "instructions_per_task", instruction_shapes, 1000, "", s);
-}
-
+/* Each shape at each client count of the run (measured when it had a
+ * warm-up to compare with). */
 static enum verdict first_graph(const struct view *v, struct seen *s) {
-        /* per_shape() prints whole numbers: ratios are said here. */
-        struct tally t = { 0 };
+        struct tally t = { .expected = v->c->n_shapes * v->c->n_clients };
         for (unsigned k = 0; k < v->c->n_shapes; k++)
                 for (unsigned n = 0; n < v->c->n_clients; n++) {
                         const char *shape = cmp_shape(v->c, k);
@@ -200,7 +194,7 @@ static enum verdict fairness(const struct view *v, struct seen *s) {
 
 /* Eight producers' tasks per second together against one's alone. */
 static enum verdict eight_producers(const struct view *v, struct seen *s) {
-        struct tally t = { 0 };
+        struct tally t = { .expected = v->c->n_shapes };
         for (unsigned k = 0; k < v->c->n_shapes; k++) {
                 const char *shape = cmp_shape(v->c, k);
                 const struct report_row *one = report_find_row(&v->c->report, shape, "hbg", v->mode, v->threads, 1);
@@ -244,7 +238,7 @@ void cmp_targets(struct cmp *c) {
                 s.text[0] = 0;
                 enum verdict d = targets[i].judge(&v, &s);
                 printf("  %-8s %s%s%s%s\n", words[d], targets[i].words, s.at ? ": " : "", s.text,
-                       s.at >= sizeof(s.text) - 1 ? "..." : "");
+                       s.at >= sizeof(s.text) ? "..." : "");
                 if (d != NOT_MEASURED)
                         report_metric(&c->report, "target_met", targets[i].name, "hbg", v.mode, v.threads, 0,
                                       d == MET, "bool");

@@ -118,10 +118,11 @@ grep -q "fairness: .* of $([ "$other" = 1 ] && echo 'uid 65534' || echo 'the sam
 echo "test-bench: latency rows ok (fairness backlog as $([ "$other" = 1 ] && echo 'uid 65534' || echo 'this uid'))"
 
 # The targets, judged from the run's own figures: the twelve, each met,
-# not met or not measured ("-"); the latency ones measured here, each
-# verdict in metrics.csv as target_met (1 met, 0 not) agreeing with the
-# line; one producer only, so eight producers' target is not measured,
-# nor Taskflow's when it is not built, and those have no metric.
+# not met or not measured ("-"); those measured here (the latencies, the
+# first graph, connects, fairness, idle), each verdict in metrics.csv as
+# target_met (1 met, 0 not) agreeing with its line; one producer only, so
+# eight producers' target is not measured, nor Taskflow's when it is not
+# built, and those have no metric.
 targets_ok() { # LOG METRICS
         awk '/^-- \[.*\] targets \(docs\/PERFORMANCE.md\), from this run: eager-batched, 4 threads/ { on = 1; next }
              on && /^  (met     |not met |-       ) / { n++ } on && /^$/ { on = 0 } END { exit n != 12 }' "$1" ||
@@ -136,7 +137,9 @@ targets_ok() { # LOG METRICS
                 esac || { cat "$1"; fail "target $name: the line says '$line', target_met is '$metric'"; }
         done <<EOF2
 parked_p50 parked 1-task graph p50
+parked_p99 parked 1-task graph p99
 busy_p50 busy 1-task graph p50
+first_graph a session's first graph
 vs_taskflow build+run per task <= Taskflow's
 connect_p99 hbg_connect p99
 fairness_p99 fairness: 1-task graph p99
@@ -145,7 +148,7 @@ eight_producers 8 producers
 EOF2
 }
 targets_ok "$tmp/l.log" "$tmp/l/metrics.csv"
-for name in parked_p50 parked_p99 busy_p50 connect_p99 fairness_p99 idle_cpu; do
+for name in parked_p50 parked_p99 busy_p50 first_graph connect_p99 fairness_p99 idle_cpu; do
         grep -q "^target_met,$name,hbg,eager-batched,4,," "$tmp/l/metrics.csv" ||
                 { cat "$tmp/l.log"; fail "target $name was measured, yet has no target_met"; }
 done
