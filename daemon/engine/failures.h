@@ -75,7 +75,7 @@ int failures_graph_status(struct hbg_ring *r, uint64_t number, uint64_t first, u
 /* A ring's failures (hbg_ring.fail), under its cold_lock but where said. */
 struct ring_failures {
         struct failure *list;
-        struct failure_tags tags;         /* failed or skipped ids */
+        struct failure_tags tags;         /* failed or skipped ids: no lock (failure_tags) */
         uint32_t n;
         uint32_t max;
         uint32_t hi;                      /* the highest id's entry, when known */
