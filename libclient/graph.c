@@ -52,7 +52,8 @@ int hbgc_write_task(hbg_client *c, const struct hbg_task_record *t, const uint64
                     size_t n_fanins, uint64_t *ret_id) {
         if (c->rec)
                 return hbgc_rec_append(c, t, fanins, n_fanins, ret_id);
-        int err = hbgc_wait_window(c);
+        /* The window nearly always has room: the wait's call only when not. */
+        int err = producer_room(&c->prod) > 0 ? 0 : hbgc_wait_window(c);
         if (err < 0)
                 return err;
         *ret_id = producer_write(&c->prod, t, fanins, (unsigned)n_fanins);

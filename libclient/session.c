@@ -47,7 +47,7 @@ int hbgc_daemon_error(hbg_client *c, const Hbg__Error *e, const char *when) {
 
 /* ---------------------------------------------------------------- checks */
 
-int hbgc_usable(hbg_client *c, const char *fn) {
+int hbgc_unusable(hbg_client *c, const char *fn) {
         if (!c)
                 return -EINVAL;
         if (hbgc_in_host(c))

@@ -56,10 +56,18 @@ int hbgc_check_socket(hbg_client *c);
  * "hbgd refused the WHEN: message" as the last error. */
 struct Hbg__Error;
 int hbgc_daemon_error(hbg_client *c, const struct Hbg__Error *e, const char *when);
+/* hbgc_usable() refusing: the first check that fails, its negative errno
+ * and message (0 if none does). */
+int hbgc_unusable(hbg_client *c, const char *fn);
 /* The checks every entry point makes: c not NULL, not inside a host
  * function (this thread's, hbgc_self), connection not known dead. 0 or a
- * negative errno (message set). */
-int hbgc_usable(hbg_client *c, const char *fn);
+ * negative errno (message set). Inline: every hbg_graph_add() makes them,
+ * and they pass; a refusal's message is out of line. */
+static inline int hbgc_usable(hbg_client *c, const char *fn) {
+        if (__builtin_expect(c && !hbgc_in_host(c) && !c->dead, 1))
+                return 0;
+        return hbgc_unusable(c, fn);
+}
 /* hbgc_check_alive() past its free look (libclient/hangup.h). */
 int hbgc_check_alive_slow(hbg_client *c, const char *fn);
 /* Is [offset, offset + bytes) a non-empty range inside the heap? */
