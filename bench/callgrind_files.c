@@ -150,6 +150,66 @@ int cg_files_read(const char *path, struct cg_files *ret) {
         return 0;
 }
 
+uint64_t cg_profile_total(const char *path) {
+        FILE *f = fopen(path, "r");
+        if (!f)
+                return 0;
+        char line[512];
+        uint64_t summary = 0, totals = 0, v;
+        while (fgets(line, sizeof(line), f)) {
+                if (sscanf(line, "summary: %" SCNu64, &v) == 1)
+                        summary = v;
+                else if (sscanf(line, "totals: %" SCNu64, &v) == 1)
+                        totals = v;
+        }
+        fclose(f);
+        return summary ? summary : totals;
+}
+
+/* "fn=(ID) NAME", "fn=(ID)" or "fn=NAME" (name compression on or off):
+ * is it fn? *id remembers fn's ID once a definition names it. */
+static bool names_fn(const char *v, const char *fn, long *id) {
+        size_t n = strlen(fn);
+        if (*v != '(')
+                return strncmp(v, fn, n) == 0 && (v[n] == '\n' || v[n] == 0);
+        char *end;
+        long this = strtol(v + 1, &end, 10);
+        if (*end != ')')
+                return false;
+        if (end[1] == ' ' && strncmp(end + 2, fn, n) == 0 && (end[2 + n] == '\n' || end[2 + n] == 0))
+                *id = this;
+        return this == *id;
+}
+
+uint64_t cg_function_inclusive(const char *path, const char *fn) {
+        FILE *f = fopen(path, "r");
+        if (!f)
+                return 0;
+        char line[4096];
+        long id = -1;
+        bool in_fn = false, call = false, call_to_self = false;
+        uint64_t sum = 0;
+        while (fgets(line, sizeof(line), f)) {
+                char c = line[0];
+                if (strncmp(line, "fn=", 3) == 0)
+                        in_fn = names_fn(line + 3, fn, &id);
+                else if (strncmp(line, "cfn=", 4) == 0)
+                        call_to_self = names_fn(line + 4, fn, &id);
+                else if (strncmp(line, "calls=", 6) == 0)
+                        call = true;
+                else if ((c >= '0' && c <= '9') || c == '+' || c == '-' || c == '*') {
+                        /* "POSITION IR": fn's own cost, or (after calls=) the
+                         * inclusive cost of the call it makes. */
+                        const char *sp = strchr(line, ' ');
+                        if (in_fn && sp && !(call && call_to_self))
+                                sum += strtoull(sp + 1, NULL, 10);
+                        call = false;
+                }
+        }
+        fclose(f);
+        return sum;
+}
+
 void cg_files_free(struct cg_files *f) {
         for (size_t i = 0; i < f->n; i++)
                 free(f->v[i].name);

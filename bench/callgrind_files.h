@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A callgrind profile's instructions by source file: each function's own
+ * Reading callgrind profiles: a whole profile's total, one function's
+ * inclusive cost, and the instructions by source file: each function's own
  * cost (Ir) counted under the file that defines it (its `fl=`), code
  * inlined into it from headers included, the inclusive cost of the calls
  * it makes left out. The files' sums add up to the profile's total.
@@ -26,3 +27,10 @@ struct cg_files {
  * event. */
 int cg_files_read(const char *path, struct cg_files *ret);
 void cg_files_free(struct cg_files *f);
+
+/* The total instruction count (Ir) of a callgrind out file; 0 if none. */
+uint64_t cg_profile_total(const char *path);
+/* The inclusive Ir of function fn in a callgrind out file (one event,
+ * Ir): its own cost, inlined parts from other files included, plus that
+ * of the calls it makes (but not to itself); 0 if fn is not there. */
+uint64_t cg_function_inclusive(const char *path, const char *fn);

@@ -33,10 +33,10 @@
 #include <unistd.h>
 
 #include "bench/bench_util.h"
+#include "bench/callgrind_files.h"
 #include "bench/compare.h"
 #include "bench/hbgd_proc.h"
 #include "bench/instr_stages.h"
-#include "bench/probes.h"
 #include "daemon/engine/engine.h"
 
 bool cmp_have_valgrind(void) {
@@ -70,9 +70,9 @@ int cmp_hbg_instr(struct cmp *c, const char *mode, unsigned threads, const char 
         int st = bench_hbgd_stop(&h, 120000);
         if (err < 0 || st != 0)
                 return err < 0 ? err : -EIO;
-        ret->hbgd = probe_callgrind_total(hbgd_out);
-        ret->producer = probe_callgrind_total(prod_out);
-        ret->generation = probe_callgrind_inclusive(prod_out, "dag_make");
+        ret->hbgd = cg_profile_total(hbgd_out);
+        ret->producer = cg_profile_total(prod_out);
+        ret->generation = cg_function_inclusive(prod_out, "dag_make");
         return ret->hbgd && ret->producer ? 0 : -EIO;
 }
 
@@ -90,8 +90,8 @@ static int peer_instr(struct cmp *c, const char *name, unsigned threads, const c
         int err = cmp_peer_run(c, name, threads, shape, size, wrap, false, ns, &n, &ret->tasks, &rss);
         if (err < 0)
                 return err;
-        ret->producer = probe_callgrind_total(out);
-        ret->generation = probe_callgrind_inclusive(out, "dag_make");
+        ret->producer = cg_profile_total(out);
+        ret->generation = cg_function_inclusive(out, "dag_make");
         return ret->producer ? 0 : -EIO;
 }
 
@@ -131,25 +131,54 @@ static int read_profile(const struct cmp *c, const char *process, const char *mo
         return cg_files_read(path, ret);
 }
 
+static const struct instr_stages *const stage_sets[2] = { &instr_stages_hbgd, &instr_stages_producer };
+
+/* The 1-task runs' profiles by file, hbgd's and the producer's (stage_sets'
+ * order), read once per policy; ok[k] false when one cannot be read (said,
+ * and counted as a failed part of the run). */
+struct stage_bases {
+        struct cg_files files[2];
+        bool ok[2];
+};
+
+static void profile_unread(struct cmp *c, const char *process, const char *mode, const char *tag, int err) {
+        fprintf(stderr, "hbg-bench: %s's profile (%s, %s) cannot be read by stage: %s\n", process, mode, tag,
+                strerror(-err));
+        c->failures++;
+}
+
+static void stage_bases_read(struct cmp *c, const char *mode, struct stage_bases *b) {
+        for (unsigned k = 0; k < 2; k++) {
+                int err = read_profile(c, stage_sets[k]->process, mode, "base", &b->files[k]);
+                if (err < 0)
+                        profile_unread(c, stage_sets[k]->process, mode, "base", err);
+                b->ok[k] = err == 0;
+        }
+}
+
+static void stage_bases_free(struct stage_bases *b) {
+        for (unsigned k = 0; k < 2; k++)
+                if (b->ok[k])
+                        cg_files_free(&b->files[k]);
+}
+
 /* A row's instructions per task by stage, for hbgd and the producer: a
  * line each under the row, and the metrics
  * instructions_per_task_{hbgd,producer}_STAGE. */
-static void stage_lines(struct cmp *c, const char *mode, unsigned threads, const char *shape, uint64_t tasks) {
-        const struct instr_stages *sets[] = { &instr_stages_hbgd, &instr_stages_producer };
+static void stage_lines(struct cmp *c, const char *mode, unsigned threads, const char *shape, uint64_t tasks,
+                        const struct stage_bases *b) {
         for (unsigned k = 0; k < 2; k++) {
-                const struct instr_stages *s = sets[k];
-                struct cg_files run, base;
-                int err = read_profile(c, s->process, mode, shape, &run);
-                if (err == 0 && (err = read_profile(c, s->process, mode, "base", &base)) < 0)
-                        cg_files_free(&run);
-                if (err < 0) {
-                        fprintf(stderr, "hbg-bench: %s's profile (%s, %s) cannot be read by stage: %s\n", s->process,
-                                mode, shape, strerror(-err));
-                        c->failures++;
+                const struct instr_stages *s = stage_sets[k];
+                struct cg_files run;
+                int err;
+                if (!b->ok[k])
+                        continue; /* said once, at the base */
+                if ((err = read_profile(c, s->process, mode, shape, &run)) < 0) {
+                        profile_unread(c, s->process, mode, shape, err);
                         continue;
                 }
                 double v[INSTR_STAGES_MAX];
-                instr_stages_per_task(s, &run, &base, tasks, v);
+                instr_stages_per_task(s, &run, &b->files[k], tasks, v);
                 printf("    %-9s", s->process);
                 for (unsigned i = 0; i < s->n; i++) {
                         char metric[96];
@@ -159,7 +188,6 @@ static void stage_lines(struct cmp *c, const char *mode, unsigned threads, const
                 }
                 printf("\n");
                 cg_files_free(&run);
-                cg_files_free(&base);
         }
 }
 
@@ -212,6 +240,8 @@ void cmp_instructions(struct cmp *c) {
                         c->failures++;
                         continue;
                 }
+                struct stage_bases bases;
+                stage_bases_read(c, mode, &bases);
                 for (unsigned s = 0; s < c->n_shapes; s++) {
                         const char *shape = cmp_shape(c, s);
                         struct cmp_instr run;
@@ -234,10 +264,11 @@ void cmp_instructions(struct cmp *c) {
                                       "instructions");
                         printf("%-11s %-10s %-13s %12.0f %12.0f %8s   (hbgd %.0f)\n", shape, "hbg", mode, d + p, p,
                                gen, d);
-                        stage_lines(c, mode, threads, shape, run.tasks);
+                        stage_lines(c, mode, threads, shape, run.tasks, &bases);
                         if (c->modes[m] == HBG_COMPLETION_DEFAULT)
                                 replay_instr(c, mode, threads, shape, size);
                 }
+                stage_bases_free(&bases);
         }
         /* hwloc (StarPU) cannot read the CPUID under valgrind and says so
          * at length; its other backends describe the machine well enough. */

@@ -26,10 +26,10 @@
 #include <unistd.h>
 
 #include "bench/bench_util.h"
+#include "bench/callgrind_files.h"
 #include "bench/compare.h"
 #include "bench/dag.h"
 #include "bench/hbgd_proc.h"
-#include "bench/probes.h"
 #include "daemon/engine/engine.h"
 
 /* The graphs: a shape of the comparison, a tensor of `floats` floats per
@@ -217,7 +217,7 @@ static void instructions(struct cmp *c, const char *mode, unsigned threads, doub
                                                   &base[i][k]) < 0)
                                         memset(&base[i][k], 0, sizeof(base[i][k]));
                                 profile(c, profile_s, sizeof(profile_s), mode, tag);
-                                base_body[i][k] = probe_callgrind_inclusive(profile_s, kernels[k].run_fn);
+                                base_body[i][k] = cg_function_inclusive(profile_s, kernels[k].run_fn);
                         } else {
                                 base[i][k] = base[j][k];
                                 base_body[i][k] = base_body[j][k];
@@ -238,7 +238,7 @@ static void instructions(struct cmp *c, const char *mode, unsigned threads, doub
                         ir[i][k] = d;
                         /* The body of every task, counted in both runs. */
                         profile(c, profile_s, sizeof(profile_s), mode, tag);
-                        uint64_t body = probe_callgrind_inclusive(profile_s, kernels[k].run_fn);
+                        uint64_t body = cg_function_inclusive(profile_s, kernels[k].run_fn);
                         char body_s[24] = "-", dispatch_s[24] = "-";
                         if (body && base_body[i][k] && body < run.hbgd && base_body[i][k] < base[i][k].hbgd) {
                                 double b = cmp_per_task(body, base_body[i][k], run.tasks);

@@ -2,8 +2,8 @@
 /*
  * The comparison's small measurements that are not a graph run: the
  * eventfd ping-pong between two processes (the floor under any graph
- * latency), connects, sessions held open, percentiles, and reading a
- * callgrind profile's total.
+ * latency), connects, sessions held open, percentiles. (Callgrind
+ * profiles: bench/callgrind_files.h.)
  */
 #pragma once
 
@@ -37,10 +37,3 @@ void probe_sessions_close(struct probe_sessions *s);
 
 /* The q-quantile (0..1, nearest rank) of v[0..n), n >= 1; sorts v. */
 double probe_quantile(double *v, unsigned n, double q);
-
-/* The total instruction count (Ir) of a callgrind out file; 0 if none. */
-uint64_t probe_callgrind_total(const char *path);
-/* The inclusive Ir of function fn in a callgrind out file (one event,
- * Ir): its own cost, inlined parts from other files included, plus that
- * of the calls it makes (but not to itself); 0 if fn is not there. */
-uint64_t probe_callgrind_inclusive(const char *path, const char *fn);
