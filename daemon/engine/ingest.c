@@ -37,6 +37,7 @@ static void copy_descs(struct hbg_ring *r, uint64_t first, uint64_t n, struct hb
 static void classify_plain(struct sched_thread *t, struct hbg_ring *r, uint64_t first, uint64_t n) {
         struct hbg_task_desc copy[COPY_RUN];
         struct classify_run_set set = { .n_linked = 0 };
+        struct validate_memo memo = { .kept = false }; /* a run of tasks alike checks its kind once */
 
         for (uint64_t base = 0; base < n; base += COPY_RUN) {
                 uint64_t m = n - base < COPY_RUN ? n - base : COPY_RUN;
@@ -47,7 +48,7 @@ static void classify_plain(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                         const char *why = NULL;
                         uint64_t slot = id & r->task_mask;
                         s->classify_err = validate_task(r, s, &copy[i], r->fanins[slot].ids, &r->args[slot], id,
-                                                        r->first_id, &why);
+                                                        r->first_id, &memo, &why);
                         s->classify_why = why;
                         classify_link(r, s, first, &set);
                 }

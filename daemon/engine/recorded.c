@@ -89,6 +89,7 @@ int ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task *tas
         }
         g->n = n;
         int err = 0;
+        struct validate_memo memo = { .kept = false };
         for (uint32_t i = 0; i < n && err == 0; i++) {
                 /* Task i has id i + 1; its fanins lie in [0, i + 1): the
                  * gate or earlier tasks. Copied first: validation reads a
@@ -97,7 +98,7 @@ int ring_record_validate(struct hbg_ring *r, const struct hbg_recorded_task *tas
                 struct hbg_recorded_task copy = tasks[i];
                 memset(s, 0, sizeof(*s));
                 err = validate_task(r, s, &copy.desc, copy.payload.fanins, &copy.payload.args, (uint64_t)i + 1, 0,
-                                    ret_error);
+                                    &memo, ret_error);
                 if (err < 0)
                         *ret_task = i;
                 else

@@ -2,7 +2,8 @@
 /*
  * A task's validation (RUNTIME_LOGIC.md §10.1, §14): the checks a copied
  * descriptor and the fanins and arguments its counts cover must pass, the copy
- * into the daemon's slot, and the work bound per task (§9.5). Used for
+ * into the daemon's slot, and the work bound per task (§9.5), the checks
+ * a run of tasks alike shares made once (struct validate_memo). Used for
  * submitted tasks and, once, for recorded ones.
  */
 #include "daemon/engine/validate.h"
@@ -52,30 +53,34 @@ static void name_first_kernel(struct task_slot *s, const struct hbg_task_desc *d
 #define STEP static inline __attribute__((always_inline)) int
 
 /* The descriptor's own fields: its id, zero reserved fields, known flags
- * and lanes, counts within the limits, unused inline fanins zero (§8). */
-STEP check_header(const struct hbg_task_desc *d, uint64_t id, const char **why) {
+ * and lanes, counts within the limits, unused inline fanins zero (§8).
+ * kind_passed: its kind bytes are a passed task's (struct validate_memo),
+ * so the checks that read only them are known to pass and are left out;
+ * the rest keep their order. */
+STEP check_header(const struct hbg_task_desc *d, uint64_t id, bool kind_passed, const char **why) {
         if (d->id != id) {
                 *why = "descriptor id does not match its slot's id";
                 return -EPROTO;
         }
-        if (d->reserved2 | d->reserved0[0] | d->reserved0[1] | d->reserved0[2]) {
+        uint8_t reserved0 = kind_passed ? 0 : d->reserved0[0] | d->reserved0[1] | d->reserved0[2];
+        if (d->reserved2 | reserved0) {
                 *why = "descriptor reserved field not zero";
                 return -EPROTO;
         }
-        if (d->flags & ~HBG_TASK_FLAGS_ALL) {
+        if (!kind_passed && (d->flags & ~HBG_TASK_FLAGS_ALL)) {
                 *why = "unknown task flag";
                 return -EINVAL;
         }
-        if (d->lane_mask & ~HBG_LANE_MASK_ALL) {
+        if (!kind_passed && (d->lane_mask & ~HBG_LANE_MASK_ALL)) {
                 *why = "lane mask has bits beyond the three lanes";
                 return -EINVAL;
         }
-        if (d->block_num < 1 || d->block_num > HBG_MAX_BLOCKS) {
+        if (!kind_passed && (d->block_num < 1 || d->block_num > HBG_MAX_BLOCKS)) {
                 *why = "block_num out of range (1..4096)";
                 return -ERANGE;
         }
-        if (d->n_fanins > HBG_MAX_FANINS || d->n_tensors > HBG_MAX_TENSOR_ARGS ||
-            d->n_scalars > HBG_MAX_SCALAR_ARGS) {
+        if (d->n_fanins > HBG_MAX_FANINS ||
+            (!kind_passed && (d->n_tensors > HBG_MAX_TENSOR_ARGS || d->n_scalars > HBG_MAX_SCALAR_ARGS))) {
                 *why = "too many fanins, tensors or scalars";
                 return -E2BIG;
         }
@@ -118,10 +123,11 @@ STEP copy_parts(struct task_slot *s, const struct hbg_task_desc *d, const struct
 }
 
 /* What every kind of task has: its kind flags (not both host kinds), its
- * predicate inside the heap, its lanes and blocks, into the slot. */
+ * predicate inside the heap, its lanes and blocks, into the slot.
+ * kind_passed: as check_header()'s. */
 STEP take_common(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
-                 const char **why) {
-        if ((d->flags & HBG_TASK_HOST_INLINE) && (d->flags & HBG_TASK_EXTERNAL)) {
+                 bool kind_passed, const char **why) {
+        if (!kind_passed && (d->flags & HBG_TASK_HOST_INLINE) && (d->flags & HBG_TASK_EXTERNAL)) {
                 *why = "a task cannot be both host-inline and a host task";
                 return -EINVAL;
         }
@@ -227,19 +233,62 @@ static __attribute__((cold, noinline)) int take_unsplit(uint64_t heap_size, uint
         return 0;
 }
 
+/* The work a kernel task makes a thread do, summed over its lanes and
+ * bounded per task (§9.5): the parts each lane's share is of, the sum, the
+ * limit, and the first lane's kernel whose share took the sum past it. */
+struct work_sum {
+        uint32_t parts;
+        uint64_t cost, limit;
+        const struct kernel_info *over;
+};
+
+static inline struct work_sum work_sum_start(const struct task_rules *rules, const struct task_slot *s) {
+        return (struct work_sum){ .parts = (uint32_t)s->block_num * s->lanes,
+                                  .limit = rules->max_task_cost ? rules->max_task_cost : UINT64_MAX /* 0: none */ };
+}
+
+/* Lane `lane`'s kernel k on the task's (copied) arguments: k's checks,
+ * then its share of the work added to w. */
+STEP lane_args(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d, unsigned lane,
+               const struct kernel_info *k, struct work_sum *w, const char **why) {
+        int err = kernel_validate_entry(k, &s->args, rules->heap_size, why);
+        if (err < 0) {
+                s->report_kernel = d->kernel[lane];
+                return err;
+        }
+        /* Each lane runs its kernel for its share of the parts:
+         * block_num of block_num * lanes (§9.1). */
+        uint64_t c = kernel_cost(k, &s->args, w->parts);
+        if (s->lanes > 1)
+                c /= s->lanes;
+        w->cost = __builtin_add_overflow(w->cost, c, &w->cost) ? UINT64_MAX : w->cost;
+        if (w->cost > w->limit && !w->over)
+                w->over = k;
+        return 0;
+}
+
+/* Once every lane passed: the work refused if it passed the limit (a
+ * lane's own fault is said first). */
+STEP work_within_limit(struct task_slot *s, const struct work_sum *w, const char **why) {
+        if (w->over) {
+                s->report_kernel = w->over->sig->id;
+                *why = kernel_cost_message(w->over);
+                return -E2BIG;
+        }
+        return 0;
+}
+
 /* A kernel task: each lane's checks, and the work this task makes a
  * thread do, bounded per task so that no session can hold a thread for
  * long (§9.5, docs/SECURITY.md): in one pass, the work refused only once
- * every lane passed (a lane's own fault is said first). */
+ * every lane passed. */
 STEP take_lanes(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
                 const char **why) {
         s->kind = KIND_KERNEL;
         s->shape = s->lanes > 1 ? SHAPE_MIX : (d->lane_mask & 1u) ? SHAPE_AIC : SHAPE_AIV;
         s->args.n_tensors = d->n_tensors;
         s->args.n_scalars = d->n_scalars;
-        uint32_t parts = (uint32_t)s->block_num * s->lanes;
-        uint64_t cost = 0, limit = rules->max_task_cost ? rules->max_task_cost : UINT64_MAX; /* 0: none */
-        const struct kernel_info *over = NULL; /* the lane whose work passed the limit */
+        struct work_sum w = work_sum_start(rules, s);
         /* Lanes in order: an active one's checks, an inactive one given a
          * kernel refused; the others need no look. Each active lane's kernel
          * is looked up once, here; the first one's names the task (its
@@ -263,31 +312,82 @@ STEP take_lanes(const struct task_rules *rules, struct task_slot *s, const struc
                         return -EINVAL;
                 }
                 s->kernel[lane] = k;
-                err = kernel_validate_entry(k, &s->args, rules->heap_size, why);
-                if (err < 0) {
-                        s->report_kernel = d->kernel[lane];
+                err = lane_args(rules, s, d, lane, k, &w, why);
+                if (err < 0)
                         return err;
-                }
-                /* Each lane runs its kernel for its share of the parts:
-                 * block_num of block_num * lanes (§9.1). */
-                uint64_t c = kernel_cost(k, &s->args, parts);
-                if (s->lanes > 1)
-                        c /= s->lanes;
-                cost = __builtin_add_overflow(cost, c, &cost) ? UINT64_MAX : cost;
-                if (cost > limit && !over)
-                        over = k;
         }
-        if (over) {
-                s->report_kernel = over->sig->id;
-                *why = kernel_cost_message(over);
-                return -E2BIG;
-        }
-        return 0;
+        return work_within_limit(s, &w, why);
 }
 
-/* The task's checks in order, the slot filled as they pass. */
+/* A descriptor's kind bytes (kernels, lanes, flags, blocks, counts and
+ * reserved bytes: 16..31), n_fanins zeroed: what memo_alike() compares. */
+#define KIND_FIRST offsetof(struct hbg_task_desc, kernel)
+_Static_assert(offsetof(struct hbg_task_desc, predicate_offset) - KIND_FIRST == sizeof(((struct validate_memo *)0)->key),
+               "the kind bytes are the sixteen before the predicate");
+
+static inline void kind_key(const struct hbg_task_desc *d, uint64_t key[2]) {
+        unsigned char b[sizeof(((struct validate_memo *)0)->key)];
+        memcpy(b, (const unsigned char *)d + KIND_FIRST, sizeof(b));
+        b[offsetof(struct hbg_task_desc, n_fanins) - KIND_FIRST] = 0;
+        memcpy(key, b, sizeof(b));
+}
+
+/* Whether d's kind bytes are those of the task memo kept. */
+static inline bool memo_alike(const struct validate_memo *memo, const struct hbg_task_desc *d) {
+        uint64_t key[2];
+        kind_key(d, key);
+        return memo->kept && ((key[0] ^ memo->key[0]) | (key[1] ^ memo->key[1])) == 0;
+}
+
+/* Task s passed: keep what its kind bytes decided. A kernel task's
+ * arguments are checked on every lane of its mask, or on its first lane
+ * alone when its kernel does not split (take_unsplit(): one lane left). */
+static void memo_keep(struct validate_memo *memo, const struct hbg_task_desc *d, const struct task_slot *s) {
+        kind_key(d, memo->key);
+        memo->kept = true;
+        memo->kind = s->kind;
+        memo->shape = s->shape;
+        memo->lanes = s->lanes;
+        memo->block_num = s->block_num;
+        memo->report_kernel = s->report_kernel;
+        memo->ktime_kernel = s->kind == KIND_KERNEL ? s->ktime_kernel : 0; /* set for kernel tasks only */
+        memcpy(memo->kernel, s->kernel, sizeof(memo->kernel));
+        unsigned mask = s->kind == KIND_KERNEL ? s->lane_mask & HBG_LANE_MASK_ALL : 0;
+        memo->arg_lanes = (uint8_t)(s->lanes == lanes_of_mask[mask] ? mask : mask & -mask);
+}
+
+/* A task alike the kept one: the slot's fields its kind bytes decide,
+ * then what its own arguments decide, lane by lane as take_lanes() and
+ * take_unsplit() check them. */
+STEP take_alike(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
+                const struct validate_memo *memo, const char **why) {
+        s->kind = memo->kind;
+        s->shape = memo->shape;
+        s->lanes = memo->lanes;
+        s->block_num = memo->block_num;
+        s->args.n_tensors = d->n_tensors;
+        s->args.n_scalars = d->n_scalars;
+        s->report_kernel = memo->report_kernel;
+        s->ktime_kernel = memo->ktime_kernel;
+        memcpy(s->kernel, memo->kernel, sizeof(s->kernel));
+        struct work_sum w = work_sum_start(rules, s);
+        for (unsigned lanes = memo->arg_lanes; lanes; lanes &= lanes - 1) {
+                unsigned lane = (unsigned)__builtin_ctz(lanes);
+                int err = lane_args(rules, s, d, lane, s->kernel[lane], &w, why);
+                if (err < 0)
+                        return err;
+        }
+        return work_within_limit(s, &w, why);
+}
+
+/* The task's checks in order, the slot filled as they pass. With a
+ * memo (NULL: none), a task whose kind bytes are the last passed task's
+ * skips the checks and look-ups that read only them: they passed for
+ * those very bytes. What it does not skip keeps its order, so a task
+ * is refused with the same error and reason either way. */
 STEP check_fields(const struct task_rules *rules, struct task_slot *s, const struct hbg_task_desc *d,
-                  const struct task_parts *shared, uint64_t id, uint64_t fanin_lo, const char **why) {
+                  const struct task_parts *shared, uint64_t id, uint64_t fanin_lo, struct validate_memo *memo,
+                  const char **why) {
         /* No kernels in the slot until its lane's checks (a failure must
          * not name the slot's previous occupant's); the kernel a failure
          * names is set where a lane's check refuses the task, else by
@@ -295,16 +395,23 @@ STEP check_fields(const struct task_rules *rules, struct task_slot *s, const str
         _Static_assert(HBG_LANES == 3, "the lanes below are three");
         s->kernel[0] = s->kernel[1] = s->kernel[2] = NULL;
         s->report_kernel = HBG_KERNEL_NONE;
-        int err = check_header(d, id, why);
+        bool alike = memo && memo_alike(memo, d);
+        int err = check_header(d, id, alike, why);
         if (err == 0)
                 err = copy_parts(s, d, shared, id, fanin_lo, why);
         if (err == 0)
-                err = take_common(rules, s, d, why);
+                err = take_common(rules, s, d, alike, why);
         if (err < 0)
                 return err;
+        if (alike)
+                return take_alike(rules, s, d, memo, why);
         if (d->lane_mask == 0 || (d->flags & (HBG_TASK_HOST_INLINE | HBG_TASK_EXTERNAL)))
-                return take_laneless(s, d, why);
-        return take_lanes(rules, s, d, why);
+                err = take_laneless(s, d, why);
+        else
+                err = take_lanes(rules, s, d, why);
+        if (err == 0 && memo)
+                memo_keep(memo, d, s);
+        return err;
 }
 
 #undef STEP
@@ -316,18 +423,20 @@ STEP check_fields(const struct task_rules *rules, struct task_slot *s, const str
 static inline __attribute__((always_inline)) int check_task(const struct task_rules *rules, struct task_slot *s,
                                                             const struct hbg_task_desc *d,
                                                             const struct task_parts *shared, uint64_t id,
-                                                            uint64_t fanin_lo, const char **why) {
-        int err = check_fields(rules, s, d, shared, id, fanin_lo, why);
+                                                            uint64_t fanin_lo, struct validate_memo *memo,
+                                                            const char **why) {
+        int err = check_fields(rules, s, d, shared, id, fanin_lo, memo, why);
         if (__builtin_expect(err < 0, 0) && s->report_kernel == HBG_KERNEL_NONE)
                 name_first_kernel(s, d);
         return err;
 }
 
 int validate_task(struct hbg_ring *r, struct task_slot *s, const struct hbg_task_desc *d, const uint64_t *fanins,
-                  const struct hbg_task_args *args, uint64_t id, uint64_t fanin_lo, const char **why) {
+                  const struct hbg_task_args *args, uint64_t id, uint64_t fanin_lo, struct validate_memo *memo,
+                  const char **why) {
         const struct task_rules rules = { r->g.heap_size, r->engine->cfg.max_task_cost };
         const struct task_parts shared = { fanins, args };
-        return check_task(&rules, s, d, &shared, id, fanin_lo, why);
+        return check_task(&rules, s, d, &shared, id, fanin_lo, memo, why);
 }
 
 /* Task s failed check_task() with err and why: the message with its
@@ -376,13 +485,14 @@ int engine_validate(const struct hbg_engine *e, uint64_t heap_size, const struct
                 return -ENOMEM;
         int bad = 0;
         char msg[HBG_VALIDATE_MESSAGE_MAX];
+        struct validate_memo memo = { .kept = false };
         for (uint32_t i = 0; i < n; i++) {
                 /* Copied first, as every task hbgd reads (§10.1). */
                 struct hbg_recorded_task copy = tasks[i];
                 const char *why = NULL;
                 memset(s, 0, sizeof(*s));
                 const struct task_parts parts = { copy.payload.fanins, &copy.payload.args };
-                int err = check_task(&rules, s, &copy.desc, &parts, (uint64_t)i + 1, 0, &why);
+                int err = check_task(&rules, s, &copy.desc, &parts, (uint64_t)i + 1, 0, &memo, &why);
                 if (err == 0)
                         continue;
                 explain_task(&rules, s, err, why, msg, sizeof(msg));

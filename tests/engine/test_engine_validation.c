@@ -34,6 +34,8 @@
 #include "daemon/engine/engine_stats.h"
 #include "daemon/engine/failures.h"
 #include "daemon/engine/kernels.h"
+#include "daemon/engine/slot.h"
+#include "daemon/engine/validate.h"
 #include "tests/engine/harness.h"
 #include "tests/check_main.h"
 
@@ -755,16 +757,23 @@ static void keep_refusal(void *userdata, uint32_t task, int code, const char *me
         }
 }
 
-static int dry_run_message(struct vctx *c, uint64_t b, char *msg, size_t len) {
-        uint64_t slot = b & (c->h.g.task_window - 1);
+/* Task id of the ring as a recorded task (descriptor, fanins, arguments),
+ * as it was written. */
+static struct hbg_recorded_task recorded_of(struct vctx *c, uint64_t id) {
+        uint64_t slot = id & (c->h.g.task_window - 1);
         const char *sub = (const char *)c->h.sub;
         struct hbg_recorded_task t;
-        memcpy(&t.desc, desc_of(&c->h, b), sizeof(t.desc));
-        t.desc.id = 1;
+        memcpy(&t.desc, desc_of(&c->h, id), sizeof(t.desc));
         memcpy(t.payload.fanins, sub + c->h.g.sub_fanins_offset + slot * sizeof(struct hbg_task_fanins),
                sizeof(t.payload.fanins));
         memcpy(&t.payload.args, sub + c->h.g.sub_args_offset + slot * sizeof(struct hbg_task_args),
                sizeof(t.payload.args));
+        return t;
+}
+
+static int dry_run_message(struct vctx *c, uint64_t b, char *msg, size_t len) {
+        struct hbg_recorded_task t = recorded_of(c, b);
+        t.desc.id = 1;
         struct first_refusal f = { 0 };
         ck_assert_int_eq(engine_validate(c->e, c->heap_size, &t, 1, keep_refusal, &f), (int)f.n);
         snprintf(msg, len, "%s", f.n ? f.message : "");
@@ -1079,6 +1088,152 @@ START_TEST(transitive_after_retirement) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ a rule after a task alike */
+
+static int external_ok(void *ud, uint64_t id) {
+        (void)ud;
+        (void)id;
+        return 0;
+}
+
+/* t as task id `to` of a recorded graph: its id, and its fanins as far
+ * before it as they were (the inline ones and the payload's alike). */
+static void move_task(struct hbg_recorded_task *t, uint64_t to) {
+        uint64_t from = t->desc.id;
+        t->desc.id = to;
+        for (unsigned i = 0; i < HBG_INLINE_FANINS; i++)
+                if (t->desc.fanins_inline[i])
+                        t->desc.fanins_inline[i] += to - from;
+        for (unsigned i = 0; i < HBG_MAX_FANINS; i++)
+                if (t->payload.fanins[i])
+                        t->payload.fanins[i] += to - from;
+}
+
+/* Tasks that pass, to go first. For most rules one of them is the bad
+ * task's starting point, alike in the bytes validation keeps from a
+ * passed task (kernels, lanes, flags, blocks, counts: validate.c
+ * memo_alike()), so the bad one takes the path that skips their checks. */
+enum before { B_FILL, B_FILL_MIX, B_COPY, B_ADD, B_GEMM, B_SOFTMAX, B_SPIN, B_FAIL, B_REDUCE, B_REDUCE_MIX,
+              B_DUMMY, B_INLINE, B_EXTERNAL, B_PREDICATE, B_COUNT };
+
+static struct harness_task task_before(struct vctx *c, enum before k) {
+        struct harness_task t = fill_task(c->bad_out, BUF_BYTES, V_BAD, 2);
+        switch (k) {
+        case B_FILL: break;
+        case B_FILL_MIX:
+                t.lane_mask = 3;
+                t.kernel[1] = t.kernel[0];
+                break;
+        case B_COPY: t = copy_task(c); break;
+        case B_ADD: t = add_task(c); break;
+        case B_GEMM: t = gemm_task(c); break;
+        case B_SOFTMAX: t = softmax_task(c); break;
+        case B_SPIN: t = spin_task(1000); break;
+        case B_FAIL: t = fail_task(-EIO); break;
+        case B_REDUCE: t = reduce_task(c); break; /* does not split: one part of its 3 blocks */
+        case B_REDUCE_MIX:
+                t = reduce_task(c);
+                t.lane_mask = 7;
+                t.kernel[1] = t.kernel[2] = t.kernel[0];
+                break;
+        case B_DUMMY: t = (struct harness_task){ .block_num = 1 }; break;
+        case B_INLINE: t = (struct harness_task){ .flags = HBG_TASK_HOST_INLINE, .block_num = 1 }; break;
+        case B_EXTERNAL: t = (struct harness_task){ .flags = HBG_TASK_EXTERNAL, .block_num = 1 }; break;
+        case B_PREDICATE:
+                t.flags = HBG_TASK_HAS_PREDICATE;
+                t.predicate_offset = c->bad_in;
+                break;
+        case B_COUNT: break;
+        }
+        return t;
+}
+
+struct verdict {
+        int err;
+        const char *why;
+        struct task_slot *s;
+};
+
+/* Task t validated as id 2 of a recorded graph into a zeroed slot, after
+ * `first` as id 1 passed with the memo kept (memo false: with none). */
+static struct verdict validate_after(struct vctx *c, struct hbg_recorded_task first, struct hbg_recorded_task t,
+                                     bool memo) {
+        struct validate_memo m = { .kept = false };
+        struct verdict v = { .s = aligned_alloc(64, sizeof(struct task_slot)) };
+        ck_assert_ptr_nonnull(v.s);
+        memset(v.s, 0, sizeof(*v.s));
+        move_task(&first, 1);
+        move_task(&t, 2);
+        if (memo) {
+                int err = validate_task(c->h.ring, v.s, &first.desc, first.payload.fanins, &first.payload.args, 1, 0,
+                                        &m, &v.why);
+                ck_assert_msg(err == 0 && m.kept, "the first task: %d %s", err, v.why ? v.why : "");
+                memset(v.s, 0, sizeof(*v.s));
+        }
+        v.err = validate_task(c->h.ring, v.s, &t.desc, t.payload.fanins, &t.payload.args, 2, 0, memo ? &m : NULL,
+                              &v.why);
+        return v;
+}
+
+/* t after first, with the memo and without: the same verdict, reason and
+ * named kernel, and for a task that passes the same slot, byte for byte. */
+static void expect_alike(struct vctx *c, struct hbg_recorded_task first, struct hbg_recorded_task t,
+                         const char *name, unsigned k) {
+        struct verdict with = validate_after(c, first, t, true), without = validate_after(c, first, t, false);
+        ck_assert_msg(with.err == without.err && with.why == without.why &&
+                              with.s->report_kernel == without.s->report_kernel,
+                      "%s after task %u of task_before(): %d '%s' (kernel %u) with the memo, %d '%s' (kernel %u) "
+                      "without",
+                      name, k, with.err, with.why ? with.why : "", with.s->report_kernel, without.err,
+                      without.why ? without.why : "", without.s->report_kernel);
+        if (with.err == 0)
+                ck_assert_msg(memcmp(with.s, without.s, sizeof(*with.s)) == 0,
+                              "%s after task %u of task_before(): the slots differ", name, k);
+        free(with.s);
+        free(without.s);
+}
+
+/*
+ * Each rule's bad task B, and each task of task_before(), validated after
+ * each task of task_before() with the first one's kind kept (a run of
+ * tasks alike skips the checks that read only what they share) and
+ * without: the same verdict and reason every time, and the same slot for
+ * those that pass. Says that the skipped checks passed for the second
+ * task too, that those left keep their order, and that what is taken
+ * from the kept task is what its own checks would have written.
+ */
+START_TEST(rule_after_alike_task) {
+        struct vctx c;
+        setup(&c);
+        c.h.external = external_ok;
+        struct harness_task tg = fill_task(c.g_out, BUF_BYTES, V_G, 2);
+        uint64_t g = harness_add_task(&c.h, &tg);
+        uint64_t b = add_bad(&c, (enum rule)_i);
+        ck_assert_uint_eq(b, g + 1);
+        uint64_t first_before = b + 1;
+        for (unsigned k = 0; k < B_COUNT; k++) {
+                struct harness_task t = task_before(&c, (enum before)k);
+                if (k > 0) { /* in order: they share buffers */
+                        t.n_fanins = 1;
+                        t.fanins[0] = first_before + k - 1;
+                }
+                ck_assert_uint_eq(harness_add_task(&c.h, &t), first_before + k);
+        }
+        struct hbg_graph_entry ge;
+        ck_assert_int_eq(harness_wait_graph(&c.h, harness_end_graph(&c.h, 1), WAIT_MS, &ge), 0);
+
+        struct hbg_recorded_task bad = recorded_of(&c, b);
+        for (unsigned k = 0; k < B_COUNT; k++) {
+                struct hbg_recorded_task first = recorded_of(&c, first_before + k);
+                expect_alike(&c, first, bad, rules[_i].name, k);
+                if (_i == 0)
+                        for (unsigned j = 0; j < B_COUNT; j++)
+                                expect_alike(&c, first, recorded_of(&c, first_before + j), "a task that passes", k);
+        }
+        teardown(&c);
+}
+END_TEST
+
 /* ------------------------------------------------------------ lanes and the work bound */
 
 
@@ -1129,17 +1284,53 @@ START_TEST(work_bound_after_every_lane) {
 }
 END_TEST
 
+/* A kernel that does not split, on three lanes: one part, its work
+ * counted once, for a task alike the one before it too (its kind kept). */
+START_TEST(unsplit_counted_once_alike) {
+        struct hbg_recorded_task t[2];
+        memset(t, 0, sizeof(t));
+        for (unsigned i = 0; i < 2; i++) {
+                t[i].desc.id = i + 1;
+                t[i].desc.kernel[0] = t[i].desc.kernel[1] = t[i].desc.kernel[2] = HBG_KERNEL_REDUCE_SUM_F32;
+                t[i].desc.lane_mask = 7;
+                t[i].desc.block_num = 3;
+                t[i].desc.n_tensors = 2;
+                t[i].payload.args.tensors[0] = harness_tensor(0, BUF_BYTES, HBG_DIR_IN);
+                t[i].payload.args.tensors[1] = harness_tensor(BUF_BYTES, 4, HBG_DIR_OUT);
+        }
+        struct hbg_kernel_args a = { .n_tensors = 2 };
+        memcpy(a.tensors, t[0].payload.args.tensors, sizeof(a.tensors[0]) * 2);
+        uint64_t once = kernel_cost(kernel_lookup(HBG_KERNEL_REDUCE_SUM_F32), &a, 1);
+        for (uint64_t limit = once - 1; limit <= once; limit++) {
+                struct hbg_engine_config cfg;
+                struct hbg_engine *e;
+                engine_config_default(&cfg);
+                cfg.threads = 1;
+                cfg.clusters = 1;
+                cfg.max_task_cost = limit;
+                ck_assert_int_eq(engine_new(&e, &cfg), 0);
+                struct first_refusal f = { 0 };
+                ck_assert_int_eq(engine_validate(e, HEAP_BYTES, t, 2, keep_refusal, &f), (int)f.n);
+                ck_assert_msg(f.n == (limit < once ? 2u : 0u), "limit %llu, one run %llu: %u refused (%s)",
+                              (unsigned long long)limit, (unsigned long long)once, f.n, f.message);
+                engine_free(e);
+        }
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("engine_validation");
         TCase *tc = tcase_create("rules");
         tcase_set_timeout(tc, 120);
         tcase_add_loop_test(tc, validation_rule, 0, R_COUNT);
+        tcase_add_loop_test(tc, rule_after_alike_task, 0, R_COUNT);
         tcase_add_test(tc, kernel_failure_skips_dependants);
         tcase_add_test(tc, refusal_numbers_bounded);
         tcase_add_loop_test(tc, controls, 0, C_COUNT);
         tcase_add_test(tc, transitive_in_flight);
         tcase_add_test(tc, transitive_after_retirement);
         tcase_add_test(tc, work_bound_after_every_lane);
+        tcase_add_test(tc, unsplit_counted_once_alike);
         suite_add_tcase(s, tc);
         return s;
 }
