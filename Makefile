@@ -137,9 +137,9 @@ CLIENT_LINKS := $(B)/lib/libhbgclient.so.$(SOVERSION) $(B)/lib/libhbgclient.so
 CLIENT_PC   := $(B)/lib/pkgconfig/hbgclient.pc
 
 BENCH_SRCS := bench/hbg_bench.c bench/bench_completion.c bench/bench_engine.c bench/bench_util.c \
-              bench/compare.c bench/compare_hbg.c bench/compare_peers.c bench/compare_instr.c \
-              bench/compare_kernels.c bench/compare_host.c bench/compare_python.c bench/compare_trace.c \
-              bench/compare_wait.c bench/callgrind_files.c bench/instr_stages.c bench/targets.c \
+              bench/compare.c bench/compare_hbg.c bench/compare_service.c bench/compare_peers.c \
+              bench/compare_instr.c bench/compare_kernels.c bench/compare_host.c bench/compare_python.c \
+              bench/compare_trace.c bench/compare_wait.c bench/callgrind_files.c bench/instr_stages.c bench/targets.c \
               bench/report.c bench/regress.c bench/probes.c bench/child.c bench/hbgd_proc.c \
               bench/producer.c bench/dag.c tests/engine/harness.c
 BENCH_BIN  := $(B)/bin/hbg-bench

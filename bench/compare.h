@@ -14,6 +14,7 @@
 
 #define CMP_MAX_LIST 16
 #define CMP_MAX_SHAPES 16
+#define CMP_LINE_MS (10 * 60 * 1000) /* a producer silent this long is wedged */
 
 struct cmp {
         /* options */
@@ -127,7 +128,15 @@ int cmp_hbg_instr(struct cmp *c, const char *mode, unsigned threads, const char 
 /* (Ir(run) - Ir(base)) / (tasks - 1): per task with a 1-task run's Ir
  * subtracted; 0 if that is not positive. */
 double cmp_per_task(uint64_t run, uint64_t base, uint64_t tasks);
-/* The eventfd ping-pong rows of the metrics (bench/compare_hbg.c). */
+/* bench/compare_service.c, on the hbgd of cmp_hbg(): 1- and 16-task
+ * graphs' latency (busy, parked, beside an eventfd); hbg_connect() while
+ * 8 producers connect at once; a light uid's graphs beside another's
+ * backlog; hbgd's CPU while idle. */
+void cmp_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads);
+void cmp_connect_burst(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads);
+void cmp_fairness(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads);
+void cmp_idle_cpu(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads);
+/* The eventfd ping-pong rows of the metrics. */
 void cmp_pingpong(struct cmp *c);
 
 /* The hbgd.conf of this run's hbgd into buf (CMP_CONFIG_LEN bytes: the
