@@ -13,20 +13,24 @@ static inline int hbgc_scratch_reserve(hbg_client *c, size_t n) {
         return dep_ids_reserve(&c->scratch, n);
 }
 /* What the session's tracker may forget (dep_tracker.h): complete tasks'
- * records; but once a task of the ring failed or was skipped, not the
- * writes of the graph being built (back to geometry_failure_reach() ids,
+ * records; but once a task of the graph being built failed or was
+ * skipped, not that graph's writes (back to geometry_failure_reach() ids,
  * as far as hbgd answers a failure), so that a task reading what a failed
  * task of its own graph should have written is skipped however long ago
  * that task completed. A later graph starts afresh: a writer complete
  * when its reader is added is no dependency (hbg_graph_add(3)), so a
- * retry of a failed graph runs. The failed task's error_code CAS precedes
- * its stamp's release store, and so the watermark's move past it: after
- * the acquire load of the watermark, the relaxed load of error_code sees
- * it (RUNTIME_LOGIC §12.2). A ring with no failure pays one load of a
- * line hbgd writes only on failure. */
+ * retry of a failed graph runs. A failed task raises failed_high and
+ * sets error_code before its stamp's release store, and so before the
+ * watermark's move past it: after the acquire load of the watermark, the
+ * relaxed loads see both (RUNTIME_LOGIC §12.2). failed_high 0 beside a
+ * set error_code: an hbgd that does not say which, so keep. A ring with
+ * no failure pays one load of a line hbgd writes only on failure. */
 static inline struct dep_cut hbgc_dep_cut(const hbg_client *c) {
         uint64_t wm = hbgc_watermark(c);
         if (atomic_load_explicit(&c->ch->error_code, memory_order_relaxed) == 0)
+                return (struct dep_cut){ wm, wm };
+        uint64_t high = atomic_load_explicit(&c->ch->failed_high, memory_order_relaxed);
+        if (high != 0 && high <= c->prod.graph_first) /* every failure before this graph */
                 return (struct dep_cut){ wm, wm };
         uint64_t reach = geometry_failure_reach(&c->g), next = c->prod.next_id;
         uint64_t from = next > reach ? next - reach : 0;

@@ -50,6 +50,7 @@ void layout_cpl_region_init(void *base, const struct hbg_geometry *g, uint64_t f
         atomic_store_explicit(&h->answer_moving, 0, memory_order_relaxed);
         atomic_store_explicit(&h->error_code, 0, memory_order_relaxed);
         atomic_store_explicit(&h->error_task, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->failed_high, 0, memory_order_relaxed);
         atomic_store_explicit(&h->graphs_retired, 0, memory_order_relaxed);
         atomic_store_explicit(&h->ext_ready_tail, 0, memory_order_relaxed);
         atomic_store_explicit(&h->mailbox_consumed, 0, memory_order_relaxed);

@@ -369,7 +369,14 @@ struct hbg_cpl_header {
         alignas(HBG_CACHE_LINE) _Atomic int32_t error_code;
         uint32_t reserved4;
         _Atomic uint64_t error_task;
-        uint8_t pad4[HBG_CACHE_LINE - 16];
+        /* The highest failed or skipped task's id + 1, only ever raised
+         * (UINT64_MAX once the ring is stopped); 0: none. Raised before
+         * that task's stamp is published, so a client past it in the
+         * watermark sees it (RUNTIME_LOGIC §12.2). Padding before: a
+         * client reads it only beside a set error_code, and an hbgd that
+         * left it 0 then counts as one that cannot say. */
+        _Atomic uint64_t failed_high;
+        uint8_t pad4[HBG_CACHE_LINE - 24];
 
         /* line 5: graphs retired so far (graph records below this count
          * have their final status in the graph table). */
@@ -417,6 +424,7 @@ _Static_assert(offsetof(struct hbg_cpl_header, answer_moving) == 196, "cpl answe
 _Static_assert(offsetof(struct hbg_cpl_header, error_code) == 256, "cpl error_code");
 _Static_assert(offsetof(struct hbg_cpl_header, reserved4) == 260, "cpl reserved4");
 _Static_assert(offsetof(struct hbg_cpl_header, error_task) == 264, "cpl error_task");
+_Static_assert(offsetof(struct hbg_cpl_header, failed_high) == 272, "cpl failed_high");
 _Static_assert(offsetof(struct hbg_cpl_header, graphs_retired) == 320, "cpl graphs_retired");
 _Static_assert(offsetof(struct hbg_cpl_header, ext_ready_tail) == 384, "cpl ext_ready_tail");
 _Static_assert(offsetof(struct hbg_cpl_header, mailbox_consumed) == 448, "cpl mailbox_consumed");

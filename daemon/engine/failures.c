@@ -39,6 +39,7 @@ void failures_record(struct hbg_ring *r, uint64_t id, int code, uint16_t kernel,
         int32_t expected = 0;
         if (atomic_compare_exchange_strong(&r->cpl->error_code, &expected, code))
                 atomic_store_explicit(&r->cpl->error_task, id, memory_order_release);
+        failures_raise_high(&r->cpl->failed_high, id + 1);
         if (r->fail.n < r->fail.max) {
                 r->fail.list[r->fail.n++] = f;
                 r->fail.hi_known = false;

@@ -25,6 +25,18 @@ static inline void failures_tag(struct failure_tags *ft, uint64_t id) {
         atomic_store_explicit(&ft->entries[id & ft->mask], id + 1, memory_order_relaxed);
 }
 
+/* The completion region's failed_high raised to v (a failed or skipped
+ * task's id + 1; UINT64_MAX once the ring is stopped), never lowered.
+ * Relaxed: a task's raise comes before its stamp's release store, which
+ * is what orders it for a client that sees the watermark past the task
+ * (RUNTIME_LOGIC §12.2); a later raise only makes it higher. */
+static inline void failures_raise_high(_Atomic uint64_t *high, uint64_t v) {
+        uint64_t cur = atomic_load_explicit(high, memory_order_relaxed);
+        while (cur < v && !atomic_compare_exchange_weak_explicit(high, &cur, v, memory_order_relaxed,
+                                                                 memory_order_relaxed))
+                ;
+}
+
 /* Did complete producer f fail (or was it skipped)? The table answers
  * for every f >= WM - D. */
 static inline bool failures_tagged(const struct failure_tags *ft, uint64_t f) {

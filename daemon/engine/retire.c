@@ -296,6 +296,7 @@ static bool ring_break(struct hbg_ring *r, int code, uint64_t task, const char *
         int32_t zero = 0;
         if (atomic_compare_exchange_strong(&r->cpl->error_code, &zero, code))
                 atomic_store_explicit(&r->cpl->error_task, task, memory_order_release);
+        failures_raise_high(&r->cpl->failed_high, UINT64_MAX);
         bool expected = false;
         return atomic_compare_exchange_strong(&r->broken, &expected, true);
 }
@@ -325,6 +326,7 @@ void retire_stopped(struct hbg_ring *r, int code) {
         int32_t zero = 0;
         if (atomic_compare_exchange_strong(&r->cpl->error_code, &zero, code))
                 atomic_store_explicit(&r->cpl->error_task, 0, memory_order_release);
+        failures_raise_high(&r->cpl->failed_high, UINT64_MAX);
         atomic_store(&r->broken, true);
         unsigned spins = 0;
         while (!graph_lock(r))

@@ -17,6 +17,11 @@
  *                  (INOUT) one: their outputs keep their bytes; the next
  *                  graph, a retry that reads the tensor, runs, and one
  *                  that writes it again, then reads it, runs;
+ *   complete_writes_free_after_failed_graph
+ *                  after a failed graph, a later graph's reader of 17
+ *                  pieces its complete tasks wrote depends on none of them
+ *                  (no joining dummy); with a failure in its own graph, on
+ *                  all 17 (a dummy joins them);
  *   stall          a session stall limit of 200 ms fails a hung host task
  *                  with -ETIME, while a short wait on a long kernel gives
  *                  -ETIMEDOUT (hbg_graph_error(): 1, running) and the
@@ -323,6 +328,84 @@ START_TEST(skipped_writer_read_later) {
         add(d, c, &t, NULL);
         expect_success_info(d, c, submit(d, c));
         ck_assert_float_eq(first_of(c, z), 5.0f);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* Graph g (submitted) with a fail task of -EIO at task `bad`. */
+static uint64_t fail_graph(struct hbgd_proc *d, hbg_client *c, uint64_t *bad) {
+        hbg_task f = HBG_TASK_INIT("fail");
+        f.n_scalars = 1;
+        f.scalars[0] = (uint64_t)(int64_t)-EIO;
+        add(d, c, &f, bad);
+        return submit(d, c);
+}
+
+/* PIECES tasks each writing a piece of x, then more tasks than the window
+ * (the watermark passes the writers), then a copy reading all of x: its
+ * id. With a failure in the graph, the copy depends on the PIECES
+ * complete writers (joined by a dummy task: the id skips one); without,
+ * on none. */
+#define PIECES 17u
+static uint64_t read_complete_pieces(struct hbgd_proc *d, hbg_client *c, hbg_tensor x, hbg_tensor y,
+                                     hbg_tensor junk, bool fail_in_graph, uint64_t *ret_before) {
+        for (unsigned i = 0; i < PIECES; i++) {
+                hbg_task t = fill((hbg_tensor){ x.offset + 64u * i, 64 }, (float)(i + 1));
+                add(d, c, &t, NULL);
+        }
+        if (fail_in_graph) {
+                hbg_task f = HBG_TASK_INIT("fail");
+                f.n_scalars = 1;
+                f.scalars[0] = (uint64_t)(int64_t)-EIO;
+                add(d, c, &f, NULL);
+        }
+        uint64_t before = 0, id;
+        for (unsigned i = 0; i < 600; i++) {
+                hbg_task t = fill(junk, (float)i);
+                add(d, c, &t, &before);
+        }
+        hbg_task r = copy(x, y);
+        add(d, c, &r, &id);
+        *ret_before = before;
+        return id;
+}
+
+/*
+ * A failure keeps a graph's complete writes as dependencies only within
+ * that graph: after a failed graph, a later one's reader of bytes its
+ * complete tasks wrote depends on nothing (hbgd says which task failed
+ * last: failed_high); with a failure of its own, on those writers.
+ */
+START_TEST(complete_writes_free_after_failed_graph) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.task_window = 256;
+        hbg_client *c = connect_opts(d, &o);
+        hbg_tensor x, y, junk;
+        ck_assert_int_eq(hbg_tensor_alloc(c, 64 * PIECES, &x), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, 64 * PIECES, &y), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, 64, &junk), 0);
+        uint64_t bad, failed = fail_graph(d, c, &bad);
+        expect_failure(d, c, failed, -EIO, bad, "fail", "kernel fail returned -EIO");
+
+        uint64_t before, id = read_complete_pieces(d, c, x, y, junk, false, &before);
+        D_ASSERT(d, id == before + 1, "after a failed graph, a reader of its own graph's complete writes got "
+                 "dependencies on them: its id %llu, the task before %llu", (unsigned long long)id,
+                 (unsigned long long)before);
+        expect_success_info(d, c, submit(d, c));
+        for (unsigned i = 0; i < PIECES; i++)
+                ck_assert_float_eq(((const float *)hbg_tensor_data(c, y))[16 * i], (float)(i + 1));
+
+        id = read_complete_pieces(d, c, x, y, junk, true, &before);
+        D_ASSERT(d, id == before + 2, "with a failure in its graph, the reader's %u complete writers were not "
+                 "joined: its id %llu, the task before %llu", PIECES, (unsigned long long)id,
+                 (unsigned long long)before);
+        uint64_t g = submit(d, c);
+        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
+        ck_assert_int_eq(hbg_graph_wait(c, g, 10000), -EIO);
+        ck_assert_int_eq(hbg_graph_error(c, g, &info), 0);
+        ck_assert_int_eq(info.code, -EIO);
         hbg_disconnect(c);
         stop_hbgd(d);
 }
@@ -731,6 +814,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, kernel_runtime);
         tcase_add_test(tc, host_task);
         tcase_add_test(tc, skipped_writer_read_later);
+        tcase_add_test(tc, complete_writes_free_after_failed_graph);
         tcase_add_test(tc, stall);
         tcase_add_test(tc, stall_counts_from_the_request);
         tcase_add_test(tc, stall_limit);

@@ -494,6 +494,7 @@ static const struct header_field cpl_fields[] = {
         FIELD(struct hbg_cpl_header, error_code),
         PAD(struct hbg_cpl_header, reserved4),
         FIELD(struct hbg_cpl_header, error_task),
+        FIELD(struct hbg_cpl_header, failed_high),
         PAD(struct hbg_cpl_header, pad4),
         FIELD(struct hbg_cpl_header, graphs_retired),
         PAD(struct hbg_cpl_header, pad5),
