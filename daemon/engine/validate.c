@@ -161,6 +161,10 @@ STEP take_laneless(struct task_slot *s, const struct hbg_task_desc *d, const cha
                   : (d->flags & HBG_TASK_EXTERNAL) ? KIND_EXTERNAL
                                                    : KIND_DUMMY;
         s->shape = SHAPE_DUMMY;
+        /* Nothing of the slot's previous occupant left in what the memo
+         * hands on (take_alike() writes the same). */
+        s->args.n_tensors = s->args.n_scalars = 0;
+        s->ktime_kernel = 0;
         return 0;
 }
 
@@ -350,7 +354,7 @@ static void memo_keep(struct validate_memo *memo, const struct hbg_task_desc *d,
         memo->lanes = s->lanes;
         memo->block_num = s->block_num;
         memo->report_kernel = s->report_kernel;
-        memo->ktime_kernel = s->kind == KIND_KERNEL ? s->ktime_kernel : 0; /* set for kernel tasks only */
+        memo->ktime_kernel = s->ktime_kernel;
         memcpy(memo->kernel, s->kernel, sizeof(memo->kernel));
         unsigned mask = s->kind == KIND_KERNEL ? s->lane_mask & HBG_LANE_MASK_ALL : 0;
         memo->arg_lanes = (uint8_t)(s->lanes == lanes_of_mask[mask] ? mask : mask & -mask);

@@ -1154,32 +1154,47 @@ struct verdict {
         struct task_slot *s;
 };
 
-/* Task t validated as id 2 of a recorded graph into a zeroed slot, after
- * `first` as id 1 passed with the memo kept (memo false: with none). */
-static struct verdict validate_after(struct vctx *c, struct hbg_recorded_task first, struct hbg_recorded_task t,
-                                     bool memo) {
+/* A slot as the previous occupant's might be: no field zero. */
+static struct task_slot *used_slot(void) {
+        struct task_slot *s = aligned_alloc(64, sizeof(*s));
+        ck_assert_ptr_nonnull(s);
+        memset(s, 0x5a, sizeof(*s));
+        return s;
+}
+
+/* Task t validated as id 3 of a recorded graph into a used slot: with
+ * memo, after `first` as id 1 passed with its kind kept and, if mid is
+ * set, after *mid as id 2 (pass or not); without, alone. */
+static struct verdict validate_after(struct vctx *c, struct hbg_recorded_task first,
+                                     const struct hbg_recorded_task *mid, struct hbg_recorded_task t, bool memo) {
         struct validate_memo m = { .kept = false };
-        struct verdict v = { .s = aligned_alloc(64, sizeof(struct task_slot)) };
-        ck_assert_ptr_nonnull(v.s);
-        memset(v.s, 0, sizeof(*v.s));
+        struct verdict v = { .s = used_slot() };
         move_task(&first, 1);
-        move_task(&t, 2);
+        move_task(&t, 3);
         if (memo) {
                 int err = validate_task(c->h.ring, v.s, &first.desc, first.payload.fanins, &first.payload.args, 1, 0,
                                         &m, &v.why);
                 ck_assert_msg(err == 0 && m.kept, "the first task: %d %s", err, v.why ? v.why : "");
-                memset(v.s, 0, sizeof(*v.s));
+                if (mid) {
+                        struct hbg_recorded_task second = *mid;
+                        move_task(&second, 2);
+                        (void)validate_task(c->h.ring, v.s, &second.desc, second.payload.fanins,
+                                            &second.payload.args, 2, 0, &m, &v.why);
+                }
+                memset(v.s, 0x5a, sizeof(*v.s));
+                v.why = NULL; /* as every caller starts */
         }
-        v.err = validate_task(c->h.ring, v.s, &t.desc, t.payload.fanins, &t.payload.args, 2, 0, memo ? &m : NULL,
+        v.err = validate_task(c->h.ring, v.s, &t.desc, t.payload.fanins, &t.payload.args, 3, 0, memo ? &m : NULL,
                               &v.why);
         return v;
 }
 
-/* t after first, with the memo and without: the same verdict, reason and
- * named kernel, and for a task that passes the same slot, byte for byte. */
-static void expect_alike(struct vctx *c, struct hbg_recorded_task first, struct hbg_recorded_task t,
-                         const char *name, unsigned k) {
-        struct verdict with = validate_after(c, first, t, true), without = validate_after(c, first, t, false);
+/* t after first (and mid), with the memo and without: the same verdict,
+ * reason and named kernel, and for a task that passes the same slot,
+ * byte for byte. */
+static void expect_alike(struct vctx *c, struct hbg_recorded_task first, const struct hbg_recorded_task *mid,
+                         struct hbg_recorded_task t, const char *name, unsigned k) {
+        struct verdict with = validate_after(c, first, mid, t, true), without = validate_after(c, first, mid, t, false);
         ck_assert_msg(with.err == without.err && with.why == without.why &&
                               with.s->report_kernel == without.s->report_kernel,
                       "%s after task %u of task_before(): %d '%s' (kernel %u) with the memo, %d '%s' (kernel %u) "
@@ -1194,11 +1209,12 @@ static void expect_alike(struct vctx *c, struct hbg_recorded_task first, struct 
 }
 
 /*
- * Each rule's bad task B, and each task of task_before(), validated after
- * each task of task_before() with the first one's kind kept (a run of
- * tasks alike skips the checks that read only what they share) and
- * without: the same verdict and reason every time, and the same slot for
- * those that pass. Says that the skipped checks passed for the second
+ * Each rule's bad task B, and each task of task_before(), validated into
+ * a used slot after each task of task_before() with the first one's kind
+ * kept (a run of tasks alike skips the checks that read only what they
+ * share) and without: the same verdict and reason every time, and the
+ * same slot for those that pass; and each task of task_before() again
+ * after itself and B. Says that the skipped checks passed for the second
  * task too, that those left keep their order, and that what is taken
  * from the kept task is what its own checks would have written.
  */
@@ -1225,10 +1241,13 @@ START_TEST(rule_after_alike_task) {
         struct hbg_recorded_task bad = recorded_of(&c, b);
         for (unsigned k = 0; k < B_COUNT; k++) {
                 struct hbg_recorded_task first = recorded_of(&c, first_before + k);
-                expect_alike(&c, first, bad, rules[_i].name, k);
+                expect_alike(&c, first, NULL, bad, rules[_i].name, k);
+                /* What was kept outlives a task refused in between. */
+                expect_alike(&c, first, &bad, first, "the first task again after the rule's", k);
                 if (_i == 0)
                         for (unsigned j = 0; j < B_COUNT; j++)
-                                expect_alike(&c, first, recorded_of(&c, first_before + j), "a task that passes", k);
+                                expect_alike(&c, first, NULL, recorded_of(&c, first_before + j), "a task that passes",
+                                             k);
         }
         teardown(&c);
 }
@@ -1318,6 +1337,47 @@ START_TEST(unsplit_counted_once_alike) {
 }
 END_TEST
 
+/* The work bound of a task alike a passed one (its kind kept): refused
+ * as without the memo, on one lane and on two. */
+START_TEST(work_bound_alike) {
+        struct hbg_engine_config cfg;
+        struct hbg_engine *e;
+        engine_config_default(&cfg);
+        cfg.threads = 1;
+        cfg.clusters = 1;
+        cfg.max_task_cost = 1000;
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
+        static const struct {
+                uint8_t lane_mask;
+                uint64_t within, over;
+                const char *message;
+        } cases[] = {
+                { 1, 1000, 1001, "1001 units, the limit is 1000" },
+                { 3, 500, 600, "1200 units, the limit is 1000" }, /* each lane's share of 2 parts */
+        };
+        for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct hbg_recorded_task t[2];
+                memset(t, 0, sizeof(t));
+                for (unsigned j = 0; j < 2; j++) {
+                        t[j].desc.id = j + 1;
+                        t[j].desc.kernel[0] = HBG_KERNEL_SPIN_NS;
+                        if (cases[i].lane_mask & 2u)
+                                t[j].desc.kernel[1] = HBG_KERNEL_SPIN_NS;
+                        t[j].desc.lane_mask = cases[i].lane_mask;
+                        t[j].desc.block_num = 1;
+                        t[j].desc.n_scalars = 1;
+                        t[j].payload.args.scalars[0] = j ? cases[i].over : cases[i].within;
+                }
+                struct first_refusal f = { 0 };
+                ck_assert_int_eq(engine_validate(e, HEAP_BYTES, t, 2, keep_refusal, &f), (int)f.n);
+                ck_assert_msg(f.n == 1 && f.code == -E2BIG && strncmp(f.message, "spin_ns: ", 9) == 0 &&
+                                      strstr(f.message, cases[i].message),
+                              "lanes %u: %u refused, %d '%s'", cases[i].lane_mask, f.n, f.code, f.message);
+        }
+        engine_free(e);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("engine_validation");
         TCase *tc = tcase_create("rules");
@@ -1331,6 +1391,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, transitive_after_retirement);
         tcase_add_test(tc, work_bound_after_every_lane);
         tcase_add_test(tc, unsplit_counted_once_alike);
+        tcase_add_test(tc, work_bound_alike);
         suite_add_tcase(s, tc);
         return s;
 }
