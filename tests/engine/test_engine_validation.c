@@ -1256,6 +1256,18 @@ END_TEST
 /* ------------------------------------------------------------ lanes and the work bound */
 
 
+/* An engine of one thread whose work limit per task is `limit`. */
+static struct hbg_engine *limited_engine(uint64_t limit) {
+        struct hbg_engine_config cfg;
+        struct hbg_engine *e;
+        engine_config_default(&cfg);
+        cfg.threads = 1;
+        cfg.clusters = 1;
+        cfg.max_task_cost = limit;
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
+        return e;
+}
+
 /* One two-lane task (lanes 0 and 1, one block, one scalar shared by both
  * kernels) through engine_validate() with a work limit of 1000. */
 static struct first_refusal two_lanes(struct hbg_engine *e, uint16_t k0, uint16_t k1, uint64_t scalar) {
@@ -1276,13 +1288,7 @@ static struct first_refusal two_lanes(struct hbg_engine *e, uint16_t k0, uint16_
 /* The work bound is refused only once every lane passed its own checks,
  * at the lane where the total first passes the limit. */
 START_TEST(work_bound_after_every_lane) {
-        struct hbg_engine_config cfg;
-        struct hbg_engine *e;
-        engine_config_default(&cfg);
-        cfg.threads = 1;
-        cfg.clusters = 1;
-        cfg.max_task_cost = 1000;
-        ck_assert_int_eq(engine_new(&e, &cfg), 0);
+        struct hbg_engine *e = limited_engine(1000);
         /* Lane 0 (spin_ns, 1 s) alone passes the bound; lane 1 (fail, code
          * 1e9) is refused by its own check: that is said. */
         struct first_refusal f = two_lanes(e, HBG_KERNEL_SPIN_NS, HBG_KERNEL_FAIL, 1000000000);
@@ -1321,13 +1327,7 @@ START_TEST(unsplit_counted_once_alike) {
         memcpy(a.tensors, t[0].payload.args.tensors, sizeof(a.tensors[0]) * 2);
         uint64_t once = kernel_cost(kernel_lookup(HBG_KERNEL_REDUCE_SUM_F32), &a, 1);
         for (uint64_t limit = once - 1; limit <= once; limit++) {
-                struct hbg_engine_config cfg;
-                struct hbg_engine *e;
-                engine_config_default(&cfg);
-                cfg.threads = 1;
-                cfg.clusters = 1;
-                cfg.max_task_cost = limit;
-                ck_assert_int_eq(engine_new(&e, &cfg), 0);
+                struct hbg_engine *e = limited_engine(limit);
                 struct first_refusal f = { 0 };
                 ck_assert_int_eq(engine_validate(e, HEAP_BYTES, t, 2, keep_refusal, &f), (int)f.n);
                 ck_assert_msg(f.n == (limit < once ? 2u : 0u), "limit %llu, one run %llu: %u refused (%s)",
@@ -1340,13 +1340,7 @@ END_TEST
 /* The work bound of a task alike a passed one (its kind kept): refused
  * as without the memo, on one lane and on two. */
 START_TEST(work_bound_alike) {
-        struct hbg_engine_config cfg;
-        struct hbg_engine *e;
-        engine_config_default(&cfg);
-        cfg.threads = 1;
-        cfg.clusters = 1;
-        cfg.max_task_cost = 1000;
-        ck_assert_int_eq(engine_new(&e, &cfg), 0);
+        struct hbg_engine *e = limited_engine(1000);
         static const struct {
                 uint8_t lane_mask;
                 uint64_t within, over;
