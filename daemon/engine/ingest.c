@@ -39,19 +39,15 @@ static void classify_plain(struct sched_thread *t, struct hbg_ring *r, uint64_t 
         struct classify_run_set set = { .n_linked = 0 };
         struct validate_memo memo = { .kept = false }; /* a run of tasks alike checks its kind once */
 
+        struct task_slot *slots[COPY_RUN];
         for (uint64_t base = 0; base < n; base += COPY_RUN) {
-                uint64_t m = n - base < COPY_RUN ? n - base : COPY_RUN;
+                unsigned m = (unsigned)(n - base < COPY_RUN ? n - base : COPY_RUN);
                 copy_descs(r, first + base, m, copy);
-                for (uint64_t i = 0; i < m; i++) {
-                        uint64_t id = first + base + i;
-                        struct task_slot *s = classify_begin(r, id);
-                        const char *why = NULL;
-                        uint64_t slot = id & r->task_mask;
-                        s->classify_err = validate_task(r, s, &copy[i], r->fanins[slot].ids, &r->args[slot], id,
-                                                        r->first_id, &memo, &why);
-                        s->classify_why = why;
-                        classify_link(r, s, first, &set);
-                }
+                for (unsigned i = 0; i < m; i++)
+                        slots[i] = classify_begin(r, first + base + i);
+                validate_run(r, slots, copy, first + base, m, &memo);
+                for (unsigned i = 0; i < m; i++)
+                        classify_link(r, slots[i], first, &set);
         }
         classify_run(t, r, first, n, &set);
 }

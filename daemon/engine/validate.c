@@ -443,6 +443,19 @@ int validate_task(struct hbg_ring *r, struct task_slot *s, const struct hbg_task
         return check_task(&rules, s, d, &shared, id, fanin_lo, memo, why);
 }
 
+void validate_run(struct hbg_ring *r, struct task_slot *const *slots, const struct hbg_task_desc *copies,
+                  uint64_t first, unsigned n, struct validate_memo *memo) {
+        const struct task_rules rules = { r->g.heap_size, r->engine->cfg.max_task_cost };
+        for (unsigned i = 0; i < n; i++) {
+                uint64_t id = first + i, slot = id & r->task_mask;
+                const struct task_parts shared = { r->fanins[slot].ids, &r->args[slot] };
+                struct task_slot *s = slots[i];
+                const char *why = NULL;
+                s->classify_err = check_task(&rules, s, &copies[i], &shared, id, r->first_id, memo, &why);
+                s->classify_why = why;
+        }
+}
+
 /* Task s failed check_task() with err and why: the message with its
  * numbers where a kernel's check gives them (kernel_explain()) or the
  * work limit refused it. Whether it has numbers. */
