@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +18,6 @@
 #include "bench/hbgd_proc.h"
 #include "bench/probes.h"
 #include "daemon/engine/engine.h"
-
 
 void cmp_run_free(struct cmp_run *r) {
         free(r->graph_ns);

@@ -58,7 +58,8 @@ static void hand_on(struct sched_thread *t, struct hbg_ring *r, struct task_slot
 
 /*
  * Classification of a run is two passes (§10.1). The first, task by task
- * right after validation (classify_link): the task becomes owned and
+ * right after the validation of the (up to 16) copies it came in
+ * (classify_link): the task becomes owned and
  * waiting, and if it is valid and its latest fanin is in the run it goes
  * on that fanin's batch list, with plain stores: no task of the run has
  * been handed on yet, so none can complete and drain (its completer reads

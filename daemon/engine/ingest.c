@@ -19,7 +19,7 @@
 #include "daemon/engine/work.h"
 
 /* Descriptors copied out of client memory per memcpy: a run of them at a
- * time, in a buffer small enough (7 KiB) to stay in L1 while validated. */
+ * time, in a buffer small enough (1 KiB) to stay in L1 while validated. */
 #define COPY_RUN 16u
 
 /* Copy descriptors of ids first .. first + n - 1 (n <= COPY_RUN): one or,
@@ -45,7 +45,7 @@ static void classify_plain(struct sched_thread *t, struct hbg_ring *r, uint64_t 
                 copy_descs(r, first + base, m, copy);
                 for (unsigned i = 0; i < m; i++)
                         slots[i] = classify_begin(r, first + base + i);
-                validate_run(r, slots, copy, first + base, m, &memo);
+                validate_claimed_run(r, slots, copy, first + base, m, &memo);
                 for (unsigned i = 0; i < m; i++)
                         classify_link(r, slots[i], first, &set);
         }

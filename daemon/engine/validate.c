@@ -204,8 +204,8 @@ static const char unsplit_beside_another[] = "a kernel that does not split must 
  * other lanes must name k too and run nothing; k is checked and its work
  * counted once, as that one part. Out of line: the common task's path
  * pays one test of k's signature for it. The rules by value: their
- * address taken, validate_task() would keep them on its stack for every
- * task.
+ * address taken, the validating loop would keep them on its stack for
+ * every task.
  */
 static __attribute__((cold, noinline)) int take_unsplit(uint64_t heap_size, uint64_t max_task_cost,
                                                         struct task_slot *s, const struct hbg_task_desc *d,
@@ -347,7 +347,7 @@ static inline bool memo_alike(const struct validate_memo *memo, const struct hbg
  * arguments are checked on every lane of its mask, or on its first lane
  * alone when its kernel does not split (take_unsplit(): one lane left). */
 static void memo_keep(struct validate_memo *memo, const struct hbg_task_desc *d, const struct task_slot *s) {
-        kind_key(d, memo->key);
+        kind_key(d, memo->key); /* again: this path is taken once per change of kind */
         memo->kept = true;
         memo->kind = s->kind;
         memo->shape = s->shape;
@@ -420,8 +420,8 @@ STEP check_fields(const struct task_rules *rules, struct task_slot *s, const str
 
 #undef STEP
 
-/* check_fields(), and the kernel a refused task names. Inline in
- * validate_task(), whose arguments then stay in registers (a call kept
+/* check_fields(), and the kernel a refused task names. Inline in its
+ * callers' loops, whose arguments then stay in registers (a call kept
  * the rules and the parts on the stack: 20 instructions a task on chain,
  * 23 on fanin4). */
 static inline __attribute__((always_inline)) int check_task(const struct task_rules *rules, struct task_slot *s,
@@ -443,7 +443,7 @@ int validate_task(struct hbg_ring *r, struct task_slot *s, const struct hbg_task
         return check_task(&rules, s, d, &shared, id, fanin_lo, memo, why);
 }
 
-void validate_run(struct hbg_ring *r, struct task_slot *const *slots, const struct hbg_task_desc *copies,
+void validate_claimed_run(struct hbg_ring *r, struct task_slot *const *slots, const struct hbg_task_desc *copies,
                   uint64_t first, unsigned n, struct validate_memo *memo) {
         const struct task_rules rules = { r->g.heap_size, r->engine->cfg.max_task_cost };
         for (unsigned i = 0; i < n; i++) {

@@ -41,10 +41,10 @@ int validate_task(struct hbg_ring *r, struct task_slot *s, const struct hbg_task
  * their fanins and arguments from the ring's arrays; each verdict into
  * the slot's classify_err and classify_why. One call for the run: what
  * a call per task costs (its entry, its arguments) is paid once. */
-void validate_run(struct hbg_ring *r, struct task_slot *const *slots, const struct hbg_task_desc *copies,
+void validate_claimed_run(struct hbg_ring *r, struct task_slot *const *slots, const struct hbg_task_desc *copies,
                   uint64_t first, unsigned n, struct validate_memo *memo);
 
-/* The numbers behind s's refusal (err, why from validate_task(), the
+/* The numbers behind s's refusal (err, why from validation, the
  * slot not yet reused) into buf: "why: m*k = 64*64 = 4096 elements, A has
  * 1024", as a dry run says it. false, buf unspecified: the check gives
  * none (or the slot's arguments are not the task's). */

@@ -1309,31 +1309,62 @@ START_TEST(work_bound_after_every_lane) {
 }
 END_TEST
 
+/* reduce_sum_f32 on three lanes, 3 blocks (a kernel that does not
+ * split: one part), summing `in_bytes` at `in_offset` into 4 bytes at
+ * 8 * BUF_BYTES, as task `id` of a recorded graph. */
+static struct hbg_recorded_task reduce_mix(uint64_t id, uint64_t in_offset, uint64_t in_bytes) {
+        struct hbg_recorded_task t;
+        memset(&t, 0, sizeof(t));
+        t.desc.id = id;
+        t.desc.kernel[0] = t.desc.kernel[1] = t.desc.kernel[2] = HBG_KERNEL_REDUCE_SUM_F32;
+        t.desc.lane_mask = 7;
+        t.desc.block_num = 3;
+        t.desc.n_tensors = 2;
+        t.payload.args.tensors[0] = harness_tensor(in_offset, in_bytes, HBG_DIR_IN);
+        t.payload.args.tensors[1] = harness_tensor(8 * BUF_BYTES, 4, HBG_DIR_OUT);
+        return t;
+}
+
+/* engine_validate() of t (1 or 2 tasks) on e: the first refusal. */
+static struct first_refusal first_refusal_of(struct hbg_engine *e, const struct hbg_recorded_task *t, uint32_t n) {
+        struct first_refusal f = { 0 };
+        ck_assert_int_eq(engine_validate(e, HEAP_BYTES, t, n, keep_refusal, &f), (int)f.n);
+        return f;
+}
+
 /* A kernel that does not split, on three lanes: one part, its work
- * counted once, for a task alike the one before it too (its kind kept). */
+ * counted once, for a task alike the one before it too (its kind kept);
+ * and such a task alike a passed one has its arguments checked and its
+ * work bounded, refused as it is alone. */
 START_TEST(unsplit_counted_once_alike) {
-        struct hbg_recorded_task t[2];
-        memset(t, 0, sizeof(t));
-        for (unsigned i = 0; i < 2; i++) {
-                t[i].desc.id = i + 1;
-                t[i].desc.kernel[0] = t[i].desc.kernel[1] = t[i].desc.kernel[2] = HBG_KERNEL_REDUCE_SUM_F32;
-                t[i].desc.lane_mask = 7;
-                t[i].desc.block_num = 3;
-                t[i].desc.n_tensors = 2;
-                t[i].payload.args.tensors[0] = harness_tensor(0, BUF_BYTES, HBG_DIR_IN);
-                t[i].payload.args.tensors[1] = harness_tensor(BUF_BYTES, 4, HBG_DIR_OUT);
-        }
+        struct hbg_recorded_task t[2] = { reduce_mix(1, 0, BUF_BYTES), reduce_mix(2, 0, BUF_BYTES) };
         struct hbg_kernel_args a = { .n_tensors = 2 };
         memcpy(a.tensors, t[0].payload.args.tensors, sizeof(a.tensors[0]) * 2);
         uint64_t once = kernel_cost(kernel_lookup(HBG_KERNEL_REDUCE_SUM_F32), &a, 1);
         for (uint64_t limit = once - 1; limit <= once; limit++) {
                 struct hbg_engine *e = limited_engine(limit);
-                struct first_refusal f = { 0 };
-                ck_assert_int_eq(engine_validate(e, HEAP_BYTES, t, 2, keep_refusal, &f), (int)f.n);
+                struct first_refusal f = first_refusal_of(e, t, 2);
                 ck_assert_msg(f.n == (limit < once ? 2u : 0u), "limit %llu, one run %llu: %u refused (%s)",
                               (unsigned long long)limit, (unsigned long long)once, f.n, f.message);
                 engine_free(e);
         }
+
+        struct hbg_engine *e = limited_engine(once);
+        /* Its input past the heap's end; then twice as long (over the
+         * limit): after a passed task alike, as alone. */
+        struct hbg_recorded_task bad[2] = { reduce_mix(2, HEAP_BYTES - BUF_BYTES / 2, BUF_BYTES),
+                                            reduce_mix(2, 0, 2 * BUF_BYTES) };
+        static const int codes[2] = { -ERANGE, -E2BIG };
+        for (unsigned i = 0; i < 2; i++) {
+                struct hbg_recorded_task pair[2] = { t[0], bad[i] }, alone = bad[i];
+                alone.desc.id = 1;
+                struct first_refusal after = first_refusal_of(e, pair, 2), by_itself = first_refusal_of(e, &alone, 1);
+                ck_assert_msg(after.n == 1 && by_itself.n == 1 && after.code == codes[i] &&
+                                      by_itself.code == codes[i] && strcmp(after.message, by_itself.message) == 0,
+                              "case %u: after a task alike %u refused, %d '%s'; alone %u, %d '%s'", i, after.n,
+                              after.code, after.message, by_itself.n, by_itself.code, by_itself.message);
+        }
+        engine_free(e);
 }
 END_TEST
 
