@@ -149,7 +149,8 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_completion_stress test_kernels test_engine_basic \
               test_engine_differential test_engine_rings test_engine_stress test_engine_alloc \
               test_engine_validation test_engine_behaviour test_engine_replay test_e2e_daemon test_e2e_affinity \
-              test_e2e_hostile test_e2e_systemd test_e2e_hbgctl test_e2e_client \
+              test_e2e_hostile test_e2e_systemd test_e2e_hbgctl test_e2e_hbgctl_graphs test_e2e_hbgctl_hbgd \
+              test_e2e_client \
               test_e2e_api test_e2e_errors test_e2e_replay test_e2e_proto_attack test_text \
               test_e2e_faults test_e2e_shm_attack test_e2e_access test_e2e_metrics test_e2e_journal \
               test_e2e_host_threads test_dep_tracker test_instr_stages
@@ -484,10 +485,17 @@ $(B)/tests/test_e2e_%: $(B)/obj/tests/e2e/test_e2e_%.o $(E2E_UTIL_OBJS) $(CHECK_
 		$(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) $(TEST_EXTRA_LIBS) \
 		$(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c) -lm
 
-# test_e2e_hbgctl runs hbgctl (a subprocess) and reads its JSON with json-c.
-$(B)/obj/tests/e2e/test_e2e_hbgctl.o: TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)
-$(B)/tests/test_e2e_hbgctl: TEST_EXTRA_LIBS = $(JSONC_LIBS)
-$(B)/tests/test_e2e_hbgctl: | $(HBGCTL_BIN) $(EXAMPLE_BIN) $(HOST_EXAMPLE_BIN)
+# The hbgctl tests run hbgctl (a subprocess) and read its JSON with json-c,
+# through tests/e2e/hbgctl_util.c.
+HBGCTL_TESTS := test_e2e_hbgctl test_e2e_hbgctl_graphs test_e2e_hbgctl_hbgd
+HBGCTL_UTIL_OBJ := $(B)/obj/tests/e2e/hbgctl_util.o
+$(HBGCTL_UTIL_OBJ): tests/e2e/hbgctl_util.c $(B)/gen/hbg.pb-c.h
+	$(say) CC $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(CHECK_CFLAGS) $(SYS_CFLAGS) $(JSONC_CFLAGS) -Ilibclient/include -c -o $@ $<
+$(HBGCTL_TESTS:%=$(B)/obj/tests/e2e/%.o): TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)
+$(HBGCTL_TESTS:%=$(B)/tests/%): TEST_EXTRA_LIBS = $(JSONC_LIBS)
+$(HBGCTL_TESTS:%=$(B)/tests/%): $(HBGCTL_UTIL_OBJ) | $(HBGCTL_BIN) $(EXAMPLE_BIN) $(HOST_EXAMPLE_BIN)
 # test_e2e_proto_attack checks the kernel table's import (proto/kernel_table.c,
 # which reads the built-in table of libhbgshm.a); test_e2e_api compares the
 # client's table with that built-in table; test_e2e_daemon asks for the
@@ -747,7 +755,8 @@ endif
 # neighbour multiplies (chain_sleeps: 285 on 4 workers against 70 on one).
 TEST_ALONE := test_e2e_affinity test_e2e_host_threads
 TEST_LONG := $(TEST_ALONE) test-model.sh test_e2e_hostile test_e2e_daemon test-python.sh test-bench.sh \
-             test-install.sh test_engine_behaviour test_e2e_hbgctl test_completion_stress \
+             test-install.sh test_engine_behaviour test_e2e_hbgctl test_e2e_hbgctl_graphs test_e2e_hbgctl_hbgd \
+             test_completion_stress \
              test_engine_stress test_engine_differential test_e2e_errors test_e2e_proto_attack
 TEST_ALL := $(TEST_RUN) tests/scripts/check-abi.sh tests/scripts/test-python.sh $(TEST_PLAIN_ONLY)
 TEST_ORDER := $(foreach t,$(TEST_LONG),$(filter %/$(t),$(TEST_ALL))) \
