@@ -325,6 +325,18 @@ static pid_t ctl_spawn(const char *S, const char *const *args, const char *out, 
         return pid;
 }
 
+/* Stop hbgctl `pid` (started by ctl_spawn()) as Ctrl-C does: it must
+ * exit 0. Its stderr, from file err (malloc'd). */
+static char *ctl_interrupt(pid_t pid, const char *err) {
+        ck_assert_int_eq(kill(pid, SIGINT), 0);
+        int st;
+        while (waitpid(pid, &st, 0) < 0)
+                ck_assert(errno == EINTR);
+        char *errs = slurp(err);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "hbgctl trace: status %d\n%s", st, errs);
+        return errs;
+}
+
 /* hbgd's log says `needle` (it is written before the trace reply). */
 static bool hbgd_log_says(struct hbgd_proc *d, const char *needle) {
         for (int i = 0; i < WAIT_MS / 10; i++) {
@@ -480,12 +492,7 @@ START_TEST(trace_timeline) {
                 ck_assert_int_eq(hbg_graph_submit(c, &graphs[g]), 0);
                 ck_assert_int_eq(hbg_graph_wait(c, graphs[g], WAIT_MS), 0);
         }
-        ck_assert_int_eq(kill(ctl_pid, SIGINT), 0);
-        int st;
-        while (waitpid(ctl_pid, &st, 0) < 0)
-                ck_assert(errno == EINTR);
-        char *errs = slurp(err);
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "hbgctl trace: status %d\n%s", st, errs);
+        char *errs = ctl_interrupt(ctl_pid, err);
         free(errs);
 
         char *text = slurp(json_path);
@@ -690,12 +697,7 @@ START_TEST(trace_open_graph) {
                 ck_assert_msg(waited < WAIT_MS, "the root did not run within %d ms", WAIT_MS);
                 usleep(10000);
         }
-        ck_assert_int_eq(kill(ctl_pid, SIGINT), 0);
-        int st;
-        while (waitpid(ctl_pid, &st, 0) < 0)
-                ck_assert(errno == EINTR);
-        char *errs = slurp(err), *text = slurp(out);
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "hbgctl trace: status %d\n%s", st, errs);
+        char *errs = ctl_interrupt(ctl_pid, err), *text = slurp(out);
         ck_assert_int_eq(hbg_graph_wait(c, graph, WAIT_MS), 0);
         unlink(out);
         unlink(err);
@@ -784,12 +786,7 @@ START_TEST(trace_drops) {
         uint64_t graph;
         ck_assert_int_eq(hbg_graph_submit(c, &graph), 0);
         ck_assert_int_eq(hbg_graph_wait(c, graph, WAIT_MS), 0);
-        ck_assert_int_eq(kill(ctl_pid, SIGINT), 0);
-        int st;
-        while (waitpid(ctl_pid, &st, 0) < 0)
-                ck_assert(errno == EINTR);
-        char *errs = slurp(err), *text = slurp(out);
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "hbgctl trace: status %d\n%s", st, errs);
+        char *errs = ctl_interrupt(ctl_pid, err), *text = slurp(out);
         ck_assert_msg(strstr(errs, "events dropped") && strstr(errs, "buffer of 16 events"),
                       "hbgctl does not report the drops:\n%s", errs);
         json_object *o = json_tokener_parse(text);
