@@ -93,7 +93,13 @@ def hbgd():
     try:
         yield d
     finally:
+        # No test stops this hbgd: if it exited, say so with its log (a
+        # sanitizer's report is there), which stop() removes.
+        status, log = d.proc.poll(), d.log()
         d.stop()
+        if status is not None:
+            pytest.fail("hbgd exited by itself (status %d) while the module's tests ran; its log:\n%s"
+                        % (status, log[-8000:]), pytrace=False)
 
 
 @pytest.fixture
