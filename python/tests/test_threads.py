@@ -114,6 +114,10 @@ def test_host_functions_on_workers_see_arrays(hbgd):
 
 
 def test_ctrl_c_during_wait(client):
+    # Python's handler, whatever the interpreter inherited: a shell
+    # without job control starts a background job with SIGINT ignored,
+    # and Python then installs none (the test would wait out the graph).
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
     h = spin_graph(client, 3.0, tasks=30)
     timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
@@ -123,6 +127,7 @@ def test_ctrl_c_during_wait(client):
             h.wait()
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, inherited)
     assert time.monotonic() - start < 2.5  # raised during the wait, not after the graph
     assert not h.done()
     h.cancel()
