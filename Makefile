@@ -148,7 +148,8 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_e2e_modules test_io_loop test_slow_work test_wire \
               test_completion_stress test_kernels test_engine_basic \
               test_engine_differential test_engine_rings test_engine_stress test_engine_alloc \
-              test_engine_validation test_engine_behaviour test_engine_replay test_e2e_daemon test_e2e_affinity \
+              test_engine_validation test_engine_behaviour test_engine_wakeups test_engine_config \
+              test_engine_counters test_engine_replay test_e2e_daemon test_e2e_affinity \
               test_e2e_hostile test_e2e_systemd test_e2e_hbgctl test_e2e_hbgctl_graphs test_e2e_hbgctl_hbgd \
               test_e2e_client \
               test_e2e_api test_e2e_errors test_e2e_replay test_e2e_proto_attack test_text \
@@ -446,6 +447,9 @@ $(B)/tests/test_engine_%: $(B)/obj/tests/engine/test_engine_%.o $(B)/obj/tests/e
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) -lm
+# The engine behaviour tests share tests/engine/behaviour_util.c.
+ENGINE_BEHAVIOUR_TESTS := test_engine_behaviour test_engine_wakeups test_engine_config test_engine_counters
+$(ENGINE_BEHAVIOUR_TESTS:%=$(B)/tests/%): $(B)/obj/tests/engine/behaviour_util.o
 
 # The engine's constructors with allocations failing: the allocator is
 # injected at link time, the engine's code is as shipped.
@@ -755,8 +759,8 @@ endif
 # neighbour multiplies (chain_sleeps: 285 on 4 workers against 70 on one).
 TEST_ALONE := test_e2e_affinity test_e2e_host_threads
 TEST_LONG := $(TEST_ALONE) test-model.sh test_e2e_hostile test_e2e_daemon test-python.sh test-bench.sh \
-             test-install.sh test_engine_behaviour test_e2e_hbgctl test_e2e_hbgctl_graphs test_e2e_hbgctl_hbgd \
-             test_completion_stress \
+             test-install.sh test_engine_behaviour test_engine_wakeups test_e2e_hbgctl test_e2e_hbgctl_graphs \
+             test_e2e_hbgctl_hbgd test_completion_stress \
              test_engine_stress test_engine_differential test_e2e_errors test_e2e_proto_attack
 TEST_ALL := $(TEST_RUN) tests/scripts/check-abi.sh tests/scripts/test-python.sh $(TEST_PLAIN_ONLY)
 TEST_ORDER := $(foreach t,$(TEST_LONG),$(filter %/$(t),$(TEST_ALL))) \
