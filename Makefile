@@ -150,7 +150,8 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_engine_differential test_engine_rings test_engine_stress test_engine_alloc \
               test_engine_validation test_engine_behaviour test_engine_wakeups test_engine_config \
               test_engine_counters test_engine_replay test_e2e_daemon test_e2e_affinity \
-              test_e2e_hostile test_e2e_systemd test_e2e_hbgctl test_e2e_hbgctl_graphs test_e2e_hbgctl_hbgd \
+              test_e2e_hostile test_e2e_hostile_engine test_e2e_hostile_limits test_e2e_hostile_fair \
+              test_e2e_systemd test_e2e_hbgctl test_e2e_hbgctl_graphs test_e2e_hbgctl_hbgd \
               test_e2e_client \
               test_e2e_api test_e2e_errors test_e2e_replay test_e2e_proto_attack test_text \
               test_e2e_faults test_e2e_shm_attack test_e2e_access test_e2e_metrics test_e2e_journal \
@@ -476,11 +477,16 @@ $(B)/obj/tests/e2e/daemon_util.o: tests/e2e/daemon_util.c
 # protocol records and libhbgclient, like the e2e tests themselves.
 E2E_HELPER_OBJS := $(B)/obj/tests/e2e/e2e_util.o $(B)/obj/tests/e2e/e2e_kid.o
 E2E_UTIL_OBJS := $(B)/obj/tests/e2e/daemon_util.o $(E2E_HELPER_OBJS)
+HOSTILE_UTIL_OBJ := $(B)/obj/tests/e2e/hostile_util.o
 
-$(E2E_HELPER_OBJS): $(B)/obj/tests/%.o: tests/%.c $(B)/gen/hbg.pb-c.h
+$(E2E_HELPER_OBJS) $(HOSTILE_UTIL_OBJ): $(B)/obj/tests/%.o: tests/%.c $(B)/gen/hbg.pb-c.h
 	$(say) CC $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(CHECK_CFLAGS) $(SYS_CFLAGS) -Ilibclient/include -c -o $@ $<
+
+# The hostile-client tests share tests/e2e/hostile_util.c.
+HOSTILE_TESTS := test_e2e_hostile test_e2e_hostile_engine test_e2e_hostile_limits test_e2e_hostile_fair
+$(HOSTILE_TESTS:%=$(B)/tests/%): $(HOSTILE_UTIL_OBJ)
 
 $(B)/tests/test_e2e_%: $(B)/obj/tests/e2e/test_e2e_%.o $(E2E_UTIL_OBJS) $(CHECK_MAIN) $(PROTO_LIB) $(CLIENT_LINKS) | $(HBGD_BIN)
 	$(say) LD $@
@@ -758,7 +764,8 @@ endif
 # test_e2e_host_threads counts its workers' sleeps, which a busy
 # neighbour multiplies (chain_sleeps: 285 on 4 workers against 70 on one).
 TEST_ALONE := test_e2e_affinity test_e2e_host_threads
-TEST_LONG := $(TEST_ALONE) test-model.sh test_e2e_hostile test_e2e_daemon test-python.sh test-bench.sh \
+TEST_LONG := $(TEST_ALONE) test-model.sh test_e2e_hostile test_e2e_hostile_engine test_e2e_hostile_limits \
+             test_e2e_hostile_fair test_e2e_daemon test-python.sh test-bench.sh \
              test-install.sh test_engine_behaviour test_engine_wakeups test_e2e_hbgctl test_e2e_hbgctl_graphs \
              test_e2e_hbgctl_hbgd test_completion_stress \
              test_engine_stress test_engine_differential test_e2e_errors test_e2e_proto_attack
@@ -784,7 +791,7 @@ check: deps
 # make hostile: the attack and fault tests at full scale (HBG_TEST_SCALE=1;
 # make check runs them at a tenth). make soak: 8 producers against one hbgd
 # for SOAK_SECONDS; CSV and plot of hbgd's fds and memory in $(B)/soak/.
-HOSTILE_BINS := $(B)/tests/test_e2e_hostile $(B)/tests/test_e2e_faults \
+HOSTILE_BINS := $(HOSTILE_TESTS:%=$(B)/tests/%) $(B)/tests/test_e2e_faults \
                 $(patsubst tests/e2e/%.c,$(B)/tests/%,$(wildcard tests/e2e/test_e2e_*attack*.c))
 SOAK_SECONDS ?= 600
 

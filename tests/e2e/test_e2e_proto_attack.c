@@ -928,7 +928,8 @@ static void session_at(struct hbgd_proc *d, uint64_t window, uint64_t heap, int 
  * Session limits at N and N+1 (the honest client's session is one of
  * max_sessions): sessions, task window, heap; recordings (graphs and
  * tasks). The per-uid limits and the connection caps are in
- * test_e2e_hostile (connection_caps, sessions_per_uid, memory_budget_*).
+ * test_e2e_hostile (connection_caps) and test_e2e_hostile_limits
+ * (sessions_per_uid, memory_budget_*).
  */
 START_TEST(limits_at_n) {
         struct guard g;
