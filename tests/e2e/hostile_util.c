@@ -69,6 +69,13 @@ void session_request(int fd) {
 
 static unsigned n_skipped;
 
+TCase *hostile_case(Suite *s, const char *name) {
+        TCase *tc = tcase_create(name);
+        tcase_set_timeout(tc, 300);
+        suite_add_tcase(s, tc);
+        return tc;
+}
+
 void hostile_add(TCase *tc, const TTest *t, bool needs_root, int loops) {
         if (needs_root && geteuid() != 0) {
                 fprintf(stderr, "%s: %s skipped: it acts as uid 65534 and needs root\n",

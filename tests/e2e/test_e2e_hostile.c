@@ -884,8 +884,7 @@ END_TEST
 
 static Suite *suite(void) {
         Suite *s = suite_create("e2e_hostile");
-        TCase *tc = tcase_create("io");
-        tcase_set_timeout(tc, 300);
+        TCase *tc = hostile_case(s, "io");
         hostile_add(tc, shut_rd_then_requests, false, N_MODES);
         hostile_add(tc, completion_channel_abuse, false, N_MODES);
         hostile_add(tc, doorbell_abuse, false, N_MODES);
@@ -897,14 +896,7 @@ static Suite *suite(void) {
         hostile_add(tc, record_request_abuse, false, N_MODES);
         hostile_add(tc, doorbell_fd_in_flight, true, N_MODES);
         hostile_add(tc, parked_connection_quiet, false, N_MODES);
-        suite_add_tcase(s, tc);
         return s;
 }
 
-const struct check_main check_main = {
-        .suite = suite,
-        .ignore_sigpipe = true,
-        .setup = daemon_util_setup,
-        .teardown = daemon_util_cleanup,
-        .skipped = hostile_skipped,
-};
+HOSTILE_CHECK_MAIN(suite);

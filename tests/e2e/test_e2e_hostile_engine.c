@@ -799,8 +799,7 @@ END_TEST
 
 static Suite *suite(void) {
         Suite *s = suite_create("e2e_hostile_engine");
-        TCase *tc = tcase_create("engine");
-        tcase_set_timeout(tc, 300);
+        TCase *tc = hostile_case(s, "engine");
         hostile_add(tc, dead_client_long_kernel, false, 0);
         hostile_add(tc, one_session_all_threads, true, 3 /* honest client first, late, a late chain */);
         hostile_add(tc, task_cost_limit, false, 0);
@@ -809,14 +808,7 @@ static Suite *suite(void) {
         hostile_add(tc, wake_page_abuse, false, 0);
         hostile_add(tc, wake_page_waiters, false, 4 /* plain waiters; and PI, requeues; other uid */);
         hostile_add(tc, wake_page_per_uid, true, 0);
-        suite_add_tcase(s, tc);
         return s;
 }
 
-const struct check_main check_main = {
-        .suite = suite,
-        .ignore_sigpipe = true,
-        .setup = daemon_util_setup,
-        .teardown = daemon_util_cleanup,
-        .skipped = hostile_skipped,
-};
+HOSTILE_CHECK_MAIN(suite);

@@ -296,17 +296,9 @@ END_TEST
 
 static Suite *suite(void) {
         Suite *s = suite_create("e2e_hostile_fair");
-        TCase *tc = tcase_create("fair_share");
-        tcase_set_timeout(tc, 300);
+        TCase *tc = hostile_case(s, "fair_share");
         hostile_add(tc, fair_share_per_uid, true, (int)(sizeof(fair_sessions) / sizeof(fair_sessions[0])));
-        suite_add_tcase(s, tc);
         return s;
 }
 
-const struct check_main check_main = {
-        .suite = suite,
-        .ignore_sigpipe = true,
-        .setup = daemon_util_setup,
-        .teardown = daemon_util_cleanup,
-        .skipped = hostile_skipped,
-};
+HOSTILE_CHECK_MAIN(suite);

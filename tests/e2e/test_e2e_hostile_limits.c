@@ -823,8 +823,7 @@ END_TEST
 
 static Suite *suite(void) {
         Suite *s = suite_create("e2e_hostile_limits");
-        TCase *tc = tcase_create("limits");
-        tcase_set_timeout(tc, 300);
+        TCase *tc = hostile_case(s, "limits");
         hostile_add(tc, memory_budget_per_uid, true, 0);
         hostile_add(tc, memory_budget_total, false, 0);
         hostile_add(tc, sessions_per_uid, true, 0);
@@ -833,14 +832,7 @@ static Suite *suite(void) {
         hostile_add(tc, punched_region_io_reads, false, 0);
         hostile_add(tc, punching_client_others_connect, false, 0);
         hostile_add(tc, seal_waits_alone, false, 0);
-        suite_add_tcase(s, tc);
         return s;
 }
 
-const struct check_main check_main = {
-        .suite = suite,
-        .ignore_sigpipe = true,
-        .setup = daemon_util_setup,
-        .teardown = daemon_util_cleanup,
-        .skipped = hostile_skipped,
-};
+HOSTILE_CHECK_MAIN(suite);

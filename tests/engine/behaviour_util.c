@@ -182,3 +182,10 @@ uint64_t stream_tasks(struct harness_ring *h, uint64_t total, uint16_t blocks, u
                 wait_graph_ok(h, k);
         return publishes;
 }
+
+TCase *behaviour_case(Suite *s, const char *name) {
+        TCase *tc = tcase_create(name);
+        tcase_set_timeout(tc, 300);
+        suite_add_tcase(s, tc);
+        return tc;
+}

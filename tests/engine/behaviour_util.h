@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include <check.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -58,3 +59,6 @@ void add_dep(struct harness_task *t, uint64_t f);
 /* Stream `total` noop AIV tasks of `blocks` blocks (spin_ns each, if not
  * 0) in graphs of 500, publishing every 25; returns the publishes. */
 uint64_t stream_tasks(struct harness_ring *h, uint64_t total, uint16_t blocks, uint64_t spin_ns);
+
+/* A case of s named `name` (CK_RUN_CASE=name runs it alone), 300 s. */
+TCase *behaviour_case(Suite *s, const char *name);

@@ -860,34 +860,27 @@ START_TEST(idle_thread_steals) {
 }
 END_TEST
 
-static TCase *tcase(Suite *s, const char *name) {
-        TCase *tc = tcase_create(name);
-        tcase_set_timeout(tc, 300);
-        suite_add_tcase(s, tc);
-        return tc;
-}
-
 /* One case per area, so CK_RUN_CASE=<area> runs one area. */
 static Suite *suite(void) {
         Suite *s = suite_create("engine_behaviour");
-        TCase *tc = tcase(s, "tasks");
+        TCase *tc = behaviour_case(s, "tasks");
         tcase_add_test(tc, host_inline_completes_without_dispatch);
         tcase_add_test(tc, predicates);
-        tc = tcase(s, "external");
+        tc = behaviour_case(s, "external");
         tcase_add_test(tc, external_tasks);
         tcase_add_test(tc, external_error_status);
-        tc = tcase(s, "stall");
+        tc = behaviour_case(s, "stall");
         tcase_add_test(tc, stall_times_out_external);
         tcase_add_test(tc, stall_graph_beyond_submitted);
-        tc = tcase(s, "protocol");
+        tc = behaviour_case(s, "protocol");
         tcase_add_loop_test(tc, bogus_mailbox_breaks_ring, 0, 3);
         tcase_add_test(tc, late_external_answer_ignored);
-        tc = tcase(s, "blocks");
+        tc = behaviour_case(s, "blocks");
         tcase_add_test(tc, multi_block_tasks_stream);
         tcase_add_test(tc, chain_runs_as_continuations);
         tcase_add_test(tc, heartbeat_per_task);
         tcase_add_loop_test(tc, idle_thread_steals, 0, 2);
-        tc = tcase(s, "failures");
+        tc = behaviour_case(s, "failures");
         tcase_add_test(tc, failed_dependency_far_back_seen);
         return s;
 }

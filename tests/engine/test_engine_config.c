@@ -350,22 +350,15 @@ START_TEST(ring_remove_with_graph_in_flight) {
 }
 END_TEST
 
-static TCase *tcase(Suite *s, const char *name) {
-        TCase *tc = tcase_create(name);
-        tcase_set_timeout(tc, 300);
-        suite_add_tcase(s, tc);
-        return tc;
-}
-
 /* One case per area, so CK_RUN_CASE=<area> runs one area. */
 static Suite *suite(void) {
         Suite *s = suite_create("engine_config");
-        TCase *tc = tcase(s, "config");
+        TCase *tc = behaviour_case(s, "config");
         tcase_add_test(tc, config_limits);
         tcase_add_test(tc, docs_list_every_completion_mode);
         tcase_add_test(tc, docs_name_the_default_completion_mode);
         tcase_add_test(tc, config_small_and_uneven);
-        tc = tcase(s, "rings");
+        tc = behaviour_case(s, "rings");
         tcase_add_test(tc, ring_add_beyond_max);
         tcase_add_test(tc, ring_remove_with_graph_in_flight);
         return s;

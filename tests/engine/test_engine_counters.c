@@ -286,17 +286,10 @@ START_TEST(counters_keep_removed_rings) {
 }
 END_TEST
 
-static TCase *tcase(Suite *s, const char *name) {
-        TCase *tc = tcase_create(name);
-        tcase_set_timeout(tc, 300);
-        suite_add_tcase(s, tc);
-        return tc;
-}
-
 /* One case per area, so CK_RUN_CASE=<area> runs one area. */
 static Suite *suite(void) {
         Suite *s = suite_create("engine_counters");
-        TCase *tc = tcase(s, "counters");
+        TCase *tc = behaviour_case(s, "counters");
         tcase_add_test(tc, counters_add_up);
         tcase_add_test(tc, counters_with_failures);
         tcase_add_test(tc, counters_keep_removed_rings);

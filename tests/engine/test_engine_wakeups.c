@@ -629,17 +629,10 @@ START_TEST(task_waiter_signalled) {
 }
 END_TEST
 
-static TCase *tcase(Suite *s, const char *name) {
-        TCase *tc = tcase_create(name);
-        tcase_set_timeout(tc, 300);
-        suite_add_tcase(s, tc);
-        return tc;
-}
-
 /* One case per area, so CK_RUN_CASE=<area> runs one area. */
 static Suite *suite(void) {
         Suite *s = suite_create("engine_wakeups");
-        TCase *tc = tcase(s, "idle");
+        TCase *tc = behaviour_case(s, "idle");
         tcase_add_test(tc, idle_engine_parks);
         tcase_add_test(tc, need_wakeup_saves_doorbells);
         tcase_add_test(tc, woken_thread_clears_idle_rings_flags);
