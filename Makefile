@@ -151,7 +151,8 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_engine_validation test_engine_behaviour test_engine_wakeups test_engine_config \
               test_engine_counters test_engine_replay test_e2e_daemon test_e2e_affinity \
               test_e2e_hostile test_e2e_hostile_engine test_e2e_hostile_limits test_e2e_hostile_fair \
-              test_e2e_systemd test_e2e_hbgctl test_e2e_hbgctl_graphs test_e2e_hbgctl_hbgd \
+              test_e2e_systemd test_e2e_handshake test_e2e_spares test_e2e_hbgctl test_e2e_hbgctl_graphs \
+              test_e2e_hbgctl_hbgd \
               test_e2e_client \
               test_e2e_api test_e2e_errors test_e2e_replay test_e2e_proto_attack test_text \
               test_e2e_faults test_e2e_shm_attack test_e2e_access test_e2e_metrics test_e2e_journal \
@@ -482,7 +483,7 @@ HOSTILE_UTIL_OBJ := $(B)/obj/tests/e2e/hostile_util.o
 $(E2E_HELPER_OBJS) $(HOSTILE_UTIL_OBJ): $(B)/obj/tests/%.o: tests/%.c $(B)/gen/hbg.pb-c.h
 	$(say) CC $@
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(CHECK_CFLAGS) $(SYS_CFLAGS) -Ilibclient/include -c -o $@ $<
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(CHECK_CFLAGS) $(SYS_CFLAGS) $(TEST_EXTRA_CFLAGS) -Ilibclient/include -c -o $@ $<
 
 # The hostile-client tests share tests/e2e/hostile_util.c.
 HOSTILE_TESTS := test_e2e_hostile test_e2e_hostile_engine test_e2e_hostile_limits test_e2e_hostile_fair
@@ -508,10 +509,10 @@ $(HBGCTL_TESTS:%=$(B)/tests/%): TEST_EXTRA_LIBS = $(JSONC_LIBS)
 $(HBGCTL_TESTS:%=$(B)/tests/%): $(HBGCTL_UTIL_OBJ) | $(HBGCTL_BIN) $(EXAMPLE_BIN) $(HOST_EXAMPLE_BIN)
 # test_e2e_proto_attack checks the kernel table's import (proto/kernel_table.c,
 # which reads the built-in table of libhbgshm.a); test_e2e_api compares the
-# client's table with that built-in table; test_e2e_daemon asks for the
+# client's table with that built-in table; test_e2e_handshake asks for the
 # table by that table's digest.
-$(B)/tests/test_e2e_proto_attack $(B)/tests/test_e2e_api $(B)/tests/test_e2e_daemon: TEST_EXTRA_LIBS = $(SHM_LIB)
-$(B)/tests/test_e2e_proto_attack $(B)/tests/test_e2e_api $(B)/tests/test_e2e_daemon: $(SHM_LIB)
+$(B)/tests/test_e2e_proto_attack $(B)/tests/test_e2e_api $(B)/tests/test_e2e_handshake: TEST_EXTRA_LIBS = $(SHM_LIB)
+$(B)/tests/test_e2e_proto_attack $(B)/tests/test_e2e_api $(B)/tests/test_e2e_handshake: $(SHM_LIB)
 # test_e2e_metrics runs hbgctl metrics and kernels (subprocesses), reads
 # the latter's JSON with json-c.
 $(B)/obj/tests/e2e/test_e2e_metrics.o: TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)
@@ -534,18 +535,19 @@ $(B)/tests/test_e2e_faults: | $(FAILALLOC_HBGD)
 
 # hbgd with its test hooks (tests/e2e/hbgd_hooks.c): hbgd's objects as
 # shipped, the hooks injected at link time; hbgd itself reads no test
-# variable. test_e2e_systemd (a wedged scheduler thread) and test_e2e_daemon
-# (the epoll fallback, a ring stopped while the tick is slow, a spare fill
-# failing while a session closes) start it.
+# variable. test_e2e_systemd (a wedged scheduler thread), test_e2e_daemon
+# (the epoll fallback, a ring stopped while the tick is slow) and
+# test_e2e_spares (a spare fill failing while a session closes) start it
+# (start_hooks_hbgd() of tests/e2e/e2e_util.c).
 HOOKS_HBGD := $(B)/tests/hbgd-hooks
 $(HOOKS_HBGD): $(B)/obj/daemon/hbgd.o $(B)/obj/tests/e2e/hbgd_hooks.o $(HBGD_LIB) $(CORE_LIB) $(PROTO_LIB) $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) -Wl,--wrap=hbgd_new,--wrap=io_probe_multishot,--wrap=session_regions_make \
 		-Wl,--wrap=wakeup_thread_park,--wrap=hbgd_config_idle_tick_ms $(SYS_LIBS) -lm
-$(B)/obj/tests/e2e/test_e2e_systemd.o $(B)/obj/tests/e2e/test_e2e_daemon.o: \
+$(B)/obj/tests/e2e/test_e2e_systemd.o $(B)/obj/tests/e2e/e2e_util.o: \
         TEST_EXTRA_CFLAGS = -DHBG_TEST_HBGD_HOOKS='"$(abspath $(HOOKS_HBGD))"'
-$(B)/tests/test_e2e_systemd $(B)/tests/test_e2e_daemon: | $(HOOKS_HBGD)
+$(B)/tests/test_e2e_systemd $(B)/tests/test_e2e_daemon $(B)/tests/test_e2e_spares: | $(HOOKS_HBGD)
 
 # The soak (make soak): a real hbgd and producer processes over
 # libhbgclient, like the e2e tests; no Check.

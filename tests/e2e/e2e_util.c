@@ -49,6 +49,15 @@ struct hbgd_proc *start_hbgd(int mode, const char *const *args) {
         return d;
 }
 
+struct hbgd_proc *start_hooks_hbgd(const char *const *env) {
+        struct hbgd_proc *d = NULL;
+        setenv("HBGD", HBG_TEST_HBGD_HOOKS, 1);
+        int err = daemon_start(&d, NULL, env);
+        unsetenv("HBGD");
+        ck_assert_msg(err == 0, "hbgd (%s) did not start: %s", HBG_TEST_HBGD_HOOKS, strerror(-err));
+        return d;
+}
+
 #define MAX_COMPLETIONS 16
 static char completion_names[MAX_COMPLETIONS][64];
 static unsigned n_completions;
@@ -600,6 +609,18 @@ Hbg__Envelope *expect_env(int fd, Hbg__Envelope__MsgCase want, int *fds, unsigne
         if (fds)
                 memcpy(fds, r.fds, want_fds * sizeof(int));
         return r.env;
+}
+
+Hbg__Envelope *raw_session(int sock, int fds[SESSION_FDS]) {
+        ck_assert_int_eq(cx_send(sock, HBG__ENVELOPE__MSG_SESSION_REQUEST, 0, 0), 0);
+        return expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, SESSION_FDS);
+}
+
+Hbg__StatusReply *status_reply(int fd, Hbg__StatusKind kind, Hbg__Envelope **env) {
+        send_status_request(fd, kind, NULL, 0);
+        *env = expect_env(fd, HBG__ENVELOPE__MSG_STATUS_REPLY, NULL, 0);
+        ck_assert_ptr_nonnull((*env)->status_reply->daemon);
+        return (*env)->status_reply;
 }
 
 /* hbgd must answer Error{code} (or, with CLOSE_EOF_ONLY_OK, nothing) and

@@ -65,6 +65,9 @@ const char *d_state(struct hbgd_proc *d);
                 }                                                               \
         } while (0)
 
+/* hbgd's test build (tests/e2e/hbgd_hooks.c, $(B)/tests/hbgd-hooks),
+ * reading the hooks in env. */
+struct hbgd_proc *start_hooks_hbgd(const char *const *env);
 /* hbgd with `args`, on io_uring (MODE_URING) or epoll (MODE_EPOLL). */
 struct hbgd_proc *start_hbgd(int mode, const char *const *args);
 /* SIGTERM; hbgd must exit 0. Frees d. */
@@ -165,6 +168,12 @@ void rx(int fd, int timeout_ms, struct rx *r);
 void rx_free(struct rx *r);
 /* The next record must be an envelope of this case (not an Error). */
 Hbg__Envelope *expect_env(int fd, Hbg__Envelope__MsgCase want, int *fds, unsigned want_fds);
+/* A session asked for by hand on sock (hello done): its reply (the
+ * caller frees it) and its fds. */
+Hbg__Envelope *raw_session(int sock, int fds[SESSION_FDS]);
+/* One status request of `kind` on fd (hello done): the reply, with the
+ * daemon's part asserted; *env is for wire_free(). */
+Hbg__StatusReply *status_reply(int fd, Hbg__StatusKind kind, Hbg__Envelope **env);
 
 #define CLOSE_ERROR_REQUIRED 1   /* an Error record must come before EOF */
 #define CLOSE_EOF_ONLY_OK 0      /* or hbgd may just close */
