@@ -155,7 +155,7 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_e2e_hbgctl_hbgd \
               test_e2e_client \
               test_e2e_api test_e2e_errors test_e2e_replay test_e2e_proto_attack test_text \
-              test_e2e_faults test_e2e_shm_attack test_e2e_access test_e2e_metrics test_e2e_journal \
+              test_e2e_faults test_e2e_shm_attack test_e2e_shm_control test_e2e_access test_e2e_metrics test_e2e_journal \
               test_e2e_host_threads test_dep_tracker test_instr_stages
 TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
 # The same stress test built with the store->load ordering removed: it must
@@ -578,6 +578,13 @@ $(B)/tests/test_kernel_modules: $(B)/obj/tests/unit/test_kernel_modules.o $(CHEC
 $(B)/obj/tests/e2e/test_e2e_modules.o: TEST_EXTRA_CFLAGS = $(KMOD_TEST_CFLAGS) $(JSONC_CFLAGS)
 $(B)/obj/tests/e2e/test_e2e_shm_attack.o: TEST_EXTRA_CFLAGS = $(KMOD_TEST_CFLAGS)
 $(B)/tests/test_e2e_shm_attack: | $(TEST_MODULES) $(KMOD_EXAMPLE)
+# The two shared-memory attack tests share tests/e2e/shm_attack_util.c.
+SHM_ATTACK_UTIL_OBJ := $(B)/obj/tests/e2e/shm_attack_util.o
+$(SHM_ATTACK_UTIL_OBJ): tests/e2e/shm_attack_util.c $(B)/gen/hbg.pb-c.h
+	$(say) CC $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(CHECK_CFLAGS) $(SYS_CFLAGS) -Ilibclient/include -c -o $@ $<
+$(B)/tests/test_e2e_shm_attack $(B)/tests/test_e2e_shm_control: $(SHM_ATTACK_UTIL_OBJ)
 $(B)/tests/test_e2e_modules: TEST_EXTRA_LIBS = $(JSONC_LIBS)
 $(B)/tests/test_e2e_modules: | $(TEST_MODULES) $(KMOD_EXAMPLE) $(HBGCTL_BIN)
 
@@ -793,7 +800,7 @@ check: deps
 # make hostile: the attack and fault tests at full scale (HBG_TEST_SCALE=1;
 # make check runs them at a tenth). make soak: 8 producers against one hbgd
 # for SOAK_SECONDS; CSV and plot of hbgd's fds and memory in $(B)/soak/.
-HOSTILE_BINS := $(HOSTILE_TESTS:%=$(B)/tests/%) $(B)/tests/test_e2e_faults \
+HOSTILE_BINS := $(HOSTILE_TESTS:%=$(B)/tests/%) $(B)/tests/test_e2e_faults $(B)/tests/test_e2e_shm_control \
                 $(patsubst tests/e2e/%.c,$(B)/tests/%,$(wildcard tests/e2e/test_e2e_*attack*.c))
 SOAK_SECONDS ?= 600
 
