@@ -117,17 +117,20 @@ def test_ctrl_c_during_wait(client):
     # Python's handler, whatever the interpreter inherited: a shell
     # without job control starts a background job with SIGINT ignored,
     # and Python then installs none (the test would wait out the graph).
+    # A handler installed from C reads back as None: the default then.
     inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
-    h = spin_graph(client, 3.0, tasks=30)
-    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    start = time.monotonic()
     try:
-        with pytest.raises(KeyboardInterrupt):
-            h.wait()
+        h = spin_graph(client, 3.0, tasks=30)
+        timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        start = time.monotonic()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                h.wait()
+        finally:
+            timer.cancel()
     finally:
-        timer.cancel()
-        signal.signal(signal.SIGINT, inherited)
+        signal.signal(signal.SIGINT, inherited if inherited is not None else signal.SIG_DFL)
     assert time.monotonic() - start < 2.5  # raised during the wait, not after the graph
     assert not h.done()
     h.cancel()

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Helpers of the end-to-end tests against a real hbgd (test_e2e_daemon.c,
- * test_e2e_hostile.c), on top of tests/e2e/daemon_util.h:
+ * test_e2e_hostile.c and most others), on top of tests/e2e/daemon_util.h:
  *   - starting and stopping hbgd per io backend, D_ASSERT with hbgd's log;
+ *     hbgd's test build with its hooks (start_hooks_hbgd);
  *   - a small verified workload over libhbgclient (wl_*), a forked client
  *     running it (client_main), and assert_serving();
- *   - raw protocol records (raw_connect .. expect_refusal) for clients
- *     that do what libhbgclient never would;
+ *   - raw protocol records (raw_connect .. expect_refusal, raw_session,
+ *     status_reply) for clients that do what libhbgclient never would;
  *   - hbgd's fd count: fd_baseline(), abuse_epilogue(), list_fds();
  *   - hbgd with a config file, SIGTERM within the grace period;
  *   - raw records without assertions (cx_*), liveness (fresh_status) and

@@ -27,7 +27,7 @@
  *                                   fds, its run ending MS ms after it
  *                                   says so on stderr: a session closes
  *                                   while that run is under way,
- *                                   test_e2e_daemon
+ *                                   test_e2e_spares
  */
 #include <errno.h>
 #include <limits.h>

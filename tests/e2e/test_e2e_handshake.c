@@ -7,8 +7,8 @@
  * sealed, a seal made impossible. Every test runs once per io backend:
  * _i = MODE_URING (the default) and MODE_EPOLL (HBGD_IO=epoll).
  *
- * Run one group with CK_RUN_CASE=abuse|session; HBG_TEST_VERBOSE=1 shows
- * hbgd's log as it runs.
+ * Run one group with CK_RUN_CASE=abuse|session; HBG_TEST_SEED fixes the
+ * garbage's random bytes; HBG_TEST_VERBOSE=1 shows hbgd's log as it runs.
  */
 #include <check.h>
 #include <dirent.h>

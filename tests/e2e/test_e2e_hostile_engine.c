@@ -5,6 +5,7 @@
  * long kernel, one session keeping every thread busy, tasks that cost too
  * much or run slow on subnormal floats, a big window's cost, and hbgd's
  * wake page woken, waited on and requeued (shared helpers: hostile_util.h).
+ * HBG_TEST_SCALE=N divides the honest clients' work.
  *
  * Tests of per-uid limits act as uid 65534 (nobody) from a forked child
  * and need root: without root they are left out and the binary exits 77

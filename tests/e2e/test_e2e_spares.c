@@ -536,7 +536,7 @@ static Suite *suite(void) {
                 const TTest *t = tests[j];
                 if (t == spare_rings_status || t == spare_rings_make_room)
                         tcase_add_loop_test(tc, t, MODE_URING, N_MODES);
-                else /* bursts and fresh regions do not depend on the io backend */
+                else /* bursts, fresh regions and a failed fill do not depend on the io backend */
                         tcase_add_test(tc, t);
         }
         suite_add_tcase(s, tc);
