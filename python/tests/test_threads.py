@@ -129,6 +129,7 @@ def test_ctrl_c_during_wait(client):
                 h.wait()
         finally:
             timer.cancel()
+            timer.join()  # no SIGINT after the handler is put back
     finally:
         signal.signal(signal.SIGINT, inherited if inherited is not None else signal.SIG_DFL)
     assert time.monotonic() - start < 2.5  # raised during the wait, not after the graph

@@ -611,7 +611,7 @@ Hbg__Envelope *expect_env(int fd, Hbg__Envelope__MsgCase want, int *fds, unsigne
         return r.env;
 }
 
-Hbg__Envelope *raw_session(int sock, int fds[SESSION_FDS]) {
+Hbg__Envelope *session_by_hand(int sock, int fds[SESSION_FDS]) {
         ck_assert_int_eq(cx_send(sock, HBG__ENVELOPE__MSG_SESSION_REQUEST, 0, 0), 0);
         return expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, SESSION_FDS);
 }

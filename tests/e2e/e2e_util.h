@@ -6,7 +6,7 @@
  *     hbgd's test build with its hooks (start_hooks_hbgd);
  *   - a small verified workload over libhbgclient (wl_*), a forked client
  *     running it (client_main), and assert_serving();
- *   - raw protocol records (raw_connect .. expect_refusal, raw_session,
+ *   - raw protocol records (raw_connect .. expect_refusal, session_by_hand,
  *     status_reply) for clients that do what libhbgclient never would;
  *   - hbgd's fd count: fd_baseline(), abuse_epilogue(), list_fds();
  *   - hbgd with a config file, SIGTERM within the grace period;
@@ -171,7 +171,7 @@ void rx_free(struct rx *r);
 Hbg__Envelope *expect_env(int fd, Hbg__Envelope__MsgCase want, int *fds, unsigned want_fds);
 /* A session asked for by hand on sock (hello done): its reply (the
  * caller frees it) and its fds. */
-Hbg__Envelope *raw_session(int sock, int fds[SESSION_FDS]);
+Hbg__Envelope *session_by_hand(int sock, int fds[SESSION_FDS]);
 /* One status request of `kind` on fd (hello done): the reply, with the
  * daemon's part asserted; *env is for wire_free(). */
 Hbg__StatusReply *status_reply(int fd, Hbg__StatusKind kind, Hbg__Envelope **env);

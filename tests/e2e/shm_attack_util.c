@@ -267,8 +267,8 @@ bool writer_running(pid_t pid) {
         return pid > 0 && waitpid(pid, NULL, WNOHANG) == 0;
 }
 
-/* The attacker runs fill graphs until the writer is done (or
- * deadline_ms passed, then the writer is killed). */
+/* The attacker runs fill graphs until the writer is done (or WAIT_MS
+ * passed, then the writer is killed). */
 void graphs_while_writer(struct victim *v, hbg_tensor t, pid_t writer, struct tally *tl) {
         long long deadline = daemon_now_ms() + WAIT_MS;
         unsigned g = 0;

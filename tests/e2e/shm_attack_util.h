@@ -88,10 +88,11 @@ struct tally {
         char first_msg[200];
 };
 
-/* err, the result of one of c's graphs, into t; t said as a NOTE line to
- * the parent on sock (and a FAIL line for unclear results). */
+/* err, the result of one of c's graphs, into t (the library's message
+ * read from c). */
 void tally_note(struct tally *t, hbg_client *c, int err);
-
+/* t as a NOTE line to the parent on sock, and a FAIL line if a result
+ * came without a negative errno and a message. */
 void tally_say(int sock, const struct tally *t, const char *what);
 
 /* One fill graph on t, waited for; its result noted, the values checked
@@ -111,8 +112,8 @@ pid_t fork_writer(writer_fn *fn, const void *ctx, uint64_t arg);
 /* The writer has not exited yet. */
 bool writer_running(pid_t pid);
 
-/* The attacker runs fill graphs until the writer is done (or
- * deadline_ms passed, then the writer is killed). */
+/* The attacker runs fill graphs until the writer is done (or WAIT_MS
+ * passed, then the writer is killed). */
 void graphs_while_writer(struct victim *v, hbg_tensor t, pid_t writer, struct tally *tl);
 
 /* The attacker's random seed: HBG_TEST_SEED's value and its pid. */

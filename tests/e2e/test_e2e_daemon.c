@@ -740,7 +740,7 @@ START_TEST(stopped_ring_closed_at_once) {
         int sock = raw_connect(d->socket_path);
         raw_hello(sock);
         int fds[SESSION_FDS];
-        Hbg__Envelope *e = raw_session(sock, fds);
+        Hbg__Envelope *e = session_by_hand(sock, fds);
         size_t sub_size = e->session_reply->sub_region_size;
         uint64_t graph_table = e->session_reply->graph_table_entries;
         wire_free(e);

@@ -450,7 +450,7 @@ START_TEST(session_seal_made_impossible) {
         int sock = raw_connect(d->socket_path);
         raw_hello(sock);
         int fds[SESSION_FDS];
-        Hbg__Envelope *e = raw_session(sock, fds);
+        Hbg__Envelope *e = session_by_hand(sock, fds);
         uint64_t session = e->session_reply->session_id;
         wire_free(e);
         ck_assert_int_eq(fcntl(fds[0], F_ADD_SEALS, F_SEAL_SEAL), 0);
@@ -475,7 +475,7 @@ START_TEST(session_regions_sealed) {
         int sock = raw_connect(d->socket_path);
         raw_hello(sock);
         int fds[SESSION_FDS];
-        Hbg__Envelope *e = raw_session(sock, fds);
+        Hbg__Envelope *e = session_by_hand(sock, fds);
         const Hbg__SessionReply *r = e->session_reply;
         uint64_t session = r->session_id;
         ck_assert_uint_eq(r->fds, SESSION_FDS);

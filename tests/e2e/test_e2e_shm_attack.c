@@ -14,11 +14,12 @@
  *
  * The attacker opens a session through libhbgclient and finds its own
  * regions in /proc/self/maps (hbgd names its memfds hbg-sub-N and
- * hbg-cpl-N, N the session), or (sealed regions) opens one by raw
- * protocol records to hold the memfds themselves. Writers that race the
- * attacker's own library calls (scribbler, flipper, cursor mover, hole
- * puncher) are forked processes sharing the mapping: hbgd sees the same
- * as from a thread, and the sanitizers do not report the attacker's
+ * hbg-cpl-N, N the session), or (test_e2e_shm_control's sealed regions
+ * and failure list) opens one by raw protocol records to hold the memfds
+ * themselves. Writers that race the attacker's own library calls (here
+ * the scribbler and the flipper; the cursor mover and the sleepers
+ * writer there) are forked processes sharing the mapping: hbgd sees the
+ * same as from a thread, and the sanitizers do not report the attacker's
  * deliberate races on its own memory.
  *
  * Here: (a) the submission region scribbled over, (b) descriptors forged,

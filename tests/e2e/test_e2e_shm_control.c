@@ -9,7 +9,9 @@
  * 0xffffffff: hbgd then makes a futex wake per publication for that
  * session's ring (fewer while its ext_looking, flipped by a writer,
  * claims a worker looks), and nothing else changes (SECURITY.md). The
- * helpers: shm_attack_util.h.
+ * helpers: shm_attack_util.h. As there, hbgd runs with stall_timeout_ms =
+ * 1000, so that a graph record promising tasks never submitted ends in
+ * one second.
  *
  * HBG_TEST_SCALE divides the work (default 10); HBG_TEST_SEED fixes the
  * random attacks; HBG_TEST_VERBOSE=1 shows hbgd's log (whose checks are
