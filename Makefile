@@ -155,7 +155,8 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_e2e_hbgctl_hbgd \
               test_e2e_client \
               test_e2e_api test_e2e_errors test_e2e_replay test_e2e_proto_attack test_text \
-              test_e2e_faults test_e2e_shm_attack test_e2e_shm_control test_e2e_access test_e2e_metrics test_e2e_journal \
+              test_e2e_faults test_e2e_shm_attack test_e2e_shm_control test_e2e_access test_e2e_metrics \
+              test_e2e_journal \
               test_e2e_host_threads test_dep_tracker test_instr_stages
 TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
 # The same stress test built with the store->load ordering removed: it must
@@ -479,8 +480,9 @@ $(B)/obj/tests/e2e/daemon_util.o: tests/e2e/daemon_util.c
 E2E_HELPER_OBJS := $(B)/obj/tests/e2e/e2e_util.o $(B)/obj/tests/e2e/e2e_kid.o
 E2E_UTIL_OBJS := $(B)/obj/tests/e2e/daemon_util.o $(E2E_HELPER_OBJS)
 HOSTILE_UTIL_OBJ := $(B)/obj/tests/e2e/hostile_util.o
+SHM_ATTACK_UTIL_OBJ := $(B)/obj/tests/e2e/shm_attack_util.o
 
-$(E2E_HELPER_OBJS) $(HOSTILE_UTIL_OBJ): $(B)/obj/tests/%.o: tests/%.c $(B)/gen/hbg.pb-c.h
+$(E2E_HELPER_OBJS) $(HOSTILE_UTIL_OBJ) $(SHM_ATTACK_UTIL_OBJ): $(B)/obj/tests/%.o: tests/%.c $(B)/gen/hbg.pb-c.h
 	$(say) CC $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(CHECK_CFLAGS) $(SYS_CFLAGS) $(TEST_EXTRA_CFLAGS) -Ilibclient/include -c -o $@ $<
@@ -579,11 +581,6 @@ $(B)/obj/tests/e2e/test_e2e_modules.o: TEST_EXTRA_CFLAGS = $(KMOD_TEST_CFLAGS) $
 $(B)/obj/tests/e2e/test_e2e_shm_attack.o: TEST_EXTRA_CFLAGS = $(KMOD_TEST_CFLAGS)
 $(B)/tests/test_e2e_shm_attack: | $(TEST_MODULES) $(KMOD_EXAMPLE)
 # The two shared-memory attack tests share tests/e2e/shm_attack_util.c.
-SHM_ATTACK_UTIL_OBJ := $(B)/obj/tests/e2e/shm_attack_util.o
-$(SHM_ATTACK_UTIL_OBJ): tests/e2e/shm_attack_util.c $(B)/gen/hbg.pb-c.h
-	$(say) CC $@
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(CHECK_CFLAGS) $(SYS_CFLAGS) -Ilibclient/include -c -o $@ $<
 $(B)/tests/test_e2e_shm_attack $(B)/tests/test_e2e_shm_control: $(SHM_ATTACK_UTIL_OBJ)
 $(B)/tests/test_e2e_modules: TEST_EXTRA_LIBS = $(JSONC_LIBS)
 $(B)/tests/test_e2e_modules: | $(TEST_MODULES) $(KMOD_EXAMPLE) $(HBGCTL_BIN)
