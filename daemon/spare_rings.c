@@ -123,8 +123,8 @@ void spare_rings_want(struct hbgd *d) {
                 return;
         }
         s->again = false;
-        if (s->gave_up || d->stopping)
-                return;
+        if (d->stopping)
+                return; /* the engine's end unmaps what is left */
         char msg[256];
         const struct hbg_geometry_request defaults = { 0 };
         if (session_geometry(&d->cfg, &defaults, &s->g, msg, sizeof(msg)) < 0)
@@ -133,7 +133,9 @@ void spare_rings_want(struct hbgd *d) {
          * never take memory a session could be refused for. */
         uint64_t each = engine_ring_memory(d->engine, &s->g), max = acct_max_memory(&d->cfg.limits);
         uint64_t room = max > d->acct.memory ? max - d->acct.memory : 0;
-        s->want = spares_target(d);
+        /* Where the kernel cannot pre-fault, none: the fill then only
+         * unmaps the arenas of closed sessions' rings given back. */
+        s->want = s->gave_up ? 0 : spares_target(d);
         if (each && room / each < s->want)
                 s->want = (unsigned)(room / each);
         s->job = (struct slow_job){
@@ -150,10 +152,13 @@ void spare_rings_want(struct hbgd *d) {
 void spare_rings_make_room(struct hbgd *d) {
         uint64_t bytes, max = acct_max_memory(&d->cfg.limits);
         unsigned n = engine_spares(d->engine, &bytes, NULL);
-        if (n == 0 || d->acct.memory + bytes <= max)
+        /* Closed sessions' arenas waiting to be zeroed into spares count
+         * too; a trim unmaps them first. */
+        uint64_t waiting = engine_spares_waiting(d->engine);
+        if ((n == 0 && waiting == 0) || d->acct.memory + bytes + waiting <= max)
                 return;
-        uint64_t each = bytes / n, room = max > d->acct.memory ? max - d->acct.memory : 0;
-        engine_spares_trim(d->engine, (unsigned)(room / each));
+        uint64_t room = max > d->acct.memory ? max - d->acct.memory : 0;
+        engine_spares_trim(d->engine, n ? (unsigned)(room / (bytes / n)) : 0);
 }
 
 void spare_rings_stop(struct hbgd *d) {

@@ -79,6 +79,10 @@ void engine_spares_trim(struct hbg_engine *e, unsigned keep) {
         ring_spares_trim(&e->spares, keep);
 }
 
+uint64_t engine_spares_waiting(struct hbg_engine *e) {
+        return ring_spares_waiting(&e->spares);
+}
+
 /* The i-th lazy array ring_prefault() faults in, false past the last,
  * in the order a first graph needs them: its tasks' slots, the queues
  * they pass through, then what only failures and graph bookkeeping touch,
@@ -323,7 +327,9 @@ void ring_free(struct hbg_ring *r) {
         recorded_free_ring(r);
         free(r->fail.details); /* failures.c's table of refusals' numbers */
         pthread_mutex_destroy(&r->cold_lock);
-        lazy_arena_unmap(&r->arrays);
+        /* To the spares' store: the next fill zeroes it into a spare or
+         * unmaps it on the slow-work thread, not here on the io thread. */
+        ring_spares_give_back(&r->engine->spares, &r->arrays, r->arrays_warm);
         free(r->per_thread);
         free(r);
 }

@@ -3,6 +3,7 @@
 #include "daemon/engine/ring_spares.h"
 
 #include <errno.h>
+#include <string.h>
 
 void ring_spares_init(struct ring_spares *sp) {
         *sp = (struct ring_spares){ 0 };
@@ -13,8 +14,88 @@ void ring_spares_destroy(struct ring_spares *sp) {
         for (unsigned i = 0; i < sp->n_ready; i++)
                 lazy_arena_unmap(&sp->ready[i]);
         sp->n_ready = 0;
+        for (unsigned i = 0; i < sp->n_given; i++)
+                lazy_arena_unmap(&sp->given[i].arena);
+        sp->n_given = 0;
         lazy_arena_unmap(&sp->filling);
         pthread_mutex_destroy(&sp->lock);
+}
+
+/* The filler's arena, counted or not against `want` (sp->lock). */
+static void filling_set(struct ring_spares *sp, struct lazy_arena a, bool given) {
+        pthread_mutex_lock(&sp->lock);
+        sp->filling_busy = a.base != NULL;
+        pthread_mutex_unlock(&sp->lock);
+        sp->filling = a;
+        sp->filling_given = given;
+        sp->filled = 0;
+}
+
+void ring_spares_give_back(struct ring_spares *sp, struct lazy_arena *a, bool warm) {
+        if (!a->base)
+                return;
+        /* Its arrays are taken again from the start. */
+        struct ring_spare_given g = { .arena = { .base = a->base, .size = a->size }, .warm = warm };
+        struct lazy_arena unmap = *a;
+        *a = (struct lazy_arena){ 0 };
+        pthread_mutex_lock(&sp->lock);
+        /* Of the spares' size, and with the spares ready, being made and
+         * waiting no more than wanted: never more memory than the spares
+         * the last fill was allowed. */
+        if (g.arena.size == sp->bytes) {
+                if (sp->n_ready + sp->filling_busy + sp->n_given < sp->want) {
+                        sp->given[sp->n_given++] = g;
+                        unmap = (struct lazy_arena){ 0 };
+                } else if (warm) {
+                        /* A cold one costs nothing to unmap (it has no
+                         * pages); a warm one is worth reusing. */
+                        for (unsigned i = 0; i < sp->n_given; i++)
+                                if (!sp->given[i].warm) {
+                                        unmap = sp->given[i].arena;
+                                        sp->given[i] = g;
+                                        break;
+                                }
+                }
+        }
+        pthread_mutex_unlock(&sp->lock);
+        lazy_arena_unmap(&unmap);
+}
+
+/* Unmap every arena given back. */
+static void drop_given(struct ring_spares *sp) {
+        struct ring_spare_given drop[RING_SPARES_MAX];
+        pthread_mutex_lock(&sp->lock);
+        unsigned n = sp->n_given;
+        memcpy(drop, sp->given, n * sizeof(drop[0]));
+        sp->n_given = 0;
+        pthread_mutex_unlock(&sp->lock);
+        for (unsigned i = 0; i < n; i++)
+                lazy_arena_unmap(&drop[i].arena);
+}
+
+/* One given-back arena of `bytes` into *ret, a warm one first; false if
+ * none. Those of another size are unmapped. */
+static bool take_given(struct ring_spares *sp, size_t bytes, struct lazy_arena *ret) {
+        struct lazy_arena unmap[RING_SPARES_MAX];
+        unsigned n_unmap = 0, n = 0, pick = RING_SPARES_MAX;
+        pthread_mutex_lock(&sp->lock);
+        for (unsigned i = 0; i < sp->n_given; i++)
+                if (sp->given[i].arena.size == bytes &&
+                    (pick == RING_SPARES_MAX || (sp->given[i].warm && !sp->given[pick].warm)))
+                        pick = i;
+        for (unsigned i = 0; i < sp->n_given; i++) {
+                if (i == pick)
+                        *ret = sp->given[i].arena;
+                else if (sp->given[i].arena.size != bytes)
+                        unmap[n_unmap++] = sp->given[i].arena;
+                else
+                        sp->given[n++] = sp->given[i];
+        }
+        sp->n_given = n;
+        pthread_mutex_unlock(&sp->lock);
+        for (unsigned i = 0; i < n_unmap; i++)
+                lazy_arena_unmap(&unmap[i]);
+        return pick != RING_SPARES_MAX;
 }
 
 bool ring_spares_take(struct ring_spares *sp, size_t bytes, struct lazy_arena *ret) {
@@ -34,7 +115,8 @@ bool ring_spares_take(struct ring_spares *sp, size_t bytes, struct lazy_arena *r
 }
 
 /* Drops the ready spares that are not of `bytes` (any size if 0) or
- * beyond `want`; how many stay. */
+ * beyond `want`; how many stay. With `bytes`, the size and number the
+ * arenas given back are kept for from now on. */
 static unsigned keep_only(struct ring_spares *sp, size_t bytes, unsigned want) {
         struct lazy_arena drop[RING_SPARES_MAX];
         unsigned n_drop = 0, n = 0;
@@ -46,6 +128,10 @@ static unsigned keep_only(struct ring_spares *sp, size_t bytes, unsigned want) {
                         drop[n_drop++] = sp->ready[i];
         }
         sp->n_ready = n;
+        if (bytes)
+                sp->bytes = bytes;
+        if (bytes || want < sp->want)
+                sp->want = want;
         pthread_mutex_unlock(&sp->lock);
         for (unsigned i = 0; i < n_drop; i++)
                 lazy_arena_unmap(&drop[i]);
@@ -58,22 +144,37 @@ int ring_spares_fill(struct ring_spares *sp, size_t bytes, size_t huge_bytes, un
         unsigned ready = keep_only(sp, bytes, want);
         if (sp->filling.base && (sp->filling.size != bytes || ready >= want)) {
                 lazy_arena_unmap(&sp->filling);
-                sp->filled = 0;
+                filling_set(sp, (struct lazy_arena){ 0 }, false);
         }
-        if (ready >= want)
+        if (ready >= want) {
+                drop_given(sp); /* none is wanted */
                 return 0;
+        }
         if (!sp->filling.base) {
-                if (lazy_arena_map(&sp->filling, bytes) < 0)
-                        return -ENOMEM;
-                lazy_hint_huge(sp->filling.base, huge_bytes);
-                sp->filled = 0;
+                /* A freed ring's arena of the size first, a warm one
+                 * first: its pages are resident already. Those of another
+                 * size are of no use. */
+                struct lazy_arena a = { 0 };
+                bool given = take_given(sp, bytes, &a);
+                if (!given) {
+                        if (lazy_arena_map(&a, bytes) < 0)
+                                return -ENOMEM;
+                        lazy_hint_huge(a.base, huge_bytes);
+                }
+                filling_set(sp, a, given);
         }
         uint64_t len = bytes - sp->filled < max_bytes ? bytes - sp->filled : max_bytes;
-        int err = lazy_populate(sp->filling.base + sp->filled, len);
-        if (err < 0) {
-                lazy_arena_unmap(&sp->filling);
-                sp->filled = 0;
-                return err;
+        if (sp->filling_given) {
+                /* Nothing of the ring's session may reach the next one:
+                 * ready only once every byte is zero again. */
+                memset(sp->filling.base + sp->filled, 0, len);
+        } else {
+                int err = lazy_populate(sp->filling.base + sp->filled, len);
+                if (err < 0) {
+                        lazy_arena_unmap(&sp->filling);
+                        filling_set(sp, (struct lazy_arena){ 0 }, false);
+                        return err;
+                }
         }
         sp->filled += len;
         if (sp->filled < bytes)
@@ -81,13 +182,21 @@ int ring_spares_fill(struct ring_spares *sp, size_t bytes, size_t huge_bytes, un
         pthread_mutex_lock(&sp->lock);
         sp->ready[sp->n_ready++] = sp->filling; /* ready < want <= RING_SPARES_MAX */
         ready = sp->n_ready;
+        if (sp->filling_given)
+                sp->reused++;
+        sp->filling_busy = false;
+        bool waiting = sp->n_given > 0;
         pthread_mutex_unlock(&sp->lock);
         sp->filling = (struct lazy_arena){ 0 };
         sp->filled = 0;
-        return ready < want ? 1 : 0;
+        sp->filling_given = false;
+        /* Given back meanwhile: a look at them next call, reused or
+         * unmapped. */
+        return ready < want || waiting ? 1 : 0;
 }
 
 void ring_spares_trim(struct ring_spares *sp, unsigned keep) {
+        drop_given(sp);
         keep_only(sp, 0, keep);
 }
 
@@ -102,4 +211,13 @@ unsigned ring_spares_ready(struct ring_spares *sp, uint64_t *ret_bytes, uint64_t
         pthread_mutex_unlock(&sp->lock);
         *ret_bytes = bytes;
         return n;
+}
+
+uint64_t ring_spares_waiting(struct ring_spares *sp) {
+        uint64_t bytes = 0;
+        pthread_mutex_lock(&sp->lock);
+        for (unsigned i = 0; i < sp->n_given; i++)
+                bytes += sp->given[i].arena.size;
+        pthread_mutex_unlock(&sp->lock);
+        return bytes;
 }

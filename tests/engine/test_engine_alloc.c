@@ -28,6 +28,7 @@
 #include "daemon/engine/engine_stats.h"
 #include "daemon/engine/engine_spares.h"
 #include "daemon/engine/lazy_alloc.h"
+#include "daemon/engine/ring_spares.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
 #include "shm/producer.h"
@@ -728,6 +729,224 @@ START_TEST(spare_rings_taken) {
 }
 END_TEST
 
+/*
+ * A freed ring's arena goes back to the store (ring_free()): the next fill
+ * makes the spare of it, zeroing it, with no mapping of its own; a fill
+ * with enough spares, or for another size, unmaps it.
+ */
+START_TEST(spare_rings_from_freed_rings) {
+        struct hbg_engine_config cfg;
+        config(&cfg, (unsigned)_i);
+        struct hbg_engine *e = NULL;
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
+        struct hbg_geometry g, other;
+        void *sub, *cpl, *osub, *ocpl;
+        small_geometry(&g, 4096, &sub, &cpl);
+        small_geometry(&other, 2048, &osub, &ocpl);
+        uint64_t bytes, taken;
+        while (engine_spare_fill(e, &g, 1, UINT64_MAX) > 0)
+                ;
+        ck_assert_uint_eq(engine_spares(e, &bytes, NULL), 1);
+
+        unsigned n_released = 0;
+        struct hbg_ring_params p = {
+                .geometry = g, .sub_region = sub, .sub_fd = -1, .cpl_region = cpl, .first_id = 0,
+                .completion_fd = -1, .name = "reused", .released = released, .released_userdata = &n_released,
+        };
+        struct hbg_ring *r = NULL, *ro = NULL;
+        ck_assert_int_eq(engine_ring_add(e, &p, &r), 0);
+        ck_assert_uint_eq(engine_spares(e, &bytes, &taken), 0);
+        ck_assert_uint_eq(taken, 1);
+        engine_ring_remove(e, r, -ESHUTDOWN);
+        while (n_released < 1) {
+                engine_collect(e);
+                sched_yield();
+        }
+
+        /* Its arena is the next spare: no new mapping. */
+        n_noted = 0;
+        noting = true;
+        unsigned steps = 0;
+        int more;
+        while ((more = engine_spare_fill(e, &g, 1, 64 << 10)) > 0)
+                ck_assert_uint_lt(++steps, 100000);
+        noting = false;
+        ck_assert_int_eq(more, 0);
+        ck_assert_uint_eq(n_noted, 0);
+        ck_assert_uint_eq(engine_spares(e, &bytes, NULL), 1);
+        ck_assert_uint_ge(steps + 1, bytes >> 16);
+        const uint64_t arena = bytes;
+        /* And a ring takes it as any spare. */
+        ck_assert_int_eq(engine_ring_add(e, &p, &r), 0);
+        ck_assert_uint_eq(engine_spares(e, &bytes, &taken), 0);
+        ck_assert_uint_eq(taken, 2);
+
+        /* Freed, one of another size and this one: this one's arena
+         * waits and the next fill reuses it; the other's is unmapped. */
+        struct hbg_ring_params po = p;
+        po.geometry = other;
+        po.sub_region = osub;
+        po.cpl_region = ocpl;
+        n_noted = 0;
+        noting = true;
+        ck_assert_int_eq(engine_ring_add(e, &po, &ro), 0);
+        noting = false;
+        ck_assert_uint_ge(n_noted, 1);
+        void *other_arrays = noted[0].p; /* ring_new() maps its arena first */
+        engine_ring_remove(e, ro, -ESHUTDOWN);
+        engine_ring_remove(e, r, -ESHUTDOWN);
+        while (n_released < 3) {
+                engine_collect(e);
+                sched_yield();
+        }
+        ck_assert_uint_eq(engine_spares_waiting(e), arena);
+        unsigned char v;
+        ck_assert_int_eq(mincore(other_arrays, 1, &v), -1); /* not of the spares' size: unmapped at once */
+        n_noted = 0;
+        noting = true;
+        while (engine_spare_fill(e, &g, 1, UINT64_MAX) > 0)
+                ;
+        noting = false;
+        ck_assert_uint_eq(n_noted, 0);
+        ck_assert_uint_eq(engine_spares(e, &bytes, NULL), 1);
+        printf("spare_rings_from_freed_rings (%s): a freed ring's arena zeroed into a spare in %u steps of "
+               "64 KiB\n", completion_mode_name(_i), steps + 1);
+        engine_free(e);
+        free(sub);
+        free(cpl);
+        free(osub);
+        free(ocpl);
+}
+END_TEST
+
+static bool mapped(const void *p) {
+        unsigned char v;
+        return mincore((void *)(uintptr_t)p, 1, &v) == 0;
+}
+
+/*
+ * The store alone (ring_spares.h): an arena given back is never handed out
+ * as it was; the fill zeroes every byte before it is ready (a piece at a
+ * time) and keeps its mapping. Only arenas of the spares' size wait, and
+ * no more than the spares wanted beside those ready: the rest is unmapped
+ * at once, a cold one first when a warm one comes. A fill unmaps what it
+ * cannot use; a trim and the store's end unmap those waiting.
+ */
+START_TEST(ring_spares_given_back_zeroed) {
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = 40 * page;
+        struct ring_spares sp;
+        ring_spares_init(&sp);
+        struct lazy_arena a, got, other;
+
+        /* Before any fill, nothing is kept. */
+        ck_assert_int_eq(lazy_arena_map(&a, bytes), 0);
+        char *base = a.base;
+        ring_spares_give_back(&sp, &a, true);
+        ck_assert_ptr_null(a.base);
+        ck_assert(!mapped(base));
+
+        /* One spare wanted, made, taken by a ring, used, given back. */
+        while (ring_spares_fill(&sp, bytes, 0, 1, UINT64_MAX) > 0)
+                ;
+        ck_assert(ring_spares_take(&sp, bytes, &a));
+        base = a.base;
+        memset(base, 0xa5, bytes); /* a session's leftovers */
+        ck_assert_ptr_nonnull(lazy_arena_take(&a, bytes)); /* a ring's arrays, all taken */
+        ring_spares_give_back(&sp, &a, true);
+        ck_assert_ptr_null(a.base);
+        ck_assert(mapped(base));
+        ck_assert(!ring_spares_take(&sp, bytes, &got));
+        ck_assert_uint_eq(ring_spares_waiting(&sp), bytes);
+        /* Another of the size: one waits already, as many as wanted. */
+        ck_assert_int_eq(lazy_arena_map(&other, bytes), 0);
+        char *second = other.base;
+        ring_spares_give_back(&sp, &other, false);
+        ck_assert(!mapped(second));
+
+        unsigned steps = 0;
+        int more;
+        while ((more = ring_spares_fill(&sp, bytes, 0, 1, 3 * page)) > 0) {
+                ck_assert(!ring_spares_take(&sp, bytes, &got)); /* not before every byte is zero */
+                ck_assert_uint_lt(++steps, 1000);
+        }
+        ck_assert_int_eq(more, 0);
+        ck_assert_uint_eq(steps + 1, (bytes + 3 * page - 1) / (3 * page));
+        ck_assert_uint_eq(sp.reused, 1);
+        ck_assert_uint_eq(ring_spares_waiting(&sp), 0);
+        ck_assert(ring_spares_take(&sp, bytes, &got));
+        ck_assert_ptr_eq(got.base, base);
+        ck_assert_uint_eq(got.size, bytes);
+        ck_assert_uint_eq(got.used, 0); /* its arrays taken again from the start */
+        for (size_t i = 0; i < bytes; i++)
+                ck_assert_msg(got.base[i] == 0, "byte %zu of a reused arena is %#x", i, (unsigned)got.base[i]);
+
+        /* Three wanted: a cold one of another size is not kept; two cold
+         * ones of the size are, then a warm one takes a cold one's place;
+         * the fill zeroes the warm one first and a fill wanting fewer
+         * unmaps the rest. */
+        while (ring_spares_fill(&sp, bytes, 0, 3, UINT64_MAX) > 0)
+                ;
+        struct lazy_arena taken[3];
+        for (unsigned i = 0; i < 3; i++)
+                ck_assert(ring_spares_take(&sp, bytes, &taken[i]));
+        ck_assert_int_eq(lazy_arena_map(&other, 2 * bytes), 0);
+        second = other.base;
+        ring_spares_give_back(&sp, &other, true);
+        ck_assert(!mapped(second));
+        char *cold[3];
+        for (unsigned i = 0; i < 3; i++) {
+                ck_assert_int_eq(lazy_arena_map(&other, bytes), 0);
+                cold[i] = other.base;
+                ring_spares_give_back(&sp, &other, false);
+        }
+        ck_assert(mapped(cold[0]) && mapped(cold[1]) && mapped(cold[2]));
+        char *warm = taken[0].base;
+        ring_spares_give_back(&sp, &taken[0], true);
+        ck_assert(mapped(warm));
+        ck_assert(!mapped(cold[0]));
+        ring_spares_give_back(&sp, &taken[1], false); /* full: unmapped */
+        ck_assert_uint_eq(ring_spares_waiting(&sp), 3 * bytes);
+        ck_assert_int_eq(ring_spares_fill(&sp, bytes, 0, 3, UINT64_MAX), 1);
+        ck_assert(ring_spares_take(&sp, bytes, &got));
+        ck_assert_ptr_eq(got.base, warm);
+        ring_spares_give_back(&sp, &got, true);
+        ck_assert_int_eq(ring_spares_fill(&sp, bytes, 0, 1, UINT64_MAX), 1); /* the warm one, zeroed */
+        ck_assert_int_eq(ring_spares_fill(&sp, bytes, 0, 1, UINT64_MAX), 0); /* no more wanted: unmapped */
+        ck_assert(!mapped(cold[1]) && !mapped(cold[2]));
+        ck_assert_uint_eq(ring_spares_waiting(&sp), 0);
+        ck_assert(ring_spares_take(&sp, bytes, &got));
+        ck_assert_ptr_eq(got.base, warm);
+
+        /* Zeroing cut short by a fill of another size: that arena goes. */
+        ring_spares_give_back(&sp, &got, true);
+        ck_assert_int_eq(ring_spares_fill(&sp, bytes, 0, 1, page), 1);
+        ck_assert(mapped(warm));
+        ck_assert_int_eq(ring_spares_fill(&sp, 2 * bytes, 0, 1, page), 1);
+        ck_assert(!mapped(warm));
+        while (ring_spares_fill(&sp, bytes, 0, 1, UINT64_MAX) > 0)
+                ;
+
+        /* A trim unmaps those waiting, the store's end everything. */
+        ck_assert(ring_spares_take(&sp, bytes, &got));
+        base = got.base;
+        ring_spares_give_back(&sp, &got, true);
+        ck_assert(mapped(base));
+        ring_spares_trim(&sp, 1);
+        ck_assert(!mapped(base));
+        while (ring_spares_fill(&sp, bytes, 0, 2, UINT64_MAX) > 0)
+                ;
+        ck_assert(ring_spares_take(&sp, bytes, &got));
+        base = got.base;
+        ring_spares_give_back(&sp, &got, true);
+        char *ready = sp.ready[0].base;
+        ck_assert(mapped(base) && mapped(ready));
+        ring_spares_destroy(&sp);
+        ck_assert(!mapped(base) && !mapped(ready));
+        for (unsigned i = 2; i < 3; i++)
+                lazy_arena_unmap(&taken[i]);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("engine_alloc");
         TCase *tc = tcase_create("alloc");
@@ -739,6 +958,8 @@ static Suite *suite(void) {
         tcase_add_loop_test(tc, ring_prefault_waited_ends, 0, (int)completion_mode_count());
         tcase_add_loop_test(tc, io_reads_through_memfd, 0, (int)completion_mode_count());
         tcase_add_loop_test(tc, spare_rings_taken, 0, (int)completion_mode_count());
+        tcase_add_loop_test(tc, spare_rings_from_freed_rings, 0, (int)completion_mode_count());
+        tcase_add_test(tc, ring_spares_given_back_zeroed);
         tcase_add_test(tc, lazy_arena_huge_boundary);
         tcase_add_test(tc, fanins_apart_from_arguments);
         suite_add_tcase(s, tc);
