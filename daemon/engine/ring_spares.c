@@ -21,13 +21,21 @@ void ring_spares_destroy(struct ring_spares *sp) {
         pthread_mutex_destroy(&sp->lock);
 }
 
-/* The filler's arena, counted or not against `want` (sp->lock). */
-static void filling_set(struct ring_spares *sp, struct lazy_arena a, bool given) {
+/* Whether the filler holds an arena, counted against `want` from before
+ * it takes one until it is ready (sp->lock). */
+static void filling_busy_set(struct ring_spares *sp, bool busy) {
         pthread_mutex_lock(&sp->lock);
-        sp->filling_busy = a.base != NULL;
+        sp->filling_busy = busy;
         pthread_mutex_unlock(&sp->lock);
+}
+
+/* The filler's arena: none, or one to zero (memset: a warm one given
+ * back) or to fault in; `reused`: a freed ring's. */
+static void filling_set(struct ring_spares *sp, struct lazy_arena a, bool zero, bool reused) {
+        filling_busy_set(sp, a.base != NULL);
         sp->filling = a;
-        sp->filling_given = given;
+        sp->filling_zero = zero;
+        sp->filling_reused = reused;
         sp->filled = 0;
 }
 
@@ -47,8 +55,10 @@ void ring_spares_give_back(struct ring_spares *sp, struct lazy_arena *a, bool wa
                         sp->given[sp->n_given++] = g;
                         unmap = (struct lazy_arena){ 0 };
                 } else if (warm) {
-                        /* A cold one costs nothing to unmap (it has no
-                         * pages); a warm one is worth reusing. */
+                        /* A warm one's pages are all resident: worth
+                         * more than a cold one's, which may have few
+                         * (the ring mapped its own; a pre-fault or
+                         * graphs may have touched some). */
                         for (unsigned i = 0; i < sp->n_given; i++)
                                 if (!sp->given[i].warm) {
                                         unmap = sp->given[i].arena;
@@ -73,9 +83,9 @@ static void drop_given(struct ring_spares *sp) {
                 lazy_arena_unmap(&drop[i].arena);
 }
 
-/* One given-back arena of `bytes` into *ret, a warm one first; false if
- * none. Those of another size are unmapped. */
-static bool take_given(struct ring_spares *sp, size_t bytes, struct lazy_arena *ret) {
+/* One given-back arena of `bytes` into *ret (and whether it is warm), a
+ * warm one first; false if none. Those of another size are unmapped. */
+static bool take_given(struct ring_spares *sp, size_t bytes, struct lazy_arena *ret, bool *ret_warm) {
         struct lazy_arena unmap[RING_SPARES_MAX];
         unsigned n_unmap = 0, n = 0, pick = RING_SPARES_MAX;
         pthread_mutex_lock(&sp->lock);
@@ -84,8 +94,10 @@ static bool take_given(struct ring_spares *sp, size_t bytes, struct lazy_arena *
                     (pick == RING_SPARES_MAX || (sp->given[i].warm && !sp->given[pick].warm)))
                         pick = i;
         for (unsigned i = 0; i < sp->n_given; i++) {
-                if (i == pick)
+                if (i == pick) {
                         *ret = sp->given[i].arena;
+                        *ret_warm = sp->given[i].warm;
+                }
                 else if (sp->given[i].arena.size != bytes)
                         unmap[n_unmap++] = sp->given[i].arena;
                 else
@@ -144,27 +156,40 @@ int ring_spares_fill(struct ring_spares *sp, size_t bytes, size_t huge_bytes, un
         unsigned ready = keep_only(sp, bytes, want);
         if (sp->filling.base && (sp->filling.size != bytes || ready >= want)) {
                 lazy_arena_unmap(&sp->filling);
-                filling_set(sp, (struct lazy_arena){ 0 }, false);
+                filling_set(sp, (struct lazy_arena){ 0 }, false, false);
         }
         if (ready >= want) {
                 drop_given(sp); /* none is wanted */
                 return 0;
         }
         if (!sp->filling.base) {
+                /* Counted from here: a ring freed meanwhile sees it. */
+                filling_busy_set(sp, true);
                 /* A freed ring's arena of the size first, a warm one
-                 * first: its pages are resident already. Those of another
-                 * size are of no use. */
+                 * first: its pages are resident, zeroing them is cheap. A
+                 * cold one's pages are dropped (zero on the next touch:
+                 * MADV_DONTNEED of a private anonymous mapping) and faulted
+                 * in again like a fresh arena's, which spares a mapping
+                 * and writes no page twice. Those of another size are of
+                 * no use. */
                 struct lazy_arena a = { 0 };
-                bool given = take_given(sp, bytes, &a);
+                bool warm = false;
+                bool given = take_given(sp, bytes, &a, &warm);
+                if (given && !warm && madvise(a.base, a.size, MADV_DONTNEED) < 0) {
+                        lazy_arena_unmap(&a);
+                        given = false;
+                }
                 if (!given) {
-                        if (lazy_arena_map(&a, bytes) < 0)
+                        if (lazy_arena_map(&a, bytes) < 0) {
+                                filling_busy_set(sp, false);
                                 return -ENOMEM;
+                        }
                         lazy_hint_huge(a.base, huge_bytes);
                 }
-                filling_set(sp, a, given);
+                filling_set(sp, a, given && warm, given);
         }
         uint64_t len = bytes - sp->filled < max_bytes ? bytes - sp->filled : max_bytes;
-        if (sp->filling_given) {
+        if (sp->filling_zero) {
                 /* Nothing of the ring's session may reach the next one:
                  * ready only once every byte is zero again. */
                 memset(sp->filling.base + sp->filled, 0, len);
@@ -172,7 +197,7 @@ int ring_spares_fill(struct ring_spares *sp, size_t bytes, size_t huge_bytes, un
                 int err = lazy_populate(sp->filling.base + sp->filled, len);
                 if (err < 0) {
                         lazy_arena_unmap(&sp->filling);
-                        filling_set(sp, (struct lazy_arena){ 0 }, false);
+                        filling_set(sp, (struct lazy_arena){ 0 }, false, false);
                         return err;
                 }
         }
@@ -182,14 +207,14 @@ int ring_spares_fill(struct ring_spares *sp, size_t bytes, size_t huge_bytes, un
         pthread_mutex_lock(&sp->lock);
         sp->ready[sp->n_ready++] = sp->filling; /* ready < want <= RING_SPARES_MAX */
         ready = sp->n_ready;
-        if (sp->filling_given)
+        if (sp->filling_reused)
                 sp->reused++;
         sp->filling_busy = false;
         bool waiting = sp->n_given > 0;
         pthread_mutex_unlock(&sp->lock);
         sp->filling = (struct lazy_arena){ 0 };
         sp->filled = 0;
-        sp->filling_given = false;
+        sp->filling_zero = sp->filling_reused = false;
         /* Given back meanwhile: a look at them next call, reused or
          * unmapped. */
         return ready < want || waiting ? 1 : 0;

@@ -8,12 +8,14 @@
  * (engine_spare_fill()); ring_new() takes one of the right size
  * instead of mapping cold pages. A spare's bytes are all zero, the
  * arrays' initial state: fresh anonymous pages, or a freed ring's arena
- * given back (ring_spares_give_back()) and zeroed whole by the filler
- * before it is ready, so that nothing of the session it served remains.
- * Reusing one costs a memset() of resident pages on the slow-work thread
- * where a fresh one costs a mapping and a fault per page there, and its
- * munmap() (a TLB shoot-down across hbgd's threads) at the ring's free on
- * the io thread (docs/PERFORMANCE.md, "A closed ring's arrays, reused").
+ * given back (ring_spares_give_back()) that the filler made zero whole
+ * before it is ready, so that nothing of the session it served remains:
+ * a warm one (all resident) by memset(), a cold one by dropping its pages
+ * (MADV_DONTNEED) and faulting them in again. Reusing a warm one costs a
+ * memset() on the slow-work thread where a fresh one costs a mapping and
+ * a fault per page there, and its munmap() (a TLB shoot-down across
+ * hbgd's threads) at the ring's free on the io thread (docs/PERFORMANCE.md,
+ * "A closed ring's arrays, reused").
  */
 #pragma once
 
@@ -30,7 +32,7 @@
 /* A freed ring's arena, not yet zeroed. */
 struct ring_spare_given {
         struct lazy_arena arena;
-        bool warm;                              /* its pages resident (the ring took a spare) */
+        bool warm;                              /* all its pages resident: the ring took a spare */
 };
 
 struct ring_spares {
@@ -50,7 +52,8 @@ struct ring_spares {
         /* The filler's, one caller at a time (engine_spare_fill()). */
         struct lazy_arena filling;
         uint64_t filled;                        /* bytes of filling faulted in, or zeroed */
-        bool filling_given;                     /* filling was a ring's: zeroed, not faulted in */
+        bool filling_zero;                      /* filling is a warm ring's: zeroed, not faulted in */
+        bool filling_reused;                    /* filling is a freed ring's (warm or cold) */
 };
 
 void ring_spares_init(struct ring_spares *sp);

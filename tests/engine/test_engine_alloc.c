@@ -879,6 +879,7 @@ START_TEST(ring_spares_given_back_zeroed) {
         ck_assert_uint_eq(got.used, 0); /* its arrays taken again from the start */
         for (size_t i = 0; i < bytes; i++)
                 ck_assert_msg(got.base[i] == 0, "byte %zu of a reused arena is %#x", i, (unsigned)got.base[i]);
+        lazy_arena_unmap(&got);
 
         /* Three wanted: a cold one of another size is not kept; two cold
          * ones of the size are, then a warm one takes a cold one's place;
@@ -921,8 +922,31 @@ START_TEST(ring_spares_given_back_zeroed) {
         ring_spares_give_back(&sp, &got, true);
         ck_assert_int_eq(ring_spares_fill(&sp, bytes, 0, 1, page), 1);
         ck_assert(mapped(warm));
+        uint64_t reused = sp.reused;
         ck_assert_int_eq(ring_spares_fill(&sp, 2 * bytes, 0, 1, page), 1);
-        ck_assert(!mapped(warm));
+        /* (Its address may be mapped again already: the new arena's.) */
+        ck_assert(sp.filling.size == 2 * bytes && !sp.filling_zero);
+        ck_assert_uint_eq(ring_spares_waiting(&sp), 0);
+        while (ring_spares_fill(&sp, bytes, 0, 1, UINT64_MAX) > 0)
+                ;
+        ck_assert_uint_eq(sp.reused, reused);
+
+        /* A cold one alone: its pages dropped and faulted in again
+         * (MADV_DONTNEED), not written over; zero all the same. */
+        ck_assert(ring_spares_take(&sp, bytes, &got));
+        memset(got.base, 0x5a, bytes / 2);
+        base = got.base;
+        ring_spares_give_back(&sp, &got, false);
+        ck_assert_int_eq(ring_spares_fill(&sp, bytes, 0, 1, page), 1);
+        ck_assert(sp.filling.base == base && !sp.filling_zero);
+        while (ring_spares_fill(&sp, bytes, 0, 1, UINT64_MAX) > 0)
+                ;
+        ck_assert_uint_eq(sp.reused, reused + 1);
+        ck_assert(ring_spares_take(&sp, bytes, &got));
+        ck_assert_ptr_eq(got.base, base);
+        for (size_t i = 0; i < bytes; i++)
+                ck_assert_msg(got.base[i] == 0, "byte %zu of a reused cold arena is %#x", i, (unsigned)got.base[i]);
+        ring_spares_give_back(&sp, &got, true);
         while (ring_spares_fill(&sp, bytes, 0, 1, UINT64_MAX) > 0)
                 ;
 
