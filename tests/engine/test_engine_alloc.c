@@ -615,6 +615,30 @@ START_TEST(lazy_arena_huge_boundary) {
 }
 END_TEST
 
+/* An engine and the regions of rings of two sizes, for the spare tests. */
+struct spare_fixture {
+        struct hbg_engine *e;
+        struct hbg_geometry g, other; /* task windows 4096 and 2048 */
+        void *sub, *cpl, *osub, *ocpl;
+};
+
+static void spare_fixture_init(struct spare_fixture *f, unsigned mode) {
+        struct hbg_engine_config cfg;
+        config(&cfg, mode);
+        f->e = NULL;
+        ck_assert_int_eq(engine_new(&f->e, &cfg), 0);
+        small_geometry(&f->g, 4096, &f->sub, &f->cpl);
+        small_geometry(&f->other, 2048, &f->osub, &f->ocpl);
+}
+
+static void spare_fixture_fini(struct spare_fixture *f) {
+        engine_free(f->e);
+        free(f->sub);
+        free(f->cpl);
+        free(f->osub);
+        free(f->ocpl);
+}
+
 /*
  * Spare ring arrays (ring_spares.h): filled a piece at a time up to the
  * number wanted, all resident; a ring of their size takes one (no new
@@ -624,14 +648,11 @@ END_TEST
  * so does a fill wanting fewer.
  */
 START_TEST(spare_rings_taken) {
-        struct hbg_engine_config cfg;
-        config(&cfg, (unsigned)_i);
-        struct hbg_engine *e = NULL;
-        ck_assert_int_eq(engine_new(&e, &cfg), 0);
-        struct hbg_geometry g, other;
-        void *sub, *cpl, *osub, *ocpl;
-        small_geometry(&g, 4096, &sub, &cpl);
-        small_geometry(&other, 2048, &osub, &ocpl);
+        struct spare_fixture f;
+        spare_fixture_init(&f, (unsigned)_i);
+        struct hbg_engine *e = f.e;
+        struct hbg_geometry g = f.g, other = f.other;
+        void *sub = f.sub, *cpl = f.cpl, *osub = f.osub, *ocpl = f.ocpl;
         uint64_t bytes;
         ck_assert_uint_eq(engine_spares(e, &bytes, NULL), 0);
 
@@ -721,28 +742,21 @@ START_TEST(spare_rings_taken) {
                 engine_collect(e);
                 sched_yield();
         }
-        engine_free(e);
-        free(sub);
-        free(cpl);
-        free(osub);
-        free(ocpl);
+        spare_fixture_fini(&f);
 }
 END_TEST
 
 /*
  * A freed ring's arena goes back to the store (ring_free()): the next fill
- * makes the spare of it, zeroing it, with no mapping of its own; a fill
- * with enough spares, or for another size, unmaps it.
+ * makes the spare of it, with no mapping of its own; one of another size
+ * is unmapped at once.
  */
 START_TEST(spare_rings_from_freed_rings) {
-        struct hbg_engine_config cfg;
-        config(&cfg, (unsigned)_i);
-        struct hbg_engine *e = NULL;
-        ck_assert_int_eq(engine_new(&e, &cfg), 0);
-        struct hbg_geometry g, other;
-        void *sub, *cpl, *osub, *ocpl;
-        small_geometry(&g, 4096, &sub, &cpl);
-        small_geometry(&other, 2048, &osub, &ocpl);
+        struct spare_fixture f;
+        spare_fixture_init(&f, (unsigned)_i);
+        struct hbg_engine *e = f.e;
+        struct hbg_geometry g = f.g, other = f.other;
+        void *sub = f.sub, *cpl = f.cpl, *osub = f.osub, *ocpl = f.ocpl;
         uint64_t bytes, taken;
         while (engine_spare_fill(e, &g, 1, UINT64_MAX) > 0)
                 ;
@@ -811,11 +825,7 @@ START_TEST(spare_rings_from_freed_rings) {
         ck_assert_uint_eq(engine_spares(e, &bytes, NULL), 1);
         printf("spare_rings_from_freed_rings (%s): a freed ring's arena zeroed into a spare in %u steps of "
                "64 KiB\n", completion_mode_name(_i), steps + 1);
-        engine_free(e);
-        free(sub);
-        free(cpl);
-        free(osub);
-        free(ocpl);
+        spare_fixture_fini(&f);
 }
 END_TEST
 
