@@ -327,8 +327,9 @@ void ring_free(struct hbg_ring *r) {
         recorded_free_ring(r);
         free(r->fail.details); /* failures.c's table of refusals' numbers */
         pthread_mutex_destroy(&r->cold_lock);
-        /* To the spares' store: the next fill zeroes it into a spare or
-         * unmaps it on the slow-work thread, not here on the io thread. */
+        /* To the spares' store: kept for the next fill to make zero into
+         * a spare, on the slow-work thread, if one is wanted; else
+         * unmapped now (ring_spares_give_back()). */
         ring_spares_give_back(&r->engine->spares, &r->arrays, r->arrays_warm);
         free(r->per_thread);
         free(r);

@@ -97,11 +97,11 @@ static bool take_given(struct ring_spares *sp, size_t bytes, struct lazy_arena *
                 if (i == pick) {
                         *ret = sp->given[i].arena;
                         *ret_warm = sp->given[i].warm;
-                }
-                else if (sp->given[i].arena.size != bytes)
+                } else if (sp->given[i].arena.size != bytes) {
                         unmap[n_unmap++] = sp->given[i].arena;
-                else
+                } else {
                         sp->given[n++] = sp->given[i];
+                }
         }
         sp->n_given = n;
         pthread_mutex_unlock(&sp->lock);
