@@ -191,43 +191,48 @@ void cmp_latency(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned
 /* hbg_connect()'s time while 8 producers connect at once (session set-up
  * on hbgd's side included), over several bursts: producers that stay
  * connected until all eight have (the target's case), and producers that
- * disconnect at once (their teardowns among the others' connects). And
- * hbgd's CPU time per connect and its disconnect, every thread's, until
- * hbgd is at rest again after the last burst (its background work for
- * them, the spares made again, included). */
+ * disconnect at once (their teardowns among the others' connects); and a
+ * lone producer's, connecting and disconnecting once per round, as many
+ * connects as a burst row's. And hbgd's CPU time per connect and its
+ * disconnect, every thread's, until hbgd is at rest again after the last
+ * round (its background work for them, the spares made again, included). */
 void cmp_connect_burst(struct cmp *c, struct bench_hbgd *h, const char *mode, unsigned threads) {
-        enum { PRODUCERS = 8, ROUNDS_MAX = 60 };
+        enum { BURST = 8, ROUNDS_MAX = 60 };
         const unsigned rounds = c->quick ? 25 : ROUNDS_MAX;
         static const struct {
+                unsigned producers, rounds_times; /* rounds: rounds × rounds_times */
                 bool hold;
                 const char *p50, *p99, *cpu, *what;
         } kinds[] = {
-                { true, "connect_burst_8_p50", "connect_burst_8_p99", "connect_burst_8_hbgd_cpu", "staying connected" },
-                { false, "connect_churn_8_p50", "connect_churn_8_p99", "connect_churn_8_hbgd_cpu",
-                  "each disconnecting at once" },
+                { BURST, 1, true, "connect_burst_8_p50", "connect_burst_8_p99", "connect_burst_8_hbgd_cpu",
+                  "8 producers at once, staying connected" },
+                { BURST, 1, false, "connect_churn_8_p50", "connect_churn_8_p99", "connect_churn_8_hbgd_cpu",
+                  "8 producers at once, each disconnecting at once" },
+                { 1, BURST, false, "connect_lone_p50", "connect_lone_p99", "connect_lone_hbgd_cpu",
+                  "one producer alone, disconnecting at once" },
         };
-        double ns[PRODUCERS * ROUNDS_MAX];
+        double ns[BURST * ROUNDS_MAX];
         for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+                unsigned producers = kinds[k].producers, kind_rounds = rounds * kinds[k].rounds_times;
                 bench_proc_settle(h->pid, SETTLE_MAX_MS);
                 int64_t cpu0 = bench_proc_cpu_ns(h->pid);
-                if (probe_connect_burst(h->socket, PRODUCERS, rounds, kinds[k].hold, ns) < 0) {
+                if (probe_connect_burst(h->socket, producers, kind_rounds, kinds[k].hold, ns) < 0) {
                         fprintf(stderr, "hbg-bench: connect burst (hbg %s, %u threads) failed\n", mode, threads);
                         c->failures++;
                         return;
                 }
                 bench_proc_settle(h->pid, SETTLE_MAX_MS);
                 int64_t cpu1 = bench_proc_cpu_ns(h->pid);
-                unsigned n = PRODUCERS * rounds;
+                unsigned n = producers * kind_rounds;
                 double p50 = probe_quantile(ns, n, 0.50) / 1e3, p99 = probe_quantile(ns, n, 0.99) / 1e3;
                 double cpu_us = cpu0 >= 0 && cpu1 >= cpu0 ? (double)(cpu1 - cpu0) / n / 1e3 : 0;
-                report_metric(&c->report, kinds[k].p50, "", "hbg", mode, threads, PRODUCERS, p50, "us");
-                report_metric(&c->report, kinds[k].p99, "", "hbg", mode, threads, PRODUCERS, p99, "us");
+                report_metric(&c->report, kinds[k].p50, "", "hbg", mode, threads, producers, p50, "us");
+                report_metric(&c->report, kinds[k].p99, "", "hbg", mode, threads, producers, p99, "us");
                 if (cpu_us > 0)
-                        report_metric(&c->report, kinds[k].cpu, "", "hbg", mode, threads, PRODUCERS, cpu_us, "us");
-                printf("  hbg_connect, %u producers at once, %s: p50 %8.1f us  p99 %8.1f us  (%u connects%s); "
+                        report_metric(&c->report, kinds[k].cpu, "", "hbg", mode, threads, producers, cpu_us, "us");
+                printf("  hbg_connect, %s: p50 %8.1f us  p99 %8.1f us  (%u connects%s); "
                        "hbgd's CPU %.0f us a connect and its disconnect\n",
-                       (unsigned)PRODUCERS, kinds[k].what, p50, p99, n,
-                       kinds[k].hold ? "; target p99 <= 1000 us" : "", cpu_us);
+                       kinds[k].what, p50, p99, n, kinds[k].hold ? "; target p99 <= 1000 us" : "", cpu_us);
         }
 }
 
