@@ -66,14 +66,16 @@ static void free_source(struct io_loop *l, struct io_source *s) {
         free(s);
 }
 
-/* A source still on the deferred list, or with a cancel in flight, is
- * freed once it has left it and the cancel has completed. */
+/* A source still on the deferred list or the again list (a callback
+ * run by run_again() asked for another call and then deleted it), or
+ * with a cancel in flight, is freed once it has left them and the
+ * cancel has completed. */
 static void free_dead(struct io_loop *l) {
         struct io_source *keep = NULL;
         while (l->dead) {
                 struct io_source *s = l->dead;
                 l->dead = s->next_dead;
-                if (s->deferred || s->cancels) {
+                if (s->deferred || s->again || s->cancels) {
                         s->next_dead = keep;
                         keep = s;
                 } else {

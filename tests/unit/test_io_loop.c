@@ -11,6 +11,10 @@
  * while `refuse` is set, submissions fail as a busy kernel's do and the
  * queue stays full. Both backends run the same cases; epoll has no SQE to
  * run out of, so there they check only the behaviour.
+ *
+ * And a source deleted while it waits on the again list is not freed
+ * before the list lets go of it (AddressSanitizer would see the next
+ * round read it).
  */
 #include <check.h>
 #include <errno.h>
@@ -141,6 +145,40 @@ START_TEST(removals_wait_for_sqes) {
 }
 END_TEST
 
+/* A callback called again (io_source_again()) that asks for another call
+ * and then deletes its source, as a connection closed by a later step of
+ * the same turn: the source is on the next round's again list, and
+ * must live until that round has passed it over. */
+static unsigned again_calls;
+
+static void again_then_delete(struct io_source *src, uint32_t events, void *userdata) {
+        struct io_loop *l = userdata;
+        (void)events;
+        again_calls++;
+        io_source_again(l, src);
+        io_source_del(l, src);
+}
+
+START_TEST(deleted_while_due_again) {
+        struct io_loop *l = new_loop(_i);
+        if (!l)
+                return;
+        int fds[2];
+        ck_assert_int_eq(pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
+        struct io_source *src;
+        ck_assert_int_eq(io_loop_add(l, fds[0], again_then_delete, l, &src), 0);
+        io_source_again(l, src);
+        ck_assert_int_ge(io_loop_run_once(l, 0), 0);
+        ck_assert_uint_eq(again_calls, 1);
+        for (int i = 0; i < 3; i++)
+                ck_assert_int_ge(io_loop_run_once(l, 10), 0);
+        ck_assert_uint_eq(again_calls, 1);
+        io_loop_free(l);
+        close(fds[0]);
+        close(fds[1]);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("io_loop");
         TCase *t = tcase_create("sqe");
@@ -148,6 +186,7 @@ static Suite *suite(void) {
         /* _i: 0 io_uring, 1 epoll */
         tcase_add_loop_test(t, arms_wait_for_sqes, 0, 2);
         tcase_add_loop_test(t, removals_wait_for_sqes, 0, 2);
+        tcase_add_loop_test(t, deleted_while_due_again, 0, 2);
         suite_add_tcase(s, t);
         return s;
 }
