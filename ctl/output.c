@@ -363,6 +363,7 @@ static void daemon_text(json_object *o) {
                                               "graphs_retired", "graphs_failed", "slow_jobs",
                                               "spare_rings", "spare_ring_bytes", "spare_rings_taken",
                                               "spare_regions", "spare_regions_taken", "sessions_closing",
+                                              "sessions_set_up_inline",
                                               "log_lines_dropped" };
         json_object *v;
         const char *version = json_object_object_get_ex(o, "version", &v) ? json_object_get_string(v) : "?";

@@ -201,6 +201,7 @@ static void session_built(struct slow_job *work) {
                 c->deadline_ms = 0; /* a session may be idle as long as it likes */
                 d->n_sessions++;
                 d->counters.sessions_opened++;
+                d->counters.sessions_set_up_inline += c->creating_inline;
                 v = send_session_reply(c, s, &s->g, s->stall_timeout_ms);
                 if (v.err == 0) {
                         /* The client has its own copies now (the mappings
@@ -284,14 +285,23 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         /* Built on the slow-work thread: the io thread answers others
          * meanwhile, and connects at once do not wait for each other here;
          * the connection reads nothing more until the reply
-         * (session_built()). */
+         * (session_built()). A lone connect (no other connection without a
+         * session) whose build would wait for nothing on the slow-work
+         * thread and finds a set of regions made ahead is built here
+         * instead: the hand-off's two wake-ups cost it more than the build
+         * (docs/PERFORMANCE.md), and the io thread meanwhile waits for
+         * one build of the cheap kind at most (a client connecting in a
+         * loop soon uses the sets up: its connects hold their fill back). */
         session_on_release(s, collect_released, d);
         struct slow_job *work = session_build_job(s, &d->regions);
         work->done = session_built;
         work->userdata = c;
         c->creating = s;
         session_prefault_hold(d->slow);
-        slow_work_submit(d->slow, work);
+        c->creating_inline = d->n_conns == d->n_sessions + 1 && spare_regions_have(&d->regions, &g) &&
+                             slow_work_run_here(d->slow, work);
+        if (!c->creating_inline)
+                slow_work_submit(d->slow, work);
         /* The build may take a set of regions made ahead: the fill, a
          * background job, runs after it, whatever comes of the session
          * (a close while it is built cancels its done, not this). */

@@ -50,6 +50,7 @@ void metrics_fill_daemon(const struct hbgd *d, Hbg__DaemonStatus *ds) {
         ds->connections = d->n_conns;
         ds->connections_accepted = d->counters.connections_accepted;
         ds->sessions_opened = d->counters.sessions_opened;
+        ds->sessions_set_up_inline = d->counters.sessions_set_up_inline;
         ds->log_lines_dropped = hbgd_log_dropped();
 }
 

@@ -18,6 +18,7 @@
 struct hbgd_counters {
         uint64_t connections_accepted;
         uint64_t sessions_opened;
+        uint64_t sessions_set_up_inline; /* of those, built on the io thread (conn.c) */
         uint64_t sessions_refused[HBG_ERRNO_SLOTS]; /* connections and session requests */
 };
 

@@ -16,7 +16,8 @@
  *
  * Opening takes three steps, so that no connect waits for another on the
  * io thread: session_new() (io thread) takes the charge, the build job
- * (session_build_job(), on the slow-work thread) creates the regions
+ * (session_build_job(), on the slow-work thread, or on the io thread for
+ * a lone connect: conn.c, slow_work_run_here()) creates the regions
  * and channels (or takes a set made ahead, spare_regions.h) and the ring, session_start() (io thread) watches the doorbell.
  * The ring is served from the first doorbell on, once the submission
  * region is sealed against writable mappings and hole punching (by the
@@ -138,7 +139,8 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
                 struct accounting *acct, const struct hbg_geometry *g, uint64_t memory, uint64_t id, uid_t uid,
                 pid_t pid, struct hbg_log_limit *log_limit, unsigned weight, uint64_t stall_timeout_ms);
 /* The job that builds it (regions, channels, the engine ring): the caller
- * sets done and userdata and submits it to the session's slow_work; the
+ * sets done and userdata and submits it to the session's slow_work (or
+ * runs it there, slow_work_run_here()); the
  * session's uid is set. Its run touches only the session, the engine and
  * `spares` (a set of the session's geometry taken from it if one is
  * ready; NULL: none). */

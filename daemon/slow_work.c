@@ -36,6 +36,8 @@ struct slow_work {
         bool served_any[SLOW_CLASSES];
         uid_t last_uid[SLOW_CLASSES];
         unsigned setups_in_row;        /* set-ups taken since the last request */
+        bool worker_busy;              /* the worker runs a job */
+        bool running_here;             /* the io thread runs one (slow_work_run_here()): the worker waits */
         unsigned pending;
         int64_t hold_until_ns;         /* background jobs wait until then (CLOCK_MONOTONIC) */
 };
@@ -50,24 +52,29 @@ struct slow_work {
  * lowest uid above the last one of that class served, else the oldest of
  * the lowest uid. Background work is held until hold_until_ns: then NULL,
  * and *ret_wait_until says until when (0 otherwise). Under lock. */
-static const unsigned class_rank[SLOW_CLASSES] = {
-        [SLOW_SETUP] = 0,
-        [SLOW_REQUEST] = 1,
-        [SLOW_BACKGROUND] = 2,
+static const struct {
+        unsigned rank;                 /* the order classes are taken in */
+        bool waited_for;               /* a client waits for it: none may be queued for a job run here */
+        bool may_run_here;             /* short enough for the io thread (slow_work_run_here()) */
+} classes[SLOW_CLASSES] = {
+        [SLOW_SETUP] = { 0, true, true },
+        [SLOW_REQUEST] = { 1, true, false },
+        [SLOW_BACKGROUND] = { 2, false, false },
 };
+#define class_rank(c) classes[(c) % SLOW_CLASSES].rank
 
 static struct slow_job *take_next(struct slow_work *w, int64_t *ret_wait_until) {
         unsigned first = SLOW_CLASSES;
         bool request = false;
         *ret_wait_until = 0;
         for (struct slow_job *j = w->queued; j; j = j->next) {
-                if (class_rank[j->class % SLOW_CLASSES] < first)
-                        first = class_rank[j->class % SLOW_CLASSES];
+                if (class_rank(j->class) < first)
+                        first = class_rank(j->class);
                 request = request || j->class == SLOW_REQUEST;
         }
-        if (first == class_rank[SLOW_SETUP] && request && w->setups_in_row >= SETUPS_BEFORE_A_REQUEST)
-                first = class_rank[SLOW_REQUEST];
-        if (first == class_rank[SLOW_BACKGROUND] && w->hold_until_ns > 0) {
+        if (first == class_rank(SLOW_SETUP) && request && w->setups_in_row >= SETUPS_BEFORE_A_REQUEST)
+                first = class_rank(SLOW_REQUEST);
+        if (first == class_rank(SLOW_BACKGROUND) && w->hold_until_ns > 0) {
                 if (clock_now_ns() < w->hold_until_ns) {
                         *ret_wait_until = w->hold_until_ns;
                         return NULL;
@@ -76,7 +83,7 @@ static struct slow_job *take_next(struct slow_work *w, int64_t *ret_wait_until) 
         }
         struct slow_job **best = NULL, **lowest = NULL;
         for (struct slow_job **p = &w->queued; *p; p = &(*p)->next) {
-                if (class_rank[(*p)->class % SLOW_CLASSES] != first)
+                if (class_rank((*p)->class) != first)
                         continue;
                 uid_t u = (*p)->uid;
                 if (!lowest || u < (*lowest)->uid)
@@ -102,8 +109,10 @@ static void *worker_main(void *arg) {
         for (;;) {
                 struct slow_job *job = NULL;
                 int64_t until;
-                while (!w->stop && !(job = take_next(w, &until))) {
-                        if (until == 0) {
+                /* (Nothing starts while the io thread runs a job itself:
+                 * the job's exclusion is the same on either thread.) */
+                while (!w->stop && (w->running_here || !(job = take_next(w, &until)))) {
+                        if (w->running_here || until == 0) {
                                 pthread_cond_wait(&w->wake, &w->lock);
                                 continue;
                         }
@@ -116,9 +125,11 @@ static void *worker_main(void *arg) {
                 if (w->stop)
                         break;
                 job->state = JOB_RUNNING;
+                w->worker_busy = true;
                 pthread_mutex_unlock(&w->lock);
                 job->run(job);
                 pthread_mutex_lock(&w->lock);
+                w->worker_busy = false;
                 job->state = JOB_FINISHED;
                 job->next = w->finished;
                 w->finished = job;
@@ -246,6 +257,38 @@ void slow_work_submit(struct slow_work *w, struct slow_job *job) {
          * worker looks at the queue under the lock before it waits, so
          * the job is seen either way. */
         pthread_cond_signal(&w->wake);
+}
+
+bool slow_work_run_here(struct slow_work *w, struct slow_job *job) {
+        if (!classes[job->class % SLOW_CLASSES].may_run_here)
+                return false;
+        pthread_mutex_lock(&w->lock);
+        bool idle = !w->worker_busy;
+        for (const struct slow_job *j = w->queued; idle && j; j = j->next)
+                idle = !classes[j->class % SLOW_CLASSES].waited_for;
+        if (idle) {
+                w->running_here = true;
+                job->state = JOB_RUNNING;
+                w->pending++;
+        }
+        pthread_mutex_unlock(&w->lock);
+        if (!idle)
+                return false;
+        job->run(job);
+        pthread_mutex_lock(&w->lock);
+        w->running_here = false;
+        job->state = JOB_FINISHED;
+        job->next = w->finished;
+        w->finished = job;
+        bool queued = w->queued != NULL;
+        pthread_mutex_unlock(&w->lock);
+        /* A worker that waited for the io thread's job has its turn. */
+        if (queued)
+                pthread_cond_signal(&w->wake);
+        /* Its done from the loop, as a worker's job's: never inside the
+         * caller's own callback. */
+        io_source_again(w->loop, w->event_src);
+        return true;
 }
 
 static void unlink_job(struct slow_job **head, struct slow_job *job) {

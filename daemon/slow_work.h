@@ -3,7 +3,9 @@
  * The io side's one way to run slow work (validating a big recording, and
  * whatever else would hold the io thread for long): a job runs on a worker
  * thread of its own, and its `done` runs back on the io thread, so status
- * requests, connects and other clients' requests go on meanwhile.
+ * requests, connects and other clients' requests go on meanwhile. (A short
+ * job nobody would wait for may run on the io thread itself instead:
+ * slow_work_run_here().)
  *
  * Jobs are taken round robin by uid (the next uid above the last one
  * served, then the lowest), first in first out within a uid: one user's
@@ -20,7 +22,8 @@
  * (slow_work_hold_background()), so that they do not take a core from
  * clients busy connecting.
  *
- * All calls but the job's `run` are the io thread's.
+ * All calls but the job's `run` are the io thread's (and that one's too
+ * for a job run by slow_work_run_here()).
  */
 #pragma once
 
@@ -41,8 +44,9 @@ enum slow_class {
 };
 
 struct slow_job {
-        /* On the worker thread: the work. Touches only what the job owns
-         * and what does not change while it runs. */
+        /* On the worker thread (or the io thread, slow_work_run_here()):
+         * the work. Touches only what the job owns and what does not
+         * change while it runs. */
         void (*run)(struct slow_job *job);
         /* On the io thread, once run returned (not after slow_work_cancel()). */
         void (*done)(struct slow_job *job);
@@ -60,6 +64,17 @@ struct slow_work *slow_work_free(struct slow_work *w);
 
 /* Queue job (run, done and uid set by the caller, the rest zero). */
 void slow_work_submit(struct slow_work *w, struct slow_job *job);
+/* Run job here, on the io thread, if the worker runs nothing and no job
+ * a client waits for (a set-up or a request) is queued, and if its class
+ * may run here (set-ups only: about 100 us, bounded; slow_work.c's
+ * table): true, and its done comes from the io loop once the caller's
+ * callback has returned (later in this round or in the next), as a
+ * worker's job's does; it may be taken back meanwhile like any finished
+ * job (slow_work_cancel()). The worker starts
+ * nothing meanwhile, so the job has the same exclusion as on the worker.
+ * False: nothing was done; submit it. This saves a lone connect the two
+ * cross-thread wake-ups of the hand-off (docs/PERFORMANCE.md). */
+bool slow_work_run_here(struct slow_work *w, struct slow_job *job);
 /* Take a submitted job back (its owner goes away): a queued job is
  * removed without running; a running one is waited for (one job's time at
  * most); `done` is not called either way. Returns whether `run` ran. */

@@ -50,6 +50,15 @@ bool spare_regions_take(struct spare_regions *s, const struct hbg_geometry *g, s
         return took;
 }
 
+bool spare_regions_have(struct spare_regions *s, const struct hbg_geometry *g) {
+        if (!s->lock_ready)
+                return false;
+        pthread_mutex_lock(&s->lock);
+        bool have = s->n > 0 && same_geometry(&s->g, g);
+        pthread_mutex_unlock(&s->lock);
+        return have;
+}
+
 unsigned spare_regions_ready(struct spare_regions *s, uint64_t *ret_taken) {
         unsigned n = 0;
         uint64_t taken = 0;

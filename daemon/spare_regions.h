@@ -69,6 +69,10 @@ void spare_regions_retry(struct hbgd *d);
 /* A set of geometry g into *ret, if one is ready: true. The build's. */
 bool spare_regions_take(struct spare_regions *s, const struct hbg_geometry *g, struct session_regions *ret);
 
+/* Is a set of geometry g ready now (a build would take it)? Only the
+ * build takes one, so it stays ready until a build runs. */
+bool spare_regions_have(struct spare_regions *s, const struct hbg_geometry *g);
+
 /* The sets ready now; *ret_taken: how many builds took one since the
  * start. */
 unsigned spare_regions_ready(struct spare_regions *s, uint64_t *ret_taken);

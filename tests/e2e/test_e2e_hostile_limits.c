@@ -142,7 +142,9 @@ START_TEST(recording_storm) {
 END_TEST
 
 /*
- * Sessions are built on the slow-work thread, not the io thread: with a
+ * Sessions are built on the slow-work thread, not the io thread (`st`, a
+ * connection without a session, makes every connect here other than
+ * lone: session_setup_inline_when_lone below): with a
  * long recording being validated there, a session request waits behind it
  * (a job waits for the one that runs) while the io thread answers a status
  * request meanwhile. Observable as an order, not a time: the recording's
@@ -201,6 +203,11 @@ START_TEST(session_setup_off_io_thread) {
                  "the session's reply came while the recording before it was still being validated: the session "
                  "was not built on the slow-work thread");
         wire_free(expect_env(rec, HBG__ENVELOPE__MSG_RECORD_REPLY, NULL, 0));
+        Hbg__Envelope *env = NULL;
+        uint64_t inline_n = status_reply(st, HBG__STATUS_KIND__STATUS_DAEMON, &env)->daemon->sessions_set_up_inline;
+        wire_free(env);
+        D_ASSERT(d, inline_n == 0, "%" PRIu64 " sessions built on the io thread: none should have been (another "
+                 "connection without a session each time)", inline_n);
         fprintf(stderr, "session_setup_off_io_thread: status answered with %ld slow jobs while a session waited "
                 "behind a recording of %u tasks (running for %lld us when it was asked for, answered %lld ms after "
                 "it was sent); its reply came after the recording's\n", during, SETUP_RECORDED_TASKS, ran_ns / 1000,
@@ -209,6 +216,131 @@ START_TEST(session_setup_off_io_thread) {
         close(rec);
         close(st);
         abuse_epilogue(d, base, "session_setup_off_io_thread");
+}
+END_TEST
+
+/*
+ * A lone connect is set up on the io thread (no hand-off to the slow-work
+ * thread and back: docs/PERFORMANCE.md), and only a lone one whose set-up
+ * would wait for nothing and finds a set of regions made ahead: a connect
+ * made while the slow-work thread runs a job is set up there after it,
+ * and one made while another connection has no session is set up there
+ * too, so that connects at once do not wait for each other on the io
+ * thread. No spare ring, and one set of regions made ahead: its fill, the
+ * only background job, is over once fd_baseline() has seen the slow-work
+ * thread idle. Status is asked for on the first session's connection, so
+ * that no connection without a session but the one tested exists.
+ */
+static void inline_counts(int fd, uint64_t *ret_opened, uint64_t *ret_inline) {
+        Hbg__Envelope *env = NULL;
+        const Hbg__DaemonStatus *ds = status_reply(fd, HBG__STATUS_KIND__STATUS_DAEMON, &env)->daemon;
+        *ret_opened = ds->sessions_opened;
+        *ret_inline = ds->sessions_set_up_inline;
+        wire_free(env);
+}
+
+/* Until the slow-work thread has made its set of regions again (after the
+ * connects' hold): a set ready for the next connect. */
+static void wait_spare_regions(struct hbgd_proc *d, int fd) {
+        for (long long deadline = daemon_now_ms() + WAIT_MS;;) {
+                Hbg__Envelope *env = NULL;
+                unsigned n = status_reply(fd, HBG__STATUS_KIND__STATUS_DAEMON, &env)->daemon->spare_regions;
+                wire_free(env);
+                if (n > 0)
+                        return;
+                D_ASSERT(d, daemon_now_ms() < deadline, "no set of regions made ahead in %d ms", WAIT_MS);
+                usleep(2000);
+        }
+}
+
+START_TEST(session_setup_inline_when_lone) {
+        struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "[limits]\nmax_recorded_tasks = 262144\n"
+                                                          "[session]\ntask_window = 256\nflag_window = 256\n"
+                                                          "heap_size = 64K\nspare_rings = 0\nspare_regions = 1\n");
+        int base = fd_baseline(d);
+        uint64_t opened, set_up_inline;
+        int lone = raw_connect(d->socket_path);
+        raw_hello(lone);
+        session_request(lone);
+        expect_session(lone);
+        inline_counts(lone, &opened, &set_up_inline);
+        D_ASSERT(d, opened == 1 && set_up_inline == 1,
+                 "a lone connect's session: %" PRIu64 " opened, %" PRIu64 " built on the io thread (want 1, 1)",
+                 opened, set_up_inline);
+
+        /* The slow-work thread busy with a recording of the first
+         * session's (as above): a lone connect's set-up waits for it. */
+        wait_spare_regions(d, lone);
+        int mfd = recording_of(SETUP_RECORDED_TASKS);
+        ck_assert_int_ge(mfd, 0);
+        long long cpu0 = daemon_threads_cpu_ns(d->pid, "hbgd-slow"), ran_ns = 0;
+        send_record_request(lone, SETUP_RECORDED_TASKS, &mfd, 1);
+        close(mfd);
+        for (long long deadline = daemon_now_ms() + WAIT_MS; ran_ns < 2000000 && daemon_now_ms() < deadline;)
+                ran_ns = daemon_threads_cpu_ns(d->pid, "hbgd-slow") - cpu0;
+        D_ASSERT(d, ran_ns >= 2000000, "the slow-work thread ran %lld us in %d ms after the recording was sent",
+                 ran_ns / 1000, WAIT_MS);
+        int busy = raw_connect(d->socket_path);
+        raw_hello(busy);
+        session_request(busy);
+        expect_session(busy);
+        struct pollfd pfd = { .fd = lone, .events = POLLIN };
+        D_ASSERT(d, poll(&pfd, 1, 0) == 1, "a lone connect's session came before the recording running when it "
+                 "was asked for: it was built beside it on the io thread");
+        wire_free(expect_env(lone, HBG__ENVELOPE__MSG_RECORD_REPLY, NULL, 0));
+        inline_counts(lone, &opened, &set_up_inline);
+        D_ASSERT(d, opened == 2 && set_up_inline == 1,
+                 "a lone connect while the slow-work thread was busy: %" PRIu64 " opened, %" PRIu64
+                 " built on the io thread (want 2, 1)", opened, set_up_inline);
+
+        /* A connection without a session waits beside the next one. */
+        wait_spare_regions(d, lone);
+        int st = raw_connect(d->socket_path);
+        raw_hello(st);
+        int second = raw_connect(d->socket_path);
+        raw_hello(second);
+        session_request(second);
+        expect_session(second);
+        inline_counts(lone, &opened, &set_up_inline);
+        D_ASSERT(d, opened == 3 && set_up_inline == 1,
+                 "a connect beside a connection without a session: %" PRIu64 " opened, %" PRIu64
+                 " built on the io thread (want 3, 1)", opened, set_up_inline);
+
+        /* Clients that leave as soon as they asked, their set-ups on the
+         * slow-work thread (beside st, or alone with no set made ahead)
+         * and on the io thread (alone, a set made ahead ready): nothing of
+         * theirs stays. */
+        for (unsigned i = 0; i < 16; i++) {
+                if (i == 8) {
+                        close(st);
+                        wait_spare_regions(d, lone);
+                }
+                int fd = raw_connect(d->socket_path);
+                raw_hello(fd);
+                session_request(fd);
+                close(fd);
+        }
+        close(busy);
+        close(second);
+        close(lone);
+        abuse_epilogue(d, base, "session_setup_inline_when_lone");
+
+        /* Lone, the slow-work thread idle, but no set of regions made
+         * ahead (none configured): built on the slow-work thread, where
+         * its memfds and channels are made. */
+        d = start_hbgd_conf(MODE_URING, "[session]\ntask_window = 256\nflag_window = 256\n"
+                                        "heap_size = 64K\nspare_rings = 0\nspare_regions = 0\n");
+        base = fd_baseline(d);
+        lone = raw_connect(d->socket_path);
+        raw_hello(lone);
+        session_request(lone);
+        expect_session(lone);
+        inline_counts(lone, &opened, &set_up_inline);
+        D_ASSERT(d, opened == 1 && set_up_inline == 0,
+                 "a lone connect with no set of regions made ahead: %" PRIu64 " opened, %" PRIu64
+                 " built on the io thread (want 1, 0)", opened, set_up_inline);
+        close(lone);
+        abuse_epilogue(d, base, "session_setup_inline_when_lone, no spare regions");
 }
 END_TEST
 
@@ -829,6 +961,7 @@ static Suite *suite(void) {
         hostile_add(tc, sessions_per_uid, true, 0);
         hostile_add(tc, recording_storm, true, 0);
         hostile_add(tc, session_setup_off_io_thread, false, 0);
+        hostile_add(tc, session_setup_inline_when_lone, false, 0);
         hostile_add(tc, punched_region_io_reads, false, 0);
         hostile_add(tc, punching_client_others_connect, false, 0);
         hostile_add(tc, seal_waits_alone, false, 0);

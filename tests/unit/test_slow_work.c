@@ -14,10 +14,17 @@
  *   which connects renew (session_prefault_hold()), so that it does not
  *   take a core from the clients connecting; a request's job is never
  *   held; a held job is taken back at once (a session closed meanwhile);
- *   and the hold ends by itself.
+ *   and the hold ends by itself;
+ * - a set-up runs on the io thread itself (slow_work_run_here()) only
+ *   while the worker runs nothing and no job a client waits for is
+ *   queued; its done comes from the loop, not at once; the worker starts
+ *   nothing while it runs, and takes up a held job whose hold ended
+ *   meanwhile once it returns; other classes never run there; a job run
+ *   there is taken back like a finished one (its client left).
  * Counts and orders only, never how long anything took.
  */
 #include <check.h>
+#include <pthread.h>
 #include <semaphore.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -302,6 +309,127 @@ START_TEST(hold_ends) {
 }
 END_TEST
 
+/* A set-up run here, on this thread: it may not run while the worker
+ * runs a job; a request never runs here; held background work does not
+ * keep it off. */
+static struct slow_work *here_work;
+static struct counted *here_queued; /* submitted from within the run here */
+static pthread_t here_thread;
+static bool here_on_this_thread, here_queued_ran_meanwhile;
+
+static void run_here_fn(struct slow_job *job) {
+        ((struct counted *)job->userdata)->runs++;
+        here_on_this_thread = pthread_equal(pthread_self(), here_thread);
+        if (here_queued) {
+                /* The worker is free to take it but must not start it
+                 * before this run ends. */
+                slow_work_submit(here_work, &here_queued->job);
+                usleep(20000);
+                here_queued_ran_meanwhile = here_queued->runs != 0;
+        }
+}
+
+START_TEST(run_here_when_idle) {
+        struct io_loop *l;
+        const char *note;
+        struct counted setup_job, req, bg, queued;
+        ck_assert_int_eq(io_loop_new(&l, _i == 1, &note), 0);
+        ck_assert_int_eq(slow_work_new(&here_work, l), 0);
+        work = here_work;
+        here_thread = pthread_self();
+        here_queued = NULL;
+
+        /* Idle: it runs at once, here; its done waits for the loop. */
+        counted_init(&setup_job, false);
+        setup_job.job.class = SLOW_SETUP;
+        setup_job.job.run = run_here_fn;
+        ck_assert(slow_work_run_here(here_work, &setup_job.job));
+        ck_assert_uint_eq(setup_job.runs, 1);
+        ck_assert_msg(here_on_this_thread, "the job ran on another thread");
+        ck_assert_uint_eq(setup_job.dones, 0);
+        ck_assert_uint_eq(slow_work_pending(here_work), 1);
+        wait_done(l, &setup_job);
+        ck_assert_uint_eq(slow_work_pending(here_work), 0);
+
+        /* A request never runs here. */
+        counted_init(&req, false);
+        ck_assert(!slow_work_run_here(here_work, &req.job));
+        ck_assert_uint_eq(req.runs, 0);
+
+        /* Not while the worker runs a job. */
+        struct slow_job a = { .run = run_slow, .done = done_note, .uid = 5, .userdata = &names[0] };
+        block_worker(&a);
+        counted_init(&setup_job, false);
+        setup_job.job.class = SLOW_SETUP;
+        setup_job.job.run = run_here_fn;
+        ck_assert_msg(!slow_work_run_here(here_work, &setup_job.job), "a set-up ran here beside the worker's job");
+        ck_assert_uint_eq(setup_job.runs, 0);
+        ck_assert_str_eq(unblock_and_collect(l, 1), "a");
+
+        /* Held background work queued: it runs here all the same, and
+         * the worker starts nothing meanwhile, not even a request
+         * submitted during the run. */
+        counted_init(&bg, true);
+        slow_work_hold_background(here_work, (int64_t)60 * 1000000000);
+        slow_work_submit(here_work, &bg.job);
+        counted_init(&queued, false);
+        here_queued = &queued;
+        ck_assert(slow_work_run_here(here_work, &setup_job.job));
+        ck_assert_uint_eq(setup_job.runs, 1);
+        ck_assert_msg(!here_queued_ran_meanwhile, "the worker started a job while one ran on the io thread");
+        wait_done(l, &setup_job);
+        wait_done(l, &queued);
+        ck_assert_uint_eq(queued.runs, 1);
+        ck_assert_msg(!slow_work_cancel(here_work, &bg.job) && bg.runs == 0, "the held job ran");
+        ck_assert_uint_eq(slow_work_pending(here_work), 0);
+
+        /* Taken back before its done (the client left): it ran, and its
+         * done never comes. */
+        here_queued = NULL;
+        counted_init(&setup_job, false);
+        setup_job.job.class = SLOW_SETUP;
+        setup_job.job.run = run_here_fn;
+        ck_assert(slow_work_run_here(here_work, &setup_job.job));
+        ck_assert_msg(slow_work_cancel(here_work, &setup_job.job), "a job run here was not reported as run");
+        ck_assert_uint_eq(slow_work_pending(here_work), 0);
+        for (int i = 0; i < 5; i++)
+                ck_assert_int_ge(io_loop_run_once(l, 10), 0);
+        ck_assert_uint_eq(setup_job.dones, 0);
+        here_work = work = slow_work_free(here_work);
+        io_loop_free(l);
+}
+END_TEST
+
+/* A hold that ends while a job runs here: the worker, which found the
+ * io thread's job running when its timed wait ended, waits without a
+ * time then; the end of the run must wake it for the held job, with no
+ * other submit to do so. */
+static void run_here_long(struct slow_job *job) {
+        ((struct counted *)job->userdata)->runs++;
+        usleep(30000);
+}
+
+START_TEST(run_here_wakes_held_work) {
+        struct io_loop *l;
+        struct slow_work *w;
+        struct counted bg, setup_job;
+        setup(&l, &w);
+        counted_init(&bg, true);
+        counted_init(&setup_job, false);
+        setup_job.job.class = SLOW_SETUP;
+        setup_job.job.run = run_here_long;
+        slow_work_hold_background(w, 5000000); /* 5 ms: over during the 30 ms run */
+        slow_work_submit(w, &bg.job);
+        ck_assert(slow_work_run_here(w, &setup_job.job));
+        wait_done(l, &setup_job);
+        wait_done(l, &bg);
+        ck_assert_uint_eq(bg.runs, 1);
+        ck_assert_uint_eq(slow_work_pending(w), 0);
+        slow_work_free(w);
+        io_loop_free(l);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("slow_work");
         TCase *t = tcase_create("done");
@@ -311,11 +439,13 @@ static Suite *suite(void) {
         tcase_add_loop_test(t, classes_in_order, 0, 2);
         tcase_add_test(t, setups_yield_to_a_request);
         tcase_add_loop_test(t, detach_without_waiting, 0, 2);
+        tcase_add_loop_test(t, run_here_when_idle, 0, 2);
         suite_add_tcase(s, t);
         t = tcase_create("hold");
         tcase_set_timeout(t, 60);
         tcase_add_test(t, background_held);
         tcase_add_test(t, hold_ends);
+        tcase_add_test(t, run_here_wakes_held_work);
         suite_add_tcase(s, t);
         return s;
 }
