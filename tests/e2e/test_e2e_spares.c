@@ -359,6 +359,20 @@ static unsigned long own_wake_inode(uint32_t *ret_flags) {
         return ino;
 }
 
+/* hbgd's mappings of memfds whose name starts with `prefix`. */
+static unsigned hbgd_region_maps(struct hbgd_proc *d, const char *prefix) {
+        char path[64], line[512], want[64];
+        snprintf(path, sizeof(path), "/proc/%d/maps", (int)d->pid);
+        snprintf(want, sizeof(want), "memfd:%s", prefix);
+        FILE *f = fopen(path, "re");
+        ck_assert_msg(f, "%s: %s", path, strerror(errno));
+        unsigned n = 0;
+        while (fgets(line, sizeof(line), f))
+                n += strstr(line, want) != NULL;
+        fclose(f);
+        return n;
+}
+
 /* A session of task window `window` (0: the default), a tensor of its
  * heap, the label of the memfd holding it and that memfd's inode. */
 static hbg_client *labelled_session(struct hbgd_proc *d, uint64_t window, uint8_t **ret_heap, char *label,
@@ -384,7 +398,8 @@ static hbg_client *labelled_session(struct hbgd_proc *d, uint64_t window, uint8_
  * = 0, gets regions made at its connect (hbg-sub-SESSION); with the sets,
  * hbgd keeps a wake page made ahead, which the uid's first session gets.
  * Status shows the sets ready and how many sessions took one. The sets
- * taken are made again (hbgd's fd count back where it was), and a session after
+ * taken are made again (hbgd's fd count back where it was, no closed
+ * session's region still mapped in hbgd), and a session after
  * the others closed gets fresh ones too; after a reload that changes the
  * default geometry, the sets are of the new one. */
 START_TEST(spare_regions_fresh) {
@@ -441,6 +456,12 @@ START_TEST(spare_regions_fresh) {
                 D_ASSERT(d, ready == (cases[k].ahead ? 8u : 0u) && taken == (cases[k].ahead ? 2u : 0u),
                          "'%s': after three sessions, status shows %u sets made ahead (%" PRIu64 " taken)",
                          cases[k].conf, ready, taken);
+                /* The closed sessions' mappings are gone, both regions of
+                 * each; the sets made ahead stay mapped. */
+                unsigned subs = hbgd_region_maps(d, "hbg-sub-"), cpls = hbgd_region_maps(d, "hbg-cpl-");
+                D_ASSERT(d, subs == ready && cpls == ready,
+                         "'%s': after three sessions closed, hbgd maps %u submission and %u completion regions "
+                         "with %u sets made ahead", cases[k].conf, subs, cpls, ready);
                 /* A closed session's regions are never another's. */
                 a = labelled_session(d, 0, &ha, la, sizeof(la), &ia);
                 for (unsigned i = 0; i < 4096; i++)
