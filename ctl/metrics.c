@@ -129,7 +129,7 @@ static const struct family families[] = {
         { "hbg_sessions_opened", "counter", "", "Client sessions opened.", DAEMON(sessions_opened), 1 },
         { "hbg_sessions_set_up_inline", "counter", "",
           "Of the sessions opened, those built on hbgd's io thread, not its slow-work thread: a lone "
-          "connect's, with the slow-work thread idle and a set of regions made ahead ready.",
+          "connect's, with the slow-work thread idle and a set of regions made ahead (default geometry) ready.",
           DAEMON(sessions_set_up_inline), 1 },
         { "hbg_sessions_closing", "gauge", "",
           "Sessions closed and not freed yet, still charged and counted against max_sessions: a kernel of "

@@ -298,8 +298,8 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
         work->userdata = c;
         c->creating = s;
         session_prefault_hold(d->slow);
-        c->creating_inline = d->n_conns == d->n_sessions + 1 && spare_regions_have(&d->regions, &g) &&
-                             slow_work_run_here(d->slow, work);
+        c->creating_inline = d->n_conns == d->n_sessions + 1 &&
+                             slow_work_run_here(d->slow, work, session_build_cheap, s);
         if (!c->creating_inline)
                 slow_work_submit(d->slow, work);
         /* The build may take a set of regions made ahead: the fill, a

@@ -45,7 +45,7 @@ struct conn {
         struct record_job *recording;  /* being validated (slow work): reading waits */
         struct validate_job *validating; /* a validate-only request, likewise */
         struct session *creating;      /* its session, being built (slow work), likewise */
-        bool creating_inline;          /* ... on the io thread (a lone connect's) */
+        bool creating_inline;          /* while creating: built on the io thread (a lone connect's) */
         char name[64];
         struct hbg_log_limit *log_limit; /* its lines' rate limits; the session holds it too */
 };

@@ -299,6 +299,11 @@ struct slow_job *session_build_job(struct session *s, struct spare_regions *spar
         return &s->build;
 }
 
+bool session_build_cheap(void *session) {
+        const struct session *s = session;
+        return s->spare_regions && spare_regions_have(s->spare_regions, &s->g);
+}
+
 /* How long the pre-fault holds back after the last sign of a connect
  * (session_prefault_hold()). A connect's own work after hbgd's reply (the
  * client maps its regions, sets up its hang-up watch) takes about a

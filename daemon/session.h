@@ -145,6 +145,10 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
  * `spares` (a set of the session's geometry taken from it if one is
  * ready; NULL: none). */
 struct slow_job *session_build_job(struct session *s, struct spare_regions *spares);
+/* Would the build take a set of regions made ahead (the cheap kind, no
+ * memfds or channels to make)? For slow_work_run_here()'s `cheap`, asked
+ * with the slow-work thread held off (a fill cannot drop the set then). */
+bool session_build_cheap(void *session);
 /* What collects the ring a close left held, once let go: hbgd's collect,
  * which asks for spares with the memory and fds given back (otherwise
  * engine_collect() alone, and nobody asks until the next connect). */

@@ -259,32 +259,45 @@ void slow_work_submit(struct slow_work *w, struct slow_job *job) {
         pthread_cond_signal(&w->wake);
 }
 
-bool slow_work_run_here(struct slow_work *w, struct slow_job *job) {
+/* The io thread's job over (ran: it is finished, else nothing of it
+ * changed): the worker may take jobs again. */
+static void end_run_here(struct slow_work *w, struct slow_job *job, bool ran) {
+        pthread_mutex_lock(&w->lock);
+        w->running_here = false;
+        job->state = ran ? JOB_FINISHED : JOB_IDLE;
+        if (ran) {
+                job->next = w->finished;
+                w->finished = job;
+                w->pending++;
+        }
+        bool queued = w->queued != NULL;
+        pthread_mutex_unlock(&w->lock);
+        /* A worker that waited for the io thread's job has its turn. */
+        if (queued)
+                pthread_cond_signal(&w->wake);
+}
+
+bool slow_work_run_here(struct slow_work *w, struct slow_job *job, bool (*cheap)(void *arg), void *arg) {
         if (!classes[job->class % SLOW_CLASSES].may_run_here)
                 return false;
         pthread_mutex_lock(&w->lock);
         bool idle = !w->worker_busy;
         for (const struct slow_job *j = w->queued; idle && j; j = j->next)
                 idle = !classes[j->class % SLOW_CLASSES].waited_for;
-        if (idle) {
-                w->running_here = true;
+        w->running_here = idle;
+        if (idle)
                 job->state = JOB_RUNNING;
-                w->pending++;
-        }
         pthread_mutex_unlock(&w->lock);
         if (!idle)
                 return false;
+        /* Asked with the worker held off: no job of its (a fill) changes
+         * the answer between here and the run. */
+        if (cheap && !cheap(arg)) {
+                end_run_here(w, job, false);
+                return false;
+        }
         job->run(job);
-        pthread_mutex_lock(&w->lock);
-        w->running_here = false;
-        job->state = JOB_FINISHED;
-        job->next = w->finished;
-        w->finished = job;
-        bool queued = w->queued != NULL;
-        pthread_mutex_unlock(&w->lock);
-        /* A worker that waited for the io thread's job has its turn. */
-        if (queued)
-                pthread_cond_signal(&w->wake);
+        end_run_here(w, job, true);
         /* Its done from the loop, as a worker's job's: never inside the
          * caller's own callback. */
         io_source_again(w->loop, w->event_src);

@@ -4,8 +4,8 @@
  * whatever else would hold the io thread for long): a job runs on a worker
  * thread of its own, and its `done` runs back on the io thread, so status
  * requests, connects and other clients' requests go on meanwhile. (A short
- * job nobody would wait for may run on the io thread itself instead:
- * slow_work_run_here().)
+ * job that would wait for nothing may run on the io thread itself
+ * instead: slow_work_run_here().)
  *
  * Jobs are taken round robin by uid (the next uid above the last one
  * served, then the lowest), first in first out within a uid: one user's
@@ -65,16 +65,18 @@ struct slow_work *slow_work_free(struct slow_work *w);
 /* Queue job (run, done and uid set by the caller, the rest zero). */
 void slow_work_submit(struct slow_work *w, struct slow_job *job);
 /* Run job here, on the io thread, if the worker runs nothing and no job
- * a client waits for (a set-up or a request) is queued, and if its class
- * may run here (set-ups only: about 100 us, bounded; slow_work.c's
- * table): true, and its done comes from the io loop once the caller's
- * callback has returned (later in this round or in the next), as a
- * worker's job's does; it may be taken back meanwhile like any finished
- * job (slow_work_cancel()). The worker starts
- * nothing meanwhile, so the job has the same exclusion as on the worker.
- * False: nothing was done; submit it. This saves a lone connect the two
- * cross-thread wake-ups of the hand-off (docs/PERFORMANCE.md). */
-bool slow_work_run_here(struct slow_work *w, struct slow_job *job);
+ * a client waits for (a set-up or a request) is queued, if its class may
+ * run here (set-ups only: about 100 us, bounded; slow_work.c's table),
+ * and if cheap(arg) (NULL: always) says so, asked once the worker is held
+ * off (what the worker's jobs change cannot change under it then): true,
+ * and its done comes from the io loop once the caller's callback has
+ * returned (later in this round or in the next), as a worker's job's
+ * does; it may be taken back meanwhile like any finished job
+ * (slow_work_cancel()). The worker starts nothing meanwhile, so the job
+ * has the same exclusion as on the worker. False: nothing was done;
+ * submit it. This saves a lone connect the two cross-thread wake-ups of
+ * the hand-off (docs/PERFORMANCE.md). */
+bool slow_work_run_here(struct slow_work *w, struct slow_job *job, bool (*cheap)(void *arg), void *arg);
 /* Take a submitted job back (its owner goes away): a queued job is
  * removed without running; a running one is waited for (one job's time at
  * most); `done` is not called either way. Returns whether `run` ran. */

@@ -14,9 +14,9 @@
  * header pages, two mappings' address space and six fds, charged to
  * nobody. With any sets, the job also keeps a wake page made ahead for
  * the next uid new to hbgd (engine_wake_page_ahead()). Calls are the io
- * thread's but spare_regions_take() (the build's, on the slow-work
- * thread) and spare_regions_ready() (any thread's, before
- * spare_regions_stop()).
+ * thread's but spare_regions_take() (the build's: on the slow-work thread,
+ * or on the io thread with the slow-work thread held off) and
+ * spare_regions_ready() (any thread's, before spare_regions_stop()).
  */
 #pragma once
 
@@ -69,8 +69,9 @@ void spare_regions_retry(struct hbgd *d);
 /* A set of geometry g into *ret, if one is ready: true. The build's. */
 bool spare_regions_take(struct spare_regions *s, const struct hbg_geometry *g, struct session_regions *ret);
 
-/* Is a set of geometry g ready now (a build would take it)? Only the
- * build takes one, so it stays ready until a build runs. */
+/* Is a set of geometry g ready now (a build would take it)? A set goes
+ * when a build takes it, or when the fill drops it (a reload, hbgd
+ * stopping): asked while neither runs, the answer holds until one does. */
 bool spare_regions_have(struct spare_regions *s, const struct hbg_geometry *g);
 
 /* The sets ready now; *ret_taken: how many builds took one since the

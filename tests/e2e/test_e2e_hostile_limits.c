@@ -240,13 +240,15 @@ static void inline_counts(int fd, uint64_t *ret_opened, uint64_t *ret_inline) {
 }
 
 /* Until the slow-work thread has made its set of regions again (after the
- * connects' hold): a set ready for the next connect. */
+ * connects' hold) and is idle: a set ready for the next connect, which
+ * waits for nothing there. */
 static void wait_spare_regions(struct hbgd_proc *d, int fd) {
         for (long long deadline = daemon_now_ms() + WAIT_MS;;) {
                 Hbg__Envelope *env = NULL;
-                unsigned n = status_reply(fd, HBG__STATUS_KIND__STATUS_DAEMON, &env)->daemon->spare_regions;
+                const Hbg__DaemonStatus *ds = status_reply(fd, HBG__STATUS_KIND__STATUS_DAEMON, &env)->daemon;
+                bool ready = ds->spare_regions > 0 && ds->slow_jobs == 0;
                 wire_free(env);
-                if (n > 0)
+                if (ready)
                         return;
                 D_ASSERT(d, daemon_now_ms() < deadline, "no set of regions made ahead in %d ms", WAIT_MS);
                 usleep(2000);
@@ -269,8 +271,12 @@ START_TEST(session_setup_inline_when_lone) {
                  opened, set_up_inline);
 
         /* The slow-work thread busy with a recording of the first
-         * session's (as above): a lone connect's set-up waits for it. */
+         * session's (as above): a lone connect's set-up waits for it.
+         * (Connected before: its session request is all that remains
+         * once the recording runs.) */
         wait_spare_regions(d, lone);
+        int busy = raw_connect(d->socket_path);
+        raw_hello(busy);
         int mfd = recording_of(SETUP_RECORDED_TASKS);
         ck_assert_int_ge(mfd, 0);
         long long cpu0 = daemon_threads_cpu_ns(d->pid, "hbgd-slow"), ran_ns = 0;
@@ -280,8 +286,6 @@ START_TEST(session_setup_inline_when_lone) {
                 ran_ns = daemon_threads_cpu_ns(d->pid, "hbgd-slow") - cpu0;
         D_ASSERT(d, ran_ns >= 2000000, "the slow-work thread ran %lld us in %d ms after the recording was sent",
                  ran_ns / 1000, WAIT_MS);
-        int busy = raw_connect(d->socket_path);
-        raw_hello(busy);
         session_request(busy);
         expect_session(busy);
         struct pollfd pfd = { .fd = lone, .events = POLLIN };
@@ -307,19 +311,26 @@ START_TEST(session_setup_inline_when_lone) {
                  " built on the io thread (want 3, 1)", opened, set_up_inline);
 
         /* Clients that leave as soon as they asked, their set-ups on the
-         * slow-work thread (beside st, or alone with no set made ahead)
-         * and on the io thread (alone, a set made ahead ready): nothing of
-         * theirs stays. */
+         * slow-work thread (beside st) and on the io thread (alone, a set
+         * made ahead ready): each set-up ends before hbgd reads the
+         * hang-up (the connection reads nothing while its session is
+         * built), its reply finds the client gone, and nothing of theirs
+         * stays. */
         for (unsigned i = 0; i < 16; i++) {
-                if (i == 8) {
+                if (i == 8)
                         close(st);
+                if (i >= 8)
                         wait_spare_regions(d, lone);
-                }
                 int fd = raw_connect(d->socket_path);
                 raw_hello(fd);
                 session_request(fd);
                 close(fd);
         }
+        wait_spare_regions(d, lone);
+        inline_counts(lone, &opened, &set_up_inline);
+        D_ASSERT(d, set_up_inline == 1 + 8,
+                 "clients leaving at once: %" PRIu64 " sessions built on the io thread in all (want 9: the 8 alone)",
+                 set_up_inline);
         close(busy);
         close(second);
         close(lone);

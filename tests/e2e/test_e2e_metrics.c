@@ -582,6 +582,11 @@ START_TEST(counts) {
                  sum_of(s1, "hbg_tasks_classified_total"));
         D_ASSERT(d, value_of(s1, "hbg_sessions", "") == 1, "sessions");
         D_ASSERT(d, value_of(s1, "hbg_sessions_opened_total", "") == 1, "sessions opened");
+        /* Built on the io thread or not (a set of regions made ahead
+         * ready at its connect or not), it is counted as opened. */
+        D_ASSERT(d, samples_of(s1, "hbg_sessions_set_up_inline_total") == 1 &&
+                            value_of(s1, "hbg_sessions_set_up_inline_total", "") <= 1,
+                 "sessions set up inline: %g", value_of(s1, "hbg_sessions_set_up_inline_total", ""));
         D_ASSERT(d, value_of(s1, "hbg_sessions_closing", "") == 0 && samples_of(s1, "hbg_sessions_closing") == 1,
                  "sessions closing");
         D_ASSERT(d, value_of(s1, "hbg_sessions_refused_total", "errno=\"E2BIG\"") == 1, "sessions refused");

@@ -163,6 +163,7 @@ START_TEST(deleted_while_due_again) {
         struct io_loop *l = new_loop(_i);
         if (!l)
                 return;
+        again_calls = 0;
         int fds[2];
         ck_assert_int_eq(pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
         struct io_source *src;

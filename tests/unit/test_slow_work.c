@@ -329,6 +329,16 @@ static void run_here_fn(struct slow_job *job) {
         }
 }
 
+/* The caller's `cheap`, saying no: asked with the worker held off (a
+ * request submitted meanwhile does not start). */
+static bool not_cheap(void *arg) {
+        struct counted *queued = arg;
+        slow_work_submit(here_work, &queued->job);
+        usleep(20000);
+        here_queued_ran_meanwhile = queued->runs != 0;
+        return false;
+}
+
 START_TEST(run_here_when_idle) {
         struct io_loop *l;
         const char *note;
@@ -343,7 +353,7 @@ START_TEST(run_here_when_idle) {
         counted_init(&setup_job, false);
         setup_job.job.class = SLOW_SETUP;
         setup_job.job.run = run_here_fn;
-        ck_assert(slow_work_run_here(here_work, &setup_job.job));
+        ck_assert(slow_work_run_here(here_work, &setup_job.job, NULL, NULL));
         ck_assert_uint_eq(setup_job.runs, 1);
         ck_assert_msg(here_on_this_thread, "the job ran on another thread");
         ck_assert_uint_eq(setup_job.dones, 0);
@@ -353,7 +363,7 @@ START_TEST(run_here_when_idle) {
 
         /* A request never runs here. */
         counted_init(&req, false);
-        ck_assert(!slow_work_run_here(here_work, &req.job));
+        ck_assert(!slow_work_run_here(here_work, &req.job, NULL, NULL));
         ck_assert_uint_eq(req.runs, 0);
 
         /* Not while the worker runs a job. */
@@ -362,7 +372,8 @@ START_TEST(run_here_when_idle) {
         counted_init(&setup_job, false);
         setup_job.job.class = SLOW_SETUP;
         setup_job.job.run = run_here_fn;
-        ck_assert_msg(!slow_work_run_here(here_work, &setup_job.job), "a set-up ran here beside the worker's job");
+        ck_assert_msg(!slow_work_run_here(here_work, &setup_job.job, NULL, NULL),
+                      "a set-up ran here beside the worker's job");
         ck_assert_uint_eq(setup_job.runs, 0);
         ck_assert_str_eq(unblock_and_collect(l, 1), "a");
 
@@ -374,7 +385,7 @@ START_TEST(run_here_when_idle) {
         slow_work_submit(here_work, &bg.job);
         counted_init(&queued, false);
         here_queued = &queued;
-        ck_assert(slow_work_run_here(here_work, &setup_job.job));
+        ck_assert(slow_work_run_here(here_work, &setup_job.job, NULL, NULL));
         ck_assert_uint_eq(setup_job.runs, 1);
         ck_assert_msg(!here_queued_ran_meanwhile, "the worker started a job while one ran on the io thread");
         wait_done(l, &setup_job);
@@ -389,12 +400,28 @@ START_TEST(run_here_when_idle) {
         counted_init(&setup_job, false);
         setup_job.job.class = SLOW_SETUP;
         setup_job.job.run = run_here_fn;
-        ck_assert(slow_work_run_here(here_work, &setup_job.job));
+        ck_assert(slow_work_run_here(here_work, &setup_job.job, NULL, NULL));
         ck_assert_msg(slow_work_cancel(here_work, &setup_job.job), "a job run here was not reported as run");
         ck_assert_uint_eq(slow_work_pending(here_work), 0);
         for (int i = 0; i < 5; i++)
                 ck_assert_int_ge(io_loop_run_once(l, 10), 0);
         ck_assert_uint_eq(setup_job.dones, 0);
+
+        /* Not when `cheap` says no: the job is left as it was, to be
+         * submitted (it then runs on the worker). */
+        counted_init(&queued, false);
+        counted_init(&setup_job, false);
+        setup_job.job.class = SLOW_SETUP;
+        setup_job.job.run = run_here_fn;
+        here_queued_ran_meanwhile = false;
+        ck_assert(!slow_work_run_here(here_work, &setup_job.job, not_cheap, &queued));
+        ck_assert_msg(!here_queued_ran_meanwhile, "the worker started a job while `cheap` was asked");
+        ck_assert_uint_eq(setup_job.runs, 0);
+        wait_done(l, &queued);
+        slow_work_submit(here_work, &setup_job.job);
+        wait_done(l, &setup_job);
+        ck_assert_msg(setup_job.runs == 1 && !here_on_this_thread, "the job given back did not run on the worker");
+        ck_assert_uint_eq(slow_work_pending(here_work), 0);
         here_work = work = slow_work_free(here_work);
         io_loop_free(l);
 }
@@ -403,9 +430,15 @@ END_TEST
 /* A hold that ends while a job runs here: the worker, which found the
  * io thread's job running when its timed wait ended, waits without a
  * time then; the end of the run must wake it for the held job, with no
- * other submit to do so. */
+ * other submit to do so. The held job is submitted from within the run,
+ * so the worker cannot have taken it before. */
+static struct slow_work *long_work;
+static struct counted *long_held;
+
 static void run_here_long(struct slow_job *job) {
         ((struct counted *)job->userdata)->runs++;
+        slow_work_hold_background(long_work, 5000000); /* 5 ms: over during the 30 ms run */
+        slow_work_submit(long_work, &long_held->job);
         usleep(30000);
 }
 
@@ -418,9 +451,9 @@ START_TEST(run_here_wakes_held_work) {
         counted_init(&setup_job, false);
         setup_job.job.class = SLOW_SETUP;
         setup_job.job.run = run_here_long;
-        slow_work_hold_background(w, 5000000); /* 5 ms: over during the 30 ms run */
-        slow_work_submit(w, &bg.job);
-        ck_assert(slow_work_run_here(w, &setup_job.job));
+        long_work = w;
+        long_held = &bg;
+        ck_assert(slow_work_run_here(w, &setup_job.job, NULL, NULL));
         wait_done(l, &setup_job);
         wait_done(l, &bg);
         ck_assert_uint_eq(bg.runs, 1);
