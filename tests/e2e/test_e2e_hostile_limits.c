@@ -255,16 +255,22 @@ static void wait_spare_regions(struct hbgd_proc *d, int fd) {
         }
 }
 
+/* A connection with a session, asked for by hand. */
+static int raw_session_conn(struct hbgd_proc *d) {
+        int fd = raw_connect(d->socket_path);
+        raw_hello(fd);
+        session_request(fd);
+        expect_session(fd);
+        return fd;
+}
+
 START_TEST(session_setup_inline_when_lone) {
         struct hbgd_proc *d = start_hbgd_conf(MODE_URING, "[limits]\nmax_recorded_tasks = 262144\n"
                                                           "[session]\ntask_window = 256\nflag_window = 256\n"
                                                           "heap_size = 64K\nspare_rings = 0\nspare_regions = 1\n");
         int base = fd_baseline(d);
         uint64_t opened, set_up_inline;
-        int lone = raw_connect(d->socket_path);
-        raw_hello(lone);
-        session_request(lone);
-        expect_session(lone);
+        int lone = raw_session_conn(d);
         inline_counts(lone, &opened, &set_up_inline);
         D_ASSERT(d, opened == 1 && set_up_inline == 1,
                  "a lone connect's session: %" PRIu64 " opened, %" PRIu64 " built on the io thread (want 1, 1)",
@@ -301,10 +307,7 @@ START_TEST(session_setup_inline_when_lone) {
         wait_spare_regions(d, lone);
         int st = raw_connect(d->socket_path);
         raw_hello(st);
-        int second = raw_connect(d->socket_path);
-        raw_hello(second);
-        session_request(second);
-        expect_session(second);
+        int second = raw_session_conn(d);
         inline_counts(lone, &opened, &set_up_inline);
         D_ASSERT(d, opened == 3 && set_up_inline == 1,
                  "a connect beside a connection without a session: %" PRIu64 " opened, %" PRIu64
@@ -342,10 +345,7 @@ START_TEST(session_setup_inline_when_lone) {
         d = start_hbgd_conf(MODE_URING, "[session]\ntask_window = 256\nflag_window = 256\n"
                                         "heap_size = 64K\nspare_rings = 0\nspare_regions = 0\n");
         base = fd_baseline(d);
-        lone = raw_connect(d->socket_path);
-        raw_hello(lone);
-        session_request(lone);
-        expect_session(lone);
+        lone = raw_session_conn(d);
         inline_counts(lone, &opened, &set_up_inline);
         D_ASSERT(d, opened == 1 && set_up_inline == 0,
                  "a lone connect with no set of regions made ahead: %" PRIu64 " opened, %" PRIu64
