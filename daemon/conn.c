@@ -291,7 +291,8 @@ static struct verdict handle_session(struct conn *c, const Hbg__Envelope *env, c
          * instead: the hand-off's two wake-ups cost it more than the build
          * (docs/PERFORMANCE.md), and the io thread meanwhile waits for
          * one build of the cheap kind at most (a client connecting in a
-         * loop soon uses the sets up: its connects hold their fill back). */
+         * loop less than 5 ms apart soon uses the sets up: its connects
+         * hold their fill back; docs/SECURITY.md). */
         session_on_release(s, collect_released, d);
         struct slow_job *work = session_build_job(s, &d->regions);
         work->done = session_built;

@@ -233,8 +233,8 @@ int session_new(struct session **ret, struct hbg_engine *e, struct io_loop *loop
 }
 
 /* The build (the slow-work thread's job; a lone connect's runs on the io
- * thread, with the worker idle: slow_work_run_here()): everything a session is made of but the
- * doorbell's watch, the engine ring published. Touches the session, which
+ * thread, with the worker held off: slow_work_run_here()): everything a
+ * session is made of but the doorbell's watch, the engine ring published. Touches the session, which
  * nothing else does until done, and the engine (its ring table is
  * locked). A failure leaves what was made for session_close(). */
 static int session_build(struct session *s, const char **why) {

@@ -70,8 +70,9 @@ void spare_regions_retry(struct hbgd *d);
 bool spare_regions_take(struct spare_regions *s, const struct hbg_geometry *g, struct session_regions *ret);
 
 /* Is a set of geometry g ready now (a build would take it)? A set goes
- * when a build takes it, or when the fill drops it (a reload, hbgd
- * stopping): asked while neither runs, the answer holds until one does. */
+ * when a build takes it, when the fill drops it (after a reload) or at
+ * spare_regions_stop(): asked on the io thread while neither a build nor
+ * the fill runs, the answer holds until one does. */
 bool spare_regions_have(struct spare_regions *s, const struct hbg_geometry *g);
 
 /* The sets ready now; *ret_taken: how many builds took one since the
