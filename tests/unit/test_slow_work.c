@@ -236,6 +236,13 @@ static void counted_init(struct counted *c, bool background) {
         c->job.userdata = c;
 }
 
+/* A session's set-up, counted, whose run is `run`. */
+static void setup_init(struct counted *c, void (*run)(struct slow_job *job)) {
+        counted_init(c, false);
+        c->job.class = SLOW_SETUP;
+        c->job.run = run;
+}
+
 /* Run the io loop until c's done ran (at most about 10 s). */
 static void wait_done(struct io_loop *l, const struct counted *c) {
         for (unsigned i = 0; i < 1000 && c->dones == 0; i++)
@@ -350,9 +357,7 @@ START_TEST(run_here_when_idle) {
         here_queued = NULL;
 
         /* Idle: it runs at once, here; its done waits for the loop. */
-        counted_init(&setup_job, false);
-        setup_job.job.class = SLOW_SETUP;
-        setup_job.job.run = run_here_fn;
+        setup_init(&setup_job, run_here_fn);
         ck_assert(slow_work_run_here(here_work, &setup_job.job, NULL, NULL));
         ck_assert_uint_eq(setup_job.runs, 1);
         ck_assert_msg(here_on_this_thread, "the job ran on another thread");
@@ -369,9 +374,7 @@ START_TEST(run_here_when_idle) {
         /* Not while the worker runs a job. */
         struct slow_job a = { .run = run_slow, .done = done_note, .uid = 5, .userdata = &names[0] };
         block_worker(&a);
-        counted_init(&setup_job, false);
-        setup_job.job.class = SLOW_SETUP;
-        setup_job.job.run = run_here_fn;
+        setup_init(&setup_job, run_here_fn);
         ck_assert_msg(!slow_work_run_here(here_work, &setup_job.job, NULL, NULL),
                       "a set-up ran here beside the worker's job");
         ck_assert_uint_eq(setup_job.runs, 0);
@@ -397,9 +400,7 @@ START_TEST(run_here_when_idle) {
         /* Taken back before its done (the client left): it ran, and its
          * done never comes. */
         here_queued = NULL;
-        counted_init(&setup_job, false);
-        setup_job.job.class = SLOW_SETUP;
-        setup_job.job.run = run_here_fn;
+        setup_init(&setup_job, run_here_fn);
         ck_assert(slow_work_run_here(here_work, &setup_job.job, NULL, NULL));
         ck_assert_msg(slow_work_cancel(here_work, &setup_job.job), "a job run here was not reported as run");
         ck_assert_uint_eq(slow_work_pending(here_work), 0);
@@ -410,9 +411,7 @@ START_TEST(run_here_when_idle) {
         /* Not when `cheap` says no: the job is left as it was, to be
          * submitted (it then runs on the worker). */
         counted_init(&queued, false);
-        counted_init(&setup_job, false);
-        setup_job.job.class = SLOW_SETUP;
-        setup_job.job.run = run_here_fn;
+        setup_init(&setup_job, run_here_fn);
         here_queued_ran_meanwhile = false;
         ck_assert(!slow_work_run_here(here_work, &setup_job.job, not_cheap, &queued));
         ck_assert_msg(!here_queued_ran_meanwhile, "the worker started a job while `cheap` was asked");
@@ -448,9 +447,7 @@ START_TEST(run_here_wakes_held_work) {
         struct counted bg, setup_job;
         setup(&l, &w);
         counted_init(&bg, true);
-        counted_init(&setup_job, false);
-        setup_job.job.class = SLOW_SETUP;
-        setup_job.job.run = run_here_long;
+        setup_init(&setup_job, run_here_long);
         long_work = w;
         long_held = &bg;
         ck_assert(slow_work_run_here(w, &setup_job.job, NULL, NULL));
