@@ -77,26 +77,52 @@ int probe_eventfd_pingpong(unsigned rounds, unsigned idle_us, double *ret_ns) {
         return err;
 }
 
-/* A producer's word after its disconnect, with hold. */
+/* A producer's record after its disconnect, with hold. */
 #define CONNECT_BURST_GONE UINT64_MAX
 
+/* What a producer of a burst sends per connect: one write, so that the
+ * producers' records never interleave (PIPE_BUF). */
+struct connect_record {
+        uint64_t ns;     /* hbg_connect()'s time, 0 when it failed; or GONE */
+        uint64_t cpu_ns; /* the process's CPU time in it, kernel included */
+};
+
+static int64_t process_cpu_ns(void) {
+        struct timespec t;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+        return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static int read_record(int fd, struct connect_record *rec) {
+        for (;;) {
+                ssize_t n = read(fd, rec, sizeof(*rec));
+                if (n == (ssize_t)sizeof(*rec))
+                        return 0;
+                if (n < 0 && errno == EINTR)
+                        continue;
+                return n < 0 ? -errno : -EIO;
+        }
+}
+
 /* One producer of a burst: per round, wait for the go byte, connect,
- * report the time (0 when the connect failed), then disconnect: at once,
- * or (release >= 0) once the round's release byte says every producer of
- * the burst has connected. */
+ * report the time and CPU time (a time of 0 when the connect failed),
+ * then disconnect: at once, or (release >= 0) once the round's release
+ * byte says every producer of the burst has connected. */
 static void connect_burst_child(const char *socket, int go, int release, int results, unsigned rounds) {
         for (unsigned r = 0; r < rounds; r++) {
                 char b;
                 if (read(go, &b, 1) != 1)
                         _exit(1);
                 hbg_client *c = NULL;
+                int64_t cpu0 = process_cpu_ns();
                 int64_t t0 = bench_now_ns();
                 int err = hbg_connect(&c, socket);
-                uint64_t ns = err < 0 ? 0 : (uint64_t)(bench_now_ns() - t0);
+                struct connect_record rec = { .ns = err < 0 ? 0 : (uint64_t)(bench_now_ns() - t0),
+                                              .cpu_ns = (uint64_t)(process_cpu_ns() - cpu0) };
                 if (err < 0)
                         fprintf(stderr, "hbg-bench: connect burst: hbg_connect: %s (%s)\n", hbg_strerror(err),
                                 hbg_last_error(NULL));
-                if (write(results, &ns, sizeof(ns)) != sizeof(ns))
+                if (write(results, &rec, sizeof(rec)) != sizeof(rec))
                         _exit(1);
                 if (release >= 0 && read(release, &b, 1) != 1)
                         _exit(1);
@@ -104,14 +130,15 @@ static void connect_burst_child(const char *socket, int go, int release, int res
                         hbg_disconnect(c);
                 /* Disconnected: the next round's bytes are not taken
                  * before every producer has its own (CONNECT_BURST_GONE). */
-                uint64_t gone = CONNECT_BURST_GONE;
+                struct connect_record gone = { .ns = CONNECT_BURST_GONE };
                 if (release >= 0 && write(results, &gone, sizeof(gone)) != sizeof(gone))
                         _exit(1);
         }
         _exit(0);
 }
 
-int probe_connect_burst(const char *socket, unsigned producers, unsigned rounds, bool hold, double *ret_ns) {
+int probe_connect_burst(const char *socket, unsigned producers, unsigned rounds, bool hold, double *ret_ns,
+                        double *ret_cpu_ns) {
         /* go, release and results: [0] read end, [1] write end. */
         int go[2], release[2] = { -1, -1 }, results[2];
         pid_t pids[64];
@@ -166,16 +193,17 @@ int probe_connect_burst(const char *socket, unsigned producers, unsigned rounds,
                         break;
                 }
                 for (unsigned i = 0; i < producers && err == 0; i++) {
-                        uint64_t ns;
-                        if ((err = read_full(results[0], &ns)) == 0 && ns == 0)
+                        struct connect_record rec;
+                        if ((err = read_record(results[0], &rec)) == 0 && (rec.ns == 0 || rec.ns == CONNECT_BURST_GONE))
                                 err = -EIO;
-                        ret_ns[r * producers + i] = (double)ns;
+                        ret_ns[r * producers + i] = (double)rec.ns;
+                        ret_cpu_ns[r * producers + i] = (double)rec.cpu_ns;
                 }
                 if (err == 0 && hold && write(release[1], bytes, producers) != (ssize_t)producers)
                         err = -EIO;
                 for (unsigned i = 0; i < producers && err == 0 && hold; i++) {
-                        uint64_t gone;
-                        if ((err = read_full(results[0], &gone)) == 0 && gone != CONNECT_BURST_GONE)
+                        struct connect_record gone;
+                        if ((err = read_record(results[0], &gone)) == 0 && gone.ns != CONNECT_BURST_GONE)
                                 err = -EIO;
                 }
         }

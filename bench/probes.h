@@ -24,10 +24,12 @@ int probe_eventfd_pingpong(unsigned rounds, unsigned idle_us, double *ret_ns);
  * `hold`, each stays connected until every producer of its burst has (the
  * producers of a service starting together); without, each disconnects
  * as soon as it has connected (teardowns among the connects).
- * ret_ns[0..rounds*producers) gets each hbg_connect()'s time. 0 or -errno
+ * ret_ns[0..rounds*producers) gets each hbg_connect()'s time, ret_cpu_ns
+ * the CPU time its producer spent in it (kernel included). 0 or -errno
  * (a failed connect: -EIO).
  */
-int probe_connect_burst(const char *socket, unsigned producers, unsigned rounds, bool hold, double *ret_ns);
+int probe_connect_burst(const char *socket, unsigned producers, unsigned rounds, bool hold, double *ret_ns,
+                        double *ret_cpu_ns);
 
 /* `n` sessions opened on socket from this process, held doing nothing
  * until probe_sessions_close(). 0 or -errno (none left open). */

@@ -101,6 +101,7 @@ for peer in floor openmp tbb starpu taskflow; do
 done
 for metric in latency_1_task_parked_p50 latency_1_task_parked_over_eventfd_p50 eventfd_pingpong_parked_beside_p50 \
               latency_1_task_busy_32_idle_sessions_p50 connect_burst_8_p99 connect_burst_8_hbgd_cpu connect_lone_p50 \
+              connect_lone_producer_cpu \
               fairness_1_task_p99 \
               fairness_other_uid tensor_wait_2ms_late_p50 tensor_wait_10ms_cpu_p50 tensor_wait_beside_2ms_late_p50; do
         grep -q "^$metric," "$tmp/l/metrics.csv" || { cat "$tmp/l.log"; fail "metrics.csv has no $metric"; }
