@@ -196,8 +196,13 @@ struct hbg_client {
          * (hbgc_ring_confirm). */
         _Atomic int64_t wake_unconfirmed_ns;
         int completion_fd;         /* read end of a pipe hbgd writes */
-        int rearm_fd;              /* eventfd: "call hbg_client_process() again" */
-        int notify_fd;             /* epoll of the two above: hbg_client_fd() */
+        /* hbg_client_fd()'s descriptor and what it watches besides the
+         * pipe, made at its first call (a program without an event loop
+         * never pays for them): -1 until then. rearm_fd is stored before
+         * notify_fd, both release, under notify_lock; loaded acquire. */
+        _Atomic int rearm_fd;      /* eventfd: "call hbg_client_process() again" */
+        _Atomic int notify_fd;     /* epoll of the pipe and rearm_fd */
+        pthread_mutex_t notify_lock;
         bool dead;                 /* hbgd hung up (the caller's threads only) */
         unsigned pure_spin_skip;   /* waits left that yield from their first step (wait.c) */
         bool spin_long;            /* the last wait was short: the next spins longer (wait.c) */

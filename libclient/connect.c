@@ -188,18 +188,8 @@ static int take_channels(hbg_client *c, int *fds) {
         /* The regions are mapped and sealed: hbgd serves the session from
          * this first doorbell on (a 1.6 hbgd; an older one just looks). */
         hbgc_doorbell_send(c);
-        /* hbg_client_fd(): one descriptor for the caller's loop, readable
-         * when hbgd signalled or when we asked ourselves to be called
-         * again (rearm_fd). */
-        c->rearm_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        c->notify_fd = epoll_create1(EPOLL_CLOEXEC);
-        if (c->rearm_fd < 0 || c->notify_fd < 0)
-                return hbgc_fail(NULL, -errno, "cannot create the client's notification fd: %s",
-                                 strerror(errno));
-        struct epoll_event ev = { .events = EPOLLIN };
-        if (epoll_ctl(c->notify_fd, EPOLL_CTL_ADD, c->completion_fd, &ev) < 0 ||
-            epoll_ctl(c->notify_fd, EPOLL_CTL_ADD, c->rearm_fd, &ev) < 0)
-                return hbgc_fail(NULL, -errno, "cannot watch the completion channel: %s", strerror(errno));
+        /* hbg_client_fd()'s descriptor comes with its first call
+         * (notify_make()). */
         return 0;
 }
 
@@ -259,6 +249,7 @@ static void client_free(hbg_client *c) {
                 close(c->rearm_fd);
         if (c->notify_fd >= 0)
                 close(c->notify_fd);
+        pthread_mutex_destroy(&c->notify_lock);
         completer_destroy(&c->completer);
         kernel_table_free(&c->kernels);
         hbgc_recorded_free_all(c);
@@ -422,6 +413,7 @@ HBG_EXPORT int hbg_connect_opts(hbg_client **ret, const hbg_connect_options *opt
         c->hangup.ring_fd = -1;
         c->pool.stop_fd = -1;
         pthread_mutex_init(&c->host_lock, NULL);
+        pthread_mutex_init(&c->notify_lock, NULL);
 
         c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         c->sock_owner = getpid();
@@ -481,20 +473,58 @@ HBG_EXPORT void hbg_disconnect(hbg_client *c) {
         client_free(c);
 }
 
+/* hbg_client_fd()'s descriptor, made at its first call: an epoll of the
+ * completion pipe and of rearm_fd, readable when hbgd signalled or when we
+ * asked ourselves to be called again. The eventfd starts readable: what
+ * hbg_client_process() left for a later call before the descriptor
+ * existed (it had nobody to tell) is taken up at the first wake. Returns
+ * the descriptor or a negative errno (-EMFILE, -ENFILE, -ENOMEM). */
+static int notify_make(hbg_client *c) {
+        pthread_mutex_lock(&c->notify_lock);
+        int fd = atomic_load_explicit(&c->notify_fd, memory_order_acquire);
+        if (fd >= 0) {
+                pthread_mutex_unlock(&c->notify_lock);
+                return fd;
+        }
+        int err = 0;
+        int rearm = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+        int ep = rearm < 0 ? -1 : epoll_create1(EPOLL_CLOEXEC);
+        struct epoll_event ev = { .events = EPOLLIN };
+        if (rearm < 0 || ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, c->completion_fd, &ev) < 0 ||
+            epoll_ctl(ep, EPOLL_CTL_ADD, rearm, &ev) < 0) {
+                err = -errno;
+                if (ep >= 0)
+                        close(ep);
+                if (rearm >= 0)
+                        close(rearm);
+        } else {
+                /* Release: a thread that loads either sees it made. */
+                atomic_store_explicit(&c->rearm_fd, rearm, memory_order_release);
+                atomic_store_explicit(&c->notify_fd, ep, memory_order_release);
+        }
+        pthread_mutex_unlock(&c->notify_lock);
+        /* No message: any thread may call us beside the client's own
+         * calls, which write it. */
+        return err < 0 ? err : ep;
+}
+
 HBG_EXPORT int hbg_client_fd(const hbg_client *c) {
         if (!c)
                 return -EINVAL;
+        hbg_client *w = (hbg_client *)(uintptr_t)c; /* allocated, not const: its flags */
+        int fd = atomic_load_explicit(&w->notify_fd, memory_order_acquire);
+        if (fd < 0 && (fd = notify_make(w)) < 0)
+                return fd;
         /* An event loop on it wants a byte for every event. It sleeps
          * where we cannot confirm a trusted wake: ring the doorbell
          * after every wake from now on (hbgc_ring). */
         atomic_fetch_or_explicit(&c->sh->pipe_wanted, HBG_PIPE_ALWAYS, memory_order_seq_cst);
-        hbg_client *w = (hbg_client *)(uintptr_t)c; /* allocated, not const: its flags */
         atomic_store_explicit(&w->wake_trust, false, memory_order_seq_cst);
         /* A wake trusted before: confirmed now, the loop may sleep next.
          * One trusted concurrently confirms itself (hbgc_ring): store;
          * fence; load on both sides, so one of us sees the other. */
         atomic_thread_fence(memory_order_seq_cst);
         hbgc_ring_confirm(w, 0);
-        return c->notify_fd;
+        return fd;
 }
 

@@ -184,10 +184,15 @@ int hbgc_process(hbg_client *c) {
         for (uint64_t taken = 0; taken < c->g.task_window && producer_external_pending(&c->prod); taken++) {
                 if (!mailbox_room(c)) {
                         /* Come back later: make hbg_client_fd() readable
-                         * again so an event loop calls hbg_client_process(). */
+                         * again so an event loop calls hbg_client_process().
+                         * Not made yet: no loop to tell (it starts
+                         * readable). */
                         uint64_t one = 1;
-                        ssize_t n = write(c->rearm_fd, &one, sizeof(one));
-                        (void)n;
+                        int rearm = atomic_load_explicit(&c->rearm_fd, memory_order_acquire);
+                        if (rearm >= 0) {
+                                ssize_t n = write(rearm, &one, sizeof(one));
+                                (void)n;
+                        }
                         break;
                 }
                 uint64_t id;
@@ -205,8 +210,11 @@ HBG_EXPORT int hbg_client_process(hbg_client *c) {
                 return err;
         /* Clear the channels first: a signal arriving from here on stays. */
         uint64_t v;
-        ssize_t n = read(c->rearm_fd, &v, sizeof(v));
-        (void)n;
+        int rearm = atomic_load_explicit(&c->rearm_fd, memory_order_acquire);
+        if (rearm >= 0) {
+                ssize_t n = read(rearm, &v, sizeof(v));
+                (void)n;
+        }
         hbgc_drain_completion(c);
         if (hbgc_check_socket(c) < 0) {
                 /* Still note the graphs hbgd finished before it went. */

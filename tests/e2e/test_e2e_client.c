@@ -14,11 +14,21 @@
  *               an hbgd whose completion region says another shared-memory
  *               layout (a stand-in passing on a real hbgd's session with a
  *               copy of that region): hbg_connect() fails with -EPROTO and
- *               a message giving both sides' versions.
+ *               a message giving both sides' versions;
+ *   event_loop_fd
+ *               hbg_client_fd()'s descriptor is made at its first call: a
+ *               client that never asks holds no epoll or eventfd; two
+ *               threads asking at once get one descriptor; it starts
+ *               readable; a loop on it (poll, hbg_client_process()) runs
+ *               a chain of host functions to the end; the disconnect
+ *               closes it.
  */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +37,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "hbg/hbg.h"
@@ -251,6 +262,92 @@ START_TEST(other_release) {
 }
 END_TEST
 
+/* This process's descriptors whose link reads `what`. */
+static int fds_of(const char *what) {
+        DIR *dir = opendir("/proc/self/fd");
+        ck_assert_ptr_nonnull(dir);
+        int n = 0;
+        for (struct dirent *e; (e = readdir(dir));) {
+                char path[PATH_MAX], link[256];
+                snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+                ssize_t len = readlink(path, link, sizeof(link) - 1);
+                if (len > 0) {
+                        link[len] = 0;
+                        n += strcmp(link, what) == 0;
+                }
+        }
+        closedir(dir);
+        return n;
+}
+
+static void *ask_fd(void *c) {
+        return (void *)(intptr_t)hbg_client_fd(c);
+}
+
+static int count_call(void *ud) {
+        (*(int *)ud)++;
+        return 0;
+}
+
+#define EPOLL_LINK "anon_inode:[eventpoll]"
+#define EVENTFD_LINK "anon_inode:[eventfd]"
+#define LOOP_TASKS 20
+
+START_TEST(event_loop_fd) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        int epolls = fds_of(EPOLL_LINK), eventfds = fds_of(EVENTFD_LINK);
+        hbg_client *c = NULL;
+        int err = hbg_connect(&c, d->socket_path);
+        D_ASSERT(d, err == 0, "hbg_connect: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        ck_assert_int_eq(fds_of(EPOLL_LINK), epolls);
+        ck_assert_int_eq(fds_of(EVENTFD_LINK), eventfds);
+
+        pthread_t t[2];
+        void *fd[2];
+        for (int i = 0; i < 2; i++)
+                ck_assert_int_eq(pthread_create(&t[i], NULL, ask_fd, c), 0);
+        for (int i = 0; i < 2; i++)
+                ck_assert_int_eq(pthread_join(t[i], &fd[i]), 0);
+        int loop_fd = (int)(intptr_t)fd[0];
+        ck_assert_int_ge(loop_fd, 0);
+        ck_assert_int_eq((int)(intptr_t)fd[1], loop_fd);
+        ck_assert_int_eq(hbg_client_fd(c), loop_fd);
+        ck_assert_int_eq(fds_of(EPOLL_LINK), epolls + 1);
+        ck_assert_int_eq(fds_of(EVENTFD_LINK), eventfds + 1);
+        struct pollfd p = { .fd = loop_fd, .events = POLLIN };
+        ck_assert_int_eq(poll(&p, 1, 0), 1);
+
+        /* No workers: host functions run only in hbg_client_process(). */
+        int calls = 0;
+        uint64_t prev = 0, g;
+        for (int i = 0; i < LOOP_TASKS; i++) {
+                hbg_task task = HBG_TASK_INIT(NULL);
+                task.host_fn = count_call;
+                task.host_userdata = &calls;
+                if (i) {
+                        task.n_deps = 1;
+                        task.deps[0] = prev;
+                }
+                err = hbg_graph_add(c, &task, &prev);
+                D_ASSERT(d, err == 0, "hbg_graph_add: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        }
+        ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+        int st = 1;
+        for (int turn = 0; turn < 10 * LOOP_TASKS && st == 1; turn++) {
+                D_ASSERT(d, poll(&p, 1, 10000) == 1, "hbg_client_fd() not readable with %d of %d host functions run",
+                         calls, LOOP_TASKS);
+                ck_assert_int_ge(hbg_client_process(c), 0);
+                st = hbg_graph_status(c, g, NULL);
+        }
+        ck_assert_int_eq(st, 0);
+        ck_assert_int_eq(calls, LOOP_TASKS);
+        hbg_disconnect(c);
+        ck_assert_int_eq(fds_of(EPOLL_LINK), epolls);
+        ck_assert_int_eq(fds_of(EVENTFD_LINK), eventfds);
+        stop_hbgd(d);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("e2e_client");
         TCase *tc = tcase_create("arguments");
@@ -258,6 +355,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, in_place);
         tcase_add_test(tc, refused);
         tcase_add_test(tc, other_release);
+        tcase_add_test(tc, event_loop_fd);
         suite_add_tcase(s, tc);
         return s;
 }
