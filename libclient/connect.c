@@ -165,7 +165,7 @@ static int check_regions(hbg_client *c, const Hbg__SessionReply *r) {
 }
 
 /* The doorbell and the completion channel (fds[2], fds[3]), taken over;
- * the first doorbell rung; hbg_client_fd()'s descriptor made. */
+ * the first doorbell rung. */
 static int take_channels(hbg_client *c, int *fds) {
         /* The doorbell is our end of a socketpair, the completion channel
          * the read end of a pipe (hbgd keeps the other ends to itself).
@@ -478,7 +478,8 @@ HBG_EXPORT void hbg_disconnect(hbg_client *c) {
  * asked ourselves to be called again. The eventfd starts readable: what
  * hbg_client_process() left for a later call before the descriptor
  * existed (it had nobody to tell) is taken up at the first wake. Returns
- * the descriptor or a negative errno (-EMFILE, -ENFILE, -ENOMEM). */
+ * the descriptor or a negative errno (-EMFILE, -ENFILE, -ENOMEM; -ENOSPC
+ * past fs.epoll.max_user_watches). */
 static int notify_make(hbg_client *c) {
         pthread_mutex_lock(&c->notify_lock);
         int fd = atomic_load_explicit(&c->notify_fd, memory_order_acquire);

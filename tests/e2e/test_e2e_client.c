@@ -21,7 +21,11 @@
  *               threads asking at once get one descriptor; it starts
  *               readable; a loop on it (poll, hbg_client_process()) runs
  *               a chain of host functions to the end; the disconnect
- *               closes it.
+ *               closes it;
+ *   event_loop_fd_after_full_mailbox
+ *               hbg_client_process() stopped by a full mailbox before the
+ *               descriptor existed (hbgd stopped meanwhile): the descriptor
+ *               made afterwards wakes the loop for the host functions left.
  */
 #include <check.h>
 #include <errno.h>
@@ -280,8 +284,15 @@ static int fds_of(const char *what) {
         return n;
 }
 
-static void *ask_fd(void *c) {
-        return (void *)(intptr_t)hbg_client_fd(c);
+struct asker {
+        hbg_client *c;
+        pthread_barrier_t *go;
+};
+
+static void *ask_fd(void *arg) {
+        struct asker *a = arg;
+        pthread_barrier_wait(a->go);
+        return (void *)(intptr_t)hbg_client_fd(a->c);
 }
 
 static int count_call(void *ud) {
@@ -304,10 +315,14 @@ START_TEST(event_loop_fd) {
 
         pthread_t t[2];
         void *fd[2];
+        pthread_barrier_t go;
+        ck_assert_int_eq(pthread_barrier_init(&go, NULL, 2), 0);
+        struct asker a = { c, &go };
         for (int i = 0; i < 2; i++)
-                ck_assert_int_eq(pthread_create(&t[i], NULL, ask_fd, c), 0);
+                ck_assert_int_eq(pthread_create(&t[i], NULL, ask_fd, &a), 0);
         for (int i = 0; i < 2; i++)
                 ck_assert_int_eq(pthread_join(t[i], &fd[i]), 0);
+        pthread_barrier_destroy(&go);
         int loop_fd = (int)(intptr_t)fd[0];
         ck_assert_int_ge(loop_fd, 0);
         ck_assert_int_eq((int)(intptr_t)fd[1], loop_fd);
@@ -348,6 +363,53 @@ START_TEST(event_loop_fd) {
 }
 END_TEST
 
+#define MAILBOX 16
+#define FULL_TASKS (4 * MAILBOX)
+
+START_TEST(event_loop_fd_after_full_mailbox) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        o.mailbox = MAILBOX;
+        hbg_client *c = NULL;
+        int err = hbg_connect_opts(&c, &o);
+        D_ASSERT(d, err == 0, "hbg_connect_opts: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        int calls = 0;
+        uint64_t g;
+        for (int i = 0; i < FULL_TASKS; i++) {
+                hbg_task task = HBG_TASK_INIT(NULL);
+                task.host_fn = count_call;
+                task.host_userdata = &calls;
+                err = hbg_graph_add(c, &task, NULL);
+                D_ASSERT(d, err == 0, "hbg_graph_add: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        }
+        ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+        /* Every task ready (independent host tasks: at once), then hbgd
+         * stopped: it consumes no mailbox entry, so the call stops once
+         * the mailbox is full, with no descriptor to make readable. */
+        usleep(200 * 1000);
+        ck_assert_int_eq(kill(d->pid, SIGSTOP), 0);
+        int ran = hbg_client_process(c);
+        ck_assert_int_eq(kill(d->pid, SIGCONT), 0);
+        ck_assert_msg(ran >= 0 && ran < FULL_TASKS, "hbg_client_process ran %d of %d with hbgd stopped", ran,
+                      FULL_TASKS);
+        int fd = hbg_client_fd(c);
+        ck_assert_int_ge(fd, 0);
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        int st = 1;
+        for (int turn = 0; turn < 10 * FULL_TASKS && st == 1; turn++) {
+                D_ASSERT(d, poll(&p, 1, 10000) == 1, "hbg_client_fd() not readable with %d of %d host functions run",
+                         calls, FULL_TASKS);
+                ck_assert_int_ge(hbg_client_process(c), 0);
+                st = hbg_graph_status(c, g, NULL);
+        }
+        ck_assert_int_eq(st, 0);
+        ck_assert_int_eq(calls, FULL_TASKS);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
 static Suite *suite(void) {
         Suite *s = suite_create("e2e_client");
         TCase *tc = tcase_create("arguments");
@@ -356,6 +418,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, refused);
         tcase_add_test(tc, other_release);
         tcase_add_test(tc, event_loop_fd);
+        tcase_add_test(tc, event_loop_fd_after_full_mailbox);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -295,6 +295,10 @@ START_TEST(hbgd_killed_mid_graph) {
         /* SIGKILL: the kernel closes hbgd's end of the control socket and
          * of the completion pipe; the library's waits poll both. */
         int cfd = hbg_client_fd(c);
+        ck_assert_int_ge(cfd, 0);
+        /* It starts readable (hbg_client_fd(3)): the loop's first call
+         * takes that, so that only hbgd's end can make it readable below. */
+        ck_assert_int_ge(hbg_client_process(c), 0);
         long long t0 = daemon_now_ms();
         ck_assert_int_eq(kill(d->pid, SIGKILL), 0);
         long long waits[PENDING + 1];
