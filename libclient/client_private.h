@@ -198,8 +198,10 @@ struct hbg_client {
         int completion_fd;         /* read end of a pipe hbgd writes */
         /* hbg_client_fd()'s descriptor and what it watches besides the
          * pipe, made at its first call (a program without an event loop
-         * never pays for them): -1 until then. rearm_fd is stored before
-         * notify_fd, both release, under notify_lock; loaded acquire. */
+         * never pays for them): -1 until then. Stored under notify_lock,
+         * rearm_fd (seq_cst, against the task cursor: notify_make())
+         * before notify_fd (release); loaded acquire, or seq_cst where
+         * work is left for a later call. */
         _Atomic int rearm_fd;      /* eventfd: "call hbg_client_process() again" */
         _Atomic int notify_fd;     /* epoll of the pipe and rearm_fd */
         pthread_mutex_t notify_lock;

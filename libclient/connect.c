@@ -475,11 +475,9 @@ HBG_EXPORT void hbg_disconnect(hbg_client *c) {
 
 /* hbg_client_fd()'s descriptor, made at its first call: an epoll of the
  * completion pipe and of rearm_fd, readable when hbgd signalled or when we
- * asked ourselves to be called again. The eventfd starts readable: what
- * hbg_client_process() left for a later call before the descriptor
- * existed (it had nobody to tell) is taken up at the first wake. Returns
- * the descriptor or a negative errno (-EMFILE, -ENFILE, -ENOMEM; -ENOSPC
- * past fs.epoll.max_user_watches). */
+ * asked ourselves to be called again. Returns the descriptor or a
+ * negative errno (-EMFILE, -ENFILE, -ENOMEM; -ENOSPC past
+ * fs.epoll.max_user_watches). */
 static int notify_make(hbg_client *c) {
         pthread_mutex_lock(&c->notify_lock);
         int fd = atomic_load_explicit(&c->notify_fd, memory_order_acquire);
@@ -488,7 +486,7 @@ static int notify_make(hbg_client *c) {
                 return fd;
         }
         int err = 0;
-        int rearm = eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK);
+        int rearm = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         int ep = rearm < 0 ? -1 : epoll_create1(EPOLL_CLOEXEC);
         struct epoll_event ev = { .events = EPOLLIN };
         if (rearm < 0 || ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, c->completion_fd, &ev) < 0 ||
@@ -499,9 +497,21 @@ static int notify_make(hbg_client *c) {
                 if (rearm >= 0)
                         close(rearm);
         } else {
-                /* Release: a thread that loads either sees it made. */
-                atomic_store_explicit(&c->rearm_fd, rearm, memory_order_release);
+                /* seq_cst: hbgc_process() publishes tasks, then loads
+                 * rearm_fd to say it left some for a later call. Either
+                 * it sees rearm_fd, or we see a task published below. */
+                atomic_store_explicit(&c->rearm_fd, rearm, memory_order_seq_cst);
+                /* Release: a thread that loads it sees rearm_fd made. */
                 atomic_store_explicit(&c->notify_fd, ep, memory_order_release);
+                /* Tasks published before (the cursor starts at 0): ready
+                 * host functions may be waiting for a call that had no
+                 * descriptor to wake. The loop's first wake takes them up;
+                 * a client that published nothing starts quiet. */
+                if (atomic_load_explicit(&c->sh->submitted, memory_order_seq_cst) != 0) {
+                        uint64_t one = 1;
+                        ssize_t n = write(rearm, &one, sizeof(one));
+                        (void)n;
+                }
         }
         pthread_mutex_unlock(&c->notify_lock);
         /* No message: any thread may call us beside the client's own
@@ -513,13 +523,15 @@ HBG_EXPORT int hbg_client_fd(const hbg_client *c) {
         if (!c)
                 return -EINVAL;
         hbg_client *w = (hbg_client *)(uintptr_t)c; /* allocated, not const: its flags */
+        /* An event loop on it wants a byte for every event. It sleeps
+         * where we cannot confirm a trusted wake: ring the doorbell
+         * after every wake from now on (hbgc_ring). Before the descriptor
+         * is made: a graph submitted after notify_make() found nothing
+         * published gets its byte (seq_cst both sides). */
+        atomic_fetch_or_explicit(&c->sh->pipe_wanted, HBG_PIPE_ALWAYS, memory_order_seq_cst);
         int fd = atomic_load_explicit(&w->notify_fd, memory_order_acquire);
         if (fd < 0 && (fd = notify_make(w)) < 0)
                 return fd;
-        /* An event loop on it wants a byte for every event. It sleeps
-         * where we cannot confirm a trusted wake: ring the doorbell
-         * after every wake from now on (hbgc_ring). */
-        atomic_fetch_or_explicit(&c->sh->pipe_wanted, HBG_PIPE_ALWAYS, memory_order_seq_cst);
         atomic_store_explicit(&w->wake_trust, false, memory_order_seq_cst);
         /* A wake trusted before: confirmed now, the loop may sleep next.
          * One trusted concurrently confirms itself (hbgc_ring): store;

@@ -185,10 +185,11 @@ int hbgc_process(hbg_client *c) {
                 if (!mailbox_room(c)) {
                         /* Come back later: make hbg_client_fd() readable
                          * again so an event loop calls hbg_client_process().
-                         * Not made yet: no loop to tell (it starts
-                         * readable). */
+                         * Not made yet: no loop to tell; the one made
+                         * later starts readable, as these tasks were
+                         * published (seq_cst: notify_make()). */
                         uint64_t one = 1;
-                        int rearm = atomic_load_explicit(&c->rearm_fd, memory_order_acquire);
+                        int rearm = atomic_load_explicit(&c->rearm_fd, memory_order_seq_cst);
                         if (rearm >= 0) {
                                 ssize_t n = write(rearm, &one, sizeof(one));
                                 (void)n;

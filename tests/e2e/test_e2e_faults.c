@@ -296,8 +296,9 @@ START_TEST(hbgd_killed_mid_graph) {
          * of the completion pipe; the library's waits poll both. */
         int cfd = hbg_client_fd(c);
         ck_assert_int_ge(cfd, 0);
-        /* It starts readable (hbg_client_fd(3)): the loop's first call
-         * takes that, so that only hbgd's end can make it readable below. */
+        /* It starts readable, tasks having been added (hbg_client_fd(3)):
+         * the loop's first call takes that, so that only hbgd's end can
+         * make it readable below. */
         ck_assert_int_ge(hbg_client_process(c), 0);
         long long t0 = daemon_now_ms();
         ck_assert_int_eq(kill(d->pid, SIGKILL), 0);
