@@ -187,7 +187,8 @@ int hbgc_process(hbg_client *c) {
                          * again so an event loop calls hbg_client_process().
                          * Not made yet: no loop to tell; the one made
                          * later starts readable, as these tasks were
-                         * published (seq_cst: notify_make()). */
+                         * published (seq_cst) before this load, by this
+                         * thread or through hbgd (notify_make()). */
                         uint64_t one = 1;
                         int rearm = atomic_load_explicit(&c->rearm_fd, memory_order_seq_cst);
                         if (rearm >= 0) {
