@@ -156,6 +156,7 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_e2e_client \
               test_e2e_api test_e2e_errors test_e2e_replay test_e2e_proto_attack test_text \
               test_e2e_faults test_e2e_shm_attack test_e2e_shm_control test_e2e_access test_e2e_metrics \
+              test_e2e_exporter \
               test_e2e_journal \
               test_e2e_host_threads test_dep_tracker test_instr_stages
 TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
@@ -481,8 +482,9 @@ E2E_HELPER_OBJS := $(B)/obj/tests/e2e/e2e_util.o $(B)/obj/tests/e2e/e2e_kid.o
 E2E_UTIL_OBJS := $(B)/obj/tests/e2e/daemon_util.o $(E2E_HELPER_OBJS)
 HOSTILE_UTIL_OBJ := $(B)/obj/tests/e2e/hostile_util.o
 SHM_ATTACK_UTIL_OBJ := $(B)/obj/tests/e2e/shm_attack_util.o
+METRICS_UTIL_OBJ := $(B)/obj/tests/e2e/metrics_util.o
 
-$(E2E_HELPER_OBJS) $(HOSTILE_UTIL_OBJ) $(SHM_ATTACK_UTIL_OBJ): $(B)/obj/tests/%.o: tests/%.c $(B)/gen/hbg.pb-c.h
+$(E2E_HELPER_OBJS) $(HOSTILE_UTIL_OBJ) $(SHM_ATTACK_UTIL_OBJ) $(METRICS_UTIL_OBJ): $(B)/obj/tests/%.o: tests/%.c $(B)/gen/hbg.pb-c.h
 	$(say) CC $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(HBG_CFLAGS) $(CHECK_CFLAGS) $(SYS_CFLAGS) $(TEST_EXTRA_CFLAGS) -Ilibclient/include -c -o $@ $<
@@ -516,10 +518,11 @@ $(HBGCTL_TESTS:%=$(B)/tests/%): $(HBGCTL_UTIL_OBJ) | $(HBGCTL_BIN) $(EXAMPLE_BIN
 $(B)/tests/test_e2e_proto_attack $(B)/tests/test_e2e_api $(B)/tests/test_e2e_handshake: TEST_EXTRA_LIBS = $(SHM_LIB)
 $(B)/tests/test_e2e_proto_attack $(B)/tests/test_e2e_api $(B)/tests/test_e2e_handshake: $(SHM_LIB)
 # test_e2e_metrics runs hbgctl metrics and kernels (subprocesses), reads
-# the latter's JSON with json-c.
+# the latter's JSON with json-c; test_e2e_exporter runs hbgctl metrics
+# --format and --listen. Both through tests/e2e/metrics_util.c.
 $(B)/obj/tests/e2e/test_e2e_metrics.o: TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)
 $(B)/tests/test_e2e_metrics: TEST_EXTRA_LIBS = $(JSONC_LIBS)
-$(B)/tests/test_e2e_metrics: | $(HBGCTL_BIN)
+$(B)/tests/test_e2e_metrics $(B)/tests/test_e2e_exporter: $(METRICS_UTIL_OBJ) | $(HBGCTL_BIN)
 # test_e2e_journal runs hbgd on a pseudo-terminal (forkpty).
 $(B)/tests/test_e2e_journal: TEST_EXTRA_LIBS = -lutil
 
