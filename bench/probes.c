@@ -18,15 +18,21 @@
 #include "bench/bench_util.h"
 #include <hbg/hbg.h>
 
-static int read_full(int fd, uint64_t *v) {
+/* One record of len bytes (an eventfd's count, a pipe's record written
+ * whole), or -errno (-EIO: a short one). */
+static int read_record(int fd, void *buf, size_t len) {
         for (;;) {
-                ssize_t n = read(fd, v, sizeof(*v));
-                if (n == (ssize_t)sizeof(*v))
+                ssize_t n = read(fd, buf, len);
+                if (n == (ssize_t)len)
                         return 0;
                 if (n < 0 && errno == EINTR)
                         continue;
                 return n < 0 ? -errno : -EIO;
         }
+}
+
+static int read_full(int fd, uint64_t *v) {
+        return read_record(fd, v, sizeof(*v));
 }
 
 int probe_eventfd_pingpong(unsigned rounds, unsigned idle_us, double *ret_ns) {
@@ -91,17 +97,6 @@ static int64_t process_cpu_ns(void) {
         struct timespec t;
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
         return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-static int read_record(int fd, struct connect_record *rec) {
-        for (;;) {
-                ssize_t n = read(fd, rec, sizeof(*rec));
-                if (n == (ssize_t)sizeof(*rec))
-                        return 0;
-                if (n < 0 && errno == EINTR)
-                        continue;
-                return n < 0 ? -errno : -EIO;
-        }
 }
 
 /* One producer of a burst: per round, wait for the go byte, connect,
@@ -194,7 +189,9 @@ int probe_connect_burst(const char *socket, unsigned producers, unsigned rounds,
                 }
                 for (unsigned i = 0; i < producers && err == 0; i++) {
                         struct connect_record rec;
-                        if ((err = read_record(results[0], &rec)) == 0 && (rec.ns == 0 || rec.ns == CONNECT_BURST_GONE))
+                        if ((err = read_record(results[0], &rec, sizeof(rec))) < 0)
+                                break;
+                        if (rec.ns == 0 || rec.ns == CONNECT_BURST_GONE)
                                 err = -EIO;
                         ret_ns[r * producers + i] = (double)rec.ns;
                         ret_cpu_ns[r * producers + i] = (double)rec.cpu_ns;
@@ -203,7 +200,8 @@ int probe_connect_burst(const char *socket, unsigned producers, unsigned rounds,
                         err = -EIO;
                 for (unsigned i = 0; i < producers && err == 0 && hold; i++) {
                         struct connect_record gone;
-                        if ((err = read_record(results[0], &gone)) == 0 && gone.ns != CONNECT_BURST_GONE)
+                        err = read_record(results[0], &gone, sizeof(gone));
+                        if (err == 0 && gone.ns != CONNECT_BURST_GONE)
                                 err = -EIO;
                 }
         }

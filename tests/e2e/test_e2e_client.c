@@ -301,6 +301,21 @@ static int count_call(void *ud) {
         return 0;
 }
 
+/* An event loop on fd until graph g of `tasks` host functions (each
+ * counting a call) ends: it must succeed with every function run once. */
+static void run_loop(struct hbgd_proc *d, hbg_client *c, int fd, uint64_t g, const int *calls, int tasks) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        int st = 1;
+        for (int turn = 0; turn < 10 * tasks && st == 1; turn++) {
+                D_ASSERT(d, poll(&p, 1, 10000) == 1, "hbg_client_fd() not readable with %d of %d host functions run",
+                         *calls, tasks);
+                ck_assert_int_ge(hbg_client_process(c), 0);
+                st = hbg_graph_status(c, g, NULL);
+        }
+        ck_assert_int_eq(st, 0);
+        ck_assert_int_eq(*calls, tasks);
+}
+
 #define EPOLL_LINK "anon_inode:[eventpoll]"
 #define EVENTFD_LINK "anon_inode:[eventfd]"
 #define LOOP_TASKS 20
@@ -349,15 +364,7 @@ START_TEST(event_loop_fd) {
                 D_ASSERT(d, err == 0, "hbg_graph_add: %s [%s]", hbg_strerror(err), hbg_last_error(c));
         }
         ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
-        int st = 1;
-        for (int turn = 0; turn < 10 * LOOP_TASKS && st == 1; turn++) {
-                D_ASSERT(d, poll(&p, 1, 10000) == 1, "hbg_client_fd() not readable with %d of %d host functions run",
-                         calls, LOOP_TASKS);
-                ck_assert_int_ge(hbg_client_process(c), 0);
-                st = hbg_graph_status(c, g, NULL);
-        }
-        ck_assert_int_eq(st, 0);
-        ck_assert_int_eq(calls, LOOP_TASKS);
+        run_loop(d, c, loop_fd, g, &calls, LOOP_TASKS);
         hbg_disconnect(c);
         ck_assert_int_eq(fds_of(EPOLL_LINK), epolls);
         ck_assert_int_eq(fds_of(EVENTFD_LINK), eventfds);
@@ -397,16 +404,7 @@ START_TEST(event_loop_fd_after_full_mailbox) {
                       FULL_TASKS);
         int fd = hbg_client_fd(c);
         ck_assert_int_ge(fd, 0);
-        struct pollfd p = { .fd = fd, .events = POLLIN };
-        int st = 1;
-        for (int turn = 0; turn < 10 * FULL_TASKS && st == 1; turn++) {
-                D_ASSERT(d, poll(&p, 1, 10000) == 1, "hbg_client_fd() not readable with %d of %d host functions run",
-                         calls, FULL_TASKS);
-                ck_assert_int_ge(hbg_client_process(c), 0);
-                st = hbg_graph_status(c, g, NULL);
-        }
-        ck_assert_int_eq(st, 0);
-        ck_assert_int_eq(calls, FULL_TASKS);
+        run_loop(d, c, fd, g, &calls, FULL_TASKS);
         hbg_disconnect(c);
         stop_hbgd(d);
 }
