@@ -519,10 +519,12 @@ $(B)/tests/test_e2e_proto_attack $(B)/tests/test_e2e_api $(B)/tests/test_e2e_han
 $(B)/tests/test_e2e_proto_attack $(B)/tests/test_e2e_api $(B)/tests/test_e2e_handshake: $(SHM_LIB)
 # test_e2e_metrics runs hbgctl metrics and kernels (subprocesses), reads
 # the latter's JSON with json-c; test_e2e_exporter runs hbgctl metrics
-# --format and --listen. Both through tests/e2e/metrics_util.c.
-$(B)/obj/tests/e2e/test_e2e_metrics.o: TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)
-$(B)/tests/test_e2e_metrics: TEST_EXTRA_LIBS = $(JSONC_LIBS)
-$(B)/tests/test_e2e_metrics $(B)/tests/test_e2e_exporter: $(METRICS_UTIL_OBJ) | $(HBGCTL_BIN)
+# --format and --listen. Both through tests/e2e/metrics_util.c, and run
+# hbgctl through tests/e2e/hbgctl_util.c.
+METRICS_TESTS := test_e2e_metrics test_e2e_exporter
+$(METRICS_TESTS:%=$(B)/obj/tests/e2e/%.o) $(METRICS_UTIL_OBJ): TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)
+$(METRICS_TESTS:%=$(B)/tests/%): TEST_EXTRA_LIBS = $(JSONC_LIBS)
+$(METRICS_TESTS:%=$(B)/tests/%): $(METRICS_UTIL_OBJ) $(HBGCTL_UTIL_OBJ) | $(HBGCTL_BIN)
 # test_e2e_journal runs hbgd on a pseudo-terminal (forkpty).
 $(B)/tests/test_e2e_journal: TEST_EXTRA_LIBS = -lutil
 

@@ -3,27 +3,17 @@
 #include "tests/e2e/metrics_util.h"
 
 #include <check.h>
-#include <errno.h>
-#include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/e2e/daemon_util.h"
 #include "tests/e2e/e2e_util.h"
 
-static char hbgctl_bin[PATH_MAX];
-
-const char *metrics_util_hbgctl(void) {
-        return hbgctl_bin;
-}
-
-/* ------------------------------------------------------------ running hbgctl */
+/* ------------------------------------------------------------ reading a file */
 
 char *slurp_fd(int fd) {
         size_t cap = 4096, n = 0;
@@ -40,41 +30,6 @@ char *slurp_fd(int fd) {
         }
         buf[n] = 0;
         return buf;
-}
-
-/* hbgctl --socket SOCK ARGS... (NULL-terminated). */
-struct result hbgctl(const char *sock, ...) {
-        const char *argv[32] = { hbgctl_bin, "--socket", sock };
-        unsigned n = 3;
-        va_list ap;
-        va_start(ap, sock);
-        for (const char *a; n < 31 && (a = va_arg(ap, const char *));)
-                argv[n++] = a;
-        va_end(ap);
-        argv[n] = NULL;
-        FILE *o = tmpfile(), *e = tmpfile();
-        ck_assert(o && e);
-        pid_t pid = fork();
-        ck_assert_int_ge(pid, 0);
-        if (pid == 0) {
-                if (dup2(fileno(o), 1) < 0 || dup2(fileno(e), 2) < 0)
-                        _exit(126);
-                execv(hbgctl_bin, (char *const *)argv);
-                _exit(127);
-        }
-        int st;
-        ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-        struct result r = { .code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st) };
-        r.out = slurp_fd(fileno(o));
-        r.err = slurp_fd(fileno(e));
-        fclose(o);
-        fclose(e);
-        return r;
-}
-
-void result_free(struct result *r) {
-        free(r->out);
-        free(r->err);
 }
 
 /* ------------------------------------------------------------ an OpenMetrics checker */
@@ -113,7 +68,7 @@ static void parse_labels(const char **p, const char *line, char *labels, size_t 
         labels[0] = le[0] = 0;
         if (*q != '{')
                 return;
-        const char *start = ++q;
+        const char *begin = ++q;
         while (*q != '}') {
                 const char *k = q;
                 while (*q && *q != '=')
@@ -139,8 +94,8 @@ static void parse_labels(const char **p, const char *line, char *labels, size_t 
                 if (*q == ',')
                         q++;
         }
-        ck_assert_msg((size_t)(q - start) < size, "labels too long: %s", line);
-        snprintf(labels, size, "%.*s", (int)(q - start), start);
+        ck_assert_msg((size_t)(q - begin) < size, "labels too long: %s", line);
+        snprintf(labels, size, "%.*s", (int)(q - begin), begin);
         *p = q + 1;
 }
 
@@ -392,7 +347,7 @@ void assert_not_decreasing(const struct scrape *before, const struct scrape *aft
 }
 
 struct scrape *scrape(struct hbgd_proc *d) {
-        struct result r = hbgctl(d->socket_path, "metrics", NULL);
+        struct result r = ctl(d->socket_path, "metrics");
         D_ASSERT(d, r.code == 0, "hbgctl metrics: exit %d: %s", r.code, r.err);
         struct scrape *sc = malloc(sizeof(*sc));
         ck_assert_ptr_nonnull(sc);
@@ -446,24 +401,4 @@ void good_graphs(struct hbgd_proc *d, hbg_client *c, hbg_tensor x, unsigned n) {
                 int err = finish(d, c);
                 D_ASSERT(d, err == 0, "graph %u: %s [%s]", i, hbg_strerror(err), hbg_last_error(c));
         }
-}
-
-bool metrics_util_find_hbgctl(const char *test) {
-        const char *e = getenv("HBGCTL");
-        if (e && *e) {
-                snprintf(hbgctl_bin, sizeof(hbgctl_bin), "%s", e);
-        } else {
-                char self[PATH_MAX - 32];
-                ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-                self[n > 0 ? n : 0] = 0;
-                char *slash = strrchr(self, '/');
-                if (slash)
-                        *slash = 0;
-                snprintf(hbgctl_bin, sizeof(hbgctl_bin), "%s/../bin/hbgctl", self);
-        }
-        if (access(hbgctl_bin, X_OK) < 0) {
-                fprintf(stderr, "%s: %s: %s; build it or set HBGCTL\n", test, hbgctl_bin, strerror(errno));
-                return false;
-        }
-        return true;
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What test_e2e_metrics and test_e2e_exporter share: running hbgctl, a
- * checker of the OpenMetrics text hbgctl writes (every sample kept for
- * the assertions), and graphs that succeed or fail in a kernel.
+ * What test_e2e_metrics and test_e2e_exporter share beside hbgctl_util.h
+ * (which runs hbgctl): a checker of the OpenMetrics text hbgctl writes
+ * (every sample kept for the assertions), and graphs that succeed or fail
+ * in a kernel.
  */
 #ifndef HBG_TESTS_E2E_METRICS_UTIL_H
 #define HBG_TESTS_E2E_METRICS_UTIL_H
@@ -12,23 +13,10 @@
 #include <stdint.h>
 
 #include "hbg/hbg.h"
+#include "tests/e2e/hbgctl_util.h"
 
 struct hbgd_proc;
 
-/* Found once by the test's setup: $HBGCTL, else ../bin/hbgctl next to
- * the test. False (with a message naming test) when it cannot run. */
-bool metrics_util_find_hbgctl(const char *test);
-/* Its path, once found. */
-const char *metrics_util_hbgctl(void);
-
-struct result {
-        int code;       /* exit code, or 128 + signal */
-        char *out, *err;
-};
-
-/* hbgctl --socket SOCK ARGS... (NULL-terminated). */
-struct result hbgctl(const char *sock, ...);
-void result_free(struct result *r);
 /* The whole of fd from its start, NUL-terminated (malloc'd). */
 char *slurp_fd(int fd);
 bool ends_with(const char *s, const char *suffix);

@@ -91,7 +91,7 @@ START_TEST(listen_refused) {
         static const char *const bad[] = { "127.0.0.1:99999", "127.0.0.1:65536", "127.0.0.1:80x",
                                            "127.0.0.1:+80", "127.0.0.1:", "9464" };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-                struct result r = hbgctl(d->socket_path, "metrics", "--listen", bad[i], NULL);
+                struct result r = ctl(d->socket_path, "metrics", "--listen", bad[i]);
                 ck_assert_msg(r.code == 2 && strstr(r.err, "is not ADDR:PORT"), "--listen %s: exit %d, %s", bad[i],
                               r.code, r.err);
                 result_free(&r);
@@ -114,7 +114,7 @@ START_TEST(prometheus) {
         err = finish(d, c);
         D_ASSERT(d, err == -EIO, "the failing kernel's graph: %s", hbg_strerror(err));
 
-        struct result r = hbgctl(d->socket_path, "metrics", "--format=prometheus", NULL);
+        struct result r = ctl(d->socket_path, "metrics", "--format=prometheus");
         D_ASSERT(d, r.code == 0, "metrics --format=prometheus: exit %d: %s", r.code, r.err);
         check_prometheus_text(d, r.out);
         /* The same figures as the OpenMetrics text. */
@@ -125,10 +125,10 @@ START_TEST(prometheus) {
         free(om);
         result_free(&r);
         /* An explicit --format=openmetrics is the default's text. */
-        r = hbgctl(d->socket_path, "metrics", "--format=openmetrics", NULL);
+        r = ctl(d->socket_path, "metrics", "--format=openmetrics");
         D_ASSERT(d, r.code == 0 && ends_with(r.out, "# EOF\n"), "metrics --format=openmetrics: exit %d", r.code);
         result_free(&r);
-        r = hbgctl(d->socket_path, "metrics", "--format=json", NULL);
+        r = ctl(d->socket_path, "metrics", "--format=json");
         ck_assert_int_eq(r.code, 2);
         ck_assert_msg(strstr(r.err, "openmetrics, prometheus"), "stderr: %s", r.err);
         result_free(&r);
@@ -157,7 +157,7 @@ static pid_t start_exporter(const char *sock, bool per_uid, const char *fake_sta
                         fprintf(stderr, "cannot put %s over /proc/stat: %s\n", fake_stat, strerror(errno));
                         _exit(125);
                 }
-                execl(metrics_util_hbgctl(), metrics_util_hbgctl(), "--socket", sock, "metrics", "--listen", "127.0.0.1:0",
+                execl(hbgctl_bin, hbgctl_bin, "--socket", sock, "metrics", "--listen", "127.0.0.1:0",
                       per_uid ? "--per-uid" : (char *)NULL, (char *)NULL);
                 _exit(127);
         }
@@ -457,7 +457,7 @@ static Suite *suite(void) {
 }
 
 static int setup(void) {
-        return metrics_util_find_hbgctl("test_e2e_exporter") ? daemon_util_setup() : -1;
+        return hbgctl_util_setup();
 }
 
 const struct check_main check_main = {

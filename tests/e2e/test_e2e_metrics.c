@@ -360,7 +360,7 @@ START_TEST(kernels) {
                  sum_of(s, "hbg_task_run_seconds_count"), all);
         free(s);
 
-        struct result r = hbgctl(d->socket_path, "kernels", "--json", NULL);
+        struct result r = ctl(d->socket_path, "kernels", "--json");
         D_ASSERT(d, r.code == 0, "hbgctl kernels --json: exit %d: %s", r.code, r.err);
         json_object *o = json_tokener_parse(r.out), *ks = NULL;
         D_ASSERT(d, o && json_object_object_get_ex(o, "kernels", &ks), "kernels --json: %s", r.out);
@@ -407,7 +407,7 @@ START_TEST(output) {
         int old = open(file, O_RDONLY | O_CLOEXEC);
         ck_assert_int_ge(old, 0);
 
-        struct result r = hbgctl(d->socket_path, "metrics", "--output", file, NULL);
+        struct result r = ctl(d->socket_path, "metrics", "--output", file);
         D_ASSERT(d, r.code == 0, "metrics --output: exit %d: %s", r.code, r.err);
         ck_assert_msg(r.out[0] == 0, "metrics --output printed: %s", r.out);
         result_free(&r);
@@ -432,12 +432,12 @@ START_TEST(output) {
         close(old);
 
         /* Where it cannot write: exit 1, a message naming the file. */
-        r = hbgctl(d->socket_path, "metrics", "--output", "/nonexistent-hbg-dir/hbgd.prom", NULL);
+        r = ctl(d->socket_path, "metrics", "--output", "/nonexistent-hbg-dir/hbgd.prom");
         ck_assert_int_eq(r.code, 1);
         ck_assert_msg(strstr(r.err, "/nonexistent-hbg-dir/hbgd.prom"), "stderr: %s", r.err);
         result_free(&r);
         /* An option of metrics only. */
-        r = hbgctl(d->socket_path, "status", "--output", file, NULL);
+        r = ctl(d->socket_path, "status", "--output", file);
         ck_assert_int_eq(r.code, 2);
         result_free(&r);
 
@@ -447,7 +447,7 @@ START_TEST(output) {
         char sock[sizeof(d->socket_path)];
         snprintf(sock, sizeof(sock), "%s", d->socket_path);
         stop_hbgd(d);
-        r = hbgctl(sock, "metrics", "--output", file, NULL);
+        r = ctl(sock, "metrics", "--output", file);
         ck_assert_int_eq(r.code, 3);
         result_free(&r);
         ck_assert_int_eq(stat(file, &st), 0);
@@ -496,7 +496,7 @@ static Suite *suite(void) {
 }
 
 static int setup(void) {
-        return metrics_util_find_hbgctl("test_e2e_metrics") ? daemon_util_setup() : -1;
+        return hbgctl_util_setup();
 }
 
 const struct check_main check_main = {
