@@ -497,10 +497,10 @@ static int notify_make(hbg_client *c) {
                 if (rearm >= 0)
                         close(rearm);
         } else {
-                /* The pipe's byte asked for before the cursor is looked
-                 * at: a graph submitted after that look gets its byte
-                 * (hbgd loads pipe_wanted seq_cst after it sees the
-                 * tasks). */
+                /* The pipe's byte for every event, asked for before the
+                 * cursor is looked at: a graph submitted after that look
+                 * gets its byte (hbgd loads pipe_wanted seq_cst after it
+                 * sees the tasks). */
                 atomic_fetch_or_explicit(&c->sh->pipe_wanted, HBG_PIPE_ALWAYS, memory_order_seq_cst);
                 /* seq_cst: a task hbgc_process() leaves for a later call
                  * was published (seq_cst) before its load of rearm_fd, by
@@ -530,13 +530,13 @@ HBG_EXPORT int hbg_client_fd(const hbg_client *c) {
         if (!c)
                 return -EINVAL;
         hbg_client *w = (hbg_client *)(uintptr_t)c; /* allocated, not const: its flags */
+        /* An event loop on it wants a byte for every event: notify_make()
+         * asked for them (HBG_PIPE_ALWAYS, never cleared). */
         int fd = atomic_load_explicit(&w->notify_fd, memory_order_acquire);
         if (fd < 0 && (fd = notify_make(w)) < 0)
                 return fd;
-        /* An event loop on it wants a byte for every event (notify_make()
-         * asked first). It sleeps where we cannot confirm a trusted wake:
-         * ring the doorbell after every wake from now on (hbgc_ring). */
-        atomic_fetch_or_explicit(&c->sh->pipe_wanted, HBG_PIPE_ALWAYS, memory_order_seq_cst);
+        /* The loop sleeps where we cannot confirm a trusted wake: ring
+         * the doorbell after every wake from now on (hbgc_ring). */
         atomic_store_explicit(&w->wake_trust, false, memory_order_seq_cst);
         /* A wake trusted before: confirmed now, the loop may sleep next.
          * One trusted concurrently confirms itself (hbgc_ring): store;

@@ -39,7 +39,7 @@ static bool find_paths(void) {
         else
                 snprintf(hbgctl_bin, sizeof(hbgctl_bin), "%s/../bin/hbgctl", dir);
         if (access(hbgctl_bin, X_OK) < 0) {
-                fprintf(stderr, "test_e2e_hbgctl: %s: %s; build it or set HBGCTL\n", hbgctl_bin,
+                fprintf(stderr, "%s: %s: %s; build it or set HBGCTL\n", program_invocation_short_name, hbgctl_bin,
                         strerror(errno));
                 return false;
         }
@@ -64,7 +64,7 @@ static bool find_paths(void) {
                         break;
                 *slash = 0;
         }
-        fprintf(stderr, "test_e2e_hbgctl: tests/graphs not found; set HBG_TEST_GRAPHS\n");
+        fprintf(stderr, "%s: tests/graphs not found; set HBG_TEST_GRAPHS\n", program_invocation_short_name);
         return false;
 }
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * hbgctl_util.c: what the hbgctl end-to-end tests share (test_e2e_hbgctl,
- * test_e2e_hbgctl_graphs, test_e2e_hbgctl_hbgd). $HBGCTL overrides the
+ * test_e2e_hbgctl_graphs, test_e2e_hbgctl_hbgd; test_e2e_metrics and
+ * test_e2e_exporter run hbgctl through it too). $HBGCTL overrides the
  * hbgctl binary (default: ../bin/hbgctl next to the test), $HBG_TEST_GRAPHS
  * the graph directory (default: tests/graphs found from the working
  * directory or above the test's binary).

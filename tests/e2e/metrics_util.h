@@ -42,14 +42,14 @@ struct scrape {
 /* Parse text as OpenMetrics 1.0 into sc, failing the test on anything
  * it does not allow (metrics_util.c says what is checked). */
 void parse_openmetrics(const char *text, struct scrape *sc);
-/* A sample's value by name and labels as written (NAN when absent). */
+/* A sample's value by name and labels as written (-1 when absent). */
 double value_of(const struct scrape *sc, const char *name, const char *labels);
 /* The sum of every sample of that name. */
 double sum_of(const struct scrape *sc, const char *name);
 /* The first sample of that name whose labels start with prefix. */
 double value_with(const struct scrape *sc, const char *name, const char *prefix);
 unsigned samples_of(const struct scrape *sc, const char *name);
-/* The TYPE of the family of that name, or NULL. */
+/* The TYPE of the family of that name, or "". */
 const char *type_of(const struct scrape *sc, const char *name);
 /* No counter sample of before is larger in after. */
 void assert_not_decreasing(const struct scrape *before, const struct scrape *after, const char *what);
