@@ -699,9 +699,11 @@ fuzz fuzz-merge: deps
 # ---------------------------------------------------------------- deps
 # Debian packages needed to build and test. As root they are installed; as
 # anyone else the exact apt-get line is printed and make stops.
+# valgrind: test-bench.sh's run of the instruction counts by stage.
 BUILD_DEPS := gcc make libc6-dev pkgconf check liburing-dev libprotobuf-c-dev protobuf-c-compiler systemd \
               libsystemd-dev libjson-c-dev spin man-db groff-base openmpi-bin libopenmpi-dev prometheus \
-              python3-dev python3-numpy python3-setuptools python3-pytest python3-hypothesis python3-pip python3-venv
+              python3-dev python3-numpy python3-setuptools python3-pytest python3-hypothesis python3-pip python3-venv \
+              valgrind
 # valgrind: instruction counts; gnuplot-nox: the plots; g++, libtbb-dev,
 # libstarpu-dev: the peer runtimes (bench-peers); python3-numpy, python3-dask:
 # the Python rows' peers (hbg-bench --python).
@@ -738,7 +740,7 @@ bench-deps: deps
 # tests/scripts/test-install.sh: make install/uninstall into a temporary DESTDIR
 # and build and run the example against the installed files (it installs
 # build/, so only without sanitizers).
-# tests/scripts/test-bench.sh: hbg-bench's comparison at toy sizes (no valgrind;
+# tests/scripts/test-bench.sh: hbg-bench's comparison at toy sizes (valgrind for one run;
 # of the peers, the floor and OpenMP): its CSVs, overhead.dat and --compare.
 # tests/scripts/test-model.sh: the Promela models checked with spin, the completion
 # protocol's and the host-task hand-off's (docs/RUNTIME_LOGIC.md §15, §15.1), each

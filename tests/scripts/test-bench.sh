@@ -1,7 +1,7 @@
 #!/bin/sh
 # hbg-bench's man page as the build writes it (version filled in), and
 # hbg-bench's comparison end to end, at toy sizes, without the peers and
-# without valgrind: it starts its own hbgd per completion policy, runs 1
+# (but for one run) without valgrind: it starts its own hbgd per completion policy, runs 1
 # and 2 producer processes on every shape and replays each, writes results.csv with exactly
 # the documented columns and a row per shape x policy x clients, metrics.csv
 # in the long format, and --compare reads two results.csv (a file beside
@@ -20,7 +20,9 @@
 # skipped, saying why; without dask no dask rows, said). --trace: one
 # 10 x 10 wavefront recorded by hbgctl trace, its JSON (parsed by python3:
 # a task slice per task, on the 4 scheduler tracks) and its SVG kept, the
-# summary printed; without hbgctl beside hbg-bench, a clear failure. Exit 0 passed, 1
+# summary printed; without hbgctl beside hbg-bench, a clear failure.
+# Instructions per task under callgrind (valgrind; skipped, saying so,
+# without it): the totals and every stage, the stages adding up. Exit 0 passed, 1
 # failed. Environment: B (build directory). Not for sanitizer builds: the
 # benchmark's numbers mean nothing there, and it is not a test of hbgd.
 set -u
@@ -296,6 +298,46 @@ mkdir -p "$tmp/x/bin" && cp "$bench" "$tmp/x/bin/" && ln -s "$(cd "$B/bin" && pw
         --no-reuse --out "$tmp/x/out" >"$tmp/x.log" 2>&1 && { cat "$tmp/x.log"; fail "--trace without hbgctl exited 0"; }
 grep -q "hbg-bench: --trace: no hbgctl beside hbg-bench ($tmp/x/bin/hbgctl: " "$tmp/x.log" ||
         { cat "$tmp/x.log"; fail "--trace without hbgctl: no reason"; }
+
+# Instructions per task under callgrind, end to end (make check installs
+# valgrind): chain with one producer, built and replayed. The total and
+# hbgd's and the producer's shares in metrics.csv, every stage of each
+# (docs/PERFORMANCE.md, "Instructions by stage") with the stages adding
+# up to their process's share within rounding, the stages that a noop
+# task cannot skip above zero, and the two stage lines printed.
+instr_checked=no
+if command -v valgrind >/dev/null 2>&1; then
+        "$bench" --quick --shapes chain --sizes 200 --modes eager-batched --peers none --no-latency --no-reuse \
+                --clients 1 --repeat 1 --warmup 0 --out "$tmp/i" >"$tmp/i.log" 2>&1 ||
+                { rc=$?; cat "$tmp/i.log"; fail "hbg-bench (instructions) exited $rc"; }
+        stages=$(awk -F, '$2 == "chain" && $3 == "hbg" { v[$1] = $7 }
+                END {
+                        n = split("ingest validate classify ready run complete retire schedule other", h, " ")
+                        for (i = 1; i <= n; i++) { k = "instructions_per_task_hbgd_" h[i]; if (!(k in v)) { print "no " k; exit }
+                                hs += v[k] }
+                        n = split("add deps write bench other", p, " ")
+                        for (i = 1; i <= n; i++) { k = "instructions_per_task_producer_" p[i]; if (!(k in v)) { print "no " k; exit }
+                                ps += v[k] }
+                        t = v["instructions_per_task"]; hd = v["instructions_per_task_hbgd"]; pr = v["instructions_per_task_producer"]
+                        if (!(t > 0 && hd > 0 && pr > 0)) { print "totals " t " " hd " " pr; exit }
+                        if ((hs - hd) ^ 2 > (5 + hd / 100) ^ 2) { print "hbgd stages " hs " against " hd; exit }
+                        if ((ps - pr) ^ 2 > (5 + pr / 100) ^ 2) { print "producer stages " ps " against " pr; exit }
+                        if ((hd + pr - t) ^ 2 > (5 + t / 100) ^ 2) { print "hbgd " hd " and producer " pr " against " t; exit }
+                        if (!(v["instructions_per_task_hbgd_validate"] > 0 && v["instructions_per_task_hbgd_run"] > 0 &&
+                              v["instructions_per_task_hbgd_complete"] > 0 && v["instructions_per_task_producer_add"] > 0)) {
+                                print "a stage every task goes through is 0"; exit }
+                        print "ok"
+                }' "$tmp/i/metrics.csv")
+        [ "$stages" = ok ] || { cat "$tmp/i.log"; fail "instructions by stage: $stages"; }
+        grep -q '^instructions_per_task_hbgd,chain,hbg-replay,' "$tmp/i/metrics.csv" ||
+                { cat "$tmp/i.log"; fail "no replay instruction count"; }
+        grep -q '^    hbgd      ingest [0-9]* validate [0-9]* ' "$tmp/i.log" &&
+                grep -q '^    producer  add [0-9]* deps [0-9]* write ' "$tmp/i.log" ||
+                { cat "$tmp/i.log"; fail "no stage lines under the instruction rows"; }
+        instr_checked=yes
+else
+        echo "test-bench: valgrind not installed: instructions by stage not checked (make check installs it)"
+fi
 wait "$all_pid" || { rc=$?; all_pid=; cat "$tmp/a.log"; fail "hbg-bench exited $rc"; }
 all_pid=
 header=$(head -n 1 "$tmp/a/results.csv")
@@ -344,4 +386,4 @@ grep -q "^$faster .* 2\.000$" "$tmp/cmp.log" || { cat "$tmp/cmp.log"; fail "--co
 grep -q "^$gone .* new row$" "$tmp/cmp.log" || { cat "$tmp/cmp.log"; fail "--compare: $gone is not a new row"; }
 
 echo "test-bench: ok ($hbg_rows rows, metrics, --compare, peers checked: $peers_checked, 9 kernel rows, 15 host rows," \
-        "$py_rows Python rows, a trace)"
+        "$py_rows Python rows, a trace, instructions by stage: $instr_checked)"
