@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * hbg.Graph (adding tasks), hbg.Handle (waiting for a submitted graph)
- * and hbg.Recording (record once, launch many times).
+ * hbg.Graph: adding tasks to a graph and submitting it. A recording's
+ * graph (recording.c) is one too, in its own states.
  */
 #include "hbgpy.h"
 
 #include <errno.h>
-#include <math.h>
 #include <string.h>
 
 enum graph_state { GRAPH_OPEN, GRAPH_SUBMITTED, GRAPH_RECORDING, GRAPH_RECORDED };
@@ -17,22 +16,6 @@ typedef struct {
         enum graph_state state;
         uint64_t n_tasks;
 } GraphObject;
-
-typedef struct {
-        PyObject_HEAD
-        ClientObject *client;
-        uint64_t graph;
-} HandleObject;
-
-enum recording_state { REC_NEW, REC_OPEN, REC_DONE, REC_FAILED };
-
-typedef struct {
-        PyObject_HEAD
-        ClientObject *client;
-        GraphObject *graph;
-        enum recording_state state;
-        uint32_t id;
-} RecordingObject;
 
 static PyObject *kw_scalars, *kw_after, *kw_blocks;
 
@@ -426,8 +409,6 @@ static PyObject *graph_submit(GraphObject *g, PyObject *unused) {
         return hbgpy_handle_new(cl, graph);
 }
 
-static PyObject *handle_wait_impl(HandleObject *h, PyObject *timeout);
-
 static PyObject *graph_run(GraphObject *g, PyObject *args, PyObject *kwds) {
         static char *kwlist[] = { "timeout", NULL };
         PyObject *timeout = Py_None;
@@ -436,7 +417,7 @@ static PyObject *graph_run(GraphObject *g, PyObject *args, PyObject *kwds) {
         PyObject *h = graph_submit(g, NULL);
         if (!h)
                 return NULL;
-        PyObject *r = handle_wait_impl((HandleObject *)h, timeout);
+        PyObject *r = hbgpy_handle_wait(h, timeout);
         Py_DECREF(h);
         return r;
 }
@@ -486,6 +467,14 @@ static PyObject *graph_new(ClientObject *cl, enum graph_state state) {
         g->state = state;
         g->n_tasks = 0;
         return (PyObject *)g;
+}
+
+PyObject *hbgpy_graph_new_recording(ClientObject *cl) {
+        return graph_new(cl, GRAPH_RECORDING);
+}
+
+void hbgpy_graph_recorded(PyObject *g) {
+        ((GraphObject *)g)->state = GRAPH_RECORDED;
 }
 
 PyObject *hbgpy_client_graph(ClientObject *cl, PyObject *unused) {
@@ -540,445 +529,4 @@ PyTypeObject hbgpy_GraphType = {
         .tp_repr = (reprfunc)graph_repr,
         .tp_methods = graph_methods,
         .tp_as_sequence = &graph_as_sequence,
-};
-
-/* ---------------------------------------------------------------- handles */
-
-PyObject *hbgpy_handle_new(ClientObject *cl, uint64_t graph) {
-        HandleObject *h = PyObject_New(HandleObject, &hbgpy_HandleType);
-        if (!h)
-                return NULL;
-        Py_INCREF(cl);
-        h->client = cl;
-        h->graph = graph;
-        return (PyObject *)h;
-}
-
-static void handle_dealloc(HandleObject *h) {
-        Py_XDECREF(h->client);
-        Py_TYPE(h)->tp_free((PyObject *)h);
-}
-
-static void set_attr(PyObject *o, const char *name, PyObject *v) {
-        if (v) {
-                if (PyObject_SetAttrString(o, name, v) < 0)
-                        PyErr_Clear();
-                Py_DECREF(v);
-        } else {
-                PyErr_Clear();
-        }
-}
-
-/* Raise hbg.GraphError for graph's failure err (lock held). */
-static PyObject *raise_graph_error(ClientObject *cl, uint64_t graph, int err) {
-        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
-        int have = hbg_graph_error(cl->c, graph, &info) == 0 && info.code != 0;
-        const char *message = have && info.message[0] ? info.message : hbg_last_error(cl->c);
-        if (!message || !*message)
-                message = hbg_strerror(err);
-        PyObject *exc;
-        if (have)
-                exc = PyObject_CallFunction(hbgpy_GraphError, "s", "");
-        else
-                exc = PyObject_CallFunction(hbgpy_GraphError, "s", message);
-        if (!exc)
-                return NULL;
-        PyObject *text = have ? PyUnicode_FromFormat("graph %llu failed: task %llu%s%s%s: %s",
-                                                     (unsigned long long)graph, (unsigned long long)info.task,
-                                                     info.kernel && *info.kernel ? " (" : "",
-                                                     info.kernel && *info.kernel ? info.kernel : "",
-                                                     info.kernel && *info.kernel ? ")" : "", message)
-                              : NULL;
-        if (text) {
-                PyObject *args = PyTuple_Pack(1, text);
-                if (args) {
-                        if (PyObject_SetAttrString(exc, "args", args) < 0)
-                                PyErr_Clear();
-                        Py_DECREF(args);
-                }
-                Py_DECREF(text);
-        }
-        set_attr(exc, "graph", PyLong_FromUnsignedLongLong(graph));
-        set_attr(exc, "task", have ? PyLong_FromUnsignedLongLong(info.task) : Py_NewRef(Py_None));
-        set_attr(exc, "kernel", PyUnicode_FromString(have && info.kernel ? info.kernel : ""));
-        set_attr(exc, "message", PyUnicode_FromString(message));
-        set_attr(exc, "errno", PyLong_FromLong(have ? -info.code : -err));
-        if (have && info.kernel_id < 0) { /* a task without kernel: a host function's? */
-                PyObject *cause = hbgpy_host_exception_for(cl, graph, info.task);
-                if (cause && cause != Py_None)
-                        PyException_SetCause(exc, cause);
-                else
-                        Py_XDECREF(cause);
-        }
-        PyErr_SetObject(hbgpy_GraphError, exc);
-        Py_DECREF(exc);
-        return NULL;
-}
-
-/* timeout: None (for ever) or seconds. */
-static int parse_timeout(PyObject *timeout, double *ret) {
-        *ret = -1.0;
-        if (!timeout || timeout == Py_None)
-                return 0;
-        double s = PyFloat_AsDouble(timeout);
-        if (s == -1.0 && PyErr_Occurred()) {
-                PyErr_Clear();
-                PyErr_Format(PyExc_TypeError, "timeout must be None or a number of seconds, not %.80s",
-                             Py_TYPE(timeout)->tp_name);
-                return -1;
-        }
-        if (!(s >= 0) || isnan(s)) {
-                PyErr_Format(PyExc_ValueError, "timeout must be None or >= 0 seconds, not %R", timeout);
-                return -1;
-        }
-        *ret = s;
-        return 0;
-}
-
-static double now_s(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Wait in slices of at most 50 ms without the GIL (and with the client's
- * lock let go between them): Ctrl-C raises KeyboardInterrupt within one
- * slice, and other threads get the client in between. */
-static PyObject *handle_wait_impl(HandleObject *h, PyObject *timeout) {
-        static const char what[] = "Handle.wait";
-        ClientObject *cl = h->client;
-        double limit;
-        if (parse_timeout(timeout, &limit) < 0)
-                return NULL;
-        double deadline = limit >= 0 ? now_s() + limit : 0;
-        for (;;) {
-                int held = hbgpy_client_enter(cl, what, 0);
-                if (held < 0)
-                        return NULL;
-                int slice = 50;
-                if (limit >= 0) {
-                        double left = deadline - now_s();
-                        slice = left <= 0 ? 0 : left * 1000 < 50 ? (int)ceil(left * 1000) : 50;
-                }
-                int err;
-                Py_BEGIN_ALLOW_THREADS
-                err = hbg_graph_wait(cl->c, h->graph, slice);
-                Py_END_ALLOW_THREADS
-                int running = 0;
-                if (err == -ETIMEDOUT) { /* a graph's own error may be -ETIMEDOUT too */
-                        int st = hbg_graph_status(cl->c, h->graph, NULL);
-                        running = st == 1;
-                        err = st; /* or it finished since: its outcome */
-                }
-                if (!running) {
-                        PyObject *r = NULL;
-                        hbg_graph_error_info info = HBG_GRAPH_ERROR_INFO_INIT;
-                        if (err == 0)
-                                r = Py_NewRef(Py_None);
-                        else if (hbg_graph_error(cl->c, h->graph, &info) == 0 && info.code != 0)
-                                raise_graph_error(cl, h->graph, err); /* its errno, whatever it is */
-                        else /* no outcome: hbgd went away, or not a graph of this client */
-                                hbgpy_raise(cl, err, what);
-                        PyObject *dropped = hbgpy_host_calls_sweep(cl);
-                        hbgpy_client_leave(cl, held);
-                        Py_XDECREF(dropped);
-                        return r;
-                }
-                hbgpy_client_leave(cl, held);
-                if (PyErr_CheckSignals() < 0)
-                        return NULL;
-                if (limit >= 0 && now_s() >= deadline) {
-                        PyErr_Format(PyExc_TimeoutError, "%s: graph %llu still running after %g s", what,
-                                     (unsigned long long)h->graph, limit);
-                        return NULL;
-                }
-        }
-}
-
-static PyObject *handle_wait(HandleObject *h, PyObject *args, PyObject *kwds) {
-        static char *kwlist[] = { "timeout", NULL };
-        PyObject *timeout = Py_None;
-        if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:wait", kwlist, &timeout))
-                return NULL;
-        return handle_wait_impl(h, timeout);
-}
-
-static PyObject *handle_done(HandleObject *h, PyObject *unused) {
-        (void)unused;
-        ClientObject *cl = h->client;
-        int held = hbgpy_client_enter(cl, "Handle.done", 0);
-        if (held < 0)
-                return NULL;
-        /* Ready host functions run here, as in a wait (none run otherwise
-         * without worker threads). */
-        if (cl->host_threads == 0)
-                (void)hbg_client_process(cl->c);
-        int st = hbg_graph_status(cl->c, h->graph, NULL);
-        hbgpy_client_leave(cl, held);
-        return PyBool_FromLong(st != 1);
-}
-
-static PyObject *handle_cancel(HandleObject *h, PyObject *unused) {
-        (void)unused;
-        ClientObject *cl = h->client;
-        int held = hbgpy_client_enter(cl, "Handle.cancel", 0);
-        if (held < 0)
-                return NULL;
-        int err;
-        Py_BEGIN_ALLOW_THREADS
-        err = hbg_graph_cancel(cl->c, h->graph);
-        Py_END_ALLOW_THREADS
-        PyObject *r = err == 0 ? Py_NewRef(Py_True) : err == -EALREADY ? Py_NewRef(Py_False) : NULL;
-        if (!r)
-                hbgpy_raise(cl, err, "Handle.cancel");
-        hbgpy_client_leave(cl, held);
-        return r;
-}
-
-static PyObject *handle_get_id(HandleObject *h, void *unused) {
-        (void)unused;
-        return PyLong_FromUnsignedLongLong(h->graph);
-}
-
-static PyObject *handle_repr(HandleObject *h) {
-        return PyUnicode_FromFormat("<hbg.Handle of graph %llu>", (unsigned long long)h->graph);
-}
-
-static PyMethodDef handle_methods[] = {
-        { "wait", (PyCFunction)(void (*)(void))handle_wait, METH_VARARGS | METH_KEYWORDS,
-          "wait($self, /, timeout=None)\n--\n\n"
-          "wait(timeout=None) -> None\n\n"
-          "Wait until the graph finished (timeout in seconds; None: for ever), without the GIL.\n"
-          "Raises hbg.GraphError if it failed, TimeoutError if it still runs after timeout,\n"
-          "ConnectionResetError if hbgd went away, KeyboardInterrupt on Ctrl-C (the graph goes\n"
-          "on; wait again). Without host threads, host functions run inside it." },
-        { "done", (PyCFunction)handle_done, METH_NOARGS,
-          "done($self, /)\n--\n\n"
-          "done() -> bool\n\nTrue once the graph finished (succeeded or failed); never waits." },
-        { "cancel", (PyCFunction)handle_cancel, METH_NOARGS,
-          "cancel($self, /)\n--\n\n"
-          "cancel() -> bool\n\nAsk hbgd to cancel the graph: True if it took the cancel (wait() then raises\n"
-          "GraphError with errno ECANCELED unless it finished first), False if it had finished." },
-        { NULL, NULL, 0, NULL },
-};
-
-static PyGetSetDef handle_getset[] = {
-        { "id", (getter)handle_get_id, NULL, "The graph's number (0, 1, 2, ... per client).", NULL },
-        { NULL, NULL, NULL, NULL, NULL },
-};
-
-PyTypeObject hbgpy_HandleType = {
-        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hbg.Handle",
-        .tp_basicsize = sizeof(HandleObject),
-        .tp_flags = Py_TPFLAGS_DEFAULT,
-        .tp_doc = "A submitted graph (Graph.submit(), Recording.launch()).",
-        .tp_dealloc = (destructor)handle_dealloc,
-        .tp_repr = (reprfunc)handle_repr,
-        .tp_methods = handle_methods,
-        .tp_getset = handle_getset,
-};
-
-/* ---------------------------------------------------------------- recordings */
-
-PyObject *hbgpy_client_record(ClientObject *cl, PyObject *unused) {
-        (void)unused;
-        if (hbgpy_client_check(cl, "Client.record") < 0)
-                return NULL;
-        RecordingObject *r = PyObject_New(RecordingObject, &hbgpy_RecordingType);
-        if (!r)
-                return NULL;
-        Py_INCREF(cl);
-        r->client = cl;
-        r->graph = NULL;
-        r->state = REC_NEW;
-        r->id = 0;
-        return (PyObject *)r;
-}
-
-static PyObject *recording_enter(RecordingObject *r, PyObject *unused) {
-        static const char what[] = "Recording.__enter__";
-        (void)unused;
-        ClientObject *cl = r->client;
-        if (r->state != REC_NEW) {
-                PyErr_Format(PyExc_RuntimeError, "%s: a Recording is used once", what);
-                return NULL;
-        }
-        GraphObject *g = (GraphObject *)graph_new(cl, GRAPH_RECORDING);
-        if (!g)
-                return NULL;
-        int held = hbgpy_client_enter(cl, what, 0);
-        if (held < 0) {
-                Py_DECREF(g);
-                return NULL;
-        }
-        if (cl->recording || cl->active_graph) {
-                PyErr_Format(PyExc_RuntimeError, "%s: %s", what,
-                             cl->recording ? "another recording of this client is open"
-                                           : "a graph of this client has tasks not submitted; submit it first");
-                hbgpy_client_leave(cl, held);
-                Py_DECREF(g);
-                return NULL;
-        }
-        int err = hbg_graph_record_begin(cl->c);
-        if (err < 0) {
-                hbgpy_raise(cl, err, what);
-                hbgpy_client_leave(cl, held);
-                Py_DECREF(g);
-                return NULL;
-        }
-        cl->recording = 1;
-        hbgpy_client_leave(cl, held);
-        r->graph = g;
-        r->state = REC_OPEN;
-        Py_INCREF(r);
-        return (PyObject *)r;
-}
-
-static PyObject *recording_exit(RecordingObject *r, PyObject *args) {
-        static const char what[] = "Recording.__exit__";
-        PyObject *et = Py_None, *ev = Py_None, *tb = Py_None;
-        if (!PyArg_UnpackTuple(args, "__exit__", 0, 3, &et, &ev, &tb))
-                return NULL;
-        if (r->state != REC_OPEN)
-                Py_RETURN_FALSE;
-        ClientObject *cl = r->client;
-        r->graph->state = GRAPH_RECORDED;
-        r->state = REC_FAILED;
-        int held = hbgpy_client_enter(cl, what, 0);
-        if (held < 0) {
-                cl->recording = 0;
-                return et == Py_None ? NULL : (PyErr_Clear(), Py_NewRef(Py_False));
-        }
-        uint32_t id = 0;
-        int err;
-        Py_BEGIN_ALLOW_THREADS
-        err = hbg_graph_record_end(cl->c, &id); /* sends it to hbgd: one round trip */
-        Py_END_ALLOW_THREADS
-        cl->recording = 0;
-        if (err == 0) {
-                r->state = REC_DONE;
-                r->id = id;
-        } else if (et == Py_None) {
-                const char *why = hbg_last_error(cl->c);
-                PyObject *exc = PyObject_CallFunction(hbgpy_GraphError, "s", why && *why ? why : hbg_strerror(err));
-                if (exc) {
-                        set_attr(exc, "graph", Py_NewRef(Py_None));
-                        set_attr(exc, "task", Py_NewRef(Py_None));
-                        set_attr(exc, "kernel", PyUnicode_FromString(""));
-                        set_attr(exc, "message", PyUnicode_FromString(why && *why ? why : hbg_strerror(err)));
-                        set_attr(exc, "errno", PyLong_FromLong(-err));
-                        PyErr_SetObject(hbgpy_GraphError, exc);
-                        Py_DECREF(exc);
-                }
-                hbgpy_client_leave(cl, held);
-                return NULL;
-        }
-        hbgpy_client_leave(cl, held);
-        Py_RETURN_FALSE; /* an exception of the body goes on */
-}
-
-static PyObject *recording_launch(RecordingObject *r, PyObject *unused) {
-        static const char what[] = "Recording.launch";
-        (void)unused;
-        ClientObject *cl = r->client;
-        if (r->state != REC_DONE) {
-                PyErr_Format(PyExc_RuntimeError, "%s: %s", what,
-                             r->state == REC_FAILED ? "the recording failed"
-                                                    : "the recording is not finished (leave the with block first)");
-                return NULL;
-        }
-        int held = hbgpy_client_enter(cl, what, 0);
-        if (held < 0)
-                return NULL;
-        if (cl->active_graph || cl->recording) {
-                PyErr_Format(PyExc_RuntimeError, "%s: %s", what,
-                             cl->recording ? "a recording of this client is open"
-                                           : "a graph of this client has tasks not submitted; submit it first");
-                hbgpy_client_leave(cl, held);
-                return NULL;
-        }
-        uint64_t graph;
-        int err;
-        Py_BEGIN_ALLOW_THREADS
-        err = hbg_graph_launch(cl->c, r->id, &graph);
-        Py_END_ALLOW_THREADS
-        if (err < 0) {
-                hbgpy_raise(cl, err, what);
-                hbgpy_client_leave(cl, held);
-                return NULL;
-        }
-        PyObject *dropped = hbgpy_host_calls_sweep(cl);
-        hbgpy_client_leave(cl, held);
-        Py_XDECREF(dropped);
-        return hbgpy_handle_new(cl, graph);
-}
-
-static void recording_dealloc(RecordingObject *r) {
-        ClientObject *cl = r->client;
-        if (r->state == REC_OPEN && cl) {
-                /* Dropped inside its with block (a generator left
-                 * unfinished): end it, or the client's adds would go on
-                 * being recorded. */
-                if (cl->c && !hbgpy_client_foreign(cl) && !hbgpy_client_busy_here(cl) &&
-                    pthread_mutex_trylock(&cl->lock) == 0) {
-                        uint32_t id;
-                        (void)hbg_graph_record_end(cl->c, &id);
-                        pthread_mutex_unlock(&cl->lock);
-                } else {
-                        cl->orphan_recording = 1; /* the client's next call ends it */
-                }
-                cl->recording = 0;
-        }
-        Py_XDECREF(r->graph);
-        Py_XDECREF(r->client);
-        Py_TYPE(r)->tp_free((PyObject *)r);
-}
-
-static PyObject *recording_get_graph(RecordingObject *r, void *unused) {
-        (void)unused;
-        if (!r->graph) {
-                PyErr_SetString(PyExc_RuntimeError, "Recording.graph: enter the recording first (with ... as rec)");
-                return NULL;
-        }
-        return Py_NewRef((PyObject *)r->graph);
-}
-
-static PyObject *recording_get_id(RecordingObject *r, void *unused) {
-        (void)unused;
-        if (r->state != REC_DONE)
-                Py_RETURN_NONE;
-        return PyLong_FromUnsignedLong(r->id);
-}
-
-static PyMethodDef recording_methods[] = {
-        { "__enter__", (PyCFunction)recording_enter, METH_NOARGS,
-          "__enter__($self, /)\n--\n\nThe recording itself: add to rec.graph." },
-        { "__exit__", (PyCFunction)recording_exit, METH_VARARGS,
-          "__exit__($self, exc_type=None, exc_value=None, traceback=None, /)\n--\n\nEnd the recording (hbgd validates it)." },
-        { "launch", (PyCFunction)recording_launch, METH_NOARGS,
-          "launch($self, /)\n--\n\n"
-          "launch() -> hbg.Handle\n\nRun the recorded graph once more: its tasks as if added now (after the\n"
-          "earlier users of their arrays), for a record per 64 tasks instead of one per task." },
-        { NULL, NULL, 0, NULL },
-};
-
-static PyGetSetDef recording_getset[] = {
-        { "graph", (getter)recording_get_graph, NULL, "The hbg.Graph whose add() calls are recorded.", NULL },
-        { "id", (getter)recording_get_id, NULL, "hbgd's number of the recording (None until it ended).", NULL },
-        { NULL, NULL, NULL, NULL, NULL },
-};
-
-PyTypeObject hbgpy_RecordingType = {
-        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "hbg.Recording",
-        .tp_basicsize = sizeof(RecordingObject),
-        .tp_flags = Py_TPFLAGS_DEFAULT,
-        .tp_doc = "A graph recorded once and launched many times (client.record()).\n\n"
-                  "    with client.record() as rec:\n"
-                  "        rec.graph.add(\"add_f32\", a, b, a)\n"
-                  "    rec.launch().wait()\n\n"
-                  "hbgd validates the recorded tasks once, when the with block ends (hbg.GraphError if\n"
-                  "it refuses one). Arrays a recording uses are kept until the client disconnects.",
-        .tp_dealloc = (destructor)recording_dealloc,
-        .tp_methods = recording_methods,
-        .tp_getset = recording_getset,
 };

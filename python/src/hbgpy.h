@@ -96,6 +96,11 @@ extern PyTypeObject *hbgpy_KernelType;
 /* module.c */
 PyObject *hbgpy_raise(ClientObject *cl, int err, const char *what);
 PyObject *hbgpy_raise_msg(int err, const char *msg);
+/* The hbg.GraphError for text, with the attributes its doc lists: text,
+ * graph and task are new references (graph or task None when unknown),
+ * taken over. NULL with an exception set if it cannot be made. */
+PyObject *hbgpy_graph_error_new(PyObject *text, PyObject *graph, PyObject *task, const char *kernel,
+                                const char *message, int errnum);
 
 /* client.c */
 /* Counts fork()s into this process's lineage (a pthread_atfork child
@@ -142,8 +147,17 @@ void hbgpy_free_deferred(ClientObject *cl);
 
 /* graph.c */
 PyObject *hbgpy_client_graph(ClientObject *cl, PyObject *unused);
-PyObject *hbgpy_client_record(ClientObject *cl, PyObject *unused);
+/* A recording's graph: takes tasks while recorded, until recorded. */
+PyObject *hbgpy_graph_new_recording(ClientObject *cl);
+void hbgpy_graph_recorded(PyObject *graph);
+
+/* handle.c */
 PyObject *hbgpy_handle_new(ClientObject *cl, uint64_t graph);
+/* Handle.wait(timeout): None, or NULL with the graph's error raised. */
+PyObject *hbgpy_handle_wait(PyObject *handle, PyObject *timeout);
+
+/* recording.c */
+PyObject *hbgpy_client_record(ClientObject *cl, PyObject *unused);
 
 /* host.c */
 int hbgpy_host_fn(void *token);

@@ -56,6 +56,33 @@ PyObject *hbgpy_raise(ClientObject *cl, int err, const char *what) {
         return hbgpy_raise_msg(err, msg);
 }
 
+static void set_attr(PyObject *o, const char *name, PyObject *v) {
+        if (v) {
+                if (PyObject_SetAttrString(o, name, v) < 0)
+                        PyErr_Clear();
+                Py_DECREF(v);
+        } else {
+                PyErr_Clear();
+        }
+}
+
+PyObject *hbgpy_graph_error_new(PyObject *text, PyObject *graph, PyObject *task, const char *kernel,
+                                const char *message, int errnum) {
+        PyObject *exc = text ? PyObject_CallOneArg(hbgpy_GraphError, text) : NULL;
+        Py_XDECREF(text);
+        if (!exc) {
+                Py_XDECREF(graph);
+                Py_XDECREF(task);
+                return NULL;
+        }
+        set_attr(exc, "graph", graph);
+        set_attr(exc, "task", task);
+        set_attr(exc, "kernel", PyUnicode_FromString(kernel));
+        set_attr(exc, "message", PyUnicode_FromString(message));
+        set_attr(exc, "errno", PyLong_FromLong(errnum));
+        return exc;
+}
+
 static PyObject *mod_version(PyObject *self, PyObject *unused) {
         (void)self;
         (void)unused;

@@ -343,6 +343,7 @@ def test_graph_error(client):
     err = e.value
     assert err.errno == errno.ENOSPC and err.task == bad and err.kernel == "fail"
     assert err.graph == h.id and err.message and "fail" in str(err)
+    assert str(err) == f"graph {h.id} failed: task {bad} (fail): {err.message}"
     assert isinstance(err, RuntimeError)
     assert h.done()
     # The client goes on after a failed graph.
@@ -458,7 +459,8 @@ def test_record_refused(client):
     with pytest.raises(hbg.GraphError) as e:
         with client.record() as rec:
             pass  # empty: refused when it ends
-    assert e.value.errno and e.value.graph is None
+    assert e.value.errno and e.value.graph is None and e.value.task is None and e.value.kernel == ""
+    assert e.value.message and str(e.value) == e.value.message
     with pytest.raises(RuntimeError, match="recording failed"):
         rec.launch()
     with pytest.raises(ZeroDivisionError):  # the body's exception goes on
