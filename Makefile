@@ -146,7 +146,7 @@ BENCH_BIN  := $(B)/bin/hbg-bench
 
 TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap test_config test_kernel_modules \
               test_e2e_modules test_io_loop test_slow_work test_wire \
-              test_completion_stress test_kernels test_engine_basic \
+              test_completion_stress test_kernels test_kernel_table test_engine_basic \
               test_engine_differential test_engine_rings test_engine_stress test_engine_alloc \
               test_engine_validation test_engine_behaviour test_engine_wakeups test_engine_config \
               test_engine_counters test_engine_replay test_e2e_daemon test_e2e_affinity \
@@ -511,12 +511,11 @@ $(HBGCTL_UTIL_OBJ): tests/e2e/hbgctl_util.c $(B)/gen/hbg.pb-c.h
 $(HBGCTL_TESTS:%=$(B)/obj/tests/e2e/%.o): TEST_EXTRA_CFLAGS = $(JSONC_CFLAGS)
 $(HBGCTL_TESTS:%=$(B)/tests/%): TEST_EXTRA_LIBS = $(JSONC_LIBS)
 $(HBGCTL_TESTS:%=$(B)/tests/%): $(HBGCTL_UTIL_OBJ) | $(HBGCTL_BIN) $(EXAMPLE_BIN) $(HOST_EXAMPLE_BIN)
-# test_e2e_proto_attack checks the kernel table's import (proto/kernel_table.c,
-# which reads the built-in table of libhbgshm.a); test_e2e_api compares the
-# client's table with that built-in table; test_e2e_handshake asks for the
-# table by that table's digest.
-$(B)/tests/test_e2e_proto_attack $(B)/tests/test_e2e_api $(B)/tests/test_e2e_handshake: TEST_EXTRA_LIBS = $(SHM_LIB)
-$(B)/tests/test_e2e_proto_attack $(B)/tests/test_e2e_api $(B)/tests/test_e2e_handshake: $(SHM_LIB)
+# test_e2e_api compares the client's kernel table with the built-in table
+# of libhbgshm.a; test_e2e_handshake asks for the table by that table's
+# digest.
+$(B)/tests/test_e2e_api $(B)/tests/test_e2e_handshake: TEST_EXTRA_LIBS = $(SHM_LIB)
+$(B)/tests/test_e2e_api $(B)/tests/test_e2e_handshake: $(SHM_LIB)
 # test_e2e_metrics runs hbgctl metrics and kernels (subprocesses), reads
 # the latter's JSON with json-c; test_e2e_exporter runs hbgctl metrics
 # --format and --listen. Both through tests/e2e/metrics_util.c, and run
@@ -598,6 +597,14 @@ $(B)/tests/test_slow_work: $(B)/obj/tests/unit/test_slow_work.o $(CHECK_MAIN) $(
 
 # The control protocol's framing: records, fds and the unpack arena.
 $(B)/tests/test_wire: $(B)/obj/tests/unit/test_wire.o $(CHECK_MAIN) $(PROTO_LIB)
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) \
+		$(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c) -lm
+
+# A hostile hbgd's kernel table, as clients import it (proto/kernel_table.c,
+# which reads the built-in table of libhbgshm.a).
+$(B)/tests/test_kernel_table: $(B)/obj/tests/unit/test_kernel_table.o $(CHECK_MAIN) $(PROTO_LIB) $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) \
