@@ -146,7 +146,8 @@ BENCH_BIN  := $(B)/bin/hbg-bench
 
 TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap test_config test_kernel_modules \
               test_e2e_modules test_io_loop test_slow_work test_wire \
-              test_completion_stress test_kernels test_kernel_table test_engine_basic \
+              test_completion_stress test_kernels test_kernel_budget test_kernel_validation test_kernel_table \
+              test_engine_basic \
               test_engine_differential test_engine_rings test_engine_stress test_engine_alloc \
               test_engine_validation test_engine_behaviour test_engine_wakeups test_engine_config \
               test_engine_counters test_engine_replay test_e2e_daemon test_e2e_affinity \
@@ -167,8 +168,9 @@ TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
 UNSAFE_BIN := $(B)/tests/test_completion_stress_unordered
 # The kernels again at -O3: those that run in place (an output the very
 # range of an input) carry no `restrict`, and the optimiser must not find
-# a way to break them (tests/unit/test_kernels.c has the in-place cases).
-KERNELS_O3_BIN := $(B)/tests/test_kernels_O3
+# a way to break them (tests/unit/test_kernels.c has the in-place cases),
+# nor the checked loops of their run contract, nor their checks.
+KERNELS_O3_BIN := $(B)/tests/test_kernels_O3 $(B)/tests/test_kernel_budget_O3 $(B)/tests/test_kernel_validation_O3
 # The fuzz targets' corpora, replayed (tests/fuzz/fuzz.h).
 FUZZ_TARGETS := config graph_file descriptors protocol text
 FUZZ_REPLAY_BINS := $(FUZZ_TARGETS:%=$(B)/tests/fuzz_replay_%)
@@ -645,7 +647,7 @@ $(B)/obj-O3/%.o: %.c | $(B)/gen/hbg.pb-c.h
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -O3 $(HBG_CFLAGS) $(TEST_CFLAGS) -c -o $@ $<
 
-$(KERNELS_O3_BIN): $(B)/obj-O3/tests/unit/test_kernels.o $(B)/obj-O3/tests/check_main.o $(B)/obj-O3/daemon/engine/kernels.o \
+$(KERNELS_O3_BIN): $(B)/tests/%_O3: $(B)/obj-O3/tests/unit/%.o $(B)/obj-O3/tests/check_main.o $(B)/obj-O3/daemon/engine/kernels.o \
                    $(B)/obj-O3/daemon/engine/kernels_builtin.o \
                    $(B)/obj-O3/common/kernel_sig.o $(B)/obj-O3/common/text.o
 	$(say) LD $@
