@@ -26,7 +26,13 @@ uint64_t work_claimable(struct hbg_ring *r, uint64_t claim, uint64_t max, bool a
         if (limit <= claim || (all && limit - claim < max))
                 return 0;
         uint64_t n = limit - claim < max ? limit - claim : max;
-        for (uint64_t i = 0; i < n; i++)
+        /* The first lap's slots have had no occupant: free, and not read.
+         * A cold ring's slot pages were read here first, ahead of the
+         * claim, which mapped the zero page; the classify's write then
+         * faulted again: two faults a page (docs/PERFORMANCE.md). A later
+         * lap waits for the previous occupant's release (acquire). */
+        uint64_t lap_end = r->first_id + r->g.task_window;
+        for (uint64_t i = claim < lap_end ? (lap_end - claim < n ? lap_end - claim : n) : 0; i < n; i++)
                 if (atomic_load_explicit(&ring_slot(r, claim + i)->state, memory_order_acquire) !=
                     SLOT_FREE)
                         return i;

@@ -28,7 +28,9 @@
 #include "daemon/engine/engine_stats.h"
 #include "daemon/engine/engine_spares.h"
 #include "daemon/engine/lazy_alloc.h"
+#include "daemon/engine/ring.h"
 #include "daemon/engine/ring_spares.h"
+#include "daemon/engine/work.h"
 #include "shm/geometry.h"
 #include "shm/layout.h"
 #include "shm/producer.h"
@@ -361,6 +363,52 @@ START_TEST(ring_prefault_resident) {
                before, after, total, pieces + 1);
 
         prefault_ring_close(&pr);
+}
+END_TEST
+
+/* The claim's look at what it may take reads no slot of the ring's first
+ * lap (RUNTIME_LOGIC §10.1 (c)): those slots have had no occupant. A read
+ * of a cold ring's slot page ahead of its first write mapped the zero
+ * page, and the write then faulted again. Tasks published to a ring no
+ * thread visits yet (serve_later): every id up to the window is
+ * claimable, and no page of the slots is resident after the look. */
+START_TEST(first_lap_claim_reads_no_slot) {
+        struct hbg_engine_config cfg;
+        config(&cfg, (unsigned)_i);
+        struct hbg_engine *e = NULL;
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
+        struct hbg_geometry g;
+        window_geometry(&g, 4096);
+        void *sub = map_region(g.sub_region_size), *cpl = map_region(g.cpl_region_size);
+        layout_sub_region_init(sub, &g);
+        layout_cpl_region_init(cpl, &g, 0);
+        unsigned n_released = 0;
+        struct hbg_ring_params p = {
+                .geometry = g, .sub_region = sub, .sub_fd = -1, .cpl_region = cpl, .first_id = 0,
+                .completion_fd = -1, .name = "first lap", .released = released, .released_userdata = &n_released,
+                .serve_later = true,
+        };
+        struct hbg_ring *r = NULL;
+        ck_assert_int_eq(engine_ring_add(e, &p, &r), 0);
+        struct hbg_producer pr;
+        producer_init(&pr, &g, sub, cpl, 0);
+        const struct hbg_task_record t = { .block_num = 1 };
+        for (unsigned i = 0; i < 600; i++)
+                ck_assert_uint_eq(producer_write(&pr, &t, NULL, 0), i);
+        producer_publish(&pr);
+        ck_assert_uint_eq(work_claimable(r, 0, 16, false), 16);
+        ck_assert_uint_eq(work_claimable(r, 16, 1024, false), 584);
+        ck_assert_uint_eq(work_claimable(r, 600, 16, false), 0);
+        size_t all, in = resident_range(r->slots, g.task_window * sizeof(struct task_slot), &all);
+        ck_assert_msg(in == 0, "the look made %zu of the slots' %zu pages resident", in, all);
+        engine_ring_remove(e, r, -ESHUTDOWN);
+        while (n_released == 0) {
+                engine_collect(e);
+                sched_yield();
+        }
+        engine_free(e);
+        munmap(sub, g.sub_region_size);
+        munmap(cpl, g.cpl_region_size);
 }
 END_TEST
 
@@ -988,6 +1036,7 @@ static Suite *suite(void) {
         tcase_add_loop_test(tc, engine_new_fails_cleanly, 0, (int)completion_mode_count());
         tcase_add_loop_test(tc, ring_add_fails_cleanly, 0, (int)completion_mode_count());
         tcase_add_loop_test(tc, ring_prefault_resident, 0, (int)completion_mode_count());
+        tcase_add_loop_test(tc, first_lap_claim_reads_no_slot, 0, (int)completion_mode_count());
         tcase_add_loop_test(tc, ring_prefault_busy_skips_regions, 0, (int)completion_mode_count());
         tcase_add_loop_test(tc, ring_prefault_waited_ends, 0, (int)completion_mode_count());
         tcase_add_loop_test(tc, io_reads_through_memfd, 0, (int)completion_mode_count());
