@@ -250,7 +250,8 @@ static size_t resident_pages(size_t *ret_total) {
 
 /* An engine of completion mode `mode` with one ring of a 4096-task
  * window, its regions mapped as hbgd maps them; with `note`, the ring's
- * lazy mappings noted (resident_pages()). */
+ * lazy mappings noted (resident_pages()); with `serve_later`, a ring no
+ * thread visits. */
 struct prefault_ring {
         struct hbg_engine *e;
         struct hbg_geometry g;
@@ -259,7 +260,8 @@ struct prefault_ring {
         unsigned n_released;
 };
 
-static void prefault_ring_open(struct prefault_ring *pr, unsigned mode, const char *name, bool note) {
+static void prefault_ring_open(struct prefault_ring *pr, unsigned mode, const char *name, bool note,
+                               bool serve_later) {
         struct hbg_engine_config cfg;
         config(&cfg, mode);
         pr->e = NULL;
@@ -273,6 +275,7 @@ static void prefault_ring_open(struct prefault_ring *pr, unsigned mode, const ch
         struct hbg_ring_params p = {
                 .geometry = pr->g, .sub_region = pr->sub, .sub_fd = -1, .cpl_region = pr->cpl, .first_id = 0,
                 .completion_fd = -1, .name = name, .released = released, .released_userdata = &pr->n_released,
+                .serve_later = serve_later,
         };
         pr->r = NULL;
         n_noted = 0;
@@ -303,7 +306,7 @@ static void prefault_ring_close(struct prefault_ring *pr) {
  */
 START_TEST(ring_prefault_resident) {
         struct prefault_ring pr;
-        prefault_ring_open(&pr, (unsigned)_i, "prefault", true);
+        prefault_ring_open(&pr, (unsigned)_i, "prefault", true, false);
         struct hbg_engine *e = pr.e;
         struct hbg_ring *r = pr.r;
         const struct hbg_geometry g = pr.g;
@@ -373,42 +376,21 @@ END_TEST
  * thread visits yet (serve_later): every id up to the window is
  * claimable, and no page of the slots is resident after the look. */
 START_TEST(first_lap_claim_reads_no_slot) {
-        struct hbg_engine_config cfg;
-        config(&cfg, (unsigned)_i);
-        struct hbg_engine *e = NULL;
-        ck_assert_int_eq(engine_new(&e, &cfg), 0);
-        struct hbg_geometry g;
-        window_geometry(&g, 4096);
-        void *sub = map_region(g.sub_region_size), *cpl = map_region(g.cpl_region_size);
-        layout_sub_region_init(sub, &g);
-        layout_cpl_region_init(cpl, &g, 0);
-        unsigned n_released = 0;
-        struct hbg_ring_params p = {
-                .geometry = g, .sub_region = sub, .sub_fd = -1, .cpl_region = cpl, .first_id = 0,
-                .completion_fd = -1, .name = "first lap", .released = released, .released_userdata = &n_released,
-                .serve_later = true,
-        };
-        struct hbg_ring *r = NULL;
-        ck_assert_int_eq(engine_ring_add(e, &p, &r), 0);
-        struct hbg_producer pr;
-        producer_init(&pr, &g, sub, cpl, 0);
+        struct prefault_ring pr;
+        prefault_ring_open(&pr, (unsigned)_i, "first lap", false, true);
+        struct hbg_ring *r = pr.r;
+        struct hbg_producer p;
+        producer_init(&p, &pr.g, pr.sub, pr.cpl, 0);
         const struct hbg_task_record t = { .block_num = 1 };
         for (unsigned i = 0; i < 600; i++)
-                ck_assert_uint_eq(producer_write(&pr, &t, NULL, 0), i);
-        producer_publish(&pr);
+                ck_assert_uint_eq(producer_write(&p, &t, NULL, 0), i);
+        producer_publish(&p);
         ck_assert_uint_eq(work_claimable(r, 0, 16, false), 16);
         ck_assert_uint_eq(work_claimable(r, 16, 1024, false), 584);
         ck_assert_uint_eq(work_claimable(r, 600, 16, false), 0);
-        size_t all, in = resident_range(r->slots, g.task_window * sizeof(struct task_slot), &all);
+        size_t all, in = resident_range(r->slots, pr.g.task_window * sizeof(struct task_slot), &all);
         ck_assert_msg(in == 0, "the look made %zu of the slots' %zu pages resident", in, all);
-        engine_ring_remove(e, r, -ESHUTDOWN);
-        while (n_released == 0) {
-                engine_collect(e);
-                sched_yield();
-        }
-        engine_free(e);
-        munmap(sub, g.sub_region_size);
-        munmap(cpl, g.cpl_region_size);
+        prefault_ring_close(&pr);
 }
 END_TEST
 
@@ -420,7 +402,7 @@ END_TEST
  */
 START_TEST(ring_prefault_busy_skips_regions) {
         struct prefault_ring pr;
-        prefault_ring_open(&pr, (unsigned)_i, "busy", false);
+        prefault_ring_open(&pr, (unsigned)_i, "busy", false, false);
         struct hbg_task_desc *d = (struct hbg_task_desc *)(void *)((char *)pr.sub + pr.g.sub_descs_offset);
         d[0] = (struct hbg_task_desc){ .id = 0, .flags = HBG_TASK_EXTERNAL, .block_num = 1 };
         atomic_store(&((struct hbg_sub_header *)pr.sub)->submitted, 1);
@@ -522,7 +504,7 @@ static void small_geometry(struct hbg_geometry *g, uint64_t window, void **sub, 
  */
 START_TEST(ring_prefault_waited_ends) {
         struct prefault_ring pr;
-        prefault_ring_open(&pr, (unsigned)_i, "waited", false);
+        prefault_ring_open(&pr, (unsigned)_i, "waited", false, false);
         uint64_t cursor = 0;
         unsigned pieces = 0;
         int more;
