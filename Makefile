@@ -460,7 +460,8 @@ $(ENGINE_BEHAVIOUR_TESTS:%=$(B)/tests/%): $(B)/obj/tests/engine/behaviour_util.o
 # The engine's constructors with allocations failing: the allocator is
 # injected at link time, the engine's code is as shipped.
 ALLOC_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=aligned_alloc,--wrap=posix_memalign,--wrap=mmap,--wrap=pthread_create
-$(B)/tests/test_engine_alloc: $(B)/obj/tests/engine/test_engine_alloc.o $(CHECK_MAIN) $(CORE_LIB) $(SHM_LIB)
+$(B)/tests/test_engine_alloc: $(B)/obj/tests/engine/test_engine_alloc.o $(B)/obj/tests/engine/harness.o $(CHECK_MAIN) \
+                             $(CORE_LIB) $(SHM_LIB)
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(ALLOC_WRAP) $(CHECK_LIBS) -lm

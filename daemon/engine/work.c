@@ -31,8 +31,8 @@ uint64_t work_claimable(struct hbg_ring *r, uint64_t claim, uint64_t max, bool a
          * claim, which mapped the zero page; the classify's write then
          * faulted again: two faults a page (docs/PERFORMANCE.md). A later
          * lap waits for the previous occupant's release (acquire). */
-        uint64_t lap_end = r->first_id + r->g.task_window;
-        for (uint64_t i = claim < lap_end ? (lap_end - claim < n ? lap_end - claim : n) : 0; i < n; i++)
+        uint64_t lap = claim - r->first_id, D = r->g.task_window; /* claim >= first_id */
+        for (uint64_t i = lap < D ? (D - lap < n ? D - lap : n) : 0; i < n; i++)
                 if (atomic_load_explicit(&ring_slot(r, claim + i)->state, memory_order_acquire) !=
                     SLOT_FREE)
                         return i;

@@ -43,6 +43,8 @@ static PyObject *raise_graph_error(ClientObject *cl, uint64_t graph, int err) {
                                                      info.kernel && *info.kernel ? info.kernel : "",
                                                      info.kernel && *info.kernel ? ")" : "", message)
                               : PyUnicode_FromString(message);
+        if (!text)
+                return NULL;
         PyObject *exc = hbgpy_graph_error_new(text, PyLong_FromUnsignedLongLong(graph),
                                               have ? PyLong_FromUnsignedLongLong(info.task) : Py_NewRef(Py_None),
                                               have && info.kernel ? info.kernel : "", message,

@@ -98,7 +98,8 @@ PyObject *hbgpy_raise(ClientObject *cl, int err, const char *what);
 PyObject *hbgpy_raise_msg(int err, const char *msg);
 /* The hbg.GraphError for text, with the attributes its doc lists: text,
  * graph and task are new references (graph or task None when unknown),
- * taken over. NULL with an exception set if it cannot be made. */
+ * taken over, NULL when making them failed. NULL with an exception set if
+ * it cannot be made. */
 PyObject *hbgpy_graph_error_new(PyObject *text, PyObject *graph, PyObject *task, const char *kernel,
                                 const char *message, int errnum);
 

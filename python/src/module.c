@@ -68,7 +68,8 @@ static void set_attr(PyObject *o, const char *name, PyObject *v) {
 
 PyObject *hbgpy_graph_error_new(PyObject *text, PyObject *graph, PyObject *task, const char *kernel,
                                 const char *message, int errnum) {
-        PyObject *exc = text ? PyObject_CallOneArg(hbgpy_GraphError, text) : NULL;
+        /* Any of them NULL: its MemoryError stays the exception. */
+        PyObject *exc = text && graph && task ? PyObject_CallOneArg(hbgpy_GraphError, text) : NULL;
         Py_XDECREF(text);
         if (!exc) {
                 Py_XDECREF(graph);

@@ -8,7 +8,7 @@
  *   refused     a partial overlap of an output with an input, and inputs
  *               shorter or longer than the output, are refused by
  *               hbg_graph_add() with -EINVAL and a message naming both
- *               arguments (hbgd refuses them too: test_kernels and
+ *               arguments (hbgd refuses them too: test_kernel_validation and
  *               test_engine_validation);
  *   other_release
  *               an hbgd whose completion region says another shared-memory

@@ -34,6 +34,7 @@
 #include "shm/geometry.h"
 #include "shm/layout.h"
 #include "shm/producer.h"
+#include "tests/engine/harness.h"
 #include "tests/check_main.h"
 
 /* ------------------------------------------------------------ injection */
@@ -373,8 +374,8 @@ END_TEST
  * lap (RUNTIME_LOGIC §10.1 (c)): those slots have had no occupant. A read
  * of a cold ring's slot page ahead of its first write mapped the zero
  * page, and the write then faulted again. Tasks published to a ring no
- * thread visits yet (serve_later): every id up to the window is
- * claimable, and no page of the slots is resident after the look. */
+ * thread visits yet (serve_later): every published id is claimable, and
+ * no page of the slots is resident after the look. */
 START_TEST(first_lap_claim_reads_no_slot) {
         struct prefault_ring pr;
         prefault_ring_open(&pr, (unsigned)_i, "first lap", false, true);
@@ -391,6 +392,54 @@ START_TEST(first_lap_claim_reads_no_slot) {
         size_t all, in = resident_range(r->slots, pr.g.task_window * sizeof(struct task_slot), &all);
         ck_assert_msg(in == 0, "the look made %zu of the slots' %zu pages resident", in, all);
         prefault_ring_close(&pr);
+}
+END_TEST
+
+/* From the second lap on, the look waits for the previous occupant's
+ * release (§10.1 (c)): with every id of the first lap complete and id 0's
+ * slot held as if its occupant were still completing, id D is not
+ * claimed, nor counted by a look that starts in the first lap, until the
+ * slot is released. */
+START_TEST(later_lap_claim_waits_for_release) {
+        struct hbg_engine_config cfg;
+        config(&cfg, (unsigned)_i);
+        struct hbg_engine *e = NULL;
+        ck_assert_int_eq(engine_new(&e, &cfg), 0);
+        struct hbg_geometry_request req;
+        geometry_request_default(&req);
+        req.task_window = 256;
+        req.flag_window = 256;
+        req.heap_size = 64u << 10;
+        struct harness_ring h;
+        ck_assert_int_eq(harness_ring_init(&h, e, &req, 0), 0);
+        const uint64_t D = h.g.task_window;
+        struct harness_task t = { .block_num = 1 };
+        for (uint64_t i = 0; i < D; i++)
+                harness_add_task(&h, &t);
+        struct hbg_graph_entry ge;
+        ck_assert_int_eq(harness_wait_graph(&h, harness_end_graph(&h, 1), 10000, &ge), 0);
+        ck_assert_int_eq(ge.status, 0);
+
+        struct task_slot *held = ring_slot(h.ring, D);
+        ck_assert_int_eq(atomic_load(&held->state), SLOT_FREE);
+        atomic_store(&held->state, SLOT_COMPLETING);
+        for (unsigned i = 0; i < 8; i++)
+                harness_add_task(&h, &t);
+        uint64_t k = harness_end_graph(&h, 2);
+        struct timespec pause = { .tv_nsec = 50 * 1000000L };
+        nanosleep(&pause, NULL);
+        uint64_t claimed = atomic_load(&h.ring->claim);
+        ck_assert_uint_eq(claimed, D);
+        ck_assert_uint_eq(work_claimable(h.ring, D, 8, false), 0);
+        ck_assert_uint_eq(work_claimable(h.ring, D - 8, 16, false), 8);
+        atomic_store(&held->state, SLOT_FREE);
+        ring_kick(h.ring);
+        ck_assert_int_eq(harness_wait_graph(&h, k, 10000, &ge), 0);
+        ck_assert_int_eq(ge.status, 0);
+        claimed = atomic_load(&h.ring->claim);
+        ck_assert_uint_eq(claimed, D + 8);
+        harness_ring_destroy(&h);
+        engine_free(e);
 }
 END_TEST
 
@@ -1019,6 +1068,7 @@ static Suite *suite(void) {
         tcase_add_loop_test(tc, ring_add_fails_cleanly, 0, (int)completion_mode_count());
         tcase_add_loop_test(tc, ring_prefault_resident, 0, (int)completion_mode_count());
         tcase_add_loop_test(tc, first_lap_claim_reads_no_slot, 0, (int)completion_mode_count());
+        tcase_add_loop_test(tc, later_lap_claim_waits_for_release, 0, (int)completion_mode_count());
         tcase_add_loop_test(tc, ring_prefault_busy_skips_regions, 0, (int)completion_mode_count());
         tcase_add_loop_test(tc, ring_prefault_waited_ends, 0, (int)completion_mode_count());
         tcase_add_loop_test(tc, io_reads_through_memfd, 0, (int)completion_mode_count());
