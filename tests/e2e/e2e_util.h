@@ -6,15 +6,15 @@
  *     hbgd's test build with its hooks (start_hooks_hbgd);
  *   - a small verified workload over libhbgclient (wl_*), a forked client
  *     running it (client_main), and assert_serving();
- *   - raw protocol records (raw_connect .. expect_refusal, session_by_hand,
- *     status_reply) for clients that do what libhbgclient never would;
  *   - hbgd's fd count: fd_baseline(), abuse_epilogue(), list_fds();
  *   - hbgd with a config file, SIGTERM within the grace period;
- *   - raw records without assertions (cx_*), liveness (fresh_status) and
+ *   - a session's mappings in this process, liveness (fresh_status) and
  *     the scheduler's counters from status replies.
- * Failures are Check assertions: call these from a test, never from a
- * forked child; only the cx_* functions (results, no assertions) are for
- * children (tests/e2e/e2e_kid.h).
+ * Raw protocol records, for clients that do what libhbgclient never
+ * would, are tests/e2e/raw_proto.h, included here. Failures are Check
+ * assertions: call these from a test, never from a forked child; only
+ * raw_proto.h's cx_* functions (results, no assertions) and
+ * find_session_mapping() are for children (tests/e2e/e2e_kid.h).
  */
 #pragma once
 
@@ -30,6 +30,7 @@
 #include "proto/wire.h"
 #include "shm/layout.h"
 #include "tests/e2e/daemon_util.h"
+#include "tests/e2e/raw_proto.h"
 
 enum { MODE_URING, MODE_EPOLL, N_MODES };
 
@@ -129,62 +130,8 @@ int read_byte(int fd, int timeout_ms, char *ret);
 /* hbgd's open fds and what they are, to stderr. */
 void list_fds(pid_t pid);
 
-/* ------------------------------------------------------------ raw protocol */
+/* ------------------------------------------------------------ a recorded task; hbgd's fds at rest */
 
-/* A SEQPACKET connection to path (asserts it connects). */
-int raw_connect(const char *path);
-
-#define RAW_MAX_FDS 32
-/* A session reply's fds (protocol 1.5): submission and completion
- * regions, doorbell, completion channel, the wake page. */
-#define SESSION_FDS 5u
-
-/* One record of len bytes with nfds fds (SCM_RIGHTS). 0 or -errno. */
-int raw_send(int fd, const void *buf, size_t len, const int *fds, unsigned nfds);
-/* Pack env (into a malloc'd buffer the caller frees). */
-uint8_t *pack_env(const Hbg__Envelope *env, size_t *len);
-void send_env(int fd, const Hbg__Envelope *env, const int *fds, unsigned nfds);
-void send_hello(int fd, uint32_t major, const int *fds, unsigned nfds);
-void send_status_request(int fd, Hbg__StatusKind kind, const int *fds, unsigned nfds);
-/* A RecordRequest of `tasks` tasks, with these fds (the recording's memfd). */
-void send_record_request(int fd, uint64_t tasks, const int *fds, unsigned nfds);
-
-enum rx_kind { RX_RECORD, RX_EOF, RX_TIMEOUT };
-
-struct rx {
-        enum rx_kind kind;
-        Hbg__Envelope *env;     /* RX_RECORD; NULL if it did not unpack */
-        size_t len;
-        int fds[RAW_MAX_FDS];
-        unsigned nfds;
-        bool reset;             /* ECONNRESET was reported on the way */
-};
-
-/*
- * Next record, EOF or timeout. A peer closing with our data unread makes
- * the kernel report ECONNRESET once before the records still queued:
- * noted and read past, so an Error sent before the close is not lost.
- */
-void rx(int fd, int timeout_ms, struct rx *r);
-void rx_free(struct rx *r);
-/* The next record must be an envelope of this case (not an Error). */
-Hbg__Envelope *expect_env(int fd, Hbg__Envelope__MsgCase want, int *fds, unsigned want_fds);
-/* A session asked for by hand on sock (hello done): its reply (the
- * caller frees it) and its fds. */
-Hbg__Envelope *session_by_hand(int sock, int fds[SESSION_FDS]);
-/* One status request of `kind` on fd (hello done): the reply, with the
- * daemon's part asserted; *env is for wire_free(). */
-Hbg__StatusReply *status_reply(int fd, Hbg__StatusKind kind, Hbg__Envelope **env);
-
-#define CLOSE_ERROR_REQUIRED 1   /* an Error record must come before EOF */
-#define CLOSE_EOF_ONLY_OK 0      /* or hbgd may just close */
-
-/* hbgd must answer Error{code} (or, with CLOSE_EOF_ONLY_OK, nothing) and
- * close the connection. */
-void expect_refusal(struct hbgd_proc *d, int fd, int code, int required, const char *what);
-/* hbgd must answer Error{code} with needle in its message within 20 s; the
- * connection stays open. */
-void expect_error_stays(struct hbgd_proc *d, int fd, int code, const char *needle, const char *what);
 /* One noop task depending on the launch's gate, as a recording holds it
  * (id 1: callers set the id of each copy). */
 struct hbg_recorded_task noop_recorded(void);
@@ -194,9 +141,6 @@ void assert_fd_baseline(struct hbgd_proc *d, int base, const char *what);
 /* Each abuse case: hbgd refuses, closes, leaks no fd and goes on serving;
  * then SIGTERM and exit 0 (stop_hbgd). */
 void abuse_epilogue(struct hbgd_proc *d, int base, const char *what);
-
-/* Hello and hbgd's Hello back. */
-void raw_hello(int fd);
 
 /*
  * hbgd's fds when idle. Not simply a count right after READY=1: sd_notify()
@@ -231,10 +175,7 @@ bool log_has(struct hbgd_proc *d, const char *needle);
  * 0700): for tests acting as NOBODY. */
 void open_to_all(struct hbgd_proc *d);
 
-/* ------------------------------------------------------------ raw records, no assertions */
-
-/* For forked children (and the parent where it needs its own deadlines):
- * results, never Check assertions. */
+/* ------------------------------------------------------------ session mappings */
 
 /* This process's mapping of hbgd's memfd "hbg-<what>-<session>" (what:
  * "sub" or "cpl"; *session 0: the first found, its id stored), its size
@@ -243,27 +184,6 @@ void open_to_all(struct hbgd_proc *d);
  * their id reads 0, so that a session of the default geometry is found
  * as the first (with *session 0) only. */
 void *find_session_mapping(const char *what, uint64_t *session, uint64_t *ret_size);
-/* A SEQPACKET connection to path: fd or -errno. */
-int cx_connect(const char *path, bool nonblock);
-/* Non-blocking connects, retried while the backlog is full. */
-int cx_connect_until(const char *path, long long deadline_ms);
-/* Send a Hello, a SessionRequest (task_window, heap_size; 0: defaults) or
- * a StatusRequest (STATUS_DAEMON). 0 or -errno. */
-int cx_send(int fd, Hbg__Envelope__MsgCase what, uint64_t task_window, uint64_t heap_size);
-/* The next record within timeout_ms (fds it carries are closed): 0 and
- * *ret (wire_free() it); -ECONNRESET at EOF; -ETIMEDOUT. A reset reported
- * before records still queued is read past (see rx()). */
-int cx_recv(int fd, int timeout_ms, Hbg__Envelope **ret);
-/* The next record must be `want`: 0, or -1 with why[] filled. */
-int cx_expect(int fd, Hbg__Envelope__MsgCase want, int timeout_ms, char *why, size_t size);
-/* Error{code} with a message containing `needle` (copied to why[]), then
- * EOF: 0, or -1 with why[] saying what came instead. */
-int cx_expect_refusal(int fd, int code, const char *needle, int timeout_ms, char *why, size_t size);
-
-/* n non-blocking connections to path (those refused are counted in
- * *ret_refused) into fds: how many are open. */
-int open_many(const char *path, int *fds, unsigned n, unsigned *ret_refused);
-
 /* ------------------------------------------------------------ liveness */
 
 /* A fresh connection gets hbgd's Hello and a status reply within bound_ms
