@@ -481,7 +481,8 @@ $(B)/obj/tests/e2e/daemon_util.o: tests/e2e/daemon_util.c
 
 # Helpers of the e2e tests (tests/e2e/e2e_util.h, tests/e2e/e2e_kid.h): raw
 # protocol records and libhbgclient, like the e2e tests themselves.
-E2E_HELPER_OBJS := $(B)/obj/tests/e2e/e2e_util.o $(B)/obj/tests/e2e/raw_proto.o $(B)/obj/tests/e2e/e2e_kid.o
+E2E_HELPER_OBJS := $(B)/obj/tests/e2e/e2e_util.o $(B)/obj/tests/e2e/raw_proto.o $(B)/obj/tests/e2e/status_query.o \
+                   $(B)/obj/tests/e2e/workload.o $(B)/obj/tests/e2e/e2e_kid.o
 E2E_UTIL_OBJS := $(B)/obj/tests/e2e/daemon_util.o $(E2E_HELPER_OBJS)
 HOSTILE_UTIL_OBJ := $(B)/obj/tests/e2e/hostile_util.o
 SHM_ATTACK_UTIL_OBJ := $(B)/obj/tests/e2e/shm_attack_util.o
