@@ -129,7 +129,7 @@ SOVERSION  := $(firstword $(subst ., ,$(VERSION)))
 CLIENT_SRCS := libclient/connect.c libclient/replay.c libclient/graph.c libclient/recording.c \
                libclient/wait.c libclient/host.c libclient/graph_status.c libclient/deps.c \
                libclient/tensor.c libclient/session.c libclient/hangup.c libclient/kernels.c libclient/errors.c \
-               libclient/workers.c
+               libclient/workers.c libclient/fanin_join.c
 CLIENT_PIC  := $(CLIENT_SRCS:%.c=$(B)/pic/%.o) $(SHM_SRCS:%.c=$(B)/pic/%.o) \
                $(B)/pic/proto/wire.o $(B)/pic/proto/kernel_table.o $(B)/pic/gen/hbg.pb-c.o
 CLIENT_SO   := $(B)/lib/libhbgclient.so.$(VERSION)
@@ -159,7 +159,7 @@ TEST_NAMES := test_geometry test_flag_index test_watermark test_failsafe_heap te
               test_e2e_faults test_e2e_shm_attack test_e2e_shm_control test_e2e_access test_e2e_metrics \
               test_e2e_exporter \
               test_e2e_journal \
-              test_e2e_host_threads test_dep_tracker test_instr_stages
+              test_e2e_host_threads test_dep_tracker test_instr_stages test_fanin_join
 TEST_BINS  := $(TEST_NAMES:%=$(B)/tests/%)
 # The same stress test built with the store->load ordering removed: it must
 # be able to catch the watermark freeze (docs/RUNTIME_LOGIC.md §4).
@@ -617,6 +617,15 @@ $(B)/tests/test_kernel_table: $(B)/obj/tests/unit/test_kernel_table.o $(CHECK_MA
 # hbg-bench's instructions by stage: its profile reader and stage tables.
 $(B)/tests/test_instr_stages: $(B)/obj/tests/unit/test_instr_stages.o $(CHECK_MAIN) $(B)/obj/bench/callgrind_files.o \
                               $(B)/obj/bench/instr_stages.o
+	$(say) LD $@
+	@mkdir -p $(@D)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) -lm
+
+# libhbgclient's joining of more than 16 fanins, alone: its dummies
+# written by the test.
+$(B)/obj/libclient/fanin_join.o: HBG_CFLAGS += -Ilibclient/include
+$(B)/obj/tests/unit/test_fanin_join.o: TEST_CFLAGS += -Ilibclient/include
+$(B)/tests/test_fanin_join: $(B)/obj/tests/unit/test_fanin_join.o $(CHECK_MAIN) $(B)/obj/libclient/fanin_join.o
 	$(say) LD $@
 	@mkdir -p $(@D)
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS) $(HBG_LDFLAGS) $(CHECK_LIBS) -lm

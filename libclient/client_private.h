@@ -8,6 +8,7 @@
  *   connect.c       hbg_connect/hbg_disconnect: handshake, regions, channels
  *   replay.c        recording graphs in hbgd, launching them (§14)
  *   graph.c         building tasks and graphs, submitting, waiting for them
+ *   fanin_join.c    more than 16 fanins joined by dummy tasks
  *   recording.c     the graph being recorded: its tasks, dependencies, host functions
  *   wait.c          the wait loop (spin, yield, poll) that runs host tasks
  *   workers.c       host worker threads, their sleep and the hang-up watcher

@@ -13,6 +13,7 @@
 #include "libclient/client_private.h"
 #include "libclient/deps.h"
 #include "libclient/errors.h"
+#include "libclient/fanin_join.h"
 #include "libclient/graph.h"
 #include "libclient/graph_status.h"
 #include "libclient/hangup.h"
@@ -66,30 +67,20 @@ int hbgc_maybe_publish(hbg_client *c) {
         return 0;
 }
 
-/* More than 16 fanins: dummies (no lanes, nothing runs) that each join up
- * to 16 of them, in as many levels as needed. deps[] is rewritten in
- * place; *n ends <= 16. */
-int hbgc_join_fanins(hbg_client *c, uint64_t *deps, size_t *n) {
+/* One joining dummy (no lanes, nothing runs) over fanins[0..n), for
+ * hbgc_fanin_join(); published when enough are written. */
+static int write_join_dummy(hbg_client *c, const uint64_t *fanins, size_t n, uint64_t *ret_id) {
         static const struct hbg_task_record dummy = { .block_num = 1 };
-        while (*n > HBG_MAX_FANINS) {
-                size_t out = 0;
-                for (size_t i = 0; i < *n; i += HBG_MAX_FANINS) {
-                        size_t k = *n - i < HBG_MAX_FANINS ? *n - i : HBG_MAX_FANINS;
-                        if (k == 1) {
-                                deps[out++] = deps[i];
-                                continue;
-                        }
-                        uint64_t id;
-                        int err = hbgc_write_task(c, &dummy, &deps[i], k, &id);
-                        if (err < 0)
-                                return err;
-                        deps[out++] = id; /* out <= i: deps[i..] already read */
-                        if (hbgc_maybe_publish(c) < 0)
-                                return hbgc_fail(c, -ECONNRESET, "hbg_graph_add: hbgd went away");
-                }
-                *n = out;
-        }
+        int err = hbgc_write_task(c, &dummy, fanins, n, ret_id);
+        if (err < 0)
+                return err;
+        if (hbgc_maybe_publish(c) < 0)
+                return hbgc_fail(c, -ECONNRESET, "hbg_graph_add: hbgd went away");
         return 0;
+}
+
+int hbgc_join_fanins(hbg_client *c, uint64_t *deps, size_t *n) {
+        return hbgc_fanin_join(c, deps, n, write_join_dummy);
 }
 
 static int cmp_u64(const void *a, const void *b) {

@@ -10,7 +10,8 @@ int hbgc_wait_window(hbg_client *c);
  * into the recording while one is open. *ret_id: its id. */
 int hbgc_write_task(hbg_client *c, const struct hbg_task_record *t, const uint64_t *fanins,
                     size_t n_fanins, uint64_t *ret_id);
-/* More than 16 fanins: join them with dummies until at most 16 are left. */
+/* More than 16 fanins: joined by dummy tasks until 16 are left, the
+ * fewest dummies possible (fanin_join.c). */
 int hbgc_join_fanins(hbg_client *c, uint64_t *deps, size_t *n);
 /* Sort and deduplicate ids (no sort when they come in order). */
 size_t hbgc_sort_unique(uint64_t *v, size_t n);

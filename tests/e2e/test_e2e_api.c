@@ -404,6 +404,90 @@ START_TEST(graph_room) {
 }
 END_TEST
 
+/* A task with more than 16 dependencies takes one more id for every 15
+ * beyond them (hbg_graph_room(3)): the joining dummies. Its dependencies
+ * here are derived: a fill of `src` after R readers of it waits for all
+ * R and for the fill before them, R + 1 in all. Nothing completes during the adds (everything waits for a host
+ * task that runs in the wait), so the room drops by exactly 1 + the
+ * dummies. Then the graph runs: every reader saw the fill before the
+ * join, none the one after (a dummy that dropped a dependency would let
+ * a later fill overwrite src under a reader). */
+static const unsigned join_readers[] = { 16, 17, 30, 31, 45, 46, 299 };
+#define JOIN_SRC 256u
+
+static void add_fill_after(hbg_client *c, hbg_tensor t, float v, const uint64_t *after) {
+        hbg_task f = HBG_TASK_INIT("fill_f32");
+        f.n_args = 1;
+        f.args[0].tensor = t;
+        f.args[0].dir = HBG_OUT;
+        f.n_scalars = 1;
+        f.scalars[0] = hbg_f32(v);
+        if (after) {
+                f.n_deps = 1;
+                f.deps[0] = *after;
+        }
+        ck_assert_int_eq(hbg_graph_add(c, &f, NULL), 0);
+}
+
+START_TEST(graph_room_joins) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        o.task_window = 1024;
+        o.flag_window = 1024;
+        hbg_client *c = connect_ok(d, &o);
+        unsigned total = 0;
+        for (size_t r = 0; r < sizeof(join_readers) / sizeof(join_readers[0]); r++)
+                total += join_readers[r];
+        hbg_tensor src, out;
+        ck_assert_int_eq(hbg_tensor_alloc(c, JOIN_SRC * sizeof(float), &src), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, total * sizeof(float), &out), 0);
+        float *res = hbg_tensor_data(c, out);
+        for (unsigned j = 0; j < total; j++)
+                res[j] = -1.0f;
+        struct room_probe probe = { .c = c, .seen = 1 };
+        hbg_task h = HBG_TASK_INIT(NULL);
+        h.host_fn = room_probe_fn;
+        h.host_userdata = &probe;
+        uint64_t gate;
+        ck_assert_int_eq(hbg_graph_add(c, &h, &gate), 0);
+        add_fill_after(c, src, 1.0f, &gate);
+        unsigned reader = 0;
+        for (size_t r = 0; r < sizeof(join_readers) / sizeof(join_readers[0]); r++) {
+                unsigned n = join_readers[r];
+                for (unsigned j = 0; j < n; j++, reader++) {
+                        hbg_tensor slot;
+                        ck_assert_int_eq(hbg_tensor_slice_f32(out, reader, reader + 1, &slot), 0);
+                        hbg_task t = HBG_TASK_INIT("reduce_sum_f32");
+                        t.n_args = 2;
+                        t.args[0].tensor = src;
+                        t.args[0].dir = HBG_IN;
+                        t.args[1].tensor = slot;
+                        t.args[1].dir = HBG_OUT;
+                        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
+                }
+                int64_t before = hbg_graph_room(c);
+                add_fill_after(c, src, (float)(r + 2), NULL);
+                unsigned deps = n + 1;
+                int64_t took = before - hbg_graph_room(c), dummies = (deps - 16 + 14) / 15;
+                ck_assert_msg(took == 1 + dummies, "a task with %u dependencies took %lld ids, not 1 + %lld",
+                              deps, (long long)took, (long long)dummies);
+        }
+        uint64_t g;
+        ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+        int err = hbg_graph_wait(c, g, WAIT_MS);
+        D_ASSERT(d, err == 0, "wait: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        reader = 0;
+        for (size_t r = 0; r < sizeof(join_readers) / sizeof(join_readers[0]); r++)
+                for (unsigned j = 0; j < join_readers[r]; j++, reader++)
+                        ck_assert_msg(res[reader] == (float)((r + 1) * JOIN_SRC),
+                                      "reader %u of round %zu saw a sum of %g, not %g", j, r, (double)res[reader],
+                                      (double)((r + 1) * JOIN_SRC));
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- tensor_free */
 
 enum { FREE_N = 1024 }; /* floats: 4 KiB tensors */
@@ -706,6 +790,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, add_n);
         tcase_add_test(tc, small_window);
         tcase_add_test(tc, graph_room);
+        tcase_add_test(tc, graph_room_joins);
         tcase_add_test(tc, tensor_free);
         tcase_add_test(tc, tensor_free_cycles);
         tcase_add_test(tc, tensor_wait_ready);

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A task may have at most 16 fanins (HBG_MAX_FANINS: a slot's fixed
+ * array). More are joined first in, first out: the 16 at the head of the
+ * line become one dummy task, which goes to the end of the line, until 16
+ * are left; the last dummy joins only as many as leave exactly 16. Each
+ * dummy but that last one removes 15 from the line, so n > 16 fanins take
+ * ceil((n - 16) / 15) dummies, the fewest possible, in a tree about
+ * log16(n) deep (the line goes round: the first dummies join the oldest
+ * fanins, later ones the dummies).
+ */
+#include "libclient/fanin_join.h"
+
+#include <string.h>
+
+#include "shm/layout.h"
+
+int hbgc_fanin_join(hbg_client *c, uint64_t *deps, size_t *n, hbgc_dummy_writer write) {
+        /* The line is a ring in deps[]: a dummy takes at least 2 and gives
+         * back 1, so after a take its end is free. It stays ascending: a
+         * dummy's id is newer than every fanin and every dummy before it. */
+        const size_t cap = *n;
+        size_t head = 0, len = *n;
+        while (len > HBG_MAX_FANINS) {
+                size_t k = len - HBG_MAX_FANINS + 1;
+                if (k > HBG_MAX_FANINS)
+                        k = HBG_MAX_FANINS;
+                uint64_t group[HBG_MAX_FANINS], id;
+                for (size_t j = 0; j < k; j++)
+                        group[j] = deps[(head + j) % cap];
+                int err = write(c, group, k, &id);
+                if (err < 0)
+                        return err;
+                head = (head + k) % cap;
+                len -= k;
+                deps[(head + len) % cap] = id;
+                len++;
+        }
+        if (head != 0) {
+                uint64_t line[HBG_MAX_FANINS];
+                for (size_t j = 0; j < len; j++)
+                        line[j] = deps[(head + j) % cap];
+                memcpy(deps, line, len * sizeof(line[0]));
+        }
+        *n = len;
+        return 0;
+}
