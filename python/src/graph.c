@@ -221,6 +221,9 @@ static int add_task(GraphObject *g, const hbg_task *t, uint64_t *ret_id, const c
         return 0;
 }
 
+/* hbg_task(3): 1 to 4096 blocks (the library refuses more). */
+#define HBGPY_MAX_BLOCKS 4096
+
 static PyObject *graph_add(GraphObject *g, PyObject *const *args, Py_ssize_t nargsf, PyObject *kwnames) {
         static const char what[] = "Graph.add";
         Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -272,10 +275,10 @@ static PyObject *graph_add(GraphObject *g, PyObject *const *args, Py_ssize_t nar
                 return NULL;
         if (blocks && blocks != Py_None) {
                 long b = PyLong_Check(blocks) ? PyLong_AsLong(blocks) : -1;
-                if (b < 1 || b > 65535) {
+                if (b < 1 || b > HBGPY_MAX_BLOCKS) {
                         PyErr_Clear();
-                        PyErr_Format(PyExc_ValueError, "%s: blocks must be an int from 1 to 65535, not %R", what,
-                                     blocks);
+                        PyErr_Format(PyExc_ValueError, "%s: blocks must be an int from 1 to %d, not %R", what,
+                                     HBGPY_MAX_BLOCKS, blocks);
                         return NULL;
                 }
                 t.blocks = (uint16_t)b;

@@ -225,6 +225,8 @@ def test_add_argument_errors(client):
         g.add(None, after=-1)
     with pytest.raises(ValueError, match="blocks"):
         g.add("noop", blocks=0)
+    with pytest.raises(ValueError, match="blocks must be an int from 1 to 4096"):
+        g.add("noop", blocks=4097)
     with pytest.raises(TypeError, match="unexpected keyword argument 'scalar'"):
         g.add("noop", scalar=())
     with pytest.raises(TypeError, match="empty task"):
