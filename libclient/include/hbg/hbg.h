@@ -361,8 +361,9 @@ typedef struct hbg_graph_error_info {
  * -EINVAL for bad arguments (ret_info->size smaller than this struct's
  * first version) or a graph never submitted; -ENOENT when the graph's
  * status is forgotten (this library keeps every graph's until
- * hbg_disconnect(), so it does not happen today); -ECONNRESET when it
- * runs and hbgd went away. Runs no host tasks. */
+ * hbg_disconnect(), so it does not happen today); -EDEADLK from a host
+ * function of c; -ECONNRESET when it runs and hbgd went away. Runs no
+ * host tasks. */
 HBG_EXPORT int hbg_graph_error(hbg_client *c, uint64_t graph, hbg_graph_error_info *ret_info);
 /* Cancel one of this client's submitted graphs (since 1.3): hbgd fails its
  * tasks not started with -ECANCELED and stops its running kernels at their
