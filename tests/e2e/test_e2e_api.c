@@ -415,18 +415,21 @@ END_TEST
 static const unsigned join_readers[] = { 16, 17, 30, 31, 45, 46, 299 };
 #define JOIN_SRC 256u
 
-static void add_fill_after(hbg_client *c, hbg_tensor t, float v, const uint64_t *after) {
-        hbg_task f = HBG_TASK_INIT("fill_f32");
-        f.n_args = 1;
-        f.args[0].tensor = t;
-        f.args[0].dir = HBG_OUT;
-        f.n_scalars = 1;
-        f.scalars[0] = hbg_f32(v);
+/* A fill_f32 of x with v, after task *after (NULL: no explicit
+ * dependency). */
+static void add_fill(struct hbgd_proc *d, hbg_client *c, hbg_tensor x, float v, const uint64_t *after) {
+        hbg_task t = HBG_TASK_INIT("fill_f32");
+        t.n_args = 1;
+        t.args[0].tensor = x;
+        t.args[0].dir = HBG_OUT;
+        t.n_scalars = 1;
+        t.scalars[0] = hbg_f32(v);
         if (after) {
-                f.n_deps = 1;
-                f.deps[0] = *after;
+                t.n_deps = 1;
+                t.deps[0] = *after;
         }
-        ck_assert_int_eq(hbg_graph_add(c, &f, NULL), 0);
+        int err = hbg_graph_add(c, &t, NULL);
+        D_ASSERT(d, err == 0, "fill_f32: %s [%s]", hbg_strerror(err), hbg_last_error(c));
 }
 
 START_TEST(graph_room_joins) {
@@ -451,7 +454,7 @@ START_TEST(graph_room_joins) {
         h.host_userdata = &probe;
         uint64_t gate;
         ck_assert_int_eq(hbg_graph_add(c, &h, &gate), 0);
-        add_fill_after(c, src, 1.0f, &gate);
+        add_fill(d, c, src, 1.0f, &gate);
         unsigned reader = 0;
         for (size_t r = 0; r < sizeof(join_readers) / sizeof(join_readers[0]); r++) {
                 unsigned n = join_readers[r];
@@ -467,7 +470,7 @@ START_TEST(graph_room_joins) {
                         ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
                 }
                 int64_t before = hbg_graph_room(c);
-                add_fill_after(c, src, (float)(r + 2), NULL);
+                add_fill(d, c, src, (float)(r + 2), NULL);
                 unsigned deps = n + 1;
                 int64_t took = before - hbg_graph_room(c), dummies = (deps - 16 + 14) / 15;
                 ck_assert_msg(took == 1 + dummies, "a task with %u dependencies took %lld ids, not 1 + %lld",
@@ -706,19 +709,6 @@ static void add_spin(struct hbgd_proc *d, hbg_client *c, uint64_t ns, uint64_t *
         D_ASSERT(d, err == 0, "spin_ns: %s [%s]", hbg_strerror(err), hbg_last_error(c));
 }
 
-static void add_fill(struct hbgd_proc *d, hbg_client *c, hbg_tensor x, float v, uint64_t after) {
-        hbg_task t = HBG_TASK_INIT("fill_f32");
-        t.n_args = 1;
-        t.args[0].tensor = x;
-        t.args[0].dir = HBG_OUT;
-        t.n_scalars = 1;
-        t.scalars[0] = hbg_f32(v);
-        t.n_deps = 1;
-        t.deps[0] = after;
-        int err = hbg_graph_add(c, &t, NULL);
-        D_ASSERT(d, err == 0, "fill_f32: %s [%s]", hbg_strerror(err), hbg_last_error(c));
-}
-
 START_TEST(tensor_wait_ready) {
         /* Two threads awake, whatever the CPUs: the second task must run
          * beside the first. */
@@ -738,7 +728,7 @@ START_TEST(tensor_wait_ready) {
         uint64_t hold, spin;
         add_spin(d, c, 1000000000, &hold);
         add_spin(d, c, 200000000, &spin);
-        add_fill(d, c, x, 7.0f, spin);
+        add_fill(d, c, x, 7.0f, &spin);
         uint64_t g;
         ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
         ck_assert_int_eq(hbg_tensor_wait_ready(c, x, 0), -ETIMEDOUT);
@@ -754,7 +744,7 @@ START_TEST(tensor_wait_ready) {
         /* Nothing before the writer: the watermark passing it wakes the
          * wait. */
         add_spin(d, c, 20000000, &spin);
-        add_fill(d, c, y, 3.0f, spin);
+        add_fill(d, c, y, 3.0f, &spin);
         ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
         err = hbg_tensor_wait_ready(c, y, 30000);
         D_ASSERT(d, err == 0, "y: %s [%s]", hbg_strerror(err), hbg_last_error(c));
