@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A task may have at most 16 fanins (HBG_MAX_FANINS: a slot's fixed
- * array). More are joined first in, first out: the 16 at the head of the
+ * array). More are joined first in, first out: fanins at the head of the
  * line become one dummy task, which goes to the end of the line, until 16
- * are left; the last dummy joins only as many as leave exactly 16. Each
- * dummy but that last one removes 15 from the line, so n > 16 fanins take
- * ceil((n - 16) / 15) dummies, the fewest possible, in a tree about
- * log16(n) deep (the line goes round: the first dummies join the oldest
- * fanins, later ones the dummies).
+ * are left. A dummy of 16 takes 15 off the line; the first one takes only
+ * as many as leave a multiple of 15 beyond 16, every later one 16. So n >
+ * 16 fanins take ceil((n - 16) / 15) dummies, the fewest possible. The
+ * line goes round (the first dummies join the oldest fanins, later ones
+ * the dummies), and with the short dummy first, among the oldest, no
+ * fanin is more dummies deep than levels of 16 need (16^levels >= n).
  */
 #include "libclient/fanin_join.h"
 
@@ -21,10 +22,10 @@ int hbgc_fanin_join(hbg_client *c, uint64_t *deps, size_t *n, hbgc_dummy_writer 
          * dummy's id is newer than every fanin and every dummy before it. */
         const size_t cap = *n;
         size_t head = 0, len = *n;
-        while (len > HBG_MAX_FANINS) {
-                size_t k = len - HBG_MAX_FANINS + 1;
-                if (k > HBG_MAX_FANINS)
-                        k = HBG_MAX_FANINS;
+        size_t k = len > HBG_MAX_FANINS ? (len - HBG_MAX_FANINS) % (HBG_MAX_FANINS - 1) + 1 : 0;
+        if (k == 1)
+                k = HBG_MAX_FANINS;
+        for (; len > HBG_MAX_FANINS; k = HBG_MAX_FANINS) {
                 uint64_t group[HBG_MAX_FANINS], id;
                 for (size_t j = 0; j < k; j++)
                         group[j] = deps[(head + j) % cap];

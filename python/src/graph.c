@@ -186,8 +186,9 @@ static int parse_scalars(const struct hbgpy_kernel *k, PyObject *scalars, hbg_ta
 }
 
 /* Hand t to the library. The GIL stays held while the window has room
- * for certain: a task takes its own id and at most one joining dummy per
- * 14 dependencies, and its derived dependencies are on pending tasks
+ * for certain: a task takes its own id and one joining dummy per 15
+ * dependencies beyond 16 (hbg_graph_room(3); the bound below allows one
+ * per 14), and its derived dependencies are on pending tasks
  * (at most window - room of them) plus 16 explicit ones. Else it is
  * released: the add may wait, and host functions need the GIL. */
 static int add_task(GraphObject *g, const hbg_task *t, uint64_t *ret_id, const char *what) {

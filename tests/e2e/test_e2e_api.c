@@ -405,14 +405,14 @@ START_TEST(graph_room) {
 END_TEST
 
 /* A task with more than 16 dependencies takes one more id for every 15
- * beyond them (hbg_graph_room(3)): the joining dummies. Its dependencies
+ * beyond them (hbg_graph_room(3)): the joining dummies. The dependencies
  * here are derived: a fill of `src` after R readers of it waits for all
- * R and for the fill before them, R + 1 in all. Nothing completes during the adds (everything waits for a host
- * task that runs in the wait), so the room drops by exactly 1 + the
- * dummies. Then the graph runs: every reader saw the fill before the
- * join, none the one after (a dummy that dropped a dependency would let
- * a later fill overwrite src under a reader). */
+ * R and for the fill before them, R + 1 in all. Then the graph runs and
+ * every reader must have summed the fill before its round. (That a dummy
+ * keeps every fanin is test_fanin_join's to show: a dropped one here
+ * would rarely change what a reader saw.) */
 static const unsigned join_readers[] = { 16, 17, 30, 31, 45, 46, 299 };
+#define JOIN_ROUNDS (sizeof(join_readers) / sizeof(join_readers[0]))
 #define JOIN_SRC 256u
 
 /* A fill_f32 of x with v, after task *after (NULL: no explicit
@@ -432,6 +432,68 @@ static void add_fill(struct hbgd_proc *d, hbg_client *c, hbg_tensor x, float v, 
         D_ASSERT(d, err == 0, "fill_f32: %s [%s]", hbg_strerror(err), hbg_last_error(c));
 }
 
+struct join_graph {
+        hbg_tensor src, out;
+        unsigned readers;
+};
+
+static void join_tensors(hbg_client *c, struct join_graph *j) {
+        j->readers = 0;
+        for (size_t r = 0; r < JOIN_ROUNDS; r++)
+                j->readers += join_readers[r];
+        ck_assert_int_eq(hbg_tensor_alloc(c, JOIN_SRC * sizeof(float), &j->src), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, j->readers * sizeof(float), &j->out), 0);
+}
+
+/* The rounds: a fill, its readers, the next fill... after *gate (NULL:
+ * none). With count_ids, each fill after readers must take exactly 1 +
+ * the dummies of the window's room (nothing may complete meanwhile). */
+static void add_join_rounds(struct hbgd_proc *d, hbg_client *c, const struct join_graph *j, const uint64_t *gate,
+                            bool count_ids) {
+        add_fill(d, c, j->src, 1.0f, gate);
+        unsigned reader = 0;
+        for (size_t r = 0; r < JOIN_ROUNDS; r++) {
+                unsigned n = join_readers[r];
+                for (unsigned k = 0; k < n; k++, reader++) {
+                        hbg_tensor slot;
+                        ck_assert_int_eq(hbg_tensor_slice_f32(j->out, reader, reader + 1, &slot), 0);
+                        hbg_task t = HBG_TASK_INIT("reduce_sum_f32");
+                        t.n_args = 2;
+                        t.args[0].tensor = j->src;
+                        t.args[0].dir = HBG_IN;
+                        t.args[1].tensor = slot;
+                        t.args[1].dir = HBG_OUT;
+                        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
+                }
+                int64_t before = hbg_graph_room(c);
+                add_fill(d, c, j->src, (float)(r + 2), NULL);
+                unsigned deps = n + 1;
+                int64_t took = before - hbg_graph_room(c), dummies = (deps - 16 + 14) / 15;
+                ck_assert_msg(!count_ids || took == 1 + dummies,
+                              "a task with %u dependencies took %lld ids, not 1 + %lld", deps, (long long)took,
+                              (long long)dummies);
+        }
+}
+
+static void join_outputs_reset(hbg_client *c, const struct join_graph *j) {
+        float *res = hbg_tensor_data(c, j->out);
+        for (unsigned k = 0; k < j->readers; k++)
+                res[k] = -1.0f;
+}
+
+static void join_outputs_check(hbg_client *c, const struct join_graph *j, const char *what) {
+        const float *res = hbg_tensor_data(c, j->out);
+        unsigned reader = 0;
+        for (size_t r = 0; r < JOIN_ROUNDS; r++)
+                for (unsigned k = 0; k < join_readers[r]; k++, reader++)
+                        ck_assert_msg(res[reader] == (float)((r + 1) * JOIN_SRC),
+                                      "%s: reader %u of round %zu saw a sum of %g, not %g", what, k, r,
+                                      (double)res[reader], (double)((r + 1) * JOIN_SRC));
+}
+
+/* Added straight to the window: nothing completes during the adds
+ * (everything waits for a host task that runs in the wait), so the room
+ * drops by exactly 1 + the dummies. */
 START_TEST(graph_room_joins) {
         struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
         hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
@@ -439,53 +501,51 @@ START_TEST(graph_room_joins) {
         o.task_window = 1024;
         o.flag_window = 1024;
         hbg_client *c = connect_ok(d, &o);
-        unsigned total = 0;
-        for (size_t r = 0; r < sizeof(join_readers) / sizeof(join_readers[0]); r++)
-                total += join_readers[r];
-        hbg_tensor src, out;
-        ck_assert_int_eq(hbg_tensor_alloc(c, JOIN_SRC * sizeof(float), &src), 0);
-        ck_assert_int_eq(hbg_tensor_alloc(c, total * sizeof(float), &out), 0);
-        float *res = hbg_tensor_data(c, out);
-        for (unsigned j = 0; j < total; j++)
-                res[j] = -1.0f;
+        struct join_graph j;
+        join_tensors(c, &j);
+        join_outputs_reset(c, &j);
         struct room_probe probe = { .c = c, .seen = 1 };
         hbg_task h = HBG_TASK_INIT(NULL);
         h.host_fn = room_probe_fn;
         h.host_userdata = &probe;
         uint64_t gate;
         ck_assert_int_eq(hbg_graph_add(c, &h, &gate), 0);
-        add_fill(d, c, src, 1.0f, &gate);
-        unsigned reader = 0;
-        for (size_t r = 0; r < sizeof(join_readers) / sizeof(join_readers[0]); r++) {
-                unsigned n = join_readers[r];
-                for (unsigned j = 0; j < n; j++, reader++) {
-                        hbg_tensor slot;
-                        ck_assert_int_eq(hbg_tensor_slice_f32(out, reader, reader + 1, &slot), 0);
-                        hbg_task t = HBG_TASK_INIT("reduce_sum_f32");
-                        t.n_args = 2;
-                        t.args[0].tensor = src;
-                        t.args[0].dir = HBG_IN;
-                        t.args[1].tensor = slot;
-                        t.args[1].dir = HBG_OUT;
-                        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
-                }
-                int64_t before = hbg_graph_room(c);
-                add_fill(d, c, src, (float)(r + 2), NULL);
-                unsigned deps = n + 1;
-                int64_t took = before - hbg_graph_room(c), dummies = (deps - 16 + 14) / 15;
-                ck_assert_msg(took == 1 + dummies, "a task with %u dependencies took %lld ids, not 1 + %lld",
-                              deps, (long long)took, (long long)dummies);
-        }
+        add_join_rounds(d, c, &j, &gate, true);
         uint64_t g;
         ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
         int err = hbg_graph_wait(c, g, WAIT_MS);
         D_ASSERT(d, err == 0, "wait: %s [%s]", hbg_strerror(err), hbg_last_error(c));
-        reader = 0;
-        for (size_t r = 0; r < sizeof(join_readers) / sizeof(join_readers[0]); r++)
-                for (unsigned j = 0; j < join_readers[r]; j++, reader++)
-                        ck_assert_msg(res[reader] == (float)((r + 1) * JOIN_SRC),
-                                      "reader %u of round %zu saw a sum of %g, not %g", j, r, (double)res[reader],
-                                      (double)((r + 1) * JOIN_SRC));
+        join_outputs_check(c, &j, "added");
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
+/* The same rounds recorded (their joins in the recording's ids, checked
+ * by hbgd as it validates the recording), then launched twice. */
+START_TEST(recorded_joins) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        o.task_window = 1024;
+        o.flag_window = 1024;
+        hbg_client *c = connect_ok(d, &o);
+        struct join_graph j;
+        join_tensors(c, &j);
+        ck_assert_int_eq(hbg_graph_record_begin(c), 0);
+        add_join_rounds(d, c, &j, NULL, false);
+        uint32_t rec;
+        int err = hbg_graph_record_end(c, &rec);
+        D_ASSERT(d, err == 0, "record_end: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        for (int launch = 0; launch < 2; launch++) {
+                join_outputs_reset(c, &j);
+                uint64_t g;
+                err = hbg_graph_launch(c, rec, &g);
+                D_ASSERT(d, err == 0, "launch: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+                err = hbg_graph_wait(c, g, WAIT_MS);
+                D_ASSERT(d, err == 0, "wait: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+                join_outputs_check(c, &j, launch ? "second launch" : "first launch");
+        }
         hbg_disconnect(c);
         stop_hbgd(d);
 }
@@ -781,6 +841,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, small_window);
         tcase_add_test(tc, graph_room);
         tcase_add_test(tc, graph_room_joins);
+        tcase_add_test(tc, recorded_joins);
         tcase_add_test(tc, tensor_free);
         tcase_add_test(tc, tensor_free_cycles);
         tcase_add_test(tc, tensor_wait_ready);
