@@ -58,6 +58,15 @@ static hbg_client *connect_ok(struct hbgd_proc *d, const hbg_connect_options *o)
         return c;
 }
 
+/* A client of d whose task and flag windows are both `window`. */
+static hbg_client *connect_window(struct hbgd_proc *d, uint64_t window) {
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        o.task_window = window;
+        o.flag_window = window;
+        return connect_ok(d, &o);
+}
+
 START_TEST(versions) {
         char want[32];
         snprintf(want, sizeof(want), "%d.%d.%d", HBG_VERSION_MAJOR, HBG_VERSION_MINOR, HBG_VERSION_PATCH);
@@ -314,11 +323,7 @@ END_TEST
 
 START_TEST(small_window) {
         struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
-        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
-        o.socket_path = d->socket_path;
-        o.task_window = 256;
-        o.flag_window = 256;
-        hbg_client *c = connect_ok(d, &o);
+        hbg_client *c = connect_window(d, 256);
         enum { N = 64 };
         const unsigned steps = 256 * 40;
         hbg_tensor x, one;
@@ -365,11 +370,7 @@ static int room_probe_fn(void *arg) {
 
 START_TEST(graph_room) {
         struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
-        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
-        o.socket_path = d->socket_path;
-        o.task_window = 256;
-        o.flag_window = 256;
-        hbg_client *c = connect_ok(d, &o);
+        hbg_client *c = connect_window(d, 256);
         ck_assert_int_eq(hbg_graph_room(NULL), -EINVAL);
         ck_assert_int_eq(hbg_graph_room(c), 256);
         /* A host task first: nothing completes until the wait runs it. */
@@ -496,11 +497,7 @@ static void join_outputs_check(hbg_client *c, const struct join_graph *j, const 
  * drops by exactly 1 + the dummies. */
 START_TEST(graph_room_joins) {
         struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
-        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
-        o.socket_path = d->socket_path;
-        o.task_window = 1024;
-        o.flag_window = 1024;
-        hbg_client *c = connect_ok(d, &o);
+        hbg_client *c = connect_window(d, 1024);
         struct join_graph j;
         join_tensors(c, &j);
         join_outputs_reset(c, &j);
@@ -525,11 +522,7 @@ END_TEST
  * by hbgd as it validates the recording), then launched twice. */
 START_TEST(recorded_joins) {
         struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
-        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
-        o.socket_path = d->socket_path;
-        o.task_window = 1024;
-        o.flag_window = 1024;
-        hbg_client *c = connect_ok(d, &o);
+        hbg_client *c = connect_window(d, 1024);
         struct join_graph j;
         join_tensors(c, &j);
         ck_assert_int_eq(hbg_graph_record_begin(c), 0);
