@@ -623,8 +623,6 @@ $(B)/tests/test_instr_stages: $(B)/obj/tests/unit/test_instr_stages.o $(CHECK_MA
 
 # libhbgclient's joining of more than 16 fanins, alone: its dummies
 # written by the test.
-$(B)/obj/libclient/fanin_join.o: HBG_CFLAGS += -Ilibclient/include
-$(B)/obj/tests/unit/test_fanin_join.o: TEST_CFLAGS += -Ilibclient/include
 $(B)/tests/test_fanin_join: $(B)/obj/tests/unit/test_fanin_join.o $(CHECK_MAIN) $(B)/obj/libclient/fanin_join.o
 	$(say) LD $@
 	@mkdir -p $(@D)
@@ -763,7 +761,8 @@ bench-deps: deps
 # tests/scripts/test-bench.sh: hbg-bench's comparison at toy sizes (valgrind for one run;
 # of the peers, the floor and OpenMP): its CSVs, overhead.dat and --compare.
 # tests/scripts/test-model.sh: the Promela models checked with spin, the completion
-# protocol's and the host-task hand-off's (docs/RUNTIME_LOGIC.md §15, §15.1), each
+# protocol's, the host-task hand-off's, the direct wake-up's and the tensor
+# wait's (docs/RUNTIME_LOGIC.md §15, §15.1, §15.2, §15.3), each
 # with its mutants; it builds nothing of ours.
 # tests/scripts/check-man.sh: every exported call has its man page with ERRORS and
 # THREAD SAFETY, links resolve, man-db and groff have no warnings (man-db,

@@ -8,7 +8,8 @@
  * 16 fanins take ceil((n - 16) / 15) dummies, the fewest possible. The
  * line goes round (the first dummies join the oldest fanins, later ones
  * the dummies), and with the short dummy first, among the oldest, no
- * fanin is more dummies deep than levels of 16 need (16^levels >= n).
+ * fanin is more dummies deep than levels of 16 need: one up to 256
+ * fanins, L where 16^L < n <= 16^(L + 1).
  */
 #include "libclient/fanin_join.h"
 

@@ -207,7 +207,8 @@ static PyMethodDef handle_methods[] = {
         { "cancel", (PyCFunction)handle_cancel, METH_NOARGS,
           "cancel($self, /)\n--\n\n"
           "cancel() -> bool\n\nAsk hbgd to cancel the graph: True if it took the cancel (wait() then raises\n"
-          "GraphError with errno ECANCELED unless it finished first), False if it had finished." },
+          "GraphError with errno ECANCELED unless it finished first), False if it had finished or\n"
+          "was cancelled before; RuntimeError while eight cancels of the client are pending." },
         { NULL, NULL, 0, NULL },
 };
 

@@ -513,6 +513,7 @@ START_TEST(graph_room_joins) {
         int err = hbg_graph_wait(c, g, WAIT_MS);
         D_ASSERT(d, err == 0, "wait: %s [%s]", hbg_strerror(err), hbg_last_error(c));
         join_outputs_check(c, &j, "added");
+        ck_assert_int_eq(probe.seen, -EDEADLK); /* the gate ran, in the wait */
         hbg_disconnect(c);
         stop_hbgd(d);
 }

@@ -8,7 +8,7 @@
  *                ascending fanins; every fanin and every dummy reached
  *                exactly once from what is left (nothing dropped, nothing
  *                doubled), no deeper than the levels of 16 need
- *                (16^levels >= n);
+ *                (L dummies deep where 16^L < n <= 16^(L + 1));
  *   write_fails  a dummy's failure ends the join with its error.
  */
 #include <check.h>
@@ -136,6 +136,9 @@ START_TEST(write_fails) {
         ck_assert_int_eq(hbgc_fanin_join(NULL, deps, &n, write_dummy), -ECONNRESET);
         ck_assert_uint_eq(made.n, 2);
         made.fail_at = 0;
+        free(made.fanins);
+        free(made.count);
+        made = (struct dummies){ 0 };
 }
 END_TEST
 
