@@ -542,6 +542,72 @@ START_TEST(recorded_joins) {
 }
 END_TEST
 
+/* A launch's gate waits for the earlier tasks that conflict with the
+ * recorded graph; more than 16 of them are joined by dummies before the
+ * gate, as for an added task. Here the recorded graph fills `src` and
+ * each round has R readers of it (after a fill) waiting: the gate waits
+ * for R + 1 tasks and the launch takes 1 + the dummies + 1 ids. Every
+ * reader must then have summed the fill before the launch. */
+static const unsigned gate_readers[] = { 15, 16, 17, 46, 299 };
+
+START_TEST(launch_gate_joins) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_window(d, 1024);
+        hbg_tensor src, out;
+        ck_assert_int_eq(hbg_tensor_alloc(c, JOIN_SRC * sizeof(float), &src), 0);
+        ck_assert_int_eq(hbg_tensor_alloc(c, 299 * sizeof(float), &out), 0);
+        ck_assert_int_eq(hbg_graph_record_begin(c), 0);
+        add_fill(d, c, src, 2.0f, NULL);
+        uint32_t rec;
+        int err = hbg_graph_record_end(c, &rec);
+        D_ASSERT(d, err == 0, "record_end: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        for (size_t r = 0; r < sizeof(gate_readers) / sizeof(gate_readers[0]); r++) {
+                unsigned n = gate_readers[r];
+                float *res = hbg_tensor_data(c, out);
+                for (unsigned k = 0; k < n; k++)
+                        res[k] = -1.0f;
+                /* Nothing completes before the wait: all after a host task. */
+                struct room_probe probe = { .c = c, .seen = 1 };
+                hbg_task h = HBG_TASK_INIT(NULL);
+                h.host_fn = room_probe_fn;
+                h.host_userdata = &probe;
+                uint64_t first;
+                ck_assert_int_eq(hbg_graph_add(c, &h, &first), 0);
+                add_fill(d, c, src, 1.0f, &first);
+                for (unsigned k = 0; k < n; k++) {
+                        hbg_tensor slot;
+                        ck_assert_int_eq(hbg_tensor_slice_f32(out, k, k + 1, &slot), 0);
+                        hbg_task t = HBG_TASK_INIT("reduce_sum_f32");
+                        t.n_args = 2;
+                        t.args[0].tensor = src;
+                        t.args[0].dir = HBG_IN;
+                        t.args[1].tensor = slot;
+                        t.args[1].dir = HBG_OUT;
+                        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
+                }
+                int64_t before = hbg_graph_room(c);
+                uint64_t g;
+                err = hbg_graph_launch(c, rec, &g);
+                D_ASSERT(d, err == 0, "launch after %u readers: %s [%s]", n, hbg_strerror(err), hbg_last_error(c));
+                unsigned deps = n + 1;
+                int64_t took = before - hbg_graph_room(c), dummies = deps > 16 ? (deps - 16 + 14) / 15 : 0;
+                ck_assert_msg(took == 1 + dummies + 1, "a launch whose gate has %u dependencies took %lld ids, not %lld",
+                              deps, (long long)took, (long long)(2 + dummies));
+                err = hbg_graph_wait(c, g, WAIT_MS);
+                D_ASSERT(d, err == 0, "wait: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+                ck_assert_int_eq(probe.seen, -EDEADLK); /* the host task ran, in the wait */
+                for (unsigned k = 0; k < n; k++)
+                        ck_assert_msg(res[k] == (float)JOIN_SRC, "reader %u of %u saw a sum of %g, not %g", k, n,
+                                      (double)res[k], (double)JOIN_SRC);
+                const float *s = hbg_tensor_data(c, src);
+                for (unsigned i = 0; i < JOIN_SRC; i++)
+                        ck_assert_msg(s[i] == 2.0f, "src[%u] is %g after the launch, not 2", i, (double)s[i]);
+        }
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- tensor_free */
 
 enum { FREE_N = 1024 }; /* floats: 4 KiB tensors */
@@ -833,6 +899,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, graph_room);
         tcase_add_test(tc, graph_room_joins);
         tcase_add_test(tc, recorded_joins);
+        tcase_add_test(tc, launch_gate_joins);
         tcase_add_test(tc, tensor_free);
         tcase_add_test(tc, tensor_free_cycles);
         tcase_add_test(tc, tensor_wait_ready);
