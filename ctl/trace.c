@@ -20,7 +20,9 @@
  *     the trace;
  *   - parks and wake-ups as thread instants ("i");
  *   - otherData: what was dropped, the duration, the buffers' size.
- * Times are µs from the trace's start (hbgd's CLOCK_MONOTONIC). SIGINT or
+ * Times are µs from the trace's start (hbgd's CLOCK_MONOTONIC); what began
+ * before it (a task run, a host task, a graph) is shown from the start,
+ * args before_trace true, as a viewer drops a negative time. SIGINT or
  * SIGTERM ends the recording early (TRACE_STOP); the trace is written. With --svg
  * the same timeline is drawn as SVG (ctl/trace_svg.c).
  */
@@ -287,6 +289,13 @@ static json_object *meta(const char *what, uint32_t pid, uint64_t tid, const cha
         return e;
 }
 
+/* A time as shown: from the trace's start, never before it. Perfetto
+ * drops an event of negative time (and a slice's end then has no begin),
+ * so what began before the trace is shown from its start. */
+static int64_t shown_ns(int64_t ns) {
+        return ns > 0 ? ns : 0;
+}
+
 static json_object *slice(const char *ph, const char *name, const char *cat, uint32_t pid, uint64_t tid,
                           int64_t ts_ns) {
         json_object *e = json_object_new_object();
@@ -295,7 +304,7 @@ static json_object *slice(const char *ph, const char *name, const char *cat, uin
         json_object_object_add(e, "cat", json_object_new_string(cat));
         json_object_object_add(e, "pid", json_object_new_int64(pid));
         json_object_object_add(e, "tid", json_object_new_int64((int64_t)tid));
-        json_object_object_add(e, "ts", jnum((double)ts_ns / 1000.0));
+        json_object_object_add(e, "ts", jnum((double)shown_ns(ts_ns) / 1000.0));
         return e;
 }
 
@@ -309,6 +318,8 @@ static json_object *task_args(const struct trace_data *t, const struct trace_eve
         json_object_object_add(a, "blocks", json_object_new_int64(ev->blocks));
         json_object_object_add(a, "result", json_object_new_int(ev->result));
         json_object_object_add(a, "wait_us", ev->wait_ns >= 0 ? jnum((double)ev->wait_ns / 1000.0) : NULL);
+        if (ev->start_ns < 0)
+                json_object_object_add(a, "before_trace", json_object_new_boolean(true));
         return a;
 }
 
@@ -338,6 +349,8 @@ static void add_graph(json_object *arr, const struct trace_data *t, const struct
         json_object_object_add(a, "last_task", json_object_new_int64((int64_t)g->last_id));
         json_object_object_add(a, "in_flight", json_object_new_boolean(g->in_flight));
         json_object_object_add(a, "result", g->in_flight ? NULL : json_object_new_int(g->result));
+        if (g->start_ns < 0)
+                json_object_object_add(a, "before_trace", json_object_new_boolean(true));
         add_async(arr, t, "graph", track, id, g->session, g->start_ns, g->end_ns, a);
 }
 
@@ -416,7 +429,7 @@ static void add_flows(json_object *arr, const struct trace_data *t) {
                         if (!from)
                                 continue;
                         int64_t s_ts = from->end_ns - (from->end_ns > from->start_ns);
-                        int64_t f_ts = to->start_ns + (to->end_ns > to->start_ns);
+                        int64_t f_ts = shown_ns(to->start_ns) + (to->end_ns > shown_ns(to->start_ns));
                         flows++;
                         json_object_array_add(arr, flow("s", t, from, s_ts, flows, from->id, to->id));
                         json_object_array_add(arr, flow("f", t, to, f_ts, flows, from->id, to->id));
@@ -462,7 +475,7 @@ json_object *trace_chrome_json(const struct trace_data *t) {
                 switch (ev->kind) {
                 case HBG__TRACE_KIND__TRACE_TASK:
                         e = slice("X", trace_kernel_name(t, ev->kernel), "task", t->pid, ev->thread, ev->start_ns);
-                        json_object_object_add(e, "dur", jnum((double)(ev->end_ns - ev->start_ns) / 1000.0));
+                        json_object_object_add(e, "dur", jnum((double)(ev->end_ns - shown_ns(ev->start_ns)) / 1000.0));
                         json_object_object_add(e, "args", task_args(t, ev));
                         break;
                 case HBG__TRACE_KIND__TRACE_HOST:

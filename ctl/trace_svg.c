@@ -105,14 +105,16 @@ static double tick_step(double span_ms) {
  * details in a tooltip. */
 static void draw_event(struct svg *s, const struct trace_data *t, const struct trace_event *ev, size_t row,
                        double span, double plot_w) {
-        double x = LABEL_W + (double)(ev->start_ns > 0 ? ev->start_ns : 0) / span * plot_w;
+        /* What began before the trace is drawn from its start. */
+        int64_t start = ev->start_ns > 0 ? ev->start_ns : 0;
+        double x = LABEL_W + (double)start / span * plot_w;
         double y = TOP + (double)row * ROW_H;
         if (ev->kind == K_PARK) {
                 out(s, "<line class=\"park\" x1=\"%.2f\" x2=\"%.2f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>\n",
                     x, x, y + ROW_H - 6, y + ROW_H - 2);
                 return;
         }
-        double w = (double)(ev->end_ns - ev->start_ns) / span * plot_w;
+        double w = (double)(ev->end_ns - start) / span * plot_w;
         if (w < 0.5)
                 w = 0.5;
         bool host = ev->kind == K_HOST;

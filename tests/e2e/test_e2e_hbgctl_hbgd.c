@@ -749,6 +749,121 @@ START_TEST(trace_open_graph) {
 }
 END_TEST
 
+/* The state of the one live graph of session sess (hbgctl graphs), or ""
+ * when it has none. */
+static void live_graph_state(const char *S, uint64_t sess, char *state, size_t size) {
+        struct result r = ctl(S, "graphs", "--json");
+        ASSERT_CODE(r, 0);
+        json_object *o = parse_json(&r), *a = get(o, "graphs");
+        snprintf(state, size, "%s", "");
+        for (size_t i = 0; i < json_object_array_length(a); i++) {
+                json_object *g = json_object_array_get_idx(a, i), *live;
+                if ((uint64_t)jint(g, "session") == sess && json_object_object_get_ex(g, "live", &live) &&
+                    json_object_array_length(live))
+                        snprintf(state, size, "%s", json_object_get_string(get(json_object_array_get_idx(live, 0), "state")));
+        }
+        json_object_put(o);
+        result_free(&r);
+}
+
+/*
+ * A task and its graph that began before the trace: a spin_ns of 900 ms,
+ * its graph "running" in hbgctl graphs and 100 ms more, when the trace
+ * starts. Perfetto drops an event of negative time (and a slice's end
+ * without its begin), so both are shown from the trace's start with args
+ * before_trace true: no event before 0, the task's slice from 0 to its
+ * end, the graph's from 0; the SVG's box of the task within the picture.
+ */
+START_TEST(trace_before_start) {
+        struct hbgd_proc *d = start();
+        const char *S = d->socket_path;
+        hbg_client *c;
+        ck_assert_int_eq(hbg_connect(&c, S), 0);
+        uint64_t sess, spin_id, graph;
+        ck_assert_int_eq(my_sessions(S, &sess, 1), 1);
+        char session[32], json_path[PATH_MAX], svg_path[PATH_MAX], out[PATH_MAX], err[PATH_MAX], started[96];
+        snprintf(session, sizeof(session), "%llu", (unsigned long long)sess);
+        snprintf(json_path, sizeof(json_path), "%s/before.json", d->dir);
+        snprintf(svg_path, sizeof(svg_path), "%s/before.svg", d->dir);
+        snprintf(out, sizeof(out), "%s/before.out", d->dir);
+        snprintf(err, sizeof(err), "%s/before.err", d->dir);
+        hbg_task spin = HBG_TASK_INIT("spin_ns");
+        spin.n_scalars = 1;
+        spin.scalars[0] = 900000000;
+        ck_assert_int_eq(hbg_graph_add(c, &spin, &spin_id), 0);
+        ck_assert_int_eq(hbg_graph_submit(c, &graph), 0);
+        char state[32] = "";
+        for (int waited = 0; live_graph_state(S, sess, state, sizeof(state)), strcmp(state, "running") != 0;
+             waited += 10) {
+                ck_assert_msg(waited < WAIT_MS, "the graph is not running within %d ms (state \"%s\")", WAIT_MS, state);
+                usleep(10000);
+        }
+        usleep(100000);
+        pid_t ctl_pid = ctl_spawn(S, (const char *const[]){ "trace", "--session", session, "--duration", "600", "-o",
+                                                            json_path, "--svg", svg_path, NULL },
+                                  out, err);
+        snprintf(started, sizeof(started), "trace of session %s for 600000 ms started", session);
+        ck_assert_msg(hbgd_log_says(d, started), "no \"%s\" in hbgd's log", started);
+        ck_assert_int_eq(hbg_graph_wait(c, graph, WAIT_MS), 0);
+        free(ctl_interrupt(ctl_pid, err));
+
+        char *text = slurp(json_path);
+        json_object *o = json_tokener_parse(text);
+        ck_assert_msg(o, "the trace is not JSON:\n%.2000s", text);
+        double duration_us = json_object_get_double(get(get(o, "otherData"), "duration_us"));
+        json_object *evs = get(o, "traceEvents");
+        size_t n_task = 0, n_begin = 0, n_end = 0;
+        for (size_t i = 0; i < json_object_array_length(evs); i++) {
+                json_object *e = json_object_array_get_idx(evs, i);
+                const char *ph = json_object_get_string(get(e, "ph"));
+                if (strcmp(ph, "M") == 0)
+                        continue;
+                double ts = json_object_get_double(get(e, "ts"));
+                ck_assert_msg(ts >= 0, "an event before the trace: %s", json_object_to_json_string(e));
+                if (strcmp(ph, "e") == 0 && strcmp(json_object_get_string(get(e, "cat")), "graph") == 0)
+                        n_end++;
+                json_object *a = NULL;
+                if (!json_object_object_get_ex(e, "args", &a))
+                        continue; /* an instant (park, wake-up) or an end */
+                if (strcmp(ph, "X") == 0 && (uint64_t)jint(a, "task") == spin_id) {
+                        double dur = json_object_get_double(get(e, "dur"));
+                        ck_assert_msg(ts == 0 && json_object_get_boolean(get(a, "before_trace")) &&
+                                              dur > 0 && dur <= duration_us,
+                                      "the task that began before the trace: %s (trace %.3f us)",
+                                      json_object_to_json_string(e), duration_us);
+                        n_task++;
+                } else if (strcmp(ph, "b") == 0 && strcmp(json_object_get_string(get(e, "cat")), "graph") == 0) {
+                        ck_assert_msg(ts == 0 && jint(a, "graph") == (int64_t)graph &&
+                                              json_object_get_boolean(get(a, "before_trace")) &&
+                                              !json_object_get_boolean(get(a, "in_flight")),
+                                      "the graph that began before the trace: %s", json_object_to_json_string(e));
+                        n_begin++;
+                }
+        }
+        ck_assert_uint_eq(n_task, 1);
+        ck_assert_uint_eq(n_begin, 1);
+        ck_assert_uint_eq(n_end, 1);
+        json_object_put(o);
+        free(text);
+
+        /* The task's box: from the plot's left edge, within the picture. */
+        char *svg = slurp(svg_path);
+        const char *box = strstr(svg, "<rect class=\"task\"");
+        ck_assert_msg(box, "no task box in the SVG:\n%.2000s", svg);
+        double x = -1, w = -1, width = -1;
+        const char *at = strstr(box, " x=\""), *wat = strstr(box, " width=\""), *svg_w = strstr(svg, "width=\"");
+        ck_assert(at && wat && svg_w);
+        x = strtod(at + 4, NULL);
+        w = strtod(wat + 8, NULL);
+        width = strtod(svg_w + 7, NULL);
+        ck_assert_msg(x > 0 && w > 0 && x + w <= width, "the task's box: x %.2f width %.2f, the picture %.2f wide", x,
+                      w, width);
+        free(svg);
+        hbg_disconnect(c);
+        daemon_destroy(d);
+}
+END_TEST
+
 /*
  * [trace] thread_events = 16: a trace of TRACE_DROP_TASKS noops fills the
  * scheduler threads' buffers; what did not fit is counted: otherData
@@ -836,6 +951,7 @@ static Suite *suite(void) {
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, trace_timeline);
         tcase_add_test(tc, trace_open_graph);
+        tcase_add_test(tc, trace_before_start);
         tcase_add_test(tc, trace_drops);
         suite_add_tcase(s, tc);
         return s;
