@@ -186,7 +186,15 @@ static void reload_config(struct hbgd *d) {
                 hbgd_log(LOG_NOTICE, "SIGHUP: started without --config, nothing to reload");
                 goto out;
         }
-        struct hbgd_config n = d->cfg;
+        /* The file over the defaults, as at a start with it: a key removed
+         * from the file goes back to its default (an [access]
+         * admin_groups line deleted takes the admins' rights away). The
+         * engine's settings need a restart and may come from the command
+         * line: the file is compared with those hbgd runs with. */
+        struct hbgd_config n;
+        hbgd_config_default(&n);
+        n.engine = d->cfg.engine;
+        snprintf(n.config_path, sizeof(n.config_path), "%s", d->cfg.config_path);
         char err[4096];
         if (hbgd_config_load(&n, d->cfg.config_path, err, sizeof(err)) < 0) {
                 /* Each problem its own line, with its FILE:LINE. */

@@ -867,7 +867,8 @@ static unsigned long long session_of(struct hbgd_proc *d, const char *S, unsigne
  * both; the monitor may ask for status and metrics but opens no session;
  * another user may not cancel, kill or trace (exit 4, -EPERM), an admin may
  * cancel ("cancelled by uid 4244") and the owner may kill its own. With
- * visibility = all (SIGHUP), everyone sees everyone.
+ * visibility = all (SIGHUP), everyone sees everyone; the keys removed from
+ * the file by later SIGHUPs go back to their defaults (no admins, own).
  */
 START_TEST(visibility_roles) {
         char conf[] = "/tmp/hbg-visibility-XXXXXX";
@@ -987,6 +988,18 @@ START_TEST(visibility_roles) {
         holder_start(d, &k3, &a3);
         D_ASSERT(d, sessions_seen(d, AS_4243, S, &s42, &s43) == 2 && s42 && s43,
                  "visibility = all: uid 4243 does not see every session");
+        /* admin_groups is no longer in the file: uid 4244 is an admin no
+         * more (a key removed goes back to its default). */
+        ctl_run_as2(&r, AS_ADMIN, S, "cancel", s42id, "0");
+        ASSERT_CTL(d, r, 4, "cancel by an admin removed from the file");
+        /* visibility removed too: own again */
+        static const char none[] = "[limits]\nmax_sessions = 63\n";
+        f = fopen(conf, "w");
+        ck_assert(f && fputs(none, f) >= 0 && fclose(f) == 0);
+        kill(d->pid, SIGHUP);
+        D_ASSERT(d, log_has(d, "max_sessions 63"), "no reload after the second SIGHUP");
+        D_ASSERT(d, sessions_seen(d, AS_4243, S, &s42, &s43) == 1 && s43 && !s42,
+                 "visibility removed from the file: uid 4243 still sees others' sessions");
         kid_tell(&k1, 'Q');
         kid_tell(&k2, 'Q');
         kid_tell(&k3, 'Q');
