@@ -151,6 +151,10 @@ int hbgc_host_run(hbg_client *c, uint64_t id) {
                 const hbg_client *outer = hbgc_self.in_host;
                 hbgc_self.in_host = c;
                 atomic_fetch_add_explicit(&c->hosts_running, 1, memory_order_relaxed);
+                /* What the functions this one depends on did, when they
+                 * ran on other workers: ordered through hbgd, and here
+                 * within this process too (hbgc_host_effects()). */
+                hbgc_host_effects(c);
                 status = fn(ud);
                 atomic_fetch_sub_explicit(&c->hosts_running, 1, memory_order_relaxed);
                 hbgc_self.in_host = outer;
