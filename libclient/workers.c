@@ -233,6 +233,21 @@ void hbgc_workers_stop(hbg_client *c) {
         struct host_pool *p = &c->pool;
         if (p->n == 0)
                 return;
+        if (getpid() != c->sock_owner) {
+                /* A forked child's copy: the workers and the watcher are
+                 * the parent's threads, not in this process. Waking or
+                 * joining them would wait for ever, and a write to the
+                 * stop eventfd (the parent's too) would end the parent's
+                 * watcher: only this copy goes. */
+                free(p->threads);
+                p->threads = NULL;
+                p->started = 0;
+                p->watcher_started = false;
+                if (p->stop_fd >= 0)
+                        close(p->stop_fd);
+                p->stop_fd = -1;
+                return;
+        }
         atomic_store_explicit(&p->stopping, true, memory_order_seq_cst);
         if (p->watcher_started) {
                 uint64_t one = 1;

@@ -48,6 +48,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "hbg/hbg.h"
@@ -603,7 +604,12 @@ START_TEST(stall) {
 }
 END_TEST
 
-/* ---------------------------------------------------------------- hbgd killed */
+/* ---------------------------------------------------------------- hbgd killed
+ *
+ * hbgd dies while a worker runs a host function and the caller waits:
+ * every call says -ECONNRESET, hbg_disconnect() joins every thread. A
+ * forked child's hbg_disconnect() first, which must leave all of that
+ * alone. */
 
 static _Atomic int kill_release, kill_entered;
 
@@ -635,6 +641,21 @@ START_TEST(hbgd_killed) {
         static _Atomic int ran;
         add_host(d, c, count_host, (void *)&ran, NULL);
         wait_ok(d, c, submit(d, c));
+        /* A forked child frees its copy of the client: it does not wait
+         * for the parent's threads (not in the child), nor stop the
+         * parent's watcher, which must still see hbgd go below. */
+        fflush(NULL);
+        pid_t child = fork();
+        ck_assert_int_ge(child, 0);
+        if (child == 0) {
+                alarm(10);
+                hbg_disconnect(c);
+                _exit(0);
+        }
+        int st;
+        while (waitpid(child, &st, 0) < 0)
+                ck_assert(errno == EINTR);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child's hbg_disconnect(): status %d", st);
         /* One worker blocks in a host function, three sleep, the main
          * thread sleeps in hbg_graph_wait(): hbgd dies. */
         add_host(d, c, kill_host, NULL, NULL);

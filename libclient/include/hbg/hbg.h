@@ -63,8 +63,10 @@
  *    handlers run on the program's own threads; a fault a host function
  *    causes on a worker (SIGSEGV, SIGBUS, SIGFPE, ...) is delivered there.
  *  - fork(): a child of a process with workers must not use the client
- *    (its threads do not exist in the child); it may only exec or exit.
- *    There is no pthread_atfork() handler.
+ *    (its threads do not exist in the child); it may exec, exit, or
+ *    hbg_disconnect() it, which frees the child's copy and leaves the
+ *    parent's session and threads alone. There is no pthread_atfork()
+ *    handler.
  */
 #ifndef HBG_HBG_H
 #define HBG_HBG_H
