@@ -302,6 +302,7 @@ static int client_traverse(ClientObject *cl, visitproc visit, void *arg) {
         Py_VISIT(cl->host_calls);
         Py_VISIT(cl->recorded_calls);
         Py_VISIT(cl->last_host_exc);
+        Py_VISIT(cl->host_interrupt);
         return 0;
 }
 
@@ -313,6 +314,7 @@ static int client_clear(ClientObject *cl) {
         Py_CLEAR(cl->host_calls);
         Py_CLEAR(cl->recorded_calls);
         Py_CLEAR(cl->last_host_exc);
+        Py_CLEAR(cl->host_interrupt);
         return 0;
 }
 

@@ -211,15 +211,17 @@ static int add_task(GraphObject *g, const hbg_task *t, uint64_t *ret_id, const c
                 Py_END_ALLOW_THREADS
         }
         if (err < 0) {
-                hbgpy_raise(cl, err, what);
+                if (hbgpy_host_interrupt_raise(cl) == 0)
+                        hbgpy_raise(cl, err, what);
                 hbgpy_client_leave(cl, held);
                 return -1;
         }
         g->n_tasks++;
         if (g->state == GRAPH_OPEN)
                 cl->active_graph = (PyObject *)g;
+        int stop = hbgpy_host_interrupt_raise(cl); /* the task is added all the same */
         hbgpy_client_leave(cl, held);
-        return 0;
+        return stop;
 }
 
 /* hbg_task(3): 1 to 4096 blocks (the library refuses more). */

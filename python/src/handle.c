@@ -113,6 +113,10 @@ PyObject *hbgpy_handle_wait(PyObject *handle, PyObject *timeout) {
                 Py_BEGIN_ALLOW_THREADS
                 err = hbg_graph_wait(cl->c, h->graph, slice);
                 Py_END_ALLOW_THREADS
+                if (hbgpy_host_interrupt_raise(cl) < 0) {
+                        hbgpy_client_leave(cl, held);
+                        return NULL;
+                }
                 int running = 0;
                 if (err == -ETIMEDOUT) { /* a graph's own error may be -ETIMEDOUT too */
                         int st = hbg_graph_status(cl->c, h->graph, NULL);
@@ -137,8 +141,10 @@ PyObject *hbgpy_handle_wait(PyObject *handle, PyObject *timeout) {
                 if (PyErr_CheckSignals() < 0)
                         return NULL;
                 if (limit >= 0 && now_s() >= deadline) {
-                        PyErr_Format(PyExc_TimeoutError, "%s: graph %llu still running after %g s", what,
-                                     (unsigned long long)h->graph, limit);
+                        char secs[32]; /* PyErr_Format() has no %g */
+                snprintf(secs, sizeof(secs), "%g", limit);
+                PyErr_Format(PyExc_TimeoutError, "%s: graph %llu still running after %s s", what,
+                             (unsigned long long)h->graph, secs);
                         return NULL;
                 }
         }
@@ -163,8 +169,9 @@ static PyObject *handle_done(HandleObject *h, PyObject *unused) {
         if (cl->host_threads == 0)
                 (void)hbg_client_process(cl->c);
         int st = hbg_graph_status(cl->c, h->graph, NULL);
+        int stop = hbgpy_host_interrupt_raise(cl);
         hbgpy_client_leave(cl, held);
-        return PyBool_FromLong(st != 1);
+        return stop < 0 ? NULL : PyBool_FromLong(st != 1);
 }
 
 static PyObject *handle_cancel(HandleObject *h, PyObject *unused) {

@@ -75,6 +75,7 @@ typedef struct ClientObject {
         PyObject *host_calls;           /* list of HostCall of graphs, oldest first */
         PyObject *recorded_calls;       /* HostCalls of recordings: until disconnect */
         PyObject *last_host_exc;        /* latest exception a host function raised */
+        PyObject *host_interrupt;       /* a KeyboardInterrupt or SystemExit one raised, not yet raised again */
         struct hbgpy_deferred_free *deferred;
         size_t n_deferred, cap_deferred;
         PyObject *weakrefs;
@@ -162,6 +163,12 @@ PyObject *hbgpy_client_record(ClientObject *cl, PyObject *unused);
 
 /* host.c */
 int hbgpy_host_fn(void *token);
+/* A KeyboardInterrupt or SystemExit that a host function of cl raised
+ * (Ctrl-C while it ran inside a wait, or sys.exit() in it) fails its task
+ * with -EINTR and is raised again by the next Handle.wait(), Handle.done()
+ * or add of cl (the call it ran in, when it ran inside one of those):
+ * -1 with it raised, else 0. */
+int hbgpy_host_interrupt_raise(ClientObject *cl);
 PyObject *hbgpy_host_call_new(ClientObject *cl, PyObject *fn, int recorded, void **ret_userdata);
 void hbgpy_host_calls_set_task(PyObject *call, uint64_t task);
 void hbgpy_host_calls_submitted(ClientObject *cl, uint64_t graph);

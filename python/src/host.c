@@ -228,6 +228,16 @@ static PyObject *raised_exception(void) {
         return value ? value : Py_NewRef(Py_None);
 }
 
+int hbgpy_host_interrupt_raise(ClientObject *cl) {
+        PyObject *exc = cl->host_interrupt;
+        if (!exc)
+                return 0;
+        cl->host_interrupt = NULL;
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+        return -1;
+}
+
 /* The hbg_host_fn of every Python host task. */
 int hbgpy_host_fn(void *userdata) {
         if (_Py_IsFinalizing())
@@ -261,10 +271,16 @@ int hbgpy_host_fn(void *userdata) {
                         Py_DECREF(r);
                 } else {
                         PyObject *exc = raised_exception();
-                        ret = exception_errno(exc);
+                        /* Not an Exception: KeyboardInterrupt, SystemExit.
+                         * The program is asked to stop, not the task to
+                         * fail: the call that ran it raises it again. */
+                        int stop = exc != Py_None && !PyErr_GivenExceptionMatches(exc, PyExc_Exception);
+                        ret = stop ? -EINTR : exception_errno(exc);
                         if (cl->closed) { /* nobody will ask for it */
                                 Py_DECREF(exc);
                         } else {
+                                if (stop)
+                                        Py_XSETREF(cl->host_interrupt, Py_NewRef(exc));
                                 Py_XSETREF(h->exc, Py_NewRef(exc));
                                 Py_XSETREF(cl->last_host_exc, exc);
                         }

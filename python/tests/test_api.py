@@ -397,7 +397,7 @@ def test_wait_timeout_and_cancel(client):
     for _ in range(20):
         first = g.add("spin_ns", scalars=(200_000_000,), after=[first])
     h = g.submit()
-    with pytest.raises(TimeoutError, match="still running"):
+    with pytest.raises(TimeoutError, match="still running after 0.05 s"):
         h.wait(timeout=0.05)
     assert not h.done()
     assert h.cancel() is True

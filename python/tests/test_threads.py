@@ -4,6 +4,7 @@ for window room (host functions take it), host functions in parallel on
 the client's worker threads, Ctrl-C during a wait, a client shared by
 threads. Cases that would deadlock if the GIL were held run in a child
 interpreter with a time limit, so that a regression fails, not hangs."""
+import errno
 import os
 import signal
 import subprocess
@@ -135,6 +136,47 @@ def test_ctrl_c_during_wait(client):
     assert time.monotonic() - start < 2.5  # raised during the wait, not after the graph
     assert not h.done()
     h.cancel()
+    with pytest.raises(hbg.GraphError):
+        h.wait(timeout=30)
+
+
+def test_ctrl_c_in_a_host_function(client):
+    """Ctrl-C while a host function runs inside the wait (no worker
+    threads): the wait raises KeyboardInterrupt, not a GraphError of the
+    task it stopped, which failed with EINTR."""
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        g = client.graph()
+        g.add_host(lambda: time.sleep(3))
+        h = g.submit()
+        timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        start = time.monotonic()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                h.wait(timeout=30)
+        finally:
+            timer.cancel()
+            timer.join()
+    finally:
+        signal.signal(signal.SIGINT, inherited if inherited is not None else signal.SIG_DFL)
+    assert time.monotonic() - start < 2.5
+    with pytest.raises(hbg.GraphError) as e:
+        h.wait(timeout=30)
+    assert e.value.errno == errno.EINTR
+    assert isinstance(e.value.__cause__, KeyboardInterrupt)
+
+
+def test_sys_exit_in_a_host_function(client):
+    """sys.exit() in a host function: SystemExit from the call it ran in
+    (here Handle.done()), then from nothing else."""
+    g = client.graph()
+    g.add_host(lambda: sys.exit(3))
+    h = g.submit()
+    with pytest.raises(SystemExit) as e:
+        while not h.done():
+            time.sleep(0.001)
+    assert e.value.code == 3
     with pytest.raises(hbg.GraphError):
         h.wait(timeout=30)
 
