@@ -92,6 +92,16 @@ static struct verdict refuse(struct conn *c, int err, const char *msg) {
 static bool session_allowed(struct conn *c, struct verdict *v) {
         struct hbgd *d = c->d;
         char msg[256];
+        /* Such a client's own check of the regions fails too, but older
+         * ones say neither side's version; this message it shows. */
+        if (c->client_minor < HBG_PROTO_MINOR_OLDEST_SESSION) {
+                snprintf(msg, sizeof(msg), "a client of protocol %u.%u cannot use this hbgd's shared memory "
+                         "(hbgd %s speaks protocol %u.%u, shared-memory layout %u): hbgd and libhbgclient "
+                         "must come from the same release", HBG_PROTO_MAJOR, c->client_minor, HBG_VERSION,
+                         HBG_PROTO_MAJOR, HBG_PROTO_MINOR, HBG_LAYOUT_VERSION);
+                *v = refuse(c, -EPROTONOSUPPORT, msg);
+                return false;
+        }
         if (c->session) {
                 *v = conn_reply_error(c, -EBUSY, "this connection already has a session");
                 return false;
@@ -128,9 +138,9 @@ static struct verdict send_session_reply(struct conn *c, struct session *s, cons
         r.sub_region_size = g->sub_region_size;
         r.cpl_region_size = g->cpl_region_size;
         r.first_id = s->first_id;
-        /* The wake page (protocol 1.5) to clients that know it: an older
-         * one takes exactly 4 fds. */
-        unsigned nfds = c->client_minor >= HBG_PROTO_MINOR_WAKE_PAGE ? 5 : 4;
+        /* With the wake page (protocol 1.5), which every client given a
+         * session knows (HBG_PROTO_MINOR_OLDEST_SESSION). */
+        unsigned nfds = HBG_WIRE_MAX_FDS;
         r.fds = nfds;
         r.stall_timeout_ms = stall_ms;
         /* hbgd's kernel table (protocol 1.3): the client validates and

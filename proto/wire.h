@@ -21,6 +21,10 @@
                                7: every completion policy answers task_waiting (a tensor wait
                                sleeps until its writer's byte, not 1 ms at a time) */
 #define HBG_PROTO_MINOR_WAKE_PAGE 5u
+/* The oldest client hbgd opens a session for: every older one maps the
+ * regions of another shared-memory layout (7 came with 1.6.1, protocol
+ * 1.6), and is refused with both sides' versions (docs/PROTOCOL.md). */
+#define HBG_PROTO_MINOR_OLDEST_SESSION 6u
 #define HBG_PROTO_MINOR_SEALED_SUB 6u
 #define HBG_PROTO_MINOR_TASK_WAKE 7u
 #define HBG_WIRE_MAX_FDS 5u

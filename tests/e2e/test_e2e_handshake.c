@@ -305,35 +305,50 @@ static bool read_only_end(int fd) {
         return fl >= 0 && (fl & O_ACCMODE) == O_RDONLY;
 }
 
-/* A protocol 1.4 client (before the wake page) gets the 4 fds it
- * expects: hbgd sends the page only to a client that says 1.5. */
-START_TEST(session_fds_of_older_client) {
+/* A client older than protocol 1.6 maps regions of another layout: its
+ * session request is refused with both sides' versions (which it shows),
+ * not answered with regions it would refuse with a message that names
+ * neither; the connection stays. A 1.6 client gets its session. */
+START_TEST(session_refused_to_older_client) {
         struct hbgd_proc *d = start_hbgd(_i, NULL);
         int base = fd_baseline(d);
-        int sock = raw_connect(d->socket_path);
-        Hbg__Hello h = HBG__HELLO__INIT;
-        Hbg__Envelope env = HBG__ENVELOPE__INIT;
-        h.version_major = HBG_PROTO_MAJOR;
-        h.version_minor = HBG_PROTO_MINOR_WAKE_PAGE - 1;
-        h.name = (char *)"a protocol 1.4 client";
-        env.msg_case = HBG__ENVELOPE__MSG_HELLO;
-        env.hello = &h;
-        send_env(sock, &env, NULL, 0);
-        wire_free(expect_env(sock, HBG__ENVELOPE__MSG_HELLO, NULL, 0));
-        Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
-        Hbg__Envelope req = HBG__ENVELOPE__INIT;
-        req.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
-        req.session_request = &sr;
-        send_env(sock, &req, NULL, 0);
-        int fds[4];
-        Hbg__Envelope *e = expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, 4);
-        ck_assert_uint_eq(e->session_reply->fds, 4);
-        wire_free(e);
-        ck_assert_msg(is_kind(fds[3], S_IFIFO) && read_only_end(fds[3]), "fd 4 is not the completion pipe");
-        for (unsigned i = 0; i < 4; i++)
-                close(fds[i]);
-        close(sock);
-        abuse_epilogue(d, base, "session of a protocol 1.4 client");
+        for (unsigned minor = HBG_PROTO_MINOR_OLDEST_SESSION - 1; minor <= HBG_PROTO_MINOR_OLDEST_SESSION; minor++) {
+                int sock = raw_connect(d->socket_path);
+                Hbg__Hello h = HBG__HELLO__INIT;
+                Hbg__Envelope env = HBG__ENVELOPE__INIT;
+                h.version_major = HBG_PROTO_MAJOR;
+                h.version_minor = minor;
+                h.name = (char *)"an older client";
+                env.msg_case = HBG__ENVELOPE__MSG_HELLO;
+                env.hello = &h;
+                send_env(sock, &env, NULL, 0);
+                wire_free(expect_env(sock, HBG__ENVELOPE__MSG_HELLO, NULL, 0));
+                Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
+                Hbg__Envelope req = HBG__ENVELOPE__INIT;
+                req.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
+                req.session_request = &sr;
+                send_env(sock, &req, NULL, 0);
+                if (minor < HBG_PROTO_MINOR_OLDEST_SESSION) {
+                        char both[160];
+                        snprintf(both, sizeof(both), "a client of protocol %u.%u cannot use this hbgd's shared memory "
+                                 "(hbgd %s speaks protocol %u.%u, shared-memory layout %u)", HBG_PROTO_MAJOR, minor,
+                                 HBG_VERSION, HBG_PROTO_MAJOR, HBG_PROTO_MINOR, HBG_LAYOUT_VERSION);
+                        expect_error_stays(d, sock, -EPROTONOSUPPORT, both, "session of a protocol 1.5 client");
+                        /* The connection stays: a status request is answered. */
+                        Hbg__Envelope *st;
+                        status_reply(sock, HBG__STATUS_KIND__STATUS_DAEMON, &st);
+                        wire_free(st);
+                } else {
+                        int fds[5];
+                        Hbg__Envelope *e = expect_env(sock, HBG__ENVELOPE__MSG_SESSION_REPLY, fds, 5);
+                        ck_assert_uint_eq(e->session_reply->fds, 5);
+                        wire_free(e);
+                        for (unsigned i = 0; i < 5; i++)
+                                close(fds[i]);
+                }
+                close(sock);
+        }
+        abuse_epilogue(d, base, "sessions of older clients");
 }
 END_TEST
 
@@ -650,7 +665,7 @@ static Suite *suite(void) {
         } cases[] = {
                 { "abuse", { abuse_wrong_major, abuse_oversized, abuse_garbage, abuse_not_hello_first,
                              abuse_truncated, abuse_fds, abuse_empty_record } },
-                { "session", { session_regions_sealed, session_fds_of_older_client, session_seal_made_impossible,
+                { "session", { session_regions_sealed, session_refused_to_older_client, session_seal_made_impossible,
                                kernel_table_by_digest } },
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -628,6 +628,7 @@ START_TEST(log_ratelimit) {
                   strerror(errno));
         Hbg__Hello hello = HBG__HELLO__INIT;
         hello.version_major = HBG_PROTO_MAJOR;
+        hello.version_minor = HBG_PROTO_MINOR;
         hello.name = (char *)"flood";
         Hbg__Envelope env = HBG__ENVELOPE__INIT;
         env.msg_case = HBG__ENVELOPE__MSG_HELLO;
