@@ -206,7 +206,7 @@ PROGRAMS := $(HBGD_BIN) $(HBGCTL_BIN) $(BENCH_BIN) $(EXAMPLE_BIN) $(HOST_EXAMPLE
 # (tests/modules/test_module.c). A module is built like any user's: the
 # public header only, no library.
 KMOD_EXAMPLE := $(B)/lib/hbg/kernels/hbg-nn.so
-TEST_MODULE_VARIANTS := counting init_fail clash_builtin clash_a clash_b bad_name no_run too_many_args bad_dir \
+TEST_MODULE_VARIANTS := counting init_fail clash_builtin clash_a clash_b bad_name dummy_name no_run too_many_args bad_dir \
                         bad_version bad_size small_size empty many_fit many_over long_summary misbehaving \
                         unsplit
 TEST_MODULES := $(TEST_MODULE_VARIANTS:%=$(B)/tests/modules/%.so) $(B)/tests/modules/no_init.so

@@ -100,6 +100,9 @@ extern const struct hbg_kernel_sig kernel_sigs[HBG_KERNEL_COUNT - 1];
 /* [a-z0-9_]{1,31}; with capitals, an argument's name ([A-Za-z0-9_]{1,31}).
  * false for NULL. */
 bool kernel_sig_name_ok(const char *s, bool capitals);
+/* The name graph files give a task that runs nothing (docs/GRAPH_FILES.md):
+ * no kernel may take it, or no graph file could call that kernel. */
+#define HBG_KERNEL_NAME_DUMMY "dummy"
 /* Shorter than max bytes, valid UTF-8, no control or format characters
  * (text_is_plain()); false for NULL. */
 bool kernel_sig_text_ok(const char *s, size_t max);

@@ -103,7 +103,7 @@ static int task_kernel(struct plan *p, size_t i, const struct members *m, hbg_ta
                 return graph_read_error(p, AT_TASK(i, "kernel"), "expected a string, got %s", graph_read_type_name(v));
         const char *kname = json_object_get_string(v);
         const struct hbg_kernel_sig *sg = NULL;
-        if (strcmp(kname, "dummy") != 0) {
+        if (strcmp(kname, HBG_KERNEL_NAME_DUMMY) != 0) {
                 sg = kernel_table_by_name(&p->kernels, kname);
                 if (!sg)
                         return graph_read_error(p, AT_TASK(i, "kernel"),
@@ -290,7 +290,7 @@ bool graph_file_names_unknown_kernel(const struct plan *p) {
                     !json_object_is_type(kernel, json_type_string))
                         continue;
                 const char *name = json_object_get_string(kernel);
-                if (strcmp(name, "dummy") != 0 && !kernel_table_by_name(&p->kernels, name))
+                if (strcmp(name, HBG_KERNEL_NAME_DUMMY) != 0 && !kernel_table_by_name(&p->kernels, name))
                         return true;
         }
         return false;

@@ -276,6 +276,9 @@ static int check_def(const struct hbg_kernel_def *def, uint32_t api_version, str
         if (!kernel_sig_name_ok(d->name, false))
                 return refuse(why, len, "kernel name '%.40s' is not [a-z0-9_]{1,31}", d->name ? d->name : "(null)");
         const char *kn = d->name;
+        if (strcmp(kn, HBG_KERNEL_NAME_DUMMY) == 0)
+                return refuse(why, len, "kernel '%s': the name is reserved (graph files give it to a task that "
+                              "runs nothing)", kn);
         const struct kernel_info *other = kernel_lookup_name(kn);
         if (other && !other->sig->module)
                 return refuse(why, len, "kernel '%s': name clash with the built-in kernel %s", kn, kn);

@@ -157,6 +157,8 @@ static const struct refusal {
         { "too_many_args", "kernel 'tm_count': too many tensor arguments (9; at most 8)" },
         { "no_run", "kernel 'tm_count': no run function" },
         { "bad_name", "kernel name 'Bad-Name' is not [a-z0-9_]{1,31}" },
+        /* A kernel no graph file could call. */
+        { "dummy_name", "kernel 'dummy': the name is reserved" },
         { "init_fail", "hbg_kernel_module_init failed: Operation not supported" },
         /* A text every client would refuse in hbgd's table. */
         { "long_summary", "kernel 'tm_count': the summary is not one line of text shorter than 512 bytes" },

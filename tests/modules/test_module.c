@@ -171,6 +171,8 @@ HBG_KERNEL_MODULE_EXPORT int hbg_kernel_module_init(struct hbg_kernel_host *host
                 d.name = "tm_clash";
         if (variant("bad_name"))
                 d.name = "Bad-Name";
+        if (variant("dummy_name"))
+                d.name = "dummy";
         if (variant("no_run"))
                 d.run = NULL;
         if (variant("too_many_args"))

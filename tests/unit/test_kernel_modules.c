@@ -318,6 +318,7 @@ static const struct refusal {
         { "init_fail", "hbg_kernel_module_init failed: Operation not supported" },
         { "clash_builtin", "kernel 'add_f32': name clash with the built-in kernel add_f32" },
         { "bad_name", "kernel name 'Bad-Name' is not [a-z0-9_]{1,31}" },
+        { "dummy_name", "kernel 'dummy': the name is reserved (graph files give it to a task that runs nothing)" },
         { "no_run", "kernel 'tm_count': no run function" },
         { "too_many_args", "kernel 'tm_count': too many tensor arguments (9; at most 8)" },
         { "bad_dir", "kernel 'tm_count': tensor out: bad direction 9 (in 1, out 2, inout 3)" },
