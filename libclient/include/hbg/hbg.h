@@ -250,7 +250,8 @@ HBG_EXPORT uint64_t hbg_i64(int64_t v);
 /* Add a task to the graph being built; dependencies are the explicit ones
  * plus those derived from its tensors (RAW, WAR, WAW; the predicate counts
  * as a read). Waits (back-pressure) while the task window is full, running
- * host tasks meanwhile. *ret_id (may be NULL) gets the task id. A bad task
+ * host tasks meanwhile (those the workers do not: without host_threads).
+ * *ret_id (may be NULL) gets the task id. A bad task
  * is refused here: -EINVAL, or -ENOENT for an unknown kernel name. Tasks
  * are handed to hbgd in batches: hbg_graph_submit() or any wait sends the
  * rest. More than 16 dependencies cost extra dummy tasks (ids in between). */
