@@ -31,13 +31,14 @@ static ssize_t read_small(const char *path, char *buf, size_t size) {
         return (ssize_t)n;
 }
 
-static int resident(uint64_t *ret) {
+static int memory(uint64_t *ret_resident, uint64_t *ret_virtual) {
         char buf[256];
         unsigned long long size, pages;
         if (read_small("/proc/self/statm", buf, sizeof(buf)) < 0 || sscanf(buf, "%llu %llu", &size, &pages) != 2)
                 return -ENOENT;
         long page = sysconf(_SC_PAGESIZE);
-        *ret = (uint64_t)pages * (uint64_t)(page > 0 ? page : 4096);
+        *ret_resident = (uint64_t)pages * (uint64_t)(page > 0 ? page : 4096);
+        *ret_virtual = (uint64_t)size * (uint64_t)(page > 0 ? page : 4096);
         return 0;
 }
 
@@ -110,7 +111,7 @@ int procstat_self(struct procstat *ret) {
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
                 ret->max_fds = rl.rlim_cur;
         int r;
-        if ((r = resident(&ret->resident_bytes)) < 0)
+        if ((r = memory(&ret->resident_bytes, &ret->virtual_bytes)) < 0)
                 err = r;
         if ((r = open_fds(&ret->open_fds)) < 0)
                 err = r;

@@ -19,7 +19,8 @@
  * ignored) answers the metrics in the format the Accept header prefers
  * (OpenMetrics when it ranks application/openmetrics-text at least as high
  * as what else it takes, else text 0.0.4), without the rows per uid
- * unless --per-uid; other paths 404, other methods 405, a request line
+ * unless --per-uid (HEAD: the same head alone); other paths 404, other
+ * methods 405, a request line
  * that is not exactly "METHOD SP TARGET SP HTTP/x.y" or a head with a NUL
  * 400, an HTTP version other than 1.x 505, a head that fills REQUEST_MAX
  * 431. hbgd not answering: 503 with the reason; Prometheus then records
@@ -134,6 +135,7 @@ struct conn {
         int64_t deadline;       /* of the current state (ms, clock_now_ms) */
         size_t n;               /* head bytes read */
         size_t drained;
+        bool head_only;         /* a HEAD request: the reply's head alone */
         char *out;              /* the reply */
         size_t out_len, out_done;
         char head[REQUEST_MAX + 1];
@@ -166,6 +168,9 @@ static void respond(struct conn *c, const char *status, const char *type, const 
                 conn_close(c);
                 return;
         }
+        /* HEAD: the same head (Content-Length the body's), no body. */
+        if (c->head_only)
+                len = 0;
         memcpy(c->out, head, (size_t)n);
         memcpy(c->out + n, body, len);
         c->out_len = (size_t)n + len;
@@ -306,8 +311,9 @@ static void serve(struct server *sv, struct conn *c) {
                 respond_text(c, "404 Not Found", "", "not found; the metrics are at /metrics\n");
                 return;
         }
-        if (strcmp(method, "GET") != 0) {
-                respond_text(c, "405 Method Not Allowed", "Allow: GET\r\n", "only GET\n");
+        c->head_only = strcmp(method, "HEAD") == 0;
+        if (strcmp(method, "GET") != 0 && !c->head_only) {
+                respond_text(c, "405 Method Not Allowed", "Allow: GET, HEAD\r\n", "only GET and HEAD\n");
                 return;
         }
         char accept[1024];
@@ -421,6 +427,7 @@ static void accept_some(struct server *sv, int lfd) {
                 c->state = CONN_READING;
                 c->seq = sv->accepted++;
                 c->n = 0;
+                c->head_only = false;
                 c->deadline = clock_now_ms() + IO_TIMEOUT_MS;
         }
 }

@@ -231,6 +231,7 @@ static const struct family families[] = {
         { "process_cpu_seconds", "counter", "seconds", "Total user and system CPU time spent.", SELF(cpu_us),
           1000000 },
         { "process_resident_memory_bytes", "gauge", "bytes", "Resident memory size.", SELF(resident_bytes), 1 },
+        { "process_virtual_memory_bytes", "gauge", "bytes", "Virtual memory size.", SELF(virtual_bytes), 1 },
         { "process_open_fds", "gauge", "", "Number of open file descriptors.", SELF(open_fds), 1 },
         { "process_max_fds", "gauge", "", "Maximum number of open file descriptors (0: no limit).", SELF(max_fds),
           1 },

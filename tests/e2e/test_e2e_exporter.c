@@ -236,6 +236,8 @@ START_TEST(exporter) {
         ck_assert_ptr_nonnull(sc);
         parse_openmetrics(r.body, sc);
         D_ASSERT(d, value_of(sc, "process_open_fds", "") >= 3 && value_of(sc, "process_resident_memory_bytes", "") > 0 &&
+                            value_of(sc, "process_virtual_memory_bytes", "") >=
+                                    value_of(sc, "process_resident_memory_bytes", "") &&
                             value_of(sc, "process_cpu_seconds_total", "") >= 0,
                  "the exporter's process_* families");
         D_ASSERT(d, value_of(sc, "hbg_sessions_opened_total", "") == 0, "sessions opened");
@@ -271,6 +273,14 @@ START_TEST(exporter) {
                 D_ASSERT(d, strstr(r.body, "\nprocess_open_fds "), "request %zu: no process_open_fds", i);
                 http_free(&r);
         }
+
+        /* HEAD: GET's head, with its Content-Length, and no body. */
+        r = http(port, "HEAD /metrics HTTP/1.1\r\n\r\n");
+        const char *cl = strstr(r.head, "\r\nContent-Length: ");
+        D_ASSERT(d, r.status == 200 && strstr(r.head, "\r\nContent-Type: text/plain; version=0.0.4") && cl &&
+                            strtoull(cl + 18, NULL, 10) > 1000 && r.body[0] == 0,
+                 "HEAD: %d %s [body %zu bytes]", r.status, r.head, strlen(r.body));
+        http_free(&r);
 
         /* What else it answers. */
         static const struct {
