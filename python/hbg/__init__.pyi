@@ -2,7 +2,7 @@
 # Type stubs of the hbg package (its docstrings say what each call does).
 import os
 from types import TracebackType
-from typing import Any, Callable, Iterable, NamedTuple, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Callable, Iterable, Optional, Sequence, Tuple, Type, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -36,17 +36,29 @@ class GraphError(RuntimeError):
     message: str
     errno: int
 
-class Kernel(NamedTuple):
-    id: int
-    name: str
-    summary: Optional[str]
-    module: Optional[str]
-    tensors: Tuple[Tuple[str, str], ...]
-    scalars: Tuple[Tuple[str, str], ...]
-    length: str
-    length_rule: Optional[str]
-    in_place: bool
-    splittable: bool
+# A struct sequence (as os.stat_result): a tuple whose items are also
+# named; no _fields or _asdict() as a NamedTuple has.
+class Kernel(Tuple[Any, ...]):
+    @property
+    def id(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def summary(self) -> Optional[str]: ...
+    @property
+    def module(self) -> Optional[str]: ...
+    @property
+    def tensors(self) -> Tuple[Tuple[str, str], ...]: ...
+    @property
+    def scalars(self) -> Tuple[Tuple[str, str], ...]: ...
+    @property
+    def length(self) -> str: ...
+    @property
+    def length_rule(self) -> Optional[str]: ...
+    @property
+    def in_place(self) -> bool: ...
+    @property
+    def splittable(self) -> bool: ...
 
 class Handle:
     @property

@@ -147,11 +147,13 @@ void hbgpy_client_block_gone(ClientObject *cl) {
 static int opt_positive(PyObject *v, const char *name, uint64_t *ret) {
         if (!v || v == Py_None)
                 return 0;
-        if (!PyLong_Check(v) || PyBool_Check(v)) {
+        PyObject *i = hbgpy_index(v);
+        if (!i) {
                 PyErr_Format(PyExc_TypeError, "%s must be an int, not %.80s", name, Py_TYPE(v)->tp_name);
                 return -1;
         }
-        unsigned long long x = PyLong_AsUnsignedLongLong(v);
+        unsigned long long x = PyLong_AsUnsignedLongLong(i);
+        Py_DECREF(i);
         if (x == (unsigned long long)-1 && PyErr_Occurred()) {
                 PyErr_Clear();
                 PyErr_Format(PyExc_ValueError, "%s must be a positive int", name);
@@ -232,9 +234,10 @@ static int client_init(ClientObject *cl, PyObject *args, PyObject *kwds) {
                 }
         }
         if (ok && threads && threads != Py_None) {
-                int is_int = PyLong_Check(threads) && !PyBool_Check(threads);
-                long n = is_int ? PyLong_AsLong(threads) : 0;
-                if (!is_int) {
+                PyObject *i = hbgpy_index(threads);
+                long n = i ? PyLong_AsLong(i) : 0;
+                Py_XDECREF(i);
+                if (!i) {
                         PyErr_Format(PyExc_TypeError, "host_threads must be an int, not %.80s",
                                      Py_TYPE(threads)->tp_name);
                         ok = 0;

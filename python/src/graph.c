@@ -277,7 +277,9 @@ static PyObject *graph_add(GraphObject *g, PyObject *const *args, Py_ssize_t nar
         if (parse_scalars(k, scalars, &t, what) < 0 || parse_after(after, &t, what) < 0)
                 return NULL;
         if (blocks && blocks != Py_None) {
-                long b = PyLong_Check(blocks) ? PyLong_AsLong(blocks) : -1;
+                PyObject *i = hbgpy_index(blocks);
+                long b = i ? PyLong_AsLong(i) : -1;
+                Py_XDECREF(i);
                 if (b < 1 || b > HBGPY_MAX_BLOCKS) {
                         PyErr_Clear();
                         PyErr_Format(PyExc_ValueError, "%s: blocks must be an int from 1 to %d, not %R", what,

@@ -96,6 +96,10 @@ extern PyTypeObject *hbgpy_KernelType;
 
 /* module.c */
 PyObject *hbgpy_raise(ClientObject *cl, int err, const char *what);
+/* v as a Python int (a new reference) when it is an integer, int or not
+ * (a numpy integer: __index__), but not a bool; else NULL, no exception
+ * set. */
+PyObject *hbgpy_index(PyObject *v);
 PyObject *hbgpy_raise_msg(int err, const char *msg);
 /* The hbg.GraphError for text, with the attributes its doc lists: text,
  * graph and task are new references (graph or task None when unknown),

@@ -127,14 +127,48 @@ static PyObject *new_array(ClientObject *cl, int nd, npy_intp *dims, PyArray_Des
         return arr;
 }
 
+/* numpy's converter of argument `arg` failed: its error again, of the same
+ * type, saying which argument ("Client.empty: shape: ..."). */
+static void arg_error(const char *what, const char *arg) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_NormalizeException(&type, &value, &tb);
+        PyObject *msg = value ? PyObject_Str(value) : NULL;
+        if (msg)
+                PyErr_Format(type ? type : PyExc_TypeError, "%s: %s: %U", what, arg, msg);
+        Py_XDECREF(msg);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+}
+
+/* dtype (NULL or None: float32) as numpy's converter takes it, its error
+ * naming the argument. */
+static int dtype_arg(PyObject *dtype, PyArray_Descr **ret, const char *what) {
+        *ret = NULL;
+        if (dtype && !PyArray_DescrConverter2(dtype, ret)) {
+                arg_error(what, "dtype");
+                return -1;
+        }
+        return 0;
+}
+
 static PyObject *shaped(ClientObject *cl, PyObject *args, PyObject *kwds, int zero, const char *fmt,
                         const char *what) {
         static char *kwlist[] = { "shape", "dtype", NULL };
         PyArray_Dims shape = { NULL, 0 };
         PyArray_Descr *descr = NULL;
-        if (!PyArg_ParseTupleAndKeywords(args, kwds, fmt, kwlist, PyArray_IntpConverter, &shape,
-                                         PyArray_DescrConverter2, &descr))
+        PyObject *shape_arg, *dtype = NULL;
+        if (!PyArg_ParseTupleAndKeywords(args, kwds, fmt, kwlist, &shape_arg, &dtype))
                 return NULL;
+        if (!PyArray_IntpConverter(shape_arg, &shape)) {
+                arg_error(what, "shape");
+                return NULL;
+        }
+        if (dtype_arg(dtype, &descr, what) < 0) {
+                PyDimMem_FREE(shape.ptr);
+                return NULL;
+        }
         if (!descr)
                 descr = PyArray_DescrFromType(NPY_FLOAT32);
         PyObject *arr = new_array(cl, shape.len, shape.ptr, descr, zero, what);
@@ -143,11 +177,11 @@ static PyObject *shaped(ClientObject *cl, PyObject *args, PyObject *kwds, int ze
 }
 
 PyObject *hbgpy_client_empty(ClientObject *cl, PyObject *args, PyObject *kwds) {
-        return shaped(cl, args, kwds, 0, "O&|O&:empty", "Client.empty");
+        return shaped(cl, args, kwds, 0, "O|O:empty", "Client.empty");
 }
 
 PyObject *hbgpy_client_zeros(ClientObject *cl, PyObject *args, PyObject *kwds) {
-        return shaped(cl, args, kwds, 1, "O&|O&:zeros", "Client.zeros");
+        return shaped(cl, args, kwds, 1, "O|O:zeros", "Client.zeros");
 }
 
 /* The HeapBlock under arr, if it is one of cl's: numpy keeps a view's
@@ -161,9 +195,10 @@ static HeapBlockObject *block_of(PyArrayObject *arr) {
 
 PyObject *hbgpy_client_asarray(ClientObject *cl, PyObject *args, PyObject *kwds) {
         static char *kwlist[] = { "array", "dtype", NULL };
-        PyObject *obj;
+        PyObject *obj, *dtype = NULL;
         PyArray_Descr *descr = NULL;
-        if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O&:asarray", kwlist, &obj, PyArray_DescrConverter2, &descr))
+        if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O:asarray", kwlist, &obj, &dtype) ||
+            dtype_arg(dtype, &descr, "Client.asarray") < 0)
                 return NULL;
         if (hbgpy_client_check(cl, "Client.asarray") < 0) {
                 Py_XDECREF(descr);

@@ -47,6 +47,15 @@ PyObject *hbgpy_raise_msg(int err, const char *msg) {
         return NULL;
 }
 
+PyObject *hbgpy_index(PyObject *v) {
+        if (!v || PyBool_Check(v) || !PyIndex_Check(v))
+                return NULL;
+        PyObject *i = PyNumber_Index(v);
+        if (!i)
+                PyErr_Clear();
+        return i;
+}
+
 PyObject *hbgpy_raise(ClientObject *cl, int err, const char *what) {
         const char *why = cl && cl->c ? hbg_last_error(cl->c) : "";
         if (!why || !*why)

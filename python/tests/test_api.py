@@ -75,6 +75,27 @@ def test_connect_options_used(hbgd):
         g.run()
 
 
+def test_numpy_integers_taken_as_ints(hbgd):
+    """Sizes and counts given as numpy integers, as from numpy arithmetic."""
+    with hbg.connect(hbgd.socket, heap=np.int64(1 << 20), window=np.uint32(256), host_threads=np.int8(1)) as c:
+        assert c.host_threads == 1
+        x = c.zeros(np.int64(64))
+        g = c.graph()
+        g.add("scale_f32", x, scalars=(2.0,), blocks=np.int64(2))
+        g.run()
+        with pytest.raises(ValueError, match="blocks must be an int from 1 to 4096"):
+            g.add("scale_f32", x, scalars=(2.0,), blocks=True)
+
+
+def test_bad_shape_and_dtype_name_the_argument(client):
+    for bad, name in ((lambda: client.empty("abc"), "Client.empty: shape: "),
+                      (lambda: client.zeros(3.5), "Client.zeros: shape: "),
+                      (lambda: client.empty(3, dtype="nonsense"), "Client.empty: dtype: "),
+                      (lambda: client.asarray([1.0], dtype="nonsense"), "Client.asarray: dtype: ")):
+        with pytest.raises((TypeError, ValueError), match=name):
+            bad()
+
+
 def test_connect_refused_no_socket(tmp_path):
     with pytest.raises(FileNotFoundError) as e:
         hbg.connect(str(tmp_path / "none.sock"))
