@@ -15,7 +15,7 @@ static const struct {
         { -ENOENT, "not found (no such kernel, or no hbgd socket at that path)" },
         { -ETIMEDOUT, "timed out" },
         { -ETIME, "a task exceeded the stall limit or a kernel time budget" },
-        { -ECONNRESET, "hbgd went away (connection reset)" },
+        { -ECONNRESET, "the session ended: hbgd went away, or closed it (hbgctl kill)" },
         { -ECONNREFUSED, "hbgd is not running (connection refused)" },
         { -EPROTO, "protocol error between libhbgclient and hbgd" },
         { -EPROTONOSUPPORT, "hbgd does not speak this protocol version" },

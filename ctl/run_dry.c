@@ -288,10 +288,7 @@ int run_dry(const struct ctl_opts *o, struct plan *p, int64_t compile_ns) {
         static const char unchecked[] =
                 "hbgd's checks (kernels' own rules such as gemm shapes, the heap size, the per-task work limit)";
         if (n_err)
-                run_print_errors(p, EXIT_FAIL);
-        if (hc.omitted && !opt_json)
-                fprintf(stderr, "hbgctl: and %" PRIu64 " more task%s hbgd refused\n", hc.omitted,
-                        hc.omitted == 1 ? "" : "s");
+                run_print_errors(p, EXIT_FAIL, hc.omitted);
         if (o->dry_run && !hc.ran && !opt_json)
                 fprintf(stderr, "hbgctl: not checked: %s: %s\n", unchecked, hc.why);
         if (opt_json) {

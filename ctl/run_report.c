@@ -60,7 +60,7 @@ static int by_path(const void *a, const void *b) {
 
 /* Every noted error of the file on stderr, one a line (the first through
  * ctl_error(): the JSON error); the exit status. */
-int run_print_errors(struct plan *p, int exit_code) {
+int run_print_errors(struct plan *p, int exit_code, uint64_t unlisted) {
         size_t n = graph_file_n_errors(p);
         /* In file order (json-c's sort is a qsort: equal ranks in any
          * order, a task's errors are one per finder at most). */
@@ -78,14 +78,18 @@ int run_print_errors(struct plan *p, int exit_code) {
                         fprintf(stderr, "hbgctl: %s\n", ctl_shown(line, shown, sizeof(shown)));
                 }
         }
-        if (n > 1 && !opt_json)
+        if (unlisted && !opt_json)
+                fprintf(stderr, "hbgctl: %" PRIu64 " errors in %s (%zu listed; hbgd refused %" PRIu64
+                                " more task%s)\n",
+                        n + unlisted, graph_file_name(p), n, unlisted, unlisted == 1 ? "" : "s");
+        else if (n > 1 && !opt_json)
                 fprintf(stderr, "hbgctl: %zu errors in %s\n", n, graph_file_name(p));
         return exit_code;
 }
 
 /* The file's errors as the JSON answer of a run that did not start. */
 int run_file_errors(struct plan *p) {
-        run_print_errors(p, EXIT_FAIL);
+        run_print_errors(p, EXIT_FAIL, 0);
         if (opt_json) {
                 json_object *o = json_object_new_object();
                 json_object_object_add(o, "status", json_object_new_string("error"));

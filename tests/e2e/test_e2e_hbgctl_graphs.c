@@ -679,6 +679,28 @@ START_TEST(run_dry_run) {
         ck_assert_msg(strncmp(r.out, "ok: 11 tasks checked by hbgctl and hbgd in ", 43) == 0, "%s", r.out);
         result_free(&r);
 
+        /* More tasks refused than hbgd's reply lists: the count is of all
+         * of them, and says how many are listed. */
+        snprintf(path, sizeof(path), "%s/many_bad.json", d->dir);
+        FILE *f = fopen(path, "w");
+        ck_assert(f);
+        fprintf(f, "{\"tensors\": {\"A\": {\"len\": 4096}, \"B\": {\"len\": 4096}, \"C\": {\"len\": 4096}}, "
+                   "\"tasks\": [");
+        for (int i = 0; i < 1000; i++) /* shapes only hbgd's check refuses */
+                fprintf(f, "%s{\"kernel\": \"gemm_f32\", \"args\": [\"A\", \"B\", \"C\"], \"scalars\": [64, 64, 128]}",
+                        i ? ", " : "");
+        fprintf(f, "]}\n");
+        ck_assert_int_eq(fclose(f), 0);
+        r = ctl(S, "run", "--dry-run", path);
+        ASSERT_CODE(r, 1);
+        const char *count = strstr(r.err, "hbgctl: 1000 errors in ");
+        unsigned listed = 0, more = 0;
+        ck_assert_msg(count && sscanf(strchr(count, '(') ? strchr(count, '(') : "", "(%u listed; hbgd refused %u more",
+                                      &listed, &more) == 2 && listed + more == 1000 && more > 0,
+                      "%.300s", count ? count : r.err);
+        result_free(&r);
+        unlink(path);
+
         /* a real run stops at the same rules, with the path and elements */
         graph_path(path, sizeof(path), "dry_run_errors.json");
         r = ctl(S, "run", path);
