@@ -108,12 +108,13 @@ static void encode_task(const struct plan *p, size_t i, struct hbg_recorded_task
         producer_task_encode(&rt->desc, rt->payload.fanins, &rt->payload.args, (uint64_t)i + 1, &r, fanins, nf);
 }
 
-/* The compiled tasks in a memfd sealed as hbgd requires. */
-static int tasks_memfd(const struct plan *p, int *ret_fd) {
+/* Compiled tasks first .. first + n - 1 in a memfd sealed as hbgd
+ * requires. */
+static int tasks_memfd(const struct plan *p, size_t first, size_t n, int *ret_fd) {
         int fd = memfd_create("hbgctl-dry-run", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         if (fd < 0)
                 return -errno;
-        size_t bytes = p->n_tasks * sizeof(struct hbg_recorded_task);
+        size_t bytes = n * sizeof(struct hbg_recorded_task);
         if (ftruncate(fd, (off_t)bytes) < 0) {
                 int err = -errno;
                 close(fd);
@@ -125,8 +126,8 @@ static int tasks_memfd(const struct plan *p, int *ret_fd) {
                 close(fd);
                 return err;
         }
-        for (size_t i = 0; i < p->n_tasks; i++)
-                encode_task(p, i, &m[i]);
+        for (size_t i = 0; i < n; i++)
+                encode_task(p, first + i, &m[i]);
         munmap(m, bytes);
         if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) < 0) {
                 int err = -errno;
@@ -163,6 +164,73 @@ static void not_checked(struct hbgd_check *hc, int exit, const char *fmt, ...) {
         hc->exit = exit;
 }
 
+/* Tasks first .. first + n - 1 validated by hbgd on connection fd: their
+ * errors noted; -1 when hbgd did not check them (hc says why, or the
+ * file's error as a run's session would refuse it is noted). */
+static int ask_piece(const struct ctl_opts *o, struct plan *p, struct hbgd_check *hc, int fd, size_t first,
+                     size_t n) {
+        struct ctl_failure fail;
+        int mfd = -1;
+        int err = tasks_memfd(p, first, n, &mfd);
+        if (err < 0) {
+                not_checked(hc, EXIT_FAIL, "cannot make the memfd of %zu tasks: %s", n, strerror(-err));
+                return -1;
+        }
+        Hbg__ValidateRequest rq = HBG__VALIDATE_REQUEST__INIT;
+        rq.tasks = n;
+        rq.first_task = first;
+        rq.heap_size = o->heap;
+        rq.task_window = o->window;
+        Hbg__Envelope env = HBG__ENVELOPE__INIT, *reply = NULL;
+        env.msg_case = HBG__ENVELOPE__MSG_VALIDATE_REQUEST;
+        env.validate_request = &rq;
+        ctl_errors_quiet(true);
+        err = ctl_roundtrip(fd, &env, mfd, VALIDATE_TIMEOUT_MS, &reply, &fail);
+        ctl_errors_quiet(false);
+        close(mfd);
+        if (err < 0 && fail.at == CTL_AT_HBGD && ctl_exit_status(&fail) == EXIT_FAIL) {
+                /* Refused as the run's session would be (a window or
+                 * heap above hbgd's limits, too many tasks): the file
+                 * as run with these options has this error. */
+                hc->ran = true;
+                graph_file_error(p, "$", fail.message, "hbgd");
+                return -1;
+        }
+        if (err < 0) {
+                /* hbgd went away, did not answer in time, or refused as
+                 * it refuses a connection (stopping). */
+                not_checked(hc, ctl_exit_status(&fail), "%s%s",
+                            fail.at == CTL_AT_HBGD ? "hbgd refused the request: " : "no answer from hbgd: ",
+                            fail.at == CTL_AT_HBGD ? fail.message : strerror(-fail.err));
+                hc->ran = false;
+                return -1;
+        }
+        if (reply->msg_case != HBG__ENVELOPE__MSG_VALIDATE_REPLY) {
+                not_checked(hc, EXIT_FAIL, "unexpected answer from hbgd (message %d)", (int)reply->msg_case);
+                hc->ran = false;
+                wire_free(reply);
+                return -1;
+        }
+        const Hbg__ValidateReply *r = reply->validate_reply;
+        /* Tensors beyond hbgd's heap first (the tasks' errors follow). */
+        if (!hc->ran)
+                check_heap(p, r->heap_size, o->heap ? "the asked" : "hbgd's default");
+        hc->ran = true;
+        hc->heap_size = r->heap_size;
+        hc->max_task_cost = r->max_task_cost;
+        hc->omitted += r->errors_omitted;
+        for (size_t i = 0; i < r->n_errors; i++) {
+                const Hbg__TaskError *e = r->errors[i];
+                char path[64];
+                if (e->task >= n)
+                        continue;       /* not one we sent */
+                snprintf(path, sizeof(path), "$.tasks[%zu]", first + e->task);
+                graph_file_error(p, path, e->message && e->message[0] ? e->message : hbg_strerror(e->code), "hbgd");
+        }
+        wire_free(reply);
+        return 0;
+}
+
 static void ask_hbgd(const struct ctl_opts *o, struct plan *p, struct hbgd_check *hc) {
         struct ctl_failure fail;
         uint32_t minor = 0;
@@ -189,62 +257,16 @@ static void ask_hbgd(const struct ctl_opts *o, struct plan *p, struct hbgd_check
                 close(fd);
                 return;
         }
-        int mfd = -1;
-        int err = tasks_memfd(p, &mfd);
-        if (err < 0) {
-                not_checked(hc, EXIT_FAIL, "cannot make the memfd of %zu tasks: %s", p->n_tasks, strerror(-err));
-                close(fd);
-                return;
+        /* In pieces of at most HBG_VALIDATE_MAX_TASKS, each saying where
+         * it begins; an older hbgd takes the graph whole (up to its
+         * max_recorded_tasks). */
+        size_t piece = minor >= HBG_PROTO_MINOR_VALIDATE_PIECES ? HBG_VALIDATE_MAX_TASKS : p->n_tasks;
+        for (size_t first = 0; first < p->n_tasks || first == 0; first += piece) {
+                size_t n = p->n_tasks - first < piece ? p->n_tasks - first : piece;
+                if (ask_piece(o, p, hc, fd, first, n) < 0 || n == 0)
+                        break;
         }
-        Hbg__ValidateRequest rq = HBG__VALIDATE_REQUEST__INIT;
-        rq.tasks = p->n_tasks;
-        rq.heap_size = o->heap;
-        rq.task_window = o->window;
-        Hbg__Envelope env = HBG__ENVELOPE__INIT, *reply = NULL;
-        env.msg_case = HBG__ENVELOPE__MSG_VALIDATE_REQUEST;
-        env.validate_request = &rq;
-        ctl_errors_quiet(true);
-        err = ctl_roundtrip(fd, &env, mfd, VALIDATE_TIMEOUT_MS, &reply, &fail);
-        ctl_errors_quiet(false);
-        close(mfd);
         close(fd);
-        if (err < 0 && fail.at == CTL_AT_HBGD && ctl_exit_status(&fail) == EXIT_FAIL) {
-                /* Refused as the run's session would be (a window or
-                 * heap above hbgd's limits, too many tasks): the file
-                 * as run with these options has this error. */
-                hc->ran = true;
-                graph_file_error(p, "$", fail.message, "hbgd");
-                return;
-        }
-        if (err < 0) {
-                /* hbgd went away, did not answer in time, or refused as
-                 * it refuses a connection (stopping). */
-                not_checked(hc, ctl_exit_status(&fail), "%s%s",
-                            fail.at == CTL_AT_HBGD ? "hbgd refused the request: " : "no answer from hbgd: ",
-                            fail.at == CTL_AT_HBGD ? fail.message : strerror(-fail.err));
-                return;
-        }
-        if (reply->msg_case != HBG__ENVELOPE__MSG_VALIDATE_REPLY) {
-                not_checked(hc, EXIT_FAIL, "unexpected answer from hbgd (message %d)", (int)reply->msg_case);
-                wire_free(reply);
-                return;
-        }
-        const Hbg__ValidateReply *r = reply->validate_reply;
-        hc->ran = true;
-        hc->heap_size = r->heap_size;
-        hc->max_task_cost = r->max_task_cost;
-        hc->omitted = r->errors_omitted;
-        /* Tensors beyond hbgd's heap first (the tasks' errors follow). */
-        check_heap(p, r->heap_size, o->heap ? "the asked" : "hbgd's default");
-        for (size_t i = 0; i < r->n_errors; i++) {
-                const Hbg__TaskError *e = r->errors[i];
-                char path[64];
-                if (e->task >= p->n_tasks)
-                        continue;       /* not one we sent */
-                snprintf(path, sizeof(path), "$.tasks[%" PRIu32 "]", e->task);
-                graph_file_error(p, path, e->message && e->message[0] ? e->message : hbg_strerror(e->code), "hbgd");
-        }
-        wire_free(reply);
 }
 
 /* --dry-run, --dot: the file compiled against a heap laid out as

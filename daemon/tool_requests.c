@@ -152,8 +152,8 @@ struct verdict tool_validate(struct conn *c, const Hbg__Envelope *env, const int
         char msg[256];
         const Hbg__ValidateRequest *rq = env->validate_request;
         struct validate_job *j;
-        int err = validate_start(&j, c->d->engine, &c->d->cfg, c->cred.uid, fds[0], rq->tasks, rq->task_window, rq->heap_size,
-                                 msg, sizeof(msg));
+        int err = validate_start(&j, c->d->engine, &c->d->cfg, c->cred.uid, fds[0], rq->first_task, rq->tasks,
+                                 rq->task_window, rq->heap_size, msg, sizeof(msg));
         if (err < 0) {
                 char full[300];
                 snprintf(full, sizeof(full), "validate: %s", msg);

@@ -5,10 +5,11 @@
  * (engine_validate(), the code every submitted task passes, kernels'
  * checks included) against the heap its session would get, every error
  * reported, nothing run and nothing kept. Needs no session, so it works
- * for anyone [access] admits. Bounded like a recording: at most
- * max_recorded_tasks tasks per request, validated on the slow-work thread
- * (one request per connection at a time), the errors listed as far as
- * they fit max_message_size.
+ * for anyone [access] admits. Bounded: at most HBG_VALIDATE_MAX_TASKS
+ * tasks per request (a larger graph comes in pieces, each saying where
+ * it begins), validated on the slow-work thread like a recording (one
+ * request per connection at a time), the errors listed as far as they fit
+ * max_message_size.
  */
 #include "daemon/validate_request.h"
 #include "daemon/record.h"
@@ -42,6 +43,7 @@ struct validate_job {
         const struct hbg_recorded_task *map;
         size_t bytes;
         uint32_t tasks;
+        uint64_t first;                /* the number of the request's first task in its graph */
         uint64_t heap_size;
         uint64_t max_task_cost;
         /* The worker's result: the first max_errors errors, and how many. */
@@ -67,7 +69,7 @@ static void collect(void *userdata, uint32_t task, int code, const char *message
 
 static void validate_run(struct slow_job *work) {
         struct validate_job *j = (struct validate_job *)work;
-        int n = engine_validate(j->e, j->heap_size, j->map, j->tasks, collect, j);
+        int n = engine_validate(j->e, j->heap_size, j->first, j->map, j->tasks, collect, j);
         j->err = n < 0 ? n : 0;
 }
 
@@ -83,12 +85,17 @@ void validate_free(struct validate_job *j) {
 }
 
 int validate_start(struct validate_job **ret, const struct hbg_engine *e, const struct hbgd_config *cfg,
-                   uid_t uid, int fd, uint64_t tasks, uint64_t task_window, uint64_t heap_size, char *msg,
-                   size_t msg_len) {
-        if (tasks == 0 || tasks > cfg->max_recorded_tasks || tasks > UINT32_MAX) {
-                snprintf(msg, msg_len, "a validate request has 1 to %" PRIu64 " tasks ([limits] max_recorded_tasks)",
-                         cfg->max_recorded_tasks < UINT32_MAX ? cfg->max_recorded_tasks : UINT32_MAX);
+                   uid_t uid, int fd, uint64_t first, uint64_t tasks, uint64_t task_window, uint64_t heap_size,
+                   char *msg, size_t msg_len) {
+        if (tasks == 0 || tasks > HBG_VALIDATE_MAX_TASKS) {
+                snprintf(msg, msg_len, "a validate request has 1 to %u tasks (a larger graph comes in pieces)",
+                         HBG_VALIDATE_MAX_TASKS);
                 return -E2BIG;
+        }
+        /* Ids stay far from wrapping (a fanin is an id below its task's). */
+        if (first > UINT64_MAX / 2) {
+                snprintf(msg, msg_len, "first_task %" PRIu64 " is not a task's number", first);
+                return -EINVAL;
         }
         /* The geometry a session asking for task_window and heap_size
          * would get, refused as that session would be. */
@@ -108,6 +115,7 @@ int validate_start(struct validate_job **ret, const struct hbg_engine *e, const 
         }
         j->e = e;
         j->tasks = (uint32_t)tasks;
+        j->first = first;
         j->bytes = bytes;
         j->heap_size = g.heap_size;
         j->max_task_cost = cfg->engine.max_task_cost;

@@ -13,13 +13,15 @@
 #include "hbg.pb-c.h"
 
 #define HBG_PROTO_MAJOR 1u
-#define HBG_PROTO_MINOR 7u  /* 1: RecordRequest (graph replay); 2: CancelRequest, KillRequest,
+#define HBG_PROTO_MINOR 8u  /* 1: RecordRequest (graph replay); 2: CancelRequest, KillRequest,
                                ValidateRequest (dry runs); 3: the kernel table (SessionReply.kernels,
                                KernelInfo's full signature); 4: TraceRequest (the task timeline);
                                5: the wake page (a 5th fd in SessionReply); 6: the client seals
                                its submission region once mapped, then rings (served from then);
                                7: every completion policy answers task_waiting (a tensor wait
-                               sleeps until its writer's byte, not 1 ms at a time) */
+                               sleeps until its writer's byte, not 1 ms at a time); 8:
+                               ValidateRequest.first_task (a dry run in pieces of at most
+                               HBG_VALIDATE_MAX_TASKS tasks, whatever max_recorded_tasks) */
 #define HBG_PROTO_MINOR_WAKE_PAGE 5u
 /* The oldest client hbgd opens a session for: every older one maps the
  * regions of another shared-memory layout (7 came with 1.6.1, protocol
@@ -27,6 +29,11 @@
 #define HBG_PROTO_MINOR_OLDEST_SESSION 6u
 #define HBG_PROTO_MINOR_SEALED_SUB 6u
 #define HBG_PROTO_MINOR_TASK_WAKE 7u
+#define HBG_PROTO_MINOR_VALIDATE_PIECES 8u
+/* The most tasks of one ValidateRequest (protocol 1.8; before, at most
+ * max_recorded_tasks): what one piece of a dry run may cost the slow-work
+ * thread. */
+#define HBG_VALIDATE_MAX_TASKS 65536u
 #define HBG_WIRE_MAX_FDS 5u
 #define HBG_WIRE_MAX_MSG_DEFAULT 65536u
 /* The largest session reply: what every client reads of one record

@@ -42,9 +42,10 @@ int ring_record_add(struct hbg_ring *r, struct recorded_graph *g);
 bool ring_record_full(const struct hbg_ring *r);
 void recorded_graph_free(struct recorded_graph *g);
 /*
- * Validate-only (a dry run, docs/PROTOCOL.md): each of the n tasks
- * checked as ring_record_validate() would (task i has id i + 1, its
- * fanins in [0, i + 1)) against a heap of heap_size bytes and the
+ * Validate-only (a dry run, docs/PROTOCOL.md): each of the n tasks, the
+ * tasks from number first on of a larger graph, checked as
+ * ring_record_validate() would (task i has id first + i + 1, its fanins
+ * in [0, first + i + 1)) against a heap of heap_size bytes and the
  * engine's limits, with no ring and nothing kept. report() is called for
  * every invalid task, in order, with its error and a message with the
  * numbers that failed (kernel_explain()). Any thread (reads only the
@@ -53,8 +54,8 @@ void recorded_graph_free(struct recorded_graph *g);
  */
 #define HBG_VALIDATE_MESSAGE_MAX 256
 typedef void (*hbg_validate_report_fn)(void *userdata, uint32_t task, int code, const char *message);
-int engine_validate(const struct hbg_engine *e, uint64_t heap_size, const struct hbg_recorded_task *tasks,
-                    uint32_t n, hbg_validate_report_fn report, void *userdata);
+int engine_validate(const struct hbg_engine *e, uint64_t heap_size, uint64_t first,
+                    const struct hbg_recorded_task *tasks, uint32_t n, hbg_validate_report_fn report, void *userdata);
 /* The most bytes ring_record() keeps for n tasks, and the bytes a
  * validated graph g keeps (at most that): what a recording is charged
  * before its validation, and after. */

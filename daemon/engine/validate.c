@@ -494,8 +494,8 @@ bool validate_explain(const struct hbg_ring *r, const struct task_slot *s, int e
         return why && explain_task(&rules, s, err, why, buf, len);
 }
 
-int engine_validate(const struct hbg_engine *e, uint64_t heap_size, const struct hbg_recorded_task *tasks,
-                    uint32_t n, hbg_validate_report_fn report, void *userdata) {
+int engine_validate(const struct hbg_engine *e, uint64_t heap_size, uint64_t first,
+                    const struct hbg_recorded_task *tasks, uint32_t n, hbg_validate_report_fn report, void *userdata) {
         const struct task_rules rules = { heap_size, e->cfg.max_task_cost };
         struct task_slot *s = aligned_alloc(64, sizeof(*s));
         if (!s)
@@ -509,7 +509,7 @@ int engine_validate(const struct hbg_engine *e, uint64_t heap_size, const struct
                 const char *why = NULL;
                 memset(s, 0, sizeof(*s));
                 const struct task_parts parts = { copy.payload.fanins, &copy.payload.args };
-                int err = check_task(&rules, s, &copy.desc, &parts, (uint64_t)i + 1, 0, &memo, &why);
+                int err = check_task(&rules, s, &copy.desc, &parts, first + i + 1, 0, &memo, &why);
                 if (err == 0)
                         continue;
                 explain_task(&rules, s, err, why, msg, sizeof(msg));

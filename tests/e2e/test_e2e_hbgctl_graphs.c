@@ -613,6 +613,66 @@ END_TEST
 /* ------------------------------------------------------------ --dry-run against hbgd */
 
 /*
+ * A dry run does not depend on max_recorded_tasks (0 here: no recordings
+ * at all): a file of PIECES_TASKS tasks, more than one validate request
+ * takes, goes in pieces. Each task waits for the one before, across the
+ * pieces' boundary too; the one bad gemm, in the second piece, is the only
+ * error, at its own index. The real run of the same file is refused for
+ * that task as well.
+ */
+#define PIECES_TASKS (HBG_VALIDATE_MAX_TASKS + 1000)
+
+START_TEST(run_dry_run_pieces) {
+        char dir[] = "/tmp/hbgctl-pieces.XXXXXX", conf[PATH_MAX], path[PATH_MAX];
+        ck_assert(mkdtemp(dir));
+        snprintf(conf, sizeof(conf), "%s/hbgd.conf", dir);
+        FILE *f = fopen(conf, "w");
+        ck_assert(f && fputs("[limits]\nmax_recorded_tasks = 0\n", f) >= 0 && fclose(f) == 0);
+        struct hbgd_proc *d = NULL;
+        int err = daemon_start(&d, (const char *const[]){ "--config", conf, NULL }, NULL);
+        ck_assert_msg(err == 0, "hbgd did not start: %s", strerror(-err));
+        const char *S = d->socket_path;
+        snprintf(path, sizeof(path), "%s/pieces.json", dir);
+        f = fopen(path, "w");
+        ck_assert(f);
+        const unsigned bad = HBG_VALIDATE_MAX_TASKS + 500;
+        fprintf(f, "{\"tensors\": {\"A\": {\"len\": 4096}, \"B\": {\"len\": 4096}, \"C\": {\"len\": 4096}}, "
+                   "\"tasks\": [");
+        for (unsigned i = 0; i < PIECES_TASKS; i++) {
+                fprintf(f, "%s{\"name\": \"t%u\", ", i ? ", " : "", i);
+                if (i)
+                        fprintf(f, "\"after\": [\"t%u\"], ", i - 1);
+                if (i == bad)
+                        fprintf(f, "\"kernel\": \"gemm_f32\", \"args\": [\"A\", \"B\", \"C\"], \"scalars\": [64, 64, 128]}");
+                else
+                        fprintf(f, "\"kernel\": \"noop\"}");
+        }
+        fprintf(f, "]}\n");
+        ck_assert_int_eq(fclose(f), 0);
+        struct result r = ctl(S, "run", "--dry-run", "--json", path);
+        ASSERT_CODE(r, 1);
+        json_object *o = parse_json(&r), *errs = get(o, "errors");
+        ck_assert_int_eq(json_object_array_length(errs), 1);
+        char want[64];
+        snprintf(want, sizeof(want), "$.tasks[%u]", bad);
+        ck_assert_str_eq(json_object_get_string(get(json_object_array_get_idx(errs, 0), "path")), want);
+        ck_assert_msg(strstr(json_object_get_string(get(json_object_array_get_idx(errs, 0), "message")),
+                             "gemm_f32: shape does not fit A"), "%s", r.out);
+        json_object_put(o);
+        result_free(&r);
+        r = ctl(S, "run", path);
+        ASSERT_CODE(r, 1);
+        snprintf(want, sizeof(want), "failed at task %u \"t%u\"", bad, bad);
+        ck_assert_msg(strstr(r.err, want) && strstr(r.err, "shape does not fit A"), "%s", r.err);
+        result_free(&r);
+        unlink(path);
+        unlink(conf);
+        rmdir(dir);
+        daemon_destroy(d);
+}
+END_TEST
+
+/*
  * dry_run_errors.json: add_f32 on 1024, 1024 and 512 elements, a gemm
  * shape that does not fit A, an unknown tensor. With hbgd every error is
  * reported, with its path and element counts, hbgd's with numbers; without
@@ -942,6 +1002,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, run_stdin);
         tcase_add_test(tc, run_progress);
         tcase_add_test(tc, run_dry_run);
+        tcase_add_test(tc, run_dry_run_pieces);
         tcase_add_test(tc, run_heap);
         tcase_add_test(tc, run_small_points);
         suite_add_tcase(s, tc);

@@ -984,6 +984,45 @@ START_TEST(limits_at_n) {
         wire_free(expect_env(socks[2], HBG__ENVELOPE__MSG_RECORD_REPLY, NULL, 0));
         send_record_request(socks[2], 1, &one, 1);
         expect_error_stays(d, socks[2], -E2BIG, "max_recorded_tasks", "recorded task 5 with max_recorded_tasks = 4");
+        /* A validate request (a dry run) is not a recording: 5 tasks
+         * (noops with ids 1..5) pass; the same as tasks 70000.. of a
+         * larger graph have the wrong ids, and each is refused; 65536 is
+         * its own bound, and first_task must be a task's number. */
+        int val = raw_connect(d->socket_path);
+        raw_hello(val);
+        int five = recording_memfd(5 * sizeof(struct hbg_recorded_task), true);
+        static const struct {
+                uint64_t tasks, first;
+                int fd_of_five, code;
+                const char *needle;
+                unsigned errors;
+        } vr_cases[] = {
+                { 5, 0, 1, 0, NULL, 0 },
+                { 5, 70000, 1, 0, NULL, 5 },
+                { 65537, 0, 0, -E2BIG, "1 to 65536 tasks", 0 },
+                { 5, UINT64_C(1) << 63, 1, -EINVAL, "first_task", 0 },
+        };
+        for (size_t i = 0; i < sizeof(vr_cases) / sizeof(vr_cases[0]); i++) {
+                Hbg__ValidateRequest vr = HBG__VALIDATE_REQUEST__INIT;
+                vr.tasks = vr_cases[i].tasks;
+                vr.first_task = vr_cases[i].first;
+                Hbg__Envelope env = HBG__ENVELOPE__INIT;
+                env.msg_case = HBG__ENVELOPE__MSG_VALIDATE_REQUEST;
+                env.validate_request = &vr;
+                send_env(val, &env, vr_cases[i].fd_of_five ? &five : &one, 1);
+                if (vr_cases[i].code) {
+                        expect_error_stays(d, val, vr_cases[i].code, vr_cases[i].needle, "a validate request refused");
+                        continue;
+                }
+                Hbg__Envelope *e = expect_env(val, HBG__ENVELOPE__MSG_VALIDATE_REPLY, NULL, 0);
+                const Hbg__ValidateReply *vrep = e->validate_reply;
+                D_ASSERT(d, vrep->n_errors == vr_cases[i].errors &&
+                                    (!vrep->n_errors || vrep->errors[vrep->n_errors - 1]->task == vrep->n_errors - 1),
+                         "validate request %zu: %zu errors, want %u", i, vrep->n_errors, vr_cases[i].errors);
+                wire_free(e);
+        }
+        close(five);
+        close(val);
         close(one);
         close(three);
         for (unsigned i = 1; i < 4; i++)

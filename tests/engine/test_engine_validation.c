@@ -775,7 +775,7 @@ static int dry_run_message(struct vctx *c, uint64_t b, char *msg, size_t len) {
         struct hbg_recorded_task t = recorded_of(c, b);
         t.desc.id = 1;
         struct first_refusal f = { 0 };
-        ck_assert_int_eq(engine_validate(c->e, c->heap_size, &t, 1, keep_refusal, &f), (int)f.n);
+        ck_assert_int_eq(engine_validate(c->e, c->heap_size, 0, &t, 1, keep_refusal, &f), (int)f.n);
         snprintf(msg, len, "%s", f.n ? f.message : "");
         return f.n ? f.code : 0;
 }
@@ -1281,7 +1281,7 @@ static struct first_refusal two_lanes(struct hbg_engine *e, uint16_t k0, uint16_
         t.desc.n_scalars = 1;
         t.payload.args.scalars[0] = scalar;
         struct first_refusal f = { 0 };
-        ck_assert_int_eq(engine_validate(e, HEAP_BYTES, &t, 1, keep_refusal, &f), (int)f.n);
+        ck_assert_int_eq(engine_validate(e, HEAP_BYTES, 0, &t, 1, keep_refusal, &f), (int)f.n);
         return f;
 }
 
@@ -1328,7 +1328,7 @@ static struct hbg_recorded_task reduce_mix(uint64_t id, uint64_t in_offset, uint
 /* engine_validate() of t (1 or 2 tasks) on e: the first refusal. */
 static struct first_refusal first_refusal_of(struct hbg_engine *e, const struct hbg_recorded_task *t, uint32_t n) {
         struct first_refusal f = { 0 };
-        ck_assert_int_eq(engine_validate(e, HEAP_BYTES, t, n, keep_refusal, &f), (int)f.n);
+        ck_assert_int_eq(engine_validate(e, HEAP_BYTES, 0, t, n, keep_refusal, &f), (int)f.n);
         return f;
 }
 
@@ -1394,7 +1394,7 @@ START_TEST(work_bound_alike) {
                         t[j].payload.args.scalars[0] = j ? cases[i].over : cases[i].within;
                 }
                 struct first_refusal f = { 0 };
-                ck_assert_int_eq(engine_validate(e, HEAP_BYTES, t, 2, keep_refusal, &f), (int)f.n);
+                ck_assert_int_eq(engine_validate(e, HEAP_BYTES, 0, t, 2, keep_refusal, &f), (int)f.n);
                 ck_assert_msg(f.n == 1 && f.code == -E2BIG && strncmp(f.message, "spin_ns: ", 9) == 0 &&
                                       strstr(f.message, cases[i].message),
                               "lanes %u: %u refused, %d '%s'", cases[i].lane_mask, f.n, f.code, f.message);
