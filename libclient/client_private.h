@@ -137,6 +137,11 @@ struct host_failure {
         int32_t status;
 };
 
+/* The task ids of a graph this client cancelled (hbg_graph_cancel()). */
+struct id_range {
+        uint64_t first, last;
+};
+
 /* Host worker threads (workers.c): host_threads > 0 at connect. */
 struct host_pool {
         unsigned n;                /* workers; 0: none (hbg_connect_options.host_threads) */
@@ -233,6 +238,13 @@ struct hbg_client {
         size_t n_spilled, cap_spilled;
         struct host_failure *host_failed; /* in id order */
         size_t n_host_failed, cap_host_failed;
+        /* Graphs cancelled and not read back, in id order: their host
+         * functions not yet started run no more (host.c). The count is
+         * also read without the lock, as a hint (relaxed: a worker that
+         * misses a cancel runs the function, as before it). */
+        struct id_range *cancelled;
+        size_t cap_cancelled;
+        _Atomic size_t n_cancelled;
         struct hangup_watch hangup;
 
         /* Host tasks. */
@@ -240,7 +252,8 @@ struct hbg_client {
                                       connect when there are workers) */
         struct host_pool pool;
         /* host_failed[] and n_host_failed: workers add, the caller's
-         * thread reads back (graph_status.c). */
+         * thread reads back (graph_status.c); cancelled[]: the caller's
+         * thread adds and drops, workers read. */
         pthread_mutex_t host_lock;
 
         /* The session's dependency records, and the set tasks are added

@@ -260,6 +260,7 @@ static void client_free(hbg_client *c) {
         free(c->messages);
         free(c->spilled);
         free(c->host_failed);
+        free(c->cancelled);
         pthread_mutex_destroy(&c->host_lock);
         free(c);
 }

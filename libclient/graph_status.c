@@ -114,8 +114,33 @@ static bool host_failure_find(hbg_client *c, uint64_t id, int32_t *ret_status) {
         return found;
 }
 
-/* Graph k was read back: its host failures are not needed any more (the
- * record is ours and not overwritten before k is read back). */
+bool hbgc_host_cancelled(hbg_client *c, uint64_t id) {
+        if (atomic_load_explicit(&c->n_cancelled, memory_order_relaxed) == 0)
+                return false;
+        bool found = false;
+        host_failures_lock(c);
+        size_t n = atomic_load_explicit(&c->n_cancelled, memory_order_relaxed);
+        for (size_t i = 0; i < n && !found; i++)
+                found = c->cancelled[i].first <= id && id <= c->cancelled[i].last;
+        host_failures_unlock(c);
+        return found;
+}
+
+/* Graph k was cancelled: its host functions not started yet are skipped.
+ * Without room to note it they run, as before a cancel. */
+static void host_cancelled_add(hbg_client *c, uint64_t k) {
+        const struct hbg_graph_record *rec = &c->prod.records[k & (c->g.graph_table_entries - 1)];
+        host_failures_lock(c);
+        size_t n = atomic_load_explicit(&c->n_cancelled, memory_order_relaxed);
+        if (GROW(c->cancelled, c->cap_cancelled, n + 1, 4) == 0) {
+                c->cancelled[n] = (struct id_range){ rec->first_id, rec->last_id };
+                atomic_store_explicit(&c->n_cancelled, n + 1, memory_order_relaxed);
+        }
+        host_failures_unlock(c);
+}
+
+/* Graph k was read back: its host failures and cancel are not needed any
+ * more (the record is ours and not overwritten before k is read back). */
 static void host_failures_drop(hbg_client *c, uint64_t k) {
         uint64_t last = c->prod.records[k & (c->g.graph_table_entries - 1)].last_id;
         host_failures_lock(c);
@@ -125,6 +150,14 @@ static void host_failures_drop(hbg_client *c, uint64_t k) {
         if (n > 0) {
                 memmove(c->host_failed, c->host_failed + n, (c->n_host_failed - n) * sizeof(c->host_failed[0]));
                 c->n_host_failed -= n;
+        }
+        /* Graphs are read back in order: those cancelled come first. */
+        size_t nc = atomic_load_explicit(&c->n_cancelled, memory_order_relaxed), gone = 0;
+        while (gone < nc && c->cancelled[gone].last <= last)
+                gone++;
+        if (gone > 0) {
+                memmove(c->cancelled, c->cancelled + gone, (nc - gone) * sizeof(c->cancelled[0]));
+                atomic_store_explicit(&c->n_cancelled, nc - gone, memory_order_relaxed);
         }
         host_failures_unlock(c);
 }
@@ -364,6 +397,7 @@ HBG_EXPORT int hbg_graph_cancel(hbg_client *c, uint64_t graph) {
         }
         if (env->msg_case == HBG__ENVELOPE__MSG_ADMIN_REPLY) {
                 err = 0;
+                host_cancelled_add(c, graph);
         } else if (env->msg_case == HBG__ENVELOPE__MSG_ERROR) {
                 /* hbgd: "not live" once its status is decided. */
                 Hbg__Error e = *env->error;

@@ -13,5 +13,7 @@ int hbgc_graph_state(hbg_client *c, uint64_t k, struct graph_outcome *o);
 int hbgc_graph_result(hbg_client *c, uint64_t k, const struct graph_outcome *o, const char *fn);
 /* A host function of task id returned status < 0 (posted to hbgd). */
 int hbgc_host_failed(hbg_client *c, uint64_t id, int status);
+/* Is task id of a graph this client cancelled (not read back yet)? */
+bool hbgc_host_cancelled(hbg_client *c, uint64_t id);
 /* 0 if graph was submitted, else -EINVAL with a message. */
 int hbgc_graph_check(hbg_client *c, uint64_t graph, const char *fn);

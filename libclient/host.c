@@ -155,7 +155,11 @@ int hbgc_host_run(hbg_client *c, uint64_t id) {
                  * ran on other workers: ordered through hbgd, and here
                  * within this process too (hbgc_host_effects()). */
                 hbgc_host_effects(c);
-                status = fn(ud);
+                /* Its graph cancelled by this client since it was made
+                 * ready: not started, as hbgd starts none of its tasks.
+                 * Answered 0: the graph's outcome is the cancel's, as
+                 * hbgd decided it (as if the function had run). */
+                status = hbgc_host_cancelled(c, id) ? 0 : fn(ud);
                 atomic_fetch_sub_explicit(&c->hosts_running, 1, memory_order_relaxed);
                 hbgc_self.in_host = outer;
                 /* Release, an RMW: joins every returned function's

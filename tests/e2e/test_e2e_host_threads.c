@@ -604,6 +604,60 @@ START_TEST(stall) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- cancel
+ *
+ * A cancelled graph's host functions that have not started do not run,
+ * as hbgd starts none of its tasks: 64 independent host tasks on 2
+ * workers, both workers held inside a function until the cancel has
+ * returned; then the other 62, already handed to this process, are
+ * skipped, and the wait says -ECANCELED. */
+
+#define CANCEL_TASKS 64
+
+struct cancel_gate {
+        _Atomic int entered, ran, released;
+};
+
+static int cancel_host(void *ud) {
+        struct cancel_gate *g = ud;
+        atomic_fetch_add(&g->entered, 1);
+        for (int i = 0; i < 10000 && !atomic_load(&g->released); i++)
+                nap_us(1000);
+        atomic_fetch_add(&g->ran, 1);
+        return 0;
+}
+
+START_TEST(cancel_skips_host_tasks) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, NULL);
+        hbg_client *c = connect_workers(d, 2, 0);
+        static struct cancel_gate gate;
+        memset(&gate, 0, sizeof(gate));
+        for (int i = 0; i < CANCEL_TASKS; i++)
+                add_host(d, c, cancel_host, &gate, NULL);
+        uint64_t g = submit(d, c);
+        for (int i = 0; i < WAIT_MS && atomic_load(&gate.entered) < 2; i++)
+                nap_us(1000);
+        ck_assert_int_eq(atomic_load(&gate.entered), 2);
+        int err = hbg_graph_cancel(c, g);
+        D_ASSERT(d, err == 0, "hbg_graph_cancel: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        atomic_store(&gate.released, 1);
+        err = hbg_graph_wait(c, g, WAIT_MS);
+        D_ASSERT(d, err == -ECANCELED, "hbg_graph_wait: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        ck_assert_msg(strstr(hbg_last_error(c), "cancelled by uid"), "the cancelled graph's error: %s",
+                      hbg_last_error(c));
+        int ran = atomic_load(&gate.ran), entered = atomic_load(&gate.entered);
+        ck_assert_msg(ran == 2 && entered == 2, "%d host functions ran (%d entered), want the 2 running at the cancel",
+                      ran, entered);
+        /* The next graph's host functions run. */
+        add_host(d, c, cancel_host, &gate, NULL);
+        wait_ok(d, c, submit(d, c));
+        ran = atomic_load(&gate.ran);
+        ck_assert_msg(ran == 3, "the next graph's host function did not run (%d ran)", ran);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- hbgd killed
  *
  * hbgd dies while a worker runs a host function and the caller waits:
@@ -771,6 +825,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, mixed);
         tcase_add_test(tc, reentry);
         tcase_add_test(tc, stall);
+        tcase_add_test(tc, cancel_skips_host_tasks);
         tcase_add_test(tc, hbgd_killed);
         tcase_add_test(tc, disconnect);
         tcase_add_test(tc, idle_cpu);
