@@ -331,15 +331,10 @@ out:
 /* The kernels of the hbgd on o->socket into p->kernels (STATUS_KERNELS,
  * checked as libhbgclient checks a session reply's table), for the file's
  * kernel names and signatures. Without hbgd (or from one older than
- * protocol 1.3, or with --dot alone, which needs no hbgd): the built-ins
- * of this build, and p->kernels_note says so. Quiet: the run or the dry
- * run reports hbgd's absence its own way. */
+ * protocol 1.3): the built-ins of this build, and p->kernels_note says
+ * so. Quiet: the run or the dry run reports hbgd's absence its own way,
+ * and --dot alone needs none. */
 static void fetch_kernels(const struct ctl_opts *o, struct plan *p) {
-        if (o->dot && !o->dry_run) {
-                snprintf(p->kernels_note, sizeof(p->kernels_note),
-                         "checked against the built-in kernels only (--dot alone does not ask hbgd)");
-                return;
-        }
         snprintf(p->kernels_note, sizeof(p->kernels_note),
                  "checked against the built-in kernels only (hbgd on %s did not list its kernels)", o->socket);
         /* A socket we may not open: no connection (run_connect() explains

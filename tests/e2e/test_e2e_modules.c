@@ -629,6 +629,10 @@ START_TEST(graph_files) {
                         sizeof(out));
         ck_assert_msg(code == 0 && strncmp(out, "ok: 3 tasks checked by hbgctl and hbgd", 38) == 0, "%d:\n%s", code,
                       out);
+        /* --dot alone: the module's kernels from hbgd's table too. */
+        code = run_prog(ctl, (const char *const[]){ "--socket", S, "run", "--dot", "-", file, NULL }, out,
+                        sizeof(out));
+        ck_assert_msg(code == 0 && strstr(out, "digraph") && strstr(out, "relu_f32"), "--dot: %d:\n%s", code, out);
         snprintf(file, sizeof(file), "%s/bad.json", dir);
         write_file(file, graph_bad);
         code = run_prog(ctl, (const char *const[]){ "--socket", S, "run", "--dry-run", file, NULL }, out,
