@@ -171,6 +171,13 @@ static inline __attribute__((always_inline)) void run_taken(struct hbg_ring *r, 
                         ctx.stopped = KERNEL_STOP_CANCEL;
                 }
         }
+        /* A task of several blocks that another run failed already (its
+         * kernel's error, its time budget): the blocks taken now are not
+         * run, and count as done (§10.6). The status is its first error,
+         * CAS'd in by run_done() before that run's acq_rel count; relaxed:
+         * a 0 read late runs the blocks, as before the failure. */
+        if (s->block_num > 1 && atomic_load_explicit(&s->status, memory_order_relaxed) != 0)
+                return;
         if (__builtin_expect(n == 1 && s->lanes == 1, 1)) {
                 /* One block of one lane, most tasks: the loop below, unrolled. */
                 if (ctx.stopped == KERNEL_STOP_NONE) {

@@ -826,6 +826,45 @@ START_TEST(unsplit_runs_once) {
 }
 END_TEST
 
+/* A task of many blocks whose block 0 failed runs no more of its blocks
+ * (§10.6): one scheduler thread, 256 blocks of tm_calls_fail_first (part
+ * 0 fails, every part counts its call). The first run takes a batch of
+ * blocks (at most 2 x 8 clusters), and the task's later batches are not
+ * run: far fewer than 256 calls, the graph failed with part 0's -EIO. */
+START_TEST(failed_task_runs_no_more_blocks) {
+        char path[256], conf[128];
+        setup_dir();
+        module("unsplit", path, sizeof(path));
+        snprintf(conf, sizeof(conf), "%s/hbgd.conf", dir);
+        FILE *f = fopen(conf, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "[scheduler]\nthreads = 1\n\n[kernels]\nmodules = %s\n", path);
+        ck_assert_int_eq(fclose(f), 0);
+        struct hbgd_proc *d;
+        ck_assert_int_eq(daemon_start(&d, (const char *const[]){ "--config", conf, NULL }, NULL), 0);
+        hbg_client *c;
+        ck_assert_msg(hbg_connect(&c, d->socket_path) == 0, "%s", hbg_last_error(NULL));
+        hbg_tensor counts;
+        ck_assert_int_eq(hbg_tensor_alloc(c, sizeof(struct calls), &counts), 0);
+        memset(hbg_tensor_data(c, counts), 0, sizeof(struct calls));
+        hbg_task t = HBG_TASK_INIT("tm_calls_fail_first");
+        arg(&t, counts, HBG_INOUT);
+        t.blocks = 256;
+        ck_assert_msg(hbg_graph_add(c, &t, NULL) == 0, "%s", hbg_last_error(c));
+        uint64_t g;
+        ck_assert_int_eq(hbg_graph_submit(c, &g), 0);
+        int err = hbg_graph_wait(c, g, WAIT_MS);
+        ck_assert_msg(err == -EIO, "the graph: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        struct calls n;
+        memcpy(&n, hbg_tensor_data(c, counts), sizeof(n));
+        ck_assert_msg(n.calls >= 1 && n.calls <= 16, "%u of 256 blocks ran after block 0 failed", n.calls);
+        hbg_disconnect(c);
+        ck_assert_int_eq(daemon_stop(d, 10000), 0);
+        daemon_destroy(d);
+        teardown_dir();
+}
+END_TEST
+
 /* ------------------------------------------------------------ the session reply's limit */
 
 START_TEST(table_limit) {
@@ -898,6 +937,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, table_limit);
         tcase_add_test(tc, run_contract);
         tcase_add_test(tc, unsplit_runs_once);
+        tcase_add_test(tc, failed_task_runs_no_more_blocks);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -9,7 +9,8 @@
  * fits the session reply and does not (hbgd refuses to start),
  * "misbehaving": kernels that break the run contract in the ways hbgd
  * must still turn into a failed task, and "unsplit": a kernel that does
- * not split and one that does, each counting the parts it is run as.
+ * not split and one that does, each counting the parts it is run as, and
+ * a splittable one whose part 0 fails.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -86,6 +87,13 @@ static int calls_run(struct hbg_kernel_ctx *ctx, uint8_t *heap, const struct hbg
         __atomic_fetch_add(&n[1], part, __ATOMIC_RELAXED);
         __atomic_fetch_add(&n[2], parts, __ATOMIC_RELAXED);
         return 0;
+}
+
+/* calls_run(), and part 0 fails its task. */
+static int calls_fail_first_run(struct hbg_kernel_ctx *ctx, uint8_t *heap, const struct hbg_kernel_args *a,
+                                uint32_t part, uint32_t parts) {
+        calls_run(ctx, heap, a, part, parts);
+        return part == 0 ? -EIO : 0;
 }
 
 static const char *const calls_reasons[] = { "counts must hold 3 u32" };
@@ -234,6 +242,11 @@ HBG_KERNEL_MODULE_EXPORT int hbg_kernel_module_init(struct hbg_kernel_host *host
                 int r = hbg_kernel_register(host, &u);
                 u.name = "tm_calls_split";
                 u.splittable = true;
+                if (r == 0)
+                        r = hbg_kernel_register(host, &u);
+                u.name = "tm_calls_fail_first";
+                u.summary = "counts its calls and parts; part 0 fails (tests)";
+                u.run = calls_fail_first_run;
                 return r < 0 ? r : hbg_kernel_register(host, &u);
         }
         if (variant("many_fit"))
