@@ -302,6 +302,8 @@ static void serve(struct server *sv, struct conn *c) {
                 respond_text(c, "400 Bad Request", "", "not an HTTP/1.x request\n");
                 return;
         }
+        /* HEAD: every reply's head alone, errors' included. */
+        c->head_only = strcmp(method, "HEAD") == 0;
         if (major != 1) {
                 respond_text(c, "505 HTTP Version Not Supported", "", "HTTP/1.x only\n");
                 return;
@@ -311,7 +313,6 @@ static void serve(struct server *sv, struct conn *c) {
                 respond_text(c, "404 Not Found", "", "not found; the metrics are at /metrics\n");
                 return;
         }
-        c->head_only = strcmp(method, "HEAD") == 0;
         if (strcmp(method, "GET") != 0 && !c->head_only) {
                 respond_text(c, "405 Method Not Allowed", "Allow: GET, HEAD\r\n", "only GET and HEAD\n");
                 return;

@@ -263,7 +263,17 @@ static void ask_hbgd(const struct ctl_opts *o, struct plan *p, struct hbgd_check
         size_t piece = minor >= HBG_PROTO_MINOR_VALIDATE_PIECES ? HBG_VALIDATE_MAX_TASKS : p->n_tasks;
         for (size_t first = 0; first < p->n_tasks || first == 0; first += piece) {
                 size_t n = p->n_tasks - first < piece ? p->n_tasks - first : piece;
-                if (ask_piece(o, p, hc, fd, first, n) < 0 || n == 0)
+                if (ask_piece(o, p, hc, fd, first, n) < 0) {
+                        if (first > 0 && !hc->ran) {
+                                /* The pieces before were checked: say which were not. */
+                                char why[sizeof(hc->why)];
+                                snprintf(why, sizeof(why), "%s", hc->why);
+                                snprintf(hc->why, sizeof(hc->why), "tasks %zu to %zu: %.400s", first, p->n_tasks - 1,
+                                         why);
+                        }
+                        break;
+                }
+                if (n == 0)
                         break;
         }
         close(fd);

@@ -238,7 +238,7 @@ struct hbg_client {
         size_t n_spilled, cap_spilled;
         struct host_failure *host_failed; /* in id order */
         size_t n_host_failed, cap_host_failed;
-        /* Graphs cancelled and not read back, in id order: their host
+        /* Graphs cancelled and not read back, in cancel order: their host
          * functions not yet started run no more (host.c). The count is
          * also read without the lock, as a hint (relaxed: a worker that
          * misses a cancel runs the function, as before it). */

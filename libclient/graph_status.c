@@ -151,14 +151,13 @@ static void host_failures_drop(hbg_client *c, uint64_t k) {
                 memmove(c->host_failed, c->host_failed + n, (c->n_host_failed - n) * sizeof(c->host_failed[0]));
                 c->n_host_failed -= n;
         }
-        /* Graphs are read back in order: those cancelled come first. */
-        size_t nc = atomic_load_explicit(&c->n_cancelled, memory_order_relaxed), gone = 0;
-        while (gone < nc && c->cancelled[gone].last <= last)
-                gone++;
-        if (gone > 0) {
-                memmove(c->cancelled, c->cancelled + gone, (nc - gone) * sizeof(c->cancelled[0]));
-                atomic_store_explicit(&c->n_cancelled, nc - gone, memory_order_relaxed);
-        }
+        /* Graphs are read back in order, but may be cancelled in any. */
+        size_t nc = atomic_load_explicit(&c->n_cancelled, memory_order_relaxed), kept = 0;
+        for (size_t i = 0; i < nc; i++)
+                if (c->cancelled[i].last > last)
+                        c->cancelled[kept++] = c->cancelled[i];
+        if (kept != nc)
+                atomic_store_explicit(&c->n_cancelled, kept, memory_order_relaxed);
         host_failures_unlock(c);
 }
 
@@ -242,7 +241,7 @@ void hbgc_harvest(hbg_client *c) {
                                                               .kernel = o.kernel,
                                                               .message = message_intern(c, o.message) }) < 0)
                         break; /* try again later */
-                if (c->pool.n || c->n_host_failed)
+                if (c->pool.n || c->n_host_failed || atomic_load_explicit(&c->n_cancelled, memory_order_relaxed))
                         host_failures_drop(c, k);
                 c->harvested = k + 1;
         }

@@ -211,7 +211,7 @@ static int add_task(GraphObject *g, const hbg_task *t, uint64_t *ret_id, const c
                 Py_END_ALLOW_THREADS
         }
         if (err < 0) {
-                if (hbgpy_host_interrupt_raise(cl) == 0)
+                if (hbgpy_host_interrupt_raise(cl) == 0) /* not added: the interrupt now */
                         hbgpy_raise(cl, err, what);
                 hbgpy_client_leave(cl, held);
                 return -1;
@@ -219,9 +219,10 @@ static int add_task(GraphObject *g, const hbg_task *t, uint64_t *ret_id, const c
         g->n_tasks++;
         if (g->state == GRAPH_OPEN)
                 cl->active_graph = (PyObject *)g;
-        int stop = hbgpy_host_interrupt_raise(cl); /* the task is added all the same */
+        /* An interrupt a host function raised meanwhile waits for the
+         * next wait or done(): the task is added, and its id returned. */
         hbgpy_client_leave(cl, held);
-        return stop;
+        return 0;
 }
 
 /* hbg_task(3): 1 to 4096 blocks (the library refuses more). */

@@ -169,9 +169,9 @@ PyObject *hbgpy_client_record(ClientObject *cl, PyObject *unused);
 int hbgpy_host_fn(void *token);
 /* A KeyboardInterrupt or SystemExit that a host function of cl raised
  * (Ctrl-C while it ran inside a wait, or sys.exit() in it) fails its task
- * with -EINTR and is raised again by the next Handle.wait(), Handle.done()
- * or add of cl (the call it ran in, when it ran inside one of those):
- * -1 with it raised, else 0. */
+ * with -EINTR and is raised again by the next Handle.wait() or
+ * Handle.done() of cl (the call it ran in, when it ran inside one of
+ * those), or by an add that fails: -1 with it raised, else 0. */
 int hbgpy_host_interrupt_raise(ClientObject *cl);
 PyObject *hbgpy_host_call_new(ClientObject *cl, PyObject *fn, int recorded, void **ret_userdata);
 void hbgpy_host_calls_set_task(PyObject *call, uint64_t task);

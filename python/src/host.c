@@ -271,10 +271,10 @@ int hbgpy_host_fn(void *userdata) {
                         Py_DECREF(r);
                 } else {
                         PyObject *exc = raised_exception();
-                        /* Not an Exception: KeyboardInterrupt, SystemExit.
-                         * The program is asked to stop, not the task to
-                         * fail: the call that ran it raises it again. */
-                        int stop = exc != Py_None && !PyErr_GivenExceptionMatches(exc, PyExc_Exception);
+                        /* The program is asked to stop, not the task to
+                         * fail: the next wait or done() raises it again. */
+                        int stop = PyErr_GivenExceptionMatches(exc, PyExc_KeyboardInterrupt) ||
+                                   PyErr_GivenExceptionMatches(exc, PyExc_SystemExit);
                         ret = stop ? -EINTR : exception_errno(exc);
                         if (cl->closed) { /* nobody will ask for it */
                                 Py_DECREF(exc);

@@ -181,6 +181,35 @@ def test_sys_exit_in_a_host_function(client):
         h.wait(timeout=30)
 
 
+def test_interrupt_from_a_worker_waits_for_a_wait(hbgd):
+    """A SystemExit a host function raised on a worker is raised by the
+    client's next wait; an add meanwhile is not refused, and its host
+    function runs."""
+    with hbg.connect(hbgd.socket, host_threads=1) as c:
+        exiting = threading.Event()
+
+        def stop():
+            exiting.set()
+            sys.exit(3)
+
+        g1 = c.graph()
+        g1.add_host(stop)
+        h1 = g1.submit()
+        assert exiting.wait(30)
+        time.sleep(0.2)  # its SystemExit noted (done() would raise it)
+        ran = []
+        g2 = c.graph()
+        g2.add_host(lambda: ran.append(1))
+        h2 = g2.submit()
+        with pytest.raises(SystemExit):
+            h2.wait(timeout=30)
+        h2.wait(timeout=30)
+        assert ran == [1]
+        with pytest.raises(hbg.GraphError) as e:
+            h1.wait(timeout=30)
+        assert e.value.errno == errno.EINTR
+
+
 def test_client_shared_by_threads(client):
     """One thread waits; another uses the client meanwhile (the wait lets
     it in between its slices); results of both are right."""

@@ -281,6 +281,10 @@ START_TEST(exporter) {
                             strtoull(cl + 18, NULL, 10) > 1000 && r.body[0] == 0,
                  "HEAD: %d %s [body %zu bytes]", r.status, r.head, strlen(r.body));
         http_free(&r);
+        r = http(port, "HEAD /nothing HTTP/1.1\r\n\r\n");
+        D_ASSERT(d, r.status == 404 && r.body[0] == 0, "HEAD of another path: %d [body %zu bytes]", r.status,
+                 strlen(r.body));
+        http_free(&r);
 
         /* What else it answers. */
         static const struct {

@@ -767,9 +767,9 @@ static void live_graph_state(const char *S, uint64_t sess, char *state, size_t s
 }
 
 /*
- * A task and its graph that began before the trace: a spin_ns of 900 ms,
- * its graph "running" in hbgctl graphs and 100 ms more, when the trace
- * starts. Perfetto drops an event of negative time (and a slice's end
+ * A task and its graph that began before the trace: a spin_ns of 1 s,
+ * its graph "running" in hbgctl graphs and 50 ms more, when the trace
+ * starts (hbgctl has the other 950 ms to start it). Perfetto drops an event of negative time (and a slice's end
  * without its begin), so both are shown from the trace's start with args
  * before_trace true: no event before 0, the task's slice from 0 to its
  * end, the graph's from 0; the SVG's box of the task within the picture.
@@ -789,7 +789,7 @@ START_TEST(trace_before_start) {
         snprintf(err, sizeof(err), "%s/before.err", d->dir);
         hbg_task spin = HBG_TASK_INIT("spin_ns");
         spin.n_scalars = 1;
-        spin.scalars[0] = 900000000;
+        spin.scalars[0] = 1000000000; /* spin_ns's most */
         ck_assert_int_eq(hbg_graph_add(c, &spin, &spin_id), 0);
         ck_assert_int_eq(hbg_graph_submit(c, &graph), 0);
         char state[32] = "";
@@ -798,7 +798,7 @@ START_TEST(trace_before_start) {
                 ck_assert_msg(waited < WAIT_MS, "the graph is not running within %d ms (state \"%s\")", WAIT_MS, state);
                 usleep(10000);
         }
-        usleep(100000);
+        usleep(50000);
         pid_t ctl_pid = ctl_spawn(S, (const char *const[]){ "trace", "--session", session, "--duration", "600", "-o",
                                                             json_path, "--svg", svg_path, NULL },
                                   out, err);
