@@ -438,6 +438,19 @@ struct join_graph {
         unsigned readers;
 };
 
+/* A reduce_sum_f32 of src into element k of out. */
+static void add_reader(hbg_client *c, hbg_tensor src, hbg_tensor out, unsigned k) {
+        hbg_tensor slot;
+        ck_assert_int_eq(hbg_tensor_slice_f32(out, k, k + 1, &slot), 0);
+        hbg_task t = HBG_TASK_INIT("reduce_sum_f32");
+        t.n_args = 2;
+        t.args[0].tensor = src;
+        t.args[0].dir = HBG_IN;
+        t.args[1].tensor = slot;
+        t.args[1].dir = HBG_OUT;
+        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
+}
+
 static void join_tensors(hbg_client *c, struct join_graph *j) {
         j->readers = 0;
         for (size_t r = 0; r < JOIN_ROUNDS; r++)
@@ -455,17 +468,8 @@ static void add_join_rounds(struct hbgd_proc *d, hbg_client *c, const struct joi
         unsigned reader = 0;
         for (size_t r = 0; r < JOIN_ROUNDS; r++) {
                 unsigned n = join_readers[r];
-                for (unsigned k = 0; k < n; k++, reader++) {
-                        hbg_tensor slot;
-                        ck_assert_int_eq(hbg_tensor_slice_f32(j->out, reader, reader + 1, &slot), 0);
-                        hbg_task t = HBG_TASK_INIT("reduce_sum_f32");
-                        t.n_args = 2;
-                        t.args[0].tensor = j->src;
-                        t.args[0].dir = HBG_IN;
-                        t.args[1].tensor = slot;
-                        t.args[1].dir = HBG_OUT;
-                        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
-                }
+                for (unsigned k = 0; k < n; k++, reader++)
+                        add_reader(c, j->src, j->out, reader);
                 int64_t before = hbg_graph_room(c);
                 add_fill(d, c, j->src, (float)(r + 2), NULL);
                 unsigned deps = n + 1;
@@ -574,17 +578,8 @@ START_TEST(launch_gate_joins) {
                 uint64_t first;
                 ck_assert_int_eq(hbg_graph_add(c, &h, &first), 0);
                 add_fill(d, c, src, 1.0f, &first);
-                for (unsigned k = 0; k < n; k++) {
-                        hbg_tensor slot;
-                        ck_assert_int_eq(hbg_tensor_slice_f32(out, k, k + 1, &slot), 0);
-                        hbg_task t = HBG_TASK_INIT("reduce_sum_f32");
-                        t.n_args = 2;
-                        t.args[0].tensor = src;
-                        t.args[0].dir = HBG_IN;
-                        t.args[1].tensor = slot;
-                        t.args[1].dir = HBG_OUT;
-                        ck_assert_int_eq(hbg_graph_add(c, &t, NULL), 0);
-                }
+                for (unsigned k = 0; k < n; k++)
+                        add_reader(c, src, out, k);
                 int64_t before = hbg_graph_room(c);
                 uint64_t g;
                 err = hbg_graph_launch(c, rec, &g);

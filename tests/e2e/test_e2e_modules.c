@@ -300,20 +300,25 @@ END_TEST
 
 /* ------------------------------------------------------------ the example's kernels in use */
 
-/* hbgd (two scheduler threads) with the test module built as `variant`
- * ("example", "unsplit"...); its path in path. */
-static struct hbgd_proc *start_with_module(const char *variant, char *path, size_t len) {
+/* hbgd with `threads` scheduler threads and the test module built as
+ * `variant` ("example", "unsplit"...); its path in path. */
+static struct hbgd_proc *start_with_module_threads(const char *variant, unsigned threads, char *path, size_t len) {
         char conf[128];
         setup_dir();
         module(variant, path, len);
         snprintf(conf, sizeof(conf), "%s/hbgd.conf", dir);
         FILE *f = fopen(conf, "w");
         ck_assert_ptr_nonnull(f);
-        fprintf(f, "[scheduler]\nthreads = 2\n\n[kernels]\nmodules = %s\n", path);
+        fprintf(f, "[scheduler]\nthreads = %u\n\n[kernels]\nmodules = %s\n", threads, path);
         ck_assert_int_eq(fclose(f), 0);
         struct hbgd_proc *d;
         ck_assert_int_eq(daemon_start(&d, (const char *const[]){ "--config", conf, NULL }, NULL), 0);
         return d;
+}
+
+/* The same with two scheduler threads. */
+static struct hbgd_proc *start_with_module(const char *variant, char *path, size_t len) {
+        return start_with_module_threads(variant, 2, path, len);
 }
 
 /* The reference: examples/kernels_nn.c's arithmetic, element by element. */
@@ -832,16 +837,8 @@ END_TEST
  * blocks (at most 2 x 8 clusters), and the task's later batches are not
  * run: far fewer than 256 calls, the graph failed with part 0's -EIO. */
 START_TEST(failed_task_runs_no_more_blocks) {
-        char path[256], conf[128];
-        setup_dir();
-        module("unsplit", path, sizeof(path));
-        snprintf(conf, sizeof(conf), "%s/hbgd.conf", dir);
-        FILE *f = fopen(conf, "w");
-        ck_assert_ptr_nonnull(f);
-        fprintf(f, "[scheduler]\nthreads = 1\n\n[kernels]\nmodules = %s\n", path);
-        ck_assert_int_eq(fclose(f), 0);
-        struct hbgd_proc *d;
-        ck_assert_int_eq(daemon_start(&d, (const char *const[]){ "--config", conf, NULL }, NULL), 0);
+        char path[256];
+        struct hbgd_proc *d = start_with_module_threads("unsplit", 1, path, sizeof(path));
         hbg_client *c;
         ck_assert_msg(hbg_connect(&c, d->socket_path) == 0, "%s", hbg_last_error(NULL));
         hbg_tensor counts;
