@@ -73,10 +73,14 @@ void send_env(int fd, const Hbg__Envelope *env, const int *fds, unsigned nfds) {
 }
 
 void send_hello(int fd, uint32_t major, const int *fds, unsigned nfds) {
+        send_hello_minor(fd, major, HBG_PROTO_MINOR, fds, nfds);
+}
+
+void send_hello_minor(int fd, uint32_t major, uint32_t minor, const int *fds, unsigned nfds) {
         Hbg__Hello h = HBG__HELLO__INIT;
         Hbg__Envelope env = HBG__ENVELOPE__INIT;
         h.version_major = major;
-        h.version_minor = HBG_PROTO_MINOR;
+        h.version_minor = minor;
         h.name = (char *)"e2e-raw";
         env.msg_case = HBG__ENVELOPE__MSG_HELLO;
         env.hello = &h;

@@ -33,6 +33,8 @@ int raw_send(int fd, const void *buf, size_t len, const int *fds, unsigned nfds)
 uint8_t *pack_env(const Hbg__Envelope *env, size_t *len);
 void send_env(int fd, const Hbg__Envelope *env, const int *fds, unsigned nfds);
 void send_hello(int fd, uint32_t major, const int *fds, unsigned nfds);
+/* The same, saying protocol minor `minor` (a client of another release). */
+void send_hello_minor(int fd, uint32_t major, uint32_t minor, const int *fds, unsigned nfds);
 void send_status_request(int fd, Hbg__StatusKind kind, const int *fds, unsigned nfds);
 /* A RecordRequest of `tasks` tasks, with these fds (the recording's memfd). */
 void send_record_request(int fd, uint64_t tasks, const int *fds, unsigned nfds);

@@ -314,20 +314,9 @@ START_TEST(session_refused_to_older_client) {
         int base = fd_baseline(d);
         for (unsigned minor = HBG_PROTO_MINOR_OLDEST_SESSION - 1; minor <= HBG_PROTO_MINOR_OLDEST_SESSION; minor++) {
                 int sock = raw_connect(d->socket_path);
-                Hbg__Hello h = HBG__HELLO__INIT;
-                Hbg__Envelope env = HBG__ENVELOPE__INIT;
-                h.version_major = HBG_PROTO_MAJOR;
-                h.version_minor = minor;
-                h.name = (char *)"an older client";
-                env.msg_case = HBG__ENVELOPE__MSG_HELLO;
-                env.hello = &h;
-                send_env(sock, &env, NULL, 0);
+                send_hello_minor(sock, HBG_PROTO_MAJOR, minor, NULL, 0);
                 wire_free(expect_env(sock, HBG__ENVELOPE__MSG_HELLO, NULL, 0));
-                Hbg__SessionRequest sr = HBG__SESSION_REQUEST__INIT;
-                Hbg__Envelope req = HBG__ENVELOPE__INIT;
-                req.msg_case = HBG__ENVELOPE__MSG_SESSION_REQUEST;
-                req.session_request = &sr;
-                send_env(sock, &req, NULL, 0);
+                ck_assert_int_eq(cx_send(sock, HBG__ENVELOPE__MSG_SESSION_REQUEST, 0, 0), 0);
                 if (minor < HBG_PROTO_MINOR_OLDEST_SESSION) {
                         char both[160];
                         snprintf(both, sizeof(both), "a client of protocol %u.%u cannot use this hbgd's shared memory "
