@@ -6,6 +6,7 @@
  * each step), then polls the completion pipe and the socket.
  */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 
@@ -57,10 +58,11 @@
 /* The longest sleep of a wait whose pipe byte may come after its
  * condition came true (a tensor's writer completed while an earlier task
  * holds the watermark back, from an hbgd older than 1.7 under the lazy or
- * resolver policy, §2.1), and of one whose byte comes with it (a guard
- * against a vanished hbgd). */
+ * resolver policy, §2.1). One whose byte comes with it sleeps until the
+ * byte, hbgd's hang-up on the socket or its own deadline: no timer (the
+ * ask and hbgd's look are a store->load pair, §2.1; a trusted wake was
+ * confirmed before the sleep). */
 #define POLL_CAP_MS_WATERMARK 1
-#define POLL_CAP_MS_EVENTFUL 100
 
 void hbgc_wait_begin(hbg_client *c, struct hbgc_wait *w, int timeout_ms, bool eventful) {
         w->c = c;
@@ -152,12 +154,11 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
                 w->pipe_armed = true;
                 return 0;
         }
-        int cap = w->eventful ? POLL_CAP_MS_EVENTFUL : POLL_CAP_MS_WATERMARK;
-        int timeout = cap;
+        int timeout = w->eventful ? -1 : POLL_CAP_MS_WATERMARK;
         if (w->deadline_ns >= 0) {
                 int64_t left_ms = (w->deadline_ns - now + 999999) / 1000000;
-                if (left_ms < timeout)
-                        timeout = (int)left_ms;
+                if (timeout < 0 || left_ms < timeout)
+                        timeout = left_ms > INT_MAX ? INT_MAX : (int)left_ms;
         }
         struct pollfd p[2] = {
                 { .fd = c->completion_fd, .events = POLLIN },

@@ -375,19 +375,20 @@ static long thread_sleeps(void) {
         return u.ru_nvcsw;
 }
 
-/* hbg_tensor_wait_ready() on a tensor a host function writes for 200 ms,
- * while an earlier host task (600 ms) holds the watermark back, under
+/* hbg_tensor_wait_ready() on a tensor a host function writes for 1 s,
+ * while an earlier host task (1.5 s) holds the watermark back, under
  * every completion policy: the wait sleeps until hbgd's byte for the
  * writer (task_waiting, RUNTIME_LOGIC §2.1), so it returns before the
- * earlier task is done and sleeps a few times, not once a millisecond
- * (about 200 times when it looked every 1 ms). */
+ * earlier task is done and sleeps a few times: not once a millisecond
+ * (about 1000 times when it looked every 1 ms), nor every 100 ms (10
+ * times, when a timer capped its sleep). */
 START_TEST(tensor_wait_sleeps) {
         const char *policy = completion_name((unsigned)_i);
         struct hbgd_proc *d = start_hbgd_completion(MODE_URING, policy);
         hbg_client *c = connect_workers(d, WORKERS, 0);
         hbg_tensor x;
         D_ASSERT(d, hbg_tensor_alloc(c, 64, &x) == 0, "hbg_tensor_alloc: %s", hbg_last_error(c));
-        struct nap_task holder = { .ms = 600 }, writer = { .ms = 200 };
+        struct nap_task holder = { .ms = 1500 }, writer = { .ms = 1000 };
         add_host(d, c, nap_host, &holder, NULL);
         add_nap_writer(d, c, &writer, &x);
         uint64_t g = submit(d, c);
@@ -399,7 +400,7 @@ START_TEST(tensor_wait_sleeps) {
         D_ASSERT(d, err == 0, "%s: hbg_tensor_wait_ready: %s [%s]", policy, hbg_strerror(err), hbg_last_error(c));
         ck_assert_int_eq(atomic_load(&writer.done), 1);
         ck_assert_msg(!holder_done, "%s: the wait returned only after the task holding the watermark back", policy);
-        ck_assert_msg(sleeps < 40, "%s: the wait slept %ld times in about 200 ms", policy, sleeps);
+        ck_assert_msg(sleeps < 8, "%s: the wait slept %ld times in about 1 s", policy, sleeps);
         wait_ok(d, c, g);
         hbg_disconnect(c);
         stop_hbgd(d);
