@@ -230,6 +230,7 @@ struct hbg_client {
 
         /* Graph statuses: records < harvested have been read back. */
         uint64_t harvested;
+        bool harvest_stuck;        /* the last read-back stopped short (no memory) */
         struct graph_failure *failures;
         size_t n_failures, cap_failures;
         struct message_entry *messages;

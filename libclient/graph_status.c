@@ -229,18 +229,24 @@ void hbgc_harvest(hbg_client *c) {
         hbgc_host_effects(c);
         if (r > c->prod.graphs)
                 r = c->prod.graphs; /* never more than we submitted */
+        /* Stopped short, a wait looks again soon: no byte comes for it. */
+        c->harvest_stuck = false;
         while (c->harvested < r) {
                 uint64_t k = c->harvested;
                 struct hbg_graph_entry e;
-                if (producer_graph_entry(&c->prod, k, &e) != 0)
+                if (producer_graph_entry(&c->prod, k, &e) != 0) {
+                        c->harvest_stuck = true;
                         break;
+                }
                 struct graph_outcome o;
                 entry_outcome(c, &e, &o);
                 if (o.status != 0 &&
                     failures_push(c, (struct graph_failure){ .graph = k, .task = o.task, .status = o.status,
                                                               .kernel = o.kernel,
-                                                              .message = message_intern(c, o.message) }) < 0)
-                        break; /* try again later */
+                                                              .message = message_intern(c, o.message) }) < 0) {
+                        c->harvest_stuck = true; /* try again later */
+                        break;
+                }
                 if (c->pool.n || c->n_host_failed || atomic_load_explicit(&c->n_cancelled, memory_order_relaxed))
                         host_failures_drop(c, k);
                 c->harvested = k + 1;

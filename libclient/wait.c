@@ -58,9 +58,10 @@
 /* The longest sleep of a wait whose pipe byte may come after its
  * condition came true (a tensor's writer completed while an earlier task
  * holds the watermark back, from an hbgd older than 1.7 under the lazy or
- * resolver policy, §2.1). One whose byte comes with it sleeps until the
- * byte, hbgd's hang-up on the socket or its own deadline: no timer (the
- * ask and hbgd's look are a store->load pair, §2.1; a trusted wake was
+ * resolver policy, §2.1), and of one whose step left work it could not
+ * finish (below). One whose byte comes with it sleeps until the byte,
+ * hbgd's hang-up on the socket or its own deadline: no timer (the ask
+ * and hbgd's look are a store->load pair, §2.1; a trusted wake was
  * confirmed before the sleep). */
 #define POLL_CAP_MS_WATERMARK 1
 
@@ -74,6 +75,7 @@ void hbgc_wait_begin(hbg_client *c, struct hbgc_wait *w, int timeout_ms, bool ev
         if (!w->pure)
                 c->pure_spin_skip--;
         w->pipe_armed = false;
+        w->always_looked = false;
         w->eventful = eventful;
         w->spin_ns = c->spin_long ? SPIN_LONG_NS : SPIN_NS;
         w->moving_seen_ns = 0;
@@ -154,7 +156,19 @@ int hbgc_wait_step(hbg_client *c, struct hbgc_wait *w) {
                 w->pipe_armed = true;
                 return 0;
         }
-        int timeout = w->eventful ? -1 : POLL_CAP_MS_WATERMARK;
+        /* ALWAYS, set by another thread's first hbg_client_fd() since our
+         * last look, may have come after a publication hbgd did not write
+         * a byte for: one more look behind the fence, as for our ask. */
+        if (!ask && !w->pipe_armed && !w->always_looked) {
+                atomic_thread_fence(memory_order_seq_cst);
+                w->always_looked = true;
+                return 0;
+        }
+        /* Work this step could not finish comes with no byte: host tasks
+         * left for a mailbox without room (hbgd frees it silently), or
+         * graphs not read back for want of memory. Look again soon. */
+        bool retry = (c->pool.n == 0 && producer_external_pending(&c->prod)) || c->harvest_stuck;
+        int timeout = w->eventful && !retry ? -1 : POLL_CAP_MS_WATERMARK;
         if (w->deadline_ns >= 0) {
                 int64_t left_ms = (w->deadline_ns - now + 999999) / 1000000;
                 if (timeout < 0 || left_ms < timeout)

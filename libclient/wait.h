@@ -22,6 +22,7 @@ struct hbgc_wait {
         bool spun;                 /* past the spinning */
         bool pure;                 /* spins without yielding first (wait.c) */
         bool pipe_armed;           /* HBG_PIPE_WAITING set for the next poll */
+        bool always_looked;        /* looked again after seeing HBG_PIPE_ALWAYS */
         int64_t spin_ns;           /* the spin before any sleep (wait.c) */
         int64_t moving_seen_ns;    /* last saw answer_moving set (0: never) */
 };

@@ -140,6 +140,7 @@ struct run_outcome {
         int err;
         uint16_t err_kernel;
         const char *err_why;
+        bool unrun;             /* no block started: its time is not a kernel's */
 };
 
 /* Run blocks first .. first + n - 1 of task id (slot s). */
@@ -150,6 +151,15 @@ static inline __attribute__((always_inline)) void run_taken(struct hbg_ring *r, 
          * kernel that does not split has one block of one lane in the
          * slot (validate.c): part 0 of 1, below. */
         uint32_t parts = (uint32_t)s->block_num * s->lanes;
+        /* A task of several blocks that another run failed already (its
+         * kernel's error, its time budget): the blocks taken now are not
+         * run, and count as done (§10.6). The status is its first error,
+         * CAS'd in by run_done() before that run's acq_rel count; relaxed:
+         * a 0 read late runs the blocks, as before the failure. */
+        if (s->block_num > 1 && atomic_load_explicit(&s->status, memory_order_relaxed) != 0) {
+                o->unrun = true;
+                return;
+        }
         /* One context for all the blocks taken: the time budget bounds how
          * long this thread stays in the task (§10.6). Its stop word is the
          * ring's cancel word (§12.6): a relaxed load, nonzero count only
@@ -168,16 +178,10 @@ static inline __attribute__((always_inline)) void run_taken(struct hbg_ring *r, 
                         /* Not started: its blocks count as done, unrun. */
                         o->err = -ECANCELED;
                         o->err_kernel = s->report_kernel;
+                        o->unrun = true;
                         ctx.stopped = KERNEL_STOP_CANCEL;
                 }
         }
-        /* A task of several blocks that another run failed already (its
-         * kernel's error, its time budget): the blocks taken now are not
-         * run, and count as done (§10.6). The status is its first error,
-         * CAS'd in by run_done() before that run's acq_rel count; relaxed:
-         * a 0 read late runs the blocks, as before the failure. */
-        if (s->block_num > 1 && atomic_load_explicit(&s->status, memory_order_relaxed) != 0)
-                return;
         if (__builtin_expect(n == 1 && s->lanes == 1, 1)) {
                 /* One block of one lane, most tasks: the loop below, unrolled. */
                 if (ctx.stopped == KERNEL_STOP_NONE) {
@@ -223,7 +227,8 @@ static inline __attribute__((always_inline)) void run_done(struct sched_thread *
          * (ready.h), and the task's end if this run finishes it. */
         uint64_t ended = ktime_now(), ran = ktime_since(started, ended);
         uint64_t *avg = &t->run_avg[s->ktime_kernel];
-        *avg = ran < *avg ? ran : *avg + ((ran - *avg) >> 3);
+        if (!o->unrun)
+                *avg = ran < *avg ? ran : *avg + ((ran - *avg) >> 3);
         /* Tracing (trace.h): one relaxed load and a branch while off.
          * Before the count below: then the slot may go to id + D. */
         uint32_t trace = trace_epoch(&r->engine->trace);
@@ -303,7 +308,7 @@ static unsigned run_blocks(struct sched_thread *t, struct hbg_ring *r, struct ri
         uint64_t started = ktime_now();
         if (first == 0)
                 s->start_tick = started;
-        struct run_outcome o = { 0, HBG_KERNEL_NONE, NULL };
+        struct run_outcome o = { 0, HBG_KERNEL_NONE, NULL, false };
         run_taken(r, id, s, first, n, &o);
         run_done(t, r, rt, id, s, first, n, started, &o);
         if (__builtin_expect(long_task, 0))

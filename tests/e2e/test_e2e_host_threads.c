@@ -407,6 +407,42 @@ START_TEST(tensor_wait_sleeps) {
 }
 END_TEST
 
+/* Without workers, host tasks left behind a full mailbox: hbgd frees the
+ * mailbox without a byte on the pipe, so the wait must look again by
+ * itself. One hbgd thread busy in a 50 ms kernel while the client, in
+ * hbg_graph_wait(), runs 64 host tasks through a mailbox of 16: the wait
+ * ends with every task run (it slept for good when it waited only for a
+ * byte). */
+static int count_host_plain(void *ud) {
+        atomic_fetch_add((_Atomic int *)ud, 1);
+        return 0;
+}
+
+START_TEST(full_mailbox_no_workers) {
+        struct hbgd_proc *d = start_hbgd(MODE_URING, (const char *const[]){ "--threads", "1", NULL });
+        hbg_connect_options o = HBG_CONNECT_OPTIONS_INIT;
+        o.socket_path = d->socket_path;
+        o.mailbox = 16;
+        hbg_client *c = NULL;
+        int err = hbg_connect_opts(&c, &o);
+        D_ASSERT(d, err == 0, "hbg_connect_opts: %s [%s]", hbg_strerror(err), hbg_last_error(NULL));
+        static _Atomic int ran;
+        atomic_store(&ran, 0);
+        hbg_task spin = HBG_TASK_INIT("spin_ns");
+        spin.n_scalars = 1;
+        spin.scalars[0] = 50000000;
+        ck_assert_int_eq(hbg_graph_add(c, &spin, NULL), 0);
+        for (int i = 0; i < 64; i++)
+                add_host(d, c, count_host_plain, (void *)&ran, NULL);
+        uint64_t g = submit(d, c);
+        err = hbg_graph_wait(c, g, WAIT_MS);
+        D_ASSERT(d, err == 0, "hbg_graph_wait: %s [%s]", hbg_strerror(err), hbg_last_error(c));
+        ck_assert_int_eq(atomic_load(&ran), 64);
+        hbg_disconnect(c);
+        stop_hbgd(d);
+}
+END_TEST
+
 /* A host function that runs until the test releases it. */
 static int gate_host(void *ud) {
         _Atomic int *release = ud;
@@ -823,6 +859,7 @@ static Suite *suite(void) {
         tcase_add_test(tc, stale_looker);
         tcase_add_loop_test(tc, tensor_wait_sleeps, 0, (int)completion_count());
         tcase_add_test(tc, graphs_finish_in_order);
+        tcase_add_test(tc, full_mailbox_no_workers);
         tcase_add_test(tc, mixed);
         tcase_add_test(tc, reentry);
         tcase_add_test(tc, stall);
